@@ -1,0 +1,258 @@
+/**
+ * Configuration: parsed and validated once, then passed down as a typed object.
+ * No other module reads `process.env` for settings.
+ *
+ * Sources, later wins:
+ *   1. defaults below (the one place defaults are resolved; SPEC §4–§10),
+ *   2. `$HERMES_HOME/config.yaml` (HERMES_HOME defaults to `~/.hermes`),
+ *   3. environment: `HERMES_<SECTION>_<KEY>` for every key (e.g. `HERMES_LOOPS_MAX_TICKS=0`),
+ *      plus the named variables of SPEC §10 (`REDIS_URL`, `API_SERVER_KEY`, `OPENAI_BASE_URL`, …).
+ *
+ * @throws ConfigError naming the bad key when a value does not validate.
+ */
+import { readFileSync, existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { ConfigError } from './errors/config-error.ts';
+
+const seconds = (def: number) => z.coerce.number().finite().min(0).default(def);
+const positiveInt = (def: number) => z.coerce.number().int().positive().default(def);
+
+/** A command a command turn may run; only config or the CLI may define one (SPEC §3). */
+const commandSchema = z
+  .object({
+    /** Shell command line; its stdout is the reply. */
+    command: z.string().min(1),
+    /** Kill the command after this many seconds. @defaultValue 60 */
+    timeout_seconds: seconds(60),
+  })
+  .strict();
+
+export const configSchema = z
+  .object({
+    /** IANA zone for cron jobs without `--tz`; default the host zone. */
+    timezone: z.string().optional(),
+    log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    redis: z
+      .object({
+        /** `redis://…` of an operator-run Redis; when unset the embedded server is used. */
+        url: z.string().optional(),
+        /** Hash-tagged key prefix: every key lives in one cluster slot. */
+        prefix: z
+          .string()
+          .regex(/^\{[^{}]+\}$/, 'must be a hash tag like {hermes}')
+          .default('{hermes}'),
+        /** Start a private `redis-server` from PATH when no URL is set. @defaultValue true */
+        embedded: z
+          .preprocess((v) => (typeof v === 'string' ? !['0', 'false', 'no', 'off'].includes(v.toLowerCase()) : v), z.boolean())
+          .default(true),
+      })
+      .strict()
+      .prefault({}),
+    loops: z
+      .object({
+        min_interval_seconds: seconds(30),
+        /** Tick budget per loop; 0 = unlimited. */
+        max_ticks: z.coerce.number().int().min(0).default(100),
+        self_paced_floor_seconds: seconds(60),
+        self_paced_ceiling_seconds: seconds(900),
+      })
+      .strict()
+      .prefault({}),
+    heartbeat: z.object({ min_interval_seconds: seconds(60) }).strict().prefault({}),
+    goals: z.object({ max_turns: positiveInt(20) }).strict().prefault({}),
+    agent: z
+      .object({
+        /** OpenAI-compatible endpoint (OPENAI_BASE_URL). */
+        base_url: z.string().url().optional(),
+        model: z.string().default('gpt-4o-mini'),
+        /** OPENAI_API_KEY; never logged. */
+        api_key: z.string().optional(),
+        /** Per model call. */
+        timeout_seconds: seconds(120),
+        /** Drain budget for cron ticks and `/v1` runs; 0 opts both out (SPEC §9). */
+        cron_drain_timeout: seconds(30),
+        /** Drain budget for chat turns; 0 = interrupt at once, mark resumable (SPEC §9). */
+        restart_drain_timeout: seconds(0),
+        /** Largest accepted prompt or message, in characters. */
+        max_prompt_chars: positiveInt(16_000),
+      })
+      .strict()
+      .prefault({}),
+    worker: z
+      .object({
+        /** Turns one worker process runs at once (different sessions). */
+        concurrency: positiveInt(32),
+        /** BullMQ job lock and session turn lock time-to-live; renewed while a turn runs. */
+        lock_duration_ms: positiveInt(30_000),
+        /** How often a worker looks for jobs whose worker died. */
+        stalled_interval_ms: positiveInt(15_000),
+        /** A job that stalls more often than this fails. */
+        max_stalled_count: positiveInt(3),
+        /** A tick that finds its session busy is retried after this delay. */
+        defer_ms: positiveInt(250),
+        /**
+         * Ticks are handed to a worker this long before they are due and started
+         * exactly on time, so queue latency is off the critical path.
+         */
+        prefetch_lead_ms: z.coerce.number().int().min(0).default(200),
+        /** Transcript messages kept per session (older ones are trimmed). */
+        transcript_max_messages: positiveInt(200),
+      })
+      .strict()
+      .prefault({}),
+    /** Named commands for command turns: `hermes loop … --command NAME`. */
+    commands: z.record(z.string(), commandSchema).default({}),
+    cron: z
+      .object({
+        script_timeout_seconds: seconds(120),
+        history_limit: positiveInt(50),
+      })
+      .strict()
+      .prefault({}),
+    api_server: z
+      .object({
+        host: z.string().default('127.0.0.1'),
+        port: z.coerce.number().int().min(0).max(65535).default(8642),
+        /** API_SERVER_KEY; required for any non-loopback bind. */
+        key: z.string().optional(),
+      })
+      .strict()
+      .prefault({}),
+    telegram: z
+      .object({
+        bot_token: z.string().optional(),
+        /** Numeric Telegram user ids allowed to reach the agent. */
+        allowed_users: z
+          .union([z.array(z.coerce.string()), z.string()])
+          .transform((v) =>
+            (Array.isArray(v) ? v : v.split(',')).map((s) => s.trim()).filter((s) => s.length > 0),
+          )
+          .default([]),
+        /** Bot API root; default the public one. */
+        api_root: z.string().url().optional(),
+      })
+      .strict()
+      .prefault({}),
+  })
+  .strict();
+
+/** The validated configuration plus where it came from. */
+export type HermesConfig = z.infer<typeof configSchema> & {
+  /** Absolute `HERMES_HOME`. */
+  home: string;
+};
+
+/** Environment variables with names of their own (SPEC §10), mapped to config paths. */
+const NAMED_ENV: Record<string, string[]> = {
+  REDIS_URL: ['redis', 'url'],
+  API_SERVER_KEY: ['api_server', 'key'],
+  API_SERVER_HOST: ['api_server', 'host'],
+  API_SERVER_PORT: ['api_server', 'port'],
+  TELEGRAM_BOT_TOKEN: ['telegram', 'bot_token'],
+  TELEGRAM_ALLOWED_USERS: ['telegram', 'allowed_users'],
+  TELEGRAM_API_ROOT: ['telegram', 'api_root'],
+  OPENAI_BASE_URL: ['agent', 'base_url'],
+  OPENAI_API_KEY: ['agent', 'api_key'],
+  OPENAI_MODEL: ['agent', 'model'],
+};
+
+/** Resolve `HERMES_HOME` (default `~/.hermes`). */
+export function resolveHome(env: NodeJS.ProcessEnv = process.env): string {
+  return env.HERMES_HOME && env.HERMES_HOME.length > 0 ? env.HERMES_HOME : join(homedir(), '.hermes');
+}
+
+function setPath(target: Record<string, unknown>, path: string[], value: unknown): void {
+  let node = target;
+  for (const part of path.slice(0, -1)) {
+    const next = node[part];
+    if (typeof next !== 'object' || next === null || Array.isArray(next)) node[part] = {};
+    node = node[part] as Record<string, unknown>;
+  }
+  node[path[path.length - 1]!] = value;
+}
+
+/** Every `HERMES_<SECTION>_<KEY>` override the schema knows, derived from the schema itself. */
+function envOverrides(env: NodeJS.ProcessEnv): Array<[string[], string, string]> {
+  const out: Array<[string[], string, string]> = [];
+  const shape = configSchema.shape as Record<string, z.ZodType>;
+  for (const [section, schema] of Object.entries(shape)) {
+    const inner = unwrapObject(schema);
+    if (inner) {
+      for (const key of Object.keys(inner.shape)) {
+        const name = `HERMES_${section}_${key}`.toUpperCase();
+        const value = env[name];
+        if (value !== undefined) out.push([[section, key], value, name]);
+      }
+    } else {
+      const name = `HERMES_${section}`.toUpperCase();
+      const value = env[name];
+      if (value !== undefined && section !== 'commands') out.push([[section], value, name]);
+    }
+  }
+  for (const [name, path] of Object.entries(NAMED_ENV)) {
+    const value = env[name];
+    if (value !== undefined && value !== '') out.push([path, value, name]);
+  }
+  return out;
+}
+
+function unwrapObject(schema: z.ZodType): z.ZodObject | undefined {
+  let s: unknown = schema;
+  for (let i = 0; i < 5 && s; i++) {
+    if (s instanceof z.ZodObject) return s;
+    const def = (s as { _zod?: { def?: { innerType?: unknown; in?: unknown } } })._zod?.def;
+    s = def?.innerType ?? def?.in;
+  }
+  return undefined;
+}
+
+/**
+ * Load and validate the configuration.
+ *
+ * @param options.env - environment to read (default `process.env`)
+ * @param options.overrides - programmatic values applied last (tests, the demo)
+ * @throws ConfigError naming the first bad key (file path or environment variable)
+ */
+export function loadConfig(
+  options: { env?: NodeJS.ProcessEnv; overrides?: Record<string, unknown> } = {},
+): HermesConfig {
+  const env = options.env ?? process.env;
+  const home = resolveHome(env);
+  const file = join(home, 'config.yaml');
+  let raw: Record<string, unknown> = {};
+  if (existsSync(file)) {
+    try {
+      const parsed: unknown = parseYaml(readFileSync(file, 'utf8'));
+      if (parsed !== null && parsed !== undefined) {
+        if (typeof parsed !== 'object' || Array.isArray(parsed)) {
+          throw new ConfigError(`${file} must hold a mapping of settings`);
+        }
+        raw = parsed as Record<string, unknown>;
+      }
+    } catch (err) {
+      if (err instanceof ConfigError) throw err;
+      throw new ConfigError(`${file} is not valid YAML: ${(err as Error).message}`, { cause: err });
+    }
+  }
+  const sources = new Map<string, string>();
+  for (const [path, value, name] of envOverrides(env)) {
+    setPath(raw, path, value);
+    sources.set(path.join('.'), name);
+  }
+  for (const [key, value] of Object.entries(options.overrides ?? {})) {
+    setPath(raw, key.split('.'), value);
+    sources.set(key, 'override');
+  }
+  const result = configSchema.safeParse(raw);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const extra = issue.code === 'unrecognized_keys' ? [issue.keys[0] ?? ''] : [];
+    const key = [...issue.path.map(String), ...extra].join('.');
+    const from = sources.get(key) ?? file;
+    throw new ConfigError(`Invalid setting ${key} (from ${from}): ${issue.message}`, { key });
+  }
+  return { ...result.data, home };
+}

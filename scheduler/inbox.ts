@@ -1,0 +1,79 @@
+/**
+ * Session input: user messages and slash commands from chat, Telegram or the
+ * CLI become jobs of the `inbox` queue that any worker runs as turns.
+ *
+ * Priority (SPEC §3): real user input first, then goal continuations, then
+ * loop/heartbeat ticks. Inbox jobs carry BullMQ priorities (user 1, goal 2) and
+ * every queued user message is registered in the session's pending-input set
+ * (ordered by arrival) until it is processed; ticks and goal continuations wait
+ * while it is not empty, and messages of one session run in arrival order.
+ */
+import type { Redis } from 'ioredis';
+import { ScheduleInputError } from './errors/schedule-input-error.ts';
+import type { Keys } from './keys.ts';
+import type { HermesQueues } from './queues.ts';
+import type { Origin } from './loop-state.ts';
+import { assertSessionId } from './session-id.ts';
+
+/** BullMQ priorities of inbox jobs (lower runs first). */
+export const INBOX_PRIORITY = { user: 1, goal: 2 } as const;
+
+/** Pending-input entries older than this are ignored by ticks (a lost job cannot block a session forever). */
+export const PENDING_INPUT_STALE_MS = 10 * 60_000;
+
+/** Data of an inbox job. */
+export interface InboxJobData {
+  type: 'user-input' | 'goal-continuation';
+  sessionId: string;
+  /** Message text or slash command. Empty for goal continuations. */
+  text: string;
+  /** Unique per message (platform message id, or generated); dedupes re-sends. */
+  messageId: string;
+  origin: Origin;
+  /** Epoch ms the input arrived. */
+  receivedAt: number;
+}
+
+/** BullMQ job id of an input (dedupes the same message sent twice). */
+export function inboxJobId(sessionId: string, messageId: string): string {
+  return `input:${sessionId}:${messageId}`;
+}
+
+/**
+ * Queue one user message or slash command for a session.
+ * Registers it as pending input first, so a tick due at the same moment waits.
+ * @throws ScheduleInputError for a bad session id or an over-long message
+ */
+export async function enqueueInput(
+  deps: { redis: Redis; keys: Keys; queues: HermesQueues; maxChars: number },
+  input: { sessionId: string; text: string; messageId: string; origin: Origin; receivedAt?: number },
+): Promise<string> {
+  assertSessionId(input.sessionId);
+  if (input.text.length > deps.maxChars) {
+    throw new ScheduleInputError(`The message is ${input.text.length} characters; the limit is ${deps.maxChars}.`, { field: 'text' });
+  }
+  const jobId = inboxJobId(input.sessionId, input.messageId);
+  const receivedAt = input.receivedAt ?? Date.now();
+  await deps.redis
+    .multi()
+    .zadd(deps.keys.pendingInput(input.sessionId), 'NX', String(receivedAt), jobId)
+    .sadd(deps.keys.sessionIndex, input.sessionId)
+    .exec();
+  const data: InboxJobData = {
+    type: 'user-input', sessionId: input.sessionId, text: input.text, messageId: input.messageId, origin: input.origin, receivedAt,
+  };
+  await deps.queues.inbox.add('user-input', data, { jobId, priority: INBOX_PRIORITY.user });
+  return jobId;
+}
+
+/**
+ * Pending user input of a session, oldest first (job ids), ignoring stale entries.
+ */
+export async function pendingInput(redis: Redis, keys: Keys, sessionId: string, now = Date.now()): Promise<string[]> {
+  return await redis.zrangebyscore(keys.pendingInput(sessionId), now - PENDING_INPUT_STALE_MS, '+inf');
+}
+
+/** Mark an input processed. */
+export async function clearPendingInput(redis: Redis, keys: Keys, sessionId: string, jobId: string): Promise<void> {
+  await redis.zrem(keys.pendingInput(sessionId), jobId);
+}

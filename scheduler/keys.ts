@@ -1,0 +1,80 @@
+/**
+ * Every Redis key, BullMQ queue name, job scheduler id and stream name of the
+ * product is spelled here and nowhere else.
+ *
+ * All keys start with one hash-tagged prefix (default `{hermes}`), so every key
+ * hashes to the same Redis Cluster slot and multi-key Lua scripts and BullMQ's
+ * own scripts work on a cluster (SPEC §2).
+ */
+
+/** BullMQ queue names. A queue's Redis keys are `<prefix>:<queue>:…`. */
+export const QUEUES = {
+  /** Scheduled wakeups: loop and heartbeat ticks, cron occurrences (job schedulers live here). */
+  ticks: 'ticks',
+  /** Session input: user messages, slash commands, goal continuations. */
+  inbox: 'inbox',
+} as const;
+
+export type ScheduleKind = 'loop' | 'heartbeat';
+
+/** Key builder bound to one prefix. */
+export class Keys {
+  constructor(readonly prefix: string) {
+    if (!/^\{[^{}]+\}$/.test(prefix)) throw new Error(`key prefix must be a hash tag like {hermes}, got ${prefix}`);
+  }
+
+  /** Prefix handed to BullMQ (`prefix` option of Queue/Worker). */
+  get bullPrefix(): string {
+    return this.prefix;
+  }
+
+  /** JSON state of a session's loop or heartbeat. */
+  schedule(sessionId: string, kind: ScheduleKind): string {
+    return `${this.prefix}:schedule:${kind}:${sessionId}`;
+  }
+
+  /** Set of `<kind>:<sessionId>` for every stored loop/heartbeat (for status and listing). */
+  get scheduleIndex(): string {
+    return `${this.prefix}:schedules`;
+  }
+
+  /** BullMQ job scheduler id of a session's loop or heartbeat. */
+  schedulerId(sessionId: string, kind: ScheduleKind): string {
+    return `${kind}:${sessionId}`;
+  }
+
+  /** Session transcript: a list of JSON messages, oldest first. */
+  transcript(sessionId: string): string {
+    return `${this.prefix}:session:${sessionId}:transcript`;
+  }
+
+  /** Session event stream (Redis stream) that clients attach to. */
+  events(sessionId: string): string {
+    return `${this.prefix}:session:${sessionId}:events`;
+  }
+
+  /** One turn per session across the fleet: holds the id of the job running the turn. */
+  turnLock(sessionId: string): string {
+    return `${this.prefix}:session:${sessionId}:turn-lock`;
+  }
+
+  /** Count of queued real user input for a session; ticks wait while it is above zero. */
+  pendingInput(sessionId: string): string {
+    return `${this.prefix}:session:${sessionId}:pending-input`;
+  }
+
+  /** Set of known session ids. */
+  get sessionIndex(): string {
+    return `${this.prefix}:sessions`;
+  }
+
+  /** Marker that an occurrence (one due tick) has been committed and delivered. */
+  occurrenceDone(occurrenceId: string): string {
+    return `${this.prefix}:occurrence:${occurrenceId}`;
+  }
+
+  /** Sorted set of live worker processes, scored by last heartbeat (ms). */
+  get workers(): string {
+    return `${this.prefix}:workers`;
+  }
+}

@@ -1,0 +1,241 @@
+/**
+ * Loop and heartbeat state and its transitions, as pure functions (no I/O).
+ * The store persists a `LoopRecord`; the worker asks these functions whether a
+ * tick may fire and what the record becomes after a tick.
+ *
+ * Policies decided here (SPEC §4–§5):
+ * - A paused, finished, removed or replaced loop never fires (`decideFire`).
+ * - Coalescing: an occurrence due before the start of the last tick that ran is
+ *   already covered by it and is skipped. So after downtime, or when a tick was
+ *   deferred past the next occurrence, exactly one tick runs, never a burst.
+ * - Stop order after a tick (`applyTick`): `LOOP_COMPLETE` line → finished;
+ *   `--until` verdict → finished/paused; `--times` reached → finished;
+ *   `loops.max_ticks` reached → paused (resumable).
+ */
+import type { ScheduleKind } from './keys.ts';
+
+export type LoopStatus = 'active' | 'paused' | 'finished';
+
+/** How a turn is produced. `command` may only be created by a trusted surface (CLI, config). */
+export type RunnerSpec =
+  | { kind: 'agent' }
+  | { kind: 'command'; /** shell command line */ command: string; timeoutSeconds: number };
+
+/** Where a schedule was created, and where replies go besides the session stream. */
+export interface Origin {
+  surface: 'cli' | 'chat' | 'telegram' | 'api';
+  /** Messaging route (platform + chat) for replies, when set from a platform. */
+  route?: { platform: string; chatId: string; threadId?: string };
+}
+
+/** Persisted state of a session's loop or heartbeat. Times are epoch milliseconds. */
+export interface LoopRecord {
+  kind: ScheduleKind;
+  /** Random id of this loop; a replaced loop gets a new one, so old ticks are recognised. */
+  loopId: string;
+  sessionId: string;
+  prompt: string;
+  mode: 'fixed' | 'self-paced';
+  /** Fixed cadence in seconds (fixed mode). */
+  intervalSeconds: number | null;
+  /** Current delay in seconds (self-paced mode). */
+  delaySeconds: number | null;
+  times: number | null;
+  until: string | null;
+  status: LoopStatus;
+  /** Why the loop is paused or finished, for the status line. */
+  statusReason: string | null;
+  ticksUsed: number;
+  /** Tick budget snapshot of `loops.max_ticks`; 0 = unlimited. */
+  maxTicks: number;
+  runner: RunnerSpec;
+  origin: Origin;
+  createdAt: number;
+  updatedAt: number;
+  lastTickDueAt: number | null;
+  lastTickStartedAt: number | null;
+  lastTickFinishedAt: number | null;
+  /** Occurrence id of the last tick applied (makes `applyTick` idempotent). */
+  lastOccurrenceId: string | null;
+  /** Digest of the last normalised reply (self-paced mode). */
+  lastDigest: string | null;
+  /** Consecutive `--until` judge failures. */
+  judgeFailures: number;
+  /** Incremented on every write; the store writes only over the version it read. */
+  version: number;
+}
+
+/** The marker an agent prints on its own line when a loop's task is done. */
+export const LOOP_COMPLETE = 'LOOP_COMPLETE';
+
+/** True when `reply` has a line that is exactly `LOOP_COMPLETE` (surrounding spaces ignored). */
+export function hasLoopComplete(reply: string): boolean {
+  return reply.split(/\r?\n/).some((line) => line.trim() === LOOP_COMPLETE);
+}
+
+/** Input to `createLoop`. */
+export interface NewLoop {
+  kind: ScheduleKind;
+  loopId: string;
+  sessionId: string;
+  prompt: string;
+  intervalSeconds: number | null;
+  times: number | null;
+  until: string | null;
+  maxTicks: number;
+  /** Self-paced starting delay (`loops.self_paced_floor_seconds`). */
+  selfPacedFloorSeconds: number;
+  runner: RunnerSpec;
+  origin: Origin;
+  now: number;
+}
+
+/** A fresh active loop. */
+export function createLoop(input: NewLoop): LoopRecord {
+  const selfPaced = input.intervalSeconds === null;
+  return {
+    kind: input.kind,
+    loopId: input.loopId,
+    sessionId: input.sessionId,
+    prompt: input.prompt,
+    mode: selfPaced ? 'self-paced' : 'fixed',
+    intervalSeconds: input.intervalSeconds,
+    delaySeconds: selfPaced ? input.selfPacedFloorSeconds : null,
+    times: input.times,
+    until: input.until,
+    status: 'active',
+    statusReason: null,
+    ticksUsed: 0,
+    maxTicks: input.kind === 'heartbeat' ? 0 : input.maxTicks,
+    runner: input.runner,
+    origin: input.origin,
+    createdAt: input.now,
+    updatedAt: input.now,
+    lastTickDueAt: null,
+    lastTickStartedAt: null,
+    lastTickFinishedAt: null,
+    lastOccurrenceId: null,
+    lastDigest: null,
+    judgeFailures: 0,
+    version: 0,
+  };
+}
+
+/** One due tick as the worker sees it. */
+export interface TickRef {
+  loopId: string;
+  /** When the occurrence was due (epoch ms). */
+  dueAt: number;
+  occurrenceId: string;
+}
+
+export type FireDecision =
+  | { fire: true }
+  | { fire: false; reason: 'removed' | 'replaced' | 'paused' | 'finished' | 'coalesced' | 'already-applied' };
+
+/** May this tick fire now? (pure; see the policies at the top of this file) */
+export function decideFire(loop: LoopRecord | null, tick: TickRef): FireDecision {
+  if (!loop) return { fire: false, reason: 'removed' };
+  if (loop.loopId !== tick.loopId) return { fire: false, reason: 'replaced' };
+  if (loop.lastOccurrenceId === tick.occurrenceId) return { fire: false, reason: 'already-applied' };
+  if (loop.status === 'paused') return { fire: false, reason: 'paused' };
+  if (loop.status === 'finished') return { fire: false, reason: 'finished' };
+  if (loop.lastTickStartedAt !== null && tick.dueAt < loop.lastTickStartedAt) {
+    return { fire: false, reason: 'coalesced' };
+  }
+  return { fire: true };
+}
+
+/** Verdict of an `--until` judge (issue: full /loop). `error` = the judge call failed. */
+export type UntilVerdict = { verdict: 'done' | 'continue' } | { verdict: 'blocked'; reason: string } | { verdict: 'error'; message: string };
+
+/** What happened to the loop after a tick. */
+export type TickOutcome =
+  | { kind: 'continue' }
+  | { kind: 'finished'; reason: string }
+  | { kind: 'paused'; reason: string };
+
+/** Judge failures in a row after which an `--until` loop pauses instead of spinning its budget away. */
+export const MAX_JUDGE_FAILURES = 3;
+
+/**
+ * The record after a tick completed (pure). Applies the stop order of SPEC §4.
+ *
+ * @param tick.reply - the turn's reply text (may be empty: the tick still completes)
+ * @param tick.until - the `--until` verdict when the loop has a condition
+ */
+export function applyTick(
+  loop: LoopRecord,
+  tick: TickRef & { startedAt: number; finishedAt: number; reply: string; until?: UntilVerdict },
+): { loop: LoopRecord; outcome: TickOutcome } {
+  const next: LoopRecord = {
+    ...loop,
+    ticksUsed: loop.ticksUsed + 1,
+    lastTickDueAt: tick.dueAt,
+    lastTickStartedAt: tick.startedAt,
+    lastTickFinishedAt: tick.finishedAt,
+    lastOccurrenceId: tick.occurrenceId,
+    updatedAt: tick.finishedAt,
+  };
+  const finish = (reason: string) => ({
+    loop: { ...next, status: 'finished' as const, statusReason: reason },
+    outcome: { kind: 'finished' as const, reason },
+  });
+  const pause = (reason: string) => ({
+    loop: { ...next, status: 'paused' as const, statusReason: reason },
+    outcome: { kind: 'paused' as const, reason },
+  });
+  if (loop.kind === 'loop' && hasLoopComplete(tick.reply)) return finish('the agent reported LOOP_COMPLETE');
+  if (loop.until && tick.until) {
+    const v = tick.until;
+    if (v.verdict === 'done') return finish(`condition met: ${loop.until}`);
+    if (v.verdict === 'blocked') return pause(`blocked: ${v.reason}`);
+    if (v.verdict === 'error') {
+      next.judgeFailures = loop.judgeFailures + 1;
+      if (next.judgeFailures >= MAX_JUDGE_FAILURES) {
+        return pause(`the --until judge failed ${next.judgeFailures} times in a row (${v.message})`);
+      }
+    } else {
+      next.judgeFailures = 0;
+    }
+  }
+  if (loop.times !== null && next.ticksUsed >= loop.times) return finish(`ran ${loop.times} times`);
+  if (loop.maxTicks > 0 && next.ticksUsed >= loop.maxTicks) {
+    return pause(`tick budget of ${loop.maxTicks} used (loops.max_ticks); /loop resume continues`);
+  }
+  return { loop: next, outcome: { kind: 'continue' } };
+}
+
+/** Pause (pure). A finished loop stays finished. */
+export function pauseLoop(loop: LoopRecord, now: number, reason = 'paused by user'): LoopRecord {
+  if (loop.status !== 'active') return loop;
+  return { ...loop, status: 'paused', statusReason: reason, updatedAt: now };
+}
+
+/**
+ * Resume (pure). A loop paused by its budget gets a fresh budget window
+ * (`ticksUsed` counts on; the budget is raised by `maxTicks`).
+ */
+export function resumeLoop(loop: LoopRecord, now: number): LoopRecord {
+  if (loop.status !== 'paused') return loop;
+  const budgetHit = loop.maxTicks > 0 && loop.ticksUsed >= loop.maxTicks;
+  return {
+    ...loop,
+    status: 'active',
+    statusReason: null,
+    judgeFailures: 0,
+    maxTicks: budgetHit ? loop.ticksUsed + loop.maxTicks : loop.maxTicks,
+    updatedAt: now,
+  };
+}
+
+/**
+ * When the first tick after a resume is due: the next point on the old cadence
+ * that is not in the past, at most one interval away — never a burst of
+ * missed ticks (SPEC §4).
+ */
+export function resumeDueAt(loop: LoopRecord, now: number): number {
+  const periodMs = (loop.intervalSeconds ?? loop.delaySeconds ?? 0) * 1000;
+  if (loop.lastTickStartedAt === null || periodMs === 0) return now;
+  return Math.max(now, loop.lastTickStartedAt + periodMs);
+}

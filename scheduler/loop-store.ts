@@ -1,0 +1,176 @@
+/**
+ * Loop and heartbeat records in Redis, and their BullMQ job schedulers.
+ *
+ * - A record is one JSON string per session and kind, written with a version
+ *   check (compare-and-set in Lua), so two writers never silently overwrite
+ *   each other.
+ * - A fixed-cadence schedule is one BullMQ job scheduler (`<kind>:<session>`,
+ *   `every` = interval). A self-paced loop has no scheduler: each tick adds the
+ *   next delayed job under a deterministic id, so two adds never make two jobs.
+ * - Prefetch lead: the scheduler fires `leadMs` before the occurrence is due and
+ *   the worker starts the turn exactly at the due time, so the queue's own
+ *   latency is off the critical path. The due time is `jobMillis + leadMs`.
+ *
+ * Write order (no silent writes, SPEC §6): the record is written first and
+ * confirmed; then the scheduler is armed or disarmed. A worker re-arms any
+ * active fixed schedule whose scheduler is missing (`reconcile`), so a crash
+ * between the two steps cannot leave an active loop that never fires.
+ */
+import type { Redis } from 'ioredis';
+import type { Job } from 'bullmq';
+import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
+import type { Keys, ScheduleKind } from './keys.ts';
+import type { LoopRecord } from './loop-state.ts';
+import { schedulerJobMillis, type HermesQueues } from './queues.ts';
+
+/** Data of a tick job. */
+export interface TickJobData {
+  type: 'schedule-tick';
+  kind: ScheduleKind;
+  sessionId: string;
+  loopId: string;
+}
+
+/** BullMQ job name of schedule ticks. */
+export const TICK_JOB_NAME = 'schedule-tick';
+
+const CAS_LUA = `
+local cur = redis.call('GET', KEYS[1])
+local expected = ARGV[1]
+if expected == 'absent' then
+  if cur then return 0 end
+elseif expected ~= 'any' then
+  if not cur then return 0 end
+  if tostring(cjson.decode(cur)['version']) ~= expected then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[3])
+return 1
+`;
+
+/** Records and job schedulers of loops and heartbeats. */
+export class LoopStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keys,
+    private readonly queues: HermesQueues,
+    /** Prefetch lead in ms (`worker.prefetch_lead_ms`). */
+    readonly leadMs: number,
+  ) {}
+
+  /** The session's loop or heartbeat record, or `null`. */
+  async get(sessionId: string, kind: ScheduleKind): Promise<LoopRecord | null> {
+    const raw = await this.redis.get(this.keys.schedule(sessionId, kind));
+    return raw ? (JSON.parse(raw) as LoopRecord) : null;
+  }
+
+  /**
+   * Write `record` over the version it was read at (`expectedVersion`), or only
+   * if none exists (`'absent'`), or unconditionally (`'any'`). The stored record
+   * gets `version + 1`.
+   * @returns the stored record, or `null` when the check failed (someone wrote in between)
+   * @throws StoreUnavailableError when Redis refused the write
+   */
+  async put(record: LoopRecord, expectedVersion: number | 'absent' | 'any'): Promise<LoopRecord | null> {
+    const stored = { ...record, version: (typeof expectedVersion === 'number' ? expectedVersion : record.version) + 1 };
+    try {
+      const ok = await this.redis.eval(
+        CAS_LUA, 2, this.keys.schedule(record.sessionId, record.kind), this.keys.scheduleIndex,
+        String(expectedVersion), JSON.stringify(stored), `${record.kind}:${record.sessionId}`,
+      );
+      return ok === 1 ? stored : null;
+    } catch (err) {
+      throw new StoreUnavailableError(`Redis did not take the ${record.kind} state: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  /** Delete a record (used by `/heartbeat clear` and tests). */
+  async delete(sessionId: string, kind: ScheduleKind): Promise<void> {
+    await this.redis.multi().del(this.keys.schedule(sessionId, kind)).srem(this.keys.scheduleIndex, `${kind}:${sessionId}`).exec();
+  }
+
+  /** Every stored record. */
+  async list(): Promise<LoopRecord[]> {
+    const members = await this.redis.smembers(this.keys.scheduleIndex);
+    if (members.length === 0) return [];
+    const keys = members.map((m) => {
+      const i = m.indexOf(':');
+      return this.keys.schedule(m.slice(i + 1), m.slice(0, i) as ScheduleKind);
+    });
+    const raws = await this.redis.mget(...keys);
+    return raws.filter((r): r is string => r !== null).map((r) => JSON.parse(r) as LoopRecord);
+  }
+
+  /**
+   * Arm the schedule so its next tick is due at `firstDueAt` (epoch ms).
+   * Fixed cadence: upsert the job scheduler (replacing any previous one and its
+   * pending job). Self-paced: add the next delayed tick job.
+   * @throws StoreUnavailableError when Redis refused it
+   */
+  async arm(record: LoopRecord, firstDueAt: number): Promise<void> {
+    const data: TickJobData = { type: 'schedule-tick', kind: record.kind, sessionId: record.sessionId, loopId: record.loopId };
+    try {
+      if (record.mode === 'fixed' && record.intervalSeconds) {
+        await this.queues.ticks.upsertJobScheduler(
+          this.keys.schedulerId(record.sessionId, record.kind),
+          { every: record.intervalSeconds * 1000, startDate: Math.max(Date.now(), firstDueAt - this.leadMs) },
+          { name: TICK_JOB_NAME, data },
+        );
+      } else {
+        await this.removeScheduler(record.sessionId, record.kind);
+        await this.queues.ticks.add(TICK_JOB_NAME, data, {
+          jobId: `selfpaced:${record.kind}:${record.sessionId}:${record.loopId}:${firstDueAt}`,
+          delay: Math.max(0, firstDueAt - this.leadMs - Date.now()),
+        });
+      }
+    } catch (err) {
+      throw new StoreUnavailableError(`Redis did not take the ${record.kind} schedule: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  /** Remove the job scheduler and its pending job (no-op when there is none). */
+  async removeScheduler(sessionId: string, kind: ScheduleKind): Promise<void> {
+    await this.queues.ticks.removeJobScheduler(this.keys.schedulerId(sessionId, kind));
+  }
+
+  /** Epoch ms the next tick is due per the job scheduler, or `undefined`. */
+  async nextDueAt(record: LoopRecord): Promise<number | undefined> {
+    if (record.mode !== 'fixed') return undefined;
+    const s = await this.queues.ticks.getJobScheduler(this.keys.schedulerId(record.sessionId, record.kind));
+    return s?.next !== undefined && s.next !== null ? Number(s.next) + this.leadMs : undefined;
+  }
+
+  /**
+   * Re-arm active fixed schedules whose job scheduler is missing (a crash
+   * between the state write and the scheduler write). Idempotent.
+   * @returns how many were re-armed
+   */
+  async reconcile(now = Date.now()): Promise<number> {
+    let rearmed = 0;
+    for (const record of await this.list()) {
+      if (record.status !== 'active' || record.mode !== 'fixed') continue;
+      const s = await this.queues.ticks.getJobScheduler(this.keys.schedulerId(record.sessionId, record.kind));
+      if (!s) {
+        const period = (record.intervalSeconds ?? 0) * 1000;
+        const due = record.lastTickStartedAt === null ? now : Math.max(now, record.lastTickStartedAt + period);
+        await this.arm(record, due);
+        rearmed++;
+      }
+    }
+    return rearmed;
+  }
+
+  /**
+   * The occurrence a tick job stands for.
+   * @returns due time (epoch ms) and a unique occurrence id
+   */
+  occurrenceOf(job: Job<TickJobData>): { dueAt: number; occurrenceId: string } {
+    const millis = schedulerJobMillis(job.id);
+    if (millis !== undefined) {
+      return { dueAt: millis + this.leadMs, occurrenceId: `${job.data.kind}:${job.data.loopId}:${millis}` };
+    }
+    const tail = Number(job.id?.slice(job.id.lastIndexOf(':') + 1));
+    const dueAt = Number.isFinite(tail) ? tail : job.timestamp + (job.opts.delay ?? 0) + this.leadMs;
+    return { dueAt, occurrenceId: `${job.data.kind}:${job.data.loopId}:${dueAt}` };
+  }
+}

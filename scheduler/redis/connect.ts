@@ -1,0 +1,118 @@
+/**
+ * Finding and opening the Redis the product runs on.
+ *
+ * Order (SPEC §10, issue "Foundation" point 3):
+ *   1. `REDIS_URL` / `redis.url` when set;
+ *   2. an embedded server of this `HERMES_HOME` that is already running;
+ *   3. when the caller may start one (`hermes up`, the demo): a new embedded server.
+ * If none works: one `StoreUnavailableError` naming what was tried and how to get Redis.
+ */
+import { join } from 'node:path';
+import { Redis, type RedisOptions } from 'ioredis';
+import type { Logger } from 'pino';
+import type { HermesConfig } from '../config.ts';
+import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
+import { embeddedUrlFile, ping, readEmbeddedUrl, startEmbeddedRedis, type EmbeddedRedis } from './embedded-redis.ts';
+
+/** Lowest Redis version BullMQ job schedulers need. */
+export const MIN_REDIS_VERSION = '6.2.0';
+
+/** Where the product's Redis is and whether this process owns it. */
+export interface RedisTarget {
+  url: string;
+  /** Set when this process started the embedded server (it stops it on exit). */
+  embedded?: EmbeddedRedis;
+}
+
+/** `host:port` of a URL without credentials, for messages and logs. */
+export function describeUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.hostname}:${u.port || '6379'}`;
+  } catch {
+    return '(unparseable REDIS_URL)';
+  }
+}
+
+/**
+ * Resolve the Redis to use.
+ * @param options.allowStart - may start an embedded server when none runs
+ * @throws StoreUnavailableError naming what was tried
+ */
+export async function resolveRedis(
+  config: HermesConfig,
+  options: { allowStart: boolean },
+): Promise<RedisTarget> {
+  if (config.redis.url) {
+    if (await ping(config.redis.url)) return { url: config.redis.url };
+    const where = describeUrl(config.redis.url);
+    throw new StoreUnavailableError(
+      `Redis at ${where} (REDIS_URL) is unreachable. Start it (e.g. \`redis-server --port ${where.split(':')[1]}\`) or fix REDIS_URL.`,
+      { target: where },
+    );
+  }
+  const running = readEmbeddedUrl(config.home);
+  if (running && (await ping(running))) return { url: running };
+  if (options.allowStart && config.redis.embedded) {
+    const embedded = await startEmbeddedRedis({
+      dir: join(config.home, 'redis'),
+      urlFile: embeddedUrlFile(config.home),
+    });
+    return { url: embedded.url, embedded };
+  }
+  throw new StoreUnavailableError(
+    `No Redis to connect to: REDIS_URL is not set and no embedded Redis of ${config.home} is running. ` +
+      'Run `hermes up` (starts one from the redis-server on PATH) or set REDIS_URL=redis://host:6379.',
+    { target: running ? describeUrl(running) : 'embedded' },
+  );
+}
+
+/** ioredis options for BullMQ connections (blocking commands need no retry cap). */
+export const BULLMQ_REDIS_OPTIONS: RedisOptions = { maxRetriesPerRequest: null, enableReadyCheck: true };
+
+/** Open a plain client for the product's own keys. */
+export function openRedis(url: string, options: RedisOptions = {}): Redis {
+  const client = new Redis(url, { maxRetriesPerRequest: 3, ...options });
+  return client;
+}
+
+/** Compare dotted versions: negative when a < b. */
+export function compareVersions(a: string, b: string): number {
+  const pa = a.split('.').map((n) => Number.parseInt(n, 10) || 0);
+  const pb = b.split('.').map((n) => Number.parseInt(n, 10) || 0);
+  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
+    const d = (pa[i] ?? 0) - (pb[i] ?? 0);
+    if (d !== 0) return d;
+  }
+  return 0;
+}
+
+/**
+ * Check a freshly connected Redis: version at least 6.2 (else throw), and warn
+ * unless `maxmemory-policy` is `noeviction` (an evicting Redis can drop
+ * schedules). Managed services that disable CONFIG are tolerated.
+ * @throws StoreUnavailableError when the server is older than 6.2
+ */
+export async function checkRedis(client: Redis, log: Logger): Promise<{ version: string; policy?: string }> {
+  const info = await client.info('server');
+  const version = /redis_version:([^\r\n]+)/.exec(info)?.[1]?.trim() ?? '0';
+  if (compareVersions(version, MIN_REDIS_VERSION) < 0) {
+    throw new StoreUnavailableError(
+      `Redis ${version} is too old: hermes-scheduler needs Redis ${MIN_REDIS_VERSION} or newer.`,
+    );
+  }
+  let policy: string | undefined;
+  try {
+    const res = (await client.config('GET', 'maxmemory-policy')) as string[];
+    policy = res[1];
+  } catch {
+    log.debug('CONFIG GET is not allowed on this Redis; eviction policy not checked');
+  }
+  if (policy && policy !== 'noeviction') {
+    log.warn(
+      { policy },
+      `Redis maxmemory-policy is ${policy}: under memory pressure Redis may evict schedules. Set it to noeviction.`,
+    );
+  }
+  return { version, policy };
+}

@@ -1,0 +1,26 @@
+/**
+ * The text a tick adds to the session as its input (SPEC §4, §5). A tick re-runs
+ * the prompt against the session's current state; it never replays an old answer.
+ */
+import { LOOP_COMPLETE, type LoopRecord } from './loop-state.ts';
+
+/**
+ * Build the wakeup input of tick number `tickNumber` (1-based).
+ * @returns plain text for the turn's new user-role message
+ */
+export function buildWakeupInput(loop: LoopRecord, tickNumber: number): string {
+  if (loop.kind === 'heartbeat') {
+    return [
+      `[Heartbeat #${tickNumber}] Scheduled check-in, not a message from the user.`,
+      `Instruction: ${loop.prompt}`,
+      'Answer briefly. If nothing changed since the last check-in, say so in one line; do not invent work.',
+    ].join('\n');
+  }
+  const budget = loop.times !== null ? ` of ${loop.times}` : '';
+  return [
+    `[Loop wakeup #${tickNumber}${budget}] This is a recurring task, not a new message from the user.`,
+    `Task: ${loop.prompt}`,
+    'Check the current state afresh (do not rely on earlier answers) and report concisely.',
+    `When the task is done, print ${LOOP_COMPLETE} on its own line.`,
+  ].join('\n');
+}

@@ -1,0 +1,55 @@
+/**
+ * Per-test isolation on the shared test Redis: a unique hash-tag prefix, a
+ * temporary HERMES_HOME and a config built for tests.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inject } from 'vitest';
+import { loadConfig, type HermesConfig } from '../../scheduler/config.ts';
+
+/** A fresh test environment. `cleanup()` removes the home folder. */
+export interface TestEnv {
+  redisUrl: string;
+  prefix: string;
+  home: string;
+  config: HermesConfig;
+  /** Environment for child processes (`hermes worker`) of this test. */
+  childEnv: NodeJS.ProcessEnv;
+  cleanup(): void;
+}
+
+/**
+ * Build a test environment.
+ * @param overrides - config overrides by dotted key, e.g. `{ 'loops.min_interval_seconds': 1 }`
+ */
+export function testEnv(overrides: Record<string, unknown> = {}): TestEnv {
+  const redisUrl = inject('redisUrl');
+  const prefix = `{t-${randomBytes(5).toString('hex')}}`;
+  const home = mkdtempSync(join(tmpdir(), 'hermes-test-home-'));
+  const base: Record<string, unknown> = {
+    'redis.url': redisUrl,
+    'redis.prefix': prefix,
+    log_level: process.env.HERMES_TEST_LOG ?? 'silent',
+    'loops.min_interval_seconds': 1,
+    'worker.lock_duration_ms': 3000,
+    'worker.stalled_interval_ms': 1000,
+    'worker.defer_ms': 100,
+    ...overrides,
+  };
+  const env = { HERMES_HOME: home };
+  const config = loadConfig({ env, overrides: base });
+  const childEnv: NodeJS.ProcessEnv = {
+    ...process.env,
+    HERMES_HOME: home,
+    REDIS_URL: redisUrl,
+    HERMES_REDIS_PREFIX: prefix,
+    HERMES_LOG_LEVEL: String(base.log_level),
+  };
+  for (const [k, v] of Object.entries(base)) {
+    if (k === 'redis.url' || k === 'redis.prefix' || k === 'log_level') continue;
+    childEnv[`HERMES_${k.replace('.', '_').toUpperCase()}`] = String(v);
+  }
+  return { redisUrl, prefix, home, config, childEnv, cleanup: () => rmSync(home, { recursive: true, force: true }) };
+}
