@@ -13,6 +13,10 @@ export const QUEUES = {
   ticks: 'ticks',
   /** Session input: user messages, slash commands, goal continuations. */
   inbox: 'inbox',
+  /** Replies to send to Telegram, consumed by the gateway (sent once per job id). */
+  outboundTelegram: 'outbound-telegram',
+  /** OpenAI-compatible `/v1` requests, run by workers; the gateway waits for the result. */
+  v1Runs: 'v1-runs',
 } as const;
 
 export type ScheduleKind = 'loop' | 'heartbeat';

@@ -1,0 +1,84 @@
+/**
+ * The `command` runner: runs a configured shell command with a timeout; its
+ * stdout is the reply. Only trusted surfaces (CLI, config) create command
+ * turns; chat and `/v1` input never can (SPEC §3).
+ *
+ * The command gets the turn's new input on stdin and `HERMES_SESSION_ID` plus
+ * the request's `env` in its environment. On timeout or abort it gets SIGTERM,
+ * then SIGKILL after 2 s.
+ */
+import { spawn } from 'node:child_process';
+import { TurnError } from '../../scheduler/errors/turn-error.ts';
+import type { TurnRequest, TurnRunner } from './turn-runner.ts';
+
+/** Bytes of stdout kept (the rest is cut with a note). */
+export const MAX_OUTPUT_BYTES = 256 * 1024;
+
+export class CommandRunner implements TurnRunner {
+  readonly kind = 'command' as const;
+
+  /**
+   * @param command - shell command line (`/bin/sh -c`)
+   * @param timeoutMs - kill the command after this many milliseconds
+   * @param cwd - working directory (default the process's)
+   */
+  constructor(
+    readonly command: string,
+    readonly timeoutMs: number,
+    readonly cwd?: string,
+  ) {}
+
+  /** @returns trimmed stdout. @throws TurnError `timeout`, `aborted` or `command` (non-zero exit, with stderr's tail) */
+  async run(request: TurnRequest): Promise<string> {
+    const input = request.messages[request.messages.length - 1]?.content ?? '';
+    return await new Promise<string>((resolve, reject) => {
+      const child = spawn('/bin/sh', ['-c', this.command], {
+        cwd: this.cwd,
+        env: { ...process.env, ...request.env, HERMES_SESSION_ID: request.sessionId },
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
+      let out = '';
+      let err = '';
+      let settled = false;
+      let killReason: 'timeout' | 'aborted' | undefined;
+      const kill = (reason: 'timeout' | 'aborted') => {
+        killReason ??= reason;
+        child.kill('SIGTERM');
+        setTimeout(() => child.kill('SIGKILL'), 2000).unref();
+      };
+      const timer = setTimeout(() => kill('timeout'), this.timeoutMs);
+      const onAbort = () => kill('aborted');
+      request.signal.addEventListener('abort', onAbort, { once: true });
+      child.stdout.on('data', (d: Buffer) => {
+        if (out.length < MAX_OUTPUT_BYTES) out += d.toString('utf8');
+      });
+      child.stderr.on('data', (d: Buffer) => {
+        err = (err + d.toString('utf8')).slice(-2000);
+      });
+      child.stdin.on('error', () => {});
+      child.stdin.end(input);
+      const done = (fn: () => void) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        request.signal.removeEventListener('abort', onAbort);
+        fn();
+      };
+      child.on('error', (e) => done(() => reject(new TurnError(`Could not run the command: ${e.message}`, { kind: 'command', sessionId: request.sessionId, cause: e }))));
+      child.on('close', (code) =>
+        done(() => {
+          if (killReason === 'timeout') {
+            reject(new TurnError(`The command timed out after ${this.timeoutMs / 1000}s.`, { kind: 'timeout', sessionId: request.sessionId }));
+          } else if (killReason === 'aborted') {
+            reject(new TurnError('The command was aborted.', { kind: 'aborted', sessionId: request.sessionId }));
+          } else if (code !== 0) {
+            reject(new TurnError(`The command exited with code ${code}: ${err.trim().split('\n').slice(-3).join(' | ')}`, { kind: 'command', sessionId: request.sessionId }));
+          } else {
+            const cut = out.length >= MAX_OUTPUT_BYTES ? '\n[output cut]' : '';
+            resolve(out.trim() + cut);
+          }
+        }),
+      );
+    });
+  }
+}
