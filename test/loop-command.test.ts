@@ -1,0 +1,89 @@
+import { describe, expect, it } from 'vitest';
+import { parseLoopArgs } from '../scheduler/loop-command.ts';
+import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
+import { parseIntervalToken, formatSeconds } from '../scheduler/interval.ts';
+
+const opts = { minIntervalSeconds: 30, maxPromptChars: 1000 };
+
+describe('/loop grammar (SPEC §4)', () => {
+  it('parses a fixed interval and the prompt', () => {
+    expect(parseLoopArgs('10m watch the CI build', opts)).toEqual({
+      action: 'set', prompt: 'watch the CI build', intervalSeconds: 600, times: null, until: null, notes: [],
+    });
+  });
+
+  it('accepts "every" and compound intervals', () => {
+    const c = parseLoopArgs('every 1h30m check the queue', opts);
+    expect(c).toMatchObject({ action: 'set', intervalSeconds: 5400, prompt: 'check the queue' });
+    expect(parseLoopArgs('every 10 minutes check', opts)).toMatchObject({ intervalSeconds: 600, prompt: 'check' });
+  });
+
+  it('treats a bare number as part of the prompt (self-paced)', () => {
+    expect(parseLoopArgs('5 things to check', opts)).toMatchObject({ intervalSeconds: null, prompt: '5 things to check' });
+  });
+
+  it('no interval means self-paced', () => {
+    expect(parseLoopArgs('keep an eye on the deploy', opts)).toMatchObject({ intervalSeconds: null });
+  });
+
+  it('raises an interval below the minimum and says so', () => {
+    const c = parseLoopArgs('5s ping', opts);
+    expect(c).toMatchObject({ intervalSeconds: 30 });
+    expect(c.action === 'set' && c.notes[0]).toMatch(/below the minimum; using 30s/);
+  });
+
+  it('parses --times and --until anywhere after the prompt', () => {
+    expect(parseLoopArgs('2m check CI --times 3', opts)).toMatchObject({ prompt: 'check CI', times: 3 });
+    expect(parseLoopArgs('2m check CI --until the build is green --times 4', opts)).toMatchObject({
+      prompt: 'check CI', until: 'the build is green', times: 4,
+    });
+    expect(parseLoopArgs('2m check --until "it is green"', opts)).toMatchObject({ until: 'it is green' });
+  });
+
+  it('keeps a slash command as the prompt', () => {
+    expect(parseLoopArgs('10m /recap', opts)).toMatchObject({ prompt: '/recap', intervalSeconds: 600 });
+  });
+
+  it.each([
+    ['', 'status'], ['status', 'status'], ['pause', 'pause'], ['RESUME', 'resume'],
+    ['stop', 'stop'], ['clear', 'stop'], ['cancel', 'stop'], ['help', 'help'],
+  ])('control word %j → %s', (arg, action) => {
+    expect(parseLoopArgs(arg, opts)).toEqual({ action });
+  });
+
+  it('a control word inside a longer prompt is a prompt', () => {
+    expect(parseLoopArgs('5m pause the deploy if red', opts)).toMatchObject({ action: 'set', prompt: 'pause the deploy if red' });
+  });
+
+  it.each([
+    ['5m check --times 0', /positive whole number, got "0"/],
+    ['5m check --times -2', /positive whole number/],
+    ['5m check --times x', /positive whole number/],
+    ['5m check --times', /positive whole number/],
+    ['5m', /needs a prompt/],
+    ['every soon check', /must be followed by an interval/],
+    ['5m check --until', /--until needs a condition/],
+    ['--bogus 5m check', /Unknown option --bogus/],
+  ])('rejects %j', (arg, message) => {
+    expect(() => parseLoopArgs(arg, opts)).toThrow(ScheduleInputError);
+    expect(() => parseLoopArgs(arg, opts)).toThrow(message);
+  });
+
+  it('rejects a prompt over the size limit', () => {
+    expect(() => parseLoopArgs(`5m ${'x'.repeat(1001)}`, opts)).toThrow(/limit is 1000/);
+  });
+});
+
+describe('interval tokens', () => {
+  it.each([
+    ['30s', 30], ['5m', 300], ['2h', 7200], ['1h30m', 5400], ['1.5h', 5400], ['10min', 600], ['1d', 86400], ['45sec', 45],
+  ])('%s = %d s', (tok, s) => expect(parseIntervalToken(tok)).toBe(s));
+
+  it.each(['5', 'm', '5x', 'five', '0s'])('%s is not an interval', (tok) => expect(parseIntervalToken(tok)).toBeUndefined());
+
+  it('formats durations', () => {
+    expect(formatSeconds(45)).toBe('45s');
+    expect(formatSeconds(5400)).toBe('1h30m');
+    expect(formatSeconds(600)).toBe('10m');
+  });
+});
