@@ -1,0 +1,57 @@
+/**
+ * Active turns of one process, by drain class (SPEC §9):
+ * - `scheduled`: loop/heartbeat/cron ticks and `/v1` runs — may finish within
+ *   `agent.cron_drain_timeout`;
+ * - `chat`: user messages and goal continuations — `agent.restart_drain_timeout`.
+ * Each turn has an AbortController the drain fires at its deadline.
+ */
+export type DrainClass = 'scheduled' | 'chat';
+
+/** One running turn. */
+export interface TrackedTurn {
+  id: string;
+  drainClass: DrainClass;
+  controller: AbortController;
+  /** Resolves when the turn's processor has finished (committed, deferred or failed). */
+  done: Promise<void>;
+  /** Set when the drain aborted this turn. */
+  abortedByDrain: boolean;
+}
+
+export class TurnTracker {
+  private readonly active = new Map<string, TrackedTurn>();
+
+  /**
+   * Run `fn` as a tracked turn.
+   * @param parentSignal - the BullMQ job's own signal, if any; it also aborts the turn
+   */
+  async run<T>(
+    id: string,
+    drainClass: DrainClass,
+    fn: (signal: AbortSignal, turn: TrackedTurn) => Promise<T>,
+    parentSignal?: AbortSignal,
+  ): Promise<T> {
+    const controller = new AbortController();
+    const onParent = () => controller.abort(parentSignal?.reason);
+    parentSignal?.addEventListener('abort', onParent, { once: true });
+    let finish!: () => void;
+    const turn: TrackedTurn = { id, drainClass, controller, done: new Promise<void>((r) => (finish = r)), abortedByDrain: false };
+    this.active.set(id, turn);
+    try {
+      return await fn(controller.signal, turn);
+    } finally {
+      parentSignal?.removeEventListener('abort', onParent);
+      this.active.delete(id);
+      finish();
+    }
+  }
+
+  /** Active turns, optionally of one class. */
+  list(drainClass?: DrainClass): TrackedTurn[] {
+    return [...this.active.values()].filter((t) => drainClass === undefined || t.drainClass === drainClass);
+  }
+
+  get size(): number {
+    return this.active.size;
+  }
+}

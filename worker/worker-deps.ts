@@ -1,0 +1,36 @@
+/**
+ * What a job processor of this worker process may use. Built once by
+ * `WorkerProcess` and passed to every processor.
+ */
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { HermesConfig } from '../scheduler/config.ts';
+import type { Keys } from '../scheduler/keys.ts';
+import type { LoopStore } from '../scheduler/loop-store.ts';
+import type { TelegramOutboundData } from '../scheduler/outbound.ts';
+import type { HermesQueues } from '../scheduler/queues.ts';
+import type { SessionStore } from '../scheduler/session-store.ts';
+import type { ScheduleService } from '../scheduler/schedule-service.ts';
+import type { RunnerFactory } from './turn-runners/create-runner.ts';
+import type { SessionLock } from './session-lock.ts';
+import type { TurnTracker } from './turn-tracker.ts';
+
+export interface WorkerDeps {
+  config: HermesConfig;
+  /** Non-blocking client for the product's own keys. */
+  redis: Redis;
+  keys: Keys;
+  queues: HermesQueues;
+  sessions: SessionStore;
+  loops: LoopStore;
+  schedules: ScheduleService;
+  runners: RunnerFactory;
+  lock: SessionLock;
+  outboundTelegram: Queue<TelegramOutboundData>;
+  /** Active turns by drain class; processors register every turn they run. */
+  turns: TurnTracker;
+  log: Logger;
+  /** `<host>:<pid>:<random>` of this worker process. */
+  workerId: string;
+}
