@@ -13,6 +13,7 @@
  *   `loops.max_ticks` reached → paused (resumable).
  */
 import type { ScheduleKind } from './keys.ts';
+import { nextSelfPacedDelay, replyDigest } from './self-paced.ts';
 
 export type LoopStatus = 'active' | 'paused' | 'finished';
 
@@ -166,8 +167,17 @@ export const MAX_JUDGE_FAILURES = 3;
  */
 export function applyTick(
   loop: LoopRecord,
-  tick: TickRef & { startedAt: number; finishedAt: number; reply: string; until?: UntilVerdict },
+  tick: TickRef & {
+    startedAt: number;
+    finishedAt: number;
+    reply: string;
+    until?: UntilVerdict;
+    /** Self-paced floor and ceiling in seconds (`loops.self_paced_*`). */
+    pacing?: { floorSeconds: number; ceilingSeconds: number };
+  },
 ): { loop: LoopRecord; outcome: TickOutcome } {
+  const digest = replyDigest(tick.reply);
+  const pacing = tick.pacing ?? { floorSeconds: 60, ceilingSeconds: 900 };
   const next: LoopRecord = {
     ...loop,
     ticksUsed: loop.ticksUsed + 1,
@@ -175,6 +185,17 @@ export function applyTick(
     lastTickStartedAt: tick.startedAt,
     lastTickFinishedAt: tick.finishedAt,
     lastOccurrenceId: tick.occurrenceId,
+    lastDigest: digest,
+    delaySeconds:
+      loop.mode === 'self-paced'
+        ? nextSelfPacedDelay({
+            currentDelaySeconds: loop.delaySeconds ?? pacing.floorSeconds,
+            previousDigest: loop.lastDigest,
+            digest,
+            floorSeconds: pacing.floorSeconds,
+            ceilingSeconds: pacing.ceilingSeconds,
+          })
+        : loop.delaySeconds,
     updatedAt: tick.finishedAt,
   };
   const finish = (reason: string) => ({

@@ -141,6 +141,12 @@ export class SessionStore {
     return res[0]![1].map(([id, fields]) => toEvent(id, fields));
   }
 
+  /** The newest `count` events, oldest first. */
+  async recentEvents(sessionId: string, count: number): Promise<SessionEvent[]> {
+    const res = await this.redis.xrevrange(this.keys.events(sessionId), '+', '-', 'COUNT', count);
+    return res.reverse().map(([id, fields]) => toEvent(id, fields));
+  }
+
   /** The id of the newest event, or `0` when the stream is empty. */
   async lastEventId(sessionId: string): Promise<string> {
     const res = await this.redis.xrevrange(this.keys.events(sessionId), '+', '-', 'COUNT', 1);

@@ -1,0 +1,122 @@
+/**
+ * `hermes chat --session S`: attach to a session. Lines typed are queued as
+ * session input (messages or slash commands); replies and ticks are printed as
+ * they arrive. Ctrl+D detaches (schedules keep firing). On reattach the client
+ * first prints what it missed since the last event it saw; that position is
+ * kept in `$HERMES_HOME/clients/<session>.last-event-id`.
+ *
+ * Ctrl+C while a loop wakeup turn runs pauses the loop (SPEC §4); otherwise it
+ * detaches like Ctrl+D.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { Redis } from 'ioredis';
+import type { HermesConfig } from '../scheduler/config.ts';
+import { enqueueInput } from '../scheduler/inbox.ts';
+import { LoopStore } from '../scheduler/loop-store.ts';
+import { ScheduleService } from '../scheduler/schedule-service.ts';
+import { SessionStore, type SessionEvent } from '../scheduler/session-store.ts';
+import { assertSessionId } from '../scheduler/session-id.ts';
+import { createLogger } from '../scheduler/logger.ts';
+import type { CliConnection } from './cli-context.ts';
+import { formatEvent } from './event-format.ts';
+import { cliLogLevel } from './run-command.ts';
+
+/** Events shown on a first attach, for context. */
+export const FIRST_ATTACH_BACKLOG = 5;
+
+function positionFile(home: string, sessionId: string): string {
+  return join(home, 'clients', `${sessionId.replace(/[^A-Za-z0-9_.-]/g, '_')}.last-event-id`);
+}
+
+/**
+ * Run the chat client until stdin ends (Ctrl+D) or Ctrl+C.
+ * @param io.out - where to print (default stdout)
+ * @returns when detached
+ */
+export async function runChat(
+  config: HermesConfig,
+  conn: CliConnection,
+  sessionId: string,
+  io: { input?: NodeJS.ReadableStream; out?: (line: string) => void } = {},
+): Promise<void> {
+  assertSessionId(sessionId);
+  const out = io.out ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const reader = new Redis(conn.url, { maxRetriesPerRequest: null });
+  reader.on('error', () => {});
+  const sessions = new SessionStore(conn.redis, conn.keys);
+  const blocking = new SessionStore(reader, conn.keys);
+  const file = positionFile(config.home, sessionId);
+  mkdirSync(join(config.home, 'clients'), { recursive: true });
+  const saved = existsSync(file) ? readFileSync(file, 'utf8').trim() : '';
+  let lastId = saved;
+  let tickRunning = false;
+  const show = (events: SessionEvent[]) => {
+    for (const e of events) {
+      if (e.type === 'tick.started') tickRunning = true;
+      if ((e.type === 'reply' || e.type === 'tick.failed') && e.data.source !== 'message') tickRunning = false;
+      const text = formatEvent(e);
+      if (text) out(text);
+      lastId = e.id;
+    }
+    if (events.length > 0) writeFileSync(file, lastId);
+  };
+
+  out(`Attached to session ${sessionId}. Type a message or /help; Ctrl+D detaches (schedules keep running).`);
+  if (saved) {
+    const missed = await sessions.readEvents(sessionId, saved, { count: 10_000 });
+    out(missed.length > 0 ? `── ${missed.length} event(s) while you were away ──` : '── nothing new since you left ──');
+    show(missed);
+    if (missed.length > 0) out('── now live ──');
+  } else {
+    lastId = '0';
+    show(await sessions.recentEvents(sessionId, FIRST_ATTACH_BACKLOG));
+    if (lastId === '0') lastId = await sessions.lastEventId(sessionId);
+  }
+
+  let detached = false;
+  const tail = (async () => {
+    while (!detached) {
+      try {
+        show(await blocking.readEvents(sessionId, lastId || '0', { blockMs: 500 }));
+      } catch {
+        if (!detached) await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+  })();
+
+  const rl = createInterface({ input: io.input ?? process.stdin, terminal: false });
+  const log = createLogger({ level: cliLogLevel(config), name: 'chat' });
+  const schedules = new ScheduleService(new LoopStore(conn.redis, conn.keys, conn.queues, config.worker.prefetch_lead_ms), {
+    maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds,
+  }, log);
+  const done = new Promise<void>((resolve) => {
+    rl.on('line', (line) => {
+      const text = line.trim();
+      if (text.length === 0) return;
+      enqueueInput(
+        { redis: conn.redis, keys: conn.keys, queues: conn.queues, maxChars: config.agent.max_prompt_chars },
+        { sessionId, text, messageId: `${Date.now()}-${randomBytes(4).toString('hex')}`, origin: { surface: 'chat' } },
+      ).catch((err: Error) => out(`Not sent: ${err.message}`));
+    });
+    rl.on('close', () => resolve());
+  });
+  const onSigint = () => {
+    if (tickRunning) {
+      schedules.pause(sessionId, 'loop').then((r) => out(`Interrupted the wakeup turn. ${r}`)).catch((e: Error) => out(e.message));
+      tickRunning = false;
+    } else {
+      rl.close();
+    }
+  };
+  process.on('SIGINT', onSigint);
+  await done;
+  process.off('SIGINT', onSigint);
+  detached = true;
+  await tail;
+  reader.disconnect();
+  if (lastId) writeFileSync(file, lastId);
+  out(`Detached from session ${sessionId}. Its schedules keep running; \`hermes chat --session ${sessionId}\` reattaches.`);
+}

@@ -1,0 +1,25 @@
+/**
+ * What a CLI command gets: the validated configuration and a way to connect
+ * to the product's Redis (REDIS_URL or the running embedded server; never
+ * starting one — only `hermes up` does).
+ */
+import type { Redis } from 'ioredis';
+import type { HermesConfig } from '../scheduler/config.ts';
+import type { Keys } from '../scheduler/keys.ts';
+import type { HermesQueues } from '../scheduler/queues.ts';
+
+/** An open connection for one CLI command. `close()` closes queues and clients. */
+export interface CliConnection {
+  redis: Redis;
+  keys: Keys;
+  queues: HermesQueues;
+  /** `redis://…` of the connected server. */
+  url: string;
+  close(): Promise<void>;
+}
+
+export interface CliContext {
+  config: HermesConfig;
+  /** @throws StoreUnavailableError naming what was tried and how to get Redis */
+  connect(): Promise<CliConnection>;
+}

@@ -1,0 +1,40 @@
+/**
+ * How `hermes chat` prints session events: one line per event header, the
+ * reply text indented below it.
+ */
+import type { SessionEvent } from '../scheduler/session-store.ts';
+
+function clock(ms: number): string {
+  return new Date(ms).toISOString().slice(11, 19);
+}
+
+/** Epoch ms of a Redis stream id. */
+export function eventTime(id: string): number {
+  return Number(id.split('-')[0]);
+}
+
+/** Render one event; `undefined` for events a user need not see. */
+export function formatEvent(event: SessionEvent): string | undefined {
+  const d = event.data;
+  const at = clock(eventTime(event.id));
+  const indent = (text: unknown) => String(text ?? '').split('\n').map((l) => `    ${l}`).join('\n');
+  switch (event.type) {
+    case 'tick.started':
+      return `[${at}] ⏰ ${d.kind} tick #${d.tick} started (due ${clock(Number(d.dueAt))}, late ${d.latenessMs} ms, worker pid ${d.pid})`;
+    case 'reply': {
+      const who = d.source === 'message' ? 'agent' : `agent · ${d.kind ?? d.source} tick #${d.tick}`;
+      const outcome = d.outcome && d.outcome !== 'continue' ? ` → ${d.outcome}${d.reason ? `: ${d.reason}` : ''}` : '';
+      return `[${at}] ${who} (worker pid ${d.pid ?? '?'})${outcome}\n${indent(d.text === '' ? '(empty reply)' : d.text)}`;
+    }
+    case 'tick.failed':
+      return `[${at}] ✗ ${d.kind} tick #${d.tick} failed: ${d.error}`;
+    case 'notice':
+      return `[${at}] ${d.text}`;
+    case 'error':
+      return `[${at}] error: ${d.text}`;
+    case 'user':
+      return `[${at}] you: ${d.text}`;
+    default:
+      return `[${at}] ${event.type}: ${JSON.stringify(d)}`;
+  }
+}

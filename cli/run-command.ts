@@ -1,0 +1,48 @@
+/**
+ * Exit policy of the `hermes` command: a user sees one clear line, never a
+ * stack trace. Exit 2 for bad input (usage, config, schedule input), 1 for
+ * everything else. `HERMES_DEBUG=1` adds the stack for developers.
+ */
+import type { HermesConfig } from '../scheduler/config.ts';
+import { isHermesError } from '../scheduler/errors/hermes-error.ts';
+
+/** Short-lived commands log warnings only, unless debug logging was asked for. */
+export function cliLogLevel(config: HermesConfig): string {
+  return config.log_level === 'debug' || config.log_level === 'trace' ? config.log_level : 'warn';
+}
+
+/** Print `err` for a user and return the exit code. */
+export function reportError(err: unknown): number {
+  if (isHermesError(err)) {
+    process.stderr.write(`hermes: ${err.message}\n`);
+    return err.code === 'SCHEDULE_INPUT' || err.code === 'CONFIG_INVALID' ? 2 : 1;
+  }
+  const e = err as Error;
+  process.stderr.write(`hermes: unexpected error: ${e?.message ?? String(err)}\n`);
+  if (process.env.HERMES_DEBUG) process.stderr.write(`${e?.stack}\n`);
+  return 1;
+}
+
+/** Wrap a command action: errors are reported and set the exit code. */
+export function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    try {
+      await fn(...args);
+    } catch (err) {
+      process.exitCode = reportError(err);
+    }
+  };
+}
+
+/** Resolve on the first SIGINT or SIGTERM. */
+export function waitForSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const on = (sig: NodeJS.Signals) => {
+      process.off('SIGINT', on);
+      process.off('SIGTERM', on);
+      resolve(sig);
+    };
+    process.on('SIGINT', on);
+    process.on('SIGTERM', on);
+  });
+}

@@ -1,0 +1,52 @@
+/**
+ * The `/heartbeat` grammar (SPEC §5), alias `/hb`, as a pure parser:
+ *
+ *   /heartbeat every <interval> <prompt>
+ *   /heartbeat status | pause | resume | clear           (the whole argument)
+ *
+ * Intervals allow decimals and long unit names (`every 1.5 hours`, `every 90 seconds`,
+ * `every 2h`). Intervals under `heartbeat.min_interval_seconds` (60) are raised, with a note.
+ *
+ * @throws ScheduleInputError for a missing `every`, a bad interval or a missing prompt
+ */
+import { ScheduleInputError } from './errors/schedule-input-error.ts';
+import { formatSeconds, parseIntervalAt } from './interval.ts';
+
+export type HeartbeatCommand =
+  | { action: 'status' | 'pause' | 'resume' | 'stop' | 'help' }
+  | { action: 'set'; prompt: string; intervalSeconds: number; notes: string[] };
+
+const CONTROL: Record<string, 'status' | 'pause' | 'resume' | 'stop' | 'help'> = {
+  '': 'status', status: 'status', pause: 'pause', resume: 'resume', clear: 'stop', stop: 'stop', help: 'help',
+};
+
+export function parseHeartbeatArgs(argText: string, options: { minIntervalSeconds: number; maxPromptChars: number }): HeartbeatCommand {
+  const text = argText.trim();
+  const control = CONTROL[text.toLowerCase()];
+  if (control) return { action: control };
+  const tokens = text.split(/\s+/);
+  let index = tokens[0]?.toLowerCase() === 'every' ? 1 : 0;
+  const interval = parseIntervalAt(tokens, index);
+  if (!interval) {
+    throw new ScheduleInputError('Usage: /heartbeat every <interval> <prompt>, e.g. /heartbeat every 30m report on the deploy.', { field: 'interval' });
+  }
+  index += interval.used;
+  const prompt = tokens.slice(index).join(' ').trim();
+  if (prompt.length === 0) throw new ScheduleInputError('/heartbeat needs a prompt after the interval.', { field: 'prompt' });
+  if (prompt.length > options.maxPromptChars) {
+    throw new ScheduleInputError(`The prompt is ${prompt.length} characters; the limit is ${options.maxPromptChars}.`, { field: 'prompt' });
+  }
+  const notes: string[] = [];
+  let intervalSeconds = interval.seconds;
+  if (intervalSeconds < options.minIntervalSeconds) {
+    notes.push(`Interval ${formatSeconds(intervalSeconds)} is below the heartbeat minimum; using ${formatSeconds(options.minIntervalSeconds)}.`);
+    intervalSeconds = options.minIntervalSeconds;
+  }
+  return { action: 'set', prompt, intervalSeconds, notes };
+}
+
+export const HEARTBEAT_HELP = [
+  'Usage: /heartbeat every <interval> <prompt>   (alias /hb; minimum 60s)',
+  '  /heartbeat every 30m summarise what changed in the repo',
+  'Control: /heartbeat status | pause | resume | clear',
+].join('\n');

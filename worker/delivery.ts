@@ -1,0 +1,30 @@
+/**
+ * Delivery of a committed reply beyond the session stream: to the session's
+ * messaging route through the platform's outbound queue. The outbound job id
+ * is derived from the occurrence, so a retried commit never queues twice.
+ */
+import type { Origin } from '../scheduler/loop-state.ts';
+import { enqueueTelegramOutbound } from '../scheduler/outbound.ts';
+import type { WorkerDeps } from './worker-deps.ts';
+
+/** Queue `text` for the origin's route, if it has one. `[SILENT]` and empty replies are not sent. */
+export async function deliverToRoute(
+  deps: WorkerDeps,
+  input: { sessionId: string; origin: Origin; text: string; occurrenceId: string },
+): Promise<void> {
+  const route = input.origin.route;
+  const text = input.text.trim();
+  if (!route || text.length === 0 || text === '[SILENT]') return;
+  if (route.platform === 'telegram') {
+    await enqueueTelegramOutbound(deps.outboundTelegram, {
+      platform: 'telegram',
+      chatId: route.chatId,
+      ...(route.threadId ? { threadId: route.threadId } : {}),
+      text,
+      sessionId: input.sessionId,
+      occurrenceId: input.occurrenceId,
+    });
+  } else {
+    deps.log.warn({ sessionId: input.sessionId, platform: route.platform }, 'no outbound queue for platform; reply kept in the session stream only');
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * Session input — a user message or slash command — as a turn.
+ *
+ * Order and priority (SPEC §3): messages of one session run in arrival order
+ * (a message that is not the oldest pending one waits); a busy session defers
+ * the message; user messages outrank goal continuations and ticks.
+ * Slash commands are applied at once (they are state changes, not turns).
+ * A message interrupted by a drain with `restart_drain_timeout` 0 is handed
+ * back (resumable) and the user is told.
+ */
+import type { Job } from 'bullmq';
+import { clearPendingInput, pendingInput, type InboxJobData } from '../scheduler/inbox.ts';
+import { isHermesError } from '../scheduler/errors/hermes-error.ts';
+import { TurnError } from '../scheduler/errors/turn-error.ts';
+import { deferJob } from './defer.ts';
+import { deliverToRoute } from './delivery.ts';
+import { runSlashCommand } from './slash-commands.ts';
+import { turnMessages } from './transcript-messages.ts';
+import type { WorkerDeps } from './worker-deps.ts';
+
+export type InboxResult = { status: 'replied' | 'command' | 'failed' | 'duplicate'; eventId?: string };
+
+/** Extra slash commands (e.g. `/goal`) and goal hooks, registered by the worker process. */
+export interface InboxHooks {
+  extraCommands?: (deps: WorkerDeps, data: InboxJobData) => Record<string, (args: string) => Promise<string>>;
+  /** Called after a user turn committed (goal continuation scheduling). */
+  afterUserTurn?: (deps: WorkerDeps, data: InboxJobData, reply: string) => Promise<void>;
+  /** Goal continuations are handled by this processor when set. */
+  goalContinuation?: (job: Job<InboxJobData>, token: string | undefined, signal: AbortSignal | undefined, deps: WorkerDeps) => Promise<InboxResult>;
+}
+
+/**
+ * Process one inbox job.
+ * @throws DelayedError when deferred (an older message of the session is pending, or the session is busy)
+ */
+export async function processInbox(
+  job: Job<InboxJobData>,
+  token: string | undefined,
+  signal: AbortSignal | undefined,
+  deps: WorkerDeps,
+  hooks: InboxHooks = {},
+): Promise<InboxResult> {
+  const data = job.data;
+  if (data.type === 'goal-continuation') {
+    if (!hooks.goalContinuation) throw new Error('goal continuations are not enabled in this worker');
+    return await hooks.goalContinuation(job, token, signal, deps);
+  }
+  const { sessionId } = data;
+  const occurrenceId = `input:${sessionId}:${data.messageId}`;
+  const log = deps.log.child({ sessionId, jobId: job.id });
+  const pending = await pendingInput(deps.redis, deps.keys, sessionId);
+  if (pending.length > 0 && pending[0] !== job.id && pending.includes(job.id!)) {
+    return await deferJob(job, token, deps.config.worker.defer_ms); // an older message goes first
+  }
+  if (await deps.sessions.isCommitted(occurrenceId)) {
+    await clearPendingInput(deps.redis, deps.keys, sessionId, job.id!);
+    return { status: 'duplicate' };
+  }
+
+  // Slash commands: state changes, answered at once.
+  let commandReply: string | undefined;
+  try {
+    commandReply = await runSlashCommand(data.text, {
+      sessionId, origin: data.origin, schedules: deps.schedules, config: deps.config,
+      extra: hooks.extraCommands?.(deps, data),
+    });
+  } catch (err) {
+    if (!isHermesError(err)) throw err;
+    commandReply = err.message; // bad input or store refusal: a clear message, nothing changed
+    if (err.code === 'STORE_UNAVAILABLE') log.warn({ err: err.message }, 'command not applied: store refused the write');
+  }
+  if (commandReply !== undefined) {
+    const res = await deps.sessions.commitTurn(sessionId, {
+      occurrenceId, messages: [], event: { type: 'notice', data: { text: commandReply, command: data.text.split(/\s/)[0], occurrenceId } },
+    });
+    await deliverToRoute(deps, { sessionId, origin: data.origin, text: commandReply, occurrenceId });
+    await clearPendingInput(deps.redis, deps.keys, sessionId, job.id!);
+    return { status: 'command', eventId: res.status === 'conflict' ? undefined : res.eventId };
+  }
+
+  const held = await deps.lock.acquire(sessionId, job.id!);
+  if (!held) return await deferJob(job, token, deps.config.worker.defer_ms);
+  try {
+    return await deps.turns.run(job.id!, 'chat', async (turnSignal, turn) => {
+      const startedAt = Date.now();
+      const transcript = await deps.sessions.transcript(sessionId);
+      let reply = '';
+      let failure: TurnError | undefined;
+      try {
+        reply = await deps.runners.agent.run({ sessionId, messages: turnMessages(transcript, data.text), signal: turnSignal });
+      } catch (err) {
+        if (turn.abortedByDrain) {
+          await deps.sessions.appendEvent(sessionId, 'notice', {
+            text: 'Your message was interrupted by a restart; it will be answered when a worker is back.', occurrenceId,
+          });
+          return await deferJob(job, token, deps.config.worker.defer_ms);
+        }
+        failure = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
+        log.warn({ err: failure.message, failureKind: failure.kind }, 'user turn failed');
+      }
+      const finishedAt = Date.now();
+      const res = await deps.sessions.commitTurn(sessionId, {
+        occurrenceId,
+        messages: failure
+          ? []
+          : [
+              { role: 'user', content: data.text, at: data.receivedAt, source: 'message' },
+              { role: 'assistant', content: reply, at: finishedAt, source: 'message' },
+            ],
+        event: failure
+          ? { type: 'error', data: { text: failure.message, occurrenceId } }
+          : { type: 'reply', data: { source: 'message', text: reply, occurrenceId, startedAt, finishedAt, worker: deps.workerId } },
+      });
+      await clearPendingInput(deps.redis, deps.keys, sessionId, job.id!);
+      if (res.status === 'duplicate') return { status: 'duplicate' };
+      await deliverToRoute(deps, { sessionId, origin: data.origin, text: failure ? failure.message : reply, occurrenceId });
+      if (!failure) await hooks.afterUserTurn?.(deps, data, reply);
+      return { status: failure ? 'failed' : 'replied', eventId: res.status === 'committed' ? res.eventId : undefined };
+    }, signal);
+  } finally {
+    await held.release();
+  }
+}

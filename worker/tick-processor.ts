@@ -1,0 +1,204 @@
+/**
+ * A loop or heartbeat tick, end to end — the story of one occurrence:
+ *
+ *   1. wait for the exact due time (the job arrives `prefetch_lead_ms` early);
+ *   2. load the schedule's current record; a paused, finished, removed or
+ *      replaced schedule never fires, and an occurrence already covered by a
+ *      later-started tick is coalesced (`decideFire`);
+ *   3. real user input first: while the session has queued user input, or
+ *      another turn holds the session, the tick is deferred (not dropped, not
+ *      run in parallel);
+ *   4. run the turn against the session's current transcript plus the wakeup text;
+ *   5. commit once per occurrence: transcript, event stream and the schedule's
+ *      new state in one atomic step (`SessionStore.commitTurn`);
+ *   6. apply the outcome: a finished or paused schedule loses its job
+ *      scheduler; a self-paced loop gets its next tick; replies with a
+ *      messaging route are queued for the gateway.
+ *
+ * Failure policy: a turn that fails (model error, command error, timeout)
+ * still completes the tick — it is recorded as failed, counts against the
+ * budget, and the next occurrence is the retry; a loop is never left
+ * "wakeup running". A turn aborted by a drain is put back for another worker
+ * and, not being committed, runs once there.
+ */
+import type { Job } from 'bullmq';
+import { decideFire, applyTick, type LoopRecord, type TickOutcome, type UntilVerdict } from '../scheduler/loop-state.ts';
+import type { TickJobData } from '../scheduler/loop-store.ts';
+import { buildWakeupInput } from '../scheduler/wakeup-input.ts';
+import { pendingInput } from '../scheduler/inbox.ts';
+import { TurnError } from '../scheduler/errors/turn-error.ts';
+import { deferJob, sleepUntil } from './defer.ts';
+import { deliverToRoute } from './delivery.ts';
+import { turnMessages } from './transcript-messages.ts';
+import { judgeUntil } from './until-judge.ts';
+import type { WorkerDeps } from './worker-deps.ts';
+
+/** What a tick job returns (kept in BullMQ for inspection). */
+export type TickResult =
+  | { status: 'skipped'; reason: string }
+  | { status: 'committed'; occurrenceId: string; eventId: string; outcome: TickOutcome['kind']; failed: boolean }
+  | { status: 'duplicate'; occurrenceId: string };
+
+/**
+ * Process one tick job of a loop or heartbeat.
+ * @throws DelayedError when the tick was deferred (busy session, pending input, drain)
+ */
+export async function processScheduleTick(
+  job: Job<TickJobData>,
+  token: string | undefined,
+  signal: AbortSignal | undefined,
+  deps: WorkerDeps,
+): Promise<TickResult> {
+  const { sessionId, kind, loopId } = job.data;
+  const { dueAt, occurrenceId } = deps.loops.occurrenceOf(job);
+  const log = deps.log.child({ sessionId, kind, loopId, occurrenceId });
+
+  await sleepUntil(dueAt, signal);
+  const loop = await deps.loops.get(sessionId, kind);
+  const decision = decideFire(loop, { loopId, dueAt, occurrenceId });
+  if (!decision.fire) {
+    log.debug({ reason: decision.reason }, 'tick skipped');
+    if (decision.reason === 'already-applied' && loop?.mode === 'self-paced' && loop.status === 'active') {
+      await armSelfPaced(deps, loop); // a retry after commit: make sure the chain goes on
+    }
+    return { status: 'skipped', reason: decision.reason };
+  }
+  if ((await pendingInput(deps.redis, deps.keys, sessionId)).length > 0) {
+    log.debug('user input pending; tick deferred');
+    return await deferJob(job, token, deps.config.worker.defer_ms);
+  }
+  const held = await deps.lock.acquire(sessionId, job.id!);
+  if (!held) {
+    log.debug('session busy; tick deferred');
+    return await deferJob(job, token, deps.config.worker.defer_ms);
+  }
+  try {
+    return await deps.turns.run(job.id!, 'scheduled', async (turnSignal, turn) => {
+      const startedAt = Date.now();
+      const tickNumber = loop!.ticksUsed + 1;
+      const latenessMs = startedAt - dueAt;
+      log.info({ tick: tickNumber, latenessMs }, `${kind} tick started`);
+      await deps.sessions.appendEvent(sessionId, 'tick.started', {
+        kind, tick: tickNumber, occurrenceId, dueAt, startedAt, latenessMs, worker: deps.workerId, pid: process.pid,
+      });
+      const input = buildWakeupInput(loop!, tickNumber);
+      const transcript = await deps.sessions.transcript(sessionId);
+      let reply = '';
+      let failure: TurnError | undefined;
+      try {
+        reply = await deps.runners.forSpec(loop!.runner).run({
+          sessionId,
+          messages: turnMessages(transcript, input),
+          signal: turnSignal,
+          env: { HERMES_TICK: String(tickNumber), HERMES_SCHEDULE_KIND: kind },
+        });
+      } catch (err) {
+        if (turn.abortedByDrain) {
+          log.warn('tick aborted by drain; handed back for another worker');
+          return await deferJob(job, token, 0);
+        }
+        failure = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
+        log.warn({ err: failure.message, failureKind: failure.kind }, `${kind} tick failed`);
+      }
+      const until = !failure && loop!.until ? await judgeUntil(deps, loop!, reply, turnSignal) : undefined;
+      const finishedAt = Date.now();
+      const committed = await commitTick(deps, {
+        sessionId, kind, loopId, occurrenceId, dueAt, startedAt, finishedAt, tickNumber, input, reply, failure, until,
+      });
+      if (committed.status === 'duplicate') return { status: 'duplicate', occurrenceId };
+      if (!failure && committed.loop) {
+        await deliverToRoute(deps, { sessionId, origin: committed.loop.origin, text: reply, occurrenceId });
+      }
+      await applyOutcome(deps, committed.loop, committed.outcome);
+      log.info({ tick: tickNumber, outcome: committed.outcome.kind, ms: finishedAt - startedAt }, `${kind} tick committed`);
+      return { status: 'committed', occurrenceId, eventId: committed.eventId, outcome: committed.outcome.kind, failed: Boolean(failure) };
+    }, signal);
+  } finally {
+    await held.release();
+  }
+}
+
+interface TickCommitInput {
+  sessionId: string;
+  kind: TickJobData['kind'];
+  loopId: string;
+  occurrenceId: string;
+  dueAt: number;
+  startedAt: number;
+  finishedAt: number;
+  tickNumber: number;
+  input: string;
+  reply: string;
+  failure: TurnError | undefined;
+  until: UntilVerdict | undefined;
+}
+
+/**
+ * Commit the tick with the schedule's new state computed from its latest
+ * version (a pause that arrived during the turn wins). Retried on a concurrent write.
+ */
+async function commitTick(
+  deps: WorkerDeps,
+  t: TickCommitInput,
+): Promise<
+  | { status: 'committed'; eventId: string; loop: LoopRecord | null; outcome: TickOutcome }
+  | { status: 'duplicate' }
+> {
+  const source = t.kind === 'heartbeat' ? 'heartbeat' : 'tick';
+  const messages = [
+    { role: 'user' as const, content: t.input, at: t.startedAt, source },
+    ...(t.failure ? [] : [{ role: 'assistant' as const, content: t.reply, at: t.finishedAt, source }]),
+  ];
+  const event = {
+    type: t.failure ? 'tick.failed' : 'reply',
+    data: {
+      source, kind: t.kind, tick: t.tickNumber, occurrenceId: t.occurrenceId,
+      text: t.failure ? '' : t.reply, error: t.failure?.message, dueAt: t.dueAt, startedAt: t.startedAt,
+      finishedAt: t.finishedAt, latenessMs: t.startedAt - t.dueAt, worker: deps.workerId, pid: process.pid,
+    },
+  };
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const fresh = await deps.loops.get(t.sessionId, t.kind);
+    if (!fresh || fresh.loopId !== t.loopId) {
+      const res = await deps.sessions.commitTurn(t.sessionId, { occurrenceId: t.occurrenceId, messages, event });
+      if (res.status === 'conflict') continue;
+      return res.status === 'duplicate' ? { status: 'duplicate' } : { status: 'committed', eventId: res.eventId, loop: null, outcome: { kind: 'continue' } };
+    }
+    const { loop: next, outcome } = applyTick(fresh, {
+      loopId: t.loopId, dueAt: t.dueAt, occurrenceId: t.occurrenceId, startedAt: t.startedAt, finishedAt: t.finishedAt,
+      reply: t.reply, until: t.until,
+      pacing: { floorSeconds: deps.config.loops.self_paced_floor_seconds, ceilingSeconds: deps.config.loops.self_paced_ceiling_seconds },
+    });
+    const stored = { ...next, version: fresh.version + 1 };
+    const res = await deps.sessions.commitTurn(t.sessionId, {
+      occurrenceId: t.occurrenceId,
+      messages,
+      event: { ...event, data: { ...event.data, outcome: outcome.kind, reason: 'reason' in outcome ? outcome.reason : undefined } },
+      schedule: { key: deps.keys.schedule(t.sessionId, t.kind), expectedVersion: fresh.version, json: JSON.stringify(stored) },
+    });
+    if (res.status === 'conflict') continue;
+    if (res.status === 'duplicate') return { status: 'duplicate' };
+    return { status: 'committed', eventId: res.eventId, loop: stored, outcome };
+  }
+  throw new Error(`could not commit tick ${t.occurrenceId}: the schedule kept changing`);
+}
+
+/** After the commit: stop the scheduler of a finished/paused schedule, chain a self-paced one, tell the user. */
+async function applyOutcome(deps: WorkerDeps, loop: LoopRecord | null, outcome: TickOutcome): Promise<void> {
+  if (!loop) return;
+  if (outcome.kind === 'continue') {
+    if (loop.mode === 'self-paced' && loop.status === 'active') await armSelfPaced(deps, loop);
+    return;
+  }
+  await deps.loops.removeScheduler(loop.sessionId, loop.kind);
+  const verb = outcome.kind === 'finished' ? 'finished' : 'paused';
+  const text = `${loop.kind === 'loop' ? 'Loop' : 'Heartbeat'} ${verb}: ${outcome.reason}.`;
+  await deps.sessions.appendEvent(loop.sessionId, 'notice', { text, kind: loop.kind, status: loop.status });
+  await deliverToRoute(deps, { sessionId: loop.sessionId, origin: loop.origin, text, occurrenceId: `${loop.lastOccurrenceId}:notice` });
+}
+
+/** Queue the next self-paced tick (idempotent: deterministic job id per due time). */
+async function armSelfPaced(deps: WorkerDeps, loop: LoopRecord): Promise<void> {
+  const base = loop.lastTickFinishedAt ?? Date.now();
+  await deps.loops.arm(loop, base + (loop.delaySeconds ?? deps.config.loops.self_paced_floor_seconds) * 1000);
+}

@@ -1,0 +1,53 @@
+/**
+ * The `--until` judge (SPEC §4): after a tick, one auxiliary model call decides
+ * whether the loop's condition holds. It answers JSON:
+ * `{"verdict":"done"|"continue"|"blocked","reason":"…"}`.
+ *
+ * Fail open: a judge call that fails or answers nonsense returns `error`,
+ * which keeps the loop going; `applyTick` pauses the loop after
+ * `MAX_JUDGE_FAILURES` failures in a row instead of spinning the budget away.
+ */
+import type { LoopRecord, UntilVerdict } from '../scheduler/loop-state.ts';
+import type { WorkerDeps } from './worker-deps.ts';
+
+export const UNTIL_JUDGE_PROMPT = [
+  'You judge whether a recurring task has reached its stop condition.',
+  'Answer with one JSON object and nothing else:',
+  '{"verdict": "done" | "continue" | "blocked", "reason": "<one short sentence>"}',
+  '"done": the condition is met. "continue": not yet. "blocked": it cannot be met without the user.',
+].join('\n');
+
+/** Ask the judge. Never throws; failures come back as `{ verdict: 'error' }`. */
+export async function judgeUntil(deps: WorkerDeps, loop: LoopRecord, reply: string, signal: AbortSignal): Promise<UntilVerdict> {
+  try {
+    const res = await deps.runners.agent.complete(
+      [{ role: 'user', content: `Task: ${loop.prompt}\nStop condition: ${loop.until}\nLatest report:\n${reply}` }],
+      signal,
+      loop.sessionId,
+      { system: UNTIL_JUDGE_PROMPT, jsonObject: true },
+    );
+    return parseVerdict(res.content, ['done', 'continue', 'blocked']) as UntilVerdict;
+  } catch (err) {
+    return { verdict: 'error', message: (err as Error).message };
+  }
+}
+
+/**
+ * Parse a judge's JSON answer (tolerates code fences and text around the object).
+ * @returns the verdict, or `{ verdict: 'error' }` when it is not one of `allowed`
+ */
+export function parseVerdict(
+  text: string,
+  allowed: readonly string[],
+): { verdict: string; reason: string } | { verdict: 'error'; message: string } {
+  const match = /\{[\s\S]*\}/.exec(text);
+  if (!match) return { verdict: 'error', message: 'the judge did not answer JSON' };
+  try {
+    const obj = JSON.parse(match[0]) as { verdict?: unknown; reason?: unknown };
+    const verdict = typeof obj.verdict === 'string' ? obj.verdict.toLowerCase().trim() : '';
+    if (!allowed.includes(verdict)) return { verdict: 'error', message: `the judge answered an unknown verdict "${String(obj.verdict)}"` };
+    return { verdict, reason: typeof obj.reason === 'string' ? obj.reason : '' };
+  } catch {
+    return { verdict: 'error', message: 'the judge answered malformed JSON' };
+  }
+}

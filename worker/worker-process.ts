@@ -1,0 +1,218 @@
+/**
+ * One worker process of the fleet: BullMQ workers on the `ticks` and `inbox`
+ * queues, a liveness heartbeat, start-up reconciliation, and drain.
+ *
+ * Drain policy (SPEC §9), on `drain()` (SIGTERM/SIGINT):
+ *   1. stop taking new work (every BullMQ worker is paused without waiting);
+ *   2. scheduled turns (ticks, `/v1` runs) may finish within
+ *      `agent.cron_drain_timeout` seconds, chat turns within
+ *      `agent.restart_drain_timeout` (default 0: interrupted at once); the log
+ *      says how many of each it waits for and for how long;
+ *   3. at each deadline the remaining turns of that class are aborted through
+ *      their AbortSignal; their jobs are handed back (not committed, so they
+ *      run once elsewhere);
+ *   4. the BullMQ workers are closed. `Worker.close()` has no timeout and
+ *      memoises its first call, so it is only called once nothing is running.
+ */
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { Worker, type Job } from 'bullmq';
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { HermesConfig } from '../scheduler/config.ts';
+import { Keys, QUEUES } from '../scheduler/keys.ts';
+import { LoopStore, type TickJobData } from '../scheduler/loop-store.ts';
+import { HermesQueues } from '../scheduler/queues.ts';
+import { SessionStore } from '../scheduler/session-store.ts';
+import { ScheduleService } from '../scheduler/schedule-service.ts';
+import { telegramOutboundQueue } from '../scheduler/outbound.ts';
+import { BULLMQ_REDIS_OPTIONS, checkRedis } from '../scheduler/redis/connect.ts';
+import type { InboxJobData } from '../scheduler/inbox.ts';
+import { RunnerFactory } from './turn-runners/create-runner.ts';
+import { SessionLock } from './session-lock.ts';
+import { TurnTracker, type DrainClass } from './turn-tracker.ts';
+import { processScheduleTick } from './tick-processor.ts';
+import { processInbox, type InboxHooks } from './inbox-processor.ts';
+import type { WorkerDeps } from './worker-deps.ts';
+
+/** Seconds between liveness heartbeats of a worker process. */
+export const WORKER_HEARTBEAT_MS = 5_000;
+
+/** Options of `WorkerProcess.start`. */
+export interface WorkerProcessOptions {
+  config: HermesConfig;
+  redisUrl: string;
+  log: Logger;
+  /** Extra job processors for the ticks queue by `job.data.type` (e.g. `cron-tick`). */
+  tickProcessors?: Record<string, (job: Job, token: string | undefined, signal: AbortSignal | undefined, deps: WorkerDeps) => Promise<unknown>>;
+  /** Extra queues this process works on (e.g. `v1-runs`), scheduled drain class. */
+  extraQueues?: Array<{ name: string; process: (job: Job, token: string | undefined, signal: AbortSignal | undefined, deps: WorkerDeps) => Promise<unknown> }>;
+  /** BullMQ `settings` for the ticks worker (e.g. a `repeatStrategy`). */
+  tickSettings?: Record<string, unknown>;
+  inboxHooks?: InboxHooks;
+}
+
+export class WorkerProcess {
+  readonly deps: WorkerDeps;
+  private readonly workers: Worker[] = [];
+  private heartbeat: NodeJS.Timeout | undefined;
+  private closing: Promise<void> | undefined;
+
+  private constructor(
+    deps: WorkerDeps,
+    private readonly connections: Redis[],
+    private readonly redisUrl: string,
+  ) {
+    this.deps = deps;
+  }
+
+  /**
+   * Connect, check Redis, re-arm missing schedulers and start working.
+   * @throws StoreUnavailableError when Redis is too old or unreachable
+   */
+  static async start(options: WorkerProcessOptions): Promise<WorkerProcess> {
+    const { config, log } = options;
+    const keys = new Keys(config.redis.prefix);
+    const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 3 });
+    const queueConn = new Redis(options.redisUrl, BULLMQ_REDIS_OPTIONS);
+    redis.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));
+    queueConn.on('error', () => {});
+    await checkRedis(redis, log);
+    const queues = new HermesQueues(keys, queueConn);
+    const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
+    const workerId = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+    const deps: WorkerDeps = {
+      config, redis, keys, queues, loops, log: log.child({ workerId }), workerId,
+      sessions: new SessionStore(redis, keys, config.worker.transcript_max_messages),
+      schedules: new ScheduleService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log),
+      runners: new RunnerFactory(config),
+      lock: new SessionLock(redis, keys, config.worker.lock_duration_ms),
+      outboundTelegram: telegramOutboundQueue(keys, queueConn),
+      turns: new TurnTracker(),
+    };
+    const wp = new WorkerProcess(deps, [redis, queueConn], options.redisUrl);
+    const rearmed = await loops.reconcile();
+    if (rearmed > 0) log.warn({ rearmed }, 're-armed active schedules whose job scheduler was missing');
+    const tickProcessors = options.tickProcessors ?? {};
+    wp.addWorker(QUEUES.ticks, async (job, token, signal) => {
+      const type = (job.data as { type?: string }).type ?? 'schedule-tick';
+      if (type === 'schedule-tick') return await processScheduleTick(job as Job<TickJobData>, token, signal, deps);
+      const processor = tickProcessors[type];
+      if (!processor) throw new Error(`no processor for tick type ${type}`);
+      return await processor(job, token, signal, deps);
+    }, options.tickSettings);
+    wp.addWorker(QUEUES.inbox, (job, token, signal) => processInbox(job as Job<InboxJobData>, token, signal, deps, options.inboxHooks));
+    for (const q of options.extraQueues ?? []) wp.addWorker(q.name, (job, token, signal) => q.process(job, token, signal, deps));
+    await wp.beat();
+    wp.heartbeat = setInterval(() => void wp.beat().catch(() => {}), WORKER_HEARTBEAT_MS);
+    wp.heartbeat.unref();
+    deps.log.info({ concurrency: config.worker.concurrency, pid: process.pid }, 'worker started');
+    return wp;
+  }
+
+  private addWorker(
+    name: string,
+    processor: (job: Job, token: string | undefined, signal: AbortSignal | undefined) => Promise<unknown>,
+    settings?: Record<string, unknown>,
+  ): void {
+    const { config, keys, log } = this.deps;
+    const connection = new Redis(this.redisUrl, BULLMQ_REDIS_OPTIONS);
+    const worker = new Worker(name, processor, {
+      connection: connection as never,
+      prefix: keys.bullPrefix,
+      concurrency: config.worker.concurrency,
+      lockDuration: config.worker.lock_duration_ms,
+      stalledInterval: config.worker.stalled_interval_ms,
+      maxStalledCount: config.worker.max_stalled_count,
+      removeOnComplete: { count: 1000 },
+      removeOnFail: { count: 5000 },
+      ...(settings ? { settings } : {}),
+    });
+    worker.on('error', (err) => log.warn({ queue: name, err: err.message }, 'worker error'));
+    worker.on('failed', (job, err) => log.warn({ queue: name, jobId: job?.id, err: err.message }, 'job failed'));
+    this.workers.push(worker);
+    this.connections.push(connection);
+  }
+
+  /** Record liveness (sorted set scored by time) for `hermes status` and `cron status`. */
+  private async beat(): Promise<void> {
+    await this.deps.redis.zadd(this.deps.keys.workers, Date.now(), this.deps.workerId);
+  }
+
+  /** Resolves once this process has started its workers (they are running after `start`). */
+  get running(): boolean {
+    return this.closing === undefined;
+  }
+
+  /**
+   * Drain, then close (see the policy at the top of this file). Idempotent:
+   * a second call returns the first call's promise.
+   */
+  drain(): Promise<void> {
+    this.closing ??= this.runDrain();
+    return this.closing;
+  }
+
+  /** Alias of `drain()`. */
+  close(): Promise<void> {
+    return this.drain();
+  }
+
+  private async runDrain(): Promise<void> {
+    const { config, turns } = this.deps;
+    const log = this.deps.log;
+    await Promise.allSettled(this.workers.map((w) => w.pause(true)));
+    const budgets: Record<DrainClass, number> = {
+      scheduled: config.agent.cron_drain_timeout * 1000,
+      chat: config.agent.restart_drain_timeout * 1000,
+    };
+    const scheduled = turns.list('scheduled').length;
+    const chat = turns.list('chat').length;
+    if (scheduled + chat > 0) {
+      log.info(
+        { scheduled, chat, scheduledTimeoutS: budgets.scheduled / 1000, chatTimeoutS: budgets.chat / 1000 },
+        `draining: waiting up to ${budgets.scheduled / 1000}s for ${scheduled} scheduled turn(s) (cron ticks, /v1 runs) and up to ${budgets.chat / 1000}s for ${chat} chat turn(s)`,
+      );
+    }
+    await Promise.all((['scheduled', 'chat'] as const).map((cls) => this.drainClass(cls, budgets[cls])));
+    // Aborted turns hand their jobs back; give them a moment to do so before closing.
+    const rest = turns.list();
+    if (rest.length > 0) await Promise.race([Promise.allSettled(rest.map((t) => t.done)), delay(5_000)]);
+    clearInterval(this.heartbeat);
+    const steps: Array<[string, () => Promise<unknown>]> = [
+      ['close workers', () => Promise.all(this.workers.map((w) => w.close(true)))],
+      ['forget worker', () => this.deps.redis.zrem(this.deps.keys.workers, this.deps.workerId)],
+      ['close queues', () => this.deps.queues.close()],
+      ['close outbound queue', () => this.deps.outboundTelegram.close()],
+      ['close connections', async () => { for (const c of this.connections) c.disconnect(); }],
+    ];
+    for (const [name, step] of steps) {
+      try {
+        await step();
+      } catch (err) {
+        log.warn({ step: name, err: (err as Error).message }, 'shutdown step failed; continuing');
+      }
+    }
+    log.info('worker stopped');
+  }
+
+  private async drainClass(cls: DrainClass, budgetMs: number): Promise<void> {
+    const pending = this.deps.turns.list(cls);
+    if (pending.length === 0) return;
+    const all = Promise.allSettled(pending.map((t) => t.done));
+    const finished = budgetMs > 0 ? await Promise.race([all.then(() => true), delay(budgetMs).then(() => false)]) : false;
+    if (finished) return;
+    const left = this.deps.turns.list(cls);
+    if (left.length > 0) {
+      this.deps.log.warn({ drainClass: cls, aborted: left.length }, `drain deadline: aborting ${left.length} ${cls} turn(s)`);
+      for (const t of left) {
+        t.abortedByDrain = true;
+        t.controller.abort(new Error('drain deadline'));
+      }
+    }
+  }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms).unref());
+}
