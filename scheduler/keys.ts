@@ -37,6 +37,11 @@ export class Keys {
     return `${this.prefix}:schedule:${kind}:${sessionId}`;
   }
 
+  /** Short lock held while one process changes a session's schedule (record + job scheduler). */
+  scheduleMutation(sessionId: string, kind: ScheduleKind): string {
+    return `${this.prefix}:schedule:${kind}:${sessionId}:mutation`;
+  }
+
   /** Set of `<kind>:<sessionId>` for every stored loop/heartbeat (for status and listing). */
   get scheduleIndex(): string {
     return `${this.prefix}:schedules`;

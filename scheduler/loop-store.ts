@@ -84,6 +84,24 @@ export class LoopStore {
     }
   }
 
+  /**
+   * Take the short mutation lock of a session's schedule (waits up to `waitMs`).
+   * @returns a release function
+   * @throws StoreUnavailableError when the lock could not be had in time
+   */
+  async lockMutation(sessionId: string, kind: ScheduleKind, waitMs = 10_000): Promise<() => Promise<void>> {
+    const key = this.keys.scheduleMutation(sessionId, kind);
+    const token = `${process.pid}:${Math.random().toString(36).slice(2)}`;
+    const deadline = Date.now() + waitMs;
+    while ((await this.redis.set(key, token, 'PX', 15_000, 'NX')) !== 'OK') {
+      if (Date.now() > deadline) throw new StoreUnavailableError(`The ${kind} of session ${sessionId} is being changed by another process; try again.`);
+      await new Promise((r) => setTimeout(r, 20 + Math.random() * 30));
+    }
+    return async () => {
+      await this.redis.eval(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`, 1, key, token);
+    };
+  }
+
   /** Delete a record (used by `/heartbeat clear` and tests). */
   async delete(sessionId: string, kind: ScheduleKind): Promise<void> {
     await this.redis.multi().del(this.keys.schedule(sessionId, kind)).srem(this.keys.scheduleIndex, `${kind}:${sessionId}`).exec();

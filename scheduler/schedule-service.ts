@@ -36,13 +36,30 @@ export interface ScheduleServiceSettings {
 
 const LABEL: Record<ScheduleKind, string> = { loop: 'Loop', heartbeat: 'Heartbeat' };
 
-/** Set, pause, resume, stop and describe a session's loop or heartbeat. */
+/**
+ * Set, pause, resume, stop and describe a session's loop or heartbeat.
+ *
+ * Concurrency: every change of one session's schedule runs under a short
+ * mutation lock in Redis, so the record and its job scheduler are always
+ * written by the same change (four processes replacing a loop at once end
+ * with one loop whose scheduler matches its record).
+ */
 export class ScheduleService {
   constructor(
     private readonly store: LoopStore,
     private readonly settings: ScheduleServiceSettings,
     private readonly log: Logger,
   ) {}
+
+  private async exclusive<T>(sessionId: string, kind: ScheduleKind, fn: () => Promise<T>): Promise<T> {
+    assertSessionId(sessionId);
+    const release = await this.guard(kind, sessionId, () => this.store.lockMutation(sessionId, kind));
+    try {
+      return await fn();
+    } finally {
+      await release();
+    }
+  }
 
   /**
    * Create or replace the session's schedule of `kind`; its first tick is due now.
@@ -55,52 +72,59 @@ export class ScheduleService {
     spec: ScheduleSpec,
     ctx: { origin: Origin; runner: RunnerSpec; now?: number },
   ): Promise<string> {
-    assertSessionId(sessionId);
-    const now = ctx.now ?? Date.now();
-    const record = createLoop({
-      kind, loopId: randomBytes(6).toString('hex'), sessionId, prompt: spec.prompt,
-      intervalSeconds: spec.intervalSeconds, times: spec.times, until: spec.until,
-      maxTicks: this.settings.maxTicks, selfPacedFloorSeconds: this.settings.selfPacedFloorSeconds,
-      runner: ctx.runner, origin: ctx.origin, now,
+    return await this.exclusive(sessionId, kind, async () => {
+      const now = ctx.now ?? Date.now();
+      const record = createLoop({
+        kind, loopId: randomBytes(6).toString('hex'), sessionId, prompt: spec.prompt,
+        intervalSeconds: spec.intervalSeconds, times: spec.times, until: spec.until,
+        maxTicks: this.settings.maxTicks, selfPacedFloorSeconds: this.settings.selfPacedFloorSeconds,
+        runner: ctx.runner, origin: ctx.origin, now,
+      });
+      const { previous, stored } = await this.write(sessionId, kind, () => record);
+      await this.guard(kind, sessionId, () => this.store.arm(stored!, now));
+      this.log.info({ sessionId, kind, loopId: record.loopId, intervalSeconds: record.intervalSeconds }, `${kind} set`);
+      const lines = [...spec.notes];
+      if (previous && previous.status !== 'finished') lines.push(`Replaced the previous ${kind} ("${clip(previous.prompt)}").`);
+      lines.push(`${LABEL[kind]} set: ${cadence(record)} · ${budget(record)} — first tick now.`);
+      lines.push(`Prompt: ${clip(record.prompt, 200)}`);
+      return lines.join('\n');
     });
-    const { previous, stored } = await this.write(sessionId, kind, () => record);
-    await this.guard(kind, sessionId, () => this.store.arm(stored!, now));
-    this.log.info({ sessionId, kind, loopId: record.loopId, intervalSeconds: record.intervalSeconds }, `${kind} set`);
-    const lines = [...spec.notes];
-    if (previous && previous.status !== 'finished') lines.push(`Replaced the previous ${kind} ("${clip(previous.prompt)}").`);
-    lines.push(`${LABEL[kind]} set: ${cadence(record)} · ${budget(record)} — first tick now.`);
-    lines.push(`Prompt: ${clip(record.prompt, 200)}`);
-    return lines.join('\n');
   }
 
   /** Pause; the job scheduler is removed so nothing fires. @returns the reply */
   async pause(sessionId: string, kind: ScheduleKind, now = Date.now()): Promise<string> {
-    const { previous, stored } = await this.write(sessionId, kind, (cur) => (cur && cur.status === 'active' ? pauseLoop(cur, now) : undefined));
-    if (!previous) return `No ${kind} in this session.`;
-    if (!stored) return `${LABEL[kind]} is ${previous.status}; nothing to pause.`;
-    await this.guard(kind, sessionId, () => this.store.removeScheduler(sessionId, kind));
-    return `${LABEL[kind]} paused after ${stored.ticksUsed} tick(s). /${kind} resume continues it.`;
+    return await this.exclusive(sessionId, kind, async () => {
+      const { previous, stored } = await this.write(sessionId, kind, (cur) => (cur && cur.status === 'active' ? pauseLoop(cur, now) : undefined));
+      if (!previous) return `No ${kind} in this session.`;
+      if (!stored) return `${LABEL[kind]} is ${previous.status}; nothing to pause.`;
+      await this.guard(kind, sessionId, () => this.store.removeScheduler(sessionId, kind));
+      return `${LABEL[kind]} paused after ${stored.ticksUsed} tick(s). /${kind} resume continues it.`;
+    });
   }
 
   /** Resume a paused schedule: one tick at the next point of its cadence, never a burst. @returns the reply */
   async resume(sessionId: string, kind: ScheduleKind, now = Date.now()): Promise<string> {
-    const { previous, stored } = await this.write(sessionId, kind, (cur) => (cur && cur.status === 'paused' ? resumeLoop(cur, now) : undefined));
-    if (!previous) return `No ${kind} in this session.`;
-    if (!stored) return `${LABEL[kind]} is ${previous.status}; nothing to resume.`;
-    const due = resumeDueAt(stored, now);
-    await this.guard(kind, sessionId, () => this.store.arm(stored, due));
-    return `${LABEL[kind]} resumed: ${cadence(stored)} · next tick ${due <= now ? 'now' : `in ${formatSeconds((due - now) / 1000)}`}.`;
+    return await this.exclusive(sessionId, kind, async () => {
+      const { previous, stored } = await this.write(sessionId, kind, (cur) => (cur && cur.status === 'paused' ? resumeLoop(cur, now) : undefined));
+      if (!previous) return `No ${kind} in this session.`;
+      if (!stored) return `${LABEL[kind]} is ${previous.status}; nothing to resume.`;
+      const due = resumeDueAt(stored, now);
+      await this.guard(kind, sessionId, () => this.store.arm(stored, due));
+      return `${LABEL[kind]} resumed: ${cadence(stored)} · next tick ${due <= now ? 'now' : `in ${formatSeconds((due - now) / 1000)}`}.`;
+    });
   }
 
   /** Stop for good (the record is kept as finished for status). @returns the reply */
   async stop(sessionId: string, kind: ScheduleKind, now = Date.now()): Promise<string> {
-    const { previous, stored } = await this.write(sessionId, kind, (cur) =>
-      cur && cur.status !== 'finished' ? { ...cur, status: 'finished', statusReason: 'stopped by user', updatedAt: now } : undefined,
-    );
-    if (!previous) return `No ${kind} in this session.`;
-    await this.guard(kind, sessionId, () => this.store.removeScheduler(sessionId, kind));
-    if (!stored) return `${LABEL[kind]} was already finished.`;
-    return `${LABEL[kind]} stopped after ${stored.ticksUsed} tick(s).`;
+    return await this.exclusive(sessionId, kind, async () => {
+      const { previous, stored } = await this.write(sessionId, kind, (cur) =>
+        cur && cur.status !== 'finished' ? { ...cur, status: 'finished', statusReason: 'stopped by user', updatedAt: now } : undefined,
+      );
+      if (!previous) return `No ${kind} in this session.`;
+      await this.guard(kind, sessionId, () => this.store.removeScheduler(sessionId, kind));
+      if (!stored) return `${LABEL[kind]} was already finished.`;
+      return `${LABEL[kind]} stopped after ${stored.ticksUsed} tick(s).`;
+    });
   }
 
   /** One status line. */

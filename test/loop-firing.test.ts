@@ -1,0 +1,210 @@
+/**
+ * Loops held in Redis, fired by workers as real turns (issue: Foundation, point 8).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { clients, events, sleep, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
+import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
+import type { WorkerProcess } from '../worker/worker-process.ts';
+import type { RunnerSpec } from '../scheduler/loop-state.ts';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+function setup(overrides: Record<string, unknown> = {}): { env: TestEnv; c: TestClients } {
+  const env = testEnv(overrides);
+  const c = clients(env);
+  cleanups.push(() => env.cleanup(), () => c.close());
+  return { env, c };
+}
+
+async function worker(env: TestEnv, options: Parameters<typeof startWorker>[1] = {}): Promise<WorkerProcess> {
+  const w = await startWorker(env, options);
+  cleanups.push(() => w.drain());
+  return w;
+}
+
+const echo = (text: string): RunnerSpec => ({ kind: 'command', command: `echo "${text}"`, timeoutSeconds: 10 });
+const spec = (prompt: string, intervalSeconds: number, extra: Partial<{ times: number; until: string }> = {}) => ({
+  prompt, intervalSeconds, times: extra.times ?? null, until: extra.until ?? null, notes: [],
+});
+
+describe('loop ticks as turns', () => {
+  it('keeps firing with no client attached, one tick per interval, each a real turn on current state', async () => {
+    const { env, c } = setup();
+    await worker(env);
+    await c.schedules.set('s1', 'loop', spec('report', 1), { origin: { surface: 'cli' }, runner: { kind: 'command', command: 'echo "tick $HERMES_TICK"', timeoutSeconds: 10 } });
+    const replies = await waitForEvents(c, 's1', 'reply', 4, 10_000);
+    expect(replies.slice(0, 4).map((e) => e.data.text)).toEqual(['tick 1', 'tick 2', 'tick 3', 'tick 4']);
+    const dues = replies.slice(0, 4).map((e) => Number(e.data.dueAt));
+    for (let i = 1; i < dues.length; i++) expect(dues[i]! - dues[i - 1]!).toBe(1000);
+    for (const e of replies) expect(Number(e.data.startedAt)).toBeGreaterThanOrEqual(Number(e.data.dueAt));
+    // the transcript holds each wakeup input and reply
+    const transcript = await c.sessions.transcript('s1');
+    expect(transcript.filter((m) => m.role === 'assistant').length).toBeGreaterThanOrEqual(4);
+    expect(transcript[0]!.content).toContain('Loop wakeup #1');
+  });
+
+  it('after all workers were stopped for 10 intervals, exactly one overdue tick fires, then the normal cadence', async () => {
+    const { env, c } = setup();
+    const w1 = await startWorker(env);
+    await c.schedules.set('s2', 'loop', spec('report', 1), { origin: { surface: 'cli' }, runner: echo('x') });
+    await waitForEvents(c, 's2', 'reply', 2, 10_000);
+    await w1.drain();
+    const before = (await events(c, 's2', 'reply')).length;
+    await sleep(10_000);
+    expect((await events(c, 's2', 'reply')).length).toBe(before); // nothing fires without a worker
+    const restartAt = Date.now();
+    await worker(env);
+    await sleep(3_600);
+    const after = (await events(c, 's2', 'reply')).slice(before);
+    const overdue = after.filter((e) => Number(e.data.dueAt) < restartAt);
+    expect(overdue).toHaveLength(1);
+    expect(Number(overdue[0]!.data.startedAt) - restartAt).toBeLessThan(1500);
+    const onTime = after.filter((e) => Number(e.data.dueAt) >= restartAt);
+    expect(onTime.length).toBeGreaterThanOrEqual(2);
+    expect(onTime.length).toBeLessThanOrEqual(4);
+    for (let i = 1; i < onTime.length; i++) expect(Number(onTime[i]!.data.dueAt) - Number(onTime[i - 1]!.data.dueAt)).toBe(1000);
+  });
+
+  it('two workers: each occurrence runs exactly once (F10: one run, one delivery)', async () => {
+    const { env, c } = setup();
+    await worker(env);
+    await worker(env);
+    const runs = `${env.home}/runs.log`;
+    await c.schedules.set('s3', 'loop', spec('report', 1, { times: 6 }), {
+      origin: { surface: 'cli' }, runner: { kind: 'command', command: `echo "$HERMES_TICK" >> ${runs}; echo done`, timeoutSeconds: 10 },
+    });
+    await waitFor(async () => ((await c.loops.get('s3', 'loop'))?.status === 'finished' ? true : undefined), 15_000);
+    await sleep(1_500);
+    const replies = await events(c, 's3', 'reply');
+    expect(replies).toHaveLength(6);
+    expect(new Set(replies.map((e) => e.data.occurrenceId)).size).toBe(6);
+    const { readFileSync } = await import('node:fs');
+    expect(readFileSync(runs, 'utf8').trim().split('\n')).toEqual(['1', '2', '3', '4', '5', '6']);
+    expect(new Set(replies.map((e) => e.data.worker)).size).toBeGreaterThanOrEqual(1);
+  });
+
+  it('F10: two workers, a tick due at T → exactly one run and one delivery', async () => {
+    const { env, c } = setup();
+    await worker(env);
+    await worker(env);
+    const runs = `${env.home}/f10.log`;
+    await c.schedules.set('f10', 'loop', spec('once', 1, { times: 1 }), {
+      origin: { surface: 'cli' }, runner: { kind: 'command', command: `echo run >> ${runs}; echo delivered`, timeoutSeconds: 10 },
+    });
+    await waitForEvents(c, 'f10', 'reply', 1);
+    await sleep(2_000);
+    expect(await events(c, 'f10', 'reply')).toHaveLength(1);
+    const { readFileSync } = await import('node:fs');
+    expect(readFileSync(runs, 'utf8').trim().split('\n')).toHaveLength(1);
+  });
+});
+
+describe('stop rules (SPEC §4)', () => {
+  it('a LOOP_COMPLETE line finishes the loop and removes its scheduler', async () => {
+    const { env, c } = setup();
+    await worker(env);
+    await c.schedules.set('done', 'loop', spec('watch', 1), {
+      origin: { surface: 'cli' },
+      runner: { kind: 'command', command: 'if [ "$HERMES_TICK" = 2 ]; then printf "all green\\nLOOP_COMPLETE\\n"; else echo waiting; fi', timeoutSeconds: 10 },
+    });
+    await waitFor(async () => ((await c.loops.get('done', 'loop'))?.status === 'finished' ? true : undefined), 10_000);
+    await sleep(2_500);
+    const replies = await events(c, 'done', 'reply');
+    expect(replies).toHaveLength(2);
+    const loop = await c.loops.get('done', 'loop');
+    expect(loop).toMatchObject({ status: 'finished', ticksUsed: 2, statusReason: 'the agent reported LOOP_COMPLETE' });
+    expect(await c.queues.ticks.getJobScheduler('loop:done')).toBeUndefined();
+    const notices = await events(c, 'done', 'notice');
+    expect(notices.at(-1)!.data.text).toMatch(/Loop finished: the agent reported LOOP_COMPLETE/);
+  });
+
+  it('"LOOP_COMPLETE" inside a sentence does not finish the loop', async () => {
+    const { env, c } = setup();
+    await worker(env);
+    await c.schedules.set('inline', 'loop', spec('watch', 1, { times: 2 }), { origin: { surface: 'cli' }, runner: echo('not yet LOOP_COMPLETE') });
+    await waitFor(async () => ((await c.loops.get('inline', 'loop'))?.status === 'finished' ? true : undefined), 10_000);
+    expect(await c.loops.get('inline', 'loop')).toMatchObject({ ticksUsed: 2, statusReason: 'ran 2 times' });
+  });
+
+  it('--times 3 finishes after exactly three ticks', async () => {
+    const { env, c } = setup();
+    await worker(env);
+    await c.schedules.set('t3', 'loop', spec('count', 1, { times: 3 }), { origin: { surface: 'cli' }, runner: echo('tick') });
+    await waitFor(async () => ((await c.loops.get('t3', 'loop'))?.status === 'finished' ? true : undefined), 10_000);
+    await sleep(2_500);
+    expect(await events(c, 't3', 'reply')).toHaveLength(3);
+    expect(await c.loops.get('t3', 'loop')).toMatchObject({ status: 'finished', ticksUsed: 3, statusReason: 'ran 3 times' });
+  });
+
+  it('loops.max_ticks pauses the loop (resumable); resume continues without a burst', async () => {
+    const { env, c } = setup({ 'loops.max_ticks': 2 });
+    await worker(env);
+    await c.schedules.set('budget', 'loop', spec('count', 1), { origin: { surface: 'cli' }, runner: echo('tick') });
+    await waitFor(async () => ((await c.loops.get('budget', 'loop'))?.status === 'paused' ? true : undefined), 10_000);
+    await sleep(2_500);
+    expect(await events(c, 'budget', 'reply')).toHaveLength(2);
+    const paused = await c.loops.get('budget', 'loop');
+    expect(paused!.statusReason).toMatch(/tick budget of 2 used/);
+    expect(await c.schedules.status('budget', 'loop')).toMatch(/loop: paused .*ticks 2\/2/);
+    const reply = await c.schedules.resume('budget', 'loop');
+    expect(reply).toMatch(/Loop resumed/);
+    await waitFor(async () => ((await c.loops.get('budget', 'loop'))?.status === 'paused' ? true : undefined), 10_000);
+    const replies = await events(c, 'budget', 'reply');
+    expect(replies).toHaveLength(4);
+    // the resumed ticks follow the cadence: one at a time, a second apart
+    expect(Number(replies[3]!.data.dueAt) - Number(replies[2]!.data.dueAt)).toBe(1000);
+  });
+
+  it('a paused loop never fires, even with its next job already waiting', async () => {
+    const { env, c } = setup();
+    await worker(env);
+    await c.schedules.set('p', 'loop', spec('count', 1), { origin: { surface: 'cli' }, runner: echo('tick') });
+    await waitForEvents(c, 'p', 'reply', 1);
+    await c.schedules.pause('p', 'loop');
+    const n = (await events(c, 'p', 'reply')).length;
+    await sleep(2_500);
+    expect((await events(c, 'p', 'reply')).length).toBeLessThanOrEqual(n + 1); // at most the tick already running
+    const settled = (await events(c, 'p', 'reply')).length;
+    await sleep(2_000);
+    expect((await events(c, 'p', 'reply')).length).toBe(settled);
+  });
+});
+
+describe('agent turns', () => {
+  let model: FakeOpenAI;
+  afterEach(async () => model?.close());
+
+  it('F4: an empty model reply on tick 1 still completes the tick; tick 2 fires on time', async () => {
+    model = await startFakeOpenAI();
+    model.respond((_req, i) => (i === 0 ? '' : `report ${i + 1}`));
+    const { env, c } = setup({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'test-key' });
+    await worker(env);
+    await c.schedules.set('f4', 'loop', spec('check CI', 1), { origin: { surface: 'chat' }, runner: { kind: 'agent' } });
+    const replies = await waitForEvents(c, 'f4', 'reply', 2, 10_000);
+    expect(replies[0]!.data.text).toBe('');
+    expect(replies[1]!.data.text).toBe('report 2');
+    expect(Number(replies[1]!.data.dueAt) - Number(replies[0]!.data.dueAt)).toBe(1000);
+    expect(Number(replies[1]!.data.latenessMs)).toBeLessThan(500);
+    // the second turn saw the transcript of the first (current state, not a replay)
+    const second = model.requests[1]!;
+    expect(second.messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'user']);
+    expect(second.messages[3]!.content).toContain('Loop wakeup #2');
+  });
+
+  it('a model error completes the tick as failed; the next occurrence runs', async () => {
+    model = await startFakeOpenAI();
+    model.respond((_req, i) => (i === 0 ? { status: 500, message: 'boom' } : 'fine'));
+    const { env, c } = setup({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
+    await worker(env);
+    await c.schedules.set('err', 'loop', spec('check', 1), { origin: { surface: 'chat' }, runner: { kind: 'agent' } });
+    const failed = await waitForEvents(c, 'err', 'tick.failed', 1);
+    expect(failed[0]!.data.error).toMatch(/500/);
+    const replies = await waitForEvents(c, 'err', 'reply', 1);
+    expect(replies[0]!.data.text).toBe('fine');
+    expect((await c.loops.get('err', 'loop'))!.ticksUsed).toBeGreaterThanOrEqual(2);
+  });
+});

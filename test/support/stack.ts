@@ -1,0 +1,122 @@
+/**
+ * Test stack on the shared test Redis: in-process worker processes, child
+ * `hermes worker` processes, and clients for the stores.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import type { HermesConfig } from '../../scheduler/config.ts';
+import { Keys } from '../../scheduler/keys.ts';
+import { HermesQueues } from '../../scheduler/queues.ts';
+import { LoopStore } from '../../scheduler/loop-store.ts';
+import { ScheduleService } from '../../scheduler/schedule-service.ts';
+import { SessionStore, type SessionEvent } from '../../scheduler/session-store.ts';
+import { createLogger } from '../../scheduler/logger.ts';
+import { BULLMQ_REDIS_OPTIONS } from '../../scheduler/redis/connect.ts';
+import { WorkerProcess, type WorkerProcessOptions } from '../../worker/worker-process.ts';
+import type { TestEnv } from './env.ts';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const HERMES_BIN = join(ROOT, 'cli', 'hermes.mjs');
+
+/** Clients of the stores for a test, with `close()`. */
+export interface TestClients {
+  redis: Redis;
+  keys: Keys;
+  queues: HermesQueues;
+  loops: LoopStore;
+  sessions: SessionStore;
+  schedules: ScheduleService;
+  close(): Promise<void>;
+}
+
+export function clients(env: TestEnv, config: HermesConfig = env.config): TestClients {
+  const redis = new Redis(env.redisUrl, { maxRetriesPerRequest: 3 });
+  const queueConn = new Redis(env.redisUrl, BULLMQ_REDIS_OPTIONS);
+  const keys = new Keys(config.redis.prefix);
+  const queues = new HermesQueues(keys, queueConn);
+  const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
+  const log = createLogger({ level: config.log_level });
+  return {
+    redis, keys, queues, loops,
+    sessions: new SessionStore(redis, keys),
+    schedules: new ScheduleService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log),
+    async close() {
+      await queues.close();
+      redis.disconnect();
+      queueConn.disconnect();
+    },
+  };
+}
+
+/** Start an in-process worker process. */
+export async function startWorker(env: TestEnv, options: Partial<WorkerProcessOptions> = {}): Promise<WorkerProcess> {
+  const config = options.config ?? env.config;
+  return await WorkerProcess.start({
+    config, redisUrl: env.redisUrl, log: createLogger({ level: config.log_level, name: 'test-worker' }), ...options,
+  });
+}
+
+/** Spawn `hermes worker` as a child process; resolves once it is registered alive. */
+export async function spawnWorker(env: TestEnv, extraEnv: NodeJS.ProcessEnv = {}): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [HERMES_BIN, 'worker'], { env: { ...env.childEnv, ...extraEnv }, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
+  const redis = new Redis(env.redisUrl);
+  const keys = new Keys(env.prefix);
+  try {
+    await waitFor(async () => {
+      if (child.exitCode !== null) throw new Error(`worker exited: ${stderr}`);
+      const members = await redis.zrange(keys.workers, 0, -1);
+      return members.some((m) => m.includes(`:${child.pid}:`)) || undefined;
+    }, 20_000);
+  } finally {
+    redis.disconnect();
+  }
+  return child;
+}
+
+/** Run the `hermes` CLI to completion. */
+export async function runHermes(env: TestEnv, args: string[], extraEnv: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [HERMES_BIN, ...args], { env: { ...env.childEnv, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const code = await new Promise<number | null>((r) => child.on('exit', r));
+  return { code, stdout, stderr };
+}
+
+/** Poll `fn` every 50 ms until it returns a value other than `undefined`. */
+export async function waitFor<T>(fn: () => Promise<T | undefined>, timeoutMs = 15_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** All events of a session of one type (or all). */
+export async function events(c: TestClients, sessionId: string, type?: string): Promise<SessionEvent[]> {
+  const all = await c.sessions.readEvents(sessionId, '0', { count: 100_000 });
+  return type ? all.filter((e) => e.type === type) : all;
+}
+
+/** Wait until the session has at least `n` events of `type`. */
+export async function waitForEvents(c: TestClients, sessionId: string, type: string, n: number, timeoutMs = 15_000): Promise<SessionEvent[]> {
+  return await waitFor(async () => {
+    const evs = await events(c, sessionId, type);
+    return evs.length >= n ? evs : undefined;
+  }, timeoutMs, `${n} ${type} event(s) on ${sessionId}`);
+}
+
+/** Pending (delayed, waiting, prioritized) jobs of one job scheduler. */
+export async function pendingSchedulerJobs(c: TestClients, schedulerId: string): Promise<string[]> {
+  const jobs = await c.queues.ticks.getJobs(['delayed', 'waiting', 'prioritized']);
+  return jobs.filter((j) => j?.repeatJobKey === schedulerId).map((j) => j.id!);
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
