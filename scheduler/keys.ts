@@ -42,6 +42,11 @@ export class Keys {
     return `${this.prefix}:schedule:${kind}:${sessionId}:mutation`;
   }
 
+  /** The occurrence of a schedule whose turn has started but not committed (JSON). */
+  scheduleInflight(sessionId: string, kind: ScheduleKind): string {
+    return `${this.prefix}:schedule:${kind}:${sessionId}:inflight`;
+  }
+
   /** Set of `<kind>:<sessionId>` for every stored loop/heartbeat (for status and listing). */
   get scheduleIndex(): string {
     return `${this.prefix}:schedules`;

@@ -31,6 +31,13 @@ export interface TickJobData {
   loopId: string;
 }
 
+/** An occurrence whose turn has started but is not committed. */
+export interface InflightMark {
+  occurrenceId: string;
+  jobId: string;
+  startedAt: number;
+}
+
 /** BullMQ job name of schedule ticks. */
 export const TICK_JOB_NAME = 'schedule-tick';
 
@@ -100,6 +107,30 @@ export class LoopStore {
     return async () => {
       await this.redis.eval(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`, 1, key, token);
     };
+  }
+
+  /**
+   * Mark an occurrence in flight: its turn started and is not committed yet.
+   * Later occurrences wait for it, so a tick whose worker died is completed by
+   * another worker instead of being overtaken.
+   * @param ttlMs - the mark expires after this long (a bound on a lost retry)
+   */
+  async markInflight(sessionId: string, kind: ScheduleKind, mark: InflightMark, ttlMs: number): Promise<void> {
+    await this.redis.set(this.keys.scheduleInflight(sessionId, kind), JSON.stringify(mark), 'PX', ttlMs);
+  }
+
+  /** The in-flight mark, or `null`. */
+  async getInflight(sessionId: string, kind: ScheduleKind): Promise<InflightMark | null> {
+    const raw = await this.redis.get(this.keys.scheduleInflight(sessionId, kind));
+    return raw ? (JSON.parse(raw) as InflightMark) : null;
+  }
+
+  /** Clear the in-flight mark if it is still the one of `occurrenceId`. */
+  async clearInflight(sessionId: string, kind: ScheduleKind, occurrenceId: string): Promise<void> {
+    await this.redis.eval(
+      `local v = redis.call('GET', KEYS[1]) if v and cjson.decode(v)['occurrenceId'] == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`,
+      1, this.keys.scheduleInflight(sessionId, kind), occurrenceId,
+    );
   }
 
   /** Delete a record (used by `/heartbeat clear` and tests). */

@@ -58,10 +58,16 @@ export async function processScheduleTick(
   const decision = decideFire(loop, { loopId, dueAt, occurrenceId });
   if (!decision.fire) {
     log.debug({ reason: decision.reason }, 'tick skipped');
-    if (decision.reason === 'already-applied' && loop?.mode === 'self-paced' && loop.status === 'active') {
-      await armSelfPaced(deps, loop); // a retry after commit: make sure the chain goes on
+    if (decision.reason === 'already-applied') {
+      // A retry after the commit: finish what the dead worker left undone.
+      await deps.loops.clearInflight(sessionId, kind, occurrenceId);
+      if (loop?.mode === 'self-paced' && loop.status === 'active') await armSelfPaced(deps, loop);
     }
     return { status: 'skipped', reason: decision.reason };
+  }
+  if (await earlierTickInFlight(deps, job, occurrenceId)) {
+    log.debug('an earlier tick of this schedule is still in flight; deferred');
+    return await deferJob(job, token, deps.config.worker.defer_ms);
   }
   if ((await pendingInput(deps.redis, deps.keys, sessionId)).length > 0) {
     log.debug('user input pending; tick deferred');
@@ -76,6 +82,8 @@ export async function processScheduleTick(
     return await deps.turns.run(job.id!, 'scheduled', async (turnSignal, turn) => {
       const startedAt = Date.now();
       const tickNumber = loop!.ticksUsed + 1;
+      const { lock_duration_ms: lockMs, max_stalled_count: stalls } = deps.config.worker;
+      await deps.loops.markInflight(sessionId, kind, { occurrenceId, jobId: job.id!, startedAt }, lockMs * (stalls + 2) + 60_000);
       const latenessMs = startedAt - dueAt;
       log.info({ tick: tickNumber, latenessMs }, `${kind} tick started`);
       await deps.sessions.appendEvent(sessionId, 'tick.started', {
@@ -105,6 +113,7 @@ export async function processScheduleTick(
       const committed = await commitTick(deps, {
         sessionId, kind, loopId, occurrenceId, dueAt, startedAt, finishedAt, tickNumber, input, reply, failure, until,
       });
+      await deps.loops.clearInflight(sessionId, kind, occurrenceId);
       if (committed.status === 'duplicate') return { status: 'duplicate', occurrenceId };
       if (!failure && committed.loop) {
         await deliverToRoute(deps, { sessionId, origin: committed.loop.origin, text: reply, occurrenceId });
@@ -195,6 +204,23 @@ async function applyOutcome(deps: WorkerDeps, loop: LoopRecord | null, outcome: 
   const text = `${loop.kind === 'loop' ? 'Loop' : 'Heartbeat'} ${verb}: ${outcome.reason}.`;
   await deps.sessions.appendEvent(loop.sessionId, 'notice', { text, kind: loop.kind, status: loop.status });
   await deliverToRoute(deps, { sessionId: loop.sessionId, origin: loop.origin, text, occurrenceId: `${loop.lastOccurrenceId}:notice` });
+}
+
+/**
+ * True while another occurrence of this schedule has started its turn and not
+ * committed — e.g. its worker died and BullMQ will hand it to another worker.
+ * A mark whose job is gone, finished or failed for good is stale and cleared.
+ */
+async function earlierTickInFlight(deps: WorkerDeps, job: Job<TickJobData>, occurrenceId: string): Promise<boolean> {
+  const { sessionId, kind } = job.data;
+  const mark = await deps.loops.getInflight(sessionId, kind);
+  if (!mark || mark.occurrenceId === occurrenceId) return false;
+  const other = await deps.queues.ticks.getJob(mark.jobId);
+  const state = other ? await other.getState() : 'unknown';
+  const alive = state === 'active' || state === 'waiting' || state === 'delayed' || state === 'prioritized';
+  if (alive && !(await deps.sessions.isCommitted(mark.occurrenceId))) return true;
+  await deps.loops.clearInflight(sessionId, kind, mark.occurrenceId);
+  return false;
 }
 
 /** Queue the next self-paced tick (idempotent: deterministic job id per due time). */

@@ -1,0 +1,80 @@
+/**
+ * Job scheduler field reports F1–F3 (../shared/cases/field-reports.md), through
+ * the product's schedule store and service.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { clients, events, pendingSchedulerJobs, runHermes, sleep, startWorker, waitForEvents, type TestClients } from './support/stack.ts';
+import { createLoop, type LoopRecord } from '../scheduler/loop-state.ts';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+function setup(): { env: TestEnv; c: TestClients } {
+  const env = testEnv();
+  const c = clients(env);
+  cleanups.push(() => env.cleanup(), () => c.close());
+  return { env, c };
+}
+
+async function storedLoop(c: TestClients, sessionId: string): Promise<LoopRecord> {
+  const record = createLoop({
+    kind: 'loop', loopId: 'fixed-id', sessionId, prompt: 'p', intervalSeconds: 1, times: null, until: null,
+    maxTicks: 0, selfPacedFloorSeconds: 60, runner: { kind: 'command', command: 'echo tick', timeoutSeconds: 5 },
+    origin: { surface: 'cli' }, now: Date.now(),
+  });
+  return (await c.loops.put(record, 'absent'))!;
+}
+
+describe('job scheduler upserts', () => {
+  it('F1: upserting the same schedule twice back to back, with a worker running, leaves exactly one pending job; ticks 1 s apart', async () => {
+    const { env, c } = setup();
+    const w = await startWorker(env);
+    cleanups.push(() => w.drain());
+    const record = await storedLoop(c, 'f1');
+    const now = Date.now();
+    await Promise.all([c.loops.arm(record, now + 1000), c.loops.arm(record, now + 1000)]);
+    await c.loops.arm(record, now + 1000);
+    expect(await pendingSchedulerJobs(c, 'loop:f1')).toHaveLength(1);
+    const replies = await waitForEvents(c, 'f1', 'reply', 3, 10_000);
+    expect(await pendingSchedulerJobs(c, 'loop:f1')).toHaveLength(1);
+    const dues = replies.slice(0, 3).map((e) => Number(e.data.dueAt));
+    expect(dues[1]! - dues[0]!).toBe(1000);
+    expect(dues[2]! - dues[1]!).toBe(1000);
+    expect(new Set(replies.map((e) => e.data.occurrenceId)).size).toBe(replies.length);
+  });
+
+  it('F2: removing a schedule and adding it again under the same id leaves exactly one pending job, and it fires', async () => {
+    const { env, c } = setup();
+    const record = await storedLoop(c, 'f2');
+    await c.loops.arm(record, Date.now() + 500);
+    expect(await pendingSchedulerJobs(c, 'loop:f2')).toHaveLength(1);
+    await c.loops.removeScheduler('f2', 'loop');
+    expect(await pendingSchedulerJobs(c, 'loop:f2')).toHaveLength(0);
+    await c.loops.arm(record, Date.now() + 500);
+    expect(await pendingSchedulerJobs(c, 'loop:f2')).toHaveLength(1);
+    const w = await startWorker(env);
+    cleanups.push(() => w.drain());
+    await waitForEvents(c, 'f2', 'reply', 1, 5_000);
+  });
+
+  it('F3: four processes setting the same loop at once leave exactly one pending job, and it keeps firing at its cadence', async () => {
+    const { env, c } = setup();
+    const args = ['loop', '1s', 'same prompt', '--session', 'f3', '--run', 'echo tick'];
+    const results = await Promise.all([1, 2, 3, 4].map(() => runHermes(env, args)));
+    for (const r of results) expect(r.code, r.stderr).toBe(0);
+    expect(await pendingSchedulerJobs(c, 'loop:f3')).toHaveLength(1);
+    const record = await c.loops.get('f3', 'loop');
+    const scheduler = await c.queues.ticks.getJobScheduler('loop:f3');
+    expect(scheduler?.template?.data?.loopId).toBe(record!.loopId); // record and scheduler agree
+    const w = await startWorker(env);
+    cleanups.push(() => w.drain());
+    const replies = await waitForEvents(c, 'f3', 'reply', 3, 10_000);
+    for (let i = 1; i < 3; i++) expect(Number(replies[i]!.data.dueAt) - Number(replies[i - 1]!.data.dueAt)).toBe(1000);
+    await sleep(300);
+    expect(await pendingSchedulerJobs(c, 'loop:f3')).toHaveLength(1);
+    expect((await events(c, 'f3', 'reply')).every((e) => e.data.text === 'tick')).toBe(true);
+  });
+});
