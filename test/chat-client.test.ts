@@ -1,0 +1,74 @@
+/** `hermes chat`: attach, detach, reattach and see what was missed (issue: Foundation, point 6). */
+import { afterEach, describe, expect, it } from 'vitest';
+import { PassThrough } from 'node:stream';
+import { testEnv } from './support/env.ts';
+import { clients, sleep, startWorker, waitFor, waitForEvents } from './support/stack.ts';
+import { runChat } from '../cli/chat-client.ts';
+import { connectCli } from '../cli/connect-cli.ts';
+import { startFakeOpenAI } from './support/fake-openai.ts';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+describe('chat client', () => {
+  it('prints live ticks, detaches on end of input, and on reattach first prints what it missed', async () => {
+    const env = testEnv();
+    const c = clients(env);
+    cleanups.push(() => env.cleanup(), () => c.close());
+    const w = await startWorker(env);
+    cleanups.push(() => w.drain());
+    const conn = await connectCli(env.config, env.redisUrl);
+    cleanups.push(() => conn.close());
+
+    const out1: string[] = [];
+    const input1 = new PassThrough();
+    const first = runChat(env.config, conn, 'ch', { input: input1, out: (l) => out1.push(l) });
+    await c.schedules.set('ch', 'loop', { prompt: 'p', intervalSeconds: 1, times: 5, until: null, notes: [] }, {
+      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'echo "state $HERMES_TICK"', timeoutSeconds: 5 },
+    });
+    await waitFor(async () => (out1.some((l) => l.includes('state 2')) ? true : undefined), 10_000, 'two ticks printed');
+    input1.end(); // Ctrl+D
+    await first;
+    expect(out1.at(-1)).toMatch(/Detached from session ch/);
+    const seenWhileAttached = out1.filter((l) => /state \d/.test(l)).length;
+
+    await waitFor(async () => ((await c.loops.get('ch', 'loop'))?.status === 'finished' ? true : undefined), 10_000);
+    const out2: string[] = [];
+    const input2 = new PassThrough();
+    const second = runChat(env.config, conn, 'ch', { input: input2, out: (l) => out2.push(l) });
+    await sleep(300);
+    input2.end();
+    await second;
+    const missedHeader = out2.findIndex((l) => /event\(s\) while you were away/.test(l));
+    expect(missedHeader).toBeGreaterThan(0);
+    const missed = out2.join('\n').match(/state \d/g) ?? [];
+    expect(missed.length).toBe(5 - seenWhileAttached);
+    expect(out2.join('\n')).toContain('state 5');
+    expect(out2.join('\n')).toMatch(/Loop finished: ran 5 times/);
+  });
+
+  it('a typed message becomes a user turn whose reply is printed', async () => {
+    const model = await startFakeOpenAI();
+    model.respond((req) => `you said: ${req.messages.at(-1)!.content}`);
+    cleanups.push(() => model.close());
+    const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
+    const c = clients(env);
+    cleanups.push(() => env.cleanup(), () => c.close());
+    const w = await startWorker(env);
+    cleanups.push(() => w.drain());
+    const conn = await connectCli(env.config, env.redisUrl);
+    cleanups.push(() => conn.close());
+    const out: string[] = [];
+    const input = new PassThrough();
+    const chat = runChat(env.config, conn, 'talk', { input, out: (l) => out.push(l) });
+    input.write('hello there\n');
+    await waitForEvents(c, 'talk', 'reply', 1);
+    await waitFor(async () => (out.some((l) => l.includes('you said: hello there')) ? true : undefined), 5_000);
+    input.write('/loop 5s check --times 1\n');
+    await waitFor(async () => (out.some((l) => l.includes('Loop set: every 5s')) ? true : undefined), 5_000);
+    input.end();
+    await chat;
+  });
+});

@@ -1,0 +1,49 @@
+/** Configuration (SPEC §10): defaults, file, environment, clear errors naming the key. */
+import { describe, expect, it } from 'vitest';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '../scheduler/config.ts';
+import { ConfigError } from '../scheduler/errors/config-error.ts';
+
+const home = () => mkdtempSync(join(tmpdir(), 'hermes-config-'));
+
+describe('loadConfig', () => {
+  it('has the SPEC defaults', () => {
+    const c = loadConfig({ env: { HERMES_HOME: home() } });
+    expect(c.loops).toEqual({ min_interval_seconds: 30, max_ticks: 100, self_paced_floor_seconds: 60, self_paced_ceiling_seconds: 900 });
+    expect(c.goals.max_turns).toBe(20);
+    expect(c.heartbeat.min_interval_seconds).toBe(60);
+    expect(c.agent.cron_drain_timeout).toBe(30);
+    expect(c.agent.restart_drain_timeout).toBe(0);
+    expect(c.api_server).toEqual({ host: '127.0.0.1', port: 8642 });
+    expect(c.redis.prefix).toBe('{hermes}');
+  });
+
+  it('reads config.yaml and lets the environment override every key', () => {
+    const h = home();
+    writeFileSync(join(h, 'config.yaml'), 'loops:\n  max_ticks: 7\ntimezone: Europe/Warsaw\ncommands:\n  ci:\n    command: "gh run list"\n');
+    const c = loadConfig({ env: { HERMES_HOME: h, HERMES_LOOPS_MIN_INTERVAL_SECONDS: '5', REDIS_URL: 'redis://r:6379', TELEGRAM_ALLOWED_USERS: '1, 22', API_SERVER_KEY: 'k' } });
+    expect(c.loops.max_ticks).toBe(7);
+    expect(c.loops.min_interval_seconds).toBe(5);
+    expect(c.timezone).toBe('Europe/Warsaw');
+    expect(c.commands.ci).toEqual({ command: 'gh run list', timeout_seconds: 60 });
+    expect(c.redis.url).toBe('redis://r:6379');
+    expect(c.telegram.allowed_users).toEqual(['1', '22']);
+    expect(c.api_server.key).toBe('k');
+  });
+
+  it('names the bad key and where it came from', () => {
+    expect(() => loadConfig({ env: { HERMES_HOME: home(), HERMES_LOOPS_MAX_TICKS: 'many' } })).toThrow(/loops\.max_ticks \(from HERMES_LOOPS_MAX_TICKS\)/);
+    const h = home();
+    writeFileSync(join(h, 'config.yaml'), 'loops:\n  max_tick: 3\n');
+    const err = (() => { try { loadConfig({ env: { HERMES_HOME: h } }); } catch (e) { return e; } })();
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as ConfigError).key).toBe('loops.max_tick');
+    expect((err as Error).message).toContain('config.yaml');
+  });
+
+  it('rejects a key prefix that is not a hash tag', () => {
+    expect(() => loadConfig({ env: { HERMES_HOME: home(), HERMES_REDIS_PREFIX: 'hermes' } })).toThrow(/redis\.prefix .*hash tag/);
+  });
+});

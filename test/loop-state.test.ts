@@ -1,0 +1,106 @@
+/** Pure loop state transitions (SPEC §4): fire decisions, stop order, self-paced cadence. */
+import { describe, expect, it } from 'vitest';
+import { applyTick, createLoop, decideFire, hasLoopComplete, resumeDueAt, resumeLoop, pauseLoop, type LoopRecord } from '../scheduler/loop-state.ts';
+import { nextSelfPacedDelay, normaliseReply, replyDigest } from '../scheduler/self-paced.ts';
+
+const base = (over: Partial<Parameters<typeof createLoop>[0]> = {}): LoopRecord =>
+  createLoop({
+    kind: 'loop', loopId: 'L1', sessionId: 's', prompt: 'p', intervalSeconds: 60, times: null, until: null, maxTicks: 100,
+    selfPacedFloorSeconds: 60, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: 0, ...over,
+  });
+const tick = (n: number, reply = 'ok', extra = {}) => ({
+  loopId: 'L1', dueAt: n * 60_000, occurrenceId: `o${n}`, startedAt: n * 60_000 + 5, finishedAt: n * 60_000 + 50, reply, ...extra,
+});
+
+describe('decideFire', () => {
+  it('fires an active loop', () => expect(decideFire(base(), tick(1))).toEqual({ fire: true }));
+  it('never fires a removed, replaced, paused or finished loop', () => {
+    expect(decideFire(null, tick(1))).toEqual({ fire: false, reason: 'removed' });
+    expect(decideFire(base({ loopId: 'L2' }), tick(1))).toEqual({ fire: false, reason: 'replaced' });
+    expect(decideFire(pauseLoop(base(), 1), tick(1))).toEqual({ fire: false, reason: 'paused' });
+    expect(decideFire({ ...base(), status: 'finished' }, tick(1))).toEqual({ fire: false, reason: 'finished' });
+  });
+  it('coalesces an occurrence due before the last tick started', () => {
+    const after = applyTick(base(), { ...tick(3), startedAt: 5 * 60_000 }).loop;
+    expect(decideFire(after, tick(4))).toEqual({ fire: false, reason: 'coalesced' });
+    expect(decideFire(after, tick(6))).toEqual({ fire: true });
+  });
+  it('does not apply the same occurrence twice', () => {
+    const after = applyTick(base(), tick(1)).loop;
+    expect(decideFire(after, tick(1))).toEqual({ fire: false, reason: 'already-applied' });
+  });
+});
+
+describe('applyTick stop order', () => {
+  it('LOOP_COMPLETE on its own line finishes, before --times and budget', () => {
+    const r = applyTick(base({ times: 1, maxTicks: 1 }), tick(1, 'done\n  LOOP_COMPLETE  \n'));
+    expect(r.outcome).toEqual({ kind: 'finished', reason: 'the agent reported LOOP_COMPLETE' });
+  });
+  it('a heartbeat ignores LOOP_COMPLETE', () => {
+    expect(applyTick(base({ kind: 'heartbeat' }), tick(1, 'LOOP_COMPLETE')).outcome).toEqual({ kind: 'continue' });
+  });
+  it('an --until verdict comes before --times', () => {
+    expect(applyTick(base({ until: 'green', times: 1 }), tick(1, 'x', { until: { verdict: 'done' } })).outcome).toMatchObject({ kind: 'finished', reason: 'condition met: green' });
+    expect(applyTick(base({ until: 'green' }), tick(1, 'x', { until: { verdict: 'blocked', reason: 'needs a token' } })).outcome).toEqual({ kind: 'paused', reason: 'blocked: needs a token' });
+  });
+  it('judge failures fail open, then pause after three in a row', () => {
+    let loop = base({ until: 'green' });
+    for (let i = 1; i <= 2; i++) {
+      const r = applyTick(loop, tick(i, 'x', { until: { verdict: 'error', message: 'timeout' } }));
+      expect(r.outcome).toEqual({ kind: 'continue' });
+      loop = r.loop;
+    }
+    const r = applyTick(loop, tick(3, 'x', { until: { verdict: 'error', message: 'timeout' } }));
+    expect(r.outcome).toMatchObject({ kind: 'paused' });
+    expect(r.outcome.kind === 'paused' && r.outcome.reason).toMatch(/judge failed 3 times in a row/);
+  });
+  it('--times finishes; max_ticks pauses', () => {
+    expect(applyTick({ ...base({ times: 2 }), ticksUsed: 1 }, tick(2)).outcome).toEqual({ kind: 'finished', reason: 'ran 2 times' });
+    expect(applyTick({ ...base({ maxTicks: 2 }), ticksUsed: 1 }, tick(2)).outcome.kind).toBe('paused');
+    expect(applyTick({ ...base({ maxTicks: 0 }), ticksUsed: 10_000 }, tick(2)).outcome.kind).toBe('continue');
+  });
+  it('an empty reply completes the tick', () => {
+    const r = applyTick(base(), tick(1, ''));
+    expect(r.loop.ticksUsed).toBe(1);
+    expect(r.outcome.kind).toBe('continue');
+  });
+});
+
+describe('resume', () => {
+  it('a budget pause gets a fresh budget window', () => {
+    const paused = applyTick({ ...base({ maxTicks: 2 }), ticksUsed: 1 }, tick(2)).loop;
+    const resumed = resumeLoop(paused, 1);
+    expect(resumed).toMatchObject({ status: 'active', maxTicks: 4, ticksUsed: 2 });
+  });
+  it('the first tick after a resume is one interval after the last start at most, never in the past', () => {
+    const ran = applyTick(base(), tick(1)).loop;
+    expect(resumeDueAt(ran, 60_000 + 10)).toBe(60_000 + 5 + 60_000);
+    expect(resumeDueAt(ran, 10 * 60_000)).toBe(10 * 60_000);
+  });
+});
+
+describe('self-paced cadence', () => {
+  it('doubles while the reply is unchanged: 60, 120, 240, 480, 900 (ceiling), then snaps back on change', () => {
+    let loop = base({ intervalSeconds: null });
+    const pacing = { floorSeconds: 60, ceilingSeconds: 900 };
+    const delays: number[] = [];
+    const replies = ['build running', 'build running', 'Build  running', 'build running', 'build running', 'build running', 'build GREEN'];
+    replies.forEach((reply, i) => {
+      loop = applyTick(loop, { ...tick(i + 1, reply), pacing }).loop;
+      delays.push(loop.delaySeconds!);
+    });
+    expect(delays).toEqual([60, 120, 240, 480, 900, 900, 60]);
+  });
+  it('times, dates and durations do not count as a change', () => {
+    expect(replyDigest('Checked at 10:35 on 2026-11-29: queue empty, took 3s')).toBe(replyDigest('checked at 11:05 on 2026-11-30: Queue empty, took 12 seconds'));
+    expect(normaliseReply('  Two   spaces\nand a newline ')).toBe('two spaces and a newline');
+    expect(replyDigest('queue empty')).not.toBe(replyDigest('queue has 3 jobs'));
+  });
+  it('nextSelfPacedDelay starts at the floor', () => {
+    expect(nextSelfPacedDelay({ currentDelaySeconds: 60, previousDigest: null, digest: 'a', floorSeconds: 60, ceilingSeconds: 900 })).toBe(60);
+  });
+  it('hasLoopComplete needs the marker alone on a line', () => {
+    expect(hasLoopComplete('x\nLOOP_COMPLETE')).toBe(true);
+    expect(hasLoopComplete('LOOP_COMPLETE.')).toBe(false);
+  });
+});
