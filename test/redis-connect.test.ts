@@ -51,7 +51,7 @@ describe('resolveRedis', () => {
     const client = new Redis(target.url);
     cleanups.push(() => client.disconnect());
     expect(await client.config('GET', 'appendonly')).toEqual(['appendonly', 'yes']);
-    expect((await client.config('GET', 'dir'))[1]).toBe(join(h, 'redis'));
+    expect(((await client.config("GET", "dir")) as string[])[1]).toBe(join(h, "redis"));
     expect(readFileSync(embeddedUrlFile(h), 'utf8').trim()).toBe(target.url);
     const again = await resolveRedis(config, { allowStart: false });
     expect(again.url).toBe(target.url);

@@ -50,6 +50,8 @@ export interface WorkerProcessOptions {
   /** BullMQ `settings` for the ticks worker (e.g. a `repeatStrategy`). */
   tickSettings?: Record<string, unknown>;
   inboxHooks?: InboxHooks;
+  /** Turn runners; default from config (agent endpoint, command runners). Embedders and benchmarks may pass their own. */
+  runners?: RunnerFactory;
 }
 
 export class WorkerProcess {
@@ -85,7 +87,7 @@ export class WorkerProcess {
       config, redis, keys, queues, loops, log: log.child({ workerId }), workerId,
       sessions: new SessionStore(redis, keys, config.worker.transcript_max_messages),
       schedules: new ScheduleService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log),
-      runners: new RunnerFactory(config),
+      runners: options.runners ?? new RunnerFactory(config),
       lock: new SessionLock(redis, keys, config.worker.lock_duration_ms),
       outboundTelegram: telegramOutboundQueue(keys, queueConn),
       turns: new TurnTracker(),

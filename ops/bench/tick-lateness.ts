@@ -1,0 +1,162 @@
+/**
+ * Benchmark (not a test): tick lateness and throughput for N loops at a 1 s
+ * cadence, through hermes-scheduler and through raw BullMQ job schedulers,
+ * measured in the same run on the same private Redis.
+ *
+ *   npx tsx ops/bench/tick-lateness.ts [--n 1,100,1000] [--seconds 10]
+ *
+ * Lateness = actual start of the work minus its due time. For the product the
+ * start is the start of the turn (after state load, coalescing check, user
+ * input check and the session lock); for raw BullMQ it is the first line of
+ * the processor. All schedules of a run are aligned (due at the same instants).
+ * The turn runner is a no-op in both, so the figures are the scheduling path.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Queue, Worker, type Job } from 'bullmq';
+import { Redis } from 'ioredis';
+import { loadConfig } from '../../scheduler/config.ts';
+import { createLogger } from '../../scheduler/logger.ts';
+import { Keys } from '../../scheduler/keys.ts';
+import { HermesQueues, schedulerJobMillis } from '../../scheduler/queues.ts';
+import { LoopStore } from '../../scheduler/loop-store.ts';
+import { createLoop } from '../../scheduler/loop-state.ts';
+import { SessionStore } from '../../scheduler/session-store.ts';
+import { startEmbeddedRedis } from '../../scheduler/redis/embedded-redis.ts';
+import { BULLMQ_REDIS_OPTIONS } from '../../scheduler/redis/connect.ts';
+import { WorkerProcess } from '../../worker/worker-process.ts';
+import { RunnerFactory } from '../../worker/turn-runners/create-runner.ts';
+import type { TurnRunner } from '../../worker/turn-runners/turn-runner.ts';
+
+const args = process.argv.slice(2);
+const arg = (name: string, def: string) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 && args[i + 1] ? args[i + 1]! : def;
+};
+const SIZES = arg('n', '1,100,1000').split(',').map(Number);
+const SECONDS = Number(arg('seconds', '10'));
+const WARMUP_MS = 3000;
+const CONCURRENCY = Number(arg('concurrency', '32'));
+
+/** A runner that answers at once, so only the scheduling path is measured. */
+class NoopRunners extends RunnerFactory {
+  private readonly noop: TurnRunner = { kind: 'agent', run: async () => 'ok' };
+  override forSpec(): TurnRunner {
+    return this.noop;
+  }
+}
+
+interface Stats { p50: number; p99: number; max: number; count: number; perSecond: number }
+
+function stats(lateness: number[], windowMs: number): Stats {
+  const s = [...lateness].sort((a, b) => a - b);
+  const q = (p: number) => (s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))]! : NaN);
+  return { p50: q(0.5), p99: q(0.99), max: s.at(-1) ?? NaN, count: s.length, perSecond: s.length / (windowMs / 1000) };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const nextAligned = (ms: number) => Math.ceil((Date.now() + ms) / 1000) * 1000;
+
+async function benchProduct(url: string, n: number): Promise<Stats> {
+  const prefix = `{bench-p${n}}`;
+  const home = mkdtempSync(join(tmpdir(), 'hermes-bench-'));
+  const config = loadConfig({ env: { HERMES_HOME: home }, overrides: { 'redis.prefix': prefix, log_level: 'silent', 'worker.concurrency': CONCURRENCY, 'loops.max_ticks': 0 } });
+  const log = createLogger({ level: 'silent' });
+  const worker = await WorkerProcess.start({ config, redisUrl: url, log, runners: new NoopRunners(config) });
+  const redis = new Redis(url);
+  const qconn = new Redis(url, BULLMQ_REDIS_OPTIONS);
+  const keys = new Keys(prefix);
+  const queues = new HermesQueues(keys, qconn);
+  const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
+  const first = nextAligned(2000);
+  for (let i = 0; i < n; i++) {
+    const record = createLoop({
+      kind: 'loop', loopId: `b${i}`, sessionId: `bench-${i}`, prompt: 'p', intervalSeconds: 1, times: null, until: null,
+      maxTicks: 0, selfPacedFloorSeconds: 60, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: Date.now(),
+    });
+    const stored = await loops.put(record, 'any');
+    await loops.arm(stored!, first);
+  }
+  const from = first + WARMUP_MS;
+  const to = from + SECONDS * 1000;
+  await sleep(to - Date.now() + 1500);
+  const sessions = new SessionStore(redis, keys);
+  const lateness: number[] = [];
+  for (let i = 0; i < n; i++) {
+    for (const e of await sessions.readEvents(`bench-${i}`, '0', { count: 100_000 })) {
+      if (e.type !== 'reply') continue;
+      const due = Number(e.data.dueAt);
+      if (due >= from && due < to) lateness.push(Number(e.data.startedAt) - due);
+    }
+  }
+  await worker.drain();
+  await queues.ticks.obliterate({ force: true });
+  await queues.close();
+  redis.disconnect();
+  qconn.disconnect();
+  rmSync(home, { recursive: true, force: true });
+  return stats(lateness, SECONDS * 1000);
+}
+
+async function benchRaw(url: string, n: number, concurrency: number): Promise<Stats> {
+  const prefix = `{bench-r${n}-${concurrency}}`;
+  const conn = new Redis(url, BULLMQ_REDIS_OPTIONS);
+  const queue = new Queue('raw', { connection: conn, prefix });
+  const lateness: number[] = [];
+  const first = nextAligned(2000);
+  const from = first + WARMUP_MS;
+  const to = from + SECONDS * 1000;
+  const workerConn = new Redis(url, BULLMQ_REDIS_OPTIONS);
+  const worker = new Worker('raw', async (job: Job) => {
+    const started = Date.now();
+    const due = schedulerJobMillis(job.id)!;
+    if (due >= from && due < to) lateness.push(started - due);
+  }, { connection: workerConn, prefix, concurrency, removeOnComplete: { count: 1000 } });
+  for (let i = 0; i < n; i++) {
+    await queue.upsertJobScheduler(`raw-${i}`, { every: 1000, startDate: first }, { name: 'tick', data: { i } });
+  }
+  await sleep(to - Date.now() + 1500);
+  await worker.close(true);
+  await queue.obliterate({ force: true });
+  await queue.close();
+  conn.disconnect();
+  workerConn.disconnect();
+  return stats(lateness, SECONDS * 1000);
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'hermes-bench-redis-'));
+  const redis = await startEmbeddedRedis({ dir, appendonly: false });
+  const rows: string[] = [];
+  const fmt = (s: Stats) => `${s.p50} | ${s.p99} | ${s.max} | ${s.perSecond.toFixed(1)}`;
+  try {
+    for (const n of SIZES) {
+      process.stderr.write(`n=${n}: raw BullMQ, concurrency 1\n`);
+      const raw1 = await benchRaw(redis.url, n, 1);
+      process.stderr.write(`n=${n}: raw BullMQ, concurrency ${CONCURRENCY}\n`);
+      const rawC = await benchRaw(redis.url, n, CONCURRENCY);
+      process.stderr.write(`n=${n}: hermes-scheduler\n`);
+      const product = await benchProduct(redis.url, n);
+      rows.push(`| ${n} | raw BullMQ, concurrency 1 | ${fmt(raw1)} |`);
+      rows.push(`| ${n} | raw BullMQ, concurrency ${CONCURRENCY} | ${fmt(rawC)} |`);
+      rows.push(`| ${n} | hermes-scheduler, concurrency ${CONCURRENCY} | ${fmt(product)} |`);
+      const ratio = (a: number, b: number) => (b > 0 ? (a / b).toFixed(2) : a === 0 ? '1.00' : '∞');
+      rows.push(`| ${n} | ratio hermes / raw (c=1), p50 · p99 · throughput | ${ratio(product.p50, raw1.p50)} | ${ratio(product.p99, raw1.p99)} | | ${ratio(product.perSecond, raw1.perSecond)} |`);
+      rows.push(`| ${n} | ratio hermes / raw (c=${CONCURRENCY}), p50 · p99 · throughput | ${ratio(product.p50, rawC.p50)} | ${ratio(product.p99, rawC.p99)} | | ${ratio(product.perSecond, rawC.perSecond)} |`);
+      process.stderr.write(`n=${n} done\n`);
+    }
+  } finally {
+    await redis.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  console.log(`Tick lateness, ${SECONDS} s window after ${WARMUP_MS / 1000} s warm-up, aligned 1 s schedules (ms; ticks/s)\n`);
+  console.log('| loops | path | p50 | p99 | max | ticks/s |');
+  console.log('|---|---|---|---|---|---|');
+  for (const r of rows) console.log(r);
+}
+
+main().catch((err: Error) => {
+  console.error(err);
+  process.exitCode = 1;
+});
