@@ -10,7 +10,7 @@
  */
 import type { Redis } from 'ioredis';
 import { ScheduleInputError } from './errors/schedule-input-error.ts';
-import type { Keys } from './keys.ts';
+import { bullJobId, type Keys } from './keys.ts';
 import type { HermesQueues } from './queues.ts';
 import type { Origin } from './loop-state.ts';
 import { assertSessionId } from './session-id.ts';
@@ -36,7 +36,7 @@ export interface InboxJobData {
 
 /** BullMQ job id of an input (dedupes the same message sent twice). */
 export function inboxJobId(sessionId: string, messageId: string): string {
-  return `input:${sessionId}:${messageId}`;
+  return bullJobId('input', sessionId, messageId);
 }
 
 /**

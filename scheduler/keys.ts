@@ -21,6 +21,16 @@ export const QUEUES = {
 
 export type ScheduleKind = 'loop' | 'heartbeat';
 
+/**
+ * A custom BullMQ job id from parts. BullMQ rejects custom ids that contain
+ * `:` (unless they have exactly three parts, its own scheduler format), so
+ * parts are joined with `|` and `%`/`:`/`|` inside a part are percent-encoded.
+ * Distinct parts always give distinct ids.
+ */
+export function bullJobId(...parts: Array<string | number>): string {
+  return parts.map((p) => String(p).replace(/%/g, '%25').replace(/:/g, '%3A').replace(/\|/g, '%7C')).join('|');
+}
+
 /** Key builder bound to one prefix. */
 export class Keys {
   constructor(readonly prefix: string) {

@@ -19,7 +19,7 @@
 import type { Redis } from 'ioredis';
 import type { Job } from 'bullmq';
 import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
-import type { Keys, ScheduleKind } from './keys.ts';
+import { bullJobId, type Keys, type ScheduleKind } from './keys.ts';
 import type { LoopRecord } from './loop-state.ts';
 import { schedulerJobMillis, type HermesQueues } from './queues.ts';
 
@@ -168,7 +168,7 @@ export class LoopStore {
       } else {
         await this.removeScheduler(record.sessionId, record.kind);
         await this.queues.ticks.add(TICK_JOB_NAME, data, {
-          jobId: `selfpaced:${record.kind}:${record.sessionId}:${record.loopId}:${firstDueAt}`,
+          jobId: bullJobId('selfpaced', record.kind, record.sessionId, record.loopId, firstDueAt),
           delay: Math.max(0, firstDueAt - this.leadMs - Date.now()),
         });
       }
@@ -218,7 +218,7 @@ export class LoopStore {
     if (millis !== undefined) {
       return { dueAt: millis + this.leadMs, occurrenceId: `${job.data.kind}:${job.data.loopId}:${millis}` };
     }
-    const tail = Number(job.id?.slice(job.id.lastIndexOf(':') + 1));
+    const tail = Number(job.id?.slice(job.id.lastIndexOf('|') + 1));
     const dueAt = Number.isFinite(tail) ? tail : job.timestamp + (job.opts.delay ?? 0) + this.leadMs;
     return { dueAt, occurrenceId: `${job.data.kind}:${job.data.loopId}:${dueAt}` };
   }

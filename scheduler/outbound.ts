@@ -7,7 +7,7 @@
  */
 import { Queue, type ConnectionOptions } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { QUEUES, type Keys } from './keys.ts';
+import { QUEUES, bullJobId, type Keys } from './keys.ts';
 import { JOB_RETENTION } from './queues.ts';
 
 /** Data of an outbound Telegram job. */
@@ -23,7 +23,7 @@ export interface TelegramOutboundData {
 
 /** Job id of the outbound reply of an occurrence (dedupes). */
 export function outboundJobId(occurrenceId: string): string {
-  return `out:${occurrenceId}`;
+  return bullJobId('out', occurrenceId);
 }
 
 /** Open the Telegram outbound queue. */
