@@ -169,6 +169,7 @@ export interface WallTime {
 }
 
 const formatters = new Map<string, Intl.DateTimeFormat>();
+const nameFormatters = new Map<string, Intl.DateTimeFormat>();
 
 /** The wall time of `ms` in `tz`. */
 export function wallTimeOf(ms: number, tz: string): WallTime {
@@ -238,9 +239,12 @@ export function isoUtc(ms: number): string {
 export function formatInZone(ms: number, tz: string, options: { seconds?: boolean } = {}): string {
   const w = wallTimeOf(ms, tz);
   const pad = (n: number) => String(n).padStart(2, '0');
-  const name = new Intl.DateTimeFormat('en-US', { timeZone: tz, timeZoneName: 'short' })
-    .formatToParts(new Date(ms))
-    .find((p) => p.type === 'timeZoneName')?.value ?? tz;
+  let nf = nameFormatters.get(tz);
+  if (!nf) {
+    nf = new Intl.DateTimeFormat('en-US', { timeZone: tz, timeZoneName: 'short' });
+    nameFormatters.set(tz, nf);
+  }
+  const name = nf.formatToParts(new Date(ms)).find((p) => p.type === 'timeZoneName')?.value ?? tz;
   const time = `${pad(w.hour)}:${pad(w.minute)}${options.seconds || w.second !== 0 ? `:${pad(w.second)}` : ''}`;
   return `${w.year}-${pad(w.month)}-${pad(w.day)} ${time} ${name}`;
 }
