@@ -310,6 +310,66 @@ describe('pause and remove with the next job already waiting', () => {
   });
 });
 
+describe('the worker side of the job scheduler', () => {
+  it('computes the next iteration with croner in the job zone (repeatStrategy on the Worker)', async () => {
+    const { api, worker, runsOf } = setup();
+    await worker();
+    const job = await api.service.add({ schedule: '0 8 * * *', prompt: 'morning', tz: 'Europe/Warsaw' }, cli);
+    const [first, second] = nextOccurrences(job.schedule, job.tz, job.created_at, 2);
+    const pending = await api.queues.ticks.getJob(`repeat:cron:${job.id}:${first}`);
+    expect((pending?.opts as { repeat?: unknown } | undefined)?.repeat).toMatchObject({ pattern: '0 8 * * *', tz: 'Europe/Warsaw' });
+    await pending!.promote(); // a worker picks it up now, long before 08:00
+    await waitFor(async () => (await api.queues.ticks.getJob(`repeat:cron:${job.id}:${second}`)) !== undefined, 5_000, 'next iteration');
+    await waitFor(async () => (await api.queues.ticks.getJob(`repeat:cron:${job.id}:${first}`))?.isDelayed(), 5_000, 'moved back to delayed');
+    expect(await runsOf(job.id)).toEqual([]);
+    const delayed = (await api.queues.ticks.getDelayed()).map((j) => j.id).filter((id) => id?.includes(job.id)).sort();
+    expect(delayed).toEqual([`repeat:cron:${job.id}:${first}`, `repeat:cron:${job.id}:${second}`].sort());
+    expect(formatInZone(second!, 'Europe/Warsaw')).toMatch(/ 08:00 /);
+  });
+
+  it('edit re-arms from now; reconcile re-arms a job whose scheduler went missing', async () => {
+    const { api } = setup();
+    const job = await api.service.add({ schedule: 'daily at 7am', prompt: 'x', tz: 'UTC' }, cli);
+    const edited = await api.service.edit(job.id, { schedule: 'weekdays at 6pm' }, cli);
+    expect(edited).toMatchObject({ generation: job.generation + 1, schedule: { expression: '0 18 * * 1-5' } });
+    expect(await api.store.schedulerNext(job.id)).toBe(edited.next_run_at);
+    expect((await api.queues.ticks.getDelayed()).filter((j) => j.id?.includes(job.id))).toHaveLength(1);
+    await api.queues.ticks.removeJobScheduler(`cron:${job.id}`);
+    expect(await api.service.doctor()).toContainEqual({ jobId: job.id, message: expect.stringMatching(/has no job scheduler/) });
+    expect(await api.store.reconcile()).toBe(1);
+    expect(await api.store.schedulerNext(job.id)).toBe(edited.next_run_at);
+    expect(await api.store.reconcile()).toBe(0);
+  });
+
+  it('--overlap queue defers an occurrence due during a run instead of skipping it', async () => {
+    const { api, worker, runsOf } = setup({ 'agent.base_url': slowModel.baseUrl });
+    await worker(4);
+    const job = await api.service.add({ schedule: 'every 1s', prompt: 'slow', overlap: 'queue', repeat: 2 }, cli);
+    await waitFor(async () => (await api.store.get(job.id))?.state === 'completed', 15_000, 'two runs');
+    const runs = await runsOf(job.id);
+    // Occurrences due during the first run waited (none was recorded as skipped); the
+    // first of them to get the job ran, older waiting ones coalesced into it.
+    expect(runs.map((r) => r.status)).toEqual(['ok', 'ok']);
+    expect(runs[1]!.due_at).toBeGreaterThan(runs[0]!.due_at);
+    expect(runs[1]!.due_at).toBeLessThan(runs[0]!.finished_at!);
+    expect(runs[1]!.started_at!).toBeGreaterThanOrEqual(runs[0]!.finished_at!);
+  });
+
+  it('a model that cannot be reached is retried with backoff, then recorded as an error', async () => {
+    const { freePort } = await import('../scheduler/redis/embedded-redis.ts');
+    const { api, worker, runsOf } = setup({ 'agent.base_url': `http://127.0.0.1:${await freePort()}/v1` });
+    const w = await worker();
+    const attempts: number[] = [];
+    w.worker.on('failed', (j) => attempts.push(j?.attemptsMade ?? -1));
+    const job = await api.service.add({ schedule: 'in 1s', prompt: 'unreachable' }, cli);
+    await waitFor(async () => (await runsOf(job.id)).length === 1, 20_000, 'the error run');
+    const [run] = await runsOf(job.id);
+    expect(run).toMatchObject({ status: 'error', error: expect.stringMatching(/could not be reached/), deliveries: [] });
+    expect(attempts).toEqual([1, 2]); // two retried attempts, the third recorded the error
+    expect(await api.store.get(job.id)).toMatchObject({ state: 'error', failure_streak: 1 });
+  });
+});
+
 describe('service input errors change nothing', () => {
   it.each([
     [{ schedule: 'every 5 parsecs', prompt: 'x' }, /not a valid interval|unknown day/],
