@@ -9,7 +9,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import type { HermesConfig } from '../../scheduler/config.ts';
 import { defaultTimeZone, isoUtc } from '../../scheduler/cron/cron-engine.ts';
-import { cronJobView, cronRunView, type CronJob } from '../../scheduler/cron/cron-job.ts';
+import { cronJobView, cronOccurrenceId, cronRunView, type CronJob } from '../../scheduler/cron/cron-job.ts';
 import { CronService, type CronCaller, type CronJobChanges } from '../../scheduler/cron/cron-service.ts';
 import { CronStore } from '../../scheduler/cron/cron-store.ts';
 import { parseInstant, previewSchedule } from '../../scheduler/cron/preview.ts';
@@ -169,7 +169,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     .option('--json', 'print JSON')
     .action(run(true, async (service, ref: string, opts: { json?: boolean }) => {
       const { job, dueAt } = await service!.runNow(ref);
-      print(opts.json, { id: job.id, occurrence_id: `cron:${job.id}:manual:${dueAt}`, requested_at: isoUtc(dueAt) }, () => [
+      print(opts.json, { id: job.id, occurrence_id: cronOccurrenceId(job.id, dueAt, 'manual'), requested_at: isoUtc(dueAt) }, () => [
         `Queued a run of ${job.id} (${job.name}); \`hermes cron runs ${job.id}\` shows the result.`,
       ]);
     }));
