@@ -6,7 +6,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { nextOccurrences } from '../scheduler/cron/cron-engine.ts';
 import { CRON_TICK_JOB_NAME, type CronTickData } from '../scheduler/cron/cron-store.ts';
-import { openCronService, startCronWorker, type TestCronWorker } from './support/cron-worker.ts';
+import type { Job } from 'bullmq';
+import { processCronTick } from '../worker/cron-processor.ts';
+import { createTestDeps, openCronService, startCronWorker, type TestCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
 import { startFakeModel, type FakeModel } from './support/fake-model.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
@@ -84,5 +86,27 @@ describe('4 workers, 50 jobs', () => {
     expect(ran).toHaveLength(150);
     expect(new Set(ran.map((r) => r.occurrenceId)).size).toBe(150);
     expect(ws.filter((w) => w.results.some((r) => r.outcome === 'ran')).length).toBeGreaterThan(1);
+  });
+});
+
+describe('a retried or stalled job', () => {
+  it('processing the same occurrence again, at once or after it was committed, runs and delivers it once', async () => {
+    const { env, api } = setup();
+    const a = createTestDeps(env.config);
+    const b = createTestDeps(env.config);
+    cleanups.push(() => a.close(), () => b.close());
+    const prompt = `retry ${Date.now()}`;
+    const job = await api.service.add({ schedule: 'in 1s', prompt }, cli);
+    await sleep(job.next_run_at! - Date.now() + 50);
+    const tick = (await api.queues.ticks.getJob(api.keys.cronOnceJobId(job.id, job.next_run_at!))) as Job<CronTickData>;
+    // Two workers holding the same job (a stall detected while the first still runs) …
+    const first = await Promise.all([processCronTick(tick, undefined, undefined, a), processCronTick(tick, undefined, undefined, b)]);
+    // … and a retry after the commit.
+    const again = await processCronTick(tick, undefined, undefined, b);
+    expect(first.filter((r) => r.outcome === 'ran')).toHaveLength(1);
+    expect(again.outcome).toBe('duplicate');
+    expect(await api.store.runs(job.id, 10)).toHaveLength(1);
+    expect(await api.redis.xlen(api.keys.events(`cron:${job.id}`))).toBe(1);
+    expect(model.prompts.filter((p) => p === prompt).length).toBeLessThanOrEqual(2); // a stalled twin may call the model; only one run counts
   });
 });

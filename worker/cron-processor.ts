@@ -104,6 +104,10 @@ export async function processCronTick(
     await sleep(Math.min(waitMs, MAX_IN_PROCESS_WAIT_MS), signal);
     if (signal?.aborted) return { outcome: 'dropped', occurrenceId, reason: 'aborted' };
   }
+  if (decision.action === 'drop' && record && (await store.getRun(record.id, occurrenceId))) {
+    // A retry of an occurrence that was committed: only finish deliveries it may have left pending.
+    return await finishDuplicate(store, deps, record, occurrenceId);
+  }
   if (decision.action === 'drop' || !record) {
     log.info({ reason: decision.action === 'drop' ? decision.reason : 'removed' }, 'cron occurrence dropped');
     return { outcome: 'dropped', occurrenceId, reason: decision.action === 'drop' ? decision.reason : 'removed' };

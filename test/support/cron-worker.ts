@@ -33,11 +33,10 @@ export interface TestCronWorker {
   close(): Promise<void>;
 }
 
-/** Start one cron worker. */
-export async function startCronWorker(config: HermesConfig, options: { concurrency?: number } = {}): Promise<TestCronWorker> {
+/** Worker dependencies over their own connection (no BullMQ Worker). `close()` closes them. */
+export function createTestDeps(config: HermesConfig): WorkerDeps & { close(): Promise<void> } {
   const keys = new Keys(config.redis.prefix);
   const redis = new Redis(config.redis.url!, { maxRetriesPerRequest: 3 });
-  const bull = new Redis(config.redis.url!, BULLMQ_REDIS_OPTIONS);
   const queues = new HermesQueues(keys, redis);
   const log = createLogger({ level: config.log_level, name: 'test-worker' });
   const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
@@ -52,6 +51,20 @@ export async function startCronWorker(config: HermesConfig, options: { concurren
     log,
     workerId: `test:${process.pid}:${randomBytes(3).toString('hex')}`,
   };
+  return {
+    ...deps,
+    async close() {
+      await Promise.allSettled([queues.close(), deps.outboundTelegram.close()]);
+      redis.disconnect();
+    },
+  };
+}
+
+/** Start one cron worker. */
+export async function startCronWorker(config: HermesConfig, options: { concurrency?: number } = {}): Promise<TestCronWorker> {
+  const deps = createTestDeps(config);
+  const { keys, redis } = deps;
+  const bull = new Redis(config.redis.url!, BULLMQ_REDIS_OPTIONS);
   const results: CronTickResult[] = [];
   const worker = new Worker<CronTickData, CronTickResult>(
     QUEUES.ticks,
@@ -76,8 +89,7 @@ export async function startCronWorker(config: HermesConfig, options: { concurren
     deps, worker, results,
     async close() {
       await worker.close();
-      await Promise.allSettled([queues.close(), deps.outboundTelegram.close()]);
-      redis.disconnect();
+      await deps.close();
       bull.disconnect();
     },
   };
