@@ -12,6 +12,7 @@ import type { CliContext } from './cli-context.ts';
 import { connectCli } from './connect-cli.ts';
 import { runChat } from './chat-client.ts';
 import { registerLoopCommand } from './commands/loop.ts';
+import { registerCronCommands } from './commands/cron.ts';
 import { action, reportError, waitForSignal } from './run-command.ts';
 
 let config: HermesConfig | undefined;
@@ -68,6 +69,12 @@ program
   }));
 
 registerLoopCommand(program, ctx);
+registerCronCommands(program, {
+  get config() {
+    return getConfig();
+  },
+  connect: () => connectCli(getConfig()),
+});
 
 program
   .command('chat')

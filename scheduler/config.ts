@@ -107,8 +107,18 @@ export const configSchema = z
     commands: z.record(z.string(), commandSchema).default({}),
     cron: z
       .object({
+        /** Kill a `--script` job's command after this many seconds. @defaultValue 120 */
         script_timeout_seconds: seconds(120),
+        /** Run records kept per cron job (older ones are dropped). @defaultValue 50 */
         history_limit: positiveInt(50),
+        /** Shortest interval a cron job may have, in seconds. @defaultValue 60 */
+        min_interval_seconds: seconds(60),
+        /** Lower clamp of the misfire grace window (half the period), in seconds. @defaultValue 120 */
+        misfire_grace_min_seconds: seconds(120),
+        /** Upper clamp of the misfire grace window, in seconds. @defaultValue 7200 */
+        misfire_grace_max_seconds: seconds(7200),
+        /** Time a webhook target has to answer, in seconds. @defaultValue 10 */
+        webhook_timeout_seconds: seconds(10),
       })
       .strict()
       .prefault({}),

@@ -101,4 +101,49 @@ export class Keys {
   get workers(): string {
     return `${this.prefix}:workers`;
   }
+
+  /** JSON record of a cron job (SPEC §7). */
+  cronJob(id: string): string {
+    return `${this.prefix}:cron:job:${id}`;
+  }
+
+  /** Set of every cron job id. */
+  get cronJobIndex(): string {
+    return `${this.prefix}:cron:jobs`;
+  }
+
+  /** Hash of a cron job's run records: occurrence id → run JSON. */
+  cronRuns(id: string): string {
+    return `${this.prefix}:cron:job:${id}:runs`;
+  }
+
+  /** List of a cron job's occurrence ids, newest first (capped with the run hash). */
+  cronRunIndex(id: string): string {
+    return `${this.prefix}:cron:job:${id}:run-index`;
+  }
+
+  /** List of `<jobId> <occurrenceId>` of recent runs of all cron jobs, newest first (capped). */
+  get cronRecentRuns(): string {
+    return `${this.prefix}:cron:recent-runs`;
+  }
+
+  /** BullMQ job scheduler id of a recurring cron job. */
+  cronSchedulerId(id: string): string {
+    return `cron:${id}`;
+  }
+
+  /** BullMQ job id of a one-shot cron job's single occurrence (`atMs` epoch ms). */
+  cronOnceJobId(id: string, atMs: number): string {
+    return `cron-once:${id}:${atMs}`;
+  }
+
+  /** BullMQ job id of a manual run (`hermes cron run`, `resume --run-now`) requested at `atMs`. */
+  cronManualJobId(id: string, atMs: number): string {
+    return `cron-manual:${id}:${atMs}`;
+  }
+
+  /** Claim of an occurrence: the BullMQ job id that may run it (set before the turn starts). */
+  occurrenceClaim(occurrenceId: string): string {
+    return `${this.prefix}:occurrence:${occurrenceId}:claim`;
+  }
 }

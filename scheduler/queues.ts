@@ -5,6 +5,7 @@
 import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { QUEUES, type Keys } from './keys.ts';
+import { cronRepeatStrategy } from './cron/repeat-strategy.ts';
 
 /** Completed/failed job retention: enough for inspection, bounded memory. */
 export const JOB_RETENTION: Pick<JobsOptions, 'removeOnComplete' | 'removeOnFail'> = {
@@ -22,7 +23,9 @@ export class HermesQueues {
     connection: Redis | ConnectionOptions,
   ) {
     const opts = { connection: connection as ConnectionOptions, prefix: keys.bullPrefix };
-    this.ticks = new Queue(QUEUES.ticks, { ...opts, defaultJobOptions: JOB_RETENTION });
+    // croner decides the fire times of cron job schedulers (scheduler/cron/repeat-strategy.ts);
+    // every Worker of this queue needs the same setting.
+    this.ticks = new Queue(QUEUES.ticks, { ...opts, defaultJobOptions: JOB_RETENTION, settings: { repeatStrategy: cronRepeatStrategy } });
     this.inbox = new Queue(QUEUES.inbox, { ...opts, defaultJobOptions: JOB_RETENTION });
   }
 

@@ -33,6 +33,9 @@ import { SessionLock } from './session-lock.ts';
 import { TurnTracker, type DrainClass } from './turn-tracker.ts';
 import { processScheduleTick } from './tick-processor.ts';
 import { processInbox, type InboxHooks } from './inbox-processor.ts';
+import { processCronTick } from './cron-processor.ts';
+import { cronRepeatStrategy } from '../scheduler/cron/repeat-strategy.ts';
+import { CronStore } from '../scheduler/cron/cron-store.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
 /** Seconds between liveness heartbeats of a worker process. */
@@ -47,7 +50,7 @@ export interface WorkerProcessOptions {
   tickProcessors?: Record<string, (job: Job, token: string | undefined, signal: AbortSignal | undefined, deps: WorkerDeps) => Promise<unknown>>;
   /** Extra queues this process works on (e.g. `v1-runs`), scheduled drain class. */
   extraQueues?: Array<{ name: string; process: (job: Job, token: string | undefined, signal: AbortSignal | undefined, deps: WorkerDeps) => Promise<unknown> }>;
-  /** BullMQ `settings` for the ticks worker (e.g. a `repeatStrategy`). */
+  /** Extra BullMQ `settings` for the ticks worker (the croner `repeatStrategy` is always set). */
   tickSettings?: Record<string, unknown>;
   inboxHooks?: InboxHooks;
   /** Turn runners; default from config (agent endpoint, command runners). Embedders and benchmarks may pass their own. */
@@ -95,14 +98,19 @@ export class WorkerProcess {
     const wp = new WorkerProcess(deps, [redis, queueConn], options.redisUrl);
     const rearmed = await loops.reconcile();
     if (rearmed > 0) log.warn({ rearmed }, 're-armed active schedules whose job scheduler was missing');
-    const tickProcessors = options.tickProcessors ?? {};
+    const cronRearmed = await new CronStore(redis, keys, queues, { historyLimit: config.cron.history_limit }).reconcile();
+    if (cronRearmed > 0) log.warn({ rearmed: cronRearmed }, 're-armed cron jobs whose BullMQ job was missing');
+    const tickProcessors: NonNullable<WorkerProcessOptions['tickProcessors']> = {
+      'cron-tick': processCronTick as never,
+      ...options.tickProcessors,
+    };
     wp.addWorker(QUEUES.ticks, async (job, token, signal) => {
       const type = (job.data as { type?: string }).type ?? 'schedule-tick';
       if (type === 'schedule-tick') return await processScheduleTick(job as Job<TickJobData>, token, signal, deps);
       const processor = tickProcessors[type];
       if (!processor) throw new Error(`no processor for tick type ${type}`);
       return await processor(job, token, signal, deps);
-    }, options.tickSettings);
+    }, { repeatStrategy: cronRepeatStrategy, ...options.tickSettings });
     wp.addWorker(QUEUES.inbox, (job, token, signal) => processInbox(job as Job<InboxJobData>, token, signal, deps, options.inboxHooks));
     for (const q of options.extraQueues ?? []) wp.addWorker(q.name, (job, token, signal) => q.process(job, token, signal, deps));
     await wp.beat();

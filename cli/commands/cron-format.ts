@@ -1,0 +1,110 @@
+/**
+ * Human output of `hermes cron`: tables and one-line summaries. Times are
+ * shown in each job's own zone, with a relative hint ("in 4m").
+ */
+import { formatInZone, formatRelative, isoUtc } from '../../scheduler/cron/cron-engine.ts';
+import type { CronJob, CronRun } from '../../scheduler/cron/cron-job.ts';
+import type { CronFinding, CronStatus } from '../../scheduler/cron/cron-service.ts';
+import type { SchedulePreview } from '../../scheduler/cron/preview.ts';
+
+/** Lay out rows as left-aligned columns separated by two spaces. */
+export function table(header: string[], rows: string[][]): string[] {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  return [line(header), ...rows.map(line)];
+}
+
+function clip(text: string, max: number): string {
+  const one = text.replace(/\s+/g, ' ').trim();
+  return one.length <= max ? one : `${one.slice(0, max - 1)}…`;
+}
+
+/** `2026-03-05 07:00 CET (in 4m)` or `—`. */
+export function when(ms: number | null, tz: string, now: number): string {
+  return ms === null ? '—' : `${formatInZone(ms, tz)} (${formatRelative(ms, now)})`;
+}
+
+/** The `list` table. */
+export function formatJobList(jobs: CronJob[], now: number): string[] {
+  if (jobs.length === 0) return ['No cron jobs. Add one: hermes cron add "daily at 7am" "summarise my inbox"'];
+  return table(
+    ['ID', 'NAME', 'SCHEDULE', 'NEXT RUN', 'LAST', 'STREAK', 'STATE'],
+    jobs.map((j) => [
+      j.id,
+      clip(j.name, 28),
+      clip(j.schedule.display, 28),
+      j.state === 'scheduled' ? when(j.next_run_at, j.tz, now) : '—',
+      j.last_status ?? '—',
+      String(j.failure_streak),
+      j.state,
+    ]),
+  );
+}
+
+/** Details of one job (after add, edit, pause, resume). */
+export function formatJob(job: CronJob, now: number): string[] {
+  const lines = [
+    `${job.id}  ${job.name}`,
+    `  schedule  ${job.schedule.display} (${job.tz})${job.repeat.times !== null ? ` · ${job.repeat.completed}/${job.repeat.times} runs` : ''}`,
+    `  state     ${job.state}${job.state === 'scheduled' ? ` · next ${when(job.next_run_at, job.tz, now)}` : ''}`,
+    `  deliver   ${job.deliver.join(', ')}`,
+    `  policy    misfire ${job.misfire} · overlap ${job.overlap}`,
+  ];
+  if (job.script !== null) lines.push(`  script    ${clip(job.script, 100)}`);
+  if (job.prompt) lines.push(`  prompt    ${clip(job.prompt, 100)}`);
+  if (job.last_status !== null) {
+    lines.push(`  last      ${job.last_status}${job.last_run_at !== null ? ` at ${when(job.last_run_at, job.tz, now)}` : ''}${job.failure_streak ? ` · ${job.failure_streak} failure(s) in a row` : ''}`);
+  }
+  if (job.last_error) lines.push(`  error     ${clip(job.last_error, 200)}`);
+  return lines;
+}
+
+/** The `runs` table. */
+export function formatRuns(runs: CronRun[], jobs: Map<string, CronJob>): string[] {
+  if (runs.length === 0) return ['No runs recorded.'];
+  return table(
+    ['DUE (UTC)', 'JOB', 'TRIGGER', 'STATUS', 'LATE', 'TOOK', 'DELIVERY', 'OUTPUT'],
+    runs.map((r) => [
+      isoUtc(r.due_at),
+      clip(jobs.get(r.job_id)?.name ?? r.job_id, 20),
+      r.trigger,
+      r.status === 'skipped' ? `skipped (${r.reason})` : r.status,
+      r.started_at === null ? '—' : `${(r.lateness_ms / 1000).toFixed(1)}s`,
+      r.started_at !== null && r.finished_at !== null ? `${((r.finished_at - r.started_at) / 1000).toFixed(1)}s` : '—',
+      r.silent ? 'silent' : r.deliveries.map((d) => d.status).join(',') || '—',
+      clip(r.error ?? r.output ?? '', 50),
+    ]),
+  );
+}
+
+/** The `next` preview. */
+export function formatPreview(p: SchedulePreview, now: number): string[] {
+  const lines = [`${p.schedule.display} (${p.tz})`];
+  if (p.times.length === 0) lines.push('  no further fire times');
+  for (const t of p.times) lines.push(`  ${formatInZone(t, p.tz)}   ${isoUtc(t)}   ${formatRelative(t, now)}`);
+  return lines;
+}
+
+/** The `status` summary. */
+export function formatStatus(s: CronStatus, now: number): string[] {
+  const lines = [
+    `workers alive  ${s.workersAlive}`,
+    `jobs           ${s.jobs.total} (${s.jobs.scheduled} scheduled, ${s.jobs.paused} paused, ${s.jobs.completed} completed, ${s.jobs.error} error)`,
+    `lateness       ${s.lateness.runs ? `avg ${(s.lateness.averageMs / 1000).toFixed(1)}s, max ${(s.lateness.maxMs / 1000).toFixed(1)}s, ${s.lateness.late} late of the last ${s.lateness.runs} runs` : 'no runs yet'}`,
+  ];
+  if (s.upcoming.length) {
+    lines.push('next runs');
+    for (const u of s.upcoming) lines.push(`  ${when(u.next_run_at, u.tz, now)}  ${u.id}  ${clip(u.name, 40)}`);
+  }
+  if (s.failing.length) {
+    lines.push('failing');
+    for (const f of s.failing) lines.push(`  ${f.id}  ${clip(f.name, 30)}  ${f.failure_streak} in a row: ${clip(f.last_error ?? '', 80)}`);
+  }
+  return lines;
+}
+
+/** The `doctor` report. */
+export function formatFindings(findings: CronFinding[]): string[] {
+  if (findings.length === 0) return ['No findings: every scheduled job is armed and the store looks healthy.'];
+  return [`${findings.length} finding(s):`, ...findings.map((f) => `  ${f.jobId ? `${f.jobId}: ` : ''}${f.message}`)];
+}

@@ -1,0 +1,282 @@
+/**
+ * `hermes cron …` (SPEC §7): a thin layer over `CronService` — parse flags,
+ * call the service, print. Human output by default, `--json` for scripts.
+ *
+ * Exit codes: 0 ok; 1 `doctor` findings or an error (Redis unreachable, …);
+ * 2 bad input (an unknown job, a bad schedule or flag), reported as one line
+ * on stderr without a stack. `hermes cron next` needs no Redis.
+ */
+import { Command, CommanderError, Option } from 'commander';
+import type { HermesConfig } from '../../scheduler/config.ts';
+import { defaultTimeZone, isoUtc } from '../../scheduler/cron/cron-engine.ts';
+import { cronJobView, cronOccurrenceId, cronRunView, type CronJob } from '../../scheduler/cron/cron-job.ts';
+import { CronService, type CronCaller, type CronJobChanges } from '../../scheduler/cron/cron-service.ts';
+import { CronStore } from '../../scheduler/cron/cron-store.ts';
+import { parseInstant, previewSchedule } from '../../scheduler/cron/preview.ts';
+import { isHermesError } from '../../scheduler/errors/hermes-error.ts';
+import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
+import { createLogger } from '../../scheduler/logger.ts';
+import type { CliConnection, CliContext } from '../cli-context.ts';
+import {
+  formatFindings, formatJob, formatJobList, formatPreview, formatRuns, formatStatus, when,
+} from './cron-format.ts';
+
+/** Where the commands write, and how they end. Tests pass their own. */
+export interface CronCliIo {
+  out(text: string): void;
+  err(text: string): void;
+  /** Record the exit code of a command that finished (default: `process.exitCode`). */
+  setExitCode(code: number): void;
+  /** End at once after a usage error (default: `process.exit`). */
+  exit(code: number): never;
+  now(): number;
+}
+
+/** Exit code of bad input. */
+export const EXIT_BAD_INPUT = 2;
+/** Exit code of findings (`doctor`) and of errors that are not the input's fault. */
+export const EXIT_FAILURE = 1;
+
+const processIo: CronCliIo = {
+  out: (t) => process.stdout.write(`${t}\n`),
+  err: (t) => process.stderr.write(`${t}\n`),
+  setExitCode: (c) => {
+    process.exitCode = c;
+  },
+  exit: (c) => process.exit(c),
+  now: () => Date.now(),
+};
+
+const CLI_CALLER: CronCaller = { origin: { surface: 'cli' }, trusted: true };
+
+/**
+ * Add `hermes cron` and its subcommands to `program`.
+ * @param io - output and exit hooks (default: the process's)
+ */
+export function registerCronCommands(program: Command, ctx: CliContext, io: CronCliIo = processIo): Command {
+  const cron = program
+    .command('cron')
+    .description('cron jobs: scheduled agent prompts and scripts that live outside every session')
+    .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) })
+    .exitOverride((err: CommanderError) => {
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.help' || err.code === 'commander.version') io.exit(0);
+      io.exit(EXIT_BAD_INPUT);
+    })
+    .showHelpAfterError('(run `hermes cron --help` for usage)');
+
+  const run = <A extends unknown[]>(needsRedis: boolean, fn: (service: CronService | undefined, ...args: A) => Promise<void>) =>
+    async (...args: A) => {
+      let conn: CliConnection | undefined;
+      try {
+        let service: CronService | undefined;
+        if (needsRedis) {
+          conn = await ctx.connect();
+          service = openService(ctx.config, conn, io);
+        }
+        await fn(service, ...args);
+      } catch (err) {
+        if (err instanceof ScheduleInputError) {
+          io.err(`error: ${err.message}`);
+          io.setExitCode(EXIT_BAD_INPUT);
+        } else if (isHermesError(err)) {
+          io.err(`error: ${err.message}`);
+          io.setExitCode(EXIT_FAILURE);
+        } else {
+          io.err(`error: ${(err as Error).message ?? String(err)}`);
+          io.setExitCode(EXIT_FAILURE);
+        }
+      } finally {
+        await conn?.close().catch(() => undefined);
+      }
+    };
+
+  const print = (json: boolean | undefined, value: unknown, human: () => string[]) => {
+    if (json) io.out(JSON.stringify(value, null, 2));
+    else for (const line of human()) io.out(line);
+  };
+
+  cron
+    .command('list')
+    .description('list jobs with next run (in each job\'s zone), last status and failure streak')
+    .option('--all', 'include completed jobs')
+    .option('--json', 'print JSON')
+    .action(run(true, async (service, opts: { all?: boolean; json?: boolean }) => {
+      const jobs = await service!.list({ all: opts.all });
+      print(opts.json, jobs.map(cronJobView), () => formatJobList(jobs, io.now()));
+    }));
+
+  withJobFlags(
+    cron
+      .command('add')
+      .alias('create')
+      .description('add a job: hermes cron add "weekdays at 9am" "summarise open pull requests"')
+      .argument('<schedule>', 'e.g. 30m, every 2h, in 30m, daily at 7am, weekdays at 9am, "0 9 * * 1-5", 2026-12-01T09:00')
+      .argument('[prompt...]', 'what the agent should do (or give --script)')
+      .option('--paused', 'create it paused'),
+  ).action(run(true, async (service, schedule: string, promptWords: string[], opts: JobFlags & { paused?: boolean }) => {
+    const job = await service!.add({
+      schedule, prompt: promptWords.join(' '), name: opts.name, deliver: opts.deliver, repeat: opts.repeat, tz: opts.tz,
+      script: opts.script, paused: opts.paused, misfire: opts.misfire, overlap: opts.overlap,
+    }, CLI_CALLER);
+    print(opts.json, cronJobView(job), () => ['Added cron job:', ...formatJob(job, io.now())]);
+  }));
+
+  withJobFlags(
+    cron
+      .command('edit')
+      .description('change a job; a new schedule or zone takes effect from now')
+      .argument('<ref>', 'job id or name')
+      .option('--schedule <schedule>', 'new schedule')
+      .option('--prompt <text>', 'new prompt'),
+  ).action(run(true, async (service, ref: string, opts: JobFlags & { schedule?: string; prompt?: string }) => {
+    const changes: CronJobChanges = {
+      schedule: opts.schedule, prompt: opts.prompt, name: opts.name, deliver: opts.deliver, tz: opts.tz,
+      misfire: opts.misfire, overlap: opts.overlap, script: opts.script,
+      repeat: opts.repeat === undefined ? undefined : opts.repeat === 'none' ? null : opts.repeat,
+    };
+    const job = await service!.edit(ref, changes, CLI_CALLER);
+    print(opts.json, cronJobView(job), () => ['Updated cron job:', ...formatJob(job, io.now())]);
+  }));
+
+  cron
+    .command('pause')
+    .description('pause a job; no run starts after this returns')
+    .argument('<ref>', 'job id or name')
+    .option('--json', 'print JSON')
+    .action(run(true, async (service, ref: string, opts: { json?: boolean }) => {
+      const { job, changed } = await service!.pause(ref);
+      print(opts.json, { ...cronJobView(job), changed }, () => [changed ? `Paused ${job.id} (${job.name}).` : `${job.id} (${job.name}) is ${job.state}; nothing to pause.`]);
+    }));
+
+  cron
+    .command('resume')
+    .description('resume a paused job at its next occurrence (missed runs are not caught up)')
+    .argument('<ref>', 'job id or name')
+    .option('--run-now', 'also run it once now')
+    .option('--json', 'print JSON')
+    .action(run(true, async (service, ref: string, opts: { runNow?: boolean; json?: boolean }) => {
+      const { job, changed, manualJobId } = await service!.resume(ref, { runNow: opts.runNow });
+      print(opts.json, { ...cronJobView(job), changed, run_now: manualJobId !== undefined }, () => [
+        changed ? `Resumed ${job.id} (${job.name}); next run ${when(job.next_run_at, job.tz, io.now())}.` : `${job.id} (${job.name}) is ${job.state}; nothing to resume.`,
+        ...(manualJobId ? ['Running it once now.'] : []),
+      ]);
+    }));
+
+  cron
+    .command('run')
+    .description('run a job once now, outside its schedule (its next run does not move)')
+    .argument('<ref>', 'job id or name')
+    .option('--json', 'print JSON')
+    .action(run(true, async (service, ref: string, opts: { json?: boolean }) => {
+      const { job, dueAt } = await service!.runNow(ref);
+      print(opts.json, { id: job.id, occurrence_id: cronOccurrenceId(job.id, dueAt, 'manual'), requested_at: isoUtc(dueAt) }, () => [
+        `Queued a run of ${job.id} (${job.name}); \`hermes cron runs ${job.id}\` shows the result.`,
+      ]);
+    }));
+
+  cron
+    .command('remove')
+    .aliases(['rm', 'delete'])
+    .description('remove a job and its history; no run starts after this returns')
+    .argument('<ref>', 'job id or name')
+    .option('--json', 'print JSON')
+    .action(run(true, async (service, ref: string, opts: { json?: boolean }) => {
+      const job = await service!.remove(ref);
+      print(opts.json, { id: job.id, removed: true }, () => [`Removed ${job.id} (${job.name}).`]);
+    }));
+
+  cron
+    .command('status')
+    .description('fleet health: workers alive, next runs, lateness, failing jobs')
+    .option('--json', 'print JSON')
+    .action(run(true, async (service, opts: { json?: boolean }) => {
+      const s = await service!.status();
+      print(opts.json, { ...s, upcoming: s.upcoming.map((u) => ({ ...u, next_run_at: isoUtc(u.next_run_at) })) }, () => formatStatus(s, io.now()));
+    }));
+
+  cron
+    .command('runs')
+    .alias('history')
+    .description('run records, newest first: of one job, or of all jobs')
+    .argument('[ref]', 'job id or name')
+    .addOption(new Option('--limit <n>', 'how many').default('20'))
+    .option('--json', 'print JSON')
+    .action(run(true, async (service, ref: string | undefined, opts: { limit: string; json?: boolean }) => {
+      const limit = positiveInt(opts.limit, '--limit');
+      const runs = await service!.runs(ref, limit);
+      const jobs = new Map<string, CronJob>((await service!.list({ all: true })).map((j) => [j.id, j]));
+      print(opts.json, runs.map(cronRunView), () => formatRuns(runs, jobs));
+    }));
+
+  cron
+    .command('next')
+    .description('preview the next fire times of a schedule (no Redis needed)')
+    .argument('<schedule>', 'a schedule as for `add`')
+    .option('--tz <zone>', 'IANA time zone (default: config timezone, else the host zone)')
+    .option('--from <iso>', 'start after this instant (default: now); without an offset it is read in the zone')
+    .addOption(new Option('-n, --count <n>', 'how many').default('5'))
+    .option('--json', 'print only a JSON array of ISO-8601 UTC times')
+    .action(run(false, async (_service, schedule: string, opts: { tz?: string; from?: string; count: string; json?: boolean }) => {
+      const tz = defaultTimeZone(opts.tz, ctx.config.timezone);
+      const fromMs = opts.from !== undefined ? parseInstant(opts.from, tz) : io.now();
+      const preview = previewSchedule(schedule, {
+        tz, fromMs, count: positiveInt(opts.count, '-n'), minIntervalSeconds: ctx.config.cron.min_interval_seconds,
+      });
+      if (opts.json) io.out(JSON.stringify(preview.times.map(isoUtc)));
+      else for (const line of formatPreview(preview, io.now())) io.out(line);
+    }));
+
+  cron
+    .command('doctor')
+    .description('read-only checks of jobs, schedulers and workers; exit 1 on findings')
+    .option('--json', 'print JSON')
+    .action(run(true, async (service, opts: { json?: boolean }) => {
+      const findings = await service!.doctor();
+      print(opts.json, findings, () => formatFindings(findings));
+      if (findings.length > 0) io.setExitCode(EXIT_FAILURE);
+    }));
+
+  return cron;
+}
+
+interface JobFlags {
+  name?: string;
+  deliver?: string;
+  repeat?: string;
+  tz?: string;
+  script?: string;
+  misfire?: string;
+  overlap?: string;
+  json?: boolean;
+}
+
+function withJobFlags(cmd: Command): Command {
+  return cmd
+    .option('--name <name>', 'name to refer to it by (default: the start of the prompt)')
+    .option('--deliver <targets>', 'comma list: local, origin, telegram:<chat>[:<thread>], https://… (default local)')
+    .option('--repeat <n>', 'run N times, then complete (edit: "none" removes the limit)')
+    .option('--tz <zone>', 'IANA time zone of the schedule (default: config timezone, else the host zone)')
+    .option('--script <command>', 'run this shell command instead of an agent turn (stdout is the output)')
+    .addOption(new Option('--misfire <policy>', 'beyond the grace window: run one catch-up, or skip').choices(['once', 'skip']))
+    .addOption(new Option('--overlap <policy>', 'when still running at the next occurrence').choices(['skip', 'queue', 'allow']))
+    .option('--json', 'print JSON');
+}
+
+function openService(config: HermesConfig, conn: CliConnection, io: CronCliIo): CronService {
+  const store = new CronStore(conn.redis, conn.keys, conn.queues, { historyLimit: config.cron.history_limit });
+  const level = config.log_level === 'info' ? 'warn' : config.log_level;
+  return new CronService(
+    store,
+    {
+      timezone: config.timezone, minIntervalSeconds: config.cron.min_interval_seconds,
+      maxPromptChars: config.agent.max_prompt_chars, historyLimit: config.cron.history_limit,
+    },
+    createLogger({ level, name: 'cli' }),
+    io.now,
+  );
+}
+
+function positiveInt(value: string, flag: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 1) throw new ScheduleInputError(`${flag} must be a positive whole number, got "${value}".`, { field: flag });
+  return Number(value);
+}

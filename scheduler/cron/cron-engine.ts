@@ -1,0 +1,264 @@
+/**
+ * The one time engine of cron jobs: when does a schedule fire next, in which
+ * zone, and how wall times map to instants. Previews (`hermes cron next`), the
+ * stored `next_run_at` and the BullMQ repeat strategy that decides real fire
+ * times all call `nextOccurrence`, so a preview and a real run always agree.
+ *
+ * No function here reads the process time zone (`TZ`): every calendar
+ * computation takes an explicit IANA zone. The host zone is only consulted by
+ * `defaultTimeZone` when neither `--tz` nor the configured `timezone` is set,
+ * and the result is stored on the job, so later runs never depend on it.
+ */
+import { Cron } from 'croner';
+import { ScheduleInputError } from '../errors/schedule-input-error.ts';
+
+/** A parsed schedule as stored on a cron job. Times are epoch milliseconds. */
+export type CronSchedule =
+  | {
+      kind: 'interval';
+      /** What the user typed, normalised (`every 2h`). */
+      expression: string;
+      display: string;
+      /** Period in milliseconds; fixed-rate in absolute time. */
+      everyMs: number;
+      /** Occurrences are `anchorMs + k × everyMs` for k ≥ 1 (the creation time). */
+      anchorMs: number;
+    }
+  | {
+      kind: 'cron';
+      /** 5- or 6-field cron expression handed to croner. */
+      expression: string;
+      display: string;
+    }
+  | {
+      kind: 'once';
+      expression: string;
+      display: string;
+      /** The single occurrence. */
+      atMs: number;
+    };
+
+/*
+ * DST policy (SPEC §7), decided by croner 11 with its defaults, which follow
+ * Vixie cron:
+ *  - A fixed-time job (seconds, minutes and hours each a single value, e.g.
+ *    `30 2 * * *`) whose wall time falls in the spring-forward gap runs at the
+ *    first valid instant after the gap (03:00 local when 02:00–03:00 is skipped).
+ *  - A fixed-time job whose wall time occurs twice in the autumn runs once, at
+ *    the first (earlier) occurrence.
+ *  - Every other job (wildcards, steps, ranges or lists in the time fields) runs
+ *    at every real instant that matches: it skips wall times that do not exist
+ *    and runs in both copies of a repeated hour.
+ *  Deviation from Vixie cron: the rule is per pattern, not per field ("single
+ *  value" rule of croner and croner-rust), so `0 2,14 * * *` counts as an
+ *  interval-style job.
+ *  - Interval schedules (`every 2h`) are fixed-rate in absolute time and ignore
+ *    wall clocks entirely; one-shot wall times in a gap move to the end of the
+ *    gap and ambiguous ones take the earlier instant, like fixed-time jobs.
+ *  croner's `legacyMode` (day-of-month OR day-of-week, as in Vixie cron) is kept.
+ */
+const CRON_OPTIONS = { paused: true, mode: '5-or-6-parts' as const };
+
+const cronCache = new Map<string, Cron>();
+
+/**
+ * A paused croner instance for `expression` in `tz` (cached; croner instances
+ * are only used for their `nextRun`, never started).
+ * @throws ScheduleInputError when croner rejects the expression or zone
+ */
+export function cronFor(expression: string, tz: string): Cron {
+  const key = `${tz}\u0000${expression}`;
+  let cron = cronCache.get(key);
+  if (!cron) {
+    try {
+      cron = new Cron(expression, { ...CRON_OPTIONS, timezone: tz });
+    } catch (err) {
+      const detail = String((err as Error).message).replace(/^CronPattern:\s*/, '').replace(/^CronOptions:\s*/, '');
+      throw new ScheduleInputError(`Invalid cron expression "${expression}": ${detail}`, { field: 'schedule', cause: err });
+    }
+    if (cronCache.size > 5000) cronCache.clear();
+    cronCache.set(key, cron);
+  }
+  return cron;
+}
+
+/**
+ * The first occurrence strictly after `afterMs`.
+ * @param tz - IANA zone the schedule's wall times are read in
+ * @returns epoch ms, or `undefined` when the schedule has no further occurrence
+ *   (a one-shot that passed, a cron expression that never matches again)
+ */
+export function nextOccurrence(schedule: CronSchedule, tz: string, afterMs: number): number | undefined {
+  switch (schedule.kind) {
+    case 'interval': {
+      const k = afterMs < schedule.anchorMs ? 1 : Math.floor((afterMs - schedule.anchorMs) / schedule.everyMs) + 1;
+      return schedule.anchorMs + Math.max(1, k) * schedule.everyMs;
+    }
+    case 'once':
+      return schedule.atMs > afterMs ? schedule.atMs : undefined;
+    case 'cron': {
+      const next = cronFor(schedule.expression, tz).nextRun(new Date(afterMs));
+      return next ? next.getTime() : undefined;
+    }
+  }
+}
+
+/** The next `count` occurrences strictly after `afterMs` (fewer when the schedule ends). */
+export function nextOccurrences(schedule: CronSchedule, tz: string, afterMs: number, count: number): number[] {
+  const out: number[] = [];
+  let cursor = afterMs;
+  while (out.length < count) {
+    const next = nextOccurrence(schedule, tz, cursor);
+    if (next === undefined) break;
+    out.push(next);
+    cursor = next;
+  }
+  return out;
+}
+
+/**
+ * The time between `dueMs` and the occurrence after it, used for the misfire
+ * grace window; `undefined` for a one-shot or a schedule that ends.
+ */
+export function periodAt(schedule: CronSchedule, tz: string, dueMs: number): number | undefined {
+  if (schedule.kind === 'interval') return schedule.everyMs;
+  if (schedule.kind === 'once') return undefined;
+  const next = nextOccurrence(schedule, tz, dueMs);
+  return next === undefined ? undefined : next - dueMs;
+}
+
+/** True when `tz` is an IANA zone this runtime knows. */
+export function isTimeZone(tz: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: tz });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Validate a zone name.
+ * @throws ScheduleInputError naming the zone when it is unknown
+ */
+export function assertTimeZone(tz: string): string {
+  if (tz.length === 0 || !isTimeZone(tz)) {
+    throw new ScheduleInputError(`Unknown time zone "${tz}": use an IANA name like Europe/Berlin or UTC.`, { field: 'tz' });
+  }
+  return tz;
+}
+
+/**
+ * The zone of a new job: `--tz`, else the configured `timezone`, else the host's.
+ * @throws ScheduleInputError when the chosen zone is unknown
+ */
+export function defaultTimeZone(explicit: string | undefined, configured: string | undefined): string {
+  if (explicit !== undefined) return assertTimeZone(explicit);
+  if (configured) return assertTimeZone(configured);
+  return Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
+}
+
+/** Wall-clock fields of an instant in a zone (month 1–12). */
+export interface WallTime {
+  year: number;
+  month: number;
+  day: number;
+  hour: number;
+  minute: number;
+  second: number;
+}
+
+const formatters = new Map<string, Intl.DateTimeFormat>();
+const nameFormatters = new Map<string, Intl.DateTimeFormat>();
+
+/** The wall time of `ms` in `tz`. */
+export function wallTimeOf(ms: number, tz: string): WallTime {
+  let f = formatters.get(tz);
+  if (!f) {
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone: tz, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric',
+      hour: 'numeric', minute: 'numeric', second: 'numeric',
+    });
+    formatters.set(tz, f);
+  }
+  const parts: Record<string, number> = {};
+  for (const p of f.formatToParts(new Date(ms))) {
+    if (p.type !== 'literal') parts[p.type] = Number(p.value);
+  }
+  return {
+    year: parts.year!, month: parts.month!, day: parts.day!,
+    hour: parts.hour! === 24 ? 0 : parts.hour!, minute: parts.minute!, second: parts.second!,
+  };
+}
+
+/** Offset of `tz` from UTC at instant `ms`, in ms (positive east of Greenwich). */
+export function zoneOffsetMs(ms: number, tz: string): number {
+  const w = wallTimeOf(ms, tz);
+  const asUtc = Date.UTC(w.year, w.month - 1, w.day, w.hour, w.minute, w.second);
+  return asUtc - (ms - (((ms % 1000) + 1000) % 1000));
+}
+
+/**
+ * The instant of a wall time in `tz`. A wall time in a spring-forward gap
+ * maps to the first instant after the gap; a repeated wall time maps to the
+ * earlier instant (the DST policy above).
+ */
+export function instantOfWallTime(w: WallTime, tz: string): number {
+  const naive = Date.UTC(w.year, w.month - 1, w.day, w.hour, w.minute, w.second);
+  const offsets = new Set([zoneOffsetMs(naive - 86_400_000, tz), zoneOffsetMs(naive, tz), zoneOffsetMs(naive + 86_400_000, tz)]);
+  const matches: number[] = [];
+  for (const off of offsets) {
+    const t = naive - off;
+    if (sameWall(wallTimeOf(t, tz), w)) matches.push(t);
+  }
+  if (matches.length > 0) return Math.min(...matches);
+  // In a gap: find the transition between the two candidate instants.
+  const candidates = [...offsets].map((off) => naive - off).sort((a, b) => a - b);
+  let lo = candidates[0]!;
+  let hi = candidates[candidates.length - 1]!;
+  const before = zoneOffsetMs(lo, tz);
+  while (hi - lo > 1000) {
+    const mid = lo + Math.floor((hi - lo) / 2000) * 1000;
+    if (zoneOffsetMs(mid, tz) === before) lo = mid;
+    else hi = mid;
+  }
+  return hi;
+}
+
+function sameWall(a: WallTime, b: WallTime): boolean {
+  return a.year === b.year && a.month === b.month && a.day === b.day && a.hour === b.hour && a.minute === b.minute && a.second === b.second;
+}
+
+/** ISO-8601 UTC without milliseconds when they are zero: `2025-03-09T07:00:00Z`. */
+export function isoUtc(ms: number): string {
+  const iso = new Date(ms).toISOString();
+  return iso.endsWith('.000Z') ? `${iso.slice(0, -5)}Z` : iso;
+}
+
+/** `2026-03-30 08:00 CEST` — an instant as wall time in `tz`, with the zone's abbreviation. */
+export function formatInZone(ms: number, tz: string, options: { seconds?: boolean } = {}): string {
+  const w = wallTimeOf(ms, tz);
+  const pad = (n: number) => String(n).padStart(2, '0');
+  let nf = nameFormatters.get(tz);
+  if (!nf) {
+    nf = new Intl.DateTimeFormat('en-US', { timeZone: tz, timeZoneName: 'short' });
+    nameFormatters.set(tz, nf);
+  }
+  const name = nf.formatToParts(new Date(ms)).find((p) => p.type === 'timeZoneName')?.value ?? tz;
+  const time = `${pad(w.hour)}:${pad(w.minute)}${options.seconds || w.second !== 0 ? `:${pad(w.second)}` : ''}`;
+  return `${w.year}-${pad(w.month)}-${pad(w.day)} ${time} ${name}`;
+}
+
+/** `in 4m`, `in 2h10m`, `3d ago`, `now` — a compact relative time. */
+export function formatRelative(ms: number, now: number): string {
+  const diff = ms - now;
+  const abs = Math.abs(diff);
+  if (abs < 1000) return 'now';
+  const s = Math.round(abs / 1000);
+  let text: string;
+  if (s < 60) text = `${s}s`;
+  else if (s < 3600) text = `${Math.floor(s / 60)}m${s % 60 && s < 600 ? `${s % 60}s` : ''}`;
+  else if (s < 86_400) text = `${Math.floor(s / 3600)}h${Math.floor((s % 3600) / 60) ? `${Math.floor((s % 3600) / 60)}m` : ''}`;
+  else text = `${Math.floor(s / 86_400)}d${Math.floor((s % 86_400) / 3600) ? `${Math.floor((s % 86_400) / 3600)}h` : ''}`;
+  return diff > 0 ? `in ${text}` : `${text} ago`;
+}

@@ -1,0 +1,292 @@
+/**
+ * The cron job record (SPEC §7 Fields) and its transitions, as pure functions.
+ * The store persists a `CronJob` as JSON; the field names are the ones the
+ * spec, `hermes cron list --json` and `/api` show. Times are epoch milliseconds.
+ */
+import { ScheduleInputError } from '../errors/schedule-input-error.ts';
+import type { Origin } from '../loop-state.ts';
+import { isoUtc, nextOccurrence, type CronSchedule } from './cron-engine.ts';
+
+export type CronJobState = 'scheduled' | 'paused' | 'completed' | 'error';
+export type MisfirePolicy = 'skip' | 'once';
+export type OverlapPolicy = 'skip' | 'queue' | 'allow';
+export type RunStatus = 'ok' | 'error' | 'skipped';
+
+/** A stored cron job. */
+export interface CronJob {
+  /** 12 hex characters. */
+  id: string;
+  name: string;
+  /** The instruction of an agent turn; for `--script` jobs it is sent on stdin. */
+  prompt: string;
+  schedule: CronSchedule;
+  /** IANA zone the schedule is read in (always set: `--tz`, config `timezone`, or the host zone at creation). */
+  tz: string;
+  repeat: { times: number | null; completed: number };
+  /** Delivery targets: `local`, `origin`, `telegram:<chat>[:<thread>]`, `http(s)://…`. */
+  deliver: string[];
+  /** Shell command of a script job (a command turn); only the CLI or config may set it (SPEC §3). */
+  script: string | null;
+  misfire: MisfirePolicy;
+  overlap: OverlapPolicy;
+  state: CronJobState;
+  /** Where the job was created; `origin` delivery goes to its route, else `local`. */
+  origin: Origin;
+  next_run_at: number | null;
+  last_run_at: number | null;
+  /** Due time of the last scheduled occurrence handled (run or skipped); older ones are coalesced. */
+  last_due_at: number | null;
+  last_status: RunStatus | null;
+  last_error: string | null;
+  failure_streak: number;
+  created_at: number;
+  updated_at: number;
+  /** Bumped when the schedule is re-armed (edit of schedule/tz, resume); older occurrences are dropped. */
+  generation: number;
+  /** Bumped on every write; the store writes only over the version it read. */
+  version: number;
+}
+
+/** Outcome of one delivery target for one run. */
+export interface CronDelivery {
+  target: string;
+  /**
+   * `delivered`: the target gave evidence (stream id, 2xx); `queued`: handed to
+   * the durable outbound queue (the gateway records the platform's message id);
+   * `pending`: not attempted yet; `failed`; `silent`: a `[SILENT]` reply.
+   */
+  status: 'delivered' | 'queued' | 'pending' | 'failed' | 'silent';
+  evidence?: string;
+  error?: string;
+}
+
+/** One run record (SPEC §7 Output). */
+export interface CronRun {
+  occurrence_id: string;
+  job_id: string;
+  trigger: 'schedule' | 'catch-up' | 'manual';
+  status: RunStatus;
+  /** Why a run was skipped: `overlap` or `misfire`. */
+  reason: string | null;
+  due_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+  lateness_ms: number;
+  late: boolean;
+  output: string | null;
+  error: string | null;
+  silent: boolean;
+  deliveries: CronDelivery[];
+  worker_id: string;
+}
+
+/** A reply that is exactly this is recorded but not delivered. */
+export const SILENT_REPLY = '[SILENT]';
+/** Characters of output kept in a run record. */
+export const MAX_RUN_OUTPUT_CHARS = 8_000;
+
+/** Session id of a cron job: its run output stream is this session's event stream. */
+export function cronSessionId(jobId: string): string {
+  return `cron:${jobId}`;
+}
+
+/** Occurrence id of a scheduled occurrence or a manual run. */
+export function cronOccurrenceId(jobId: string, dueAt: number, trigger: 'schedule' | 'manual'): string {
+  return trigger === 'manual' ? `cron:${jobId}:manual:${dueAt}` : `cron:${jobId}:${dueAt}`;
+}
+
+/**
+ * Validate a comma list of delivery targets.
+ * @returns the targets, trimmed and de-duplicated (default `['local']`)
+ * @throws ScheduleInputError naming a bad target
+ */
+export function parseDeliver(value: string | undefined): string[] {
+  if (value === undefined || value.trim() === '') return ['local'];
+  const out: string[] = [];
+  for (const raw of value.split(',')) {
+    const t = raw.trim();
+    if (t === '') continue;
+    if (t === 'local' || t === 'origin') out.push(t);
+    else if (t.startsWith('telegram:')) {
+      if (!/^telegram:(-?\d+|@[A-Za-z0-9_]{4,})(:\d+)?$/.test(t)) {
+        throw new ScheduleInputError(`Invalid delivery target "${t}": use telegram:<chat id>[:<thread id>].`, { field: 'deliver' });
+      }
+      out.push(t);
+    } else if (/^https?:\/\//i.test(t)) {
+      try {
+        new URL(t);
+      } catch {
+        throw new ScheduleInputError(`Invalid webhook URL "${t}".`, { field: 'deliver' });
+      }
+      out.push(t);
+    } else {
+      throw new ScheduleInputError(
+        `Unknown delivery target "${t}": use local, origin, telegram:<chat>[:<thread>] or an http(s) URL.`,
+        { field: 'deliver' },
+      );
+    }
+  }
+  if (out.length === 0) return ['local'];
+  return [...new Set(out)];
+}
+
+/** A name from the start of the prompt (or script): at most 40 characters, whole words. */
+export function defaultName(prompt: string, script: string | null): string {
+  const source = (prompt.trim() || script?.trim() || 'cron job').replace(/\s+/g, ' ');
+  if (source.length <= 40) return source;
+  const cut = source.slice(0, 40);
+  const space = cut.lastIndexOf(' ');
+  return `${space > 15 ? cut.slice(0, space) : cut}…`;
+}
+
+/** Input to `createCronJob` (already validated). */
+export interface NewCronJob {
+  id: string;
+  name: string | null;
+  prompt: string;
+  schedule: CronSchedule;
+  tz: string;
+  repeat: number | null;
+  deliver: string[];
+  script: string | null;
+  misfire: MisfirePolicy;
+  overlap: OverlapPolicy;
+  paused: boolean;
+  origin: Origin;
+  now: number;
+}
+
+/** A fresh job. */
+export function createCronJob(input: NewCronJob): CronJob {
+  const state: CronJobState = input.paused ? 'paused' : 'scheduled';
+  return {
+    id: input.id,
+    name: input.name ?? defaultName(input.prompt, input.script),
+    prompt: input.prompt,
+    schedule: input.schedule,
+    tz: input.tz,
+    repeat: { times: input.repeat, completed: 0 },
+    deliver: input.deliver,
+    script: input.script,
+    misfire: input.misfire,
+    overlap: input.overlap,
+    state,
+    origin: input.origin,
+    next_run_at: state === 'scheduled' ? firstDue(input.schedule, input.tz, input.now) : null,
+    last_run_at: null,
+    last_due_at: null,
+    last_status: null,
+    last_error: null,
+    failure_streak: 0,
+    created_at: input.now,
+    updated_at: input.now,
+    generation: 1,
+    version: 0,
+  };
+}
+
+/**
+ * The first occurrence of a schedule that is armed at `now`. A one-shot that is
+ * slightly in the past (accepted by the grammar) is due at once.
+ */
+export function firstDue(schedule: CronSchedule, tz: string, now: number): number | null {
+  if (schedule.kind === 'once') return Math.max(schedule.atMs, now);
+  return nextOccurrence(schedule, tz, now) ?? null;
+}
+
+/** Pause (pure); only a scheduled job changes. */
+export function pauseCronJob(job: CronJob, now: number): CronJob | undefined {
+  if (job.state !== 'scheduled') return undefined;
+  return { ...job, state: 'paused', next_run_at: null, generation: job.generation + 1, updated_at: now };
+}
+
+/**
+ * Resume (pure): the next occurrence after `now` — a paused job never catches
+ * up what it missed. A one-shot whose time passed while paused cannot resume.
+ * @throws ScheduleInputError for a one-shot in the past
+ */
+export function resumeCronJob(job: CronJob, now: number): CronJob | undefined {
+  if (job.state !== 'paused') return undefined;
+  const next = job.schedule.kind === 'once'
+    ? (job.schedule.atMs >= now ? job.schedule.atMs : null)
+    : nextOccurrence(job.schedule, job.tz, now) ?? null;
+  if (next === null) {
+    throw new ScheduleInputError(
+      `Job ${job.id} was a one-shot for ${isoUtc(job.schedule.kind === 'once' ? job.schedule.atMs : now)}, which has passed; give it a new schedule with \`hermes cron edit ${job.id} --schedule …\` or run it now with \`hermes cron run ${job.id}\`.`,
+      { field: 'ref' },
+    );
+  }
+  return { ...job, state: 'scheduled', next_run_at: next, generation: job.generation + 1, updated_at: now };
+}
+
+/**
+ * The job after a run or skip was recorded (pure).
+ *
+ * - Scheduled occurrences (`schedule`, `catch-up`) advance `last_due_at`,
+ *   count towards `--repeat` (runs, not skips) and set `next_run_at` to the
+ *   first occurrence after the later of the due time and the pick-up time —
+ *   the same instant the BullMQ repeat strategy chose for the next job.
+ * - Manual runs change last status, error and failure streak only; the
+ *   schedule and `next_run_at` stay as they were (field report F12).
+ * - A one-shot is completed after its occurrence (state `error` if it failed);
+ *   `--repeat N` completes the job after N runs.
+ */
+export function applyRun(job: CronJob, run: CronRun, pickedAt: number, now: number): CronJob {
+  const next: CronJob = { ...job, updated_at: now, last_status: run.status };
+  if (run.status === 'ok') {
+    next.failure_streak = 0;
+    next.last_error = null;
+  } else if (run.status === 'error') {
+    next.failure_streak = job.failure_streak + 1;
+    next.last_error = run.error;
+  }
+  if (run.status !== 'skipped') next.last_run_at = run.started_at ?? now;
+  if (run.trigger === 'manual') return next;
+
+  next.last_due_at = Math.max(job.last_due_at ?? 0, run.due_at);
+  if (run.status !== 'skipped') next.repeat = { ...job.repeat, completed: job.repeat.completed + 1 };
+  if (job.state !== 'scheduled') return next;
+  if (job.schedule.kind === 'once') {
+    next.state = run.status === 'error' ? 'error' : 'completed';
+    next.next_run_at = null;
+    return next;
+  }
+  if (next.repeat.times !== null && next.repeat.completed >= next.repeat.times) {
+    next.state = 'completed';
+    next.next_run_at = null;
+    return next;
+  }
+  next.next_run_at = nextOccurrence(job.schedule, job.tz, Math.max(run.due_at, pickedAt)) ?? null;
+  if (next.next_run_at === null) next.state = 'completed';
+  return next;
+}
+
+/** The public view of a job (`--json`, `/api`): the record with ISO-8601 UTC times. */
+export function cronJobView(job: CronJob): Record<string, unknown> {
+  const iso = (ms: number | null) => (ms === null ? null : isoUtc(ms));
+  return {
+    id: job.id,
+    name: job.name,
+    prompt: job.prompt,
+    schedule: { kind: job.schedule.kind, expression: job.schedule.expression, display: job.schedule.display },
+    tz: job.tz,
+    repeat: job.repeat,
+    deliver: job.deliver,
+    script: job.script,
+    misfire: job.misfire,
+    overlap: job.overlap,
+    state: job.state,
+    next_run_at: iso(job.next_run_at),
+    last_run_at: iso(job.last_run_at),
+    last_status: job.last_status,
+    last_error: job.last_error,
+    failure_streak: job.failure_streak,
+    created_at: iso(job.created_at),
+  };
+}
+
+/** The public view of a run record. */
+export function cronRunView(run: CronRun): Record<string, unknown> {
+  const iso = (ms: number | null) => (ms === null ? null : isoUtc(ms));
+  return { ...run, due_at: iso(run.due_at), started_at: iso(run.started_at), finished_at: iso(run.finished_at) };
+}

@@ -1,0 +1,431 @@
+/**
+ * Managing cron jobs: the one service the `hermes cron` CLI and the gateway's
+ * `/api` both call, so every rule lives here once. The pure functions of
+ * cron-job.ts decide, the store persists.
+ *
+ * Every input is validated before anything is written (bad input changes
+ * nothing, SPEC §11). A change is reported only after Redis confirmed it: the
+ * record is written first (version-checked), then the BullMQ side is armed or
+ * disarmed. Pause and remove therefore take effect when they return: no run of
+ * the job starts after that, even when its next BullMQ job is already waiting
+ * (the worker's claim re-checks the record).
+ */
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import { ScheduleInputError } from '../errors/schedule-input-error.ts';
+import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
+import type { Origin } from '../loop-state.ts';
+import { assertTimeZone, defaultTimeZone, type CronSchedule } from './cron-engine.ts';
+import {
+  createCronJob, firstDue, parseDeliver, pauseCronJob, resumeCronJob,
+  type CronJob, type CronRun, type MisfirePolicy, type OverlapPolicy,
+} from './cron-job.ts';
+import type { CronStore } from './cron-store.ts';
+import { resolveJobRef } from './job-ref.ts';
+import { parseSchedule } from './schedule-grammar.ts';
+
+/** Settings of the service, resolved once from the configuration. */
+export interface CronServiceSettings {
+  /** Configured `timezone` (default zone of new jobs), else the host zone is used. */
+  timezone: string | undefined;
+  /** `cron.min_interval_seconds`. */
+  minIntervalSeconds: number;
+  /** `agent.max_prompt_chars`. */
+  maxPromptChars: number;
+  /** `cron.history_limit`: the largest `runs --limit` that can return anything. */
+  historyLimit: number;
+}
+
+/** What `add` takes; strings as a user typed them (CLI flags or `/api` JSON). */
+export interface CronJobInput {
+  schedule: string;
+  prompt?: string;
+  name?: string;
+  /** Comma list of targets; default `local`. */
+  deliver?: string;
+  /** Run this many times, then complete. */
+  repeat?: number | string;
+  tz?: string;
+  /** Shell command (command turn); only trusted surfaces may set it. */
+  script?: string;
+  paused?: boolean;
+  misfire?: string;
+  overlap?: string;
+}
+
+/** What `edit` may change; absent fields stay. `null` clears `repeat` or `script`. */
+export interface CronJobChanges {
+  schedule?: string;
+  prompt?: string;
+  name?: string;
+  deliver?: string;
+  repeat?: number | string | null;
+  tz?: string;
+  script?: string | null;
+  misfire?: string;
+  overlap?: string;
+}
+
+/** Who is asking: the origin of new jobs, and whether it may create command turns. */
+export interface CronCaller {
+  origin: Origin;
+  /** Only the CLI and config are trusted: they may set `script` (SPEC §3). */
+  trusted: boolean;
+}
+
+/** Fleet health for `hermes cron status`. */
+export interface CronStatus {
+  workersAlive: number;
+  jobs: { total: number; scheduled: number; paused: number; completed: number; error: number };
+  /** The next few runs, soonest first. */
+  upcoming: Array<{ id: string; name: string; tz: string; next_run_at: number }>;
+  /** Lateness of the recent runs that started. */
+  lateness: { runs: number; averageMs: number; maxMs: number; late: number };
+  failing: Array<{ id: string; name: string; failure_streak: number; last_error: string | null }>;
+}
+
+/** One `doctor` finding. */
+export interface CronFinding {
+  jobId: string | null;
+  message: string;
+}
+
+/** A worker counts as alive when its heartbeat is this recent. */
+export const WORKER_ALIVE_MS = 60_000;
+
+export class CronService {
+  constructor(
+    readonly store: CronStore,
+    private readonly settings: CronServiceSettings,
+    private readonly log: Logger,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  /**
+   * Create a job and arm its first occurrence.
+   * @throws ScheduleInputError for any bad field (nothing is written);
+   *   StoreUnavailableError when Redis refused the write
+   */
+  async add(input: CronJobInput, caller: CronCaller): Promise<CronJob> {
+    const now = this.clock();
+    const tz = defaultTimeZone(input.tz, this.settings.timezone);
+    const schedule = this.parse(input.schedule, tz, now);
+    const script = this.script(input.script, caller);
+    const prompt = this.prompt(input.prompt ?? '', script);
+    const job = createCronJob({
+      id: randomBytes(6).toString('hex'),
+      name: input.name === undefined ? null : this.name(input.name),
+      prompt,
+      schedule,
+      tz,
+      repeat: parseRepeat(input.repeat),
+      deliver: parseDeliver(input.deliver),
+      script,
+      misfire: parseMisfire(input.misfire),
+      overlap: parseOverlap(input.overlap),
+      paused: input.paused === true,
+      origin: caller.origin,
+      now,
+    });
+    const stored = await this.store.put(job, 'absent');
+    if (!stored) throw new StoreUnavailableError(`Cron job id ${job.id} already exists; try again.`);
+    await this.store.arm(stored, now);
+    this.log.info({ cronJobId: stored.id, kind: schedule.kind, tz, state: stored.state }, 'cron job added');
+    return stored;
+  }
+
+  /**
+   * Change fields of a job. A new schedule or zone re-arms it from now (no
+   * catch-up of the old schedule's occurrences).
+   * @throws ScheduleInputError for a bad reference or field (nothing is written)
+   */
+  async edit(ref: string, changes: CronJobChanges, caller: CronCaller): Promise<CronJob> {
+    if (Object.values(changes).every((v) => v === undefined)) {
+      throw new ScheduleInputError('Nothing to change: give at least one of --schedule, --prompt, --name, --deliver, --repeat, --tz, --script, --misfire, --overlap.');
+    }
+    const current = await this.resolveRef(ref);
+    const now = this.clock();
+    // Validate everything before the first write.
+    const tz = changes.tz !== undefined ? assertTimeZone(changes.tz) : current.tz;
+    const rearm = changes.schedule !== undefined || changes.tz !== undefined;
+    let schedule: CronSchedule = current.schedule;
+    if (changes.schedule !== undefined) schedule = this.parse(changes.schedule, tz, now);
+    else if (changes.tz !== undefined && schedule.kind === 'cron') schedule = this.parse(schedule.expression, tz, now);
+    const script = changes.script === undefined ? current.script : changes.script === null ? null : this.script(changes.script, caller);
+    const prompt = changes.prompt !== undefined ? this.prompt(changes.prompt, script) : this.prompt(current.prompt, script);
+    const fields = {
+      name: changes.name !== undefined ? this.name(changes.name) : current.name,
+      deliver: changes.deliver !== undefined ? parseDeliver(changes.deliver) : current.deliver,
+      repeatTimes: changes.repeat !== undefined ? (changes.repeat === null ? null : parseRepeat(changes.repeat)) : current.repeat.times,
+      misfire: changes.misfire !== undefined ? parseMisfire(changes.misfire) : current.misfire,
+      overlap: changes.overlap !== undefined ? parseOverlap(changes.overlap) : current.overlap,
+    };
+    const { stored, previous } = await this.write(current.id, (cur) => {
+      const next: CronJob = {
+        ...cur, prompt, script, schedule, tz, name: fields.name, deliver: fields.deliver, misfire: fields.misfire, overlap: fields.overlap,
+        repeat: { times: fields.repeatTimes, completed: cur.repeat.completed }, updated_at: now,
+      };
+      if (rearm) {
+        next.generation = cur.generation + 1;
+        next.last_due_at = null;
+        if (cur.state === 'completed' || cur.state === 'error' || cur.state === 'scheduled') next.state = 'scheduled';
+        next.next_run_at = next.state === 'scheduled' ? firstDue(schedule, tz, now) : null;
+      }
+      if (next.repeat.times !== null && next.repeat.completed >= next.repeat.times && next.state === 'scheduled') {
+        next.repeat = { times: next.repeat.times, completed: 0 };
+      }
+      return next;
+    });
+    if (rearm) {
+      await this.store.disarm(previous);
+      await this.store.arm(stored, now);
+    }
+    this.log.info({ cronJobId: stored.id, rearmed: rearm }, 'cron job edited');
+    return stored;
+  }
+
+  /**
+   * Pause: once this returns no run of the job starts until it is resumed.
+   * @returns the job and whether it changed (a job that is not scheduled stays as it is)
+   */
+  async pause(ref: string): Promise<{ job: CronJob; changed: boolean }> {
+    const current = await this.resolveRef(ref);
+    const now = this.clock();
+    const { stored, changed } = await this.tryWrite(current.id, (cur) => pauseCronJob(cur, now));
+    await this.store.disarm(current);
+    if (changed) this.log.info({ cronJobId: stored.id }, 'cron job paused');
+    return { job: stored, changed };
+  }
+
+  /**
+   * Resume a paused job at its next occurrence after now (never a catch-up);
+   * with `runNow` also run it once right away.
+   * @throws ScheduleInputError for a one-shot whose time passed while paused
+   */
+  async resume(ref: string, options: { runNow?: boolean } = {}): Promise<{ job: CronJob; changed: boolean; manualJobId?: string }> {
+    const current = await this.resolveRef(ref);
+    const now = this.clock();
+    const { stored, changed } = await this.tryWrite(current.id, (cur) => resumeCronJob(cur, now));
+    if (changed) {
+      await this.store.arm(stored, now);
+      this.log.info({ cronJobId: stored.id }, 'cron job resumed');
+    }
+    const manualJobId = options.runNow ? await this.store.enqueueManual(stored, now) : undefined;
+    return { job: stored, changed, manualJobId };
+  }
+
+  /**
+   * Run the job now, once, outside its schedule (also when paused). The
+   * schedule and `next_run_at` are not changed (field report F12).
+   * @returns the job and the occurrence's BullMQ job id
+   */
+  async runNow(ref: string): Promise<{ job: CronJob; manualJobId: string; dueAt: number }> {
+    const job = await this.resolveRef(ref);
+    const now = this.clock();
+    const manualJobId = await this.store.enqueueManual(job, now);
+    this.log.info({ cronJobId: job.id, manualJobId }, 'cron job run requested');
+    return { job, manualJobId, dueAt: now };
+  }
+
+  /** Remove the job, its history and its BullMQ jobs; no run starts after this returns. @returns the removed job */
+  async remove(ref: string): Promise<CronJob> {
+    const job = await this.resolveRef(ref);
+    await this.store.delete(job.id);
+    await this.store.disarm(job);
+    this.log.info({ cronJobId: job.id }, 'cron job removed');
+    return job;
+  }
+
+  /**
+   * Jobs sorted by next run (then creation). Without `all`, completed jobs are left out.
+   */
+  async list(options: { all?: boolean } = {}): Promise<CronJob[]> {
+    const jobs = await this.store.list();
+    return jobs
+      .filter((j) => options.all || j.state !== 'completed')
+      .sort((a, b) => (a.next_run_at ?? Infinity) - (b.next_run_at ?? Infinity) || a.created_at - b.created_at);
+  }
+
+  /** The job a reference names. @throws ScheduleInputError when none or several match */
+  async get(ref: string): Promise<CronJob> {
+    return await this.resolveRef(ref);
+  }
+
+  /**
+   * Run records, newest first: of one job, or of all jobs without `ref`.
+   * @throws ScheduleInputError for a bad reference or limit
+   */
+  async runs(ref: string | undefined, limit = 20): Promise<CronRun[]> {
+    if (!Number.isInteger(limit) || limit < 1) throw new ScheduleInputError(`--limit must be a positive whole number, got ${limit}.`, { field: 'limit' });
+    if (ref === undefined) return await this.store.recentRuns(limit);
+    const job = await this.resolveRef(ref);
+    return await this.store.runs(job.id, limit);
+  }
+
+  /** Resolve an id or case-insensitive name. @throws ScheduleInputError when none or several match */
+  async resolveRef(ref: string): Promise<CronJob> {
+    if (/^[0-9a-f]{12}$/.test(ref.trim())) {
+      const byId = await this.store.get(ref.trim());
+      if (byId) return byId;
+    }
+    return resolveJobRef(ref, await this.store.list());
+  }
+
+  /** Fleet health: workers alive, job counts, the next runs, lateness of recent runs, failing jobs. */
+  async status(options: { upcoming?: number } = {}): Promise<CronStatus> {
+    const now = this.clock();
+    const [jobs, workersAlive, recent] = await Promise.all([
+      this.store.list(),
+      this.store.redis.zcount(this.store.keys.workers, now - WORKER_ALIVE_MS, '+inf'),
+      this.store.recentRuns(100),
+    ]);
+    const count = (s: CronJob['state']) => jobs.filter((j) => j.state === s).length;
+    const started = recent.filter((r) => r.started_at !== null);
+    const lateness = started.map((r) => r.lateness_ms);
+    return {
+      workersAlive,
+      jobs: { total: jobs.length, scheduled: count('scheduled'), paused: count('paused'), completed: count('completed'), error: count('error') },
+      upcoming: jobs
+        .filter((j) => j.state === 'scheduled' && j.next_run_at !== null)
+        .sort((a, b) => a.next_run_at! - b.next_run_at!)
+        .slice(0, options.upcoming ?? 5)
+        .map((j) => ({ id: j.id, name: j.name, tz: j.tz, next_run_at: j.next_run_at! })),
+      lateness: {
+        runs: started.length,
+        averageMs: lateness.length ? Math.round(lateness.reduce((a, b) => a + b, 0) / lateness.length) : 0,
+        maxMs: lateness.length ? Math.max(...lateness) : 0,
+        late: started.filter((r) => r.late).length,
+      },
+      failing: jobs
+        .filter((j) => j.failure_streak > 0)
+        .sort((a, b) => b.failure_streak - a.failure_streak)
+        .map((j) => ({ id: j.id, name: j.name, failure_streak: j.failure_streak, last_error: j.last_error })),
+    };
+  }
+
+  /**
+   * Read-only checks (`hermes cron doctor`): Redis eviction policy, workers
+   * alive, every scheduled job armed and firing when its record says, zones
+   * valid, repeated failures, scheduled jobs whose next run is long past.
+   * @returns the findings; empty when all is well
+   */
+  async doctor(): Promise<CronFinding[]> {
+    const now = this.clock();
+    const findings: CronFinding[] = [];
+    try {
+      const res = (await this.store.redis.config('GET', 'maxmemory-policy')) as string[];
+      if (res[1] && res[1] !== 'noeviction') {
+        findings.push({ jobId: null, message: `Redis maxmemory-policy is ${res[1]}: jobs may be evicted under memory pressure; set it to noeviction.` });
+      }
+    } catch {
+      // CONFIG is disabled on some managed Redis services; not a finding.
+    }
+    const jobs = await this.store.list();
+    const alive = await this.store.redis.zcount(this.store.keys.workers, now - WORKER_ALIVE_MS, '+inf');
+    if (alive === 0 && jobs.some((j) => j.state === 'scheduled')) {
+      findings.push({ jobId: null, message: 'No worker is alive: scheduled jobs will not run. Start one with `hermes worker` or `hermes up`.' });
+    }
+    for (const job of jobs) {
+      try {
+        assertTimeZone(job.tz);
+      } catch {
+        findings.push({ jobId: job.id, message: `time zone ${job.tz} is unknown to this runtime.` });
+        continue;
+      }
+      if (job.state !== 'scheduled') continue;
+      if (job.schedule.kind === 'once') {
+        if (job.next_run_at !== null && !(await this.store.hasOnceJob(job.id, job.next_run_at))) {
+          findings.push({ jobId: job.id, message: 'scheduled one-shot has no queued job; a worker start (reconcile) re-arms it.' });
+        }
+      } else {
+        const next = await this.store.schedulerNext(job.id);
+        if (next === undefined) {
+          findings.push({ jobId: job.id, message: 'scheduled job has no job scheduler; a worker start (reconcile) re-arms it.' });
+        } else if (job.next_run_at !== null && job.next_run_at > now && next !== job.next_run_at) {
+          // A record whose next run is in the past is mid-run (the scheduler already moved on).
+          findings.push({ jobId: job.id, message: `job scheduler fires at ${new Date(next).toISOString()} but the record says ${new Date(job.next_run_at).toISOString()}.` });
+        }
+      }
+      if (job.next_run_at !== null && job.next_run_at < now - 10 * 60_000) {
+        findings.push({ jobId: job.id, message: `next run ${new Date(job.next_run_at).toISOString()} is more than 10 minutes overdue.` });
+      }
+      if (job.failure_streak >= 3) {
+        findings.push({ jobId: job.id, message: `failed ${job.failure_streak} times in a row; last error: ${job.last_error ?? 'unknown'}` });
+      }
+    }
+    return findings;
+  }
+
+  private parse(text: string, tz: string, now: number): CronSchedule {
+    return parseSchedule(text, { tz, now, minIntervalSeconds: this.settings.minIntervalSeconds });
+  }
+
+  private script(script: string | undefined, caller: CronCaller): string | null {
+    if (script === undefined) return null;
+    if (!caller.trusted) {
+      throw new ScheduleInputError('--script jobs (command turns) can only be created from the CLI or the config file.', { field: 'script' });
+    }
+    if (script.trim() === '') throw new ScheduleInputError('--script needs a command.', { field: 'script' });
+    return script;
+  }
+
+  private prompt(prompt: string, script: string | null): string {
+    const p = prompt.trim();
+    if (p === '' && script === null) throw new ScheduleInputError('A cron job needs a prompt (or --script).', { field: 'prompt' });
+    if (p.length > this.settings.maxPromptChars) {
+      throw new ScheduleInputError(`The prompt has ${p.length} characters; the limit is ${this.settings.maxPromptChars} (agent.max_prompt_chars).`, { field: 'prompt' });
+    }
+    return p;
+  }
+
+  private name(name: string): string {
+    const n = name.trim().replace(/\s+/g, ' ');
+    if (n === '') throw new ScheduleInputError('--name must not be empty.', { field: 'name' });
+    if (n.length > 80) throw new ScheduleInputError(`--name has ${n.length} characters; the limit is 80.`, { field: 'name' });
+    return n;
+  }
+
+  /** Read-modify-write with the version check, retried on a concurrent write. */
+  private async write(id: string, change: (cur: CronJob) => CronJob): Promise<{ stored: CronJob; previous: CronJob }> {
+    const { stored, previous, changed } = await this.tryWrite(id, change);
+    if (!changed) throw new StoreUnavailableError(`Cron job ${id} was not changed.`);
+    return { stored, previous };
+  }
+
+  private async tryWrite(
+    id: string,
+    change: (cur: CronJob) => CronJob | undefined,
+  ): Promise<{ stored: CronJob; previous: CronJob; changed: boolean }> {
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const cur = await this.store.get(id);
+      if (!cur) throw new ScheduleInputError(`Cron job ${id} was removed.`, { field: 'ref' });
+      const next = change(cur);
+      if (!next) return { stored: cur, previous: cur, changed: false };
+      const stored = await this.store.put(next, cur.version);
+      if (stored) return { stored, previous: cur, changed: true };
+    }
+    this.log.warn({ cronJobId: id }, 'cron job write kept conflicting; giving up');
+    throw new StoreUnavailableError(`Cron job ${id} is being changed concurrently; try again.`);
+  }
+}
+
+function parseRepeat(value: number | string | undefined | null): number | null {
+  if (value === undefined || value === null) return null;
+  const n = typeof value === 'number' ? value : /^\s*\d+\s*$/.test(value) ? Number(value) : NaN;
+  if (!Number.isInteger(n) || n < 1) {
+    throw new ScheduleInputError(`--repeat must be a positive whole number, got "${value}".`, { field: 'repeat' });
+  }
+  return n;
+}
+
+function parseMisfire(value: string | undefined): MisfirePolicy {
+  if (value === undefined) return 'once';
+  if (value === 'once' || value === 'skip') return value;
+  throw new ScheduleInputError(`--misfire must be skip or once, got "${value}".`, { field: 'misfire' });
+}
+
+function parseOverlap(value: string | undefined): OverlapPolicy {
+  if (value === undefined) return 'skip';
+  if (value === 'skip' || value === 'queue' || value === 'allow') return value;
+  throw new ScheduleInputError(`--overlap must be skip, queue or allow, got "${value}".`, { field: 'overlap' });
+}

@@ -1,0 +1,373 @@
+/**
+ * Cron jobs in Redis: the job records, their run history, the occurrence
+ * claim and commit scripts, and their BullMQ jobs in the `ticks` queue.
+ *
+ * - A job record is one JSON string written with a version check (Lua), so two
+ *   writers never silently overwrite each other.
+ * - A recurring job is one BullMQ job scheduler `cron:<id>` whose `pattern`
+ *   encodes the schedule for `cronRepeatStrategy` (croner decides every fire
+ *   time); a one-shot is one delayed job with a deterministic id; a manual run
+ *   is one job with a deterministic id.
+ * - Exactly once per occurrence: before a turn starts, the worker claims the
+ *   occurrence (`claim`: the job must still be scheduled in the generation the
+ *   occurrence belongs to, and nobody else may hold the claim); after the turn,
+ *   `commitRun` writes the run record, the job's new state and the local
+ *   delivery in one script under the occurrence marker, so a retried job or a
+ *   second worker never records or delivers an occurrence twice. Every key of
+ *   these scripts shares the hash-tag prefix (Redis Cluster safe).
+ *
+ * Write order: the record is written and confirmed first, then the BullMQ side
+ * is armed or disarmed. The claim re-checks the record, so once a pause or
+ * remove has been written no occurrence can start, even if its BullMQ job was
+ * already waiting or picked up. `reconcile` re-arms scheduled jobs whose
+ * BullMQ side is missing (a crash between the two steps).
+ */
+import type { Redis } from 'ioredis';
+import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
+import type { Keys } from '../keys.ts';
+import type { HermesQueues } from '../queues.ts';
+import { EVENTS_MAX_LEN, OCCURRENCE_TTL_SECONDS } from '../session-store.ts';
+import { cronSessionId, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
+import { encodePattern } from './repeat-strategy.ts';
+
+/** Data of a cron tick job in the `ticks` queue. */
+export interface CronTickData {
+  type: 'cron-tick';
+  jobId: string;
+  /** Job generation the occurrence belongs to. */
+  generation: number;
+  /** Due time for one-shot and manual jobs; scheduler jobs carry it in their id. */
+  dueAt?: number;
+  /** A manual run (`hermes cron run`, `resume --run-now`). */
+  manual?: boolean;
+}
+
+/** BullMQ job name of cron ticks. */
+export const CRON_TICK_JOB_NAME = 'cron-tick';
+
+/** Attempts of a cron tick job: failures that never reached the model retry with backoff (SPEC §7 Retries). */
+export const CRON_TICK_ATTEMPTS = 3;
+
+/** Global recent-runs list length (for `hermes cron runs` without a job). */
+export const RECENT_RUNS_MAX = 1000;
+
+const PUT_LUA = `
+local cur = redis.call('GET', KEYS[1])
+local expected = ARGV[1]
+if expected == 'absent' then
+  if cur then return 0 end
+elseif expected ~= 'any' then
+  if not cur then return 0 end
+  if tostring(cjson.decode(cur)['version']) ~= expected then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[3])
+return 1
+`;
+
+const DELETE_LUA = `
+local cur = redis.call('GET', KEYS[1])
+if not cur then return 0 end
+redis.call('DEL', KEYS[1], KEYS[3], KEYS[4])
+redis.call('SREM', KEYS[2], ARGV[1])
+return 1
+`;
+
+const CLAIM_LUA = `
+-- KEYS[1] job record, KEYS[2] claim, KEYS[3] occurrence done marker
+-- ARGV[1] holder, ARGV[2] ttl ms, ARGV[3] generation, ARGV[4] manual ('1'/'0')
+local cur = redis.call('GET', KEYS[1])
+if not cur then return 'removed' end
+if redis.call('EXISTS', KEYS[3]) == 1 then return 'done' end
+if ARGV[4] ~= '1' then
+  local job = cjson.decode(cur)
+  if job['state'] ~= 'scheduled' then return job['state'] end
+  if tostring(job['generation']) ~= ARGV[3] then return 'stale' end
+end
+local holder = redis.call('GET', KEYS[2])
+if holder and holder ~= ARGV[1] then return 'claimed' end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+return 'ok'
+`;
+
+const COMMIT_LUA = `
+-- KEYS[1] done marker, KEYS[2] job record, KEYS[3] runs hash, KEYS[4] run index,
+-- KEYS[5] recent runs, KEYS[6] session events
+-- ARGV[1] run json, ARGV[2] occurrence id, ARGV[3] marker ttl s, ARGV[4] history limit,
+-- ARGV[5] recent cap, ARGV[6] expected job version, ARGV[7] new job json,
+-- ARGV[8] event data ('' = no local delivery), ARGV[9] events maxlen, ARGV[10] recent entry
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0, redis.call('GET', KEYS[1])} end
+local cur = redis.call('GET', KEYS[2])
+if not cur then return {-2, ''} end
+if tostring(cjson.decode(cur)['version']) ~= ARGV[6] then return {-1, ''} end
+redis.call('SET', KEYS[2], ARGV[7])
+local run = ARGV[1]
+local eventId = ''
+if ARGV[8] ~= '' then
+  eventId = redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[9], '*', 'type', 'reply', 'data', ARGV[8])
+  local decoded = cjson.decode(run)
+  for _, d in ipairs(decoded['deliveries']) do
+    if d['target'] == 'local' then
+      d['status'] = 'delivered'
+      d['evidence'] = eventId
+    end
+  end
+  run = cjson.encode(decoded)
+end
+redis.call('HSET', KEYS[3], ARGV[2], run)
+redis.call('LPUSH', KEYS[4], ARGV[2])
+local limit = tonumber(ARGV[4])
+while redis.call('LLEN', KEYS[4]) > limit do
+  local old = redis.call('RPOP', KEYS[4])
+  redis.call('HDEL', KEYS[3], old)
+end
+redis.call('LPUSH', KEYS[5], ARGV[10])
+redis.call('LTRIM', KEYS[5], 0, tonumber(ARGV[5]) - 1)
+redis.call('SET', KEYS[1], eventId ~= '' and eventId or 'recorded', 'EX', tonumber(ARGV[3]))
+return {1, eventId}
+`;
+
+const UPDATE_RUN_LUA = `
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+`;
+
+/** Result of `claim`: `ok`, or why the occurrence may not start. */
+export type ClaimResult = 'ok' | 'removed' | 'done' | 'claimed' | 'stale' | 'paused' | 'completed' | 'error';
+
+/** Result of `commitRun`. */
+export type RunCommitResult =
+  | { status: 'committed'; eventId: string | null; run: CronRun }
+  | { status: 'duplicate' }
+  | { status: 'conflict' }
+  | { status: 'gone' };
+
+/** Settings of the store (from `cron.*`). */
+export interface CronStoreSettings {
+  /** Run records kept per job (`cron.history_limit`). */
+  historyLimit: number;
+}
+
+/** Records, history and BullMQ jobs of cron jobs. */
+export class CronStore {
+  constructor(
+    readonly redis: Redis,
+    readonly keys: Keys,
+    readonly queues: HermesQueues,
+    readonly settings: CronStoreSettings,
+  ) {}
+
+  /** The job, or `null`. */
+  async get(id: string): Promise<CronJob | null> {
+    const raw = await this.redis.get(this.keys.cronJob(id));
+    return raw ? (JSON.parse(raw) as CronJob) : null;
+  }
+
+  /** Every stored job (unordered). Reads in batches of 1000. */
+  async list(): Promise<CronJob[]> {
+    const ids = await this.redis.smembers(this.keys.cronJobIndex);
+    const out: CronJob[] = [];
+    for (let i = 0; i < ids.length; i += 1000) {
+      const raws = await this.redis.mget(...ids.slice(i, i + 1000).map((id) => this.keys.cronJob(id)));
+      for (const r of raws) if (r !== null) out.push(JSON.parse(r) as CronJob);
+    }
+    return out;
+  }
+
+  /**
+   * Write `job` over the version it was read at, or only when none exists (`'absent'`).
+   * @returns the stored record (version + 1), or `null` when someone wrote in between
+   * @throws StoreUnavailableError when Redis refused the write
+   */
+  async put(job: CronJob, expectedVersion: number | 'absent'): Promise<CronJob | null> {
+    const stored: CronJob = { ...job, version: (typeof expectedVersion === 'number' ? expectedVersion : job.version) + 1 };
+    try {
+      const ok = await this.redis.eval(
+        PUT_LUA, 2, this.keys.cronJob(job.id), this.keys.cronJobIndex,
+        String(expectedVersion), JSON.stringify(stored), job.id,
+      );
+      return ok === 1 ? stored : null;
+    } catch (err) {
+      throw new StoreUnavailableError(`Redis did not take cron job ${job.id}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  /** Delete the record and its history. @returns whether it existed */
+  async delete(id: string): Promise<boolean> {
+    try {
+      const ok = await this.redis.eval(
+        DELETE_LUA, 4, this.keys.cronJob(id), this.keys.cronJobIndex, this.keys.cronRuns(id), this.keys.cronRunIndex(id), id,
+      );
+      return ok === 1;
+    } catch (err) {
+      throw new StoreUnavailableError(`Redis did not remove cron job ${id}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  /**
+   * Make BullMQ fire the job's next occurrence: upsert the job scheduler of a
+   * recurring job (replacing its pending job), or add the one-shot's delayed job.
+   * A job that is not scheduled is disarmed instead.
+   * @throws StoreUnavailableError when Redis refused it
+   */
+  async arm(job: CronJob, now = Date.now()): Promise<void> {
+    if (job.state !== 'scheduled') return await this.disarm(job);
+    const data: CronTickData = { type: 'cron-tick', jobId: job.id, generation: job.generation };
+    const opts = { attempts: CRON_TICK_ATTEMPTS, backoff: { type: 'exponential', delay: 2000 } };
+    try {
+      if (job.schedule.kind === 'once') {
+        await this.queues.ticks.removeJobScheduler(this.keys.cronSchedulerId(job.id));
+        const dueAt = job.next_run_at ?? job.schedule.atMs;
+        await this.queues.ticks.add(CRON_TICK_JOB_NAME, { ...data, dueAt }, {
+          ...opts, jobId: this.keys.cronOnceJobId(job.id, dueAt), delay: Math.max(0, dueAt - now),
+        });
+      } else {
+        await this.queues.ticks.upsertJobScheduler(
+          this.keys.cronSchedulerId(job.id),
+          { pattern: encodePattern(job.schedule), tz: job.tz },
+          { name: CRON_TICK_JOB_NAME, data, opts },
+        );
+      }
+    } catch (err) {
+      throw new StoreUnavailableError(`Redis did not take the schedule of cron job ${job.id}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  /**
+   * Remove the job's BullMQ scheduler and its waiting job, and a one-shot's
+   * delayed job. A job already picked up by a worker is not removed here; its
+   * claim fails because the record changed first.
+   */
+  async disarm(job: Pick<CronJob, 'id' | 'schedule' | 'next_run_at'>): Promise<void> {
+    try {
+      await this.queues.ticks.removeJobScheduler(this.keys.cronSchedulerId(job.id));
+      if (job.schedule.kind === 'once') {
+        const ids = new Set([job.schedule.atMs, job.next_run_at].filter((v): v is number => v !== null));
+        for (const at of ids) await this.queues.ticks.remove(this.keys.cronOnceJobId(job.id, at)).catch(() => 0);
+      }
+    } catch (err) {
+      throw new StoreUnavailableError(`Redis did not remove the schedule of cron job ${job.id}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  /** Queue a manual run due at `now`. @returns its BullMQ job id */
+  async enqueueManual(job: CronJob, now = Date.now()): Promise<string> {
+    const jobId = this.keys.cronManualJobId(job.id, now);
+    const data: CronTickData = { type: 'cron-tick', jobId: job.id, generation: job.generation, dueAt: now, manual: true };
+    await this.queues.ticks.add(CRON_TICK_JOB_NAME, data, { jobId, attempts: CRON_TICK_ATTEMPTS, backoff: { type: 'exponential', delay: 2000 } });
+    return jobId;
+  }
+
+  /** Epoch ms of the job scheduler's pending job, or `undefined` when there is no scheduler. */
+  async schedulerNext(id: string): Promise<number | undefined> {
+    const s = await this.queues.ticks.getJobScheduler(this.keys.cronSchedulerId(id));
+    return s?.next !== undefined && s.next !== null ? Number(s.next) : undefined;
+  }
+
+  /** Whether a one-shot's delayed job exists. */
+  async hasOnceJob(id: string, atMs: number): Promise<boolean> {
+    return (await this.queues.ticks.getJob(this.keys.cronOnceJobId(id, atMs))) !== undefined;
+  }
+
+  /**
+   * Claim an occurrence for `holder` (a BullMQ job id) before its turn starts.
+   * Succeeds when the job still exists and — unless `manual` — is scheduled in
+   * `generation`, the occurrence is not committed, and nobody else holds it
+   * (the same holder, a retried job, takes it over).
+   */
+  async claim(input: { jobId: string; occurrenceId: string; holder: string; generation: number; manual: boolean }): Promise<ClaimResult> {
+    return (await this.redis.eval(
+      CLAIM_LUA, 3,
+      this.keys.cronJob(input.jobId), this.keys.occurrenceClaim(input.occurrenceId), this.keys.occurrenceDone(input.occurrenceId),
+      input.holder, String(OCCURRENCE_TTL_SECONDS * 1000), String(input.generation), input.manual ? '1' : '0',
+    )) as ClaimResult;
+  }
+
+  /**
+   * Record a run once per occurrence, atomically with the job's new state
+   * (written over `expectedVersion`) and, when `localEvent` is given, the reply
+   * event on the job's session stream (the `local` target becomes `delivered`
+   * with the stream id as evidence).
+   * @returns `committed`; `duplicate` when the occurrence was recorded before;
+   *   `conflict` when the job changed since it was read (re-read and retry);
+   *   `gone` when the job was removed meanwhile
+   */
+  async commitRun(input: {
+    run: CronRun;
+    job: CronJob;
+    expectedVersion: number;
+    localEvent: Record<string, unknown> | null;
+  }): Promise<RunCommitResult> {
+    const { run } = input;
+    const stored: CronJob = { ...input.job, version: input.expectedVersion + 1 };
+    const keys = [
+      this.keys.occurrenceDone(run.occurrence_id), this.keys.cronJob(run.job_id), this.keys.cronRuns(run.job_id),
+      this.keys.cronRunIndex(run.job_id), this.keys.cronRecentRuns, this.keys.events(cronSessionId(run.job_id)),
+    ];
+    const [code, eventId] = (await this.redis.eval(
+      COMMIT_LUA, keys.length, ...keys,
+      JSON.stringify(run), run.occurrence_id, String(OCCURRENCE_TTL_SECONDS), String(this.settings.historyLimit),
+      String(RECENT_RUNS_MAX), String(input.expectedVersion), JSON.stringify(stored),
+      input.localEvent ? JSON.stringify(input.localEvent) : '', String(EVENTS_MAX_LEN), `${run.job_id} ${run.occurrence_id}`,
+    )) as [number, string];
+    if (code === 1) {
+      const deliveries = run.deliveries.map((d): CronDelivery => (d.target === 'local' && eventId ? { ...d, status: 'delivered', evidence: eventId } : d));
+      return { status: 'committed', eventId: eventId || null, run: { ...run, deliveries } };
+    }
+    if (code === 0) return { status: 'duplicate' };
+    if (code === -2) return { status: 'gone' };
+    return { status: 'conflict' };
+  }
+
+  /** One run record, or `null` (never recorded, or trimmed from the history). */
+  async getRun(jobId: string, occurrenceId: string): Promise<CronRun | null> {
+    const raw = await this.redis.hget(this.keys.cronRuns(jobId), occurrenceId);
+    return raw ? (JSON.parse(raw) as CronRun) : null;
+  }
+
+  /** Replace a recorded run (delivery outcomes); no-op when it is no longer in the history. */
+  async updateRun(run: CronRun): Promise<void> {
+    await this.redis.eval(UPDATE_RUN_LUA, 1, this.keys.cronRuns(run.job_id), run.occurrence_id, JSON.stringify(run));
+  }
+
+  /** A job's runs, newest first. */
+  async runs(jobId: string, limit: number): Promise<CronRun[]> {
+    const ids = await this.redis.lrange(this.keys.cronRunIndex(jobId), 0, Math.max(0, limit - 1));
+    if (ids.length === 0) return [];
+    const raws = await this.redis.hmget(this.keys.cronRuns(jobId), ...ids);
+    return raws.filter((r): r is string => r !== null).map((r) => JSON.parse(r) as CronRun);
+  }
+
+  /** Recent runs of all jobs, newest first. */
+  async recentRuns(limit: number): Promise<CronRun[]> {
+    const entries = await this.redis.lrange(this.keys.cronRecentRuns, 0, Math.max(0, limit - 1));
+    const out: CronRun[] = [];
+    for (const e of entries) {
+      const [jobId, occ] = e.split(' ');
+      const run = await this.getRun(jobId!, occ!);
+      if (run) out.push(run);
+    }
+    return out;
+  }
+
+  /**
+   * Re-arm scheduled jobs whose BullMQ side is missing (a crash between the
+   * record write and the arm). Idempotent; call at worker start.
+   * @returns how many were re-armed
+   */
+  async reconcile(now = Date.now()): Promise<number> {
+    let rearmed = 0;
+    for (const job of await this.list()) {
+      if (job.state !== 'scheduled') continue;
+      const armed = job.schedule.kind === 'once'
+        ? job.next_run_at !== null && (await this.hasOnceJob(job.id, job.next_run_at))
+        : (await this.schedulerNext(job.id)) !== undefined;
+      if (!armed) {
+        await this.arm(job, now);
+        rearmed++;
+      }
+    }
+    return rearmed;
+  }
+}

@@ -1,0 +1,254 @@
+/**
+ * The schedule grammar of `hermes cron add|edit|next` (SPEC §7):
+ *
+ * | form | kind | example |
+ * |---|---|---|
+ * | interval | interval | `30m`, `every 2h`, `every hour`, `every 10 minutes` |
+ * | relative one-shot | once | `in 30m`, `in 2 hours` |
+ * | calendar phrase | cron | `daily at 7am`, `weekdays at 9am`, `every monday 9am`, `monday, wednesday at 9am`, `noon`, `midnight`, `hourly` |
+ * | cron | cron | `0 9 * * mon-fri`, `*\/30 * * * * *` (6 fields: seconds first), `@daily` |
+ * | ISO timestamp | once | `2026-12-01T09:00` (read in the job's zone), `2026-12-01T09:00:00Z`, `…+01:00` |
+ *
+ * Every rejected input gets a `ScheduleInputError` that says what was wrong
+ * with that input; nothing is written before parsing succeeds.
+ */
+import { ScheduleInputError } from '../errors/schedule-input-error.ts';
+import { formatSeconds, parseIntervalAt } from '../interval.ts';
+import { assertTimeZone, cronFor, instantOfWallTime, isoUtc, formatInZone, type CronSchedule } from './cron-engine.ts';
+
+/** How far in the past a one-shot may be and still be accepted (it then runs at once). */
+export const ONE_SHOT_PAST_TOLERANCE_MS = 120_000;
+
+/** Context of a parse. */
+export interface ParseScheduleOptions {
+  /** IANA zone of the job (already chosen: `--tz`, config, host). */
+  tz: string;
+  /** "Now" in epoch ms: the anchor of intervals and `in …`. */
+  now: number;
+  /** Shortest allowed interval in seconds (`cron.min_interval_seconds`). */
+  minIntervalSeconds: number;
+}
+
+const DAY_NUMBERS: Record<string, number> = {
+  sun: 0, sunday: 0, mon: 1, monday: 1, tue: 2, tues: 2, tuesday: 2, wed: 3, wednesday: 3,
+  thu: 4, thur: 4, thurs: 4, thursday: 4, fri: 5, friday: 5, sat: 6, saturday: 6,
+};
+const DAY_LABEL = ['sunday', 'monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday'];
+
+const EXAMPLES = 'e.g. 30m, every 2h, in 30m, daily at 7am, weekdays at 9am, every monday 9am, 0 9 * * 1-5, 2026-12-01T09:00';
+
+const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3})\d*)?)?)?\s*(Z|[+-]\d{2}:?\d{2})?$/i;
+
+/**
+ * Parse a schedule.
+ * @throws ScheduleInputError with a message specific to what is wrong
+ *   (empty, unknown form, bad interval, interval below the minimum, bad time of
+ *   day, unknown day name, bad cron field, bad date, one-shot in the past, unknown zone)
+ */
+export function parseSchedule(input: string, options: ParseScheduleOptions): CronSchedule {
+  assertTimeZone(options.tz);
+  const raw = input.trim().replace(/\s+/g, ' ');
+  if (raw.length === 0) throw bad(`A schedule is required (${EXAMPLES}).`);
+  const text = raw.toLowerCase();
+
+  if (ISO.test(raw)) return parseIso(raw, options);
+  if (raw.startsWith('@') || /^[\d*?/,-]+$/.test(raw.split(' ')[0]!) && raw.split(' ').length >= 3) {
+    return parseCron(raw, options.tz);
+  }
+
+  const tokens = text.split(' ');
+  if (tokens[0] === 'in') {
+    const iv = parseIntervalAt(tokens, 1);
+    if (!iv || 1 + iv.used !== tokens.length) {
+      throw bad(`"${raw}": "in" must be followed by a duration like 30m or 2 hours.`);
+    }
+    const atMs = options.now + iv.seconds * 1000;
+    return { kind: 'once', expression: `in ${formatSeconds(iv.seconds)}`, display: `once at ${formatInZone(atMs, options.tz)}`, atMs };
+  }
+
+  const interval = parseIntervalForm(tokens, raw);
+  if (interval !== undefined) {
+    if (interval < options.minIntervalSeconds) {
+      throw bad(
+        `Interval ${formatSeconds(interval)} is below the minimum of ${formatSeconds(options.minIntervalSeconds)} (cron.min_interval_seconds).`,
+      );
+    }
+    const expression = `every ${formatSeconds(interval)}`;
+    return { kind: 'interval', expression, display: expression, everyMs: interval * 1000, anchorMs: options.now };
+  }
+
+  return parseCalendar(tokens, raw, options.tz);
+}
+
+/** `30m`, `every 2h`, `every hour`, `every 10 minutes` → seconds; `undefined` when not an interval form. */
+function parseIntervalForm(tokens: string[], raw: string): number | undefined {
+  const every = tokens[0] === 'every';
+  const rest = every ? tokens.slice(1) : tokens;
+  if (every && rest.length === 0) throw bad(`"every" must be followed by an interval or a day, ${EXAMPLES}.`);
+  if (every && rest.length === 1) {
+    const unit = { second: 1, minute: 60, hour: 3600 }[rest[0]!];
+    if (unit !== undefined) return unit;
+  }
+  const iv = parseIntervalAt(rest, 0);
+  if (iv && iv.used === rest.length) return iv.seconds;
+  if (iv && every) throw bad(`"${raw}": unexpected "${rest.slice(iv.used).join(' ')}" after the interval.`);
+  if (/^\d+(\.\d+)?$/.test(rest[0] ?? '') && rest.length === 1) {
+    throw bad(`"${raw}": a number needs a unit (s, m, h, d), e.g. ${rest[0]}m.`);
+  }
+  if (/^0+(\.0+)?[a-z]+$/.test(rest[0] ?? '') || /^0+(\.0+)?$/.test(rest[0] ?? '')) {
+    throw bad(`"${raw}": an interval must be longer than zero.`);
+  }
+  if (every && /^\d/.test(rest[0] ?? '')) throw bad(`"${raw}": "${rest[0]}" is not a valid interval (use s, m, h or d, e.g. 90m, 1h30m).`);
+  return undefined;
+}
+
+/** Calendar phrases: `[every] <days> [at] <time>`, `noon`, `midnight`, `hourly`. */
+function parseCalendar(tokens: string[], raw: string, tz: string): CronSchedule {
+  if (tokens.length === 1 && tokens[0] === 'hourly') return cronSchedule('0 * * * *', 'hourly', tz);
+  // Split at the last "at", or take the last token as the time.
+  let dayPart: string[];
+  let timePart: string[];
+  const at = tokens.lastIndexOf('at');
+  if (at >= 0) {
+    dayPart = tokens.slice(0, at);
+    timePart = tokens.slice(at + 1);
+    if (timePart.length === 0) throw bad(`"${raw}": "at" must be followed by a time like 7am, 9:30 or 18:00.`);
+  } else {
+    const split = splitTrailingTime(tokens);
+    dayPart = split.days;
+    timePart = split.time;
+  }
+  const days = parseDays(dayPart, raw);
+  if (timePart.length === 0) {
+    throw bad(`"${raw}" needs a time of day, e.g. "${dayPart.join(' ') || 'daily'} at 9am".`);
+  }
+  const time = parseTimeOfDay(timePart.join(''), raw);
+  const expr = `${time.minute} ${time.hour} * * ${days.cron}`;
+  const clock = `${String(time.hour).padStart(2, '0')}:${String(time.minute).padStart(2, '0')}`;
+  const display = days.label === 'daily' ? `daily at ${clock}` : `${days.label} at ${clock}`;
+  return cronSchedule(expr, display, tz);
+}
+
+/** Take a trailing time (`9am`, `9 am`, `9:30`, `noon`) off the tokens. */
+function splitTrailingTime(tokens: string[]): { days: string[]; time: string[] } {
+  const n = tokens.length;
+  if (n >= 2 && /^(am|pm)$/.test(tokens[n - 1]!) && /^\d{1,2}(:\d{2})?$/.test(tokens[n - 2]!)) {
+    return { days: tokens.slice(0, n - 2), time: tokens.slice(n - 2) };
+  }
+  const last = tokens[n - 1] ?? '';
+  if (/^(noon|midnight)$/.test(last) || /^\d{1,2}(:\d{2})?(am|pm)?$/.test(last) || /^\d/.test(last)) {
+    return { days: tokens.slice(0, n - 1), time: [last] };
+  }
+  return { days: tokens, time: [] };
+}
+
+/** `daily`, `every day`, `weekdays`, `weekends`, `every monday`, `monday, wednesday`, `mon and fri`. */
+function parseDays(tokens: string[], raw: string): { cron: string; label: string } {
+  const words = tokens.join(' ').replace(/,/g, ' , ').split(' ').filter((t) => t.length > 0 && t !== ',' && t !== 'and' && t !== 'on');
+  if (words[0] === 'every') words.shift();
+  if (words.length === 0) return { cron: '*', label: 'daily' };
+  if (words.length === 1) {
+    const w = words[0]!;
+    if (w === 'daily' || w === 'day' || w === 'everyday') return { cron: '*', label: 'daily' };
+    if (w === 'weekdays' || w === 'weekday') return { cron: '1-5', label: 'weekdays' };
+    if (w === 'weekends' || w === 'weekend') return { cron: '0,6', label: 'weekends' };
+  }
+  const days = new Set<number>();
+  for (const w of words) {
+    const name = w.endsWith('s') && DAY_NUMBERS[w.slice(0, -1)] !== undefined ? w.slice(0, -1) : w;
+    const d = DAY_NUMBERS[name];
+    if (d === undefined) {
+      if (['daily', 'weekdays', 'weekends', 'day', 'weekday', 'weekend'].includes(w)) {
+        throw bad(`"${raw}": "${w}" cannot be combined with other days.`);
+      }
+      throw bad(`"${raw}": unknown day "${w}" (use monday … sunday, mon … sun, weekdays, weekends or daily; ${EXAMPLES}).`);
+    }
+    days.add(d);
+  }
+  const sorted = [...days].sort((a, b) => a - b);
+  return { cron: sorted.join(','), label: `every ${sorted.map((d) => DAY_LABEL[d]).join(', ')}` };
+}
+
+/** `7am`, `7:30pm`, `12am`, `19:00`, `noon`, `midnight`. */
+function parseTimeOfDay(token: string, raw: string): { hour: number; minute: number } {
+  if (token === 'noon') return { hour: 12, minute: 0 };
+  if (token === 'midnight') return { hour: 0, minute: 0 };
+  const m = /^(\d{1,2})(?::(\d{2}))?(am|pm)?$/.exec(token);
+  if (!m) throw bad(`"${raw}": "${token}" is not a time of day (use 7am, 7:30pm, 19:00, noon or midnight).`);
+  let hour = Number(m[1]);
+  const minute = m[2] === undefined ? 0 : Number(m[2]);
+  const suffix = m[3];
+  if (m[2] === undefined && !suffix) {
+    throw bad(`"${raw}": "${token}" is ambiguous; write ${token}am, ${token}pm or ${token.padStart(2, '0')}:00.`);
+  }
+  if (minute > 59) throw bad(`"${raw}": minute ${minute} is out of range (00–59).`);
+  if (suffix) {
+    if (hour < 1 || hour > 12) throw bad(`"${raw}": ${hour}${suffix} is not a 12-hour time (1–12 am/pm).`);
+    hour = (hour % 12) + (suffix === 'pm' ? 12 : 0);
+  } else if (hour > 23) {
+    throw bad(`"${raw}": hour ${hour} is out of range (00–23).`);
+  }
+  return { hour, minute };
+}
+
+function cronSchedule(expression: string, display: string, tz: string): CronSchedule {
+  cronFor(expression, tz); // validates
+  return { kind: 'cron', expression, display };
+}
+
+/** 5- or 6-field cron with names, or a croner nickname (`@daily`). */
+function parseCron(raw: string, tz: string): CronSchedule {
+  if (!raw.startsWith('@')) {
+    const n = raw.split(' ').length;
+    if (n !== 5 && n !== 6) {
+      throw bad(
+        `Cron expression "${raw}" has ${n} fields; use 5 (minute hour day-of-month month day-of-week) or 6 (seconds first).`,
+      );
+    }
+  } else if (raw.toLowerCase() === '@reboot') {
+    throw bad('"@reboot" is not a schedule: cron jobs run on time, not at process start.');
+  }
+  const cron = cronFor(raw, tz);
+  if (cron.nextRun(new Date(0)) === null && cron.nextRun() === null) {
+    throw bad(`Cron expression "${raw}" never matches a date.`);
+  }
+  return { kind: 'cron', expression: raw, display: raw };
+}
+
+/** ISO timestamp one-shot; without an offset it is a wall time in the job's zone. */
+function parseIso(raw: string, options: ParseScheduleOptions): CronSchedule {
+  const m = ISO.exec(raw)!;
+  const [year, month, day] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  const [hour, minute, second] = [Number(m[4] ?? 0), Number(m[5] ?? 0), Number(m[6] ?? 0)];
+  const ms = m[7] ? Number(m[7].padEnd(3, '0')) : 0;
+  const probe = new Date(Date.UTC(year, month - 1, day, hour, minute, second));
+  if (
+    month < 1 || month > 12 || hour > 23 || minute > 59 || second > 59 ||
+    probe.getUTCFullYear() !== year || probe.getUTCMonth() !== month - 1 || probe.getUTCDate() !== day
+  ) {
+    throw bad(`"${raw}" is not a valid date and time.`);
+  }
+  let atMs: number;
+  if (m[8]) {
+    const off = m[8].toUpperCase();
+    let offsetMs = 0;
+    if (off !== 'Z') {
+      const o = /^([+-])(\d{2}):?(\d{2})$/.exec(off)!;
+      if (Number(o[2]) > 14 || Number(o[3]) > 59) throw bad(`"${raw}": UTC offset ${off} is out of range.`);
+      offsetMs = (o[1] === '-' ? -1 : 1) * (Number(o[2]) * 3600_000 + Number(o[3]) * 60_000);
+    }
+    atMs = probe.getTime() - offsetMs + ms;
+  } else {
+    atMs = instantOfWallTime({ year, month, day, hour, minute, second }, options.tz) + ms;
+  }
+  if (atMs < options.now - ONE_SHOT_PAST_TOLERANCE_MS) {
+    throw bad(
+      `"${raw}" is in the past (${isoUtc(atMs)}, ${Math.round((options.now - atMs) / 1000)}s ago); a one-shot must be in the future.`,
+    );
+  }
+  return { kind: 'once', expression: isoUtc(atMs), display: `once at ${formatInZone(atMs, options.tz)}`, atMs };
+}
+
+function bad(message: string): ScheduleInputError {
+  return new ScheduleInputError(message, { field: 'schedule' });
+}

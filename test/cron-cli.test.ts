@@ -1,0 +1,168 @@
+/**
+ * `hermes cron` (SPEC §7): every subcommand through the command layer, exit
+ * codes (0 ok, 1 findings/errors, 2 bad input), `--json` shapes, and `next`
+ * agreeing with real fire times without Redis, also as a real process with
+ * another TZ.
+ */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../scheduler/config.ts';
+import { freePort } from '../scheduler/redis/embedded-redis.ts';
+import { runCronCli } from './support/cron-cli.ts';
+import { openCronService, startCronWorker } from './support/cron-worker.ts';
+import { testEnv } from './support/env.ts';
+import { startFakeModel, type FakeModel } from './support/fake-model.ts';
+import { waitFor } from './support/wait-for.ts';
+
+let model: FakeModel;
+beforeAll(async () => {
+  model = await startFakeModel();
+});
+afterAll(async () => model.close());
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+function setup() {
+  const env = testEnv({ 'agent.base_url': model.baseUrl, 'cron.min_interval_seconds': 1 });
+  cleanups.push(() => env.cleanup());
+  return { env, cli: (...args: string[]) => runCronCli(env.config, args) };
+}
+
+async function noRedisConfig() {
+  const port = await freePort();
+  return loadConfig({ env: { HERMES_HOME: '/nonexistent-hermes-home' }, overrides: { 'redis.url': `redis://127.0.0.1:${port}`, log_level: 'silent' } });
+}
+
+const root = new URL('..', import.meta.url).pathname;
+
+describe('hermes cron next', () => {
+  it('prints only a JSON array of UTC times with --json, without Redis', async () => {
+    const config = await noRedisConfig();
+    const r = await runCronCli(config, ['next', '30 2 * * *', '--tz', 'America/New_York', '--from', '2025-03-09T00:00:00Z', '-n', '3', '--json']);
+    expect(r).toEqual({ code: 0, stdout: '["2025-03-09T07:00:00Z","2025-03-10T06:30:00Z","2025-03-11T06:30:00Z"]', stderr: '' });
+  });
+
+  it('previews grammar forms in the zone, with a readable default output', async () => {
+    const config = await noRedisConfig();
+    const r = await runCronCli(config, ['next', 'weekdays at 9am', '--tz', 'Europe/Berlin', '--from', '2025-10-24T12:00:00Z', '-n', '2']);
+    expect(r.code).toBe(0);
+    expect(r.stdout.split('\n')).toEqual([
+      'weekdays at 09:00 (Europe/Berlin)',
+      expect.stringMatching(/^ {2}2025-10-27 09:00 GMT\+1 {3}2025-10-27T08:00:00Z {3}\S/),
+      expect.stringMatching(/^ {2}2025-10-28 09:00 GMT\+1 {3}2025-10-28T08:00:00Z/),
+    ]);
+  });
+
+  it('as a real process under TZ=Australia/Sydney: same times; bad input exits 2 with one line', async () => {
+    const config = await noRedisConfig();
+    const env = { ...process.env, TZ: 'Australia/Sydney', REDIS_URL: config.redis.url, HERMES_HOME: '/nonexistent-hermes-home', HERMES_LOG_LEVEL: 'silent' };
+    const run = promisify(execFile);
+    const ok = await run(process.execPath, ['cli/hermes.mjs', 'cron', 'next', '0 0 * * * *', '--tz', 'UTC', '--from', '2025-10-05T02:00:00Z', '-n', '1', '--json'], { cwd: root, env });
+    expect(ok.stdout.trim()).toBe('["2025-10-05T03:00:00Z"]');
+    const bad = await run(process.execPath, ['cli/hermes.mjs', 'cron', 'next', 'every funday 9am'], { cwd: root, env })
+      .then(() => ({ code: 0, stderr: '' }), (e: { code: number; stderr: string }) => ({ code: e.code, stderr: e.stderr }));
+    expect(bad.code).toBe(2);
+    expect(bad.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^error: "every funday 9am": unknown day "funday"/)]);
+  });
+
+  it.each([
+    [['next', '0 9 * *'], /has 4 fields/],
+    [['next', 'daily at 7am', '--tz', 'Moon/Base'], /Unknown time zone "Moon\/Base"/],
+    [['next', 'daily at 7am', '-n', '0'], /-n must be a positive whole number/],
+    [['next', 'daily at 7am', '--from', 'yesterday'], /"yesterday" is not an ISO-8601 date/],
+    [['next'], /missing required argument 'schedule'/],
+  ])('bad input %j exits 2 with a clear line', async (args, message) => {
+    const r = await runCronCli(await noRedisConfig(), args);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(message);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
+describe('hermes cron job commands', () => {
+  it('add, list, edit, pause, resume, run, runs, status, remove', async () => {
+    const { env, cli } = setup();
+    const api = openCronService(env.config);
+    cleanups.push(() => api.close());
+
+    const added = await cli('add', 'every 1h', 'summarise', 'the', 'inbox', '--name', 'Inbox digest', '--tz', 'Europe/Warsaw', '--json');
+    expect(added.code).toBe(0);
+    const job = JSON.parse(added.stdout) as { id: string; name: string; prompt: string; tz: string; schedule: { kind: string } };
+    expect(job).toMatchObject({ name: 'Inbox digest', prompt: 'summarise the inbox', tz: 'Europe/Warsaw', schedule: { kind: 'interval' }, state: 'scheduled' });
+    expect(job.id).toMatch(/^[0-9a-f]{12}$/);
+
+    const second = await cli('create', '0 8 * * *', 'morning', '--name', 'Morning', '--script', 'echo morning');
+    expect(second.code).toBe(0);
+    expect(second.stdout).toMatch(/Added cron job:\n[0-9a-f]{12} {2}Morning\n {2}schedule {2}0 8 \* \* \*/);
+
+    const list = await cli('list');
+    expect(list.code).toBe(0);
+    const lines = list.stdout.split('\n');
+    expect(lines[0]).toMatch(/^ID +NAME +SCHEDULE +NEXT RUN +LAST +STREAK +STATE$/);
+    expect(lines.find((l) => l.includes('Inbox digest'))).toMatch(/every 1h +\d{4}-\d{2}-\d{2} \d{2}:\d{2}(:\d{2})? GMT\+[12] \(in (59m|1h)\) +— +0 +scheduled/);
+
+    const edited = await cli('edit', 'inbox DIGEST', '--schedule', 'daily at 7am', '--json');
+    expect(edited.code).toBe(0);
+    expect(JSON.parse(edited.stdout)).toMatchObject({ id: job.id, schedule: { kind: 'cron', expression: '0 7 * * *' } });
+    expect(await api.store.schedulerNext(job.id)).toBe((await api.store.get(job.id))!.next_run_at);
+
+    expect((await cli('pause', job.id)).stdout).toBe(`Paused ${job.id} (Inbox digest).`);
+    expect(await api.store.schedulerNext(job.id)).toBeUndefined();
+    expect((await cli('pause', job.id)).stdout).toMatch(/is paused; nothing to pause/);
+    const listed = JSON.parse((await cli('list', '--json')).stdout) as Array<{ id: string; state: string }>;
+    expect(listed.find((j) => j.id === job.id)?.state).toBe('paused');
+    expect((await cli('resume', job.id)).stdout).toMatch(/^Resumed .* next run \d{4}-\d{2}-\d{2} 07:00 GMT\+[12] \(in /);
+
+    const worker = await startCronWorker(env.config);
+    cleanups.push(() => worker.close());
+    const ran = await cli('run', 'morning', '--json');
+    expect(ran.code).toBe(0);
+    const morning = (await api.service.get('Morning'));
+    await waitFor(async () => (await api.store.runs(morning.id, 5)).length === 1, 10_000, 'manual run');
+    const runs = await cli('runs', 'Morning', '--json');
+    expect(JSON.parse(runs.stdout)).toEqual([expect.objectContaining({ job_id: morning.id, trigger: 'manual', status: 'ok', output: 'morning' })]);
+    const human = await cli('history', '--limit', '5');
+    expect(human.stdout.split('\n')[1]).toMatch(/Morning +manual +ok +\d+\.\ds +\d+\.\ds +delivered +morning$/);
+
+    const status = JSON.parse((await cli('status', '--json')).stdout) as { workersAlive: number; jobs: { total: number } };
+    expect(status).toMatchObject({ workersAlive: 1, jobs: { total: 2, scheduled: 2 } });
+    expect((await cli('status')).stdout).toMatch(/^workers alive {2}1\njobs {11}2 \(2 scheduled/);
+
+    expect((await cli('rm', job.id)).stdout).toBe(`Removed ${job.id} (Inbox digest).`);
+    expect((await cli('delete', 'morning')).code).toBe(0);
+    expect((await cli('list', '--all', '--json')).stdout).toBe('[]');
+  });
+
+  it('reference errors, bad flags and an unreachable Redis', async () => {
+    const { cli } = setup();
+    const a = JSON.parse((await cli('add', 'daily at 7am', 'a', '--name', 'Report', '--json')).stdout) as { id: string };
+    const b = JSON.parse((await cli('add', 'daily at 8am', 'b', '--name', 'report', '--json')).stdout) as { id: string };
+    const amb = await cli('pause', 'REPORT');
+    expect(amb.code).toBe(2);
+    expect(amb.stderr).toMatch(new RegExp(`^error: "REPORT" is ambiguous: 2 jobs have that name: ${a.id} .*${b.id}`));
+    expect(await cli('run', 'nope')).toMatchObject({ code: 2, stderr: expect.stringMatching(/^error: No cron job with id or name "nope"/) });
+    expect(await cli('add', 'daily at 7am', 'x', '--misfire', 'later')).toMatchObject({ code: 2, stderr: expect.stringMatching(/argument 'later' is invalid/) });
+    expect(await cli('add', 'daily at 7am', 'x', '--repeat', '0')).toMatchObject({ code: 2, stderr: 'error: --repeat must be a positive whole number, got "0".' });
+    expect(await cli('edit', a.id)).toMatchObject({ code: 2, stderr: expect.stringMatching(/^error: Nothing to change/) });
+    expect(await cli('runs', '--limit', 'x')).toMatchObject({ code: 2, stderr: expect.stringMatching(/--limit must be a positive whole number/) });
+
+    const down = await runCronCli(await noRedisConfig(), ['list']);
+    expect(down.code).toBe(1);
+    expect(down.stderr).toMatch(/^error: Redis at 127\.0\.0\.1:\d+ is unreachable\.$/);
+  });
+
+  it('doctor exits 1 on findings and 0 when healthy', async () => {
+    const { env, cli } = setup();
+    await cli('add', 'daily at 7am', 'x');
+    const sick = await cli('doctor');
+    expect(sick.code).toBe(1);
+    expect(sick.stdout).toMatch(/No worker is alive/);
+    const worker = await startCronWorker(env.config);
+    cleanups.push(() => worker.close());
+    const healthy = await cli('doctor', '--json');
+    expect(healthy).toEqual({ code: 0, stdout: '[]', stderr: '' });
+  });
+});

@@ -1,0 +1,112 @@
+/**
+ * Exactly once per occurrence across a fleet (SPEC §7; field report F10):
+ * several workers on one Redis, real BullMQ, every occurrence runs once and
+ * is delivered once.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { nextOccurrences } from '../scheduler/cron/cron-engine.ts';
+import { CRON_TICK_JOB_NAME, type CronTickData } from '../scheduler/cron/cron-store.ts';
+import type { Job } from 'bullmq';
+import { processCronTick } from '../worker/cron-processor.ts';
+import { createTestDeps, openCronService, startCronWorker, type TestCronWorker } from './support/cron-worker.ts';
+import { testEnv } from './support/env.ts';
+import { startFakeModel, type FakeModel } from './support/fake-model.ts';
+import { sleep, waitFor } from './support/wait-for.ts';
+
+const cli = { origin: { surface: 'cli' as const }, trusted: true };
+let model: FakeModel;
+beforeAll(async () => {
+  model = await startFakeModel({ delayMs: 50 });
+});
+afterAll(async () => model.close());
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+function setup() {
+  const env = testEnv({ 'agent.base_url': model.baseUrl, 'cron.min_interval_seconds': 1 });
+  const api = openCronService(env.config);
+  cleanups.push(() => env.cleanup(), () => api.close());
+  const workers = async (n: number): Promise<TestCronWorker[]> => {
+    const ws = await Promise.all(Array.from({ length: n }, () => startCronWorker(env.config)));
+    cleanups.push(() => Promise.all(ws.map((w) => w.close())).then(() => undefined));
+    return ws;
+  };
+  return { env, api, workers };
+}
+
+describe('F10: two workers, one job due at T', () => {
+  it('runs and delivers the occurrence exactly once, even when a second job for it is queued', async () => {
+    const { api, workers } = setup();
+    const ws = await workers(2);
+    const prompt = `f10 ${Date.now()}`;
+    const job = await api.service.add({ schedule: 'in 2s', prompt }, cli);
+    const due = job.next_run_at!;
+    // A second scheduler fires the same occurrence (the old system's bug): another BullMQ job, same due time.
+    const dup: CronTickData = { type: 'cron-tick', jobId: job.id, generation: job.generation, dueAt: due };
+    await api.queues.ticks.add(CRON_TICK_JOB_NAME, dup, { jobId: `dup-${job.id}`, delay: Math.max(0, due - Date.now() - 600) });
+    await waitFor(async () => (await api.store.runs(job.id, 10)).length === 1, 10_000, 'the run');
+    await sleep(1_500);
+    const runs = await api.store.runs(job.id, 10);
+    expect(runs).toHaveLength(1);
+    expect(runs[0]).toMatchObject({ due_at: due, status: 'ok', deliveries: [{ target: 'local', status: 'delivered' }] });
+    expect(await api.redis.xlen(api.keys.events(`cron:${job.id}`))).toBe(1);
+    expect(model.prompts.filter((p) => p === prompt)).toHaveLength(1);
+    const outcomes = ws.flatMap((w) => w.results).filter((r) => r.occurrenceId === `cron:${job.id}:${due}`).map((r) => r.outcome).sort();
+    // Both BullMQ jobs reached a worker; one ran, the other found the occurrence claimed or recorded.
+    expect(outcomes).toHaveLength(2);
+    expect(outcomes.filter((o) => o === 'ran')).toHaveLength(1);
+    expect(outcomes.filter((o) => o !== 'ran').every((o) => o === 'dropped' || o === 'duplicate')).toBe(true);
+  });
+});
+
+describe('4 workers, 50 jobs', () => {
+  it('every occurrence of every job runs exactly once and is delivered once', async () => {
+    const { api, workers } = setup();
+    const ws = await workers(4);
+    const tag = `fleet-${Date.now()}`;
+    const jobs = [];
+    for (let i = 0; i < 50; i++) {
+      jobs.push(await api.service.add({ schedule: '*/2 * * * * *', prompt: `${tag} job ${i}`, repeat: 3, tz: 'Asia/Kolkata' }, cli));
+    }
+    await waitFor(async () => (await api.store.list()).every((j) => j.state === 'completed'), 30_000, 'all jobs completed');
+    await sleep(1_000);
+    for (const job of jobs) {
+      const runs = (await api.store.runs(job.id, 100)).sort((a, b) => a.due_at - b.due_at);
+      expect(runs.map((r) => r.due_at), job.id).toEqual(nextOccurrences(job.schedule, job.tz, job.created_at, 3));
+      expect(runs.every((r) => r.status === 'ok' && r.started_at! >= r.due_at)).toBe(true);
+      expect(await api.redis.xlen(api.keys.events(`cron:${job.id}`))).toBe(3);
+    }
+    const calls = model.prompts.filter((p) => p.startsWith(tag));
+    expect(calls).toHaveLength(150);
+    expect(new Set(calls).size).toBe(50);
+    const ran = ws.flatMap((w) => w.results).filter((r) => r.outcome === 'ran');
+    expect(ran).toHaveLength(150);
+    expect(new Set(ran.map((r) => r.occurrenceId)).size).toBe(150);
+    expect(ws.filter((w) => w.results.some((r) => r.outcome === 'ran')).length).toBeGreaterThan(1);
+  });
+});
+
+describe('a retried or stalled job', () => {
+  it('processing the same occurrence again, at once or after it was committed, runs and delivers it once', async () => {
+    const { env, api } = setup();
+    const a = createTestDeps(env.config);
+    const b = createTestDeps(env.config);
+    cleanups.push(() => a.close(), () => b.close());
+    const prompt = `retry ${Date.now()}`;
+    const job = await api.service.add({ schedule: 'in 1s', prompt }, cli);
+    await sleep(job.next_run_at! - Date.now() + 50);
+    const tick = (await api.queues.ticks.getJob(api.keys.cronOnceJobId(job.id, job.next_run_at!))) as Job<CronTickData>;
+    // Two workers holding the same job (a stall detected while the first still runs) …
+    const first = await Promise.all([processCronTick(tick, undefined, undefined, a), processCronTick(tick, undefined, undefined, b)]);
+    // … and a retry after the commit.
+    const again = await processCronTick(tick, undefined, undefined, b);
+    expect(first.filter((r) => r.outcome === 'ran')).toHaveLength(1);
+    expect(again.outcome).toBe('duplicate');
+    expect(await api.store.runs(job.id, 10)).toHaveLength(1);
+    expect(await api.redis.xlen(api.keys.events(`cron:${job.id}`))).toBe(1);
+    expect(model.prompts.filter((p) => p === prompt).length).toBeLessThanOrEqual(2); // a stalled twin may call the model; only one run counts
+  });
+});

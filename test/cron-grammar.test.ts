@@ -1,0 +1,165 @@
+import { describe, expect, it } from 'vitest';
+import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
+import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
+import { isoUtc, nextOccurrences } from '../scheduler/cron/cron-engine.ts';
+import { parseDeliver } from '../scheduler/cron/cron-job.ts';
+
+// 2026-03-04T10:00:00Z is a Wednesday.
+const NOW = Date.parse('2026-03-04T10:00:00Z');
+const opts = { tz: 'UTC', now: NOW, minIntervalSeconds: 60 };
+const parse = (s: string, o: Partial<typeof opts> = {}) => parseSchedule(s, { ...opts, ...o });
+const next3 = (s: string, tz = 'UTC') => nextOccurrences(parse(s, { tz }), tz, NOW, 3).map(isoUtc);
+
+describe('cron schedule grammar: intervals (SPEC §7)', () => {
+  it.each([
+    ['30m', 1_800_000, 'every 30m'],
+    ['every 2h', 7_200_000, 'every 2h'],
+    ['every hour', 3_600_000, 'every 1h'],
+    ['every minute', 60_000, 'every 1m'],
+    ['every 10 minutes', 600_000, 'every 10m'],
+    ['every 1h30m', 5_400_000, 'every 1h30m'],
+    ['EVERY 2H', 7_200_000, 'every 2h'],
+  ])('%s is an interval of %d ms', (text, everyMs, display) => {
+    expect(parse(text)).toEqual({ kind: 'interval', expression: display, display, everyMs, anchorMs: NOW });
+  });
+
+  it('is fixed-rate from creation', () => {
+    expect(next3('every 2h')).toEqual(['2026-03-04T12:00:00Z', '2026-03-04T14:00:00Z', '2026-03-04T16:00:00Z']);
+  });
+});
+
+describe('cron schedule grammar: one-shots', () => {
+  it('in 30m is a one-shot 30 minutes from now', () => {
+    expect(parse('in 30m')).toMatchObject({ kind: 'once', atMs: NOW + 1_800_000 });
+    expect(parse('in 2 hours')).toMatchObject({ kind: 'once', atMs: NOW + 7_200_000 });
+  });
+
+  it('an ISO timestamp without offset is read in the job zone', () => {
+    expect(parse('2026-07-01T09:00', { tz: 'Europe/Berlin' })).toMatchObject({ kind: 'once', atMs: Date.parse('2026-07-01T07:00:00Z') });
+    expect(parse('2026-12-01 09:00:30', { tz: 'America/New_York' })).toMatchObject({ atMs: Date.parse('2026-12-01T14:00:30Z') });
+    expect(parse('2026-12-01', { tz: 'Asia/Tokyo' })).toMatchObject({ atMs: Date.parse('2026-11-30T15:00:00Z') });
+  });
+
+  it('an ISO timestamp with an offset is that instant', () => {
+    expect(parse('2026-07-01T09:00:00Z', { tz: 'Europe/Berlin' })).toMatchObject({ atMs: Date.parse('2026-07-01T09:00:00Z') });
+    expect(parse('2026-07-01T09:00+05:30')).toMatchObject({ atMs: Date.parse('2026-07-01T03:30:00Z') });
+  });
+
+  it('a wall time in the spring gap moves to the end of the gap; a repeated one takes the first', () => {
+    const ny = { tz: 'America/New_York', now: Date.parse('2026-01-01T00:00:00Z') };
+    expect(isoUtc((parse('2026-03-08T02:30', ny) as { atMs: number }).atMs)).toBe('2026-03-08T07:00:00Z');
+    expect(isoUtc((parse('2026-11-01T01:30', ny) as { atMs: number }).atMs)).toBe('2026-11-01T05:30:00Z');
+  });
+
+  it('accepts a one-shot up to 120 s in the past and rejects one further back', () => {
+    expect(parse(isoUtc(NOW - 119_000))).toMatchObject({ kind: 'once', atMs: NOW - 119_000 });
+    expect(() => parse(isoUtc(NOW - 121_000))).toThrow(/is in the past .*121s ago/);
+  });
+});
+
+describe('cron schedule grammar: calendar phrases become cron', () => {
+  it.each([
+    ['daily at 7am', '0 7 * * *'],
+    ['every day at 7:30pm', '30 19 * * *'],
+    ['weekdays at 9am', '0 9 * * 1-5'],
+    ['weekends at 10:15', '15 10 * * 0,6'],
+    ['every monday 9am', '0 9 * * 1'],
+    ['every monday at 9 am', '0 9 * * 1'],
+    ['monday, wednesday at 9am', '0 9 * * 1,3'],
+    ['mon and fri at 17:00', '0 17 * * 1,5'],
+    ['tuesdays at noon', '0 12 * * 2'],
+    ['noon', '0 12 * * *'],
+    ['midnight', '0 0 * * *'],
+    ['at 6am', '0 6 * * *'],
+    ['12am', '0 0 * * *'],
+    ['12pm', '0 12 * * *'],
+    ['hourly', '0 * * * *'],
+  ])('%s → %s', (text, expr) => {
+    expect(parse(text)).toMatchObject({ kind: 'cron', expression: expr });
+  });
+
+  it('fires at the wall time in the job zone', () => {
+    expect(next3('weekdays at 9am', 'Europe/Berlin')).toEqual(['2026-03-05T08:00:00Z', '2026-03-06T08:00:00Z', '2026-03-09T08:00:00Z']);
+  });
+});
+
+describe('cron schedule grammar: cron expressions', () => {
+  it.each([
+    ['0 9 * * 1-5', '2026-03-05T09:00:00Z'],
+    ['0 9 * * MON-FRI', '2026-03-05T09:00:00Z'],
+    ['0 0 1 JAN *', '2027-01-01T00:00:00Z'],
+    ['*/15 * * * *', '2026-03-04T10:15:00Z'],
+    ['30 0 9 * * *', '2026-03-05T09:00:30Z'],
+    ['@daily', '2026-03-05T00:00:00Z'],
+  ])('%s next fires at %s', (expr, first) => {
+    const s = parse(expr);
+    expect(s).toMatchObject({ kind: 'cron', expression: expr });
+    expect(nextOccurrences(s, 'UTC', NOW, 1).map(isoUtc)).toEqual([first]);
+  });
+});
+
+describe('cron schedule grammar: every bad input gets a specific error (SPEC §11)', () => {
+  it.each([
+    ['', /A schedule is required/],
+    ['   ', /A schedule is required/],
+    ['whenever', /unknown day "whenever"/],
+    ['every', /"every" must be followed by an interval or a day/],
+    ['every 0m', /longer than zero/],
+    ['0s', /longer than zero/],
+    ['every 5 parsecs', /"5" is not a valid interval|unknown day/],
+    ['every 2h please', /unexpected "please" after the interval/],
+    ['30s', /Interval 30s is below the minimum of 1m \(cron.min_interval_seconds\)/],
+    ['45', /a number needs a unit/],
+    ['in', /"in" must be followed by a duration/],
+    ['in soon', /"in" must be followed by a duration/],
+    ['in 5m and more', /"in" must be followed by a duration/],
+    ['daily at', /"at" must be followed by a time/],
+    ['daily at 25:00', /hour 25 is out of range/],
+    ['daily at 9:75', /minute 75 is out of range/],
+    ['daily at 13pm', /13pm is not a 12-hour time/],
+    ['daily at 9', /"9" is ambiguous; write 9am, 9pm or 09:00/],
+    ['daily at teatime', /"teatime" is not a time of day/],
+    ['every funday 9am', /unknown day "funday"/],
+    ['weekdays and monday at 9am', /"weekdays" cannot be combined/],
+    ['every monday', /needs a time of day/],
+    ['0 9 * *', /has 4 fields; use 5 .* or 6/],
+    ['0 0 9 * * * 2030', /has 7 fields/],
+    ['61 * * * *', /Invalid cron expression "61 \* \* \* \*": Invalid value for minute: 61/],
+    ['0 9 * * FUNDAY', /Invalid cron expression/],
+    ['0 0 30 2 *', /never matches a date/],
+    ['@reboot', /not a schedule/],
+    ['2026-02-30T09:00', /is not a valid date and time/],
+    ['2026-13-01', /is not a valid date and time/],
+    ['2020-01-01T00:00:00Z', /is in the past/],
+  ])('rejects %j', (text, message) => {
+    let caught: unknown;
+    try {
+      parse(text);
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(ScheduleInputError);
+    expect((caught as Error).message).toMatch(message);
+  });
+
+  it('rejects an unknown time zone', () => {
+    expect(() => parse('daily at 7am', { tz: 'Mars/Olympus' })).toThrow(/Unknown time zone "Mars\/Olympus"/);
+  });
+});
+
+describe('delivery targets', () => {
+  it('parses a comma list', () => {
+    expect(parseDeliver(undefined)).toEqual(['local']);
+    expect(parseDeliver('local, telegram:-100123:7,https://example.test/hook')).toEqual(['local', 'telegram:-100123:7', 'https://example.test/hook']);
+    expect(parseDeliver('origin')).toEqual(['origin']);
+  });
+
+  it.each([
+    ['email:me@example.test', /Unknown delivery target "email:me@example.test"/],
+    ['telegram:', /Invalid delivery target "telegram:"/],
+    ['telegram:abc', /Invalid delivery target/],
+  ])('rejects %j', (value, message) => {
+    expect(() => parseDeliver(value)).toThrow(ScheduleInputError);
+    expect(() => parseDeliver(value)).toThrow(message);
+  });
+});

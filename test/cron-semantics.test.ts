@@ -1,0 +1,403 @@
+/**
+ * Cron semantics against a real Redis and real BullMQ workers (SPEC §7):
+ * croner fire times, run records, delivery, `[SILENT]`, `--repeat`, misfire
+ * skip/once after an outage, overlap skip, pause/remove with the next job
+ * already waiting, and field reports F11 and F12.
+ */
+import { createServer } from 'node:http';
+import { afterEach, beforeAll, afterAll, describe, expect, it } from 'vitest';
+import { isoUtc, nextOccurrences, formatInZone } from '../scheduler/cron/cron-engine.ts';
+import { decideOccurrence } from '../scheduler/cron/misfire.ts';
+import { createCronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
+import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
+import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
+import { schedulerJobMillis } from '../scheduler/queues.ts';
+import { outboundJobId } from '../scheduler/outbound.ts';
+import { startCronWorker, openCronService, type TestCronWorker } from './support/cron-worker.ts';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { startFakeModel, type FakeModel } from './support/fake-model.ts';
+import { sleep, waitFor } from './support/wait-for.ts';
+
+const cli = { origin: { surface: 'cli' as const }, trusted: true };
+
+let model: FakeModel;
+let slowModel: FakeModel;
+beforeAll(async () => {
+  model = await startFakeModel({ reply: (p) => (p.includes('quiet') ? '[SILENT]' : `done: ${p}`) });
+  slowModel = await startFakeModel({ delayMs: 2_300 });
+});
+afterAll(async () => {
+  await model.close();
+  await slowModel.close();
+});
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+
+function setup(overrides: Record<string, unknown> = {}) {
+  const env: TestEnv = testEnv({
+    'agent.base_url': model.baseUrl, 'cron.min_interval_seconds': 1, ...overrides,
+  });
+  const api = openCronService(env.config);
+  cleanups.push(() => env.cleanup(), () => api.close());
+  const worker = async (concurrency = 8): Promise<TestCronWorker> => {
+    const w = await startCronWorker(env.config, { concurrency });
+    cleanups.push(() => w.close());
+    return w;
+  };
+  const runsOf = async (id: string) => (await api.store.runs(id, 1000)).sort((a, b) => a.due_at - b.due_at);
+  return { env, api, worker, runsOf };
+}
+
+describe('cron runs (real BullMQ)', () => {
+  it('fires at the croner times, records each run once and delivers it to the local stream', async () => {
+    const { api, worker, runsOf } = setup();
+    await worker();
+    const job = await api.service.add({ schedule: '*/2 * * * * *', prompt: 'check the build', repeat: 3, tz: 'America/New_York' }, cli);
+    const expected = nextOccurrences(job.schedule, job.tz, job.created_at, 3);
+    expect(job.next_run_at).toBe(expected[0]);
+    expect(await api.store.schedulerNext(job.id)).toBe(expected[0]);
+    await waitFor(async () => (await api.store.get(job.id))?.state === 'completed', 15_000, 'job completed');
+    const runs = await runsOf(job.id);
+    expect(runs.map((r) => r.due_at)).toEqual(expected);
+    for (const r of runs) {
+      expect(r).toMatchObject({ status: 'ok', trigger: 'schedule', output: 'done: check the build', silent: false });
+      expect(r.started_at!).toBeGreaterThanOrEqual(r.due_at);
+      expect(r.deliveries).toEqual([{ target: 'local', status: 'delivered', evidence: expect.stringMatching(/^\d+-\d+$/) }]);
+    }
+    const events = await api.redis.xrange(api.keys.events(`cron:${job.id}`), '-', '+');
+    expect(events).toHaveLength(3);
+    const done = (await api.store.get(job.id))!;
+    expect(done).toMatchObject({ state: 'completed', repeat: { times: 3, completed: 3 }, next_run_at: null, last_status: 'ok', failure_streak: 0 });
+    expect(await api.store.schedulerNext(job.id)).toBeUndefined();
+  });
+
+  it('records a [SILENT] reply without delivering it', async () => {
+    const { api, worker, runsOf } = setup();
+    await worker();
+    const job = await api.service.add({ schedule: 'in 1s', prompt: 'stay quiet unless broken' }, cli);
+    await waitFor(async () => (await runsOf(job.id)).length === 1, 10_000, 'run');
+    const [run] = await runsOf(job.id);
+    expect(run).toMatchObject({ status: 'ok', silent: true, output: '[SILENT]', deliveries: [{ target: 'local', status: 'silent' }] });
+    expect(await api.redis.xlen(api.keys.events(`cron:${job.id}`))).toBe(0);
+    expect((await api.store.get(job.id))!.state).toBe('completed');
+  });
+
+  it('runs a --script job as a command turn, only when created from a trusted surface', async () => {
+    const { api, worker, runsOf } = setup();
+    await worker();
+    await expect(api.service.add({ schedule: 'in 1s', script: 'echo hi' }, { origin: { surface: 'api' }, trusted: false }))
+      .rejects.toThrow(/only be created from the CLI or the config file/);
+    const job = await api.service.add({ schedule: 'in 1s', script: 'echo "job $HERMES_CRON_JOB_ID"; cat' , prompt: 'from stdin' }, cli);
+    await waitFor(async () => (await runsOf(job.id)).length === 1, 10_000, 'run');
+    expect((await runsOf(job.id))[0]).toMatchObject({ status: 'ok', output: `job ${job.id}\nfrom stdin` });
+  });
+
+  it('records a failing script as an error with a failure streak', async () => {
+    const { api, worker, runsOf } = setup();
+    await worker();
+    const job = await api.service.add({ schedule: 'every 1s', script: 'echo broken >&2; exit 3', repeat: 2 }, cli);
+    await waitFor(async () => (await api.store.get(job.id))?.state === 'completed', 10_000, 'two runs');
+    const runs = await runsOf(job.id);
+    expect(runs.map((r) => r.status)).toEqual(['error', 'error']);
+    expect(runs[0]!.error).toMatch(/exited with code 3: broken/);
+    expect(await api.store.get(job.id)).toMatchObject({ failure_streak: 2, last_status: 'error', last_error: expect.stringMatching(/code 3/) });
+  });
+
+  it('delivers to a webhook only on a 2xx, and queues Telegram targets once', async () => {
+    const { api, worker, runsOf } = setup();
+    await worker();
+    const received: Array<{ key: string | undefined; body: Record<string, unknown> }> = [];
+    const hook = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        received.push({ key: req.headers['idempotency-key'] as string | undefined, body: JSON.parse(body) });
+        res.writeHead(req.url === '/ok' ? 204 : 500).end();
+      });
+    });
+    await new Promise<void>((r) => hook.listen(0, '127.0.0.1', () => r()));
+    cleanups.push(() => new Promise<void>((r) => hook.close(() => r())));
+    const port = (hook.address() as { port: number }).port;
+    const job = await api.service.add({
+      schedule: 'in 1s', prompt: 'report', deliver: `local,telegram:-1001:7,http://127.0.0.1:${port}/ok,http://127.0.0.1:${port}/fail`,
+    }, cli);
+    await waitFor(async () => (await runsOf(job.id))[0]?.deliveries.every((d) => d.status !== 'pending'), 10_000, 'deliveries');
+    const [run] = await runsOf(job.id);
+    expect(run!.deliveries).toEqual([
+      { target: 'local', status: 'delivered', evidence: expect.any(String) },
+      { target: 'telegram:-1001:7', status: 'queued', evidence: expect.stringContaining('out:') },
+      { target: `http://127.0.0.1:${port}/ok`, status: 'delivered', evidence: 'HTTP 204' },
+      { target: `http://127.0.0.1:${port}/fail`, status: 'failed', error: 'HTTP 500' },
+    ]);
+    expect(received.map((r) => r.key)).toEqual([run!.occurrence_id, run!.occurrence_id]);
+    expect(received[0]!.body).toMatchObject({ job_id: job.id, output: 'done: report', status: 'ok' });
+    const out = await worker().then((w) => w.deps.outboundTelegram.getJob(outboundJobId(`${run!.occurrence_id.replace(/:/g, '.')}:telegram.-1001.7`)));
+    expect(out?.data).toMatchObject({ platform: 'telegram', chatId: '-1001', threadId: '7', text: 'done: report', sessionId: `cron:${job.id}` });
+  });
+});
+
+describe('misfires after an outage (SPEC §7 Misfires)', () => {
+  it('--misfire once runs exactly one catch-up, then the cadence resumes on time', async () => {
+    const { api, worker, runsOf } = setup({ 'cron.misfire_grace_min_seconds': 1 });
+    const job = await api.service.add({ schedule: 'every 3s', prompt: 'tick' }, cli); // grace = 1.5 s
+    await sleep(7_000); // no worker: the occurrences at +3 s and +6 s are missed
+    const restartedAt = Date.now();
+    await worker();
+    await waitFor(async () => (await runsOf(job.id)).length >= 3, 12_000, 'three runs');
+    await api.service.pause(job.id);
+    const runs = await runsOf(job.id);
+    const anchor = job.created_at;
+    expect(runs[0]).toMatchObject({ trigger: 'catch-up', status: 'ok', late: true, due_at: anchor + 3_000 });
+    expect(runs[0]!.lateness_ms).toBeGreaterThan(3_500);
+    expect(runs.filter((r) => r.trigger === 'catch-up')).toHaveLength(1);
+    // Next: the first occurrence after the restart, then every 3 s.
+    const after = runs.slice(1);
+    expect(after[0]!.due_at).toBe(anchor + 3_000 * Math.ceil((restartedAt - anchor + 1) / 3_000));
+    for (const r of after) {
+      expect(r.trigger).toBe('schedule');
+      expect(r.started_at!).toBeGreaterThanOrEqual(r.due_at);
+      expect((r.due_at - anchor) % 3_000).toBe(0);
+    }
+    expect(new Set(runs.map((r) => r.due_at)).size).toBe(runs.length);
+  });
+
+  it('--misfire skip records the missed occurrence as skipped and runs the next one on time', async () => {
+    const { api, worker, runsOf } = setup({ 'cron.misfire_grace_min_seconds': 1 });
+    const job = await api.service.add({ schedule: 'every 3s', prompt: 'tick', misfire: 'skip' }, cli); // grace = 1.5 s
+    await sleep(7_000);
+    await worker();
+    await waitFor(async () => (await runsOf(job.id)).filter((r) => r.status === 'ok').length >= 2, 12_000, 'two runs');
+    await api.service.pause(job.id);
+    const runs = await runsOf(job.id);
+    expect(runs[0]).toMatchObject({ status: 'skipped', reason: 'misfire', due_at: job.created_at + 3_000, started_at: null, output: null });
+    expect(runs[0]!.lateness_ms).toBeGreaterThan(3_500);
+    expect(runs.slice(1).every((r) => r.status === 'ok' && r.trigger === 'schedule' && r.lateness_ms <= 1_500)).toBe(true);
+    expect(await api.redis.xlen(api.keys.events(`cron:${job.id}`))).toBe(runs.length - 1);
+  });
+
+  it('a late occurrence within the grace window runs and is marked late', () => {
+    const schedule = parseSchedule('every 10m', { tz: 'UTC', now: 0, minIntervalSeconds: 60 });
+    const job = createCronJob({ id: 'a'.repeat(12), name: null, prompt: 'p', schedule, tz: 'UTC', repeat: null, deliver: ['local'], script: null, misfire: 'skip', overlap: 'skip', paused: false, origin: { surface: 'cli' }, now: 0 });
+    const grace = { graceMinMs: 120_000, graceMaxMs: 7_200_000 };
+    const at = (lateMs: number) => decideOccurrence({ job, dueAt: 600_000, generation: 1, trigger: 'schedule', periodMs: 600_000, now: 600_000 + lateMs, grace });
+    expect(at(299_000)).toEqual({ action: 'run', latenessMs: 299_000, late: true, catchUp: false }); // grace = 5 min
+    expect(at(301_000)).toMatchObject({ action: 'skip', reason: 'misfire', graceMs: 300_000 });
+    expect(at(500)).toMatchObject({ action: 'run', late: false });
+    expect(decideOccurrence({ job: { ...job, state: 'paused' }, dueAt: 600_000, generation: 1, trigger: 'schedule', periodMs: 600_000, now: 9e9, grace })).toEqual({ action: 'drop', reason: 'paused' });
+    expect(decideOccurrence({ job: { ...job, last_due_at: 600_000 }, dueAt: 600_000, generation: 1, trigger: 'schedule', periodMs: 600_000, now: 9e9, grace })).toEqual({ action: 'drop', reason: 'coalesced' });
+  });
+});
+
+describe('F11: after a restart nothing fires before it is due', () => {
+  it('stop at 10:00, restart at 10:57, job 0 17 * * * → it waits for 17:00 (pure decision)', () => {
+    const tz = 'Europe/Berlin';
+    const created = Date.parse('2026-06-01T07:00:00Z'); // 09:00 Berlin
+    const schedule = parseSchedule('0 17 * * *', { tz, now: created, minIntervalSeconds: 60 });
+    const job = createCronJob({ id: 'b'.repeat(12), name: null, prompt: 'p', schedule, tz, repeat: null, deliver: ['local'], script: null, misfire: 'once', overlap: 'skip', paused: false, origin: { surface: 'cli' }, now: created });
+    const due = job.next_run_at!;
+    expect(isoUtc(due)).toBe('2026-06-01T15:00:00Z'); // 17:00 Berlin
+    const restart = Date.parse('2026-06-01T08:57:00Z'); // 10:57 Berlin
+    expect(decideOccurrence({ job, dueAt: due, generation: 1, trigger: 'schedule', periodMs: 86_400_000, now: restart, grace: { graceMinMs: 120_000, graceMaxMs: 7_200_000 } }))
+      .toEqual({ action: 'wait', untilMs: due });
+  });
+
+  it('a job that reaches a worker before it is due (promoted early) runs only at its due time, once', async () => {
+    const { api, worker, runsOf } = setup();
+    await worker();
+    const job = await api.service.add({ schedule: `${(new Date(Date.now() + 4_000).getUTCSeconds())} * * * * *`, prompt: 'at due time', tz: 'UTC', repeat: 1 }, cli);
+    const due = job.next_run_at!;
+    const pending = (await api.queues.ticks.getDelayed()).find((j) => j.id === `repeat:cron:${job.id}:${due}`);
+    expect(pending).toBeDefined();
+    await pending!.promote(); // as if a restarted scheduler fired everything at once
+    await sleep(300);
+    expect(await runsOf(job.id)).toHaveLength(0);
+    await waitFor(async () => (await runsOf(job.id)).length === 1, 10_000, 'the run');
+    const [run] = await runsOf(job.id);
+    expect(run!.due_at).toBe(due);
+    expect(run!.started_at!).toBeGreaterThanOrEqual(due);
+    await sleep(500);
+    expect(await runsOf(job.id)).toHaveLength(1);
+  });
+});
+
+describe('F12: a manual run does not move the next run', () => {
+  it('0 8 * * * in Europe/Warsaw, `cron run` it → next_run_at is still 08:00 Warsaw time', async () => {
+    const { api, worker, runsOf } = setup();
+    await worker();
+    const job = await api.service.add({ schedule: '0 8 * * *', prompt: 'morning report', tz: 'Europe/Warsaw' }, cli);
+    const before = job.next_run_at!;
+    expect(formatInZone(before, 'Europe/Warsaw')).toMatch(/ 08:00 GMT\+[12]$/);
+    await api.service.runNow(job.name);
+    await waitFor(async () => (await runsOf(job.id)).length === 1, 10_000, 'manual run');
+    const after = (await api.store.get(job.id))!;
+    expect((await runsOf(job.id))[0]).toMatchObject({ trigger: 'manual', status: 'ok' });
+    expect(after.next_run_at).toBe(before);
+    expect(formatInZone(after.next_run_at!, 'Europe/Warsaw')).toMatch(/ 08:00 /);
+    expect(await api.store.schedulerNext(job.id)).toBe(before);
+    expect(after.last_run_at).not.toBeNull();
+  });
+});
+
+describe('overlap (SPEC §7 Overlap)', () => {
+  it('a job still running when due again is skipped, never run in parallel', async () => {
+    const { api, worker, runsOf } = setup({ 'agent.base_url': slowModel.baseUrl });
+    await worker(4);
+    const job = await api.service.add({ schedule: 'every 1s', prompt: 'slow' }, cli);
+    await waitFor(async () => (await runsOf(job.id)).filter((r) => r.status === 'ok').length >= 2, 15_000, 'two runs');
+    await api.service.pause(job.id);
+    await sleep(2_500);
+    const runs = await runsOf(job.id);
+    const ok = runs.filter((r) => r.status === 'ok');
+    const skipped = runs.filter((r) => r.status === 'skipped');
+    expect(skipped.length).toBeGreaterThanOrEqual(1);
+    expect(skipped.every((r) => r.reason === 'overlap')).toBe(true);
+    for (let i = 1; i < ok.length; i++) expect(ok[i]!.started_at!).toBeGreaterThanOrEqual(ok[i - 1]!.finished_at!);
+    for (const s of skipped) {
+      expect(ok.some((r) => r.started_at! <= s.due_at + s.lateness_ms && s.due_at <= r.finished_at!)).toBe(true);
+    }
+    expect(new Set(runs.map((r) => r.occurrence_id)).size).toBe(runs.length);
+  });
+});
+
+describe('pause and remove with the next job already waiting', () => {
+  for (const action of ['pause', 'remove'] as const) {
+    it(`${action}: no run starts after the command returns`, async () => {
+      const { api, worker } = setup();
+      const w = await worker();
+      const job = await api.service.add({ schedule: '* * * * * *', prompt: 'every second' }, cli);
+      const started = () => w.results.filter((r) => r.outcome === 'ran').length;
+      await waitFor(() => started() >= 2, 10_000, 'two runs');
+      // The next occurrence's job is waiting in BullMQ (or already picked up) right now.
+      const waiting = (await api.queues.ticks.getJobs(['delayed', 'wait', 'active'])).filter((j) => j.id?.includes(job.id));
+      expect(waiting.length).toBeGreaterThanOrEqual(1);
+      const runsBefore = (await api.store.runs(job.id, 1000)).length;
+      if (action === 'pause') await api.service.pause(job.id);
+      else await api.service.remove(job.id);
+      const returnedAt = Date.now();
+      await sleep(2_500);
+      if (action === 'pause') {
+        const runs = await api.store.runs(job.id, 1000);
+        expect(runs.every((r) => r.started_at === null || r.started_at < returnedAt)).toBe(true);
+        expect(runs.length).toBeLessThanOrEqual(runsBefore + 1); // at most the one already claimed
+        expect((await api.store.get(job.id))!.state).toBe('paused');
+      } else {
+        expect(await api.store.get(job.id)).toBeNull();
+        expect(await api.redis.exists(api.keys.cronRuns(job.id))).toBe(0);
+      }
+      const lateRuns = w.results.filter((r) => r.outcome === 'ran' && Number(r.occurrenceId.split(':').pop()) > returnedAt);
+      expect(lateRuns).toEqual([]);
+      const left = (await api.queues.ticks.getJobs(['delayed', 'wait'])).filter((j) => j.id?.includes(job.id));
+      expect(left).toEqual([]);
+      expect(await api.store.schedulerNext(job.id)).toBeUndefined();
+    });
+  }
+
+  it('resume never catches up what was missed while paused', async () => {
+    const { api, worker, runsOf } = setup({ 'cron.misfire_grace_min_seconds': 1 });
+    await worker();
+    const job = await api.service.add({ schedule: 'every 1s', prompt: 'tick', paused: true }, cli);
+    expect(job.state).toBe('paused');
+    await sleep(3_000);
+    const resumedAt = Date.now();
+    const { job: resumed } = await api.service.resume(job.id);
+    expect(resumed.next_run_at!).toBeGreaterThan(resumedAt);
+    await waitFor(async () => (await runsOf(job.id)).length >= 1, 5_000, 'a run');
+    await api.service.pause(job.id);
+    const runs = await runsOf(job.id);
+    expect(runs.every((r) => r.due_at > resumedAt && r.trigger === 'schedule')).toBe(true);
+  });
+});
+
+describe('the worker side of the job scheduler', () => {
+  it('computes the next iteration with croner in the job zone (repeatStrategy on the Worker)', async () => {
+    const { api, worker, runsOf } = setup();
+    await worker();
+    const job = await api.service.add({ schedule: '0 8 * * *', prompt: 'morning', tz: 'Europe/Warsaw' }, cli);
+    const [first, second] = nextOccurrences(job.schedule, job.tz, job.created_at, 2);
+    const pending = await api.queues.ticks.getJob(`repeat:cron:${job.id}:${first}`);
+    expect((pending?.opts as { repeat?: unknown } | undefined)?.repeat).toMatchObject({ pattern: '0 8 * * *', tz: 'Europe/Warsaw' });
+    await pending!.promote(); // a worker picks it up now, long before 08:00
+    await waitFor(async () => (await api.queues.ticks.getJob(`repeat:cron:${job.id}:${second}`)) !== undefined, 5_000, 'next iteration');
+    await waitFor(async () => (await api.queues.ticks.getJob(`repeat:cron:${job.id}:${first}`))?.isDelayed(), 5_000, 'moved back to delayed');
+    expect(await runsOf(job.id)).toEqual([]);
+    const delayed = (await api.queues.ticks.getDelayed()).map((j) => j.id).filter((id) => id?.includes(job.id)).sort();
+    expect(delayed).toEqual([`repeat:cron:${job.id}:${first}`, `repeat:cron:${job.id}:${second}`].sort());
+    expect(formatInZone(second!, 'Europe/Warsaw')).toMatch(/ 08:00 /);
+  });
+
+  it('edit re-arms from now; reconcile re-arms a job whose scheduler went missing', async () => {
+    const { api } = setup();
+    const job = await api.service.add({ schedule: 'daily at 7am', prompt: 'x', tz: 'UTC' }, cli);
+    const edited = await api.service.edit(job.id, { schedule: 'weekdays at 6pm' }, cli);
+    expect(edited).toMatchObject({ generation: job.generation + 1, schedule: { expression: '0 18 * * 1-5' } });
+    expect(await api.store.schedulerNext(job.id)).toBe(edited.next_run_at);
+    expect((await api.queues.ticks.getDelayed()).filter((j) => j.id?.includes(job.id))).toHaveLength(1);
+    await api.queues.ticks.removeJobScheduler(`cron:${job.id}`);
+    expect(await api.service.doctor()).toContainEqual({ jobId: job.id, message: expect.stringMatching(/has no job scheduler/) });
+    expect(await api.store.reconcile()).toBe(1);
+    expect(await api.store.schedulerNext(job.id)).toBe(edited.next_run_at);
+    expect(await api.store.reconcile()).toBe(0);
+  });
+
+  it('--overlap queue defers an occurrence due during a run instead of skipping it', async () => {
+    const { api, worker, runsOf } = setup({ 'agent.base_url': slowModel.baseUrl });
+    await worker(4);
+    const job = await api.service.add({ schedule: 'every 1s', prompt: 'slow', overlap: 'queue', repeat: 2 }, cli);
+    await waitFor(async () => (await api.store.get(job.id))?.state === 'completed', 15_000, 'two runs');
+    const runs = await runsOf(job.id);
+    // Occurrences due during the first run waited (none was recorded as skipped); the
+    // first of them to get the job ran, older waiting ones coalesced into it.
+    expect(runs.map((r) => r.status)).toEqual(['ok', 'ok']);
+    expect(runs[1]!.due_at).toBeGreaterThan(runs[0]!.due_at);
+    expect(runs[1]!.due_at).toBeLessThan(runs[0]!.finished_at!);
+    expect(runs[1]!.started_at!).toBeGreaterThanOrEqual(runs[0]!.finished_at!);
+  });
+
+  it('a model that cannot be reached is retried with backoff, then recorded as an error', async () => {
+    const { freePort } = await import('../scheduler/redis/embedded-redis.ts');
+    const { api, worker, runsOf } = setup({ 'agent.base_url': `http://127.0.0.1:${await freePort()}/v1` });
+    const w = await worker();
+    const attempts: number[] = [];
+    w.worker.on('failed', (j) => attempts.push(j?.attemptsMade ?? -1));
+    const job = await api.service.add({ schedule: 'in 1s', prompt: 'unreachable' }, cli);
+    await waitFor(async () => (await runsOf(job.id)).length === 1, 20_000, 'the error run');
+    const [run] = await runsOf(job.id);
+    expect(run).toMatchObject({ status: 'error', error: expect.stringMatching(/could not be reached/), deliveries: [] });
+    expect(attempts).toEqual([1, 2]); // two retried attempts, the third recorded the error
+    expect(await api.store.get(job.id)).toMatchObject({ state: 'error', failure_streak: 1 });
+  });
+});
+
+describe('service input errors change nothing', () => {
+  it.each([
+    [{ schedule: 'every 5 parsecs', prompt: 'x' }, /not a valid interval|unknown day/],
+    [{ schedule: 'daily at 7am', prompt: 'x', tz: 'Nowhere/City' }, /Unknown time zone/],
+    [{ schedule: 'daily at 7am' }, /needs a prompt/],
+    [{ schedule: 'daily at 7am', prompt: 'x', repeat: 0 }, /--repeat must be a positive whole number/],
+    [{ schedule: 'daily at 7am', prompt: 'x', misfire: 'later' }, /--misfire must be skip or once/],
+    [{ schedule: 'daily at 7am', prompt: 'x', overlap: 'maybe' }, /--overlap must be skip, queue or allow/],
+    [{ schedule: 'daily at 7am', prompt: 'x', deliver: 'pigeon' }, /Unknown delivery target "pigeon"/],
+    [{ schedule: 'daily at 7am', prompt: 'x'.repeat(20_000) }, /limit is 16000/],
+  ])('add rejects %$', async (input, message) => {
+    const { api } = setup();
+    await expect(api.service.add(input, cli)).rejects.toThrow(ScheduleInputError);
+    await expect(api.service.add(input, cli)).rejects.toThrow(message);
+    expect(await api.store.list()).toEqual([]);
+    expect(await api.queues.ticks.getJobSchedulersCount()).toBe(0);
+  });
+
+  it('an ambiguous name lists the candidate ids; an unknown one says so', async () => {
+    const { api } = setup();
+    const a = await api.service.add({ schedule: 'daily at 7am', prompt: 'x', name: 'Report' }, cli);
+    const b = await api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: 'report' }, cli);
+    await expect(api.service.pause('REPORT')).rejects.toThrow(new RegExp(`ambiguous.*${a.id}.*${b.id}`));
+    await expect(api.service.pause('nothing')).rejects.toThrow(/No cron job with id or name "nothing"/);
+    expect((await api.service.pause(a.id)).job.state).toBe('paused');
+    expect((await api.service.get(b.id)).state).toBe('scheduled');
+  });
+});
+
+export type { CronRun };

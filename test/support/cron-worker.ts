@@ -1,0 +1,124 @@
+/**
+ * In-process cron workers for tests: a real BullMQ Worker on the `ticks`
+ * queue that hands `cron-tick` jobs to `processCronTick`, with `WorkerDeps`
+ * built here (separate connections per worker, as separate processes would have).
+ */
+import { randomBytes } from 'node:crypto';
+import { Worker, type Job } from 'bullmq';
+import { Redis } from 'ioredis';
+import type { HermesConfig } from '../../scheduler/config.ts';
+import { CronService } from '../../scheduler/cron/cron-service.ts';
+import { CronStore, type CronTickData } from '../../scheduler/cron/cron-store.ts';
+import { cronRepeatStrategy } from '../../scheduler/cron/repeat-strategy.ts';
+import { Keys, QUEUES } from '../../scheduler/keys.ts';
+import { createLogger } from '../../scheduler/logger.ts';
+import { LoopStore } from '../../scheduler/loop-store.ts';
+import { telegramOutboundQueue } from '../../scheduler/outbound.ts';
+import { HermesQueues } from '../../scheduler/queues.ts';
+import { BULLMQ_REDIS_OPTIONS } from '../../scheduler/redis/connect.ts';
+import { ScheduleService } from '../../scheduler/schedule-service.ts';
+import { SessionStore } from '../../scheduler/session-store.ts';
+import { processCronTick, type CronTickResult } from '../../worker/cron-processor.ts';
+import { SessionLock } from '../../worker/session-lock.ts';
+import { RunnerFactory } from '../../worker/turn-runners/create-runner.ts';
+import { TurnTracker } from '../../worker/turn-tracker.ts';
+import type { WorkerDeps } from '../../worker/worker-deps.ts';
+
+/** A running test worker. */
+export interface TestCronWorker {
+  deps: WorkerDeps;
+  worker: Worker<CronTickData, CronTickResult>;
+  /** Results of processed ticks, in completion order. */
+  results: CronTickResult[];
+  close(): Promise<void>;
+}
+
+/** Worker dependencies over their own connection (no BullMQ Worker). `close()` closes them. */
+export function createTestDeps(config: HermesConfig): WorkerDeps & { close(): Promise<void> } {
+  const keys = new Keys(config.redis.prefix);
+  const redis = new Redis(config.redis.url!, { maxRetriesPerRequest: 3 });
+  const queues = new HermesQueues(keys, redis);
+  const log = createLogger({ level: config.log_level, name: 'test-worker' });
+  const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
+  const deps: WorkerDeps = {
+    config, redis, keys, queues, loops,
+    sessions: new SessionStore(redis, keys, config.worker.transcript_max_messages),
+    schedules: new ScheduleService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log),
+    runners: new RunnerFactory(config),
+    lock: new SessionLock(redis, keys, config.worker.lock_duration_ms),
+    outboundTelegram: telegramOutboundQueue(keys, redis),
+    turns: new TurnTracker(),
+    log,
+    workerId: `test:${process.pid}:${randomBytes(3).toString('hex')}`,
+  };
+  return {
+    ...deps,
+    async close() {
+      await Promise.allSettled([queues.close(), deps.outboundTelegram.close()]);
+      redis.disconnect();
+    },
+  };
+}
+
+/** Start one cron worker. */
+export async function startCronWorker(config: HermesConfig, options: { concurrency?: number } = {}): Promise<TestCronWorker> {
+  const deps = createTestDeps(config);
+  const { keys, redis } = deps;
+  const bull = new Redis(config.redis.url!, BULLMQ_REDIS_OPTIONS);
+  const results: CronTickResult[] = [];
+  const worker = new Worker<CronTickData, CronTickResult>(
+    QUEUES.ticks,
+    async (job: Job<CronTickData>, token, signal) => {
+      const r = await processCronTick(job, token, signal, deps);
+      results.push(r);
+      return r;
+    },
+    {
+      connection: bull,
+      prefix: keys.bullPrefix,
+      concurrency: options.concurrency ?? 8,
+      lockDuration: config.worker.lock_duration_ms,
+      stalledInterval: config.worker.stalled_interval_ms,
+      settings: { repeatStrategy: cronRepeatStrategy },
+    },
+  );
+  worker.on('error', () => {});
+  await worker.waitUntilReady();
+  await redis.zadd(keys.workers, Date.now(), deps.workerId);
+  return {
+    deps, worker, results,
+    async close() {
+      await worker.close();
+      await deps.close();
+      bull.disconnect();
+    },
+  };
+}
+
+/** A service and store over their own connection (what the CLI or gateway would hold). */
+export function openCronService(config: HermesConfig, now: () => number = Date.now): {
+  service: CronService;
+  store: CronStore;
+  redis: Redis;
+  keys: Keys;
+  queues: HermesQueues;
+  close(): Promise<void>;
+} {
+  const keys = new Keys(config.redis.prefix);
+  const redis = new Redis(config.redis.url!, { maxRetriesPerRequest: 3 });
+  const queues = new HermesQueues(keys, redis);
+  const store = new CronStore(redis, keys, queues, { historyLimit: config.cron.history_limit });
+  const service = new CronService(
+    store,
+    { timezone: config.timezone, minIntervalSeconds: config.cron.min_interval_seconds, maxPromptChars: config.agent.max_prompt_chars, historyLimit: config.cron.history_limit },
+    createLogger({ level: config.log_level, name: 'test-cli' }),
+    now,
+  );
+  return {
+    service, store, redis, keys, queues,
+    async close() {
+      await queues.close();
+      redis.disconnect();
+    },
+  };
+}

@@ -1,0 +1,94 @@
+/**
+ * Delivery of a cron run's reply to its targets (SPEC §7 Delivery). The
+ * `local` target is written inside the run commit (session stream of
+ * `cron:<id>`, evidence: the stream id); this module sends the others after
+ * the commit and records each outcome on the run:
+ *
+ * - `telegram:<chat>[:<thread>]` → the durable outbound queue, job id derived
+ *   from the occurrence and target (a retry never queues it twice); status
+ *   `queued` — the gateway records Telegram's message id when it sends it.
+ * - webhook URL → HTTP POST of JSON with `Idempotency-Key: <occurrence id>`;
+ *   `delivered` only on a 2xx answer (evidence: the status), else `failed`.
+ * - `origin` → the route the job was created from (a Telegram chat), else `local`.
+ */
+import { enqueueTelegramOutbound, outboundJobId } from '../scheduler/outbound.ts';
+import { isoUtc } from '../scheduler/cron/cron-engine.ts';
+import { cronSessionId, type CronDelivery, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
+import type { WorkerDeps } from './worker-deps.ts';
+
+/** The concrete targets of a job: `origin` resolved, duplicates removed. */
+export function resolveTargets(job: CronJob): string[] {
+  const out = new Set<string>();
+  for (const t of job.deliver) {
+    if (t !== 'origin') {
+      out.add(t);
+      continue;
+    }
+    const route = job.origin.route;
+    if (route && route.platform === 'telegram') out.add(`telegram:${route.chatId}${route.threadId ? `:${route.threadId}` : ''}`);
+    else out.add('local');
+  }
+  return [...out];
+}
+
+/**
+ * Send every `pending` delivery of a committed run.
+ * @returns the run with each delivery's outcome (the caller stores it)
+ */
+export async function deliverPending(run: CronRun, job: CronJob, deps: WorkerDeps): Promise<CronRun> {
+  const deliveries: CronDelivery[] = [];
+  for (const d of run.deliveries) {
+    if (d.status !== 'pending') {
+      deliveries.push(d);
+      continue;
+    }
+    try {
+      deliveries.push(await deliverOne(d.target, run, job, deps));
+    } catch (err) {
+      deliveries.push({ target: d.target, status: 'failed', error: (err as Error).message });
+    }
+  }
+  for (const d of deliveries) {
+    if (d.status === 'failed') deps.log.warn({ cronJobId: run.job_id, occurrenceId: run.occurrence_id, target: redactTarget(d.target), error: d.error }, 'cron delivery failed');
+  }
+  return { ...run, deliveries };
+}
+
+async function deliverOne(target: string, run: CronRun, job: CronJob, deps: WorkerDeps): Promise<CronDelivery> {
+  const text = run.output ?? '';
+  if (target.startsWith('telegram:')) {
+    const [, chatId, threadId] = target.split(':');
+    // BullMQ accepts a custom job id with ':' only when it has exactly three parts;
+    // outboundJobId() makes `out:<occurrenceId>`, so this id has exactly one ':'.
+    const occurrenceId = `${run.occurrence_id.replace(/:/g, '.')}:${target.replace(/:/g, '.')}`;
+    await enqueueTelegramOutbound(deps.outboundTelegram, {
+      platform: 'telegram', chatId: chatId!, ...(threadId ? { threadId } : {}), text, sessionId: cronSessionId(job.id), occurrenceId,
+    });
+    return { target, status: 'queued', evidence: `outbound job ${outboundJobId(occurrenceId)}` };
+  }
+  if (/^https?:\/\//i.test(target)) {
+    const res = await fetch(target, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': run.occurrence_id },
+      body: JSON.stringify({
+        job_id: job.id, name: job.name, occurrence_id: run.occurrence_id, trigger: run.trigger, status: run.status,
+        due_at: isoUtc(run.due_at), finished_at: run.finished_at === null ? null : isoUtc(run.finished_at),
+        output: text, error: run.error,
+      }),
+      signal: AbortSignal.timeout(deps.config.cron.webhook_timeout_seconds * 1000),
+    });
+    await res.arrayBuffer().catch(() => undefined);
+    if (res.ok) return { target, status: 'delivered', evidence: `HTTP ${res.status}` };
+    return { target, status: 'failed', error: `HTTP ${res.status}` };
+  }
+  return { target, status: 'failed', error: 'unknown target' };
+}
+
+/** A target for logs: a webhook URL without path or query (they may hold secrets). */
+function redactTarget(target: string): string {
+  try {
+    return /^https?:/i.test(target) ? new URL(target).origin : target;
+  } catch {
+    return 'webhook';
+  }
+}
