@@ -128,13 +128,13 @@ describe('cron runs (real BullMQ)', () => {
     const [run] = await runsOf(job.id);
     expect(run!.deliveries).toEqual([
       { target: 'local', status: 'delivered', evidence: expect.any(String) },
-      { target: 'telegram:-1001:7', status: 'queued', evidence: expect.stringContaining('out:') },
+      { target: 'telegram:-1001:7', status: 'queued', evidence: expect.stringContaining('outbound job out|') },
       { target: `http://127.0.0.1:${port}/ok`, status: 'delivered', evidence: 'HTTP 204' },
       { target: `http://127.0.0.1:${port}/fail`, status: 'failed', error: 'HTTP 500' },
     ]);
     expect(received.map((r) => r.key)).toEqual([run!.occurrence_id, run!.occurrence_id]);
     expect(received[0]!.body).toMatchObject({ job_id: job.id, output: 'done: report', status: 'ok' });
-    const out = await worker().then((w) => w.deps.outboundTelegram.getJob(outboundJobId(`${run!.occurrence_id.replace(/:/g, '.')}:telegram.-1001.7`)));
+    const out = await worker().then((w) => w.deps.outboundTelegram.getJob(outboundJobId(`${run!.occurrence_id}>telegram:-1001:7`)));
     expect(out?.data).toMatchObject({ platform: 'telegram', chatId: '-1001', threadId: '7', text: 'done: report', sessionId: `cron:${job.id}` });
   });
 });

@@ -58,9 +58,8 @@ async function deliverOne(target: string, run: CronRun, job: CronJob, deps: Work
   const text = run.output ?? '';
   if (target.startsWith('telegram:')) {
     const [, chatId, threadId] = target.split(':');
-    // BullMQ accepts a custom job id with ':' only when it has exactly three parts;
-    // outboundJobId() makes `out:<occurrenceId>`, so this id has exactly one ':'.
-    const occurrenceId = `${run.occurrence_id.replace(/:/g, '.')}:${target.replace(/:/g, '.')}`;
+    // One outbound job per occurrence and target (outboundJobId makes it a valid BullMQ id).
+    const occurrenceId = `${run.occurrence_id}>${target}`;
     await enqueueTelegramOutbound(deps.outboundTelegram, {
       platform: 'telegram', chatId: chatId!, ...(threadId ? { threadId } : {}), text, sessionId: cronSessionId(job.id), occurrenceId,
     });
