@@ -13,7 +13,7 @@ import { Keys, QUEUES } from '../scheduler/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { SessionStore } from '../scheduler/session-store.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
-import { readSseUntil } from './support/http.ts';
+import { readJson, readSseUntil } from './support/http.ts';
 
 const KEY = 'api-key-abcdef';
 
@@ -90,7 +90,7 @@ describe('/api/schedules', () => {
   it('creates a loop in the /loop grammar, arms its job scheduler, pauses, resumes and deletes it', async () => {
     const created = await call('POST', '/api/schedules', { kind: 'loop', session_id: 'api-s1', args: '2m check the deploy --times 3' });
     expect(created.status).toBe(201);
-    const body = await created.json();
+    const body = await readJson(created);
     expect(body.reply).toMatch(/Loop set: every 2m/);
     expect(body.schedule).toMatchObject({ session_id: 'api-s1', kind: 'loop', status: 'active', interval_seconds: 120, times: 3, prompt: 'check the deploy' });
 
@@ -98,23 +98,23 @@ describe('/api/schedules', () => {
     try {
       expect(await ticks.getJobScheduler(new Keys(env.prefix).schedulerId('api-s1', 'loop'))).toBeTruthy();
 
-      const list = await (await call('GET', '/api/schedules')).json();
+      const list = await readJson(call('GET', '/api/schedules'));
       expect(list.data.map((s: { session_id: string }) => s.session_id)).toContain('api-s1');
 
       const paused = await call('POST', '/api/schedules/api-s1/loop/pause');
       expect(paused.status).toBe(200);
-      expect((await paused.json()).schedule.status).toBe('paused');
+      expect((await readJson(paused)).schedule.status).toBe('paused');
       expect(await ticks.getJobScheduler(new Keys(env.prefix).schedulerId('api-s1', 'loop'))).toBeFalsy();
 
-      const resumed = await (await call('POST', '/api/schedules/api-s1/loop/resume')).json();
+      const resumed = await readJson(call('POST', '/api/schedules/api-s1/loop/resume'));
       expect(resumed.schedule.status).toBe('active');
       expect(await ticks.getJobScheduler(new Keys(env.prefix).schedulerId('api-s1', 'loop'))).toBeTruthy();
 
-      const one = await (await call('GET', '/api/schedules/api-s1/loop')).json();
+      const one = await readJson(call('GET', '/api/schedules/api-s1/loop'));
       expect(one.status_line).toMatch(/^loop: active · every 2m/);
 
       const deleted = await call('DELETE', '/api/schedules/api-s1/loop');
-      expect((await deleted.json()).reply).toMatch(/Loop stopped/);
+      expect((await readJson(deleted)).reply).toMatch(/Loop stopped/);
       expect(await ticks.getJobScheduler(new Keys(env.prefix).schedulerId('api-s1', 'loop'))).toBeFalsy();
     } finally {
       await ticks.close();
@@ -124,10 +124,10 @@ describe('/api/schedules', () => {
   it('creates a heartbeat and refuses one below the minimum interval', async () => {
     const ok = await call('POST', '/api/schedules', { kind: 'heartbeat', session_id: 'api-hb', interval_seconds: 300, prompt: 'anything new?' });
     expect(ok.status).toBe(201);
-    expect((await ok.json()).schedule).toMatchObject({ kind: 'heartbeat', interval_seconds: 300 });
+    expect((await readJson(ok)).schedule).toMatchObject({ kind: 'heartbeat', interval_seconds: 300 });
     const bad = await call('POST', '/api/schedules', { kind: 'heartbeat', session_id: 'api-hb2', interval_seconds: 5, prompt: 'x' });
     expect(bad.status).toBe(400);
-    expect((await bad.json()).error).toMatchObject({ param: 'interval_seconds', type: 'invalid_request_error' });
+    expect((await readJson(bad)).error).toMatchObject({ param: 'interval_seconds', type: 'invalid_request_error' });
     expect(await redis.exists(new Keys(env.prefix).schedule('api-hb2', 'heartbeat'))).toBe(0);
   });
 
@@ -136,10 +136,10 @@ describe('/api/schedules', () => {
     [{ kind: 'loop', session_id: 'bad id!', args: '5m check' }, /Invalid session id/],
     [{ kind: 'loop', session_id: 'api-s2', args: 'pause' }, /control word/],
     [{ kind: 'cron', session_id: 'api-s2' }, /Invalid request body/],
-  ])('answers 400 and writes nothing for %j', async (body, message) => {
-    const res = await call('POST', '/api/schedules', body);
+  ])('answers 400 and writes nothing for %j', async (input, message) => {
+    const res = await call('POST', '/api/schedules', input);
     expect(res.status).toBe(400);
-    expect((await res.json()).error.message).toMatch(message);
+    expect((await readJson(res)).error.message).toMatch(message);
     expect(await redis.exists(new Keys(env.prefix).schedule('api-s2', 'loop'))).toBe(0);
   });
 
@@ -153,13 +153,13 @@ describe('/api/cron', () => {
   it('lists, creates, pauses, resumes, runs and deletes jobs by id or name', async () => {
     const created = await call('POST', '/api/cron/jobs', { schedule: 'every 2h', prompt: 'summarise mail', name: 'Mail' });
     expect(created.status).toBe(201);
-    const job = await created.json();
-    expect((await (await call('POST', '/api/cron/jobs/mail/pause')).json()).state).toBe('paused');
-    expect((await (await call('POST', `/api/cron/jobs/${job.id}/resume`, { run_now: true })).json())).toMatchObject({ state: 'scheduled', runs: 1 });
+    const job = await readJson(created);
+    expect((await readJson(call('POST', '/api/cron/jobs/mail/pause'))).state).toBe('paused');
+    expect((await readJson(call('POST', `/api/cron/jobs/${job.id}/resume`, { run_now: true })))).toMatchObject({ state: 'scheduled', runs: 1 });
     expect((await call('POST', '/api/cron/jobs/Mail/run')).status).toBe(202);
-    expect((await (await call('GET', '/api/cron/jobs')).json()).data).toHaveLength(1);
+    expect((await readJson(call('GET', '/api/cron/jobs'))).data).toHaveLength(1);
     expect((await call('DELETE', '/api/cron/jobs/mail')).status).toBe(200);
-    expect((await (await call('GET', '/api/cron/jobs')).json()).data).toHaveLength(0);
+    expect((await readJson(call('GET', '/api/cron/jobs'))).data).toHaveLength(0);
   });
 
   it('answers 400 for bad input and unknown references, and refuses a script', async () => {
@@ -167,7 +167,7 @@ describe('/api/cron', () => {
     expect((await call('POST', '/api/cron/jobs/nope/pause')).status).toBe(400);
     const script = await call('POST', '/api/cron/jobs', { schedule: '30m', script: 'rm -rf /' });
     expect(script.status).toBe(400);
-    expect((await script.json()).error.message).toMatch(/script/);
+    expect((await readJson(script)).error.message).toMatch(/script/);
   });
 });
 

@@ -10,7 +10,7 @@ import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai-gateway.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
-import { parseSse, readSseUntil, waitFor } from './support/http.ts';
+import { readJson, parseSse, readSseUntil, waitFor } from './support/http.ts';
 import { startV1Worker, type TestV1Worker } from './support/v1-worker.ts';
 
 const KEY = 'test-key-0123456789';
@@ -60,14 +60,14 @@ describe('/v1 auth (SPEC §8)', () => {
   it('refuses a request without a key with 401 and an OpenAI-style error', async () => {
     const res = await fetch(url('/v1/models'));
     expect(res.status).toBe(401);
-    const body = await res.json();
+    const body = await readJson(res);
     expect(body).toEqual({ error: { message: expect.stringMatching(/Missing API key/), type: 'authentication_error', param: null, code: 'missing_api_key' } });
   });
 
   it('refuses a wrong key with 401', async () => {
     const res = await fetch(url('/v1/models'), { headers: { authorization: 'Bearer wrong-key' } });
     expect(res.status).toBe(401);
-    expect((await res.json()).error.code).toBe('invalid_api_key');
+    expect((await readJson(res)).error.code).toBe('invalid_api_key');
     const prefix = await fetch(url('/v1/models'), { headers: { authorization: `Bearer ${KEY.slice(0, -1)}` } });
     expect(prefix.status).toBe(401);
   });
@@ -75,7 +75,7 @@ describe('/v1 auth (SPEC §8)', () => {
   it('accepts the right key', async () => {
     const res = await get('/v1/models');
     expect(res.status).toBe(200);
-    const body = await res.json();
+    const body = await readJson(res);
     expect(body.object).toBe('list');
     expect(body.data.map((m: { id: string }) => m.id)).toContain('hermes-agent');
   });
@@ -83,7 +83,7 @@ describe('/v1 auth (SPEC §8)', () => {
   it('keeps /health open', async () => {
     const res = await fetch(url('/health'));
     expect(res.status).toBe(200);
-    expect((await res.json()).status).toBe('ok');
+    expect((await readJson(res)).status).toBe('ok');
   });
 
   it('refuses to bind a non-loopback address without a key', async () => {
@@ -104,7 +104,7 @@ describe('POST /v1/chat/completions', () => {
     const before = model.requests.length;
     const res = await post('/v1/chat/completions', { model: 'hermes-agent', messages: [{ role: 'user', content: 'hello there' }] });
     expect(res.status).toBe(200);
-    const body = await res.json();
+    const body = await readJson(res);
     expect(body).toMatchObject({
       object: 'chat.completion', model: 'hermes-agent',
       choices: [{ index: 0, message: { role: 'assistant', content: 'echo: hello there' }, finish_reason: 'stop' }],
@@ -156,11 +156,11 @@ describe('POST /v1/chat/completions', () => {
     ['an empty message list', { messages: [] }, 'invalid_body', 'messages'],
     ['a bad role', { messages: [{ role: 'robot', content: 'hi' }] }, 'invalid_body', 'messages.0.role'],
     ['stream that is not a boolean', { messages: [{ role: 'user', content: 'hi' }], stream: 'yes' }, 'invalid_body', 'stream'],
-  ])('answers 400 with an OpenAI error object for %s', async (_name, body, code, param) => {
+  ])('answers 400 with an OpenAI error object for %s', async (_name, input, code, param) => {
     const before = model.requests.length;
-    const res = await post('/v1/chat/completions', body);
+    const res = await post('/v1/chat/completions', input);
     expect(res.status).toBe(400);
-    const json = await res.json();
+    const json = await readJson(res);
     expect(json.error).toMatchObject({ type: 'invalid_request_error', code, param });
     expect(typeof json.error.message).toBe('string');
     expect(model.requests.length).toBe(before);
@@ -169,7 +169,7 @@ describe('POST /v1/chat/completions', () => {
   it('rejects a message over agent.max_prompt_chars', async () => {
     const res = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x'.repeat(env.config.agent.max_prompt_chars + 1) }] });
     expect(res.status).toBe(400);
-    expect((await res.json()).error).toMatchObject({ code: 'prompt_too_long', param: 'messages.0.content' });
+    expect((await readJson(res)).error).toMatchObject({ code: 'prompt_too_long', param: 'messages.0.content' });
   });
 });
 
@@ -178,7 +178,7 @@ describe('/v1/runs', () => {
     model.delayMs = 200;
     const res = await post('/v1/runs', { input: 'count the queue' });
     expect(res.status).toBe(202);
-    const run = await res.json();
+    const run = await readJson(res);
     expect(run).toMatchObject({ object: 'run', status: 'queued', output: null });
 
     const controller = new AbortController();
@@ -186,7 +186,7 @@ describe('/v1/runs', () => {
     expect(events.map((e) => e.event)).toEqual(['run.queued', 'run.started', 'run.completed']);
     expect(JSON.parse(events.at(-1)!.data).output).toBe('echo: count the queue');
 
-    const final = await (await get(`/v1/runs/${run.id}`)).json();
+    const final = await readJson(get(`/v1/runs/${run.id}`));
     expect(final).toMatchObject({ id: run.id, status: 'completed', output: 'echo: count the queue', error: null });
 
     // Last-Event-ID resumes after the given event
@@ -197,7 +197,7 @@ describe('/v1/runs', () => {
   it('answers 404 for an unknown run', async () => {
     const res = await get('/v1/runs/run_000000000000000000000000');
     expect(res.status).toBe(404);
-    expect((await res.json()).error.type).toBe('not_found_error');
+    expect((await readJson(res)).error.type).toBe('not_found_error');
   });
 
   it('Idempotency-Key replays the same run; a different payload under the key is 409', async () => {
@@ -208,15 +208,15 @@ describe('/v1/runs', () => {
     expect(a.status).toBe(202);
     expect(b.status).toBe(200);
     expect(b.headers.get('idempotent-replayed')).toBe('true');
-    const runA = await a.json();
-    const runB = await b.json();
+    const runA = await readJson(a);
+    const runB = await readJson(b);
     expect(runB.id).toBe(runA.id);
-    await waitFor(async () => (await (await get(`/v1/runs/${runA.id}`)).json()).status === 'completed', 5000, 'run completed');
+    await waitFor(async () => (await readJson(get(`/v1/runs/${runA.id}`))).status === 'completed', 5000, 'run completed');
     expect(model.requests.length).toBe(before + 1);
 
     const c = await post('/v1/runs', { input: 'something else' }, { 'idempotency-key': key });
     expect(c.status).toBe(409);
-    expect((await c.json()).error).toMatchObject({ type: 'conflict_error', code: 'idempotency_key_reused' });
+    expect((await readJson(c)).error).toMatchObject({ type: 'conflict_error', code: 'idempotency_key_reused' });
     expect(model.requests.length).toBe(before + 1);
   });
 
@@ -227,19 +227,19 @@ describe('/v1/runs', () => {
     const first = await post('/v1/chat/completions', body, { 'idempotency-key': key });
     const second = await post('/v1/chat/completions', body, { 'idempotency-key': key });
     expect(second.headers.get('x-hermes-run-id')).toBe(first.headers.get('x-hermes-run-id'));
-    expect((await second.json()).choices[0].message.content).toBe((await first.json()).choices[0].message.content);
+    expect((await readJson(second)).choices[0].message.content).toBe((await readJson(first)).choices[0].message.content);
     expect(model.requests.length).toBe(before + 1);
   });
 
   it('POST /v1/runs/:id/stop cancels a running run', async () => {
     model.delayMs = 3000;
-    const run = await (await post('/v1/runs', { input: 'long task' })).json();
-    await waitFor(async () => (await (await get(`/v1/runs/${run.id}`)).json()).status === 'running', 5000, 'run started');
+    const run = await readJson(post('/v1/runs', { input: 'long task' }));
+    await waitFor(async () => (await readJson(get(`/v1/runs/${run.id}`))).status === 'running', 5000, 'run started');
     const stop = await post(`/v1/runs/${run.id}/stop`, {});
     expect(stop.status).toBe(202);
     const started = Date.now();
     const final = await waitFor(async () => {
-      const r = await (await get(`/v1/runs/${run.id}`)).json();
+      const r = await readJson(get(`/v1/runs/${run.id}`));
       return r.status === 'cancelled' ? r : null;
     }, 2500, 'run cancelled');
     expect(Date.now() - started).toBeLessThan(1500);
@@ -250,14 +250,14 @@ describe('/v1/runs', () => {
     await worker.worker.pause();
     try {
       const before = model.requests.length;
-      const run = await (await post('/v1/runs', { input: 'never' })).json();
+      const run = await readJson(post('/v1/runs', { input: 'never' }));
       const stop = await post(`/v1/runs/${run.id}/stop`, {});
       expect(stop.status).toBe(200);
-      expect((await stop.json()).status).toBe('cancelled');
+      expect((await readJson(stop)).status).toBe('cancelled');
       worker.worker.resume();
       await new Promise((r) => setTimeout(r, 300));
       expect(model.requests.length).toBe(before);
-      expect((await (await get(`/v1/runs/${run.id}`)).json()).status).toBe('cancelled');
+      expect((await readJson(get(`/v1/runs/${run.id}`))).status).toBe('cancelled');
     } finally {
       worker.worker.resume();
     }
@@ -272,6 +272,6 @@ describe('/v1/runs', () => {
     const res = await pending;
     expect(Date.now() - started).toBeLessThan(2000);
     expect(res.status).toBe(503);
-    expect((await res.json()).error).toMatchObject({ type: 'service_unavailable', code: 'server_draining' });
+    expect((await readJson(res)).error).toMatchObject({ type: 'service_unavailable', code: 'server_draining' });
   });
 });

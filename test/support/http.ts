@@ -75,3 +75,9 @@ export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 10_000, w
     await new Promise((r) => setTimeout(r, 25));
   }
 }
+
+/** The JSON body of a response (awaits the response first when given a promise). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export async function readJson(res: Response | Promise<Response>): Promise<any> {
+  return (await res).json();
+}
