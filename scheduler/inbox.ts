@@ -11,7 +11,7 @@
 import type { Redis } from 'ioredis';
 import { ScheduleInputError } from './errors/schedule-input-error.ts';
 import type { Keys } from './keys.ts';
-import type { HermesQueues } from './queues.ts';
+import { safeJobId, type HermesQueues } from './queues.ts';
 import type { Origin } from './loop-state.ts';
 import { assertSessionId } from './session-id.ts';
 
@@ -36,7 +36,7 @@ export interface InboxJobData {
 
 /** BullMQ job id of an input (dedupes the same message sent twice). */
 export function inboxJobId(sessionId: string, messageId: string): string {
-  return `input:${sessionId}:${messageId}`;
+  return safeJobId(`input:${sessionId}:${messageId}`);
 }
 
 /**

@@ -8,7 +8,7 @@
 import { Queue, type ConnectionOptions } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { QUEUES, type Keys } from './keys.ts';
-import { JOB_RETENTION } from './queues.ts';
+import { JOB_RETENTION, safeJobId } from './queues.ts';
 
 /** Data of an outbound Telegram job. */
 export interface TelegramOutboundData {
@@ -23,7 +23,7 @@ export interface TelegramOutboundData {
 
 /** Job id of the outbound reply of an occurrence (dedupes). */
 export function outboundJobId(occurrenceId: string): string {
-  return `out:${occurrenceId}`;
+  return safeJobId(`out:${occurrenceId}`);
 }
 
 /** Open the Telegram outbound queue. */

@@ -40,3 +40,14 @@ export function schedulerJobMillis(jobId: string | undefined): number | undefine
   const n = Number(jobId.slice(jobId.lastIndexOf(':') + 1));
   return Number.isFinite(n) ? n : undefined;
 }
+
+/**
+ * A custom BullMQ job id from an id that may contain `:`. BullMQ 6 refuses
+ * custom ids with a `:` unless they have exactly three `:`-separated parts
+ * (the legacy repeatable-job form), and session ids (`telegram:<chat>`) and
+ * occurrence ids (`loop:<id>:<ms>`) contain colons. `!` is not allowed in
+ * session ids, so the mapping does not merge two session ids.
+ */
+export function safeJobId(id: string): string {
+  return id.replaceAll(':', '!');
+}
