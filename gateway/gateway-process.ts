@@ -23,9 +23,14 @@ import { HermesQueues } from '../scheduler/queues.ts';
 import { BULLMQ_REDIS_OPTIONS, openRedis } from '../scheduler/redis/connect.ts';
 import { ScheduleService } from '../scheduler/schedule-service.ts';
 import { RunStore, v1RunsQueue } from '../scheduler/v1-runs.ts';
+import { telegramOutboundQueue } from '../scheduler/outbound.ts';
 import { InflightRuns } from './drain.ts';
 import type { CronApi } from './http/cron-routes.ts';
 import { startHttpServer, type HttpServerHandle } from './http/server.ts';
+import type { PlatformPlugin } from './plugins/platform-plugin.ts';
+import { PlatformRegistry, type PlatformStatus } from './plugins/platform-registry.ts';
+import { ReconnectWatcher } from './plugins/reconnect-watcher.ts';
+import { telegramPlugin } from './telegram/telegram-plugin.ts';
 
 /** Options of `startGateway`. */
 export interface GatewayOptions {
@@ -34,6 +39,8 @@ export interface GatewayOptions {
   log: Logger;
   /** The cron service behind `/api/cron`; without it those routes answer 501. */
   cron?: CronApi;
+  /** Platform plugins besides the built-in Telegram one. */
+  plugins?: PlatformPlugin[];
 }
 
 /** A running gateway. */
@@ -42,6 +49,10 @@ export interface Gateway {
   readonly httpAddress: { host: string; port: number; url: string };
   /** This instance's id (`<host>:<pid>:<random>`), as written into poll leases. */
   readonly instanceId: string;
+  /** State of every platform plugin (`ready`, `adapter_unavailable`, …). */
+  platforms(): PlatformStatus[];
+  /** The reconnect watcher (re-arms failed plugin loads). */
+  readonly watcher: ReconnectWatcher;
   /**
    * Stop taking new work and wait for in-flight `/v1` callers up to
    * `agent.cron_drain_timeout` (then they get a 503). Memoised.
@@ -74,6 +85,17 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log,
   );
   const inflight = new InflightRuns();
+  const outbound = telegramOutboundQueue(keys, bull);
+  const gw = config.gateway;
+  const registry = new PlatformRegistry(gw.plugin_load_timeout_seconds * 1000, log);
+  registry.register(telegramPlugin({ config, redis, redisUrl: options.redisUrl, keys, queues, outbound, instanceId, log }));
+  for (const plugin of options.plugins ?? []) registry.register(plugin);
+  const watcher = new ReconnectWatcher(registry, {
+    backoffMs: gw.reconnect_backoff_seconds.map((s) => s * 1000),
+    maxRearms: gw.max_plugin_load_rearms,
+    intervalMs: Math.max(10, gw.watcher_interval_seconds * 1000),
+    log,
+  });
 
   const cleanups: Array<[string, () => Promise<unknown>]> = [];
   const runCleanups = async () => {
@@ -87,7 +109,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     cleanups.length = 0;
   };
   cleanups.push(['redis', () => redis.quit()], ['bullmq connection', () => bull.quit()]);
-  cleanups.push(['queues', () => queues.close()], ['v1 queue', () => v1Queue.close()]);
+  cleanups.push(['queues', () => queues.close()], ['v1 queue', () => v1Queue.close()], ['outbound queue', () => outbound.close()]);
 
   let http: HttpServerHandle;
   try {
@@ -101,18 +123,34 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         maxPromptChars: config.agent.max_prompt_chars, runTimeoutMs: config.gateway.run_timeout_seconds * 1000,
       },
       api: { config, keys, redis, loops, schedules, cron: options.cron, inflight },
-      health: () => ({ instance: instanceId, draining: inflight.draining }),
+      health: () => ({
+        instance: instanceId, draining: inflight.draining,
+        platforms: Object.fromEntries(registry.statuses().map((p) => [p.name, { state: p.state, ...(p.adapter ?? {}) }])),
+      }),
     });
   } catch (err) {
     await runCleanups();
     throw err;
   }
   cleanups.push(['http', () => http.close()]);
+  cleanups.push(['platforms', () => registry.close()], ['reconnect watcher', async () => watcher.stop()]);
+
+  // Platforms load lazily and in the background: a slow or failing plugin never blocks the HTTP API.
+  for (const name of registry.names()) {
+    if (registry.isGated(name)) {
+      log.debug({ platform: name, state: registry.status(name)?.state }, 'platform not loaded');
+      continue;
+    }
+    void registry.load(name);
+  }
+  watcher.start();
 
   let draining: Promise<void> | undefined;
   const drain = () => {
     draining ??= (async () => {
       log.info('gateway draining: no new work is taken');
+      watcher.stop();
+      await registry.stopInbound();
       await inflight.drain(config.agent.cron_drain_timeout, log);
     })();
     return draining;
@@ -122,11 +160,14 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   return {
     httpAddress: { host: config.api_server.host, port, url: http.url },
     instanceId,
+    watcher,
+    platforms: () => registry.statuses(),
     drain,
     close() {
       closing ??= (async () => {
         if (!draining) {
-          draining = inflight.drain(0, log);
+          watcher.stop();
+          draining = registry.stopInbound().then(() => inflight.drain(0, log));
         }
         await draining;
         await runCleanups();
