@@ -75,6 +75,8 @@ export async function startV1Worker(env: TestEnv, options: { concurrency?: numbe
       }
     },
     async close() {
+      // a test ends with turns still running (slow model): abort them like a drain deadline, then close
+      for (const t of deps.turns.list()) t.controller.abort(new Error('test worker closing'));
       await worker.close();
       await Promise.allSettled([queues.close(), outboundTelegram.close()]);
       redis.disconnect();
