@@ -153,6 +153,11 @@ export const configSchema = z
         poll_retry_max_seconds: z.coerce.number().finite().positive().default(30),
         /** A Telegram 429 asking to wait longer than this fails the send (the queue retries it later). @defaultValue 300 */
         max_retry_after_seconds: seconds(300),
+        /**
+         * On close, how long sends in progress may finish before they are cancelled
+         * through their AbortSignal (the queue retries them later), seconds. @defaultValue 5
+         */
+        outbound_stop_timeout_seconds: seconds(5),
         /** Outbound messages the gateway sends at once (different jobs). @defaultValue 4 */
         outbound_concurrency: positiveInt(4),
         /** How long a `/v1` caller waits for its run before a 504, seconds. @defaultValue 600 */

@@ -151,3 +151,41 @@ describe('gateway drain on SIGTERM', () => {
     expect(fake.sent[0]).toMatchObject({ chat_id: '42', text: 'tick result' });
   });
 });
+
+describe('closing with a Telegram send hanging', () => {
+  it('close() does not wait forever on BullMQ: after outbound_stop_timeout_seconds the send is aborted, and the next gateway sends it once', async () => {
+    const fake = await startFakeTelegram();
+    cleanups.push(() => fake.close());
+    const env = telegramEnv(fake, { 'gateway.outbound_stop_timeout_seconds': 0.5 });
+    cleanups.push(() => env.cleanup());
+    let release!: () => void;
+    const hang = new Promise<void>((r) => (release = r));
+    cleanups.push(() => release());
+    fake.beforeSend = async (_p, n) => {
+      if (n === 1) await hang;
+    };
+    const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: 'silent' }) });
+    const connection = new Redis(env.redisUrl, { maxRetriesPerRequest: null });
+    const queue = telegramOutboundQueue(new Keys(env.prefix), connection);
+    cleanups.push(async () => {
+      await queue.close();
+      connection.disconnect();
+    });
+    await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: '9', text: 'stuck reply', sessionId: 'telegram:9', occurrenceId: 'tick:h:1' });
+    await waitFor(() => fake.sendCalls === 1, 5000, 'send in progress');
+
+    const started = Date.now();
+    await gw.close();
+    const took = Date.now() - started;
+    expect(took).toBeGreaterThanOrEqual(400);
+    expect(took).toBeLessThan(3000);
+    expect(fake.sent).toHaveLength(0);
+
+    fake.beforeSend = undefined;
+    const next = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: 'silent' }) });
+    cleanups.push(() => next.close());
+    await waitFor(() => fake.sent.length === 1, 10_000, 'reply sent by the next gateway');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(fake.sent).toEqual([expect.objectContaining({ chat_id: '9', text: 'stuck reply' })]);
+  });
+});

@@ -36,9 +36,6 @@ export interface TelegramAdapterDeps {
   log: Logger;
 }
 
-/** How long `stop()` lets active outbound sends finish before cancelling them, ms. */
-export const OUTBOUND_STOP_DEADLINE_MS = 5_000;
-
 /**
  * The bot's id for keys: the numeric part before the token's colon (public:
  * it is the bot's user id), or a digest when the token has no such part.
@@ -74,12 +71,14 @@ class TelegramAdapter implements PlatformAdapter {
   private readonly sender: TelegramOutboundSender;
   private readonly connection: Redis;
   private readonly log: Logger;
+  private readonly outboundStopMs: number;
   private stopped: Promise<void> | undefined;
 
   constructor(deps: TelegramAdapterDeps, pollApi: Api, sendApi: Api, botUsername: string | undefined, ctx: PluginLoadContext) {
     const { config, keys } = deps;
     const botId = botIdOf(config.telegram.bot_token!);
     this.log = deps.log.child({ platform: 'telegram', botId });
+    this.outboundStopMs = config.gateway.outbound_stop_timeout_seconds * 1000;
     const allow = new AllowList(config.telegram.allowed_users);
     if (allow.size === 0) this.log.warn('TELEGRAM_ALLOWED_USERS is empty: every Telegram user is refused');
     const lease = new PollLease(deps.redis, keys.telegramPollLease(botId), deps.instanceId, config.gateway.poll_lease_ttl_seconds * 1000, this.log);
@@ -117,7 +116,7 @@ class TelegramAdapter implements PlatformAdapter {
   stop(): Promise<void> {
     this.stopped ??= (async () => {
       await this.poller.stop().catch((err: Error) => this.log.warn({ err: err.message }, 'poller stop failed'));
-      await this.sender.stop(OUTBOUND_STOP_DEADLINE_MS).catch((err: Error) => this.log.warn({ err: err.message }, 'outbound stop failed'));
+      await this.sender.stop(this.outboundStopMs).catch((err: Error) => this.log.warn({ err: err.message }, 'outbound stop failed'));
       this.connection.disconnect();
     })();
     return this.stopped;

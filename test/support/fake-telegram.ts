@@ -56,6 +56,8 @@ export interface FakeTelegram {
   readonly conflicts: number;
   /** 429 answers given. */
   readonly rateLimited: number;
+  /** sendMessage requests received (answered or not). */
+  readonly sendCalls: number;
   /** How often each update id was delivered. */
   readonly deliveries: Map<number, number>;
   /** True while a long poll is held open. */
@@ -220,6 +222,9 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
     },
     get rateLimited() {
       return rateLimited;
+    },
+    get sendCalls() {
+      return sendCalls;
     },
     deliveries,
     get polling() {
