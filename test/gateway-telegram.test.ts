@@ -202,7 +202,7 @@ describe('inbound (SPEC §8)', () => {
 
 describe('one poller per bot token (F8)', () => {
   it('two gateways with one token: no crash, exactly one polls; kill it and the other takes over', async () => {
-    const env = setup();
+    const env = setup({ 'gateway.poll_lease_ttl_seconds': 2 });
     const reader = await inbox(env);
     const a = await child(env);
     const b = await child(env);
