@@ -8,6 +8,8 @@ import { resolveRedis } from '../scheduler/redis/connect.ts';
 import { LoopStore } from '../scheduler/loop-store.ts';
 import { statusLine } from '../scheduler/schedule-service.ts';
 import { WorkerProcess } from '../worker/worker-process.ts';
+import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
+import { openCronApi } from './gateway-cron-api.ts';
 import type { CliContext } from './cli-context.ts';
 import { connectCli } from './connect-cli.ts';
 import { runChat } from './chat-client.ts';
@@ -25,19 +27,36 @@ const ctx = (): CliContext => ({ config: getConfig(), connect: () => connectCli(
 const program = new Command();
 program.name('hermes').description('Agent schedules that keep firing when every client has gone away.').showHelpAfterError();
 
+/** Start the gateway with its `/api/cron` backed by the cron service. */
+async function gatewayFor(cfg: HermesConfig, redisUrl: string, log: ReturnType<typeof createLogger>): Promise<{ gateway: Gateway; close(): Promise<void> }> {
+  const cron = openCronApi(cfg, redisUrl, log);
+  try {
+    const gateway = await startGateway({ config: cfg, redisUrl, log, cron: cron.api });
+    return { gateway, close: async () => { await gateway.close(); await cron.close(); } };
+  } catch (err) {
+    await cron.close();
+    throw err;
+  }
+}
+
 program
   .command('up')
-  .description('start the stack: embedded Redis if needed, a worker, and the session client')
+  .description('start the stack: embedded Redis if needed, a worker, the gateway, and the session client')
   .option('-s, --session <id>', 'session to attach to', 'main')
   .option('--no-chat', 'do not attach a client; run until Ctrl+C')
-  .action(action(async (opts: { session: string; chat: boolean }) => {
+  .option('--no-gateway', 'do not start the gateway (Telegram, HTTP /v1 and /api)')
+  .action(action(async (opts: { session: string; chat: boolean; gateway: boolean }) => {
     const cfg = getConfig();
     const log = createLogger({ level: cfg.log_level, name: 'up' });
     const target = await resolveRedis(cfg, { allowStart: true });
     if (target.embedded) log.info({ url: target.url, dir: `${cfg.home}/redis` }, 'embedded Redis started');
     const worker = await WorkerProcess.start({ config: cfg, redisUrl: target.url, log });
+    const gw = opts.gateway ? await gatewayFor(cfg, target.url, log) : undefined;
+    if (gw) log.info({ url: gw.gateway.httpAddress.url }, 'gateway listening');
     const stop = async () => {
-      await worker.drain();
+      // The gateway keeps delivering replies while the worker drains.
+      await Promise.all([gw?.gateway.drain(), worker.drain()]);
+      await gw?.close();
       await target.embedded?.stop();
     };
     try {
@@ -66,6 +85,21 @@ program
     const sig = await waitForSignal();
     log.info({ signal: sig }, 'stopping');
     await worker.drain();
+  }));
+
+program
+  .command('gateway')
+  .description('run the gateway sidecar: Telegram relay, OpenAI-compatible /v1, /api and session streams')
+  .action(action(async () => {
+    const cfg = getConfig();
+    const log = createLogger({ level: cfg.log_level, name: 'gateway' });
+    const target = await resolveRedis(cfg, { allowStart: false });
+    const gw = await gatewayFor(cfg, target.url, log);
+    process.stdout.write(`gateway listening on ${gw.gateway.httpAddress.url}\n`);
+    const sig = await waitForSignal();
+    log.info({ signal: sig }, 'stopping');
+    await gw.gateway.drain();
+    await gw.close();
   }));
 
 registerLoopCommand(program, ctx);

@@ -18,6 +18,14 @@ import { z } from 'zod';
 import { ConfigError } from './errors/config-error.ts';
 
 const seconds = (def: number) => z.coerce.number().finite().min(0).default(def);
+/** A list of seconds, from YAML or a comma list in the environment (`30,60,120`). */
+const secondsList = (def: number[]) =>
+  z
+    .preprocess(
+      (v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter((s) => s.length > 0) : v),
+      z.array(z.coerce.number().finite().positive()).min(1),
+    )
+    .default(def);
 const positiveInt = (def: number) => z.coerce.number().int().positive().default(def);
 
 /** A command a command turn may run; only config or the CLI may define one (SPEC §3). */
@@ -128,6 +136,44 @@ export const configSchema = z
         port: z.coerce.number().int().min(0).max(65535).default(8642),
         /** API_SERVER_KEY; required for any non-loopback bind. */
         key: z.string().optional(),
+      })
+      .strict()
+      .prefault({}),
+    gateway: z
+      .object({
+        /**
+         * Backoff steps in seconds between re-arms of a failed platform plugin
+         * load and between reconnects; the last step repeats (SPEC §8).
+         * @defaultValue [30, 60, 120, 240, 300]
+         */
+        reconnect_backoff_seconds: secondsList([30, 60, 120, 240, 300]),
+        /** Re-arms of a failed plugin load per platform before giving up. @defaultValue 3 */
+        max_plugin_load_rearms: z.coerce.number().int().min(0).default(3),
+        /** A plugin load taking longer than this counts as failed (it may keep hanging). @defaultValue 30 */
+        plugin_load_timeout_seconds: seconds(30),
+        /** Seconds between looks of the reconnect watcher at failed platforms. @defaultValue 5 */
+        watcher_interval_seconds: seconds(5),
+        /** Time-to-live of the one-poller-per-bot-token lease, seconds; renewed every third. @defaultValue 30 */
+        poll_lease_ttl_seconds: z.coerce.number().finite().positive().default(30),
+        /** `timeout` of Telegram's getUpdates long poll, whole seconds. @defaultValue 25 */
+        poll_timeout_seconds: z.coerce.number().int().min(0).max(50).default(25),
+        /** First wait after a 409 Conflict or network error of getUpdates, seconds; doubles per failure. @defaultValue 1 */
+        poll_retry_initial_seconds: z.coerce.number().finite().positive().default(1),
+        /** Cap of that wait, seconds. @defaultValue 30 */
+        poll_retry_max_seconds: z.coerce.number().finite().positive().default(30),
+        /** A Telegram 429 asking to wait longer than this fails the send (the queue retries it later). @defaultValue 300 */
+        max_retry_after_seconds: seconds(300),
+        /**
+         * On close, how long sends in progress may finish before they are cancelled
+         * through their AbortSignal (the queue retries them later), seconds. @defaultValue 5
+         */
+        outbound_stop_timeout_seconds: seconds(5),
+        /** Outbound messages the gateway sends at once (different jobs). @defaultValue 4 */
+        outbound_concurrency: positiveInt(4),
+        /** How long a `/v1` caller waits for its run before a 504, seconds. @defaultValue 600 */
+        run_timeout_seconds: z.coerce.number().finite().positive().default(600),
+        /** How long `/v1` run records, their events and idempotency keys are kept, seconds. @defaultValue 86400 */
+        run_ttl_seconds: positiveInt(86_400),
       })
       .strict()
       .prefault({}),

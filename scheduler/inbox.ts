@@ -39,6 +39,11 @@ export function inboxJobId(sessionId: string, messageId: string): string {
   return bullJobId('input', sessionId, messageId);
 }
 
+/** Occurrence id of an input: its commit marker and its entry in the pending-input set. */
+export function inputOccurrenceId(sessionId: string, messageId: string): string {
+  return `input:${sessionId}:${messageId}`;
+}
+
 /**
  * Queue one user message or slash command for a session.
  * Registers it as pending input first, so a tick due at the same moment waits.
@@ -53,10 +58,13 @@ export async function enqueueInput(
     throw new ScheduleInputError(`The message is ${input.text.length} characters; the limit is ${deps.maxChars}.`, { field: 'text' });
   }
   const jobId = inboxJobId(input.sessionId, input.messageId);
+  const occurrenceId = inputOccurrenceId(input.sessionId, input.messageId);
   const receivedAt = input.receivedAt ?? Date.now();
+  // A re-sent message that was already answered changes nothing.
+  if ((await deps.redis.exists(deps.keys.occurrenceDone(occurrenceId))) === 1) return jobId;
   await deps.redis
     .multi()
-    .zadd(deps.keys.pendingInput(input.sessionId), 'NX', String(receivedAt), jobId)
+    .zadd(deps.keys.pendingInput(input.sessionId), 'NX', String(receivedAt), occurrenceId)
     .sadd(deps.keys.sessionIndex, input.sessionId)
     .exec();
   const data: InboxJobData = {
@@ -67,13 +75,22 @@ export async function enqueueInput(
 }
 
 /**
- * Pending user input of a session, oldest first (job ids), ignoring stale entries.
+ * Pending user input of a session, oldest first (occurrence ids). Stale
+ * entries are ignored, and entries whose input was already committed (a
+ * duplicate that raced its original) are removed.
  */
 export async function pendingInput(redis: Redis, keys: Keys, sessionId: string, now = Date.now()): Promise<string[]> {
-  return await redis.zrangebyscore(keys.pendingInput(sessionId), now - PENDING_INPUT_STALE_MS, '+inf');
+  const pending = await redis.zrangebyscore(keys.pendingInput(sessionId), now - PENDING_INPUT_STALE_MS, '+inf');
+  if (pending.length === 0) return pending;
+  const pipeline = redis.pipeline();
+  for (const occ of pending) pipeline.exists(keys.occurrenceDone(occ));
+  const done = ((await pipeline.exec()) ?? []).map(([, v]) => v === 1);
+  const committed = pending.filter((_, i) => done[i]);
+  if (committed.length > 0) await redis.zrem(keys.pendingInput(sessionId), ...committed);
+  return pending.filter((_, i) => !done[i]);
 }
 
 /** Mark an input processed. */
-export async function clearPendingInput(redis: Redis, keys: Keys, sessionId: string, jobId: string): Promise<void> {
-  await redis.zrem(keys.pendingInput(sessionId), jobId);
+export async function clearPendingInput(redis: Redis, keys: Keys, sessionId: string, occurrenceId: string): Promise<void> {
+  await redis.zrem(keys.pendingInput(sessionId), occurrenceId);
 }

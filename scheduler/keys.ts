@@ -146,4 +146,34 @@ export class Keys {
   occurrenceClaim(occurrenceId: string): string {
     return `${this.prefix}:occurrence:${occurrenceId}:claim`;
   }
+
+  /** Hash of one `/v1` run: status, output, error, timestamps. */
+  run(runId: string): string {
+    return `${this.prefix}:run:${runId}`;
+  }
+
+  /** Event stream of one `/v1` run (queued, started, then one terminal event). */
+  runEvents(runId: string): string {
+    return `${this.prefix}:run:${runId}:events`;
+  }
+
+  /** `Idempotency-Key` of a `/v1` request (by its SHA-256) → run id and payload digest. */
+  runIdempotency(keyDigest: string): string {
+    return `${this.prefix}:run-idempotency:${keyDigest}`;
+  }
+
+  /** The one-poller-per-bot lease: holds the id of the gateway instance polling `botId`. */
+  telegramPollLease(botId: string): string {
+    return `${this.prefix}:telegram:${botId}:poll-lease`;
+  }
+
+  /** Next getUpdates offset of `botId` whose updates are already stored (all below it are in the inbox). */
+  telegramOffset(botId: string): string {
+    return `${this.prefix}:telegram:${botId}:offset`;
+  }
+
+  /** Hash of the parts of an outbound reply already sent: part index → platform message id. */
+  outboundSent(occurrenceId: string): string {
+    return `${this.prefix}:outbound:${occurrenceId}:sent`;
+  }
 }

@@ -9,7 +9,7 @@
  * back (resumable) and the user is told.
  */
 import type { Job } from 'bullmq';
-import { clearPendingInput, pendingInput, type InboxJobData } from '../scheduler/inbox.ts';
+import { clearPendingInput, inputOccurrenceId, pendingInput, type InboxJobData } from '../scheduler/inbox.ts';
 import { isHermesError } from '../scheduler/errors/hermes-error.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { deferJob } from './defer.ts';
@@ -46,14 +46,14 @@ export async function processInbox(
     return await hooks.goalContinuation(job, token, signal, deps);
   }
   const { sessionId } = data;
-  const occurrenceId = `input:${sessionId}:${data.messageId}`;
+  const occurrenceId = inputOccurrenceId(sessionId, data.messageId);
   const log = deps.log.child({ sessionId, jobId: job.id });
   const pending = await pendingInput(deps.redis, deps.keys, sessionId);
-  if (pending.length > 0 && pending[0] !== job.id && pending.includes(job.id!)) {
+  if (pending.length > 0 && pending[0] !== occurrenceId && pending.includes(occurrenceId)) {
     return await deferJob(job, token, deps.config.worker.defer_ms); // an older message goes first
   }
   if (await deps.sessions.isCommitted(occurrenceId)) {
-    await clearPendingInput(deps.redis, deps.keys, sessionId, job.id!);
+    await clearPendingInput(deps.redis, deps.keys, sessionId, occurrenceId);
     return { status: 'duplicate' };
   }
 
@@ -74,7 +74,7 @@ export async function processInbox(
       occurrenceId, messages: [], event: { type: 'notice', data: { text: commandReply, command: data.text.split(/\s/)[0], occurrenceId } },
     });
     await deliverToRoute(deps, { sessionId, origin: data.origin, text: commandReply, occurrenceId });
-    await clearPendingInput(deps.redis, deps.keys, sessionId, job.id!);
+    await clearPendingInput(deps.redis, deps.keys, sessionId, occurrenceId);
     return { status: 'command', eventId: res.status === 'conflict' ? undefined : res.eventId };
   }
 
@@ -111,7 +111,7 @@ export async function processInbox(
           ? { type: 'error', data: { text: failure.message, occurrenceId } }
           : { type: 'reply', data: { source: 'message', text: reply, occurrenceId, startedAt, finishedAt, worker: deps.workerId } },
       });
-      await clearPendingInput(deps.redis, deps.keys, sessionId, job.id!);
+      await clearPendingInput(deps.redis, deps.keys, sessionId, occurrenceId);
       if (res.status === 'duplicate') return { status: 'duplicate' };
       await deliverToRoute(deps, { sessionId, origin: data.origin, text: failure ? failure.message : reply, occurrenceId });
       if (!failure) await hooks.afterUserTurn?.(deps, data, reply);

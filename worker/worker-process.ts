@@ -1,6 +1,7 @@
 /**
- * One worker process of the fleet: BullMQ workers on the `ticks` and `inbox`
- * queues, a liveness heartbeat, start-up reconciliation, and drain.
+ * One worker process of the fleet: BullMQ workers on the `ticks` (loop,
+ * heartbeat and cron ticks), `inbox` (user input) and `v1-runs` queues, a
+ * liveness heartbeat, start-up reconciliation, and drain.
  *
  * Drain policy (SPEC §9), on `drain()` (SIGTERM/SIGINT):
  *   1. stop taking new work (every BullMQ worker is paused without waiting);
@@ -34,6 +35,7 @@ import { TurnTracker, type DrainClass } from './turn-tracker.ts';
 import { processScheduleTick } from './tick-processor.ts';
 import { processInbox, type InboxHooks } from './inbox-processor.ts';
 import { processCronTick } from './cron-processor.ts';
+import { processV1Run } from './v1-run-processor.ts';
 import { cronRepeatStrategy } from '../scheduler/cron/repeat-strategy.ts';
 import { CronStore } from '../scheduler/cron/cron-store.ts';
 import type { WorkerDeps } from './worker-deps.ts';
@@ -48,7 +50,7 @@ export interface WorkerProcessOptions {
   log: Logger;
   /** Extra job processors for the ticks queue by `job.data.type` (e.g. `cron-tick`). */
   tickProcessors?: Record<string, (job: Job, token: string | undefined, signal: AbortSignal | undefined, deps: WorkerDeps) => Promise<unknown>>;
-  /** Extra queues this process works on (e.g. `v1-runs`), scheduled drain class. */
+  /** Extra queues this process works on, besides ticks, inbox and `v1-runs`. */
   extraQueues?: Array<{ name: string; process: (job: Job, token: string | undefined, signal: AbortSignal | undefined, deps: WorkerDeps) => Promise<unknown> }>;
   /** Extra BullMQ `settings` for the ticks worker (the croner `repeatStrategy` is always set). */
   tickSettings?: Record<string, unknown>;
@@ -112,6 +114,7 @@ export class WorkerProcess {
       return await processor(job, token, signal, deps);
     }, { repeatStrategy: cronRepeatStrategy, ...options.tickSettings });
     wp.addWorker(QUEUES.inbox, (job, token, signal) => processInbox(job as Job<InboxJobData>, token, signal, deps, options.inboxHooks));
+    wp.addWorker(QUEUES.v1Runs, (job, token, signal) => processV1Run(job as never, token, signal, deps));
     for (const q of options.extraQueues ?? []) wp.addWorker(q.name, (job, token, signal) => q.process(job, token, signal, deps));
     await wp.beat();
     wp.heartbeat = setInterval(() => void wp.beat().catch(() => {}), WORKER_HEARTBEAT_MS);

@@ -1,0 +1,179 @@
+/**
+ * The gateway process (`hermes gateway`, and part of `hermes up`): a sidecar
+ * that only relays messages (SPEC §1, §8). It holds no schedule and no session
+ * state — everything it relays is in Redis before it is acknowledged — so
+ * restarting it loses nothing.
+ *
+ * What it runs:
+ * - the HTTP server: `/v1` (queued as `v1-runs` jobs for workers), `/api`, `/health`;
+ * - platform adapters, loaded lazily through the platform registry and kept
+ *   alive by the reconnect watcher (Telegram when `telegram.bot_token` is set).
+ *
+ * Drain (SPEC §9): `drain()` stops taking new work and waits for in-flight `/v1`
+ * callers up to `agent.cron_drain_timeout`; `close()` then releases everything.
+ */
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { HermesConfig } from '../scheduler/config.ts';
+import { Keys } from '../scheduler/keys.ts';
+import { LoopStore } from '../scheduler/loop-store.ts';
+import { HermesQueues } from '../scheduler/queues.ts';
+import { BULLMQ_REDIS_OPTIONS, openRedis } from '../scheduler/redis/connect.ts';
+import { ScheduleService } from '../scheduler/schedule-service.ts';
+import { RunStore, v1RunsQueue } from '../scheduler/v1-runs.ts';
+import { telegramOutboundQueue } from '../scheduler/outbound.ts';
+import { InflightRuns } from './drain.ts';
+import type { CronApi } from './http/cron-routes.ts';
+import { startHttpServer, type HttpServerHandle } from './http/server.ts';
+import type { PlatformPlugin } from './plugins/platform-plugin.ts';
+import { PlatformRegistry, type PlatformStatus } from './plugins/platform-registry.ts';
+import { ReconnectWatcher } from './plugins/reconnect-watcher.ts';
+import { telegramPlugin } from './telegram/telegram-plugin.ts';
+
+/** Options of `startGateway`. */
+export interface GatewayOptions {
+  config: HermesConfig;
+  redisUrl: string;
+  log: Logger;
+  /** The cron service behind `/api/cron`; without it those routes answer 501. */
+  cron?: CronApi;
+  /** Platform plugins besides the built-in Telegram one. */
+  plugins?: PlatformPlugin[];
+}
+
+/** A running gateway. */
+export interface Gateway {
+  /** Where the HTTP server listens. */
+  readonly httpAddress: { host: string; port: number; url: string };
+  /** This instance's id (`<host>:<pid>:<random>`), as written into poll leases. */
+  readonly instanceId: string;
+  /** State of every platform plugin (`ready`, `adapter_unavailable`, …). */
+  platforms(): PlatformStatus[];
+  /** The reconnect watcher (re-arms failed plugin loads). */
+  readonly watcher: ReconnectWatcher;
+  /**
+   * Stop taking new work and wait for in-flight `/v1` callers up to
+   * `agent.cron_drain_timeout` (then they get a 503). Memoised.
+   * Resolves when no caller waits any more; the outbound senders keep running until `close()`.
+   */
+  drain(): Promise<void>;
+  /** Drain (if not done) with no wait, then stop everything. Idempotent; each step's error is logged, none stops the rest. */
+  close(): Promise<void>;
+}
+
+/**
+ * Start the gateway.
+ * @throws ConfigError when the API server would bind a non-loopback address without a key;
+ *   the listen error when the port is taken
+ */
+export async function startGateway(options: GatewayOptions): Promise<Gateway> {
+  const { config } = options;
+  const log = options.log.child({ role: 'gateway' });
+  const instanceId = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  const keys = new Keys(config.redis.prefix);
+  const redis: Redis = openRedis(options.redisUrl);
+  redis.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));
+  const bull: Redis = openRedis(options.redisUrl, BULLMQ_REDIS_OPTIONS);
+  bull.on('error', () => {});
+  const queues = new HermesQueues(keys, bull);
+  const v1Queue = v1RunsQueue(keys, bull);
+  const runs = new RunStore(redis, keys, config.gateway.run_ttl_seconds);
+  const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
+  const schedules = new ScheduleService(
+    loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log,
+  );
+  const inflight = new InflightRuns();
+  const outbound = telegramOutboundQueue(keys, bull);
+  const gw = config.gateway;
+  const registry = new PlatformRegistry(gw.plugin_load_timeout_seconds * 1000, log);
+  registry.register(telegramPlugin({ config, redis, redisUrl: options.redisUrl, keys, queues, outbound, instanceId, log }));
+  for (const plugin of options.plugins ?? []) registry.register(plugin);
+  const watcher = new ReconnectWatcher(registry, {
+    backoffMs: gw.reconnect_backoff_seconds.map((s) => s * 1000),
+    maxRearms: gw.max_plugin_load_rearms,
+    intervalMs: Math.max(10, gw.watcher_interval_seconds * 1000),
+    log,
+  });
+
+  const cleanups: Array<[string, () => Promise<unknown>]> = [];
+  const runCleanups = async () => {
+    for (const [name, fn] of cleanups.reverse()) {
+      try {
+        await fn();
+      } catch (err) {
+        log.warn({ step: name, err: (err as Error).message }, 'gateway close step failed');
+      }
+    }
+    cleanups.length = 0;
+  };
+  cleanups.push(['redis', () => redis.quit()], ['bullmq connection', () => bull.quit()]);
+  cleanups.push(['queues', () => queues.close()], ['v1 queue', () => v1Queue.close()], ['outbound queue', () => outbound.close()]);
+
+  let http: HttpServerHandle;
+  try {
+    http = await startHttpServer({
+      host: config.api_server.host,
+      port: config.api_server.port,
+      key: config.api_server.key,
+      log,
+      v1: {
+        runs, queue: v1Queue, redis, inflight, model: config.agent.model,
+        maxPromptChars: config.agent.max_prompt_chars, runTimeoutMs: config.gateway.run_timeout_seconds * 1000,
+      },
+      api: { config, keys, redis, loops, schedules, cron: options.cron, inflight },
+      health: () => ({
+        instance: instanceId, draining: inflight.draining,
+        platforms: Object.fromEntries(registry.statuses().map((p) => [p.name, { state: p.state, ...(p.adapter ?? {}) }])),
+      }),
+    });
+  } catch (err) {
+    await runCleanups();
+    throw err;
+  }
+  cleanups.push(['http', () => http.close()]);
+  cleanups.push(['platforms', () => registry.close()], ['reconnect watcher', async () => watcher.stop()]);
+
+  // Platforms load lazily and in the background: a slow or failing plugin never blocks the HTTP API.
+  for (const name of registry.names()) {
+    if (registry.isGated(name)) {
+      log.debug({ platform: name, state: registry.status(name)?.state }, 'platform not loaded');
+      continue;
+    }
+    void registry.load(name);
+  }
+  watcher.start();
+
+  let draining: Promise<void> | undefined;
+  const drain = () => {
+    draining ??= (async () => {
+      log.info('gateway draining: no new work is taken');
+      watcher.stop();
+      await registry.stopInbound();
+      await inflight.drain(config.agent.cron_drain_timeout, log);
+    })();
+    return draining;
+  };
+  let closing: Promise<void> | undefined;
+  const port = http.address.port;
+  return {
+    httpAddress: { host: config.api_server.host, port, url: http.url },
+    instanceId,
+    watcher,
+    platforms: () => registry.statuses(),
+    drain,
+    close() {
+      closing ??= (async () => {
+        if (!draining) {
+          watcher.stop();
+          draining = registry.stopInbound().then(() => inflight.drain(0, log));
+        }
+        await draining;
+        await runCleanups();
+        log.info('gateway stopped');
+      })();
+      return closing;
+    },
+  };
+}

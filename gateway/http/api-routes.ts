@@ -1,0 +1,188 @@
+/**
+ * The management API under `/api` (SPEC §8): loop and heartbeat schedules of
+ * sessions (through the same `ScheduleService` as `/loop` in chat, so the rules
+ * live in scheduler/), cron jobs (cron-routes.ts), and a session's event stream
+ * as SSE with `Last-Event-ID` resume.
+ *
+ * Schedules created over HTTP always run the agent: `/api` can never create a
+ * command turn (SPEC §3).
+ */
+import { Router } from 'express';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { HermesConfig } from '../../scheduler/config.ts';
+import type { Keys, ScheduleKind } from '../../scheduler/keys.ts';
+import { parseLoopArgs } from '../../scheduler/loop-command.ts';
+import type { LoopRecord } from '../../scheduler/loop-state.ts';
+import type { LoopStore } from '../../scheduler/loop-store.ts';
+import { statusLine, type ScheduleService, type ScheduleSpec } from '../../scheduler/schedule-service.ts';
+import { assertSessionId } from '../../scheduler/session-id.ts';
+import { SessionStore } from '../../scheduler/session-store.ts';
+import type { InflightRuns } from '../drain.ts';
+import { cronRouter, type CronApi } from './cron-routes.ts';
+import { HttpError } from './errors.ts';
+import { lastEventId, openSse, type SseStream } from './sse.ts';
+
+/** What the `/api` routes use. */
+export interface ApiDeps {
+  config: HermesConfig;
+  keys: Keys;
+  /** Duplicated per event-stream client for XREAD BLOCK. */
+  redis: Redis;
+  loops: LoopStore;
+  schedules: ScheduleService;
+  cron?: CronApi;
+  inflight: InflightRuns;
+  streams: Set<SseStream>;
+  log: Logger;
+}
+
+const kindSchema = z.enum(['loop', 'heartbeat']);
+
+/** `POST /api/schedules`: a loop in the `/loop` grammar, or a heartbeat by interval and prompt. */
+const createSchema = z.discriminatedUnion('kind', [
+  z.object({
+    kind: z.literal('loop'),
+    session_id: z.string().min(1),
+    /** Everything after `/loop`, e.g. `5m check the CI build --times 3`. */
+    args: z.string().min(1),
+  }).strict(),
+  z.object({
+    kind: z.literal('heartbeat'),
+    session_id: z.string().min(1),
+    interval_seconds: z.number().positive(),
+    prompt: z.string().min(1),
+  }).strict(),
+]);
+
+/** Events a client gets per read (it reads again at once when there are more). */
+const READ_COUNT = 200;
+
+export function apiRouter(deps: ApiDeps): Router {
+  const router = Router();
+
+  router.use((_req, _res, next) => {
+    if (deps.inflight.draining) next(new HttpError(503, 'The gateway is shutting down; retry shortly.', 'service_unavailable', 'server_draining'));
+    else next();
+  });
+
+  router.get('/schedules', async (_req, res) => {
+    const now = Date.now();
+    const records = await deps.loops.list();
+    res.json({ object: 'list', data: records.map((r) => scheduleObject(r, now)) });
+  });
+
+  router.post('/schedules', async (req, res) => {
+    const body = createSchema.parse(req.body ?? {});
+    assertSessionId(body.session_id);
+    let spec: ScheduleSpec;
+    if (body.kind === 'loop') {
+      const cmd = parseLoopArgs(body.args, {
+        minIntervalSeconds: deps.config.loops.min_interval_seconds,
+        maxPromptChars: deps.config.agent.max_prompt_chars,
+      });
+      if (cmd.action !== 'set') {
+        throw new HttpError(400, `"${body.args}" is a control word; use the pause/resume/DELETE routes.`, 'invalid_request_error', 'not_a_schedule', 'args');
+      }
+      spec = cmd;
+    } else {
+      const min = deps.config.heartbeat.min_interval_seconds;
+      if (body.interval_seconds < min) {
+        throw new HttpError(400, `interval_seconds must be at least ${min} for a heartbeat.`, 'invalid_request_error', 'interval_too_small', 'interval_seconds');
+      }
+      if (body.prompt.length > deps.config.agent.max_prompt_chars) {
+        throw new HttpError(400, `The prompt is ${body.prompt.length} characters; the limit is ${deps.config.agent.max_prompt_chars}.`, 'invalid_request_error', 'prompt_too_long', 'prompt');
+      }
+      spec = { prompt: body.prompt, intervalSeconds: body.interval_seconds, times: null, until: null, notes: [] };
+    }
+    const reply = await deps.schedules.set(body.session_id, body.kind, spec, { origin: { surface: 'api' }, runner: { kind: 'agent' } });
+    const record = await deps.loops.get(body.session_id, body.kind);
+    res.status(201).json({ reply, schedule: record ? scheduleObject(record, Date.now()) : null });
+  });
+
+  router.get('/schedules/:session/:kind', async (req, res) => {
+    const { sessionId, kind } = target(req.params);
+    const record = await deps.loops.get(sessionId, kind);
+    if (!record) throw new HttpError(404, `No ${kind} in session ${sessionId}.`, 'not_found_error', 'schedule_not_found');
+    const next = record.status === 'active' ? await deps.loops.nextDueAt(record) : undefined;
+    res.json(scheduleObject(record, Date.now(), next));
+  });
+
+  for (const action of ['pause', 'resume'] as const) {
+    router.post(`/schedules/:session/:kind/${action}`, async (req, res) => {
+      const { sessionId, kind } = target(req.params);
+      await requireSchedule(deps, sessionId, kind);
+      const reply = await deps.schedules[action](sessionId, kind);
+      const record = await deps.loops.get(sessionId, kind);
+      res.json({ reply, schedule: record ? scheduleObject(record, Date.now()) : null });
+    });
+  }
+
+  router.delete('/schedules/:session/:kind', async (req, res) => {
+    const { sessionId, kind } = target(req.params);
+    await requireSchedule(deps, sessionId, kind);
+    res.json({ reply: await deps.schedules.stop(sessionId, kind) });
+  });
+
+  router.use('/cron', cronRouter(deps.cron));
+
+  router.get('/sessions/:id/events', async (req, res) => {
+    const sessionId = assertSessionId(String(req.params.id));
+    const from = typeof req.query.after === 'string' && req.query.after !== '' ? req.query.after : '0';
+    let after = lastEventId(req, from);
+    if (after !== '$' && after !== '0' && !/^\d+-\d+$/.test(after)) {
+      throw new HttpError(400, 'Last-Event-ID must be an event id like 1700000000000-0.', 'invalid_request_error', 'invalid_event_id', 'Last-Event-ID');
+    }
+    const blocking = deps.redis.duplicate();
+    blocking.on('error', () => {});
+    const store = new SessionStore(blocking, deps.keys);
+    if (after === '$') after = await store.lastEventId(sessionId);
+    const sse = openSse(req, res);
+    deps.streams.add(sse);
+    const onAbort = () => blocking.disconnect();
+    sse.signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      while (!sse.signal.aborted) {
+        const events = await store.readEvents(sessionId, after, { count: READ_COUNT, blockMs: 5_000 });
+        for (const e of events) {
+          after = e.id;
+          sse.send({ id: e.id, event: e.type, data: e.data });
+        }
+      }
+    } catch (err) {
+      if (!sse.signal.aborted) deps.log.warn({ sessionId, err: (err as Error).message }, 'session event stream failed');
+    } finally {
+      deps.streams.delete(sse);
+      sse.signal.removeEventListener('abort', onAbort);
+      blocking.disconnect();
+      sse.close();
+    }
+  });
+
+  return router;
+}
+
+function target(params: Record<string, string | string[] | undefined>): { sessionId: string; kind: ScheduleKind } {
+  const sessionId = assertSessionId(String(params.session));
+  const parsed = kindSchema.safeParse(params.kind);
+  if (!parsed.success) throw new HttpError(404, `Unknown schedule kind "${String(params.kind)}"; use loop or heartbeat.`, 'not_found_error', 'unknown_kind');
+  return { sessionId, kind: parsed.data };
+}
+
+async function requireSchedule(deps: ApiDeps, sessionId: string, kind: ScheduleKind): Promise<void> {
+  if (!(await deps.loops.get(sessionId, kind))) {
+    throw new HttpError(404, `No ${kind} in session ${sessionId}.`, 'not_found_error', 'schedule_not_found');
+  }
+}
+
+/** The API shape of a loop or heartbeat (times in epoch ms). */
+function scheduleObject(r: LoopRecord, now: number, nextDueAt?: number) {
+  return {
+    session_id: r.sessionId, kind: r.kind, loop_id: r.loopId, status: r.status, status_reason: r.statusReason,
+    mode: r.mode, interval_seconds: r.intervalSeconds, prompt: r.prompt, times: r.times, until: r.until,
+    ticks_used: r.ticksUsed, max_ticks: r.maxTicks, created_at: r.createdAt, updated_at: r.updatedAt,
+    last_tick_started_at: r.lastTickStartedAt, next_due_at: nextDueAt ?? null,
+    status_line: statusLine(r, now, nextDueAt),
+  };
+}

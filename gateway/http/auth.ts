@@ -1,0 +1,63 @@
+/**
+ * `Authorization: Bearer <API_SERVER_KEY>` for `/v1` and `/api` (SPEC §8).
+ *
+ * - The key is compared in constant time (SHA-256 of both sides, then
+ *   `timingSafeEqual`, so neither the content nor the length leaks).
+ * - Without a configured key the server is open, which is only allowed on a
+ *   loopback address: `assertBindAllowed` refuses any other bind.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { RequestHandler } from 'express';
+import { ConfigError } from '../../scheduler/errors/config-error.ts';
+import { errorBody } from './errors.ts';
+
+/** True for `127.0.0.0/8`, `::1`, `::ffff:127.x` and `localhost`. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
+  if (h === 'localhost' || h === '::1') return true;
+  const v4 = h.startsWith('::ffff:') ? h.slice(7) : h;
+  return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(v4);
+}
+
+/**
+ * Refuse to serve a non-loopback address without a key.
+ * @throws ConfigError naming `api_server.key`
+ */
+export function assertBindAllowed(host: string, key: string | undefined): void {
+  if (!isLoopbackHost(host) && !key) {
+    throw new ConfigError(
+      `Refusing to bind the API server to ${host} without a key: set API_SERVER_KEY (api_server.key), or bind to 127.0.0.1.`,
+      { key: 'api_server.key' },
+    );
+  }
+}
+
+const digest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
+
+/** Constant-time comparison of a presented key with the configured one. */
+export function keyMatches(presented: string, expected: string): boolean {
+  return timingSafeEqual(digest(presented), digest(expected));
+}
+
+/**
+ * Middleware requiring the bearer key; a no-op when no key is configured (loopback only).
+ * Missing or wrong keys get a 401 with an OpenAI-style body; the presented value is never logged.
+ */
+export function bearerAuth(key: string | undefined): RequestHandler {
+  return (req, res, next) => {
+    if (!key) return next();
+    const header = req.get('authorization') ?? '';
+    const m = /^Bearer\s+(.+)$/i.exec(header.trim());
+    if (!m) {
+      res.status(401).set('WWW-Authenticate', 'Bearer').json(
+        errorBody('Missing API key: send Authorization: Bearer <API_SERVER_KEY>.', 'authentication_error', 'missing_api_key'),
+      );
+      return;
+    }
+    if (!keyMatches(m[1]!.trim(), key)) {
+      res.status(401).set('WWW-Authenticate', 'Bearer').json(errorBody('Incorrect API key.', 'authentication_error', 'invalid_api_key'));
+      return;
+    }
+    next();
+  };
+}

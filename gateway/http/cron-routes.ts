@@ -1,0 +1,88 @@
+/**
+ * `/api/cron/jobs`: management of cron jobs over HTTP (SPEC §7, §8).
+ *
+ * The routes speak to a `CronApi`, the few operations the HTTP surface needs;
+ * the product's cron service implements it (wired in gateway-process.ts). The
+ * HTTP surface is not trusted to create command turns (SPEC §3), so `script`
+ * is not accepted here: cron jobs created over HTTP are agent turns.
+ */
+import { Router } from 'express';
+import { z } from 'zod';
+import { HttpError } from './errors.ts';
+
+/** Fields of a new job as the HTTP surface accepts them (the CLI's `add` flags). */
+export interface CronAddInput {
+  /** `30m`, `every 2h`, `daily at 7am`, a cron expression, an ISO time… */
+  schedule: string;
+  prompt?: string;
+  name?: string;
+  /** `local`, `origin`, `telegram:<chat>[:<thread>]`, a webhook URL, or a comma list. */
+  deliver?: string;
+  repeat?: number;
+  tz?: string;
+  paused?: boolean;
+  misfire?: 'skip' | 'once';
+  overlap?: 'skip' | 'queue' | 'allow';
+}
+
+/**
+ * What `/api/cron` needs of the cron service. A job reference is an id or a
+ * case-insensitive name. Methods throw `ScheduleInputError` for bad input and
+ * for unknown or ambiguous references (answered with 400), and return the
+ * affected job(s) as plain JSON-serialisable objects.
+ */
+export interface CronApi {
+  list(options: { all: boolean }): Promise<unknown[]>;
+  add(input: CronAddInput): Promise<unknown>;
+  pause(ref: string): Promise<unknown>;
+  resume(ref: string, options: { runNow: boolean }): Promise<unknown>;
+  /** Run now, outside the schedule. */
+  runNow(ref: string): Promise<unknown>;
+  remove(ref: string): Promise<unknown>;
+}
+
+const addSchema = z
+  .object({
+    schedule: z.string().min(1),
+    prompt: z.string().optional(),
+    name: z.string().min(1).max(200).optional(),
+    deliver: z.string().min(1).optional(),
+    repeat: z.number().int().positive().optional(),
+    tz: z.string().min(1).optional(),
+    paused: z.boolean().optional(),
+    misfire: z.enum(['skip', 'once']).optional(),
+    overlap: z.enum(['skip', 'queue', 'allow']).optional(),
+  })
+  .strict();
+
+const resumeSchema = z.object({ run_now: z.boolean().optional() }).strict();
+
+/** Routes under `/api/cron`; answers 501 for every route when no cron service is wired. */
+export function cronRouter(cron: CronApi | undefined): Router {
+  const router = Router();
+  router.use((_req, _res, next) => {
+    if (!cron) next(new HttpError(501, 'Cron jobs are not available in this gateway.', 'server_error', 'cron_unavailable'));
+    else next();
+  });
+  router.get('/jobs', async (req, res) => {
+    const all = req.query.all === '1' || req.query.all === 'true';
+    res.json({ object: 'list', data: await cron!.list({ all }) });
+  });
+  router.post('/jobs', async (req, res) => {
+    res.status(201).json(await cron!.add(addSchema.parse(req.body ?? {})));
+  });
+  router.post('/jobs/:ref/pause', async (req, res) => {
+    res.json(await cron!.pause(String(req.params.ref)));
+  });
+  router.post('/jobs/:ref/resume', async (req, res) => {
+    const body = resumeSchema.parse(req.body ?? {});
+    res.json(await cron!.resume(String(req.params.ref), { runNow: body.run_now ?? false }));
+  });
+  router.post('/jobs/:ref/run', async (req, res) => {
+    res.status(202).json(await cron!.runNow(String(req.params.ref)));
+  });
+  router.delete('/jobs/:ref', async (req, res) => {
+    res.json(await cron!.remove(String(req.params.ref)));
+  });
+  return router;
+}

@@ -1,0 +1,86 @@
+/**
+ * Error answers of the HTTP server in the OpenAI shape
+ * (`{ "error": { "message", "type", "param", "code" } }`), so OpenAI clients
+ * surface them as ordinary API errors. One mapping from the product's typed
+ * errors to HTTP statuses lives here.
+ */
+import type { ErrorRequestHandler, Response } from 'express';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { ConfigError, ScheduleInputError, StoreUnavailableError } from '../../scheduler/errors/index.ts';
+
+/** OpenAI error `type` values used by this server. */
+export type ApiErrorType =
+  | 'invalid_request_error'
+  | 'authentication_error'
+  | 'not_found_error'
+  | 'conflict_error'
+  | 'server_error'
+  | 'service_unavailable';
+
+/** An HTTP error answer: status plus the OpenAI-style body. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly type: ApiErrorType,
+    readonly code: string | null = null,
+    readonly param: string | null = null,
+  ) {
+    super(message);
+    this.name = 'HttpError';
+  }
+}
+
+/** The OpenAI-style error body. */
+export function errorBody(message: string, type: ApiErrorType, code: string | null = null, param: string | null = null) {
+  return { error: { message, type, param, code } };
+}
+
+/** Answer with an error (no-op when headers were already sent). */
+export function sendError(res: Response, err: HttpError): void {
+  if (res.headersSent) return;
+  res.status(err.status).json(errorBody(err.message, err.type, err.code, err.param));
+}
+
+/** The error type that goes with an HTTP status. */
+export function typeForStatus(status: number): ApiErrorType {
+  if (status === 400 || status === 413 || status === 422) return 'invalid_request_error';
+  if (status === 401 || status === 403) return 'authentication_error';
+  if (status === 404) return 'not_found_error';
+  if (status === 409) return 'conflict_error';
+  if (status === 503) return 'service_unavailable';
+  return 'server_error';
+}
+
+/** Map any thrown value to an `HttpError`. */
+export function toHttpError(err: unknown): HttpError {
+  if (err instanceof HttpError) return err;
+  if (err instanceof z.ZodError) {
+    const issue = err.issues[0]!;
+    const param = issue.path.map(String).join('.') || null;
+    return new HttpError(400, `Invalid request body${param ? ` at ${param}` : ''}: ${issue.message}`, 'invalid_request_error', 'invalid_body', param);
+  }
+  if (err instanceof ScheduleInputError) return new HttpError(400, err.message, 'invalid_request_error', err.code, err.field ?? null);
+  if (err instanceof ConfigError) return new HttpError(400, err.message, 'invalid_request_error', err.code, err.key ?? null);
+  if (err instanceof StoreUnavailableError) return new HttpError(503, err.message, 'service_unavailable', err.code);
+  const e = err as { type?: string; status?: number; message?: string };
+  // body-parser errors (express.json): malformed JSON, too large, wrong charset
+  if (e?.type === 'entity.parse.failed') {
+    return new HttpError(400, 'The request body is not valid JSON.', 'invalid_request_error', 'invalid_json');
+  }
+  if (e?.type === 'entity.too.large') return new HttpError(413, 'The request body is too large.', 'invalid_request_error', 'body_too_large');
+  if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
+    return new HttpError(e.status, e.message ?? 'Bad request.', typeForStatus(e.status), null);
+  }
+  return new HttpError(500, 'Internal server error.', 'server_error', 'internal_error');
+}
+
+/** Last express middleware: every error becomes an OpenAI-style answer; 5xx are logged. */
+export function errorHandler(log: Logger): ErrorRequestHandler {
+  return (err, req, res, _next) => {
+    const httpErr = toHttpError(err);
+    if (httpErr.status >= 500) log.error({ err: (err as Error)?.message, path: req.path }, 'request failed');
+    sendError(res, httpErr);
+  };
+}

@@ -1,0 +1,104 @@
+/**
+ * The gateway's HTTP server (express 5): `/health` (open), `/v1` (OpenAI
+ * compatible) and `/api` (management), both behind the bearer key.
+ *
+ * Default bind 127.0.0.1:8642 (`api_server.host`/`port`); a non-loopback bind
+ * without `API_SERVER_KEY` is refused before anything listens (SPEC §8).
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import type { Logger } from 'pino';
+import { apiRouter, type ApiDeps } from './api-routes.ts';
+import { assertBindAllowed, bearerAuth } from './auth.ts';
+import { HttpError, errorHandler } from './errors.ts';
+import type { SseStream } from './sse.ts';
+import { v1Router, type V1Deps } from './v1-routes.ts';
+
+/** Largest accepted JSON body. */
+export const BODY_LIMIT = '2mb';
+
+/** Settings and collaborators of the HTTP server. */
+export interface HttpServerOptions {
+  host: string;
+  /** 0 picks a free port (tests). */
+  port: number;
+  /** `API_SERVER_KEY`; never logged. */
+  key: string | undefined;
+  v1: Omit<V1Deps, 'streams' | 'log'>;
+  api: Omit<ApiDeps, 'streams' | 'log'>;
+  /** Body of `GET /health`. */
+  health: () => Record<string, unknown>;
+  log: Logger;
+}
+
+/** A listening server. */
+export interface HttpServerHandle {
+  /** `http://host:port` */
+  readonly url: string;
+  readonly address: AddressInfo;
+  /** End open event streams, stop listening, close idle and then all connections. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** Build the express app (no listening). */
+export function createApp(options: HttpServerOptions, streams: Set<SseStream>): express.Express {
+  const log = options.log;
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', false);
+  app.use(express.json({ limit: BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
+
+  app.get('/health', (_req, res) => {
+    res.json({ status: 'ok', ...options.health() });
+  });
+
+  const auth = bearerAuth(options.key);
+  app.use('/v1', auth, v1Router({ ...options.v1, streams, log: log.child({ component: 'v1' }) }));
+  app.use('/api', auth, apiRouter({ ...options.api, streams, log: log.child({ component: 'api' }) }));
+
+  app.use((req, _res, next) => {
+    next(new HttpError(404, `No route ${req.method} ${req.path}.`, 'not_found_error', 'route_not_found'));
+  });
+  app.use(errorHandler(log));
+  return app;
+}
+
+/**
+ * Check the bind, then listen.
+ * @throws ConfigError for a non-loopback host without a key; the listen error (EADDRINUSE…) otherwise
+ */
+export async function startHttpServer(options: HttpServerOptions): Promise<HttpServerHandle> {
+  assertBindAllowed(options.host, options.key);
+  const streams = new Set<SseStream>();
+  const app = createApp(options, streams);
+  const server: Server = createServer(app);
+  server.keepAliveTimeout = 5_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `http://${host}:${address.port}`;
+  options.log.info({ url, auth: options.key ? 'bearer' : 'none (loopback only)' }, 'HTTP API listening');
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    address,
+    close() {
+      closing ??= (async () => {
+        for (const s of [...streams]) s.close();
+        const closed = new Promise<void>((r) => server.close(() => r()));
+        server.closeIdleConnections();
+        const timer = setTimeout(() => server.closeAllConnections(), 1_000);
+        await closed;
+        clearTimeout(timer);
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,365 @@
+/**
+ * The OpenAI-compatible `/v1` API (SPEC §8). Every request that needs the
+ * model becomes a `v1-runs` job that a worker runs (worker/v1-run-processor.ts);
+ * the gateway only queues it and relays the result from the run's record and
+ * event stream in Redis (scheduler/v1-runs.ts).
+ *
+ * - `POST /v1/chat/completions` waits for the run and answers a `chat.completion`,
+ *   or with `stream: true` an SSE stream of `chat.completion.chunk`s ending in
+ *   `data: [DONE]`. The agent runner answers in one piece, so the content
+ *   arrives as one chunk when the run finishes; the role chunk is sent at once.
+ * - `POST /v1/runs` answers 202 with a run id at once; `GET /v1/runs/:id`,
+ *   `GET /v1/runs/:id/events` (SSE, `Last-Event-ID` resumes) and
+ *   `POST /v1/runs/:id/stop` follow it.
+ * - `Idempotency-Key` (both POSTs): the same key with the same body replays the
+ *   same run; with a different body it is a 409. Keys are stored as SHA-256.
+ * - Waiting callers are tracked for the drain (gateway/drain.ts): at its
+ *   deadline they get a 503, never a hang; a run that outlives the wait keeps
+ *   its result in `GET /v1/runs/:id`.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { Router, type Request, type Response } from 'express';
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import {
+  isTerminalRunEvent, type RunMessage, type RunStore, type V1RunJobData, type V1RunRecord,
+} from '../../scheduler/v1-runs.ts';
+import { DrainAbort, type InflightRuns } from '../drain.ts';
+import { HttpError, errorBody, toHttpError, typeForStatus } from './errors.ts';
+import { lastEventId, openSse, type SseStream } from './sse.ts';
+
+/** What the `/v1` routes use. */
+export interface V1Deps {
+  runs: RunStore;
+  queue: Queue<V1RunJobData>;
+  /** Duplicated per waiting caller for XREAD BLOCK. */
+  redis: Redis;
+  inflight: InflightRuns;
+  /** Model the agent runs (`agent.model`); listed by `/v1/models` next to `hermes-agent`. */
+  model: string;
+  /** `agent.max_prompt_chars`, per message. */
+  maxPromptChars: number;
+  /** `gateway.run_timeout_seconds` in ms. */
+  runTimeoutMs: number;
+  /** Open SSE streams, closed when the server closes. */
+  streams: Set<SseStream>;
+  log: Logger;
+}
+
+/** The model id the gateway always lists. */
+export const HERMES_MODEL_ID = 'hermes-agent';
+
+const textPart = z.object({ type: z.literal('text'), text: z.string() }).loose();
+const contentSchema = z.union([z.string(), z.array(textPart).min(1)]);
+const messageSchema = z
+  .object({
+    role: z.enum(['system', 'developer', 'user', 'assistant']),
+    content: contentSchema,
+    name: z.string().optional(),
+  })
+  .loose();
+
+/** `POST /v1/chat/completions` body: the fields the gateway uses; other OpenAI fields are accepted and ignored. */
+export const chatCompletionSchema = z
+  .object({
+    model: z.string().min(1).max(200).optional(),
+    messages: z.array(messageSchema).min(1, 'messages must hold at least one message'),
+    stream: z.boolean().optional(),
+  })
+  .loose();
+
+/** `POST /v1/runs` body. */
+export const runRequestSchema = z
+  .object({
+    model: z.string().min(1).max(200).optional(),
+    /** A prompt, or chat messages. */
+    input: z.union([z.string().min(1, 'input must not be empty'), z.array(messageSchema).min(1)]),
+    /** Extra system instructions, sent before the input. */
+    instructions: z.string().optional(),
+  })
+  .strict();
+
+/** Blocking reads are cut into pieces this long, so a wait notices its deadline. */
+const BLOCK_SLICE_MS = 5_000;
+
+export function v1Router(deps: V1Deps): Router {
+  const router = Router();
+
+  router.use((_req, _res, next) => {
+    if (deps.inflight.draining) {
+      next(new HttpError(503, 'The gateway is shutting down; retry the request shortly.', 'service_unavailable', 'server_draining'));
+      return;
+    }
+    next();
+  });
+
+  router.get('/models', (_req, res) => {
+    const created = Math.floor(Date.now() / 1000);
+    const ids = [...new Set([HERMES_MODEL_ID, deps.model])];
+    res.json({ object: 'list', data: ids.map((id) => ({ id, object: 'model', created, owned_by: 'hermes' })) });
+  });
+
+  router.post('/chat/completions', async (req, res) => {
+    const body = chatCompletionSchema.parse(req.body);
+    const messages = toRunMessages(body.messages, deps.maxPromptChars);
+    const model = body.model ?? HERMES_MODEL_ID;
+    const { runId } = await startRun(deps, req, 'chat.completions', { model, messages }, body);
+    res.set('X-Hermes-Run-Id', runId);
+    const created = Math.floor(Date.now() / 1000);
+    const id = `chatcmpl-${runId}`;
+    if (!body.stream) {
+      const clientGone = closeSignal(res);
+      const record = await deps.inflight.track(runId, (drain) => waitForRun(deps, runId, AbortSignal.any([drain, clientGone])));
+      res.json({
+        id, object: 'chat.completion', created, model,
+        choices: [{ index: 0, message: { role: 'assistant', content: record.output ?? '' }, finish_reason: 'stop' }],
+        usage: record.usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
+      });
+      return;
+    }
+    const sse = trackStream(deps, openSse(req, res));
+    const chunk = (delta: Record<string, unknown>, finish: string | null, extra: Record<string, unknown> = {}) => ({
+      id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish }], ...extra,
+    });
+    sse.send({ data: chunk({ role: 'assistant', content: '' }, null) });
+    try {
+      const record = await deps.inflight.track(runId, (drain) => waitForRun(deps, runId, AbortSignal.any([drain, sse.signal])));
+      if (record.output) sse.send({ data: chunk({ content: record.output }, null) });
+      sse.send({ data: chunk({}, 'stop', record.usage ? { usage: record.usage } : {}) });
+      sse.send({ data: '[DONE]' });
+    } catch (err) {
+      const e = toHttpError(err);
+      sse.send({ data: errorBody(e.message, e.type, e.code, e.param) });
+    } finally {
+      sse.close();
+    }
+  });
+
+  router.post('/runs', async (req, res) => {
+    const body = runRequestSchema.parse(req.body);
+    const messages: RunMessage[] = [];
+    if (body.instructions) messages.push({ role: 'system', content: body.instructions });
+    messages.push(...(typeof body.input === 'string' ? [{ role: 'user' as const, content: body.input }] : toRunMessages(body.input, deps.maxPromptChars)));
+    if (typeof body.input === 'string') assertSize(body.input, 'input', deps.maxPromptChars);
+    const model = body.model ?? HERMES_MODEL_ID;
+    const { runId, replayed } = await startRun(deps, req, 'runs', { model, messages }, body);
+    const record = await deps.runs.get(runId);
+    if (!record) throw new HttpError(404, `Run ${runId} has expired.`, 'not_found_error', 'run_not_found');
+    if (replayed) res.set('Idempotent-Replayed', 'true');
+    res.status(replayed ? 200 : 202).json(runObject(record));
+  });
+
+  router.get('/runs/:id', async (req, res) => {
+    res.json(runObject(await getRun(deps, String(req.params.id))));
+  });
+
+  router.post('/runs/:id/stop', async (req, res) => {
+    const runId = String(req.params.id);
+    const outcome = await deps.runs.requestStop(runId);
+    if (outcome === 'missing') throw notFound(runId);
+    if (outcome === 'completed' || outcome === 'failed' || outcome === 'interrupted') {
+      throw new HttpError(409, `Run ${runId} already ended (${outcome}).`, 'conflict_error', 'run_already_ended');
+    }
+    deps.log.info({ runId, outcome }, 'v1 run stop requested');
+    const record = await getRun(deps, runId);
+    res.status(outcome === 'stopping' ? 202 : 200).json(runObject(record));
+  });
+
+  router.get('/runs/:id/events', async (req, res) => {
+    const runId = String(req.params.id);
+    await getRun(deps, runId);
+    const sse = trackStream(deps, openSse(req, res));
+    const blocking = deps.redis.duplicate();
+    blocking.on('error', () => {});
+    const onAbort = () => blocking.disconnect();
+    sse.signal.addEventListener('abort', onAbort, { once: true });
+    let after = lastEventId(req, '0');
+    try {
+      for (;;) {
+        const events = await deps.runs.readEvents(blocking, runId, after, BLOCK_SLICE_MS);
+        let ended = false;
+        for (const e of events) {
+          after = e.id;
+          sse.send({ id: e.id, event: e.type, data: e.data });
+          if (isTerminalRunEvent(e.type)) ended = true;
+        }
+        if (ended || sse.signal.aborted) break;
+        if (events.length === 0 && !(await deps.runs.get(runId))) break;
+      }
+    } catch (err) {
+      if (!sse.signal.aborted) deps.log.warn({ runId, err: (err as Error).message }, 'run event stream failed');
+    } finally {
+      sse.signal.removeEventListener('abort', onAbort);
+      blocking.disconnect();
+      sse.close();
+    }
+  });
+
+  return router;
+}
+
+/** Express 5 forwards rejected promises of async handlers to the error handler. */
+
+function toRunMessages(messages: z.infer<typeof messageSchema>[], maxChars: number): RunMessage[] {
+  return messages.map((m, i) => {
+    const content = typeof m.content === 'string' ? m.content : m.content.map((p) => p.text).join('\n');
+    assertSize(content, `messages.${i}.content`, maxChars);
+    return { role: m.role === 'developer' ? 'system' : m.role, content };
+  });
+}
+
+function assertSize(text: string, param: string, maxChars: number): void {
+  if (text.length > maxChars) {
+    throw new HttpError(400, `${param} is ${text.length} characters; the limit is ${maxChars}.`, 'invalid_request_error', 'prompt_too_long', param);
+  }
+}
+
+/** JSON with sorted keys, so equal bodies digest equally whatever their key order. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
+
+/** A new run id: `run_` + 24 hex chars. */
+export function newRunId(): string {
+  return `run_${randomBytes(12).toString('hex')}`;
+}
+
+/**
+ * Create and queue a run, or replay the run of an `Idempotency-Key`.
+ * @throws HttpError 409 when the key was used with a different body
+ */
+async function startRun(
+  deps: V1Deps,
+  req: Request,
+  endpoint: string,
+  job: { model: string; messages: RunMessage[] },
+  body: unknown,
+): Promise<{ runId: string; replayed: boolean }> {
+  const runId = newRunId();
+  const idemKey = req.get('idempotency-key')?.trim();
+  let keyDigest: string | undefined;
+  if (idemKey) {
+    if (idemKey.length > 255) throw new HttpError(400, 'Idempotency-Key is longer than 255 characters.', 'invalid_request_error', 'invalid_idempotency_key');
+    keyDigest = sha256(idemKey);
+    const claim = await deps.runs.claimIdempotencyKey(keyDigest, sha256(`${endpoint}\n${canonicalJson(body)}`), runId);
+    if (claim.status === 'replay') {
+      deps.log.info({ runId: claim.runId }, 'v1 request replayed by Idempotency-Key');
+      return { runId: claim.runId, replayed: true };
+    }
+    if (claim.status === 'conflict') {
+      throw new HttpError(
+        409, 'This Idempotency-Key was already used with a different request body.', 'conflict_error', 'idempotency_key_reused',
+      );
+    }
+  }
+  try {
+    await deps.runs.create(runId, job.model);
+    await deps.queue.add('v1-run', { runId, model: job.model, messages: job.messages }, { jobId: runId, attempts: 1 });
+  } catch (err) {
+    if (keyDigest) await deps.runs.releaseIdempotencyKey(keyDigest, runId).catch(() => {});
+    throw err;
+  }
+  deps.log.info({ runId, endpoint, messages: job.messages.length }, 'v1 run queued');
+  return { runId, replayed: false };
+}
+
+/**
+ * Wait until the run ends.
+ * @returns the completed run
+ * @throws HttpError with the run's own error (503 when a drain interrupted it), 503 when
+ *   the gateway's drain deadline passed, 504 after `runTimeoutMs`
+ */
+async function waitForRun(deps: V1Deps, runId: string, signal: AbortSignal): Promise<V1RunRecord> {
+  const blocking = deps.redis.duplicate();
+  blocking.on('error', () => {});
+  const onAbort = () => blocking.disconnect();
+  signal.addEventListener('abort', onAbort, { once: true });
+  const deadline = Date.now() + deps.runTimeoutMs;
+  let after = '0';
+  try {
+    for (;;) {
+      if (signal.aborted) throw abortError(runId, signal);
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) {
+        throw new HttpError(
+          504, `Run ${runId} did not finish within ${Math.round(deps.runTimeoutMs / 1000)}s; GET /v1/runs/${runId} shows its result later.`,
+          'server_error', 'run_timeout',
+        );
+      }
+      let events;
+      try {
+        events = await deps.runs.readEvents(blocking, runId, after, Math.min(remaining, BLOCK_SLICE_MS));
+      } catch (err) {
+        if (signal.aborted) throw abortError(runId, signal);
+        throw err;
+      }
+      for (const e of events) {
+        after = e.id;
+        if (!isTerminalRunEvent(e.type)) continue;
+        const record = await getRun(deps, runId);
+        if (record.status === 'completed') return record;
+        const info = record.error ?? { code: 'run_failed', message: `Run ${runId} ${record.status}.`, httpStatus: 500 };
+        throw new HttpError(info.httpStatus, info.message, typeForStatus(info.httpStatus), info.code);
+      }
+    }
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+    blocking.disconnect();
+  }
+}
+
+function abortError(runId: string, signal: AbortSignal): HttpError {
+  if (signal.reason instanceof DrainAbort) {
+    return new HttpError(
+      503,
+      `The gateway is shutting down and stopped waiting for run ${runId}; GET /v1/runs/${runId} shows its result once it finishes.`,
+      'service_unavailable', 'server_draining',
+    );
+  }
+  return new HttpError(499, 'The client closed the request.', 'invalid_request_error', 'client_closed');
+}
+
+/** An AbortSignal fired when the client goes away before the answer was sent. */
+function closeSignal(res: Response): AbortSignal {
+  const c = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) c.abort();
+  });
+  return c.signal;
+}
+
+function trackStream(deps: V1Deps, sse: SseStream): SseStream {
+  deps.streams.add(sse);
+  sse.signal.addEventListener('abort', () => deps.streams.delete(sse), { once: true });
+  return sse;
+}
+
+async function getRun(deps: V1Deps, runId: string): Promise<V1RunRecord> {
+  const record = await deps.runs.get(runId);
+  if (!record) throw notFound(runId);
+  return record;
+}
+
+function notFound(runId: string): HttpError {
+  return new HttpError(404, `No run ${runId} (unknown or expired).`, 'not_found_error', 'run_not_found', 'id');
+}
+
+/** The API shape of a run (times in epoch seconds, like OpenAI objects). */
+export function runObject(r: V1RunRecord) {
+  const sec = (ms: number | null) => (ms === null ? null : Math.floor(ms / 1000));
+  return {
+    id: r.id, object: 'run', status: r.status, model: r.model,
+    created_at: sec(r.createdAt), started_at: sec(r.startedAt), finished_at: sec(r.finishedAt),
+    output: r.output, usage: r.usage, error: r.error ? { code: r.error.code, message: r.error.message } : null,
+    stop_requested: r.stopRequested,
+  };
+}

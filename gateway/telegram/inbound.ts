@@ -1,0 +1,98 @@
+/**
+ * What the gateway does with one Telegram update: relay, refuse or ignore.
+ * No command logic lives here — `/loop`, `/heartbeat`, `/goal`, `/cron`,
+ * `/status`, `/stop` are relayed like any message and interpreted by workers.
+ *
+ * - An allow-listed user's text message is stored with `enqueueInput` as input
+ *   of session `telegram:<chat>` (or `telegram:<chat>:<thread>` in a forum
+ *   topic), message id `tg-<update_id>`: the inbox job id dedupes an update
+ *   that Telegram delivers again.
+ * - Anyone else gets a short refusal through the outbound queue (sent once) and
+ *   a WARNING that names the user and chat but never the text (SPEC §8, §11).
+ * - A message over `agent.max_prompt_chars` is answered with the limit and not relayed.
+ * - Non-text updates are ignored (debug log).
+ */
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { Update } from 'grammy/types';
+import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
+import { enqueueInput } from '../../scheduler/inbox.ts';
+import type { Keys } from '../../scheduler/keys.ts';
+import type { Origin } from '../../scheduler/loop-state.ts';
+import { enqueueTelegramOutbound, type TelegramOutboundData } from '../../scheduler/outbound.ts';
+import type { HermesQueues } from '../../scheduler/queues.ts';
+import type { AllowList } from './allow-list.ts';
+
+/** The refusal a user outside the allow-list gets. */
+export const REFUSAL_TEXT = 'Sorry, this bot only answers its allow-listed users. Ask its owner to add your Telegram user id.';
+
+/** What became of an update. */
+export type InboundOutcome = 'stored' | 'refused' | 'rejected' | 'ignored';
+
+/** What `storeUpdate` uses. */
+export interface InboundDeps {
+  redis: Redis;
+  keys: Keys;
+  queues: HermesQueues;
+  outbound: Queue<TelegramOutboundData>;
+  allow: AllowList;
+  /** `agent.max_prompt_chars` */
+  maxChars: number;
+  /** The bot's username (from getMe), to strip `/cmd@<username>` in groups. */
+  botUsername: string | undefined;
+  log: Logger;
+}
+
+/** Session id of a Telegram chat (and forum topic). */
+export function telegramSessionId(chatId: string, threadId?: string): string {
+  return threadId ? `telegram:${chatId}:${threadId}` : `telegram:${chatId}`;
+}
+
+/** `/loop@MyBot 5m x` → `/loop 5m x` when addressed to this bot; other text unchanged. */
+export function normaliseCommand(text: string, botUsername: string | undefined): string {
+  if (!botUsername) return text;
+  const m = /^(\/[A-Za-z0-9_]+)@([A-Za-z0-9_]+)(?=\s|$)/.exec(text);
+  if (!m || m[2]!.toLowerCase() !== botUsername.toLowerCase()) return text;
+  return m[1]! + text.slice(m[0].length);
+}
+
+/**
+ * Store (or refuse) one update. Resolves only after Redis confirmed the write,
+ * so the caller may then advance the offset.
+ * @throws when Redis refused the write (the caller must not advance the offset)
+ */
+export async function storeUpdate(update: Update, deps: InboundDeps): Promise<InboundOutcome> {
+  const msg = update.message;
+  const log = deps.log.child({ updateId: update.update_id });
+  if (!msg || typeof msg.text !== 'string' || !msg.from) {
+    log.debug('Telegram update without a text message ignored');
+    return 'ignored';
+  }
+  const chatId = String(msg.chat.id);
+  const threadId = msg.is_topic_message && msg.message_thread_id !== undefined ? String(msg.message_thread_id) : undefined;
+  const sessionId = telegramSessionId(chatId, threadId);
+  const reply = async (occurrenceId: string, text: string) =>
+    enqueueTelegramOutbound(deps.outbound, { platform: 'telegram', chatId, threadId, text, sessionId, occurrenceId });
+
+  if (!deps.allow.allows(msg.from.id)) {
+    log.warn({ userId: msg.from.id, chatId }, 'Telegram message refused: user not in TELEGRAM_ALLOWED_USERS');
+    await reply(`refusal:tg-${update.update_id}`, REFUSAL_TEXT);
+    return 'refused';
+  }
+  const origin: Origin = { surface: 'telegram', route: { platform: 'telegram', chatId, ...(threadId ? { threadId } : {}) } };
+  try {
+    const jobId = await enqueueInput(
+      { redis: deps.redis, keys: deps.keys, queues: deps.queues, maxChars: deps.maxChars },
+      { sessionId, text: normaliseCommand(msg.text, deps.botUsername), messageId: `tg-${update.update_id}`, origin },
+    );
+    log.info({ sessionId, jobId, chars: msg.text.length }, 'Telegram message stored');
+    log.debug({ sessionId, text: msg.text }, 'Telegram message text');
+    return 'stored';
+  } catch (err) {
+    if (!(err instanceof ScheduleInputError)) throw err;
+    log.warn({ sessionId, field: err.field }, `Telegram message rejected: ${err.message}`);
+    await reply(`rejected:tg-${update.update_id}`, err.message);
+    return 'rejected';
+  }
+}

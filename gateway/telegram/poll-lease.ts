@@ -1,0 +1,108 @@
+/**
+ * One poller per bot token across all gateway instances (SPEC §8): a Redis
+ * lease whose value is the holder's instance id, with a time-to-live renewed
+ * every third of it. A gateway polls Telegram only while it holds the lease;
+ * the others stand by and take over once it expires (the holder died) or was
+ * released (the holder stopped). Renewal failure (the lease was lost, e.g.
+ * after a long pause of this process) is reported through `onLost`, and the
+ * poller stops its in-flight getUpdates at once.
+ */
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+
+const ACQUIRE = `
+local cur = redis.call('GET', KEYS[1])
+if cur == false or cur == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0`;
+
+const RENEW = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0`;
+
+const RELEASE = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`;
+
+export class PollLease {
+  private timer: NodeJS.Timeout | undefined;
+  private heldFlag = false;
+  /** Called once each time a held lease is lost (renewal found another holder or none). */
+  onLost: (() => void) | undefined;
+
+  /**
+   * @param key - `Keys.telegramPollLease(botId)`
+   * @param holder - this gateway's instance id
+   * @param ttlMs - lease time-to-live in milliseconds (`gateway.poll_lease_ttl_seconds`)
+   */
+  constructor(
+    private readonly redis: Redis,
+    private readonly key: string,
+    readonly holder: string,
+    private readonly ttlMs: number,
+    private readonly log: Logger,
+  ) {}
+
+  /** Whether this instance held the lease at its last acquire or renewal. */
+  get held(): boolean {
+    return this.heldFlag;
+  }
+
+  /** Interval at which a standby instance should try again, ms. */
+  get retryMs(): number {
+    return Math.max(50, Math.floor(this.ttlMs / 3));
+  }
+
+  /**
+   * Take the lease if it is free (or already ours) and keep renewing it.
+   * @returns whether this instance holds it now
+   */
+  async acquire(): Promise<boolean> {
+    const ok = (await this.redis.eval(ACQUIRE, 1, this.key, this.holder, String(this.ttlMs))) === 1;
+    if (ok && !this.heldFlag) {
+      this.heldFlag = true;
+      this.log.info({ holder: this.holder }, 'Telegram poll lease acquired: this gateway polls the bot');
+      this.startRenewal();
+    }
+    if (!ok) this.heldFlag = false;
+    return ok;
+  }
+
+  /** The current holder's instance id, or `null`. */
+  async currentHolder(): Promise<string | null> {
+    return await this.redis.get(this.key);
+  }
+
+  /** Stop renewing and delete the lease if it is ours, so a standby takes over at once. Idempotent. */
+  async release(): Promise<void> {
+    this.stopRenewal();
+    if (!this.heldFlag) return;
+    this.heldFlag = false;
+    await this.redis.eval(RELEASE, 1, this.key, this.holder).catch(() => {});
+  }
+
+  private startRenewal(): void {
+    this.stopRenewal();
+    this.timer = setInterval(() => {
+      this.redis.eval(RENEW, 1, this.key, this.holder, String(this.ttlMs)).then(
+        (r) => {
+          if (r !== 1 && this.heldFlag) {
+            this.heldFlag = false;
+            this.stopRenewal();
+            this.log.warn({ holder: this.holder }, 'Telegram poll lease lost; polling stops');
+            this.onLost?.();
+          }
+        },
+        (err: Error) => this.log.warn({ err: err.message }, 'Telegram poll lease renewal failed'),
+      );
+    }, this.retryMs);
+    this.timer.unref();
+  }
+
+  private stopRenewal(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+}

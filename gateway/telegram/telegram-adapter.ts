@@ -1,0 +1,128 @@
+/**
+ * The Telegram platform adapter: the poller (inbound, behind the poll lease)
+ * and the outbound sender, over grammY's `Api` client pointed at
+ * `telegram.api_root` (default the public Bot API). Loaded lazily by the
+ * platform registry through `telegramPlugin` (telegram-plugin.ts), so grammY is
+ * only imported when a bot token is configured.
+ */
+import { autoRetry } from '@grammyjs/auto-retry';
+import { Api } from 'grammy';
+import { createHash } from 'node:crypto';
+import type { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { HermesConfig } from '../../scheduler/config.ts';
+import { PlatformError } from '../../scheduler/errors/platform-error.ts';
+import type { Keys } from '../../scheduler/keys.ts';
+import type { TelegramOutboundData } from '../../scheduler/outbound.ts';
+import type { HermesQueues } from '../../scheduler/queues.ts';
+import { BULLMQ_REDIS_OPTIONS } from '../../scheduler/redis/connect.ts';
+import type { PlatformAdapter, PluginLoadContext } from '../plugins/platform-plugin.ts';
+import { AllowList } from './allow-list.ts';
+import { storeUpdate } from './inbound.ts';
+import { TelegramOutboundSender } from './outbound-sender.ts';
+import { PollLease } from './poll-lease.ts';
+import { TelegramPoller, grammySignal } from './poller.ts';
+
+/** What the adapter needs from the gateway process. */
+export interface TelegramAdapterDeps {
+  config: HermesConfig;
+  redis: Redis;
+  redisUrl: string;
+  keys: Keys;
+  queues: HermesQueues;
+  outbound: Queue<TelegramOutboundData>;
+  instanceId: string;
+  log: Logger;
+}
+
+/**
+ * The bot's id for keys: the numeric part before the token's colon (public:
+ * it is the bot's user id), or a digest when the token has no such part.
+ */
+export function botIdOf(token: string): string {
+  const head = token.split(':')[0] ?? '';
+  return /^\d+$/.test(head) ? head : createHash('sha256').update(token).digest('hex').slice(0, 16);
+}
+
+/**
+ * Connect: check the token with getMe and build the adapter (not started).
+ * @throws PlatformError when Telegram refuses the token or cannot be reached
+ */
+export async function loadTelegramAdapter(deps: TelegramAdapterDeps, ctx: PluginLoadContext): Promise<PlatformAdapter> {
+  const tg = deps.config.telegram;
+  const token = tg.bot_token;
+  if (!token) throw new PlatformError('No Telegram bot token is configured (TELEGRAM_BOT_TOKEN).', { platform: 'telegram' });
+  const client = { ...(tg.api_root ? { apiRoot: tg.api_root } : {}) };
+  const pollApi = new Api(token, client);
+  const sendApi = new Api(token, client);
+  sendApi.config.use(autoRetry({ maxDelaySeconds: deps.config.gateway.max_retry_after_seconds, maxRetryAttempts: 5, rethrowHttpErrors: true }));
+  let me;
+  try {
+    me = await pollApi.getMe(grammySignal(ctx.signal));
+  } catch (err) {
+    throw new PlatformError(`Telegram getMe failed: ${(err as Error).message}`, { platform: 'telegram', method: 'getMe', cause: err });
+  }
+  return new TelegramAdapter(deps, pollApi, sendApi, me.username, ctx);
+}
+
+class TelegramAdapter implements PlatformAdapter {
+  private readonly poller: TelegramPoller;
+  private readonly sender: TelegramOutboundSender;
+  private readonly connection: Redis;
+  private readonly log: Logger;
+  private readonly outboundStopMs: number;
+  private stopped: Promise<void> | undefined;
+
+  constructor(deps: TelegramAdapterDeps, pollApi: Api, sendApi: Api, botUsername: string | undefined, ctx: PluginLoadContext) {
+    const { config, keys } = deps;
+    const botId = botIdOf(config.telegram.bot_token!);
+    this.log = deps.log.child({ platform: 'telegram', botId });
+    this.outboundStopMs = config.gateway.outbound_stop_timeout_seconds * 1000;
+    const allow = new AllowList(config.telegram.allowed_users);
+    if (allow.size === 0) this.log.warn('TELEGRAM_ALLOWED_USERS is empty: every Telegram user is refused');
+    const lease = new PollLease(deps.redis, keys.telegramPollLease(botId), deps.instanceId, config.gateway.poll_lease_ttl_seconds * 1000, this.log);
+    this.poller = new TelegramPoller({
+      api: pollApi, lease, redis: deps.redis, offsetKey: keys.telegramOffset(botId),
+      store: (update) => storeUpdate(update, {
+        redis: deps.redis, keys, queues: deps.queues, outbound: deps.outbound, allow,
+        maxChars: config.agent.max_prompt_chars, botUsername, log: this.log,
+      }),
+      timeoutSeconds: config.gateway.poll_timeout_seconds,
+      retryInitialMs: config.gateway.poll_retry_initial_seconds * 1000,
+      retryMaxMs: config.gateway.poll_retry_max_seconds * 1000,
+      onFatal: (err) => ctx.onFatal(err),
+      log: this.log,
+    });
+    this.connection = new Redis(deps.redisUrl, BULLMQ_REDIS_OPTIONS);
+    this.connection.on('error', () => {});
+    this.sender = new TelegramOutboundSender({
+      api: sendApi, redis: deps.redis, connection: this.connection, keys,
+      concurrency: config.gateway.outbound_concurrency,
+      lockDurationMs: config.worker.lock_duration_ms, stalledIntervalMs: config.worker.stalled_interval_ms,
+      log: this.log,
+    });
+  }
+
+  async start(): Promise<void> {
+    await this.sender.start();
+    this.poller.start();
+  }
+
+  async stopInbound(): Promise<void> {
+    await this.poller.stop();
+  }
+
+  stop(): Promise<void> {
+    this.stopped ??= (async () => {
+      await this.poller.stop().catch((err: Error) => this.log.warn({ err: err.message }, 'poller stop failed'));
+      await this.sender.stop(this.outboundStopMs).catch((err: Error) => this.log.warn({ err: err.message }, 'outbound stop failed'));
+      this.connection.disconnect();
+    })();
+    return this.stopped;
+  }
+
+  status(): Record<string, unknown> {
+    return { polling: this.poller.polling, polls: this.poller.pollCount };
+  }
+}

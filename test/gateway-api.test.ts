@@ -1,0 +1,203 @@
+/**
+ * The management API under `/api` (SPEC §8): schedules through the real
+ * ScheduleService and BullMQ job schedulers, cron routes against the `CronApi`
+ * contract, and a session's event stream as SSE with `Last-Event-ID` resume.
+ */
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
+import type { CronAddInput, CronApi } from '../gateway/http/cron-routes.ts';
+import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
+import { Keys, QUEUES } from '../scheduler/keys.ts';
+import { createLogger } from '../scheduler/logger.ts';
+import { SessionStore } from '../scheduler/session-store.ts';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { readJson, readSseUntil } from './support/http.ts';
+
+const KEY = 'api-key-abcdef';
+
+/** A small in-memory cron service honouring the CronApi contract (references by id or name). */
+class MemoryCron implements CronApi {
+  jobs: Array<{ id: string; name: string; schedule: string; prompt: string; state: string; runs: number }> = [];
+  private find(ref: string) {
+    const job = this.jobs.find((j) => j.id === ref) ?? this.jobs.find((j) => j.name.toLowerCase() === ref.toLowerCase());
+    if (!job) throw new ScheduleInputError(`No cron job "${ref}".`, { field: 'ref' });
+    return job;
+  }
+  async list(options: { all: boolean }) {
+    return this.jobs.filter((j) => options.all || j.state !== 'completed');
+  }
+  async add(input: CronAddInput) {
+    if (input.schedule === 'sometimes') throw new ScheduleInputError('Unknown schedule "sometimes".', { field: 'schedule' });
+    const job = { id: `job${this.jobs.length}`, name: input.name ?? input.prompt ?? 'job', schedule: input.schedule, prompt: input.prompt ?? '', state: input.paused ? 'paused' : 'scheduled', runs: 0 };
+    this.jobs.push(job);
+    return job;
+  }
+  async pause(ref: string) {
+    const j = this.find(ref);
+    j.state = 'paused';
+    return j;
+  }
+  async resume(ref: string, options: { runNow: boolean }) {
+    const j = this.find(ref);
+    j.state = 'scheduled';
+    if (options.runNow) j.runs++;
+    return j;
+  }
+  async runNow(ref: string) {
+    const j = this.find(ref);
+    j.runs++;
+    return j;
+  }
+  async remove(ref: string) {
+    const j = this.find(ref);
+    this.jobs = this.jobs.filter((x) => x !== j);
+    return j;
+  }
+}
+
+let env: TestEnv;
+let gw: Gateway;
+let redis: Redis;
+const cron = new MemoryCron();
+
+const call = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
+  fetch(`${gw.httpAddress.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+
+beforeAll(async () => {
+  env = testEnv({ 'api_server.port': 0, 'api_server.key': KEY });
+  gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }), cron });
+  redis = new Redis(env.redisUrl);
+});
+
+afterAll(async () => {
+  await gw?.close();
+  redis?.disconnect();
+  env?.cleanup();
+});
+
+describe('/api/schedules', () => {
+  it('needs the key', async () => {
+    const res = await fetch(`${gw.httpAddress.url}/api/schedules`);
+    expect(res.status).toBe(401);
+  });
+
+  it('creates a loop in the /loop grammar, arms its job scheduler, pauses, resumes and deletes it', async () => {
+    const created = await call('POST', '/api/schedules', { kind: 'loop', session_id: 'api-s1', args: '2m check the deploy --times 3' });
+    expect(created.status).toBe(201);
+    const body = await readJson(created);
+    expect(body.reply).toMatch(/Loop set: every 2m/);
+    expect(body.schedule).toMatchObject({ session_id: 'api-s1', kind: 'loop', status: 'active', interval_seconds: 120, times: 3, prompt: 'check the deploy' });
+
+    const ticks = new Queue(QUEUES.ticks, { connection: redis, prefix: env.prefix });
+    try {
+      expect(await ticks.getJobScheduler(new Keys(env.prefix).schedulerId('api-s1', 'loop'))).toBeTruthy();
+
+      const list = await readJson(call('GET', '/api/schedules'));
+      expect(list.data.map((s: { session_id: string }) => s.session_id)).toContain('api-s1');
+
+      const paused = await call('POST', '/api/schedules/api-s1/loop/pause');
+      expect(paused.status).toBe(200);
+      expect((await readJson(paused)).schedule.status).toBe('paused');
+      expect(await ticks.getJobScheduler(new Keys(env.prefix).schedulerId('api-s1', 'loop'))).toBeFalsy();
+
+      const resumed = await readJson(call('POST', '/api/schedules/api-s1/loop/resume'));
+      expect(resumed.schedule.status).toBe('active');
+      expect(await ticks.getJobScheduler(new Keys(env.prefix).schedulerId('api-s1', 'loop'))).toBeTruthy();
+
+      const one = await readJson(call('GET', '/api/schedules/api-s1/loop'));
+      expect(one.status_line).toMatch(/^loop: active · every 2m/);
+
+      const deleted = await call('DELETE', '/api/schedules/api-s1/loop');
+      expect((await readJson(deleted)).reply).toMatch(/Loop stopped/);
+      expect(await ticks.getJobScheduler(new Keys(env.prefix).schedulerId('api-s1', 'loop'))).toBeFalsy();
+    } finally {
+      await ticks.close();
+    }
+  });
+
+  it('creates a heartbeat and refuses one below the minimum interval', async () => {
+    const ok = await call('POST', '/api/schedules', { kind: 'heartbeat', session_id: 'api-hb', interval_seconds: 300, prompt: 'anything new?' });
+    expect(ok.status).toBe(201);
+    expect((await readJson(ok)).schedule).toMatchObject({ kind: 'heartbeat', interval_seconds: 300 });
+    const bad = await call('POST', '/api/schedules', { kind: 'heartbeat', session_id: 'api-hb2', interval_seconds: 5, prompt: 'x' });
+    expect(bad.status).toBe(400);
+    expect((await readJson(bad)).error).toMatchObject({ param: 'interval_seconds', type: 'invalid_request_error' });
+    expect(await redis.exists(new Keys(env.prefix).schedule('api-hb2', 'heartbeat'))).toBe(0);
+  });
+
+  it.each([
+    [{ kind: 'loop', session_id: 'api-s2', args: '5m check --times 0' }, /positive whole number/],
+    [{ kind: 'loop', session_id: 'bad id!', args: '5m check' }, /Invalid session id/],
+    [{ kind: 'loop', session_id: 'api-s2', args: 'pause' }, /control word/],
+    [{ kind: 'cron', session_id: 'api-s2' }, /Invalid request body/],
+  ])('answers 400 and writes nothing for %j', async (input, message) => {
+    const res = await call('POST', '/api/schedules', input);
+    expect(res.status).toBe(400);
+    expect((await readJson(res)).error.message).toMatch(message);
+    expect(await redis.exists(new Keys(env.prefix).schedule('api-s2', 'loop'))).toBe(0);
+  });
+
+  it('answers 404 for a session without that schedule', async () => {
+    expect((await call('POST', '/api/schedules/nobody/loop/pause')).status).toBe(404);
+    expect((await call('GET', '/api/schedules/nobody/cron')).status).toBe(404);
+  });
+});
+
+describe('/api/cron', () => {
+  it('lists, creates, pauses, resumes, runs and deletes jobs by id or name', async () => {
+    const created = await call('POST', '/api/cron/jobs', { schedule: 'every 2h', prompt: 'summarise mail', name: 'Mail' });
+    expect(created.status).toBe(201);
+    const job = await readJson(created);
+    expect((await readJson(call('POST', '/api/cron/jobs/mail/pause'))).state).toBe('paused');
+    expect((await readJson(call('POST', `/api/cron/jobs/${job.id}/resume`, { run_now: true })))).toMatchObject({ state: 'scheduled', runs: 1 });
+    expect((await call('POST', '/api/cron/jobs/Mail/run')).status).toBe(202);
+    expect((await readJson(call('GET', '/api/cron/jobs'))).data).toHaveLength(1);
+    expect((await call('DELETE', '/api/cron/jobs/mail')).status).toBe(200);
+    expect((await readJson(call('GET', '/api/cron/jobs'))).data).toHaveLength(0);
+  });
+
+  it('answers 400 for bad input and unknown references, and refuses a script', async () => {
+    expect((await call('POST', '/api/cron/jobs', { schedule: 'sometimes', prompt: 'x' })).status).toBe(400);
+    expect((await call('POST', '/api/cron/jobs/nope/pause')).status).toBe(400);
+    const script = await call('POST', '/api/cron/jobs', { schedule: '30m', script: 'rm -rf /' });
+    expect(script.status).toBe(400);
+    expect((await readJson(script)).error.message).toMatch(/script/);
+  });
+});
+
+describe('GET /api/sessions/:id/events', () => {
+  it('streams events with their stream ids and resumes after Last-Event-ID', async () => {
+    const store = new SessionStore(redis, new Keys(env.prefix));
+    const first = await store.appendEvent('sse-s', 'reply', { text: 'one' });
+    const second = await store.appendEvent('sse-s', 'reply', { text: 'two' });
+
+    const c1 = new AbortController();
+    const res = await fetch(`${gw.httpAddress.url}/api/sessions/sse-s/events`, { headers: { authorization: `Bearer ${KEY}` }, signal: c1.signal });
+    expect(res.headers.get('content-type')).toMatch(/text\/event-stream/);
+    const live = readSseUntil(res, (f) => f.data.includes('three'), c1);
+    setTimeout(() => void store.appendEvent('sse-s', 'reply', { text: 'three' }), 100);
+    const frames = await live;
+    expect(frames.map((f) => [f.event, JSON.parse(f.data).text])).toEqual([['reply', 'one'], ['reply', 'two'], ['reply', 'three']]);
+    expect(frames[0]!.id).toBe(first);
+    expect(frames[1]!.id).toBe(second);
+
+    // a client that saw "one" reconnects and reads exactly what it missed
+    const c2 = new AbortController();
+    const again = await fetch(`${gw.httpAddress.url}/api/sessions/sse-s/events`, {
+      headers: { authorization: `Bearer ${KEY}`, 'last-event-id': first }, signal: c2.signal,
+    });
+    const missed = await readSseUntil(again, (f) => f.data.includes('three'), c2);
+    expect(missed.map((f) => JSON.parse(f.data).text)).toEqual(['two', 'three']);
+  });
+
+  it('rejects a malformed Last-Event-ID', async () => {
+    const res = await fetch(`${gw.httpAddress.url}/api/sessions/sse-s/events`, { headers: { authorization: `Bearer ${KEY}`, 'last-event-id': 'yesterday' } });
+    expect(res.status).toBe(400);
+  });
+});

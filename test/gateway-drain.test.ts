@@ -1,0 +1,191 @@
+/**
+ * Drain of the gateway on SIGTERM (SPEC §9; field report F9 and the old
+ * system's "/v1 runs killed after 0.00 s" bug): `/v1` runs get
+ * `agent.cron_drain_timeout`, not the chat budget; 0 opts them out and the
+ * caller gets a 503 at once; after the deadline the caller gets a 503, never a
+ * hang. Gateways run as child processes and get a real SIGTERM; the worker is
+ * an in-process BullMQ worker running `processV1Run` against a local model.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { startGateway } from '../gateway/gateway-process.ts';
+import { Keys } from '../scheduler/keys.ts';
+import { createLogger } from '../scheduler/logger.ts';
+import { enqueueTelegramOutbound, telegramOutboundQueue } from '../scheduler/outbound.ts';
+import { Redis } from 'ioredis';
+import { spawnGateway } from './support/child-gateway.ts';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai-gateway.ts';
+import { startFakeTelegram } from './support/fake-telegram.ts';
+import { readJson, waitFor } from './support/http.ts';
+import { telegramEnv } from './support/telegram-env.ts';
+import { startV1Worker } from './support/v1-worker.ts';
+
+const KEY = 'drain-key-123';
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const fn of cleanups.splice(0).reverse()) await fn();
+});
+
+async function setup(overrides: Record<string, unknown>, modelDelayMs: number): Promise<{ env: TestEnv; model: FakeOpenAI }> {
+  const model = await startFakeOpenAI({ delayMs: modelDelayMs });
+  cleanups.push(() => model.close());
+  const env = testEnv({ 'agent.base_url': model.url, 'agent.api_key': 'k', 'api_server.port': 0, 'api_server.key': KEY, ...overrides });
+  cleanups.push(() => env.cleanup());
+  const worker = await startV1Worker(env);
+  cleanups.push(() => worker.close());
+  return { env, model };
+}
+
+async function gatewayChild(env: TestEnv) {
+  const child = await spawnGateway({ ...env.childEnv, HERMES_LOG_LEVEL: 'info' });
+  cleanups.push(async () => {
+    child.kill('SIGKILL');
+    await child.exited;
+  });
+  return child;
+}
+
+function ask(url: string, text: string): Promise<Response> {
+  return fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: text }] }),
+  });
+}
+
+describe('gateway drain on SIGTERM', () => {
+  it('F9: a /v1 run in flight finishes within cron_drain_timeout 30 (restart_drain_timeout 0) and is delivered', async () => {
+    const { env, model } = await setup({ 'agent.cron_drain_timeout': 30, 'agent.restart_drain_timeout': 0 }, 2000);
+    const gw = await gatewayChild(env);
+    const pending = ask(gw.url, 'two second task');
+    await waitFor(() => model.pending === 1, 5000, 'model call running');
+    const signalled = Date.now();
+    gw.kill('SIGTERM');
+    const res = await pending;
+    expect(res.status).toBe(200);
+    expect((await readJson(res)).choices[0].message.content).toBe('echo: two second task');
+    expect(await gw.exited).toBe(0);
+    const waited = Date.now() - signalled;
+    expect(waited).toBeGreaterThanOrEqual(1500);
+    expect(waited).toBeLessThan(10_000);
+    expect(gw.stderr).toMatch(/waiting up to 30s for 1 \/v1 run\(s\)/);
+  });
+
+  it('with cron_drain_timeout 0 the caller gets a 503 at once, not a hang', async () => {
+    const { env, model } = await setup({ 'agent.cron_drain_timeout': 0 }, 5000);
+    const gw = await gatewayChild(env);
+    const pending = ask(gw.url, 'opted out');
+    await waitFor(() => model.pending === 1, 5000, 'model call running');
+    const signalled = Date.now();
+    gw.kill('SIGTERM');
+    const res = await pending;
+    expect(Date.now() - signalled).toBeLessThan(1000);
+    expect(res.status).toBe(503);
+    expect((await readJson(res)).error).toMatchObject({ type: 'service_unavailable', code: 'server_draining' });
+    expect(await gw.exited).toBe(0);
+    expect(gw.stderr).toMatch(/cron_drain_timeout is 0; interrupting 1 \/v1 run\(s\) now/);
+  });
+
+  it('after the deadline the caller gets a 503; the run itself finishes in the worker and stays readable', async () => {
+    const { env, model } = await setup({ 'agent.cron_drain_timeout': 1 }, 2500);
+    const gw = await gatewayChild(env);
+    const pending = ask(gw.url, 'too slow');
+    await waitFor(() => model.pending === 1, 5000, 'model call running');
+    const signalled = Date.now();
+    gw.kill('SIGTERM');
+    const res = await pending;
+    const waited = Date.now() - signalled;
+    expect(waited).toBeGreaterThanOrEqual(900);
+    expect(waited).toBeLessThan(2500);
+    expect(res.status).toBe(503);
+    const runId = res.headers.get('x-hermes-run-id')!;
+    expect((await readJson(res)).error.message).toContain(`GET /v1/runs/${runId}`);
+    expect(await gw.exited).toBe(0);
+
+    // a gateway that restarted serves the finished run: nothing was lost with the old one
+    const next = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: 'silent' }) });
+    cleanups.push(() => next.close());
+    const run = await waitFor(async () => {
+      const r = await readJson(fetch(`${next.httpAddress.url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${KEY}` } }));
+      return r.status === 'completed' ? r : null;
+    }, 5000, 'run completed');
+    expect(run.output).toBe('echo: too slow');
+  });
+
+  it('stops taking new work while draining: new /v1 requests get 503, Telegram polling stops, replies are still delivered', async () => {
+    const fake = await startFakeTelegram();
+    cleanups.push(() => fake.close());
+    const model = await startFakeOpenAI({ delayMs: 1500 });
+    cleanups.push(() => model.close());
+    const env = telegramEnv(fake, { 'agent.base_url': model.url, 'agent.api_key': 'k', 'api_server.key': KEY, 'agent.cron_drain_timeout': 30 });
+    cleanups.push(() => env.cleanup());
+    const worker = await startV1Worker(env);
+    cleanups.push(() => worker.close());
+    const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: 'silent' }) });
+    cleanups.push(() => gw.close());
+    await waitFor(() => fake.polling, 5000, 'polling');
+
+    const inflight = ask(gw.httpAddress.url, 'in flight');
+    await waitFor(() => model.pending === 1, 5000, 'model call running');
+    const drained = gw.drain();
+    await waitFor(() => !fake.polling, 2000, 'polling stopped');
+    const polls = fake.pollCount;
+
+    const refused = await ask(gw.httpAddress.url, 'too late');
+    expect(refused.status).toBe(503);
+    expect((await readJson(refused)).error.code).toBe('server_draining');
+
+    // a worker finishing a tick during the drain window queues a reply: it is still sent
+    const connection = new Redis(env.redisUrl, { maxRetriesPerRequest: null });
+    const queue = telegramOutboundQueue(new Keys(env.prefix), connection);
+    cleanups.push(async () => {
+      await queue.close();
+      connection.disconnect();
+    });
+    await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: '42', text: 'tick result', sessionId: 'telegram:42', occurrenceId: 'cron:j:1' });
+    await waitFor(() => fake.sent.length === 1, 5000, 'reply delivered during drain');
+
+    expect((await inflight).status).toBe(200);
+    await drained;
+    expect(fake.pollCount).toBe(polls);
+    expect(fake.sent[0]).toMatchObject({ chat_id: '42', text: 'tick result' });
+  });
+});
+
+describe('closing with a Telegram send hanging', () => {
+  it('close() does not wait forever on BullMQ: after outbound_stop_timeout_seconds the send is aborted, and the next gateway sends it once', async () => {
+    const fake = await startFakeTelegram();
+    cleanups.push(() => fake.close());
+    const env = telegramEnv(fake, { 'gateway.outbound_stop_timeout_seconds': 0.5 });
+    cleanups.push(() => env.cleanup());
+    let release!: () => void;
+    const hang = new Promise<void>((r) => (release = r));
+    cleanups.push(() => release());
+    fake.beforeSend = async (_p, n) => {
+      if (n === 1) await hang;
+    };
+    const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: 'silent' }) });
+    const connection = new Redis(env.redisUrl, { maxRetriesPerRequest: null });
+    const queue = telegramOutboundQueue(new Keys(env.prefix), connection);
+    cleanups.push(async () => {
+      await queue.close();
+      connection.disconnect();
+    });
+    await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: '9', text: 'stuck reply', sessionId: 'telegram:9', occurrenceId: 'tick:h:1' });
+    await waitFor(() => fake.sendCalls === 1, 5000, 'send in progress');
+
+    const started = Date.now();
+    await gw.close();
+    const took = Date.now() - started;
+    expect(took).toBeGreaterThanOrEqual(400);
+    expect(took).toBeLessThan(3000);
+    expect(fake.sent).toHaveLength(0);
+
+    fake.beforeSend = undefined;
+    const next = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: 'silent' }) });
+    cleanups.push(() => next.close());
+    await waitFor(() => fake.sent.length === 1, 10_000, 'reply sent by the next gateway');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(fake.sent).toEqual([expect.objectContaining({ chat_id: '9', text: 'stuck reply' })]);
+  });
+});

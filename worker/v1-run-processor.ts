@@ -1,0 +1,115 @@
+/**
+ * Runs one `/v1` request (a `v1-runs` job queued by the gateway) as a turn.
+ *
+ * - The turn is tracked as `scheduled` work, so a worker drain gives it
+ *   `agent.cron_drain_timeout` like a cron tick (SPEC §9; the old system gave
+ *   `/v1` runs the chat budget of 0 s and killed them at once).
+ * - Only the agent runner is used: `/v1` input can never create a command turn (SPEC §3).
+ * - The outcome is written to the run record (scheduler/v1-runs.ts), which the
+ *   waiting gateway reads; the job itself always completes, so BullMQ never
+ *   retries a run whose caller already got an answer. Only a stalled job (its
+ *   worker died) is taken over and run again.
+ * - A run aborted through its signal (drain deadline, BullMQ cancel) ends
+ *   `interrupted` with a 503-style error; a run stopped through
+ *   `POST /v1/runs/:id/stop` ends `cancelled`.
+ */
+import type { Job } from 'bullmq';
+import { TurnError } from '../scheduler/errors/turn-error.ts';
+import {
+  CANCELLED_ERROR, DRAIN_ERROR, RunStore,
+  type RunErrorInfo, type RunStatus, type V1RunJobData,
+} from '../scheduler/v1-runs.ts';
+import type { WorkerDeps } from './worker-deps.ts';
+
+/** How often a running run checks whether a stop was requested, ms. */
+export const STOP_POLL_MS = 200;
+
+/** Return value of a `v1-runs` job. */
+export interface V1RunJobResult {
+  runId: string;
+  /** The run's status after this attempt, or `missing` when its record expired. */
+  status: RunStatus | 'missing';
+}
+
+/**
+ * Process a `v1-runs` job.
+ *
+ * @param signal - the BullMQ job's abort signal, if any; it aborts the turn like a drain does
+ * @returns the run's status; never throws for a failed model call (the failure is in the run record)
+ * @throws only when Redis itself fails (BullMQ then fails the job; the caller's wait ends at its timeout)
+ */
+export async function processV1Run(
+  job: Job<V1RunJobData>,
+  _token: string | undefined,
+  signal: AbortSignal | undefined,
+  deps: WorkerDeps,
+): Promise<V1RunJobResult> {
+  const runs = new RunStore(deps.redis, deps.keys, deps.config.gateway.run_ttl_seconds);
+  const { runId } = job.data;
+  const log = deps.log.child({ runId, jobId: job.id });
+  if (signal?.aborted) {
+    await runs.end(runId, 'interrupted', DRAIN_ERROR);
+    return { runId, status: 'interrupted' };
+  }
+  const retake = job.attemptsStarted > 1 || job.stalledCounter > 0;
+  if (!(await runs.markRunning(runId, deps.workerId, { retake }))) {
+    const current = await runs.get(runId);
+    log.debug({ status: current?.status }, 'v1 run not started: no longer queued');
+    return { runId, status: current?.status ?? 'missing' };
+  }
+  return await deps.turns.run(
+    `v1:${runId}`,
+    'scheduled',
+    async (turnSignal, turn) => {
+      let stopped = false;
+      const poll = setInterval(() => {
+        runs.stopRequested(runId).then(
+          (yes) => {
+            if (yes && !stopped) {
+              stopped = true;
+              turn.controller.abort(new Error('run stopped by request'));
+            }
+          },
+          () => {},
+        );
+      }, STOP_POLL_MS);
+      const started = Date.now();
+      try {
+        const hasSystem = job.data.messages.some((m) => m.role === 'system');
+        const res = await deps.runners.agent.complete(job.data.messages, turnSignal, undefined, hasSystem ? { system: null } : {});
+        if (turnSignal.aborted) throw new TurnError('The turn was aborted.', { kind: 'aborted' });
+        await runs.complete(runId, res.content, res.usage);
+        log.info({ ms: Date.now() - started }, 'v1 run completed');
+        return { runId, status: 'completed' as const };
+      } catch (err) {
+        if (stopped) {
+          await runs.end(runId, 'cancelled', CANCELLED_ERROR);
+          log.info('v1 run stopped by request');
+          return { runId, status: 'cancelled' as const };
+        }
+        if (turnSignal.aborted) {
+          await runs.end(runId, 'interrupted', DRAIN_ERROR);
+          log.warn({ abortedByDrain: turn.abortedByDrain }, 'v1 run interrupted by shutdown');
+          return { runId, status: 'interrupted' as const };
+        }
+        const info = runErrorOf(err);
+        await runs.end(runId, 'failed', info);
+        log.warn({ code: info.code, err: info.message }, 'v1 run failed');
+        return { runId, status: 'failed' as const };
+      } finally {
+        clearInterval(poll);
+      }
+    },
+    signal,
+  );
+}
+
+/** The caller-facing error of a failed turn. */
+function runErrorOf(err: unknown): RunErrorInfo {
+  if (err instanceof TurnError) {
+    if (err.kind === 'config') return { code: 'model_not_configured', message: err.message, httpStatus: 500 };
+    if (err.kind === 'timeout') return { code: 'model_timeout', message: err.message, httpStatus: 504 };
+    return { code: err.kind === 'network' ? 'model_unreachable' : 'model_error', message: err.message, httpStatus: 502 };
+  }
+  return { code: 'internal_error', message: 'The run failed inside the worker.', httpStatus: 500 };
+}
