@@ -32,6 +32,9 @@ export interface InboxJobData {
   origin: Origin;
   /** Epoch ms the input arrived. */
   receivedAt: number;
+  /** Goal continuations: the goal and the turn number this job runs. */
+  goalId?: string;
+  goalTurn?: number;
 }
 
 /** BullMQ job id of an input (dedupes the same message sent twice). */

@@ -67,6 +67,16 @@ export class Keys {
     return `${kind}:${sessionId}`;
   }
 
+  /** JSON state of a session's standing goal. */
+  goal(sessionId: string): string {
+    return `${this.prefix}:goal:${sessionId}`;
+  }
+
+  /** Set of session ids that have a goal record. */
+  get goalIndex(): string {
+    return `${this.prefix}:goals`;
+  }
+
   /** Session transcript: a list of JSON messages, oldest first. */
   transcript(sessionId: string): string {
     return `${this.prefix}:session:${sessionId}:transcript`;

@@ -21,6 +21,7 @@ import type { Job } from 'bullmq';
 import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
 import { bullJobId, type Keys, type ScheduleKind } from './keys.ts';
 import type { LoopRecord } from './loop-state.ts';
+import { putVersioned, type ExpectedVersion } from './versioned-json.ts';
 import { schedulerJobMillis, type HermesQueues } from './queues.ts';
 
 /** Data of a tick job. */
@@ -41,19 +42,6 @@ export interface InflightMark {
 /** BullMQ job name of schedule ticks. */
 export const TICK_JOB_NAME = 'schedule-tick';
 
-const CAS_LUA = `
-local cur = redis.call('GET', KEYS[1])
-local expected = ARGV[1]
-if expected == 'absent' then
-  if cur then return 0 end
-elseif expected ~= 'any' then
-  if not cur then return 0 end
-  if tostring(cjson.decode(cur)['version']) ~= expected then return 0 end
-end
-redis.call('SET', KEYS[1], ARGV[2])
-redis.call('SADD', KEYS[2], ARGV[3])
-return 1
-`;
 
 /** Records and job schedulers of loops and heartbeats. */
 export class LoopStore {
@@ -78,17 +66,11 @@ export class LoopStore {
    * @returns the stored record, or `null` when the check failed (someone wrote in between)
    * @throws StoreUnavailableError when Redis refused the write
    */
-  async put(record: LoopRecord, expectedVersion: number | 'absent' | 'any'): Promise<LoopRecord | null> {
-    const stored = { ...record, version: (typeof expectedVersion === 'number' ? expectedVersion : record.version) + 1 };
-    try {
-      const ok = await this.redis.eval(
-        CAS_LUA, 2, this.keys.schedule(record.sessionId, record.kind), this.keys.scheduleIndex,
-        String(expectedVersion), JSON.stringify(stored), `${record.kind}:${record.sessionId}`,
-      );
-      return ok === 1 ? stored : null;
-    } catch (err) {
-      throw new StoreUnavailableError(`Redis did not take the ${record.kind} state: ${(err as Error).message}`, { cause: err });
-    }
+  async put(record: LoopRecord, expectedVersion: ExpectedVersion): Promise<LoopRecord | null> {
+    return await putVersioned(this.redis, {
+      key: this.keys.schedule(record.sessionId, record.kind), indexKey: this.keys.scheduleIndex,
+      member: `${record.kind}:${record.sessionId}`, what: `${record.kind} state`,
+    }, record, expectedVersion);
   }
 
   /**

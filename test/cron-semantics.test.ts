@@ -11,7 +11,6 @@ import { decideOccurrence } from '../scheduler/cron/misfire.ts';
 import { createCronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
-import { schedulerJobMillis } from '../scheduler/queues.ts';
 import { outboundJobId } from '../scheduler/outbound.ts';
 import { startCronWorker, openCronService, type TestCronWorker } from './support/cron-worker.ts';
 import { testEnv, type TestEnv } from './support/env.ts';

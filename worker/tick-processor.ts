@@ -5,9 +5,9 @@
  *   2. load the schedule's current record; a paused, finished, removed or
  *      replaced schedule never fires, and an occurrence already covered by a
  *      later-started tick is coalesced (`decideFire`);
- *   3. real user input first: while the session has queued user input, or
- *      another turn holds the session, the tick is deferred (not dropped, not
- *      run in parallel);
+ *   3. real user input first, then goal continuations: while the session has
+ *      queued user input, an active unparked goal, or another turn holding
+ *      it, the tick is deferred (not dropped, not run in parallel);
  *   4. run the turn against the session's current transcript plus the wakeup text;
  *   5. commit once per occurrence: transcript, event stream and the schedule's
  *      new state in one atomic step (`SessionStore.commitTurn`);
@@ -26,6 +26,7 @@ import { decideFire, applyTick, type LoopRecord, type TickOutcome, type UntilVer
 import type { TickJobData } from '../scheduler/loop-store.ts';
 import { buildWakeupInput } from '../scheduler/wakeup-input.ts';
 import { pendingInput } from '../scheduler/inbox.ts';
+import { goalHoldsSession } from '../scheduler/goal-state.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { deferJob, sleepUntil } from './defer.ts';
 import { deliverToRoute } from './delivery.ts';
@@ -72,6 +73,10 @@ export async function processScheduleTick(
   if ((await pendingInput(deps.redis, deps.keys, sessionId)).length > 0) {
     log.debug('user input pending; tick deferred');
     return await deferJob(job, token, deps.config.worker.defer_ms);
+  }
+  if (goalHoldsSession(await deps.goals.get(sessionId))) {
+    log.debug('an active goal owns the session; tick deferred');
+    return await deferJob(job, token, Math.max(1000, deps.config.worker.defer_ms));
   }
   const held = await deps.lock.acquire(sessionId, job.id!);
   if (!held) {

@@ -12,6 +12,7 @@ import type { TelegramOutboundData } from '../scheduler/outbound.ts';
 import type { HermesQueues } from '../scheduler/queues.ts';
 import type { SessionStore } from '../scheduler/session-store.ts';
 import type { ScheduleService } from '../scheduler/schedule-service.ts';
+import type { GoalService } from '../scheduler/goal-service.ts';
 import type { RunnerFactory } from './turn-runners/create-runner.ts';
 import type { SessionLock } from './session-lock.ts';
 import type { TurnTracker } from './turn-tracker.ts';
@@ -25,6 +26,7 @@ export interface WorkerDeps {
   sessions: SessionStore;
   loops: LoopStore;
   schedules: ScheduleService;
+  goals: GoalService;
   runners: RunnerFactory;
   lock: SessionLock;
   outboundTelegram: Queue<TelegramOutboundData>;

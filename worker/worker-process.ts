@@ -15,27 +15,22 @@
  *   4. the BullMQ workers are closed. `Worker.close()` has no timeout and
  *      memoises its first call, so it is only called once nothing is running.
  */
-import { hostname } from 'node:os';
-import { randomBytes } from 'node:crypto';
 import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config.ts';
-import { Keys, QUEUES } from '../scheduler/keys.ts';
-import { LoopStore, type TickJobData } from '../scheduler/loop-store.ts';
-import { HermesQueues } from '../scheduler/queues.ts';
-import { SessionStore } from '../scheduler/session-store.ts';
-import { ScheduleService } from '../scheduler/schedule-service.ts';
-import { telegramOutboundQueue } from '../scheduler/outbound.ts';
 import { BULLMQ_REDIS_OPTIONS, checkRedis } from '../scheduler/redis/connect.ts';
 import type { InboxJobData } from '../scheduler/inbox.ts';
-import { RunnerFactory } from './turn-runners/create-runner.ts';
-import { SessionLock } from './session-lock.ts';
-import { TurnTracker, type DrainClass } from './turn-tracker.ts';
+import type { RunnerFactory } from './turn-runners/create-runner.ts';
+import { QUEUES } from '../scheduler/keys.ts';
+import type { TickJobData } from '../scheduler/loop-store.ts';
+import type { DrainClass } from './turn-tracker.ts';
 import { processScheduleTick } from './tick-processor.ts';
 import { processInbox, type InboxHooks } from './inbox-processor.ts';
 import { processCronTick } from './cron-processor.ts';
 import { processV1Run } from './v1-run-processor.ts';
+import { goalHooks } from './goal-processor.ts';
+import { createWorkerDeps } from './create-worker-deps.ts';
 import { cronRepeatStrategy } from '../scheduler/cron/repeat-strategy.ts';
 import { CronStore } from '../scheduler/cron/cron-store.ts';
 import type { WorkerDeps } from './worker-deps.ts';
@@ -79,24 +74,13 @@ export class WorkerProcess {
    */
   static async start(options: WorkerProcessOptions): Promise<WorkerProcess> {
     const { config, log } = options;
-    const keys = new Keys(config.redis.prefix);
     const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 3 });
     const queueConn = new Redis(options.redisUrl, BULLMQ_REDIS_OPTIONS);
     redis.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));
     queueConn.on('error', () => {});
     await checkRedis(redis, log);
-    const queues = new HermesQueues(keys, queueConn);
-    const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
-    const workerId = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
-    const deps: WorkerDeps = {
-      config, redis, keys, queues, loops, log: log.child({ workerId }), workerId,
-      sessions: new SessionStore(redis, keys, config.worker.transcript_max_messages),
-      schedules: new ScheduleService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log),
-      runners: options.runners ?? new RunnerFactory(config),
-      lock: new SessionLock(redis, keys, config.worker.lock_duration_ms),
-      outboundTelegram: telegramOutboundQueue(keys, queueConn),
-      turns: new TurnTracker(),
-    };
+    const deps = createWorkerDeps({ config, redis, queueConnection: queueConn, log, runners: options.runners });
+    const { keys, queues, loops } = deps;
     const wp = new WorkerProcess(deps, [redis, queueConn], options.redisUrl);
     const rearmed = await loops.reconcile();
     if (rearmed > 0) log.warn({ rearmed }, 're-armed active schedules whose job scheduler was missing');
@@ -113,7 +97,8 @@ export class WorkerProcess {
       if (!processor) throw new Error(`no processor for tick type ${type}`);
       return await processor(job, token, signal, deps);
     }, { repeatStrategy: cronRepeatStrategy, ...options.tickSettings });
-    wp.addWorker(QUEUES.inbox, (job, token, signal) => processInbox(job as Job<InboxJobData>, token, signal, deps, options.inboxHooks));
+    const inboxHooks = options.inboxHooks ?? goalHooks;
+    wp.addWorker(QUEUES.inbox, (job, token, signal) => processInbox(job as Job<InboxJobData>, token, signal, deps, inboxHooks));
     wp.addWorker(QUEUES.v1Runs, (job, token, signal) => processV1Run(job as never, token, signal, deps));
     for (const q of options.extraQueues ?? []) wp.addWorker(q.name, (job, token, signal) => q.process(job, token, signal, deps));
     await wp.beat();

@@ -12,17 +12,11 @@ import { CronStore, type CronTickData } from '../../scheduler/cron/cron-store.ts
 import { cronRepeatStrategy } from '../../scheduler/cron/repeat-strategy.ts';
 import { Keys, QUEUES } from '../../scheduler/keys.ts';
 import { createLogger } from '../../scheduler/logger.ts';
-import { LoopStore } from '../../scheduler/loop-store.ts';
-import { telegramOutboundQueue } from '../../scheduler/outbound.ts';
 import { HermesQueues } from '../../scheduler/queues.ts';
 import { BULLMQ_REDIS_OPTIONS } from '../../scheduler/redis/connect.ts';
-import { ScheduleService } from '../../scheduler/schedule-service.ts';
-import { SessionStore } from '../../scheduler/session-store.ts';
 import { processCronTick, type CronTickResult } from '../../worker/cron-processor.ts';
-import { SessionLock } from '../../worker/session-lock.ts';
-import { RunnerFactory } from '../../worker/turn-runners/create-runner.ts';
-import { TurnTracker } from '../../worker/turn-tracker.ts';
 import type { WorkerDeps } from '../../worker/worker-deps.ts';
+import { createWorkerDeps } from '../../worker/create-worker-deps.ts';
 
 /** A running test worker. */
 export interface TestCronWorker {
@@ -35,22 +29,10 @@ export interface TestCronWorker {
 
 /** Worker dependencies over their own connection (no BullMQ Worker). `close()` closes them. */
 export function createTestDeps(config: HermesConfig): WorkerDeps & { close(): Promise<void> } {
-  const keys = new Keys(config.redis.prefix);
   const redis = new Redis(config.redis.url!, { maxRetriesPerRequest: 3 });
-  const queues = new HermesQueues(keys, redis);
   const log = createLogger({ level: config.log_level, name: 'test-worker' });
-  const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
-  const deps: WorkerDeps = {
-    config, redis, keys, queues, loops,
-    sessions: new SessionStore(redis, keys, config.worker.transcript_max_messages),
-    schedules: new ScheduleService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log),
-    runners: new RunnerFactory(config),
-    lock: new SessionLock(redis, keys, config.worker.lock_duration_ms),
-    outboundTelegram: telegramOutboundQueue(keys, redis),
-    turns: new TurnTracker(),
-    log,
-    workerId: `test:${process.pid}:${randomBytes(3).toString('hex')}`,
-  };
+  const deps = createWorkerDeps({ config, redis, queueConnection: redis, log, workerId: `test:${process.pid}:${randomBytes(3).toString('hex')}` });
+  const { queues } = deps;
   return {
     ...deps,
     async close() {

@@ -4,23 +4,14 @@
  * the agent runner against a local model server, a TurnTracker).
  */
 import { Worker } from 'bullmq';
-import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { createLogger } from '../../scheduler/logger.ts';
-import { Keys, QUEUES } from '../../scheduler/keys.ts';
-import { LoopStore } from '../../scheduler/loop-store.ts';
-import type { TelegramOutboundData } from '../../scheduler/outbound.ts';
-import { telegramOutboundQueue } from '../../scheduler/outbound.ts';
-import { HermesQueues } from '../../scheduler/queues.ts';
+import { QUEUES } from '../../scheduler/keys.ts';
 import { BULLMQ_REDIS_OPTIONS } from '../../scheduler/redis/connect.ts';
-import { ScheduleService } from '../../scheduler/schedule-service.ts';
-import { SessionStore } from '../../scheduler/session-store.ts';
 import type { V1RunJobData } from '../../scheduler/v1-runs.ts';
-import { SessionLock } from '../../worker/session-lock.ts';
-import { TurnTracker } from '../../worker/turn-tracker.ts';
-import { RunnerFactory } from '../../worker/turn-runners/create-runner.ts';
 import { processV1Run, type V1RunJobResult } from '../../worker/v1-run-processor.ts';
 import type { WorkerDeps } from '../../worker/worker-deps.ts';
+import { createWorkerDeps } from '../../worker/create-worker-deps.ts';
 import type { TestEnv } from './env.ts';
 
 export interface TestV1Worker {
@@ -37,23 +28,11 @@ export interface TestV1Worker {
 /** Start a `v1-runs` worker on the test's prefix. */
 export async function startV1Worker(env: TestEnv, options: { concurrency?: number } = {}): Promise<TestV1Worker> {
   const { config } = env;
-  const keys = new Keys(config.redis.prefix);
   const redis = new Redis(env.redisUrl, { maxRetriesPerRequest: 3 });
   const bull = new Redis(env.redisUrl, BULLMQ_REDIS_OPTIONS);
-  const queues = new HermesQueues(keys, bull);
-  const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
   const log = createLogger({ level: config.log_level, name: 'test-worker' });
-  const outboundTelegram: Queue<TelegramOutboundData> = telegramOutboundQueue(keys, bull);
-  const deps: WorkerDeps = {
-    config, redis, keys, queues, loops, log,
-    sessions: new SessionStore(redis, keys),
-    schedules: new ScheduleService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log),
-    runners: new RunnerFactory(config),
-    lock: new SessionLock(redis, keys, config.worker.lock_duration_ms),
-    outboundTelegram,
-    turns: new TurnTracker(),
-    workerId: `test:${process.pid}`,
-  };
+  const deps = createWorkerDeps({ config, redis, queueConnection: bull, log, workerId: `test:${process.pid}` });
+  const { keys, queues, outboundTelegram } = deps;
   const workerConnection = new Redis(env.redisUrl, BULLMQ_REDIS_OPTIONS);
   const worker = new Worker<V1RunJobData, V1RunJobResult>(
     QUEUES.v1Runs,

@@ -1,0 +1,46 @@
+/**
+ * Versioned JSON records in Redis: a record is one JSON string with a
+ * `version` field, written only over the version it was read at
+ * (compare-and-set in one Lua script), so concurrent writers never silently
+ * overwrite each other. Used for loop/heartbeat and goal state.
+ */
+import type { Redis } from 'ioredis';
+import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
+
+const CAS_LUA = `
+local cur = redis.call('GET', KEYS[1])
+local expected = ARGV[1]
+if expected == 'absent' then
+  if cur then return 0 end
+elseif expected ~= 'any' then
+  if not cur then return 0 end
+  if tostring(cjson.decode(cur)['version']) ~= expected then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[3])
+return 1
+`;
+
+/** What a write expects to find: a version number, no record, or anything. */
+export type ExpectedVersion = number | 'absent' | 'any';
+
+/**
+ * Write `record` at `key` (and add `member` to the index set `indexKey`) if the
+ * stored version matches `expected`. The stored copy gets `version + 1`.
+ * @returns the stored record, or `null` when the check failed
+ * @throws StoreUnavailableError when Redis refused the write (read-only replica, OOM, down)
+ */
+export async function putVersioned<T extends { version: number }>(
+  redis: Redis,
+  target: { key: string; indexKey: string; member: string; what: string },
+  record: T,
+  expected: ExpectedVersion,
+): Promise<T | null> {
+  const stored = { ...record, version: (typeof expected === 'number' ? expected : record.version) + 1 };
+  try {
+    const ok = await redis.eval(CAS_LUA, 2, target.key, target.indexKey, String(expected), JSON.stringify(stored), target.member);
+    return ok === 1 ? stored : null;
+  } catch (err) {
+    throw new StoreUnavailableError(`Redis did not take the ${target.what}: ${(err as Error).message}`, { cause: err });
+  }
+}

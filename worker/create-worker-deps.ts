@@ -1,0 +1,52 @@
+/**
+ * Building `WorkerDeps` from a configuration and two Redis connections (one
+ * for the product's keys, one for BullMQ queues). Used by `WorkerProcess` and
+ * by anything that runs processors itself (tests, embedders).
+ */
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { HermesConfig } from '../scheduler/config.ts';
+import { Keys } from '../scheduler/keys.ts';
+import { LoopStore } from '../scheduler/loop-store.ts';
+import { HermesQueues } from '../scheduler/queues.ts';
+import { SessionStore } from '../scheduler/session-store.ts';
+import { ScheduleService } from '../scheduler/schedule-service.ts';
+import { GoalService } from '../scheduler/goal-service.ts';
+import { telegramOutboundQueue } from '../scheduler/outbound.ts';
+import { RunnerFactory } from './turn-runners/create-runner.ts';
+import { SessionLock } from './session-lock.ts';
+import { TurnTracker } from './turn-tracker.ts';
+import type { WorkerDeps } from './worker-deps.ts';
+
+/**
+ * @param input.redis - client for the product's keys (commands time out; no blocking calls)
+ * @param input.queueConnection - client for BullMQ queues (`maxRetriesPerRequest: null`)
+ * @param input.runners - default: from config
+ */
+export function createWorkerDeps(input: {
+  config: HermesConfig;
+  redis: Redis;
+  queueConnection: Redis;
+  log: Logger;
+  runners?: RunnerFactory;
+  workerId?: string;
+}): WorkerDeps {
+  const { config, redis, log } = input;
+  const keys = new Keys(config.redis.prefix);
+  const queues = new HermesQueues(keys, input.queueConnection);
+  const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
+  const workerId = input.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  return {
+    config, redis, keys, queues, loops, workerId,
+    log: log.child({ workerId }),
+    sessions: new SessionStore(redis, keys, config.worker.transcript_max_messages),
+    schedules: new ScheduleService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log),
+    goals: new GoalService(redis, keys, queues, config.goals.max_turns, log),
+    runners: input.runners ?? new RunnerFactory(config),
+    lock: new SessionLock(redis, keys, config.worker.lock_duration_ms),
+    outboundTelegram: telegramOutboundQueue(keys, input.queueConnection),
+    turns: new TurnTracker(),
+  };
+}

@@ -1,0 +1,32 @@
+/**
+ * The goal judge (SPEC §6): after each goal turn one auxiliary model call
+ * answers `{"verdict":"done"|"blocked"|"continue"|"wait","reason":"…"}`.
+ * A failed or malformed answer returns `undefined` (fail open: continue
+ * within the turn budget, which bounds the spend).
+ */
+import type { GoalRecord, GoalVerdict } from '../scheduler/goal-state.ts';
+import { parseVerdict } from './until-judge.ts';
+import type { WorkerDeps } from './worker-deps.ts';
+
+export const GOAL_JUDGE_PROMPT = [
+  'You judge progress toward a standing goal after the agent\'s latest turn.',
+  'Answer with one JSON object and nothing else:',
+  '{"verdict": "done" | "blocked" | "continue" | "wait", "reason": "<one short sentence>"}',
+  '"done": the goal is achieved. "blocked": it cannot go on without the user. "continue": another turn should follow now.',
+  '"wait": nothing useful can be done until something outside the agent changes.',
+].join('\n');
+
+/** @returns the verdict and reason; `verdict` undefined when the judge failed */
+export async function judgeGoal(deps: WorkerDeps, goal: GoalRecord, reply: string, signal: AbortSignal): Promise<{ verdict: GoalVerdict | undefined; reason: string }> {
+  try {
+    const res = await deps.runners.agent.complete(
+      [{ role: 'user', content: `Goal: ${goal.text}\nLatest turn of the agent:\n${reply}` }],
+      signal, goal.sessionId, { system: GOAL_JUDGE_PROMPT, jsonObject: true },
+    );
+    const v = parseVerdict(res.content, ['done', 'blocked', 'continue', 'wait']);
+    if (v.verdict === 'error') return { verdict: undefined, reason: 'message' in v ? v.message : '' };
+    return { verdict: v.verdict as GoalVerdict, reason: 'reason' in v ? v.reason : '' };
+  } catch (err) {
+    return { verdict: undefined, reason: (err as Error).message };
+  }
+}

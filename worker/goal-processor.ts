@@ -1,0 +1,125 @@
+/**
+ * Goal continuation turns and the goal's hooks into session input (SPEC §6).
+ *
+ * A continuation turn runs only while its goal is active, unparked and still
+ * the session's goal; it waits behind queued user input and a busy session.
+ * After the turn the judge decides; the goal's new state is committed with
+ * the turn in one step (`SessionStore.commitTurn` with the goal record), and
+ * `continue` queues the next turn. After a real user turn, an active goal
+ * gets its next continuation queued behind it (a parked goal is woken).
+ */
+import type { Job } from 'bullmq';
+import type { InboxJobData } from '../scheduler/inbox.ts';
+import { pendingInput } from '../scheduler/inbox.ts';
+import { applyGoalTurn, buildGoalInput, type GoalOutcome, type GoalRecord } from '../scheduler/goal-state.ts';
+import { parseGoalArgs, GOAL_HELP } from '../scheduler/goal-command.ts';
+import { TurnError } from '../scheduler/errors/turn-error.ts';
+import { deferJob } from './defer.ts';
+import { deliverToRoute } from './delivery.ts';
+import { judgeGoal } from './goal-judge.ts';
+import { turnMessages } from './transcript-messages.ts';
+import type { InboxHooks, InboxResult } from './inbox-processor.ts';
+import type { WorkerDeps } from './worker-deps.ts';
+
+/** Process one goal continuation job. @throws DelayedError when deferred */
+export async function processGoalContinuation(
+  job: Job<InboxJobData>,
+  token: string | undefined,
+  signal: AbortSignal | undefined,
+  deps: WorkerDeps,
+): Promise<InboxResult> {
+  const { sessionId, goalId, goalTurn } = job.data;
+  const turnId = `goal:${sessionId}:${goalId}:${goalTurn}`;
+  const log = deps.log.child({ sessionId, goalId, goalTurn });
+  const goal = await deps.goals.get(sessionId);
+  if (!goal || goal.goalId !== goalId || goal.status !== 'active' || goal.parked || goal.turnsUsed + 1 !== goalTurn) {
+    log.debug('goal continuation skipped: the goal moved on');
+    return { status: 'duplicate' };
+  }
+  if ((await pendingInput(deps.redis, deps.keys, sessionId)).length > 0) return await deferJob(job, token, deps.config.worker.defer_ms);
+  const held = await deps.lock.acquire(sessionId, job.id!);
+  if (!held) return await deferJob(job, token, deps.config.worker.defer_ms);
+  try {
+    return await deps.turns.run(job.id!, 'chat', async (turnSignal, turn) => {
+      const startedAt = Date.now();
+      const input = buildGoalInput(goal, goalTurn!);
+      const transcript = await deps.sessions.transcript(sessionId);
+      let reply = '';
+      let failure: TurnError | undefined;
+      try {
+        reply = await deps.runners.agent.run({ sessionId, messages: turnMessages(transcript, input), signal: turnSignal });
+      } catch (err) {
+        if (turn.abortedByDrain) return await deferJob(job, token, deps.config.worker.defer_ms);
+        failure = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
+        log.warn({ err: failure.message }, 'goal turn failed');
+      }
+      const judged = failure ? { verdict: undefined, reason: failure.message } : await judgeGoal(deps, goal, reply, turnSignal);
+      for (let attempt = 0; attempt < 10; attempt++) {
+        const fresh = await deps.goals.get(sessionId);
+        if (!fresh || fresh.goalId !== goalId) return { status: 'duplicate' };
+        const { goal: next, outcome } = applyGoalTurn(fresh, { turnId, now: Date.now(), verdict: judged.verdict, reason: judged.reason });
+        const stored: GoalRecord = { ...next, version: fresh.version + 1 };
+        const res = await deps.sessions.commitTurn(sessionId, {
+          occurrenceId: turnId,
+          messages: failure ? [] : [
+            { role: 'user', content: input, at: startedAt, source: 'goal' },
+            { role: 'assistant', content: reply, at: Date.now(), source: 'goal' },
+          ],
+          event: failure
+            ? { type: 'error', data: { text: `Goal turn ${goalTurn} failed: ${failure.message}`, occurrenceId: turnId } }
+            : { type: 'reply', data: { source: 'goal', kind: 'goal', tick: goalTurn, text: reply, occurrenceId: turnId, startedAt, finishedAt: Date.now(), worker: deps.workerId, pid: process.pid, outcome: outcome.kind, verdict: judged.verdict ?? 'judge-failed' } },
+          schedule: { key: deps.keys.goal(sessionId), expectedVersion: fresh.version, json: JSON.stringify(stored) },
+        });
+        if (res.status === 'conflict') continue;
+        if (res.status === 'duplicate') return { status: 'duplicate' };
+        if (!failure) await deliverToRoute(deps, { sessionId, origin: stored.origin, text: reply, occurrenceId: turnId });
+        await afterGoalTurn(deps, stored, outcome, turnId);
+        return { status: failure ? 'failed' : 'replied', eventId: res.eventId };
+      }
+      throw new Error(`could not commit goal turn ${turnId}: the goal kept changing`);
+    }, signal);
+  } finally {
+    await held.release();
+  }
+}
+
+async function afterGoalTurn(deps: WorkerDeps, goal: GoalRecord, outcome: GoalOutcome, turnId: string): Promise<void> {
+  if (outcome.kind === 'continue') {
+    await deps.goals.enqueueContinuation(goal);
+    return;
+  }
+  const text =
+    outcome.kind === 'achieved' ? `Goal achieved: ${goal.text}`
+      : outcome.kind === 'paused' ? `Goal paused: ${outcome.reason}.`
+        : `Goal parked (${outcome.reason}); it wakes on your next message or /goal resume.`;
+  await deps.sessions.appendEvent(goal.sessionId, 'notice', { text, kind: 'goal', status: goal.status });
+  await deliverToRoute(deps, { sessionId: goal.sessionId, origin: goal.origin, text, occurrenceId: `${turnId}:notice` });
+}
+
+/** The goal's hooks into the inbox processor: `/goal`, continuations, and the turn after user input. */
+export const goalHooks: InboxHooks = {
+  extraCommands: (deps, data) => ({
+    goal: async (args: string) => {
+      const c = parseGoalArgs(args, { maxPromptChars: deps.config.agent.max_prompt_chars });
+      switch (c.action) {
+        case 'set': return await deps.goals.set(data.sessionId, c.text, data.origin);
+        case 'status': return await deps.goals.status(data.sessionId);
+        case 'pause': return await deps.goals.pause(data.sessionId);
+        case 'resume': return await deps.goals.resume(data.sessionId);
+        case 'clear': return await deps.goals.clear(data.sessionId);
+        default: return GOAL_HELP;
+      }
+    },
+  }),
+  goalContinuation: processGoalContinuation,
+  async afterUserTurn(deps, data) {
+    const goal = await deps.goals.get(data.sessionId);
+    if (!goal || goal.status !== 'active') return;
+    if (goal.parked) {
+      const woken = await deps.goals.put({ ...goal, parked: false, statusReason: null, updatedAt: Date.now() }, goal.version);
+      if (woken) await deps.goals.enqueueContinuation(woken);
+      return;
+    }
+    await deps.goals.enqueueContinuation(goal);
+  },
+};
