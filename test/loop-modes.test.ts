@@ -1,0 +1,86 @@
+/**
+ * The full /loop (issue: the full /loop, /heartbeat and /goal): self-paced
+ * cadence, --until judged by a model, a judge that keeps failing.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { clients, events, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
+import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const isJudge = (req: RecordedRequest) => req.messages[0]?.role === 'system' && req.messages[0].content.startsWith('You judge');
+
+async function setup(overrides: Record<string, unknown>, answer: { turn: (n: number) => ScriptedReply; judge?: (n: number) => ScriptedReply }): Promise<{ env: TestEnv; c: TestClients; model: FakeOpenAI }> {
+  const model = await startFakeOpenAI();
+  let turns = 0;
+  let judges = 0;
+  model.respond((req) => (isJudge(req) ? (answer.judge ?? (() => '{"verdict":"continue","reason":""}'))(++judges) : answer.turn(++turns)));
+  const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', ...overrides });
+  const c = clients(env);
+  const w = await startWorker(env);
+  cleanups.push(() => model.close(), () => env.cleanup(), () => c.close(), () => w.drain());
+  return { env, c, model };
+}
+
+const loopSpec = (prompt: string, intervalSeconds: number | null, extra: { times?: number; until?: string } = {}) => ({
+  prompt, intervalSeconds, times: extra.times ?? null, until: extra.until ?? null, notes: [],
+});
+const chat = { origin: { surface: 'chat' as const }, runner: { kind: 'agent' as const } };
+
+describe('self-paced /loop', () => {
+  it('delays double while the reply is unchanged (floor, 2×, 4×, ceiling) and snap back to the floor on a change', async () => {
+    // floor 1 s, ceiling 4 s stand in for 60 s and 900 s: the same rule, in seconds instead of minutes
+    const replies = ['build running', 'Build running', 'build  running 10:41', 'build running', 'build GREEN', 'build GREEN'];
+    const { c } = await setup(
+      { 'loops.self_paced_floor_seconds': 1, 'loops.self_paced_ceiling_seconds': 4 },
+      { turn: (n) => replies[n - 1] ?? 'build GREEN' },
+    );
+    await c.schedules.set('sp', 'loop', loopSpec('watch the build', null), chat);
+    const r = await waitForEvents(c, 'sp', 'reply', 6, 30_000);
+    const gaps = r.slice(1, 6).map((e, i) => Number(e.data.startedAt) - Number(r[i]!.data.finishedAt));
+    const expected = [1000, 2000, 4000, 4000, 1000];
+    gaps.forEach((gap, i) => {
+      expect(gap).toBeGreaterThanOrEqual(expected[i]! - 50);
+      expect(gap).toBeLessThan(expected[i]! + 400);
+    });
+    expect((await c.loops.get('sp', 'loop'))!.mode).toBe('self-paced');
+  });
+});
+
+describe('--until', () => {
+  it('done → finished after the judge says so', async () => {
+    const { c, model } = await setup({}, {
+      turn: (n) => `check ${n}`,
+      judge: (n) => (n < 2 ? '{"verdict":"continue","reason":"still red"}' : '{"verdict":"done","reason":"green"}'),
+    });
+    await c.schedules.set('u1', 'loop', loopSpec('check CI', 1, { until: 'the build is green' }), chat);
+    await waitFor(async () => ((await c.loops.get('u1', 'loop'))?.status === 'finished' ? true : undefined), 10_000);
+    const loop = await c.loops.get('u1', 'loop');
+    expect(loop).toMatchObject({ ticksUsed: 2, statusReason: 'condition met: the build is green' });
+    const judgeCall = model.requests.find(isJudge)!;
+    expect(judgeCall.messages[1]!.content).toContain('Stop condition: the build is green');
+  });
+
+  it('blocked → paused with the reason', async () => {
+    const { c } = await setup({}, { turn: () => 'token expired', judge: () => '{"verdict":"blocked","reason":"needs a new CI token"}' });
+    await c.schedules.set('u2', 'loop', loopSpec('check CI', 1, { until: 'green' }), chat);
+    await waitFor(async () => ((await c.loops.get('u2', 'loop'))?.status === 'paused' ? true : undefined), 10_000);
+    expect(await c.loops.get('u2', 'loop')).toMatchObject({ ticksUsed: 1, statusReason: 'blocked: needs a new CI token' });
+    const notices = await events(c, 'u2', 'notice');
+    expect(notices.at(-1)!.data.text).toBe('Loop paused: blocked: needs a new CI token.');
+  });
+
+  it('a judge that fails every call pauses the loop with a clear message instead of spending the budget', async () => {
+    const { c } = await setup({}, { turn: () => 'still checking', judge: () => ({ status: 500, message: 'judge down' }) });
+    await c.schedules.set('u3', 'loop', loopSpec('check CI', 1, { until: 'green' }), chat);
+    await waitFor(async () => ((await c.loops.get('u3', 'loop'))?.status === 'paused' ? true : undefined), 15_000);
+    const loop = await c.loops.get('u3', 'loop');
+    expect(loop!.ticksUsed).toBe(3);
+    expect(loop!.statusReason).toMatch(/--until judge failed 3 times in a row .*500/);
+    expect(loop!.maxTicks).toBe(100);
+  });
+});
