@@ -1,0 +1,161 @@
+/**
+ * /heartbeat and /goal (issue: the full /loop, /heartbeat and /goal), with
+ * field reports F5 and F6, and the priority of user input over goal turns
+ * and ticks.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { clients, events, sleep, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
+import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
+import { enqueueInput } from '../scheduler/inbox.ts';
+import { parseHeartbeatArgs } from '../scheduler/heartbeat-command.ts';
+import type { WorkerProcess } from '../worker/worker-process.ts';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const isJudge = (req: RecordedRequest) => req.messages[0]?.role === 'system' && req.messages[0].content.startsWith('You judge');
+
+async function setup(
+  overrides: Record<string, unknown>,
+  answer: { turn: (req: RecordedRequest, n: number) => ScriptedReply; judge?: (n: number) => ScriptedReply },
+): Promise<{ env: TestEnv; c: TestClients; model: FakeOpenAI }> {
+  const model = await startFakeOpenAI();
+  let turns = 0;
+  let judges = 0;
+  model.respond((req) => (isJudge(req) ? (answer.judge ?? (() => '{"verdict":"continue","reason":""}'))(++judges) : answer.turn(req, ++turns)));
+  const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', 'heartbeat.min_interval_seconds': 1, ...overrides });
+  const c = clients(env);
+  cleanups.push(() => model.close(), () => env.cleanup(), () => c.close());
+  return { env, c, model };
+}
+
+async function worker(env: TestEnv): Promise<WorkerProcess> {
+  const w = await startWorker(env);
+  cleanups.push(() => w.drain());
+  return w;
+}
+
+function say(c: TestClients, env: TestEnv, sessionId: string, text: string, id: string) {
+  return enqueueInput({ redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 }, { sessionId, text, messageId: id, origin: { surface: 'chat' } });
+}
+
+describe('/heartbeat grammar', () => {
+  const o = { minIntervalSeconds: 60, maxPromptChars: 1000 };
+  it('accepts decimals and long unit names; raises short intervals to the minimum with a note', () => {
+    expect(parseHeartbeatArgs('every 1.5 hours report', o)).toMatchObject({ action: 'set', intervalSeconds: 5400, prompt: 'report' });
+    expect(parseHeartbeatArgs('every 90 seconds ping', o)).toMatchObject({ intervalSeconds: 90 });
+    expect(parseHeartbeatArgs('every 2h x', o)).toMatchObject({ intervalSeconds: 7200 });
+    const raised = parseHeartbeatArgs('every 10s x', o);
+    expect(raised).toMatchObject({ intervalSeconds: 60 });
+    expect(raised.action === 'set' && raised.notes[0]).toMatch(/below the heartbeat minimum; using 1m/);
+    for (const w of ['status', 'pause', 'resume']) expect(parseHeartbeatArgs(w, o)).toEqual({ action: w });
+    expect(parseHeartbeatArgs('clear', o)).toEqual({ action: 'stop' });
+    expect(() => parseHeartbeatArgs('every soon x', o)).toThrow(/Usage: \/heartbeat every/);
+    expect(() => parseHeartbeatArgs('every 5m', o)).toThrow(/needs a prompt/);
+  });
+});
+
+describe('/heartbeat', () => {
+  it('F5: set a heartbeat, stop every process, start a worker only (no client) → the heartbeat fires', async () => {
+    const { env, c } = await setup({}, { turn: (_r, n) => `nothing new (${n})` });
+    const first = await worker(env);
+    await say(c, env, 'hb', '/heartbeat every 1s anything new?', 'm1');
+    await waitForEvents(c, 'hb', 'reply', 1);
+    await first.drain();
+    const before = (await events(c, 'hb', 'reply')).length;
+    await sleep(2_500);
+    expect((await events(c, 'hb', 'reply')).length).toBe(before);
+    await worker(env); // a bare worker: no client attached, no gateway
+    const after = await waitForEvents(c, 'hb', 'reply', before + 2, 10_000);
+    const heartbeatTicks = after.filter((e) => e.data.kind === 'heartbeat');
+    expect(heartbeatTicks.length).toBe(after.length);
+    // missed ticks coalesced into one: only one tick was due before the restart
+    const restartDue = after.slice(before).filter((e) => Number(e.data.dueAt) < Number(after[before]!.data.startedAt) - 1);
+    expect(restartDue.length).toBeLessThanOrEqual(1);
+  });
+
+  it('tells the agent it is a check-in, to answer briefly and not invent work; no LOOP_COMPLETE or budget', async () => {
+    const { env, c, model } = await setup({ 'loops.max_ticks': 1 }, { turn: () => 'LOOP_COMPLETE' });
+    await worker(env);
+    await say(c, env, 'hb2', '/hb every 1s check the inbox', 'm1');
+    await waitForEvents(c, 'hb2', 'reply', 3, 10_000);
+    expect((await c.loops.get('hb2', 'heartbeat'))!.status).toBe('active');
+    const input = model.requests.find((r) => !isJudge(r))!.messages.at(-1)!.content;
+    expect(input).toMatch(/\[Heartbeat #1\]/);
+    expect(input).toMatch(/do not invent work/);
+  });
+});
+
+describe('/goal', () => {
+  it('sets a goal with its budget, runs continuation turns until the judge says done', async () => {
+    const { env, c } = await setup({}, {
+      turn: (_r, n) => `step ${n}`,
+      judge: (n) => (n < 3 ? '{"verdict":"continue","reason":"more to do"}' : '{"verdict":"done","reason":"tests green"}'),
+    });
+    await worker(env);
+    await say(c, env, 'g1', '/goal get the test suite green', 'm1');
+    const notice = (await waitForEvents(c, 'g1', 'notice', 1))[0]!;
+    expect(notice.data.text).toBe('Goal set (20-turn budget): get the test suite green');
+    await waitFor(async () => ((await events(c, 'g1', 'notice')).some((e) => e.data.text === 'Goal achieved: get the test suite green') ? true : undefined), 10_000);
+    const replies = await events(c, 'g1', 'reply');
+    expect(replies.map((e) => e.data.text)).toEqual(['step 1', 'step 2', 'step 3']);
+    expect(replies.every((e) => e.data.source === 'goal')).toBe(true);
+  });
+
+  it('F6: after the budget is used, /goal resume runs a continuation turn with no user message', async () => {
+    const { env, c, model } = await setup({ 'goals.max_turns': 2 }, { turn: (_r, n) => `step ${n}` });
+    await worker(env);
+    await say(c, env, 'g2', '/goal keep going', 'm1');
+    await waitFor(async () => ((await c.sessions.readEvents('g2', '0')).some((e) => /Goal paused: turn budget of 2 used/.test(String(e.data.text))) ? true : undefined), 10_000);
+    expect((await events(c, 'g2', 'reply')).length).toBe(2);
+    const userMessagesBefore = model.requests.filter((r) => !isJudge(r)).length;
+    await say(c, env, 'g2', '/goal resume', 'm2');
+    const replies = await waitForEvents(c, 'g2', 'reply', 3, 10_000);
+    expect(replies[2]!.data.source).toBe('goal');
+    expect(replies[2]!.data.text).toBe(`step ${userMessagesBefore + 1}`);
+    const notices = (await events(c, 'g2', 'notice')).map((e) => String(e.data.text));
+    expect(notices).toContain('Goal resumed (2 turn(s) left); the next turn is queued.');
+  });
+
+  it('loop ticks wait while a goal is active and not parked, then resume', async () => {
+    const { env, c } = await setup({}, {
+      turn: (req, n) => ({ delayMs: 300, text: req.messages.at(-1)!.content.includes('[Goal turn') ? `goal step ${n}` : `tick ${n}` }),
+      judge: (n) => (n < 4 ? '{"verdict":"continue","reason":""}' : '{"verdict":"done","reason":""}'),
+    });
+    await worker(env);
+    await c.schedules.set('g3', 'loop', { prompt: 'check', intervalSeconds: 1, times: null, until: null, notes: [] }, { origin: { surface: 'chat' }, runner: { kind: 'agent' } });
+    await waitForEvents(c, 'g3', 'reply', 1);
+    await say(c, env, 'g3', '/goal finish the release', 'm1');
+    await waitFor(async () => ((await events(c, 'g3', 'notice')).some((e) => String(e.data.text).startsWith('Goal achieved')) ? true : undefined), 15_000);
+    const all = await c.sessions.readEvents('g3', '0', { count: 10_000 });
+    const setAt = all.findIndex((e) => e.type === 'notice' && String(e.data.text).startsWith('Goal set'));
+    const doneAt = all.findIndex((e) => e.type === 'notice' && String(e.data.text).startsWith('Goal achieved'));
+    const between = all.slice(setAt + 1, doneAt);
+    expect(between.filter((e) => e.type === 'reply' && e.data.source === 'goal')).toHaveLength(4);
+    // at most one tick that had already started before the goal's first turn
+    expect(between.filter((e) => e.type === 'tick.started').length).toBeLessThanOrEqual(1);
+    await waitFor(async () => ((await c.sessions.readEvents('g3', all.at(-1)!.id)).some((e) => e.type === 'reply' && e.data.source === 'tick') ? true : undefined), 10_000, 'ticks after the goal');
+  });
+});
+
+describe('user input first', () => {
+  it('a user message sent during a tick runs before the next tick', async () => {
+    const { env, c } = await setup({}, { turn: (req) => ({ delayMs: 1500, text: `answer to: ${req.messages.at(-1)!.content.slice(0, 20)}` }) });
+    await worker(env);
+    await c.schedules.set('pri', 'loop', { prompt: 'slow check', intervalSeconds: 1, times: null, until: null, notes: [] }, {
+      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'sleep 0.8; echo "tick $HERMES_TICK"', timeoutSeconds: 5 },
+    });
+    const [started] = await waitForEvents(c, 'pri', 'tick.started', 1);
+    await say(c, env, 'pri', 'what is the status?', 'u1');
+    const userReply = await waitFor(async () => (await events(c, 'pri', 'reply')).find((e) => e.data.source === 'message'), 10_000, 'user reply');
+    await waitFor(async () => ((await events(c, 'pri', 'reply')).filter((e) => e.data.source === 'tick').length >= 2 ? true : undefined), 10_000);
+    const ticks = (await events(c, 'pri', 'reply')).filter((e) => e.data.source === 'tick');
+    expect(ticks[0]!.data.occurrenceId).toBe(started!.data.occurrenceId); // the running tick finished
+    // the next tick started only after the user's turn had finished, though it was due during it
+    expect(Number(ticks[1]!.data.startedAt)).toBeGreaterThanOrEqual(Number(userReply.data.finishedAt));
+    expect(Number(userReply.data.startedAt)).toBeGreaterThanOrEqual(Number(ticks[0]!.data.finishedAt));
+  });
+});
