@@ -72,3 +72,29 @@ describe('chat client', () => {
     await chat;
   });
 });
+
+describe('Ctrl+C in hermes chat', () => {
+  it('during a wakeup turn pauses the loop (SPEC §4)', async () => {
+    const { spawn } = await import('node:child_process');
+    const { HERMES_BIN } = await import('./support/stack.ts');
+    const env = testEnv();
+    const c = clients(env);
+    cleanups.push(() => env.cleanup(), () => c.close());
+    const w = await startWorker(env);
+    cleanups.push(() => w.drain());
+    const child = spawn(process.execPath, [HERMES_BIN, 'chat', '--session', 'intr'], { env: env.childEnv, stdio: ['pipe', 'pipe', 'pipe'] });
+    cleanups.push(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    await waitFor(async () => (out.includes('Attached to session intr') ? true : undefined), 15_000, 'chat attached');
+    await c.schedules.set('intr', 'loop', { prompt: 'slow', intervalSeconds: 1, times: null, until: null, notes: [] }, {
+      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'sleep 2; echo slow', timeoutSeconds: 5 },
+    });
+    await waitFor(async () => (out.includes('loop tick #1 started') ? true : undefined), 10_000, 'tick shown');
+    child.kill('SIGINT');
+    await waitFor(async () => ((await c.loops.get('intr', 'loop'))?.status === 'paused' ? true : undefined), 5_000, 'loop paused');
+    await waitFor(async () => (out.includes('Interrupted the wakeup turn. Loop paused') ? true : undefined), 5_000, 'message');
+    child.stdin!.end();
+    await new Promise((r) => child.on('exit', r));
+  });
+});
