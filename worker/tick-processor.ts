@@ -23,7 +23,7 @@
  */
 import type { Job } from 'bullmq';
 import { decideFire, applyTick, type LoopRecord, type TickOutcome, type UntilVerdict } from '../scheduler/loop-state.ts';
-import type { TickJobData } from '../scheduler/loop-store.ts';
+import type { InflightMark, TickJobData } from '../scheduler/loop-store.ts';
 import { buildWakeupInput } from '../scheduler/wakeup-input.ts';
 import { pendingInput } from '../scheduler/inbox.ts';
 import { goalHoldsSession } from '../scheduler/goal-state.ts';
@@ -55,7 +55,13 @@ export async function processScheduleTick(
   const log = deps.log.child({ sessionId, kind, loopId, occurrenceId });
 
   await sleepUntil(dueAt, signal);
-  const loop = await deps.loops.get(sessionId, kind);
+  // Everything the fire decision needs, read in one round trip.
+  const [loop, pendingCount, goal, inflight] = await Promise.all([
+    deps.loops.get(sessionId, kind),
+    deps.redis.zcard(deps.keys.pendingInput(sessionId)),
+    deps.goals.get(sessionId),
+    deps.loops.getInflight(sessionId, kind),
+  ]);
   const decision = decideFire(loop, { loopId, dueAt, occurrenceId });
   if (!decision.fire) {
     log.debug({ reason: decision.reason }, 'tick skipped');
@@ -66,15 +72,15 @@ export async function processScheduleTick(
     }
     return { status: 'skipped', reason: decision.reason };
   }
-  if (await earlierTickInFlight(deps, job, occurrenceId)) {
+  if (inflight && inflight.occurrenceId !== occurrenceId && (await earlierTickInFlight(deps, job, inflight))) {
     log.debug('an earlier tick of this schedule is still in flight; deferred');
     return await deferJob(job, token, deps.config.worker.defer_ms);
   }
-  if ((await pendingInput(deps.redis, deps.keys, sessionId)).length > 0) {
+  if (pendingCount > 0 && (await pendingInput(deps.redis, deps.keys, sessionId)).length > 0) {
     log.debug('user input pending; tick deferred');
     return await deferJob(job, token, deps.config.worker.defer_ms);
   }
-  if (goalHoldsSession(await deps.goals.get(sessionId))) {
+  if (goalHoldsSession(goal)) {
     log.debug('an active goal owns the session; tick deferred');
     return await deferJob(job, token, Math.max(1000, deps.config.worker.defer_ms));
   }
@@ -88,14 +94,17 @@ export async function processScheduleTick(
       const startedAt = Date.now();
       const tickNumber = loop!.ticksUsed + 1;
       const { lock_duration_ms: lockMs, max_stalled_count: stalls } = deps.config.worker;
-      await deps.loops.markInflight(sessionId, kind, { occurrenceId, jobId: job.id!, startedAt }, lockMs * (stalls + 2) + 60_000);
       const latenessMs = startedAt - dueAt;
-      log.info({ tick: tickNumber, latenessMs }, `${kind} tick started`);
-      await deps.sessions.appendEvent(sessionId, 'tick.started', {
-        kind, tick: tickNumber, occurrenceId, dueAt, startedAt, latenessMs, worker: deps.workerId, pid: process.pid,
-      });
+      log.debug({ tick: tickNumber, latenessMs }, `${kind} tick started`);
+      // One round trip: mark in flight, tell clients, read the transcript.
+      const [, , transcript] = await Promise.all([
+        deps.loops.markInflight(sessionId, kind, { occurrenceId, jobId: job.id!, startedAt }, lockMs * (stalls + 2) + 60_000),
+        deps.sessions.appendEvent(sessionId, 'tick.started', {
+          kind, tick: tickNumber, occurrenceId, dueAt, startedAt, latenessMs, worker: deps.workerId, pid: process.pid,
+        }),
+        deps.sessions.transcript(sessionId),
+      ]);
       const input = buildWakeupInput(loop!, tickNumber);
-      const transcript = await deps.sessions.transcript(sessionId);
       let reply = '';
       let failure: TurnError | undefined;
       try {
@@ -115,15 +124,18 @@ export async function processScheduleTick(
       }
       const until = !failure && loop!.until ? await judgeUntil(deps, loop!, reply, turnSignal) : undefined;
       const finishedAt = Date.now();
-      const committed = await commitTick(deps, {
+      const committed = await commitTick(deps, loop!, {
         sessionId, kind, loopId, occurrenceId, dueAt, startedAt, finishedAt, tickNumber, input, reply, failure, until,
       });
-      await deps.loops.clearInflight(sessionId, kind, occurrenceId);
-      if (committed.status === 'duplicate') return { status: 'duplicate', occurrenceId };
-      if (!failure && committed.loop) {
-        await deliverToRoute(deps, { sessionId, origin: committed.loop.origin, text: reply, occurrenceId });
+      if (committed.status === 'duplicate') {
+        await deps.loops.clearInflight(sessionId, kind, occurrenceId);
+        return { status: 'duplicate', occurrenceId };
       }
-      await applyOutcome(deps, committed.loop, committed.outcome);
+      await Promise.all([
+        deps.loops.clearInflight(sessionId, kind, occurrenceId),
+        !failure && committed.loop ? deliverToRoute(deps, { sessionId, origin: committed.loop.origin, text: reply, occurrenceId }) : undefined,
+        applyOutcome(deps, committed.loop, committed.outcome),
+      ]);
       log.info({ tick: tickNumber, outcome: committed.outcome.kind, ms: finishedAt - startedAt }, `${kind} tick committed`);
       return { status: 'committed', occurrenceId, eventId: committed.eventId, outcome: committed.outcome.kind, failed: Boolean(failure) };
     }, signal);
@@ -153,6 +165,7 @@ interface TickCommitInput {
  */
 async function commitTick(
   deps: WorkerDeps,
+  readAtStart: LoopRecord,
   t: TickCommitInput,
 ): Promise<
   | { status: 'committed'; eventId: string; loop: LoopRecord | null; outcome: TickOutcome }
@@ -172,7 +185,8 @@ async function commitTick(
     },
   };
   for (let attempt = 0; attempt < 10; attempt++) {
-    const fresh = await deps.loops.get(t.sessionId, t.kind);
+    // First try over the record read at the start; re-read only after a conflict.
+    const fresh = attempt === 0 ? readAtStart : await deps.loops.get(t.sessionId, t.kind);
     if (!fresh || fresh.loopId !== t.loopId) {
       const res = await deps.sessions.commitTurn(t.sessionId, { occurrenceId: t.occurrenceId, messages, event });
       if (res.status === 'conflict') continue;
@@ -216,10 +230,8 @@ async function applyOutcome(deps: WorkerDeps, loop: LoopRecord | null, outcome: 
  * committed — e.g. its worker died and BullMQ will hand it to another worker.
  * A mark whose job is gone, finished or failed for good is stale and cleared.
  */
-async function earlierTickInFlight(deps: WorkerDeps, job: Job<TickJobData>, occurrenceId: string): Promise<boolean> {
+async function earlierTickInFlight(deps: WorkerDeps, job: Job<TickJobData>, mark: InflightMark): Promise<boolean> {
   const { sessionId, kind } = job.data;
-  const mark = await deps.loops.getInflight(sessionId, kind);
-  if (!mark || mark.occurrenceId === occurrenceId) return false;
   const other = await deps.queues.ticks.getJob(mark.jobId);
   const state = other ? await other.getState() : 'unknown';
   const alive = state === 'active' || state === 'waiting' || state === 'delayed' || state === 'prioritized';
