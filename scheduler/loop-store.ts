@@ -22,6 +22,7 @@ import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
 import { bullJobId, type Keys, type ScheduleKind } from './keys.ts';
 import type { LoopRecord } from './loop-state.ts';
 import { putVersioned, type ExpectedVersion } from './versioned-json.ts';
+import { acquireOwned, releaseOwned } from './redis/owned-key.ts';
 import { schedulerJobMillis, type HermesQueues } from './queues.ts';
 
 /** Data of a tick job. */
@@ -82,12 +83,12 @@ export class LoopStore {
     const key = this.keys.scheduleMutation(sessionId, kind);
     const token = `${process.pid}:${Math.random().toString(36).slice(2)}`;
     const deadline = Date.now() + waitMs;
-    while ((await this.redis.set(key, token, 'PX', 15_000, 'NX')) !== 'OK') {
+    while (!(await acquireOwned(this.redis, key, token, 15_000))) {
       if (Date.now() > deadline) throw new StoreUnavailableError(`The ${kind} of session ${sessionId} is being changed by another process; try again.`);
       await new Promise((r) => setTimeout(r, 20 + Math.random() * 30));
     }
     return async () => {
-      await this.redis.eval(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`, 1, key, token);
+      await releaseOwned(this.redis, key, token);
     };
   }
 

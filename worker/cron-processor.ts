@@ -32,6 +32,7 @@ import { decideOccurrence, type OccurrenceTrigger } from '../scheduler/cron/misf
 import { schedulerJobMillis } from '../scheduler/queues.ts';
 import { CommandRunner } from './turn-runners/command-runner.ts';
 import type { WorkerDeps } from './worker-deps.ts';
+import { sleepUntil } from './defer.ts';
 import type { HeldLock } from './session-lock.ts';
 import { deliverPending, resolveTargets } from './cron-delivery.ts';
 
@@ -248,15 +249,7 @@ async function finishDuplicate(store: CronStore, deps: WorkerDeps, job: CronJob,
   return { outcome: 'duplicate', occurrenceId };
 }
 
+/** Resolve after `ms` (at once when not positive), or when `signal` aborts. */
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    if (ms <= 0 || signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
+  return sleepUntil(Date.now() + ms, signal);
 }

@@ -10,22 +10,7 @@
  */
 import type { Redis } from 'ioredis';
 import type { Keys } from '../scheduler/keys.ts';
-
-const ACQUIRE = `
-local cur = redis.call('GET', KEYS[1])
-if cur == false or cur == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
-end
-return 0`;
-
-const RENEW = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0`;
-
-const RELEASE = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0`;
+import { acquireOwned, releaseOwned, renewOwned } from '../scheduler/redis/owned-key.ts';
 
 /** A held session lock; `release()` is idempotent and stops renewal. */
 export interface HeldLock {
@@ -48,10 +33,9 @@ export class SessionLock {
    */
   async acquire(sessionId: string, holder: string): Promise<HeldLock | null> {
     const key = this.keys.turnLock(sessionId);
-    const ok = await this.redis.eval(ACQUIRE, 1, key, holder, String(this.ttlMs));
-    if (ok !== 1) return null;
+    if (!(await acquireOwned(this.redis, key, holder, this.ttlMs))) return null;
     const timer = setInterval(() => {
-      this.redis.eval(RENEW, 1, key, holder, String(this.ttlMs)).catch(() => {});
+      renewOwned(this.redis, key, holder, this.ttlMs).catch(() => {});
     }, Math.max(100, Math.floor(this.ttlMs / 3)));
     timer.unref();
     let released: Promise<void> | undefined;
@@ -61,7 +45,7 @@ export class SessionLock {
       release: () => {
         released ??= (async () => {
           clearInterval(timer);
-          await this.redis.eval(RELEASE, 1, key, holder).catch(() => {});
+          await releaseOwned(this.redis, key, holder).catch(() => {});
         })();
         return released;
       },

@@ -9,22 +9,7 @@
  */
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-
-const ACQUIRE = `
-local cur = redis.call('GET', KEYS[1])
-if cur == false or cur == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
-end
-return 0`;
-
-const RENEW = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0`;
-
-const RELEASE = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0`;
+import { acquireOwned, releaseOwned, renewOwned } from '../../scheduler/redis/owned-key.ts';
 
 export class PollLease {
   private timer: NodeJS.Timeout | undefined;
@@ -60,7 +45,7 @@ export class PollLease {
    * @returns whether this instance holds it now
    */
   async acquire(): Promise<boolean> {
-    const ok = (await this.redis.eval(ACQUIRE, 1, this.key, this.holder, String(this.ttlMs))) === 1;
+    const ok = await acquireOwned(this.redis, this.key, this.holder, this.ttlMs);
     if (ok && !this.heldFlag) {
       this.heldFlag = true;
       this.log.info({ holder: this.holder }, 'Telegram poll lease acquired: this gateway polls the bot');
@@ -80,15 +65,15 @@ export class PollLease {
     this.stopRenewal();
     if (!this.heldFlag) return;
     this.heldFlag = false;
-    await this.redis.eval(RELEASE, 1, this.key, this.holder).catch(() => {});
+    await releaseOwned(this.redis, this.key, this.holder).catch(() => {});
   }
 
   private startRenewal(): void {
     this.stopRenewal();
     this.timer = setInterval(() => {
-      this.redis.eval(RENEW, 1, this.key, this.holder, String(this.ttlMs)).then(
-        (r) => {
-          if (r !== 1 && this.heldFlag) {
+      renewOwned(this.redis, this.key, this.holder, this.ttlMs).then(
+        (ok) => {
+          if (!ok && this.heldFlag) {
             this.heldFlag = false;
             this.stopRenewal();
             this.log.warn({ holder: this.holder }, 'Telegram poll lease lost; polling stops');

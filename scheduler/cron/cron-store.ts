@@ -29,6 +29,7 @@ import type { HermesQueues } from '../queues.ts';
 import { EVENTS_MAX_LEN, OCCURRENCE_TTL_SECONDS } from '../session-store.ts';
 import { cronSessionId, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
 import { encodePattern } from './repeat-strategy.ts';
+import { putVersioned } from '../versioned-json.ts';
 
 /** Data of a cron tick job in the `ticks` queue. */
 export interface CronTickData {
@@ -50,20 +51,6 @@ export const CRON_TICK_ATTEMPTS = 3;
 
 /** Global recent-runs list length (for `hermes cron runs` without a job). */
 export const RECENT_RUNS_MAX = 1000;
-
-const PUT_LUA = `
-local cur = redis.call('GET', KEYS[1])
-local expected = ARGV[1]
-if expected == 'absent' then
-  if cur then return 0 end
-elseif expected ~= 'any' then
-  if not cur then return 0 end
-  if tostring(cjson.decode(cur)['version']) ~= expected then return 0 end
-end
-redis.call('SET', KEYS[1], ARGV[2])
-redis.call('SADD', KEYS[2], ARGV[3])
-return 1
-`;
 
 const DELETE_LUA = `
 local cur = redis.call('GET', KEYS[1])
@@ -181,16 +168,9 @@ export class CronStore {
    * @throws StoreUnavailableError when Redis refused the write
    */
   async put(job: CronJob, expectedVersion: number | 'absent'): Promise<CronJob | null> {
-    const stored: CronJob = { ...job, version: (typeof expectedVersion === 'number' ? expectedVersion : job.version) + 1 };
-    try {
-      const ok = await this.redis.eval(
-        PUT_LUA, 2, this.keys.cronJob(job.id), this.keys.cronJobIndex,
-        String(expectedVersion), JSON.stringify(stored), job.id,
-      );
-      return ok === 1 ? stored : null;
-    } catch (err) {
-      throw new StoreUnavailableError(`Redis did not take cron job ${job.id}: ${(err as Error).message}`, { cause: err });
-    }
+    return await putVersioned(this.redis, {
+      key: this.keys.cronJob(job.id), indexKey: this.keys.cronJobIndex, member: job.id, what: `cron job ${job.id}`,
+    }, job, expectedVersion);
   }
 
   /** Delete the record and its history. @returns whether it existed */
