@@ -38,6 +38,8 @@ const SIZES = arg('n', '1,100,1000').split(',').map(Number);
 const SECONDS = Number(arg('seconds', '10'));
 const WARMUP_MS = 3000;
 const CONCURRENCY = Number(arg('concurrency', '32'));
+/** Optional extra product row with other settings, e.g. `--tuned 256,800` (concurrency, prefetch lead ms). */
+const TUNED = arg('tuned', '').split(',').filter(Boolean).map(Number);
 
 /** A runner that answers at once, so only the scheduling path is measured. */
 class NoopRunners extends RunnerFactory {
@@ -58,10 +60,16 @@ function stats(lateness: number[], windowMs: number): Stats {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const nextAligned = (ms: number) => Math.ceil((Date.now() + ms) / 1000) * 1000;
 
-async function benchProduct(url: string, n: number): Promise<Stats> {
-  const prefix = `{bench-p${n}}`;
+async function benchProduct(url: string, n: number, concurrency = CONCURRENCY, leadMs?: number): Promise<Stats> {
+  const prefix = `{bench-p${n}-${concurrency}-${leadMs ?? 'd'}}`;
   const home = mkdtempSync(join(tmpdir(), 'hermes-bench-'));
-  const config = loadConfig({ env: { HERMES_HOME: home }, overrides: { 'redis.prefix': prefix, log_level: 'silent', 'worker.concurrency': CONCURRENCY, 'loops.max_ticks': 0 } });
+  const config = loadConfig({
+    env: { HERMES_HOME: home },
+    overrides: {
+      'redis.prefix': prefix, log_level: 'silent', 'worker.concurrency': concurrency, 'loops.max_ticks': 0,
+      ...(leadMs !== undefined ? { 'worker.prefetch_lead_ms': leadMs } : {}),
+    },
+  });
   const log = createLogger({ level: 'silent' });
   const worker = await WorkerProcess.start({ config, redisUrl: url, log, runners: new NoopRunners(config) });
   const redis = new Redis(url);
@@ -140,7 +148,12 @@ async function main(): Promise<void> {
       const product = await benchProduct(redis.url, n);
       rows.push(`| ${n} | raw BullMQ, concurrency 1 | ${fmt(raw1)} |`);
       rows.push(`| ${n} | raw BullMQ, concurrency ${CONCURRENCY} | ${fmt(rawC)} |`);
-      rows.push(`| ${n} | hermes-scheduler, concurrency ${CONCURRENCY} | ${fmt(product)} |`);
+      rows.push(`| ${n} | hermes-scheduler, concurrency ${CONCURRENCY}, lead 200 ms (defaults) | ${fmt(product)} |`);
+      if (TUNED.length === 2) {
+        process.stderr.write(`n=${n}: hermes-scheduler tuned\n`);
+        const tuned = await benchProduct(redis.url, n, TUNED[0], TUNED[1]);
+        rows.push(`| ${n} | hermes-scheduler, concurrency ${TUNED[0]}, lead ${TUNED[1]} ms | ${fmt(tuned)} |`);
+      }
       const ratio = (a: number, b: number) => (b > 0 ? (a / b).toFixed(2) : a === 0 ? '1.00' : '∞');
       rows.push(`| ${n} | ratio hermes / raw (c=1), p50 · p99 · throughput | ${ratio(product.p50, raw1.p50)} | ${ratio(product.p99, raw1.p99)} | | ${ratio(product.perSecond, raw1.perSecond)} |`);
       rows.push(`| ${n} | ratio hermes / raw (c=${CONCURRENCY}), p50 · p99 · throughput | ${ratio(product.p50, rawC.p50)} | ${ratio(product.p99, rawC.p99)} | | ${ratio(product.perSecond, rawC.perSecond)} |`);
