@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import type { HermesConfig } from '../scheduler/config.ts';
-import { enqueueInput } from '../scheduler/inbox.ts';
+import { enqueueInput, inputOccurrenceId } from '../scheduler/inbox.ts';
 import { LoopStore } from '../scheduler/loop-store.ts';
 import { ScheduleService } from '../scheduler/schedule-service.ts';
 import { SessionStore, type SessionEvent } from '../scheduler/session-store.ts';
@@ -23,6 +23,9 @@ import { createLogger } from '../scheduler/logger.ts';
 import type { CliConnection } from './cli-context.ts';
 import { formatEvent } from './event-format.ts';
 import { cliLogLevel } from './run-command.ts';
+
+/** How long a detaching client waits for answers to input it sent (ms). */
+export const ANSWER_WAIT_MS = 15_000;
 
 /** Events shown on a first attach, for context. */
 export const FIRST_ATTACH_BACKLOG = 5;
@@ -53,10 +56,13 @@ export async function runChat(
   const saved = existsSync(file) ? readFileSync(file, 'utf8').trim() : '';
   let lastId = saved;
   let tickRunning = false;
+  /** Inputs sent from this client that have no answer yet (by occurrence id). */
+  const awaiting = new Set<string>();
   const show = (events: SessionEvent[]) => {
     for (const e of events) {
       if (e.type === 'tick.started') tickRunning = true;
       if ((e.type === 'reply' || e.type === 'tick.failed') && e.data.source !== 'message') tickRunning = false;
+      if (typeof e.data.occurrenceId === 'string') awaiting.delete(e.data.occurrenceId);
       const text = formatEvent(e);
       if (text) out(text);
       lastId = e.id;
@@ -96,10 +102,15 @@ export async function runChat(
     rl.on('line', (line) => {
       const text = line.trim();
       if (text.length === 0) return;
+      const messageId = `${Date.now()}-${randomBytes(4).toString('hex')}`;
+      awaiting.add(inputOccurrenceId(sessionId, messageId));
       enqueueInput(
         { redis: conn.redis, keys: conn.keys, queues: conn.queues, maxChars: config.agent.max_prompt_chars },
-        { sessionId, text, messageId: `${Date.now()}-${randomBytes(4).toString('hex')}`, origin: { surface: 'chat' } },
-      ).catch((err: Error) => out(`Not sent: ${err.message}`));
+        { sessionId, text, messageId, origin: { surface: 'chat' } },
+      ).catch((err: Error) => {
+        awaiting.delete(inputOccurrenceId(sessionId, messageId));
+        out(`Not sent: ${err.message}`);
+      });
     });
     rl.on('close', () => resolve());
   });
@@ -114,6 +125,9 @@ export async function runChat(
   process.on('SIGINT', onSigint);
   await done;
   process.off('SIGINT', onSigint);
+  // End of input (Ctrl+D, or the end of piped input): give answers to what was just sent a moment to arrive.
+  const deadline = Date.now() + ANSWER_WAIT_MS;
+  while (awaiting.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
   detached = true;
   await tail;
   reader.disconnect();

@@ -22,7 +22,8 @@ export function formatEvent(event: SessionEvent): string | undefined {
     case 'tick.started':
       return `[${at}] ⏰ ${d.kind} tick #${d.tick} started (due ${clock(Number(d.dueAt))}, late ${d.latenessMs} ms, worker pid ${d.pid})`;
     case 'reply': {
-      const who = d.source === 'message' ? 'agent' : `agent · ${d.kind ?? d.source} tick #${d.tick}`;
+      const runner = d.runner === 'command' ? 'command' : 'agent';
+      const who = d.source === 'message' ? 'agent' : d.source === 'goal' ? `agent · goal turn #${d.tick}` : `${runner} · ${d.kind ?? d.source} tick #${d.tick}`;
       const outcome = d.outcome && d.outcome !== 'continue' ? ` → ${d.outcome}${d.reason ? `: ${d.reason}` : ''}` : '';
       return `[${at}] ${who} (worker pid ${d.pid ?? '?'})${outcome}\n${indent(d.text === '' ? '(empty reply)' : d.text)}`;
     }

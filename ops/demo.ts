@@ -43,16 +43,22 @@ const env: NodeJS.ProcessEnv = {
 };
 const children: ChildProcess[] = [];
 
-const say = (text: string) => process.stdout.write(`\n\x1b[1m▶ ${text}\x1b[0m  (t+${((Date.now() - started) / 1000).toFixed(1)}s)\n`);
+const bold = (text: string) => (process.stdout.isTTY ? `\x1b[1m${text}\x1b[0m` : text);
+const say = (text: string) => process.stdout.write(`\n${bold(`▶ ${text}`)}  (t+${((Date.now() - started) / 1000).toFixed(1)}s)\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Output of each `hermes` child so far (to wait for a line). */
+const outputs = new Map<ChildProcess, string>();
 
 function hermes(args: string[], options: { pipeIn?: boolean; prefix?: string } = {}): ChildProcess {
   const child = spawn(process.execPath, [bin, ...args], { env, stdio: [options.pipeIn ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
   children.push(child);
+  outputs.set(child, '');
   const prefix = options.prefix;
-  if (prefix !== undefined) {
-    child.stdout!.on('data', (d: Buffer) => process.stdout.write(d.toString().replace(/^(?=.)/gm, prefix)));
-  }
+  child.stdout!.on('data', (d: Buffer) => {
+    outputs.set(child, outputs.get(child) + d.toString());
+    if (prefix !== undefined) process.stdout.write(d.toString().replace(/^(?=.)/gm, prefix));
+  });
   child.stderr!.on('data', (d: Buffer) => process.stderr.write(d.toString().replace(/^(?=.)/gm, '  [stderr] ')));
   return child;
 }
@@ -101,7 +107,8 @@ async function main(): Promise<void> {
 
     say('Reattaching: the client first prints what it missed');
     chat = hermes(['chat', '--session', SESSION], { pipeIn: true, prefix: '  │ ' });
-    await sleep(1_500);
+    const reattached = chat;
+    await waitFor(async () => (/now live|nothing new since you left/.test(outputs.get(reattached) ?? '') ? true : undefined), 20_000);
 
     say('Killing (SIGKILL) the worker that is in the middle of the next tick');
     const from = await sessions.lastEventId(SESSION);

@@ -17,6 +17,16 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from './errors/config-error.ts';
 
+/** True for a time zone name the runtime's ICU knows (IANA names, `UTC`). */
+function isTimeZone(name: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const seconds = (def: number) => z.coerce.number().finite().min(0).default(def);
 /** A list of seconds, from YAML or a comma list in the environment (`30,60,120`). */
 const secondsList = (def: number[]) =>
@@ -41,7 +51,10 @@ const commandSchema = z
 export const configSchema = z
   .object({
     /** IANA zone for cron jobs without `--tz`; default the host zone. */
-    timezone: z.string().optional(),
+    timezone: z
+      .string()
+      .refine(isTimeZone, { message: 'unknown time zone (use an IANA name like Europe/Berlin)' })
+      .optional(),
     log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     redis: z
       .object({

@@ -43,6 +43,11 @@ describe('loadConfig', () => {
     expect((err as Error).message).toContain('config.yaml');
   });
 
+  it('rejects an unknown time zone at load, naming the key', () => {
+    expect(() => loadConfig({ env: { HERMES_HOME: home(), HERMES_TIMEZONE: 'Mars/Olympus' } })).toThrow(/Invalid setting timezone \(from HERMES_TIMEZONE\): unknown time zone/);
+    expect(loadConfig({ env: { HERMES_HOME: home(), HERMES_TIMEZONE: 'Europe/Warsaw' } }).timezone).toBe('Europe/Warsaw');
+  });
+
   it('rejects a key prefix that is not a hash tag', () => {
     expect(() => loadConfig({ env: { HERMES_HOME: home(), HERMES_REDIS_PREFIX: 'hermes' } })).toThrow(/redis\.prefix .*hash tag/);
   });

@@ -8,6 +8,7 @@
  */
 import { parseLoopArgs, LOOP_HELP } from '../scheduler/loop-command.ts';
 import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../scheduler/heartbeat-command.ts';
+import { GOAL_HELP } from '../scheduler/goal-command.ts';
 import type { Origin } from '../scheduler/loop-state.ts';
 import type { ScheduleKind } from '../scheduler/keys.ts';
 import type { ScheduleService } from '../scheduler/schedule-service.ts';
@@ -74,7 +75,7 @@ export async function runSlashCommand(text: string, ctx: SlashContext): Promise<
       return lines.join('\n');
     }
     case 'help':
-      return [LOOP_HELP, HEARTBEAT_HELP, '/status shows every schedule of this session; /stop stops them.'].join('\n\n');
+      return [LOOP_HELP, HEARTBEAT_HELP, GOAL_HELP, '/status shows every schedule of this session; /stop stops them.'].join('\n\n');
     default: {
       const extra = ctx.extra?.[cmd];
       return extra ? await extra(args) : undefined;

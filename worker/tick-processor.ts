@@ -126,6 +126,7 @@ export async function processScheduleTick(
       const finishedAt = Date.now();
       const committed = await commitTick(deps, loop!, {
         sessionId, kind, loopId, occurrenceId, dueAt, startedAt, finishedAt, tickNumber, input, reply, failure, until,
+        runner: loop!.runner.kind,
       });
       if (committed.status === 'duplicate') {
         await deps.loops.clearInflight(sessionId, kind, occurrenceId);
@@ -157,6 +158,8 @@ interface TickCommitInput {
   reply: string;
   failure: TurnError | undefined;
   until: UntilVerdict | undefined;
+  /** `agent` or `command`: shown to clients. */
+  runner: 'agent' | 'command';
 }
 
 /**
@@ -179,7 +182,7 @@ async function commitTick(
   const event = {
     type: t.failure ? 'tick.failed' : 'reply',
     data: {
-      source, kind: t.kind, tick: t.tickNumber, occurrenceId: t.occurrenceId,
+      source, kind: t.kind, runner: t.runner, tick: t.tickNumber, occurrenceId: t.occurrenceId,
       text: t.failure ? '' : t.reply, error: t.failure?.message, dueAt: t.dueAt, startedAt: t.startedAt,
       finishedAt: t.finishedAt, latenessMs: t.startedAt - t.dueAt, worker: deps.workerId, pid: process.pid,
     },
