@@ -1,0 +1,79 @@
+/**
+ * Drain of a worker process on SIGTERM (SPEC §9, F9): scheduled work (cron
+ * ticks, loop ticks, `/v1` runs) may finish within `agent.cron_drain_timeout`;
+ * chat turns get `agent.restart_drain_timeout` (default 0: interrupted at
+ * once, handed back, the user told).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { testEnv } from './support/env.ts';
+import { clients, spawnWorker, startWorker, waitFor, waitForEvents } from './support/stack.ts';
+import { startFakeOpenAI } from './support/fake-openai.ts';
+import { CronStore } from '../scheduler/cron/cron-store.ts';
+import { CronService } from '../scheduler/cron/cron-service.ts';
+import { createLogger } from '../scheduler/logger.ts';
+import { enqueueInput } from '../scheduler/inbox.ts';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+describe('worker drain', () => {
+  it('F9: a cron run of 2 s, SIGTERM with cron_drain_timeout 30 and restart_drain_timeout 0 → the run completes and is delivered', async () => {
+    const env = testEnv({ 'agent.cron_drain_timeout': 30, 'agent.restart_drain_timeout': 0, log_level: 'info' });
+    const c = clients(env);
+    cleanups.push(() => env.cleanup(), () => c.close());
+    const worker = await spawnWorker(env);
+    let stderr = '';
+    worker.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    cleanups.push(() => { if (worker.exitCode === null) worker.kill('SIGKILL'); });
+    const cron = new CronService(new CronStore(c.redis, c.keys, c.queues, { historyLimit: 50 }), {
+      timezone: 'UTC', minIntervalSeconds: 60, maxPromptChars: 10_000, historyLimit: 50,
+    }, createLogger({ level: 'silent' }));
+    const marker = join(env.home, 'started');
+    const job = await cron.add({ schedule: 'every 1h', script: `touch ${marker}; sleep 2; echo report done`, name: 'f9', paused: true }, { origin: { surface: 'cli' }, trusted: true });
+    await cron.runNow(job.id);
+    await waitFor(async () => (existsSync(marker) ? true : undefined), 15_000, 'the cron run to start');
+    const signalledAt = Date.now();
+    worker.kill('SIGTERM');
+    const code = await new Promise<number | null>((r) => worker.on('exit', r));
+    expect(code).toBe(0);
+    const runs = await cron.runs(job.id, 5);
+    expect(runs).toHaveLength(1);
+    expect(runs[0]).toMatchObject({ status: 'ok', output: 'report done' });
+    expect(runs[0]!.finished_at!).toBeGreaterThan(signalledAt);
+    expect(runs[0]!.deliveries[0]).toMatchObject({ target: 'local', status: 'delivered' });
+    expect(stderr).toMatch(/waiting up to 30s for 1 scheduled turn\(s\) \(cron ticks, \/v1 runs\) and up to 0s for 0 chat turn\(s\)/);
+  });
+
+  it('a chat turn with restart_drain_timeout 0 is interrupted at once, the user is told, and it is answered after the restart', async () => {
+    const model = await startFakeOpenAI();
+    let calls = 0;
+    model.respond(() => (++calls === 1 ? { delayMs: 10_000, text: 'too late' } : 'answered after restart'));
+    const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', 'agent.restart_drain_timeout': 0 });
+    const c = clients(env);
+    cleanups.push(() => model.close(), () => env.cleanup(), () => c.close());
+    const worker = await spawnWorker(env);
+    cleanups.push(() => { if (worker.exitCode === null) worker.kill('SIGKILL'); });
+    await enqueueInput({ redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 }, {
+      sessionId: 'chat-drain', text: 'summarise the logs', messageId: 'm1', origin: { surface: 'chat' },
+    });
+    await waitFor(async () => (model.requests.length > 0 ? true : undefined), 15_000, 'the model call');
+    const signalledAt = Date.now();
+    worker.kill('SIGTERM');
+    await new Promise((r) => worker.on('exit', r));
+    expect(Date.now() - signalledAt).toBeLessThan(8_000);
+    const notice = await waitForEvents(c, 'chat-drain', 'notice', 1);
+    expect(notice[0]!.data.text).toMatch(/interrupted by a restart; it will be answered when a worker is back/);
+    const w2 = await startWorker(env);
+    cleanups.push(() => w2.drain());
+    const replies = await waitForEvents(c, 'chat-drain', 'reply', 1, 15_000);
+    expect(replies[0]!.data.text).toBe('answered after restart');
+    const probe = new Redis(env.redisUrl);
+    cleanups.push(() => probe.disconnect());
+    expect(await probe.zcard(c.keys.pendingInput('chat-drain'))).toBe(0);
+  });
+});
