@@ -1,7 +1,7 @@
 /**
  * The `hermes` command line: `up`, `worker`, `loop`, `chat`, `status`.
  */
-import { Command } from 'commander';
+import { Command, CommanderError } from 'commander';
 import { loadConfig, type HermesConfig } from '../scheduler/config.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { resolveRedis } from '../scheduler/redis/connect.ts';
@@ -25,7 +25,11 @@ function getConfig(): HermesConfig {
 const ctx = (): CliContext => ({ config: getConfig(), connect: () => connectCli(getConfig()) });
 
 const program = new Command();
-program.name('hermes').description('Agent schedules that keep firing when every client has gone away.').showHelpAfterError();
+program
+  .name('hermes')
+  .description('Agent schedules that keep firing when every client has gone away.')
+  .showHelpAfterError()
+  .exitOverride(); // usage errors exit 2 (see the catch at the end)
 
 /** Start the gateway with its `/api/cron` backed by the cron service. */
 async function gatewayFor(cfg: HermesConfig, redisUrl: string, log: ReturnType<typeof createLogger>): Promise<{ gateway: Gateway; close(): Promise<void> }> {
@@ -154,5 +158,10 @@ program
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
-  process.exitCode = reportError(err);
+  if (err instanceof CommanderError) {
+    // commander has printed the message; help and version are not errors
+    process.exitCode = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : 2;
+  } else {
+    process.exitCode = reportError(err);
+  }
 }

@@ -34,13 +34,21 @@ export function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): 
   };
 }
 
-/** Resolve on the first SIGINT or SIGTERM. */
+/**
+ * Resolve on the first SIGINT or SIGTERM. Later signals are acknowledged and
+ * otherwise ignored, so a second Ctrl+C cannot cut a drain short and leave the
+ * embedded Redis running.
+ */
 export function waitForSignal(): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
+    let first = true;
     const on = (sig: NodeJS.Signals) => {
-      process.off('SIGINT', on);
-      process.off('SIGTERM', on);
-      resolve(sig);
+      if (first) {
+        first = false;
+        resolve(sig);
+      } else {
+        process.stderr.write(`hermes: already stopping (${sig}); waiting for the drain to finish\n`);
+      }
     };
     process.on('SIGINT', on);
     process.on('SIGTERM', on);

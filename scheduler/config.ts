@@ -5,7 +5,8 @@
  * Sources, later wins:
  *   1. defaults below (the one place defaults are resolved; SPEC §4–§10),
  *   2. `$HERMES_HOME/config.yaml` (HERMES_HOME defaults to `~/.hermes`),
- *   3. environment: `HERMES_<SECTION>_<KEY>` for every key (e.g. `HERMES_LOOPS_MAX_TICKS=0`),
+ *   3. environment: `HERMES_<SECTION>_<KEY>` for every key (e.g. `HERMES_LOOPS_MAX_TICKS=0`;
+ *      an empty value counts as unset),
  *      plus the named variables of SPEC §10 (`REDIS_URL`, `API_SERVER_KEY`, `OPENAI_BASE_URL`, …).
  *
  * @throws ConfigError naming the bad key when a value does not validate.
@@ -253,12 +254,12 @@ function envOverrides(env: NodeJS.ProcessEnv): Array<[string[], string, string]>
       for (const key of Object.keys(inner.shape)) {
         const name = `HERMES_${section}_${key}`.toUpperCase();
         const value = env[name];
-        if (value !== undefined) out.push([[section, key], value, name]);
+        if (value !== undefined && value !== '') out.push([[section, key], value, name]);
       }
     } else {
       const name = `HERMES_${section}`.toUpperCase();
       const value = env[name];
-      if (value !== undefined && section !== 'commands') out.push([[section], value, name]);
+      if (value !== undefined && value !== '' && section !== 'commands') out.push([[section], value, name]);
     }
   }
   for (const [name, path] of Object.entries(NAMED_ENV)) {

@@ -10,7 +10,7 @@
  * @throws ScheduleInputError for a missing `every`, a bad interval or a missing prompt
  */
 import { ScheduleInputError } from './errors/schedule-input-error.ts';
-import { formatSeconds, parseIntervalAt } from './interval.ts';
+import { formatSeconds, MAX_INTERVAL_SECONDS, parseIntervalAt } from './interval.ts';
 
 export type HeartbeatCommand =
   | { action: 'status' | 'pause' | 'resume' | 'stop' | 'help' }
@@ -38,6 +38,9 @@ export function parseHeartbeatArgs(argText: string, options: { minIntervalSecond
   }
   const notes: string[] = [];
   let intervalSeconds = interval.seconds;
+  if (intervalSeconds > MAX_INTERVAL_SECONDS) {
+    throw new ScheduleInputError(`The interval ${formatSeconds(intervalSeconds)} is too long; the most is ${formatSeconds(MAX_INTERVAL_SECONDS)}.`, { field: 'interval' });
+  }
   if (intervalSeconds < options.minIntervalSeconds) {
     notes.push(`Interval ${formatSeconds(intervalSeconds)} is below the heartbeat minimum; using ${formatSeconds(options.minIntervalSeconds)}.`);
     intervalSeconds = options.minIntervalSeconds;

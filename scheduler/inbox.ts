@@ -37,6 +37,19 @@ export interface InboxJobData {
   goalTurn?: number;
 }
 
+/**
+ * Register a pending input in arrival order. Score = received ms × 1000 plus a
+ * per-session sequence (mod 1000), so inputs of the same millisecond keep the
+ * order in which they were registered.
+ */
+const REGISTER_PENDING_LUA = `
+if redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
+local seq = redis.call('INCR', KEYS[2]) % 1000
+redis.call('ZADD', KEYS[1], tonumber(ARGV[1]) * 1000 + seq, ARGV[2])
+redis.call('SADD', KEYS[3], ARGV[3])
+return 1
+`;
+
 /** BullMQ job id of an input (dedupes the same message sent twice). */
 export function inboxJobId(sessionId: string, messageId: string): string {
   return bullJobId('input', sessionId, messageId);
@@ -65,11 +78,11 @@ export async function enqueueInput(
   const receivedAt = input.receivedAt ?? Date.now();
   // A re-sent message that was already answered changes nothing.
   if ((await deps.redis.exists(deps.keys.occurrenceDone(occurrenceId))) === 1) return jobId;
-  await deps.redis
-    .multi()
-    .zadd(deps.keys.pendingInput(input.sessionId), 'NX', String(receivedAt), occurrenceId)
-    .sadd(deps.keys.sessionIndex, input.sessionId)
-    .exec();
+  await deps.redis.eval(
+    REGISTER_PENDING_LUA, 3,
+    deps.keys.pendingInput(input.sessionId), deps.keys.inputSequence(input.sessionId), deps.keys.sessionIndex,
+    String(receivedAt), occurrenceId, input.sessionId,
+  );
   const data: InboxJobData = {
     type: 'user-input', sessionId: input.sessionId, text: input.text, messageId: input.messageId, origin: input.origin, receivedAt,
   };
@@ -83,7 +96,7 @@ export async function enqueueInput(
  * duplicate that raced its original) are removed.
  */
 export async function pendingInput(redis: Redis, keys: Keys, sessionId: string, now = Date.now()): Promise<string[]> {
-  const pending = await redis.zrangebyscore(keys.pendingInput(sessionId), now - PENDING_INPUT_STALE_MS, '+inf');
+  const pending = await redis.zrangebyscore(keys.pendingInput(sessionId), (now - PENDING_INPUT_STALE_MS) * 1000, '+inf');
   if (pending.length === 0) return pending;
   const pipeline = redis.pipeline();
   for (const occ of pending) pipeline.exists(keys.occurrenceDone(occ));

@@ -6,6 +6,12 @@
  * A bare number without a unit is not an interval (it belongs to the prompt).
  */
 
+/** Longest interval a loop or heartbeat may have: 366 days. */
+export const MAX_INTERVAL_SECONDS = 366 * 86_400;
+
+/** Largest `--times`. */
+export const MAX_TIMES = 1_000_000;
+
 const UNIT_SECONDS: Record<string, number> = {
   s: 1, sec: 1, secs: 1, second: 1, seconds: 1,
   m: 60, min: 60, mins: 60, minute: 60, minutes: 60,

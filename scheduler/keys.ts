@@ -97,6 +97,11 @@ export class Keys {
     return `${this.prefix}:session:${sessionId}:pending-input`;
   }
 
+  /** Counter that orders a session's input received in the same millisecond. */
+  inputSequence(sessionId: string): string {
+    return `${this.prefix}:session:${sessionId}:input-seq`;
+  }
+
   /** Set of known session ids. */
   get sessionIndex(): string {
     return `${this.prefix}:sessions`;

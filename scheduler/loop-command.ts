@@ -15,7 +15,7 @@
  *   failed parse: callers parse before they write.
  */
 import { ScheduleInputError } from './errors/schedule-input-error.ts';
-import { formatSeconds, parseIntervalAt } from './interval.ts';
+import { formatSeconds, MAX_INTERVAL_SECONDS, MAX_TIMES, parseIntervalAt } from './interval.ts';
 
 export type LoopControl = 'status' | 'pause' | 'resume' | 'stop' | 'help';
 
@@ -74,9 +74,9 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
     const tok = tokens[i]!;
     if (tok === '--times') {
       const value = tokens[++i];
-      if (value === undefined || !/^\d+$/.test(value) || Number(value) < 1) {
+      if (value === undefined || !/^\d+$/.test(value) || Number(value) < 1 || Number(value) > MAX_TIMES) {
         throw new ScheduleInputError(
-          `--times needs a positive whole number${value === undefined ? '' : `, got "${value}"`}.`,
+          `--times needs a positive whole number up to ${MAX_TIMES}${value === undefined ? '' : `, got "${value}"`}.`,
           { field: 'times' },
         );
       }
@@ -114,6 +114,9 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
       `The prompt is ${prompt.length} characters; the limit is ${options.maxPromptChars}.`,
       { field: 'prompt' },
     );
+  }
+  if (intervalSeconds !== null && intervalSeconds > MAX_INTERVAL_SECONDS) {
+    throw new ScheduleInputError(`The interval ${formatSeconds(intervalSeconds)} is too long; the most is ${formatSeconds(MAX_INTERVAL_SECONDS)}.`, { field: 'interval' });
   }
   if (intervalSeconds !== null && intervalSeconds < options.minIntervalSeconds) {
     notes.push(

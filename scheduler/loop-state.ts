@@ -60,6 +60,12 @@ export interface LoopRecord {
   lastOccurrenceId: string | null;
   /** Digest of the last normalised reply (self-paced mode). */
   lastDigest: string | null;
+  /**
+   * Self-paced mode: the due time (epoch ms) of the one tick that may fire
+   * next. A tick job due at any other time belongs to a superseded chain
+   * (e.g. armed before a pause) and never fires. `null` while paused.
+   */
+  nextDueAt: number | null;
   /** Consecutive `--until` judge failures. */
   judgeFailures: number;
   /** Incremented on every write; the store writes only over the version it read. */
@@ -117,6 +123,7 @@ export function createLoop(input: NewLoop): LoopRecord {
     lastTickFinishedAt: null,
     lastOccurrenceId: null,
     lastDigest: null,
+    nextDueAt: selfPaced ? input.now : null,
     judgeFailures: 0,
     version: 0,
   };
@@ -132,7 +139,7 @@ export interface TickRef {
 
 export type FireDecision =
   | { fire: true }
-  | { fire: false; reason: 'removed' | 'replaced' | 'paused' | 'finished' | 'coalesced' | 'already-applied' };
+  | { fire: false; reason: 'removed' | 'replaced' | 'paused' | 'finished' | 'coalesced' | 'superseded' | 'already-applied' };
 
 /** May this tick fire now? (pure; see the policies at the top of this file) */
 export function decideFire(loop: LoopRecord | null, tick: TickRef): FireDecision {
@@ -141,6 +148,7 @@ export function decideFire(loop: LoopRecord | null, tick: TickRef): FireDecision
   if (loop.lastOccurrenceId === tick.occurrenceId) return { fire: false, reason: 'already-applied' };
   if (loop.status === 'paused') return { fire: false, reason: 'paused' };
   if (loop.status === 'finished') return { fire: false, reason: 'finished' };
+  if (loop.mode === 'self-paced' && loop.nextDueAt !== tick.dueAt) return { fire: false, reason: 'superseded' };
   if (loop.lastTickStartedAt !== null && tick.dueAt < loop.lastTickStartedAt) {
     return { fire: false, reason: 'coalesced' };
   }
@@ -198,6 +206,9 @@ export function applyTick(
         : loop.delaySeconds,
     updatedAt: tick.finishedAt,
   };
+  if (next.mode === 'self-paced') next.nextDueAt = tick.finishedAt + (next.delaySeconds ?? pacing.floorSeconds) * 1000;
+  // A loop paused or stopped while this tick ran keeps that state: the user's word wins.
+  if (loop.status !== 'active') return { loop: { ...next, nextDueAt: null }, outcome: { kind: 'continue' } };
   const finish = (reason: string) => ({
     loop: { ...next, status: 'finished' as const, statusReason: reason },
     outcome: { kind: 'finished' as const, reason },
@@ -230,7 +241,7 @@ export function applyTick(
 /** Pause (pure). A finished loop stays finished. */
 export function pauseLoop(loop: LoopRecord, now: number, reason = 'paused by user'): LoopRecord {
   if (loop.status !== 'active') return loop;
-  return { ...loop, status: 'paused', statusReason: reason, updatedAt: now };
+  return { ...loop, status: 'paused', statusReason: reason, nextDueAt: null, updatedAt: now };
 }
 
 /**
@@ -240,7 +251,7 @@ export function pauseLoop(loop: LoopRecord, now: number, reason = 'paused by use
 export function resumeLoop(loop: LoopRecord, now: number): LoopRecord {
   if (loop.status !== 'paused') return loop;
   const budgetHit = loop.maxTicks > 0 && loop.ticksUsed >= loop.maxTicks;
-  return {
+  const resumed: LoopRecord = {
     ...loop,
     status: 'active',
     statusReason: null,
@@ -248,6 +259,7 @@ export function resumeLoop(loop: LoopRecord, now: number): LoopRecord {
     maxTicks: budgetHit ? loop.ticksUsed + loop.maxTicks : loop.maxTicks,
     updatedAt: now,
   };
+  return { ...resumed, nextDueAt: resumed.mode === 'self-paced' ? resumeDueAt(resumed, now) : null };
 }
 
 /**
@@ -256,7 +268,11 @@ export function resumeLoop(loop: LoopRecord, now: number): LoopRecord {
  * missed ticks (SPEC §4).
  */
 export function resumeDueAt(loop: LoopRecord, now: number): number {
-  const periodMs = (loop.intervalSeconds ?? loop.delaySeconds ?? 0) * 1000;
+  if (loop.mode === 'self-paced') {
+    const delayMs = (loop.delaySeconds ?? 0) * 1000;
+    return loop.lastTickFinishedAt === null ? now : Math.max(now, loop.lastTickFinishedAt + delayMs);
+  }
+  const periodMs = (loop.intervalSeconds ?? 0) * 1000;
   if (loop.lastTickStartedAt === null || periodMs === 0) return now;
   return Math.max(now, loop.lastTickStartedAt + periodMs);
 }

@@ -143,6 +143,9 @@ export class LoopStore {
     const data: TickJobData = { type: 'schedule-tick', kind: record.kind, sessionId: record.sessionId, loopId: record.loopId };
     try {
       if (record.mode === 'fixed' && record.intervalSeconds) {
+        // Remove first: an upsert with an unchanged `every` keeps the old next
+        // occurrence and ignores `startDate`, so a replaced loop would not fire "now".
+        await this.removeScheduler(record.sessionId, record.kind);
         await this.queues.ticks.upsertJobScheduler(
           this.keys.schedulerId(record.sessionId, record.kind),
           { every: record.intervalSeconds * 1000, startDate: Math.max(Date.now(), firstDueAt - this.leadMs) },

@@ -108,7 +108,7 @@ export class ScheduleService {
       const { previous, stored } = await this.write(sessionId, kind, (cur) => (cur && cur.status === 'paused' ? resumeLoop(cur, now) : undefined));
       if (!previous) return `No ${kind} in this session.`;
       if (!stored) return `${LABEL[kind]} is ${previous.status}; nothing to resume.`;
-      const due = resumeDueAt(stored, now);
+      const due = stored.mode === 'self-paced' ? stored.nextDueAt ?? now : resumeDueAt(stored, now);
       await this.guard(kind, sessionId, () => this.store.arm(stored, due));
       return `${LABEL[kind]} resumed: ${cadence(stored)} · next tick ${due <= now ? 'now' : `in ${formatSeconds((due - now) / 1000)}`}.`;
     });
@@ -129,6 +129,7 @@ export class ScheduleService {
 
   /** One status line. */
   async status(sessionId: string, kind: ScheduleKind, now = Date.now()): Promise<string> {
+    assertSessionId(sessionId);
     const record = await this.store.get(sessionId, kind);
     if (!record) return `No ${kind} in this session.`;
     const next = record.status === 'active' ? await this.store.nextDueAt(record) : undefined;

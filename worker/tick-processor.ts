@@ -243,8 +243,7 @@ async function earlierTickInFlight(deps: WorkerDeps, job: Job<TickJobData>, mark
   return false;
 }
 
-/** Queue the next self-paced tick (idempotent: deterministic job id per due time). */
+/** Queue the self-paced loop's one next tick, due at `loop.nextDueAt` (idempotent: the job id is derived from it). */
 async function armSelfPaced(deps: WorkerDeps, loop: LoopRecord): Promise<void> {
-  const base = loop.lastTickFinishedAt ?? Date.now();
-  await deps.loops.arm(loop, base + (loop.delaySeconds ?? deps.config.loops.self_paced_floor_seconds) * 1000);
+  if (loop.nextDueAt !== null) await deps.loops.arm(loop, loop.nextDueAt);
 }

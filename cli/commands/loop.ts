@@ -26,7 +26,8 @@ export function runnerFromFlags(config: HermesConfig, flags: { command?: string;
     }
     return { kind: 'command', command: c.command, timeoutSeconds: c.timeout_seconds };
   }
-  if (flags.run) {
+  if (flags.run !== undefined) {
+    if (flags.run.trim() === '') throw new ScheduleInputError('--run needs a shell command.', { field: 'run' });
     const t = flags.timeoutSeconds === undefined ? 60 : Number(flags.timeoutSeconds);
     if (!Number.isFinite(t) || t <= 0) throw new ScheduleInputError('--timeout-seconds needs a positive number.', { field: 'timeout-seconds' });
     return { kind: 'command', command: flags.run, timeoutSeconds: t };

@@ -11,6 +11,7 @@ import { Router } from 'express';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import { MAX_INTERVAL_SECONDS } from '../../scheduler/interval.ts';
 import type { HermesConfig } from '../../scheduler/config.ts';
 import type { Keys, ScheduleKind } from '../../scheduler/keys.ts';
 import { parseLoopArgs } from '../../scheduler/loop-command.ts';
@@ -51,7 +52,7 @@ const createSchema = z.discriminatedUnion('kind', [
   z.object({
     kind: z.literal('heartbeat'),
     session_id: z.string().min(1),
-    interval_seconds: z.number().positive(),
+    interval_seconds: z.number().positive().max(MAX_INTERVAL_SECONDS),
     prompt: z.string().min(1),
   }).strict(),
 ]);

@@ -4,8 +4,8 @@
  * turns; chat and `/v1` input never can (SPEC §3).
  *
  * The command gets the turn's new input on stdin and `HERMES_SESSION_ID` plus
- * the request's `env` in its environment. On timeout or abort it gets SIGTERM,
- * then SIGKILL after 2 s.
+ * the request's `env` in its environment. It runs in a process group of its
+ * own; on timeout or abort the whole group gets SIGTERM, then SIGKILL after 2 s.
  */
 import { spawn } from 'node:child_process';
 import { TurnError } from '../../scheduler/errors/turn-error.ts';
@@ -36,15 +36,24 @@ export class CommandRunner implements TurnRunner {
         cwd: this.cwd,
         env: { ...process.env, ...request.env, HERMES_SESSION_ID: request.sessionId },
         stdio: ['pipe', 'pipe', 'pipe'],
+        // Its own process group, so a timeout or abort reaches everything the command started.
+        detached: true,
       });
       let out = '';
       let err = '';
       let settled = false;
       let killReason: 'timeout' | 'aborted' | undefined;
+      const signalGroup = (sig: NodeJS.Signals) => {
+        try {
+          if (child.pid) process.kill(-child.pid, sig);
+        } catch {
+          child.kill(sig); // the group is gone already
+        }
+      };
       const kill = (reason: 'timeout' | 'aborted') => {
         killReason ??= reason;
-        child.kill('SIGTERM');
-        setTimeout(() => child.kill('SIGKILL'), 2000).unref();
+        signalGroup('SIGTERM');
+        setTimeout(() => signalGroup('SIGKILL'), 2000).unref();
       };
       const timer = setTimeout(() => kill('timeout'), this.timeoutMs);
       const onAbort = () => kill('aborted');

@@ -1,0 +1,117 @@
+/**
+ * Regressions found by review: each test pins a bug that once existed.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { clients, events, sleep, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
+import { startFakeOpenAI } from './support/fake-openai.ts';
+import { enqueueInput } from '../scheduler/inbox.ts';
+import { CommandRunner } from '../worker/turn-runners/command-runner.ts';
+import { TurnError } from '../scheduler/errors/turn-error.ts';
+import { parseLoopArgs } from '../scheduler/loop-command.ts';
+import { loadConfig } from '../scheduler/config.ts';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function setup(overrides: Record<string, unknown> = {}): Promise<{ env: TestEnv; c: TestClients }> {
+  const env = testEnv(overrides);
+  const c = clients(env);
+  const w = await startWorker(env);
+  cleanups.push(() => env.cleanup(), () => c.close(), () => w.drain());
+  return { env, c };
+}
+
+describe('review regressions', () => {
+  it('pause then resume of a self-paced loop keeps one chain of ticks (no doubled rate)', async () => {
+    const { c } = await setup({ 'loops.self_paced_floor_seconds': 1, 'loops.self_paced_ceiling_seconds': 1 });
+    await c.schedules.set('sp', 'loop', { prompt: 'p', intervalSeconds: null, times: null, until: null, notes: [] }, {
+      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'sleep 0.3; echo same', timeoutSeconds: 5 },
+    });
+    await waitForEvents(c, 'sp', 'reply', 1);
+    await c.schedules.pause('sp', 'loop');
+    await sleep(200);
+    await c.schedules.resume('sp', 'loop');
+    await sleep(5_000);
+    const replies = await events(c, 'sp', 'reply');
+    for (let i = 1; i < replies.length; i++) {
+      expect(Number(replies[i]!.data.startedAt) - Number(replies[i - 1]!.data.finishedAt)).toBeGreaterThanOrEqual(900);
+    }
+    expect(replies.length).toBeLessThanOrEqual(6);
+  });
+
+  it('replacing a loop with one of the same interval fires the new loop now, not at the old slot', async () => {
+    const { c } = await setup();
+    const run = (text: string) => ({ origin: { surface: 'cli' as const }, runner: { kind: 'command' as const, command: `echo ${text}`, timeoutSeconds: 5 } });
+    await c.schedules.set('rp', 'loop', { prompt: 'a', intervalSeconds: 20, times: null, until: null, notes: [] }, run('A'));
+    await waitForEvents(c, 'rp', 'reply', 1);
+    const replacedAt = Date.now();
+    const reply = await c.schedules.set('rp', 'loop', { prompt: 'b', intervalSeconds: 20, times: null, until: null, notes: [] }, run('B'));
+    expect(reply).toMatch(/Replaced the previous loop/);
+    const replies = await waitForEvents(c, 'rp', 'reply', 2, 5_000);
+    expect(replies[1]!.data.text).toBe('B');
+    expect(Number(replies[1]!.data.startedAt) - replacedAt).toBeLessThan(2_000);
+  });
+
+  it('a stop that arrives while a tick runs is not overridden by the tick (budget pause)', async () => {
+    const { c } = await setup({ 'loops.max_ticks': 1 });
+    await c.schedules.set('st', 'loop', { prompt: 'p', intervalSeconds: 10, times: null, until: null, notes: [] }, {
+      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'sleep 1; echo x', timeoutSeconds: 5 },
+    });
+    await waitForEvents(c, 'st', 'tick.started', 1);
+    expect(await c.schedules.stop('st', 'loop')).toMatch(/Loop stopped/);
+    await waitForEvents(c, 'st', 'reply', 1);
+    await sleep(300);
+    expect(await c.loops.get('st', 'loop')).toMatchObject({ status: 'finished', statusReason: 'stopped by user', ticksUsed: 1 });
+    expect(await c.schedules.resume('st', 'loop')).toMatch(/Loop is finished; nothing to resume/);
+  });
+
+  it('messages that arrive in the same millisecond are answered in the order they were sent', async () => {
+    const model = await startFakeOpenAI();
+    model.respond((req) => `re: ${req.messages.at(-1)!.content}`);
+    cleanups.push(() => model.close());
+    const { c } = await setup({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
+    const at = Date.now();
+    const ids = ['f', 'a', 'e', 'b', 'd', 'c']; // random-looking ids: order must not come from them
+    await Promise.all(ids.map((id, i) => enqueueInput({ redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 1000 }, {
+      sessionId: 'ord', text: `m${i + 1}`, messageId: id, origin: { surface: 'chat' }, receivedAt: at,
+    })));
+    const replies = await waitForEvents(c, 'ord', 'reply', 6, 15_000);
+    expect(replies.map((e) => e.data.text)).toEqual(['re: m1', 're: m2', 're: m3', 're: m4', 're: m5', 're: m6']);
+  });
+
+  it('the command timeout stops a compound shell command at once', async () => {
+    const runner = new CommandRunner('sleep 10; echo late', 1000);
+    const started = Date.now();
+    const err = await runner.run({ sessionId: 's', messages: [], signal: new AbortController().signal }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TurnError);
+    expect((err as TurnError).kind).toBe('timeout');
+    expect(Date.now() - started).toBeLessThan(3_500);
+  });
+
+  it('an abort stops a compound shell command at once', async () => {
+    const runner = new CommandRunner('sleep 10; echo late', 60_000);
+    const ac = new AbortController();
+    const started = Date.now();
+    const pending = runner.run({ sessionId: 's', messages: [], signal: ac.signal }).catch((e: unknown) => e);
+    setTimeout(() => ac.abort(), 300);
+    const err = await pending;
+    expect((err as TurnError).kind).toBe('aborted');
+    expect(Date.now() - started).toBeLessThan(3_500);
+  });
+
+  it('an empty HERMES_* value counts as unset, not as 0', () => {
+    const c = loadConfig({ env: { HERMES_HOME: '/nonexistent-hermes-home', HERMES_LOOPS_MAX_TICKS: '', HERMES_AGENT_CRON_DRAIN_TIMEOUT: '' } });
+    expect(c.loops.max_ticks).toBe(100);
+    expect(c.agent.cron_drain_timeout).toBe(30);
+  });
+
+  it('intervals and --times have upper bounds', () => {
+    const o = { minIntervalSeconds: 30, maxPromptChars: 1000 };
+    expect(() => parseLoopArgs('99999999999999d hi', o)).toThrow(/too long; the most is 366d/);
+    expect(() => parseLoopArgs('5m hi --times 99999999999999999999999', o)).toThrow(/up to 1000000/);
+    expect(parseLoopArgs('366d hi', o)).toMatchObject({ intervalSeconds: 366 * 86400 });
+  });
+});
