@@ -163,10 +163,22 @@ export class LoopStore {
     }
   }
 
-  /** Remove the job scheduler and its pending job (no-op when there is none). */
+  /**
+   * Remove the job scheduler and its pending job in whatever state it waits
+   * (BullMQ's own removal only takes a *delayed* job; a job already due sits in
+   * the wait list). A job that is running is left to finish. No-op when there is none.
+   */
   async removeScheduler(sessionId: string, kind: ScheduleKind): Promise<void> {
-    await this.queues.ticks.removeJobScheduler(this.keys.schedulerId(sessionId, kind));
+    const id = this.keys.schedulerId(sessionId, kind);
+    const scheduler = await this.queues.ticks.getJobScheduler(id);
+    await this.queues.ticks.removeJobScheduler(id);
+    // Only after the scheduler is gone may its last job be removed (BullMQ refuses before).
+    if (scheduler?.next !== undefined && scheduler.next !== null) {
+      await this.queues.ticks.remove(`repeat:${id}:${scheduler.next}`).catch(() => 0);
+    }
   }
+
+
 
   /** Epoch ms the next tick is due per the job scheduler, or `undefined`. */
   async nextDueAt(record: LoopRecord): Promise<number | undefined> {

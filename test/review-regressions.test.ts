@@ -3,7 +3,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
-import { clients, events, sleep, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
+import { clients, events, sleep, startWorker, waitForEvents, type TestClients } from './support/stack.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { enqueueInput } from '../scheduler/inbox.ts';
 import { CommandRunner } from '../worker/turn-runners/command-runner.ts';
