@@ -54,12 +54,22 @@ program
     const log = createLogger({ level: cfg.log_level, name: 'up' });
     const target = await resolveRedis(cfg, { allowStart: true });
     if (target.embedded) log.info({ url: target.url, dir: `${cfg.home}/redis` }, 'embedded Redis started');
-    const worker = await WorkerProcess.start({ config: cfg, redisUrl: target.url, log });
-    const gw = opts.gateway ? await gatewayFor(cfg, target.url, log) : undefined;
+    let worker: WorkerProcess | undefined;
+    let gw: Awaited<ReturnType<typeof gatewayFor>> | undefined;
+    try {
+      worker = await WorkerProcess.start({ config: cfg, redisUrl: target.url, log });
+      gw = opts.gateway ? await gatewayFor(cfg, target.url, log) : undefined;
+    } catch (err) {
+      // Nothing half-started stays behind: not the worker, not the embedded Redis.
+      await worker?.drain();
+      await target.embedded?.stop();
+      throw err;
+    }
+    const running = worker;
     if (gw) log.info({ url: gw.gateway.httpAddress.url }, 'gateway listening');
     const stop = async () => {
       // The gateway keeps delivering replies while the worker drains.
-      await Promise.all([gw?.gateway.drain(), worker.drain()]);
+      await Promise.all([gw?.gateway.drain(), running.drain()]);
       await gw?.close();
       await target.embedded?.stop();
     };

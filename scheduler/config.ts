@@ -148,8 +148,12 @@ export const configSchema = z
       .object({
         host: z.string().default('127.0.0.1'),
         port: z.coerce.number().int().min(0).max(65535).default(8642),
-        /** API_SERVER_KEY; required for any non-loopback bind. */
-        key: z.string().optional(),
+        /** API_SERVER_KEY; required for any non-loopback bind. Blank counts as unset. */
+        key: z
+          .string()
+          .transform((k) => k.trim())
+          .transform((k) => (k.length > 0 ? k : undefined))
+          .optional(),
       })
       .strict()
       .prefault({}),

@@ -65,7 +65,7 @@ describe('hermes cron next', () => {
     const bad = await run(process.execPath, ['cli/hermes.mjs', 'cron', 'next', 'every funday 9am'], { cwd: root, env })
       .then(() => ({ code: 0, stderr: '' }), (e: { code: number; stderr: string }) => ({ code: e.code, stderr: e.stderr }));
     expect(bad.code).toBe(2);
-    expect(bad.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^error: "every funday 9am": unknown day "funday"/)]);
+    expect(bad.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^hermes: "every funday 9am": unknown day "funday"/)]);
   });
 
   it.each([
@@ -142,16 +142,16 @@ describe('hermes cron job commands', () => {
     const b = JSON.parse((await cli('add', 'daily at 8am', 'b', '--name', 'report', '--json')).stdout) as { id: string };
     const amb = await cli('pause', 'REPORT');
     expect(amb.code).toBe(2);
-    expect(amb.stderr).toMatch(new RegExp(`^error: "REPORT" is ambiguous: 2 jobs have that name: ${a.id} .*${b.id}`));
-    expect(await cli('run', 'nope')).toMatchObject({ code: 2, stderr: expect.stringMatching(/^error: No cron job with id or name "nope"/) });
+    expect(amb.stderr).toMatch(new RegExp(`^hermes: "REPORT" is ambiguous: 2 jobs have that name: ${a.id} .*${b.id}`));
+    expect(await cli('run', 'nope')).toMatchObject({ code: 2, stderr: expect.stringMatching(/^hermes: No cron job with id or name "nope"/) });
     expect(await cli('add', 'daily at 7am', 'x', '--misfire', 'later')).toMatchObject({ code: 2, stderr: expect.stringMatching(/argument 'later' is invalid/) });
-    expect(await cli('add', 'daily at 7am', 'x', '--repeat', '0')).toMatchObject({ code: 2, stderr: 'error: --repeat must be a positive whole number, got "0".' });
-    expect(await cli('edit', a.id)).toMatchObject({ code: 2, stderr: expect.stringMatching(/^error: Nothing to change/) });
+    expect(await cli('add', 'daily at 7am', 'x', '--repeat', '0')).toMatchObject({ code: 2, stderr: 'hermes: --repeat must be a positive whole number, got "0".' });
+    expect(await cli('edit', a.id)).toMatchObject({ code: 2, stderr: expect.stringMatching(/^hermes: Nothing to change/) });
     expect(await cli('runs', '--limit', 'x')).toMatchObject({ code: 2, stderr: expect.stringMatching(/--limit must be a positive whole number/) });
 
     const down = await runCronCli(await noRedisConfig(), ['list']);
     expect(down.code).toBe(1);
-    expect(down.stderr).toMatch(/^error: Redis at 127\.0\.0\.1:\d+ is unreachable\.$/);
+    expect(down.stderr).toMatch(/^hermes: Redis at 127\.0\.0\.1:\d+ is unreachable\.$/);
   });
 
   it('doctor exits 1 on findings and 0 when healthy', async () => {

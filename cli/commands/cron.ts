@@ -76,13 +76,13 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
         await fn(service, ...args);
       } catch (err) {
         if (err instanceof ScheduleInputError) {
-          io.err(`error: ${err.message}`);
+          io.err(`hermes: ${err.message}`);
           io.setExitCode(EXIT_BAD_INPUT);
         } else if (isHermesError(err)) {
-          io.err(`error: ${err.message}`);
+          io.err(`hermes: ${err.message}`);
           io.setExitCode(EXIT_FAILURE);
         } else {
-          io.err(`error: ${(err as Error).message ?? String(err)}`);
+          io.err(`hermes: ${(err as Error).message ?? String(err)}`);
           io.setExitCode(EXIT_FAILURE);
         }
       } finally {

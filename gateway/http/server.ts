@@ -5,6 +5,7 @@
  * Default bind 127.0.0.1:8642 (`api_server.host`/`port`); a non-loopback bind
  * without `API_SERVER_KEY` is refused before anything listens (SPEC §8).
  */
+import { ConfigError } from '../../scheduler/errors/config-error.ts';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
@@ -66,7 +67,7 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
 
 /**
  * Check the bind, then listen.
- * @throws ConfigError for a non-loopback host without a key; the listen error (EADDRINUSE…) otherwise
+ * @throws ConfigError for a non-loopback host without a key, or an address that is taken or not allowed
  */
 export async function startHttpServer(options: HttpServerOptions): Promise<HttpServerHandle> {
   assertBindAllowed(options.host, options.key);
@@ -75,9 +76,18 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   const server: Server = createServer(app);
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    const onError = (err: NodeJS.ErrnoException) =>
+      reject(
+        err.code === 'EADDRINUSE' || err.code === 'EACCES' || err.code === 'EADDRNOTAVAIL'
+          ? new ConfigError(
+              `The HTTP API cannot listen on ${options.host}:${options.port} (${err.code}); set API_SERVER_PORT or API_SERVER_HOST.`,
+              { key: 'api_server.port', cause: err },
+            )
+          : err,
+      );
+    server.once('error', onError);
     server.listen(options.port, options.host, () => {
-      server.off('error', reject);
+      server.off('error', onError);
       resolve();
     });
   });

@@ -44,6 +44,9 @@ export async function resolveRedis(
   options: { allowStart: boolean },
 ): Promise<RedisTarget> {
   if (config.redis.url) {
+    if (!/^rediss?:\/\/[^\s]+$/.test(config.redis.url) || describeUrl(config.redis.url).startsWith('(')) {
+      throw new StoreUnavailableError('REDIS_URL is not a Redis URL; expected redis://[user:password@]host:port[/db].', { target: 'REDIS_URL' });
+    }
     if (await ping(config.redis.url)) return { url: config.redis.url };
     const where = describeUrl(config.redis.url);
     throw new StoreUnavailableError(
