@@ -21,6 +21,8 @@ export interface FakeOpenAI {
   /** Base URL for the `openai` client, e.g. `http://127.0.0.1:1234/v1`. */
   baseUrl: string;
   requests: RecordedRequest[];
+  /** Requests received whose answer has not been sent yet. */
+  readonly pending: number;
   /** Set how requests are answered; the function gets the request and its index. */
   respond(fn: (req: RecordedRequest, index: number) => ScriptedReply): void;
   close(): Promise<void>;
@@ -35,6 +37,7 @@ async function body(req: IncomingMessage): Promise<string> {
 /** Start the fake model on a free loopback port. Default reply: `ok`. */
 export async function startFakeOpenAI(): Promise<FakeOpenAI> {
   const requests: RecordedRequest[] = [];
+  let pending = 0;
   let responder: (req: RecordedRequest, index: number) => ScriptedReply = () => 'ok';
   const server: Server = createServer(async (req, res) => {
     if (req.method === 'GET' && req.url === '/v1/models') {
@@ -52,7 +55,9 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
     let reply = responder(rec, index);
     if (typeof reply === 'object' && 'delayMs' in reply) {
       const { delayMs, text } = reply;
+      pending++;
       await new Promise((r) => setTimeout(r, delayMs));
+      pending--;
       reply = text;
     }
     if (typeof reply === 'object') {
@@ -76,7 +81,7 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
     res.end(JSON.stringify({
       id, object: 'chat.completion', created, model: rec.model,
       choices: [{ index: 0, message: { role: 'assistant', content: reply }, finish_reason: 'stop' }],
-      usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+      usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 },
     }));
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -84,6 +89,9 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests,
+    get pending() {
+      return pending;
+    },
     respond(fn) {
       responder = fn;
     },

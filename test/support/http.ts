@@ -65,16 +65,7 @@ export async function readSseUntil(
   return frames;
 }
 
-/** Poll `fn` until it returns a truthy value or `timeoutMs` passes. */
-export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 10_000, what = 'condition'): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+export { waitFor } from './wait-for.ts';
 
 /** The JSON body of a response (awaits the response first when given a promise). */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any

@@ -88,16 +88,8 @@ export async function runHermes(env: TestEnv, args: string[], extraEnv: NodeJS.P
   return { code, stdout, stderr };
 }
 
-/** Poll `fn` every 50 ms until it returns a value other than `undefined`. */
-export async function waitFor<T>(fn: () => Promise<T | undefined>, timeoutMs = 15_000, what = 'condition'): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+export { waitFor, sleep } from './wait-for.ts';
+import { waitFor } from './wait-for.ts';
 
 /** All events of a session of one type (or all). */
 export async function events(c: TestClients, sessionId: string, type?: string): Promise<SessionEvent[]> {
@@ -119,4 +111,3 @@ export async function pendingSchedulerJobs(c: TestClients, schedulerId: string):
   return jobs.filter((j) => j?.repeatJobKey === schedulerId).map((j) => j.id!);
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
