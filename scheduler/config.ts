@@ -37,6 +37,7 @@ const secondsList = (def: number[]) =>
       z.array(z.coerce.number().finite().positive()).min(1),
     )
     .default(def);
+const atLeastOneSecond = (def: number) => z.coerce.number().finite().min(1).default(def);
 const positiveInt = (def: number) => z.coerce.number().int().positive().default(def);
 
 /** A command a command turn may run; only config or the CLI may define one (SPEC §3). */
@@ -75,15 +76,22 @@ export const configSchema = z
       .prefault({}),
     loops: z
       .object({
-        min_interval_seconds: seconds(30),
+        /** Shorter `/loop` intervals are raised to this. */
+        min_interval_seconds: atLeastOneSecond(30),
         /** Tick budget per loop; 0 = unlimited. */
         max_ticks: z.coerce.number().int().min(0).default(100),
-        self_paced_floor_seconds: seconds(60),
-        self_paced_ceiling_seconds: seconds(900),
+        /** Self-paced loops start at, and snap back to, this delay. */
+        self_paced_floor_seconds: atLeastOneSecond(60),
+        /** Self-paced delays double up to this. */
+        self_paced_ceiling_seconds: atLeastOneSecond(900),
       })
       .strict()
+      .refine((l) => l.self_paced_ceiling_seconds >= l.self_paced_floor_seconds, {
+        message: 'self_paced_ceiling_seconds must not be below self_paced_floor_seconds',
+        path: ['self_paced_ceiling_seconds'],
+      })
       .prefault({}),
-    heartbeat: z.object({ min_interval_seconds: seconds(60) }).strict().prefault({}),
+    heartbeat: z.object({ min_interval_seconds: atLeastOneSecond(60) }).strict().prefault({}),
     goals: z.object({ max_turns: positiveInt(20) }).strict().prefault({}),
     agent: z
       .object({

@@ -52,3 +52,11 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ env: { HERMES_HOME: home(), HERMES_REDIS_PREFIX: 'hermes' } })).toThrow(/redis\.prefix .*hash tag/);
   });
 });
+
+describe('loop settings bounds', () => {
+  it('rejects a zero floor and a ceiling below the floor, naming the key', () => {
+    const h = mkdtempSync(join(tmpdir(), 'hermes-config-'));
+    expect(() => loadConfig({ env: { HERMES_HOME: h, HERMES_LOOPS_SELF_PACED_FLOOR_SECONDS: '0' } })).toThrow(/loops\.self_paced_floor_seconds/);
+    expect(() => loadConfig({ env: { HERMES_HOME: h, HERMES_LOOPS_SELF_PACED_CEILING_SECONDS: '30' } })).toThrow(/loops\.self_paced_ceiling_seconds .*must not be below/);
+  });
+});
