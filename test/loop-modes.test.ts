@@ -45,7 +45,7 @@ describe('self-paced /loop', () => {
     const expected = [1000, 2000, 4000, 4000, 1000];
     gaps.forEach((gap, i) => {
       expect(gap).toBeGreaterThanOrEqual(expected[i]! - 50);
-      expect(gap).toBeLessThan(expected[i]! + 400);
+      expect(gap).toBeLessThan(expected[i]! + 900); // lateness under load; the next step is 2× away
     });
     expect((await c.loops.get('sp', 'loop'))!.mode).toBe('self-paced');
   });
