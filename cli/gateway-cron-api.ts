@@ -2,36 +2,21 @@
  * The cron part of the gateway's `/api`, backed by `CronService`. Jobs made
  * over HTTP are never trusted: they cannot carry a `--script` (SPEC §3).
  */
-import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config.ts';
-import { Keys } from '../scheduler/keys.ts';
-import { HermesQueues } from '../scheduler/queues.ts';
-import { BULLMQ_REDIS_OPTIONS } from '../scheduler/redis/connect.ts';
-import { CronStore } from '../scheduler/cron/cron-store.ts';
-import { CronService } from '../scheduler/cron/cron-service.ts';
+import { cronServiceFor } from '../scheduler/cron/cron-service.ts';
 import { cronJobView } from '../scheduler/cron/cron-job.ts';
 import type { CronApi } from '../gateway/http/cron-routes.ts';
+import { connectCli } from './connect-cli.ts';
 
 /**
  * Open a `CronApi` over its own Redis connections.
+ * @throws StoreUnavailableError when Redis cannot be reached
  * @returns the API and a `close()` for its connections
  */
-export function openCronApi(config: HermesConfig, redisUrl: string, log: Logger): { api: CronApi; close(): Promise<void> } {
-  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 3 });
-  const bull = new Redis(redisUrl, BULLMQ_REDIS_OPTIONS);
-  redis.on('error', () => {});
-  bull.on('error', () => {});
-  const keys = new Keys(config.redis.prefix);
-  const queues = new HermesQueues(keys, bull);
-  const service = new CronService(
-    new CronStore(redis, keys, queues, { historyLimit: config.cron.history_limit }),
-    {
-      timezone: config.timezone, minIntervalSeconds: config.cron.min_interval_seconds,
-      maxPromptChars: config.agent.max_prompt_chars, historyLimit: config.cron.history_limit,
-    },
-    log,
-  );
+export async function openCronApi(config: HermesConfig, redisUrl: string, log: Logger): Promise<{ api: CronApi; close(): Promise<void> }> {
+  const conn = await connectCli(config, redisUrl);
+  const service = cronServiceFor(config, conn, log);
   const caller = { origin: { surface: 'api' as const }, trusted: false };
   const api: CronApi = {
     list: async ({ all }) => (await service.list({ all })).map(cronJobView),
@@ -44,12 +29,5 @@ export function openCronApi(config: HermesConfig, redisUrl: string, log: Logger)
     },
     remove: async (ref) => cronJobView(await service.remove(ref)),
   };
-  return {
-    api,
-    async close() {
-      await queues.close();
-      redis.disconnect();
-      bull.disconnect();
-    },
-  };
+  return { api, close: () => conn.close() };
 }

@@ -33,7 +33,7 @@ program
 
 /** Start the gateway with its `/api/cron` backed by the cron service. */
 async function gatewayFor(cfg: HermesConfig, redisUrl: string, log: ReturnType<typeof createLogger>): Promise<{ gateway: Gateway; close(): Promise<void> }> {
-  const cron = openCronApi(cfg, redisUrl, log);
+  const cron = await openCronApi(cfg, redisUrl, log);
   try {
     const gateway = await startGateway({ config: cfg, redisUrl, log, cron: cron.api });
     return { gateway, close: async () => { await gateway.close(); await cron.close(); } };

@@ -10,8 +10,7 @@ import { Command, CommanderError, Option } from 'commander';
 import type { HermesConfig } from '../../scheduler/config.ts';
 import { defaultTimeZone, isoUtc } from '../../scheduler/cron/cron-engine.ts';
 import { cronJobView, cronOccurrenceId, cronRunView, type CronJob } from '../../scheduler/cron/cron-job.ts';
-import { CronService, type CronCaller, type CronJobChanges } from '../../scheduler/cron/cron-service.ts';
-import { CronStore } from '../../scheduler/cron/cron-store.ts';
+import { cronServiceFor, CronService, type CronCaller, type CronJobChanges } from '../../scheduler/cron/cron-service.ts';
 import { parseInstant, previewSchedule } from '../../scheduler/cron/preview.ts';
 import { isHermesError } from '../../scheduler/errors/hermes-error.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
@@ -263,17 +262,8 @@ function withJobFlags(cmd: Command): Command {
 }
 
 function openService(config: HermesConfig, conn: CliConnection, io: CronCliIo): CronService {
-  const store = new CronStore(conn.redis, conn.keys, conn.queues, { historyLimit: config.cron.history_limit });
   const level = config.log_level === 'info' ? 'warn' : config.log_level;
-  return new CronService(
-    store,
-    {
-      timezone: config.timezone, minIntervalSeconds: config.cron.min_interval_seconds,
-      maxPromptChars: config.agent.max_prompt_chars, historyLimit: config.cron.history_limit,
-    },
-    createLogger({ level, name: 'cli' }),
-    io.now,
-  );
+  return cronServiceFor(config, conn, createLogger({ level, name: 'cli' }), io.now);
 }
 
 function positiveInt(value: string, flag: string): number {

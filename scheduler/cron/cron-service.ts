@@ -10,6 +10,10 @@
  * the job starts after that, even when its next BullMQ job is already waiting
  * (the worker's claim re-checks the record).
  */
+import type { HermesConfig } from '../config.ts';
+import type { Redis } from 'ioredis';
+import type { Keys } from '../keys.ts';
+import type { HermesQueues } from '../queues.ts';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
@@ -20,7 +24,7 @@ import {
   createCronJob, firstDue, parseDeliver, pauseCronJob, resumeCronJob,
   type CronJob, type CronRun, type MisfirePolicy, type OverlapPolicy,
 } from './cron-job.ts';
-import type { CronStore } from './cron-store.ts';
+import { CronStore } from './cron-store.ts';
 import { resolveJobRef } from './job-ref.ts';
 import { parseSchedule } from './schedule-grammar.ts';
 
@@ -428,4 +432,25 @@ function parseOverlap(value: string | undefined): OverlapPolicy {
   if (value === undefined) return 'skip';
   if (value === 'skip' || value === 'queue' || value === 'allow') return value;
   throw new ScheduleInputError(`--overlap must be skip, queue or allow, got "${value}".`, { field: 'overlap' });
+}
+
+/**
+ * A `CronService` with the settings of `config` (the one place they are read).
+ * @param clock - epoch ms source (tests may pin it)
+ */
+export function cronServiceFor(
+  config: HermesConfig,
+  conn: { redis: Redis; keys: Keys; queues: HermesQueues },
+  log: Logger,
+  clock: () => number = Date.now,
+): CronService {
+  return new CronService(
+    new CronStore(conn.redis, conn.keys, conn.queues, { historyLimit: config.cron.history_limit }),
+    {
+      timezone: config.timezone, minIntervalSeconds: config.cron.min_interval_seconds,
+      maxPromptChars: config.agent.max_prompt_chars, historyLimit: config.cron.history_limit,
+    },
+    log,
+    clock,
+  );
 }
