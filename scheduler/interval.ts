@@ -23,6 +23,11 @@ const UNIT = Object.keys(UNIT_SECONDS).sort((a, b) => b.length - a.length).join(
 const PART = new RegExp(`(\\d+(?:\\.\\d+)?)(${UNIT})`, 'gy');
 const COMPACT = new RegExp(`^(?:\\d+(?:\\.\\d+)?(?:${UNIT}))+$`);
 
+/** True when `token` is written like a compact interval (`0s`, `5m`), whatever its value. */
+export function looksLikeInterval(token: string): boolean {
+  return COMPACT.test(token.toLowerCase());
+}
+
 /**
  * Parse a compact interval token.
  * @returns seconds (rounded to whole seconds, at least 1), or `undefined` when

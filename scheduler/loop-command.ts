@@ -15,7 +15,7 @@
  *   failed parse: callers parse before they write.
  */
 import { ScheduleInputError } from './errors/schedule-input-error.ts';
-import { formatSeconds, MAX_INTERVAL_SECONDS, MAX_TIMES, parseIntervalAt } from './interval.ts';
+import { formatSeconds, looksLikeInterval, MAX_INTERVAL_SECONDS, MAX_TIMES, parseIntervalAt } from './interval.ts';
 
 export type LoopControl = 'status' | 'pause' | 'resume' | 'stop' | 'help';
 
@@ -102,6 +102,8 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
   if (interval) {
     intervalSeconds = interval.seconds;
     index += interval.used;
+  } else if (rest[index] !== undefined && looksLikeInterval(rest[index]!)) {
+    throw new ScheduleInputError(`The interval "${rest[index]}" must be greater than zero.`, { field: 'interval' });
   } else if (everyWord) {
     throw new ScheduleInputError(`"every" must be followed by an interval like 30s, 5m, 2h or 1h30m.`, { field: 'interval' });
   }

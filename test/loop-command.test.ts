@@ -64,6 +64,8 @@ describe('/loop grammar (SPEC §4)', () => {
     ['every soon check', /must be followed by an interval/],
     ['5m check --until', /--until needs a condition/],
     ['--bogus 5m check', /Unknown option --bogus/],
+    ['0s hi', /interval "0s" must be greater than zero/],
+    ['every 0m hi', /interval "0m" must be greater than zero/],
   ])('rejects %j', (arg, message) => {
     expect(() => parseLoopArgs(arg, opts)).toThrow(ScheduleInputError);
     expect(() => parseLoopArgs(arg, opts)).toThrow(message);
