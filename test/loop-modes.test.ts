@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
-import { clients, events, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
+import { clients, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -70,7 +70,7 @@ describe('--until', () => {
     await c.schedules.set('u2', 'loop', loopSpec('check CI', 1, { until: 'green' }), chat);
     await waitFor(async () => ((await c.loops.get('u2', 'loop'))?.status === 'paused' ? true : undefined), 10_000);
     expect(await c.loops.get('u2', 'loop')).toMatchObject({ ticksUsed: 1, statusReason: 'blocked: needs a new CI token' });
-    const notices = await events(c, 'u2', 'notice');
+    const notices = await waitForEvents(c, 'u2', 'notice', 1); // the notice follows the commit
     expect(notices.at(-1)!.data.text).toBe('Loop paused: blocked: needs a new CI token.');
   });
 
