@@ -57,7 +57,8 @@ describe('cron runs (real BullMQ)', () => {
     const job = await api.service.add({ schedule: '*/2 * * * * *', prompt: 'check the build', repeat: 3, tz: 'America/New_York' }, cli);
     const expected = nextOccurrences(job.schedule, job.tz, job.created_at, 3);
     expect(job.next_run_at).toBe(expected[0]);
-    expect(await api.store.schedulerNext(job.id)).toBe(expected[0]);
+    // The job scheduler holds a croner time (the first may have fired already on a slow machine).
+    expect(expected).toContain(await api.store.schedulerNext(job.id));
     await waitFor(async () => (await api.store.get(job.id))?.state === 'completed', 15_000, 'job completed');
     const runs = await runsOf(job.id);
     expect(runs.map((r) => r.due_at)).toEqual(expected);
