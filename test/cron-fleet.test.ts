@@ -73,12 +73,22 @@ describe('4 workers, 50 jobs', () => {
     }
     await waitFor(async () => (await api.store.list()).every((j) => j.state === 'completed'), 30_000, 'all jobs completed');
     await sleep(1_000);
+    let skippedTotal = 0;
     for (const job of jobs) {
-      const runs = (await api.store.runs(job.id, 100)).sort((a, b) => a.due_at - b.due_at);
-      expect(runs.map((r) => r.due_at), job.id).toEqual(nextOccurrences(job.schedule, job.tz, job.created_at, 3));
+      const all = (await api.store.runs(job.id, 100)).sort((a, b) => a.due_at - b.due_at);
+      // On a loaded machine a run can outlast the 2 s period; the next occurrence then finds the job
+      // still running and is recorded as skipped (overlap skip, the default). It never runs twice.
+      const skipped = all.filter((r) => r.status === 'skipped');
+      expect(skipped.every((r) => r.reason === 'overlap'), job.id).toBe(true);
+      const runs = all.filter((r) => r.status !== 'skipped');
+      expect(runs, job.id).toHaveLength(3);
+      // every croner occurrence up to the last one is accounted for exactly once: run or skipped
+      expect(all.map((r) => r.due_at), job.id).toEqual(nextOccurrences(job.schedule, job.tz, job.created_at, all.length));
       expect(runs.every((r) => r.status === 'ok' && r.started_at! >= r.due_at)).toBe(true);
       expect(await api.redis.xlen(api.keys.events(`cron:${job.id}`))).toBe(3);
+      skippedTotal += skipped.length;
     }
+    expect(skippedTotal).toBeLessThan(50); // overlap skips are the exception, not the rule
     const calls = model.prompts.filter((p) => p.startsWith(tag));
     expect(calls).toHaveLength(150);
     expect(new Set(calls).size).toBe(50);
