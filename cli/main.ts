@@ -1,6 +1,7 @@
 /**
  * The `hermes` command line: `up`, `worker`, `loop`, `chat`, `status`.
  */
+import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { loadConfig, type HermesConfig } from '../scheduler/config.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -51,7 +52,11 @@ program
   .option('--no-gateway', 'do not start the gateway (Telegram, HTTP /v1 and /api)')
   .action(action(async (opts: { session: string; chat: boolean; gateway: boolean }) => {
     const cfg = getConfig();
-    const log = createLogger({ level: cfg.log_level, name: 'up' });
+    // With the chat attached, logs go to a file so they do not run through the conversation.
+    const attach = opts.chat && process.stdin.isTTY;
+    const logFile = attach ? join(cfg.home, 'logs', 'hermes.log') : undefined;
+    const log = createLogger({ level: cfg.log_level, name: 'up', file: logFile });
+    if (logFile) process.stdout.write(`Logs: ${logFile}\n`);
     const target = await resolveRedis(cfg, { allowStart: true });
     if (target.embedded) log.info({ url: target.url, dir: `${cfg.home}/redis` }, 'embedded Redis started');
     let worker: WorkerProcess | undefined;
@@ -74,7 +79,7 @@ program
       await target.embedded?.stop();
     };
     try {
-      if (opts.chat && process.stdin.isTTY) {
+      if (attach) {
         const conn = await connectCli(cfg, target.url);
         await runChat(cfg, conn, opts.session);
         await conn.close();

@@ -16,8 +16,9 @@ export const REDACTED_KEYS = [
  * Create the process logger.
  * @param options.level - pino level (default `info`)
  * @param options.name - process role, e.g. `worker`, `gateway`
+ * @param options.file - write to this file (folders created) instead of stderr
  */
-export function createLogger(options: { level?: string; name?: string } = {}): Logger {
+export function createLogger(options: { level?: string; name?: string; file?: string } = {}): Logger {
   return pino(
     {
       name: options.name ?? 'hermes',
@@ -27,6 +28,6 @@ export function createLogger(options: { level?: string; name?: string } = {}): L
         censor: '[redacted]',
       },
     },
-    pino.destination({ fd: 2, sync: true }),
+    options.file ? pino.destination({ dest: options.file, mkdir: true, sync: true }) : pino.destination({ fd: 2, sync: true }),
   );
 }
