@@ -132,8 +132,10 @@ export async function processScheduleTick(
         await deps.loops.clearInflight(sessionId, kind, occurrenceId);
         return { status: 'duplicate', occurrenceId };
       }
+      // One round trip: clear the mark, free the session (the finally's release is then a no-op), deliver.
       await Promise.all([
         deps.loops.clearInflight(sessionId, kind, occurrenceId),
+        held.release(),
         !failure && committed.loop ? deliverToRoute(deps, { sessionId, origin: committed.loop.origin, text: reply, occurrenceId }) : undefined,
         applyOutcome(deps, committed.loop, committed.outcome),
       ]);
