@@ -12,6 +12,7 @@ const CONTROL: Record<string, 'status' | 'pause' | 'resume' | 'clear' | 'help'> 
   '': 'status', status: 'status', pause: 'pause', resume: 'resume', clear: 'clear', stop: 'clear', cancel: 'clear', help: 'help',
 };
 
+/** Parse the argument text of `/goal` (see the grammar above). @throws ScheduleInputError for an over-long goal */
 export function parseGoalArgs(argText: string, options: { maxPromptChars: number }): GoalCommand {
   const text = argText.trim();
   const control = CONTROL[text.toLowerCase()];

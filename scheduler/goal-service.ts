@@ -19,6 +19,7 @@ import type { Origin } from './loop-state.ts';
 import { putVersioned, type ExpectedVersion } from './versioned-json.ts';
 import { assertSessionId } from './session-id.ts';
 
+/** Goal records of sessions (versioned JSON in Redis) and the queueing of continuation turns. */
 export class GoalService {
   constructor(
     private readonly redis: Redis,

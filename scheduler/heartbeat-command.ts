@@ -20,6 +20,7 @@ const CONTROL: Record<string, 'status' | 'pause' | 'resume' | 'stop' | 'help'> =
   '': 'status', status: 'status', pause: 'pause', resume: 'resume', clear: 'stop', stop: 'stop', help: 'help',
 };
 
+/** Parse the argument text of `/heartbeat` (see the grammar above). @throws ScheduleInputError */
 export function parseHeartbeatArgs(argText: string, options: { minIntervalSeconds: number; maxPromptChars: number }): HeartbeatCommand {
   const text = argText.trim();
   const control = CONTROL[text.toLowerCase()];

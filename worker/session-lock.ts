@@ -19,6 +19,7 @@ export interface HeldLock {
   release(): Promise<void>;
 }
 
+/** The fleet-wide turn lock of sessions (see the rules above). */
 export class SessionLock {
   constructor(
     private readonly redis: Redis,

@@ -18,6 +18,7 @@ export interface TrackedTurn {
   abortedByDrain: boolean;
 }
 
+/** Registry of this process's running turns, by drain class, with their AbortControllers. */
 export class TurnTracker {
   private readonly active = new Map<string, TrackedTurn>();
 

@@ -67,6 +67,7 @@ export async function applyLoopCommand(
   }
 }
 
+/** Add `hermes loop` to `program`; `ctx` is called when the command runs (config is loaded lazily). */
 export function registerLoopCommand(program: Command, ctx: () => CliContext): void {
   program
     .command('loop')

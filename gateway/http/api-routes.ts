@@ -60,6 +60,10 @@ const createSchema = z.discriminatedUnion('kind', [
 /** Events a client gets per read (it reads again at once when there are more). */
 const READ_COUNT = 200;
 
+/**
+ * The management `/api` router (schedules, cron jobs, session event streams).
+ * Bodies are validated with zod; bad input answers 400 with an OpenAI-style error object and changes nothing.
+ */
 export function apiRouter(deps: ApiDeps): Router {
   const router = Router();
 

@@ -84,6 +84,10 @@ export const runRequestSchema = z
 /** Blocking reads are cut into pieces this long, so a wait notices its deadline. */
 const BLOCK_SLICE_MS = 5_000;
 
+/**
+ * The OpenAI-compatible `/v1` router. Each request becomes a `v1-runs` job that a worker runs;
+ * the caller waits for its result (503 when the gateway drains past `agent.cron_drain_timeout`).
+ */
 export function v1Router(deps: V1Deps): Router {
   const router = Router();
 

@@ -6,6 +6,7 @@
 import type { PlatformPlugin } from '../plugins/platform-plugin.ts';
 import type { TelegramAdapterDeps } from './telegram-adapter.ts';
 
+/** The Telegram platform plugin: loads lazily (enabled only with `telegram.bot_token`) and returns the running adapter. */
 export function telegramPlugin(deps: TelegramAdapterDeps): PlatformPlugin {
   return {
     name: 'telegram',

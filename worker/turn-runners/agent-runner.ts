@@ -20,6 +20,7 @@ export interface AgentRunnerOptions {
 export const SYSTEM_PROMPT =
   'You are Hermes, an agent that runs unattended tasks for its user. Be concise and factual; say what you checked.';
 
+/** Runs a turn as one Chat Completions call; `complete()` is also used by the judges. */
 export class AgentRunner implements TurnRunner {
   readonly kind = 'agent' as const;
   private readonly client: OpenAI | undefined;

@@ -14,6 +14,7 @@ import type { TurnRequest, TurnRunner } from './turn-runner.ts';
 /** Bytes of stdout kept (the rest is cut with a note). */
 export const MAX_OUTPUT_BYTES = 256 * 1024;
 
+/** Runs a turn as a shell command in its own process group (see the rules above). */
 export class CommandRunner implements TurnRunner {
   readonly kind = 'command' as const;
 
