@@ -193,19 +193,21 @@ export class LoopStore {
    * @returns how many were re-armed
    */
   async reconcile(now = Date.now()): Promise<number> {
+    const active = (await this.list()).filter((r) => r.status === 'active' && r.mode === 'fixed');
+    if (active.length === 0) return 0;
+    // One call for all schedulers instead of one round trip per loop (this runs at every worker start).
+    const existing = new Set((await this.queues.ticks.getJobSchedulers(0, -1)).map((s) => s.key));
     let rearmed = 0;
-    for (const record of await this.list()) {
-      if (record.status !== 'active' || record.mode !== 'fixed') continue;
-      const s = await this.queues.ticks.getJobScheduler(this.keys.schedulerId(record.sessionId, record.kind));
-      if (!s) {
-        const period = (record.intervalSeconds ?? 0) * 1000;
-        const due = record.lastTickStartedAt === null ? now : Math.max(now, record.lastTickStartedAt + period);
-        await this.arm(record, due);
-        rearmed++;
-      }
+    for (const record of active) {
+      if (existing.has(this.keys.schedulerId(record.sessionId, record.kind))) continue;
+      const period = (record.intervalSeconds ?? 0) * 1000;
+      const due = record.lastTickStartedAt === null ? now : Math.max(now, record.lastTickStartedAt + period);
+      await this.arm(record, due);
+      rearmed++;
     }
     return rearmed;
   }
+
 
   /**
    * The occurrence a tick job stands for.

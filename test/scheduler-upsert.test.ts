@@ -79,4 +79,14 @@ describe('job scheduler upserts', () => {
     expect(await pendingSchedulerJobs(c, 'loop:f3')).toHaveLength(1);
     expect((await events(c, 'f3', 'reply')).every((e) => e.data.text === 'tick')).toBe(true);
   });
+
+  it('a worker re-arms an active loop whose job scheduler is missing (crash between the two writes)', async () => {
+    const { env, c } = setup();
+    await storedLoop(c, 'orphan');
+    expect(await c.queues.ticks.getJobScheduler('loop:orphan')).toBeUndefined();
+    const w = await startWorker(env);
+    cleanups.push(() => w.drain());
+    expect(await c.queues.ticks.getJobScheduler('loop:orphan')).toBeDefined();
+    await waitForEvents(c, 'orphan', 'reply', 1, 5_000);
+  });
 });
