@@ -97,14 +97,12 @@ export async function processCronTick(
     });
     if (decision.action !== 'wait') break;
     const waitMs = decision.untilMs - Date.now();
-    if ((waitMs > MAX_IN_PROCESS_WAIT_MS || deps.turns.draining) && token) {
+    if (waitMs > MAX_IN_PROCESS_WAIT_MS && token) {
       log.debug({ dueAt }, 'cron tick picked up early; delayed until due');
       await job.moveToDelayed(decision.untilMs, token);
       throw new DelayedError();
     }
-    // Wake on a drain (to hand the job back) unless already draining without a token to do so.
-    const wake = deps.turns.draining || !signal ? signal : AbortSignal.any([signal, deps.turns.drainSignal]);
-    await sleep(Math.min(waitMs, MAX_IN_PROCESS_WAIT_MS), wake);
+    await sleep(Math.min(waitMs, MAX_IN_PROCESS_WAIT_MS), signal);
     if (signal?.aborted) return { outcome: 'dropped', occurrenceId, reason: 'aborted' };
   }
   if (decision.action === 'drop' && record && (await store.getRun(record.id, occurrenceId))) {

@@ -54,11 +54,7 @@ export async function processScheduleTick(
   const { dueAt, occurrenceId } = deps.loops.occurrenceOf(job);
   const log = deps.log.child({ sessionId, kind, loopId, occurrenceId });
 
-  await sleepUntil(dueAt, signal ? AbortSignal.any([signal, deps.turns.drainSignal]) : deps.turns.drainSignal);
-  if (deps.turns.draining) {
-    // Picked up early (prefetch lead) by a process that is now stopping: back to the queue, due as before.
-    return await deferJob(job, token, Math.max(0, dueAt - deps.loops.leadMs - Date.now()));
-  }
+  await sleepUntil(dueAt, signal);
   // Everything the fire decision needs, read in one round trip.
   const [loop, pendingCount, goal, inflight] = await Promise.all([
     deps.loops.get(sessionId, kind),

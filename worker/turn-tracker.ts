@@ -21,22 +21,6 @@ export interface TrackedTurn {
 /** Registry of this process's running turns, by drain class, with their AbortControllers. */
 export class TurnTracker {
   private readonly active = new Map<string, TrackedTurn>();
-  private readonly drainController = new AbortController();
-
-  /** Aborted when the process starts draining: jobs waiting for their due time hand themselves back. */
-  get drainSignal(): AbortSignal {
-    return this.drainController.signal;
-  }
-
-  /** True once the process drains. */
-  get draining(): boolean {
-    return this.drainController.signal.aborted;
-  }
-
-  /** Mark the process as draining (idempotent). */
-  beginDrain(): void {
-    if (!this.draining) this.drainController.abort(new Error('draining'));
-  }
 
   /**
    * Run `fn` as a tracked turn.

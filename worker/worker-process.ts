@@ -11,8 +11,7 @@
  *      says how many of each it waits for and for how long;
  *   3. at each deadline the remaining turns of that class are aborted through
  *      their AbortSignal; their jobs are handed back (not committed, so they
- *      run once elsewhere); ticks fetched early that still wait for their due
- *      time are handed back at once;
+ *      run once elsewhere);
  *   4. the BullMQ workers are closed. `Worker.close()` has no timeout and
  *      memoises its first call, so it is only called once nothing is running.
  */
@@ -59,8 +58,6 @@ export class WorkerProcess {
   readonly deps: WorkerDeps;
   private readonly workers: Worker[] = [];
   private heartbeat: NodeJS.Timeout | undefined;
-  /** Promises of the processors running now (any queue). */
-  private readonly processing = new Set<Promise<unknown>>();
   private closing: Promise<void> | undefined;
 
   private constructor(
@@ -118,13 +115,7 @@ export class WorkerProcess {
   ): void {
     const { config, keys, log } = this.deps;
     const connection = new Redis(this.redisUrl, BULLMQ_REDIS_OPTIONS);
-    const tracked = (job: Job, token: string | undefined, signal: AbortSignal | undefined) => {
-      const p = processor(job, token, signal);
-      this.processing.add(p);
-      void p.finally(() => this.processing.delete(p)).catch(() => {});
-      return p;
-    };
-    const worker = new Worker(name, tracked, {
+    const worker = new Worker(name, processor, {
       connection: connection as never,
       prefix: keys.bullPrefix,
       concurrency: config.worker.concurrency,
@@ -168,7 +159,6 @@ export class WorkerProcess {
   private async runDrain(): Promise<void> {
     const { config, turns } = this.deps;
     const log = this.deps.log;
-    turns.beginDrain(); // ticks still waiting for their due time are handed back at once
     await Promise.allSettled(this.workers.map((w) => w.pause(true)));
     const budgets: Record<DrainClass, number> = {
       scheduled: config.agent.cron_drain_timeout * 1000,
@@ -184,9 +174,8 @@ export class WorkerProcess {
     }
     await Promise.all((['scheduled', 'chat'] as const).map((cls) => this.drainClass(cls, budgets[cls])));
     // Aborted turns hand their jobs back; give them a moment to do so before closing.
-    // Every processor still running (aborted turns, ticks handing themselves back) gets a moment to
-    // move its job back before the connections close.
-    if (this.processing.size > 0) await Promise.race([Promise.allSettled([...this.processing]), delay(5_000)]);
+    const rest = turns.list();
+    if (rest.length > 0) await Promise.race([Promise.allSettled(rest.map((t) => t.done)), delay(5_000)]);
     clearInterval(this.heartbeat);
     const steps: Array<[string, () => Promise<unknown>]> = [
       ['close workers', () => Promise.all(this.workers.map((w) => w.close(true)))],
