@@ -23,13 +23,13 @@ describe('worker crash mid-tick', () => {
     const b = await spawnWorker(env);
     children.push(a, b);
     await c.schedules.set('crash', 'loop', { prompt: 'slow check', intervalSeconds: 2, times: 3, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'sleep 1; echo "checked $HERMES_TICK"', timeoutSeconds: 10 },
+      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'sleep 2.5; echo "checked $HERMES_TICK"', timeoutSeconds: 10 },
     });
     const [started] = await waitForEvents(c, 'crash', 'tick.started', 1);
     const victim = Number(started!.data.pid);
     const occurrence = String(started!.data.occurrenceId);
     expect([a.pid, b.pid]).toContain(victim);
-    await sleep(300); // mid-tick: the command sleeps 1 s
+    await sleep(300); // mid-tick: the command sleeps 2.5 s, so a late-seen start still leaves room
     process.kill(victim, 'SIGKILL');
     const survivor = victim === a.pid ? b.pid : a.pid;
     await waitFor(async () => ((await c.loops.get('crash', 'loop'))?.status === 'finished' ? true : undefined), 30_000, 'loop finished');
