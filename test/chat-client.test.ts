@@ -12,15 +12,21 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
+/** A test env with a worker and a CLI connection, all cleaned up after the test. */
+async function attachedStack(overrides: Record<string, unknown> = {}) {
+  const env = testEnv(overrides);
+  const c = clients(env);
+  cleanups.push(() => env.cleanup(), () => c.close());
+  const w = await startWorker(env);
+  cleanups.push(() => w.drain());
+  const conn = await connectCli(env.config, env.redisUrl);
+  cleanups.push(() => conn.close());
+  return { env, c, conn };
+}
+
 describe('chat client', () => {
   it('prints live ticks, detaches on end of input, and on reattach first prints what it missed', async () => {
-    const env = testEnv();
-    const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
-    const w = await startWorker(env);
-    cleanups.push(() => w.drain());
-    const conn = await connectCli(env.config, env.redisUrl);
-    cleanups.push(() => conn.close());
+    const { env, c, conn } = await attachedStack();
 
     const out1: string[] = [];
     const input1 = new PassThrough();
@@ -53,13 +59,7 @@ describe('chat client', () => {
     const model = await startFakeOpenAI();
     model.respond((req) => `you said: ${req.messages.at(-1)!.content}`);
     cleanups.push(() => model.close());
-    const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
-    const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
-    const w = await startWorker(env);
-    cleanups.push(() => w.drain());
-    const conn = await connectCli(env.config, env.redisUrl);
-    cleanups.push(() => conn.close());
+    const { env, c, conn } = await attachedStack({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
     const out: string[] = [];
     const input = new PassThrough();
     const chat = runChat(env.config, conn, 'talk', { input, out: (l) => out.push(l) });
