@@ -4,7 +4,7 @@
  *
  * Exactly-once delivery: a turn is committed under its occurrence id by one Lua
  * script that checks the occurrence marker, appends to the transcript, adds the
- * reply to the event stream and (for ticks) writes the schedule's new state
+ * reply to the event stream and writes the loop's or goal's new state
  * over the version it was computed from. A retried or duplicated occurrence
  * finds the marker and commits nothing, so a reply is delivered once.
  */
@@ -33,10 +33,10 @@ export const EVENTS_MAX_LEN = 10_000;
 export const OCCURRENCE_TTL_SECONDS = 7 * 24 * 3600;
 
 const COMMIT_LUA = `
--- KEYS[1] occurrence marker, KEYS[2] transcript, KEYS[3] events, KEYS[4] schedule state (optional)
+-- KEYS[1] occurrence marker, KEYS[2] transcript, KEYS[3] events, KEYS[4] versioned record (optional)
 -- ARGV[1] marker value, ARGV[2] marker ttl s, ARGV[3] transcript cap, ARGV[4] events maxlen,
--- ARGV[5] event type, ARGV[6] event data, ARGV[7] expected schedule version ('' = none),
--- ARGV[8] new schedule json, ARGV[9..] transcript messages
+-- ARGV[5] event type, ARGV[6] event data, ARGV[7] expected record version ('' = none),
+-- ARGV[8] new record json, ARGV[9..] transcript messages
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0, redis.call('GET', KEYS[1])} end
 if ARGV[7] ~= '' then
   local cur = redis.call('GET', KEYS[4])
@@ -86,9 +86,10 @@ export class SessionStore {
    * @param input.occurrenceId - unique id of the work item (tick occurrence, message id)
    * @param input.messages - transcript messages to append (input, then reply)
    * @param input.event - the event clients see (usually `reply`)
-   * @param input.schedule - for ticks: the schedule record's key, the version it was read at, and its new JSON
+   * @param input.record - a versioned JSON record that changes with the turn (a loop's or a goal's state):
+   *   its key, the version it was read at, and its new JSON
    * @returns `committed` with the event id; `duplicate` when this occurrence was committed before;
-   *   `conflict` when the schedule changed since it was read (re-read and retry)
+   *   `conflict` when the record changed since it was read (re-read and retry)
    */
   async commitTurn(
     sessionId: string,
@@ -96,19 +97,19 @@ export class SessionStore {
       occurrenceId: string;
       messages: TranscriptMessage[];
       event: { type: string; data: Record<string, unknown> };
-      schedule?: { key: string; expectedVersion: number; json: string };
+      record?: { key: string; expectedVersion: number; json: string };
     },
   ): Promise<CommitResult> {
     const keys = [
       this.keys.occurrenceDone(input.occurrenceId),
       this.keys.transcript(sessionId),
       this.keys.events(sessionId),
-      input.schedule?.key ?? this.keys.occurrenceDone(input.occurrenceId),
+      input.record?.key ?? this.keys.occurrenceDone(input.occurrenceId),
     ];
     const args = [
       '1', String(OCCURRENCE_TTL_SECONDS), String(this.transcriptMax), String(EVENTS_MAX_LEN),
       input.event.type, JSON.stringify(input.event.data),
-      input.schedule ? String(input.schedule.expectedVersion) : '', input.schedule?.json ?? '',
+      input.record ? String(input.record.expectedVersion) : '', input.record?.json ?? '',
       ...input.messages.map((m) => JSON.stringify(m)),
     ];
     const [code, id] = (await this.redis.eval(COMMIT_LUA, keys.length, ...keys, ...args)) as [number, string];

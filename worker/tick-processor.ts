@@ -207,7 +207,7 @@ async function commitTick(
       occurrenceId: t.occurrenceId,
       messages,
       event: { ...event, data: { ...event.data, outcome: outcome.kind, reason: 'reason' in outcome ? outcome.reason : undefined } },
-      schedule: { key: deps.keys.schedule(t.sessionId, t.kind), expectedVersion: fresh.version, json: JSON.stringify(stored) },
+      record: { key: deps.keys.schedule(t.sessionId, t.kind), expectedVersion: fresh.version, json: JSON.stringify(stored) },
     });
     if (res.status === 'conflict') continue;
     if (res.status === 'duplicate') return { status: 'duplicate' };
