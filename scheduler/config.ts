@@ -39,6 +39,13 @@ const secondsList = (def: number[]) =>
     .default(def);
 const atLeastOneSecond = (def: number) => z.coerce.number().finite().min(1).default(def);
 const positiveInt = (def: number) => z.coerce.number().int().positive().default(def);
+/** Environment variable names, from YAML or a comma list in the environment (`AWS_PROFILE,GH_TOKEN`). */
+const envNameList = z
+  .preprocess(
+    (v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter((s) => s.length > 0) : v),
+    z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be environment variable names')),
+  )
+  .default([]);
 
 /** A command a command turn may run; only config or the CLI may define one (SPEC §3). */
 const commandSchema = z
@@ -47,6 +54,10 @@ const commandSchema = z
     command: z.string().min(1),
     /** Kill the command after this many seconds. @defaultValue 60 */
     timeout_seconds: seconds(60),
+    /** Fixed environment values for this command (commands never inherit the worker's environment). */
+    env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'), z.string()).default({}),
+    /** Names of the worker's environment variables this command also gets. @defaultValue [] */
+    pass_env: envNameList,
   })
   .strict();
 
@@ -135,6 +146,17 @@ export const configSchema = z
       .prefault({}),
     /** Named commands for command turns: `hermes loop … --command NAME`. */
     commands: z.record(z.string(), commandSchema).default({}),
+    /**
+     * What every command turn (loop `--run`, `--command`, cron `--script`) gets from the worker's
+     * environment besides PATH, HOME, LANG, LC_ALL, TZ, TMPDIR (`worker/command-env.ts`).
+     */
+    command_env: z
+      .object({
+        /** Names of variables passed through to every command. @defaultValue [] */
+        pass: envNameList,
+      })
+      .strict()
+      .prefault({}),
     cron: z
       .object({
         /** Kill a `--script` job's command after this many seconds. @defaultValue 120 */

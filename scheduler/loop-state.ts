@@ -20,7 +20,14 @@ export type LoopStatus = 'active' | 'paused' | 'finished';
 /** How a turn is produced. `command` may only be created by a trusted surface (CLI, config). */
 export type RunnerSpec =
   | { kind: 'agent' }
-  | { kind: 'command'; /** shell command line */ command: string; timeoutSeconds: number };
+  | {
+      kind: 'command';
+      /** shell command line */
+      command: string;
+      timeoutSeconds: number;
+      /** the `commands.<name>` entry it came from (its `env` and `pass_env` apply at run time) */
+      name?: string;
+    };
 
 /** Where a schedule was created, and where replies go besides the session stream. */
 export interface Origin {

@@ -24,6 +24,9 @@ import type { WorkerDeps } from './worker-deps.ts';
  * @param input.redis - client for the product's keys (commands time out; no blocking calls)
  * @param input.queueConnection - client for BullMQ queues (`maxRetriesPerRequest: null`)
  * @param input.runners - default: from config
+ * @param input.commandEnvSource - environment commands take their base variables and operator-listed
+ *   pass-throughs from (`command-env.ts`); default this process's environment (this is the
+ *   composition root that reads it)
  */
 export function createWorkerDeps(input: {
   config: HermesConfig;
@@ -32,6 +35,7 @@ export function createWorkerDeps(input: {
   log: Logger;
   runners?: RunnerFactory;
   workerId?: string;
+  commandEnvSource?: Readonly<Record<string, string | undefined>>;
 }): WorkerDeps {
   const { config, redis, log } = input;
   const keys = new Keys(config.redis.prefix);
@@ -44,7 +48,7 @@ export function createWorkerDeps(input: {
     sessions: new SessionStore(redis, keys, config.worker.transcript_max_messages),
     schedules: new ScheduleService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log),
     goals: new GoalService(redis, keys, queues, config.goals.max_turns, log),
-    runners: input.runners ?? new RunnerFactory(config),
+    runners: input.runners ?? new RunnerFactory(config, { commandEnvSource: input.commandEnvSource ?? process.env }),
     lock: new SessionLock(redis, keys, config.worker.lock_duration_ms),
     outboundTelegram: telegramOutboundQueue(keys, input.queueConnection),
     turns: new TurnTracker(),

@@ -30,7 +30,6 @@ import {
 import { CronStore, type CronTickData } from '../scheduler/cron/cron-store.ts';
 import { decideOccurrence, type OccurrenceTrigger } from '../scheduler/cron/misfire.ts';
 import { schedulerJobMillis } from '../scheduler/queues.ts';
-import { CommandRunner } from './turn-runners/command-runner.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 import { sleepUntil } from './defer.ts';
 import type { HeldLock } from './session-lock.ts';
@@ -181,7 +180,7 @@ async function runTurn(job: CronJob, occurrenceId: string, dueAt: number, signal
   const sessionId = cronSessionId(job.id);
   const messages = [{ role: 'user' as const, content: job.prompt }];
   if (job.script !== null) {
-    const runner = new CommandRunner(job.script, deps.config.cron.script_timeout_seconds * 1000);
+    const runner = deps.runners.script(job.script, deps.config.cron.script_timeout_seconds * 1000);
     return await runner.run({
       sessionId, messages, signal,
       env: { HERMES_CRON_JOB_ID: job.id, HERMES_CRON_OCCURRENCE_ID: occurrenceId, HERMES_CRON_DUE_AT: new Date(dueAt).toISOString() },

@@ -24,7 +24,7 @@ export function runnerFromFlags(config: HermesConfig, flags: { command?: string;
       const known = Object.keys(config.commands);
       throw new ScheduleInputError(`Unknown command "${flags.command}"; configured: ${known.length ? known.join(', ') : 'none (see commands: in config.yaml)'}.`, { field: 'command' });
     }
-    return { kind: 'command', command: c.command, timeoutSeconds: c.timeout_seconds };
+    return { kind: 'command', command: c.command, timeoutSeconds: c.timeout_seconds, name: flags.command };
   }
   if (flags.run !== undefined) {
     if (flags.run.trim() === '') throw new ScheduleInputError('--run needs a shell command.', { field: 'run' });

@@ -3,12 +3,16 @@
  * stdout is the reply. Only trusted surfaces (CLI, config) create command
  * turns; chat and `/v1` input never can (SPEC §3).
  *
- * The command gets the turn's new input on stdin and `HERMES_SESSION_ID` plus
- * the request's `env` in its environment. It runs in a process group of its
- * own; on timeout or abort the whole group gets SIGTERM, then SIGKILL after 2 s.
+ * The command gets the turn's new input on stdin. Its environment is the one
+ * `commandEnv` (`../command-env.ts`) builds: the minimal base plus what the
+ * operator listed, given to the constructor, then the request's `env` and
+ * `HERMES_SESSION_ID` — never the worker's own environment. It runs in a
+ * process group of its own; on timeout or abort the whole group gets SIGTERM,
+ * then SIGKILL after 2 s.
  */
 import { spawn } from 'node:child_process';
 import { TurnError } from '../../scheduler/errors/turn-error.ts';
+import { commandEnv } from '../command-env.ts';
 import type { TurnRequest, TurnRunner } from './turn-runner.ts';
 
 /** Bytes of stdout kept (the rest is cut with a note). */
@@ -18,16 +22,24 @@ export const MAX_OUTPUT_BYTES = 256 * 1024;
 export class CommandRunner implements TurnRunner {
   readonly kind = 'command' as const;
 
+  private readonly baseEnv: Record<string, string>;
+  private readonly cwd: string | undefined;
+
   /**
    * @param command - shell command line (`/bin/sh -c`)
    * @param timeoutMs - kill the command after this many milliseconds
-   * @param cwd - working directory (default the process's)
+   * @param options.env - the command's environment before the turn's variables, as built by
+   *   `commandEnv` (default: the minimal base of an empty environment, i.e. only `PATH`)
+   * @param options.cwd - working directory (default the process's)
    */
   constructor(
     readonly command: string,
     readonly timeoutMs: number,
-    readonly cwd?: string,
-  ) {}
+    options: { env?: Record<string, string>; cwd?: string } = {},
+  ) {
+    this.baseEnv = options.env ?? commandEnv({});
+    this.cwd = options.cwd;
+  }
 
   /** @returns trimmed stdout. @throws TurnError `timeout`, `aborted` or `command` (non-zero exit, with stderr's tail) */
   async run(request: TurnRequest): Promise<string> {
@@ -35,7 +47,7 @@ export class CommandRunner implements TurnRunner {
     return await new Promise<string>((resolve, reject) => {
       const child = spawn('/bin/sh', ['-c', this.command], {
         cwd: this.cwd,
-        env: { ...process.env, ...request.env, HERMES_SESSION_ID: request.sessionId },
+        env: { ...this.baseEnv, ...request.env, HERMES_SESSION_ID: request.sessionId },
         stdio: ['pipe', 'pipe', 'pipe'],
         // Its own process group, so a timeout or abort reaches everything the command started.
         detached: true,

@@ -1,0 +1,120 @@
+/**
+ * What a command turn gets in its environment (worker/command-env.ts): the
+ * minimal base, the turn's `HERMES_*` variables and what the operator listed —
+ * never the worker's secrets. Run as an operator would: a `hermes worker`
+ * process whose environment holds the secrets, commands that print `env`.
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
+import { afterEach, describe, expect, it } from 'vitest';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { clients, runHermes, spawnWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
+import { BASE_COMMAND_ENV, commandEnv } from '../worker/command-env.ts';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** Secrets a worker typically holds (values made up for the test). */
+const SECRETS = {
+  API_SERVER_KEY: 'secret-api-server-key',
+  OPENAI_API_KEY: 'sk-secret-openai-key',
+  TELEGRAM_BOT_TOKEN: '123456:secret-telegram-token',
+};
+
+/** `KEY=value` lines of `env` output, as a map. */
+function parseEnv(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    const i = line.indexOf('=');
+    if (i > 0) out[line.slice(0, i)] = line.slice(i + 1);
+  }
+  return out;
+}
+
+async function setup(configYaml = ''): Promise<{ env: TestEnv; c: TestClients; worker: ChildProcess }> {
+  const env = testEnv();
+  if (configYaml) writeFileSync(join(env.home, 'config.yaml'), configYaml);
+  const c = clients(env);
+  cleanups.push(() => env.cleanup(), () => c.close());
+  const worker = await spawnWorker(env, { ...SECRETS, GH_TOKEN: 'passed-through', NOT_LISTED: 'kept-out', HERMES_COMMAND_ENV_PASS: 'GH_TOKEN' });
+  cleanups.push(async () => {
+    worker.kill('SIGKILL');
+    if (worker.exitCode === null) await new Promise((r) => worker.once('exit', r));
+  });
+  return { env, c, worker };
+}
+
+function expectNoSecrets(text: string): void {
+  for (const [name, value] of Object.entries(SECRETS)) {
+    expect(text).not.toContain(name);
+    expect(text).not.toContain(value);
+  }
+  expect(text).not.toContain('REDIS_URL');
+  expect(text).not.toContain('kept-out');
+}
+
+describe('command environment', () => {
+  it("loop --run 'env': no worker secret reaches the command; PATH, HOME, the tick's variables and the operator's pass-through do", async () => {
+    const { env, c } = await setup();
+    const set = await runHermes(env, ['loop', '1s', 'show env', '--session', 'cmd-env', '--run', 'env']);
+    expect(set.code, set.stderr).toBe(0);
+    const [reply] = await waitForEvents(c, 'cmd-env', 'reply', 1, 15_000);
+    await runHermes(env, ['loop', 'stop', '--session', 'cmd-env']);
+    const text = String(reply!.data.text);
+    expectNoSecrets(text);
+    const vars = parseEnv(text);
+    expect(vars.PATH).toBeTruthy();
+    expect(vars.HOME).toBeTruthy();
+    expect(vars.HERMES_TICK).toBe('1');
+    expect(vars.HERMES_SESSION_ID).toBe('cmd-env');
+    expect(vars.GH_TOKEN).toBe('passed-through');
+    const allowed = new Set<string>([...BASE_COMMAND_ENV, 'GH_TOKEN', 'HERMES_TICK', 'HERMES_SCHEDULE_KIND', 'HERMES_SESSION_ID', 'PWD', 'SHLVL', '_']);
+    expect(Object.keys(vars).filter((k) => !allowed.has(k))).toEqual([]);
+  }, 40_000);
+
+  it('a named command gets its own env and pass_env from config, nothing else', async () => {
+    const { env, c } = await setup([
+      'commands:',
+      '  show:',
+      '    command: env',
+      '    env: { REPORT_TARGET: staging }',
+      '    pass_env: [NOT_LISTED_EITHER]',
+    ].join('\n'));
+    const set = await runHermes(env, ['loop', '1s', 'show env', '--session', 'named-env', '--command', 'show']);
+    expect(set.code, set.stderr).toBe(0);
+    const [reply] = await waitForEvents(c, 'named-env', 'reply', 1, 15_000);
+    await runHermes(env, ['loop', 'stop', '--session', 'named-env']);
+    const text = String(reply!.data.text);
+    expectNoSecrets(text);
+    const vars = parseEnv(text);
+    expect(vars.REPORT_TARGET).toBe('staging');
+    expect(vars.GH_TOKEN).toBe('passed-through');
+    expect(vars).not.toHaveProperty('NOT_LISTED_EITHER'); // listed, but not set in the worker's environment
+  }, 40_000);
+
+  it("cron --script 'env': the run's output holds no worker secret, and the cron variables", async () => {
+    const { env } = await setup();
+    const added = await runHermes(env, ['cron', 'add', 'every 1h', '--script', 'env', '--name', 'envjob', '--json']);
+    expect(added.code, added.stderr).toBe(0);
+    expect((await runHermes(env, ['cron', 'run', 'envjob'])).code).toBe(0);
+    const run = await waitFor(async () => {
+      const r = await runHermes(env, ['cron', 'runs', 'envjob', '--json']);
+      const runs = JSON.parse(r.stdout || '[]') as Array<{ status: string; output: string | null }>;
+      return runs.find((x) => x.status === 'ok');
+    }, 20_000, 'the manual cron run');
+    expectNoSecrets(run.output ?? '');
+    const vars = parseEnv(run.output ?? '');
+    expect(vars.HERMES_CRON_JOB_ID).toMatch(/^[0-9a-f]{12}$/);
+    expect(vars.GH_TOKEN).toBe('passed-through');
+  }, 40_000);
+
+  it('the rule: base variables, then pass-throughs, then fixed values, then the turn’s variables win', () => {
+    const source = { PATH: '/p', HOME: '/h', SECRET: 's', LISTED: 'l', HERMES_TICK: 'forged' };
+    expect(commandEnv(source, [{ pass: ['LISTED', 'ABSENT'] }, { set: { FIXED: 'f', HOME: '/other' } }], { HERMES_TICK: '3' }))
+      .toEqual({ PATH: '/p', HOME: '/other', LISTED: 'l', FIXED: 'f', HERMES_TICK: '3' });
+    expect(commandEnv({})).toEqual({ PATH: '/usr/local/bin:/usr/bin:/bin' });
+  });
+});
