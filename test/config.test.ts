@@ -27,7 +27,7 @@ describe('loadConfig', () => {
     expect(c.loops.max_ticks).toBe(7);
     expect(c.loops.min_interval_seconds).toBe(5);
     expect(c.timezone).toBe('Europe/Warsaw');
-    expect(c.commands.ci).toEqual({ command: 'gh run list', timeout_seconds: 60 });
+    expect(c.commands.ci).toEqual({ command: 'gh run list', timeout_seconds: 60, env: {}, pass_env: [] });
     expect(c.redis.url).toBe('redis://r:6379');
     expect(c.telegram.allowed_users).toEqual(['1', '22']);
     expect(c.api_server.key).toBe('k');
