@@ -163,7 +163,7 @@ export const configSchema = z
         script_timeout_seconds: seconds(120),
         /** Run records kept per cron job (older ones are dropped). @defaultValue 50 */
         history_limit: positiveInt(50),
-        /** Shortest interval a cron job may have, in seconds. @defaultValue 60 */
+        /** Shortest time between two fires of any cron job (intervals, calendar phrases, 5- and 6-field cron), in seconds. @defaultValue 60 */
         min_interval_seconds: seconds(60),
         /** Lower clamp of the misfire grace window (half the period), in seconds. @defaultValue 120 */
         misfire_grace_min_seconds: seconds(120),

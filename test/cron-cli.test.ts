@@ -154,6 +154,28 @@ describe('hermes cron job commands', () => {
     expect(down.stderr).toMatch(/^hermes: Redis at 127\.0\.0\.1:\d+ is unreachable\.$/);
   });
 
+  it('F14: a pattern that fires closer than cron.min_interval_seconds is refused on add, edit and /api, exit 2', async () => {
+    const env = testEnv({ 'agent.base_url': model.baseUrl }); // the default minimum, 60 s
+    cleanups.push(() => env.cleanup());
+    const cli = (...args: string[]) => runCronCli(env.config, args);
+    const refused = await cli('add', '* * * * * *', 'x');
+    expect(refused).toEqual({
+      code: 2, stdout: '',
+      stderr: 'hermes: "* * * * * *" fires as often as every 1s; the minimum is 1m (cron.min_interval_seconds).',
+    });
+    expect(await cli('add', 'every 10s', 'x')).toMatchObject({ code: 2, stderr: expect.stringMatching(/minimum of 1m \(cron\.min_interval_seconds\)/) });
+    const ok = JSON.parse((await cli('add', '0 */5 * * * *', 'x', '--name', 'five', '--json')).stdout) as { id: string };
+    const edit = await cli('edit', ok.id, '--schedule', '*/10 * * * * *');
+    expect(edit).toMatchObject({ code: 2, stderr: 'hermes: "*/10 * * * * *" fires as often as every 10s; the minimum is 1m (cron.min_interval_seconds).' });
+    const { openCronApi } = await import('../cli/gateway-cron-api.ts');
+    const { createLogger } = await import('../scheduler/logger.ts');
+    const api = await openCronApi(env.config, env.redisUrl, createLogger({ level: 'silent' }));
+    cleanups.push(() => api.close());
+    await expect(api.api.add({ schedule: '*/30 * * * * *', prompt: 'x' })).rejects.toThrow(/every 30s; the minimum is 1m/);
+    const jobs = JSON.parse((await cli('list', '--json')).stdout) as Array<{ id: string; schedule: { expression: string } }>;
+    expect(jobs).toEqual([expect.objectContaining({ id: ok.id, schedule: expect.objectContaining({ expression: '0 */5 * * * *' }) })]);
+  });
+
   it('doctor exits 1 on findings and 0 when healthy', async () => {
     const { env, cli } = setup();
     await cli('add', 'daily at 7am', 'x');

@@ -108,7 +108,7 @@ describe('cron schedule grammar: every bad input gets a specific error (SPEC §1
     ['0s', /longer than zero/],
     ['every 5 parsecs', /"5" is not a valid interval|unknown day/],
     ['every 2h please', /unexpected "please" after the interval/],
-    ['30s', /Interval 30s is below the minimum of 1m \(cron.min_interval_seconds\)/],
+    ['30s', /"30s": interval 30s is below the minimum of 1m \(cron.min_interval_seconds\)/],
     ['45', /a number needs a unit/],
     ['in', /"in" must be followed by a duration/],
     ['in soon', /"in" must be followed by a duration/],
@@ -124,12 +124,12 @@ describe('cron schedule grammar: every bad input gets a specific error (SPEC §1
     ['every monday', /needs a time of day/],
     ['0 9 * *', /has 4 fields; use 5 .* or 6/],
     ['0 0 9 * * * 2030', /has 7 fields/],
-    ['61 * * * *', /Invalid cron expression "61 \* \* \* \*": Invalid value for minute: 61/],
-    ['0 9 * * FUNDAY', /Invalid cron expression/],
+    ['61 * * * *', /^minute 61 is out of range \(0–59\) in "61 \* \* \* \*"\.$/],
+    ['0 9 * * FUNDAY', /day-of-week "FUNDAY" is not a valid value/],
     ['0 0 30 2 *', /never matches a date/],
     ['@reboot', /not a schedule/],
-    ['2026-02-30T09:00', /is not a valid date and time/],
-    ['2026-13-01', /is not a valid date and time/],
+    ['2026-02-30T09:00', /day 30 is out of range \(01–28 in 2026-02\)/],
+    ['2026-13-01', /month 13 is out of range \(01–12\)/],
     ['2020-01-01T00:00:00Z', /is in the past/],
   ])('rejects %j', (text, message) => {
     let caught: unknown;
@@ -161,5 +161,107 @@ describe('delivery targets', () => {
   ])('rejects %j', (value, message) => {
     expect(() => parseDeliver(value)).toThrow(ScheduleInputError);
     expect(() => parseDeliver(value)).toThrow(message);
+  });
+});
+
+describe('cron day rule: a day field that begins with * is unrestricted (Vixie cron)', () => {
+  const from = Date.parse('2024-12-31T23:59:00Z');
+  const runs = (expr: string, n = 3) => nextOccurrences(parse(expr, { now: from }), 'UTC', from, n).map(isoUtc);
+
+  it('F13: 0 0 */2 * 1 in UTC runs on odd days that are Mondays (fields AND-ed)', () => {
+    expect(runs('0 0 */2 * 1')).toEqual(['2025-01-13T00:00:00Z', '2025-01-27T00:00:00Z', '2025-02-03T00:00:00Z']);
+  });
+
+  it.each([
+    // both fields restricted: day-of-month OR day-of-week
+    ['0 0 1,15 * 1', ['2025-01-01T00:00:00Z', '2025-01-06T00:00:00Z', '2025-01-13T00:00:00Z', '2025-01-15T00:00:00Z']],
+    ['0 0 13 * fri', ['2025-01-03T00:00:00Z', '2025-01-10T00:00:00Z', '2025-01-13T00:00:00Z', '2025-01-17T00:00:00Z']],
+    // a star-led field: AND
+    ['0 0 13 * */2', ['2025-02-13T00:00:00Z', '2025-03-13T00:00:00Z', '2025-04-13T00:00:00Z', '2025-05-13T00:00:00Z']],
+    ['0 0 * * mon', ['2025-01-06T00:00:00Z', '2025-01-13T00:00:00Z', '2025-01-20T00:00:00Z', '2025-01-27T00:00:00Z']],
+    ['0 0 1 * *', ['2025-01-01T00:00:00Z', '2025-02-01T00:00:00Z', '2025-03-01T00:00:00Z', '2025-04-01T00:00:00Z']],
+    ['0 0 */10 * *', ['2025-01-01T00:00:00Z', '2025-01-11T00:00:00Z', '2025-01-21T00:00:00Z', '2025-01-31T00:00:00Z']],
+    // 6 fields: the day fields are the 4th and 6th
+    ['0 0 0 */2 * 1', ['2025-01-13T00:00:00Z', '2025-01-27T00:00:00Z', '2025-02-03T00:00:00Z', '2025-02-17T00:00:00Z']],
+  ])('%s → %j (same table as docs/CRON.md)', (expr, expected) => {
+    expect(runs(expr, 4)).toEqual(expected);
+  });
+
+  it('the BullMQ repeat strategy (real fire times) follows the same rule as previews', async () => {
+    const { cronRepeatStrategy } = await import('../scheduler/cron/repeat-strategy.ts');
+    let t = from;
+    const fired: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      t = cronRepeatStrategy(t, { pattern: '0 0 */2 * 1', tz: 'UTC' })!;
+      fired.push(isoUtc(t));
+    }
+    expect(fired).toEqual(['2025-01-13T00:00:00Z', '2025-01-27T00:00:00Z', '2025-02-03T00:00:00Z']);
+  });
+});
+
+describe('cron schedule errors name the field, the value as typed and the range', () => {
+  const message = (s: string) => {
+    try {
+      parse(s);
+    } catch (err) {
+      expect(err).toBeInstanceOf(ScheduleInputError);
+      return (err as Error).message;
+    }
+    throw new Error(`"${s}" was accepted`);
+  };
+
+  it('F15: month 13 names 13 and 1–12; day-of-month 0 names 0 and 1–31', () => {
+    expect(message('0 0 * 13 *')).toBe('month 13 is out of range (1–12 or jan–dec) in "0 0 * 13 *".');
+    expect(message('0 0 0 * *')).toBe('day-of-month 0 is out of range (1–31) in "0 0 0 * *".');
+  });
+
+  it.each([
+    ['60 * * * *', 'minute 60 is out of range (0–59)'],
+    ['0 24 * * *', 'hour 24 is out of range (0–23)'],
+    ['0 0 1-32 * *', 'day-of-month 32 is out of range (1–31)'],
+    ['0 0 * 0 *', 'month 0 is out of range (1–12 or jan–dec)'],
+    ['0 0 * * 8', 'day-of-week 8 is out of range (0–7 or sun–sat, 0 and 7 are Sunday)'],
+    ['61 0 0 * * *', 'second 61 is out of range (0–59)'],
+    ['0 0 * jan-foo *', 'month "foo" is not a valid value (1–12 or jan–dec)'],
+    ['*/0 * * * *', 'minute step 0 is out of range (1–60)'],
+    ['daily at 25:00', 'hour 25 is out of range (00–23)'],
+    ['daily at 7:75', 'minute 75 is out of range (00–59)'],
+    ['2027-13-01T09:00', 'month 13 is out of range (01–12)'],
+    ['2027-02-30T09:00', 'day 30 is out of range (01–28 in 2027-02)'],
+    ['2027-02-03T24:00', 'hour 24 is out of range (00–23)'],
+    ['every 10s', '"every 10s": interval 10s is below the minimum of 1m'],
+  ])('%s → %s', (input, expected) => {
+    expect(message(input)).toContain(expected);
+  });
+
+  it('modifiers croner supports still pass', () => {
+    for (const ok of ['0 0 L * *', '0 0 * * 5L', '0 0 * * 1#2', '0 0 15W * *', '0 0 ? * 1', '0 0 * * +1', '0 9 * jan-mar mon-fri']) {
+      expect(parse(ok)).toMatchObject({ kind: 'cron', expression: ok });
+    }
+  });
+});
+
+describe('one minimum for every schedule form (cron.min_interval_seconds)', () => {
+  it.each([
+    ['* * * * * *', '1s'],
+    ['*/30 * * * * *', '30s'],
+    ['0,30 * * * * *', '30s'],
+    ['every 10s', '10s'],
+    ['every 59 seconds', '59s'],
+  ])('F14: %s is refused, naming the gap (%s) and the minimum', (input, gap) => {
+    expect(() => parse(input)).toThrow(new RegExp(`${gap}.*minimum (is|of) 1m \\(cron\\.min_interval_seconds\\)`));
+  });
+
+  it('accepts forms whose fires are never closer than the minimum', () => {
+    for (const ok of ['0 */5 * * * *', '30 * * * * *', '* * * * *', 'every 1m', '@hourly']) expect(() => parse(ok)).not.toThrow();
+  });
+
+  it('a larger minimum applies to cron and calendar forms alike', () => {
+    const strict = { minIntervalSeconds: 3600 };
+    expect(() => parse('*/30 * * * *', strict)).toThrow(/every 30m; the minimum is 1h/);
+    expect(() => parse('0 9,9 * * *', strict)).not.toThrow();
+    expect(() => parse('hourly', strict)).not.toThrow();
+    expect(() => parse('0 23,0 * * *', strict)).not.toThrow();
+    expect(() => parse('59 23 * * *', { minIntervalSeconds: 90_000 })).toThrow(/every 1d; the minimum is 1d1h/);
   });
 });

@@ -55,9 +55,36 @@ export type CronSchedule =
  *  - Interval schedules (`every 2h`) are fixed-rate in absolute time and ignore
  *    wall clocks entirely; one-shot wall times in a gap move to the end of the
  *    gap and ambiguous ones take the earlier instant, like fixed-time jobs.
- *  croner's `legacyMode` (day-of-month OR day-of-week, as in Vixie cron) is kept.
  */
 const CRON_OPTIONS = { paused: true, mode: '5-or-6-parts' as const };
+
+/*
+ * Day rule (Vixie cron, crontab(5); field report F13). A day field counts as
+ * restricted only when it does not begin with `*` (`?` is croner's spelling of
+ * `*`): `*`, `*\/2` and `*\/3` are unrestricted, `1-15`, `1,15`, `mon` are
+ * restricted.
+ *  - Both day fields restricted (`0 0 1,15 * mon`): day-of-month OR day-of-week.
+ *  - Otherwise the two are AND-ed (`0 0 *\/2 * 1` runs on odd days that are
+ *    Mondays; `0 0 * * mon` on Mondays; `0 0 1 * *` on the 1st).
+ *  This is Vixie's DOM_STAR/DOW_STAR test: a field "is a star" when its first
+ *  character is `*`, whatever follows. croner decides the match; this only
+ *  chooses its `domAndDow` option per expression (croner's own default treats
+ *  only a bare `*` as unrestricted, which OR-s `*\/2` with the weekday).
+ *  croner's `+` prefix on the day-of-week field also forces AND.
+ */
+
+/**
+ * The croner `domAndDow` setting of an expression under the day rule above:
+ * `true` (AND) unless both day fields are restricted.
+ * @param expression - 5- or 6-field cron, or a nickname (`@daily`)
+ */
+export function dayFieldsAnded(expression: string): boolean {
+  const fields = expression.trim().split(/\s+/);
+  if (fields.length < 5) return true; // nicknames all leave one day field `*`
+  const [dom, dow] = fields.length === 6 ? [fields[3]!, fields[5]!] : [fields[2]!, fields[4]!];
+  const star = (f: string) => f.startsWith('*') || f.startsWith('?');
+  return star(dom) || star(dow);
+}
 
 const cronCache = new Map<string, Cron>();
 
@@ -71,7 +98,7 @@ export function cronFor(expression: string, tz: string): Cron {
   let cron = cronCache.get(key);
   if (!cron) {
     try {
-      cron = new Cron(expression, { ...CRON_OPTIONS, timezone: tz });
+      cron = new Cron(expression, { ...CRON_OPTIONS, domAndDow: dayFieldsAnded(expression), timezone: tz });
     } catch (err) {
       const detail = String((err as Error).message).replace(/^CronPattern:\s*/, '').replace(/^CronOptions:\s*/, '');
       throw new ScheduleInputError(`Invalid cron expression "${expression}": ${detail}`, { field: 'schedule', cause: err });

@@ -6,14 +6,18 @@
  * | interval | interval | `30m`, `every 2h`, `every hour`, `every 10 minutes` |
  * | relative one-shot | once | `in 30m`, `in 2 hours` |
  * | calendar phrase | cron | `daily at 7am`, `weekdays at 9am`, `every monday 9am`, `monday, wednesday at 9am`, `noon`, `midnight`, `hourly` |
- * | cron | cron | `0 9 * * mon-fri`, `*\/30 * * * * *` (6 fields: seconds first), `@daily` |
+ * | cron | cron | `0 9 * * mon-fri`, `30 0 9 * * *` (6 fields: seconds first), `@daily` |
  * | ISO timestamp | once | `2026-12-01T09:00` (read in the job's zone), `2026-12-01T09:00:00Z`, `…+01:00` |
  *
- * Every rejected input gets a `ScheduleInputError` that says what was wrong
- * with that input; nothing is written before parsing succeeds.
+ * Every rejected input gets a `ScheduleInputError` that names the field, the
+ * value as typed and the allowed range (cron-fields.ts); nothing is written
+ * before parsing succeeds. One minimum, `cron.min_interval_seconds`, holds for
+ * every form: intervals, calendar phrases and 5- or 6-field cron whose fires
+ * can come closer than it are refused (`assertCronMinimum`).
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import { formatSeconds, parseIntervalAt } from '../interval.ts';
+import { assertCronMinimum, checkCronFields } from './cron-fields.ts';
 import { assertTimeZone, cronFor, instantOfWallTime, isoUtc, formatInZone, type CronSchedule } from './cron-engine.ts';
 
 /** How far in the past a one-shot may be and still be accepted (it then runs at once). */
@@ -53,7 +57,7 @@ export function parseSchedule(input: string, options: ParseScheduleOptions): Cro
 
   if (ISO.test(raw)) return parseIso(raw, options);
   if (raw.startsWith('@') || /^[\d*?/,-]+$/.test(raw.split(' ')[0]!) && raw.split(' ').length >= 3) {
-    return parseCron(raw, options.tz);
+    return parseCron(raw, options.tz, options.minIntervalSeconds);
   }
 
   const tokens = text.split(' ');
@@ -70,14 +74,16 @@ export function parseSchedule(input: string, options: ParseScheduleOptions): Cro
   if (interval !== undefined) {
     if (interval < options.minIntervalSeconds) {
       throw bad(
-        `Interval ${formatSeconds(interval)} is below the minimum of ${formatSeconds(options.minIntervalSeconds)} (cron.min_interval_seconds).`,
+        `"${raw}": interval ${formatSeconds(interval)} is below the minimum of ${formatSeconds(options.minIntervalSeconds)} (cron.min_interval_seconds).`,
       );
     }
     const expression = `every ${formatSeconds(interval)}`;
     return { kind: 'interval', expression, display: expression, everyMs: interval * 1000, anchorMs: options.now };
   }
 
-  return parseCalendar(tokens, raw, options.tz);
+  const calendar = parseCalendar(tokens, raw, options.tz);
+  assertCronMinimum(calendar.expression, options.minIntervalSeconds);
+  return calendar;
 }
 
 /** `30m`, `every 2h`, `every hour`, `every 10 minutes` → seconds; `undefined` when not an interval form. */
@@ -197,7 +203,7 @@ function cronSchedule(expression: string, display: string, tz: string): CronSche
 }
 
 /** 5- or 6-field cron with names, or a croner nickname (`@daily`). */
-function parseCron(raw: string, tz: string): CronSchedule {
+function parseCron(raw: string, tz: string, minIntervalSeconds: number): CronSchedule {
   if (!raw.startsWith('@')) {
     const n = raw.split(' ').length;
     if (n !== 5 && n !== 6) {
@@ -205,6 +211,7 @@ function parseCron(raw: string, tz: string): CronSchedule {
         `Cron expression "${raw}" has ${n} fields; use 5 (minute hour day-of-month month day-of-week) or 6 (seconds first).`,
       );
     }
+    checkCronFields(raw);
   } else if (raw.toLowerCase() === '@reboot') {
     throw bad('"@reboot" is not a schedule: cron jobs run on time, not at process start.');
   }
@@ -212,6 +219,7 @@ function parseCron(raw: string, tz: string): CronSchedule {
   if (cron.nextRun(new Date(0)) === null && cron.nextRun() === null) {
     throw bad(`Cron expression "${raw}" never matches a date.`);
   }
+  assertCronMinimum(raw, minIntervalSeconds);
   return { kind: 'cron', expression: raw, display: raw };
 }
 
@@ -222,12 +230,15 @@ function parseIso(raw: string, options: ParseScheduleOptions): CronSchedule {
   const [hour, minute, second] = [Number(m[4] ?? 0), Number(m[5] ?? 0), Number(m[6] ?? 0)];
   const ms = m[7] ? Number(m[7].padEnd(3, '0')) : 0;
   const probe = new Date(Date.UTC(year, month - 1, day, hour, minute, second));
-  if (
-    month < 1 || month > 12 || hour > 23 || minute > 59 || second > 59 ||
-    probe.getUTCFullYear() !== year || probe.getUTCMonth() !== month - 1 || probe.getUTCDate() !== day
-  ) {
-    throw bad(`"${raw}" is not a valid date and time.`);
-  }
+  const outOf = (field: string, typed: string | undefined, allowed: string) =>
+    bad(`"${raw}": ${field} ${typed} is out of range (${allowed}).`);
+  if (month < 1 || month > 12) throw outOf('month', m[2], '01–12');
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  if (day < 1 || day > daysInMonth) throw outOf('day', m[3], `01–${daysInMonth} in ${m[1]}-${m[2]}`);
+  if (hour > 23) throw outOf('hour', m[4], '00–23');
+  if (minute > 59) throw outOf('minute', m[5], '00–59');
+  if (second > 59) throw outOf('second', m[6], '00–59');
+  if (probe.getUTCFullYear() !== year) throw bad(`"${raw}" is not a valid date and time.`);
   let atMs: number;
   if (m[8]) {
     const off = m[8].toUpperCase();
