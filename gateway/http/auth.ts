@@ -42,22 +42,21 @@ export function keyMatches(presented: string, expected: string): boolean {
 /**
  * Middleware requiring the bearer key; a no-op when no key is configured (loopback only).
  * Missing or wrong keys get a 401 with an OpenAI-style body; the presented value is never logged.
+ *
+ * It runs before the body parser (server.ts), so a refused request's body is never read or
+ * parsed; the 401 carries `Connection: close` and the connection is closed after it, so the
+ * unread body is not drained either.
  */
 export function bearerAuth(key: string | undefined): RequestHandler {
   return (req, res, next) => {
     if (!key) return next();
     const header = req.get('authorization') ?? '';
     const m = /^Bearer\s+(.+)$/i.exec(header.trim());
-    if (!m) {
-      res.status(401).set('WWW-Authenticate', 'Bearer').json(
-        errorBody('Missing API key: send Authorization: Bearer <API_SERVER_KEY>.', 'authentication_error', 'missing_api_key'),
-      );
-      return;
-    }
-    if (!keyMatches(m[1]!.trim(), key)) {
-      res.status(401).set('WWW-Authenticate', 'Bearer').json(errorBody('Incorrect API key.', 'authentication_error', 'invalid_api_key'));
-      return;
-    }
+    const refuse = (message: string, code: string) => {
+      res.status(401).set({ 'WWW-Authenticate': 'Bearer', Connection: 'close' }).json(errorBody(message, 'authentication_error', code));
+    };
+    if (!m) return refuse('Missing API key: send Authorization: Bearer <API_SERVER_KEY>.', 'missing_api_key');
+    if (!keyMatches(m[1]!.trim(), key)) return refuse('Incorrect API key.', 'invalid_api_key');
     next();
   };
 }

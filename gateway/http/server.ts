@@ -48,15 +48,17 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);
-  app.use(express.json({ limit: BODY_LIMIT, type: ['application/json', 'application/*+json'] }));
 
   app.get('/health', (_req, res) => {
     res.json({ status: 'ok', ...options.health() });
   });
 
+  // Order matters: the key is checked before the body is read or parsed, so a caller
+  // without it cannot make the gateway read (or parse) up to BODY_LIMIT of input.
   const auth = bearerAuth(options.key);
-  app.use('/v1', auth, v1Router({ ...options.v1, streams, log: log.child({ component: 'v1' }) }));
-  app.use('/api', auth, apiRouter({ ...options.api, streams, log: log.child({ component: 'api' }) }));
+  const jsonBody = express.json({ limit: BODY_LIMIT, type: ['application/json', 'application/*+json'] });
+  app.use('/v1', auth, jsonBody, v1Router({ ...options.v1, streams, log: log.child({ component: 'v1' }) }));
+  app.use('/api', auth, jsonBody, apiRouter({ ...options.api, streams, log: log.child({ component: 'api' }) }));
 
   app.use((req, _res, next) => {
     next(new HttpError(404, `No route ${req.method} ${req.path}.`, 'not_found_error', 'route_not_found'));

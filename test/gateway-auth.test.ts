@@ -1,0 +1,72 @@
+/**
+ * The bearer key is checked before a request body is read or parsed: a
+ * caller without the key cannot make the gateway read or parse megabytes.
+ */
+import { connect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
+import { createLogger } from '../scheduler/logger.ts';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { waitFor } from './support/wait-for.ts';
+
+const KEY = 'auth-test-key-123456';
+
+let env: TestEnv;
+let gw: Gateway;
+
+beforeAll(async () => {
+  env = testEnv({ 'api_server.port': 0, 'api_server.key': KEY });
+  gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
+});
+
+afterAll(async () => {
+  await gw?.close();
+  env?.cleanup();
+});
+
+/**
+ * Send the headers of a POST announcing `contentLength` bytes of JSON and only the first
+ * `sent` bytes of it; collect what the server answers and whether it closed the connection.
+ */
+function partialPost(path: string, headers: Record<string, string>, contentLength: number, sent: string) {
+  const socket = connect(gw.httpAddress.port, '127.0.0.1');
+  const state = { response: '', closed: false };
+  socket.on('data', (d: Buffer) => (state.response += d.toString('latin1')));
+  socket.on('error', () => {});
+  socket.on('close', () => (state.closed = true));
+  const head = [
+    `POST ${path} HTTP/1.1`, `Host: 127.0.0.1:${gw.httpAddress.port}`, 'Content-Type: application/json',
+    `Content-Length: ${contentLength}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`), '', '',
+  ].join('\r\n');
+  socket.write(head + sent);
+  return { state, socket };
+}
+
+describe('bearer key before the body', () => {
+  it.each(['/v1/chat/completions', '/v1/runs', '/api/schedules'])(
+    'a 1.9 MB body without a key on %s gets 401 before the body was sent, and the connection is closed',
+    async (path) => {
+      const { state, socket } = partialPost(path, {}, 1_900_000, '{"messages":[{"role":"user","content":"');
+      try {
+        // The body is never completed: a server that reads or parses it first never answers.
+        await waitFor(() => state.response.includes('\r\n\r\n'), 5_000, '401 response headers');
+        expect(state.response).toMatch(/^HTTP\/1\.1 401 /);
+        expect(state.response.toLowerCase()).toContain('connection: close');
+        await waitFor(() => state.closed, 5_000, 'the server to close the connection');
+      } finally {
+        socket.destroy();
+      }
+    },
+  );
+
+  it('a wrong key with malformed JSON is 401 (the body is not parsed), with the key it is 400', async () => {
+    const post = (auth: string) => fetch(`${gw.httpAddress.url}/v1/chat/completions`, {
+      method: 'POST', headers: { authorization: auth, 'content-type': 'application/json' }, body: '{not json',
+    });
+    const wrong = await post('Bearer nope');
+    expect(wrong.status).toBe(401);
+    expect(((await wrong.json()) as { error: { code: string } }).error.code).toBe('invalid_api_key');
+    const right = await post(`Bearer ${KEY}`);
+    expect(right.status).toBe(400);
+  });
+});
