@@ -10,7 +10,7 @@
  */
 import type { Redis } from 'ioredis';
 import { ScheduleInputError } from './errors/schedule-input-error.ts';
-import { bullJobId, type Keys } from './keys.ts';
+import { bullJobId, compositeId, type Keys } from './keys.ts';
 import type { HermesQueues } from './queues.ts';
 import type { Origin } from './loop-state.ts';
 import { assertSessionId } from './session-id.ts';
@@ -57,7 +57,7 @@ export function inboxJobId(sessionId: string, messageId: string): string {
 
 /** Occurrence id of an input: its commit marker and its entry in the pending-input set. */
 export function inputOccurrenceId(sessionId: string, messageId: string): string {
-  return `input:${sessionId}:${messageId}`;
+  return compositeId('input', sessionId, messageId);
 }
 
 /**

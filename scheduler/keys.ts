@@ -5,6 +5,17 @@
  * All keys start with one hash-tagged prefix (default `{hermes}`), so every key
  * hashes to the same Redis Cluster slot and multi-key Lua scripts and BullMQ's
  * own scripts work on a cluster (SPEC §2).
+ *
+ * Layout rule: a key is `<prefix>:<fixed words>:<id>:<fixed words>`, and every
+ * id (session id, cron job id, occurrence id, run id, bot id, …) is written
+ * through `keyPart`, which percent-encodes `%`, `:`, `{`, `}`, `|`, whitespace
+ * and control characters. An encoded id never contains `:`, so a key splits
+ * into its segments in exactly one way: no id can reach another id's key
+ * (session `y:inflight` cannot address the in-flight mark of session `y`, and
+ * `x:mutation` cannot address `x`'s mutation lock). Ids made only of letters,
+ * digits and `_ . @ -` are written unchanged, so keys of such ids are the same
+ * as before this rule. Job scheduler ids and custom BullMQ job ids follow the
+ * same rule.
  */
 
 /** BullMQ queue names. A queue's Redis keys are `<prefix>:<queue>:…`. */
@@ -21,6 +32,33 @@ export const QUEUES = {
 
 export type ScheduleKind = 'loop' | 'heartbeat';
 
+const KEY_PART_UNSAFE = /[%:{}|\s\p{Cc}]/gu;
+
+/**
+ * An id as one segment of a key, job scheduler id or job id: `%`, `:`, `{`,
+ * `}`, `|`, whitespace and control characters become `%XX` (UTF-8 bytes, upper
+ * case hex); everything else, unicode included, is kept. Injective: distinct
+ * ids always give distinct parts, and a part never contains `:`, `{`, `}` or `|`.
+ */
+export function keyPart(id: string | number): string {
+  return String(id).replace(KEY_PART_UNSAFE, (c) =>
+    Array.from(new TextEncoder().encode(c), (b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`).join(''),
+  );
+}
+
+/** The id a `keyPart` was made from. */
+export function fromKeyPart(part: string): string {
+  return decodeURIComponent(part);
+}
+
+/**
+ * A composite id (occurrence ids) from parts: each part through `keyPart`,
+ * joined with `:`. Distinct part lists always give distinct ids.
+ */
+export function compositeId(...parts: Array<string | number>): string {
+  return parts.map(keyPart).join(':');
+}
+
 /**
  * A custom BullMQ job id from parts. BullMQ rejects custom ids that contain
  * `:` (unless they have exactly three parts, its own scheduler format), so
@@ -28,7 +66,7 @@ export type ScheduleKind = 'loop' | 'heartbeat';
  * Distinct parts always give distinct ids.
  */
 export function bullJobId(...parts: Array<string | number>): string {
-  return parts.map((p) => String(p).replace(/%/g, '%25').replace(/:/g, '%3A').replace(/\|/g, '%7C')).join('|');
+  return parts.map(keyPart).join('|');
 }
 
 /** Key builder bound to one prefix. */
@@ -44,32 +82,43 @@ export class Keys {
 
   /** JSON state of a session's loop or heartbeat. */
   schedule(sessionId: string, kind: ScheduleKind): string {
-    return `${this.prefix}:schedule:${kind}:${sessionId}`;
+    return `${this.prefix}:schedule:${kind}:${keyPart(sessionId)}`;
   }
 
   /** Short lock held while one process changes a session's schedule (record + job scheduler). */
   scheduleMutation(sessionId: string, kind: ScheduleKind): string {
-    return `${this.prefix}:schedule:${kind}:${sessionId}:mutation`;
+    return `${this.prefix}:schedule:${kind}:${keyPart(sessionId)}:mutation`;
   }
 
   /** The occurrence of a schedule whose turn has started but not committed (JSON). */
   scheduleInflight(sessionId: string, kind: ScheduleKind): string {
-    return `${this.prefix}:schedule:${kind}:${sessionId}:inflight`;
+    return `${this.prefix}:schedule:${kind}:${keyPart(sessionId)}:inflight`;
   }
 
-  /** Set of `<kind>:<sessionId>` for every stored loop/heartbeat (for status and listing). */
+  /** Set of `scheduleIndexMember`s of every stored loop/heartbeat (for status and listing). */
   get scheduleIndex(): string {
     return `${this.prefix}:schedules`;
   }
 
+  /** Member of `scheduleIndex` for a session's loop or heartbeat: `<kind>:<sessionId>` (the kind never holds `:`). */
+  scheduleIndexMember(sessionId: string, kind: ScheduleKind): string {
+    return `${kind}:${sessionId}`;
+  }
+
+  /** The session and kind of a `scheduleIndex` member (split at the first `:`, after the kind). */
+  parseScheduleIndexMember(member: string): { sessionId: string; kind: ScheduleKind } {
+    const i = member.indexOf(':');
+    return { kind: member.slice(0, i) as ScheduleKind, sessionId: member.slice(i + 1) };
+  }
+
   /** BullMQ job scheduler id of a session's loop or heartbeat. */
   schedulerId(sessionId: string, kind: ScheduleKind): string {
-    return `${kind}:${sessionId}`;
+    return `${kind}:${keyPart(sessionId)}`;
   }
 
   /** JSON state of a session's standing goal. */
   goal(sessionId: string): string {
-    return `${this.prefix}:goal:${sessionId}`;
+    return `${this.prefix}:goal:${keyPart(sessionId)}`;
   }
 
   /** Set of session ids that have a goal record. */
@@ -79,27 +128,27 @@ export class Keys {
 
   /** Session transcript: a list of JSON messages, oldest first. */
   transcript(sessionId: string): string {
-    return `${this.prefix}:session:${sessionId}:transcript`;
+    return `${this.prefix}:session:${keyPart(sessionId)}:transcript`;
   }
 
   /** Session event stream (Redis stream) that clients attach to. */
   events(sessionId: string): string {
-    return `${this.prefix}:session:${sessionId}:events`;
+    return `${this.prefix}:session:${keyPart(sessionId)}:events`;
   }
 
   /** One turn per session across the fleet: holds the id of the job running the turn. */
   turnLock(sessionId: string): string {
-    return `${this.prefix}:session:${sessionId}:turn-lock`;
+    return `${this.prefix}:session:${keyPart(sessionId)}:turn-lock`;
   }
 
   /** Count of queued real user input for a session; ticks wait while it is above zero. */
   pendingInput(sessionId: string): string {
-    return `${this.prefix}:session:${sessionId}:pending-input`;
+    return `${this.prefix}:session:${keyPart(sessionId)}:pending-input`;
   }
 
   /** Counter that orders a session's input received in the same millisecond. */
   inputSequence(sessionId: string): string {
-    return `${this.prefix}:session:${sessionId}:input-seq`;
+    return `${this.prefix}:session:${keyPart(sessionId)}:input-seq`;
   }
 
   /** Set of known session ids. */
@@ -109,7 +158,7 @@ export class Keys {
 
   /** Marker that an occurrence (one due tick) has been committed and delivered. */
   occurrenceDone(occurrenceId: string): string {
-    return `${this.prefix}:occurrence:${occurrenceId}`;
+    return `${this.prefix}:occurrence:${keyPart(occurrenceId)}`;
   }
 
   /** Sorted set of live worker processes, scored by last heartbeat (ms). */
@@ -119,7 +168,7 @@ export class Keys {
 
   /** JSON record of a cron job (SPEC §7). */
   cronJob(id: string): string {
-    return `${this.prefix}:cron:job:${id}`;
+    return `${this.prefix}:cron:job:${keyPart(id)}`;
   }
 
   /** Set of every cron job id. */
@@ -129,66 +178,77 @@ export class Keys {
 
   /** Hash of a cron job's run records: occurrence id → run JSON. */
   cronRuns(id: string): string {
-    return `${this.prefix}:cron:job:${id}:runs`;
+    return `${this.prefix}:cron:job:${keyPart(id)}:runs`;
   }
 
   /** List of a cron job's occurrence ids, newest first (capped with the run hash). */
   cronRunIndex(id: string): string {
-    return `${this.prefix}:cron:job:${id}:run-index`;
+    return `${this.prefix}:cron:job:${keyPart(id)}:run-index`;
   }
 
-  /** List of `<jobId> <occurrenceId>` of recent runs of all cron jobs, newest first (capped). */
+  /** List of `cronRecentRunEntry`s of recent runs of all cron jobs, newest first (capped). */
   get cronRecentRuns(): string {
     return `${this.prefix}:cron:recent-runs`;
   }
 
+  /** Entry of `cronRecentRuns`: `<keyPart(jobId)> <occurrenceId>` (an encoded id holds no space). */
+  cronRecentRunEntry(jobId: string, occurrenceId: string): string {
+    return `${keyPart(jobId)} ${occurrenceId}`;
+  }
+
+  /** The job id and occurrence id of a `cronRecentRuns` entry. */
+  parseCronRecentRunEntry(entry: string): { jobId: string; occurrenceId: string } {
+    const i = entry.indexOf(' ');
+    return { jobId: fromKeyPart(entry.slice(0, i)), occurrenceId: entry.slice(i + 1) };
+  }
+
   /** BullMQ job scheduler id of a recurring cron job. */
   cronSchedulerId(id: string): string {
-    return `cron:${id}`;
+    return `cron:${keyPart(id)}`;
   }
 
   /** BullMQ job id of a one-shot cron job's single occurrence (`atMs` epoch ms). */
   cronOnceJobId(id: string, atMs: number): string {
-    return `cron-once:${id}:${atMs}`;
+    return `cron-once:${keyPart(id)}:${atMs}`;
   }
 
   /** BullMQ job id of a manual run (`hermes cron run`, `resume --run-now`) requested at `atMs`. */
   cronManualJobId(id: string, atMs: number): string {
-    return `cron-manual:${id}:${atMs}`;
+    return `cron-manual:${keyPart(id)}:${atMs}`;
   }
 
   /** Claim of an occurrence: the BullMQ job id that may run it (set before the turn starts). */
   occurrenceClaim(occurrenceId: string): string {
-    return `${this.prefix}:occurrence:${occurrenceId}:claim`;
+    return `${this.prefix}:occurrence:${keyPart(occurrenceId)}:claim`;
   }
 
   /** Hash of one `/v1` run: status, output, error, timestamps. */
   run(runId: string): string {
-    return `${this.prefix}:run:${runId}`;
+    return `${this.prefix}:run:${keyPart(runId)}`;
   }
 
   /** Event stream of one `/v1` run (queued, started, then one terminal event). */
   runEvents(runId: string): string {
-    return `${this.prefix}:run:${runId}:events`;
+    return `${this.prefix}:run:${keyPart(runId)}:events`;
   }
 
   /** `Idempotency-Key` of a `/v1` request (by its SHA-256) → run id and payload digest. */
   runIdempotency(keyDigest: string): string {
-    return `${this.prefix}:run-idempotency:${keyDigest}`;
+    return `${this.prefix}:run-idempotency:${keyPart(keyDigest)}`;
   }
 
   /** The one-poller-per-bot lease: holds the id of the gateway instance polling `botId`. */
   telegramPollLease(botId: string): string {
-    return `${this.prefix}:telegram:${botId}:poll-lease`;
+    return `${this.prefix}:telegram:${keyPart(botId)}:poll-lease`;
   }
 
   /** Next getUpdates offset of `botId` whose updates are already stored (all below it are in the inbox). */
   telegramOffset(botId: string): string {
-    return `${this.prefix}:telegram:${botId}:offset`;
+    return `${this.prefix}:telegram:${keyPart(botId)}:offset`;
   }
 
   /** Hash of the parts of an outbound reply already sent: part index → platform message id. */
   outboundSent(occurrenceId: string): string {
-    return `${this.prefix}:outbound:${occurrenceId}:sent`;
+    return `${this.prefix}:outbound:${keyPart(occurrenceId)}:sent`;
   }
 }

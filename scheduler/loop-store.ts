@@ -19,7 +19,7 @@
 import type { Redis } from 'ioredis';
 import type { Job } from 'bullmq';
 import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
-import { bullJobId, type Keys, type ScheduleKind } from './keys.ts';
+import { bullJobId, compositeId, type Keys, type ScheduleKind } from './keys.ts';
 import type { LoopRecord } from './loop-state.ts';
 import { putVersioned, type ExpectedVersion } from './versioned-json.ts';
 import { acquireOwned, releaseOwned } from './redis/owned-key.ts';
@@ -70,7 +70,7 @@ export class LoopStore {
   async put(record: LoopRecord, expectedVersion: ExpectedVersion): Promise<LoopRecord | null> {
     return await putVersioned(this.redis, {
       key: this.keys.schedule(record.sessionId, record.kind), indexKey: this.keys.scheduleIndex,
-      member: `${record.kind}:${record.sessionId}`, what: `${record.kind} state`,
+      member: this.keys.scheduleIndexMember(record.sessionId, record.kind), what: `${record.kind} state`,
     }, record, expectedVersion);
   }
 
@@ -118,7 +118,7 @@ export class LoopStore {
 
   /** Delete a record (used by `/heartbeat clear` and tests). */
   async delete(sessionId: string, kind: ScheduleKind): Promise<void> {
-    await this.redis.multi().del(this.keys.schedule(sessionId, kind)).srem(this.keys.scheduleIndex, `${kind}:${sessionId}`).exec();
+    await this.redis.multi().del(this.keys.schedule(sessionId, kind)).srem(this.keys.scheduleIndex, this.keys.scheduleIndexMember(sessionId, kind)).exec();
   }
 
   /** Every stored record. */
@@ -126,8 +126,8 @@ export class LoopStore {
     const members = await this.redis.smembers(this.keys.scheduleIndex);
     if (members.length === 0) return [];
     const keys = members.map((m) => {
-      const i = m.indexOf(':');
-      return this.keys.schedule(m.slice(i + 1), m.slice(0, i) as ScheduleKind);
+      const { sessionId, kind } = this.keys.parseScheduleIndexMember(m);
+      return this.keys.schedule(sessionId, kind);
     });
     const raws = await this.redis.mget(...keys);
     return raws.filter((r): r is string => r !== null).map((r) => JSON.parse(r) as LoopRecord);
@@ -216,10 +216,10 @@ export class LoopStore {
   occurrenceOf(job: Job<TickJobData>): { dueAt: number; occurrenceId: string } {
     const millis = schedulerJobMillis(job.id);
     if (millis !== undefined) {
-      return { dueAt: millis + this.leadMs, occurrenceId: `${job.data.kind}:${job.data.loopId}:${millis}` };
+      return { dueAt: millis + this.leadMs, occurrenceId: compositeId(job.data.kind, job.data.loopId, millis) };
     }
     const tail = Number(job.id?.slice(job.id.lastIndexOf('|') + 1));
     const dueAt = Number.isFinite(tail) ? tail : job.timestamp + (job.opts.delay ?? 0) + this.leadMs;
-    return { dueAt, occurrenceId: `${job.data.kind}:${job.data.loopId}:${dueAt}` };
+    return { dueAt, occurrenceId: compositeId(job.data.kind, job.data.loopId, dueAt) };
   }
 }

@@ -1,11 +1,74 @@
 /** Key and job id spelling (scheduler/keys.ts). */
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { bullJobId, Keys } from '../scheduler/keys.ts';
-import { inboxJobId } from '../scheduler/inbox.ts';
+import fc from 'fast-check';
+import { bullJobId, compositeId, fromKeyPart, keyPart, Keys, type ScheduleKind } from '../scheduler/keys.ts';
+import { inboxJobId, inputOccurrenceId } from '../scheduler/inbox.ts';
 import { outboundJobId } from '../scheduler/outbound.ts';
+import { cronOccurrenceId } from '../scheduler/cron/cron-job.ts';
 import { testEnv } from './support/env.ts';
+import { clients, startWorker, waitForEvents } from './support/stack.ts';
+
+const k = new Keys('{hermes}');
+
+/** Every key that belongs to one id, by the kind of thing it is. */
+const PER_ID: Record<string, (id: string) => string> = {
+  'loop record': (id) => k.schedule(id, 'loop'),
+  'heartbeat record': (id) => k.schedule(id, 'heartbeat'),
+  'loop mutation lock': (id) => k.scheduleMutation(id, 'loop'),
+  'heartbeat mutation lock': (id) => k.scheduleMutation(id, 'heartbeat'),
+  'loop in-flight mark': (id) => k.scheduleInflight(id, 'loop'),
+  'heartbeat in-flight mark': (id) => k.scheduleInflight(id, 'heartbeat'),
+  goal: (id) => k.goal(id),
+  transcript: (id) => k.transcript(id),
+  events: (id) => k.events(id),
+  'turn lock': (id) => k.turnLock(id),
+  'pending input': (id) => k.pendingInput(id),
+  'input sequence': (id) => k.inputSequence(id),
+  'occurrence marker': (id) => k.occurrenceDone(id),
+  'occurrence claim': (id) => k.occurrenceClaim(id),
+  'outbound sent': (id) => k.outboundSent(id),
+  'cron job': (id) => k.cronJob(id),
+  'cron runs': (id) => k.cronRuns(id),
+  'cron run index': (id) => k.cronRunIndex(id),
+  run: (id) => k.run(id),
+  'run events': (id) => k.runEvents(id),
+  'run idempotency': (id) => k.runIdempotency(id),
+  'telegram poll lease': (id) => k.telegramPollLease(id),
+  'telegram offset': (id) => k.telegramOffset(id),
+};
+const GLOBAL = [k.scheduleIndex, k.goalIndex, k.sessionIndex, k.workers, k.cronJobIndex, k.cronRecentRuns];
+/** Job scheduler ids (BullMQ keys them as `<queue>:repeat:<id>`, their jobs as `repeat:<id>:<millis>`). */
+const SCHEDULER_IDS: Record<string, (id: string) => string> = {
+  loop: (id) => k.schedulerId(id, 'loop'),
+  heartbeat: (id) => k.schedulerId(id, 'heartbeat'),
+  cron: (id) => k.cronSchedulerId(id),
+};
+
+/** Ids built from the characters that separate key segments, hash tags and job id parts, plus unicode. */
+const hostileId = fc.oneof(
+  fc.string({ unit: fc.constantFrom(':', '{', '}', '|', '%', '%3A', '%25', 'y', 'x', 'inflight', 'mutation', ' ', '\n', 'é', '日', '😀'), maxLength: 8 }),
+  fc.string({ unit: 'binary', maxLength: 12 }),
+);
+const kindName = fc.constantFrom(...Object.keys(PER_ID));
+/**
+ * Two ids, often related the way a forged id would be: one is the other plus a
+ * `:`-separated tail made of the words keys are built from (`y` and `y:inflight`).
+ */
+const SEGMENT_WORDS = ['inflight', 'mutation', 'claim', 'sent', 'events', 'transcript', 'turn-lock', 'pending-input', 'input-seq', 'runs', 'run-index', 'poll-lease', 'offset', 'loop', 'heartbeat', 'job', '1700000000000'];
+const idPair = fc.oneof(
+  fc.tuple(hostileId, hostileId),
+  fc.tuple(hostileId, fc.array(fc.constantFrom(...SEGMENT_WORDS), { minLength: 1, maxLength: 2 }), fc.boolean()).map(([a, tail, flip]) => {
+    const b = [a, ...tail].join(':');
+    return (flip ? [b, a] : [a, b]) as [string, string];
+  }),
+);
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
 
 describe('keys', () => {
   it('every key starts with the hash tag, so all keys share one cluster slot', () => {
@@ -14,6 +77,73 @@ describe('keys', () => {
       expect(key.startsWith('{hermes}:')).toBe(true);
     }
     expect(() => new Keys('hermes')).toThrow(/hash tag/);
+  });
+
+  it('keyPart is injective, reversible and never holds a separator', () => {
+    fc.assert(fc.property(hostileId, hostileId, (a, b) => {
+      expect(fromKeyPart(keyPart(a))).toBe(a);
+      expect(keyPart(a)).not.toMatch(/[:{}|\s]/u);
+      if (a !== b) expect(keyPart(a)).not.toBe(keyPart(b));
+    }), { numRuns: 2000 });
+    expect(keyPart('telegram.42@x_y-z')).toBe('telegram.42@x_y-z'); // ordinary ids are written unchanged
+  });
+
+  it('no two distinct (kind, id) pairs address the same key, and no id reaches under another id\'s key', () => {
+    fc.assert(fc.property(kindName, kindName, idPair, (k1, k2, [id1, id2]) => {
+      const a = PER_ID[k1]!(id1);
+      const b = PER_ID[k2]!(id2);
+      if (k1 !== k2 || id1 !== id2) expect(a).not.toBe(b);
+      if (id1 !== id2) expect(b.startsWith(`${a}:`)).toBe(false);
+      expect(GLOBAL).not.toContain(a);
+      expect(a.startsWith('{hermes}:')).toBe(true);
+      // A queue's keys (`<prefix>:<queue>:…`) are BullMQ's alone.
+      for (const q of ['ticks', 'inbox', 'outbound-telegram', 'v1-runs']) expect(a.startsWith(`{hermes}:${q}:`)).toBe(false);
+    }), { numRuns: 5000 });
+  });
+
+  it('the named regressions: y:inflight vs y, x:mutation vs x', () => {
+    expect(k.schedule('y:inflight', 'loop')).not.toBe(k.scheduleInflight('y', 'loop'));
+    expect(k.schedule('x:mutation', 'loop')).not.toBe(k.scheduleMutation('x', 'loop'));
+    expect(k.occurrenceDone('o:claim')).not.toBe(k.occurrenceClaim('o'));
+    expect(inputOccurrenceId('a:b', 'c')).not.toBe(inputOccurrenceId('a', 'b:c'));
+  });
+
+  it('job scheduler ids and their job ids stay apart for every id', () => {
+    const millis = fc.integer({ min: 0, max: 2 ** 45 });
+    const schedKind = fc.constantFrom(...Object.keys(SCHEDULER_IDS));
+    fc.assert(fc.property(schedKind, schedKind, idPair, millis, millis, (s1, s2, [id1, id2], m1, m2) => {
+      const a = SCHEDULER_IDS[s1]!(id1);
+      const b = SCHEDULER_IDS[s2]!(id2);
+      if (s1 !== s2 || id1 !== id2) expect(a).not.toBe(b);
+      // BullMQ: the scheduler hash is `repeat:<id>`, its jobs `repeat:<id>:<millis>`.
+      expect(`repeat:${a}:${m1}`).not.toBe(`repeat:${b}`);
+      if (a !== b || m1 !== m2) expect(`repeat:${a}:${m1}`).not.toBe(`repeat:${b}:${m2}`);
+      expect(k.cronOnceJobId(id1, m1).split(':')).toHaveLength(3); // BullMQ accepts ':' only in three-part ids
+      expect(k.cronManualJobId(id1, m1).split(':')).toHaveLength(3);
+    }), { numRuns: 3000 });
+  });
+
+  it('composite ids (occurrences, custom job ids) are distinct for distinct parts', () => {
+    const parts = fc.array(fc.oneof(hostileId, fc.constantFrom(...SEGMENT_WORDS)), { minLength: 1, maxLength: 4 });
+    fc.assert(fc.property(parts, parts, (p1, p2) => {
+      const same = p1.length === p2.length && p1.every((x, i) => x === p2[i]);
+      if (!same) {
+        expect(compositeId(...p1)).not.toBe(compositeId(...p2));
+        expect(bullJobId(...p1)).not.toBe(bullJobId(...p2));
+      }
+      expect(bullJobId(...p1)).not.toContain(':');
+    }), { numRuns: 3000 });
+    fc.assert(fc.property(idPair, fc.integer({ min: 0 }), ([j1, j2], due) => {
+      if (j1 !== j2) expect(cronOccurrenceId(j1, due, 'schedule')).not.toBe(cronOccurrenceId(j2, due, 'schedule'));
+      expect(cronOccurrenceId(j1, due, 'schedule')).not.toBe(cronOccurrenceId(j2, due, 'manual'));
+    }));
+  });
+
+  it('index members are read back to the ids they were written from', () => {
+    fc.assert(fc.property(hostileId, fc.constantFrom<ScheduleKind>('loop', 'heartbeat'), hostileId, (id, kind, occ) => {
+      expect(k.parseScheduleIndexMember(k.scheduleIndexMember(id, kind))).toEqual({ sessionId: id, kind });
+      expect(k.parseCronRecentRunEntry(k.cronRecentRunEntry(id, occ))).toEqual({ jobId: id, occurrenceId: occ });
+    }));
   });
 
   it('custom job ids never contain ":" and stay distinct', () => {
@@ -39,5 +169,37 @@ describe('keys', () => {
       conn.disconnect();
       env.cleanup();
     }
+  });
+});
+
+describe('session ids that look like other sessions\' keys (through the stores and a worker)', () => {
+  const cmd = (text: string) => ({ kind: 'command' as const, command: `echo ${text}`, timeoutSeconds: 10 });
+  const spec = (prompt: string) => ({ prompt, intervalSeconds: 60, times: null, until: null, notes: [] });
+
+  it('a loop on "y:inflight" keeps its record when the loop of "y" ticks', async () => {
+    const env = testEnv();
+    const c = clients(env);
+    cleanups.push(() => env.cleanup(), () => c.close());
+    const w = await startWorker(env);
+    cleanups.push(() => w.drain());
+    await c.schedules.set('y:inflight', 'loop', spec('a'), { origin: { surface: 'cli' }, runner: cmd('a') });
+    await waitForEvents(c, 'y:inflight', 'reply', 1);
+    await c.schedules.set('y', 'loop', spec('b'), { origin: { surface: 'cli' }, runner: cmd('b') });
+    await waitForEvents(c, 'y', 'reply', 1); // y's first tick marked and cleared its in-flight mark
+    expect(await c.loops.get('y:inflight', 'loop')).toMatchObject({ sessionId: 'y:inflight', status: 'active', prompt: 'a' });
+    expect(await c.loops.get('y', 'loop')).toMatchObject({ sessionId: 'y', status: 'active', prompt: 'b' });
+    expect((await c.loops.list()).map((r) => r.sessionId).sort()).toEqual(['y', 'y:inflight']);
+  });
+
+  it('a loop on "x:mutation" does not block changes to the loop of "x"', async () => {
+    const env = testEnv();
+    const c = clients(env);
+    cleanups.push(() => env.cleanup(), () => c.close());
+    await c.schedules.set('x:mutation', 'loop', spec('a'), { origin: { surface: 'cli' }, runner: cmd('a') });
+    const started = Date.now();
+    await c.schedules.set('x', 'loop', spec('b'), { origin: { surface: 'cli' }, runner: cmd('b') });
+    expect(Date.now() - started).toBeLessThan(5_000); // the mutation lock of x was free
+    expect(await c.loops.get('x', 'loop')).toMatchObject({ sessionId: 'x', prompt: 'b' });
+    expect(await c.loops.get('x:mutation', 'loop')).toMatchObject({ sessionId: 'x:mutation', prompt: 'a' });
   });
 });

@@ -6,6 +6,7 @@
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import type { Origin } from '../loop-state.ts';
 import { isoUtc, nextOccurrence, type CronSchedule } from './cron-engine.ts';
+import { compositeId } from '../keys.ts';
 
 export type CronJobState = 'scheduled' | 'paused' | 'completed' | 'error';
 export type MisfirePolicy = 'skip' | 'once';
@@ -92,7 +93,7 @@ export function cronSessionId(jobId: string): string {
 
 /** Occurrence id of a scheduled occurrence or a manual run. */
 export function cronOccurrenceId(jobId: string, dueAt: number, trigger: 'schedule' | 'manual'): string {
-  return trigger === 'manual' ? `cron:${jobId}:manual:${dueAt}` : `cron:${jobId}:${dueAt}`;
+  return trigger === 'manual' ? compositeId('cron', jobId, 'manual', dueAt) : compositeId('cron', jobId, dueAt);
 }
 
 /**

@@ -289,7 +289,7 @@ export class CronStore {
       COMMIT_LUA, keys.length, ...keys,
       JSON.stringify(run), run.occurrence_id, String(OCCURRENCE_TTL_SECONDS), String(this.settings.historyLimit),
       String(RECENT_RUNS_MAX), String(input.expectedVersion), JSON.stringify(stored),
-      input.localEvent ? JSON.stringify(input.localEvent) : '', String(EVENTS_MAX_LEN), `${run.job_id} ${run.occurrence_id}`,
+      input.localEvent ? JSON.stringify(input.localEvent) : '', String(EVENTS_MAX_LEN), this.keys.cronRecentRunEntry(run.job_id, run.occurrence_id),
     )) as [number, string];
     if (code === 1) {
       const deliveries = run.deliveries.map((d): CronDelivery => (d.target === 'local' && eventId ? { ...d, status: 'delivered', evidence: eventId } : d));
@@ -324,8 +324,8 @@ export class CronStore {
     const entries = await this.redis.lrange(this.keys.cronRecentRuns, 0, Math.max(0, limit - 1));
     const out: CronRun[] = [];
     for (const e of entries) {
-      const [jobId, occ] = e.split(' ');
-      const run = await this.getRun(jobId!, occ!);
+      const { jobId, occurrenceId } = this.keys.parseCronRecentRunEntry(e);
+      const run = await this.getRun(jobId, occurrenceId);
       if (run) out.push(run);
     }
     return out;
