@@ -87,7 +87,7 @@ export const configSchema = z
       .prefault({}),
     loops: z
       .object({
-        /** Shorter `/loop` intervals are raised to this. */
+        /** Shortest `/loop` interval; shorter ones are refused, naming it. */
         min_interval_seconds: atLeastOneSecond(30),
         /** Tick budget per loop; 0 = unlimited. */
         max_ticks: z.coerce.number().int().min(0).default(100),

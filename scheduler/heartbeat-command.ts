@@ -5,12 +5,15 @@
  *   /heartbeat status | pause | resume | clear           (the whole argument)
  *
  * Intervals allow decimals and long unit names (`every 1.5 hours`, `every 90 seconds`,
- * `every 2h`). Intervals under `heartbeat.min_interval_seconds` (60) are raised, with a note.
+ * `every 2h`). Intervals under `heartbeat.min_interval_seconds` (60) are refused,
+ * naming the minimum (field report F22); an interval with an unknown unit is an
+ * error naming the unit.
  *
- * @throws ScheduleInputError for a missing `every`, a bad interval or a missing prompt
+ * @throws ScheduleInputError for a missing `every`, a bad interval, an interval
+ *   below the minimum or above the maximum, or a missing prompt
  */
 import { ScheduleInputError } from './errors/schedule-input-error.ts';
-import { formatSeconds, MAX_INTERVAL_SECONDS, parseIntervalAt } from './interval.ts';
+import { formatSeconds, INTERVAL_UNITS_HINT, MAX_INTERVAL_SECONDS, parseIntervalAt, unknownIntervalUnit } from './interval.ts';
 
 export type HeartbeatCommand =
   | { action: 'status' | 'pause' | 'resume' | 'stop' | 'help' }
@@ -29,6 +32,10 @@ export function parseHeartbeatArgs(argText: string, options: { minIntervalSecond
   let index = tokens[0]?.toLowerCase() === 'every' ? 1 : 0;
   const interval = parseIntervalAt(tokens, index);
   if (!interval) {
+    const unit = tokens[index] === undefined ? undefined : unknownIntervalUnit(tokens[index]!);
+    if (unit !== undefined) {
+      throw new ScheduleInputError(`"${tokens[index]}" is not an interval: unknown unit "${unit}"; use ${INTERVAL_UNITS_HINT}.`, { field: 'interval' });
+    }
     throw new ScheduleInputError('Usage: /heartbeat every <interval> <prompt>, e.g. /heartbeat every 30m report on the deploy.', { field: 'interval' });
   }
   index += interval.used;
@@ -38,13 +45,15 @@ export function parseHeartbeatArgs(argText: string, options: { minIntervalSecond
     throw new ScheduleInputError(`The prompt is ${prompt.length} characters; the limit is ${options.maxPromptChars}.`, { field: 'prompt' });
   }
   const notes: string[] = [];
-  let intervalSeconds = interval.seconds;
+  const intervalSeconds = interval.seconds;
   if (intervalSeconds > MAX_INTERVAL_SECONDS) {
     throw new ScheduleInputError(`The interval ${formatSeconds(intervalSeconds)} is too long; the most is ${formatSeconds(MAX_INTERVAL_SECONDS)}.`, { field: 'interval' });
   }
   if (intervalSeconds < options.minIntervalSeconds) {
-    notes.push(`Interval ${formatSeconds(intervalSeconds)} is below the heartbeat minimum; using ${formatSeconds(options.minIntervalSeconds)}.`);
-    intervalSeconds = options.minIntervalSeconds;
+    throw new ScheduleInputError(
+      `The interval ${formatSeconds(intervalSeconds)} is below the heartbeat minimum of ${formatSeconds(options.minIntervalSeconds)} (heartbeat.min_interval_seconds).`,
+      { field: 'interval' },
+    );
   }
   return { action: 'set', prompt, intervalSeconds, notes };
 }

@@ -28,6 +28,26 @@ export function looksLikeInterval(token: string): boolean {
   return COMPACT.test(token.toLowerCase());
 }
 
+const UNIT_LIKE = /^(?:\d+(?:\.\d+)?[a-z]+)+$/;
+
+/**
+ * The unknown unit of a token written like an interval (`1x` → `x`, `5m3q` →
+ * `q`), or `undefined` when the token is a valid interval or does not look
+ * like one. A typo in an interval is then an error, not a prompt (field
+ * report F22).
+ */
+export function unknownIntervalUnit(token: string): string | undefined {
+  const t = token.toLowerCase();
+  if (!UNIT_LIKE.test(t) || COMPACT.test(t)) return undefined;
+  for (const m of t.matchAll(/\d+(?:\.\d+)?([a-z]+)/g)) {
+    if (!(m[1]! in UNIT_SECONDS)) return m[1]!;
+  }
+  return undefined;
+}
+
+/** The units an interval may use, for messages. */
+export const INTERVAL_UNITS_HINT = 's, m, h or d (e.g. 30s, 5m, 2h, 1h30m)';
+
 /**
  * Parse a compact interval token.
  * @returns seconds (rounded to whole seconds, at least 1), or `undefined` when

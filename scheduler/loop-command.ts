@@ -6,16 +6,22 @@
  *
  * - `<interval>`: `30s`, `5m`, `2h`, `1h30m` (or, after `every`, a phrase like `10 minutes`).
  *   A bare number is part of the prompt. No interval → self-paced mode.
- * - Intervals under `loops.min_interval_seconds` are raised to it, with a note.
+ * - Intervals under `loops.min_interval_seconds` are refused, naming the minimum
+ *   (field report F22: one rule on every surface, like `hermes cron add`); a
+ *   first token written like an interval with an unknown unit (`1x`) is an
+ *   error naming the unit, not the start of a self-paced prompt.
  * - `--times` takes a positive integer; `--until` takes the rest up to the next flag.
  * - The prompt may itself be a slash command (`/loop 10m /recap`).
  *
  * @throws ScheduleInputError for a missing prompt, a bad `--times`, an empty
- *   `--until`, an unknown flag or an over-long prompt. Nothing is changed by a
+ *   `--until`, an unknown flag, an over-long prompt, an interval below the
+ *   minimum or above the maximum, or an interval with an unknown unit. Nothing is changed by a
  *   failed parse: callers parse before they write.
  */
 import { ScheduleInputError } from './errors/schedule-input-error.ts';
-import { formatSeconds, looksLikeInterval, MAX_INTERVAL_SECONDS, MAX_TIMES, parseIntervalAt } from './interval.ts';
+import {
+  formatSeconds, INTERVAL_UNITS_HINT, looksLikeInterval, MAX_INTERVAL_SECONDS, MAX_TIMES, parseIntervalAt, unknownIntervalUnit,
+} from './interval.ts';
 
 export type LoopControl = 'status' | 'pause' | 'resume' | 'stop' | 'help';
 
@@ -30,7 +36,7 @@ export type LoopCommand =
       times: number | null;
       /** Condition judged after each tick; `null` = none. */
       until: string | null;
-      /** Notes for the reply, e.g. that the interval was raised. */
+      /** Notes for the reply. */
       notes: string[];
     };
 
@@ -104,6 +110,11 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
     index += interval.used;
   } else if (rest[index] !== undefined && looksLikeInterval(rest[index]!)) {
     throw new ScheduleInputError(`The interval "${rest[index]}" must be greater than zero.`, { field: 'interval' });
+  } else if (rest[index] !== undefined && unknownIntervalUnit(rest[index]!) !== undefined) {
+    throw new ScheduleInputError(
+      `"${rest[index]}" is not an interval: unknown unit "${unknownIntervalUnit(rest[index]!)}"; use ${INTERVAL_UNITS_HINT}. Quote the prompt to start it with this word.`,
+      { field: 'interval' },
+    );
   } else if (everyWord) {
     throw new ScheduleInputError(`"every" must be followed by an interval like 30s, 5m, 2h or 1h30m.`, { field: 'interval' });
   }
@@ -121,10 +132,10 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
     throw new ScheduleInputError(`The interval ${formatSeconds(intervalSeconds)} is too long; the most is ${formatSeconds(MAX_INTERVAL_SECONDS)}.`, { field: 'interval' });
   }
   if (intervalSeconds !== null && intervalSeconds < options.minIntervalSeconds) {
-    notes.push(
-      `Interval ${formatSeconds(intervalSeconds)} is below the minimum; using ${formatSeconds(options.minIntervalSeconds)}.`,
+    throw new ScheduleInputError(
+      `The interval ${formatSeconds(intervalSeconds)} is below the minimum of ${formatSeconds(options.minIntervalSeconds)} (loops.min_interval_seconds).`,
+      { field: 'interval' },
     );
-    intervalSeconds = options.minIntervalSeconds;
   }
   return { action: 'set', prompt, intervalSeconds, times, until, notes };
 }

@@ -136,6 +136,24 @@ export function createLoop(input: NewLoop): LoopRecord {
   };
 }
 
+/**
+ * True when `loop` is active and already is exactly the schedule `wanted`
+ * describes (same prompt, cadence, `--times`, `--until` and runner). Sending
+ * the same `/loop` or `/heartbeat` again is then a no-op: it must not fire an
+ * extra turn (field report F18). A changed field, or a paused or finished
+ * loop, is a new schedule that replaces it and fires now.
+ */
+export function sameSchedule(
+  loop: LoopRecord | null,
+  wanted: { kind: ScheduleKind; prompt: string; intervalSeconds: number | null; times: number | null; until: string | null; runner: RunnerSpec },
+): boolean {
+  return (
+    loop !== null && loop.status === 'active' && loop.kind === wanted.kind && loop.prompt === wanted.prompt &&
+    loop.intervalSeconds === wanted.intervalSeconds && loop.times === wanted.times && loop.until === wanted.until &&
+    JSON.stringify(loop.runner) === JSON.stringify(wanted.runner)
+  );
+}
+
 /** One due tick as the worker sees it. */
 export interface TickRef {
   loopId: string;

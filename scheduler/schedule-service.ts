@@ -13,7 +13,7 @@ import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
 import type { ScheduleKind } from './keys.ts';
 import { formatSeconds } from './interval.ts';
 import {
-  createLoop, pauseLoop, resumeDueAt, resumeLoop,
+  createLoop, pauseLoop, resumeDueAt, resumeLoop, sameSchedule,
   type LoopRecord, type Origin, type RunnerSpec,
 } from './loop-state.ts';
 import type { LoopStore } from './loop-store.ts';
@@ -63,6 +63,8 @@ export class ScheduleService {
 
   /**
    * Create or replace the session's schedule of `kind`; its first tick is due now.
+   * The same schedule sent again while it is active changes nothing and fires
+   * nothing: the reply says it is already set and when it fires next (F18).
    * @returns the reply for the user
    * @throws ScheduleInputError for a bad session id; StoreUnavailableError when Redis refused the write
    */
@@ -74,6 +76,13 @@ export class ScheduleService {
   ): Promise<string> {
     return await this.exclusive(sessionId, kind, async () => {
       const now = ctx.now ?? Date.now();
+      const current = await this.guard(kind, sessionId, () => this.store.get(sessionId, kind));
+      if (current && sameSchedule(current, { kind, ...spec, runner: ctx.runner })) {
+        const next = await this.guard(kind, sessionId, () => this.store.nextDueAt(current));
+        const when = next === undefined ? 'next tick pending' : next <= now ? 'next tick due now' : `next in ${formatSeconds((next - now) / 1000)}`;
+        this.log.info({ sessionId, kind, loopId: current.loopId }, `${kind} already set; unchanged`);
+        return `${LABEL[kind]} already set: ${cadence(current)} · ${when}. Send a different prompt or interval to replace it.`;
+      }
       const record = createLoop({
         kind, loopId: randomBytes(6).toString('hex'), sessionId, prompt: spec.prompt,
         intervalSeconds: spec.intervalSeconds, times: spec.times, until: spec.until,

@@ -44,13 +44,12 @@ function say(c: TestClients, env: TestEnv, sessionId: string, text: string, id: 
 
 describe('/heartbeat grammar', () => {
   const o = { minIntervalSeconds: 60, maxPromptChars: 1000 };
-  it('accepts decimals and long unit names; raises short intervals to the minimum with a note', () => {
+  it('accepts decimals and long unit names; F22: refuses intervals below the minimum and unknown units', () => {
     expect(parseHeartbeatArgs('every 1.5 hours report', o)).toMatchObject({ action: 'set', intervalSeconds: 5400, prompt: 'report' });
     expect(parseHeartbeatArgs('every 90 seconds ping', o)).toMatchObject({ intervalSeconds: 90 });
     expect(parseHeartbeatArgs('every 2h x', o)).toMatchObject({ intervalSeconds: 7200 });
-    const raised = parseHeartbeatArgs('every 10s x', o);
-    expect(raised).toMatchObject({ intervalSeconds: 60 });
-    expect(raised.action === 'set' && raised.notes[0]).toMatch(/below the heartbeat minimum; using 1m/);
+    expect(() => parseHeartbeatArgs('every 10s x', o)).toThrow('The interval 10s is below the heartbeat minimum of 1m (heartbeat.min_interval_seconds).');
+    expect(() => parseHeartbeatArgs('every 1x x', o)).toThrow(/"1x" is not an interval: unknown unit "x"/);
     for (const w of ['status', 'pause', 'resume']) expect(parseHeartbeatArgs(w, o)).toEqual({ action: w });
     expect(parseHeartbeatArgs('clear', o)).toEqual({ action: 'stop' });
     expect(() => parseHeartbeatArgs('every soon x', o)).toThrow(/Usage: \/heartbeat every/);
@@ -86,6 +85,44 @@ describe('/heartbeat', () => {
     const input = model.requests.find((r) => !isJudge(r))!.messages.at(-1)!.content;
     expect(input).toMatch(/\[Heartbeat #1\]/);
     expect(input).toMatch(/do not invent work/);
+  });
+});
+
+describe('re-sending the same schedule', () => {
+  it('F18: an identical /heartbeat sent again fires no extra turn and says when it fires next; a changed prompt replaces it and fires now', async () => {
+    const { env, c, model } = await setup({}, { turn: (req) => `ok: ${req.messages.at(-1)!.content.includes('anything new?') ? 'first' : 'second'}` });
+    await worker(env);
+    await say(c, env, 'hb-same', '/heartbeat every 1m anything new?', 'm1');
+    await waitForEvents(c, 'hb-same', 'reply', 1);
+    const set = (await c.loops.get('hb-same', 'heartbeat'))!;
+    await say(c, env, 'hb-same', '/heartbeat every 1m anything new?', 'm2');
+    const notices = await waitForEvents(c, 'hb-same', 'notice', 2);
+    expect(notices[1]!.data.text).toMatch(/^Heartbeat already set: every 1m · next in (5\ds|1m)\. Send a different prompt or interval to replace it\.$/);
+    // Nothing was re-armed: the same heartbeat, one tick used, its next tick a minute after the first.
+    const after = (await c.loops.get('hb-same', 'heartbeat'))!;
+    expect(after).toMatchObject({ loopId: set.loopId, ticksUsed: 1, version: set.version });
+    expect(await c.loops.nextDueAt(after)).toBeGreaterThan(Date.now() + 45_000);
+    expect(model.requests.length).toBe(1);
+
+    await say(c, env, 'hb-same', '/heartbeat every 1m anything else?', 'm3');
+    const replies = await waitForEvents(c, 'hb-same', 'reply', 2);
+    expect(replies[1]!.data.text).toBe('ok: second');
+    expect((await events(c, 'hb-same', 'notice'))[2]!.data.text).toMatch(/Replaced the previous heartbeat/);
+    expect((await c.loops.get('hb-same', 'heartbeat'))!.loopId).not.toBe(set.loopId);
+  });
+
+  it('F18: the same for /loop; a changed interval replaces it', async () => {
+    const { env, c, model } = await setup({}, { turn: () => 'ok' });
+    await worker(env);
+    await say(c, env, 'loop-same', '/loop 10m check the build', 'm1');
+    await waitForEvents(c, 'loop-same', 'reply', 1);
+    await say(c, env, 'loop-same', '/loop 10m check the build', 'm2');
+    const notices = await waitForEvents(c, 'loop-same', 'notice', 2);
+    expect(notices[1]!.data.text).toMatch(/^Loop already set: every 10m · next in (9m\d*s?|10m)\. /);
+    expect(model.requests.length).toBe(1);
+    await say(c, env, 'loop-same', '/loop 20m check the build', 'm3');
+    await waitForEvents(c, 'loop-same', 'reply', 2);
+    expect((await c.loops.get('loop-same', 'loop'))!.intervalSeconds).toBe(1200);
   });
 });
 

@@ -26,10 +26,20 @@ describe('/loop grammar (SPEC §4)', () => {
     expect(parseLoopArgs('keep an eye on the deploy', opts)).toMatchObject({ intervalSeconds: null });
   });
 
-  it('raises an interval below the minimum and says so', () => {
-    const c = parseLoopArgs('5s ping', opts);
-    expect(c).toMatchObject({ intervalSeconds: 30 });
-    expect(c.action === 'set' && c.notes[0]).toMatch(/below the minimum; using 30s/);
+  it('F22: refuses an interval below the minimum, naming it', () => {
+    expect(() => parseLoopArgs('5s ping', opts)).toThrow('The interval 5s is below the minimum of 30s (loops.min_interval_seconds).');
+    expect(() => parseLoopArgs('every 10 seconds ping', opts)).toThrow(/below the minimum of 30s/);
+    expect(parseLoopArgs('30s ping', opts)).toMatchObject({ intervalSeconds: 30, notes: [] });
+  });
+
+  it('F22: a token written like an interval with an unknown unit is an error naming the unit', () => {
+    expect(() => parseLoopArgs('1x check', opts)).toThrow(/^"1x" is not an interval: unknown unit "x"; use s, m, h or d/);
+    expect(() => parseLoopArgs('every 5q check', opts)).toThrow(/unknown unit "q"/);
+    expect(() => parseLoopArgs('1h30x check', opts)).toThrow(/unknown unit "x"/);
+    // words that do not start with a number stay prompts, and a quoted prompt may start with anything
+    expect(parseLoopArgs('x1 check', opts)).toMatchObject({ intervalSeconds: null, prompt: 'x1 check' });
+    expect(parseLoopArgs('"1x check"', opts)).toMatchObject({ intervalSeconds: null, prompt: '1x check' });
+    expect(parseLoopArgs('10 deploys', opts)).toMatchObject({ intervalSeconds: null, prompt: '10 deploys' });
   });
 
   it('parses --times and --until anywhere after the prompt', () => {
@@ -87,5 +97,22 @@ describe('interval tokens', () => {
     expect(formatSeconds(45)).toBe('45s');
     expect(formatSeconds(5400)).toBe('1h30m');
     expect(formatSeconds(600)).toBe('10m');
+  });
+});
+
+describe('hermes loop from the shell', () => {
+  it('F22: hermes loop 10s x exits 2 naming the minimum; hermes loop 1x check names the unit', async () => {
+    const { execFile } = await import('node:child_process');
+    const { promisify } = await import('node:util');
+    const { freePort } = await import('../scheduler/redis/embedded-redis.ts');
+    const root = new URL('..', import.meta.url).pathname;
+    // Bad input is refused before Redis is touched: an unreachable Redis is never asked.
+    const env = { ...process.env, REDIS_URL: `redis://127.0.0.1:${await freePort()}`, HERMES_HOME: '/nonexistent-hermes-home', HERMES_LOG_LEVEL: 'silent' };
+    const run = (...args: string[]) => promisify(execFile)(process.execPath, ['cli/hermes.mjs', 'loop', ...args, '--session', 's'], { cwd: root, env })
+      .then((r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }), (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }));
+    expect(await run('10s', 'x')).toEqual({ code: 2, stdout: '', stderr: 'hermes: The interval 10s is below the minimum of 30s (loops.min_interval_seconds).\n' });
+    const typo = await run('1x', 'check');
+    expect(typo).toMatchObject({ code: 2, stdout: '' });
+    expect(typo.stderr).toMatch(/^hermes: "1x" is not an interval: unknown unit "x"/);
   });
 });
