@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from './errors/config-error.ts';
+import { parseWebhookAllow } from './webhook-policy.ts';
 
 /** True for a time zone name the runtime's ICU knows (IANA names, `UTC`). */
 function isTimeZone(name: string): boolean {
@@ -171,6 +172,29 @@ export const configSchema = z
         misfire_grace_max_seconds: seconds(7200),
         /** Time a webhook target has to answer, in seconds. @defaultValue 10 */
         webhook_timeout_seconds: seconds(10),
+      })
+      .strict()
+      .prefault({}),
+    delivery: z
+      .object({
+        /**
+         * Webhook hosts (names or IP addresses, matched exactly) and CIDR ranges that delivery may
+         * reach although they are internal; every other loopback, private, link-local or reserved
+         * address is refused (scheduler/webhook-policy.ts). A comma list in the environment. @defaultValue []
+         */
+        webhook_allow: z
+          .preprocess(
+            (v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter((s) => s.length > 0) : v),
+            z.array(z.string()),
+          )
+          .default([])
+          .superRefine((entries, ctx) => {
+            try {
+              parseWebhookAllow(entries);
+            } catch (err) {
+              ctx.addIssue({ code: 'custom', message: (err as Error).message });
+            }
+          }),
       })
       .strict()
       .prefault({}),

@@ -107,7 +107,7 @@ describe('cron runs (real BullMQ)', () => {
   });
 
   it('delivers to a webhook only on a 2xx, and queues Telegram targets once', async () => {
-    const { api, worker, runsOf } = setup();
+    const { api, worker, runsOf } = setup({ 'delivery.webhook_allow': ['127.0.0.1'] }); // the receiver is local
     await worker();
     const received: Array<{ key: string | undefined; body: Record<string, unknown> }> = [];
     const hook = createServer((req, res) => {

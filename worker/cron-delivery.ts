@@ -8,13 +8,17 @@
  *   from the occurrence and target (a retry never queues it twice); status
  *   `queued` — the gateway records Telegram's message id when it sends it.
  * - webhook URL → HTTP POST of JSON with `Idempotency-Key: <occurrence id>`;
- *   `delivered` only on a 2xx answer (evidence: the status), else `failed`.
+ *   `delivered` only on a 2xx answer (evidence: the status), else `failed`;
+ *   internal addresses are refused after DNS and redirects are not followed
+ *   (webhook-sender.ts, scheduler/webhook-policy.ts).
  * - `origin` → the route the job was created from (a Telegram chat), else `local`.
  */
 import { enqueueTelegramOutbound, outboundJobId } from '../scheduler/outbound.ts';
 import { isoUtc } from '../scheduler/cron/cron-engine.ts';
 import { cronSessionId, type CronDelivery, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import type { WorkerDeps } from './worker-deps.ts';
+import { parseWebhookAllow } from '../scheduler/webhook-policy.ts';
+import { postWebhook } from './webhook-sender.ts';
 
 /** The concrete targets of a job: `origin` resolved, duplicates removed. */
 export function resolveTargets(job: CronJob): string[] {
@@ -66,19 +70,17 @@ async function deliverOne(target: string, run: CronRun, job: CronJob, deps: Work
     return { target, status: 'queued', evidence: `outbound job ${outboundJobId(occurrenceId)}` };
   }
   if (/^https?:\/\//i.test(target)) {
-    const res = await fetch(target, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': run.occurrence_id },
-      body: JSON.stringify({
-        job_id: job.id, name: job.name, occurrence_id: run.occurrence_id, trigger: run.trigger, status: run.status,
-        due_at: isoUtc(run.due_at), finished_at: run.finished_at === null ? null : isoUtc(run.finished_at),
-        output: text, error: run.error,
-      }),
-      signal: AbortSignal.timeout(deps.config.cron.webhook_timeout_seconds * 1000),
+    const body = JSON.stringify({
+      job_id: job.id, name: job.name, occurrence_id: run.occurrence_id, trigger: run.trigger, status: run.status,
+      due_at: isoUtc(run.due_at), finished_at: run.finished_at === null ? null : isoUtc(run.finished_at),
+      output: text, error: run.error,
     });
-    await res.arrayBuffer().catch(() => undefined);
-    if (res.ok) return { target, status: 'delivered', evidence: `HTTP ${res.status}` };
-    return { target, status: 'failed', error: `HTTP ${res.status}` };
+    // The address rule is checked again here, after DNS (webhook-sender.ts); redirects are not followed.
+    const outcome = await postWebhook(target, body, { 'idempotency-key': run.occurrence_id }, {
+      allow: parseWebhookAllow(deps.config.delivery.webhook_allow), timeoutMs: deps.config.cron.webhook_timeout_seconds * 1000,
+    });
+    if (outcome.ok) return { target, status: 'delivered', evidence: `HTTP ${outcome.status}` };
+    return { target, status: 'failed', error: outcome.error };
   }
   return { target, status: 'failed', error: 'unknown target' };
 }

@@ -7,6 +7,9 @@ import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import type { Origin } from '../loop-state.ts';
 import { isoUtc, nextOccurrence, type CronSchedule } from './cron-engine.ts';
 import { compositeId } from '../keys.ts';
+import { assertWebhookTarget, parseWebhookAllow, type WebhookAllowList } from '../webhook-policy.ts';
+
+const NO_WEBHOOK_ALLOW = parseWebhookAllow([]);
 
 export type CronJobState = 'scheduled' | 'paused' | 'completed' | 'error';
 export type MisfirePolicy = 'skip' | 'once';
@@ -97,11 +100,13 @@ export function cronOccurrenceId(jobId: string, dueAt: number, trigger: 'schedul
 }
 
 /**
- * Validate a comma list of delivery targets.
+ * Validate a comma list of delivery targets. Webhook URLs must pass the
+ * creation-time check of `../webhook-policy.ts` (no internal addresses unless allow-listed).
+ * @param allow - `delivery.webhook_allow`, parsed (default: empty, the strict rule)
  * @returns the targets, trimmed and de-duplicated (default `['local']`)
- * @throws ScheduleInputError naming a bad target
+ * @throws ScheduleInputError naming a bad or refused target
  */
-export function parseDeliver(value: string | undefined): string[] {
+export function parseDeliver(value: string | undefined, allow: WebhookAllowList = NO_WEBHOOK_ALLOW): string[] {
   if (value === undefined || value.trim() === '') return ['local'];
   const out: string[] = [];
   for (const raw of value.split(',')) {
@@ -114,11 +119,7 @@ export function parseDeliver(value: string | undefined): string[] {
       }
       out.push(t);
     } else if (/^https?:\/\//i.test(t)) {
-      try {
-        new URL(t);
-      } catch {
-        throw new ScheduleInputError(`Invalid webhook URL "${t}".`, { field: 'deliver' });
-      }
+      assertWebhookTarget(t, allow);
       out.push(t);
     } else {
       throw new ScheduleInputError(

@@ -27,6 +27,7 @@ import {
 import { CronStore } from './cron-store.ts';
 import { resolveJobRef } from './job-ref.ts';
 import { parseSchedule } from './schedule-grammar.ts';
+import { parseWebhookAllow, type WebhookAllowList } from '../webhook-policy.ts';
 
 /** Settings of the service, resolved once from the configuration. */
 export interface CronServiceSettings {
@@ -38,6 +39,8 @@ export interface CronServiceSettings {
   maxPromptChars: number;
   /** `cron.history_limit`: the largest `runs --limit` that can return anything. */
   historyLimit: number;
+  /** `delivery.webhook_allow`, parsed; default empty (no internal webhook target is accepted). */
+  webhookAllow?: WebhookAllowList;
 }
 
 /** What `add` takes; strings as a user typed them (CLI flags or `/api` JSON). */
@@ -123,7 +126,7 @@ export class CronService {
       schedule,
       tz,
       repeat: parseRepeat(input.repeat),
-      deliver: parseDeliver(input.deliver),
+      deliver: parseDeliver(input.deliver, this.settings.webhookAllow),
       script,
       misfire: parseMisfire(input.misfire),
       overlap: parseOverlap(input.overlap),
@@ -159,7 +162,7 @@ export class CronService {
     const prompt = changes.prompt !== undefined ? this.prompt(changes.prompt, script) : this.prompt(current.prompt, script);
     const fields = {
       name: changes.name !== undefined ? this.name(changes.name) : current.name,
-      deliver: changes.deliver !== undefined ? parseDeliver(changes.deliver) : current.deliver,
+      deliver: changes.deliver !== undefined ? parseDeliver(changes.deliver, this.settings.webhookAllow) : current.deliver,
       repeatTimes: changes.repeat !== undefined ? (changes.repeat === null ? null : parseRepeat(changes.repeat)) : current.repeat.times,
       misfire: changes.misfire !== undefined ? parseMisfire(changes.misfire) : current.misfire,
       overlap: changes.overlap !== undefined ? parseOverlap(changes.overlap) : current.overlap,
@@ -449,6 +452,7 @@ export function cronServiceFor(
     {
       timezone: config.timezone, minIntervalSeconds: config.cron.min_interval_seconds,
       maxPromptChars: config.agent.max_prompt_chars, historyLimit: config.cron.history_limit,
+      webhookAllow: parseWebhookAllow(config.delivery.webhook_allow),
     },
     log,
     clock,

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { HermesConfig } from '../../scheduler/config.ts';
-import { CronService } from '../../scheduler/cron/cron-service.ts';
+import { CronService, cronServiceFor } from '../../scheduler/cron/cron-service.ts';
 import { CronStore, type CronTickData } from '../../scheduler/cron/cron-store.ts';
 import { cronRepeatStrategy } from '../../scheduler/cron/repeat-strategy.ts';
 import { Keys, QUEUES } from '../../scheduler/keys.ts';
@@ -89,13 +89,8 @@ export function openCronService(config: HermesConfig, now: () => number = Date.n
   const keys = new Keys(config.redis.prefix);
   const redis = new Redis(config.redis.url!, { maxRetriesPerRequest: 3 });
   const queues = new HermesQueues(keys, redis);
-  const store = new CronStore(redis, keys, queues, { historyLimit: config.cron.history_limit });
-  const service = new CronService(
-    store,
-    { timezone: config.timezone, minIntervalSeconds: config.cron.min_interval_seconds, maxPromptChars: config.agent.max_prompt_chars, historyLimit: config.cron.history_limit },
-    createLogger({ level: config.log_level, name: 'test-cli' }),
-    now,
-  );
+  const service = cronServiceFor(config, { redis, keys, queues }, createLogger({ level: config.log_level, name: 'test-cli' }), now);
+  const store = service.store;
   return {
     service, store, redis, keys, queues,
     async close() {

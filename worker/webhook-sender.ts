@@ -1,0 +1,102 @@
+/**
+ * POSTing a delivery to a webhook under the address rule of
+ * `scheduler/webhook-policy.ts`, checked again at send time:
+ *
+ * - an IP-literal host is checked before connecting;
+ * - a host name is resolved through a guarded `lookup`: every address it
+ *   resolves to must be allowed (one internal answer refuses the name), and
+ *   the socket connects to the checked address itself, so a DNS server that
+ *   answers differently on a second lookup (rebinding) gains nothing;
+ * - a host named in `delivery.webhook_allow` skips the address check;
+ * - redirects are never followed (node:http does not follow them): a 3xx
+ *   answer is a failed delivery that says so.
+ */
+import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import type { LookupFunction } from 'node:net';
+import { hostAllowListed, isIpLiteral, refusedAddressReason, type WebhookAllowList } from '../scheduler/webhook-policy.ts';
+
+/** Outcome of one POST. */
+export type WebhookOutcome =
+  | { ok: true; status: number }
+  | { ok: false; status?: number; error: string };
+
+/** Thrown inside the lookup when a resolved address is refused. */
+class RefusedAddress extends Error {}
+
+/** A `lookup` for sockets that refuses names resolving to a refused address. */
+function guardedLookup(allow: WebhookAllowList): LookupFunction {
+  return ((hostname: string, options: LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
+    dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
+      if (err) return callback(err, '');
+      for (const a of addresses) {
+        const reason = refusedAddressReason(a.address, allow);
+        if (reason) return callback(new RefusedAddress(`${hostname} resolves to a ${reason} address (${a.address})`), '');
+      }
+      if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), '');
+      if (options.all) return callback(null, addresses);
+      return callback(null, addresses[0]!.address, addresses[0]!.family);
+    });
+  }) as LookupFunction;
+}
+
+/**
+ * POST `body` (JSON) to a webhook target.
+ *
+ * @param target - http(s) URL, already accepted at creation
+ * @param options.allow - `delivery.webhook_allow`, parsed
+ * @param options.timeoutMs - the whole exchange, connect to last byte
+ * @returns `ok` for a 2xx; otherwise the status or the reason (refused address, redirect,
+ *   network error, timeout). Never throws.
+ */
+export async function postWebhook(
+  target: string,
+  body: string,
+  headers: Record<string, string>,
+  options: { allow: WebhookAllowList; timeoutMs: number },
+): Promise<WebhookOutcome> {
+  let url: URL;
+  try {
+    url = new URL(target);
+  } catch {
+    return { ok: false, error: 'invalid URL' };
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return { ok: false, error: 'refused: only http and https' };
+  const listed = hostAllowListed(url.hostname, options.allow);
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  if (!listed && isIpLiteral(host)) {
+    const reason = refusedAddressReason(host, options.allow);
+    if (reason) return { ok: false, error: `refused: ${host} is a ${reason} address` };
+  }
+  const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
+  return await new Promise<WebhookOutcome>((resolve) => {
+    let settled = false;
+    const settle = (o: WebhookOutcome) => {
+      if (settled) return;
+      settled = true;
+      resolve(o);
+    };
+    const req = request(url, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      signal: AbortSignal.timeout(options.timeoutMs),
+      ...(listed ? {} : { lookup: guardedLookup(options.allow) }),
+    }, (res: IncomingMessage) => {
+      res.resume(); // the answer's body is not used
+      const status = res.statusCode ?? 0;
+      res.on('end', () => {
+        if (status >= 200 && status < 300) settle({ ok: true, status });
+        else if (status >= 300 && status < 400) settle({ ok: false, status, error: `HTTP ${status} (redirects are not followed)` });
+        else settle({ ok: false, status, error: `HTTP ${status}` });
+      });
+      res.on('error', (err) => settle({ ok: false, status, error: err.message }));
+    });
+    req.on('error', (err) => {
+      if (err instanceof RefusedAddress) settle({ ok: false, error: `refused: ${err.message}` });
+      else if (err.name === 'AbortError' || err.name === 'TimeoutError') settle({ ok: false, error: `no answer within ${options.timeoutMs / 1000}s` });
+      else settle({ ok: false, error: err.message });
+    });
+    req.end(body);
+  });
+}
