@@ -8,11 +8,11 @@
  * Ctrl+C while a loop wakeup turn runs pauses the loop (SPEC §4); otherwise it
  * detaches like Ctrl+D.
  */
+import { openRedisClient } from '../scheduler/redis/connection-factory.ts';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { Redis } from 'ioredis';
 import type { HermesConfig } from '../scheduler/config.ts';
 import { enqueueInput, inputOccurrenceId } from '../scheduler/inbox.ts';
 import { LoopStore } from '../scheduler/loop-store.ts';
@@ -47,7 +47,7 @@ export async function runChat(
 ): Promise<void> {
   assertSessionId(sessionId);
   const out = io.out ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const reader = new Redis(conn.url, { maxRetriesPerRequest: null });
+  const reader = openRedisClient(conn.topology, 'bullmq');
   reader.on('error', () => {});
   const sessions = new SessionStore(conn.redis, conn.keys);
   const blocking = new SessionStore(reader, conn.keys);

@@ -3,17 +3,19 @@
  * to the product's Redis (REDIS_URL or the running embedded server; never
  * starting one — only `hermes up` does).
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient, RedisTopology } from '../scheduler/redis/connection-factory.ts';
 import type { HermesConfig } from '../scheduler/config.ts';
 import type { Keys } from '../scheduler/keys.ts';
 import type { HermesQueues } from '../scheduler/queues.ts';
 
 /** An open connection for one CLI command. `close()` closes queues and clients. */
 export interface CliConnection {
-  redis: Redis;
+  redis: RedisClient;
   keys: Keys;
   queues: HermesQueues;
-  /** `redis://…` of the connected server. */
+  /** How Redis is reached (single, cluster, sentinel). */
+  topology: RedisTopology;
+  /** `redis://…` of a single server, or the topology described without credentials. */
   url: string;
   close(): Promise<void>;
 }

@@ -1,25 +1,26 @@
-import { Redis } from 'ioredis';
 import type { HermesConfig } from '../scheduler/config.ts';
 import { Keys } from '../scheduler/keys.ts';
 import { HermesQueues } from '../scheduler/queues.ts';
-import { BULLMQ_REDIS_OPTIONS, resolveRedis } from '../scheduler/redis/connect.ts';
+import { resolveRedis } from '../scheduler/redis/connect.ts';
+import { describeTopology, openRedisClient, type RedisTopology } from '../scheduler/redis/connection-factory.ts';
 import type { CliConnection } from './cli-context.ts';
 
 /**
  * Connect a CLI command to the product's Redis.
- * @param url - a known URL (e.g. the one `hermes up` started); otherwise resolved from config
+ * @param target - a known topology or single-Redis URL (e.g. the one `hermes up` started); otherwise resolved from config
  * @throws StoreUnavailableError when no Redis can be found
  */
-export async function connectCli(config: HermesConfig, url?: string): Promise<CliConnection> {
-  const target = url ?? (await resolveRedis(config, { allowStart: false })).url;
-  const redis = new Redis(target, { maxRetriesPerRequest: 3 });
-  const queueConn = new Redis(target, BULLMQ_REDIS_OPTIONS);
+export async function connectCli(config: HermesConfig, target?: RedisTopology | string): Promise<CliConnection> {
+  const topology: RedisTopology =
+    typeof target === 'string' ? { kind: 'single', url: target } : target ?? (await resolveRedis(config, { allowStart: false })).topology;
+  const redis = openRedisClient(topology, 'commands');
+  const queueConn = openRedisClient(topology, 'bullmq');
   redis.on('error', () => {});
   queueConn.on('error', () => {});
   const keys = new Keys(config.redis.prefix);
   const queues = new HermesQueues(keys, queueConn);
   return {
-    redis, keys, queues, url: target,
+    redis, keys, queues, topology, url: topology.kind === 'single' ? topology.url : describeTopology(topology),
     async close() {
       await queues.close();
       redis.disconnect();

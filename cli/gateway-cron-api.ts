@@ -8,14 +8,15 @@ import { cronServiceFor } from '../scheduler/cron/cron-service.ts';
 import { cronJobView } from '../scheduler/cron/cron-job.ts';
 import type { CronApi } from '../gateway/http/cron-routes.ts';
 import { connectCli } from './connect-cli.ts';
+import type { RedisTopology } from '../scheduler/redis/connection-factory.ts';
 
 /**
  * Open a `CronApi` over its own Redis connections.
  * @throws StoreUnavailableError when Redis cannot be reached
  * @returns the API and a `close()` for its connections
  */
-export async function openCronApi(config: HermesConfig, redisUrl: string, log: Logger): Promise<{ api: CronApi; close(): Promise<void> }> {
-  const conn = await connectCli(config, redisUrl);
+export async function openCronApi(config: HermesConfig, target: RedisTopology | string, log: Logger): Promise<{ api: CronApi; close(): Promise<void> }> {
+  const conn = await connectCli(config, target);
   const service = cronServiceFor(config, conn, log);
   const caller = { origin: { surface: 'api' as const }, trusted: false };
   const api: CronApi = {

@@ -6,6 +6,7 @@ import { Command, CommanderError } from 'commander';
 import { loadConfig, type HermesConfig } from '../scheduler/config.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { resolveRedis } from '../scheduler/redis/connect.ts';
+import type { RedisTopology } from '../scheduler/redis/connection-factory.ts';
 import { LoopStore } from '../scheduler/loop-store.ts';
 import { statusLine } from '../scheduler/schedule-service.ts';
 import { WorkerProcess } from '../worker/worker-process.ts';
@@ -33,10 +34,10 @@ program
   .exitOverride(); // usage errors exit 2 (see the catch at the end)
 
 /** Start the gateway with its `/api/cron` backed by the cron service. */
-async function gatewayFor(cfg: HermesConfig, redisUrl: string, log: ReturnType<typeof createLogger>): Promise<{ gateway: Gateway; close(): Promise<void> }> {
-  const cron = await openCronApi(cfg, redisUrl, log);
+async function gatewayFor(cfg: HermesConfig, topology: RedisTopology, log: ReturnType<typeof createLogger>): Promise<{ gateway: Gateway; close(): Promise<void> }> {
+  const cron = await openCronApi(cfg, topology, log);
   try {
-    const gateway = await startGateway({ config: cfg, redisUrl, log, cron: cron.api });
+    const gateway = await startGateway({ config: cfg, topology, log, cron: cron.api });
     return { gateway, close: async () => { await gateway.close(); await cron.close(); } };
   } catch (err) {
     await cron.close();
@@ -62,8 +63,8 @@ program
     let worker: WorkerProcess | undefined;
     let gw: Awaited<ReturnType<typeof gatewayFor>> | undefined;
     try {
-      worker = await WorkerProcess.start({ config: cfg, redisUrl: target.url, log });
-      gw = opts.gateway ? await gatewayFor(cfg, target.url, log) : undefined;
+      worker = await WorkerProcess.start({ config: cfg, topology: target.topology, log });
+      gw = opts.gateway ? await gatewayFor(cfg, target.topology, log) : undefined;
     } catch (err) {
       // Nothing half-started stays behind: not the worker, not the embedded Redis.
       await worker?.drain();
@@ -80,7 +81,7 @@ program
     };
     try {
       if (attach) {
-        const conn = await connectCli(cfg, target.url);
+        const conn = await connectCli(cfg, target.topology);
         await runChat(cfg, conn, opts.session);
         await conn.close();
         process.stdout.write('The stack keeps running; Ctrl+C stops it.\n');
@@ -100,7 +101,7 @@ program
     const cfg = getConfig();
     const log = createLogger({ level: cfg.log_level, name: 'worker' });
     const target = await resolveRedis(cfg, { allowStart: false });
-    const worker = await WorkerProcess.start({ config: cfg, redisUrl: target.url, log });
+    const worker = await WorkerProcess.start({ config: cfg, topology: target.topology, log });
     const sig = await waitForSignal();
     log.info({ signal: sig }, 'stopping');
     await worker.drain();
@@ -113,7 +114,7 @@ program
     const cfg = getConfig();
     const log = createLogger({ level: cfg.log_level, name: 'gateway' });
     const target = await resolveRedis(cfg, { allowStart: false });
-    const gw = await gatewayFor(cfg, target.url, log);
+    const gw = await gatewayFor(cfg, target.topology, log);
     process.stdout.write(`gateway listening on ${gw.gateway.httpAddress.url}\n`);
     const sig = await waitForSignal();
     log.info({ signal: sig }, 'stopping');

@@ -14,13 +14,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { Redis } from 'ioredis';
+import { chooseTopology, openRedisClient, type RedisClient, type RedisTopology } from '../scheduler/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config.ts';
 import { Keys } from '../scheduler/keys.ts';
 import { LoopStore } from '../scheduler/loop-store.ts';
 import { HermesQueues } from '../scheduler/queues.ts';
-import { BULLMQ_REDIS_OPTIONS, openRedis } from '../scheduler/redis/connect.ts';
 import { ScheduleService } from '../scheduler/schedule-service.ts';
 import { RunStore, v1RunsQueue } from '../scheduler/v1-runs.ts';
 import { telegramOutboundQueue } from '../scheduler/outbound.ts';
@@ -35,7 +34,10 @@ import { telegramPlugin } from './telegram/telegram-plugin.ts';
 /** Options of `startGateway`. */
 export interface GatewayOptions {
   config: HermesConfig;
-  redisUrl: string;
+  /** Where Redis is (single, cluster, sentinel); default: `redisUrl`, else the configuration's. */
+  topology?: RedisTopology;
+  /** A single Redis at this URL (shorthand for a `single` topology). */
+  redisUrl?: string;
   log: Logger;
   /** The cron service behind `/api/cron`; without it those routes answer 501. */
   cron?: CronApi;
@@ -73,9 +75,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const log = options.log.child({ role: 'gateway' });
   const instanceId = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const keys = new Keys(config.redis.prefix);
-  const redis: Redis = openRedis(options.redisUrl);
+  const topology = chooseTopology(config, options);
+  const redis: RedisClient = openRedisClient(topology, 'commands');
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));
-  const bull: Redis = openRedis(options.redisUrl, BULLMQ_REDIS_OPTIONS);
+  const bull: RedisClient = openRedisClient(topology, 'bullmq');
   bull.on('error', () => {});
   const queues = new HermesQueues(keys, bull);
   const v1Queue = v1RunsQueue(keys, bull);
@@ -88,7 +91,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const outbound = telegramOutboundQueue(keys, bull);
   const gw = config.gateway;
   const registry = new PlatformRegistry(gw.plugin_load_timeout_seconds * 1000, log);
-  registry.register(telegramPlugin({ config, redis, redisUrl: options.redisUrl, keys, queues, outbound, instanceId, log }));
+  registry.register(telegramPlugin({ config, redis, topology, keys, queues, outbound, instanceId, log }));
   for (const plugin of options.plugins ?? []) registry.register(plugin);
   const watcher = new ReconnectWatcher(registry, {
     backoffMs: gw.reconnect_backoff_seconds.map((s) => s * 1000),

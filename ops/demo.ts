@@ -18,7 +18,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Redis } from 'ioredis';
+import { openRedisClient } from '../scheduler/redis/connection-factory.ts';
 import { Keys } from '../scheduler/keys.ts';
 import { SessionStore, type SessionEvent } from '../scheduler/session-store.ts';
 import { startEmbeddedRedis, embeddedUrlFile } from '../scheduler/redis/embedded-redis.ts';
@@ -77,7 +77,7 @@ async function main(): Promise<void> {
   const redis = await startEmbeddedRedis({ dir: join(home, 'redis'), urlFile: embeddedUrlFile(home) });
   env.REDIS_URL = redis.url;
   const workers = [hermes(['worker']), hermes(['worker'])];
-  const client = new Redis(redis.url);
+  const client = openRedisClient({ kind: 'single', url: redis.url }, 'commands');
   const keys = new Keys('{hermes}');
   const sessions = new SessionStore(client, keys);
   try {

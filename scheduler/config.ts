@@ -40,6 +40,17 @@ const secondsList = (def: number[]) =>
     .default(def);
 const atLeastOneSecond = (def: number) => z.coerce.number().finite().min(1).default(def);
 const positiveInt = (def: number) => z.coerce.number().int().positive().default(def);
+/** A boolean, also from `0/1/true/false/yes/no/on/off` in the environment. */
+const flag = (def: boolean) =>
+  z.preprocess((v) => (typeof v === 'string' ? !['0', 'false', 'no', 'off'].includes(v.toLowerCase()) : v), z.boolean()).default(def);
+/** A list of strings, from YAML or a comma list in the environment. */
+const stringList = () =>
+  z
+    .preprocess(
+      (v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter((s) => s.length > 0) : v),
+      z.array(z.string().min(1)),
+    )
+    .default([]);
 /** Environment variable names, from YAML or a comma list in the environment (`AWS_PROFILE,GH_TOKEN`). */
 const envNameList = z
   .preprocess(
@@ -80,11 +91,35 @@ export const configSchema = z
           .regex(/^\{[^{}]+\}$/, 'must be a hash tag like {hermes}')
           .default('{hermes}'),
         /** Start a private `redis-server` from PATH when no URL is set. @defaultValue true */
-        embedded: z
-          .preprocess((v) => (typeof v === 'string' ? !['0', 'false', 'no', 'off'].includes(v.toLowerCase()) : v), z.boolean())
-          .default(true),
+        embedded: flag(true),
+        /** Redis Cluster seed nodes, `host:port` (REDIS_CLUSTER_NODES, a comma list); set → the cluster is used. */
+        cluster_nodes: stringList(),
+        /** Sentinels, `host:port` (REDIS_SENTINELS, a comma list); set → the primary they name is used. */
+        sentinels: stringList(),
+        /** Primary name the sentinels know (REDIS_SENTINEL_NAME); required with `sentinels`. */
+        sentinel_name: z.string().min(1).optional(),
+        /** Password of the cluster nodes or the Sentinel-managed primary (REDIS_PASSWORD); never logged. */
+        password: z.string().min(1).optional(),
+        /** ACL user name for `password` (REDIS_USERNAME). */
+        username: z.string().min(1).optional(),
+        /** TLS to cluster nodes or the Sentinel-managed primary (a single Redis uses `rediss://`). @defaultValue false */
+        tls: flag(false),
+        /**
+         * Shards of the key space: hash tags `{hermes:0}` … `{hermes:N-1}` (one shard keeps
+         * the plain `{hermes}`). A session or cron job lives wholly on one shard. Changing
+         * it on a store that has data is refused. @defaultValue 1
+         */
+        shards: z.coerce.number().int().min(1).max(1024).default(1),
       })
       .strict()
+      .refine((r) => [r.url, r.cluster_nodes.length > 0, r.sentinels.length > 0].filter(Boolean).length <= 1, {
+        message: 'set only one of url (REDIS_URL), cluster_nodes (REDIS_CLUSTER_NODES) and sentinels (REDIS_SENTINELS)',
+        path: ['cluster_nodes'],
+      })
+      .refine((r) => r.sentinels.length === 0 || r.sentinel_name !== undefined, {
+        message: 'sentinel_name (REDIS_SENTINEL_NAME) is required with sentinels',
+        path: ['sentinel_name'],
+      })
       .prefault({}),
     loops: z
       .object({
@@ -142,6 +177,16 @@ export const configSchema = z
         prefetch_lead_ms: z.coerce.number().int().min(0).default(200),
         /** Transcript messages kept per session (older ones are trimmed). */
         transcript_max_messages: positiveInt(200),
+        /**
+         * Shards of the key space this worker consumes (`0,2,4`); empty = every shard
+         * of `redis.shards`. @defaultValue []
+         */
+        shards: z
+          .preprocess(
+            (v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter((s) => s.length > 0) : v),
+            z.array(z.coerce.number().int().min(0)),
+          )
+          .default([]),
       })
       .strict()
       .prefault({}),
@@ -265,7 +310,11 @@ export const configSchema = z
       .strict()
       .prefault({}),
   })
-  .strict();
+  .strict()
+  .refine((c) => c.worker.shards.every((n) => n < c.redis.shards), {
+    message: 'every shard must be below redis.shards (shards are numbered from 0)',
+    path: ['worker', 'shards'],
+  });
 
 /** The validated configuration plus where it came from. */
 export type HermesConfig = z.infer<typeof configSchema> & {
@@ -276,6 +325,11 @@ export type HermesConfig = z.infer<typeof configSchema> & {
 /** Environment variables with names of their own (SPEC §10), mapped to config paths. */
 const NAMED_ENV: Record<string, string[]> = {
   REDIS_URL: ['redis', 'url'],
+  REDIS_CLUSTER_NODES: ['redis', 'cluster_nodes'],
+  REDIS_SENTINELS: ['redis', 'sentinels'],
+  REDIS_SENTINEL_NAME: ['redis', 'sentinel_name'],
+  REDIS_PASSWORD: ['redis', 'password'],
+  REDIS_USERNAME: ['redis', 'username'],
   API_SERVER_KEY: ['api_server', 'key'],
   API_SERVER_HOST: ['api_server', 'host'],
   API_SERVER_PORT: ['api_server', 'port'],

@@ -8,7 +8,7 @@
  * logged at WARNING and reaches the user as a StoreUnavailableError.
  */
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
 import { bullJobId, type Keys } from './keys.ts';
@@ -22,7 +22,7 @@ import { assertSessionId } from './session-id.ts';
 /** Goal records of sessions (versioned JSON in Redis) and the queueing of continuation turns. */
 export class GoalService {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly queues: HermesQueues,
     /** `goals.max_turns` */

@@ -8,7 +8,7 @@
  * (ordered by arrival) until it is processed; ticks and goal continuations wait
  * while it is not empty, and messages of one session run in arrival order.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis/connection-factory.ts';
 import { ScheduleInputError } from './errors/schedule-input-error.ts';
 import { bullJobId, compositeId, type Keys } from './keys.ts';
 import type { HermesQueues } from './queues.ts';
@@ -66,7 +66,7 @@ export function inputOccurrenceId(sessionId: string, messageId: string): string 
  * @throws ScheduleInputError for a bad session id or an over-long message
  */
 export async function enqueueInput(
-  deps: { redis: Redis; keys: Keys; queues: HermesQueues; maxChars: number },
+  deps: { redis: RedisClient; keys: Keys; queues: HermesQueues; maxChars: number },
   input: { sessionId: string; text: string; messageId: string; origin: Origin; receivedAt?: number },
 ): Promise<string> {
   assertSessionId(input.sessionId);
@@ -95,7 +95,7 @@ export async function enqueueInput(
  * entries are ignored, and entries whose input was already committed (a
  * duplicate that raced its original) are removed.
  */
-export async function pendingInput(redis: Redis, keys: Keys, sessionId: string, now = Date.now()): Promise<string[]> {
+export async function pendingInput(redis: RedisClient, keys: Keys, sessionId: string, now = Date.now()): Promise<string[]> {
   const pending = await redis.zrangebyscore(keys.pendingInput(sessionId), (now - PENDING_INPUT_STALE_MS) * 1000, '+inf');
   if (pending.length === 0) return pending;
   const pipeline = redis.pipeline();
@@ -107,6 +107,6 @@ export async function pendingInput(redis: Redis, keys: Keys, sessionId: string, 
 }
 
 /** Mark an input processed. */
-export async function clearPendingInput(redis: Redis, keys: Keys, sessionId: string, occurrenceId: string): Promise<void> {
+export async function clearPendingInput(redis: RedisClient, keys: Keys, sessionId: string, occurrenceId: string): Promise<void> {
   await redis.zrem(keys.pendingInput(sessionId), occurrenceId);
 }

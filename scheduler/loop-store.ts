@@ -16,7 +16,7 @@
  * active fixed schedule whose scheduler is missing (`reconcile`), so a crash
  * between the two steps cannot leave an active loop that never fires.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis/connection-factory.ts';
 import type { Job } from 'bullmq';
 import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
 import { bullJobId, compositeId, type Keys, type ScheduleKind } from './keys.ts';
@@ -47,7 +47,7 @@ export const TICK_JOB_NAME = 'schedule-tick';
 /** Records and job schedulers of loops and heartbeats. */
 export class LoopStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly queues: HermesQueues,
     /** Prefetch lead in ms (`worker.prefetch_lead_ms`). */

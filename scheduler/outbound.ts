@@ -6,7 +6,7 @@
  * same reply twice; the gateway records the platform's message id as evidence.
  */
 import { Queue, type ConnectionOptions } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis/connection-factory.ts';
 import { QUEUES, bullJobId, type Keys } from './keys.ts';
 import { JOB_RETENTION } from './queues.ts';
 
@@ -27,7 +27,7 @@ export function outboundJobId(occurrenceId: string): string {
 }
 
 /** Open the Telegram outbound queue. */
-export function telegramOutboundQueue(keys: Keys, connection: Redis | ConnectionOptions): Queue<TelegramOutboundData> {
+export function telegramOutboundQueue(keys: Keys, connection: RedisClient | ConnectionOptions): Queue<TelegramOutboundData> {
   return new Queue<TelegramOutboundData>(QUEUES.outboundTelegram, {
     connection: connection as ConnectionOptions,
     prefix: keys.bullPrefix,

@@ -3,7 +3,7 @@
  * worker uses the same prefix, connection options and defaults.
  */
 import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis/connection-factory.ts';
 import { QUEUES, type Keys } from './keys.ts';
 import { cronRepeatStrategy } from './cron/repeat-strategy.ts';
 
@@ -20,7 +20,7 @@ export class HermesQueues {
 
   constructor(
     readonly keys: Keys,
-    connection: Redis | ConnectionOptions,
+    connection: RedisClient | ConnectionOptions,
   ) {
     const opts = { connection: connection as ConnectionOptions, prefix: keys.bullPrefix };
     // croner decides the fire times of cron job schedulers (scheduler/cron/repeat-strategy.ts);

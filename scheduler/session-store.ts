@@ -8,7 +8,7 @@
  * over the version it was computed from. A retried or duplicated occurrence
  * finds the marker and commits nothing, so a reply is delivered once.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis/connection-factory.ts';
 import type { Keys } from './keys.ts';
 
 /** One transcript message. `at` is epoch ms. */
@@ -61,7 +61,7 @@ export type CommitResult =
 /** Transcript, event stream and turn commit of sessions. */
 export class SessionStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly transcriptMax = 200,
   ) {}

@@ -13,7 +13,7 @@
  * a 503-style error and may retry; it is never reported as a model failure.
  */
 import { Queue, type ConnectionOptions } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis/connection-factory.ts';
 import { QUEUES, type Keys } from './keys.ts';
 import { JOB_RETENTION } from './queues.ts';
 
@@ -144,7 +144,7 @@ export class RunStore {
    * @param ttlSeconds - how long records, events and idempotency keys live (`gateway.run_ttl_seconds`)
    */
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly ttlSeconds: number,
   ) {}
@@ -259,7 +259,7 @@ export class RunStore {
    * @param blocking - a connection of its own when `blockMs` is set (XREAD BLOCK holds it)
    * @param blockMs - wait up to this long for the next event
    */
-  async readEvents(blocking: Redis, runId: string, afterId: string, blockMs?: number): Promise<RunEvent[]> {
+  async readEvents(blocking: RedisClient, runId: string, afterId: string, blockMs?: number): Promise<RunEvent[]> {
     const key = this.keys.runEvents(runId);
     const res =
       blockMs !== undefined
@@ -300,7 +300,7 @@ export function isTerminalRunEvent(type: string): boolean {
  * `QUEUES.v1Runs`). Jobs run once: a run whose caller already got an answer is
  * never retried; only a stalled job (dead worker) is taken over.
  */
-export function v1RunsQueue(keys: Keys, connection: Redis | ConnectionOptions): Queue<V1RunJobData> {
+export function v1RunsQueue(keys: Keys, connection: RedisClient | ConnectionOptions): Queue<V1RunJobData> {
   return new Queue<V1RunJobData>(QUEUES.v1Runs, {
     connection: connection as ConnectionOptions,
     prefix: keys.bullPrefix,

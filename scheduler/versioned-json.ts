@@ -4,7 +4,7 @@
  * (compare-and-set in one Lua script), so concurrent writers never silently
  * overwrite each other. Used for loop/heartbeat and goal state.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis/connection-factory.ts';
 import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
 
 const CAS_LUA = `
@@ -31,7 +31,7 @@ export type ExpectedVersion = number | 'absent' | 'any';
  * @throws StoreUnavailableError when Redis refused the write (read-only replica, OOM, down)
  */
 export async function putVersioned<T extends { version: number }>(
-  redis: Redis,
+  redis: RedisClient,
   target: { key: string; indexKey: string; member: string; what: string },
   record: T,
   expected: ExpectedVersion,

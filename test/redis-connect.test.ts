@@ -8,6 +8,7 @@ import { pino } from 'pino';
 import { Writable } from 'node:stream';
 import { loadConfig } from '../scheduler/config.ts';
 import { checkRedis, resolveRedis, compareVersions } from '../scheduler/redis/connect.ts';
+import { describeTopology, topologyFromConfig } from '../scheduler/redis/connection-factory.ts';
 import { freePort, startEmbeddedRedis, embeddedUrlFile } from '../scheduler/redis/embedded-redis.ts';
 import { StoreUnavailableError } from '../scheduler/errors/store-unavailable-error.ts';
 import { runHermes } from './support/stack.ts';
@@ -94,5 +95,37 @@ describe('checkRedis', () => {
     expect(compareVersions('6.0.16', '6.2.0')).toBeLessThan(0);
     expect(compareVersions('7.0.15', '6.2.0')).toBeGreaterThan(0);
     expect(compareVersions('10.0.0', '6.2.0')).toBeGreaterThan(0);
+  });
+});
+
+describe('connection factory: topologies from configuration', () => {
+  it('REDIS_CLUSTER_NODES names a cluster, REDIS_SENTINELS with REDIS_SENTINEL_NAME a Sentinel-managed primary', () => {
+    const cluster = loadConfig({ env: { HERMES_HOME: home(), REDIS_CLUSTER_NODES: '10.0.0.1:7000, redis://:pw@10.0.0.2:7001' } });
+    expect(topologyFromConfig(cluster)).toEqual({ kind: 'cluster', nodes: [{ host: '10.0.0.1', port: 7000 }, { host: '10.0.0.2', port: 7001 }], tls: false });
+    const tls = loadConfig({ env: { HERMES_HOME: home(), REDIS_CLUSTER_NODES: 'rediss://a:1', REDIS_PASSWORD: 'pw' } });
+    expect(topologyFromConfig(tls)).toMatchObject({ kind: 'cluster', tls: true, password: 'pw' });
+    const sentinel = loadConfig({ env: { HERMES_HOME: home(), REDIS_SENTINELS: 's1:26379,s2:26379', REDIS_SENTINEL_NAME: 'mymaster' } });
+    expect(topologyFromConfig(sentinel)).toEqual({ kind: 'sentinel', name: 'mymaster', sentinels: [{ host: 's1', port: 26379 }, { host: 's2', port: 26379 }], tls: false });
+    expect(describeTopology(topologyFromConfig(sentinel))).toBe('sentinel mymaster via s1:26379,s2:26379');
+    const single = loadConfig({ env: { HERMES_HOME: home(), REDIS_URL: 'rediss://:secret@db:6380' } });
+    expect(topologyFromConfig(single)).toEqual({ kind: 'single', url: 'rediss://:secret@db:6380' });
+    expect(describeTopology(topologyFromConfig(single))).toBe('db:6380'); // no credentials in messages
+  });
+
+  it('conflicting or incomplete settings are refused with a message naming the key', () => {
+    expect(() => loadConfig({ env: { HERMES_HOME: home(), REDIS_URL: 'redis://a:1', REDIS_CLUSTER_NODES: 'b:2' } })).toThrow(/redis\.cluster_nodes.*only one of/);
+    expect(() => loadConfig({ env: { HERMES_HOME: home(), REDIS_SENTINELS: 's:26379' } })).toThrow(/redis\.sentinel_name.*REDIS_SENTINEL_NAME/);
+    expect(() => loadConfig({ env: { HERMES_HOME: home(), HERMES_REDIS_SHARDS: '4', HERMES_WORKER_SHARDS: '1,4' } })).toThrow(/worker\.shards/);
+    expect(loadConfig({ env: { HERMES_HOME: home(), HERMES_REDIS_SHARDS: '4', HERMES_WORKER_SHARDS: '1,3' } }).worker.shards).toEqual([1, 3]);
+    const bad = loadConfig({ env: { HERMES_HOME: home(), REDIS_CLUSTER_NODES: 'no-port' } });
+    expect(() => topologyFromConfig(bad)).toThrow(/REDIS_CLUSTER_NODES entry "no-port" is not host:port/);
+  });
+
+  it('an unreachable cluster is one clear error naming its nodes', async () => {
+    const port = await freePort();
+    const config = loadConfig({ env: { HERMES_HOME: home(), REDIS_CLUSTER_NODES: `127.0.0.1:${port}` } });
+    const err = await resolveRedis(config, { allowStart: false }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(StoreUnavailableError);
+    expect((err as Error).message).toContain(`cluster 127.0.0.1:${port}`);
   });
 });

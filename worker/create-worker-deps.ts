@@ -5,7 +5,7 @@
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../scheduler/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config.ts';
 import { Keys } from '../scheduler/keys.ts';
@@ -30,8 +30,8 @@ import type { WorkerDeps } from './worker-deps.ts';
  */
 export function createWorkerDeps(input: {
   config: HermesConfig;
-  redis: Redis;
-  queueConnection: Redis;
+  redis: RedisClient;
+  queueConnection: RedisClient;
   log: Logger;
   runners?: RunnerFactory;
   workerId?: string;

@@ -8,7 +8,7 @@
  * - The lock expires after `ttlMs` unless renewed, so a dead worker cannot
  *   block a session longer than that.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../scheduler/redis/connection-factory.ts';
 import type { Keys } from '../scheduler/keys.ts';
 import { acquireOwned, releaseOwned, renewOwned } from '../scheduler/redis/owned-key.ts';
 
@@ -22,7 +22,7 @@ export interface HeldLock {
 /** The fleet-wide turn lock of sessions (see the rules above). */
 export class SessionLock {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: Keys,
     /** Lock time-to-live in ms; renewed every third of it while held. */
     private readonly ttlMs: number,

@@ -3,7 +3,7 @@
  * `WorkerProcess` and passed to every processor.
  */
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../scheduler/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config.ts';
 import type { Keys } from '../scheduler/keys.ts';
@@ -20,7 +20,7 @@ import type { TurnTracker } from './turn-tracker.ts';
 export interface WorkerDeps {
   config: HermesConfig;
   /** Non-blocking client for the product's own keys. */
-  redis: Redis;
+  redis: RedisClient;
   keys: Keys;
   queues: HermesQueues;
   sessions: SessionStore;

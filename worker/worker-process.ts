@@ -16,10 +16,10 @@
  *      memoises its first call, so it is only called once nothing is running.
  */
 import { Worker, type Job } from 'bullmq';
-import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config.ts';
-import { BULLMQ_REDIS_OPTIONS, checkRedis } from '../scheduler/redis/connect.ts';
+import { checkRedis } from '../scheduler/redis/connect.ts';
+import { chooseTopology, openRedisClient, type RedisClient, type RedisTopology } from '../scheduler/redis/connection-factory.ts';
 import type { InboxJobData } from '../scheduler/inbox.ts';
 import type { RunnerFactory } from './turn-runners/create-runner.ts';
 import { QUEUES } from '../scheduler/keys.ts';
@@ -41,7 +41,10 @@ export const WORKER_HEARTBEAT_MS = 5_000;
 /** Options of `WorkerProcess.start`. */
 export interface WorkerProcessOptions {
   config: HermesConfig;
-  redisUrl: string;
+  /** Where Redis is (single, cluster, sentinel); default: `redisUrl`, else the configuration's. */
+  topology?: RedisTopology;
+  /** A single Redis at this URL (shorthand for a `single` topology). */
+  redisUrl?: string;
   log: Logger;
   /** Extra job processors for the ticks queue by `job.data.type` (e.g. `cron-tick`). */
   tickProcessors?: Record<string, (job: Job, token: string | undefined, signal: AbortSignal | undefined, deps: WorkerDeps) => Promise<unknown>>;
@@ -62,8 +65,8 @@ export class WorkerProcess {
 
   private constructor(
     deps: WorkerDeps,
-    private readonly connections: Redis[],
-    private readonly redisUrl: string,
+    private readonly connections: RedisClient[],
+    private readonly topology: RedisTopology,
   ) {
     this.deps = deps;
   }
@@ -74,14 +77,15 @@ export class WorkerProcess {
    */
   static async start(options: WorkerProcessOptions): Promise<WorkerProcess> {
     const { config, log } = options;
-    const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 3 });
-    const queueConn = new Redis(options.redisUrl, BULLMQ_REDIS_OPTIONS);
+    const topology = chooseTopology(config, options);
+    const redis = openRedisClient(topology, 'commands');
+    const queueConn = openRedisClient(topology, 'bullmq');
     redis.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));
     queueConn.on('error', () => {});
     await checkRedis(redis, log);
     const deps = createWorkerDeps({ config, redis, queueConnection: queueConn, log, runners: options.runners });
     const { keys, queues, loops } = deps;
-    const wp = new WorkerProcess(deps, [redis, queueConn], options.redisUrl);
+    const wp = new WorkerProcess(deps, [redis, queueConn], topology);
     const rearmed = await loops.reconcile();
     if (rearmed > 0) log.warn({ rearmed }, 're-armed active schedules whose job scheduler was missing');
     const cronRearmed = await new CronStore(redis, keys, queues, { historyLimit: config.cron.history_limit }).reconcile();
@@ -114,7 +118,7 @@ export class WorkerProcess {
     settings?: Record<string, unknown>,
   ): void {
     const { config, keys, log } = this.deps;
-    const connection = new Redis(this.redisUrl, BULLMQ_REDIS_OPTIONS);
+    const connection = openRedisClient(this.topology, 'bullmq');
     const worker = new Worker(name, processor, {
       connection: connection as never,
       prefix: keys.bullPrefix,

@@ -8,7 +8,7 @@
  * command turn (SPEC §3).
  */
 import { Router } from 'express';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { MAX_INTERVAL_SECONDS } from '../../scheduler/interval.ts';
@@ -30,7 +30,7 @@ export interface ApiDeps {
   config: HermesConfig;
   keys: Keys;
   /** Duplicated per event-stream client for XREAD BLOCK. */
-  redis: Redis;
+  redis: RedisClient;
   loops: LoopStore;
   schedules: ScheduleService;
   cron?: CronApi;

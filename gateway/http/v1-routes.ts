@@ -20,7 +20,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import {
@@ -35,7 +35,7 @@ export interface V1Deps {
   runs: RunStore;
   queue: Queue<V1RunJobData>;
   /** Duplicated per waiting caller for XREAD BLOCK. */
-  redis: Redis;
+  redis: RedisClient;
   inflight: InflightRuns;
   /** Model the agent runs (`agent.model`); listed by `/v1/models` next to `hermes-agent`. */
   model: string;

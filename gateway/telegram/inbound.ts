@@ -13,7 +13,7 @@
  * - Non-text updates are ignored (debug log).
  */
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import type { Update } from 'grammy/types';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
@@ -32,7 +32,7 @@ export type InboundOutcome = 'stored' | 'refused' | 'rejected' | 'ignored';
 
 /** What `storeUpdate` uses. */
 export interface InboundDeps {
-  redis: Redis;
+  redis: RedisClient;
   keys: Keys;
   queues: HermesQueues;
   outbound: Queue<TelegramOutboundData>;

@@ -23,7 +23,7 @@
  */
 import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
 import { GrammyError, type Api } from 'grammy';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
 import { QUEUES, type Keys } from '../../scheduler/keys.ts';
@@ -43,9 +43,9 @@ export interface TelegramOutboundResult {
 export interface OutboundSenderOptions {
   /** grammY API client with the auto-retry transformer installed. */
   api: Api;
-  redis: Redis;
+  redis: RedisClient;
   /** BullMQ connection for the worker (blocking commands). */
-  connection: Redis;
+  connection: RedisClient;
   keys: Keys;
   concurrency: number;
   /** BullMQ job lock, ms (`worker.lock_duration_ms`). */

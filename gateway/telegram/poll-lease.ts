@@ -7,7 +7,7 @@
  * after a long pause of this process) is reported through `onLost`, and the
  * poller stops its in-flight getUpdates at once.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import { acquireOwned, releaseOwned, renewOwned } from '../../scheduler/redis/owned-key.ts';
 
@@ -23,7 +23,7 @@ export class PollLease {
    * @param ttlMs - lease time-to-live in milliseconds (`gateway.poll_lease_ttl_seconds`)
    */
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly key: string,
     readonly holder: string,
     private readonly ttlMs: number,

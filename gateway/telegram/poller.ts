@@ -22,7 +22,7 @@
  */
 import { GrammyError, type Api } from 'grammy';
 import type { Update } from 'grammy/types';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
 import type { PollLease } from './poll-lease.ts';
@@ -40,7 +40,7 @@ export interface PollerOptions {
   /** grammY API client without the auto-retry transformer (the poller retries itself). */
   api: Api;
   lease: PollLease;
-  redis: Redis;
+  redis: RedisClient;
   /** `Keys.telegramOffset(botId)` */
   offsetKey: string;
   /** Store one update durably; throws when it could not. */

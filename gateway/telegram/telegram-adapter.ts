@@ -9,14 +9,13 @@ import { autoRetry } from '@grammyjs/auto-retry';
 import { Api } from 'grammy';
 import { createHash } from 'node:crypto';
 import type { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../../scheduler/config.ts';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
 import type { Keys } from '../../scheduler/keys.ts';
 import type { TelegramOutboundData } from '../../scheduler/outbound.ts';
 import type { HermesQueues } from '../../scheduler/queues.ts';
-import { BULLMQ_REDIS_OPTIONS } from '../../scheduler/redis/connect.ts';
+import { openRedisClient, type RedisClient, type RedisTopology } from '../../scheduler/redis/connection-factory.ts';
 import type { PlatformAdapter, PluginLoadContext } from '../plugins/platform-plugin.ts';
 import { AllowList } from './allow-list.ts';
 import { storeUpdate } from './inbound.ts';
@@ -27,8 +26,9 @@ import { TelegramPoller, grammySignal } from './poller.ts';
 /** What the adapter needs from the gateway process. */
 export interface TelegramAdapterDeps {
   config: HermesConfig;
-  redis: Redis;
-  redisUrl: string;
+  redis: RedisClient;
+  /** Where Redis is: the outbound sender opens its own BullMQ connection there. */
+  topology: RedisTopology;
   keys: Keys;
   queues: HermesQueues;
   outbound: Queue<TelegramOutboundData>;
@@ -69,7 +69,7 @@ export async function loadTelegramAdapter(deps: TelegramAdapterDeps, ctx: Plugin
 class TelegramAdapter implements PlatformAdapter {
   private readonly poller: TelegramPoller;
   private readonly sender: TelegramOutboundSender;
-  private readonly connection: Redis;
+  private readonly connection: RedisClient;
   private readonly log: Logger;
   private readonly outboundStopMs: number;
   private stopped: Promise<void> | undefined;
@@ -94,7 +94,7 @@ class TelegramAdapter implements PlatformAdapter {
       onFatal: (err) => ctx.onFatal(err),
       log: this.log,
     });
-    this.connection = new Redis(deps.redisUrl, BULLMQ_REDIS_OPTIONS);
+    this.connection = openRedisClient(deps.topology, 'bullmq');
     this.connection.on('error', () => {});
     this.sender = new TelegramOutboundSender({
       api: sendApi, redis: deps.redis, connection: this.connection, keys,

@@ -22,6 +22,7 @@ import { loadConfig } from '../../scheduler/config.ts';
 import { CronService } from '../../scheduler/cron/cron-service.ts';
 import { CronStore } from '../../scheduler/cron/cron-store.ts';
 import { Keys } from '../../scheduler/keys.ts';
+import { openRedisClient, type RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { HermesQueues } from '../../scheduler/queues.ts';
 import { startEmbeddedRedis } from '../../scheduler/redis/embedded-redis.ts';
@@ -36,7 +37,7 @@ const PARALLEL = arg('parallel', 50);
 const SCHEDULES = ['daily at 7am', 'weekdays at 9am', 'every 2h', '*/15 * * * *', 'every monday 9am', '0 18 * * 1-5', '30m', 'midnight'];
 const ZONES = ['Europe/Berlin', 'America/New_York', 'Asia/Tokyo', 'UTC'];
 
-async function usedMemory(redis: Redis): Promise<number> {
+async function usedMemory(redis: RedisClient): Promise<number> {
   const info = await redis.info('memory');
   return Number(/used_memory:(\d+)/.exec(info)![1]);
 }
@@ -47,7 +48,7 @@ const home = mkdtempSync(join(tmpdir(), 'hermes-bench-home-'));
 try {
   const config = loadConfig({ env: { HERMES_HOME: home }, overrides: { 'redis.url': server.url, log_level: 'warn' } });
   const keys = new Keys(config.redis.prefix);
-  const redis = new Redis(server.url);
+  const redis = openRedisClient({ kind: 'single', url: server.url }, 'commands');
   const queues = new HermesQueues(keys, redis);
   const store = new CronStore(redis, keys, queues, { historyLimit: config.cron.history_limit });
   const service = new CronService(
@@ -90,7 +91,7 @@ try {
         connect: async () => {
           const c = new Redis(server.url);
           const q = new HermesQueues(keys, c);
-          return { redis: c, keys, queues: q, url: server.url, close: async () => { await q.close(); c.disconnect(); } };
+          return { redis: c, keys, queues: q, url: server.url, topology: { kind: 'single' as const, url: server.url }, close: async () => { await q.close(); c.disconnect(); } };
         },
       }, io);
       const s = performance.now();

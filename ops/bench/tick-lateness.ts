@@ -19,6 +19,7 @@ import { Redis } from 'ioredis';
 import { loadConfig } from '../../scheduler/config.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { Keys } from '../../scheduler/keys.ts';
+import { openRedisClient } from '../../scheduler/redis/connection-factory.ts';
 import { HermesQueues, schedulerJobMillis } from '../../scheduler/queues.ts';
 import { LoopStore } from '../../scheduler/loop-store.ts';
 import { createLoop } from '../../scheduler/loop-state.ts';
@@ -72,8 +73,8 @@ async function benchProduct(url: string, n: number, concurrency = CONCURRENCY, l
   });
   const log = createLogger({ level: 'silent' });
   const worker = await WorkerProcess.start({ config, redisUrl: url, log, runners: new NoopRunners(config) });
-  const redis = new Redis(url);
-  const qconn = new Redis(url, BULLMQ_REDIS_OPTIONS);
+  const redis = openRedisClient({ kind: 'single', url }, 'commands');
+  const qconn = openRedisClient({ kind: 'single', url }, 'bullmq');
   const keys = new Keys(prefix);
   const queues = new HermesQueues(keys, qconn);
   const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);

@@ -11,7 +11,7 @@
  * (the worker's claim re-checks the record).
  */
 import type { HermesConfig } from '../config.ts';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/connection-factory.ts';
 import type { Keys } from '../keys.ts';
 import type { HermesQueues } from '../queues.ts';
 import { randomBytes } from 'node:crypto';
@@ -443,7 +443,7 @@ function parseOverlap(value: string | undefined): OverlapPolicy {
  */
 export function cronServiceFor(
   config: HermesConfig,
-  conn: { redis: Redis; keys: Keys; queues: HermesQueues },
+  conn: { redis: RedisClient; keys: Keys; queues: HermesQueues },
   log: Logger,
   clock: () => number = Date.now,
 ): CronService {

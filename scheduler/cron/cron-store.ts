@@ -22,7 +22,7 @@
  * already waiting or picked up. `reconcile` re-arms scheduled jobs whose
  * BullMQ side is missing (a crash between the two steps).
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/connection-factory.ts';
 import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
 import type { Keys } from '../keys.ts';
 import type { HermesQueues } from '../queues.ts';
@@ -139,7 +139,7 @@ export interface CronStoreSettings {
 /** Records, history and BullMQ jobs of cron jobs. */
 export class CronStore {
   constructor(
-    readonly redis: Redis,
+    readonly redis: RedisClient,
     readonly keys: Keys,
     readonly queues: HermesQueues,
     readonly settings: CronStoreSettings,

@@ -3,7 +3,6 @@
  * code (`runCronCli`); real processes go through `cli/hermes.mjs`.
  */
 import { Command } from 'commander';
-import { Redis } from 'ioredis';
 import type { CliContext } from '../../cli/cli-context.ts';
 import { registerCronCommands, type CronCliIo } from '../../cli/commands/cron.ts';
 import type { HermesConfig } from '../../scheduler/config.ts';
@@ -12,6 +11,7 @@ import { HermesQueues } from '../../scheduler/queues.ts';
 import { StoreUnavailableError } from '../../scheduler/errors/store-unavailable-error.ts';
 import { describeUrl } from '../../scheduler/redis/connect.ts';
 import { ping } from '../../scheduler/redis/embedded-redis.ts';
+import { openRedisClient } from '../../scheduler/redis/connection-factory.ts';
 
 /** A CliContext over `config` (Redis at `config.redis.url`). */
 export function cliContext(config: HermesConfig): CliContext {
@@ -22,11 +22,12 @@ export function cliContext(config: HermesConfig): CliContext {
       if (!url || !(await ping(url))) {
         throw new StoreUnavailableError(`Redis at ${url ? describeUrl(url) : '(no REDIS_URL)'} is unreachable.`);
       }
-      const redis = new Redis(url, { maxRetriesPerRequest: 3 });
+      const topology = { kind: 'single' as const, url };
+      const redis = openRedisClient(topology, 'commands');
       const keys = new Keys(config.redis.prefix);
       const queues = new HermesQueues(keys, redis);
       return {
-        redis, keys, queues, url,
+        redis, keys, queues, url, topology,
         async close() {
           await queues.close();
           redis.disconnect();

@@ -5,7 +5,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Worker, type Job } from 'bullmq';
-import { Redis } from 'ioredis';
 import type { HermesConfig } from '../../scheduler/config.ts';
 import { CronService, cronServiceFor } from '../../scheduler/cron/cron-service.ts';
 import { CronStore, type CronTickData } from '../../scheduler/cron/cron-store.ts';
@@ -13,7 +12,7 @@ import { cronRepeatStrategy } from '../../scheduler/cron/repeat-strategy.ts';
 import { Keys, QUEUES } from '../../scheduler/keys.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { HermesQueues } from '../../scheduler/queues.ts';
-import { BULLMQ_REDIS_OPTIONS } from '../../scheduler/redis/connect.ts';
+import { openRedisClient, topologyFromConfig, type RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import { processCronTick, type CronTickResult } from '../../worker/cron-processor.ts';
 import type { WorkerDeps } from '../../worker/worker-deps.ts';
 import { createWorkerDeps } from '../../worker/create-worker-deps.ts';
@@ -29,7 +28,7 @@ export interface TestCronWorker {
 
 /** Worker dependencies over their own connection (no BullMQ Worker). `close()` closes them. */
 export function createTestDeps(config: HermesConfig): WorkerDeps & { close(): Promise<void> } {
-  const redis = new Redis(config.redis.url!, { maxRetriesPerRequest: 3 });
+  const redis = openRedisClient(topologyFromConfig(config), 'commands');
   const log = createLogger({ level: config.log_level, name: 'test-worker' });
   const deps = createWorkerDeps({ config, redis, queueConnection: redis, log, workerId: `test:${process.pid}:${randomBytes(3).toString('hex')}` });
   const { queues } = deps;
@@ -46,7 +45,7 @@ export function createTestDeps(config: HermesConfig): WorkerDeps & { close(): Pr
 export async function startCronWorker(config: HermesConfig, options: { concurrency?: number } = {}): Promise<TestCronWorker> {
   const deps = createTestDeps(config);
   const { keys, redis } = deps;
-  const bull = new Redis(config.redis.url!, BULLMQ_REDIS_OPTIONS);
+  const bull = openRedisClient(topologyFromConfig(config), 'bullmq');
   const results: CronTickResult[] = [];
   const worker = new Worker<CronTickData, CronTickResult>(
     QUEUES.ticks,
@@ -81,13 +80,13 @@ export async function startCronWorker(config: HermesConfig, options: { concurren
 export function openCronService(config: HermesConfig, now: () => number = Date.now): {
   service: CronService;
   store: CronStore;
-  redis: Redis;
+  redis: RedisClient;
   keys: Keys;
   queues: HermesQueues;
   close(): Promise<void>;
 } {
   const keys = new Keys(config.redis.prefix);
-  const redis = new Redis(config.redis.url!, { maxRetriesPerRequest: 3 });
+  const redis = openRedisClient(topologyFromConfig(config), 'commands');
   const queues = new HermesQueues(keys, redis);
   const service = cronServiceFor(config, { redis, keys, queues }, createLogger({ level: config.log_level, name: 'test-cli' }), now);
   const store = service.store;

@@ -5,7 +5,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Redis } from 'ioredis';
 import type { HermesConfig } from '../../scheduler/config.ts';
 import { Keys } from '../../scheduler/keys.ts';
 import { HermesQueues } from '../../scheduler/queues.ts';
@@ -13,7 +12,7 @@ import { LoopStore } from '../../scheduler/loop-store.ts';
 import { ScheduleService } from '../../scheduler/schedule-service.ts';
 import { SessionStore, type SessionEvent } from '../../scheduler/session-store.ts';
 import { createLogger } from '../../scheduler/logger.ts';
-import { BULLMQ_REDIS_OPTIONS } from '../../scheduler/redis/connect.ts';
+import { openRedisClient, topologyFromConfig, type RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import { WorkerProcess, type WorkerProcessOptions } from '../../worker/worker-process.ts';
 import type { TestEnv } from './env.ts';
 
@@ -22,7 +21,7 @@ export const HERMES_BIN = join(ROOT, 'cli', 'hermes.mjs');
 
 /** Clients of the stores for a test, with `close()`. */
 export interface TestClients {
-  redis: Redis;
+  redis: RedisClient;
   keys: Keys;
   queues: HermesQueues;
   loops: LoopStore;
@@ -32,8 +31,9 @@ export interface TestClients {
 }
 
 export function clients(env: TestEnv, config: HermesConfig = env.config): TestClients {
-  const redis = new Redis(env.redisUrl, { maxRetriesPerRequest: 3 });
-  const queueConn = new Redis(env.redisUrl, BULLMQ_REDIS_OPTIONS);
+  const topology = topologyFromConfig(config);
+  const redis = openRedisClient(topology, 'commands');
+  const queueConn = openRedisClient(topology, 'bullmq');
   const keys = new Keys(config.redis.prefix);
   const queues = new HermesQueues(keys, queueConn);
   const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
@@ -54,7 +54,7 @@ export function clients(env: TestEnv, config: HermesConfig = env.config): TestCl
 export async function startWorker(env: TestEnv, options: Partial<WorkerProcessOptions> = {}): Promise<WorkerProcess> {
   const config = options.config ?? env.config;
   return await WorkerProcess.start({
-    config, redisUrl: env.redisUrl, log: createLogger({ level: config.log_level, name: 'test-worker' }), ...options,
+    config, topology: topologyFromConfig(config), log: createLogger({ level: config.log_level, name: 'test-worker' }), ...options,
   });
 }
 
@@ -63,7 +63,7 @@ export async function spawnWorker(env: TestEnv, extraEnv: NodeJS.ProcessEnv = {}
   const child = spawn(process.execPath, [HERMES_BIN, 'worker'], { env: { ...env.childEnv, ...extraEnv }, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
-  const redis = new Redis(env.redisUrl);
+  const redis = openRedisClient(topologyFromConfig(env.config), 'commands');
   const keys = new Keys(env.prefix);
   try {
     await waitFor(async () => {

@@ -1,12 +1,11 @@
 /** Test environments with Telegram pointed at the fake Bot API, and an inbox reader. */
 import { Queue, Worker } from 'bullmq';
-import { Redis } from 'ioredis';
 import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import type { InboxJobData } from '../../scheduler/inbox.ts';
+import { openRedisClient, topologyFromConfig } from '../../scheduler/redis/connection-factory.ts';
 import { QUEUES } from '../../scheduler/keys.ts';
 import { REDACTED_KEYS } from '../../scheduler/logger.ts';
-import { BULLMQ_REDIS_OPTIONS } from '../../scheduler/redis/connect.ts';
 import { testEnv, type TestEnv } from './env.ts';
 import type { FakeTelegram } from './fake-telegram.ts';
 
@@ -52,7 +51,7 @@ export interface InboxReader {
 }
 
 export async function readInbox(env: TestEnv): Promise<InboxReader> {
-  const connection = new Redis(env.redisUrl, BULLMQ_REDIS_OPTIONS);
+  const connection = openRedisClient(topologyFromConfig(env.config), 'bullmq');
   const seen: InboxJobData[] = [];
   const worker = new Worker<InboxJobData>(QUEUES.inbox, async (job) => {
     seen.push(job.data);

@@ -4,10 +4,9 @@
  * the agent runner against a local model server, a TurnTracker).
  */
 import { Worker } from 'bullmq';
-import { Redis } from 'ioredis';
 import { createLogger } from '../../scheduler/logger.ts';
 import { QUEUES } from '../../scheduler/keys.ts';
-import { BULLMQ_REDIS_OPTIONS } from '../../scheduler/redis/connect.ts';
+import { openRedisClient, topologyFromConfig } from '../../scheduler/redis/connection-factory.ts';
 import type { V1RunJobData } from '../../scheduler/v1-runs.ts';
 import { processV1Run, type V1RunJobResult } from '../../worker/v1-run-processor.ts';
 import type { WorkerDeps } from '../../worker/worker-deps.ts';
@@ -28,12 +27,13 @@ export interface TestV1Worker {
 /** Start a `v1-runs` worker on the test's prefix. */
 export async function startV1Worker(env: TestEnv, options: { concurrency?: number } = {}): Promise<TestV1Worker> {
   const { config } = env;
-  const redis = new Redis(env.redisUrl, { maxRetriesPerRequest: 3 });
-  const bull = new Redis(env.redisUrl, BULLMQ_REDIS_OPTIONS);
+  const topology = topologyFromConfig(config);
+  const redis = openRedisClient(topology, 'commands');
+  const bull = openRedisClient(topology, 'bullmq');
   const log = createLogger({ level: config.log_level, name: 'test-worker' });
   const deps = createWorkerDeps({ config, redis, queueConnection: bull, log, workerId: `test:${process.pid}` });
   const { keys, queues, outboundTelegram } = deps;
-  const workerConnection = new Redis(env.redisUrl, BULLMQ_REDIS_OPTIONS);
+  const workerConnection = openRedisClient(topology, 'bullmq');
   const worker = new Worker<V1RunJobData, V1RunJobResult>(
     QUEUES.v1Runs,
     (job, token, signal) => processV1Run(job, token, signal, deps),
