@@ -93,20 +93,22 @@ describe('inbound (SPEC §8)', () => {
     expect(reader.seen).toHaveLength(5);
   });
 
-  it('relays slash commands verbatim, strips @botname, and keys forum topics as their own session', async () => {
+  it('relays slash commands verbatim, strips @botname, drops commands for other bots (F16), and keys forum topics as their own session', async () => {
     const env = setup();
     const reader = await inbox(env);
     await gateway(env);
     fake.pushMessage({ fromId: ALLOWED_USER, text: '/loop 1m check the deploy --times 3' });
     fake.pushMessage({ fromId: ALLOWED_USER, chatId: -1001234, threadId: 7, text: '/status@hermes_test_bot' });
     fake.pushMessage({ fromId: ALLOWED_USER, text: '/goal@other_bot ship it' });
+    fake.pushMessage({ fromId: ALLOWED_USER, text: 'after it' });
     await waitFor(() => reader.seen.length >= 3, 10_000, '3 inbox jobs');
     expect(reader.seen[0]).toMatchObject({ text: '/loop 1m check the deploy --times 3', sessionId: `telegram:${ALLOWED_USER}` });
     expect(reader.seen[1]).toMatchObject({
       text: '/status', sessionId: 'telegram:-1001234:7',
       origin: { route: { platform: 'telegram', chatId: '-1001234', threadId: '7' } },
     });
-    expect(reader.seen[2]!.text).toBe('/goal@other_bot ship it');
+    expect(reader.seen[2]!.text).toBe('after it');
+    expect(reader.seen).toHaveLength(3);
   });
 
   it('a non-allow-listed user never reaches a worker, gets one short refusal, and the text is not logged', async () => {

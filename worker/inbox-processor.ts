@@ -18,7 +18,7 @@ import { runSlashCommand } from './slash-commands.ts';
 import { turnMessages } from './transcript-messages.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
-export type InboxResult = { status: 'replied' | 'command' | 'failed' | 'duplicate'; eventId?: string };
+export type InboxResult = { status: 'replied' | 'command' | 'ignored' | 'failed' | 'duplicate'; eventId?: string };
 
 /** Extra slash commands (e.g. `/goal`) and goal hooks, registered by the worker process. */
 export interface InboxHooks {
@@ -60,10 +60,17 @@ export async function processInbox(
   // Slash commands: state changes, answered at once.
   let commandReply: string | undefined;
   try {
-    commandReply = await runSlashCommand(data.text, {
+    const outcome = await runSlashCommand(data.text, {
       sessionId, origin: data.origin, schedules: deps.schedules, config: deps.config,
       extra: hooks.extraCommands?.(deps, data),
     });
+    if (outcome.kind === 'ignored') {
+      // Addressed to another bot: not run, not a turn, not answered.
+      log.debug({ reason: outcome.reason }, 'command for another bot ignored');
+      await clearPendingInput(deps.redis, deps.keys, sessionId, occurrenceId);
+      return { status: 'ignored' };
+    }
+    if (outcome.kind === 'reply') commandReply = outcome.text;
   } catch (err) {
     if (!isHermesError(err)) throw err;
     commandReply = err.message; // bad input or store refusal: a clear message, nothing changed

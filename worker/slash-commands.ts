@@ -1,14 +1,15 @@
 /**
  * Slash commands that arrive as session input (chat, Telegram): `/loop`
  * (alias `/proactive`), `/heartbeat` (alias `/hb`), `/status`, `/stop`,
- * `/help`. Their rules live in `scheduler/`; this only routes.
+ * `/start`, `/help`, and those other modules register (`/goal`). Their rules
+ * live in `scheduler/`; this only routes.
  *
  * Chat input can never create a command turn: every schedule made here runs
  * the `agent` runner.
  */
 import { parseLoopArgs, LOOP_HELP } from '../scheduler/loop-command.ts';
 import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../scheduler/heartbeat-command.ts';
-import { GOAL_HELP } from '../scheduler/goal-command.ts';
+import { parseChatCommand } from '../scheduler/chat-command.ts';
 import type { Origin } from '../scheduler/loop-state.ts';
 import type { ScheduleKind } from '../scheduler/keys.ts';
 import type { ScheduleService } from '../scheduler/schedule-service.ts';
@@ -24,22 +25,29 @@ export interface SlashContext {
   extra?: Record<string, (args: string) => Promise<string>>;
 }
 
-/** Split `/cmd rest` → `['cmd', 'rest']`; `undefined` when the text is not a slash command. */
-export function splitSlash(text: string): [string, string] | undefined {
-  const m = /^\/([A-Za-z][\w-]*)(?:@\w+)?(?:\s+([\s\S]*))?$/.exec(text.trim());
-  return m ? [m[1]!.toLowerCase(), m[2] ?? ''] : undefined;
-}
+/** What became of a text sent to a session. */
+export type SlashOutcome =
+  | { kind: 'reply'; text: string }
+  /** A command addressed to another bot (`/stop@other_bot`): not run, not sent to the model, not answered (F16). */
+  | { kind: 'ignored'; reason: 'other-bot' }
+  /** Not a command: the text goes to the agent as a message. */
+  | { kind: 'message' };
 
 /**
- * Run a slash command.
- * @returns the reply, or `undefined` when the text is not a command handled here
- *   (it then goes to the agent as a normal message, e.g. `/recap`)
+ * Run a slash command. Every command goes through `parseChatCommand`
+ * (scheduler/chat-command.ts), the one place that decides what is a command
+ * and for whom. `/start` and `/help` answer a short help text; a command no
+ * one here knows answers "unknown command" — neither becomes a model turn (F21).
+ * @returns the reply, `ignored` for a command addressed to another bot, or
+ *   `message` when the text is not a command
  * @throws ScheduleInputError for bad arguments; StoreUnavailableError when Redis refused a write
  */
-export async function runSlashCommand(text: string, ctx: SlashContext): Promise<string | undefined> {
-  const parts = splitSlash(text);
-  if (!parts) return undefined;
-  const [cmd, args] = parts;
+export async function runSlashCommand(text: string, ctx: SlashContext): Promise<SlashOutcome> {
+  const parsed = parseChatCommand(text);
+  if (parsed.kind === 'message') return { kind: 'message' };
+  if (parsed.kind === 'other-bot') return { kind: 'ignored', reason: 'other-bot' };
+  const reply = (t: string): SlashOutcome => ({ kind: 'reply', text: t });
+  const { name: cmd, args } = parsed;
   const { schedules, sessionId } = ctx;
   const runner = { kind: 'agent' as const };
   const control = async (kind: ScheduleKind, action: string, help: string) => {
@@ -55,30 +63,49 @@ export async function runSlashCommand(text: string, ctx: SlashContext): Promise<
     case 'loop':
     case 'proactive': {
       const c = parseLoopArgs(args, { minIntervalSeconds: ctx.config.loops.min_interval_seconds, maxPromptChars: ctx.config.agent.max_prompt_chars });
-      if (c.action !== 'set') return await control('loop', c.action, LOOP_HELP);
-      return await schedules.set(sessionId, 'loop', c, { origin: ctx.origin, runner });
+      if (c.action !== 'set') return reply(await control('loop', c.action, LOOP_HELP));
+      return reply(await schedules.set(sessionId, 'loop', c, { origin: ctx.origin, runner }));
     }
     case 'heartbeat':
     case 'hb': {
       const c = parseHeartbeatArgs(args, { minIntervalSeconds: ctx.config.heartbeat.min_interval_seconds, maxPromptChars: ctx.config.agent.max_prompt_chars });
-      if (c.action !== 'set') return await control('heartbeat', c.action, HEARTBEAT_HELP);
-      return await schedules.set(sessionId, 'heartbeat', { ...c, times: null, until: null }, { origin: ctx.origin, runner });
+      if (c.action !== 'set') return reply(await control('heartbeat', c.action, HEARTBEAT_HELP));
+      return reply(await schedules.set(sessionId, 'heartbeat', { ...c, times: null, until: null }, { origin: ctx.origin, runner }));
     }
     case 'status': {
       const lines = [await schedules.status(sessionId, 'loop'), await schedules.status(sessionId, 'heartbeat')];
       if (ctx.extra?.goal) lines.push(await ctx.extra.goal('status'));
-      return lines.join('\n');
+      return reply(lines.join('\n'));
     }
     case 'stop': {
       const lines = [await schedules.stop(sessionId, 'loop'), await schedules.stop(sessionId, 'heartbeat')];
       if (ctx.extra?.goal) lines.push(await ctx.extra.goal('pause'));
-      return lines.join('\n');
+      return reply(lines.join('\n'));
     }
+    case 'start':
     case 'help':
-      return [LOOP_HELP, HEARTBEAT_HELP, GOAL_HELP, '/status shows every schedule of this session; /stop stops them.'].join('\n\n');
+      return reply(shortHelp(ctx));
     default: {
       const extra = ctx.extra?.[cmd];
-      return extra ? await extra(args) : undefined;
+      if (extra) return reply(await extra(args));
+      return reply(`Unknown command /${cmd}. Send /help for the commands; anything that is not a command goes to the agent.`);
     }
   }
+}
+
+/** The short help of `/start` and `/help`: the commands and the allow-list status. */
+export function shortHelp(ctx: Pick<SlashContext, 'origin' | 'config'>): string {
+  const allowed = ctx.config.telegram.allowed_users.length;
+  const access = ctx.origin.surface === 'telegram'
+    ? `You are on this bot's allow-list (${allowed} user${allowed === 1 ? '' : 's'} allowed in TELEGRAM_ALLOWED_USERS).`
+    : `Telegram: ${allowed} allow-listed user${allowed === 1 ? '' : 's'} (TELEGRAM_ALLOWED_USERS).`;
+  return [
+    'Hermes runs schedules for this chat; they keep firing when you are away.',
+    '/loop [every] <interval> <prompt> — a recurring task (/loop help for more)',
+    '/heartbeat every <interval> <prompt> — a regular check-in (alias /hb)',
+    '/goal <text> — a standing goal the agent works toward',
+    '/status — the schedules of this chat · /stop — stop them',
+    '/help — this text. Anything else you write goes to the agent.',
+    access,
+  ].join('\n');
 }

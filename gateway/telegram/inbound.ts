@@ -1,7 +1,9 @@
 /**
  * What the gateway does with one Telegram update: relay, refuse or ignore.
- * No command logic lives here — `/loop`, `/heartbeat`, `/goal`, `/cron`,
- * `/status`, `/stop` are relayed like any message and interpreted by workers.
+ * No command logic lives here — `/loop`, `/heartbeat`, `/goal`, `/status`,
+ * `/stop`, `/help` are relayed like any message and interpreted by workers;
+ * the gateway only checks whom a command is addressed to (it alone knows the
+ * bot's username).
  *
  * - An allow-listed user's text message is stored with `enqueueInput` as input
  *   of session `telegram:<chat>` (or `telegram:<chat>:<thread>` in a forum
@@ -10,6 +12,8 @@
  * - Anyone else gets a short refusal through the outbound queue (sent once) and
  *   a WARNING that names the user and chat but never the text (SPEC §8, §11).
  * - A message over `agent.max_prompt_chars` is answered with the limit and not relayed.
+ * - A command addressed to another bot (`/stop@other_bot`) is ignored entirely;
+ *   one addressed to this bot is stored without the `@username`.
  * - Non-text updates are ignored (debug log).
  */
 import type { Queue } from 'bullmq';
@@ -17,6 +21,7 @@ import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import type { Update } from 'grammy/types';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
+import { parseChatCommand } from '../../scheduler/chat-command.ts';
 import { enqueueInput } from '../../scheduler/inbox.ts';
 import type { Keys } from '../../scheduler/keys.ts';
 import type { Origin } from '../../scheduler/loop-state.ts';
@@ -39,7 +44,7 @@ export interface InboundDeps {
   allow: AllowList;
   /** `agent.max_prompt_chars` */
   maxChars: number;
-  /** The bot's username (from getMe), to strip `/cmd@<username>` in groups. */
+  /** The bot's username (from getMe): `/cmd@<username>` is for us, `/cmd@<other>` is ignored. */
   botUsername: string | undefined;
   log: Logger;
 }
@@ -49,13 +54,6 @@ export function telegramSessionId(chatId: string, threadId?: string): string {
   return threadId ? `telegram:${chatId}:${threadId}` : `telegram:${chatId}`;
 }
 
-/** `/loop@MyBot 5m x` → `/loop 5m x` when addressed to this bot; other text unchanged. */
-export function normaliseCommand(text: string, botUsername: string | undefined): string {
-  if (!botUsername) return text;
-  const m = /^(\/[A-Za-z0-9_]+)@([A-Za-z0-9_]+)(?=\s|$)/.exec(text);
-  if (!m || m[2]!.toLowerCase() !== botUsername.toLowerCase()) return text;
-  return m[1]! + text.slice(m[0].length);
-}
 
 /**
  * Store (or refuse) one update. Resolves only after Redis confirmed the write,
@@ -75,6 +73,13 @@ export async function storeUpdate(update: Update, deps: InboundDeps): Promise<In
   const reply = async (occurrenceId: string, text: string) =>
     enqueueTelegramOutbound(deps.outbound, { platform: 'telegram', chatId, threadId, text, sessionId, occurrenceId });
 
+  // A command addressed to another bot (`/stop@other_bot`) is not for us: not stored, not run,
+  // not sent to the model, not answered — whoever sent it (F16; the rule: scheduler/chat-command.ts).
+  const command = parseChatCommand(msg.text, deps.botUsername);
+  if (command.kind === 'other-bot') {
+    log.debug({ chatId, command: command.name }, 'Telegram command for another bot ignored');
+    return 'ignored';
+  }
   if (!deps.allow.allows(msg.from.id)) {
     log.warn({ userId: msg.from.id, chatId }, 'Telegram message refused: user not in TELEGRAM_ALLOWED_USERS');
     await reply(`refusal:tg-${update.update_id}`, REFUSAL_TEXT);
@@ -84,7 +89,7 @@ export async function storeUpdate(update: Update, deps: InboundDeps): Promise<In
   try {
     const jobId = await enqueueInput(
       { redis: deps.redis, keys: deps.keys, queues: deps.queues, maxChars: deps.maxChars },
-      { sessionId, text: normaliseCommand(msg.text, deps.botUsername), messageId: `tg-${update.update_id}`, origin },
+      { sessionId, text: command.kind === 'command' ? command.text : msg.text, messageId: `tg-${update.update_id}`, origin },
     );
     log.info({ sessionId, jobId, chars: msg.text.length }, 'Telegram message stored');
     log.debug({ sessionId, text: msg.text }, 'Telegram message text');
