@@ -187,6 +187,14 @@ export const configSchema = z
             z.array(z.coerce.number().int().min(0)),
           )
           .default([]),
+        /**
+         * Seconds a committed occurrence (tick, message, cron run) is remembered
+         * for exactly-once, in one sorted set per session or cron job. Must exceed
+         * the longest time a job can come back after its commit (a stalled job:
+         * `lock_duration_ms` + `stalled_interval_ms`; cron retries: seconds).
+         * @defaultValue 3600
+         */
+        occurrence_window_seconds: z.coerce.number().int().min(60).default(3600),
       })
       .strict()
       .prefault({}),

@@ -77,7 +77,7 @@ export async function enqueueInput(
   const occurrenceId = inputOccurrenceId(input.sessionId, input.messageId);
   const receivedAt = input.receivedAt ?? Date.now();
   // A re-sent message that was already answered changes nothing.
-  if ((await deps.redis.exists(deps.keys.occurrenceDone(occurrenceId))) === 1) return jobId;
+  if ((await deps.redis.zscore(deps.keys.sessionCommitted(input.sessionId), occurrenceId)) !== null) return jobId;
   await deps.redis.eval(
     REGISTER_PENDING_LUA, 3,
     deps.keys.pendingInput(input.sessionId), deps.keys.inputSequence(input.sessionId), deps.keys.sessionIndex,
@@ -99,8 +99,8 @@ export async function pendingInput(redis: RedisClient, keys: Keys, sessionId: st
   const pending = await redis.zrangebyscore(keys.pendingInput(sessionId), (now - PENDING_INPUT_STALE_MS) * 1000, '+inf');
   if (pending.length === 0) return pending;
   const pipeline = redis.pipeline();
-  for (const occ of pending) pipeline.exists(keys.occurrenceDone(occ));
-  const done = ((await pipeline.exec()) ?? []).map(([, v]) => v === 1);
+  for (const occ of pending) pipeline.zscore(keys.sessionCommitted(sessionId), occ);
+  const done = ((await pipeline.exec()) ?? []).map(([, v]) => v !== null);
   const committed = pending.filter((_, i) => done[i]);
   if (committed.length > 0) await redis.zrem(keys.pendingInput(sessionId), ...committed);
   return pending.filter((_, i) => !done[i]);

@@ -156,9 +156,12 @@ export class Keys {
     return `${this.prefix}:sessions`;
   }
 
-  /** Marker that an occurrence (one due tick) has been committed and delivered. */
-  occurrenceDone(occurrenceId: string): string {
-    return `${this.prefix}:occurrence:${keyPart(occurrenceId)}`;
+  /**
+   * Occurrences (ticks, messages, goal turns) of a session committed recently:
+   * a sorted set of occurrence id → commit time (ms), trimmed to a window.
+   */
+  sessionCommitted(sessionId: string): string {
+    return `${this.prefix}:session:${keyPart(sessionId)}:committed`;
   }
 
   /** Sorted set of live worker processes, scored by last heartbeat (ms). */
@@ -217,9 +220,14 @@ export class Keys {
     return `cron-manual:${keyPart(id)}:${atMs}`;
   }
 
-  /** Claim of an occurrence: the BullMQ job id that may run it (set before the turn starts). */
-  occurrenceClaim(occurrenceId: string): string {
-    return `${this.prefix}:occurrence:${keyPart(occurrenceId)}:claim`;
+  /** Hash of a cron job's claimed, uncommitted occurrences: occurrence id → holder, attempt, claim time. */
+  cronClaims(id: string): string {
+    return `${this.prefix}:cron:job:${keyPart(id)}:claims`;
+  }
+
+  /** A cron job's recently committed occurrences: sorted set of occurrence id → commit time (ms), trimmed to a window. */
+  cronCommitted(id: string): string {
+    return `${this.prefix}:cron:job:${keyPart(id)}:committed`;
   }
 
   /** Hash of one `/v1` run: status, output, error, timestamps. */

@@ -24,6 +24,7 @@ import type { LoopRecord } from './loop-state.ts';
 import { putVersioned, type ExpectedVersion } from './versioned-json.ts';
 import { acquireOwned, releaseOwned } from './redis/owned-key.ts';
 import { schedulerJobMillis, type HermesQueues } from './queues.ts';
+import { luaScript, runLuaScript } from './redis/lua-script.ts';
 
 /** Data of a tick job. */
 export interface TickJobData {
@@ -38,10 +39,17 @@ export interface InflightMark {
   occurrenceId: string;
   jobId: string;
   startedAt: number;
+  /** The tick number the turn runs as (`HERMES_TICK`). */
+  tick: number;
+  /** Worker process running it. */
+  workerId: string;
 }
 
 /** BullMQ job name of schedule ticks. */
 export const TICK_JOB_NAME = 'schedule-tick';
+
+const CLAIM_TICK = luaScript('claim-tick-2.lua');
+const RELEASE_INFLIGHT = luaScript('release-inflight-1.lua');
 
 
 /** Records and job schedulers of loops and heartbeats. */
@@ -93,13 +101,29 @@ export class LoopStore {
   }
 
   /**
-   * Mark an occurrence in flight: its turn started and is not committed yet.
-   * Later occurrences wait for it, so a tick whose worker died is completed by
-   * another worker instead of being overtaken.
+   * Claim an occurrence for its turn, atomically against the record as it is
+   * now: the claim holds only if the record is still at `expectedVersion` (the
+   * version the fire decision and the tick number were taken over) and no
+   * other occurrence of this schedule is in flight; it then marks `mark` in
+   * flight. Later occurrences wait for an in-flight one, so a tick whose worker
+   * died is completed by another worker instead of being overtaken.
    * @param ttlMs - the mark expires after this long (a bound on a lost retry)
+   * @returns `ok`; `changed` when the record changed or is gone (decide again over
+   *   a fresh read); `inflight` with the other occurrence's mark
    */
-  async markInflight(sessionId: string, kind: ScheduleKind, mark: InflightMark, ttlMs: number): Promise<void> {
-    await this.redis.set(this.keys.scheduleInflight(sessionId, kind), JSON.stringify(mark), 'PX', ttlMs);
+  async claimTick(
+    sessionId: string,
+    kind: ScheduleKind,
+    input: { expectedVersion: number; mark: InflightMark; ttlMs: number },
+  ): Promise<{ status: 'ok' } | { status: 'changed' } | { status: 'inflight'; mark: InflightMark }> {
+    const [status, mark] = (await runLuaScript(
+      this.redis, CLAIM_TICK,
+      [this.keys.schedule(sessionId, kind), this.keys.scheduleInflight(sessionId, kind)],
+      [String(input.expectedVersion), JSON.stringify(input.mark), input.ttlMs, input.mark.occurrenceId],
+    )) as [string, string | undefined];
+    if (status === 'ok') return { status: 'ok' };
+    if (status === 'inflight') return { status: 'inflight', mark: JSON.parse(mark!) as InflightMark };
+    return { status: 'changed' };
   }
 
   /** The in-flight mark, or `null`. */
@@ -110,10 +134,7 @@ export class LoopStore {
 
   /** Clear the in-flight mark if it is still the one of `occurrenceId`. */
   async clearInflight(sessionId: string, kind: ScheduleKind, occurrenceId: string): Promise<void> {
-    await this.redis.eval(
-      `local v = redis.call('GET', KEYS[1]) if v and cjson.decode(v)['occurrenceId'] == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`,
-      1, this.keys.scheduleInflight(sessionId, kind), occurrenceId,
-    );
+    await runLuaScript(this.redis, RELEASE_INFLIGHT, [this.keys.scheduleInflight(sessionId, kind)], [occurrenceId]);
   }
 
   /** Delete a record (used by `/heartbeat clear` and tests). */

@@ -3,13 +3,22 @@
  * clients attach to, and the atomic commit of a finished turn.
  *
  * Exactly-once delivery: a turn is committed under its occurrence id by one Lua
- * script that checks the occurrence marker, appends to the transcript, adds the
- * reply to the event stream and writes the loop's or goal's new state
- * over the version it was computed from. A retried or duplicated occurrence
- * finds the marker and commits nothing, so a reply is delivered once.
+ * script (`redis/scripts/commit-turn-5.lua`) that checks the session's set of
+ * committed occurrences, appends to the transcript, adds the reply to the event
+ * stream and writes the loop's or goal's new state over the version it was
+ * computed from. A retried or duplicated occurrence finds itself in the set and
+ * commits nothing, so a reply is delivered once.
+ *
+ * Bounded memory: the committed set is one sorted set per session that keeps
+ * only the occurrences committed within `worker.occurrence_window_seconds`
+ * (default 1 h). That window is far longer than a committed job can come back
+ * (a stalled job is re-run within `lock_duration_ms + stalled_interval_ms`),
+ * and loop ticks and cron occurrences are also refused by their records
+ * (last occurrence applied, coalescing) however late they come back.
  */
 import type { RedisClient } from './redis/connection-factory.ts';
 import type { Keys } from './keys.ts';
+import { luaScript, runLuaScript } from './redis/lua-script.ts';
 
 /** One transcript message. `at` is epoch ms. */
 export interface TranscriptMessage {
@@ -29,33 +38,21 @@ export interface SessionEvent {
 
 /** Stream entries kept per session (approximate trim). */
 export const EVENTS_MAX_LEN = 10_000;
-/** How long an occurrence marker is kept (seconds): far longer than any retry. */
+/** Retention (s) of the per-reply records of outbound delivery (parts sent). */
 export const OCCURRENCE_TTL_SECONDS = 7 * 24 * 3600;
 
-const COMMIT_LUA = `
--- KEYS[1] occurrence marker, KEYS[2] transcript, KEYS[3] events, KEYS[4] versioned record (optional)
--- ARGV[1] marker value, ARGV[2] marker ttl s, ARGV[3] transcript cap, ARGV[4] events maxlen,
--- ARGV[5] event type, ARGV[6] event data, ARGV[7] expected record version ('' = none),
--- ARGV[8] new record json, ARGV[9..] transcript messages
-if redis.call('EXISTS', KEYS[1]) == 1 then return {0, redis.call('GET', KEYS[1])} end
-if ARGV[7] ~= '' then
-  local cur = redis.call('GET', KEYS[4])
-  if not cur then return {-1, ''} end
-  local v = cjson.decode(cur)['version']
-  if tostring(v) ~= ARGV[7] then return {-1, ''} end
-  redis.call('SET', KEYS[4], ARGV[8])
-end
-for i = 9, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
-if #ARGV >= 9 then redis.call('LTRIM', KEYS[2], -tonumber(ARGV[3]), -1) end
-local id = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*', 'type', ARGV[5], 'data', ARGV[6])
-redis.call('SET', KEYS[1], id, 'EX', tonumber(ARGV[2]))
-return {1, id}
-`;
+/**
+ * How long a committed occurrence is remembered, in ms, when the caller does
+ * not say (`worker.occurrence_window_seconds`).
+ */
+export const DEFAULT_OCCURRENCE_WINDOW_MS = 3_600_000;
+
+const COMMIT_TURN = luaScript('commit-turn-5.lua');
 
 /** Result of `commitTurn`. */
 export type CommitResult =
   | { status: 'committed'; eventId: string }
-  | { status: 'duplicate'; eventId: string }
+  | { status: 'duplicate' }
   | { status: 'conflict' };
 
 /** Transcript, event stream and turn commit of sessions. */
@@ -64,6 +61,8 @@ export class SessionStore {
     private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly transcriptMax = 200,
+    /** How long a committed occurrence is remembered, ms (`worker.occurrence_window_seconds`). */
+    private readonly occurrenceWindowMs = DEFAULT_OCCURRENCE_WINDOW_MS,
   ) {}
 
   /** The session's transcript, oldest first. */
@@ -98,29 +97,31 @@ export class SessionStore {
       messages: TranscriptMessage[];
       event: { type: string; data: Record<string, unknown> };
       record?: { key: string; expectedVersion: number; json: string };
+      /** An in-flight mark (JSON with `occurrenceId`) released in the same step when it is this occurrence's. */
+      inflightKey?: string;
     },
   ): Promise<CommitResult> {
+    const committed = this.keys.sessionCommitted(sessionId);
     const keys = [
-      this.keys.occurrenceDone(input.occurrenceId),
-      this.keys.transcript(sessionId),
-      this.keys.events(sessionId),
-      input.record?.key ?? this.keys.occurrenceDone(input.occurrenceId),
+      committed, this.keys.transcript(sessionId), this.keys.events(sessionId),
+      input.record?.key ?? committed, input.inflightKey ?? committed,
     ];
     const args = [
-      '1', String(OCCURRENCE_TTL_SECONDS), String(this.transcriptMax), String(EVENTS_MAX_LEN),
+      input.occurrenceId, Date.now(), this.occurrenceWindowMs, this.transcriptMax, EVENTS_MAX_LEN,
       input.event.type, JSON.stringify(input.event.data),
       input.record ? String(input.record.expectedVersion) : '', input.record?.json ?? '',
+      input.inflightKey ? input.occurrenceId : '',
       ...input.messages.map((m) => JSON.stringify(m)),
     ];
-    const [code, id] = (await this.redis.eval(COMMIT_LUA, keys.length, ...keys, ...args)) as [number, string];
+    const [code, id] = (await runLuaScript(this.redis, COMMIT_TURN, keys, args)) as [number, string];
     if (code === 1) return { status: 'committed', eventId: id };
-    if (code === 0) return { status: 'duplicate', eventId: id };
+    if (code === 0) return { status: 'duplicate' };
     return { status: 'conflict' };
   }
 
-  /** Whether an occurrence has been committed. */
-  async isCommitted(occurrenceId: string): Promise<boolean> {
-    return (await this.redis.exists(this.keys.occurrenceDone(occurrenceId))) === 1;
+  /** Whether an occurrence of the session was committed (within the remembered window). */
+  async isCommitted(sessionId: string, occurrenceId: string): Promise<boolean> {
+    return (await this.redis.zscore(this.keys.sessionCommitted(sessionId), occurrenceId)) !== null;
   }
 
   /**

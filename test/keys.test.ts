@@ -26,8 +26,9 @@ const PER_ID: Record<string, (id: string) => string> = {
   'turn lock': (id) => k.turnLock(id),
   'pending input': (id) => k.pendingInput(id),
   'input sequence': (id) => k.inputSequence(id),
-  'occurrence marker': (id) => k.occurrenceDone(id),
-  'occurrence claim': (id) => k.occurrenceClaim(id),
+  'session committed occurrences': (id) => k.sessionCommitted(id),
+  'cron claims': (id) => k.cronClaims(id),
+  'cron committed occurrences': (id) => k.cronCommitted(id),
   'outbound sent': (id) => k.outboundSent(id),
   'cron job': (id) => k.cronJob(id),
   'cron runs': (id) => k.cronRuns(id),
@@ -73,7 +74,7 @@ afterEach(async () => {
 describe('keys', () => {
   it('every key starts with the hash tag, so all keys share one cluster slot', () => {
     const k = new Keys('{hermes}');
-    for (const key of [k.schedule('s', 'loop'), k.transcript('s'), k.events('s'), k.turnLock('s'), k.occurrenceDone('o'), k.workers]) {
+    for (const key of [k.schedule('s', 'loop'), k.transcript('s'), k.events('s'), k.turnLock('s'), k.sessionCommitted('s'), k.workers]) {
       expect(key.startsWith('{hermes}:')).toBe(true);
     }
     expect(() => new Keys('hermes')).toThrow(/hash tag/);
@@ -104,7 +105,7 @@ describe('keys', () => {
   it('the named regressions: y:inflight vs y, x:mutation vs x', () => {
     expect(k.schedule('y:inflight', 'loop')).not.toBe(k.scheduleInflight('y', 'loop'));
     expect(k.schedule('x:mutation', 'loop')).not.toBe(k.scheduleMutation('x', 'loop'));
-    expect(k.occurrenceDone('o:claim')).not.toBe(k.occurrenceClaim('o'));
+    expect(k.cronJob('o:claims')).not.toBe(k.cronClaims('o'));
     expect(inputOccurrenceId('a:b', 'c')).not.toBe(inputOccurrenceId('a', 'b:c'));
   });
 

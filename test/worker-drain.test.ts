@@ -5,7 +5,7 @@
  * once, handed back, the user told).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { testEnv } from './support/env.ts';
@@ -47,6 +47,42 @@ describe('worker drain', () => {
     expect(runs[0]!.finished_at!).toBeGreaterThan(signalledAt);
     expect(runs[0]!.deliveries[0]).toMatchObject({ target: 'local', status: 'delivered' });
     expect(stderr).toMatch(/waiting up to 30s for 1 scheduled turn\(s\) \(cron ticks, \/v1 runs\) and up to 0s for 0 chat turn\(s\)/);
+  });
+
+  it('a cron run cut by the drain deadline is handed back, runs once on another worker and is recorded once with its attempt count', async () => {
+    const env = testEnv({ 'agent.cron_drain_timeout': 1, 'agent.restart_drain_timeout': 0 });
+    const c = clients(env);
+    cleanups.push(() => env.cleanup(), () => c.close());
+    const first = await spawnWorker(env);
+    cleanups.push(() => { if (first.exitCode === null) first.kill('SIGKILL'); });
+    const cron = new CronService(new CronStore(c.redis, c.keys, c.queues, { historyLimit: 50 }), {
+      timezone: 'UTC', minIntervalSeconds: 60, maxPromptChars: 10_000, historyLimit: 50,
+    }, createLogger({ level: 'silent' }));
+    const starts = join(env.home, 'starts');
+    const job = await cron.add(
+      { schedule: 'every 1h', script: `echo "$HERMES_CRON_OCCURRENCE_ID" >> ${starts}; sleep 4; echo report done`, name: 'cut', paused: true },
+      { origin: { surface: 'cli' }, trusted: true },
+    );
+    await cron.runNow(job.id);
+    await waitFor(async () => (existsSync(starts) ? true : undefined), 15_000, 'the cron run to start');
+    first.kill('SIGTERM');
+    expect(await new Promise<number | null>((r) => first.on('exit', r))).toBe(0);
+    expect(await cron.runs(job.id, 5)).toEqual([]); // cut, so not recorded: it was never completed
+
+    const second = await spawnWorker(env);
+    cleanups.push(() => { if (second.exitCode === null) second.kill('SIGKILL'); });
+    const [run] = await waitFor(async () => {
+      const runs = await cron.runs(job.id, 5);
+      return runs.length > 0 ? runs : undefined;
+    }, 20_000, 'the handed-back run to be recorded');
+    expect(run).toMatchObject({ status: 'ok', output: 'report done', attempts: 2, trigger: 'manual' });
+    expect(run!.worker_id).toContain(`:${second.pid}:`);
+    const started = readFileSync(starts, 'utf8').trim().split('\n');
+    expect(started).toHaveLength(2);
+    expect(new Set(started).size).toBe(1); // the same occurrence, started twice, recorded once
+    second.kill('SIGTERM');
+    await new Promise((r) => second.on('exit', r));
+    expect(await cron.runs(job.id, 5)).toHaveLength(1);
   });
 
   it('a chat turn with restart_drain_timeout 0 is interrupted at once, the user is told, and it is answered after the restart', async () => {

@@ -45,7 +45,7 @@ export function createWorkerDeps(input: {
   return {
     config, redis, keys, queues, loops, workerId,
     log: log.child({ workerId }),
-    sessions: new SessionStore(redis, keys, config.worker.transcript_max_messages),
+    sessions: new SessionStore(redis, keys, config.worker.transcript_max_messages, config.worker.occurrence_window_seconds * 1000),
     schedules: new ScheduleService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log),
     goals: new GoalService(redis, keys, queues, config.goals.max_turns, log),
     runners: input.runners ?? new RunnerFactory(config, { commandEnvSource: input.commandEnvSource ?? process.env }),

@@ -31,7 +31,7 @@ import { CronStore, type CronTickData } from '../scheduler/cron/cron-store.ts';
 import { decideOccurrence, type OccurrenceTrigger } from '../scheduler/cron/misfire.ts';
 import { schedulerJobMillis } from '../scheduler/queues.ts';
 import type { WorkerDeps } from './worker-deps.ts';
-import { sleepUntil } from './defer.ts';
+import { deferJob, sleepUntil } from './defer.ts';
 import type { HeldLock } from './session-lock.ts';
 import { deliverPending, resolveTargets } from './cron-delivery.ts';
 
@@ -51,7 +51,9 @@ const stores = new WeakMap<WorkerDeps, CronStore>();
 function storeFor(deps: WorkerDeps): CronStore {
   let store = stores.get(deps);
   if (!store) {
-    store = new CronStore(deps.redis, deps.keys, deps.queues, { historyLimit: deps.config.cron.history_limit });
+    store = new CronStore(deps.redis, deps.keys, deps.queues, {
+      historyLimit: deps.config.cron.history_limit, occurrenceWindowMs: deps.config.worker.occurrence_window_seconds * 1000,
+    });
     stores.set(deps, store);
   }
   return store;
@@ -129,32 +131,48 @@ export async function processCronTick(
   try {
     // 4: claim.
     const startedAt = Date.now();
-    const claim = await store.claim({ jobId: record.id, occurrenceId, holder, generation: data.generation, manual: trigger === 'manual' });
-    if (claim !== 'ok') {
-      if (claim === 'done') return await finishDuplicate(store, deps, record, occurrenceId);
-      log.info({ reason: claim }, 'cron occurrence not claimed');
-      return { outcome: 'dropped', occurrenceId, reason: claim };
+    const claim = await store.claim({ jobId: record.id, occurrenceId, holder, generation: data.generation, manual: trigger === 'manual', dueAt });
+    if (claim.status !== 'ok') {
+      if (claim.status === 'done') return await finishDuplicate(store, deps, record, occurrenceId);
+      log.info({ reason: claim.status }, 'cron occurrence not claimed');
+      return { outcome: 'dropped', occurrenceId, reason: claim.status };
     }
     if (decision.action === 'skip') {
       log.info({ latenessMs: decision.latenessMs, graceMs: decision.graceMs }, 'cron occurrence missed its grace window; skipped (--misfire skip)');
       return await commit(store, deps, record.id, baseRun(record, {
         occurrenceId, dueAt, trigger: 'schedule', status: 'skipped', reason: 'misfire', latenessMs: decision.latenessMs, workerId: deps.workerId,
+        attempts: claim.attempt,
       }), pickedAt);
     }
 
     // 5: the turn.
     const run = baseRun(record, {
       occurrenceId, dueAt, trigger: trigger === 'manual' ? 'manual' : decision.catchUp ? 'catch-up' : 'schedule',
-      status: 'ok', reason: null, latenessMs: Math.max(0, startedAt - dueAt), workerId: deps.workerId,
+      status: 'ok', reason: null, latenessMs: Math.max(0, startedAt - dueAt), workerId: deps.workerId, attempts: claim.attempt,
     });
     run.started_at = startedAt;
     run.late = decision.late;
-    log.info({ trigger: run.trigger, latenessMs: run.lateness_ms, late: run.late }, 'cron run started');
+    log.info({ trigger: run.trigger, latenessMs: run.lateness_ms, late: run.late, attempt: claim.attempt }, 'cron run started');
     try {
-      const reply = await deps.turns.run(occurrenceId, 'scheduled', (turnSignal) => runTurn(record!, occurrenceId, dueAt, turnSignal, deps), signal);
+      const reply = await deps.turns.run(holder, 'scheduled', async (turnSignal, turn) => {
+        try {
+          return await runTurn(record!, occurrenceId, dueAt, turnSignal, deps);
+        } catch (err) {
+          // Drain policy (SPEC §9): a run cut by the drain deadline was never
+          // completed, so it is not recorded; the job goes back to the queue
+          // (this worker is paused) and another worker runs it as its next
+          // attempt, under the same claim holder.
+          if (turn.abortedByDrain) {
+            log.warn({ attempt: claim.attempt }, 'cron run aborted by drain; handed back for another worker');
+            return await deferJob(job, token, 0);
+          }
+          throw err;
+        }
+      }, signal);
       run.output = reply.length > MAX_RUN_OUTPUT_CHARS ? `${reply.slice(0, MAX_RUN_OUTPUT_CHARS)}\n[output cut]` : reply;
       run.silent = reply.trim() === SILENT_REPLY;
     } catch (err) {
+      if (err instanceof DelayedError) throw err;
       const turnError = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', cause: err });
       if (turnError.retryable && job.attemptsMade + 1 < (job.opts.attempts ?? 1)) {
         log.warn({ attempt: job.attemptsMade + 1, error: turnError.message }, 'cron run could not reach the model; retrying with backoff');
@@ -191,10 +209,13 @@ async function runTurn(job: CronJob, occurrenceId: string, dueAt: number, signal
 
 function baseRun(
   job: CronJob,
-  f: { occurrenceId: string; dueAt: number; trigger: CronRun['trigger']; status: CronRun['status']; reason: string | null; latenessMs: number; workerId: string },
+  f: {
+    occurrenceId: string; dueAt: number; trigger: CronRun['trigger']; status: CronRun['status']; reason: string | null;
+    latenessMs: number; workerId: string; attempts: number;
+  },
 ): CronRun {
   return {
-    occurrence_id: f.occurrenceId, job_id: job.id, trigger: f.trigger, status: f.status, reason: f.reason,
+    occurrence_id: f.occurrenceId, job_id: job.id, trigger: f.trigger, status: f.status, reason: f.reason, attempts: f.attempts,
     due_at: f.dueAt, started_at: null, finished_at: null, lateness_ms: Math.max(0, f.latenessMs), late: false,
     output: null, error: null, silent: false, deliveries: [], worker_id: f.workerId,
   };
@@ -208,12 +229,14 @@ async function recordSkip(
   record: CronJob,
   f: { occurrenceId: string; dueAt: number; trigger: OccurrenceTrigger; holder: string; pickedAt: number; reason: string; latenessMs: number },
 ): Promise<CronTickResult> {
-  const claim = await store.claim({ jobId: record.id, occurrenceId: f.occurrenceId, holder: f.holder, generation: job.data.generation, manual: f.trigger === 'manual' });
-  if (claim !== 'ok') return { outcome: claim === 'done' ? 'duplicate' : 'dropped', occurrenceId: f.occurrenceId, reason: claim };
+  const claim = await store.claim({
+    jobId: record.id, occurrenceId: f.occurrenceId, holder: f.holder, generation: job.data.generation, manual: f.trigger === 'manual', dueAt: f.dueAt,
+  });
+  if (claim.status !== 'ok') return { outcome: claim.status === 'done' ? 'duplicate' : 'dropped', occurrenceId: f.occurrenceId, reason: claim.status };
   deps.log.info({ cronJobId: record.id, occurrenceId: f.occurrenceId }, 'cron occurrence skipped: the previous run is still going (--overlap skip)');
   const run = baseRun(record, {
     occurrenceId: f.occurrenceId, dueAt: f.dueAt, trigger: f.trigger === 'manual' ? 'manual' : 'schedule',
-    status: 'skipped', reason: f.reason, latenessMs: f.latenessMs, workerId: deps.workerId,
+    status: 'skipped', reason: f.reason, latenessMs: f.latenessMs, workerId: deps.workerId, attempts: claim.attempt,
   });
   return await commit(store, deps, record.id, run, f.pickedAt);
 }

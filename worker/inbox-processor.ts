@@ -52,7 +52,7 @@ export async function processInbox(
   if (pending.length > 0 && pending[0] !== occurrenceId && pending.includes(occurrenceId)) {
     return await deferJob(job, token, deps.config.worker.defer_ms); // an older message goes first
   }
-  if (await deps.sessions.isCommitted(occurrenceId)) {
+  if (await deps.sessions.isCommitted(sessionId, occurrenceId)) {
     await clearPendingInput(deps.redis, deps.keys, sessionId, occurrenceId);
     return { status: 'duplicate' };
   }
@@ -82,7 +82,7 @@ export async function processInbox(
     });
     await deliverToRoute(deps, { sessionId, origin: data.origin, text: commandReply, occurrenceId });
     await clearPendingInput(deps.redis, deps.keys, sessionId, occurrenceId);
-    return { status: 'command', eventId: res.status === 'conflict' ? undefined : res.eventId };
+    return { status: 'command', eventId: res.status === 'committed' ? res.eventId : undefined };
   }
 
   const held = await deps.lock.acquire(sessionId, job.id!);

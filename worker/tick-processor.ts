@@ -2,16 +2,24 @@
  * A loop or heartbeat tick, end to end — the story of one occurrence:
  *
  *   1. wait for the exact due time (the job arrives `prefetch_lead_ms` early);
- *   2. load the schedule's current record; a paused, finished, removed or
- *      replaced schedule never fires, and an occurrence already covered by a
- *      later-started tick is coalesced (`decideFire`);
- *   3. real user input first, then goal continuations: while the session has
- *      queued user input, an active unparked goal, or another turn holding
- *      it, the tick is deferred (not dropped, not run in parallel);
- *   4. run the turn against the session's current transcript plus the wakeup text;
- *   5. commit once per occurrence: transcript, event stream and the schedule's
- *      new state in one atomic step (`SessionStore.commitTurn`);
- *   6. apply the outcome: a finished or paused schedule loses its job
+ *   2. gate (`gate`): load the schedule's current record; a paused, finished,
+ *      removed or replaced schedule never fires, and an occurrence already
+ *      covered by a later-started tick is coalesced (`decideFire`); real user
+ *      input first, then goal continuations: while the session has queued user
+ *      input or an active unparked goal, the tick is deferred (not dropped);
+ *   3. take the session's turn lock (busy → deferred, never run in parallel);
+ *   4. claim (`LoopStore.claimTick`, one Lua script): the fire decision, the
+ *      coalescing rule and the tick number were taken over one version of the
+ *      record; the claim holds only if the record is still at that version and
+ *      no other occurrence is in flight, and marks this one in flight. A record
+ *      that changed in between (an earlier tick committed meanwhile) sends the
+ *      tick back to step 2 over a fresh read, so a tick never fires on a stale
+ *      record and never runs with a tick number another tick already used;
+ *   5. run the turn against the session's current transcript plus the wakeup text;
+ *   6. commit once per occurrence: transcript, event stream, the schedule's
+ *      new state and the release of the in-flight mark in one atomic step
+ *      (`SessionStore.commitTurn`);
+ *   7. apply the outcome: a finished or paused schedule loses its job
  *      scheduler; a self-paced loop gets its next tick; replies with a
  *      messaging route are queued for the gateway.
  *
@@ -30,6 +38,7 @@ import { goalHoldsSession } from '../scheduler/goal-state.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { deferJob, sleepUntil } from './defer.ts';
 import { deliverToRoute } from './delivery.ts';
+import type { HeldLock } from './session-lock.ts';
 import { turnMessages } from './transcript-messages.ts';
 import { judgeUntil } from './until-judge.ts';
 import type { WorkerDeps } from './worker-deps.ts';
@@ -39,6 +48,15 @@ export type TickResult =
   | { status: 'skipped'; reason: string }
   | { status: 'committed'; occurrenceId: string; eventId: string; outcome: TickOutcome['kind']; failed: boolean }
   | { status: 'duplicate'; occurrenceId: string };
+
+/** Gate and claim rounds before a tick whose record keeps changing is deferred. */
+const MAX_CLAIM_ROUNDS = 5;
+
+/** What the gate says about an occurrence, over one read of the record. */
+type GateResult =
+  | { action: 'fire'; loop: LoopRecord }
+  | { action: 'skip'; reason: string }
+  | { action: 'defer'; reason: string; delayMs: number };
 
 /**
  * Process one tick job of a loop or heartbeat.
@@ -55,60 +73,60 @@ export async function processScheduleTick(
   const log = deps.log.child({ sessionId, kind, loopId, occurrenceId });
 
   await sleepUntil(dueAt, signal);
-  // Everything the fire decision needs, read in one round trip.
-  const [loop, pendingCount, goal, inflight] = await Promise.all([
-    deps.loops.get(sessionId, kind),
-    deps.redis.zcard(deps.keys.pendingInput(sessionId)),
-    deps.goals.get(sessionId),
-    deps.loops.getInflight(sessionId, kind),
-  ]);
-  const decision = decideFire(loop, { loopId, dueAt, occurrenceId });
-  if (!decision.fire) {
-    log.debug({ reason: decision.reason }, 'tick skipped');
-    if (decision.reason === 'already-applied') {
-      // A retry after the commit: finish what the dead worker left undone.
-      await deps.loops.clearInflight(sessionId, kind, occurrenceId);
-      if (loop?.mode === 'self-paced' && loop.status === 'active') await armSelfPaced(deps, loop);
-    }
-    return { status: 'skipped', reason: decision.reason };
-  }
-  if (inflight && inflight.occurrenceId !== occurrenceId && (await earlierTickInFlight(deps, job, inflight))) {
-    log.debug('an earlier tick of this schedule is still in flight; deferred');
-    return await deferJob(job, token, deps.config.worker.defer_ms);
-  }
-  if (pendingCount > 0 && (await pendingInput(deps.redis, deps.keys, sessionId)).length > 0) {
-    log.debug('user input pending; tick deferred');
-    return await deferJob(job, token, deps.config.worker.defer_ms);
-  }
-  if (goalHoldsSession(goal)) {
-    log.debug('an active goal owns the session; tick deferred');
-    return await deferJob(job, token, Math.max(1000, deps.config.worker.defer_ms));
-  }
-  const held = await deps.lock.acquire(sessionId, job.id!);
-  if (!held) {
-    log.debug('session busy; tick deferred');
-    return await deferJob(job, token, deps.config.worker.defer_ms);
-  }
+  let held: HeldLock | null = null;
   try {
-    return await deps.turns.run(job.id!, 'scheduled', async (turnSignal, turn) => {
-      const startedAt = Date.now();
-      const tickNumber = loop!.ticksUsed + 1;
+    let claimed: { loop: LoopRecord; mark: InflightMark } | undefined;
+    for (let round = 0; round < MAX_CLAIM_ROUNDS && !claimed; round++) {
+      const gated = await gate(deps, job, { dueAt, occurrenceId });
+      if (gated.action === 'skip') {
+        log.debug({ reason: gated.reason }, 'tick skipped');
+        return { status: 'skipped', reason: gated.reason };
+      }
+      if (gated.action === 'defer') {
+        log.debug({ reason: gated.reason }, 'tick deferred');
+        return await deferJob(job, token, gated.delayMs);
+      }
+      held ??= await deps.lock.acquire(sessionId, job.id!);
+      if (!held) {
+        log.debug('session busy; tick deferred');
+        return await deferJob(job, token, deps.config.worker.defer_ms);
+      }
       const { lock_duration_ms: lockMs, max_stalled_count: stalls } = deps.config.worker;
+      const mark: InflightMark = {
+        occurrenceId, jobId: job.id!, startedAt: Date.now(), tick: gated.loop.ticksUsed + 1, workerId: deps.workerId,
+      };
+      const claim = await deps.loops.claimTick(sessionId, kind, {
+        expectedVersion: gated.loop.version, mark, ttlMs: lockMs * (stalls + 2) + 60_000,
+      });
+      if (claim.status === 'ok') claimed = { loop: gated.loop, mark };
+      else if (claim.status === 'inflight' && (await earlierTickInFlight(deps, job, claim.mark))) {
+        log.debug({ inflight: claim.mark.occurrenceId }, 'an earlier tick of this schedule is still in flight; deferred');
+        return await deferJob(job, token, deps.config.worker.defer_ms);
+      }
+      // `changed` (or a stale mark just cleared): decide again over a fresh read.
+    }
+    if (!claimed) {
+      log.debug('the schedule kept changing while the tick was claimed; deferred');
+      return await deferJob(job, token, deps.config.worker.defer_ms);
+    }
+    const { loop, mark } = claimed;
+    const lock = held!;
+    return await deps.turns.run(job.id!, 'scheduled', async (turnSignal, turn) => {
+      const { startedAt, tick: tickNumber } = mark;
       const latenessMs = startedAt - dueAt;
       log.debug({ tick: tickNumber, latenessMs }, `${kind} tick started`);
-      // One round trip: mark in flight, tell clients, read the transcript.
-      const [, , transcript] = await Promise.all([
-        deps.loops.markInflight(sessionId, kind, { occurrenceId, jobId: job.id!, startedAt }, lockMs * (stalls + 2) + 60_000),
+      // One round trip: tell clients, read the transcript.
+      const [, transcript] = await Promise.all([
         deps.sessions.appendEvent(sessionId, 'tick.started', {
           kind, tick: tickNumber, occurrenceId, dueAt, startedAt, latenessMs, worker: deps.workerId, pid: process.pid,
         }),
         deps.sessions.transcript(sessionId),
       ]);
-      const input = buildWakeupInput(loop!, tickNumber);
+      const input = buildWakeupInput(loop, tickNumber);
       let reply = '';
       let failure: TurnError | undefined;
       try {
-        reply = await deps.runners.forSpec(loop!.runner).run({
+        reply = await deps.runners.forSpec(loop.runner).run({
           sessionId,
           messages: turnMessages(transcript, input),
           signal: turnSignal,
@@ -122,20 +140,19 @@ export async function processScheduleTick(
         failure = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
         log.warn({ err: failure.message, failureKind: failure.kind }, `${kind} tick failed`);
       }
-      const until = !failure && loop!.until ? await judgeUntil(deps, loop!, reply, turnSignal) : undefined;
+      const until = !failure && loop.until ? await judgeUntil(deps, loop, reply, turnSignal) : undefined;
       const finishedAt = Date.now();
-      const committed = await commitTick(deps, loop!, {
+      const committed = await commitTick(deps, loop, {
         sessionId, kind, loopId, occurrenceId, dueAt, startedAt, finishedAt, tickNumber, input, reply, failure, until,
-        runner: loop!.runner.kind,
+        runner: loop.runner.kind,
       });
       if (committed.status === 'duplicate') {
         await deps.loops.clearInflight(sessionId, kind, occurrenceId);
         return { status: 'duplicate', occurrenceId };
       }
-      // One round trip: clear the mark, free the session (the finally's release is then a no-op), deliver.
+      // One round trip: free the session (the finally's release is then a no-op), deliver, apply the outcome.
       await Promise.all([
-        deps.loops.clearInflight(sessionId, kind, occurrenceId),
-        held.release(),
+        lock.release(),
         !failure && committed.loop ? deliverToRoute(deps, { sessionId, origin: committed.loop.origin, text: reply, occurrenceId }) : undefined,
         applyOutcome(deps, committed.loop, committed.outcome),
       ]);
@@ -143,8 +160,37 @@ export async function processScheduleTick(
       return { status: 'committed', occurrenceId, eventId: committed.eventId, outcome: committed.outcome.kind, failed: Boolean(failure) };
     }, signal);
   } finally {
-    await held.release();
+    await held?.release();
   }
+}
+
+/**
+ * Step 2 of a tick: read what the fire decision needs (one round trip) and
+ * decide fire, skip or defer. An occurrence that was applied already (a retry
+ * after the commit) finishes what the dead worker left undone and is skipped.
+ */
+async function gate(deps: WorkerDeps, job: Job<TickJobData>, tick: { dueAt: number; occurrenceId: string }): Promise<GateResult> {
+  const { sessionId, kind, loopId } = job.data;
+  const [loop, pendingCount, goal] = await Promise.all([
+    deps.loops.get(sessionId, kind),
+    deps.redis.zcard(deps.keys.pendingInput(sessionId)),
+    deps.goals.get(sessionId),
+  ]);
+  const decision = decideFire(loop, { loopId, dueAt: tick.dueAt, occurrenceId: tick.occurrenceId });
+  if (!decision.fire) {
+    if (decision.reason === 'already-applied') {
+      await deps.loops.clearInflight(sessionId, kind, tick.occurrenceId);
+      if (loop?.mode === 'self-paced' && loop.status === 'active') await armSelfPaced(deps, loop);
+    }
+    return { action: 'skip', reason: decision.reason };
+  }
+  if (pendingCount > 0 && (await pendingInput(deps.redis, deps.keys, sessionId)).length > 0) {
+    return { action: 'defer', reason: 'user input pending', delayMs: deps.config.worker.defer_ms };
+  }
+  if (goalHoldsSession(goal)) {
+    return { action: 'defer', reason: 'an active goal owns the session', delayMs: Math.max(1000, deps.config.worker.defer_ms) };
+  }
+  return { action: 'fire', loop: loop! };
 }
 
 interface TickCommitInput {
@@ -192,8 +238,10 @@ async function commitTick(
   for (let attempt = 0; attempt < 10; attempt++) {
     // First try over the record read at the start; re-read only after a conflict.
     const fresh = attempt === 0 ? readAtStart : await deps.loops.get(t.sessionId, t.kind);
+    const inflightKey = deps.keys.scheduleInflight(t.sessionId, t.kind);
+    if (fresh && fresh.loopId === t.loopId && fresh.lastOccurrenceId === t.occurrenceId) return { status: 'duplicate' };
     if (!fresh || fresh.loopId !== t.loopId) {
-      const res = await deps.sessions.commitTurn(t.sessionId, { occurrenceId: t.occurrenceId, messages, event });
+      const res = await deps.sessions.commitTurn(t.sessionId, { occurrenceId: t.occurrenceId, messages, event, inflightKey });
       if (res.status === 'conflict') continue;
       return res.status === 'duplicate' ? { status: 'duplicate' } : { status: 'committed', eventId: res.eventId, loop: null, outcome: { kind: 'continue' } };
     }
@@ -208,6 +256,7 @@ async function commitTick(
       messages,
       event: { ...event, data: { ...event.data, outcome: outcome.kind, reason: 'reason' in outcome ? outcome.reason : undefined } },
       record: { key: deps.keys.schedule(t.sessionId, t.kind), expectedVersion: fresh.version, json: JSON.stringify(stored) },
+      inflightKey,
     });
     if (res.status === 'conflict') continue;
     if (res.status === 'duplicate') return { status: 'duplicate' };
@@ -240,7 +289,7 @@ async function earlierTickInFlight(deps: WorkerDeps, job: Job<TickJobData>, mark
   const other = await deps.queues.ticks.getJob(mark.jobId);
   const state = other ? await other.getState() : 'unknown';
   const alive = state === 'active' || state === 'waiting' || state === 'delayed' || state === 'prioritized';
-  if (alive && !(await deps.sessions.isCommitted(mark.occurrenceId))) return true;
+  if (alive && !(await deps.sessions.isCommitted(sessionId, mark.occurrenceId))) return true;
   await deps.loops.clearInflight(sessionId, kind, mark.occurrenceId);
   return false;
 }

@@ -72,6 +72,12 @@ export interface CronRun {
   status: RunStatus;
   /** Why a run was skipped: `overlap` or `misfire`. */
   reason: string | null;
+  /**
+   * How many times the occurrence was started before this record (1 = first
+   * try; more after a drain hand-back, a dead worker or a network retry).
+   * Missing on runs recorded before it existed.
+   */
+  attempts?: number;
   due_at: number;
   started_at: number | null;
   finished_at: number | null;

@@ -12,9 +12,14 @@
  *   occurrence (`claim`: the job must still be scheduled in the generation the
  *   occurrence belongs to, and nobody else may hold the claim); after the turn,
  *   `commitRun` writes the run record, the job's new state and the local
- *   delivery in one script under the occurrence marker, so a retried job or a
- *   second worker never records or delivers an occurrence twice. Every key of
- *   these scripts shares the hash-tag prefix (Redis Cluster safe).
+ *   delivery in one script and adds the occurrence to the job's committed set,
+ *   so a retried job or a second worker never records or delivers an
+ *   occurrence twice. Every key of these scripts shares the hash-tag prefix
+ *   (Redis Cluster safe); the scripts are files in `../redis/scripts/`.
+ * - Bounded memory: claims and committed occurrences live in one hash and one
+ *   sorted set per job, trimmed to `worker.occurrence_window_seconds`; a
+ *   scheduled occurrence older than the job's last handled one is refused by
+ *   the record itself (`last_due_at`), however late it comes back.
  *
  * Write order: the record is written and confirmed first, then the BullMQ side
  * is armed or disarmed. The claim re-checks the record, so once a pause or
@@ -26,7 +31,8 @@ import type { RedisClient } from '../redis/connection-factory.ts';
 import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
 import type { Keys } from '../keys.ts';
 import type { HermesQueues } from '../queues.ts';
-import { EVENTS_MAX_LEN, OCCURRENCE_TTL_SECONDS } from '../session-store.ts';
+import { DEFAULT_OCCURRENCE_WINDOW_MS, EVENTS_MAX_LEN } from '../session-store.ts';
+import { luaScript, runLuaScript } from '../redis/lua-script.ts';
 import { cronSessionId, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
 import { encodePattern } from './repeat-strategy.ts';
 import { putVersioned } from '../versioned-json.ts';
@@ -52,76 +58,13 @@ export const CRON_TICK_ATTEMPTS = 3;
 /** Global recent-runs list length (for `hermes cron runs` without a job). */
 export const RECENT_RUNS_MAX = 1000;
 
-const DELETE_LUA = `
-local cur = redis.call('GET', KEYS[1])
-if not cur then return 0 end
-redis.call('DEL', KEYS[1], KEYS[3], KEYS[4])
-redis.call('SREM', KEYS[2], ARGV[1])
-return 1
-`;
-
-const CLAIM_LUA = `
--- KEYS[1] job record, KEYS[2] claim, KEYS[3] occurrence done marker
--- ARGV[1] holder, ARGV[2] ttl ms, ARGV[3] generation, ARGV[4] manual ('1'/'0')
-local cur = redis.call('GET', KEYS[1])
-if not cur then return 'removed' end
-if redis.call('EXISTS', KEYS[3]) == 1 then return 'done' end
-if ARGV[4] ~= '1' then
-  local job = cjson.decode(cur)
-  if job['state'] ~= 'scheduled' then return job['state'] end
-  if tostring(job['generation']) ~= ARGV[3] then return 'stale' end
-end
-local holder = redis.call('GET', KEYS[2])
-if holder and holder ~= ARGV[1] then return 'claimed' end
-redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
-return 'ok'
-`;
-
-const COMMIT_LUA = `
--- KEYS[1] done marker, KEYS[2] job record, KEYS[3] runs hash, KEYS[4] run index,
--- KEYS[5] recent runs, KEYS[6] session events
--- ARGV[1] run json, ARGV[2] occurrence id, ARGV[3] marker ttl s, ARGV[4] history limit,
--- ARGV[5] recent cap, ARGV[6] expected job version, ARGV[7] new job json,
--- ARGV[8] event data ('' = no local delivery), ARGV[9] events maxlen, ARGV[10] recent entry
-if redis.call('EXISTS', KEYS[1]) == 1 then return {0, redis.call('GET', KEYS[1])} end
-local cur = redis.call('GET', KEYS[2])
-if not cur then return {-2, ''} end
-if tostring(cjson.decode(cur)['version']) ~= ARGV[6] then return {-1, ''} end
-redis.call('SET', KEYS[2], ARGV[7])
-local run = ARGV[1]
-local eventId = ''
-if ARGV[8] ~= '' then
-  eventId = redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[9], '*', 'type', 'reply', 'data', ARGV[8])
-  local decoded = cjson.decode(run)
-  for _, d in ipairs(decoded['deliveries']) do
-    if d['target'] == 'local' then
-      d['status'] = 'delivered'
-      d['evidence'] = eventId
-    end
-  end
-  run = cjson.encode(decoded)
-end
-redis.call('HSET', KEYS[3], ARGV[2], run)
-redis.call('LPUSH', KEYS[4], ARGV[2])
-local limit = tonumber(ARGV[4])
-while redis.call('LLEN', KEYS[4]) > limit do
-  local old = redis.call('RPOP', KEYS[4])
-  redis.call('HDEL', KEYS[3], old)
-end
-redis.call('LPUSH', KEYS[5], ARGV[10])
-redis.call('LTRIM', KEYS[5], 0, tonumber(ARGV[5]) - 1)
-redis.call('SET', KEYS[1], eventId ~= '' and eventId or 'recorded', 'EX', tonumber(ARGV[3]))
-return {1, eventId}
-`;
-
-const UPDATE_RUN_LUA = `
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return 1
-`;
+const CLAIM = luaScript('claim-cron-occurrence-3.lua');
+const COMMIT_RUN = luaScript('commit-cron-run-7.lua');
+const DELETE_JOB = luaScript('delete-cron-job-6.lua');
+const UPDATE_RUN = luaScript('update-cron-run-1.lua');
 
 /** Result of `claim`: `ok`, or why the occurrence may not start. */
-export type ClaimResult = 'ok' | 'removed' | 'done' | 'claimed' | 'stale' | 'paused' | 'completed' | 'error';
+export type ClaimResult = 'ok' | 'removed' | 'done' | 'claimed' | 'stale' | 'coalesced' | 'paused' | 'completed' | 'error';
 
 /** Result of `commitRun`. */
 export type RunCommitResult =
@@ -134,6 +77,8 @@ export type RunCommitResult =
 export interface CronStoreSettings {
   /** Run records kept per job (`cron.history_limit`). */
   historyLimit: number;
+  /** How long a claim or a committed occurrence is remembered, ms (`worker.occurrence_window_seconds`). */
+  occurrenceWindowMs?: number;
 }
 
 /** Records, history and BullMQ jobs of cron jobs. */
@@ -176,9 +121,10 @@ export class CronStore {
   /** Delete the record and its history. @returns whether it existed */
   async delete(id: string): Promise<boolean> {
     try {
-      const ok = await this.redis.eval(
-        DELETE_LUA, 4, this.keys.cronJob(id), this.keys.cronJobIndex, this.keys.cronRuns(id), this.keys.cronRunIndex(id), id,
-      );
+      const ok = await runLuaScript(this.redis, DELETE_JOB, [
+        this.keys.cronJob(id), this.keys.cronJobIndex, this.keys.cronRuns(id), this.keys.cronRunIndex(id),
+        this.keys.cronClaims(id), this.keys.cronCommitted(id),
+      ], [id]);
       return ok === 1;
     } catch (err) {
       throw new StoreUnavailableError(`Redis did not remove cron job ${id}: ${(err as Error).message}`, { cause: err });
@@ -251,24 +197,40 @@ export class CronStore {
   }
 
   /**
-   * Claim an occurrence for `holder` (a BullMQ job id) before its turn starts.
-   * Succeeds when the job still exists and — unless `manual` — is scheduled in
-   * `generation`, the occurrence is not committed, and nobody else holds it
-   * (the same holder, a retried job, takes it over).
+   * Claim an occurrence for `holder` (a BullMQ job id) before its turn starts,
+   * against the job record as it is now. Succeeds when the job still exists
+   * and — unless `manual` — is scheduled in `generation` and has not handled
+   * an occurrence due at or after `dueAt`, the occurrence is not committed,
+   * and nobody else holds it (the same holder, a handed-back, stalled or
+   * retried job, takes it over as its next attempt).
+   * @returns `ok` with the attempt number (1 the first time), or why not
    */
-  async claim(input: { jobId: string; occurrenceId: string; holder: string; generation: number; manual: boolean }): Promise<ClaimResult> {
-    return (await this.redis.eval(
-      CLAIM_LUA, 3,
-      this.keys.cronJob(input.jobId), this.keys.occurrenceClaim(input.occurrenceId), this.keys.occurrenceDone(input.occurrenceId),
-      input.holder, String(OCCURRENCE_TTL_SECONDS * 1000), String(input.generation), input.manual ? '1' : '0',
-    )) as ClaimResult;
+  async claim(input: {
+    jobId: string; occurrenceId: string; holder: string; generation: number; manual: boolean; dueAt: number;
+  }): Promise<{ status: 'ok'; attempt: number } | { status: Exclude<ClaimResult, 'ok'> }> {
+    const [status, attempt] = (await runLuaScript(this.redis, CLAIM, [
+      this.keys.cronJob(input.jobId), this.keys.cronClaims(input.jobId), this.keys.cronCommitted(input.jobId),
+    ], [
+      input.occurrenceId, input.holder, String(input.generation), input.manual ? '1' : '0', input.dueAt, Date.now(), this.windowMs,
+    ])) as [ClaimResult, number];
+    return status === 'ok' ? { status, attempt } : { status };
+  }
+
+  /** Whether an occurrence of a job was committed (within the remembered window). */
+  async isCommitted(jobId: string, occurrenceId: string): Promise<boolean> {
+    return (await this.redis.zscore(this.keys.cronCommitted(jobId), occurrenceId)) !== null;
+  }
+
+  private get windowMs(): number {
+    return this.settings.occurrenceWindowMs ?? DEFAULT_OCCURRENCE_WINDOW_MS;
   }
 
   /**
    * Record a run once per occurrence, atomically with the job's new state
    * (written over `expectedVersion`) and, when `localEvent` is given, the reply
    * event on the job's session stream (the `local` target becomes `delivered`
-   * with the stream id as evidence).
+   * with the stream id as evidence). The occurrence's claim is released in
+   * the same step.
    * @returns `committed`; `duplicate` when the occurrence was recorded before;
    *   `conflict` when the job changed since it was read (re-read and retry);
    *   `gone` when the job was removed meanwhile
@@ -282,15 +244,15 @@ export class CronStore {
     const { run } = input;
     const stored: CronJob = { ...input.job, version: input.expectedVersion + 1 };
     const keys = [
-      this.keys.occurrenceDone(run.occurrence_id), this.keys.cronJob(run.job_id), this.keys.cronRuns(run.job_id),
+      this.keys.cronCommitted(run.job_id), this.keys.cronJob(run.job_id), this.keys.cronRuns(run.job_id),
       this.keys.cronRunIndex(run.job_id), this.keys.cronRecentRuns, this.keys.events(cronSessionId(run.job_id)),
+      this.keys.cronClaims(run.job_id),
     ];
-    const [code, eventId] = (await this.redis.eval(
-      COMMIT_LUA, keys.length, ...keys,
-      JSON.stringify(run), run.occurrence_id, String(OCCURRENCE_TTL_SECONDS), String(this.settings.historyLimit),
-      String(RECENT_RUNS_MAX), String(input.expectedVersion), JSON.stringify(stored),
-      input.localEvent ? JSON.stringify(input.localEvent) : '', String(EVENTS_MAX_LEN), this.keys.cronRecentRunEntry(run.job_id, run.occurrence_id),
-    )) as [number, string];
+    const [code, eventId] = (await runLuaScript(this.redis, COMMIT_RUN, keys, [
+      JSON.stringify(run), run.occurrence_id, Date.now(), this.windowMs, this.settings.historyLimit,
+      RECENT_RUNS_MAX, String(input.expectedVersion), JSON.stringify(stored),
+      input.localEvent ? JSON.stringify(input.localEvent) : '', EVENTS_MAX_LEN, this.keys.cronRecentRunEntry(run.job_id, run.occurrence_id),
+    ])) as [number, string];
     if (code === 1) {
       const deliveries = run.deliveries.map((d): CronDelivery => (d.target === 'local' && eventId ? { ...d, status: 'delivered', evidence: eventId } : d));
       return { status: 'committed', eventId: eventId || null, run: { ...run, deliveries } };
@@ -308,7 +270,7 @@ export class CronStore {
 
   /** Replace a recorded run (delivery outcomes); no-op when it is no longer in the history. */
   async updateRun(run: CronRun): Promise<void> {
-    await this.redis.eval(UPDATE_RUN_LUA, 1, this.keys.cronRuns(run.job_id), run.occurrence_id, JSON.stringify(run));
+    await runLuaScript(this.redis, UPDATE_RUN, [this.keys.cronRuns(run.job_id)], [run.occurrence_id, JSON.stringify(run)]);
   }
 
   /** A job's runs, newest first. */

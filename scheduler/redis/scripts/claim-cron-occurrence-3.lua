@@ -1,0 +1,52 @@
+--[[
+  Claim a cron occurrence for a holder (a BullMQ job id) before its turn
+  starts (CronStore.claim), against the job record as it is now.
+
+  KEYS[1] the job record (JSON)
+  KEYS[2] the job's claims (hash: occurrence id -> {holder, attempt, at})
+  KEYS[3] the job's committed occurrences (sorted set: occurrence id -> commit time ms)
+
+  ARGV[1] occurrence id
+  ARGV[2] holder
+  ARGV[3] generation the occurrence belongs to
+  ARGV[4] '1' for a manual run (exempt from state, generation and coalescing), else '0'
+  ARGV[5] due time of the occurrence, epoch ms
+  ARGV[6] now, epoch ms
+  ARGV[7] how long a claim or a committed occurrence is remembered, ms
+
+  Returns {'ok', attempt} claimed (attempt 1 the first time, +1 each time the
+  same holder claims again: a hand-back, a stalled or retried job);
+  {reason, 0} otherwise: 'removed', 'done' (committed before), 'claimed'
+  (another holder has it), 'stale' (older generation), 'coalesced' (due at or
+  before the last occurrence handled), or the job's state when not scheduled.
+]]
+local occ = ARGV[1]
+local now = tonumber(ARGV[6])
+local window = tonumber(ARGV[7])
+local cur = redis.call('GET', KEYS[1])
+if not cur then return {'removed', 0} end
+if redis.call('ZSCORE', KEYS[3], occ) then return {'done', 0} end
+if ARGV[4] ~= '1' then
+  local job = cjson.decode(cur)
+  if job['state'] ~= 'scheduled' then return {job['state'], 0} end
+  if tostring(job['generation']) ~= ARGV[3] then return {'stale', 0} end
+  local last = job['last_due_at']
+  if type(last) == 'number' and tonumber(ARGV[5]) <= last then return {'coalesced', 0} end
+end
+local attempt = 1
+local held = redis.call('HGET', KEYS[2], occ)
+if held then
+  local claim = cjson.decode(held)
+  if claim['holder'] ~= ARGV[2] then return {'claimed', 0} end
+  attempt = claim['attempt'] + 1
+end
+redis.call('HSET', KEYS[2], occ, cjson.encode({holder = ARGV[2], attempt = attempt, at = now}))
+-- Claims of occurrences that never committed (failed for good) are dropped once older than the window.
+if redis.call('HLEN', KEYS[2]) > 16 then
+  local all = redis.call('HGETALL', KEYS[2])
+  for i = 1, #all, 2 do
+    if cjson.decode(all[i + 1])['at'] < now - window then redis.call('HDEL', KEYS[2], all[i]) end
+  end
+end
+redis.call('PEXPIRE', KEYS[2], window)
+return {'ok', attempt}

@@ -1,0 +1,48 @@
+--[[
+  Commit a finished turn once per occurrence (SessionStore.commitTurn).
+
+  KEYS[1] the session's committed occurrences (sorted set: occurrence id -> commit time ms)
+  KEYS[2] transcript (list)
+  KEYS[3] event stream
+  KEYS[4] versioned record that changes with the turn (or KEYS[1] when none)
+  KEYS[5] in-flight mark to release (or KEYS[1] when none)
+
+  ARGV[1] occurrence id
+  ARGV[2] now, epoch ms
+  ARGV[3] how long a committed occurrence is remembered, ms
+  ARGV[4] transcript cap (messages)
+  ARGV[5] event stream maxlen (approximate)
+  ARGV[6] event type
+  ARGV[7] event data (JSON)
+  ARGV[8] expected record version ('' = no record)
+  ARGV[9] new record JSON
+  ARGV[10] occurrence id whose in-flight mark is released ('' = none)
+  ARGV[11..] transcript messages (JSON)
+
+  Returns {1, event id} committed; {0, ''} this occurrence was committed before;
+  {-1, ''} the record changed since it was read (nothing written).
+
+  The committed set keeps only occurrences committed within the window, so a
+  session has one small key for this however many turns it runs.
+]]
+local occ = ARGV[1]
+local now = tonumber(ARGV[2])
+local window = tonumber(ARGV[3])
+if redis.call('ZSCORE', KEYS[1], occ) then return {0, ''} end
+if ARGV[8] ~= '' then
+  local cur = redis.call('GET', KEYS[4])
+  if not cur then return {-1, ''} end
+  if tostring(cjson.decode(cur)['version']) ~= ARGV[8] then return {-1, ''} end
+  redis.call('SET', KEYS[4], ARGV[9])
+end
+for i = 11, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+if #ARGV >= 11 then redis.call('LTRIM', KEYS[2], -tonumber(ARGV[4]), -1) end
+local id = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'type', ARGV[6], 'data', ARGV[7])
+if ARGV[10] ~= '' then
+  local mark = redis.call('GET', KEYS[5])
+  if mark and cjson.decode(mark)['occurrenceId'] == ARGV[10] then redis.call('DEL', KEYS[5]) end
+end
+redis.call('ZADD', KEYS[1], now, occ)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. tostring(now - window))
+redis.call('PEXPIRE', KEYS[1], window)
+return {1, id}

@@ -1,0 +1,84 @@
+/**
+ * The once-per-occurrence record is bounded per session and per cron job: one
+ * small structure each, trimmed to `worker.occurrence_window_seconds`, never a
+ * key per tick — while a retried occurrence is still refused.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import type { RedisClient } from '../scheduler/redis/connection-factory.ts';
+import { Keys } from '../scheduler/keys.ts';
+import { SessionStore } from '../scheduler/session-store.ts';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { clients, startWorker, waitFor, waitForEvents } from './support/stack.ts';
+import { openCronService, startCronWorker } from './support/cron-worker.ts';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** The product's own keys (BullMQ's queue keys left out: their retention is BullMQ's). */
+async function productKeys(redis: RedisClient, env: TestEnv): Promise<string[]> {
+  const all = await redis.keys(`${env.prefix}:*`);
+  const queues = ['ticks', 'inbox', 'v1-runs', 'outbound-telegram'].map((q) => `${env.prefix}:${q}:`);
+  return all.filter((k) => !queues.some((q) => k.startsWith(q))).sort();
+}
+
+describe('occurrence records stay bounded', () => {
+  it('N ticks of one loop leave the same keys as two ticks: one committed set for the session, no key per tick', async () => {
+    const env = testEnv();
+    const c = clients(env);
+    cleanups.push(() => env.cleanup(), () => c.close());
+    const w = await startWorker(env);
+    cleanups.push(() => w.drain());
+    await c.schedules.set('bounded', 'loop', { prompt: 'p', intervalSeconds: 1, times: 8, until: null, notes: [] }, {
+      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'echo "tick $HERMES_TICK"', timeoutSeconds: 5 },
+    });
+    await waitForEvents(c, 'bounded', 'reply', 2);
+    const transient = (k: string) => k.endsWith(':turn-lock') || k.endsWith(':inflight') || k.endsWith(':mutation');
+    const afterTwo = (await productKeys(c.redis, env)).filter((k) => !transient(k));
+    await waitFor(async () => ((await c.loops.get('bounded', 'loop'))?.status === 'finished' ? true : undefined), 30_000, 'the loop to finish');
+    const afterEight = await productKeys(c.redis, env);
+    expect(afterEight).toEqual(afterTwo);
+    expect(afterEight.filter((k) => k.includes(':occurrence'))).toEqual([]);
+    expect(await c.redis.zcard(c.keys.sessionCommitted('bounded'))).toBe(8);
+  });
+
+  it('N runs of one cron job leave one committed set and no claims behind', async () => {
+    const env = testEnv({ 'cron.min_interval_seconds': 1 });
+    const cli = openCronService(env.config);
+    const worker = await startCronWorker(env.config);
+    cleanups.push(() => env.cleanup(), () => cli.close(), () => worker.close());
+    const job = await cli.service.add({ schedule: 'every 1h', script: 'echo ran', name: 'bounded', paused: true }, { origin: { surface: 'cli' }, trusted: true });
+    const before = await productKeys(cli.redis, env);
+    for (let i = 1; i <= 5; i++) {
+      await cli.service.runNow(job.id);
+      await waitFor(async () => ((await cli.store.runs(job.id, 10)).length >= i ? true : undefined), 15_000, `run ${i}`);
+    }
+    const after = await productKeys(cli.redis, env);
+    const added = after.filter((k) => !before.includes(k));
+    const keys = new Keys(env.prefix);
+    expect(added.filter((k) => k !== keys.cronCommitted(job.id))).toEqual(
+      [keys.cronRuns(job.id), keys.cronRunIndex(job.id), keys.cronRecentRuns, keys.events(`cron:${job.id}`)].filter((k) => !before.includes(k)).sort(),
+    );
+    expect(await cli.redis.zcard(keys.cronCommitted(job.id))).toBe(5);
+    expect(await cli.redis.exists(keys.cronClaims(job.id))).toBe(0);
+  });
+
+  it('the committed set forgets occurrences older than the window, and refuses a repeat within it', async () => {
+    const env = testEnv();
+    const redis = new Redis(env.redisUrl);
+    cleanups.push(() => env.cleanup(), () => redis.disconnect());
+    const keys = new Keys(env.prefix);
+    const windowMs = 300;
+    const store = new SessionStore(redis, keys, 200, windowMs);
+    const turn = (occurrenceId: string) => ({ occurrenceId, messages: [], event: { type: 'notice', data: { occurrenceId } } });
+    expect((await store.commitTurn('w', turn('o1'))).status).toBe('committed');
+    expect((await store.commitTurn('w', turn('o1'))).status).toBe('duplicate');
+    expect(await redis.pttl(keys.sessionCommitted('w'))).toBeGreaterThan(0);
+    const committedAt = Date.now();
+    await waitFor(() => (Date.now() - committedAt > windowMs + 50 ? true : undefined), 5_000, 'the window to pass');
+    expect((await store.commitTurn('w', turn('o2'))).status).toBe('committed');
+    expect(await redis.zrange(keys.sessionCommitted('w'), 0, -1)).toEqual(['o2']);
+  });
+});

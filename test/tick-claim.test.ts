@@ -1,0 +1,138 @@
+/**
+ * A tick decides against the record as it is at claim time: a tick that read
+ * the loop record, then saw an earlier tick commit before it started its own
+ * turn, must not fire on what it read (no repeated tick number, and the
+ * coalescing rule applied to the record the earlier tick left).
+ *
+ * The interleaving is forced, not hoped for: the processors run in this
+ * process on real Redis and BullMQ jobs, and the later tick's read of the
+ * record is held until the earlier tick has committed.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Job } from 'bullmq';
+import { Redis } from 'ioredis';
+import { bullJobId } from '../scheduler/keys.ts';
+import { createLoop, type LoopRecord } from '../scheduler/loop-state.ts';
+import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop-store.ts';
+import { createLogger } from '../scheduler/logger.ts';
+import { BULLMQ_REDIS_OPTIONS } from '../scheduler/redis/connect.ts';
+import { createWorkerDeps } from '../worker/create-worker-deps.ts';
+import { processScheduleTick, type TickResult } from '../worker/tick-processor.ts';
+import type { RunnerFactory } from '../worker/turn-runners/create-runner.ts';
+import type { TurnRequest, TurnRunner } from '../worker/turn-runners/turn-runner.ts';
+import type { WorkerDeps } from '../worker/worker-deps.ts';
+import { testEnv } from './support/env.ts';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** A command-like runner: replies `tick $HERMES_TICK`; the first turn waits for `releaseFirst()`. */
+function gatedRunner() {
+  const ticks: string[] = [];
+  let releaseFirst!: () => void;
+  let firstStarted!: () => void;
+  const released = new Promise<void>((r) => (releaseFirst = r));
+  const started = new Promise<void>((r) => (firstStarted = r));
+  const runner: TurnRunner = {
+    kind: 'command',
+    async run(req: TurnRequest) {
+      ticks.push(req.env!.HERMES_TICK!);
+      if (ticks.length === 1) {
+        firstStarted();
+        await released;
+      }
+      return `tick ${req.env!.HERMES_TICK}`;
+    },
+  };
+  return { ticks, runner, releaseFirst, firstStarted: started };
+}
+
+async function setUp() {
+  const env = testEnv();
+  const redis = new Redis(env.redisUrl, { maxRetriesPerRequest: 3 });
+  const queueConn = new Redis(env.redisUrl, BULLMQ_REDIS_OPTIONS);
+  const gated = gatedRunner();
+  const runners = { agent: gated.runner, forSpec: () => gated.runner } as unknown as RunnerFactory;
+  const deps = createWorkerDeps({ config: env.config, redis, queueConnection: queueConn, log: createLogger({ level: 'silent' }), runners });
+  cleanups.push(async () => {
+    await deps.queues.ticks.obliterate({ force: true });
+    await deps.queues.close();
+    await deps.outboundTelegram.close();
+    redis.disconnect();
+    queueConn.disconnect();
+    env.cleanup();
+  });
+  const sessionId = 'stale';
+  const stored = await deps.loops.put(createLoop({
+    kind: 'loop', loopId: 'L1', sessionId, prompt: 'check', intervalSeconds: 60, times: null, until: null, maxTicks: 100,
+    selfPacedFloorSeconds: 60, runner: { kind: 'command', command: 'unused', timeoutSeconds: 10 }, origin: { surface: 'cli' }, now: Date.now(),
+  }), 'absent');
+  return { deps, gated, sessionId, loopId: stored!.loopId };
+}
+
+/** A tick job of the loop for the occurrence due at `dueAt` (kept delayed: no BullMQ worker runs it, the test does). */
+async function tickJob(deps: WorkerDeps, sessionId: string, loopId: string, dueAt: number): Promise<Job<TickJobData>> {
+  const data: TickJobData = { type: 'schedule-tick', kind: 'loop', sessionId, loopId };
+  return (await deps.queues.ticks.add(TICK_JOB_NAME, data, { jobId: bullJobId('test', sessionId, dueAt), delay: 3_600_000 })) as Job<TickJobData>;
+}
+
+/** Make the next `loops.get` hand back what it read only after `between()` has run. */
+function holdNextRead(deps: WorkerDeps, between: () => Promise<unknown>): void {
+  const realGet = deps.loops.get.bind(deps.loops);
+  deps.loops.get = async (sessionId, kind) => {
+    const read = await realGet(sessionId, kind);
+    deps.loops.get = realGet;
+    await between();
+    return read;
+  };
+}
+
+async function replies(deps: WorkerDeps, sessionId: string): Promise<string[]> {
+  return (await deps.sessions.transcript(sessionId)).filter((m) => m.role === 'assistant').map((m) => m.content);
+}
+
+describe('tick claim against the record at claim time', () => {
+  it('a tick that read the record before an earlier tick committed runs with the next tick number, not the same one', async () => {
+    const { deps, gated, sessionId, loopId } = await setUp();
+    const a = await tickJob(deps, sessionId, loopId, Date.now() - 1000);
+    const aDone = processScheduleTick(a, undefined, undefined, deps);
+    await gated.firstStarted; // tick A is mid-turn
+    const b = await tickJob(deps, sessionId, loopId, Date.now() + 20); // due after A started: not covered by it
+    holdNextRead(deps, async () => {
+      gated.releaseFirst();
+      await aDone; // A commits between B's read and B's claim
+    });
+    const resultB: TickResult = await processScheduleTick(b, undefined, undefined, deps);
+
+    expect((await aDone).status).toBe('committed');
+    expect(resultB.status).toBe('committed');
+    expect(gated.ticks).toEqual(['1', '2']);
+    expect(await replies(deps, sessionId)).toEqual(['tick 1', 'tick 2']);
+    const loop = (await deps.loops.get(sessionId, 'loop')) as LoopRecord;
+    expect(loop.ticksUsed).toBe(2);
+    expect(await deps.loops.getInflight(sessionId, 'loop')).toBeNull();
+  });
+
+  it('a tick due before the earlier tick started is coalesced by it, even when it read the record before that tick committed', async () => {
+    const { deps, gated, sessionId, loopId } = await setUp();
+    const b = await tickJob(deps, sessionId, loopId, Date.now() - 500);
+    const a = await tickJob(deps, sessionId, loopId, Date.now() - 1000);
+    let aDone: Promise<TickResult> | undefined;
+    holdNextRead(deps, async () => {
+      // B has read the record; A (due earlier) now starts after B was due, and commits.
+      aDone = processScheduleTick(a, undefined, undefined, deps);
+      await gated.firstStarted;
+      gated.releaseFirst();
+      await aDone;
+    });
+    const resultB = await processScheduleTick(b, undefined, undefined, deps);
+
+    expect((await aDone!).status).toBe('committed');
+    expect(resultB).toEqual({ status: 'skipped', reason: 'coalesced' });
+    expect(gated.ticks).toEqual(['1']);
+    expect(await replies(deps, sessionId)).toEqual(['tick 1']);
+    expect(((await deps.loops.get(sessionId, 'loop')) as LoopRecord).ticksUsed).toBe(1);
+  });
+});
