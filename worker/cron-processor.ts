@@ -14,7 +14,9 @@
  *  4. Claim the occurrence (Lua: still scheduled in this generation, nobody
  *     else holds it) — the point after which a pause or remove no longer stops it.
  *  5. Run a fresh turn with only the job's prompt (agent), or its `--script`
- *     (command turn, `cron.script_timeout_seconds`).
+ *     (command turn, `cron.script_timeout_seconds`). A turn cut by the drain
+ *     deadline is not recorded: the job is handed back, and the next worker
+ *     to take it claims the occurrence again as its next attempt.
  *  6. Commit run record + job state + local delivery once per occurrence (Lua),
  *     then send the other deliveries and record their outcomes.
  * A retried or duplicated job finds the claim or the commit marker and neither
