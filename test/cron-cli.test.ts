@@ -50,10 +50,13 @@ describe('hermes cron next', () => {
     const r = await runCronCli(config, ['next', 'weekdays at 9am', '--tz', 'Europe/Berlin', '--from', '2025-10-24T12:00:00Z', '-n', '2']);
     expect(r.code).toBe(0);
     expect(r.stdout.split('\n')).toEqual([
-      'weekdays at 09:00 (Europe/Berlin)',
+      'weekdays at 09:00 = 0 9 * * 1-5 (Europe/Berlin)',
       expect.stringMatching(/^ {2}2025-10-27 09:00 GMT\+1 {3}2025-10-27T08:00:00Z {3}\S/),
       expect.stringMatching(/^ {2}2025-10-28 09:00 GMT\+1 {3}2025-10-28T08:00:00Z/),
     ]);
+    // A raw cron expression is shown with its description in words (cronstrue).
+    const raw = await runCronCli(config, ['next', '*/15 9-17 * * 1-5', '--tz', 'UTC', '--from', '2025-10-24T12:00:00Z', '-n', '1']);
+    expect(raw.stdout.split('\n')[0]).toBe('*/15 9-17 * * 1-5 · Every 15 minutes, between 09:00 and 17:59, Monday through Friday (UTC)');
   });
 
   it('as a real process under TZ=Australia/Sydney: same times; bad input exits 2 with one line', async () => {
@@ -122,6 +125,18 @@ describe('hermes cron job commands', () => {
     expect(ran.code).toBe(0);
     const morning = (await api.service.get('Morning'));
     await waitFor(async () => (await api.store.runs(morning.id, 5)).length === 1, 10_000, 'manual run');
+    // `cron show`: everything about one job, its next 5 runs (as `cron next` previews them) and its last runs.
+    const shown = JSON.parse((await cli('show', 'morning', '--json')).stdout) as { id: string; description: string; next_runs: string[]; runs: Array<{ trigger: string }> };
+    expect(shown).toMatchObject({ id: morning.id, description: 'At 08:00', runs: [{ trigger: 'manual' }] });
+    const previewed = JSON.parse((await cli('next', '0 8 * * *', '--tz', morning.tz, '--from', new Date(morning.next_run_at! - 1).toISOString(), '--json')).stdout) as string[];
+    expect(shown.next_runs).toEqual(previewed);
+    const showHuman = (await cli('show', morning.id)).stdout.split('\n');
+    expect(showHuman).toEqual(expect.arrayContaining([
+      `${morning.id}  Morning`, expect.stringMatching(/^ {2}schedule {2}0 8 \* \* \* · At 08:00 \(/), '  in words  At 08:00', 'next runs', 'last runs',
+      expect.stringMatching(/^ {2}DUE \(UTC\) +JOB +TRIGGER/), expect.stringMatching(/^ {2}\S+ +Morning +manual +ok /),
+    ]));
+    expect(showHuman.filter((l) => /^ {2}\d{4}-\d{2}-\d{2} 08:00 .*Z {3}in /.test(l))).toHaveLength(5);
+    expect(await cli('show', 'nope')).toMatchObject({ code: 2 });
     const runs = await cli('runs', 'Morning', '--json');
     expect(JSON.parse(runs.stdout)).toEqual([expect.objectContaining({ job_id: morning.id, trigger: 'manual', status: 'ok', output: 'morning' })]);
     const human = await cli('history', '--limit', '5');
@@ -139,10 +154,10 @@ describe('hermes cron job commands', () => {
   it('reference errors, bad flags and an unreachable Redis', async () => {
     const { cli } = setup();
     const a = JSON.parse((await cli('add', 'daily at 7am', 'a', '--name', 'Report', '--json')).stdout) as { id: string };
-    const b = JSON.parse((await cli('add', 'daily at 8am', 'b', '--name', 'report', '--json')).stdout) as { id: string };
-    const amb = await cli('pause', 'REPORT');
-    expect(amb.code).toBe(2);
-    expect(amb.stderr).toMatch(new RegExp(`^hermes: "REPORT" is ambiguous: 2 jobs have that name: ${a.id} .*${b.id}`));
+    // Names are unique (case-insensitive): a second "report" is refused and nothing is added.
+    const dup = await cli('add', 'daily at 8am', 'b', '--name', 'report', '--json');
+    expect(dup).toMatchObject({ code: 2, stderr: `hermes: A cron job named "Report" already exists (${a.id}); choose another --name or edit that job.` });
+    expect(JSON.parse((await cli('list', '--json')).stdout)).toHaveLength(1);
     expect(await cli('run', 'nope')).toMatchObject({ code: 2, stderr: expect.stringMatching(/^hermes: No cron job with id or name "nope"/) });
     expect(await cli('add', 'daily at 7am', 'x', '--misfire', 'later')).toMatchObject({ code: 2, stderr: expect.stringMatching(/argument 'later' is invalid/) });
     expect(await cli('add', 'daily at 7am', 'x', '--repeat', '0')).toMatchObject({ code: 2, stderr: 'hermes: --repeat must be a positive whole number, got "0".' });

@@ -389,10 +389,26 @@ describe('service input errors change nothing', () => {
     expect(await api.queues.ticks.getJobSchedulersCount()).toBe(0);
   });
 
-  it('an ambiguous name lists the candidate ids; an unknown one says so', async () => {
+  it('a taken name is refused on add and edit; a derived name gets a number', async () => {
     const { api } = setup();
     const a = await api.service.add({ schedule: 'daily at 7am', prompt: 'x', name: 'Report' }, cli);
-    const b = await api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: 'report' }, cli);
+    await expect(api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: 'REPORT' }, cli)).rejects.toThrow(`A cron job named "Report" already exists (${a.id})`);
+    await expect(api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: a.id }, cli)).rejects.toThrow(ScheduleInputError);
+    const b = await api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: 'other' }, cli);
+    await expect(api.service.edit(b.id, { name: 'report' }, cli)).rejects.toThrow(/already exists/);
+    expect((await api.service.edit(a.id, { name: 'report' }, cli)).name).toBe('report'); // its own name, re-cased
+    const c1 = await api.service.add({ schedule: 'daily at 9am', prompt: 'summarise the inbox' }, cli);
+    const c2 = await api.service.add({ schedule: 'daily at 9am', prompt: 'summarise the inbox' }, cli);
+    expect([c1.name, c2.name]).toEqual(['summarise the inbox', 'summarise the inbox (2)']);
+    expect((await api.service.get('summarise the inbox (2)')).id).toBe(c2.id);
+    expect(await api.store.list()).toHaveLength(4);
+  });
+
+  it('an ambiguous name (jobs stored before names were unique) lists the candidate ids; an unknown one says so', async () => {
+    const { api } = setup();
+    const a = await api.service.add({ schedule: 'daily at 7am', prompt: 'x', name: 'Report' }, cli);
+    const b0 = await api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: 'other' }, cli);
+    const b = (await api.store.put({ ...b0, name: 'report' }, b0.version))!;
     await expect(api.service.pause('REPORT')).rejects.toThrow(new RegExp(`ambiguous.*${a.id}.*${b.id}`));
     await expect(api.service.pause('nothing')).rejects.toThrow(/No cron job with id or name "nothing"/);
     expect((await api.service.pause(a.id)).job.state).toBe('paused');

@@ -2,7 +2,8 @@
  * Human output of `hermes cron`: tables and one-line summaries. Times are
  * shown in each job's own zone, with a relative hint ("in 4m").
  */
-import { formatInZone, formatRelative, isoUtc } from '../../scheduler/cron/cron-engine.ts';
+import cronstrue from 'cronstrue';
+import { formatInZone, formatRelative, isoUtc, type CronSchedule } from '../../scheduler/cron/cron-engine.ts';
 import type { CronJob, CronRun } from '../../scheduler/cron/cron-job.ts';
 import type { CronFinding, CronStatus } from '../../scheduler/cron/cron-service.ts';
 import type { SchedulePreview } from '../../scheduler/cron/preview.ts';
@@ -24,6 +25,30 @@ export function when(ms: number | null, tz: string, now: number): string {
   return ms === null ? '—' : `${formatInZone(ms, tz)} (${formatRelative(ms, now)})`;
 }
 
+/**
+ * A cron expression in words (cronstrue, 24-hour clock), e.g. `0 9 * * 1-5` →
+ * "At 09:00, Monday through Friday"; `undefined` when cronstrue cannot read it.
+ */
+export function describeCron(expression: string): string | undefined {
+  try {
+    return cronstrue.toString(expression, { use24HourTimeFormat: true, verbose: false });
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * How a schedule is shown: its display form; a raw cron expression with its
+ * description beside it (`0 9 * * 1-5 · At 09:00, Monday through Friday`), and a
+ * converted one with the expression it became (`weekdays at 9am = 0 9 * * 1-5`).
+ */
+export function scheduleText(schedule: CronSchedule): string {
+  if (schedule.kind !== 'cron') return schedule.display;
+  const words = describeCron(schedule.expression);
+  if (schedule.display === schedule.expression) return words ? `${schedule.expression} · ${words}` : schedule.expression;
+  return `${schedule.display} = ${schedule.expression}`;
+}
+
 /** The `list` table. */
 export function formatJobList(jobs: CronJob[], now: number): string[] {
   if (jobs.length === 0) return ['No cron jobs. Add one: hermes cron add "daily at 7am" "summarise my inbox"'];
@@ -32,7 +57,7 @@ export function formatJobList(jobs: CronJob[], now: number): string[] {
     jobs.map((j) => [
       j.id,
       clip(j.name, 28),
-      clip(j.schedule.display, 28),
+      clip(scheduleText(j.schedule), 48),
       j.state === 'scheduled' ? when(j.next_run_at, j.tz, now) : '—',
       j.last_status ?? '—',
       String(j.failure_streak),
@@ -45,7 +70,7 @@ export function formatJobList(jobs: CronJob[], now: number): string[] {
 export function formatJob(job: CronJob, now: number): string[] {
   const lines = [
     `${job.id}  ${job.name}`,
-    `  schedule  ${job.schedule.display} (${job.tz})${job.repeat.times !== null ? ` · ${job.repeat.completed}/${job.repeat.times} runs` : ''}`,
+    `  schedule  ${scheduleText(job.schedule)} (${job.tz})${job.repeat.times !== null ? ` · ${job.repeat.completed}/${job.repeat.times} runs` : ''}`,
     `  state     ${job.state}${job.state === 'scheduled' ? ` · next ${when(job.next_run_at, job.tz, now)}` : ''}`,
     `  deliver   ${job.deliver.join(', ')}`,
     `  policy    misfire ${job.misfire} · overlap ${job.overlap}`,
@@ -79,9 +104,31 @@ export function formatRuns(runs: CronRun[], jobs: Map<string, CronJob>): string[
 
 /** The `next` preview. */
 export function formatPreview(p: SchedulePreview, now: number): string[] {
-  const lines = [`${p.schedule.display} (${p.tz})`];
+  const lines = [`${scheduleText(p.schedule)} (${p.tz})`];
   if (p.times.length === 0) lines.push('  no further fire times');
   for (const t of p.times) lines.push(`  ${formatInZone(t, p.tz)}   ${isoUtc(t)}   ${formatRelative(t, now)}`);
+  return lines;
+}
+
+/**
+ * `cron show`: everything about one job, its next fire times (in its zone) and
+ * its last runs.
+ */
+export function formatJobDetails(job: CronJob, next: number[], runs: CronRun[], now: number): string[] {
+  const lines = formatJob(job, now);
+  if (job.schedule.kind === 'cron') {
+    const words = describeCron(job.schedule.expression);
+    if (words) lines.splice(2, 0, `  in words  ${words}`);
+  }
+  lines.push(`  created   ${when(job.created_at, job.tz, now)}`);
+  lines.push(`next runs${job.state === 'scheduled' ? '' : ` (none while ${job.state})`}`);
+  if (job.state === 'scheduled') {
+    if (next.length === 0) lines.push('  no further fire times');
+    for (const t of next) lines.push(`  ${formatInZone(t, job.tz)}   ${isoUtc(t)}   ${formatRelative(t, now)}`);
+  }
+  lines.push('last runs');
+  if (runs.length === 0) lines.push('  none yet');
+  else lines.push(...formatRuns(runs, new Map([[job.id, job]])).map((l) => `  ${l}`));
   return lines;
 }
 

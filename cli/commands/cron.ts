@@ -8,7 +8,7 @@
  */
 import { Command, CommanderError, Option } from 'commander';
 import type { HermesConfig } from '../../scheduler/config.ts';
-import { defaultTimeZone, isoUtc } from '../../scheduler/cron/cron-engine.ts';
+import { defaultTimeZone, isoUtc, nextOccurrences } from '../../scheduler/cron/cron-engine.ts';
 import { cronJobView, cronOccurrenceId, cronRunView, type CronJob } from '../../scheduler/cron/cron-job.ts';
 import { cronServiceFor, CronService, type CronCaller, type CronJobChanges } from '../../scheduler/cron/cron-service.ts';
 import { parseInstant, previewSchedule } from '../../scheduler/cron/preview.ts';
@@ -17,7 +17,7 @@ import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.
 import { createLogger } from '../../scheduler/logger.ts';
 import type { CliConnection, CliContext } from '../cli-context.ts';
 import {
-  formatFindings, formatJob, formatJobList, formatPreview, formatRuns, formatStatus, when,
+  describeCron, formatFindings, formatJob, formatJobDetails, formatJobList, formatPreview, formatRuns, formatStatus, when,
 } from './cron-format.ts';
 
 /** Where the commands write, and how they end. Tests pass their own. */
@@ -102,6 +102,25 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     .action(run(true, async (service, opts: { all?: boolean; json?: boolean }) => {
       const jobs = await service!.list({ all: opts.all });
       print(opts.json, jobs.map(cronJobView), () => formatJobList(jobs, io.now()));
+    }));
+
+  cron
+    .command('show')
+    .description('everything about one job: its settings, its next 5 runs and its last runs')
+    .argument('<ref>', 'job id or name')
+    .addOption(new Option('-n, --count <n>', 'how many next runs').default('5'))
+    .addOption(new Option('--limit <n>', 'how many last runs').default('5'))
+    .option('--json', 'print JSON')
+    .action(run(true, async (service, ref: string, opts: { count: string; limit: string; json?: boolean }) => {
+      const job = await service!.get(ref);
+      const count = positiveInt(opts.count, '-n');
+      const runs = await service!.runs(job.id, positiveInt(opts.limit, '--limit'));
+      // The next runs start at the armed occurrence; later ones come from the same engine as real fire times.
+      const next = job.state !== 'scheduled' || job.next_run_at === null
+        ? []
+        : [job.next_run_at, ...nextOccurrences(job.schedule, job.tz, job.next_run_at, count - 1)].slice(0, count);
+      const description = job.schedule.kind === 'cron' ? describeCron(job.schedule.expression) ?? null : null;
+      print(opts.json, { ...cronJobView(job), description, next_runs: next.map(isoUtc), runs: runs.map(cronRunView) }, () => formatJobDetails(job, next, runs, io.now()));
     }));
 
   withJobFlags(

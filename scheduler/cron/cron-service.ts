@@ -134,6 +134,7 @@ export class CronService {
       origin: caller.origin,
       now,
     });
+    job.name = await this.uniqueName(job.name, input.name !== undefined);
     const stored = await this.store.put(job, 'absent');
     if (!stored) throw new StoreUnavailableError(`Cron job id ${job.id} already exists; try again.`);
     await this.store.arm(stored, now);
@@ -161,7 +162,7 @@ export class CronService {
     const script = changes.script === undefined ? current.script : changes.script === null ? null : this.script(changes.script, caller);
     const prompt = changes.prompt !== undefined ? this.prompt(changes.prompt, script) : this.prompt(current.prompt, script);
     const fields = {
-      name: changes.name !== undefined ? this.name(changes.name) : current.name,
+      name: changes.name !== undefined ? await this.uniqueName(this.name(changes.name), true, current.id) : current.name,
       deliver: changes.deliver !== undefined ? parseDeliver(changes.deliver, this.settings.webhookAllow) : current.deliver,
       repeatTimes: changes.repeat !== undefined ? (changes.repeat === null ? null : parseRepeat(changes.repeat)) : current.repeat.times,
       misfire: changes.misfire !== undefined ? parseMisfire(changes.misfire) : current.misfire,
@@ -383,6 +384,25 @@ export class CronService {
       throw new ScheduleInputError(`The prompt has ${p.length} characters; the limit is ${this.settings.maxPromptChars} (agent.max_prompt_chars).`, { field: 'prompt' });
     }
     return p;
+  }
+
+  /**
+   * Names are unique (case-insensitive, like references), so a name always
+   * resolves to one job. An explicit name that another job has — or that is
+   * another job's id — is refused; a name derived from the prompt gets a
+   * number (` (2)`, ` (3)`, …). Checked before the write: two adds racing with
+   * the same name can still both pass; the reference then lists both ids.
+   * @throws ScheduleInputError for a taken explicit name
+   */
+  private async uniqueName(name: string, explicit: boolean, selfId?: string): Promise<string> {
+    const others = (await this.store.list()).filter((j) => j.id !== selfId);
+    const taken = (n: string) => others.find((j) => j.name.toLowerCase() === n.toLowerCase() || j.id === n);
+    const holder = taken(name);
+    if (!holder) return name;
+    if (explicit) {
+      throw new ScheduleInputError(`A cron job named "${holder.name}" already exists (${holder.id}); choose another --name or edit that job.`, { field: 'name' });
+    }
+    for (let i = 2; ; i++) if (!taken(`${name} (${i})`)) return `${name} (${i})`;
   }
 
   private name(name: string): string {
