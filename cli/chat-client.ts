@@ -34,17 +34,20 @@ function positionFile(home: string, sessionId: string): string {
   return join(home, 'clients', `${sessionId.replace(/[^A-Za-z0-9_.-]/g, '_')}.last-event-id`);
 }
 
+/** Why a chat client detached: end of input (Ctrl+D, or piped input ran out) or Ctrl+C. */
+export type DetachReason = 'end-of-input' | 'interrupt';
+
 /**
  * Run the chat client until stdin ends (Ctrl+D) or Ctrl+C.
  * @param io.out - where to print (default stdout)
- * @returns when detached
+ * @returns when detached, with the reason (`hermes up` stops the stack on `interrupt`)
  */
 export async function runChat(
   config: HermesConfig,
   conn: CliConnection,
   sessionId: string,
   io: { input?: NodeJS.ReadableStream; out?: (line: string) => void } = {},
-): Promise<void> {
+): Promise<DetachReason> {
   assertSessionId(sessionId);
   const out = io.out ?? ((line: string) => process.stdout.write(`${line}\n`));
   const reader = openRedisClient(conn.topology, 'bullmq');
@@ -114,23 +117,31 @@ export async function runChat(
     });
     rl.on('close', () => resolve());
   });
+  let reason: DetachReason = 'end-of-input';
+  let hurry = false;
   const onSigint = () => {
-    if (tickRunning) {
+    if (reason === 'interrupt') {
+      // A second Ctrl+C while waiting for answers: stop waiting.
+      hurry = true;
+    } else if (tickRunning) {
       schedules.pause(sessionId, 'loop').then((r) => out(`Interrupted the wakeup turn. ${r}`)).catch((e: Error) => out(e.message));
       tickRunning = false;
     } else {
+      reason = 'interrupt';
       rl.close();
     }
   };
+  // The SIGINT listener stays until the client is gone, so no Ctrl+C meets Node's default (exit at once).
   process.on('SIGINT', onSigint);
   await done;
-  process.off('SIGINT', onSigint);
   // End of input (Ctrl+D, or the end of piped input): give answers to what was just sent a moment to arrive.
   const deadline = Date.now() + ANSWER_WAIT_MS;
-  while (awaiting.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  while (awaiting.size > 0 && Date.now() < deadline && !hurry) await new Promise((r) => setTimeout(r, 100));
+  process.off('SIGINT', onSigint);
   detached = true;
   await tail;
   reader.disconnect();
   if (lastId) writeFileSync(file, lastId);
   out(`Detached from session ${sessionId}. Its schedules keep running; \`hermes chat --session ${sessionId}\` reattaches.`);
+  return reason;
 }

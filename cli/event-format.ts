@@ -13,6 +13,11 @@ export function eventTime(id: string): number {
   return Number(id.split('-')[0]);
 }
 
+/** `, worker pid 123` from the event's `pid`, or nothing when the event has none (never "pid ?"). */
+function workerPid(d: Record<string, unknown>): string {
+  return typeof d.pid === 'number' || (typeof d.pid === 'string' && d.pid !== '') ? `, worker pid ${d.pid}` : '';
+}
+
 /** Render one event; `undefined` for events a user need not see. */
 export function formatEvent(event: SessionEvent): string | undefined {
   const d = event.data;
@@ -20,12 +25,12 @@ export function formatEvent(event: SessionEvent): string | undefined {
   const indent = (text: unknown) => String(text ?? '').split('\n').map((l) => `    ${l}`).join('\n');
   switch (event.type) {
     case 'tick.started':
-      return `[${at}] ⏰ ${d.kind} tick #${d.tick} started (due ${clock(Number(d.dueAt))}, late ${d.latenessMs} ms, worker pid ${d.pid})`;
+      return `[${at}] ⏰ ${d.kind} tick #${d.tick} started (due ${clock(Number(d.dueAt))}, late ${d.latenessMs} ms${workerPid(d)})`;
     case 'reply': {
       const runner = d.runner === 'command' ? 'command' : 'agent';
       const who = d.source === 'message' ? 'agent' : d.source === 'goal' ? `agent · goal turn #${d.tick}` : `${runner} · ${d.kind ?? d.source} tick #${d.tick}`;
       const outcome = d.outcome && d.outcome !== 'continue' ? ` → ${d.outcome}${d.reason ? `: ${d.reason}` : ''}` : '';
-      return `[${at}] ${who} (worker pid ${d.pid ?? '?'})${outcome}\n${indent(d.text === '' ? '(empty reply)' : d.text)}`;
+      return `[${at}] ${who}${workerPid(d) ? ` (${workerPid(d).slice(2)})` : ''}${outcome}\n${indent(d.text === '' ? '(empty reply)' : d.text)}`;
     }
     case 'tick.failed':
       return `[${at}] ✗ ${d.kind} tick #${d.tick} failed: ${d.error}`;

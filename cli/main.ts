@@ -1,6 +1,8 @@
 /**
- * The `hermes` command line: `up`, `worker`, `loop`, `chat`, `status`.
+ * The `hermes` command line: `up`, `worker`, `gateway`, `loop`, `heartbeat`,
+ * `goal`, `chat`, `status`, `cron …`, `completion`.
  */
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { loadConfig, type HermesConfig } from '../scheduler/config.ts';
@@ -8,16 +10,23 @@ import { createLogger } from '../scheduler/logger.ts';
 import { resolveRedis } from '../scheduler/redis/connect.ts';
 import type { RedisTopology } from '../scheduler/redis/connection-factory.ts';
 import { LoopStore } from '../scheduler/loop-store.ts';
-import { statusLine } from '../scheduler/schedule-service.ts';
 import { WorkerProcess } from '../worker/worker-process.ts';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { openCronApi } from './gateway-cron-api.ts';
 import type { CliContext } from './cli-context.ts';
 import { connectCli } from './connect-cli.ts';
 import { runChat } from './chat-client.ts';
-import { registerLoopCommand } from './commands/loop.ts';
+import { DEFAULT_SESSION, registerLoopCommand } from './commands/loop.ts';
 import { registerCronCommands } from './commands/cron.ts';
-import { action, reportError, waitForSignal } from './run-command.ts';
+import { registerCompletionCommand } from './commands/completion.ts';
+import { action, endQuietlyOnClosedPipe, reportError, reportFatal, waitForSignal } from './run-command.ts';
+import { formatSchedules } from './status-format.ts';
+
+endQuietlyOnClosedPipe();
+process.on('uncaughtException', reportFatal);
+process.on('unhandledRejection', reportFatal);
+
+const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 let config: HermesConfig | undefined;
 function getConfig(): HermesConfig {
@@ -30,6 +39,7 @@ const program = new Command();
 program
   .name('hermes')
   .description('Agent schedules that keep firing when every client has gone away.')
+  .version(VERSION, '-V, --version', 'print the version')
   .showHelpAfterError()
   .exitOverride(); // usage errors exit 2 (see the catch at the end)
 
@@ -48,7 +58,7 @@ async function gatewayFor(cfg: HermesConfig, topology: RedisTopology, log: Retur
 program
   .command('up')
   .description('start the stack: embedded Redis if needed, a worker, the gateway, and the session client')
-  .option('-s, --session <id>', 'session to attach to', 'main')
+  .option('-s, --session <id>', 'session to attach to', DEFAULT_SESSION)
   .option('--no-chat', 'do not attach a client; run until Ctrl+C')
   .option('--no-gateway', 'do not start the gateway (Telegram, HTTP /v1 and /api)')
   .action(action(async (opts: { session: string; chat: boolean; gateway: boolean }) => {
@@ -59,7 +69,7 @@ program
     const log = createLogger({ level: cfg.log_level, name: 'up', file: logFile });
     if (logFile) process.stdout.write(`Logs: ${logFile}\n`);
     const target = await resolveRedis(cfg, { allowStart: true });
-    if (target.embedded) log.info({ url: target.url, dir: `${cfg.home}/redis` }, 'embedded Redis started');
+    if (target.embedded) log.info({ url: target.url, dir: `${cfg.home}/redis`, redisPid: target.embedded.pid }, 'embedded Redis started');
     let worker: WorkerProcess | undefined;
     let gw: Awaited<ReturnType<typeof gatewayFor>> | undefined;
     try {
@@ -74,24 +84,30 @@ program
     const running = worker;
     if (gw) log.info({ url: gw.gateway.httpAddress.url }, 'gateway listening');
     const stop = async () => {
-      // The gateway keeps delivering replies while the worker drains.
+      // The gateway keeps delivering replies while the worker drains; the embedded Redis goes last.
       await Promise.all([gw?.gateway.drain(), running.drain()]);
       await gw?.close();
       await target.embedded?.stop();
     };
     try {
+      let interrupted = false;
       if (attach) {
         const conn = await connectCli(cfg, target.topology);
-        await runChat(cfg, conn, opts.session);
+        interrupted = (await runChat(cfg, conn, opts.session)) === 'interrupt';
         await conn.close();
-        process.stdout.write('The stack keeps running; Ctrl+C stops it.\n');
+        // Ctrl+C in the attached chat stops everything `hermes up` started; Ctrl+D only detaches.
+        if (!interrupted) process.stdout.write('The stack keeps running; Ctrl+C stops it.\n');
       } else {
         process.stdout.write(`hermes is up (Redis ${target.url}); Ctrl+C stops it.\n`);
       }
-      await waitForSignal();
+      // Later Ctrl+Cs are acknowledged while the drain runs (waitForSignal keeps listening).
+      const signal = waitForSignal({ stopping: interrupted });
+      if (!interrupted) await signal;
+      if (attach) process.stdout.write('Stopping: worker drain, gateway, Redis…\n');
     } finally {
       await stop();
     }
+    if (attach) process.stdout.write('Stopped.\n');
   }));
 
 program
@@ -133,7 +149,7 @@ registerCronCommands(program, {
 program
   .command('chat')
   .description('attach to a session: type messages and slash commands; Ctrl+D detaches')
-  .requiredOption('-s, --session <id>', 'session id')
+  .option('-s, --session <id>', 'session id', DEFAULT_SESSION)
   .action(action(async (opts: { session: string }) => {
     const cfg = getConfig();
     const conn = await connectCli(cfg);
@@ -146,30 +162,35 @@ program
 
 program
   .command('status')
-  .description('fleet health and every loop and heartbeat')
+  .description('fleet health and the loops and heartbeats of every session (finished ones with --all)')
+  .option('--all', 'include finished schedules')
   .option('--json', 'machine-readable output')
-  .action(action(async (opts: { json?: boolean }) => {
+  .action(action(async (opts: { all?: boolean; json?: boolean }) => {
     const cfg = getConfig();
     const conn = await connectCli(cfg);
     try {
       const now = Date.now();
       const workers = await conn.redis.zrangebyscore(conn.keys.workers, now - 15_000, '+inf');
       const store = new LoopStore(conn.redis, conn.keys, conn.queues, cfg.worker.prefetch_lead_ms);
-      const records = await store.list();
+      const records = (await store.list()).filter((r) => opts.all || r.status !== 'finished');
+      const next = new Map<string, number | undefined>();
+      for (const r of records) next.set(`${r.sessionId}:${r.kind}`, r.status === 'active' ? await store.nextDueAt(r) : undefined);
       if (opts.json) {
-        process.stdout.write(`${JSON.stringify({ workers, schedules: records }, null, 2)}\n`);
+        const schedules = records.map((r) => {
+          const due = next.get(`${r.sessionId}:${r.kind}`);
+          return { ...r, next_due_at: due === undefined ? null : new Date(due).toISOString() };
+        });
+        process.stdout.write(`${JSON.stringify({ workers, schedules }, null, 2)}\n`);
         return;
       }
       process.stdout.write(`workers alive: ${workers.length}${workers.length ? ` (${workers.join(', ')})` : ''}\n`);
-      for (const r of records) {
-        const next = r.status === 'active' ? await store.nextDueAt(r) : undefined;
-        process.stdout.write(`${r.sessionId}  ${statusLine(r, now, next)}\n`);
-      }
-      if (records.length === 0) process.stdout.write('no loops or heartbeats\n');
+      for (const line of formatSchedules(records, next, now, { all: opts.all === true })) process.stdout.write(`${line}\n`);
     } finally {
       await conn.close();
     }
   }));
+
+registerCompletionCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -38,10 +38,11 @@ export function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): 
  * Resolve on the first SIGINT or SIGTERM. Later signals are acknowledged and
  * otherwise ignored, so a second Ctrl+C cannot cut a drain short and leave the
  * embedded Redis running.
+ * @param options.stopping - the stop has already begun: every signal is only acknowledged
  */
-export function waitForSignal(): Promise<NodeJS.Signals> {
+export function waitForSignal(options: { stopping?: boolean } = {}): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
-    let first = true;
+    let first = options.stopping !== true;
     const on = (sig: NodeJS.Signals) => {
       if (first) {
         first = false;
@@ -53,4 +54,32 @@ export function waitForSignal(): Promise<NodeJS.Signals> {
     process.on('SIGINT', on);
     process.on('SIGTERM', on);
   });
+}
+
+/**
+ * A closed pipe (`hermes status | head -1`) ends the command quietly: the
+ * reader has gone, so there is nobody left to tell. Without this, Node reports
+ * the EPIPE of the next write as an uncaught error with a stack trace.
+ */
+export function endQuietlyOnClosedPipe(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+      throw err;
+    });
+  }
+}
+
+/**
+ * Last resort for an error no command caught (an uncaught exception or an
+ * unhandled rejection): one line on stderr, no stack unless `HERMES_DEBUG`,
+ * exit 1. Children such as the embedded Redis are stopped by their own
+ * `exit` hooks.
+ */
+export function reportFatal(err: unknown): void {
+  try {
+    reportError(err);
+  } finally {
+    process.exit(1);
+  }
 }

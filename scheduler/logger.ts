@@ -2,8 +2,13 @@
  * Structured logs (pino) to stderr, so a command's stdout stays clean for users
  * and scripts. Secrets are redacted by key name wherever they appear; message
  * text from users is only logged at debug level by the callers.
+ *
+ * Format: human-readable (`pino-pretty`) when the destination is stderr and
+ * stderr is a terminal; JSON lines otherwise (files, pipes, journald,
+ * containers), so log collectors always get JSON.
  */
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
+import { build as prettyStream } from 'pino-pretty';
 
 export type { Logger };
 
@@ -16,9 +21,15 @@ export const REDACTED_KEYS = [
  * Create the process logger.
  * @param options.level - pino level (default `info`)
  * @param options.name - process role, e.g. `worker`, `gateway`
- * @param options.file - write to this file (folders created) instead of stderr
+ * @param options.file - write JSON to this file (folders created) instead of stderr
+ * @param options.pretty - human-readable lines; default: stderr is a TTY and no file was given
  */
-export function createLogger(options: { level?: string; name?: string; file?: string } = {}): Logger {
+export function createLogger(options: { level?: string; name?: string; file?: string; pretty?: boolean } = {}): Logger {
+  const pretty = options.file === undefined && (options.pretty ?? process.stderr.isTTY === true);
+  let destination: DestinationStream;
+  if (options.file) destination = pino.destination({ dest: options.file, mkdir: true, sync: true });
+  else if (pretty) destination = prettyStream({ destination: 2, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
+  else destination = pino.destination({ fd: 2, sync: true });
   return pino(
     {
       name: options.name ?? 'hermes',
@@ -28,6 +39,6 @@ export function createLogger(options: { level?: string; name?: string; file?: st
         censor: '[redacted]',
       },
     },
-    options.file ? pino.destination({ dest: options.file, mkdir: true, sync: true }) : pino.destination({ fd: 2, sync: true }),
+    destination,
   );
 }

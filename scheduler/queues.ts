@@ -27,6 +27,9 @@ export class HermesQueues {
     // every Worker of this queue needs the same setting.
     this.ticks = new Queue(QUEUES.ticks, { ...opts, defaultJobOptions: JOB_RETENTION, settings: { repeatStrategy: cronRepeatStrategy } });
     this.inbox = new Queue(QUEUES.inbox, { ...opts, defaultJobOptions: JOB_RETENTION });
+    // A lost connection is reported by the calls that fail (and ioredis reconnects); without a
+    // listener BullMQ would print each connection error with its stack on the terminal.
+    for (const q of [this.ticks, this.inbox]) q.on('error', () => undefined);
   }
 
   async close(): Promise<void> {

@@ -183,7 +183,8 @@ function clip(text: string, max = 60): string {
   return one.length > max ? `${one.slice(0, max - 1)}…` : one;
 }
 
-function cadence(r: LoopRecord): string {
+/** `every 10m` or `self-paced (now 2m)`. */
+export function cadence(r: LoopRecord): string {
   return r.mode === 'fixed' ? `every ${formatSeconds(r.intervalSeconds ?? 0)}` : `self-paced (now ${formatSeconds(r.delaySeconds ?? 0)})`;
 }
 

@@ -64,8 +64,10 @@ describe('chat client', () => {
     const input = new PassThrough();
     const chat = runChat(env.config, conn, 'talk', { input, out: (l) => out.push(l) });
     input.write('hello there\n');
-    await waitForEvents(c, 'talk', 'reply', 1);
+    const [reply] = await waitForEvents(c, 'talk', 'reply', 1);
+    expect(reply!.data.pid).toBe(process.pid); // the worker that answered (no "pid ?")
     await waitFor(async () => (out.some((l) => l.includes('you said: hello there')) ? true : undefined), 5_000);
+    expect(out.find((l) => l.includes('agent'))).toMatch(/agent \(worker pid \d+\)/);
     input.write('/loop 5s check --times 1\n');
     await waitFor(async () => (out.some((l) => l.includes('Loop set: every 5s')) ? true : undefined), 5_000);
     input.end();

@@ -116,7 +116,7 @@ export async function processInbox(
             ],
         event: failure
           ? { type: 'error', data: { text: failure.message, occurrenceId } }
-          : { type: 'reply', data: { source: 'message', text: reply, occurrenceId, startedAt, finishedAt, worker: deps.workerId } },
+          : { type: 'reply', data: { source: 'message', text: reply, occurrenceId, startedAt, finishedAt, worker: deps.workerId, pid: process.pid } },
       });
       await clearPendingInput(deps.redis, deps.keys, sessionId, occurrenceId);
       if (res.status === 'duplicate') return { status: 'duplicate' };

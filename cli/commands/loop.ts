@@ -1,19 +1,31 @@
 /**
- * `hermes loop <args> --session S` — the `/loop` command from a trusted
- * surface. Besides the chat grammar it may attach a command runner:
- * `--command NAME` (from `commands:` in config.yaml) or `--run "<shell>"`.
+ * `hermes loop|heartbeat|goal <args> [--session S]` — the `/loop`,
+ * `/heartbeat` and `/goal` commands from a trusted surface (the shell). The
+ * grammar is the chat's; `--session` defaults to `main` (the session
+ * `hermes up` attaches to). Besides the chat grammar a loop or heartbeat may
+ * attach a command runner (`--command NAME` from `commands:` in config.yaml, or
+ * `--run "<shell>"`) and a messaging route (`--deliver telegram:<chat>`).
+ * Replies name shell commands, not chat commands; `--json` prints the reply
+ * and the record after the change.
  */
 import type { Command } from 'commander';
-import { parseLoopArgs } from '../../scheduler/loop-command.ts';
-import { LOOP_HELP } from '../../scheduler/loop-command.ts';
+import { parseLoopArgs, LOOP_HELP } from '../../scheduler/loop-command.ts';
+import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../../scheduler/heartbeat-command.ts';
+import { parseGoalArgs, GOAL_HELP } from '../../scheduler/goal-command.ts';
+import { GoalService } from '../../scheduler/goal-service.ts';
 import { LoopStore } from '../../scheduler/loop-store.ts';
-import { ScheduleService } from '../../scheduler/schedule-service.ts';
+import { ScheduleService, type ScheduleSpec } from '../../scheduler/schedule-service.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { createLogger } from '../../scheduler/logger.ts';
-import type { RunnerSpec } from '../../scheduler/loop-state.ts';
+import { chatToShell } from '../../scheduler/shell-text.ts';
+import type { ScheduleKind } from '../../scheduler/keys.ts';
+import type { Origin, RunnerSpec } from '../../scheduler/loop-state.ts';
 import type { HermesConfig } from '../../scheduler/config.ts';
-import type { CliContext } from '../cli-context.ts';
+import type { CliConnection, CliContext } from '../cli-context.ts';
 import { action, cliLogLevel } from '../run-command.ts';
+
+/** Session of shell commands that are given no `--session` (the one `hermes up` attaches to). */
+export const DEFAULT_SESSION = 'main';
 
 /** Runner spec of `--command NAME` / `--run CMD`. @throws ScheduleInputError for an unknown name or both flags */
 export function runnerFromFlags(config: HermesConfig, flags: { command?: string; run?: string; timeoutSeconds?: string }): RunnerSpec {
@@ -36,51 +48,170 @@ export function runnerFromFlags(config: HermesConfig, flags: { command?: string;
 }
 
 /**
- * Apply a loop command for a session and return the reply text.
- * @throws ScheduleInputError for bad input; StoreUnavailableError when Redis refused
+ * Origin of a schedule set from the shell: the CLI surface, with the messaging
+ * route of `--deliver telegram:<chat>[:<thread>]` when given.
+ * @throws ScheduleInputError for any other target
  */
-export async function applyLoopCommand(
+export function originFromDeliver(deliver: string | undefined): Origin {
+  if (deliver === undefined || deliver.trim() === '' || deliver.trim() === 'local') return { surface: 'cli' };
+  const m = /^telegram:(-?\d+|@[A-Za-z0-9_]{4,})(?::(\d+))?$/.exec(deliver.trim());
+  if (!m) throw new ScheduleInputError(`Invalid --deliver "${deliver}": use telegram:<chat id>[:<thread id>] (or local, the default).`, { field: 'deliver' });
+  return { surface: 'cli', route: { platform: 'telegram', chatId: m[1]!, ...(m[2] ? { threadId: m[2] } : {}) } };
+}
+
+/** What one shell command did: the reply text and the record after the change. */
+export interface ShellReply {
+  session: string;
+  kind: ScheduleKind | 'goal';
+  reply: string;
+  record: unknown;
+}
+
+/**
+ * Apply a `/loop` or `/heartbeat` argument text to a session from the shell.
+ * @throws ScheduleInputError for bad input (nothing changes); StoreUnavailableError when Redis refused
+ */
+export async function applyScheduleCommand(
   ctx: CliContext,
+  kind: ScheduleKind,
   sessionId: string,
   argText: string,
-  runner: RunnerSpec,
-): Promise<string> {
+  options: { runner: RunnerSpec; origin?: Origin },
+): Promise<ShellReply> {
   const { config } = ctx;
-  const cmd = parseLoopArgs(argText, { minIntervalSeconds: config.loops.min_interval_seconds, maxPromptChars: config.agent.max_prompt_chars });
-  const conn = await ctx.connect();
+  const shell = (text: string) => chatToShell(text, sessionId);
+  let spec: ScheduleSpec | undefined;
+  let control: string;
   try {
+    if (kind === 'loop') {
+      const c = parseLoopArgs(argText, { minIntervalSeconds: config.loops.min_interval_seconds, maxPromptChars: config.agent.max_prompt_chars });
+      control = c.action;
+      if (c.action === 'set') spec = c;
+    } else {
+      const c = parseHeartbeatArgs(argText, { minIntervalSeconds: config.heartbeat.min_interval_seconds, maxPromptChars: config.agent.max_prompt_chars });
+      control = c.action;
+      if (c.action === 'set') spec = { ...c, times: null, until: null };
+    }
+  } catch (err) {
+    if (err instanceof ScheduleInputError) err.message = shell(err.message);
+    throw err;
+  }
+  if (control === 'help') return { session: sessionId, kind, reply: shell(kind === 'loop' ? LOOP_HELP : HEARTBEAT_HELP), record: null };
+  return await withConnection(ctx, async (conn) => {
+    const store = new LoopStore(conn.redis, conn.keys, conn.queues, config.worker.prefetch_lead_ms);
     const service = new ScheduleService(
-      new LoopStore(conn.redis, conn.keys, conn.queues, config.worker.prefetch_lead_ms),
+      store,
       { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds },
       createLogger({ level: cliLogLevel(config), name: 'cli' }),
     );
-    switch (cmd.action) {
-      case 'set': return await service.set(sessionId, 'loop', cmd, { origin: { surface: 'cli' }, runner });
-      case 'status': return await service.status(sessionId, 'loop');
-      case 'pause': return await service.pause(sessionId, 'loop');
-      case 'resume': return await service.resume(sessionId, 'loop');
-      case 'stop': return await service.stop(sessionId, 'loop');
-      default: return LOOP_HELP;
+    let reply: string;
+    switch (control) {
+      case 'set': reply = await service.set(sessionId, kind, spec!, { origin: options.origin ?? { surface: 'cli' }, runner: options.runner }); break;
+      case 'pause': reply = await service.pause(sessionId, kind); break;
+      case 'resume': reply = await service.resume(sessionId, kind); break;
+      case 'stop': reply = await service.stop(sessionId, kind); break;
+      default: reply = await service.status(sessionId, kind);
     }
+    return { session: sessionId, kind, reply: shell(reply), record: await store.get(sessionId, kind) };
+  });
+}
+
+/**
+ * Apply a `/loop` argument text to a session and return the reply text (shell wording).
+ * @throws ScheduleInputError for bad input; StoreUnavailableError when Redis refused
+ */
+export async function applyLoopCommand(ctx: CliContext, sessionId: string, argText: string, runner: RunnerSpec): Promise<string> {
+  return (await applyScheduleCommand(ctx, 'loop', sessionId, argText, { runner })).reply;
+}
+
+/**
+ * Apply a `/goal` argument text to a session from the shell.
+ * @throws ScheduleInputError for bad input; StoreUnavailableError when Redis refused
+ */
+export async function applyGoalCommand(ctx: CliContext, sessionId: string, argText: string, origin: Origin = { surface: 'cli' }): Promise<ShellReply> {
+  const { config } = ctx;
+  const shell = (text: string) => chatToShell(text, sessionId);
+  let c: ReturnType<typeof parseGoalArgs>;
+  try {
+    c = parseGoalArgs(argText, { maxPromptChars: config.agent.max_prompt_chars });
+  } catch (err) {
+    if (err instanceof ScheduleInputError) err.message = shell(err.message);
+    throw err;
+  }
+  if (c.action === 'help') return { session: sessionId, kind: 'goal', reply: shell(GOAL_HELP), record: null };
+  return await withConnection(ctx, async (conn) => {
+    const goals = new GoalService(conn.redis, conn.keys, conn.queues, config.goals.max_turns, createLogger({ level: cliLogLevel(config), name: 'cli' }));
+    let reply: string;
+    switch (c.action) {
+      case 'set': reply = await goals.set(sessionId, c.text, origin); break;
+      case 'pause': reply = await goals.pause(sessionId); break;
+      case 'resume': reply = await goals.resume(sessionId); break;
+      case 'clear': reply = await goals.clear(sessionId); break;
+      default: reply = await goals.status(sessionId);
+    }
+    return { session: sessionId, kind: 'goal', reply: shell(reply), record: await goals.get(sessionId) };
+  });
+}
+
+async function withConnection<T>(ctx: CliContext, fn: (conn: CliConnection) => Promise<T>): Promise<T> {
+  const conn = await ctx.connect();
+  try {
+    return await fn(conn);
   } finally {
     await conn.close();
   }
 }
 
-/** Add `hermes loop` to `program`; `ctx` is called when the command runs (config is loaded lazily). */
+function print(result: ShellReply, json: boolean | undefined): void {
+  process.stdout.write(json ? `${JSON.stringify(result, null, 2)}\n` : `${result.reply}\n`);
+}
+
+/** Add `hermes loop`, `hermes heartbeat` and `hermes goal` to `program`; `ctx` is called when a command runs (config is loaded lazily). */
 export function registerLoopCommand(program: Command, ctx: () => CliContext): void {
   program
     .command('loop')
-    .description('set or control the loop of a session: hermes loop 10m check the CI build --session S')
+    .description('set or control the loop of a session: hermes loop 10m check the CI build')
     .argument('[args...]', 'interval, prompt, --times N, --until <condition>, or status|pause|resume|stop|help')
-    .requiredOption('-s, --session <id>', 'session id')
+    .option('-s, --session <id>', 'session id', DEFAULT_SESSION)
     .option('--command <name>', 'run a configured command (commands: in config.yaml) instead of the agent')
     .option('--run <shell>', 'run this shell command as the turn instead of the agent')
     .option('--timeout-seconds <n>', 'timeout of --run')
+    .option('--deliver <target>', 'also send each reply to telegram:<chat>[:<thread>]')
+    .option('--json', 'print the reply and the loop record as JSON')
     .allowUnknownOption()
-    .action(action(async (args: string[], opts: { session: string; command?: string; run?: string; timeoutSeconds?: string }) => {
+    .action(action(async (args: string[], opts: { session: string; command?: string; run?: string; timeoutSeconds?: string; deliver?: string; json?: boolean }) => {
       const c = ctx();
       const runner = runnerFromFlags(c.config, opts);
-      process.stdout.write(`${await applyLoopCommand(c, opts.session, args.join(' '), runner)}\n`);
+      const origin = originFromDeliver(opts.deliver);
+      print(await applyScheduleCommand(c, 'loop', opts.session, args.join(' '), { runner, origin }), opts.json);
+    }));
+
+  program
+    .command('heartbeat')
+    .alias('hb')
+    .description('set or control the heartbeat of a session: hermes heartbeat every 30m anything new in my inbox?')
+    .argument('[args...]', 'every <interval> <prompt>, or status|pause|resume|clear|help')
+    .option('-s, --session <id>', 'session id', DEFAULT_SESSION)
+    .option('--command <name>', 'run a configured command (commands: in config.yaml) instead of the agent')
+    .option('--run <shell>', 'run this shell command as the turn instead of the agent')
+    .option('--timeout-seconds <n>', 'timeout of --run')
+    .option('--deliver <target>', 'also send each reply to telegram:<chat>[:<thread>]')
+    .option('--json', 'print the reply and the heartbeat record as JSON')
+    .action(action(async (args: string[], opts: { session: string; command?: string; run?: string; timeoutSeconds?: string; deliver?: string; json?: boolean }) => {
+      const c = ctx();
+      const runner = runnerFromFlags(c.config, opts);
+      const origin = originFromDeliver(opts.deliver);
+      print(await applyScheduleCommand(c, 'heartbeat', opts.session, args.join(' '), { runner, origin }), opts.json);
+    }));
+
+  program
+    .command('goal')
+    .description('set or control the standing goal of a session: hermes goal get the test suite green')
+    .argument('[args...]', 'the goal, or status|pause|resume|clear|help')
+    .option('-s, --session <id>', 'session id', DEFAULT_SESSION)
+    .option('--deliver <target>', 'also send each turn\'s reply to telegram:<chat>[:<thread>]')
+    .option('--json', 'print the reply and the goal record as JSON')
+    .action(action(async (args: string[], opts: { session: string; deliver?: string; json?: boolean }) => {
+      print(await applyGoalCommand(ctx(), opts.session, args.join(' '), originFromDeliver(opts.deliver)), opts.json);
     }));
 }

@@ -77,10 +77,19 @@ export async function startEmbeddedRedis(options: {
   ];
   let child: ChildProcess;
   try {
-    child = spawn('redis-server', args, { stdio: 'ignore' });
+    // Its own process group (detached): a Ctrl+C typed into the terminal reaches `hermes up`, not
+    // the server, so the server stays up while the worker drains and is then stopped by `stop()`.
+    child = spawn('redis-server', args, { stdio: 'ignore', detached: true });
   } catch (err) {
     throw notFound(err);
   }
+  // Whatever ends this process (an error, process.exit), the server does not outlive it:
+  // SIGTERM makes redis-server flush the AOF and exit. Only SIGKILL of this process leaves it behind.
+  const killOnExit = () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+  };
+  process.once('exit', killOnExit);
+  child.once('exit', () => process.off('exit', killOnExit));
   const spawnError = new Promise<never>((_, reject) => {
     child.once('error', (err) => reject(notFound(err)));
     child.once('exit', (code) =>

@@ -1,0 +1,35 @@
+/**
+ * Human output of `hermes status`: the loops and heartbeats of every session
+ * as aligned columns; finished schedules only with `--all`.
+ */
+import { formatSeconds } from '../scheduler/interval.ts';
+import type { LoopRecord } from '../scheduler/loop-state.ts';
+import { cadence } from '../scheduler/schedule-service.ts';
+import { table } from './commands/cron-format.ts';
+
+function clip(text: string, max: number): string {
+  const one = text.replace(/\s+/g, ' ').trim();
+  return one.length <= max ? one : `${one.slice(0, max - 1)}…`;
+}
+
+/**
+ * The schedule table of `hermes status`.
+ * @param next - next due time (epoch ms) by `<session>:<kind>`, for active schedules
+ * @param options.all - finished schedules were included (changes only the empty-table hint)
+ */
+export function formatSchedules(records: LoopRecord[], next: Map<string, number | undefined>, now: number, options: { all: boolean }): string[] {
+  if (records.length === 0) {
+    return [options.all ? 'no loops or heartbeats' : 'no active or paused loops or heartbeats (--all shows finished ones)'];
+  }
+  const sorted = [...records].sort((a, b) => a.sessionId.localeCompare(b.sessionId) || a.kind.localeCompare(b.kind));
+  return table(
+    ['SESSION', 'KIND', 'STATE', 'CADENCE', 'TICKS', 'NEXT', 'PROMPT'],
+    sorted.map((r) => {
+      const due = next.get(`${r.sessionId}:${r.kind}`);
+      const nextText = r.status !== 'active' ? '—' : due === undefined ? 'pending' : due <= now ? 'due now' : `in ${formatSeconds((due - now) / 1000)}`;
+      const ticks = r.maxTicks > 0 ? `${r.ticksUsed}/${r.maxTicks}` : `${r.ticksUsed}`;
+      const state = r.statusReason && r.status !== 'active' ? `${r.status} (${clip(r.statusReason, 30)})` : r.status;
+      return [r.sessionId, r.kind, state, cadence(r), r.times !== null ? `${ticks} (times ${r.times})` : ticks, nextText, clip(r.prompt, 50)];
+    }),
+  );
+}

@@ -1,0 +1,234 @@
+/**
+ * The `hermes` command as a user at a terminal meets it: `--version`, a closed
+ * pipe, Ctrl+C typed into `hermes up` and `hermes worker` (in a real pty),
+ * human-readable logs on a terminal and JSON elsewhere, `hermes status`,
+ * `loop`/`heartbeat`/`goal` from the shell, and shell completion.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { freePort, ping } from '../scheduler/redis/embedded-redis.ts';
+import { formatEvent } from '../cli/event-format.ts';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { clients, HERMES_BIN, ROOT, runHermes, waitFor } from './support/stack.ts';
+import { runInTerminal } from './support/terminal.ts';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+function env(): TestEnv {
+  const e = testEnv();
+  cleanups.push(() => e.cleanup());
+  return e;
+}
+
+const STACK_TRACE = /^\s+at .+\(?.*:\d+:\d+\)?$/m;
+
+/** True while a process with this pid exists. */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('hermes --version', () => {
+  it('prints the package version', async () => {
+    const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+    const r = await runHermes(env(), ['--version']);
+    expect(r).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+  });
+});
+
+describe('a closed pipe', () => {
+  it('`hermes status` whose reader has gone ends quietly (exit 0, no stack trace)', async () => {
+    const e = env();
+    const c = clients(e);
+    cleanups.push(() => c.close());
+    await c.schedules.set('pipe', 'loop', { prompt: 'p', intervalSeconds: 600, times: null, until: null, notes: [] }, {
+      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'true', timeoutSeconds: 5 },
+    });
+    // The reader closes before the command writes a byte: every write meets EPIPE.
+    const child = spawn(process.execPath, [HERMES_BIN, 'status'], { env: e.childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.destroy();
+    let stderr = '';
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise<number | null>((r) => child.on('exit', r));
+    expect(stderr).toBe('');
+    expect(code).toBe(0);
+
+    // The same through a shell pipeline, as typed.
+    const piped = spawn('sh', ['-c', `"${process.execPath}" "${HERMES_BIN}" status | head -1`], { env: e.childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    piped.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    piped.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    await new Promise((r) => piped.on('exit', r));
+    expect(out).toMatch(/^workers alive: \d+\n$/);
+    expect(err).toBe('');
+  });
+});
+
+describe('Ctrl+C typed into a terminal', () => {
+  it('`hermes up` with the chat attached stops everything it started: worker, gateway, embedded Redis; no stack trace', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'hermes-up-'));
+    cleanups.push(() => rmSync(home, { recursive: true, force: true }));
+    const port = await freePort();
+    const childEnv: NodeJS.ProcessEnv = { ...process.env, HERMES_HOME: home, API_SERVER_PORT: String(port), HERMES_LOG_LEVEL: 'info' };
+    for (const k of ['REDIS_URL', 'TELEGRAM_BOT_TOKEN', 'API_SERVER_HOST', 'API_SERVER_KEY', 'OPENAI_BASE_URL', 'OPENAI_API_KEY']) delete childEnv[k];
+    const term = runInTerminal([process.execPath, HERMES_BIN, 'up'], childEnv);
+    cleanups.push(() => { if (term.child.exitCode === null) term.child.kill('SIGKILL'); });
+    await waitFor(() => term.output().includes('Attached to session main'), 30_000, 'chat attached');
+    const logFile = join(home, 'logs', 'hermes.log');
+    const started = readFileSync(logFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+    const redis = started.find((l) => l.msg === 'embedded Redis started')!;
+    const redisPid = Number(redis.redisPid);
+    const redisUrl = String(redis.url);
+    expect(alive(redisPid)).toBe(true);
+    await waitFor(() => readFileSync(logFile, 'utf8').includes('gateway listening'), 15_000, 'gateway up');
+    const health = await fetch(`http://127.0.0.1:${port}/health`);
+    expect(health.status).toBe(200);
+
+    term.type('\x03'); // Ctrl+C at the keyboard: SIGINT to the terminal's foreground process group
+    const code = await Promise.race([term.exited, new Promise<'hung'>((r) => setTimeout(() => r('hung'), 30_000))]);
+    const shown = term.output();
+    expect(code, shown).toBe(0);
+    expect(shown).toContain('Stopped.');
+    expect(shown).not.toMatch(STACK_TRACE);
+    expect(shown).not.toMatch(/Error/);
+    expect(alive(redisPid)).toBe(false);
+    expect(await ping(redisUrl)).toBe(false);
+    await expect(fetch(`http://127.0.0.1:${port}/health`)).rejects.toThrow();
+    expect(existsSync(join(home, 'redis', 'redis.url'))).toBe(false);
+    // The worker drained and the embedded Redis was stopped by `hermes up` (not by the terminal's SIGINT).
+    const log = readFileSync(logFile, 'utf8');
+    expect(log).toContain('worker stopped');
+    expect(log).not.toContain('ECONNREFUSED');
+  });
+
+  it('`hermes worker` logs human-readable lines on a terminal, stops on Ctrl+C; JSON lines when stderr is a pipe', async () => {
+    const e = env();
+    const term = runInTerminal([process.execPath, HERMES_BIN, 'worker'], { ...e.childEnv, HERMES_LOG_LEVEL: 'info' });
+    cleanups.push(() => { if (term.child.exitCode === null) term.child.kill('SIGKILL'); });
+    await waitFor(() => term.output().includes('worker started'), 30_000, 'worker started');
+    expect(term.output()).toMatch(/INFO.*worker started/);
+    expect(term.output()).not.toContain('{"level"');
+    term.type('\x03');
+    expect(await term.exited).toBe(0);
+    expect(term.output()).toMatch(/worker stopped/);
+    expect(term.output()).not.toMatch(STACK_TRACE);
+
+    const piped = spawn(process.execPath, [HERMES_BIN, 'worker'], { env: { ...e.childEnv, HERMES_LOG_LEVEL: 'info' }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    piped.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    cleanups.push(() => { if (piped.exitCode === null) piped.kill('SIGKILL'); });
+    await waitFor(() => stderr.includes('worker started'), 30_000, 'piped worker started');
+    const first = stderr.split('\n')[0]!;
+    expect(JSON.parse(first)).toMatchObject({ level: 30, name: 'worker' });
+    piped.kill('SIGTERM');
+    expect(await new Promise((r) => piped.on('exit', r))).toBe(0);
+  });
+});
+
+
+describe('hermes status', () => {
+  it('aligns its columns and hides finished schedules unless --all', async () => {
+    const e = env();
+    const c = clients(e);
+    cleanups.push(() => c.close());
+    const runner = { kind: 'command' as const, command: 'true', timeoutSeconds: 5 };
+    await c.schedules.set('a-long-session-name', 'loop', { prompt: 'watch the build', intervalSeconds: 600, times: null, until: null, notes: [] }, { origin: { surface: 'cli' }, runner });
+    await c.schedules.set('b', 'heartbeat', { prompt: 'inbox', intervalSeconds: 3600, times: null, until: null, notes: [] }, { origin: { surface: 'cli' }, runner });
+    await c.schedules.set('done', 'loop', { prompt: 'old', intervalSeconds: 600, times: null, until: null, notes: [] }, { origin: { surface: 'cli' }, runner });
+    await c.schedules.stop('done', 'loop');
+
+    const r = await runHermes(e, ['status']);
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^workers alive: 0$/);
+    expect(lines[1]).toMatch(/^SESSION +KIND +STATE +CADENCE +TICKS +NEXT +PROMPT$/);
+    expect(lines).toHaveLength(4);
+    expect(r.stdout).not.toContain('done');
+    // Every column starts at the same offset in every row.
+    const starts = ['KIND', 'STATE', 'CADENCE', 'TICKS', 'NEXT', 'PROMPT'].map((h) => lines[1]!.indexOf(h));
+    for (const row of lines.slice(2)) for (const p of starts) expect(`${row[p - 2]}${row[p - 1]}${row[p] === ' ' ? '_' : 'x'}`, row).toBe('  x');
+    expect(lines[2]).toMatch(/^a-long-session-name +loop +active +every 10m +0\/100 +(due now|in .+|pending) +watch the build$/);
+
+    const all = await runHermes(e, ['status', '--all']);
+    expect(all.stdout).toMatch(/^done +loop +finished \(stopped by user\) /m);
+    const json = JSON.parse((await runHermes(e, ['status', '--json'])).stdout) as { schedules: Array<{ sessionId: string; next_due_at: string | null }> };
+    expect(json.schedules.map((s) => s.sessionId).sort()).toEqual(['a-long-session-name', 'b']);
+  });
+});
+
+describe('loop, heartbeat and goal from the shell', () => {
+  it('default to session main, print JSON with --json, route to Telegram with --deliver, and name shell commands', async () => {
+    const e = env();
+    const c = clients(e);
+    cleanups.push(() => c.close());
+    const set = await runHermes(e, ['loop', '10m', 'check', 'the', 'build', '--run', 'true', '--deliver', 'telegram:12345:7', '--json']);
+    expect(set.code, set.stderr).toBe(0);
+    const reply = JSON.parse(set.stdout) as { session: string; kind: string; reply: string; record: { origin: unknown; status: string } };
+    expect(reply).toMatchObject({ session: 'main', kind: 'loop', record: { status: 'active', origin: { surface: 'cli', route: { platform: 'telegram', chatId: '12345', threadId: '7' } } } });
+    expect(reply.reply).toMatch(/^Loop set: every 10m/);
+    expect((await c.loops.get('main', 'loop'))?.origin.route).toEqual({ platform: 'telegram', chatId: '12345', threadId: '7' });
+
+    const paused = await runHermes(e, ['loop', 'pause']);
+    expect(paused.stdout).toBe('Loop paused after 0 tick(s). hermes loop resume --session main continues it.\n');
+    expect(paused.stdout).not.toContain('/loop');
+
+    const hb = await runHermes(e, ['heartbeat', 'every', '1h', 'anything', 'new?', '--session', 'ops', '--json']);
+    expect(JSON.parse(hb.stdout)).toMatchObject({ session: 'ops', kind: 'heartbeat', record: { intervalSeconds: 3600, prompt: 'anything new?' } });
+    expect((await runHermes(e, ['hb', 'pause', '-s', 'ops'])).stdout).toBe('Heartbeat paused after 0 tick(s). hermes heartbeat resume --session ops continues it.\n');
+
+    const goal = await runHermes(e, ['goal', 'get', 'the', 'suite', 'green', '--json']);
+    expect(JSON.parse(goal.stdout)).toMatchObject({ session: 'main', kind: 'goal', reply: 'Goal set (20-turn budget): get the suite green', record: { status: 'active' } });
+    expect((await runHermes(e, ['goal', 'pause'])).stdout).toBe('Goal paused after 0 turn(s). hermes goal resume --session main continues it.\n');
+
+    const bad = await runHermes(e, ['heartbeat', 'soon', 'x']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toBe('hermes: Usage: hermes heartbeat every <interval> <prompt>, e.g. hermes heartbeat every 30m report on the deploy.\n');
+    const badRoute = await runHermes(e, ['loop', '10m', 'x', '--deliver', 'slack:1']);
+    expect(badRoute).toMatchObject({ code: 2, stderr: expect.stringMatching(/^hermes: Invalid --deliver "slack:1"/) });
+    expect(await c.loops.get('main', 'loop')).toMatchObject({ status: 'paused' });
+  });
+});
+
+describe('session events without a worker pid', () => {
+  it('are shown without "pid ?"', () => {
+    const text = formatEvent({ id: '1700000000000-0', type: 'reply', data: { source: 'message', text: 'hi' } })!;
+    expect(text).not.toContain('?');
+    expect(text.split('\n')[0]).toMatch(/^\[\d\d:\d\d:\d\d\] agent$/);
+    expect(formatEvent({ id: '1700000000000-0', type: 'reply', data: { source: 'message', text: 'hi', pid: 42 } })).toContain('(worker pid 42)');
+  });
+});
+
+describe('hermes completion', () => {
+  it('bash completes commands, subcommands and options from the command tree', async () => {
+    const e = env();
+    const script = await runHermes(e, ['completion', 'bash']);
+    expect(script.code).toBe(0);
+    const complete = async (...words: string[]) => {
+      const probe = `${script.stdout}\nCOMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _hermes_complete; echo "\${COMPREPLY[*]}"`;
+      const child = spawn('bash', ['-c', probe], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      await new Promise((r) => child.on('exit', r));
+      return out.trim().split(' ');
+    };
+    expect(await complete('hermes', 'cr')).toEqual(['cron']);
+    expect(await complete('hermes', 'cron', 'sh')).toEqual(['show']);
+    expect(await complete('hermes', 'cron', 'add', '--mis')).toEqual(['--misfire']);
+    expect(await complete('hermes', 'loop', '--deli')).toEqual(['--deliver']);
+    expect((await complete('hermes', '')).sort()).toEqual(expect.arrayContaining(['up', 'worker', 'gateway', 'loop', 'heartbeat', 'goal', 'cron', 'chat', 'status', 'completion']));
+    expect((await runHermes(e, ['completion', 'zsh'])).stdout).toContain('compdef _hermes_complete hermes');
+    expect((await runHermes(e, ['completion', 'fish'])).stdout).toContain("complete -c hermes -n '__fish_seen_subcommand_from cron' -a");
+    expect(await runHermes(e, ['completion', 'tcsh'])).toMatchObject({ code: 2, stderr: 'hermes: Unknown shell "tcsh": use bash, zsh, fish.\n' });
+  });
+});
