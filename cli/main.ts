@@ -68,6 +68,14 @@ program
     const logFile = attach ? join(cfg.home, 'logs', 'hermes.log') : undefined;
     const log = createLogger({ level: cfg.log_level, name: 'up', file: logFile });
     if (logFile) process.stdout.write(`Logs: ${logFile}\n`);
+    // A Ctrl+C during the start is remembered (not Node's default exit, which would strand the
+    // embedded Redis): the start completes, then everything is stopped in order.
+    let stopEarly = false;
+    const onEarly = () => {
+      stopEarly = true;
+    };
+    process.on('SIGINT', onEarly);
+    process.on('SIGTERM', onEarly);
     const target = await resolveRedis(cfg, { allowStart: true });
     if (target.embedded) log.info({ url: target.url, dir: `${cfg.home}/redis`, redisPid: target.embedded.pid }, 'embedded Redis started');
     let worker: WorkerProcess | undefined;
@@ -77,6 +85,8 @@ program
       gw = opts.gateway ? await gatewayFor(cfg, target.topology, log) : undefined;
     } catch (err) {
       // Nothing half-started stays behind: not the worker, not the embedded Redis.
+      process.off('SIGINT', onEarly);
+      process.off('SIGTERM', onEarly);
       await worker?.drain();
       await target.embedded?.stop();
       throw err;
@@ -90,8 +100,10 @@ program
       await target.embedded?.stop();
     };
     try {
-      let interrupted = false;
-      if (attach) {
+      let interrupted = stopEarly;
+      if (interrupted) {
+        // Stopped during the start: straight to the stop below.
+      } else if (attach) {
         const conn = await connectCli(cfg, target.topology);
         interrupted = (await runChat(cfg, conn, opts.session)) === 'interrupt';
         await conn.close();
@@ -102,9 +114,14 @@ program
       }
       // Later Ctrl+Cs are acknowledged while the drain runs (waitForSignal keeps listening).
       const signal = waitForSignal({ stopping: interrupted });
+      // The start-up listener stays until here, so no Ctrl+C ever meets Node's default exit.
+      process.off('SIGINT', onEarly);
+      process.off('SIGTERM', onEarly);
       if (!interrupted) await signal;
       if (attach) process.stdout.write('Stopping: worker drain, gateway, Redis…\n');
     } finally {
+      process.off('SIGINT', onEarly);
+      process.off('SIGTERM', onEarly);
       await stop();
     }
     if (attach) process.stdout.write('Stopped.\n');
@@ -116,9 +133,11 @@ program
   .action(action(async () => {
     const cfg = getConfig();
     const log = createLogger({ level: cfg.log_level, name: 'worker' });
+    // Listening before the start: a Ctrl+C during the start still drains instead of killing.
+    const signal = waitForSignal();
     const target = await resolveRedis(cfg, { allowStart: false });
     const worker = await WorkerProcess.start({ config: cfg, topology: target.topology, log });
-    const sig = await waitForSignal();
+    const sig = await signal;
     log.info({ signal: sig }, 'stopping');
     await worker.drain();
   }));
