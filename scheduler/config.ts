@@ -131,6 +131,11 @@ export const configSchema = z
         self_paced_floor_seconds: atLeastOneSecond(60),
         /** Self-paced delays double up to this. */
         self_paced_ceiling_seconds: atLeastOneSecond(900),
+        /**
+         * Failed ticks in a row (model or command errors, or `--until` judge
+         * failures) after which a loop or heartbeat pauses; 0 = never. @defaultValue 3
+         */
+        max_consecutive_failures: z.coerce.number().int().min(0).default(3),
       })
       .strict()
       .refine((l) => l.self_paced_ceiling_seconds >= l.self_paced_floor_seconds, {
@@ -225,6 +230,8 @@ export const configSchema = z
         misfire_grace_max_seconds: seconds(7200),
         /** Time a webhook target has to answer, in seconds. @defaultValue 10 */
         webhook_timeout_seconds: seconds(10),
+        /** Failed runs in a row after which a cron job is paused; 0 = never. @defaultValue 3 */
+        max_consecutive_failures: z.coerce.number().int().min(0).default(3),
       })
       .strict()
       .prefault({}),

@@ -10,7 +10,15 @@
  *   deferred past the next occurrence, exactly one tick runs, never a burst.
  * - Stop order after a tick (`applyTick`): `LOOP_COMPLETE` line → finished;
  *   `--until` verdict → finished/paused; `--times` reached → finished;
- *   `loops.max_ticks` reached → paused (resumable).
+ *   `loops.max_consecutive_failures` failed ticks in a row → paused, naming the
+ *   last error; `loops.max_ticks` reached → paused (resumable).
+ * - Failure streak (field report F19): a failed turn (model or command error)
+ *   still completes its tick and counts against the budget; after N failed
+ *   ticks in a row (default 3) the loop or heartbeat pauses instead of burning
+ *   its budget, one failed tick after another. A successful tick resets the
+ *   count, and so does `/loop resume` (N fresh tries). An `--until` judge that
+ *   cannot be reached fails open (the loop continues) and pauses after the same
+ *   number of judge failures in a row.
  */
 import type { ScheduleKind } from './keys.ts';
 import { nextSelfPacedDelay, replyDigest } from './self-paced.ts';
@@ -75,6 +83,10 @@ export interface LoopRecord {
   nextDueAt: number | null;
   /** Consecutive `--until` judge failures. */
   judgeFailures: number;
+  /** Consecutive failed ticks (records written before this field existed read as 0). */
+  failureStreak?: number;
+  /** Error of the last failed tick, cleared by a successful one. */
+  lastError?: string | null;
   /** Incremented on every write; the store writes only over the version it read. */
   version: number;
 }
@@ -132,6 +144,8 @@ export function createLoop(input: NewLoop): LoopRecord {
     lastDigest: null,
     nextDueAt: selfPaced ? input.now : null,
     judgeFailures: 0,
+    failureStreak: 0,
+    lastError: null,
     version: 0,
   };
 }
@@ -189,8 +203,8 @@ export type TickOutcome =
   | { kind: 'finished'; reason: string }
   | { kind: 'paused'; reason: string };
 
-/** Judge failures in a row after which an `--until` loop pauses instead of spinning its budget away. */
-export const MAX_JUDGE_FAILURES = 3;
+/** Failed ticks (and judge failures) in a row before a loop pauses, when the caller passes none. */
+export const DEFAULT_MAX_CONSECUTIVE_FAILURES = 3;
 
 /**
  * The record after a tick completed (pure). Applies the stop order of SPEC §4.
@@ -205,12 +219,18 @@ export function applyTick(
     finishedAt: number;
     reply: string;
     until?: UntilVerdict;
+    /** The turn's error when it failed (the tick still completes). */
+    failure?: string;
+    /** `loops.max_consecutive_failures`: failed ticks or judge failures in a row before a pause; 0 = never. */
+    maxConsecutiveFailures?: number;
     /** Self-paced floor and ceiling in seconds (`loops.self_paced_*`). */
     pacing?: { floorSeconds: number; ceilingSeconds: number };
   },
 ): { loop: LoopRecord; outcome: TickOutcome } {
   const digest = replyDigest(tick.reply);
   const pacing = tick.pacing ?? { floorSeconds: 60, ceilingSeconds: 900 };
+  const maxFailures = tick.maxConsecutiveFailures ?? DEFAULT_MAX_CONSECUTIVE_FAILURES;
+  const failureStreak = tick.failure === undefined ? 0 : (loop.failureStreak ?? 0) + 1;
   const next: LoopRecord = {
     ...loop,
     ticksUsed: loop.ticksUsed + 1,
@@ -218,7 +238,9 @@ export function applyTick(
     lastTickStartedAt: tick.startedAt,
     lastTickFinishedAt: tick.finishedAt,
     lastOccurrenceId: tick.occurrenceId,
-    lastDigest: digest,
+    lastDigest: tick.failure === undefined ? digest : loop.lastDigest,
+    failureStreak,
+    lastError: tick.failure === undefined ? null : tick.failure,
     delaySeconds:
       loop.mode === 'self-paced'
         ? nextSelfPacedDelay({
@@ -249,7 +271,7 @@ export function applyTick(
     if (v.verdict === 'blocked') return pause(`blocked: ${v.reason}`);
     if (v.verdict === 'error') {
       next.judgeFailures = loop.judgeFailures + 1;
-      if (next.judgeFailures >= MAX_JUDGE_FAILURES) {
+      if (maxFailures > 0 && next.judgeFailures >= maxFailures) {
         return pause(`the --until judge failed ${next.judgeFailures} times in a row (${v.message})`);
       }
     } else {
@@ -257,10 +279,30 @@ export function applyTick(
     }
   }
   if (loop.times !== null && next.ticksUsed >= loop.times) return finish(`ran ${loop.times} times`);
+  if (tick.failure !== undefined && maxFailures > 0 && failureStreak >= maxFailures) {
+    return pause(`${failureStreak} failed ticks in a row; last error: ${clipError(tick.failure)}. /${loop.kind} resume continues`);
+  }
   if (loop.maxTicks > 0 && next.ticksUsed >= loop.maxTicks) {
     return pause(`tick budget of ${loop.maxTicks} used (loops.max_ticks); /loop resume continues`);
   }
   return { loop: next, outcome: { kind: 'continue' } };
+}
+
+/** An error message for a one-line notice: one line, at most 300 characters. */
+export function clipError(message: string): string {
+  const one = message.replace(/\s+/g, ' ').trim();
+  return one.length > 300 ? `${one.slice(0, 299)}…` : one;
+}
+
+/**
+ * The notice a failed tick sends to the loop's route (issue: failure
+ * notices), unless the failure paused the loop (the pause notice says it).
+ */
+export function tickFailureNotice(loop: LoopRecord, tickNumber: number, error: string, maxConsecutiveFailures: number): string {
+  const label = loop.kind === 'loop' ? 'Loop' : 'Heartbeat';
+  const streak = loop.failureStreak ?? 1;
+  const left = maxConsecutiveFailures > 0 ? ` (${streak} of ${maxConsecutiveFailures} failures in a row before it pauses)` : '';
+  return `${label} tick #${tickNumber} failed: ${clipError(error)}${left}.`;
 }
 
 /** Pause (pure). A finished loop stays finished. */
@@ -281,6 +323,7 @@ export function resumeLoop(loop: LoopRecord, now: number): LoopRecord {
     status: 'active',
     statusReason: null,
     judgeFailures: 0,
+    failureStreak: 0,
     maxTicks: budgetHit ? loop.ticksUsed + loop.maxTicks : loop.maxTicks,
     updatedAt: now,
   };

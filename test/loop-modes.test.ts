@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
+import { telegramOutboundQueue } from '../scheduler/outbound.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -82,5 +83,40 @@ describe('--until', () => {
     expect(loop!.ticksUsed).toBe(3);
     expect(loop!.statusReason).toMatch(/--until judge failed 3 times in a row .*500/);
     expect(loop!.maxTicks).toBe(100);
+  });
+});
+
+describe('a loop whose turns keep failing', () => {
+  it('F19: the model answers 500 to every call → after 3 failed ticks in a row the loop pauses with a notice naming the error; /loop resume continues', async () => {
+    let healthy = false;
+    const { c, model } = await setup({}, { turn: () => (healthy ? 'all green' : { status: 500, message: 'upstream exploded' }) });
+    const route = { origin: { surface: 'telegram' as const, route: { platform: 'telegram', chatId: '4242' } }, runner: { kind: 'agent' as const } };
+    await c.schedules.set('f19', 'loop', loopSpec('check the build', 1), route);
+    await waitFor(async () => ((await c.loops.get('f19', 'loop'))?.status === 'paused' ? true : undefined), 15_000, 'paused');
+    const loop = (await c.loops.get('f19', 'loop'))!;
+    expect(loop).toMatchObject({ ticksUsed: 3, failureStreak: 3, lastError: expect.stringMatching(/500.*upstream exploded/) });
+    expect(loop.statusReason).toMatch(/^3 failed ticks in a row; last error: The model endpoint answered 500: .*upstream exploded.*\. \/loop resume continues$/);
+    expect((await waitForEvents(c, 'f19', 'tick.failed', 3)).map((e) => e.data.tick)).toEqual([1, 2, 3]);
+    const [notice] = await waitForEvents(c, 'f19', 'notice', 1);
+    expect(notice!.data.text).toMatch(/^Loop paused: 3 failed ticks in a row; last error: .*upstream exploded/);
+    expect(model.requests).toHaveLength(3); // no fourth call: the budget is not burnt
+    // Each failed tick is told to the route; the third by the pause notice.
+    const outbound = telegramOutboundQueue(c.keys, c.redis);
+    cleanups.push(() => outbound.close());
+    const sent = await waitFor(async () => {
+      const jobs = await outbound.getJobs(['waiting', 'delayed', 'prioritized']);
+      return jobs.length >= 3 ? jobs.sort((a, b) => a.timestamp - b.timestamp).map((j) => j.data.text) : undefined;
+    }, 5_000, 'three route notices');
+    expect(sent).toEqual([
+      expect.stringMatching(/^Loop tick #1 failed: The model endpoint answered 500: .*\(1 of 3 failures in a row before it pauses\)\.$/),
+      expect.stringMatching(/^Loop tick #2 failed: .*\(2 of 3 /),
+      expect.stringMatching(/^Loop paused: 3 failed ticks in a row; last error: /),
+    ]);
+
+    healthy = true;
+    expect(await c.schedules.resume('f19', 'loop')).toMatch(/^Loop resumed/);
+    await waitForEvents(c, 'f19', 'reply', 1);
+    await waitFor(async () => ((await c.loops.get('f19', 'loop'))?.failureStreak === 0 ? true : undefined), 5_000, 'streak reset');
+    expect((await c.loops.get('f19', 'loop'))!.status).toBe('active');
   });
 });

@@ -66,6 +66,48 @@ describe('applyTick stop order', () => {
   });
 });
 
+describe('failure streak (loops.max_consecutive_failures)', () => {
+  it('F19: three failed ticks in a row pause the loop naming the last error; a success resets the count; resume gives fresh tries', () => {
+    let loop = base();
+    const failed = (n: number, message = 'The model endpoint answered 500: boom') => applyTick(loop, tick(n, '', { failure: message, maxConsecutiveFailures: 3 }));
+    let r = failed(1);
+    expect(r.outcome).toEqual({ kind: 'continue' });
+    expect(r.loop).toMatchObject({ failureStreak: 1, lastError: 'The model endpoint answered 500: boom', ticksUsed: 1 });
+    loop = applyTick(r.loop, tick(2, 'fine', { maxConsecutiveFailures: 3 })).loop; // a success resets
+    expect(loop).toMatchObject({ failureStreak: 0, lastError: null });
+    for (let i = 3; i <= 4; i++) loop = failed(i).loop;
+    r = failed(5, 'The model endpoint answered 500: still down');
+    expect(r.outcome).toEqual({
+      kind: 'paused', reason: '3 failed ticks in a row; last error: The model endpoint answered 500: still down. /loop resume continues',
+    });
+    expect(r.loop).toMatchObject({ status: 'paused', failureStreak: 3 });
+    const resumed = resumeLoop(r.loop, 10 * 60_000);
+    expect(resumed).toMatchObject({ status: 'active', failureStreak: 0 });
+    loop = resumed;
+    expect(failed(6).outcome.kind).toBe('continue');
+  });
+
+  it('0 never pauses; a heartbeat pauses like a loop; --times still finishes first', () => {
+    const long = { ...base(), failureStreak: 50 };
+    expect(applyTick(long, tick(1, '', { failure: 'x', maxConsecutiveFailures: 0 })).outcome.kind).toBe('continue');
+    const hb = { ...base({ kind: 'heartbeat' }), failureStreak: 2 };
+    expect(applyTick(hb, tick(1, '', { failure: 'x', maxConsecutiveFailures: 3 })).outcome).toMatchObject({ kind: 'paused', reason: expect.stringMatching(/\/heartbeat resume continues$/) });
+    const last = { ...base({ times: 3 }), ticksUsed: 2, failureStreak: 2 };
+    expect(applyTick(last, tick(3, '', { failure: 'x', maxConsecutiveFailures: 3 })).outcome).toEqual({ kind: 'finished', reason: 'ran 3 times' });
+  });
+
+  it('records written before the streak existed count from zero', () => {
+    const old = base() as Partial<LoopRecord>;
+    delete old.failureStreak;
+    expect(applyTick(old as LoopRecord, tick(1, '', { failure: 'x', maxConsecutiveFailures: 3 })).loop.failureStreak).toBe(1);
+  });
+
+  it('judge failures pause after loops.max_consecutive_failures in a row', () => {
+    const loop = { ...base({ until: 'green' }), judgeFailures: 1 };
+    expect(applyTick(loop, tick(1, 'x', { until: { verdict: 'error', message: 't' }, maxConsecutiveFailures: 2 })).outcome.kind).toBe('paused');
+  });
+});
+
 describe('resume', () => {
   it('a budget pause gets a fresh budget window', () => {
     const paused = applyTick({ ...base({ maxTicks: 2 }), ticksUsed: 1 }, tick(2)).loop;

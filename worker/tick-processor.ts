@@ -25,12 +25,13 @@
  *
  * Failure policy: a turn that fails (model error, command error, timeout)
  * still completes the tick — it is recorded as failed, counts against the
- * budget, and the next occurrence is the retry; a loop is never left
- * "wakeup running". A turn aborted by a drain is put back for another worker
+ * budget, is told to the route, and the next occurrence is the retry; a loop
+ * is never left "wakeup running". After `loops.max_consecutive_failures`
+ * failed ticks in a row the loop pauses with a notice (`applyTick`). A turn aborted by a drain is put back for another worker
  * and, not being committed, runs once there.
  */
 import type { Job } from 'bullmq';
-import { decideFire, applyTick, type LoopRecord, type TickOutcome, type UntilVerdict } from '../scheduler/loop-state.ts';
+import { decideFire, applyTick, tickFailureNotice, type LoopRecord, type TickOutcome, type UntilVerdict } from '../scheduler/loop-state.ts';
 import type { InflightMark, TickJobData } from '../scheduler/loop-store.ts';
 import { buildWakeupInput } from '../scheduler/wakeup-input.ts';
 import { pendingInput } from '../scheduler/inbox.ts';
@@ -154,6 +155,13 @@ export async function processScheduleTick(
       await Promise.all([
         lock.release(),
         !failure && committed.loop ? deliverToRoute(deps, { sessionId, origin: committed.loop.origin, text: reply, occurrenceId }) : undefined,
+        // A failed tick is told to its route; one that paused the loop is told by the pause notice.
+        failure && committed.loop && committed.outcome.kind === 'continue'
+          ? deliverToRoute(deps, {
+            sessionId, origin: committed.loop.origin, occurrenceId: `${occurrenceId}:failed`,
+            text: tickFailureNotice(committed.loop, tickNumber, failure.message, deps.config.loops.max_consecutive_failures),
+          })
+          : undefined,
         applyOutcome(deps, committed.loop, committed.outcome),
       ]);
       log.info({ tick: tickNumber, outcome: committed.outcome.kind, ms: finishedAt - startedAt }, `${kind} tick committed`);
@@ -247,7 +255,7 @@ async function commitTick(
     }
     const { loop: next, outcome } = applyTick(fresh, {
       loopId: t.loopId, dueAt: t.dueAt, occurrenceId: t.occurrenceId, startedAt: t.startedAt, finishedAt: t.finishedAt,
-      reply: t.reply, until: t.until,
+      reply: t.reply, until: t.until, failure: t.failure?.message, maxConsecutiveFailures: deps.config.loops.max_consecutive_failures,
       pacing: { floorSeconds: deps.config.loops.self_paced_floor_seconds, ceilingSeconds: deps.config.loops.self_paced_ceiling_seconds },
     });
     const stored = { ...next, version: fresh.version + 1 };

@@ -5,7 +5,7 @@
  *
  * Fail open: a judge call that fails or answers nonsense returns `error`,
  * which keeps the loop going; `applyTick` pauses the loop after
- * `MAX_JUDGE_FAILURES` failures in a row instead of spinning the budget away.
+ * `loops.max_consecutive_failures` failures in a row instead of spinning the budget away.
  */
 import type { LoopRecord, UntilVerdict } from '../scheduler/loop-state.ts';
 import type { WorkerDeps } from './worker-deps.ts';
