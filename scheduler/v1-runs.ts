@@ -9,8 +9,15 @@
  * disagree and the first terminal state wins (a late reply after a stop or a
  * drain abort changes nothing).
  *
- * `interrupted` means the run was aborted by a drain (SPEC §9): the caller gets
- * a 503-style error and may retry; it is never reported as a model failure.
+ * Hand-back (SPEC §9, like loop ticks): a run cut by a worker's drain was
+ * never completed, so it goes `running → queued` again (`run.requeued` event)
+ * and its job is handed back to the queue; another worker completes it and
+ * the caller still waiting gets that answer. A retry with the same
+ * Idempotency-Key attaches to the unfinished run.
+ *
+ * `interrupted` is the terminal state of a run aborted without a hand-back
+ * (kept for records written by older versions); a retry with the run's
+ * Idempotency-Key re-queues it rather than replaying it as final.
  */
 import { Queue, type ConnectionOptions } from 'bullmq';
 import type { RedisClient } from './redis/connection-factory.ts';
@@ -72,7 +79,7 @@ export interface V1RunRecord {
 /** One event of a run's stream; `id` is the Redis stream id. */
 export interface RunEvent {
   id: string;
-  /** `run.queued`, `run.started`, `run.completed`, `run.failed`, `run.cancelled`, `run.interrupted`. */
+  /** `run.queued`, `run.started`, `run.requeued`, `run.completed`, `run.failed`, `run.cancelled`, `run.interrupted`. */
   type: string;
   data: Record<string, unknown>;
 }
@@ -121,6 +128,19 @@ if cur == 'running' then
   return 'stopping'
 end
 return cur
+`;
+
+const REQUEUE_LUA = `
+-- KEYS[1] run hash, KEYS[2] run events; ARGV[1] ttl s, ARGV[2] event json, ARGV[3] comma list of statuses it may leave
+local cur = redis.call('HGET', KEYS[1], 'status')
+if not cur then return 0 end
+if not string.find(',' .. ARGV[3] .. ',', ',' .. cur .. ',', 1, true) then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'queued')
+redis.call('HDEL', KEYS[1], 'started_at', 'worker', 'error', 'finished_at')
+redis.call('XADD', KEYS[2], '*', 'type', 'run.requeued', 'data', ARGV[2])
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))
+redis.call('EXPIRE', KEYS[2], tonumber(ARGV[1]))
+return 1
 `;
 
 const IDEMPOTENCY_LUA = `
@@ -218,6 +238,20 @@ export class RunStore {
     return await this.transition(runId, 'running', 'run.started', { started_at: now }, options.retake ? ['queued', 'running'] : ['queued'], {
       started_at: String(now), worker: workerId,
     });
+  }
+
+  /**
+   * Hand a run back: `running → queued` (or `interrupted → queued` for a retry of a run an
+   * older version ended so), with a `run.requeued` event; the caller re-queues its job.
+   * @param reason - why, for the event (`drain`, `retry`)
+   * @returns false when the run is not in one of `from` (it completed, was cancelled, …)
+   */
+  async requeue(runId: string, from: Array<'running' | 'interrupted'>, reason: string, now = Date.now()): Promise<boolean> {
+    const code = (await this.redis.eval(
+      REQUEUE_LUA, 2, this.keys.run(runId), this.keys.runEvents(runId), String(this.ttlSeconds),
+      JSON.stringify({ reason, at: now }), from.join(','),
+    )) as number;
+    return code === 1;
   }
 
   /** `running → completed` with the reply. @returns false when the run already ended (stopped, interrupted). */

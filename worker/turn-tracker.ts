@@ -21,6 +21,12 @@ export interface TrackedTurn {
 /** Registry of this process's running turns, by drain class, with their AbortControllers. */
 export class TurnTracker {
   private readonly active = new Map<string, TrackedTurn>();
+  /**
+   * Set when this process starts draining. A paused BullMQ worker can still
+   * receive one job from a blocking fetch that was in flight; processors that
+   * hand work back check this and hand such a job back at once.
+   */
+  draining = false;
 
   /**
    * Run `fn` as a tracked turn.

@@ -9,14 +9,18 @@
  *   waiting gateway reads; the job itself always completes, so BullMQ never
  *   retries a run whose caller already got an answer. Only a stalled job (its
  *   worker died) is taken over and run again.
- * - A run aborted through its signal (drain deadline, BullMQ cancel) ends
- *   `interrupted` with a 503-style error; a run stopped through
- *   `POST /v1/runs/:id/stop` ends `cancelled`.
+ * - Drain hand-back (as for loop ticks, tick-processor.ts): a run aborted
+ *   through its signal (drain deadline, the job's own signal) was never
+ *   completed, so the record goes back to `queued` and the job is handed back
+ *   to the queue (`deferJob` with no delay); another worker runs it from the
+ *   start and the caller still waiting gets that answer. A run stopped
+ *   through `POST /v1/runs/:id/stop` ends `cancelled`.
  */
 import type { Job } from 'bullmq';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
+import { deferJob } from './defer.ts';
 import {
-  CANCELLED_ERROR, DRAIN_ERROR, RunStore,
+  CANCELLED_ERROR, RunStore,
   type RunErrorInfo, type RunStatus, type V1RunJobData,
 } from '../scheduler/v1-runs.ts';
 import type { WorkerDeps } from './worker-deps.ts';
@@ -36,20 +40,22 @@ export interface V1RunJobResult {
  *
  * @param signal - the BullMQ job's abort signal, if any; it aborts the turn like a drain does
  * @returns the run's status; never throws for a failed model call (the failure is in the run record)
- * @throws only when Redis itself fails (BullMQ then fails the job; the caller's wait ends at its timeout)
+ * @throws DelayedError when the run is handed back (BullMQ leaves the job to another worker);
+ *   otherwise only when Redis itself fails (BullMQ then fails the job; the caller's wait ends at its timeout)
  */
 export async function processV1Run(
   job: Job<V1RunJobData>,
-  _token: string | undefined,
+  token: string | undefined,
   signal: AbortSignal | undefined,
   deps: WorkerDeps,
 ): Promise<V1RunJobResult> {
   const runs = new RunStore(deps.redis, deps.keys, deps.config.gateway.run_ttl_seconds);
   const { runId } = job.data;
   const log = deps.log.child({ runId, jobId: job.id });
-  if (signal?.aborted) {
-    await runs.end(runId, 'interrupted', DRAIN_ERROR);
-    return { runId, status: 'interrupted' };
+  if (signal?.aborted || deps.turns.draining) {
+    // Fetched while this worker drains (a blocking fetch in flight when it paused): not started, hand it back.
+    log.info('v1 run handed back before it started');
+    return await deferJob(job, token, 0);
   }
   const retake = job.attemptsStarted > 1 || job.stalledCounter > 0;
   if (!(await runs.markRunning(runId, deps.workerId, { retake }))) {
@@ -88,9 +94,13 @@ export async function processV1Run(
           return { runId, status: 'cancelled' as const };
         }
         if (turnSignal.aborted) {
-          await runs.end(runId, 'interrupted', DRAIN_ERROR);
-          log.warn({ abortedByDrain: turn.abortedByDrain }, 'v1 run interrupted by shutdown');
-          return { runId, status: 'interrupted' as const };
+          // Never completed: hand it back (record first, so the next worker finds it queued).
+          if (await runs.requeue(runId, ['running'], 'drain')) {
+            log.warn({ abortedByDrain: turn.abortedByDrain }, 'v1 run aborted by shutdown; handed back for another worker');
+            return await deferJob(job, token, 0);
+          }
+          const current = await runs.get(runId);
+          return { runId, status: current?.status ?? 'missing' };
         }
         const info = runErrorOf(err);
         await runs.end(runId, 'failed', info);

@@ -163,6 +163,7 @@ export class WorkerProcess {
   private async runDrain(): Promise<void> {
     const { config, turns } = this.deps;
     const log = this.deps.log;
+    turns.draining = true;
     await Promise.allSettled(this.workers.map((w) => w.pause(true)));
     const budgets: Record<DrainClass, number> = {
       scheduled: config.agent.cron_drain_timeout * 1000,

@@ -11,8 +11,13 @@
  * - `POST /v1/runs` answers 202 with a run id at once; `GET /v1/runs/:id`,
  *   `GET /v1/runs/:id/events` (SSE, `Last-Event-ID` resumes) and
  *   `POST /v1/runs/:id/stop` follow it.
- * - `Idempotency-Key` (both POSTs): the same key with the same body replays the
- *   same run; with a different body it is a 409. Keys are stored as SHA-256.
+ * - `Idempotency-Key` (both POSTs): the same key with the same body attaches to
+ *   the same run (its result when it has one, else the caller waits for it; an
+ *   `interrupted` run is queued again); with a different body it is a 409.
+ *   Keys are stored as SHA-256.
+ * - A run cut by a worker's drain is handed back and completed by another
+ *   worker (worker/v1-run-processor.ts): a caller still waiting gets that
+ *   answer (`run.requeued` is not an end).
  * - Waiting callers are tracked for the drain (gateway/drain.ts): at its
  *   deadline they get a 503, never a hang; a run that outlives the wait keeps
  *   its result in `GET /v1/runs/:id`.
@@ -257,6 +262,12 @@ async function startRun(
     const claim = await deps.runs.claimIdempotencyKey(keyDigest, sha256(`${endpoint}\n${canonicalJson(body)}`), runId);
     if (claim.status === 'replay') {
       deps.log.info({ runId: claim.runId }, 'v1 request replayed by Idempotency-Key');
+      // An unfinished run is attached to, never replayed as final: a run an older version
+      // left `interrupted` is queued again (its input is this same request).
+      if (await deps.runs.requeue(claim.runId, ['interrupted'], 'retry')) {
+        await deps.queue.add('v1-run', { runId: claim.runId, model: job.model, messages: job.messages }, { jobId: `${claim.runId}-retry-${Date.now()}`, attempts: 1 });
+        deps.log.info({ runId: claim.runId }, 'v1 run re-queued by a retry with its Idempotency-Key');
+      }
       return { runId: claim.runId, replayed: true };
     }
     if (claim.status === 'conflict') {

@@ -1,0 +1,128 @@
+/**
+ * A `/v1` run cut by a worker's drain is handed back and completed by another
+ * worker (worker/v1-run-processor.ts), like a loop tick: the caller still
+ * waiting gets the answer, and a retry with the same Idempotency-Key attaches
+ * to the unfinished run instead of replaying `interrupted` as final. Real
+ * worker processes (`WorkerProcess.drain()`, the SIGTERM path), a real
+ * gateway, a local model server.
+ */
+import { Redis } from 'ioredis';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
+import { Keys } from '../scheduler/keys.ts';
+import { createLogger } from '../scheduler/logger.ts';
+import { DRAIN_ERROR, RunStore, v1RunsQueue } from '../scheduler/v1-runs.ts';
+import type { WorkerProcess } from '../worker/worker-process.ts';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai-gateway.ts';
+import { readJson, waitFor } from './support/http.ts';
+import { startWorker } from './support/stack.ts';
+
+const KEY = 'handback-key-123';
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const fn of cleanups.splice(0).reverse()) await fn();
+});
+
+async function setup(): Promise<{ env: TestEnv; model: FakeOpenAI; gw: Gateway; runs: RunStore; redis: Redis; worker: () => Promise<WorkerProcess> }> {
+  const model = await startFakeOpenAI();
+  cleanups.push(() => model.close());
+  const env = testEnv({
+    'agent.base_url': model.url, 'agent.api_key': 'k', 'api_server.port': 0, 'api_server.key': KEY,
+    'agent.cron_drain_timeout': 0.5,
+  });
+  cleanups.push(() => env.cleanup());
+  const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
+  cleanups.push(() => gw.close());
+  const redis = new Redis(env.redisUrl);
+  cleanups.push(() => redis.disconnect());
+  const runs = new RunStore(redis, new Keys(env.prefix), env.config.gateway.run_ttl_seconds);
+  const worker = async () => {
+    const w = await startWorker(env);
+    cleanups.push(() => w.drain());
+    return w;
+  };
+  return { env, model, gw, runs, redis, worker };
+}
+
+function post(gw: Gateway, path: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(`${gw.httpAddress.url}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+}
+
+describe('/v1 runs cut by a drain are handed back', () => {
+  it('plain /v1/chat/completions: the drain hands the run back, another worker completes it, the waiting caller gets the answer', async () => {
+    const { model, gw, runs, redis, worker } = await setup();
+    model.delayMs = 4_000;
+    const a = await worker();
+    const pending = post(gw, '/v1/chat/completions', { messages: [{ role: 'user', content: 'summarise the week' }] });
+    await waitFor(() => model.pending === 1, 10_000, 'the model call of worker A');
+    model.delayMs = 0; // the next attempt answers at once
+    const drained = a.drain();
+    await worker(); // worker B
+    const res = await pending;
+    expect(res.status).toBe(200);
+    const body = await readJson(res);
+    expect(body.choices[0].message.content).toBe('echo: summarise the week');
+    await drained;
+    const runId = res.headers.get('x-hermes-run-id')!;
+    expect(await runs.get(runId)).toMatchObject({ status: 'completed', output: 'echo: summarise the week' });
+    const types = (await runs.readEvents(redis, runId, '0')).map((e) => e.type);
+    expect(types).toEqual(['run.queued', 'run.started', 'run.requeued', 'run.started', 'run.completed']);
+    expect(model.requests).toHaveLength(2);
+  }, 40_000);
+
+  it('/v1/runs with an Idempotency-Key: after the drain the run is queued, a retry attaches to it, then it completes once', async () => {
+    const { model, gw, runs, worker } = await setup();
+    model.delayMs = 4_000;
+    const a = await worker();
+    const first = await post(gw, '/v1/runs', { input: 'write the nightly report' }, { 'idempotency-key': 'k1' });
+    expect(first.status).toBe(202);
+    const { id: runId } = await readJson(first);
+    await waitFor(() => model.pending === 1, 10_000, 'the model call of worker A');
+    await a.drain(); // no other worker yet: the run waits in the queue
+    const afterDrain = await runs.get(runId);
+    expect(afterDrain).toMatchObject({ status: 'queued', error: null, finishedAt: null });
+
+    const retry = await post(gw, '/v1/runs', { input: 'write the nightly report' }, { 'idempotency-key': 'k1' });
+    expect(retry.status).toBe(200);
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    expect(await readJson(retry)).toMatchObject({ id: runId, status: 'queued', error: null });
+
+    model.delayMs = 0;
+    await worker();
+    const done = await waitFor(async () => {
+      const r = await runs.get(runId);
+      return r?.status === 'completed' ? r : undefined;
+    }, 15_000, 'the run completed by worker B');
+    expect(done.output).toBe('echo: write the nightly report');
+    const again = await readJson(post(gw, '/v1/runs', { input: 'write the nightly report' }, { 'idempotency-key': 'k1' }));
+    expect(again).toMatchObject({ id: runId, status: 'completed', output: 'echo: write the nightly report' });
+    expect(model.requests).toHaveLength(2); // A's cut attempt and B's; nothing ran twice after that
+  }, 40_000);
+
+  it('a run left interrupted (by an older version) is queued again by a retry with its key, not replayed as final', async () => {
+    const { env, model, gw, runs, worker } = await setup();
+    const first = await post(gw, '/v1/runs', { input: 'old run' }, { 'idempotency-key': 'k2' });
+    const { id: runId } = await readJson(first);
+    // What an older version left behind: the run ended `interrupted`, its job gone.
+    const queue = v1RunsQueue(new Keys(env.prefix), new Redis(env.redisUrl, { maxRetriesPerRequest: null }));
+    cleanups.push(() => queue.close());
+    await queue.remove(runId);
+    expect(await runs.end(runId, 'interrupted', DRAIN_ERROR)).toBe(true);
+
+    const retry = await post(gw, '/v1/runs', { input: 'old run' }, { 'idempotency-key': 'k2' });
+    expect(retry.status).toBe(200);
+    expect(await readJson(retry)).toMatchObject({ id: runId, status: 'queued', error: null });
+    await worker();
+    const done = await waitFor(async () => {
+      const r = await runs.get(runId);
+      return r?.status === 'completed' ? r : undefined;
+    }, 15_000, 'the re-queued run completed');
+    expect(done.output).toBe('echo: old run');
+    expect(model.requests).toHaveLength(1);
+  }, 40_000);
+});
