@@ -38,6 +38,10 @@ export function formatEvent(event: SessionEvent): string | undefined {
       return `[${at}] ${d.text}`;
     case 'error':
       return `[${at}] error: ${d.text}`;
+    case 'delivery':
+      // A reply that reached its chat needs no line; one that did not is shown with the reason.
+      if (d.status === 'sent') return undefined;
+      return `[${at}] ✗ reply not sent to ${d.platform}:${d.chatId}: ${d.error} (${d.willRetry ? `attempt ${d.attempts}, will retry` : 'not retried'})`;
     case 'user':
       return `[${at}] you: ${d.text}`;
     default:

@@ -285,8 +285,12 @@ export const configSchema = z
         plugin_load_timeout_seconds: seconds(30),
         /** Seconds between looks of the reconnect watcher at failed platforms. @defaultValue 5 */
         watcher_interval_seconds: seconds(5),
-        /** Time-to-live of the one-poller-per-bot-token lease, seconds; renewed every third. @defaultValue 30 */
-        poll_lease_ttl_seconds: z.coerce.number().finite().positive().default(30),
+        /**
+         * Time-to-live of the one-poller-per-bot-token lease, seconds; renewed every third.
+         * Short, so a gateway that died (SIGKILL, power loss) holds the bot for at most this
+         * long: its restart, or a standby gateway, polls again within it. @defaultValue 4
+         */
+        poll_lease_ttl_seconds: z.coerce.number().finite().positive().default(4),
         /** `timeout` of Telegram's getUpdates long poll, whole seconds. @defaultValue 25 */
         poll_timeout_seconds: z.coerce.number().int().min(0).max(50).default(25),
         /** First wait after a 409 Conflict or network error of getUpdates, seconds; doubles per failure. @defaultValue 1 */
@@ -300,8 +304,13 @@ export const configSchema = z
          * through their AbortSignal (the queue retries them later), seconds. @defaultValue 5
          */
         outbound_stop_timeout_seconds: seconds(5),
-        /** Outbound messages the gateway sends at once (different jobs). @defaultValue 4 */
+        /** Outbound messages the gateway sends at once (different chats; one chat sends in queue order). @defaultValue 4 */
         outbound_concurrency: positiveInt(4),
+        /**
+         * A reply queued behind an unfinished earlier reply of its chat looks again after this
+         * many milliseconds (it is woken at once when the earlier one finishes). @defaultValue 2000
+         */
+        outbound_order_recheck_ms: positiveInt(2000),
         /** How long a `/v1` caller waits for its run before a 504, seconds. @defaultValue 600 */
         run_timeout_seconds: z.coerce.number().finite().positive().default(600),
         /** How long `/v1` run records, their events and idempotency keys are kept, seconds. @defaultValue 86400 */

@@ -255,8 +255,21 @@ export class Keys {
     return `${this.prefix}:telegram:${keyPart(botId)}:offset`;
   }
 
-  /** Hash of the parts of an outbound reply already sent: part index → platform message id. */
+  /**
+   * Send record of an outbound reply: part index → platform message id (or `sending`
+   * while unconfirmed), and `seq`, the reply's place in its chat's queue order.
+   */
   outboundSent(occurrenceId: string): string {
     return `${this.prefix}:outbound:${keyPart(occurrenceId)}:sent`;
+  }
+
+  /** Sorted set of a chat's outbound replies not yet finished (occurrence id scored by queue order). */
+  outboundOrder(platform: string, chatId: string): string {
+    return `${this.prefix}:outbound-order:${keyPart(platform)}:${keyPart(chatId)}`;
+  }
+
+  /** Counter that numbers outbound replies in the order they were queued (all chats). */
+  get outboundSequence(): string {
+    return `${this.prefix}:outbound-seq`;
   }
 }

@@ -254,6 +254,7 @@ describe('outbound (SPEC §8)', () => {
     cleanups.push(() => redis.disconnect());
     expect(await redis.hgetall(new Keys(env.prefix).outboundSent('loop:abc:1'))).toEqual({
       0: String(fake.sent[0]!.message_id), 1: String(fake.sent[1]!.message_id), 2: String(fake.sent[2]!.message_id),
+      seq: expect.stringMatching(/^\d+$/),
     });
     // queued again after it was sent: still once
     await enqueueTelegramOutbound(queue, data);
@@ -298,7 +299,8 @@ describe('outbound (SPEC §8)', () => {
     await waitFor(() => fake.sent.length >= 3, 20_000, 'remaining parts sent');
     await new Promise((r) => setTimeout(r, 300));
     expect(fake.sent.map((m) => m.text[0])).toEqual(['A', 'B', 'C']);
-    expect(Object.values(await redis.hgetall(evidence))).toEqual(fake.sent.map((m) => String(m.message_id)));
+    const recorded = await redis.hgetall(evidence);
+    expect([0, 1, 2].map((i) => recorded[String(i)])).toEqual(fake.sent.map((m) => String(m.message_id)));
     // The dead gateway's held request is answered only now, into a closed connection: not a send.
     release();
     await new Promise((r) => setTimeout(r, 100));

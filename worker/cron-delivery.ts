@@ -6,7 +6,9 @@
  *
  * - `telegram:<chat>[:<thread>]` → the durable outbound queue, job id derived
  *   from the occurrence and target (a retry never queues it twice); status
- *   `queued` — the gateway records Telegram's message id when it sends it.
+ *   `queued` — the gateway then reports the outcome into the run
+ *   (scheduler/cron/delivery-report.ts): `sent` with the message ids, or
+ *   `failed` with the reason (a transient failure stays `queued` while retried).
  * - webhook URL → HTTP POST of JSON with `Idempotency-Key: <occurrence id>`;
  *   `delivered` only on a 2xx answer (evidence: the status), else `failed`;
  *   internal addresses are refused after DNS and redirects are not followed
@@ -66,6 +68,8 @@ async function deliverOne(target: string, run: CronRun, job: CronJob, deps: Work
     const occurrenceId = `${run.occurrence_id}>${target}`;
     await enqueueTelegramOutbound(deps.outboundTelegram, {
       platform: 'telegram', chatId: chatId!, ...(threadId ? { threadId } : {}), text, sessionId: cronSessionId(job.id), occurrenceId,
+      // The gateway reports what became of it into this run's delivery (`sent` / `failed`).
+      report: { kind: 'cron', cronJobId: job.id, runOccurrenceId: run.occurrence_id, target },
     });
     return { target, status: 'queued', evidence: `outbound job ${outboundJobId(occurrenceId)}` };
   }

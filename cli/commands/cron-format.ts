@@ -143,6 +143,12 @@ export function formatStatus(s: CronStatus, now: number): string[] {
     lines.push('next runs');
     for (const u of s.upcoming) lines.push(`  ${when(u.next_run_at, u.tz, now)}  ${u.id}  ${clip(u.name, 40)}`);
   }
+  const counts = Object.entries(s.deliveries).map(([status, n]) => `${n} ${status}`);
+  lines.push(`deliveries     ${counts.length ? `${counts.join(', ')} (recent runs)` : 'none yet'}`);
+  if (s.failedDeliveries.length) {
+    lines.push('failed deliveries');
+    for (const f of s.failedDeliveries) lines.push(`  ${f.id}  ${clip(f.name, 30)}  ${f.target}: ${clip(f.error ?? 'unknown error', 80)}`);
+  }
   if (s.failing.length) {
     lines.push('failing');
     for (const f of s.failing) lines.push(`  ${f.id}  ${clip(f.name, 30)}  ${f.failure_streak} in a row: ${clip(f.last_error ?? '', 80)}`);

@@ -6,6 +6,15 @@
  * released (the holder stopped). Renewal failure (the lease was lost, e.g.
  * after a long pause of this process) is reported through `onLost`, and the
  * poller stops its in-flight getUpdates at once.
+ *
+ * Restart policy: every process start is a new holder (a fresh instance id),
+ * so a gateway restarted after a crash waits for its old lease like any
+ * standby would. The lease is therefore short (`gateway.poll_lease_ttl_seconds`,
+ * 4 s) and a standby retries exactly when the current lease runs out (its
+ * PTTL), not on a fixed beat: polling resumes at most one TTL after the holder
+ * died. A stable identity that reclaims "its own" lease at start was not
+ * chosen: it cannot tell its own dead predecessor from a second live gateway
+ * configured the same way, and two of those would poll at once.
  */
 import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import type { Logger } from 'pino';
@@ -53,6 +62,16 @@ export class PollLease {
     }
     if (!ok) this.heldFlag = false;
     return ok;
+  }
+
+  /**
+   * How long a standby should wait before trying again, ms: until the current
+   * lease runs out (plus a margin), at least 20 ms, at most one `retryMs`.
+   */
+  async standbyWaitMs(): Promise<number> {
+    const pttl = await this.redis.pttl(this.key);
+    if (pttl <= 0) return 20;
+    return Math.min(this.retryMs, pttl + 20);
   }
 
   /** The current holder's instance id, or `null`. */

@@ -129,7 +129,7 @@ export class TelegramPoller {
           log.info({ holder: await lease.currentHolder().catch(() => null) }, 'another gateway polls this bot; standing by');
           standbyLogged = true;
         }
-        await this.sleep(lease.retryMs);
+        await this.sleep(await lease.standbyWaitMs().catch(() => lease.retryMs));
         continue;
       }
       standbyLogged = false;

@@ -56,7 +56,12 @@ export async function loadTelegramAdapter(deps: TelegramAdapterDeps, ctx: Plugin
   const client = { ...(tg.api_root ? { apiRoot: tg.api_root } : {}) };
   const pollApi = new Api(token, client);
   const sendApi = new Api(token, client);
-  sendApi.config.use(autoRetry({ maxDelaySeconds: deps.config.gateway.max_retry_after_seconds, maxRetryAttempts: 5, rethrowHttpErrors: true }));
+  // auto-retry waits out 429s only; network errors and 5xx go back to the outbound queue,
+  // whose retries (exponential backoff) are durable and reported one by one.
+  sendApi.config.use(autoRetry({
+    maxDelaySeconds: deps.config.gateway.max_retry_after_seconds, maxRetryAttempts: 5,
+    rethrowHttpErrors: true, rethrowInternalServerErrors: true,
+  }));
   let me;
   try {
     me = await pollApi.getMe(grammySignal(ctx.signal));
@@ -97,8 +102,8 @@ class TelegramAdapter implements PlatformAdapter {
     this.connection = openRedisClient(deps.topology, 'bullmq');
     this.connection.on('error', () => {});
     this.sender = new TelegramOutboundSender({
-      api: sendApi, redis: deps.redis, connection: this.connection, keys,
-      concurrency: config.gateway.outbound_concurrency,
+      api: sendApi, redis: deps.redis, connection: this.connection, queue: deps.outbound, keys,
+      concurrency: config.gateway.outbound_concurrency, orderRecheckMs: config.gateway.outbound_order_recheck_ms,
       lockDurationMs: config.worker.lock_duration_ms, stalledIntervalMs: config.worker.stalled_interval_ms,
       log: this.log,
     });

@@ -55,13 +55,24 @@ export interface CronJob {
 export interface CronDelivery {
   target: string;
   /**
-   * `delivered`: the target gave evidence (stream id, 2xx); `queued`: handed to
-   * the durable outbound queue (the gateway records the platform's message id);
-   * `pending`: not attempted yet; `failed`; `silent`: a `[SILENT]` reply.
+   * `delivered`: the target gave evidence (stream id, 2xx); `sent`: the
+   * platform took every part of the reply (evidence: its message ids, reported
+   * by the gateway); `queued`: handed to the durable outbound queue, not sent
+   * yet (a failed attempt that will be retried stays `queued` with its error);
+   * `pending`: not attempted yet; `failed`: given up (with the reason);
+   * `silent`: a `[SILENT]` reply.
    */
-  status: 'delivered' | 'queued' | 'pending' | 'failed' | 'silent';
+  status: 'delivered' | 'sent' | 'queued' | 'pending' | 'failed' | 'silent';
   evidence?: string;
   error?: string;
+  /** Platform message ids of a `sent` delivery, one per part, in order. */
+  message_ids?: number[];
+  /** After a failed send attempt: whether it is tried again (transient error) or not (permanent, or attempts used up). */
+  will_retry?: boolean;
+  /** Send attempts the gateway made so far. */
+  attempts?: number;
+  /** When the gateway last reported on this delivery (epoch ms). */
+  reported_at?: number;
 }
 
 /** One run record (SPEC §7 Output). */

@@ -89,6 +89,10 @@ export interface CronStatus {
   /** Lateness of the recent runs that started. */
   lateness: { runs: number; averageMs: number; maxMs: number; late: number };
   failing: Array<{ id: string; name: string; failure_streak: number; last_error: string | null }>;
+  /** Delivery outcomes of the recent runs, by status (`sent`, `delivered`, `queued`, `failed`, …). */
+  deliveries: Record<string, number>;
+  /** Failed deliveries of the recent runs, newest first (at most 5). */
+  failedDeliveries: Array<{ id: string; name: string; occurrence_id: string; target: string; error: string | null }>;
 }
 
 /** One `doctor` finding. */
@@ -96,6 +100,9 @@ export interface CronFinding {
   jobId: string | null;
   message: string;
 }
+
+/** A delivery still queued for the gateway this long after its run is a `doctor` finding. */
+export const DELIVERY_STUCK_MS = 10 * 60_000;
 
 /** A worker counts as alive when its heartbeat is this recent. */
 export const WORKER_ALIVE_MS = 60_000;
@@ -289,6 +296,17 @@ export class CronService {
     ]);
     const count = (s: CronJob['state']) => jobs.filter((j) => j.state === s).length;
     const started = recent.filter((r) => r.started_at !== null);
+    const names = new Map(jobs.map((j) => [j.id, j.name]));
+    const deliveries: Record<string, number> = {};
+    const failedDeliveries: CronStatus['failedDeliveries'] = [];
+    for (const r of recent) {
+      for (const d of r.deliveries) {
+        deliveries[d.status] = (deliveries[d.status] ?? 0) + 1;
+        if (d.status === 'failed' && failedDeliveries.length < 5) {
+          failedDeliveries.push({ id: r.job_id, name: names.get(r.job_id) ?? r.job_id, occurrence_id: r.occurrence_id, target: d.target, error: d.error ?? null });
+        }
+      }
+    }
     const lateness = started.map((r) => r.lateness_ms);
     return {
       workersAlive,
@@ -308,6 +326,8 @@ export class CronService {
         .filter((j) => j.failure_streak > 0)
         .sort((a, b) => b.failure_streak - a.failure_streak)
         .map((j) => ({ id: j.id, name: j.name, failure_streak: j.failure_streak, last_error: j.last_error })),
+      deliveries,
+      failedDeliveries,
     };
   }
 
@@ -318,6 +338,30 @@ export class CronService {
    * @returns the findings; empty when all is well
    */
   async doctor(): Promise<CronFinding[]> {
+    return await this.doctorChecks();
+  }
+
+  /**
+   * Findings about the deliveries of a job's latest run: a target that failed
+   * (with the reason), or one still queued for the gateway after
+   * `DELIVERY_STUCK_MS` (no gateway running, or a chat that keeps failing).
+   */
+  private async deliveryFindings(job: CronJob, now: number): Promise<CronFinding[]> {
+    const [last] = await this.store.runs(job.id, 1);
+    if (!last) return [];
+    const out: CronFinding[] = [];
+    for (const d of last.deliveries) {
+      if (d.status === 'failed') {
+        out.push({ jobId: job.id, message: `last delivery to ${d.target} failed (not retried): ${d.error ?? 'unknown error'}` });
+      } else if (d.status === 'queued' && (last.finished_at ?? last.due_at) < now - DELIVERY_STUCK_MS) {
+        const why = d.error ? `last attempt: ${d.error}, ${d.will_retry ? 'retrying' : 'not retried'}` : 'is a gateway running?';
+        out.push({ jobId: job.id, message: `last delivery to ${d.target} is still queued after ${Math.round((now - (last.finished_at ?? last.due_at)) / 60_000)} min (${why}).` });
+      }
+    }
+    return out;
+  }
+
+  private async doctorChecks(): Promise<CronFinding[]> {
     const now = this.clock();
     const findings: CronFinding[] = [];
     try {
@@ -357,6 +401,7 @@ export class CronService {
       if (job.next_run_at !== null && job.next_run_at < now - 10 * 60_000) {
         findings.push({ jobId: job.id, message: `next run ${new Date(job.next_run_at).toISOString()} is more than 10 minutes overdue.` });
       }
+      findings.push(...(await this.deliveryFindings(job, now)));
       if (job.failure_streak >= 3) {
         findings.push({ jobId: job.id, message: `failed ${job.failure_streak} times in a row; last error: ${job.last_error ?? 'unknown'}` });
       }

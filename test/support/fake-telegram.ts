@@ -10,6 +10,9 @@
  *   with `409 Conflict: terminated by other getUpdates request`.
  * - `sendMessage` rejects empty and over-4096-character texts (400) and can be
  *   told to answer `429 Too Many Requests` with `parameters.retry_after`.
+ * - `sendMessage` to a chat can be refused for good (`refuseChat`: 403 "bot was
+ *   blocked by the user", 400 "chat not found"), and the next sends can fail
+ *   with any code (`failNextSends`: 502 for transient failures).
  * - `getMe` can be told to fail (401) for adapter-load tests.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -68,6 +71,12 @@ export interface FakeTelegram {
   rateLimitNext(n: number, retryAfterSeconds: number): void;
   /** The next `n` getMe calls answer 401. */
   failGetMe(n: number): void;
+  /** Every sendMessage to `chatId` answers `code` with `description` (e.g. 403 "Forbidden: bot was blocked by the user"). */
+  refuseChat(chatId: string, code: number, description: string): void;
+  /** The next `n` sendMessage calls answer `code` with `description`. */
+  failNextSends(n: number, code: number, description: string): void;
+  /** sendMessage calls answered with an error (refused or failed), by chat id. */
+  readonly refusedSends: Map<string, number>;
   /** Called before a sendMessage is answered (may delay it); `n` counts sendMessage calls from 1. */
   beforeSend?: (payload: Record<string, unknown>, n: number) => Promise<void> | void;
   /** Called once an update batch was written to a getUpdates response. */
@@ -107,6 +116,9 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
   let sendCalls = 0;
   let rateLimit = { remaining: 0, retryAfter: 1 };
   let getMeFailures = 0;
+  const refusedChats = new Map<string, { code: number; description: string }>();
+  const refusedSends = new Map<string, number>();
+  let sendFailures = { remaining: 0, code: 502, description: 'Bad Gateway' };
   const deliveries = new Map<number, number>();
   let active: ActivePoll | null = null;
 
@@ -179,6 +191,13 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
         const text = String(body.text ?? '');
         if (text.length === 0) return fail(res, 400, 'Bad Request: message text is empty');
         if (text.length > 4096) return fail(res, 400, 'Bad Request: message is too long');
+        const refusal = refusedChats.get(String(body.chat_id));
+        if (refusal || sendFailures.remaining > 0) {
+          const answer = refusal ?? sendFailures;
+          if (!refusal) sendFailures.remaining--;
+          refusedSends.set(String(body.chat_id), (refusedSends.get(String(body.chat_id)) ?? 0) + 1);
+          return fail(res, answer.code, answer.description);
+        }
         if (rateLimit.remaining > 0) {
           rateLimit.remaining--;
           rateLimited++;
@@ -252,6 +271,13 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
     failGetMe(n) {
       getMeFailures = n;
     },
+    refuseChat(chatId, code, description) {
+      refusedChats.set(chatId, { code, description });
+    },
+    failNextSends(n, code, description) {
+      sendFailures = { remaining: n, code, description };
+    },
+    refusedSends,
     close: () =>
       new Promise<void>((r) => {
         if (active) clearTimeout(active.timer);

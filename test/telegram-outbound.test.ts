@@ -1,0 +1,202 @@
+/**
+ * The Telegram outbound path under faults: per-chat order (parts of one reply
+ * together, replies in queue order) within one gateway and across gateway
+ * crashes; the outcome of every send reported back (session stream), with
+ * permanent refusals failed at once and transient failures retried; for cron
+ * deliveries into the run record, `cron runs`, `cron status` and `cron doctor`
+ * (field report F17).
+ */
+import { Redis } from 'ioredis';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
+import { Keys } from '../scheduler/keys.ts';
+import { createLogger } from '../scheduler/logger.ts';
+import { enqueueTelegramOutbound, telegramOutboundQueue, type TelegramOutboundData } from '../scheduler/outbound.ts';
+import { DELIVERY_EVENT } from '../scheduler/outbound-outcome.ts';
+import { spawnGateway, type ChildGateway } from './support/child-gateway.ts';
+import { runCronCli } from './support/cron-cli.ts';
+import { openCronService, startCronWorker } from './support/cron-worker.ts';
+import type { TestEnv } from './support/env.ts';
+import { startFakeTelegram, type FakeTelegram } from './support/fake-telegram.ts';
+import { telegramEnv } from './support/telegram-env.ts';
+import { sleep, waitFor } from './support/wait-for.ts';
+
+let fake: FakeTelegram;
+const cleanups: Array<() => Promise<unknown> | unknown> = [];
+
+beforeEach(async () => {
+  fake = await startFakeTelegram();
+});
+
+afterEach(async () => {
+  for (const fn of cleanups.splice(0).reverse()) await fn();
+  await fake.close();
+});
+
+function setup(overrides: Record<string, unknown> = {}): TestEnv {
+  const env = telegramEnv(fake, { 'gateway.outbound_order_recheck_ms': 200, ...overrides });
+  cleanups.push(() => env.cleanup());
+  return env;
+}
+
+async function gateway(env: TestEnv): Promise<Gateway> {
+  const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
+  cleanups.push(() => gw.close());
+  return gw;
+}
+
+async function child(env: TestEnv): Promise<ChildGateway> {
+  const c = await spawnGateway(env.childEnv);
+  cleanups.push(async () => {
+    c.kill('SIGKILL');
+    await c.exited;
+  });
+  return c;
+}
+
+function producer(env: TestEnv) {
+  const connection = new Redis(env.redisUrl, { maxRetriesPerRequest: null });
+  const queue = telegramOutboundQueue(new Keys(env.prefix), connection);
+  cleanups.push(async () => {
+    await queue.close();
+    connection.disconnect();
+  });
+  return (chatId: string, occurrenceId: string, text: string) =>
+    enqueueTelegramOutbound(queue, { platform: 'telegram', chatId, text, sessionId: `telegram:${chatId}`, occurrenceId } satisfies TelegramOutboundData);
+}
+
+/** A reply of three parts whose texts start with `tag` and the part number. */
+function threeParts(tag: string): string {
+  return [`${tag}1 ${'a'.repeat(4090)}`, `${tag}2 ${'b'.repeat(4090)}`, `${tag}3 end`].join('\n');
+}
+
+const heads = (chatId: string) => fake.sent.filter((m) => m.chat_id === chatId).map((m) => m.text.split(' ')[0]);
+
+describe('per-chat order of outbound replies', () => {
+  it('a notice queued after a long reply waits for all its parts; another chat is not held up', async () => {
+    const env = setup();
+    const send = producer(env);
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    fake.beforeSend = async (payload) => {
+      if (String(payload.text).startsWith('R2 ')) await held; // part 2 of the long reply hangs in Telegram
+    };
+    await gateway(env);
+    await send('100', 'tick:a:1', threeParts('R'));
+    await waitFor(() => heads('100').includes('R1'), 10_000, 'part 1 sent');
+    await send('100', 'notice:a:1', 'N1 Loop finished');
+    await send('100', 'tick:a:2', 'N2 next');
+    await send('200', 'tick:b:1', 'X1 other chat');
+    await waitFor(() => heads('200').length === 1, 10_000, 'the other chat is sent while chat 100 waits');
+    // Chat 100's later replies must not overtake the held part (they wait behind it).
+    await sleep(600);
+    expect(heads('100')).toEqual(['R1']);
+    release();
+    await waitFor(() => heads('100').length === 5, 10_000, 'all of chat 100');
+    expect(heads('100')).toEqual(['R1', 'R2', 'R3', 'N1', 'N2']);
+  });
+
+  it('across a gateway crash mid-reply: the rest of the reply first, then the replies queued after it, each once', async () => {
+    const env = setup();
+    const send = producer(env);
+    fake.beforeSend = async (payload) => {
+      if (String(payload.text).startsWith('R2 ')) await new Promise(() => {}); // never answered: the gateway dies meanwhile
+    };
+    const first = await child(env);
+    await send('300', 'tick:c:1', threeParts('R'));
+    await waitFor(() => fake.sendCalls >= 2, 10_000, 'part 2 in flight');
+    for (let i = 1; i <= 4; i++) await send('300', `tick:c:n${i}`, `N${i} later`);
+    await sleep(300); // the later replies are taken by the gateway and wait behind the reply in flight
+    expect(heads('300')).toEqual(['R1']);
+    first.kill('SIGKILL');
+    await first.exited;
+    fake.beforeSend = undefined;
+    await child(env);
+    await waitFor(() => heads('300').length >= 7, 30_000, 'every reply after the restart');
+    await sleep(300);
+    // R2 was sent into a connection that died with the gateway: the fake never answered and never recorded it.
+    expect(heads('300')).toEqual(['R1', 'R2', 'R3', 'N1', 'N2', 'N3', 'N4']);
+  });
+});
+
+describe('outcome of every send, reported back', () => {
+  it('403 blocked: one attempt, reported failed and not retried; the chat\'s next reply still goes', async () => {
+    const env = setup();
+    const send = producer(env);
+    fake.refuseChat('222', 403, 'Forbidden: bot was blocked by the user');
+    await gateway(env);
+    await send('222', 'tick:d:1', 'to a chat that blocked the bot');
+    const redis = new Redis(env.redisUrl);
+    cleanups.push(() => redis.disconnect());
+    const stream = new Keys(env.prefix).events('telegram:222');
+    const events = await waitFor(async () => {
+      const all = await redis.xrange(stream, '-', '+');
+      return all.length > 0 ? all : null;
+    }, 10_000, 'delivery event');
+    const [, fields] = events[0]!;
+    expect(fields[1]).toBe(DELIVERY_EVENT);
+    expect(JSON.parse(fields[3]!)).toMatchObject({
+      status: 'failed', occurrenceId: 'tick:d:1', errorCode: 403, willRetry: false, attempts: 1,
+      error: expect.stringContaining('bot was blocked by the user'),
+    });
+    await sleep(1500); // a retry (backoff 1 s) would have come by now
+    expect(fake.refusedSends.get('222')).toBe(1);
+  });
+
+  it('a transient failure (502) is reported with willRetry and retried with backoff, then reported sent with the message id', async () => {
+    const env = setup();
+    const send = producer(env);
+    fake.failNextSends(1, 502, 'Bad Gateway');
+    await gateway(env);
+    await send('333', 'tick:e:1', 'after a hiccup');
+    await waitFor(() => fake.sent.length === 1, 15_000, 'sent on the retry');
+    const redis = new Redis(env.redisUrl);
+    cleanups.push(() => redis.disconnect());
+    const stream = new Keys(env.prefix).events('telegram:333');
+    const outcomes = await waitFor(async () => {
+      const all = (await redis.xrange(stream, '-', '+')).map(([, f]) => JSON.parse(f[3]!));
+      return all.length === 2 ? all : null;
+    }, 10_000, 'two delivery events');
+    expect(outcomes[0]).toMatchObject({ status: 'failed', errorCode: 502, willRetry: true, attempts: 1 });
+    expect(outcomes[1]).toEqual(expect.objectContaining({ status: 'sent', messageIds: [fake.sent[0]!.message_id], attempts: 2 }));
+  });
+});
+
+describe('F17: cron deliveries that fail are recorded', () => {
+  it('a chat that blocked the bot (403): one attempt, the run says failed with the reason; status and doctor show it; the other chat is sent', async () => {
+    const env = setup({ 'cron.min_interval_seconds': 1 });
+    fake.refuseChat('222', 403, 'Forbidden: bot was blocked by the user');
+    await gateway(env);
+    const worker = await startCronWorker(env.config);
+    cleanups.push(() => worker.close());
+    const api = openCronService(env.config);
+    cleanups.push(() => api.close());
+    const cli = (...args: string[]) => runCronCli(env.config, args);
+    expect((await cli('add', 'every 1h', '--script', 'echo digest of the day', '--name', 'digest', '--deliver', 'telegram:222,telegram:333')).code).toBe(0);
+    const job = await api.service.get('digest');
+    expect((await cli('run', 'digest')).code).toBe(0);
+    const run = await waitFor(async () => {
+      const [r] = await api.store.runs(job.id, 1);
+      return r && r.deliveries.every((d) => d.status === 'sent' || d.status === 'failed') ? r : null;
+    }, 15_000, 'both deliveries reported');
+    expect(run.deliveries).toEqual([
+      expect.objectContaining({
+        target: 'telegram:222', status: 'failed', will_retry: false, attempts: 1,
+        error: 'Telegram refused the reply (403 Forbidden: bot was blocked by the user).',
+      }),
+      expect.objectContaining({ target: 'telegram:333', status: 'sent', message_ids: [fake.sent[0]!.message_id], attempts: 1 }),
+    ]);
+    expect(fake.sent.map((m) => [m.chat_id, m.text])).toEqual([['333', 'digest of the day']]);
+    await sleep(1500); // a retry of the refused send (backoff 1 s) would have come by now
+    expect(fake.refusedSends.get('222')).toBe(1);
+
+    const runs = await cli('runs', 'digest');
+    expect(runs.stdout.split('\n')[1]).toMatch(/digest +manual +ok .* failed,sent +digest of the day$/);
+    const status = await cli('status');
+    expect(status.stdout).toMatch(/deliveries {5}1 failed, 1 sent \(recent runs\)/);
+    expect(status.stdout).toContain(`failed deliveries\n  ${job.id}  digest  telegram:222: Telegram refused the reply (403 Forbidden: bot was blocked by the user).`);
+    const doctor = await cli('doctor');
+    expect(doctor.code).toBe(1);
+    expect(doctor.stdout).toContain(`${job.id}: last delivery to telegram:222 failed (not retried): Telegram refused the reply (403 Forbidden: bot was blocked by the user).`);
+  });
+});

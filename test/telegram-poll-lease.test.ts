@@ -1,0 +1,67 @@
+/**
+ * The one-poller-per-bot-token lease across crashes (SPEC §8): a gateway
+ * restarted after a SIGKILL polls again within 5 s of its start, with the
+ * lease at its default length, while two live gateways still never poll at once.
+ */
+import { Redis } from 'ioredis';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { botIdOf } from '../gateway/telegram/telegram-adapter.ts';
+import { configSchema } from '../scheduler/config.ts';
+import { Keys } from '../scheduler/keys.ts';
+import { spawnGateway, type ChildGateway } from './support/child-gateway.ts';
+import type { TestEnv } from './support/env.ts';
+import { startFakeTelegram, type FakeTelegram } from './support/fake-telegram.ts';
+import { ALLOWED_USER, BOT_TOKEN, readInbox, telegramEnv } from './support/telegram-env.ts';
+import { waitFor } from './support/wait-for.ts';
+
+let fake: FakeTelegram;
+const cleanups: Array<() => Promise<unknown> | unknown> = [];
+
+beforeEach(async () => {
+  fake = await startFakeTelegram();
+});
+
+afterEach(async () => {
+  for (const fn of cleanups.splice(0).reverse()) await fn();
+  await fake.close();
+});
+
+async function child(env: TestEnv): Promise<ChildGateway> {
+  const c = await spawnGateway(env.childEnv);
+  cleanups.push(async () => {
+    c.kill('SIGKILL');
+    await c.exited;
+  });
+  return c;
+}
+
+describe('poll lease after a crash', () => {
+  it('a gateway restarted after SIGKILL polls again within 5 s of its start (default lease)', async () => {
+    const defaultTtl = configSchema.parse({}).gateway.poll_lease_ttl_seconds;
+    const env = telegramEnv(fake, { 'gateway.poll_lease_ttl_seconds': defaultTtl, 'gateway.poll_timeout_seconds': 25 });
+    cleanups.push(() => env.cleanup());
+    const reader = await readInbox(env);
+    cleanups.push(() => reader.close());
+    const redis = new Redis(env.redisUrl);
+    cleanups.push(() => redis.disconnect());
+    const leaseKey = new Keys(env.prefix).telegramPollLease(botIdOf(BOT_TOKEN));
+
+    const first = await child(env);
+    await waitFor(async () => (await redis.get(leaseKey)) === first.instanceId && fake.polling, 15_000, 'first gateway polls');
+    fake.pushMessage({ fromId: ALLOWED_USER, text: 'before the crash' });
+    await waitFor(() => reader.seen.length === 1, 10_000, 'first message');
+    // Kill it right after a renewal, so its lease has (almost) its whole time to live left.
+    const renewed = await redis.pttl(leaseKey);
+    await waitFor(async () => (await redis.pttl(leaseKey)) > renewed, 10_000, 'a lease renewal');
+    first.kill('SIGKILL');
+    await first.exited;
+
+    const second = await child(env);
+    const startedAt = Date.now();
+    fake.pushMessage({ fromId: ALLOWED_USER, text: 'after the restart' });
+    await waitFor(() => reader.seen.length === 2, 10_000, 'message after the restart');
+    expect(Date.now() - startedAt).toBeLessThanOrEqual(5_000);
+    expect(await redis.get(leaseKey)).toBe(second.instanceId);
+    expect(reader.seen.map((d) => d.text)).toEqual(['before the crash', 'after the restart']);
+  });
+});
