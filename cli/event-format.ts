@@ -44,7 +44,23 @@ export function formatEvent(event: SessionEvent): string | undefined {
       return `[${at}] ✗ reply not sent to ${d.platform}:${d.chatId}: ${d.error} (${d.willRetry ? `attempt ${d.attempts}, will retry` : 'not retried'})`;
     case 'user':
       return `[${at}] you: ${d.text}`;
+    case 'tool.called':
+      return undefined; // shown once, with its outcome, on tool.result
+    case 'tool.result':
+      return formatToolLine(at, d);
     default:
       return `[${at}] ${event.type}: ${JSON.stringify(d)}`;
   }
+}
+
+/** Characters of a tool call's arguments shown on its line. */
+export const TOOL_ARGS_SHOWN_CHARS = 60;
+
+/** One line per tool call: name, arguments cut short, duration, then bytes or the error. */
+function formatToolLine(at: string, d: Record<string, unknown>): string {
+  const raw = String(d.arguments ?? '');
+  const args = raw.length > TOOL_ARGS_SHOWN_CHARS ? `${raw.slice(0, TOOL_ARGS_SHOWN_CHARS - 1)}…` : raw;
+  const who = d.judge ? ` (${d.judge} judge)` : '';
+  const outcome = d.error ? `error: ${String(d.error)}` : `${d.bytes} bytes${d.truncated ? ' (cut)' : ''}`;
+  return `[${at}] 🔧 ${d.name}${args && args !== '{}' ? ` ${args}` : ''}${who} · ${d.ms} ms · ${outcome}`;
 }

@@ -73,6 +73,47 @@ const commandSchema = z
   })
   .strict();
 
+/** Surfaces a turn can come from; `tools.allow_from` names them. */
+export const TOOL_SURFACES = ['cli', 'chat', 'telegram', 'api', 'v1', 'cron'] as const;
+
+/**
+ * A command the agent may call as a tool (`tools.commands.<name>`). The model's
+ * arguments never become shell text: they reach the command as environment
+ * variables `HERMES_ARG_<NAME>` (and, for an argv `command`, as whole argv
+ * elements through `{name}` placeholders).
+ */
+const toolCommandSchema = z
+  .object({
+    /** A shell line written by the operator (run with `/bin/sh -c`), or an argv list run without a shell. */
+    command: z.union([z.string().min(1), z.array(z.string()).min(1)]),
+    /** What the tool does, for the model. */
+    description: z.string().min(1),
+    /** JSON Schema (type object) of the tool's parameters. @defaultValue no parameters */
+    parameters: z.record(z.string(), z.unknown()).optional(),
+    /** Kill the command after this many seconds. @defaultValue `tools.timeout_seconds` */
+    timeout_seconds: z.coerce.number().finite().positive().optional(),
+  })
+  .strict();
+
+/** An MCP server: a child process speaking stdio, or a Streamable HTTP endpoint. */
+const mcpServerSchema = z.union([
+  z
+    .object({
+      command: z.string().min(1),
+      args: z.array(z.string()).default([]),
+      /** Extra environment of the server process (it does not inherit the worker's secrets). */
+      env: z.record(z.string(), z.string()).default({}),
+      cwd: z.string().optional(),
+    })
+    .strict(),
+  z
+    .object({
+      url: z.string().url(),
+      headers: z.record(z.string(), z.string()).default({}),
+    })
+    .strict(),
+]);
+
 export const configSchema = z
   .object({
     /** IANA zone for cron jobs without `--tz`; default the host zone. */
@@ -160,6 +201,8 @@ export const configSchema = z
         restart_drain_timeout: seconds(0),
         /** Largest accepted prompt or message, in characters. */
         max_prompt_chars: positiveInt(16_000),
+        /** Tool calls one turn may make; the call after the limit is refused with a message the model sees. @defaultValue 20 */
+        max_tool_calls: z.coerce.number().int().min(0).default(20),
       })
       .strict()
       .prefault({}),
@@ -203,6 +246,33 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    /**
+     * Tools of agent turns, declared by the operator only (chat, Telegram and
+     * `/v1` input can never add one). See docs/TOOLS.md.
+     */
+    tools: z
+      .object({
+        /** Longest a tool call may run, seconds (a command's own `timeout_seconds` wins). @defaultValue 30 */
+        timeout_seconds: z.coerce.number().finite().positive().default(30),
+        /** Bytes of a tool's result the model sees; the rest is cut with a note. @defaultValue 16384 */
+        max_result_bytes: positiveInt(16_384),
+        /** `read_file` and `list_dir` inside these folders (symlinks resolved). @defaultValue none */
+        files: z.object({ roots: z.array(z.string().min(1)).default([]) }).strict().prefault({}),
+        /** `http_get` to these hosts (`example.com` or `example.com:8080`). @defaultValue none */
+        http: z.object({ allow: z.array(z.string().min(1)).default([]) }).strict().prefault({}),
+        /** Commands the agent may call, one function tool each. */
+        commands: z.record(z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'tool names use letters, digits, _ and -'), toolCommandSchema).default({}),
+        /**
+         * Which surfaces may use a tool or group (`files`, `http`, `commands`, `mcp`,
+         * `schedule_status`, a command's name, an MCP server's name or `<server>__<tool>`).
+         * A tool not named here is open to every surface (the operator declared it).
+         */
+        allow_from: z.record(z.string(), z.array(z.enum(TOOL_SURFACES))).default({}),
+      })
+      .strict()
+      .prefault({}),
+    /** MCP servers whose tools agent turns may call, named `<server>__<tool>`. */
+    mcp_servers: z.record(z.string().regex(/^[a-zA-Z0-9_-]{1,32}$/, 'server names use letters, digits, _ and -'), mcpServerSchema).default({}),
     /** Named commands for command turns: `hermes loop … --command NAME`. */
     commands: z.record(z.string(), commandSchema).default({}),
     /**
@@ -395,7 +465,7 @@ function envOverrides(env: NodeJS.ProcessEnv): Array<[string[], string, string]>
     } else {
       const name = `HERMES_${section}`.toUpperCase();
       const value = env[name];
-      if (value !== undefined && value !== '' && section !== 'commands') out.push([[section], value, name]);
+      if (value !== undefined && value !== '' && section !== 'commands' && section !== 'mcp_servers') out.push([[section], value, name]);
     }
   }
   for (const [name, path] of Object.entries(NAMED_ENV)) {

@@ -22,11 +22,17 @@ import { luaScript, runLuaScript } from './redis/lua-script.ts';
 
 /** One transcript message. `at` is epoch ms. */
 export interface TranscriptMessage {
-  role: 'user' | 'assistant';
+  /** `tool`: the result of a tool call the assistant message before it asked for. */
+  role: 'user' | 'assistant' | 'tool';
   content: string;
   at: number;
   /** What produced it: `message`, `tick`, `heartbeat`, `goal`, `cron`, `v1`. */
   source: string;
+  /** On an assistant message: the tool calls it asked for (`arguments` is the model's JSON text). */
+  tool_calls?: Array<{ id: string; name: string; arguments: string }>;
+  /** On a tool message: the call it answers, and the tool's name. */
+  tool_call_id?: string;
+  name?: string;
 }
 
 /** One event of a session stream. `id` is the Redis stream id. */

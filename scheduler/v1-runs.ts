@@ -79,7 +79,10 @@ export interface V1RunRecord {
 /** One event of a run's stream; `id` is the Redis stream id. */
 export interface RunEvent {
   id: string;
-  /** `run.queued`, `run.started`, `run.requeued`, `run.completed`, `run.failed`, `run.cancelled`, `run.interrupted`. */
+  /**
+   * `run.queued`, `run.started`, `run.requeued`, `run.completed`, `run.failed`, `run.cancelled`, `run.interrupted`;
+   * while running also `tool.called`, `tool.result` and (streamed runs) `run.delta`.
+   */
   type: string;
   data: Record<string, unknown>;
 }
@@ -111,6 +114,12 @@ local id = redis.call('XADD', KEYS[2], '*', 'type', ARGV[3], 'data', ARGV[4])
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
 redis.call('EXPIRE', KEYS[2], tonumber(ARGV[2]))
 return {1, id}
+`;
+
+const RUNNING_EVENT_LUA = `
+-- KEYS[1] run hash, KEYS[2] run events; ARGV[1] event type, ARGV[2] event json
+if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return '' end
+return redis.call('XADD', KEYS[2], '*', 'type', ARGV[1], 'data', ARGV[2])
 `;
 
 const STOP_LUA = `
@@ -286,6 +295,16 @@ export class RunStore {
   /** Whether a stop was requested for a running run. */
   async stopRequested(runId: string): Promise<boolean> {
     return (await this.redis.hget(this.keys.run(runId), 'stop_requested')) === '1';
+  }
+
+  /**
+   * Append an event of a running run (`tool.called`, `tool.result`, `run.delta`).
+   * Nothing is appended once the run has ended, so a terminal event is always last.
+   * @returns the event id, or `null` when the run is not running
+   */
+  async addEvent(runId: string, type: string, data: Record<string, unknown>): Promise<string | null> {
+    const id = (await this.redis.eval(RUNNING_EVENT_LUA, 2, this.keys.run(runId), this.keys.runEvents(runId), type, JSON.stringify(data))) as string;
+    return id === '' ? null : id;
   }
 
   /**

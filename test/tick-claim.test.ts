@@ -43,7 +43,7 @@ function gatedRunner() {
         firstStarted();
         await released;
       }
-      return `tick ${req.env!.HERMES_TICK}`;
+      return { reply: `tick ${req.env!.HERMES_TICK}`, steps: [] };
     },
   };
   return { ticks, runner, releaseFirst, firstStarted: started };

@@ -15,7 +15,9 @@ import { SessionStore } from '../scheduler/session-store.ts';
 import { ScheduleService } from '../scheduler/schedule-service.ts';
 import { GoalService } from '../scheduler/goal-service.ts';
 import { telegramOutboundQueue } from '../scheduler/outbound.ts';
+import { CronStore } from '../scheduler/cron/cron-store.ts';
 import { RunnerFactory } from './turn-runners/create-runner.ts';
+import { Toolbox } from './tools/toolbox.ts';
 import { SessionLock } from './session-lock.ts';
 import { TurnTracker } from './turn-tracker.ts';
 import type { WorkerDeps } from './worker-deps.ts';
@@ -42,13 +44,15 @@ export function createWorkerDeps(input: {
   const queues = new HermesQueues(keys, input.queueConnection);
   const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
   const workerId = input.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  const schedules = new ScheduleService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log);
+  const goals = new GoalService(redis, keys, queues, config.goals.max_turns, log);
+  const envSource = input.commandEnvSource ?? process.env;
+  const tools = new Toolbox(config, { schedules, goals, cron: new CronStore(redis, keys, queues, { historyLimit: config.cron.history_limit }) }, envSource);
   return {
-    config, redis, keys, queues, loops, workerId,
+    config, redis, keys, queues, loops, workerId, schedules, goals, tools,
     log: log.child({ workerId }),
     sessions: new SessionStore(redis, keys, config.worker.transcript_max_messages, config.worker.occurrence_window_seconds * 1000),
-    schedules: new ScheduleService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log),
-    goals: new GoalService(redis, keys, queues, config.goals.max_turns, log),
-    runners: input.runners ?? new RunnerFactory(config, { commandEnvSource: input.commandEnvSource ?? process.env }),
+    runners: input.runners ?? new RunnerFactory(config, { commandEnvSource: envSource, toolbox: tools }),
     lock: new SessionLock(redis, keys, config.worker.lock_duration_ms),
     outboundTelegram: telegramOutboundQueue(keys, input.queueConnection),
     turns: new TurnTracker(),

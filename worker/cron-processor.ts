@@ -36,6 +36,7 @@ import type { WorkerDeps } from './worker-deps.ts';
 import { deferJob, sleepUntil } from './defer.ts';
 import type { HeldLock } from './session-lock.ts';
 import { deliverPending, resolveTargets } from './cron-delivery.ts';
+import { sessionEventSink } from './turn-events.ts';
 
 /** What happened to a tick (the job's return value, for logs and tests). */
 export interface CronTickResult {
@@ -201,12 +202,13 @@ async function runTurn(job: CronJob, occurrenceId: string, dueAt: number, signal
   const messages = [{ role: 'user' as const, content: job.prompt }];
   if (job.script !== null) {
     const runner = deps.runners.script(job.script, deps.config.cron.script_timeout_seconds * 1000);
-    return await runner.run({
+    return (await runner.run({
       sessionId, messages, signal,
       env: { HERMES_CRON_JOB_ID: job.id, HERMES_CRON_OCCURRENCE_ID: occurrenceId, HERMES_CRON_DUE_AT: new Date(dueAt).toISOString() },
-    });
+    })).reply;
   }
-  return await deps.runners.agent.run({ sessionId, messages, signal });
+  const out = await deps.runners.agent.run({ sessionId, messages, signal, surface: 'cron', onEvent: sessionEventSink(deps, sessionId, { occurrenceId }) });
+  return out.reply;
 }
 
 function baseRun(

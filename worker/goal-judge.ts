@@ -6,6 +6,7 @@
  */
 import type { GoalRecord, GoalVerdict } from '../scheduler/goal-state.ts';
 import { parseVerdict } from './until-judge.ts';
+import { sessionEventSink } from './turn-events.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
 export const GOAL_JUDGE_PROMPT = [
@@ -14,6 +15,7 @@ export const GOAL_JUDGE_PROMPT = [
   '{"verdict": "done" | "blocked" | "continue" | "wait", "reason": "<one short sentence>"}',
   '"done": the goal is achieved. "blocked": it cannot go on without the user. "continue": another turn should follow now.',
   '"wait": nothing useful can be done until something outside the agent changes.',
+  'When tools are offered, use them to check the goal against the current state instead of trusting the report.',
 ].join('\n');
 
 /** @returns the verdict and reason; `verdict` undefined when the judge failed */
@@ -21,7 +23,8 @@ export async function judgeGoal(deps: WorkerDeps, goal: GoalRecord, reply: strin
   try {
     const res = await deps.runners.agent.complete(
       [{ role: 'user', content: `Goal: ${goal.text}\nLatest turn of the agent:\n${reply}` }],
-      signal, goal.sessionId, { system: GOAL_JUDGE_PROMPT, jsonObject: true },
+      signal, goal.sessionId,
+      { system: GOAL_JUDGE_PROMPT, jsonObject: true, surface: goal.origin.surface, onEvent: sessionEventSink(deps, goal.sessionId, { judge: 'goal' }) },
     );
     const v = parseVerdict(res.content, ['done', 'blocked', 'continue', 'wait']);
     if (v.verdict === 'error') return { verdict: undefined, reason: 'message' in v ? v.message : '' };

@@ -17,7 +17,9 @@ import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { deferJob } from './defer.ts';
 import { deliverToRoute } from './delivery.ts';
 import { judgeGoal } from './goal-judge.ts';
-import { turnMessages } from './transcript-messages.ts';
+import { stepMessages, turnMessages } from './transcript-messages.ts';
+import { sessionEventSink } from './turn-events.ts';
+import type { ChatMessage } from './turn-runners/turn-runner.ts';
 import type { InboxHooks, InboxResult } from './inbox-processor.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
@@ -45,9 +47,13 @@ export async function processGoalContinuation(
       const input = buildGoalInput(goal, goalTurn!);
       const transcript = await deps.sessions.transcript(sessionId);
       let reply = '';
+      let steps: ChatMessage[] = [];
       let failure: TurnError | undefined;
       try {
-        reply = await deps.runners.agent.run({ sessionId, messages: turnMessages(transcript, input), signal: turnSignal });
+        ({ reply, steps } = await deps.runners.agent.run({
+          sessionId, messages: turnMessages(transcript, input), signal: turnSignal,
+          surface: goal.origin.surface, onEvent: sessionEventSink(deps, sessionId, { kind: 'goal', tick: goalTurn, occurrenceId: turnId }),
+        }));
       } catch (err) {
         if (turn.abortedByDrain) return await deferJob(job, token, deps.config.worker.defer_ms);
         failure = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
@@ -63,6 +69,7 @@ export async function processGoalContinuation(
           occurrenceId: turnId,
           messages: failure ? [] : [
             { role: 'user', content: input, at: startedAt, source: 'goal' },
+            ...stepMessages(steps, Date.now(), 'goal'),
             { role: 'assistant', content: reply, at: Date.now(), source: 'goal' },
           ],
           event: failure

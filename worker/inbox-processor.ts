@@ -15,7 +15,9 @@ import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { deferJob } from './defer.ts';
 import { deliverToRoute } from './delivery.ts';
 import { runSlashCommand } from './slash-commands.ts';
-import { turnMessages } from './transcript-messages.ts';
+import { stepMessages, turnMessages } from './transcript-messages.ts';
+import { sessionEventSink } from './turn-events.ts';
+import type { ChatMessage } from './turn-runners/turn-runner.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
 export type InboxResult = { status: 'replied' | 'command' | 'ignored' | 'failed' | 'duplicate'; eventId?: string };
@@ -92,9 +94,13 @@ export async function processInbox(
       const startedAt = Date.now();
       const transcript = await deps.sessions.transcript(sessionId);
       let reply = '';
+      let steps: ChatMessage[] = [];
       let failure: TurnError | undefined;
       try {
-        reply = await deps.runners.agent.run({ sessionId, messages: turnMessages(transcript, data.text), signal: turnSignal });
+        ({ reply, steps } = await deps.runners.agent.run({
+          sessionId, messages: turnMessages(transcript, data.text), signal: turnSignal,
+          surface: data.origin.surface, onEvent: sessionEventSink(deps, sessionId, { occurrenceId }),
+        }));
       } catch (err) {
         if (turn.abortedByDrain) {
           await deps.sessions.appendEvent(sessionId, 'notice', {
@@ -112,6 +118,7 @@ export async function processInbox(
           ? []
           : [
               { role: 'user', content: data.text, at: data.receivedAt, source: 'message' },
+              ...stepMessages(steps, finishedAt, 'message'),
               { role: 'assistant', content: reply, at: finishedAt, source: 'message' },
             ],
         event: failure

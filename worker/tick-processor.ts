@@ -40,7 +40,9 @@ import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { deferJob, sleepUntil } from './defer.ts';
 import { deliverToRoute } from './delivery.ts';
 import type { HeldLock } from './session-lock.ts';
-import { turnMessages } from './transcript-messages.ts';
+import { stepMessages, turnMessages } from './transcript-messages.ts';
+import { sessionEventSink } from './turn-events.ts';
+import type { ChatMessage } from './turn-runners/turn-runner.ts';
 import { judgeUntil } from './until-judge.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
@@ -125,14 +127,17 @@ export async function processScheduleTick(
       ]);
       const input = buildWakeupInput(loop, tickNumber);
       let reply = '';
+      let steps: ChatMessage[] = [];
       let failure: TurnError | undefined;
       try {
-        reply = await deps.runners.forSpec(loop.runner).run({
+        ({ reply, steps } = await deps.runners.forSpec(loop.runner).run({
           sessionId,
           messages: turnMessages(transcript, input),
           signal: turnSignal,
           env: { HERMES_TICK: String(tickNumber), HERMES_SCHEDULE_KIND: kind },
-        });
+          surface: loop.origin.surface,
+          onEvent: sessionEventSink(deps, sessionId, { kind, tick: tickNumber, occurrenceId }),
+        }));
       } catch (err) {
         if (turn.abortedByDrain) {
           log.warn('tick aborted by drain; handed back for another worker');
@@ -144,7 +149,7 @@ export async function processScheduleTick(
       const until = !failure && loop.until ? await judgeUntil(deps, loop, reply, turnSignal) : undefined;
       const finishedAt = Date.now();
       const committed = await commitTick(deps, loop, {
-        sessionId, kind, loopId, occurrenceId, dueAt, startedAt, finishedAt, tickNumber, input, reply, failure, until,
+        sessionId, kind, loopId, occurrenceId, dueAt, startedAt, finishedAt, tickNumber, input, reply, steps, failure, until,
         runner: loop.runner.kind,
       });
       if (committed.status === 'duplicate') {
@@ -212,6 +217,8 @@ interface TickCommitInput {
   tickNumber: number;
   input: string;
   reply: string;
+  /** Tool calls and results of the turn, kept in the transcript between input and reply. */
+  steps: ChatMessage[];
   failure: TurnError | undefined;
   until: UntilVerdict | undefined;
   /** `agent` or `command`: shown to clients. */
@@ -233,7 +240,7 @@ async function commitTick(
   const source = t.kind === 'heartbeat' ? 'heartbeat' : 'tick';
   const messages = [
     { role: 'user' as const, content: t.input, at: t.startedAt, source },
-    ...(t.failure ? [] : [{ role: 'assistant' as const, content: t.reply, at: t.finishedAt, source }]),
+    ...(t.failure ? [] : [...stepMessages(t.steps, t.finishedAt, source), { role: 'assistant' as const, content: t.reply, at: t.finishedAt, source }]),
   ];
   const event = {
     type: t.failure ? 'tick.failed' : 'reply',

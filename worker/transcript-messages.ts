@@ -1,7 +1,35 @@
 import type { TranscriptMessage } from '../scheduler/session-store.ts';
 import type { ChatMessage } from './turn-runners/turn-runner.ts';
 
-/** The session transcript plus the new input, as runner messages. */
+/**
+ * The session transcript plus the new input, as runner messages. Tool
+ * messages whose assistant call was trimmed off the front of the transcript
+ * are dropped (a model refuses a `tool` message that answers no call).
+ */
 export function turnMessages(transcript: TranscriptMessage[], input: string): ChatMessage[] {
-  return [...transcript.map((m) => ({ role: m.role, content: m.content })), { role: 'user', content: input }];
+  const out: ChatMessage[] = [];
+  const calls = new Set<string>();
+  for (const m of transcript) {
+    if (m.role === 'tool') {
+      if (m.tool_call_id && calls.has(m.tool_call_id)) out.push({ role: 'tool', tool_call_id: m.tool_call_id, content: m.content, ...(m.name ? { name: m.name } : {}) });
+    } else if (m.role === 'assistant' && m.tool_calls?.length) {
+      for (const c of m.tool_calls) calls.add(c.id);
+      out.push({ role: 'assistant', content: m.content, tool_calls: m.tool_calls });
+    } else {
+      out.push({ role: m.role, content: m.content });
+    }
+  }
+  // An assistant message whose tool results were trimmed would be refused too: drop it when a result is missing.
+  const answered = new Set(out.flatMap((m) => (m.role === 'tool' ? [m.tool_call_id] : [])));
+  const whole = out.filter((m) => m.role !== 'assistant' || !m.tool_calls || m.tool_calls.every((c) => answered.has(c.id)));
+  return [...whole, { role: 'user', content: input }];
+}
+
+/** A turn's tool steps as transcript messages (between the input and the reply). */
+export function stepMessages(steps: ChatMessage[], at: number, source: string): TranscriptMessage[] {
+  return steps.flatMap((m): TranscriptMessage[] => {
+    if (m.role === 'tool') return [{ role: 'tool', content: m.content, at, source, tool_call_id: m.tool_call_id, ...(m.name ? { name: m.name } : {}) }];
+    if (m.role === 'assistant') return [{ role: 'assistant', content: m.content, at, source, ...(m.tool_calls ? { tool_calls: m.tool_calls } : {}) }];
+    return [];
+  });
 }

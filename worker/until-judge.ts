@@ -8,6 +8,7 @@
  * `loops.max_consecutive_failures` failures in a row instead of spinning the budget away.
  */
 import type { LoopRecord, UntilVerdict } from '../scheduler/loop-state.ts';
+import { sessionEventSink } from './turn-events.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
 export const UNTIL_JUDGE_PROMPT = [
@@ -15,6 +16,7 @@ export const UNTIL_JUDGE_PROMPT = [
   'Answer with one JSON object and nothing else:',
   '{"verdict": "done" | "continue" | "blocked", "reason": "<one short sentence>"}',
   '"done": the condition is met. "continue": not yet. "blocked": it cannot be met without the user.',
+  'When tools are offered, use them to check the condition against the current state instead of trusting the report.',
 ].join('\n');
 
 /** Ask the judge. Never throws; failures come back as `{ verdict: 'error' }`. */
@@ -24,7 +26,8 @@ export async function judgeUntil(deps: WorkerDeps, loop: LoopRecord, reply: stri
       [{ role: 'user', content: `Task: ${loop.prompt}\nStop condition: ${loop.until}\nLatest report:\n${reply}` }],
       signal,
       loop.sessionId,
-      { system: UNTIL_JUDGE_PROMPT, jsonObject: true },
+      // The judge has the turn's tools: "until the deploy is live" is judged on what a tool sees.
+      { system: UNTIL_JUDGE_PROMPT, jsonObject: true, surface: loop.origin.surface, onEvent: sessionEventSink(deps, loop.sessionId, { judge: 'until' }) },
     );
     return parseVerdict(res.content, ['done', 'continue', 'blocked']) as UntilVerdict;
   } catch (err) {

@@ -82,7 +82,12 @@ export async function processV1Run(
       const started = Date.now();
       try {
         const hasSystem = job.data.messages.some((m) => m.role === 'system');
-        const res = await deps.runners.agent.complete(job.data.messages, turnSignal, undefined, hasSystem ? { system: null } : {});
+        // The operator's tools allowed from `v1`; the caller's request can never add one.
+        const res = await deps.runners.agent.complete(job.data.messages, turnSignal, undefined, {
+          ...(hasSystem ? { system: null } : {}),
+          surface: 'v1',
+          onEvent: (e) => runs.addEvent(runId, e.type, e.data),
+        });
         if (turnSignal.aborted) throw new TurnError('The turn was aborted.', { kind: 'aborted' });
         await runs.complete(runId, res.content, res.usage);
         log.info({ ms: Date.now() - started }, 'v1 run completed');

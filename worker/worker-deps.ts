@@ -16,6 +16,7 @@ import type { GoalService } from '../scheduler/goal-service.ts';
 import type { RunnerFactory } from './turn-runners/create-runner.ts';
 import type { SessionLock } from './session-lock.ts';
 import type { TurnTracker } from './turn-tracker.ts';
+import type { Toolbox } from './tools/toolbox.ts';
 
 export interface WorkerDeps {
   config: HermesConfig;
@@ -28,6 +29,8 @@ export interface WorkerDeps {
   schedules: ScheduleService;
   goals: GoalService;
   runners: RunnerFactory;
+  /** The operator's tools of agent turns (`tools.*`, `mcp_servers`, `schedule_status`). */
+  tools: Toolbox;
   lock: SessionLock;
   outboundTelegram: Queue<TelegramOutboundData>;
   /** Active turns by drain class; processors register every turn they run. */

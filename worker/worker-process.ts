@@ -34,6 +34,7 @@ import { createWorkerDeps } from './create-worker-deps.ts';
 import { cronRepeatStrategy } from '../scheduler/cron/repeat-strategy.ts';
 import { CronStore } from '../scheduler/cron/cron-store.ts';
 import type { WorkerDeps } from './worker-deps.ts';
+import { McpServers } from './tools/mcp-servers.ts';
 
 /** Seconds between liveness heartbeats of a worker process. */
 export const WORKER_HEARTBEAT_MS = 5_000;
@@ -62,6 +63,8 @@ export class WorkerProcess {
   private readonly workers: Worker[] = [];
   private heartbeat: NodeJS.Timeout | undefined;
   private closing: Promise<void> | undefined;
+  /** The configured MCP servers (their tools join `deps.tools`). */
+  mcp: McpServers | undefined;
 
   private constructor(
     deps: WorkerDeps,
@@ -88,6 +91,12 @@ export class WorkerProcess {
     const wp = new WorkerProcess(deps, [redis, queueConn], topology);
     const rearmed = await loops.reconcile();
     if (rearmed > 0) log.warn({ rearmed }, 're-armed active schedules whose job scheduler was missing');
+    if (Object.keys(config.mcp_servers).length > 0) {
+      // Listed once per start (and on reconnect); a server that fails is logged and skipped.
+      wp.mcp = new McpServers(config.mcp_servers, deps.log, (set) => deps.tools.processEnv(set));
+      await wp.mcp.start();
+      deps.tools.addSource(wp.mcp);
+    }
     const cronRearmed = await new CronStore(redis, keys, queues, { historyLimit: config.cron.history_limit }).reconcile();
     if (cronRearmed > 0) log.warn({ rearmed: cronRearmed }, 're-armed cron jobs whose BullMQ job was missing');
     const tickProcessors: NonNullable<WorkerProcessOptions['tickProcessors']> = {
@@ -187,6 +196,7 @@ export class WorkerProcess {
       ['forget worker', () => this.deps.redis.zrem(this.deps.keys.workers, this.deps.workerId)],
       ['close queues', () => this.deps.queues.close()],
       ['close outbound queue', () => this.deps.outboundTelegram.close()],
+      ['close MCP servers', async () => await this.mcp?.close()],
       ['close connections', async () => { for (const c of this.connections) c.disconnect(); }],
     ];
     for (const [name, step] of steps) {

@@ -44,7 +44,7 @@ const TUNED = arg('tuned', '').split(',').filter(Boolean).map(Number);
 
 /** A runner that answers at once, so only the scheduling path is measured. */
 class NoopRunners extends RunnerFactory {
-  private readonly noop: TurnRunner = { kind: 'agent', run: async () => 'ok' };
+  private readonly noop: TurnRunner = { kind: 'agent', run: async () => ({ reply: 'ok', steps: [] }) };
   override forSpec(): TurnRunner {
     return this.noop;
   }

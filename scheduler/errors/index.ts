@@ -4,3 +4,4 @@ export { StoreUnavailableError } from './store-unavailable-error.ts';
 export { TurnError, type TurnFailureKind } from './turn-error.ts';
 export { PlatformError } from './platform-error.ts';
 export { ConfigError } from './config-error.ts';
+export { ToolError, type ToolFailureKind } from './tool-error.ts';

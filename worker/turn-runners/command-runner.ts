@@ -13,7 +13,7 @@
 import { spawn } from 'node:child_process';
 import { TurnError } from '../../scheduler/errors/turn-error.ts';
 import { commandEnv } from '../command-env.ts';
-import type { TurnRequest, TurnRunner } from './turn-runner.ts';
+import type { TurnOutput, TurnRequest, TurnRunner } from './turn-runner.ts';
 
 /** Bytes of stdout kept (the rest is cut with a note). */
 export const MAX_OUTPUT_BYTES = 256 * 1024;
@@ -42,7 +42,11 @@ export class CommandRunner implements TurnRunner {
   }
 
   /** @returns trimmed stdout. @throws TurnError `timeout`, `aborted` or `command` (non-zero exit, with stderr's tail) */
-  async run(request: TurnRequest): Promise<string> {
+  async run(request: TurnRequest): Promise<TurnOutput> {
+    return { reply: await this.runCommand(request), steps: [] };
+  }
+
+  private async runCommand(request: TurnRequest): Promise<string> {
     const input = request.messages[request.messages.length - 1]?.content ?? '';
     return await new Promise<string>((resolve, reject) => {
       const child = spawn('/bin/sh', ['-c', this.command], {

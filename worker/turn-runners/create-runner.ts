@@ -4,6 +4,7 @@ import { commandEnv, type CommandEnvPolicy } from '../command-env.ts';
 import { AgentRunner } from './agent-runner.ts';
 import { CommandRunner } from './command-runner.ts';
 import type { TurnRunner } from './turn-runner.ts';
+import type { Toolbox } from '../tools/toolbox.ts';
 
 /** Runners of one worker process: one shared agent runner, command runners made per spec. */
 export class RunnerFactory {
@@ -14,8 +15,9 @@ export class RunnerFactory {
   /**
    * @param options.commandEnvSource - the worker's environment, from which commands get the
    *   base variables and what the operator lets through (`../command-env.ts`); default empty
+   * @param options.toolbox - the operator's tools for agent turns (none without it)
    */
-  constructor(config: HermesConfig, options: { commandEnvSource?: Readonly<Record<string, string | undefined>> } = {}) {
+  constructor(config: HermesConfig, options: { commandEnvSource?: Readonly<Record<string, string | undefined>>; toolbox?: Toolbox } = {}) {
     this.config = config;
     this.commandEnvSource = options.commandEnvSource ?? {};
     this.agent = new AgentRunner({
@@ -23,7 +25,8 @@ export class RunnerFactory {
       apiKey: config.agent.api_key,
       model: config.agent.model,
       timeoutSeconds: config.agent.timeout_seconds,
-    });
+      maxToolCalls: config.agent.max_tool_calls,
+    }, options.toolbox);
   }
 
   /** The runner for a stored spec. */

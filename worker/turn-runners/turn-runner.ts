@@ -1,23 +1,54 @@
 /**
  * The turn runner contract (SPEC §3): a turn takes the session's current
- * transcript plus one new input and produces a reply.
+ * transcript plus one new input and produces a reply — for an agent turn,
+ * possibly after calling the operator's tools (their calls and results are
+ * returned as `steps`, so they go into the transcript with the reply).
  */
+import type { ToolSurface } from '../tools/tool.ts';
 
-/** A chat message as sent to a runner. */
-export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant';
-  content: string;
+/** A tool call the model asked for. `arguments` is the model's JSON text. */
+export interface ToolCallRecord {
+  id: string;
+  name: string;
+  arguments: string;
 }
+
+/** A chat message as sent to a runner (the OpenAI Chat Completions roles). */
+export type ChatMessage =
+  | { role: 'system' | 'user'; content: string }
+  | { role: 'assistant'; content: string; tool_calls?: ToolCallRecord[] }
+  | { role: 'tool'; content: string; tool_call_id: string; name?: string };
+
+/** Something visible that happened inside a turn (SPEC §3: tool calls are part of the event stream). */
+export type TurnEvent =
+  | { type: 'tool.called'; data: { callId: string; name: string; arguments: string } }
+  | { type: 'tool.result'; data: { callId: string; name: string; arguments: string; ms: number; bytes: number; error?: string; truncated?: boolean } };
 
 /** One turn to run. */
 export interface TurnRequest {
   sessionId: string;
   /** The transcript so far, then the new input as the last `user` message. */
   messages: ChatMessage[];
-  /** Aborted by a drain deadline or a user interrupt; runners stop promptly. */
+  /** Aborted by a drain deadline or a user interrupt; runners stop promptly (running tools included). */
   signal: AbortSignal;
   /** Extra environment for command runners (e.g. `HERMES_TICK`). Never secrets. */
   env?: Record<string, string>;
+  /** Where the turn's input came from; decides which tools it may use (`tools.allow_from`). Default `cli`. */
+  surface?: ToolSurface;
+  /** Called for each tool call and result as they happen (events for clients). Errors are ignored. */
+  onEvent?: (event: TurnEvent) => Promise<unknown> | unknown;
+  /** Called with each piece of reply text as the model streams it (the model is then called with `stream: true`). */
+  onDelta?: (text: string) => void;
+}
+
+/** What a turn produced. */
+export interface TurnOutput {
+  /** The final reply text ('' when the model returned none). */
+  reply: string;
+  /** Tool-calling steps before the reply, in order: assistant messages with `tool_calls`, then `tool` results. */
+  steps: ChatMessage[];
+  /** Token usage summed over the turn's model calls, when reported. */
+  usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
 }
 
 /**
@@ -27,5 +58,5 @@ export interface TurnRequest {
  */
 export interface TurnRunner {
   readonly kind: 'agent' | 'command';
-  run(request: TurnRequest): Promise<string>;
+  run(request: TurnRequest): Promise<TurnOutput>;
 }

@@ -1,0 +1,80 @@
+/**
+ * MCP servers as tool sources (`mcp_servers.<name>`), through the official
+ * SDK client against an MCP server written for the test with the SDK (stdio):
+ * its tools are offered as `<server>__<tool>`, each tick calls them afresh,
+ * a server that fails to start is logged and skipped while the others serve,
+ * and a stdio server never receives the worker's secrets.
+ */
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { testEnv } from './support/env.ts';
+import { ROOT, clients, events, startWorker, waitForEvents } from './support/stack.ts';
+import { lastToolResult, startFakeOpenAI } from './support/fake-openai.ts';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const COUNTER_SERVER = {
+  command: process.execPath,
+  args: ['--import', 'tsx', join(ROOT, 'test', 'support', 'mcp-counter-server.ts')],
+  env: { COUNTER_TOKEN: 'declared-by-operator' },
+  cwd: ROOT,
+};
+
+describe('MCP servers', () => {
+  it('a tool of an MCP server returning a counter: two ticks see two different values; a broken server is skipped', async () => {
+    const model = await startFakeOpenAI();
+    model.respond((req) => {
+      const result = lastToolResult(req);
+      return result === undefined ? { toolCalls: [{ name: 'counter__next_count' }] } : `the counter says ${result}`;
+    });
+    const env = testEnv({
+      'agent.base_url': model.baseUrl, 'agent.api_key': 'k',
+      mcp_servers: { counter: COUNTER_SERVER, broken: { command: '/nonexistent/mcp-server', args: [] } },
+    });
+    const c = clients(env);
+    cleanups.push(() => model.close(), () => env.cleanup(), () => c.close());
+    const w = await startWorker(env);
+    cleanups.push(() => w.drain());
+    expect(w.mcp?.connectedServers).toEqual(['counter']);
+    await c.schedules.set('mcp', 'loop', { prompt: 'read the counter', intervalSeconds: 1, times: 2, until: null, notes: [] }, {
+      origin: { surface: 'chat' }, runner: { kind: 'agent' },
+    });
+    const replies = await waitForEvents(c, 'mcp', 'reply', 2);
+    expect(replies.map((r) => r.data.text)).toEqual(['the counter says count=1', 'the counter says count=2']);
+    expect(model.requests[0]!.tools.sort()).toEqual(['counter__echo_env', 'counter__next_count', 'schedule_status']);
+    const results = await events(c, 'mcp', 'tool.result');
+    expect(results.map((r) => r.data.name)).toEqual(['counter__next_count', 'counter__next_count']);
+  });
+
+  it('a stdio MCP server gets its declared env, never the worker\'s secrets', async () => {
+    const model = await startFakeOpenAI();
+    let ask = 0;
+    model.respond((req) => {
+      const result = lastToolResult(req);
+      if (result !== undefined) return result;
+      const name = ['OPENAI_API_KEY', 'COUNTER_TOKEN'][ask++ % 2]!;
+      return { toolCalls: [{ name: 'counter__echo_env', arguments: { name } }] };
+    });
+    const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'sk-secret-of-the-worker', mcp_servers: { counter: COUNTER_SERVER } });
+    const c = clients(env);
+    cleanups.push(() => model.close(), () => env.cleanup(), () => c.close());
+    // The worker's process environment holds a secret a stdio server would inherit by default.
+    const saved = process.env.OPENAI_API_KEY;
+    process.env.OPENAI_API_KEY = 'sk-secret-of-the-worker';
+    cleanups.push(() => {
+      if (saved === undefined) delete process.env.OPENAI_API_KEY;
+      else process.env.OPENAI_API_KEY = saved;
+    });
+    const w = await startWorker(env);
+    cleanups.push(() => w.drain());
+    const { enqueueInput } = await import('../scheduler/inbox.ts');
+    const deps = { redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 };
+    await enqueueInput(deps, { sessionId: 'env', text: 'which key?', messageId: 'm1', origin: { surface: 'chat' } });
+    await enqueueInput(deps, { sessionId: 'env', text: 'which token?', messageId: 'm2', origin: { surface: 'chat' } });
+    const replies = await waitForEvents(c, 'env', 'reply', 2);
+    expect(replies.map((r) => r.data.text)).toEqual(['OPENAI_API_KEY=(unset)', 'COUNTER_TOKEN=declared-by-operator']);
+  });
+});

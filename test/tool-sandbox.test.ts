@@ -1,0 +1,172 @@
+/**
+ * What the operator's tools refuse, whatever the model asks: paths outside
+ * `tools.files.roots` (absolute, `../`, symlinks), hosts outside
+ * `tools.http.allow` (also when reached by a redirect), shell syntax in a
+ * command's arguments, and the worker's secrets in a tool's environment.
+ * The real tools run through the real Toolbox (timeouts, caps, errors).
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../scheduler/config.ts';
+import { Toolbox } from '../worker/tools/toolbox.ts';
+import type { ScheduleStatusSources } from '../worker/tools/schedule-status-tool.ts';
+
+let dir: string;
+let root: string;
+let server: Server;
+let port: number;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'hermes-sandbox-'));
+  root = join(dir, 'root');
+  mkdirSync(join(root, 'sub'), { recursive: true });
+  writeFileSync(join(root, 'sub', 'a.txt'), 'inside');
+  writeFileSync(join(dir, 'secret.txt'), 'outside');
+  symlinkSync(join(dir, 'secret.txt'), join(root, 'link-out'));
+  symlinkSync(join(root, 'sub', 'a.txt'), join(root, 'link-in'));
+  server = createServer((req, res) => {
+    if (req.url === '/redirect-out') res.writeHead(302, { location: `http://127.0.0.1:${port}/secret` }).end();
+    else if (req.url === '/redirect-in') res.writeHead(302, { location: `http://localhost:${port}/ok` }).end();
+    else if (req.url === '/big') res.writeHead(200, { 'content-type': 'text/plain' }).end('x'.repeat(100_000));
+    else res.writeHead(200, { 'content-type': 'text/plain' }).end(`you reached ${req.url}`);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  port = (server.address() as AddressInfo).port;
+});
+
+afterAll(async () => {
+  await new Promise<void>((r) => server.close(() => r()));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const noStores = {} as ScheduleStatusSources;
+const ctx = { sessionId: 's', surface: 'chat' as const, signal: new AbortController().signal };
+
+function toolbox(tools: Record<string, unknown>): Toolbox {
+  const config = loadConfig({ env: { HERMES_HOME: dir }, overrides: { tools } });
+  return new Toolbox(config, noStores, process.env);
+}
+
+describe('read_file and list_dir stay inside the roots', () => {
+  it('reads a file under the root (relative or absolute) and a symlink that stays inside', async () => {
+    const t = toolbox({ files: { roots: [root] } });
+    expect((await t.call('read_file', JSON.stringify({ path: 'sub/a.txt' }), ctx)).content).toBe('inside');
+    expect((await t.call('read_file', JSON.stringify({ path: join(root, 'sub/a.txt') }), ctx)).content).toBe('inside');
+    expect((await t.call('read_file', JSON.stringify({ path: 'link-in' }), ctx)).content).toBe('inside');
+    expect((await t.call('list_dir', '{}', ctx)).content).toBe('link-in\nlink-out\nsub/');
+  });
+
+  it.each([
+    ['/etc/passwd', '/etc/passwd'],
+    ['a ../ escape', '../secret.txt'],
+    ['a deep ../ escape', 'sub/../../secret.txt'],
+    ['a symlink leading out of the root', 'link-out'],
+    ['a missing file outside (no existence oracle)', '/nonexistent/file'],
+  ])('refuses %s', async (_what, path) => {
+    const t = toolbox({ files: { roots: [root] } });
+    const r = await t.call('read_file', JSON.stringify({ path }), ctx);
+    expect(r.error?.kind).toBe('refused');
+    expect(r.content).toMatch(/^Error: Refused: .* is outside the folders this agent may read\.$/);
+    expect(r.content).not.toContain('outside\n');
+    const l = await t.call('list_dir', JSON.stringify({ path: '..' }), ctx);
+    expect(l.error?.kind).toBe('refused');
+  });
+
+  it('cuts a result at tools.max_result_bytes and says so', async () => {
+    writeFileSync(join(root, 'big.txt'), 'y'.repeat(50_000));
+    const t = toolbox({ files: { roots: [root] }, max_result_bytes: 1000 });
+    const r = await t.call('read_file', JSON.stringify({ path: 'big.txt' }), ctx);
+    expect(r.truncated).toBe(true);
+    expect(r.content).toBe(`${'y'.repeat(1000)}\n[result cut: first 1000 bytes shown; the tool returned more]`);
+    rmSync(join(root, 'big.txt'));
+  });
+});
+
+describe('http_get only to allowed hosts', () => {
+  it('gets a page on a listed host, following a redirect that stays on listed hosts', async () => {
+    const t = toolbox({ http: { allow: ['localhost'] } });
+    const r = await t.call('http_get', JSON.stringify({ url: `http://localhost:${port}/redirect-in` }), ctx);
+    expect(r.error).toBeUndefined();
+    expect(r.content).toBe('HTTP 200 OK\ncontent-type: text/plain\n\nyou reached /ok');
+  });
+
+  it('refuses a host that is not listed', async () => {
+    const t = toolbox({ http: { allow: ['localhost'] } });
+    const r = await t.call('http_get', JSON.stringify({ url: `http://127.0.0.1:${port}/secret` }), ctx);
+    expect(r.error?.kind).toBe('refused');
+    expect(r.content).toBe(`Error: Refused: 127.0.0.1:${port} is not an allowed host.`);
+  });
+
+  it('refuses a listed host that redirects to 127.0.0.1', async () => {
+    const t = toolbox({ http: { allow: [`localhost:${port}`] } });
+    const r = await t.call('http_get', JSON.stringify({ url: `http://localhost:${port}/redirect-out` }), ctx);
+    expect(r.error?.kind).toBe('refused');
+    expect(r.content).toBe(`Error: Refused: 127.0.0.1:${port} is not an allowed host (reached by a redirect).`);
+  });
+
+  it('caps the response body', async () => {
+    const t = toolbox({ http: { allow: ['localhost'] }, max_result_bytes: 2000 });
+    const r = await t.call('http_get', JSON.stringify({ url: `http://localhost:${port}/big` }), ctx);
+    expect(r.truncated).toBe(true);
+    expect(Buffer.byteLength(r.content)).toBeLessThan(2200);
+  });
+});
+
+describe('command tools: arguments never become shell text', () => {
+  it('a parameter "; touch /tmp/pwned" creates no file, for a shell-line command and for an argv command', async () => {
+    const pwned = join(dir, 'pwned');
+    const evil = `"; touch ${pwned}; echo "`;
+    const t = toolbox({
+      commands: {
+        quoted: { command: 'echo "branch: $HERMES_ARG_BRANCH"', description: 'x', parameters: { type: 'object', properties: { branch: { type: 'string' } }, required: ['branch'] } },
+        unquoted: { command: 'echo branch: $HERMES_ARG_BRANCH', description: 'x', parameters: { type: 'object', properties: { branch: { type: 'string' } } } },
+        argv: { command: ['echo', 'branch: {branch}'], description: 'x', parameters: { type: 'object', properties: { branch: { type: 'string' } } } },
+      },
+    });
+    for (const name of ['quoted', 'unquoted', 'argv']) {
+      const r = await t.call(name, JSON.stringify({ branch: evil }), ctx);
+      expect(r.error, name).toBeUndefined();
+      expect(r.content, name).toContain(`touch ${pwned}`);
+    }
+    for (const payload of [`; touch ${pwned}`, `$(touch ${pwned})`, `\`touch ${pwned}\``]) {
+      await t.call('quoted', JSON.stringify({ branch: payload }), ctx);
+      await t.call('argv', JSON.stringify({ branch: payload }), ctx);
+    }
+    expect(existsSync(pwned)).toBe(false);
+    const missing = await t.call('quoted', '{}', ctx);
+    expect(missing.content).toBe('Error: Argument "branch" is required.');
+  });
+
+  it('a command tool never sees the worker\'s secrets', async () => {
+    const t = toolbox({ commands: { env: { command: 'env', description: 'x' } } });
+    process.env.OPENAI_API_KEY_TEST_LEAK = 'sk-should-not-leak';
+    try {
+      const r = await t.call('env', '{}', ctx);
+      expect(r.content).toContain('PATH=');
+      expect(r.content).not.toContain('sk-should-not-leak');
+      expect(r.content).toContain('HERMES_SESSION_ID=s');
+    } finally {
+      delete process.env.OPENAI_API_KEY_TEST_LEAK;
+    }
+  });
+
+  it('a non-zero exit is an error the model sees, with the end of stderr', async () => {
+    const t = toolbox({ commands: { bad: { command: 'echo oops >&2; exit 3', description: 'x' } } });
+    const r = await t.call('bad', '{}', ctx);
+    expect(r.error?.kind).toBe('failed');
+    expect(r.content).toBe('Error: Exit code 3: oops');
+  });
+});
+
+describe('undeclared tools', () => {
+  it('a name that is not declared runs nothing', async () => {
+    const t = toolbox({});
+    expect(t.all().map((x) => x.name)).toEqual(['schedule_status']);
+    const r = await t.call('read_file', JSON.stringify({ path: '/etc/passwd' }), ctx);
+    expect(r.content).toBe('Error: Unknown tool "read_file": only the tools listed for this turn exist.');
+  });
+});

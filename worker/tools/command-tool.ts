@@ -1,0 +1,108 @@
+/**
+ * Command tools (`tools.commands.<name>`): one function tool per command the
+ * operator declared.
+ *
+ * Injection rule: the model's arguments never become shell text. Each argument
+ * reaches the command as the environment variable `HERMES_ARG_<NAME>`
+ * (upper-cased; non-strings as JSON). A `command` written as a list is run
+ * without a shell, and `{name}` inside a list element is replaced by the
+ * argument — the element stays one argv entry whatever it contains. A
+ * `command` written as a string is the operator's shell line, run as written.
+ *
+ * The command runs in a process group of its own, with the command
+ * environment (`../command-env.ts`: never the worker's secrets); on timeout or abort the whole group gets
+ * SIGTERM, then SIGKILL after `KILL_GRACE_MS`.
+ */
+import { spawn } from 'node:child_process';
+import { ToolError } from '../../scheduler/errors/tool-error.ts';
+import { NO_PARAMETERS, type AgentTool, type ToolParameters } from './tool.ts';
+
+/** Wait between SIGTERM and SIGKILL of a stopped command's process group, ms. */
+export const KILL_GRACE_MS = 2000;
+
+/** A command tool as declared in `tools.commands.<name>`. */
+export interface CommandToolSpec {
+  command: string | string[];
+  description: string;
+  parameters?: Record<string, unknown>;
+  timeout_seconds?: number;
+}
+
+/** Environment variable an argument is passed in: `HERMES_ARG_` + upper-cased name (non-alphanumerics → `_`). */
+export function argEnvName(name: string): string {
+  return `HERMES_ARG_${name.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`;
+}
+
+/**
+ * A function tool running `spec.command`.
+ * @param env - builds the process environment from the call's own variables
+ */
+export function commandTool(name: string, spec: CommandToolSpec, env: (turn: Record<string, string>) => Record<string, string>): AgentTool {
+  const parameters: ToolParameters = spec.parameters ?? NO_PARAMETERS;
+  const required = Array.isArray(parameters.required) ? (parameters.required as string[]) : [];
+  return {
+    name,
+    description: spec.description,
+    parameters,
+    groups: [name, 'commands'],
+    timeoutMs: spec.timeout_seconds !== undefined ? spec.timeout_seconds * 1000 : undefined,
+    async call(args, ctx) {
+      for (const r of required) {
+        if (args[r] === undefined) throw new ToolError(`Argument "${r}" is required.`, { kind: 'refused', tool: name });
+      }
+      const vars: Record<string, string> = { HERMES_SESSION_ID: ctx.sessionId };
+      const values: Record<string, string> = {};
+      for (const [k, v] of Object.entries(args)) {
+        values[k] = typeof v === 'string' ? v : JSON.stringify(v);
+        vars[argEnvName(k)] = values[k]!;
+      }
+      const [file, argv] = typeof spec.command === 'string'
+        ? ['/bin/sh', ['-c', spec.command]]
+        : [spec.command[0]!, spec.command.slice(1).map((a) => a.replace(/\{([a-zA-Z0-9_-]+)\}/g, (m, k: string) => values[k] ?? ''))];
+      return await runBounded(name, file, argv, env(vars), ctx.signal, ctx.maxResultBytes);
+    },
+  };
+}
+
+/** Run `file argv` without a shell; resolves with stdout. @throws ToolError `failed` (non-zero exit), `aborted` */
+function runBounded(tool: string, file: string, argv: string[], env: Record<string, string>, signal: AbortSignal, maxBytes: number): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    if (signal.aborted) {
+      reject(new ToolError('The call was stopped.', { kind: 'aborted', tool }));
+      return;
+    }
+    const child = spawn(file, argv, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    let out = Buffer.alloc(0);
+    let err = '';
+    let stopped = false;
+    const signalGroup = (sig: NodeJS.Signals) => {
+      try {
+        if (child.pid) process.kill(-child.pid, sig);
+      } catch {
+        /* the group is gone */
+      }
+    };
+    const onAbort = () => {
+      stopped = true;
+      signalGroup('SIGTERM');
+      setTimeout(() => signalGroup('SIGKILL'), KILL_GRACE_MS).unref();
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    child.stdout.on('data', (d: Buffer) => {
+      if (out.length <= maxBytes) out = Buffer.concat([out, d]);
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      err = (err + d.toString('utf8')).slice(-1000);
+    });
+    child.on('error', (e) => {
+      signal.removeEventListener('abort', onAbort);
+      reject(new ToolError(`Could not run the command: ${e.message}`, { kind: 'failed', tool, cause: e }));
+    });
+    child.on('close', (code) => {
+      signal.removeEventListener('abort', onAbort);
+      if (stopped) reject(new ToolError('The call was stopped.', { kind: 'aborted', tool }));
+      else if (code !== 0) reject(new ToolError(`Exit code ${code}: ${err.trim().split('\n').slice(-3).join(' | ')}`, { kind: 'failed', tool }));
+      else resolve(out.toString('utf8'));
+    });
+  });
+}

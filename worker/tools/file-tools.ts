@@ -1,0 +1,97 @@
+/**
+ * `read_file` and `list_dir` inside `tools.files.roots`.
+ *
+ * Path rule: a relative path is read from the first root; every path is
+ * resolved with `realpath` (symlinks included) and refused unless the result
+ * lies inside one of the roots' own real paths. So `../` escapes and symlinks
+ * that lead out of a root are refused, whatever the model writes.
+ */
+import { open, readdir, realpath, stat } from 'node:fs/promises';
+import { isAbsolute, relative, resolve, sep } from 'node:path';
+import { ToolError } from '../../scheduler/errors/tool-error.ts';
+import { stringArg, type AgentTool } from './tool.ts';
+
+/**
+ * Resolve `path` against the roots.
+ * @returns the real path, inside a root
+ * @throws ToolError `refused` outside the roots, `failed` when the path does not exist
+ */
+export async function resolveInRoots(path: string, roots: string[], tool: string): Promise<string> {
+  const candidate = isAbsolute(path) ? path : resolve(roots[0]!, path);
+  let real: string;
+  try {
+    real = await realpath(candidate);
+  } catch {
+    // Refuse before saying whether a path outside the roots exists.
+    if (!(await insideAny(resolve(candidate), roots))) throw outside(path, tool);
+    throw new ToolError(`No such file or directory: ${path}`, { kind: 'failed', tool });
+  }
+  if (!(await insideAny(real, roots))) throw outside(path, tool);
+  return real;
+}
+
+async function insideAny(path: string, roots: string[]): Promise<boolean> {
+  for (const root of roots) {
+    const realRoot = await realpath(root).catch(() => resolve(root));
+    const rel = relative(realRoot, path);
+    if (rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel))) return true;
+  }
+  return false;
+}
+
+function outside(path: string, tool: string): ToolError {
+  return new ToolError(`Refused: ${path} is outside the folders this agent may read.`, { kind: 'refused', tool });
+}
+
+/** The two file tools over `roots` (absolute folders). */
+export function fileTools(roots: string[]): AgentTool[] {
+  const where = roots.join(', ');
+  return [
+    {
+      name: 'read_file',
+      description: `Read a text file as it is now. Allowed folders: ${where}. A relative path is read from ${roots[0]}.`,
+      parameters: {
+        type: 'object',
+        properties: { path: { type: 'string', description: 'File path, absolute or relative to the first allowed folder' } },
+        required: ['path'],
+        additionalProperties: false,
+      },
+      groups: ['read_file', 'files'],
+      async call(args, ctx) {
+        const real = await resolveInRoots(stringArg(args, 'path', 'read_file'), roots, 'read_file');
+        const info = await stat(real);
+        if (info.isDirectory()) throw new ToolError(`${String(args.path)} is a folder; use list_dir.`, { kind: 'failed', tool: 'read_file' });
+        // Read one byte past the cap so the caller can mark the cut.
+        const fh = await open(real, 'r');
+        try {
+          const buf = Buffer.alloc(Math.min(info.size, ctx.maxResultBytes + 1));
+          const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
+          return buf.subarray(0, bytesRead).toString('utf8');
+        } finally {
+          await fh.close();
+        }
+      },
+    },
+    {
+      name: 'list_dir',
+      description: `List a folder (names; folders end with /). Allowed folders: ${where}.`,
+      parameters: {
+        type: 'object',
+        properties: { path: { type: 'string', description: `Folder path; default ${roots[0]}` } },
+        additionalProperties: false,
+      },
+      groups: ['list_dir', 'files'],
+      async call(args) {
+        const path = typeof args.path === 'string' && args.path.length > 0 ? args.path : roots[0]!;
+        const real = await resolveInRoots(path, roots, 'list_dir');
+        const entries = await readdir(real, { withFileTypes: true }).catch(() => {
+          throw new ToolError(`${path} is not a folder.`, { kind: 'failed', tool: 'list_dir' });
+        });
+        return entries
+          .map((e) => (e.isDirectory() ? `${e.name}/` : e.name))
+          .sort()
+          .join('\n');
+      },
+    },
+  ];
+}

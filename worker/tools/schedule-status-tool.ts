@@ -1,0 +1,47 @@
+/**
+ * `schedule_status` (built in, always on, read-only): the session's loop,
+ * heartbeat and goal as their status lines, and the cron jobs (which live
+ * outside sessions) in a compact list. It changes nothing.
+ */
+import type { CronStore } from '../../scheduler/cron/cron-store.ts';
+import type { GoalService } from '../../scheduler/goal-service.ts';
+import type { ScheduleService } from '../../scheduler/schedule-service.ts';
+import { NO_PARAMETERS, type AgentTool } from './tool.ts';
+
+/** Cron jobs listed at most. */
+export const STATUS_CRON_JOBS_MAX = 20;
+
+/** The stores `schedule_status` reads. */
+export interface ScheduleStatusSources {
+  schedules: ScheduleService;
+  goals: GoalService;
+  cron: CronStore;
+}
+
+export function scheduleStatusTool(sources: ScheduleStatusSources): AgentTool {
+  return {
+    name: 'schedule_status',
+    description: "Read this session's loop, heartbeat and goal, and the cron jobs, as they are now (read-only).",
+    parameters: NO_PARAMETERS,
+    groups: ['schedule_status'],
+    async call(_args, ctx) {
+      const [loop, heartbeat, goal, jobs] = await Promise.all([
+        sources.schedules.status(ctx.sessionId, 'loop'),
+        sources.schedules.status(ctx.sessionId, 'heartbeat'),
+        sources.goals.status(ctx.sessionId),
+        sources.cron.list(),
+      ]);
+      const cron = jobs
+        .sort((a, b) => (a.next_run_at ?? Infinity) - (b.next_run_at ?? Infinity))
+        .slice(0, STATUS_CRON_JOBS_MAX)
+        .map((j) => `- ${j.name} (${j.id}): ${j.schedule.display}, ${j.state}, next ${j.next_run_at ? new Date(j.next_run_at).toISOString() : '-'}, last ${j.last_status ?? '-'}`);
+      return [
+        `Loop: ${loop}`,
+        `Heartbeat: ${heartbeat}`,
+        `Goal: ${goal}`,
+        `Cron jobs (${jobs.length}):`,
+        ...(cron.length > 0 ? cron : ['- none']),
+      ].join('\n');
+    },
+  };
+}

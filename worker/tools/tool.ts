@@ -1,0 +1,54 @@
+/**
+ * The contract of an agent tool. Every tool comes from the operator's config
+ * (or is the built-in read-only `schedule_status`); nothing a chat, Telegram
+ * or `/v1` caller sends can add one (SPEC §3).
+ */
+import type { TOOL_SURFACES } from '../../scheduler/config.ts';
+import { ToolError } from '../../scheduler/errors/tool-error.ts';
+
+/** Surfaces a turn can come from (`tools.allow_from` names them). */
+export type ToolSurface = (typeof TOOL_SURFACES)[number];
+
+/** A JSON Schema of a tool's parameters (type `object`). */
+export type ToolParameters = Record<string, unknown>;
+
+/** What a tool call gets besides its arguments. */
+export interface ToolCallContext {
+  sessionId: string;
+  surface: ToolSurface;
+  /** Aborted at the call's timeout or when the turn is aborted; tools stop at once (child processes included). */
+  signal: AbortSignal;
+  /** Bytes of result the model will see; tools may stop reading past this. */
+  maxResultBytes: number;
+}
+
+/** One tool the agent may call. */
+export interface AgentTool {
+  /** Function name the model calls (`read_file`, `ci`, `<server>__<tool>`). */
+  name: string;
+  description: string;
+  parameters: ToolParameters;
+  /**
+   * Names `tools.allow_from` may use for this tool, most specific first
+   * (e.g. `['read_file', 'files']`, `['github__list_runs', 'github', 'mcp']`).
+   */
+  groups: string[];
+  /** Own timeout, ms (a command's `timeout_seconds`); default `tools.timeout_seconds`. */
+  timeoutMs?: number;
+  /**
+   * Run the call.
+   * @returns the result text the model sees (cut to `maxResultBytes` by the caller)
+   * @throws ToolError `refused` or `failed` with a message for the model
+   */
+  call(args: Record<string, unknown>, ctx: ToolCallContext): Promise<string>;
+}
+
+/** The JSON Schema of a tool without parameters. */
+export const NO_PARAMETERS: ToolParameters = { type: 'object', properties: {}, additionalProperties: false };
+
+/** A required string argument. @throws ToolError `refused` when missing or not a string */
+export function stringArg(args: Record<string, unknown>, name: string, tool: string): string {
+  const v = args[name];
+  if (typeof v !== 'string' || v.length === 0) throw new ToolError(`Argument "${name}" (a string) is required.`, { kind: 'refused', tool });
+  return v;
+}

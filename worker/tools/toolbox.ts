@@ -1,0 +1,207 @@
+/**
+ * The tools of one worker process, and how one call runs.
+ *
+ * Where tools come from (SPEC §3): the operator's config only —
+ * `tools.files.roots` (`read_file`, `list_dir`), `tools.http.allow`
+ * (`http_get`), `tools.commands.<name>`, `mcp_servers.<name>` (their tools,
+ * named `<server>__<tool>`) — plus the built-in read-only `schedule_status`.
+ * The model can only call a tool in this list; a name that is not in it runs
+ * nothing and is answered with an error the model sees.
+ *
+ * Surfaces (`tools.allow_from`): a tool's most specific name found in the map
+ * decides (`read_file`, then `files`); a tool named nowhere is open to every
+ * surface, since the operator declared it.
+ *
+ * Limits of one call: `tools.timeout_seconds` (a command's own
+ * `timeout_seconds` wins), then the call is aborted and the model sees the
+ * error; the result is cut to `tools.max_result_bytes` with a note saying so.
+ * Processes a tool starts get the command environment rule (`../command-env.ts`).
+ * A call whose turn is aborted stops at once (tools get the signal; a tool
+ * that ignores it is no longer waited for).
+ */
+import { resolve } from 'node:path';
+import type { HermesConfig } from '../../scheduler/config.ts';
+import { ToolError } from '../../scheduler/errors/tool-error.ts';
+import { commandEnv } from '../command-env.ts';
+import { commandTool } from './command-tool.ts';
+import { fileTools } from './file-tools.ts';
+import { httpTool } from './http-tool.ts';
+import { scheduleStatusTool, type ScheduleStatusSources } from './schedule-status-tool.ts';
+import type { AgentTool, ToolSurface } from './tool.ts';
+
+/** Tools that appear and disappear at run time (MCP servers). */
+export interface ToolSource {
+  tools(): AgentTool[];
+}
+
+/** An OpenAI Chat Completions function tool definition. */
+export interface FunctionToolDefinition {
+  type: 'function';
+  function: { name: string; description: string; parameters: Record<string, unknown> };
+}
+
+/** The outcome of one call, as the model and the event stream see it. */
+export interface ToolCallResult {
+  /** The `tool` message content (the result, or `Error: …`), already cut to the cap. */
+  content: string;
+  ms: number;
+  /** Size of the full result before the cut, bytes. */
+  bytes: number;
+  truncated: boolean;
+  error?: ToolError;
+}
+
+/** Cut `text` to at most `maxBytes` bytes of UTF-8 (never inside a character) and say so. */
+export function capResult(text: string, maxBytes: number): { content: string; bytes: number; truncated: boolean } {
+  const buf = Buffer.from(text, 'utf8');
+  if (buf.length <= maxBytes) return { content: text, bytes: buf.length, truncated: false };
+  let end = maxBytes;
+  while (end > 0 && (buf[end]! & 0xc0) === 0x80) end--; // do not split a UTF-8 sequence
+  return {
+    content: `${buf.subarray(0, end).toString('utf8')}\n[result cut: first ${end} bytes shown; the tool returned more]`,
+    bytes: buf.length,
+    truncated: true,
+  };
+}
+
+/** The operator's tools of this process. */
+export class Toolbox {
+  private readonly builtIn: AgentTool[];
+  private readonly sources: ToolSource[] = [];
+  private readonly timeoutMs: number;
+  private readonly maxResultBytes: number;
+  private readonly allowFrom: Record<string, readonly ToolSurface[]>;
+
+  /** Variables of the worker's environment every command may get (`command_env.pass`). */
+  private readonly passEnv: readonly string[];
+
+  /**
+   * @param config - `tools.*` decides the tools and their limits
+   * @param status - the stores `schedule_status` reads
+   * @param envSource - the worker's environment; tool processes get only the minimal base and
+   *   what the operator lets through from it (`../command-env.ts`), never its secrets
+   */
+  constructor(
+    config: Pick<HermesConfig, 'tools' | 'command_env'>,
+    status: ScheduleStatusSources,
+    private readonly envSource: Readonly<Record<string, string | undefined>> = {},
+  ) {
+    const t = config.tools;
+    this.passEnv = config.command_env.pass;
+    this.timeoutMs = t.timeout_seconds * 1000;
+    this.maxResultBytes = t.max_result_bytes;
+    this.allowFrom = t.allow_from;
+    this.builtIn = [scheduleStatusTool(status)];
+    if (t.files.roots.length > 0) this.builtIn.push(...fileTools(t.files.roots.map((r) => resolve(r))));
+    if (t.http.allow.length > 0) this.builtIn.push(httpTool(t.http.allow));
+    for (const [name, spec] of Object.entries(t.commands)) this.builtIn.push(commandTool(name, spec, (turn) => this.processEnv({}, turn)));
+  }
+
+  /**
+   * The environment of a process a tool starts (a command tool, a stdio MCP server): the
+   * rule of `../command-env.ts` — the minimal base, `command_env.pass`, then `set` and `turn`.
+   */
+  processEnv(set: Record<string, string> = {}, turn: Record<string, string> = {}): Record<string, string> {
+    return commandEnv(this.envSource, [{ pass: this.passEnv, set }], turn);
+  }
+
+  /** Add a source of tools found at run time (an MCP hub). */
+  addSource(source: ToolSource): void {
+    this.sources.push(source);
+  }
+
+  /** Every declared tool, whatever the surface. Later sources never shadow an earlier name. */
+  all(): AgentTool[] {
+    const seen = new Set<string>();
+    const out: AgentTool[] = [];
+    for (const tool of [...this.builtIn, ...this.sources.flatMap((s) => s.tools())]) {
+      if (seen.has(tool.name)) continue;
+      seen.add(tool.name);
+      out.push(tool);
+    }
+    return out;
+  }
+
+  /** Whether `tool` may be used by a turn from `surface` (see the rule at the top of this file). */
+  allowed(tool: AgentTool, surface: ToolSurface): boolean {
+    for (const group of tool.groups) {
+      const surfaces = this.allowFrom[group];
+      if (surfaces) return surfaces.includes(surface);
+    }
+    return true;
+  }
+
+  /** The tools a turn from `surface` may use. */
+  forSurface(surface: ToolSurface): AgentTool[] {
+    return this.all().filter((t) => this.allowed(t, surface));
+  }
+
+  /** Chat Completions `tools` for a turn from `surface`. */
+  definitions(surface: ToolSurface): FunctionToolDefinition[] {
+    return this.forSurface(surface).map((t) => ({
+      type: 'function' as const,
+      function: { name: t.name, description: t.description, parameters: t.parameters },
+    }));
+  }
+
+  /**
+   * Run one call the model asked for. Never throws: a refusal, a failure or a
+   * timeout comes back as `error`, with `content` saying so for the model.
+   */
+  async call(
+    name: string,
+    rawArguments: string,
+    ctx: { sessionId: string; surface: ToolSurface; signal: AbortSignal },
+  ): Promise<ToolCallResult> {
+    const started = Date.now();
+    const done = (content: string, error?: ToolError): ToolCallResult => {
+      const capped = capResult(error ? `Error: ${error.message}` : content, this.maxResultBytes);
+      return { ...capped, ms: Date.now() - started, ...(error ? { error } : {}) };
+    };
+    const tool = this.all().find((t) => t.name === name);
+    if (!tool) return done('', new ToolError(`Unknown tool "${name}": only the tools listed for this turn exist.`, { kind: 'refused', tool: name }));
+    if (!this.allowed(tool, ctx.surface)) {
+      return done('', new ToolError(`Tool "${name}" is not allowed from ${ctx.surface}.`, { kind: 'refused', tool: name }));
+    }
+    let args: Record<string, unknown>;
+    try {
+      const parsed: unknown = rawArguments.trim() === '' ? {} : JSON.parse(rawArguments);
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
+      args = parsed as Record<string, unknown>;
+    } catch {
+      return done('', new ToolError('The arguments must be a JSON object.', { kind: 'refused', tool: name }));
+    }
+    const timeoutMs = tool.timeoutMs ?? this.timeoutMs;
+    const controller = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort(new Error('tool timeout'));
+    }, timeoutMs);
+    const onTurnAbort = () => controller.abort(ctx.signal.reason);
+    if (ctx.signal.aborted) onTurnAbort();
+    else ctx.signal.addEventListener('abort', onTurnAbort, { once: true });
+    // A tool that ignores its signal is not waited for past the abort.
+    const stopped = new Promise<never>((_, reject) => {
+      const fail = () => reject(new Error('stopped'));
+      if (controller.signal.aborted) fail();
+      else controller.signal.addEventListener('abort', fail, { once: true });
+    });
+    stopped.catch(() => {});
+    try {
+      const out = await Promise.race([
+        tool.call(args, { sessionId: ctx.sessionId, surface: ctx.surface, signal: controller.signal, maxResultBytes: this.maxResultBytes }),
+        stopped,
+      ]);
+      return done(out);
+    } catch (err) {
+      if (timedOut) return done('', new ToolError(`The tool did not finish within ${timeoutMs / 1000}s and was stopped.`, { kind: 'timeout', tool: name, cause: err }));
+      if (ctx.signal.aborted) return done('', new ToolError('The call was stopped with its turn.', { kind: 'aborted', tool: name, cause: err }));
+      if (err instanceof ToolError) return done('', err);
+      return done('', new ToolError(`The tool failed: ${(err as Error).message}`, { kind: 'failed', tool: name, cause: err }));
+    } finally {
+      clearTimeout(timer);
+      ctx.signal.removeEventListener('abort', onTurnAbort);
+    }
+  }
+}
