@@ -92,6 +92,10 @@ const toolCommandSchema = z
     parameters: z.record(z.string(), z.unknown()).optional(),
     /** Kill the command after this many seconds. @defaultValue `tools.timeout_seconds` */
     timeout_seconds: z.coerce.number().finite().positive().optional(),
+    /** Fixed variables of the command's environment. @defaultValue {} */
+    env: z.record(z.string(), z.string()).default({}),
+    /** Names of the worker's variables passed through to this command (e.g. `GH_TOKEN`). @defaultValue [] */
+    pass_env: envNameList,
   })
   .strict();
 

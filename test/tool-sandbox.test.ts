@@ -142,15 +142,19 @@ describe('command tools: arguments never become shell text', () => {
   });
 
   it('a command tool never sees the worker\'s secrets', async () => {
-    const t = toolbox({ commands: { env: { command: 'env', description: 'x' } } });
     process.env.OPENAI_API_KEY_TEST_LEAK = 'sk-should-not-leak';
+    process.env.GH_TOKEN_TEST = 'gh-passed-by-name';
     try {
+      const t = toolbox({ commands: { env: { command: 'env', description: 'x', env: { GH_REPO: 'acme/api' }, pass_env: ['GH_TOKEN_TEST'] } } });
       const r = await t.call('env', '{}', ctx);
       expect(r.content).toContain('PATH=');
       expect(r.content).not.toContain('sk-should-not-leak');
       expect(r.content).toContain('HERMES_SESSION_ID=s');
+      expect(r.content).toContain('GH_REPO=acme/api');
+      expect(r.content).toContain('GH_TOKEN_TEST=gh-passed-by-name');
     } finally {
       delete process.env.OPENAI_API_KEY_TEST_LEAK;
+      delete process.env.GH_TOKEN_TEST;
     }
   });
 

@@ -26,6 +26,8 @@ export interface CommandToolSpec {
   description: string;
   parameters?: Record<string, unknown>;
   timeout_seconds?: number;
+  env?: Record<string, string>;
+  pass_env?: string[];
 }
 
 /** Environment variable an argument is passed in: `HERMES_ARG_` + upper-cased name (non-alphanumerics → `_`). */

@@ -94,15 +94,16 @@ export class Toolbox {
     this.builtIn = [scheduleStatusTool(status)];
     if (t.files.roots.length > 0) this.builtIn.push(...fileTools(t.files.roots.map((r) => resolve(r))));
     if (t.http.allow.length > 0) this.builtIn.push(httpTool(t.http.allow));
-    for (const [name, spec] of Object.entries(t.commands)) this.builtIn.push(commandTool(name, spec, (turn) => this.processEnv({}, turn)));
+    for (const [name, spec] of Object.entries(t.commands)) this.builtIn.push(commandTool(name, spec, (turn) => this.processEnv(spec.env, turn, spec.pass_env)));
   }
 
   /**
    * The environment of a process a tool starts (a command tool, a stdio MCP server): the
-   * rule of `../command-env.ts` — the minimal base, `command_env.pass`, then `set` and `turn`.
+   * rule of `../command-env.ts` — the minimal base, `command_env.pass`, the tool's own
+   * `passEnv` and `set`, then the call's `turn` variables.
    */
-  processEnv(set: Record<string, string> = {}, turn: Record<string, string> = {}): Record<string, string> {
-    return commandEnv(this.envSource, [{ pass: this.passEnv, set }], turn);
+  processEnv(set: Record<string, string> = {}, turn: Record<string, string> = {}, passEnv: readonly string[] = []): Record<string, string> {
+    return commandEnv(this.envSource, [{ pass: this.passEnv }, { pass: passEnv, set }], turn);
   }
 
   /** Add a source of tools found at run time (an MCP hub). */
