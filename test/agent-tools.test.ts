@@ -172,7 +172,8 @@ describe('limits of a turn', () => {
     const pid = Number(readFileSync(pidFile, 'utf8'));
     const b = await worker(env);
     await a.drain();
-    expect(pidAlive(pid)).toBe(false);
+    // The turn does not wait for the process to exit; the process group got SIGTERM at the abort.
+    await waitFor(() => !pidAlive(pid), 5_000, 'the aborted tool process to be gone');
     const [reply] = await waitForEvents(c, 'drain', 'reply', 1);
     expect(reply!.data.text).toBe('deploy: live');
     expect(reply!.data.worker).toBe(b.deps.workerId);
