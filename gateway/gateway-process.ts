@@ -24,6 +24,7 @@ import { ScheduleService } from '../scheduler/schedule-service.ts';
 import { RunStore, v1RunsQueue } from '../scheduler/v1-runs.ts';
 import { telegramOutboundQueue } from '../scheduler/outbound.ts';
 import { InflightRuns } from './drain.ts';
+import { StreamFanout } from './stream-fanout.ts';
 import type { CronApi } from './http/cron-routes.ts';
 import { startHttpServer, type HttpServerHandle } from './http/server.ts';
 import type { PlatformPlugin } from './plugins/platform-plugin.ts';
@@ -88,6 +89,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log,
   );
   const inflight = new InflightRuns();
+  // One blocking connection serves every event stream and waiting `/v1` caller of this process.
+  const fanout = new StreamFanout({
+    blocking: openRedisClient(topology, 'bullmq'), commands: redis, wakeKey: keys.gatewayWake(instanceId),
+    maxSubscriptions: config.api_server.max_streams, log,
+  });
+  fanout.start();
   const outbound = telegramOutboundQueue(keys, bull);
   const gw = config.gateway;
   const registry = new PlatformRegistry(gw.plugin_load_timeout_seconds * 1000, log);
@@ -111,7 +118,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     }
     cleanups.length = 0;
   };
-  cleanups.push(['redis', () => redis.quit()], ['bullmq connection', () => bull.quit()]);
+  cleanups.push(['redis', () => redis.quit()], ['bullmq connection', () => bull.quit()], ['stream reader', () => fanout.close()]);
   cleanups.push(['queues', () => queues.close()], ['v1 queue', () => v1Queue.close()], ['outbound queue', () => outbound.close()]);
 
   let http: HttpServerHandle;
@@ -122,12 +129,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       key: config.api_server.key,
       log,
       v1: {
-        runs, queue: v1Queue, redis, inflight, model: config.agent.model,
+        runs, queue: v1Queue, keys, fanout, inflight, model: config.agent.model,
         maxPromptChars: config.agent.max_prompt_chars, runTimeoutMs: config.gateway.run_timeout_seconds * 1000,
       },
-      api: { config, keys, redis, loops, schedules, cron: options.cron, inflight },
+      api: { config, keys, redis, fanout, loops, schedules, cron: options.cron, inflight },
       health: () => ({
-        instance: instanceId, draining: inflight.draining,
+        instance: instanceId, draining: inflight.draining, streams: fanout.subscriptions,
         platforms: Object.fromEntries(registry.statuses().map((p) => [p.name, { state: p.state, ...(p.adapter ?? {}) }])),
       }),
     });

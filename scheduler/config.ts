@@ -342,6 +342,12 @@ export const configSchema = z
           .transform((k) => k.trim())
           .transform((k) => (k.length > 0 ? k : undefined))
           .optional(),
+        /**
+         * Open event streams (SSE) and waiting `/v1` callers one gateway serves at once; beyond it
+         * requests get 429. They share one Redis reader, so this bounds memory, not connections.
+         * @defaultValue 500
+         */
+        max_streams: positiveInt(500),
       })
       .strict()
       .prefault({}),

@@ -245,6 +245,11 @@ export class Keys {
     return `${this.prefix}:run-idempotency:${keyPart(keyDigest)}`;
   }
 
+  /** Wake stream of one gateway instance's shared stream reader (a new subscription interrupts its blocking read). */
+  gatewayWake(instanceId: string): string {
+    return `${this.prefix}:gateway:${keyPart(instanceId)}:wake`;
+  }
+
   /** The one-poller-per-bot lease: holds the id of the gateway instance polling `botId`. */
   telegramPollLease(botId: string): string {
     return `${this.prefix}:telegram:${keyPart(botId)}:poll-lease`;

@@ -146,13 +146,13 @@ export class SessionStore {
         ? await this.redis.xread('COUNT', count, 'BLOCK', String(options.blockMs), 'STREAMS', key, afterId)
         : await this.redis.xread('COUNT', count, 'STREAMS', key, afterId);
     if (!res) return [];
-    return res[0]![1].map(([id, fields]) => toEvent(id, fields));
+    return res[0]![1].map(([id, fields]) => parseStreamEntry(id, fields));
   }
 
   /** The newest `count` events, oldest first. */
   async recentEvents(sessionId: string, count: number): Promise<SessionEvent[]> {
     const res = await this.redis.xrevrange(this.keys.events(sessionId), '+', '-', 'COUNT', count);
-    return res.reverse().map(([id, fields]) => toEvent(id, fields));
+    return res.reverse().map(([id, fields]) => parseStreamEntry(id, fields));
   }
 
   /** The id of the newest event, or `0` when the stream is empty. */
@@ -162,7 +162,8 @@ export class SessionStore {
   }
 }
 
-function toEvent(id: string, fields: string[]): SessionEvent {
+/** An event from a raw stream entry (`type` and JSON `data` fields); session and run streams share the shape. */
+export function parseStreamEntry(id: string, fields: string[]): SessionEvent {
   const map: Record<string, string> = {};
   for (let i = 0; i + 1 < fields.length; i += 2) map[fields[i]!] = fields[i + 1]!;
   let data: Record<string, unknown> = {};

@@ -9,6 +9,7 @@
  */
 import { Router } from 'express';
 import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
+import type { StreamFanout } from '../stream-fanout.ts';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { MAX_INTERVAL_SECONDS } from '../../scheduler/interval.ts';
@@ -29,8 +30,10 @@ import { lastEventId, openSse, type SseStream } from './sse.ts';
 export interface ApiDeps {
   config: HermesConfig;
   keys: Keys;
-  /** Duplicated per event-stream client for XREAD BLOCK. */
+  /** Non-blocking client (event streams are read by `fanout`). */
   redis: RedisClient;
+  /** The gateway's one shared blocking reader of event streams. */
+  fanout: StreamFanout;
   loops: LoopStore;
   schedules: ScheduleService;
   cron?: CronApi;
@@ -56,9 +59,6 @@ const createSchema = z.discriminatedUnion('kind', [
     prompt: z.string().min(1),
   }).strict(),
 ]);
-
-/** Events a client gets per read (it reads again at once when there are more). */
-const READ_COUNT = 200;
 
 /**
  * The management `/api` router (schedules, cron jobs, session event streams).
@@ -139,30 +139,15 @@ export function apiRouter(deps: ApiDeps): Router {
     if (after !== '$' && after !== '0' && !/^\d+-\d+$/.test(after)) {
       throw new HttpError(400, 'Last-Event-ID must be an event id like 1700000000000-0.', 'invalid_request_error', 'invalid_event_id', 'Last-Event-ID');
     }
-    const blocking = deps.redis.duplicate();
-    blocking.on('error', () => {});
-    const store = new SessionStore(blocking, deps.keys);
-    if (after === '$') after = await store.lastEventId(sessionId);
-    const sse = openSse(req, res);
+    if (after === '$') after = await new SessionStore(deps.redis, deps.keys).lastEventId(sessionId);
+    // One shared reader serves every stream (gateway/stream-fanout.ts); beyond the cap this throws (429).
+    let sse: SseStream | undefined;
+    const sub = deps.fanout.subscribe(deps.keys.events(sessionId), after, (events) => {
+      for (const e of events) sse?.send({ id: e.id, event: e.type, data: e.data });
+    });
+    sse = openSse(req, res, () => sub.close());
     deps.streams.add(sse);
-    const onAbort = () => blocking.disconnect();
-    sse.signal.addEventListener('abort', onAbort, { once: true });
-    try {
-      while (!sse.signal.aborted) {
-        const events = await store.readEvents(sessionId, after, { count: READ_COUNT, blockMs: 5_000 });
-        for (const e of events) {
-          after = e.id;
-          sse.send({ id: e.id, event: e.type, data: e.data });
-        }
-      }
-    } catch (err) {
-      if (!sse.signal.aborted) deps.log.warn({ sessionId, err: (err as Error).message }, 'session event stream failed');
-    } finally {
-      deps.streams.delete(sse);
-      sse.signal.removeEventListener('abort', onAbort);
-      blocking.disconnect();
-      sse.close();
-    }
+    sse.signal.addEventListener('abort', () => deps.streams.delete(sse!), { once: true });
   });
 
   return router;

@@ -8,6 +8,7 @@ import type { ErrorRequestHandler, Response } from 'express';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { ConfigError, ScheduleInputError, StoreUnavailableError } from '../../scheduler/errors/index.ts';
+import { StreamLimitError } from '../stream-fanout.ts';
 
 /** OpenAI error `type` values used by this server. */
 export type ApiErrorType =
@@ -15,6 +16,7 @@ export type ApiErrorType =
   | 'authentication_error'
   | 'not_found_error'
   | 'conflict_error'
+  | 'rate_limit_error'
   | 'server_error'
   | 'service_unavailable';
 
@@ -26,6 +28,8 @@ export class HttpError extends Error {
     readonly type: ApiErrorType,
     readonly code: string | null = null,
     readonly param: string | null = null,
+    /** Extra response headers (e.g. `Retry-After`). */
+    readonly headers: Record<string, string> = {},
   ) {
     super(message);
     this.name = 'HttpError';
@@ -40,7 +44,7 @@ export function errorBody(message: string, type: ApiErrorType, code: string | nu
 /** Answer with an error (no-op when headers were already sent). */
 export function sendError(res: Response, err: HttpError): void {
   if (res.headersSent) return;
-  res.status(err.status).json(errorBody(err.message, err.type, err.code, err.param));
+  res.status(err.status).set(err.headers).json(errorBody(err.message, err.type, err.code, err.param));
 }
 
 /** The error type that goes with an HTTP status. */
@@ -49,6 +53,7 @@ export function typeForStatus(status: number): ApiErrorType {
   if (status === 401 || status === 403) return 'authentication_error';
   if (status === 404) return 'not_found_error';
   if (status === 409) return 'conflict_error';
+  if (status === 429) return 'rate_limit_error';
   if (status === 503) return 'service_unavailable';
   return 'server_error';
 }
@@ -63,6 +68,9 @@ export function toHttpError(err: unknown): HttpError {
   }
   if (err instanceof ScheduleInputError) return new HttpError(400, err.message, 'invalid_request_error', err.code, err.field ?? null);
   if (err instanceof ConfigError) return new HttpError(400, err.message, 'invalid_request_error', err.code, err.key ?? null);
+  if (err instanceof StreamLimitError) {
+    return new HttpError(429, `${err.message} Retry shortly.`, 'rate_limit_error', 'too_many_streams', null, { 'Retry-After': '5' });
+  }
   if (err instanceof StoreUnavailableError) return new HttpError(503, err.message, 'service_unavailable', err.code);
   const e = err as { type?: string; status?: number; message?: string };
   // body-parser errors (express.json): malformed JSON, too large, wrong charset

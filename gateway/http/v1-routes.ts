@@ -25,7 +25,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
 import type { Queue } from 'bullmq';
-import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
+import type { Keys } from '../../scheduler/keys.ts';
+import { type StreamEntry, type StreamFanout } from '../stream-fanout.ts';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import {
@@ -39,8 +40,10 @@ import { lastEventId, openSse, type SseStream } from './sse.ts';
 export interface V1Deps {
   runs: RunStore;
   queue: Queue<V1RunJobData>;
-  /** Duplicated per waiting caller for XREAD BLOCK. */
-  redis: RedisClient;
+  /** Key names (run event streams). */
+  keys: Keys;
+  /** The gateway's one shared blocking reader: run event streams and waiting callers subscribe to it. */
+  fanout: StreamFanout;
   inflight: InflightRuns;
   /** Model the agent runs (`agent.model`); listed by `/v1/models` next to `hermes-agent`. */
   model: string;
@@ -86,8 +89,8 @@ export const runRequestSchema = z
   })
   .strict();
 
-/** Blocking reads are cut into pieces this long, so a wait notices its deadline. */
-const BLOCK_SLICE_MS = 5_000;
+/** How often an open run event stream checks that its run has not expired, ms. */
+const RUN_EXPIRY_CHECK_MS = 30_000;
 
 /**
  * The OpenAI-compatible `/v1` router. Each request becomes a `v1-runs` job that a worker runs;
@@ -114,6 +117,7 @@ export function v1Router(deps: V1Deps): Router {
     const body = chatCompletionSchema.parse(req.body);
     const messages = toRunMessages(body.messages, deps.maxPromptChars);
     const model = body.model ?? HERMES_MODEL_ID;
+    deps.fanout.assertCapacity(); // 429 before a run is queued that nobody could wait for
     const { runId } = await startRun(deps, req, 'chat.completions', { model, messages }, body);
     res.set('X-Hermes-Run-Id', runId);
     const created = Math.floor(Date.now() / 1000);
@@ -179,31 +183,22 @@ export function v1Router(deps: V1Deps): Router {
   router.get('/runs/:id/events', async (req, res) => {
     const runId = String(req.params.id);
     await getRun(deps, runId);
-    const sse = trackStream(deps, openSse(req, res));
-    const blocking = deps.redis.duplicate();
-    blocking.on('error', () => {});
-    const onAbort = () => blocking.disconnect();
-    sse.signal.addEventListener('abort', onAbort, { once: true });
-    let after = lastEventId(req, '0');
-    try {
-      for (;;) {
-        const events = await deps.runs.readEvents(blocking, runId, after, BLOCK_SLICE_MS);
-        let ended = false;
-        for (const e of events) {
-          after = e.id;
-          sse.send({ id: e.id, event: e.type, data: e.data });
-          if (isTerminalRunEvent(e.type)) ended = true;
-        }
-        if (ended || sse.signal.aborted) break;
-        if (events.length === 0 && !(await deps.runs.get(runId))) break;
+    let sse: SseStream | undefined;
+    const expiry = setInterval(() => {
+      // A run that expires while a client follows it has no terminal event to end the stream.
+      deps.runs.get(runId).then((r) => { if (!r) sse?.close(); }, () => {});
+    }, RUN_EXPIRY_CHECK_MS);
+    expiry.unref();
+    const sub = deps.fanout.subscribe(deps.keys.runEvents(runId), lastEventId(req, '0'), (events) => {
+      for (const e of events) {
+        sse?.send({ id: e.id, event: e.type, data: e.data });
+        if (isTerminalRunEvent(e.type)) sse?.close();
       }
-    } catch (err) {
-      if (!sse.signal.aborted) deps.log.warn({ runId, err: (err as Error).message }, 'run event stream failed');
-    } finally {
-      sse.signal.removeEventListener('abort', onAbort);
-      blocking.disconnect();
-      sse.close();
-    }
+    });
+    sse = trackStream(deps, openSse(req, res, () => {
+      clearInterval(expiry);
+      sub.close();
+    }));
   });
 
   return router;
@@ -294,41 +289,33 @@ async function startRun(
  *   the gateway's drain deadline passed, 504 after `runTimeoutMs`
  */
 async function waitForRun(deps: V1Deps, runId: string, signal: AbortSignal): Promise<V1RunRecord> {
-  const blocking = deps.redis.duplicate();
-  blocking.on('error', () => {});
-  const onAbort = () => blocking.disconnect();
-  signal.addEventListener('abort', onAbort, { once: true });
-  const deadline = Date.now() + deps.runTimeoutMs;
-  let after = '0';
+  if (signal.aborted) throw abortError(runId, signal);
+  let sub: { close(): void } | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
   try {
-    for (;;) {
-      if (signal.aborted) throw abortError(runId, signal);
-      const remaining = deadline - Date.now();
-      if (remaining <= 0) {
-        throw new HttpError(
-          504, `Run ${runId} did not finish within ${Math.round(deps.runTimeoutMs / 1000)}s; GET /v1/runs/${runId} shows its result later.`,
-          'server_error', 'run_timeout',
-        );
-      }
-      let events;
-      try {
-        events = await deps.runs.readEvents(blocking, runId, after, Math.min(remaining, BLOCK_SLICE_MS));
-      } catch (err) {
-        if (signal.aborted) throw abortError(runId, signal);
-        throw err;
-      }
-      for (const e of events) {
-        after = e.id;
-        if (!isTerminalRunEvent(e.type)) continue;
-        const record = await getRun(deps, runId);
-        if (record.status === 'completed') return record;
-        const info = record.error ?? { code: 'run_failed', message: `Run ${runId} ${record.status}.`, httpStatus: 500 };
-        throw new HttpError(info.httpStatus, info.message, typeForStatus(info.httpStatus), info.code);
-      }
-    }
+    await new Promise<StreamEntry>((resolve, reject) => {
+      onAbort = () => reject(abortError(runId, signal));
+      signal.addEventListener('abort', onAbort, { once: true });
+      timer = setTimeout(() => reject(new HttpError(
+        504, `Run ${runId} did not finish within ${Math.round(deps.runTimeoutMs / 1000)}s; GET /v1/runs/${runId} shows its result later.`,
+        'server_error', 'run_timeout',
+      )), deps.runTimeoutMs);
+      timer.unref();
+      // `run.requeued` (a drain handed the run back) is not an end: the caller keeps waiting.
+      sub = deps.fanout.subscribe(deps.keys.runEvents(runId), '0', (events) => {
+        const end = events.find((e) => isTerminalRunEvent(e.type));
+        if (end) resolve(end);
+      });
+    });
+    const record = await getRun(deps, runId);
+    if (record.status === 'completed') return record;
+    const info = record.error ?? { code: 'run_failed', message: `Run ${runId} ${record.status}.`, httpStatus: 500 };
+    throw new HttpError(info.httpStatus, info.message, typeForStatus(info.httpStatus), info.code);
   } finally {
-    signal.removeEventListener('abort', onAbort);
-    blocking.disconnect();
+    sub?.close();
+    clearTimeout(timer);
+    if (onAbort) signal.removeEventListener('abort', onAbort);
   }
 }
 
