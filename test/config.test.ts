@@ -11,7 +11,13 @@ const home = () => mkdtempSync(join(tmpdir(), 'hermes-config-'));
 describe('loadConfig', () => {
   it('has the SPEC defaults', () => {
     const c = loadConfig({ env: { HERMES_HOME: home() } });
-    expect(c.loops).toEqual({ min_interval_seconds: 30, max_ticks: 100, self_paced_floor_seconds: 60, self_paced_ceiling_seconds: 900 });
+    expect(c.loops).toEqual({
+      min_interval_seconds: 30,
+      max_ticks: 100,
+      self_paced_floor_seconds: 60,
+      self_paced_ceiling_seconds: 900,
+      max_consecutive_failures: 3,
+    });
     expect(c.goals.max_turns).toBe(20);
     expect(c.heartbeat.min_interval_seconds).toBe(60);
     expect(c.agent.cron_drain_timeout).toBe(30);
