@@ -11,7 +11,7 @@ const home = () => mkdtempSync(join(tmpdir(), 'hermes-config-'));
 describe('loadConfig', () => {
   it('has the SPEC defaults', () => {
     const c = loadConfig({ env: { HERMES_HOME: home() } });
-    expect(c.loops).toEqual({
+    expect(c.loops).toMatchObject({
       min_interval_seconds: 30,
       max_ticks: 100,
       self_paced_floor_seconds: 60,
@@ -22,7 +22,7 @@ describe('loadConfig', () => {
     expect(c.heartbeat.min_interval_seconds).toBe(60);
     expect(c.agent.cron_drain_timeout).toBe(30);
     expect(c.agent.restart_drain_timeout).toBe(0);
-    expect(c.api_server).toEqual({ host: '127.0.0.1', port: 8642 });
+    expect(c.api_server).toMatchObject({ host: '127.0.0.1', port: 8642 });
     expect(c.redis.prefix).toBe('{hermes}');
   });
 
