@@ -214,10 +214,24 @@ export const configSchema = z
       .object({
         /** Turns one worker process runs at once (different sessions). */
         concurrency: positiveInt(32),
-        /** BullMQ job lock and session turn lock time-to-live; renewed while a turn runs. */
-        lock_duration_ms: positiveInt(30_000),
-        /** How often a worker looks for jobs whose worker died. */
-        stalled_interval_ms: positiveInt(15_000),
+        /*
+         * Recovery policy: a worker that dies (SIGKILL, crash, lost host) stops
+         * renewing its job locks; a lock lapses at most `lock_duration_ms` after
+         * the death, and the next stall check (every `stalled_interval_ms`, by
+         * any worker of the fleet) hands the job to another worker. With the
+         * defaults a dead worker's tick restarts elsewhere within about 4 s
+         * (3 s + 1 s + pick-up). A live worker renews every `lock_renew_ms`, so
+         * only a renewal more than `lock_duration_ms - lock_renew_ms` late (2 s)
+         * loses a lock; the turn of a job whose lock was lost is aborted and
+         * not committed (`worker-process.ts`), so the occurrence runs to its
+         * commit on one worker only.
+         */
+        /** BullMQ job lock and session turn lock time-to-live, in ms; renewed while a turn runs. @defaultValue 3000 */
+        lock_duration_ms: positiveInt(3_000),
+        /** Milliseconds between renewals of a worker's job locks (below `lock_duration_ms`). @defaultValue 1000 */
+        lock_renew_ms: positiveInt(1_000),
+        /** Milliseconds between checks for jobs whose worker died (lock lapsed). @defaultValue 1000 */
+        stalled_interval_ms: positiveInt(1_000),
         /** A job that stalls more often than this fails. */
         max_stalled_count: positiveInt(3),
         /** A tick that finds its session busy is retried after this delay. */
@@ -249,6 +263,10 @@ export const configSchema = z
         occurrence_window_seconds: z.coerce.number().int().min(60).default(3600),
       })
       .strict()
+      .refine((w) => w.lock_renew_ms < w.lock_duration_ms, {
+        message: 'lock_renew_ms must be below lock_duration_ms (a lock must be renewed before it lapses)',
+        path: ['lock_renew_ms'],
+      })
       .prefault({}),
     /**
      * Tools of agent turns, declared by the operator only (chat, Telegram and

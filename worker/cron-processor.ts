@@ -156,6 +156,7 @@ export async function processCronTick(
     run.started_at = startedAt;
     run.late = decision.late;
     log.info({ trigger: run.trigger, latenessMs: run.lateness_ms, late: run.late, attempt: claim.attempt }, 'cron run started');
+    let lockLost = false;
     try {
       const reply = await deps.turns.run(holder, 'scheduled', async (turnSignal, turn) => {
         try {
@@ -169,13 +170,14 @@ export async function processCronTick(
             log.warn({ attempt: claim.attempt }, 'cron run aborted by drain; handed back for another worker');
             return await deferJob(job, token, 0);
           }
+          if (turn.lockLost) lockLost = true;
           throw err;
         }
       }, signal);
       run.output = reply.length > MAX_RUN_OUTPUT_CHARS ? `${reply.slice(0, MAX_RUN_OUTPUT_CHARS)}\n[output cut]` : reply;
       run.silent = reply.trim() === SILENT_REPLY;
     } catch (err) {
-      if (err instanceof DelayedError) throw err;
+      if (err instanceof DelayedError || lockLost) throw err; // handed back, or another worker has the job now
       const turnError = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', cause: err });
       if (turnError.retryable && job.attemptsMade + 1 < (job.opts.attempts ?? 1)) {
         log.warn({ attempt: job.attemptsMade + 1, error: turnError.message }, 'cron run could not reach the model; retrying with backoff');

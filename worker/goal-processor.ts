@@ -56,6 +56,7 @@ export async function processGoalContinuation(
         }));
       } catch (err) {
         if (turn.abortedByDrain) return await deferJob(job, token, deps.config.worker.defer_ms);
+        if (turn.lockLost) throw err; // another worker has the job now: commit nothing here
         failure = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
         log.warn({ err: failure.message }, 'goal turn failed');
       }

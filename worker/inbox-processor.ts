@@ -108,6 +108,7 @@ export async function processInbox(
           });
           return await deferJob(job, token, deps.config.worker.defer_ms);
         }
+        if (turn.lockLost) throw err; // another worker has the job now: commit nothing here
         failure = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
         log.warn({ err: failure.message, failureKind: failure.kind }, 'user turn failed');
       }

@@ -143,6 +143,7 @@ export async function processScheduleTick(
           log.warn('tick aborted by drain; handed back for another worker');
           return await deferJob(job, token, 0);
         }
+        if (turn.lockLost) throw err; // another worker has the job now: commit nothing here
         failure = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
         log.warn({ err: failure.message, failureKind: failure.kind }, `${kind} tick failed`);
       }

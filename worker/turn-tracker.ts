@@ -16,6 +16,12 @@ export interface TrackedTurn {
   done: Promise<void>;
   /** Set when the drain aborted this turn. */
   abortedByDrain: boolean;
+  /**
+   * Set when this worker lost the BullMQ lock of the turn's job (its renewal
+   * came too late): the job may already run on another worker, so this turn
+   * is aborted and must not commit anything.
+   */
+  lockLost: boolean;
 }
 
 /** Registry of this process's running turns, by drain class, with their AbortControllers. */
@@ -42,7 +48,7 @@ export class TurnTracker {
     const onParent = () => controller.abort(parentSignal?.reason);
     parentSignal?.addEventListener('abort', onParent, { once: true });
     let finish!: () => void;
-    const turn: TrackedTurn = { id, drainClass, controller, done: new Promise<void>((r) => (finish = r)), abortedByDrain: false };
+    const turn: TrackedTurn = { id, drainClass, controller, done: new Promise<void>((r) => (finish = r)), abortedByDrain: false, lockLost: false };
     this.active.set(id, turn);
     try {
       return await fn(controller.signal, turn);
@@ -51,6 +57,18 @@ export class TurnTracker {
       this.active.delete(id);
       finish();
     }
+  }
+
+  /**
+   * Abort the turn of job `id` because its BullMQ lock was lost (see `TrackedTurn.lockLost`).
+   * @returns whether such a turn was running
+   */
+  abortLockLost(id: string): boolean {
+    const turn = this.active.get(id);
+    if (!turn) return false;
+    turn.lockLost = true;
+    turn.controller.abort(new Error('job lock lost'));
+    return true;
   }
 
   /** Active turns, optionally of one class. */

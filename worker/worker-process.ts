@@ -133,6 +133,7 @@ export class WorkerProcess {
       prefix: keys.bullPrefix,
       concurrency: config.worker.concurrency,
       lockDuration: config.worker.lock_duration_ms,
+      lockRenewTime: config.worker.lock_renew_ms,
       stalledInterval: config.worker.stalled_interval_ms,
       maxStalledCount: config.worker.max_stalled_count,
       removeOnComplete: { count: 1000 },
@@ -140,6 +141,13 @@ export class WorkerProcess {
       ...(settings ? { settings } : {}),
     });
     worker.on('error', (err) => log.warn({ queue: name, err: err.message }, 'worker error'));
+    // A lock that could not be renewed has lapsed: the stall check may already have handed the job
+    // to another worker. Abort this copy's turn so the occurrence runs to its commit on one worker only.
+    worker.on('lockRenewalFailed', (jobIds: string[]) => {
+      for (const jobId of jobIds) {
+        if (this.deps.turns.abortLockLost(jobId)) log.warn({ queue: name, jobId }, 'job lock lost; its turn is aborted here and left to the worker that took the job over');
+      }
+    });
     worker.on('failed', (job, err) => log.warn({ queue: name, jobId: job?.id, err: err.message }, 'job failed'));
     this.workers.push(worker);
     this.connections.push(connection);
