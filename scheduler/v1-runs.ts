@@ -42,6 +42,8 @@ export interface V1RunJobData {
   /** Model name the caller asked for (echoed back; the configured agent runs it). */
   model: string;
   messages: RunMessage[];
+  /** The caller reads the reply as it is written: the worker streams the model's deltas as `run.delta` events. */
+  stream?: boolean;
 }
 
 /** Why a run did not complete, with the HTTP status the gateway answers with. */

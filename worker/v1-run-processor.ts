@@ -4,7 +4,10 @@
  * - The turn is tracked as `scheduled` work, so a worker drain gives it
  *   `agent.cron_drain_timeout` like a cron tick (SPEC §9; the old system gave
  *   `/v1` runs the chat budget of 0 s and killed them at once).
- * - Only the agent runner is used: `/v1` input can never create a command turn (SPEC §3).
+ * - Only the agent runner is used: `/v1` input can never create a command turn (SPEC §3);
+ *   the turn has the operator's tools allowed from `v1`, never tools from the request.
+ * - A streamed request (`stream: true`) calls the model with `stream: true` and writes each
+ *   content delta to the run's event stream (`run.delta`) as it arrives.
  * - The outcome is written to the run record (scheduler/v1-runs.ts), which the
  *   waiting gateway reads; the job itself always completes, so BullMQ never
  *   retries a run whose caller already got an answer. Only a stalled job (its
@@ -87,6 +90,9 @@ export async function processV1Run(
           ...(hasSystem ? { system: null } : {}),
           surface: 'v1',
           onEvent: (e) => runs.addEvent(runId, e.type, e.data),
+          // Streamed: every content delta becomes a `run.delta` event as it arrives (one connection,
+          // so they stay in order and before the terminal event the completion appends).
+          ...(job.data.stream ? { onDelta: (text: string) => void runs.addEvent(runId, 'run.delta', { text }).catch(() => {}) } : {}),
         });
         if (turnSignal.aborted) throw new TurnError('The turn was aborted.', { kind: 'aborted' });
         await runs.complete(runId, res.content, res.usage);

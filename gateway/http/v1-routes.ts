@@ -5,9 +5,13 @@
  * event stream in Redis (scheduler/v1-runs.ts).
  *
  * - `POST /v1/chat/completions` waits for the run and answers a `chat.completion`,
- *   or with `stream: true` an SSE stream of `chat.completion.chunk`s ending in
- *   `data: [DONE]`. The agent runner answers in one piece, so the content
- *   arrives as one chunk when the run finishes; the role chunk is sent at once.
+ *   or with `stream: true` an SSE stream of `chat.completion.chunk`s: the role
+ *   chunk at once, then the model's content deltas as the worker writes them
+ *   to the run's event stream (`run.delta`), then the stop chunk, a usage chunk
+ *   with empty `choices` when `stream_options.include_usage` is set, and
+ *   `data: [DONE]`; an error mid-stream is an error chunk, then `[DONE]`.
+ *   `n` > 1 is refused (one agent, one answer), and so is a request that
+ *   brings its own `tools` or `functions`: the agent's tools are the operator's.
  * - `POST /v1/runs` answers 202 with a run id at once; `GET /v1/runs/:id`,
  *   `GET /v1/runs/:id/events` (SSE, `Last-Event-ID` resumes) and
  *   `POST /v1/runs/:id/stop` follow it.
@@ -30,7 +34,7 @@ import { type StreamEntry, type StreamFanout } from '../stream-fanout.ts';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import {
-  isTerminalRunEvent, type RunMessage, type RunStore, type V1RunJobData, type V1RunRecord,
+  isTerminalRunEvent, type RunEvent, type RunMessage, type RunStore, type V1RunJobData, type V1RunRecord,
 } from '../../scheduler/v1-runs.ts';
 import { DrainAbort, type InflightRuns } from '../drain.ts';
 import { HttpError, errorBody, toHttpError, typeForStatus } from './errors.ts';
@@ -75,8 +79,30 @@ export const chatCompletionSchema = z
     model: z.string().min(1).max(200).optional(),
     messages: z.array(messageSchema).min(1, 'messages must hold at least one message'),
     stream: z.boolean().optional(),
+    stream_options: z.object({ include_usage: z.boolean().optional() }).loose().nullish(),
+    n: z.number().int().min(1).nullish(),
   })
   .loose();
+
+/**
+ * Refuse what one agent cannot honour: several choices, and tools the caller declares
+ * (tools come only from the operator's config; docs/TOOLS.md).
+ * @throws HttpError 400
+ */
+function assertAgentRequest(body: Record<string, unknown>): void {
+  if (typeof body.n === 'number' && body.n > 1) {
+    throw new HttpError(400, 'n must be 1: the agent gives one answer per request.', 'invalid_request_error', 'unsupported_n', 'n');
+  }
+  for (const param of ['tools', 'functions', 'tool_choice', 'function_call'] as const) {
+    if (body[param] !== undefined && body[param] !== null) {
+      throw new HttpError(
+        400,
+        `${param} is not accepted: the agent's tools are declared by the operator in the config, never by a request.`,
+        'invalid_request_error', 'client_tools_not_allowed', param,
+      );
+    }
+  }
+}
 
 /** `POST /v1/runs` body. */
 export const runRequestSchema = z
@@ -115,10 +141,11 @@ export function v1Router(deps: V1Deps): Router {
 
   router.post('/chat/completions', async (req, res) => {
     const body = chatCompletionSchema.parse(req.body);
+    assertAgentRequest(body);
     const messages = toRunMessages(body.messages, deps.maxPromptChars);
     const model = body.model ?? HERMES_MODEL_ID;
     deps.fanout.assertCapacity(); // 429 before a run is queued that nobody could wait for
-    const { runId } = await startRun(deps, req, 'chat.completions', { model, messages }, body);
+    const { runId } = await startRun(deps, req, 'chat.completions', { model, messages, ...(body.stream ? { stream: true } : {}) }, body);
     res.set('X-Hermes-Run-Id', runId);
     const created = Math.floor(Date.now() / 1000);
     const id = `chatcmpl-${runId}`;
@@ -137,14 +164,34 @@ export function v1Router(deps: V1Deps): Router {
       id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish }], ...extra,
     });
     sse.send({ data: chunk({ role: 'assistant', content: '' }, null) });
+    // Deltas are forwarded as they arrive; once a run was handed back to another worker after
+    // deltas went out, later deltas would repeat them, so only the final text's unsent rest follows.
+    let sent = '';
+    let requeuedAfterDeltas = false;
+    const onEvent = (e: RunEvent) => {
+      if (e.type === 'run.requeued' && sent.length > 0) requeuedAfterDeltas = true;
+      if (e.type !== 'run.delta' || requeuedAfterDeltas) return;
+      const text = String(e.data.text ?? '');
+      if (text.length === 0) return;
+      sent += text;
+      sse.send({ data: chunk({ content: text }, null) });
+    };
     try {
-      const record = await deps.inflight.track(runId, (drain) => waitForRun(deps, runId, AbortSignal.any([drain, sse.signal])));
-      if (record.output) sse.send({ data: chunk({ content: record.output }, null) });
-      sse.send({ data: chunk({}, 'stop', record.usage ? { usage: record.usage } : {}) });
+      const record = await deps.inflight.track(runId, (drain) => waitForRun(deps, runId, AbortSignal.any([drain, sse.signal]), onEvent));
+      const output = record.output ?? '';
+      if (sent.length === 0 && output) sse.send({ data: chunk({ content: output }, null) });
+      else if (requeuedAfterDeltas && output.startsWith(sent) && output.length > sent.length) sse.send({ data: chunk({ content: output.slice(sent.length) }, null) });
+      sse.send({ data: chunk({}, 'stop') });
+      if (body.stream_options?.include_usage) {
+        sse.send({ data: { id, object: 'chat.completion.chunk', created, model, choices: [], usage: record.usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } } });
+      }
       sse.send({ data: '[DONE]' });
     } catch (err) {
       const e = toHttpError(err);
-      sse.send({ data: errorBody(e.message, e.type, e.code, e.param) });
+      if (!sse.signal.aborted) {
+        sse.send({ data: errorBody(e.message, e.type, e.code, e.param) });
+        sse.send({ data: '[DONE]' });
+      }
     } finally {
       sse.close();
     }
@@ -245,7 +292,7 @@ async function startRun(
   deps: V1Deps,
   req: Request,
   endpoint: string,
-  job: { model: string; messages: RunMessage[] },
+  job: { model: string; messages: RunMessage[]; stream?: boolean },
   body: unknown,
 ): Promise<{ runId: string; replayed: boolean }> {
   const runId = newRunId();
@@ -260,7 +307,7 @@ async function startRun(
       // An unfinished run is attached to, never replayed as final: a run an older version
       // left `interrupted` is queued again (its input is this same request).
       if (await deps.runs.requeue(claim.runId, ['interrupted'], 'retry')) {
-        await deps.queue.add('v1-run', { runId: claim.runId, model: job.model, messages: job.messages }, { jobId: `${claim.runId}-retry-${Date.now()}`, attempts: 1 });
+        await deps.queue.add('v1-run', { runId: claim.runId, model: job.model, messages: job.messages, stream: job.stream }, { jobId: `${claim.runId}-retry-${Date.now()}`, attempts: 1 });
         deps.log.info({ runId: claim.runId }, 'v1 run re-queued by a retry with its Idempotency-Key');
       }
       return { runId: claim.runId, replayed: true };
@@ -273,7 +320,7 @@ async function startRun(
   }
   try {
     await deps.runs.create(runId, job.model);
-    await deps.queue.add('v1-run', { runId, model: job.model, messages: job.messages }, { jobId: runId, attempts: 1 });
+    await deps.queue.add('v1-run', { runId, model: job.model, messages: job.messages, stream: job.stream }, { jobId: runId, attempts: 1 });
   } catch (err) {
     if (keyDigest) await deps.runs.releaseIdempotencyKey(keyDigest, runId).catch(() => {});
     throw err;
@@ -284,11 +331,12 @@ async function startRun(
 
 /**
  * Wait until the run ends.
+ * @param onEvent - sees every event of the run on the way (streamed deltas, tool calls)
  * @returns the completed run
  * @throws HttpError with the run's own error (503 when a drain interrupted it), 503 when
  *   the gateway's drain deadline passed, 504 after `runTimeoutMs`
  */
-async function waitForRun(deps: V1Deps, runId: string, signal: AbortSignal): Promise<V1RunRecord> {
+async function waitForRun(deps: V1Deps, runId: string, signal: AbortSignal, onEvent?: (e: RunEvent) => void): Promise<V1RunRecord> {
   if (signal.aborted) throw abortError(runId, signal);
   let sub: { close(): void } | undefined;
   let timer: NodeJS.Timeout | undefined;
@@ -304,6 +352,7 @@ async function waitForRun(deps: V1Deps, runId: string, signal: AbortSignal): Pro
       timer.unref();
       // `run.requeued` (a drain handed the run back) is not an end: the caller keeps waiting.
       sub = deps.fanout.subscribe(deps.keys.runEvents(runId), '0', (events) => {
+        for (const e of events) onEvent?.(e);
         const end = events.find((e) => isTerminalRunEvent(e.type));
         if (end) resolve(end);
       });

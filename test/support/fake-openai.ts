@@ -19,6 +19,8 @@ export interface RecordedRequest {
   tools: string[];
   tool_choice?: unknown;
   at: number;
+  /** When the last content word of a streamed answer was written. */
+  streamEndedAt?: number;
 }
 
 /** A tool call the scripted model makes; `arguments` as an object is sent as JSON. */
@@ -33,7 +35,9 @@ export type ScriptedReply =
   | string
   | { status: number; message: string }
   | { delayMs: number; text: string }
-  | { toolCalls: ScriptedToolCall[]; text?: string };
+  | { toolCalls: ScriptedToolCall[]; text?: string }
+  /** Streamed requests get one word every `wordDelayMs` (a JSON answer is sent at once). */
+  | { text: string; wordDelayMs: number };
 
 let callCounter = 0;
 
@@ -98,6 +102,7 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
       return;
     }
     const text = typeof reply === 'string' ? reply : (reply.text ?? '');
+    const wordDelayMs = typeof reply === 'object' && 'wordDelayMs' in reply ? reply.wordDelayMs : 0;
     const calls = typeof reply === 'object' && 'toolCalls' in reply
       ? reply.toolCalls.map((c) => ({
           id: c.id ?? `call_${++callCounter}`, type: 'function' as const,
@@ -114,7 +119,11 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
         res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: rec.model, choices, ...extra })}\n\n`);
       chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }]);
       const words = text.length ? text.match(/\S+\s*/g) ?? [text] : [];
-      for (const w of words) chunk([{ index: 0, delta: { content: w }, finish_reason: null }]);
+      for (const [i, w] of words.entries()) {
+        if (i > 0 && wordDelayMs > 0) await new Promise((r) => setTimeout(r, wordDelayMs));
+        chunk([{ index: 0, delta: { content: w }, finish_reason: null }]);
+      }
+      rec.streamEndedAt = Date.now();
       calls.forEach((c, i) => {
         const half = Math.ceil(c.function.arguments.length / 2);
         chunk([{ index: 0, delta: { tool_calls: [{ index: i, id: c.id, type: 'function', function: { name: c.function.name, arguments: c.function.arguments.slice(0, half) } }] }, finish_reason: null }]);
