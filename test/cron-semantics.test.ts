@@ -365,7 +365,8 @@ describe('the worker side of the job scheduler', () => {
     const job = await api.service.add({ schedule: 'in 1s', prompt: 'unreachable' }, cli);
     await waitFor(async () => (await runsOf(job.id)).length === 1, 20_000, 'the error run');
     const [run] = await runsOf(job.id);
-    expect(run).toMatchObject({ status: 'error', error: expect.stringMatching(/could not be reached/), deliveries: [] });
+    // the failure is told to the job's target (local) as a short notice
+    expect(run).toMatchObject({ status: 'error', error: expect.stringMatching(/could not be reached/), deliveries: [{ target: 'local', status: 'delivered', evidence: expect.any(String) }] });
     expect(attempts).toEqual([1, 2]); // two retried attempts, the third recorded the error
     expect(await api.store.get(job.id)).toMatchObject({ state: 'error', failure_streak: 1 });
   });

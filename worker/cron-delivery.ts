@@ -17,7 +17,7 @@
  */
 import { enqueueTelegramOutbound, outboundJobId } from '../scheduler/outbound.ts';
 import { isoUtc } from '../scheduler/cron/cron-engine.ts';
-import { cronSessionId, type CronDelivery, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
+import { cronSessionId, deliveryText, type CronDelivery, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 import { parseWebhookAllow } from '../scheduler/webhook-policy.ts';
 import { postWebhook } from './webhook-sender.ts';
@@ -57,11 +57,14 @@ export async function deliverPending(run: CronRun, job: CronJob, deps: WorkerDep
   for (const d of deliveries) {
     if (d.status === 'failed') deps.log.warn({ cronJobId: run.job_id, occurrenceId: run.occurrence_id, target: redactTarget(d.target), error: d.error }, 'cron delivery failed');
   }
-  return { ...run, deliveries };
+  // Once nothing is pending, the full text is no longer needed on the record (it keeps the capped output).
+  if (deliveries.some((d) => d.status === 'pending')) return { ...run, deliveries };
+  const { delivery_text: _sent, ...rest } = run;
+  return { ...rest, deliveries };
 }
 
 async function deliverOne(target: string, run: CronRun, job: CronJob, deps: WorkerDeps): Promise<CronDelivery> {
-  const text = run.output ?? '';
+  const text = deliveryText(run); // the whole reply, or the failure notice
   if (target.startsWith('telegram:')) {
     const [, chatId, threadId] = target.split(':');
     // One outbound job per occurrence and target (outboundJobId makes it a valid BullMQ id).

@@ -26,10 +26,11 @@ import { DelayedError, type Job } from 'bullmq';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { periodAt } from '../scheduler/cron/cron-engine.ts';
 import {
-  applyRun, cronOccurrenceId, cronSessionId, MAX_RUN_OUTPUT_CHARS, SILENT_REPLY,
+  applyRun, cronOccurrenceId, cronSessionId, deliveryText, withReply,
   type CronDelivery, type CronJob, type CronRun,
 } from '../scheduler/cron/cron-job.ts';
 import { CronStore, type CronTickData } from '../scheduler/cron/cron-store.ts';
+import { withNotice } from '../scheduler/cron/cron-notice.ts';
 import { decideOccurrence, type OccurrenceTrigger } from '../scheduler/cron/misfire.ts';
 import { schedulerJobMillis } from '../scheduler/queues.ts';
 import type { WorkerDeps } from './worker-deps.ts';
@@ -174,8 +175,7 @@ export async function processCronTick(
           throw err;
         }
       }, signal);
-      run.output = reply.length > MAX_RUN_OUTPUT_CHARS ? `${reply.slice(0, MAX_RUN_OUTPUT_CHARS)}\n[output cut]` : reply;
-      run.silent = reply.trim() === SILENT_REPLY;
+      Object.assign(run, withReply(run, reply)); // the record keeps a capped copy; targets get it whole
     } catch (err) {
       if (err instanceof DelayedError || lockLost) throw err; // handed back, or another worker has the job now
       const turnError = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', cause: err });
@@ -252,12 +252,14 @@ async function commit(store: CronStore, deps: WorkerDeps, jobId: string, run: Cr
   for (let attempt = 0; attempt < 20; attempt++) {
     const current = await store.get(jobId);
     if (!current) return { outcome: 'dropped', occurrenceId: run.occurrence_id, reason: 'removed' };
-    const next = applyRun(current, run, pickedAt, Date.now());
-    const local = run.deliveries.some((d) => d.target === 'local' && d.status === 'pending');
+    const next = applyRun(current, run, pickedAt, Date.now(), { maxConsecutiveFailures: deps.config.cron.max_consecutive_failures });
+    // A failed run (or, with --notify always, a skipped one) is told to the targets as a short notice.
+    const told = withNotice(run, next, current.state === 'scheduled' && next.state === 'paused', resolveTargets(current));
+    const local = told.deliveries.some((d) => d.target === 'local' && d.status === 'pending');
     const res = await store.commitRun({
-      run, job: next, expectedVersion: current.version,
+      run: told, job: next, expectedVersion: current.version,
       localEvent: local
-        ? { text: run.output ?? '', source: 'cron', job_id: jobId, occurrence_id: run.occurrence_id, trigger: run.trigger, due_at: run.due_at }
+        ? { text: deliveryText(told), source: 'cron', job_id: jobId, occurrence_id: run.occurrence_id, trigger: run.trigger, due_at: run.due_at }
         : null,
     });
     if (res.status === 'conflict') continue;

@@ -71,9 +71,9 @@ export function formatJob(job: CronJob, now: number): string[] {
   const lines = [
     `${job.id}  ${job.name}`,
     `  schedule  ${scheduleText(job.schedule)} (${job.tz})${job.repeat.times !== null ? ` · ${job.repeat.completed}/${job.repeat.times} runs` : ''}`,
-    `  state     ${job.state}${job.state === 'scheduled' ? ` · next ${when(job.next_run_at, job.tz, now)}` : ''}`,
+    `  state     ${job.state}${job.state === 'scheduled' ? ` · next ${when(job.next_run_at, job.tz, now)}` : ''}${job.paused_reason ? ` (${job.paused_reason})` : ''}`,
     `  deliver   ${job.deliver.join(', ')}`,
-    `  policy    misfire ${job.misfire} · overlap ${job.overlap}`,
+    `  policy    misfire ${job.misfire} · overlap ${job.overlap} · notify ${job.notify ?? 'failure'}`,
   ];
   if (job.script !== null) lines.push(`  script    ${clip(job.script, 100)}`);
   if (job.prompt) lines.push(`  prompt    ${clip(job.prompt, 100)}`);
@@ -151,7 +151,9 @@ export function formatStatus(s: CronStatus, now: number): string[] {
   }
   if (s.failing.length) {
     lines.push('failing');
-    for (const f of s.failing) lines.push(`  ${f.id}  ${clip(f.name, 30)}  ${f.failure_streak} in a row: ${clip(f.last_error ?? '', 80)}`);
+    for (const f of s.failing) {
+      lines.push(`  ${f.id}  ${clip(f.name, 30)}  ${f.failure_streak} in a row${f.paused_reason ? ', paused' : ''}: ${clip(f.last_error ?? '', 80)}`);
+    }
   }
   return lines;
 }

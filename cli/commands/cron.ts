@@ -134,7 +134,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
   ).action(run(true, async (service, schedule: string, promptWords: string[], opts: JobFlags & { paused?: boolean }) => {
     const job = await service!.add({
       schedule, prompt: promptWords.join(' '), name: opts.name, deliver: opts.deliver, repeat: opts.repeat, tz: opts.tz,
-      script: opts.script, paused: opts.paused, misfire: opts.misfire, overlap: opts.overlap,
+      script: opts.script, paused: opts.paused, misfire: opts.misfire, overlap: opts.overlap, notify: opts.notify,
     }, CLI_CALLER);
     print(opts.json, cronJobView(job), () => ['Added cron job:', ...formatJob(job, io.now())]);
   }));
@@ -149,7 +149,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
   ).action(run(true, async (service, ref: string, opts: JobFlags & { schedule?: string; prompt?: string }) => {
     const changes: CronJobChanges = {
       schedule: opts.schedule, prompt: opts.prompt, name: opts.name, deliver: opts.deliver, tz: opts.tz,
-      misfire: opts.misfire, overlap: opts.overlap, script: opts.script,
+      misfire: opts.misfire, overlap: opts.overlap, notify: opts.notify, script: opts.script,
       repeat: opts.repeat === undefined ? undefined : opts.repeat === 'none' ? null : opts.repeat,
     };
     const job = await service!.edit(ref, changes, CLI_CALLER);
@@ -265,6 +265,7 @@ interface JobFlags {
   script?: string;
   misfire?: string;
   overlap?: string;
+  notify?: string;
   json?: boolean;
 }
 
@@ -277,6 +278,7 @@ function withJobFlags(cmd: Command): Command {
     .option('--script <command>', 'run this shell command instead of an agent turn (stdout is the output)')
     .addOption(new Option('--misfire <policy>', 'beyond the grace window: run one catch-up, or skip').choices(['once', 'skip']))
     .addOption(new Option('--overlap <policy>', 'when still running at the next occurrence').choices(['skip', 'queue', 'allow']))
+    .addOption(new Option('--notify <policy>', 'notices to the targets: failed runs (failure, default), also skipped ones (always), none (never)').choices(['always', 'failure', 'never']))
     .option('--json', 'print JSON');
 }
 

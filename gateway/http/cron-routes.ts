@@ -23,6 +23,8 @@ export interface CronAddInput {
   paused?: boolean;
   misfire?: 'skip' | 'once';
   overlap?: 'skip' | 'queue' | 'allow';
+  /** Notices to the targets: failed runs (`failure`, default), also skipped ones (`always`), none (`never`). */
+  notify?: 'always' | 'failure' | 'never';
 }
 
 /**
@@ -52,6 +54,7 @@ const addSchema = z
     paused: z.boolean().optional(),
     misfire: z.enum(['skip', 'once']).optional(),
     overlap: z.enum(['skip', 'queue', 'allow']).optional(),
+    notify: z.enum(['always', 'failure', 'never']).optional(),
   })
   .strict();
 

@@ -97,17 +97,29 @@ function checkValue(typed: string, item: string, spec: FieldSpec, where: string)
  * real gap of a rare pattern, never larger, so a minimum checked against it
  * holds for every fire.
  * @param expression - an expression croner accepts (5 or 6 fields, or a nickname)
+ * @param stopBelowSeconds - return as soon as a gap below this is found (the
+ *   answer is then that gap, not necessarily the smallest)
  */
-export function minCronGapSeconds(expression: string): number {
+export function minCronGapSeconds(expression: string, stopBelowSeconds = 0): number {
   const p = new CronPattern(expression, undefined, { mode: '5-or-6-parts' });
   const pick = (bits: number[]) => bits.flatMap((b, i) => (b ? [i] : []));
   const [hours, minutes, seconds] = [pick(p.hour), pick(p.minute), pick(p.second)];
-  const times: number[] = [];
-  for (const h of hours) for (const m of minutes) for (const s of seconds) times.push(h * 3600 + m * 60 + s);
-  times.sort((a, b) => a - b);
-  let gap = 86_400 - times[times.length - 1]! + times[0]!;
-  for (let i = 1; i < times.length; i++) gap = Math.min(gap, times[i]! - times[i - 1]!);
-  return gap;
+  // Nested in ascending order, the times of day come out sorted: one pass, no array.
+  let first = -1;
+  let previous = -1;
+  let gap = 86_400;
+  for (const h of hours) {
+    for (const m of minutes) {
+      for (const s of seconds) {
+        const t = h * 3600 + m * 60 + s;
+        if (first < 0) first = t;
+        else gap = Math.min(gap, t - previous);
+        previous = t;
+        if (gap < stopBelowSeconds) return gap;
+      }
+    }
+  }
+  return Math.min(gap, 86_400 - previous + first);
 }
 
 /**
@@ -117,7 +129,7 @@ export function minCronGapSeconds(expression: string): number {
  */
 export function assertCronMinimum(expression: string, minSeconds: number): void {
   if (minSeconds <= 0) return;
-  const gap = minCronGapSeconds(expression);
+  const gap = minCronGapSeconds(expression, minSeconds);
   if (gap < minSeconds) {
     throw new ScheduleInputError(
       `"${expression}" fires as often as every ${formatSeconds(gap)}; the minimum is ${formatSeconds(minSeconds)} (cron.min_interval_seconds).`,

@@ -15,6 +15,12 @@ export type CronJobState = 'scheduled' | 'paused' | 'completed' | 'error';
 export type MisfirePolicy = 'skip' | 'once';
 export type OverlapPolicy = 'skip' | 'queue' | 'allow';
 export type RunStatus = 'ok' | 'error' | 'skipped';
+/**
+ * Which runs send a notice to the job's targets (`--notify`): `failure`
+ * (default) a failed run; `always` also a skipped occurrence (overlap or
+ * misfire); `never` none. A successful run always delivers its reply.
+ */
+export type NotifyPolicy = 'always' | 'failure' | 'never';
 
 /** A stored cron job. */
 export interface CronJob {
@@ -33,7 +39,11 @@ export interface CronJob {
   script: string | null;
   misfire: MisfirePolicy;
   overlap: OverlapPolicy;
+  /** `--notify`; records written before it existed read as `failure`. */
+  notify?: NotifyPolicy;
   state: CronJobState;
+  /** Why the job was paused by the product (a failure streak); `null` otherwise. */
+  paused_reason?: string | null;
   /** Where the job was created; `origin` delivery goes to its route, else `local`. */
   origin: Origin;
   next_run_at: number | null;
@@ -94,7 +104,14 @@ export interface CronRun {
   finished_at: number | null;
   lateness_ms: number;
   late: boolean;
+  /** The reply, capped at `MAX_RUN_OUTPUT_CHARS` (the record is for reading, not delivery). */
   output: string | null;
+  /**
+   * What the targets get when it is not `output`: the whole reply when
+   * `output` was cut (field report F20), or a failure notice. Kept only while
+   * a delivery is pending, so a retry can finish it.
+   */
+  delivery_text?: string | null;
   error: string | null;
   silent: boolean;
   deliveries: CronDelivery[];
@@ -103,8 +120,22 @@ export interface CronRun {
 
 /** A reply that is exactly this is recorded but not delivered. */
 export const SILENT_REPLY = '[SILENT]';
-/** Characters of output kept in a run record. */
+/** Characters of output kept in a run record (the delivered reply is never cut). */
 export const MAX_RUN_OUTPUT_CHARS = 8_000;
+
+/**
+ * Put a turn's reply on a run: `output` capped for the record, the whole
+ * reply kept for delivery when it was cut (F20: every target gets all of it).
+ */
+export function withReply(run: CronRun, reply: string): CronRun {
+  if (reply.length <= MAX_RUN_OUTPUT_CHARS) return { ...run, output: reply, silent: reply.trim() === SILENT_REPLY };
+  return { ...run, output: `${reply.slice(0, MAX_RUN_OUTPUT_CHARS)}\n[output cut]`, delivery_text: reply, silent: false };
+}
+
+/** The text a delivery target gets for a run. */
+export function deliveryText(run: CronRun): string {
+  return run.delivery_text ?? run.output ?? '';
+}
 
 /** Session id of a cron job: its run output stream is this session's event stream. */
 export function cronSessionId(jobId: string): string {
@@ -170,6 +201,8 @@ export interface NewCronJob {
   script: string | null;
   misfire: MisfirePolicy;
   overlap: OverlapPolicy;
+  /** `--notify`; default `failure`. */
+  notify?: NotifyPolicy;
   paused: boolean;
   origin: Origin;
   now: number;
@@ -189,7 +222,9 @@ export function createCronJob(input: NewCronJob): CronJob {
     script: input.script,
     misfire: input.misfire,
     overlap: input.overlap,
+    notify: input.notify ?? 'failure',
     state,
+    paused_reason: null,
     origin: input.origin,
     next_run_at: state === 'scheduled' ? firstDue(input.schedule, input.tz, input.now) : null,
     last_run_at: null,
@@ -216,7 +251,7 @@ export function firstDue(schedule: CronSchedule, tz: string, now: number): numbe
 /** Pause (pure); only a scheduled job changes. */
 export function pauseCronJob(job: CronJob, now: number): CronJob | undefined {
   if (job.state !== 'scheduled') return undefined;
-  return { ...job, state: 'paused', next_run_at: null, generation: job.generation + 1, updated_at: now };
+  return { ...job, state: 'paused', paused_reason: null, next_run_at: null, generation: job.generation + 1, updated_at: now };
 }
 
 /**
@@ -235,7 +270,8 @@ export function resumeCronJob(job: CronJob, now: number): CronJob | undefined {
       { field: 'ref' },
     );
   }
-  return { ...job, state: 'scheduled', next_run_at: next, generation: job.generation + 1, updated_at: now };
+  // A resume gives a job paused by its failure streak fresh tries (the count starts again).
+  return { ...job, state: 'scheduled', next_run_at: next, generation: job.generation + 1, updated_at: now, failure_streak: 0, paused_reason: null };
 }
 
 /**
@@ -249,8 +285,25 @@ export function resumeCronJob(job: CronJob, now: number): CronJob | undefined {
  *   schedule and `next_run_at` stay as they were (field report F12).
  * - A one-shot is completed after its occurrence (state `error` if it failed);
  *   `--repeat N` completes the job after N runs.
+ * - Failure streak (field report F19): after `maxConsecutiveFailures` failed
+ *   runs in a row (`cron.max_consecutive_failures`, 0 = never) a scheduled
+ *   job is paused, with the reason on the record (`cron status` shows it); a
+ *   successful run resets the count, and so does `resume`.
  */
-export function applyRun(job: CronJob, run: CronRun, pickedAt: number, now: number): CronJob {
+export function applyRun(job: CronJob, run: CronRun, pickedAt: number, now: number, options: { maxConsecutiveFailures?: number } = {}): CronJob {
+  const next = advance(job, run, pickedAt, now);
+  const max = options.maxConsecutiveFailures ?? 0;
+  if (run.status === 'error' && max > 0 && next.failure_streak >= max && next.state === 'scheduled') {
+    const error = (run.error ?? 'unknown error').replace(/\s+/g, ' ').trim();
+    return {
+      ...next, state: 'paused', next_run_at: null, generation: next.generation + 1,
+      paused_reason: `${next.failure_streak} failed runs in a row; last error: ${error.length > 300 ? `${error.slice(0, 299)}…` : error}`,
+    };
+  }
+  return next;
+}
+
+function advance(job: CronJob, run: CronRun, pickedAt: number, now: number): CronJob {
   const next: CronJob = { ...job, updated_at: now, last_status: run.status };
   if (run.status === 'ok') {
     next.failure_streak = 0;
@@ -294,7 +347,9 @@ export function cronJobView(job: CronJob): Record<string, unknown> {
     script: job.script,
     misfire: job.misfire,
     overlap: job.overlap,
+    notify: job.notify ?? 'failure',
     state: job.state,
+    paused_reason: job.paused_reason ?? null,
     next_run_at: iso(job.next_run_at),
     last_run_at: iso(job.last_run_at),
     last_status: job.last_status,

@@ -22,7 +22,7 @@ import type { Origin } from '../loop-state.ts';
 import { assertTimeZone, defaultTimeZone, type CronSchedule } from './cron-engine.ts';
 import {
   createCronJob, firstDue, parseDeliver, pauseCronJob, resumeCronJob,
-  type CronJob, type CronRun, type MisfirePolicy, type OverlapPolicy,
+  type CronJob, type CronRun, type MisfirePolicy, type NotifyPolicy, type OverlapPolicy,
 } from './cron-job.ts';
 import { CronStore } from './cron-store.ts';
 import { resolveJobRef } from './job-ref.ts';
@@ -58,6 +58,8 @@ export interface CronJobInput {
   paused?: boolean;
   misfire?: string;
   overlap?: string;
+  /** `always`, `failure` (default) or `never`: which runs send a notice to the targets. */
+  notify?: string;
 }
 
 /** What `edit` may change; absent fields stay. `null` clears `repeat` or `script`. */
@@ -71,6 +73,7 @@ export interface CronJobChanges {
   script?: string | null;
   misfire?: string;
   overlap?: string;
+  notify?: string;
 }
 
 /** Who is asking: the origin of new jobs, and whether it may create command turns. */
@@ -88,7 +91,8 @@ export interface CronStatus {
   upcoming: Array<{ id: string; name: string; tz: string; next_run_at: number }>;
   /** Lateness of the recent runs that started. */
   lateness: { runs: number; averageMs: number; maxMs: number; late: number };
-  failing: Array<{ id: string; name: string; failure_streak: number; last_error: string | null }>;
+  /** Jobs with failed runs in a row; `paused_reason` when the streak paused the job. */
+  failing: Array<{ id: string; name: string; failure_streak: number; last_error: string | null; state: CronJob['state']; paused_reason: string | null }>;
   /** Delivery outcomes of the recent runs, by status (`sent`, `delivered`, `queued`, `failed`, …). */
   deliveries: Record<string, number>;
   /** Failed deliveries of the recent runs, newest first (at most 5). */
@@ -137,6 +141,7 @@ export class CronService {
       script,
       misfire: parseMisfire(input.misfire),
       overlap: parseOverlap(input.overlap),
+      notify: parseNotify(input.notify),
       paused: input.paused === true,
       origin: caller.origin,
       now,
@@ -156,7 +161,7 @@ export class CronService {
    */
   async edit(ref: string, changes: CronJobChanges, caller: CronCaller): Promise<CronJob> {
     if (Object.values(changes).every((v) => v === undefined)) {
-      throw new ScheduleInputError('Nothing to change: give at least one of --schedule, --prompt, --name, --deliver, --repeat, --tz, --script, --misfire, --overlap.');
+      throw new ScheduleInputError('Nothing to change: give at least one of --schedule, --prompt, --name, --deliver, --repeat, --tz, --script, --misfire, --overlap, --notify.');
     }
     const current = await this.resolveRef(ref);
     const now = this.clock();
@@ -174,10 +179,11 @@ export class CronService {
       repeatTimes: changes.repeat !== undefined ? (changes.repeat === null ? null : parseRepeat(changes.repeat)) : current.repeat.times,
       misfire: changes.misfire !== undefined ? parseMisfire(changes.misfire) : current.misfire,
       overlap: changes.overlap !== undefined ? parseOverlap(changes.overlap) : current.overlap,
+      notify: changes.notify !== undefined ? parseNotify(changes.notify) : current.notify ?? 'failure',
     };
     const { stored, previous } = await this.write(current.id, (cur) => {
       const next: CronJob = {
-        ...cur, prompt, script, schedule, tz, name: fields.name, deliver: fields.deliver, misfire: fields.misfire, overlap: fields.overlap,
+        ...cur, prompt, script, schedule, tz, name: fields.name, deliver: fields.deliver, misfire: fields.misfire, overlap: fields.overlap, notify: fields.notify,
         repeat: { times: fields.repeatTimes, completed: cur.repeat.completed }, updated_at: now,
       };
       if (rearm) {
@@ -325,7 +331,9 @@ export class CronService {
       failing: jobs
         .filter((j) => j.failure_streak > 0)
         .sort((a, b) => b.failure_streak - a.failure_streak)
-        .map((j) => ({ id: j.id, name: j.name, failure_streak: j.failure_streak, last_error: j.last_error })),
+        .map((j) => ({
+          id: j.id, name: j.name, failure_streak: j.failure_streak, last_error: j.last_error, state: j.state, paused_reason: j.paused_reason ?? null,
+        })),
       deliveries,
       failedDeliveries,
     };
@@ -383,6 +391,9 @@ export class CronService {
       } catch {
         findings.push({ jobId: job.id, message: `time zone ${job.tz} is unknown to this runtime.` });
         continue;
+      }
+      if (job.state === 'paused' && job.paused_reason) {
+        findings.push({ jobId: job.id, message: `paused after ${job.paused_reason}; \`hermes cron resume ${job.id}\` continues.` });
       }
       if (job.state !== 'scheduled') continue;
       if (job.schedule.kind === 'once') {
@@ -494,6 +505,12 @@ function parseMisfire(value: string | undefined): MisfirePolicy {
   if (value === undefined) return 'once';
   if (value === 'once' || value === 'skip') return value;
   throw new ScheduleInputError(`--misfire must be skip or once, got "${value}".`, { field: 'misfire' });
+}
+
+function parseNotify(value: string | undefined): NotifyPolicy {
+  if (value === undefined) return 'failure';
+  if (value === 'always' || value === 'failure' || value === 'never') return value;
+  throw new ScheduleInputError(`--notify must be always, failure or never, got "${value}".`, { field: 'notify' });
 }
 
 function parseOverlap(value: string | undefined): OverlapPolicy {

@@ -1,0 +1,45 @@
+/**
+ * Notices a cron run sends to its job's targets besides its reply (pure):
+ * a failed run is told as a short failure notice (job, error, how to
+ * inspect), unless the job says `--notify never`; with `--notify always` a
+ * skipped occurrence is told too. A run that paused the job (its failure
+ * streak, field report F19) says so and how to resume.
+ */
+import { isoUtc } from './cron-engine.ts';
+import type { CronDelivery, CronJob, CronRun } from './cron-job.ts';
+
+/**
+ * The notice for `run`, or `null` when none is due under the job's policy.
+ * @param job - the job after the run was applied (`applyRun`): a job that the
+ *   run paused carries its `paused_reason`
+ * @param pausedByRun - true when this run moved the job from scheduled to paused
+ */
+export function runNotice(job: CronJob, run: CronRun, pausedByRun: boolean): string | null {
+  const notify = job.notify ?? 'failure';
+  if (notify === 'never') return null;
+  const who = `Cron job "${job.name}" (${job.id})`;
+  if (run.status === 'error') {
+    const error = (run.error ?? 'unknown error').replace(/\s+/g, ' ').trim();
+    const lines = [`${who} failed: ${error.length > 500 ? `${error.slice(0, 499)}…` : error}`];
+    if (pausedByRun) lines.push(`Paused after ${job.failure_streak} failed runs in a row; \`hermes cron resume ${job.id}\` continues.`);
+    lines.push(`\`hermes cron runs ${job.id}\` shows its runs.`);
+    return lines.join('\n');
+  }
+  if (run.status === 'skipped' && notify === 'always') {
+    const why = run.reason === 'overlap' ? 'the previous run was still going' : 'it was missed beyond its grace window';
+    return `${who} skipped its run due ${isoUtc(run.due_at)}: ${why}.`;
+  }
+  return null;
+}
+
+/**
+ * The run with its notice set up for delivery: `delivery_text` and one
+ * pending delivery per target. A run with no notice due is returned as it is
+ * (a successful run's reply deliveries are set by the caller).
+ * @param targets - the job's concrete targets (`origin` resolved)
+ */
+export function withNotice(run: CronRun, job: CronJob, pausedByRun: boolean, targets: string[]): CronRun {
+  const notice = runNotice(job, run, pausedByRun);
+  if (notice === null) return run;
+  return { ...run, delivery_text: notice, deliveries: targets.map((target): CronDelivery => ({ target, status: 'pending' })) };
+}
