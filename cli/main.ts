@@ -11,6 +11,7 @@ import { resolveRedis } from '../scheduler/redis/connect.ts';
 import type { RedisTopology } from '../scheduler/redis/connection-factory.ts';
 import { LoopStore } from '../scheduler/loop-store.ts';
 import { WorkerProcess } from '../worker/worker-process.ts';
+import type { HermesMetrics } from '../scheduler/metrics.ts';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { openCronApi } from './gateway-cron-api.ts';
 import type { CliContext } from './cli-context.ts';
@@ -44,10 +45,10 @@ program
   .exitOverride(); // usage errors exit 2 (see the catch at the end)
 
 /** Start the gateway with its `/api/cron` backed by the cron service. */
-async function gatewayFor(cfg: HermesConfig, topology: RedisTopology, log: ReturnType<typeof createLogger>): Promise<{ gateway: Gateway; close(): Promise<void> }> {
+async function gatewayFor(cfg: HermesConfig, topology: RedisTopology, log: ReturnType<typeof createLogger>, metrics?: HermesMetrics): Promise<{ gateway: Gateway; close(): Promise<void> }> {
   const cron = await openCronApi(cfg, topology, log);
   try {
-    const gateway = await startGateway({ config: cfg, topology, log, cron: cron.api });
+    const gateway = await startGateway({ config: cfg, topology, log, cron: cron.api, metrics });
     return { gateway, close: async () => { await gateway.close(); await cron.close(); } };
   } catch (err) {
     await cron.close();
@@ -82,7 +83,8 @@ program
     let gw: Awaited<ReturnType<typeof gatewayFor>> | undefined;
     try {
       worker = await WorkerProcess.start({ config: cfg, topology: target.topology, log });
-      gw = opts.gateway ? await gatewayFor(cfg, target.topology, log) : undefined;
+      // One process: the gateway's /metrics also shows the worker's ticks and turns.
+      gw = opts.gateway ? await gatewayFor(cfg, target.topology, log, worker.metrics) : undefined;
     } catch (err) {
       // Nothing half-started stays behind: not the worker, not the embedded Redis.
       process.off('SIGINT', onEarly);

@@ -23,6 +23,7 @@ import { HermesQueues } from '../scheduler/queues.ts';
 import { ScheduleService } from '../scheduler/schedule-service.ts';
 import { RunStore, v1RunsQueue } from '../scheduler/v1-runs.ts';
 import { telegramOutboundQueue } from '../scheduler/outbound.ts';
+import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
 import { InflightRuns } from './drain.ts';
 import { StreamFanout } from './stream-fanout.ts';
 import type { CronApi } from './http/cron-routes.ts';
@@ -44,6 +45,8 @@ export interface GatewayOptions {
   cron?: CronApi;
   /** Platform plugins besides the built-in Telegram one. */
   plugins?: PlatformPlugin[];
+  /** Metrics to record into and serve (a worker's in the same process); default: the gateway's own. */
+  metrics?: HermesMetrics;
 }
 
 /** A running gateway. */
@@ -54,6 +57,8 @@ export interface Gateway {
   readonly instanceId: string;
   /** State of every platform plugin (`ready`, `adapter_unavailable`, …). */
   platforms(): PlatformStatus[];
+  /** This gateway's metrics (served at `/metrics`). */
+  readonly metrics: HermesMetrics;
   /** The reconnect watcher (re-arms failed plugin loads). */
   readonly watcher: ReconnectWatcher;
   /**
@@ -96,6 +101,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   });
   fanout.start();
   const outbound = telegramOutboundQueue(keys, bull);
+  // In one process with a worker (`hermes up`) the gateway serves the worker's metrics too.
+  const metrics = options.metrics ?? new HermesMetrics({
+    fleet: fleetReadings({ redis, workersKey: keys.workers, queues: [queues.ticks, queues.inbox, outbound, v1Queue] }),
+  });
   const gw = config.gateway;
   const registry = new PlatformRegistry(gw.plugin_load_timeout_seconds * 1000, log);
   registry.register(telegramPlugin({ config, redis, topology, keys, queues, outbound, instanceId, log }));
@@ -133,6 +142,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         maxPromptChars: config.agent.max_prompt_chars, runTimeoutMs: config.gateway.run_timeout_seconds * 1000,
       },
       api: { config, keys, redis, fanout, loops, schedules, cron: options.cron, inflight },
+      metrics: { registry: metrics, public: config.metrics.public },
       health: () => ({
         instance: instanceId, draining: inflight.draining, streams: fanout.subscriptions,
         platforms: Object.fromEntries(registry.statuses().map((p) => [p.name, { state: p.state, ...(p.adapter ?? {}) }])),
@@ -171,6 +181,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     httpAddress: { host: config.api_server.host, port, url: http.url },
     instanceId,
     watcher,
+    metrics,
     platforms: () => registry.statuses(),
     drain,
     close() {

@@ -261,12 +261,31 @@ export const configSchema = z
          * @defaultValue 3600
          */
         occurrence_window_seconds: z.coerce.number().int().min(60).default(3600),
+        /**
+         * Port of this worker's `GET /metrics` (Prometheus), bound to `api_server.host`; unset = no
+         * metrics server. Behind `api_server.key` unless `metrics.public`. @defaultValue unset
+         */
+        metrics_port: z.coerce.number().int().min(0).max(65535).optional(),
       })
       .strict()
       .refine((w) => w.lock_renew_ms < w.lock_duration_ms, {
         message: 'lock_renew_ms must be below lock_duration_ms (a lock must be renewed before it lapses)',
         path: ['lock_renew_ms'],
       })
+      .prefault({}),
+    metrics: z
+      .object({
+        /** Serve `/metrics` without the API key (for a Prometheus that cannot send one). @defaultValue false */
+        public: flag(false),
+      })
+      .strict()
+      .prefault({}),
+    dashboard: z
+      .object({
+        /** The queue dashboard at `/admin/queues` only shows (no retry, remove, pause). @defaultValue true */
+        read_only: flag(true),
+      })
+      .strict()
       .prefault({}),
     /**
      * Tools of agent turns, declared by the operator only (chat, Telegram and

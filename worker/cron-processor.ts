@@ -157,6 +157,7 @@ export async function processCronTick(
     run.started_at = startedAt;
     run.late = decision.late;
     log.info({ trigger: run.trigger, latenessMs: run.lateness_ms, late: run.late, attempt: claim.attempt }, 'cron run started');
+    if (trigger !== 'manual') deps.metrics?.tickLateness.observe({ kind: 'cron' }, run.lateness_ms / 1000);
     let lockLost = false;
     try {
       const reply = await deps.turns.run(holder, 'scheduled', async (turnSignal, turn) => {
@@ -187,6 +188,7 @@ export async function processCronTick(
       run.error = turnError.message;
     }
     run.finished_at = Date.now();
+    deps.metrics?.turnFinished('cron', run.status === 'ok' ? 'ok' : 'failed', (run.finished_at - startedAt) / 1000);
     run.deliveries = run.status === 'ok'
       ? resolveTargets(record).map((target): CronDelivery => ({ target, status: run.silent ? 'silent' : 'pending' }))
       : [];

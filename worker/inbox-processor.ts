@@ -113,6 +113,7 @@ export async function processInbox(
         log.warn({ err: failure.message, failureKind: failure.kind }, 'user turn failed');
       }
       const finishedAt = Date.now();
+      deps.metrics?.turnFinished('message', failure ? 'failed' : 'ok', (finishedAt - startedAt) / 1000);
       const res = await deps.sessions.commitTurn(sessionId, {
         occurrenceId,
         messages: failure

@@ -59,7 +59,7 @@ const MAX_CLAIM_ROUNDS = 5;
 type GateResult =
   | { action: 'fire'; loop: LoopRecord }
   | { action: 'skip'; reason: string }
-  | { action: 'defer'; reason: string; delayMs: number };
+  | { action: 'defer'; reason: string; delayMs: number; metricReason: string };
 
 /**
  * Process one tick job of a loop or heartbeat.
@@ -87,11 +87,13 @@ export async function processScheduleTick(
       }
       if (gated.action === 'defer') {
         log.debug({ reason: gated.reason }, 'tick deferred');
+        deps.metrics?.ticksDeferred.inc({ reason: gated.metricReason });
         return await deferJob(job, token, gated.delayMs);
       }
       held ??= await deps.lock.acquire(sessionId, job.id!);
       if (!held) {
         log.debug('session busy; tick deferred');
+        deps.metrics?.ticksDeferred.inc({ reason: 'session-busy' });
         return await deferJob(job, token, deps.config.worker.defer_ms);
       }
       const { lock_duration_ms: lockMs, max_stalled_count: stalls } = deps.config.worker;
@@ -104,12 +106,14 @@ export async function processScheduleTick(
       if (claim.status === 'ok') claimed = { loop: gated.loop, mark };
       else if (claim.status === 'inflight' && (await earlierTickInFlight(deps, job, claim.mark))) {
         log.debug({ inflight: claim.mark.occurrenceId }, 'an earlier tick of this schedule is still in flight; deferred');
+        deps.metrics?.ticksDeferred.inc({ reason: 'earlier-tick-in-flight' });
         return await deferJob(job, token, deps.config.worker.defer_ms);
       }
       // `changed` (or a stale mark just cleared): decide again over a fresh read.
     }
     if (!claimed) {
       log.debug('the schedule kept changing while the tick was claimed; deferred');
+      deps.metrics?.ticksDeferred.inc({ reason: 'schedule-changing' });
       return await deferJob(job, token, deps.config.worker.defer_ms);
     }
     const { loop, mark } = claimed;
@@ -118,6 +122,7 @@ export async function processScheduleTick(
       const { startedAt, tick: tickNumber } = mark;
       const latenessMs = startedAt - dueAt;
       log.debug({ tick: tickNumber, latenessMs }, `${kind} tick started`);
+      deps.metrics?.tickLateness.observe({ kind }, Math.max(0, latenessMs) / 1000);
       // One round trip: tell clients, read the transcript.
       const [, transcript] = await Promise.all([
         deps.sessions.appendEvent(sessionId, 'tick.started', {
@@ -141,6 +146,8 @@ export async function processScheduleTick(
       } catch (err) {
         if (turn.abortedByDrain) {
           log.warn('tick aborted by drain; handed back for another worker');
+          deps.metrics?.turnFinished(kind, 'aborted', (Date.now() - startedAt) / 1000);
+          deps.metrics?.ticksDeferred.inc({ reason: 'drain' });
           return await deferJob(job, token, 0);
         }
         if (turn.lockLost) throw err; // another worker has the job now: commit nothing here
@@ -149,6 +156,7 @@ export async function processScheduleTick(
       }
       const until = !failure && loop.until ? await judgeUntil(deps, loop, reply, turnSignal) : undefined;
       const finishedAt = Date.now();
+      deps.metrics?.turnFinished(kind, failure ? 'failed' : 'ok', (finishedAt - startedAt) / 1000);
       const committed = await commitTick(deps, loop, {
         sessionId, kind, loopId, occurrenceId, dueAt, startedAt, finishedAt, tickNumber, input, reply, steps, failure, until,
         runner: loop.runner.kind,
@@ -199,10 +207,10 @@ async function gate(deps: WorkerDeps, job: Job<TickJobData>, tick: { dueAt: numb
     return { action: 'skip', reason: decision.reason };
   }
   if (pendingCount > 0 && (await pendingInput(deps.redis, deps.keys, sessionId)).length > 0) {
-    return { action: 'defer', reason: 'user input pending', delayMs: deps.config.worker.defer_ms };
+    return { action: 'defer', reason: 'user input pending', delayMs: deps.config.worker.defer_ms, metricReason: 'input-pending' };
   }
   if (goalHoldsSession(goal)) {
-    return { action: 'defer', reason: 'an active goal owns the session', delayMs: Math.max(1000, deps.config.worker.defer_ms) };
+    return { action: 'defer', reason: 'an active goal owns the session', delayMs: Math.max(1000, deps.config.worker.defer_ms), metricReason: 'goal-active' };
   }
   return { action: 'fire', loop: loop! };
 }

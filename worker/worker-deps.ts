@@ -13,6 +13,7 @@ import type { HermesQueues } from '../scheduler/queues.ts';
 import type { SessionStore } from '../scheduler/session-store.ts';
 import type { ScheduleService } from '../scheduler/schedule-service.ts';
 import type { GoalService } from '../scheduler/goal-service.ts';
+import type { HermesMetrics } from '../scheduler/metrics.ts';
 import type { RunnerFactory } from './turn-runners/create-runner.ts';
 import type { SessionLock } from './session-lock.ts';
 import type { TurnTracker } from './turn-tracker.ts';
@@ -38,4 +39,6 @@ export interface WorkerDeps {
   log: Logger;
   /** `<host>:<pid>:<random>` of this worker process. */
   workerId: string;
+  /** Where processors record lateness, turns and deferrals (absent in deps built without a process). */
+  metrics?: HermesMetrics;
 }

@@ -35,6 +35,9 @@ import { cronRepeatStrategy } from '../scheduler/cron/repeat-strategy.ts';
 import { CronStore } from '../scheduler/cron/cron-store.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 import { McpServers } from './tools/mcp-servers.ts';
+import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
+import { v1RunsQueue } from '../scheduler/v1-runs.ts';
+import { startMetricsServer, type MetricsServer } from './metrics-server.ts';
 
 /** Seconds between liveness heartbeats of a worker process. */
 export const WORKER_HEARTBEAT_MS = 5_000;
@@ -60,7 +63,13 @@ export interface WorkerProcessOptions {
 
 export class WorkerProcess {
   readonly deps: WorkerDeps;
+  /** This process's metrics (served at `worker.metrics_port` when set). */
+  readonly metrics: HermesMetrics;
+  /** The metrics server, when `worker.metrics_port` is set. */
+  metricsServer: MetricsServer | undefined;
   private readonly workers: Worker[] = [];
+  /** Queues opened only for metrics, closed with the process. */
+  private readonly closeQueues: Array<() => Promise<void>> = [];
   private heartbeat: NodeJS.Timeout | undefined;
   private closing: Promise<void> | undefined;
   /** The configured MCP servers (their tools join `deps.tools`). */
@@ -72,6 +81,7 @@ export class WorkerProcess {
     private readonly topology: RedisTopology,
   ) {
     this.deps = deps;
+    this.metrics = deps.metrics!;
   }
 
   /**
@@ -88,7 +98,12 @@ export class WorkerProcess {
     await checkRedis(redis, log);
     const deps = createWorkerDeps({ config, redis, queueConnection: queueConn, log, runners: options.runners });
     const { keys, queues, loops } = deps;
+    const v1Counts = v1RunsQueue(keys, queueConn);
+    deps.metrics = new HermesMetrics({
+      fleet: fleetReadings({ redis, workersKey: keys.workers, queues: [queues.ticks, queues.inbox, deps.outboundTelegram, v1Counts] }),
+    });
     const wp = new WorkerProcess(deps, [redis, queueConn], topology);
+    wp.closeQueues.push(() => v1Counts.close());
     const rearmed = await loops.reconcile();
     if (rearmed > 0) log.warn({ rearmed }, 're-armed active schedules whose job scheduler was missing');
     if (Object.keys(config.mcp_servers).length > 0) {
@@ -117,6 +132,17 @@ export class WorkerProcess {
     await wp.beat();
     wp.heartbeat = setInterval(() => void wp.beat().catch(() => {}), WORKER_HEARTBEAT_MS);
     wp.heartbeat.unref();
+    if (config.worker.metrics_port !== undefined) {
+      try {
+        wp.metricsServer = await startMetricsServer({
+          host: config.api_server.host, port: config.worker.metrics_port, key: config.api_server.key,
+          public: config.metrics.public, metrics: wp.metrics, log: deps.log,
+        });
+      } catch (err) {
+        await wp.drain();
+        throw err;
+      }
+    }
     deps.log.info({ concurrency: config.worker.concurrency, pid: process.pid }, 'worker started');
     return wp;
   }
@@ -205,6 +231,8 @@ export class WorkerProcess {
       ['close queues', () => this.deps.queues.close()],
       ['close outbound queue', () => this.deps.outboundTelegram.close()],
       ['close MCP servers', async () => await this.mcp?.close()],
+      ['close metrics server', async () => this.metricsServer?.close()],
+      ['close metrics queues', () => Promise.all(this.closeQueues.map((c) => c()))],
       ['close connections', async () => { for (const c of this.connections) c.disconnect(); }],
     ];
     for (const [name, step] of steps) {

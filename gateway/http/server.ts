@@ -1,6 +1,7 @@
 /**
  * The gateway's HTTP server (express 5): `/health` (open), `/v1` (OpenAI
- * compatible) and `/api` (management), both behind the bearer key.
+ * compatible) and `/api` (management), both behind the bearer key, and
+ * `/metrics` (Prometheus; behind the key unless `metrics.public`).
  *
  * Default bind 127.0.0.1:8642 (`api_server.host`/`port`); a non-loopback bind
  * without `API_SERVER_KEY` is refused before anything listens (SPEC §8).
@@ -10,6 +11,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import type { Logger } from 'pino';
+import type { HermesMetrics } from '../../scheduler/metrics.ts';
 import { apiRouter, type ApiDeps } from './api-routes.ts';
 import { assertBindAllowed, bearerAuth } from './auth.ts';
 import { HttpError, errorHandler } from './errors.ts';
@@ -30,6 +32,8 @@ export interface HttpServerOptions {
   api: Omit<ApiDeps, 'streams' | 'log'>;
   /** Body of `GET /health`. */
   health: () => Record<string, unknown>;
+  /** Metrics of this process: served at `/metrics`, and every request is counted. */
+  metrics?: { registry: HermesMetrics; public: boolean };
   log: Logger;
 }
 
@@ -49,6 +53,9 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
   app.disable('x-powered-by');
   app.set('trust proxy', false);
 
+  const metrics = options.metrics;
+  if (metrics) app.use(countRequests(metrics.registry));
+
   app.get('/health', (_req, res) => {
     res.json({ status: 'ok', ...options.health() });
   });
@@ -56,6 +63,13 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
   // Order matters: the key is checked before the body is read or parsed, so a caller
   // without it cannot make the gateway read (or parse) up to BODY_LIMIT of input.
   const auth = bearerAuth(options.key);
+  if (metrics) {
+    const open: express.RequestHandler = (_req, _res, next) => next();
+    app.get('/metrics', metrics.public ? open : auth, async (_req, res) => {
+      const { contentType, body } = await metrics.registry.exposition();
+      res.type(contentType).send(body);
+    });
+  }
   const jsonBody = express.json({ limit: BODY_LIMIT, type: ['application/json', 'application/*+json'] });
   app.use('/v1', auth, jsonBody, v1Router({ ...options.v1, streams, log: log.child({ component: 'v1' }) }));
   app.use('/api', auth, jsonBody, apiRouter({ ...options.api, streams, log: log.child({ component: 'api' }) }));
@@ -65,6 +79,34 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
   });
   app.use(errorHandler(log));
   return app;
+}
+
+/**
+ * Count every request in `hermes_http_requests_total` once it is answered. The
+ * route label is the matched route pattern (`/v1/runs/:id`), never the raw path,
+ * so ids do not create series; requests that matched no route count as `unmatched`.
+ */
+function countRequests(metrics: HermesMetrics): express.RequestHandler {
+  return (req, res, next) => {
+    res.once('finish', () => {
+      const pattern = (req.route as { path?: unknown } | undefined)?.path;
+      metrics.httpRequests.inc({ route: typeof pattern === 'string' ? routeLabel(req.originalUrl, pattern) : 'unmatched', status: String(res.statusCode) });
+    });
+    next();
+  };
+}
+
+/**
+ * The full route pattern of a request: its router's mount path (the leading
+ * segments of the URL that the pattern does not cover; express has reset
+ * `req.baseUrl` by the time the response is finished) plus the pattern.
+ */
+function routeLabel(originalUrl: string, pattern: string): string {
+  const path = originalUrl.split('?')[0]!.replace(/\/+$/, '');
+  const segments = path.split('/').filter(Boolean);
+  const covered = pattern.split('/').filter(Boolean).length;
+  const mount = segments.slice(0, Math.max(0, segments.length - covered)).join('/');
+  return `${mount ? `/${mount}` : ''}${pattern === '/' && mount ? '' : pattern}`;
 }
 
 /**

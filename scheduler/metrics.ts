@@ -1,0 +1,125 @@
+/**
+ * The product's Prometheus metrics (prom-client), one registry per process
+ * (a worker and a gateway may share a process in `hermes up` and in tests, so
+ * nothing goes to prom-client's global registry). Names, labels and units are
+ * documented with alert rules in docs/OPERATIONS.md.
+ *
+ * Counters and histograms are recorded where things happen (worker: ticks,
+ * turns, deferrals; gateway: HTTP requests, Telegram sends). Gauges of shared
+ * state (`hermes_queue_jobs`, `hermes_workers_alive`) are read from Redis when
+ * scraped, so every process reports the same fleet-wide value.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Kinds of scheduled work whose lateness is measured. */
+export type TickKind = 'loop' | 'heartbeat' | 'cron';
+/** Kinds of turns: scheduled ones and those started by input. */
+export type TurnKind = TickKind | 'message' | 'goal' | 'v1';
+/** How a turn ended. */
+export type TurnOutcome = 'ok' | 'failed' | 'aborted';
+
+/** Reads of shared state for the scrape-time gauges. */
+export interface FleetReadings {
+  /** Job counts by queue name and BullMQ state (`waiting`, `active`, `delayed`, `failed`, …). */
+  queueJobs(): Promise<Record<string, Record<string, number>>>;
+  /** Worker processes whose liveness heartbeat is fresh. */
+  workersAlive(): Promise<number>;
+}
+
+/** Histogram buckets of tick lateness, seconds: on time is under 50 ms; minutes mean trouble. */
+export const LATENESS_BUCKETS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
+/** Histogram buckets of turn duration, seconds (command turns are fast, model turns take seconds). */
+export const TURN_BUCKETS_SECONDS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+
+/** The metrics of one process. */
+export class HermesMetrics {
+  readonly registry = new Registry();
+  /** Start of a tick's turn minus its due time, seconds. */
+  readonly tickLateness: Histogram<'kind'>;
+  readonly turns: Counter<'kind' | 'outcome'>;
+  readonly turnDuration: Histogram<'kind'>;
+  /** A tick handed back for later (busy session, pending input, an active goal, a drain, …). */
+  readonly ticksDeferred: Counter<'reason'>;
+  readonly telegramSends: Counter<'outcome'>;
+  readonly httpRequests: Counter<'route' | 'status'>;
+  readonly queueJobs: Gauge<'queue' | 'state'>;
+  readonly workersAlive: Gauge;
+
+  /**
+   * @param options.fleet - reads for the scrape-time gauges (without it they stay empty)
+   * @param options.processMetrics - Node's own process metrics (CPU, memory, event loop lag); default true
+   */
+  constructor(options: { fleet?: FleetReadings; processMetrics?: boolean } = {}) {
+    const registers = [this.registry];
+    if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'hermes_' });
+    this.tickLateness = new Histogram({
+      name: 'hermes_tick_lateness_seconds', help: 'Start of a tick\'s turn minus its due time (loop, heartbeat, cron), seconds.',
+      labelNames: ['kind'], buckets: LATENESS_BUCKETS_SECONDS, registers,
+    });
+    this.turns = new Counter({ name: 'hermes_turns_total', help: 'Turns run, by kind and outcome.', labelNames: ['kind', 'outcome'], registers });
+    this.turnDuration = new Histogram({
+      name: 'hermes_turn_duration_seconds', help: 'Wall time of a turn (runner call to commit), seconds.',
+      labelNames: ['kind'], buckets: TURN_BUCKETS_SECONDS, registers,
+    });
+    this.ticksDeferred = new Counter({ name: 'hermes_ticks_deferred_total', help: 'Ticks handed back to run later, by reason.', labelNames: ['reason'], registers });
+    this.telegramSends = new Counter({ name: 'hermes_telegram_sends_total', help: 'Telegram sendMessage calls of the outbound sender, by outcome.', labelNames: ['outcome'], registers });
+    this.httpRequests = new Counter({ name: 'hermes_http_requests_total', help: 'HTTP requests of the gateway, by route pattern and status code.', labelNames: ['route', 'status'], registers });
+    const fleet = options.fleet;
+    this.queueJobs = new Gauge({
+      name: 'hermes_queue_jobs', help: 'Jobs in the product\'s BullMQ queues, by queue and state (read from Redis at scrape time).',
+      labelNames: ['queue', 'state'], registers,
+      async collect() {
+        if (!fleet) return;
+        this.reset();
+        for (const [queue, counts] of Object.entries(await fleet.queueJobs())) {
+          for (const [state, n] of Object.entries(counts)) this.set({ queue, state }, n);
+        }
+      },
+    });
+    this.workersAlive = new Gauge({
+      name: 'hermes_workers_alive', help: 'Worker processes whose liveness heartbeat is fresh (read from Redis at scrape time).', registers,
+      async collect() {
+        if (fleet) this.set(await fleet.workersAlive());
+      },
+    });
+  }
+
+  /** Record a finished turn. @param seconds - its wall time */
+  turnFinished(kind: TurnKind, outcome: TurnOutcome, seconds: number): void {
+    this.turns.inc({ kind, outcome });
+    this.turnDuration.observe({ kind }, Math.max(0, seconds));
+  }
+
+  /** The Prometheus text exposition and its content type. */
+  async exposition(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}
+
+/** A worker counts as alive while its last liveness heartbeat is younger than this (three missed 5 s beats). */
+export const WORKER_FRESH_MS = 15_000;
+
+/** The BullMQ states reported by `hermes_queue_jobs`. */
+export const QUEUE_STATES = ['waiting', 'prioritized', 'active', 'delayed', 'failed', 'completed', 'paused', 'waiting-children'] as const;
+
+/**
+ * Scrape-time reads of shared state: BullMQ's own job counts of `queues`, and
+ * the fresh members of the worker liveness set.
+ */
+export function fleetReadings(input: {
+  redis: { zcount(key: string, min: number | string, max: number | string): Promise<number> };
+  workersKey: string;
+  queues: Array<{ name: string; getJobCounts(...types: string[]): Promise<Record<string, number>> }>;
+  now?: () => number;
+}): FleetReadings {
+  const now = input.now ?? Date.now;
+  return {
+    async queueJobs() {
+      const entries = await Promise.all(input.queues.map(async (q) => [q.name, await q.getJobCounts(...QUEUE_STATES)] as const));
+      return Object.fromEntries(entries);
+    },
+    async workersAlive() {
+      return await input.redis.zcount(input.workersKey, now() - WORKER_FRESH_MS, '+inf');
+    },
+  };
+}
