@@ -107,7 +107,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   });
   const gw = config.gateway;
   const registry = new PlatformRegistry(gw.plugin_load_timeout_seconds * 1000, log);
-  registry.register(telegramPlugin({ config, redis, topology, keys, queues, outbound, instanceId, log }));
+  registry.register(telegramPlugin({ config, redis, topology, keys, queues, outbound, instanceId, log, metrics }));
   for (const plugin of options.plugins ?? []) registry.register(plugin);
   const watcher = new ReconnectWatcher(registry, {
     backoffMs: gw.reconnect_backoff_seconds.map((s) => s * 1000),

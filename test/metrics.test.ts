@@ -7,7 +7,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { createLogger } from '../scheduler/logger.ts';
+import { enqueueTelegramOutbound } from '../scheduler/outbound.ts';
 import { testEnv } from './support/env.ts';
+import { startFakeTelegram } from './support/fake-telegram.ts';
+import { telegramEnv } from './support/telegram-env.ts';
 import { clients, startWorker, waitFor, waitForEvents } from './support/stack.ts';
 
 const KEY = 'metrics-key-123456';
@@ -115,5 +118,29 @@ describe('gateway /metrics', () => {
     cleanups.push(() => gw.close());
     expect((await fetch(`${gw.httpAddress.url}/metrics`)).status).toBe(200);
     expect((await fetch(`${gw.httpAddress.url}/api/schedules`)).status).toBe(401);
+  });
+});
+
+describe('hermes_telegram_sends_total', () => {
+  it('counts the outbound sender\'s sendMessage calls by outcome', async () => {
+    const fake = await startFakeTelegram();
+    cleanups.push(() => fake.close());
+    const env = telegramEnv(fake, { 'api_server.key': KEY });
+    cleanups.push(() => env.cleanup());
+    const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
+    cleanups.push(() => gw.close());
+    fake.refuseChat('403', 403, 'Forbidden: bot was blocked by the user');
+    const c = clients(env);
+    cleanups.push(() => c.close());
+    const { telegramOutboundQueue } = await import('../scheduler/outbound.ts');
+    const queue = telegramOutboundQueue(c.keys, c.redis);
+    cleanups.push(() => queue.close());
+    await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: '77', text: 'hello', sessionId: 's', occurrenceId: 'o1' });
+    await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: '403', text: 'hello', sessionId: 's', occurrenceId: 'o2' });
+    await waitFor(async () => {
+      const text = await gw.metrics.registry.metrics();
+      return sample(text, 'hermes_telegram_sends_total{outcome="sent"}') === 1 && sample(text, 'hermes_telegram_sends_total{outcome="refused"}') === 1;
+    }, 15_000, 'both sends counted');
+    expect(fake.sent.map((m) => String(m.chat_id))).toEqual(['77']);
   });
 });

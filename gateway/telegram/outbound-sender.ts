@@ -37,6 +37,7 @@
  * cancelled through their AbortSignals (`cancelAllJobs`), which lets the one
  * `close()` call resolve; cancelled jobs are retried by the next gateway.
  */
+import type { HermesMetrics } from '../../scheduler/metrics.ts';
 import { DelayedError, UnrecoverableError, Worker, type Job, type Queue } from 'bullmq';
 import { GrammyError, type Api } from 'grammy';
 import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
@@ -75,6 +76,8 @@ export interface OutboundSenderOptions {
   /** Wait of a reply queued behind an unfinished earlier one before it looks again, ms (`gateway.outbound_order_recheck_ms`). */
   orderRecheckMs: number;
   log: Logger;
+  /** Each sendMessage is counted by outcome: sent, rate_limited (429, delayed), refused (4xx), failed (retried). */
+  metrics?: HermesMetrics;
 }
 
 /** Mark of a part whose send started and whose message id is not known yet. */
@@ -237,7 +240,10 @@ export class TelegramOutboundSender {
           signal ? grammySignal(signal) : undefined,
         );
         messageId = sent.message_id;
+        this.options.metrics?.telegramSends.inc({ outcome: 'sent' });
       } catch (err) {
+        const outcome = !(err instanceof GrammyError) || err.error_code >= 500 ? 'failed' : err.error_code === 429 ? 'rate_limited' : 'refused';
+        this.options.metrics?.telegramSends.inc({ outcome });
         if (!(err instanceof GrammyError)) throw err; // the part may have reached Telegram: it stays `sending`
         await redis.hdel(key, String(i));
         const retryAfter = err.parameters?.retry_after;

@@ -5,6 +5,7 @@
  * platform registry through `telegramPlugin` (telegram-plugin.ts), so grammY is
  * only imported when a bot token is configured.
  */
+import type { HermesMetrics } from '../../scheduler/metrics.ts';
 import { autoRetry } from '@grammyjs/auto-retry';
 import { Api } from 'grammy';
 import { createHash } from 'node:crypto';
@@ -34,6 +35,8 @@ export interface TelegramAdapterDeps {
   outbound: Queue<TelegramOutboundData>;
   instanceId: string;
   log: Logger;
+  /** Where sends are counted (`hermes_telegram_sends_total`). */
+  metrics?: HermesMetrics;
 }
 
 /**
@@ -105,7 +108,7 @@ class TelegramAdapter implements PlatformAdapter {
       api: sendApi, redis: deps.redis, connection: this.connection, queue: deps.outbound, keys,
       concurrency: config.gateway.outbound_concurrency, orderRecheckMs: config.gateway.outbound_order_recheck_ms,
       lockDurationMs: config.worker.lock_duration_ms, stalledIntervalMs: config.worker.stalled_interval_ms,
-      log: this.log,
+      log: this.log, metrics: deps.metrics,
     });
   }
 
