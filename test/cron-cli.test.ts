@@ -191,6 +191,15 @@ describe('hermes cron job commands', () => {
     expect(jobs).toEqual([expect.objectContaining({ id: ok.id, schedule: expect.objectContaining({ expression: '0 */5 * * * *' }) })]);
   });
 
+  it('--notify always|failure|never on add and edit (default failure); a bad policy exits 2', async () => {
+    const { cli } = setup();
+    const job = JSON.parse((await cli('add', 'daily at 7am', 'x', '--name', 'n', '--json')).stdout) as { id: string; notify: string };
+    expect(job.notify).toBe('failure');
+    expect(JSON.parse((await cli('edit', job.id, '--notify', 'never', '--json')).stdout)).toMatchObject({ notify: 'never' });
+    expect((await cli('show', job.id)).stdout).toMatch(/policy {4}misfire once · overlap skip · notify never/);
+    expect(await cli('add', 'daily at 7am', 'x', '--notify', 'sometimes')).toMatchObject({ code: 2, stderr: expect.stringMatching(/argument 'sometimes' is invalid/) });
+  });
+
   it('doctor exits 1 on findings and 0 when healthy', async () => {
     const { env, cli } = setup();
     await cli('add', 'daily at 7am', 'x');
