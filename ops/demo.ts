@@ -4,7 +4,10 @@
  *
  *   1. start the stack: an embedded Redis and two `hermes worker` processes;
  *   2. set a loop (every 3 s) whose turns read a real file through the command
- *      runner (or ask the model at OPENAI_BASE_URL when it is set);
+ *      runner — or, when OPENAI_BASE_URL is set, an agent loop: the model at
+ *      that endpoint checks the build itself with the `ci_status` tool the
+ *      demo's config declares (and may `read_file` in the demo's folder), and
+ *      `hermes chat` shows one line per tool call;
  *   3. attach `hermes chat`, watch two ticks, detach (Ctrl+D);
  *   4. change the file while no client is attached;
  *   5. reattach: the ticks that fired meanwhile are shown first, and their
@@ -74,6 +77,17 @@ async function run(args: string[]): Promise<string> {
 
 async function main(): Promise<void> {
   say('Starting the stack: embedded Redis (AOF on) and two worker processes');
+  // The operator's tools (used when a model is configured): read files in the demo's folder, and a
+  // `ci_status` command (it takes a second, like a real CI query, so the crash below lands mid-tick).
+  writeFileSync(join(home, 'config.yaml'), [
+    'tools:',
+    `  files: { roots: [${JSON.stringify(home)}] }`,
+    '  commands:',
+    '    ci_status:',
+    `      command: ${JSON.stringify(`sleep 1; cat '${stateFile}'`)}`,
+    '      description: The status of the CI build, as it is now.',
+    '',
+  ].join('\n'));
   const redis = await startEmbeddedRedis({ dir: join(home, 'redis'), urlFile: embeddedUrlFile(home) });
   env.REDIS_URL = redis.url;
   const workers = [hermes(['worker']), hermes(['worker'])];
@@ -87,10 +101,10 @@ async function main(): Promise<void> {
     writeFileSync(stateFile, 'CI build #42: RUNNING (3 of 7 jobs done)\n');
     say(`Setting a loop every ${INTERVAL} on session "${SESSION}" that reads ${stateFile}`);
     const loopArgs = useModel
-      ? ['loop', INTERVAL, `Read this CI status and report it in one line: $(cat ${stateFile})`, '--session', SESSION]
+      ? ['loop', INTERVAL, 'Call the ci_status tool (the build changes; check it afresh every time) and report the CI build status in one line.', '--session', SESSION]
       : ['loop', INTERVAL, 'report the CI build status', '--session', SESSION,
          '--run', `sleep 1; printf 'CI status now: %s' "$(cat '${stateFile}')"`, '--timeout-seconds', '10'];
-    if (useModel) console.log(`  (OPENAI_BASE_URL is set: turns go to the model at ${process.env.OPENAI_BASE_URL})`);
+    if (useModel) console.log(`  (OPENAI_BASE_URL is set: an agent loop; the model at ${process.env.OPENAI_BASE_URL} checks the build with the ci_status tool)`);
     console.log(indent(await run(loopArgs)));
 
     say('Attaching a client (hermes chat) and watching two ticks');
@@ -130,16 +144,18 @@ async function main(): Promise<void> {
     await run(['loop', 'stop', '--session', SESSION]);
     const all = (await sessions.readEvents(SESSION, '0', { count: 10_000 })).filter((e) => e.type === 'reply');
     say('Summary');
-    const green = whileAway.filter((e) => String(e.data.text).includes('GREEN')).length;
+    const green = whileAway.filter((e) => /GREEN/i.test(String(e.data.text))).length;
+    const toolCalls = (await sessions.readEvents(SESSION, '0', { count: 10_000 })).filter((e) => e.type === 'tool.result' && e.data.name === 'ci_status' && !e.data.error);
     const summary = [
       `ticks delivered: ${all.length}, median lateness ${median(all.map((e) => Number(e.data.latenessMs)))} ms`,
       `ticks fired while no client was attached: ${whileAway.length} (${green} of them already saw the GREEN build)`,
       `killed worker pid ${victimPid} mid-tick; ${occurrence} completed by pid ${replies[0]!.data.pid}`,
       `deliveries of that tick: ${finalReplies.length} (exactly once: ${finalReplies.length === 1 ? 'yes' : 'NO'})`,
+      ...(useModel ? [`agent loop: the model called ci_status ${toolCalls.length} time(s); its tools are only the ones the config declares`] : []),
       `total time: ${((Date.now() - started) / 1000).toFixed(1)} s`,
     ];
     console.log(indent(summary.join('\n')));
-    if (finalReplies.length !== 1 || whileAway.length < 1 || green < 1 || Number(replies[0]!.data.pid) === victimPid) {
+    if (finalReplies.length !== 1 || whileAway.length < 1 || green < 1 || Number(replies[0]!.data.pid) === victimPid || (useModel && toolCalls.length === 0)) {
       process.exitCode = 1;
       console.log('  DEMO FAILED: the scenario did not hold');
     }
