@@ -1,0 +1,282 @@
+/**
+ * `npm run chaos -- --minutes N [--json]`: a fleet under faults, and what it
+ * recorded. See docs/RELIABILITY.md for the definitions and the last results.
+ *
+ * The run: its own Redis (AOF on), 3 `hermes worker` processes, a
+ * `hermes gateway` polling the local Telegram server (test/support/fake-telegram.ts)
+ * with turns answered by the local model server; 100 command loops (90 plain,
+ * 10 in Telegram chats with two-part replies), 3 cron `--script` jobs, and a
+ * stream of inbound Telegram messages in those chats. Faults: a random worker
+ * SIGKILLed every ~20 s and restarted, the gateway SIGKILLed 4 times and
+ * restarted at once, Redis restarted once on its AOF (SIGTERM, so the AOF is
+ * flushed). Then a quiet period, and the counts (ops/chaos/measure.ts) from
+ * Redis and from the messages the Telegram server accepted.
+ */
+import { Command } from 'commander';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '../../scheduler/config.ts';
+import { cronServiceFor } from '../../scheduler/cron/cron-service.ts';
+import { inputOccurrenceId } from '../../scheduler/inbox.ts';
+import { Keys } from '../../scheduler/keys.ts';
+import { createLogger } from '../../scheduler/logger.ts';
+import { LoopStore } from '../../scheduler/loop-store.ts';
+import { HermesQueues } from '../../scheduler/queues.ts';
+import { openRedisClient, type RedisClient } from '../../scheduler/redis/connection-factory.ts';
+import { freePort } from '../../scheduler/redis/embedded-redis.ts';
+import { ScheduleService } from '../../scheduler/schedule-service.ts';
+import { startFakeModel } from '../../test/support/fake-model.ts';
+import { startFakeTelegram } from '../../test/support/fake-telegram.ts';
+import { ChaosRedis, alive, startHermes, stopProc, type Proc } from './fleet.ts';
+import { countDuplicates, countLoopSlots, countReplies, p99, recoveryTimes, type QueuedReply, type TickCommit, type TickStart } from './measure.ts';
+
+const program = new Command('chaos')
+  .option('--minutes <n>', 'minutes of faults', '3')
+  .option('--json', 'print one JSON line with the counts last')
+  .option('--loops <n>', 'command loops (10 of them in Telegram chats)', '100')
+  .option('--interval-seconds <n>', 'loop interval', '30')
+  .option('--workers <n>', 'worker processes', '3')
+  .option('--quiet-seconds <n>', 'wait after the faults before counting', '45')
+  .option('--keep', 'keep the run folder (logs, Redis AOF)')
+  .parse();
+const opts = program.opts<{ minutes: string; json?: boolean; loops: string; intervalSeconds: string; workers: string; quietSeconds: string; keep?: boolean }>();
+
+const minutes = Number(opts.minutes);
+const LOOPS = Number(opts.loops);
+const INTERVAL_S = Number(opts.intervalSeconds);
+const WORKERS = Number(opts.workers);
+const CHATS = Array.from({ length: 10 }, (_, i) => String(1001 + i));
+const BOT_TOKEN = '5555:chaos-run-token';
+const say = (text: string) => process.stderr.write(`[chaos ${new Date().toISOString().slice(11, 19)}] ${text}\n`);
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const rand = (lo: number, hi: number) => lo + Math.random() * (hi - lo);
+
+async function main(): Promise<void> {
+  if (!(minutes > 0)) throw new Error('--minutes must be a positive number');
+  const dir = mkdtempSync(join(tmpdir(), 'hermes-chaos-'));
+  const logDir = join(dir, 'logs');
+  mkdirSync(join(dir, 'home'), { recursive: true });
+  const load = { start: loadavg()[0]!, end: 0 };
+  say(`run folder ${dir}; load average ${load.start.toFixed(2)} on this machine`);
+
+  const redis = new ChaosRedis(join(dir, 'redis'), await freePort());
+  await redis.start();
+  const telegram = await startFakeTelegram();
+  const model = await startFakeModel({ reply: (prompt) => `ack ${prompt}` });
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    HERMES_HOME: join(dir, 'home'),
+    REDIS_URL: redis.url,
+    TELEGRAM_BOT_TOKEN: BOT_TOKEN,
+    TELEGRAM_ALLOWED_USERS: CHATS.join(','),
+    TELEGRAM_API_ROOT: telegram.apiRoot,
+    OPENAI_BASE_URL: model.baseUrl,
+    OPENAI_API_KEY: 'chaos',
+    API_SERVER_PORT: '0',
+    HERMES_LOG_LEVEL: 'warn',
+    HERMES_LOOPS_MAX_TICKS: '0',
+  };
+  const config = loadConfig({ env });
+  const keys = new Keys(config.redis.prefix);
+  const client: RedisClient = openRedisClient({ kind: 'single', url: redis.url }, 'commands');
+  client.on('error', () => {});
+  const queues = new HermesQueues(keys, client);
+  const log = createLogger({ level: 'silent' });
+
+  let workerSeq = 0;
+  const workers: Proc[] = [];
+  const startWorker = () => startHermes(`worker-${++workerSeq}`, ['worker'], env, logDir);
+  for (let i = 0; i < WORKERS; i++) workers.push(startWorker());
+  let gatewaySeq = 0;
+  const startGatewayProc = () => startHermes(`gateway-${++gatewaySeq}`, ['gateway'], env, logDir);
+  let gateway = startGatewayProc();
+  for (let i = 0; i < 300 && (await client.zcard(keys.workers).catch(() => 0)) < WORKERS; i++) await sleep(100);
+  say(`${WORKERS} workers and a gateway up`);
+
+  // Load: loops (staggered over 10 s), cron jobs, inbound messages.
+  const loops = new LoopStore(client, keys, queues, config.worker.prefetch_lead_ms);
+  const schedules = new ScheduleService(loops, { maxTicks: 0, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log);
+  const sessions: string[] = [];
+  for (let i = 0; i < LOOPS; i++) {
+    const chat = i < CHATS.length ? CHATS[i]! : undefined;
+    const sessionId = chat ? `telegram:${chat}` : `chaos-${i}`;
+    sessions.push(sessionId);
+    // Each run records itself and takes about a second (so a worker kill cuts some);
+    // Telegram loops answer in two parts (over 4096 characters).
+    const record = `echo "$HERMES_SESSION_ID $HERMES_TICK $(date +%s%3N)" >> '${join(dir, 'ticks.log')}'; sleep 1`;
+    const command = chat
+      ? `${record}; printf 't%s a %04090d\\nt%s b end\\n' "$HERMES_TICK" 0 "$HERMES_TICK"`
+      : `${record}; echo "tick $HERMES_TICK of $HERMES_SESSION_ID"`;
+    await schedules.set(sessionId, 'loop', { prompt: `chaos loop ${i}`, intervalSeconds: INTERVAL_S, times: null, until: null, notes: [] }, {
+      origin: chat ? { surface: 'cli', route: { platform: 'telegram', chatId: chat } } : { surface: 'cli' },
+      runner: { kind: 'command', command, timeoutSeconds: 20 },
+    });
+    await sleep(10_000 / LOOPS);
+  }
+  const cron = cronServiceFor(config, { redis: client, keys, queues }, log);
+  const cronJobs: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const job = await cron.add({
+      schedule: 'every 1m', name: `chaos-cron-${i}`,
+      script: `echo "$HERMES_CRON_OCCURRENCE_ID" >> '${join(dir, 'cron.log')}'; echo cron ${i}`,
+    }, { origin: { surface: 'cli' }, trusted: true });
+    cronJobs.push(job.id);
+  }
+  say(`${LOOPS} loops every ${INTERVAL_S}s and 3 cron jobs set; faults start`);
+
+  const durationMs = minutes * 60_000;
+  const faultsStart = Date.now();
+  const faultsEnd = faultsStart + durationMs;
+  const kills: Array<{ pid: number; at: number }> = [];
+  const pushed: Array<{ updateId: number; chat: string }> = [];
+  let gatewayKills = 0;
+  let redisDowntimeMs = 0;
+  let keysWarm: number | null = null;
+
+  const inbound = (async () => {
+    let n = 0;
+    while (Date.now() < faultsEnd) {
+      const chat = CHATS[Math.floor(Math.random() * CHATS.length)]!;
+      n++;
+      pushed.push({ updateId: telegram.pushMessage({ fromId: Number(chat), text: `m${n}` }), chat });
+      await sleep(rand(500, 1500));
+    }
+  })();
+  const workerFaults = (async () => {
+    let next = Date.now() + rand(15_000, 25_000);
+    while (next < faultsEnd - 5_000) {
+      await sleep(next - Date.now());
+      const i = Math.floor(Math.random() * workers.length);
+      const victim = workers[i]!;
+      if (alive(victim)) {
+        kills.push({ pid: victim.pid, at: Date.now() });
+        victim.child.kill('SIGKILL');
+        await victim.exited;
+        say(`worker pid ${victim.pid} SIGKILLed`);
+      }
+      await sleep(1000);
+      workers[i] = startWorker();
+      next += rand(15_000, 25_000);
+    }
+  })();
+  const gatewayFaults = (async () => {
+    for (const at of [0.2, 0.45, 0.7, 0.9]) {
+      await sleep(Math.max(0, faultsStart + at * durationMs + rand(-3000, 3000) - Date.now()));
+      gateway.child.kill('SIGKILL');
+      await gateway.exited;
+      gatewayKills++;
+      say(`gateway pid ${gateway.pid} SIGKILLed; restarting`);
+      gateway = startGatewayProc();
+    }
+  })();
+  const redisFault = (async () => {
+    await sleep(Math.max(0, faultsStart + 0.55 * durationMs - Date.now()));
+    redisDowntimeMs = await redis.restart();
+    say(`Redis restarted on its AOF (down ${redisDowntimeMs} ms)`);
+  })();
+  const warm = (async () => {
+    await sleep(Math.max(0, faultsStart + Math.min(durationMs / 3, (INTERVAL_S + 10) * 1000) - Date.now()));
+    keysWarm = await client.dbsize();
+  })();
+  await Promise.all([inbound, workerFaults, gatewayFaults, redisFault, warm]);
+  say(`faults over; quiet for ${opts.quietSeconds}s`);
+  await sleep(Number(opts.quietSeconds) * 1000);
+
+  load.end = loadavg()[0]!;
+
+  // --- counting, from what was recorded ---
+  const commits: TickCommit[] = [];
+  const starts: TickStart[] = [];
+  const queued: QueuedReply[] = [];
+  const inboundSeen = new Map<string, number>();
+  for (const sessionId of sessions) {
+    const entries = await client.xrange(keys.events(sessionId), '-', '+');
+    for (const [, fields] of entries) {
+      const type = fields[1]!;
+      const data = JSON.parse(fields[3]!) as Record<string, unknown>;
+      const occ = String(data.occurrenceId ?? '');
+      if (type === 'tick.started') starts.push({ sessionId, occurrenceId: occ, startedAt: Number(data.startedAt), pid: Number(data.pid) });
+      if ((type === 'reply' || type === 'tick.failed') && data.tick !== undefined && data.source !== 'message') {
+        commits.push({ sessionId, occurrenceId: occ, tick: Number(data.tick), dueAt: Number(data.dueAt), startedAt: Number(data.startedAt), pid: Number(data.pid) });
+      }
+      if (occ !== '' && (data.source === 'message' || type === 'notice' || type === 'error')) inboundSeen.set(occ, (inboundSeen.get(occ) ?? 0) + 1);
+      if (type === 'reply' && sessionId.startsWith('telegram:') && String(data.text ?? '').trim() !== '') {
+        const seq = await client.hget(keys.outboundSent(occ), 'seq');
+        queued.push({ chatId: sessionId.slice('telegram:'.length), occurrenceId: occ, text: String(data.text).trim(), seq: seq === null ? null : Number(seq) });
+      }
+    }
+  }
+  // Slots due up to the end of the faults; the quiet period gives them time to run (or recover).
+  const windowEnd = faultsEnd;
+  const slots = { occurrences: 0, run: 0, covered: 0, missed: 0 };
+  for (const sessionId of sessions) {
+    const s = countLoopSlots(commits.filter((c) => c.sessionId === sessionId), INTERVAL_S * 1000, windowEnd);
+    slots.occurrences += s.occurrences;
+    slots.run += s.run;
+    slots.covered += s.covered;
+    slots.missed += s.missed;
+  }
+  let cronRuns = 0;
+  let cronMissed = 0;
+  for (const id of cronJobs) {
+    const runs = (await cron.store.runs(id, 1000)).filter((r) => r.due_at <= windowEnd).sort((a, b) => a.due_at - b.due_at);
+    cronRuns += runs.length;
+    for (let i = 1; i < runs.length; i++) cronMissed += Math.max(0, Math.round((runs[i]!.due_at - runs[i - 1]!.due_at) / 60_000) - 1);
+  }
+  const dups = countDuplicates(commits);
+  const recovery = recoveryTimes(kills, starts, commits);
+  const replies = countReplies(telegram.sent, queued);
+  const lostInbound = pushed.filter((p) => !inboundSeen.has(inputOccurrenceId(`telegram:${p.chat}`, `tg-${p.updateId}`))).length;
+  const duplicateInbound = [...inboundSeen.values()].filter((n) => n > 1).length;
+  const lateness = commits.map((c) => c.startedAt - c.dueAt);
+  const keysEnd = await client.dbsize();
+  const result = {
+    occurrences: slots.occurrences + cronRuns + cronMissed,
+    missed: slots.missed + cronMissed,
+    duplicates: dups.committedTwice + dups.repeatedTick,
+    lost_inbound: lostInbound,
+    duplicate_replies: replies.duplicateReplies,
+    out_of_order: replies.outOfOrder,
+    recovery_p99_ms: p99(recovery.samples),
+    lateness_p99_ms: p99(lateness),
+    redis_keys_growth: keysEnd - (keysWarm ?? keysEnd),
+  };
+  const rows: Array<[string, string | number]> = [
+    ['minutes of faults', minutes],
+    ['load average (1 min) start / end', `${load.start.toFixed(2)} / ${load.end.toFixed(2)}`],
+    ['loop occurrences (run + covered + missed)', `${slots.occurrences} (${slots.run} + ${slots.covered} + ${slots.missed})`],
+    ['cron occurrences recorded / missed', `${cronRuns} / ${cronMissed}`],
+    ['duplicates (committed twice / repeated tick number)', `${result.duplicates} (${dups.committedTwice} / ${dups.repeatedTick})`],
+    ['worker SIGKILLs / ticks cut / not recovered', `${kills.length} / ${recovery.samples.length + recovery.unrecovered} / ${recovery.unrecovered}`],
+    ['recovery p99 / max (ms)', `${result.recovery_p99_ms} / ${recovery.samples.length ? Math.max(...recovery.samples) : 0}`],
+    ['lateness p99 (ms)', result.lateness_p99_ms],
+    ['gateway SIGKILLs', gatewayKills],
+    ['Redis restart downtime (ms)', redisDowntimeMs],
+    ['inbound messages / lost / turned twice', `${pushed.length} / ${lostInbound} / ${duplicateInbound}`],
+    ['Telegram parts queued / sent twice / out of order / not sent', `${replies.parts} / ${replies.duplicateReplies} / ${replies.outOfOrder} / ${replies.unsentParts}`],
+    ['other Telegram messages (notices, errors)', replies.otherMessages],
+    ['Redis keys one interval in / at the end (growth)', `${keysWarm ?? '?'} / ${keysEnd} (${result.redis_keys_growth})`],
+  ];
+  const width = Math.max(...rows.map(([k]) => k.length));
+  process.stdout.write(`${rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n')}\n`);
+
+  // --- teardown ---
+  await Promise.allSettled([...workers, gateway].map((p) => stopProc(p, 'SIGTERM', 5_000)));
+  await queues.close();
+  client.disconnect();
+  await redis.stop();
+  await telegram.close();
+  await model.close();
+  if (opts.keep) say(`kept ${dir}`);
+  else rmSync(dir, { recursive: true, force: true });
+  if (opts.json) process.stdout.write(`${JSON.stringify(result)}\n`);
+}
+
+main().then(
+  () => process.exit(0),
+  (err: Error) => {
+    process.stderr.write(`chaos run failed: ${err.stack ?? err.message}\n`);
+    process.exit(1);
+  },
+);

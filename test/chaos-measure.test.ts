@@ -1,0 +1,48 @@
+/**
+ * The chaos run's definitions (ops/chaos/measure.ts) on small recorded
+ * histories: what counts as run, covered, missed, duplicate, recovery,
+ * duplicate reply and out of order.
+ */
+import { describe, expect, it } from 'vitest';
+import { countDuplicates, countLoopSlots, countReplies, p99, recoveryTimes, type TickCommit } from '../ops/chaos/measure.ts';
+
+const tick = (occ: string, tickNo: number, dueAt: number, startedAt = dueAt, pid = 1, sessionId = 's'): TickCommit =>
+  ({ sessionId, occurrenceId: occ, tick: tickNo, dueAt, startedAt, pid });
+
+describe('chaos counts', () => {
+  it('slots: run, covered by a tick that started after they were due, otherwise missed', () => {
+    // interval 10: ticks due 0, 10, then 40 (slot 20 covered: tick 10 started at 25; slot 30 missed)
+    const s = countLoopSlots([tick('a', 1, 0), tick('b', 2, 10, 25), tick('c', 3, 40)], 10, 45);
+    expect(s).toEqual({ occurrences: 5, run: 3, covered: 1, missed: 1 });
+    // a slot after the last tick but inside the window is missed too
+    expect(countLoopSlots([tick('a', 1, 0)], 10, 25)).toEqual({ occurrences: 3, run: 1, covered: 0, missed: 2 });
+  });
+
+  it('duplicates: an occurrence committed twice, and two occurrences with one tick number', () => {
+    expect(countDuplicates([tick('a', 1, 0), tick('a', 1, 0), tick('b', 2, 10), tick('c', 2, 20)])).toEqual({ committedTwice: 1, repeatedTick: 1 });
+    expect(countDuplicates([tick('a', 1, 0), tick('a', 1, 0, 0, 1, 'other')])).toEqual({ committedTwice: 0, repeatedTick: 0 });
+  });
+
+  it('recovery: from the kill to the next start of an uncommitted tick elsewhere', () => {
+    const starts = [
+      { sessionId: 's', occurrenceId: 'a', startedAt: 100, pid: 7 },
+      { sessionId: 's', occurrenceId: 'a', startedAt: 1600, pid: 8 },
+      { sessionId: 's', occurrenceId: 'b', startedAt: 90, pid: 7 },
+    ];
+    const commits = [tick('a', 1, 100, 1600, 8), tick('b', 1, 90, 90, 7, 's')];
+    expect(recoveryTimes([{ pid: 7, at: 200 }], starts, commits)).toEqual({ samples: [1400], unrecovered: 0 });
+    expect(p99([5, 1, 3])).toBe(5);
+  });
+
+  it('replies: a part accepted twice is a duplicate; a part queued later and accepted earlier is out of order', () => {
+    const long = `${'x'.repeat(4095)}\nend`;
+    const queued = [
+      { chatId: '1', occurrenceId: 'r1', text: long, seq: 1 },
+      { chatId: '1', occurrenceId: 'r2', text: 'notice', seq: 2 },
+    ];
+    const inOrder = [{ chat_id: '1', text: 'x'.repeat(4095) }, { chat_id: '1', text: 'end' }, { chat_id: '1', text: 'notice' }];
+    expect(countReplies(inOrder, queued)).toMatchObject({ parts: 3, duplicateReplies: 0, outOfOrder: 0, unsentParts: 0 });
+    const between = [inOrder[0]!, inOrder[2]!, inOrder[1]!, inOrder[1]!];
+    expect(countReplies(between, queued)).toMatchObject({ duplicateReplies: 1, outOfOrder: 1, unsentParts: 0 });
+  });
+});
