@@ -2,6 +2,7 @@ import type { HermesConfig } from '../scheduler/config.ts';
 import { Keys } from '../scheduler/keys.ts';
 import { HermesQueues } from '../scheduler/queues.ts';
 import { resolveRedis } from '../scheduler/redis/connect.ts';
+import { assertShardCount } from '../scheduler/redis/shard-count.ts';
 import { describeTopology, openRedisClient, type RedisTopology } from '../scheduler/redis/connection-factory.ts';
 import type { CliConnection } from './cli-context.ts';
 
@@ -17,7 +18,14 @@ export async function connectCli(config: HermesConfig, target?: RedisTopology | 
   const queueConn = openRedisClient(topology, 'bullmq');
   redis.on('error', () => {});
   queueConn.on('error', () => {});
-  const keys = new Keys(config.redis.prefix);
+  const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
+  try {
+    await assertShardCount(redis, keys);
+  } catch (err) {
+    redis.disconnect();
+    queueConn.disconnect();
+    throw err;
+  }
   const queues = new HermesQueues(keys, queueConn);
   return {
     redis, keys, queues, topology, url: topology.kind === 'single' ? topology.url : describeTopology(topology),

@@ -18,6 +18,8 @@ import { chooseTopology, openRedisClient, type RedisClient, type RedisTopology }
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config.ts';
 import { Keys } from '../scheduler/keys.ts';
+import { assertShardCount } from '../scheduler/redis/shard-count.ts';
+import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { LoopStore } from '../scheduler/loop-store.ts';
 import { HermesQueues } from '../scheduler/queues.ts';
 import { ScheduleService } from '../scheduler/schedule-service.ts';
@@ -80,10 +82,19 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const { config } = options;
   const log = options.log.child({ role: 'gateway' });
   const instanceId = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
-  const keys = new Keys(config.redis.prefix);
+  const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
   const topology = chooseTopology(config, options);
   const redis: RedisClient = openRedisClient(topology, 'commands');
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));
+  // A gateway with another shard count would queue input where no worker looks. Redis may be
+  // away at start (the gateway waits for it); only a count that disagrees stops the start.
+  await assertShardCount(redis, keys).catch((err: unknown) => {
+    if (err instanceof ConfigError) {
+      redis.disconnect();
+      throw err;
+    }
+    log.warn({ err: (err as Error).message }, 'shard count not checked: Redis did not answer');
+  });
   const bull: RedisClient = openRedisClient(topology, 'bullmq');
   bull.on('error', () => {});
   const queues = new HermesQueues(keys, bull);
@@ -103,7 +114,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const outbound = telegramOutboundQueue(keys, bull);
   // In one process with a worker (`hermes up`) the gateway serves the worker's metrics too.
   const metrics = options.metrics ?? new HermesMetrics({
-    fleet: fleetReadings({ redis, workersKey: keys.workers, queues: [queues.ticks, queues.inbox, outbound, v1Queue] }),
+    fleet: fleetReadings({ redis, workersKey: keys.workers, queues: [queues.acrossShards('ticks'), queues.acrossShards('inbox'), outbound, v1Queue] }),
   });
   const gw = config.gateway;
   const registry = new PlatformRegistry(gw.plugin_load_timeout_seconds * 1000, log);

@@ -38,7 +38,7 @@ export class GoalService {
 
   /** Versioned write (see versioned-json.ts). @throws StoreUnavailableError */
   async put(goal: GoalRecord, expected: ExpectedVersion): Promise<GoalRecord | null> {
-    return await putVersioned(this.redis, { key: this.keys.goal(goal.sessionId), indexKey: this.keys.goalIndex, member: goal.sessionId, what: 'goal' }, goal, expected);
+    return await putVersioned(this.redis, { key: this.keys.goal(goal.sessionId), indexKey: this.keys.forSession(goal.sessionId).goalIndex, member: goal.sessionId, what: 'goal' }, goal, expected);
   }
 
   /**
@@ -98,7 +98,7 @@ export class GoalService {
       type: 'goal-continuation', sessionId: goal.sessionId, text: '', messageId: `goal-${goal.goalId}-${turn}`,
       origin: goal.origin, receivedAt: Date.now(), goalId: goal.goalId, goalTurn: turn,
     };
-    await this.queues.inbox.add('goal-continuation', data, {
+    await this.queues.forSession(goal.sessionId).inbox.add('goal-continuation', data, {
       jobId: bullJobId('goal', goal.sessionId, goal.goalId, turn), priority: INBOX_PRIORITY.goal,
     });
   }

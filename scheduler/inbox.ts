@@ -76,17 +76,19 @@ export async function enqueueInput(
   const jobId = inboxJobId(input.sessionId, input.messageId);
   const occurrenceId = inputOccurrenceId(input.sessionId, input.messageId);
   const receivedAt = input.receivedAt ?? Date.now();
+  // The session's shard: its pending set, sequence and index share one slot with its inbox queue.
+  const k = deps.keys.forSession(input.sessionId);
   // A re-sent message that was already answered changes nothing.
-  if ((await deps.redis.zscore(deps.keys.sessionCommitted(input.sessionId), occurrenceId)) !== null) return jobId;
+  if ((await deps.redis.zscore(k.sessionCommitted(input.sessionId), occurrenceId)) !== null) return jobId;
   await deps.redis.eval(
     REGISTER_PENDING_LUA, 3,
-    deps.keys.pendingInput(input.sessionId), deps.keys.inputSequence(input.sessionId), deps.keys.sessionIndex,
+    k.pendingInput(input.sessionId), k.inputSequence(input.sessionId), k.sessionIndex,
     String(receivedAt), occurrenceId, input.sessionId,
   );
   const data: InboxJobData = {
     type: 'user-input', sessionId: input.sessionId, text: input.text, messageId: input.messageId, origin: input.origin, receivedAt,
   };
-  await deps.queues.inbox.add('user-input', data, { jobId, priority: INBOX_PRIORITY.user });
+  await deps.queues.forSession(input.sessionId).inbox.add('user-input', data, { jobId, priority: INBOX_PRIORITY.user });
   return jobId;
 }
 

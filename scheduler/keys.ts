@@ -69,10 +69,126 @@ export function bullJobId(...parts: Array<string | number>): string {
   return parts.map(keyPart).join('|');
 }
 
-/** Key builder bound to one prefix. */
+/**
+ * The shard of an id among `shardCount` shards: FNV-1a (32 bit) over the id's
+ * UTF-8 bytes, modulo the count. Stable across processes, versions and
+ * platforms; changing it would move every session, so it never changes.
+ */
+export function shardOf(id: string, shardCount: number): number {
+  if (shardCount <= 1) return 0;
+  let h = 0x811c9dc5;
+  for (const b of new TextEncoder().encode(id)) {
+    h ^= b;
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h % shardCount;
+}
+
+/**
+ * Key builder bound to one shard of the key space.
+ *
+ * Shards (`redis.shards`, SPEC §2): with one shard every key starts with the
+ * configured prefix (`{hermes}`), as it always did. With N > 1 shard `i`'s
+ * keys start with `{hermes:i}`, so the shards hash to different cluster slots
+ * and spread over a cluster's masters. A session lives wholly on the shard
+ * `shardOf(sessionId)`, a cron job on the shard of its session `cron:<id>`:
+ * its record, locks, transcript, events, occurrence markers and its BullMQ
+ * `ticks` and `inbox` queues, so every multi-key script stays in one slot.
+ *
+ * Routing: the methods that take a session id (or a cron job id) always answer
+ * with the key on that session's shard, whatever shard this builder is bound
+ * to. Everything else — indexes (`scheduleIndex`, `sessionIndex`, …),
+ * `/v1` runs, outbound evidence and
+ * `bullPrefix` — is on this builder's own shard: take `forSession(id)` /
+ * `forCronJob(id)` first when they go into a script with a session's keys.
+ * The first shard (`shard(0)`, the builder `new Keys(prefix, …)` returns) also
+ * holds what belongs to no session: `/v1` runs and the Telegram outbound queue.
+ * Fleet-wide keys (`workers`, Telegram poll lease and offset, the shard count
+ * marker) use the plain prefix.
+ */
 export class Keys {
-  constructor(readonly prefix: string) {
+  /** The prefix of this builder's shard: `{hermes}` with one shard, else `{hermes:<shardIndex>}`. */
+  readonly prefix: string;
+  /** Number of shards of the key space (`redis.shards`). */
+  readonly shardCount: number;
+  /** This builder's shard, 0 … shardCount-1. */
+  readonly shardIndex: number;
+  /** The configured prefix (`redis.prefix`): fleet-wide keys use it. */
+  readonly basePrefix: string;
+  private readonly family: Keys[];
+
+  /**
+   * @param prefix - hash-tagged prefix, e.g. `{hermes}` (`redis.prefix`)
+   * @param options.shards - shards of the key space (`redis.shards`), default 1
+   * @throws Error when the prefix is not a hash tag or the count is not a positive integer
+   */
+  constructor(prefix: string, options: { shards?: number } = {}, internal?: { index: number; family: Keys[] }) {
     if (!/^\{[^{}]+\}$/.test(prefix)) throw new Error(`key prefix must be a hash tag like {hermes}, got ${prefix}`);
+    const count = options.shards ?? 1;
+    if (!Number.isInteger(count) || count < 1) throw new Error(`shard count must be a positive integer, got ${count}`);
+    this.basePrefix = prefix;
+    this.shardCount = count;
+    this.shardIndex = internal?.index ?? 0;
+    this.prefix = count === 1 ? prefix : `{${prefix.slice(1, -1)}:${this.shardIndex}}`;
+    this.family = internal?.family ?? [];
+    if (!internal) {
+      this.family.push(this);
+      for (let i = 1; i < count; i++) this.family.push(new Keys(prefix, options, { index: i, family: this.family }));
+    }
+  }
+
+  /** The builder of shard `index`. @throws RangeError outside 0 … shardCount-1 */
+  shard(index: number): Keys {
+    const k = this.family[index];
+    if (!k) throw new RangeError(`no shard ${index}: the key space has ${this.shardCount} shard(s)`);
+    return k;
+  }
+
+  /** Every shard's builder, in shard order. */
+  shards(): readonly Keys[] {
+    return this.family;
+  }
+
+  /** The shard a session lives on. */
+  shardOfSession(sessionId: string): number {
+    return shardOf(sessionId, this.shardCount);
+  }
+
+  /** The shard a cron job lives on: the shard of its session `cron:<id>` (`cronSessionId`). */
+  shardOfCronJob(jobId: string): number {
+    return shardOf(`cron:${jobId}`, this.shardCount);
+  }
+
+  /** The builder of a session's shard. */
+  forSession(sessionId: string): Keys {
+    return this.family[this.shardOfSession(sessionId)]!;
+  }
+
+  /** The builder of a cron job's shard. */
+  forCronJob(jobId: string): Keys {
+    return this.family[this.shardOfCronJob(jobId)]!;
+  }
+
+  private sp(sessionId: string): string {
+    return this.forSession(sessionId).prefix;
+  }
+
+  private cp(jobId: string): string {
+    return this.forCronJob(jobId).prefix;
+  }
+
+  /** Marker holding the shard count the store was written with (fleet-wide). */
+  get shardCountMarker(): string {
+    return `${this.basePrefix}:shard-count`;
+  }
+
+  /**
+   * The product's indexes under the one-shard layout, for telling whether a
+   * store written with one shard has data (fleet-wide prefix).
+   */
+  get unshardedIndexes(): string[] {
+    const p = this.basePrefix;
+    return [`${p}:schedules`, `${p}:goals`, `${p}:sessions`, `${p}:cron:jobs`];
   }
 
   /** Prefix handed to BullMQ (`prefix` option of Queue/Worker). */
@@ -82,17 +198,17 @@ export class Keys {
 
   /** JSON state of a session's loop or heartbeat. */
   schedule(sessionId: string, kind: ScheduleKind): string {
-    return `${this.prefix}:schedule:${kind}:${keyPart(sessionId)}`;
+    return `${this.sp(sessionId)}:schedule:${kind}:${keyPart(sessionId)}`;
   }
 
   /** Short lock held while one process changes a session's schedule (record + job scheduler). */
   scheduleMutation(sessionId: string, kind: ScheduleKind): string {
-    return `${this.prefix}:schedule:${kind}:${keyPart(sessionId)}:mutation`;
+    return `${this.sp(sessionId)}:schedule:${kind}:${keyPart(sessionId)}:mutation`;
   }
 
   /** The occurrence of a schedule whose turn has started but not committed (JSON). */
   scheduleInflight(sessionId: string, kind: ScheduleKind): string {
-    return `${this.prefix}:schedule:${kind}:${keyPart(sessionId)}:inflight`;
+    return `${this.sp(sessionId)}:schedule:${kind}:${keyPart(sessionId)}:inflight`;
   }
 
   /** Set of `scheduleIndexMember`s of every stored loop/heartbeat (for status and listing). */
@@ -118,7 +234,7 @@ export class Keys {
 
   /** JSON state of a session's standing goal. */
   goal(sessionId: string): string {
-    return `${this.prefix}:goal:${keyPart(sessionId)}`;
+    return `${this.sp(sessionId)}:goal:${keyPart(sessionId)}`;
   }
 
   /** Set of session ids that have a goal record. */
@@ -128,27 +244,27 @@ export class Keys {
 
   /** Session transcript: a list of JSON messages, oldest first. */
   transcript(sessionId: string): string {
-    return `${this.prefix}:session:${keyPart(sessionId)}:transcript`;
+    return `${this.sp(sessionId)}:session:${keyPart(sessionId)}:transcript`;
   }
 
   /** Session event stream (Redis stream) that clients attach to. */
   events(sessionId: string): string {
-    return `${this.prefix}:session:${keyPart(sessionId)}:events`;
+    return `${this.sp(sessionId)}:session:${keyPart(sessionId)}:events`;
   }
 
   /** One turn per session across the fleet: holds the id of the job running the turn. */
   turnLock(sessionId: string): string {
-    return `${this.prefix}:session:${keyPart(sessionId)}:turn-lock`;
+    return `${this.sp(sessionId)}:session:${keyPart(sessionId)}:turn-lock`;
   }
 
   /** Count of queued real user input for a session; ticks wait while it is above zero. */
   pendingInput(sessionId: string): string {
-    return `${this.prefix}:session:${keyPart(sessionId)}:pending-input`;
+    return `${this.sp(sessionId)}:session:${keyPart(sessionId)}:pending-input`;
   }
 
   /** Counter that orders a session's input received in the same millisecond. */
   inputSequence(sessionId: string): string {
-    return `${this.prefix}:session:${keyPart(sessionId)}:input-seq`;
+    return `${this.sp(sessionId)}:session:${keyPart(sessionId)}:input-seq`;
   }
 
   /** Set of known session ids. */
@@ -161,17 +277,17 @@ export class Keys {
    * a sorted set of occurrence id → commit time (ms), trimmed to a window.
    */
   sessionCommitted(sessionId: string): string {
-    return `${this.prefix}:session:${keyPart(sessionId)}:committed`;
+    return `${this.sp(sessionId)}:session:${keyPart(sessionId)}:committed`;
   }
 
   /** Sorted set of live worker processes, scored by last heartbeat (ms). */
   get workers(): string {
-    return `${this.prefix}:workers`;
+    return `${this.basePrefix}:workers`;
   }
 
   /** JSON record of a cron job (SPEC §7). */
   cronJob(id: string): string {
-    return `${this.prefix}:cron:job:${keyPart(id)}`;
+    return `${this.cp(id)}:cron:job:${keyPart(id)}`;
   }
 
   /** Set of every cron job id. */
@@ -181,12 +297,12 @@ export class Keys {
 
   /** Hash of a cron job's run records: occurrence id → run JSON. */
   cronRuns(id: string): string {
-    return `${this.prefix}:cron:job:${keyPart(id)}:runs`;
+    return `${this.cp(id)}:cron:job:${keyPart(id)}:runs`;
   }
 
   /** List of a cron job's occurrence ids, newest first (capped with the run hash). */
   cronRunIndex(id: string): string {
-    return `${this.prefix}:cron:job:${keyPart(id)}:run-index`;
+    return `${this.cp(id)}:cron:job:${keyPart(id)}:run-index`;
   }
 
   /** List of `cronRecentRunEntry`s of recent runs of all cron jobs, newest first (capped). */
@@ -222,12 +338,12 @@ export class Keys {
 
   /** Hash of a cron job's claimed, uncommitted occurrences: occurrence id → holder, attempt, claim time. */
   cronClaims(id: string): string {
-    return `${this.prefix}:cron:job:${keyPart(id)}:claims`;
+    return `${this.cp(id)}:cron:job:${keyPart(id)}:claims`;
   }
 
   /** A cron job's recently committed occurrences: sorted set of occurrence id → commit time (ms), trimmed to a window. */
   cronCommitted(id: string): string {
-    return `${this.prefix}:cron:job:${keyPart(id)}:committed`;
+    return `${this.cp(id)}:cron:job:${keyPart(id)}:committed`;
   }
 
   /** Hash of one `/v1` run: status, output, error, timestamps. */
@@ -252,12 +368,12 @@ export class Keys {
 
   /** The one-poller-per-bot lease: holds the id of the gateway instance polling `botId`. */
   telegramPollLease(botId: string): string {
-    return `${this.prefix}:telegram:${keyPart(botId)}:poll-lease`;
+    return `${this.basePrefix}:telegram:${keyPart(botId)}:poll-lease`;
   }
 
   /** Next getUpdates offset of `botId` whose updates are already stored (all below it are in the inbox). */
   telegramOffset(botId: string): string {
-    return `${this.prefix}:telegram:${keyPart(botId)}:offset`;
+    return `${this.basePrefix}:telegram:${keyPart(botId)}:offset`;
   }
 
   /**

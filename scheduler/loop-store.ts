@@ -77,7 +77,7 @@ export class LoopStore {
    */
   async put(record: LoopRecord, expectedVersion: ExpectedVersion): Promise<LoopRecord | null> {
     return await putVersioned(this.redis, {
-      key: this.keys.schedule(record.sessionId, record.kind), indexKey: this.keys.scheduleIndex,
+      key: this.keys.schedule(record.sessionId, record.kind), indexKey: this.keys.forSession(record.sessionId).scheduleIndex,
       member: this.keys.scheduleIndexMember(record.sessionId, record.kind), what: `${record.kind} state`,
     }, record, expectedVersion);
   }
@@ -139,19 +139,29 @@ export class LoopStore {
 
   /** Delete a record (used by `/heartbeat clear` and tests). */
   async delete(sessionId: string, kind: ScheduleKind): Promise<void> {
-    await this.redis.multi().del(this.keys.schedule(sessionId, kind)).srem(this.keys.scheduleIndex, this.keys.scheduleIndexMember(sessionId, kind)).exec();
+    const k = this.keys.forSession(sessionId);
+    await this.redis.multi().del(k.schedule(sessionId, kind)).srem(k.scheduleIndex, k.scheduleIndexMember(sessionId, kind)).exec();
   }
 
-  /** Every stored record. */
-  async list(): Promise<LoopRecord[]> {
-    const members = await this.redis.smembers(this.keys.scheduleIndex);
-    if (members.length === 0) return [];
-    const keys = members.map((m) => {
-      const { sessionId, kind } = this.keys.parseScheduleIndexMember(m);
-      return this.keys.schedule(sessionId, kind);
-    });
-    const raws = await this.redis.mget(...keys);
-    return raws.filter((r): r is string => r !== null).map((r) => JSON.parse(r) as LoopRecord);
+  /**
+   * Every stored record, of every shard (or of the shards listed).
+   * Each shard is read on its own (one slot per read on a cluster).
+   */
+  async list(shards?: readonly number[]): Promise<LoopRecord[]> {
+    const out: LoopRecord[] = [];
+    for (const k of this.keys.shards()) {
+      if (shards && !shards.includes(k.shardIndex)) continue;
+      const members = await this.redis.smembers(k.scheduleIndex);
+      for (let i = 0; i < members.length; i += 1000) {
+        const keys = members.slice(i, i + 1000).map((m) => {
+          const { sessionId, kind } = k.parseScheduleIndexMember(m);
+          return k.schedule(sessionId, kind);
+        });
+        const raws = await this.redis.mget(...keys);
+        for (const r of raws) if (r !== null) out.push(JSON.parse(r) as LoopRecord);
+      }
+    }
+    return out;
   }
 
   /**
@@ -167,14 +177,14 @@ export class LoopStore {
         // Remove first: an upsert with an unchanged `every` keeps the old next
         // occurrence and ignores `startDate`, so a replaced loop would not fire "now".
         await this.removeScheduler(record.sessionId, record.kind);
-        await this.queues.ticks.upsertJobScheduler(
+        await this.queues.forSession(record.sessionId).ticks.upsertJobScheduler(
           this.keys.schedulerId(record.sessionId, record.kind),
           { every: record.intervalSeconds * 1000, startDate: Math.max(Date.now(), firstDueAt - this.leadMs) },
           { name: TICK_JOB_NAME, data },
         );
       } else {
         await this.removeScheduler(record.sessionId, record.kind);
-        await this.queues.ticks.add(TICK_JOB_NAME, data, {
+        await this.queues.forSession(record.sessionId).ticks.add(TICK_JOB_NAME, data, {
           jobId: bullJobId('selfpaced', record.kind, record.sessionId, record.loopId, firstDueAt),
           delay: Math.max(0, firstDueAt - this.leadMs - Date.now()),
         });
@@ -191,11 +201,12 @@ export class LoopStore {
    */
   async removeScheduler(sessionId: string, kind: ScheduleKind): Promise<void> {
     const id = this.keys.schedulerId(sessionId, kind);
-    const scheduler = await this.queues.ticks.getJobScheduler(id);
-    await this.queues.ticks.removeJobScheduler(id);
+    const ticks = this.queues.forSession(sessionId).ticks;
+    const scheduler = await ticks.getJobScheduler(id);
+    await ticks.removeJobScheduler(id);
     // Only after the scheduler is gone may its last job be removed (BullMQ refuses before).
     if (scheduler?.next !== undefined && scheduler.next !== null) {
-      await this.queues.ticks.remove(`repeat:${id}:${scheduler.next}`).catch(() => 0);
+      await ticks.remove(`repeat:${id}:${scheduler.next}`).catch(() => 0);
     }
   }
 
@@ -204,23 +215,28 @@ export class LoopStore {
   /** Epoch ms the next tick is due per the job scheduler, or `undefined`. */
   async nextDueAt(record: LoopRecord): Promise<number | undefined> {
     if (record.mode !== 'fixed') return undefined;
-    const s = await this.queues.ticks.getJobScheduler(this.keys.schedulerId(record.sessionId, record.kind));
+    const s = await this.queues.forSession(record.sessionId).ticks.getJobScheduler(this.keys.schedulerId(record.sessionId, record.kind));
     return s?.next !== undefined && s.next !== null ? Number(s.next) + this.leadMs : undefined;
   }
 
   /**
    * Re-arm active fixed schedules whose job scheduler is missing (a crash
    * between the state write and the scheduler write). Idempotent.
+   * @param shards - only these shards (a worker's `worker.shards`); default every shard
    * @returns how many were re-armed
    */
-  async reconcile(now = Date.now()): Promise<number> {
-    const active = (await this.list()).filter((r) => r.status === 'active' && r.mode === 'fixed');
+  async reconcile(now = Date.now(), shards?: readonly number[]): Promise<number> {
+    const active = (await this.list(shards)).filter((r) => r.status === 'active' && r.mode === 'fixed');
     if (active.length === 0) return 0;
-    // One call for all schedulers instead of one round trip per loop (this runs at every worker start).
-    const existing = new Set((await this.queues.ticks.getJobSchedulers(0, -1)).map((s) => s.key));
+    // One call per shard for all its schedulers instead of one round trip per loop (this runs at every worker start).
+    const existing = new Set<string>();
+    for (const q of this.queues.shards()) {
+      if (shards && !shards.includes(q.keys.shardIndex)) continue;
+      for (const s of await q.ticks.getJobSchedulers(0, -1)) existing.add(`${q.keys.shardIndex} ${s.key}`);
+    }
     let rearmed = 0;
     for (const record of active) {
-      if (existing.has(this.keys.schedulerId(record.sessionId, record.kind))) continue;
+      if (existing.has(`${this.keys.shardOfSession(record.sessionId)} ${this.keys.schedulerId(record.sessionId, record.kind)}`)) continue;
       const period = (record.intervalSeconds ?? 0) * 1000;
       const due = record.lastTickStartedAt === null ? now : Math.max(now, record.lastTickStartedAt + period);
       await this.arm(record, due);

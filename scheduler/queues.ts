@@ -13,14 +13,25 @@ export const JOB_RETENTION: Pick<JobsOptions, 'removeOnComplete' | 'removeOnFail
   removeOnFail: { count: 5000 },
 };
 
-/** The product's queues over one connection. `close()` closes the queues, not the connection. */
+/**
+ * The product's queues of one shard over one connection (`ticks`, `inbox`),
+ * and, through `forShard`/`forSession`/`forCronJob`, those of every other
+ * shard of the key space over the same connection. `close()` closes the
+ * queues of every shard opened so far, not the connection.
+ */
 export class HermesQueues {
   readonly ticks: Queue;
   readonly inbox: Queue;
+  private readonly family: Map<number, HermesQueues>;
 
+  /**
+   * @param keys - the builder of the shard these queues belong to (its `bullPrefix`)
+   * @param connection - BullMQ connection (`maxRetriesPerRequest: null`), shared by every shard's queues
+   */
   constructor(
     readonly keys: Keys,
-    connection: RedisClient | ConnectionOptions,
+    private readonly connection: RedisClient | ConnectionOptions,
+    family?: Map<number, HermesQueues>,
   ) {
     const opts = { connection: connection as ConnectionOptions, prefix: keys.bullPrefix };
     // croner decides the fire times of cron job schedulers (scheduler/cron/repeat-strategy.ts);
@@ -30,10 +41,51 @@ export class HermesQueues {
     // A lost connection is reported by the calls that fail (and ioredis reconnects); without a
     // listener BullMQ would print each connection error with its stack on the terminal.
     for (const q of [this.ticks, this.inbox]) q.on('error', () => undefined);
+    this.family = family ?? new Map();
+    this.family.set(keys.shardIndex, this);
+  }
+
+  /** The queues of shard `index` (opened on first use). */
+  forShard(index: number): HermesQueues {
+    return this.family.get(index) ?? new HermesQueues(this.keys.shard(index), this.connection, this.family);
+  }
+
+  /** The queues of a session's shard. */
+  forSession(sessionId: string): HermesQueues {
+    return this.forShard(this.keys.shardOfSession(sessionId));
+  }
+
+  /** The queues of a cron job's shard. */
+  forCronJob(jobId: string): HermesQueues {
+    return this.forShard(this.keys.shardOfCronJob(jobId));
+  }
+
+  /** The queues of every shard, in shard order. */
+  shards(): HermesQueues[] {
+    return this.keys.shards().map((k) => this.forShard(k.shardIndex));
+  }
+
+  /**
+   * One queue name over every shard: its name and its job counts summed over
+   * the shards' queues of that name (for metrics and status).
+   */
+  acrossShards(queue: 'ticks' | 'inbox'): { name: string; getJobCounts(...types: string[]): Promise<Record<string, number>> } {
+    const all = this.shards().map((q) => q[queue]);
+    return {
+      name: all[0]!.name,
+      async getJobCounts(...types: string[]) {
+        const sum: Record<string, number> = {};
+        for (const counts of await Promise.all(all.map((q) => q.getJobCounts(...types)))) {
+          for (const [state, n] of Object.entries(counts)) sum[state] = (sum[state] ?? 0) + n;
+        }
+        return sum;
+      },
+    };
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled([this.ticks.close(), this.inbox.close()]);
+    const all = [...this.family.values()];
+    await Promise.allSettled(all.flatMap((q) => [q.ticks.close(), q.inbox.close()]));
   }
 }
 

@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { bullJobId, compositeId, fromKeyPart, keyPart, Keys, type ScheduleKind } from '../scheduler/keys.ts';
 import { inboxJobId, inputOccurrenceId } from '../scheduler/inbox.ts';
 import { outboundJobId } from '../scheduler/outbound.ts';
-import { cronOccurrenceId } from '../scheduler/cron/cron-job.ts';
+import { cronOccurrenceId, cronSessionId } from '../scheduler/cron/cron-job.ts';
 import { testEnv } from './support/env.ts';
 import { clients, startWorker, waitForEvents } from './support/stack.ts';
 
@@ -39,7 +39,7 @@ const PER_ID: Record<string, (id: string) => string> = {
   'telegram poll lease': (id) => k.telegramPollLease(id),
   'telegram offset': (id) => k.telegramOffset(id),
 };
-const GLOBAL = [k.scheduleIndex, k.goalIndex, k.sessionIndex, k.workers, k.cronJobIndex, k.cronRecentRuns];
+const GLOBAL = [k.scheduleIndex, k.goalIndex, k.sessionIndex, k.workers, k.cronJobIndex, k.cronRecentRuns, k.shardCountMarker];
 /** Job scheduler ids (BullMQ keys them as `<queue>:repeat:<id>`, their jobs as `repeat:<id>:<millis>`). */
 const SCHEDULER_IDS: Record<string, (id: string) => string> = {
   loop: (id) => k.schedulerId(id, 'loop'),
@@ -202,5 +202,39 @@ describe('session ids that look like other sessions\' keys (through the stores a
     expect(Date.now() - started).toBeLessThan(5_000); // the mutation lock of x was free
     expect(await c.loops.get('x', 'loop')).toMatchObject({ sessionId: 'x', prompt: 'b' });
     expect(await c.loops.get('x:mutation', 'loop')).toMatchObject({ sessionId: 'x:mutation', prompt: 'a' });
+  });
+});
+
+describe('sharded key space', () => {
+  const sharded = new Keys('{hermes}', { shards: 6 });
+
+  it('one shard keeps the plain prefix; N shards are {hermes:0} … {hermes:N-1}', () => {
+    expect(new Keys('{hermes}').schedule('s', 'loop')).toBe('{hermes}:schedule:loop:s');
+    expect(sharded.shards().map((k) => k.prefix)).toEqual(['{hermes:0}', '{hermes:1}', '{hermes:2}', '{hermes:3}', '{hermes:4}', '{hermes:5}']);
+    expect(sharded.workers).toBe('{hermes}:workers'); // fleet-wide
+  });
+
+  it('every key of a session and of a cron job (with its session stream) is on one shard, whichever builder is asked', () => {
+    fc.assert(fc.property(hostileId, fc.integer({ min: 0, max: 5 }), (id, via) => {
+      const k = sharded.shard(via);
+      const home = sharded.forSession(id).prefix;
+      for (const key of [k.schedule(id, 'loop'), k.scheduleInflight(id, 'heartbeat'), k.scheduleMutation(id, 'loop'), k.goal(id), k.transcript(id),
+        k.events(id), k.turnLock(id), k.pendingInput(id), k.inputSequence(id), k.sessionCommitted(id),
+        k.forSession(id).scheduleIndex, k.forSession(id).sessionIndex, k.forSession(id).goalIndex]) {
+        expect(key.startsWith(`${home}:`)).toBe(true);
+      }
+      const job = sharded.forCronJob(id).prefix;
+      for (const key of [k.cronJob(id), k.cronRuns(id), k.cronRunIndex(id), k.cronClaims(id), k.cronCommitted(id), k.events(cronSessionId(id)),
+        k.forCronJob(id).cronJobIndex, k.forCronJob(id).cronRecentRuns]) {
+        expect(key.startsWith(`${job}:`)).toBe(true);
+      }
+    }), { numRuns: 2000 });
+  });
+
+  it('sessions spread over the shards (stable FNV-1a of the id)', () => {
+    const counts = new Array(6).fill(0);
+    for (let i = 0; i < 6000; i++) counts[sharded.shardOfSession(`session-${i}`)]++;
+    for (const n of counts) expect(n).toBeGreaterThan(800);
+    expect(sharded.shardOfSession('main')).toBe(new Keys('{other}', { shards: 6 }).shardOfSession('main'));
   });
 });

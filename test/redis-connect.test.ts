@@ -11,7 +11,9 @@ import { checkRedis, resolveRedis, compareVersions } from '../scheduler/redis/co
 import { describeTopology, topologyFromConfig } from '../scheduler/redis/connection-factory.ts';
 import { freePort, startEmbeddedRedis, embeddedUrlFile } from '../scheduler/redis/embedded-redis.ts';
 import { StoreUnavailableError } from '../scheduler/errors/store-unavailable-error.ts';
-import { runHermes } from './support/stack.ts';
+import { clients, runHermes, startWorker } from './support/stack.ts';
+import { connectCli } from '../cli/connect-cli.ts';
+import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { testEnv } from './support/env.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -127,5 +129,32 @@ describe('connection factory: topologies from configuration', () => {
     const err = await resolveRedis(config, { allowStart: false }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StoreUnavailableError);
     expect((err as Error).message).toContain(`cluster 127.0.0.1:${port}`);
+  });
+});
+
+describe('redis.shards on a store that has data', () => {
+  it('a store written with one shard refuses another count; a sharded store refuses a change; nothing is written', async () => {
+    const env = testEnv();
+    cleanups.push(() => env.cleanup());
+    const c = clients(env);
+    cleanups.push(() => c.close());
+    await c.schedules.set('keep', 'loop', { prompt: 'x', intervalSeconds: 60, times: null, until: null, notes: [] }, {
+      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'echo x', timeoutSeconds: 5 },
+    });
+    const withShards = (n: number) => ({ ...env.config, redis: { ...env.config.redis, shards: n } });
+    // The store predates the marker: its data is under the one-shard layout.
+    const err = await connectCli(withShards(4)).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as Error).message).toMatch(/written with 1 shard\(s\), not 4.*HERMES_REDIS_SHARDS=1.*not available yet/);
+    expect(await c.redis.get(c.keys.shardCountMarker)).toBeNull();
+    await expect(startWorker(env, { config: withShards(2) })).rejects.toThrow(/written with 1 shard/);
+    await (await connectCli(env.config)).close(); // the right count is accepted and recorded
+    expect(await c.redis.get(c.keys.shardCountMarker)).toBe('1');
+
+    const fresh = testEnv({ 'redis.shards': 3 });
+    cleanups.push(() => fresh.cleanup());
+    await (await connectCli(fresh.config)).close();
+    const again = await connectCli({ ...fresh.config, redis: { ...fresh.config.redis, shards: 2 } }).catch((e: unknown) => e);
+    expect((again as Error).message).toMatch(/written with 3 shard\(s\), not 2/);
   });
 });

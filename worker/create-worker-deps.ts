@@ -26,6 +26,7 @@ import type { WorkerDeps } from './worker-deps.ts';
  * @param input.redis - client for the product's keys (commands time out; no blocking calls)
  * @param input.queueConnection - client for BullMQ queues (`maxRetriesPerRequest: null`)
  * @param input.runners - default: from config
+ * @returns the dependencies of the first shard (`keys`, `queues` of shard 0); `depsForShard` gives another shard's
  * @param input.commandEnvSource - environment commands take their base variables and operator-listed
  *   pass-throughs from (`command-env.ts`); default this process's environment (this is the
  *   composition root that reads it)
@@ -40,21 +41,45 @@ export function createWorkerDeps(input: {
   commandEnvSource?: Readonly<Record<string, string | undefined>>;
 }): WorkerDeps {
   const { config, redis, log } = input;
-  const keys = new Keys(config.redis.prefix);
+  const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
   const queues = new HermesQueues(keys, input.queueConnection);
-  const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
   const workerId = input.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
-  const schedules = new ScheduleService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log);
-  const goals = new GoalService(redis, keys, queues, config.goals.max_turns, log);
+  const base = shardStores({ config, redis, keys, queues, log });
   const envSource = input.commandEnvSource ?? process.env;
-  const tools = new Toolbox(config, { schedules, goals, cron: new CronStore(redis, keys, queues, { historyLimit: config.cron.history_limit }) }, envSource);
+  // The stores route every session and cron job to its shard, so one toolbox serves every shard.
+  const tools = new Toolbox(config, { schedules: base.schedules, goals: base.goals, cron: new CronStore(redis, keys, queues, { historyLimit: config.cron.history_limit }) }, envSource);
   return {
-    config, redis, keys, queues, loops, workerId, schedules, goals, tools,
+    config, redis, keys, queues, workerId, tools, ...base,
     log: log.child({ workerId }),
-    sessions: new SessionStore(redis, keys, config.worker.transcript_max_messages, config.worker.occurrence_window_seconds * 1000),
     runners: input.runners ?? new RunnerFactory(config, { commandEnvSource: envSource, toolbox: tools }),
     lock: new SessionLock(redis, keys, config.worker.lock_duration_ms),
+    // Replies for Telegram go through one queue on the first shard, so one chat's replies share a queue.
     outboundTelegram: telegramOutboundQueue(keys, input.queueConnection),
     turns: new TurnTracker(),
+  };
+}
+
+/**
+ * The dependencies of a processor working on the jobs of shard `index`:
+ * `keys` and `queues` of that shard (the `ticks` and `inbox` queues its jobs
+ * come from), everything else shared with `base` (the connections, the turn
+ * tracker that drain reads, the outbound queue, the worker id).
+ */
+export function depsForShard(base: WorkerDeps, index: number): WorkerDeps {
+  if (index === base.keys.shardIndex) return base;
+  const keys = base.keys.shard(index);
+  const queues = base.queues.forShard(index);
+  return { ...base, keys, queues, ...shardStores({ config: base.config, redis: base.redis, keys, queues, log: base.log }) };
+}
+
+/** The stores bound to one shard's keys and queues (they still route other sessions to their shards). */
+function shardStores(d: Pick<WorkerDeps, 'config' | 'redis' | 'keys' | 'queues' | 'log'>): Pick<WorkerDeps, 'loops' | 'sessions' | 'schedules' | 'goals'> {
+  const { config, redis, keys, queues, log } = d;
+  const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
+  return {
+    loops,
+    sessions: new SessionStore(redis, keys, config.worker.transcript_max_messages, config.worker.occurrence_window_seconds * 1000),
+    schedules: new ScheduleService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log),
+    goals: new GoalService(redis, keys, queues, config.goals.max_turns, log),
   };
 }

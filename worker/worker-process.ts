@@ -30,7 +30,8 @@ import { processInbox, type InboxHooks } from './inbox-processor.ts';
 import { processCronTick } from './cron-processor.ts';
 import { processV1Run } from './v1-run-processor.ts';
 import { goalHooks } from './goal-processor.ts';
-import { createWorkerDeps } from './create-worker-deps.ts';
+import { createWorkerDeps, depsForShard } from './create-worker-deps.ts';
+import { assertShardCount } from '../scheduler/redis/shard-count.ts';
 import { cronRepeatStrategy } from '../scheduler/cron/repeat-strategy.ts';
 import { CronStore } from '../scheduler/cron/cron-store.ts';
 import type { WorkerDeps } from './worker-deps.ts';
@@ -97,14 +98,18 @@ export class WorkerProcess {
     queueConn.on('error', () => {});
     await checkRedis(redis, log);
     const deps = createWorkerDeps({ config, redis, queueConnection: queueConn, log, runners: options.runners });
+    await assertShardCount(redis, deps.keys);
     const { keys, queues, loops } = deps;
+    // Shards this process consumes (SPEC §2): `worker.shards`, else every shard of `redis.shards`.
+    const shards = config.worker.shards.length > 0 ? [...new Set(config.worker.shards)].sort((a, b) => a - b) : keys.shards().map((k) => k.shardIndex);
     const v1Counts = v1RunsQueue(keys, queueConn);
     deps.metrics = new HermesMetrics({
-      fleet: fleetReadings({ redis, workersKey: keys.workers, queues: [queues.ticks, queues.inbox, deps.outboundTelegram, v1Counts] }),
+      // Job counts per queue name, summed over every shard's queue of that name.
+      fleet: fleetReadings({ redis, workersKey: keys.workers, queues: [queues.acrossShards('ticks'), queues.acrossShards('inbox'), deps.outboundTelegram, v1Counts] }),
     });
     const wp = new WorkerProcess(deps, [redis, queueConn], topology);
     wp.closeQueues.push(() => v1Counts.close());
-    const rearmed = await loops.reconcile();
+    const rearmed = await loops.reconcile(Date.now(), shards);
     if (rearmed > 0) log.warn({ rearmed }, 're-armed active schedules whose job scheduler was missing');
     if (Object.keys(config.mcp_servers).length > 0) {
       // Listed once per start (and on reconnect); a server that fails is logged and skipped.
@@ -112,23 +117,30 @@ export class WorkerProcess {
       await wp.mcp.start();
       deps.tools.addSource(wp.mcp);
     }
-    const cronRearmed = await new CronStore(redis, keys, queues, { historyLimit: config.cron.history_limit }).reconcile();
+    const cronRearmed = await new CronStore(redis, keys, queues, { historyLimit: config.cron.history_limit }).reconcile(Date.now(), shards);
     if (cronRearmed > 0) log.warn({ rearmed: cronRearmed }, 're-armed cron jobs whose BullMQ job was missing');
     const tickProcessors: NonNullable<WorkerProcessOptions['tickProcessors']> = {
       'cron-tick': processCronTick as never,
       ...options.tickProcessors,
     };
-    wp.addWorker(QUEUES.ticks, async (job, token, signal) => {
-      const type = (job.data as { type?: string }).type ?? 'schedule-tick';
-      if (type === 'schedule-tick') return await processScheduleTick(job as Job<TickJobData>, token, signal, deps);
-      const processor = tickProcessors[type];
-      if (!processor) throw new Error(`no processor for tick type ${type}`);
-      return await processor(job, token, signal, deps);
-    }, { repeatStrategy: cronRepeatStrategy, ...options.tickSettings });
     const inboxHooks = options.inboxHooks ?? goalHooks;
-    wp.addWorker(QUEUES.inbox, (job, token, signal) => processInbox(job as Job<InboxJobData>, token, signal, deps, inboxHooks));
-    wp.addWorker(QUEUES.v1Runs, (job, token, signal) => processV1Run(job as never, token, signal, deps));
-    for (const q of options.extraQueues ?? []) wp.addWorker(q.name, (job, token, signal) => q.process(job, token, signal, deps));
+    // Each shard's jobs are processed with that shard's keys and queues (a session's scripts stay in its slot).
+    for (const shard of shards) {
+      const sd = depsForShard(deps, shard);
+      wp.addWorker(QUEUES.ticks, sd, async (job, token, signal) => {
+        const type = (job.data as { type?: string }).type ?? 'schedule-tick';
+        if (type === 'schedule-tick') return await processScheduleTick(job as Job<TickJobData>, token, signal, sd);
+        const processor = tickProcessors[type];
+        if (!processor) throw new Error(`no processor for tick type ${type}`);
+        return await processor(job, token, signal, sd);
+      }, { repeatStrategy: cronRepeatStrategy, ...options.tickSettings });
+      wp.addWorker(QUEUES.inbox, sd, (job, token, signal) => processInbox(job as Job<InboxJobData>, token, signal, sd, inboxHooks));
+    }
+    // `/v1` runs belong to no session: they live on the first shard, whose consumers run them.
+    if (shards.includes(0)) {
+      wp.addWorker(QUEUES.v1Runs, deps, (job, token, signal) => processV1Run(job as never, token, signal, deps));
+      for (const q of options.extraQueues ?? []) wp.addWorker(q.name, deps, (job, token, signal) => q.process(job, token, signal, deps));
+    }
     await wp.beat();
     wp.heartbeat = setInterval(() => void wp.beat().catch(() => {}), WORKER_HEARTBEAT_MS);
     wp.heartbeat.unref();
@@ -143,16 +155,18 @@ export class WorkerProcess {
         throw err;
       }
     }
-    deps.log.info({ concurrency: config.worker.concurrency, pid: process.pid }, 'worker started');
+    deps.log.info({ concurrency: config.worker.concurrency, pid: process.pid, shards }, 'worker started');
     return wp;
   }
 
   private addWorker(
     name: string,
+    shardDeps: WorkerDeps,
     processor: (job: Job, token: string | undefined, signal: AbortSignal | undefined) => Promise<unknown>,
     settings?: Record<string, unknown>,
   ): void {
-    const { config, keys, log } = this.deps;
+    const { config, log } = this.deps;
+    const { keys } = shardDeps;
     const connection = openRedisClient(this.topology, 'bullmq');
     const worker = new Worker(name, processor, {
       connection: connection as never,
@@ -265,3 +279,4 @@ export class WorkerProcess {
 function delay(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms).unref());
 }
+

@@ -96,13 +96,19 @@ export class CronStore {
     return raw ? (JSON.parse(raw) as CronJob) : null;
   }
 
-  /** Every stored job (unordered). Reads in batches of 1000. */
-  async list(): Promise<CronJob[]> {
-    const ids = await this.redis.smembers(this.keys.cronJobIndex);
+  /**
+   * Every stored job (unordered) of every shard, or of the shards listed.
+   * Reads each shard on its own, in batches of 1000.
+   */
+  async list(shards?: readonly number[]): Promise<CronJob[]> {
     const out: CronJob[] = [];
-    for (let i = 0; i < ids.length; i += 1000) {
-      const raws = await this.redis.mget(...ids.slice(i, i + 1000).map((id) => this.keys.cronJob(id)));
-      for (const r of raws) if (r !== null) out.push(JSON.parse(r) as CronJob);
+    for (const k of this.keys.shards()) {
+      if (shards && !shards.includes(k.shardIndex)) continue;
+      const ids = await this.redis.smembers(k.cronJobIndex);
+      for (let i = 0; i < ids.length; i += 1000) {
+        const raws = await this.redis.mget(...ids.slice(i, i + 1000).map((id) => k.cronJob(id)));
+        for (const r of raws) if (r !== null) out.push(JSON.parse(r) as CronJob);
+      }
     }
     return out;
   }
@@ -114,7 +120,7 @@ export class CronStore {
    */
   async put(job: CronJob, expectedVersion: number | 'absent'): Promise<CronJob | null> {
     return await putVersioned(this.redis, {
-      key: this.keys.cronJob(job.id), indexKey: this.keys.cronJobIndex, member: job.id, what: `cron job ${job.id}`,
+      key: this.keys.cronJob(job.id), indexKey: this.keys.forCronJob(job.id).cronJobIndex, member: job.id, what: `cron job ${job.id}`,
     }, job, expectedVersion);
   }
 
@@ -122,7 +128,7 @@ export class CronStore {
   async delete(id: string): Promise<boolean> {
     try {
       const ok = await runLuaScript(this.redis, DELETE_JOB, [
-        this.keys.cronJob(id), this.keys.cronJobIndex, this.keys.cronRuns(id), this.keys.cronRunIndex(id),
+        this.keys.cronJob(id), this.keys.forCronJob(id).cronJobIndex, this.keys.cronRuns(id), this.keys.cronRunIndex(id),
         this.keys.cronClaims(id), this.keys.cronCommitted(id),
       ], [id]);
       return ok === 1;
@@ -141,15 +147,16 @@ export class CronStore {
     if (job.state !== 'scheduled') return await this.disarm(job);
     const data: CronTickData = { type: 'cron-tick', jobId: job.id, generation: job.generation };
     const opts = { attempts: CRON_TICK_ATTEMPTS, backoff: { type: 'exponential', delay: 2000 } };
+    const ticks = this.queues.forCronJob(job.id).ticks;
     try {
       if (job.schedule.kind === 'once') {
-        await this.queues.ticks.removeJobScheduler(this.keys.cronSchedulerId(job.id));
+        await ticks.removeJobScheduler(this.keys.cronSchedulerId(job.id));
         const dueAt = job.next_run_at ?? job.schedule.atMs;
-        await this.queues.ticks.add(CRON_TICK_JOB_NAME, { ...data, dueAt }, {
+        await ticks.add(CRON_TICK_JOB_NAME, { ...data, dueAt }, {
           ...opts, jobId: this.keys.cronOnceJobId(job.id, dueAt), delay: Math.max(0, dueAt - now),
         });
       } else {
-        await this.queues.ticks.upsertJobScheduler(
+        await ticks.upsertJobScheduler(
           this.keys.cronSchedulerId(job.id),
           { pattern: encodePattern(job.schedule), tz: job.tz },
           { name: CRON_TICK_JOB_NAME, data, opts },
@@ -167,10 +174,11 @@ export class CronStore {
    */
   async disarm(job: Pick<CronJob, 'id' | 'schedule' | 'next_run_at'>): Promise<void> {
     try {
-      await this.queues.ticks.removeJobScheduler(this.keys.cronSchedulerId(job.id));
+      const ticks = this.queues.forCronJob(job.id).ticks;
+      await ticks.removeJobScheduler(this.keys.cronSchedulerId(job.id));
       if (job.schedule.kind === 'once') {
         const ids = new Set([job.schedule.atMs, job.next_run_at].filter((v): v is number => v !== null));
-        for (const at of ids) await this.queues.ticks.remove(this.keys.cronOnceJobId(job.id, at)).catch(() => 0);
+        for (const at of ids) await ticks.remove(this.keys.cronOnceJobId(job.id, at)).catch(() => 0);
       }
     } catch (err) {
       throw new StoreUnavailableError(`Redis did not remove the schedule of cron job ${job.id}: ${(err as Error).message}`, { cause: err });
@@ -181,19 +189,19 @@ export class CronStore {
   async enqueueManual(job: CronJob, now = Date.now()): Promise<string> {
     const jobId = this.keys.cronManualJobId(job.id, now);
     const data: CronTickData = { type: 'cron-tick', jobId: job.id, generation: job.generation, dueAt: now, manual: true };
-    await this.queues.ticks.add(CRON_TICK_JOB_NAME, data, { jobId, attempts: CRON_TICK_ATTEMPTS, backoff: { type: 'exponential', delay: 2000 } });
+    await this.queues.forCronJob(job.id).ticks.add(CRON_TICK_JOB_NAME, data, { jobId, attempts: CRON_TICK_ATTEMPTS, backoff: { type: 'exponential', delay: 2000 } });
     return jobId;
   }
 
   /** Epoch ms of the job scheduler's pending job, or `undefined` when there is no scheduler. */
   async schedulerNext(id: string): Promise<number | undefined> {
-    const s = await this.queues.ticks.getJobScheduler(this.keys.cronSchedulerId(id));
+    const s = await this.queues.forCronJob(id).ticks.getJobScheduler(this.keys.cronSchedulerId(id));
     return s?.next !== undefined && s.next !== null ? Number(s.next) : undefined;
   }
 
   /** Whether a one-shot's delayed job exists. */
   async hasOnceJob(id: string, atMs: number): Promise<boolean> {
-    return (await this.queues.ticks.getJob(this.keys.cronOnceJobId(id, atMs))) !== undefined;
+    return (await this.queues.forCronJob(id).ticks.getJob(this.keys.cronOnceJobId(id, atMs))) !== undefined;
   }
 
   /**
@@ -243,10 +251,12 @@ export class CronStore {
   }): Promise<RunCommitResult> {
     const { run } = input;
     const stored: CronJob = { ...input.job, version: input.expectedVersion + 1 };
+    // Every key on the job's shard (its session `cron:<id>` lives there too): one slot for the script.
+    const k = this.keys.forCronJob(run.job_id);
     const keys = [
-      this.keys.cronCommitted(run.job_id), this.keys.cronJob(run.job_id), this.keys.cronRuns(run.job_id),
-      this.keys.cronRunIndex(run.job_id), this.keys.cronRecentRuns, this.keys.events(cronSessionId(run.job_id)),
-      this.keys.cronClaims(run.job_id),
+      k.cronCommitted(run.job_id), k.cronJob(run.job_id), k.cronRuns(run.job_id),
+      k.cronRunIndex(run.job_id), k.cronRecentRuns, k.events(cronSessionId(run.job_id)),
+      k.cronClaims(run.job_id),
     ];
     const [code, eventId] = (await runLuaScript(this.redis, COMMIT_RUN, keys, [
       JSON.stringify(run), run.occurrence_id, Date.now(), this.windowMs, this.settings.historyLimit,
@@ -281,26 +291,33 @@ export class CronStore {
     return raws.filter((r): r is string => r !== null).map((r) => JSON.parse(r) as CronRun);
   }
 
-  /** Recent runs of all jobs, newest first. */
+  /**
+   * Recent runs of all jobs, newest first (by start time): the newest `limit`
+   * of every shard's recent-runs list, merged.
+   */
   async recentRuns(limit: number): Promise<CronRun[]> {
-    const entries = await this.redis.lrange(this.keys.cronRecentRuns, 0, Math.max(0, limit - 1));
     const out: CronRun[] = [];
-    for (const e of entries) {
-      const { jobId, occurrenceId } = this.keys.parseCronRecentRunEntry(e);
-      const run = await this.getRun(jobId, occurrenceId);
-      if (run) out.push(run);
+    for (const k of this.keys.shards()) {
+      const entries = await this.redis.lrange(k.cronRecentRuns, 0, Math.max(0, limit - 1));
+      for (const e of entries) {
+        const { jobId, occurrenceId } = k.parseCronRecentRunEntry(e);
+        const run = await this.getRun(jobId, occurrenceId);
+        if (run) out.push(run);
+      }
     }
-    return out;
+    if (this.keys.shardCount === 1) return out;
+    return out.sort((a, b) => runTime(b) - runTime(a)).slice(0, limit);
   }
 
   /**
    * Re-arm scheduled jobs whose BullMQ side is missing (a crash between the
    * record write and the arm). Idempotent; call at worker start.
+   * @param shards - only these shards (a worker's `worker.shards`); default every shard
    * @returns how many were re-armed
    */
-  async reconcile(now = Date.now()): Promise<number> {
+  async reconcile(now = Date.now(), shards?: readonly number[]): Promise<number> {
     let rearmed = 0;
-    for (const job of await this.list()) {
+    for (const job of await this.list(shards)) {
       if (job.state !== 'scheduled') continue;
       const armed = job.schedule.kind === 'once'
         ? job.next_run_at !== null && (await this.hasOnceJob(job.id, job.next_run_at))
@@ -312,4 +329,9 @@ export class CronStore {
     }
     return rearmed;
   }
+}
+
+/** When a run started (or was due), epoch ms, for ordering runs of several shards. */
+function runTime(run: CronRun): number {
+  return run.started_at ?? run.due_at;
 }

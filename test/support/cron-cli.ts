@@ -24,7 +24,7 @@ export function cliContext(config: HermesConfig): CliContext {
       }
       const topology = { kind: 'single' as const, url };
       const redis = openRedisClient(topology, 'commands');
-      const keys = new Keys(config.redis.prefix);
+      const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
       const queues = new HermesQueues(keys, redis);
       return {
         redis, keys, queues, url, topology,

@@ -85,7 +85,7 @@ export function openCronService(config: HermesConfig, now: () => number = Date.n
   queues: HermesQueues;
   close(): Promise<void>;
 } {
-  const keys = new Keys(config.redis.prefix);
+  const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
   const redis = openRedisClient(topologyFromConfig(config), 'commands');
   const queues = new HermesQueues(keys, redis);
   const service = cronServiceFor(config, { redis, keys, queues }, createLogger({ level: config.log_level, name: 'test-cli' }), now);

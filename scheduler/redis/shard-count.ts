@@ -1,0 +1,46 @@
+/**
+ * The shard count a store was written with, and the refusal to change it.
+ *
+ * A session's keys live on the shard `shardOf(sessionId, N)`; with another N
+ * the same session hashes elsewhere and its schedules, transcript and queues
+ * would be out of sight (still stored, never fired). So the first process that
+ * opens a store records its `redis.shards` in a fleet-wide marker, and every
+ * process refuses to start with a different count. A store without a marker
+ * that already holds data under the one-shard layout counts as one shard.
+ * Moving a store to another count (`hermes admin reshard`) is not available yet.
+ */
+import type { Keys } from '../keys.ts';
+import { ConfigError } from '../errors/config-error.ts';
+import type { RedisClient } from './connection-factory.ts';
+
+const CLAIM_LUA = `
+local cur = redis.call('GET', KEYS[1])
+if cur then return cur end
+redis.call('SET', KEYS[1], ARGV[1])
+return ARGV[1]
+`;
+
+/**
+ * Record the store's shard count on first use, and check it on every later one.
+ * @returns the count the store has (equal to `keys.shardCount`)
+ * @throws ConfigError naming `redis.shards` when the store was written with another count
+ */
+export async function assertShardCount(redis: RedisClient, keys: Keys): Promise<number> {
+  let stored = await redis.get(keys.shardCountMarker);
+  if (stored === null) {
+    // No marker: a store from before shards existed has its data under the one-shard layout.
+    let legacy = 0;
+    if (keys.shardCount !== 1) for (const k of keys.unshardedIndexes) legacy += await redis.exists(k);
+    stored = legacy > 0 ? '1' : ((await redis.eval(CLAIM_LUA, 1, keys.shardCountMarker, String(keys.shardCount))) as string);
+  }
+  const count = Number(stored);
+  if (count !== keys.shardCount) {
+    throw new ConfigError(
+      `Invalid setting redis.shards: this store was written with ${count} shard(s), not ${keys.shardCount}. ` +
+        `Set HERMES_REDIS_SHARDS=${count} (redis.shards: ${count}); a different count would hide every session and cron job ` +
+        'stored so far. Moving a store to another count (`hermes admin reshard`) is not available yet.',
+      { key: 'redis.shards' },
+    );
+  }
+  return count;
+}

@@ -1,0 +1,140 @@
+/**
+ * Redis Cluster with a sharded key space (SPEC §2): a local three-master
+ * cluster started by this file, `redis.shards` 6. Every session and cron job
+ * lives on one shard (records, locks, streams, its `ticks` and `inbox`
+ * queues), the shards spread over the masters, and workers consume every
+ * shard or only `worker.shards`.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startGateway } from '../gateway/gateway-process.ts';
+import { enqueueInput } from '../scheduler/inbox.ts';
+import { Keys } from '../scheduler/keys.ts';
+import { createLogger } from '../scheduler/logger.ts';
+import type { RunnerSpec } from '../scheduler/loop-state.ts';
+import { openCronService } from './support/cron-worker.ts';
+import { startFakeOpenAI } from './support/fake-openai-gateway.ts';
+import { readJson } from './support/http.ts';
+import { clusterEnv, startRedisCluster, type TestCluster } from './support/redis-cluster.ts';
+import { clients, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
+import type { TestEnv } from './support/env.ts';
+
+const SHARDS = 6;
+const KEY = 'cluster-test-key';
+let cluster: TestCluster;
+const cleanups: Array<() => Promise<unknown> | unknown> = [];
+
+beforeAll(async () => {
+  cluster = await startRedisCluster(3);
+}, 60_000);
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+afterAll(async () => {
+  await cluster?.stop();
+});
+
+function setup(overrides: Record<string, unknown> = {}): { env: TestEnv; c: TestClients } {
+  const env = clusterEnv(cluster, { 'redis.shards': SHARDS, ...overrides });
+  const c = clients(env);
+  cleanups.push(() => env.cleanup(), () => c.close());
+  return { env, c };
+}
+
+/** One session id per shard: `<tag>-<n>` for the first n that lands on each shard. */
+function sessionPerShard(keys: Keys, tag: string): string[] {
+  const out: string[] = [];
+  for (let n = 0; out.filter(Boolean).length < keys.shardCount; n++) {
+    const id = `${tag}-${n}`;
+    out[keys.shardOfSession(id)] ??= id;
+  }
+  return out;
+}
+
+const echo = (text: string): RunnerSpec => ({ kind: 'command', command: `echo ${text}`, timeoutSeconds: 10 });
+const every = (prompt: string, intervalSeconds: number) => ({ prompt, intervalSeconds, times: null, until: null, notes: [] });
+const cli = { origin: { surface: 'cli' as const } };
+
+describe('Redis Cluster, 6 shards on 3 masters', () => {
+  it('loops, heartbeats, cron runs, inbox input and /v1 runs all work, and the keys spread over the masters', async () => {
+    const model = await startFakeOpenAI();
+    cleanups.push(() => model.close());
+    const { env, c } = setup({
+      'agent.base_url': model.url, 'agent.api_key': 'model-key', 'api_server.port': 0, 'api_server.key': KEY,
+      'heartbeat.min_interval_seconds': 1,
+    });
+    const w = await startWorker(env);
+    cleanups.push(() => w.drain());
+
+    // A loop on one session of every shard.
+    const sessions = sessionPerShard(c.keys, 'cl');
+    for (const id of sessions) await c.schedules.set(id, 'loop', every('report', 1), { ...cli, runner: echo(`tick-${id}`) });
+    for (const id of sessions) {
+      const replies = await waitForEvents(c, id, 'reply', 2);
+      expect(replies[0]!.data.text).toBe(`tick-${id}`);
+    }
+
+    // A heartbeat.
+    await c.schedules.set('cl-hb', 'heartbeat', every('anything new?', 1), { ...cli, runner: echo('quiet') });
+    await waitForEvents(c, 'cl-hb', 'reply', 1);
+
+    // Inbox input (a slash command: no model turn) on another shard than the heartbeat.
+    const inboxSession = sessions.find((s) => c.keys.shardOfSession(s) !== c.keys.shardOfSession('cl-hb'))!;
+    await enqueueInput(
+      { redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 },
+      { sessionId: inboxSession, text: '/loop status', messageId: 'm-1', origin: { surface: 'cli' } },
+    );
+    await waitFor(async () => (await c.sessions.readEvents(inboxSession, '0', { count: 1000 }))
+      .some((e) => /loop: active/.test(String(e.data.text))), 15_000, 'the /loop status reply');
+
+    // A cron job (its records and its session stream on its own shard), run now.
+    const cron = openCronService(env.config);
+    cleanups.push(() => cron.close());
+    const job = await cron.service.add({ schedule: 'every 1h', script: 'echo cron-ok', name: 'cluster-cron' }, { ...cli, trusted: true });
+    await cron.service.runNow(job.id);
+    const runs = await waitFor(async () => {
+      const r = await cron.store.runs(job.id, 5);
+      return r.length === 1 && r[0]!.status === 'ok' ? r : undefined;
+    }, 15_000, 'the cron run');
+    expect(runs[0]!.output).toBe('cron-ok');
+    expect((await cron.service.list({ all: true })).map((j) => j.id)).toContain(job.id);
+
+    // A /v1 run through the gateway.
+    const gw = await startGateway({ config: env.config, log: createLogger({ level: env.config.log_level }) });
+    cleanups.push(() => gw.close());
+    model.reply = () => 'pong from the model';
+    const res = await fetch(`${gw.httpAddress.url}/v1/chat/completions`, {
+      method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'hermes-agent', messages: [{ role: 'user', content: 'ping' }] }),
+    });
+    expect(res.status).toBe(200);
+    expect((await readJson(res)).choices[0].message.content).toBe('pong from the model');
+
+    // Listings read every shard.
+    expect((await c.loops.list()).map((r) => r.sessionId).sort()).toEqual([...sessions, 'cl-hb'].sort());
+
+    // The shards' keys live on more than one master: every master that owns a shard's slot holds keys of it.
+    const owners = new Set<string>();
+    for (const master of cluster.masters()) {
+      const mine = await master.keys(`{${env.prefix.slice(1, -1)}:*`);
+      if (mine.length > 0) owners.add(`${master.options.port}`);
+    }
+    expect(owners.size).toBeGreaterThan(1);
+  }, 90_000);
+
+  it('a worker restricted to some shards runs only their sessions; the others wait for a worker of theirs', async () => {
+    const probe = new Keys('{x}', { shards: SHARDS });
+    const [a, b] = sessionPerShard(probe, 'only');
+    const { env, c } = setup({ 'worker.shards': [probe.shardOfSession(a!)] });
+    const restricted = await startWorker(env);
+    cleanups.push(() => restricted.drain());
+    await c.schedules.set(a!, 'loop', every('report', 1), { ...cli, runner: echo('a') });
+    await c.schedules.set(b!, 'loop', every('report', 1), { ...cli, runner: echo('b') });
+    await waitForEvents(c, a!, 'reply', 3);
+    expect(await c.sessions.readEvents(b!, '0')).toEqual([]); // b's tick is due but its shard has no worker
+    expect(await c.queues.forSession(b!).ticks.getJobCountByTypes('waiting', 'prioritized', 'delayed')).toBeGreaterThan(0);
+
+    const all = await startWorker(env, { config: { ...env.config, worker: { ...env.config.worker, shards: [] } } });
+    cleanups.push(() => all.drain());
+    await waitForEvents(c, b!, 'reply', 1);
+  }, 60_000);
+});

@@ -1,0 +1,80 @@
+/**
+ * A private Redis Cluster for tests: three `redis-server --cluster-enabled yes`
+ * on free loopback ports, joined with `redis-cli --cluster create … --cluster-replicas 0`,
+ * without persistence; `stop()` kills them and removes their folder. Also a test
+ * environment (`clusterEnv`) that points the product at it with `redis.shards`.
+ */
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
+import { freePort } from '../../scheduler/redis/embedded-redis.ts';
+import { testEnv, type TestEnv } from './env.ts';
+import { waitFor } from './wait-for.ts';
+
+const run = promisify(execFile);
+
+/** A running test cluster. */
+export interface TestCluster {
+  /** `127.0.0.1:<port>` of every master. */
+  nodes: string[];
+  /** One plain client per master (for DBSIZE, KEYS … in assertions). */
+  masters(): Redis[];
+  stop(): Promise<void>;
+}
+
+/** Start a three-master cluster. Resolves when every node reports `cluster_state:ok`. */
+export async function startRedisCluster(masters = 3): Promise<TestCluster> {
+  const dir = mkdtempSync(join(tmpdir(), 'hermes-test-cluster-'));
+  const ports: number[] = [];
+  const children: ChildProcess[] = [];
+  const clients: Redis[] = [];
+  const stop = async () => {
+    for (const c of clients) c.disconnect();
+    await Promise.all(children.map((c) => new Promise<void>((resolve) => {
+      if (c.exitCode !== null || c.signalCode !== null) return resolve();
+      c.once('exit', () => resolve());
+      c.kill('SIGKILL');
+    })));
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    for (let i = 0; i < masters; i++) {
+      const port = await freePort();
+      ports.push(port);
+      children.push(spawn('redis-server', [
+        '--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
+        '--cluster-config-file', join(dir, `nodes-${port}.conf`), '--dir', dir,
+        '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction', '--cluster-node-timeout', '2000',
+      ], { stdio: 'ignore' }));
+    }
+    for (const port of ports) {
+      const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => 50 });
+      c.on('error', () => {});
+      clients.push(c);
+      await waitFor(async () => (await c.ping().catch(() => '')) === 'PONG', 10_000, `redis-server on ${port}`);
+    }
+    await run('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes']);
+    for (const c of clients) {
+      await waitFor(async () => /cluster_state:ok/.test(String(await c.cluster('INFO'))), 15_000, 'cluster_state:ok');
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { nodes: ports.map((p) => `127.0.0.1:${p}`), masters: () => clients, stop };
+}
+
+/**
+ * A test environment on the cluster: like `testEnv` (own prefix, home, test
+ * timings) but `redis.cluster_nodes` instead of `redis.url`, and `redis.shards`.
+ */
+export function clusterEnv(cluster: TestCluster, overrides: Record<string, unknown> = {}): TestEnv {
+  const env = testEnv({ 'redis.url': undefined, 'redis.cluster_nodes': cluster.nodes, ...overrides });
+  const childEnv: NodeJS.ProcessEnv = { ...env.childEnv, REDIS_CLUSTER_NODES: cluster.nodes.join(',') };
+  delete childEnv.REDIS_URL;
+  if (overrides['redis.shards'] !== undefined) childEnv.HERMES_REDIS_SHARDS = String(overrides['redis.shards']);
+  return { ...env, redisUrl: '', childEnv };
+}
