@@ -2,7 +2,7 @@
  * BullMQ queues of the product, created in one place so every producer and
  * worker uses the same prefix, connection options and defaults.
  */
-import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
+import { Queue, type ConnectionOptions, type JobsOptions, type JobType } from 'bullmq';
 import type { RedisClient } from './redis/connection-factory.ts';
 import { QUEUES, type Keys } from './keys.ts';
 import { cronRepeatStrategy } from './cron/repeat-strategy.ts';
@@ -75,7 +75,7 @@ export class HermesQueues {
       name: all[0]!.name,
       async getJobCounts(...types: string[]) {
         const sum: Record<string, number> = {};
-        for (const counts of await Promise.all(all.map((q) => q.getJobCounts(...types)))) {
+        for (const counts of await Promise.all(all.map((q) => q.getJobCounts(...(types as JobType[]))))) {
           for (const [state, n] of Object.entries(counts)) sum[state] = (sum[state] ?? 0) + n;
         }
         return sum;
