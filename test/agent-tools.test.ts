@@ -12,6 +12,7 @@ import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, events, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import { lastToolResult, startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
 import { enqueueInput } from '../scheduler/inbox.ts';
+import { telegramOutboundQueue } from '../scheduler/outbound.ts';
 import type { Origin } from '../scheduler/loop-state.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import { PassThrough } from 'node:stream';
@@ -139,6 +140,8 @@ describe('limits of a turn', () => {
     expect(results).toHaveLength(21);
     expect(results.slice(0, 20).every((r) => r.data.error === undefined)).toBe(true);
     expect(results[20]!.data.error).toBe('tool call limit reached');
+    // schedule_status read the session's own state (read-only)
+    expect(lastToolResult(model.requests[1]!)).toMatch(/^Loop: No loop in this session\.\nHeartbeat: No heartbeat in this session\.\nGoal: .*\nCron jobs \(0\):\n- none$/);
     const last = model.requests.at(-1)!;
     expect(lastToolResult(last)).toMatch(/refused — this turn has used its limit of 20 tool calls/);
     expect(last.tool_choice).toBe('none');
@@ -222,6 +225,12 @@ describe('only the operator declares tools', () => {
     await say(c, 'af-tg', 'ci?', 'm1', { surface: 'telegram', route: { platform: 'telegram', chatId: '111' } });
     const [tg] = await waitForEvents(c, 'af-tg', 'reply', 1);
     expect(tg!.data.text).toBe('result: Error: Tool "ci" is not allowed from telegram.');
+    // Telegram gets the final reply only; the tool call stays in the session stream
+    expect((await events(c, 'af-tg', 'tool.result')).length).toBe(1);
+    const outbound = telegramOutboundQueue(c.keys, c.redis);
+    cleanups.push(() => outbound.close());
+    const sent = await outbound.getJobs(['waiting', 'delayed', 'active', 'completed', 'prioritized']);
+    expect(sent.map((j) => j.data.text)).toEqual(['result: Error: Tool "ci" is not allowed from telegram.']);
     const offered = model.requests.map((r) => r.tools.includes('ci'));
     expect(offered).toEqual([true, true, false, false]);
   });
@@ -249,6 +258,32 @@ describe('judges and goals use the same tools', () => {
     expect(notice.data.text).toMatch(/live/);
     const judged = (await events(c, 'until', 'tool.called')).filter((e) => e.data.judge === 'until');
     expect(judged.length).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('goal turns use the same tools', () => {
+  it('/goal continuation turns call the operator\'s tools; the goal judge can too', async () => {
+    const root = tempDir();
+    writeFileSync(join(root, 'tests.txt'), '3 failing');
+    const { env, c } = await setup({ 'tools.files.roots': [root] }, (req) => {
+      const result = lastToolResult(req);
+      if (isJudge(req)) {
+        if (result === undefined) return { toolCalls: [{ name: 'read_file', arguments: { path: 'tests.txt' } }] };
+        return JSON.stringify({ verdict: result.includes('0 failing') ? 'done' : 'continue', reason: result });
+      }
+      if (result === undefined) return { toolCalls: [{ name: 'read_file', arguments: { path: 'tests.txt' } }] };
+      if (result.includes('3 failing')) writeFileSync(join(root, 'tests.txt'), '0 failing'); // "fixed" by this turn
+      return `tests: ${result}`;
+    });
+    await worker(env);
+    await say(c, 'goal', '/goal get the test suite green', 'm1');
+    const achieved = await waitFor(async () => (await events(c, 'goal', 'notice')).find((e) => /Goal achieved/.test(String(e.data.text))), 15_000, 'goal achieved');
+    expect(achieved).toBeDefined();
+    const replies = (await events(c, 'goal', 'reply')).filter((e) => e.data.source === 'goal');
+    expect(replies[0]!.data.text).toBe('tests: 3 failing');
+    const called = await events(c, 'goal', 'tool.called');
+    expect(called.some((e) => e.data.kind === 'goal' && e.data.name === 'read_file')).toBe(true);
+    expect(called.some((e) => e.data.judge === 'goal')).toBe(true);
   });
 });
 

@@ -1,6 +1,7 @@
 /**
  * MCP servers as tool sources (`mcp_servers.<name>`), through the official
- * SDK client against an MCP server written for the test with the SDK (stdio):
+ * SDK client against MCP servers written for the tests with the SDK (stdio,
+ * and Streamable HTTP):
  * its tools are offered as `<server>__<tool>`, each tick calls them afresh,
  * a server that fails to start is logged and skipped while the others serve,
  * and a stdio server never receives the worker's secrets.
@@ -10,6 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { testEnv } from './support/env.ts';
 import { ROOT, clients, events, startWorker, waitForEvents } from './support/stack.ts';
 import { lastToolResult, startFakeOpenAI } from './support/fake-openai.ts';
+import { startMcpHttpServer } from './support/mcp-http-server.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -76,5 +78,29 @@ describe('MCP servers', () => {
     await enqueueInput(deps, { sessionId: 'env', text: 'which token?', messageId: 'm2', origin: { surface: 'chat' } });
     const replies = await waitForEvents(c, 'env', 'reply', 2);
     expect(replies.map((r) => r.data.text)).toEqual(['OPENAI_API_KEY=(unset)', 'COUNTER_TOKEN=declared-by-operator']);
+  });
+
+  it('a Streamable HTTP server: its tools are listed with the configured headers and called per tick', async () => {
+    const mcp = await startMcpHttpServer({ token: 'tracker-token' });
+    const model = await startFakeOpenAI();
+    model.respond((req) => {
+      const result = lastToolResult(req);
+      return result === undefined ? { toolCalls: [{ name: 'tracker__next_ticket' }] } : `got ${result}`;
+    });
+    const env = testEnv({
+      'agent.base_url': model.baseUrl, 'agent.api_key': 'k',
+      mcp_servers: { tracker: { url: mcp.url, headers: { Authorization: 'Bearer tracker-token' } } },
+    });
+    const c = clients(env);
+    cleanups.push(() => mcp.close(), () => model.close(), () => env.cleanup(), () => c.close());
+    const w = await startWorker(env);
+    cleanups.push(() => w.drain());
+    expect(w.mcp?.connectedServers).toEqual(['tracker']);
+    await c.schedules.set('http-mcp', 'loop', { prompt: 'next ticket', intervalSeconds: 1, times: 2, until: null, notes: [] }, {
+      origin: { surface: 'chat' }, runner: { kind: 'agent' },
+    });
+    const replies = await waitForEvents(c, 'http-mcp', 'reply', 2);
+    expect(replies.map((r) => r.data.text)).toEqual(['got ticket #1', 'got ticket #2']);
+    expect(mcp.unauthorized).toBe(0);
   });
 });
