@@ -11,7 +11,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import type { Logger } from 'pino';
+import type { Queue } from 'bullmq';
 import type { HermesMetrics } from '../../scheduler/metrics.ts';
+import { basicKeyAuth, DASHBOARD_PATH, dashboardRouter } from './dashboard.ts';
 import { apiRouter, type ApiDeps } from './api-routes.ts';
 import { assertBindAllowed, bearerAuth } from './auth.ts';
 import { HttpError, errorHandler } from './errors.ts';
@@ -34,6 +36,8 @@ export interface HttpServerOptions {
   health: () => Record<string, unknown>;
   /** Metrics of this process: served at `/metrics`, and every request is counted. */
   metrics?: { registry: HermesMetrics; public: boolean };
+  /** The queue dashboard at `/admin/queues` over these queues (`dashboard.ts`). */
+  dashboard?: { queues: Queue[]; readOnly: boolean };
   log: Logger;
 }
 
@@ -73,6 +77,10 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
   const jsonBody = express.json({ limit: BODY_LIMIT, type: ['application/json', 'application/*+json'] });
   app.use('/v1', auth, jsonBody, v1Router({ ...options.v1, streams, log: log.child({ component: 'v1' }) }));
   app.use('/api', auth, jsonBody, apiRouter({ ...options.api, streams, log: log.child({ component: 'api' }) }));
+
+  if (options.dashboard) {
+    app.use(DASHBOARD_PATH, basicKeyAuth(options.key), dashboardRouter(options.dashboard.queues, { readOnly: options.dashboard.readOnly }));
+  }
 
   app.use((req, _res, next) => {
     next(new HttpError(404, `No route ${req.method} ${req.path}.`, 'not_found_error', 'route_not_found'));

@@ -1,0 +1,62 @@
+/**
+ * The queue dashboard (`@bull-board/express`) at `/admin/queues`: every BullMQ
+ * queue of the product (ticks, inbox, outbound-telegram, v1-runs), for an
+ * operator's browser.
+ *
+ * Access: HTTP Basic auth with any user name and `API_SERVER_KEY` as the
+ * password, so a browser can open it (it cannot send a bearer header); a
+ * bearer header with the key is accepted too. Without a configured key the
+ * dashboard is open like `/api` (the server then only binds to loopback).
+ *
+ * Read-only unless `dashboard.read_only: false`: bull-board then hides the
+ * actions and its API refuses them (retry, remove, clean, pause, add), so the
+ * dashboard cannot change a schedule behind the product's back.
+ */
+import { createBullBoard } from '@bull-board/api';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { ExpressAdapter } from '@bull-board/express';
+import type { Queue } from 'bullmq';
+import type { RequestHandler, Router } from 'express';
+import { keyMatches } from './auth.ts';
+
+/** Where the dashboard is mounted. */
+export const DASHBOARD_PATH = '/admin/queues';
+
+/**
+ * Basic auth (any user, the key as password) or a bearer key; a no-op without a key.
+ * A refusal asks the browser for credentials (`WWW-Authenticate: Basic`).
+ */
+export function basicKeyAuth(key: string | undefined): RequestHandler {
+  return (req, res, next) => {
+    if (!key) return next();
+    const header = (req.get('authorization') ?? '').trim();
+    const basic = /^Basic\s+([A-Za-z0-9+/=]+)$/i.exec(header);
+    const bearer = /^Bearer\s+(.+)$/i.exec(header);
+    let presented: string | undefined;
+    if (basic) {
+      const decoded = Buffer.from(basic[1]!, 'base64').toString('utf8');
+      const colon = decoded.indexOf(':');
+      presented = colon >= 0 ? decoded.slice(colon + 1) : undefined;
+    } else if (bearer) {
+      presented = bearer[1]!.trim();
+    }
+    if (presented !== undefined && keyMatches(presented, key)) return next();
+    res.status(401).set({ 'WWW-Authenticate': 'Basic realm="hermes queues", charset="UTF-8"' }).type('text/plain')
+      .send('The queue dashboard needs the API key: any user name, API_SERVER_KEY as the password.\n');
+  };
+}
+
+/**
+ * The dashboard's router for `queues`, to mount at `DASHBOARD_PATH`.
+ * @param options.readOnly - `dashboard.read_only`
+ */
+export function dashboardRouter(queues: Queue[], options: { readOnly: boolean }): Router {
+  const serverAdapter = new ExpressAdapter();
+  serverAdapter.setBasePath(DASHBOARD_PATH);
+  createBullBoard({
+    queues: queues.map((q) => new BullMQAdapter(q, { readOnlyMode: options.readOnly, allowRetries: !options.readOnly })),
+    serverAdapter,
+    options: { uiConfig: { boardTitle: 'hermes queues' } },
+  });
+  return serverAdapter.getRouter() as Router;
+}

@@ -1,0 +1,94 @@
+/**
+ * The queue dashboard (`@bull-board/express`) at `/admin/queues`: HTTP Basic
+ * auth with the API key as password, read-only unless `dashboard.read_only:
+ * false`, and in a real headless browser (Debian's chromium driven by
+ * playwright-core): the page loads, lists the `ticks` queue, a screenshot is taken.
+ */
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
+import { createLogger } from '../scheduler/logger.ts';
+import { testEnv } from './support/env.ts';
+import { clients } from './support/stack.ts';
+
+const KEY = 'dashboard-key-9876';
+const CHROMIUM = '/usr/bin/chromium';
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function gateway(overrides: Record<string, unknown> = {}): Promise<{ gw: Gateway; prefix: string; env: ReturnType<typeof testEnv> }> {
+  const env = testEnv({ 'api_server.port': 0, 'api_server.key': KEY, ...overrides });
+  cleanups.push(() => env.cleanup());
+  const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
+  cleanups.push(() => gw.close());
+  return { gw, prefix: env.prefix, env };
+}
+
+const basic = (user: string, password: string) => ({ authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}` });
+
+describe('/admin/queues', () => {
+  it('answers 401 (asking for Basic auth) without the key, 200 with any user and the key as password', async () => {
+    const { gw } = await gateway();
+    const url = `${gw.httpAddress.url}/admin/queues`;
+    const none = await fetch(url);
+    expect(none.status).toBe(401);
+    expect(none.headers.get('www-authenticate')).toMatch(/^Basic realm=/);
+    expect((await fetch(url, { headers: basic('admin', 'wrong') })).status).toBe(401);
+    expect((await fetch(url, { headers: basic('admin', '') })).status).toBe(401);
+    const ok = await fetch(url, { headers: basic('anyone', KEY) });
+    expect(ok.status).toBe(200);
+    expect(await ok.text()).toMatch(/<html/i);
+    const api = await fetch(`${url}/api/queues`, { headers: basic('ops', KEY) });
+    expect(api.status).toBe(200);
+    const body = await api.json() as { queues: Array<{ name: string; readOnlyMode: boolean }> };
+    expect(body.queues.map((q) => q.name).sort()).toEqual(['inbox', 'outbound-telegram', 'ticks', 'v1-runs']);
+    expect(body.queues.every((q) => q.readOnlyMode)).toBe(true);
+  });
+
+  it('is read-only by default: actions are refused and change nothing; dashboard.read_only: false allows them', async () => {
+    const { gw, env } = await gateway();
+    const c = clients(env);
+    cleanups.push(() => c.close());
+    const pause = await fetch(`${gw.httpAddress.url}/admin/queues/api/queues/ticks/pause`, { method: 'PUT', headers: basic('ops', KEY) });
+    expect(pause.status).toBe(405);
+    expect(await c.queues.ticks.isPaused()).toBe(false);
+
+    const writable = await gateway({ 'dashboard.read_only': false });
+    const c2 = clients(writable.env);
+    cleanups.push(() => c2.close());
+    const paused = await fetch(`${writable.gw.httpAddress.url}/admin/queues/api/queues/inbox/pause`, { method: 'PUT', headers: basic('ops', KEY) });
+    expect(paused.status).toBe(200);
+    expect(await c2.queues.inbox.isPaused()).toBe(true);
+  });
+
+  // The one test that needs a browser binary: .ci/run installs Debian's chromium.
+  it.runIf(existsSync(CHROMIUM))('loads in headless chromium, lists the ticks queue, and a screenshot is taken', async () => {
+    const { chromium } = await import('playwright-core');
+    const { gw } = await gateway();
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    });
+    cleanups.push(() => browser.close());
+    const context = await browser.newContext({ httpCredentials: { username: 'operator', password: KEY } });
+    const page = await context.newPage();
+    const res = await page.goto(`${gw.httpAddress.url}/admin/queues`);
+    expect(res?.status()).toBe(200);
+    await page.getByText('ticks', { exact: true }).first().waitFor({ timeout: 30_000 });
+    await page.waitForLoadState('networkidle');
+    expect(await page.title()).toMatch(/hermes queues/i);
+    const dir = mkdtempSync(join(tmpdir(), 'hermes-dashboard-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const shot = join(dir, 'queues.png');
+    await page.screenshot({ path: shot, fullPage: true });
+    expect(statSync(shot).size).toBeGreaterThan(1000);
+  });
+});
+
+if (!existsSync(CHROMIUM)) {
+  console.warn(`dashboard browser test skipped: no browser binary at ${CHROMIUM} (apt-get install chromium; .ci/run does)`);
+}
