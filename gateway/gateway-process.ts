@@ -154,7 +154,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       },
       api: { config, keys, redis, fanout, loops, schedules, cron: options.cron, inflight },
       metrics: { registry: metrics, public: config.metrics.public },
-      dashboard: { queues: [queues.ticks, queues.inbox, outbound, v1Queue], readOnly: config.dashboard.read_only },
+      dashboard: { queues: [...queues.shards().flatMap((q) => [q.ticks, q.inbox]), outbound, v1Queue], readOnly: config.dashboard.read_only },
       health: () => ({
         instance: instanceId, draining: inflight.draining, streams: fanout.subscriptions,
         platforms: Object.fromEntries(registry.statuses().map((p) => [p.name, { state: p.state, ...(p.adapter ?? {}) }])),

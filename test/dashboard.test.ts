@@ -65,6 +65,15 @@ describe('/admin/queues', () => {
     expect(await c2.queues.inbox.isPaused()).toBe(true);
   });
 
+  it('lists each shard\'s queues apart when the key space has several shards', async () => {
+    const { gw } = await gateway({ 'redis.shards': 2 });
+    const api = await fetch(`${gw.httpAddress.url}/admin/queues/api/queues`, { headers: basic('ops', KEY) });
+    const names = ((await api.json()) as { queues: Array<{ name: string }> }).queues.map((q) => q.name);
+    expect(names).toHaveLength(6);
+    expect(names.filter((n) => n.endsWith(':ticks'))).toHaveLength(2);
+    expect(new Set(names).size).toBe(6);
+  });
+
   // The one test that needs a browser binary: .ci/run installs Debian's chromium.
   it.runIf(existsSync(CHROMIUM))('loads in headless chromium, lists the ticks queue, and a screenshot is taken', async () => {
     const { chromium } = await import('playwright-core');

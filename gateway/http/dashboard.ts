@@ -53,8 +53,14 @@ export function basicKeyAuth(key: string | undefined): RequestHandler {
 export function dashboardRouter(queues: Queue[], options: { readOnly: boolean }): Router {
   const serverAdapter = new ExpressAdapter();
   serverAdapter.setBasePath(DASHBOARD_PATH);
+  // With several shards (`redis.shards`) a queue name exists once per shard: each shard's queues are
+  // listed under their key prefix (`{hermes:1}:ticks`) so they stay apart.
+  const names = queues.map((q) => q.name);
+  const shared = new Set(names.filter((n, i) => names.indexOf(n) !== i));
   createBullBoard({
-    queues: queues.map((q) => new BullMQAdapter(q, { readOnlyMode: options.readOnly, allowRetries: !options.readOnly })),
+    queues: queues.map((q) => new BullMQAdapter(q, {
+      readOnlyMode: options.readOnly, allowRetries: !options.readOnly, ...(shared.has(q.name) ? { prefix: `${q.opts.prefix ?? ''}:` } : {}),
+    })),
     serverAdapter,
     options: { uiConfig: { boardTitle: 'hermes queues' } },
   });
