@@ -14,6 +14,7 @@ import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { HermesConfig } from '../scheduler/config.ts';
+import { parseChatCommand } from '../scheduler/chat-command.ts';
 import { enqueueInput, inputOccurrenceId } from '../scheduler/inbox.ts';
 import { LoopStore } from '../scheduler/loop-store.ts';
 import { ScheduleService } from '../scheduler/schedule-service.ts';
@@ -105,6 +106,12 @@ export async function runChat(
     rl.on('line', (line) => {
       const text = line.trim();
       if (text.length === 0) return;
+      const command = parseChatCommand(text);
+      if (command.kind === 'other-bot') {
+        // Workers ignore a command addressed to another bot; say so here instead of waiting for an answer.
+        out(`Not sent: /${command.name}@${command.bot} is addressed to another bot.`);
+        return;
+      }
       const messageId = `${Date.now()}-${randomBytes(4).toString('hex')}`;
       awaiting.add(inputOccurrenceId(sessionId, messageId));
       enqueueInput(

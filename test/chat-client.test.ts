@@ -70,8 +70,13 @@ describe('chat client', () => {
     expect(out.find((l) => l.includes('agent'))).toMatch(/agent \(worker pid \d+\)/);
     input.write('/loop 5s check --times 1\n');
     await waitFor(async () => (out.some((l) => l.includes('Loop set: every 5s')) ? true : undefined), 5_000);
+    // F16: a command addressed to another bot is not sent (and so never waited for on detach)
+    input.write('/stop@other_bot\n');
+    await waitFor(async () => (out.some((l) => l === 'Not sent: /stop@other_bot is addressed to another bot.') ? true : undefined), 5_000);
+    const detachStarted = Date.now();
     input.end();
     await chat;
+    expect(Date.now() - detachStarted).toBeLessThan(5_000);
   });
 });
 
