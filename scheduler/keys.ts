@@ -331,6 +331,14 @@ export class Keys {
     return `cron-once:${keyPart(id)}:${atMs}`;
   }
 
+  /**
+   * BullMQ job id of a recurring job's first occurrence when it had already passed by the time the
+   * job scheduler was written (the scheduler then starts at the occurrence after it).
+   */
+  cronPassedFirstJobId(id: string, atMs: number): string {
+    return `cron-first:${keyPart(id)}:${atMs}`;
+  }
+
   /** BullMQ job id of a manual run (`hermes cron run`, `resume --run-now`) requested at `atMs`. */
   cronManualJobId(id: string, atMs: number): string {
     return `cron-manual:${keyPart(id)}:${atMs}`;

@@ -48,7 +48,7 @@ export interface InflightMark {
 /** BullMQ job name of schedule ticks. */
 export const TICK_JOB_NAME = 'schedule-tick';
 
-const CLAIM_TICK = luaScript('claim-tick-2.lua');
+const CLAIM_TICK = luaScript('claim-tick-4.lua');
 const RELEASE_INFLIGHT = luaScript('release-inflight-1.lua');
 
 
@@ -101,25 +101,30 @@ export class LoopStore {
   }
 
   /**
-   * Claim an occurrence for its turn, atomically against the record as it is
+   * Claim an occurrence for its turn, atomically against the state as it is
    * now: the claim holds only if the record is still at `expectedVersion` (the
-   * version the fire decision and the tick number were taken over) and no
-   * other occurrence of this schedule is in flight; it then marks `mark` in
-   * flight. Later occurrences wait for an in-flight one, so a tick whose worker
+   * version the fire decision and the tick number were taken over), the
+   * session's goal is still at `goalVersion` and its pending input still has
+   * `pendingCount` entries (what the gate read), and no other occurrence of
+   * this schedule is in flight; it then marks `mark` in flight. Later occurrences wait for an in-flight one, so a tick whose worker
    * died is completed by another worker instead of being overtaken.
    * @param ttlMs - the mark expires after this long (a bound on a lost retry)
-   * @returns `ok`; `changed` when the record changed or is gone (decide again over
-   *   a fresh read); `inflight` with the other occurrence's mark
+   * @param input.goalVersion - the goal record's version the gate read, `null` when there was none
+   * @returns `ok`; `changed` when the record, the goal or the pending input changed, or the
+   *   record is gone (decide again over a fresh read); `inflight` with the other occurrence's mark
    */
   async claimTick(
     sessionId: string,
     kind: ScheduleKind,
-    input: { expectedVersion: number; mark: InflightMark; ttlMs: number },
+    input: { expectedVersion: number; goalVersion: number | null; pendingCount: number; mark: InflightMark; ttlMs: number },
   ): Promise<{ status: 'ok' } | { status: 'changed' } | { status: 'inflight'; mark: InflightMark }> {
     const [status, mark] = (await runLuaScript(
       this.redis, CLAIM_TICK,
-      [this.keys.schedule(sessionId, kind), this.keys.scheduleInflight(sessionId, kind)],
-      [String(input.expectedVersion), JSON.stringify(input.mark), input.ttlMs, input.mark.occurrenceId],
+      [this.keys.schedule(sessionId, kind), this.keys.scheduleInflight(sessionId, kind), this.keys.goal(sessionId), this.keys.pendingInput(sessionId)],
+      [
+        String(input.expectedVersion), JSON.stringify(input.mark), input.ttlMs, input.mark.occurrenceId,
+        input.goalVersion === null ? '' : String(input.goalVersion), String(input.pendingCount),
+      ],
     )) as [string, string | undefined];
     if (status === 'ok') return { status: 'ok' };
     if (status === 'inflight') return { status: 'inflight', mark: JSON.parse(mark!) as InflightMark };

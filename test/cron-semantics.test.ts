@@ -5,6 +5,8 @@
  * already waiting, and field reports F11 and F12.
  */
 import { createServer } from 'node:http';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, beforeAll, afterAll, describe, expect, it } from 'vitest';
 import { isoUtc, nextOccurrences, formatInZone } from '../scheduler/cron/cron-engine.ts';
 import { decideOccurrence } from '../scheduler/cron/misfire.ts';
@@ -104,6 +106,32 @@ describe('cron runs (real BullMQ)', () => {
     expect(runs.map((r) => r.status)).toEqual(['error', 'error']);
     expect(runs[0]!.error).toMatch(/exited with code 3: broken/);
     expect(await api.store.get(job.id)).toMatchObject({ failure_streak: 2, last_status: 'error', last_error: expect.stringMatching(/code 3/) });
+  });
+
+  it('--repeat N is a budget of N runs even when runs overlap: runs in flight count against it (--overlap allow)', async () => {
+    const { env, api, worker, runsOf } = setup();
+    await worker();
+    const starts = join(env.home, 'starts');
+    const job = await api.service.add({ schedule: 'every 1s', script: `echo "$HERMES_CRON_OCCURRENCE_ID" >> ${starts}; sleep 3; echo ran`, repeat: 2, overlap: 'allow' }, cli);
+    await waitFor(async () => (await api.store.get(job.id))?.state === 'completed', 20_000, 'the job to complete');
+    const runs = await runsOf(job.id);
+    expect(runs.map((r) => r.status)).toEqual(['ok', 'ok']);
+    expect(readFileSync(starts, 'utf8').trim().split('\n')).toHaveLength(2);
+    expect((await api.store.get(job.id))!.repeat).toEqual({ times: 2, completed: 2 });
+  });
+
+  it('the first occurrence the record announces runs even when it passed before the job scheduler was written', async () => {
+    const { env, worker, runsOf } = setup();
+    await worker();
+    // A store write that lands 6 s after the record's times were computed (a busy machine): of the
+    // occurrences every 5 s from then, the first has passed when the scheduler is written, the second not.
+    const slow = openCronService(env.config, () => Date.now() - 6_000);
+    cleanups.push(() => slow.close());
+    const job = await slow.service.add({ schedule: 'every 5s', prompt: 'first one counts', repeat: 2, tz: 'UTC' }, cli);
+    expect(job.next_run_at!).toBeLessThan(Date.now());
+    await waitFor(async () => (await slow.store.get(job.id))?.state === 'completed', 15_000, 'the job to complete');
+    const runs = await runsOf(job.id);
+    expect(runs.map((r) => [r.due_at, r.status])).toEqual(nextOccurrences(job.schedule, job.tz, job.created_at, 2).map((d) => [d, 'ok']));
   });
 
   it('delivers to a webhook only on a 2xx, and queues Telegram targets once', async () => {

@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { bullJobId } from '../scheduler/keys.ts';
+import { enqueueInput } from '../scheduler/inbox.ts';
 import { createLoop, type LoopRecord } from '../scheduler/loop-state.ts';
 import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop-store.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -28,8 +29,8 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-/** A command-like runner: replies `tick $HERMES_TICK`; the first turn waits for `releaseFirst()`. */
-function gatedRunner() {
+/** A command-like runner: replies `tick $HERMES_TICK`; with `holdFirst` the first turn waits for `releaseFirst()`. */
+function gatedRunner(holdFirst: boolean) {
   const ticks: string[] = [];
   let releaseFirst!: () => void;
   let firstStarted!: () => void;
@@ -39,7 +40,7 @@ function gatedRunner() {
     kind: 'command',
     async run(req: TurnRequest) {
       ticks.push(req.env!.HERMES_TICK!);
-      if (ticks.length === 1) {
+      if (holdFirst && ticks.length === 1) {
         firstStarted();
         await released;
       }
@@ -49,11 +50,11 @@ function gatedRunner() {
   return { ticks, runner, releaseFirst, firstStarted: started };
 }
 
-async function setUp() {
+async function setUp(holdFirst = true) {
   const env = testEnv();
   const redis = new Redis(env.redisUrl, { maxRetriesPerRequest: 3 });
   const queueConn = new Redis(env.redisUrl, BULLMQ_REDIS_OPTIONS);
-  const gated = gatedRunner();
+  const gated = gatedRunner(holdFirst);
   const runners = { agent: gated.runner, forSpec: () => gated.runner } as unknown as RunnerFactory;
   const deps = createWorkerDeps({ config: env.config, redis, queueConnection: queueConn, log: createLogger({ level: 'silent' }), runners });
   cleanups.push(async () => {
@@ -134,5 +135,18 @@ describe('tick claim against the record at claim time', () => {
     expect(gated.ticks).toEqual(['1']);
     expect(await replies(deps, sessionId)).toEqual(['tick 1']);
     expect(((await deps.loops.get(sessionId, 'loop')) as LoopRecord).ticksUsed).toBe(1);
+  });
+
+  it('user input that arrives between a tick\'s read and its claim goes first: the tick does not run', async () => {
+    const { deps, gated, sessionId, loopId } = await setUp(false);
+    const a = await tickJob(deps, sessionId, loopId, Date.now() - 1000);
+    holdNextRead(deps, () => enqueueInput(
+      { redis: deps.redis, keys: deps.keys, queues: deps.queues, maxChars: 1000 },
+      { sessionId, text: 'hello', messageId: 'm1', origin: { surface: 'chat' } },
+    ));
+    // Deferred: the job is put back (here it is not held by a worker, so moving it is refused).
+    await expect(processScheduleTick(a, undefined, undefined, deps)).rejects.toThrow();
+    expect(gated.ticks).toEqual([]);
+    expect(await deps.loops.getInflight(sessionId, 'loop')).toBeNull();
   });
 });

@@ -10,11 +10,13 @@
  *   3. take the session's turn lock (busy → deferred, never run in parallel);
  *   4. claim (`LoopStore.claimTick`, one Lua script): the fire decision, the
  *      coalescing rule and the tick number were taken over one version of the
- *      record; the claim holds only if the record is still at that version and
- *      no other occurrence is in flight, and marks this one in flight. A record
- *      that changed in between (an earlier tick committed meanwhile) sends the
- *      tick back to step 2 over a fresh read, so a tick never fires on a stale
- *      record and never runs with a tick number another tick already used;
+ *      record (and one read of the goal and the pending input); the claim
+ *      holds only if all are still as read and no other occurrence is in
+ *      flight, and marks this one in flight. A change in between (an earlier
+ *      tick committed, a goal was set, a message arrived) sends the tick back
+ *      to step 2 over a fresh read, so a tick never fires on a stale record,
+ *      never runs with a tick number another tick already used, and never
+ *      overtakes input or a goal that arrived before its claim;
  *   5. run the turn against the session's current transcript plus the wakeup text;
  *   6. commit once per occurrence: transcript, event stream, the schedule's
  *      new state and the release of the in-flight mark in one atomic step
@@ -57,7 +59,7 @@ const MAX_CLAIM_ROUNDS = 5;
 
 /** What the gate says about an occurrence, over one read of the record. */
 type GateResult =
-  | { action: 'fire'; loop: LoopRecord }
+  | { action: 'fire'; loop: LoopRecord; goalVersion: number | null; pendingCount: number }
   | { action: 'skip'; reason: string }
   | { action: 'defer'; reason: string; delayMs: number; metricReason: string };
 
@@ -101,7 +103,8 @@ export async function processScheduleTick(
         occurrenceId, jobId: job.id!, startedAt: Date.now(), tick: gated.loop.ticksUsed + 1, workerId: deps.workerId,
       };
       const claim = await deps.loops.claimTick(sessionId, kind, {
-        expectedVersion: gated.loop.version, mark, ttlMs: lockMs * (stalls + 2) + 60_000,
+        expectedVersion: gated.loop.version, goalVersion: gated.goalVersion, pendingCount: gated.pendingCount,
+        mark, ttlMs: lockMs * (stalls + 2) + 60_000,
       });
       if (claim.status === 'ok') claimed = { loop: gated.loop, mark };
       else if (claim.status === 'inflight' && (await earlierTickInFlight(deps, job, claim.mark))) {
@@ -212,7 +215,7 @@ async function gate(deps: WorkerDeps, job: Job<TickJobData>, tick: { dueAt: numb
   if (goalHoldsSession(goal)) {
     return { action: 'defer', reason: 'an active goal owns the session', delayMs: Math.max(1000, deps.config.worker.defer_ms), metricReason: 'goal-active' };
   }
-  return { action: 'fire', loop: loop! };
+  return { action: 'fire', loop: loop!, goalVersion: goal?.version ?? null, pendingCount };
 }
 
 interface TickCommitInput {

@@ -64,7 +64,7 @@ const DELETE_JOB = luaScript('delete-cron-job-6.lua');
 const UPDATE_RUN = luaScript('update-cron-run-1.lua');
 
 /** Result of `claim`: `ok`, or why the occurrence may not start. */
-export type ClaimResult = 'ok' | 'removed' | 'done' | 'claimed' | 'stale' | 'coalesced' | 'paused' | 'completed' | 'error';
+export type ClaimResult = 'ok' | 'removed' | 'done' | 'claimed' | 'stale' | 'coalesced' | 'repeat-used' | 'paused' | 'completed' | 'error';
 
 /** Result of `commitRun`. */
 export type RunCommitResult =
@@ -161,6 +161,18 @@ export class CronStore {
           { pattern: encodePattern(job.schedule), tz: job.tz },
           { name: CRON_TICK_JOB_NAME, data, opts },
         );
+        // BullMQ computes a scheduler's first job from the time of the upsert. When the
+        // occurrence the record announces (`next_run_at`, computed before the record was
+        // written) has passed by then — a slow store, a busy machine — the scheduler starts
+        // at the one after it; that occurrence gets its own job, so it still runs (late,
+        // under the misfire policy) instead of silently never running.
+        const first = job.next_run_at;
+        const schedulerFirst = first === null ? undefined : await this.schedulerNext(job.id);
+        if (first !== null && schedulerFirst !== undefined && schedulerFirst > first) {
+          await this.queues.ticks.add(CRON_TICK_JOB_NAME, { ...data, dueAt: first }, {
+            ...opts, jobId: this.keys.cronPassedFirstJobId(job.id, first), delay: Math.max(0, first - Date.now()),
+          });
+        }
       }
     } catch (err) {
       throw new StoreUnavailableError(`Redis did not take the schedule of cron job ${job.id}: ${(err as Error).message}`, { cause: err });
@@ -210,7 +222,9 @@ export class CronStore {
    * and — unless `manual` — is scheduled in `generation` and has not handled
    * an occurrence due at or after `dueAt`, the occurrence is not committed,
    * and nobody else holds it (the same holder, a handed-back, stalled or
-   * retried job, takes it over as its next attempt).
+   * retried job, takes it over as its next attempt). A scheduled occurrence of
+   * a `--repeat N` job is refused (`repeat-used`) while completed runs plus
+   * scheduled runs in flight already make N.
    * @returns `ok` with the attempt number (1 the first time), or why not
    */
   async claim(input: {

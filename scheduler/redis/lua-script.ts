@@ -18,7 +18,7 @@ const SCRIPTS_DIR = new URL('./scripts/', import.meta.url);
 
 /**
  * Read `scripts/<file>` once (at module load of the store that uses it).
- * The key count is the number at the end of the file name (`claim-tick-2.lua`).
+ * The key count is the number at the end of the file name (`claim-tick-4.lua`).
  * @throws Error when the file is missing or its name has no key count
  */
 export function luaScript(file: string): LuaScript {

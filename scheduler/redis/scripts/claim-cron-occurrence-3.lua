@@ -18,7 +18,15 @@
   same holder claims again: a hand-back, a stalled or retried job);
   {reason, 0} otherwise: 'removed', 'done' (committed before), 'claimed'
   (another holder has it), 'stale' (older generation), 'coalesced' (due at or
-  before the last occurrence handled), or the job's state when not scheduled.
+  before the last occurrence handled), 'repeat-used' (the `--repeat` budget is
+  taken by runs completed and runs in flight), or the job's state when not
+  scheduled.
+
+  `--repeat N` is a budget of N scheduled runs: completed runs plus claims of
+  scheduled occurrences still in flight (held by other holders) must stay below
+  N for a new scheduled occurrence to be claimed, so overlapping runs
+  (`--overlap allow`) or a skip racing the last run never make an N+1st.
+  Manual runs are outside the budget.
 ]]
 local occ = ARGV[1]
 local now = tonumber(ARGV[6])
@@ -40,7 +48,20 @@ if held then
   if claim['holder'] ~= ARGV[2] then return {'claimed', 0} end
   attempt = claim['attempt'] + 1
 end
-redis.call('HSET', KEYS[2], occ, cjson.encode({holder = ARGV[2], attempt = attempt, at = now}))
+if ARGV[4] ~= '1' and not held then
+  local job = cjson.decode(cur)
+  local times = job['repeat']['times']
+  if type(times) == 'number' then
+    local taken = job['repeat']['completed']
+    local all = redis.call('HGETALL', KEYS[2])
+    for i = 1, #all, 2 do
+      local c = cjson.decode(all[i + 1])
+      if not c['manual'] and c['at'] >= now - window then taken = taken + 1 end
+    end
+    if taken >= times then return {'repeat-used', 0} end
+  end
+end
+redis.call('HSET', KEYS[2], occ, cjson.encode({holder = ARGV[2], attempt = attempt, at = now, manual = ARGV[4] == '1'}))
 -- Claims of occurrences that never committed (failed for good) are dropped once older than the window.
 if redis.call('HLEN', KEYS[2]) > 16 then
   local all = redis.call('HGETALL', KEYS[2])
