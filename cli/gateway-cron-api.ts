@@ -5,7 +5,8 @@
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config.ts';
 import { cronServiceFor } from '../scheduler/cron/cron-service.ts';
-import { cronJobView } from '../scheduler/cron/cron-job.ts';
+import { cronJobView, cronRunView, type CronJob } from '../scheduler/cron/cron-job.ts';
+import { isoUtc, nextOccurrences } from '../scheduler/cron/cron-engine.ts';
 import type { CronApi } from '../gateway/http/cron-routes.ts';
 import { connectCli } from './connect-cli.ts';
 import type { RedisTopology } from '../scheduler/redis/connection-factory.ts';
@@ -21,7 +22,10 @@ export async function openCronApi(config: HermesConfig, target: RedisTopology | 
   const caller = { origin: { surface: 'api' as const }, trusted: false };
   const api: CronApi = {
     list: async ({ all }) => (await service.list({ all })).map(cronJobView),
+    get: async (ref) => withNextRuns(await service.get(ref)),
     add: async (input) => cronJobView(await service.add(input, caller)),
+    edit: async (ref, changes) => withNextRuns(await service.edit(ref, changes, caller)),
+    runs: async (ref, limit) => (await service.runs(ref, limit)).map(cronRunView),
     pause: async (ref) => cronJobView((await service.pause(ref)).job),
     resume: async (ref, { runNow }) => cronJobView((await service.resume(ref, { runNow })).job),
     runNow: async (ref) => {
@@ -31,4 +35,12 @@ export async function openCronApi(config: HermesConfig, target: RedisTopology | 
     remove: async (ref) => cronJobView(await service.remove(ref)),
   };
   return { api, close: () => conn.close() };
+}
+
+/** A job's view plus its next 5 fire times (ISO UTC), from the armed occurrence on. */
+function withNextRuns(job: CronJob): Record<string, unknown> {
+  const next = job.state !== 'scheduled' || job.next_run_at === null
+    ? []
+    : [job.next_run_at, ...nextOccurrences(job.schedule, job.tz, job.next_run_at, 4)];
+  return { ...cronJobView(job), next_runs: next.map(isoUtc) };
 }

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import type { CronAddInput, CronApi } from '../gateway/http/cron-routes.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
+import { UnknownJobError } from '../scheduler/errors/unknown-job-error.ts';
 import { Keys, QUEUES } from '../scheduler/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { SessionStore } from '../scheduler/session-store.ts';
@@ -22,7 +23,7 @@ class MemoryCron implements CronApi {
   jobs: Array<{ id: string; name: string; schedule: string; prompt: string; state: string; runs: number }> = [];
   private find(ref: string) {
     const job = this.jobs.find((j) => j.id === ref) ?? this.jobs.find((j) => j.name.toLowerCase() === ref.toLowerCase());
-    if (!job) throw new ScheduleInputError(`No cron job "${ref}".`, { field: 'ref' });
+    if (!job) throw new UnknownJobError(`No cron job "${ref}".`);
     return job;
   }
   async list(options: { all: boolean }) {
@@ -33,6 +34,17 @@ class MemoryCron implements CronApi {
     const job = { id: `job${this.jobs.length}`, name: input.name ?? input.prompt ?? 'job', schedule: input.schedule, prompt: input.prompt ?? '', state: input.paused ? 'paused' : 'scheduled', runs: 0 };
     this.jobs.push(job);
     return job;
+  }
+  async get(ref: string) {
+    return this.find(ref);
+  }
+  async edit(ref: string, changes: { name?: string }) {
+    const j = this.find(ref);
+    if (changes.name) j.name = changes.name;
+    return j;
+  }
+  async runs(ref: string) {
+    return Array.from({ length: this.find(ref).runs }, (_, i) => ({ n: i }));
   }
   async pause(ref: string) {
     const j = this.find(ref);
@@ -162,9 +174,14 @@ describe('/api/cron', () => {
     expect((await readJson(call('GET', '/api/cron/jobs'))).data).toHaveLength(0);
   });
 
-  it('answers 400 for bad input and unknown references, and refuses a script', async () => {
+  it('answers 400 for bad input, 404 for unknown references, and refuses a script', async () => {
     expect((await call('POST', '/api/cron/jobs', { schedule: 'sometimes', prompt: 'x' })).status).toBe(400);
-    expect((await call('POST', '/api/cron/jobs/nope/pause')).status).toBe(400);
+    const unknown = await call('POST', '/api/cron/jobs/nope/pause');
+    expect(unknown.status).toBe(404);
+    expect((await readJson(unknown)).error).toMatchObject({ type: 'not_found_error', code: 'unknown_job', param: 'ref' });
+    for (const [method, path] of [['GET', '/api/cron/jobs/nope'], ['PATCH', '/api/cron/jobs/nope'], ['GET', '/api/cron/jobs/nope/runs'], ['DELETE', '/api/cron/jobs/nope']]) {
+      expect((await call(method!, path!, method === 'PATCH' ? { name: 'x' } : undefined)).status, `${method} ${path}`).toBe(404);
+    }
     const script = await call('POST', '/api/cron/jobs', { schedule: '30m', script: 'rm -rf /' });
     expect(script.status).toBe(400);
     expect((await readJson(script)).error.message).toMatch(/script/);

@@ -75,7 +75,8 @@ export function apiRouter(deps: ApiDeps): Router {
   router.get('/schedules', async (_req, res) => {
     const now = Date.now();
     const records = await deps.loops.list();
-    res.json({ object: 'list', data: records.map((r) => scheduleObject(r, now)) });
+    const next = await Promise.all(records.map((r) => (r.status === 'active' ? deps.loops.nextDueAt(r) : undefined)));
+    res.json({ object: 'list', data: records.map((r, i) => scheduleObject(r, now, next[i])) });
   });
 
   router.post('/schedules', async (req, res) => {

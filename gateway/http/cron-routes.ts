@@ -35,7 +35,13 @@ export interface CronAddInput {
  */
 export interface CronApi {
   list(options: { all: boolean }): Promise<unknown[]>;
+  /** One job with its next fire times (`next_runs`, ISO UTC). Unknown references throw `UnknownJobError` (404). */
+  get(ref: string): Promise<unknown>;
   add(input: CronAddInput): Promise<unknown>;
+  /** Change fields; a new schedule or zone takes effect from now. */
+  edit(ref: string, changes: CronEditInput): Promise<unknown>;
+  /** Run records of one job, newest first. */
+  runs(ref: string, limit: number): Promise<unknown[]>;
   pause(ref: string): Promise<unknown>;
   resume(ref: string, options: { runNow: boolean }): Promise<unknown>;
   /** Run now, outside the schedule. */
@@ -58,6 +64,25 @@ const addSchema = z
   })
   .strict();
 
+/** Fields `PATCH /api/cron/jobs/:ref` may change (at least one). `repeat: null` removes the limit. */
+export type CronEditInput = z.infer<typeof editSchema>;
+
+const editSchema = z
+  .object({
+    schedule: z.string().min(1).optional(),
+    prompt: z.string().optional(),
+    name: z.string().min(1).max(200).optional(),
+    deliver: z.string().min(1).optional(),
+    repeat: z.number().int().positive().nullable().optional(),
+    tz: z.string().min(1).optional(),
+    misfire: z.enum(['skip', 'once']).optional(),
+    overlap: z.enum(['skip', 'queue', 'allow']).optional(),
+    notify: z.enum(['always', 'failure', 'never']).optional(),
+  })
+  .strict();
+
+const runsQuerySchema = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(20) });
+
 const resumeSchema = z.object({ run_now: z.boolean().optional() }).strict();
 
 /** Routes under `/api/cron`; answers 501 for every route when no cron service is wired. */
@@ -73,6 +98,16 @@ export function cronRouter(cron: CronApi | undefined): Router {
   });
   router.post('/jobs', async (req, res) => {
     res.status(201).json(await cron!.add(addSchema.parse(req.body ?? {})));
+  });
+  router.get('/jobs/:ref', async (req, res) => {
+    res.json(await cron!.get(String(req.params.ref)));
+  });
+  router.patch('/jobs/:ref', async (req, res) => {
+    res.json(await cron!.edit(String(req.params.ref), editSchema.parse(req.body ?? {})));
+  });
+  router.get('/jobs/:ref/runs', async (req, res) => {
+    const { limit } = runsQuerySchema.parse(req.query);
+    res.json({ object: 'list', data: await cron!.runs(String(req.params.ref), limit) });
   });
   router.post('/jobs/:ref/pause', async (req, res) => {
     res.json(await cron!.pause(String(req.params.ref)));

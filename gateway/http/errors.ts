@@ -7,7 +7,7 @@
 import type { ErrorRequestHandler, Response } from 'express';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { ConfigError, ScheduleInputError, StoreUnavailableError } from '../../scheduler/errors/index.ts';
+import { ConfigError, ScheduleInputError, StoreUnavailableError, UnknownJobError } from '../../scheduler/errors/index.ts';
 import { StreamLimitError } from '../stream-fanout.ts';
 
 /** OpenAI error `type` values used by this server. */
@@ -66,6 +66,7 @@ export function toHttpError(err: unknown): HttpError {
     const param = issue.path.map(String).join('.') || null;
     return new HttpError(400, `Invalid request body${param ? ` at ${param}` : ''}: ${issue.message}`, 'invalid_request_error', 'invalid_body', param);
   }
+  if (err instanceof UnknownJobError) return new HttpError(404, err.message, 'not_found_error', 'unknown_job', 'ref');
   if (err instanceof ScheduleInputError) return new HttpError(400, err.message, 'invalid_request_error', err.code, err.field ?? null);
   if (err instanceof ConfigError) return new HttpError(400, err.message, 'invalid_request_error', err.code, err.key ?? null);
   if (err instanceof StreamLimitError) {

@@ -3,6 +3,7 @@
  * wins; a name that matches several jobs is an error listing the candidates.
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
+import { UnknownJobError } from '../errors/unknown-job-error.ts';
 import type { CronJob } from './cron-job.ts';
 
 /**
@@ -25,5 +26,5 @@ export function resolveJobRef(ref: string, jobs: readonly CronJob[]): CronJob {
       .join(', ');
     throw new ScheduleInputError(`"${wanted}" is ambiguous: ${byName.length} jobs have that name: ${list}. Use an id.`, { field: 'ref' });
   }
-  throw new ScheduleInputError(`No cron job with id or name "${wanted}". \`hermes cron list --all\` shows every job.`, { field: 'ref' });
+  throw new UnknownJobError(`No cron job with id or name "${wanted}". \`hermes cron list --all\` shows every job.`);
 }

@@ -1,5 +1,6 @@
 export { HermesError, isHermesError } from './hermes-error.ts';
 export { ScheduleInputError } from './schedule-input-error.ts';
+export { UnknownJobError } from './unknown-job-error.ts';
 export { StoreUnavailableError } from './store-unavailable-error.ts';
 export { TurnError, type TurnFailureKind } from './turn-error.ts';
 export { PlatformError } from './platform-error.ts';

@@ -1,0 +1,104 @@
+/**
+ * `/api` completeness against the real cron service and schedule store:
+ * `GET /api/cron/jobs/:ref` (with its next runs), `PATCH` (edit),
+ * `GET …/runs`, 404 for unknown jobs, and `next_due_at` on every schedule of
+ * `GET /api/schedules`. The request bodies are those of docs/GATEWAY.md.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { openCronApi } from '../cli/gateway-cron-api.ts';
+import { startGateway } from '../gateway/gateway-process.ts';
+import { createLogger } from '../scheduler/logger.ts';
+import { testEnv } from './support/env.ts';
+import { startCronWorker } from './support/cron-worker.ts';
+import { clients, waitFor } from './support/stack.ts';
+
+const KEY = 'api-cron-key-42';
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function setup() {
+  const env = testEnv({ 'api_server.port': 0, 'api_server.key': KEY, 'cron.min_interval_seconds': 1 });
+  cleanups.push(() => env.cleanup());
+  const log = createLogger({ level: 'silent' });
+  const cron = await openCronApi(env.config, env.redisUrl, log);
+  cleanups.push(() => cron.close());
+  const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log, cron: cron.api });
+  cleanups.push(() => gw.close());
+  const call = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${gw.httpAddress.url}${path}`, {
+      method, headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: res.status, body: await res.json() as Record<string, any> };
+  };
+  return { env, call };
+}
+
+describe('/api/cron/jobs/:ref', () => {
+  it('GET shows one job with its next 5 runs; PATCH edits it; GET …/runs lists its runs; unknown jobs are 404', async () => {
+    const { env, call } = await setup();
+    const created = await call('POST', '/api/cron/jobs', { schedule: '0 9 * * 1-5', prompt: 'summarise open pull requests', name: 'standup', tz: 'Europe/Berlin' });
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+
+    const shown = await call('GET', '/api/cron/jobs/STANDUP');
+    expect(shown.status).toBe(200);
+    expect(shown.body).toMatchObject({ id, name: 'standup', tz: 'Europe/Berlin', schedule: { kind: 'cron', expression: '0 9 * * 1-5' } });
+    expect(shown.body.next_runs).toHaveLength(5);
+    for (const t of shown.body.next_runs as string[]) {
+      const local = new Date(t).toLocaleString('en-GB', { timeZone: 'Europe/Berlin', weekday: 'short', hour: '2-digit', minute: '2-digit' });
+      expect(local).toMatch(/^(Mon|Tue|Wed|Thu|Fri) 09:00$/);
+    }
+
+    const edited = await call('PATCH', `/api/cron/jobs/${id}`, { schedule: 'daily at 7am', name: 'morning', repeat: 3, notify: 'never' });
+    expect(edited.status).toBe(200);
+    expect(edited.body).toMatchObject({ id, name: 'morning', schedule: { kind: 'cron', expression: '0 7 * * *' }, repeat: { times: 3 }, notify: 'never' });
+    expect((await call('GET', '/api/cron/jobs/morning')).body.next_runs[0]).toBe(edited.body.next_runs[0]);
+    expect((await call('PATCH', `/api/cron/jobs/${id}`, { repeat: null })).body.repeat.times).toBeNull();
+    expect((await call('GET', '/api/cron/jobs/standup')).status).toBe(404);
+
+    // Bad edits change nothing.
+    expect((await call('PATCH', `/api/cron/jobs/${id}`, { script: 'rm -rf /' })).status).toBe(400);
+    expect((await call('PATCH', `/api/cron/jobs/${id}`, { schedule: 'sometimes' })).status).toBe(400);
+    expect((await call('PATCH', `/api/cron/jobs/${id}`, {})).status).toBe(400);
+    expect((await call('GET', `/api/cron/jobs/${id}`)).body).toMatchObject({ name: 'morning', schedule: { expression: '0 7 * * *' } });
+
+    expect((await call('GET', `/api/cron/jobs/${id}/runs`)).body).toEqual({ object: 'list', data: [] });
+    const worker = await startCronWorker(env.config);
+    cleanups.push(() => worker.close());
+    expect((await call('POST', `/api/cron/jobs/${id}/run`)).status).toBe(202);
+    const runs = await waitFor(async () => {
+      const r = await call('GET', `/api/cron/jobs/${id}/runs?limit=5`);
+      return r.body.data.length === 1 ? r.body.data : undefined;
+    }, 15_000, 'the manual run recorded');
+    expect(runs[0]).toMatchObject({ job_id: id, trigger: 'manual' });
+    expect((await call('GET', `/api/cron/jobs/${id}/runs?limit=0`)).status).toBe(400);
+
+    for (const [method, path] of [['GET', '/api/cron/jobs/nope'], ['GET', '/api/cron/jobs/nope/runs'], ['DELETE', '/api/cron/jobs/nope']] as const) {
+      const r = await call(method, path);
+      expect(r.status, `${method} ${path}`).toBe(404);
+      expect(r.body.error).toMatchObject({ type: 'not_found_error', code: 'unknown_job' });
+    }
+    expect((await call('PATCH', '/api/cron/jobs/nope', { name: 'x' })).status).toBe(404);
+  });
+});
+
+describe('GET /api/schedules', () => {
+  it('carries next_due_at for every active schedule (null for paused ones)', async () => {
+    const { env, call } = await setup();
+    const c = clients(env);
+    cleanups.push(() => c.close());
+    const runner = { kind: 'command' as const, command: 'true', timeoutSeconds: 5 };
+    const before = Date.now();
+    await c.schedules.set('a', 'loop', { prompt: 'x', intervalSeconds: 600, times: null, until: null, notes: [] }, { origin: { surface: 'api' }, runner });
+    await c.schedules.set('b', 'heartbeat', { prompt: 'y', intervalSeconds: 3600, times: null, until: null, notes: [] }, { origin: { surface: 'api' }, runner });
+    await c.schedules.pause('b', 'heartbeat');
+    const list = await call('GET', '/api/schedules');
+    const a = list.body.data.find((s: { session_id: string }) => s.session_id === 'a');
+    const b = list.body.data.find((s: { session_id: string }) => s.session_id === 'b');
+    expect(typeof a.next_due_at).toBe('number');
+    expect(a.next_due_at).toBeGreaterThanOrEqual(before - 1000);
+    expect(b).toMatchObject({ status: 'paused', next_due_at: null });
+  });
+});
