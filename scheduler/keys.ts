@@ -24,7 +24,7 @@ export const QUEUES = {
   ticks: 'ticks',
   /** Session input: user messages, slash commands, goal continuations. */
   inbox: 'inbox',
-  /** Replies to send to Telegram, consumed by the gateway (sent once per job id). */
+  /** Replies to send to Telegram, consumed by the gateway (one job per reply; each part sent at least once). */
   outboundTelegram: 'outbound-telegram',
   /** OpenAI-compatible `/v1` requests, run by workers; the gateway waits for the result. */
   v1Runs: 'v1-runs',

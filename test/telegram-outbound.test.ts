@@ -119,6 +119,31 @@ describe('per-chat order of outbound replies', () => {
   });
 });
 
+describe('at least once per part', () => {
+  it('a part Telegram accepted just before the gateway died is sent again after the restart: twice, never lost, still in order', async () => {
+    const env = setup();
+    const send = producer(env);
+    let victim: ChildGateway | undefined;
+    fake.afterAccept = async (_message, n) => {
+      if (n !== 1 || !victim) return;
+      victim.kill('SIGKILL'); // Telegram took part 1; the gateway dies before it reads the answer
+      await victim.exited;
+    };
+    victim = await child(env);
+    await send('400', 'tick:w:1', threeParts('R'));
+    await victim.exited;
+    fake.afterAccept = undefined;
+    await child(env);
+    await waitFor(() => heads('400').length >= 4, 30_000, 'the reply after the restart');
+    await sleep(300);
+    expect(heads('400')).toEqual(['R1', 'R1', 'R2', 'R3']);
+    const redis = new Redis(env.redisUrl);
+    cleanups.push(() => redis.disconnect());
+    const recorded = await redis.hgetall(new Keys(env.prefix).outboundSent('tick:w:1'));
+    expect([0, 1, 2].map((i) => recorded[String(i)])).toEqual(fake.sent.slice(1).map((m) => String(m.message_id)));
+  });
+});
+
 describe('outcome of every send, reported back', () => {
   it('403 blocked: one attempt, reported failed and not retried; the chat\'s next reply still goes', async () => {
     const env = setup();

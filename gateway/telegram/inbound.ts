@@ -9,7 +9,7 @@
  *   of session `telegram:<chat>` (or `telegram:<chat>:<thread>` in a forum
  *   topic), message id `tg-<update_id>`: the inbox job id dedupes an update
  *   that Telegram delivers again.
- * - Anyone else gets a short refusal through the outbound queue (sent once) and
+ * - Anyone else gets a short refusal through the outbound queue and
  *   a WARNING that names the user and chat but never the text (SPEC §8, §11).
  * - A message over `agent.max_prompt_chars` is answered with the limit and not relayed.
  * - A command addressed to another bot (`/stop@other_bot`) is ignored entirely;

@@ -240,7 +240,6 @@ export class TelegramOutboundSender {
           signal ? grammySignal(signal) : undefined,
         );
         messageId = sent.message_id;
-        this.options.metrics?.telegramSends.inc({ outcome: 'sent' });
       } catch (err) {
         const outcome = !(err instanceof GrammyError) || err.error_code >= 500 ? 'failed' : err.error_code === 429 ? 'rate_limited' : 'refused';
         this.options.metrics?.telegramSends.inc({ outcome });
@@ -260,6 +259,7 @@ export class TelegramOutboundSender {
       }
       // The at-least-once window closes here: the first command after Telegram's answer.
       await redis.hset(key, String(i), String(messageId));
+      this.options.metrics?.telegramSends.inc({ outcome: 'sent' });
       ids.push(messageId);
     }
     return ids;

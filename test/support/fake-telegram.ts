@@ -79,6 +79,11 @@ export interface FakeTelegram {
   readonly refusedSends: Map<string, number>;
   /** Called before a sendMessage is answered (may delay it); `n` counts sendMessage calls from 1. */
   beforeSend?: (payload: Record<string, unknown>, n: number) => Promise<void> | void;
+  /**
+   * Called after a sendMessage was accepted (recorded in `sent`) and before it is
+   * answered: what a crash of the bot between Telegram's acceptance and its answer sees.
+   */
+  afterAccept?: (message: SentMessage, n: number) => Promise<void> | void;
   /** Called once an update batch was written to a getUpdates response. */
   onUpdatesServed?: (updates: FakeUpdate[]) => void;
   close(): Promise<void>;
@@ -212,6 +217,7 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
           ...(body.message_thread_id !== undefined ? { message_thread_id: Number(body.message_thread_id) } : {}),
         };
         sent.push(message);
+        await fake.afterAccept?.(message, n);
         return reply(res, {
           ok: true,
           result: { message_id: message.message_id, date: Math.floor(Date.now() / 1000), chat: { id: Number(body.chat_id), type: 'private' }, text },
