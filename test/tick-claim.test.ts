@@ -11,7 +11,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { bullJobId } from '../scheduler/keys.ts';
+import { bullJobId, Keys } from '../scheduler/keys.ts';
 import { enqueueInput } from '../scheduler/inbox.ts';
 import { createLoop, type LoopRecord } from '../scheduler/loop-state.ts';
 import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop-store.ts';
@@ -50,22 +50,22 @@ function gatedRunner(holdFirst: boolean) {
   return { ticks, runner, releaseFirst, firstStarted: started };
 }
 
-async function setUp(holdFirst = true) {
-  const env = testEnv();
+async function setUp(holdFirst = true, options: { shards?: number; sessionId?: string } = {}) {
+  const env = testEnv(options.shards ? { 'redis.shards': options.shards } : {});
   const redis = new Redis(env.redisUrl, { maxRetriesPerRequest: 3 });
   const queueConn = new Redis(env.redisUrl, BULLMQ_REDIS_OPTIONS);
   const gated = gatedRunner(holdFirst);
   const runners = { agent: gated.runner, forSpec: () => gated.runner } as unknown as RunnerFactory;
   const deps = createWorkerDeps({ config: env.config, redis, queueConnection: queueConn, log: createLogger({ level: 'silent' }), runners });
   cleanups.push(async () => {
-    await deps.queues.ticks.obliterate({ force: true });
+    for (const q of deps.queues.shards()) await q.ticks.obliterate({ force: true });
     await deps.queues.close();
     await deps.outboundTelegram.close();
     redis.disconnect();
     queueConn.disconnect();
     env.cleanup();
   });
-  const sessionId = 'stale';
+  const sessionId = options.sessionId ?? 'stale';
   const stored = await deps.loops.put(createLoop({
     kind: 'loop', loopId: 'L1', sessionId, prompt: 'check', intervalSeconds: 60, times: null, until: null, maxTicks: 100,
     selfPacedFloorSeconds: 60, runner: { kind: 'command', command: 'unused', timeoutSeconds: 10 }, origin: { surface: 'cli' }, now: Date.now(),
@@ -76,7 +76,7 @@ async function setUp(holdFirst = true) {
 /** A tick job of the loop for the occurrence due at `dueAt` (kept delayed: no BullMQ worker runs it, the test does). */
 async function tickJob(deps: WorkerDeps, sessionId: string, loopId: string, dueAt: number): Promise<Job<TickJobData>> {
   const data: TickJobData = { type: 'schedule-tick', kind: 'loop', sessionId, loopId };
-  return (await deps.queues.ticks.add(TICK_JOB_NAME, data, { jobId: bullJobId('test', sessionId, dueAt), delay: 3_600_000 })) as Job<TickJobData>;
+  return (await deps.queues.forSession(sessionId).ticks.add(TICK_JOB_NAME, data, { jobId: bullJobId('test', sessionId, dueAt), delay: 3_600_000 })) as Job<TickJobData>;
 }
 
 /** Make the next `loops.get` hand back what it read only after `between()` has run. */
@@ -148,5 +148,24 @@ describe('tick claim against the record at claim time', () => {
     await expect(processScheduleTick(a, undefined, undefined, deps)).rejects.toThrow();
     expect(gated.ticks).toEqual([]);
     expect(await deps.loops.getInflight(sessionId, 'loop')).toBeNull();
+  });
+
+  it('a later tick waits for an earlier one whose worker died mid-turn, on any shard of the key space', async () => {
+    const keys = new Keys('{probe}', { shards: 3 });
+    const sessionId = ['s1', 's2', 's3', 's4', 's5'].find((id) => keys.shardOfSession(id) !== 0)!;
+    const { deps, gated, loopId } = await setUp(false, { shards: 3, sessionId });
+    const a = await tickJob(deps, sessionId, loopId, Date.now() - 2000);
+    const b = await tickJob(deps, sessionId, loopId, Date.now() - 1000);
+    // A was claimed and started on a worker that then died: its mark stays, its job is still queued.
+    const loop = (await deps.loops.get(sessionId, 'loop'))!;
+    const { occurrenceId } = deps.loops.occurrenceOf(a);
+    expect((await deps.loops.claimTick(sessionId, 'loop', {
+      expectedVersion: loop.version, goalVersion: null, pendingCount: 0, ttlMs: 60_000,
+      mark: { occurrenceId, jobId: a.id!, startedAt: Date.now(), tick: 1, workerId: 'dead' },
+    })).status).toBe('ok');
+    // B is deferred (put back; here no worker holds it, so moving it is refused): it does not overtake A.
+    await expect(processScheduleTick(b, undefined, undefined, deps)).rejects.toThrow();
+    expect(gated.ticks).toEqual([]);
+    expect((await deps.loops.getInflight(sessionId, 'loop'))?.occurrenceId).toBe(occurrenceId);
   });
 });

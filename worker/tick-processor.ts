@@ -313,7 +313,7 @@ async function applyOutcome(deps: WorkerDeps, loop: LoopRecord | null, outcome: 
  */
 async function earlierTickInFlight(deps: WorkerDeps, job: Job<TickJobData>, mark: InflightMark): Promise<boolean> {
   const { sessionId, kind } = job.data;
-  const other = await deps.queues.ticks.getJob(mark.jobId);
+  const other = await deps.queues.forSession(sessionId).ticks.getJob(mark.jobId);
   const state = other ? await other.getState() : 'unknown';
   const alive = state === 'active' || state === 'waiting' || state === 'delayed' || state === 'prioritized';
   if (alive && !(await deps.sessions.isCommitted(sessionId, mark.occurrenceId))) return true;

@@ -169,7 +169,7 @@ export class CronStore {
         const first = job.next_run_at;
         const schedulerFirst = first === null ? undefined : await this.schedulerNext(job.id);
         if (first !== null && schedulerFirst !== undefined && schedulerFirst > first) {
-          await this.queues.ticks.add(CRON_TICK_JOB_NAME, { ...data, dueAt: first }, {
+          await ticks.add(CRON_TICK_JOB_NAME, { ...data, dueAt: first }, {
             ...opts, jobId: this.keys.cronPassedFirstJobId(job.id, first), delay: Math.max(0, first - Date.now()),
           });
         }
