@@ -28,6 +28,7 @@ import { telegramOutboundQueue } from '../scheduler/outbound.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
 import { InflightRuns } from './drain.ts';
 import { StreamFanout } from './stream-fanout.ts';
+import { GatewayHealth } from './health.ts';
 import type { CronApi } from './http/cron-routes.ts';
 import { startHttpServer, type HttpServerHandle } from './http/server.ts';
 import type { PlatformPlugin } from './plugins/platform-plugin.ts';
@@ -84,8 +85,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const instanceId = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
   const topology = chooseTopology(config, options);
-  const redis: RedisClient = openRedisClient(topology, 'commands');
+  // Every command of the gateway's own client is bounded, so no request waits on an absent Redis
+  // for longer than this (blocking reads use the stream reader's connection).
+  const redis: RedisClient = openRedisClient(topology, 'commands', { commandTimeout: config.gateway.redis_timeout_ms });
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));
+  // Start once the connection is ready, so the first requests are not refused as "Redis away";
+  // a Redis that does not answer in time does not stop the start: /health/ready then says so.
+  await whenReady(redis, Math.max(config.gateway.redis_timeout_ms, 5_000));
   // A gateway with another shard count would queue input where no worker looks. Redis may be
   // away at start (the gateway waits for it); only a count that disagrees stops the start.
   await assertShardCount(redis, keys).catch((err: unknown) => {
@@ -155,10 +161,15 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       api: { config, keys, redis, fanout, loops, schedules, cron: options.cron, inflight },
       metrics: { registry: metrics, public: config.metrics.public },
       dashboard: { queues: [...queues.shards().flatMap((q) => [q.ticks, q.inbox]), outbound, v1Queue], readOnly: config.dashboard.read_only },
-      health: () => ({
-        instance: instanceId, draining: inflight.draining, streams: fanout.subscriptions,
-        platforms: Object.fromEntries(registry.statuses().map((p) => [p.name, { state: p.state, ...(p.adapter ?? {}) }])),
-      }),
+      health: {
+        checks: new GatewayHealth(redis, keys, {
+          redisTimeoutMs: config.gateway.redis_timeout_ms, workerMaxAgeMs: config.gateway.ready_worker_max_age_seconds * 1000,
+        }),
+        details: () => ({
+          instance: instanceId, draining: inflight.draining, streams: fanout.subscriptions,
+          platforms: Object.fromEntries(registry.statuses().map((p) => [p.name, { state: p.state, ...(p.adapter ?? {}) }])),
+        }),
+      },
     });
   } catch (err) {
     await runCleanups();
@@ -209,4 +220,18 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       return closing;
     },
   };
+}
+
+/** Resolves when `client` is ready, or after `timeoutMs` (whichever comes first). */
+async function whenReady(client: RedisClient, timeoutMs: number): Promise<void> {
+  if (client.status === 'ready') return;
+  let timer: NodeJS.Timeout | undefined;
+  let onReady: (() => void) | undefined;
+  await new Promise<void>((resolve) => {
+    onReady = resolve;
+    client.once('ready', onReady);
+    timer = setTimeout(resolve, timeoutMs);
+  });
+  clearTimeout(timer);
+  if (onReady) client.off('ready', onReady);
 }

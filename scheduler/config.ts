@@ -432,6 +432,13 @@ export const configSchema = z
         run_timeout_seconds: z.coerce.number().finite().positive().default(600),
         /** How long `/v1` run records, their events and idempotency keys are kept, seconds. @defaultValue 86400 */
         run_ttl_seconds: positiveInt(86_400),
+        /**
+         * Longest wait of the gateway on one Redis command, ms; a request that would wait longer is
+         * answered 503 with Retry-After (and `/health/ready` reports Redis down). @defaultValue 2000
+         */
+        redis_timeout_ms: positiveInt(2_000),
+        /** `/health/ready` needs a worker heartbeat at most this old, seconds. @defaultValue 30 */
+        ready_worker_max_age_seconds: z.coerce.number().finite().positive().default(30),
       })
       .strict()
       .prefault({}),

@@ -99,17 +99,17 @@ describe('webhook targets at creation', () => {
 
   it('the CLI exits 2 and writes nothing; edit refuses it too', async () => {
     const env = testEnv({ 'cron.min_interval_seconds': 1 });
-    cleanups.push(() => env.cleanup());
+    const api = openCronService(env.config);
+    cleanups.push(() => env.cleanup(), () => api.close());
     const bad = await runHermes(env, ['cron', 'add', 'every 1h', 'report', '--deliver', 'local,http://169.254.169.254/latest/meta-data/']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/Webhook target http:\/\/169\.254\.169\.254 is a linkLocal address/);
-    expect(JSON.parse((await runHermes(env, ['cron', 'list', '--all', '--json'])).stdout)).toEqual([]);
-    expect((await runHermes(env, ['cron', 'add', 'every 1h', 'report', '--name', 'r'])).code).toBe(0);
+    expect(await api.service.list({ all: true })).toEqual([]);
+    const job = await api.service.add({ schedule: 'every 1h', prompt: 'report', name: 'r' }, cli);
     const edit = await runHermes(env, ['cron', 'edit', 'r', '--deliver', 'http://127.0.0.1:6379/']);
     expect(edit.code).toBe(2);
-    const [job] = JSON.parse((await runHermes(env, ['cron', 'list', '--json'])).stdout) as Array<{ deliver: string[] }>;
-    expect(job!.deliver).toEqual(['local']);
-  }, 30_000);
+    expect((await api.store.get(job.id))!.deliver).toEqual(['local']);
+  }, 60_000);
 
   it('/api answers 400 and writes nothing', async () => {
     const env = testEnv({ 'api_server.port': 0, 'api_server.key': 'k-123456' });

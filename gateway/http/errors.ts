@@ -58,6 +58,27 @@ export function typeForStatus(status: number): ApiErrorType {
   return 'server_error';
 }
 
+/** Seconds a client is asked to wait (`Retry-After`) while Redis is away. */
+const STORE_RETRY_AFTER = '5';
+
+/** The 503 answered while Redis is unreachable. */
+export function storeUnavailableError(detail?: string): HttpError {
+  return new HttpError(
+    503,
+    `The gateway cannot reach Redis${detail ? ` (${detail})` : ''}, so it can store and queue nothing right now; retry in a few seconds.`,
+    'service_unavailable', 'store_unavailable', null, { 'Retry-After': STORE_RETRY_AFTER },
+  );
+}
+
+/** True for the errors ioredis raises when Redis is away or too slow (connection lost, retries or timeout used up). */
+function isRedisUnavailable(err: unknown): boolean {
+  const e = err as { name?: string; message?: string; code?: string } | undefined;
+  if (!e || typeof e !== 'object') return false;
+  if (e.name === 'MaxRetriesPerRequestError' || e.name === 'ClusterAllFailedError') return true;
+  if (e.code === 'ECONNREFUSED' || e.code === 'ECONNRESET' || e.code === 'EPIPE') return true;
+  return /^(Command timed out|Connection is closed\.|Stream isn't writeable|All sentinels are unreachable|Failed to refresh slots cache)/.test(e.message ?? '');
+}
+
 /** Map any thrown value to an `HttpError`. */
 export function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
@@ -72,7 +93,8 @@ export function toHttpError(err: unknown): HttpError {
   if (err instanceof StreamLimitError) {
     return new HttpError(429, `${err.message} Retry shortly.`, 'rate_limit_error', 'too_many_streams', null, { 'Retry-After': '5' });
   }
-  if (err instanceof StoreUnavailableError) return new HttpError(503, err.message, 'service_unavailable', err.code);
+  if (err instanceof StoreUnavailableError) return new HttpError(503, err.message, 'service_unavailable', err.code, null, { 'Retry-After': STORE_RETRY_AFTER });
+  if (isRedisUnavailable(err)) return storeUnavailableError((err as Error).message.replace(/\.$/, ''));
   const e = err as { type?: string; status?: number; message?: string };
   // body-parser errors (express.json): malformed JSON, too large, wrong charset
   if (e?.type === 'entity.parse.failed') {
@@ -89,7 +111,7 @@ export function toHttpError(err: unknown): HttpError {
 export function errorHandler(log: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
     const httpErr = toHttpError(err);
-    if (httpErr.status >= 500) log.error({ err: (err as Error)?.message, path: req.path }, 'request failed');
+    if (httpErr.status >= 500 && httpErr.code !== 'store_unavailable') log.error({ err: (err as Error)?.message, path: req.path }, 'request failed');
     sendError(res, httpErr);
   };
 }

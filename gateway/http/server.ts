@@ -2,6 +2,10 @@
  * The gateway's HTTP server (express 5): `/health` (open), `/v1` (OpenAI
  * compatible) and `/api` (management), both behind the bearer key, and
  * `/metrics` (Prometheus; behind the key unless `metrics.public`).
+ * The gateway's HTTP server (express 5): `/health`, `/health/live`,
+ * `/health/ready` (open), `/v1` (OpenAI compatible) and `/api` (management),
+ * both behind the bearer key, then a 503 gate while Redis is away, then the
+ * body parser.
  *
  * Default bind 127.0.0.1:8642 (`api_server.host`/`port`); a non-loopback bind
  * without `API_SERVER_KEY` is refused before anything listens (SPEC §8).
@@ -16,7 +20,8 @@ import type { HermesMetrics } from '../../scheduler/metrics.ts';
 import { basicKeyAuth, DASHBOARD_PATH, dashboardRouter } from './dashboard.ts';
 import { apiRouter, type ApiDeps } from './api-routes.ts';
 import { assertBindAllowed, bearerAuth } from './auth.ts';
-import { HttpError, errorHandler } from './errors.ts';
+import { HttpError, errorHandler, storeUnavailableError } from './errors.ts';
+import { REDIS_RETRY_AFTER_SECONDS, type GatewayHealth } from '../health.ts';
 import type { SseStream } from './sse.ts';
 import { v1Router, type V1Deps } from './v1-routes.ts';
 
@@ -32,8 +37,8 @@ export interface HttpServerOptions {
   key: string | undefined;
   v1: Omit<V1Deps, 'streams' | 'log'>;
   api: Omit<ApiDeps, 'streams' | 'log'>;
-  /** Body of `GET /health`. */
-  health: () => Record<string, unknown>;
+  /** Health checks (health.ts) and the details the health endpoints add to their body. */
+  health: { checks: GatewayHealth; details: () => Record<string, unknown> };
   /** Metrics of this process: served at `/metrics`, and every request is counted. */
   metrics?: { registry: HermesMetrics; public: boolean };
   /** The queue dashboard at `/admin/queues` over these queues (`dashboard.ts`). */
@@ -60,9 +65,22 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
   const metrics = options.metrics;
   if (metrics) app.use(countRequests(metrics.registry));
 
-  app.get('/health', (_req, res) => {
-    res.json({ status: 'ok', ...options.health() });
+  // Health (no key): live = the process serves HTTP; ready = Redis answers and a worker is alive.
+  // `/health` is an alias of `/health/ready`, so a probe of `/health` never reports a gateway
+  // that can neither store nor run anything as healthy.
+  app.get('/health/live', (_req, res) => {
+    res.json({ status: 'ok', ...options.health.details() });
   });
+  const ready: express.RequestHandler = async (_req, res) => {
+    const r = await options.health.checks.ready();
+    if (!r.ready) res.status(503).set('Retry-After', String(REDIS_RETRY_AFTER_SECONDS));
+    res.json({
+      status: r.ready ? 'ok' : 'unavailable', reasons: r.reasons, redis: r.redis,
+      worker_heartbeat_age_ms: r.workerHeartbeatAgeMs, ...options.health.details(),
+    });
+  };
+  app.get('/health/ready', ready);
+  app.get('/health', ready);
 
   // Order matters: the key is checked before the body is read or parsed, so a caller
   // without it cannot make the gateway read (or parse) up to BODY_LIMIT of input.
@@ -74,9 +92,15 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
       res.type(contentType).send(body);
     });
   }
+
+  // While Redis is away every request gets a 503 with Retry-After at once, not an error after
+  // the client's retries run out (the key is still checked first).
+  const storeGate: express.RequestHandler = (_req, _res, next) => {
+    next(options.health.checks.storeUp() ? undefined : storeUnavailableError());
+  };
   const jsonBody = express.json({ limit: BODY_LIMIT, type: ['application/json', 'application/*+json'] });
-  app.use('/v1', auth, jsonBody, v1Router({ ...options.v1, streams, log: log.child({ component: 'v1' }) }));
-  app.use('/api', auth, jsonBody, apiRouter({ ...options.api, streams, log: log.child({ component: 'api' }) }));
+  app.use('/v1', auth, storeGate, jsonBody, v1Router({ ...options.v1, streams, log: log.child({ component: 'v1' }) }));
+  app.use('/api', auth, storeGate, jsonBody, apiRouter({ ...options.api, streams, log: log.child({ component: 'api' }) }));
 
   if (options.dashboard) {
     app.use(DASHBOARD_PATH, basicKeyAuth(options.key), dashboardRouter(options.dashboard.queues, { readOnly: options.dashboard.readOnly }));

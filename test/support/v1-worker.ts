@@ -44,6 +44,11 @@ export async function startV1Worker(env: TestEnv, options: { concurrency?: numbe
     },
   );
   await worker.waitUntilReady();
+  // A liveness heartbeat like a worker process's, so the gateway's /health/ready sees a worker.
+  const beat = () => redis.zadd(keys.workers, Date.now(), deps.workerId).catch(() => {});
+  await beat();
+  const beating = setInterval(() => void beat(), 5_000);
+  beating.unref();
   return {
     worker,
     deps,
@@ -56,6 +61,7 @@ export async function startV1Worker(env: TestEnv, options: { concurrency?: numbe
     async close() {
       // a test ends with turns still running (slow model): abort them like a drain deadline, then close
       for (const t of deps.turns.list()) t.controller.abort(new Error('test worker closing'));
+      clearInterval(beating);
       await worker.close();
       await Promise.allSettled([queues.close(), outboundTelegram.close()]);
       redis.disconnect();
