@@ -111,12 +111,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log,
   );
   const inflight = new InflightRuns();
-  // One blocking connection serves every event stream and waiting `/v1` caller of this process.
+  // One blocking connection per shard serves every event stream and waiting `/v1` caller of this process.
   const fanout = new StreamFanout({
-    blocking: openRedisClient(topology, 'bullmq'), commands: redis, wakeKey: keys.gatewayWake(instanceId),
+    shards: keys.shards().map((k) => ({ prefix: k.prefix, wakeKey: k.gatewayWake(instanceId) })),
+    openBlocking: () => openRedisClient(topology, 'bullmq'), commands: redis,
     maxSubscriptions: config.api_server.max_streams, log,
   });
-  fanout.start();
   const outbound = telegramOutboundQueue(keys, bull);
   // In one process with a worker (`hermes up`) the gateway serves the worker's metrics too.
   const metrics = options.metrics ?? new HermesMetrics({

@@ -12,8 +12,11 @@
  *   - a new key joins at once: the reader's `XREAD` also blocks on a small
  *     wake stream of this gateway instance, which `subscribe` writes to when
  *     the key is not in the read in flight;
- *   - all keys share the product's hash-tag prefix, so one multi-key `XREAD`
- *     is valid on a Redis Cluster too;
+ *   - one reader per shard of the key space (`redis.shards`, default 1): a
+ *     shard's keys share one hash tag, so its multi-key `XREAD` is valid on a
+ *     Redis Cluster; a shard's reader (and its connection) starts with its
+ *     first subscription, so connections are at most 1 + shards, whatever
+ *     the number of streams;
  *   - on a Redis error the reader waits (`RETRY_MS`) and reads again from the
  *     same cursors: subscribers miss nothing, they only wait.
  *
@@ -40,15 +43,15 @@ export interface StreamSubscription {
   close(): void;
 }
 
-/** Settings of the reader. */
+/** Settings of the readers. */
 export interface StreamFanoutOptions {
-  /** The blocking connection (used for nothing else). */
-  blocking: RedisClient;
+  /** The shards: each key prefix (`Keys.prefix` of a shard) and that shard's wake stream key (`Keys.gatewayWake`). */
+  shards: ReadonlyArray<{ prefix: string; wakeKey: string }>;
+  /** Opens a shard reader's blocking connection (used for nothing else). */
+  openBlocking: () => RedisClient;
   /** A non-blocking connection, for the wake writes. */
   commands: RedisClient;
-  /** This instance's wake stream key (`Keys.gatewayWake`). */
-  wakeKey: string;
-  /** Open subscriptions allowed at once (`api_server.max_streams`). */
+  /** Open subscriptions allowed at once, over all shards (`api_server.max_streams`). */
   maxSubscriptions: number;
   log: Logger;
   /** Longest single block, ms (the reader re-reads after it). @defaultValue 5000 */
@@ -73,10 +76,68 @@ function idLess(a: string, b: string): boolean {
   return am < bm || (am === bm && as < bs);
 }
 
-/** The shared reader; start with `start()`, stop with `close()`. */
+/** The shared readers (one per shard); stop with `close()`. */
 export class StreamFanout {
-  private readonly byKey = new Map<string, Set<Subscriber>>();
+  private readonly readers = new Map<string, ShardReader>();
   private size = 0;
+  private closed = false;
+
+  constructor(private readonly options: StreamFanoutOptions) {}
+
+  /** Open subscriptions now. */
+  get subscriptions(): number {
+    return this.size;
+  }
+
+  /** Readers running now (each holds one blocking connection). */
+  get readersRunning(): number {
+    return this.readers.size;
+  }
+
+  /** @throws StreamLimitError when no subscription can be opened now (checked before work is queued) */
+  assertCapacity(): void {
+    if (this.size >= this.options.maxSubscriptions) throw new StreamLimitError(this.options.maxSubscriptions);
+  }
+
+  /**
+   * Receive the entries of `key` after `after` (`0` = from the start), in order, until `close()`.
+   * @param onEntries - called with each batch (never empty); must not throw
+   * @throws StreamLimitError when `maxSubscriptions` are open; Error for a key of no known shard
+   */
+  subscribe(key: string, after: string, onEntries: (entries: StreamEntry[]) => void): StreamSubscription {
+    if (this.closed) throw new Error('the stream reader is closed');
+    this.assertCapacity();
+    const shard = this.options.shards.find((s) => key.startsWith(`${s.prefix}:`));
+    if (!shard) throw new Error(`no shard holds stream key ${key}`);
+    let reader = this.readers.get(shard.prefix);
+    if (!reader) {
+      reader = new ShardReader({ ...this.options, blocking: this.options.openBlocking(), wakeKey: shard.wakeKey });
+      this.readers.set(shard.prefix, reader);
+      reader.start();
+    }
+    const sub = reader.subscribe(key, after, onEntries);
+    this.size++;
+    let open = true;
+    return {
+      close: () => {
+        if (!open) return;
+        open = false;
+        sub.close();
+        this.size--;
+      },
+    };
+  }
+
+  /** Stop every reader; resolves when their loops have ended. Subscribers are not called any more. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all([...this.readers.values()].map((r) => r.close()));
+  }
+}
+
+/** The reader of one shard: one blocking connection, one `XREAD BLOCK` over its keys at a time. */
+class ShardReader {
+  private readonly byKey = new Map<string, Set<Subscriber>>();
   private closed = false;
   private loop: Promise<void> | undefined;
   /** Keys of the read in flight, and whether a wake was already written for it. */
@@ -87,20 +148,10 @@ export class StreamFanout {
   private readonly blockMs: number;
   private readonly count: number;
 
-  constructor(private readonly options: StreamFanoutOptions) {
+  constructor(private readonly options: Pick<StreamFanoutOptions, 'commands' | 'log' | 'blockMs' | 'count'> & { blocking: RedisClient; wakeKey: string }) {
     this.blockMs = options.blockMs ?? 5_000;
     this.count = options.count ?? 200;
     options.blocking.on('error', () => {});
-  }
-
-  /** Open subscriptions now. */
-  get subscriptions(): number {
-    return this.size;
-  }
-
-  /** @throws StreamLimitError when no subscription can be opened now (checked before work is queued) */
-  assertCapacity(): void {
-    if (this.size >= this.options.maxSubscriptions) throw new StreamLimitError(this.options.maxSubscriptions);
   }
 
   /** Start the reader loop (idempotent). */
@@ -108,19 +159,12 @@ export class StreamFanout {
     this.loop ??= this.run();
   }
 
-  /**
-   * Receive the entries of `key` after `after` (`0` = from the start), in order, until `close()`.
-   * @param onEntries - called with each batch (never empty); must not throw
-   * @throws StreamLimitError when `maxSubscriptions` are open
-   */
+  /** Add a subscriber of `key` (see `StreamFanout.subscribe`). */
   subscribe(key: string, after: string, onEntries: (entries: StreamEntry[]) => void): StreamSubscription {
-    if (this.closed) throw new Error('the stream reader is closed');
-    if (this.size >= this.options.maxSubscriptions) throw new StreamLimitError(this.options.maxSubscriptions);
     const sub: Subscriber = { key, after, onEntries };
     let set = this.byKey.get(key);
     if (!set) this.byKey.set(key, (set = new Set()));
     set.add(sub);
-    this.size++;
     this.idle?.();
     if (!this.reading.has(key) && this.reading.size > 0 && !this.wakeSent) {
       this.wakeSent = true;
@@ -135,12 +179,11 @@ export class StreamFanout {
         open = false;
         set.delete(sub);
         if (set.size === 0 && this.byKey.get(key) === set) this.byKey.delete(key);
-        this.size--;
       },
     };
   }
 
-  /** Stop reading; resolves when the loop has ended. Subscriptions are not called any more. */
+  /** Stop reading; resolves when the loop has ended. */
   async close(): Promise<void> {
     this.closed = true;
     this.idle?.();

@@ -13,7 +13,7 @@ import { createLogger } from '../scheduler/logger.ts';
 import type { RunnerSpec } from '../scheduler/loop-state.ts';
 import { openCronService } from './support/cron-worker.ts';
 import { startFakeOpenAI } from './support/fake-openai-gateway.ts';
-import { readJson } from './support/http.ts';
+import { readJson, readSseUntil } from './support/http.ts';
 import { clusterEnv, startRedisCluster, type TestCluster } from './support/redis-cluster.ts';
 import { clients, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import type { TestEnv } from './support/env.ts';
@@ -108,6 +108,20 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
     });
     expect(res.status).toBe(200);
     expect((await readJson(res)).choices[0].message.content).toBe('pong from the model');
+
+    // Session event streams on every shard, through the gateway's shared readers (one per shard:
+    // a multi-key XREAD must stay within one hash slot).
+    const streams = await Promise.all(sessions.map(async (id) => {
+      const ac = new AbortController();
+      const r = await fetch(`${gw.httpAddress.url}/api/sessions/${id}/events?after=$`, { headers: { authorization: `Bearer ${KEY}` }, signal: ac.signal });
+      expect(r.status).toBe(200);
+      return { id, r, ac };
+    }));
+    await Promise.all(sessions.map((id) => c.sessions.appendEvent(id, 'notice', { text: `live-${id}` })));
+    for (const s of streams) {
+      const frames = await readSseUntil(s.r, (f) => f.event === 'notice', s.ac);
+      expect(frames.find((f) => f.event === 'notice')!.data).toContain(`live-${s.id}`);
+    }
 
     // Listings read every shard.
     expect((await c.loops.list()).map((r) => r.sessionId).sort()).toEqual([...sessions, 'cl-hb'].sort());
