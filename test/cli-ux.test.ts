@@ -168,7 +168,7 @@ describe('hermes status', () => {
 });
 
 describe('loop, heartbeat and goal from the shell', () => {
-  it('default to session main, print JSON with --json, route to Telegram with --deliver, and name shell commands', async () => {
+  it('loop defaults to session main, prints JSON with --json, routes to Telegram with --deliver, and names shell commands', async () => {
     const e = env();
     const c = clients(e);
     cleanups.push(() => c.close());
@@ -182,21 +182,27 @@ describe('loop, heartbeat and goal from the shell', () => {
     const paused = await runHermes(e, ['loop', 'pause']);
     expect(paused.stdout).toBe('Loop paused after 0 tick(s). hermes loop resume --session main continues it.\n');
     expect(paused.stdout).not.toContain('/loop');
+    const badRoute = await runHermes(e, ['loop', '10m', 'x', '--deliver', 'slack:1']);
+    expect(badRoute).toMatchObject({ code: 2, stderr: expect.stringMatching(/^hermes: Invalid --deliver "slack:1"/) });
+    expect(await c.loops.get('main', 'loop')).toMatchObject({ status: 'paused' });
+  });
 
+  it('heartbeat works from the shell like loop, with shell wording in replies and errors', async () => {
+    const e = env();
     const hb = await runHermes(e, ['heartbeat', 'every', '1h', 'anything', 'new?', '--session', 'ops', '--json']);
     expect(JSON.parse(hb.stdout)).toMatchObject({ session: 'ops', kind: 'heartbeat', record: { intervalSeconds: 3600, prompt: 'anything new?' } });
     expect((await runHermes(e, ['hb', 'pause', '-s', 'ops'])).stdout).toBe('Heartbeat paused after 0 tick(s). hermes heartbeat resume --session ops continues it.\n');
 
-    const goal = await runHermes(e, ['goal', 'get', 'the', 'suite', 'green', '--json']);
-    expect(JSON.parse(goal.stdout)).toMatchObject({ session: 'main', kind: 'goal', reply: 'Goal set (20-turn budget): get the suite green', record: { status: 'active' } });
-    expect((await runHermes(e, ['goal', 'pause'])).stdout).toBe('Goal paused after 0 turn(s). hermes goal resume --session main continues it.\n');
-
     const bad = await runHermes(e, ['heartbeat', 'soon', 'x']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toBe('hermes: Usage: hermes heartbeat every <interval> <prompt>, e.g. hermes heartbeat every 30m report on the deploy.\n');
-    const badRoute = await runHermes(e, ['loop', '10m', 'x', '--deliver', 'slack:1']);
-    expect(badRoute).toMatchObject({ code: 2, stderr: expect.stringMatching(/^hermes: Invalid --deliver "slack:1"/) });
-    expect(await c.loops.get('main', 'loop')).toMatchObject({ status: 'paused' });
+  });
+
+  it('goal works from the shell like loop, with shell wording', async () => {
+    const e = env();
+    const goal = await runHermes(e, ['goal', 'get', 'the', 'suite', 'green', '--json']);
+    expect(JSON.parse(goal.stdout)).toMatchObject({ session: 'main', kind: 'goal', reply: 'Goal set (20-turn budget): get the suite green', record: { status: 'active' } });
+    expect((await runHermes(e, ['goal', 'pause'])).stdout).toBe('Goal paused after 0 turn(s). hermes goal resume --session main continues it.\n');
   });
 });
 
