@@ -71,8 +71,12 @@ export interface OutboundSenderOptions {
   concurrency: number;
   /** BullMQ job lock, ms (`worker.lock_duration_ms`). */
   lockDurationMs: number;
-  /** Stalled-job check interval, ms (`worker.stalled_interval_ms`). */
+  /** Renewal interval of the job locks, ms (`worker.lock_renew_ms`). */
+  lockRenewMs: number;
+  /** Stalled-job check interval, ms (`worker.stalled_interval_ms`): a dead gateway's send is taken over within lock + this. */
   stalledIntervalMs: number;
+  /** Stalls (gateway deaths mid-send) a job survives before it fails (`worker.max_stalled_count`). */
+  maxStalledCount: number;
   /** Wait of a reply queued behind an unfinished earlier one before it looks again, ms (`gateway.outbound_order_recheck_ms`). */
   orderRecheckMs: number;
   log: Logger;
@@ -99,7 +103,8 @@ export class TelegramOutboundSender {
       (job, token, signal) => this.process(job, token, signal),
       {
         connection: o.connection, prefix: o.keys.bullPrefix, concurrency: o.concurrency,
-        lockDuration: o.lockDurationMs, stalledInterval: o.stalledIntervalMs,
+        lockDuration: o.lockDurationMs, lockRenewTime: o.lockRenewMs, stalledInterval: o.stalledIntervalMs,
+        maxStalledCount: o.maxStalledCount,
       },
     );
     this.worker.on('failed', (job, err) => {

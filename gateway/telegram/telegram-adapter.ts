@@ -107,7 +107,8 @@ class TelegramAdapter implements PlatformAdapter {
     this.sender = new TelegramOutboundSender({
       api: sendApi, redis: deps.redis, connection: this.connection, queue: deps.outbound, keys,
       concurrency: config.gateway.outbound_concurrency, orderRecheckMs: config.gateway.outbound_order_recheck_ms,
-      lockDurationMs: config.worker.lock_duration_ms, stalledIntervalMs: config.worker.stalled_interval_ms,
+      lockDurationMs: config.worker.lock_duration_ms, lockRenewMs: config.worker.lock_renew_ms,
+      stalledIntervalMs: config.worker.stalled_interval_ms, maxStalledCount: config.worker.max_stalled_count,
       log: this.log, metrics: deps.metrics,
     });
   }

@@ -78,7 +78,7 @@ async function main(): Promise<void> {
     HERMES_LOOPS_MAX_TICKS: '0',
   };
   const config = loadConfig({ env });
-  const keys = new Keys(config.redis.prefix);
+  const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
   const client: RedisClient = openRedisClient({ kind: 'single', url: redis.url }, 'commands');
   client.on('error', () => {});
   const queues = new HermesQueues(keys, client);
