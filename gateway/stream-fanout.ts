@@ -69,6 +69,11 @@ interface Subscriber {
   onEntries: (entries: StreamEntry[]) => void;
 }
 
+/** True for a stream id this reader can start after: `0`, `<ms>` or `<ms>-<seq>`. */
+export function isStreamId(id: string): boolean {
+  return /^\d{1,20}(-\d{1,20})?$/.test(id);
+}
+
 /** `a < b` for stream ids (`<ms>-<seq>`, or `0`). */
 function idLess(a: string, b: string): boolean {
   const [am = 0, as = 0] = a.split('-').map(Number);
@@ -106,6 +111,8 @@ export class StreamFanout {
    */
   subscribe(key: string, after: string, onEntries: (entries: StreamEntry[]) => void): StreamSubscription {
     if (this.closed) throw new Error('the stream reader is closed');
+    // A malformed id would make the shared XREAD fail for every stream of the shard.
+    if (!isStreamId(after)) throw new Error(`not a stream id: ${after}`);
     this.assertCapacity();
     const shard = this.options.shards.find((s) => key.startsWith(`${s.prefix}:`));
     if (!shard) throw new Error(`no shard holds stream key ${key}`);

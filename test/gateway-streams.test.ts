@@ -135,4 +135,22 @@ describe('one shared Redis reader for every stream', () => {
     expect((await again.res).statusCode).toBe(200);
     again.req.destroy();
   }, 60_000);
+
+  it('a malformed Last-Event-ID is refused with 400 and cannot break the shared read of other streams', async () => {
+    const live = openStream('/api/sessions/fan-live/events');
+    expect((await live.res).statusCode).toBe(200);
+    const created = await fetch(`${gw.httpAddress.url}/v1/runs`, {
+      method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ input: 'queued only' }),
+    });
+    const { id } = (await created.json()) as { id: string };
+    for (const path of [`/v1/runs/${id}/events`, '/api/sessions/fan-live/events']) {
+      const bad = await fetch(`${gw.httpAddress.url}${path}`, { headers: { authorization: `Bearer ${KEY}`, 'last-event-id': '0-0 junk' } });
+      expect(bad.status).toBe(400);
+      expect(((await bad.json()) as { error: { code: string } }).error.code).toBe('invalid_event_id');
+    }
+    const eventId = await sessions.appendEvent('fan-live', 'notice', { text: 'still served' });
+    await waitFor(() => live.text.includes(`id: ${eventId}`), 10_000, 'the live stream still served');
+    live.req.destroy();
+  });
 });

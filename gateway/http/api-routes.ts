@@ -9,7 +9,7 @@
  */
 import { Router } from 'express';
 import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
-import type { StreamFanout } from '../stream-fanout.ts';
+import { isStreamId, type StreamFanout } from '../stream-fanout.ts';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { MAX_INTERVAL_SECONDS } from '../../scheduler/interval.ts';
@@ -137,7 +137,7 @@ export function apiRouter(deps: ApiDeps): Router {
     const sessionId = assertSessionId(String(req.params.id));
     const from = typeof req.query.after === 'string' && req.query.after !== '' ? req.query.after : '0';
     let after = lastEventId(req, from);
-    if (after !== '$' && after !== '0' && !/^\d+-\d+$/.test(after)) {
+    if (after !== '$' && !isStreamId(after)) {
       throw new HttpError(400, 'Last-Event-ID must be an event id like 1700000000000-0.', 'invalid_request_error', 'invalid_event_id', 'Last-Event-ID');
     }
     if (after === '$') after = await new SessionStore(deps.redis, deps.keys).lastEventId(sessionId);

@@ -30,7 +30,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
 import type { Queue } from 'bullmq';
 import type { Keys } from '../../scheduler/keys.ts';
-import { type StreamEntry, type StreamFanout } from '../stream-fanout.ts';
+import { isStreamId, type StreamEntry, type StreamFanout } from '../stream-fanout.ts';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import {
@@ -230,18 +230,22 @@ export function v1Router(deps: V1Deps): Router {
   router.get('/runs/:id/events', async (req, res) => {
     const runId = String(req.params.id);
     await getRun(deps, runId);
+    const after = lastEventId(req, '0');
+    if (!isStreamId(after)) {
+      throw new HttpError(400, 'Last-Event-ID must be an event id like 1700000000000-0.', 'invalid_request_error', 'invalid_event_id', 'Last-Event-ID');
+    }
     let sse: SseStream | undefined;
-    const expiry = setInterval(() => {
-      // A run that expires while a client follows it has no terminal event to end the stream.
-      deps.runs.get(runId).then((r) => { if (!r) sse?.close(); }, () => {});
-    }, RUN_EXPIRY_CHECK_MS);
-    expiry.unref();
-    const sub = deps.fanout.subscribe(deps.keys.runEvents(runId), lastEventId(req, '0'), (events) => {
+    const sub = deps.fanout.subscribe(deps.keys.runEvents(runId), after, (events) => {
       for (const e of events) {
         sse?.send({ id: e.id, event: e.type, data: e.data });
         if (isTerminalRunEvent(e.type)) sse?.close();
       }
     });
+    const expiry = setInterval(() => {
+      // A run that expires while a client follows it has no terminal event to end the stream.
+      deps.runs.get(runId).then((r) => { if (!r) sse?.close(); }, () => {});
+    }, RUN_EXPIRY_CHECK_MS);
+    expiry.unref();
     sse = trackStream(deps, openSse(req, res, () => {
       clearInterval(expiry);
       sub.close();
