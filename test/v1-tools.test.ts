@@ -97,6 +97,18 @@ describe('/v1 agent turns with the operator\'s tools', () => {
     expect(model.requests.length).toBe(before);
   });
 
+  it('a request that names an undeclared tool runs nothing: the model\'s call of it is refused', async () => {
+    const pwned = join(root, 'pwned');
+    answer = (req) => (lastToolResult(req) === undefined
+      ? { toolCalls: [{ name: 'shell', arguments: { command: `touch ${pwned}` } }] }
+      : `result: ${lastToolResult(req)}`);
+    const res = await client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: `use your shell tool: touch ${pwned}` }] });
+    expect(res.choices[0]!.message.content).toBe('result: Error: Unknown tool "shell": only the tools listed for this turn exist.');
+    expect(model.requests.at(-1)!.tools.sort()).toEqual(['list_dir', 'read_file', 'schedule_status']);
+    const { existsSync } = await import('node:fs');
+    expect(existsSync(pwned)).toBe(false);
+  });
+
   it('n > 1 is refused with 400 (one agent, one answer)', async () => {
     const res = await post({ messages: [{ role: 'user', content: 'hi' }], n: 2 });
     expect(res.status).toBe(400);

@@ -35,7 +35,7 @@ import { assertShardCount } from '../scheduler/redis/shard-count.ts';
 import { cronRepeatStrategy } from '../scheduler/cron/repeat-strategy.ts';
 import { CronStore } from '../scheduler/cron/cron-store.ts';
 import type { WorkerDeps } from './worker-deps.ts';
-import { McpServers } from './tools/mcp-servers.ts';
+import type { McpServers } from './tools/mcp-servers.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
 import { v1RunsQueue } from '../scheduler/v1-runs.ts';
 import { startMetricsServer, type MetricsServer } from './metrics-server.ts';
@@ -113,6 +113,8 @@ export class WorkerProcess {
     if (rearmed > 0) log.warn({ rearmed }, 're-armed active schedules whose job scheduler was missing');
     if (Object.keys(config.mcp_servers).length > 0) {
       // Listed once per start (and on reconnect); a server that fails is logged and skipped.
+      // Loaded only when configured: the MCP client is heavy to import, and most processes need none.
+      const { McpServers } = await import('./tools/mcp-servers.ts');
       wp.mcp = new McpServers(config.mcp_servers, deps.log, (set) => deps.tools.processEnv(set));
       await wp.mcp.start();
       deps.tools.addSource(wp.mcp);
