@@ -15,7 +15,7 @@ import { openCronService } from './support/cron-worker.ts';
 import { startFakeOpenAI } from './support/fake-openai-gateway.ts';
 import { readJson, readSseUntil } from './support/http.ts';
 import { clusterEnv, startRedisCluster, type TestCluster } from './support/redis-cluster.ts';
-import { clients, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
+import { clients, runHermes, spawnWorker, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import type { TestEnv } from './support/env.ts';
 
 const SHARDS = 6;
@@ -151,4 +151,24 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
     cleanups.push(() => all.drain());
     await waitForEvents(c, b!, 'reply', 1);
   }, 60_000);
+
+  it('hermes worker and hermes loop as processes (REDIS_CLUSTER_NODES, HERMES_REDIS_SHARDS=6): loops on six sessions fire', async () => {
+    const { env, c } = setup();
+    const worker = await spawnWorker(env);
+    cleanups.push(() => new Promise<void>((resolve) => {
+      if (worker.exitCode !== null) return resolve();
+      worker.once('exit', () => resolve());
+      worker.kill('SIGTERM');
+    }));
+    const sessions = sessionPerShard(c.keys, 'proc');
+    const set = await Promise.all(sessions.map((s) => runHermes(env, ['loop', '1s', 'report', '--session', s, '--run', `echo from-${s}`])));
+    for (const r of set) expect(r.code, r.stderr).toBe(0);
+    for (const s of sessions) expect((await waitForEvents(c, s, 'reply', 1))[0]!.data.text).toBe(`from-${s}`);
+    const status = await runHermes(env, ['status']);
+    for (const s of sessions) expect(status.stdout).toContain(s);
+    // Each shard's hash tag hashes to its own slot; the slots' masters all hold keys.
+    const tags = c.keys.shards().map((k) => k.prefix);
+    const slots = await Promise.all(tags.map((t) => cluster.masters()[0]!.cluster('KEYSLOT', t) as Promise<number>));
+    expect(new Set(slots).size).toBe(SHARDS);
+  }, 90_000);
 });

@@ -116,10 +116,19 @@ export function describeTopology(t: RedisTopology): string {
 
 /**
  * Open a client for `role` on `topology`. The client connects in the
- * background; commands queue until it is ready.
+ * background; commands queue until it is ready. Connection errors are not
+ * thrown as events (a no-op `error` listener is attached; add one to log them).
  * @param extra - further ioredis options (e.g. `lazyConnect`, `connectTimeout`)
  */
 export function openRedisClient(topology: RedisTopology, role: RedisRole, extra: RedisOptions = {}): RedisClient {
+  const client = openClient(topology, role, extra);
+  // A lost connection is reported by the calls that fail while ioredis reconnects (or follows a
+  // failover); without a listener ioredis prints every reconnect error. Callers may add their own.
+  client.on('error', () => undefined);
+  return client;
+}
+
+function openClient(topology: RedisTopology, role: RedisRole, extra: RedisOptions): RedisClient {
   const options: RedisOptions = { ...ROLE_OPTIONS[role], ...extra };
   if (topology.kind === 'single') return new Redis(topology.url, options);
   const auth = { ...(topology.password ? { password: topology.password } : {}), ...(topology.username ? { username: topology.username } : {}) };
