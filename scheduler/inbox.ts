@@ -14,6 +14,7 @@ import { bullJobId, compositeId, type Keys } from './keys.ts';
 import type { HermesQueues } from './queues.ts';
 import type { Origin } from './loop-state.ts';
 import { assertSessionId } from './session-id.ts';
+import { luaScript, runLuaScript } from './redis/lua-script.ts';
 
 /** BullMQ priorities of inbox jobs (lower runs first). */
 export const INBOX_PRIORITY = { user: 1, goal: 2 } as const;
@@ -42,13 +43,7 @@ export interface InboxJobData {
  * per-session sequence (mod 1000), so inputs of the same millisecond keep the
  * order in which they were registered.
  */
-const REGISTER_PENDING_LUA = `
-if redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
-local seq = redis.call('INCR', KEYS[2]) % 1000
-redis.call('ZADD', KEYS[1], tonumber(ARGV[1]) * 1000 + seq, ARGV[2])
-redis.call('SADD', KEYS[3], ARGV[3])
-return 1
-`;
+const REGISTER_PENDING_INPUT = luaScript('register-pending-input-3.lua');
 
 /** BullMQ job id of an input (dedupes the same message sent twice). */
 export function inboxJobId(sessionId: string, messageId: string): string {
@@ -80,10 +75,10 @@ export async function enqueueInput(
   const k = deps.keys.forSession(input.sessionId);
   // A re-sent message that was already answered changes nothing.
   if ((await deps.redis.zscore(k.sessionCommitted(input.sessionId), occurrenceId)) !== null) return jobId;
-  await deps.redis.eval(
-    REGISTER_PENDING_LUA, 3,
-    k.pendingInput(input.sessionId), k.inputSequence(input.sessionId), k.sessionIndex,
-    String(receivedAt), occurrenceId, input.sessionId,
+  await runLuaScript(
+    deps.redis, REGISTER_PENDING_INPUT,
+    [k.pendingInput(input.sessionId), k.inputSequence(input.sessionId), k.sessionIndex],
+    [String(receivedAt), occurrenceId, input.sessionId],
   );
   const data: InboxJobData = {
     type: 'user-input', sessionId: input.sessionId, text: input.text, messageId: input.messageId, origin: input.origin, receivedAt,

@@ -23,6 +23,7 @@ import { Queue, type ConnectionOptions } from 'bullmq';
 import type { RedisClient } from './redis/connection-factory.ts';
 import { QUEUES, type Keys } from './keys.ts';
 import { JOB_RETENTION } from './queues.ts';
+import { luaScript, runLuaScript } from './redis/lua-script.ts';
 
 /** Where a run is. The last four are terminal. */
 export type RunStatus = 'queued' | 'running' | 'completed' | 'failed' | 'cancelled' | 'interrupted';
@@ -103,64 +104,11 @@ export const CANCELLED_ERROR: RunErrorInfo = {
   httpStatus: 409,
 };
 
-const TRANSITION_LUA = `
--- KEYS[1] run hash, KEYS[2] run events
--- ARGV[1] new status, ARGV[2] ttl s, ARGV[3] event type, ARGV[4] event json,
--- ARGV[5] comma list of statuses it may leave, ARGV[6..] field, value pairs
-local cur = redis.call('HGET', KEYS[1], 'status')
-if not cur then return {-1, ''} end
-if not string.find(',' .. ARGV[5] .. ',', ',' .. cur .. ',', 1, true) then return {0, cur} end
-redis.call('HSET', KEYS[1], 'status', ARGV[1])
-for i = 6, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-local id = redis.call('XADD', KEYS[2], '*', 'type', ARGV[3], 'data', ARGV[4])
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
-redis.call('EXPIRE', KEYS[2], tonumber(ARGV[2]))
-return {1, id}
-`;
-
-const RUNNING_EVENT_LUA = `
--- KEYS[1] run hash, KEYS[2] run events; ARGV[1] event type, ARGV[2] event json
-if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return '' end
-return redis.call('XADD', KEYS[2], '*', 'type', ARGV[1], 'data', ARGV[2])
-`;
-
-const STOP_LUA = `
--- KEYS[1] run hash, KEYS[2] run events; ARGV[1] ttl s, ARGV[2] cancelled error json, ARGV[3] now
-local cur = redis.call('HGET', KEYS[1], 'status')
-if not cur then return 'missing' end
-if cur == 'queued' then
-  redis.call('HSET', KEYS[1], 'status', 'cancelled', 'error', ARGV[2], 'finished_at', ARGV[3])
-  redis.call('XADD', KEYS[2], '*', 'type', 'run.cancelled', 'data', '{"error":' .. ARGV[2] .. '}')
-  redis.call('EXPIRE', KEYS[2], tonumber(ARGV[1]))
-  return 'cancelled'
-end
-if cur == 'running' then
-  redis.call('HSET', KEYS[1], 'stop_requested', '1')
-  return 'stopping'
-end
-return cur
-`;
-
-const REQUEUE_LUA = `
--- KEYS[1] run hash, KEYS[2] run events; ARGV[1] ttl s, ARGV[2] event json, ARGV[3] comma list of statuses it may leave
-local cur = redis.call('HGET', KEYS[1], 'status')
-if not cur then return 0 end
-if not string.find(',' .. ARGV[3] .. ',', ',' .. cur .. ',', 1, true) then return 0 end
-redis.call('HSET', KEYS[1], 'status', 'queued')
-redis.call('HDEL', KEYS[1], 'started_at', 'worker', 'error', 'finished_at')
-redis.call('XADD', KEYS[2], '*', 'type', 'run.requeued', 'data', ARGV[2])
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))
-redis.call('EXPIRE', KEYS[2], tonumber(ARGV[1]))
-return 1
-`;
-
-const IDEMPOTENCY_LUA = `
--- KEYS[1] idempotency key; ARGV[1] value "runId payloadDigest", ARGV[2] ttl s
-local cur = redis.call('GET', KEYS[1])
-if cur then return cur end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', tonumber(ARGV[2]))
-return ''
-`;
+const TRANSITION = luaScript('transition-v1-run-2.lua');
+const APPEND_RUNNING_EVENT = luaScript('append-running-v1-event-2.lua');
+const STOP = luaScript('stop-v1-run-2.lua');
+const REQUEUE = luaScript('requeue-v1-run-2.lua');
+const CLAIM_IDEMPOTENCY_KEY = luaScript('claim-idempotency-key-1.lua');
 
 /** Outcome of `claimIdempotencyKey`. */
 export type IdempotencyClaim =
@@ -188,8 +136,8 @@ export class RunStore {
    *   payload was sent before under it, `conflict` when a different payload was
    */
   async claimIdempotencyKey(keyDigest: string, payloadDigest: string, runId: string): Promise<IdempotencyClaim> {
-    const cur = (await this.redis.eval(
-      IDEMPOTENCY_LUA, 1, this.keys.runIdempotency(keyDigest), `${runId} ${payloadDigest}`, String(this.ttlSeconds),
+    const cur = (await runLuaScript(
+      this.redis, CLAIM_IDEMPOTENCY_KEY, [this.keys.runIdempotency(keyDigest)], [`${runId} ${payloadDigest}`, String(this.ttlSeconds)],
     )) as string;
     if (cur === '') return { status: 'new' };
     const [existingRun = '', existingDigest = ''] = cur.split(' ');
@@ -258,9 +206,9 @@ export class RunStore {
    * @returns false when the run is not in one of `from` (it completed, was cancelled, …)
    */
   async requeue(runId: string, from: Array<'running' | 'interrupted'>, reason: string, now = Date.now()): Promise<boolean> {
-    const code = (await this.redis.eval(
-      REQUEUE_LUA, 2, this.keys.run(runId), this.keys.runEvents(runId), String(this.ttlSeconds),
-      JSON.stringify({ reason, at: now }), from.join(','),
+    const code = (await runLuaScript(
+      this.redis, REQUEUE, [this.keys.run(runId), this.keys.runEvents(runId)],
+      [String(this.ttlSeconds), JSON.stringify({ reason, at: now }), from.join(',')],
     )) as number;
     return code === 1;
   }
@@ -289,8 +237,8 @@ export class RunStore {
    * @returns `cancelled`, `stopping`, `missing`, or the terminal status it already had
    */
   async requestStop(runId: string, now = Date.now()): Promise<'cancelled' | 'stopping' | 'missing' | RunStatus> {
-    return (await this.redis.eval(
-      STOP_LUA, 2, this.keys.run(runId), this.keys.runEvents(runId), String(this.ttlSeconds), JSON.stringify(CANCELLED_ERROR), String(now),
+    return (await runLuaScript(
+      this.redis, STOP, [this.keys.run(runId), this.keys.runEvents(runId)], [String(this.ttlSeconds), JSON.stringify(CANCELLED_ERROR), String(now)],
     )) as 'cancelled' | 'stopping' | 'missing' | RunStatus;
   }
 
@@ -305,7 +253,7 @@ export class RunStore {
    * @returns the event id, or `null` when the run is not running
    */
   async addEvent(runId: string, type: string, data: Record<string, unknown>): Promise<string | null> {
-    const id = (await this.redis.eval(RUNNING_EVENT_LUA, 2, this.keys.run(runId), this.keys.runEvents(runId), type, JSON.stringify(data))) as string;
+    const id = (await runLuaScript(this.redis, APPEND_RUNNING_EVENT, [this.keys.run(runId), this.keys.runEvents(runId)], [type, JSON.stringify(data)])) as string;
     return id === '' ? null : id;
   }
 
@@ -337,9 +285,9 @@ export class RunStore {
     fields: Record<string, string>,
   ): Promise<boolean> {
     const pairs = Object.entries(fields).flat();
-    const [code] = (await this.redis.eval(
-      TRANSITION_LUA, 2, this.keys.run(runId), this.keys.runEvents(runId),
-      status, String(this.ttlSeconds), eventType, JSON.stringify(eventData), from.join(','), ...pairs,
+    const [code] = (await runLuaScript(
+      this.redis, TRANSITION, [this.keys.run(runId), this.keys.runEvents(runId)],
+      [status, String(this.ttlSeconds), eventType, JSON.stringify(eventData), from.join(','), ...pairs],
     )) as [number, string];
     return code === 1;
   }

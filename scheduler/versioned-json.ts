@@ -6,20 +6,10 @@
  */
 import type { RedisClient } from './redis/connection-factory.ts';
 import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
+import { luaScript, runLuaScript } from './redis/lua-script.ts';
 
-const CAS_LUA = `
-local cur = redis.call('GET', KEYS[1])
-local expected = ARGV[1]
-if expected == 'absent' then
-  if cur then return 0 end
-elseif expected ~= 'any' then
-  if not cur then return 0 end
-  if tostring(cjson.decode(cur)['version']) ~= expected then return 0 end
-end
-redis.call('SET', KEYS[1], ARGV[2])
-redis.call('SADD', KEYS[2], ARGV[3])
-return 1
-`;
+/** Compare-and-set on the record's `version` (`put-versioned-2.lua`). */
+const PUT_VERSIONED = luaScript('put-versioned-2.lua');
 
 /** What a write expects to find: a version number, no record, or anything. */
 export type ExpectedVersion = number | 'absent' | 'any';
@@ -38,7 +28,7 @@ export async function putVersioned<T extends { version: number }>(
 ): Promise<T | null> {
   const stored = { ...record, version: (typeof expected === 'number' ? expected : record.version) + 1 };
   try {
-    const ok = await redis.eval(CAS_LUA, 2, target.key, target.indexKey, String(expected), JSON.stringify(stored), target.member);
+    const ok = await runLuaScript(redis, PUT_VERSIONED, [target.key, target.indexKey], [String(expected), JSON.stringify(stored), target.member]);
     return ok === 1 ? stored : null;
   } catch (err) {
     throw new StoreUnavailableError(`Redis did not take the ${target.what}: ${(err as Error).message}`, { cause: err });

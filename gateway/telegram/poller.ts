@@ -26,14 +26,13 @@ import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
 import type { PollLease } from './poll-lease.ts';
+import { luaScript, runLuaScript } from '../../scheduler/redis/lua-script.ts';
 
 /** How long the stored offset is kept, seconds. */
 export const OFFSET_TTL_SECONDS = 24 * 3600;
 
-const SET_MAX = `
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tonumber(ARGV[1]) > cur then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) else redis.call('EXPIRE', KEYS[1], ARGV[2]) end
-return 1`;
+/** Raise the stored offset, never lower it (`set-max-offset-1.lua`). */
+const SET_MAX_OFFSET = luaScript('set-max-offset-1.lua');
 
 /** Settings of the poller (resolved from `gateway.*`). */
 export interface PollerOptions {
@@ -173,7 +172,7 @@ export class TelegramPoller {
           await this.options.store(update);
         }
         const next = updates[updates.length - 1]!.update_id + 1;
-        await redis.eval(SET_MAX, 1, this.options.offsetKey, String(next), String(OFFSET_TTL_SECONDS));
+        await runLuaScript(redis, SET_MAX_OFFSET, [this.options.offsetKey], [String(next), String(OFFSET_TTL_SECONDS)]);
         this.offset = Math.max(this.offset, next);
       } catch (err) {
         failures++;

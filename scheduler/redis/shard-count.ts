@@ -12,13 +12,9 @@
 import type { Keys } from '../keys.ts';
 import { ConfigError } from '../errors/config-error.ts';
 import type { RedisClient } from './connection-factory.ts';
+import { luaScript, runLuaScript } from './lua-script.ts';
 
-const CLAIM_LUA = `
-local cur = redis.call('GET', KEYS[1])
-if cur then return cur end
-redis.call('SET', KEYS[1], ARGV[1])
-return ARGV[1]
-`;
+const CLAIM_SHARD_COUNT = luaScript('claim-shard-count-1.lua');
 
 /**
  * Record the store's shard count on first use, and check it on every later one.
@@ -31,7 +27,7 @@ export async function assertShardCount(redis: RedisClient, keys: Keys): Promise<
     // No marker: a store from before shards existed has its data under the one-shard layout.
     let legacy = 0;
     if (keys.shardCount !== 1) for (const k of keys.unshardedIndexes) legacy += await redis.exists(k);
-    stored = legacy > 0 ? '1' : ((await redis.eval(CLAIM_LUA, 1, keys.shardCountMarker, String(keys.shardCount))) as string);
+    stored = legacy > 0 ? '1' : ((await runLuaScript(redis, CLAIM_SHARD_COUNT, [keys.shardCountMarker], [String(keys.shardCount)])) as string);
   }
   const count = Number(stored);
   if (count !== keys.shardCount) {
