@@ -11,6 +11,7 @@
  *
  * @throws ConfigError naming the bad key when a value does not validate.
  */
+import nodeCron from 'node-cron';
 import { readFileSync, existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -277,6 +278,18 @@ export const configSchema = z
       .object({
         /** Serve `/metrics` without the API key (for a Prometheus that cannot send one). @defaultValue false */
         public: flag(false),
+      })
+      .strict()
+      .prefault({}),
+    housekeeping: z
+      .object({
+        /**
+         * When each process checks the worker liveness set (node-cron; 5 fields, or 6 with seconds):
+         * long-dead workers are forgotten, and a WARNING is logged while none is alive. @defaultValue every 5 minutes
+         */
+        workers_cron: z.string().default('*/5 * * * *').refine((e) => nodeCron.validate(e), { message: 'must be a cron expression (5 fields, or 6 with seconds)' }),
+        /** Liveness entries older than this many seconds are removed. @defaultValue 3600 */
+        worker_forget_seconds: positiveInt(3600),
       })
       .strict()
       .prefault({}),

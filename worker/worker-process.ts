@@ -39,6 +39,7 @@ import type { McpServers } from './tools/mcp-servers.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
 import { v1RunsQueue } from '../scheduler/v1-runs.ts';
 import { startMetricsServer, type MetricsServer } from './metrics-server.ts';
+import { startHousekeeping, type Housekeeping } from '../scheduler/housekeeping.ts';
 
 /** Seconds between liveness heartbeats of a worker process. */
 export const WORKER_HEARTBEAT_MS = 5_000;
@@ -69,6 +70,8 @@ export class WorkerProcess {
   /** The metrics server, when `worker.metrics_port` is set. */
   metricsServer: MetricsServer | undefined;
   private readonly workers: Worker[] = [];
+  /** node-cron housekeeping timers of this process. */
+  private housekeeping: Housekeeping | undefined;
   /** Queues opened only for metrics, closed with the process. */
   private readonly closeQueues: Array<() => Promise<void>> = [];
   private heartbeat: NodeJS.Timeout | undefined;
@@ -146,6 +149,7 @@ export class WorkerProcess {
     await wp.beat();
     wp.heartbeat = setInterval(() => void wp.beat().catch(() => {}), WORKER_HEARTBEAT_MS);
     wp.heartbeat.unref();
+    wp.housekeeping = startHousekeeping({ redis, workersKey: keys.workers, log: deps.log }, config.housekeeping);
     if (config.worker.metrics_port !== undefined) {
       try {
         wp.metricsServer = await startMetricsServer({
@@ -247,6 +251,7 @@ export class WorkerProcess {
       ['close queues', () => this.deps.queues.close()],
       ['close outbound queue', () => this.deps.outboundTelegram.close()],
       ['close MCP servers', async () => await this.mcp?.close()],
+      ['stop housekeeping', async () => this.housekeeping?.stop()],
       ['close metrics server', async () => this.metricsServer?.close()],
       ['close metrics queues', () => Promise.all(this.closeQueues.map((c) => c()))],
       ['close connections', async () => { for (const c of this.connections) c.disconnect(); }],
