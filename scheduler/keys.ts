@@ -285,6 +285,11 @@ export class Keys {
     return `${this.basePrefix}:workers`;
   }
 
+  /** Pub/sub channel: a message (a session id) asks every worker to abort that session's running turn (`/stop`). */
+  get turnAbortChannel(): string {
+    return `${this.basePrefix}:turn-abort`;
+  }
+
   /** JSON record of a cron job (SPEC §7). */
   cronJob(id: string): string {
     return `${this.cp(id)}:cron:job:${keyPart(id)}`;

@@ -186,6 +186,31 @@ describe('limits of a turn', () => {
   });
 });
 
+describe('/stop', () => {
+  it('aborts a tick that is waiting on a tool: the tool\'s process is killed at once and the loop is stopped', async () => {
+    const dir = tempDir();
+    const pidFile = join(dir, 'pid');
+    const { env, c } = await setup({
+      'tools.commands': { slow_ci: { command: `echo $$ > ${pidFile}; exec sleep 30`, description: 'a slow CI query', timeout_seconds: 60 } },
+    }, (req) => (lastToolResult(req) === undefined ? { toolCalls: [{ name: 'slow_ci' }] } : `ci: ${lastToolResult(req)}`));
+    await worker(env);
+    await c.schedules.set('stop', 'loop', { prompt: 'watch CI', intervalSeconds: 1, times: null, until: null, notes: [] }, {
+      origin: { surface: 'chat' }, runner: { kind: 'agent' },
+    });
+    await waitForEvents(c, 'stop', 'tool.called', 1);
+    await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8').trim().length > 0, 5_000, 'the tool to start');
+    const pid = Number(readFileSync(pidFile, 'utf8'));
+    const stoppedAt = Date.now();
+    await say(c, 'stop', '/stop', 's1');
+    const [failed] = await waitForEvents(c, 'stop', 'tick.failed', 1, 10_000);
+    expect(Date.now() - stoppedAt).toBeLessThan(5_000);
+    expect(failed!.data.error).toBe('Stopped by /stop.');
+    await waitFor(() => !pidAlive(pid), 5_000, 'the tool process to be gone');
+    expect((await c.loops.get('stop', 'loop'))?.status).toBe('finished');
+    expect(await events(c, 'stop', 'reply')).toHaveLength(0);
+  });
+});
+
 describe('only the operator declares tools', () => {
   it('chat and Telegram input that names an undeclared tool, or tries to declare one, runs nothing', async () => {
     const dir = tempDir();

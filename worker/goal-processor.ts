@@ -43,6 +43,7 @@ export async function processGoalContinuation(
   if (!held) return await deferJob(job, token, deps.config.worker.defer_ms);
   try {
     return await deps.turns.run(job.id!, 'chat', async (turnSignal, turn) => {
+      turn.sessionId = sessionId; // a `/stop` in this session aborts the turn
       const startedAt = Date.now();
       const input = buildGoalInput(goal, goalTurn!);
       const transcript = await deps.sessions.transcript(sessionId);

@@ -65,6 +65,7 @@ export async function processInbox(
     const outcome = await runSlashCommand(data.text, {
       sessionId, origin: data.origin, schedules: deps.schedules, config: deps.config,
       extra: hooks.extraCommands?.(deps, data),
+      abortRunningTurn: () => deps.redis.publish(deps.keys.turnAbortChannel, sessionId),
     });
     if (outcome.kind === 'ignored') {
       // Addressed to another bot: not run, not a turn, not answered.
@@ -91,6 +92,7 @@ export async function processInbox(
   if (!held) return await deferJob(job, token, deps.config.worker.defer_ms);
   try {
     return await deps.turns.run(job.id!, 'chat', async (turnSignal, turn) => {
+      turn.sessionId = sessionId; // a `/stop` in this session aborts the turn
       const startedAt = Date.now();
       const transcript = await deps.sessions.transcript(sessionId);
       let reply = '';

@@ -23,6 +23,8 @@ export interface SlashContext {
   config: HermesConfig;
   /** Extra commands (e.g. `/goal`) registered by other modules. */
   extra?: Record<string, (args: string) => Promise<string>>;
+  /** Abort the session's turn running on any worker (its tools and their processes with it); used by `/stop`. */
+  abortRunningTurn?: () => Promise<unknown>;
 }
 
 /** What became of a text sent to a session. */
@@ -80,6 +82,8 @@ export async function runSlashCommand(text: string, ctx: SlashContext): Promise<
     case 'stop': {
       const lines = [await schedules.stop(sessionId, 'loop'), await schedules.stop(sessionId, 'heartbeat')];
       if (ctx.extra?.goal) lines.push(await ctx.extra.goal('pause'));
+      // A turn already running (a tick calling a slow tool) stops too, not only the next ones.
+      await ctx.abortRunningTurn?.();
       return reply(lines.join('\n'));
     }
     case 'start':

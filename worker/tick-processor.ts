@@ -122,6 +122,7 @@ export async function processScheduleTick(
     const { loop, mark } = claimed;
     const lock = held!;
     return await deps.turns.run(job.id!, 'scheduled', async (turnSignal, turn) => {
+      turn.sessionId = sessionId; // a `/stop` in this session aborts the turn
       const { startedAt, tick: tickNumber } = mark;
       const latenessMs = startedAt - dueAt;
       log.debug({ tick: tickNumber, latenessMs }, `${kind} tick started`);
@@ -154,7 +155,9 @@ export async function processScheduleTick(
           return await deferJob(job, token, 0);
         }
         if (turn.lockLost) throw err; // another worker has the job now: commit nothing here
-        failure = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
+        failure = turn.stoppedByUser
+          ? new TurnError('Stopped by /stop.', { kind: 'aborted', sessionId, cause: err })
+          : err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
         log.warn({ err: failure.message, failureKind: failure.kind }, `${kind} tick failed`);
       }
       const until = !failure && loop.until ? await judgeUntil(deps, loop, reply, turnSignal) : undefined;

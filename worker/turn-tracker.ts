@@ -22,6 +22,10 @@ export interface TrackedTurn {
    * is aborted and must not commit anything.
    */
   lockLost: boolean;
+  /** The session the turn belongs to, when the processor names it (so `/stop` can find it). */
+  sessionId?: string;
+  /** Set when the user's `/stop` aborted this turn (see `abortSession`). */
+  stoppedByUser?: boolean;
 }
 
 /** Registry of this process's running turns, by drain class, with their AbortControllers. */
@@ -57,6 +61,22 @@ export class TurnTracker {
       this.active.delete(id);
       finish();
     }
+  }
+
+  /**
+   * Abort every turn of `sessionId` running in this process (a user's `/stop`,
+   * published on `Keys.turnAbortChannel`). Only turns that set `sessionId` are found.
+   * @returns how many were aborted
+   */
+  abortSession(sessionId: string): number {
+    let n = 0;
+    for (const turn of this.active.values()) {
+      if (turn.sessionId !== sessionId || turn.controller.signal.aborted) continue;
+      turn.stoppedByUser = true;
+      turn.controller.abort(new Error('stopped by the user'));
+      n++;
+    }
+    return n;
   }
 
   /**

@@ -114,6 +114,14 @@ export class WorkerProcess {
     wp.closeQueues.push(() => v1Counts.close());
     const rearmed = await loops.reconcile(Date.now(), shards);
     if (rearmed > 0) log.warn({ rearmed }, 're-armed active schedules whose job scheduler was missing');
+    // `/stop` in a session aborts its running turn wherever it runs: every worker listens.
+    const abortListener = openRedisClient(topology, 'commands');
+    wp.connections.push(abortListener);
+    abortListener.on('message', (_channel: string, sessionId: string) => {
+      const n = deps.turns.abortSession(sessionId);
+      if (n > 0) deps.log.info({ sessionId, turns: n }, 'running turn stopped by the user');
+    });
+    await abortListener.subscribe(deps.keys.turnAbortChannel);
     if (Object.keys(config.mcp_servers).length > 0) {
       // Listed once per start (and on reconnect); a server that fails is logged and skipped.
       // Loaded only when configured: the MCP client is heavy to import, and most processes need none.
