@@ -10,13 +10,11 @@ import { createLogger } from '../scheduler/logger.ts';
 import { resolveRedis } from '../scheduler/redis/connect.ts';
 import type { RedisTopology } from '../scheduler/redis/connection-factory.ts';
 import { LoopStore } from '../scheduler/loop-store.ts';
-import { WorkerProcess } from '../worker/worker-process.ts';
+import type { WorkerProcess } from '../worker/worker-process.ts';
 import type { HermesMetrics } from '../scheduler/metrics.ts';
-import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
-import { openCronApi } from './gateway-cron-api.ts';
+import type { Gateway } from '../gateway/gateway-process.ts';
 import type { CliContext } from './cli-context.ts';
 import { connectCli } from './connect-cli.ts';
-import { runChat } from './chat-client.ts';
 import { DEFAULT_SESSION, registerLoopCommand } from './commands/loop.ts';
 import { registerCronCommands } from './commands/cron.ts';
 import { registerCompletionCommand } from './commands/completion.ts';
@@ -46,6 +44,7 @@ program
 
 /** Start the gateway with its `/api/cron` backed by the cron service. */
 async function gatewayFor(cfg: HermesConfig, topology: RedisTopology, log: ReturnType<typeof createLogger>, metrics?: HermesMetrics): Promise<{ gateway: Gateway; close(): Promise<void> }> {
+  const [{ startGateway }, { openCronApi }] = await Promise.all([import('../gateway/gateway-process.ts'), import('./gateway-cron-api.ts')]);
   const cron = await openCronApi(cfg, topology, log);
   try {
     const gateway = await startGateway({ config: cfg, topology, log, cron: cron.api, metrics });
@@ -54,6 +53,12 @@ async function gatewayFor(cfg: HermesConfig, topology: RedisTopology, log: Retur
     await cron.close();
     throw err;
   }
+}
+
+/** Start a worker in this process (its modules load only for the commands that run one). */
+async function startWorker(cfg: HermesConfig, topology: RedisTopology, log: ReturnType<typeof createLogger>): Promise<WorkerProcess> {
+  const { WorkerProcess } = await import('../worker/worker-process.ts');
+  return await WorkerProcess.start({ config: cfg, topology, log });
 }
 
 program
@@ -82,7 +87,7 @@ program
     let worker: WorkerProcess | undefined;
     let gw: Awaited<ReturnType<typeof gatewayFor>> | undefined;
     try {
-      worker = await WorkerProcess.start({ config: cfg, topology: target.topology, log });
+      worker = await startWorker(cfg, target.topology, log);
       // One process: the gateway's /metrics also shows the worker's ticks and turns.
       gw = opts.gateway ? await gatewayFor(cfg, target.topology, log, worker.metrics) : undefined;
     } catch (err) {
@@ -107,6 +112,7 @@ program
         // Stopped during the start: straight to the stop below.
       } else if (attach) {
         const conn = await connectCli(cfg, target.topology);
+        const { runChat } = await import('./chat-client.ts');
         interrupted = (await runChat(cfg, conn, opts.session)) === 'interrupt';
         await conn.close();
         // Ctrl+C in the attached chat stops everything `hermes up` started; Ctrl+D only detaches.
@@ -138,7 +144,7 @@ program
     // Listening before the start: a Ctrl+C during the start still drains instead of killing.
     const signal = waitForSignal();
     const target = await resolveRedis(cfg, { allowStart: false });
-    const worker = await WorkerProcess.start({ config: cfg, topology: target.topology, log });
+    const worker = await startWorker(cfg, target.topology, log);
     const sig = await signal;
     log.info({ signal: sig }, 'stopping');
     await worker.drain();
@@ -175,6 +181,7 @@ program
     const cfg = getConfig();
     const conn = await connectCli(cfg);
     try {
+      const { runChat } = await import('./chat-client.ts');
       await runChat(cfg, conn, opts.session);
     } finally {
       await conn.close();
