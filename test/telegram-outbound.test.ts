@@ -11,7 +11,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { Keys } from '../scheduler/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { enqueueTelegramOutbound, telegramOutboundQueue, type TelegramOutboundData } from '../scheduler/outbound.ts';
+import { enqueueTelegramOutbound, outboundJobId, telegramOutboundQueue, type TelegramOutboundData } from '../scheduler/outbound.ts';
 import { DELIVERY_EVENT } from '../scheduler/outbound-outcome.ts';
 import { spawnGateway, type ChildGateway } from './support/child-gateway.ts';
 import { runCronCli } from './support/cron-cli.ts';
@@ -141,6 +141,30 @@ describe('at least once per part', () => {
     cleanups.push(() => redis.disconnect());
     const recorded = await redis.hgetall(new Keys(env.prefix).outboundSent('tick:w:1'));
     expect([0, 1, 2].map((i) => recorded[String(i)])).toEqual(fake.sent.slice(1).map((m) => String(m.message_id)));
+  });
+});
+
+describe('one sender per reply', () => {
+  it('a send whose job lock was lost stops, and the reply is finished by the copy that took it over: each part once', async () => {
+    const env = setup();
+    const send = producer(env);
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let r2Calls = 0;
+    fake.beforeSend = async (payload) => {
+      if (String(payload.text).startsWith('R2 ') && ++r2Calls === 1) await held; // the first copy's part 2 hangs
+    };
+    await gateway(env);
+    await send('500', 'tick:l:1', threeParts('R'));
+    await waitFor(() => r2Calls === 1, 10_000, 'part 2 in flight');
+    // The job's lock disappears (as when this process stalls longer than the lock): its renewal fails.
+    const redis = new Redis(env.redisUrl);
+    cleanups.push(() => redis.disconnect());
+    await redis.del(`${env.prefix}:outbound-telegram:${outboundJobId('tick:l:1')}:lock`);
+    await waitFor(() => heads('500').length >= 3, 20_000, 'the reply finished by the copy that took the job over');
+    release(); // the first copy's request is answered only now: it must have been stopped
+    await sleep(500);
+    expect(heads('500')).toEqual(['R1', 'R2', 'R3']);
   });
 });
 

@@ -111,6 +111,13 @@ export class TelegramOutboundSender {
       o.log.warn({ jobId: job?.id, attempts: job?.attemptsMade, err: err.message }, 'Telegram reply not sent');
     });
     this.worker.on('error', (err) => o.log.warn({ err: err.message }, 'outbound worker error'));
+    // A send whose job lock lapsed (this process stalled longer than the lock) may already be
+    // taken over elsewhere: stop it, so one reply is never sent by two processors at once.
+    this.worker.on('lockRenewalFailed', (jobIds) => {
+      for (const id of jobIds) {
+        if (this.worker?.cancelJob(id, 'job lock lost')) o.log.warn({ jobId: id }, 'outbound job lock lost; its send is stopped here and left to whoever took the job over');
+      }
+    });
     await this.worker.waitUntilReady();
   }
 
@@ -229,6 +236,7 @@ export class TelegramOutboundSender {
     const recorded = await redis.hgetall(key);
     const ids: number[] = [];
     for (let i = 0; i < parts.length; i++) {
+      signal?.throwIfAborted(); // stopped (lock lost, shutdown): the next part is left to the job's next run
       const prior = recorded[String(i)];
       if (prior && prior !== PENDING) {
         ids.push(Number(prior));
