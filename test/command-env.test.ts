@@ -7,15 +7,11 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, runHermes, spawnWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
+import { openCronService } from './support/cron-worker.ts';
 import { BASE_COMMAND_ENV, commandEnv } from '../worker/command-env.ts';
-
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
 
 /** Secrets a worker typically holds (values made up for the test). */
 const SECRETS = {
@@ -34,18 +30,30 @@ function parseEnv(text: string): Record<string, string> {
   return out;
 }
 
-async function setup(configYaml = ''): Promise<{ env: TestEnv; c: TestClients; worker: ChildProcess }> {
-  const env = testEnv();
-  if (configYaml) writeFileSync(join(env.home, 'config.yaml'), configYaml);
-  const c = clients(env);
-  cleanups.push(() => env.cleanup(), () => c.close());
-  const worker = await spawnWorker(env, { ...SECRETS, GH_TOKEN: 'passed-through', NOT_LISTED: 'kept-out', HERMES_COMMAND_ENV_PASS: 'GH_TOKEN' });
-  cleanups.push(async () => {
+// One `hermes worker` for the file, its environment holding the secrets, its config a named command.
+let env: TestEnv;
+let c: TestClients;
+let worker: ChildProcess;
+beforeAll(async () => {
+  env = testEnv();
+  writeFileSync(join(env.home, 'config.yaml'), [
+    'commands:',
+    '  show:',
+    '    command: env',
+    '    env: { REPORT_TARGET: staging }',
+    '    pass_env: [NOT_LISTED_EITHER]',
+  ].join('\n'));
+  c = clients(env);
+  worker = await spawnWorker(env, { ...SECRETS, GH_TOKEN: 'passed-through', NOT_LISTED: 'kept-out', HERMES_COMMAND_ENV_PASS: 'GH_TOKEN' });
+}, 60_000);
+afterAll(async () => {
+  if (worker && worker.exitCode === null) {
     worker.kill('SIGKILL');
-    if (worker.exitCode === null) await new Promise((r) => worker.once('exit', r));
-  });
-  return { env, c, worker };
-}
+    await new Promise((r) => worker.once('exit', r));
+  }
+  await c?.close();
+  env?.cleanup();
+});
 
 function expectNoSecrets(text: string): void {
   for (const [name, value] of Object.entries(SECRETS)) {
@@ -58,11 +66,10 @@ function expectNoSecrets(text: string): void {
 
 describe('command environment', () => {
   it("loop --run 'env': no worker secret reaches the command; PATH, HOME, the tick's variables and the operator's pass-through do", async () => {
-    const { env, c } = await setup();
     const set = await runHermes(env, ['loop', '1s', 'show env', '--session', 'cmd-env', '--run', 'env']);
     expect(set.code, set.stderr).toBe(0);
-    const [reply] = await waitForEvents(c, 'cmd-env', 'reply', 1, 15_000);
-    await runHermes(env, ['loop', 'stop', '--session', 'cmd-env']);
+    const [reply] = await waitForEvents(c, 'cmd-env', 'reply', 1, 30_000);
+    await c.schedules.stop('cmd-env', 'loop');
     const text = String(reply!.data.text);
     expectNoSecrets(text);
     const vars = parseEnv(text);
@@ -73,43 +80,35 @@ describe('command environment', () => {
     expect(vars.GH_TOKEN).toBe('passed-through');
     const allowed = new Set<string>([...BASE_COMMAND_ENV, 'GH_TOKEN', 'HERMES_TICK', 'HERMES_SCHEDULE_KIND', 'HERMES_SESSION_ID', 'PWD', 'SHLVL', '_']);
     expect(Object.keys(vars).filter((k) => !allowed.has(k))).toEqual([]);
-  }, 40_000);
+  }, 60_000);
 
   it('a named command gets its own env and pass_env from config, nothing else', async () => {
-    const { env, c } = await setup([
-      'commands:',
-      '  show:',
-      '    command: env',
-      '    env: { REPORT_TARGET: staging }',
-      '    pass_env: [NOT_LISTED_EITHER]',
-    ].join('\n'));
     const set = await runHermes(env, ['loop', '1s', 'show env', '--session', 'named-env', '--command', 'show']);
     expect(set.code, set.stderr).toBe(0);
-    const [reply] = await waitForEvents(c, 'named-env', 'reply', 1, 15_000);
-    await runHermes(env, ['loop', 'stop', '--session', 'named-env']);
+    const [reply] = await waitForEvents(c, 'named-env', 'reply', 1, 30_000);
+    await c.schedules.stop('named-env', 'loop');
     const text = String(reply!.data.text);
     expectNoSecrets(text);
     const vars = parseEnv(text);
     expect(vars.REPORT_TARGET).toBe('staging');
     expect(vars.GH_TOKEN).toBe('passed-through');
     expect(vars).not.toHaveProperty('NOT_LISTED_EITHER'); // listed, but not set in the worker's environment
-  }, 40_000);
+  }, 60_000);
 
   it("cron --script 'env': the run's output holds no worker secret, and the cron variables", async () => {
-    const { env } = await setup();
-    const added = await runHermes(env, ['cron', 'add', 'every 1h', '--script', 'env', '--name', 'envjob', '--json']);
-    expect(added.code, added.stderr).toBe(0);
-    expect((await runHermes(env, ['cron', 'run', 'envjob'])).code).toBe(0);
-    const run = await waitFor(async () => {
-      const r = await runHermes(env, ['cron', 'runs', 'envjob', '--json']);
-      const runs = JSON.parse(r.stdout || '[]') as Array<{ status: string; output: string | null }>;
-      return runs.find((x) => x.status === 'ok');
-    }, 20_000, 'the manual cron run');
-    expectNoSecrets(run.output ?? '');
-    const vars = parseEnv(run.output ?? '');
-    expect(vars.HERMES_CRON_JOB_ID).toMatch(/^[0-9a-f]{12}$/);
-    expect(vars.GH_TOKEN).toBe('passed-through');
-  }, 40_000);
+    const api = openCronService(env.config);
+    try {
+      const job = await api.service.add({ schedule: 'every 1h', script: 'env', name: 'envjob', paused: true }, { origin: { surface: 'cli' }, trusted: true });
+      await api.service.runNow(job.id);
+      const run = await waitFor(async () => (await api.store.runs(job.id, 5)).find((r) => r.status === 'ok'), 30_000, 'the manual cron run');
+      expectNoSecrets(run.output ?? '');
+      const vars = parseEnv(run.output ?? '');
+      expect(vars.HERMES_CRON_JOB_ID).toBe(job.id);
+      expect(vars.GH_TOKEN).toBe('passed-through');
+    } finally {
+      await api.close();
+    }
+  }, 60_000);
 
   it('the rule: base variables, then pass-throughs, then fixed values, then the turn’s variables win', () => {
     const source = { PATH: '/p', HOME: '/h', SECRET: 's', LISTED: 'l', HERMES_TICK: 'forged' };

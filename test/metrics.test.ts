@@ -92,7 +92,7 @@ describe('gateway /metrics', () => {
     cleanups.push(() => gw.close());
     const base = gw.httpAddress.url;
     const auth = { authorization: `Bearer ${KEY}` };
-    expect((await fetch(`${base}/health`)).status).toBe(200);
+    expect((await fetch(`${base}/health/live`)).status).toBe(200); // no worker runs here: /health (ready) would be 503
     expect((await fetch(`${base}/api/schedules/nobody/loop`, { headers: auth })).status).toBe(404);
     expect((await fetch(`${base}/api/schedules/somebody-else/loop`, { headers: auth })).status).toBe(404);
     expect((await fetch(`${base}/no/such/path/123`)).status).toBe(404);
@@ -103,7 +103,7 @@ describe('gateway /metrics', () => {
     const text = await res.text();
     expect(text).toContain('# TYPE hermes_tick_lateness_seconds histogram');
     expect(text).toContain('# TYPE hermes_telegram_sends_total counter');
-    expect(sample(text, 'hermes_http_requests_total{route="/health",status="200"}')).toBe(1);
+    expect(sample(text, 'hermes_http_requests_total{route="/health/live",status="200"}')).toBe(1);
     // One series for both ids: the label is the route pattern, not the path.
     expect(text).toMatch(/^hermes_http_requests_total\{route="\/api\/schedules\/:session\/:kind",status="404"\} 2$/m);
     expect(sample(text, 'hermes_http_requests_total{route="unmatched",status="404"}')).toBe(1);
