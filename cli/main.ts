@@ -10,6 +10,7 @@ import { createLogger } from '../scheduler/logger.ts';
 import { resolveRedis } from '../scheduler/redis/connect.ts';
 import type { RedisTopology } from '../scheduler/redis/connection-factory.ts';
 import { LoopStore } from '../scheduler/loop-store.ts';
+import { aliveWorkerIds } from '../scheduler/worker-liveness.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import type { HermesMetrics } from '../scheduler/metrics.ts';
 import type { Gateway } from '../gateway/gateway-process.ts';
@@ -198,7 +199,7 @@ program
     const conn = await connectCli(cfg);
     try {
       const now = Date.now();
-      const workers = await conn.redis.zrangebyscore(conn.keys.workers, now - 15_000, '+inf');
+      const workers = await aliveWorkerIds(conn.redis, conn.keys.workers, now);
       const store = new LoopStore(conn.redis, conn.keys, conn.queues, cfg.worker.prefetch_lead_ms);
       const records = (await store.list()).filter((r) => opts.all || r.status !== 'finished');
       const next = new Map<string, number | undefined>();

@@ -14,7 +14,7 @@
  */
 import cron from 'node-cron';
 import type { Logger } from 'pino';
-import { WORKER_FRESH_MS } from './metrics.ts';
+import { countAliveWorkers } from './worker-liveness.ts';
 
 /** What the housekeeping jobs need. */
 export interface HousekeepingDeps {
@@ -47,7 +47,7 @@ export interface WorkerSetCheck {
 export async function checkWorkerSet(deps: HousekeepingDeps, forgetSeconds: number): Promise<WorkerSetCheck> {
   const now = (deps.now ?? Date.now)();
   const removed = await deps.redis.zremrangebyscore(deps.workersKey, '-inf', `(${now - forgetSeconds * 1000}`);
-  const alive = await deps.redis.zcount(deps.workersKey, now - WORKER_FRESH_MS, '+inf');
+  const alive = await countAliveWorkers(deps.redis, deps.workersKey, now);
   if (removed > 0) deps.log.info({ removed }, 'forgot workers whose liveness heartbeat stopped long ago');
   if (alive === 0) deps.log.warn('no worker is alive: schedules wait until one starts (hermes worker)');
   return { removed, alive };

@@ -10,6 +10,7 @@
  * scraped, so every process reports the same fleet-wide value.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { countAliveWorkers } from './worker-liveness.ts';
 
 /** Kinds of scheduled work whose lateness is measured. */
 export type TickKind = 'loop' | 'heartbeat' | 'cron';
@@ -96,9 +97,6 @@ export class HermesMetrics {
   }
 }
 
-/** A worker counts as alive while its last liveness heartbeat is younger than this (three missed 5 s beats). */
-export const WORKER_FRESH_MS = 15_000;
-
 /** The BullMQ states reported by `hermes_queue_jobs`. */
 export const QUEUE_STATES = ['waiting', 'prioritized', 'active', 'delayed', 'failed', 'completed', 'paused', 'waiting-children'] as const;
 
@@ -119,7 +117,7 @@ export function fleetReadings(input: {
       return Object.fromEntries(entries);
     },
     async workersAlive() {
-      return await input.redis.zcount(input.workersKey, now() - WORKER_FRESH_MS, '+inf');
+      return await countAliveWorkers(input.redis, input.workersKey, now());
     },
   };
 }

@@ -40,9 +40,8 @@ import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
 import { v1RunsQueue } from '../scheduler/v1-runs.ts';
 import { startMetricsServer, type MetricsServer } from './metrics-server.ts';
 import { startHousekeeping, type Housekeeping } from '../scheduler/housekeeping.ts';
+import { WORKER_HEARTBEAT_MS } from '../scheduler/worker-liveness.ts';
 
-/** Seconds between liveness heartbeats of a worker process. */
-export const WORKER_HEARTBEAT_MS = 5_000;
 
 /** Options of `WorkerProcess.start`. */
 export interface WorkerProcessOptions {

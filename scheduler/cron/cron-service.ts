@@ -28,6 +28,7 @@ import { CronStore } from './cron-store.ts';
 import { resolveJobRef } from './job-ref.ts';
 import { parseSchedule } from './schedule-grammar.ts';
 import { parseWebhookAllow, type WebhookAllowList } from '../webhook-policy.ts';
+import { countAliveWorkers } from '../worker-liveness.ts';
 
 /** Settings of the service, resolved once from the configuration. */
 export interface CronServiceSettings {
@@ -107,9 +108,6 @@ export interface CronFinding {
 
 /** A delivery still queued for the gateway this long after its run is a `doctor` finding. */
 export const DELIVERY_STUCK_MS = 10 * 60_000;
-
-/** A worker counts as alive when its heartbeat is this recent. */
-export const WORKER_ALIVE_MS = 60_000;
 
 export class CronService {
   constructor(
@@ -297,7 +295,7 @@ export class CronService {
     const now = this.clock();
     const [jobs, workersAlive, recent] = await Promise.all([
       this.store.list(),
-      this.store.redis.zcount(this.store.keys.workers, now - WORKER_ALIVE_MS, '+inf'),
+      countAliveWorkers(this.store.redis, this.store.keys.workers, now),
       this.store.recentRuns(100),
     ]);
     const count = (s: CronJob['state']) => jobs.filter((j) => j.state === s).length;
@@ -381,7 +379,7 @@ export class CronService {
       // CONFIG is disabled on some managed Redis services; not a finding.
     }
     const jobs = await this.store.list();
-    const alive = await this.store.redis.zcount(this.store.keys.workers, now - WORKER_ALIVE_MS, '+inf');
+    const alive = await countAliveWorkers(this.store.redis, this.store.keys.workers, now);
     if (alive === 0 && jobs.some((j) => j.state === 'scheduled')) {
       findings.push({ jobId: null, message: 'No worker is alive: scheduled jobs will not run. Start one with `hermes worker` or `hermes up`.' });
     }
