@@ -38,8 +38,10 @@ const PER_ID: Record<string, (id: string) => string> = {
   'run idempotency': (id) => k.runIdempotency(id),
   'telegram poll lease': (id) => k.telegramPollLease(id),
   'telegram offset': (id) => k.telegramOffset(id),
+  'gateway wake': (id) => k.gatewayWake(id),
+  'outbound order of a chat': (id) => k.outboundOrder('telegram', id),
 };
-const GLOBAL = [k.scheduleIndex, k.goalIndex, k.sessionIndex, k.workers, k.cronJobIndex, k.cronRecentRuns, k.shardCountMarker];
+const GLOBAL = [k.scheduleIndex, k.goalIndex, k.sessionIndex, k.workers, k.cronJobIndex, k.cronRecentRuns, k.shardCountMarker, k.turnAbortChannel, k.outboundSequence];
 /** Job scheduler ids (BullMQ keys them as `<queue>:repeat:<id>`, their jobs as `repeat:<id>:<millis>`). */
 const SCHEDULER_IDS: Record<string, (id: string) => string> = {
   loop: (id) => k.schedulerId(id, 'loop'),
@@ -121,6 +123,7 @@ describe('keys', () => {
       if (a !== b || m1 !== m2) expect(`repeat:${a}:${m1}`).not.toBe(`repeat:${b}:${m2}`);
       expect(k.cronOnceJobId(id1, m1).split(':')).toHaveLength(3); // BullMQ accepts ':' only in three-part ids
       expect(k.cronManualJobId(id1, m1).split(':')).toHaveLength(3);
+      expect(k.cronPassedFirstJobId(id1, m1).split(':')).toHaveLength(3);
     }), { numRuns: 3000 });
   });
 
