@@ -434,6 +434,8 @@ export const configSchema = z
          * through their AbortSignal (the queue retries them later), seconds. @defaultValue 5
          */
         outbound_stop_timeout_seconds: seconds(5),
+        /** Seconds between two Telegram typing indicators while a message waits for its answer. @defaultValue 4 */
+        typing_refresh_seconds: z.coerce.number().finite().positive().default(4),
         /** Outbound messages the gateway sends at once (different chats; one chat sends in queue order). @defaultValue 4 */
         outbound_concurrency: positiveInt(4),
         /**

@@ -14,7 +14,8 @@
  * - A message over `agent.max_prompt_chars` is answered with the limit and not relayed.
  * - A command addressed to another bot (`/stop@other_bot`) is ignored entirely;
  *   one addressed to this bot is stored without the `@username`.
- * - Non-text updates are ignored (debug log).
+ * - A photo, voice message, file, sticker… is answered "text only for now" (a refusal for users
+ *   outside the allow-list); other updates without text are ignored (debug log).
  */
 import type { Queue } from 'bullmq';
 import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
@@ -32,6 +33,12 @@ import type { AllowList } from './allow-list.ts';
 /** The refusal a user outside the allow-list gets. */
 export const REFUSAL_TEXT = 'Sorry, this bot only answers its allow-listed users. Ask its owner to add your Telegram user id.';
 
+/** The answer to a photo, voice message, file, sticker… from an allow-listed user. */
+export const TEXT_ONLY_TEXT = 'Text only for now: please send your request as a text message.';
+
+/** Message fields of content a user sent that is not text (answered with TEXT_ONLY_TEXT). */
+const NON_TEXT_CONTENT = ['photo', 'document', 'voice', 'audio', 'video', 'video_note', 'sticker', 'animation', 'location', 'contact', 'poll', 'venue', 'dice'];
+
 /** What became of an update. */
 export type InboundOutcome = 'stored' | 'refused' | 'rejected' | 'ignored';
 
@@ -46,6 +53,8 @@ export interface InboundDeps {
   maxChars: number;
   /** The bot's username (from getMe): `/cmd@<username>` is for us, `/cmd@<other>` is ignored. */
   botUsername: string | undefined;
+  /** Called after a message was stored for the agent (the typing indicator starts). */
+  onStored?: (chatId: string, threadId: string | undefined) => void;
   log: Logger;
 }
 
@@ -63,6 +72,18 @@ export function telegramSessionId(chatId: string, threadId?: string): string {
 export async function storeUpdate(update: Update, deps: InboundDeps): Promise<InboundOutcome> {
   const msg = update.message;
   const log = deps.log.child({ updateId: update.update_id });
+  if (msg && typeof msg.text !== 'string' && msg.from && !msg.from.is_bot && NON_TEXT_CONTENT.some((k) => k in msg)) {
+    // Silence would look like a broken bot: say what works instead. Stored durably like any reply.
+    const chatId = String(msg.chat.id);
+    const threadId = msg.is_topic_message && msg.message_thread_id !== undefined ? String(msg.message_thread_id) : undefined;
+    const allowed = deps.allow.allows(msg.from.id);
+    log.info({ chatId, allowed }, 'Telegram message without text answered');
+    await enqueueTelegramOutbound(deps.outbound, {
+      platform: 'telegram', chatId, threadId, text: allowed ? TEXT_ONLY_TEXT : REFUSAL_TEXT,
+      sessionId: telegramSessionId(chatId, threadId), occurrenceId: `${allowed ? 'text-only' : 'refusal'}:tg-${update.update_id}`,
+    });
+    return allowed ? 'rejected' : 'refused';
+  }
   if (!msg || typeof msg.text !== 'string' || !msg.from) {
     log.debug('Telegram update without a text message ignored');
     return 'ignored';
@@ -92,6 +113,7 @@ export async function storeUpdate(update: Update, deps: InboundDeps): Promise<In
       { sessionId, text: command.kind === 'command' ? command.text : msg.text, messageId: `tg-${update.update_id}`, origin },
     );
     log.info({ sessionId, jobId, chars: msg.text.length }, 'Telegram message stored');
+    deps.onStored?.(chatId, threadId);
     log.debug({ sessionId, text: msg.text }, 'Telegram message text');
     return 'stored';
   } catch (err) {

@@ -82,6 +82,8 @@ export interface OutboundSenderOptions {
   log: Logger;
   /** Each sendMessage is counted by outcome: sent, rate_limited (429, delayed), refused (4xx), failed (retried). */
   metrics?: HermesMetrics;
+  /** Called after a part was sent to a chat (ends its typing indicator). */
+  onSent?: (chatId: string, threadId: string | undefined) => void;
 }
 
 /** Mark of a part whose send started and whose message id is not known yet. */
@@ -273,6 +275,7 @@ export class TelegramOutboundSender {
       // The at-least-once window closes here: the first command after Telegram's answer.
       await redis.hset(key, String(i), String(messageId));
       this.options.metrics?.telegramSends.inc({ outcome: 'sent' });
+      this.options.onSent?.(data.chatId, data.threadId);
       ids.push(messageId);
     }
     return ids;

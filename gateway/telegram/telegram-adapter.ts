@@ -5,6 +5,8 @@
  * platform registry through `telegramPlugin` (telegram-plugin.ts), so grammY is
  * only imported when a bot token is configured.
  */
+import { prepareBot } from './bot-setup.ts';
+import { TypingIndicator } from './typing.ts';
 import type { HermesMetrics } from '../../scheduler/metrics.ts';
 import { autoRetry } from '@grammyjs/auto-retry';
 import { Api } from 'grammy';
@@ -80,6 +82,8 @@ class TelegramAdapter implements PlatformAdapter {
   private readonly connection: RedisClient;
   private readonly log: Logger;
   private readonly outboundStopMs: number;
+  private readonly typing: TypingIndicator;
+  private readonly sendApi: Api;
   private stopped: Promise<void> | undefined;
 
   constructor(deps: TelegramAdapterDeps, pollApi: Api, sendApi: Api, botUsername: string | undefined, ctx: PluginLoadContext) {
@@ -89,12 +93,17 @@ class TelegramAdapter implements PlatformAdapter {
     this.outboundStopMs = config.gateway.outbound_stop_timeout_seconds * 1000;
     const allow = new AllowList(config.telegram.allowed_users);
     if (allow.size === 0) this.log.warn('TELEGRAM_ALLOWED_USERS is empty: every Telegram user is refused');
+    this.sendApi = sendApi;
+    this.typing = new TypingIndicator(sendApi, {
+      refreshMs: config.gateway.typing_refresh_seconds * 1000, maxMs: config.agent.timeout_seconds * 1000, log: this.log,
+    });
     const lease = new PollLease(deps.redis, keys.telegramPollLease(botId), deps.instanceId, config.gateway.poll_lease_ttl_seconds * 1000, this.log);
     this.poller = new TelegramPoller({
       api: pollApi, lease, redis: deps.redis, offsetKey: keys.telegramOffset(botId),
       store: (update) => storeUpdate(update, {
         redis: deps.redis, keys, queues: deps.queues, outbound: deps.outbound, allow,
         maxChars: config.agent.max_prompt_chars, botUsername, log: this.log,
+        onStored: (chatId, threadId) => this.typing.start(chatId, threadId),
       }),
       timeoutSeconds: config.gateway.poll_timeout_seconds,
       retryInitialMs: config.gateway.poll_retry_initial_seconds * 1000,
@@ -110,10 +119,12 @@ class TelegramAdapter implements PlatformAdapter {
       lockDurationMs: config.worker.lock_duration_ms, lockRenewMs: config.worker.lock_renew_ms,
       stalledIntervalMs: config.worker.stalled_interval_ms, maxStalledCount: config.worker.max_stalled_count,
       log: this.log, metrics: deps.metrics,
+      onSent: (chatId, threadId) => this.typing.stop(chatId, threadId),
     });
   }
 
   async start(): Promise<void> {
+    await prepareBot(this.sendApi, this.log);
     await this.sender.start();
     this.poller.start();
   }
@@ -125,6 +136,7 @@ class TelegramAdapter implements PlatformAdapter {
   stop(): Promise<void> {
     this.stopped ??= (async () => {
       await this.poller.stop().catch((err: Error) => this.log.warn({ err: err.message }, 'poller stop failed'));
+      this.typing.stopAll();
       await this.sender.stop(this.outboundStopMs).catch((err: Error) => this.log.warn({ err: err.message }, 'outbound stop failed'));
       this.connection.disconnect();
     })();

@@ -86,6 +86,10 @@ export interface FakeTelegram {
   afterAccept?: (message: SentMessage, n: number) => Promise<void> | void;
   /** Called once an update batch was written to a getUpdates response. */
   onUpdatesServed?: (updates: FakeUpdate[]) => void;
+  /** deleteWebhook, setMyCommands and sendChatAction calls, in order, with their bodies. */
+  readonly calls: Array<{ method: string; body: Record<string, unknown> }>;
+  /** Queue a message update with other content than text (e.g. `{ photo: [...] }`). */
+  pushNonText(m: { fromId: number; chatId?: number; content: Record<string, unknown> }): number;
   close(): Promise<void>;
 }
 
@@ -121,6 +125,7 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
   let sendCalls = 0;
   let rateLimit = { remaining: 0, retryAfter: 1 };
   let getMeFailures = 0;
+  const calls: Array<{ method: string; body: Record<string, unknown> }> = [];
   const refusedChats = new Map<string, { code: number; description: string }>();
   const refusedSends = new Map<string, number>();
   let sendFailures = { remaining: 0, code: 502, description: 'Bad Gateway' };
@@ -155,6 +160,9 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
         }
         return reply(res, { ok: true, result: { id: botId, is_bot: true, first_name: 'Hermes Test', username: 'hermes_test_bot' } });
       case 'deleteWebhook':
+      case 'setMyCommands':
+      case 'sendChatAction':
+        calls.push({ method, body });
         return reply(res, { ok: true, result: true });
       case 'getUpdates': {
         pollCount++;
@@ -254,6 +262,19 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
     deliveries,
     get polling() {
       return active !== null;
+    },
+    calls,
+    pushNonText({ fromId, chatId, content }) {
+      const update_id = nextUpdateId++;
+      pending.push({
+        update_id,
+        message: {
+          message_id: update_id * 10, date: Math.floor(Date.now() / 1000),
+          chat: { id: chatId ?? fromId, type: 'private' }, from: { id: fromId, is_bot: false, first_name: `user${fromId}` }, ...content,
+        },
+      } as FakeUpdate);
+      wake();
+      return update_id;
     },
     pushMessage({ fromId, chatId, text, threadId }) {
       const update_id = nextUpdateId++;
