@@ -48,14 +48,16 @@ describe('F10: two workers, one job due at T', () => {
     const dup: CronTickData = { type: 'cron-tick', jobId: job.id, generation: job.generation, dueAt: due };
     await api.queues.ticks.add(CRON_TICK_JOB_NAME, dup, { jobId: `dup-${job.id}`, delay: Math.max(0, due - Date.now() - 600) });
     await waitFor(async () => (await api.store.runs(job.id, 10)).length === 1, 10_000, 'the run');
-    await sleep(1_500);
+    // Both BullMQ jobs reach a worker: wait for the second outcome, then nothing else is left to happen.
+    const outcomesOf = () => ws.flatMap((w) => w.results).filter((r) => r.occurrenceId === `cron:${job.id}:${due}`).map((r) => r.outcome).sort();
+    await waitFor(() => outcomesOf().length >= 2 || undefined, 15_000, 'both jobs of the occurrence processed');
     const runs = await api.store.runs(job.id, 10);
     expect(runs).toHaveLength(1);
     expect(runs[0]).toMatchObject({ due_at: due, status: 'ok', deliveries: [{ target: 'local', status: 'delivered' }] });
     expect(await api.redis.xlen(api.keys.events(`cron:${job.id}`))).toBe(1);
     expect(model.prompts.filter((p) => p === prompt)).toHaveLength(1);
-    const outcomes = ws.flatMap((w) => w.results).filter((r) => r.occurrenceId === `cron:${job.id}:${due}`).map((r) => r.outcome).sort();
-    // Both BullMQ jobs reached a worker; one ran, the other found the occurrence claimed or recorded.
+    const outcomes = outcomesOf();
+    // One ran, the other found the occurrence claimed or recorded.
     expect(outcomes).toHaveLength(2);
     expect(outcomes.filter((o) => o === 'ran')).toHaveLength(1);
     expect(outcomes.filter((o) => o !== 'ran').every((o) => o === 'dropped' || o === 'duplicate')).toBe(true);
@@ -72,7 +74,8 @@ describe('4 workers, 50 jobs', () => {
       jobs.push(await api.service.add({ schedule: '*/2 * * * * *', prompt: `${tag} job ${i}`, repeat: 3, tz: 'Asia/Kolkata' }, cli));
     }
     await waitFor(async () => (await api.store.list()).every((j) => j.state === 'completed'), 30_000, 'all jobs completed');
-    await sleep(1_000);
+    // Completed is committed (record, state and delivery in one script); wait until no worker still holds a tick.
+    await waitFor(async () => (await api.queues.ticks.getActiveCount()) === 0 || undefined, 15_000, 'no tick in flight');
     let skippedTotal = 0;
     for (const job of jobs) {
       const all = (await api.store.runs(job.id, 100)).sort((a, b) => a.due_at - b.due_at);
