@@ -6,7 +6,11 @@
  * shard or only `worker.shards`.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import { startGateway } from '../gateway/gateway-process.ts';
+import { checkRedis } from '../scheduler/redis/connect.ts';
+import { openRedisClient } from '../scheduler/redis/connection-factory.ts';
 import { enqueueInput } from '../scheduler/inbox.ts';
 import { Keys } from '../scheduler/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -171,4 +175,20 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
     const slots = await Promise.all(tags.map((t) => cluster.masters()[0]!.cluster('KEYSLOT', t) as Promise<number>));
     expect(new Set(slots).size).toBe(SHARDS);
   }, 90_000);
+
+  it('the version and eviction checks run on every master: an evicting policy on one of them is named', async () => {
+    const victim = cluster.masters()[1]!;
+    await victim.config('SET', 'maxmemory-policy', 'allkeys-lru');
+    const client = openRedisClient({ kind: 'cluster', nodes: [{ host: '127.0.0.1', port: Number(cluster.nodes[0]!.split(':')[1]) }], tls: false }, 'commands');
+    try {
+      const lines: string[] = [];
+      const log = pino({ level: 'info' }, new Writable({ write(chunk, _e, cb) { lines.push(String(chunk)); cb(); } }));
+      await checkRedis(client, log);
+      const warnings = lines.map((l) => JSON.parse(l) as { policy?: string; server?: string }).filter((l) => l.policy);
+      expect(warnings).toEqual([expect.objectContaining({ policy: 'allkeys-lru', server: `127.0.0.1:${victim.options.port}` })]);
+    } finally {
+      client.disconnect();
+      await victim.config('SET', 'maxmemory-policy', 'noeviction');
+    }
+  });
 });
