@@ -3,7 +3,14 @@
  * cadence, through hermes-scheduler and through raw BullMQ job schedulers,
  * measured in the same run on the same private Redis.
  *
- *   npx tsx ops/bench/tick-lateness.ts [--n 1,100,1000] [--seconds 10]
+ *   npx tsx ops/bench/tick-lateness.ts [--n 1,100,1000] [--seconds 10] [--workers K] [--json]
+ *
+ * `--workers K` runs the product's worker as K child processes (default: one,
+ * inside the benchmark process). `--json` measures raw BullMQ only at
+ * `--concurrency` (default 32) and prints, per N, one JSON line (the last line
+ * is the last N): `{"n", "product_p50_ms", "product_p99_ms", "raw_p50_ms",
+ * "raw_p99_ms", "product_ticks_per_s", "due_ticks_per_s"}`; the machine's load
+ * average at the start and end of each N goes to stderr.
  *
  * Lateness = actual start of the work minus its due time. For the product the
  * start is the start of the turn (after state load, coalescing check, user
@@ -11,9 +18,11 @@
  * the processor. All schedules of a run are aligned (due at the same instants).
  * The turn runner is a no-op in both, so the figures are the scheduling path.
  */
+import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { loadConfig } from '../../scheduler/config.ts';
@@ -39,6 +48,8 @@ const SIZES = arg('n', '1,100,1000').split(',').map(Number);
 const SECONDS = Number(arg('seconds', '10'));
 const WARMUP_MS = 3000;
 const CONCURRENCY = Number(arg('concurrency', '32'));
+const WORKERS = Number(arg('workers', '0'));
+const JSON_OUT = args.includes('--json');
 /** Optional extra product row with other settings, e.g. `--tuned 256,800` (concurrency, prefetch lead ms). */
 const TUNED = arg('tuned', '').split(',').filter(Boolean).map(Number);
 
@@ -61,18 +72,59 @@ function stats(lateness: number[], windowMs: number): Stats {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const nextAligned = (ms: number) => Math.ceil((Date.now() + ms) / 1000) * 1000;
 
-async function benchProduct(url: string, n: number, concurrency = CONCURRENCY, leadMs?: number): Promise<Stats> {
-  const prefix = `{bench-p${n}-${concurrency}-${leadMs ?? 'd'}}`;
-  const home = mkdtempSync(join(tmpdir(), 'hermes-bench-'));
-  const config = loadConfig({
+/** Settings of one product row: `undefined` keeps the product's default. */
+interface ProductSettings { concurrency?: number; leadMs?: number }
+
+function benchConfig(prefix: string, home: string, s: ProductSettings) {
+  return loadConfig({
     env: { HERMES_HOME: home },
     overrides: {
-      'redis.prefix': prefix, log_level: 'silent', 'worker.concurrency': concurrency, 'loops.max_ticks': 0,
-      ...(leadMs !== undefined ? { 'worker.prefetch_lead_ms': leadMs } : {}),
+      'redis.prefix': prefix, log_level: 'silent', 'loops.max_ticks': 0,
+      ...(s.concurrency !== undefined ? { 'worker.concurrency': s.concurrency } : {}),
+      ...(s.leadMs !== undefined ? { 'worker.prefetch_lead_ms': s.leadMs } : {}),
     },
   });
-  const log = createLogger({ level: 'silent' });
-  const worker = await WorkerProcess.start({ config, redisUrl: url, log, runners: new NoopRunners(config) });
+}
+
+/** Start the product's worker: in this process (`workers` 0) or as `workers` child processes. @returns stop */
+async function startWorkers(url: string, prefix: string, home: string, s: ProductSettings, workers: number): Promise<() => Promise<void>> {
+  if (workers <= 0) {
+    const config = benchConfig(prefix, home, s);
+    const wp = await WorkerProcess.start({ config, redisUrl: url, log: createLogger({ level: 'silent' }), runners: new NoopRunners(config) });
+    return () => wp.drain();
+  }
+  const children: ChildProcess[] = [];
+  for (let i = 0; i < workers; i++) {
+    const child = fork(fileURLToPath(import.meta.url), ['--child-worker', JSON.stringify({ url, prefix, home, s })], { stdio: 'inherit' });
+    children.push(child);
+    await new Promise<void>((resolve, reject) => {
+      child.once('message', () => resolve());
+      child.once('exit', (code) => reject(new Error(`worker process exited (${code}) before it was ready`)));
+    });
+  }
+  return async () => {
+    await Promise.all(children.map((c) => new Promise<void>((resolve) => {
+      c.once('exit', () => resolve());
+      c.send('drain');
+    })));
+  };
+}
+
+/** Child mode: one worker process; `ready` to the parent once started, drains and exits on `drain`. */
+async function childWorker(spec: string): Promise<void> {
+  const { url, prefix, home, s } = JSON.parse(spec) as { url: string; prefix: string; home: string; s: ProductSettings };
+  const stop = await startWorkers(url, prefix, home, s, 0);
+  process.on('message', () => {
+    void stop().finally(() => process.exit(0));
+  });
+  process.send!('ready');
+}
+
+async function benchProduct(url: string, n: number, s: ProductSettings = {}, workers = WORKERS): Promise<Stats> {
+  const prefix = `{bench-p${n}-${s.concurrency ?? 'd'}-${s.leadMs ?? 'd'}-${workers}}`;
+  const home = mkdtempSync(join(tmpdir(), 'hermes-bench-'));
+  const config = benchConfig(prefix, home, s);
+  const stopWorkers = await startWorkers(url, prefix, home, s, workers);
   const redis = openRedisClient({ kind: 'single', url }, 'commands');
   const qconn = openRedisClient({ kind: 'single', url }, 'bullmq');
   const keys = new Keys(prefix);
@@ -99,7 +151,7 @@ async function benchProduct(url: string, n: number, concurrency = CONCURRENCY, l
       if (due >= from && due < to) lateness.push(Number(e.data.startedAt) - due);
     }
   }
-  await worker.drain();
+  await stopWorkers();
   await queues.ticks.obliterate({ force: true });
   await queues.close();
   redis.disconnect();
@@ -134,43 +186,55 @@ async function benchRaw(url: string, n: number, concurrency: number): Promise<St
   return stats(lateness, SECONDS * 1000);
 }
 
+const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
+
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'hermes-bench-redis-'));
   const redis = await startEmbeddedRedis({ dir, appendonly: false });
   const rows: string[] = [];
   const fmt = (s: Stats) => `${s.p50} | ${s.p99} | ${s.max} | ${s.perSecond.toFixed(1)}`;
+  const procs = WORKERS > 0 ? `, ${WORKERS} worker process(es)` : '';
   try {
     for (const n of SIZES) {
-      process.stderr.write(`n=${n}: raw BullMQ, concurrency 1\n`);
-      const raw1 = await benchRaw(redis.url, n, 1);
+      process.stderr.write(`n=${n}: load average ${load()}\n`);
+      const raw1 = JSON_OUT ? undefined : await benchRaw(redis.url, n, 1);
       process.stderr.write(`n=${n}: raw BullMQ, concurrency ${CONCURRENCY}\n`);
       const rawC = await benchRaw(redis.url, n, CONCURRENCY);
-      process.stderr.write(`n=${n}: hermes-scheduler\n`);
+      process.stderr.write(`n=${n}: hermes-scheduler${procs}\n`);
       const product = await benchProduct(redis.url, n);
-      rows.push(`| ${n} | raw BullMQ, concurrency 1 | ${fmt(raw1)} |`);
+      process.stderr.write(`n=${n} done; load average ${load()}\n`);
+      if (JSON_OUT) {
+        console.log(JSON.stringify({
+          n, product_p50_ms: product.p50, product_p99_ms: product.p99, raw_p50_ms: rawC.p50, raw_p99_ms: rawC.p99,
+          product_ticks_per_s: product.perSecond, due_ticks_per_s: n,
+        }));
+        continue;
+      }
+      rows.push(`| ${n} | raw BullMQ, concurrency 1 | ${fmt(raw1!)} |`);
       rows.push(`| ${n} | raw BullMQ, concurrency ${CONCURRENCY} | ${fmt(rawC)} |`);
-      rows.push(`| ${n} | hermes-scheduler, concurrency ${CONCURRENCY}, lead 200 ms (defaults) | ${fmt(product)} |`);
+      rows.push(`| ${n} | hermes-scheduler, defaults${procs} | ${fmt(product)} |`);
       if (TUNED.length === 2) {
         process.stderr.write(`n=${n}: hermes-scheduler tuned\n`);
-        const tuned = await benchProduct(redis.url, n, TUNED[0], TUNED[1]);
-        rows.push(`| ${n} | hermes-scheduler, concurrency ${TUNED[0]}, lead ${TUNED[1]} ms | ${fmt(tuned)} |`);
+        const tuned = await benchProduct(redis.url, n, { concurrency: TUNED[0], leadMs: TUNED[1] });
+        rows.push(`| ${n} | hermes-scheduler, concurrency ${TUNED[0]}, lead ${TUNED[1]} ms${procs} | ${fmt(tuned)} |`);
       }
       const ratio = (a: number, b: number) => (b > 0 ? (a / b).toFixed(2) : a === 0 ? '1.00' : '∞');
-      rows.push(`| ${n} | ratio hermes / raw (c=1), p50 · p99 · throughput | ${ratio(product.p50, raw1.p50)} | ${ratio(product.p99, raw1.p99)} | | ${ratio(product.perSecond, raw1.perSecond)} |`);
+      rows.push(`| ${n} | ratio hermes / raw (c=1), p50 · p99 · throughput | ${ratio(product.p50, raw1!.p50)} | ${ratio(product.p99, raw1!.p99)} | | ${ratio(product.perSecond, raw1!.perSecond)} |`);
       rows.push(`| ${n} | ratio hermes / raw (c=${CONCURRENCY}), p50 · p99 · throughput | ${ratio(product.p50, rawC.p50)} | ${ratio(product.p99, rawC.p99)} | | ${ratio(product.perSecond, rawC.perSecond)} |`);
-      process.stderr.write(`n=${n} done\n`);
     }
   } finally {
     await redis.stop();
     rmSync(dir, { recursive: true, force: true });
   }
+  if (JSON_OUT) return;
   console.log(`Tick lateness, ${SECONDS} s window after ${WARMUP_MS / 1000} s warm-up, aligned 1 s schedules (ms; ticks/s)\n`);
   console.log('| loops | path | p50 | p99 | max | ticks/s |');
   console.log('|---|---|---|---|---|---|');
   for (const r of rows) console.log(r);
 }
 
-main().catch((err: Error) => {
+const child = args.indexOf('--child-worker');
+(child >= 0 ? childWorker(args[child + 1]!) : main()).catch((err: Error) => {
   console.error(err);
   process.exitCode = 1;
 });
