@@ -25,6 +25,7 @@ import { putVersioned, type ExpectedVersion } from './versioned-json.ts';
 import { acquireOwned, releaseOwned } from './redis/owned-key.ts';
 import { schedulerJobMillis, type HermesQueues } from './queues.ts';
 import { luaScript, runLuaScript } from './redis/lua-script.ts';
+import { EVENTS_MAX_LEN, type TranscriptMessage } from './session-store.ts';
 
 /** Data of a tick job. */
 export interface TickJobData {
@@ -48,7 +49,7 @@ export interface InflightMark {
 /** BullMQ job name of schedule ticks. */
 export const TICK_JOB_NAME = 'schedule-tick';
 
-const CLAIM_TICK = luaScript('claim-tick-4.lua');
+const CLAIM_TICK = luaScript('claim-tick-7.lua');
 const RELEASE_INFLIGHT = luaScript('release-inflight-1.lua');
 
 
@@ -101,33 +102,62 @@ export class LoopStore {
   }
 
   /**
-   * Claim an occurrence for its turn, atomically against the state as it is
-   * now: the claim holds only if the record is still at `expectedVersion` (the
-   * version the fire decision and the tick number were taken over), the
-   * session's goal is still at `goalVersion` and its pending input still has
-   * `pendingCount` entries (what the gate read), and no other occurrence of
-   * this schedule is in flight; it then marks `mark` in flight. Later occurrences wait for an in-flight one, so a tick whose worker
-   * died is completed by another worker instead of being overtaken.
-   * @param ttlMs - the mark expires after this long (a bound on a lost retry)
+   * Start an occurrence's turn in one step (`redis/scripts/claim-tick-7.lua`):
+   * take the session's turn lock for `lock.holder`, claim the occurrence,
+   * mark it in flight, add the `tick.started` event and read the transcript.
+   *
+   * The claim holds atomically against the state as it is now: the record is
+   * still at `expectedVersion` (the version the fire decision and the tick
+   * number were taken over), the session's goal is still at `goalVersion` and
+   * its pending input still has `pendingCount` entries (what the gate read),
+   * and no other occurrence of this schedule is in flight. Later occurrences
+   * wait for an in-flight one, so a tick whose worker died is completed by
+   * another worker instead of being overtaken. The turn lock is taken first
+   * and stays held whatever the claim says (except `busy`); the caller releases it.
+   * @param input.ttlMs - the mark expires after this long (a bound on a lost retry)
    * @param input.goalVersion - the goal record's version the gate read, `null` when there was none
-   * @returns `ok`; `changed` when the record, the goal or the pending input changed, or the
+   * @param input.lock - turn lock holder (the job id) and time-to-live, ms
+   * @param input.started - data of the `tick.started` event
+   * @returns `busy` when another job holds the session's turn lock (nothing
+   *   written); `ok` with the event id and the transcript (oldest first);
+   *   `changed` when the record, the goal or the pending input changed, or the
    *   record is gone (decide again over a fresh read); `inflight` with the other occurrence's mark
    */
   async claimTick(
     sessionId: string,
     kind: ScheduleKind,
-    input: { expectedVersion: number; goalVersion: number | null; pendingCount: number; mark: InflightMark; ttlMs: number },
-  ): Promise<{ status: 'ok' } | { status: 'changed' } | { status: 'inflight'; mark: InflightMark }> {
-    const [status, mark] = (await runLuaScript(
+    input: {
+      expectedVersion: number;
+      goalVersion: number | null;
+      pendingCount: number;
+      mark: InflightMark;
+      ttlMs: number;
+      lock: { holder: string; ttlMs: number };
+      started: Record<string, unknown>;
+    },
+  ): Promise<
+    | { status: 'ok'; eventId: string; transcript: TranscriptMessage[] }
+    | { status: 'busy' }
+    | { status: 'changed' }
+    | { status: 'inflight'; mark: InflightMark }
+  > {
+    const [status, ...rest] = (await runLuaScript(
       this.redis, CLAIM_TICK,
-      [this.keys.schedule(sessionId, kind), this.keys.scheduleInflight(sessionId, kind), this.keys.goal(sessionId), this.keys.pendingInput(sessionId)],
+      [
+        this.keys.schedule(sessionId, kind), this.keys.scheduleInflight(sessionId, kind), this.keys.goal(sessionId),
+        this.keys.pendingInput(sessionId), this.keys.turnLock(sessionId), this.keys.events(sessionId), this.keys.transcript(sessionId),
+      ],
       [
         String(input.expectedVersion), JSON.stringify(input.mark), input.ttlMs, input.mark.occurrenceId,
-        input.goalVersion === null ? '' : String(input.goalVersion), String(input.pendingCount),
+        input.goalVersion === null ? '' : String(input.goalVersion), String(input.pendingCount), input.lock.holder, input.lock.ttlMs, EVENTS_MAX_LEN, JSON.stringify(input.started),
       ],
-    )) as [string, string | undefined];
-    if (status === 'ok') return { status: 'ok' };
-    if (status === 'inflight') return { status: 'inflight', mark: JSON.parse(mark!) as InflightMark };
+    )) as [string, ...string[]];
+    if (status === 'ok') {
+      const [eventId, ...messages] = rest;
+      return { status: 'ok', eventId: eventId!, transcript: messages.map((m) => JSON.parse(m) as TranscriptMessage) };
+    }
+    if (status === 'busy') return { status: 'busy' };
+    if (status === 'inflight') return { status: 'inflight', mark: JSON.parse(rest[0]!) as InflightMark };
     return { status: 'changed' };
   }
 

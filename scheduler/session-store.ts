@@ -3,7 +3,7 @@
  * clients attach to, and the atomic commit of a finished turn.
  *
  * Exactly-once delivery: a turn is committed under its occurrence id by one Lua
- * script (`redis/scripts/commit-turn-5.lua`) that checks the session's set of
+ * script (`redis/scripts/commit-turn-6.lua`) that checks the session's set of
  * committed occurrences, appends to the transcript, adds the reply to the event
  * stream and writes the loop's or goal's new state over the version it was
  * computed from. A retried or duplicated occurrence finds itself in the set and
@@ -53,7 +53,7 @@ export const OCCURRENCE_TTL_SECONDS = 7 * 24 * 3600;
  */
 export const DEFAULT_OCCURRENCE_WINDOW_MS = 3_600_000;
 
-const COMMIT_TURN = luaScript('commit-turn-5.lua');
+const COMMIT_TURN = luaScript('commit-turn-6.lua');
 
 /** Result of `commitTurn`. */
 export type CommitResult =
@@ -105,18 +105,20 @@ export class SessionStore {
       record?: { key: string; expectedVersion: number; json: string };
       /** An in-flight mark (JSON with `occurrenceId`) released in the same step when it is this occurrence's. */
       inflightKey?: string;
+      /** The session's turn lock, released in the same step when the commit holds and the lock is still `holder`'s. */
+      turnLock?: { key: string; holder: string };
     },
   ): Promise<CommitResult> {
     const committed = this.keys.sessionCommitted(sessionId);
     const keys = [
       committed, this.keys.transcript(sessionId), this.keys.events(sessionId),
-      input.record?.key ?? committed, input.inflightKey ?? committed,
+      input.record?.key ?? committed, input.inflightKey ?? committed, input.turnLock?.key ?? committed,
     ];
     const args = [
       input.occurrenceId, Date.now(), this.occurrenceWindowMs, this.transcriptMax, EVENTS_MAX_LEN,
       input.event.type, JSON.stringify(input.event.data),
       input.record ? String(input.record.expectedVersion) : '', input.record?.json ?? '',
-      input.inflightKey ? input.occurrenceId : '',
+      input.inflightKey ? input.occurrenceId : '', input.turnLock?.holder ?? '',
       ...input.messages.map((m) => JSON.stringify(m)),
     ];
     const [code, id] = (await runLuaScript(this.redis, COMMIT_TURN, keys, args)) as [number, string];

@@ -17,6 +17,11 @@ export interface HeldLock {
   readonly sessionId: string;
   readonly holder: string;
   release(): Promise<void>;
+  /**
+   * The lock was released in Redis by another atomic step (a turn commit that
+   * frees it when still this holder's): stop renewing; `release()` is then a no-op.
+   */
+  releasedElsewhere(): void;
 }
 
 /** The fleet-wide turn lock of sessions (see the rules above). */
@@ -25,7 +30,7 @@ export class SessionLock {
     private readonly redis: RedisClient,
     private readonly keys: Keys,
     /** Lock time-to-live in ms; renewed every third of it while held. */
-    private readonly ttlMs: number,
+    readonly ttlMs: number,
   ) {}
 
   /**
@@ -33,8 +38,16 @@ export class SessionLock {
    * @returns the held lock (renewed in the background until released), or `null` when busy
    */
   async acquire(sessionId: string, holder: string): Promise<HeldLock | null> {
+    if (!(await acquireOwned(this.redis, this.keys.turnLock(sessionId), holder, this.ttlMs))) return null;
+    return this.adopt(sessionId, holder);
+  }
+
+  /**
+   * The lock `holder` took by another atomic step (the tick claim takes it in
+   * the same script), renewed in the background until released.
+   */
+  adopt(sessionId: string, holder: string): HeldLock {
     const key = this.keys.turnLock(sessionId);
-    if (!(await acquireOwned(this.redis, key, holder, this.ttlMs))) return null;
     const timer = setInterval(() => {
       renewOwned(this.redis, key, holder, this.ttlMs).catch(() => {});
     }, Math.max(100, Math.floor(this.ttlMs / 3)));
@@ -49,6 +62,10 @@ export class SessionLock {
           await releaseOwned(this.redis, key, holder).catch(() => {});
         })();
         return released;
+      },
+      releasedElsewhere: () => {
+        clearInterval(timer);
+        released ??= Promise.resolve();
       },
     };
   }

@@ -7,8 +7,10 @@
  *      covered by a later-started tick is coalesced (`decideFire`); real user
  *      input first, then goal continuations: while the session has queued user
  *      input or an active unparked goal, the tick is deferred (not dropped);
+ *   3.+4. in one Lua script (`LoopStore.claimTick`), so a tick costs one round
+ *      trip here however many are due together:
  *   3. take the session's turn lock (busy → deferred, never run in parallel);
- *   4. claim (`LoopStore.claimTick`, one Lua script): the fire decision, the
+ *   4. claim: the fire decision, the
  *      coalescing rule and the tick number were taken over one version of the
  *      record (and one read of the goal and the pending input); the claim
  *      holds only if all are still as read and no other occurrence is in
@@ -17,10 +19,12 @@
  *      to step 2 over a fresh read, so a tick never fires on a stale record,
  *      never runs with a tick number another tick already used, and never
  *      overtakes input or a goal that arrived before its claim;
- *   5. run the turn against the session's current transcript plus the wakeup text;
+ *      a claimed tick's `tick.started` event is added and the transcript read
+ *      in the same step;
+ *   5. run the turn against that transcript plus the wakeup text;
  *   6. commit once per occurrence: transcript, event stream, the schedule's
- *      new state and the release of the in-flight mark in one atomic step
- *      (`SessionStore.commitTurn`);
+ *      new state and the release of the in-flight mark and of the session's
+ *      turn lock in one atomic step (`SessionStore.commitTurn`);
  *   7. apply the outcome: a finished or paused schedule loses its job
  *      scheduler; a self-paced loop gets its next tick; replies with a
  *      messaging route are queued for the gateway.
@@ -45,6 +49,7 @@ import type { HeldLock } from './session-lock.ts';
 import { stepMessages, turnMessages } from './transcript-messages.ts';
 import { sessionEventSink } from './turn-events.ts';
 import type { ChatMessage } from './turn-runners/turn-runner.ts';
+import type { TranscriptMessage } from '../scheduler/session-store.ts';
 import { judgeUntil } from './until-judge.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
@@ -80,7 +85,7 @@ export async function processScheduleTick(
   await sleepUntil(dueAt, signal);
   let held: HeldLock | null = null;
   try {
-    let claimed: { loop: LoopRecord; mark: InflightMark } | undefined;
+    let claimed: { loop: LoopRecord; mark: InflightMark; transcript: TranscriptMessage[] } | undefined;
     for (let round = 0; round < MAX_CLAIM_ROUNDS && !claimed; round++) {
       const gated = await gate(deps, job, { dueAt, occurrenceId });
       if (gated.action === 'skip') {
@@ -92,21 +97,27 @@ export async function processScheduleTick(
         deps.metrics?.ticksDeferred.inc({ reason: gated.metricReason });
         return await deferJob(job, token, gated.delayMs);
       }
-      held ??= await deps.lock.acquire(sessionId, job.id!);
-      if (!held) {
-        log.debug('session busy; tick deferred');
-        deps.metrics?.ticksDeferred.inc({ reason: 'session-busy' });
-        return await deferJob(job, token, deps.config.worker.defer_ms);
-      }
       const { lock_duration_ms: lockMs, max_stalled_count: stalls } = deps.config.worker;
       const mark: InflightMark = {
         occurrenceId, jobId: job.id!, startedAt: Date.now(), tick: gated.loop.ticksUsed + 1, workerId: deps.workerId,
       };
+      // Steps 3 and 4 in one script: the session lock, the claim, the mark, `tick.started` and the transcript.
       const claim = await deps.loops.claimTick(sessionId, kind, {
         expectedVersion: gated.loop.version, goalVersion: gated.goalVersion, pendingCount: gated.pendingCount,
         mark, ttlMs: lockMs * (stalls + 2) + 60_000,
+        lock: { holder: job.id!, ttlMs: deps.lock.ttlMs },
+        started: {
+          kind, tick: mark.tick, occurrenceId, dueAt, startedAt: mark.startedAt, latenessMs: mark.startedAt - dueAt,
+          worker: deps.workerId, pid: process.pid,
+        },
       });
-      if (claim.status === 'ok') claimed = { loop: gated.loop, mark };
+      if (claim.status === 'busy') {
+        log.debug('session busy; tick deferred');
+        deps.metrics?.ticksDeferred.inc({ reason: 'session-busy' });
+        return await deferJob(job, token, deps.config.worker.defer_ms);
+      }
+      held ??= deps.lock.adopt(sessionId, job.id!);
+      if (claim.status === 'ok') claimed = { loop: gated.loop, mark, transcript: claim.transcript };
       else if (claim.status === 'inflight' && (await earlierTickInFlight(deps, job, claim.mark))) {
         log.debug({ inflight: claim.mark.occurrenceId }, 'an earlier tick of this schedule is still in flight; deferred');
         deps.metrics?.ticksDeferred.inc({ reason: 'earlier-tick-in-flight' });
@@ -119,7 +130,7 @@ export async function processScheduleTick(
       deps.metrics?.ticksDeferred.inc({ reason: 'schedule-changing' });
       return await deferJob(job, token, deps.config.worker.defer_ms);
     }
-    const { loop, mark } = claimed;
+    const { loop, mark, transcript } = claimed;
     const lock = held!;
     return await deps.turns.run(job.id!, 'scheduled', async (turnSignal, turn) => {
       turn.sessionId = sessionId; // a `/stop` in this session aborts the turn
@@ -127,13 +138,6 @@ export async function processScheduleTick(
       const latenessMs = startedAt - dueAt;
       log.debug({ tick: tickNumber, latenessMs }, `${kind} tick started`);
       deps.metrics?.tickLateness.observe({ kind }, Math.max(0, latenessMs) / 1000);
-      // One round trip: tell clients, read the transcript.
-      const [, transcript] = await Promise.all([
-        deps.sessions.appendEvent(sessionId, 'tick.started', {
-          kind, tick: tickNumber, occurrenceId, dueAt, startedAt, latenessMs, worker: deps.workerId, pid: process.pid,
-        }),
-        deps.sessions.transcript(sessionId),
-      ]);
       const input = buildWakeupInput(loop, tickNumber);
       let reply = '';
       let steps: ChatMessage[] = [];
@@ -165,15 +169,15 @@ export async function processScheduleTick(
       deps.metrics?.turnFinished(kind, failure ? 'failed' : 'ok', (finishedAt - startedAt) / 1000);
       const committed = await commitTick(deps, loop, {
         sessionId, kind, loopId, occurrenceId, dueAt, startedAt, finishedAt, tickNumber, input, reply, steps, failure, until,
-        runner: loop.runner.kind,
+        runner: loop.runner.kind, lockHolder: lock.holder,
       });
       if (committed.status === 'duplicate') {
         await deps.loops.clearInflight(sessionId, kind, occurrenceId);
         return { status: 'duplicate', occurrenceId };
       }
-      // One round trip: free the session (the finally's release is then a no-op), deliver, apply the outcome.
+      // The commit freed the session lock (the finally's release is a no-op). One round trip: deliver, apply the outcome.
+      lock.releasedElsewhere();
       await Promise.all([
-        lock.release(),
         !failure && committed.loop ? deliverToRoute(deps, { sessionId, origin: committed.loop.origin, text: reply, occurrenceId }) : undefined,
         // A failed tick is told to its route; one that paused the loop is told by the pause notice.
         failure && committed.loop && committed.outcome.kind === 'continue'
@@ -238,6 +242,8 @@ interface TickCommitInput {
   until: UntilVerdict | undefined;
   /** `agent` or `command`: shown to clients. */
   runner: 'agent' | 'command';
+  /** The session turn lock's holder (the job id); the commit releases the lock in the same step. */
+  lockHolder: string;
 }
 
 /**
@@ -269,9 +275,10 @@ async function commitTick(
     // First try over the record read at the start; re-read only after a conflict.
     const fresh = attempt === 0 ? readAtStart : await deps.loops.get(t.sessionId, t.kind);
     const inflightKey = deps.keys.scheduleInflight(t.sessionId, t.kind);
+    const turnLock = { key: deps.keys.turnLock(t.sessionId), holder: t.lockHolder };
     if (fresh && fresh.loopId === t.loopId && fresh.lastOccurrenceId === t.occurrenceId) return { status: 'duplicate' };
     if (!fresh || fresh.loopId !== t.loopId) {
-      const res = await deps.sessions.commitTurn(t.sessionId, { occurrenceId: t.occurrenceId, messages, event, inflightKey });
+      const res = await deps.sessions.commitTurn(t.sessionId, { occurrenceId: t.occurrenceId, messages, event, inflightKey, turnLock });
       if (res.status === 'conflict') continue;
       return res.status === 'duplicate' ? { status: 'duplicate' } : { status: 'committed', eventId: res.eventId, loop: null, outcome: { kind: 'continue' } };
     }
@@ -287,6 +294,7 @@ async function commitTick(
       event: { ...event, data: { ...event.data, outcome: outcome.kind, reason: 'reason' in outcome ? outcome.reason : undefined } },
       record: { key: deps.keys.schedule(t.sessionId, t.kind), expectedVersion: fresh.version, json: JSON.stringify(stored) },
       inflightKey,
+      turnLock,
     });
     if (res.status === 'conflict') continue;
     if (res.status === 'duplicate') return { status: 'duplicate' };

@@ -6,6 +6,7 @@
   KEYS[3] event stream
   KEYS[4] versioned record that changes with the turn (or KEYS[1] when none)
   KEYS[5] in-flight mark to release (or KEYS[1] when none)
+  KEYS[6] the session's turn lock to release (or KEYS[1] when none)
 
   ARGV[1] occurrence id
   ARGV[2] now, epoch ms
@@ -17,10 +18,12 @@
   ARGV[8] expected record version ('' = no record)
   ARGV[9] new record JSON
   ARGV[10] occurrence id whose in-flight mark is released ('' = none)
-  ARGV[11..] transcript messages (JSON)
+  ARGV[11] turn lock holder whose lock is released on commit ('' = none)
+  ARGV[12..] transcript messages (JSON)
 
-  Returns {1, event id} committed; {0, ''} this occurrence was committed before;
-  {-1, ''} the record changed since it was read (nothing written).
+  Returns {1, event id} committed (in-flight mark and turn lock released when
+  still theirs); {0, ''} this occurrence was committed before; {-1, ''} the
+  record changed since it was read (nothing written, nothing released).
 
   The committed set keeps only occurrences committed within the window, so a
   session has one small key for this however many turns it runs.
@@ -35,13 +38,14 @@ if ARGV[8] ~= '' then
   if tostring(cjson.decode(cur)['version']) ~= ARGV[8] then return {-1, ''} end
   redis.call('SET', KEYS[4], ARGV[9])
 end
-for i = 11, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
-if #ARGV >= 11 then redis.call('LTRIM', KEYS[2], -tonumber(ARGV[4]), -1) end
+for i = 12, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+if #ARGV >= 12 then redis.call('LTRIM', KEYS[2], -tonumber(ARGV[4]), -1) end
 local id = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'type', ARGV[6], 'data', ARGV[7])
 if ARGV[10] ~= '' then
   local mark = redis.call('GET', KEYS[5])
   if mark and cjson.decode(mark)['occurrenceId'] == ARGV[10] then redis.call('DEL', KEYS[5]) end
 end
+if ARGV[11] ~= '' and redis.call('GET', KEYS[6]) == ARGV[11] then redis.call('DEL', KEYS[6]) end
 redis.call('ZADD', KEYS[1], now, occ)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. tostring(now - window))
 redis.call('PEXPIRE', KEYS[1], window)
