@@ -5,6 +5,8 @@
  *
  *   npx tsx ops/bench/tick-lateness.ts [--n 1,100,1000] [--seconds 10] [--workers K] [--json]
  *
+ * `--product-concurrency C` and `--lead MS` set the product's `worker.concurrency`
+ * and `worker.prefetch_lead_ms` (default: the product's defaults).
  * `--workers K` runs the product's worker as K child processes (default: one,
  * inside the benchmark process). `--json` measures raw BullMQ only at
  * `--concurrency` (default 32) and prints, per N, one JSON line (the last line
@@ -50,6 +52,11 @@ const WARMUP_MS = 3000;
 const CONCURRENCY = Number(arg('concurrency', '32'));
 const WORKERS = Number(arg('workers', '0'));
 const JSON_OUT = args.includes('--json');
+/** The product row's settings (default: the product's defaults): `--product-concurrency C`, `--lead MS`. */
+const PRODUCT: { concurrency?: number; leadMs?: number } = {
+  ...(args.includes('--product-concurrency') ? { concurrency: Number(arg('product-concurrency', '')) } : {}),
+  ...(args.includes('--lead') ? { leadMs: Number(arg('lead', '')) } : {}),
+};
 /** Optional extra product row with other settings, e.g. `--tuned 256,800` (concurrency, prefetch lead ms). */
 const TUNED = arg('tuned', '').split(',').filter(Boolean).map(Number);
 
@@ -67,6 +74,23 @@ function stats(lateness: number[], windowMs: number): Stats {
   const s = [...lateness].sort((a, b) => a - b);
   const q = (p: number) => (s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))]! : NaN);
   return { p50: q(0.5), p99: q(0.99), max: s.at(-1) ?? NaN, count: s.length, perSecond: s.length / (windowMs / 1000) };
+}
+
+/** Redis `INFO commandstats`: calls and CPU µs by command. */
+async function commandStats(client: { info(section: string): Promise<string> }): Promise<Map<string, { calls: number; usec: number }>> {
+  const out = new Map<string, { calls: number; usec: number }>();
+  for (const m of (await client.info('commandstats')).matchAll(/cmdstat_([^:]+):calls=(\d+),usec=(\d+)/g)) {
+    out.set(m[1]!, { calls: Number(m[2]), usec: Number(m[3]) });
+  }
+  return out;
+}
+
+/** Redis CPU time spent in commands between two `commandStats` (to stderr: where the server's time went). */
+function reportRedisTime(label: string, a: Map<string, { calls: number; usec: number }>, b: Map<string, { calls: number; usec: number }>): void {
+  const rows = [...b].map(([cmd, v]) => ({ cmd, calls: v.calls - (a.get(cmd)?.calls ?? 0), usec: v.usec - (a.get(cmd)?.usec ?? 0) }))
+    .filter((r) => r.calls > 0).sort((x, y) => y.usec - x.usec);
+  const total = rows.reduce((t, r) => t + r.usec, 0);
+  process.stderr.write(`  ${label}: Redis command time ${(total / 1000).toFixed(0)} ms; top: ${rows.slice(0, 6).map((r) => `${r.cmd} ${r.calls}×${(r.usec / r.calls).toFixed(0)}µs`).join(', ')}\n`);
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -131,6 +155,7 @@ async function benchProduct(url: string, n: number, s: ProductSettings = {}, wor
   const queues = new HermesQueues(keys, qconn);
   const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
   const first = nextAligned(2000);
+  const statsBefore = await commandStats(redis);
   for (let i = 0; i < n; i++) {
     const record = createLoop({
       kind: 'loop', loopId: `b${i}`, sessionId: `bench-${i}`, prompt: 'p', intervalSeconds: 1, times: null, until: null,
@@ -142,6 +167,7 @@ async function benchProduct(url: string, n: number, s: ProductSettings = {}, wor
   const from = first + WARMUP_MS;
   const to = from + SECONDS * 1000;
   await sleep(to - Date.now() + 1500);
+  reportRedisTime('hermes-scheduler', statsBefore, await commandStats(redis));
   const sessions = new SessionStore(redis, keys);
   const lateness: number[] = [];
   for (let i = 0; i < n; i++) {
@@ -174,10 +200,12 @@ async function benchRaw(url: string, n: number, concurrency: number): Promise<St
     const due = schedulerJobMillis(job.id)!;
     if (due >= from && due < to) lateness.push(started - due);
   }, { connection: workerConn, prefix, concurrency, removeOnComplete: { count: 1000 } });
+  const statsBefore = await commandStats(conn);
   for (let i = 0; i < n; i++) {
     await queue.upsertJobScheduler(`raw-${i}`, { every: 1000, startDate: first }, { name: 'tick', data: { i } });
   }
   await sleep(to - Date.now() + 1500);
+  reportRedisTime(`raw BullMQ c=${concurrency}`, statsBefore, await commandStats(conn));
   await worker.close(true);
   await queue.obliterate({ force: true });
   await queue.close();
@@ -201,7 +229,7 @@ async function main(): Promise<void> {
       process.stderr.write(`n=${n}: raw BullMQ, concurrency ${CONCURRENCY}\n`);
       const rawC = await benchRaw(redis.url, n, CONCURRENCY);
       process.stderr.write(`n=${n}: hermes-scheduler${procs}\n`);
-      const product = await benchProduct(redis.url, n);
+      const product = await benchProduct(redis.url, n, PRODUCT);
       process.stderr.write(`n=${n} done; load average ${load()}\n`);
       if (JSON_OUT) {
         console.log(JSON.stringify({
@@ -212,7 +240,9 @@ async function main(): Promise<void> {
       }
       rows.push(`| ${n} | raw BullMQ, concurrency 1 | ${fmt(raw1!)} |`);
       rows.push(`| ${n} | raw BullMQ, concurrency ${CONCURRENCY} | ${fmt(rawC)} |`);
-      rows.push(`| ${n} | hermes-scheduler, defaults${procs} | ${fmt(product)} |`);
+      const settings = [PRODUCT.concurrency !== undefined ? `concurrency ${PRODUCT.concurrency}` : '', PRODUCT.leadMs !== undefined ? `lead ${PRODUCT.leadMs} ms` : '']
+        .filter(Boolean).join(', ') || 'defaults';
+      rows.push(`| ${n} | hermes-scheduler, ${settings}${procs} | ${fmt(product)} |`);
       if (TUNED.length === 2) {
         process.stderr.write(`n=${n}: hermes-scheduler tuned\n`);
         const tuned = await benchProduct(redis.url, n, { concurrency: TUNED[0], leadMs: TUNED[1] });
