@@ -162,7 +162,10 @@ describe('tick claim against the record at claim time', () => {
     expect((await deps.loops.claimTick(sessionId, 'loop', {
       expectedVersion: loop.version, goalVersion: null, pendingCount: 0, ttlMs: 60_000,
       mark: { occurrenceId, jobId: a.id!, startedAt: Date.now(), tick: 1, workerId: 'dead' },
+      lock: { holder: a.id!, ttlMs: 60_000 }, started: { tick: 1, occurrenceId },
     })).status).toBe('ok');
+    // The dead worker's session lock has expired (it outlives no worker by more than its TTL); the mark stays.
+    await deps.redis.del(deps.keys.turnLock(sessionId));
     // B is deferred (put back; here no worker holds it, so moving it is refused): it does not overtake A.
     await expect(processScheduleTick(b, undefined, undefined, deps)).rejects.toThrow();
     expect(gated.ticks).toEqual([]);

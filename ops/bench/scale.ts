@@ -20,6 +20,8 @@
  * 1 s loops spread evenly over the second (`--loops` ticks/s offered), then
  * counts the ticks committed in a `--seconds` window after a warm-up and each
  * master's CPU time in it (`used_cpu_sys` + `used_cpu_user` of `INFO cpu`).
+ * Keys use the default prefix, so which master a shard's hash tag lands on is
+ * what an operator's cluster with the same slot layout would see.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { Redis } from 'ioredis';
@@ -145,10 +147,12 @@ async function cluster(): Promise<void> {
   try {
     for (const shards of shardCounts) {
       const home = mkdtempSync(join(tmpdir(), 'hermes-bench-home-'));
-      const prefix = `{bench-s${shards}}`;
+      // The default key prefix, so the shards' hash tags land on the masters as an operator's would;
+      // the cluster is emptied between shard counts.
+      for (const m of c.masters()) await m.flushall();
       const config = loadConfig({
         env: { HERMES_HOME: home },
-        overrides: { 'redis.cluster_nodes': c.nodes, 'redis.shards': shards, 'redis.prefix': prefix, log_level: 'silent', 'loops.max_ticks': 0 },
+        overrides: { 'redis.cluster_nodes': c.nodes, 'redis.shards': shards, log_level: 'silent', 'loops.max_ticks': 0 },
       });
       const topology = { kind: 'cluster' as const, nodes: c.nodes.map((n) => ({ host: n.split(':')[0]!, port: Number(n.split(':')[1]) })), tls: false };
       const worker = await WorkerProcess.start({ config, topology, log: createLogger({ level: 'silent' }), runners: new NoopRunners(config) });

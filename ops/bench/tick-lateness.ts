@@ -93,6 +93,15 @@ function reportRedisTime(label: string, a: Map<string, { calls: number; usec: nu
   process.stderr.write(`  ${label}: Redis command time ${(total / 1000).toFixed(0)} ms; top: ${rows.slice(0, 6).map((r) => `${r.cmd} ${r.calls}×${(r.usec / r.calls).toFixed(0)}µs`).join(', ')}\n`);
 }
 
+/** CPU time (ms, user + system) this process spends between epoch ms `from` and `to` (waits until `to`). */
+async function cpuInWindow(from: number, to: number): Promise<number> {
+  await sleep(from - Date.now());
+  const a = process.cpuUsage();
+  await sleep(to - Date.now());
+  const b = process.cpuUsage(a);
+  return (b.user + b.system) / 1000;
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const nextAligned = (ms: number) => Math.ceil((Date.now() + ms) / 1000) * 1000;
 
@@ -166,8 +175,10 @@ async function benchProduct(url: string, n: number, s: ProductSettings = {}, wor
   }
   const from = first + WARMUP_MS;
   const to = from + SECONDS * 1000;
+  const cpu = await cpuInWindow(from, to);
   await sleep(to - Date.now() + 1500);
   reportRedisTime('hermes-scheduler', statsBefore, await commandStats(redis));
+  if (workers <= 0) process.stderr.write(`  hermes-scheduler: worker CPU ${(cpu / (n * SECONDS)).toFixed(3)} ms per due tick (this process, in the window)\n`);
   const sessions = new SessionStore(redis, keys);
   const lateness: number[] = [];
   for (let i = 0; i < n; i++) {
@@ -204,7 +215,9 @@ async function benchRaw(url: string, n: number, concurrency: number): Promise<St
   for (let i = 0; i < n; i++) {
     await queue.upsertJobScheduler(`raw-${i}`, { every: 1000, startDate: first }, { name: 'tick', data: { i } });
   }
+  const cpu = await cpuInWindow(from, to);
   await sleep(to - Date.now() + 1500);
+  process.stderr.write(`  raw BullMQ c=${concurrency}: worker CPU ${(cpu / (n * SECONDS)).toFixed(3)} ms per due tick (this process, in the window)\n`);
   reportRedisTime(`raw BullMQ c=${concurrency}`, statsBefore, await commandStats(conn));
   await worker.close(true);
   await queue.obliterate({ force: true });
