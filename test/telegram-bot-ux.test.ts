@@ -7,6 +7,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { BOT_COMMANDS } from '../gateway/telegram/bot-setup.ts';
+import { renderMarkdown, splitFormatted } from '../gateway/telegram/render-markdown.ts';
 import { REFUSAL_TEXT, TEXT_ONLY_TEXT } from '../gateway/telegram/inbound.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { enqueueTelegramOutbound, telegramOutboundQueue } from '../scheduler/outbound.ts';
@@ -79,5 +80,49 @@ describe('the typing indicator', () => {
     // Ten refresh periods later no further indicator was sent (a negative: it can only be observed over time).
     await new Promise((r) => setTimeout(r, 1000));
     expect(typing()).toBe(after);
+  });
+});
+
+describe('Markdown replies', () => {
+  it('render as Telegram entities with the text otherwise as written; plain replies are sent unchanged', () => {
+    const r = renderMarkdown('# Deploy\n\nThe **api** is _live_, see `curl -s x` and [the log](https://ci.example/1) ~~soon~~.\n\n- one **two**\n- three\n\n```sh\nmake test\n```\nend\n');
+    expect(r.text).toBe('Deploy\n\nThe api is live, see curl -s x and the log soon.\n\n- one two\n- three\n\nmake test\nend\n');
+    const spans = r.entities.map((e) => [e.type, r.text.slice(e.offset, e.offset + e.length)]);
+    expect(spans).toEqual([
+      ['bold', 'Deploy'], ['bold', 'api'], ['italic', 'live'], ['code', 'curl -s x'], ['text_link', 'the log'], ['strikethrough', 'soon'], ['bold', 'two'], ['pre', 'make test'],
+    ]);
+    expect(r.entities.find((e) => e.type === 'text_link')).toMatchObject({ url: 'https://ci.example/1' });
+    expect(r.entities.find((e) => e.type === 'pre')).toMatchObject({ language: 'sh' });
+    for (const plain of ['Usage: /loop [every] [interval] <prompt> [--times N]\n  /loop 10m check', 'cron 0 9 * * 1-5, loops.max_ticks and a_b_c', `${'word '.repeat(199)}end\n`.repeat(3)]) {
+      expect(renderMarkdown(plain)).toEqual({ text: plain, entities: [] });
+    }
+  });
+
+  it('split at 4096 with every entity whole in its part (one spanning the cut is closed and reopened)', () => {
+    const r = renderMarkdown(`intro **${'x '.repeat(3000)}y** and \`code\``);
+    const parts = splitFormatted(r);
+    expect(parts.map((p) => p.text.length)).toEqual([4095, r.text.length - 4096]);
+    expect(parts.map((p) => p.text).join(' ')).toBe(r.text);
+    for (const p of parts) for (const e of p.entities) expect(e.offset + e.length).toBeLessThanOrEqual(p.text.length);
+    expect(parts[0]!.entities).toEqual([{ type: 'bold', offset: 6, length: 4089 }]);
+    expect(parts[1]!.entities.map((e) => e.type)).toEqual(['bold', 'code']);
+    expect(parts[1]!.entities[0]).toMatchObject({ offset: 0 });
+  });
+
+  it('are sent with entities; when Telegram refuses the formatting the same text goes out plain', async () => {
+    const { env } = await start();
+    const c = clients(env);
+    cleanups.push(() => c.close());
+    const queue = telegramOutboundQueue(c.keys, c.redis);
+    cleanups.push(() => queue.close());
+    await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: '51', text: 'Build is **green**', sessionId: 's', occurrenceId: 'md-1' });
+    await waitFor(() => (fake.sent.length === 1 ? true : undefined), 15_000, 'the formatted reply');
+    expect(fake.sent[0]).toMatchObject({ text: 'Build is green', entities: [{ type: 'bold', offset: 9, length: 5 }] });
+
+    fake.refuseEntitiesNext(1);
+    await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: '52', text: 'Build is **red**', sessionId: 's', occurrenceId: 'md-2' });
+    await waitFor(() => (fake.sent.length === 2 ? true : undefined), 15_000, 'the plain fallback');
+    expect(fake.sent[1]!.text).toBe('Build is red');
+    expect(fake.sent[1]!.entities).toBeUndefined();
   });
 });

@@ -49,7 +49,7 @@ import {
 } from '../../scheduler/outbound.ts';
 import { recordOutboundOutcome, type OutboundOutcome } from '../../scheduler/outbound-outcome.ts';
 import { grammySignal } from './poller.ts';
-import { splitMessage } from './split-message.ts';
+import { renderMarkdown, splitFormatted } from './render-markdown.ts';
 
 /** Return value of an outbound job: the evidence of delivery. */
 export interface TelegramOutboundResult {
@@ -233,7 +233,8 @@ export class TelegramOutboundSender {
   private async sendParts(job: Job<TelegramOutboundData>, token: string | undefined, signal: AbortSignal | undefined, log: Logger): Promise<number[]> {
     const { api, redis, keys } = this.options;
     const data = job.data;
-    const parts = splitMessage(data.text);
+    // Markdown becomes Telegram entities; each part carries only whole entities (render-markdown.ts).
+    const parts = splitFormatted(renderMarkdown(data.text));
     const key = keys.outboundSent(data.occurrenceId);
     const recorded = await redis.hgetall(key);
     const ids: number[] = [];
@@ -248,12 +249,19 @@ export class TelegramOutboundSender {
       await redis.hset(key, String(i), PENDING);
       let messageId: number;
       try {
-        const sent = await api.sendMessage(
-          data.chatId,
-          parts[i]!,
-          data.threadId ? { message_thread_id: Number(data.threadId) } : {},
-          signal ? grammySignal(signal) : undefined,
-        );
+        const part = parts[i]!;
+        const thread = data.threadId ? { message_thread_id: Number(data.threadId) } : {};
+        const send = (entities: typeof part.entities) =>
+          api.sendMessage(data.chatId, part.text, { ...thread, ...(entities.length ? { entities } : {}) }, signal ? grammySignal(signal) : undefined);
+        let sent;
+        try {
+          sent = await send(part.entities);
+        } catch (err) {
+          // Telegram refused the formatting (an entity it does not accept): the same text, plain.
+          if (!(err instanceof GrammyError && err.error_code === 400 && /entit/i.test(err.description) && part.entities.length > 0)) throw err;
+          log.warn({ part: i + 1, err: err.description }, 'Telegram refused the formatting; sending the part as plain text');
+          sent = await send([]);
+        }
         messageId = sent.message_id;
       } catch (err) {
         const outcome = !(err instanceof GrammyError) || err.error_code >= 500 ? 'failed' : err.error_code === 429 ? 'rate_limited' : 'refused';

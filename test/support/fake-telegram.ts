@@ -36,6 +36,8 @@ export interface SentMessage {
   text: string;
   message_thread_id?: number;
   message_id: number;
+  /** Formatting entities sent with the text. */
+  entities?: Array<{ type: string; offset: number; length: number; url?: string; language?: string }>;
 }
 
 interface ActivePoll {
@@ -86,6 +88,8 @@ export interface FakeTelegram {
   afterAccept?: (message: SentMessage, n: number) => Promise<void> | void;
   /** Called once an update batch was written to a getUpdates response. */
   onUpdatesServed?: (updates: FakeUpdate[]) => void;
+  /** The next `n` sendMessage calls that carry entities answer 400 "can't parse entities". */
+  refuseEntitiesNext(n: number): void;
   /** deleteWebhook, setMyCommands and sendChatAction calls, in order, with their bodies. */
   readonly calls: Array<{ method: string; body: Record<string, unknown> }>;
   /** Queue a message update with other content than text (e.g. `{ photo: [...] }`). */
@@ -126,6 +130,7 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
   let rateLimit = { remaining: 0, retryAfter: 1 };
   let getMeFailures = 0;
   const calls: Array<{ method: string; body: Record<string, unknown> }> = [];
+  let entityRefusals = 0;
   const refusedChats = new Map<string, { code: number; description: string }>();
   const refusedSends = new Map<string, number>();
   let sendFailures = { remaining: 0, code: 502, description: 'Bad Gateway' };
@@ -216,12 +221,17 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
           rateLimited++;
           return fail(res, 429, `Too Many Requests: retry after ${rateLimit.retryAfter}`, { retry_after: rateLimit.retryAfter });
         }
+        if (entityRefusals > 0 && Array.isArray(body.entities)) {
+          entityRefusals--;
+          return fail(res, 400, "Bad Request: can't parse entities: unsupported entity");
+        }
         await fake.beforeSend?.(body, n);
         if (res.destroyed) return;
         const message: SentMessage = {
           chat_id: String(body.chat_id),
           text,
           message_id: nextMessageId++,
+          ...(Array.isArray(body.entities) ? { entities: body.entities as SentMessage['entities'] } : {}),
           ...(body.message_thread_id !== undefined ? { message_thread_id: Number(body.message_thread_id) } : {}),
         };
         sent.push(message);
@@ -264,6 +274,9 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
       return active !== null;
     },
     calls,
+    refuseEntitiesNext(n) {
+      entityRefusals = n;
+    },
     pushNonText({ fromId, chatId, content }) {
       const update_id = nextUpdateId++;
       pending.push({
