@@ -148,6 +148,15 @@ describe('limits of a turn', () => {
     expect(model.requests).toHaveLength(22);
   });
 
+  it('agent.max_tool_calls 0 turns tools off: no tools are sent, the turn is a plain completion', async () => {
+    const { env, c, model } = await setup({ 'agent.max_tool_calls': 0, 'tools.commands': { ci: { command: ['echo', 'x'], description: 'CI' } } }, () => 'plain');
+    await worker(env);
+    await say(c, 'off', 'hello', 'm1');
+    const [reply] = await waitForEvents(c, 'off', 'reply', 1);
+    expect(reply!.data.text).toBe('plain');
+    expect(model.requests[0]!.tools).toEqual([]);
+  });
+
   it('a drain during a tool call aborts it (its process killed); the tick is handed back and runs once on another worker', async () => {
     const dir = tempDir();
     const marker = join(dir, 'first-run');
