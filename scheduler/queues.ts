@@ -2,13 +2,16 @@
  * BullMQ queues of the product, created in one place so every producer and
  * worker uses the same prefix, connection options and defaults.
  */
-import { Queue, type ConnectionOptions, type JobsOptions, type JobType } from 'bullmq';
+import { Queue, type ConnectionOptions, type JobType, type KeepJobs } from 'bullmq';
 import type { RedisClient } from './redis/connection-factory.ts';
 import { QUEUES, type Keys } from './keys.ts';
 import { cronRepeatStrategy } from './cron/repeat-strategy.ts';
 
-/** Completed/failed job retention: enough for inspection, bounded memory. */
-export const JOB_RETENTION: Pick<JobsOptions, 'removeOnComplete' | 'removeOnFail'> = {
+/**
+ * Completed/failed job retention: enough for inspection, bounded memory. The one
+ * definition: queue defaults for producers and the worker options use it.
+ */
+export const JOB_RETENTION: { removeOnComplete: KeepJobs; removeOnFail: KeepJobs } = {
   removeOnComplete: { count: 1000 },
   removeOnFail: { count: 5000 },
 };

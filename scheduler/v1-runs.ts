@@ -24,6 +24,7 @@ import type { RedisClient } from './redis/connection-factory.ts';
 import { QUEUES, type Keys } from './keys.ts';
 import { JOB_RETENTION } from './queues.ts';
 import { luaScript, runLuaScript } from './redis/lua-script.ts';
+import { parseStreamEntry } from './session-store.ts';
 
 /** Where a run is. The last four are terminal. */
 export type RunStatus = 'queued' | 'running' | 'completed' | 'failed' | 'cancelled' | 'interrupted';
@@ -269,11 +270,7 @@ export class RunStore {
         ? await blocking.xread('COUNT', '100', 'BLOCK', String(Math.max(1, Math.round(blockMs))), 'STREAMS', key, afterId)
         : await blocking.xread('COUNT', '100', 'STREAMS', key, afterId);
     if (!res) return [];
-    return res[0]![1].map(([id, fields]) => {
-      const map: Record<string, string> = {};
-      for (let i = 0; i + 1 < fields.length; i += 2) map[fields[i]!] = fields[i + 1]!;
-      return { id, type: map.type ?? 'unknown', data: JSON.parse(map.data ?? '{}') as Record<string, unknown> };
-    });
+    return res[0]![1].map(([id, fields]) => parseStreamEntry(id, fields));
   }
 
   private async transition(

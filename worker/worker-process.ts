@@ -41,6 +41,7 @@ import { v1RunsQueue } from '../scheduler/v1-runs.ts';
 import { startMetricsServer, type MetricsServer } from './metrics-server.ts';
 import { startHousekeeping, type Housekeeping } from '../scheduler/housekeeping.ts';
 import { WORKER_HEARTBEAT_MS } from '../scheduler/worker-liveness.ts';
+import { JOB_RETENTION } from '../scheduler/queues.ts';
 
 
 /** Options of `WorkerProcess.start`. */
@@ -189,8 +190,7 @@ export class WorkerProcess {
       lockRenewTime: config.worker.lock_renew_ms,
       stalledInterval: config.worker.stalled_interval_ms,
       maxStalledCount: config.worker.max_stalled_count,
-      removeOnComplete: { count: 1000 },
-      removeOnFail: { count: 5000 },
+      ...JOB_RETENTION,
       ...(settings ? { settings } : {}),
     });
     worker.on('error', (err) => log.warn({ queue: name, err: err.message }, 'worker error'));
