@@ -120,6 +120,23 @@ describe('cron runs (real BullMQ)', () => {
     expect((await api.store.get(job.id))!.repeat).toEqual({ times: 2, completed: 2 });
   });
 
+  it('the --repeat budget at claim time: runs in flight count, skips and manual runs do not', async () => {
+    const { api } = setup();
+    const job = await api.service.add({ schedule: 'every 1h', prompt: 'p', repeat: 2, overlap: 'allow' }, cli);
+    const claim = (n: number, extra: { skip?: boolean; manual?: boolean; holder?: string } = {}) => api.store.claim({
+      jobId: job.id, occurrenceId: `occ-${n}`, holder: extra.holder ?? `h-${n}`, generation: job.generation, manual: extra.manual ?? false, dueAt: n,
+      skip: extra.skip,
+    });
+    expect(await claim(1)).toEqual({ status: 'ok', attempt: 1 });
+    expect(await claim(2, { skip: true })).toEqual({ status: 'ok', attempt: 1 });
+    expect(await claim(3, { manual: true })).toEqual({ status: 'ok', attempt: 1 });
+    expect(await claim(4)).toEqual({ status: 'ok', attempt: 1 }); // 1 run in flight + this one = 2
+    expect(await claim(5)).toEqual({ status: 'repeat-used' });
+    expect(await claim(6, { skip: true })).toEqual({ status: 'repeat-used' });
+    expect(await claim(1, { holder: 'other' })).toEqual({ status: 'claimed' });
+    expect(await claim(1)).toEqual({ status: 'ok', attempt: 2 }); // the same holder again: its next attempt
+  });
+
   it('the first occurrence the record announces runs even when it passed before the job scheduler was written', async () => {
     const { env, worker, runsOf } = setup();
     await worker();

@@ -135,7 +135,9 @@ export async function processCronTick(
   try {
     // 4: claim.
     const startedAt = Date.now();
-    const claim = await store.claim({ jobId: record.id, occurrenceId, holder, generation: data.generation, manual: trigger === 'manual', dueAt });
+    const claim = await store.claim({
+      jobId: record.id, occurrenceId, holder, generation: data.generation, manual: trigger === 'manual', dueAt, skip: decision.action === 'skip',
+    });
     if (claim.status !== 'ok') {
       if (claim.status === 'done') return await finishDuplicate(store, deps, record, occurrenceId);
       log.info({ reason: claim.status }, 'cron occurrence not claimed');
@@ -239,6 +241,7 @@ async function recordSkip(
 ): Promise<CronTickResult> {
   const claim = await store.claim({
     jobId: record.id, occurrenceId: f.occurrenceId, holder: f.holder, generation: job.data.generation, manual: f.trigger === 'manual', dueAt: f.dueAt,
+    skip: true,
   });
   if (claim.status !== 'ok') return { outcome: claim.status === 'done' ? 'duplicate' : 'dropped', occurrenceId: f.occurrenceId, reason: claim.status };
   deps.log.info({ cronJobId: record.id, occurrenceId: f.occurrenceId }, 'cron occurrence skipped: the previous run is still going (--overlap skip)');

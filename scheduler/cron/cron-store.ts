@@ -18,8 +18,8 @@
  *   (Redis Cluster safe); the scripts are files in `../redis/scripts/`.
  * - Bounded memory: claims and committed occurrences live in one hash and one
  *   sorted set per job, trimmed to `worker.occurrence_window_seconds`; a
- *   scheduled occurrence older than the job's last handled one is refused by
- *   the record itself (`last_due_at`), however late it comes back.
+ *   scheduled occurrence due at or before the job's last handled one is
+ *   dropped when it is read (`last_due_at`, misfire.ts), however late it comes back.
  *
  * Write order: the record is written and confirmed first, then the BullMQ side
  * is armed or disarmed. The claim re-checks the record, so once a pause or
@@ -64,7 +64,7 @@ const DELETE_JOB = luaScript('delete-cron-job-6.lua');
 const UPDATE_RUN = luaScript('update-cron-run-1.lua');
 
 /** Result of `claim`: `ok`, or why the occurrence may not start. */
-export type ClaimResult = 'ok' | 'removed' | 'done' | 'claimed' | 'stale' | 'coalesced' | 'repeat-used' | 'paused' | 'completed' | 'error';
+export type ClaimResult = 'ok' | 'removed' | 'done' | 'claimed' | 'stale' | 'repeat-used' | 'paused' | 'completed' | 'error';
 
 /** Result of `commitRun`. */
 export type RunCommitResult =
@@ -219,8 +219,7 @@ export class CronStore {
   /**
    * Claim an occurrence for `holder` (a BullMQ job id) before its turn starts,
    * against the job record as it is now. Succeeds when the job still exists
-   * and — unless `manual` — is scheduled in `generation` and has not handled
-   * an occurrence due at or after `dueAt`, the occurrence is not committed,
+   * and — unless `manual` — is scheduled in `generation`, the occurrence is not committed,
    * and nobody else holds it (the same holder, a handed-back, stalled or
    * retried job, takes it over as its next attempt). A scheduled occurrence of
    * a `--repeat N` job is refused (`repeat-used`) while completed runs plus
@@ -229,11 +228,14 @@ export class CronStore {
    */
   async claim(input: {
     jobId: string; occurrenceId: string; holder: string; generation: number; manual: boolean; dueAt: number;
+    /** Claimed to be recorded as skipped (overlap, misfire): takes nothing from the `--repeat` budget. */
+    skip?: boolean;
   }): Promise<{ status: 'ok'; attempt: number } | { status: Exclude<ClaimResult, 'ok'> }> {
     const [status, attempt] = (await runLuaScript(this.redis, CLAIM, [
       this.keys.cronJob(input.jobId), this.keys.cronClaims(input.jobId), this.keys.cronCommitted(input.jobId),
     ], [
       input.occurrenceId, input.holder, String(input.generation), input.manual ? '1' : '0', input.dueAt, Date.now(), this.windowMs,
+      input.skip ? '1' : '0',
     ])) as [ClaimResult, number];
     return status === 'ok' ? { status, attempt } : { status };
   }

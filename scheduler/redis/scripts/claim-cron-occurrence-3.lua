@@ -9,16 +9,17 @@
   ARGV[1] occurrence id
   ARGV[2] holder
   ARGV[3] generation the occurrence belongs to
-  ARGV[4] '1' for a manual run (exempt from state, generation and coalescing), else '0'
-  ARGV[5] due time of the occurrence, epoch ms
+  ARGV[4] '1' for a manual run (exempt from state, generation and the repeat budget), else '0'
+  ARGV[5] due time of the occurrence, epoch ms (kept for the caller's logs; the coalescing
+          rule is applied when the occurrence is read, scheduler/cron/misfire.ts)
   ARGV[6] now, epoch ms
   ARGV[7] how long a claim or a committed occurrence is remembered, ms
+  ARGV[8] '1' when the occurrence is claimed to be recorded as skipped (overlap, misfire), else '0'
 
   Returns {'ok', attempt} claimed (attempt 1 the first time, +1 each time the
   same holder claims again: a hand-back, a stalled or retried job);
   {reason, 0} otherwise: 'removed', 'done' (committed before), 'claimed'
-  (another holder has it), 'stale' (older generation), 'coalesced' (due at or
-  before the last occurrence handled), 'repeat-used' (the `--repeat` budget is
+  (another holder has it), 'stale' (older generation), 'repeat-used' (the `--repeat` budget is
   taken by runs completed and runs in flight), or the job's state when not
   scheduled.
 
@@ -38,8 +39,6 @@ if ARGV[4] ~= '1' then
   local job = cjson.decode(cur)
   if job['state'] ~= 'scheduled' then return {job['state'], 0} end
   if tostring(job['generation']) ~= ARGV[3] then return {'stale', 0} end
-  local last = job['last_due_at']
-  if type(last) == 'number' and tonumber(ARGV[5]) <= last then return {'coalesced', 0} end
 end
 local attempt = 1
 local held = redis.call('HGET', KEYS[2], occ)
@@ -56,12 +55,12 @@ if ARGV[4] ~= '1' and not held then
     local all = redis.call('HGETALL', KEYS[2])
     for i = 1, #all, 2 do
       local c = cjson.decode(all[i + 1])
-      if not c['manual'] and c['at'] >= now - window then taken = taken + 1 end
+      if not c['manual'] and not c['skip'] and c['at'] >= now - window then taken = taken + 1 end
     end
     if taken >= times then return {'repeat-used', 0} end
   end
 end
-redis.call('HSET', KEYS[2], occ, cjson.encode({holder = ARGV[2], attempt = attempt, at = now, manual = ARGV[4] == '1'}))
+redis.call('HSET', KEYS[2], occ, cjson.encode({holder = ARGV[2], attempt = attempt, at = now, manual = ARGV[4] == '1', skip = ARGV[8] == '1'}))
 -- Claims of occurrences that never committed (failed for good) are dropped once older than the window.
 if redis.call('HLEN', KEYS[2]) > 16 then
   local all = redis.call('HGETALL', KEYS[2])
