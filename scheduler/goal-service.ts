@@ -18,6 +18,7 @@ import { createGoal, goalStatusLine, resumeGoal, type GoalRecord } from './goal-
 import type { Origin } from './loop-state.ts';
 import { putVersioned, type ExpectedVersion } from './versioned-json.ts';
 import { assertSessionId } from './session-id.ts';
+import { CONFLICT, retryOnConflict } from './optimistic-retry.ts';
 
 /** Goal records of sessions (versioned JSON in Redis) and the queueing of continuation turns. */
 export class GoalService {
@@ -105,15 +106,14 @@ export class GoalService {
 
   private async change(sessionId: string, fn: (g: GoalRecord) => GoalRecord | undefined): Promise<{ previous: GoalRecord | null; stored: GoalRecord | null }> {
     assertSessionId(sessionId);
-    for (let attempt = 0; attempt < 5; attempt++) {
+    return await retryOnConflict(async () => {
       const previous = await this.confirmed(sessionId, () => this.get(sessionId));
       if (!previous) return { previous, stored: null };
       const next = fn(previous);
       if (!next) return { previous, stored: null };
       const stored = await this.confirmed(sessionId, () => this.put(next, previous.version));
-      if (stored) return { previous, stored };
-    }
-    throw new StoreUnavailableError('The goal kept changing while it was being updated; try again.');
+      return stored ? { previous, stored } : CONFLICT;
+    }, () => new StoreUnavailableError('The goal kept changing while it was being updated; try again.'));
   }
 
   /** Run a store step; a failure is logged at WARNING and surfaces as StoreUnavailableError. */

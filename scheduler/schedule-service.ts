@@ -18,6 +18,7 @@ import {
 } from './loop-state.ts';
 import type { LoopStore } from './loop-store.ts';
 import { assertSessionId } from './session-id.ts';
+import { CONFLICT, retryOnConflict } from './optimistic-retry.ts';
 
 /** What a `set` asks for (already parsed and validated). */
 export interface ScheduleSpec {
@@ -155,15 +156,14 @@ export class ScheduleService {
     change: (cur: LoopRecord | null) => LoopRecord | undefined,
   ): Promise<{ previous: LoopRecord | null; stored: LoopRecord | null }> {
     assertSessionId(sessionId);
-    for (let attempt = 0; attempt < 5; attempt++) {
+    return await retryOnConflict(async () => {
       const previous = await this.guard(kind, sessionId, () => this.store.get(sessionId, kind));
       const next = change(previous);
       if (!next) return { previous, stored: null };
       const expected = previous ? previous.version : 'absent';
       const stored = await this.guard(kind, sessionId, () => this.store.put({ ...next, version: previous?.version ?? 0 }, expected));
-      if (stored) return { previous, stored };
-    }
-    throw new StoreUnavailableError(`The ${kind} of session ${sessionId} kept changing; try again.`);
+      return stored ? { previous, stored } : CONFLICT;
+    }, () => new StoreUnavailableError(`The ${kind} of session ${sessionId} kept changing; try again.`));
   }
 
   /** Run a store call; a failure is logged at WARNING and rethrown as StoreUnavailableError. */

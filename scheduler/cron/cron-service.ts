@@ -29,6 +29,7 @@ import { resolveJobRef } from './job-ref.ts';
 import { parseSchedule } from './schedule-grammar.ts';
 import { parseWebhookAllow, type WebhookAllowList } from '../webhook-policy.ts';
 import { countAliveWorkers } from '../worker-liveness.ts';
+import { CONFLICT, retryOnConflict } from '../optimistic-retry.ts';
 
 /** Settings of the service, resolved once from the configuration. */
 export interface CronServiceSettings {
@@ -477,16 +478,17 @@ export class CronService {
     id: string,
     change: (cur: CronJob) => CronJob | undefined,
   ): Promise<{ stored: CronJob; previous: CronJob; changed: boolean }> {
-    for (let attempt = 0; attempt < 10; attempt++) {
+    return await retryOnConflict(async () => {
       const cur = await this.store.get(id);
       if (!cur) throw new ScheduleInputError(`Cron job ${id} was removed.`, { field: 'ref' });
       const next = change(cur);
       if (!next) return { stored: cur, previous: cur, changed: false };
       const stored = await this.store.put(next, cur.version);
-      if (stored) return { stored, previous: cur, changed: true };
-    }
-    this.log.warn({ cronJobId: id }, 'cron job write kept conflicting; giving up');
-    throw new StoreUnavailableError(`Cron job ${id} is being changed concurrently; try again.`);
+      return stored ? { stored, previous: cur, changed: true } : CONFLICT;
+    }, () => {
+      this.log.warn({ cronJobId: id }, 'cron job write kept conflicting; giving up');
+      return new StoreUnavailableError(`Cron job ${id} is being changed concurrently; try again.`);
+    });
   }
 }
 
