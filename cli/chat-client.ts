@@ -16,14 +16,13 @@ import { createInterface } from 'node:readline';
 import type { HermesConfig } from '../scheduler/config.ts';
 import { parseChatCommand } from '../scheduler/chat-command.ts';
 import { enqueueInput, inputOccurrenceId } from '../scheduler/inbox.ts';
-import { LoopStore } from '../scheduler/loop-store.ts';
-import { ScheduleService } from '../scheduler/schedule-service.ts';
-import { SessionStore, type SessionEvent } from '../scheduler/session-store.ts';
+import type { SessionEvent } from '../scheduler/session-store.ts';
 import { assertSessionId } from '../scheduler/session-id.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import type { CliConnection } from './cli-context.ts';
 import { formatEvent } from './event-format.ts';
 import { cliLogLevel } from './run-command.ts';
+import { loopStoreFor, scheduleServiceFor, sessionStoreFor } from '../scheduler/services.ts';
 
 /** How long a detaching client waits for answers to input it sent (ms). */
 export const ANSWER_WAIT_MS = 15_000;
@@ -53,8 +52,8 @@ export async function runChat(
   const out = io.out ?? ((line: string) => process.stdout.write(`${line}\n`));
   const reader = openRedisClient(conn.topology, 'bullmq');
   reader.on('error', () => {});
-  const sessions = new SessionStore(conn.redis, conn.keys);
-  const blocking = new SessionStore(reader, conn.keys);
+  const sessions = sessionStoreFor(config, conn.redis, conn.keys);
+  const blocking = sessionStoreFor(config, reader, conn.keys);
   const file = positionFile(config.home, sessionId);
   mkdirSync(join(config.home, 'clients'), { recursive: true });
   const saved = existsSync(file) ? readFileSync(file, 'utf8').trim() : '';
@@ -99,9 +98,7 @@ export async function runChat(
 
   const rl = createInterface({ input: io.input ?? process.stdin, terminal: false });
   const log = createLogger({ level: cliLogLevel(config), name: 'chat' });
-  const schedules = new ScheduleService(new LoopStore(conn.redis, conn.keys, conn.queues, config.worker.prefetch_lead_ms), {
-    maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds,
-  }, log);
+  const schedules = scheduleServiceFor(config, loopStoreFor(config, conn), log);
   const done = new Promise<void>((resolve) => {
     rl.on('line', (line) => {
       const text = line.trim();

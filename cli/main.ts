@@ -9,7 +9,6 @@ import { loadConfig, type HermesConfig } from '../scheduler/config.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { resolveRedis } from '../scheduler/redis/connect.ts';
 import type { RedisTopology } from '../scheduler/redis/connection-factory.ts';
-import { LoopStore } from '../scheduler/loop-store.ts';
 import { aliveWorkerIds } from '../scheduler/worker-liveness.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import type { HermesMetrics } from '../scheduler/metrics.ts';
@@ -21,6 +20,7 @@ import { registerCronCommands } from './commands/cron.ts';
 import { registerCompletionCommand } from './commands/completion.ts';
 import { action, endQuietlyOnClosedPipe, reportError, reportFatal, waitForSignal } from './run-command.ts';
 import { formatSchedules } from './status-format.ts';
+import { loopStoreFor } from '../scheduler/services.ts';
 
 endQuietlyOnClosedPipe();
 process.on('uncaughtException', reportFatal);
@@ -200,7 +200,7 @@ program
     try {
       const now = Date.now();
       const workers = await aliveWorkerIds(conn.redis, conn.keys.workers, now);
-      const store = new LoopStore(conn.redis, conn.keys, conn.queues, cfg.worker.prefetch_lead_ms);
+      const store = loopStoreFor(cfg, conn);
       const records = (await store.list()).filter((r) => opts.all || r.status !== 'finished');
       const next = new Map<string, number | undefined>();
       for (const r of records) next.set(`${r.sessionId}:${r.kind}`, r.status === 'active' ? await store.nextDueAt(r) : undefined);

@@ -9,18 +9,16 @@ import type { RedisClient } from '../scheduler/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config.ts';
 import { Keys } from '../scheduler/keys.ts';
-import { LoopStore } from '../scheduler/loop-store.ts';
 import { HermesQueues } from '../scheduler/queues.ts';
-import { SessionStore } from '../scheduler/session-store.ts';
-import { ScheduleService } from '../scheduler/schedule-service.ts';
 import { GoalService } from '../scheduler/goal-service.ts';
 import { telegramOutboundQueue } from '../scheduler/outbound.ts';
-import { CronStore } from '../scheduler/cron/cron-store.ts';
 import { RunnerFactory } from './turn-runners/create-runner.ts';
 import { Toolbox } from './tools/toolbox.ts';
 import { SessionLock } from './session-lock.ts';
 import { TurnTracker } from './turn-tracker.ts';
 import type { WorkerDeps } from './worker-deps.ts';
+import { loopStoreFor, scheduleServiceFor, sessionStoreFor } from '../scheduler/services.ts';
+import { cronStoreFor } from '../scheduler/cron/cron-service.ts';
 
 /**
  * @param input.redis - client for the product's keys (commands time out; no blocking calls)
@@ -47,7 +45,7 @@ export function createWorkerDeps(input: {
   const base = shardStores({ config, redis, keys, queues, log });
   const envSource = input.commandEnvSource ?? process.env;
   // The stores route every session and cron job to its shard, so one toolbox serves every shard.
-  const tools = new Toolbox(config, { schedules: base.schedules, goals: base.goals, cron: new CronStore(redis, keys, queues, { historyLimit: config.cron.history_limit }) }, envSource);
+  const tools = new Toolbox(config, { schedules: base.schedules, goals: base.goals, cron: cronStoreFor(config, { redis, keys, queues }) }, envSource);
   return {
     config, redis, keys, queues, workerId, tools, ...base,
     log: log.child({ workerId }),
@@ -75,11 +73,11 @@ export function depsForShard(base: WorkerDeps, index: number): WorkerDeps {
 /** The stores bound to one shard's keys and queues (they still route other sessions to their shards). */
 function shardStores(d: Pick<WorkerDeps, 'config' | 'redis' | 'keys' | 'queues' | 'log'>): Pick<WorkerDeps, 'loops' | 'sessions' | 'schedules' | 'goals'> {
   const { config, redis, keys, queues, log } = d;
-  const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
+  const loops = loopStoreFor(config, { redis, keys, queues });
   return {
     loops,
-    sessions: new SessionStore(redis, keys, config.worker.transcript_max_messages, config.worker.occurrence_window_seconds * 1000),
-    schedules: new ScheduleService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log),
+    sessions: sessionStoreFor(config, redis, keys),
+    schedules: scheduleServiceFor(config, loops, log),
     goals: new GoalService(redis, keys, queues, config.goals.max_turns, log),
   };
 }

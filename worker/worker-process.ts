@@ -33,7 +33,6 @@ import { goalHooks } from './goal-processor.ts';
 import { createWorkerDeps, depsForShard } from './create-worker-deps.ts';
 import { assertShardCount } from '../scheduler/redis/shard-count.ts';
 import { cronRepeatStrategy } from '../scheduler/cron/repeat-strategy.ts';
-import { CronStore } from '../scheduler/cron/cron-store.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 import type { McpServers } from './tools/mcp-servers.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
@@ -42,6 +41,7 @@ import { startMetricsServer, type MetricsServer } from './metrics-server.ts';
 import { startHousekeeping, type Housekeeping } from '../scheduler/housekeeping.ts';
 import { WORKER_HEARTBEAT_MS } from '../scheduler/worker-liveness.ts';
 import { JOB_RETENTION } from '../scheduler/queues.ts';
+import { cronStoreFor } from '../scheduler/cron/cron-service.ts';
 
 
 /** Options of `WorkerProcess.start`. */
@@ -130,7 +130,7 @@ export class WorkerProcess {
       await wp.mcp.start();
       deps.tools.addSource(wp.mcp);
     }
-    const cronRearmed = await new CronStore(redis, keys, queues, { historyLimit: config.cron.history_limit }).reconcile(Date.now(), shards);
+    const cronRearmed = await cronStoreFor(config, { redis, keys, queues }).reconcile(Date.now(), shards);
     if (cronRearmed > 0) log.warn({ rearmed: cronRearmed }, 're-armed cron jobs whose BullMQ job was missing');
     const tickProcessors: NonNullable<WorkerProcessOptions['tickProcessors']> = {
       'cron-tick': processCronTick as never,

@@ -13,8 +13,7 @@ import { parseLoopArgs, LOOP_HELP } from '../../scheduler/loop-command.ts';
 import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../../scheduler/heartbeat-command.ts';
 import { parseGoalArgs, GOAL_HELP } from '../../scheduler/goal-command.ts';
 import { GoalService } from '../../scheduler/goal-service.ts';
-import { LoopStore } from '../../scheduler/loop-store.ts';
-import { ScheduleService, type ScheduleSpec } from '../../scheduler/schedule-service.ts';
+import type { ScheduleSpec } from '../../scheduler/schedule-service.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { chatToShell } from '../../scheduler/shell-text.ts';
@@ -23,6 +22,7 @@ import type { Origin, RunnerSpec } from '../../scheduler/loop-state.ts';
 import type { HermesConfig } from '../../scheduler/config.ts';
 import type { CliConnection, CliContext } from '../cli-context.ts';
 import { action, cliLogLevel } from '../run-command.ts';
+import { loopStoreFor, scheduleServiceFor } from '../../scheduler/services.ts';
 
 /** Session of shell commands that are given no `--session` (the one `hermes up` attaches to). */
 export const DEFAULT_SESSION = 'main';
@@ -98,12 +98,8 @@ export async function applyScheduleCommand(
   }
   if (control === 'help') return { session: sessionId, kind, reply: shell(kind === 'loop' ? LOOP_HELP : HEARTBEAT_HELP), record: null };
   return await withConnection(ctx, async (conn) => {
-    const store = new LoopStore(conn.redis, conn.keys, conn.queues, config.worker.prefetch_lead_ms);
-    const service = new ScheduleService(
-      store,
-      { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds },
-      createLogger({ level: cliLogLevel(config), name: 'cli' }),
-    );
+    const store = loopStoreFor(config, conn);
+    const service = scheduleServiceFor(config, store, createLogger({ level: cliLogLevel(config), name: 'cli' }));
     let reply: string;
     switch (control) {
       case 'set': reply = await service.set(sessionId, kind, spec!, { origin: options.origin ?? { surface: 'cli' }, runner: options.runner }); break;

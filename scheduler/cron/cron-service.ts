@@ -519,6 +519,11 @@ function parseOverlap(value: string | undefined): OverlapPolicy {
   throw new ScheduleInputError(`--overlap must be skip, queue or allow, got "${value}".`, { field: 'overlap' });
 }
 
+/** The cron job records, runs and BullMQ side (`cron.history_limit`). */
+export function cronStoreFor(config: HermesConfig, conn: { redis: RedisClient; keys: Keys; queues: HermesQueues }): CronStore {
+  return new CronStore(conn.redis, conn.keys, conn.queues, { historyLimit: config.cron.history_limit });
+}
+
 /**
  * A `CronService` with the settings of `config` (the one place they are read).
  * @param clock - epoch ms source (tests may pin it)
@@ -530,7 +535,7 @@ export function cronServiceFor(
   clock: () => number = Date.now,
 ): CronService {
   return new CronService(
-    new CronStore(conn.redis, conn.keys, conn.queues, { historyLimit: config.cron.history_limit }),
+    cronStoreFor(config, conn),
     {
       timezone: config.timezone, minIntervalSeconds: config.cron.min_interval_seconds,
       maxPromptChars: config.agent.max_prompt_chars, historyLimit: config.cron.history_limit,

@@ -36,12 +36,12 @@ export function clients(env: TestEnv, config: HermesConfig = env.config): TestCl
   const queueConn = openRedisClient(topology, 'bullmq');
   const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
   const queues = new HermesQueues(keys, queueConn);
-  const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
+  const loops = loopStoreFor(config, { redis, keys, queues });
   const log = createLogger({ level: config.log_level });
   return {
     redis, keys, queues, loops,
-    sessions: new SessionStore(redis, keys),
-    schedules: new ScheduleService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log),
+    sessions: sessionStoreFor(config, redis, keys),
+    schedules: scheduleServiceFor(config, loops, log),
     async close() {
       await queues.close();
       redis.disconnect();
@@ -90,6 +90,7 @@ export async function runHermes(env: TestEnv, args: string[], extraEnv: NodeJS.P
 
 export { waitFor, sleep } from './wait-for.ts';
 import { waitFor } from './wait-for.ts';
+import { loopStoreFor, scheduleServiceFor, sessionStoreFor } from '../../scheduler/services.ts';
 
 /** All events of a session of one type (or all). */
 export async function events(c: TestClients, sessionId: string, type?: string): Promise<SessionEvent[]> {
