@@ -18,7 +18,7 @@
  * - out of order: a part accepted after a part that was queued later in the
  *   same chat (queue order: the reply's registration number, then part index).
  */
-import { splitMessage } from '../../gateway/telegram/split-message.ts';
+import { renderMarkdown, splitFormatted } from '../../gateway/telegram/render-markdown.ts';
 
 /** A committed loop tick, from its `reply` / `tick.failed` event. */
 export interface TickCommit {
@@ -135,7 +135,8 @@ export function countReplies(sent: Array<{ chat_id: string; text: string }>, que
   const partOf = new Map<string, { occ: string; part: number; seq: number | null }>();
   let parts = 0;
   for (const r of queued) {
-    splitMessage(r.text.trim()).forEach((p, i) => {
+    // The parts exactly as the gateway cuts them (Markdown rendered, then split).
+    splitFormatted(renderMarkdown(r.text.trim())).map((p) => p.text).forEach((p, i) => {
       partOf.set(`${r.chatId}\u0000${p}`, { occ: r.occurrenceId, part: i, seq: r.seq });
       parts++;
     });
