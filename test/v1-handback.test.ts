@@ -4,7 +4,8 @@
  * waiting gets the answer, and a retry with the same Idempotency-Key attaches
  * to the unfinished run instead of replaying `interrupted` as final. Real
  * worker processes (`WorkerProcess.drain()`, the SIGTERM path), a real
- * gateway, a local model server.
+ * gateway, a local model server. A worker that loses a run's job lock aborts
+ * its copy and writes nothing; the copy that holds the lock ends the run.
  */
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -124,5 +125,35 @@ describe('/v1 runs cut by a drain are handed back', () => {
     }, 15_000, 'the re-queued run completed');
     expect(done.output).toBe('echo: old run');
     expect(model.requests).toHaveLength(1);
+  }, 40_000);
+
+  it('a worker that loses a run\'s job lock aborts its copy and writes nothing; only the copy that holds the lock completes the run', async () => {
+    const { env, model, gw, runs, redis, worker } = await setup();
+    let calls = 0;
+    model.reply = () => `answer ${++calls}`;
+    // The first copy would answer well before the copy that takes the job over:
+    // if it were not aborted, its reply would be the one recorded.
+    model.delayMs = 4_000;
+    await worker();
+    const created = await post(gw, '/v1/runs', { input: 'count the open tickets' });
+    expect(created.status).toBe(202);
+    const { id: runId } = await readJson(created);
+    await waitFor(() => model.pending === 1, 10_000, 'the model call of the first copy');
+    model.delayMs = 6_000;
+    const keys = new Keys(env.prefix);
+    const queue = v1RunsQueue(keys, new Redis(env.redisUrl, { maxRetriesPerRequest: null }));
+    cleanups.push(() => queue.close());
+    const [active] = await queue.getJobs(['active']);
+    // The lock lapses under the worker (as after a renewal that came too late): the stall check hands the job on.
+    expect(await redis.del(`${keys.bullPrefix}:v1-runs:${active!.id}:lock`)).toBe(1);
+    const done = await waitFor(async () => {
+      const r = await runs.get(runId);
+      return r?.status === 'completed' ? r : undefined;
+    }, 20_000, 'the run completed');
+    expect(done.output).toBe('answer 2');
+    expect(model.requests).toHaveLength(2);
+    // Started twice (the copy that lost its lock, then the one that took the job over), never handed back, completed once.
+    const types = (await runs.readEvents(redis, runId, '0')).map((e) => e.type);
+    expect(types).toEqual(['run.queued', 'run.started', 'run.started', 'run.completed']);
   }, 40_000);
 });

@@ -18,6 +18,14 @@
  *   to the queue (`deferJob` with no delay); another worker runs it from the
  *   start and the caller still waiting gets that answer. A run stopped
  *   through `POST /v1/runs/:id/stop` ends `cancelled`.
+ * - Lost lock (as for ticks and cron runs): the turn is tracked under the
+ *   job's id, so when this worker loses the job's BullMQ lock
+ *   (`lockRenewalFailed`, worker-process.ts) the turn is aborted and this
+ *   copy writes nothing to the run record: no `completed`, no `failed`, no
+ *   hand-back to `queued`. The job may already run on another worker, which
+ *   took the run over (`markRunning` with `retake`) and alone ends it; a
+ *   hand-back here would put the record it is running back to `queued` and
+ *   make its completion fail.
  */
 import type { Job } from 'bullmq';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
@@ -67,7 +75,7 @@ export async function processV1Run(
     return { runId, status: current?.status ?? 'missing' };
   }
   return await deps.turns.run(
-    `v1:${runId}`,
+    job.id!, // the id `lockRenewalFailed` names, so a lost lock finds this turn
     'scheduled',
     async (turnSignal, turn) => {
       let stopped = false;
@@ -99,6 +107,8 @@ export async function processV1Run(
         log.info({ ms: Date.now() - started }, 'v1 run completed');
         return { runId, status: 'completed' as const };
       } catch (err) {
+        // Lost lock: another worker has the job now and ends the run; commit nothing here.
+        if (turn.lockLost) throw err;
         if (stopped) {
           await runs.end(runId, 'cancelled', CANCELLED_ERROR);
           log.info('v1 run stopped by request');
