@@ -157,10 +157,12 @@ program
   .action(action(async () => {
     const cfg = getConfig();
     const log = createLogger({ level: cfg.log_level, name: 'gateway' });
+    // Listening before the start: a Ctrl+C during the start still drains instead of killing.
+    const signal = waitForSignal();
     const target = await resolveRedis(cfg, { allowStart: false });
     const gw = await gatewayFor(cfg, target.topology, log);
     process.stdout.write(`gateway listening on ${gw.gateway.httpAddress.url}\n`);
-    const sig = await waitForSignal();
+    const sig = await signal;
     log.info({ signal: sig }, 'stopping');
     await gw.gateway.drain();
     await gw.close();

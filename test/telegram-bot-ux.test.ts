@@ -10,7 +10,7 @@ import { BOT_COMMANDS } from '../gateway/telegram/bot-setup.ts';
 import { renderMarkdown, splitFormatted } from '../gateway/telegram/render-markdown.ts';
 import { REFUSAL_TEXT, TEXT_ONLY_TEXT } from '../gateway/telegram/inbound.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { enqueueTelegramOutbound, telegramOutboundQueue } from '../scheduler/outbound.ts';
+import { enqueueTelegramOutbound, outboundJobId, telegramOutboundQueue } from '../scheduler/outbound.ts';
 import { startFakeTelegram, type FakeTelegram } from './support/fake-telegram.ts';
 import { ALLOWED_USER, readInbox, telegramEnv } from './support/telegram-env.ts';
 import { clients, waitFor } from './support/stack.ts';
@@ -76,8 +76,12 @@ describe('the typing indicator', () => {
     cleanups.push(() => queue.close());
     await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: String(ALLOWED_USER), text: 'sunny', sessionId: seen.seen[0]!.sessionId, occurrenceId: 'answer-1' });
     await waitFor(() => (fake.sent.some((m) => m.text === 'sunny') ? true : undefined), 15_000, 'the reply sent');
+    // The indicator ends when the gateway has Telegram's answer (the job completes right after); an
+    // indicator already on its way may still land, so count only after those have settled.
+    await waitFor(async () => ((await queue.getJob(outboundJobId('answer-1')))?.finishedOn ? true : undefined), 15_000, 'the reply job done');
+    await new Promise((r) => setTimeout(r, 1000));
     const after = typing();
-    // Ten refresh periods later no further indicator was sent (a negative: it can only be observed over time).
+    // Ten more refresh periods: no further indicator (a negative: it can only be observed over time).
     await new Promise((r) => setTimeout(r, 1000));
     expect(typing()).toBe(after);
   });
