@@ -11,16 +11,25 @@ export function cliLogLevel(config: HermesConfig): string {
   return config.log_level === 'debug' || config.log_level === 'trace' ? config.log_level : 'warn';
 }
 
-/** Print `err` for a user and return the exit code. */
-export function reportError(err: unknown): number {
+/** Exit code of bad input: usage, config, schedule input. */
+export const EXIT_BAD_INPUT = 2;
+/** Exit code of everything else (an unreachable Redis, a refused write, `doctor` findings). */
+export const EXIT_FAILURE = 1;
+
+/**
+ * Print `err` for a user as one line (the stack only with `HERMES_DEBUG`) and
+ * return the exit code. Every command reports its errors here.
+ * @param write - where the line goes (default stderr; tests pass their own)
+ */
+export function reportError(err: unknown, write: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): number {
   if (isHermesError(err)) {
-    process.stderr.write(`hermes: ${err.message}\n`);
-    return err.code === 'SCHEDULE_INPUT' || err.code === 'CONFIG_INVALID' ? 2 : 1;
+    write(`hermes: ${err.message}`);
+    return err.code === 'SCHEDULE_INPUT' || err.code === 'CONFIG_INVALID' ? EXIT_BAD_INPUT : EXIT_FAILURE;
   }
   const e = err as Error;
-  process.stderr.write(`hermes: unexpected error: ${e?.message ?? String(err)}\n`);
-  if (process.env.HERMES_DEBUG) process.stderr.write(`${e?.stack}\n`);
-  return 1;
+  write(`hermes: unexpected error: ${e?.message ?? String(err)}`);
+  if (process.env.HERMES_DEBUG) write(`${e?.stack}`);
+  return EXIT_FAILURE;
 }
 
 /** Wrap a command action: errors are reported and set the exit code. */

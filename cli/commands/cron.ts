@@ -12,7 +12,7 @@ import { defaultTimeZone, isoUtc, nextOccurrences } from '../../scheduler/cron/c
 import { cronJobView, cronOccurrenceId, cronRunView, type CronJob } from '../../scheduler/cron/cron-job.ts';
 import { cronServiceFor, CronService, type CronCaller, type CronJobChanges } from '../../scheduler/cron/cron-service.ts';
 import { parseInstant, previewSchedule } from '../../scheduler/cron/preview.ts';
-import { isHermesError } from '../../scheduler/errors/hermes-error.ts';
+import { EXIT_BAD_INPUT, EXIT_FAILURE, reportError } from '../run-command.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import type { CliConnection, CliContext } from '../cli-context.ts';
@@ -31,10 +31,6 @@ export interface CronCliIo {
   now(): number;
 }
 
-/** Exit code of bad input. */
-export const EXIT_BAD_INPUT = 2;
-/** Exit code of findings (`doctor`) and of errors that are not the input's fault. */
-export const EXIT_FAILURE = 1;
 
 const processIo: CronCliIo = {
   out: (t) => process.stdout.write(`${t}\n`),
@@ -74,16 +70,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
         }
         await fn(service, ...args);
       } catch (err) {
-        if (err instanceof ScheduleInputError) {
-          io.err(`hermes: ${err.message}`);
-          io.setExitCode(EXIT_BAD_INPUT);
-        } else if (isHermesError(err)) {
-          io.err(`hermes: ${err.message}`);
-          io.setExitCode(EXIT_FAILURE);
-        } else {
-          io.err(`hermes: ${(err as Error).message ?? String(err)}`);
-          io.setExitCode(EXIT_FAILURE);
-        }
+        io.setExitCode(reportError(err, io.err));
       } finally {
         await conn?.close().catch(() => undefined);
       }
