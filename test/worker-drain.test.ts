@@ -113,3 +113,38 @@ describe('worker drain', () => {
     expect(await probe.zcard(c.keys.pendingInput('chat-drain'))).toBe(0);
   });
 });
+
+describe('drain: a job received after the worker paused', () => {
+  it('a cron tick a draining worker receives from a fetch in flight when it paused is handed back unstarted and runs once, on another worker', async () => {
+    const env = testEnv({ 'agent.cron_drain_timeout': 2, 'agent.restart_drain_timeout': 0 });
+    const c = clients(env);
+    cleanups.push(() => env.cleanup(), () => c.close());
+    const cron = new CronService(new CronStore(c.redis, c.keys, c.queues, { historyLimit: 50 }), {
+      timezone: 'UTC', minIntervalSeconds: 60, maxPromptChars: 10_000, historyLimit: 50,
+    }, createLogger({ level: 'silent' }));
+    const a = await startWorker(env);
+    cleanups.push(() => a.drain());
+    const marker = join(env.home, 'long-started');
+    const long = await cron.add({ schedule: 'every 1h', script: `touch ${marker}; sleep 4; echo long`, name: 'long', paused: true }, { origin: { surface: 'cli' }, trusted: true });
+    const late = await cron.add({ schedule: 'every 1h', script: 'echo late', name: 'late', paused: true }, { origin: { surface: 'cli' }, trusted: true });
+    await cron.runNow(long.id);
+    await waitFor(async () => (existsSync(marker) ? true : undefined), 15_000, 'the long run to start');
+    // A drains (waiting for the long run); its blocking fetch, started before the pause, is still in flight.
+    const drained = a.drain();
+    const { manualJobId } = await cron.runNow(late.id);
+    await drained;
+    // A received the job and put it back without starting it: nothing recorded, due at once for another worker.
+    expect(await cron.runs(late.id, 5)).toEqual([]);
+    const handedBack = await c.queues.ticks.getJob(manualJobId);
+    expect(await handedBack!.getState()).toBe('delayed');
+    expect(handedBack!.attemptsStarted).toBe(1);
+
+    const b = await startWorker(env);
+    cleanups.push(() => b.drain());
+    const [run] = await waitFor(async () => {
+      const runs = await cron.runs(late.id, 5);
+      return runs.length > 0 ? runs : undefined;
+    }, 15_000, 'the handed-back run to be recorded');
+    expect(run).toMatchObject({ status: 'ok', output: 'late', attempts: 1, worker_id: b.deps.workerId });
+  }, 40_000);
+});

@@ -91,6 +91,13 @@ export async function processCronTick(
     graceMaxMs: deps.config.cron.misfire_grace_max_seconds * 1000,
   };
 
+  if (deps.turns.draining && token) {
+    // Drain policy (as for `/v1` runs and loop ticks): a paused worker still gets the job of a fetch
+    // in flight when it paused; an occurrence not claimed yet goes back to the queue at once for
+    // another worker (its attempt count untouched), instead of starting a run the drain deadline would cut.
+    log.info('cron tick handed back before it started: this worker is draining');
+    return await deferJob(job, token, 0);
+  }
   // 1–2: decide; wait (in capped steps) until due.
   let record: CronJob | null;
   let decision: ReturnType<typeof decideOccurrence>;
@@ -102,7 +109,7 @@ export async function processCronTick(
     });
     if (decision.action !== 'wait') break;
     const waitMs = decision.untilMs - Date.now();
-    if (waitMs > MAX_IN_PROCESS_WAIT_MS && token) {
+    if ((waitMs > MAX_IN_PROCESS_WAIT_MS || deps.turns.draining) && token) {
       log.debug({ dueAt }, 'cron tick picked up early; delayed until due');
       await job.moveToDelayed(decision.untilMs, token);
       throw new DelayedError();

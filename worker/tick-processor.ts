@@ -34,7 +34,8 @@
  * budget, is told to the route, and the next occurrence is the retry; a loop
  * is never left "wakeup running". After `loops.max_consecutive_failures`
  * failed ticks in a row the loop pauses with a notice (`applyTick`). A turn aborted by a drain is put back for another worker
- * and, not being committed, runs once there.
+ * and, not being committed, runs once there; a tick a draining worker receives
+ * before its turn started is put back at once.
  */
 import type { Job } from 'bullmq';
 import { decideFire, applyTick, tickFailureNotice, type LoopRecord, type TickOutcome, type UntilVerdict } from '../scheduler/loop-state.ts';
@@ -83,6 +84,13 @@ export async function processScheduleTick(
   const log = deps.log.child({ sessionId, kind, loopId, occurrenceId });
 
   await sleepUntil(dueAt, signal);
+  if (deps.turns.draining) {
+    // Drain policy (as for `/v1` runs): a paused worker still gets the job of a fetch in flight when
+    // it paused; a tick not started yet goes back to the queue at once for another worker, instead
+    // of starting a turn the drain deadline would cut.
+    deps.metrics?.ticksDeferred.inc({ reason: 'drain' });
+    return await deferJob(job, token, 0);
+  }
   let held: HeldLock | null = null;
   try {
     let claimed: { loop: LoopRecord; mark: InflightMark; transcript: TranscriptMessage[] } | undefined;
