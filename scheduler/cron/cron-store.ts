@@ -309,20 +309,40 @@ export class CronStore {
 
   /**
    * Recent runs of all jobs, newest first (by start time): the newest `limit`
-   * of every shard's recent-runs list, merged.
+   * live runs of every shard's recent-runs list, merged.
+   *
+   * Entries of removed jobs (and runs trimmed from a job's history) stay in
+   * the recent-runs list until it is trimmed; they are skipped and the list is
+   * read on, page by page, until `limit` live runs are found or the list ends,
+   * so a removed job never shortens the answer.
+   * @param limit - how many runs at most (>= 1)
    */
   async recentRuns(limit: number): Promise<CronRun[]> {
     const out: CronRun[] = [];
+    const want = Math.max(1, limit);
+    const page = Math.max(want, 100);
     for (const k of this.keys.shards()) {
-      const entries = await this.redis.lrange(k.cronRecentRuns, 0, Math.max(0, limit - 1));
-      for (const e of entries) {
-        const { jobId, occurrenceId } = k.parseCronRecentRunEntry(e);
-        const run = await this.getRun(jobId, occurrenceId);
-        if (run) out.push(run);
+      let found = 0;
+      for (let start = 0; found < want; start += page) {
+        const entries = await this.redis.lrange(k.cronRecentRuns, start, start + page - 1);
+        if (entries.length === 0) break;
+        const pipe = this.redis.pipeline();
+        for (const e of entries) {
+          const { jobId, occurrenceId } = k.parseCronRecentRunEntry(e);
+          pipe.hget(this.keys.cronRuns(jobId), occurrenceId);
+        }
+        const replies = (await pipe.exec()) ?? [];
+        for (const [err, raw] of replies) {
+          if (err) throw err;
+          if (typeof raw !== 'string') continue;
+          out.push(JSON.parse(raw) as CronRun);
+          if (++found >= want) break;
+        }
+        if (entries.length < page) break;
       }
     }
     if (this.keys.shardCount === 1) return out;
-    return out.sort((a, b) => runTime(b) - runTime(a)).slice(0, limit);
+    return out.sort((a, b) => runTime(b) - runTime(a)).slice(0, want);
   }
 
   /**

@@ -1,0 +1,64 @@
+/**
+ * `hermes cron runs` without a job and `hermes cron status` read the recent
+ * runs of all jobs: a removed job's entries must not shorten the answer.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { createCronJob, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
+import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
+import { openCronService } from './support/cron-worker.ts';
+import { testEnv, type TestEnv } from './support/env.ts';
+
+let env: TestEnv | undefined;
+let api: ReturnType<typeof openCronService> | undefined;
+afterEach(async () => {
+  await api?.close();
+  env?.cleanup();
+  api = undefined;
+  env = undefined;
+});
+
+function job(id: string, now: number): CronJob {
+  const schedule = parseSchedule('every 10m', { tz: 'UTC', now, minIntervalSeconds: 60 });
+  return createCronJob({ id, name: `job-${id.slice(0, 4)}`, prompt: 'p', schedule, tz: 'UTC', repeat: null, deliver: [], script: null, misfire: 'skip', overlap: 'skip', paused: true, origin: { surface: 'cli' }, now });
+}
+
+function run(jobId: string, dueAt: number): CronRun {
+  return {
+    occurrence_id: `${jobId}:${dueAt}`, job_id: jobId, trigger: 'schedule', status: 'ok', reason: null, attempts: 1,
+    due_at: dueAt, started_at: dueAt, finished_at: dueAt + 10, lateness_ms: 0, late: false, output: 'done', error: null,
+    silent: false, deliveries: [], worker_id: 'w',
+  };
+}
+
+/** Record `count` runs of `id`, each one newer than the last, starting at `from`. */
+async function recordRuns(id: string, from: number, count: number): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    const current = (await api!.store.get(id))!;
+    const res = await api!.store.commitRun({ run: run(id, from + i * 1000), job: current, expectedVersion: current.version, localEvent: null });
+    expect(res.status).toBe('committed');
+  }
+}
+
+describe('recent runs after a job is removed', () => {
+  it('cron runs --limit N and cron status still count N live runs when the newest entries belong to a removed job', async () => {
+    env = testEnv({ 'cron.history_limit': 200 });
+    api = openCronService(env.config);
+    const now = Date.now();
+    const kept = 'a'.repeat(12);
+    const removed = 'b'.repeat(12);
+    await api.store.put(job(kept, now), 'absent');
+    await api.store.put(job(removed, now), 'absent');
+    await recordRuns(kept, now, 120); // older
+    await recordRuns(removed, now + 200_000, 110); // newest, then removed
+    expect(await api.store.delete(removed)).toBe(true);
+
+    const five = await api.service.runs(undefined, 5);
+    expect(five).toHaveLength(5);
+    expect(five.every((r) => r.job_id === kept)).toBe(true);
+    expect(five[0]!.due_at).toBe(now + 119 * 1000); // newest first
+
+    expect(await api.service.runs(undefined, 200)).toHaveLength(120);
+    const status = await api.service.status();
+    expect(status.lateness.runs).toBe(100); // "the last 100" runs
+  });
+});
