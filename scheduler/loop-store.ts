@@ -247,9 +247,14 @@ export class LoopStore {
 
 
 
-  /** Epoch ms the next tick is due per the job scheduler, or `undefined`. */
+  /**
+   * Epoch ms the next tick is due, or `undefined` when unknown. A fixed loop's
+   * comes from its job scheduler; a self-paced loop's is the record's own
+   * `nextDueAt` (the one tick that may fire next, set when the last tick
+   * finished).
+   */
   async nextDueAt(record: LoopRecord): Promise<number | undefined> {
-    if (record.mode !== 'fixed') return undefined;
+    if (record.mode !== 'fixed') return record.nextDueAt ?? undefined;
     const s = await this.queues.forSession(record.sessionId).ticks.getJobScheduler(this.keys.schedulerId(record.sessionId, record.kind));
     return s?.next !== undefined && s.next !== null ? Number(s.next) + this.leadMs : undefined;
   }

@@ -52,6 +52,18 @@ describe('self-paced /loop', () => {
   });
 });
 
+describe('self-paced /loop status', () => {
+  it('shows when the next tick is due instead of "next: pending"', async () => {
+    const { c } = await setup({ 'loops.self_paced_floor_seconds': 600, 'loops.self_paced_ceiling_seconds': 900 }, { turn: () => 'all quiet' });
+    await c.schedules.set('sps', 'loop', loopSpec('watch the queue', null), chat);
+    await waitForEvents(c, 'sps', 'reply', 1);
+    await waitFor(async () => ((await c.loops.get('sps', 'loop'))?.ticksUsed === 1 ? true : undefined), 10_000);
+    const line = await c.schedules.status('sps', 'loop');
+    expect(line).not.toContain('pending');
+    expect(line).toMatch(/next in (9|10)m/); // the floor after the first tick
+  });
+});
+
 describe('--until', () => {
   it('done → finished after the judge says so', async () => {
     const { c, model } = await setup({}, {
