@@ -7,7 +7,8 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { closeSync, constants, existsSync, mkdirSync, openSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -74,6 +75,29 @@ describe('read_file and list_dir stay inside the roots', () => {
     expect(r.content).not.toContain('outside\n');
     const l = await t.call('list_dir', JSON.stringify({ path: '..' }), ctx);
     expect(l.error?.kind).toBe('refused');
+  });
+
+  it('refuses a FIFO inside a root at once instead of blocking on open (read_file and list_dir)', async () => {
+    const fifo = join(root, 'pipe');
+    execFileSync('mkfifo', [fifo]);
+    try {
+      const t = toolbox({ files: { roots: [root] }, timeout_seconds: 2 });
+      const r = await t.call('read_file', JSON.stringify({ path: 'pipe' }), ctx);
+      expect(r.error?.kind).toBe('refused');
+      expect(r.content).toBe('Error: Refused: pipe is not a regular file.');
+      const l = await t.call('list_dir', JSON.stringify({ path: 'pipe' }), ctx);
+      expect(l.content).toBe('Error: pipe is not a folder.');
+    } finally {
+      // Without the fix the open above is still blocked in the threadpool: a
+      // writer end opened here (non-blocking, so it fails rather than waits
+      // when no reader is waiting) releases it.
+      try {
+        closeSync(openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK));
+      } catch {
+        // no reader waiting: nothing to release
+      }
+      rmSync(fifo);
+    }
   });
 
   it('cuts a result at tools.max_result_bytes and says so', async () => {

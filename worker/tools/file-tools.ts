@@ -5,8 +5,18 @@
  * resolved with `realpath` (symlinks included) and refused unless the result
  * lies inside one of the roots' own real paths. So `../` escapes and symlinks
  * that lead out of a root are refused, whatever the model writes.
+ *
+ * File-type rule: `read_file` reads regular files only and `list_dir` lists
+ * folders only. Anything else (a FIFO, a socket, a device) is refused before
+ * it is opened: opening a FIFO without a writer blocks a libuv threadpool
+ * thread until a writer comes, which no tool timeout or abort can undo, and a
+ * few such calls would stall every fs and dns.lookup call of the worker. The
+ * file is then opened with `O_NONBLOCK | O_NOFOLLOW` and checked again with
+ * `fstat` on the open handle, so a path swapped for a FIFO or a symlink
+ * between the check and the open is refused too instead of hanging.
  */
-import { open, readdir, realpath, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { lstat, open, readdir, realpath, stat } from 'node:fs/promises';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
 import { stringArg, type AgentTool } from './tool.ts';
@@ -43,6 +53,16 @@ function outside(path: string, tool: string): ToolError {
   return new ToolError(`Refused: ${path} is outside the folders this agent may read.`, { kind: 'refused', tool });
 }
 
+/**
+ * Refuse what `read_file` must not read: a folder (pointing at `list_dir`) or
+ * anything that is not a regular file.
+ * @throws ToolError `failed`
+ */
+function notRegularFile(path: string, info: { isFile(): boolean; isDirectory(): boolean }): void {
+  if (info.isDirectory()) throw new ToolError(`${path} is a folder; use list_dir.`, { kind: 'failed', tool: 'read_file' });
+  if (!info.isFile()) throw new ToolError(`Refused: ${path} is not a regular file.`, { kind: 'refused', tool: 'read_file' });
+}
+
 /** The two file tools over `roots` (absolute folders). */
 export function fileTools(roots: string[]): AgentTool[] {
   const where = roots.join(', ');
@@ -59,11 +79,16 @@ export function fileTools(roots: string[]): AgentTool[] {
       groups: ['read_file', 'files'],
       async call(args, ctx) {
         const real = await resolveInRoots(stringArg(args, 'path', 'read_file'), roots, 'read_file');
-        const info = await stat(real);
-        if (info.isDirectory()) throw new ToolError(`${String(args.path)} is a folder; use list_dir.`, { kind: 'failed', tool: 'read_file' });
-        // Read one byte past the cap so the caller can mark the cut.
-        const fh = await open(real, 'r');
+        notRegularFile(String(args.path), await lstat(real));
+        // Non-blocking open: a FIFO put in place after the check opens at once
+        // (no writer needed) and is refused by the fstat below.
+        const fh = await open(real, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW).catch((err: NodeJS.ErrnoException) => {
+          throw new ToolError(`Cannot read ${String(args.path)} (${err.code ?? 'error'}).`, { kind: 'failed', tool: 'read_file' });
+        });
         try {
+          const info = await fh.stat();
+          notRegularFile(String(args.path), info);
+          // Read one byte past the cap so the caller can mark the cut.
           const buf = Buffer.alloc(Math.min(info.size, ctx.maxResultBytes + 1));
           const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
           return buf.subarray(0, bytesRead).toString('utf8');
@@ -84,6 +109,9 @@ export function fileTools(roots: string[]): AgentTool[] {
       async call(args) {
         const path = typeof args.path === 'string' && args.path.length > 0 ? args.path : roots[0]!;
         const real = await resolveInRoots(path, roots, 'list_dir');
+        // Folders only (see the file-type rule above); readdir itself opens
+        // with O_DIRECTORY, which fails at once on anything else.
+        if (!(await stat(real)).isDirectory()) throw new ToolError(`${path} is not a folder.`, { kind: 'failed', tool: 'list_dir' });
         const entries = await readdir(real, { withFileTypes: true }).catch(() => {
           throw new ToolError(`${path} is not a folder.`, { kind: 'failed', tool: 'list_dir' });
         });
