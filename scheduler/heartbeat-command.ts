@@ -13,7 +13,9 @@
  *   below the minimum or above the maximum, or a missing prompt
  */
 import { ScheduleInputError } from './errors/schedule-input-error.ts';
-import { formatSeconds, INTERVAL_UNITS_HINT, MAX_INTERVAL_SECONDS, parseIntervalAt, unknownIntervalUnit } from './interval.ts';
+import {
+  formatSeconds, INTERVAL_UNITS_HINT, isSignedInterval, MAX_INTERVAL_SECONDS, parseIntervalAt, signedIntervalMessage, unknownIntervalUnit,
+} from './interval.ts';
 
 export type HeartbeatCommand =
   | { action: 'status' | 'pause' | 'resume' | 'stop' | 'help' }
@@ -32,6 +34,9 @@ export function parseHeartbeatArgs(argText: string, options: { minIntervalSecond
   let index = tokens[0]?.toLowerCase() === 'every' ? 1 : 0;
   const interval = parseIntervalAt(tokens, index);
   if (!interval) {
+    if (tokens[index] !== undefined && isSignedInterval(tokens[index]!)) {
+      throw new ScheduleInputError(signedIntervalMessage(tokens[index]!), { field: 'interval' });
+    }
     const unit = tokens[index] === undefined ? undefined : unknownIntervalUnit(tokens[index]!);
     if (unit !== undefined) {
       throw new ScheduleInputError(`"${tokens[index]}" is not an interval: unknown unit "${unit}"; use ${INTERVAL_UNITS_HINT}.`, { field: 'interval' });

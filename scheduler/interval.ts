@@ -45,6 +45,23 @@ export function unknownIntervalUnit(token: string): string | undefined {
   return undefined;
 }
 
+/**
+ * True when `token` is an interval-looking token with a sign (`-5m`, `+1h`,
+ * `-1x`): an interval is never signed, so this is an error, not the start of
+ * a prompt (the rule of field report F22). A signed bare number (`-5`) is not
+ * interval-looking and stays part of the prompt.
+ */
+export function isSignedInterval(token: string): boolean {
+  if (!/^[+-]/.test(token)) return false;
+  const unsigned = token.slice(1);
+  return looksLikeInterval(unsigned) || unknownIntervalUnit(unsigned) !== undefined;
+}
+
+/** The error message for a signed interval token (`isSignedInterval`). */
+export function signedIntervalMessage(token: string): string {
+  return `"${token}" is not an interval: an interval has no sign; use ${INTERVAL_UNITS_HINT}. Quote the prompt to start it with this word.`;
+}
+
 /** The units an interval may use, for messages. */
 export const INTERVAL_UNITS_HINT = 's, m, h or d (e.g. 30s, 5m, 2h, 1h30m)';
 

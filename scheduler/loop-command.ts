@@ -9,7 +9,8 @@
  * - Intervals under `loops.min_interval_seconds` are refused, naming the minimum
  *   (field report F22: one rule on every surface, like `hermes cron add`); a
  *   first token written like an interval with an unknown unit (`1x`) is an
- *   error naming the unit, not the start of a self-paced prompt.
+ *   error naming the unit, not the start of a self-paced prompt; so is a
+ *   signed one (`-5m`, `+1h`).
  * - `--times` takes a positive integer; `--until` takes the rest up to the next flag.
  * - The prompt may itself be a slash command (`/loop 10m /recap`).
  *
@@ -20,7 +21,7 @@
  */
 import { ScheduleInputError } from './errors/schedule-input-error.ts';
 import {
-  formatSeconds, INTERVAL_UNITS_HINT, looksLikeInterval, MAX_INTERVAL_SECONDS, MAX_TIMES, parseIntervalAt, unknownIntervalUnit,
+  formatSeconds, INTERVAL_UNITS_HINT, isSignedInterval, looksLikeInterval, MAX_INTERVAL_SECONDS, MAX_TIMES, parseIntervalAt, signedIntervalMessage, unknownIntervalUnit,
 } from './interval.ts';
 
 export type LoopControl = 'status' | 'pause' | 'resume' | 'stop' | 'help';
@@ -108,6 +109,8 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
   if (interval) {
     intervalSeconds = interval.seconds;
     index += interval.used;
+  } else if (rest[index] !== undefined && isSignedInterval(rest[index]!)) {
+    throw new ScheduleInputError(signedIntervalMessage(rest[index]!), { field: 'interval' });
   } else if (rest[index] !== undefined && looksLikeInterval(rest[index]!)) {
     throw new ScheduleInputError(`The interval "${rest[index]}" must be greater than zero.`, { field: 'interval' });
   } else if (rest[index] !== undefined && unknownIntervalUnit(rest[index]!) !== undefined) {

@@ -50,6 +50,7 @@ describe('/heartbeat grammar', () => {
     expect(parseHeartbeatArgs('every 2h x', o)).toMatchObject({ intervalSeconds: 7200 });
     expect(() => parseHeartbeatArgs('every 10s x', o)).toThrow('The interval 10s is below the heartbeat minimum of 1m (heartbeat.min_interval_seconds).');
     expect(() => parseHeartbeatArgs('every 1x x', o)).toThrow(/"1x" is not an interval: unknown unit "x"/);
+    expect(() => parseHeartbeatArgs('every -30m x', o)).toThrow(/"-30m" is not an interval: an interval has no sign/);
     for (const w of ['status', 'pause', 'resume']) expect(parseHeartbeatArgs(w, o)).toEqual({ action: w });
     expect(parseHeartbeatArgs('clear', o)).toEqual({ action: 'stop' });
     expect(() => parseHeartbeatArgs('every soon x', o)).toThrow(/Usage: \/heartbeat every/);

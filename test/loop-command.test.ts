@@ -42,6 +42,16 @@ describe('/loop grammar (SPEC §4)', () => {
     expect(parseLoopArgs('10 deploys', opts)).toMatchObject({ intervalSeconds: null, prompt: '10 deploys' });
   });
 
+  it('F22: a signed interval (-5m, +1h, -1x) is an error, not a self-paced prompt; a signed bare number stays a prompt', () => {
+    expect(() => parseLoopArgs('-5m check', opts)).toThrow(/^"-5m" is not an interval: an interval has no sign/);
+    expect(() => parseLoopArgs('+1h check', opts)).toThrow(/"\+1h" is not an interval/);
+    expect(() => parseLoopArgs('-1x check', opts)).toThrow(/"-1x" is not an interval/);
+    expect(() => parseLoopArgs('every -5m check', opts)).toThrow(/"-5m" is not an interval/);
+    expect(parseLoopArgs('10 check', opts)).toMatchObject({ intervalSeconds: null, prompt: '10 check' });
+    expect(parseLoopArgs('-5 check', opts)).toMatchObject({ intervalSeconds: null, prompt: '-5 check' });
+    expect(parseLoopArgs('"-5m check"', opts)).toMatchObject({ intervalSeconds: null, prompt: '-5m check' });
+  });
+
   it('parses --times and --until anywhere after the prompt', () => {
     expect(parseLoopArgs('2m check CI --times 3', opts)).toMatchObject({ prompt: 'check CI', times: 3 });
     expect(parseLoopArgs('2m check CI --until the build is green --times 4', opts)).toMatchObject({
@@ -114,5 +124,8 @@ describe('hermes loop from the shell', () => {
     const typo = await run('1x', 'check');
     expect(typo).toMatchObject({ code: 2, stdout: '' });
     expect(typo.stderr).toMatch(/^hermes: "1x" is not an interval: unknown unit "x"/);
+    const signed = await run('-5m', 'check');
+    expect(signed).toMatchObject({ code: 2, stdout: '' });
+    expect(signed.stderr).toMatch(/^hermes: "-5m" is not an interval: an interval has no sign/);
   });
 });
