@@ -223,12 +223,12 @@ export function applyTick(
     failure?: string;
     /** `loops.max_consecutive_failures`: failed ticks or judge failures in a row before a pause; 0 = never. */
     maxConsecutiveFailures?: number;
-    /** Self-paced floor and ceiling in seconds (`loops.self_paced_*`). */
-    pacing?: { floorSeconds: number; ceilingSeconds: number };
+    /** Self-paced floor and ceiling in seconds (`loops.self_paced_*`; the config is their only source). */
+    pacing: { floorSeconds: number; ceilingSeconds: number };
   },
 ): { loop: LoopRecord; outcome: TickOutcome } {
   const digest = replyDigest(tick.reply);
-  const pacing = tick.pacing ?? { floorSeconds: 60, ceilingSeconds: 900 };
+  const { pacing } = tick;
   const maxFailures = tick.maxConsecutiveFailures ?? DEFAULT_MAX_CONSECUTIVE_FAILURES;
   const failureStreak = tick.failure === undefined ? 0 : (loop.failureStreak ?? 0) + 1;
   const next: LoopRecord = {

@@ -2,14 +2,17 @@
 import { describe, expect, it } from 'vitest';
 import { applyTick, createLoop, decideFire, hasLoopComplete, resumeDueAt, resumeLoop, pauseLoop, type LoopRecord } from '../scheduler/loop-state.ts';
 import { nextSelfPacedDelay, normaliseReply, replyDigest } from '../scheduler/self-paced.ts';
+import { configSchema } from '../scheduler/config.ts';
 
 const base = (over: Partial<Parameters<typeof createLoop>[0]> = {}): LoopRecord =>
   createLoop({
     kind: 'loop', loopId: 'L1', sessionId: 's', prompt: 'p', intervalSeconds: 60, times: null, until: null, maxTicks: 100,
     selfPacedFloorSeconds: 60, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: 0, ...over,
   });
+const { self_paced_floor_seconds: floorSeconds, self_paced_ceiling_seconds: ceilingSeconds } = configSchema.parse({}).loops;
 const tick = (n: number, reply = 'ok', extra = {}) => ({
-  loopId: 'L1', dueAt: n * 60_000, occurrenceId: `o${n}`, startedAt: n * 60_000 + 5, finishedAt: n * 60_000 + 50, reply, ...extra,
+  loopId: 'L1', dueAt: n * 60_000, occurrenceId: `o${n}`, startedAt: n * 60_000 + 5, finishedAt: n * 60_000 + 50, reply,
+  pacing: { floorSeconds, ceilingSeconds }, ...extra,
 });
 
 describe('decideFire', () => {
