@@ -157,6 +157,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       v1: {
         runs, queue: v1Queue, keys, fanout, inflight, model: config.agent.model,
         maxPromptChars: config.agent.max_prompt_chars, runTimeoutMs: config.gateway.run_timeout_seconds * 1000,
+        queueTimeoutMs: config.gateway.redis_timeout_ms,
       },
       api: { config, keys, redis, fanout, loops, schedules, cron: options.cron, inflight },
       metrics: { registry: metrics, public: config.metrics.public },

@@ -37,7 +37,7 @@ import {
   isTerminalRunEvent, type RunEvent, type RunMessage, type RunStore, type V1RunJobData, type V1RunRecord,
 } from '../../scheduler/v1-runs.ts';
 import { DrainAbort, type InflightRuns } from '../drain.ts';
-import { HttpError, errorBody, toHttpError, typeForStatus } from './errors.ts';
+import { HttpError, errorBody, storeUnavailableError, toHttpError, typeForStatus } from './errors.ts';
 import { lastEventId, openSse, type SseStream } from './sse.ts';
 
 /** What the `/v1` routes use. */
@@ -55,6 +55,8 @@ export interface V1Deps {
   maxPromptChars: number;
   /** `gateway.run_timeout_seconds` in ms. */
   runTimeoutMs: number;
+  /** `gateway.redis_timeout_ms`: longest wait for queueing a run's job (BullMQ's connection has no command timeout). */
+  queueTimeoutMs: number;
   /** Open SSE streams, closed when the server closes. */
   streams: Set<SseStream>;
   log: Logger;
@@ -289,6 +291,30 @@ export function newRunId(): string {
 }
 
 /**
+ * Queue a run's job, waiting at most `deps.queueTimeoutMs`.
+ *
+ * Policy: the BullMQ connection retries forever and has no command timeout, so
+ * a Redis that died after the run record was written would hold the request
+ * until Redis came back. Past the bound the caller gets the store-unavailable
+ * 503 with `Retry-After` (as when Redis is away at the start of a request,
+ * server.ts). The add may still reach Redis when it returns (ioredis replays
+ * queued commands): the run then runs once with no caller waiting, and a retry
+ * with the same `Idempotency-Key` (released on this error) starts a new run.
+ * @throws HttpError 503 `store_unavailable` when the add did not finish in time
+ */
+async function queueRun(deps: V1Deps, data: V1RunJobData, jobId: string): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(storeUnavailableError(`queueing the run took over ${deps.queueTimeoutMs} ms`)), deps.queueTimeoutMs);
+  });
+  try {
+    await Promise.race([deps.queue.add('v1-run', data, { jobId, attempts: 1 }), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
  * Create and queue a run, or replay the run of an `Idempotency-Key`.
  * @throws HttpError 409 when the key was used with a different body
  */
@@ -311,7 +337,7 @@ async function startRun(
       // An unfinished run is attached to, never replayed as final: a run an older version
       // left `interrupted` is queued again (its input is this same request).
       if (await deps.runs.requeue(claim.runId, ['interrupted'], 'retry')) {
-        await deps.queue.add('v1-run', { runId: claim.runId, model: job.model, messages: job.messages, stream: job.stream }, { jobId: `${claim.runId}-retry-${Date.now()}`, attempts: 1 });
+        await queueRun(deps, { runId: claim.runId, model: job.model, messages: job.messages, stream: job.stream }, `${claim.runId}-retry-${Date.now()}`);
         deps.log.info({ runId: claim.runId }, 'v1 run re-queued by a retry with its Idempotency-Key');
       }
       return { runId: claim.runId, replayed: true };
@@ -324,7 +350,7 @@ async function startRun(
   }
   try {
     await deps.runs.create(runId, job.model);
-    await deps.queue.add('v1-run', { runId, model: job.model, messages: job.messages, stream: job.stream }, { jobId: runId, attempts: 1 });
+    await queueRun(deps, { runId, model: job.model, messages: job.messages, stream: job.stream }, runId);
   } catch (err) {
     if (keyDigest) await deps.runs.releaseIdempotencyKey(keyDigest, runId).catch(() => {});
     throw err;
