@@ -14,6 +14,11 @@
  *     metadata), unique-local, carrier-grade NAT, multicast, broadcast,
  *     unspecified, reserved, benchmarking, and the IPv6 forms that embed an
  *     IPv4 address (NAT64, 6to4, Teredo), since the embedded one may be private;
+ *     on top of ipaddr.js, an IPv6 address it calls `unicast` but that lies
+ *     outside 2000::/3 (the only block IANA assigns for global unicast) is
+ *     refused: this covers the deprecated IPv4-compatible form `::a.b.c.d`
+ *     (::/96, RFC 4291 §2.5.5.1; `[::127.0.0.1]` reaches loopback on some
+ *     stacks) and the rest of the IETF-reserved ::/8, 0100::/8, 0200::/7…;
  *   - at creation (no DNS): an IP literal is checked as above; a name that is
  *     local by its form (`localhost`, `*.localhost`, `*.local`, `*.internal`,
  *     `*.localdomain`, `*.home.arpa`, or a single label without a dot) is refused;
@@ -103,8 +108,24 @@ export function refusedAddressReason(address: string, allow: WebhookAllowList): 
   for (const [net, bits] of allow.ranges) {
     if (net.kind() === ip.kind() && ip.match(net as never, bits)) return undefined;
   }
-  const range = ip.range();
+  const range = addressRange(ip);
   return range === 'unicast' ? undefined : range;
+}
+
+const GLOBAL_UNICAST_V6 = ipaddr.parseCIDR('2000::/3') as [ipaddr.IPv6, number];
+const IPV4_COMPATIBLE_V6 = ipaddr.parseCIDR('::/96') as [ipaddr.IPv6, number];
+
+/**
+ * ipaddr.js's range name of an address (IPv4-mapped IPv6 already unwrapped by
+ * `ipaddr.process`), with IPv6 `unicast` narrowed to 2000::/3: outside it the
+ * answer is `ipv4Compatible` (::/96) or `reserved`. See the rule above.
+ */
+export function addressRange(ip: ipaddr.IPv4 | ipaddr.IPv6): string {
+  const range = ip.range();
+  if (range !== 'unicast' || ip.kind() !== 'ipv6') return range;
+  const v6 = ip as ipaddr.IPv6;
+  if (v6.match(GLOBAL_UNICAST_V6)) return range;
+  return v6.match(IPV4_COMPATIBLE_V6) ? 'ipv4Compatible' : 'reserved';
 }
 
 /**

@@ -63,6 +63,12 @@ const INTERNAL = [
   'http://[::ffff:169.254.169.254]/',
   'http://[fd00::1]/',
   'http://[fe80::1]/',
+  'http://[::127.0.0.1]/', // IPv4-compatible IPv6 (::/96, deprecated): ipaddr.js calls it unicast
+  'http://[::a9fe:a9fe]/', // 169.254.169.254, IPv4-compatible
+  'http://[::2:0:0:1]/', // rest of ::/8, IETF reserved
+  'http://[64:ff9b:1::7f00:1]/', // local-use NAT64 embedding 127.0.0.1
+  'http://[fec0::1]/', // deprecated site-local
+  'http://[200::1]/', // outside 2000::/3, not assigned for unicast
   'http://2130706433/', // 127.0.0.1 in decimal
   'http://0x7f.1/', // 127.0.0.1 in hex shorthand
   'http://localhost:8080/',
