@@ -7,6 +7,7 @@ import { formatInZone, formatRelative, isoUtc, type CronSchedule } from '../../s
 import type { CronJob, CronRun } from '../../scheduler/cron/cron-job.ts';
 import type { CronFinding, CronStatus } from '../../scheduler/cron/cron-service.ts';
 import type { SchedulePreview } from '../../scheduler/cron/preview.ts';
+import { formatSeconds } from '../../scheduler/interval.ts';
 
 /** Lay out rows as left-aligned columns separated by two spaces. */
 export function table(header: string[], rows: string[][]): string[] {
@@ -75,6 +76,10 @@ export function formatJob(job: CronJob, now: number): string[] {
     `  deliver   ${job.deliver.join(', ')}`,
     `  policy    misfire ${job.misfire} · overlap ${job.overlap} · notify ${job.notify ?? 'failure'}`,
   ];
+  if (job.schedule.kind !== 'once' && job.schedule.jitter) {
+    const { seconds, offsetMs } = job.schedule.jitter;
+    lines.push(`  jitter    ${formatSeconds(seconds)} · this job fires ${formatSeconds(offsetMs / 1000)} after each scheduled time`);
+  }
   if (job.script !== null) lines.push(`  script    ${clip(job.script, 100)}`);
   if (job.prompt) lines.push(`  prompt    ${clip(job.prompt, 100)}`);
   if (job.last_status !== null) {
@@ -104,7 +109,8 @@ export function formatRuns(runs: CronRun[], jobs: Map<string, CronJob>): string[
 
 /** The `next` preview. */
 export function formatPreview(p: SchedulePreview, now: number): string[] {
-  const lines = [`${scheduleText(p.schedule)} (${p.tz})`];
+  const jitter = p.schedule.kind !== 'once' && p.schedule.jitter ? ` · jitter ${formatSeconds(p.schedule.jitter.seconds)}, +${formatSeconds(p.schedule.jitter.offsetMs / 1000)}` : '';
+  const lines = [`${scheduleText(p.schedule)} (${p.tz})${jitter}`];
   if (p.times.length === 0) lines.push('  no further fire times');
   for (const t of p.times) lines.push(`  ${formatInZone(t, p.tz)}   ${isoUtc(t)}   ${formatRelative(t, now)}`);
   return lines;

@@ -121,7 +121,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
   ).action(run(true, async (service, schedule: string, promptWords: string[], opts: JobFlags & { paused?: boolean }) => {
     const job = await service!.add({
       schedule, prompt: promptWords.join(' '), name: opts.name, deliver: opts.deliver, repeat: opts.repeat, tz: opts.tz,
-      script: opts.script, paused: opts.paused, misfire: opts.misfire, overlap: opts.overlap, notify: opts.notify,
+      script: opts.script, paused: opts.paused, misfire: opts.misfire, overlap: opts.overlap, notify: opts.notify, jitter: opts.jitter,
     }, CLI_CALLER);
     print(opts.json, cronJobView(job), () => ['Added cron job:', ...formatJob(job, io.now())]);
   }));
@@ -136,7 +136,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
   ).action(run(true, async (service, ref: string, opts: JobFlags & { schedule?: string; prompt?: string }) => {
     const changes: CronJobChanges = {
       schedule: opts.schedule, prompt: opts.prompt, name: opts.name, deliver: opts.deliver, tz: opts.tz,
-      misfire: opts.misfire, overlap: opts.overlap, notify: opts.notify, script: opts.script,
+      misfire: opts.misfire, overlap: opts.overlap, notify: opts.notify, script: opts.script, jitter: opts.jitter,
       repeat: opts.repeat === undefined ? undefined : opts.repeat === 'none' ? null : opts.repeat,
     };
     const job = await service!.edit(ref, changes, CLI_CALLER);
@@ -215,16 +215,37 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
 
   cron
     .command('next')
-    .description('preview the next fire times of a schedule (no Redis needed)')
-    .argument('<schedule>', 'a schedule as for `add`')
+    .description('preview the next fire times of a schedule (no Redis needed), or of a job with --job')
+    .argument('[schedule]', 'a schedule as for `add`')
+    .option('--job <ref>', 'preview this job\'s real fire times (its zone and jitter) instead of a schedule')
     .option('--tz <zone>', 'IANA time zone (default: config timezone, else the host zone)')
     .option('--from <iso>', 'start after this instant (default: now); without an offset it is read in the zone')
     .addOption(new Option('-n, --count <n>', 'how many').default('5'))
     .option('--json', 'print only a JSON array of ISO-8601 UTC times')
-    .action(run(false, async (_service, schedule: string, opts: { tz?: string; from?: string; count: string; json?: boolean }) => {
+    .action(run(false, async (_service, schedule: string | undefined, opts: { job?: string; tz?: string; from?: string; count: string; json?: boolean }) => {
+      if (schedule === undefined && opts.job === undefined) {
+        throw new ScheduleInputError("missing required argument 'schedule' (or give --job <ref>).", { field: 'schedule' });
+      }
+      if (schedule !== undefined && opts.job !== undefined) {
+        throw new ScheduleInputError('Give a schedule or --job <ref>, not both.', { field: 'schedule' });
+      }
+      if (opts.job !== undefined) {
+        // A job's fire times: the same engine, schedule (with its jitter) and zone that arm its real runs.
+        const conn = await ctx.connect();
+        try {
+          const job = await openService(ctx.config, conn, io).get(opts.job);
+          const fromMs = opts.from !== undefined ? parseInstant(opts.from, job.tz) : io.now();
+          const times = job.state === 'scheduled' ? nextOccurrences(job.schedule, job.tz, fromMs, positiveInt(opts.count, '-n')) : [];
+          if (opts.json) io.out(JSON.stringify(times.map(isoUtc)));
+          else for (const line of formatPreview({ schedule: job.schedule, tz: job.tz, fromMs, times }, io.now())) io.out(line);
+        } finally {
+          await conn.close().catch(() => undefined);
+        }
+        return;
+      }
       const tz = defaultTimeZone(opts.tz, ctx.config.timezone);
       const fromMs = opts.from !== undefined ? parseInstant(opts.from, tz) : io.now();
-      const preview = previewSchedule(schedule, {
+      const preview = previewSchedule(schedule!, {
         tz, fromMs, count: positiveInt(opts.count, '-n'), minIntervalSeconds: ctx.config.cron.min_interval_seconds,
       });
       if (opts.json) io.out(JSON.stringify(preview.times.map(isoUtc)));
@@ -253,6 +274,7 @@ interface JobFlags {
   misfire?: string;
   overlap?: string;
   notify?: string;
+  jitter?: string;
   json?: boolean;
 }
 
@@ -266,6 +288,7 @@ function withJobFlags(cmd: Command): Command {
     .addOption(new Option('--misfire <policy>', 'beyond the grace window: run one catch-up, or skip').choices(['once', 'skip']))
     .addOption(new Option('--overlap <policy>', 'when still running at the next occurrence').choices(['skip', 'queue', 'allow']))
     .addOption(new Option('--notify <policy>', 'notices to the targets: failed runs (failure, default), also skipped ones (always), none (never)').choices(['always', 'failure', 'never']))
+    .option('--jitter <duration>', 'shift every fire by a fixed per-job offset below this (e.g. 5m; 0 for none); must be less than the shortest gap between fires')
     .option('--json', 'print JSON');
 }
 

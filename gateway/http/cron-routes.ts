@@ -25,6 +25,8 @@ export interface CronAddInput {
   overlap?: 'skip' | 'queue' | 'allow';
   /** Notices to the targets: failed runs (`failure`, default), also skipped ones (`always`), none (`never`). */
   notify?: 'always' | 'failure' | 'never';
+  /** Jitter window: a duration (`5m`) or whole seconds; `0` for none. Must be less than the schedule's shortest gap. */
+  jitter?: string | number;
 }
 
 /**
@@ -61,6 +63,7 @@ const addSchema = z
     misfire: z.enum(['skip', 'once']).optional(),
     overlap: z.enum(['skip', 'queue', 'allow']).optional(),
     notify: z.enum(['always', 'failure', 'never']).optional(),
+    jitter: z.union([z.string().min(1), z.number()]).optional(),
   })
   .strict();
 
@@ -78,6 +81,7 @@ const editSchema = z
     misfire: z.enum(['skip', 'once']).optional(),
     overlap: z.enum(['skip', 'queue', 'allow']).optional(),
     notify: z.enum(['always', 'failure', 'never']).optional(),
+    jitter: z.union([z.string().min(1), z.number()]).optional(),
   })
   .strict();
 

@@ -12,6 +12,14 @@
 import { Cron } from 'croner';
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 
+/** The jitter of a recurring schedule (policy in jitter.ts): the window and the job's offset in it. */
+export interface ScheduleJitter {
+  /** The window (`--jitter`), whole seconds, > 0. */
+  seconds: number;
+  /** The job's fixed offset, in [0, seconds × 1000): a whole number of seconds, in ms. */
+  offsetMs: number;
+}
+
 /** A parsed schedule as stored on a cron job. Times are epoch milliseconds. */
 export type CronSchedule =
   | {
@@ -23,12 +31,16 @@ export type CronSchedule =
       everyMs: number;
       /** Occurrences are `anchorMs + k × everyMs` for k ≥ 1 (the creation time). */
       anchorMs: number;
+      /** `--jitter`: every occurrence shifted by `offsetMs` (jitter.ts); absent when none. */
+      jitter?: ScheduleJitter;
     }
   | {
       kind: 'cron';
       /** 5- or 6-field cron expression handed to croner. */
       expression: string;
       display: string;
+      /** `--jitter`: every occurrence shifted by `offsetMs` (jitter.ts); absent when none. */
+      jitter?: ScheduleJitter;
     }
   | {
       kind: 'once';
@@ -110,12 +122,23 @@ export function cronFor(expression: string, tz: string): Cron {
 }
 
 /**
- * The first occurrence strictly after `afterMs`.
+ * The first occurrence strictly after `afterMs`, with the schedule's jitter
+ * offset applied (every caller — previews, `next_run_at`, the repeat strategy —
+ * gets the shifted time).
  * @param tz - IANA zone the schedule's wall times are read in
  * @returns epoch ms, or `undefined` when the schedule has no further occurrence
  *   (a one-shot that passed, a cron expression that never matches again)
  */
 export function nextOccurrence(schedule: CronSchedule, tz: string, afterMs: number): number | undefined {
+  // Jitter (jitter.ts): the occurrences are the schedule's own times plus a fixed
+  // offset, so the first one after `afterMs` is the first own time after `afterMs - offset`.
+  const offsetMs = schedule.kind === 'once' ? 0 : schedule.jitter?.offsetMs ?? 0;
+  if (offsetMs === 0) return unshiftedNext(schedule, tz, afterMs);
+  const next = unshiftedNext(schedule, tz, afterMs - offsetMs);
+  return next === undefined ? undefined : next + offsetMs;
+}
+
+function unshiftedNext(schedule: CronSchedule, tz: string, afterMs: number): number | undefined {
   switch (schedule.kind) {
     case 'interval': {
       const k = afterMs < schedule.anchorMs ? 1 : Math.floor((afterMs - schedule.anchorMs) / schedule.everyMs) + 1;

@@ -348,6 +348,9 @@ export function cronJobView(job: CronJob): Record<string, unknown> {
     misfire: job.misfire,
     overlap: job.overlap,
     notify: job.notify ?? 'failure',
+    // `--jitter`: the window and this job's fixed offset in it (0 and 0 without jitter).
+    jitter_seconds: job.schedule.kind === 'once' ? 0 : job.schedule.jitter?.seconds ?? 0,
+    jitter_offset_seconds: job.schedule.kind === 'once' ? 0 : (job.schedule.jitter?.offsetMs ?? 0) / 1000,
     state: job.state,
     paused_reason: job.paused_reason ?? null,
     next_run_at: iso(job.next_run_at),

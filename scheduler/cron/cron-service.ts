@@ -27,6 +27,7 @@ import {
 import { CronStore } from './cron-store.ts';
 import { resolveJobRef } from './job-ref.ts';
 import { parseSchedule } from './schedule-grammar.ts';
+import { jitterSecondsOf, parseJitter, withJitter } from './jitter.ts';
 import { parseWebhookAllow, type WebhookAllowList } from '../webhook-policy.ts';
 import { countAliveWorkers } from '../worker-liveness.ts';
 import { CONFLICT, retryOnConflict } from '../optimistic-retry.ts';
@@ -62,6 +63,8 @@ export interface CronJobInput {
   overlap?: string;
   /** `always`, `failure` (default) or `never`: which runs send a notice to the targets. */
   notify?: string;
+  /** Jitter window (`30s`, `5m`, or whole seconds; default 0): a fixed per-job offset in it shifts every fire (jitter.ts). */
+  jitter?: string | number;
 }
 
 /** What `edit` may change; absent fields stay. `null` clears `repeat` or `script`. */
@@ -76,6 +79,8 @@ export interface CronJobChanges {
   misfire?: string;
   overlap?: string;
   notify?: string;
+  /** New jitter window; `0` removes it. Re-arms the job from now. */
+  jitter?: string | number;
 }
 
 /** Who is asking: the origin of new jobs, and whether it may create command turns. */
@@ -126,11 +131,13 @@ export class CronService {
   async add(input: CronJobInput, caller: CronCaller): Promise<CronJob> {
     const now = this.clock();
     const tz = defaultTimeZone(input.tz, this.settings.timezone);
-    const schedule = this.parse(input.schedule, tz, now);
+    const id = randomBytes(6).toString('hex');
+    const jitterSeconds = input.jitter === undefined ? 0 : parseJitter(input.jitter);
+    const schedule = withJitter(this.parse(input.schedule, tz, now), id, jitterSeconds);
     const script = this.script(input.script, caller);
     const prompt = this.prompt(input.prompt ?? '', script);
     const job = createCronJob({
-      id: randomBytes(6).toString('hex'),
+      id,
       name: input.name === undefined ? null : this.name(input.name),
       prompt,
       schedule,
@@ -160,16 +167,19 @@ export class CronService {
    */
   async edit(ref: string, changes: CronJobChanges, caller: CronCaller): Promise<CronJob> {
     if (Object.values(changes).every((v) => v === undefined)) {
-      throw new ScheduleInputError('Nothing to change: give at least one of --schedule, --prompt, --name, --deliver, --repeat, --tz, --script, --misfire, --overlap, --notify.');
+      throw new ScheduleInputError('Nothing to change: give at least one of --schedule, --prompt, --name, --deliver, --repeat, --tz, --script, --misfire, --overlap, --notify, --jitter.');
     }
     const current = await this.resolveRef(ref);
     const now = this.clock();
     // Validate everything before the first write.
     const tz = changes.tz !== undefined ? assertTimeZone(changes.tz) : current.tz;
-    const rearm = changes.schedule !== undefined || changes.tz !== undefined;
+    const rearm = changes.schedule !== undefined || changes.tz !== undefined || changes.jitter !== undefined;
     let schedule: CronSchedule = current.schedule;
     if (changes.schedule !== undefined) schedule = this.parse(changes.schedule, tz, now);
     else if (changes.tz !== undefined && schedule.kind === 'cron') schedule = this.parse(schedule.expression, tz, now);
+    // The jitter stays unless changed, and must fit the (new) schedule.
+    const jitterSeconds = changes.jitter !== undefined ? parseJitter(changes.jitter) : jitterSecondsOf(current.schedule);
+    schedule = withJitter(schedule, current.id, jitterSeconds);
     const script = changes.script === undefined ? current.script : changes.script === null ? null : this.script(changes.script, caller);
     const prompt = changes.prompt !== undefined ? this.prompt(changes.prompt, script) : this.prompt(current.prompt, script);
     const fields = {

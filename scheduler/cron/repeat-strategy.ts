@@ -8,7 +8,9 @@
  * job (with `max(thisJobMillis, now)`), to create the next job
  * `repeat:<schedulerId>:<millis>`. Recurring cron jobs are therefore always
  * stored with a `pattern`, also interval schedules, whose plan is encoded into
- * the pattern string (`every:<ms>:<anchorMs>`). Loop and heartbeat schedulers
+ * the pattern string (`every:<ms>:<anchorMs>`), and a job's jitter offset too
+ * (`jitter:<s>:<offsetMs>:<pattern>`), so the strategy needs nothing but the
+ * pattern to compute the same shifted time as every preview. Loop and heartbeat schedulers
  * use `every` and never reach this function.
  *
  * Because the next job is computed from the pick-up time, an outage leaves at
@@ -23,16 +25,25 @@ import type { RepeatOptions } from 'bullmq';
 import { nextOccurrence, type CronSchedule } from './cron-engine.ts';
 
 const EVERY_PREFIX = 'every:';
+/** A jittered schedule: `jitter:<seconds>:<offsetMs>:<pattern of the unshifted schedule>`. */
+const JITTER_PREFIX = 'jitter:';
 
 /** The `pattern` string a schedule is stored under in its BullMQ job scheduler. */
 export function encodePattern(schedule: CronSchedule): string {
-  if (schedule.kind === 'interval') return `${EVERY_PREFIX}${schedule.everyMs}:${schedule.anchorMs}`;
-  if (schedule.kind === 'cron') return schedule.expression;
-  throw new Error('one-shot cron jobs have no job scheduler');
+  if (schedule.kind === 'once') throw new Error('one-shot cron jobs have no job scheduler');
+  const own = schedule.kind === 'interval' ? `${EVERY_PREFIX}${schedule.everyMs}:${schedule.anchorMs}` : schedule.expression;
+  return schedule.jitter ? `${JITTER_PREFIX}${schedule.jitter.seconds}:${schedule.jitter.offsetMs}:${own}` : own;
 }
 
 /** The schedule a stored `pattern` stands for (inverse of `encodePattern`). */
 export function decodePattern(pattern: string): CronSchedule {
+  if (pattern.startsWith(JITTER_PREFIX)) {
+    const m = /^jitter:(\d+):(\d+):(.*)$/s.exec(pattern);
+    if (!m) throw new Error(`bad jitter pattern ${pattern}`);
+    const own = decodePattern(m[3]!);
+    if (own.kind === 'once') throw new Error(`bad jitter pattern ${pattern}`);
+    return { ...own, jitter: { seconds: Number(m[1]), offsetMs: Number(m[2]) } };
+  }
   if (pattern.startsWith(EVERY_PREFIX)) {
     const [everyMs, anchorMs] = pattern.slice(EVERY_PREFIX.length).split(':').map(Number);
     return { kind: 'interval', expression: pattern, display: pattern, everyMs: everyMs!, anchorMs: anchorMs! };
