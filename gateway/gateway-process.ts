@@ -103,8 +103,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   });
   const bull: RedisClient = openRedisClient(topology, 'bullmq');
   bull.on('error', () => {});
-  const queues = new HermesQueues(keys, bull);
-  const v1Queue = v1RunsQueue(keys, bull);
+  const queues = new HermesQueues(keys, bull, log);
+  const v1Queue = v1RunsQueue(keys, bull, log);
   const runs = new RunStore(redis, keys, config.gateway.run_ttl_seconds);
   const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
   const schedules = new ScheduleService(
@@ -117,7 +117,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     openBlocking: () => openRedisClient(topology, 'bullmq'), commands: redis,
     maxSubscriptions: config.api_server.max_streams, log,
   });
-  const outbound = telegramOutboundQueue(keys, bull);
+  const outbound = telegramOutboundQueue(keys, bull, log);
   // In one process with a worker (`hermes up`) the gateway serves the worker's metrics too.
   const metrics = options.metrics ?? new HermesMetrics({
     fleet: fleetReadings({ redis, workersKey: keys.workers, queues: [queues.acrossShards('ticks'), queues.acrossShards('inbox'), outbound, v1Queue] }),

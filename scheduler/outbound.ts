@@ -14,6 +14,8 @@
  * by the gateway, which registers a job it meets unregistered.
  */
 import { Queue, type ConnectionOptions } from 'bullmq';
+import type { Logger } from './logger.ts';
+import { logBullmqErrors } from './redis/bullmq-errors.ts';
 import type { RedisClient } from './redis/connection-factory.ts';
 import { QUEUES, bullJobId, Keys } from './keys.ts';
 import { JOB_RETENTION } from './queues.ts';
@@ -65,13 +67,16 @@ export function outboundJobId(occurrenceId: string): string {
   return bullJobId('out', occurrenceId);
 }
 
-/** Open the Telegram outbound queue. */
-export function telegramOutboundQueue(keys: Keys, connection: RedisClient | ConnectionOptions): Queue<TelegramOutboundData> {
-  return new Queue<TelegramOutboundData>(QUEUES.outboundTelegram, {
+/**
+ * Open the Telegram outbound queue.
+ * @param log - where its connection errors are logged (rate-limited, see `logBullmqErrors`)
+ */
+export function telegramOutboundQueue(keys: Keys, connection: RedisClient | ConnectionOptions, log?: Logger): Queue<TelegramOutboundData> {
+  return logBullmqErrors(new Queue<TelegramOutboundData>(QUEUES.outboundTelegram, {
     connection: connection as ConnectionOptions,
     prefix: keys.bullPrefix,
     defaultJobOptions: { ...JOB_RETENTION, attempts: OUTBOUND_ATTEMPTS, backoff: { type: 'exponential', delay: 1000 } },
-  });
+  }), QUEUES.outboundTelegram, log);
 }
 
 const REGISTER = luaScript('register-outbound-3.lua');

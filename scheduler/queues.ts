@@ -3,6 +3,8 @@
  * worker uses the same prefix, connection options and defaults.
  */
 import { Queue, type ConnectionOptions, type JobType, type KeepJobs } from 'bullmq';
+import type { Logger } from './logger.ts';
+import { logBullmqErrors } from './redis/bullmq-errors.ts';
 import type { RedisClient } from './redis/connection-factory.ts';
 import { QUEUES, type Keys } from './keys.ts';
 import { cronRepeatStrategy } from './cron/repeat-strategy.ts';
@@ -30,10 +32,13 @@ export class HermesQueues {
   /**
    * @param keys - the builder of the shard these queues belong to (its `bullPrefix`)
    * @param connection - BullMQ connection (`maxRetriesPerRequest: null`), shared by every shard's queues
+   * @param log - where the queues' connection errors are logged (rate-limited, see `logBullmqErrors`);
+   *   without it they are dropped, never printed with a stack
    */
   constructor(
     readonly keys: Keys,
     private readonly connection: RedisClient | ConnectionOptions,
+    private readonly log?: Logger,
     family?: Map<number, HermesQueues>,
   ) {
     const opts = { connection: connection as ConnectionOptions, prefix: keys.bullPrefix };
@@ -43,14 +48,15 @@ export class HermesQueues {
     this.inbox = new Queue(QUEUES.inbox, { ...opts, defaultJobOptions: JOB_RETENTION });
     // A lost connection is reported by the calls that fail (and ioredis reconnects); without a
     // listener BullMQ would print each connection error with its stack on the terminal.
-    for (const q of [this.ticks, this.inbox]) q.on('error', () => undefined);
+    logBullmqErrors(this.ticks, QUEUES.ticks, log);
+    logBullmqErrors(this.inbox, QUEUES.inbox, log);
     this.family = family ?? new Map();
     this.family.set(keys.shardIndex, this);
   }
 
   /** The queues of shard `index` (opened on first use). */
   forShard(index: number): HermesQueues {
-    return this.family.get(index) ?? new HermesQueues(this.keys.shard(index), this.connection, this.family);
+    return this.family.get(index) ?? new HermesQueues(this.keys.shard(index), this.connection, this.log, this.family);
   }
 
   /** The queues of a session's shard. */

@@ -20,6 +20,8 @@
  * Idempotency-Key re-queues it rather than replaying it as final.
  */
 import { Queue, type ConnectionOptions } from 'bullmq';
+import type { Logger } from './logger.ts';
+import { logBullmqErrors } from './redis/bullmq-errors.ts';
 import type { RedisClient } from './redis/connection-factory.ts';
 import { QUEUES, type Keys } from './keys.ts';
 import { JOB_RETENTION } from './queues.ts';
@@ -299,11 +301,12 @@ export function isTerminalRunEvent(type: string): boolean {
  * Open the `v1-runs` queue (producer side; workers attach a BullMQ Worker to
  * `QUEUES.v1Runs`). Jobs run once: a run whose caller already got an answer is
  * never retried; only a stalled job (dead worker) is taken over.
+ * @param log - where its connection errors are logged (rate-limited, see `logBullmqErrors`)
  */
-export function v1RunsQueue(keys: Keys, connection: RedisClient | ConnectionOptions): Queue<V1RunJobData> {
-  return new Queue<V1RunJobData>(QUEUES.v1Runs, {
+export function v1RunsQueue(keys: Keys, connection: RedisClient | ConnectionOptions, log?: Logger): Queue<V1RunJobData> {
+  return logBullmqErrors(new Queue<V1RunJobData>(QUEUES.v1Runs, {
     connection: connection as ConnectionOptions,
     prefix: keys.bullPrefix,
     defaultJobOptions: { ...JOB_RETENTION, attempts: 1 },
-  });
+  }), QUEUES.v1Runs, log);
 }

@@ -40,7 +40,7 @@ export function createWorkerDeps(input: {
 }): WorkerDeps {
   const { config, redis, log } = input;
   const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
-  const queues = new HermesQueues(keys, input.queueConnection);
+  const queues = new HermesQueues(keys, input.queueConnection, log);
   const workerId = input.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const base = shardStores({ config, redis, keys, queues, log });
   const envSource = input.commandEnvSource ?? process.env;
@@ -52,7 +52,7 @@ export function createWorkerDeps(input: {
     runners: input.runners ?? new RunnerFactory(config, { commandEnvSource: envSource, toolbox: tools }),
     lock: new SessionLock(redis, keys, config.worker.lock_duration_ms),
     // Replies for Telegram go through one queue on the first shard, so one chat's replies share a queue.
-    outboundTelegram: telegramOutboundQueue(keys, input.queueConnection),
+    outboundTelegram: telegramOutboundQueue(keys, input.queueConnection, log),
     turns: new TurnTracker(),
   };
 }

@@ -23,6 +23,7 @@ import { chooseTopology, openRedisClient, type RedisClient, type RedisTopology }
 import type { InboxJobData } from '../scheduler/inbox.ts';
 import type { RunnerFactory } from './turn-runners/create-runner.ts';
 import { QUEUES } from '../scheduler/keys.ts';
+import { logBullmqErrors } from '../scheduler/redis/bullmq-errors.ts';
 import type { TickJobData } from '../scheduler/loop-store.ts';
 import type { DrainClass } from './turn-tracker.ts';
 import { processScheduleTick } from './tick-processor.ts';
@@ -105,7 +106,7 @@ export class WorkerProcess {
     const { keys, queues, loops } = deps;
     // Shards this process consumes (SPEC §2): `worker.shards`, else every shard of `redis.shards`.
     const shards = config.worker.shards.length > 0 ? [...new Set(config.worker.shards)].sort((a, b) => a - b) : keys.shards().map((k) => k.shardIndex);
-    const v1Counts = v1RunsQueue(keys, queueConn);
+    const v1Counts = v1RunsQueue(keys, queueConn, log);
     deps.metrics = new HermesMetrics({
       // Job counts per queue name, summed over every shard's queue of that name.
       fleet: fleetReadings({ redis, workersKey: keys.workers, queues: [queues.acrossShards('ticks'), queues.acrossShards('inbox'), deps.outboundTelegram, v1Counts] }),
@@ -193,7 +194,7 @@ export class WorkerProcess {
       ...JOB_RETENTION,
       ...(settings ? { settings } : {}),
     });
-    worker.on('error', (err) => log.warn({ queue: name, err: err.message }, 'worker error'));
+    logBullmqErrors(worker, name, log);
     // A lock that could not be renewed has lapsed: the stall check may already have handed the job
     // to another worker. Abort this copy's turn so the occurrence runs to its commit on one worker only.
     worker.on('lockRenewalFailed', (jobIds: string[]) => {

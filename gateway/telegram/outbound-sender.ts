@@ -44,6 +44,7 @@ import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
 import { QUEUES, type Keys } from '../../scheduler/keys.ts';
+import { logBullmqErrors } from '../../scheduler/redis/bullmq-errors.ts';
 import {
   OUTBOUND_ATTEMPTS, OUTBOUND_DONE_TTL_SECONDS, outboundJobId, registerOutbound, type TelegramOutboundData,
 } from '../../scheduler/outbound.ts';
@@ -112,7 +113,7 @@ export class TelegramOutboundSender {
     this.worker.on('failed', (job, err) => {
       o.log.warn({ jobId: job?.id, attempts: job?.attemptsMade, err: err.message }, 'Telegram reply not sent');
     });
-    this.worker.on('error', (err) => o.log.warn({ err: err.message }, 'outbound worker error'));
+    logBullmqErrors(this.worker, QUEUES.outboundTelegram, o.log);
     // A send whose job lock lapsed (this process stalled longer than the lock) may already be
     // taken over elsewhere: stop it, so one reply is never sent by two processors at once.
     this.worker.on('lockRenewalFailed', (jobIds) => {
