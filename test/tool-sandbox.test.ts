@@ -13,6 +13,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../scheduler/config.ts';
+import { httpGetRefusedReason } from '../scheduler/http-tool-policy.ts';
+import type { Resolver } from '../worker/guarded-lookup.ts';
+import { httpTool } from '../worker/tools/http-tool.ts';
 import { Toolbox } from '../worker/tools/toolbox.ts';
 import type { ScheduleStatusSources } from '../worker/tools/schedule-status-tool.ts';
 
@@ -20,6 +23,7 @@ let dir: string;
 let root: string;
 let server: Server;
 let port: number;
+const hits: string[] = [];
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'hermes-sandbox-'));
@@ -30,6 +34,7 @@ beforeAll(async () => {
   symlinkSync(join(dir, 'secret.txt'), join(root, 'link-out'));
   symlinkSync(join(root, 'sub', 'a.txt'), join(root, 'link-in'));
   server = createServer((req, res) => {
+    hits.push(req.url ?? '');
     if (req.url === '/redirect-out') res.writeHead(302, { location: `http://127.0.0.1:${port}/secret` }).end();
     else if (req.url === '/redirect-in') res.writeHead(302, { location: `http://localhost:${port}/ok` }).end();
     else if (req.url === '/big') res.writeHead(200, { 'content-type': 'text/plain' }).end('x'.repeat(100_000));
@@ -130,6 +135,46 @@ describe('http_get only to allowed hosts', () => {
     const r = await t.call('http_get', JSON.stringify({ url: `http://localhost:${port}/redirect-out` }), ctx);
     expect(r.error?.kind).toBe('refused');
     expect(r.content).toBe(`Error: Refused: 127.0.0.1:${port} is not an allowed host (reached by a redirect).`);
+  });
+
+  it('a listed IP address is fetched as listed (the operator named that exact address)', async () => {
+    const t = toolbox({ http: { allow: ['127.0.0.1'] } });
+    const r = await t.call('http_get', JSON.stringify({ url: `http://127.0.0.1:${port}/ok` }), ctx);
+    expect(r.content).toBe('HTTP 200 OK\ncontent-type: text/plain\n\nyou reached /ok');
+  });
+
+  it.each([
+    ['loopback', '127.0.0.1'],
+    ['link-local metadata', '169.254.169.254'],
+    ['IPv4-compatible IPv6 loopback', '::127.0.0.1'],
+  ])('refuses a listed name whose DNS answer is %s, before connecting', async (_what, address) => {
+    hits.length = 0;
+    const answers: string[] = [];
+    // A DNS that answers the listed name with an internal address (or re-points it there).
+    const resolve: Resolver = (hostname, _options, callback) => {
+      answers.push(hostname);
+      callback(null, [{ address, family: address.includes(':') ? 6 : 4 }]);
+    };
+    const tool = httpTool(['ci.example.test'], { resolve });
+    const call = tool.call({ url: `http://ci.example.test:${port}/secret` }, { ...ctx, maxResultBytes: 1000 });
+    await expect(call).rejects.toThrow(`Refused: ci.example.test resolves to a ${httpGetRefusedReason(address, 'ci.example.test')} address (${address})`);
+    await expect(call).rejects.toMatchObject({ kind: 'refused' });
+    expect(answers).toEqual(['ci.example.test']);
+    expect(hits).toEqual([]);
+  });
+
+  it('address rule: public and private (RFC 1918, unique-local) allowed for a listed name; loopback only for localhost; metadata never', () => {
+    expect(httpGetRefusedReason('93.184.216.34', 'ci.example.com')).toBeUndefined();
+    expect(httpGetRefusedReason('10.0.0.5', 'ci.example.com')).toBeUndefined();
+    expect(httpGetRefusedReason('192.168.1.20', 'ci.example.com')).toBeUndefined();
+    expect(httpGetRefusedReason('fd00::5', 'ci.example.com')).toBeUndefined();
+    expect(httpGetRefusedReason('127.0.0.1', 'ci.example.com')).toBe('loopback');
+    expect(httpGetRefusedReason('::ffff:127.0.0.1', 'ci.example.com')).toBe('loopback');
+    expect(httpGetRefusedReason('127.0.0.1', 'localhost')).toBeUndefined();
+    expect(httpGetRefusedReason('169.254.169.254', 'localhost')).toBe('linkLocal');
+    expect(httpGetRefusedReason('0.0.0.0', 'ci.example.com')).toBe('unspecified');
+    expect(httpGetRefusedReason('224.0.0.1', 'ci.example.com')).toBe('multicast');
+    expect(httpGetRefusedReason('fe80::1', 'ci.example.com')).toBe('linkLocal');
   });
 
   it('caps the response body', async () => {

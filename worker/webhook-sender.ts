@@ -3,7 +3,7 @@
  * `scheduler/webhook-policy.ts`, checked again at send time:
  *
  * - an IP-literal host is checked before connecting;
- * - a host name is resolved through a guarded `lookup`: every address it
+ * - a host name is resolved through a guarded `lookup` (./guarded-lookup.ts): every address it
  *   resolves to must be allowed (one internal answer refuses the name), and
  *   the socket connects to the checked address itself, so a DNS server that
  *   answers differently on a second lookup (rebinding) gains nothing;
@@ -11,35 +11,15 @@
  * - redirects are never followed (node:http does not follow them): a 3xx
  *   answer is a failed delivery that says so.
  */
-import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import type { LookupFunction } from 'node:net';
 import { hostAllowListed, isIpLiteral, refusedAddressReason, type WebhookAllowList } from '../scheduler/webhook-policy.ts';
+import { guardedLookup, RefusedAddressError } from './guarded-lookup.ts';
 
 /** Outcome of one POST. */
 export type WebhookOutcome =
   | { ok: true; status: number }
   | { ok: false; status?: number; error: string };
-
-/** Thrown inside the lookup when a resolved address is refused. */
-class RefusedAddress extends Error {}
-
-/** A `lookup` for sockets that refuses names resolving to a refused address. */
-function guardedLookup(allow: WebhookAllowList): LookupFunction {
-  return ((hostname: string, options: LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
-    dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
-      if (err) return callback(err, '');
-      for (const a of addresses) {
-        const reason = refusedAddressReason(a.address, allow);
-        if (reason) return callback(new RefusedAddress(`${hostname} resolves to a ${reason} address (${a.address})`), '');
-      }
-      if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), '');
-      if (options.all) return callback(null, addresses);
-      return callback(null, addresses[0]!.address, addresses[0]!.family);
-    });
-  }) as LookupFunction;
-}
 
 /**
  * POST `body` (JSON) to a webhook target.
@@ -81,7 +61,7 @@ export async function postWebhook(
       method: 'POST',
       headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
       signal: AbortSignal.timeout(options.timeoutMs),
-      ...(listed ? {} : { lookup: guardedLookup(options.allow) }),
+      ...(listed ? {} : { lookup: guardedLookup((address) => refusedAddressReason(address, options.allow)) }),
     }, (res: IncomingMessage) => {
       res.resume(); // the answer's body is not used
       const status = res.statusCode ?? 0;
@@ -93,7 +73,7 @@ export async function postWebhook(
       res.on('error', (err) => settle({ ok: false, status, error: err.message }));
     });
     req.on('error', (err) => {
-      if (err instanceof RefusedAddress) settle({ ok: false, error: `refused: ${err.message}` });
+      if (err instanceof RefusedAddressError) settle({ ok: false, error: `refused: ${err.message}` });
       else if (err.name === 'AbortError' || err.name === 'TimeoutError') settle({ ok: false, error: `no answer within ${options.timeoutMs / 1000}s` });
       else settle({ ok: false, error: err.message });
     });

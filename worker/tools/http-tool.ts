@@ -6,8 +6,19 @@
  * hop is checked against the same list, so a listed host cannot redirect the
  * agent to an unlisted one (e.g. 127.0.0.1); the body is read only up to the
  * result cap and the connection is then dropped.
+ *
+ * Address rule (scheduler/http-tool-policy.ts): a URL whose host is a listed
+ * IP address connects to it; a listed name is resolved once through the
+ * guarded lookup (worker/guarded-lookup.ts), every address checked, and the
+ * socket connects to the checked address, so a name that resolves (or is
+ * re-pointed by rebinding) to loopback or link-local metadata is refused.
  */
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { httpGetRefusedReason } from '../../scheduler/http-tool-policy.ts';
+import { isIpLiteral } from '../../scheduler/webhook-policy.ts';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
+import { guardedLookup, RefusedAddressError, type Resolver } from '../guarded-lookup.ts';
 import { stringArg, type AgentTool } from './tool.ts';
 
 /** Redirect hops `http_get` follows (each one checked). */
@@ -23,8 +34,11 @@ export function hostAllowed(url: URL, allow: string[]): boolean {
   });
 }
 
-/** The `http_get` tool over `allow` (host names, optionally with a port). */
-export function httpTool(allow: string[]): AgentTool {
+/**
+ * The `http_get` tool over `allow` (host names or IP addresses, optionally with a port).
+ * @param options.resolve - the DNS resolver behind the guarded lookup (`dns.lookup`; tests give a fake DNS)
+ */
+export function httpTool(allow: string[], options: { resolve?: Resolver } = {}): AgentTool {
   const name = 'http_get';
   return {
     name,
@@ -52,36 +66,54 @@ export function httpTool(allow: string[]): AgentTool {
           const what = hop === 0 ? 'is not an allowed host' : 'is not an allowed host (reached by a redirect)';
           throw new ToolError(`Refused: ${url.host} ${what}.`, { kind: 'refused', tool: name });
         }
-        const res = await fetch(url, { redirect: 'manual', signal: ctx.signal, headers: { 'user-agent': 'hermes-agent' } });
-        const location = res.headers.get('location');
-        if (res.status >= 300 && res.status < 400 && location) {
-          await res.body?.cancel();
+        const res = await get(url, ctx.signal, options.resolve);
+        const status = res.statusCode ?? 0;
+        const location = res.headers.location;
+        if (status >= 300 && status < 400 && location) {
+          res.destroy();
           if (hop >= MAX_REDIRECTS) throw new ToolError(`More than ${MAX_REDIRECTS} redirects.`, { kind: 'failed', tool: name });
           url = new URL(location, url);
           continue;
         }
         const body = await readCapped(res, ctx.maxResultBytes + 1);
-        return `HTTP ${res.status} ${res.statusText}\ncontent-type: ${res.headers.get('content-type') ?? ''}\n\n${body}`;
+        return `HTTP ${status} ${res.statusMessage ?? ''}\ncontent-type: ${res.headers['content-type'] ?? ''}\n\n${body}`;
       }
     },
   };
 }
 
-/** Read at most `maxBytes` of the body, then drop the rest. */
-async function readCapped(res: Response, maxBytes: number): Promise<string> {
-  if (!res.body) return '';
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
+/**
+ * One GET, connecting under the address rule: a listed IP literal directly, a
+ * name through the guarded lookup. Resolves with the response head.
+ * @throws ToolError `refused` when the name resolves to a refused address
+ */
+async function get(url: URL, signal: AbortSignal, resolve: Resolver | undefined): Promise<IncomingMessage> {
+  const host = url.hostname.toLowerCase().replace(/^\[|\]$/g, '');
+  const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
+  return await new Promise<IncomingMessage>((done, fail) => {
+    const req = request(url, {
+      method: 'GET',
+      signal,
+      headers: { 'user-agent': 'hermes-agent' },
+      ...(isIpLiteral(host) ? {} : { lookup: guardedLookup((address) => httpGetRefusedReason(address, host), resolve) }),
+    }, done);
+    req.on('error', (err) => {
+      if (err instanceof RefusedAddressError) fail(new ToolError(`Refused: ${err.message}; a listed name may not lead to loopback, link-local or other special addresses (list the IP itself to allow it).`, { kind: 'refused', tool: 'http_get' }));
+      else fail(err);
+    });
+    req.end();
+  });
+}
+
+/** Read at most `maxBytes` of the body, then drop the connection. */
+async function readCapped(res: IncomingMessage, maxBytes: number): Promise<string> {
+  const chunks: Buffer[] = [];
   let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-    size += value.byteLength;
-    if (size >= maxBytes) {
-      await reader.cancel();
-      break;
-    }
+  for await (const chunk of res) {
+    chunks.push(chunk as Buffer);
+    size += (chunk as Buffer).byteLength;
+    if (size >= maxBytes) break; // leaving the loop destroys the stream
   }
+  res.destroy();
   return Buffer.concat(chunks).subarray(0, maxBytes).toString('utf8');
 }
