@@ -8,8 +8,9 @@ import { execFileSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openCronApi } from '../cli/gateway-cron-api.ts';
 import { startGateway } from '../gateway/gateway-process.ts';
-import { isoUtc, nextOccurrences } from '../scheduler/cron/cron-engine.ts';
-import type { CronJob } from '../scheduler/cron/cron-job.ts';
+import { isoUtc, nextOccurrences, periodAt } from '../scheduler/cron/cron-engine.ts';
+import { createCronJob, cronOccurrenceId, type CronJob } from '../scheduler/cron/cron-job.ts';
+import { decideOccurrence } from '../scheduler/cron/misfire.ts';
 import { jitterOffsetMs, parseJitter, withJitter } from '../scheduler/cron/jitter.ts';
 import { cronRepeatStrategy, encodePattern } from '../scheduler/cron/repeat-strategy.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
@@ -76,6 +77,29 @@ describe('jitter offset', () => {
       strategy.push(millis);
     }
     expect(strategy).toEqual(times);
+  });
+
+  it('misfire grace and occurrence ids count from the shifted due time', () => {
+    const now = Date.parse('2026-06-01T10:00:00Z');
+    const id = 'c0ffee000002';
+    const schedule = withJitter(parseSchedule('0 * * * *', { tz: 'UTC', now, minIntervalSeconds: 60 }), id, 1800);
+    const offset = jitterOffsetMs(id, 1800);
+    expect(offset).toBeGreaterThan(0);
+    const job = createCronJob({
+      id, name: 'j', prompt: 'p', schedule, tz: 'UTC', repeat: null, deliver: ['local'], script: null,
+      misfire: 'skip', overlap: 'skip', paused: false, origin: { surface: 'cli' }, now,
+    });
+    const due = job.next_run_at!;
+    expect(due).toBe(now + offset); // the 10:00 occurrence, shifted past now
+    expect(cronOccurrenceId(id, due, 'schedule')).toBe(`cron:${id}:${due}`);
+    expect(periodAt(schedule, 'UTC', due)).toBe(3_600_000);
+    const grace = { graceMinMs: 120_000, graceMaxMs: 7_200_000 };
+    const decide = (at: number) => decideOccurrence({ job, dueAt: due, generation: job.generation, trigger: 'schedule', periodMs: periodAt(schedule, 'UTC', due), now: at, grace });
+    // Not before the shifted time, even past the unshifted one.
+    expect(decide(due - 1)).toEqual({ action: 'wait', untilMs: due });
+    // Grace is half the period, from the shifted time.
+    expect(decide(due + 1_800_000)).toMatchObject({ action: 'run', catchUp: false });
+    expect(decide(due + 1_800_001)).toMatchObject({ action: 'skip', reason: 'misfire' });
   });
 
   it('refuses bad windows with the field, the value and the limit', () => {
