@@ -14,7 +14,7 @@
 import nodeCron from 'node-cron';
 import { readFileSync, existsSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from './errors/config-error.ts';
@@ -311,7 +311,10 @@ export const configSchema = z
         /** Bytes of a tool's result the model sees; the rest is cut with a note. @defaultValue 16384 */
         max_result_bytes: positiveInt(16_384),
         /** `read_file` and `list_dir` inside these folders (symlinks resolved). @defaultValue none */
-        files: z.object({ roots: z.array(z.string().min(1)).default([]) }).strict().prefault({}),
+        files: z.object({
+          /** Folders `read_file` and `list_dir` may read; absolute paths only (a relative one would depend on the worker's cwd). */
+          roots: z.array(z.string().min(1).refine(isAbsolute, { message: 'must be an absolute path (e.g. /srv/deploy), not relative' })).default([]),
+        }).strict().prefault({}),
         /** `http_get` to these hosts (`example.com` or `example.com:8080`). @defaultValue none */
         http: z.object({ allow: z.array(z.string().min(1)).default([]) }).strict().prefault({}),
         /** Commands the agent may call, one function tool each. */
@@ -519,6 +522,27 @@ function setPath(target: Record<string, unknown>, path: string[], value: unknown
   node[path[path.length - 1]!] = value;
 }
 
+/** The value at `path` of the raw (not yet validated) settings, or `undefined`. */
+function valueAt(raw: unknown, path: readonly PropertyKey[]): unknown {
+  let node = raw;
+  for (const part of path) {
+    if (typeof node !== 'object' || node === null) return undefined;
+    node = (node as Record<PropertyKey, unknown>)[part];
+  }
+  return node;
+}
+
+/**
+ * A validation message that names the value as typed: a number coerced from
+ * `abc` reads "expected a number, got "abc"", not zod's "received NaN".
+ */
+function issueMessage(issue: z.core.$ZodIssue, typed: unknown): string {
+  if (issue.code === 'invalid_type' && (issue.expected === 'number' || issue.expected === 'int') && typed !== undefined && typeof typed !== 'number') {
+    return `expected a ${issue.expected === 'int' ? 'whole number' : 'number'}, got ${JSON.stringify(typed)}`;
+  }
+  return issue.message;
+}
+
 /** Every `HERMES_<SECTION>_<KEY>` override the schema knows, derived from the schema itself. */
 function envOverrides(env: NodeJS.ProcessEnv): Array<[string[], string, string]> {
   const out: Array<[string[], string, string]> = [];
@@ -596,8 +620,8 @@ export function loadConfig(
     const issue = result.error.issues[0]!;
     const extra = issue.code === 'unrecognized_keys' ? [issue.keys[0] ?? ''] : [];
     const key = [...issue.path.map(String), ...extra].join('.');
-    const from = sources.get(key) ?? file;
-    throw new ConfigError(`Invalid setting ${key} (from ${from}): ${issue.message}`, { key });
+    const from = sources.get(key) ?? sources.get(issue.path.slice(0, -1).map(String).join('.')) ?? file;
+    throw new ConfigError(`Invalid setting ${key} (from ${from}): ${issueMessage(issue, valueAt(raw, issue.path))}`, { key });
   }
   return { ...result.data, home };
 }

@@ -39,6 +39,22 @@ describe('loadConfig', () => {
     expect(c.api_server.key).toBe('k');
   });
 
+  it('a number setting typed as text is named as typed, not "received NaN"', () => {
+    const err = (() => { try { loadConfig({ env: { HERMES_HOME: home(), HERMES_LOOPS_MAX_TICKS: 'abc' } }); } catch (e) { return e as Error; } })();
+    expect(err?.message).toBe('Invalid setting loops.max_ticks (from HERMES_LOOPS_MAX_TICKS): expected a number, got "abc"');
+    expect(err?.message).not.toContain('NaN');
+  });
+
+  it('tools.files.roots must be absolute: a relative root is refused at load, naming the key', () => {
+    const h = home();
+    writeFileSync(join(h, 'config.yaml'), 'tools:\n  files:\n    roots: [/srv/ok, projects/api]\n');
+    const err = (() => { try { loadConfig({ env: { HERMES_HOME: h } }); } catch (e) { return e as Error; } })();
+    expect(err).toBeInstanceOf(ConfigError);
+    expect(err!.message).toMatch(/^Invalid setting tools\.files\.roots\.1 \(from .*config\.yaml\): must be an absolute path/);
+    writeFileSync(join(h, 'config.yaml'), 'tools:\n  files:\n    roots: [/srv/ok]\n');
+    expect(loadConfig({ env: { HERMES_HOME: h } }).tools.files.roots).toEqual(['/srv/ok']);
+  });
+
   it('names the bad key and where it came from', () => {
     expect(() => loadConfig({ env: { HERMES_HOME: home(), HERMES_LOOPS_MAX_TICKS: 'many' } })).toThrow(/loops\.max_ticks \(from HERMES_LOOPS_MAX_TICKS\)/);
     const h = home();
