@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { testEnv } from './support/env.ts';
-import { clients, spawnWorker, startWorker, waitFor, waitForEvents } from './support/stack.ts';
+import { clients, events, spawnWorker, startWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { CronStore } from '../scheduler/cron/cron-store.ts';
 import { CronService } from '../scheduler/cron/cron-service.ts';
@@ -146,5 +146,35 @@ describe('drain: a job received after the worker paused', () => {
       return runs.length > 0 ? runs : undefined;
     }, 15_000, 'the handed-back run to be recorded');
     expect(run).toMatchObject({ status: 'ok', output: 'late', attempts: 1, worker_id: b.deps.workerId });
+  }, 40_000);
+
+  it('a loop tick a draining worker receives from a fetch in flight when it paused is handed back unstarted and runs once, on another worker', async () => {
+    const env = testEnv({ 'agent.cron_drain_timeout': 2, 'agent.restart_drain_timeout': 0 });
+    const c = clients(env);
+    cleanups.push(() => env.cleanup(), () => c.close());
+    const a = await startWorker(env);
+    cleanups.push(() => a.drain());
+    const command = (text: string, sleepSeconds: number) => ({ kind: 'command' as const, command: `sleep ${sleepSeconds}; echo ${text}`, timeoutSeconds: 10 });
+    await c.schedules.set('long', 'loop', { prompt: 'long', intervalSeconds: 3600, times: 1, until: null, notes: [] }, {
+      origin: { surface: 'cli' }, runner: command('long', 4),
+    });
+    await waitForEvents(c, 'long', 'tick.started', 1);
+    // A drains (waiting for the long tick); its blocking fetch, started before the pause, is still in flight.
+    const drained = a.drain();
+    await c.schedules.set('late', 'loop', { prompt: 'late', intervalSeconds: 3600, times: 1, until: null, notes: [] }, {
+      origin: { surface: 'cli' }, runner: command('late', 0),
+    });
+    await drained;
+    // A received the tick and put it back without starting it: no turn, due at once for another worker.
+    expect(await events(c, 'late')).toEqual([]);
+    // (The job scheduler's next occurrence may wait next to it, never started.)
+    const lateJobs = (await c.queues.ticks.getJobs(['delayed', 'wait'])).filter((j) => j.data.sessionId === 'late');
+    expect(lateJobs.map((j) => j.attemptsStarted)).toContain(1);
+
+    const b = await startWorker(env);
+    cleanups.push(() => b.drain());
+    const [reply] = await waitForEvents(c, 'late', 'reply', 1);
+    expect(reply!.data).toMatchObject({ text: 'late', worker: b.deps.workerId });
+    expect(await events(c, 'late', 'tick.started')).toHaveLength(1);
   }, 40_000);
 });
