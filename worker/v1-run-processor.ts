@@ -135,10 +135,20 @@ export async function processV1Run(
   );
 }
 
-/** The caller-facing error of a failed turn. */
+/**
+ * The caller-facing error of a failed turn. No model configured is 503 (the
+ * service is not set up to answer; nothing is wrong with the request or a
+ * bug in the gateway), with a message that says what to set.
+ */
 function runErrorOf(err: unknown): RunErrorInfo {
   if (err instanceof TurnError) {
-    if (err.kind === 'config') return { code: 'model_not_configured', message: err.message, httpStatus: 500 };
+    if (err.kind === 'config') {
+      return {
+        code: 'model_not_configured',
+        message: 'No model is configured for this server: set agent.base_url (or OPENAI_BASE_URL and OPENAI_API_KEY) for the workers and restart them.',
+        httpStatus: 503,
+      };
+    }
     if (err.kind === 'timeout') return { code: 'model_timeout', message: err.message, httpStatus: 504 };
     return { code: err.kind === 'network' ? 'model_unreachable' : 'model_error', message: err.message, httpStatus: 502 };
   }
