@@ -46,6 +46,14 @@ describe('hermes --version', () => {
   });
 });
 
+describe('hermes heartbeat --help', () => {
+  it('lists every control word the command accepts, stop among them', async () => {
+    const r = await runHermes(env(), ['heartbeat', '--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout.replace(/\s+/g, ' ')).toContain('status|pause|resume|stop|clear|help');
+  });
+});
+
 describe('a closed pipe', () => {
   it('`hermes status` whose reader has gone ends quietly (exit 0, no stack trace)', async () => {
     const e = env();

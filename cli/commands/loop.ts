@@ -186,7 +186,7 @@ export function registerLoopCommand(program: Command, ctx: () => CliContext): vo
     .command('heartbeat')
     .alias('hb')
     .description('set or control the heartbeat of a session: hermes heartbeat every 30m anything new in my inbox?')
-    .argument('[args...]', 'every <interval> <prompt>, or status|pause|resume|clear|help')
+    .argument('[args...]', 'every <interval> <prompt>, or status|pause|resume|stop|clear|help')
     .option('-s, --session <id>', 'session id', DEFAULT_SESSION)
     .option('--command <name>', 'run a configured command (commands: in config.yaml) instead of the agent')
     .option('--run <shell>', 'run this shell command as the turn instead of the agent')
@@ -203,7 +203,7 @@ export function registerLoopCommand(program: Command, ctx: () => CliContext): vo
   program
     .command('goal')
     .description('set or control the standing goal of a session: hermes goal get the test suite green')
-    .argument('[args...]', 'the goal, or status|pause|resume|clear|help')
+    .argument('[args...]', 'the goal, or status|pause|resume|stop|clear|help')
     .option('-s, --session <id>', 'session id', DEFAULT_SESSION)
     .option('--deliver <target>', 'also send each turn\'s reply to telegram:<chat>[:<thread>]')
     .option('--json', 'print the reply and the goal record as JSON')
