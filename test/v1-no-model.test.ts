@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { createLogger } from '../scheduler/logger.ts';
+import { HermesMetrics } from '../scheduler/metrics.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { readJson } from './support/http.ts';
 import { startV1Worker, type TestV1Worker } from './support/v1-worker.ts';
@@ -15,6 +16,7 @@ beforeAll(async () => {
   env = testEnv({ 'api_server.port': 0, 'api_server.key': KEY }); // no agent.base_url
   gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
   worker = await startV1Worker(env);
+  worker.deps.metrics = new HermesMetrics({ processMetrics: false });
 });
 
 afterAll(async () => {
@@ -23,17 +25,28 @@ afterAll(async () => {
   env?.cleanup();
 });
 
+function complete(): Promise<Response> {
+  return fetch(`${gw.httpAddress.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'hermes', messages: [{ role: 'user', content: 'hi' }] }),
+  });
+}
+
 describe('/v1 without a model', () => {
   it('answers 503 model_not_configured naming what to set, not 500', async () => {
     expect(env.config.agent.base_url ?? undefined).toBeUndefined();
-    const res = await fetch(`${gw.httpAddress.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'hermes', messages: [{ role: 'user', content: 'hi' }] }),
-    });
+    const res = await complete();
     expect(res.status).toBe(503);
     const body = await readJson(res);
     expect(body.error).toMatchObject({ code: 'model_not_configured', type: 'service_unavailable' });
     expect(body.error.message).toMatch(/No model is configured.*agent\.base_url/);
+  });
+
+  it('counts the failed /v1 turn in hermes_turns_total and hermes_turn_duration_seconds as kind="v1"', async () => {
+    expect((await complete()).status).toBe(503);
+    const text = await (await worker.deps.metrics!.exposition()).body;
+    expect(text).toMatch(/^hermes_turns_total\{kind="v1",outcome="failed"\} [1-9]\d*$/m);
+    expect(text).toMatch(/^hermes_turn_duration_seconds_count\{kind="v1"\} [1-9]\d*$/m);
   });
 });

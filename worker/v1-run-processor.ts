@@ -29,6 +29,7 @@
  */
 import type { Job } from 'bullmq';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
+import type { TurnOutcome } from '../scheduler/metrics.ts';
 import { deferJob } from './defer.ts';
 import {
   CANCELLED_ERROR, RunStore,
@@ -91,6 +92,9 @@ export async function processV1Run(
         );
       }, STOP_POLL_MS);
       const started = Date.now();
+      // Every /v1 turn counts in hermes_turns_total and hermes_turn_duration_seconds as kind `v1`
+      // (completed → ok, failed → failed, stopped by request or cut by a drain → aborted).
+      const finished = (outcome: TurnOutcome) => deps.metrics?.turnFinished('v1', outcome, (Date.now() - started) / 1000);
       try {
         const hasSystem = job.data.messages.some((m) => m.role === 'system');
         // The operator's tools allowed from `v1`; the caller's request can never add one.
@@ -104,6 +108,7 @@ export async function processV1Run(
         });
         if (turnSignal.aborted) throw new TurnError('The turn was aborted.', { kind: 'aborted' });
         await runs.complete(runId, res.content, res.usage);
+        finished('ok');
         log.info({ ms: Date.now() - started }, 'v1 run completed');
         return { runId, status: 'completed' as const };
       } catch (err) {
@@ -111,12 +116,14 @@ export async function processV1Run(
         if (turn.lockLost) throw err;
         if (stopped) {
           await runs.end(runId, 'cancelled', CANCELLED_ERROR);
+          finished('aborted');
           log.info('v1 run stopped by request');
           return { runId, status: 'cancelled' as const };
         }
         if (turnSignal.aborted) {
           // Never completed: hand it back (record first, so the next worker finds it queued).
           if (await runs.requeue(runId, ['running'], 'drain')) {
+            finished('aborted');
             log.warn({ abortedByDrain: turn.abortedByDrain }, 'v1 run aborted by shutdown; handed back for another worker');
             return await deferJob(job, token, 0);
           }
@@ -125,6 +132,7 @@ export async function processV1Run(
         }
         const info = runErrorOf(err);
         await runs.end(runId, 'failed', info);
+        finished('failed');
         log.warn({ code: info.code, err: info.message }, 'v1 run failed');
         return { runId, status: 'failed' as const };
       } finally {
