@@ -16,7 +16,10 @@
  *    one-shot has one time the user chose; `--jitter` with one is refused.
  *  - The window must be smaller than the schedule's shortest gap between two
  *    fires (`minCronGapSeconds` for cron expressions, the period for
- *    intervals), else a shifted occurrence could pass the next one.
+ *    intervals), so a shifted fire always comes before the schedule's next
+ *    own time: each run stays in its slot (a constant offset never reorders
+ *    occurrences, but an hourly run shifted by 2 h would pass for a later
+ *    hour's run; systemd's window has the same meaning).
  *  - Shifted times are absolute: a job due 02:00 local with offset 90 s fires
  *    at 02:01:30 of the same instant line, whatever the DST rule chose for 02:00.
  *  - Misfire grace, lateness and occurrence ids all use the shifted due time.
