@@ -13,6 +13,7 @@
  */
 import nodeCron from 'node-cron';
 import { readFileSync, existsSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
@@ -387,7 +388,17 @@ export const configSchema = z
       .prefault({}),
     api_server: z
       .object({
-        host: z.string().default('127.0.0.1'),
+        /**
+         * Address the HTTP server binds (API_SERVER_HOST): an IP address or a host name,
+         * surrounding spaces trimmed. @defaultValue `127.0.0.1`
+         */
+        host: z
+          .string()
+          .trim()
+          .refine((h) => isIP(h) !== 0 || /^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$/.test(h), {
+            message: 'must be an IP address or a host name (e.g. 127.0.0.1, ::1, localhost)',
+          })
+          .default('127.0.0.1'),
         port: z.coerce.number().int().min(0).max(65535).default(8642),
         /** API_SERVER_KEY; required for any non-loopback bind. Blank counts as unset. */
         key: z

@@ -70,6 +70,15 @@ describe('loadConfig', () => {
     expect(loadConfig({ env: { HERMES_HOME: home(), HERMES_TIMEZONE: 'Europe/Warsaw' } }).timezone).toBe('Europe/Warsaw');
   });
 
+  it('trims API_SERVER_HOST and refuses a host that is neither an address nor a name, naming the key', () => {
+    expect(loadConfig({ env: { HERMES_HOME: home(), API_SERVER_HOST: '127.0.0.1 ' } }).api_server.host).toBe('127.0.0.1');
+    expect(() => loadConfig({ env: { HERMES_HOME: home(), API_SERVER_HOST: '127.0.0.1 x' } })).toThrow(
+      'Invalid setting api_server.host (from API_SERVER_HOST): must be an IP address or a host name (e.g. 127.0.0.1, ::1, localhost)',
+    );
+    expect(() => loadConfig({ env: { HERMES_HOME: home(), API_SERVER_HOST: ' ' } })).toThrow(/api_server\.host \(from API_SERVER_HOST\)/);
+    expect(loadConfig({ env: { HERMES_HOME: home(), API_SERVER_HOST: '::' } }).api_server.host).toBe('::');
+  });
+
   it('rejects a key prefix that is not a hash tag', () => {
     expect(() => loadConfig({ env: { HERMES_HOME: home(), HERMES_REDIS_PREFIX: 'hermes' } })).toThrow(/redis\.prefix .*hash tag/);
   });

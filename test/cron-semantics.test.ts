@@ -440,6 +440,9 @@ describe('service input errors change nothing', () => {
     const a = await api.service.add({ schedule: 'daily at 7am', prompt: 'x', name: 'Report' }, cli);
     await expect(api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: 'REPORT' }, cli)).rejects.toThrow(`A cron job named "Report" already exists (${a.id})`);
     await expect(api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: a.id }, cli)).rejects.toThrow(ScheduleInputError);
+    await expect(api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: a.id }, cli)).rejects.toThrow(
+      `"${a.id}" is the id of the cron job "Report"; a name may not be another job's id (references would be ambiguous). Choose another --name.`,
+    );
     const b = await api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: 'other' }, cli);
     await expect(api.service.edit(b.id, { name: 'report' }, cli)).rejects.toThrow(/already exists/);
     expect((await api.service.edit(a.id, { name: 'report' }, cli)).name).toBe('report'); // its own name, re-cased

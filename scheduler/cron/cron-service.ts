@@ -465,6 +465,9 @@ export class CronService {
     const holder = taken(name);
     if (!holder) return name;
     if (explicit) {
+      if (holder.id === name && holder.name.toLowerCase() !== name.toLowerCase()) {
+        throw new ScheduleInputError(`"${name}" is the id of the cron job "${holder.name}"; a name may not be another job's id (references would be ambiguous). Choose another --name.`, { field: 'name' });
+      }
       throw new ScheduleInputError(`A cron job named "${holder.name}" already exists (${holder.id}); choose another --name or edit that job.`, { field: 'name' });
     }
     for (let i = 2; ; i++) if (!taken(`${name} (${i})`)) return `${name} (${i})`;
