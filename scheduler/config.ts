@@ -191,7 +191,17 @@ export const configSchema = z
       })
       .prefault({}),
     heartbeat: z.object({ min_interval_seconds: atLeastOneSecond(60) }).strict().prefault({}),
-    goals: z.object({ max_turns: positiveInt(20) }).strict().prefault({}),
+    goals: z
+      .object({
+        max_turns: positiveInt(20),
+        /**
+         * Goal turns in a row without a valid verdict (the turn failed, or the judge
+         * failed or answered no verdict) after which the goal pauses; 0 = never. @defaultValue 3
+         */
+        max_consecutive_failures: z.coerce.number().int().min(0).default(3),
+      })
+      .strict()
+      .prefault({}),
     agent: z
       .object({
         /** OpenAI-compatible endpoint (OPENAI_BASE_URL). */

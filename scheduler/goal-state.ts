@@ -7,7 +7,13 @@
  * - `done` → "Goal achieved";
  * - `blocked` → paused with the judge's reason;
  * - `wait` → parked: no continuation until the user writes or resumes it;
- * - budget (`goals.max_turns`) used → paused.
+ * - budget (`goals.max_turns`) used → paused;
+ * - no valid verdict (the turn failed, or the judge call failed or answered
+ *   something that is not a verdict) → fail open: another turn within the
+ *   budget, but after `goals.max_consecutive_failures` such turns in a row
+ *   (0 = never) → paused with the last error, as loops pause after repeated
+ *   failed ticks. A valid verdict resets the count, and so does
+ *   `/goal resume` (N fresh tries).
  * While a goal is active and not parked, loop and heartbeat ticks of the
  * session wait (deferred, never dropped).
  */
@@ -34,6 +40,8 @@ export interface GoalRecord {
   lastVerdict: GoalVerdict | null;
   /** Occurrence id of the last goal turn applied (makes `applyGoalTurn` idempotent). */
   lastTurnId: string | null;
+  /** Goal turns in a row without a valid verdict (turn or judge failed); absent in records stored before it. */
+  failures?: number;
   version: number;
 }
 
@@ -42,7 +50,7 @@ export function createGoal(input: { goalId: string; sessionId: string; text: str
   return {
     goalId: input.goalId, sessionId: input.sessionId, text: input.text, status: 'active', statusReason: null, parked: false,
     turnsUsed: 0, maxTurns: input.maxTurns, origin: input.origin, createdAt: input.now, updatedAt: input.now,
-    lastVerdict: null, lastTurnId: null, version: 0,
+    lastVerdict: null, lastTurnId: null, failures: 0, version: 0,
   };
 }
 
@@ -60,13 +68,20 @@ export type GoalOutcome =
 
 /**
  * The goal after one of its turns and the judge's verdict (pure).
- * `verdict: undefined` means the judge failed: fail open (continue) within the budget.
+ * `verdict: undefined` means no valid verdict (the turn or the judge failed;
+ * `reason` is the error): fail open (continue) within the budget, until
+ * `maxConsecutiveFailures` in a row pause the goal (0 = never).
  */
 export function applyGoalTurn(
   goal: GoalRecord,
-  turn: { turnId: string; now: number; verdict: GoalVerdict | undefined; reason: string },
+  turn: { turnId: string; now: number; verdict: GoalVerdict | undefined; reason: string; maxConsecutiveFailures: number },
 ): { goal: GoalRecord; outcome: GoalOutcome } {
-  const next: GoalRecord = { ...goal, turnsUsed: goal.turnsUsed + 1, lastTurnId: turn.turnId, updatedAt: turn.now, lastVerdict: turn.verdict ?? null };
+  const failures = turn.verdict === undefined ? (goal.failures ?? 0) + 1 : 0;
+  const next: GoalRecord = { ...goal, turnsUsed: goal.turnsUsed + 1, lastTurnId: turn.turnId, updatedAt: turn.now, lastVerdict: turn.verdict ?? null, failures };
+  if (turn.maxConsecutiveFailures > 0 && failures >= turn.maxConsecutiveFailures) {
+    const reason = `${failures} goal turns in a row got no verdict (last error: ${turn.reason || 'unknown'}); /goal resume tries again`;
+    return { goal: { ...next, status: 'paused', statusReason: reason }, outcome: { kind: 'paused', reason } };
+  }
   if (turn.verdict === 'done') return { goal: { ...next, status: 'achieved', statusReason: turn.reason || null, parked: false }, outcome: { kind: 'achieved' } };
   if (turn.verdict === 'blocked') {
     const reason = `blocked: ${turn.reason || 'the judge gave no reason'}`;
@@ -90,7 +105,7 @@ export function applyGoalTurn(
 export function resumeGoal(goal: GoalRecord, now: number, budget: number): GoalRecord {
   const exhausted = goal.turnsUsed >= goal.maxTurns;
   return {
-    ...goal, status: 'active', parked: false, statusReason: null, updatedAt: now,
+    ...goal, status: 'active', parked: false, statusReason: null, updatedAt: now, failures: 0,
     maxTurns: exhausted ? goal.turnsUsed + budget : goal.maxTurns,
   };
 }

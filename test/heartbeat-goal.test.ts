@@ -158,6 +158,18 @@ describe('/goal', () => {
     expect(notices).toContain('Goal resumed (2 turn(s) left); the next turn is queued.');
   });
 
+  it('a judge that never gives a valid verdict pauses the goal after goals.max_consecutive_failures turns, naming the error', async () => {
+    const { env, c, model } = await setup({}, { turn: (_r, n) => `step ${n}`, judge: () => 'not a verdict' });
+    await worker(env);
+    await say(c, env, 'g4', '/goal keep going', 'm1');
+    const paused = await waitFor(async () => (await events(c, 'g4', 'notice')).find((e) => String(e.data.text).startsWith('Goal paused')), 10_000, 'the goal paused');
+    expect(String(paused.data.text)).toMatch(/^Goal paused: 3 goal turns in a row got no verdict \(last error: .+\); \/goal resume tries again\.$/);
+    expect((await events(c, 'g4', 'reply')).map((e) => e.data.text)).toEqual(['step 1', 'step 2', 'step 3']);
+    const record = JSON.parse((await c.redis.get(c.keys.goal('g4')))!) as { status: string; turnsUsed: number; failures: number };
+    expect(record).toMatchObject({ status: 'paused', turnsUsed: 3, failures: 3 });
+    expect(model.requests.filter((r) => !isJudge(r))).toHaveLength(3);
+  });
+
   it('loop ticks wait while a goal is active and not parked, then resume', async () => {
     const { env, c } = await setup({}, {
       turn: (req, n) => ({ delayMs: 300, text: req.messages.at(-1)!.content.includes('[Goal turn') ? `goal step ${n}` : `tick ${n}` }),

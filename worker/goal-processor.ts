@@ -65,7 +65,8 @@ export async function processGoalContinuation(
       for (let attempt = 0; attempt < 10; attempt++) {
         const fresh = await deps.goals.get(sessionId);
         if (!fresh || fresh.goalId !== goalId) return { status: 'duplicate' };
-        const { goal: next, outcome } = applyGoalTurn(fresh, { turnId, now: Date.now(), verdict: judged.verdict, reason: judged.reason });
+        const { goal: next, outcome } = applyGoalTurn(fresh, { turnId, now: Date.now(), verdict: judged.verdict, reason: judged.reason,
+          maxConsecutiveFailures: deps.config.goals.max_consecutive_failures });
         const stored: GoalRecord = { ...next, version: fresh.version + 1 };
         const res = await deps.sessions.commitTurn(sessionId, {
           occurrenceId: turnId,
