@@ -1,8 +1,8 @@
 /**
  * Health endpoints and Redis outages (gateway/health.ts): `/health/live`,
  * `/health/ready` (Redis answers and a worker heartbeat is recent; `/health`
- * is its alias), 503 with `Retry-After` from every endpoint while Redis is
- * away — at once, not a 500 after seconds — and recovery of the gateway and a
+ * is its alias), 503 with `Retry-After` from every endpoint (the queue
+ * dashboard included) while Redis is away — at once, not a 500 after seconds — and recovery of the gateway and a
  * worker when Redis comes back. The test stops and restarts its own
  * redis-server (same port, AOF on), never the shared one.
  */
@@ -104,7 +104,7 @@ describe('health endpoints and Redis outages', () => {
     expect(await json(down)).toMatchObject({ status: 'unavailable', redis: 'down', reasons: [expect.stringMatching(/Redis/)] });
     expect((await get('/health/live')).status).toBe(200);
 
-    for (const call of [() => ask('during'), () => get('/api/schedules'), () => get('/v1/models'), () => get('/v1/runs/run_000000000000000000000000')]) {
+    for (const call of [() => ask('during'), () => get('/api/schedules'), () => get('/v1/models'), () => get('/v1/runs/run_000000000000000000000000'), () => get('/admin/queues/api/queues')]) {
       const started = Date.now();
       const res = await call();
       expect(Date.now() - started).toBeLessThan(1_000);

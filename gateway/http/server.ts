@@ -103,7 +103,8 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
   app.use('/api', auth, storeGate, jsonBody, apiRouter({ ...options.api, streams, log: log.child({ component: 'api' }) }));
 
   if (options.dashboard) {
-    app.use(DASHBOARD_PATH, basicKeyAuth(options.key), dashboardRouter(options.dashboard.queues, { readOnly: options.dashboard.readOnly }));
+    // Gated like /api: the dashboard's queue reads would otherwise wait out the whole outage.
+    app.use(DASHBOARD_PATH, basicKeyAuth(options.key), storeGate, dashboardRouter(options.dashboard.queues, { readOnly: options.dashboard.readOnly }));
   }
 
   app.use((req, _res, next) => {
