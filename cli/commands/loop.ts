@@ -162,43 +162,54 @@ function print(result: ShellReply, json: boolean | undefined): void {
   process.stdout.write(json ? `${JSON.stringify(result, null, 2)}\n` : `${result.reply}\n`);
 }
 
+/** How `hermes loop` and `hermes heartbeat` differ; everything else of the two commands is shared. */
+interface ScheduleCommandSpec {
+  kind: 'loop' | 'heartbeat';
+  alias?: string;
+  description: string;
+  argument: string;
+  /** `--times`/`--until` belong to the loop grammar, so commander must pass unknown options through. */
+  passUnknownOptions: boolean;
+}
+
+const SCHEDULE_COMMANDS: readonly ScheduleCommandSpec[] = [
+  {
+    kind: 'loop',
+    description: 'set or control the loop of a session: hermes loop 10m check the CI build',
+    argument: 'interval, prompt, --times N, --until <condition>, or status|pause|resume|stop|help',
+    passUnknownOptions: true,
+  },
+  {
+    kind: 'heartbeat',
+    alias: 'hb',
+    description: 'set or control the heartbeat of a session: hermes heartbeat every 30m anything new in my inbox?',
+    argument: 'every <interval> <prompt>, or status|pause|resume|stop|clear|help',
+    passUnknownOptions: false,
+  },
+];
+
 /** Add `hermes loop`, `hermes heartbeat` and `hermes goal` to `program`; `ctx` is called when a command runs (config is loaded lazily). */
 export function registerLoopCommand(program: Command, ctx: () => CliContext): void {
-  program
-    .command('loop')
-    .description('set or control the loop of a session: hermes loop 10m check the CI build')
-    .argument('[args...]', 'interval, prompt, --times N, --until <condition>, or status|pause|resume|stop|help')
-    .option('-s, --session <id>', 'session id', DEFAULT_SESSION)
-    .option('--command <name>', 'run a configured command (commands: in config.yaml) instead of the agent')
-    .option('--run <shell>', 'run this shell command as the turn instead of the agent')
-    .option('--timeout-seconds <n>', 'timeout of --run')
-    .option('--deliver <target>', 'also send each reply to telegram:<chat>[:<thread>]')
-    .option('--json', 'print the reply and the loop record as JSON')
-    .allowUnknownOption()
-    .action(action(async (args: string[], opts: { session: string; command?: string; run?: string; timeoutSeconds?: string; deliver?: string; json?: boolean }) => {
+  for (const spec of SCHEDULE_COMMANDS) {
+    const command = program.command(spec.kind);
+    if (spec.alias) command.alias(spec.alias);
+    command
+      .description(spec.description)
+      .argument('[args...]', spec.argument)
+      .option('-s, --session <id>', 'session id', DEFAULT_SESSION)
+      .option('--command <name>', 'run a configured command (commands: in config.yaml) instead of the agent')
+      .option('--run <shell>', 'run this shell command as the turn instead of the agent')
+      .option('--timeout-seconds <n>', 'timeout of --run')
+      .option('--deliver <target>', 'also send each reply to telegram:<chat>[:<thread>]')
+      .option('--json', `print the reply and the ${spec.kind} record as JSON`);
+    if (spec.passUnknownOptions) command.allowUnknownOption();
+    command.action(action(async (args: string[], opts: { session: string; command?: string; run?: string; timeoutSeconds?: string; deliver?: string; json?: boolean }) => {
       const c = ctx();
       const runner = runnerFromFlags(c.config, opts);
       const origin = originFromDeliver(opts.deliver);
-      print(await applyScheduleCommand(c, 'loop', opts.session, args.join(' '), { runner, origin }), opts.json);
+      print(await applyScheduleCommand(c, spec.kind, opts.session, args.join(' '), { runner, origin }), opts.json);
     }));
-
-  program
-    .command('heartbeat')
-    .alias('hb')
-    .description('set or control the heartbeat of a session: hermes heartbeat every 30m anything new in my inbox?')
-    .argument('[args...]', 'every <interval> <prompt>, or status|pause|resume|stop|clear|help')
-    .option('-s, --session <id>', 'session id', DEFAULT_SESSION)
-    .option('--command <name>', 'run a configured command (commands: in config.yaml) instead of the agent')
-    .option('--run <shell>', 'run this shell command as the turn instead of the agent')
-    .option('--timeout-seconds <n>', 'timeout of --run')
-    .option('--deliver <target>', 'also send each reply to telegram:<chat>[:<thread>]')
-    .option('--json', 'print the reply and the heartbeat record as JSON')
-    .action(action(async (args: string[], opts: { session: string; command?: string; run?: string; timeoutSeconds?: string; deliver?: string; json?: boolean }) => {
-      const c = ctx();
-      const runner = runnerFromFlags(c.config, opts);
-      const origin = originFromDeliver(opts.deliver);
-      print(await applyScheduleCommand(c, 'heartbeat', opts.session, args.join(' '), { runner, origin }), opts.json);
-    }));
+  }
 
   program
     .command('goal')
