@@ -42,10 +42,19 @@ export type RedisTopology =
 /** What a client is for. */
 export type RedisRole = 'commands' | 'bullmq';
 
-/** Per-role ioredis options: BullMQ's clients need `maxRetriesPerRequest: null` (blocking commands). */
+/**
+ * Per-role ioredis options: BullMQ's clients need `maxRetriesPerRequest: null` (blocking commands).
+ *
+ * `blockingTimeout` (ms) on the BullMQ role is ioredis's client-side limit on a blocking command
+ * (its own timeout plus 100 ms of grace; 10 s for one that would block forever). Without it, when
+ * a Redis Cluster master is SIGKILLed and its replica promoted, a worker's BZPOPMIN on the dead
+ * master never settles and BullMQ's own fetch watchdog does not recover the connection: that
+ * queue's worker stops taking jobs until the process restarts. With it the command is rejected,
+ * BullMQ reconnects its blocking client, and the next read follows the new master.
+ */
 const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
   commands: { maxRetriesPerRequest: 3 },
-  bullmq: { maxRetriesPerRequest: null, enableReadyCheck: true },
+  bullmq: { maxRetriesPerRequest: null, enableReadyCheck: true, blockingTimeout: 10_000 },
 };
 
 /**

@@ -1,7 +1,8 @@
 /**
  * A private Redis Cluster for tests: three `redis-server --cluster-enabled yes`
- * on free loopback ports, joined with `redis-cli --cluster create … --cluster-replicas 0`,
- * without persistence; `stop()` kills them and removes their folder. Also a test
+ * on free loopback ports (and, on request, one replica per master), joined with
+ * `redis-cli --cluster create … --cluster-replicas N`, without persistence;
+ * `kill(port)` SIGKILLs one node, `stop()` kills them all and removes their folder. Also a test
  * environment (`clusterEnv`) that points the product at it with `redis.shards`.
  */
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
@@ -20,13 +21,27 @@ const run = promisify(execFile);
 export interface TestCluster {
   /** `127.0.0.1:<port>` of every master. */
   nodes: string[];
-  /** One plain client per master (for DBSIZE, KEYS … in assertions). */
+  /** One plain client per node as started (masters first; for DBSIZE, KEYS … in assertions). */
   masters(): Redis[];
+  /** SIGKILL the node on `port`; resolves when its process has exited. */
+  kill(port: number): Promise<void>;
   stop(): Promise<void>;
 }
 
-/** Start a three-master cluster. Resolves when every node reports `cluster_state:ok`. */
-export async function startRedisCluster(masters = 3): Promise<TestCluster> {
+/** How the test cluster is laid out. */
+export interface TestClusterOptions {
+  /** Replicas per master (`--cluster-replicas`); 0 by default. */
+  replicas?: number;
+  /** `cluster-node-timeout` in ms: how long a silent master takes to be failed over. 2000 by default. */
+  nodeTimeoutMs?: number;
+}
+
+/**
+ * Start a cluster of `masters` masters (and `replicas` replicas each).
+ * Resolves when every node reports `cluster_state:ok`.
+ */
+export async function startRedisCluster(masters = 3, options: TestClusterOptions = {}): Promise<TestCluster> {
+  const replicas = options.replicas ?? 0;
   const dir = mkdtempSync(join(tmpdir(), 'hermes-test-cluster-'));
   const ports: number[] = [];
   const children: ChildProcess[] = [];
@@ -41,13 +56,14 @@ export async function startRedisCluster(masters = 3): Promise<TestCluster> {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    for (let i = 0; i < masters; i++) {
+    for (let i = 0; i < masters * (1 + replicas); i++) {
       const port = await freePort();
       ports.push(port);
       children.push(spawn('redis-server', [
         '--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
         '--cluster-config-file', join(dir, `nodes-${port}.conf`), '--dir', dir,
-        '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction', '--cluster-node-timeout', '2000',
+        '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction', '--cluster-node-timeout', String(options.nodeTimeoutMs ?? 2000),
+        '--repl-diskless-sync-delay', '0',
       ], { stdio: 'ignore' }));
     }
     for (const port of ports) {
@@ -56,15 +72,28 @@ export async function startRedisCluster(masters = 3): Promise<TestCluster> {
       clients.push(c);
       await waitFor(async () => (await c.ping().catch(() => '')) === 'PONG', 10_000, `redis-server on ${port}`);
     }
-    await run('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes']);
+    await run('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', String(replicas), '--cluster-yes']);
     for (const c of clients) {
       await waitFor(async () => /cluster_state:ok/.test(String(await c.cluster('INFO'))), 15_000, 'cluster_state:ok');
+    }
+    // A replica can be promoted only once it has synced with its master (else its data age is unknown).
+    for (const c of clients) {
+      await waitFor(async () => {
+        const info = String(await c.info('replication'));
+        return /role:master/.test(info) || /master_link_status:up/.test(info);
+      }, 15_000, 'replicas in sync with their masters');
     }
   } catch (err) {
     await stop();
     throw err;
   }
-  return { nodes: ports.map((p) => `127.0.0.1:${p}`), masters: () => clients, stop };
+  const kill = (port: number) => new Promise<void>((resolve) => {
+    const child = children[ports.indexOf(port)];
+    if (!child || child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGKILL');
+  });
+  return { nodes: ports.map((p) => `127.0.0.1:${p}`), masters: () => clients, kill, stop };
 }
 
 /**
