@@ -1,6 +1,6 @@
 /**
  * The `hermes` command line: `up`, `worker`, `gateway`, `loop`, `heartbeat`,
- * `goal`, `chat`, `status`, `cron …`, `completion`.
+ * `goal`, `chat`, `status`, `cron …`, `admin reshard`, `completion`.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -18,6 +18,7 @@ import { connectCli } from './connect-cli.ts';
 import { DEFAULT_SESSION, registerLoopCommand } from './commands/loop.ts';
 import { registerCronCommands } from './commands/cron.ts';
 import { registerCompletionCommand } from './commands/completion.ts';
+import { registerAdminCommands } from './commands/admin.ts';
 import { action, endQuietlyOnClosedPipe, reportError, reportFatal, waitForSignal } from './run-command.ts';
 import { formatSchedules } from './status-format.ts';
 import { loopStoreFor } from '../scheduler/services.ts';
@@ -221,6 +222,7 @@ program
     }
   }));
 
+registerAdminCommands(program, getConfig);
 registerCompletionCommand(program);
 
 try {

@@ -182,6 +182,31 @@ export class Keys {
     return `${this.basePrefix}:shard-count`;
   }
 
+  /** Marker of a reshard under way: the shard count it moves the store to (fleet-wide). */
+  get reshardTarget(): string {
+    return `${this.basePrefix}:reshard-to`;
+  }
+
+  /**
+   * The keys of a session that move with it when the shard count changes:
+   * loop and heartbeat records with their in-flight marks, goal, transcript,
+   * event stream, pending input and its sequence, committed occurrences.
+   * (Mutation and turn locks are short-lived and not moved.)
+   */
+  sessionKeys(sessionId: string): string[] {
+    const kinds: ScheduleKind[] = ['loop', 'heartbeat'];
+    return [
+      ...kinds.flatMap((k) => [this.schedule(sessionId, k), this.scheduleInflight(sessionId, k)]),
+      this.goal(sessionId), this.transcript(sessionId), this.events(sessionId), this.pendingInput(sessionId),
+      this.inputSequence(sessionId), this.sessionCommitted(sessionId),
+    ];
+  }
+
+  /** The keys of a cron job that move with it when the shard count changes: record, runs, run index, claims, committed occurrences. */
+  cronJobKeys(id: string): string[] {
+    return [this.cronJob(id), this.cronRuns(id), this.cronRunIndex(id), this.cronClaims(id), this.cronCommitted(id)];
+  }
+
   /**
    * The product's indexes under the one-shard layout, for telling whether a
    * store written with one shard has data (fleet-wide prefix).

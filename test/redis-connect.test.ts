@@ -145,7 +145,7 @@ describe('redis.shards on a store that has data', () => {
     // The store predates the marker: its data is under the one-shard layout.
     const err = await connectCli(withShards(4)).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConfigError);
-    expect((err as Error).message).toMatch(/written with 1 shard\(s\), not 4.*HERMES_REDIS_SHARDS=1.*not available yet/);
+    expect((err as Error).message).toMatch(/written with 1 shard\(s\), not 4.*HERMES_REDIS_SHARDS=1.*hermes admin reshard --to 4/);
     expect(await c.redis.get(c.keys.shardCountMarker)).toBeNull();
     await expect(startWorker(env, { config: withShards(2) })).rejects.toThrow(/written with 1 shard/);
     await (await connectCli(env.config)).close(); // the right count is accepted and recorded

@@ -7,7 +7,8 @@
  * opens a store records its `redis.shards` in a fleet-wide marker, and every
  * process refuses to start with a different count. A store without a marker
  * that already holds data under the one-shard layout counts as one shard.
- * Moving a store to another count (`hermes admin reshard`) is not available yet.
+ * Moving a store to another count is `hermes admin reshard --to N` (scheduler/reshard.ts);
+ * while one is under way (its `reshard-to` marker exists) every process refuses to start.
  */
 import type { Keys } from '../keys.ts';
 import { ConfigError } from '../errors/config-error.ts';
@@ -22,6 +23,14 @@ const CLAIM_SHARD_COUNT = luaScript('claim-shard-count-1.lua');
  * @throws ConfigError naming `redis.shards` when the store was written with another count
  */
 export async function assertShardCount(redis: RedisClient, keys: Keys): Promise<number> {
+  const resharding = await redis.get(keys.reshardTarget);
+  if (resharding !== null) {
+    throw new ConfigError(
+      `This store is being moved to ${resharding} shard(s) and the move has not finished. ` +
+        `Finish it with \`hermes admin reshard --to ${resharding}\` (workers stopped), then start with HERMES_REDIS_SHARDS=${resharding}.`,
+      { key: 'redis.shards' },
+    );
+  }
   let stored = await redis.get(keys.shardCountMarker);
   if (stored === null) {
     // No marker: a store from before shards existed has its data under the one-shard layout.
@@ -34,7 +43,7 @@ export async function assertShardCount(redis: RedisClient, keys: Keys): Promise<
     throw new ConfigError(
       `Invalid setting redis.shards: this store was written with ${count} shard(s), not ${keys.shardCount}. ` +
         `Set HERMES_REDIS_SHARDS=${count} (redis.shards: ${count}); a different count would hide every session and cron job ` +
-        'stored so far. Moving a store to another count (`hermes admin reshard`) is not available yet.',
+        `stored so far. To move the store to ${keys.shardCount} shard(s), stop the workers and run \`hermes admin reshard --to ${keys.shardCount}\`.`,
       { key: 'redis.shards' },
     );
   }
