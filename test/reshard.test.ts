@@ -8,7 +8,8 @@ import { cronServiceFor } from '../scheduler/cron/cron-service.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { openRedisClient, topologyFromConfig } from '../scheduler/redis/connection-factory.ts';
 import { reshard } from '../scheduler/reshard.ts';
-import { Keys } from '../scheduler/keys.ts';
+import { Queue } from 'bullmq';
+import { Keys, QUEUES } from '../scheduler/keys.ts';
 import { enqueueInput, pendingInput } from '../scheduler/inbox.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, events, runHermes, startWorker, waitFor } from './support/stack.ts';
@@ -175,5 +176,29 @@ describe('hermes admin reshard', () => {
       expect(await pendingInput(c3.redis, c3.keys, s)).toHaveLength(1);
       expect(await c1.queues.inbox.getJob(inputIds[s]!)).toBeUndefined();
     }
+  }, 60_000);
+
+  it('refuses while shard 0 changes prefix and its outbound queue holds replies; not when shard 0 stays', async () => {
+    const env = testEnv();
+    cleanups.push(() => env.cleanup());
+    const redis = openRedisClient(topologyFromConfig(env.config), 'commands');
+    const queueConn = openRedisClient(topologyFromConfig(env.config), 'bullmq');
+    cleanups.push(() => { redis.disconnect(); queueConn.disconnect(); });
+    const keys = new Keys(env.prefix);
+    const outbound1 = new Queue(QUEUES.outboundTelegram, { connection: queueConn, prefix: keys.bullPrefix });
+    cleanups.push(() => outbound1.close());
+    const reply = await outbound1.add('reply', { text: 'waiting to be sent' }, { delay: 60_000 });
+    // 1 → 2 moves shard 0 from {p} to {p:0}: refused, nothing written.
+    await expect(reshard(redis, queueConn, env.config, 2)).rejects.toThrow(/outbound-telegram queue still holds 1 job/);
+    expect(await redis.get(keys.reshardTarget)).toBeNull();
+    expect(await redis.get(keys.shardCountMarker)).toBeNull();
+    await reply.remove();
+    expect(await reshard(redis, queueConn, env.config, 2)).toMatchObject({ from: 1, to: 2 });
+    // 2 → 3 keeps shard 0's prefix: its queues stay where they are, pending or not.
+    const outbound2 = new Queue(QUEUES.outboundTelegram, { connection: queueConn, prefix: new Keys(env.prefix, { shards: 2 }).bullPrefix });
+    cleanups.push(() => outbound2.close());
+    await outbound2.add('reply', { text: 'waiting to be sent' }, { delay: 60_000 });
+    expect(await reshard(redis, queueConn, env.config, 3)).toMatchObject({ from: 2, to: 3 });
+    expect(await redis.get(keys.shardCountMarker)).toBe('3');
   }, 60_000);
 });
