@@ -5,45 +5,26 @@
  */
 import { Queue, QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { REFUSAL_TEXT } from '../gateway/telegram/inbound.ts';
 import { botIdOf } from '../gateway/telegram/telegram-adapter.ts';
 import { Keys, QUEUES } from '../scheduler/keys.ts';
-import { createLogger } from '../scheduler/logger.ts';
 import { enqueueTelegramOutbound, outboundJobId, telegramOutboundQueue, type TelegramOutboundData } from '../scheduler/outbound.ts';
 import { spawnGateway, type ChildGateway } from './support/child-gateway.ts';
 import type { TestEnv } from './support/env.ts';
-import { startFakeTelegram, type FakeTelegram } from './support/fake-telegram.ts';
+import type { FakeTelegram } from './support/fake-telegram.ts';
+import { useTelegramHarness } from './support/telegram-harness.ts';
 import { waitFor } from './support/http.ts';
 import { ALLOWED_USER, BOT_TOKEN, memoryLogger, readInbox, telegramEnv, type InboxReader } from './support/telegram-env.ts';
 
+const harness = useTelegramHarness();
+const { cleanups, gateway, child } = harness;
 let fake: FakeTelegram;
-const cleanups: Array<() => Promise<unknown> | unknown> = [];
-
-beforeEach(async () => {
-  fake = await startFakeTelegram();
+beforeEach(() => {
+  fake = harness.fake;
 });
 
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-  await fake.close();
-});
 
-async function gateway(env: TestEnv, log = createLogger({ level: env.config.log_level })): Promise<Gateway> {
-  const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log });
-  cleanups.push(() => gw.close());
-  return gw;
-}
-
-async function child(env: TestEnv): Promise<ChildGateway> {
-  const c = await spawnGateway(env.childEnv);
-  cleanups.push(async () => {
-    c.kill('SIGKILL');
-    await c.exited;
-  });
-  return c;
-}
 
 function setup(overrides: Record<string, unknown> = {}): TestEnv {
   const env = telegramEnv(fake, overrides);

@@ -4,25 +4,23 @@
  * now" instead of silence; a stored message shows "typing…" until the reply
  * to that chat is sent. Real grammY against the local Bot API server.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { BOT_COMMANDS } from '../gateway/telegram/bot-setup.ts';
 import { renderMarkdown, splitFormatted } from '../gateway/telegram/render-markdown.ts';
 import { REFUSAL_TEXT, TEXT_ONLY_TEXT } from '../gateway/telegram/inbound.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { enqueueTelegramOutbound, outboundJobId, telegramOutboundQueue } from '../scheduler/outbound.ts';
-import { startFakeTelegram, type FakeTelegram } from './support/fake-telegram.ts';
+import type { FakeTelegram } from './support/fake-telegram.ts';
+import { useTelegramHarness } from './support/telegram-harness.ts';
 import { ALLOWED_USER, readInbox, telegramEnv } from './support/telegram-env.ts';
 import { clients, waitFor } from './support/stack.ts';
 
+const harness = useTelegramHarness();
+const { cleanups } = harness;
 let fake: FakeTelegram;
-const cleanups: Array<() => Promise<unknown> | unknown> = [];
-beforeEach(async () => {
-  fake = await startFakeTelegram();
-});
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-  await fake.close();
+beforeEach(() => {
+  fake = harness.fake;
 });
 
 async function start(overrides: Record<string, unknown> = {}) {

@@ -7,30 +7,24 @@
  * (field report F17).
  */
 import { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { Keys } from '../scheduler/keys.ts';
-import { createLogger } from '../scheduler/logger.ts';
 import { enqueueTelegramOutbound, outboundJobId, telegramOutboundQueue, type TelegramOutboundData } from '../scheduler/outbound.ts';
 import { DELIVERY_EVENT } from '../scheduler/outbound-outcome.ts';
-import { spawnGateway, type ChildGateway } from './support/child-gateway.ts';
+import type { ChildGateway } from './support/child-gateway.ts';
 import { runCronCli } from './support/cron-cli.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
 import type { TestEnv } from './support/env.ts';
-import { startFakeTelegram, type FakeTelegram } from './support/fake-telegram.ts';
+import type { FakeTelegram } from './support/fake-telegram.ts';
+import { useTelegramHarness } from './support/telegram-harness.ts';
 import { telegramEnv } from './support/telegram-env.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
 
+const harness = useTelegramHarness();
+const { cleanups, gateway, child } = harness;
 let fake: FakeTelegram;
-const cleanups: Array<() => Promise<unknown> | unknown> = [];
-
-beforeEach(async () => {
-  fake = await startFakeTelegram();
-});
-
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-  await fake.close();
+beforeEach(() => {
+  fake = harness.fake;
 });
 
 function setup(overrides: Record<string, unknown> = {}): TestEnv {
@@ -39,20 +33,7 @@ function setup(overrides: Record<string, unknown> = {}): TestEnv {
   return env;
 }
 
-async function gateway(env: TestEnv): Promise<Gateway> {
-  const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
-  cleanups.push(() => gw.close());
-  return gw;
-}
 
-async function child(env: TestEnv): Promise<ChildGateway> {
-  const c = await spawnGateway(env.childEnv);
-  cleanups.push(async () => {
-    c.kill('SIGKILL');
-    await c.exited;
-  });
-  return c;
-}
 
 function producer(env: TestEnv) {
   const connection = new Redis(env.redisUrl, { maxRetriesPerRequest: null });

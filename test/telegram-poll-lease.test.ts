@@ -5,36 +5,22 @@
  * default length, while two live gateways still never poll at once.
  */
 import { Redis } from 'ioredis';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { botIdOf } from '../gateway/telegram/telegram-adapter.ts';
 import { configSchema } from '../scheduler/config.ts';
 import { Keys } from '../scheduler/keys.ts';
-import { spawnGateway, type ChildGateway } from './support/child-gateway.ts';
-import type { TestEnv } from './support/env.ts';
-import { startFakeTelegram, type FakeTelegram } from './support/fake-telegram.ts';
+import type { FakeTelegram } from './support/fake-telegram.ts';
+import { useTelegramHarness } from './support/telegram-harness.ts';
 import { ALLOWED_USER, BOT_TOKEN, readInbox, telegramEnv } from './support/telegram-env.ts';
 import { waitFor } from './support/wait-for.ts';
 
+const harness = useTelegramHarness();
+const { cleanups, child } = harness;
 let fake: FakeTelegram;
-const cleanups: Array<() => Promise<unknown> | unknown> = [];
-
-beforeEach(async () => {
-  fake = await startFakeTelegram();
+beforeEach(() => {
+  fake = harness.fake;
 });
 
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-  await fake.close();
-});
-
-async function child(env: TestEnv): Promise<ChildGateway> {
-  const c = await spawnGateway(env.childEnv);
-  cleanups.push(async () => {
-    c.kill('SIGKILL');
-    await c.exited;
-  });
-  return c;
-}
 
 describe('poll lease after a crash', () => {
   it('a gateway restarted after SIGKILL polls again within 5 s of its start (default lease)', async () => {
