@@ -138,7 +138,7 @@ describe('drain: a job received after the worker paused', () => {
     // unstarted, and the assertions on B below are the same.)
     expect(await cron.runs(late.id, 5)).toEqual([]);
     const handedBack = await c.queues.ticks.getJob(manualJobId);
-    expect(['delayed', 'wait', 'prioritized']).toContain(await handedBack!.getState());
+    expect(['delayed', 'waiting', 'prioritized']).toContain(await handedBack!.getState());
     expect(handedBack!.attemptsStarted).toBeLessThanOrEqual(1);
 
     const b = await startWorker(env);
