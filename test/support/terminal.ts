@@ -4,6 +4,11 @@
  * foreground process group; bytes written to `type()` go through the pty's
  * line discipline, so `\x03` (Ctrl+C) becomes SIGINT for the whole foreground
  * process group, exactly as typed at a keyboard.
+ *
+ * `script` runs the command through `$SHELL -c`; the command is `exec`ed so no
+ * shell stays in the foreground group. (A non-interactive dash — `/bin/sh` on
+ * Debian — dies of that SIGINT itself and `script` then reports 130 whatever
+ * the command did.)
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 
@@ -22,7 +27,7 @@ const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 /** Start `argv` in a fresh pty with `env`. */
 export function runInTerminal(argv: string[], env: NodeJS.ProcessEnv): TerminalRun {
-  const child = spawn('script', ['-qfec', argv.map(shellQuote).join(' '), '/dev/null'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn('script', ['-qfec', `exec ${argv.map(shellQuote).join(' ')}`, '/dev/null'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
