@@ -11,7 +11,9 @@ import { enqueueTelegramOutbound } from '../scheduler/outbound.ts';
 import { testEnv } from './support/env.ts';
 import { startFakeTelegram } from './support/fake-telegram.ts';
 import { telegramEnv } from './support/telegram-env.ts';
-import { clients, startWorker, waitFor, waitForEvents } from './support/stack.ts';
+import { clients, events, startWorker, waitFor, waitForEvents } from './support/stack.ts';
+import { startFakeOpenAI } from './support/fake-openai.ts';
+import { enqueueInput } from '../scheduler/inbox.ts';
 
 const KEY = 'metrics-key-123456';
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -60,6 +62,24 @@ describe('worker /metrics', () => {
     expect(text).toMatch(/^hermes_queue_jobs\{queue="outbound-telegram",state="waiting"\} 0$/m);
     expect(text).toContain('hermes_process_resident_memory_bytes');
     expect((await fetch(`${w.metricsServer!.url}/other`, { headers: { authorization: `Bearer ${KEY}` } })).status).toBe(404);
+  });
+
+  it('counts goal continuation turns as kind goal, by outcome', async () => {
+    const model = await startFakeOpenAI();
+    let judged = 0;
+    // Two continuation turns: the judge says continue once, then done.
+    model.respond((req) => (req.messages[0]?.content.startsWith('You judge')
+      ? (++judged < 2 ? '{"verdict":"continue","reason":"more"}' : '{"verdict":"done","reason":"done"}')
+      : 'step'));
+    const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
+    const c = clients(env);
+    cleanups.push(() => model.close(), () => env.cleanup(), () => c.close());
+    const w = await startWorker(env);
+    cleanups.push(() => w.drain());
+    await enqueueInput({ redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 }, { sessionId: 'g', text: '/goal ship it', messageId: 'm1', origin: { surface: 'chat' } });
+    await waitFor(async () => ((await events(c, 'g', 'notice')).some((e) => e.data.text === 'Goal achieved: ship it') ? true : undefined), 15_000, 'the goal achieved');
+    expect(await sampleOf(w, 'hermes_turns_total{kind="goal",outcome="ok"}')).toBe(2);
+    expect(await sampleOf(w, 'hermes_turn_duration_seconds_count{kind="goal"}')).toBe(2);
   });
 
   it('is open with metrics.public, and off without worker.metrics_port', async () => {

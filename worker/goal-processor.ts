@@ -56,7 +56,10 @@ export async function processGoalContinuation(
           surface: goal.origin.surface, onEvent: sessionEventSink(deps, sessionId, { kind: 'goal', tick: goalTurn, occurrenceId: turnId }),
         }));
       } catch (err) {
-        if (turn.abortedByDrain) return await deferJob(job, token, deps.config.worker.defer_ms);
+        if (turn.abortedByDrain) {
+          deps.metrics?.turnFinished('goal', 'aborted', (Date.now() - startedAt) / 1000);
+          return await deferJob(job, token, deps.config.worker.defer_ms);
+        }
         if (turn.lockLost) throw err; // another worker has the job now: commit nothing here
         failure = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
         log.warn({ err: failure.message }, 'goal turn failed');
@@ -82,6 +85,7 @@ export async function processGoalContinuation(
         });
         if (res.status === 'conflict') continue;
         if (res.status === 'duplicate') return { status: 'duplicate' };
+        deps.metrics?.turnFinished('goal', failure ? 'failed' : 'ok', (Date.now() - startedAt) / 1000);
         if (!failure) await deliverToRoute(deps, { sessionId, origin: stored.origin, text: reply, occurrenceId: turnId });
         await afterGoalTurn(deps, stored, outcome, turnId);
         return { status: failure ? 'failed' : 'replied', eventId: res.eventId };
