@@ -25,6 +25,11 @@ function imports(file: string): string[] {
   return out;
 }
 
+/** Every `.ts`/`.mjs` file under the given top-level folders. */
+function* sources(folders: string[]): Generator<string> {
+  for (const folder of folders) yield* files(join(ROOT, folder));
+}
+
 const graph = new Map<string, string[]>();
 for (const folder of FOLDERS) for (const f of files(join(ROOT, folder))) graph.set(f, imports(f));
 const top = (p: string) => relative(ROOT, p).split('/')[0]!;
@@ -61,6 +66,23 @@ describe('layout', () => {
     };
     for (const f of graph.keys()) visit(f, []);
     expect(cycles).toEqual([]);
+  });
+
+  it('only scheduler/defer-job.ts moves a job back to delayed (one deferJob)', () => {
+    const files = [...sources(['scheduler', 'worker', 'gateway', 'cli', 'ops', 'test'])];
+    expect(files.length).toBeGreaterThan(100);
+    const bad = files
+      .filter((f) => /\.moveToDelayed\s*\(/.test(readFileSync(f, 'utf8')))
+      .map((f) => relative(ROOT, f))
+      .filter((f) => f !== 'scheduler/defer-job.ts');
+    expect(bad).toEqual([]);
+  });
+
+  it('no product source holds Lua: scripts live in scheduler/redis/scripts/*.lua', () => {
+    const bad = [...sources(['scheduler', 'worker', 'gateway', 'cli', 'ops'])]
+      .filter((f) => f.endsWith('.ts') && /redis\.p?call\b/.test(readFileSync(f, 'utf8')))
+      .map((f) => relative(ROOT, f));
+    expect(bad).toEqual([]);
   });
 
   it('file names are kebab-case', () => {

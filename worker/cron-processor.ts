@@ -34,7 +34,8 @@ import { withNotice } from '../scheduler/cron/cron-notice.ts';
 import { decideOccurrence, type OccurrenceTrigger } from '../scheduler/cron/misfire.ts';
 import { schedulerJobMillis } from '../scheduler/queues.ts';
 import type { WorkerDeps } from './worker-deps.ts';
-import { deferJob, sleepUntil } from './defer.ts';
+import { deferJob } from '../scheduler/defer-job.ts';
+import { sleepUntil } from './sleep-until.ts';
 import type { HeldLock } from './session-lock.ts';
 import { deliverPending, resolveTargets } from './cron-delivery.ts';
 import { sessionEventSink } from './turn-events.ts';
@@ -111,8 +112,7 @@ export async function processCronTick(
     const waitMs = decision.untilMs - Date.now();
     if ((waitMs > MAX_IN_PROCESS_WAIT_MS || deps.turns.draining) && token) {
       log.debug({ dueAt }, 'cron tick picked up early; delayed until due');
-      await job.moveToDelayed(decision.untilMs, token);
-      throw new DelayedError();
+      return await deferJob(job, token, decision.untilMs - Date.now());
     }
     await sleep(Math.min(waitMs, MAX_IN_PROCESS_WAIT_MS), signal);
     if (signal?.aborted) return { outcome: 'dropped', occurrenceId, reason: 'aborted' };
@@ -132,8 +132,7 @@ export async function processCronTick(
     lock = await deps.lock.acquire(cronSessionId(record.id), holder);
     if (!lock) {
       if (record.overlap === 'queue' && token) {
-        await job.moveToDelayed(Date.now() + deps.config.worker.defer_ms, token);
-        throw new DelayedError();
+        return await deferJob(job, token, deps.config.worker.defer_ms);
       }
       return await recordSkip(store, deps, job, record, { occurrenceId, dueAt, trigger, holder, pickedAt, reason: 'overlap', latenessMs: Date.now() - dueAt });
     }

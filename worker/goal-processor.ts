@@ -14,7 +14,7 @@ import { pendingInput } from '../scheduler/inbox.ts';
 import { applyGoalTurn, buildGoalInput, type GoalOutcome, type GoalRecord } from '../scheduler/goal-state.ts';
 import { parseGoalArgs, GOAL_HELP } from '../scheduler/goal-command.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
-import { deferJob } from './defer.ts';
+import { deferJob } from '../scheduler/defer-job.ts';
 import { deliverToRoute } from './delivery.ts';
 import { judgeGoal } from './goal-judge.ts';
 import { stepMessages, turnMessages } from './transcript-messages.ts';

@@ -12,7 +12,7 @@ import type { Job } from 'bullmq';
 import { clearPendingInput, inputOccurrenceId, pendingInput, type InboxJobData } from '../scheduler/inbox.ts';
 import { isHermesError } from '../scheduler/errors/hermes-error.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
-import { deferJob } from './defer.ts';
+import { deferJob } from '../scheduler/defer-job.ts';
 import { deliverToRoute } from './delivery.ts';
 import { runSlashCommand } from './slash-commands.ts';
 import { stepMessages, turnMessages } from './transcript-messages.ts';

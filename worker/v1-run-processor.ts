@@ -30,7 +30,7 @@
 import type { Job } from 'bullmq';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import type { TurnOutcome } from '../scheduler/metrics.ts';
-import { deferJob } from './defer.ts';
+import { deferJob } from '../scheduler/defer-job.ts';
 import {
   CANCELLED_ERROR, RunStore,
   type RunErrorInfo, type RunStatus, type V1RunJobData,

@@ -44,6 +44,7 @@ import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
 import { QUEUES, type Keys } from '../../scheduler/keys.ts';
+import { deferJob } from '../../scheduler/defer-job.ts';
 import { logBullmqErrors } from '../../scheduler/redis/bullmq-errors.ts';
 import {
   OUTBOUND_ATTEMPTS, OUTBOUND_DONE_TTL_SECONDS, outboundJobId, registerOutbound, type TelegramOutboundData,
@@ -159,8 +160,7 @@ export class TelegramOutboundSender {
     const ahead = await this.earlierUnfinished(orderKey, data.occurrenceId);
     if (ahead !== null && token) {
       log.debug({ waitsFor: ahead }, 'an earlier reply of this chat is not finished; this one waits');
-      await job.moveToDelayed(Date.now() + this.options.orderRecheckMs, token);
-      throw new DelayedError();
+      return await deferJob(job, token, this.options.orderRecheckMs);
     }
     const attempt = job.attemptsMade + 1;
     const attempts = job.opts.attempts ?? OUTBOUND_ATTEMPTS;
@@ -272,8 +272,7 @@ export class TelegramOutboundSender {
         const retryAfter = err.parameters?.retry_after;
         if (err.error_code === 429 && typeof retryAfter === 'number' && token) {
           log.warn({ retryAfter }, 'Telegram asked to wait longer than max_retry_after_seconds; reply delayed');
-          await job.moveToDelayed(Date.now() + retryAfter * 1000, token);
-          throw new DelayedError();
+          return await deferJob(job, token, retryAfter * 1000);
         }
         const platformErr = new PlatformError(`Telegram refused the reply (${err.error_code} ${err.description}).`, {
           platform: 'telegram', method: 'sendMessage', errorCode: err.error_code, cause: err,

@@ -100,7 +100,7 @@ async function memory(): Promise<void> {
       'pending delayed job hash': ticks.toKey(`repeat:${schedulerId}:${scheduler?.next}`),
     };
     const usage: Record<string, number> = {};
-    for (const [name, key] of Object.entries(parts)) usage[name] = Number(await redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) || 0;
+    for (const [name, key] of Object.entries(parts)) usage[name] = Number(await redis.memory('USAGE', key, 'SAMPLES', 0)) || 0;
     const rate = LOOPS / seconds;
     if (JSON_OUT) {
       console.log(JSON.stringify({

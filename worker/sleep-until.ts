@@ -1,16 +1,3 @@
-import { DelayedError, type Job } from 'bullmq';
-
-/**
- * Put a job back to run again after `delayMs` (deferred, not dropped, not run
- * in parallel). Throws BullMQ's `DelayedError`, which tells the worker the job
- * was moved and must not be completed or failed.
- * @throws DelayedError always
- */
-export async function deferJob(job: Job, token: string | undefined, delayMs: number): Promise<never> {
-  await job.moveToDelayed(Date.now() + delayMs, token);
-  throw new DelayedError();
-}
-
 /** Longest single timer of {@link sleepUntil}, ms: longer waits are taken in steps (croner's habit). */
 export const MAX_TIMER_MS = 30_000;
 
