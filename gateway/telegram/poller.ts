@@ -2,23 +2,29 @@
  * Telegram long polling with the offset confirmed only after storage (SPEC §8).
  *
  * grammY's `bot.start()` confirms each batch's offset before the handlers'
- * writes are known to be durable, so the gateway drives `getUpdates` itself:
+ * writes are known to be durable, so the gateway drives `getUpdates` itself.
+ * The loop has the shape of grammY's own (`loop` / `fetchUpdates` /
+ * `handlePollingError` in its `Bot`), one named step per concern:
  *
- *   1. hold the poll lease (one poller per bot token across gateways);
- *   2. `getUpdates(offset)` — this request confirms every update below `offset`;
- *   3. store each update in order (`storeUpdate` resolves only after Redis took it);
- *   4. only then move `offset` past the batch (in memory and in Redis).
+ *   1. `holdLease()` — poll only while holding the poll lease;
+ *   2. `fetchUpdates()` — `getUpdates(offset)`, which confirms every update below `offset`;
+ *   3. `storeUpdates()` — store each update in order (resolves only after Redis took it);
+ *   4. `confirm()` — only then move `offset` past the batch (in memory and in Redis);
+ *   5. `handlePollingError()` — every failure of steps 1–4: retry, wait or give up.
+ *
+ * Each policy is decided in one place, named in a comment there:
+ *   - poll lease: `holdLease()` (docs/RELIABILITY.md "Telegram polling: one poller per bot token");
+ *   - at-least-once inbound: `storeUpdates()` before `confirm()` (docs/RELIABILITY.md
+ *     "Telegram inbound: every update reaches a turn, once");
+ *   - retry and backoff: `handlePollingError()` and `pollBackoffMs()` (docs/GATEWAY.md
+ *     "Telegram polling", settings `poll_retry_initial_seconds` / `poll_retry_max_seconds`);
+ *   - drain stops polling: `stop()` (docs/GATEWAY.md "Stopping").
  *
  * A crash anywhere before step 2 of the next round leaves the batch unconfirmed:
  * Telegram delivers it again and the inbox job ids (`tg-<update_id>`) dedupe
  * what was already stored. The offset in Redis lets a gateway that takes over
  * skip updates another instance already stored; it expires after a day, well
  * before Telegram could restart its update ids (a week without updates).
- *
- * Failures: a 409 Conflict (another getUpdates on this token, e.g. the old
- * holder's last long poll) and network errors are retried with doubling
- * backoff (`gateway.poll_retry_initial_seconds` … `poll_retry_max_seconds`);
- * 401/404 (bad token) are fatal for the adapter and reported via `onFatal`.
  */
 import { GrammyError, type Api } from 'grammy';
 import type { Update } from 'grammy/types';
@@ -54,15 +60,42 @@ export interface PollerOptions {
   log: Logger;
 }
 
+/** The step of a polling round a failure came from (decides how `handlePollingError` answers it). */
+export type PollStep = 'holdLease' | 'fetchUpdates' | 'storeUpdates' | 'confirm';
+
+/**
+ * Retry policy of the poll loop (docs/GATEWAY.md "Telegram polling"): the wait
+ * before the next round after `failures` failed rounds in a row, ms —
+ * `initialMs` doubling per failure, capped at `maxMs`. Applies alike to a
+ * 409 Conflict, 429, 5xx, network error and a failed store or confirm.
+ */
+export function pollBackoffMs(failures: number, initialMs: number, maxMs: number): number {
+  return Math.min(maxMs, initialMs * 2 ** Math.min(failures - 1, 20));
+}
+
+/**
+ * Whether Telegram refused the bot token itself (401 Unauthorized, 404 Not
+ * Found on the token's URL): retrying cannot help, the adapter is unavailable.
+ */
+function isTokenRefused(err: unknown): err is GrammyError {
+  return err instanceof GrammyError && (err.error_code === 401 || err.error_code === 404);
+}
+
 export class TelegramPoller {
   private running = false;
-  private loop: Promise<void> | undefined;
+  private loopDone: Promise<void> | undefined;
   private pollAbort: AbortController | undefined;
   private wakeSleep: (() => void) | undefined;
+  /** Next update id to ask for; everything below it is stored. */
   private offset = 0;
   private polls = 0;
+  /** Failed rounds in a row (reset by an answered getUpdates); drives the backoff. */
+  private failures = 0;
+  /** Whether "standing by" was logged since the lease was last held (logged once per standby spell). */
+  private standbyLogged = false;
 
   constructor(private readonly options: PollerOptions) {
+    // Poll lease policy: a holder that loses the lease stops its getUpdates at once.
     options.lease.onLost = () => this.pollAbort?.abort();
   }
 
@@ -80,25 +113,159 @@ export class TelegramPoller {
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.loop = this.run().catch((err: Error) => {
+    this.failures = 0;
+    this.standbyLogged = false;
+    this.loopDone = this.loop().catch((err: Error) => {
       this.options.log.error({ err: err.message }, 'Telegram poller stopped unexpectedly');
     });
   }
 
   /**
-   * Stop: abort the in-flight getUpdates (nothing it received is confirmed),
-   * let the batch being stored finish, release the lease.
+   * Stop — the drain policy (docs/GATEWAY.md "Stopping"): polling ends first,
+   * before `/v1` callers are drained. Aborts the in-flight getUpdates (nothing
+   * it received is confirmed), wakes a retry wait, lets the batch being stored
+   * finish (and be confirmed), releases the lease so a standby takes over at once.
    * Resolves when the loop has exited and the lease is released.
    */
   async stop(): Promise<void> {
     this.running = false;
     this.pollAbort?.abort();
     this.wakeSleep?.();
-    await this.loop;
+    await this.loopDone;
     await this.options.lease.release();
   }
 
+  /** One round per turn until stopped: lease, fetch, store, confirm; failures go to `handlePollingError`. */
+  private async loop(): Promise<void> {
+    while (this.running) {
+      let step: PollStep = 'holdLease';
+      try {
+        if (!(await this.holdLease())) continue;
+        step = 'fetchUpdates';
+        const updates = await this.fetchUpdates();
+        if (updates.length === 0) continue;
+        step = 'storeUpdates';
+        await this.storeUpdates(updates);
+        step = 'confirm';
+        await this.confirm(updates);
+      } catch (err) {
+        await this.handlePollingError(err, step);
+      }
+    }
+  }
+
+  /**
+   * Poll lease policy (docs/RELIABILITY.md "Telegram polling: one poller per
+   * bot token"): poll only while holding the lease. A standby logs once and
+   * waits until the holder's lease runs out.
+   * @returns whether this poller holds the lease (false after a standby wait)
+   * @throws when Redis could not be asked (handled as step `holdLease`)
+   */
+  private async holdLease(): Promise<boolean> {
+    const { lease, log } = this.options;
+    if (await lease.acquire()) {
+      this.standbyLogged = false;
+      return true;
+    }
+    if (!this.standbyLogged) {
+      log.info({ holder: await lease.currentHolder().catch(() => null) }, 'another gateway polls this bot; standing by');
+      this.standbyLogged = true;
+    }
+    await this.sleep(await lease.standbyWaitMs().catch(() => lease.retryMs));
+    return false;
+  }
+
+  /**
+   * One `getUpdates` long poll from the current offset (raised first to the
+   * offset in Redis, which another gateway may have moved). Abortable by
+   * `stop()` and by losing the lease.
+   * @returns the batch, possibly empty
+   * @throws GrammyError / HttpError from Telegram, or a Redis error
+   */
+  private async fetchUpdates(): Promise<Update[]> {
+    const { api, redis, offsetKey, timeoutSeconds } = this.options;
+    const stored = Number((await redis.get(offsetKey)) ?? 0);
+    if (stored > this.offset) this.offset = stored;
+    this.pollAbort = new AbortController();
+    this.polls++;
+    const updates = await api.getUpdates(
+      { offset: this.offset > 0 ? this.offset : undefined, timeout: timeoutSeconds, allowed_updates: ['message'] },
+      grammySignal(this.pollAbort.signal),
+    );
+    this.failures = 0;
+    return updates;
+  }
+
+  /**
+   * At-least-once inbound, first half (docs/RELIABILITY.md "Telegram inbound"):
+   * store every update of the batch, in order, before anything is confirmed.
+   * Updates below the offset were stored already (by this or another gateway).
+   * @throws when one could not be stored; the batch then stays unconfirmed
+   */
+  private async storeUpdates(updates: readonly Update[]): Promise<void> {
+    for (const update of updates) {
+      if (update.update_id < this.offset) continue;
+      await this.options.store(update);
+    }
+  }
+
+  /**
+   * At-least-once inbound, second half: move the offset past a stored batch —
+   * in Redis (raised, never lowered) and in memory. Telegram forgets the batch
+   * at the next `getUpdates`.
+   */
+  private async confirm(updates: readonly Update[]): Promise<void> {
+    const next = updates[updates.length - 1]!.update_id + 1;
+    await runLuaScript(this.options.redis, SET_MAX_OFFSET, [this.options.offsetKey], [String(next), String(OFFSET_TTL_SECONDS)]);
+    this.offset = Math.max(this.offset, next);
+  }
+
+  /**
+   * Retry policy (docs/GATEWAY.md "Telegram polling"), decided here for every step:
+   *   - lease: Redis unavailable → wait one lease retry interval;
+   *   - getUpdates aborted by `stop()` or a lost lease → no wait, the loop looks again;
+   *   - getUpdates 401/404 (bad token) → fatal: polling stops, lease released, `onFatal`;
+   *   - getUpdates 409 Conflict, 429, 5xx, network or Redis error → doubling backoff (`pollBackoffMs`);
+   *   - store or confirm failed → the same backoff; the batch stays unconfirmed and is fetched again.
+   */
+  private async handlePollingError(err: unknown, step: PollStep): Promise<void> {
+    const { lease, log } = this.options;
+    if (step === 'holdLease') {
+      log.warn({ err: (err as Error).message }, 'Telegram poll lease: Redis unavailable');
+      await this.sleep(lease.retryMs);
+      return;
+    }
+    if (step === 'fetchUpdates') {
+      if (!this.running || this.pollAbort?.signal.aborted) return;
+      this.failures++;
+      const wait = pollBackoffMs(this.failures, this.options.retryInitialMs, this.options.retryMaxMs);
+      if (isTokenRefused(err)) {
+        this.running = false;
+        await lease.release();
+        this.options.onFatal(
+          new PlatformError(`Telegram refused the bot token (${err.error_code} ${err.description}).`, {
+            platform: 'telegram', method: 'getUpdates', errorCode: err.error_code, cause: err,
+          }),
+        );
+        return;
+      }
+      if (err instanceof GrammyError && err.error_code === 409) {
+        log.warn({ retryMs: wait, failures: this.failures }, `Telegram getUpdates 409 Conflict (another poller on this bot token); retrying in ${wait} ms`);
+      } else {
+        log.warn({ retryMs: wait, failures: this.failures, err: describe(err) }, `Telegram getUpdates failed; retrying in ${wait} ms`);
+      }
+      await this.sleep(wait);
+      return;
+    }
+    this.failures++;
+    const wait = pollBackoffMs(this.failures, this.options.retryInitialMs, this.options.retryMaxMs);
+    log.warn({ err: describe(err), retryMs: wait, step }, 'storing Telegram updates failed; the batch stays unconfirmed and is fetched again');
+    await this.sleep(wait);
+  }
+
+  /** Wait `ms`, cut short by `stop()` (and skipped once stopped: a stopping poller never waits). */
   private async sleep(ms: number): Promise<void> {
+    if (!this.running) return;
     await new Promise<void>((resolve) => {
       const t = setTimeout(resolve, ms);
       this.wakeSleep = () => {
@@ -107,80 +274,6 @@ export class TelegramPoller {
       };
     });
     this.wakeSleep = undefined;
-  }
-
-  private async run(): Promise<void> {
-    const { api, lease, redis, log } = this.options;
-    let failures = 0;
-    let standbyLogged = false;
-    const backoff = () => Math.min(this.options.retryMaxMs, this.options.retryInitialMs * 2 ** Math.min(failures - 1, 20));
-    while (this.running) {
-      let held: boolean;
-      try {
-        held = await lease.acquire();
-      } catch (err) {
-        log.warn({ err: (err as Error).message }, 'Telegram poll lease: Redis unavailable');
-        await this.sleep(lease.retryMs);
-        continue;
-      }
-      if (!held) {
-        if (!standbyLogged) {
-          log.info({ holder: await lease.currentHolder().catch(() => null) }, 'another gateway polls this bot; standing by');
-          standbyLogged = true;
-        }
-        await this.sleep(await lease.standbyWaitMs().catch(() => lease.retryMs));
-        continue;
-      }
-      standbyLogged = false;
-      let updates: Update[];
-      try {
-        const stored = Number((await redis.get(this.options.offsetKey)) ?? 0);
-        if (stored > this.offset) this.offset = stored;
-        this.pollAbort = new AbortController();
-        this.polls++;
-        updates = await api.getUpdates(
-          { offset: this.offset > 0 ? this.offset : undefined, timeout: this.options.timeoutSeconds, allowed_updates: ['message'] },
-          grammySignal(this.pollAbort.signal),
-        );
-        failures = 0;
-      } catch (err) {
-        if (!this.running || this.pollAbort?.signal.aborted) continue;
-        failures++;
-        const wait = backoff();
-        if (err instanceof GrammyError && (err.error_code === 401 || err.error_code === 404)) {
-          this.running = false;
-          await lease.release();
-          this.options.onFatal(
-            new PlatformError(`Telegram refused the bot token (${err.error_code} ${err.description}).`, {
-              platform: 'telegram', method: 'getUpdates', errorCode: err.error_code, cause: err,
-            }),
-          );
-          return;
-        }
-        if (err instanceof GrammyError && err.error_code === 409) {
-          log.warn({ retryMs: wait, failures }, `Telegram getUpdates 409 Conflict (another poller on this bot token); retrying in ${wait} ms`);
-        } else {
-          log.warn({ retryMs: wait, failures, err: describe(err) }, `Telegram getUpdates failed; retrying in ${wait} ms`);
-        }
-        await this.sleep(wait);
-        continue;
-      }
-      if (updates.length === 0) continue;
-      try {
-        for (const update of updates) {
-          if (update.update_id < this.offset) continue;
-          await this.options.store(update);
-        }
-        const next = updates[updates.length - 1]!.update_id + 1;
-        await runLuaScript(redis, SET_MAX_OFFSET, [this.options.offsetKey], [String(next), String(OFFSET_TTL_SECONDS)]);
-        this.offset = Math.max(this.offset, next);
-      } catch (err) {
-        failures++;
-        const wait = backoff();
-        log.warn({ err: describe(err), retryMs: wait }, 'storing Telegram updates failed; the batch stays unconfirmed and is fetched again');
-        await this.sleep(wait);
-      }
-    }
   }
 }
 
