@@ -128,7 +128,15 @@ export async function runChat(
       // A second Ctrl+C while waiting for answers: stop waiting.
       hurry = true;
     } else if (tickRunning) {
-      schedules.pause(sessionId, 'loop').then((r) => out(`Interrupted the wakeup turn. ${r}`)).catch((e: Error) => out(e.message));
+      // SPEC §4: interrupting a wakeup turn pauses the loop. The loop is paused first, so no next
+      // tick starts; then the running turn is aborted (and its processes) on whichever worker runs
+      // it, as `/stop` does (the session's abort channel).
+      schedules.pause(sessionId, 'loop')
+        .then(async (r) => {
+          await conn.redis.publish(conn.keys.turnAbortChannel, sessionId);
+          out(`Interrupted the wakeup turn. ${r}`);
+        })
+        .catch((e: Error) => out(e.message));
       tickRunning = false;
     } else {
       reason = 'interrupt';

@@ -2,7 +2,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { PassThrough } from 'node:stream';
 import { testEnv } from './support/env.ts';
-import { clients, sleep, startWorker, waitFor, waitForEvents } from './support/stack.ts';
+import { clients, events, sleep, startWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { runChat } from '../cli/chat-client.ts';
 import { connectCli } from '../cli/connect-cli.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
@@ -81,7 +81,7 @@ describe('chat client', () => {
 });
 
 describe('Ctrl+C in hermes chat', () => {
-  it('during a wakeup turn pauses the loop (SPEC §4)', async () => {
+  it('during a wakeup turn pauses the loop (SPEC §4) and stops the running turn', async () => {
     const { spawn } = await import('node:child_process');
     const { HERMES_BIN } = await import('./support/stack.ts');
     const env = testEnv();
@@ -95,12 +95,16 @@ describe('Ctrl+C in hermes chat', () => {
     child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     await waitFor(async () => (out.includes('Attached to session intr') ? true : undefined), 15_000, 'chat attached');
     await c.schedules.set('intr', 'loop', { prompt: 'slow', intervalSeconds: 1, times: null, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'sleep 2; echo slow', timeoutSeconds: 5 },
+      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'sleep 30; echo slow', timeoutSeconds: 60 },
     });
     await waitFor(async () => (out.includes('loop tick #1 started') ? true : undefined), 10_000, 'tick shown');
     child.kill('SIGINT');
     await waitFor(async () => ((await c.loops.get('intr', 'loop'))?.status === 'paused' ? true : undefined), 5_000, 'loop paused');
     await waitFor(async () => (out.includes('Interrupted the wakeup turn. Loop paused') ? true : undefined), 5_000, 'message');
+    // The running turn is stopped, not left to finish its 30 s command.
+    const failed = (await waitForEvents(c, 'intr', 'tick.failed', 1, 15_000))[0]!;
+    expect(failed.data.error).toMatch(/^Stopped/);
+    expect(await events(c, 'intr', 'reply')).toEqual([]);
     child.stdin!.end();
     await new Promise((r) => child.on('exit', r));
   });
