@@ -4,7 +4,7 @@
  */
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config.ts';
-import { cronServiceFor } from '../scheduler/cron/cron-service.ts';
+import { cronServiceFor } from '../scheduler/services.ts';
 import { cronJobView, cronRunView, type CronJob } from '../scheduler/cron/cron-job.ts';
 import { isoUtc, nextOccurrences } from '../scheduler/cron/cron-engine.ts';
 import type { CronApi } from '../gateway/http/cron-routes.ts';

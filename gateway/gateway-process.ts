@@ -20,10 +20,9 @@ import type { HermesConfig } from '../scheduler/config.ts';
 import { Keys } from '../scheduler/keys.ts';
 import { assertShardCount } from '../scheduler/redis/shard-count.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
-import { LoopStore } from '../scheduler/loop-store.ts';
 import { HermesQueues } from '../scheduler/queues.ts';
-import { ScheduleService } from '../scheduler/schedule-service.ts';
-import { RunStore, v1RunsQueue } from '../scheduler/v1-runs.ts';
+import { loopStoreFor, runStoreFor, scheduleServiceFor } from '../scheduler/services.ts';
+import { v1RunsQueue } from '../scheduler/v1-runs.ts';
 import { telegramOutboundQueue } from '../scheduler/outbound.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
 import { InflightRuns } from './drain.ts';
@@ -105,11 +104,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   bull.on('error', () => {});
   const queues = new HermesQueues(keys, bull, log);
   const v1Queue = v1RunsQueue(keys, bull, log);
-  const runs = new RunStore(redis, keys, config.gateway.run_ttl_seconds);
-  const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
-  const schedules = new ScheduleService(
-    loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log,
-  );
+  const runs = runStoreFor(config, redis, keys);
+  const loops = loopStoreFor(config, { redis, keys, queues });
+  const schedules = scheduleServiceFor(config, loops, log);
   const inflight = new InflightRuns();
   // One blocking connection per shard serves every event stream and waiting `/v1` caller of this process.
   const fanout = new StreamFanout({

@@ -23,7 +23,9 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openRedisClient } from '../scheduler/redis/connection-factory.ts';
 import { Keys } from '../scheduler/keys.ts';
-import { SessionStore, type SessionEvent } from '../scheduler/session-store.ts';
+import type { SessionEvent, SessionStore } from '../scheduler/session-store.ts';
+import { loadConfig } from '../scheduler/config.ts';
+import { sessionStoreFor } from '../scheduler/services.ts';
 import { startEmbeddedRedis, embeddedUrlFile } from '../scheduler/redis/embedded-redis.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -92,8 +94,9 @@ async function main(): Promise<void> {
   env.REDIS_URL = redis.url;
   const workers = [hermes(['worker']), hermes(['worker'])];
   const client = openRedisClient({ kind: 'single', url: redis.url }, 'commands');
-  const keys = new Keys('{hermes}');
-  const sessions = new SessionStore(client, keys);
+  const config = loadConfig({ env });
+  const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
+  const sessions = sessionStoreFor(config, client, keys);
   try {
     for (let i = 0; i < 100 && (await client.zcard(keys.workers)) < 2; i++) await sleep(100);
     console.log(`  Redis ${redis.url} (pid ${redis.pid}); workers pid ${workers.map((w) => w.pid).join(' and ')}`);

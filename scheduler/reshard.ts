@@ -27,10 +27,10 @@ import { Queue, type Job, type JobType } from 'bullmq';
 import type { HermesConfig } from './config.ts';
 import { ConfigError } from './errors/config-error.ts';
 import { Keys, QUEUES, type ScheduleKind } from './keys.ts';
-import { LoopStore } from './loop-store.ts';
+import type { LoopStore } from './loop-store.ts';
 import { HermesQueues } from './queues.ts';
 import type { RedisClient } from './redis/connection-factory.ts';
-import { cronStoreFor } from './cron/cron-service.ts';
+import { cronStoreFor, loopStoreFor } from './services.ts';
 import { aliveWorkerIds } from './worker-liveness.ts';
 import type { LoopRecord } from './loop-state.ts';
 
@@ -99,8 +99,8 @@ export async function reshard(
       if (created) await redis.del(probe.reshardTarget);
       throw err;
     }
-    const oldLoops = new LoopStore(redis, oldKeys, oldQueues, config.worker.prefetch_lead_ms);
-    const newLoops = new LoopStore(redis, newKeys, newQueues, config.worker.prefetch_lead_ms);
+    const oldLoops = loopStoreFor(config, { redis, keys: oldKeys, queues: oldQueues });
+    const newLoops = loopStoreFor(config, { redis, keys: newKeys, queues: newQueues });
     const oldCron = cronStoreFor(config, { redis, keys: oldKeys, queues: oldQueues });
     const newCron = cronStoreFor(config, { redis, keys: newKeys, queues: newQueues });
     const moves = (prefixOld: string, prefixNew: string) => prefixOld !== prefixNew;

@@ -1,17 +1,23 @@
 /**
  * The stores and services over one connection, built in one place from the
  * connection, the key space and the parsed config, so every surface (worker,
- * gateway, chat client, CLI commands) reads the same settings the same way.
- * Cron jobs: `cronServiceFor` / `cronStoreFor` in `cron/cron-service.ts`.
+ * gateway, chat client, CLI commands, the chaos run and the benchmarks) reads
+ * the same settings the same way. Nothing else calls their constructors
+ * (tests may, to pin a setting).
  */
 import type { Logger } from 'pino';
 import type { HermesConfig } from './config.ts';
+import { CronService } from './cron/cron-service.ts';
+import { CronStore } from './cron/cron-store.ts';
+import { GoalService } from './goal-service.ts';
 import type { Keys } from './keys.ts';
 import { LoopStore } from './loop-store.ts';
 import type { HermesQueues } from './queues.ts';
 import type { RedisClient } from './redis/connection-factory.ts';
 import { ScheduleService } from './schedule-service.ts';
 import { SessionStore } from './session-store.ts';
+import { RunStore } from './v1-runs.ts';
+import { parseWebhookAllow } from './webhook-policy.ts';
 
 /** A commands connection with the key space and the BullMQ queues over it. */
 export interface StoreConnection {
@@ -37,4 +43,39 @@ export function scheduleServiceFor(config: HermesConfig, loops: LoopStore, log: 
  */
 export function sessionStoreFor(config: HermesConfig, redis: RedisClient, keys: Keys): SessionStore {
   return new SessionStore(redis, keys, config.worker.transcript_max_messages, config.worker.occurrence_window_seconds * 1000);
+}
+
+/** `/goal` records and their continuation jobs (`goals.max_turns`). */
+export function goalServiceFor(config: HermesConfig, conn: StoreConnection, log: Logger): GoalService {
+  return new GoalService(conn.redis, conn.keys, conn.queues, config.goals.max_turns, log);
+}
+
+/** `/v1` run records, events and idempotency keys (`gateway.run_ttl_seconds`). */
+export function runStoreFor(config: HermesConfig, redis: RedisClient, keys: Keys): RunStore {
+  return new RunStore(redis, keys, config.gateway.run_ttl_seconds);
+}
+
+/** The cron job records, runs and BullMQ side (`cron.history_limit`, `worker.occurrence_window_seconds`). */
+export function cronStoreFor(config: HermesConfig, conn: StoreConnection): CronStore {
+  return new CronStore(conn.redis, conn.keys, conn.queues, {
+    historyLimit: config.cron.history_limit, occurrenceWindowMs: config.worker.occurrence_window_seconds * 1000,
+  });
+}
+
+/**
+ * Managing cron jobs (`timezone`, `cron.min_interval_seconds`, `cron.history_limit`,
+ * `agent.max_prompt_chars`, `delivery.webhook_allow`).
+ * @param clock - epoch ms source (tests may pin it)
+ */
+export function cronServiceFor(config: HermesConfig, conn: StoreConnection, log: Logger, clock: () => number = Date.now): CronService {
+  return new CronService(
+    cronStoreFor(config, conn),
+    {
+      timezone: config.timezone, minIntervalSeconds: config.cron.min_interval_seconds,
+      maxPromptChars: config.agent.max_prompt_chars, historyLimit: config.cron.history_limit,
+      webhookAllow: parseWebhookAllow(config.delivery.webhook_allow),
+    },
+    log,
+    clock,
+  );
 }

@@ -2,6 +2,9 @@
  * The design card's import rules (SPEC §2) and no import cycles:
  * scheduler/ imports none of the others; worker/ and gateway/ import
  * scheduler/ but never each other; nothing imports cli/, test/ or ops/.
+ * Outside the tests, stores and services are built only by
+ * scheduler/services.ts and Redis clients opened only by
+ * scheduler/redis/connection-factory.ts.
  */
 import { describe, expect, it } from 'vitest';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -82,6 +85,21 @@ describe('layout', () => {
     const bad = [...sources(['scheduler', 'worker', 'gateway', 'cli', 'ops'])]
       .filter((f) => f.endsWith('.ts') && /redis\.p?call\b/.test(readFileSync(f, 'utf8')))
       .map((f) => relative(ROOT, f));
+    expect(bad).toEqual([]);
+  });
+
+  it('builds stores and services only in services.ts, and opens Redis clients only in connection-factory.ts', () => {
+    const product = [...sources([...FOLDERS, 'ops'])];
+    const built = /new (LoopStore|ScheduleService|SessionStore|GoalService|RunStore|CronStore|CronService)\(/;
+    const opened = /new (Redis|IORedis|Cluster)\(/;
+    const bad: string[] = [];
+    for (const file of product) {
+      const name = relative(ROOT, file);
+      const src = readFileSync(file, 'utf8');
+      if (name !== 'scheduler/services.ts' && built.test(src)) bad.push(`${name}: ${built.exec(src)![0]}`);
+      if (name !== 'scheduler/redis/connection-factory.ts' && opened.test(src)) bad.push(`${name}: ${opened.exec(src)![0]}`);
+    }
+    expect(product.length).toBeGreaterThan(100);
     expect(bad).toEqual([]);
   });
 

@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig, type HermesConfig } from '../scheduler/config.ts';
-import { cronServiceFor } from '../scheduler/cron/cron-service.ts';
+import { cronServiceFor } from '../scheduler/services.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { openRedisClient, topologyFromConfig } from '../scheduler/redis/connection-factory.ts';
 import { reshard } from '../scheduler/reshard.ts';

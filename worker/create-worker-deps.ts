@@ -10,15 +10,13 @@ import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config.ts';
 import { Keys } from '../scheduler/keys.ts';
 import { HermesQueues } from '../scheduler/queues.ts';
-import { GoalService } from '../scheduler/goal-service.ts';
 import { telegramOutboundQueue } from '../scheduler/outbound.ts';
 import { RunnerFactory } from './turn-runners/create-runner.ts';
 import { Toolbox } from './tools/toolbox.ts';
 import { SessionLock } from './session-lock.ts';
 import { TurnTracker } from './turn-tracker.ts';
 import type { WorkerDeps } from './worker-deps.ts';
-import { loopStoreFor, scheduleServiceFor, sessionStoreFor } from '../scheduler/services.ts';
-import { cronStoreFor } from '../scheduler/cron/cron-service.ts';
+import { cronStoreFor, goalServiceFor, loopStoreFor, scheduleServiceFor, sessionStoreFor } from '../scheduler/services.ts';
 
 /**
  * @param input.redis - client for the product's keys (commands time out; no blocking calls)
@@ -78,6 +76,6 @@ function shardStores(d: Pick<WorkerDeps, 'config' | 'redis' | 'keys' | 'queues' 
     loops,
     sessions: sessionStoreFor(config, redis, keys),
     schedules: scheduleServiceFor(config, loops, log),
-    goals: new GoalService(redis, keys, queues, config.goals.max_turns, log),
+    goals: goalServiceFor(config, { redis, keys, queues }, log),
   };
 }

@@ -29,7 +29,8 @@ import {
   applyRun, cronOccurrenceId, cronSessionId, deliveryText, withReply,
   type CronDelivery, type CronJob, type CronRun,
 } from '../scheduler/cron/cron-job.ts';
-import { CronStore, type CronTickData } from '../scheduler/cron/cron-store.ts';
+import type { CronStore, CronTickData } from '../scheduler/cron/cron-store.ts';
+import { cronStoreFor } from '../scheduler/services.ts';
 import { withNotice } from '../scheduler/cron/cron-notice.ts';
 import { decideOccurrence, type OccurrenceTrigger } from '../scheduler/cron/misfire.ts';
 import { schedulerJobMillis } from '../scheduler/queues.ts';
@@ -56,9 +57,7 @@ const stores = new WeakMap<WorkerDeps, CronStore>();
 function storeFor(deps: WorkerDeps): CronStore {
   let store = stores.get(deps);
   if (!store) {
-    store = new CronStore(deps.redis, deps.keys, deps.queues, {
-      historyLimit: deps.config.cron.history_limit, occurrenceWindowMs: deps.config.worker.occurrence_window_seconds * 1000,
-    });
+    store = cronStoreFor(deps.config, deps);
     stores.set(deps, store);
   }
   return store;

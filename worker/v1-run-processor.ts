@@ -32,9 +32,10 @@ import { TurnError } from '../scheduler/errors/turn-error.ts';
 import type { TurnOutcome } from '../scheduler/metrics.ts';
 import { deferJob } from '../scheduler/defer-job.ts';
 import {
-  CANCELLED_ERROR, RunStore,
+  CANCELLED_ERROR,
   type RunErrorInfo, type RunStatus, type V1RunJobData,
 } from '../scheduler/v1-runs.ts';
+import { runStoreFor } from '../scheduler/services.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
 /** How often a running run checks whether a stop was requested, ms. */
@@ -61,7 +62,7 @@ export async function processV1Run(
   signal: AbortSignal | undefined,
   deps: WorkerDeps,
 ): Promise<V1RunJobResult> {
-  const runs = new RunStore(deps.redis, deps.keys, deps.config.gateway.run_ttl_seconds);
+  const runs = runStoreFor(deps.config, deps.redis, deps.keys);
   const { runId } = job.data;
   const log = deps.log.child({ runId, jobId: job.id });
   if (signal?.aborted || deps.turns.draining) {

@@ -42,7 +42,7 @@ import { startMetricsServer, type MetricsServer } from './metrics-server.ts';
 import { startHousekeeping, type Housekeeping } from '../scheduler/housekeeping.ts';
 import { WORKER_HEARTBEAT_MS } from '../scheduler/worker-liveness.ts';
 import { JOB_RETENTION } from '../scheduler/queues.ts';
-import { cronStoreFor } from '../scheduler/cron/cron-service.ts';
+import { cronStoreFor } from '../scheduler/services.ts';
 
 
 /** Options of `WorkerProcess.start`. */

@@ -12,7 +12,6 @@ import type { Command } from 'commander';
 import { parseLoopArgs, LOOP_HELP } from '../../scheduler/loop-command.ts';
 import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../../scheduler/heartbeat-command.ts';
 import { parseGoalArgs, GOAL_HELP } from '../../scheduler/goal-command.ts';
-import { GoalService } from '../../scheduler/goal-service.ts';
 import type { ScheduleSpec } from '../../scheduler/schedule-service.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { createLogger } from '../../scheduler/logger.ts';
@@ -22,7 +21,7 @@ import type { Origin, RunnerSpec } from '../../scheduler/loop-state.ts';
 import type { HermesConfig } from '../../scheduler/config.ts';
 import type { CliConnection, CliContext } from '../cli-context.ts';
 import { action, cliLogLevel } from '../run-command.ts';
-import { loopStoreFor, scheduleServiceFor } from '../../scheduler/services.ts';
+import { goalServiceFor, loopStoreFor, scheduleServiceFor } from '../../scheduler/services.ts';
 
 /** Session of shell commands that are given no `--session` (the one `hermes up` attaches to). */
 export const DEFAULT_SESSION = 'main';
@@ -136,7 +135,7 @@ export async function applyGoalCommand(ctx: CliContext, sessionId: string, argTe
   }
   if (c.action === 'help') return { session: sessionId, kind: 'goal', reply: shell(GOAL_HELP), record: null };
   return await withConnection(ctx, async (conn) => {
-    const goals = new GoalService(conn.redis, conn.keys, conn.queues, config.goals.max_turns, createLogger({ level: cliLogLevel(config), name: 'cli' }));
+    const goals = goalServiceFor(config, conn, createLogger({ level: cliLogLevel(config), name: 'cli' }));
     let reply: string;
     switch (c.action) {
       case 'set': reply = await goals.set(sessionId, c.text, origin); break;

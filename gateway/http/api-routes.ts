@@ -20,7 +20,7 @@ import type { LoopRecord } from '../../scheduler/loop-state.ts';
 import type { LoopStore } from '../../scheduler/loop-store.ts';
 import { statusLine, type ScheduleService, type ScheduleSpec } from '../../scheduler/schedule-service.ts';
 import { assertSessionId } from '../../scheduler/session-id.ts';
-import { SessionStore } from '../../scheduler/session-store.ts';
+import { sessionStoreFor } from '../../scheduler/services.ts';
 import type { InflightRuns } from '../drain.ts';
 import { cronRouter, type CronApi } from './cron-routes.ts';
 import { HttpError } from './errors.ts';
@@ -140,7 +140,7 @@ export function apiRouter(deps: ApiDeps): Router {
     if (after !== '$' && !isStreamId(after)) {
       throw new HttpError(400, 'Last-Event-ID must be an event id like 1700000000000-0.', 'invalid_request_error', 'invalid_event_id', 'Last-Event-ID');
     }
-    if (after === '$') after = await new SessionStore(deps.redis, deps.keys).lastEventId(sessionId);
+    if (after === '$') after = await sessionStoreFor(deps.config, deps.redis, deps.keys).lastEventId(sessionId);
     // One shared reader serves every stream (gateway/stream-fanout.ts); beyond the cap this throws (429).
     let sse: SseStream | undefined;
     const sub = deps.fanout.subscribe(deps.keys.events(sessionId), after, (events) => {

@@ -16,15 +16,14 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Command } from 'commander';
-import { Redis } from 'ioredis';
 import { registerCronCommands, type CronCliIo } from '../../cli/commands/cron.ts';
+import { connectCli } from '../../cli/connect-cli.ts';
 import { loadConfig } from '../../scheduler/config.ts';
-import { CronService } from '../../scheduler/cron/cron-service.ts';
-import { CronStore } from '../../scheduler/cron/cron-store.ts';
 import { Keys } from '../../scheduler/keys.ts';
 import { openRedisClient, type RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { HermesQueues } from '../../scheduler/queues.ts';
+import { cronServiceFor } from '../../scheduler/services.ts';
 import { startEmbeddedRedis } from '../../scheduler/redis/embedded-redis.ts';
 
 function arg(name: string, def: number): number {
@@ -46,16 +45,11 @@ const dir = mkdtempSync(join(tmpdir(), 'hermes-bench-redis-'));
 const server = await startEmbeddedRedis({ dir });
 const home = mkdtempSync(join(tmpdir(), 'hermes-bench-home-'));
 try {
-  const config = loadConfig({ env: { HERMES_HOME: home }, overrides: { 'redis.url': server.url, log_level: 'warn' } });
+  const config = loadConfig({ env: { HERMES_HOME: home }, overrides: { 'redis.url': server.url, log_level: 'warn', timezone: 'UTC' } });
   const keys = new Keys(config.redis.prefix);
   const redis = openRedisClient({ kind: 'single', url: server.url }, 'commands');
   const queues = new HermesQueues(keys, redis);
-  const store = new CronStore(redis, keys, queues, { historyLimit: config.cron.history_limit });
-  const service = new CronService(
-    store,
-    { timezone: 'UTC', minIntervalSeconds: 60, maxPromptChars: 16_000, historyLimit: 50 },
-    createLogger({ level: 'warn', name: 'bench' }),
-  );
+  const service = cronServiceFor(config, { redis, keys, queues }, createLogger({ level: 'warn', name: 'bench' }));
   await queues.ticks.waitUntilReady();
   const before = await usedMemory(redis);
 
@@ -88,11 +82,7 @@ try {
       const program = new Command('hermes');
       registerCronCommands(program, {
         config,
-        connect: async () => {
-          const c = new Redis(server.url);
-          const q = new HermesQueues(keys, c);
-          return { redis: c, keys, queues: q, url: server.url, topology: { kind: 'single' as const, url: server.url }, close: async () => { await q.close(); c.disconnect(); } };
-        },
+        connect: () => connectCli(config, server.url),
       }, io);
       const s = performance.now();
       await program.parseAsync(['cron', ...args], { from: 'user' });

@@ -20,14 +20,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Worker } from 'bullmq';
-import { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import { startGateway } from '../../gateway/gateway-process.ts';
 import { loadConfig } from '../../scheduler/config.ts';
 import type { InboxJobData } from '../../scheduler/inbox.ts';
 import { QUEUES } from '../../scheduler/keys.ts';
 import { createLogger } from '../../scheduler/logger.ts';
-import { BULLMQ_REDIS_OPTIONS } from '../../scheduler/redis/connect.ts';
+import { openRedisClient } from '../../scheduler/redis/connection-factory.ts';
 import { startEmbeddedRedis } from '../../scheduler/redis/embedded-redis.ts';
 import { startFakeOpenAI } from '../../test/support/fake-openai-gateway.ts';
 import { startFakeTelegram } from '../../test/support/fake-telegram.ts';
@@ -92,7 +91,7 @@ async function main(): Promise<void> {
   const v1Worker = await startV1Worker({ redisUrl: redisServer.url, prefix, home: dir, config, childEnv: {}, cleanup: () => {} }, { concurrency: 32 });
 
   // 1. inbound relay latency
-  const connection = new Redis(redisServer.url, BULLMQ_REDIS_OPTIONS);
+  const connection = openRedisClient({ kind: 'single', url: redisServer.url }, 'bullmq');
   const waiting = new Map<string, (t: number) => void>();
   const inbox = new Worker<InboxJobData>(QUEUES.inbox, async (job) => {
     const t = performance.now();

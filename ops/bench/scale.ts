@@ -24,9 +24,8 @@
  * what an operator's cluster with the same slot layout would see.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { createLogger } from '../../scheduler/logger.ts';
-import { SessionStore } from '../../scheduler/session-store.ts';
 import { RunnerFactory } from '../../worker/turn-runners/create-runner.ts';
 import type { TurnRunner } from '../../worker/turn-runners/turn-runner.ts';
 import { WorkerProcess } from '../../worker/worker-process.ts';
@@ -37,7 +36,7 @@ import { performance } from 'node:perf_hooks';
 import { loadConfig } from '../../scheduler/config.ts';
 import { Keys } from '../../scheduler/keys.ts';
 import { createLoop } from '../../scheduler/loop-state.ts';
-import { LoopStore } from '../../scheduler/loop-store.ts';
+import { loopStoreFor, sessionStoreFor } from '../../scheduler/services.ts';
 import { HermesQueues } from '../../scheduler/queues.ts';
 import { openRedisClient, type RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import { startEmbeddedRedis } from '../../scheduler/redis/embedded-redis.ts';
@@ -66,7 +65,7 @@ async function memory(): Promise<void> {
     const redis = openRedisClient({ kind: 'single', url: server.url }, 'commands');
     const queueConn = openRedisClient({ kind: 'single', url: server.url }, 'bullmq');
     const queues = new HermesQueues(keys, queueConn);
-    const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
+    const loops = loopStoreFor(config, { redis, keys, queues });
     await queues.ticks.waitUntilReady();
     const before = await usedMemory(redis);
     process.stderr.write(`storing ${LOOPS} loops, ${PARALLEL} at a time; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
@@ -160,14 +159,14 @@ async function cluster(): Promise<void> {
       const queueConn = openRedisClient(topology, 'bullmq');
       const keys = new Keys(config.redis.prefix, { shards });
       const queues = new HermesQueues(keys, queueConn);
-      const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
+      const loops = loopStoreFor(config, { redis, keys, queues });
       const first = Math.ceil((Date.now() + 3000) / 1000) * 1000;
       let next = 0;
       const lane = async () => {
         for (let i = next++; i < loopCount; i = next++) {
           const record = createLoop({
             kind: 'loop', loopId: `c${i}`, sessionId: `cl-${i}`, prompt: 'p', intervalSeconds: 1, times: null, until: null,
-            maxTicks: 0, selfPacedFloorSeconds: 60, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: Date.now(),
+            maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: Date.now(),
           });
           const stored = await loops.put(record, 'absent');
           // Spread over the second: `loopCount` ticks/s offered, not one burst.
@@ -183,7 +182,7 @@ async function cluster(): Promise<void> {
       await new Promise((r) => setTimeout(r, to - Date.now()));
       const cpu1 = await Promise.all(masters.map(cpuSeconds));
       await new Promise((r) => setTimeout(r, 1500));
-      const sessions = new SessionStore(redis, keys);
+      const sessions = sessionStoreFor(config, redis, keys);
       const lateness: number[] = [];
       for (let i = 0; i < loopCount; i++) {
         for (const e of await sessions.readEvents(`cl-${i}`, '0', { count: 100_000 })) {

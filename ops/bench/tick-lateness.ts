@@ -26,17 +26,14 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Queue, Worker, type Job } from 'bullmq';
-import { Redis } from 'ioredis';
 import { loadConfig } from '../../scheduler/config.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { Keys } from '../../scheduler/keys.ts';
 import { openRedisClient } from '../../scheduler/redis/connection-factory.ts';
 import { HermesQueues, schedulerJobMillis } from '../../scheduler/queues.ts';
-import { LoopStore } from '../../scheduler/loop-store.ts';
 import { createLoop } from '../../scheduler/loop-state.ts';
-import { SessionStore } from '../../scheduler/session-store.ts';
+import { loopStoreFor, sessionStoreFor } from '../../scheduler/services.ts';
 import { startEmbeddedRedis } from '../../scheduler/redis/embedded-redis.ts';
-import { BULLMQ_REDIS_OPTIONS } from '../../scheduler/redis/connect.ts';
 import { WorkerProcess } from '../../worker/worker-process.ts';
 import { RunnerFactory } from '../../worker/turn-runners/create-runner.ts';
 import type { TurnRunner } from '../../worker/turn-runners/turn-runner.ts';
@@ -162,13 +159,13 @@ async function benchProduct(url: string, n: number, s: ProductSettings = {}, wor
   const qconn = openRedisClient({ kind: 'single', url }, 'bullmq');
   const keys = new Keys(prefix);
   const queues = new HermesQueues(keys, qconn);
-  const loops = new LoopStore(redis, keys, queues, config.worker.prefetch_lead_ms);
+  const loops = loopStoreFor(config, { redis, keys, queues });
   const first = nextAligned(2000);
   const statsBefore = await commandStats(redis);
   for (let i = 0; i < n; i++) {
     const record = createLoop({
       kind: 'loop', loopId: `b${i}`, sessionId: `bench-${i}`, prompt: 'p', intervalSeconds: 1, times: null, until: null,
-      maxTicks: 0, selfPacedFloorSeconds: 60, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: Date.now(),
+      maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: Date.now(),
     });
     const stored = await loops.put(record, 'any');
     await loops.arm(stored!, first);
@@ -179,7 +176,7 @@ async function benchProduct(url: string, n: number, s: ProductSettings = {}, wor
   await sleep(to - Date.now() + 1500);
   reportRedisTime('hermes-scheduler', statsBefore, await commandStats(redis));
   if (workers <= 0) process.stderr.write(`  hermes-scheduler: worker CPU ${(cpu / (n * SECONDS)).toFixed(3)} ms per due tick (this process, in the window)\n`);
-  const sessions = new SessionStore(redis, keys);
+  const sessions = sessionStoreFor(config, redis, keys);
   const lateness: number[] = [];
   for (let i = 0; i < n; i++) {
     for (const e of await sessions.readEvents(`bench-${i}`, '0', { count: 100_000 })) {
@@ -199,13 +196,13 @@ async function benchProduct(url: string, n: number, s: ProductSettings = {}, wor
 
 async function benchRaw(url: string, n: number, concurrency: number): Promise<Stats> {
   const prefix = `{bench-r${n}-${concurrency}}`;
-  const conn = new Redis(url, BULLMQ_REDIS_OPTIONS);
+  const conn = openRedisClient({ kind: 'single', url }, 'bullmq');
   const queue = new Queue('raw', { connection: conn, prefix });
   const lateness: number[] = [];
   const first = nextAligned(2000);
   const from = first + WARMUP_MS;
   const to = from + SECONDS * 1000;
-  const workerConn = new Redis(url, BULLMQ_REDIS_OPTIONS);
+  const workerConn = openRedisClient({ kind: 'single', url }, 'bullmq');
   const worker = new Worker('raw', async (job: Job) => {
     const started = Date.now();
     const due = schedulerJobMillis(job.id)!;

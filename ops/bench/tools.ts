@@ -28,7 +28,7 @@ import { Keys } from '../../scheduler/keys.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { openRedisClient, topologyFromConfig } from '../../scheduler/redis/connection-factory.ts';
 import { startEmbeddedRedis } from '../../scheduler/redis/embedded-redis.ts';
-import { SessionStore } from '../../scheduler/session-store.ts';
+import { sessionStoreFor } from '../../scheduler/services.ts';
 import { lastToolResult, startFakeOpenAI } from '../../test/support/fake-openai.ts';
 import { startV1Worker } from '../../test/support/v1-worker.ts';
 import { fileTools } from '../../worker/tools/file-tools.ts';
@@ -86,7 +86,7 @@ async function main(): Promise<void> {
 
   // 1. overhead per tool call
   const redis = openRedisClient(topologyFromConfig(config), 'commands');
-  const sessions = new SessionStore(redis, new Keys(prefix));
+  const sessions = sessionStoreFor(config, redis, new Keys(prefix));
   const toolbox = new Toolbox(config, {} as ScheduleStatusSources);
   const runner = new AgentRunner({ baseUrl: model.baseUrl, apiKey: 'bench', model: 'm', timeoutSeconds: 60, maxToolCalls: 20 }, toolbox);
   const bare = new AgentRunner({ baseUrl: model.baseUrl, apiKey: 'bench', model: 'm', timeoutSeconds: 60 });

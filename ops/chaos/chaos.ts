@@ -17,15 +17,13 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../scheduler/config.ts';
-import { cronServiceFor } from '../../scheduler/cron/cron-service.ts';
 import { inputOccurrenceId } from '../../scheduler/inbox.ts';
 import { Keys } from '../../scheduler/keys.ts';
 import { createLogger } from '../../scheduler/logger.ts';
-import { LoopStore } from '../../scheduler/loop-store.ts';
 import { HermesQueues } from '../../scheduler/queues.ts';
 import { openRedisClient, type RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import { freePort } from '../../scheduler/redis/embedded-redis.ts';
-import { ScheduleService } from '../../scheduler/schedule-service.ts';
+import { cronServiceFor, loopStoreFor, scheduleServiceFor } from '../../scheduler/services.ts';
 import { startFakeModel } from '../../test/support/fake-model.ts';
 import { startFakeTelegram } from '../../test/support/fake-telegram.ts';
 import { ChaosRedis, alive, startHermes, stopProc, type Proc } from './fleet.ts';
@@ -95,8 +93,8 @@ async function main(): Promise<void> {
   say(`${WORKERS} workers and a gateway up`);
 
   // Load: loops (staggered over 10 s), cron jobs, inbound messages.
-  const loops = new LoopStore(client, keys, queues, config.worker.prefetch_lead_ms);
-  const schedules = new ScheduleService(loops, { maxTicks: 0, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log);
+  // HERMES_LOOPS_MAX_TICKS=0 above: the loops run for the whole run.
+  const schedules = scheduleServiceFor(config, loopStoreFor(config, { redis: client, keys, queues }), log);
   const sessions: string[] = [];
   for (let i = 0; i < LOOPS; i++) {
     const chat = i < CHATS.length ? CHATS[i]! : undefined;

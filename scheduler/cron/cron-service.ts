@@ -10,10 +10,6 @@
  * the job starts after that, even when its next BullMQ job is already waiting
  * (the worker's claim re-checks the record).
  */
-import type { HermesConfig } from '../config.ts';
-import type { RedisClient } from '../redis/connection-factory.ts';
-import type { Keys } from '../keys.ts';
-import type { HermesQueues } from '../queues.ts';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
@@ -28,7 +24,7 @@ import { CronStore } from './cron-store.ts';
 import { resolveJobRef } from './job-ref.ts';
 import { parseSchedule } from './schedule-grammar.ts';
 import { jitterSecondsOf, parseJitter, withJitter } from './jitter.ts';
-import { parseWebhookAllow, type WebhookAllowList } from '../webhook-policy.ts';
+import type { WebhookAllowList } from '../webhook-policy.ts';
 import { countAliveWorkers } from '../worker-liveness.ts';
 import { CONFLICT, retryOnConflict } from '../optimistic-retry.ts';
 
@@ -530,31 +526,4 @@ function parseOverlap(value: string | undefined): OverlapPolicy {
   if (value === undefined) return 'skip';
   if (value === 'skip' || value === 'queue' || value === 'allow') return value;
   throw new ScheduleInputError(`--overlap must be skip, queue or allow, got "${value}".`, { field: 'overlap' });
-}
-
-/** The cron job records, runs and BullMQ side (`cron.history_limit`). */
-export function cronStoreFor(config: HermesConfig, conn: { redis: RedisClient; keys: Keys; queues: HermesQueues }): CronStore {
-  return new CronStore(conn.redis, conn.keys, conn.queues, { historyLimit: config.cron.history_limit });
-}
-
-/**
- * A `CronService` with the settings of `config` (the one place they are read).
- * @param clock - epoch ms source (tests may pin it)
- */
-export function cronServiceFor(
-  config: HermesConfig,
-  conn: { redis: RedisClient; keys: Keys; queues: HermesQueues },
-  log: Logger,
-  clock: () => number = Date.now,
-): CronService {
-  return new CronService(
-    cronStoreFor(config, conn),
-    {
-      timezone: config.timezone, minIntervalSeconds: config.cron.min_interval_seconds,
-      maxPromptChars: config.agent.max_prompt_chars, historyLimit: config.cron.history_limit,
-      webhookAllow: parseWebhookAllow(config.delivery.webhook_allow),
-    },
-    log,
-    clock,
-  );
 }

@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync, rmSync, readFileSync, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
+import { openRedisClient } from './connection-factory.ts';
 import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
 
 /** A running embedded server. */
@@ -145,7 +145,7 @@ function notFound(err: unknown): StoreUnavailableError {
 
 /** True when a Redis at `url` answers PING within a second. */
 export async function ping(url: string): Promise<boolean> {
-  const client = new Redis(url, {
+  const client = openRedisClient({ kind: 'single', url }, 'commands', {
     lazyConnect: true,
     connectTimeout: 1000,
     maxRetriesPerRequest: 0,

@@ -6,7 +6,8 @@
 import { randomBytes } from 'node:crypto';
 import { Worker, type Job } from 'bullmq';
 import type { HermesConfig } from '../../scheduler/config.ts';
-import { CronService, cronServiceFor } from '../../scheduler/cron/cron-service.ts';
+import { CronService } from '../../scheduler/cron/cron-service.ts';
+import { cronServiceFor } from '../../scheduler/services.ts';
 import { CronStore, type CronTickData } from '../../scheduler/cron/cron-store.ts';
 import { cronRepeatStrategy } from '../../scheduler/cron/repeat-strategy.ts';
 import { Keys, QUEUES } from '../../scheduler/keys.ts';
