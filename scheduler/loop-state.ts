@@ -22,6 +22,7 @@
  */
 import type { ScheduleKind } from './keys.ts';
 import { nextSelfPacedDelay, replyDigest } from './self-paced.ts';
+import type { MessagingRoute } from './delivery-target.ts';
 
 export type LoopStatus = 'active' | 'paused' | 'finished';
 
@@ -41,7 +42,7 @@ export type RunnerSpec =
 export interface Origin {
   surface: 'cli' | 'chat' | 'telegram' | 'api';
   /** Messaging route (platform + chat) for replies, when set from a platform. */
-  route?: { platform: string; chatId: string; threadId?: string };
+  route?: MessagingRoute;
 }
 
 /** Persisted state of a session's loop or heartbeat. Times are epoch milliseconds. */

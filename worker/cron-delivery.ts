@@ -21,18 +21,30 @@ import { cronSessionId, deliveryText, type CronDelivery, type CronJob, type Cron
 import type { WorkerDeps } from './worker-deps.ts';
 import { parseWebhookAllow } from '../scheduler/webhook-policy.ts';
 import { postWebhook } from './webhook-sender.ts';
+import { formatDeliveryTarget, parseDeliveryTarget, targetOfRoute, type DeliveryTarget } from '../scheduler/delivery-target.ts';
 
-/** The concrete targets of a job: `origin` resolved, duplicates removed. */
+/**
+ * The concrete targets of a job in their text form: `origin` resolved to the
+ * origin's route (else `local`), duplicates removed. Never throws: a stored
+ * target that does not parse (they are parsed at creation) is kept as it is and
+ * its delivery fails with the reason.
+ */
 export function resolveTargets(job: CronJob): string[] {
   const out = new Set<string>();
-  for (const t of job.deliver) {
-    if (t !== 'origin') {
-      out.add(t);
+  for (const text of job.deliver) {
+    let target: DeliveryTarget;
+    try {
+      target = parseDeliveryTarget(text);
+    } catch {
+      out.add(text);
+      continue;
+    }
+    if (target.kind !== 'origin') {
+      out.add(formatDeliveryTarget(target));
       continue;
     }
     const route = job.origin.route;
-    if (route && route.platform === 'telegram') out.add(`telegram:${route.chatId}${route.threadId ? `:${route.threadId}` : ''}`);
-    else out.add('local');
+    out.add(formatDeliveryTarget((route && targetOfRoute(route)) ?? { kind: 'local' }));
   }
   return [...out];
 }
@@ -65,37 +77,45 @@ export async function deliverPending(run: CronRun, job: CronJob, deps: WorkerDep
 
 async function deliverOne(target: string, run: CronRun, job: CronJob, deps: WorkerDeps): Promise<CronDelivery> {
   const text = deliveryText(run); // the whole reply, or the failure notice
-  if (target.startsWith('telegram:')) {
-    const [, chatId, threadId] = target.split(':');
+  const parsed = parseDeliveryTarget(target);
+  if (parsed.kind === 'telegram') {
     // One outbound job per occurrence and target (outboundJobId makes it a valid BullMQ id).
     const occurrenceId = `${run.occurrence_id}>${target}`;
     await enqueueTelegramOutbound(deps.outboundTelegram, {
-      platform: 'telegram', chatId: chatId!, ...(threadId ? { threadId } : {}), text, sessionId: cronSessionId(job.id), occurrenceId,
+      platform: 'telegram', chatId: parsed.chatId, ...(parsed.threadId ? { threadId: parsed.threadId } : {}), text, sessionId: cronSessionId(job.id), occurrenceId,
       // The gateway reports what became of it into this run's delivery (`sent` / `failed`).
       report: { kind: 'cron', cronJobId: job.id, runOccurrenceId: run.occurrence_id, target },
     });
     return { target, status: 'queued', evidence: `outbound job ${outboundJobId(occurrenceId)}` };
   }
-  if (/^https?:\/\//i.test(target)) {
+  if (parsed.kind === 'webhook') {
     const body = JSON.stringify({
       job_id: job.id, name: job.name, occurrence_id: run.occurrence_id, trigger: run.trigger, status: run.status,
       due_at: isoUtc(run.due_at), finished_at: run.finished_at === null ? null : isoUtc(run.finished_at),
       output: text, error: run.error,
     });
     // The address rule is checked again here, after DNS (webhook-sender.ts); redirects are not followed.
-    const outcome = await postWebhook(target, body, { 'idempotency-key': run.occurrence_id }, {
+    const outcome = await postWebhook(parsed.url, body, { 'idempotency-key': run.occurrence_id }, {
       allow: parseWebhookAllow(deps.config.delivery.webhook_allow), timeoutMs: deps.config.cron.webhook_timeout_seconds * 1000,
     });
     if (outcome.ok) return { target, status: 'delivered', evidence: `HTTP ${outcome.status}` };
     return { target, status: 'failed', error: outcome.error };
   }
-  return { target, status: 'failed', error: 'unknown target' };
+  // `local` is written inside the run commit and `origin` resolved before it: neither is pending here.
+  return { target, status: 'failed', error: `no sender for ${parsed.kind} targets` };
 }
 
 /** A target for logs: a webhook URL without path or query (they may hold secrets). */
 function redactTarget(target: string): string {
+  let parsed: DeliveryTarget;
   try {
-    return /^https?:/i.test(target) ? new URL(target).origin : target;
+    parsed = parseDeliveryTarget(target);
+  } catch {
+    return 'unknown target';
+  }
+  if (parsed.kind !== 'webhook') return target;
+  try {
+    return new URL(parsed.url).origin;
   } catch {
     return 'webhook';
   }

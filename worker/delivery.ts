@@ -5,6 +5,7 @@
  */
 import type { Origin } from '../scheduler/loop-state.ts';
 import { enqueueTelegramOutbound } from '../scheduler/outbound.ts';
+import { targetOfRoute } from '../scheduler/delivery-target.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
 /** Queue `text` for the origin's route, if it has one. `[SILENT]` and empty replies are not sent. */
@@ -15,11 +16,12 @@ export async function deliverToRoute(
   const route = input.origin.route;
   const text = input.text.trim();
   if (!route || text.length === 0 || text === '[SILENT]') return;
-  if (route.platform === 'telegram') {
+  const target = targetOfRoute(route);
+  if (target?.kind === 'telegram') {
     await enqueueTelegramOutbound(deps.outboundTelegram, {
       platform: 'telegram',
-      chatId: route.chatId,
-      ...(route.threadId ? { threadId: route.threadId } : {}),
+      chatId: target.chatId,
+      ...(target.threadId ? { threadId: target.threadId } : {}),
       text,
       sessionId: input.sessionId,
       occurrenceId: input.occurrenceId,

@@ -14,6 +14,7 @@ import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../../scheduler/heartbeat-co
 import { parseGoalArgs, GOAL_HELP } from '../../scheduler/goal-command.ts';
 import type { ScheduleSpec } from '../../scheduler/schedule-service.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
+import { parseDeliveryTarget, routeOfTarget, type DeliveryTarget } from '../../scheduler/delivery-target.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { chatToShell } from '../../scheduler/shell-text.ts';
 import type { ScheduleKind } from '../../scheduler/keys.ts';
@@ -52,10 +53,18 @@ export function runnerFromFlags(config: HermesConfig, flags: { command?: string;
  * @throws ScheduleInputError for any other target
  */
 export function originFromDeliver(deliver: string | undefined): Origin {
-  if (deliver === undefined || deliver.trim() === '' || deliver.trim() === 'local') return { surface: 'cli' };
-  const m = /^telegram:(-?\d+|@[A-Za-z0-9_]{4,})(?::(\d+))?$/.exec(deliver.trim());
-  if (!m) throw new ScheduleInputError(`Invalid --deliver "${deliver}": use telegram:<chat id>[:<thread id>] (or local, the default).`, { field: 'deliver' });
-  return { surface: 'cli', route: { platform: 'telegram', chatId: m[1]!, ...(m[2] ? { threadId: m[2] } : {}) } };
+  if (deliver === undefined || deliver.trim() === '') return { surface: 'cli' };
+  const invalid = (cause?: unknown) =>
+    new ScheduleInputError(`Invalid --deliver "${deliver}": use telegram:<chat id>[:<thread id>] (or local, the default).`, { field: 'deliver', cause });
+  let target: DeliveryTarget;
+  try {
+    target = parseDeliveryTarget(deliver);
+  } catch (err) {
+    throw invalid(err);
+  }
+  if (target.kind === 'local') return { surface: 'cli' };
+  if (target.kind !== 'telegram') throw invalid();
+  return { surface: 'cli', route: routeOfTarget(target) };
 }
 
 /** What one shell command did: the reply text and the record after the change. */

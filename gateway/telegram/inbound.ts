@@ -26,6 +26,7 @@ import { parseChatCommand } from '../../scheduler/chat-command.ts';
 import { enqueueInput } from '../../scheduler/inbox.ts';
 import type { Keys } from '../../scheduler/keys.ts';
 import type { Origin } from '../../scheduler/loop-state.ts';
+import { formatDeliveryTarget, routeOfTarget } from '../../scheduler/delivery-target.ts';
 import { enqueueTelegramOutbound, type TelegramOutboundData } from '../../scheduler/outbound.ts';
 import type { HermesQueues } from '../../scheduler/queues.ts';
 import type { AllowList } from './allow-list.ts';
@@ -58,9 +59,9 @@ export interface InboundDeps {
   log: Logger;
 }
 
-/** Session id of a Telegram chat (and forum topic). */
+/** Session id of a Telegram chat (and forum topic): spelled like its delivery target, `telegram:<chat>[:<thread>]`. */
 export function telegramSessionId(chatId: string, threadId?: string): string {
-  return threadId ? `telegram:${chatId}:${threadId}` : `telegram:${chatId}`;
+  return formatDeliveryTarget({ kind: 'telegram', chatId, ...(threadId ? { threadId } : {}) });
 }
 
 
@@ -106,7 +107,7 @@ export async function storeUpdate(update: Update, deps: InboundDeps): Promise<In
     await reply(`refusal:tg-${update.update_id}`, REFUSAL_TEXT);
     return 'refused';
   }
-  const origin: Origin = { surface: 'telegram', route: { platform: 'telegram', chatId, ...(threadId ? { threadId } : {}) } };
+  const origin: Origin = { surface: 'telegram', route: routeOfTarget({ kind: 'telegram', chatId, ...(threadId ? { threadId } : {}) }) };
   try {
     const jobId = await enqueueInput(
       { redis: deps.redis, keys: deps.keys, queues: deps.queues, maxChars: deps.maxChars },

@@ -8,6 +8,7 @@ import type { Origin } from '../loop-state.ts';
 import { isoUtc, nextOccurrence, type CronSchedule } from './cron-engine.ts';
 import { compositeId } from '../keys.ts';
 import { assertWebhookTarget, parseWebhookAllow, type WebhookAllowList } from '../webhook-policy.ts';
+import { formatDeliveryTarget, parseDeliveryTarget } from '../delivery-target.ts';
 
 const NO_WEBHOOK_ALLOW = parseWebhookAllow([]);
 
@@ -33,7 +34,7 @@ export interface CronJob {
   /** IANA zone the schedule is read in (always set: `--tz`, config `timezone`, or the host zone at creation). */
   tz: string;
   repeat: { times: number | null; completed: number };
-  /** Delivery targets: `local`, `origin`, `telegram:<chat>[:<thread>]`, `http(s)://…`. */
+  /** Delivery targets in their text form (`../delivery-target.ts`): `local`, `origin`, `telegram:<chat>[:<thread>]`, `http(s)://…`. */
   deliver: string[];
   /** Shell command of a script job (a command turn); only the CLI or config may set it (SPEC §3). */
   script: string | null;
@@ -148,33 +149,21 @@ export function cronOccurrenceId(jobId: string, dueAt: number, trigger: 'schedul
 }
 
 /**
- * Validate a comma list of delivery targets. Webhook URLs must pass the
- * creation-time check of `../webhook-policy.ts` (no internal addresses unless allow-listed).
+ * Validate a comma list of delivery targets (each parsed by
+ * `../delivery-target.ts`). Webhook URLs must pass the creation-time check of
+ * `../webhook-policy.ts` (no internal addresses unless allow-listed).
  * @param allow - `delivery.webhook_allow`, parsed (default: empty, the strict rule)
- * @returns the targets, trimmed and de-duplicated (default `['local']`)
- * @throws ScheduleInputError naming a bad or refused target
+ * @returns the targets in their text form, de-duplicated (default `['local']`)
+ * @throws ScheduleInputError (field `deliver`) naming a bad or refused target
  */
 export function parseDeliver(value: string | undefined, allow: WebhookAllowList = NO_WEBHOOK_ALLOW): string[] {
   if (value === undefined || value.trim() === '') return ['local'];
   const out: string[] = [];
   for (const raw of value.split(',')) {
-    const t = raw.trim();
-    if (t === '') continue;
-    if (t === 'local' || t === 'origin') out.push(t);
-    else if (t.startsWith('telegram:')) {
-      if (!/^telegram:(-?\d+|@[A-Za-z0-9_]{4,})(:\d+)?$/.test(t)) {
-        throw new ScheduleInputError(`Invalid delivery target "${t}": use telegram:<chat id>[:<thread id>].`, { field: 'deliver' });
-      }
-      out.push(t);
-    } else if (/^https?:\/\//i.test(t)) {
-      assertWebhookTarget(t, allow);
-      out.push(t);
-    } else {
-      throw new ScheduleInputError(
-        `Unknown delivery target "${t}": use local, origin, telegram:<chat>[:<thread>] or an http(s) URL.`,
-        { field: 'deliver' },
-      );
-    }
+    if (raw.trim() === '') continue;
+    const target = parseDeliveryTarget(raw, 'deliver');
+    if (target.kind === 'webhook') assertWebhookTarget(target.url, allow);
+    out.push(formatDeliveryTarget(target));
   }
   if (out.length === 0) return ['local'];
   return [...new Set(out)];
