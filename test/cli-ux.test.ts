@@ -67,18 +67,16 @@ describe('a closed pipe', () => {
     child.stdout!.destroy();
     let stderr = '';
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-    const code = await new Promise<number | null>((r) => child.on('exit', r));
-    expect(stderr).toBe('');
-    expect(code).toBe(0);
-
-    // The same through a shell pipeline, as typed.
+    // The same through a shell pipeline, as typed (at the same time: the two runs are independent).
     const piped = spawn('sh', ['-c', `"${process.execPath}" "${HERMES_BIN}" status | head -1`], { env: e.childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     piped.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     piped.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    await new Promise((r) => piped.on('exit', r));
-    expect(out).toMatch(/^workers alive: \d+\n$/);
+    const [code] = await Promise.all([new Promise<number | null>((r) => child.on('exit', r)), new Promise((r) => piped.on('exit', r))]);
+    expect(stderr).toBe('');
+    expect(code).toBe(0);
+    expect(out).toMatch(/^workers alive: 0\n$/);
     expect(err).toBe('');
   });
 });
@@ -124,6 +122,11 @@ describe('Ctrl+C typed into a terminal', () => {
     const e = env();
     const term = runInTerminal([process.execPath, HERMES_BIN, 'worker'], { ...e.childEnv, HERMES_LOG_LEVEL: 'info' });
     cleanups.push(() => { if (term.child.exitCode === null) term.child.kill('SIGKILL'); });
+    // The piped worker starts at the same time (two independent processes; each start costs seconds).
+    const piped = spawn(process.execPath, [HERMES_BIN, 'worker'], { env: { ...e.childEnv, HERMES_LOG_LEVEL: 'info' }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    piped.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    cleanups.push(() => { if (piped.exitCode === null) piped.kill('SIGKILL'); });
     await waitFor(() => term.output().includes('worker started'), 30_000, 'worker started');
     expect(term.output()).toMatch(/INFO.*worker started/);
     expect(term.output()).not.toContain('{"level"');
@@ -132,10 +135,6 @@ describe('Ctrl+C typed into a terminal', () => {
     expect(term.output()).toMatch(/worker stopped/);
     expect(term.output()).not.toMatch(STACK_TRACE);
 
-    const piped = spawn(process.execPath, [HERMES_BIN, 'worker'], { env: { ...e.childEnv, HERMES_LOG_LEVEL: 'info' }, stdio: ['ignore', 'ignore', 'pipe'] });
-    let stderr = '';
-    piped.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-    cleanups.push(() => { if (piped.exitCode === null) piped.kill('SIGKILL'); });
     await waitFor(() => stderr.includes('worker started'), 30_000, 'piped worker started');
     const first = stderr.split('\n')[0]!;
     expect(JSON.parse(first)).toMatchObject({ level: 30, name: 'worker' });
@@ -156,7 +155,8 @@ describe('hermes status', () => {
     await c.schedules.set('done', 'loop', { prompt: 'old', intervalSeconds: 600, times: null, until: null, notes: [] }, { origin: { surface: 'cli' }, runner });
     await c.schedules.stop('done', 'loop');
 
-    const r = await runHermes(e, ['status']);
+    // Three read-only runs, at the same time.
+    const [r, all, asJson] = await Promise.all([runHermes(e, ['status']), runHermes(e, ['status', '--all']), runHermes(e, ['status', '--json'])]);
     expect(r.code).toBe(0);
     const lines = r.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^workers alive: 0$/);
@@ -168,9 +168,8 @@ describe('hermes status', () => {
     for (const row of lines.slice(2)) for (const p of starts) expect(`${row[p - 2]}${row[p - 1]}${row[p] === ' ' ? '_' : 'x'}`, row).toBe('  x');
     expect(lines[2]).toMatch(/^a-long-session-name +loop +active +every 10m +0\/100 +(due now|in .+|pending) +watch the build$/);
 
-    const all = await runHermes(e, ['status', '--all']);
     expect(all.stdout).toMatch(/^done +loop +finished \(stopped by user\) /m);
-    const json = JSON.parse((await runHermes(e, ['status', '--json'])).stdout) as { schedules: Array<{ sessionId: string; next_due_at: string | null }> };
+    const json = JSON.parse(asJson.stdout) as { schedules: Array<{ sessionId: string; next_due_at: string | null }> };
     expect(json.schedules.map((s) => s.sessionId).sort()).toEqual(['a-long-session-name', 'b']);
   });
 });
@@ -197,11 +196,13 @@ describe('loop, heartbeat and goal from the shell', () => {
 
   it('heartbeat works from the shell like loop, with shell wording in replies and errors', async () => {
     const e = env();
-    const hb = await runHermes(e, ['heartbeat', 'every', '1h', 'anything', 'new?', '--session', 'ops', '--json']);
+    // The refused command touches no schedule: it runs at the same time as the set.
+    const [hb, bad] = await Promise.all([
+      runHermes(e, ['heartbeat', 'every', '1h', 'anything', 'new?', '--session', 'ops', '--json']),
+      runHermes(e, ['heartbeat', 'soon', 'x']),
+    ]);
     expect(JSON.parse(hb.stdout)).toMatchObject({ session: 'ops', kind: 'heartbeat', record: { intervalSeconds: 3600, prompt: 'anything new?' } });
     expect((await runHermes(e, ['hb', 'pause', '-s', 'ops'])).stdout).toBe('Heartbeat paused after 0 tick(s). hermes heartbeat resume --session ops continues it.\n');
-
-    const bad = await runHermes(e, ['heartbeat', 'soon', 'x']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toBe('hermes: Usage: hermes heartbeat every <interval> <prompt>, e.g. hermes heartbeat every 30m report on the deploy.\n');
   });
@@ -226,7 +227,9 @@ describe('session events without a worker pid', () => {
 describe('hermes completion', () => {
   it('bash completes commands, subcommands and options from the command tree', async () => {
     const e = env();
-    const script = await runHermes(e, ['completion', 'bash']);
+    const [script, zsh, fish, tcsh] = await Promise.all([
+      runHermes(e, ['completion', 'bash']), runHermes(e, ['completion', 'zsh']), runHermes(e, ['completion', 'fish']), runHermes(e, ['completion', 'tcsh']),
+    ]);
     expect(script.code).toBe(0);
     const complete = async (...words: string[]) => {
       const probe = `${script.stdout}\nCOMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _hermes_complete; echo "\${COMPREPLY[*]}"`;
@@ -236,13 +239,16 @@ describe('hermes completion', () => {
       await new Promise((r) => child.on('exit', r));
       return out.trim().split(' ');
     };
-    expect(await complete('hermes', 'cr')).toEqual(['cron']);
-    expect(await complete('hermes', 'cron', 'sh')).toEqual(['show']);
-    expect(await complete('hermes', 'cron', 'add', '--mis')).toEqual(['--misfire']);
-    expect(await complete('hermes', 'loop', '--deli')).toEqual(['--deliver']);
-    expect((await complete('hermes', '')).sort()).toEqual(expect.arrayContaining(['up', 'worker', 'gateway', 'loop', 'heartbeat', 'goal', 'cron', 'chat', 'status', 'completion']));
-    expect((await runHermes(e, ['completion', 'zsh'])).stdout).toContain('compdef _hermes_complete hermes');
-    expect((await runHermes(e, ['completion', 'fish'])).stdout).toContain("complete -c hermes -n '__fish_seen_subcommand_from cron' -a");
-    expect(await runHermes(e, ['completion', 'tcsh'])).toMatchObject({ code: 2, stderr: 'hermes: Unknown shell "tcsh": use bash, zsh, fish.\n' });
+    const [cr, cronSh, cronAddMis, loopDeli, top] = await Promise.all([
+      complete('hermes', 'cr'), complete('hermes', 'cron', 'sh'), complete('hermes', 'cron', 'add', '--mis'), complete('hermes', 'loop', '--deli'), complete('hermes', ''),
+    ]);
+    expect(cr).toEqual(['cron']);
+    expect(cronSh).toEqual(['show']);
+    expect(cronAddMis).toEqual(['--misfire']);
+    expect(loopDeli).toEqual(['--deliver']);
+    expect(top.sort()).toEqual(expect.arrayContaining(['up', 'worker', 'gateway', 'loop', 'heartbeat', 'goal', 'cron', 'chat', 'status', 'completion']));
+    expect(zsh.stdout).toContain('compdef _hermes_complete hermes');
+    expect(fish.stdout).toContain("complete -c hermes -n '__fish_seen_subcommand_from cron' -a");
+    expect(tcsh).toMatchObject({ code: 2, stderr: 'hermes: Unknown shell "tcsh": use bash, zsh, fish.\n' });
   });
 });

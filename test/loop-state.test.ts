@@ -28,6 +28,16 @@ describe('decideFire', () => {
     expect(decideFire(after, tick(4))).toEqual({ fire: false, reason: 'coalesced' });
     expect(decideFire(after, tick(6))).toEqual({ fire: true });
   });
+  it('after ten missed intervals exactly one tick fires, then the cadence: the first to start covers the rest', () => {
+    // Workers stopped after tick 2 (due 2 min); restarted at 12.5 min with occurrences 3…12 overdue.
+    const ran = applyTick(base(), tick(2)).loop;
+    const restartAt = 12 * 60_000 + 30_000;
+    const overdue = [3, 4, 5, 6, 7, 8, 9, 10, 11, 12].map((n) => tick(n));
+    expect(decideFire(ran, overdue[0]!)).toEqual({ fire: true });
+    const caughtUp = applyTick(ran, { ...overdue[0]!, startedAt: restartAt, finishedAt: restartAt + 50 }).loop;
+    expect(overdue.slice(1).map((t) => decideFire(caughtUp, t))).toEqual(overdue.slice(1).map(() => ({ fire: false, reason: 'coalesced' })));
+    expect(decideFire(caughtUp, tick(13))).toEqual({ fire: true }); // due after the catch-up started: on cadence
+  });
   it('does not apply the same occurrence twice', () => {
     const after = applyTick(base(), tick(1)).loop;
     expect(decideFire(after, tick(1))).toEqual({ fire: false, reason: 'already-applied' });

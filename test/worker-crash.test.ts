@@ -3,13 +3,32 @@
  * completed by another worker and delivered once; with the default lock and
  * stall settings it restarts within seconds; a worker that loses a job's lock
  * commits nothing for it.
+ *
+ * The killed worker is a `hermes worker` child process; the survivor runs in
+ * the test process (the kill is what needs a process of its own). Turns block
+ * on a file the test creates, so "mid-tick" is a state the test holds, not a
+ * guess about timing.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { testEnv } from './support/env.ts';
-import { clients, events, sleep, spawnWorker, waitFor, waitForEvents } from './support/stack.ts';
+import { clients, events, spawnWorker, startWorker, waitFor, waitForEvents, waitForNoTickJobs } from './support/stack.ts';
+import type { TestEnv } from './support/env.ts';
+
+/** A shell loop that waits until `file` exists. */
+const waitForFile = (file: string) => `while [ ! -f ${file} ]; do sleep 0.05; done`;
+
+/** True while a process with this pid exists. */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 const children: ChildProcess[] = [];
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -18,26 +37,36 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
+/** An in-process worker on `env`, drained after the test. */
+async function survivorWorker(env: TestEnv): Promise<void> {
+  const w = await startWorker(env);
+  cleanups.push(() => w.drain());
+}
+
 describe('worker crash mid-tick', () => {
   it('SIGKILL during a tick → the tick completes on the other worker and is delivered exactly once', async () => {
     const env = testEnv({ 'worker.lock_duration_ms': 2000, 'worker.stalled_interval_ms': 500 });
     const c = clients(env);
     cleanups.push(() => env.cleanup(), () => c.close());
+    const release = join(env.home, 'release');
+    cleanups.push(() => writeFileSync(release, '')); // never leaves a turn waiting, even when the test fails
     const a = await spawnWorker(env);
-    const b = await spawnWorker(env);
-    children.push(a, b);
-    await c.schedules.set('crash', 'loop', { prompt: 'slow check', intervalSeconds: 2, times: 3, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'sleep 2.5; echo "checked $HERMES_TICK"', timeoutSeconds: 10 },
+    children.push(a);
+    // Every turn waits for the release file: tick 1 stays mid-turn until the test has killed its worker.
+    await c.schedules.set('crash', 'loop', { prompt: 'slow check', intervalSeconds: 1, times: 3, until: null, notes: [] }, {
+      origin: { surface: 'cli' }, runner: { kind: 'command', command: `${waitForFile(release)}; echo "checked $HERMES_TICK"`, timeoutSeconds: 30 },
     });
     const [started] = await waitForEvents(c, 'crash', 'tick.started', 1);
     const victim = Number(started!.data.pid);
     const occurrence = String(started!.data.occurrenceId);
-    expect([a.pid, b.pid]).toContain(victim);
-    await sleep(300); // mid-tick: the command sleeps 2.5 s, so a late-seen start still leaves room
+    expect(victim).toBe(a.pid); // the only worker
+    await survivorWorker(env); // the other worker, alive before the kill
     process.kill(victim, 'SIGKILL');
-    const survivor = victim === a.pid ? b.pid : a.pid;
+    await waitForEvents(c, 'crash', 'tick.started', 2, 20_000); // taken over after the lock lapsed
+    writeFileSync(release, '');
     await waitFor(async () => ((await c.loops.get('crash', 'loop'))?.status === 'finished' ? true : undefined), 30_000, 'loop finished');
-    await sleep(1_000);
+    await waitForNoTickJobs(c); // nothing left that could deliver it again
+    const survivor = process.pid;
     const replies = await events(c, 'crash', 'reply');
     const forKilled = replies.filter((e) => e.data.occurrenceId === occurrence);
     expect(forKilled).toHaveLength(1);
@@ -50,21 +79,29 @@ describe('worker crash mid-tick', () => {
   });
 
   it('with the default lock and stall settings, a SIGKILLed worker\'s tick restarts on another worker within seconds and commits once', async () => {
-    const env = testEnv();
-    // The product defaults (scheduler/config.ts), not the test environment's own lock settings.
-    delete env.childEnv.HERMES_WORKER_LOCK_DURATION_MS;
-    delete env.childEnv.HERMES_WORKER_STALLED_INTERVAL_MS;
+    // The product defaults (scheduler/config.ts), not the test environment's own lock settings;
+    // the one test of the default recovery time (the others lower them to test the rule).
+    const env = testEnv({ 'worker.lock_duration_ms': undefined, 'worker.stalled_interval_ms': undefined });
+    expect(env.config.worker).toMatchObject({ lock_duration_ms: 3000, lock_renew_ms: 1000, stalled_interval_ms: 1000 });
+    expect(env.childEnv.HERMES_WORKER_LOCK_DURATION_MS).toBeUndefined();
     const c = clients(env);
     cleanups.push(() => env.cleanup(), () => c.close());
+    const firstRun = join(env.home, 'first-run');
+    const release = join(env.home, 'release');
+    cleanups.push(() => writeFileSync(release, '')); // ends the killed worker's orphaned command
     const a = await spawnWorker(env);
-    const b = await spawnWorker(env);
-    children.push(a, b);
+    children.push(a);
+    // The first run marks itself and hangs (its worker is killed); the run that takes over answers at once.
     await c.schedules.set('recover', 'loop', { prompt: 'slow check', intervalSeconds: 30, times: 1, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'sleep 2; echo "checked $HERMES_TICK"', timeoutSeconds: 10 },
+      origin: { surface: 'cli' },
+      runner: { kind: 'command', command: `if [ ! -f ${firstRun} ]; then touch ${firstRun}; ${waitForFile(release)}; fi; echo "checked $HERMES_TICK"`, timeoutSeconds: 60 },
     });
     const [started] = await waitForEvents(c, 'recover', 'tick.started', 1);
     const victim = Number(started!.data.pid);
     const occurrence = String(started!.data.occurrenceId);
+    expect(victim).toBe(a.pid);
+    await survivorWorker(env);
+    await waitFor(() => existsSync(firstRun), 10_000, 'the first run under way');
     process.kill(victim, 'SIGKILL');
     const killedAt = Date.now();
     const restarts = await waitForEvents(c, 'recover', 'tick.started', 2, 20_000);
@@ -84,18 +121,24 @@ describe('worker crash mid-tick', () => {
     const env = testEnv();
     const c = clients(env);
     cleanups.push(() => env.cleanup(), () => c.close());
-    const a = await spawnWorker(env);
-    children.push(a);
+    await survivorWorker(env); // one worker in this process: it loses the lock and takes the job over again
     const runs = join(env.home, 'runs');
+    const pids = join(env.home, 'pids');
+    const release = join(env.home, 'release');
+    cleanups.push(() => writeFileSync(release, '')); // never leaves a turn waiting, even when the test fails
     await c.schedules.set('lost', 'loop', { prompt: 'slow check', intervalSeconds: 30, times: 1, until: null, notes: [] }, {
       origin: { surface: 'cli' },
-      runner: { kind: 'command', command: `echo start >> ${runs}; sleep 3; echo end >> ${runs}; echo "checked $HERMES_TICK"`, timeoutSeconds: 10 },
+      runner: { kind: 'command', command: `echo $$ >> ${pids}; echo start >> ${runs}; ${waitForFile(release)}; echo end >> ${runs}; echo "checked $HERMES_TICK"`, timeoutSeconds: 30 },
     });
     const [started] = await waitForEvents(c, 'lost', 'tick.started', 1);
     const [active] = await c.queues.ticks.getJobs(['active']);
+    const firstShell = Number(await waitFor(() => existsSync(pids) && readFileSync(pids, 'utf8').split('\n')[0], 10_000, 'the first run under way'));
     // The lock lapses under the worker (as after a renewal that came too late): the stall check hands the job on.
     await c.redis.del(`${c.keys.bullPrefix}:ticks:${active!.id}:lock`);
     const starts = await waitForEvents(c, 'lost', 'tick.started', 2, 20_000);
+    // The copy that lost its lock is aborted (its command killed) before the turns may go on.
+    await waitFor(() => !alive(firstShell), 10_000, 'the first run killed');
+    writeFileSync(release, '');
     await waitFor(async () => ((await c.loops.get('lost', 'loop'))?.status === 'finished' ? true : undefined), 20_000, 'loop finished');
     const replies = await events(c, 'lost', 'reply');
     expect(replies.map((e) => [e.data.occurrenceId, e.data.text])).toEqual([[started!.data.occurrenceId, 'checked 1']]);

@@ -22,7 +22,9 @@ export interface TestEnv {
 
 /**
  * Build a test environment.
- * @param overrides - config overrides by dotted key, e.g. `{ 'loops.min_interval_seconds': 1 }`
+ * @param overrides - config overrides by dotted key, e.g. `{ 'loops.min_interval_seconds': 1 }`;
+ *   `undefined` drops a test setting, so the product default of `scheduler/config.ts` applies
+ *   (in-process and in child processes alike)
  */
 export function testEnv(overrides: Record<string, unknown> = {}): TestEnv {
   const redisUrl = inject('redisUrl');
@@ -38,6 +40,7 @@ export function testEnv(overrides: Record<string, unknown> = {}): TestEnv {
     'worker.defer_ms': 100,
     ...overrides,
   };
+  for (const [k, v] of Object.entries(base)) if (v === undefined) delete base[k];
   const env = { HERMES_HOME: home };
   const config = loadConfig({ env, overrides: base });
   const childEnv: NodeJS.ProcessEnv = {

@@ -106,6 +106,19 @@ export async function waitForEvents(c: TestClients, sessionId: string, type: str
   }, timeoutMs, `${n} ${type} event(s) on ${sessionId}`);
 }
 
+/**
+ * Wait until the tick queue holds no job that could still start a turn
+ * (active, waiting, delayed, prioritized). From then on nothing fires without
+ * a new write, so counts of replies and runs are final: a test of "exactly N"
+ * waits for this instead of sleeping.
+ */
+export async function waitForNoTickJobs(c: TestClients, timeoutMs = 15_000): Promise<void> {
+  await waitFor(async () => {
+    const counts = await c.queues.ticks.getJobCounts('active', 'waiting', 'delayed', 'prioritized');
+    return Object.values(counts).every((n) => n === 0) || undefined;
+  }, timeoutMs, 'no tick job left');
+}
+
 /** Pending (delayed, waiting, prioritized) jobs of one job scheduler. */
 export async function pendingSchedulerJobs(c: TestClients, schedulerId: string): Promise<string[]> {
   const jobs = await c.queues.ticks.getJobs(['delayed', 'waiting', 'prioritized']);
