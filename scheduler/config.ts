@@ -370,6 +370,11 @@ export const configSchema = z
         webhook_timeout_seconds: seconds(10),
         /** Failed runs in a row after which a cron job is paused; 0 = never. @defaultValue 3 */
         max_consecutive_failures: z.coerce.number().int().min(0).default(3),
+        /**
+         * First delay before a run whose model could not be reached is tried again, in seconds;
+         * each further attempt waits twice as long (BullMQ exponential backoff, 3 attempts). @defaultValue 2
+         */
+        retry_backoff_seconds: seconds(2),
       })
       .strict()
       .prefault({}),

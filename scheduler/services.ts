@@ -55,10 +55,11 @@ export function runStoreFor(config: HermesConfig, redis: RedisClient, keys: Keys
   return new RunStore(redis, keys, config.gateway.run_ttl_seconds);
 }
 
-/** The cron job records, runs and BullMQ side (`cron.history_limit`, `worker.occurrence_window_seconds`). */
+/** The cron job records, runs and BullMQ side (`cron.history_limit`, `worker.occurrence_window_seconds`, `cron.retry_backoff_seconds`). */
 export function cronStoreFor(config: HermesConfig, conn: StoreConnection): CronStore {
   return new CronStore(conn.redis, conn.keys, conn.queues, {
     historyLimit: config.cron.history_limit, occurrenceWindowMs: config.worker.occurrence_window_seconds * 1000,
+    retryBackoffMs: config.cron.retry_backoff_seconds * 1000,
   });
 }
 

@@ -55,6 +55,9 @@ export const CRON_TICK_JOB_NAME = 'cron-tick';
 /** Attempts of a cron tick job: failures that never reached the model retry with backoff (SPEC §7 Retries). */
 export const CRON_TICK_ATTEMPTS = 3;
 
+/** First retry delay when a store is built without `cron.retry_backoff_seconds` (its default, 2 s; then 4 s). */
+const DEFAULT_RETRY_BACKOFF_MS = 2_000;
+
 /** Global recent-runs list length (for `hermes cron runs` without a job). */
 export const RECENT_RUNS_MAX = 1000;
 
@@ -79,6 +82,8 @@ export interface CronStoreSettings {
   historyLimit: number;
   /** How long a claim or a committed occurrence is remembered, ms (`worker.occurrence_window_seconds`). */
   occurrenceWindowMs?: number;
+  /** First delay of the exponential backoff of a tick retried after a network failure, ms (`cron.retry_backoff_seconds`). */
+  retryBackoffMs?: number;
 }
 
 /** Records, history and BullMQ jobs of cron jobs. */
@@ -146,7 +151,7 @@ export class CronStore {
   async arm(job: CronJob, now = Date.now()): Promise<void> {
     if (job.state !== 'scheduled') return await this.disarm(job);
     const data: CronTickData = { type: 'cron-tick', jobId: job.id, generation: job.generation };
-    const opts = { attempts: CRON_TICK_ATTEMPTS, backoff: { type: 'exponential', delay: 2000 } };
+    const opts = this.retryOptions;
     const ticks = this.queues.forCronJob(job.id).ticks;
     try {
       if (job.schedule.kind === 'once') {
@@ -201,7 +206,7 @@ export class CronStore {
   async enqueueManual(job: CronJob, now = Date.now()): Promise<string> {
     const jobId = this.keys.cronManualJobId(job.id, now);
     const data: CronTickData = { type: 'cron-tick', jobId: job.id, generation: job.generation, dueAt: now, manual: true };
-    await this.queues.forCronJob(job.id).ticks.add(CRON_TICK_JOB_NAME, data, { jobId, attempts: CRON_TICK_ATTEMPTS, backoff: { type: 'exponential', delay: 2000 } });
+    await this.queues.forCronJob(job.id).ticks.add(CRON_TICK_JOB_NAME, data, { jobId, ...this.retryOptions });
     return jobId;
   }
 
@@ -243,6 +248,11 @@ export class CronStore {
   /** Whether an occurrence of a job was committed (within the remembered window). */
   async isCommitted(jobId: string, occurrenceId: string): Promise<boolean> {
     return (await this.redis.zscore(this.keys.cronCommitted(jobId), occurrenceId)) !== null;
+  }
+
+  /** BullMQ attempts and backoff of a tick job (SPEC §7 Retries). */
+  private get retryOptions(): { attempts: number; backoff: { type: 'exponential'; delay: number } } {
+    return { attempts: CRON_TICK_ATTEMPTS, backoff: { type: 'exponential', delay: this.settings.retryBackoffMs ?? DEFAULT_RETRY_BACKOFF_MS } };
   }
 
   private get windowMs(): number {
