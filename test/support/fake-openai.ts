@@ -41,6 +41,11 @@ export type ScriptedReply =
 
 let callCounter = 0;
 
+/** The text of the last user message of a request ('' when there is none). */
+export function lastUserText(req: RecordedRequest): string {
+  return [...req.messages].reverse().find((m) => m.role === 'user')?.content ?? '';
+}
+
 /** The last message of a request when it is a tool result, else undefined. */
 export function lastToolResult(req: RecordedRequest): string | undefined {
   const last = req.messages[req.messages.length - 1];
@@ -53,8 +58,8 @@ export interface FakeOpenAI {
   requests: RecordedRequest[];
   /** Requests received whose answer has not been sent yet. */
   readonly pending: number;
-  /** Set how requests are answered; the function gets the request and its index. */
-  respond(fn: (req: RecordedRequest, index: number) => ScriptedReply): void;
+  /** Set how requests are answered; the function gets the request and its index (a promise holds the answer until it settles). */
+  respond(fn: (req: RecordedRequest, index: number) => ScriptedReply | Promise<ScriptedReply>): void;
   close(): Promise<void>;
 }
 
@@ -68,7 +73,7 @@ async function body(req: IncomingMessage): Promise<string> {
 export async function startFakeOpenAI(): Promise<FakeOpenAI> {
   const requests: RecordedRequest[] = [];
   let pending = 0;
-  let responder: (req: RecordedRequest, index: number) => ScriptedReply = () => 'ok';
+  let responder: (req: RecordedRequest, index: number) => ScriptedReply | Promise<ScriptedReply> = () => 'ok';
   const server: Server = createServer(async (req, res) => {
     if (req.method === 'GET' && req.url === '/v1/models') {
       res.writeHead(200, { 'content-type': 'application/json' });
@@ -88,13 +93,17 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
       tools: (parsed.tools ?? []).map((t) => t.function.name), tool_choice: parsed.tool_choice,
     };
     const index = requests.push(rec) - 1;
-    let reply = responder(rec, index);
-    if (typeof reply === 'object' && 'delayMs' in reply) {
-      const { delayMs, text } = reply;
-      pending++;
-      await new Promise((r) => setTimeout(r, delayMs));
+    pending++;
+    let reply: ScriptedReply;
+    try {
+      reply = await responder(rec, index);
+      if (typeof reply === 'object' && 'delayMs' in reply) {
+        const { delayMs, text } = reply;
+        await new Promise((r) => setTimeout(r, delayMs));
+        reply = text;
+      }
+    } finally {
       pending--;
-      reply = text;
     }
     if (typeof reply === 'object' && 'status' in reply) {
       res.writeHead(reply.status, { 'content-type': 'application/json' });
