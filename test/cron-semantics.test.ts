@@ -1,41 +1,64 @@
 /**
  * Cron semantics against a real Redis and real BullMQ workers (SPEC §7):
  * croner fire times, run records, delivery, `[SILENT]`, `--repeat`, misfire
- * skip/once after an outage, overlap skip, pause/remove with the next job
- * already waiting, and field reports F11 and F12.
+ * skip/once after an outage, overlap skip and queue, pause/remove with the next
+ * job already waiting, and field reports F11 and F12. The rules themselves are
+ * pure functions tested with an injected clock in cron-rules.test.ts; each test
+ * here proves one rule's wiring end to end, on the shortest intervals the config
+ * allows, waiting on run records and BullMQ job state (a run that must last is
+ * held by the test, not slept through).
  */
 import { createServer } from 'node:http';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeAll, afterAll, describe, expect, it } from 'vitest';
-import { isoUtc, nextOccurrences, formatInZone } from '../scheduler/cron/cron-engine.ts';
+import { isoUtc, nextOccurrence, nextOccurrences, formatInZone } from '../scheduler/cron/cron-engine.ts';
 import { decideOccurrence } from '../scheduler/cron/misfire.ts';
 import { createCronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 import { outboundJobId } from '../scheduler/outbound.ts';
+import { schedulerJobMillis } from '../scheduler/queues.ts';
 import { startCronWorker, openCronService, type TestCronWorker } from './support/cron-worker.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
-import { startFakeModel, type FakeModel } from './support/fake-model.ts';
+import { lastUserText, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
 
-let model: FakeModel;
-let slowModel: FakeModel;
+let model: FakeOpenAI;
 beforeAll(async () => {
-  model = await startFakeModel({ reply: (p) => (p.includes('quiet') ? '[SILENT]' : `done: ${p}`) });
-  slowModel = await startFakeModel({ delayMs: 2_300 });
+  model = await startFakeOpenAI();
+  model.respond((req) => {
+    const prompt = lastUserText(req);
+    return prompt.includes('quiet') ? '[SILENT]' : `done: ${prompt}`;
+  });
 });
 afterAll(async () => {
   await model.close();
-  await slowModel.close();
 });
 
+/** Runs held by a test, let go first after each test (a worker closes only when its runs end). */
+const holds: Array<() => void> = [];
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
+  for (const release of holds.splice(0)) release();
   while (cleanups.length) await cleanups.pop()!();
 });
+
+/** A model whose first answer is held until `release()`: a run that lasts exactly as long as the test needs. */
+async function heldModel(): Promise<{ model: FakeOpenAI; release: () => void }> {
+  const held = await startFakeOpenAI();
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  held.respond(async (req, index) => {
+    if (index === 0) await gate;
+    return `done: ${lastUserText(req)}`;
+  });
+  holds.push(release);
+  cleanups.push(() => held.close());
+  return { model: held, release };
+}
 
 function setup(overrides: Record<string, unknown> = {}) {
   const env: TestEnv = testEnv({
@@ -56,8 +79,9 @@ describe('cron runs (real BullMQ)', () => {
   it('fires at the croner times, records each run once and delivers it to the local stream', async () => {
     const { api, worker, runsOf } = setup();
     await worker();
-    const job = await api.service.add({ schedule: '*/2 * * * * *', prompt: 'check the build', repeat: 3, tz: 'America/New_York' }, cli);
-    const expected = nextOccurrences(job.schedule, job.tz, job.created_at, 3);
+    // Every 2 s: a run on a loaded machine may take a second, and must not overlap the next occurrence.
+    const job = await api.service.add({ schedule: '*/2 * * * * *', prompt: 'check the build', repeat: 2, tz: 'America/New_York' }, cli);
+    const expected = nextOccurrences(job.schedule, job.tz, job.created_at, 2);
     expect(job.next_run_at).toBe(expected[0]);
     // The job scheduler holds a croner time (the first may have fired already on a slow machine).
     expect(expected).toContain(await api.store.schedulerNext(job.id));
@@ -70,9 +94,9 @@ describe('cron runs (real BullMQ)', () => {
       expect(r.deliveries).toEqual([{ target: 'local', status: 'delivered', evidence: expect.stringMatching(/^\d+-\d+$/) }]);
     }
     const events = await api.redis.xrange(api.keys.events(`cron:${job.id}`), '-', '+');
-    expect(events).toHaveLength(3);
+    expect(events).toHaveLength(2);
     const done = (await api.store.get(job.id))!;
-    expect(done).toMatchObject({ state: 'completed', repeat: { times: 3, completed: 3 }, next_run_at: null, last_status: 'ok', failure_streak: 0 });
+    expect(done).toMatchObject({ state: 'completed', repeat: { times: 2, completed: 2 }, next_run_at: null, last_status: 'ok', failure_streak: 0 });
     expect(await api.store.schedulerNext(job.id)).toBeUndefined();
   });
 
@@ -110,13 +134,29 @@ describe('cron runs (real BullMQ)', () => {
 
   it('--repeat N is a budget of N runs even when runs overlap: runs in flight count against it (--overlap allow)', async () => {
     const { env, api, worker, runsOf } = setup();
-    await worker();
+    const w = await worker();
     const starts = join(env.home, 'starts');
-    const job = await api.service.add({ schedule: 'every 1s', script: `echo "$HERMES_CRON_OCCURRENCE_ID" >> ${starts}; sleep 3; echo ran`, repeat: 2, overlap: 'allow' }, cli);
-    await waitFor(async () => (await api.store.get(job.id))?.state === 'completed', 20_000, 'the job to complete');
+    const gate = join(env.home, 'gate');
+    holds.push(() => writeFileSync(gate, ''));
+    const started = () => (existsSync(starts) ? readFileSync(starts, 'utf8').trim().split('\n') : []);
+    // Each run lasts until the test lets it finish: both runs are in flight when the next occurrence is due.
+    const job = await api.service.add({
+      schedule: 'every 1s', script: `echo "$HERMES_CRON_OCCURRENCE_ID" >> ${starts}; while [ ! -e ${gate} ]; do sleep 0.05; done; echo ran`,
+      repeat: 2, overlap: 'allow',
+    }, cli);
+    const refused = await waitFor(() => w.results.find((r) => r.reason === 'repeat-used'), 15_000, 'an occurrence refused by the budget');
+    expect(started()).toHaveLength(2);
+    expect(await runsOf(job.id)).toEqual([]); // neither run has finished: the two in flight used the budget
+    writeFileSync(gate, '');
+    await waitFor(async () => (await api.store.get(job.id))?.state === 'completed', 15_000, 'the job to complete');
     const runs = await runsOf(job.id);
     expect(runs.map((r) => r.status)).toEqual(['ok', 'ok']);
-    expect(readFileSync(starts, 'utf8').trim().split('\n')).toHaveLength(2);
+    expect(runs.map((r) => r.occurrence_id)).toEqual(started());
+    expect(runs[1]!.started_at!).toBeLessThan(runs[0]!.finished_at!); // they overlapped
+    const refusedDue = Number(refused.occurrenceId.split(':').pop());
+    expect(refusedDue).toBeGreaterThan(runs[1]!.due_at);
+    expect(refusedDue).toBeLessThan(runs[0]!.finished_at!); // due while both ran
+    expect(started()).toHaveLength(2);
     expect((await api.store.get(job.id))!.repeat).toEqual({ times: 2, completed: 2 });
   });
 
@@ -140,11 +180,11 @@ describe('cron runs (real BullMQ)', () => {
   it('the first occurrence the record announces runs even when it passed before the job scheduler was written', async () => {
     const { env, worker, runsOf } = setup();
     await worker();
-    // A store write that lands 6 s after the record's times were computed (a busy machine): of the
-    // occurrences every 5 s from then, the first has passed when the scheduler is written, the second not.
-    const slow = openCronService(env.config, () => Date.now() - 6_000);
+    // A store write that lands 3 s after the record's times were computed (a busy machine): of the
+    // occurrences every 2 s from then, the first has passed when the scheduler is written, the second not.
+    const slow = openCronService(env.config, () => Date.now() - 3_000);
     cleanups.push(() => slow.close());
-    const job = await slow.service.add({ schedule: 'every 5s', prompt: 'first one counts', repeat: 2, tz: 'UTC' }, cli);
+    const job = await slow.service.add({ schedule: 'every 2s', prompt: 'first one counts', repeat: 2, tz: 'UTC' }, cli);
     expect(job.next_run_at!).toBeLessThan(Date.now());
     await waitFor(async () => (await slow.store.get(job.id))?.state === 'completed', 15_000, 'the job to complete');
     const runs = await runsOf(job.id);
@@ -185,41 +225,56 @@ describe('cron runs (real BullMQ)', () => {
 });
 
 describe('misfires after an outage (SPEC §7 Misfires)', () => {
+  // Every 2 s with a grace of 1.5 s (the lower clamp; half the period is 1 s). The outage lasts until
+  // 0.3 s after the second occurrence: both are missed, and the job scheduler holds only the first (the
+  // next job is made when one is picked up). The worker starts 1.7 s before the third is due.
+  const PERIOD_MS = 2_000;
+  const GRACE_MS = 1_500;
+  const outage = async (createdAt: number) => {
+    await sleep(createdAt + 2 * PERIOD_MS + 300 - Date.now()); // no worker runs: this is the outage itself
+    return Date.now();
+  };
+
   it('--misfire once runs exactly one catch-up, then the cadence resumes on time', async () => {
-    const { api, worker, runsOf } = setup({ 'cron.misfire_grace_min_seconds': 1 });
-    const job = await api.service.add({ schedule: 'every 3s', prompt: 'tick' }, cli); // grace = 1.5 s
-    await sleep(7_000); // no worker: the occurrences at +3 s and +6 s are missed
-    const restartedAt = Date.now();
+    const { api, worker, runsOf } = setup({ 'cron.misfire_grace_min_seconds': GRACE_MS / 1000 });
+    const job = await api.service.add({ schedule: 'every 2s', prompt: 'tick' }, cli);
+    const anchor = job.created_at;
+    const restartedAt = await outage(anchor);
     await worker();
-    await waitFor(async () => (await runsOf(job.id)).length >= 3, 12_000, 'three runs');
+    await waitFor(async () => (await runsOf(job.id)).length >= 2, 10_000, 'the catch-up and the next run');
     await api.service.pause(job.id);
     const runs = await runsOf(job.id);
-    const anchor = job.created_at;
-    expect(runs[0]).toMatchObject({ trigger: 'catch-up', status: 'ok', late: true, due_at: anchor + 3_000 });
-    expect(runs[0]!.lateness_ms).toBeGreaterThan(3_500);
+    // The first missed occurrence is the catch-up; the second was coalesced into it.
+    expect(runs[0]).toMatchObject({ trigger: 'catch-up', status: 'ok', late: true, due_at: anchor + PERIOD_MS });
+    expect(runs[0]!.started_at!).toBeGreaterThanOrEqual(restartedAt);
+    expect(runs[0]!.lateness_ms).toBe(runs[0]!.started_at! - runs[0]!.due_at);
+    expect(runs[0]!.lateness_ms).toBeGreaterThan(GRACE_MS);
     expect(runs.filter((r) => r.trigger === 'catch-up')).toHaveLength(1);
-    // Next: the first occurrence after the restart, then every 3 s.
+    expect(runs.some((r) => r.due_at === anchor + 2 * PERIOD_MS)).toBe(false);
+    // Next: the first occurrence after the restart, then every 2 s, each within the grace window.
     const after = runs.slice(1);
-    expect(after[0]!.due_at).toBe(anchor + 3_000 * Math.ceil((restartedAt - anchor + 1) / 3_000));
+    expect(after[0]!.due_at).toBe(nextOccurrence(job.schedule, job.tz, restartedAt));
     for (const r of after) {
-      expect(r.trigger).toBe('schedule');
+      expect(r).toMatchObject({ trigger: 'schedule', status: 'ok' });
       expect(r.started_at!).toBeGreaterThanOrEqual(r.due_at);
-      expect((r.due_at - anchor) % 3_000).toBe(0);
+      expect(r.lateness_ms).toBeLessThanOrEqual(GRACE_MS);
+      expect((r.due_at - anchor) % PERIOD_MS).toBe(0);
     }
     expect(new Set(runs.map((r) => r.due_at)).size).toBe(runs.length);
   });
 
   it('--misfire skip records the missed occurrence as skipped and runs the next one on time', async () => {
-    const { api, worker, runsOf } = setup({ 'cron.misfire_grace_min_seconds': 1 });
-    const job = await api.service.add({ schedule: 'every 3s', prompt: 'tick', misfire: 'skip' }, cli); // grace = 1.5 s
-    await sleep(7_000);
+    const { api, worker, runsOf } = setup({ 'cron.misfire_grace_min_seconds': GRACE_MS / 1000 });
+    const job = await api.service.add({ schedule: 'every 2s', prompt: 'tick', misfire: 'skip' }, cli);
+    const restartedAt = await outage(job.created_at);
     await worker();
-    await waitFor(async () => (await runsOf(job.id)).filter((r) => r.status === 'ok').length >= 2, 12_000, 'two runs');
+    await waitFor(async () => (await runsOf(job.id)).some((r) => r.status === 'ok'), 10_000, 'the next run');
     await api.service.pause(job.id);
     const runs = await runsOf(job.id);
-    expect(runs[0]).toMatchObject({ status: 'skipped', reason: 'misfire', due_at: job.created_at + 3_000, started_at: null, output: null });
-    expect(runs[0]!.lateness_ms).toBeGreaterThan(3_500);
-    expect(runs.slice(1).every((r) => r.status === 'ok' && r.trigger === 'schedule' && r.lateness_ms <= 1_500)).toBe(true);
+    expect(runs[0]).toMatchObject({ status: 'skipped', reason: 'misfire', due_at: job.created_at + PERIOD_MS, started_at: null, output: null });
+    expect(runs[0]!.lateness_ms).toBeGreaterThanOrEqual(restartedAt - runs[0]!.due_at);
+    expect(runs[1]).toMatchObject({ status: 'ok', trigger: 'schedule', due_at: nextOccurrence(job.schedule, job.tz, restartedAt) });
+    expect(runs.slice(1).every((r) => r.status === 'ok' && r.trigger === 'schedule' && r.lateness_ms <= GRACE_MS)).toBe(true);
     expect(await api.redis.xlen(api.keys.events(`cron:${job.id}`))).toBe(runs.length - 1);
   });
 
@@ -251,20 +306,23 @@ describe('F11: after a restart nothing fires before it is due', () => {
 
   it('a job that reaches a worker before it is due (promoted early) runs only at its due time, once', async () => {
     const { api, worker, runsOf } = setup();
-    await worker();
-    const job = await api.service.add({ schedule: `${(new Date(Date.now() + 4_000).getUTCSeconds())} * * * * *`, prompt: 'at due time', tz: 'UTC', repeat: 1 }, cli);
+    const w = await worker();
+    const job = await api.service.add({ schedule: `${(new Date(Date.now() + 2_500).getUTCSeconds())} * * * * *`, prompt: 'at due time', tz: 'UTC', repeat: 1 }, cli);
     const due = job.next_run_at!;
-    const pending = (await api.queues.ticks.getDelayed()).find((j) => j.id === `repeat:cron:${job.id}:${due}`);
+    const id = `repeat:cron:${job.id}:${due}`;
+    const pending = (await api.queues.ticks.getDelayed()).find((j) => j.id === id);
     expect(pending).toBeDefined();
     await pending!.promote(); // as if a restarted scheduler fired everything at once
-    await sleep(300);
-    expect(await runsOf(job.id)).toHaveLength(0);
-    await waitFor(async () => (await runsOf(job.id)).length === 1, 10_000, 'the run');
-    const [run] = await runsOf(job.id);
-    expect(run!.due_at).toBe(due);
-    expect(run!.started_at!).toBeGreaterThanOrEqual(due);
-    await sleep(500);
-    expect(await runsOf(job.id)).toHaveLength(1);
+    await waitFor(async () => (await api.queues.ticks.getJob(id))?.isActive(), 5_000, 'the worker to pick it up');
+    expect(Date.now()).toBeLessThan(due); // picked up early …
+    expect(await runsOf(job.id)).toHaveLength(0); // … and held, not run
+    await waitFor(async () => (await api.queues.ticks.getJob(id))?.isCompleted(), 10_000, 'the job to finish');
+    const runs = await runsOf(job.id);
+    expect(runs).toHaveLength(1);
+    expect(runs[0]!.due_at).toBe(due);
+    expect(runs[0]!.started_at!).toBeGreaterThanOrEqual(due);
+    expect(w.results).toEqual([{ outcome: 'ran', occurrenceId: `cron:${job.id}:${due}`, status: 'ok' }]);
+    expect(await api.store.get(job.id)).toMatchObject({ state: 'completed', repeat: { times: 1, completed: 1 } });
   });
 });
 
@@ -288,17 +346,23 @@ describe('F12: a manual run does not move the next run', () => {
 
 describe('overlap (SPEC §7 Overlap)', () => {
   it('a job still running when due again is skipped, never run in parallel', async () => {
-    const { api, worker, runsOf } = setup({ 'agent.base_url': slowModel.baseUrl });
+    const held = await heldModel();
+    const { api, worker, runsOf } = setup({ 'agent.base_url': held.model.baseUrl });
     await worker(4);
     const job = await api.service.add({ schedule: 'every 1s', prompt: 'slow' }, cli);
-    await waitFor(async () => (await runsOf(job.id)).filter((r) => r.status === 'ok').length >= 2, 15_000, 'two runs');
+    // The first run lasts until an occurrence due during it has been recorded.
+    const first = await waitFor(async () => (await runsOf(job.id)).find((r) => r.status === 'skipped'), 10_000, 'an occurrence skipped');
+    expect(first).toMatchObject({ reason: 'overlap', trigger: 'schedule', started_at: null, output: null });
+    expect(held.model.requests).toHaveLength(1); // the skipped occurrence never reached the model
+    held.release();
+    await waitFor(async () => (await runsOf(job.id)).filter((r) => r.status === 'ok').length >= 2, 10_000, 'two runs');
     await api.service.pause(job.id);
-    await sleep(2_500);
+    await waitFor(async () => (await api.queues.ticks.getActiveCount()) === 0, 10_000, 'no tick in flight');
     const runs = await runsOf(job.id);
     const ok = runs.filter((r) => r.status === 'ok');
     const skipped = runs.filter((r) => r.status === 'skipped');
-    expect(skipped.length).toBeGreaterThanOrEqual(1);
     expect(skipped.every((r) => r.reason === 'overlap')).toBe(true);
+    expect(held.model.requests).toHaveLength(ok.length);
     for (let i = 1; i < ok.length; i++) expect(ok[i]!.started_at!).toBeGreaterThanOrEqual(ok[i - 1]!.finished_at!);
     for (const s of skipped) {
       expect(ok.some((r) => r.started_at! <= s.due_at + s.lateness_ms && s.due_at <= r.finished_at!)).toBe(true);
@@ -322,7 +386,12 @@ describe('pause and remove with the next job already waiting', () => {
       if (action === 'pause') await api.service.pause(job.id);
       else await api.service.remove(job.id);
       const returnedAt = Date.now();
-      await sleep(2_500);
+      // Nothing of the job is left to fire: no waiting job and no job scheduler …
+      const left = (await api.queues.ticks.getJobs(['delayed', 'wait', 'prioritized'])).filter((j) => j.id?.includes(job.id));
+      expect(left).toEqual([]);
+      expect(await api.store.schedulerNext(job.id)).toBeUndefined();
+      // … and a tick a worker held when the command returned has finished (dropped, or the run it had claimed).
+      await waitFor(async () => (await api.queues.ticks.getJobs(['active'])).every((j) => !j.id?.includes(job.id)), 10_000, 'the ticks in flight');
       if (action === 'pause') {
         const runs = await api.store.runs(job.id, 1000);
         expect(runs.every((r) => r.started_at === null || r.started_at < returnedAt)).toBe(true);
@@ -334,9 +403,7 @@ describe('pause and remove with the next job already waiting', () => {
       }
       const lateRuns = w.results.filter((r) => r.outcome === 'ran' && Number(r.occurrenceId.split(':').pop()) > returnedAt);
       expect(lateRuns).toEqual([]);
-      const left = (await api.queues.ticks.getJobs(['delayed', 'wait'])).filter((j) => j.id?.includes(job.id));
-      expect(left).toEqual([]);
-      expect(await api.store.schedulerNext(job.id)).toBeUndefined();
+      expect((await api.queues.ticks.getJobs(['delayed', 'wait', 'prioritized', 'active'])).filter((j) => j.id?.includes(job.id))).toEqual([]);
     });
   }
 
@@ -345,7 +412,7 @@ describe('pause and remove with the next job already waiting', () => {
     await worker();
     const job = await api.service.add({ schedule: 'every 1s', prompt: 'tick', paused: true }, cli);
     expect(job.state).toBe('paused');
-    await sleep(3_000);
+    await sleep(1_200); // paused while the occurrence at +1 s passes
     const resumedAt = Date.now();
     const { job: resumed } = await api.service.resume(job.id);
     expect(resumed.next_run_at!).toBeGreaterThan(resumedAt);
@@ -388,10 +455,19 @@ describe('the worker side of the job scheduler', () => {
   });
 
   it('--overlap queue defers an occurrence due during a run instead of skipping it', async () => {
-    const { api, worker, runsOf } = setup({ 'agent.base_url': slowModel.baseUrl });
+    const held = await heldModel();
+    const { api, worker, runsOf } = setup({ 'agent.base_url': held.model.baseUrl });
     await worker(4);
     const job = await api.service.add({ schedule: 'every 1s', prompt: 'slow', overlap: 'queue', repeat: 2 }, cli);
-    await waitFor(async () => (await api.store.get(job.id))?.state === 'completed', 15_000, 'two runs');
+    // The first run lasts until an occurrence due during it was picked up and put back to wait
+    // (a job of a later occurrence, due already, delayed again after a worker started it).
+    const deferred = await waitFor(async () => (await api.queues.ticks.getDelayed()).find((j) => {
+      const due = schedulerJobMillis(j.id);
+      return j.id?.startsWith(`repeat:cron:${job.id}:`) && due! > job.next_run_at! && due! < Date.now() && j.attemptsStarted >= 1;
+    }), 10_000, 'an occurrence deferred');
+    expect(await runsOf(job.id)).toEqual([]);
+    held.release();
+    await waitFor(async () => (await api.store.get(job.id))?.state === 'completed', 10_000, 'two runs');
     const runs = await runsOf(job.id);
     // Occurrences due during the first run waited (none was recorded as skipped); the
     // first of them to get the job ran, older waiting ones coalesced into it.
@@ -399,20 +475,29 @@ describe('the worker side of the job scheduler', () => {
     expect(runs[1]!.due_at).toBeGreaterThan(runs[0]!.due_at);
     expect(runs[1]!.due_at).toBeLessThan(runs[0]!.finished_at!);
     expect(runs[1]!.started_at!).toBeGreaterThanOrEqual(runs[0]!.finished_at!);
+    expect(runs[1]!.due_at).toBeGreaterThanOrEqual(schedulerJobMillis(deferred.id)!);
+    expect(held.model.requests).toHaveLength(2);
   });
 
   it('a model that cannot be reached is retried with backoff, then recorded as an error', async () => {
     const { freePort } = await import('../scheduler/redis/embedded-redis.ts');
-    const { api, worker, runsOf } = setup({ 'agent.base_url': `http://127.0.0.1:${await freePort()}/v1` });
+    const { api, worker, runsOf } = setup({ 'agent.base_url': `http://127.0.0.1:${await freePort()}/v1`, 'cron.retry_backoff_seconds': 0.2 });
     const w = await worker();
-    const attempts: number[] = [];
-    w.worker.on('failed', (j) => attempts.push(j?.attemptsMade ?? -1));
+    const failures: number[] = [];
+    const starts: number[] = [];
+    w.worker.on('active', () => starts.push(Date.now()));
+    w.worker.on('failed', (j) => failures.push(j?.attemptsMade ?? -1));
     const job = await api.service.add({ schedule: 'in 1s', prompt: 'unreachable' }, cli);
-    await waitFor(async () => (await runsOf(job.id)).length === 1, 20_000, 'the error run');
+    await waitFor(async () => (await runsOf(job.id)).length === 1, 10_000, 'the error run');
     const [run] = await runsOf(job.id);
     // the failure is told to the job's target (local) as a short notice
     expect(run).toMatchObject({ status: 'error', error: expect.stringMatching(/could not be reached/), deliveries: [{ target: 'local', status: 'delivered', evidence: expect.any(String) }] });
-    expect(attempts).toEqual([1, 2]); // two retried attempts, the third recorded the error
+    expect(failures).toEqual([1, 2]); // two retried attempts, the third recorded the error
+    expect(run!.attempts).toBe(3);
+    // Exponential backoff from cron.retry_backoff_seconds: 200 ms before the second attempt, 400 ms before the third.
+    expect(starts).toHaveLength(3);
+    expect(starts[1]! - starts[0]!).toBeGreaterThanOrEqual(200);
+    expect(starts[2]! - starts[1]!).toBeGreaterThanOrEqual(400);
     expect(await api.store.get(job.id)).toMatchObject({ state: 'error', failure_streak: 1 });
   });
 });

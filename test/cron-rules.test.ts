@@ -1,0 +1,179 @@
+/**
+ * The cron rules of SPEC §7 as pure functions with an injected clock: misfire
+ * (grace window, once, skip, never before due), occurrence coalescing after an
+ * outage (the repeat strategy, the record's next run, the worker's decision),
+ * and `--repeat` accounting of runs, skips and manual runs. No Redis, no
+ * BullMQ: cron-semantics.test.ts proves each rule's wiring end to end once.
+ * Jitter offsets are in cron-jitter.test.ts, DST cases in cron-dst.test.ts.
+ */
+import { describe, expect, it } from 'vitest';
+import { isoUtc, periodAt } from '../scheduler/cron/cron-engine.ts';
+import { applyRun, createCronJob, pauseCronJob, resumeCronJob, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
+import { decideOccurrence, graceWindowMs, ON_TIME_TOLERANCE_MS, type OccurrenceTrigger } from '../scheduler/cron/misfire.ts';
+import { cronRepeatStrategy, encodePattern } from '../scheduler/cron/repeat-strategy.ts';
+import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
+
+const T0 = Date.parse('2026-06-01T10:00:00Z');
+const MIN = 60_000;
+const GRACE = { graceMinMs: 120_000, graceMaxMs: 7_200_000 };
+
+function jobOf(schedule: string, over: Partial<Pick<CronJob, 'misfire' | 'overlap'>> & { repeat?: number; tz?: string; now?: number } = {}): CronJob {
+  const tz = over.tz ?? 'UTC';
+  const now = over.now ?? T0;
+  return createCronJob({
+    id: 'c0ffeec0ffee', name: 'rules', prompt: 'p', schedule: parseSchedule(schedule, { tz, now, minIntervalSeconds: 60 }), tz,
+    repeat: over.repeat ?? null, deliver: ['local'], script: null, misfire: over.misfire ?? 'once', overlap: over.overlap ?? 'skip',
+    paused: false, origin: { surface: 'cli' }, now,
+  });
+}
+
+/** The worker's decision for the occurrence due at `dueAt` of `job`, on the clock `now`. */
+function decide(job: CronJob | null, dueAt: number, now: number, trigger: OccurrenceTrigger = 'schedule') {
+  return decideOccurrence({
+    job, dueAt, now, trigger, generation: job?.generation ?? 1, grace: GRACE,
+    periodMs: job ? periodAt(job.schedule, job.tz, dueAt) : undefined,
+  });
+}
+
+function runOf(job: CronJob, dueAt: number, f: { status?: CronRun['status']; trigger?: CronRun['trigger']; startedAt?: number } = {}): CronRun {
+  const status = f.status ?? 'ok';
+  const startedAt = status === 'skipped' ? null : f.startedAt ?? dueAt;
+  return {
+    occurrence_id: `cron:${job.id}:${dueAt}`, job_id: job.id, trigger: f.trigger ?? 'schedule', status, reason: status === 'skipped' ? 'overlap' : null,
+    attempts: 1, due_at: dueAt, started_at: startedAt, finished_at: (startedAt ?? dueAt) + 10, lateness_ms: Math.max(0, (startedAt ?? dueAt) - dueAt),
+    late: false, output: status === 'ok' ? 'fine' : null, error: status === 'error' ? 'exit 1' : null, silent: false, deliveries: [], worker_id: 'w',
+  };
+}
+
+describe('misfire: grace window, once, skip (SPEC §7 Misfires)', () => {
+  it('the grace window is half the period at the occurrence, clamped to [min, max]; a one-shot gets the max', () => {
+    expect(graceWindowMs(10 * MIN, GRACE)).toBe(5 * MIN);
+    expect(graceWindowMs(MIN, GRACE)).toBe(120_000); // half is 30 s: the lower clamp
+    expect(graceWindowMs(24 * 60 * MIN, GRACE)).toBe(7_200_000); // half is 12 h: the upper clamp
+    expect(graceWindowMs(undefined, GRACE)).toBe(7_200_000);
+    // The period is the schedule's at that occurrence: weekdays at 9 → 24 h on Tuesday, 72 h from Friday.
+    const weekdays = jobOf('weekdays at 9am');
+    const friday = Date.parse('2026-06-05T09:00:00Z');
+    expect(periodAt(weekdays.schedule, 'UTC', friday)).toBe(72 * 60 * MIN);
+  });
+
+  it('nothing runs before it is due, whatever the policy; due exactly now runs on time', () => {
+    for (const misfire of ['once', 'skip'] as const) {
+      const job = jobOf('every 10m', { misfire });
+      const due = job.next_run_at!;
+      expect(due).toBe(T0 + 10 * MIN);
+      expect(decide(job, due, due - 1)).toEqual({ action: 'wait', untilMs: due });
+      expect(decide(job, due, T0)).toEqual({ action: 'wait', untilMs: due });
+      expect(decide(job, due, due)).toEqual({ action: 'run', latenessMs: 0, late: false, catchUp: false });
+      expect(decide(job, due, due - 1, 'manual')).toEqual({ action: 'wait', untilMs: due });
+    }
+  });
+
+  it('within the grace window a late occurrence runs, marked late beyond the on-time tolerance', () => {
+    const job = jobOf('every 10m', { misfire: 'skip' });
+    const due = job.next_run_at!;
+    expect(decide(job, due, due + ON_TIME_TOLERANCE_MS)).toEqual({ action: 'run', latenessMs: ON_TIME_TOLERANCE_MS, late: false, catchUp: false });
+    expect(decide(job, due, due + ON_TIME_TOLERANCE_MS + 1)).toEqual({ action: 'run', latenessMs: ON_TIME_TOLERANCE_MS + 1, late: true, catchUp: false });
+    expect(decide(job, due, due + 5 * MIN)).toEqual({ action: 'run', latenessMs: 5 * MIN, late: true, catchUp: false });
+  });
+
+  it('beyond the grace window: --misfire once runs it as the catch-up, --misfire skip records a skip', () => {
+    const once = jobOf('every 10m', { misfire: 'once' });
+    const skip = jobOf('every 10m', { misfire: 'skip' });
+    const due = once.next_run_at!;
+    const at = due + 5 * MIN + 1;
+    expect(decide(once, due, at)).toEqual({ action: 'run', latenessMs: 5 * MIN + 1, late: true, catchUp: true });
+    expect(decide(skip, due, at)).toEqual({ action: 'skip', reason: 'misfire', latenessMs: 5 * MIN + 1, graceMs: 5 * MIN });
+    // A manual run is due when requested: never a misfire.
+    expect(decide(skip, due, due + 10 * 60 * MIN, 'manual')).toEqual({ action: 'run', latenessMs: 10 * 60 * MIN, late: false, catchUp: false });
+  });
+
+  it('paused, completed, failed, removed and edited jobs drop their occurrences; a manual run of a paused job still runs', () => {
+    const job = jobOf('every 10m');
+    const due = job.next_run_at!;
+    const late = due + 10 * 60 * MIN;
+    expect(decide(null, due, late)).toEqual({ action: 'drop', reason: 'removed' });
+    expect(decide({ ...job, state: 'paused' }, due, late)).toEqual({ action: 'drop', reason: 'paused' });
+    expect(decide({ ...job, state: 'completed' }, due, late)).toEqual({ action: 'drop', reason: 'completed' });
+    expect(decide({ ...job, state: 'error' }, due, late)).toEqual({ action: 'drop', reason: 'completed' });
+    expect(decideOccurrence({ job: { ...job, generation: 2 }, dueAt: due, generation: 1, trigger: 'schedule', periodMs: 10 * MIN, now: late, grace: GRACE }))
+      .toEqual({ action: 'drop', reason: 'stale' });
+    expect(decide({ ...job, state: 'paused' }, due, due + 1, 'manual')).toMatchObject({ action: 'run', catchUp: false });
+  });
+
+  it('a paused job never catches up: resume arms the first occurrence after the resume, in a new generation', () => {
+    const job = jobOf('every 10m');
+    const paused = pauseCronJob(job, T0 + MIN)!;
+    expect(paused).toMatchObject({ state: 'paused', next_run_at: null, generation: job.generation + 1 });
+    const resumed = resumeCronJob(paused, T0 + 35 * MIN)!;
+    expect(resumed).toMatchObject({ state: 'scheduled', next_run_at: T0 + 40 * MIN, generation: job.generation + 2 });
+    // An occurrence of the old generation that was already queued is dropped.
+    expect(decideOccurrence({ job: resumed, dueAt: T0 + 10 * MIN, generation: job.generation, trigger: 'schedule', periodMs: 10 * MIN, now: T0 + 36 * MIN, grace: GRACE }))
+      .toEqual({ action: 'drop', reason: 'stale' });
+  });
+});
+
+describe('occurrence coalescing after an outage', () => {
+  it('the repeat strategy makes the next job the first occurrence after the pick-up: an outage leaves one overdue job', () => {
+    const job = jobOf('every 10m');
+    const opts = { pattern: encodePattern(job.schedule), tz: job.tz };
+    const first = job.next_run_at!; // T0 + 10m, the job BullMQ holds during the outage
+    const pickedUp = T0 + 47 * MIN; // a worker starts 37 minutes after it was due
+    expect(cronRepeatStrategy(Math.max(first, pickedUp), opts)).toBe(T0 + 50 * MIN);
+    // No job is ever made for 20m, 30m or 40m: they coalesce into the overdue one.
+    expect(cronRepeatStrategy(first, opts)).toBe(T0 + 20 * MIN);
+    // A cron expression in a zone: the same, in wall time.
+    const daily = jobOf('0 8 * * *', { tz: 'Europe/Warsaw' });
+    const dailyOpts = { pattern: encodePattern(daily.schedule), tz: 'Europe/Warsaw' };
+    expect(isoUtc(cronRepeatStrategy(Date.parse('2026-06-04T12:00:00Z'), dailyOpts)!)).toBe('2026-06-05T06:00:00Z');
+  });
+
+  it('the record after the overdue run announces the same next occurrence; an occurrence at or before the last handled one is dropped', () => {
+    const job = jobOf('every 10m', { misfire: 'once' });
+    const first = job.next_run_at!;
+    const pickedUp = T0 + 47 * MIN;
+    const decision = decide(job, first, pickedUp);
+    expect(decision).toEqual({ action: 'run', latenessMs: 37 * MIN, late: true, catchUp: true });
+    const after = applyRun(job, runOf(job, first, { trigger: 'catch-up', startedAt: pickedUp }), pickedUp, pickedUp + 5);
+    expect(after).toMatchObject({ last_due_at: first, next_run_at: T0 + 50 * MIN, state: 'scheduled' });
+    expect(after.next_run_at).toBe(cronRepeatStrategy(pickedUp, { pattern: encodePattern(job.schedule), tz: job.tz }));
+    // The overdue job coming again (a duplicate job, a retry) never makes a second catch-up.
+    expect(decide(after, first, pickedUp + 1000)).toEqual({ action: 'drop', reason: 'coalesced' });
+    expect(decide(after, T0 + 50 * MIN, T0 + 50 * MIN)).toMatchObject({ action: 'run', catchUp: false });
+    // A manual run is not coalesced.
+    expect(decide(after, first, pickedUp + 1000, 'manual')).toMatchObject({ action: 'run' });
+  });
+
+  it('a skipped occurrence advances the schedule like a run', () => {
+    const job = jobOf('every 10m', { misfire: 'skip' });
+    const first = job.next_run_at!;
+    const after = applyRun(job, runOf(job, first, { status: 'skipped' }), T0 + 47 * MIN, T0 + 47 * MIN);
+    expect(after).toMatchObject({ last_due_at: first, next_run_at: T0 + 50 * MIN, last_status: 'skipped', last_run_at: null });
+  });
+});
+
+describe('--repeat N accounting', () => {
+  it('runs count, skipped and manual runs do not; the Nth run completes the job', () => {
+    let job = jobOf('every 10m', { repeat: 2 });
+    const at = (n: number) => T0 + n * 10 * MIN;
+    job = applyRun(job, runOf(job, at(1), { status: 'skipped' }), at(1), at(1));
+    expect(job.repeat).toEqual({ times: 2, completed: 0 });
+    job = applyRun(job, runOf(job, at(1) + 5, { trigger: 'manual' }), at(1) + 5, at(1) + 5);
+    expect(job.repeat).toEqual({ times: 2, completed: 0 });
+    expect(job.next_run_at).toBe(at(2)); // a manual run does not move the next run (F12)
+    job = applyRun(job, runOf(job, at(2), { status: 'error' }), at(2), at(2));
+    expect(job).toMatchObject({ repeat: { times: 2, completed: 1 }, state: 'scheduled', next_run_at: at(3) });
+    job = applyRun(job, runOf(job, at(3)), at(3), at(3));
+    expect(job).toMatchObject({ repeat: { times: 2, completed: 2 }, state: 'completed', next_run_at: null });
+    // A run that was in flight when the job completed is recorded, never re-arms it.
+    job = applyRun(job, runOf(job, at(4)), at(4), at(4));
+    expect(job).toMatchObject({ state: 'completed', next_run_at: null });
+  });
+
+  it('a one-shot completes after its run, or ends in error when the run failed', () => {
+    const once = jobOf('in 5m');
+    const due = once.next_run_at!;
+    expect(applyRun(once, runOf(once, due), due, due)).toMatchObject({ state: 'completed', next_run_at: null });
+    expect(applyRun(once, runOf(once, due, { status: 'error' }), due, due)).toMatchObject({ state: 'error', next_run_at: null, failure_streak: 1 });
+  });
+});
