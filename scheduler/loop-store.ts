@@ -9,7 +9,7 @@
  *   next delayed job under a deterministic id, so two adds never make two jobs.
  * - Prefetch lead: the scheduler fires `leadMs` before the occurrence is due and
  *   the worker starts the turn exactly at the due time, so the queue's own
- *   latency is off the critical path. The due time is `jobMillis + leadMs`.
+ *   latency is off the critical path; both conversions are `prefetch-lead.ts`.
  *
  * Write order (no silent writes, SPEC §6): the record is written first and
  * confirmed; then the scheduler is armed or disarmed. A worker re-arms any
@@ -25,6 +25,7 @@ import { putVersioned, type ExpectedVersion } from './versioned-json.ts';
 import { acquireOwned, releaseOwned } from './redis/owned-key.ts';
 import { schedulerJobMillis, type HermesQueues } from './queues.ts';
 import { luaScript, runLuaScript } from './redis/lua-script.ts';
+import { prefetchLead } from './prefetch-lead.ts';
 import { EVENTS_MAX_LEN, type TranscriptMessage } from './session-store.ts';
 
 /** Data of a tick job. */
@@ -55,13 +56,18 @@ const RELEASE_INFLIGHT = luaScript('release-inflight-1.lua');
 
 /** Records and job schedulers of loops and heartbeats. */
 export class LoopStore {
+  /** Job time ⇄ due time (`prefetch-lead.ts`). */
+  private readonly lead: ReturnType<typeof prefetchLead>;
+
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly queues: HermesQueues,
     /** Prefetch lead in ms (`worker.prefetch_lead_ms`). */
     readonly leadMs: number,
-  ) {}
+  ) {
+    this.lead = prefetchLead(leadMs);
+  }
 
   /** The session's loop or heartbeat record, or `null`. */
   async get(sessionId: string, kind: ScheduleKind): Promise<LoopRecord | null> {
@@ -214,14 +220,14 @@ export class LoopStore {
         await this.removeScheduler(record.sessionId, record.kind);
         await this.queues.forSession(record.sessionId).ticks.upsertJobScheduler(
           this.keys.schedulerId(record.sessionId, record.kind),
-          { every: record.intervalSeconds * 1000, startDate: Math.max(Date.now(), firstDueAt - this.leadMs) },
+          { every: record.intervalSeconds * 1000, startDate: Math.max(Date.now(), this.lead.jobAt(firstDueAt)) },
           { name: TICK_JOB_NAME, data },
         );
       } else {
         await this.removeScheduler(record.sessionId, record.kind);
         await this.queues.forSession(record.sessionId).ticks.add(TICK_JOB_NAME, data, {
           jobId: bullJobId('selfpaced', record.kind, record.sessionId, record.loopId, firstDueAt),
-          delay: Math.max(0, firstDueAt - this.leadMs - Date.now()),
+          delay: Math.max(0, this.lead.jobAt(firstDueAt) - Date.now()),
         });
       }
     } catch (err) {
@@ -256,7 +262,7 @@ export class LoopStore {
   async nextDueAt(record: LoopRecord): Promise<number | undefined> {
     if (record.mode !== 'fixed') return record.nextDueAt ?? undefined;
     const s = await this.queues.forSession(record.sessionId).ticks.getJobScheduler(this.keys.schedulerId(record.sessionId, record.kind));
-    return s?.next !== undefined && s.next !== null ? Number(s.next) + this.leadMs : undefined;
+    return s?.next !== undefined && s.next !== null ? this.lead.dueAt(Number(s.next)) : undefined;
   }
 
   /**
@@ -293,10 +299,10 @@ export class LoopStore {
   occurrenceOf(job: Job<TickJobData>): { dueAt: number; occurrenceId: string } {
     const millis = schedulerJobMillis(job.id);
     if (millis !== undefined) {
-      return { dueAt: millis + this.leadMs, occurrenceId: compositeId(job.data.kind, job.data.loopId, millis) };
+      return { dueAt: this.lead.dueAt(millis), occurrenceId: compositeId(job.data.kind, job.data.loopId, millis) };
     }
     const tail = Number(job.id?.slice(job.id.lastIndexOf('|') + 1));
-    const dueAt = Number.isFinite(tail) ? tail : job.timestamp + (job.opts.delay ?? 0) + this.leadMs;
+    const dueAt = Number.isFinite(tail) ? tail : this.lead.dueAt(job.timestamp + (job.opts.delay ?? 0));
     return { dueAt, occurrenceId: compositeId(job.data.kind, job.data.loopId, dueAt) };
   }
 }

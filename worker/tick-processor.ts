@@ -1,33 +1,32 @@
 /**
- * A loop or heartbeat tick, end to end — the story of one occurrence:
+ * A loop or heartbeat tick, end to end — the story of one occurrence, one
+ * function per step (`processScheduleTick` reads as this list):
  *
- *   1. wait for the exact due time (the job arrives `prefetch_lead_ms` early);
- *   2. gate (`gate`): load the schedule's current record; a paused, finished,
- *      removed or replaced schedule never fires, and an occurrence already
- *      covered by a later-started tick is coalesced (`decideFire`); real user
- *      input first, then goal continuations: while the session has queued user
- *      input or an active unparked goal, the tick is deferred (not dropped);
- *   3.+4. in one Lua script (`LoopStore.claimTick`), so a tick costs one round
- *      trip here however many are due together:
- *   3. take the session's turn lock (busy → deferred, never run in parallel);
- *   4. claim: the fire decision, the
- *      coalescing rule and the tick number were taken over one version of the
- *      record (and one read of the goal and the pending input); the claim
- *      holds only if all are still as read and no other occurrence is in
- *      flight, and marks this one in flight. A change in between (an earlier
- *      tick committed, a goal was set, a message arrived) sends the tick back
- *      to step 2 over a fresh read, so a tick never fires on a stale record,
- *      never runs with a tick number another tick already used, and never
- *      overtakes input or a goal that arrived before its claim;
- *      a claimed tick's `tick.started` event is added and the transcript read
- *      in the same step;
- *   5. run the turn against that transcript plus the wakeup text;
- *   6. commit once per occurrence: transcript, event stream, the schedule's
+ *   1. wait for the exact due time: the job arrives `worker.prefetch_lead_ms`
+ *      early (prefetch lead, `scheduler/prefetch-lead.ts`; docs/BENCHMARKS.md);
+ *   2. `gate`: fire, defer (not dropped) or skip, over one read of the record,
+ *      the goal and the pending input, then the claim script. The policies —
+ *      drain, coalescing, user input first, goal first, session lock, in-flight
+ *      order — are pure decisions in `tick-gate.ts` (`decideGate`,
+ *      `decideClaim`); docs/RELIABILITY.md, "Ticks fire on the record as it is
+ *      at claim time". The claim (`LoopStore.claimTick`, one Lua script) takes
+ *      the session's turn lock, holds only if the record, the goal and the
+ *      pending input are as read and no other occurrence is in flight, marks
+ *      this one in flight, adds `tick.started` and reads the transcript; a
+ *      change in between sends the tick back over a fresh read, so a tick never
+ *      fires on a stale record, never reuses a tick number and never overtakes
+ *      input or a goal that arrived before its claim;
+ *   3. `runTurn`: the turn against that transcript plus the wakeup text; how a
+ *      turn that threw ends (drain hand-back, lock loss, failed tick) is
+ *      `decideTurnEnding` (`tick-gate.ts`);
+ *   4. `commit`: once per occurrence, transcript, event stream, the schedule's
  *      new state and the release of the in-flight mark and of the session's
  *      turn lock in one atomic step (`SessionStore.commitTurn`);
- *   7. apply the outcome: a finished or paused schedule loses its job
- *      scheduler; a self-paced loop gets its next tick; replies with a
- *      messaging route are queued for the gateway.
+ *   5. `deliver` the reply (or a failed tick's notice) to the route, and
+ *      `applyOutcome`: a finished or paused schedule loses its job scheduler, a
+ *      self-paced loop gets its next tick.
+ * The tick costs three round trips on the product's connection: the gate read,
+ * the claim script, the commit script (`test/tick-round-trips.test.ts`).
  *
  * Failure policy: a turn that fails (model error, command error, timeout)
  * still completes the tick — it is recorded as failed, counts against the
@@ -48,6 +47,8 @@ import { deferJob } from '../scheduler/defer-job.ts';
 import { sleepUntil } from './sleep-until.ts';
 import { deliverToRoute } from './delivery.ts';
 import type { HeldLock } from './session-lock.ts';
+import { decideClaim, decideGate, decideTurnEnding, DRAIN_HAND_BACK, type TickDefer } from './tick-gate.ts';
+import type { TrackedTurn } from './turn-tracker.ts';
 import { stepMessages, turnMessages } from './transcript-messages.ts';
 import { sessionEventSink } from './turn-events.ts';
 import type { ChatMessage } from './turn-runners/turn-runner.ts';
@@ -61,18 +62,44 @@ export type TickResult =
   | { status: 'committed'; occurrenceId: string; eventId: string; outcome: TickOutcome['kind']; failed: boolean }
   | { status: 'duplicate'; occurrenceId: string };
 
-/** Gate and claim rounds before a tick whose record keeps changing is deferred. */
-const MAX_CLAIM_ROUNDS = 5;
+/** The occurrence a tick job stands for. */
+interface Tick {
+  sessionId: string;
+  kind: TickJobData['kind'];
+  loopId: string;
+  /** Epoch ms the occurrence is due. */
+  dueAt: number;
+  occurrenceId: string;
+  log: WorkerDeps['log'];
+}
 
-/** What the gate says about an occurrence, over one read of the record. */
-type GateResult =
-  | { action: 'fire'; loop: LoopRecord; goalVersion: number | null; pendingCount: number }
-  | { action: 'skip'; reason: string }
-  | { action: 'defer'; reason: string; delayMs: number; metricReason: string };
+/** A claimed occurrence: the record it fires on, its in-flight mark and the transcript, with the session's turn lock. */
+interface Claimed {
+  loop: LoopRecord;
+  mark: InflightMark;
+  transcript: TranscriptMessage[];
+  lock: HeldLock;
+}
+
+/** What the gate says: fire (claimed), defer (put back for later) or skip (this occurrence never fires). */
+type Gate = ({ action: 'fire' } & Claimed) | TickDefer | { action: 'skip'; reason: string };
+
+/** A turn that ran to its end (failed or not), ready to be committed. */
+interface TurnRun {
+  tickNumber: number;
+  input: string;
+  reply: string;
+  /** Tool calls and results of the turn, kept in the transcript between input and reply. */
+  steps: ChatMessage[];
+  failure: TurnError | undefined;
+  until: UntilVerdict | undefined;
+  startedAt: number;
+  finishedAt: number;
+}
 
 /**
  * Process one tick job of a loop or heartbeat.
- * @throws DelayedError when the tick was deferred (busy session, pending input, drain)
+ * @throws DelayedError when the tick was deferred (drain, busy session, pending input, an active goal, an earlier tick in flight)
  */
 export async function processScheduleTick(
   job: Job<TickJobData>,
@@ -82,103 +109,28 @@ export async function processScheduleTick(
 ): Promise<TickResult> {
   const { sessionId, kind, loopId } = job.data;
   const { dueAt, occurrenceId } = deps.loops.occurrenceOf(job);
-  const log = deps.log.child({ sessionId, kind, loopId, occurrenceId });
+  const tick: Tick = { sessionId, kind, loopId, dueAt, occurrenceId, log: deps.log.child({ sessionId, kind, loopId, occurrenceId }) };
 
+  // Prefetch lead (`scheduler/prefetch-lead.ts`): the job came early; the turn starts at the due time, never before.
   await sleepUntil(dueAt, signal);
-  if (deps.turns.draining) {
-    // Drain policy (as for `/v1` runs): a paused worker still gets the job of a fetch in flight when
-    // it paused; a tick not started yet goes back to the queue at once for another worker, instead
-    // of starting a turn the drain deadline would cut.
-    deps.metrics?.ticksDeferred.inc({ reason: 'drain' });
-    return await deferJob(job, token, 0);
+  // Drain, coalescing, user input first, goal first, session lock, in-flight order: `tick-gate.ts`
+  // (docs/RELIABILITY.md, "Ticks fire on the record as it is at claim time").
+  const gated = await gate(deps, job, tick);
+  if (gated.action === 'skip') {
+    tick.log.debug({ reason: gated.reason }, 'tick skipped');
+    return { status: 'skipped', reason: gated.reason };
   }
-  let held: HeldLock | null = null;
+  if (gated.action === 'defer') return await defer(deps, job, token, tick, gated);
+  const { lock } = gated;
   try {
-    let claimed: { loop: LoopRecord; mark: InflightMark; transcript: TranscriptMessage[] } | undefined;
-    for (let round = 0; round < MAX_CLAIM_ROUNDS && !claimed; round++) {
-      const gated = await gate(deps, job, { dueAt, occurrenceId });
-      if (gated.action === 'skip') {
-        log.debug({ reason: gated.reason }, 'tick skipped');
-        return { status: 'skipped', reason: gated.reason };
-      }
-      if (gated.action === 'defer') {
-        log.debug({ reason: gated.reason }, 'tick deferred');
-        deps.metrics?.ticksDeferred.inc({ reason: gated.metricReason });
-        return await deferJob(job, token, gated.delayMs);
-      }
-      const { lock_duration_ms: lockMs, max_stalled_count: stalls } = deps.config.worker;
-      const mark: InflightMark = {
-        occurrenceId, jobId: job.id!, startedAt: Date.now(), tick: gated.loop.ticksUsed + 1, workerId: deps.workerId,
-      };
-      // Steps 3 and 4 in one script: the session lock, the claim, the mark, `tick.started` and the transcript.
-      const claim = await deps.loops.claimTick(sessionId, kind, {
-        expectedVersion: gated.loop.version, goalVersion: gated.goalVersion, pendingCount: gated.pendingCount,
-        mark, ttlMs: lockMs * (stalls + 2) + 60_000,
-        lock: { holder: job.id!, ttlMs: deps.lock.ttlMs },
-        started: {
-          kind, tick: mark.tick, occurrenceId, dueAt, startedAt: mark.startedAt, latenessMs: mark.startedAt - dueAt,
-          worker: deps.workerId, pid: process.pid,
-        },
-      });
-      if (claim.status === 'busy') {
-        log.debug('session busy; tick deferred');
-        deps.metrics?.ticksDeferred.inc({ reason: 'session-busy' });
-        return await deferJob(job, token, deps.config.worker.defer_ms);
-      }
-      held ??= deps.lock.adopt(sessionId, job.id!);
-      if (claim.status === 'ok') claimed = { loop: gated.loop, mark, transcript: claim.transcript };
-      else if (claim.status === 'inflight' && (await earlierTickInFlight(deps, job, claim.mark))) {
-        log.debug({ inflight: claim.mark.occurrenceId }, 'an earlier tick of this schedule is still in flight; deferred');
-        deps.metrics?.ticksDeferred.inc({ reason: 'earlier-tick-in-flight' });
-        return await deferJob(job, token, deps.config.worker.defer_ms);
-      }
-      // `changed` (or a stale mark just cleared): decide again over a fresh read.
-    }
-    if (!claimed) {
-      log.debug('the schedule kept changing while the tick was claimed; deferred');
-      deps.metrics?.ticksDeferred.inc({ reason: 'schedule-changing' });
-      return await deferJob(job, token, deps.config.worker.defer_ms);
-    }
-    const { loop, mark, transcript } = claimed;
-    const lock = held!;
     return await deps.turns.run(job.id!, 'scheduled', async (turnSignal, turn) => {
       turn.sessionId = sessionId; // a `/stop` in this session aborts the turn
-      const { startedAt, tick: tickNumber } = mark;
-      const latenessMs = startedAt - dueAt;
-      log.debug({ tick: tickNumber, latenessMs }, `${kind} tick started`);
-      deps.metrics?.tickLateness.observe({ kind }, Math.max(0, latenessMs) / 1000);
-      const input = buildWakeupInput(loop, tickNumber);
-      let reply = '';
-      let steps: ChatMessage[] = [];
-      let failure: TurnError | undefined;
-      try {
-        ({ reply, steps } = await deps.runners.forSpec(loop.runner).run({
-          sessionId,
-          messages: turnMessages(transcript, input),
-          signal: turnSignal,
-          env: { HERMES_TICK: String(tickNumber), HERMES_SCHEDULE_KIND: kind },
-          surface: loop.origin.surface,
-          onEvent: sessionEventSink(deps, sessionId, { kind, tick: tickNumber, occurrenceId }),
-        }));
-      } catch (err) {
-        if (turn.abortedByDrain) {
-          log.warn('tick aborted by drain; handed back for another worker');
-          deps.metrics?.turnFinished(kind, 'aborted', (Date.now() - startedAt) / 1000);
-          deps.metrics?.ticksDeferred.inc({ reason: 'drain' });
-          return await deferJob(job, token, 0);
-        }
-        if (turn.lockLost) throw err; // another worker has the job now: commit nothing here
-        failure = turn.stoppedByUser
-          ? new TurnError('Stopped by /stop.', { kind: 'aborted', sessionId, cause: err })
-          : err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
-        log.warn({ err: failure.message, failureKind: failure.kind }, `${kind} tick failed`);
-      }
-      const until = !failure && loop.until ? await judgeUntil(deps, loop, reply, turnSignal) : undefined;
-      const finishedAt = Date.now();
-      deps.metrics?.turnFinished(kind, failure ? 'failed' : 'ok', (finishedAt - startedAt) / 1000);
-      const committed = await commitTick(deps, loop, {
-        sessionId, kind, loopId, occurrenceId, dueAt, startedAt, finishedAt, tickNumber, input, reply, steps, failure, until,
-        runner: loop.runner.kind, lockHolder: lock.holder,
+      // Drain hand-back and lock loss: `decideTurnEnding` (docs/RELIABILITY.md, "A dead worker's work restarts within seconds").
+      const ran = await runTurn(deps, tick, gated, turnSignal, turn);
+      if (ran === 'hand-back') return await defer(deps, job, token, tick, DRAIN_HAND_BACK);
+      // Once per occurrence; a pause that arrived during the turn wins (docs/RELIABILITY.md, as above).
+      const committed = await commit(deps, gated.loop, {
+        ...tick, ...ran, runner: gated.loop.runner.kind, lockHolder: lock.holder,
       });
       if (committed.status === 'duplicate') {
         await deps.loops.clearInflight(sessionId, kind, occurrenceId);
@@ -186,80 +138,180 @@ export async function processScheduleTick(
       }
       // The commit freed the session lock (the finally's release is a no-op). One round trip: deliver, apply the outcome.
       lock.releasedElsewhere();
-      await Promise.all([
-        !failure && committed.loop ? deliverToRoute(deps, { sessionId, origin: committed.loop.origin, text: reply, occurrenceId }) : undefined,
-        // A failed tick is told to its route; one that paused the loop is told by the pause notice.
-        failure && committed.loop && committed.outcome.kind === 'continue'
-          ? deliverToRoute(deps, {
-            sessionId, origin: committed.loop.origin, occurrenceId: `${occurrenceId}:failed`,
-            text: tickFailureNotice(committed.loop, tickNumber, failure.message, deps.config.loops.max_consecutive_failures),
-          })
-          : undefined,
-        applyOutcome(deps, committed.loop, committed.outcome),
-      ]);
-      log.info({ tick: tickNumber, outcome: committed.outcome.kind, ms: finishedAt - startedAt }, `${kind} tick committed`);
-      return { status: 'committed', occurrenceId, eventId: committed.eventId, outcome: committed.outcome.kind, failed: Boolean(failure) };
+      await Promise.all([deliver(deps, tick, committed, ran), applyOutcome(deps, committed.loop, committed.outcome)]);
+      tick.log.info({ tick: ran.tickNumber, outcome: committed.outcome.kind, ms: ran.finishedAt - ran.startedAt }, `${kind} tick committed`);
+      return { status: 'committed', occurrenceId, eventId: committed.eventId, outcome: committed.outcome.kind, failed: Boolean(ran.failure) };
     }, signal);
+  } finally {
+    await lock.release();
+  }
+}
+
+/**
+ * Step 2 of a tick: fire, defer or skip. Each round reads what the decision
+ * needs (one round trip), decides (`decideGate`), then claims in one script
+ * and decides over its answer (`decideClaim`); `again` starts a round over a
+ * fresh read. An occurrence applied already (a retry after the commit)
+ * finishes what the dead worker left undone and is skipped.
+ *
+ * The session's turn lock, taken by the claim script whatever it answers but
+ * `busy`, goes with a `fire`; on any other answer it is released here.
+ */
+async function gate(deps: WorkerDeps, job: Job<TickJobData>, tick: Tick): Promise<Gate> {
+  // Drain (docs/RELIABILITY.md, "A cron run cut by a drain is handed back"; as for `/v1` runs): a paused worker
+  // still gets the job of a fetch in flight when it paused; a tick not started yet goes back to the queue at once
+  // for another worker, instead of starting a turn the drain deadline would cut.
+  if (deps.turns.draining) return DRAIN_HAND_BACK;
+  const { sessionId } = tick;
+  const policy = { deferMs: deps.config.worker.defer_ms };
+  let held: HeldLock | null = null;
+  try {
+    for (let round = 0; ; round++) {
+      const read = await readGate(deps, tick);
+      const decided = decideGate(read, policy);
+      if (decided.action !== 'fire') return decided;
+      const mark: InflightMark = {
+        occurrenceId: tick.occurrenceId, jobId: job.id!, startedAt: Date.now(), tick: read.loop!.ticksUsed + 1, workerId: deps.workerId,
+      };
+      const claim = await claimTick(deps, job, tick, read, mark);
+      if (claim.status !== 'busy') held ??= deps.lock.adopt(sessionId, job.id!);
+      const claimed = decideClaim(
+        claim.status === 'inflight' ? { status: 'inflight', earlierAlive: await earlierTickInFlight(deps, job, claim.mark) } : claim,
+        round, policy,
+      );
+      if (claimed.action === 'defer') return claimed;
+      if (claimed.action === 'fire' && claim.status === 'ok') {
+        const lock = held!;
+        held = null; // the caller releases it now
+        return { action: 'fire', loop: read.loop!, mark, transcript: claim.transcript, lock };
+      }
+      // `again`: the record, the goal or the input changed (or a stale mark was cleared); decide over a fresh read.
+      // (`decideClaim` defers after `MAX_CLAIM_ROUNDS` rounds.)
+    }
   } finally {
     await held?.release();
   }
 }
 
 /**
- * Step 2 of a tick: read what the fire decision needs (one round trip) and
- * decide fire, skip or defer. An occurrence that was applied already (a retry
- * after the commit) finishes what the dead worker left undone and is skipped.
+ * The facts of the gate: the record, the goal and the pending input in one round trip (the
+ * pending input is looked at closer only when there is some and the tick could fire). An
+ * occurrence applied already is finished here: its in-flight mark cleared, a self-paced loop's
+ * next tick armed.
  */
-async function gate(deps: WorkerDeps, job: Job<TickJobData>, tick: { dueAt: number; occurrenceId: string }): Promise<GateResult> {
-  const { sessionId, kind, loopId } = job.data;
+async function readGate(deps: WorkerDeps, tick: Tick) {
+  const { sessionId, kind } = tick;
   const [loop, pendingCount, goal] = await Promise.all([
     deps.loops.get(sessionId, kind),
     deps.redis.zcard(deps.keys.pendingInput(sessionId)),
     deps.goals.get(sessionId),
   ]);
-  const decision = decideFire(loop, { loopId, dueAt: tick.dueAt, occurrenceId: tick.occurrenceId });
-  if (!decision.fire) {
-    if (decision.reason === 'already-applied') {
-      await deps.loops.clearInflight(sessionId, kind, tick.occurrenceId);
-      if (loop?.mode === 'self-paced' && loop.status === 'active') await armSelfPaced(deps, loop);
-    }
-    return { action: 'skip', reason: decision.reason };
+  const fire = decideFire(loop, { loopId: tick.loopId, dueAt: tick.dueAt, occurrenceId: tick.occurrenceId });
+  if (!fire.fire && fire.reason === 'already-applied') {
+    await deps.loops.clearInflight(sessionId, kind, tick.occurrenceId);
+    if (loop?.mode === 'self-paced' && loop.status === 'active') await armSelfPaced(deps, loop);
   }
-  if (pendingCount > 0 && (await pendingInput(deps.redis, deps.keys, sessionId)).length > 0) {
-    return { action: 'defer', reason: 'user input pending', delayMs: deps.config.worker.defer_ms, metricReason: 'input-pending' };
-  }
-  if (goalHoldsSession(goal)) {
-    return { action: 'defer', reason: 'an active goal owns the session', delayMs: Math.max(1000, deps.config.worker.defer_ms), metricReason: 'goal-active' };
-  }
-  return { action: 'fire', loop: loop!, goalVersion: goal?.version ?? null, pendingCount };
+  const inputPending = fire.fire && pendingCount > 0 && (await pendingInput(deps.redis, deps.keys, sessionId)).length > 0;
+  return { loop, goal, pendingCount, fire, inputPending, goalHoldsSession: goalHoldsSession(goal) };
 }
 
-interface TickCommitInput {
-  sessionId: string;
-  kind: TickJobData['kind'];
-  loopId: string;
-  occurrenceId: string;
-  dueAt: number;
-  startedAt: number;
-  finishedAt: number;
-  tickNumber: number;
-  input: string;
-  reply: string;
-  /** Tool calls and results of the turn, kept in the transcript between input and reply. */
-  steps: ChatMessage[];
-  failure: TurnError | undefined;
-  until: UntilVerdict | undefined;
+/** The claim script (`LoopStore.claimTick`): the session lock, the claim, the mark, `tick.started` and the transcript. */
+async function claimTick(deps: WorkerDeps, job: Job<TickJobData>, tick: Tick, read: Awaited<ReturnType<typeof readGate>>, mark: InflightMark) {
+  const { lock_duration_ms: lockMs, max_stalled_count: stalls } = deps.config.worker;
+  return await deps.loops.claimTick(tick.sessionId, tick.kind, {
+    expectedVersion: read.loop!.version, goalVersion: read.goal?.version ?? null, pendingCount: read.pendingCount,
+    mark, ttlMs: lockMs * (stalls + 2) + 60_000,
+    lock: { holder: job.id!, ttlMs: deps.lock.ttlMs },
+    started: {
+      kind: tick.kind, tick: mark.tick, occurrenceId: tick.occurrenceId, dueAt: tick.dueAt, startedAt: mark.startedAt,
+      latenessMs: mark.startedAt - tick.dueAt, worker: deps.workerId, pid: process.pid,
+    },
+  });
+}
+
+/** Put the tick back for later (counted by reason in `hermes_ticks_deferred_total`). @throws DelayedError always */
+async function defer(deps: WorkerDeps, job: Job<TickJobData>, token: string | undefined, tick: Tick, d: TickDefer): Promise<never> {
+  tick.log.debug({ reason: d.reason, delayMs: d.delayMs }, 'tick deferred');
+  deps.metrics?.ticksDeferred.inc({ reason: d.reason });
+  return await deferJob(job, token, d.delayMs);
+}
+
+/**
+ * Step 3 of a tick: run the turn against the claimed transcript plus the wakeup text, and judge
+ * `--until` on its reply.
+ * @returns the turn to commit (failed or not), or `hand-back` when a drain cut it (`decideTurnEnding`)
+ * @throws the turn's error when the job's lock was lost (another worker has the job now: nothing is committed here)
+ */
+async function runTurn(deps: WorkerDeps, tick: Tick, claimed: Claimed, signal: AbortSignal, turn: TrackedTurn): Promise<TurnRun | 'hand-back'> {
+  const { sessionId, kind, occurrenceId, dueAt, log } = tick;
+  const { loop, transcript, mark: { startedAt, tick: tickNumber } } = claimed;
+  const latenessMs = startedAt - dueAt;
+  log.debug({ tick: tickNumber, latenessMs }, `${kind} tick started`);
+  deps.metrics?.tickLateness.observe({ kind }, Math.max(0, latenessMs) / 1000);
+  const input = buildWakeupInput(loop, tickNumber);
+  let reply = '';
+  let steps: ChatMessage[] = [];
+  let failure: TurnError | undefined;
+  try {
+    ({ reply, steps } = await deps.runners.forSpec(loop.runner).run({
+      sessionId,
+      messages: turnMessages(transcript, input),
+      signal,
+      env: { HERMES_TICK: String(tickNumber), HERMES_SCHEDULE_KIND: kind },
+      surface: loop.origin.surface,
+      onEvent: sessionEventSink(deps, sessionId, { kind, tick: tickNumber, occurrenceId }),
+    }));
+  } catch (err) {
+    const ending = decideTurnEnding(turn);
+    if (ending === 'hand-back') {
+      log.warn('tick aborted by drain; handed back for another worker');
+      deps.metrics?.turnFinished(kind, 'aborted', (Date.now() - startedAt) / 1000);
+      return 'hand-back';
+    }
+    if (ending === 'abandon') throw err;
+    failure = turn.stoppedByUser
+      ? new TurnError('Stopped by /stop.', { kind: 'aborted', sessionId, cause: err })
+      : err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
+    log.warn({ err: failure.message, failureKind: failure.kind }, `${kind} tick failed`);
+  }
+  const until = !failure && loop.until ? await judgeUntil(deps, loop, reply, signal) : undefined;
+  const finishedAt = Date.now();
+  deps.metrics?.turnFinished(kind, failure ? 'failed' : 'ok', (finishedAt - startedAt) / 1000);
+  return { tickNumber, input, reply, steps, failure, until, startedAt, finishedAt };
+}
+
+/**
+ * Step 5 of a tick: the reply goes to the schedule's route; a failed tick is told to the route
+ * as a notice, unless it paused the loop (the pause notice of `applyOutcome` tells that).
+ * Nothing to deliver when the schedule is gone.
+ */
+async function deliver(deps: WorkerDeps, tick: Tick, committed: { loop: LoopRecord | null; outcome: TickOutcome }, ran: TurnRun): Promise<void> {
+  const { loop, outcome } = committed;
+  if (!loop) return;
+  const { sessionId, occurrenceId } = tick;
+  if (!ran.failure) {
+    await deliverToRoute(deps, { sessionId, origin: loop.origin, text: ran.reply, occurrenceId });
+  } else if (outcome.kind === 'continue') {
+    await deliverToRoute(deps, {
+      sessionId, origin: loop.origin, occurrenceId: `${occurrenceId}:failed`,
+      text: tickFailureNotice(loop, ran.tickNumber, ran.failure.message, deps.config.loops.max_consecutive_failures),
+    });
+  }
+}
+
+/** What the commit writes: the occurrence, the turn, and who ran it. */
+type TickCommitInput = Omit<Tick, 'log'> & TurnRun & {
   /** `agent` or `command`: shown to clients. */
   runner: 'agent' | 'command';
   /** The session turn lock's holder (the job id); the commit releases the lock in the same step. */
   lockHolder: string;
-}
+};
 
 /**
- * Commit the tick with the schedule's new state computed from its latest
+ * Step 4 of a tick: commit it with the schedule's new state computed from its latest
  * version (a pause that arrived during the turn wins). Retried on a concurrent write.
  */
-async function commitTick(
+async function commit(
   deps: WorkerDeps,
   readAtStart: LoopRecord,
   t: TickCommitInput,
@@ -312,7 +364,7 @@ async function commitTick(
   throw new Error(`could not commit tick ${t.occurrenceId}: the schedule kept changing`);
 }
 
-/** After the commit: stop the scheduler of a finished/paused schedule, chain a self-paced one, tell the user. */
+/** Step 5 of a tick, after the commit: stop the scheduler of a finished/paused schedule, chain a self-paced one, tell the user. */
 async function applyOutcome(deps: WorkerDeps, loop: LoopRecord | null, outcome: TickOutcome): Promise<void> {
   if (!loop) return;
   if (outcome.kind === 'continue') {

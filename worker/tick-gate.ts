@@ -1,0 +1,116 @@
+/**
+ * The gate of a loop or heartbeat tick as pure decisions: whether an occurrence
+ * fires now, waits (deferred, never dropped) or is skipped, first over what the
+ * gate read (`decideGate`), then over what the claim script answered
+ * (`decideClaim`). Each policy is decided here once, in the order written; the
+ * processor (`tick-processor.ts`) only gathers the facts and carries out the
+ * decision. Policies: docs/RELIABILITY.md, "Ticks fire on the record as it is
+ * at claim time" and "A dead worker's work restarts within seconds".
+ */
+import type { FireDecision } from '../scheduler/loop-state.ts';
+
+/** Why a tick was deferred; also the `reason` label of `hermes_ticks_deferred_total`. */
+export type TickDeferReason =
+  | 'drain'
+  | 'input-pending'
+  | 'goal-active'
+  | 'session-busy'
+  | 'earlier-tick-in-flight'
+  | 'schedule-changing';
+
+/** A tick put back to run again after `delayMs`. */
+export interface TickDefer {
+  action: 'defer';
+  reason: TickDeferReason;
+  delayMs: number;
+}
+
+/** What the gate says over one read of the record, the goal and the pending input. */
+export type GateDecision = { action: 'fire' } | { action: 'skip'; reason: string } | TickDefer;
+
+/** What the claim script's answer means for the tick. */
+export type ClaimDecision = { action: 'fire' } | { action: 'again' } | TickDefer;
+
+/** The settings the decisions use. */
+export interface TickGatePolicy {
+  /** `worker.defer_ms`: how long a deferred tick waits before it asks again, ms. */
+  deferMs: number;
+}
+
+/**
+ * Drain hand-back: a tick a draining worker received before its turn started, or whose turn the
+ * drain deadline cut, goes back to the queue due at once; the paused worker does not take it again,
+ * another worker does (docs/RELIABILITY.md, "A cron run cut by a drain is handed back").
+ */
+export const DRAIN_HAND_BACK: TickDefer = { action: 'defer', reason: 'drain', delayMs: 0 };
+
+/** Gate and claim rounds before a tick whose record keeps changing is deferred. */
+export const MAX_CLAIM_ROUNDS = 5;
+
+/** The least wait of a tick deferred behind an active goal, ms (a goal turn takes seconds, not `defer_ms`). */
+export const GOAL_DEFER_MIN_MS = 1000;
+
+/**
+ * Decide over one read of the schedule (step 2 of a tick), in this order:
+ *  1. coalescing and the schedule's state (`decideFire`, `scheduler/loop-state.ts`): an occurrence
+ *     that may not fire (paused, finished, removed, replaced, covered by a later-started tick,
+ *     applied already) is skipped, never deferred;
+ *  2. user input first: while the session has pending user input, the tick waits `deferMs`;
+ *  3. goal first: while an active, unparked goal holds the session, the tick waits at least
+ *     {@link GOAL_DEFER_MIN_MS};
+ *  4. otherwise it fires (the claim then checks all of this again atomically).
+ * @param read.fire - the fire decision over the record read
+ * @param read.inputPending - the session has pending, uncommitted user input (SPEC: user input, then goals, then ticks)
+ * @param read.goalHoldsSession - `goalHoldsSession` of the goal read (`scheduler/goal-state.ts`)
+ */
+export function decideGate(
+  read: { fire: FireDecision; inputPending: boolean; goalHoldsSession: boolean },
+  policy: TickGatePolicy,
+): GateDecision {
+  if (!read.fire.fire) return { action: 'skip', reason: read.fire.reason };
+  if (read.inputPending) return { action: 'defer', reason: 'input-pending', delayMs: policy.deferMs };
+  if (read.goalHoldsSession) return { action: 'defer', reason: 'goal-active', delayMs: Math.max(GOAL_DEFER_MIN_MS, policy.deferMs) };
+  return { action: 'fire' };
+}
+
+/**
+ * What the claim script's answer (`LoopStore.claimTick`) means (steps 3 and 4 of a tick):
+ *  - `ok`: the occurrence is claimed; fire;
+ *  - `busy` — session lock: another job holds the session's turn lock; wait `deferMs` (never run in parallel);
+ *  - `inflight` — in-flight order: another occurrence of the schedule started and did not commit. While
+ *    that one is alive (`earlierAlive`: its job is still queued or active and not committed), this one
+ *    waits, so a tick whose worker died is completed before a later one overtakes it; a stale mark
+ *    (cleared by the caller) counts as a change;
+ *  - `changed`: the record, the goal or the pending input changed since the read; decide `again` over a
+ *    fresh read, but after {@link MAX_CLAIM_ROUNDS} rounds wait `deferMs` instead of spinning.
+ * @param round - the gate-and-claim round that got this answer, 0-based
+ */
+export function decideClaim(
+  claim: { status: 'ok' } | { status: 'busy' } | { status: 'changed' } | { status: 'inflight'; earlierAlive: boolean },
+  round: number,
+  policy: TickGatePolicy,
+): ClaimDecision {
+  if (claim.status === 'ok') return { action: 'fire' };
+  if (claim.status === 'busy') return { action: 'defer', reason: 'session-busy', delayMs: policy.deferMs };
+  if (claim.status === 'inflight' && claim.earlierAlive) return { action: 'defer', reason: 'earlier-tick-in-flight', delayMs: policy.deferMs };
+  if (round + 1 >= MAX_CLAIM_ROUNDS) return { action: 'defer', reason: 'schedule-changing', delayMs: policy.deferMs };
+  return { action: 'again' };
+}
+
+/** How a turn that threw ends: handed back (drain), abandoned (lock lost) or recorded as a failed tick. */
+export type TurnEnding = 'hand-back' | 'abandon' | 'failed';
+
+/**
+ * Decide how a turn that threw ends (step 5 of a tick), in this order:
+ *  - drain hand-back: a turn aborted by the drain deadline is not committed; the job goes back to the
+ *    queue, due at once, for another worker (docs/RELIABILITY.md, "A cron run cut by a drain is handed back");
+ *  - lock loss: the job's BullMQ lock was lost, so another worker has the job now; commit nothing here
+ *    (docs/RELIABILITY.md, "A dead worker's work restarts within seconds");
+ *  - any other error (model, command, timeout, `/stop`) is a failed tick: committed, counted against the
+ *    budget and the failure streak, told to the route; the next occurrence is the retry.
+ */
+export function decideTurnEnding(turn: { abortedByDrain: boolean; lockLost: boolean }): TurnEnding {
+  if (turn.abortedByDrain) return 'hand-back';
+  if (turn.lockLost) return 'abandon';
+  return 'failed';
+}
