@@ -8,7 +8,7 @@ import { startGateway } from '../gateway/gateway-process.ts';
 import { parseChatCommand } from '../scheduler/chat-command.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { WorkerProcess } from '../worker/worker-process.ts';
-import { startFakeOpenAI } from './support/fake-openai-gateway.ts';
+import { startFakeOpenAI } from './support/fake-openai.ts';
 import { startFakeTelegram, type FakeTelegram } from './support/fake-telegram.ts';
 import { waitFor } from './support/http.ts';
 import { ALLOWED_USER, telegramEnv } from './support/telegram-env.ts';
@@ -37,9 +37,10 @@ describe('whom a command is for (scheduler/chat-command.ts)', () => {
 });
 
 async function stack(fake: FakeTelegram, overrides: Record<string, unknown> = {}) {
-  const model = await startFakeOpenAI({ reply: () => 'all green' });
+  const model = await startFakeOpenAI();
+  model.respond(() => 'all green');
   cleanups.push(() => model.close());
-  const env = telegramEnv(fake, { 'agent.base_url': model.url, 'agent.api_key': 'k', ...overrides });
+  const env = telegramEnv(fake, { 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', ...overrides });
   cleanups.push(() => env.cleanup());
   const log = createLogger({ level: 'silent' });
   const worker = await WorkerProcess.start({ config: env.config, redisUrl: env.redisUrl, log });

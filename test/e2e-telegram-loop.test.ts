@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { WorkerProcess } from '../worker/worker-process.ts';
-import { startFakeOpenAI } from './support/fake-openai-gateway.ts';
+import { startFakeOpenAI } from './support/fake-openai.ts';
 import { startFakeTelegram } from './support/fake-telegram.ts';
 import { readJson, waitFor } from './support/http.ts';
 import { ALLOWED_USER, telegramEnv } from './support/telegram-env.ts';
@@ -22,9 +22,10 @@ describe('Telegram → gateway → worker → Telegram', () => {
   it('/loop 1m check … from a chat: confirmed, first tick delivered to the chat; /v1 answered by a worker', async () => {
     const fake = await startFakeTelegram();
     cleanups.push(() => fake.close());
-    const model = await startFakeOpenAI({ reply: () => 'all green' });
+    const model = await startFakeOpenAI();
+    model.respond(() => 'all green');
     cleanups.push(() => model.close());
-    const env = telegramEnv(fake, { 'agent.base_url': model.url, 'agent.api_key': 'k' });
+    const env = telegramEnv(fake, { 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
     cleanups.push(() => env.cleanup());
     const log = createLogger({ level: 'silent' });
     const worker = await WorkerProcess.start({ config: env.config, redisUrl: env.redisUrl, log });

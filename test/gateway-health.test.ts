@@ -20,7 +20,7 @@ import { createLogger } from '../scheduler/logger.ts';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../scheduler/redis/embedded-redis.ts';
 import { SessionStore } from '../scheduler/session-store.ts';
 import { WorkerProcess } from '../worker/worker-process.ts';
-import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai-gateway.ts';
+import { echoLast, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
 
 const KEY = 'health-key-123456';
@@ -38,12 +38,13 @@ beforeAll(async () => {
   redisServer = await startEmbeddedRedis({ dir, appendonly: true });
   port = Number(new URL(redisServer.url).port);
   model = await startFakeOpenAI();
+  model.respond(echoLast);
   config = loadConfig({
     env: { HERMES_HOME: join(dir, 'home') },
     overrides: {
       'redis.url': redisServer.url, 'redis.prefix': `{t-${randomBytes(4).toString('hex')}}`,
       log_level: process.env.HERMES_TEST_LOG ?? 'silent', 'api_server.port': 0, 'api_server.key': KEY,
-      'agent.base_url': model.url, 'agent.api_key': 'k',
+      'agent.base_url': model.baseUrl, 'agent.api_key': 'k',
       'worker.lock_duration_ms': 3000, 'worker.stalled_interval_ms': 1000,
     },
   });

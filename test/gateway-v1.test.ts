@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../scheduler/logger.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
-import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai-gateway.ts';
+import { echoLast, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { readJson, parseSse, readSseUntil, waitFor } from './support/http.ts';
 import { startV1Worker, type TestV1Worker } from './support/v1-worker.ts';
@@ -16,6 +16,8 @@ import { startV1Worker, type TestV1Worker } from './support/v1-worker.ts';
 const KEY = 'test-key-0123456789';
 
 let model: FakeOpenAI;
+/** How long the model takes to answer, ms. */
+let delayMs = 0;
 let env: TestEnv;
 let gw: Gateway;
 let worker: TestV1Worker;
@@ -38,15 +40,16 @@ function get(path: string, headers: Record<string, string> = {}): Promise<Respon
 
 beforeAll(async () => {
   model = await startFakeOpenAI();
+  model.respond((req) => ({ delayMs, text: echoLast(req) }));
   env = testEnv({
-    'agent.base_url': model.url, 'agent.api_key': 'model-key', 'api_server.port': 0, 'api_server.key': KEY,
+    'agent.base_url': model.baseUrl, 'agent.api_key': 'model-key', 'api_server.port': 0, 'api_server.key': KEY,
   });
   gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
   worker = await startV1Worker(env);
 });
 
 afterEach(() => {
-  model.delayMs = 0;
+  delayMs = 0;
 });
 
 afterAll(async () => {
@@ -133,14 +136,14 @@ describe('POST /v1/chat/completions', () => {
   });
 
   it('streams SSE frames: the role chunk at once, then content, stop and [DONE]', async () => {
-    model.delayMs = 1200;
+    delayMs = 1200;
     const started = Date.now();
     const res = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'slow' }], stream: true });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/text\/event-stream/);
     const firstFrames = await readSseUntil(res, () => true);
     expect(Date.now() - started).toBeLessThan(800);
-    model.delayMs = 300;
+    delayMs = 300;
     expect(JSON.parse(firstFrames[0]!.data).choices[0].delta).toEqual({ role: 'assistant', content: '' });
 
     const res2 = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'slow' }], stream: true });
@@ -176,7 +179,7 @@ describe('POST /v1/chat/completions', () => {
 
 describe('/v1/runs', () => {
   it('returns a run id at once; events (SSE) and GET follow it to completion', async () => {
-    model.delayMs = 200;
+    delayMs = 200;
     const res = await post('/v1/runs', { input: 'count the queue' });
     expect(res.status).toBe(202);
     const run = await readJson(res);
@@ -233,7 +236,7 @@ describe('/v1/runs', () => {
   });
 
   it('POST /v1/runs/:id/stop cancels a running run', async () => {
-    model.delayMs = 3000;
+    delayMs = 3000;
     const run = await readJson(post('/v1/runs', { input: 'long task' }));
     await waitFor(async () => (await readJson(get(`/v1/runs/${run.id}`))).status === 'running', 5000, 'run started');
     const stop = await post(`/v1/runs/${run.id}/stop`, {});

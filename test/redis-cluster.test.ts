@@ -16,7 +16,7 @@ import { Keys } from '../scheduler/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import type { RunnerSpec } from '../scheduler/loop-state.ts';
 import { openCronService } from './support/cron-worker.ts';
-import { startFakeOpenAI } from './support/fake-openai-gateway.ts';
+import { startFakeOpenAI } from './support/fake-openai.ts';
 import { readJson, readSseUntil } from './support/http.ts';
 import { clusterEnv, startRedisCluster, type TestCluster } from './support/redis-cluster.ts';
 import { clients, runHermes, spawnWorker, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
@@ -63,7 +63,7 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
     const model = await startFakeOpenAI();
     cleanups.push(() => model.close());
     const { env, c } = setup({
-      'agent.base_url': model.url, 'agent.api_key': 'model-key', 'api_server.port': 0, 'api_server.key': KEY,
+      'agent.base_url': model.baseUrl, 'agent.api_key': 'model-key', 'api_server.port': 0, 'api_server.key': KEY,
       'heartbeat.min_interval_seconds': 1,
     });
     const w = await startWorker(env);
@@ -105,7 +105,7 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
     // A /v1 run through the gateway.
     const gw = await startGateway({ config: env.config, log: createLogger({ level: env.config.log_level }) });
     cleanups.push(() => gw.close());
-    model.reply = () => 'pong from the model';
+    model.respond(() => 'pong from the model');
     const res = await fetch(`${gw.httpAddress.url}/v1/chat/completions`, {
       method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'hermes-agent', messages: [{ role: 'user', content: 'ping' }] }),

@@ -15,7 +15,7 @@ import { createLogger } from '../scheduler/logger.ts';
 import { DRAIN_ERROR, RunStore, v1RunsQueue } from '../scheduler/v1-runs.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
-import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai-gateway.ts';
+import { echoLast, startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from './support/fake-openai.ts';
 import { readJson, waitFor } from './support/http.ts';
 import { startWorker } from './support/stack.ts';
 
@@ -25,11 +25,19 @@ afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn();
 });
 
-async function setup(): Promise<{ env: TestEnv; model: FakeOpenAI; gw: Gateway; runs: RunStore; redis: Redis; worker: () => Promise<WorkerProcess> }> {
+/** How the model answers: after `delayMs`, with `text` of the request. The test may change both at any time. */
+interface Answer {
+  delayMs: number;
+  text: (req: RecordedRequest) => string;
+}
+
+async function setup(): Promise<{ env: TestEnv; model: FakeOpenAI; answer: Answer; gw: Gateway; runs: RunStore; redis: Redis; worker: () => Promise<WorkerProcess> }> {
   const model = await startFakeOpenAI();
+  const answer: Answer = { delayMs: 0, text: echoLast };
+  model.respond((req) => ({ delayMs: answer.delayMs, text: answer.text(req) }));
   cleanups.push(() => model.close());
   const env = testEnv({
-    'agent.base_url': model.url, 'agent.api_key': 'k', 'api_server.port': 0, 'api_server.key': KEY,
+    'agent.base_url': model.baseUrl, 'agent.api_key': 'k', 'api_server.port': 0, 'api_server.key': KEY,
     'agent.cron_drain_timeout': 0.5,
   });
   cleanups.push(() => env.cleanup());
@@ -43,7 +51,7 @@ async function setup(): Promise<{ env: TestEnv; model: FakeOpenAI; gw: Gateway; 
     cleanups.push(() => w.drain());
     return w;
   };
-  return { env, model, gw, runs, redis, worker };
+  return { env, model, answer, gw, runs, redis, worker };
 }
 
 function post(gw: Gateway, path: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
@@ -56,12 +64,12 @@ function post(gw: Gateway, path: string, body: unknown, headers: Record<string, 
 
 describe('/v1 runs cut by a drain are handed back', () => {
   it('plain /v1/chat/completions: the drain hands the run back, another worker completes it, the waiting caller gets the answer', async () => {
-    const { model, gw, runs, redis, worker } = await setup();
-    model.delayMs = 4_000;
+    const { model, answer, gw, runs, redis, worker } = await setup();
+    answer.delayMs = 4_000;
     const a = await worker();
     const pending = post(gw, '/v1/chat/completions', { messages: [{ role: 'user', content: 'summarise the week' }] });
     await waitFor(() => model.pending === 1, 10_000, 'the model call of worker A');
-    model.delayMs = 0; // the next attempt answers at once
+    answer.delayMs = 0; // the next attempt answers at once
     const drained = a.drain();
     await worker(); // worker B
     const res = await pending;
@@ -77,8 +85,8 @@ describe('/v1 runs cut by a drain are handed back', () => {
   }, 40_000);
 
   it('/v1/runs with an Idempotency-Key: after the drain the run is queued, a retry attaches to it, then it completes once', async () => {
-    const { model, gw, runs, worker } = await setup();
-    model.delayMs = 4_000;
+    const { model, answer, gw, runs, worker } = await setup();
+    answer.delayMs = 4_000;
     const a = await worker();
     const first = await post(gw, '/v1/runs', { input: 'write the nightly report' }, { 'idempotency-key': 'k1' });
     expect(first.status).toBe(202);
@@ -93,7 +101,7 @@ describe('/v1 runs cut by a drain are handed back', () => {
     expect(retry.headers.get('idempotent-replayed')).toBe('true');
     expect(await readJson(retry)).toMatchObject({ id: runId, status: 'queued', error: null });
 
-    model.delayMs = 0;
+    answer.delayMs = 0;
     await worker();
     const done = await waitFor(async () => {
       const r = await runs.get(runId);
@@ -128,18 +136,18 @@ describe('/v1 runs cut by a drain are handed back', () => {
   }, 40_000);
 
   it('a worker that loses a run\'s job lock aborts its copy and writes nothing; only the copy that holds the lock completes the run', async () => {
-    const { env, model, gw, runs, redis, worker } = await setup();
+    const { env, model, answer, gw, runs, redis, worker } = await setup();
     let calls = 0;
-    model.reply = () => `answer ${++calls}`;
+    answer.text = () => `answer ${++calls}`;
     // The first copy would answer well before the copy that takes the job over:
     // if it were not aborted, its reply would be the one recorded.
-    model.delayMs = 4_000;
+    answer.delayMs = 3_000;
     await worker();
     const created = await post(gw, '/v1/runs', { input: 'count the open tickets' });
     expect(created.status).toBe(202);
     const { id: runId } = await readJson(created);
     await waitFor(() => model.pending === 1, 10_000, 'the model call of the first copy');
-    model.delayMs = 6_000;
+    answer.delayMs = 3_500;
     const keys = new Keys(env.prefix);
     const queue = v1RunsQueue(keys, new Redis(env.redisUrl, { maxRetriesPerRequest: null }));
     cleanups.push(() => queue.close());

@@ -28,7 +28,7 @@ import { QUEUES } from '../../scheduler/keys.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { openRedisClient } from '../../scheduler/redis/connection-factory.ts';
 import { startEmbeddedRedis } from '../../scheduler/redis/embedded-redis.ts';
-import { startFakeOpenAI } from '../../test/support/fake-openai-gateway.ts';
+import { startFakeOpenAI } from '../../test/support/fake-openai.ts';
 import { startFakeTelegram } from '../../test/support/fake-telegram.ts';
 import { startV1Worker } from '../../test/support/v1-worker.ts';
 
@@ -74,14 +74,14 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'hermes-bench-gateway-'));
   const redisServer = await startEmbeddedRedis({ dir: join(dir, 'redis'), appendonly: false });
   const telegram = await startFakeTelegram();
-  const model = await startFakeOpenAI({ reply: () => 'ok' });
+  const model = await startFakeOpenAI(); // answers `ok`
   const prefix = '{bench-gw}';
   const config = loadConfig({
     env: { HERMES_HOME: dir },
     overrides: {
       'redis.url': redisServer.url, 'redis.prefix': prefix, log_level: 'silent',
       'api_server.port': 0, 'api_server.key': KEY,
-      'agent.base_url': model.url, 'agent.api_key': 'bench',
+      'agent.base_url': model.baseUrl, 'agent.api_key': 'bench',
       'telegram.bot_token': '777:bench-token', 'telegram.allowed_users': String(USER), 'telegram.api_root': telegram.apiRoot,
       'gateway.poll_timeout_seconds': 10,
     },
@@ -113,7 +113,7 @@ async function main(): Promise<void> {
   }
 
   // 2. /v1 overhead versus the model directly
-  const direct = new OpenAI({ baseURL: model.url, apiKey: 'bench', maxRetries: 0 });
+  const direct = new OpenAI({ baseURL: model.baseUrl, apiKey: 'bench', maxRetries: 0 });
   const viaGateway = new OpenAI({ baseURL: `${gw.httpAddress.url}/v1`, apiKey: KEY, maxRetries: 0 });
   const body = { model: 'hermes-agent', messages: [{ role: 'user' as const, content: 'ping' }] };
   await timed(WARMUP, 1, async () => void (await direct.chat.completions.create(body)));

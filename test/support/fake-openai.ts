@@ -52,6 +52,11 @@ export function lastToolResult(req: RecordedRequest): string | undefined {
   return last?.role === 'tool' ? last.content : undefined;
 }
 
+/** `echo: <content of the last message>`: a reply a test can trace back to its own request. */
+export function echoLast(req: RecordedRequest): string {
+  return `echo: ${req.messages[req.messages.length - 1]?.content ?? ''}`;
+}
+
 export interface FakeOpenAI {
   /** Base URL for the `openai` client, e.g. `http://127.0.0.1:1234/v1`. */
   baseUrl: string;
