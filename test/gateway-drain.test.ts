@@ -3,8 +3,11 @@
  * system's "/v1 runs killed after 0.00 s" bug): `/v1` runs get
  * `agent.cron_drain_timeout`, not the chat budget; 0 opts them out and the
  * caller gets a 503 at once; after the deadline the caller gets a 503, never a
- * hang. Gateways run as child processes and get a real SIGTERM; the worker is
- * an in-process BullMQ worker running `processV1Run` against a local model.
+ * hang. The F9 case runs the gateway as a child process and sends it a real
+ * SIGTERM (drain, close, exit 0); the rules of the drain itself are checked on
+ * in-process gateways through `drain()`, the function the signal handler calls.
+ * The worker is an in-process BullMQ worker running `processV1Run` against a
+ * local model.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
@@ -14,10 +17,10 @@ import { enqueueTelegramOutbound, telegramOutboundQueue } from '../scheduler/out
 import { Redis } from 'ioredis';
 import { spawnGateway } from './support/child-gateway.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
-import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai-gateway.ts';
+import { echoLast, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { startFakeTelegram } from './support/fake-telegram.ts';
 import { readJson, waitFor } from './support/http.ts';
-import { telegramEnv } from './support/telegram-env.ts';
+import { memoryLogger, telegramEnv } from './support/telegram-env.ts';
 import { startV1Worker } from './support/v1-worker.ts';
 
 const KEY = 'drain-key-123';
@@ -27,9 +30,10 @@ afterEach(async () => {
 });
 
 async function setup(overrides: Record<string, unknown>, modelDelayMs: number): Promise<{ env: TestEnv; model: FakeOpenAI }> {
-  const model = await startFakeOpenAI({ delayMs: modelDelayMs });
+  const model = await startFakeOpenAI();
+  model.respond((req) => ({ delayMs: modelDelayMs, text: echoLast(req) }));
   cleanups.push(() => model.close());
-  const env = testEnv({ 'agent.base_url': model.url, 'agent.api_key': 'k', 'api_server.port': 0, 'api_server.key': KEY, ...overrides });
+  const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', 'api_server.port': 0, 'api_server.key': KEY, ...overrides });
   cleanups.push(() => env.cleanup());
   const worker = await startV1Worker(env);
   cleanups.push(() => worker.close());
@@ -55,7 +59,7 @@ function ask(url: string, text: string): Promise<Response> {
 
 describe('gateway drain on SIGTERM', () => {
   it('F9: a /v1 run in flight finishes within cron_drain_timeout 30 (restart_drain_timeout 0) and is delivered', async () => {
-    const { env, model } = await setup({ 'agent.cron_drain_timeout': 30, 'agent.restart_drain_timeout': 0 }, 2000);
+    const { env, model } = await setup({ 'agent.cron_drain_timeout': 30, 'agent.restart_drain_timeout': 0 }, 1000);
     const gw = await gatewayChild(env);
     const pending = ask(gw.url, 'two second task');
     await waitFor(() => model.pending === 1, 5000, 'model call running');
@@ -66,41 +70,45 @@ describe('gateway drain on SIGTERM', () => {
     expect((await readJson(res)).choices[0].message.content).toBe('echo: two second task');
     expect(await gw.exited).toBe(0);
     const waited = Date.now() - signalled;
-    expect(waited).toBeGreaterThanOrEqual(1500);
+    expect(waited).toBeGreaterThanOrEqual(700);
     expect(waited).toBeLessThan(10_000);
     expect(gw.stderr).toMatch(/waiting up to 30s for 1 \/v1 run\(s\)/);
   });
 
   it('with cron_drain_timeout 0 the caller gets a 503 at once, not a hang', async () => {
-    const { env, model } = await setup({ 'agent.cron_drain_timeout': 0 }, 5000);
-    const gw = await gatewayChild(env);
-    const pending = ask(gw.url, 'opted out');
+    const { env, model } = await setup({ 'agent.cron_drain_timeout': 0 }, 3000);
+    const { log, lines } = memoryLogger();
+    const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log });
+    cleanups.push(() => gw.close());
+    const pending = ask(gw.httpAddress.url, 'opted out');
     await waitFor(() => model.pending === 1, 5000, 'model call running');
     const signalled = Date.now();
-    gw.kill('SIGTERM');
+    const drained = gw.drain();
     const res = await pending;
     expect(Date.now() - signalled).toBeLessThan(1000);
     expect(res.status).toBe(503);
     expect((await readJson(res)).error).toMatchObject({ type: 'service_unavailable', code: 'server_draining' });
-    expect(await gw.exited).toBe(0);
-    expect(gw.stderr).toMatch(/cron_drain_timeout is 0; interrupting 1 \/v1 run\(s\) now/);
+    await drained;
+    expect(lines.map((l) => l.msg)).toContain('drain: cron_drain_timeout is 0; interrupting 1 /v1 run(s) now');
   });
 
   it('after the deadline the caller gets a 503; the run itself finishes in the worker and stays readable', async () => {
-    const { env, model } = await setup({ 'agent.cron_drain_timeout': 1 }, 2500);
-    const gw = await gatewayChild(env);
-    const pending = ask(gw.url, 'too slow');
+    const { env, model } = await setup({ 'agent.cron_drain_timeout': 0.5 }, 2000);
+    const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: 'silent' }) });
+    cleanups.push(() => gw.close());
+    const pending = ask(gw.httpAddress.url, 'too slow');
     await waitFor(() => model.pending === 1, 5000, 'model call running');
     const signalled = Date.now();
-    gw.kill('SIGTERM');
+    const drained = gw.drain();
     const res = await pending;
     const waited = Date.now() - signalled;
-    expect(waited).toBeGreaterThanOrEqual(900);
-    expect(waited).toBeLessThan(2500);
+    expect(waited).toBeGreaterThanOrEqual(450);
+    expect(waited).toBeLessThan(1500);
     expect(res.status).toBe(503);
     const runId = res.headers.get('x-hermes-run-id')!;
     expect((await readJson(res)).error.message).toContain(`GET /v1/runs/${runId}`);
-    expect(await gw.exited).toBe(0);
+    await drained;
+    await gw.close();
 
     // a gateway that restarted serves the finished run: nothing was lost with the old one
     const next = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: 'silent' }) });
@@ -115,9 +123,10 @@ describe('gateway drain on SIGTERM', () => {
   it('stops taking new work while draining: new /v1 requests get 503, Telegram polling stops, replies are still delivered', async () => {
     const fake = await startFakeTelegram();
     cleanups.push(() => fake.close());
-    const model = await startFakeOpenAI({ delayMs: 1500 });
+    const model = await startFakeOpenAI();
+    model.respond((req) => ({ delayMs: 1500, text: echoLast(req) }));
     cleanups.push(() => model.close());
-    const env = telegramEnv(fake, { 'agent.base_url': model.url, 'agent.api_key': 'k', 'api_server.key': KEY, 'agent.cron_drain_timeout': 30 });
+    const env = telegramEnv(fake, { 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', 'api_server.key': KEY, 'agent.cron_drain_timeout': 30 });
     cleanups.push(() => env.cleanup());
     const worker = await startV1Worker(env);
     cleanups.push(() => worker.close());

@@ -35,13 +35,17 @@ function setup(overrides: Record<string, unknown> = {}): TestEnv {
 
 
 
-function producer(env: TestEnv) {
+function outboundQueue(env: TestEnv) {
   const connection = new Redis(env.redisUrl, { maxRetriesPerRequest: null });
   const queue = telegramOutboundQueue(new Keys(env.prefix), connection);
   cleanups.push(async () => {
     await queue.close();
     connection.disconnect();
   });
+  return queue;
+}
+
+function producer(env: TestEnv, queue = outboundQueue(env)) {
   return (chatId: string, occurrenceId: string, text: string) =>
     enqueueTelegramOutbound(queue, { platform: 'telegram', chatId, text, sessionId: `telegram:${chatId}`, occurrenceId } satisfies TelegramOutboundData);
 }
@@ -92,7 +96,7 @@ describe('per-chat order of outbound replies', () => {
     first.kill('SIGKILL');
     await first.exited;
     fake.beforeSend = undefined;
-    await child(env);
+    await gateway(env);
     await waitFor(() => heads('300').length >= 7, 30_000, 'every reply after the restart');
     await sleep(300);
     // R2 was sent into a connection that died with the gateway: the fake never answered and never recorded it.
@@ -114,7 +118,7 @@ describe('at least once per part', () => {
     await send('400', 'tick:w:1', threeParts('R'));
     await victim.exited;
     fake.afterAccept = undefined;
-    await child(env);
+    await gateway(env);
     await waitFor(() => heads('400').length >= 4, 30_000, 'the reply after the restart');
     await sleep(300);
     expect(heads('400')).toEqual(['R1', 'R1', 'R2', 'R3']);
@@ -152,7 +156,8 @@ describe('one sender per reply', () => {
 describe('outcome of every send, reported back', () => {
   it('403 blocked: one attempt, reported failed and not retried; the chat\'s next reply still goes', async () => {
     const env = setup();
-    const send = producer(env);
+    const queue = outboundQueue(env);
+    const send = producer(env, queue);
     fake.refuseChat('222', 403, 'Forbidden: bot was blocked by the user');
     await gateway(env);
     await send('222', 'tick:d:1', 'to a chat that blocked the bot');
@@ -169,8 +174,16 @@ describe('outcome of every send, reported back', () => {
       status: 'failed', occurrenceId: 'tick:d:1', errorCode: 403, willRetry: false, attempts: 1,
       error: expect.stringContaining('bot was blocked by the user'),
     });
-    await sleep(1500); // a retry (backoff 1 s) would have come by now
+    // The job ended failed, a final state: BullMQ schedules no further attempt.
+    const job = await waitFor(async () => {
+      const j = await queue.getJob(outboundJobId('tick:d:1'));
+      return j && (await j.getState()) === 'failed' ? j : null;
+    }, 5000, 'the send job failed');
+    expect(job.attemptsMade).toBe(1);
     expect(fake.refusedSends.get('222')).toBe(1);
+    // The failed reply holds nothing up: the chat's next reply is sent to Telegram (and refused again).
+    await send('222', 'tick:d:2', 'the next reply');
+    await waitFor(() => fake.refusedSends.get('222') === 2, 10_000, 'the next reply attempted');
   });
 
   it('a transient failure (502) is reported with willRetry and retried with backoff, then reported sent with the message id', async () => {

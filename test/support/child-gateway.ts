@@ -15,8 +15,11 @@ export interface ChildGateway {
 
 const script = fileURLToPath(new URL('./gateway-child.ts', import.meta.url));
 
-/** Spawn a gateway with `env` and wait for READY (default 20 s). */
-export async function spawnGateway(env: NodeJS.ProcessEnv, timeoutMs = 20_000): Promise<ChildGateway> {
+/**
+ * Spawn a gateway with `env` and wait for READY (default 45 s: a loaded machine takes long to start a process).
+ * @throws Error with its stderr when it exits or is not ready in time (it is killed then)
+ */
+export async function spawnGateway(env: NodeJS.ProcessEnv, timeoutMs = 45_000): Promise<ChildGateway> {
   // node itself with tsx as a loader (not the tsx CLI, which runs the script in a second
   // process): the pid we signal is the gateway's own, so SIGKILL is a real crash.
   const proc = spawn(process.execPath, ['--import', 'tsx', script], { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -25,7 +28,10 @@ export async function spawnGateway(env: NodeJS.ProcessEnv, timeoutMs = 20_000): 
   const exited = new Promise<number | string>((r) => proc.once('exit', (code, sig) => r(code ?? sig ?? -1)));
   const ready = await new Promise<string>((resolve, reject) => {
     let out = '';
-    const timer = setTimeout(() => reject(new Error(`gateway child not ready in ${timeoutMs} ms:\n${stderr}`)), timeoutMs);
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`gateway child not ready in ${timeoutMs} ms:\n${stderr}`));
+    }, timeoutMs);
     proc.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
       const line = out.split('\n').find((l) => l.startsWith('READY '));

@@ -70,7 +70,10 @@ export async function spawnWorker(env: TestEnv, extraEnv: NodeJS.ProcessEnv = {}
       if (child.exitCode !== null) throw new Error(`worker exited: ${stderr}`);
       const members = await redis.zrange(keys.workers, 0, -1);
       return members.some((m) => m.includes(`:${child.pid}:`)) || undefined;
-    }, 20_000);
+    }, 45_000);
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw err;
   } finally {
     redis.disconnect();
   }
