@@ -16,8 +16,9 @@ import { countAliveWorkers } from './worker-liveness.ts';
 export type TickKind = 'loop' | 'heartbeat' | 'cron';
 /** Kinds of turns: scheduled ones and those started by input. */
 export type TurnKind = TickKind | 'message' | 'goal' | 'v1';
-/** How a turn ended. */
-export type TurnOutcome = 'ok' | 'failed' | 'aborted';
+/** How a turn ended (the `outcome` label of `hermes_turns_total`): `aborted` is a drain or `/stop`. */
+export const TURN_OUTCOMES = ['ok', 'failed', 'aborted'] as const;
+export type TurnOutcome = (typeof TURN_OUTCOMES)[number];
 
 /** Reads of shared state for the scrape-time gauges. */
 export interface FleetReadings {

@@ -28,11 +28,18 @@ import { JOB_RETENTION } from './queues.ts';
 import { luaScript, runLuaScript } from './redis/lua-script.ts';
 import { parseStreamEntry } from './session-store.ts';
 
-/** Where a run is. The last four are terminal. */
-export type RunStatus = 'queued' | 'running' | 'completed' | 'failed' | 'cancelled' | 'interrupted';
+/** Where a `/v1` run is (`V1RunRecord.status`, and `run.<status>` events). The last four are terminal. */
+export const V1_RUN_STATUSES = ['queued', 'running', 'completed', 'failed', 'cancelled', 'interrupted'] as const;
+export type V1RunStatus = (typeof V1_RUN_STATUSES)[number];
 
 /** Terminal statuses: nothing changes a run after one of these. */
-export const TERMINAL_RUN_STATUSES: readonly RunStatus[] = ['completed', 'failed', 'cancelled', 'interrupted'];
+export const TERMINAL_V1_RUN_STATUSES = ['completed', 'failed', 'cancelled', 'interrupted'] as const satisfies readonly V1RunStatus[];
+/** How a run that did not complete ends (`V1RunStore.end`). */
+export type V1RunEndStatus = Extract<V1RunStatus, 'failed' | 'cancelled' | 'interrupted'>;
+/** The statuses a run is handed back from (`V1RunStore.requeue`): a drained `running` run, or a retry of an `interrupted` one. */
+export type V1RunRequeueStatus = Extract<V1RunStatus, 'running' | 'interrupted'>;
+/** What `POST /v1/runs/:id/stop` found: cancelled now, stopping (running), missing, or the terminal status it already had. */
+export type V1StopOutcome = 'stopping' | 'missing' | V1RunStatus;
 
 /** A chat message of a run's input (same shape as the runners' `ChatMessage`). */
 export interface RunMessage {
@@ -70,7 +77,7 @@ export interface RunUsage {
 /** A run as stored. Times are epoch ms. */
 export interface V1RunRecord {
   id: string;
-  status: RunStatus;
+  status: V1RunStatus;
   model: string;
   createdAt: number;
   startedAt: number | null;
@@ -178,7 +185,7 @@ export class RunStore {
     const num = (v: string | undefined) => (v === undefined || v === '' ? null : Number(v));
     return {
       id: runId,
-      status: h.status as RunStatus,
+      status: h.status as V1RunStatus,
       model: h.model ?? '',
       createdAt: Number(h.created_at ?? 0),
       startedAt: num(h.started_at),
@@ -208,7 +215,7 @@ export class RunStore {
    * @param reason - why, for the event (`drain`, `retry`)
    * @returns false when the run is not in one of `from` (it completed, was cancelled, …)
    */
-  async requeue(runId: string, from: Array<'running' | 'interrupted'>, reason: string, now = Date.now()): Promise<boolean> {
+  async requeue(runId: string, from: V1RunRequeueStatus[], reason: string, now = Date.now()): Promise<boolean> {
     const code = (await runLuaScript(
       this.redis, REQUEUE, [this.keys.run(runId), this.keys.runEvents(runId)],
       [String(this.ttlSeconds), JSON.stringify({ reason, at: now }), from.join(',')],
@@ -228,7 +235,7 @@ export class RunStore {
    * A queued run can end this way too (a drain before it started).
    * @returns false when the run had already ended
    */
-  async end(runId: string, status: 'failed' | 'cancelled' | 'interrupted', error: RunErrorInfo, now = Date.now()): Promise<boolean> {
+  async end(runId: string, status: V1RunEndStatus, error: RunErrorInfo, now = Date.now()): Promise<boolean> {
     return await this.transition(runId, status, `run.${status}`, { error, finished_at: now }, ['queued', 'running'], {
       error: JSON.stringify(error), finished_at: String(now),
     });
@@ -239,10 +246,10 @@ export class RunStore {
    * flagged and its worker aborts it (it polls the flag).
    * @returns `cancelled`, `stopping`, `missing`, or the terminal status it already had
    */
-  async requestStop(runId: string, now = Date.now()): Promise<'cancelled' | 'stopping' | 'missing' | RunStatus> {
+  async requestStop(runId: string, now = Date.now()): Promise<V1StopOutcome> {
     return (await runLuaScript(
       this.redis, STOP, [this.keys.run(runId), this.keys.runEvents(runId)], [String(this.ttlSeconds), JSON.stringify(CANCELLED_ERROR), String(now)],
-    )) as 'cancelled' | 'stopping' | 'missing' | RunStatus;
+    )) as V1StopOutcome;
   }
 
   /** Whether a stop was requested for a running run. */
@@ -277,10 +284,10 @@ export class RunStore {
 
   private async transition(
     runId: string,
-    status: RunStatus,
+    status: V1RunStatus,
     eventType: string,
     eventData: Record<string, unknown>,
-    from: RunStatus[],
+    from: V1RunStatus[],
     fields: Record<string, string>,
   ): Promise<boolean> {
     const pairs = Object.entries(fields).flat();
@@ -294,7 +301,7 @@ export class RunStore {
 
 /** True for `run.completed`, `run.failed`, `run.cancelled`, `run.interrupted`. */
 export function isTerminalRunEvent(type: string): boolean {
-  return TERMINAL_RUN_STATUSES.some((s) => type === `run.${s}`);
+  return TERMINAL_V1_RUN_STATUSES.some((s) => type === `run.${s}`);
 }
 
 /**

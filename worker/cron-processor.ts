@@ -27,12 +27,12 @@ import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { periodAt } from '../scheduler/cron/cron-engine.ts';
 import {
   applyRun, cronOccurrenceId, cronSessionId, deliveryText, withReply,
-  type CronDelivery, type CronJob, type CronRun,
+  type CronDelivery, type CronJob, type CronRun, type OccurrenceTrigger,
 } from '../scheduler/cron/cron-job.ts';
 import type { CronStore, CronTickData } from '../scheduler/cron/cron-store.ts';
 import { cronStoreFor } from '../scheduler/services.ts';
 import { withNotice } from '../scheduler/cron/cron-notice.ts';
-import { decideOccurrence, type OccurrenceTrigger } from '../scheduler/cron/misfire.ts';
+import { decideOccurrence } from '../scheduler/cron/misfire.ts';
 import { schedulerJobMillis } from '../scheduler/queues.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 import { deferJob } from '../scheduler/defer-job.ts';

@@ -33,7 +33,7 @@ import type { TurnOutcome } from '../scheduler/metrics.ts';
 import { deferJob } from '../scheduler/defer-job.ts';
 import {
   CANCELLED_ERROR,
-  type RunErrorInfo, type RunStatus, type V1RunJobData,
+  type RunErrorInfo, type V1RunStatus, type V1RunJobData,
 } from '../scheduler/v1-runs.ts';
 import { runStoreFor } from '../scheduler/services.ts';
 import type { WorkerDeps } from './worker-deps.ts';
@@ -45,7 +45,7 @@ export const STOP_POLL_MS = 200;
 export interface V1RunJobResult {
   runId: string;
   /** The run's status after this attempt, or `missing` when its record expired. */
-  status: RunStatus | 'missing';
+  status: V1RunStatus | 'missing';
 }
 
 /**

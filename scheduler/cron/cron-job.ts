@@ -12,10 +12,22 @@ import { formatDeliveryTarget, parseDeliveryTarget } from '../delivery-target.ts
 
 const NO_WEBHOOK_ALLOW = parseWebhookAllow([]);
 
-export type CronJobState = 'scheduled' | 'paused' | 'completed' | 'error';
+/** Where a cron job stands (`CronJob.state`): `completed` after its last repeat, `error` after its last repeat failed. */
+export const CRON_JOB_STATES = ['scheduled', 'paused', 'completed', 'error'] as const;
+export type CronJobState = (typeof CRON_JOB_STATES)[number];
 export type MisfirePolicy = 'skip' | 'once';
 export type OverlapPolicy = 'skip' | 'queue' | 'allow';
-export type RunStatus = 'ok' | 'error' | 'skipped';
+/** How a cron run ended (`CronRun.status`, `CronJob.last_status`): `ok`, `error`, or `skipped` (overlap or misfire). */
+export const CRON_RUN_STATUSES = ['ok', 'error', 'skipped'] as const;
+export type CronRunStatus = (typeof CRON_RUN_STATUSES)[number];
+/** What started a cron run: its schedule, a catch-up of a missed occurrence (misfire `once`), or `hermes cron run`. */
+export const CRON_RUN_TRIGGERS = ['schedule', 'catch-up', 'manual'] as const;
+export type CronRunTrigger = (typeof CRON_RUN_TRIGGERS)[number];
+/** What triggered an occurrence job: its schedule or `hermes cron run` (a catch-up is decided later, by the misfire rule). */
+export type OccurrenceTrigger = Exclude<CronRunTrigger, 'catch-up'>;
+/** Where one delivery of a cron run stands (`CronDelivery.status`; the meaning of each on `CronDelivery`). */
+export const CRON_DELIVERY_STATUSES = ['pending', 'queued', 'sent', 'delivered', 'failed', 'silent'] as const;
+export type CronDeliveryStatus = (typeof CRON_DELIVERY_STATUSES)[number];
 /**
  * Which runs send a notice to the job's targets (`--notify`): `failure`
  * (default) a failed run; `always` also a skipped occurrence (overlap or
@@ -51,7 +63,7 @@ export interface CronJob {
   last_run_at: number | null;
   /** Due time of the last scheduled occurrence handled (run or skipped); older ones are coalesced. */
   last_due_at: number | null;
-  last_status: RunStatus | null;
+  last_status: CronRunStatus | null;
   last_error: string | null;
   failure_streak: number;
   created_at: number;
@@ -73,7 +85,7 @@ export interface CronDelivery {
    * `pending`: not attempted yet; `failed`: given up (with the reason);
    * `silent`: a `[SILENT]` reply.
    */
-  status: 'delivered' | 'sent' | 'queued' | 'pending' | 'failed' | 'silent';
+  status: CronDeliveryStatus;
   evidence?: string;
   error?: string;
   /** Platform message ids of a `sent` delivery, one per part, in order. */
@@ -90,8 +102,8 @@ export interface CronDelivery {
 export interface CronRun {
   occurrence_id: string;
   job_id: string;
-  trigger: 'schedule' | 'catch-up' | 'manual';
-  status: RunStatus;
+  trigger: CronRunTrigger;
+  status: CronRunStatus;
   /** Why a run was skipped: `overlap` or `misfire`. */
   reason: string | null;
   /**
@@ -144,7 +156,7 @@ export function cronSessionId(jobId: string): string {
 }
 
 /** Occurrence id of a scheduled occurrence or a manual run. */
-export function cronOccurrenceId(jobId: string, dueAt: number, trigger: 'schedule' | 'manual'): string {
+export function cronOccurrenceId(jobId: string, dueAt: number, trigger: OccurrenceTrigger): string {
   return trigger === 'manual' ? compositeId('cron', jobId, 'manual', dueAt) : compositeId('cron', jobId, dueAt);
 }
 

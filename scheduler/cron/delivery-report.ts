@@ -16,13 +16,16 @@
 import type { RedisClient } from '../redis/connection-factory.ts';
 import type { Keys } from '../keys.ts';
 import { luaScript, runLuaScript } from '../redis/lua-script.ts';
-import type { CronDelivery } from './cron-job.ts';
+import type { CronDelivery, CronDeliveryStatus } from './cron-job.ts';
 
 const REPORT = luaScript('report-cron-delivery-1.lua');
 
+/** The delivery statuses the gateway reports (the others are the worker's own). */
+export type ReportedDeliveryStatus = Extract<CronDeliveryStatus, 'sent' | 'queued' | 'failed'>;
+
 /** What the gateway reports about one delivery. */
 export type DeliveryReport = Pick<CronDelivery, 'status' | 'evidence' | 'error' | 'message_ids' | 'will_retry' | 'attempts'> & {
-  status: 'sent' | 'queued' | 'failed';
+  status: ReportedDeliveryStatus;
 };
 
 /**

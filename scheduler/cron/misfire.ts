@@ -18,10 +18,7 @@
  *  - A manual run (`hermes cron run`) is due when requested and is exempt from
  *    the pause and coalescing rules, never from "not before due".
  */
-import type { CronJob } from './cron-job.ts';
-
-/** What triggered an occurrence. */
-export type OccurrenceTrigger = 'schedule' | 'manual';
+import type { CronJob, OccurrenceTrigger } from './cron-job.ts';
 
 /** Grace clamp settings in ms (`cron.misfire_grace_min_seconds` / `_max_seconds`). */
 export interface GraceSettings {
