@@ -20,6 +20,9 @@
  */
 import type { CronJob, OccurrenceTrigger } from './cron-job.ts';
 
+/** Defined with the run record (`cron-job.ts`); re-exported for the misfire rule's callers. */
+export type { OccurrenceTrigger };
+
 /** Grace clamp settings in ms (`cron.misfire_grace_min_seconds` / `_max_seconds`). */
 export interface GraceSettings {
   graceMinMs: number;
