@@ -60,6 +60,24 @@ export function compositeId(...parts: Array<string | number>): string {
 }
 
 /**
+ * The kind and session of a loop or heartbeat job scheduler id
+ * (`Keys.schedulerId`: `<kind>:<keyPart(session)>`), or `undefined` for any
+ * other id (a cron job's scheduler, a malformed id).
+ */
+export function parseSchedulerId(id: string): { kind: ScheduleKind; sessionId: string } | undefined {
+  const i = id.indexOf(':');
+  const kind = id.slice(0, i);
+  if (i < 0 || (kind !== 'loop' && kind !== 'heartbeat')) return undefined;
+  const part = id.slice(i + 1);
+  if (part === '' || part.includes(':')) return undefined;
+  try {
+    return { kind, sessionId: fromKeyPart(part) };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * A custom BullMQ job id from parts. BullMQ rejects custom ids that contain
  * `:` (unless they have exactly three parts, its own scheduler format), so
  * parts are joined with `|` and `%`/`:`/`|` inside a part are percent-encoded.

@@ -11,6 +11,13 @@
  *   the worker starts the turn exactly at the due time, so the queue's own
  *   latency is off the critical path; both conversions are `prefetch-lead.ts`.
  *
+ * - Stored compactly (docs/BENCHMARKS.md, scale): the record in the form of
+ *   `loop-record-codec.ts`; a job scheduler's job data is only the kind and
+ *   the loop id (`StoredTickJobData`), the session being named by the job
+ *   scheduler id, so the scheduler hash keeps Redis's small (listpack)
+ *   encoding whatever the session id's length; no job options on the `ticks`
+ *   queue's jobs beyond what BullMQ writes itself (retention is the worker's).
+ *
  * Write order (no silent writes, SPEC §6): the record is written first and
  * confirmed; then the scheduler is armed or disarmed. A worker re-arms any
  * active fixed schedule whose scheduler is missing (`reconcile`), so a crash
@@ -19,7 +26,8 @@
 import type { RedisClient } from './redis/connection-factory.ts';
 import type { Job } from 'bullmq';
 import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
-import { bullJobId, compositeId, type Keys, type ScheduleKind } from './keys.ts';
+import { bullJobId, compositeId, parseSchedulerId, type Keys, type ScheduleKind } from './keys.ts';
+import { decodeLoopRecord, encodeLoopRecord } from './loop-record-codec.ts';
 import type { LoopRecord } from './loop-state.ts';
 import { putVersioned, type ExpectedVersion } from './versioned-json.ts';
 import { acquireOwned, releaseOwned } from './redis/owned-key.ts';
@@ -28,12 +36,37 @@ import { luaScript, runLuaScript } from './redis/lua-script.ts';
 import { prefetchLead } from './prefetch-lead.ts';
 import { EVENTS_MAX_LEN, type TranscriptMessage } from './session-store.ts';
 
-/** Data of a tick job. */
+/** Data of a tick job as the worker reads it (`tickJobData`). */
 export interface TickJobData {
-  type: 'schedule-tick';
   kind: ScheduleKind;
   sessionId: string;
   loopId: string;
+  /** Written by earlier versions; the worker takes a `ticks` job without a `type` as a schedule tick. */
+  type?: 'schedule-tick';
+}
+
+/**
+ * Data of a tick job as stored. A job scheduler's template (and so each job it
+ * makes) holds no `sessionId`: its id `<kind>:<session>` names the session,
+ * and a template under 64 bytes keeps the scheduler hash listpack-encoded.
+ * A self-paced tick job (no scheduler) keeps its `sessionId`.
+ */
+export type StoredTickJobData = Omit<TickJobData, 'sessionId'> & { sessionId?: string };
+
+/**
+ * A tick job's data with its session: the stored `sessionId` when there is
+ * one (self-paced jobs, and every job written by earlier versions), else the
+ * session named by the job's scheduler id (`job.repeatJobKey`, or the
+ * `repeat:<schedulerId>:<millis>` job id).
+ * @throws Error when the job names no session (not a loop or heartbeat tick)
+ */
+export function tickJobData(job: Pick<Job<StoredTickJobData>, 'data' | 'id' | 'repeatJobKey'>): TickJobData {
+  const { data } = job;
+  if (typeof data.sessionId === 'string') return data as TickJobData;
+  const schedulerId = job.repeatJobKey ?? (schedulerJobMillis(job.id) !== undefined ? job.id!.slice('repeat:'.length, job.id!.lastIndexOf(':')) : undefined);
+  const named = schedulerId === undefined ? undefined : parseSchedulerId(schedulerId);
+  if (!named) throw new Error(`tick job ${job.id} names no session`);
+  return { ...data, kind: data.kind ?? named.kind, sessionId: named.sessionId };
 }
 
 /** An occurrence whose turn has started but is not committed. */
@@ -72,7 +105,7 @@ export class LoopStore {
   /** The session's loop or heartbeat record, or `null`. */
   async get(sessionId: string, kind: ScheduleKind): Promise<LoopRecord | null> {
     const raw = await this.redis.get(this.keys.schedule(sessionId, kind));
-    return raw ? (JSON.parse(raw) as LoopRecord) : null;
+    return raw ? decodeLoopRecord(raw, { sessionId, kind }) : null;
   }
 
   /**
@@ -85,7 +118,7 @@ export class LoopStore {
   async put(record: LoopRecord, expectedVersion: ExpectedVersion): Promise<LoopRecord | null> {
     return await putVersioned(this.redis, {
       key: this.keys.schedule(record.sessionId, record.kind), indexKey: this.keys.forSession(record.sessionId).scheduleIndex,
-      member: this.keys.scheduleIndexMember(record.sessionId, record.kind), what: `${record.kind} state`,
+      member: this.keys.scheduleIndexMember(record.sessionId, record.kind), what: `${record.kind} state`, encode: encodeLoopRecord,
     }, record, expectedVersion);
   }
 
@@ -194,12 +227,11 @@ export class LoopStore {
       if (shards && !shards.includes(k.shardIndex)) continue;
       const members = await this.redis.smembers(k.scheduleIndex);
       for (let i = 0; i < members.length; i += 1000) {
-        const keys = members.slice(i, i + 1000).map((m) => {
-          const { sessionId, kind } = k.parseScheduleIndexMember(m);
-          return k.schedule(sessionId, kind);
+        const named = members.slice(i, i + 1000).map((m) => k.parseScheduleIndexMember(m));
+        const raws = await this.redis.mget(...named.map(({ sessionId, kind }) => k.schedule(sessionId, kind)));
+        raws.forEach((r, j) => {
+          if (r !== null) out.push(decodeLoopRecord(r, named[j]!));
         });
-        const raws = await this.redis.mget(...keys);
-        for (const r of raws) if (r !== null) out.push(JSON.parse(r) as LoopRecord);
       }
     }
     return out;
@@ -212,7 +244,7 @@ export class LoopStore {
    * @throws StoreUnavailableError when Redis refused it
    */
   async arm(record: LoopRecord, firstDueAt: number): Promise<void> {
-    const data: TickJobData = { type: 'schedule-tick', kind: record.kind, sessionId: record.sessionId, loopId: record.loopId };
+    const data: StoredTickJobData = { kind: record.kind, loopId: record.loopId };
     try {
       if (record.mode === 'fixed' && record.intervalSeconds) {
         // Remove first: an upsert with an unchanged `every` keeps the old next
@@ -225,7 +257,7 @@ export class LoopStore {
         );
       } else {
         await this.removeScheduler(record.sessionId, record.kind);
-        await this.queues.forSession(record.sessionId).ticks.add(TICK_JOB_NAME, data, {
+        await this.queues.forSession(record.sessionId).ticks.add(TICK_JOB_NAME, { ...data, sessionId: record.sessionId }, {
           jobId: bullJobId('selfpaced', record.kind, record.sessionId, record.loopId, firstDueAt),
           delay: Math.max(0, this.lead.jobAt(firstDueAt) - Date.now()),
         });

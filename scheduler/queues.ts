@@ -11,7 +11,10 @@ import { cronRepeatStrategy } from './cron/repeat-strategy.ts';
 
 /**
  * Completed/failed job retention: enough for inspection, bounded memory. The one
- * definition: queue defaults for producers and the worker options use it.
+ * definition: the workers' options use it (BullMQ applies a worker's retention
+ * to a job that names none), and so do the defaults of the queues whose jobs are
+ * few. The `ticks` queue's jobs name none: options a job carries are stored in
+ * its hash and in each job scheduler's template, bytes per stored schedule.
  */
 export const JOB_RETENTION: { removeOnComplete: KeepJobs; removeOnFail: KeepJobs } = {
   removeOnComplete: { count: 1000 },
@@ -44,7 +47,7 @@ export class HermesQueues {
     const opts = { connection: connection as ConnectionOptions, prefix: keys.bullPrefix };
     // croner decides the fire times of cron job schedulers (scheduler/cron/repeat-strategy.ts);
     // every Worker of this queue needs the same setting.
-    this.ticks = new Queue(QUEUES.ticks, { ...opts, defaultJobOptions: JOB_RETENTION, settings: { repeatStrategy: cronRepeatStrategy } });
+    this.ticks = new Queue(QUEUES.ticks, { ...opts, settings: { repeatStrategy: cronRepeatStrategy } });
     this.inbox = new Queue(QUEUES.inbox, { ...opts, defaultJobOptions: JOB_RETENTION });
     // A lost connection is reported by the calls that fail (and ioredis reconnects); without a
     // listener BullMQ would print each connection error with its stack on the terminal.

@@ -27,7 +27,7 @@ import { Queue, type Job, type JobType } from 'bullmq';
 import type { HermesConfig } from './config.ts';
 import { ConfigError } from './errors/config-error.ts';
 import { Keys, QUEUES, type ScheduleKind } from './keys.ts';
-import type { LoopStore } from './loop-store.ts';
+import { tickJobData, type LoopStore, type StoredTickJobData } from './loop-store.ts';
 import { HermesQueues } from './queues.ts';
 import type { RedisClient } from './redis/connection-factory.ts';
 import { cronStoreFor, loopStoreFor } from './services.ts';
@@ -121,7 +121,7 @@ export async function reshard(
         const memberships = await indexMemberships(redis, ok, nk, sessionId);
         for (const [, newIndex, member] of memberships) await redis.sadd(newIndex, member);
         // 2. pending input and self-paced / other non-scheduler tick jobs, under their own ids
-        const own = pending.filter((j) => (j.job.data as { sessionId?: string }).sessionId === sessionId);
+        const own = pending.filter((j) => sessionOfJob(j.job) === sessionId);
         report.jobsMoved += await copyJobs(own, newQueues.forShard(nk.shardIndex));
         // 3. re-arm on the new shard through the store
         for (const kind of ['loop', 'heartbeat'] as ScheduleKind[]) {
@@ -156,8 +156,9 @@ export async function reshard(
       }
       // Jobs made by a job scheduler that was removed above (`repeat:…`) may be left in the wait list.
       for (const j of await pendingJobs(oldQueues.forShard(ok.shardIndex))) {
-        const data = j.job.data as { sessionId?: string; jobId?: string; type?: string };
-        const target = data.type === 'cron-tick' && data.jobId !== undefined ? newKeys.forCronJob(data.jobId) : data.sessionId !== undefined ? newKeys.forSession(data.sessionId) : undefined;
+        const data = j.job.data as { jobId?: string; type?: string };
+        const sessionId = sessionOfJob(j.job);
+        const target = data.type === 'cron-tick' && data.jobId !== undefined ? newKeys.forCronJob(data.jobId) : sessionId !== undefined ? newKeys.forSession(sessionId) : undefined;
         if (target && moves(ok.prefix, target.prefix) && j.job.id?.startsWith('repeat:')) await j.job.remove().catch(() => undefined);
       }
     }
@@ -221,6 +222,22 @@ async function indexMemberships(redis: RedisClient, ok: Keys, nk: Keys, sessionI
   ];
   for (const c of candidates) if (await redis.sismember(c[0], c[2])) out.push(c);
   return out;
+}
+
+/**
+ * The session a pending job belongs to: its data's `sessionId`, or, for a
+ * loop or heartbeat job scheduler's job (whose data holds none), the session
+ * its scheduler id names; `undefined` for a job of no session (cron ticks).
+ */
+function sessionOfJob(job: Job): string | undefined {
+  const data = job.data as { sessionId?: unknown; type?: string };
+  if (typeof data.sessionId === 'string') return data.sessionId;
+  if (data.type !== undefined && data.type !== 'schedule-tick') return undefined;
+  try {
+    return tickJobData(job as Job<StoredTickJobData>).sessionId;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Pending tick and inbox jobs of one shard's queues. */

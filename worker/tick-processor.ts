@@ -39,6 +39,7 @@
 import type { Job } from 'bullmq';
 import { decideFire, applyTick, tickFailureNotice, type LoopRecord, type TickOutcome, type UntilVerdict } from '../scheduler/loop-state.ts';
 import type { InflightMark, TickJobData } from '../scheduler/loop-store.ts';
+import { encodeLoopRecord } from '../scheduler/loop-record-codec.ts';
 import { buildWakeupInput } from '../scheduler/wakeup-input.ts';
 import { pendingInput } from '../scheduler/inbox.ts';
 import { goalHoldsSession } from '../scheduler/goal-state.ts';
@@ -353,7 +354,7 @@ async function commit(
       occurrenceId: t.occurrenceId,
       messages,
       event: { ...event, data: { ...event.data, outcome: outcome.kind, reason: 'reason' in outcome ? outcome.reason : undefined } },
-      record: { key: deps.keys.schedule(t.sessionId, t.kind), expectedVersion: fresh.version, json: JSON.stringify(stored) },
+      record: { key: deps.keys.schedule(t.sessionId, t.kind), expectedVersion: fresh.version, json: encodeLoopRecord(stored) },
       inflightKey,
       turnLock,
     });

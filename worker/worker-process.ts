@@ -24,7 +24,7 @@ import type { InboxJobData } from '../scheduler/inbox.ts';
 import type { RunnerFactory } from './turn-runners/create-runner.ts';
 import { QUEUES } from '../scheduler/keys.ts';
 import { logBullmqErrors } from '../scheduler/redis/bullmq-errors.ts';
-import type { TickJobData } from '../scheduler/loop-store.ts';
+import { tickJobData, type StoredTickJobData, type TickJobData } from '../scheduler/loop-store.ts';
 import type { DrainClass } from './turn-tracker.ts';
 import { processScheduleTick } from './tick-processor.ts';
 import { processInbox, type InboxHooks } from './inbox-processor.ts';
@@ -143,7 +143,11 @@ export class WorkerProcess {
       const sd = depsForShard(deps, shard);
       wp.addWorker(QUEUES.ticks, sd, async (job, token, signal) => {
         const type = (job.data as { type?: string }).type ?? 'schedule-tick';
-        if (type === 'schedule-tick') return await processScheduleTick(job as Job<TickJobData>, token, signal, sd);
+        if (type === 'schedule-tick') {
+          // A job scheduler's jobs carry no session id (its scheduler id names it): complete the data once, here.
+          job.data = tickJobData(job as Job<StoredTickJobData>);
+          return await processScheduleTick(job as Job<TickJobData>, token, signal, sd);
+        }
         const processor = tickProcessors[type];
         if (!processor) throw new Error(`no processor for tick type ${type}`);
         return await processor(job, token, signal, sd);

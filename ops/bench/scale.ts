@@ -9,10 +9,12 @@
  * never a Redis it did not start — and stores `--loops` active loops the way
  * `hermes loop` does (versioned record + index entry, then the BullMQ job
  * scheduler and its pending delayed job), every one a 1 h fixed loop on its own
- * session, `--parallel` at a time. No worker runs, so nothing fires.
+ * session (`scale-<i>`, a random 12-hex loop id as `/loop` makes), `--parallel`
+ * at a time. No worker runs, so nothing fires.
  *
  * Reports `used_memory` after minus before, divided by the loop count, and the
- * share of each part from `MEMORY USAGE` of one loop's keys. `--json` prints
+ * share of each part from `MEMORY USAGE` (and `OBJECT ENCODING`) of one loop's
+ * keys and of the shared keys every loop has an entry in. `--json` prints
  * one JSON line last: `{"loops", "bytes_per_loop", "store_rate_per_s", …}`.
  *
  * `--cluster` starts a private 3-master Redis Cluster (as the tests do) and,
@@ -23,6 +25,7 @@
  * Keys use the default prefix, so which master a shard's hash tag lands on is
  * what an operator's cluster with the same slot layout would see.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import { createLogger } from '../../scheduler/logger.ts';
@@ -75,7 +78,7 @@ async function memory(): Promise<void> {
     async function lane(): Promise<void> {
       for (let i = next++; i < LOOPS; i = next++) {
         const record = createLoop({
-          kind: 'loop', loopId: `l${i}`, sessionId: `scale-${i}`, prompt: 'check the deploy and report anything unusual',
+          kind: 'loop', loopId: randomBytes(6).toString('hex'), sessionId: `scale-${i}`, prompt: 'check the deploy and report anything unusual',
           intervalSeconds: 3600, times: null, until: null, maxTicks: config.loops.max_ticks,
           selfPacedFloorSeconds: config.loops.self_paced_floor_seconds, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: Date.now(),
         });
@@ -100,18 +103,31 @@ async function memory(): Promise<void> {
     };
     const usage: Record<string, number> = {};
     for (const [name, key] of Object.entries(parts)) usage[name] = Number(await redis.memory('USAGE', key, 'SAMPLES', 0)) || 0;
+    // The keys every loop has an entry in, divided by the loop count (BullMQ's event stream is capped, so its share falls with N).
+    const shared: Record<string, string> = {
+      'schedule index set': keys.scheduleIndex,
+      'job scheduler sorted set': ticks.toKey('repeat'),
+      'delayed sorted set': ticks.toKey('delayed'),
+      'queue event stream': ticks.toKey('events'),
+    };
+    const sharedUsage: Record<string, number> = {};
+    for (const [name, key] of Object.entries(shared)) sharedUsage[name] = (Number(await redis.memory('USAGE', key, 'SAMPLES', 0)) || 0) / LOOPS;
+    const encodings: Record<string, string> = {};
+    for (const [name, key] of Object.entries(parts)) encodings[name] = String(await redis.object('ENCODING', key));
     const rate = LOOPS / seconds;
     if (JSON_OUT) {
       console.log(JSON.stringify({
         loops: LOOPS, bytes_per_loop: Math.round(perLoop), store_rate_per_s: Math.round(rate),
         record_bytes: usage.record, scheduler_bytes: usage['job scheduler hash'], delayed_job_bytes: usage['pending delayed job hash'],
+        shared_bytes_per_loop: Object.fromEntries(Object.entries(sharedUsage).map(([k, v]) => [k, Math.round(v)])), encodings,
       }));
     } else {
       console.log('| measure | value |\n|---|---|');
       console.log(`| loops stored | ${LOOPS} |`);
       console.log(`| store rate (${PARALLEL} in parallel) | ${rate.toFixed(0)} loops/s (${seconds.toFixed(1)} s) |`);
       console.log(`| Redis memory per loop (all keys) | ${perLoop.toFixed(0)} B (${(perLoop / 1024).toFixed(2)} KiB) |`);
-      for (const [name, bytes] of Object.entries(usage)) console.log(`| of which the ${name} (MEMORY USAGE) | ${bytes} B |`);
+      for (const [name, bytes] of Object.entries(usage)) console.log(`| of which the ${name} (MEMORY USAGE, ${encodings[name]}) | ${bytes} B |`);
+      for (const [name, bytes] of Object.entries(sharedUsage)) console.log(`| of which its share of the ${name} (MEMORY USAGE ÷ loops) | ${bytes.toFixed(0)} B |`);
     }
     await queues.close();
     redis.disconnect();
