@@ -2,14 +2,14 @@
  * Benchmark (not a test): what a stored loop costs in Redis memory, and how
  * ticks spread over a Redis Cluster with the sharded key space.
  *
- *   npx tsx ops/bench/scale.ts [--loops 100000] [--parallel 100] [--json]
+ *   npx tsx ops/bench/scale.ts [--loops 100000] [--parallel 100] [--session-prefix scale-] [--json]
  *   npx tsx ops/bench/scale.ts --cluster [--loops 500] [--seconds 20] [--shards 1,3,6]
  *
  * Starts its own `redis-server` (AOF off, `noeviction`) in a temporary folder —
  * never a Redis it did not start — and stores `--loops` active loops the way
  * `hermes loop` does (versioned record + index entry, then the BullMQ job
  * scheduler and its pending delayed job), every one a 1 h fixed loop on its own
- * session (`scale-<i>`, a random 12-hex loop id as `/loop` makes), `--parallel`
+ * session (`<--session-prefix><i>`, default `scale-<i>`; a random 12-hex loop id as `/loop` makes), `--parallel`
  * at a time. No worker runs, so nothing fires.
  *
  * Reports `used_memory` after minus before, divided by the loop count, and the
@@ -50,6 +50,8 @@ function arg(name: string, def: number): number {
 }
 const LOOPS = arg('loops', 100_000);
 const PARALLEL = arg('parallel', 100);
+/** Session ids are `<prefix><i>` (`--session-prefix telegram:-1001234567890:` for ids as long as a Telegram topic's). */
+const SESSION_PREFIX = process.argv.includes('--session-prefix') ? process.argv[process.argv.indexOf('--session-prefix') + 1]! : 'scale-';
 const JSON_OUT = process.argv.includes('--json');
 const CLUSTER = process.argv.includes('--cluster');
 
@@ -78,7 +80,7 @@ async function memory(): Promise<void> {
     async function lane(): Promise<void> {
       for (let i = next++; i < LOOPS; i = next++) {
         const record = createLoop({
-          kind: 'loop', loopId: randomBytes(6).toString('hex'), sessionId: `scale-${i}`, prompt: 'check the deploy and report anything unusual',
+          kind: 'loop', loopId: randomBytes(6).toString('hex'), sessionId: `${SESSION_PREFIX}${i}`, prompt: 'check the deploy and report anything unusual',
           intervalSeconds: 3600, times: null, until: null, maxTicks: config.loops.max_ticks,
           selfPacedFloorSeconds: config.loops.self_paced_floor_seconds, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: Date.now(),
         });
@@ -92,7 +94,7 @@ async function memory(): Promise<void> {
     const after = await usedMemory(redis);
     const perLoop = (after - before) / LOOPS;
     // One loop's own keys (the shared index and sorted sets are counted in the total only).
-    const sample = 'scale-7';
+    const sample = `${SESSION_PREFIX}7`;
     const schedulerId = keys.schedulerId(sample, 'loop');
     const ticks = queues.forSession(sample).ticks;
     const scheduler = await ticks.getJobScheduler(schedulerId);
