@@ -33,21 +33,20 @@ const loopSpec = (prompt: string, intervalSeconds: number | null, extra: { times
 const chat = { origin: { surface: 'chat' as const }, runner: { kind: 'agent' as const } };
 
 describe('self-paced /loop', () => {
-  it('delays double while the reply is unchanged (floor, 2×, 4×, ceiling) and snap back to the floor on a change', async () => {
-    // floor 1 s, ceiling 4 s stand in for 60 s and 900 s: the same rule, in seconds instead of minutes
-    const replies = ['build running', 'Build running', 'build  running 10:41', 'build running', 'build GREEN', 'build GREEN'];
+  it('delays double while the reply is unchanged (floor, 2×, then the ceiling where 4× would pass it) and snap back to the floor on a change', async () => {
+    // floor 1 s, ceiling 3 s stand in for 60 s and 900 s: the same rule, in seconds instead of minutes
+    // (the whole ladder 60, 120, 240, 480, 900 is pinned in loop-state.test.ts)
+    const replies = ['build running', 'Build running', 'build  running 10:41', 'build GREEN', 'build GREEN'];
     const { c } = await setup(
-      { 'loops.self_paced_floor_seconds': 1, 'loops.self_paced_ceiling_seconds': 4 },
+      { 'loops.self_paced_floor_seconds': 1, 'loops.self_paced_ceiling_seconds': 3 },
       { turn: (n) => replies[n - 1] ?? 'build GREEN' },
     );
     await c.schedules.set('sp', 'loop', loopSpec('watch the build', null), chat);
-    const r = await waitForEvents(c, 'sp', 'reply', 6, 30_000);
-    const gaps = r.slice(1, 6).map((e, i) => Number(e.data.startedAt) - Number(r[i]!.data.finishedAt));
-    const expected = [1000, 2000, 4000, 4000, 1000];
-    gaps.forEach((gap, i) => {
-      expect(gap).toBeGreaterThanOrEqual(expected[i]! - 50);
-      expect(gap).toBeLessThan(expected[i]! + 900); // lateness under load; the next step is 2× away
-    });
+    const r = (await waitForEvents(c, 'sp', 'reply', 5, 30_000)).slice(0, 5);
+    // Each tick is due exactly its delay after the previous one finished, and starts no earlier.
+    const delays = r.slice(1).map((e, i) => Number(e.data.dueAt) - Number(r[i]!.data.finishedAt));
+    expect(delays).toEqual([1000, 2000, 3000, 1000]);
+    for (const e of r.slice(1)) expect(Number(e.data.startedAt)).toBeGreaterThanOrEqual(Number(e.data.dueAt));
     expect((await c.loops.get('sp', 'loop'))!.mode).toBe('self-paced');
   });
 });
