@@ -1,28 +1,32 @@
 /**
- * Runs one cron occurrence: a `cron-tick` job of the `ticks` queue.
- *
- * The path of a tick, in order:
- *  1. Which occurrence: due time from the scheduler job id
- *     (`repeat:cron:<id>:<millis>`) or the job data (one-shot, manual run).
- *  2. Decide (pure, scheduler/cron/misfire.ts): wait until due (never early),
+ * Runs one cron occurrence: a `cron-tick` job of the `ticks` queue, one
+ * function per step (`processCronTick` reads as this list):
+ *  1. which occurrence (`occurrenceOf`): due time from the scheduler job id
+ *     (`repeat:cron:<id>:<millis>`) or the job data (one-shot, manual run);
+ *  2. `gate`: run, defer (not dropped), skip or drop. Drain: a draining worker
+ *     hands an unclaimed occurrence back; misfire (pure, `decideOccurrence` in
+ *     scheduler/cron/misfire.ts): wait until due (never early; `decideEarly`),
  *     drop (removed, paused, completed, edited, coalesced), run (on time, late,
  *     or as the single catch-up) or skip (beyond the grace window with
- *     `--misfire skip`).
- *  3. Overlap: one run per job across the fleet through the turn lock of the
- *     job's session `cron:<id>`; when busy, `skip` records a skipped run,
- *     `queue` defers the tick, `allow` runs anyway.
- *  4. Claim the occurrence (Lua: still scheduled in this generation, nobody
- *     else holds it) — the point after which a pause or remove no longer stops it.
- *  5. Run a fresh turn with only the job's prompt (agent), or its `--script`
- *     (command turn, `cron.script_timeout_seconds`). A turn cut by the drain
- *     deadline is not recorded: the job is handed back, and the next worker
- *     to take it claims the occurrence again as its next attempt.
- *  6. Commit run record + job state + local delivery once per occurrence (Lua),
- *     then send the other deliveries and record their outcomes.
+ *     `--misfire skip`); overlap (`decideOverlap`): one run per job across the
+ *     fleet through the turn lock of the job's session `cron:<id>`; when busy,
+ *     `skip` records a skipped run, `queue` defers the tick, `allow` runs anyway.
+ *     The pure decisions are in `cron-gate.ts`; docs/CRON.md, "What happens at run time";
+ *  3. `claim` the occurrence (Lua: still scheduled in this generation, nobody
+ *     else holds it) — the point after which a pause or remove no longer stops it;
+ *  4. `runTurn`: a fresh turn with only the job's prompt (agent), or its `--script`
+ *     (command turn, `cron.script_timeout_seconds`). How a turn that threw ends
+ *     is `decideRunEnding`: a turn cut by the drain deadline is not recorded (the
+ *     job is handed back, and the next worker to take it claims the occurrence
+ *     again as its next attempt; docs/RELIABILITY.md), one whose lock was lost
+ *     records nothing, a network failure is retried by BullMQ, any other is an `error` run;
+ *  5. `commit` run record + job state + local delivery once per occurrence (Lua),
+ *     `applyOutcome` (a job that left `scheduled` loses its job scheduler), then
+ *     `deliver` to the other targets and record their outcomes.
  * A retried or duplicated job finds the claim or the commit marker and neither
  * runs nor delivers the occurrence again.
  */
-import { DelayedError, type Job } from 'bullmq';
+import type { Job } from 'bullmq';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { periodAt } from '../scheduler/cron/cron-engine.ts';
 import {
@@ -32,12 +36,13 @@ import {
 import type { CronStore, CronTickData } from '../scheduler/cron/cron-store.ts';
 import { cronStoreFor } from '../scheduler/services.ts';
 import { withNotice } from '../scheduler/cron/cron-notice.ts';
-import { decideOccurrence } from '../scheduler/cron/misfire.ts';
+import { decideOccurrence, type OccurrenceDecision } from '../scheduler/cron/misfire.ts';
 import { schedulerJobMillis } from '../scheduler/queues.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 import { deferJob } from '../scheduler/defer-job.ts';
 import { sleepUntil } from './sleep-until.ts';
 import type { HeldLock } from './session-lock.ts';
+import { CRON_DRAIN_HAND_BACK, decideEarly, decideOverlap, decideRunEnding, type CronDefer } from './cron-gate.ts';
 import { deliverPending, resolveTargets } from './cron-delivery.ts';
 import { sessionEventSink } from './turn-events.ts';
 
@@ -48,9 +53,6 @@ export interface CronTickResult {
   reason?: string;
   status?: CronRun['status'];
 }
-
-/** Longest wait inside a processor before an early job is put back as delayed. */
-export const MAX_IN_PROCESS_WAIT_MS = 30_000;
 
 const stores = new WeakMap<WorkerDeps, CronStore>();
 
@@ -63,14 +65,36 @@ function storeFor(deps: WorkerDeps): CronStore {
   return store;
 }
 
+/** The occurrence a cron tick job stands for. */
+interface CronTick {
+  jobId: string;
+  generation: number;
+  trigger: OccurrenceTrigger;
+  /** Epoch ms the occurrence is due. */
+  dueAt: number;
+  occurrenceId: string;
+  /** Holder of the claim and of the overlap lock: the BullMQ job id. */
+  holder: string;
+  /** Epoch ms a worker took the job. */
+  pickedAt: number;
+  log: WorkerDeps['log'];
+}
+
+/** What the gate says: run (or record a misfire skip) under the overlap lock, defer, skip for overlap, or drop. */
+type CronGate =
+  | { action: 'fire'; record: CronJob; decision: Extract<OccurrenceDecision, { action: 'run' | 'skip' }>; lock: HeldLock | null }
+  | CronDefer
+  | { action: 'skip'; reason: 'overlap'; record: CronJob }
+  | { action: 'drop'; reason: string; committed: CronJob | null };
+
 /**
  * Process a `cron-tick` job (called by the `ticks` worker for `job.data.type === 'cron-tick'`).
  *
  * @param token - the worker's lock token of `job` (needed to put an early job back as delayed)
  * @param signal - the job's abort signal, if any; aborts the turn
  * @returns what happened; resolves after the run is committed and delivered
- * @throws DelayedError after moving a job that came too early (or found its job busy with
- *   `--overlap queue`) back to delayed; TurnError for a network failure that BullMQ retries
+ * @throws DelayedError after moving a job back to delayed (it came too early, found its job busy with
+ *   `--overlap queue`, or was handed back by a drain); TurnError for a network failure that BullMQ retries
  */
 export async function processCronTick(
   job: Job<CronTickData>,
@@ -79,136 +103,173 @@ export async function processCronTick(
   deps: WorkerDeps,
 ): Promise<CronTickResult> {
   const store = storeFor(deps);
-  const pickedAt = Date.now();
-  const data = job.data;
-  const trigger: OccurrenceTrigger = data.manual ? 'manual' : 'schedule';
-  const dueAt = data.dueAt ?? schedulerJobMillis(job.id) ?? job.timestamp;
-  const occurrenceId = cronOccurrenceId(data.jobId, dueAt, trigger);
-  const holder = job.id ?? occurrenceId;
-  const log = deps.log.child({ cronJobId: data.jobId, occurrenceId });
-  const grace = {
-    graceMinMs: deps.config.cron.misfire_grace_min_seconds * 1000,
-    graceMaxMs: deps.config.cron.misfire_grace_max_seconds * 1000,
-  };
-
-  if (deps.turns.draining && token) {
-    // Drain policy (as for `/v1` runs and loop ticks): a paused worker still gets the job of a fetch
-    // in flight when it paused; an occurrence not claimed yet goes back to the queue at once for
-    // another worker (its attempt count untouched), instead of starting a run the drain deadline would cut.
-    log.info('cron tick handed back before it started: this worker is draining');
-    return await deferJob(job, token, 0);
-  }
-  // 1–2: decide; wait (in capped steps) until due.
-  let record: CronJob | null;
-  let decision: ReturnType<typeof decideOccurrence>;
-  for (;;) {
-    record = await store.get(data.jobId);
-    decision = decideOccurrence({
-      job: record, dueAt, generation: data.generation, trigger,
-      periodMs: record ? periodAt(record.schedule, record.tz, dueAt) : undefined, now: Date.now(), grace,
-    });
-    if (decision.action !== 'wait') break;
-    const waitMs = decision.untilMs - Date.now();
-    if ((waitMs > MAX_IN_PROCESS_WAIT_MS || deps.turns.draining) && token) {
-      log.debug({ dueAt }, 'cron tick picked up early; delayed until due');
-      return await deferJob(job, token, decision.untilMs - Date.now());
-    }
-    await sleep(Math.min(waitMs, MAX_IN_PROCESS_WAIT_MS), signal);
-    if (signal?.aborted) return { outcome: 'dropped', occurrenceId, reason: 'aborted' };
-  }
-  if (decision.action === 'drop' && record && (await store.getRun(record.id, occurrenceId))) {
+  const tick = occurrenceOf(deps, job);
+  const { occurrenceId } = tick;
+  // Drain, nothing early, misfire, overlap: `gate` (cron-gate.ts; docs/CRON.md, "What happens at run time").
+  const gated = await gate(store, deps, job, token, signal, tick);
+  if (gated.action === 'defer') return await defer(job, token, tick, gated);
+  if (gated.action === 'drop') {
     // A retry of an occurrence that was committed: only finish deliveries it may have left pending.
-    return await finishDuplicate(store, deps, record, occurrenceId);
+    if (gated.committed) return await finishDuplicate(store, deps, gated.committed, occurrenceId);
+    tick.log.info({ reason: gated.reason }, 'cron occurrence dropped');
+    return { outcome: 'dropped', occurrenceId, reason: gated.reason };
   }
-  if (decision.action === 'drop' || !record) {
-    log.info({ reason: decision.action === 'drop' ? decision.reason : 'removed' }, 'cron occurrence dropped');
-    return { outcome: 'dropped', occurrenceId, reason: decision.action === 'drop' ? decision.reason : 'removed' };
-  }
-
-  // 3: overlap.
-  let lock: HeldLock | null = null;
-  if (record.overlap !== 'allow') {
-    lock = await deps.lock.acquire(cronSessionId(record.id), holder);
-    if (!lock) {
-      if (record.overlap === 'queue' && token) {
-        return await deferJob(job, token, deps.config.worker.defer_ms);
-      }
-      return await recordSkip(store, deps, job, record, { occurrenceId, dueAt, trigger, holder, pickedAt, reason: 'overlap', latenessMs: Date.now() - dueAt });
-    }
-  }
-
+  if (gated.action === 'skip') return await recordSkip(store, deps, gated.record, tick);
+  const { record, decision, lock } = gated;
   try {
-    // 4: claim.
+    // Exactly once (docs/CRON.md): the claim, after which a pause or remove no longer stops the occurrence.
     const startedAt = Date.now();
     const claim = await store.claim({
-      jobId: record.id, occurrenceId, holder, generation: data.generation, manual: trigger === 'manual', dueAt, skip: decision.action === 'skip',
+      jobId: record.id, occurrenceId, holder: tick.holder, generation: tick.generation, manual: tick.trigger === 'manual', dueAt: tick.dueAt,
+      skip: decision.action === 'skip',
     });
     if (claim.status !== 'ok') {
       if (claim.status === 'done') return await finishDuplicate(store, deps, record, occurrenceId);
-      log.info({ reason: claim.status }, 'cron occurrence not claimed');
+      tick.log.info({ reason: claim.status }, 'cron occurrence not claimed');
       return { outcome: 'dropped', occurrenceId, reason: claim.status };
     }
     if (decision.action === 'skip') {
-      log.info({ latenessMs: decision.latenessMs, graceMs: decision.graceMs }, 'cron occurrence missed its grace window; skipped (--misfire skip)');
+      tick.log.info({ latenessMs: decision.latenessMs, graceMs: decision.graceMs }, 'cron occurrence missed its grace window; skipped (--misfire skip)');
       return await commit(store, deps, record.id, baseRun(record, {
-        occurrenceId, dueAt, trigger: 'schedule', status: 'skipped', reason: 'misfire', latenessMs: decision.latenessMs, workerId: deps.workerId,
+        occurrenceId, dueAt: tick.dueAt, trigger: 'schedule', status: 'skipped', reason: 'misfire', latenessMs: decision.latenessMs, workerId: deps.workerId,
         attempts: claim.attempt,
-      }), pickedAt);
+      }), tick.pickedAt);
     }
-
-    // 5: the turn.
-    const run = baseRun(record, {
-      occurrenceId, dueAt, trigger: trigger === 'manual' ? 'manual' : decision.catchUp ? 'catch-up' : 'schedule',
-      status: 'ok', reason: null, latenessMs: Math.max(0, startedAt - dueAt), workerId: deps.workerId, attempts: claim.attempt,
-    });
-    run.started_at = startedAt;
-    run.late = decision.late;
-    log.info({ trigger: run.trigger, latenessMs: run.lateness_ms, late: run.late, attempt: claim.attempt }, 'cron run started');
-    if (trigger !== 'manual') deps.metrics?.tickLateness.observe({ kind: 'cron' }, run.lateness_ms / 1000);
-    let lockLost = false;
-    try {
-      const reply = await deps.turns.run(holder, 'scheduled', async (turnSignal, turn) => {
-        try {
-          return await runTurn(record!, occurrenceId, dueAt, turnSignal, deps);
-        } catch (err) {
-          // Drain policy (SPEC §9): a run cut by the drain deadline was never
-          // completed, so it is not recorded; the job goes back to the queue
-          // (this worker is paused) and another worker runs it as its next
-          // attempt, under the same claim holder.
-          if (turn.abortedByDrain) {
-            log.warn({ attempt: claim.attempt }, 'cron run aborted by drain; handed back for another worker');
-            return await deferJob(job, token, 0);
-          }
-          if (turn.lockLost) lockLost = true;
-          throw err;
-        }
-      }, signal);
-      Object.assign(run, withReply(run, reply)); // the record keeps a capped copy; targets get it whole
-    } catch (err) {
-      if (err instanceof DelayedError || lockLost) throw err; // handed back, or another worker has the job now
-      const turnError = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', cause: err });
-      if (turnError.retryable && job.attemptsMade + 1 < (job.opts.attempts ?? 1)) {
-        log.warn({ attempt: job.attemptsMade + 1, error: turnError.message }, 'cron run could not reach the model; retrying with backoff');
-        throw turnError;
-      }
-      run.status = 'error';
-      run.error = turnError.message;
-    }
-    run.finished_at = Date.now();
-    deps.metrics?.turnFinished('cron', run.status === 'ok' ? 'ok' : 'failed', (run.finished_at - startedAt) / 1000);
-    run.deliveries = run.status === 'ok'
-      ? resolveTargets(record).map((target): CronDelivery => ({ target, status: run.silent ? 'silent' : 'pending' }))
-      : [];
-    const result = await commit(store, deps, record.id, run, pickedAt);
-    log.info({ status: run.status, durationMs: run.finished_at - startedAt, silent: run.silent }, 'cron run finished');
+    // Drain hand-back, lock loss, network retries: `decideRunEnding` (docs/RELIABILITY.md, docs/CRON.md "Retries").
+    const run = await runTurn(deps, job, token, signal, tick, { record, decision, startedAt, attempt: claim.attempt });
+    const result = await commit(store, deps, record.id, run, tick.pickedAt);
+    tick.log.info({ status: run.status, durationMs: run.finished_at! - startedAt, silent: run.silent }, 'cron run finished');
     return result;
   } finally {
     await lock?.release();
   }
 }
 
-/** Run the job's turn: a fresh turn with only its prompt, or its script. @returns the reply */
-async function runTurn(job: CronJob, occurrenceId: string, dueAt: number, signal: AbortSignal, deps: WorkerDeps): Promise<string> {
+/** Step 1: the occurrence a job stands for. */
+function occurrenceOf(deps: WorkerDeps, job: Job<CronTickData>): CronTick {
+  const { jobId, generation, manual } = job.data;
+  const trigger: OccurrenceTrigger = manual ? 'manual' : 'schedule';
+  const dueAt = job.data.dueAt ?? schedulerJobMillis(job.id) ?? job.timestamp;
+  const occurrenceId = cronOccurrenceId(jobId, dueAt, trigger);
+  return {
+    jobId, generation, trigger, dueAt, occurrenceId, holder: job.id ?? occurrenceId, pickedAt: Date.now(),
+    log: deps.log.child({ cronJobId: jobId, occurrenceId }),
+  };
+}
+
+/**
+ * Step 2: run, defer, skip or drop. Reads the job's record and decides (`decideOccurrence`), waiting
+ * in this process (in capped steps, the record read again after each) while the occurrence is not
+ * yet due; then takes the overlap lock unless `--overlap allow`. The lock, if taken, goes with a `fire`.
+ */
+async function gate(
+  store: CronStore,
+  deps: WorkerDeps,
+  job: Job<CronTickData>,
+  token: string | undefined,
+  signal: AbortSignal | undefined,
+  tick: CronTick,
+): Promise<CronGate> {
+  // Drain (docs/RELIABILITY.md, "A cron run cut by a drain is handed back"; as for `/v1` runs and loop ticks):
+  // a paused worker still gets the job of a fetch in flight when it paused; an occurrence not claimed yet goes
+  // back to the queue at once for another worker (its attempt count untouched), instead of starting a run the
+  // drain deadline would cut.
+  if (deps.turns.draining && token) return CRON_DRAIN_HAND_BACK;
+  const grace = {
+    graceMinMs: deps.config.cron.misfire_grace_min_seconds * 1000,
+    graceMaxMs: deps.config.cron.misfire_grace_max_seconds * 1000,
+  };
+  let record: CronJob | null;
+  let decision: OccurrenceDecision;
+  for (;;) {
+    record = await store.get(tick.jobId);
+    // Misfire and nothing early (docs/CRON.md): pure, scheduler/cron/misfire.ts.
+    decision = decideOccurrence({
+      job: record, dueAt: tick.dueAt, generation: tick.generation, trigger: tick.trigger,
+      periodMs: record ? periodAt(record.schedule, record.tz, tick.dueAt) : undefined, now: Date.now(), grace,
+    });
+    if (decision.action !== 'wait') break;
+    const early = decideEarly(decision.untilMs, Date.now(), { draining: deps.turns.draining, canDefer: token !== undefined });
+    if (early.action === 'defer') return early;
+    await sleep(early.ms, signal);
+    if (signal?.aborted) return { action: 'drop', reason: 'aborted', committed: null };
+  }
+  if (decision.action === 'drop' || !record) {
+    const committed = decision.action === 'drop' && record && (await store.getRun(record.id, tick.occurrenceId)) ? record : null;
+    return { action: 'drop', reason: decision.action === 'drop' ? decision.reason : 'removed', committed };
+  }
+  // Overlap (docs/CRON.md, `--overlap`): the turn lock of the job's session `cron:<id>`.
+  const lock = record.overlap === 'allow' ? null : await deps.lock.acquire(cronSessionId(record.id), tick.holder);
+  const overlap = decideOverlap(record.overlap, record.overlap !== 'allow' && !lock, { deferMs: deps.config.worker.defer_ms, canDefer: token !== undefined });
+  if (overlap.action === 'run') return { action: 'fire', record, decision, lock };
+  return overlap.action === 'defer' ? overlap : { ...overlap, record };
+}
+
+/** Put the tick back for later. @throws DelayedError always */
+async function defer(job: Job<CronTickData>, token: string | undefined, tick: CronTick, d: CronDefer): Promise<never> {
+  if (d.reason === 'drain') tick.log.info('cron tick handed back: this worker is draining');
+  else tick.log.debug({ reason: d.reason, dueAt: tick.dueAt, delayMs: d.delayMs }, 'cron tick delayed');
+  return await deferJob(job, token, d.delayMs);
+}
+
+/**
+ * Step 4: run the claimed occurrence's turn.
+ * @returns the run to commit: `ok` with the reply and its deliveries, or `error`
+ * @throws DelayedError when a drain cut the turn (handed back); the turn's error when the job's lock
+ *   was lost (nothing recorded here); a retryable TurnError while BullMQ attempts are left
+ */
+async function runTurn(
+  deps: WorkerDeps,
+  job: Job<CronTickData>,
+  token: string | undefined,
+  signal: AbortSignal | undefined,
+  tick: CronTick,
+  c: { record: CronJob; decision: Extract<OccurrenceDecision, { action: 'run' }>; startedAt: number; attempt: number },
+): Promise<CronRun> {
+  const { record, decision, startedAt, attempt } = c;
+  const { occurrenceId, dueAt, trigger, log } = tick;
+  const run = baseRun(record, {
+    occurrenceId, dueAt, trigger: trigger === 'manual' ? 'manual' : decision.catchUp ? 'catch-up' : 'schedule',
+    status: 'ok', reason: null, latenessMs: Math.max(0, startedAt - dueAt), workerId: deps.workerId, attempts: attempt,
+  });
+  run.started_at = startedAt;
+  run.late = decision.late;
+  log.info({ trigger: run.trigger, latenessMs: run.lateness_ms, late: run.late, attempt }, 'cron run started');
+  if (trigger !== 'manual') deps.metrics?.tickLateness.observe({ kind: 'cron' }, run.lateness_ms / 1000);
+  const ended = await deps.turns.run(tick.holder, 'scheduled', async (turnSignal, turn): Promise<{ reply: string } | { error: TurnError }> => {
+    try {
+      return { reply: await turnReply(record, occurrenceId, dueAt, turnSignal, deps) };
+    } catch (err) {
+      const turnError = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', cause: err });
+      const ending = decideRunEnding(turn, turnError, job.attemptsMade + 1, job.opts.attempts ?? 1);
+      if (ending === 'hand-back') {
+        log.warn({ attempt }, 'cron run aborted by drain; handed back for another worker');
+        return await defer(job, token, tick, CRON_DRAIN_HAND_BACK);
+      }
+      if (ending === 'abandon') throw err; // another worker has the job now
+      if (ending === 'retry') {
+        log.warn({ attempt: job.attemptsMade + 1, error: turnError.message }, 'cron run could not reach the model; retrying with backoff');
+        throw turnError;
+      }
+      return { error: turnError };
+    }
+  }, signal);
+  if ('reply' in ended) {
+    Object.assign(run, withReply(run, ended.reply)); // the record keeps a capped copy; targets get it whole
+  } else {
+    run.status = 'error';
+    run.error = ended.error.message;
+  }
+  run.finished_at = Date.now();
+  deps.metrics?.turnFinished('cron', run.status === 'ok' ? 'ok' : 'failed', (run.finished_at - startedAt) / 1000);
+  run.deliveries = run.status === 'ok'
+    ? resolveTargets(record).map((target): CronDelivery => ({ target, status: run.silent ? 'silent' : 'pending' }))
+    : [];
+  return run;
+}
+
+/** The job's turn: a fresh turn with only its prompt, or its script. @returns the reply */
+async function turnReply(job: CronJob, occurrenceId: string, dueAt: number, signal: AbortSignal, deps: WorkerDeps): Promise<string> {
   const sessionId = cronSessionId(job.id);
   const messages = [{ role: 'user' as const, content: job.prompt }];
   if (job.script !== null) {
@@ -236,28 +297,30 @@ function baseRun(
   };
 }
 
-/** Record a skipped occurrence (claimed first, so a run of the same occurrence elsewhere wins). */
-async function recordSkip(
-  store: CronStore,
-  deps: WorkerDeps,
-  job: Job<CronTickData>,
-  record: CronJob,
-  f: { occurrenceId: string; dueAt: number; trigger: OccurrenceTrigger; holder: string; pickedAt: number; reason: string; latenessMs: number },
-): Promise<CronTickResult> {
+/**
+ * Overlap skip (`--overlap skip`, docs/CRON.md): record a skipped occurrence. It is claimed first, so a
+ * run of the same occurrence elsewhere wins; an occurrence done already is left to the run that did it
+ * (its deliveries may be under way there).
+ */
+async function recordSkip(store: CronStore, deps: WorkerDeps, record: CronJob, tick: CronTick): Promise<CronTickResult> {
+  const { occurrenceId, dueAt, trigger } = tick;
+  const latenessMs = Date.now() - dueAt;
   const claim = await store.claim({
-    jobId: record.id, occurrenceId: f.occurrenceId, holder: f.holder, generation: job.data.generation, manual: f.trigger === 'manual', dueAt: f.dueAt,
-    skip: true,
+    jobId: record.id, occurrenceId, holder: tick.holder, generation: tick.generation, manual: trigger === 'manual', dueAt, skip: true,
   });
-  if (claim.status !== 'ok') return { outcome: claim.status === 'done' ? 'duplicate' : 'dropped', occurrenceId: f.occurrenceId, reason: claim.status };
-  deps.log.info({ cronJobId: record.id, occurrenceId: f.occurrenceId }, 'cron occurrence skipped: the previous run is still going (--overlap skip)');
+  if (claim.status !== 'ok') return { outcome: claim.status === 'done' ? 'duplicate' : 'dropped', occurrenceId, reason: claim.status };
+  tick.log.info('cron occurrence skipped: the previous run is still going (--overlap skip)');
   const run = baseRun(record, {
-    occurrenceId: f.occurrenceId, dueAt: f.dueAt, trigger: f.trigger === 'manual' ? 'manual' : 'schedule',
-    status: 'skipped', reason: f.reason, latenessMs: f.latenessMs, workerId: deps.workerId, attempts: claim.attempt,
+    occurrenceId, dueAt, trigger: trigger === 'manual' ? 'manual' : 'schedule',
+    status: 'skipped', reason: 'overlap', latenessMs, workerId: deps.workerId, attempts: claim.attempt,
   });
-  return await commit(store, deps, record.id, run, f.pickedAt);
+  return await commit(store, deps, record.id, run, tick.pickedAt);
 }
 
-/** Commit with the version check (re-read and re-apply on conflict), then deliver. */
+/**
+ * Step 5: commit once per occurrence with the version check (re-read and re-apply on conflict), then
+ * apply the outcome and deliver.
+ */
 async function commit(store: CronStore, deps: WorkerDeps, jobId: string, run: CronRun, pickedAt: number): Promise<CronTickResult> {
   for (let attempt = 0; attempt < 20; attempt++) {
     const current = await store.get(jobId);
@@ -275,8 +338,8 @@ async function commit(store: CronStore, deps: WorkerDeps, jobId: string, run: Cr
     if (res.status === 'conflict') continue;
     if (res.status === 'gone') return { outcome: 'dropped', occurrenceId: run.occurrence_id, reason: 'removed' };
     if (res.status === 'duplicate') return await finishDuplicate(store, deps, current, run.occurrence_id);
-    if (next.state !== 'scheduled' && current.state === 'scheduled') await store.disarm(next);
-    if (res.run.deliveries.some((d) => d.status === 'pending')) await store.updateRun(await deliverPending(res.run, next, deps));
+    await applyOutcome(store, current, next);
+    await deliver(store, deps, res.run, next);
     return { outcome: run.status === 'skipped' ? 'skipped' : 'ran', occurrenceId: run.occurrence_id, status: run.status, ...(run.reason ? { reason: run.reason } : {}) };
   }
   throw new Error(`cron job ${jobId} kept changing while its run was being recorded`);
@@ -285,8 +348,18 @@ async function commit(store: CronStore, deps: WorkerDeps, jobId: string, run: Cr
 /** The occurrence was committed before (a retried job): finish deliveries it may have left pending. */
 async function finishDuplicate(store: CronStore, deps: WorkerDeps, job: CronJob, occurrenceId: string): Promise<CronTickResult> {
   const run = await store.getRun(job.id, occurrenceId);
-  if (run && run.deliveries.some((d) => d.status === 'pending')) await store.updateRun(await deliverPending(run, job, deps));
+  if (run) await deliver(store, deps, run, job);
   return { outcome: 'duplicate', occurrenceId };
+}
+
+/** After the commit: a job that left `scheduled` (paused after failures, completed by `--repeat`) loses its job scheduler. */
+async function applyOutcome(store: CronStore, before: CronJob, after: CronJob): Promise<void> {
+  if (after.state !== 'scheduled' && before.state === 'scheduled') await store.disarm(after);
+}
+
+/** Send the run's pending deliveries (the local one was written by the commit) and record their outcomes. */
+async function deliver(store: CronStore, deps: WorkerDeps, run: CronRun, job: CronJob): Promise<void> {
+  if (run.deliveries.some((d) => d.status === 'pending')) await store.updateRun(await deliverPending(run, job, deps));
 }
 
 /** Resolve after `ms` (at once when not positive), or when `signal` aborts. */
