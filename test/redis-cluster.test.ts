@@ -156,7 +156,7 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
     await waitForEvents(c, b!, 'reply', 1);
   }, 60_000);
 
-  it('hermes worker and hermes loop as processes (REDIS_CLUSTER_NODES, HERMES_REDIS_SHARDS=6): loops on six sessions fire', async () => {
+  it('hermes worker, hermes loop and hermes status as processes (REDIS_CLUSTER_NODES, HERMES_REDIS_SHARDS=6): loops on six sessions fire', async () => {
     const { env, c } = setup();
     const worker = await spawnWorker(env);
     cleanups.push(() => new Promise<void>((resolve) => {
@@ -165,8 +165,21 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
       worker.kill('SIGTERM');
     }));
     const sessions = sessionPerShard(c.keys, 'proc');
-    const set = await Promise.all(sessions.map((s) => runHermes(env, ['loop', '1s', 'report', '--session', s, '--run', `echo from-${s}`])));
-    for (const r of set) expect(r.code, r.stderr).toBe(0);
+    // One `hermes loop` process (its shard's master is not the first node: the CLI follows the cluster's
+    // slots); the other shards' loops are set in-process. Every shard is one the worker process serves.
+    const first = cluster.nodes[0]!;
+    const owner = async (s: string) => {
+      const slot = await cluster.masters()[0]!.cluster('KEYSLOT', c.keys.forSession(s).prefix) as number;
+      const range = (await cluster.masters()[0]!.cluster('SLOTS')).find(([lo, hi]) => slot >= lo && slot <= hi)!;
+      return `${range[2]![0]}:${range[2]![1]}`;
+    };
+    const byCli = await (async () => {
+      for (const s of sessions) if ((await owner(s)) !== first) return s;
+      throw new Error('every shard on the first master');
+    })();
+    const set = await runHermes(env, ['loop', '1s', 'report', '--session', byCli, '--run', `echo from-${byCli}`]);
+    expect(set.code, set.stderr).toBe(0);
+    for (const s of sessions) if (s !== byCli) await c.schedules.set(s, 'loop', every('report', 1), { ...cli, runner: echo(`from-${s}`) });
     for (const s of sessions) expect((await waitForEvents(c, s, 'reply', 1))[0]!.data.text).toBe(`from-${s}`);
     const status = await runHermes(env, ['status']);
     for (const s of sessions) expect(status.stdout).toContain(s);

@@ -2,27 +2,33 @@
  * Drain of a worker process on SIGTERM (SPEC §9, F9): scheduled work (cron
  * ticks, loop ticks, `/v1` runs) may finish within `agent.cron_drain_timeout`;
  * chat turns get `agent.restart_drain_timeout` (default 0: interrupted at
- * once, handed back, the user told).
+ * once, handed back, the user told). F9 runs `hermes worker` as a process and
+ * sends it a real SIGTERM; the other cases drain in-process workers through
+ * `drain()`, what the signal handler calls. Runs that must outlast the signal
+ * wait for a file the test creates, not for a fixed time.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { testEnv } from './support/env.ts';
 import { clients, events, spawnWorker, startWorker, waitFor, waitForEvents } from './support/stack.ts';
-import { startFakeOpenAI } from './support/fake-openai.ts';
+import { startFakeOpenAI, type ScriptedReply } from './support/fake-openai.ts';
 import { CronStore } from '../scheduler/cron/cron-store.ts';
 import { CronService } from '../scheduler/cron/cron-service.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { enqueueInput } from '../scheduler/inbox.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
+
+/** A shell step that waits until `file` exists: a run that lasts exactly as long as the test holds it. */
+const untilExists = (file: string) => `while [ ! -e ${file} ]; do sleep 0.05; done`;
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
 describe('worker drain', () => {
-  it('F9: a cron run of 2 s, SIGTERM with cron_drain_timeout 30 and restart_drain_timeout 0 → the run completes and is delivered', async () => {
+  it('F9: a cron run still going at SIGTERM, with cron_drain_timeout 30 and restart_drain_timeout 0 → the run completes and is delivered', async () => {
     const env = testEnv({ 'agent.cron_drain_timeout': 30, 'agent.restart_drain_timeout': 0, log_level: 'info' });
     const c = clients(env);
     cleanups.push(() => env.cleanup(), () => c.close());
@@ -34,12 +40,17 @@ describe('worker drain', () => {
       timezone: 'UTC', minIntervalSeconds: 60, maxPromptChars: 10_000, historyLimit: 50,
     }, createLogger({ level: 'silent' }));
     const marker = join(env.home, 'started');
-    const job = await cron.add({ schedule: 'every 1h', script: `touch ${marker}; sleep 2; echo report done`, name: 'f9', paused: true }, { origin: { surface: 'cli' }, trusted: true });
+    const release = join(env.home, 'release');
+    const job = await cron.add({ schedule: 'every 1h', script: `touch ${marker}; ${untilExists(release)}; echo report done`, name: 'f9', paused: true }, { origin: { surface: 'cli' }, trusted: true });
     await cron.runNow(job.id);
     await waitFor(async () => (existsSync(marker) ? true : undefined), 15_000, 'the cron run to start');
     const signalledAt = Date.now();
     worker.kill('SIGTERM');
-    const code = await new Promise<number | null>((r) => worker.on('exit', r));
+    const exited = new Promise<number | null>((r) => worker.on('exit', r));
+    // The worker says it waits for the run; only then does the run finish.
+    await waitFor(() => /waiting up to 30s/.test(stderr), 15_000, 'the drain to wait for the run');
+    writeFileSync(release, '');
+    const code = await exited;
     expect(code).toBe(0);
     const runs = await cron.runs(job.id, 5);
     expect(runs).toHaveLength(1);
@@ -50,58 +61,58 @@ describe('worker drain', () => {
   });
 
   it('a cron run cut by the drain deadline is handed back, runs once on another worker and is recorded once with its attempt count', async () => {
-    const env = testEnv({ 'agent.cron_drain_timeout': 1, 'agent.restart_drain_timeout': 0 });
+    const env = testEnv({ 'agent.cron_drain_timeout': 0.5, 'agent.restart_drain_timeout': 0 });
     const c = clients(env);
     cleanups.push(() => env.cleanup(), () => c.close());
-    const first = await spawnWorker(env);
-    cleanups.push(() => { if (first.exitCode === null) first.kill('SIGKILL'); });
+    const first = await startWorker(env);
+    cleanups.push(() => first.drain());
     const cron = new CronService(new CronStore(c.redis, c.keys, c.queues, { historyLimit: 50 }), {
       timezone: 'UTC', minIntervalSeconds: 60, maxPromptChars: 10_000, historyLimit: 50,
     }, createLogger({ level: 'silent' }));
     const starts = join(env.home, 'starts');
+    const release = join(env.home, 'release');
     const job = await cron.add(
-      { schedule: 'every 1h', script: `echo "$HERMES_CRON_OCCURRENCE_ID" >> ${starts}; sleep 4; echo report done`, name: 'cut', paused: true },
+      { schedule: 'every 1h', script: `echo "$HERMES_CRON_OCCURRENCE_ID" >> ${starts}; ${untilExists(release)}; echo report done`, name: 'cut', paused: true },
       { origin: { surface: 'cli' }, trusted: true },
     );
     await cron.runNow(job.id);
     await waitFor(async () => (existsSync(starts) ? true : undefined), 15_000, 'the cron run to start');
-    first.kill('SIGTERM');
-    expect(await new Promise<number | null>((r) => first.on('exit', r))).toBe(0);
+    await first.drain(); // the run is still waiting for its release: cut at the deadline
     expect(await cron.runs(job.id, 5)).toEqual([]); // cut, so not recorded: it was never completed
 
-    const second = await spawnWorker(env);
-    cleanups.push(() => { if (second.exitCode === null) second.kill('SIGKILL'); });
+    writeFileSync(release, '');
+    const second = await startWorker(env);
+    cleanups.push(() => second.drain());
     const [run] = await waitFor(async () => {
       const runs = await cron.runs(job.id, 5);
       return runs.length > 0 ? runs : undefined;
     }, 20_000, 'the handed-back run to be recorded');
-    expect(run).toMatchObject({ status: 'ok', output: 'report done', attempts: 2, trigger: 'manual' });
-    expect(run!.worker_id).toContain(`:${second.pid}:`);
+    expect(run).toMatchObject({ status: 'ok', output: 'report done', attempts: 2, trigger: 'manual', worker_id: second.deps.workerId });
     const started = readFileSync(starts, 'utf8').trim().split('\n');
     expect(started).toHaveLength(2);
     expect(new Set(started).size).toBe(1); // the same occurrence, started twice, recorded once
-    second.kill('SIGTERM');
-    await new Promise((r) => second.on('exit', r));
+    await second.drain();
     expect(await cron.runs(job.id, 5)).toHaveLength(1);
   });
 
   it('a chat turn with restart_drain_timeout 0 is interrupted at once, the user is told, and it is answered after the restart', async () => {
     const model = await startFakeOpenAI();
     let calls = 0;
-    model.respond(() => (++calls === 1 ? { delayMs: 10_000, text: 'too late' } : 'answered after restart'));
+    let answerLate!: () => void;
+    const late = new Promise<ScriptedReply>((r) => (answerLate = () => r('too late')));
+    model.respond(() => (++calls === 1 ? late : 'answered after restart')); // the first call is never answered in time
     const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', 'agent.restart_drain_timeout': 0 });
     const c = clients(env);
-    cleanups.push(() => model.close(), () => env.cleanup(), () => c.close());
-    const worker = await spawnWorker(env);
-    cleanups.push(() => { if (worker.exitCode === null) worker.kill('SIGKILL'); });
+    cleanups.push(() => model.close(), () => answerLate(), () => env.cleanup(), () => c.close());
+    const worker = await startWorker(env);
+    cleanups.push(() => worker.drain());
     await enqueueInput({ redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 }, {
       sessionId: 'chat-drain', text: 'summarise the logs', messageId: 'm1', origin: { surface: 'chat' },
     });
     await waitFor(async () => (model.requests.length > 0 ? true : undefined), 15_000, 'the model call');
     const signalledAt = Date.now();
-    worker.kill('SIGTERM');
-    await new Promise((r) => worker.on('exit', r));
-    expect(Date.now() - signalledAt).toBeLessThan(8_000);
+    await worker.drain();
+    expect(Date.now() - signalledAt).toBeLessThan(3_000);
     const notice = await waitForEvents(c, 'chat-drain', 'notice', 1);
     expect(notice[0]!.data.text).toMatch(/interrupted by a restart; it will be answered when a worker is back/);
     const w2 = await startWorker(env);
@@ -116,23 +127,25 @@ describe('worker drain', () => {
 
 describe('drain: a job received after the worker paused', () => {
   it('a cron tick a draining worker receives from a fetch in flight when it paused is handed back unstarted and runs once, on another worker', async () => {
-    const env = testEnv({ 'agent.cron_drain_timeout': 2, 'agent.restart_drain_timeout': 0 });
+    const env = testEnv({ 'agent.cron_drain_timeout': 1, 'agent.restart_drain_timeout': 0 });
     const c = clients(env);
     cleanups.push(() => env.cleanup(), () => c.close());
+    const release = join(env.home, 'release');
     const cron = new CronService(new CronStore(c.redis, c.keys, c.queues, { historyLimit: 50 }), {
       timezone: 'UTC', minIntervalSeconds: 60, maxPromptChars: 10_000, historyLimit: 50,
     }, createLogger({ level: 'silent' }));
     const a = await startWorker(env);
     cleanups.push(() => a.drain());
     const marker = join(env.home, 'long-started');
-    const long = await cron.add({ schedule: 'every 1h', script: `touch ${marker}; sleep 4; echo long`, name: 'long', paused: true }, { origin: { surface: 'cli' }, trusted: true });
+    const long = await cron.add({ schedule: 'every 1h', script: `touch ${marker}; ${untilExists(release)}; echo long`, name: 'long', paused: true }, { origin: { surface: 'cli' }, trusted: true });
     const late = await cron.add({ schedule: 'every 1h', script: 'echo late', name: 'late', paused: true }, { origin: { surface: 'cli' }, trusted: true });
     await cron.runNow(long.id);
     await waitFor(async () => (existsSync(marker) ? true : undefined), 15_000, 'the long run to start');
     // A drains (waiting for the long run); its blocking fetch, started before the pause, is still in flight.
     const drained = a.drain();
     const { manualJobId } = await cron.runNow(late.id);
-    await drained;
+    await drained; // the long run was cut at the deadline
+    writeFileSync(release, ''); // and runs through when it is handed back
     // A received the job and put it back without starting it: nothing recorded, due at once for another
     // worker. (On a loaded machine A's fetch can end before the job is added; then the job simply waits,
     // unstarted, and the assertions on B below are the same.)
@@ -148,25 +161,27 @@ describe('drain: a job received after the worker paused', () => {
       return runs.length > 0 ? runs : undefined;
     }, 15_000, 'the handed-back run to be recorded');
     expect(run).toMatchObject({ status: 'ok', output: 'late', attempts: 1, worker_id: b.deps.workerId });
-  }, 40_000);
+  });
 
   it('a loop tick a draining worker receives from a fetch in flight when it paused is handed back unstarted and runs once, on another worker', async () => {
-    const env = testEnv({ 'agent.cron_drain_timeout': 2, 'agent.restart_drain_timeout': 0 });
+    const env = testEnv({ 'agent.cron_drain_timeout': 1, 'agent.restart_drain_timeout': 0 });
     const c = clients(env);
     cleanups.push(() => env.cleanup(), () => c.close());
     const a = await startWorker(env);
     cleanups.push(() => a.drain());
-    const command = (text: string, sleepSeconds: number) => ({ kind: 'command' as const, command: `sleep ${sleepSeconds}; echo ${text}`, timeoutSeconds: 10 });
+    const release = join(env.home, 'release');
+    const command = (text: string, held: boolean) => ({ kind: 'command' as const, command: `${held ? untilExists(release) : 'true'}; echo ${text}`, timeoutSeconds: 10 });
     await c.schedules.set('long', 'loop', { prompt: 'long', intervalSeconds: 3600, times: 1, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: command('long', 4),
+      origin: { surface: 'cli' }, runner: command('long', true),
     });
     await waitForEvents(c, 'long', 'tick.started', 1);
     // A drains (waiting for the long tick); its blocking fetch, started before the pause, is still in flight.
     const drained = a.drain();
     await c.schedules.set('late', 'loop', { prompt: 'late', intervalSeconds: 3600, times: 1, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: command('late', 0),
+      origin: { surface: 'cli' }, runner: command('late', false),
     });
-    await drained;
+    await drained; // the long tick was cut at the deadline
+    writeFileSync(release, ''); // and runs through when it is handed back
     // A received the tick and put it back without starting it: no turn, due at once for another worker.
     // (On a loaded machine A's fetch can end before the tick is released; then it waits, unstarted. The
     // job scheduler's next occurrence may wait next to it, never started.)
@@ -180,5 +195,5 @@ describe('drain: a job received after the worker paused', () => {
     const [reply] = await waitForEvents(c, 'late', 'reply', 1);
     expect(reply!.data).toMatchObject({ text: 'late', worker: b.deps.workerId });
     expect(await events(c, 'late', 'tick.started')).toHaveLength(1);
-  }, 40_000);
+  });
 });
