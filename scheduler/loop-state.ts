@@ -334,7 +334,11 @@ export function resumeLoop(loop: LoopRecord, now: number): LoopRecord {
 /**
  * When the first tick after a resume is due: the next point on the old cadence
  * that is not in the past, at most one interval away — never a burst of
- * missed ticks (SPEC §4).
+ * missed ticks (SPEC §4). The one rule for re-arming a loop whose next
+ * occurrence is unknown: `/loop resume`, a worker's reconcile of a missing job
+ * scheduler, and a reshard that finds none. Fixed mode: from the last tick's
+ * start (`intervalSeconds`); self-paced: from the last tick's end (`delaySeconds`).
+ * @returns epoch ms, never before `now`
  */
 export function resumeDueAt(loop: LoopRecord, now: number): number {
   if (loop.mode === 'self-paced') {

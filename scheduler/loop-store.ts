@@ -28,7 +28,7 @@ import type { Job } from 'bullmq';
 import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
 import { bullJobId, compositeId, parseSchedulerId, type Keys, type ScheduleKind } from './keys.ts';
 import { decodeLoopRecord, encodeLoopRecord } from './loop-record-codec.ts';
-import type { LoopRecord } from './loop-state.ts';
+import { resumeDueAt, type LoopRecord } from './loop-state.ts';
 import { putVersioned, type ExpectedVersion } from './versioned-json.ts';
 import { acquireOwned, releaseOwned } from './redis/owned-key.ts';
 import { schedulerJobMillis, type HermesQueues } from './queues.ts';
@@ -315,9 +315,7 @@ export class LoopStore {
     let rearmed = 0;
     for (const record of active) {
       if (existing.has(`${this.keys.shardOfSession(record.sessionId)} ${this.keys.schedulerId(record.sessionId, record.kind)}`)) continue;
-      const period = (record.intervalSeconds ?? 0) * 1000;
-      const due = record.lastTickStartedAt === null ? now : Math.max(now, record.lastTickStartedAt + period);
-      await this.arm(record, due);
+      await this.arm(record, resumeDueAt(record, now));
       rearmed++;
     }
     return rearmed;

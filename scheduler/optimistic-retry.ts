@@ -3,7 +3,8 @@
  * change it, write it over the version read): a write that found another
  * version re-reads and tries again, up to `OPTIMISTIC_ATTEMPTS` times, with no
  * pause (a conflict means another writer just succeeded, so the next read is
- * already fresh). Used by the schedule, goal and cron job services.
+ * already fresh). Used by the schedule, goal and cron job services and by the
+ * worker's goal-turn commit.
  */
 
 /** Attempts of one optimistic write before it gives up. */

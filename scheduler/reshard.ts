@@ -32,7 +32,7 @@ import { HermesQueues } from './queues.ts';
 import type { RedisClient } from './redis/connection-factory.ts';
 import { cronStoreFor, loopStoreFor } from './services.ts';
 import { aliveWorkerIds } from './worker-liveness.ts';
-import type { LoopRecord } from './loop-state.ts';
+import { resumeDueAt, type LoopRecord } from './loop-state.ts';
 
 /** States of a BullMQ job that has not run yet. */
 const PENDING: JobType[] = ['waiting', 'delayed', 'prioritized'];
@@ -270,9 +270,7 @@ async function copyJobs(jobs: Array<{ queue: 'ticks' | 'inbox'; job: Job }>, to:
 async function dueOf(record: LoopRecord, oldLoops: LoopStore, newLoops: LoopStore): Promise<number> {
   if (record.mode !== 'fixed') return record.nextDueAt ?? Date.now();
   const next = (await oldLoops.nextDueAt(record)) ?? (await newLoops.nextDueAt(record));
-  if (next !== undefined) return next;
-  const period = (record.intervalSeconds ?? 0) * 1000;
-  return record.lastTickStartedAt === null ? Date.now() : Math.max(Date.now(), record.lastTickStartedAt + period);
+  return next ?? resumeDueAt(record, Date.now());
 }
 
 /** Whether a self-paced loop's next tick job waits on this shard. */

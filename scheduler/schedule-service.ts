@@ -118,7 +118,7 @@ export class ScheduleService {
       const { previous, stored } = await this.write(sessionId, kind, (cur) => (cur && cur.status === 'paused' ? resumeLoop(cur, now) : undefined));
       if (!previous) return `No ${kind} in this session.`;
       if (!stored) return `${LABEL[kind]} is ${previous.status}; nothing to resume.`;
-      const due = stored.mode === 'self-paced' ? stored.nextDueAt ?? now : resumeDueAt(stored, now);
+      const due = resumeDueAt(stored, now);
       await this.guard(kind, sessionId, () => this.store.arm(stored, due));
       return `${LABEL[kind]} resumed: ${cadence(stored)} · next tick ${due <= now ? 'now' : `in ${formatSeconds((due - now) / 1000)}`}.`;
     });

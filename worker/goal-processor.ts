@@ -15,6 +15,7 @@ import { applyGoalTurn, buildGoalInput, type GoalOutcome, type GoalRecord } from
 import { parseGoalArgs, GOAL_HELP } from '../scheduler/goal-command.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { deferJob } from '../scheduler/defer-job.ts';
+import { CONFLICT, retryOnConflict } from '../scheduler/optimistic-retry.ts';
 import { deliverToRoute } from './delivery.ts';
 import { judgeGoal } from './goal-judge.ts';
 import { stepMessages, turnMessages } from './transcript-messages.ts';
@@ -65,7 +66,7 @@ export async function processGoalContinuation(
         log.warn({ err: failure.message }, 'goal turn failed');
       }
       const judged = failure ? { verdict: undefined, reason: failure.message } : await judgeGoal(deps, goal, reply, turnSignal);
-      for (let attempt = 0; attempt < 10; attempt++) {
+      return await retryOnConflict<InboxResult>(async () => {
         const fresh = await deps.goals.get(sessionId);
         if (!fresh || fresh.goalId !== goalId) return { status: 'duplicate' };
         const { goal: next, outcome } = applyGoalTurn(fresh, { turnId, now: Date.now(), verdict: judged.verdict, reason: judged.reason,
@@ -83,14 +84,13 @@ export async function processGoalContinuation(
             : { type: 'reply', data: { source: 'goal', kind: 'goal', tick: goalTurn, text: reply, occurrenceId: turnId, startedAt, finishedAt: Date.now(), worker: deps.workerId, pid: process.pid, outcome: outcome.kind, verdict: judged.verdict ?? 'judge-failed' } },
           record: { key: deps.keys.goal(sessionId), expectedVersion: fresh.version, json: JSON.stringify(stored) },
         });
-        if (res.status === 'conflict') continue;
+        if (res.status === 'conflict') return CONFLICT;
         if (res.status === 'duplicate') return { status: 'duplicate' };
         deps.metrics?.turnFinished('goal', failure ? 'failed' : 'ok', (Date.now() - startedAt) / 1000);
         if (!failure) await deliverToRoute(deps, { sessionId, origin: stored.origin, text: reply, occurrenceId: turnId });
         await afterGoalTurn(deps, stored, outcome, turnId);
         return { status: failure ? 'failed' : 'replied', eventId: res.eventId };
-      }
-      throw new Error(`could not commit goal turn ${turnId}: the goal kept changing`);
+      }, () => new Error(`could not commit goal turn ${turnId}: the goal kept changing`));
     }, signal);
   } finally {
     await held.release();

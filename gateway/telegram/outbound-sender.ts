@@ -46,6 +46,7 @@ import { PlatformError } from '../../scheduler/errors/platform-error.ts';
 import { QUEUES, type Keys } from '../../scheduler/keys.ts';
 import { deferJob } from '../../scheduler/defer-job.ts';
 import { logBullmqErrors } from '../../scheduler/redis/bullmq-errors.ts';
+import { JOB_RETENTION } from '../../scheduler/queues.ts';
 import {
   OUTBOUND_ATTEMPTS, OUTBOUND_DONE_TTL_SECONDS, outboundJobId, registerOutbound, type TelegramOutboundData,
 } from '../../scheduler/outbound.ts';
@@ -108,7 +109,7 @@ export class TelegramOutboundSender {
       {
         connection: o.connection, prefix: o.keys.bullPrefix, concurrency: o.concurrency,
         lockDuration: o.lockDurationMs, lockRenewTime: o.lockRenewMs, stalledInterval: o.stalledIntervalMs,
-        maxStalledCount: o.maxStalledCount,
+        maxStalledCount: o.maxStalledCount, ...JOB_RETENTION,
       },
     );
     this.worker.on('failed', (job, err) => {

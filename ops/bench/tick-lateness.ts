@@ -33,7 +33,7 @@ import { loadConfig } from '../../scheduler/config.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { Keys } from '../../scheduler/keys.ts';
 import { openRedisClient } from '../../scheduler/redis/connection-factory.ts';
-import { HermesQueues, schedulerJobMillis } from '../../scheduler/queues.ts';
+import { HermesQueues, JOB_RETENTION, schedulerJobMillis } from '../../scheduler/queues.ts';
 import { createLoop } from '../../scheduler/loop-state.ts';
 import { loopStoreFor, sessionStoreFor } from '../../scheduler/services.ts';
 import { startEmbeddedRedis } from '../../scheduler/redis/embedded-redis.ts';
@@ -234,7 +234,7 @@ async function benchRaw(url: string, n: number, concurrency: number): Promise<St
     const started = Date.now();
     const due = schedulerJobMillis(job.id)!;
     if (due >= window.from && due < window.to) lateness.push(started - due);
-  }, { connection: workerConn, prefix, concurrency, removeOnComplete: { count: 1000 } });
+  }, { connection: workerConn, prefix, concurrency, ...JOB_RETENTION });
   const statsBefore = await commandStats(conn);
   window = await registerAll(`raw BullMQ c=${concurrency}`, n, first, async (i) => {
     await queue.upsertJobScheduler(`raw-${i}`, { every: 1000, startDate: first }, { name: 'tick', data: { i } });

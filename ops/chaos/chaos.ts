@@ -22,6 +22,7 @@ import { Keys } from '../../scheduler/keys.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { HermesQueues } from '../../scheduler/queues.ts';
 import { openRedisClient, type RedisClient } from '../../scheduler/redis/connection-factory.ts';
+import { parseStreamEntry } from '../../scheduler/session-store.ts';
 import { freePort } from '../../scheduler/redis/embedded-redis.ts';
 import { cronServiceFor, loopStoreFor, scheduleServiceFor } from '../../scheduler/services.ts';
 import { startFakeModel } from '../../test/support/fake-model.ts';
@@ -190,9 +191,7 @@ async function main(): Promise<void> {
   const inboundSeen = new Map<string, number>();
   for (const sessionId of sessions) {
     const entries = await client.xrange(keys.events(sessionId), '-', '+');
-    for (const [, fields] of entries) {
-      const type = fields[1]!;
-      const data = JSON.parse(fields[3]!) as Record<string, unknown>;
+    for (const { type, data } of entries.map(([id, fields]) => parseStreamEntry(id, fields))) {
       const occ = String(data.occurrenceId ?? '');
       if (type === 'tick.started') starts.push({ sessionId, occurrenceId: occ, startedAt: Number(data.startedAt), pid: Number(data.pid) });
       if ((type === 'reply' || type === 'tick.failed') && data.tick !== undefined && data.source !== 'message') {
