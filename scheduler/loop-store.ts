@@ -35,6 +35,7 @@ import { schedulerJobMillis, type HermesQueues } from './queues.ts';
 import { luaScript, runLuaScript } from './redis/lua-script.ts';
 import { prefetchLead } from './prefetch-lead.ts';
 import { EVENTS_MAX_LEN, type TranscriptMessage } from './session-store.ts';
+import type { GoalRecord } from './goal-state.ts';
 
 /** Data of a tick job as the worker reads it (`tickJobData`). */
 export interface TickJobData {
@@ -80,6 +81,24 @@ export interface InflightMark {
   workerId: string;
 }
 
+/** What a tick's gate reads: the schedule's record, the session's pending user input and its goal. */
+export interface GateRead {
+  loop: LoopRecord | null;
+  /** Entries in the session's pending user input (`claimTick` checks the count again). */
+  pendingCount: number;
+  goal: GoalRecord | null;
+}
+
+/** Ticks whose gate reads share one `MGET` at most (bounds one command's size and Redis time). */
+const GATE_READS_PER_COMMAND = 500;
+
+interface GateWaiter {
+  sessionId: string;
+  kind: ScheduleKind;
+  resolve: (read: GateRead) => void;
+  reject: (err: unknown) => void;
+}
+
 /** BullMQ job name of schedule ticks. */
 export const TICK_JOB_NAME = 'schedule-tick';
 
@@ -101,6 +120,9 @@ export class LoopStore {
   ) {
     this.lead = prefetchLead(leadMs);
   }
+
+  /** Gate reads asked for in this turn of the event loop, not yet sent. */
+  private gateBatch: GateWaiter[] | null = null;
 
   /** The session's loop or heartbeat record, or `null`. */
   async get(sessionId: string, kind: ScheduleKind): Promise<LoopRecord | null> {
@@ -138,6 +160,72 @@ export class LoopStore {
     return async () => {
       await releaseOwned(this.redis, key, token);
     };
+  }
+
+  /**
+   * What a tick's gate decides over (`GateRead`), read for every tick that asks
+   * in the same turn of the event loop together: the ticks of an aligned burst
+   * wake from their timers together, and their 3 reads each become, per shard
+   * and per {@link GATE_READS_PER_COMMAND} ticks, one `MGET` (records and goals)
+   * and one `EXISTS` over the pending-input keys, sent together. Only when some
+   * session of the group has pending input (an empty sorted set does not exist)
+   * are that group's counts read, one `ZCARD` each. Not atomic, as the three
+   * reads it replaces were not: `claimTick` checks all three again atomically.
+   * @throws Error whatever Redis answered (every tick of the failed group gets it);
+   *   the decoder's error (that tick only) when a stored record does not decode
+   */
+  readGate(sessionId: string, kind: ScheduleKind): Promise<GateRead> {
+    return new Promise<GateRead>((resolve, reject) => {
+      if (!this.gateBatch) {
+        this.gateBatch = [];
+        // After the timers, I/O and microtasks of this turn: the whole burst is in the batch.
+        setImmediate(() => this.flushGateReads());
+      }
+      this.gateBatch.push({ sessionId, kind, resolve, reject });
+    });
+  }
+
+  private flushGateReads(): void {
+    const batch = this.gateBatch ?? [];
+    this.gateBatch = null;
+    // One group per shard (one slot on a cluster), cut into commands of bounded size.
+    const byShard = new Map<number, GateWaiter[]>();
+    for (const w of batch) {
+      const shard = this.keys.shardOfSession(w.sessionId);
+      let group = byShard.get(shard);
+      if (!group) byShard.set(shard, (group = []));
+      group.push(w);
+    }
+    for (const group of byShard.values()) {
+      for (let i = 0; i < group.length; i += GATE_READS_PER_COMMAND) {
+        const chunk = group.slice(i, i + GATE_READS_PER_COMMAND);
+        this.readGateChunk(chunk).catch((err: unknown) => {
+          for (const w of chunk) w.reject(err);
+        });
+      }
+    }
+  }
+
+  private async readGateChunk(chunk: GateWaiter[]): Promise<void> {
+    const keys = this.keys;
+    const pendingKeys = chunk.map((w) => keys.pendingInput(w.sessionId));
+    const [values, withInput] = await Promise.all([
+      this.redis.mget(chunk.flatMap((w) => [keys.schedule(w.sessionId, w.kind), keys.goal(w.sessionId)])),
+      this.redis.exists(pendingKeys),
+    ]);
+    const counts = withInput > 0 ? await Promise.all(pendingKeys.map((k) => this.redis.zcard(k))) : null;
+    chunk.forEach((w, i) => {
+      try {
+        const loop = values[2 * i], goal = values[2 * i + 1];
+        w.resolve({
+          loop: loop ? decodeLoopRecord(loop, { sessionId: w.sessionId, kind: w.kind }) : null,
+          pendingCount: counts ? counts[i]! : 0,
+          goal: goal ? (JSON.parse(goal) as GoalRecord) : null,
+        });
+      } catch (err) {
+        w.reject(err);
+      }
+    });
   }
 
   /**

@@ -25,6 +25,7 @@ import type { RunnerFactory } from '../worker/turn-runners/create-runner.ts';
 import type { TurnRunner } from '../worker/turn-runners/turn-runner.ts';
 import type { WorkerDeps } from '../worker/worker-deps.ts';
 import { testEnv } from './support/env.ts';
+import { enqueueInput } from '../scheduler/inbox.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -97,13 +98,55 @@ describe('the tick path in few round trips', () => {
     expect(result).toMatchObject({ status: 'committed' });
     // The lock's background renewal may run during a slow turn; it is not part of the path.
     const path = commands.filter((c) => c !== 'renew-owned');
-    // Gate: the record, pending user input, the goal (one round trip); then the two scripts.
-    expect([...path].sort()).toEqual(['claim-tick', 'commit-turn', 'get', 'get', 'zcard']);
-    expect(path.slice(3)).toEqual(['claim-tick', 'commit-turn']);
+    // Gate: the record and the goal, whether user input is pending (one round trip); then the two scripts.
+    expect([...path].sort()).toEqual(['claim-tick', 'commit-turn', 'exists', 'mget']);
+    expect(path.slice(2)).toEqual(['claim-tick', 'commit-turn']);
     const events = (await deps.sessions.readEvents(sessionId, '0')).filter((e) => e.data.tick === 2);
     expect(events.map((e) => e.type)).toEqual(['tick.started', 'reply']);
     expect(await deps.lock.holder(sessionId)).toBeNull();
     expect(await deps.loops.getInflight(sessionId, 'loop')).toBeNull();
+  });
+
+  it('ticks that wake together share one gate read; a session with pending input among them is read exactly and waits', async () => {
+    const { deps, redis, sessionId: warmUp, loopId: warmUpLoop } = await setUp(replyRunner);
+    const sessions = Array.from({ length: 12 }, (_, i) => `burst-${i}`);
+    const loopIds = new Map<string, string>();
+    for (const sessionId of sessions) {
+      const stored = await deps.loops.put(createLoop({
+        kind: 'loop', loopId: `L-${sessionId}`, sessionId, prompt: 'check', intervalSeconds: 60, times: null, until: null, maxTicks: 100,
+        selfPacedFloorSeconds: 60, runner: { kind: 'command', command: 'unused', timeoutSeconds: 10 }, origin: { surface: 'cli' }, now: Date.now(),
+      }), 'absent');
+      loopIds.set(sessionId, stored!.loopId);
+    }
+    // Load the scripts first (EVALSHA misses once per script and server).
+    expect((await processScheduleTick(await tickJob(deps, warmUp, warmUpLoop, Date.now() - 2000), undefined, undefined, deps)).status).toBe('committed');
+    const waiting = sessions[5]!;
+    await enqueueInput({ redis, keys: deps.keys, queues: deps.queues, maxChars: 1000 }, {
+      sessionId: waiting, text: 'first, me', messageId: 'm1', origin: { surface: 'cli' },
+    });
+    // Due already: all 12 reach their gate in the same turn of the event loop, as ticks released by one timer do.
+    const due = Date.now() - 1000;
+    const jobs = await Promise.all(sessions.map((s) => tickJob(deps, s, loopIds.get(s)!, due)));
+    let deferredTo: number | undefined;
+    jobs[5]!.moveToDelayed = async (timestamp: number) => {
+      deferredTo = timestamp;
+    };
+    const results: Array<PromiseSettledResult<unknown>> = [];
+    const commands = await recordCommands(redis, async () => {
+      results.push(...await Promise.allSettled(jobs.map((job) => processScheduleTick(job, undefined, undefined, deps))));
+    });
+    const path = commands.filter((c) => c !== 'renew-owned');
+    // All 12 gates in one MGET and one EXISTS; a session has input, so the group's counts are read (12 ZCARDs).
+    expect(path.filter((c) => c === 'mget')).toHaveLength(1);
+    expect(path.filter((c) => c === 'exists')).toHaveLength(1);
+    expect(path.filter((c) => c === 'zcard')).toHaveLength(12);
+    expect(path.filter((c) => c === 'claim-tick')).toHaveLength(11);
+    expect(path.filter((c) => c === 'commit-turn')).toHaveLength(11);
+    expect(results[5]).toMatchObject({ status: 'rejected', reason: expect.any(DelayedError) });
+    expect(deferredTo).toBeGreaterThan(due);
+    for (const [i, r] of results.entries()) if (i !== 5) expect(r).toMatchObject({ status: 'fulfilled', value: { status: 'committed' } });
+    expect((await deps.loops.get(waiting, 'loop'))!.ticksUsed).toBe(0);
+    expect((await deps.loops.get(sessions[6]!, 'loop'))!.ticksUsed).toBe(1);
   });
 
   it('a tick whose session another job is using writes nothing and is deferred', async () => {

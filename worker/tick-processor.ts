@@ -202,11 +202,8 @@ async function gate(deps: WorkerDeps, job: Job<TickJobData>, tick: Tick): Promis
  */
 async function readGate(deps: WorkerDeps, tick: Tick) {
   const { sessionId, kind } = tick;
-  const [loop, pendingCount, goal] = await Promise.all([
-    deps.loops.get(sessionId, kind),
-    deps.redis.zcard(deps.keys.pendingInput(sessionId)),
-    deps.goals.get(sessionId),
-  ]);
+  // One read with every tick that wakes in the same turn of the event loop (an aligned burst).
+  const { loop, pendingCount, goal } = await deps.loops.readGate(sessionId, kind);
   const fire = decideFire(loop, { loopId: tick.loopId, dueAt: tick.dueAt, occurrenceId: tick.occurrenceId });
   if (!fire.fire && fire.reason === 'already-applied') {
     await deps.loops.clearInflight(sessionId, kind, tick.occurrenceId);
