@@ -211,9 +211,13 @@ export const configSchema = z
         api_key: z.string().optional(),
         /** Per model call. */
         timeout_seconds: seconds(120),
-        /** Drain budget for cron ticks and `/v1` runs; 0 opts both out (SPEC §9). */
+        /**
+         * Drain budget, in seconds, of the turns of the `scheduled` drain class: loop, heartbeat and
+         * cron ticks and `/v1` runs (the name predates loops sharing it); 0 opts them out (SPEC §9,
+         * docs/GLOSSARY.md "drain class").
+         */
         cron_drain_timeout: seconds(30),
-        /** Drain budget for chat turns; 0 = interrupt at once, mark resumable (SPEC §9). */
+        /** Drain budget, in seconds, of chat turns (user messages, goal continuations); 0 = interrupt at once, mark resumable (SPEC §9). */
         restart_drain_timeout: seconds(0),
         /** Largest accepted prompt or message, in characters. */
         max_prompt_chars: positiveInt(16_000),
