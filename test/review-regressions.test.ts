@@ -28,14 +28,22 @@ async function setup(overrides: Record<string, unknown> = {}): Promise<{ env: Te
 
 describe('review regressions', () => {
   it('pause then resume of a self-paced loop keeps one chain of ticks (no doubled rate)', async () => {
-    const { c } = await setup({ 'loops.self_paced_floor_seconds': 1, 'loops.self_paced_ceiling_seconds': 1 });
+    const { env, c } = await setup({ 'loops.self_paced_floor_seconds': 1, 'loops.self_paced_ceiling_seconds': 1 });
+    const release = join(env.home, 'release');
+    cleanups.push(() => writeFileSync(release, ''));
+    // Tick 2 stays mid-turn until released, so the second pause and resume land while it runs.
     await c.schedules.set('sp', 'loop', { prompt: 'p', intervalSeconds: null, times: null, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'echo same', timeoutSeconds: 5 },
+      origin: { surface: 'cli' },
+      runner: { kind: 'command', command: `if [ "$HERMES_TICK" = 2 ]; then while [ ! -f ${release} ]; do sleep 0.05; done; fi; echo same`, timeoutSeconds: 10 },
     });
     await waitForEvents(c, 'sp', 'reply', 1);
-    await c.schedules.pause('sp', 'loop');
+    await c.schedules.pause('sp', 'loop'); // between ticks
     await c.schedules.resume('sp', 'loop');
-    // Four ticks after the resume: a second chain would fire between them, less than the delay apart.
+    await waitForEvents(c, 'sp', 'tick.started', 2);
+    await c.schedules.pause('sp', 'loop'); // while a tick runs: its commit must not start a second chain
+    await c.schedules.resume('sp', 'loop');
+    writeFileSync(release, '');
+    // Three ticks after that: a second chain would fire between them, less than the delay apart.
     const replies = (await waitForEvents(c, 'sp', 'reply', 5, 15_000)).slice(0, 5);
     for (let i = 1; i < replies.length; i++) {
       // the rule: each tick is due the delay (floor = ceiling = 1 s) after the previous one finished, or later
