@@ -19,7 +19,7 @@ import { createLogger } from '../scheduler/logger.ts';
 import { runCronCli } from './support/cron-cli.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
-import { startFakeModel } from './support/fake-model.ts';
+import { startFakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
@@ -37,7 +37,7 @@ function setup(overrides: Record<string, unknown> = {}) {
 
 /** Add a jittered job, re-adding until its offset is not 0 (so the shift is visible in the times). */
 async function addShifted(add: () => Promise<CronJob>, remove: (id: string) => Promise<unknown>): Promise<CronJob> {
-  // With a window of 4 s a quarter of ids get offset 0; 20 in a row means no jitter was applied.
+  // With a window of 2 s half of the ids get offset 0; 20 in a row means no jitter was applied.
   for (let i = 0; i < 20; i++) {
     const job = await add();
     if (job.schedule.kind !== 'once' && (job.schedule.jitter?.offsetMs ?? 0) > 0) return job;
@@ -126,31 +126,31 @@ describe('jitter offset', () => {
 
 describe('jittered jobs on real workers', () => {
   it('fire exactly at the previewed shifted times, once each, with two workers', async () => {
-    const model = await startFakeModel({ reply: () => 'ok' });
+    const model = await startFakeOpenAI(); // answers `ok`
     cleanups.push(() => model.close());
     const { env, api } = setup({ 'agent.base_url': model.baseUrl });
     const job = await addShifted(
-      () => api.service.add({ schedule: '*/5 * * * * *', prompt: 'jittered', repeat: 3, tz: 'UTC', jitter: '4s' }, cli),
+      () => api.service.add({ schedule: '*/3 * * * * *', prompt: 'jittered', repeat: 2, tz: 'UTC', jitter: '2s' }, cli),
       (id) => api.service.remove(id),
     );
     const offset = (job.schedule as { jitter: { offsetMs: number } }).jitter.offsetMs;
     // The preview a user sees (`cron next --job`) before any run.
-    const preview = await runCronCli(env.config, ['next', '--job', job.id, '-n', '3', '--json']);
+    const preview = await runCronCli(env.config, ['next', '--job', job.id, '-n', '2', '--json']);
     expect(preview.code).toBe(0);
-    const expected = nextOccurrences(job.schedule, job.tz, job.created_at, 3);
+    const expected = nextOccurrences(job.schedule, job.tz, job.created_at, 2);
     expect(JSON.parse(preview.stdout)).toEqual(expected.map(isoUtc));
     expect(job.next_run_at).toBe(expected[0]);
-    for (const t of expected) expect(t % 5000).toBe(offset);
+    for (const t of expected) expect(t % 3000).toBe(offset);
     expect(expected).toContain(await api.store.schedulerNext(job.id));
 
     for (let i = 0; i < 2; i++) {
       const w = await startCronWorker(env.config, { concurrency: 4 });
       cleanups.push(() => w.close());
     }
-    await waitFor(async () => (await api.store.get(job.id))?.state === 'completed', 30_000, 'jittered job completed');
+    await waitFor(async () => (await api.store.get(job.id))?.state === 'completed', 15_000, 'jittered job completed');
     const runs = (await api.store.runs(job.id, 100)).sort((a, b) => a.due_at - b.due_at);
     expect(runs.map((r) => [r.due_at, r.status, r.trigger])).toEqual(expected.map((t) => [t, 'ok', 'schedule']));
-    expect(new Set(runs.map((r) => r.occurrence_id)).size).toBe(3);
+    expect(new Set(runs.map((r) => r.occurrence_id)).size).toBe(2);
     for (const r of runs) expect(r.started_at!).toBeGreaterThanOrEqual(r.due_at);
   });
 });

@@ -13,17 +13,17 @@ import { assertWebhookTarget, parseWebhookAllow } from '../scheduler/webhook-pol
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 import { loadConfig } from '../scheduler/config.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
+import { runCronCli } from './support/cron-cli.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
-import { startFakeModel, type FakeModel } from './support/fake-model.ts';
-import { runHermes } from './support/stack.ts';
+import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
 
-let model: FakeModel;
+let model: FakeOpenAI;
 beforeAll(async () => {
-  model = await startFakeModel({ reply: (p) => `done: ${p}` });
+  model = await startFakeOpenAI();
 });
 afterAll(async () => {
   await model.close();
@@ -107,15 +107,16 @@ describe('webhook targets at creation', () => {
     const env = testEnv({ 'cron.min_interval_seconds': 1 });
     const api = openCronService(env.config);
     cleanups.push(() => env.cleanup(), () => api.close());
-    const bad = await runHermes(env, ['cron', 'add', 'every 1h', 'report', '--deliver', 'local,http://169.254.169.254/latest/meta-data/']);
+    const bad = await runCronCli(env.config, ['add', 'every 1h', 'report', '--deliver', 'local,http://169.254.169.254/latest/meta-data/']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/Webhook target http:\/\/169\.254\.169\.254 is a linkLocal address/);
     expect(await api.service.list({ all: true })).toEqual([]);
     const job = await api.service.add({ schedule: 'every 1h', prompt: 'report', name: 'r' }, cli);
-    const edit = await runHermes(env, ['cron', 'edit', 'r', '--deliver', 'http://127.0.0.1:6379/']);
+    const edit = await runCronCli(env.config, ['edit', 'r', '--deliver', 'http://127.0.0.1:6379/']);
     expect(edit.code).toBe(2);
+    expect(edit.stderr).toMatch(/Webhook target http:\/\/127\.0\.0\.1:6379 is a loopback address/);
     expect((await api.store.get(job.id))!.deliver).toEqual(['local']);
-  }, 60_000);
+  });
 
   it('/api answers 400 and writes nothing', async () => {
     const env = testEnv({ 'api_server.port': 0, 'api_server.key': 'k-123456' });

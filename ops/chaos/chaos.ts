@@ -25,7 +25,7 @@ import { openRedisClient, type RedisClient } from '../../scheduler/redis/connect
 import { parseStreamEntry } from '../../scheduler/session-store.ts';
 import { freePort } from '../../scheduler/redis/embedded-redis.ts';
 import { cronServiceFor, loopStoreFor, scheduleServiceFor } from '../../scheduler/services.ts';
-import { startFakeModel } from '../../test/support/fake-model.ts';
+import { lastUserText, startFakeOpenAI } from '../../test/support/fake-openai.ts';
 import { startFakeTelegram } from '../../test/support/fake-telegram.ts';
 import { ChaosRedis, alive, startHermes, stopProc, type Proc } from './fleet.ts';
 import { countDuplicates, countLoopSlots, countReplies, p99, recoveryTimes, type QueuedReply, type TickCommit, type TickStart } from './measure.ts';
@@ -62,7 +62,8 @@ async function main(): Promise<void> {
   const redis = new ChaosRedis(join(dir, 'redis'), await freePort());
   await redis.start();
   const telegram = await startFakeTelegram();
-  const model = await startFakeModel({ reply: (prompt) => `ack ${prompt}` });
+  const model = await startFakeOpenAI();
+  model.respond((req) => `ack ${lastUserText(req)}`);
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     HERMES_HOME: join(dir, 'home'),
