@@ -9,7 +9,9 @@
 import { Command, CommanderError, Option } from 'commander';
 import type { HermesConfig } from '../../scheduler/config.ts';
 import { defaultTimeZone, isoUtc, nextOccurrences } from '../../scheduler/cron/cron-engine.ts';
-import { cronJobView, cronOccurrenceId, cronRunView, type CronJob } from '../../scheduler/cron/cron-job.ts';
+import {
+  cronJobView, cronOccurrenceId, cronRunView, MISFIRE_POLICIES, NOTIFY_POLICIES, OVERLAP_POLICIES, type CronJob,
+} from '../../scheduler/cron/cron-job.ts';
 import { cronServiceFor } from '../../scheduler/services.ts';
 import { CronService, type CronCaller, type CronJobChanges } from '../../scheduler/cron/cron-service.ts';
 import { parseInstant, previewSchedule } from '../../scheduler/cron/preview.ts';
@@ -286,9 +288,9 @@ function withJobFlags(cmd: Command): Command {
     .option('--repeat <n>', 'run N times, then complete (edit: "none" removes the limit)')
     .option('--tz <zone>', 'IANA time zone of the schedule (default: config timezone, else the host zone)')
     .option('--script <command>', 'run this shell command instead of an agent turn (stdout is the output)')
-    .addOption(new Option('--misfire <policy>', 'beyond the grace window: run one catch-up, or skip').choices(['once', 'skip']))
-    .addOption(new Option('--overlap <policy>', 'when still running at the next occurrence').choices(['skip', 'queue', 'allow']))
-    .addOption(new Option('--notify <policy>', 'notices to the targets: failed runs (failure, default), also skipped ones (always), none (never)').choices(['always', 'failure', 'never']))
+    .addOption(new Option('--misfire <policy>', 'beyond the grace window: run one catch-up, or skip').choices(MISFIRE_POLICIES))
+    .addOption(new Option('--overlap <policy>', 'when still running at the next occurrence').choices(OVERLAP_POLICIES))
+    .addOption(new Option('--notify <policy>', 'notices to the targets: failed runs (failure, default), also skipped ones (always), none (never)').choices(NOTIFY_POLICIES))
     .option('--jitter <duration>', 'shift every fire by a fixed per-job offset below this (e.g. 5m; 0 for none); must be less than the shortest gap between fires')
     .option('--json', 'print JSON');
 }

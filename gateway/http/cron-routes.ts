@@ -9,6 +9,7 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { HttpError } from './errors.ts';
+import { MISFIRE_POLICIES, NOTIFY_POLICIES, OVERLAP_POLICIES, type MisfirePolicy, type NotifyPolicy, type OverlapPolicy } from '../../scheduler/cron/cron-job.ts';
 
 /** Fields of a new job as the HTTP surface accepts them (the CLI's `add` flags). */
 export interface CronAddInput {
@@ -21,10 +22,10 @@ export interface CronAddInput {
   repeat?: number;
   tz?: string;
   paused?: boolean;
-  misfire?: 'skip' | 'once';
-  overlap?: 'skip' | 'queue' | 'allow';
+  misfire?: MisfirePolicy;
+  overlap?: OverlapPolicy;
   /** Notices to the targets: failed runs (`failure`, default), also skipped ones (`always`), none (`never`). */
-  notify?: 'always' | 'failure' | 'never';
+  notify?: NotifyPolicy;
   /** Jitter window: a duration (`5m`) or whole seconds; `0` for none. Must be less than the schedule's shortest gap. */
   jitter?: string | number;
 }
@@ -60,9 +61,9 @@ const addSchema = z
     repeat: z.number().int().positive().optional(),
     tz: z.string().min(1).optional(),
     paused: z.boolean().optional(),
-    misfire: z.enum(['skip', 'once']).optional(),
-    overlap: z.enum(['skip', 'queue', 'allow']).optional(),
-    notify: z.enum(['always', 'failure', 'never']).optional(),
+    misfire: z.enum(MISFIRE_POLICIES).optional(),
+    overlap: z.enum(OVERLAP_POLICIES).optional(),
+    notify: z.enum(NOTIFY_POLICIES).optional(),
     jitter: z.union([z.string().min(1), z.number()]).optional(),
   })
   .strict();
@@ -78,9 +79,9 @@ const editSchema = z
     deliver: z.string().min(1).optional(),
     repeat: z.number().int().positive().nullable().optional(),
     tz: z.string().min(1).optional(),
-    misfire: z.enum(['skip', 'once']).optional(),
-    overlap: z.enum(['skip', 'queue', 'allow']).optional(),
-    notify: z.enum(['always', 'failure', 'never']).optional(),
+    misfire: z.enum(MISFIRE_POLICIES).optional(),
+    overlap: z.enum(OVERLAP_POLICIES).optional(),
+    notify: z.enum(NOTIFY_POLICIES).optional(),
     jitter: z.union([z.string().min(1), z.number()]).optional(),
   })
   .strict();

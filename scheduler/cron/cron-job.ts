@@ -15,8 +15,12 @@ const NO_WEBHOOK_ALLOW = parseWebhookAllow([]);
 /** Where a cron job stands (`CronJob.state`): `completed` after its last repeat, `error` after its last repeat failed. */
 export const CRON_JOB_STATES = ['scheduled', 'paused', 'completed', 'error'] as const;
 export type CronJobState = (typeof CRON_JOB_STATES)[number];
-export type MisfirePolicy = 'skip' | 'once';
-export type OverlapPolicy = 'skip' | 'queue' | 'allow';
+/** Beyond the grace window (`--misfire`): run one catch-up (`once`, the default) or skip (docs/CRON.md). */
+export const MISFIRE_POLICIES = ['once', 'skip'] as const;
+export type MisfirePolicy = (typeof MISFIRE_POLICIES)[number];
+/** A job still running at its next occurrence (`--overlap`): skip it (the default), queue it, or allow both (docs/CRON.md). */
+export const OVERLAP_POLICIES = ['skip', 'queue', 'allow'] as const;
+export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
 /** How a cron run ended (`CronRun.status`, `CronJob.last_status`): `ok`, `error`, or `skipped` (overlap or misfire). */
 export const CRON_RUN_STATUSES = ['ok', 'error', 'skipped'] as const;
 export type CronRunStatus = (typeof CRON_RUN_STATUSES)[number];
@@ -33,7 +37,8 @@ export type CronDeliveryStatus = (typeof CRON_DELIVERY_STATUSES)[number];
  * (default) a failed run; `always` also a skipped occurrence (overlap or
  * misfire); `never` none. A successful run always delivers its reply.
  */
-export type NotifyPolicy = 'always' | 'failure' | 'never';
+export const NOTIFY_POLICIES = ['always', 'failure', 'never'] as const;
+export type NotifyPolicy = (typeof NOTIFY_POLICIES)[number];
 
 /** A stored cron job. */
 export interface CronJob {

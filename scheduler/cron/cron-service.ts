@@ -19,6 +19,7 @@ import { assertTimeZone, defaultTimeZone, type CronSchedule } from './cron-engin
 import {
   createCronJob, firstDue, parseDeliver, pauseCronJob, resumeCronJob,
   type CronJob, type CronRun, type MisfirePolicy, type NotifyPolicy, type OverlapPolicy,
+  MISFIRE_POLICIES, NOTIFY_POLICIES, OVERLAP_POLICIES,
 } from './cron-job.ts';
 import { CronStore } from './cron-store.ts';
 import { resolveJobRef } from './job-ref.ts';
@@ -512,18 +513,23 @@ function parseRepeat(value: number | string | undefined | null): number | null {
 
 function parseMisfire(value: string | undefined): MisfirePolicy {
   if (value === undefined) return 'once';
-  if (value === 'once' || value === 'skip') return value;
+  if (isOneOf(MISFIRE_POLICIES, value)) return value;
   throw new ScheduleInputError(`--misfire must be skip or once, got "${value}".`, { field: 'misfire' });
 }
 
 function parseNotify(value: string | undefined): NotifyPolicy {
   if (value === undefined) return 'failure';
-  if (value === 'always' || value === 'failure' || value === 'never') return value;
+  if (isOneOf(NOTIFY_POLICIES, value)) return value;
   throw new ScheduleInputError(`--notify must be always, failure or never, got "${value}".`, { field: 'notify' });
 }
 
 function parseOverlap(value: string | undefined): OverlapPolicy {
   if (value === undefined) return 'skip';
-  if (value === 'skip' || value === 'queue' || value === 'allow') return value;
+  if (isOneOf(OVERLAP_POLICIES, value)) return value;
   throw new ScheduleInputError(`--overlap must be skip, queue or allow, got "${value}".`, { field: 'overlap' });
+}
+
+/** Whether `value` is one of `list` (narrows it to the list's union). */
+function isOneOf<T extends string>(list: readonly T[], value: string): value is T {
+  return (list as readonly string[]).includes(value);
 }
