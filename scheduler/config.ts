@@ -212,7 +212,7 @@ export const configSchema = z
         /** Per model call. */
         timeout_seconds: seconds(120),
         /**
-         * Drain budget, in seconds, of the turns of the `scheduled` drain class: loop, heartbeat and
+         * Drain budget, in seconds, of the turns of the `deadline` drain class: loop, heartbeat and
          * cron ticks and `/v1` runs (the name predates loops sharing it); 0 opts them out (SPEC §9,
          * docs/GLOSSARY.md "drain class").
          */

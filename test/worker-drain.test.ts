@@ -57,7 +57,7 @@ describe('worker drain', () => {
     expect(runs[0]).toMatchObject({ status: 'ok', output: 'report done' });
     expect(runs[0]!.finished_at!).toBeGreaterThan(signalledAt);
     expect(runs[0]!.deliveries[0]).toMatchObject({ target: 'local', status: 'delivered' });
-    expect(stderr).toMatch(/waiting up to 30s for 1 scheduled turn\(s\) \(cron ticks, \/v1 runs\) and up to 0s for 0 chat turn\(s\)/);
+    expect(stderr).toMatch(/waiting up to 30s for 1 deadline turn\(s\) \(ticks, \/v1 runs\) and up to 0s for 0 chat turn\(s\)/);
   });
 
   it('a cron run cut by the drain deadline is handed back, runs once on another worker and is recorded once with its attempt count', async () => {

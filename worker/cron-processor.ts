@@ -236,7 +236,7 @@ async function runTurn(
   run.late = decision.late;
   log.info({ trigger: run.trigger, latenessMs: run.lateness_ms, late: run.late, attempt }, 'cron run started');
   if (trigger !== 'manual') deps.metrics?.tickLateness.observe({ kind: 'cron' }, run.lateness_ms / 1000);
-  const ended = await deps.turns.run(tick.holder, 'scheduled', async (turnSignal, turn): Promise<{ reply: string } | { error: TurnError }> => {
+  const ended = await deps.turns.run(tick.holder, 'deadline', async (turnSignal, turn): Promise<{ reply: string } | { error: TurnError }> => {
     try {
       return { reply: await turnReply(record, occurrenceId, dueAt, turnSignal, deps) };
     } catch (err) {

@@ -124,7 +124,7 @@ export async function processScheduleTick(
   if (gated.action === 'defer') return await defer(deps, job, token, tick, gated);
   const { lock } = gated;
   try {
-    return await deps.turns.run(job.id!, 'scheduled', async (turnSignal, turn) => {
+    return await deps.turns.run(job.id!, 'deadline', async (turnSignal, turn) => {
       turn.sessionId = sessionId; // a `/stop` in this session aborts the turn
       // Drain hand-back and lock loss: `decideTurnEnding` (docs/RELIABILITY.md, "A dead worker's work restarts within seconds").
       const ran = await runTurn(deps, tick, gated, turnSignal, turn);

@@ -1,11 +1,11 @@
 /**
- * Active turns of one process, by drain class (SPEC §9):
- * - `scheduled`: loop/heartbeat/cron ticks and `/v1` runs — may finish within
- *   `agent.cron_drain_timeout`;
+ * Active turns of one process, by drain class (SPEC §9, docs/GLOSSARY.md):
+ * - `deadline`: loop, heartbeat and cron ticks and `/v1` runs — may finish
+ *   within `agent.cron_drain_timeout`;
  * - `chat`: user messages and goal continuations — `agent.restart_drain_timeout`.
  * Each turn has an AbortController the drain fires at its deadline.
  */
-export type DrainClass = 'scheduled' | 'chat';
+export type DrainClass = 'deadline' | 'chat';
 
 /** One running turn. */
 export interface TrackedTurn {

@@ -78,7 +78,7 @@ export async function processV1Run(
   }
   return await deps.turns.run(
     job.id!, // the id `lockRenewalFailed` names, so a lost lock finds this turn
-    'scheduled',
+    'deadline',
     async (turnSignal, turn) => {
       let stopped = false;
       const poll = setInterval(() => {

@@ -241,18 +241,18 @@ export class WorkerProcess {
     turns.draining = true;
     await Promise.allSettled(this.workers.map((w) => w.pause(true)));
     const budgets: Record<DrainClass, number> = {
-      scheduled: config.agent.cron_drain_timeout * 1000,
+      deadline: config.agent.cron_drain_timeout * 1000,
       chat: config.agent.restart_drain_timeout * 1000,
     };
-    const scheduled = turns.list('scheduled').length;
+    const deadline = turns.list('deadline').length;
     const chat = turns.list('chat').length;
-    if (scheduled + chat > 0) {
+    if (deadline + chat > 0) {
       log.info(
-        { scheduled, chat, scheduledTimeoutS: budgets.scheduled / 1000, chatTimeoutS: budgets.chat / 1000 },
-        `draining: waiting up to ${budgets.scheduled / 1000}s for ${scheduled} scheduled turn(s) (cron ticks, /v1 runs) and up to ${budgets.chat / 1000}s for ${chat} chat turn(s)`,
+        { deadline, chat, deadlineTimeoutS: budgets.deadline / 1000, chatTimeoutS: budgets.chat / 1000 },
+        `draining: waiting up to ${budgets.deadline / 1000}s for ${deadline} deadline turn(s) (ticks, /v1 runs) and up to ${budgets.chat / 1000}s for ${chat} chat turn(s)`,
       );
     }
-    await Promise.all((['scheduled', 'chat'] as const).map((cls) => this.drainClass(cls, budgets[cls])));
+    await Promise.all((['deadline', 'chat'] as const).map((cls) => this.drainClass(cls, budgets[cls])));
     // Aborted turns hand their jobs back; give them a moment to do so before closing.
     const rest = turns.list();
     if (rest.length > 0) await Promise.race([Promise.allSettled(rest.map((t) => t.done)), delay(5_000)]);
