@@ -4,7 +4,8 @@
  * outage (the repeat strategy, the record's next run, the worker's decision),
  * and `--repeat` accounting of runs, skips and manual runs. No Redis, no
  * BullMQ: cron-semantics.test.ts proves each rule's wiring end to end once.
- * Jitter offsets are in cron-jitter.test.ts, DST cases in cron-dst.test.ts.
+ * Overlap decisions are in cron-gate.test.ts, jitter offsets in cron-jitter.test.ts,
+ * DST cases in cron-dst.test.ts.
  */
 import { describe, expect, it } from 'vitest';
 import { isoUtc, periodAt } from '../scheduler/cron/cron-engine.ts';

@@ -60,15 +60,30 @@ async function heldModel(): Promise<{ model: FakeOpenAI; release: () => void }> 
   return { model: held, release };
 }
 
-function setup(overrides: Record<string, unknown> = {}) {
+type CleanUp = () => Promise<void> | void;
+
+/**
+ * Clean-ups of a test that runs concurrently with others (the shared list is for tests that run one
+ * at a time), run when that test finishes, last registered first.
+ */
+function ownCleanups(onTestFinished: (fn: () => Promise<void>) => void): (fn: CleanUp) => void {
+  const own: CleanUp[] = [];
+  onTestFinished(async () => {
+    while (own.length) await own.pop()!();
+  });
+  return (fn) => void own.push(fn);
+}
+
+function setup(overrides: Record<string, unknown> = {}, onCleanup: (fn: CleanUp) => void = (fn) => void cleanups.push(fn)) {
   const env: TestEnv = testEnv({
     'agent.base_url': model.baseUrl, 'cron.min_interval_seconds': 1, ...overrides,
   });
   const api = openCronService(env.config);
-  cleanups.push(() => env.cleanup(), () => api.close());
+  onCleanup(() => env.cleanup());
+  onCleanup(() => api.close());
   const worker = async (concurrency = 8): Promise<TestCronWorker> => {
     const w = await startCronWorker(env.config, { concurrency });
-    cleanups.push(() => w.close());
+    onCleanup(() => w.close());
     return w;
   };
   const runsOf = async (id: string) => (await api.store.runs(id, 1000)).sort((a, b) => a.due_at - b.due_at);
@@ -228,6 +243,7 @@ describe('misfires after an outage (SPEC §7 Misfires)', () => {
   // Every 2 s with a grace of 1.5 s (the lower clamp; half the period is 1 s). The outage lasts until
   // 0.3 s after the second occurrence: both are missed, and the job scheduler holds only the first (the
   // next job is made when one is picked up). The worker starts 1.7 s before the third is due.
+  // The two outages are waited out side by side (concurrent tests, each with its own job and worker).
   const PERIOD_MS = 2_000;
   const GRACE_MS = 1_500;
   const outage = async (createdAt: number) => {
@@ -235,8 +251,8 @@ describe('misfires after an outage (SPEC §7 Misfires)', () => {
     return Date.now();
   };
 
-  it('--misfire once runs exactly one catch-up, then the cadence resumes on time', async () => {
-    const { api, worker, runsOf } = setup({ 'cron.misfire_grace_min_seconds': GRACE_MS / 1000 });
+  it.concurrent('--misfire once runs exactly one catch-up, then the cadence resumes on time', async ({ expect, onTestFinished }) => {
+    const { api, worker, runsOf } = setup({ 'cron.misfire_grace_min_seconds': GRACE_MS / 1000 }, ownCleanups(onTestFinished));
     const job = await api.service.add({ schedule: 'every 2s', prompt: 'tick' }, cli);
     const anchor = job.created_at;
     const restartedAt = await outage(anchor);
@@ -263,8 +279,8 @@ describe('misfires after an outage (SPEC §7 Misfires)', () => {
     expect(new Set(runs.map((r) => r.due_at)).size).toBe(runs.length);
   });
 
-  it('--misfire skip records the missed occurrence as skipped and runs the next one on time', async () => {
-    const { api, worker, runsOf } = setup({ 'cron.misfire_grace_min_seconds': GRACE_MS / 1000 });
+  it.concurrent('--misfire skip records the missed occurrence as skipped and runs the next one on time', async ({ expect, onTestFinished }) => {
+    const { api, worker, runsOf } = setup({ 'cron.misfire_grace_min_seconds': GRACE_MS / 1000 }, ownCleanups(onTestFinished));
     const job = await api.service.add({ schedule: 'every 2s', prompt: 'tick', misfire: 'skip' }, cli);
     const restartedAt = await outage(job.created_at);
     await worker();
