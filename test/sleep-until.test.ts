@@ -27,4 +27,35 @@ describe('sleepUntil (SPEC §7: nothing that is not yet due fires early)', () =>
     await pending;
     await sleepUntil(Date.now() - 1);
   });
+
+  it('callers waiting for the same instant wake in one turn of the event loop; an aborted one leaves the others waiting', async () => {
+    // Turns of the event loop, counted by a chain of immediates (one per check phase).
+    let turn = 0;
+    let counting = true;
+    const count = () => {
+      turn++;
+      if (counting) setImmediate(count);
+    };
+    setImmediate(count);
+    const at = Date.now() + 1500;
+    const woke: number[] = [];
+    const controller = new AbortController();
+    const aborted = sleepUntil(at, controller.signal).then(() => Date.now());
+    const waits = Array.from({ length: 50 }, async (_, i) => {
+      // The callers start in different turns, each after synchronous work (the loop's cached time
+      // lags by different amounts), as ticks fetched one by one do.
+      for (let k = 0; k < i % 5; k++) await new Promise((r) => setImmediate(r));
+      spin(2);
+      expect(Date.now()).toBeLessThan(at);
+      await sleepUntil(at);
+      woke.push(turn);
+      expect(Date.now()).toBeGreaterThanOrEqual(at);
+    });
+    controller.abort();
+    expect(await aborted).toBeLessThan(at);
+    await Promise.all(waits);
+    counting = false;
+    expect(woke).toHaveLength(50);
+    expect([...new Set(woke)]).toEqual([woke[0]]);
+  });
 });
