@@ -30,7 +30,8 @@ export const QUEUES = {
   v1Runs: 'v1-runs',
 } as const;
 
-export type ScheduleKind = 'loop' | 'heartbeat';
+/** Which of a session's two loop records: `/loop` or `/heartbeat` (docs/GLOSSARY.md "loop"). */
+export type LoopKind = 'loop' | 'heartbeat';
 
 const KEY_PART_UNSAFE = /[%:{}|\s\p{Cc}]/gu;
 
@@ -64,7 +65,7 @@ export function compositeId(...parts: Array<string | number>): string {
  * (`Keys.schedulerId`: `<kind>:<keyPart(session)>`), or `undefined` for any
  * other id (a cron job's scheduler, a malformed id).
  */
-export function parseSchedulerId(id: string): { kind: ScheduleKind; sessionId: string } | undefined {
+export function parseSchedulerId(id: string): { kind: LoopKind; sessionId: string } | undefined {
   const i = id.indexOf(':');
   const kind = id.slice(0, i);
   if (i < 0 || (kind !== 'loop' && kind !== 'heartbeat')) return undefined;
@@ -212,7 +213,7 @@ export class Keys {
    * (Mutation and turn locks are short-lived and not moved.)
    */
   sessionKeys(sessionId: string): string[] {
-    const kinds: ScheduleKind[] = ['loop', 'heartbeat'];
+    const kinds: LoopKind[] = ['loop', 'heartbeat'];
     return [
       ...kinds.flatMap((k) => [this.schedule(sessionId, k), this.scheduleInflight(sessionId, k)]),
       this.goal(sessionId), this.transcript(sessionId), this.events(sessionId), this.pendingInput(sessionId),
@@ -240,17 +241,17 @@ export class Keys {
   }
 
   /** JSON state of a session's loop or heartbeat. */
-  schedule(sessionId: string, kind: ScheduleKind): string {
+  schedule(sessionId: string, kind: LoopKind): string {
     return `${this.sp(sessionId)}:schedule:${kind}:${keyPart(sessionId)}`;
   }
 
   /** Short lock held while one process changes a session's schedule (record + job scheduler). */
-  scheduleMutation(sessionId: string, kind: ScheduleKind): string {
+  scheduleMutation(sessionId: string, kind: LoopKind): string {
     return `${this.sp(sessionId)}:schedule:${kind}:${keyPart(sessionId)}:mutation`;
   }
 
   /** The occurrence of a schedule whose turn has started but not committed (JSON). */
-  scheduleInflight(sessionId: string, kind: ScheduleKind): string {
+  scheduleInflight(sessionId: string, kind: LoopKind): string {
     return `${this.sp(sessionId)}:schedule:${kind}:${keyPart(sessionId)}:inflight`;
   }
 
@@ -260,18 +261,18 @@ export class Keys {
   }
 
   /** Member of `scheduleIndex` for a session's loop or heartbeat: `<kind>:<sessionId>` (the kind never holds `:`). */
-  scheduleIndexMember(sessionId: string, kind: ScheduleKind): string {
+  scheduleIndexMember(sessionId: string, kind: LoopKind): string {
     return `${kind}:${sessionId}`;
   }
 
   /** The session and kind of a `scheduleIndex` member (split at the first `:`, after the kind). */
-  parseScheduleIndexMember(member: string): { sessionId: string; kind: ScheduleKind } {
+  parseScheduleIndexMember(member: string): { sessionId: string; kind: LoopKind } {
     const i = member.indexOf(':');
-    return { kind: member.slice(0, i) as ScheduleKind, sessionId: member.slice(i + 1) };
+    return { kind: member.slice(0, i) as LoopKind, sessionId: member.slice(i + 1) };
   }
 
   /** BullMQ job scheduler id of a session's loop or heartbeat. */
-  schedulerId(sessionId: string, kind: ScheduleKind): string {
+  schedulerId(sessionId: string, kind: LoopKind): string {
     return `${kind}:${keyPart(sessionId)}`;
   }
 

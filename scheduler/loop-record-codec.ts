@@ -23,7 +23,7 @@
  * Why: a stored loop's Redis memory (docs/BENCHMARKS.md, scale): the full form
  * of a new loop is ~550 bytes of JSON, the compact form ~250.
  */
-import type { ScheduleKind } from './keys.ts';
+import type { LoopKind } from './keys.ts';
 import type { LoopRecord } from './loop-state.ts';
 
 /** Fields omitted when at these values, and restored to them on reading. */
@@ -76,7 +76,7 @@ export function encodeLoopRecord(record: LoopRecord): string {
  * @param identity - the session and kind the key was built from (they win over stored copies)
  * @throws SyntaxError when `raw` is not JSON
  */
-export function decodeLoopRecord(raw: string, identity: { sessionId: string; kind: ScheduleKind }): LoopRecord {
+export function decodeLoopRecord(raw: string, identity: { sessionId: string; kind: LoopKind }): LoopRecord {
   const stored = JSON.parse(raw) as Partial<LoopRecord>;
   const record: Record<string, unknown> = { kind: identity.kind, sessionId: identity.sessionId };
   for (const [field, def] of Object.entries(DEFAULTS)) record[field] = typeof def === 'object' && def !== null ? { ...def } : def;

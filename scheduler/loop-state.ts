@@ -20,7 +20,7 @@
  *   cannot be reached fails open (the loop continues) and pauses after the same
  *   number of judge failures in a row.
  */
-import type { ScheduleKind } from './keys.ts';
+import type { LoopKind } from './keys.ts';
 import { nextSelfPacedDelay, replyDigest } from './self-paced.ts';
 import type { MessagingRoute } from './delivery-target.ts';
 
@@ -47,7 +47,7 @@ export interface Origin {
 
 /** Persisted state of a session's loop or heartbeat. Times are epoch milliseconds. */
 export interface LoopRecord {
-  kind: ScheduleKind;
+  kind: LoopKind;
   /** Random id of this loop; a replaced loop gets a new one, so old ticks are recognised. */
   loopId: string;
   sessionId: string;
@@ -102,7 +102,7 @@ export function hasLoopComplete(reply: string): boolean {
 
 /** Input to `createLoop`. */
 export interface NewLoop {
-  kind: ScheduleKind;
+  kind: LoopKind;
   loopId: string;
   sessionId: string;
   prompt: string;
@@ -160,7 +160,7 @@ export function createLoop(input: NewLoop): LoopRecord {
  */
 export function sameSchedule(
   loop: LoopRecord | null,
-  wanted: { kind: ScheduleKind; prompt: string; intervalSeconds: number | null; times: number | null; until: string | null; runner: RunnerSpec },
+  wanted: { kind: LoopKind; prompt: string; intervalSeconds: number | null; times: number | null; until: string | null; runner: RunnerSpec },
 ): boolean {
   return (
     loop !== null && loop.status === 'active' && loop.kind === wanted.kind && loop.prompt === wanted.prompt &&

@@ -26,7 +26,7 @@
 import type { RedisClient } from './redis/connection-factory.ts';
 import type { Job } from 'bullmq';
 import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
-import { bullJobId, compositeId, parseSchedulerId, type Keys, type ScheduleKind } from './keys.ts';
+import { bullJobId, compositeId, parseSchedulerId, type Keys, type LoopKind } from './keys.ts';
 import { decodeLoopRecord, encodeLoopRecord } from './loop-record-codec.ts';
 import { resumeDueAt, type LoopRecord } from './loop-state.ts';
 import { putVersioned, type ExpectedVersion } from './versioned-json.ts';
@@ -39,7 +39,7 @@ import type { GoalRecord } from './goal-state.ts';
 
 /** Data of a tick job as the worker reads it (`tickJobData`). */
 export interface TickJobData {
-  kind: ScheduleKind;
+  kind: LoopKind;
   sessionId: string;
   loopId: string;
   /** Written by earlier versions; the worker takes a `ticks` job without a `type` as a schedule tick. */
@@ -94,7 +94,7 @@ const GATE_READS_PER_COMMAND = 500;
 
 interface GateWaiter {
   sessionId: string;
-  kind: ScheduleKind;
+  kind: LoopKind;
   resolve: (read: GateRead) => void;
   reject: (err: unknown) => void;
 }
@@ -125,7 +125,7 @@ export class LoopStore {
   private gateBatch: GateWaiter[] | null = null;
 
   /** The session's loop or heartbeat record, or `null`. */
-  async get(sessionId: string, kind: ScheduleKind): Promise<LoopRecord | null> {
+  async get(sessionId: string, kind: LoopKind): Promise<LoopRecord | null> {
     const raw = await this.redis.get(this.keys.schedule(sessionId, kind));
     return raw ? decodeLoopRecord(raw, { sessionId, kind }) : null;
   }
@@ -149,7 +149,7 @@ export class LoopStore {
    * @returns a release function
    * @throws StoreUnavailableError when the lock could not be had in time
    */
-  async lockMutation(sessionId: string, kind: ScheduleKind, waitMs = 10_000): Promise<() => Promise<void>> {
+  async lockMutation(sessionId: string, kind: LoopKind, waitMs = 10_000): Promise<() => Promise<void>> {
     const key = this.keys.scheduleMutation(sessionId, kind);
     const token = `${process.pid}:${Math.random().toString(36).slice(2)}`;
     const deadline = Date.now() + waitMs;
@@ -174,7 +174,7 @@ export class LoopStore {
    * @throws Error whatever Redis answered (every tick of the failed group gets it);
    *   the decoder's error (that tick only) when a stored record does not decode
    */
-  readGate(sessionId: string, kind: ScheduleKind): Promise<GateRead> {
+  readGate(sessionId: string, kind: LoopKind): Promise<GateRead> {
     return new Promise<GateRead>((resolve, reject) => {
       if (!this.gateBatch) {
         this.gateBatch = [];
@@ -252,7 +252,7 @@ export class LoopStore {
    */
   async claimTick(
     sessionId: string,
-    kind: ScheduleKind,
+    kind: LoopKind,
     input: {
       expectedVersion: number;
       goalVersion: number | null;
@@ -289,18 +289,18 @@ export class LoopStore {
   }
 
   /** The in-flight mark, or `null`. */
-  async getInflight(sessionId: string, kind: ScheduleKind): Promise<InflightMark | null> {
+  async getInflight(sessionId: string, kind: LoopKind): Promise<InflightMark | null> {
     const raw = await this.redis.get(this.keys.scheduleInflight(sessionId, kind));
     return raw ? (JSON.parse(raw) as InflightMark) : null;
   }
 
   /** Clear the in-flight mark if it is still the one of `occurrenceId`. */
-  async clearInflight(sessionId: string, kind: ScheduleKind, occurrenceId: string): Promise<void> {
+  async clearInflight(sessionId: string, kind: LoopKind, occurrenceId: string): Promise<void> {
     await runLuaScript(this.redis, RELEASE_INFLIGHT, [this.keys.scheduleInflight(sessionId, kind)], [occurrenceId]);
   }
 
   /** Delete a record (used by `/heartbeat clear` and tests). */
-  async delete(sessionId: string, kind: ScheduleKind): Promise<void> {
+  async delete(sessionId: string, kind: LoopKind): Promise<void> {
     const k = this.keys.forSession(sessionId);
     await this.redis.multi().del(k.schedule(sessionId, kind)).srem(k.scheduleIndex, k.scheduleIndexMember(sessionId, kind)).exec();
   }
@@ -360,7 +360,7 @@ export class LoopStore {
    * (BullMQ's own removal only takes a *delayed* job; a job already due sits in
    * the wait list). A job that is running is left to finish. No-op when there is none.
    */
-  async removeScheduler(sessionId: string, kind: ScheduleKind): Promise<void> {
+  async removeScheduler(sessionId: string, kind: LoopKind): Promise<void> {
     const id = this.keys.schedulerId(sessionId, kind);
     const ticks = this.queues.forSession(sessionId).ticks;
     const scheduler = await ticks.getJobScheduler(id);

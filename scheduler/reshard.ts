@@ -26,7 +26,7 @@
 import { Queue, type Job, type JobType } from 'bullmq';
 import type { HermesConfig } from './config.ts';
 import { ConfigError } from './errors/config-error.ts';
-import { Keys, QUEUES, type ScheduleKind } from './keys.ts';
+import { Keys, QUEUES, type LoopKind } from './keys.ts';
 import { tickJobData, type LoopStore, type StoredTickJobData } from './loop-store.ts';
 import { HermesQueues } from './queues.ts';
 import type { RedisClient } from './redis/connection-factory.ts';
@@ -124,14 +124,14 @@ export async function reshard(
         const own = pending.filter((j) => sessionOfJob(j.job) === sessionId);
         report.jobsMoved += await copyJobs(own, newQueues.forShard(nk.shardIndex));
         // 3. re-arm on the new shard through the store
-        for (const kind of ['loop', 'heartbeat'] as ScheduleKind[]) {
+        for (const kind of ['loop', 'heartbeat'] as LoopKind[]) {
           const record = await newLoops.get(sessionId, kind);
           if (!record || record.status !== 'active') continue;
           const due = await dueOf(record, oldLoops, newLoops);
           if (record.mode === 'fixed' || !(await hasSelfPacedJob(newQueues.forShard(nk.shardIndex), record))) await newLoops.arm(record, due);
         }
         // 4. remove from the old shard: schedulers, pending jobs, keys, index memberships
-        for (const kind of ['loop', 'heartbeat'] as ScheduleKind[]) await oldLoops.removeScheduler(sessionId, kind);
+        for (const kind of ['loop', 'heartbeat'] as LoopKind[]) await oldLoops.removeScheduler(sessionId, kind);
         for (const j of own) await j.job.remove().catch(() => undefined);
         await redis.del(...ok.sessionKeys(sessionId));
         for (const [oldIndex, , member] of memberships) await redis.srem(oldIndex, member);

@@ -10,7 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
-import type { ScheduleKind } from './keys.ts';
+import type { LoopKind } from './keys.ts';
 import { formatSeconds } from './interval.ts';
 import {
   createLoop, pauseLoop, resumeDueAt, resumeLoop, sameSchedule,
@@ -35,7 +35,7 @@ export interface ScheduleServiceSettings {
   selfPacedFloorSeconds: number;
 }
 
-const LABEL: Record<ScheduleKind, string> = { loop: 'Loop', heartbeat: 'Heartbeat' };
+const LABEL: Record<LoopKind, string> = { loop: 'Loop', heartbeat: 'Heartbeat' };
 
 /**
  * Set, pause, resume, stop and describe a session's loop or heartbeat.
@@ -52,7 +52,7 @@ export class ScheduleService {
     private readonly log: Logger,
   ) {}
 
-  private async exclusive<T>(sessionId: string, kind: ScheduleKind, fn: () => Promise<T>): Promise<T> {
+  private async exclusive<T>(sessionId: string, kind: LoopKind, fn: () => Promise<T>): Promise<T> {
     assertSessionId(sessionId);
     const release = await this.guard(kind, sessionId, () => this.store.lockMutation(sessionId, kind));
     try {
@@ -71,7 +71,7 @@ export class ScheduleService {
    */
   async set(
     sessionId: string,
-    kind: ScheduleKind,
+    kind: LoopKind,
     spec: ScheduleSpec,
     ctx: { origin: Origin; runner: RunnerSpec; now?: number },
   ): Promise<string> {
@@ -102,7 +102,7 @@ export class ScheduleService {
   }
 
   /** Pause; the job scheduler is removed so nothing fires. @returns the reply */
-  async pause(sessionId: string, kind: ScheduleKind, now = Date.now()): Promise<string> {
+  async pause(sessionId: string, kind: LoopKind, now = Date.now()): Promise<string> {
     return await this.exclusive(sessionId, kind, async () => {
       const { previous, stored } = await this.write(sessionId, kind, (cur) => (cur && cur.status === 'active' ? pauseLoop(cur, now) : undefined));
       if (!previous) return `No ${kind} in this session.`;
@@ -113,7 +113,7 @@ export class ScheduleService {
   }
 
   /** Resume a paused schedule: one tick at the next point of its cadence, never a burst. @returns the reply */
-  async resume(sessionId: string, kind: ScheduleKind, now = Date.now()): Promise<string> {
+  async resume(sessionId: string, kind: LoopKind, now = Date.now()): Promise<string> {
     return await this.exclusive(sessionId, kind, async () => {
       const { previous, stored } = await this.write(sessionId, kind, (cur) => (cur && cur.status === 'paused' ? resumeLoop(cur, now) : undefined));
       if (!previous) return `No ${kind} in this session.`;
@@ -125,7 +125,7 @@ export class ScheduleService {
   }
 
   /** Stop for good (the record is kept as finished for status). @returns the reply */
-  async stop(sessionId: string, kind: ScheduleKind, now = Date.now()): Promise<string> {
+  async stop(sessionId: string, kind: LoopKind, now = Date.now()): Promise<string> {
     return await this.exclusive(sessionId, kind, async () => {
       const { previous, stored } = await this.write(sessionId, kind, (cur) =>
         cur && cur.status !== 'finished' ? { ...cur, status: 'finished', statusReason: 'stopped by user', updatedAt: now } : undefined,
@@ -138,7 +138,7 @@ export class ScheduleService {
   }
 
   /** One status line. */
-  async status(sessionId: string, kind: ScheduleKind, now = Date.now()): Promise<string> {
+  async status(sessionId: string, kind: LoopKind, now = Date.now()): Promise<string> {
     assertSessionId(sessionId);
     const record = await this.store.get(sessionId, kind);
     if (!record) return `No ${kind} in this session.`;
@@ -152,7 +152,7 @@ export class ScheduleService {
    */
   private async write(
     sessionId: string,
-    kind: ScheduleKind,
+    kind: LoopKind,
     change: (cur: LoopRecord | null) => LoopRecord | undefined,
   ): Promise<{ previous: LoopRecord | null; stored: LoopRecord | null }> {
     assertSessionId(sessionId);
@@ -167,7 +167,7 @@ export class ScheduleService {
   }
 
   /** Run a store call; a failure is logged at WARNING and rethrown as StoreUnavailableError. */
-  private async guard<T>(kind: ScheduleKind, sessionId: string, fn: () => Promise<T>): Promise<T> {
+  private async guard<T>(kind: LoopKind, sessionId: string, fn: () => Promise<T>): Promise<T> {
     try {
       return await fn();
     } catch (err) {

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import fc from 'fast-check';
-import { bullJobId, compositeId, fromKeyPart, keyPart, Keys, type ScheduleKind } from '../scheduler/keys.ts';
+import { bullJobId, compositeId, fromKeyPart, keyPart, Keys, type LoopKind } from '../scheduler/keys.ts';
 import { inboxJobId, inputOccurrenceId } from '../scheduler/inbox.ts';
 import { outboundJobId } from '../scheduler/outbound.ts';
 import { cronOccurrenceId, cronSessionId } from '../scheduler/cron/cron-job.ts';
@@ -144,7 +144,7 @@ describe('keys', () => {
   });
 
   it('index members are read back to the ids they were written from', () => {
-    fc.assert(fc.property(hostileId, fc.constantFrom<ScheduleKind>('loop', 'heartbeat'), hostileId, (id, kind, occ) => {
+    fc.assert(fc.property(hostileId, fc.constantFrom<LoopKind>('loop', 'heartbeat'), hostileId, (id, kind, occ) => {
       expect(k.parseScheduleIndexMember(k.scheduleIndexMember(id, kind))).toEqual({ sessionId: id, kind });
       expect(k.parseCronRecentRunEntry(k.cronRecentRunEntry(id, occ))).toEqual({ jobId: id, occurrenceId: occ });
     }));

@@ -11,7 +11,7 @@ import { parseLoopArgs, LOOP_HELP } from '../scheduler/loop-command.ts';
 import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../scheduler/heartbeat-command.ts';
 import { parseChatCommand } from '../scheduler/chat-command.ts';
 import type { Origin } from '../scheduler/loop-state.ts';
-import type { ScheduleKind } from '../scheduler/keys.ts';
+import type { LoopKind } from '../scheduler/keys.ts';
 import type { ScheduleService } from '../scheduler/schedule-service.ts';
 import type { HermesConfig } from '../scheduler/config.ts';
 
@@ -52,7 +52,7 @@ export async function runSlashCommand(text: string, ctx: SlashContext): Promise<
   const { name: cmd, args } = parsed;
   const { schedules, sessionId } = ctx;
   const runner = { kind: 'agent' as const };
-  const control = async (kind: ScheduleKind, action: string, help: string) => {
+  const control = async (kind: LoopKind, action: string, help: string) => {
     switch (action) {
       case 'status': return await schedules.status(sessionId, kind);
       case 'pause': return await schedules.pause(sessionId, kind);

@@ -17,7 +17,7 @@ import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.
 import { parseDeliveryTarget, routeOfTarget, type DeliveryTarget } from '../../scheduler/delivery-target.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { chatToShell } from '../../scheduler/shell-text.ts';
-import type { ScheduleKind } from '../../scheduler/keys.ts';
+import type { LoopKind } from '../../scheduler/keys.ts';
 import type { Origin, RunnerSpec } from '../../scheduler/loop-state.ts';
 import type { HermesConfig } from '../../scheduler/config.ts';
 import type { CliConnection, CliContext } from '../cli-context.ts';
@@ -70,7 +70,7 @@ export function originFromDeliver(deliver: string | undefined): Origin {
 /** What one shell command did: the reply text and the record after the change. */
 export interface ShellReply {
   session: string;
-  kind: ScheduleKind | 'goal';
+  kind: LoopKind | 'goal';
   reply: string;
   record: unknown;
 }
@@ -81,7 +81,7 @@ export interface ShellReply {
  */
 export async function applyScheduleCommand(
   ctx: CliContext,
-  kind: ScheduleKind,
+  kind: LoopKind,
   sessionId: string,
   argText: string,
   options: { runner: RunnerSpec; origin?: Origin },

@@ -14,7 +14,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { MAX_INTERVAL_SECONDS } from '../../scheduler/interval.ts';
 import type { HermesConfig } from '../../scheduler/config.ts';
-import type { Keys, ScheduleKind } from '../../scheduler/keys.ts';
+import type { Keys, LoopKind } from '../../scheduler/keys.ts';
 import { parseLoopArgs } from '../../scheduler/loop-command.ts';
 import type { LoopRecord } from '../../scheduler/loop-state.ts';
 import type { LoopStore } from '../../scheduler/loop-store.ts';
@@ -154,14 +154,14 @@ export function apiRouter(deps: ApiDeps): Router {
   return router;
 }
 
-function target(params: Record<string, string | string[] | undefined>): { sessionId: string; kind: ScheduleKind } {
+function target(params: Record<string, string | string[] | undefined>): { sessionId: string; kind: LoopKind } {
   const sessionId = assertSessionId(String(params.session));
   const parsed = kindSchema.safeParse(params.kind);
   if (!parsed.success) throw new HttpError(404, `Unknown schedule kind "${String(params.kind)}"; use loop or heartbeat.`, 'not_found_error', 'unknown_kind');
   return { sessionId, kind: parsed.data };
 }
 
-async function requireSchedule(deps: ApiDeps, sessionId: string, kind: ScheduleKind): Promise<void> {
+async function requireSchedule(deps: ApiDeps, sessionId: string, kind: LoopKind): Promise<void> {
   if (!(await deps.loops.get(sessionId, kind))) {
     throw new HttpError(404, `No ${kind} in session ${sessionId}.`, 'not_found_error', 'schedule_not_found');
   }
