@@ -75,6 +75,18 @@ describe('Telegram poll loop', () => {
     expect(fake.pending).toEqual([]);
   });
 
+  it('a 429 on getUpdates waits the retry_after Telegram names, not the shorter backoff', async () => {
+    const stored: number[] = [];
+    const { fake, poller } = await setup({ retryInitialMs: 100, store: async (u) => void stored.push(u.update_id) });
+    fake.rateLimitPollsNext(1, 2);
+    const a = fake.pushMessage({ fromId: 1, text: 'one' });
+    poller.start();
+    await waitFor(() => stored.includes(a), 10_000, 'stored after the 429');
+    expect(fake.rateLimited).toBe(1);
+    // The first poll got the 429; the next one came no sooner than retry_after (2 s), not after 100 ms.
+    expect(fake.pollTimes[1]! - fake.pollTimes[0]!).toBeGreaterThanOrEqual(2000);
+  });
+
   it('stop() ends a retry wait at once and releases the lease', async () => {
     let storeCalls = 0;
     const { fake, poller, redis, leaseKey } = await setup({

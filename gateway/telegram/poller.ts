@@ -67,7 +67,8 @@ export type PollStep = 'holdLease' | 'fetchUpdates' | 'storeUpdates' | 'confirm'
  * Retry policy of the poll loop (docs/GATEWAY.md "Telegram polling"): the wait
  * before the next round after `failures` failed rounds in a row, ms —
  * `initialMs` doubling per failure, capped at `maxMs`. Applies alike to a
- * 409 Conflict, 429, 5xx, network error and a failed store or confirm.
+ * 409 Conflict, 429, 5xx, network error and a failed store or confirm; a 429
+ * waits at least its `retry_after` (see `handlePollingError`).
  */
 export function pollBackoffMs(failures: number, initialMs: number, maxMs: number): number {
   return Math.min(maxMs, initialMs * 2 ** Math.min(failures - 1, 20));
@@ -238,7 +239,11 @@ export class TelegramPoller {
     if (step === 'fetchUpdates') {
       if (!this.running || this.pollAbort?.signal.aborted) return;
       this.failures++;
-      const wait = pollBackoffMs(this.failures, this.options.retryInitialMs, this.options.retryMaxMs);
+      // A 429 names how long Telegram wants us to wait (`parameters.retry_after`, seconds, Bot API
+      // "ResponseParameters"): never ask again sooner than that, whatever the backoff says.
+      const retryAfterMs = err instanceof GrammyError && err.error_code === 429 && typeof err.parameters.retry_after === 'number'
+        ? err.parameters.retry_after * 1000 : 0;
+      const wait = Math.max(retryAfterMs, pollBackoffMs(this.failures, this.options.retryInitialMs, this.options.retryMaxMs));
       if (isTokenRefused(err)) {
         this.running = false;
         await lease.release();

@@ -71,6 +71,10 @@ export interface FakeTelegram {
   pushMessage(m: { fromId: number; chatId?: number; text: string; threadId?: number }): number;
   /** The next `n` sendMessage calls answer 429 with `retry_after` seconds. */
   rateLimitNext(n: number, retryAfterSeconds: number): void;
+  /** The next `n` getUpdates calls answer 429 with `retry_after` seconds. */
+  rateLimitPollsNext(n: number, retryAfterSeconds: number): void;
+  /** When each getUpdates request arrived (ms since the epoch), in order. */
+  readonly pollTimes: number[];
   /** The next `n` getMe calls answer 401. */
   failGetMe(n: number): void;
   /** Every sendMessage to `chatId` answers `code` with `description` (e.g. 403 "Forbidden: bot was blocked by the user"). */
@@ -128,6 +132,8 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
   let rateLimited = 0;
   let sendCalls = 0;
   let rateLimit = { remaining: 0, retryAfter: 1 };
+  let pollRateLimit = { remaining: 0, retryAfter: 1 };
+  const pollTimes: number[] = [];
   let getMeFailures = 0;
   const calls: Array<{ method: string; body: Record<string, unknown> }> = [];
   let entityRefusals = 0;
@@ -171,6 +177,12 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
         return reply(res, { ok: true, result: true });
       case 'getUpdates': {
         pollCount++;
+        pollTimes.push(Date.now());
+        if (pollRateLimit.remaining > 0) {
+          pollRateLimit.remaining--;
+          rateLimited++;
+          return fail(res, 429, `Too Many Requests: retry after ${pollRateLimit.retryAfter}`, { retry_after: pollRateLimit.retryAfter });
+        }
         const offset = body.offset === undefined ? undefined : Number(body.offset);
         if (offset !== undefined && offset > confirmedOffset) {
           confirmedOffset = offset;
@@ -308,6 +320,10 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
     rateLimitNext(n, retryAfterSeconds) {
       rateLimit = { remaining: n, retryAfter: retryAfterSeconds };
     },
+    rateLimitPollsNext(n, retryAfterSeconds) {
+      pollRateLimit = { remaining: n, retryAfter: retryAfterSeconds };
+    },
+    pollTimes,
     failGetMe(n) {
       getMeFailures = n;
     },
