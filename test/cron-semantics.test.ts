@@ -160,7 +160,7 @@ describe('cron runs (real BullMQ)', () => {
       repeat: 2, overlap: 'allow',
     }, cli);
     const refused = await waitFor(() => w.results.find((r) => r.reason === 'repeat-used'), 15_000, 'an occurrence refused by the budget');
-    expect(started()).toHaveLength(2);
+    await waitFor(() => started().length === 2, 5_000, 'both runs to start their scripts');
     expect(await runsOf(job.id)).toEqual([]); // neither run has finished: the two in flight used the budget
     writeFileSync(gate, '');
     await waitFor(async () => (await api.store.get(job.id))?.state === 'completed', 15_000, 'the job to complete');
@@ -323,7 +323,7 @@ describe('F11: after a restart nothing fires before it is due', () => {
   it('a job that reaches a worker before it is due (promoted early) runs only at its due time, once', async () => {
     const { api, worker, runsOf } = setup();
     const w = await worker();
-    const job = await api.service.add({ schedule: `${(new Date(Date.now() + 2_500).getUTCSeconds())} * * * * *`, prompt: 'at due time', tz: 'UTC', repeat: 1 }, cli);
+    const job = await api.service.add({ schedule: `${(new Date(Date.now() + 3_000).getUTCSeconds())} * * * * *`, prompt: 'at due time', tz: 'UTC', repeat: 1 }, cli);
     const due = job.next_run_at!;
     const id = `repeat:cron:${job.id}:${due}`;
     const pending = (await api.queues.ticks.getDelayed()).find((j) => j.id === id);
