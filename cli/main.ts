@@ -19,7 +19,7 @@ import { DEFAULT_SESSION, registerLoopCommand } from './commands/loop.ts';
 import { registerCronCommands } from './commands/cron.ts';
 import { registerCompletionCommand } from './commands/completion.ts';
 import { registerAdminCommands } from './commands/admin.ts';
-import { action, endQuietlyOnClosedPipe, reportError, reportFatal, waitForSignal } from './run-command.ts';
+import { action, endQuietlyOnClosedPipe, exitCodeOf, reportError, reportFatal, waitForSignal } from './run-command.ts';
 import { formatSchedules } from './status-format.ts';
 import { loopStoreFor } from '../scheduler/services.ts';
 
@@ -230,7 +230,7 @@ try {
 } catch (err) {
   if (err instanceof CommanderError) {
     // commander has printed the message; help and version are not errors
-    process.exitCode = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : 2;
+    process.exitCode = exitCodeOf(err);
   } else {
     process.exitCode = reportError(err);
   }

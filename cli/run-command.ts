@@ -4,6 +4,7 @@
  * everything else. `HERMES_DEBUG=1` adds the stack for developers.
  */
 import type { HermesConfig } from '../scheduler/config.ts';
+import { CommanderError } from 'commander';
 import { isHermesError } from '../scheduler/errors/hermes-error.ts';
 
 /** Short-lived commands log warnings only, unless debug logging was asked for. */
@@ -17,14 +18,41 @@ export const EXIT_BAD_INPUT = 2;
 export const EXIT_FAILURE = 1;
 
 /**
+ * The flag of each service input field whose flag a message should name at a
+ * terminal. Services (shared with `/api`) name a field in backticks, as the
+ * JSON body spells it (`` `notify` must be always, failure or never``); the
+ * CLI writes its flag instead (`--notify must be …`).
+ */
+const FIELD_FLAGS: Readonly<Record<string, string>> = {
+  schedule: '--schedule', prompt: '--prompt', name: '--name', deliver: '--deliver', repeat: '--repeat', tz: '--tz',
+  script: '--script', misfire: '--misfire', overlap: '--overlap', notify: '--notify', jitter: '--jitter',
+  limit: '--limit', n: '-n',
+};
+
+/** A service message as a terminal user reads it: every `` `field` `` with a flag becomes that flag. */
+export function withFlags(message: string): string {
+  return message.replace(/`([a-z_]+)`/g, (whole, field: string) => FIELD_FLAGS[field] ?? whole);
+}
+
+/** Exit code of a command that stopped on `err`: bad input (usage, config, schedule input) 2, anything else 1. */
+export function exitCodeOf(err: unknown): number {
+  if (err instanceof CommanderError) return COMMANDER_NOT_ERRORS.has(err.code) ? 0 : EXIT_BAD_INPUT;
+  return isHermesError(err) && (err.code === 'SCHEDULE_INPUT' || err.code === 'CONFIG_INVALID') ? EXIT_BAD_INPUT : EXIT_FAILURE;
+}
+
+/** commander's exits that are no error: help and version shown. */
+const COMMANDER_NOT_ERRORS = new Set(['commander.helpDisplayed', 'commander.help', 'commander.version']);
+
+/**
  * Print `err` for a user as one line (the stack only with `HERMES_DEBUG`) and
- * return the exit code. Every command reports its errors here.
+ * return the exit code (`exitCodeOf`). Every command reports its errors here;
+ * input errors name flags, not fields (`withFlags`).
  * @param write - where the line goes (default stderr; tests pass their own)
  */
 export function reportError(err: unknown, write: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): number {
   if (isHermesError(err)) {
-    write(`hermes: ${err.message}`);
-    return err.code === 'SCHEDULE_INPUT' || err.code === 'CONFIG_INVALID' ? EXIT_BAD_INPUT : EXIT_FAILURE;
+    write(`hermes: ${err.code === 'SCHEDULE_INPUT' ? withFlags(err.message) : err.message}`);
+    return exitCodeOf(err);
   }
   const e = err as Error;
   write(`hermes: unexpected error: ${e?.message ?? String(err)}`);

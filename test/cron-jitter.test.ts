@@ -110,7 +110,7 @@ describe('jitter offset', () => {
     expect(parseJitter('90')).toBe(90);
     expect(parseJitter('1h30m')).toBe(5400);
     const every = parseSchedule('every 10m', { tz: 'UTC', now: 0, minIntervalSeconds: 60 });
-    expect(() => withJitter(every, 'c0ffee000001', 600)).toThrow(/--jitter 10m must be less than 10m, the shortest time between two fires of "every 10m"/);
+    expect(() => withJitter(every, 'c0ffee000001', 600)).toThrow(/`jitter` 10m must be less than 10m, the shortest time between two fires of "every 10m"/);
     expect(withJitter(every, 'c0ffee000001', 599).kind).toBe('interval');
     const cron = parseSchedule('0 9,10 * * *', { tz: 'UTC', now: 0, minIntervalSeconds: 60 });
     expect(() => withJitter(cron, 'c0ffee000001', 3600)).toThrow(/less than 1h/);
@@ -229,7 +229,7 @@ describe('/api jitter', () => {
     const tooBig = await call('POST', '/api/cron/jobs', { schedule: '0 * * * *', prompt: 'x', jitter: 3600 });
     expect(tooBig.status).toBe(400);
     expect(tooBig.body.error).toMatchObject({ param: 'jitter' });
-    expect(tooBig.body.error.message).toMatch(/--jitter 1h must be less than 1h/);
+    expect(tooBig.body.error.message).toMatch(/^`jitter` 1h must be less than 1h/);
     expect((await call('POST', '/api/cron/jobs', { schedule: '0 * * * *', prompt: 'x', jitter: -5 })).status).toBe(400);
 
     const patched = await call('PATCH', `/api/cron/jobs/${id}`, { jitter: 60 });

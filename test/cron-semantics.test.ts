@@ -130,7 +130,7 @@ describe('cron runs (real BullMQ)', () => {
     const { api, worker, runsOf } = setup();
     await worker();
     await expect(api.service.add({ schedule: 'in 1s', script: 'echo hi' }, { origin: { surface: 'api' }, trusted: false }))
-      .rejects.toThrow(/only be created from the CLI or the config file/);
+      .rejects.toThrow(/^Jobs with a `script` \(command turns\) can only be created from the CLI or the config file\.$/);
     const job = await api.service.add({ schedule: 'in 1s', script: 'echo "job $HERMES_CRON_JOB_ID"; cat' , prompt: 'from stdin' }, cli);
     await waitFor(async () => (await runsOf(job.id)).length === 1, 10_000, 'run');
     expect((await runsOf(job.id))[0]).toMatchObject({ status: 'ok', output: `job ${job.id}\nfrom stdin` });
@@ -523,9 +523,9 @@ describe('service input errors change nothing', () => {
     [{ schedule: 'every 5 parsecs', prompt: 'x' }, /not a valid interval|unknown day/],
     [{ schedule: 'daily at 7am', prompt: 'x', tz: 'Nowhere/City' }, /Unknown time zone/],
     [{ schedule: 'daily at 7am' }, /needs a prompt/],
-    [{ schedule: 'daily at 7am', prompt: 'x', repeat: 0 }, /--repeat must be a positive whole number/],
-    [{ schedule: 'daily at 7am', prompt: 'x', misfire: 'later' }, /--misfire must be skip or once/],
-    [{ schedule: 'daily at 7am', prompt: 'x', overlap: 'maybe' }, /--overlap must be skip, queue or allow/],
+    [{ schedule: 'daily at 7am', prompt: 'x', repeat: 0 }, /^`repeat` must be a positive whole number/],
+    [{ schedule: 'daily at 7am', prompt: 'x', misfire: 'later' }, /^`misfire` must be skip or once/],
+    [{ schedule: 'daily at 7am', prompt: 'x', overlap: 'maybe' }, /^`overlap` must be skip, queue or allow/],
     [{ schedule: 'daily at 7am', prompt: 'x', deliver: 'pigeon' }, /Unknown delivery target "pigeon"/],
     [{ schedule: 'daily at 7am', prompt: 'x'.repeat(20_000) }, /limit is 16000/],
   ])('add rejects %$', async (input, message) => {
@@ -542,7 +542,7 @@ describe('service input errors change nothing', () => {
     await expect(api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: 'REPORT' }, cli)).rejects.toThrow(`A cron job named "Report" already exists (${a.id})`);
     await expect(api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: a.id }, cli)).rejects.toThrow(ScheduleInputError);
     await expect(api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: a.id }, cli)).rejects.toThrow(
-      `"${a.id}" is the id of the cron job "Report"; a name may not be another job's id (references would be ambiguous). Choose another --name.`,
+      `"${a.id}" is the id of the cron job "Report"; a name may not be another job's id (references would be ambiguous). Choose another \`name\`.`,
     );
     const b = await api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: 'other' }, cli);
     await expect(api.service.edit(b.id, { name: 'report' }, cli)).rejects.toThrow(/already exists/);

@@ -15,7 +15,7 @@ import {
 import { cronServiceFor } from '../../scheduler/services.ts';
 import { CronService, type CronCaller, type CronJobChanges } from '../../scheduler/cron/cron-service.ts';
 import { parseInstant, previewSchedule } from '../../scheduler/cron/preview.ts';
-import { EXIT_BAD_INPUT, EXIT_FAILURE, reportError } from '../run-command.ts';
+import { EXIT_FAILURE, exitCodeOf, reportError } from '../run-command.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import type { CliConnection, CliContext } from '../cli-context.ts';
@@ -57,8 +57,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     .description('cron jobs: scheduled agent prompts and scripts that live outside every session')
     .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) })
     .exitOverride((err: CommanderError) => {
-      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.help' || err.code === 'commander.version') io.exit(0);
-      io.exit(EXIT_BAD_INPUT);
+      io.exit(exitCodeOf(err));
     })
     .showHelpAfterError('(run `hermes cron --help` for usage)');
 

@@ -272,7 +272,7 @@ export function resumeCronJob(job: CronJob, now: number): CronJob | undefined {
     : nextOccurrence(job.schedule, job.tz, now) ?? null;
   if (next === null) {
     throw new ScheduleInputError(
-      `Job ${job.id} was a one-shot for ${isoUtc(job.schedule.kind === 'once' ? job.schedule.atMs : now)}, which has passed; give it a new schedule with \`hermes cron edit ${job.id} --schedule …\` or run it now with \`hermes cron run ${job.id}\`.`,
+      `Job ${job.id} was a one-shot for ${isoUtc(job.schedule.kind === 'once' ? job.schedule.atMs : now)}, which has passed; give it a new \`schedule\` or run it once now.`,
       { field: 'ref' },
     );
   }

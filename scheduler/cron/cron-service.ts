@@ -164,7 +164,7 @@ export class CronService {
    */
   async edit(ref: string, changes: CronJobChanges, caller: CronCaller): Promise<CronJob> {
     if (Object.values(changes).every((v) => v === undefined)) {
-      throw new ScheduleInputError('Nothing to change: give at least one of --schedule, --prompt, --name, --deliver, --repeat, --tz, --script, --misfire, --overlap, --notify, --jitter.');
+      throw new ScheduleInputError('Nothing to change: give at least one of `schedule`, `prompt`, `name`, `deliver`, `repeat`, `tz`, `script`, `misfire`, `overlap`, `notify`, `jitter`.');
     }
     const current = await this.resolveRef(ref);
     const now = this.clock();
@@ -283,7 +283,7 @@ export class CronService {
    * @throws ScheduleInputError for a bad reference or limit
    */
   async runs(ref: string | undefined, limit = 20): Promise<CronRun[]> {
-    if (!Number.isInteger(limit) || limit < 1) throw new ScheduleInputError(`--limit must be a positive whole number, got ${limit}.`, { field: 'limit' });
+    if (!Number.isInteger(limit) || limit < 1) throw new ScheduleInputError(`\`limit\` must be a positive whole number, got ${limit}.`, { field: 'limit' });
     if (ref === undefined) return await this.store.recentRuns(limit);
     const job = await this.resolveRef(ref);
     return await this.store.runs(job.id, limit);
@@ -433,15 +433,15 @@ export class CronService {
   private script(script: string | undefined, caller: CronCaller): string | null {
     if (script === undefined) return null;
     if (!caller.trusted) {
-      throw new ScheduleInputError('--script jobs (command turns) can only be created from the CLI or the config file.', { field: 'script' });
+      throw new ScheduleInputError('Jobs with a `script` (command turns) can only be created from the CLI or the config file.', { field: 'script' });
     }
-    if (script.trim() === '') throw new ScheduleInputError('--script needs a command.', { field: 'script' });
+    if (script.trim() === '') throw new ScheduleInputError('`script` needs a command.', { field: 'script' });
     return script;
   }
 
   private prompt(prompt: string, script: string | null): string {
     const p = prompt.trim();
-    if (p === '' && script === null) throw new ScheduleInputError('A cron job needs a prompt (or --script).', { field: 'prompt' });
+    if (p === '' && script === null) throw new ScheduleInputError('A cron job needs a prompt (or `script`).', { field: 'prompt' });
     if (p.length > this.settings.maxPromptChars) {
       throw new ScheduleInputError(`The prompt has ${p.length} characters; the limit is ${this.settings.maxPromptChars} (agent.max_prompt_chars).`, { field: 'prompt' });
     }
@@ -463,17 +463,17 @@ export class CronService {
     if (!holder) return name;
     if (explicit) {
       if (holder.id === name && holder.name.toLowerCase() !== name.toLowerCase()) {
-        throw new ScheduleInputError(`"${name}" is the id of the cron job "${holder.name}"; a name may not be another job's id (references would be ambiguous). Choose another --name.`, { field: 'name' });
+        throw new ScheduleInputError(`"${name}" is the id of the cron job "${holder.name}"; a name may not be another job's id (references would be ambiguous). Choose another \`name\`.`, { field: 'name' });
       }
-      throw new ScheduleInputError(`A cron job named "${holder.name}" already exists (${holder.id}); choose another --name or edit that job.`, { field: 'name' });
+      throw new ScheduleInputError(`A cron job named "${holder.name}" already exists (${holder.id}); choose another \`name\` or edit that job.`, { field: 'name' });
     }
     for (let i = 2; ; i++) if (!taken(`${name} (${i})`)) return `${name} (${i})`;
   }
 
   private name(name: string): string {
     const n = name.trim().replace(/\s+/g, ' ');
-    if (n === '') throw new ScheduleInputError('--name must not be empty.', { field: 'name' });
-    if (n.length > 80) throw new ScheduleInputError(`--name has ${n.length} characters; the limit is 80.`, { field: 'name' });
+    if (n === '') throw new ScheduleInputError('`name` must not be empty.', { field: 'name' });
+    if (n.length > 80) throw new ScheduleInputError(`\`name\` has ${n.length} characters; the limit is 80.`, { field: 'name' });
     return n;
   }
 
@@ -506,7 +506,7 @@ function parseRepeat(value: number | string | undefined | null): number | null {
   if (value === undefined || value === null) return null;
   const n = typeof value === 'number' ? value : /^\s*\d+\s*$/.test(value) ? Number(value) : NaN;
   if (!Number.isInteger(n) || n < 1) {
-    throw new ScheduleInputError(`--repeat must be a positive whole number, got "${value}".`, { field: 'repeat' });
+    throw new ScheduleInputError(`\`repeat\` must be a positive whole number, got "${value}".`, { field: 'repeat' });
   }
   return n;
 }
@@ -514,19 +514,19 @@ function parseRepeat(value: number | string | undefined | null): number | null {
 function parseMisfire(value: string | undefined): MisfirePolicy {
   if (value === undefined) return 'once';
   if (isOneOf(MISFIRE_POLICIES, value)) return value;
-  throw new ScheduleInputError(`--misfire must be skip or once, got "${value}".`, { field: 'misfire' });
+  throw new ScheduleInputError(`\`misfire\` must be skip or once, got "${value}".`, { field: 'misfire' });
 }
 
 function parseNotify(value: string | undefined): NotifyPolicy {
   if (value === undefined) return 'failure';
   if (isOneOf(NOTIFY_POLICIES, value)) return value;
-  throw new ScheduleInputError(`--notify must be always, failure or never, got "${value}".`, { field: 'notify' });
+  throw new ScheduleInputError(`\`notify\` must be always, failure or never, got "${value}".`, { field: 'notify' });
 }
 
 function parseOverlap(value: string | undefined): OverlapPolicy {
   if (value === undefined) return 'skip';
   if (isOneOf(OVERLAP_POLICIES, value)) return value;
-  throw new ScheduleInputError(`--overlap must be skip, queue or allow, got "${value}".`, { field: 'overlap' });
+  throw new ScheduleInputError(`\`overlap\` must be skip, queue or allow, got "${value}".`, { field: 'overlap' });
 }
 
 /** Whether `value` is one of `list` (narrows it to the list's union). */

@@ -57,7 +57,7 @@ export function parseJitter(value: string | number): number {
     if (seconds !== undefined) return seconds;
   }
   throw new ScheduleInputError(
-    `--jitter must be a duration of 0 or more (e.g. 30s, 5m, 1h, or whole seconds), got "${value}".`,
+    `\`jitter\` must be a duration of 0 or more (e.g. 30s, 5m, 1h, or whole seconds), got "${value}".`,
     { field: 'jitter' },
   );
 }
@@ -72,14 +72,14 @@ export function withJitter(schedule: CronSchedule, jobId: string, jitterSeconds:
   if (jitterSeconds === 0) return base as CronSchedule;
   if (base.kind === 'once') {
     throw new ScheduleInputError(
-      `--jitter ${formatSeconds(jitterSeconds)} applies only to recurring schedules; "${base.display}" runs once (give --jitter 0).`,
+      `\`jitter\` ${formatSeconds(jitterSeconds)} applies only to recurring schedules; "${base.display}" runs once (give \`jitter\` 0).`,
       { field: 'jitter' },
     );
   }
   const gapSeconds = base.kind === 'interval' ? base.everyMs / 1000 : minCronGapSeconds(base.expression);
   if (jitterSeconds >= gapSeconds) {
     throw new ScheduleInputError(
-      `--jitter ${formatSeconds(jitterSeconds)} must be less than ${formatSeconds(gapSeconds)}, the shortest time between two fires of "${base.display}".`,
+      `\`jitter\` ${formatSeconds(jitterSeconds)} must be less than ${formatSeconds(gapSeconds)}, the shortest time between two fires of "${base.display}".`,
       { field: 'jitter' },
     );
   }

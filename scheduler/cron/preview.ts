@@ -28,7 +28,7 @@ export function previewSchedule(
   options: { tz: string; fromMs: number; count: number; minIntervalSeconds: number },
 ): SchedulePreview {
   if (!Number.isInteger(options.count) || options.count < 1 || options.count > MAX_PREVIEW_COUNT) {
-    throw new ScheduleInputError(`-n must be a whole number from 1 to ${MAX_PREVIEW_COUNT}, got ${options.count}.`, { field: 'n' });
+    throw new ScheduleInputError(`\`n\` must be a whole number from 1 to ${MAX_PREVIEW_COUNT}, got ${options.count}.`, { field: 'n' });
   }
   const schedule = parseSchedule(text, { tz: options.tz, now: options.fromMs, minIntervalSeconds: options.minIntervalSeconds });
   const times =
