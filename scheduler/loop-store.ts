@@ -23,7 +23,7 @@
  * active fixed schedule whose scheduler is missing (`reconcile`), so a crash
  * between the two steps cannot leave an active loop that never fires.
  */
-import type { RedisClient } from './redis/connection-factory.ts';
+import { holdWritesThisTurn, type RedisClient } from './redis/connection-factory.ts';
 import type { Job } from 'bullmq';
 import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
 import { bullJobId, compositeId, parseSchedulerId, type Keys, type LoopKind } from './keys.ts';
@@ -214,6 +214,8 @@ export class LoopStore {
       this.redis.exists(pendingKeys),
     ]);
     const counts = withInput > 0 ? await Promise.all(pendingKeys.map((k) => this.redis.zcard(k))) : null;
+    // The ticks go on to their claim scripts now, together: one write for all of them.
+    holdWritesThisTurn(this.redis);
     chunk.forEach((w, i) => {
       try {
         const loop = values[2 * i], goal = values[2 * i + 1];
