@@ -22,7 +22,7 @@ import { createLogger } from '../scheduler/logger.ts';
 import type { CliConnection } from './cli-context.ts';
 import { formatEvent } from './event-format.ts';
 import { cliLogLevel } from './run-command.ts';
-import { loopStoreFor, scheduleServiceFor, sessionStoreFor } from '../scheduler/services.ts';
+import { loopStoreFor, loopServiceFor, sessionStoreFor } from '../scheduler/services.ts';
 
 /** How long a detaching client waits for answers to input it sent (ms). */
 export const ANSWER_WAIT_MS = 15_000;
@@ -98,7 +98,7 @@ export async function runChat(
 
   const rl = createInterface({ input: io.input ?? process.stdin, terminal: false });
   const log = createLogger({ level: cliLogLevel(config), name: 'chat' });
-  const schedules = scheduleServiceFor(config, loopStoreFor(config, conn), log);
+  const schedules = loopServiceFor(config, loopStoreFor(config, conn), log);
   const done = new Promise<void>((resolve) => {
     rl.on('line', (line) => {
       const text = line.trim();

@@ -4,7 +4,7 @@
  */
 import { formatSeconds } from '../scheduler/interval.ts';
 import type { LoopRecord } from '../scheduler/loop-state.ts';
-import { cadence } from '../scheduler/schedule-service.ts';
+import { cadence } from '../scheduler/loop-service.ts';
 import { table } from './commands/cron-format.ts';
 
 function clip(text: string, max: number): string {

@@ -21,7 +21,7 @@ import { Keys } from '../scheduler/keys.ts';
 import { assertShardCount } from '../scheduler/redis/shard-count.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { HermesQueues } from '../scheduler/queues.ts';
-import { loopStoreFor, runStoreFor, scheduleServiceFor } from '../scheduler/services.ts';
+import { loopStoreFor, runStoreFor, loopServiceFor } from '../scheduler/services.ts';
 import { v1RunsQueue } from '../scheduler/v1-runs.ts';
 import { telegramOutboundQueue } from '../scheduler/outbound.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
@@ -106,7 +106,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const v1Queue = v1RunsQueue(keys, bull, log);
   const runs = runStoreFor(config, redis, keys);
   const loops = loopStoreFor(config, { redis, keys, queues });
-  const schedules = scheduleServiceFor(config, loops, log);
+  const schedules = loopServiceFor(config, loops, log);
   const inflight = new InflightRuns();
   // One blocking connection per shard serves every event stream and waiting `/v1` caller of this process.
   const fanout = new StreamFanout({

@@ -158,7 +158,7 @@ export function createLoop(input: NewLoop): LoopRecord {
  * extra turn (field report F18). A changed field, or a paused or finished
  * loop, is a new schedule that replaces it and fires now.
  */
-export function sameSchedule(
+export function sameLoop(
   loop: LoopRecord | null,
   wanted: { kind: LoopKind; prompt: string; intervalSeconds: number | null; times: number | null; until: string | null; runner: RunnerSpec },
 ): boolean {

@@ -14,7 +14,7 @@ import type { Keys } from './keys.ts';
 import { LoopStore } from './loop-store.ts';
 import type { HermesQueues } from './queues.ts';
 import type { RedisClient } from './redis/connection-factory.ts';
-import { ScheduleService } from './schedule-service.ts';
+import { LoopService } from './loop-service.ts';
 import { SessionStore } from './session-store.ts';
 import { RunStore } from './v1-runs.ts';
 import { parseWebhookAllow } from './webhook-policy.ts';
@@ -32,8 +32,8 @@ export function loopStoreFor(config: HermesConfig, conn: StoreConnection): LoopS
 }
 
 /** Applying loop/heartbeat commands (`loops.max_ticks`, `loops.self_paced_floor_seconds`). */
-export function scheduleServiceFor(config: HermesConfig, loops: LoopStore, log: Logger): ScheduleService {
-  return new ScheduleService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log);
+export function loopServiceFor(config: HermesConfig, loops: LoopStore, log: Logger): LoopService {
+  return new LoopService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log);
 }
 
 /**

@@ -1,6 +1,6 @@
 /**
  * The management API under `/api` (SPEC §8): schedules through the real
- * ScheduleService and BullMQ job schedulers, cron routes against the `CronApi`
+ * LoopService and BullMQ job schedulers, cron routes against the `CronApi`
  * contract, and a session's event stream as SSE with `Last-Event-ID` resume.
  */
 import { Queue } from 'bullmq';

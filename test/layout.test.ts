@@ -90,7 +90,7 @@ describe('layout', () => {
 
   it('builds stores and services only in services.ts, and opens Redis clients only in connection-factory.ts', () => {
     const product = [...sources([...FOLDERS, 'ops'])];
-    const built = /new (LoopStore|ScheduleService|SessionStore|GoalService|RunStore|CronStore|CronService)\(/;
+    const built = /new (LoopStore|LoopService|SessionStore|GoalService|RunStore|CronStore|CronService)\(/;
     const opened = /new (Redis|IORedis|Cluster)\(/;
     const bad: string[] = [];
     for (const file of product) {

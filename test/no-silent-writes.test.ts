@@ -13,7 +13,7 @@ import { pino } from 'pino';
 import { Keys } from '../scheduler/keys.ts';
 import { HermesQueues } from '../scheduler/queues.ts';
 import { LoopStore } from '../scheduler/loop-store.ts';
-import { ScheduleService } from '../scheduler/schedule-service.ts';
+import { LoopService } from '../scheduler/loop-service.ts';
 import { GoalService } from '../scheduler/goal-service.ts';
 import { StoreUnavailableError } from '../scheduler/errors/store-unavailable-error.ts';
 import { freePort, startEmbeddedRedis } from '../scheduler/redis/embedded-redis.ts';
@@ -41,7 +41,7 @@ function services(url: string, prefix: string, log: pino.Logger, options: { offl
   const queues = new HermesQueues(keys, bull);
   cleanups.push(async () => { await queues.close().catch(() => {}); redis.disconnect(); bull.disconnect(); });
   return {
-    schedules: new ScheduleService(new LoopStore(redis, keys, queues, 200), { maxTicks: 100, selfPacedFloorSeconds: 60 }, log),
+    schedules: new LoopService(new LoopStore(redis, keys, queues, 200), { maxTicks: 100, selfPacedFloorSeconds: 60 }, log),
     goals: new GoalService(redis, keys, queues, 20, log),
   };
 }

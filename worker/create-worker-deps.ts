@@ -16,7 +16,7 @@ import { Toolbox } from './tools/toolbox.ts';
 import { SessionLock } from './session-lock.ts';
 import { TurnTracker } from './turn-tracker.ts';
 import type { WorkerDeps } from './worker-deps.ts';
-import { cronStoreFor, goalServiceFor, loopStoreFor, scheduleServiceFor, sessionStoreFor } from '../scheduler/services.ts';
+import { cronStoreFor, goalServiceFor, loopStoreFor, loopServiceFor, sessionStoreFor } from '../scheduler/services.ts';
 
 /**
  * @param input.redis - client for the product's keys (commands time out; no blocking calls)
@@ -75,7 +75,7 @@ function shardStores(d: Pick<WorkerDeps, 'config' | 'redis' | 'keys' | 'queues' 
   return {
     loops,
     sessions: sessionStoreFor(config, redis, keys),
-    schedules: scheduleServiceFor(config, loops, log),
+    schedules: loopServiceFor(config, loops, log),
     goals: goalServiceFor(config, { redis, keys, queues }, log),
   };
 }

@@ -12,14 +12,14 @@ import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../scheduler/heartbeat-comma
 import { parseChatCommand } from '../scheduler/chat-command.ts';
 import type { Origin } from '../scheduler/loop-state.ts';
 import type { LoopKind } from '../scheduler/keys.ts';
-import type { ScheduleService } from '../scheduler/schedule-service.ts';
+import type { LoopService } from '../scheduler/loop-service.ts';
 import type { HermesConfig } from '../scheduler/config.ts';
 
 /** Context a slash command runs in. */
 export interface SlashContext {
   sessionId: string;
   origin: Origin;
-  schedules: ScheduleService;
+  schedules: LoopService;
   config: HermesConfig;
   /** Extra commands (e.g. `/goal`) registered by other modules. */
   extra?: Record<string, (args: string) => Promise<string>>;

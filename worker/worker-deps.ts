@@ -11,7 +11,7 @@ import type { LoopStore } from '../scheduler/loop-store.ts';
 import type { TelegramOutboundData } from '../scheduler/outbound.ts';
 import type { HermesQueues } from '../scheduler/queues.ts';
 import type { SessionStore } from '../scheduler/session-store.ts';
-import type { ScheduleService } from '../scheduler/schedule-service.ts';
+import type { LoopService } from '../scheduler/loop-service.ts';
 import type { GoalService } from '../scheduler/goal-service.ts';
 import type { HermesMetrics } from '../scheduler/metrics.ts';
 import type { RunnerFactory } from './turn-runners/create-runner.ts';
@@ -27,7 +27,7 @@ export interface WorkerDeps {
   queues: HermesQueues;
   sessions: SessionStore;
   loops: LoopStore;
-  schedules: ScheduleService;
+  schedules: LoopService;
   goals: GoalService;
   runners: RunnerFactory;
   /** The operator's tools of agent turns (`tools.*`, `mcp_servers`, `schedule_status`). */

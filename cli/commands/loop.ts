@@ -12,7 +12,7 @@ import type { Command } from 'commander';
 import { parseLoopArgs, LOOP_HELP } from '../../scheduler/loop-command.ts';
 import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../../scheduler/heartbeat-command.ts';
 import { parseGoalArgs, GOAL_HELP } from '../../scheduler/goal-command.ts';
-import type { ScheduleSpec } from '../../scheduler/schedule-service.ts';
+import type { LoopSpec } from '../../scheduler/loop-service.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { parseDeliveryTarget, routeOfTarget, type DeliveryTarget } from '../../scheduler/delivery-target.ts';
 import { createLogger } from '../../scheduler/logger.ts';
@@ -22,7 +22,7 @@ import type { Origin, RunnerSpec } from '../../scheduler/loop-state.ts';
 import type { HermesConfig } from '../../scheduler/config.ts';
 import type { CliConnection, CliContext } from '../cli-context.ts';
 import { action, cliLogLevel } from '../run-command.ts';
-import { goalServiceFor, loopStoreFor, scheduleServiceFor } from '../../scheduler/services.ts';
+import { goalServiceFor, loopStoreFor, loopServiceFor } from '../../scheduler/services.ts';
 
 /** Session of shell commands that are given no `--session` (the one `hermes up` attaches to). */
 export const DEFAULT_SESSION = 'main';
@@ -88,7 +88,7 @@ export async function applyScheduleCommand(
 ): Promise<ShellReply> {
   const { config } = ctx;
   const shell = (text: string) => chatToShell(text, sessionId);
-  let spec: ScheduleSpec | undefined;
+  let spec: LoopSpec | undefined;
   let control: string;
   try {
     if (kind === 'loop') {
@@ -107,7 +107,7 @@ export async function applyScheduleCommand(
   if (control === 'help') return { session: sessionId, kind, reply: shell(kind === 'loop' ? LOOP_HELP : HEARTBEAT_HELP), record: null };
   return await withConnection(ctx, async (conn) => {
     const store = loopStoreFor(config, conn);
-    const service = scheduleServiceFor(config, store, createLogger({ level: cliLogLevel(config), name: 'cli' }));
+    const service = loopServiceFor(config, store, createLogger({ level: cliLogLevel(config), name: 'cli' }));
     let reply: string;
     switch (control) {
       case 'set': reply = await service.set(sessionId, kind, spec!, { origin: options.origin ?? { surface: 'cli' }, runner: options.runner }); break;

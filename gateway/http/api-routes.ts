@@ -1,6 +1,6 @@
 /**
  * The management API under `/api` (SPEC §8): loop and heartbeat schedules of
- * sessions (through the same `ScheduleService` as `/loop` in chat, so the rules
+ * sessions (through the same `LoopService` as `/loop` in chat, so the rules
  * live in scheduler/), cron jobs (cron-routes.ts), and a session's event stream
  * as SSE with `Last-Event-ID` resume.
  *
@@ -18,7 +18,7 @@ import type { Keys, LoopKind } from '../../scheduler/keys.ts';
 import { parseLoopArgs } from '../../scheduler/loop-command.ts';
 import type { LoopRecord } from '../../scheduler/loop-state.ts';
 import type { LoopStore } from '../../scheduler/loop-store.ts';
-import { statusLine, type ScheduleService, type ScheduleSpec } from '../../scheduler/schedule-service.ts';
+import { statusLine, type LoopService, type LoopSpec } from '../../scheduler/loop-service.ts';
 import { assertSessionId } from '../../scheduler/session-id.ts';
 import { sessionStoreFor } from '../../scheduler/services.ts';
 import type { InflightRuns } from '../drain.ts';
@@ -35,7 +35,7 @@ export interface ApiDeps {
   /** The gateway's one shared blocking reader of event streams. */
   fanout: StreamFanout;
   loops: LoopStore;
-  schedules: ScheduleService;
+  schedules: LoopService;
   cron?: CronApi;
   inflight: InflightRuns;
   streams: Set<SseStream>;
@@ -82,7 +82,7 @@ export function apiRouter(deps: ApiDeps): Router {
   router.post('/schedules', async (req, res) => {
     const body = createSchema.parse(req.body ?? {});
     assertSessionId(body.session_id);
-    let spec: ScheduleSpec;
+    let spec: LoopSpec;
     if (body.kind === 'loop') {
       const cmd = parseLoopArgs(body.args, {
         minIntervalSeconds: deps.config.loops.min_interval_seconds,

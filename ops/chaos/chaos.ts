@@ -24,7 +24,7 @@ import { HermesQueues } from '../../scheduler/queues.ts';
 import { openRedisClient, type RedisClient } from '../../scheduler/redis/connection-factory.ts';
 import { parseStreamEntry } from '../../scheduler/session-store.ts';
 import { freePort } from '../../scheduler/redis/embedded-redis.ts';
-import { cronServiceFor, loopStoreFor, scheduleServiceFor } from '../../scheduler/services.ts';
+import { cronServiceFor, loopStoreFor, loopServiceFor } from '../../scheduler/services.ts';
 import { lastUserText, startFakeOpenAI } from '../../test/support/fake-openai.ts';
 import { startFakeTelegram } from '../../test/support/fake-telegram.ts';
 import { ChaosRedis, alive, startHermes, stopProc, type Proc } from './fleet.ts';
@@ -96,7 +96,7 @@ async function main(): Promise<void> {
 
   // Load: loops (staggered over 10 s), cron jobs, inbound messages.
   // HERMES_LOOPS_MAX_TICKS=0 above: the loops run for the whole run.
-  const schedules = scheduleServiceFor(config, loopStoreFor(config, { redis: client, keys, queues }), log);
+  const schedules = loopServiceFor(config, loopStoreFor(config, { redis: client, keys, queues }), log);
   const sessions: string[] = [];
   for (let i = 0; i < LOOPS; i++) {
     const chat = i < CHATS.length ? CHATS[i]! : undefined;

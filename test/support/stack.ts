@@ -9,7 +9,7 @@ import type { HermesConfig } from '../../scheduler/config.ts';
 import { Keys } from '../../scheduler/keys.ts';
 import { HermesQueues } from '../../scheduler/queues.ts';
 import { LoopStore } from '../../scheduler/loop-store.ts';
-import { ScheduleService } from '../../scheduler/schedule-service.ts';
+import { LoopService } from '../../scheduler/loop-service.ts';
 import { SessionStore, type SessionEvent } from '../../scheduler/session-store.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { openRedisClient, topologyFromConfig, type RedisClient } from '../../scheduler/redis/connection-factory.ts';
@@ -26,7 +26,7 @@ export interface TestClients {
   queues: HermesQueues;
   loops: LoopStore;
   sessions: SessionStore;
-  schedules: ScheduleService;
+  schedules: LoopService;
   close(): Promise<void>;
 }
 
@@ -41,7 +41,7 @@ export function clients(env: TestEnv, config: HermesConfig = env.config): TestCl
   return {
     redis, keys, queues, loops,
     sessions: sessionStoreFor(config, redis, keys),
-    schedules: scheduleServiceFor(config, loops, log),
+    schedules: loopServiceFor(config, loops, log),
     async close() {
       await queues.close();
       redis.disconnect();
@@ -93,7 +93,7 @@ export async function runHermes(env: TestEnv, args: string[], extraEnv: NodeJS.P
 
 export { waitFor, sleep } from './wait-for.ts';
 import { waitFor } from './wait-for.ts';
-import { loopStoreFor, scheduleServiceFor, sessionStoreFor } from '../../scheduler/services.ts';
+import { loopStoreFor, loopServiceFor, sessionStoreFor } from '../../scheduler/services.ts';
 
 /** All events of a session of one type (or all). */
 export async function events(c: TestClients, sessionId: string, type?: string): Promise<SessionEvent[]> {

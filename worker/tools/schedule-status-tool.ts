@@ -5,7 +5,7 @@
  */
 import type { CronStore } from '../../scheduler/cron/cron-store.ts';
 import type { GoalService } from '../../scheduler/goal-service.ts';
-import type { ScheduleService } from '../../scheduler/schedule-service.ts';
+import type { LoopService } from '../../scheduler/loop-service.ts';
 import { NO_PARAMETERS, type AgentTool } from './tool.ts';
 
 /** Cron jobs listed at most. */
@@ -13,7 +13,7 @@ export const STATUS_CRON_JOBS_MAX = 20;
 
 /** The stores `schedule_status` reads. */
 export interface ScheduleStatusSources {
-  schedules: ScheduleService;
+  schedules: LoopService;
   goals: GoalService;
   cron: CronStore;
 }

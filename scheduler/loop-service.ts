@@ -13,7 +13,7 @@ import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
 import type { LoopKind } from './keys.ts';
 import { formatSeconds } from './interval.ts';
 import {
-  createLoop, pauseLoop, resumeDueAt, resumeLoop, sameSchedule,
+  createLoop, pauseLoop, resumeDueAt, resumeLoop, sameLoop,
   type LoopRecord, type Origin, type RunnerSpec,
 } from './loop-state.ts';
 import type { LoopStore } from './loop-store.ts';
@@ -21,7 +21,7 @@ import { assertSessionId } from './session-id.ts';
 import { CONFLICT, retryOnConflict } from './optimistic-retry.ts';
 
 /** What a `set` asks for (already parsed and validated). */
-export interface ScheduleSpec {
+export interface LoopSpec {
   prompt: string;
   intervalSeconds: number | null;
   times: number | null;
@@ -30,7 +30,7 @@ export interface ScheduleSpec {
 }
 
 /** Settings the service needs (from `loops.*`). */
-export interface ScheduleServiceSettings {
+export interface LoopServiceSettings {
   maxTicks: number;
   selfPacedFloorSeconds: number;
 }
@@ -40,15 +40,15 @@ const LABEL: Record<LoopKind, string> = { loop: 'Loop', heartbeat: 'Heartbeat' }
 /**
  * Set, pause, resume, stop and describe a session's loop or heartbeat.
  *
- * Concurrency: every change of one session's schedule runs under a short
+ * Concurrency: every change of one session's loop record runs under a short
  * mutation lock in Redis, so the record and its job scheduler are always
  * written by the same change (four processes replacing a loop at once end
- * with one loop whose scheduler matches its record).
+ * with one loop whose job scheduler matches its record).
  */
-export class ScheduleService {
+export class LoopService {
   constructor(
     private readonly store: LoopStore,
-    private readonly settings: ScheduleServiceSettings,
+    private readonly settings: LoopServiceSettings,
     private readonly log: Logger,
   ) {}
 
@@ -72,13 +72,13 @@ export class ScheduleService {
   async set(
     sessionId: string,
     kind: LoopKind,
-    spec: ScheduleSpec,
+    spec: LoopSpec,
     ctx: { origin: Origin; runner: RunnerSpec; now?: number },
   ): Promise<string> {
     return await this.exclusive(sessionId, kind, async () => {
       const now = ctx.now ?? Date.now();
       const current = await this.guard(kind, sessionId, () => this.store.get(sessionId, kind));
-      if (current && sameSchedule(current, { kind, ...spec, runner: ctx.runner })) {
+      if (current && sameLoop(current, { kind, ...spec, runner: ctx.runner })) {
         const next = await this.guard(kind, sessionId, () => this.store.nextDueAt(current));
         const when = next === undefined ? 'next tick pending' : next <= now ? 'next tick due now' : `next in ${formatSeconds((next - now) / 1000)}`;
         this.log.info({ sessionId, kind, loopId: current.loopId }, `${kind} already set; unchanged`);
