@@ -82,7 +82,7 @@ describe('chat client', () => {
 describe('Ctrl+C in hermes chat', () => {
   it('during a wakeup turn pauses the loop (SPEC §4) and stops the running turn', async () => {
     const { spawn } = await import('node:child_process');
-    const { HERMES_BIN } = await import('./support/stack.ts');
+    const { HERMES_BIN, SPAWN_START_TIMEOUT_MS } = await import('./support/stack.ts');
     const env = testEnv();
     const c = clients(env);
     cleanups.push(() => env.cleanup(), () => c.close());
@@ -92,7 +92,7 @@ describe('Ctrl+C in hermes chat', () => {
     cleanups.push(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
     let out = '';
     child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-    await waitFor(async () => (out.includes('Attached to session intr') ? true : undefined), 15_000, 'chat attached');
+    await waitFor(async () => (out.includes('Attached to session intr') ? true : undefined), SPAWN_START_TIMEOUT_MS, 'chat attached');
     await c.schedules.set('intr', 'loop', { prompt: 'slow', intervalSeconds: 1, times: null, until: null, notes: [] }, {
       origin: { surface: 'cli' }, runner: { kind: 'command', command: 'sleep 30; echo slow', timeoutSeconds: 60 },
     });

@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { freePort, ping } from '../scheduler/redis/embedded-redis.ts';
 import { formatEvent } from '../cli/event-format.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
-import { clients, HERMES_BIN, ROOT, runHermes, waitFor } from './support/stack.ts';
+import { clients, HERMES_BIN, ROOT, runHermes, SPAWN_START_TIMEOUT_MS, waitFor } from './support/stack.ts';
 import { runInTerminal } from './support/terminal.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -73,7 +73,8 @@ describe('a closed pipe', () => {
     let err = '';
     piped.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     piped.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    const [code] = await Promise.all([new Promise<number | null>((r) => child.on('exit', r)), new Promise((r) => piped.on('exit', r))]);
+    // 'close', not 'exit': output still in the pipe is read before the checks
+    const [code] = await Promise.all([new Promise<number | null>((r) => child.on('close', r)), new Promise((r) => piped.on('close', r))]);
     expect(stderr).toBe('');
     expect(code).toBe(0);
     expect(out).toMatch(/^workers alive: 0\n$/);
@@ -90,7 +91,7 @@ describe('Ctrl+C typed into a terminal', () => {
     for (const k of ['REDIS_URL', 'TELEGRAM_BOT_TOKEN', 'API_SERVER_HOST', 'API_SERVER_KEY', 'OPENAI_BASE_URL', 'OPENAI_API_KEY']) delete childEnv[k];
     const term = runInTerminal([process.execPath, HERMES_BIN, 'up'], childEnv);
     cleanups.push(() => { if (term.child.exitCode === null) term.child.kill('SIGKILL'); });
-    await waitFor(() => term.output().includes('Attached to session main'), 30_000, 'chat attached');
+    await waitFor(() => term.output().includes('Attached to session main'), SPAWN_START_TIMEOUT_MS, 'chat attached');
     const logFile = join(home, 'logs', 'hermes.log');
     const started = readFileSync(logFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
     const redis = started.find((l) => l.msg === 'embedded Redis started')!;
@@ -127,7 +128,7 @@ describe('Ctrl+C typed into a terminal', () => {
     let stderr = '';
     piped.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     cleanups.push(() => { if (piped.exitCode === null) piped.kill('SIGKILL'); });
-    await waitFor(() => term.output().includes('worker started'), 30_000, 'worker started');
+    await waitFor(() => term.output().includes('worker started'), SPAWN_START_TIMEOUT_MS, 'worker started');
     expect(term.output()).toMatch(/INFO.*worker started/);
     expect(term.output()).not.toContain('{"level"');
     term.type('\x03');
@@ -135,7 +136,7 @@ describe('Ctrl+C typed into a terminal', () => {
     expect(term.output()).toMatch(/worker stopped/);
     expect(term.output()).not.toMatch(STACK_TRACE);
 
-    await waitFor(() => stderr.includes('worker started'), 30_000, 'piped worker started');
+    await waitFor(() => stderr.includes('worker started'), SPAWN_START_TIMEOUT_MS, 'piped worker started');
     const first = stderr.split('\n')[0]!;
     expect(JSON.parse(first)).toMatchObject({ level: 30, name: 'worker' });
     piped.kill('SIGTERM');
@@ -236,7 +237,7 @@ describe('hermes completion', () => {
       const child = spawn('bash', ['-c', probe], { stdio: ['ignore', 'pipe', 'inherit'] });
       let out = '';
       child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-      await new Promise((r) => child.on('exit', r));
+      await new Promise((r) => child.on('close', r)); // after the last of its output, not at its exit
       return out.trim().split(' ');
     };
     const [cr, cronSh, cronAddMis, loopDeli, top] = await Promise.all([

@@ -90,7 +90,7 @@ describe('job scheduler upserts', () => {
     const dues = (await events(c, 'f3', 'reply')).map((e) => Number(e.data.dueAt));
     expect(new Set(dues).size).toBe(dues.length); // each occurrence fired once
     expect((await events(c, 'f3', 'reply')).every((e) => e.data.text === 'tick')).toBe(true);
-  });
+  }, 120_000); // four hermes processes start at once: seconds of CPU each, far more on a loaded machine
 
   it('a worker re-arms an active loop whose job scheduler is missing (crash between the two writes)', async () => {
     const { env, c } = setup();

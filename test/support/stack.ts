@@ -19,6 +19,13 @@ import type { TestEnv } from './env.ts';
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const HERMES_BIN = join(ROOT, 'cli', 'hermes.mjs');
 
+/**
+ * How long a spawned `hermes` process may take to start (node, tsx and ~700 module
+ * files: about 2.5 s of CPU, far longer on a loaded machine). Waiting for the start
+ * event costs nothing when it comes early.
+ */
+export const SPAWN_START_TIMEOUT_MS = 45_000;
+
 /** Clients of the stores for a test, with `close()`. */
 export interface TestClients {
   redis: RedisClient;
@@ -70,7 +77,7 @@ export async function spawnWorker(env: TestEnv, extraEnv: NodeJS.ProcessEnv = {}
       if (child.exitCode !== null) throw new Error(`worker exited: ${stderr}`);
       const members = await redis.zrange(keys.workers, 0, -1);
       return members.some((m) => m.includes(`:${child.pid}:`)) || undefined;
-    }, 45_000);
+    }, SPAWN_START_TIMEOUT_MS, 'the worker registered');
   } catch (err) {
     child.kill('SIGKILL');
     throw err;
@@ -87,7 +94,8 @@ export async function runHermes(env: TestEnv, args: string[], extraEnv: NodeJS.P
   let stderr = '';
   child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const code = await new Promise<number | null>((r) => child.on('exit', r));
+  // 'close', not 'exit': the exit can come before the last output is read from the pipes
+  const code = await new Promise<number | null>((r) => child.on('close', r));
   return { code, stdout, stderr };
 }
 
