@@ -62,10 +62,10 @@ export function compositeId(...parts: Array<string | number>): string {
 
 /**
  * The kind and session of a loop or heartbeat job scheduler id
- * (`Keys.schedulerId`: `<kind>:<keyPart(session)>`), or `undefined` for any
+ * (`Keys.loopSchedulerId`: `<kind>:<keyPart(session)>`), or `undefined` for any
  * other id (a cron job's scheduler, a malformed id).
  */
-export function parseSchedulerId(id: string): { kind: LoopKind; sessionId: string } | undefined {
+export function parseLoopSchedulerId(id: string): { kind: LoopKind; sessionId: string } | undefined {
   const i = id.indexOf(':');
   const kind = id.slice(0, i);
   if (i < 0 || (kind !== 'loop' && kind !== 'heartbeat')) return undefined;
@@ -272,7 +272,7 @@ export class Keys {
   }
 
   /** BullMQ job scheduler id of a session's loop or heartbeat. */
-  schedulerId(sessionId: string, kind: LoopKind): string {
+  loopSchedulerId(sessionId: string, kind: LoopKind): string {
     return `${kind}:${keyPart(sessionId)}`;
   }
 

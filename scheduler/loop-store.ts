@@ -26,7 +26,7 @@
 import { holdWritesThisTurn, type RedisClient } from './redis/connection-factory.ts';
 import type { Job } from 'bullmq';
 import { StoreUnavailableError } from './errors/store-unavailable-error.ts';
-import { bullJobId, compositeId, parseSchedulerId, type Keys, type LoopKind } from './keys.ts';
+import { bullJobId, compositeId, parseLoopSchedulerId, type Keys, type LoopKind } from './keys.ts';
 import { decodeLoopRecord, encodeLoopRecord } from './loop-record-codec.ts';
 import { resumeDueAt, type LoopRecord } from './loop-state.ts';
 import { putVersioned, type ExpectedVersion } from './versioned-json.ts';
@@ -65,7 +65,7 @@ export function tickJobData(job: Pick<Job<StoredTickJobData>, 'data' | 'id' | 'r
   const { data } = job;
   if (typeof data.sessionId === 'string') return data as TickJobData;
   const schedulerId = job.repeatJobKey ?? (schedulerJobMillis(job.id) !== undefined ? job.id!.slice('repeat:'.length, job.id!.lastIndexOf(':')) : undefined);
-  const named = schedulerId === undefined ? undefined : parseSchedulerId(schedulerId);
+  const named = schedulerId === undefined ? undefined : parseLoopSchedulerId(schedulerId);
   if (!named) throw new Error(`tick job ${job.id} names no session`);
   return { ...data, kind: data.kind ?? named.kind, sessionId: named.sessionId };
 }
@@ -341,7 +341,7 @@ export class LoopStore {
         // occurrence and ignores `startDate`, so a replaced loop would not fire "now".
         await this.removeScheduler(record.sessionId, record.kind);
         await this.queues.forSession(record.sessionId).ticks.upsertJobScheduler(
-          this.keys.schedulerId(record.sessionId, record.kind),
+          this.keys.loopSchedulerId(record.sessionId, record.kind),
           { every: record.intervalSeconds * 1000, startDate: Math.max(Date.now(), this.lead.jobAt(firstDueAt)) },
           { name: TICK_JOB_NAME, data },
         );
@@ -363,13 +363,13 @@ export class LoopStore {
    * the wait list). A job that is running is left to finish. No-op when there is none.
    */
   async removeScheduler(sessionId: string, kind: LoopKind): Promise<void> {
-    const id = this.keys.schedulerId(sessionId, kind);
+    const schedulerId = this.keys.loopSchedulerId(sessionId, kind);
     const ticks = this.queues.forSession(sessionId).ticks;
-    const scheduler = await ticks.getJobScheduler(id);
-    await ticks.removeJobScheduler(id);
-    // Only after the scheduler is gone may its last job be removed (BullMQ refuses before).
+    const scheduler = await ticks.getJobScheduler(schedulerId);
+    await ticks.removeJobScheduler(schedulerId);
+    // Only after the job scheduler is gone may its last job be removed (BullMQ refuses before).
     if (scheduler?.next !== undefined && scheduler.next !== null) {
-      await ticks.remove(`repeat:${id}:${scheduler.next}`).catch(() => 0);
+      await ticks.remove(`repeat:${schedulerId}:${scheduler.next}`).catch(() => 0);
     }
   }
 
@@ -383,7 +383,7 @@ export class LoopStore {
    */
   async nextDueAt(record: LoopRecord): Promise<number | undefined> {
     if (record.mode !== 'fixed') return record.nextDueAt ?? undefined;
-    const s = await this.queues.forSession(record.sessionId).ticks.getJobScheduler(this.keys.schedulerId(record.sessionId, record.kind));
+    const s = await this.queues.forSession(record.sessionId).ticks.getJobScheduler(this.keys.loopSchedulerId(record.sessionId, record.kind));
     return s?.next !== undefined && s.next !== null ? this.lead.dueAt(Number(s.next)) : undefined;
   }
 
@@ -404,7 +404,7 @@ export class LoopStore {
     }
     let rearmed = 0;
     for (const record of active) {
-      if (existing.has(`${this.keys.shardOfSession(record.sessionId)} ${this.keys.schedulerId(record.sessionId, record.kind)}`)) continue;
+      if (existing.has(`${this.keys.shardOfSession(record.sessionId)} ${this.keys.loopSchedulerId(record.sessionId, record.kind)}`)) continue;
       await this.arm(record, resumeDueAt(record, now));
       rearmed++;
     }

@@ -308,9 +308,9 @@ async function verify(
     if (record.status !== 'active') continue;
     checked++;
     if (record.mode === 'fixed') {
-      const id = newKeys.schedulerId(record.sessionId, record.kind);
+      const schedulerId = newKeys.loopSchedulerId(record.sessionId, record.kind);
       if ((await newLoops.nextDueAt(record)) === undefined) fail(`the ${record.kind} of session ${record.sessionId} has no job scheduler on its new shard`);
-      if (seen.get(id) !== 1) fail(`the ${record.kind} of session ${record.sessionId} has ${seen.get(id) ?? 0} job schedulers`);
+      if (seen.get(schedulerId) !== 1) fail(`the ${record.kind} of session ${record.sessionId} has ${seen.get(schedulerId) ?? 0} job schedulers`);
     } else if (!(await hasSelfPacedJob(newQueues.forSession(record.sessionId), record))) {
       fail(`the self-paced ${record.kind} of session ${record.sessionId} has no pending tick on its new shard`);
     }

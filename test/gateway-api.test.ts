@@ -108,7 +108,7 @@ describe('/api/schedules', () => {
 
     const ticks = new Queue(QUEUES.ticks, { connection: redis, prefix: env.prefix });
     try {
-      expect(await ticks.getJobScheduler(new Keys(env.prefix).schedulerId('api-s1', 'loop'))).toBeTruthy();
+      expect(await ticks.getJobScheduler(new Keys(env.prefix).loopSchedulerId('api-s1', 'loop'))).toBeTruthy();
 
       const list = await readJson(call('GET', '/api/schedules'));
       expect(list.data.map((s: { session_id: string }) => s.session_id)).toContain('api-s1');
@@ -116,18 +116,18 @@ describe('/api/schedules', () => {
       const paused = await call('POST', '/api/schedules/api-s1/loop/pause');
       expect(paused.status).toBe(200);
       expect((await readJson(paused)).schedule.status).toBe('paused');
-      expect(await ticks.getJobScheduler(new Keys(env.prefix).schedulerId('api-s1', 'loop'))).toBeFalsy();
+      expect(await ticks.getJobScheduler(new Keys(env.prefix).loopSchedulerId('api-s1', 'loop'))).toBeFalsy();
 
       const resumed = await readJson(call('POST', '/api/schedules/api-s1/loop/resume'));
       expect(resumed.schedule.status).toBe('active');
-      expect(await ticks.getJobScheduler(new Keys(env.prefix).schedulerId('api-s1', 'loop'))).toBeTruthy();
+      expect(await ticks.getJobScheduler(new Keys(env.prefix).loopSchedulerId('api-s1', 'loop'))).toBeTruthy();
 
       const one = await readJson(call('GET', '/api/schedules/api-s1/loop'));
       expect(one.status_line).toMatch(/^loop: active · every 2m/);
 
       const deleted = await call('DELETE', '/api/schedules/api-s1/loop');
       expect((await readJson(deleted)).reply).toMatch(/Loop stopped/);
-      expect(await ticks.getJobScheduler(new Keys(env.prefix).schedulerId('api-s1', 'loop'))).toBeFalsy();
+      expect(await ticks.getJobScheduler(new Keys(env.prefix).loopSchedulerId('api-s1', 'loop'))).toBeFalsy();
     } finally {
       await ticks.close();
     }

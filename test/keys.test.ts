@@ -44,8 +44,8 @@ const PER_ID: Record<string, (id: string) => string> = {
 const GLOBAL = [k.scheduleIndex, k.goalIndex, k.sessionIndex, k.workers, k.cronJobIndex, k.cronRecentRuns, k.shardCountMarker, k.turnAbortChannel, k.outboundSequence];
 /** Job scheduler ids (BullMQ keys them as `<queue>:repeat:<id>`, their jobs as `repeat:<id>:<millis>`). */
 const SCHEDULER_IDS: Record<string, (id: string) => string> = {
-  loop: (id) => k.schedulerId(id, 'loop'),
-  heartbeat: (id) => k.schedulerId(id, 'heartbeat'),
+  loop: (id) => k.loopSchedulerId(id, 'loop'),
+  heartbeat: (id) => k.loopSchedulerId(id, 'heartbeat'),
   cron: (id) => k.cronSchedulerId(id),
 };
 

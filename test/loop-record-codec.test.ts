@@ -91,7 +91,7 @@ describe('stored loops in Redis', () => {
     await c.redis.set(c.keys.schedule(sessionId, 'loop'), JSON.stringify(record));
     await c.redis.sadd(c.keys.forSession(sessionId).scheduleIndex, c.keys.scheduleIndexMember(sessionId, 'loop'));
     await c.queues.forSession(sessionId).ticks.upsertJobScheduler(
-      c.keys.schedulerId(sessionId, 'loop'),
+      c.keys.loopSchedulerId(sessionId, 'loop'),
       { every: 3_600_000, startDate: Date.now() },
       { name: TICK_JOB_NAME, data: { type: 'schedule-tick', kind: 'loop', sessionId, loopId: record.loopId }, opts: JOB_RETENTION },
     );
@@ -114,7 +114,7 @@ describe('stored loops in Redis', () => {
     const stored = (await c.loops.put(loop({ sessionId, kind: 'heartbeat' }), 'absent'))!;
     await c.loops.arm(stored, Date.now() + 3_600_000);
     const ticks = c.queues.forSession(sessionId).ticks;
-    const schedulerKey = ticks.toKey(`repeat:${c.keys.schedulerId(sessionId, 'heartbeat')}`);
+    const schedulerKey = ticks.toKey(`repeat:${c.keys.loopSchedulerId(sessionId, 'heartbeat')}`);
     expect(await c.redis.object('ENCODING', schedulerKey)).toBe('listpack');
     expect(JSON.parse((await c.redis.hget(schedulerKey, 'data'))!)).toEqual({ kind: 'heartbeat', loopId: stored.loopId });
     expect(await c.redis.hget(schedulerKey, 'opts')).toBeNull();

@@ -186,7 +186,7 @@ describe('drain: a job received after the worker paused', () => {
     // (On a loaded machine A's fetch can end before the tick is released; then it waits, unstarted. The
     // job scheduler's next occurrence may wait next to it, never started.)
     expect(await events(c, 'late')).toEqual([]);
-    const lateJobs = (await c.queues.ticks.getJobs(['delayed', 'wait', 'prioritized'])).filter((j) => j.repeatJobKey === c.keys.schedulerId('late', 'loop'));
+    const lateJobs = (await c.queues.ticks.getJobs(['delayed', 'wait', 'prioritized'])).filter((j) => j.repeatJobKey === c.keys.loopSchedulerId('late', 'loop'));
     expect(lateJobs.length).toBeGreaterThan(0);
     for (const job of lateJobs) expect(job.attemptsStarted).toBeLessThanOrEqual(1);
 

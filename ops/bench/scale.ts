@@ -95,7 +95,7 @@ async function memory(): Promise<void> {
     const perLoop = (after - before) / LOOPS;
     // One loop's own keys (the shared index and sorted sets are counted in the total only).
     const sample = `${SESSION_PREFIX}7`;
-    const schedulerId = keys.schedulerId(sample, 'loop');
+    const schedulerId = keys.loopSchedulerId(sample, 'loop');
     const ticks = queues.forSession(sample).ticks;
     const scheduler = await ticks.getJobScheduler(schedulerId);
     const parts: Record<string, string> = {

@@ -129,10 +129,10 @@ function parseCalendar(tokens: string[], raw: string, tz: string): CronSchedule 
     throw bad(`"${raw}" needs a time of day, e.g. "${dayPart.join(' ') || 'daily'} at 9am".`);
   }
   const time = parseTimeOfDay(timePart.join(''), raw);
-  const expr = `${time.minute} ${time.hour} * * ${days.cron}`;
+  const expression = `${time.minute} ${time.hour} * * ${days.cron}`;
   const clock = `${String(time.hour).padStart(2, '0')}:${String(time.minute).padStart(2, '0')}`;
   const display = days.label === 'daily' ? `daily at ${clock}` : `${days.label} at ${clock}`;
-  return cronSchedule(expr, display, tz);
+  return cronSchedule(expression, display, tz);
 }
 
 /** Take a trailing time (`9am`, `9 am`, `9:30`, `noon`) off the tokens. */
