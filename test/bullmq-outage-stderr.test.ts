@@ -46,14 +46,14 @@ describe('Redis outage', () => {
     // BullMQ reports the lost connection: as a log line, or (without a listener) as a stack dump
     const reported = (stderr: string) => stderr.includes('BullMQ error') || STACK_FRAME.test(stderr);
     await waitFor(() => reported(workerErr) && reported(gateway.stderr), 15_000, 'BullMQ errors reported');
-    await sleep(Math.max(0, 4000 - (Date.now() - down))); // the outage lasts a few seconds
+    await sleep(Math.max(0, 2500 - (Date.now() - down))); // the outage lasts a few seconds (ioredis retries meanwhile)
     redis = await startEmbeddedRedis({ dir, appendonly: false, port });
 
     for (const [who, stderr] of [['worker', workerErr], ['gateway', gateway.stderr]] as const) {
       expect(stderr, `${who} stderr`).not.toMatch(STACK_FRAME);
       const lines = stderr.split('\n').filter((l) => l.includes('BullMQ error')).map((l) => JSON.parse(l) as { queue: string; err: string });
       expect(lines.length).toBeGreaterThan(0);
-      // rate-limited: one line per queue object in a 4 s outage (a name may be shared by a Queue and a Worker)
+      // rate-limited: one line per queue object in a 2.5 s outage (a name may be shared by a Queue and a Worker)
       const perQueue = new Map<string, number>();
       for (const l of lines) perQueue.set(l.queue, (perQueue.get(l.queue) ?? 0) + 1);
       for (const [queue, n] of perQueue) expect(n, `${who} ${queue}`).toBeLessThanOrEqual(3);
