@@ -63,8 +63,8 @@ export class LoopService {
   }
 
   /**
-   * Create or replace the session's schedule of `kind`; its first tick is due now.
-   * The same schedule sent again while it is active changes nothing and fires
+   * Create or replace the session's loop record of `kind`; its first tick is due now.
+   * The same loop sent again while it is active changes nothing and fires
    * nothing: the reply says it is already set and when it fires next (F18).
    * @returns the reply for the user
    * @throws ScheduleInputError for a bad session id; StoreUnavailableError when Redis refused the write
@@ -112,7 +112,7 @@ export class LoopService {
     });
   }
 
-  /** Resume a paused schedule: one tick at the next point of its cadence, never a burst. @returns the reply */
+  /** Resume a paused loop or heartbeat: one tick at the next point of its cadence, never a burst. @returns the reply */
   async resume(sessionId: string, kind: LoopKind, now = Date.now()): Promise<string> {
     return await this.exclusive(sessionId, kind, async () => {
       const { previous, stored } = await this.write(sessionId, kind, (cur) => (cur && cur.status === 'paused' ? resumeLoop(cur, now) : undefined));
