@@ -77,7 +77,7 @@ export function decideGate(
  * What the claim script's answer (`LoopStore.claimTick`) means (steps 3 and 4 of a tick):
  *  - `ok`: the occurrence is claimed; fire;
  *  - `busy` — session lock: another job holds the session's turn lock; wait `deferMs` (never run in parallel);
- *  - `inflight` — in-flight order: another occurrence of the schedule started and did not commit. While
+ *  - `inflight` — in-flight order: another occurrence of the loop record started and did not commit. While
  *    that one is alive (`earlierAlive`: its job is still queued or active and not committed), this one
  *    waits, so a tick whose worker died is completed before a later one overtakes it; a stale mark
  *    (cleared by the caller) counts as a change;
