@@ -23,6 +23,7 @@ import type { CliConnection } from './cli-context.ts';
 import { formatEvent } from './event-format.ts';
 import { cliLogLevel } from './run-command.ts';
 import { loopStoreFor, loopServiceFor, sessionStoreFor } from '../scheduler/services.ts';
+import { encodeTurnAbort } from '../scheduler/turn-abort.ts';
 
 /** How long a detaching client waits for answers to input it sent (ms). */
 export const ANSWER_WAIT_MS = 15_000;
@@ -58,13 +59,14 @@ export async function runChat(
   mkdirSync(join(config.home, 'clients'), { recursive: true });
   const saved = existsSync(file) ? readFileSync(file, 'utf8').trim() : '';
   let lastId = saved;
-  let tickRunning = false;
+  /** The occurrence id of the wakeup turn running now, as its `tick.started` event named it. */
+  let runningTick: string | undefined;
   /** Inputs sent from this client that have no answer yet (by occurrence id). */
   const awaiting = new Set<string>();
   const show = (events: SessionEvent[]) => {
     for (const e of events) {
-      if (e.type === 'tick.started') tickRunning = true;
-      if ((e.type === 'reply' || e.type === 'tick.failed') && e.data.source !== 'message') tickRunning = false;
+      if (e.type === 'tick.started' && typeof e.data.occurrenceId === 'string') runningTick = e.data.occurrenceId;
+      if ((e.type === 'reply' || e.type === 'tick.failed') && e.data.source !== 'message') runningTick = undefined;
       if (typeof e.data.occurrenceId === 'string') awaiting.delete(e.data.occurrenceId);
       const text = formatEvent(e);
       if (text) out(text);
@@ -127,17 +129,18 @@ export async function runChat(
     if (reason === 'interrupt') {
       // A second Ctrl+C while waiting for answers: stop waiting.
       hurry = true;
-    } else if (tickRunning) {
+    } else if (runningTick !== undefined) {
       // SPEC §4: interrupting a wakeup turn pauses the loop. The loop is paused first, so no next
-      // tick starts; then the running turn is aborted (and its processes) on whichever worker runs
-      // it, as `/stop` does (the session's abort channel).
+      // tick starts; then that tick's turn (and its processes) is aborted on whichever worker runs
+      // it. The request names the tick's occurrence: a turn that started since is never hit.
+      const occurrenceId = runningTick;
       schedules.pause(sessionId, 'loop')
         .then(async (r) => {
-          await conn.redis.publish(conn.keys.turnAbortChannel, sessionId);
+          await conn.redis.publish(conn.keys.turnAbortChannel, encodeTurnAbort({ sessionId, occurrenceId, by: 'interrupt' }));
           out(`Interrupted the wakeup turn. ${r}`);
         })
         .catch((e: Error) => out(e.message));
-      tickRunning = false;
+      runningTick = undefined;
     } else {
       reason = 'interrupt';
       rl.close();

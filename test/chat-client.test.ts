@@ -102,7 +102,7 @@ describe('Ctrl+C in hermes chat', () => {
     await waitFor(async () => (out.includes('Interrupted the wakeup turn. Loop paused') ? true : undefined), 5_000, 'message');
     // The running turn is stopped, not left to finish its 30 s command.
     const failed = (await waitForEvents(c, 'intr', 'tick.failed', 1, 15_000))[0]!;
-    expect(failed.data.error).toMatch(/^Stopped/);
+    expect(failed.data.error).toBe('Interrupted from the chat (Ctrl+C); the loop is paused.');
     expect(await events(c, 'intr', 'reply')).toEqual([]);
     child.stdin!.end();
     await new Promise((r) => child.on('exit', r));

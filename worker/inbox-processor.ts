@@ -19,6 +19,7 @@ import { stepMessages, turnMessages } from './transcript-messages.ts';
 import { sessionEventSink } from './turn-events.ts';
 import type { ChatMessage } from './turn-runners/turn-runner.ts';
 import type { WorkerDeps } from './worker-deps.ts';
+import { encodeTurnAbort } from '../scheduler/turn-abort.ts';
 
 export type InboxResult = { status: 'replied' | 'command' | 'ignored' | 'failed' | 'duplicate'; eventId?: string };
 
@@ -65,7 +66,7 @@ export async function processInbox(
     const outcome = await runSlashCommand(data.text, {
       sessionId, origin: data.origin, schedules: deps.schedules, config: deps.config,
       extra: hooks.extraCommands?.(deps, data),
-      abortRunningTurn: () => deps.redis.publish(deps.keys.turnAbortChannel, sessionId),
+      abortRunningTurn: () => deps.redis.publish(deps.keys.turnAbortChannel, encodeTurnAbort({ sessionId, by: 'stop' })),
     });
     if (outcome.kind === 'ignored') {
       // Addressed to another bot: not run, not a turn, not answered.

@@ -126,6 +126,7 @@ export async function processScheduleTick(
   try {
     return await deps.turns.run(job.id!, 'deadline', async (turnSignal, turn) => {
       turn.sessionId = sessionId; // a `/stop` in this session aborts the turn
+      turn.occurrenceId = tick.occurrenceId; // and so does Ctrl+C in `hermes chat` aimed at this tick
       // Drain hand-back and lock loss: `decideTurnEnding` (docs/RELIABILITY.md, "A dead worker's work restarts within seconds").
       const ran = await runTurn(deps, tick, gated, turnSignal, turn);
       if (ran === 'hand-back') return await defer(deps, job, token, tick, DRAIN_HAND_BACK);
@@ -267,8 +268,8 @@ async function runTurn(deps: WorkerDeps, tick: Tick, claimed: Claimed, signal: A
       return 'hand-back';
     }
     if (ending === 'abandon') throw err;
-    failure = turn.stoppedByUser
-      ? new TurnError('Stopped by /stop.', { kind: 'aborted', sessionId, cause: err })
+    failure = turn.stoppedBy
+      ? new TurnError(turn.stoppedBy === 'stop' ? 'Stopped by /stop.' : 'Interrupted from the chat (Ctrl+C); the loop is paused.', { kind: 'aborted', sessionId, cause: err })
       : err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
     log.warn({ err: failure.message, failureKind: failure.kind }, `${kind} tick failed`);
   }

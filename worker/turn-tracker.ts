@@ -5,6 +5,8 @@
  * - `chat`: user messages and goal continuations — `agent.restart_drain_timeout`.
  * Each turn has an AbortController the drain fires at its deadline.
  */
+import type { TurnAbortBy, TurnAbortRequest } from '../scheduler/turn-abort.ts';
+
 export type DrainClass = 'deadline' | 'chat';
 
 /** One running turn. */
@@ -24,8 +26,10 @@ export interface TrackedTurn {
   lockLost: boolean;
   /** The session the turn belongs to, when the processor names it (so `/stop` can find it). */
   sessionId?: string;
-  /** Set when the user's `/stop` aborted this turn (see `abortSession`). */
-  stoppedByUser?: boolean;
+  /** The occurrence a tick's turn runs (so an interrupt aimed at that tick finds only it). */
+  occurrenceId?: string;
+  /** Set when the user aborted this turn: `/stop`, or Ctrl+C in `hermes chat` (see `abortTurns`). */
+  stoppedBy?: TurnAbortBy;
 }
 
 /** Registry of this process's running turns, by drain class, with their AbortControllers. */
@@ -64,15 +68,17 @@ export class TurnTracker {
   }
 
   /**
-   * Abort every turn of `sessionId` running in this process (a user's `/stop`,
-   * published on `Keys.turnAbortChannel`). Only turns that set `sessionId` are found.
+   * Abort the turns a user's request names (`scheduler/turn-abort.ts`, published on
+   * `Keys.turnAbortChannel`): every turn of the session, or only the one of
+   * `occurrenceId`. Only turns that set `sessionId` (and `occurrenceId`) are found.
    * @returns how many were aborted
    */
-  abortSession(sessionId: string): number {
+  abortTurns(request: TurnAbortRequest): number {
     let n = 0;
     for (const turn of this.active.values()) {
-      if (turn.sessionId !== sessionId || turn.controller.signal.aborted) continue;
-      turn.stoppedByUser = true;
+      if (turn.sessionId !== request.sessionId || turn.controller.signal.aborted) continue;
+      if (request.occurrenceId !== undefined && turn.occurrenceId !== request.occurrenceId) continue;
+      turn.stoppedBy = request.by;
       turn.controller.abort(new Error('stopped by the user'));
       n++;
     }

@@ -26,6 +26,7 @@ import { QUEUES } from '../scheduler/keys.ts';
 import { logBullmqErrors } from '../scheduler/redis/bullmq-errors.ts';
 import { tickJobData, type StoredTickJobData, type TickJobData } from '../scheduler/loop-store.ts';
 import type { DrainClass } from './turn-tracker.ts';
+import { decodeTurnAbort } from '../scheduler/turn-abort.ts';
 import { processScheduleTick } from './tick-processor.ts';
 import { processInbox, type InboxHooks } from './inbox-processor.ts';
 import { processCronTick } from './cron-processor.ts';
@@ -118,9 +119,11 @@ export class WorkerProcess {
     // `/stop` in a session aborts its running turn wherever it runs: every worker listens.
     const abortListener = openRedisClient(topology, 'commands');
     wp.connections.push(abortListener);
-    abortListener.on('message', (_channel: string, sessionId: string) => {
-      const n = deps.turns.abortSession(sessionId);
-      if (n > 0) deps.log.info({ sessionId, turns: n }, 'running turn stopped by the user');
+    abortListener.on('message', (_channel: string, message: string) => {
+      const request = decodeTurnAbort(message);
+      if (!request) return;
+      const n = deps.turns.abortTurns(request);
+      if (n > 0) deps.log.info({ sessionId: request.sessionId, by: request.by, turns: n }, 'running turn stopped by the user');
     });
     await abortListener.subscribe(deps.keys.turnAbortChannel);
     if (Object.keys(config.mcp_servers).length > 0) {

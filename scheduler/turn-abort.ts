@@ -1,0 +1,46 @@
+/**
+ * A request to abort a running turn, published on `Keys.turnAbortChannel`
+ * (every worker listens; the one running the turn aborts it, with its tools'
+ * processes).
+ *
+ * - `by: 'stop'` — the session's `/stop`: every running turn of the session.
+ * - `by: 'interrupt'` — Ctrl+C in `hermes chat` during a wakeup turn (SPEC §4):
+ *   only the tick of `occurrenceId`, so a turn that started after it (a
+ *   queued user message, the next tick) is never hit by a late request.
+ *
+ * Processes sharing a Redis run one version (docs/OPERATIONS.md), so the
+ * message form is this module's alone.
+ */
+import { z } from 'zod';
+
+/** Who asked for the abort. */
+export type TurnAbortBy = 'stop' | 'interrupt';
+
+/** What to abort: a session's running turns, or only the one of `occurrenceId`. */
+export interface TurnAbortRequest {
+  sessionId: string;
+  /** Only the turn of this occurrence (a tick's occurrence id); absent: every turn of the session. */
+  occurrenceId?: string;
+  by: TurnAbortBy;
+}
+
+const schema = z.object({
+  sessionId: z.string().min(1),
+  occurrenceId: z.string().min(1).optional(),
+  by: z.enum(['stop', 'interrupt']),
+});
+
+/** The channel message for `request` (JSON). */
+export function encodeTurnAbort(request: TurnAbortRequest): string {
+  return JSON.stringify(request);
+}
+
+/** The request in a channel message, or undefined when the message is not one (it is then ignored). */
+export function decodeTurnAbort(message: string): TurnAbortRequest | undefined {
+  try {
+    const parsed = schema.safeParse(JSON.parse(message));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
