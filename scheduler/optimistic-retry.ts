@@ -4,7 +4,7 @@
  * version re-reads and tries again, up to `OPTIMISTIC_ATTEMPTS` times, with no
  * pause (a conflict means another writer just succeeded, so the next read is
  * already fresh). Used by the schedule, goal and cron job services and by the
- * worker's goal-turn commit.
+ * worker's commits of ticks, cron runs and goal turns.
  */
 
 /** Attempts of one optimistic write before it gives up. */

@@ -40,6 +40,7 @@ import { decideOccurrence, type OccurrenceDecision } from '../scheduler/cron/mis
 import { schedulerJobMillis } from '../scheduler/queues.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 import { deferJob } from '../scheduler/defer-job.ts';
+import { CONFLICT, retryOnConflict } from '../scheduler/optimistic-retry.ts';
 import { sleepUntil } from './sleep-until.ts';
 import type { HeldLock } from './session-lock.ts';
 import { CRON_DRAIN_HAND_BACK, decideEarly, decideOverlap, decideRunEnding, type CronDefer } from './cron-gate.ts';
@@ -318,11 +319,11 @@ async function recordSkip(store: CronStore, deps: WorkerDeps, record: CronJob, t
 }
 
 /**
- * Step 5: commit once per occurrence with the version check (re-read and re-apply on conflict), then
- * apply the outcome and deliver.
+ * Step 5: commit once per occurrence with the version check (re-read and re-apply on conflict,
+ * `retryOnConflict`), then apply the outcome and deliver.
  */
 async function commit(store: CronStore, deps: WorkerDeps, jobId: string, run: CronRun, pickedAt: number): Promise<CronTickResult> {
-  for (let attempt = 0; attempt < 20; attempt++) {
+  return await retryOnConflict<CronTickResult>(async () => {
     const current = await store.get(jobId);
     if (!current) return { outcome: 'dropped', occurrenceId: run.occurrence_id, reason: 'removed' };
     const next = applyRun(current, run, pickedAt, Date.now(), { maxConsecutiveFailures: deps.config.cron.max_consecutive_failures });
@@ -335,14 +336,13 @@ async function commit(store: CronStore, deps: WorkerDeps, jobId: string, run: Cr
         ? { text: deliveryText(told), source: 'cron', job_id: jobId, occurrence_id: run.occurrence_id, trigger: run.trigger, due_at: run.due_at }
         : null,
     });
-    if (res.status === 'conflict') continue;
+    if (res.status === 'conflict') return CONFLICT;
     if (res.status === 'gone') return { outcome: 'dropped', occurrenceId: run.occurrence_id, reason: 'removed' };
     if (res.status === 'duplicate') return await finishDuplicate(store, deps, current, run.occurrence_id);
     await applyOutcome(store, current, next);
     await deliver(store, deps, res.run, next);
     return { outcome: run.status === 'skipped' ? 'skipped' : 'ran', occurrenceId: run.occurrence_id, status: run.status, ...(run.reason ? { reason: run.reason } : {}) };
-  }
-  throw new Error(`cron job ${jobId} kept changing while its run was being recorded`);
+  }, () => new Error(`cron job ${jobId} kept changing while its run was being recorded`));
 }
 
 /** The occurrence was committed before (a retried job): finish deliveries it may have left pending. */

@@ -45,6 +45,7 @@ import { pendingInput } from '../scheduler/inbox.ts';
 import { goalHoldsSession } from '../scheduler/goal-state.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { deferJob } from '../scheduler/defer-job.ts';
+import { CONFLICT, retryOnConflict } from '../scheduler/optimistic-retry.ts';
 import { sleepUntil } from './sleep-until.ts';
 import { deliverToRoute } from './delivery.ts';
 import type { HeldLock } from './session-lock.ts';
@@ -306,18 +307,17 @@ type TickCommitInput = Omit<Tick, 'log'> & TurnRun & {
   lockHolder: string;
 };
 
+/** What `commit` did. */
+type CommitResult =
+  | { status: 'committed'; eventId: string; loop: LoopRecord | null; outcome: TickOutcome }
+  | { status: 'duplicate' };
+
 /**
  * Step 4 of a tick: commit it with the schedule's new state computed from its latest
- * version (a pause that arrived during the turn wins). Retried on a concurrent write.
+ * version (a pause that arrived during the turn wins). Retried on a concurrent write
+ * (`retryOnConflict`).
  */
-async function commit(
-  deps: WorkerDeps,
-  readAtStart: LoopRecord,
-  t: TickCommitInput,
-): Promise<
-  | { status: 'committed'; eventId: string; loop: LoopRecord | null; outcome: TickOutcome }
-  | { status: 'duplicate' }
-> {
+async function commit(deps: WorkerDeps, readAtStart: LoopRecord, t: TickCommitInput): Promise<CommitResult> {
   const source = t.kind === 'heartbeat' ? 'heartbeat' : 'tick';
   const messages = [
     { role: 'user' as const, content: t.input, at: t.startedAt, source },
@@ -331,15 +331,16 @@ async function commit(
       finishedAt: t.finishedAt, latenessMs: t.startedAt - t.dueAt, worker: deps.workerId, pid: process.pid,
     },
   };
-  for (let attempt = 0; attempt < 10; attempt++) {
+  let attempt = 0;
+  return await retryOnConflict<CommitResult>(async () => {
     // First try over the record read at the start; re-read only after a conflict.
-    const fresh = attempt === 0 ? readAtStart : await deps.loops.get(t.sessionId, t.kind);
+    const fresh = attempt++ === 0 ? readAtStart : await deps.loops.get(t.sessionId, t.kind);
     const inflightKey = deps.keys.scheduleInflight(t.sessionId, t.kind);
     const turnLock = { key: deps.keys.turnLock(t.sessionId), holder: t.lockHolder };
     if (fresh && fresh.loopId === t.loopId && fresh.lastOccurrenceId === t.occurrenceId) return { status: 'duplicate' };
     if (!fresh || fresh.loopId !== t.loopId) {
       const res = await deps.sessions.commitTurn(t.sessionId, { occurrenceId: t.occurrenceId, messages, event, inflightKey, turnLock });
-      if (res.status === 'conflict') continue;
+      if (res.status === 'conflict') return CONFLICT;
       return res.status === 'duplicate' ? { status: 'duplicate' } : { status: 'committed', eventId: res.eventId, loop: null, outcome: { kind: 'continue' } };
     }
     const { loop: next, outcome } = applyTick(fresh, {
@@ -356,11 +357,10 @@ async function commit(
       inflightKey,
       turnLock,
     });
-    if (res.status === 'conflict') continue;
+    if (res.status === 'conflict') return CONFLICT;
     if (res.status === 'duplicate') return { status: 'duplicate' };
     return { status: 'committed', eventId: res.eventId, loop: stored, outcome };
-  }
-  throw new Error(`could not commit tick ${t.occurrenceId}: the schedule kept changing`);
+  }, () => new Error(`could not commit tick ${t.occurrenceId}: the schedule kept changing`));
 }
 
 /** Step 5 of a tick, after the commit: stop the scheduler of a finished/paused schedule, chain a self-paced one, tell the user. */
