@@ -76,7 +76,7 @@ describe('gateway drain on SIGTERM', () => {
   });
 
   it('with cron_drain_timeout 0 the caller gets a 503 at once, not a hang', async () => {
-    const { env, model } = await setup({ 'agent.cron_drain_timeout': 0 }, 3000);
+    const { env, model } = await setup({ 'agent.cron_drain_timeout': 0 }, 6000);
     const { log, lines } = memoryLogger();
     const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log });
     cleanups.push(() => gw.close());
@@ -85,7 +85,8 @@ describe('gateway drain on SIGTERM', () => {
     const signalled = Date.now();
     const drained = gw.drain();
     const res = await pending;
-    expect(Date.now() - signalled).toBeLessThan(1000);
+    // At once: well before the model's 6 s answer (a loaded machine may take a while to reply at all).
+    expect(Date.now() - signalled).toBeLessThan(4000);
     expect(res.status).toBe(503);
     expect((await readJson(res)).error).toMatchObject({ type: 'service_unavailable', code: 'server_draining' });
     await drained;
@@ -93,7 +94,7 @@ describe('gateway drain on SIGTERM', () => {
   });
 
   it('after the deadline the caller gets a 503; the run itself finishes in the worker and stays readable', async () => {
-    const { env, model } = await setup({ 'agent.cron_drain_timeout': 0.5 }, 2000);
+    const { env, model } = await setup({ 'agent.cron_drain_timeout': 0.5 }, 5000);
     const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: 'silent' }) });
     cleanups.push(() => gw.close());
     const pending = ask(gw.httpAddress.url, 'too slow');
@@ -102,8 +103,9 @@ describe('gateway drain on SIGTERM', () => {
     const drained = gw.drain();
     const res = await pending;
     const waited = Date.now() - signalled;
+    // At the 0.5 s deadline, not at the model's 5 s answer.
     expect(waited).toBeGreaterThanOrEqual(450);
-    expect(waited).toBeLessThan(1500);
+    expect(waited).toBeLessThan(4000);
     expect(res.status).toBe(503);
     const runId = res.headers.get('x-hermes-run-id')!;
     expect((await readJson(res)).error.message).toContain(`GET /v1/runs/${runId}`);
@@ -116,7 +118,7 @@ describe('gateway drain on SIGTERM', () => {
     const run = await waitFor(async () => {
       const r = await readJson(fetch(`${next.httpAddress.url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${KEY}` } }));
       return r.status === 'completed' ? r : null;
-    }, 5000, 'run completed');
+    }, 15_000, 'run completed');
     expect(run.output).toBe('echo: too slow');
   });
 

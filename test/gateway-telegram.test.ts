@@ -200,9 +200,9 @@ describe('one poller per bot token (F8)', () => {
 
     fake.pushMessage({ fromId: ALLOWED_USER, text: 'to the leader' });
     await waitFor(() => reader.seen.length === 1, 10_000, 'first message');
-    // Over a lease lifetime and more (renewals, standby retries) nobody else polls: no 409, same holder.
+    // Over a whole lease lifetime (2 s: renewals, standby retries every ttl/3) nobody else polls: no 409, same holder.
     const conflictsBefore = fake.conflicts;
-    await new Promise((r) => setTimeout(r, 1000));
+    await new Promise((r) => setTimeout(r, 2500));
     expect(fake.conflicts).toBe(conflictsBefore);
     expect(await redis.get(leaseKey)).toBe(leader.instanceId);
     expect(standby.platforms()[0]?.adapter?.polling).toBe(false);

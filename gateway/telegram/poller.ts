@@ -144,11 +144,15 @@ export class TelegramPoller {
         if (!(await this.holdLease())) continue;
         step = 'fetchUpdates';
         const updates = await this.fetchUpdates();
-        if (updates.length === 0) continue;
-        step = 'storeUpdates';
-        await this.storeUpdates(updates);
-        step = 'confirm';
-        await this.confirm(updates);
+        if (updates.length > 0) {
+          step = 'storeUpdates';
+          await this.storeUpdates(updates);
+          step = 'confirm';
+          await this.confirm(updates);
+        }
+        // Only a whole round resets the backoff: a batch that is fetched but cannot be stored
+        // keeps doubling the wait, so a Redis refusing writes is not asked again every second.
+        this.failures = 0;
       } catch (err) {
         await this.handlePollingError(err, step);
       }
@@ -193,7 +197,6 @@ export class TelegramPoller {
       { offset: this.offset > 0 ? this.offset : undefined, timeout: timeoutSeconds, allowed_updates: ['message'] },
       grammySignal(this.pollAbort.signal),
     );
-    this.failures = 0;
     return updates;
   }
 

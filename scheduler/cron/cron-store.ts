@@ -55,9 +55,6 @@ export const CRON_TICK_JOB_NAME = 'cron-tick';
 /** Attempts of a cron tick job: failures that never reached the model retry with backoff (SPEC §7 Retries). */
 export const CRON_TICK_ATTEMPTS = 3;
 
-/** First retry delay when a store is built without `cron.retry_backoff_seconds` (its default, 2 s; then 4 s). */
-const DEFAULT_RETRY_BACKOFF_MS = 2_000;
-
 /** Global recent-runs list length (for `hermes cron runs` without a job). */
 export const RECENT_RUNS_MAX = 1000;
 
@@ -83,7 +80,7 @@ export interface CronStoreSettings {
   /** How long a claim or a committed occurrence is remembered, ms (`worker.occurrence_window_seconds`). */
   occurrenceWindowMs?: number;
   /** First delay of the exponential backoff of a tick retried after a network failure, ms (`cron.retry_backoff_seconds`). */
-  retryBackoffMs?: number;
+  retryBackoffMs: number;
 }
 
 /** Records, history and BullMQ jobs of cron jobs. */
@@ -252,7 +249,7 @@ export class CronStore {
 
   /** BullMQ attempts and backoff of a tick job (SPEC §7 Retries). */
   private get retryOptions(): { attempts: number; backoff: { type: 'exponential'; delay: number } } {
-    return { attempts: CRON_TICK_ATTEMPTS, backoff: { type: 'exponential', delay: this.settings.retryBackoffMs ?? DEFAULT_RETRY_BACKOFF_MS } };
+    return { attempts: CRON_TICK_ATTEMPTS, backoff: { type: 'exponential', delay: this.settings.retryBackoffMs } };
   }
 
   private get windowMs(): number {
