@@ -79,12 +79,12 @@ async function tickJob(deps: WorkerDeps, sessionId: string, loopId: string, dueA
   return (await deps.queues.forSession(sessionId).ticks.add(TICK_JOB_NAME, data, { jobId: bullJobId('test', sessionId, dueAt), delay: 3_600_000 })) as Job<TickJobData>;
 }
 
-/** Make the next `loops.get` hand back what it read only after `between()` has run. */
+/** Make the next gate read (`loops.readGate`: record, goal, pending input) hand back what it read only after `between()` has run. */
 function holdNextRead(deps: WorkerDeps, between: () => Promise<unknown>): void {
-  const realGet = deps.loops.get.bind(deps.loops);
-  deps.loops.get = async (sessionId, kind) => {
-    const read = await realGet(sessionId, kind);
-    deps.loops.get = realGet;
+  const realRead = deps.loops.readGate.bind(deps.loops);
+  deps.loops.readGate = async (sessionId, kind) => {
+    const read = await realRead(sessionId, kind);
+    deps.loops.readGate = realRead;
     await between();
     return read;
   };
