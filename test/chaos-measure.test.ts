@@ -4,7 +4,7 @@
  * duplicate reply and out of order.
  */
 import { describe, expect, it } from 'vitest';
-import { countDuplicates, countLoopSlots, countReplies, p99, recoveryTimes, type TickCommit } from '../ops/chaos/measure.ts';
+import { countDuplicates, countLoopSlots, countReplies, keyFamily, memoryGrowthPerThousandTicks, p99, recoveryTimes, type TickCommit } from '../ops/chaos/measure.ts';
 
 const tick = (occ: string, tickNo: number, dueAt: number, startedAt = dueAt, pid = 1, sessionId = 's'): TickCommit =>
   ({ sessionId, occurrenceId: occ, tick: tickNo, dueAt, startedAt, pid });
@@ -44,5 +44,22 @@ describe('chaos counts', () => {
     expect(countReplies(inOrder, queued)).toMatchObject({ parts: 3, duplicateReplies: 0, outOfOrder: 0, unsentParts: 0 });
     const between = [inOrder[0]!, inOrder[2]!, inOrder[1]!, inOrder[1]!];
     expect(countReplies(between, queued)).toMatchObject({ duplicateReplies: 1, outOfOrder: 1, unsentParts: 0 });
+  });
+
+  it('key families: every id segment is one *, the words and the hash tag stay', () => {
+    expect(keyFamily('{hermes}:session:chaos-7:events')).toBe('{…}:session:*:events');
+    expect(keyFamily('{hermes:3}:session:telegram%3A1001:committed')).toBe('{…}:session:*:committed');
+    expect(keyFamily('{hermes}:bull:ticks:repeat:loop%3Achaos-7:1764600000000')).toBe('{…}:bull:ticks:repeat:*:*');
+    expect(keyFamily('{hermes}:bull:ticks:delayed')).toBe('{…}:bull:ticks:delayed');
+  });
+
+  it('memory growth: the slope of used memory over ticks in the second half of the samples', () => {
+    const at = (ticksStarted: number, usedMemoryBytes: number) => ({ at: 0, keys: 0, ticksStarted, usedMemoryBytes });
+    // warm-up climbs steeply, then 50 B per tick
+    const growing = [at(0, 1e6), at(1000, 3e6), at(2000, 3.05e6), at(3000, 3.1e6), at(4000, 3.15e6), at(5000, 3.2e6)];
+    expect(memoryGrowthPerThousandTicks(growing)).toEqual({ bytesPerThousandTicks: 50_000, ticks: 2000 });
+    const flat = [at(0, 1e6), at(1000, 3e6), at(2000, 3e6), at(3000, 3.001e6), at(4000, 2.999e6), at(5000, 3e6)];
+    expect(memoryGrowthPerThousandTicks(flat).bytesPerThousandTicks).toBe(-500);
+    expect(memoryGrowthPerThousandTicks([at(0, 1), at(1, 2)])).toEqual({ bytesPerThousandTicks: null, ticks: 0 });
   });
 });

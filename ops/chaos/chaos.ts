@@ -13,7 +13,7 @@
  * Redis and from the messages the Telegram server accepted.
  */
 import { Command } from 'commander';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../scheduler/config.ts';
@@ -28,7 +28,10 @@ import { cronServiceFor, loopStoreFor, loopServiceFor } from '../../scheduler/se
 import { lastUserText, startFakeOpenAI } from '../../test/support/fake-openai.ts';
 import { startFakeTelegram } from '../../test/support/fake-telegram.ts';
 import { ChaosRedis, alive, startHermes, stopProc, type Proc } from './fleet.ts';
-import { countDuplicates, countLoopSlots, countReplies, p99, recoveryTimes, type QueuedReply, type TickCommit, type TickStart } from './measure.ts';
+import {
+  countDuplicates, countLoopSlots, countReplies, keyFamily, memoryGrowthPerThousandTicks, p99, recoveryTimes,
+  type MemorySample, type QueuedReply, type TickCommit, type TickStart,
+} from './measure.ts';
 
 const program = new Command('chaos')
   .option('--minutes <n>', 'minutes of faults', '3')
@@ -37,9 +40,10 @@ const program = new Command('chaos')
   .option('--interval-seconds <n>', 'loop interval', '30')
   .option('--workers <n>', 'worker processes', '3')
   .option('--quiet-seconds <n>', 'wait after the faults before counting', '45')
+  .option('--sample-seconds <n>', 'how often Redis memory and keys are read', '10')
   .option('--keep', 'keep the run folder (logs, Redis AOF)')
   .parse();
-const opts = program.opts<{ minutes: string; json?: boolean; loops: string; intervalSeconds: string; workers: string; quietSeconds: string; keep?: boolean }>();
+const opts = program.opts<{ minutes: string; json?: boolean; loops: string; intervalSeconds: string; workers: string; quietSeconds: string; sampleSeconds: string; keep?: boolean }>();
 
 const minutes = Number(opts.minutes);
 const LOOPS = Number(opts.loops);
@@ -76,6 +80,8 @@ async function main(): Promise<void> {
     API_SERVER_PORT: '0',
     HERMES_LOG_LEVEL: 'warn',
     HERMES_LOOPS_MAX_TICKS: '0',
+    // A run may go below the product's 30 s minimum to do many ticks in a short run (the memory run).
+    ...(INTERVAL_S < 30 ? { HERMES_LOOPS_MIN_INTERVAL_SECONDS: String(INTERVAL_S) } : {}),
   };
   const config = loadConfig({ env });
   const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
@@ -175,11 +181,29 @@ async function main(): Promise<void> {
     redisDowntimeMs = await redis.restart();
     say(`Redis restarted on its AOF (down ${redisDowntimeMs} ms)`);
   })();
+  let familiesWarm = new Map<string, number>();
   const warm = (async () => {
     await sleep(Math.max(0, faultsStart + Math.min(durationMs / 3, (INTERVAL_S + 10) * 1000) - Date.now()));
     keysWarm = await client.dbsize();
+    familiesWarm = await keyFamilies(client);
   })();
-  await Promise.all([inbound, workerFaults, gatewayFaults, redisFault, warm]);
+  // Redis memory and keys against the ticks started so far (one line per tick in ticks.log).
+  const ticksLog = join(dir, 'ticks.log');
+  const memory: MemorySample[] = [];
+  const sampler = (async () => {
+    while (Date.now() < faultsEnd) {
+      await sleep(Number(opts.sampleSeconds) * 1000);
+      try {
+        const info = await client.info('memory');
+        const usedMemoryBytes = Number(/used_memory:(\d+)/.exec(info)?.[1]);
+        const ticksStarted = existsSync(ticksLog) ? readFileSync(ticksLog, 'utf8').split('\n').length - 1 : 0;
+        memory.push({ at: Date.now(), usedMemoryBytes, keys: await client.dbsize(), ticksStarted });
+      } catch {
+        // Redis is being restarted: no sample this time.
+      }
+    }
+  })();
+  await Promise.all([inbound, workerFaults, gatewayFaults, redisFault, warm, sampler]);
   say(`faults over; quiet for ${opts.quietSeconds}s`);
   await sleep(Number(opts.quietSeconds) * 1000);
 
@@ -229,6 +253,9 @@ async function main(): Promise<void> {
   const duplicateInbound = [...inboundSeen.values()].filter((n) => n > 1).length;
   const lateness = commits.map((c) => c.startedAt - c.dueAt);
   const keysEnd = await client.dbsize();
+  const familiesEnd = await keyFamilies(client);
+  const growth = memoryGrowthPerThousandTicks(memory);
+  const ticksStarted = memory.at(-1)?.ticksStarted ?? 0;
   const result = {
     occurrences: slots.occurrences + cronRuns + cronMissed,
     missed: slots.missed + cronMissed,
@@ -239,6 +266,8 @@ async function main(): Promise<void> {
     recovery_p99_ms: p99(recovery.samples),
     lateness_p99_ms: p99(lateness),
     redis_keys_growth: keysEnd - (keysWarm ?? keysEnd),
+    ticks_started: ticksStarted,
+    redis_memory_bytes_per_1000_ticks: growth.bytesPerThousandTicks,
   };
   const rows: Array<[string, string | number]> = [
     ['minutes of faults', minutes],
@@ -255,9 +284,19 @@ async function main(): Promise<void> {
     ['Telegram parts queued / sent twice / out of order / not sent', `${replies.parts} / ${replies.duplicateReplies} / ${replies.outOfOrder} / ${replies.unsentParts}`],
     ['other Telegram messages (notices, errors)', replies.otherMessages],
     ['Redis keys one interval in / at the end (growth)', `${keysWarm ?? '?'} / ${keysEnd} (${result.redis_keys_growth})`],
+    ['ticks started (the faults)', ticksStarted],
+    ['Redis memory, first / last sample (MiB)', memory.length ? `${mib(memory[0]!.usedMemoryBytes)} / ${mib(memory.at(-1)!.usedMemoryBytes)}` : '?'],
+    ['Redis memory per 1,000 ticks, second half (B)', `${growth.bytesPerThousandTicks ?? '?'} (over ${growth.ticks} ticks)`],
   ];
   const width = Math.max(...rows.map(([k]) => k.length));
   process.stdout.write(`${rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n')}\n`);
+  // The key families that changed between one interval in and the end, largest change first.
+  const changed = [...new Set([...familiesWarm.keys(), ...familiesEnd.keys()])]
+    .map((f) => ({ f, warm: familiesWarm.get(f) ?? 0, end: familiesEnd.get(f) ?? 0 }))
+    .filter((x) => x.warm !== x.end)
+    .sort((a, b) => Math.abs(b.end - b.warm) - Math.abs(a.end - a.warm));
+  process.stdout.write(`\nkey families that changed (one interval in → end):\n${changed.map((x) => `  ${x.f.padEnd(48)} ${x.warm} → ${x.end}`).join('\n') || '  none'}\n`);
+  process.stdout.write(`memory samples (s into the faults, MiB, keys, ticks): ${memory.map((m) => `${Math.round((m.at - faultsStart) / 1000)}:${mib(m.usedMemoryBytes)}/${m.keys}/${m.ticksStarted}`).join(' ')}\n`);
 
   // --- teardown ---
   await Promise.allSettled([...workers, gateway].map((p) => stopProc(p, 'SIGTERM', 5_000)));
@@ -269,6 +308,20 @@ async function main(): Promise<void> {
   if (opts.keep) say(`kept ${dir}`);
   else rmSync(dir, { recursive: true, force: true });
   if (opts.json) process.stdout.write(`${JSON.stringify(result)}\n`);
+}
+
+const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
+
+/** Count every key of the run's Redis by family (`keyFamily`). */
+async function keyFamilies(client: RedisClient): Promise<Map<string, number>> {
+  const families = new Map<string, number>();
+  let cursor = '0';
+  do {
+    const [next, batch] = await client.scan(cursor, 'COUNT', 1000);
+    cursor = next;
+    for (const key of batch) families.set(keyFamily(key), (families.get(keyFamily(key)) ?? 0) + 1);
+  } while (cursor !== '0');
+  return families;
 }
 
 main().then(

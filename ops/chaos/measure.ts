@@ -165,3 +165,50 @@ export function countReplies(sent: Array<{ chat_id: string; text: string }>, que
   }
   return { parts, duplicateReplies, outOfOrder, unsentParts: parts - seen.size, otherMessages };
 }
+
+/**
+ * The family of a Redis key: its shape with every id segment as `*`, so keys
+ * of one kind (every session's event stream, every BullMQ job hash) count as
+ * one family. A segment is an id when it holds a digit or a `%` escape (key
+ * parts escape `:` and `%`, scheduler/keys.ts); the hash-tag prefix is kept
+ * as `{…}`. E.g. `{hermes}:session:chaos-7:events` → `{…}:session:*:events`,
+ * `{hermes}:bull:ticks:repeat:loop%3Achaos-7:1764600000000` → `{…}:bull:ticks:repeat:*:*`.
+ */
+export function keyFamily(key: string): string {
+  const m = /^\{[^}]*\}/.exec(key);
+  const rest = m ? key.slice(m[0].length) : key;
+  const shape = rest.split(':').map((part) => (/[0-9%]/.test(part) ? '*' : part)).join(':');
+  return `${m ? '{…}' : ''}${shape}`;
+}
+
+/** One reading of the chaos run's Redis: when, its memory, its keys, the ticks started so far. */
+export interface MemorySample {
+  at: number;
+  usedMemoryBytes: number;
+  keys: number;
+  ticksStarted: number;
+}
+
+/**
+ * How Redis memory moves with the work done, over the second half of the
+ * samples (the first half is the warm-up: BullMQ's retained-job caps and the
+ * per-session structures fill then): bytes per 1,000 ticks started, as the
+ * least-squares slope of used memory over ticks. Flat is near 0; a key per
+ * tick (~200 B or more each) would show as ≥ 200,000 B per 1,000 ticks.
+ * @returns the slope and the half's tick span; `null` slope with fewer than 3 samples
+ */
+export function memoryGrowthPerThousandTicks(samples: MemorySample[]): { bytesPerThousandTicks: number | null; ticks: number } {
+  const half = samples.slice(Math.floor(samples.length / 2));
+  if (half.length < 3) return { bytesPerThousandTicks: null, ticks: 0 };
+  const n = half.length;
+  const mx = half.reduce((s, x) => s + x.ticksStarted, 0) / n;
+  const my = half.reduce((s, x) => s + x.usedMemoryBytes, 0) / n;
+  let sxy = 0;
+  let sxx = 0;
+  for (const x of half) {
+    sxy += (x.ticksStarted - mx) * (x.usedMemoryBytes - my);
+    sxx += (x.ticksStarted - mx) ** 2;
+  }
+  const ticks = half[n - 1]!.ticksStarted - half[0]!.ticksStarted;
+  return { bytesPerThousandTicks: sxx === 0 ? null : Math.round((sxy / sxx) * 1000), ticks };
+}
