@@ -17,6 +17,7 @@ import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { deferJob } from '../scheduler/defer-job.ts';
 import { CONFLICT, retryOnConflict } from '../scheduler/optimistic-retry.ts';
 import { deliverToRoute } from './delivery.ts';
+import { runSessionTurn, sessionTurnFailure } from './session-turn.ts';
 import { judgeGoal } from './goal-judge.ts';
 import { stepMessages, turnMessages } from './transcript-messages.ts';
 import { sessionEventSink } from './turn-events.ts';
@@ -40,11 +41,7 @@ export async function processGoalContinuation(
     return { status: 'duplicate' };
   }
   if ((await pendingInput(deps.redis, deps.keys, sessionId)).length > 0) return await deferJob(job, token, deps.config.worker.defer_ms);
-  const held = await deps.lock.acquire(sessionId, job.id!);
-  if (!held) return await deferJob(job, token, deps.config.worker.defer_ms);
-  try {
-    return await deps.turns.run(job.id!, 'chat', async (turnSignal, turn) => {
-      turn.sessionId = sessionId; // a `/stop` in this session aborts the turn
+  return await runSessionTurn(deps, job, token, signal, sessionId, async (turnSignal, turn) => {
       const startedAt = Date.now();
       const input = buildGoalInput(goal, goalTurn!);
       const transcript = await deps.sessions.transcript(sessionId);
@@ -57,12 +54,12 @@ export async function processGoalContinuation(
           surface: goal.origin.surface, onEvent: sessionEventSink(deps, sessionId, { kind: 'goal', tick: goalTurn, occurrenceId: turnId }),
         }));
       } catch (err) {
-        if (turn.abortedByDrain) {
+        const failed = sessionTurnFailure(err, turn, sessionId);
+        if (failed === 'drained') {
           deps.metrics?.turnFinished('goal', 'aborted', (Date.now() - startedAt) / 1000);
           return await deferJob(job, token, deps.config.worker.defer_ms);
         }
-        if (turn.lockLost) throw err; // another worker has the job now: commit nothing here
-        failure = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
+        failure = failed;
         log.warn({ err: failure.message }, 'goal turn failed');
       }
       const judged = failure ? { verdict: undefined, reason: failure.message } : await judgeGoal(deps, goal, reply, turnSignal);
@@ -91,10 +88,7 @@ export async function processGoalContinuation(
         await afterGoalTurn(deps, stored, outcome, turnId);
         return { status: failure ? 'failed' : 'replied', eventId: res.eventId };
       }, () => new Error(`could not commit goal turn ${turnId}: the goal kept changing`));
-    }, signal);
-  } finally {
-    await held.release();
-  }
+  });
 }
 
 async function afterGoalTurn(deps: WorkerDeps, goal: GoalRecord, outcome: GoalOutcome, turnId: string): Promise<void> {

@@ -14,6 +14,7 @@ import { isHermesError } from '../scheduler/errors/hermes-error.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { deferJob } from '../scheduler/defer-job.ts';
 import { deliverToRoute } from './delivery.ts';
+import { runSessionTurn, sessionTurnFailure } from './session-turn.ts';
 import { runSlashCommand } from './slash-commands.ts';
 import { stepMessages, turnMessages } from './transcript-messages.ts';
 import { sessionEventSink } from './turn-events.ts';
@@ -89,11 +90,7 @@ export async function processInbox(
     return { status: 'command', eventId: res.status === 'committed' ? res.eventId : undefined };
   }
 
-  const held = await deps.lock.acquire(sessionId, job.id!);
-  if (!held) return await deferJob(job, token, deps.config.worker.defer_ms);
-  try {
-    return await deps.turns.run(job.id!, 'chat', async (turnSignal, turn) => {
-      turn.sessionId = sessionId; // a `/stop` in this session aborts the turn
+  return await runSessionTurn(deps, job, token, signal, sessionId, async (turnSignal, turn) => {
       const startedAt = Date.now();
       const transcript = await deps.sessions.transcript(sessionId);
       let reply = '';
@@ -105,14 +102,14 @@ export async function processInbox(
           surface: data.origin.surface, onEvent: sessionEventSink(deps, sessionId, { occurrenceId }),
         }));
       } catch (err) {
-        if (turn.abortedByDrain) {
+        const failed = sessionTurnFailure(err, turn, sessionId);
+        if (failed === 'drained') {
           await deps.sessions.appendEvent(sessionId, 'notice', {
             text: 'Your message was interrupted by a restart; it will be answered when a worker is back.', occurrenceId,
           });
           return await deferJob(job, token, deps.config.worker.defer_ms);
         }
-        if (turn.lockLost) throw err; // another worker has the job now: commit nothing here
-        failure = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
+        failure = failed;
         log.warn({ err: failure.message, failureKind: failure.kind }, 'user turn failed');
       }
       const finishedAt = Date.now();
@@ -135,8 +132,5 @@ export async function processInbox(
       await deliverToRoute(deps, { sessionId, origin: data.origin, text: failure ? failure.message : reply, occurrenceId });
       if (!failure) await hooks.afterUserTurn?.(deps, data, reply);
       return { status: failure ? 'failed' : 'replied', eventId: res.status === 'committed' ? res.eventId : undefined };
-    }, signal);
-  } finally {
-    await held.release();
-  }
+  });
 }
