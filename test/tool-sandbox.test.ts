@@ -50,7 +50,7 @@ afterAll(async () => {
 });
 
 const noStores = {} as ScheduleStatusSources;
-const ctx = { sessionId: 's', surface: 'chat' as const, signal: new AbortController().signal };
+const ctx = { sessionId: 's', surface: 'chat' as const, signal: new AbortController().signal, timeoutMs: 30_000 };
 
 function toolbox(tools: Record<string, unknown>): Toolbox {
   const config = loadConfig({ env: { HERMES_HOME: dir }, overrides: { tools } });

@@ -12,13 +12,18 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { testEnv } from './support/env.ts';
 import { clients, events, spawnWorker, startWorker, waitFor, waitForEvents, waitForNoTickJobs } from './support/stack.ts';
 import type { TestEnv } from './support/env.ts';
 
-/** A shell loop that waits until `file` exists. */
-const waitForFile = (file: string) => `while [ ! -f ${file} ]; do sleep 0.05; done`;
+/**
+ * A shell loop that waits until `file` exists, or until its folder is gone: the
+ * command of a SIGKILLed worker is orphaned (nothing is left to time it out), and
+ * the test's clean-up writes the file and then removes the folder at once, faster
+ * than one turn of the loop.
+ */
+const waitForFile = (file: string) => `while [ ! -f ${file} ] && [ -d ${dirname(file)} ]; do sleep 0.05; done`;
 
 /** True while a process with this pid exists. */
 function alive(pid: number): boolean {
@@ -148,5 +153,28 @@ describe('worker crash mid-tick', () => {
     expect((await c.sessions.transcript('lost')).map((m) => m.role)).toEqual(['user', 'assistant']);
     // Started twice (the copy that lost its lock, then the one that took the job over), run to the end once.
     expect(readFileSync(runs, 'utf8').trim().split('\n').sort()).toEqual(['end', 'start', 'start']);
+  });
+
+  it('the command of a SIGKILLed worker does not outlive its own timeout: the backstop ends its whole process group', async () => {
+    const env = testEnv();
+    const c = clients(env);
+    cleanups.push(() => env.cleanup(), () => c.close());
+    const pids = join(env.home, 'pids');
+    const a = await spawnWorker(env);
+    children.push(a);
+    // The shell and a grandchild it started in the background, both far longer than the 2 s timeout.
+    await c.schedules.set('orphan', 'loop', { prompt: 'slow check', intervalSeconds: 30, times: 1, until: null, notes: [] }, {
+      origin: { surface: 'cli' }, runner: { kind: 'command', command: `echo $$ >> ${pids}; sleep 600 & echo $! >> ${pids}; wait`, timeoutSeconds: 2 },
+    });
+    const [shell, grandchild] = await waitFor(() => {
+      const lines = existsSync(pids) ? readFileSync(pids, 'utf8').trim().split('\n').filter(Boolean) : [];
+      return lines.length === 2 ? lines.map(Number) : undefined;
+    }, 15_000, 'the command and its background child under way');
+    process.kill(a.pid!, 'SIGKILL');
+    const killedAt = Date.now();
+    expect(alive(shell!) && alive(grandchild!)).toBe(true); // nothing else ends them: no worker is left
+    // The worker's own deadline (2 s) is gone with it; the backstop comes 5 s after it (then SIGKILL 2 s later).
+    await waitFor(() => (!alive(shell!) && !alive(grandchild!) ? true : undefined), 20_000, 'the orphaned group ended');
+    expect(Date.now() - killedAt).toBeLessThan(20_000);
   });
 });

@@ -91,7 +91,7 @@ async function main(): Promise<void> {
   const runner = new AgentRunner({ baseUrl: model.baseUrl, apiKey: 'bench', model: 'm', timeoutSeconds: 60, maxToolCalls: 20 }, toolbox);
   const bare = new AgentRunner({ baseUrl: model.baseUrl, apiKey: 'bench', model: 'm', timeoutSeconds: 60 });
   const readFile = fileTools([root])[0]!;
-  const ctx = { sessionId: 'bench', surface: 'cli' as const, signal: new AbortController().signal, maxResultBytes: 16_384 };
+  const ctx = { sessionId: 'bench', surface: 'cli' as const, signal: new AbortController().signal, maxResultBytes: 16_384, timeoutMs: 30_000 };
   const turnMessages = [{ role: 'user' as const, content: 'is it green?' }];
   const onEvent = (e: { type: string; data: Record<string, unknown> }) => sessions.appendEvent('bench', e.type, e.data);
   const signal = new AbortController().signal;

@@ -11,9 +11,10 @@
  *
  * The command runs in a process group of its own, with the command
  * environment (`../command-env.ts`: never the worker's secrets); on timeout or abort the whole group gets
- * SIGTERM, then SIGKILL after `KILL_GRACE_MS`.
+ * SIGTERM, then SIGKILL after `KILL_GRACE_MS`; a backstop ends the group even
+ * when the worker has died (`../process-group.ts`).
  */
-import { spawn } from 'node:child_process';
+import { signalGroup, spawnInGroup } from '../process-group.ts';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
 import { NO_PARAMETERS, type AgentTool, type ToolParameters } from './tool.ts';
 
@@ -61,39 +62,36 @@ export function commandTool(name: string, spec: CommandToolSpec, env: (turn: Rec
       const [file, argv] = typeof spec.command === 'string'
         ? ['/bin/sh', ['-c', spec.command]]
         : [spec.command[0]!, spec.command.slice(1).map((a) => a.replace(/\{([a-zA-Z0-9_-]+)\}/g, (m, k: string) => values[k] ?? ''))];
-      return await runBounded(name, file, argv, env(vars), ctx.signal, ctx.maxResultBytes);
+      return await runBounded(name, file, argv, env(vars), ctx.signal, ctx.maxResultBytes, ctx.timeoutMs);
     },
   };
 }
 
-/** Run `file argv` without a shell; resolves with stdout. @throws ToolError `failed` (non-zero exit), `aborted` */
-function runBounded(tool: string, file: string, argv: string[], env: Record<string, string>, signal: AbortSignal, maxBytes: number): Promise<string> {
+/**
+ * Run `file argv` without a shell; resolves with stdout.
+ * @param deadlineMs - the call's timeout, ms (the signal aborts it then; the process backstop comes after it)
+ * @throws ToolError `failed` (non-zero exit), `aborted`
+ */
+function runBounded(tool: string, file: string, argv: string[], env: Record<string, string>, signal: AbortSignal, maxBytes: number, deadlineMs: number): Promise<string> {
   return new Promise<string>((resolve, reject) => {
     if (signal.aborted) {
       reject(new ToolError('The call was stopped.', { kind: 'aborted', tool }));
       return;
     }
-    const child = spawn(file, argv, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawnInGroup(file, argv, deadlineMs, { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = Buffer.alloc(0);
     let err = '';
     let stopped = false;
-    const signalGroup = (sig: NodeJS.Signals) => {
-      try {
-        if (child.pid) process.kill(-child.pid, sig);
-      } catch {
-        /* the group is gone */
-      }
-    };
     const onAbort = () => {
       stopped = true;
-      signalGroup('SIGTERM');
-      setTimeout(() => signalGroup('SIGKILL'), KILL_GRACE_MS).unref();
+      signalGroup(child, 'SIGTERM');
+      setTimeout(() => signalGroup(child, 'SIGKILL'), KILL_GRACE_MS).unref();
     };
     signal.addEventListener('abort', onAbort, { once: true });
-    child.stdout.on('data', (d: Buffer) => {
+    child.stdout!.on('data', (d: Buffer) => {
       if (out.length <= maxBytes) out = Buffer.concat([out, d]);
     });
-    child.stderr.on('data', (d: Buffer) => {
+    child.stderr!.on('data', (d: Buffer) => {
       err = (err + d.toString('utf8')).slice(-1000);
     });
     child.on('error', (e) => {

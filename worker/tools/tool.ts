@@ -20,6 +20,8 @@ export interface ToolCallContext {
   signal: AbortSignal;
   /** Bytes of result the model will see; tools may stop reading past this. */
   maxResultBytes: number;
+  /** The call's timeout, ms (`signal` is aborted then); a tool that starts a process bounds it by this too. */
+  timeoutMs: number;
 }
 
 /** One tool the agent may call. */

@@ -191,7 +191,7 @@ export class Toolbox {
     stopped.catch(() => {});
     try {
       const out = await Promise.race([
-        tool.call(args, { sessionId: ctx.sessionId, surface: ctx.surface, signal: controller.signal, maxResultBytes: this.maxResultBytes }),
+        tool.call(args, { sessionId: ctx.sessionId, surface: ctx.surface, signal: controller.signal, maxResultBytes: this.maxResultBytes, timeoutMs }),
         stopped,
       ]);
       return done(out);

@@ -8,11 +8,12 @@
  * operator listed, given to the constructor, then the request's `env` and
  * `HERMES_SESSION_ID` — never the worker's own environment. It runs in a
  * process group of its own; on timeout or abort the whole group gets SIGTERM,
- * then SIGKILL after 2 s.
+ * then SIGKILL after 2 s; a backstop ends the group even when the worker has
+ * died (`../process-group.ts`).
  */
-import { spawn } from 'node:child_process';
 import { TurnError } from '../../scheduler/errors/turn-error.ts';
 import { commandEnv } from '../command-env.ts';
+import { signalGroup, spawnInGroup } from '../process-group.ts';
 import type { TurnOutput, TurnRequest, TurnRunner } from './turn-runner.ts';
 
 /** Bytes of stdout kept (the rest is cut with a note). */
@@ -49,40 +50,33 @@ export class CommandRunner implements TurnRunner {
   private async runCommand(request: TurnRequest): Promise<string> {
     const input = request.messages[request.messages.length - 1]?.content ?? '';
     return await new Promise<string>((resolve, reject) => {
-      const child = spawn('/bin/sh', ['-c', this.command], {
+      // Its own process group, so a timeout or abort reaches everything the command started;
+      // the backstop ends it even when this worker dies first (../process-group.ts).
+      const child = spawnInGroup('/bin/sh', ['-c', this.command], this.timeoutMs, {
         cwd: this.cwd,
         env: { ...this.baseEnv, ...request.env, HERMES_SESSION_ID: request.sessionId },
         stdio: ['pipe', 'pipe', 'pipe'],
-        // Its own process group, so a timeout or abort reaches everything the command started.
-        detached: true,
       });
       let out = '';
       let err = '';
       let settled = false;
       let killReason: 'timeout' | 'aborted' | undefined;
-      const signalGroup = (sig: NodeJS.Signals) => {
-        try {
-          if (child.pid) process.kill(-child.pid, sig);
-        } catch {
-          child.kill(sig); // the group is gone already
-        }
-      };
       const kill = (reason: 'timeout' | 'aborted') => {
         killReason ??= reason;
-        signalGroup('SIGTERM');
-        setTimeout(() => signalGroup('SIGKILL'), 2000).unref();
+        signalGroup(child, 'SIGTERM');
+        setTimeout(() => signalGroup(child, 'SIGKILL'), 2000).unref();
       };
       const timer = setTimeout(() => kill('timeout'), this.timeoutMs);
       const onAbort = () => kill('aborted');
       request.signal.addEventListener('abort', onAbort, { once: true });
-      child.stdout.on('data', (d: Buffer) => {
+      child.stdout!.on('data', (d: Buffer) => {
         if (out.length < MAX_OUTPUT_BYTES) out += d.toString('utf8');
       });
-      child.stderr.on('data', (d: Buffer) => {
+      child.stderr!.on('data', (d: Buffer) => {
         err = (err + d.toString('utf8')).slice(-2000);
       });
-      child.stdin.on('error', () => {});
-      child.stdin.end(input);
+      child.stdin!.on('error', () => {});
+      child.stdin!.end(input);
       const done = (fn: () => void) => {
         if (settled) return;
         settled = true;
