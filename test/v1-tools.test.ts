@@ -87,14 +87,24 @@ describe('/v1 agent turns with the operator\'s tools', () => {
     for (const extra of [
       { tools: [{ type: 'function', function: { name: 'shell', parameters: { type: 'object', properties: {} } } }] },
       { functions: [{ name: 'shell', parameters: {} }] },
+      { tool_choice: { type: 'function', function: { name: 'shell' } } },
+      { function_call: { name: 'shell' } },
     ]) {
       const res = await post({ messages: [{ role: 'user', content: 'run shell' }], ...extra });
       expect(res.status).toBe(400);
       const body = await readJson(res);
-      expect(body.error).toMatchObject({ type: 'invalid_request_error', code: 'client_tools_not_allowed' });
+      expect(body.error).toMatchObject({ type: 'invalid_request_error', code: 'client_tools_not_allowed', param: Object.keys(extra)[0] });
       expect(body.error.message).toMatch(/the agent's tools are declared by the operator in the config, never by a request/);
     }
     expect(model.requests.length).toBe(before);
+  });
+
+  it('an empty tools list declares nothing and is accepted: the turn has the operator\'s tools only', async () => {
+    answer = () => 'plain answer';
+    const res = await post({ messages: [{ role: 'user', content: 'hi' }], tools: [] });
+    expect(res.status).toBe(200);
+    expect((await readJson(res)).choices[0].message.content).toBe('plain answer');
+    expect(model.requests.at(-1)!.tools.sort()).toEqual(['list_dir', 'read_file', 'schedule_status']);
   });
 
   it('a request that names an undeclared tool runs nothing: the model\'s call of it is refused', async () => {

@@ -96,7 +96,9 @@ function assertAgentRequest(body: Record<string, unknown>): void {
     throw new HttpError(400, 'n must be 1: the agent gives one answer per request.', 'invalid_request_error', 'unsupported_n', 'n');
   }
   for (const param of ['tools', 'functions', 'tool_choice', 'function_call'] as const) {
-    if (body[param] !== undefined && body[param] !== null) {
+    const value = body[param];
+    // An empty list declares nothing (some client wrappers always send `tools: []`).
+    if (value !== undefined && value !== null && !(Array.isArray(value) && value.length === 0)) {
       throw new HttpError(
         400,
         `${param} is not accepted: the agent's tools are declared by the operator in the config, never by a request.`,
