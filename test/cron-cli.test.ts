@@ -8,6 +8,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../scheduler/config.ts';
+import { describeCron } from '../cli/commands/cron-format.ts';
 import { freePort } from '../scheduler/redis/embedded-redis.ts';
 import { runCronCli } from './support/cron-cli.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
@@ -57,6 +58,13 @@ describe('hermes cron next', () => {
     // A raw cron expression is shown with its description in words (cronstrue).
     const raw = await runCronCli(config, ['next', '*/15 9-17 * * 1-5', '--tz', 'UTC', '--from', '2025-10-24T12:00:00Z', '-n', '1']);
     expect(raw.stdout.split('\n')[0]).toBe('*/15 9-17 * * 1-5 · Every 15 minutes, between 09:00 and 17:59, Monday through Friday (UTC)');
+  });
+
+  it('a description with both day fields says which day rule applies (F13: cronstrue words both alike)', () => {
+    expect(describeCron('0 0 */2 * 1')).toBe('At 00:00, every 2 days in a month, and on Monday (days matching both)');
+    expect(describeCron('0 0 1,15 * 1')).toBe('At 00:00, on day 1 and 15 of the month, and on Monday (days matching either)');
+    expect(describeCron('0 0 1 * *')).toBe('At 00:00, on day 1 of the month');
+    expect(describeCron('0 0 0 */2 * 1')).toMatch(/\(days matching both\)$/);
   });
 
   it('as a real process under TZ=Australia/Sydney: same times; bad input exits 2 with one line', async () => {

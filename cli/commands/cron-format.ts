@@ -3,7 +3,7 @@
  * shown in each job's own zone, with a relative hint ("in 4m").
  */
 import cronstrue from 'cronstrue';
-import { formatInZone, formatRelative, isoUtc, type CronSchedule } from '../../scheduler/cron/cron-engine.ts';
+import { dayFieldsAnded, formatInZone, formatRelative, isoUtc, type CronSchedule } from '../../scheduler/cron/cron-engine.ts';
 import type { CronJob, CronRun } from '../../scheduler/cron/cron-job.ts';
 import type { CronFinding, CronStatus } from '../../scheduler/cron/cron-service.ts';
 import type { SchedulePreview } from '../../scheduler/cron/preview.ts';
@@ -29,13 +29,24 @@ export function when(ms: number | null, tz: string, now: number): string {
 /**
  * A cron expression in words (cronstrue, 24-hour clock), e.g. `0 9 * * 1-5` →
  * "At 09:00, Monday through Friday"; `undefined` when cronstrue cannot read it.
+ * When both day fields are given, cronstrue's "…, and on Monday" reads the same
+ * for both day rules, so the rule that applies (`dayFieldsAnded`, docs/CRON.md)
+ * is added: `0 0 *\/2 * 1` → "…, and on Monday (days matching both)",
+ * `0 0 1,15 * 1` → "… (days matching either)".
  */
 export function describeCron(expression: string): string | undefined {
+  let words: string;
   try {
-    return cronstrue.toString(expression, { use24HourTimeFormat: true, verbose: false });
+    words = cronstrue.toString(expression, { use24HourTimeFormat: true, verbose: false });
   } catch {
     return undefined;
   }
+  const fields = expression.trim().split(/\s+/);
+  if (fields.length < 5) return words;
+  const [dom, dow] = fields.length === 6 ? [fields[3]!, fields[5]!] : [fields[2]!, fields[4]!];
+  const bare = (f: string) => f === '*' || f === '?';
+  if (bare(dom) || bare(dow)) return words;
+  return `${words} (days matching ${dayFieldsAnded(expression) ? 'both' : 'either'})`;
 }
 
 /**
