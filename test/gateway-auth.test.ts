@@ -2,6 +2,7 @@
  * The bearer key is checked before a request body is read or parsed: a
  * caller without the key cannot make the gateway read or parse megabytes.
  */
+import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
@@ -68,5 +69,53 @@ describe('bearer key before the body', () => {
     expect(((await wrong.json()) as { error: { code: string } }).error.code).toBe('invalid_api_key');
     const right = await post(`Bearer ${KEY}`);
     expect(right.status).toBe(400);
+  });
+});
+
+/** A request with exactly these headers (fetch may not set `Host`). @returns status and parsed body */
+function rawRequest(port: number, method: string, path: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, method, path, headers }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode!, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('browser guard (DNS rebinding, cross-site requests)', () => {
+  it('with a key: a request whose Origin is another site is refused with 403, key or not; the gateway\'s own origin and no Origin pass', async () => {
+    const port = gw.httpAddress.port;
+    const bearer = { authorization: `Bearer ${KEY}` };
+    const evil = await rawRequest(port, 'POST', '/api/cron/jobs/x/run', { ...bearer, origin: 'https://evil.example', 'content-type': 'text/plain' });
+    expect(evil.status).toBe(403);
+    expect(JSON.parse(evil.body).error.code).toBe('cross_origin_refused');
+    expect((await rawRequest(port, 'GET', '/api/schedules', { ...bearer, origin: 'null' })).status).toBe(403);
+    // The dashboard's cached Basic credentials do not help a foreign page either.
+    const basic = { authorization: `Basic ${Buffer.from(`admin:${KEY}`).toString('base64')}` };
+    expect((await rawRequest(port, 'GET', '/admin/queues', { ...basic, origin: 'https://evil.example' })).status).toBe(403);
+    expect((await rawRequest(port, 'GET', '/admin/queues', { ...basic, origin: `http://127.0.0.1:${port}` })).status).toBe(200);
+    expect((await rawRequest(port, 'GET', '/api/schedules', bearer)).status).toBe(200);
+  });
+
+  it('without a key: only requests addressed to a loopback name are served (a rebound name gets 403); health answers any Host', async () => {
+    const open = testEnv({ 'api_server.port': 0, 'api_server.key': undefined });
+    const keyless = await startGateway({ config: open.config, redisUrl: open.redisUrl, log: createLogger({ level: open.config.log_level }) });
+    try {
+      const port = keyless.httpAddress.port;
+      const rebound = await rawRequest(port, 'GET', '/api/cron/jobs', { host: `rebind.attacker.example:${port}` });
+      expect(rebound.status).toBe(403);
+      expect(JSON.parse(rebound.body).error).toMatchObject({ code: 'host_not_allowed' });
+      expect((await rawRequest(port, 'POST', '/v1/chat/completions', { host: `rebind.attacker.example:${port}`, 'content-type': 'application/json' })).status).toBe(403);
+      for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]) {
+        expect((await rawRequest(port, 'GET', '/api/schedules', { host })).status, host).toBe(200);
+      }
+      expect((await rawRequest(port, 'GET', '/health/live', { host: 'proxy.example' })).status).toBe(200);
+    } finally {
+      await keyless.close();
+      open.cleanup();
+    }
   });
 });

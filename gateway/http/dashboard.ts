@@ -41,7 +41,8 @@ export function basicKeyAuth(key: string | undefined): RequestHandler {
       presented = bearer[1]!.trim();
     }
     if (presented !== undefined && keyMatches(presented, key)) return next();
-    res.status(401).set({ 'WWW-Authenticate': 'Basic realm="hermes queues", charset="UTF-8"' }).type('text/plain')
+    // Connection: close, as for the bearer key: an unread body is not drained either.
+    res.status(401).set({ 'WWW-Authenticate': 'Basic realm="hermes queues", charset="UTF-8"', Connection: 'close' }).type('text/plain')
       .send('The queue dashboard needs the API key: any user name, API_SERVER_KEY as the password.\n');
   };
 }

@@ -1,11 +1,10 @@
 /**
- * The gateway's HTTP server (express 5): `/health` (open), `/v1` (OpenAI
- * compatible) and `/api` (management), both behind the bearer key, and
- * `/metrics` (Prometheus; behind the key unless `metrics.public`).
  * The gateway's HTTP server (express 5): `/health`, `/health/live`,
- * `/health/ready` (open), `/v1` (OpenAI compatible) and `/api` (management),
- * both behind the bearer key, then a 503 gate while Redis is away, then the
- * body parser.
+ * `/health/ready` (open); then the browser guard (no DNS-rebound or
+ * cross-site request, `browser-guard.ts`); `/metrics` (Prometheus; behind the
+ * key unless `metrics.public`); `/v1` (OpenAI compatible) and `/api`
+ * (management), both behind the bearer key, then a 503 gate while Redis is
+ * away, then the body parser; the queue dashboard behind Basic auth.
  *
  * Default bind 127.0.0.1:8642 (`api_server.host`/`port`); a non-loopback bind
  * without `API_SERVER_KEY` is refused before anything listens (SPEC §8).
@@ -20,6 +19,7 @@ import type { HermesMetrics } from '../../scheduler/metrics.ts';
 import { basicKeyAuth, DASHBOARD_PATH, dashboardRouter } from './dashboard.ts';
 import { apiRouter, type ApiDeps } from './api-routes.ts';
 import { assertBindAllowed, bearerAuth } from './auth.ts';
+import { browserGuard } from './browser-guard.ts';
 import { HttpError, errorHandler, storeUnavailableError } from './errors.ts';
 import { REDIS_RETRY_AFTER_SECONDS, type GatewayHealth } from '../health.ts';
 import type { SseStream } from './sse.ts';
@@ -81,6 +81,9 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
   };
   app.get('/health/ready', ready);
   app.get('/health', ready);
+
+  // Everything below: no DNS-rebound or cross-site browser request (browser-guard.ts).
+  app.use(browserGuard(options.key));
 
   // Order matters: the key is checked before the body is read or parsed, so a caller
   // without it cannot make the gateway read (or parse) up to BODY_LIMIT of input.

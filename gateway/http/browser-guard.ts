@@ -1,0 +1,64 @@
+/**
+ * What a web page in the operator's browser may not do to the gateway.
+ *
+ * - **DNS rebinding.** Without `API_SERVER_KEY` the gateway listens on loopback
+ *   only and is open there; a page whose own name is re-pointed at 127.0.0.1
+ *   would reach it with its own name in `Host`. So without a key, a request
+ *   is served only when its `Host` is a loopback name or address
+ *   (`localhost`, `127.x.x.x`, `[::1]`).
+ * - **Cross-site requests.** A page can send a "simple" POST anywhere
+ *   (`/api/cron/jobs/:ref/run`, a pause, a stop) without a preflight, and the
+ *   browser adds cached Basic credentials of the dashboard. Browsers name the
+ *   page in `Origin`; the gateway serves no cross-origin callers (it sends no
+ *   CORS headers), so a request whose `Origin` is not the gateway itself is
+ *   refused, with a key or without. Clients that are not browsers (curl, the
+ *   OpenAI SDKs, `hermes`) send no `Origin` and are not affected.
+ *
+ * Both answer 403 before the key, the body or any route is looked at. The
+ * health endpoints are mounted before this guard (a probe through a proxy
+ * names the proxy's host).
+ */
+import type { RequestHandler } from 'express';
+import { isLoopbackHost } from './auth.ts';
+import { errorBody } from './errors.ts';
+
+/** The host name of a `Host` header value (`127.0.0.1:8642` → `127.0.0.1`, `[::1]:80` → `::1`). */
+export function hostName(hostHeader: string): string {
+  const h = hostHeader.trim();
+  if (h.startsWith('[')) return h.slice(1, h.indexOf(']') > 0 ? h.indexOf(']') : undefined);
+  const colon = h.lastIndexOf(':');
+  return colon >= 0 ? h.slice(0, colon) : h;
+}
+
+/**
+ * The guard (rules above).
+ * @param key - `API_SERVER_KEY`; without it the `Host` rule applies too
+ */
+export function browserGuard(key: string | undefined): RequestHandler {
+  return (req, res, next) => {
+    const refuse = (message: string, code: string) => {
+      res.status(403).set('Connection', 'close').json(errorBody(message, 'invalid_request_error', code));
+    };
+    const host = req.get('host') ?? '';
+    if (!key && !isLoopbackHost(hostName(host))) {
+      return refuse(
+        `Without API_SERVER_KEY the gateway answers only requests addressed to a loopback name (127.0.0.1, localhost), not "${host}".`,
+        'host_not_allowed',
+      );
+    }
+    const origin = req.get('origin');
+    if (origin !== undefined && !sameOrigin(origin, host)) {
+      return refuse('Cross-origin requests are refused: the gateway serves no web pages but its own dashboard.', 'cross_origin_refused');
+    }
+    next();
+  };
+}
+
+/** Whether a browser's `Origin` (`http://host:port`, or `null`) names the host the request was sent to. */
+function sameOrigin(origin: string, hostHeader: string): boolean {
+  try {
+    return new URL(origin).host.toLowerCase() === hostHeader.trim().toLowerCase();
+  } catch {
+    return false; // `null` (a sandboxed frame, a file: page) or garbage
+  }
+}
