@@ -17,6 +17,8 @@ import type { Origin } from '../scheduler/loop-state.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import { PassThrough } from 'node:stream';
 import { runChat } from '../cli/chat-client.ts';
+import { cronServiceFor } from '../scheduler/services.ts';
+import { createLogger } from '../scheduler/logger.ts';
 import { connectCli } from '../cli/connect-cli.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -267,6 +269,31 @@ describe('only the operator declares tools', () => {
     expect(sent.map((j) => j.data.text)).toEqual(['result: Error: Tool "ci" is not allowed from telegram.']);
     const offered = model.requests.map((r) => r.tools.includes('ci'));
     expect(offered).toEqual([true, true, false, false]);
+  });
+
+  it('a cron job created over /api answers to api\'s allow_from too: a tool kept from api is not offered to its runs; a CLI job has it', async () => {
+    const { env, c, model } = await setup({
+      'tools.commands': { ci: { command: ['echo', 'ci green'], description: 'CI status' } },
+      'tools.allow_from': { ci: ['cli', 'cron'] },
+    }, (req) => {
+      const result = lastToolResult(req);
+      return result === undefined ? { toolCalls: [{ name: 'ci' }] } : `result: ${result.trim()}`;
+    });
+    await worker(env);
+    const cron = cronServiceFor(env.config, { redis: c.redis, keys: c.keys, queues: c.queues }, createLogger({ level: 'silent' }));
+    const fromApi = await cron.add({ schedule: 'every 1h', name: 'from-api', prompt: 'ci?' }, { origin: { surface: 'api' }, trusted: false });
+    const fromCli = await cron.add({ schedule: 'every 1h', name: 'from-cli', prompt: 'ci?' }, { origin: { surface: 'cli' }, trusted: true });
+    await cron.runNow('from-api');
+    await cron.runNow('from-cli');
+    const ran = async (id: string) => (await cron.runs(id, 1))[0];
+    const [api, cli] = await waitFor(async () => {
+      const [a, b] = [await ran(fromApi.id), await ran(fromCli.id)];
+      return a && b ? [a, b] : undefined;
+    }, 15_000, 'both runs recorded');
+    expect(api!.output).toBe('result: Error: Tool "ci" is not allowed from api.');
+    expect(cli!.output).toBe('result: ci green');
+    // the api job was never offered the tool; the CLI job was
+    expect(model.requests.filter((r) => r.tools.includes('ci')).length).toBe(2);
   });
 });
 

@@ -46,6 +46,7 @@ import type { HeldLock } from './session-lock.ts';
 import { CRON_DRAIN_HAND_BACK, decideEarly, decideOverlap, decideRunEnding, type CronDefer } from './cron-gate.ts';
 import { deliverPending, resolveTargets } from './cron-delivery.ts';
 import { sessionEventSink } from './turn-events.ts';
+import type { TurnSurfaces } from './tools/tool.ts';
 
 /** What happened to a tick (the job's return value, for logs and tests). */
 export interface CronTickResult {
@@ -280,7 +281,10 @@ async function turnReply(job: CronJob, occurrenceId: string, dueAt: number, sign
       env: { HERMES_CRON_JOB_ID: job.id, HERMES_CRON_OCCURRENCE_ID: occurrenceId, HERMES_CRON_DUE_AT: new Date(dueAt).toISOString() },
     })).reply;
   }
-  const out = await deps.runners.agent.run({ sessionId, messages, signal, surface: 'cron', onEvent: sessionEventSink(deps, sessionId, { occurrenceId }) });
+  // A job runs as `cron`; one created from another surface than the CLI (over `/api`) answers to that
+  // surface's `tools.allow_from` too, so creating a job cannot reach tools the surface itself may not.
+  const surface: TurnSurfaces = job.origin.surface === 'cli' ? 'cron' : ['cron', job.origin.surface];
+  const out = await deps.runners.agent.run({ sessionId, messages, signal, surface, onEvent: sessionEventSink(deps, sessionId, { occurrenceId }) });
   return out.reply;
 }
 

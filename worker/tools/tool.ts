@@ -9,6 +9,19 @@ import { ToolError } from '../../scheduler/errors/tool-error.ts';
 /** Surfaces a turn can come from (`tools.allow_from` names them). */
 export type ToolSurface = (typeof TOOL_SURFACES)[number];
 
+/**
+ * The surfaces a turn answers to: one, or several that must each allow a tool.
+ * A cron job runs as `cron`; one created from another surface than the CLI
+ * (over `/api`) runs as `['cron', 'api']`, so `tools.allow_from` that keeps a
+ * tool from `api` keeps it from that job's runs too. The first is the turn's own.
+ */
+export type TurnSurfaces = ToolSurface | readonly ToolSurface[];
+
+/** The surfaces of `s` as a list, the turn's own first. */
+export function surfaceList(s: TurnSurfaces): readonly ToolSurface[] {
+  return typeof s === 'string' ? [s] : s;
+}
+
 /** A JSON Schema of a tool's parameters (type `object`). */
 export type ToolParameters = Record<string, unknown>;
 

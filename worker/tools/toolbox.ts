@@ -27,7 +27,7 @@ import { commandTool } from './command-tool.ts';
 import { fileTools } from './file-tools.ts';
 import { httpTool } from './http-tool.ts';
 import { scheduleStatusTool, type ScheduleStatusSources } from './schedule-status-tool.ts';
-import type { AgentTool, ToolSurface } from './tool.ts';
+import { surfaceList, type AgentTool, type ToolSurface, type TurnSurfaces } from './tool.ts';
 
 /** Tools that appear and disappear at run time (MCP servers). */
 export interface ToolSource {
@@ -123,22 +123,28 @@ export class Toolbox {
     return out;
   }
 
-  /** Whether `tool` may be used by a turn from `surface` (see the rule at the top of this file). */
-  allowed(tool: AgentTool, surface: ToolSurface): boolean {
-    for (const group of tool.groups) {
-      const surfaces = this.allowFrom[group];
-      if (surfaces) return surfaces.includes(surface);
-    }
-    return true;
+  /**
+   * Whether `tool` may be used by a turn from `surface` (see the rule at the top of this file);
+   * with several surfaces, each must allow it.
+   */
+  allowed(tool: AgentTool, surface: TurnSurfaces): boolean {
+    return this.refusingSurface(tool, surface) === undefined;
+  }
+
+  /** The first of the turn's surfaces that `tools.allow_from` keeps `tool` from, if any. */
+  private refusingSurface(tool: AgentTool, surface: TurnSurfaces): ToolSurface | undefined {
+    const group = tool.groups.find((g) => this.allowFrom[g] !== undefined);
+    if (group === undefined) return undefined;
+    return surfaceList(surface).find((s) => !this.allowFrom[group]!.includes(s));
   }
 
   /** The tools a turn from `surface` may use. */
-  forSurface(surface: ToolSurface): AgentTool[] {
+  forSurface(surface: TurnSurfaces): AgentTool[] {
     return this.all().filter((t) => this.allowed(t, surface));
   }
 
   /** Chat Completions `tools` for a turn from `surface`. */
-  definitions(surface: ToolSurface): FunctionToolDefinition[] {
+  definitions(surface: TurnSurfaces): FunctionToolDefinition[] {
     return this.forSurface(surface).map((t) => ({
       type: 'function' as const,
       function: { name: t.name, description: t.description, parameters: t.parameters },
@@ -152,7 +158,7 @@ export class Toolbox {
   async call(
     name: string,
     rawArguments: string,
-    ctx: { sessionId: string; surface: ToolSurface; signal: AbortSignal },
+    ctx: { sessionId: string; surface: TurnSurfaces; signal: AbortSignal },
   ): Promise<ToolCallResult> {
     const started = Date.now();
     const done = (content: string, error?: ToolError): ToolCallResult => {
@@ -161,8 +167,9 @@ export class Toolbox {
     };
     const tool = this.all().find((t) => t.name === name);
     if (!tool) return done('', new ToolError(`Unknown tool "${name}": only the tools listed for this turn exist.`, { kind: 'refused', tool: name }));
-    if (!this.allowed(tool, ctx.surface)) {
-      return done('', new ToolError(`Tool "${name}" is not allowed from ${ctx.surface}.`, { kind: 'refused', tool: name }));
+    const refusing = this.refusingSurface(tool, ctx.surface);
+    if (refusing !== undefined) {
+      return done('', new ToolError(`Tool "${name}" is not allowed from ${refusing}.`, { kind: 'refused', tool: name }));
     }
     let args: Record<string, unknown>;
     try {
@@ -191,7 +198,7 @@ export class Toolbox {
     stopped.catch(() => {});
     try {
       const out = await Promise.race([
-        tool.call(args, { sessionId: ctx.sessionId, surface: ctx.surface, signal: controller.signal, maxResultBytes: this.maxResultBytes, timeoutMs }),
+        tool.call(args, { sessionId: ctx.sessionId, surface: surfaceList(ctx.surface)[0]!, signal: controller.signal, maxResultBytes: this.maxResultBytes, timeoutMs }),
         stopped,
       ]);
       return done(out);

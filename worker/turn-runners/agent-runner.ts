@@ -22,7 +22,7 @@ import type {
 } from 'openai/resources/chat/completions';
 import { TurnError } from '../../scheduler/errors/turn-error.ts';
 import type { Toolbox } from '../tools/toolbox.ts';
-import type { ToolSurface } from '../tools/tool.ts';
+import type { TurnSurfaces } from '../tools/tool.ts';
 import type { ChatMessage, ToolCallRecord, TurnEvent, TurnOutput, TurnRequest, TurnRunner } from './turn-runner.ts';
 
 /** Settings of the agent runner (from `agent.*`). */
@@ -60,8 +60,8 @@ export interface CompleteOptions {
   /** System prompt; `null` sends none (the messages carry their own). Default `SYSTEM_PROMPT`. */
   system?: string | null;
   jsonObject?: boolean;
-  /** Offer the operator's tools allowed from this surface; without it the call has no tools. */
-  surface?: ToolSurface;
+  /** Offer the operator's tools allowed from this surface (each of these surfaces); without it the call has no tools. */
+  surface?: TurnSurfaces;
   onEvent?: TurnRequest['onEvent'];
   onDelta?: TurnRequest['onDelta'];
 }
@@ -173,7 +173,7 @@ export class AgentRunner implements TurnRunner {
   private async runCall(
     call: ToolCallRecord,
     n: number,
-    ctx: { sessionId: string; surface: ToolSurface; signal: AbortSignal },
+    ctx: { sessionId: string; surface: TurnSurfaces; signal: AbortSignal },
     onEvent: CompleteOptions['onEvent'],
   ): Promise<ChatMessage> {
     const shownArgs = call.arguments.slice(0, EVENT_ARGUMENTS_MAX_CHARS);

@@ -4,7 +4,7 @@
  * possibly after calling the operator's tools (their calls and results are
  * returned as `steps`, so they go into the transcript with the reply).
  */
-import type { ToolSurface } from '../tools/tool.ts';
+import type { TurnSurfaces } from '../tools/tool.ts';
 
 /** A tool call the model asked for. `arguments` is the model's JSON text. */
 export interface ToolCallRecord {
@@ -34,7 +34,7 @@ export interface TurnRequest {
   /** Extra environment for command runners (e.g. `HERMES_TICK`). Never secrets. */
   env?: Record<string, string>;
   /** Where the turn's input came from; decides which tools it may use (`tools.allow_from`). Default `cli`. */
-  surface?: ToolSurface;
+  surface?: TurnSurfaces;
   /** Called for each tool call and result as they happen (events for clients). Errors are ignored. */
   onEvent?: (event: TurnEvent) => Promise<unknown> | unknown;
   /** Called with each piece of reply text as the model streams it (the model is then called with `stream: true`). */
