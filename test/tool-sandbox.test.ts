@@ -210,6 +210,27 @@ describe('command tools: arguments never become shell text', () => {
     expect(missing.content).toBe('Error: Argument "branch" is required.');
   });
 
+  it('an argument cannot become an option of an argv command ("-o /path" to sort writes no file); inside an element it stays a value', async () => {
+    const pwned = join(dir, 'pwned-by-option');
+    writeFileSync(join(dir, 'list.txt'), 'b\na\n');
+    const t = toolbox({
+      commands: {
+        sort: { command: ['sort', '{file}'], description: 'sort a file', parameters: { type: 'object', properties: { file: { type: 'string' } } } },
+        grep: { command: ['grep', '-e', '{pattern}', join(dir, 'list.txt')], description: 'x', parameters: { type: 'object', properties: { pattern: { type: 'string' } } } },
+      },
+    });
+    for (const file of [`-o${pwned}`, `--output=${pwned}`]) {
+      const r = await t.call('sort', JSON.stringify({ file }), ctx);
+      expect(r.content).toBe('Error: Argument "file" may not begin with "-": the command would read it as an option.');
+    }
+    expect(existsSync(pwned)).toBe(false);
+    expect((await t.call('sort', JSON.stringify({ file: join(dir, 'list.txt') }), ctx)).content).toBe('a\nb\n');
+    // the rule does not know a program's options: even after the operator's own `-e` such a value is
+    // refused (an operator who wants it writes `-e{pattern}`, one element that already is an option)
+    const grep = await t.call('grep', JSON.stringify({ pattern: '-x' }), ctx);
+    expect(grep.content).toBe('Error: Argument "pattern" may not begin with "-": the command would read it as an option.');
+  });
+
   it('a command tool never sees the worker\'s secrets', async () => {
     process.env.OPENAI_API_KEY_TEST_LEAK = 'sk-should-not-leak';
     process.env.GH_TOKEN_TEST = 'gh-passed-by-name';

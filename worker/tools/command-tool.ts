@@ -6,8 +6,9 @@
  * reaches the command as the environment variable `HERMES_ARG_<NAME>`
  * (upper-cased; non-strings as JSON). A `command` written as a list is run
  * without a shell, and `{name}` inside a list element is replaced by the
- * argument — the element stays one argv entry whatever it contains. A
- * `command` written as a string is the operator's shell line, run as written.
+ * argument — the element stays one argv entry whatever it contains, and it may
+ * not turn into an option (`fillPlaceholders`). A `command` written as a string
+ * is the operator's shell line, run as written.
  *
  * The command runs in a process group of its own, with the command
  * environment (`../command-env.ts`: never the worker's secrets); on timeout or abort the whole group gets
@@ -61,10 +62,27 @@ export function commandTool(name: string, spec: CommandToolSpec, env: (turn: Rec
       }
       const [file, argv] = typeof spec.command === 'string'
         ? ['/bin/sh', ['-c', spec.command]]
-        : [spec.command[0]!, spec.command.slice(1).map((a) => a.replace(/\{([a-zA-Z0-9_-]+)\}/g, (m, k: string) => values[k] ?? ''))];
+        : [spec.command[0]!, spec.command.slice(1).map((a) => fillPlaceholders(name, a, values))];
       return await runBounded(name, file, argv, env(vars), ctx.signal, ctx.maxResultBytes, ctx.timeoutMs);
     },
   };
+}
+
+/**
+ * One argv element of a list command with its `{name}` placeholders filled in.
+ * Option rule: an element that does not begin with `-` as the operator wrote it
+ * must not begin with `-` once filled, or the program would read the model's
+ * value as an option (`git log {ref}` with `--output=/etc/x`). Such a call is
+ * refused; `--flag={value}` and values inside an element are fine.
+ * @throws ToolError `refused`
+ */
+function fillPlaceholders(tool: string, element: string, values: Record<string, string>): string {
+  const filled = element.replace(/\{([a-zA-Z0-9_-]+)\}/g, (_m, k: string) => values[k] ?? '');
+  if (filled.startsWith('-') && !element.startsWith('-')) {
+    const arg = /^\{([a-zA-Z0-9_-]+)\}/.exec(element)?.[1] ?? 'argument';
+    throw new ToolError(`Argument "${arg}" may not begin with "-": the command would read it as an option.`, { kind: 'refused', tool });
+  }
+  return filled;
 }
 
 /**
