@@ -33,6 +33,9 @@ beforeAll(async () => {
   writeFileSync(join(dir, 'secret.txt'), 'outside');
   symlinkSync(join(dir, 'secret.txt'), join(root, 'link-out'));
   symlinkSync(join(root, 'sub', 'a.txt'), join(root, 'link-in'));
+  mkdirSync(join(dir, 'outside-dir'));
+  writeFileSync(join(dir, 'outside-dir', 'secret.txt'), 'outside');
+  symlinkSync(join(dir, 'outside-dir'), join(root, 'dir-out'));
   server = createServer((req, res) => {
     hits.push(req.url ?? '');
     if (req.url === '/redirect-out') res.writeHead(302, { location: `http://127.0.0.1:${port}/secret` }).end();
@@ -63,7 +66,7 @@ describe('read_file and list_dir stay inside the roots', () => {
     expect((await t.call('read_file', JSON.stringify({ path: 'sub/a.txt' }), ctx)).content).toBe('inside');
     expect((await t.call('read_file', JSON.stringify({ path: join(root, 'sub/a.txt') }), ctx)).content).toBe('inside');
     expect((await t.call('read_file', JSON.stringify({ path: 'link-in' }), ctx)).content).toBe('inside');
-    expect((await t.call('list_dir', '{}', ctx)).content).toBe('link-in\nlink-out\nsub/');
+    expect((await t.call('list_dir', '{}', ctx)).content).toBe('dir-out\nlink-in\nlink-out\nsub/');
   });
 
   it.each([
@@ -72,6 +75,9 @@ describe('read_file and list_dir stay inside the roots', () => {
     ['a deep ../ escape', 'sub/../../secret.txt'],
     ['a symlink leading out of the root', 'link-out'],
     ['a missing file outside (no existence oracle)', '/nonexistent/file'],
+    ['a file under a symlinked folder leading out', 'dir-out/secret.txt'],
+    ['a missing file under a symlinked folder leading out (no existence oracle)', 'dir-out/nonexistent'],
+    ['a missing file deeper under it', 'dir-out/no/such/file'],
   ])('refuses %s', async (_what, path) => {
     const t = toolbox({ files: { roots: [root] } });
     const r = await t.call('read_file', JSON.stringify({ path }), ctx);

@@ -17,7 +17,7 @@
  */
 import { constants } from 'node:fs';
 import { lstat, open, readdir, realpath, stat } from 'node:fs/promises';
-import { isAbsolute, relative, resolve, sep } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
 import { stringArg, type AgentTool } from './tool.ts';
 
@@ -32,12 +32,32 @@ export async function resolveInRoots(path: string, roots: string[], tool: string
   try {
     real = await realpath(candidate);
   } catch {
-    // Refuse before saying whether a path outside the roots exists.
-    if (!(await insideAny(resolve(candidate), roots))) throw outside(path, tool);
+    // Refuse before saying whether a path outside the roots exists — judged on where the path
+    // would be, its existing part resolved (a missing name under a symlink that leads out is outside).
+    if (!(await insideAny(await nearestRealPath(resolve(candidate)), roots))) throw outside(path, tool);
     throw new ToolError(`No such file or directory: ${path}`, { kind: 'failed', tool });
   }
   if (!(await insideAny(real, roots))) throw outside(path, tool);
   return real;
+}
+
+/**
+ * `path` with its longest existing leading part resolved by `realpath` (symlinks
+ * followed) and the missing rest appended as written.
+ */
+async function nearestRealPath(path: string): Promise<string> {
+  const rest: string[] = [];
+  let head = path;
+  for (;;) {
+    try {
+      return join(await realpath(head), ...rest);
+    } catch {
+      const parent = dirname(head);
+      if (parent === head) return path;
+      rest.unshift(basename(head));
+      head = parent;
+    }
+  }
 }
 
 async function insideAny(path: string, roots: string[]): Promise<boolean> {
