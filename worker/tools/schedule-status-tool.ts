@@ -18,6 +18,8 @@ export interface ScheduleStatusSources {
   cron: CronStore;
 }
 
+const NO_SESSION = 'none (this turn belongs to no session)';
+
 export function scheduleStatusTool(sources: ScheduleStatusSources): AgentTool {
   return {
     name: 'schedule_status',
@@ -25,10 +27,12 @@ export function scheduleStatusTool(sources: ScheduleStatusSources): AgentTool {
     parameters: NO_PARAMETERS,
     groups: ['schedule_status'],
     async call(_args, ctx) {
+      // A `/v1` turn belongs to no session: it has no loop, heartbeat or goal of its own.
+      const session = ctx.sessionId !== '';
       const [loop, heartbeat, goal, jobs] = await Promise.all([
-        sources.schedules.status(ctx.sessionId, 'loop'),
-        sources.schedules.status(ctx.sessionId, 'heartbeat'),
-        sources.goals.status(ctx.sessionId),
+        session ? sources.schedules.status(ctx.sessionId, 'loop') : NO_SESSION,
+        session ? sources.schedules.status(ctx.sessionId, 'heartbeat') : NO_SESSION,
+        session ? sources.goals.status(ctx.sessionId) : NO_SESSION,
         sources.cron.list(),
       ]);
       const cron = jobs
