@@ -197,7 +197,7 @@ async function main(): Promise<void> {
         const info = await client.info('memory');
         const usedMemoryBytes = Number(/used_memory:(\d+)/.exec(info)?.[1]);
         const ticksStarted = existsSync(ticksLog) ? readFileSync(ticksLog, 'utf8').split('\n').length - 1 : 0;
-        memory.push({ at: Date.now(), usedMemoryBytes, keys: await client.dbsize(), ticksStarted });
+        memory.push({ at: Date.now(), usedMemoryBytes, keys: await client.dbsize(), ticksStarted, historyBytes: await historyBytes(client, keys, sessions) });
       } catch {
         // Redis is being restarted: no sample this time.
       }
@@ -255,6 +255,9 @@ async function main(): Promise<void> {
   const keysEnd = await client.dbsize();
   const familiesEnd = await keyFamilies(client);
   const growth = memoryGrowthPerThousandTicks(memory);
+  // The same without the sessions' history (transcripts and event streams, which are kept on
+  // purpose and bounded per session by worker.transcript_max_messages and the stream cap).
+  const bookkeeping = memoryGrowthPerThousandTicks(memory.map((m) => ({ ...m, usedMemoryBytes: m.usedMemoryBytes - (m.historyBytes ?? 0) })));
   const ticksStarted = memory.at(-1)?.ticksStarted ?? 0;
   const result = {
     occurrences: slots.occurrences + cronRuns + cronMissed,
@@ -268,6 +271,7 @@ async function main(): Promise<void> {
     redis_keys_growth: keysEnd - (keysWarm ?? keysEnd),
     ticks_started: ticksStarted,
     redis_memory_bytes_per_1000_ticks: growth.bytesPerThousandTicks,
+    redis_memory_bytes_per_1000_ticks_without_history: bookkeeping.bytesPerThousandTicks,
   };
   const rows: Array<[string, string | number]> = [
     ['minutes of faults', minutes],
@@ -287,6 +291,8 @@ async function main(): Promise<void> {
     ['ticks started (the faults)', ticksStarted],
     ['Redis memory, first / last sample (MiB)', memory.length ? `${mib(memory[0]!.usedMemoryBytes)} / ${mib(memory.at(-1)!.usedMemoryBytes)}` : '?'],
     ['Redis memory per 1,000 ticks, second half (B)', `${growth.bytesPerThousandTicks ?? '?'} (over ${growth.ticks} ticks)`],
+    ['  of which not session history (B)', bookkeeping.bytesPerThousandTicks ?? '?'],
+    ['session history, first / last sample (MiB)', memory.length ? `${mib(memory[0]!.historyBytes ?? 0)} / ${mib(memory.at(-1)!.historyBytes ?? 0)}` : '?'],
   ];
   const width = Math.max(...rows.map(([k]) => k.length));
   process.stdout.write(`${rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n')}\n`);
@@ -296,7 +302,7 @@ async function main(): Promise<void> {
     .filter((x) => x.warm !== x.end)
     .sort((a, b) => Math.abs(b.end - b.warm) - Math.abs(a.end - a.warm));
   process.stdout.write(`\nkey families that changed (one interval in → end):\n${changed.map((x) => `  ${x.f.padEnd(48)} ${x.warm} → ${x.end}`).join('\n') || '  none'}\n`);
-  process.stdout.write(`memory samples (s into the faults, MiB, keys, ticks): ${memory.map((m) => `${Math.round((m.at - faultsStart) / 1000)}:${mib(m.usedMemoryBytes)}/${m.keys}/${m.ticksStarted}`).join(' ')}\n`);
+  process.stdout.write(`memory samples (s into the faults: MiB used/of it history, keys, ticks): ${memory.map((m) => `${Math.round((m.at - faultsStart) / 1000)}:${mib(m.usedMemoryBytes)}/${mib(m.historyBytes ?? 0)},${m.keys},${m.ticksStarted}`).join(' ')}\n`);
 
   // --- teardown ---
   await Promise.allSettled([...workers, gateway].map((p) => stopProc(p, 'SIGTERM', 5_000)));
@@ -311,6 +317,17 @@ async function main(): Promise<void> {
 }
 
 const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
+
+/** Bytes Redis holds for the sessions' transcripts and event streams (`MEMORY USAGE`, every element counted). */
+async function historyBytes(client: RedisClient, keys: Keys, sessionIds: string[]): Promise<number> {
+  const pipeline = client.pipeline();
+  for (const s of sessionIds) {
+    pipeline.call('MEMORY', 'USAGE', keys.transcript(s), 'SAMPLES', '0');
+    pipeline.call('MEMORY', 'USAGE', keys.events(s), 'SAMPLES', '0');
+  }
+  const replies = (await pipeline.exec()) ?? [];
+  return replies.reduce((sum, [err, bytes]) => sum + (err ? 0 : Number(bytes ?? 0)), 0);
+}
 
 /** Count every key of the run's Redis by family (`keyFamily`). */
 async function keyFamilies(client: RedisClient): Promise<Map<string, number>> {

@@ -187,6 +187,8 @@ export interface MemorySample {
   usedMemoryBytes: number;
   keys: number;
   ticksStarted: number;
+  /** Of `usedMemoryBytes`, what the sessions' transcripts and event streams hold. */
+  historyBytes?: number;
 }
 
 /**
