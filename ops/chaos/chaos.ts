@@ -181,7 +181,7 @@ async function main(): Promise<void> {
     redisDowntimeMs = await redis.restart();
     say(`Redis restarted on its AOF (down ${redisDowntimeMs} ms)`);
   })();
-  let familiesWarm = new Map<string, number>();
+  let familiesWarm = new Map<string, FamilySize>();
   const warm = (async () => {
     await sleep(Math.max(0, faultsStart + Math.min(durationMs / 3, (INTERVAL_S + 10) * 1000) - Date.now()));
     keysWarm = await client.dbsize();
@@ -296,12 +296,14 @@ async function main(): Promise<void> {
   ];
   const width = Math.max(...rows.map(([k]) => k.length));
   process.stdout.write(`${rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n')}\n`);
-  // The key families that changed between one interval in and the end, largest change first.
+  // The key families whose memory changed between one interval in and the end, largest change first.
+  const none: FamilySize = { keys: 0, bytes: 0 };
   const changed = [...new Set([...familiesWarm.keys(), ...familiesEnd.keys()])]
-    .map((f) => ({ f, warm: familiesWarm.get(f) ?? 0, end: familiesEnd.get(f) ?? 0 }))
-    .filter((x) => x.warm !== x.end)
-    .sort((a, b) => Math.abs(b.end - b.warm) - Math.abs(a.end - a.warm));
-  process.stdout.write(`\nkey families that changed (one interval in → end):\n${changed.map((x) => `  ${x.f.padEnd(48)} ${x.warm} → ${x.end}`).join('\n') || '  none'}\n`);
+    .map((f) => ({ f, warm: familiesWarm.get(f) ?? none, end: familiesEnd.get(f) ?? none }))
+    .filter((x) => x.warm.keys !== x.end.keys || x.warm.bytes !== x.end.bytes)
+    .sort((a, b) => Math.abs(b.end.bytes - b.warm.bytes) - Math.abs(a.end.bytes - a.warm.bytes));
+  const size = (x: FamilySize) => `${x.keys} keys ${(x.bytes / 1024).toFixed(0)} KiB`;
+  process.stdout.write(`\nkey families that changed (one interval in → end):\n${changed.map((x) => `  ${x.f.padEnd(44)} ${size(x.warm).padStart(22)} → ${size(x.end)}`).join('\n') || '  none'}\n`);
   process.stdout.write(`memory samples (s into the faults: MiB used/of it history, keys, ticks): ${memory.map((m) => `${Math.round((m.at - faultsStart) / 1000)}:${mib(m.usedMemoryBytes)}/${mib(m.historyBytes ?? 0)},${m.keys},${m.ticksStarted}`).join(' ')}\n`);
 
   // --- teardown ---
@@ -329,14 +331,27 @@ async function historyBytes(client: RedisClient, keys: Keys, sessionIds: string[
   return replies.reduce((sum, [err, bytes]) => sum + (err ? 0 : Number(bytes ?? 0)), 0);
 }
 
-/** Count every key of the run's Redis by family (`keyFamily`). */
-async function keyFamilies(client: RedisClient): Promise<Map<string, number>> {
-  const families = new Map<string, number>();
+/** Keys of one family and the memory they take. */
+interface FamilySize {
+  keys: number;
+  bytes: number;
+}
+
+/** Every key of the run's Redis by family (`keyFamily`), with its `MEMORY USAGE` (every element counted). */
+async function keyFamilies(client: RedisClient): Promise<Map<string, FamilySize>> {
+  const families = new Map<string, FamilySize>();
   let cursor = '0';
   do {
     const [next, batch] = await client.scan(cursor, 'COUNT', 1000);
     cursor = next;
-    for (const key of batch) families.set(keyFamily(key), (families.get(keyFamily(key)) ?? 0) + 1);
+    const pipeline = client.pipeline();
+    for (const key of batch) pipeline.call('MEMORY', 'USAGE', key, 'SAMPLES', '0');
+    const sizes = (await pipeline.exec()) ?? [];
+    batch.forEach((key, i) => {
+      const f = families.get(keyFamily(key)) ?? { keys: 0, bytes: 0 };
+      const [err, bytes] = sizes[i] ?? [null, 0];
+      families.set(keyFamily(key), { keys: f.keys + 1, bytes: f.bytes + (err ? 0 : Number(bytes ?? 0)) });
+    });
   } while (cursor !== '0');
   return families;
 }
