@@ -260,6 +260,13 @@ export const configSchema = z
         /** Transcript messages kept per session (older ones are trimmed). */
         transcript_max_messages: positiveInt(200),
         /**
+         * Entries kept per session event stream (`XADD MAXLEN ~`, so Redis may keep
+         * a few more): the history `hermes chat` replays on reattach and
+         * `/api/sessions/:id/events` serves. With the transcript cap, what bounds
+         * a session's memory (docs/OPERATIONS.md). @defaultValue 10000
+         */
+        events_max_entries: positiveInt(10_000),
+        /**
          * Shards of the key space this worker consumes (`0,2,4`); empty = every shard
          * of `redis.shards`. @defaultValue []
          */

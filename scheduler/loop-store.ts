@@ -34,7 +34,7 @@ import { acquireOwned, releaseOwned } from './redis/owned-key.ts';
 import { schedulerJobMillis, type HermesQueues } from './queues.ts';
 import { luaScript, runLuaScript } from './redis/lua-script.ts';
 import { prefetchLead } from './prefetch-lead.ts';
-import { EVENTS_MAX_LEN, type TranscriptMessage } from './session-store.ts';
+import { DEFAULT_EVENTS_MAX_LEN, type TranscriptMessage } from './session-store.ts';
 import type { GoalRecord } from './goal-state.ts';
 
 /** Data of a tick job as the worker reads it (`tickJobData`). */
@@ -117,6 +117,8 @@ export class LoopStore {
     private readonly queues: HermesQueues,
     /** Prefetch lead in ms (`worker.prefetch_lead_ms`). */
     readonly leadMs: number,
+    /** Entries kept per session event stream (`worker.events_max_entries`). */
+    private readonly eventsMaxLen = DEFAULT_EVENTS_MAX_LEN,
   ) {
     this.lead = prefetchLead(leadMs);
   }
@@ -278,7 +280,7 @@ export class LoopStore {
       ],
       [
         String(input.expectedVersion), JSON.stringify(input.mark), input.ttlMs, input.mark.occurrenceId,
-        input.goalVersion === null ? '' : String(input.goalVersion), String(input.pendingCount), input.lock.holder, input.lock.ttlMs, EVENTS_MAX_LEN, JSON.stringify(input.started),
+        input.goalVersion === null ? '' : String(input.goalVersion), String(input.pendingCount), input.lock.holder, input.lock.ttlMs, this.eventsMaxLen, JSON.stringify(input.started),
       ],
     )) as [string, ...string[]];
     if (status === 'ok') {

@@ -13,7 +13,7 @@ import type { RedisClient } from './redis/connection-factory.ts';
 import type { Keys } from './keys.ts';
 import { reportCronDelivery } from './cron/delivery-report.ts';
 import type { TelegramOutboundData } from './outbound.ts';
-import { EVENTS_MAX_LEN } from './session-store.ts';
+import { DEFAULT_EVENTS_MAX_LEN } from './session-store.ts';
 
 /** The outcome of one send attempt of an outbound job. */
 export type OutboundOutcome =
@@ -37,12 +37,14 @@ export const DELIVERY_EVENT = 'delivery';
  * job names one, to its cron run record.
  * @throws when Redis refused a write (the caller retries the job; the parts already sent are not sent again)
  */
-export async function recordOutboundOutcome(redis: RedisClient, keys: Keys, data: TelegramOutboundData, outcome: OutboundOutcome): Promise<void> {
+export async function recordOutboundOutcome(
+  redis: RedisClient, keys: Keys, data: TelegramOutboundData, outcome: OutboundOutcome, eventsMaxLen = DEFAULT_EVENTS_MAX_LEN,
+): Promise<void> {
   const event = {
     platform: data.platform, chatId: data.chatId, ...(data.threadId ? { threadId: data.threadId } : {}),
     occurrenceId: data.occurrenceId, ...outcome,
   };
-  await redis.xadd(keys.events(data.sessionId), 'MAXLEN', '~', String(EVENTS_MAX_LEN), '*', 'type', DELIVERY_EVENT, 'data', JSON.stringify(event));
+  await redis.xadd(keys.events(data.sessionId), 'MAXLEN', '~', String(eventsMaxLen), '*', 'type', DELIVERY_EVENT, 'data', JSON.stringify(event));
   if (data.report?.kind === 'cron') {
     await reportCronDelivery(redis, keys, data.report, outcome.status === 'sent'
       ? { status: 'sent', message_ids: outcome.messageIds, evidence: `message ids ${outcome.messageIds.join(',')}`, attempts: outcome.attempts }

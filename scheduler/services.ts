@@ -28,7 +28,7 @@ export interface StoreConnection {
 
 /** The loop/heartbeat records and their job schedulers (`worker.prefetch_lead_ms`). */
 export function loopStoreFor(config: HermesConfig, conn: StoreConnection): LoopStore {
-  return new LoopStore(conn.redis, conn.keys, conn.queues, config.worker.prefetch_lead_ms);
+  return new LoopStore(conn.redis, conn.keys, conn.queues, config.worker.prefetch_lead_ms, config.worker.events_max_entries);
 }
 
 /** Applying loop/heartbeat commands (`loops.max_ticks`, `loops.self_paced_floor_seconds`). */
@@ -38,11 +38,13 @@ export function loopServiceFor(config: HermesConfig, loops: LoopStore, log: Logg
 
 /**
  * Transcripts and event streams (`worker.transcript_max_messages`,
- * `worker.occurrence_window_seconds`). `redis` may be a blocking connection of
+ * `worker.events_max_entries`, `worker.occurrence_window_seconds`). `redis` may be a blocking connection of
  * its own for readers that wait on a stream.
  */
 export function sessionStoreFor(config: HermesConfig, redis: RedisClient, keys: Keys): SessionStore {
-  return new SessionStore(redis, keys, config.worker.transcript_max_messages, config.worker.occurrence_window_seconds * 1000);
+  return new SessionStore(
+    redis, keys, config.worker.transcript_max_messages, config.worker.occurrence_window_seconds * 1000, config.worker.events_max_entries,
+  );
 }
 
 /** `/goal` records and their continuation jobs (`goals.max_turns`). */
@@ -59,7 +61,7 @@ export function runStoreFor(config: HermesConfig, redis: RedisClient, keys: Keys
 export function cronStoreFor(config: HermesConfig, conn: StoreConnection): CronStore {
   return new CronStore(conn.redis, conn.keys, conn.queues, {
     historyLimit: config.cron.history_limit, occurrenceWindowMs: config.worker.occurrence_window_seconds * 1000,
-    retryBackoffMs: config.cron.retry_backoff_seconds * 1000,
+    retryBackoffMs: config.cron.retry_backoff_seconds * 1000, eventsMaxLen: config.worker.events_max_entries,
   });
 }
 

@@ -42,8 +42,8 @@ export interface SessionEvent {
   data: Record<string, unknown>;
 }
 
-/** Stream entries kept per session (approximate trim). */
-export const EVENTS_MAX_LEN = 10_000;
+/** Stream entries kept per session when the caller does not say (`worker.events_max_entries`; approximate trim). */
+export const DEFAULT_EVENTS_MAX_LEN = 10_000;
 /** Retention (s) of the per-reply records of outbound delivery (parts sent). */
 export const OCCURRENCE_TTL_SECONDS = 7 * 24 * 3600;
 
@@ -69,6 +69,8 @@ export class SessionStore {
     private readonly transcriptMax = 200,
     /** How long a committed occurrence is remembered, ms (`worker.occurrence_window_seconds`). */
     private readonly occurrenceWindowMs = DEFAULT_OCCURRENCE_WINDOW_MS,
+    /** Entries kept per session event stream (`worker.events_max_entries`). */
+    private readonly eventsMaxLen = DEFAULT_EVENTS_MAX_LEN,
   ) {}
 
   /** The session's transcript, oldest first. */
@@ -80,7 +82,7 @@ export class SessionStore {
   /** Append an event that is not part of a turn commit (status notes, tick started). @returns its stream id */
   async appendEvent(sessionId: string, type: string, data: Record<string, unknown>): Promise<string> {
     const id = await this.redis.xadd(
-      this.keys.events(sessionId), 'MAXLEN', '~', String(EVENTS_MAX_LEN), '*', 'type', type, 'data', JSON.stringify(data),
+      this.keys.events(sessionId), 'MAXLEN', '~', String(this.eventsMaxLen), '*', 'type', type, 'data', JSON.stringify(data),
     );
     return id!;
   }
@@ -115,7 +117,7 @@ export class SessionStore {
       input.record?.key ?? committed, input.inflightKey ?? committed, input.turnLock?.key ?? committed,
     ];
     const args = [
-      input.occurrenceId, Date.now(), this.occurrenceWindowMs, this.transcriptMax, EVENTS_MAX_LEN,
+      input.occurrenceId, Date.now(), this.occurrenceWindowMs, this.transcriptMax, this.eventsMaxLen,
       input.event.type, JSON.stringify(input.event.data),
       input.record ? String(input.record.expectedVersion) : '', input.record?.json ?? '',
       input.inflightKey ? input.occurrenceId : '', input.turnLock?.holder ?? '',

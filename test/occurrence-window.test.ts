@@ -8,6 +8,7 @@ import { Redis } from 'ioredis';
 import type { RedisClient } from '../scheduler/redis/connection-factory.ts';
 import { Keys } from '../scheduler/keys.ts';
 import { SessionStore } from '../scheduler/session-store.ts';
+import { sessionStoreFor } from '../scheduler/services.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, startWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
@@ -63,6 +64,33 @@ describe('occurrence records stay bounded', () => {
     );
     expect(await cli.redis.zcard(keys.cronCommitted(job.id))).toBe(5);
     expect(await cli.redis.exists(keys.cronClaims(job.id))).toBe(0);
+  });
+
+  it('a session\'s history is bounded: worker.events_max_entries caps its event stream, worker.transcript_max_messages its transcript', async () => {
+    const env = testEnv({ 'worker.events_max_entries': 50, 'worker.transcript_max_messages': 20 });
+    const redis = new Redis(env.redisUrl);
+    cleanups.push(() => env.cleanup(), () => redis.disconnect());
+    const keys = new Keys(env.prefix);
+    const capped = sessionStoreFor(env.config, redis, keys);
+    const defaults = testEnv();
+    cleanups.push(() => defaults.cleanup());
+    const uncapped = sessionStoreFor(defaults.config, redis, keys);
+    const turn = (occurrenceId: string) => ({
+      occurrenceId, messages: [{ role: 'user' as const, content: 'q', at: 0, source: 'tick' }, { role: 'assistant' as const, content: 'a', at: 0, source: 'tick' }],
+      event: { type: 'reply', data: { occurrenceId } },
+    });
+    for (let i = 0; i < 300; i++) {
+      await capped.commitTurn('capped', turn(`o${i}`));
+      await capped.appendEvent('capped', 'notice', { i });
+      await uncapped.commitTurn('uncapped', turn(`o${i}`));
+    }
+    // XADD MAXLEN ~ trims whole stream nodes (100 entries each by Redis's default): at most the cap plus one node
+    expect(await redis.xlen(keys.events('capped'))).toBeGreaterThanOrEqual(50);
+    expect(await redis.xlen(keys.events('capped'))).toBeLessThanOrEqual(150);
+    expect(await redis.llen(keys.transcript('capped'))).toBe(20);
+    // the default (10,000 entries, 200 messages) keeps all 300 events here
+    expect(await redis.xlen(keys.events('uncapped'))).toBe(300);
+    expect(await redis.llen(keys.transcript('uncapped'))).toBe(200);
   });
 
   it('the committed set forgets occurrences older than the window, and refuses a repeat within it', async () => {

@@ -82,6 +82,8 @@ export interface OutboundSenderOptions {
   maxStalledCount: number;
   /** Wait of a reply queued behind an unfinished earlier one before it looks again, ms (`gateway.outbound_order_recheck_ms`). */
   orderRecheckMs: number;
+  /** Entries kept per session event stream, where outcomes are reported (`worker.events_max_entries`). */
+  eventsMaxLen?: number;
   log: Logger;
   /** Each sendMessage is counted by outcome: sent, rate_limited (429, delayed), refused (4xx), failed (retried). */
   metrics?: HermesMetrics;
@@ -217,7 +219,7 @@ export class TelegramOutboundSender {
 
   private async report(data: TelegramOutboundData, outcome: OutboundOutcome, log: Logger): Promise<void> {
     try {
-      await recordOutboundOutcome(this.options.redis, this.options.keys, data, outcome);
+      await recordOutboundOutcome(this.options.redis, this.options.keys, data, outcome, this.options.eventsMaxLen);
     } catch (err) {
       // A sent reply whose report failed is retried: its parts are recorded, so only the report is repeated.
       log.warn({ err: (err as Error).message, status: outcome.status }, 'outbound outcome not recorded');

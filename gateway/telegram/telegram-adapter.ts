@@ -118,7 +118,7 @@ class TelegramAdapter implements PlatformAdapter {
       concurrency: config.gateway.outbound_concurrency, orderRecheckMs: config.gateway.outbound_order_recheck_ms,
       lockDurationMs: config.worker.lock_duration_ms, lockRenewMs: config.worker.lock_renew_ms,
       stalledIntervalMs: config.worker.stalled_interval_ms, maxStalledCount: config.worker.max_stalled_count,
-      log: this.log, metrics: deps.metrics,
+      eventsMaxLen: config.worker.events_max_entries, log: this.log, metrics: deps.metrics,
       onSent: (chatId, threadId) => this.typing.stop(chatId, threadId),
     });
   }

@@ -31,7 +31,7 @@ import type { RedisClient } from '../redis/connection-factory.ts';
 import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
 import type { Keys } from '../keys.ts';
 import type { HermesQueues } from '../queues.ts';
-import { DEFAULT_OCCURRENCE_WINDOW_MS, EVENTS_MAX_LEN } from '../session-store.ts';
+import { DEFAULT_EVENTS_MAX_LEN, DEFAULT_OCCURRENCE_WINDOW_MS } from '../session-store.ts';
 import { luaScript, runLuaScript } from '../redis/lua-script.ts';
 import { cronSessionId, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
 import { encodePattern } from './repeat-strategy.ts';
@@ -81,6 +81,8 @@ export interface CronStoreSettings {
   occurrenceWindowMs?: number;
   /** First delay of the exponential backoff of a tick retried after a network failure, ms (`cron.retry_backoff_seconds`). */
   retryBackoffMs: number;
+  /** Entries kept per event stream of a job's session (`worker.events_max_entries`). */
+  eventsMaxLen?: number;
 }
 
 /** Records, history and BullMQ jobs of cron jobs. */
@@ -284,7 +286,7 @@ export class CronStore {
     const [code, eventId] = (await runLuaScript(this.redis, COMMIT_RUN, keys, [
       JSON.stringify(run), run.occurrence_id, Date.now(), this.windowMs, this.settings.historyLimit,
       RECENT_RUNS_MAX, String(input.expectedVersion), JSON.stringify(stored),
-      input.localEvent ? JSON.stringify(input.localEvent) : '', EVENTS_MAX_LEN, this.keys.cronRecentRunEntry(run.job_id, run.occurrence_id),
+      input.localEvent ? JSON.stringify(input.localEvent) : '', this.settings.eventsMaxLen ?? DEFAULT_EVENTS_MAX_LEN, this.keys.cronRecentRunEntry(run.job_id, run.occurrence_id),
     ])) as [number, string];
     if (code === 1) {
       const deliveries = run.deliveries.map((d): CronDelivery => (d.target === 'local' && eventId ? { ...d, status: 'delivered', evidence: eventId } : d));
