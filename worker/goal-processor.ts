@@ -13,15 +13,12 @@ import type { InboxJobData } from '../scheduler/inbox.ts';
 import { pendingInput } from '../scheduler/inbox.ts';
 import { applyGoalTurn, buildGoalInput, type GoalOutcome, type GoalRecord } from '../scheduler/goal-state.ts';
 import { parseGoalArgs, GOAL_HELP } from '../scheduler/goal-command.ts';
-import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { deferJob } from '../scheduler/defer-job.ts';
 import { CONFLICT, retryOnConflict } from '../scheduler/optimistic-retry.ts';
 import { deliverToRoute } from './delivery.ts';
-import { runSessionTurn, sessionTurnFailure } from './session-turn.ts';
+import { runSessionAgent, runSessionTurn } from './session-turn.ts';
 import { judgeGoal } from './goal-judge.ts';
-import { stepMessages, turnMessages } from './transcript-messages.ts';
-import { sessionEventSink } from './turn-events.ts';
-import type { ChatMessage } from './turn-runners/turn-runner.ts';
+import { stepMessages } from './transcript-messages.ts';
 import type { InboxHooks, InboxResult } from './inbox-processor.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
@@ -42,52 +39,43 @@ export async function processGoalContinuation(
   }
   if ((await pendingInput(deps.redis, deps.keys, sessionId)).length > 0) return await deferJob(job, token, deps.config.worker.defer_ms);
   return await runSessionTurn(deps, job, token, signal, sessionId, async (turnSignal, turn) => {
-      const startedAt = Date.now();
-      const input = buildGoalInput(goal, goalTurn!);
-      const transcript = await deps.sessions.transcript(sessionId);
-      let reply = '';
-      let steps: ChatMessage[] = [];
-      let failure: TurnError | undefined;
-      try {
-        ({ reply, steps } = await deps.runners.agent.run({
-          sessionId, messages: turnMessages(transcript, input), signal: turnSignal,
-          surface: goal.origin.surface, onEvent: sessionEventSink(deps, sessionId, { kind: 'goal', tick: goalTurn, occurrenceId: turnId }),
-        }));
-      } catch (err) {
-        const failed = sessionTurnFailure(err, turn, sessionId);
-        if (failed === 'drained') {
-          deps.metrics?.turnFinished('goal', 'aborted', (Date.now() - startedAt) / 1000);
-          return await deferJob(job, token, deps.config.worker.defer_ms);
-        }
-        failure = failed;
-        log.warn({ err: failure.message }, 'goal turn failed');
-      }
-      const judged = failure ? { verdict: undefined, reason: failure.message } : await judgeGoal(deps, goal, reply, turnSignal);
-      return await retryOnConflict<InboxResult>(async () => {
-        const fresh = await deps.goals.get(sessionId);
-        if (!fresh || fresh.goalId !== goalId) return { status: 'duplicate' };
-        const { goal: next, outcome } = applyGoalTurn(fresh, { turnId, now: Date.now(), verdict: judged.verdict, reason: judged.reason,
-          maxConsecutiveFailures: deps.config.goals.max_consecutive_failures });
-        const stored: GoalRecord = { ...next, version: fresh.version + 1 };
-        const res = await deps.sessions.commitTurn(sessionId, {
-          occurrenceId: turnId,
-          messages: failure ? [] : [
-            { role: 'user', content: input, at: startedAt, source: 'goal' },
-            ...stepMessages(steps, Date.now(), 'goal'),
-            { role: 'assistant', content: reply, at: Date.now(), source: 'goal' },
-          ],
-          event: failure
-            ? { type: 'error', data: { text: `Goal turn ${goalTurn} failed: ${failure.message}`, occurrenceId: turnId } }
-            : { type: 'reply', data: { source: 'goal', kind: 'goal', tick: goalTurn, text: reply, occurrenceId: turnId, startedAt, finishedAt: Date.now(), worker: deps.workerId, pid: process.pid, outcome: outcome.kind, verdict: judged.verdict ?? 'judge-failed' } },
-          record: { key: deps.keys.goal(sessionId), expectedVersion: fresh.version, json: JSON.stringify(stored) },
-        });
-        if (res.status === 'conflict') return CONFLICT;
-        if (res.status === 'duplicate') return { status: 'duplicate' };
-        deps.metrics?.turnFinished('goal', failure ? 'failed' : 'ok', (Date.now() - startedAt) / 1000);
-        if (!failure) await deliverToRoute(deps, { sessionId, origin: stored.origin, text: reply, occurrenceId: turnId });
-        await afterGoalTurn(deps, stored, outcome, turnId);
-        return { status: failure ? 'failed' : 'replied', eventId: res.eventId };
-      }, () => new Error(`could not commit goal turn ${turnId}: the goal kept changing`));
+    const startedAt = Date.now();
+    const input = buildGoalInput(goal, goalTurn!);
+    const ran = await runSessionAgent(deps, turn, turnSignal, {
+      sessionId, input, surface: goal.origin.surface, events: { kind: 'goal', tick: goalTurn, occurrenceId: turnId },
+    });
+    if (ran === 'drained') {
+      deps.metrics?.turnFinished('goal', 'aborted', (Date.now() - startedAt) / 1000);
+      return await deferJob(job, token, deps.config.worker.defer_ms);
+    }
+    const { reply, steps, failure } = ran;
+    if (failure) log.warn({ err: failure.message }, 'goal turn failed');
+    const judged = failure ? { verdict: undefined, reason: failure.message } : await judgeGoal(deps, goal, reply, turnSignal);
+    return await retryOnConflict<InboxResult>(async () => {
+      const fresh = await deps.goals.get(sessionId);
+      if (!fresh || fresh.goalId !== goalId) return { status: 'duplicate' };
+      const { goal: next, outcome } = applyGoalTurn(fresh, { turnId, now: Date.now(), verdict: judged.verdict, reason: judged.reason,
+        maxConsecutiveFailures: deps.config.goals.max_consecutive_failures });
+      const stored: GoalRecord = { ...next, version: fresh.version + 1 };
+      const res = await deps.sessions.commitTurn(sessionId, {
+        occurrenceId: turnId,
+        messages: failure ? [] : [
+          { role: 'user', content: input, at: startedAt, source: 'goal' },
+          ...stepMessages(steps, Date.now(), 'goal'),
+          { role: 'assistant', content: reply, at: Date.now(), source: 'goal' },
+        ],
+        event: failure
+          ? { type: 'error', data: { text: `Goal turn ${goalTurn} failed: ${failure.message}`, occurrenceId: turnId } }
+          : { type: 'reply', data: { source: 'goal', kind: 'goal', tick: goalTurn, text: reply, occurrenceId: turnId, startedAt, finishedAt: Date.now(), worker: deps.workerId, pid: process.pid, outcome: outcome.kind, verdict: judged.verdict ?? 'judge-failed' } },
+        record: { key: deps.keys.goal(sessionId), expectedVersion: fresh.version, json: JSON.stringify(stored) },
+      });
+      if (res.status === 'conflict') return CONFLICT;
+      if (res.status === 'duplicate') return { status: 'duplicate' };
+      deps.metrics?.turnFinished('goal', failure ? 'failed' : 'ok', (Date.now() - startedAt) / 1000);
+      if (!failure) await deliverToRoute(deps, { sessionId, origin: stored.origin, text: reply, occurrenceId: turnId });
+      await afterGoalTurn(deps, stored, outcome, turnId);
+      return { status: failure ? 'failed' : 'replied', eventId: res.eventId };
+    }, () => new Error(`could not commit goal turn ${turnId}: the goal kept changing`));
   });
 }
 

@@ -11,14 +11,11 @@
 import type { Job } from 'bullmq';
 import { clearPendingInput, inputOccurrenceId, pendingInput, type InboxJobData } from '../scheduler/inbox.ts';
 import { isHermesError } from '../scheduler/errors/hermes-error.ts';
-import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { deferJob } from '../scheduler/defer-job.ts';
 import { deliverToRoute } from './delivery.ts';
-import { runSessionTurn, sessionTurnFailure } from './session-turn.ts';
+import { runSessionAgent, runSessionTurn } from './session-turn.ts';
 import { runSlashCommand } from './slash-commands.ts';
-import { stepMessages, turnMessages } from './transcript-messages.ts';
-import { sessionEventSink } from './turn-events.ts';
-import type { ChatMessage } from './turn-runners/turn-runner.ts';
+import { stepMessages } from './transcript-messages.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 import { encodeTurnAbort } from '../scheduler/turn-abort.ts';
 
@@ -91,46 +88,35 @@ export async function processInbox(
   }
 
   return await runSessionTurn(deps, job, token, signal, sessionId, async (turnSignal, turn) => {
-      const startedAt = Date.now();
-      const transcript = await deps.sessions.transcript(sessionId);
-      let reply = '';
-      let steps: ChatMessage[] = [];
-      let failure: TurnError | undefined;
-      try {
-        ({ reply, steps } = await deps.runners.agent.run({
-          sessionId, messages: turnMessages(transcript, data.text), signal: turnSignal,
-          surface: data.origin.surface, onEvent: sessionEventSink(deps, sessionId, { occurrenceId }),
-        }));
-      } catch (err) {
-        const failed = sessionTurnFailure(err, turn, sessionId);
-        if (failed === 'drained') {
-          await deps.sessions.appendEvent(sessionId, 'notice', {
-            text: 'Your message was interrupted by a restart; it will be answered when a worker is back.', occurrenceId,
-          });
-          return await deferJob(job, token, deps.config.worker.defer_ms);
-        }
-        failure = failed;
-        log.warn({ err: failure.message, failureKind: failure.kind }, 'user turn failed');
-      }
-      const finishedAt = Date.now();
-      deps.metrics?.turnFinished('message', failure ? 'failed' : 'ok', (finishedAt - startedAt) / 1000);
-      const res = await deps.sessions.commitTurn(sessionId, {
-        occurrenceId,
-        messages: failure
-          ? []
-          : [
-              { role: 'user', content: data.text, at: data.receivedAt, source: 'message' },
-              ...stepMessages(steps, finishedAt, 'message'),
-              { role: 'assistant', content: reply, at: finishedAt, source: 'message' },
-            ],
-        event: failure
-          ? { type: 'error', data: { text: failure.message, occurrenceId } }
-          : { type: 'reply', data: { source: 'message', text: reply, occurrenceId, startedAt, finishedAt, worker: deps.workerId, pid: process.pid } },
+    const startedAt = Date.now();
+    const ran = await runSessionAgent(deps, turn, turnSignal, { sessionId, input: data.text, surface: data.origin.surface, events: { occurrenceId } });
+    if (ran === 'drained') {
+      await deps.sessions.appendEvent(sessionId, 'notice', {
+        text: 'Your message was interrupted by a restart; it will be answered when a worker is back.', occurrenceId,
       });
-      await clearPendingInput(deps.redis, deps.keys, sessionId, occurrenceId);
-      if (res.status === 'duplicate') return { status: 'duplicate' };
-      await deliverToRoute(deps, { sessionId, origin: data.origin, text: failure ? failure.message : reply, occurrenceId });
-      if (!failure) await hooks.afterUserTurn?.(deps, data, reply);
-      return { status: failure ? 'failed' : 'replied', eventId: res.status === 'committed' ? res.eventId : undefined };
+      return await deferJob(job, token, deps.config.worker.defer_ms);
+    }
+    const { reply, steps, failure } = ran;
+    if (failure) log.warn({ err: failure.message, failureKind: failure.kind }, 'user turn failed');
+    const finishedAt = Date.now();
+    deps.metrics?.turnFinished('message', failure ? 'failed' : 'ok', (finishedAt - startedAt) / 1000);
+    const res = await deps.sessions.commitTurn(sessionId, {
+      occurrenceId,
+      messages: failure
+        ? []
+        : [
+            { role: 'user', content: data.text, at: data.receivedAt, source: 'message' },
+            ...stepMessages(steps, finishedAt, 'message'),
+            { role: 'assistant', content: reply, at: finishedAt, source: 'message' },
+          ],
+      event: failure
+        ? { type: 'error', data: { text: failure.message, occurrenceId } }
+        : { type: 'reply', data: { source: 'message', text: reply, occurrenceId, startedAt, finishedAt, worker: deps.workerId, pid: process.pid } },
+    });
+    await clearPendingInput(deps.redis, deps.keys, sessionId, occurrenceId);
+    if (res.status === 'duplicate') return { status: 'duplicate' };
+    await deliverToRoute(deps, { sessionId, origin: data.origin, text: failure ? failure.message : reply, occurrenceId });
+    if (!failure) await hooks.afterUserTurn?.(deps, data, reply);
+    return { status: failure ? 'failed' : 'replied', eventId: res.status === 'committed' ? res.eventId : undefined };
   });
 }

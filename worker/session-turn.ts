@@ -2,13 +2,18 @@
  * A chat-class turn of one session: user messages and goal continuations
  * (drain class `chat`, `agent.restart_drain_timeout`). Both run the agent
  * under the session's fleet-wide turn lock (one turn per session, SPEC §3),
- * as a tracked turn that `/stop` in the session can abort, and both sort a
- * failed agent call the same way; what they commit differs and stays in
- * their processors (`inbox-processor.ts`, `goal-processor.ts`).
+ * as a tracked turn that `/stop` in the session can abort, and both call the
+ * agent over the transcript and sort a failed call the same way; what they
+ * commit differs and stays in their processors (`inbox-processor.ts`,
+ * `goal-processor.ts`).
  */
 import type { Job } from 'bullmq';
 import { deferJob } from '../scheduler/defer-job.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
+import type { Origin } from '../scheduler/loop-state.ts';
+import { turnMessages } from './transcript-messages.ts';
+import { sessionEventSink } from './turn-events.ts';
+import type { ChatMessage } from './turn-runners/turn-runner.ts';
 import type { TrackedTurn } from './turn-tracker.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
@@ -38,15 +43,37 @@ export async function runSessionTurn<R>(
   }
 }
 
+/** What an agent call of a session turn gave: its reply and tool steps, or the failure to commit. */
+export type SessionAgentResult =
+  | { reply: string; steps: ChatMessage[]; failure?: undefined }
+  | { reply: ''; steps: []; failure: TurnError };
+
 /**
- * What a failed agent call of a session turn means.
- * - `drained`: the drain aborted it; the caller hands the job back (it was never completed).
- * - a `TurnError`: the turn failed (the model's, a tool's or the runner's error, as typed; anything
- *   else as a `model` error) and is committed as failed.
- * @throws `err` itself when the job's lock was lost: another worker has the job now, so nothing is committed here
+ * Run the agent over the session's transcript with `input` as the new user message.
+ * - A failed call is returned as `failure` (the model's, a tool's or the runner's error, as typed;
+ *   anything else as a `model` error), to be committed as a failed turn.
+ * - `'drained'`: the drain aborted it; the caller hands the job back (it was never completed).
+ * @param events - what the turn's tool events carry besides the call (`occurrenceId`, …)
+ * @throws the call's error itself when the job's lock was lost: another worker has the job now, so nothing is committed here
  */
-export function sessionTurnFailure(err: unknown, turn: TrackedTurn, sessionId: string): TurnError | 'drained' {
-  if (turn.abortedByDrain) return 'drained';
-  if (turn.lockLost) throw err;
-  return err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
+export async function runSessionAgent(
+  deps: WorkerDeps,
+  turn: TrackedTurn,
+  turnSignal: AbortSignal,
+  request: { sessionId: string; input: string; surface: Origin['surface']; events: Record<string, unknown> },
+): Promise<SessionAgentResult | 'drained'> {
+  const { sessionId } = request;
+  const transcript = await deps.sessions.transcript(sessionId);
+  try {
+    const { reply, steps } = await deps.runners.agent.run({
+      sessionId, messages: turnMessages(transcript, request.input), signal: turnSignal,
+      surface: request.surface, onEvent: sessionEventSink(deps, sessionId, request.events),
+    });
+    return { reply, steps };
+  } catch (err) {
+    if (turn.abortedByDrain) return 'drained';
+    if (turn.lockLost) throw err;
+    const failure = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
+    return { reply: '', steps: [], failure };
+  }
 }
