@@ -31,6 +31,7 @@ import { startEmbeddedRedis } from '../../scheduler/redis/embedded-redis.ts';
 import { startFakeOpenAI } from '../../test/support/fake-openai.ts';
 import { startFakeTelegram } from '../../test/support/fake-telegram.ts';
 import { startV1Worker } from '../../test/support/v1-worker.ts';
+import { percentiles, runBench } from './bench-support.ts';
 
 const args = process.argv.slice(2);
 const arg = (name: string, def: string) => {
@@ -43,13 +44,7 @@ const WARMUP = 20;
 const KEY = 'bench-key';
 const USER = 4242;
 
-interface Stats { p50: number; p99: number; max: number; count: number }
-
-function stats(samples: number[]): Stats {
-  const s = [...samples].sort((a, b) => a - b);
-  const at = (q: number) => s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
-  return { p50: at(0.5), p99: at(0.99), max: s[s.length - 1]!, count: s.length };
-}
+const stats = percentiles;
 
 const fmt = (n: number) => n.toFixed(2);
 
@@ -142,7 +137,4 @@ async function main(): Promise<void> {
   rmSync(dir, { recursive: true, force: true });
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

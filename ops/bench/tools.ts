@@ -35,6 +35,7 @@ import { fileTools } from '../../worker/tools/file-tools.ts';
 import { Toolbox } from '../../worker/tools/toolbox.ts';
 import type { ScheduleStatusSources } from '../../worker/tools/schedule-status-tool.ts';
 import { AgentRunner } from '../../worker/turn-runners/agent-runner.ts';
+import { percentiles, runBench, type Percentiles } from './bench-support.ts';
 
 const args = process.argv.slice(2);
 const arg = (name: string, def: string) => {
@@ -45,13 +46,8 @@ const N = Number(arg('n', '300'));
 const WARMUP = 20;
 const KEY = 'bench-key';
 
-interface Stats { p50: number; p99: number; max: number }
-
-function stats(samples: number[]): Stats {
-  const s = [...samples].sort((a, b) => a - b);
-  const at = (q: number) => s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
-  return { p50: at(0.5), p99: at(0.99), max: s[s.length - 1]! };
-}
+type Stats = Percentiles;
+const stats = percentiles;
 
 const fmt = (n: number) => n.toFixed(2);
 
@@ -169,7 +165,4 @@ async function main(): Promise<void> {
   rmSync(dir, { recursive: true, force: true });
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);
