@@ -294,6 +294,21 @@ describe('only the operator declares tools', () => {
     expect(cli!.output).toBe('result: ci green');
     // the api job was never offered the tool; the CLI job was
     expect(model.requests.filter((r) => r.tools.includes('ci')).length).toBe(2);
+
+    // Editing the CLI job over /api is no way around it either; the operator setting the prompt again is.
+    const edited = await cron.edit('from-cli', { prompt: 'ci now?' }, { origin: { surface: 'api' }, trusted: false });
+    expect(edited.edited_from).toEqual(['api']);
+    const runAndWait = async (n: number) => {
+      await cron.runNow('from-cli');
+      return await waitFor(async () => {
+        const runs = await cron.runs(fromCli.id, 10);
+        return runs.length === n ? runs[0] : undefined;
+      }, 15_000, `run ${n} of the CLI job`);
+    };
+    expect((await runAndWait(2))!.output).toBe('result: Error: Tool "ci" is not allowed from api.');
+    const reset = await cron.edit('from-cli', { prompt: 'ci?' }, { origin: { surface: 'cli' }, trusted: true });
+    expect(reset.edited_from).toBeUndefined();
+    expect((await runAndWait(3))!.output).toBe('result: ci green');
   });
 });
 

@@ -30,7 +30,7 @@ import type { Job } from 'bullmq';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { periodAt } from '../scheduler/cron/cron-engine.ts';
 import {
-  applyRun, cronOccurrenceId, cronSessionId, deliveryText, withReply,
+  applyRun, cronOccurrenceId, cronSessionId, cronToolSurfaces, deliveryText, withReply,
   type CronDelivery, type CronJob, type CronRun, type OccurrenceTrigger,
 } from '../scheduler/cron/cron-job.ts';
 import type { CronStore, CronTickData } from '../scheduler/cron/cron-store.ts';
@@ -281,9 +281,9 @@ async function turnReply(job: CronJob, occurrenceId: string, dueAt: number, sign
       env: { HERMES_CRON_JOB_ID: job.id, HERMES_CRON_OCCURRENCE_ID: occurrenceId, HERMES_CRON_DUE_AT: new Date(dueAt).toISOString() },
     })).reply;
   }
-  // A job runs as `cron`; one created from another surface than the CLI (over `/api`) answers to that
-  // surface's `tools.allow_from` too, so creating a job cannot reach tools the surface itself may not.
-  const surface: TurnSurfaces = job.origin.surface === 'cli' ? 'cron' : ['cron', job.origin.surface];
+  // A job runs as `cron`; one created or edited from another surface than the CLI (over `/api`)
+  // answers to that surface's `tools.allow_from` too, so a job is no way around a surface's rule.
+  const surface: TurnSurfaces = cronToolSurfaces(job);
   const out = await deps.runners.agent.run({ sessionId, messages, signal, surface, onEvent: sessionEventSink(deps, sessionId, { occurrenceId }) });
   return out.reply;
 }

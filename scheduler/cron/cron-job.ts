@@ -64,6 +64,13 @@ export interface CronJob {
   paused_reason?: string | null;
   /** Where the job was created; `origin` delivery goes to its route, else `local`. */
   origin: Origin;
+  /**
+   * Surfaces other than the CLI that have edited the job since the CLI last set its prompt
+   * (`edit` from `/api`). The job's agent runs answer to their `tools.allow_from` as well as to
+   * `cron` and the origin's (`cronToolSurfaces`), so editing a job is no way around a surface's
+   * rule. Absent on records written before it existed, and when empty.
+   */
+  edited_from?: Array<Origin['surface']>;
   next_run_at: number | null;
   last_run_at: number | null;
   /** Due time of the last scheduled occurrence handled (run or skipped); older ones are coalesced. */
@@ -364,6 +371,8 @@ export function cronJobView(job: CronJob): Record<string, unknown> {
     last_status: job.last_status,
     last_error: job.last_error,
     failure_streak: job.failure_streak,
+    // Whose `tools.allow_from` its agent runs answer to (cronToolSurfaces).
+    tool_surfaces: cronToolSurfaces(job),
     created_at: iso(job.created_at),
   };
 }
@@ -372,4 +381,14 @@ export function cronJobView(job: CronJob): Record<string, unknown> {
 export function cronRunView(run: CronRun): Record<string, unknown> {
   const iso = (ms: number | null) => (ms === null ? null : isoUtc(ms));
   return { ...run, due_at: iso(run.due_at), started_at: iso(run.started_at), finished_at: iso(run.finished_at) };
+}
+
+/**
+ * The surfaces whose `tools.allow_from` a job's agent runs answer to: `cron`, then the
+ * surface that created the job and every surface that has edited it, except the CLI (the
+ * operator's own; its jobs need only `cron`).
+ */
+export function cronToolSurfaces(job: Pick<CronJob, 'origin' | 'edited_from'>): Array<'cron' | Origin['surface']> {
+  const others = [job.origin.surface, ...(job.edited_from ?? [])].filter((s) => s !== 'cli');
+  return ['cron', ...new Set(others)];
 }

@@ -192,6 +192,12 @@ export class CronService {
         ...cur, prompt, script, schedule, tz, name: fields.name, deliver: fields.deliver, misfire: fields.misfire, overlap: fields.overlap, notify: fields.notify,
         repeat: { times: fields.repeatTimes, completed: cur.repeat.completed }, updated_at: now,
       };
+      // Who changed the job decides, with its creator, which tools its runs may use (cronToolSurfaces).
+      const editedFrom = caller.origin.surface !== 'cli'
+        ? [...new Set([...(cur.edited_from ?? []), caller.origin.surface])]
+        : changes.prompt !== undefined ? [] : cur.edited_from ?? [];
+      if (editedFrom.length > 0) next.edited_from = editedFrom;
+      else delete next.edited_from;
       if (rearm) {
         next.generation = cur.generation + 1;
         next.last_due_at = null;
