@@ -12,6 +12,7 @@ import { closeSync, constants, existsSync, mkdirSync, openSync, mkdtempSync, rmS
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from './support/wait-for.ts';
 import { loadConfig } from '../scheduler/config.ts';
 import { httpGetRefusedReason } from '../scheduler/http-tool-policy.ts';
 import type { Resolver } from '../worker/guarded-lookup.ts';
@@ -252,6 +253,21 @@ describe('command tools: arguments never become shell text', () => {
       delete process.env.OPENAI_API_KEY_TEST_LEAK;
       delete process.env.GH_TOKEN_TEST;
     }
+  });
+
+  it('what a command leaves running in the background ends when the command has exited', async () => {
+    const t = toolbox({ commands: { bg: { command: 'sleep 600 >/dev/null 2>&1 & echo $!', description: 'x' } } });
+    const r = await t.call('bg', '{}', ctx);
+    const pid = Number(r.content.trim());
+    expect(pid).toBeGreaterThan(0);
+    await waitFor(() => {
+      try {
+        process.kill(pid, 0);
+        return undefined;
+      } catch {
+        return true;
+      }
+    }, 5_000, 'the left-behind sleep ended');
   });
 
   it('a non-zero exit is an error the model sees, with the end of stderr', async () => {

@@ -162,19 +162,26 @@ describe('worker crash mid-tick', () => {
     const pids = join(env.home, 'pids');
     const a = await spawnWorker(env);
     children.push(a);
-    // The shell and a grandchild it started in the background, both far longer than the 2 s timeout.
+    // The shell and a grandchild it started in the background, both far longer than the 2 s timeout;
+    // and a child left behind (output elsewhere, so nothing waits for it) by a command that ends a second
+    // after the kill, when no worker is left to end its group.
+    const left = join(env.home, 'left');
     await c.schedules.set('orphan', 'loop', { prompt: 'slow check', intervalSeconds: 30, times: 1, until: null, notes: [] }, {
       origin: { surface: 'cli' }, runner: { kind: 'command', command: `echo $$ >> ${pids}; sleep 600 & echo $! >> ${pids}; wait`, timeoutSeconds: 2 },
+    });
+    await c.schedules.set('left-behind', 'loop', { prompt: 'check', intervalSeconds: 30, times: 1, until: null, notes: [] }, {
+      origin: { surface: 'cli' }, runner: { kind: 'command', command: `sleep 600 >/dev/null 2>&1 & echo $! > ${left}; sleep 1`, timeoutSeconds: 2 },
     });
     const [shell, grandchild] = await waitFor(() => {
       const lines = existsSync(pids) ? readFileSync(pids, 'utf8').trim().split('\n').filter(Boolean) : [];
       return lines.length === 2 ? lines.map(Number) : undefined;
     }, 15_000, 'the command and its background child under way');
+    const leftBehind = Number(await waitFor(() => existsSync(left) && readFileSync(left, 'utf8').trim(), 15_000, 'the left-behind child started'));
     process.kill(a.pid!, 'SIGKILL');
     const killedAt = Date.now();
-    expect(alive(shell!) && alive(grandchild!)).toBe(true); // nothing else ends them: no worker is left
+    expect(alive(shell!) && alive(grandchild!) && alive(leftBehind)).toBe(true); // nothing else ends them: no worker is left
     // The worker's own deadline (2 s) is gone with it; the backstop comes 5 s after it (then SIGKILL 2 s later).
-    await waitFor(() => (!alive(shell!) && !alive(grandchild!) ? true : undefined), 20_000, 'the orphaned group ended');
+    await waitFor(() => (!alive(shell!) && !alive(grandchild!) && !alive(leftBehind) ? true : undefined), 20_000, 'the orphaned groups ended');
     expect(Date.now() - killedAt).toBeLessThan(20_000);
   });
 });

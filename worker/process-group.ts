@@ -5,43 +5,43 @@
  * Policy (docs/RELIABILITY.md, "A dead worker's work restarts within seconds"):
  * - the worker signals the whole group at the command's deadline or on abort
  *   (SIGTERM, then SIGKILL after a grace), and waits for the group leader;
+ * - when the command has exited, whatever it left running in its group (a
+ *   `thing &` whose output went elsewhere) is ended too (`endGroup`): a turn's
+ *   processes end with the turn;
  * - a worker that dies (SIGKILL, OOM, lost host) can signal nothing, and its
  *   command would run on with no deadline while another worker re-runs the
- *   turn. So the command runs under coreutils `timeout`, which ends the group
- *   by itself `BACKSTOP_GRACE_MS` after the worker's own deadline (SIGTERM,
- *   then SIGKILL 2 s later). `timeout` without `--foreground` signals its whole
- *   process group, grandchildren included. Where the system has no coreutils
- *   `timeout` (it is checked once per process), the command runs bare and the
- *   worker's own deadline is the only one.
+ *   turn. So every group carries a backstop: a small POSIX shell watchdog,
+ *   started in the group before the command is exec'd, sleeps until the
+ *   worker's deadline plus `BACKSTOP_GRACE_MS`, then signals the whole group
+ *   (SIGTERM, then SIGKILL 2 s later). It lives as long as the group may, so it
+ *   also ends what the command left behind after its worker died; it ignores
+ *   SIGTERM itself and holds none of the command's stdin, stdout or stderr. A
+ *   process that leaves the group on purpose (`setsid`) is out of its reach.
  */
-import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 
 /** How long after the worker's own deadline the backstop ends the group, ms. */
 export const BACKSTOP_GRACE_MS = 5000;
 
-let coreutilsTimeout: boolean | undefined;
-
-/** Whether coreutils `timeout` is on PATH (checked once per process). */
-function hasCoreutilsTimeout(): boolean {
-  if (coreutilsTimeout === undefined) {
-    const r = spawnSync('timeout', ['--version'], { encoding: 'utf8', timeout: 5000 });
-    coreutilsTimeout = r.status === 0 && /coreutils/i.test(r.stdout ?? '');
-  }
-  return coreutilsTimeout;
-}
+/**
+ * `sh -c WATCHDOG hermes-backstop <seconds> <file> <args…>`: start the watchdog in the
+ * background (in this group), then exec the command, which keeps this process's pid,
+ * so the command leads the group and its exit status is the child's.
+ */
+const WATCHDOG =
+  '(trap "" TERM; sleep "$1"; kill -TERM 0; sleep 2; kill -KILL 0) </dev/null >/dev/null 2>&1 & shift; exec "$@"';
 
 /**
  * The argv that runs `file argv` with the backstop (see above) at `deadlineMs`
- * plus the grace, or `file argv` unchanged where there is no coreutils `timeout`.
+ * plus the grace.
  */
 export function withBackstop(file: string, argv: string[], deadlineMs: number): [string, string[]] {
-  if (!hasCoreutilsTimeout()) return [file, argv];
-  const seconds = ((deadlineMs + BACKSTOP_GRACE_MS) / 1000).toFixed(3);
-  return ['timeout', ['-k', '2', seconds, file, ...argv]];
+  const seconds = Math.ceil((deadlineMs + BACKSTOP_GRACE_MS) / 1000);
+  return ['/bin/sh', ['-c', WATCHDOG, 'hermes-backstop', String(seconds), file, ...argv]];
 }
 
 /**
- * Spawn `file argv` as the leader of a new process group, under the backstop.
+ * Spawn `file argv` as the leader of a new process group, with the backstop.
  * @param deadlineMs - the caller's own deadline for the command, ms (the backstop comes after it)
  */
 export function spawnInGroup(file: string, argv: string[], deadlineMs: number, options: Omit<SpawnOptions, 'detached'>): ChildProcess {
@@ -59,5 +59,17 @@ export function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
     } catch {
       /* already gone */
     }
+  }
+}
+
+/**
+ * End what is left of the group of a command that has exited: its watchdog and
+ * anything it left running (SIGKILL; nothing left is not an error).
+ */
+export function endGroup(child: ChildProcess): void {
+  try {
+    if (child.pid) process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    /* the group is empty */
   }
 }

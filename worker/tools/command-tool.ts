@@ -15,7 +15,7 @@
  * SIGTERM, then SIGKILL after `KILL_GRACE_MS`; a backstop ends the group even
  * when the worker has died (`../process-group.ts`).
  */
-import { signalGroup, spawnInGroup } from '../process-group.ts';
+import { endGroup, signalGroup, spawnInGroup } from '../process-group.ts';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
 import { NO_PARAMETERS, type AgentTool, type ToolParameters } from './tool.ts';
 
@@ -118,6 +118,7 @@ function runBounded(tool: string, file: string, argv: string[], env: Record<stri
     });
     child.on('close', (code) => {
       signal.removeEventListener('abort', onAbort);
+      endGroup(child); // what it left running ends with the call
       if (stopped) reject(new ToolError('The call was stopped.', { kind: 'aborted', tool }));
       else if (code !== 0) reject(new ToolError(`Exit code ${code}: ${err.trim().split('\n').slice(-3).join(' | ')}`, { kind: 'failed', tool }));
       else resolve(out.toString('utf8'));

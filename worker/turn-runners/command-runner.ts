@@ -13,7 +13,7 @@
  */
 import { TurnError } from '../../scheduler/errors/turn-error.ts';
 import { commandEnv } from '../command-env.ts';
-import { signalGroup, spawnInGroup } from '../process-group.ts';
+import { endGroup, signalGroup, spawnInGroup } from '../process-group.ts';
 import type { TurnOutput, TurnRequest, TurnRunner } from './turn-runner.ts';
 
 /** Bytes of stdout kept (the rest is cut with a note). */
@@ -87,6 +87,7 @@ export class CommandRunner implements TurnRunner {
       child.on('error', (e) => done(() => reject(new TurnError(`Could not run the command: ${e.message}`, { kind: 'command', sessionId: request.sessionId, cause: e }))));
       child.on('close', (code) =>
         done(() => {
+          endGroup(child); // what it left running ends with the turn
           if (killReason === 'timeout') {
             reject(new TurnError(`The command timed out after ${this.timeoutMs / 1000}s.`, { kind: 'timeout', sessionId: request.sessionId }));
           } else if (killReason === 'aborted') {
