@@ -37,6 +37,13 @@ beforeAll(async () => {
   mkdirSync(join(dir, 'outside-dir'));
   writeFileSync(join(dir, 'outside-dir', 'secret.txt'), 'outside');
   symlinkSync(join(dir, 'outside-dir'), join(root, 'dir-out'));
+  mkdirSync(join(root, 'a', 'b'), { recursive: true });
+  mkdirSync(join(dir, 'outside-dir', 'deep'));
+  symlinkSync(join(dir, 'outside-dir', 'deep'), join(root, 'a', 'b', 'deep-out'));
+  symlinkSync(join(dir, 'no-such-target'), join(root, 'dangling-out'));
+  symlinkSync(join(dir, 'secret.txt'), join(root, 'dangling-ok'));
+  symlinkSync('loop-b', join(root, 'loop-a'));
+  symlinkSync('loop-a', join(root, 'loop-b'));
   server = createServer((req, res) => {
     hits.push(req.url ?? '');
     if (req.url === '/redirect-out') res.writeHead(302, { location: `http://127.0.0.1:${port}/secret` }).end();
@@ -67,7 +74,7 @@ describe('read_file and list_dir stay inside the roots', () => {
     expect((await t.call('read_file', JSON.stringify({ path: 'sub/a.txt' }), ctx)).content).toBe('inside');
     expect((await t.call('read_file', JSON.stringify({ path: join(root, 'sub/a.txt') }), ctx)).content).toBe('inside');
     expect((await t.call('read_file', JSON.stringify({ path: 'link-in' }), ctx)).content).toBe('inside');
-    expect((await t.call('list_dir', '{}', ctx)).content).toBe('dir-out\nlink-in\nlink-out\nsub/');
+    expect((await t.call('list_dir', '{}', ctx)).content).toBe('a/\ndangling-ok\ndangling-out\ndir-out\nlink-in\nlink-out\nloop-a\nloop-b\nsub/');
   });
 
   it.each([
@@ -79,6 +86,8 @@ describe('read_file and list_dir stay inside the roots', () => {
     ['a file under a symlinked folder leading out', 'dir-out/secret.txt'],
     ['a missing file under a symlinked folder leading out (no existence oracle)', 'dir-out/nonexistent'],
     ['a missing file deeper under it', 'dir-out/no/such/file'],
+    ['a dangling symlink leading out (no oracle on its target)', 'dangling-out'],
+    ['a symlink to an existing file outside', 'dangling-ok'],
   ])('refuses %s', async (_what, path) => {
     const t = toolbox({ files: { roots: [root] } });
     const r = await t.call('read_file', JSON.stringify({ path }), ctx);
@@ -87,6 +96,23 @@ describe('read_file and list_dir stay inside the roots', () => {
     expect(r.content).not.toContain('outside\n');
     const l = await t.call('list_dir', JSON.stringify({ path: '..' }), ctx);
     expect(l.error?.kind).toBe('refused');
+  });
+
+  it('`..` after a symlinked folder is taken as written, absolute or relative: names beside its target are neither read nor told apart', async () => {
+    const t = toolbox({ files: { roots: [root] } });
+    // outside-dir/secret.txt exists beside the link's target outside-dir/deep; nope.txt does not
+    for (const base of [`${root}/a/b/deep-out/..`, 'a/b/deep-out/..']) { // (not join(): it would normalise)
+      const existing = await t.call('read_file', JSON.stringify({ path: `${base}/secret.txt` }), ctx);
+      const missing = await t.call('read_file', JSON.stringify({ path: `${base}/nope.txt` }), ctx);
+      expect(existing.content).toBe(`Error: No such file or directory: ${base}/secret.txt`);
+      expect(missing.content).toBe(`Error: No such file or directory: ${base}/nope.txt`);
+    }
+  });
+
+  it('refuses a path longer than 4096 characters before looking at it', async () => {
+    const t = toolbox({ files: { roots: [root] } });
+    const r = await t.call('read_file', JSON.stringify({ path: 'x/'.repeat(200_000) }), ctx);
+    expect(r.content).toBe('Error: Refused: the path is longer than 4096 characters.');
   });
 
   it('refuses a FIFO inside a root at once instead of blocking on open (read_file and list_dir)', async () => {

@@ -16,25 +16,38 @@
  * between the check and the open is refused too instead of hanging.
  */
 import { constants } from 'node:fs';
-import { lstat, open, readdir, realpath, stat } from 'node:fs/promises';
-import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { lstat, open, readdir, readlink, realpath, stat } from 'node:fs/promises';
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
 import { stringArg, type AgentTool } from './tool.ts';
 
+/** Longest `path` argument accepted, in characters (Linux's PATH_MAX); a longer one is refused. */
+export const MAX_PATH_CHARS = 4096;
+
+/** Symbolic links followed in one path before it counts as a loop (Linux's limit). */
+const MAX_SYMLINKS = 40;
+
 /**
  * Resolve `path` against the roots.
+ *
+ * The path is first normalised as written (`resolve`: `a/../b` is `b`, for
+ * relative and absolute paths alike), then judged by where it really leads.
+ * No "does it exist" oracle: a path that does not exist is refused exactly
+ * when it would lie outside the roots once its existing part is resolved —
+ * through symlinked folders and dangling symlinks alike (`wherePathLeads`).
  * @returns the real path, inside a root
- * @throws ToolError `refused` outside the roots, `failed` when the path does not exist
+ * @throws ToolError `refused` outside the roots or over `MAX_PATH_CHARS`, `failed` when the path does not exist
  */
 export async function resolveInRoots(path: string, roots: string[], tool: string): Promise<string> {
-  const candidate = isAbsolute(path) ? path : resolve(roots[0]!, path);
+  if (path.length > MAX_PATH_CHARS) {
+    throw new ToolError(`Refused: the path is longer than ${MAX_PATH_CHARS} characters.`, { kind: 'refused', tool });
+  }
+  const candidate = isAbsolute(path) ? resolve(path) : resolve(roots[0]!, path);
   let real: string;
   try {
     real = await realpath(candidate);
   } catch {
-    // Refuse before saying whether a path outside the roots exists — judged on where the path
-    // would be, its existing part resolved (a missing name under a symlink that leads out is outside).
-    if (!(await insideAny(await nearestRealPath(resolve(candidate)), roots))) throw outside(path, tool);
+    if (!(await insideAny(await wherePathLeads(candidate), roots))) throw outside(path, tool);
     throw new ToolError(`No such file or directory: ${path}`, { kind: 'failed', tool });
   }
   if (!(await insideAny(real, roots))) throw outside(path, tool);
@@ -42,22 +55,44 @@ export async function resolveInRoots(path: string, roots: string[], tool: string
 }
 
 /**
- * `path` with its longest existing leading part resolved by `realpath` (symlinks
- * followed) and the missing rest appended as written.
+ * Where an absolute `path` leads: component by component, each symlink followed
+ * to what it names (a dangling one too) and `..` taken from the real folder
+ * reached so far; once a component does not exist, the rest is appended as
+ * written. After `MAX_SYMLINKS` links (a loop) the path is judged where it stands.
  */
-async function nearestRealPath(path: string): Promise<string> {
-  const rest: string[] = [];
-  let head = path;
-  for (;;) {
-    try {
-      return join(await realpath(head), ...rest);
-    } catch {
-      const parent = dirname(head);
-      if (parent === head) return path;
-      rest.unshift(basename(head));
-      head = parent;
+async function wherePathLeads(path: string): Promise<string> {
+  const parts = path.split(sep).filter((p) => p !== '');
+  let current: string = sep;
+  let links = 0;
+  let missing = false;
+  while (parts.length > 0) {
+    const part = parts.shift()!;
+    if (part === '.') continue;
+    if (part === '..') {
+      current = dirname(current);
+      continue;
     }
+    const next = join(current, part);
+    if (missing) {
+      current = next;
+      continue;
+    }
+    const info = await lstat(next).catch(() => undefined);
+    if (!info) {
+      missing = true;
+      current = next;
+      continue;
+    }
+    if (info.isSymbolicLink()) {
+      if (++links > MAX_SYMLINKS) return join(next, ...parts);
+      const target = await readlink(next);
+      if (isAbsolute(target)) current = sep;
+      parts.unshift(...target.split(sep).filter((p) => p !== ''));
+      continue;
+    }
+    current = next;
   }
+  return current;
 }
 
 async function insideAny(path: string, roots: string[]): Promise<boolean> {
