@@ -98,6 +98,9 @@ describe('browser guard (DNS rebinding, cross-site requests)', () => {
     expect((await rawRequest(port, 'GET', '/admin/queues', { ...basic, origin: 'https://evil.example' })).status).toBe(403);
     expect((await rawRequest(port, 'GET', '/admin/queues', { ...basic, origin: `http://127.0.0.1:${port}` })).status).toBe(200);
     expect((await rawRequest(port, 'GET', '/api/schedules', bearer)).status).toBe(200);
+    // behind a TLS proxy: the browser's Origin leaves out the default port the proxy's Host names
+    expect((await rawRequest(port, 'GET', '/api/schedules', { ...bearer, host: 'gw.example:443', origin: 'https://gw.example' })).status).toBe(200);
+    expect((await rawRequest(port, 'GET', '/api/schedules', { ...bearer, host: 'gw.example:443', origin: 'http://gw.example' })).status).toBe(403);
   });
 
   it('without a key: only requests addressed to a loopback name are served (a rebound name gets 403); health answers any Host', async () => {
@@ -109,6 +112,9 @@ describe('browser guard (DNS rebinding, cross-site requests)', () => {
       expect(rebound.status).toBe(403);
       expect(JSON.parse(rebound.body).error).toMatchObject({ code: 'host_not_allowed' });
       expect((await rawRequest(port, 'POST', '/v1/chat/completions', { host: `rebind.attacker.example:${port}`, 'content-type': 'application/json' })).status).toBe(403);
+      for (const host of [`[::1]evil.example:${port}`, `127.0.0.1:evil`, `[::1].evil.example`, `localhost.:${port}`]) {
+        expect((await rawRequest(port, 'GET', '/api/schedules', { host })).status, host).toBe(403);
+      }
       for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]) {
         expect((await rawRequest(port, 'GET', '/api/schedules', { host })).status, host).toBe(200);
       }

@@ -262,6 +262,12 @@ describe('command tools: arguments never become shell text', () => {
     // refused (an operator who wants it writes `-e{pattern}`, one element that already is an option)
     const grep = await t.call('grep', JSON.stringify({ pattern: '-x' }), ctx);
     expect(grep.content).toBe('Error: Argument "pattern" may not begin with "-": the command would read it as an option.');
+    // two placeholders: the one that brought the "-" is named; an unset name is empty, never Object's own
+    const two = toolbox({
+      commands: { echo2: { command: ['echo', '{first}{second}', 'x{constructor}y'], description: 'x', parameters: { type: 'object', properties: { first: { type: 'string' }, second: { type: 'string' } } } } },
+    });
+    expect((await two.call('echo2', JSON.stringify({ second: '-n' }), ctx)).content).toBe('Error: Argument "second" may not begin with "-": the command would read it as an option.');
+    expect((await two.call('echo2', JSON.stringify({ first: 'a' }), ctx)).content).toBe('a xy\n');
   });
 
   it('a command tool never sees the worker\'s secrets', async () => {

@@ -22,12 +22,13 @@ import type { RequestHandler } from 'express';
 import { isLoopbackHost } from './auth.ts';
 import { errorBody } from './errors.ts';
 
-/** The host name of a `Host` header value (`127.0.0.1:8642` → `127.0.0.1`, `[::1]:80` → `::1`). */
-export function hostName(hostHeader: string): string {
-  const h = hostHeader.trim();
-  if (h.startsWith('[')) return h.slice(1, h.indexOf(']') > 0 ? h.indexOf(']') : undefined);
-  const colon = h.lastIndexOf(':');
-  return colon >= 0 ? h.slice(0, colon) : h;
+/**
+ * The host name and port of a `Host` header value (`127.0.0.1:8642` → `127.0.0.1`, `8642`;
+ * `[::1]:80` → `::1`, `80`); `undefined` for anything that is not `name[:port]` or `[v6][:port]`.
+ */
+export function parseHost(hostHeader: string): { name: string; port: string | undefined } | undefined {
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^\s:[\]/@]+))(?::(\d{1,5}))?$/.exec(hostHeader.trim());
+  return m ? { name: (m[1] ?? m[2])!, port: m[3] } : undefined;
 }
 
 /**
@@ -40,7 +41,8 @@ export function browserGuard(key: string | undefined): RequestHandler {
       res.status(403).set('Connection', 'close').json(errorBody(message, 'invalid_request_error', code));
     };
     const host = req.get('host') ?? '';
-    if (!key && !isLoopbackHost(hostName(host))) {
+    const parsed = parseHost(host);
+    if (!key && !(parsed && isLoopbackHost(parsed.name))) {
       return refuse(
         `Without API_SERVER_KEY the gateway answers only requests addressed to a loopback name (127.0.0.1, localhost), not "${host}".`,
         'host_not_allowed',
@@ -54,11 +56,23 @@ export function browserGuard(key: string | undefined): RequestHandler {
   };
 }
 
-/** Whether a browser's `Origin` (`http://host:port`, or `null`) names the host the request was sent to. */
+const DEFAULT_PORTS: Record<string, string> = { 'http:': '80', 'https:': '443' };
+
+/**
+ * Whether a browser's `Origin` (`http://host:port`, or `null`) names the host the request was
+ * sent to. Ports compare with the scheme's default filled in (`Origin: https://gw.example`
+ * matches `Host: gw.example:443` from a proxy).
+ */
 function sameOrigin(origin: string, hostHeader: string): boolean {
+  const host = parseHost(hostHeader);
+  let url: URL;
   try {
-    return new URL(origin).host.toLowerCase() === hostHeader.trim().toLowerCase();
+    url = new URL(origin);
   } catch {
     return false; // `null` (a sandboxed frame, a file: page) or garbage
   }
+  const scheme = DEFAULT_PORTS[url.protocol];
+  if (!host || scheme === undefined) return false;
+  const originName = url.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  return originName === host.name.toLowerCase() && (url.port || scheme) === (host.port ?? scheme);
 }

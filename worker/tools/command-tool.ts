@@ -77,9 +77,12 @@ export function commandTool(name: string, spec: CommandToolSpec, env: (turn: Rec
  * @throws ToolError `refused`
  */
 function fillPlaceholders(tool: string, element: string, values: Record<string, string>): string {
-  const filled = element.replace(/\{([a-zA-Z0-9_-]+)\}/g, (_m, k: string) => values[k] ?? '');
+  const value = (k: string) => (Object.hasOwn(values, k) ? values[k]! : '');
+  const filled = element.replace(/\{([a-zA-Z0-9_-]+)\}/g, (_m, k: string) => value(k));
   if (filled.startsWith('-') && !element.startsWith('-')) {
-    const arg = /^\{([a-zA-Z0-9_-]+)\}/.exec(element)?.[1] ?? 'argument';
+    // The culprit: the first of the element's leading placeholders whose value is not empty.
+    const leading = /^(?:\{[a-zA-Z0-9_-]+\})+/.exec(element)?.[0] ?? '';
+    const arg = [...leading.matchAll(/\{([a-zA-Z0-9_-]+)\}/g)].map((m) => m[1]!).find((k) => value(k) !== '') ?? 'argument';
     throw new ToolError(`Argument "${arg}" may not begin with "-": the command would read it as an option.`, { kind: 'refused', tool });
   }
   return filled;
