@@ -265,6 +265,8 @@ export class LoopStore {
       ttlMs: number;
       lock: { holder: string; ttlMs: number };
       started: Record<string, unknown>;
+      /** Read the transcript for the turn (an agent turn); a command turn gets only its new input, so `false` spares the read. */
+      readTranscript: boolean;
     },
   ): Promise<
     | { status: 'ok'; eventId: string; transcript: TranscriptMessage[] }
@@ -281,6 +283,7 @@ export class LoopStore {
       [
         String(input.expectedVersion), JSON.stringify(input.mark), input.ttlMs, input.mark.occurrenceId,
         input.goalVersion === null ? '' : String(input.goalVersion), String(input.pendingCount), input.lock.holder, input.lock.ttlMs, this.eventsMaxLen, JSON.stringify(input.started),
+        input.readTranscript ? '1' : '0',
       ],
     )) as [string, ...string[]];
     if (status === 'ok') {

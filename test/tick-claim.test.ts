@@ -162,7 +162,7 @@ describe('tick claim against the record at claim time', () => {
     expect((await deps.loops.claimTick(sessionId, 'loop', {
       expectedVersion: loop.version, goalVersion: null, pendingCount: 0, ttlMs: 60_000,
       mark: { occurrenceId, jobId: a.id!, startedAt: Date.now(), tick: 1, workerId: 'dead' },
-      lock: { holder: a.id!, ttlMs: 60_000 }, started: { tick: 1, occurrenceId },
+      lock: { holder: a.id!, ttlMs: 60_000 }, started: { tick: 1, occurrenceId }, readTranscript: true,
     })).status).toBe('ok');
     // The dead worker's session lock has expired (it outlives no worker by more than its TTL); the mark stays.
     await deps.redis.del(deps.keys.turnLock(sessionId));
@@ -170,5 +170,22 @@ describe('tick claim against the record at claim time', () => {
     await expect(processScheduleTick(b, undefined, undefined, deps)).rejects.toThrow();
     expect(gated.ticks).toEqual([]);
     expect((await deps.loops.getInflight(sessionId, 'loop'))?.occurrenceId).toBe(occurrenceId);
+  });
+
+  it('the claim reads the transcript for an agent turn only: a command turn runs on its new input alone', async () => {
+    const { deps, sessionId } = await setUp(false);
+    await deps.redis.rpush(deps.keys.transcript(sessionId), JSON.stringify({ role: 'user', content: 'earlier', at: 0, source: 'message' }));
+    const claim = async (occurrenceId: string, readTranscript: boolean) => {
+      const loop = (await deps.loops.get(sessionId, 'loop'))!;
+      const res = await deps.loops.claimTick(sessionId, 'loop', {
+        expectedVersion: loop.version, goalVersion: null, pendingCount: 0, ttlMs: 60_000,
+        mark: { occurrenceId, jobId: occurrenceId, startedAt: Date.now(), tick: 1, workerId: 'w' },
+        lock: { holder: occurrenceId, ttlMs: 60_000 }, started: { tick: 1, occurrenceId }, readTranscript,
+      });
+      await deps.redis.del(deps.keys.turnLock(sessionId), deps.keys.scheduleInflight(sessionId, 'loop'));
+      return res;
+    };
+    expect(await claim('o1', false)).toMatchObject({ status: 'ok', transcript: [] });
+    expect(await claim('o2', true)).toMatchObject({ status: 'ok', transcript: [{ role: 'user', content: 'earlier' }] });
   });
 });

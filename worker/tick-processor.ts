@@ -226,6 +226,8 @@ async function claimTick(deps: WorkerDeps, job: Job<TickJobData>, tick: Tick, re
       kind: tick.kind, tick: mark.tick, occurrenceId: tick.occurrenceId, dueAt: tick.dueAt, startedAt: mark.startedAt,
       latenessMs: mark.startedAt - tick.dueAt, worker: deps.workerId, pid: process.pid,
     },
+    // A command turn runs on its new input alone (its stdin): a long transcript is not read for it.
+    readTranscript: read.loop!.runner.kind !== 'command',
   });
 }
 

@@ -30,12 +30,15 @@
   ARGV[8] turn lock time-to-live, ms
   ARGV[9] event stream maxlen (approximate)
   ARGV[10] `tick.started` event data (JSON)
+  ARGV[11] '0' when the turn does not read the transcript (a command turn gets
+           only its new input), else (or absent) the transcript is returned
 
   Returns {'busy'} another job holds the turn lock (nothing written);
   {'changed'} the record, the goal or the pending input changed, or the
   record is gone (lock held; re-read and decide again); {'inflight', mark}
   another occurrence is in flight (lock held); {'ok', event id, transcript
-  message, ...} claimed: lock held, mark set, event added.
+  message, ...} claimed: lock held, mark set, event added (no messages with
+  ARGV[11] '0').
 ]]
 local holder = redis.call('GET', KEYS[5])
 if holder and holder ~= ARGV[7] then return {'busy'} end
@@ -52,7 +55,8 @@ local mark = redis.call('GET', KEYS[2])
 if mark and cjson.decode(mark)['occurrenceId'] ~= ARGV[4] then return {'inflight', mark} end
 redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 local id = redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[9], '*', 'type', 'tick.started', 'data', ARGV[10])
-local out = redis.call('LRANGE', KEYS[7], 0, -1)
+local out = {}
+if ARGV[11] ~= '0' then out = redis.call('LRANGE', KEYS[7], 0, -1) end
 table.insert(out, 1, id)
 table.insert(out, 1, 'ok')
 return out
