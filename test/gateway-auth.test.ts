@@ -60,6 +60,20 @@ describe('bearer key before the body', () => {
     },
   );
 
+  it('an unrouted path and a refused dashboard request answer before the body and close the connection', async () => {
+    for (const [path, status] of [['/no/such/route', 404], ['/admin/queues/api/queues', 401]] as const) {
+      const { state, socket } = partialPost(path, {}, 1_900_000, '{"x":"');
+      try {
+        await waitFor(() => state.response.includes('\r\n\r\n'), 5_000, `${path} response headers`);
+        expect(state.response).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+        expect(state.response.toLowerCase()).toContain('connection: close');
+        await waitFor(() => state.closed, 5_000, 'the server to close the connection');
+      } finally {
+        socket.destroy();
+      }
+    }
+  });
+
   it('a wrong key with malformed JSON is 401 (the body is not parsed), with the key it is 400', async () => {
     const post = (auth: string) => fetch(`${gw.httpAddress.url}/v1/chat/completions`, {
       method: 'POST', headers: { authorization: auth, 'content-type': 'application/json' }, body: '{not json',

@@ -110,7 +110,9 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
     app.use(DASHBOARD_PATH, basicKeyAuth(options.key), storeGate, dashboardRouter(options.dashboard.queues, { readOnly: options.dashboard.readOnly }));
   }
 
-  app.use((req, _res, next) => {
+  app.use((req, res, next) => {
+    // Nothing here reads a body: close the connection rather than drain one that is still coming.
+    res.set('Connection', 'close');
     next(new HttpError(404, `No route ${req.method} ${req.path}.`, 'not_found_error', 'route_not_found'));
   });
   app.use(errorHandler(log));
