@@ -109,6 +109,34 @@ describe('read_file and list_dir stay inside the roots', () => {
     }
   });
 
+  it('a link whose target wanders outside and comes back is refused, whatever exists out there (no oracle on outside folders)', async () => {
+    const base = mkdtempSync(join(tmpdir(), 'hermes-wander-'));
+    try {
+      const r = join(base, 'root');
+      mkdirSync(join(r, 'sub'), { recursive: true });
+      writeFileSync(join(r, 'f'), 'INSIDE');
+      mkdirSync(join(base, 'out', 'x'), { recursive: true }); // exists for `via-x`, not for `via-y`
+      symlinkSync(`${base}/out/x/../../root/f`, join(r, 'via-x')); // (not join(): it would normalise)
+      symlinkSync(`${base}/out/y/../../root/f`, join(r, 'via-y'));
+      symlinkSync('../out/x/../../root/f', join(r, 'rel-via-x'));
+      symlinkSync('../out/y/../../root/f', join(r, 'rel-via-y'));
+      symlinkSync(join(r, 'f'), join(base, 'out', 'back')); // an outside link that points back in
+      symlinkSync(join(base, 'out', 'back'), join(r, 'via-back'));
+      symlinkSync(join(base, 'out', 'gone'), join(r, 'via-gone'));
+      symlinkSync('f', join(r, 'inside-link'));
+      const t = toolbox({ files: { roots: [r] } });
+      for (const path of ['via-x', 'via-y', 'rel-via-x', 'rel-via-y', 'via-back', 'via-gone']) {
+        const res = await t.call('read_file', JSON.stringify({ path }), ctx);
+        expect(res.content, path).toBe(`Error: Refused: ${path} is outside the folders this agent may read.`);
+      }
+      // what stays inside still reads
+      expect((await t.call('read_file', JSON.stringify({ path: 'inside-link' }), ctx)).content).toBe('INSIDE');
+      expect((await t.call('read_file', JSON.stringify({ path: `${r}/sub/../f` }), ctx)).content).toBe('INSIDE');
+    } finally {
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
   it('refuses a path longer than 4096 characters before looking at it', async () => {
     const t = toolbox({ files: { roots: [root] } });
     const r = await t.call('read_file', JSON.stringify({ path: 'x/'.repeat(200_000) }), ctx);

@@ -31,10 +31,13 @@ const MAX_SYMLINKS = 40;
  * Resolve `path` against the roots.
  *
  * The path is first normalised as written (`resolve`: `a/../b` is `b`, for
- * relative and absolute paths alike), then judged by where it really leads.
- * No "does it exist" oracle: a path that does not exist is refused exactly
- * when it would lie outside the roots once its existing part is resolved —
- * through symlinked folders and dangling symlinks alike (`wherePathLeads`).
+ * relative and absolute paths alike), then walked component by component —
+ * symlinks followed, `..` inside a link's target taken from the folder reached
+ * so far — and refused as soon as a step leaves the roots and their own parent
+ * folders (`staysWithinRoots`). Only then is anything looked up for real. So
+ * no answer depends on what exists outside the roots: no "does it exist"
+ * oracle through a symlinked folder, a dangling symlink or a link whose target
+ * wanders outside and back.
  * @returns the real path, inside a root
  * @throws ToolError `refused` outside the roots or over `MAX_PATH_CHARS`, `failed` when the path does not exist
  */
@@ -42,25 +45,31 @@ export async function resolveInRoots(path: string, roots: string[], tool: string
   if (path.length > MAX_PATH_CHARS) {
     throw new ToolError(`Refused: the path is longer than ${MAX_PATH_CHARS} characters.`, { kind: 'refused', tool });
   }
+  // Each root as configured and as it really is (a root may itself be reached through a symlink).
+  const places = [...new Set([...roots.map((r) => resolve(r)), ...(await Promise.all(roots.map((r) => realpath(r).catch(() => resolve(r)))))])];
   const candidate = isAbsolute(path) ? resolve(path) : resolve(roots[0]!, path);
+  if (!(await staysWithinRoots(candidate, places))) throw outside(path, tool);
   let real: string;
   try {
     real = await realpath(candidate);
   } catch {
-    if (!(await insideAny(await wherePathLeads(candidate), roots))) throw outside(path, tool);
     throw new ToolError(`No such file or directory: ${path}`, { kind: 'failed', tool });
   }
-  if (!(await insideAny(real, roots))) throw outside(path, tool);
+  if (!places.some((root) => within(real, root))) throw outside(path, tool);
   return real;
 }
 
 /**
- * Where an absolute `path` leads: component by component, each symlink followed
- * to what it names (a dangling one too) and `..` taken from the real folder
- * reached so far; once a component does not exist, the rest is appended as
- * written. After `MAX_SYMLINKS` links (a loop) the path is judged where it stands.
+ * Whether walking the absolute `path` stays inside `roots` and their parent
+ * folders at every step and ends inside a root. Each component is checked
+ * before it is looked at; a symlink is followed to what it names (a dangling
+ * one too), `..` goes up from the folder reached so far, and past a component
+ * that does not exist the rest is walked as written. A walk of more than
+ * `MAX_SYMLINKS` links (a loop) that stayed inside so far is left to `realpath`
+ * to refuse.
  */
-async function wherePathLeads(path: string): Promise<string> {
+async function staysWithinRoots(path: string, roots: string[]): Promise<boolean> {
+  const onTheWay = (p: string) => roots.some((root) => within(p, root) || within(root, p));
   const parts = path.split(sep).filter((p) => p !== '');
   let current: string = sep;
   let links = 0;
@@ -68,40 +77,30 @@ async function wherePathLeads(path: string): Promise<string> {
   while (parts.length > 0) {
     const part = parts.shift()!;
     if (part === '.') continue;
-    if (part === '..') {
-      current = dirname(current);
-      continue;
-    }
-    const next = join(current, part);
-    if (missing) {
+    const next = part === '..' ? dirname(current) : join(current, part);
+    if (!onTheWay(next)) return false;
+    if (missing || part === '..') {
       current = next;
       continue;
     }
     const info = await lstat(next).catch(() => undefined);
-    if (!info) {
-      missing = true;
-      current = next;
-      continue;
-    }
-    if (info.isSymbolicLink()) {
-      if (++links > MAX_SYMLINKS) return join(next, ...parts);
+    if (info?.isSymbolicLink()) {
+      if (++links > MAX_SYMLINKS) return true;
       const target = await readlink(next);
       if (isAbsolute(target)) current = sep;
       parts.unshift(...target.split(sep).filter((p) => p !== ''));
       continue;
     }
+    if (!info) missing = true;
     current = next;
   }
-  return current;
+  return roots.some((root) => within(current, root));
 }
 
-async function insideAny(path: string, roots: string[]): Promise<boolean> {
-  for (const root of roots) {
-    const realRoot = await realpath(root).catch(() => resolve(root));
-    const rel = relative(realRoot, path);
-    if (rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel))) return true;
-  }
-  return false;
+/** Whether `path` is `folder` or lies under it (both absolute and normalised). */
+function within(path: string, folder: string): boolean {
+  const rel = relative(folder, path);
+  return rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel));
 }
 
 function outside(path: string, tool: string): ToolError {
