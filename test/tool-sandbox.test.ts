@@ -315,6 +315,19 @@ describe('command tools: arguments never become shell text', () => {
     }
   });
 
+  it('the backstop is invisible to the command: no child of its own to wait for, and a PATH without sleep changes nothing', async () => {
+    const t = toolbox({
+      commands: {
+        wait: { command: ['perl', '-e', 'print wait()'], description: 'x' },
+        narrow: { command: ['/bin/sh', '-c', '/bin/sleep 0.2; echo done'], description: 'x', env: { PATH: '/nonexistent' } },
+      },
+    });
+    const waited = await t.call('wait', '{}', ctx);
+    // wait() finds no child at once: the watchdog is not the command's (else it waits past the tool's timeout)
+    expect(waited.content).toBe('-1');
+    expect((await t.call('narrow', '{}', ctx)).content).toBe('done\n');
+  });
+
   it('what a command leaves running in the background ends when the command has exited', async () => {
     const t = toolbox({ commands: { bg: { command: 'sleep 600 >/dev/null 2>&1 & echo $!', description: 'x' } } });
     const r = await t.call('bg', '{}', ctx);

@@ -11,33 +11,41 @@
  * - a worker that dies (SIGKILL, OOM, lost host) can signal nothing, and its
  *   command would run on with no deadline while another worker re-runs the
  *   turn. So every group carries a backstop: a small POSIX shell watchdog,
- *   started in the group before the command is exec'd, sleeps until the
- *   worker's deadline plus `BACKSTOP_GRACE_MS`, then signals the whole group
- *   (SIGTERM, then SIGKILL 2 s later). It lives as long as the group may, so it
+ *   started in the group (not as the command's child) before the command is
+ *   exec'd, sleeps until the worker's deadline plus `BACKSTOP_GRACE_MS`, then
+ *   signals the whole group (SIGTERM, then SIGKILL 2 s later). It lives as long as the group may, so it
  *   also ends what the command left behind after its worker died; it ignores
  *   SIGTERM itself and holds none of the command's stdin, stdout or stderr. A
  *   process that leaves the group on purpose (`setsid`) is out of its reach.
  */
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { existsSync } from 'node:fs';
 
 /** How long after the worker's own deadline the backstop ends the group, ms. */
 export const BACKSTOP_GRACE_MS = 5000;
 
 /**
- * `sh -c WATCHDOG hermes-backstop <seconds> <file> <args…>`: start the watchdog in the
- * background (in this group), then exec the command, which keeps this process's pid,
- * so the command leads the group and its exit status is the child's.
+ * `sh -c WATCHDOG hermes-backstop <sleep> <seconds> <file> <args…>`: start the watchdog, then exec
+ * the command, which keeps this process's pid, so the command leads the group and its exit status
+ * is the child's. The watchdog is started from a subshell that exits at once, so it is not a child
+ * of the command (a program that waits for any child of its own never waits for it), yet stays in
+ * the group. It signals the group only after its `sleep` ran to the end: a `sleep` that cannot run
+ * ends nothing. `sleep` is named by its absolute path, as the command's `PATH` is the operator's.
  */
 const WATCHDOG =
-  '(trap "" TERM; sleep "$1"; kill -TERM 0; sleep 2; kill -KILL 0) </dev/null >/dev/null 2>&1 & shift; exec "$@"';
+  '( (trap "" TERM; "$1" "$2" && { kill -TERM 0; "$1" 2; kill -KILL 0; }) </dev/null >/dev/null 2>&1 & ); shift 2; exec "$@"';
+
+/** The `sleep` binary the watchdog runs (looked up once, in the usual places). */
+const SLEEP = ['/bin/sleep', '/usr/bin/sleep'].find((p) => existsSync(p));
 
 /**
  * The argv that runs `file argv` with the backstop (see above) at `deadlineMs`
- * plus the grace.
+ * plus the grace; `file argv` unchanged on a system without a `sleep` binary.
  */
 export function withBackstop(file: string, argv: string[], deadlineMs: number): [string, string[]] {
+  if (!SLEEP) return [file, argv];
   const seconds = Math.ceil((deadlineMs + BACKSTOP_GRACE_MS) / 1000);
-  return ['/bin/sh', ['-c', WATCHDOG, 'hermes-backstop', String(seconds), file, ...argv]];
+  return ['/bin/sh', ['-c', WATCHDOG, 'hermes-backstop', SLEEP, String(seconds), file, ...argv]];
 }
 
 /**
