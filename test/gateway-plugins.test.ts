@@ -207,7 +207,9 @@ describe('the Telegram adapter through the registry', () => {
     const fake = await startFakeTelegram();
     stops.push(() => fake.close());
     fake.failGetMe(2);
-    const env = telegramEnv(fake, { 'gateway.reconnect_backoff_seconds': '0.2,0.2,0.2' });
+    // The first re-arm waits 3 s: the health read below must see the unavailable state, however slow the
+    // machine (with 0.2 s a loaded machine's health request could arrive after the re-arm began).
+    const env = telegramEnv(fake, { 'gateway.reconnect_backoff_seconds': '3,0.2,0.2' });
     stops.push(() => env.cleanup());
     const { log, lines } = memoryLogger();
     const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log });
