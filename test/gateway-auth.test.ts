@@ -126,10 +126,11 @@ describe('browser guard (DNS rebinding, cross-site requests)', () => {
       expect(rebound.status).toBe(403);
       expect(JSON.parse(rebound.body).error).toMatchObject({ code: 'host_not_allowed' });
       expect((await rawRequest(port, 'POST', '/v1/chat/completions', { host: `rebind.attacker.example:${port}`, 'content-type': 'application/json' })).status).toBe(403);
-      for (const host of [`[::1]evil.example:${port}`, `127.0.0.1:evil`, `[::1].evil.example`, `localhost.:${port}`]) {
+      for (const host of [`[::1]evil.example:${port}`, `127.0.0.1:evil`, `[::1].evil.example`, `localhost.evil.example:${port}`, `127.0.0.1.nip.io:${port}`]) {
         expect((await rawRequest(port, 'GET', '/api/schedules', { host })).status, host).toBe(403);
       }
-      for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]) {
+      // loopback in every spelling a browser sends, and localhost names (RFC 6761: never resolved through DNS)
+      for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, `[::ffff:7f00:1]:${port}`, `localhost.:${port}`, `app.localhost:${port}`]) {
         expect((await rawRequest(port, 'GET', '/api/schedules', { host })).status, host).toBe(200);
       }
       expect((await rawRequest(port, 'GET', '/health/live', { host: 'proxy.example' })).status).toBe(200);

@@ -19,6 +19,7 @@
  * names the proxy's host).
  */
 import type { RequestHandler } from 'express';
+import ipaddr from 'ipaddr.js';
 import { isLoopbackHost } from './auth.ts';
 import { errorBody } from './errors.ts';
 
@@ -32,6 +33,19 @@ export function parseHost(hostHeader: string): { name: string; port: string | un
 }
 
 /**
+ * Whether a `Host` name can only mean this machine: a loopback address in any spelling
+ * (`127.0.0.1`, `::1`, `::ffff:7f00:1`), or `localhost` and its subdomains with or without the
+ * final dot (RFC 6761: browsers resolve them to loopback themselves, never through DNS, so a
+ * rebinding page cannot be one).
+ */
+function loopbackName(name: string): boolean {
+  const n = name.toLowerCase().replace(/\.$/, '');
+  if (n === 'localhost' || n.endsWith('.localhost')) return true;
+  if (!ipaddr.isValid(n)) return isLoopbackHost(n);
+  return ipaddr.process(n).range() === 'loopback';
+}
+
+/**
  * The guard (rules above).
  * @param key - `API_SERVER_KEY`; without it the `Host` rule applies too
  */
@@ -42,7 +56,7 @@ export function browserGuard(key: string | undefined): RequestHandler {
     };
     const host = req.get('host') ?? '';
     const parsed = parseHost(host);
-    if (!key && !(parsed && isLoopbackHost(parsed.name))) {
+    if (!key && !(parsed && loopbackName(parsed.name))) {
       return refuse(
         `Without API_SERVER_KEY the gateway answers only requests addressed to a loopback name (127.0.0.1, localhost), not "${host}".`,
         'host_not_allowed',
