@@ -6,6 +6,7 @@ import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
+import { assertBindAllowed, isLoopbackHost } from '../gateway/http/auth.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { waitFor } from './support/wait-for.ts';
@@ -98,6 +99,19 @@ function rawRequest(port: number, method: string, path: string, headers: Record<
     req.end();
   });
 }
+
+describe('loopback rule (bind check and browser guard)', () => {
+  it('knows loopback in every spelling and nothing else', () => {
+    for (const h of ['127.0.0.1', '127.1', '127.255.0.9', '::1', '[::1]', '::ffff:127.0.0.1', '::ffff:7f00:1', 'localhost', 'LOCALHOST']) {
+      expect(isLoopbackHost(h), h).toBe(true);
+    }
+    for (const h of ['0.0.0.0', '0', '::', '10.0.0.1', '::ffff:10.0.0.1', '127.0.0.1.nip.io', 'localhost.evil.example', 'example.com', '']) {
+      expect(isLoopbackHost(h), h).toBe(false);
+    }
+    expect(() => assertBindAllowed('0.0.0.0', undefined)).toThrow(/without a key/);
+    expect(() => assertBindAllowed('::ffff:7f00:1', undefined)).not.toThrow();
+  });
+});
 
 describe('browser guard (DNS rebinding, cross-site requests)', () => {
   it('with a key: a request whose Origin is another site is refused with 403, key or not; the gateway\'s own origin and no Origin pass', async () => {

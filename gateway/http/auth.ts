@@ -7,16 +7,19 @@
  *   loopback address: `assertBindAllowed` refuses any other bind.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import ipaddr from 'ipaddr.js';
 import type { RequestHandler } from 'express';
 import { ConfigError } from '../../scheduler/errors/config-error.ts';
 import { errorBody } from './errors.ts';
 
-/** True for `127.0.0.0/8`, `::1`, `::ffff:127.x` and `localhost`. */
+/**
+ * True for `localhost` and a loopback address in any spelling ipaddr.js reads: `127.0.0.0/8`
+ * (`127.1` too), `::1`, IPv4-mapped `::ffff:127.x` / `::ffff:7f00:1`; brackets allowed.
+ */
 export function isLoopbackHost(host: string): boolean {
   const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
-  if (h === 'localhost' || h === '::1') return true;
-  const v4 = h.startsWith('::ffff:') ? h.slice(7) : h;
-  return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(v4);
+  if (h === 'localhost') return true;
+  return ipaddr.isValid(h) && ipaddr.process(h).range() === 'loopback';
 }
 
 /**

@@ -19,7 +19,6 @@
  * names the proxy's host).
  */
 import type { RequestHandler } from 'express';
-import ipaddr from 'ipaddr.js';
 import { isLoopbackHost } from './auth.ts';
 import { errorBody } from './errors.ts';
 
@@ -40,9 +39,7 @@ export function parseHost(hostHeader: string): { name: string; port: string | un
  */
 function loopbackName(name: string): boolean {
   const n = name.toLowerCase().replace(/\.$/, '');
-  if (n === 'localhost' || n.endsWith('.localhost')) return true;
-  if (!ipaddr.isValid(n)) return isLoopbackHost(n);
-  return ipaddr.process(n).range() === 'loopback';
+  return n.endsWith('.localhost') || isLoopbackHost(n);
 }
 
 /**
