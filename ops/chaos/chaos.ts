@@ -320,15 +320,21 @@ async function main(): Promise<void> {
 
 const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
 
-/** Bytes Redis holds for the sessions' transcripts and event streams (`MEMORY USAGE`, every element counted). */
-async function historyBytes(client: RedisClient, keys: Keys, sessionIds: string[]): Promise<number> {
+/** `MEMORY USAGE` of each key (every element counted), in one pipeline; 0 for a key that is gone. */
+async function memoryUsage(client: RedisClient, keys: string[]): Promise<number[]> {
   const pipeline = client.pipeline();
-  for (const s of sessionIds) {
-    pipeline.call('MEMORY', 'USAGE', keys.transcript(s), 'SAMPLES', '0');
-    pipeline.call('MEMORY', 'USAGE', keys.events(s), 'SAMPLES', '0');
-  }
+  for (const key of keys) pipeline.call('MEMORY', 'USAGE', key, 'SAMPLES', '0');
   const replies = (await pipeline.exec()) ?? [];
-  return replies.reduce((sum, [err, bytes]) => sum + (err ? 0 : Number(bytes ?? 0)), 0);
+  return keys.map((_, i) => {
+    const [err, bytes] = replies[i] ?? [null, 0];
+    return err ? 0 : Number(bytes ?? 0);
+  });
+}
+
+/** Bytes Redis holds for the sessions' transcripts and event streams. */
+async function historyBytes(client: RedisClient, keys: Keys, sessionIds: string[]): Promise<number> {
+  const sizes = await memoryUsage(client, sessionIds.flatMap((s) => [keys.transcript(s), keys.events(s)]));
+  return sizes.reduce((sum, b) => sum + b, 0);
 }
 
 /** Keys of one family and the memory they take. */
@@ -337,20 +343,18 @@ interface FamilySize {
   bytes: number;
 }
 
-/** Every key of the run's Redis by family (`keyFamily`), with its `MEMORY USAGE` (every element counted). */
+/** Every key of the run's Redis by family (`keyFamily`), with its memory (`memoryUsage`). */
 async function keyFamilies(client: RedisClient): Promise<Map<string, FamilySize>> {
   const families = new Map<string, FamilySize>();
   let cursor = '0';
   do {
     const [next, batch] = await client.scan(cursor, 'COUNT', 1000);
     cursor = next;
-    const pipeline = client.pipeline();
-    for (const key of batch) pipeline.call('MEMORY', 'USAGE', key, 'SAMPLES', '0');
-    const sizes = (await pipeline.exec()) ?? [];
+    const sizes = await memoryUsage(client, batch);
     batch.forEach((key, i) => {
-      const f = families.get(keyFamily(key)) ?? { keys: 0, bytes: 0 };
-      const [err, bytes] = sizes[i] ?? [null, 0];
-      families.set(keyFamily(key), { keys: f.keys + 1, bytes: f.bytes + (err ? 0 : Number(bytes ?? 0)) });
+      const family = keyFamily(key);
+      const f = families.get(family) ?? { keys: 0, bytes: 0 };
+      families.set(family, { keys: f.keys + 1, bytes: f.bytes + sizes[i]! });
     });
   } while (cursor !== '0');
   return families;

@@ -11,9 +11,10 @@ export type ToolSurface = (typeof TOOL_SURFACES)[number];
 
 /**
  * The surfaces a turn answers to: one, or several that must each allow a tool.
- * A cron job runs as `cron`; one created from another surface than the CLI
- * (over `/api`) runs as `['cron', 'api']`, so `tools.allow_from` that keeps a
- * tool from `api` keeps it from that job's runs too. The first is the turn's own.
+ * A cron job runs as `cron`; one created or edited from another surface than
+ * the CLI (over `/api`) runs as `['cron', 'api']` (`cronToolSurfaces`), so
+ * `tools.allow_from` that keeps a tool from `api` keeps it from that job's runs
+ * too. The first is the turn's own.
  */
 export type TurnSurfaces = ToolSurface | readonly ToolSurface[];
 
