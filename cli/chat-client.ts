@@ -8,22 +8,22 @@
  * Ctrl+C while a loop wakeup turn runs pauses the loop (SPEC §4); otherwise it
  * detaches like Ctrl+D.
  */
-import { openRedisClient } from '../scheduler/redis/connection-factory.ts';
+import { openRedisClient } from '../scheduler/store/redis/connection-factory.ts';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import type { HermesConfig } from '../scheduler/config.ts';
-import { parseChatCommand } from '../scheduler/chat-command.ts';
-import { enqueueInput, inputOccurrenceId } from '../scheduler/inbox.ts';
-import type { SessionEvent } from '../scheduler/session-store.ts';
-import { assertSessionId } from '../scheduler/session-id.ts';
+import type { HermesConfig } from '../scheduler/config/config.ts';
+import { parseChatCommand } from '../scheduler/session/chat-command.ts';
+import { enqueueInput, inputOccurrenceId } from '../scheduler/session/inbox.ts';
+import type { SessionEvent } from '../scheduler/session/session-store.ts';
+import { assertSessionId } from '../scheduler/session/session-id.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import type { CliConnection } from './cli-context.ts';
 import { formatEvent } from './event-format.ts';
 import { cliLogLevel } from './run-command.ts';
 import { loopStoreFor, loopServiceFor, sessionStoreFor } from '../scheduler/services.ts';
-import { encodeTurnAbort } from '../scheduler/turn-abort.ts';
+import { encodeTurnAbort } from '../scheduler/session/turn-abort.ts';
 
 /** How long a detaching client waits for answers to input it sent (ms). */
 export const ANSWER_WAIT_MS = 15_000;

@@ -3,10 +3,10 @@
  * to the product's Redis (REDIS_URL or the running embedded server; never
  * starting one — only `hermes up` does).
  */
-import type { RedisClient, RedisTopology } from '../scheduler/redis/connection-factory.ts';
-import type { HermesConfig } from '../scheduler/config.ts';
-import type { Keys } from '../scheduler/keys.ts';
-import type { HermesQueues } from '../scheduler/queues.ts';
+import type { RedisClient, RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
+import type { HermesConfig } from '../scheduler/config/config.ts';
+import type { Keys } from '../scheduler/store/keys.ts';
+import type { HermesQueues } from '../scheduler/store/queues.ts';
 
 /** An open connection for one CLI command. `close()` closes queues and clients. */
 export interface CliConnection {

@@ -1,9 +1,9 @@
-import type { HermesConfig } from '../scheduler/config.ts';
-import { Keys } from '../scheduler/keys.ts';
-import { HermesQueues } from '../scheduler/queues.ts';
-import { resolveRedis } from '../scheduler/redis/connect.ts';
-import { assertShardCount } from '../scheduler/redis/shard-count.ts';
-import { describeTopology, openRedisClient, type RedisTopology } from '../scheduler/redis/connection-factory.ts';
+import type { HermesConfig } from '../scheduler/config/config.ts';
+import { Keys } from '../scheduler/store/keys.ts';
+import { HermesQueues } from '../scheduler/store/queues.ts';
+import { resolveRedis } from '../scheduler/store/redis/connect.ts';
+import { assertShardCount } from '../scheduler/store/redis/shard-count.ts';
+import { describeTopology, openRedisClient, type RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
 import type { CliConnection } from './cli-context.ts';
 
 /**

@@ -2,7 +2,7 @@
  * How `hermes chat` prints session events: one line per event header, the
  * reply text indented below it.
  */
-import type { SessionEvent } from '../scheduler/session-store.ts';
+import type { SessionEvent } from '../scheduler/session/session-store.ts';
 
 function clock(ms: number): string {
   return new Date(ms).toISOString().slice(11, 19);

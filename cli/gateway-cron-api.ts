@@ -3,13 +3,13 @@
  * over HTTP are never trusted: they cannot carry a `--script` (SPEC §3).
  */
 import type { Logger } from 'pino';
-import type { HermesConfig } from '../scheduler/config.ts';
+import type { HermesConfig } from '../scheduler/config/config.ts';
 import { cronServiceFor } from '../scheduler/services.ts';
 import { cronJobView, cronRunView, type CronJob } from '../scheduler/cron/cron-job.ts';
 import { isoUtc, nextOccurrences } from '../scheduler/cron/cron-engine.ts';
 import type { CronApi } from '../gateway/http/cron-routes.ts';
 import { connectCli } from './connect-cli.ts';
-import type { RedisTopology } from '../scheduler/redis/connection-factory.ts';
+import type { RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
 
 /**
  * Open a `CronApi` over its own Redis connections.

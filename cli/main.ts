@@ -5,10 +5,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
-import { loadConfig, type HermesConfig } from '../scheduler/config.ts';
+import { loadConfig, type HermesConfig } from '../scheduler/config/config.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { resolveRedis } from '../scheduler/redis/connect.ts';
-import type { RedisTopology } from '../scheduler/redis/connection-factory.ts';
+import { resolveRedis } from '../scheduler/store/redis/connect.ts';
+import type { RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
 import { aliveWorkerIds } from '../scheduler/worker-liveness.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import type { HermesMetrics } from '../scheduler/metrics.ts';

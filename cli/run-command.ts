@@ -3,7 +3,7 @@
  * stack trace. Exit 2 for bad input (usage, config, schedule input), 1 for
  * everything else. `HERMES_DEBUG=1` adds the stack for developers.
  */
-import type { HermesConfig } from '../scheduler/config.ts';
+import type { HermesConfig } from '../scheduler/config/config.ts';
 import { CommanderError } from 'commander';
 import { isHermesError } from '../scheduler/errors/hermes-error.ts';
 

@@ -3,8 +3,8 @@
  * as aligned columns; finished schedules only with `--all`.
  */
 import { formatSeconds } from '../scheduler/interval.ts';
-import type { LoopRecord } from '../scheduler/loop-state.ts';
-import { cadence } from '../scheduler/loop-service.ts';
+import type { LoopRecord } from '../scheduler/loop/loop-state.ts';
+import { cadence } from '../scheduler/loop/loop-service.ts';
 import { table } from './commands/cron-format.ts';
 
 function clip(text: string, max: number): string {

@@ -14,16 +14,16 @@
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { chooseTopology, openRedisClient, type RedisClient, type RedisTopology } from '../scheduler/redis/connection-factory.ts';
+import { chooseTopology, openRedisClient, type RedisClient, type RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
 import type { Logger } from 'pino';
-import type { HermesConfig } from '../scheduler/config.ts';
-import { Keys } from '../scheduler/keys.ts';
-import { assertShardCount } from '../scheduler/redis/shard-count.ts';
+import type { HermesConfig } from '../scheduler/config/config.ts';
+import { Keys } from '../scheduler/store/keys.ts';
+import { assertShardCount } from '../scheduler/store/redis/shard-count.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
-import { HermesQueues } from '../scheduler/queues.ts';
+import { HermesQueues } from '../scheduler/store/queues.ts';
 import { loopStoreFor, runStoreFor, loopServiceFor } from '../scheduler/services.ts';
-import { v1RunsQueue } from '../scheduler/v1-runs.ts';
-import { telegramOutboundQueue } from '../scheduler/outbound.ts';
+import { v1RunsQueue } from '../scheduler/v1/v1-runs.ts';
+import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
 import { InflightRuns } from './drain.ts';
 import { StreamFanout } from './stream-fanout.ts';

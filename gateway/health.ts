@@ -12,8 +12,8 @@
  *   it is not, `/v1` and `/api` answer 503 with `Retry-After` at once instead
  *   of waiting for Redis (server.ts).
  */
-import type { Keys } from '../scheduler/keys.ts';
-import type { RedisClient } from '../scheduler/redis/connection-factory.ts';
+import type { Keys } from '../scheduler/store/keys.ts';
+import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts';
 
 /** What `ready()` found. */
 export interface Readiness {

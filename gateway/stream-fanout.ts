@@ -24,8 +24,8 @@
  * throws `StreamLimitError` beyond it (the HTTP layer answers 429).
  */
 import type { Logger } from 'pino';
-import type { RedisClient } from '../scheduler/redis/connection-factory.ts';
-import { parseStreamEntry, type SessionEvent } from '../scheduler/session-store.ts';
+import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts';
+import { parseStreamEntry, type SessionEvent } from '../scheduler/session/session-store.ts';
 
 /** An entry of a stream, parsed (`type` and JSON `data`). */
 export type StreamEntry = SessionEvent;

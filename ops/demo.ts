@@ -21,12 +21,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { openRedisClient } from '../scheduler/redis/connection-factory.ts';
-import { Keys } from '../scheduler/keys.ts';
-import type { SessionEvent, SessionStore } from '../scheduler/session-store.ts';
-import { loadConfig } from '../scheduler/config.ts';
+import { openRedisClient } from '../scheduler/store/redis/connection-factory.ts';
+import { Keys } from '../scheduler/store/keys.ts';
+import type { SessionEvent, SessionStore } from '../scheduler/session/session-store.ts';
+import { loadConfig } from '../scheduler/config/config.ts';
 import { sessionStoreFor } from '../scheduler/services.ts';
-import { startEmbeddedRedis, embeddedUrlFile } from '../scheduler/redis/embedded-redis.ts';
+import { startEmbeddedRedis, embeddedUrlFile } from '../scheduler/store/redis/embedded-redis.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const bin = join(root, 'cli', 'hermes.mjs');

@@ -6,18 +6,18 @@
  * (tests may, to pin a setting).
  */
 import type { Logger } from 'pino';
-import type { HermesConfig } from './config.ts';
+import type { HermesConfig } from './config/config.ts';
 import { CronService } from './cron/cron-service.ts';
 import { CronStore } from './cron/cron-store.ts';
-import { GoalService } from './goal-service.ts';
-import type { Keys } from './keys.ts';
-import { LoopStore } from './loop-store.ts';
-import type { HermesQueues } from './queues.ts';
-import type { RedisClient } from './redis/connection-factory.ts';
-import { LoopService } from './loop-service.ts';
-import { SessionStore } from './session-store.ts';
-import { RunStore } from './v1-runs.ts';
-import { parseWebhookAllow } from './webhook-policy.ts';
+import { GoalService } from './goal/goal-service.ts';
+import type { Keys } from './store/keys.ts';
+import { LoopStore } from './loop/loop-store.ts';
+import type { HermesQueues } from './store/queues.ts';
+import type { RedisClient } from './store/redis/connection-factory.ts';
+import { LoopService } from './loop/loop-service.ts';
+import { SessionStore } from './session/session-store.ts';
+import { RunStore } from './v1/v1-runs.ts';
+import { parseWebhookAllow } from './delivery/webhook-policy.ts';
 
 /** A commands connection with the key space and the BullMQ queues over it. */
 export interface StoreConnection {

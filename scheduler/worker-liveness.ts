@@ -8,7 +8,7 @@
  * gauge and housekeeping's "no worker is alive" warning. The gateway's
  * `/health/ready` has its own operator setting (`gateway.ready_worker_max_age_seconds`).
  */
-import type { RedisClient } from './redis/connection-factory.ts';
+import type { RedisClient } from './store/redis/connection-factory.ts';
 
 /** The one command counting needs (a full client, or a narrow fake in a unit test). */
 type LivenessReader = Pick<RedisClient, 'zcount'>;

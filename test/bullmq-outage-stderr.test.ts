@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startEmbeddedRedis, type EmbeddedRedis } from '../scheduler/redis/embedded-redis.ts';
+import { startEmbeddedRedis, type EmbeddedRedis } from '../scheduler/store/redis/embedded-redis.ts';
 import { spawnGateway } from './support/child-gateway.ts';
 import { testEnv } from './support/env.ts';
 import { HERMES_BIN } from './support/stack.ts';

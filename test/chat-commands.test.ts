@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
-import { parseChatCommand } from '../scheduler/chat-command.ts';
+import { parseChatCommand } from '../scheduler/session/chat-command.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { WorkerProcess } from '../worker/worker-process.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';

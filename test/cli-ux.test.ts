@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { freePort, ping } from '../scheduler/redis/embedded-redis.ts';
+import { freePort, ping } from '../scheduler/store/redis/embedded-redis.ts';
 import { formatEvent } from '../cli/event-format.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, HERMES_BIN, ROOT, runHermes, SPAWN_START_TIMEOUT_MS, waitFor } from './support/stack.ts';

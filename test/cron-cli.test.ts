@@ -7,9 +7,9 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../scheduler/config.ts';
+import { loadConfig } from '../scheduler/config/config.ts';
 import { describeCron } from '../cli/commands/cron-format.ts';
-import { freePort } from '../scheduler/redis/embedded-redis.ts';
+import { freePort } from '../scheduler/store/redis/embedded-redis.ts';
 import { runCronCli } from './support/cron-cli.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';

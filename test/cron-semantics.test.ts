@@ -17,8 +17,8 @@ import { decideOccurrence } from '../scheduler/cron/misfire.ts';
 import { createCronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
-import { outboundJobId } from '../scheduler/outbound.ts';
-import { schedulerJobMillis } from '../scheduler/queues.ts';
+import { outboundJobId } from '../scheduler/delivery/outbound.ts';
+import { schedulerJobMillis } from '../scheduler/store/queues.ts';
 import { startCronWorker, openCronService, type TestCronWorker } from './support/cron-worker.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { lastUserText, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
@@ -496,7 +496,7 @@ describe('the worker side of the job scheduler', () => {
   });
 
   it('a model that cannot be reached is retried with backoff, then recorded as an error', async () => {
-    const { freePort } = await import('../scheduler/redis/embedded-redis.ts');
+    const { freePort } = await import('../scheduler/store/redis/embedded-redis.ts');
     const { api, worker, runsOf } = setup({ 'agent.base_url': `http://127.0.0.1:${await freePort()}/v1`, 'cron.retry_backoff_seconds': 0.2 });
     const w = await worker();
     const failures: number[] = [];

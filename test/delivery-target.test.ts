@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   formatDeliveryTarget, parseDeliveryTarget, routeOfTarget, targetOfRoute, type DeliveryTarget,
-} from '../scheduler/delivery-target.ts';
+} from '../scheduler/delivery/delivery-target.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 import { parseDeliver } from '../scheduler/cron/cron-job.ts';
 import { originFromDeliver } from '../cli/commands/loop.ts';

@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { startGateway } from '../gateway/gateway-process.ts';
-import { loadConfig } from '../scheduler/config.ts';
+import { loadConfig } from '../scheduler/config/config.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { testEnv } from './support/env.ts';
 import { ROOT, startWorker } from './support/stack.ts';

@@ -10,9 +10,9 @@ import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import type { CronAddInput, CronApi } from '../gateway/http/cron-routes.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 import { UnknownJobError } from '../scheduler/errors/unknown-job-error.ts';
-import { Keys, QUEUES } from '../scheduler/keys.ts';
+import { Keys, QUEUES } from '../scheduler/store/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { SessionStore } from '../scheduler/session-store.ts';
+import { SessionStore } from '../scheduler/session/session-store.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { readJson, readSseUntil } from './support/http.ts';
 

@@ -11,9 +11,9 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
-import { Keys } from '../scheduler/keys.ts';
+import { Keys } from '../scheduler/store/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { enqueueTelegramOutbound, telegramOutboundQueue } from '../scheduler/outbound.ts';
+import { enqueueTelegramOutbound, telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { Redis } from 'ioredis';
 import { spawnGateway } from './support/child-gateway.ts';
 import { testEnv, type TestEnv } from './support/env.ts';

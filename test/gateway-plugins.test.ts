@@ -10,7 +10,7 @@ import type { PlatformAdapter, PlatformPlugin, PluginAvailability } from '../gat
 import { PlatformRegistry } from '../gateway/plugins/platform-registry.ts';
 import { ReconnectWatcher } from '../gateway/plugins/reconnect-watcher.ts';
 import { satisfiesRange } from '../gateway/plugins/version.ts';
-import { loadConfig } from '../scheduler/config.ts';
+import { loadConfig } from '../scheduler/config/config.ts';
 import { startFakeTelegram } from './support/fake-telegram.ts';
 import { readJson, waitFor } from './support/http.ts';
 import { memoryLogger, telegramEnv } from './support/telegram-env.ts';

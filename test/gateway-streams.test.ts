@@ -14,11 +14,11 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
-import { loadConfig } from '../scheduler/config.ts';
-import { Keys } from '../scheduler/keys.ts';
+import { loadConfig } from '../scheduler/config/config.ts';
+import { Keys } from '../scheduler/store/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { startEmbeddedRedis, type EmbeddedRedis } from '../scheduler/redis/embedded-redis.ts';
-import { SessionStore } from '../scheduler/session-store.ts';
+import { startEmbeddedRedis, type EmbeddedRedis } from '../scheduler/store/redis/embedded-redis.ts';
+import { SessionStore } from '../scheduler/session/session-store.ts';
 import { waitFor } from './support/wait-for.ts';
 
 const KEY = 'streams-key-123456';

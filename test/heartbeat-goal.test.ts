@@ -8,8 +8,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, events, sleep, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
-import { enqueueInput } from '../scheduler/inbox.ts';
-import { parseHeartbeatArgs } from '../scheduler/heartbeat-command.ts';
+import { enqueueInput } from '../scheduler/session/inbox.ts';
+import { parseHeartbeatArgs } from '../scheduler/loop/heartbeat-command.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];

@@ -3,7 +3,7 @@
  * loop leave the client in one write, unchanged (same replies, same order).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { holdWritesThisTurn, openRedisClient } from '../scheduler/redis/connection-factory.ts';
+import { holdWritesThisTurn, openRedisClient } from '../scheduler/store/redis/connection-factory.ts';
 import type { Redis } from 'ioredis';
 import { testEnv } from './support/env.ts';
 

@@ -5,10 +5,10 @@
  */
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../scheduler/config.ts';
+import { loadConfig } from '../scheduler/config/config.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
-import { checkWorkerSet } from '../scheduler/housekeeping.ts';
-import { Keys } from '../scheduler/keys.ts';
+import { checkWorkerSet } from '../worker/housekeeping.ts';
+import { Keys } from '../scheduler/store/keys.ts';
 import { testEnv } from './support/env.ts';
 import { memoryLogger } from './support/telegram-env.ts';
 import { startWorker, waitFor } from './support/stack.ts';

@@ -4,7 +4,7 @@
  * scheduler/ but never each other; nothing imports cli/, test/ or ops/.
  * Outside the tests, stores and services are built only by
  * scheduler/services.ts and Redis clients opened only by
- * scheduler/redis/connection-factory.ts.
+ * scheduler/store/redis/connection-factory.ts.
  */
 import { describe, expect, it } from 'vitest';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -71,17 +71,17 @@ describe('layout', () => {
     expect(cycles).toEqual([]);
   });
 
-  it('only scheduler/defer-job.ts moves a job back to delayed (one deferJob)', () => {
+  it('only scheduler/store/defer-job.ts moves a job back to delayed (one deferJob)', () => {
     const files = [...sources(['scheduler', 'worker', 'gateway', 'cli', 'ops', 'test'])];
     expect(files.length).toBeGreaterThan(100);
     const bad = files
       .filter((f) => /\.moveToDelayed\s*\(/.test(readFileSync(f, 'utf8')))
       .map((f) => relative(ROOT, f))
-      .filter((f) => f !== 'scheduler/defer-job.ts');
+      .filter((f) => f !== 'scheduler/store/defer-job.ts');
     expect(bad).toEqual([]);
   });
 
-  it('no product source holds Lua: scripts live in scheduler/redis/scripts/*.lua', () => {
+  it('no product source holds Lua: scripts live in scheduler/store/redis/scripts/*.lua', () => {
     const bad = [...sources(['scheduler', 'worker', 'gateway', 'cli', 'ops'])]
       .filter((f) => f.endsWith('.ts') && /redis\.p?call\b/.test(readFileSync(f, 'utf8')))
       .map((f) => relative(ROOT, f));
@@ -97,7 +97,7 @@ describe('layout', () => {
       const name = relative(ROOT, file);
       const src = readFileSync(file, 'utf8');
       if (name !== 'scheduler/services.ts' && built.test(src)) bad.push(`${name}: ${built.exec(src)![0]}`);
-      if (name !== 'scheduler/redis/connection-factory.ts' && opened.test(src)) bad.push(`${name}: ${opened.exec(src)![0]}`);
+      if (name !== 'scheduler/store/redis/connection-factory.ts' && opened.test(src)) bad.push(`${name}: ${opened.exec(src)![0]}`);
     }
     expect(product.length).toBeGreaterThan(100);
     expect(bad).toEqual([]);

@@ -6,9 +6,9 @@ import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, events, sleep, startWorker, waitFor, waitForEvents, waitForNoTickJobs, type TestClients } from './support/stack.ts';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
-import type { RunnerSpec } from '../scheduler/loop-state.ts';
-import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop-store.ts';
-import { bullJobId } from '../scheduler/keys.ts';
+import type { RunnerSpec } from '../scheduler/loop/loop-state.ts';
+import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop/loop-store.ts';
+import { bullJobId } from '../scheduler/store/keys.ts';
 import { aliveWorkerIds } from '../scheduler/worker-liveness.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];

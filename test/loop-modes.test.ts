@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
-import { telegramOutboundQueue } from '../scheduler/outbound.ts';
+import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {

@@ -1,8 +1,8 @@
 /** Pure loop state transitions (SPEC §4): fire decisions, stop order, self-paced cadence. */
 import { describe, expect, it } from 'vitest';
-import { applyTick, createLoop, decideFire, hasLoopComplete, resumeDueAt, resumeLoop, pauseLoop, type LoopRecord } from '../scheduler/loop-state.ts';
-import { nextSelfPacedDelay, normaliseReply, replyDigest } from '../scheduler/self-paced.ts';
-import { configSchema } from '../scheduler/config.ts';
+import { applyTick, createLoop, decideFire, hasLoopComplete, resumeDueAt, resumeLoop, pauseLoop, type LoopRecord } from '../scheduler/loop/loop-state.ts';
+import { nextSelfPacedDelay, normaliseReply, replyDigest } from '../scheduler/loop/self-paced.ts';
+import { configSchema } from '../scheduler/config/config.ts';
 
 const base = (over: Partial<Parameters<typeof createLoop>[0]> = {}): LoopRecord =>
   createLoop({

@@ -72,7 +72,7 @@ describe('MCP servers', () => {
     });
     const w = await startWorker(env);
     cleanups.push(() => w.drain());
-    const { enqueueInput } = await import('../scheduler/inbox.ts');
+    const { enqueueInput } = await import('../scheduler/session/inbox.ts');
     const deps = { redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 };
     await enqueueInput(deps, { sessionId: 'env', text: 'which key?', messageId: 'm1', origin: { surface: 'chat' } });
     await enqueueInput(deps, { sessionId: 'env', text: 'which token?', messageId: 'm2', origin: { surface: 'chat' } });

@@ -7,13 +7,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { enqueueTelegramOutbound } from '../scheduler/outbound.ts';
+import { enqueueTelegramOutbound } from '../scheduler/delivery/outbound.ts';
 import { testEnv } from './support/env.ts';
 import { startFakeTelegram } from './support/fake-telegram.ts';
 import { telegramEnv } from './support/telegram-env.ts';
 import { clients, events, startWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
-import { enqueueInput } from '../scheduler/inbox.ts';
+import { enqueueInput } from '../scheduler/session/inbox.ts';
 
 const KEY = 'metrics-key-123456';
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -152,7 +152,7 @@ describe('hermes_telegram_sends_total', () => {
     fake.refuseChat('403', 403, 'Forbidden: bot was blocked by the user');
     const c = clients(env);
     cleanups.push(() => c.close());
-    const { telegramOutboundQueue } = await import('../scheduler/outbound.ts');
+    const { telegramOutboundQueue } = await import('../scheduler/delivery/outbound.ts');
     const queue = telegramOutboundQueue(c.keys, c.redis);
     cleanups.push(() => queue.close());
     await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: '77', text: 'hello', sessionId: 's', occurrenceId: 'o1' });

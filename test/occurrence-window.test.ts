@@ -5,9 +5,9 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import type { RedisClient } from '../scheduler/redis/connection-factory.ts';
-import { Keys } from '../scheduler/keys.ts';
-import { SessionStore } from '../scheduler/session-store.ts';
+import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts';
+import { Keys } from '../scheduler/store/keys.ts';
+import { SessionStore } from '../scheduler/session/session-store.ts';
 import { sessionStoreFor } from '../scheduler/services.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, startWorker, waitFor, waitForEvents } from './support/stack.ts';

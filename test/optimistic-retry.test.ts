@@ -2,7 +2,7 @@
  * The one attempt policy for optimistic writes (`scheduler/optimistic-retry.ts`).
  */
 import { describe, expect, it } from 'vitest';
-import { CONFLICT, OPTIMISTIC_ATTEMPTS, retryOnConflict } from '../scheduler/optimistic-retry.ts';
+import { CONFLICT, OPTIMISTIC_ATTEMPTS, retryOnConflict } from '../scheduler/store/optimistic-retry.ts';
 
 describe('retryOnConflict', () => {
   it('tries again after each conflict and returns the first result', async () => {

@@ -3,14 +3,14 @@
  * another with the workers stopped, every schedule kept firing once per occurrence.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadConfig, type HermesConfig } from '../scheduler/config.ts';
+import { loadConfig, type HermesConfig } from '../scheduler/config/config.ts';
 import { cronServiceFor } from '../scheduler/services.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { openRedisClient, topologyFromConfig } from '../scheduler/redis/connection-factory.ts';
-import { reshard } from '../scheduler/reshard.ts';
+import { openRedisClient, topologyFromConfig } from '../scheduler/store/redis/connection-factory.ts';
+import { reshard } from '../scheduler/store/reshard.ts';
 import { Queue } from 'bullmq';
-import { Keys, QUEUES } from '../scheduler/keys.ts';
-import { enqueueInput, pendingInput } from '../scheduler/inbox.ts';
+import { Keys, QUEUES } from '../scheduler/store/keys.ts';
+import { enqueueInput, pendingInput } from '../scheduler/session/inbox.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, events, runHermes, startWorker, waitFor } from './support/stack.ts';
 

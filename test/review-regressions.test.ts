@@ -7,11 +7,11 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { clients, startWorker, waitForEvents, waitForNoTickJobs, type TestClients } from './support/stack.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
-import { enqueueInput } from '../scheduler/inbox.ts';
+import { enqueueInput } from '../scheduler/session/inbox.ts';
 import { CommandRunner } from '../worker/turn-runners/command-runner.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
-import { parseLoopArgs } from '../scheduler/loop-command.ts';
-import { loadConfig } from '../scheduler/config.ts';
+import { parseLoopArgs } from '../scheduler/loop/loop-command.ts';
+import { loadConfig } from '../scheduler/config/config.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { waitFor } from './support/wait-for.ts';
 import { clients, events, pendingSchedulerJobs, runHermes, sleep, startWorker, waitForEvents, type TestClients } from './support/stack.ts';
-import { createLoop, type LoopRecord } from '../scheduler/loop-state.ts';
+import { createLoop, type LoopRecord } from '../scheduler/loop/loop-state.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {

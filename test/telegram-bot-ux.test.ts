@@ -10,7 +10,7 @@ import { BOT_COMMANDS } from '../gateway/telegram/bot-setup.ts';
 import { renderMarkdown, splitFormatted } from '../gateway/telegram/render-markdown.ts';
 import { REFUSAL_TEXT, TEXT_ONLY_TEXT } from '../gateway/telegram/inbound.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { enqueueTelegramOutbound, outboundJobId, telegramOutboundQueue } from '../scheduler/outbound.ts';
+import { enqueueTelegramOutbound, outboundJobId, telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import type { FakeTelegram } from './support/fake-telegram.ts';
 import { useTelegramHarness } from './support/telegram-harness.ts';
 import { ALLOWED_USER, readInbox, telegramEnv } from './support/telegram-env.ts';

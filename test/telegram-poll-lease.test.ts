@@ -9,8 +9,8 @@
 import { Redis } from 'ioredis';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { botIdOf } from '../gateway/telegram/telegram-adapter.ts';
-import { configSchema } from '../scheduler/config.ts';
-import { Keys } from '../scheduler/keys.ts';
+import { configSchema } from '../scheduler/config/config.ts';
+import { Keys } from '../scheduler/store/keys.ts';
 import type { FakeTelegram } from './support/fake-telegram.ts';
 import { useTelegramHarness } from './support/telegram-harness.ts';
 import { ALLOWED_USER, BOT_TOKEN, readInbox, telegramEnv } from './support/telegram-env.ts';

@@ -9,7 +9,7 @@ import type { Update } from 'grammy/types';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Keys } from '../scheduler/keys.ts';
+import { Keys } from '../scheduler/store/keys.ts';
 import { PollLease } from '../gateway/telegram/poll-lease.ts';
 import { TelegramPoller, pollBackoffMs } from '../gateway/telegram/poller.ts';
 import { startFakeTelegram, type FakeTelegram } from './support/fake-telegram.ts';

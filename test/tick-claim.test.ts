@@ -11,12 +11,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { bullJobId, Keys } from '../scheduler/keys.ts';
-import { enqueueInput } from '../scheduler/inbox.ts';
-import { createLoop, type LoopRecord } from '../scheduler/loop-state.ts';
-import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop-store.ts';
+import { bullJobId, Keys } from '../scheduler/store/keys.ts';
+import { enqueueInput } from '../scheduler/session/inbox.ts';
+import { createLoop, type LoopRecord } from '../scheduler/loop/loop-state.ts';
+import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop/loop-store.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { BULLMQ_REDIS_OPTIONS } from '../scheduler/redis/connect.ts';
+import { BULLMQ_REDIS_OPTIONS } from '../scheduler/store/redis/connect.ts';
 import { createWorkerDeps } from '../worker/create-worker-deps.ts';
 import { processScheduleTick, type TickResult } from '../worker/tick-processor.ts';
 import type { RunnerFactory } from '../worker/turn-runners/create-runner.ts';

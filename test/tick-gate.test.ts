@@ -6,8 +6,8 @@
  * prefetch lead between a job's time and its occurrence's due time.
  */
 import { describe, expect, it } from 'vitest';
-import { createLoop, decideFire } from '../scheduler/loop-state.ts';
-import { prefetchLead } from '../scheduler/prefetch-lead.ts';
+import { createLoop, decideFire } from '../scheduler/loop/loop-state.ts';
+import { prefetchLead } from '../scheduler/loop/prefetch-lead.ts';
 import {
   decideClaim, decideGate, decideTurnEnding, DRAIN_HAND_BACK, GOAL_DEFER_MIN_MS, MAX_CLAIM_ROUNDS,
 } from '../worker/tick-gate.ts';

@@ -13,19 +13,19 @@ import { createHash } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DelayedError, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { bullJobId } from '../scheduler/keys.ts';
-import { createLoop } from '../scheduler/loop-state.ts';
-import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop-store.ts';
+import { bullJobId } from '../scheduler/store/keys.ts';
+import { createLoop } from '../scheduler/loop/loop-state.ts';
+import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop/loop-store.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { BULLMQ_REDIS_OPTIONS } from '../scheduler/redis/connect.ts';
-import { luaScript } from '../scheduler/redis/lua-script.ts';
+import { BULLMQ_REDIS_OPTIONS } from '../scheduler/store/redis/connect.ts';
+import { luaScript } from '../scheduler/store/redis/lua-script.ts';
 import { createWorkerDeps } from '../worker/create-worker-deps.ts';
 import { processScheduleTick } from '../worker/tick-processor.ts';
 import type { RunnerFactory } from '../worker/turn-runners/create-runner.ts';
 import type { TurnRunner } from '../worker/turn-runners/turn-runner.ts';
 import type { WorkerDeps } from '../worker/worker-deps.ts';
 import { testEnv } from './support/env.ts';
-import { enqueueInput } from '../scheduler/inbox.ts';
+import { enqueueInput } from '../scheduler/session/inbox.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {

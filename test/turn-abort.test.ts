@@ -5,7 +5,7 @@
  * aimed at, never a turn that started since.
  */
 import { describe, expect, it } from 'vitest';
-import { decodeTurnAbort, encodeTurnAbort } from '../scheduler/turn-abort.ts';
+import { decodeTurnAbort, encodeTurnAbort } from '../scheduler/session/turn-abort.ts';
 import { TurnTracker, type TrackedTurn } from '../worker/turn-tracker.ts';
 
 /** Start a turn that runs until aborted; resolves with the turn once it is registered. */

@@ -10,9 +10,9 @@
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
-import { Keys } from '../scheduler/keys.ts';
+import { Keys } from '../scheduler/store/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { DRAIN_ERROR, RunStore, v1RunsQueue } from '../scheduler/v1-runs.ts';
+import { DRAIN_ERROR, RunStore, v1RunsQueue } from '../scheduler/v1/v1-runs.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { echoLast, startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from './support/fake-openai.ts';

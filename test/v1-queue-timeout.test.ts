@@ -14,9 +14,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { InflightRuns } from '../gateway/drain.ts';
 import { errorHandler } from '../gateway/http/errors.ts';
 import { v1Router } from '../gateway/http/v1-routes.ts';
-import { Keys } from '../scheduler/keys.ts';
+import { Keys } from '../scheduler/store/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { RunStore, v1RunsQueue } from '../scheduler/v1-runs.ts';
+import { RunStore, v1RunsQueue } from '../scheduler/v1/v1-runs.ts';
 import { testEnv } from './support/env.ts';
 
 const cleanups: Array<() => unknown> = [];

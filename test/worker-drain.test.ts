@@ -16,7 +16,7 @@ import { clients, events, spawnWorker, startWorker, waitFor, waitForEvents } fro
 import { startFakeOpenAI, type ScriptedReply } from './support/fake-openai.ts';
 import { cronServiceFor } from '../scheduler/services.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { enqueueInput } from '../scheduler/inbox.ts';
+import { enqueueInput } from '../scheduler/session/inbox.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 

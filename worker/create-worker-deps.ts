@@ -5,12 +5,12 @@
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { RedisClient } from '../scheduler/redis/connection-factory.ts';
+import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts';
 import type { Logger } from 'pino';
-import type { HermesConfig } from '../scheduler/config.ts';
-import { Keys } from '../scheduler/keys.ts';
-import { HermesQueues } from '../scheduler/queues.ts';
-import { telegramOutboundQueue } from '../scheduler/outbound.ts';
+import type { HermesConfig } from '../scheduler/config/config.ts';
+import { Keys } from '../scheduler/store/keys.ts';
+import { HermesQueues } from '../scheduler/store/queues.ts';
+import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { RunnerFactory } from './turn-runners/create-runner.ts';
 import { Toolbox } from './tools/toolbox.ts';
 import { SessionLock } from './session-lock.ts';

@@ -3,9 +3,9 @@
  * messaging route through the platform's outbound queue. The outbound job id
  * is derived from the occurrence, so a retried commit never queues twice.
  */
-import type { Origin } from '../scheduler/loop-state.ts';
-import { enqueueTelegramOutbound } from '../scheduler/outbound.ts';
-import { targetOfRoute } from '../scheduler/delivery-target.ts';
+import type { Origin } from '../scheduler/loop/loop-state.ts';
+import { enqueueTelegramOutbound } from '../scheduler/delivery/outbound.ts';
+import { targetOfRoute } from '../scheduler/delivery/delivery-target.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
 /** Queue `text` for the origin's route, if it has one. `[SILENT]` and empty replies are not sent. */

@@ -4,7 +4,7 @@
  * A failed or malformed answer returns `undefined` (fail open: continue
  * within the turn budget, which bounds the spend).
  */
-import type { GoalRecord, GoalVerdict } from '../scheduler/goal-state.ts';
+import type { GoalRecord, GoalVerdict } from '../scheduler/goal/goal-state.ts';
 import { parseVerdict } from './until-judge.ts';
 import { sessionEventSink } from './turn-events.ts';
 import type { WorkerDeps } from './worker-deps.ts';

@@ -9,12 +9,12 @@
  * gets its next continuation queued behind it (a parked goal is woken).
  */
 import type { Job } from 'bullmq';
-import type { InboxJobData } from '../scheduler/inbox.ts';
-import { pendingInput } from '../scheduler/inbox.ts';
-import { applyGoalTurn, buildGoalInput, type GoalOutcome, type GoalRecord } from '../scheduler/goal-state.ts';
-import { parseGoalArgs, GOAL_HELP } from '../scheduler/goal-command.ts';
-import { deferJob } from '../scheduler/defer-job.ts';
-import { CONFLICT, retryOnConflict } from '../scheduler/optimistic-retry.ts';
+import type { InboxJobData } from '../scheduler/session/inbox.ts';
+import { pendingInput } from '../scheduler/session/inbox.ts';
+import { applyGoalTurn, buildGoalInput, type GoalOutcome, type GoalRecord } from '../scheduler/goal/goal-state.ts';
+import { parseGoalArgs, GOAL_HELP } from '../scheduler/goal/goal-command.ts';
+import { deferJob } from '../scheduler/store/defer-job.ts';
+import { CONFLICT, retryOnConflict } from '../scheduler/store/optimistic-retry.ts';
 import { deliverToRoute } from './delivery.ts';
 import { runSessionAgent, runSessionTurn } from './session-turn.ts';
 import { judgeGoal } from './goal-judge.ts';

@@ -8,9 +8,9 @@
  * `goal-processor.ts`).
  */
 import type { Job } from 'bullmq';
-import { deferJob } from '../scheduler/defer-job.ts';
+import { deferJob } from '../scheduler/store/defer-job.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
-import type { Origin } from '../scheduler/loop-state.ts';
+import type { Origin } from '../scheduler/loop/loop-state.ts';
 import { turnMessages } from './transcript-messages.ts';
 import { sessionEventSink } from './turn-events.ts';
 import type { ChatMessage } from './turn-runners/turn-runner.ts';

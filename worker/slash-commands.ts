@@ -7,13 +7,13 @@
  * Chat input can never create a command turn: every schedule made here runs
  * the `agent` runner.
  */
-import { parseLoopArgs, LOOP_HELP } from '../scheduler/loop-command.ts';
-import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../scheduler/heartbeat-command.ts';
-import { parseChatCommand } from '../scheduler/chat-command.ts';
-import type { Origin } from '../scheduler/loop-state.ts';
-import type { LoopKind } from '../scheduler/keys.ts';
-import type { LoopService } from '../scheduler/loop-service.ts';
-import type { HermesConfig } from '../scheduler/config.ts';
+import { parseLoopArgs, LOOP_HELP } from '../scheduler/loop/loop-command.ts';
+import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../scheduler/loop/heartbeat-command.ts';
+import { parseChatCommand } from '../scheduler/session/chat-command.ts';
+import type { Origin } from '../scheduler/loop/loop-state.ts';
+import type { LoopKind } from '../scheduler/store/keys.ts';
+import type { LoopService } from '../scheduler/loop/loop-service.ts';
+import type { HermesConfig } from '../scheduler/config/config.ts';
 
 /** Context a slash command runs in. */
 export interface SlashContext {

@@ -7,7 +7,7 @@
  * decision. Policies: docs/RELIABILITY.md, "Ticks fire on the record as it is
  * at claim time" and "A dead worker's work restarts within seconds".
  */
-import type { FireDecision } from '../scheduler/loop-state.ts';
+import type { FireDecision } from '../scheduler/loop/loop-state.ts';
 
 /** Why a tick was deferred; also the `reason` label of `hermes_ticks_deferred_total`. */
 export type TickDeferReason =

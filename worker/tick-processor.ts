@@ -37,15 +37,15 @@
  * before its turn started is put back at once.
  */
 import type { Job } from 'bullmq';
-import { decideFire, applyTick, tickFailureNotice, type LoopRecord, type TickOutcome, type UntilVerdict } from '../scheduler/loop-state.ts';
-import type { InflightMark, TickJobData } from '../scheduler/loop-store.ts';
-import { encodeLoopRecord } from '../scheduler/loop-record-codec.ts';
-import { buildWakeupInput } from '../scheduler/wakeup-input.ts';
-import { pendingInput } from '../scheduler/inbox.ts';
-import { goalHoldsSession } from '../scheduler/goal-state.ts';
+import { decideFire, applyTick, tickFailureNotice, type LoopRecord, type TickOutcome, type UntilVerdict } from '../scheduler/loop/loop-state.ts';
+import type { InflightMark, TickJobData } from '../scheduler/loop/loop-store.ts';
+import { encodeLoopRecord } from '../scheduler/loop/loop-record-codec.ts';
+import { buildWakeupInput } from '../scheduler/loop/wakeup-input.ts';
+import { pendingInput } from '../scheduler/session/inbox.ts';
+import { goalHoldsSession } from '../scheduler/goal/goal-state.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
-import { deferJob } from '../scheduler/defer-job.ts';
-import { CONFLICT, retryOnConflict } from '../scheduler/optimistic-retry.ts';
+import { deferJob } from '../scheduler/store/defer-job.ts';
+import { CONFLICT, retryOnConflict } from '../scheduler/store/optimistic-retry.ts';
 import { sleepUntil } from './sleep-until.ts';
 import { deliverToRoute } from './delivery.ts';
 import type { HeldLock } from './session-lock.ts';
@@ -54,7 +54,7 @@ import type { TrackedTurn } from './turn-tracker.ts';
 import { stepMessages, turnMessages } from './transcript-messages.ts';
 import { sessionEventSink } from './turn-events.ts';
 import type { ChatMessage } from './turn-runners/turn-runner.ts';
-import type { TranscriptMessage } from '../scheduler/session-store.ts';
+import type { TranscriptMessage } from '../scheduler/session/session-store.ts';
 import { judgeUntil } from './until-judge.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 

@@ -1,4 +1,4 @@
-import type { TranscriptMessage } from '../scheduler/session-store.ts';
+import type { TranscriptMessage } from '../scheduler/session/session-store.ts';
 import type { ChatMessage } from './turn-runners/turn-runner.ts';
 
 /**

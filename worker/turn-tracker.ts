@@ -5,7 +5,7 @@
  * - `chat`: user messages and goal continuations — `agent.restart_drain_timeout`.
  * Each turn has an AbortController the drain fires at its deadline.
  */
-import type { TurnAbortBy, TurnAbortRequest } from '../scheduler/turn-abort.ts';
+import type { TurnAbortBy, TurnAbortRequest } from '../scheduler/session/turn-abort.ts';
 
 export type DrainClass = 'deadline' | 'chat';
 

@@ -7,7 +7,7 @@
  * which keeps the loop going; `applyTick` pauses the loop after
  * `loops.max_consecutive_failures` failures in a row instead of spinning the budget away.
  */
-import type { LoopRecord, UntilVerdict } from '../scheduler/loop-state.ts';
+import type { LoopRecord, UntilVerdict } from '../scheduler/loop/loop-state.ts';
 import { sessionEventSink } from './turn-events.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 

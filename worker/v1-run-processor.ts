@@ -30,11 +30,11 @@
 import type { Job } from 'bullmq';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import type { TurnOutcome } from '../scheduler/metrics.ts';
-import { deferJob } from '../scheduler/defer-job.ts';
+import { deferJob } from '../scheduler/store/defer-job.ts';
 import {
   CANCELLED_ERROR,
   type RunErrorInfo, type V1RunStatus, type V1RunJobData,
-} from '../scheduler/v1-runs.ts';
+} from '../scheduler/v1/v1-runs.ts';
 import { runStoreFor } from '../scheduler/services.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 

@@ -13,7 +13,7 @@
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { hostAllowListed, isIpLiteral, refusedAddressReason, type WebhookAllowList } from '../scheduler/webhook-policy.ts';
+import { hostAllowListed, isIpLiteral, refusedAddressReason, type WebhookAllowList } from '../scheduler/delivery/webhook-policy.ts';
 import { guardedLookup, RefusedAddressError } from './guarded-lookup.ts';
 
 /** Outcome of one POST. */

@@ -3,16 +3,16 @@
  * `WorkerProcess` and passed to every processor.
  */
 import type { Queue } from 'bullmq';
-import type { RedisClient } from '../scheduler/redis/connection-factory.ts';
+import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts';
 import type { Logger } from 'pino';
-import type { HermesConfig } from '../scheduler/config.ts';
-import type { Keys } from '../scheduler/keys.ts';
-import type { LoopStore } from '../scheduler/loop-store.ts';
-import type { TelegramOutboundData } from '../scheduler/outbound.ts';
-import type { HermesQueues } from '../scheduler/queues.ts';
-import type { SessionStore } from '../scheduler/session-store.ts';
-import type { LoopService } from '../scheduler/loop-service.ts';
-import type { GoalService } from '../scheduler/goal-service.ts';
+import type { HermesConfig } from '../scheduler/config/config.ts';
+import type { Keys } from '../scheduler/store/keys.ts';
+import type { LoopStore } from '../scheduler/loop/loop-store.ts';
+import type { TelegramOutboundData } from '../scheduler/delivery/outbound.ts';
+import type { HermesQueues } from '../scheduler/store/queues.ts';
+import type { SessionStore } from '../scheduler/session/session-store.ts';
+import type { LoopService } from '../scheduler/loop/loop-service.ts';
+import type { GoalService } from '../scheduler/goal/goal-service.ts';
 import type { HermesMetrics } from '../scheduler/metrics.ts';
 import type { RunnerFactory } from './turn-runners/create-runner.ts';
 import type { SessionLock } from './session-lock.ts';

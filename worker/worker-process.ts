@@ -17,32 +17,32 @@
  */
 import { Worker, type Job } from 'bullmq';
 import type { Logger } from 'pino';
-import type { HermesConfig } from '../scheduler/config.ts';
-import { checkRedis } from '../scheduler/redis/connect.ts';
-import { chooseTopology, openRedisClient, type RedisClient, type RedisTopology } from '../scheduler/redis/connection-factory.ts';
-import type { InboxJobData } from '../scheduler/inbox.ts';
+import type { HermesConfig } from '../scheduler/config/config.ts';
+import { checkRedis } from '../scheduler/store/redis/connect.ts';
+import { chooseTopology, openRedisClient, type RedisClient, type RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
+import type { InboxJobData } from '../scheduler/session/inbox.ts';
 import type { RunnerFactory } from './turn-runners/create-runner.ts';
-import { QUEUES } from '../scheduler/keys.ts';
-import { logBullmqErrors } from '../scheduler/redis/bullmq-errors.ts';
-import { tickJobData, type StoredTickJobData, type TickJobData } from '../scheduler/loop-store.ts';
+import { QUEUES } from '../scheduler/store/keys.ts';
+import { logBullmqErrors } from '../scheduler/store/redis/bullmq-errors.ts';
+import { tickJobData, type StoredTickJobData, type TickJobData } from '../scheduler/loop/loop-store.ts';
 import type { DrainClass } from './turn-tracker.ts';
-import { decodeTurnAbort } from '../scheduler/turn-abort.ts';
+import { decodeTurnAbort } from '../scheduler/session/turn-abort.ts';
 import { processScheduleTick } from './tick-processor.ts';
 import { processInbox, type InboxHooks } from './inbox-processor.ts';
 import { processCronTick } from './cron-processor.ts';
 import { processV1Run } from './v1-run-processor.ts';
 import { goalHooks } from './goal-processor.ts';
 import { createWorkerDeps, depsForShard } from './create-worker-deps.ts';
-import { assertShardCount } from '../scheduler/redis/shard-count.ts';
+import { assertShardCount } from '../scheduler/store/redis/shard-count.ts';
 import { cronRepeatStrategy } from '../scheduler/cron/repeat-strategy.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 import type { McpServers } from './tools/mcp-servers.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
-import { v1RunsQueue } from '../scheduler/v1-runs.ts';
+import { v1RunsQueue } from '../scheduler/v1/v1-runs.ts';
 import { startMetricsServer, type MetricsServer } from './metrics-server.ts';
-import { startHousekeeping, type Housekeeping } from '../scheduler/housekeeping.ts';
+import { startHousekeeping, type Housekeeping } from './housekeeping.ts';
 import { WORKER_HEARTBEAT_MS } from '../scheduler/worker-liveness.ts';
-import { JOB_RETENTION } from '../scheduler/queues.ts';
+import { JOB_RETENTION } from '../scheduler/store/queues.ts';
 import { cronStoreFor } from '../scheduler/services.ts';
 
 

@@ -4,10 +4,10 @@
  *   hermes admin reshard --to N   move every session and cron job to the layout of N shards
  */
 import { InvalidArgumentError, type Command } from 'commander';
-import type { HermesConfig } from '../../scheduler/config.ts';
-import { resolveRedis } from '../../scheduler/redis/connect.ts';
-import { openRedisClient } from '../../scheduler/redis/connection-factory.ts';
-import { reshard } from '../../scheduler/reshard.ts';
+import type { HermesConfig } from '../../scheduler/config/config.ts';
+import { resolveRedis } from '../../scheduler/store/redis/connect.ts';
+import { openRedisClient } from '../../scheduler/store/redis/connection-factory.ts';
+import { reshard } from '../../scheduler/store/reshard.ts';
 import { action } from '../run-command.ts';
 
 /** A positive whole number of shards. */

@@ -7,7 +7,7 @@
  * on stderr without a stack. `hermes cron next` needs no Redis.
  */
 import { Command, CommanderError, Option } from 'commander';
-import type { HermesConfig } from '../../scheduler/config.ts';
+import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { defaultTimeZone, isoUtc, nextOccurrences } from '../../scheduler/cron/cron-engine.ts';
 import {
   cronJobView, cronOccurrenceId, cronRunView, MISFIRE_POLICIES, NOTIFY_POLICIES, OVERLAP_POLICIES, type CronJob,

@@ -9,17 +9,17 @@
  * and the record after the change.
  */
 import type { Command } from 'commander';
-import { parseLoopArgs, LOOP_HELP } from '../../scheduler/loop-command.ts';
-import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../../scheduler/heartbeat-command.ts';
-import { parseGoalArgs, GOAL_HELP } from '../../scheduler/goal-command.ts';
-import type { LoopSpec } from '../../scheduler/loop-service.ts';
+import { parseLoopArgs, LOOP_HELP } from '../../scheduler/loop/loop-command.ts';
+import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../../scheduler/loop/heartbeat-command.ts';
+import { parseGoalArgs, GOAL_HELP } from '../../scheduler/goal/goal-command.ts';
+import type { LoopSpec } from '../../scheduler/loop/loop-service.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
-import { parseDeliveryTarget, routeOfTarget, type DeliveryTarget } from '../../scheduler/delivery-target.ts';
+import { parseDeliveryTarget, routeOfTarget, type DeliveryTarget } from '../../scheduler/delivery/delivery-target.ts';
 import { createLogger } from '../../scheduler/logger.ts';
-import { chatToShell } from '../../scheduler/shell-text.ts';
-import type { LoopKind } from '../../scheduler/keys.ts';
-import type { Origin, RunnerSpec } from '../../scheduler/loop-state.ts';
-import type { HermesConfig } from '../../scheduler/config.ts';
+import { chatToShell } from '../shell-text.ts';
+import type { LoopKind } from '../../scheduler/store/keys.ts';
+import type { Origin, RunnerSpec } from '../../scheduler/loop/loop-state.ts';
+import type { HermesConfig } from '../../scheduler/config/config.ts';
 import type { CliConnection, CliContext } from '../cli-context.ts';
 import { action, cliLogLevel } from '../run-command.ts';
 import { goalServiceFor, loopStoreFor, loopServiceFor } from '../../scheduler/services.ts';

@@ -8,18 +8,18 @@
  * command turn (SPEC §3).
  */
 import { Router } from 'express';
-import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
+import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { isStreamId, type StreamFanout } from '../stream-fanout.ts';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { MAX_INTERVAL_SECONDS } from '../../scheduler/interval.ts';
-import type { HermesConfig } from '../../scheduler/config.ts';
-import type { Keys, LoopKind } from '../../scheduler/keys.ts';
-import { parseLoopArgs } from '../../scheduler/loop-command.ts';
-import type { LoopRecord } from '../../scheduler/loop-state.ts';
-import type { LoopStore } from '../../scheduler/loop-store.ts';
-import { statusLine, type LoopService, type LoopSpec } from '../../scheduler/loop-service.ts';
-import { assertSessionId } from '../../scheduler/session-id.ts';
+import type { HermesConfig } from '../../scheduler/config/config.ts';
+import type { Keys, LoopKind } from '../../scheduler/store/keys.ts';
+import { parseLoopArgs } from '../../scheduler/loop/loop-command.ts';
+import type { LoopRecord } from '../../scheduler/loop/loop-state.ts';
+import type { LoopStore } from '../../scheduler/loop/loop-store.ts';
+import { statusLine, type LoopService, type LoopSpec } from '../../scheduler/loop/loop-service.ts';
+import { assertSessionId } from '../../scheduler/session/session-id.ts';
 import { sessionStoreFor } from '../../scheduler/services.ts';
 import type { InflightRuns } from '../drain.ts';
 import { cronRouter, type CronApi } from './cron-routes.ts';

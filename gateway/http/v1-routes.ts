@@ -29,13 +29,13 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
 import type { Queue } from 'bullmq';
-import type { Keys } from '../../scheduler/keys.ts';
+import type { Keys } from '../../scheduler/store/keys.ts';
 import { isStreamId, type StreamEntry, type StreamFanout } from '../stream-fanout.ts';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import {
   isTerminalRunEvent, type RunEvent, type RunMessage, type RunStore, type V1RunJobData, type V1RunRecord,
-} from '../../scheduler/v1-runs.ts';
+} from '../../scheduler/v1/v1-runs.ts';
 import { DrainAbort, type InflightRuns } from '../drain.ts';
 import { HttpError, errorBody, storeUnavailableError, toHttpError, typeForStatus } from './errors.ts';
 import { lastEventId, openSse, type SseStream } from './sse.ts';

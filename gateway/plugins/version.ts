@@ -4,7 +4,7 @@
  * for 0.x the same minor, as npm reads it).
  */
 import { readFileSync } from 'node:fs';
-import { compareVersions } from '../../scheduler/redis/connect.ts';
+import { compareVersions } from '../../scheduler/store/redis/connect.ts';
 
 /** This build's version. */
 export const HERMES_VERSION: string = (

@@ -18,17 +18,17 @@
  *   outside the allow-list); other updates without text are ignored (debug log).
  */
 import type { Queue } from 'bullmq';
-import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
+import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import type { Update } from 'grammy/types';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
-import { parseChatCommand } from '../../scheduler/chat-command.ts';
-import { enqueueInput } from '../../scheduler/inbox.ts';
-import type { Keys } from '../../scheduler/keys.ts';
-import type { Origin } from '../../scheduler/loop-state.ts';
-import { formatDeliveryTarget, routeOfTarget } from '../../scheduler/delivery-target.ts';
-import { enqueueTelegramOutbound, type TelegramOutboundData } from '../../scheduler/outbound.ts';
-import type { HermesQueues } from '../../scheduler/queues.ts';
+import { parseChatCommand } from '../../scheduler/session/chat-command.ts';
+import { enqueueInput } from '../../scheduler/session/inbox.ts';
+import type { Keys } from '../../scheduler/store/keys.ts';
+import type { Origin } from '../../scheduler/loop/loop-state.ts';
+import { formatDeliveryTarget, routeOfTarget } from '../../scheduler/delivery/delivery-target.ts';
+import { enqueueTelegramOutbound, type TelegramOutboundData } from '../../scheduler/delivery/outbound.ts';
+import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import type { AllowList } from './allow-list.ts';
 
 /** The refusal a user outside the allow-list gets. */

@@ -40,17 +40,17 @@
 import type { HermesMetrics } from '../../scheduler/metrics.ts';
 import { DelayedError, UnrecoverableError, Worker, type Job, type Queue } from 'bullmq';
 import { GrammyError, type Api } from 'grammy';
-import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
+import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
-import { QUEUES, type Keys } from '../../scheduler/keys.ts';
-import { deferJob } from '../../scheduler/defer-job.ts';
-import { logBullmqErrors } from '../../scheduler/redis/bullmq-errors.ts';
-import { JOB_RETENTION } from '../../scheduler/queues.ts';
+import { QUEUES, type Keys } from '../../scheduler/store/keys.ts';
+import { deferJob } from '../../scheduler/store/defer-job.ts';
+import { logBullmqErrors } from '../../scheduler/store/redis/bullmq-errors.ts';
+import { JOB_RETENTION } from '../../scheduler/store/queues.ts';
 import {
   OUTBOUND_ATTEMPTS, OUTBOUND_DONE_TTL_SECONDS, outboundJobId, registerOutbound, type TelegramOutboundData,
-} from '../../scheduler/outbound.ts';
-import { recordOutboundOutcome, type OutboundOutcome } from '../../scheduler/outbound-outcome.ts';
+} from '../../scheduler/delivery/outbound.ts';
+import { recordOutboundOutcome, type OutboundOutcome } from '../../scheduler/delivery/outbound-outcome.ts';
 import { grammySignal } from './poller.ts';
 import { renderMarkdown, splitFormatted } from './render-markdown.ts';
 

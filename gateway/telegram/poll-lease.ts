@@ -16,9 +16,9 @@
  * chosen: it cannot tell its own dead predecessor from a second live gateway
  * configured the same way, and two of those would poll at once.
  */
-import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
+import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import type { Logger } from 'pino';
-import { acquireOwned, releaseOwned, renewOwned } from '../../scheduler/redis/owned-key.ts';
+import { acquireOwned, releaseOwned, renewOwned } from '../../scheduler/store/redis/owned-key.ts';
 
 export class PollLease {
   private timer: NodeJS.Timeout | undefined;

@@ -28,11 +28,11 @@
  */
 import { GrammyError, type Api } from 'grammy';
 import type { Update } from 'grammy/types';
-import type { RedisClient } from '../../scheduler/redis/connection-factory.ts';
+import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
 import type { PollLease } from './poll-lease.ts';
-import { luaScript, runLuaScript } from '../../scheduler/redis/lua-script.ts';
+import { luaScript, runLuaScript } from '../../scheduler/store/redis/lua-script.ts';
 
 /** How long the stored offset is kept, seconds. */
 export const OFFSET_TTL_SECONDS = 24 * 3600;

@@ -18,13 +18,13 @@ import { performance } from 'node:perf_hooks';
 import { Command } from 'commander';
 import { registerCronCommands, type CronCliIo } from '../../cli/commands/cron.ts';
 import { connectCli } from '../../cli/connect-cli.ts';
-import { loadConfig } from '../../scheduler/config.ts';
-import { Keys } from '../../scheduler/keys.ts';
-import { openRedisClient, type RedisClient } from '../../scheduler/redis/connection-factory.ts';
+import { loadConfig } from '../../scheduler/config/config.ts';
+import { Keys } from '../../scheduler/store/keys.ts';
+import { openRedisClient, type RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { createLogger } from '../../scheduler/logger.ts';
-import { HermesQueues } from '../../scheduler/queues.ts';
+import { HermesQueues } from '../../scheduler/store/queues.ts';
 import { cronServiceFor } from '../../scheduler/services.ts';
-import { startEmbeddedRedis } from '../../scheduler/redis/embedded-redis.ts';
+import { startEmbeddedRedis } from '../../scheduler/store/redis/embedded-redis.ts';
 
 function arg(name: string, def: number): number {
   const i = process.argv.indexOf(`--${name}`);

@@ -36,13 +36,13 @@ import { startRedisCluster } from '../../test/support/redis-cluster.ts';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { loadConfig } from '../../scheduler/config.ts';
-import { Keys } from '../../scheduler/keys.ts';
-import { createLoop } from '../../scheduler/loop-state.ts';
+import { loadConfig } from '../../scheduler/config/config.ts';
+import { Keys } from '../../scheduler/store/keys.ts';
+import { createLoop } from '../../scheduler/loop/loop-state.ts';
 import { loopStoreFor, sessionStoreFor } from '../../scheduler/services.ts';
-import { HermesQueues } from '../../scheduler/queues.ts';
-import { openRedisClient, type RedisClient } from '../../scheduler/redis/connection-factory.ts';
-import { startEmbeddedRedis } from '../../scheduler/redis/embedded-redis.ts';
+import { HermesQueues } from '../../scheduler/store/queues.ts';
+import { openRedisClient, type RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
+import { startEmbeddedRedis } from '../../scheduler/store/redis/embedded-redis.ts';
 
 function arg(name: string, def: number): number {
   const i = process.argv.indexOf(`--${name}`);

@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startEmbeddedRedis, type EmbeddedRedis } from '../../scheduler/redis/embedded-redis.ts';
+import { startEmbeddedRedis, type EmbeddedRedis } from '../../scheduler/store/redis/embedded-redis.ts';
 
 const HERMES = fileURLToPath(new URL('../../cli/hermes.mjs', import.meta.url));
 

@@ -4,11 +4,11 @@
  * spec, `hermes cron list --json` and `/api` show. Times are epoch milliseconds.
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
-import type { Origin } from '../loop-state.ts';
+import type { Origin } from '../loop/loop-state.ts';
 import { isoUtc, nextOccurrence, type CronSchedule } from './cron-engine.ts';
-import { compositeId } from '../keys.ts';
-import { assertWebhookTarget, parseWebhookAllow, type WebhookAllowList } from '../webhook-policy.ts';
-import { formatDeliveryTarget, parseDeliveryTarget } from '../delivery-target.ts';
+import { compositeId } from '../store/keys.ts';
+import { assertWebhookTarget, parseWebhookAllow, type WebhookAllowList } from '../delivery/webhook-policy.ts';
+import { formatDeliveryTarget, parseDeliveryTarget } from '../delivery/delivery-target.ts';
 
 const NO_WEBHOOK_ALLOW = parseWebhookAllow([]);
 
@@ -51,7 +51,7 @@ export interface CronJob {
   /** IANA zone the schedule is read in (always set: `--tz`, config `timezone`, or the host zone at creation). */
   tz: string;
   repeat: { times: number | null; completed: number };
-  /** Delivery targets in their text form (`../delivery-target.ts`): `local`, `origin`, `telegram:<chat>[:<thread>]`, `http(s)://…`. */
+  /** Delivery targets in their text form (`../delivery/delivery-target.ts`): `local`, `origin`, `telegram:<chat>[:<thread>]`, `http(s)://…`. */
   deliver: string[];
   /** Shell command of a script job (a command turn); only the CLI or config may set it (SPEC §3). */
   script: string | null;
@@ -174,8 +174,8 @@ export function cronOccurrenceId(jobId: string, dueAt: number, trigger: Occurren
 
 /**
  * Validate a comma list of delivery targets (each parsed by
- * `../delivery-target.ts`). Webhook URLs must pass the creation-time check of
- * `../webhook-policy.ts` (no internal addresses unless allow-listed).
+ * `../delivery/delivery-target.ts`). Webhook URLs must pass the creation-time check of
+ * `../delivery/webhook-policy.ts` (no internal addresses unless allow-listed).
  * @param allow - `delivery.webhook_allow`, parsed (default: empty, the strict rule)
  * @returns the targets in their text form, de-duplicated (default `['local']`)
  * @throws ScheduleInputError (field `deliver`) naming a bad or refused target

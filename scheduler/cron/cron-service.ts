@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
-import type { Origin } from '../loop-state.ts';
+import type { Origin } from '../loop/loop-state.ts';
 import { assertTimeZone, defaultTimeZone, type CronSchedule } from './cron-engine.ts';
 import {
   createCronJob, firstDue, parseDeliver, pauseCronJob, resumeCronJob,
@@ -25,9 +25,9 @@ import { CronStore } from './cron-store.ts';
 import { resolveJobRef } from './job-ref.ts';
 import { parseSchedule } from './schedule-grammar.ts';
 import { jitterSecondsOf, parseJitter, withJitter } from './jitter.ts';
-import type { WebhookAllowList } from '../webhook-policy.ts';
+import type { WebhookAllowList } from '../delivery/webhook-policy.ts';
 import { countAliveWorkers } from '../worker-liveness.ts';
-import { CONFLICT, retryOnConflict } from '../optimistic-retry.ts';
+import { CONFLICT, retryOnConflict } from '../store/optimistic-retry.ts';
 
 /** Settings of the service, resolved once from the configuration. */
 export interface CronServiceSettings {

@@ -15,7 +15,7 @@
  *   delivery in one script and adds the occurrence to the job's committed set,
  *   so a retried job or a second worker never records or delivers an
  *   occurrence twice. Every key of these scripts shares the hash-tag prefix
- *   (Redis Cluster safe); the scripts are files in `../redis/scripts/`.
+ *   (Redis Cluster safe); the scripts are files in `../store/redis/scripts/`.
  * - Bounded memory: claims and committed occurrences live in one hash and one
  *   sorted set per job, trimmed to `worker.occurrence_window_seconds`; a
  *   scheduled occurrence due at or before the job's last handled one is
@@ -27,15 +27,15 @@
  * already waiting or picked up. `reconcile` re-arms scheduled jobs whose
  * BullMQ side is missing (a crash between the two steps).
  */
-import type { RedisClient } from '../redis/connection-factory.ts';
+import type { RedisClient } from '../store/redis/connection-factory.ts';
 import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
-import type { Keys } from '../keys.ts';
-import type { HermesQueues } from '../queues.ts';
-import { DEFAULT_EVENTS_MAX_LEN, DEFAULT_OCCURRENCE_WINDOW_MS } from '../session-store.ts';
-import { luaScript, runLuaScript } from '../redis/lua-script.ts';
+import type { Keys } from '../store/keys.ts';
+import type { HermesQueues } from '../store/queues.ts';
+import { DEFAULT_EVENTS_MAX_LEN, DEFAULT_OCCURRENCE_WINDOW_MS } from '../session/session-store.ts';
+import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
 import { cronSessionId, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
 import { encodePattern } from './repeat-strategy.ts';
-import { putVersioned } from '../versioned-json.ts';
+import { putVersioned } from '../store/versioned-json.ts';
 
 /** Data of a cron tick job in the `ticks` queue. */
 export interface CronTickData {

@@ -13,9 +13,9 @@
  * worker's own write of `queued` when the gateway was faster than it
  * (`update-cron-run-1.lua` keeps reported deliveries).
  */
-import type { RedisClient } from '../redis/connection-factory.ts';
-import type { Keys } from '../keys.ts';
-import { luaScript, runLuaScript } from '../redis/lua-script.ts';
+import type { RedisClient } from '../store/redis/connection-factory.ts';
+import type { Keys } from '../store/keys.ts';
+import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
 import type { CronDelivery, CronDeliveryStatus } from './cron-job.ts';
 
 const REPORT = luaScript('report-cron-delivery-1.lua');

@@ -5,13 +5,13 @@
 import { Command } from 'commander';
 import type { CliContext } from '../../cli/cli-context.ts';
 import { registerCronCommands, type CronCliIo } from '../../cli/commands/cron.ts';
-import type { HermesConfig } from '../../scheduler/config.ts';
-import { Keys } from '../../scheduler/keys.ts';
-import { HermesQueues } from '../../scheduler/queues.ts';
+import type { HermesConfig } from '../../scheduler/config/config.ts';
+import { Keys } from '../../scheduler/store/keys.ts';
+import { HermesQueues } from '../../scheduler/store/queues.ts';
 import { StoreUnavailableError } from '../../scheduler/errors/store-unavailable-error.ts';
-import { describeUrl } from '../../scheduler/redis/connect.ts';
-import { ping } from '../../scheduler/redis/embedded-redis.ts';
-import { openRedisClient } from '../../scheduler/redis/connection-factory.ts';
+import { describeUrl } from '../../scheduler/store/redis/connect.ts';
+import { ping } from '../../scheduler/store/redis/embedded-redis.ts';
+import { openRedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 
 /** A CliContext over `config` (Redis at `config.redis.url`). */
 export function cliContext(config: HermesConfig): CliContext {

@@ -5,15 +5,15 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Worker, type Job } from 'bullmq';
-import type { HermesConfig } from '../../scheduler/config.ts';
+import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { CronService } from '../../scheduler/cron/cron-service.ts';
 import { cronServiceFor } from '../../scheduler/services.ts';
 import { CronStore, type CronTickData } from '../../scheduler/cron/cron-store.ts';
 import { cronRepeatStrategy } from '../../scheduler/cron/repeat-strategy.ts';
-import { Keys, QUEUES } from '../../scheduler/keys.ts';
+import { Keys, QUEUES } from '../../scheduler/store/keys.ts';
 import { createLogger } from '../../scheduler/logger.ts';
-import { HermesQueues } from '../../scheduler/queues.ts';
-import { openRedisClient, topologyFromConfig, type RedisClient } from '../../scheduler/redis/connection-factory.ts';
+import { HermesQueues } from '../../scheduler/store/queues.ts';
+import { openRedisClient, topologyFromConfig, type RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { processCronTick, type CronTickResult } from '../../worker/cron-processor.ts';
 import type { WorkerDeps } from '../../worker/worker-deps.ts';
 import { createWorkerDeps } from '../../worker/create-worker-deps.ts';

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inject } from 'vitest';
-import { loadConfig, type HermesConfig } from '../../scheduler/config.ts';
+import { loadConfig, type HermesConfig } from '../../scheduler/config/config.ts';
 
 /** A fresh test environment. `cleanup()` removes the home folder. */
 export interface TestEnv {

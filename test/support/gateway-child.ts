@@ -3,7 +3,7 @@
  * SIGTERM: reads its configuration from the environment like `hermes gateway`,
  * prints `READY <url> <instanceId>` on stdout, drains on SIGTERM.
  */
-import { loadConfig } from '../../scheduler/config.ts';
+import { loadConfig } from '../../scheduler/config/config.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { startGateway } from '../../gateway/gateway-process.ts';
 import { drainOnSignals } from '../../gateway/shutdown-signals.ts';

@@ -7,7 +7,7 @@ import type { TestProject } from 'vitest/node';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startEmbeddedRedis } from '../../scheduler/redis/embedded-redis.ts';
+import { startEmbeddedRedis } from '../../scheduler/store/redis/embedded-redis.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { freePort } from '../../scheduler/redis/embedded-redis.ts';
+import { freePort } from '../../scheduler/store/redis/embedded-redis.ts';
 import { testEnv, type TestEnv } from './env.ts';
 import { waitFor } from './wait-for.ts';
 

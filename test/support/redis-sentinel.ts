@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort } from '../../scheduler/redis/embedded-redis.ts';
+import { freePort } from '../../scheduler/store/redis/embedded-redis.ts';
 import { testEnv, type TestEnv } from './env.ts';
 import { waitFor } from './wait-for.ts';
 

@@ -5,14 +5,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { HermesConfig } from '../../scheduler/config.ts';
-import { Keys } from '../../scheduler/keys.ts';
-import { HermesQueues } from '../../scheduler/queues.ts';
-import { LoopStore } from '../../scheduler/loop-store.ts';
-import { LoopService } from '../../scheduler/loop-service.ts';
-import { SessionStore, type SessionEvent } from '../../scheduler/session-store.ts';
+import type { HermesConfig } from '../../scheduler/config/config.ts';
+import { Keys } from '../../scheduler/store/keys.ts';
+import { HermesQueues } from '../../scheduler/store/queues.ts';
+import { LoopStore } from '../../scheduler/loop/loop-store.ts';
+import { LoopService } from '../../scheduler/loop/loop-service.ts';
+import { SessionStore, type SessionEvent } from '../../scheduler/session/session-store.ts';
 import { createLogger } from '../../scheduler/logger.ts';
-import { openRedisClient, topologyFromConfig, type RedisClient } from '../../scheduler/redis/connection-factory.ts';
+import { openRedisClient, topologyFromConfig, type RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { WorkerProcess, type WorkerProcessOptions } from '../../worker/worker-process.ts';
 import type { TestEnv } from './env.ts';
 

@@ -2,9 +2,9 @@
 import { Queue, Worker } from 'bullmq';
 import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
-import type { InboxJobData } from '../../scheduler/inbox.ts';
-import { openRedisClient, topologyFromConfig } from '../../scheduler/redis/connection-factory.ts';
-import { QUEUES } from '../../scheduler/keys.ts';
+import type { InboxJobData } from '../../scheduler/session/inbox.ts';
+import { openRedisClient, topologyFromConfig } from '../../scheduler/store/redis/connection-factory.ts';
+import { QUEUES } from '../../scheduler/store/keys.ts';
 import { REDACTED_KEYS } from '../../scheduler/logger.ts';
 import { testEnv, type TestEnv } from './env.ts';
 import type { FakeTelegram } from './fake-telegram.ts';

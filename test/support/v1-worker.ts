@@ -5,9 +5,9 @@
  */
 import { Worker } from 'bullmq';
 import { createLogger } from '../../scheduler/logger.ts';
-import { QUEUES } from '../../scheduler/keys.ts';
-import { openRedisClient, topologyFromConfig } from '../../scheduler/redis/connection-factory.ts';
-import type { V1RunJobData } from '../../scheduler/v1-runs.ts';
+import { QUEUES } from '../../scheduler/store/keys.ts';
+import { openRedisClient, topologyFromConfig } from '../../scheduler/store/redis/connection-factory.ts';
+import type { V1RunJobData } from '../../scheduler/v1/v1-runs.ts';
 import { processV1Run, type V1RunJobResult } from '../../worker/v1-run-processor.ts';
 import type { WorkerDeps } from '../../worker/worker-deps.ts';
 import { createWorkerDeps } from '../../worker/create-worker-deps.ts';

@@ -15,8 +15,8 @@
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { httpGetRefusedReason } from '../../scheduler/http-tool-policy.ts';
-import { isIpLiteral } from '../../scheduler/webhook-policy.ts';
+import { httpGetRefusedReason } from './http-tool-policy.ts';
+import { isIpLiteral } from '../../scheduler/delivery/webhook-policy.ts';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
 import { guardedLookup, RefusedAddressError, type Resolver } from '../guarded-lookup.ts';
 import { stringArg, type AgentTool } from './tool.ts';

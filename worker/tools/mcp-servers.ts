@@ -19,7 +19,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { Logger } from 'pino';
-import type { HermesConfig } from '../../scheduler/config.ts';
+import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
 import type { AgentTool } from './tool.ts';
 import type { ToolSource } from './toolbox.ts';

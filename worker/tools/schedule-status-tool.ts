@@ -4,8 +4,8 @@
  * outside sessions) in a compact list. It changes nothing.
  */
 import type { CronStore } from '../../scheduler/cron/cron-store.ts';
-import type { GoalService } from '../../scheduler/goal-service.ts';
-import type { LoopService } from '../../scheduler/loop-service.ts';
+import type { GoalService } from '../../scheduler/goal/goal-service.ts';
+import type { LoopService } from '../../scheduler/loop/loop-service.ts';
 import { NO_PARAMETERS, type AgentTool } from './tool.ts';
 
 /** Cron jobs listed at most. */

@@ -3,7 +3,7 @@
  * (or is the built-in read-only `schedule_status`); nothing a chat, Telegram
  * or `/v1` caller sends can add one (SPEC §3).
  */
-import type { TOOL_SURFACES } from '../../scheduler/config.ts';
+import type { TOOL_SURFACES } from '../../scheduler/config/config.ts';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
 
 /** Surfaces a turn can come from (`tools.allow_from` names them). */

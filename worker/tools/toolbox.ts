@@ -20,7 +20,7 @@
  * that ignores it is no longer waited for).
  */
 import { resolve } from 'node:path';
-import type { HermesConfig } from '../../scheduler/config.ts';
+import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
 import { commandEnv } from '../command-env.ts';
 import { commandTool } from './command-tool.ts';

@@ -1,5 +1,5 @@
-import type { HermesConfig } from '../../scheduler/config.ts';
-import type { RunnerSpec } from '../../scheduler/loop-state.ts';
+import type { HermesConfig } from '../../scheduler/config/config.ts';
+import type { RunnerSpec } from '../../scheduler/loop/loop-state.ts';
 import { commandEnv, type CommandEnvPolicy } from '../command-env.ts';
 import { AgentRunner } from './agent-runner.ts';
 import { CommandRunner } from './command-runner.ts';

@@ -1,0 +1,95 @@
+/**
+ * Delivery targets: where a reply goes, as written by a user (`--deliver`,
+ * `deliver` of `/api/cron/jobs`) and as stored on cron jobs and runs (SPEC §7
+ * Delivery). This module is the one place the text form is parsed and spelled:
+ *
+ *   local                        the session's event stream only
+ *   origin                       the route the job was created from, else local
+ *   telegram:<chat>[:<thread>]   a Telegram chat (numeric id, `-100…` for supergroups and
+ *                                channels, or `@username`), optionally a forum topic
+ *   http(s)://…                  a webhook (its address rule: `webhook-policy.ts`)
+ *
+ * Records keep the text form (`CronJob.deliver`, `CronDelivery.target`); code
+ * that acts on a target parses it here into a {@link DeliveryTarget} and never
+ * splits the string itself. A Telegram chat's session id is spelled like its
+ * target (`telegram:<chat>[:<thread>]`, see `gateway/telegram/inbound.ts`).
+ */
+import { ScheduleInputError } from '../errors/schedule-input-error.ts';
+
+/** The kinds of delivery target, in the order they are documented. */
+export const DELIVERY_TARGET_KINDS = ['local', 'origin', 'telegram', 'webhook'] as const;
+export type DeliveryTargetKind = (typeof DELIVERY_TARGET_KINDS)[number];
+
+/** A Telegram chat, optionally one forum topic of it. Ids are kept as written (strings). */
+export interface TelegramTarget {
+  kind: 'telegram';
+  /** Numeric chat id (negative for groups, `-100…` for supergroups and channels) or `@username`. */
+  chatId: string;
+  /** Forum topic (`message_thread_id`), decimal digits. */
+  threadId?: string;
+}
+
+/** A parsed delivery target. */
+export type DeliveryTarget =
+  | { kind: 'local' }
+  | { kind: 'origin' }
+  | TelegramTarget
+  | { kind: 'webhook'; /** The URL as written (only its scheme is checked here). */ url: string };
+
+/**
+ * A messaging route as stored on a schedule's origin (`Origin.route`): the
+ * platform and chat a reply is sent to.
+ */
+export interface MessagingRoute {
+  platform: string;
+  chatId: string;
+  threadId?: string;
+}
+
+const TELEGRAM_PREFIX = 'telegram:';
+/** `telegram:<chat>[:<thread>]`: chat a (possibly negative) integer or `@` and 4+ username characters. */
+const TELEGRAM_TARGET = /^telegram:(-?\d+|@[A-Za-z0-9_]{4,})(?::(\d+))?$/;
+const WEBHOOK_SCHEME = /^https?:\/\//i;
+
+/**
+ * Parse one delivery target (surrounding blanks are ignored).
+ * @param text - the target as typed, e.g. `telegram:-1001234567890:42`
+ * @param field - the input field named in the error (default `deliver`)
+ * @throws ScheduleInputError naming the field and quoting the value: a
+ *   `telegram:` target whose chat or thread is malformed, or an unknown kind
+ */
+export function parseDeliveryTarget(text: string, field = 'deliver'): DeliveryTarget {
+  const t = text.trim();
+  if (t === 'local' || t === 'origin') return { kind: t };
+  if (t.startsWith(TELEGRAM_PREFIX)) {
+    const m = TELEGRAM_TARGET.exec(t);
+    if (!m) throw new ScheduleInputError(`Invalid delivery target "${t}": use telegram:<chat id>[:<thread id>].`, { field });
+    return { kind: 'telegram', chatId: m[1]!, ...(m[2] ? { threadId: m[2] } : {}) };
+  }
+  if (WEBHOOK_SCHEME.test(t)) return { kind: 'webhook', url: t };
+  throw new ScheduleInputError(`Unknown delivery target "${t}": use local, origin, telegram:<chat>[:<thread>] or an http(s) URL.`, { field });
+}
+
+/** The text form of a target; `parseDeliveryTarget(formatDeliveryTarget(t))` gives `t` back. */
+export function formatDeliveryTarget(target: DeliveryTarget): string {
+  switch (target.kind) {
+    case 'local':
+    case 'origin':
+      return target.kind;
+    case 'telegram':
+      return target.threadId ? `${TELEGRAM_PREFIX}${target.chatId}:${target.threadId}` : `${TELEGRAM_PREFIX}${target.chatId}`;
+    case 'webhook':
+      return target.url;
+  }
+}
+
+/** The target a messaging route delivers to, or `undefined` for a platform without a target form. */
+export function targetOfRoute(route: MessagingRoute): TelegramTarget | undefined {
+  if (route.platform !== 'telegram') return undefined;
+  return { kind: 'telegram', chatId: route.chatId, ...(route.threadId ? { threadId: route.threadId } : {}) };
+}
+
+/** The messaging route of a Telegram target (what an origin stores). */
+export function routeOfTarget(target: TelegramTarget): MessagingRoute {
+  return { platform: 'telegram', chatId: target.chatId, ...(target.threadId ? { threadId: target.threadId } : {}) };
+}

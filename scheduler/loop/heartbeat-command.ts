@@ -1,0 +1,70 @@
+/**
+ * The `/heartbeat` grammar (SPEC §5), alias `/hb`, as a pure parser:
+ *
+ *   /heartbeat every <interval> <prompt>
+ *   /heartbeat status | pause | resume | clear           (the whole argument)
+ *
+ * Intervals allow decimals and long unit names (`every 1.5 hours`, `every 90 seconds`,
+ * `every 2h`). Intervals under `heartbeat.min_interval_seconds` (60) are refused,
+ * naming the minimum (field report F22); an interval with an unknown unit is an
+ * error naming the unit.
+ *
+ * @throws ScheduleInputError for a missing `every`, a bad interval, an interval
+ *   below the minimum or above the maximum, or a missing prompt
+ */
+import { ScheduleInputError } from '../errors/schedule-input-error.ts';
+import {
+  formatSeconds, INTERVAL_UNITS_HINT, isSignedInterval, MAX_INTERVAL_SECONDS, parseIntervalAt, signedIntervalMessage, unknownIntervalUnit,
+} from '../interval.ts';
+
+export type HeartbeatCommand =
+  | { action: 'status' | 'pause' | 'resume' | 'stop' | 'help' }
+  | { action: 'set'; prompt: string; intervalSeconds: number; notes: string[] };
+
+const CONTROL: Record<string, 'status' | 'pause' | 'resume' | 'stop' | 'help'> = {
+  '': 'status', status: 'status', pause: 'pause', resume: 'resume', clear: 'stop', stop: 'stop', help: 'help',
+};
+
+/** Parse the argument text of `/heartbeat` (see the grammar above). @throws ScheduleInputError */
+export function parseHeartbeatArgs(argText: string, options: { minIntervalSeconds: number; maxPromptChars: number }): HeartbeatCommand {
+  const text = argText.trim();
+  const control = CONTROL[text.toLowerCase()];
+  if (control) return { action: control };
+  const tokens = text.split(/\s+/);
+  let index = tokens[0]?.toLowerCase() === 'every' ? 1 : 0;
+  const interval = parseIntervalAt(tokens, index);
+  if (!interval) {
+    if (tokens[index] !== undefined && isSignedInterval(tokens[index]!)) {
+      throw new ScheduleInputError(signedIntervalMessage(tokens[index]!), { field: 'interval' });
+    }
+    const unit = tokens[index] === undefined ? undefined : unknownIntervalUnit(tokens[index]!);
+    if (unit !== undefined) {
+      throw new ScheduleInputError(`"${tokens[index]}" is not an interval: unknown unit "${unit}"; use ${INTERVAL_UNITS_HINT}.`, { field: 'interval' });
+    }
+    throw new ScheduleInputError('Usage: /heartbeat every <interval> <prompt>, e.g. /heartbeat every 30m report on the deploy.', { field: 'interval' });
+  }
+  index += interval.used;
+  const prompt = tokens.slice(index).join(' ').trim();
+  if (prompt.length === 0) throw new ScheduleInputError('/heartbeat needs a prompt after the interval.', { field: 'prompt' });
+  if (prompt.length > options.maxPromptChars) {
+    throw new ScheduleInputError(`The prompt is ${prompt.length} characters; the limit is ${options.maxPromptChars}.`, { field: 'prompt' });
+  }
+  const notes: string[] = [];
+  const intervalSeconds = interval.seconds;
+  if (intervalSeconds > MAX_INTERVAL_SECONDS) {
+    throw new ScheduleInputError(`The interval ${formatSeconds(intervalSeconds)} is too long; the most is ${formatSeconds(MAX_INTERVAL_SECONDS)}.`, { field: 'interval' });
+  }
+  if (intervalSeconds < options.minIntervalSeconds) {
+    throw new ScheduleInputError(
+      `The interval ${formatSeconds(intervalSeconds)} is below the heartbeat minimum of ${formatSeconds(options.minIntervalSeconds)} (heartbeat.min_interval_seconds).`,
+      { field: 'interval' },
+    );
+  }
+  return { action: 'set', prompt, intervalSeconds, notes };
+}
+
+export const HEARTBEAT_HELP = [
+  'Usage: /heartbeat every <interval> <prompt>   (alias /hb; minimum 60s)',
+  '  /heartbeat every 30m summarise what changed in the repo',
+  'Control: /heartbeat status | pause | resume | clear',
+].join('\n');

@@ -1,0 +1,212 @@
+/**
+ * Applying `/loop` and `/heartbeat` commands to a session: the pure state
+ * functions decide, the store persists. Shared by every surface (CLI, chat,
+ * Telegram, `/api`), so the rules live in one place.
+ *
+ * No silent writes (SPEC §6): a reply that claims a change is only produced
+ * after Redis confirmed it; a refused write surfaces as `StoreUnavailableError`
+ * for the caller to report, and is logged at WARNING here.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
+import type { LoopKind } from '../store/keys.ts';
+import { formatSeconds } from '../interval.ts';
+import {
+  createLoop, pauseLoop, resumeDueAt, resumeLoop, sameLoop,
+  type LoopRecord, type Origin, type RunnerSpec,
+} from './loop-state.ts';
+import type { LoopStore } from './loop-store.ts';
+import { assertSessionId } from '../session/session-id.ts';
+import { CONFLICT, retryOnConflict } from '../store/optimistic-retry.ts';
+
+/** What a `set` asks for (already parsed and validated). */
+export interface LoopSpec {
+  prompt: string;
+  intervalSeconds: number | null;
+  times: number | null;
+  until: string | null;
+  notes: string[];
+}
+
+/** Settings the service needs (from `loops.*`). */
+export interface LoopServiceSettings {
+  maxTicks: number;
+  selfPacedFloorSeconds: number;
+}
+
+const LABEL: Record<LoopKind, string> = { loop: 'Loop', heartbeat: 'Heartbeat' };
+
+/**
+ * Set, pause, resume, stop and describe a session's loop or heartbeat.
+ *
+ * Concurrency: every change of one session's loop record runs under a short
+ * mutation lock in Redis, so the record and its job scheduler are always
+ * written by the same change (four processes replacing a loop at once end
+ * with one loop whose job scheduler matches its record).
+ */
+export class LoopService {
+  constructor(
+    private readonly store: LoopStore,
+    private readonly settings: LoopServiceSettings,
+    private readonly log: Logger,
+  ) {}
+
+  private async exclusive<T>(sessionId: string, kind: LoopKind, fn: () => Promise<T>): Promise<T> {
+    assertSessionId(sessionId);
+    const release = await this.guard(kind, sessionId, () => this.store.lockMutation(sessionId, kind));
+    try {
+      return await fn();
+    } finally {
+      await release();
+    }
+  }
+
+  /**
+   * Create or replace the session's loop record of `kind`; its first tick is due now.
+   * The same loop sent again while it is active changes nothing and fires
+   * nothing: the reply says it is already set and when it fires next (F18).
+   * @returns the reply for the user
+   * @throws ScheduleInputError for a bad session id; StoreUnavailableError when Redis refused the write
+   */
+  async set(
+    sessionId: string,
+    kind: LoopKind,
+    spec: LoopSpec,
+    ctx: { origin: Origin; runner: RunnerSpec; now?: number },
+  ): Promise<string> {
+    return await this.exclusive(sessionId, kind, async () => {
+      const now = ctx.now ?? Date.now();
+      const current = await this.guard(kind, sessionId, () => this.store.get(sessionId, kind));
+      if (current && sameLoop(current, { kind, ...spec, runner: ctx.runner })) {
+        const next = await this.guard(kind, sessionId, () => this.store.nextDueAt(current));
+        const when = next === undefined ? 'next tick pending' : next <= now ? 'next tick due now' : `next in ${formatSeconds((next - now) / 1000)}`;
+        this.log.info({ sessionId, kind, loopId: current.loopId }, `${kind} already set; unchanged`);
+        return `${LABEL[kind]} already set: ${cadence(current)} · ${when}. Send a different prompt or interval to replace it.`;
+      }
+      const record = createLoop({
+        kind, loopId: randomBytes(6).toString('hex'), sessionId, prompt: spec.prompt,
+        intervalSeconds: spec.intervalSeconds, times: spec.times, until: spec.until,
+        maxTicks: this.settings.maxTicks, selfPacedFloorSeconds: this.settings.selfPacedFloorSeconds,
+        runner: ctx.runner, origin: ctx.origin, now,
+      });
+      const { previous, stored } = await this.write(sessionId, kind, () => record);
+      await this.guard(kind, sessionId, () => this.store.arm(stored!, now));
+      this.log.info({ sessionId, kind, loopId: record.loopId, intervalSeconds: record.intervalSeconds }, `${kind} set`);
+      const lines = [...spec.notes];
+      if (previous && previous.status !== 'finished') lines.push(`Replaced the previous ${kind} ("${clip(previous.prompt)}").`);
+      lines.push(`${LABEL[kind]} set: ${cadence(record)} · ${budget(record)} — first tick now.`);
+      lines.push(`Prompt: ${clip(record.prompt, 200)}`);
+      return lines.join('\n');
+    });
+  }
+
+  /** Pause; the job scheduler is removed so nothing fires. @returns the reply */
+  async pause(sessionId: string, kind: LoopKind, now = Date.now()): Promise<string> {
+    return await this.exclusive(sessionId, kind, async () => {
+      const { previous, stored } = await this.write(sessionId, kind, (cur) => (cur && cur.status === 'active' ? pauseLoop(cur, now) : undefined));
+      if (!previous) return `No ${kind} in this session.`;
+      if (!stored) return `${LABEL[kind]} is ${previous.status}; nothing to pause.`;
+      await this.guard(kind, sessionId, () => this.store.removeScheduler(sessionId, kind));
+      return `${LABEL[kind]} paused after ${stored.ticksUsed} tick(s). /${kind} resume continues it.`;
+    });
+  }
+
+  /** Resume a paused loop or heartbeat: one tick at the next point of its cadence, never a burst. @returns the reply */
+  async resume(sessionId: string, kind: LoopKind, now = Date.now()): Promise<string> {
+    return await this.exclusive(sessionId, kind, async () => {
+      const { previous, stored } = await this.write(sessionId, kind, (cur) => (cur && cur.status === 'paused' ? resumeLoop(cur, now) : undefined));
+      if (!previous) return `No ${kind} in this session.`;
+      if (!stored) return `${LABEL[kind]} is ${previous.status}; nothing to resume.`;
+      const due = resumeDueAt(stored, now);
+      await this.guard(kind, sessionId, () => this.store.arm(stored, due));
+      return `${LABEL[kind]} resumed: ${cadence(stored)} · next tick ${due <= now ? 'now' : `in ${formatSeconds((due - now) / 1000)}`}.`;
+    });
+  }
+
+  /** Stop for good (the record is kept as finished for status). @returns the reply */
+  async stop(sessionId: string, kind: LoopKind, now = Date.now()): Promise<string> {
+    return await this.exclusive(sessionId, kind, async () => {
+      const { previous, stored } = await this.write(sessionId, kind, (cur) =>
+        cur && cur.status !== 'finished' ? { ...cur, status: 'finished', statusReason: 'stopped by user', updatedAt: now } : undefined,
+      );
+      if (!previous) return `No ${kind} in this session.`;
+      await this.guard(kind, sessionId, () => this.store.removeScheduler(sessionId, kind));
+      if (!stored) return `${LABEL[kind]} was already finished.`;
+      return `${LABEL[kind]} stopped after ${stored.ticksUsed} tick(s).`;
+    });
+  }
+
+  /** One status line. */
+  async status(sessionId: string, kind: LoopKind, now = Date.now()): Promise<string> {
+    assertSessionId(sessionId);
+    const record = await this.store.get(sessionId, kind);
+    if (!record) return `No ${kind} in this session.`;
+    const next = record.status === 'active' ? await this.store.nextDueAt(record) : undefined;
+    return statusLine(record, now, next);
+  }
+
+  /**
+   * Read-modify-write with the store's version check, retried on a concurrent
+   * write. `change` returns the new record or `undefined` for "no change".
+   */
+  private async write(
+    sessionId: string,
+    kind: LoopKind,
+    change: (cur: LoopRecord | null) => LoopRecord | undefined,
+  ): Promise<{ previous: LoopRecord | null; stored: LoopRecord | null }> {
+    assertSessionId(sessionId);
+    return await retryOnConflict(async () => {
+      const previous = await this.guard(kind, sessionId, () => this.store.get(sessionId, kind));
+      const next = change(previous);
+      if (!next) return { previous, stored: null };
+      const expected = previous ? previous.version : 'absent';
+      const stored = await this.guard(kind, sessionId, () => this.store.put({ ...next, version: previous?.version ?? 0 }, expected));
+      return stored ? { previous, stored } : CONFLICT;
+    }, () => new StoreUnavailableError(`The ${kind} of session ${sessionId} kept changing; try again.`));
+  }
+
+  /** Run a store call; a failure is logged at WARNING and rethrown as StoreUnavailableError. */
+  private async guard<T>(kind: LoopKind, sessionId: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      this.log.warn({ sessionId, kind, err: (err as Error).message }, `${kind} write not confirmed by Redis`);
+      if (err instanceof StoreUnavailableError) throw err;
+      throw new StoreUnavailableError(`Redis did not confirm the ${kind} change: ${(err as Error).message}`, { cause: err });
+    }
+  }
+}
+
+function clip(text: string, max = 60): string {
+  const one = text.replace(/\s+/g, ' ').trim();
+  return one.length > max ? `${one.slice(0, max - 1)}…` : one;
+}
+
+/** `every 10m` or `self-paced (now 2m)`. */
+export function cadence(r: LoopRecord): string {
+  return r.mode === 'fixed' ? `every ${formatSeconds(r.intervalSeconds ?? 0)}` : `self-paced (now ${formatSeconds(r.delaySeconds ?? 0)})`;
+}
+
+function budget(r: LoopRecord): string {
+  const parts: string[] = [];
+  if (r.times !== null) parts.push(`${r.times} times`);
+  parts.push(r.maxTicks > 0 ? `budget ${r.maxTicks} ticks` : 'no tick budget');
+  if (r.until) parts.push(`until ${clip(r.until, 80)}`);
+  return parts.join(' · ');
+}
+
+/**
+ * The status line of SPEC §4: state, cadence, ticks used/budget, next due, prompt.
+ * @param nextDueAt - epoch ms of the next tick when known
+ */
+export function statusLine(r: LoopRecord, now: number, nextDueAt?: number): string {
+  const used = r.maxTicks > 0 ? `${r.ticksUsed}/${r.maxTicks}` : `${r.ticksUsed}`;
+  const parts = [`${r.kind}: ${r.status}${r.statusReason ? ` (${r.statusReason})` : ''}`, cadence(r), `ticks ${used}`];
+  if (r.times !== null) parts.push(`times ${r.ticksUsed}/${r.times}`);
+  if (r.status === 'active') {
+    parts.push(nextDueAt === undefined ? 'next: pending' : nextDueAt <= now ? 'next: due now' : `next in ${formatSeconds((nextDueAt - now) / 1000)}`);
+  }
+  parts.push(`“${clip(r.prompt)}”`);
+  return parts.join(' · ');
+}

@@ -1,0 +1,351 @@
+/**
+ * Loop and heartbeat state and its transitions, as pure functions (no I/O).
+ * The store persists a `LoopRecord`; the worker asks these functions whether a
+ * tick may fire and what the record becomes after a tick.
+ *
+ * Policies decided here (SPEC §4–§5):
+ * - A paused, finished, removed or replaced loop never fires (`decideFire`).
+ * - Coalescing: an occurrence due before the start of the last tick that ran is
+ *   already covered by it and is skipped. So after downtime, or when a tick was
+ *   deferred past the next occurrence, exactly one tick runs, never a burst.
+ * - Stop order after a tick (`applyTick`): `LOOP_COMPLETE` line → finished;
+ *   `--until` verdict → finished/paused; `--times` reached → finished;
+ *   `loops.max_consecutive_failures` failed ticks in a row → paused, naming the
+ *   last error; `loops.max_ticks` reached → paused (resumable).
+ * - Failure streak (field report F19): a failed turn (model or command error)
+ *   still completes its tick and counts against the budget; after N failed
+ *   ticks in a row (default 3) the loop or heartbeat pauses instead of burning
+ *   its budget, one failed tick after another. A successful tick resets the
+ *   count, and so does `/loop resume` (N fresh tries). An `--until` judge that
+ *   cannot be reached fails open (the loop continues) and pauses after the same
+ *   number of judge failures in a row.
+ */
+import type { LoopKind } from '../store/keys.ts';
+import { nextSelfPacedDelay, replyDigest } from './self-paced.ts';
+import type { MessagingRoute } from '../delivery/delivery-target.ts';
+
+export type LoopStatus = 'active' | 'paused' | 'finished';
+
+/** How a turn is produced. `command` may only be created by a trusted surface (CLI, config). */
+export type RunnerSpec =
+  | { kind: 'agent' }
+  | {
+      kind: 'command';
+      /** shell command line */
+      command: string;
+      timeoutSeconds: number;
+      /** the `commands.<name>` entry it came from (its `env` and `pass_env` apply at run time) */
+      name?: string;
+    };
+
+/** Where a schedule was created, and where replies go besides the session stream. */
+export interface Origin {
+  surface: 'cli' | 'chat' | 'telegram' | 'api';
+  /** Messaging route (platform + chat) for replies, when set from a platform. */
+  route?: MessagingRoute;
+}
+
+/** Persisted state of a session's loop or heartbeat. Times are epoch milliseconds. */
+export interface LoopRecord {
+  kind: LoopKind;
+  /** Random id of this loop; a replaced loop gets a new one, so old ticks are recognised. */
+  loopId: string;
+  sessionId: string;
+  prompt: string;
+  mode: 'fixed' | 'self-paced';
+  /** Fixed cadence in seconds (fixed mode). */
+  intervalSeconds: number | null;
+  /** Current delay in seconds (self-paced mode). */
+  delaySeconds: number | null;
+  times: number | null;
+  until: string | null;
+  status: LoopStatus;
+  /** Why the loop is paused or finished, for the status line. */
+  statusReason: string | null;
+  ticksUsed: number;
+  /** Tick budget snapshot of `loops.max_ticks`; 0 = unlimited. */
+  maxTicks: number;
+  runner: RunnerSpec;
+  origin: Origin;
+  createdAt: number;
+  updatedAt: number;
+  lastTickDueAt: number | null;
+  lastTickStartedAt: number | null;
+  lastTickFinishedAt: number | null;
+  /** Occurrence id of the last tick applied (makes `applyTick` idempotent). */
+  lastOccurrenceId: string | null;
+  /** Digest of the last normalised reply (self-paced mode). */
+  lastDigest: string | null;
+  /**
+   * Self-paced mode: the due time (epoch ms) of the one tick that may fire
+   * next. A tick job due at any other time belongs to a superseded chain
+   * (e.g. armed before a pause) and never fires. `null` while paused.
+   */
+  nextDueAt: number | null;
+  /** Consecutive `--until` judge failures. */
+  judgeFailures: number;
+  /** Consecutive failed ticks (records written before this field existed read as 0). */
+  failureStreak?: number;
+  /** Error of the last failed tick, cleared by a successful one. */
+  lastError?: string | null;
+  /** Incremented on every write; the store writes only over the version it read. */
+  version: number;
+}
+
+/** The marker an agent prints on its own line when a loop's task is done. */
+export const LOOP_COMPLETE = 'LOOP_COMPLETE';
+
+/** True when `reply` has a line that is exactly `LOOP_COMPLETE` (surrounding spaces ignored). */
+export function hasLoopComplete(reply: string): boolean {
+  return reply.split(/\r?\n/).some((line) => line.trim() === LOOP_COMPLETE);
+}
+
+/** Input to `createLoop`. */
+export interface NewLoop {
+  kind: LoopKind;
+  loopId: string;
+  sessionId: string;
+  prompt: string;
+  intervalSeconds: number | null;
+  times: number | null;
+  until: string | null;
+  maxTicks: number;
+  /** Self-paced starting delay (`loops.self_paced_floor_seconds`). */
+  selfPacedFloorSeconds: number;
+  runner: RunnerSpec;
+  origin: Origin;
+  now: number;
+}
+
+/** A fresh active loop. */
+export function createLoop(input: NewLoop): LoopRecord {
+  const selfPaced = input.intervalSeconds === null;
+  return {
+    kind: input.kind,
+    loopId: input.loopId,
+    sessionId: input.sessionId,
+    prompt: input.prompt,
+    mode: selfPaced ? 'self-paced' : 'fixed',
+    intervalSeconds: input.intervalSeconds,
+    delaySeconds: selfPaced ? input.selfPacedFloorSeconds : null,
+    times: input.times,
+    until: input.until,
+    status: 'active',
+    statusReason: null,
+    ticksUsed: 0,
+    maxTicks: input.kind === 'heartbeat' ? 0 : input.maxTicks,
+    runner: input.runner,
+    origin: input.origin,
+    createdAt: input.now,
+    updatedAt: input.now,
+    lastTickDueAt: null,
+    lastTickStartedAt: null,
+    lastTickFinishedAt: null,
+    lastOccurrenceId: null,
+    lastDigest: null,
+    nextDueAt: selfPaced ? input.now : null,
+    judgeFailures: 0,
+    failureStreak: 0,
+    lastError: null,
+    version: 0,
+  };
+}
+
+/**
+ * True when `loop` is active and already is exactly the schedule `wanted`
+ * describes (same prompt, cadence, `--times`, `--until` and runner). Sending
+ * the same `/loop` or `/heartbeat` again is then a no-op: it must not fire an
+ * extra turn (field report F18). A changed field, or a paused or finished
+ * loop, is a new schedule that replaces it and fires now.
+ */
+export function sameLoop(
+  loop: LoopRecord | null,
+  wanted: { kind: LoopKind; prompt: string; intervalSeconds: number | null; times: number | null; until: string | null; runner: RunnerSpec },
+): boolean {
+  return (
+    loop !== null && loop.status === 'active' && loop.kind === wanted.kind && loop.prompt === wanted.prompt &&
+    loop.intervalSeconds === wanted.intervalSeconds && loop.times === wanted.times && loop.until === wanted.until &&
+    JSON.stringify(loop.runner) === JSON.stringify(wanted.runner)
+  );
+}
+
+/** One due tick as the worker sees it. */
+export interface TickRef {
+  loopId: string;
+  /** When the occurrence was due (epoch ms). */
+  dueAt: number;
+  occurrenceId: string;
+}
+
+export type FireDecision =
+  | { fire: true }
+  | { fire: false; reason: 'removed' | 'replaced' | 'paused' | 'finished' | 'coalesced' | 'superseded' | 'already-applied' };
+
+/** May this tick fire now? (pure; see the policies at the top of this file) */
+export function decideFire(loop: LoopRecord | null, tick: TickRef): FireDecision {
+  if (!loop) return { fire: false, reason: 'removed' };
+  if (loop.loopId !== tick.loopId) return { fire: false, reason: 'replaced' };
+  if (loop.lastOccurrenceId === tick.occurrenceId) return { fire: false, reason: 'already-applied' };
+  if (loop.status === 'paused') return { fire: false, reason: 'paused' };
+  if (loop.status === 'finished') return { fire: false, reason: 'finished' };
+  if (loop.mode === 'self-paced' && loop.nextDueAt !== tick.dueAt) return { fire: false, reason: 'superseded' };
+  if (loop.lastTickStartedAt !== null && tick.dueAt < loop.lastTickStartedAt) {
+    return { fire: false, reason: 'coalesced' };
+  }
+  return { fire: true };
+}
+
+/** Verdict of an `--until` judge (issue: full /loop). `error` = the judge call failed. */
+export type UntilVerdict = { verdict: 'done' | 'continue' } | { verdict: 'blocked'; reason: string } | { verdict: 'error'; message: string };
+
+/** What happened to the loop after a tick. */
+export type TickOutcome =
+  | { kind: 'continue' }
+  | { kind: 'finished'; reason: string }
+  | { kind: 'paused'; reason: string };
+
+/** Failed ticks (and judge failures) in a row before a loop pauses, when the caller passes none. */
+export const DEFAULT_MAX_CONSECUTIVE_FAILURES = 3;
+
+/**
+ * The record after a tick completed (pure). Applies the stop order of SPEC §4.
+ *
+ * @param tick.reply - the turn's reply text (may be empty: the tick still completes)
+ * @param tick.until - the `--until` verdict when the loop has a condition
+ */
+export function applyTick(
+  loop: LoopRecord,
+  tick: TickRef & {
+    startedAt: number;
+    finishedAt: number;
+    reply: string;
+    until?: UntilVerdict;
+    /** The turn's error when it failed (the tick still completes). */
+    failure?: string;
+    /** `loops.max_consecutive_failures`: failed ticks or judge failures in a row before a pause; 0 = never. */
+    maxConsecutiveFailures?: number;
+    /** Self-paced floor and ceiling in seconds (`loops.self_paced_*`; the config is their only source). */
+    pacing: { floorSeconds: number; ceilingSeconds: number };
+  },
+): { loop: LoopRecord; outcome: TickOutcome } {
+  const digest = replyDigest(tick.reply);
+  const { pacing } = tick;
+  const maxFailures = tick.maxConsecutiveFailures ?? DEFAULT_MAX_CONSECUTIVE_FAILURES;
+  const failureStreak = tick.failure === undefined ? 0 : (loop.failureStreak ?? 0) + 1;
+  const next: LoopRecord = {
+    ...loop,
+    ticksUsed: loop.ticksUsed + 1,
+    lastTickDueAt: tick.dueAt,
+    lastTickStartedAt: tick.startedAt,
+    lastTickFinishedAt: tick.finishedAt,
+    lastOccurrenceId: tick.occurrenceId,
+    lastDigest: tick.failure === undefined ? digest : loop.lastDigest,
+    failureStreak,
+    lastError: tick.failure === undefined ? null : tick.failure,
+    delaySeconds:
+      loop.mode === 'self-paced'
+        ? nextSelfPacedDelay({
+            currentDelaySeconds: loop.delaySeconds ?? pacing.floorSeconds,
+            previousDigest: loop.lastDigest,
+            digest,
+            floorSeconds: pacing.floorSeconds,
+            ceilingSeconds: pacing.ceilingSeconds,
+          })
+        : loop.delaySeconds,
+    updatedAt: tick.finishedAt,
+  };
+  if (next.mode === 'self-paced') next.nextDueAt = tick.finishedAt + (next.delaySeconds ?? pacing.floorSeconds) * 1000;
+  // A loop paused or stopped while this tick ran keeps that state: the user's word wins.
+  if (loop.status !== 'active') return { loop: { ...next, nextDueAt: null }, outcome: { kind: 'continue' } };
+  const finish = (reason: string) => ({
+    loop: { ...next, status: 'finished' as const, statusReason: reason },
+    outcome: { kind: 'finished' as const, reason },
+  });
+  const pause = (reason: string) => ({
+    loop: { ...next, status: 'paused' as const, statusReason: reason },
+    outcome: { kind: 'paused' as const, reason },
+  });
+  if (loop.kind === 'loop' && hasLoopComplete(tick.reply)) return finish('the agent reported LOOP_COMPLETE');
+  if (loop.until && tick.until) {
+    const v = tick.until;
+    if (v.verdict === 'done') return finish(`condition met: ${loop.until}`);
+    if (v.verdict === 'blocked') return pause(`blocked: ${v.reason}`);
+    if (v.verdict === 'error') {
+      next.judgeFailures = loop.judgeFailures + 1;
+      if (maxFailures > 0 && next.judgeFailures >= maxFailures) {
+        return pause(`the --until judge failed ${next.judgeFailures} times in a row (${v.message})`);
+      }
+    } else {
+      next.judgeFailures = 0;
+    }
+  }
+  if (loop.times !== null && next.ticksUsed >= loop.times) return finish(`ran ${loop.times} times`);
+  if (tick.failure !== undefined && maxFailures > 0 && failureStreak >= maxFailures) {
+    return pause(`${failureStreak} failed ticks in a row; last error: ${clipError(tick.failure)}. /${loop.kind} resume continues`);
+  }
+  if (loop.maxTicks > 0 && next.ticksUsed >= loop.maxTicks) {
+    return pause(`tick budget of ${loop.maxTicks} used (loops.max_ticks); /loop resume continues`);
+  }
+  return { loop: next, outcome: { kind: 'continue' } };
+}
+
+/** An error message for a one-line notice: one line, at most 300 characters. */
+export function clipError(message: string): string {
+  const one = message.replace(/\s+/g, ' ').trim();
+  return one.length > 300 ? `${one.slice(0, 299)}…` : one;
+}
+
+/**
+ * The notice a failed tick sends to the loop's route (issue: failure
+ * notices), unless the failure paused the loop (the pause notice says it).
+ */
+export function tickFailureNotice(loop: LoopRecord, tickNumber: number, error: string, maxConsecutiveFailures: number): string {
+  const label = loop.kind === 'loop' ? 'Loop' : 'Heartbeat';
+  const streak = loop.failureStreak ?? 1;
+  const left = maxConsecutiveFailures > 0 ? ` (${streak} of ${maxConsecutiveFailures} failures in a row before it pauses)` : '';
+  return `${label} tick #${tickNumber} failed: ${clipError(error)}${left}.`;
+}
+
+/** Pause (pure). A finished loop stays finished. */
+export function pauseLoop(loop: LoopRecord, now: number, reason = 'paused by user'): LoopRecord {
+  if (loop.status !== 'active') return loop;
+  return { ...loop, status: 'paused', statusReason: reason, nextDueAt: null, updatedAt: now };
+}
+
+/**
+ * Resume (pure). A loop paused by its budget gets a fresh budget window
+ * (`ticksUsed` counts on; the budget is raised by `maxTicks`).
+ */
+export function resumeLoop(loop: LoopRecord, now: number): LoopRecord {
+  if (loop.status !== 'paused') return loop;
+  const budgetHit = loop.maxTicks > 0 && loop.ticksUsed >= loop.maxTicks;
+  const resumed: LoopRecord = {
+    ...loop,
+    status: 'active',
+    statusReason: null,
+    judgeFailures: 0,
+    failureStreak: 0,
+    maxTicks: budgetHit ? loop.ticksUsed + loop.maxTicks : loop.maxTicks,
+    updatedAt: now,
+  };
+  return { ...resumed, nextDueAt: resumed.mode === 'self-paced' ? resumeDueAt(resumed, now) : null };
+}
+
+/**
+ * When the first tick after a resume is due: the next point on the old cadence
+ * that is not in the past, at most one interval away — never a burst of
+ * missed ticks (SPEC §4). The one rule for re-arming a loop whose next
+ * occurrence is unknown: `/loop resume`, a worker's reconcile of a missing job
+ * scheduler, and a reshard that finds none. Fixed mode: from the last tick's
+ * start (`intervalSeconds`); self-paced: from the last tick's end (`delaySeconds`).
+ * @returns epoch ms, never before `now`
+ */
+export function resumeDueAt(loop: LoopRecord, now: number): number {
+  if (loop.mode === 'self-paced') {
+    const delayMs = (loop.delaySeconds ?? 0) * 1000;
+    return loop.lastTickFinishedAt === null ? now : Math.max(now, loop.lastTickFinishedAt + delayMs);
+  }
+  const periodMs = (loop.intervalSeconds ?? 0) * 1000;
+  if (loop.lastTickStartedAt === null || periodMs === 0) return now;
+  return Math.max(now, loop.lastTickStartedAt + periodMs);
+}

@@ -1,0 +1,112 @@
+/**
+ * BullMQ queues of the product, created in one place so every producer and
+ * worker uses the same prefix, connection options and defaults.
+ */
+import { Queue, type ConnectionOptions, type JobType, type KeepJobs } from 'bullmq';
+import type { Logger } from '../logger.ts';
+import { logBullmqErrors } from './redis/bullmq-errors.ts';
+import type { RedisClient } from './redis/connection-factory.ts';
+import { QUEUES, type Keys } from './keys.ts';
+import { cronRepeatStrategy } from '../cron/repeat-strategy.ts';
+
+/**
+ * Completed/failed job retention: enough for inspection, bounded memory. The one
+ * definition: the workers' options use it (BullMQ applies a worker's retention
+ * to a job that names none), and so do the defaults of the queues whose jobs are
+ * few. The `ticks` queue's jobs name none: options a job carries are stored in
+ * its hash and in each job scheduler's template, bytes per stored schedule.
+ */
+export const JOB_RETENTION: { removeOnComplete: KeepJobs; removeOnFail: KeepJobs } = {
+  removeOnComplete: { count: 1000 },
+  removeOnFail: { count: 5000 },
+};
+
+/**
+ * The product's queues of one shard over one connection (`ticks`, `inbox`),
+ * and, through `forShard`/`forSession`/`forCronJob`, those of every other
+ * shard of the key space over the same connection. `close()` closes the
+ * queues of every shard opened so far, not the connection.
+ */
+export class HermesQueues {
+  readonly ticks: Queue;
+  readonly inbox: Queue;
+  private readonly family: Map<number, HermesQueues>;
+
+  /**
+   * @param keys - the builder of the shard these queues belong to (its `bullPrefix`)
+   * @param connection - BullMQ connection (`maxRetriesPerRequest: null`), shared by every shard's queues
+   * @param log - where the queues' connection errors are logged (rate-limited, see `logBullmqErrors`);
+   *   without it they are dropped, never printed with a stack
+   */
+  constructor(
+    readonly keys: Keys,
+    private readonly connection: RedisClient | ConnectionOptions,
+    private readonly log?: Logger,
+    family?: Map<number, HermesQueues>,
+  ) {
+    const opts = { connection: connection as ConnectionOptions, prefix: keys.bullPrefix };
+    // croner decides the fire times of cron job schedulers (scheduler/cron/repeat-strategy.ts);
+    // every Worker of this queue needs the same setting.
+    this.ticks = new Queue(QUEUES.ticks, { ...opts, settings: { repeatStrategy: cronRepeatStrategy } });
+    this.inbox = new Queue(QUEUES.inbox, { ...opts, defaultJobOptions: JOB_RETENTION });
+    // A lost connection is reported by the calls that fail (and ioredis reconnects); without a
+    // listener BullMQ would print each connection error with its stack on the terminal.
+    logBullmqErrors(this.ticks, QUEUES.ticks, log);
+    logBullmqErrors(this.inbox, QUEUES.inbox, log);
+    this.family = family ?? new Map();
+    this.family.set(keys.shardIndex, this);
+  }
+
+  /** The queues of shard `index` (opened on first use). */
+  forShard(index: number): HermesQueues {
+    return this.family.get(index) ?? new HermesQueues(this.keys.shard(index), this.connection, this.log, this.family);
+  }
+
+  /** The queues of a session's shard. */
+  forSession(sessionId: string): HermesQueues {
+    return this.forShard(this.keys.shardOfSession(sessionId));
+  }
+
+  /** The queues of a cron job's shard. */
+  forCronJob(jobId: string): HermesQueues {
+    return this.forShard(this.keys.shardOfCronJob(jobId));
+  }
+
+  /** The queues of every shard, in shard order. */
+  shards(): HermesQueues[] {
+    return this.keys.shards().map((k) => this.forShard(k.shardIndex));
+  }
+
+  /**
+   * One queue name over every shard: its name and its job counts summed over
+   * the shards' queues of that name (for metrics and status).
+   */
+  acrossShards(queue: 'ticks' | 'inbox'): { name: string; getJobCounts(...types: string[]): Promise<Record<string, number>> } {
+    const all = this.shards().map((q) => q[queue]);
+    return {
+      name: all[0]!.name,
+      async getJobCounts(...types: string[]) {
+        const sum: Record<string, number> = {};
+        for (const counts of await Promise.all(all.map((q) => q.getJobCounts(...(types as JobType[]))))) {
+          for (const [state, n] of Object.entries(counts)) sum[state] = (sum[state] ?? 0) + n;
+        }
+        return sum;
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    const all = [...this.family.values()];
+    await Promise.allSettled(all.flatMap((q) => [q.ticks.close(), q.inbox.close()]));
+  }
+}
+
+/**
+ * The scheduled time of a job made by a BullMQ job scheduler, read from its id
+ * (`repeat:<schedulerId>:<millis>`), or `undefined` for other jobs.
+ */
+export function schedulerJobMillis(jobId: string | undefined): number | undefined {
+  if (!jobId?.startsWith('repeat:')) return undefined;
+  const n = Number(jobId.slice(jobId.lastIndexOf(':') + 1));
+  return Number.isFinite(n) ? n : undefined;
+}

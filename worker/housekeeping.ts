@@ -1,0 +1,85 @@
+/**
+ * In-process housekeeping on `node-cron`: timers that each process runs for
+ * itself and that need no durability. Missing a run changes nothing (the next
+ * one does the same work), so they are not BullMQ job schedulers — those are
+ * for the durable schedules users set, whose every occurrence must run once
+ * across the fleet. Running in every process is harmless: each job is
+ * idempotent.
+ *
+ * Jobs (expressions under `housekeeping:` in config.yaml):
+ * - `workers_cron`: the worker liveness set. Entries older than
+ *   `worker_forget_seconds` belong to workers that died without saying so
+ *   (SIGKILL, lost host); they are removed so the set does not grow forever.
+ *   When no worker is alive, a WARNING says that schedules are waiting.
+ */
+import cron from 'node-cron';
+import type { Logger } from 'pino';
+import { countAliveWorkers } from '../scheduler/worker-liveness.ts';
+
+/** What the housekeeping jobs need. */
+export interface HousekeepingDeps {
+  redis: {
+    zremrangebyscore(key: string, min: number | string, max: number | string): Promise<number>;
+    zcount(key: string, min: number | string, max: number | string): Promise<number>;
+  };
+  /** Key of the worker liveness sorted set (scored by the last heartbeat, epoch ms). */
+  workersKey: string;
+  log: Logger;
+  now?: () => number;
+}
+
+/** Settings: `housekeeping.*`. */
+export interface HousekeepingSettings {
+  workers_cron: string;
+  worker_forget_seconds: number;
+}
+
+/** What one pass over the worker set did. */
+export interface WorkerSetCheck {
+  removed: number;
+  alive: number;
+}
+
+/**
+ * One pass of the `workers_cron` job: forget long-dead workers, count the live ones.
+ * @throws whatever Redis throws (the scheduled run logs it and tries again next time)
+ */
+export async function checkWorkerSet(deps: HousekeepingDeps, forgetSeconds: number): Promise<WorkerSetCheck> {
+  const now = (deps.now ?? Date.now)();
+  const removed = await deps.redis.zremrangebyscore(deps.workersKey, '-inf', `(${now - forgetSeconds * 1000}`);
+  const alive = await countAliveWorkers(deps.redis, deps.workersKey, now);
+  if (removed > 0) deps.log.info({ removed }, 'forgot workers whose liveness heartbeat stopped long ago');
+  if (alive === 0) deps.log.warn('no worker is alive: schedules wait until one starts (hermes worker)');
+  return { removed, alive };
+}
+
+/** Running housekeeping timers. */
+export interface Housekeeping {
+  /** Stop every timer; a run in progress finishes on its own. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** Start the housekeeping timers of this process. */
+export function startHousekeeping(deps: HousekeepingDeps, settings: HousekeepingSettings): Housekeeping {
+  const tasks = [
+    cron.schedule(settings.workers_cron, async () => {
+      try {
+        await checkWorkerSet(deps, settings.worker_forget_seconds);
+      } catch (err) {
+        deps.log.warn({ err: (err as Error).message }, 'housekeeping: worker set check failed; trying again at the next run');
+      }
+    }, { name: 'hermes-workers', noOverlap: true, unref: true, suppressMissedWarning: true }),
+  ];
+  let stopping: Promise<void> | undefined;
+  return {
+    stop() {
+      stopping ??= Promise.all(tasks.map(async (t) => t.destroy())).then(() => undefined);
+      return stopping;
+    },
+  };
+}
+
+/** True when `expression` is a cron expression node-cron accepts (5 fields, or 6 with seconds). */
+export function isHousekeepingCron(expression: string): boolean {
+  return cron.validate(expression);
+}
