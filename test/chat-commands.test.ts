@@ -18,7 +18,7 @@ afterEach(async () => {
   for (const f of cleanups.splice(0).reverse()) await f();
 });
 
-describe('whom a command is for (scheduler/chat-command.ts)', () => {
+describe('whom a command is for (scheduler/session/chat-command.ts)', () => {
   it('a command with @name is ours only when name is this bot; otherwise it is for another bot', () => {
     expect(parseChatCommand('/loop@Hermes_Test_Bot 10m x', 'hermes_test_bot')).toEqual({ kind: 'command', name: 'loop', args: '10m x', text: '/loop 10m x' });
     expect(parseChatCommand('/stop@other_bot', 'hermes_test_bot')).toEqual({ kind: 'other-bot', name: 'stop', bot: 'other_bot' });

@@ -1,5 +1,5 @@
 /**
- * Delivery targets (scheduler/delivery-target.ts): the one parser and
+ * Delivery targets (scheduler/delivery/delivery-target.ts): the one parser and
  * formatter of `local`, `origin`, `telegram:<chat>[:<thread>]` and webhook URLs.
  */
 import { describe, expect, it } from 'vitest';

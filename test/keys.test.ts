@@ -1,4 +1,4 @@
-/** Key and job id spelling (scheduler/keys.ts). */
+/** Key and job id spelling (scheduler/store/keys.ts). */
 import { afterEach, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';

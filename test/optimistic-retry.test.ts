@@ -1,5 +1,5 @@
 /**
- * The one attempt policy for optimistic writes (`scheduler/optimistic-retry.ts`).
+ * The one attempt policy for optimistic writes (`scheduler/store/optimistic-retry.ts`).
  */
 import { describe, expect, it } from 'vitest';
 import { CONFLICT, OPTIMISTIC_ATTEMPTS, retryOnConflict } from '../scheduler/store/optimistic-retry.ts';

@@ -1,5 +1,5 @@
 /**
- * Abort requests on the session's abort channel (scheduler/turn-abort.ts) and
+ * Abort requests on the session's abort channel (scheduler/session/turn-abort.ts) and
  * which running turns they reach (worker/turn-tracker.ts): `/stop` reaches
  * every turn of the session; Ctrl+C in `hermes chat` only the tick it was
  * aimed at, never a turn that started since.

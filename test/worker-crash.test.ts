@@ -84,7 +84,7 @@ describe('worker crash mid-tick', () => {
   });
 
   it('with the default lock and stall settings, a SIGKILLed worker\'s tick restarts on another worker within seconds and commits once', async () => {
-    // The product defaults (scheduler/config.ts), not the test environment's own lock settings;
+    // The product defaults (scheduler/config/config.ts), not the test environment's own lock settings;
     // the one test of the default recovery time (the others lower them to test the rule).
     const env = testEnv({ 'worker.lock_duration_ms': undefined, 'worker.stalled_interval_ms': undefined });
     expect(env.config.worker).toMatchObject({ lock_duration_ms: 3000, lock_renew_ms: 1000, stalled_interval_ms: 1000 });

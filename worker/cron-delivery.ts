@@ -12,7 +12,7 @@
  * - webhook URL → HTTP POST of JSON with `Idempotency-Key: <occurrence id>`;
  *   `delivered` only on a 2xx answer (evidence: the status), else `failed`;
  *   internal addresses are refused after DNS and redirects are not followed
- *   (webhook-sender.ts, scheduler/webhook-policy.ts).
+ *   (webhook-sender.ts, scheduler/delivery/webhook-policy.ts).
  * - `origin` → the route the job was created from (a Telegram chat), else `local`.
  */
 import { enqueueTelegramOutbound, outboundJobId } from '../scheduler/delivery/outbound.ts';

@@ -2,7 +2,7 @@
  * A `lookup` for outgoing sockets that checks every address a name resolves
  * to before the socket connects, and hands the socket the checked address
  * itself. Used by webhook deliveries and the `http_get` tool, each with its
- * own address rule (`scheduler/webhook-policy.ts`, `scheduler/http-tool-policy.ts`).
+ * own address rule (`scheduler/delivery/webhook-policy.ts`, `worker/tools/http-tool-policy.ts`).
  *
  * Why at connect time: a name checked once and fetched later can be
  * re-pointed by its DNS server between the two (rebinding). Here there is one

@@ -37,7 +37,7 @@ export type SlashOutcome =
 
 /**
  * Run a slash command. Every command goes through `parseChatCommand`
- * (scheduler/chat-command.ts), the one place that decides what is a command
+ * (scheduler/session/chat-command.ts), the one place that decides what is a command
  * and for whom. `/start` and `/help` answer a short help text; a command no
  * one here knows answers "unknown command" — neither becomes a model turn (F21).
  * @returns the reply, `ignored` for a command addressed to another bot, or

@@ -52,7 +52,7 @@ export const GOAL_DEFER_MIN_MS = 1000;
 
 /**
  * Decide over one read of the schedule (step 2 of a tick), in this order:
- *  1. coalescing and the schedule's state (`decideFire`, `scheduler/loop-state.ts`): an occurrence
+ *  1. coalescing and the schedule's state (`decideFire`, `scheduler/loop/loop-state.ts`): an occurrence
  *     that may not fire (paused, finished, removed, replaced, covered by a later-started tick,
  *     applied already) is skipped, never deferred;
  *  2. user input first: while the session has pending user input, the tick waits `deferMs`;
@@ -61,7 +61,7 @@ export const GOAL_DEFER_MIN_MS = 1000;
  *  4. otherwise it fires (the claim then checks all of this again atomically).
  * @param read.fire - the fire decision over the record read
  * @param read.inputPending - the session has pending, uncommitted user input (SPEC: user input, then goals, then ticks)
- * @param read.goalHoldsSession - `goalHoldsSession` of the goal read (`scheduler/goal-state.ts`)
+ * @param read.goalHoldsSession - `goalHoldsSession` of the goal read (`scheduler/goal/goal-state.ts`)
  */
 export function decideGate(
   read: { fire: FireDecision; inputPending: boolean; goalHoldsSession: boolean },

@@ -3,7 +3,7 @@
  * function per step (`processScheduleTick` reads as this list):
  *
  *   1. wait for the exact due time: the job arrives `worker.prefetch_lead_ms`
- *      early (prefetch lead, `scheduler/prefetch-lead.ts`; docs/BENCHMARKS.md);
+ *      early (prefetch lead, `scheduler/loop/prefetch-lead.ts`; docs/BENCHMARKS.md);
  *   2. `gate`: fire, defer (not dropped) or skip, over one read of the record,
  *      the goal and the pending input, then the claim script. The policies —
  *      drain, coalescing, user input first, goal first, session lock, in-flight
@@ -113,7 +113,7 @@ export async function processScheduleTick(
   const { dueAt, occurrenceId } = deps.loops.occurrenceOf(job);
   const tick: Tick = { sessionId, kind, loopId, dueAt, occurrenceId, log: deps.log.child({ sessionId, kind, loopId, occurrenceId }) };
 
-  // Prefetch lead (`scheduler/prefetch-lead.ts`): the job came early; the turn starts at the due time, never before.
+  // Prefetch lead (`scheduler/loop/prefetch-lead.ts`): the job came early; the turn starts at the due time, never before.
   await sleepUntil(dueAt, signal);
   // Drain, coalescing, user input first, goal first, session lock, in-flight order: `tick-gate.ts`
   // (docs/RELIABILITY.md, "Ticks fire on the record as it is at claim time").

@@ -68,7 +68,7 @@ export class TurnTracker {
   }
 
   /**
-   * Abort the turns a user's request names (`scheduler/turn-abort.ts`, published on
+   * Abort the turns a user's request names (`scheduler/session/turn-abort.ts`, published on
    * `Keys.turnAbortChannel`): every turn of the session, or only the one of
    * `occurrenceId`. Only turns that set `sessionId` (and `occurrenceId`) are found.
    * @returns how many were aborted

@@ -8,7 +8,7 @@
  *   the turn has the operator's tools allowed from `v1`, never tools from the request.
  * - A streamed request (`stream: true`) calls the model with `stream: true` and writes each
  *   content delta to the run's event stream (`run.delta`) as it arrives.
- * - The outcome is written to the run record (scheduler/v1-runs.ts), which the
+ * - The outcome is written to the run record (scheduler/v1/v1-runs.ts), which the
  *   waiting gateway reads; the job itself always completes, so BullMQ never
  *   retries a run whose caller already got an answer. Only a stalled job (its
  *   worker died) is taken over and run again.

@@ -1,6 +1,6 @@
 /**
  * POSTing a delivery to a webhook under the address rule of
- * `scheduler/webhook-policy.ts`, checked again at send time:
+ * `scheduler/delivery/webhook-policy.ts`, checked again at send time:
  *
  * - an IP-literal host is checked before connecting;
  * - a host name is resolved through a guarded `lookup` (./guarded-lookup.ts): every address it

@@ -2,7 +2,7 @@
  * The OpenAI-compatible `/v1` API (SPEC §8). Every request that needs the
  * model becomes a `v1-runs` job that a worker runs (worker/v1-run-processor.ts);
  * the gateway only queues it and relays the result from the run's record and
- * event stream in Redis (scheduler/v1-runs.ts).
+ * event stream in Redis (scheduler/v1/v1-runs.ts).
  *
  * - `POST /v1/chat/completions` waits for the run and answers a `chat.completion`,
  *   or with `stream: true` an SSE stream of `chat.completion.chunk`s: the role

@@ -96,7 +96,7 @@ export async function storeUpdate(update: Update, deps: InboundDeps): Promise<In
     enqueueTelegramOutbound(deps.outbound, { platform: 'telegram', chatId, threadId, text, sessionId, occurrenceId });
 
   // A command addressed to another bot (`/stop@other_bot`) is not for us: not stored, not run,
-  // not sent to the model, not answered — whoever sent it (F16; the rule: scheduler/chat-command.ts).
+  // not sent to the model, not answered — whoever sent it (F16; the rule: scheduler/session/chat-command.ts).
   const command = parseChatCommand(msg.text, deps.botUsername);
   if (command.kind === 'other-bot') {
     log.debug({ chatId, command: command.name }, 'Telegram command for another bot ignored');

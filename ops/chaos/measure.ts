@@ -6,7 +6,7 @@
  * - occurrence: a slot of a loop's cadence (every `intervalMs` from its first
  *   committed tick) that fell inside the measured window;
  * - run: a committed tick (`reply` or `tick.failed` event) with that due time;
- * - covered (the documented coalescing rule, scheduler/loop-state.ts): a slot
+ * - covered (the documented coalescing rule, scheduler/loop/loop-state.ts): a slot
  *   due while the previous tick had not started yet (due after it, at or before
  *   its start) — that tick covers it;
  * - missed: neither run nor covered;
@@ -170,7 +170,7 @@ export function countReplies(sent: Array<{ chat_id: string; text: string }>, que
  * The family of a Redis key: its shape with every id segment as `*`, so keys
  * of one kind (every session's event stream, every BullMQ job hash) count as
  * one family. A segment is an id when it holds a digit or a `%` escape (key
- * parts escape `:` and `%`, scheduler/keys.ts); the hash-tag prefix is kept
+ * parts escape `:` and `%`, scheduler/store/keys.ts); the hash-tag prefix is kept
  * as `{…}`. E.g. `{hermes}:session:chaos-7:events` → `{…}:session:*:events`,
  * `{hermes}:bull:ticks:repeat:loop%3Achaos-7:1764600000000` → `{…}:bull:ticks:repeat:*:*`.
  */

@@ -394,7 +394,7 @@ export const configSchema = z
         /**
          * Webhook hosts (names or IP addresses, matched exactly) and CIDR ranges that delivery may
          * reach although they are internal; every other loopback, private, link-local or reserved
-         * address is refused (scheduler/webhook-policy.ts). A comma list in the environment. @defaultValue []
+         * address is refused (scheduler/delivery/webhook-policy.ts). A comma list in the environment. @defaultValue []
          */
         webhook_allow: z
           .preprocess(

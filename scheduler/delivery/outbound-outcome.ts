@@ -2,7 +2,7 @@
  * What became of an outbound reply, reported back by the gateway after every
  * send attempt: to the session's event stream (a `delivery` event, so clients
  * and operators see a reply that did not reach its chat) and, for a cron
- * delivery, into the run record (cron/delivery-report.ts).
+ * delivery, into the run record (../cron/delivery-report.ts).
  *
  * Retry policy (decided in gateway/telegram/outbound-sender.ts): permanent
  * refusals (400 chat not found, 403 bot blocked, other 4xx but 429) are not

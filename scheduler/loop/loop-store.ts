@@ -233,7 +233,7 @@ export class LoopStore {
   }
 
   /**
-   * Start an occurrence's turn in one step (`redis/scripts/claim-tick-7.lua`):
+   * Start an occurrence's turn in one step (`../store/redis/scripts/claim-tick-7.lua`):
    * take the session's turn lock for `lock.holder`, claim the occurrence,
    * mark it in flight, add the `tick.started` event and read the transcript.
    *

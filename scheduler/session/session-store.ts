@@ -3,7 +3,7 @@
  * clients attach to, and the atomic commit of a finished turn.
  *
  * Exactly-once delivery: a turn is committed under its occurrence id by one Lua
- * script (`redis/scripts/commit-turn-6.lua`) that checks the session's set of
+ * script (`../store/redis/scripts/commit-turn-6.lua`) that checks the session's set of
  * committed occurrences, appends to the transcript, adds the reply to the event
  * stream and writes the loop's or goal's new state over the version it was
  * computed from. A retried or duplicated occurrence finds itself in the set and

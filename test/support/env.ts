@@ -23,7 +23,7 @@ export interface TestEnv {
 /**
  * Build a test environment.
  * @param overrides - config overrides by dotted key, e.g. `{ 'loops.min_interval_seconds': 1 }`;
- *   `undefined` drops a test setting, so the product default of `scheduler/config.ts` applies
+ *   `undefined` drops a test setting, so the product default of `scheduler/config/config.ts` applies
  *   (in-process and in child processes alike)
  */
 export function testEnv(overrides: Record<string, unknown> = {}): TestEnv {

@@ -22,7 +22,7 @@
  *     rest stay refused for it.
  *
  * Pure: no I/O. Address classes are ipaddr.js's, narrowed as in
- * scheduler/webhook-policy.ts (`addressRange`).
+ * scheduler/delivery/webhook-policy.ts (`addressRange`).
  */
 import ipaddr from 'ipaddr.js';
 import { addressRange } from '../../scheduler/delivery/webhook-policy.ts';

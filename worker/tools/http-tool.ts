@@ -7,7 +7,7 @@
  * agent to an unlisted one (e.g. 127.0.0.1); the body is read only up to the
  * result cap and the connection is then dropped.
  *
- * Address rule (scheduler/http-tool-policy.ts): a URL whose host is a listed
+ * Address rule (worker/tools/http-tool-policy.ts): a URL whose host is a listed
  * IP address connects to it; a listed name is resolved once through the
  * guarded lookup (worker/guarded-lookup.ts), every address checked, and the
  * socket connects to the checked address, so a name that resolves (or is

@@ -17,7 +17,7 @@
  * caller sees an outage), `bullmq` (BullMQ queues and workers, blocking reads:
  * no retry cap, as BullMQ requires).
  *
- * Every key the product writes carries a hash tag (`scheduler/keys.ts`), so
+ * Every key the product writes carries a hash tag (`scheduler/store/keys.ts`), so
  * every multi-key script runs in one slot of a cluster.
  */
 import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';

@@ -1,6 +1,6 @@
 --[[
   Give an outbound reply its place in its chat's queue order, once
-  (scheduler/outbound.ts registerOutbound; the gateway calls it too for a job
+  (scheduler/delivery/outbound.ts registerOutbound; the gateway calls it too for a job
   whose producer died before registering it).
 
   KEYS[1] the reply's send record (hash), KEYS[2] the chat's order (sorted set),
