@@ -223,8 +223,54 @@ export const configSchema = z
         max_prompt_chars: positiveInt(16_000),
         /** Tool calls one turn may make; the call after the limit is refused with a message the model sees. @defaultValue 20 */
         max_tool_calls: z.coerce.number().int().min(0).default(20),
+        /**
+         * The primary model's context window, tokens; unset = from the table of known models by
+         * name, else 128000 (`worker/context/context-window.ts`; docs/CONTEXT.md). A window a
+         * provider's error names is used for that model from then on. @defaultValue unset
+         */
+        context_window_tokens: z.coerce.number().int().min(1024).optional(),
+        /** Compaction of what a model call sends (docs/CONTEXT.md; the policy: `worker/context/compaction.ts`). */
+        compaction: z
+          .object({
+            /** Share of the window past which a turn's context is compacted before the call. @defaultValue 0.5 */
+            threshold: z.coerce.number().gt(0).max(0.85).default(0.5),
+            /** Messages at the end of a transcript kept verbatim by compaction. @defaultValue 8 */
+            keep_recent_messages: z.coerce.number().int().min(2).default(8),
+            /** Model (a name of `agent.models`, or a model id of the primary endpoint) that writes summaries; unset = the turn's model. */
+            model: z.string().min(1).optional(),
+          })
+          .strict()
+          .prefault({}),
+        /** Input plus output tokens one turn may spend (its calls, judges and summaries); past it the schedule pauses; 0 = no limit. @defaultValue 0 */
+        max_tokens_per_turn: z.coerce.number().int().min(0).default(0),
+        /**
+         * Retries of one model call on 429 (honouring `Retry-After`), 5xx and connection errors, with
+         * backoff, by the `openai` client (its `maxRetries`), within the turn's time. @defaultValue 3
+         */
+        max_retries: z.coerce.number().int().min(0).max(10).default(3),
+        /**
+         * Models the operator declares by name, for `--model <name>` on schedules and for
+         * `fallback_models`. Each may have its own endpoint and key (default: the agent's) and window.
+         */
+        models: z
+          .record(
+            z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'a model name is letters, digits, ".", "_" or "-" (at most 64)'),
+            z.object({
+              model: z.string().min(1),
+              base_url: z.string().url().optional(),
+              api_key: z.string().optional(),
+              context_window_tokens: z.coerce.number().int().min(1024).optional(),
+            }).strict(),
+          )
+          .default({}),
+        /** Declared model names tried in order when a turn's model still fails after its retries (429, 5xx, connection). @defaultValue [] */
+        fallback_models: stringList(),
       })
       .strict()
+      .refine((a) => a.fallback_models.every((n) => n in a.models), {
+        message: 'fallback_models must name models declared under agent.models',
+        path: ['fallback_models'],
+      })
       .prefault({}),
     worker: z
       .object({

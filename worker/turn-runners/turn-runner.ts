@@ -5,6 +5,8 @@
  * returned as `steps`, so they go into the transcript with the reply).
  */
 import type { TurnSurfaces } from '../tools/tool.ts';
+import type { ModelSpend } from '../../scheduler/model-spend.ts';
+import type { CompactionReport } from '../context/compaction.ts';
 
 /** A tool call the model asked for. `arguments` is the model's JSON text. */
 export interface ToolCallRecord {
@@ -22,7 +24,30 @@ export type ChatMessage =
 /** Something visible that happened inside a turn (SPEC §3: tool calls are part of the event stream). */
 export type TurnEvent =
   | { type: 'tool.called'; data: { callId: string; name: string; arguments: string } }
-  | { type: 'tool.result'; data: { callId: string; name: string; arguments: string; ms: number; bytes: number; error?: string; truncated?: boolean } };
+  | { type: 'tool.result'; data: { callId: string; name: string; arguments: string; ms: number; bytes: number; error?: string; truncated?: boolean } }
+  /** One model call: its usage (estimated when the endpoint reported none), or the error it ended with. */
+  | { type: 'model.called'; data: ModelCallEvent }
+  /** What a call was about to send was compacted to fit the model's window (docs/CONTEXT.md). */
+  | { type: 'context.compacted'; data: CompactionReport & { scope: 'call' | 'transcript'; model: string; windowTokens: number } };
+
+/** The data of a `model.called` event. */
+export type ModelCallEvent = {
+  /** The model id sent to the endpoint. */
+  model: string;
+  /** Why the call was made: the turn itself, a judge, a compaction summary. */
+  purpose: ModelCallPurpose;
+  inputTokens: number;
+  outputTokens: number;
+  cachedTokens: number;
+  /** The endpoint reported no usage; the figures are estimates. */
+  estimated: boolean;
+  ms: number;
+  /** Set when the call failed for good (after the client's retries and any fallback models). */
+  error?: string;
+};
+
+/** Why a model call is made. */
+export type ModelCallPurpose = 'turn' | 'judge' | 'summary';
 
 /** One turn to run. */
 export interface TurnRequest {
@@ -39,6 +64,10 @@ export interface TurnRequest {
   onEvent?: (event: TurnEvent) => Promise<unknown> | unknown;
   /** Called with each piece of reply text as the model streams it (the model is then called with `stream: true`). */
   onDelta?: (text: string) => void;
+  /** A model the operator declared (`agent.models.<name>`); default the primary `agent.model`. */
+  model?: string;
+  /** What the turn is, for metrics labels (`hermes_model_*{kind}`). Default `message`. */
+  kind?: string;
 }
 
 /** What a turn produced. */
@@ -49,6 +78,8 @@ export interface TurnOutput {
   steps: ChatMessage[];
   /** Token usage summed over the turn's model calls, when reported. */
   usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+  /** What the turn's model calls cost; absent = it made none (a command turn). */
+  spend?: ModelSpend;
 }
 
 /**

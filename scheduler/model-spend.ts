@@ -1,0 +1,75 @@
+/**
+ * What model calls cost, in tokens: one turn's spend (`ModelSpend`, summed
+ * over its model calls — the turn's own, its judges', its compaction's) and a
+ * schedule's running totals (`SpendTotals`, kept on loop, heartbeat, goal and
+ * cron job records). Tokens are the provider's reported usage; a call whose
+ * endpoint reported none is estimated and the sum says so (`estimated`).
+ */
+
+/** The spend of one turn (or one model call). */
+export interface ModelSpend {
+  /** Model calls made (a retried call counts once). */
+  calls: number;
+  /** Prompt tokens, summed over the calls. */
+  inputTokens: number;
+  /** Completion tokens, summed over the calls. */
+  outputTokens: number;
+  /** Prompt tokens the provider served from its cache (part of `inputTokens`), when it says. */
+  cachedTokens: number;
+  /** Prompt tokens of the turn's last call: how large its context has grown. */
+  lastInputTokens: number;
+  /** True when some call's usage was estimated (the endpoint reported none). */
+  estimated: boolean;
+}
+
+/** Running totals of a schedule over its life (and since its last resume, for `--max-tokens`). */
+export interface SpendTotals {
+  calls: number;
+  inputTokens: number;
+  outputTokens: number;
+  /** Input tokens of the last turn's last call. */
+  lastInputTokens: number;
+  /** Some of the totals were estimated. */
+  estimated: boolean;
+}
+
+export const NO_SPEND: ModelSpend = Object.freeze({ calls: 0, inputTokens: 0, outputTokens: 0, cachedTokens: 0, lastInputTokens: 0, estimated: false });
+export const NO_TOTALS: SpendTotals = Object.freeze({ calls: 0, inputTokens: 0, outputTokens: 0, lastInputTokens: 0, estimated: false });
+
+/** `a` and `b` together (`lastInputTokens` is `b`'s when `b` made a call). */
+export function sumSpend(a: ModelSpend, b: ModelSpend): ModelSpend {
+  return {
+    calls: a.calls + b.calls,
+    inputTokens: a.inputTokens + b.inputTokens,
+    outputTokens: a.outputTokens + b.outputTokens,
+    cachedTokens: a.cachedTokens + b.cachedTokens,
+    lastInputTokens: b.calls > 0 ? b.lastInputTokens : a.lastInputTokens,
+    estimated: a.estimated || b.estimated,
+  };
+}
+
+/** Totals after one more turn. */
+export function addToTotals(totals: SpendTotals | undefined, spend: ModelSpend | undefined): SpendTotals {
+  const t = totals ?? NO_TOTALS;
+  if (!spend || spend.calls === 0) return { ...t };
+  return {
+    calls: t.calls + spend.calls,
+    inputTokens: t.inputTokens + spend.inputTokens,
+    outputTokens: t.outputTokens + spend.outputTokens,
+    lastInputTokens: spend.lastInputTokens,
+    estimated: t.estimated || spend.estimated,
+  };
+}
+
+/** Input plus output tokens. */
+export function totalTokens(t: { inputTokens: number; outputTokens: number }): number {
+  return t.inputTokens + t.outputTokens;
+}
+
+/** `12 model calls, 34,512 tokens in, 1,204 out (last turn's input 2,301)`, `~` before estimated figures. */
+export function formatSpend(t: SpendTotals): string {
+  const n = (x: number) => x.toLocaleString('en-US');
+  const approx = t.estimated ? '~' : '';
+  return `${n(t.calls)} model call${t.calls === 1 ? '' : 's'}, ${approx}${n(t.inputTokens)} tokens in, ${approx}${n(t.outputTokens)} out`
+    + (t.calls > 0 ? ` (last input ${approx}${n(t.lastInputTokens)})` : '');
+}
