@@ -5,6 +5,7 @@
  * the same settings the same way. Nothing else calls their constructors
  * (tests may, to pin a setting).
  */
+import { checkEconomy } from './loop/economy-check.ts';
 import type { Logger } from 'pino';
 import type { HermesConfig } from './config/config.ts';
 import { CronService } from './cron/cron-service.ts';
@@ -33,7 +34,10 @@ export function loopStoreFor(config: HermesConfig, conn: StoreConnection): LoopS
 
 /** Applying loop/heartbeat commands (`loops.max_ticks`, `loops.self_paced_floor_seconds`). */
 export function loopServiceFor(config: HermesConfig, loops: LoopStore, log: Logger): LoopService {
-  return new LoopService(loops, { maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds }, log);
+  return new LoopService(loops, {
+    maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds,
+    checkEconomy: (economy, surface) => checkEconomy(economy, config, surface),
+  }, log);
 }
 
 /**

@@ -176,7 +176,7 @@ interface ScheduleCommandSpec {
   alias?: string;
   description: string;
   argument: string;
-  /** `--times`/`--until` belong to the loop grammar, so commander must pass unknown options through. */
+  /** `--times`/`--until` and the economy flags belong to the grammar, so commander must pass unknown options through. */
   passUnknownOptions: boolean;
 }
 
@@ -184,15 +184,15 @@ const SCHEDULE_COMMANDS: readonly ScheduleCommandSpec[] = [
   {
     kind: 'loop',
     description: 'set or control the loop of a session: hermes loop 10m check the CI build',
-    argument: 'interval, prompt, --times N, --until <condition>, or status|pause|resume|stop|help',
+    argument: 'interval, prompt, --times N, --until <condition>, --notify auto|always|done, --watch <check>, --max-tokens N, --model <name>, or status|pause|resume|stop|help',
     passUnknownOptions: true,
   },
   {
     kind: 'heartbeat',
     alias: 'hb',
     description: 'set or control the heartbeat of a session: hermes heartbeat every 30m anything new in my inbox?',
-    argument: 'every <interval> <prompt>, or status|pause|resume|stop|clear|help',
-    passUnknownOptions: false,
+    argument: 'every <interval> <prompt>, --notify auto|always|done, --watch <check>, --max-tokens N, --model <name>, or status|pause|resume|stop|clear|help',
+    passUnknownOptions: true,
   },
 ];
 

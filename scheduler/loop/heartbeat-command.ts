@@ -13,13 +13,15 @@
  *   below the minimum or above the maximum, or a missing prompt
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
+import { takeEconomyFlags } from './economy-flags.ts';
+import type { ScheduleEconomy } from './loop-state.ts';
 import {
   formatSeconds, INTERVAL_UNITS_HINT, isSignedInterval, MAX_INTERVAL_SECONDS, parseIntervalAt, signedIntervalMessage, unknownIntervalUnit,
 } from '../interval.ts';
 
 export type HeartbeatCommand =
   | { action: 'status' | 'pause' | 'resume' | 'stop' | 'help' }
-  | { action: 'set'; prompt: string; intervalSeconds: number; notes: string[] };
+  | { action: 'set'; prompt: string; intervalSeconds: number; notes: string[]; economy: ScheduleEconomy };
 
 const CONTROL: Record<string, 'status' | 'pause' | 'resume' | 'stop' | 'help'> = {
   '': 'status', status: 'status', pause: 'pause', resume: 'resume', clear: 'stop', stop: 'stop', help: 'help',
@@ -30,7 +32,7 @@ export function parseHeartbeatArgs(argText: string, options: { minIntervalSecond
   const text = argText.trim();
   const control = CONTROL[text.toLowerCase()];
   if (control) return { action: control };
-  const tokens = text.split(/\s+/);
+  const { economy, rest: tokens } = takeEconomyFlags(text.split(/\s+/));
   let index = tokens[0]?.toLowerCase() === 'every' ? 1 : 0;
   const interval = parseIntervalAt(tokens, index);
   if (!interval) {
@@ -60,11 +62,12 @@ export function parseHeartbeatArgs(argText: string, options: { minIntervalSecond
       { field: 'interval' },
     );
   }
-  return { action: 'set', prompt, intervalSeconds, notes };
+  return { action: 'set', prompt, intervalSeconds, notes, economy };
 }
 
 export const HEARTBEAT_HELP = [
   'Usage: /heartbeat every <interval> <prompt>   (alias /hb; minimum 60s)',
+  '       [--notify auto|always|done] [--watch <check>] [--max-tokens N] [--model <name>]',
   '  /heartbeat every 30m summarise what changed in the repo',
   'Control: /heartbeat status | pause | resume | clear',
 ].join('\n');

@@ -2,6 +2,7 @@
  * The `/loop` grammar (SPEC §4), as a pure parser: text in, a command out, no I/O.
  *
  *   /loop [every] [<interval>] <prompt> [--times N] [--until <condition>]
+ *         [--notify auto|always|done] [--watch <check>] [--max-tokens N] [--model <name>]   (`economy-flags.ts`)
  *   /loop status | pause | resume | stop | clear | cancel | help      (the whole argument)
  *
  * - `<interval>`: `30s`, `5m`, `2h`, `1h30m` (or, after `every`, a phrase like `10 minutes`).
@@ -20,6 +21,8 @@
  *   failed parse: callers parse before they write.
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
+import { takeEconomyFlags } from './economy-flags.ts';
+import type { ScheduleEconomy } from './loop-state.ts';
 import {
   formatSeconds, INTERVAL_UNITS_HINT, isSignedInterval, looksLikeInterval, MAX_INTERVAL_SECONDS, MAX_TIMES, parseIntervalAt, signedIntervalMessage, unknownIntervalUnit,
 } from '../interval.ts';
@@ -39,6 +42,8 @@ export type LoopCommand =
       until: string | null;
       /** Notes for the reply. */
       notes: string[];
+      /** `--notify`, `--watch`, `--max-tokens`, `--model` (docs/CONTEXT.md). */
+      economy: ScheduleEconomy;
     };
 
 export interface LoopParseOptions {
@@ -73,7 +78,7 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
   const control = CONTROL[text.toLowerCase()];
   if (control) return { action: control };
 
-  const tokens = text.split(/\s+/);
+  const { economy, rest: tokens } = takeEconomyFlags(text.split(/\s+/));
   let times: number | null = null;
   let until: string | null = null;
   const rest: string[] = [];
@@ -94,7 +99,7 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
       until = unquote(cond.join(' ').trim());
       if (until.length === 0) throw new ScheduleInputError('--until needs a condition, e.g. --until the build is green.', { field: 'until' });
     } else if (tok.startsWith('--') && tok.length > 2 && rest.length === 0) {
-      throw new ScheduleInputError(`Unknown option ${tok} for /loop (known: --times, --until).`, { field: tok });
+      throw new ScheduleInputError(`Unknown option ${tok} for /loop (known: --times, --until, --notify, --watch, --max-tokens, --model).`, { field: tok });
     } else {
       rest.push(tok);
     }
@@ -140,12 +145,13 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
       { field: 'interval' },
     );
   }
-  return { action: 'set', prompt, intervalSeconds, times, until, notes };
+  return { action: 'set', prompt, intervalSeconds, times, until, notes, economy };
 }
 
 /** Help text of `/loop`. */
 export const LOOP_HELP = [
   'Usage: /loop [every] [interval] <prompt> [--times N] [--until <condition>]',
+  '       [--notify auto|always|done] [--watch <check>] [--max-tokens N] [--model <name>]',
   '  /loop 10m check the CI build and tell me when it is green',
   '  /loop 5m /recap            (the prompt may be a slash command)',
   '  /loop <prompt>             (no interval: self-paced)',

@@ -14,8 +14,9 @@ import type { LoopKind } from '../store/keys.ts';
 import { formatSeconds } from '../interval.ts';
 import {
   createLoop, pauseLoop, resumeDueAt, resumeLoop, sameLoop,
-  type LoopRecord, type Origin, type RunnerSpec,
+  type LoopRecord, type Origin, type RunnerSpec, type ScheduleEconomy,
 } from './loop-state.ts';
+import { formatSpend } from '../model-spend.ts';
 import type { LoopStore } from './loop-store.ts';
 import { assertSessionId } from '../session/session-id.ts';
 import { CONFLICT, retryOnConflict } from '../store/optimistic-retry.ts';
@@ -27,12 +28,16 @@ export interface LoopSpec {
   times: number | null;
   until: string | null;
   notes: string[];
+  /** `--notify`, `--watch`, `--max-tokens`, `--model`; absent = none. */
+  economy?: ScheduleEconomy;
 }
 
 /** Settings the service needs (from `loops.*`). */
 export interface LoopServiceSettings {
   maxTicks: number;
   selfPacedFloorSeconds: number;
+  /** Checks the economy flags against the operator's config for a surface (`economy-check.ts`). @throws ScheduleInputError */
+  checkEconomy?: (economy: ScheduleEconomy, surface: string) => void;
 }
 
 const LABEL: Record<LoopKind, string> = { loop: 'Loop', heartbeat: 'Heartbeat' };
@@ -75,10 +80,12 @@ export class LoopService {
     spec: LoopSpec,
     ctx: { origin: Origin; runner: RunnerSpec; now?: number },
   ): Promise<string> {
+    // Bad input changes nothing: the flags are checked before the lock and the write.
+    if (spec.economy) this.settings.checkEconomy?.(spec.economy, ctx.origin.surface);
     return await this.exclusive(sessionId, kind, async () => {
       const now = ctx.now ?? Date.now();
       const current = await this.guard(kind, sessionId, () => this.store.get(sessionId, kind));
-      if (current && sameLoop(current, { kind, ...spec, runner: ctx.runner })) {
+      if (current && sameLoop(current, { kind, ...spec, ...spec.economy, runner: ctx.runner })) {
         const next = await this.guard(kind, sessionId, () => this.store.nextDueAt(current));
         const when = next === undefined ? 'next tick pending' : next <= now ? 'next tick due now' : `next in ${formatSeconds((next - now) / 1000)}`;
         this.log.info({ sessionId, kind, loopId: current.loopId }, `${kind} already set; unchanged`);
@@ -88,7 +95,7 @@ export class LoopService {
         kind, loopId: randomBytes(6).toString('hex'), sessionId, prompt: spec.prompt,
         intervalSeconds: spec.intervalSeconds, times: spec.times, until: spec.until,
         maxTicks: this.settings.maxTicks, selfPacedFloorSeconds: this.settings.selfPacedFloorSeconds,
-        runner: ctx.runner, origin: ctx.origin, now,
+        runner: ctx.runner, origin: ctx.origin, now, economy: spec.economy,
       });
       const { previous, stored } = await this.write(sessionId, kind, () => record);
       await this.guard(kind, sessionId, () => this.store.arm(stored!, now));
@@ -193,7 +200,18 @@ function budget(r: LoopRecord): string {
   if (r.times !== null) parts.push(`${r.times} times`);
   parts.push(r.maxTicks > 0 ? `budget ${r.maxTicks} ticks` : 'no tick budget');
   if (r.until) parts.push(`until ${clip(r.until, 80)}`);
+  parts.push(...economyParts(r));
   return parts.join(' · ');
+}
+
+/** `--notify done`, `watch ci`, `model cheap`, `max 200,000 tokens` as shown in replies and status. */
+function economyParts(r: LoopRecord): string[] {
+  const parts: string[] = [];
+  if (r.notify && r.notify !== 'auto') parts.push(`notify ${r.notify}`);
+  if (r.watch) parts.push(`watch ${clip(r.watch, 60)}`);
+  if (r.model) parts.push(`model ${r.model}`);
+  if (r.maxTokens) parts.push(`max ${r.maxTokens.toLocaleString('en-US')} tokens (${(r.budgetTokens ?? 0).toLocaleString('en-US')} used)`);
+  return parts;
 }
 
 /**
@@ -207,6 +225,10 @@ export function statusLine(r: LoopRecord, now: number, nextDueAt?: number): stri
   if (r.status === 'active') {
     parts.push(nextDueAt === undefined ? 'next: pending' : nextDueAt <= now ? 'next: due now' : `next in ${formatSeconds((nextDueAt - now) / 1000)}`);
   }
+  if (r.silentTicks) parts.push(`${r.silentTicks} silent`);
+  if (r.unchangedTicks) parts.push(`${r.unchangedTicks} unchanged`);
+  parts.push(...economyParts(r));
+  if (r.spend) parts.push(formatSpend(r.spend));
   parts.push(`“${clip(r.prompt)}”`);
   return parts.join(' · ');
 }

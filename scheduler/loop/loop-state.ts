@@ -23,6 +23,7 @@
 import type { LoopKind } from '../store/keys.ts';
 import { nextSelfPacedDelay, replyDigest } from './self-paced.ts';
 import type { MessagingRoute } from '../delivery/delivery-target.ts';
+import { addToTotals, formatSpend, totalTokens, type ModelSpend, type SpendTotals } from '../model-spend.ts';
 
 export type LoopStatus = 'active' | 'paused' | 'finished';
 
@@ -88,8 +89,54 @@ export interface LoopRecord {
   failureStreak?: number;
   /** Error of the last failed tick, cleared by a successful one. */
   lastError?: string | null;
+  /** Which replies reach the route (`--notify`; docs/CONTEXT.md, "Quiet ticks"). Absent = `auto`. */
+  notify?: LoopNotify;
+  /** The check run before the model (`--watch`: `read_file:<path>`, `http_get:<url>` or a command tool's name). */
+  watch?: string | null;
+  /** Digest of the watch's output at the last tick that ran it. */
+  watchDigest?: string | null;
+  /** `--max-tokens`: input plus output tokens allowed until the next resume; absent = no limit. */
+  maxTokens?: number | null;
+  /** Tokens counted against `maxTokens` since it was set or last resumed. */
+  budgetTokens?: number;
+  /** `--model`: a model the operator declared (`agent.models.<name>`); absent = the primary. */
+  model?: string | null;
+  /** Model calls and tokens over the schedule's life (`scheduler/model-spend.ts`). */
+  spend?: SpendTotals;
+  /** Ticks whose reply was exactly `[SILENT]` (kept, not delivered). */
+  silentTicks?: number;
+  /** Ticks that ended without a model call because the watch's output had not changed. */
+  unchangedTicks?: number;
   /** Incremented on every write; the store writes only over the version it read. */
   version: number;
+}
+
+/**
+ * Which replies of a loop or heartbeat reach its route (`--notify`):
+ * `auto` every reply but `[SILENT]`; `always` every reply, `[SILENT]` too;
+ * `done` only the final reply (the one that finishes it) and failure and pause notices.
+ * Every reply stays in the transcript and the event stream whatever this says.
+ */
+export const LOOP_NOTIFY = ['auto', 'always', 'done'] as const;
+export type LoopNotify = (typeof LOOP_NOTIFY)[number];
+
+/** The reply an agent gives when nothing worth telling the user changed (kept, not delivered). */
+export const SILENT_REPLY = '[SILENT]';
+
+/** True when `reply` is exactly `[SILENT]` (surrounding space ignored). */
+export function isSilentReply(reply: string): boolean {
+  return reply.trim() === SILENT_REPLY;
+}
+
+/**
+ * Whether a committed tick's reply goes to the route (the `--notify` rule above).
+ * @param finished - the tick finished the schedule
+ */
+export function shouldDeliverReply(notify: LoopNotify | undefined, reply: string, finished: boolean): boolean {
+  const mode = notify ?? 'auto';
+  if (mode === 'always') return true;
+  if (isSilentReply(reply)) return false;
+  return mode === 'auto' || finished;
 }
 
 /** The marker an agent prints on its own line when a loop's task is done. */
@@ -115,12 +162,29 @@ export interface NewLoop {
   runner: RunnerSpec;
   origin: Origin;
   now: number;
+  economy?: ScheduleEconomy;
+}
+
+/**
+ * What a schedule may say about its turns' economy (docs/CONTEXT.md): `--notify`, `--watch`,
+ * `--max-tokens`, `--model`. Loops, heartbeats and goals take them; cron jobs take all but `notify`.
+ */
+export interface ScheduleEconomy {
+  notify?: LoopNotify;
+  watch?: string | null;
+  maxTokens?: number | null;
+  model?: string | null;
 }
 
 /** A fresh active loop. */
 export function createLoop(input: NewLoop): LoopRecord {
   const selfPaced = input.intervalSeconds === null;
+  const economy = input.economy ?? {};
   return {
+    ...(economy.notify && economy.notify !== 'auto' ? { notify: economy.notify } : {}),
+    ...(economy.watch ? { watch: economy.watch } : {}),
+    ...(economy.maxTokens ? { maxTokens: economy.maxTokens } : {}),
+    ...(economy.model ? { model: economy.model } : {}),
     kind: input.kind,
     loopId: input.loopId,
     sessionId: input.sessionId,
@@ -160,12 +224,14 @@ export function createLoop(input: NewLoop): LoopRecord {
  */
 export function sameLoop(
   loop: LoopRecord | null,
-  wanted: { kind: LoopKind; prompt: string; intervalSeconds: number | null; times: number | null; until: string | null; runner: RunnerSpec },
+  wanted: { kind: LoopKind; prompt: string; intervalSeconds: number | null; times: number | null; until: string | null; runner: RunnerSpec } & ScheduleEconomy,
 ): boolean {
   return (
     loop !== null && loop.status === 'active' && loop.kind === wanted.kind && loop.prompt === wanted.prompt &&
     loop.intervalSeconds === wanted.intervalSeconds && loop.times === wanted.times && loop.until === wanted.until &&
-    JSON.stringify(loop.runner) === JSON.stringify(wanted.runner)
+    JSON.stringify(loop.runner) === JSON.stringify(wanted.runner) &&
+    (loop.notify ?? 'auto') === (wanted.notify ?? 'auto') && (loop.watch ?? null) === (wanted.watch ?? null) &&
+    (loop.maxTokens ?? null) === (wanted.maxTokens ?? null) && (loop.model ?? null) === (wanted.model ?? null)
   );
 }
 
@@ -226,9 +292,18 @@ export function applyTick(
     maxConsecutiveFailures?: number;
     /** Self-paced floor and ceiling in seconds (`loops.self_paced_*`; the config is their only source). */
     pacing: { floorSeconds: number; ceilingSeconds: number };
+    /** What the tick's model calls cost (turn, judge, compaction). */
+    spend?: ModelSpend;
+    /** The watch's output had not changed: the tick ended without a model call. */
+    unchanged?: boolean;
+    /** Digest of the watch's output this tick (kept for the next). */
+    watchDigest?: string | null;
+    /** The turn stopped at `agent.max_tokens_per_turn`: the schedule pauses at once. */
+    overTurnBudget?: boolean;
   },
 ): { loop: LoopRecord; outcome: TickOutcome } {
-  const digest = replyDigest(tick.reply);
+  // An unchanged watch counts as "nothing changed" for self-paced pacing (the delay doubles).
+  const digest = tick.unchanged ? loop.lastDigest ?? replyDigest('') : replyDigest(tick.reply);
   const { pacing } = tick;
   const maxFailures = tick.maxConsecutiveFailures ?? DEFAULT_MAX_CONSECUTIVE_FAILURES;
   const failureStreak = tick.failure === undefined ? 0 : (loop.failureStreak ?? 0) + 1;
@@ -242,6 +317,11 @@ export function applyTick(
     lastDigest: tick.failure === undefined ? digest : loop.lastDigest,
     failureStreak,
     lastError: tick.failure === undefined ? null : tick.failure,
+    ...(tick.spend && tick.spend.calls > 0 ? { spend: addToTotals(loop.spend, tick.spend) } : {}),
+    ...(loop.maxTokens ? { budgetTokens: (loop.budgetTokens ?? 0) + (tick.spend ? totalTokens(tick.spend) : 0) } : {}),
+    ...(tick.failure === undefined && !tick.unchanged && isSilentReply(tick.reply) ? { silentTicks: (loop.silentTicks ?? 0) + 1 } : {}),
+    ...(tick.unchanged ? { unchangedTicks: (loop.unchangedTicks ?? 0) + 1 } : {}),
+    ...(tick.watchDigest !== undefined ? { watchDigest: tick.watchDigest } : {}),
     delaySeconds:
       loop.mode === 'self-paced'
         ? nextSelfPacedDelay({
@@ -280,6 +360,12 @@ export function applyTick(
     }
   }
   if (loop.times !== null && next.ticksUsed >= loop.times) return finish(`ran ${loop.times} times`);
+  // Token budgets (docs/CONTEXT.md, "Budgets"): a turn over `agent.max_tokens_per_turn`, or the schedule's
+  // `--max-tokens` reached, pauses it with the spend named; `/loop resume` gives a fresh allowance.
+  if (tick.overTurnBudget) return pause(`${clipError(tick.failure ?? 'the turn reached agent.max_tokens_per_turn')} /${loop.kind} resume continues`);
+  if (loop.maxTokens && (next.budgetTokens ?? 0) >= loop.maxTokens) {
+    return pause(`token budget of ${loop.maxTokens.toLocaleString('en-US')} reached (--max-tokens): ${(next.budgetTokens ?? 0).toLocaleString('en-US')} tokens since it was set or resumed; in all ${formatSpend(next.spend ?? addToTotals(undefined, undefined))}. /${loop.kind} resume gives a fresh allowance`);
+  }
   if (tick.failure !== undefined && maxFailures > 0 && failureStreak >= maxFailures) {
     return pause(`${failureStreak} failed ticks in a row; last error: ${clipError(tick.failure)}. /${loop.kind} resume continues`);
   }
@@ -314,7 +400,8 @@ export function pauseLoop(loop: LoopRecord, now: number, reason = 'paused by use
 
 /**
  * Resume (pure). A loop paused by its budget gets a fresh budget window
- * (`ticksUsed` counts on; the budget is raised by `maxTicks`).
+ * (`ticksUsed` counts on; the budget is raised by `maxTicks`), and a fresh
+ * `--max-tokens` allowance.
  */
 export function resumeLoop(loop: LoopRecord, now: number): LoopRecord {
   if (loop.status !== 'paused') return loop;
@@ -326,6 +413,7 @@ export function resumeLoop(loop: LoopRecord, now: number): LoopRecord {
     judgeFailures: 0,
     failureStreak: 0,
     maxTicks: budgetHit ? loop.ticksUsed + loop.maxTicks : loop.maxTicks,
+    ...(loop.maxTokens ? { budgetTokens: 0 } : {}),
     updatedAt: now,
   };
   return { ...resumed, nextDueAt: resumed.mode === 'self-paced' ? resumeDueAt(resumed, now) : null };
