@@ -53,7 +53,7 @@ export function sessionStoreFor(config: HermesConfig, redis: RedisClient, keys: 
 
 /** `/goal` records and their continuation jobs (`goals.max_turns`). */
 export function goalServiceFor(config: HermesConfig, conn: StoreConnection, log: Logger): GoalService {
-  return new GoalService(conn.redis, conn.keys, conn.queues, config.goals.max_turns, log);
+  return new GoalService(conn.redis, conn.keys, conn.queues, config.goals.max_turns, log, (economy, surface) => checkEconomy(economy, config, surface));
 }
 
 /** `/v1` run records, events and idempotency keys (`gateway.run_ttl_seconds`). */

@@ -8,6 +8,7 @@
  * `continue` queues the next turn. After a real user turn, an active goal
  * gets its next continuation queued behind it (a parked goal is woken).
  */
+import { NO_SPEND, sumSpend } from '../scheduler/model-spend.ts';
 import type { Job } from 'bullmq';
 import type { InboxJobData } from '../scheduler/session/inbox.ts';
 import { pendingInput } from '../scheduler/session/inbox.ts';
@@ -43,19 +44,21 @@ export async function processGoalContinuation(
     const input = buildGoalInput(goal, goalTurn!);
     const ran = await runSessionAgent(deps, turn, turnSignal, {
       sessionId, input, surface: goal.origin.surface, events: { kind: 'goal', tick: goalTurn, occurrenceId: turnId },
+      model: goal.model ?? undefined, kind: 'goal',
     });
     if (ran === 'drained') {
       deps.metrics?.turnFinished('goal', 'aborted', (Date.now() - startedAt) / 1000);
       return await deferJob(job, token, deps.config.worker.defer_ms);
     }
-    const { reply, steps, failure } = ran;
+    const { reply, steps, failure, replaceTranscript } = ran;
     if (failure) log.warn({ err: failure.message }, 'goal turn failed');
-    const judged = failure ? { verdict: undefined, reason: failure.message } : await judgeGoal(deps, goal, reply, turnSignal);
+    const judged = failure ? { verdict: undefined, reason: failure.message, spend: NO_SPEND } : await judgeGoal(deps, goal, reply, turnSignal);
+    const spend = sumSpend(ran.spend, judged.spend);
     return await retryOnConflict<InboxResult>(async () => {
       const fresh = await deps.goals.get(sessionId);
       if (!fresh || fresh.goalId !== goalId) return { status: 'duplicate' };
       const { goal: next, outcome } = applyGoalTurn(fresh, { turnId, now: Date.now(), verdict: judged.verdict, reason: judged.reason,
-        maxConsecutiveFailures: deps.config.goals.max_consecutive_failures });
+        maxConsecutiveFailures: deps.config.goals.max_consecutive_failures, spend, overTurnBudget: failure?.kind === 'budget' });
       const stored: GoalRecord = { ...next, version: fresh.version + 1 };
       const res = await deps.sessions.commitTurn(sessionId, {
         occurrenceId: turnId,
@@ -66,8 +69,9 @@ export async function processGoalContinuation(
         ],
         event: failure
           ? { type: 'error', data: { text: `Goal turn ${goalTurn} failed: ${failure.message}`, occurrenceId: turnId } }
-          : { type: 'reply', data: { source: 'goal', kind: 'goal', tick: goalTurn, text: reply, occurrenceId: turnId, startedAt, finishedAt: Date.now(), worker: deps.workerId, pid: process.pid, outcome: outcome.kind, verdict: judged.verdict ?? 'judge-failed' } },
+          : { type: 'reply', data: { source: 'goal', kind: 'goal', tick: goalTurn, text: reply, occurrenceId: turnId, startedAt, finishedAt: Date.now(), worker: deps.workerId, pid: process.pid, outcome: outcome.kind, verdict: judged.verdict ?? 'judge-failed', ...(spend.calls > 0 ? { spend } : {}) } },
         record: { key: deps.keys.goal(sessionId), expectedVersion: fresh.version, json: JSON.stringify(stored) },
+        replaceTranscript,
       });
       if (res.status === 'conflict') return CONFLICT;
       if (res.status === 'duplicate') return { status: 'duplicate' };
@@ -98,7 +102,7 @@ export const goalHooks: InboxHooks = {
     goal: async (args: string) => {
       const c = parseGoalArgs(args, { maxPromptChars: deps.config.agent.max_prompt_chars });
       switch (c.action) {
-        case 'set': return await deps.goals.set(data.sessionId, c.text, data.origin);
+        case 'set': return await deps.goals.set(data.sessionId, c.text, data.origin, Date.now(), c.economy);
         case 'status': return await deps.goals.status(data.sessionId);
         case 'pause': return await deps.goals.pause(data.sessionId);
         case 'resume': return await deps.goals.resume(data.sessionId);

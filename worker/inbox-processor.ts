@@ -96,7 +96,7 @@ export async function processInbox(
       });
       return await deferJob(job, token, deps.config.worker.defer_ms);
     }
-    const { reply, steps, failure } = ran;
+    const { reply, steps, failure, spend, replaceTranscript } = ran;
     if (failure) log.warn({ err: failure.message, failureKind: failure.kind }, 'user turn failed');
     const finishedAt = Date.now();
     deps.metrics?.turnFinished('message', failure ? 'failed' : 'ok', (finishedAt - startedAt) / 1000);
@@ -110,8 +110,9 @@ export async function processInbox(
             { role: 'assistant', content: reply, at: finishedAt, source: 'message' },
           ],
       event: failure
-        ? { type: 'error', data: { text: failure.message, occurrenceId } }
-        : { type: 'reply', data: { source: 'message', text: reply, occurrenceId, startedAt, finishedAt, worker: deps.workerId, pid: process.pid } },
+        ? { type: 'error', data: { text: failure.message, occurrenceId, ...(spend.calls > 0 ? { spend } : {}) } }
+        : { type: 'reply', data: { source: 'message', text: reply, occurrenceId, startedAt, finishedAt, worker: deps.workerId, pid: process.pid, ...(spend.calls > 0 ? { spend } : {}) } },
+      replaceTranscript,
     });
     await clearPendingInput(deps.redis, deps.keys, sessionId, occurrenceId);
     if (res.status === 'duplicate') return { status: 'duplicate' };

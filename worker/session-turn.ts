@@ -7,6 +7,8 @@
  * commit differs and stays in their processors (`inbox-processor.ts`,
  * `goal-processor.ts`).
  */
+import { NO_SPEND, sumSpend, type ModelSpend } from '../scheduler/model-spend.ts';
+import { fitSessionContext, type FittedContext } from './context/session-context.ts';
 import type { Job } from 'bullmq';
 import { deferJob } from '../scheduler/store/defer-job.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
@@ -43,13 +45,19 @@ export async function runSessionTurn<R>(
   }
 }
 
-/** What an agent call of a session turn gave: its reply and tool steps, or the failure to commit. */
-export type SessionAgentResult =
+/** What an agent call of a session turn gave: its reply and tool steps, or the failure to commit; its spend either way. */
+export type SessionAgentResult = (
   | { reply: string; steps: ChatMessage[]; failure?: undefined }
-  | { reply: ''; steps: []; failure: TurnError };
+  | { reply: ''; steps: []; failure: TurnError }
+) & {
+  spend: ModelSpend;
+  /** The compacted transcript for the commit's `replaceTranscript` (`context/session-context.ts`). */
+  replaceTranscript: FittedContext['replace'];
+};
 
 /**
- * Run the agent over the session's transcript with `input` as the new user message.
+ * Run the agent over the session's transcript with `input` as the new user message, after fitting
+ * the transcript into the model's context budget (`fitSessionContext`).
  * - A failed call is returned as `failure` (the model's, a tool's or the runner's error, as typed;
  *   anything else as a `model` error), to be committed as a failed turn.
  * - `'drained'`: the drain aborted it; the caller hands the job back (it was never completed).
@@ -60,20 +68,26 @@ export async function runSessionAgent(
   deps: WorkerDeps,
   turn: TrackedTurn,
   turnSignal: AbortSignal,
-  request: { sessionId: string; input: string; surface: Origin['surface']; events: Record<string, unknown> },
+  request: { sessionId: string; input: string; surface: Origin['surface']; events: Record<string, unknown>; model?: string; kind?: string },
 ): Promise<SessionAgentResult | 'drained'> {
-  const { sessionId } = request;
+  const { sessionId, model, input, surface } = request;
+  const kind = request.kind ?? 'message';
   const transcript = await deps.sessions.transcript(sessionId);
+  let spend: ModelSpend = NO_SPEND;
+  let replaceTranscript: FittedContext['replace'];
   try {
-    const { reply, steps } = await deps.runners.agent.run({
-      sessionId, messages: turnMessages(transcript, request.input), signal: turnSignal,
-      surface: request.surface, onEvent: sessionEventSink(deps, sessionId, request.events),
+    const fitted = await fitSessionContext(deps, { sessionId, transcript, input, model, surface, signal: turnSignal, kind, events: request.events });
+    spend = fitted.spend;
+    replaceTranscript = fitted.replace;
+    const out = await deps.runners.agent.run({
+      sessionId, messages: turnMessages(fitted.transcript, input), signal: turnSignal,
+      surface, onEvent: sessionEventSink(deps, sessionId, request.events), model, kind,
     });
-    return { reply, steps };
+    return { reply: out.reply, steps: out.steps, spend: sumSpend(spend, out.spend ?? NO_SPEND), replaceTranscript };
   } catch (err) {
     if (turn.abortedByDrain) return 'drained';
     if (turn.lockLost) throw err;
     const failure = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
-    return { reply: '', steps: [], failure };
+    return { reply: '', steps: [], failure, spend: sumSpend(spend, (err as { spend?: ModelSpend }).spend ?? NO_SPEND), replaceTranscript };
   }
 }

@@ -37,7 +37,12 @@
  * before its turn started is put back at once.
  */
 import type { Job } from 'bullmq';
-import { decideFire, applyTick, tickFailureNotice, type LoopRecord, type TickOutcome, type UntilVerdict } from '../scheduler/loop/loop-state.ts';
+import {
+  decideFire, applyTick, shouldDeliverReply, isSilentReply, tickFailureNotice, type LoopRecord, type TickOutcome, type UntilVerdict,
+} from '../scheduler/loop/loop-state.ts';
+import { NO_SPEND, sumSpend, type ModelSpend } from '../scheduler/model-spend.ts';
+import { fitSessionContext, type FittedContext } from './context/session-context.ts';
+import { runWatch, watchSection } from './watch-check.ts';
 import type { InflightMark, TickJobData } from '../scheduler/loop/loop-store.ts';
 import { encodeLoopRecord } from '../scheduler/loop/loop-record-codec.ts';
 import { buildWakeupInput } from '../scheduler/loop/wakeup-input.ts';
@@ -97,6 +102,14 @@ interface TurnRun {
   until: UntilVerdict | undefined;
   startedAt: number;
   finishedAt: number;
+  /** What the tick's model calls cost: compaction, turn, judge. */
+  spend: ModelSpend;
+  /** The watch's output had not changed: no turn ran. */
+  unchanged: boolean;
+  /** Digest of the watch's output this tick (undefined: no watch ran). */
+  watchDigest: string | undefined;
+  /** The compacted transcript the commit writes back. */
+  replace: FittedContext['replace'];
 }
 
 /**
@@ -250,19 +263,49 @@ async function runTurn(deps: WorkerDeps, tick: Tick, claimed: Claimed, signal: A
   const latenessMs = startedAt - dueAt;
   log.debug({ tick: tickNumber, latenessMs }, `${kind} tick started`);
   deps.metrics?.tickLateness.observe({ kind }, Math.max(0, latenessMs) / 1000);
-  const input = buildWakeupInput(loop, tickNumber);
+  let input = buildWakeupInput(loop, tickNumber);
+  const events = { kind, tick: tickNumber, occurrenceId };
+  const model = loop.model ?? undefined;
   let reply = '';
   let steps: ChatMessage[] = [];
   let failure: TurnError | undefined;
+  let spend: ModelSpend = NO_SPEND;
+  let replace: FittedContext['replace'];
+  let watchDigest: string | undefined;
   try {
-    ({ reply, steps } = await deps.runners.forSpec(loop.runner).run({
+    // `--watch` (`watch-check.ts`): an unchanged check ends the tick here, with no model call.
+    if (loop.watch) {
+      const watched = await runWatch(deps, loop.watch, { sessionId, surface: loop.origin.surface, signal });
+      watchDigest = watched.digest;
+      if (loop.watchDigest && watched.digest === loop.watchDigest) {
+        log.debug({ tick: tickNumber }, `${kind} tick unchanged (watch)`);
+        return {
+          tickNumber, input, reply: '', steps: [], failure: undefined, until: undefined, startedAt, finishedAt: Date.now(),
+          spend: NO_SPEND, unchanged: true, watchDigest, replace: undefined,
+        };
+      }
+      input += watchSection(loop.watch, watched, !loop.watchDigest);
+    }
+    let context = transcript;
+    if (loop.runner.kind === 'agent') {
+      // The context budget before the turn (`context/session-context.ts`; docs/CONTEXT.md).
+      const fitted = await fitSessionContext(deps, { sessionId, transcript, input, model, surface: loop.origin.surface, signal, kind, events });
+      ({ replace } = fitted);
+      context = fitted.transcript;
+      spend = sumSpend(spend, fitted.spend);
+    }
+    const out = await deps.runners.forSpec(loop.runner).run({
       sessionId,
-      messages: turnMessages(transcript, input),
+      messages: turnMessages(context, input),
       signal,
       env: { HERMES_TICK: String(tickNumber), HERMES_SCHEDULE_KIND: kind },
       surface: loop.origin.surface,
-      onEvent: sessionEventSink(deps, sessionId, { kind, tick: tickNumber, occurrenceId }),
-    }));
+      onEvent: sessionEventSink(deps, sessionId, events),
+      model,
+      kind,
+    });
+    ({ reply, steps } = out);
+    spend = sumSpend(spend, out.spend ?? NO_SPEND);
   } catch (err) {
     const ending = decideTurnEnding(turn);
     if (ending === 'hand-back') {
@@ -271,15 +314,21 @@ async function runTurn(deps: WorkerDeps, tick: Tick, claimed: Claimed, signal: A
       return 'hand-back';
     }
     if (ending === 'abandon') throw err;
+    spend = sumSpend(spend, (err as { spend?: ModelSpend }).spend ?? NO_SPEND);
     failure = turn.stoppedBy
       ? new TurnError(turn.stoppedBy === 'stop' ? 'Stopped by /stop.' : 'Interrupted from the chat (Ctrl+C); the loop is paused.', { kind: 'aborted', sessionId, cause: err })
       : err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId, cause: err });
     log.warn({ err: failure.message, failureKind: failure.kind }, `${kind} tick failed`);
   }
-  const until = !failure && loop.until ? await judgeUntil(deps, loop, reply, signal) : undefined;
+  let until: UntilVerdict | undefined;
+  if (!failure && loop.until) {
+    const judged = await judgeUntil(deps, loop, reply, signal);
+    until = judged.verdict;
+    spend = sumSpend(spend, judged.spend);
+  }
   const finishedAt = Date.now();
   deps.metrics?.turnFinished(kind, failure ? 'failed' : 'ok', (finishedAt - startedAt) / 1000);
-  return { tickNumber, input, reply, steps, failure, until, startedAt, finishedAt };
+  return { tickNumber, input, reply, steps, failure, until, startedAt, finishedAt, spend, unchanged: false, watchDigest, replace };
 }
 
 /**
@@ -291,8 +340,12 @@ async function deliver(deps: WorkerDeps, tick: Tick, committed: { loop: LoopReco
   const { loop, outcome } = committed;
   if (!loop) return;
   const { sessionId, occurrenceId } = tick;
+  if (ran.unchanged) return;
   if (!ran.failure) {
-    await deliverToRoute(deps, { sessionId, origin: loop.origin, text: ran.reply, occurrenceId });
+    // Quiet ticks (`--notify`, `shouldDeliverReply`): a `[SILENT]` reply stays in the transcript and the stream only.
+    if (shouldDeliverReply(loop.notify, ran.reply, outcome.kind === 'finished')) {
+      await deliverToRoute(deps, { sessionId, origin: loop.origin, text: ran.reply, occurrenceId });
+    }
   } else if (outcome.kind === 'continue') {
     await deliverToRoute(deps, {
       sessionId, origin: loop.origin, occurrenceId: `${occurrenceId}:failed`,
@@ -321,18 +374,22 @@ type CommitResult =
  */
 async function commit(deps: WorkerDeps, readAtStart: LoopRecord, t: TickCommitInput): Promise<CommitResult> {
   const source = t.kind === 'heartbeat' ? 'heartbeat' : 'tick';
-  const messages = [
+  // An unchanged tick adds nothing to the transcript: the next turn's context does not grow with it.
+  const messages = t.unchanged ? [] : [
     { role: 'user' as const, content: t.input, at: t.startedAt, source },
     ...(t.failure ? [] : [...stepMessages(t.steps, t.finishedAt, source), { role: 'assistant' as const, content: t.reply, at: t.finishedAt, source }]),
   ];
   const event = {
-    type: t.failure ? 'tick.failed' : 'reply',
+    type: t.unchanged ? 'tick.unchanged' : t.failure ? 'tick.failed' : 'reply',
     data: {
       source, kind: t.kind, runner: t.runner, tick: t.tickNumber, occurrenceId: t.occurrenceId,
       text: t.failure ? '' : t.reply, error: t.failure?.message, dueAt: t.dueAt, startedAt: t.startedAt,
       finishedAt: t.finishedAt, latenessMs: t.startedAt - t.dueAt, worker: deps.workerId, pid: process.pid,
+      ...(t.spend.calls > 0 ? { spend: t.spend } : {}),
+      ...(!t.failure && !t.unchanged && isSilentReply(t.reply) ? { silent: true } : {}),
     },
   };
+  const replaceTranscript = t.replace;
   let attempt = 0;
   return await retryOnConflict<CommitResult>(async () => {
     // First try over the record read at the start; re-read only after a conflict.
@@ -341,13 +398,14 @@ async function commit(deps: WorkerDeps, readAtStart: LoopRecord, t: TickCommitIn
     const turnLock = { key: deps.keys.turnLock(t.sessionId), holder: t.lockHolder };
     if (fresh && fresh.loopId === t.loopId && fresh.lastOccurrenceId === t.occurrenceId) return { status: 'duplicate' };
     if (!fresh || fresh.loopId !== t.loopId) {
-      const res = await deps.sessions.commitTurn(t.sessionId, { occurrenceId: t.occurrenceId, messages, event, inflightKey, turnLock });
+      const res = await deps.sessions.commitTurn(t.sessionId, { occurrenceId: t.occurrenceId, messages, event, inflightKey, turnLock, replaceTranscript });
       if (res.status === 'conflict') return CONFLICT;
       return res.status === 'duplicate' ? { status: 'duplicate' } : { status: 'committed', eventId: res.eventId, loop: null, outcome: { kind: 'continue' } };
     }
     const { loop: next, outcome } = applyTick(fresh, {
       loopId: t.loopId, dueAt: t.dueAt, occurrenceId: t.occurrenceId, startedAt: t.startedAt, finishedAt: t.finishedAt,
       reply: t.reply, until: t.until, failure: t.failure?.message, maxConsecutiveFailures: deps.config.loops.max_consecutive_failures,
+      spend: t.spend, unchanged: t.unchanged, watchDigest: t.watchDigest, overTurnBudget: t.failure?.kind === 'budget',
       pacing: { floorSeconds: deps.config.loops.self_paced_floor_seconds, ceilingSeconds: deps.config.loops.self_paced_ceiling_seconds },
     });
     const stored = { ...next, version: fresh.version + 1 };
@@ -358,6 +416,7 @@ async function commit(deps: WorkerDeps, readAtStart: LoopRecord, t: TickCommitIn
       record: { key: deps.keys.schedule(t.sessionId, t.kind), expectedVersion: fresh.version, json: encodeLoopRecord(stored) },
       inflightKey,
       turnLock,
+      replaceTranscript,
     });
     if (res.status === 'conflict') return CONFLICT;
     if (res.status === 'duplicate') return { status: 'duplicate' };

@@ -8,6 +8,7 @@
  * `loops.max_consecutive_failures` failures in a row instead of spinning the budget away.
  */
 import type { LoopRecord, UntilVerdict } from '../scheduler/loop/loop-state.ts';
+import { NO_SPEND, type ModelSpend } from '../scheduler/model-spend.ts';
 import { sessionEventSink } from './turn-events.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
@@ -19,19 +20,26 @@ export const UNTIL_JUDGE_PROMPT = [
   'When tools are offered, use them to check the condition against the current state instead of trusting the report.',
 ].join('\n');
 
-/** Ask the judge. Never throws; failures come back as `{ verdict: 'error' }`. */
-export async function judgeUntil(deps: WorkerDeps, loop: LoopRecord, reply: string, signal: AbortSignal): Promise<UntilVerdict> {
+/**
+ * Ask the judge, on the loop's model, within its context budget (the runner's). Never throws;
+ * failures come back as `{ verdict: 'error' }`.
+ * @returns the verdict and what the judge's calls cost
+ */
+export async function judgeUntil(deps: WorkerDeps, loop: LoopRecord, reply: string, signal: AbortSignal): Promise<{ verdict: UntilVerdict; spend: ModelSpend }> {
   try {
     const res = await deps.runners.agent.complete(
       [{ role: 'user', content: `Task: ${loop.prompt}\nStop condition: ${loop.until}\nLatest report:\n${reply}` }],
       signal,
       loop.sessionId,
       // The judge has the turn's tools: "until the deploy is live" is judged on what a tool sees.
-      { system: UNTIL_JUDGE_PROMPT, jsonObject: true, surface: loop.origin.surface, onEvent: sessionEventSink(deps, loop.sessionId, { judge: 'until' }) },
+      {
+        system: UNTIL_JUDGE_PROMPT, jsonObject: true, surface: loop.origin.surface, onEvent: sessionEventSink(deps, loop.sessionId, { judge: 'until' }),
+        model: loop.model ?? undefined, purpose: 'judge', kind: loop.kind,
+      },
     );
-    return parseVerdict(res.content, ['done', 'continue', 'blocked']) as UntilVerdict;
+    return { verdict: parseVerdict(res.content, ['done', 'continue', 'blocked']) as UntilVerdict, spend: res.spend };
   } catch (err) {
-    return { verdict: 'error', message: (err as Error).message };
+    return { verdict: { verdict: 'error', message: (err as Error).message }, spend: (err as { spend?: ModelSpend }).spend ?? NO_SPEND };
   }
 }
 

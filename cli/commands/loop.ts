@@ -147,7 +147,7 @@ export async function applyGoalCommand(ctx: CliContext, sessionId: string, argTe
     const goals = goalServiceFor(config, conn, createLogger({ level: cliLogLevel(config), name: 'cli' }));
     let reply: string;
     switch (c.action) {
-      case 'set': reply = await goals.set(sessionId, c.text, origin); break;
+      case 'set': reply = await goals.set(sessionId, c.text, origin, Date.now(), c.economy); break;
       case 'pause': reply = await goals.pause(sessionId); break;
       case 'resume': reply = await goals.resume(sessionId); break;
       case 'clear': reply = await goals.clear(sessionId); break;
@@ -222,10 +222,11 @@ export function registerLoopCommand(program: Command, ctx: () => CliContext): vo
   program
     .command('goal')
     .description('set or control the standing goal of a session: hermes goal get the test suite green')
-    .argument('[args...]', 'the goal, or status|pause|resume|stop|clear|help')
+    .argument('[args...]', 'the goal (--max-tokens N, --model <name>), or status|pause|resume|stop|clear|help')
     .option('-s, --session <id>', 'session id', DEFAULT_SESSION)
     .option('--deliver <target>', 'also send each turn\'s reply to telegram:<chat>[:<thread>]')
     .option('--json', 'print the reply and the goal record as JSON')
+    .allowUnknownOption() // --max-tokens and --model belong to the goal grammar
     .action(action(async (args: string[], opts: { session: string; deliver?: string; json?: boolean }) => {
       print(await applyGoalCommand(ctx(), opts.session, args.join(' '), originFromDeliver(opts.deliver)), opts.json);
     }));

@@ -7,6 +7,7 @@
  * the reply is produced only after Redis confirmed it. A refused write is
  * logged at WARNING and reaches the user as a StoreUnavailableError.
  */
+import type { ScheduleEconomy } from '../loop/loop-state.ts';
 import { randomBytes } from 'node:crypto';
 import type { RedisClient } from '../store/redis/connection-factory.ts';
 import type { Logger } from 'pino';
@@ -29,6 +30,8 @@ export class GoalService {
     /** `goals.max_turns` */
     private readonly maxTurns: number,
     private readonly log: Logger,
+    /** Checks `--model`/`--max-tokens` against the operator's config (`loop/economy-check.ts`). @throws ScheduleInputError */
+    private readonly checkEconomy: (economy: ScheduleEconomy, surface: string) => void = () => {},
   ) {}
 
   /** The session's goal record, or `null`. */
@@ -47,9 +50,10 @@ export class GoalService {
    * @returns the reply, e.g. "Goal set (20-turn budget): …"
    * @throws StoreUnavailableError when Redis did not confirm the goal
    */
-  async set(sessionId: string, text: string, origin: Origin, now = Date.now()): Promise<string> {
+  async set(sessionId: string, text: string, origin: Origin, now = Date.now(), economy: ScheduleEconomy = {}): Promise<string> {
     assertSessionId(sessionId);
-    const goal = createGoal({ goalId: randomBytes(6).toString('hex'), sessionId, text, maxTurns: this.maxTurns, origin, now });
+    this.checkEconomy(economy, origin.surface);
+    const goal = createGoal({ goalId: randomBytes(6).toString('hex'), sessionId, text, maxTurns: this.maxTurns, origin, now, economy });
     const stored = await this.confirmed(sessionId, async () => {
       const previous = await this.get(sessionId);
       return await this.put(goal, previous ? previous.version : 'absent');
@@ -57,7 +61,8 @@ export class GoalService {
     if (!stored) throw new StoreUnavailableError('The goal changed while it was being saved; try again.');
     await this.confirmed(sessionId, () => this.enqueueContinuation(stored));
     this.log.info({ sessionId, goalId: stored.goalId }, 'goal set');
-    return `Goal set (${stored.maxTurns}-turn budget): ${text}`;
+    const extra = [stored.model ? `model ${stored.model}` : '', stored.maxTokens ? `max ${stored.maxTokens.toLocaleString('en-US')} tokens` : ''].filter(Boolean);
+    return `Goal set (${stored.maxTurns}-turn budget${extra.map((e) => `, ${e}`).join('')}): ${text}`;
   }
 
   /** @returns the reply */

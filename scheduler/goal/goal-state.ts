@@ -17,7 +17,8 @@
  * While a goal is active and not parked, loop and heartbeat ticks of the
  * session wait (deferred, never dropped).
  */
-import type { Origin } from '../loop/loop-state.ts';
+import type { Origin, ScheduleEconomy } from '../loop/loop-state.ts';
+import { addToTotals, formatSpend, NO_TOTALS, totalTokens, type ModelSpend, type SpendTotals } from '../model-spend.ts';
 
 export type GoalStatus = 'active' | 'paused' | 'achieved' | 'cleared';
 export type GoalVerdict = 'done' | 'blocked' | 'continue' | 'wait';
@@ -42,12 +43,24 @@ export interface GoalRecord {
   lastTurnId: string | null;
   /** Goal turns in a row without a valid verdict (turn or judge failed); absent in records stored before it. */
   failures?: number;
+  /** `--model`: a declared model (`agent.models.<name>`); absent = the primary. */
+  model?: string | null;
+  /** `--max-tokens`: input plus output tokens allowed until the next resume; absent = no limit. */
+  maxTokens?: number | null;
+  /** Tokens counted against `maxTokens` since it was set or last resumed. */
+  budgetTokens?: number;
+  /** Model calls and tokens over the goal's life (`scheduler/model-spend.ts`). */
+  spend?: SpendTotals;
   version: number;
 }
 
 /** A new active goal. */
-export function createGoal(input: { goalId: string; sessionId: string; text: string; maxTurns: number; origin: Origin; now: number }): GoalRecord {
+export function createGoal(input: {
+  goalId: string; sessionId: string; text: string; maxTurns: number; origin: Origin; now: number; economy?: ScheduleEconomy;
+}): GoalRecord {
   return {
+    ...(input.economy?.model ? { model: input.economy.model } : {}),
+    ...(input.economy?.maxTokens ? { maxTokens: input.economy.maxTokens, budgetTokens: 0 } : {}),
     goalId: input.goalId, sessionId: input.sessionId, text: input.text, status: 'active', statusReason: null, parked: false,
     turnsUsed: 0, maxTurns: input.maxTurns, origin: input.origin, createdAt: input.now, updatedAt: input.now,
     lastVerdict: null, lastTurnId: null, failures: 0, version: 0,
@@ -74,10 +87,29 @@ export type GoalOutcome =
  */
 export function applyGoalTurn(
   goal: GoalRecord,
-  turn: { turnId: string; now: number; verdict: GoalVerdict | undefined; reason: string; maxConsecutiveFailures: number },
+  turn: {
+    turnId: string; now: number; verdict: GoalVerdict | undefined; reason: string; maxConsecutiveFailures: number;
+    /** What the turn's model calls cost (compaction, turn, judge). */
+    spend?: ModelSpend;
+    /** The turn stopped at `agent.max_tokens_per_turn`: the goal pauses at once. */
+    overTurnBudget?: boolean;
+  },
 ): { goal: GoalRecord; outcome: GoalOutcome } {
   const failures = turn.verdict === undefined ? (goal.failures ?? 0) + 1 : 0;
-  const next: GoalRecord = { ...goal, turnsUsed: goal.turnsUsed + 1, lastTurnId: turn.turnId, updatedAt: turn.now, lastVerdict: turn.verdict ?? null, failures };
+  const next: GoalRecord = {
+    ...goal, turnsUsed: goal.turnsUsed + 1, lastTurnId: turn.turnId, updatedAt: turn.now, lastVerdict: turn.verdict ?? null, failures,
+    ...(turn.spend && turn.spend.calls > 0 ? { spend: addToTotals(goal.spend, turn.spend) } : {}),
+    ...(goal.maxTokens ? { budgetTokens: (goal.budgetTokens ?? 0) + (turn.spend ? totalTokens(turn.spend) : 0) } : {}),
+  };
+  // Token budgets, as for loops (`applyTick`; docs/CONTEXT.md, "Budgets").
+  if (turn.overTurnBudget) {
+    const reason = `${turn.reason || 'the turn reached agent.max_tokens_per_turn'} /goal resume continues`;
+    return { goal: { ...next, status: 'paused', statusReason: reason }, outcome: { kind: 'paused', reason } };
+  }
+  if (goal.maxTokens && (next.budgetTokens ?? 0) >= goal.maxTokens) {
+    const reason = `token budget of ${goal.maxTokens.toLocaleString('en-US')} reached (--max-tokens): ${(next.budgetTokens ?? 0).toLocaleString('en-US')} tokens since it was set or resumed; in all ${formatSpend(next.spend ?? NO_TOTALS)}. /goal resume gives a fresh allowance`;
+    return { goal: { ...next, status: 'paused', statusReason: reason }, outcome: { kind: 'paused', reason } };
+  }
   if (turn.maxConsecutiveFailures > 0 && failures >= turn.maxConsecutiveFailures) {
     const reason = `${failures} goal turns in a row got no verdict (last error: ${turn.reason || 'unknown'}); /goal resume tries again`;
     return { goal: { ...next, status: 'paused', statusReason: reason }, outcome: { kind: 'paused', reason } };
@@ -107,6 +139,7 @@ export function resumeGoal(goal: GoalRecord, now: number, budget: number): GoalR
   return {
     ...goal, status: 'active', parked: false, statusReason: null, updatedAt: now, failures: 0,
     maxTurns: exhausted ? goal.turnsUsed + budget : goal.maxTurns,
+    ...(goal.maxTokens ? { budgetTokens: 0 } : {}),
   };
 }
 

@@ -23,7 +23,7 @@
 import type { LoopKind } from '../store/keys.ts';
 import { nextSelfPacedDelay, replyDigest } from './self-paced.ts';
 import type { MessagingRoute } from '../delivery/delivery-target.ts';
-import { addToTotals, formatSpend, totalTokens, type ModelSpend, type SpendTotals } from '../model-spend.ts';
+import { addToTotals, formatSpend, NO_TOTALS, totalTokens, type ModelSpend, type SpendTotals } from '../model-spend.ts';
 
 export type LoopStatus = 'active' | 'paused' | 'finished';
 
@@ -364,7 +364,7 @@ export function applyTick(
   // `--max-tokens` reached, pauses it with the spend named; `/loop resume` gives a fresh allowance.
   if (tick.overTurnBudget) return pause(`${clipError(tick.failure ?? 'the turn reached agent.max_tokens_per_turn')} /${loop.kind} resume continues`);
   if (loop.maxTokens && (next.budgetTokens ?? 0) >= loop.maxTokens) {
-    return pause(`token budget of ${loop.maxTokens.toLocaleString('en-US')} reached (--max-tokens): ${(next.budgetTokens ?? 0).toLocaleString('en-US')} tokens since it was set or resumed; in all ${formatSpend(next.spend ?? addToTotals(undefined, undefined))}. /${loop.kind} resume gives a fresh allowance`);
+    return pause(`token budget of ${loop.maxTokens.toLocaleString('en-US')} reached (--max-tokens): ${(next.budgetTokens ?? 0).toLocaleString('en-US')} tokens since it was set or resumed; in all ${formatSpend(next.spend ?? NO_TOTALS)}. /${loop.kind} resume gives a fresh allowance`);
   }
   if (tick.failure !== undefined && maxFailures > 0 && failureStreak >= maxFailures) {
     return pause(`${failureStreak} failed ticks in a row; last error: ${clipError(tick.failure)}. /${loop.kind} resume continues`);

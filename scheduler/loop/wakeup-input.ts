@@ -2,7 +2,7 @@
  * The text a tick adds to the session as its input (SPEC §4, §5). A tick re-runs
  * the prompt against the session's current state; it never replays an old answer.
  */
-import { LOOP_COMPLETE, type LoopRecord } from './loop-state.ts';
+import { LOOP_COMPLETE, SILENT_REPLY, type LoopRecord } from './loop-state.ts';
 
 /**
  * Build the wakeup input of tick number `tickNumber` (1-based).
@@ -13,7 +13,8 @@ export function buildWakeupInput(loop: LoopRecord, tickNumber: number): string {
     return [
       `[Heartbeat #${tickNumber}] Scheduled check-in, not a message from the user.`,
       `Instruction: ${loop.prompt}`,
-      'Answer briefly. If nothing changed since the last check-in, say so in one line; do not invent work.',
+      'Answer briefly; do not invent work.',
+      `If nothing worth telling the user has changed since the last check-in, answer exactly ${SILENT_REPLY} and nothing else.`,
     ].join('\n');
   }
   const budget = loop.times !== null ? ` of ${loop.times}` : '';
@@ -21,6 +22,7 @@ export function buildWakeupInput(loop: LoopRecord, tickNumber: number): string {
     `[Loop wakeup #${tickNumber}${budget}] This is a recurring task, not a new message from the user.`,
     `Task: ${loop.prompt}`,
     'Check the current state afresh (do not rely on earlier answers) and report concisely.',
+    `If nothing worth telling the user has changed since your last report, answer exactly ${SILENT_REPLY} and nothing else.`,
     `When the task is done, print ${LOOP_COMPLETE} on its own line.`,
   ].join('\n');
 }

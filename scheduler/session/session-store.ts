@@ -109,6 +109,12 @@ export class SessionStore {
       inflightKey?: string;
       /** The session's turn lock, released in the same step when the commit holds and the lock is still `holder`'s. */
       turnLock?: { key: string; holder: string };
+      /**
+       * A compacted transcript (docs/CONTEXT.md) that replaces the stored one before `messages` are
+       * appended — only when the stored one is still as it was read (`readLength` messages, the last
+       * of them `readLast`); otherwise it is dropped and the messages are appended as usual.
+       */
+      replaceTranscript?: { messages: TranscriptMessage[]; readLength: number; readLast: TranscriptMessage | undefined };
     },
   ): Promise<CommitResult> {
     const committed = this.keys.sessionCommitted(sessionId);
@@ -121,6 +127,7 @@ export class SessionStore {
       input.event.type, JSON.stringify(input.event.data),
       input.record ? String(input.record.expectedVersion) : '', input.record?.json ?? '',
       input.inflightKey ? input.occurrenceId : '', input.turnLock?.holder ?? '',
+      ...replacementArgs(input.replaceTranscript),
       ...input.messages.map((m) => JSON.stringify(m)),
     ];
     const [code, id] = (await runLuaScript(this.redis, COMMIT_TURN, keys, args)) as [number, string];
@@ -164,6 +171,12 @@ export class SessionStore {
     const res = await this.redis.xrevrange(this.keys.events(sessionId), '+', '-', 'COUNT', 1);
     return res[0]?.[0] ?? '0';
   }
+}
+
+/** ARGV 12–14+R of `commit-turn-6.lua`: the compacted transcript and what it was read as. */
+function replacementArgs(r: { messages: TranscriptMessage[]; readLength: number; readLast: TranscriptMessage | undefined } | undefined): string[] {
+  if (!r) return ['0', '', ''];
+  return [String(r.messages.length), String(r.readLength), r.readLast ? JSON.stringify(r.readLast) : '', ...r.messages.map((m) => JSON.stringify(m))];
 }
 
 /** An event from a raw stream entry (`type` and JSON `data` fields); session and run streams share the shape. */

@@ -19,7 +19,13 @@
   ARGV[9] new record JSON
   ARGV[10] occurrence id whose in-flight mark is released ('' = none)
   ARGV[11] turn lock holder whose lock is released on commit ('' = none)
-  ARGV[12..] transcript messages (JSON)
+  ARGV[12] R: messages of a compacted transcript that replace the stored one (0 = none)
+  ARGV[13] the stored transcript's length when it was read (with R > 0)
+  ARGV[14] the stored transcript's last message when it was read ('' = it was empty)
+  ARGV[15..14+R] the compacted transcript (JSON), replacing the stored one only
+           when it is still as it was read; otherwise the compaction is dropped
+           and only the new messages are appended (nothing said is lost)
+  ARGV[15+R..] transcript messages to append (JSON)
 
   Returns {1, event id} committed (in-flight mark and turn lock released when
   still theirs); {0, ''} this occurrence was committed before; {-1, ''} the
@@ -38,8 +44,18 @@ if ARGV[8] ~= '' then
   if tostring(cjson.decode(cur)['version']) ~= ARGV[8] then return {-1, ''} end
   redis.call('SET', KEYS[4], ARGV[9])
 end
-for i = 12, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
-if #ARGV >= 12 then redis.call('LTRIM', KEYS[2], -tonumber(ARGV[4]), -1) end
+local r = tonumber(ARGV[12])
+local first = 15 + r
+if r > 0 then
+  local len = redis.call('LLEN', KEYS[2])
+  local last = len > 0 and redis.call('LINDEX', KEYS[2], -1) or ''
+  if len == tonumber(ARGV[13]) and last == ARGV[14] then
+    redis.call('DEL', KEYS[2])
+    for i = 15, 14 + r do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+  end
+end
+for i = first, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+if #ARGV >= first then redis.call('LTRIM', KEYS[2], -tonumber(ARGV[4]), -1) end
 local id = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'type', ARGV[6], 'data', ARGV[7])
 if ARGV[10] ~= '' then
   local mark = redis.call('GET', KEYS[5])

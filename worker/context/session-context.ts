@@ -1,0 +1,77 @@
+/**
+ * Before a session turn (user message, goal continuation, loop or heartbeat
+ * tick): fit the session's transcript plus the new input into the turn
+ * model's compaction threshold (`agent.compaction.threshold` of its window),
+ * with the policy of `compaction.ts` — old tool results stubbed first, then
+ * one summary of the middle by an auxiliary call, a marker if that fails.
+ *
+ * The compacted transcript is what the turn runs on, and the commit writes it
+ * back in place of the stored one (`SessionStore.commitTurn`,
+ * `replaceTranscript`: only if the stored one is still as read), so the next
+ * turn starts from it. The session event stream keeps everything that was
+ * said; a `context.compacted` event records the tokens before and after.
+ */
+import type { TranscriptMessage } from '../../scheduler/session/session-store.ts';
+import { NO_SPEND, sumSpend, type ModelSpend } from '../../scheduler/model-spend.ts';
+import type { TurnSurfaces } from '../tools/tool.ts';
+import { turnMessages } from '../transcript-messages.ts';
+import type { WorkerDeps } from '../worker-deps.ts';
+import { compactMessages, type CompactionReport } from './compaction.ts';
+
+/** A transcript ready for a turn. */
+export interface FittedContext {
+  transcript: TranscriptMessage[];
+  /** Set when the transcript was compacted: what the commit writes back. */
+  replace?: { messages: TranscriptMessage[]; readLength: number; readLast: TranscriptMessage | undefined };
+  report?: CompactionReport;
+  /** The summary call's spend (none when no summary was written). */
+  spend: ModelSpend;
+}
+
+/**
+ * Fit `transcript` + `input` under the threshold of `model` (a declared name; undefined = primary).
+ * Never throws for a failed summary (a marker stands in); a turn is never failed by compaction.
+ */
+export async function fitSessionContext(
+  deps: WorkerDeps,
+  request: {
+    sessionId: string; transcript: TranscriptMessage[]; input: string; model?: string; surface: TurnSurfaces;
+    signal: AbortSignal; kind: string; events?: Record<string, unknown>;
+  },
+): Promise<FittedContext> {
+  const runner = deps.runners.agent;
+  const { transcript, input, model, surface } = request;
+  const ctx = runner.contextOf(model);
+  const estimate = (messages: readonly TranscriptMessage[]) => runner.estimateTokens(model, [...turnMessages([...messages], input)], surface);
+  let spend: ModelSpend = NO_SPEND;
+  const fitted = await compactMessages<TranscriptMessage>(transcript, {
+    // The input itself is part of the request: the transcript gets what is left of the threshold.
+    budgetTokens: ctx.thresholdTokens,
+    keepRecent: ctx.keepRecent,
+    estimate,
+    summarise: async (middle) => {
+      try {
+        const res = await runner.summarise(middle, request.signal, { model, sessionId: request.sessionId, kind: request.kind });
+        spend = sumSpend(spend, res.spend);
+        return res.text;
+      } catch (err) {
+        const failed = (err as { spend?: ModelSpend }).spend;
+        if (failed) spend = sumSpend(spend, failed);
+        throw err;
+      }
+    },
+    make: ({ content }) => ({ role: 'user', content, at: Date.now(), source: 'summary' }),
+  });
+  if (!fitted.report) return { transcript, spend };
+  await deps.sessions.appendEvent(request.sessionId, 'context.compacted', {
+    scope: 'transcript', model: ctx.model, windowTokens: ctx.windowTokens, thresholdTokens: ctx.thresholdTokens,
+    ...fitted.report, ...request.events,
+  });
+  deps.log.info({ sessionId: request.sessionId, ...fitted.report }, 'transcript compacted');
+  return {
+    transcript: fitted.messages,
+    replace: { messages: fitted.messages, readLength: transcript.length, readLast: transcript[transcript.length - 1] },
+    report: fitted.report,
+    spend,
+  };
+}
