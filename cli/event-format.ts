@@ -30,8 +30,16 @@ export function formatEvent(event: SessionEvent): string | undefined {
       const runner = d.runner === 'command' ? 'command' : 'agent';
       const who = d.source === 'message' ? 'agent' : d.source === 'goal' ? `agent · goal turn #${d.tick}` : `${runner} · ${d.kind ?? d.source} tick #${d.tick}`;
       const outcome = d.outcome && d.outcome !== 'continue' ? ` → ${d.outcome}${d.reason ? `: ${d.reason}` : ''}` : '';
-      return `[${at}] ${who}${workerPid(d) ? ` (${workerPid(d).slice(2)})` : ''}${outcome}\n${indent(d.text === '' ? '(empty reply)' : d.text)}`;
+      const quiet = d.silent ? ' · silent, not sent' : '';
+      return `[${at}] ${who}${workerPid(d) ? ` (${workerPid(d).slice(2)})` : ''}${spendText(d.spend)}${quiet}${outcome}\n${indent(d.text === '' ? '(empty reply)' : d.text)}`;
     }
+    case 'tick.unchanged':
+      return `[${at}] ${d.kind} tick #${d.tick}: watch unchanged, no model call`;
+    case 'context.compacted':
+      return `[${at}] context compacted for ${d.model}: ${Number(d.beforeTokens).toLocaleString('en-US')} → ${Number(d.afterTokens).toLocaleString('en-US')} tokens`
+        + ` (${[d.elided ? `${d.elided} tool results stubbed` : '', d.summarised ? `${d.summarised} messages ${d.summaryError ? 'elided (summary failed)' : 'summarised'}` : '', d.cut ? `${d.cut} cut` : '', d.dropped ? `${d.dropped} dropped` : ''].filter(Boolean).join(', ')})`;
+    case 'model.called':
+      return undefined; // summed on the turn's reply line
     case 'tick.failed':
       return `[${at}] ✗ ${d.kind} tick #${d.tick} failed: ${d.error}`;
     case 'notice':
@@ -51,6 +59,14 @@ export function formatEvent(event: SessionEvent): string | undefined {
     default:
       return `[${at}] ${event.type}: ${JSON.stringify(d)}`;
   }
+}
+
+/** ` · 1,234 tokens in, 56 out` from a reply's `spend`, or nothing. */
+function spendText(spend: unknown): string {
+  const s = spend as { inputTokens?: number; outputTokens?: number; estimated?: boolean } | undefined;
+  if (!s || typeof s.inputTokens !== 'number') return '';
+  const approx = s.estimated ? '~' : '';
+  return ` · ${approx}${s.inputTokens.toLocaleString('en-US')} tokens in, ${approx}${(s.outputTokens ?? 0).toLocaleString('en-US')} out`;
 }
 
 /** Characters of a tool call's arguments shown on its line. */

@@ -23,13 +23,24 @@ export function formatSchedules(records: LoopRecord[], next: Map<string, number 
   }
   const sorted = [...records].sort((a, b) => a.sessionId.localeCompare(b.sessionId) || a.kind.localeCompare(b.kind));
   return table(
-    ['SESSION', 'KIND', 'STATE', 'CADENCE', 'TICKS', 'NEXT', 'PROMPT'],
+    ['SESSION', 'KIND', 'STATE', 'CADENCE', 'TICKS', 'NEXT', 'TOKENS', 'PROMPT'],
     sorted.map((r) => {
       const due = next.get(`${r.sessionId}:${r.kind}`);
       const nextText = r.status !== 'active' ? '—' : due === undefined ? 'pending' : due <= now ? 'due now' : `in ${formatSeconds((due - now) / 1000)}`;
       const ticks = r.maxTicks > 0 ? `${r.ticksUsed}/${r.maxTicks}` : `${r.ticksUsed}`;
       const state = r.statusReason && r.status !== 'active' ? `${r.status} (${clip(r.statusReason, 30)})` : r.status;
-      return [r.sessionId, r.kind, state, cadence(r), r.times !== null ? `${ticks} (times ${r.times})` : ticks, nextText, clip(r.prompt, 50)];
+      const quiet = [r.silentTicks ? `${r.silentTicks} silent` : '', r.unchangedTicks ? `${r.unchangedTicks} unchanged` : ''].filter(Boolean).join(', ');
+      const ticksText = `${r.times !== null ? `${ticks} (times ${r.times})` : ticks}${quiet ? ` (${quiet})` : ''}`;
+      return [r.sessionId, r.kind, state, cadence(r), ticksText, nextText, tokensColumn(r), clip(r.prompt, 50)];
     }),
   );
+}
+
+/** `34,512 in / 1,204 out · 12 calls` (`~` when estimated), `—` before the first model call. */
+export function tokensColumn(r: Pick<LoopRecord, 'spend' | 'maxTokens' | 'budgetTokens'>): string {
+  const t = r.spend;
+  const limit = r.maxTokens ? ` · budget ${(r.budgetTokens ?? 0).toLocaleString('en-US')}/${r.maxTokens.toLocaleString('en-US')}` : '';
+  if (!t || t.calls === 0) return `—${limit}`;
+  const approx = t.estimated ? '~' : '';
+  return `${approx}${t.inputTokens.toLocaleString('en-US')} in / ${approx}${t.outputTokens.toLocaleString('en-US')} out · ${t.calls} call${t.calls === 1 ? '' : 's'}${limit}`;
 }

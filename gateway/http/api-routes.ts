@@ -7,6 +7,9 @@
  * Schedules created over HTTP always run the agent: `/api` can never create a
  * command turn (SPEC §3).
  */
+import { LOOP_NOTIFY, type LoopNotify, type ScheduleEconomy } from '../../scheduler/loop/loop-state.ts';
+import { MAX_TOKENS_LIMIT } from '../../scheduler/loop/economy-flags.ts';
+import { NO_TOTALS, type SpendTotals } from '../../scheduler/model-spend.ts';
 import { Router } from 'express';
 import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { isStreamId, type StreamFanout } from '../stream-fanout.ts';
@@ -45,20 +48,40 @@ export interface ApiDeps {
 const kindSchema = z.enum(['loop', 'heartbeat']);
 
 /** `POST /api/schedules`: a loop in the `/loop` grammar, or a heartbeat by interval and prompt. */
+/** The economy fields of a schedule (docs/CONTEXT.md), as the `/loop` flags `--notify`, `--watch`, `--max-tokens`, `--model`. */
+const economyFields = {
+  notify: z.enum(LOOP_NOTIFY).optional(),
+  watch: z.string().min(1).max(2048).optional(),
+  max_tokens: z.number().int().positive().max(MAX_TOKENS_LIMIT).optional(),
+  model: z.string().min(1).max(64).optional(),
+};
+
 const createSchema = z.discriminatedUnion('kind', [
   z.object({
     kind: z.literal('loop'),
     session_id: z.string().min(1),
-    /** Everything after `/loop`, e.g. `5m check the CI build --times 3`. */
+    /** Everything after `/loop`, e.g. `5m check the CI build --times 3 --notify done`. */
     args: z.string().min(1),
+    ...economyFields,
   }).strict(),
   z.object({
     kind: z.literal('heartbeat'),
     session_id: z.string().min(1),
     interval_seconds: z.number().positive().max(MAX_INTERVAL_SECONDS),
     prompt: z.string().min(1),
+    ...economyFields,
   }).strict(),
 ]);
+
+/** The economy a body's fields ask for (a flag in `args` wins over its field). */
+function economyOf(body: { notify?: LoopNotify; watch?: string; max_tokens?: number; model?: string }): ScheduleEconomy {
+  return {
+    ...(body.notify ? { notify: body.notify } : {}),
+    ...(body.watch ? { watch: body.watch } : {}),
+    ...(body.max_tokens ? { maxTokens: body.max_tokens } : {}),
+    ...(body.model ? { model: body.model } : {}),
+  };
+}
 
 /**
  * The management `/api` router (schedules, cron jobs, session event streams).
@@ -91,7 +114,7 @@ export function apiRouter(deps: ApiDeps): Router {
       if (cmd.action !== 'set') {
         throw new HttpError(400, `"${body.args}" is a control word; use the pause/resume/DELETE routes.`, 'invalid_request_error', 'not_a_schedule', 'args');
       }
-      spec = cmd;
+      spec = { ...cmd, economy: { ...economyOf(body), ...cmd.economy } };
     } else {
       const min = deps.config.heartbeat.min_interval_seconds;
       if (body.interval_seconds < min) {
@@ -100,7 +123,7 @@ export function apiRouter(deps: ApiDeps): Router {
       if (body.prompt.length > deps.config.agent.max_prompt_chars) {
         throw new HttpError(400, `The prompt is ${body.prompt.length} characters; the limit is ${deps.config.agent.max_prompt_chars}.`, 'invalid_request_error', 'prompt_too_long', 'prompt');
       }
-      spec = { prompt: body.prompt, intervalSeconds: body.interval_seconds, times: null, until: null, notes: [] };
+      spec = { prompt: body.prompt, intervalSeconds: body.interval_seconds, times: null, until: null, notes: [], economy: economyOf(body) };
     }
     const reply = await deps.schedules.set(body.session_id, body.kind, spec, { origin: { surface: 'api' }, runner: { kind: 'agent' } });
     const record = await deps.loops.get(body.session_id, body.kind);
@@ -168,12 +191,21 @@ async function requireSchedule(deps: ApiDeps, sessionId: string, kind: LoopKind)
 }
 
 /** The API shape of a loop or heartbeat (times in epoch ms). */
+/** Spend totals on the wire (snake_case; zeros when the schedule made no model call yet). */
+export function spendObject(t: SpendTotals | undefined) {
+  const x = t ?? NO_TOTALS;
+  return { model_calls: x.calls, input_tokens: x.inputTokens, output_tokens: x.outputTokens, last_input_tokens: x.lastInputTokens, estimated: x.estimated };
+}
+
 function scheduleObject(r: LoopRecord, now: number, nextDueAt?: number) {
   return {
     session_id: r.sessionId, kind: r.kind, loop_id: r.loopId, status: r.status, status_reason: r.statusReason,
     mode: r.mode, interval_seconds: r.intervalSeconds, prompt: r.prompt, times: r.times, until: r.until,
     ticks_used: r.ticksUsed, max_ticks: r.maxTicks, created_at: r.createdAt, updated_at: r.updatedAt,
     last_tick_started_at: r.lastTickStartedAt, next_due_at: nextDueAt ?? null,
+    notify: r.notify ?? 'auto', watch: r.watch ?? null, model: r.model ?? null, max_tokens: r.maxTokens ?? null,
+    budget_tokens: r.maxTokens ? r.budgetTokens ?? 0 : null, silent_ticks: r.silentTicks ?? 0, unchanged_ticks: r.unchangedTicks ?? 0,
+    spend: spendObject(r.spend),
     status_line: statusLine(r, now, nextDueAt),
   };
 }
