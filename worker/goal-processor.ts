@@ -63,9 +63,9 @@ export async function processGoalContinuation(
       const res = await deps.sessions.commitTurn(sessionId, {
         occurrenceId: turnId,
         messages: failure ? [] : [
-          { role: 'user', content: input, at: startedAt, source: 'goal' },
-          ...stepMessages(steps, Date.now(), 'goal'),
-          { role: 'assistant', content: reply, at: Date.now(), source: 'goal' },
+          { role: 'user', content: input, at: startedAt, source: 'goal', surface: goal.origin.surface },
+          ...stepMessages(steps, Date.now(), 'goal', goal.origin.surface),
+          { role: 'assistant', content: reply, at: Date.now(), source: 'goal', surface: goal.origin.surface },
         ],
         event: failure
           ? { type: 'error', data: { text: `Goal turn ${goalTurn} failed: ${failure.message}`, occurrenceId: turnId } }

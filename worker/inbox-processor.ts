@@ -105,9 +105,9 @@ export async function processInbox(
       messages: failure
         ? []
         : [
-            { role: 'user', content: data.text, at: data.receivedAt, source: 'message' },
-            ...stepMessages(steps, finishedAt, 'message'),
-            { role: 'assistant', content: reply, at: finishedAt, source: 'message' },
+            { role: 'user', content: data.text, at: data.receivedAt, source: 'message', surface: data.origin.surface },
+            ...stepMessages(steps, finishedAt, 'message', data.origin.surface),
+            { role: 'assistant', content: reply, at: finishedAt, source: 'message', surface: data.origin.surface },
           ],
       event: failure
         ? { type: 'error', data: { text: failure.message, occurrenceId, ...(spend.calls > 0 ? { spend } : {}) } }

@@ -13,7 +13,7 @@ import type { Job } from 'bullmq';
 import { deferJob } from '../scheduler/store/defer-job.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import type { Origin } from '../scheduler/loop/loop-state.ts';
-import { turnMessages } from './transcript-messages.ts';
+import { contextSurfaces, turnMessages } from './transcript-messages.ts';
 import { sessionEventSink } from './turn-events.ts';
 import type { ChatMessage } from './turn-runners/turn-runner.ts';
 import type { TrackedTurn } from './turn-tracker.ts';
@@ -76,12 +76,14 @@ export async function runSessionAgent(
   let spend: ModelSpend = NO_SPEND;
   let replaceTranscript: FittedContext['replace'];
   try {
-    const fitted = await fitSessionContext(deps, { sessionId, transcript, input, model, surface, signal: turnSignal, kind, events: request.events });
+    // The turn answers to every surface whose text is in its context (provenance, `contextSurfaces`).
+    const surfaces = contextSurfaces(surface, transcript);
+    const fitted = await fitSessionContext(deps, { sessionId, transcript, input, model, surface: surfaces, signal: turnSignal, kind, events: request.events });
     spend = fitted.spend;
     replaceTranscript = fitted.replace;
     const out = await deps.runners.agent.run({
       sessionId, messages: turnMessages(fitted.transcript, input), signal: turnSignal,
-      surface, onEvent: sessionEventSink(deps, sessionId, request.events), model, kind,
+      surface: surfaces, onEvent: sessionEventSink(deps, sessionId, request.events), model, kind,
     });
     return { reply: out.reply, steps: out.steps, spend: sumSpend(spend, out.spend ?? NO_SPEND), replaceTranscript };
   } catch (err) {

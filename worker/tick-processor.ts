@@ -56,7 +56,7 @@ import { deliverToRoute } from './delivery.ts';
 import type { HeldLock } from './session-lock.ts';
 import { decideClaim, decideGate, decideTurnEnding, DRAIN_HAND_BACK, type TickDefer } from './tick-gate.ts';
 import type { TrackedTurn } from './turn-tracker.ts';
-import { stepMessages, turnMessages } from './transcript-messages.ts';
+import { contextSurfaces, stepMessages, turnMessages } from './transcript-messages.ts';
 import { sessionEventSink } from './turn-events.ts';
 import type { ChatMessage } from './turn-runners/turn-runner.ts';
 import type { TranscriptMessage } from '../scheduler/session/session-store.ts';
@@ -272,6 +272,7 @@ async function runTurn(deps: WorkerDeps, tick: Tick, claimed: Claimed, signal: A
   let spend: ModelSpend = NO_SPEND;
   let replace: FittedContext['replace'];
   let watchDigest: string | undefined;
+  const surface = contextSurfaces(loop.origin.surface, transcript);
   try {
     // `--watch` (`watch-check.ts`): an unchanged check ends the tick here, with no model call.
     if (loop.watch) {
@@ -287,9 +288,10 @@ async function runTurn(deps: WorkerDeps, tick: Tick, claimed: Claimed, signal: A
       input += watchSection(loop.watch, watched, !loop.watchDigest);
     }
     let context = transcript;
+    // The turn answers to every surface whose text is in its context (provenance, `contextSurfaces`).
     if (loop.runner.kind === 'agent') {
       // The context budget before the turn (`context/session-context.ts`; docs/CONTEXT.md).
-      const fitted = await fitSessionContext(deps, { sessionId, transcript, input, model, surface: loop.origin.surface, signal, kind, events });
+      const fitted = await fitSessionContext(deps, { sessionId, transcript, input, model, surface, signal, kind, events });
       ({ replace } = fitted);
       context = fitted.transcript;
       spend = sumSpend(spend, fitted.spend);
@@ -299,7 +301,7 @@ async function runTurn(deps: WorkerDeps, tick: Tick, claimed: Claimed, signal: A
       messages: turnMessages(context, input),
       signal,
       env: { HERMES_TICK: String(tickNumber), HERMES_SCHEDULE_KIND: kind },
-      surface: loop.origin.surface,
+      surface,
       onEvent: sessionEventSink(deps, sessionId, events),
       model,
       kind,
@@ -322,7 +324,7 @@ async function runTurn(deps: WorkerDeps, tick: Tick, claimed: Claimed, signal: A
   }
   let until: UntilVerdict | undefined;
   if (!failure && loop.until) {
-    const judged = await judgeUntil(deps, loop, reply, signal);
+    const judged = await judgeUntil(deps, loop, reply, signal, surface);
     until = judged.verdict;
     spend = sumSpend(spend, judged.spend);
   }
@@ -375,9 +377,10 @@ type CommitResult =
 async function commit(deps: WorkerDeps, readAtStart: LoopRecord, t: TickCommitInput): Promise<CommitResult> {
   const source = t.kind === 'heartbeat' ? 'heartbeat' : 'tick';
   // An unchanged tick adds nothing to the transcript: the next turn's context does not grow with it.
+  const surface = readAtStart.origin.surface; // provenance (`contextSurfaces`)
   const messages = t.unchanged ? [] : [
-    { role: 'user' as const, content: t.input, at: t.startedAt, source },
-    ...(t.failure ? [] : [...stepMessages(t.steps, t.finishedAt, source), { role: 'assistant' as const, content: t.reply, at: t.finishedAt, source }]),
+    { role: 'user' as const, content: t.input, at: t.startedAt, source, surface },
+    ...(t.failure ? [] : [...stepMessages(t.steps, t.finishedAt, source, surface), { role: 'assistant' as const, content: t.reply, at: t.finishedAt, source, surface }]),
   ];
   const event = {
     type: t.unchanged ? 'tick.unchanged' : t.failure ? 'tick.failed' : 'reply',

@@ -1,3 +1,5 @@
+import { TOOL_SURFACES } from '../scheduler/config/config.ts';
+import type { ToolSurface, TurnSurfaces } from './tools/tool.ts';
 import type { TranscriptMessage } from '../scheduler/session/session-store.ts';
 import type { ChatMessage } from './turn-runners/turn-runner.ts';
 
@@ -25,11 +27,28 @@ export function turnMessages(transcript: TranscriptMessage[], input: string): Ch
   return [...whole, { role: 'user', content: input }];
 }
 
-/** A turn's tool steps as transcript messages (between the input and the reply). */
-export function stepMessages(steps: ChatMessage[], at: number, source: string): TranscriptMessage[] {
+/** A turn's tool steps as transcript messages (between the input and the reply), written by `surface`'s turn. */
+export function stepMessages(steps: ChatMessage[], at: number, source: string, surface?: string): TranscriptMessage[] {
+  const from = surface ? { surface } : {};
   return steps.flatMap((m): TranscriptMessage[] => {
-    if (m.role === 'tool') return [{ role: 'tool', content: m.content, at, source, tool_call_id: m.tool_call_id, ...(m.name ? { name: m.name } : {}) }];
-    if (m.role === 'assistant') return [{ role: 'assistant', content: m.content, at, source, ...(m.tool_calls ? { tool_calls: m.tool_calls } : {}) }];
+    if (m.role === 'tool') return [{ role: 'tool', content: m.content, at, source, tool_call_id: m.tool_call_id, ...(m.name ? { name: m.name } : {}), ...from }];
+    if (m.role === 'assistant') return [{ role: 'assistant', content: m.content, at, source, ...(m.tool_calls ? { tool_calls: m.tool_calls } : {}), ...from }];
     return [];
   });
+}
+
+/**
+ * Provenance (docs/TOOLS.md, "Provenance"): the surfaces a turn answers to — its own first, then
+ * every other surface whose text is in the context it sends. Text a less trusted surface wrote
+ * (an `/api` loop's prompt, a Telegram message) can thus never drive a tool that only a more
+ * trusted one may use: the toolbox offers and runs a tool only when each of these surfaces may.
+ */
+export function contextSurfaces(own: ToolSurface, context: readonly TranscriptMessage[]): TurnSurfaces {
+  const seen = new Set<string>([own]);
+  for (const m of context) {
+    if (m.surface) seen.add(m.surface);
+    for (const s of m.surfaces ?? []) seen.add(s);
+  }
+  const list = [...seen].filter((s): s is ToolSurface => (TOOL_SURFACES as readonly string[]).includes(s));
+  return list.length === 1 ? list[0]! : list;
 }

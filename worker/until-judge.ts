@@ -10,6 +10,7 @@
 import type { LoopRecord, UntilVerdict } from '../scheduler/loop/loop-state.ts';
 import { NO_SPEND, type ModelSpend } from '../scheduler/model-spend.ts';
 import { sessionEventSink } from './turn-events.ts';
+import type { TurnSurfaces } from './tools/tool.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
 export const UNTIL_JUDGE_PROMPT = [
@@ -25,7 +26,11 @@ export const UNTIL_JUDGE_PROMPT = [
  * failures come back as `{ verdict: 'error' }`.
  * @returns the verdict and what the judge's calls cost
  */
-export async function judgeUntil(deps: WorkerDeps, loop: LoopRecord, reply: string, signal: AbortSignal): Promise<{ verdict: UntilVerdict; spend: ModelSpend }> {
+export async function judgeUntil(
+  deps: WorkerDeps, loop: LoopRecord, reply: string, signal: AbortSignal,
+  /** The surfaces the tick answered to (`contextSurfaces`): the judge reads what its turn wrote. */
+  surface: TurnSurfaces = loop.origin.surface,
+): Promise<{ verdict: UntilVerdict; spend: ModelSpend }> {
   try {
     const res = await deps.runners.agent.complete(
       [{ role: 'user', content: `Task: ${loop.prompt}\nStop condition: ${loop.until}\nLatest report:\n${reply}` }],
@@ -33,7 +38,7 @@ export async function judgeUntil(deps: WorkerDeps, loop: LoopRecord, reply: stri
       loop.sessionId,
       // The judge has the turn's tools: "until the deploy is live" is judged on what a tool sees.
       {
-        system: UNTIL_JUDGE_PROMPT, jsonObject: true, surface: loop.origin.surface, onEvent: sessionEventSink(deps, loop.sessionId, { judge: 'until' }),
+        system: UNTIL_JUDGE_PROMPT, jsonObject: true, surface, onEvent: sessionEventSink(deps, loop.sessionId, { judge: 'until' }),
         model: loop.model ?? undefined, purpose: 'judge', kind: loop.kind,
       },
     );

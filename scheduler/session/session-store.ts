@@ -33,6 +33,14 @@ export interface TranscriptMessage {
   /** On a tool message: the call it answers, and the tool's name. */
   tool_call_id?: string;
   name?: string;
+  /**
+   * Provenance: the surface whose input produced the message (`cli`, `chat`, `telegram`, `api`, …).
+   * A turn may use only the tools every surface in its context may use (docs/TOOLS.md, "Provenance").
+   * Absent on messages written before it was recorded.
+   */
+  surface?: string;
+  /** On a compaction summary: the surfaces of the messages it stands for. */
+  surfaces?: string[];
 }
 
 /** One event of a session stream. `id` is the Redis stream id. */

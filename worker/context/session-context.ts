@@ -60,7 +60,11 @@ export async function fitSessionContext(
         throw err;
       }
     },
-    make: ({ content }) => ({ role: 'user', content, at: Date.now(), source: 'summary' }),
+    // A summary carries the provenance of what it stands for (`contextSurfaces`).
+    make: ({ content }, standsFor) => {
+      const surfaces = [...new Set(standsFor.flatMap((m) => [...(m.surface ? [m.surface] : []), ...(m.surfaces ?? [])]))];
+      return { role: 'user', content, at: Date.now(), source: 'summary', ...(surfaces.length ? { surfaces } : {}) };
+    },
   });
   if (!fitted.report) return { transcript, spend };
   await deps.sessions.appendEvent(request.sessionId, 'context.compacted', {
