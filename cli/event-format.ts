@@ -3,6 +3,7 @@
  * reply text indented below it.
  */
 import type { SessionEvent } from '../scheduler/session/session-store.ts';
+import { terminalSafe } from './terminal-text.ts';
 
 function clock(ms: number): string {
   return new Date(ms).toISOString().slice(11, 19);
@@ -18,8 +19,13 @@ function workerPid(d: Record<string, unknown>): string {
   return typeof d.pid === 'number' || (typeof d.pid === 'string' && d.pid !== '') ? `, worker pid ${d.pid}` : '';
 }
 
-/** Render one event; `undefined` for events a user need not see. */
+/** Render one event, control characters escaped (`terminalSafe`); `undefined` for events a user need not see. */
 export function formatEvent(event: SessionEvent): string | undefined {
+  const line = formatEventRaw(event);
+  return line === undefined ? undefined : terminalSafe(line);
+}
+
+function formatEventRaw(event: SessionEvent): string | undefined {
   const d = event.data;
   const at = clock(eventTime(event.id));
   const indent = (text: unknown) => String(text ?? '').split('\n').map((l) => `    ${l}`).join('\n');

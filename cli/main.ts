@@ -2,6 +2,7 @@
  * The `hermes` command line: `up`, `worker`, `gateway`, `loop`, `heartbeat`,
  * `goal`, `chat`, `status`, `cron …`, `admin reshard`, `completion`.
  */
+import { terminalSafe } from './terminal-text.ts';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
@@ -216,7 +217,7 @@ program
         return;
       }
       process.stdout.write(`workers alive: ${workers.length}${workers.length ? ` (${workers.join(', ')})` : ''}\n`);
-      for (const line of formatSchedules(records, next, now, { all: opts.all === true })) process.stdout.write(`${line}\n`);
+      for (const line of formatSchedules(records, next, now, { all: opts.all === true })) process.stdout.write(`${terminalSafe(line)}\n`);
     } finally {
       await conn.close();
     }

@@ -161,13 +161,13 @@ describe('hermes status', () => {
     expect(r.code).toBe(0);
     const lines = r.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^workers alive: 0$/);
-    expect(lines[1]).toMatch(/^SESSION +KIND +STATE +CADENCE +TICKS +NEXT +PROMPT$/);
+    expect(lines[1]).toMatch(/^SESSION +KIND +STATE +CADENCE +TICKS +NEXT +TOKENS +PROMPT$/);
     expect(lines).toHaveLength(4);
     expect(r.stdout).not.toContain('done');
     // Every column starts at the same offset in every row.
-    const starts = ['KIND', 'STATE', 'CADENCE', 'TICKS', 'NEXT', 'PROMPT'].map((h) => lines[1]!.indexOf(h));
+    const starts = ['KIND', 'STATE', 'CADENCE', 'TICKS', 'NEXT', 'TOKENS', 'PROMPT'].map((h) => lines[1]!.indexOf(h));
     for (const row of lines.slice(2)) for (const p of starts) expect(`${row[p - 2]}${row[p - 1]}${row[p] === ' ' ? '_' : 'x'}`, row).toBe('  x');
-    expect(lines[2]).toMatch(/^a-long-session-name +loop +active +every 10m +0\/100 +(due now|in .+|pending) +watch the build$/);
+    expect(lines[2]).toMatch(/^a-long-session-name +loop +active +every 10m +0\/100 +(due now|in .+|pending) +— +watch the build$/);
 
     expect(all.stdout).toMatch(/^done +loop +finished \(stopped by user\) /m);
     const json = JSON.parse(asJson.stdout) as { schedules: Array<{ sessionId: string; next_due_at: string | null }> };

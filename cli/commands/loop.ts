@@ -8,6 +8,7 @@
  * Replies name shell commands, not chat commands; `--json` prints the reply
  * and the record after the change.
  */
+import { terminalSafe } from '../terminal-text.ts';
 import type { Command } from 'commander';
 import { parseLoopArgs, LOOP_HELP } from '../../scheduler/loop/loop-command.ts';
 import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../../scheduler/loop/heartbeat-command.ts';
@@ -167,7 +168,7 @@ async function withConnection<T>(ctx: CliContext, fn: (conn: CliConnection) => P
 }
 
 function print(result: ShellReply, json: boolean | undefined): void {
-  process.stdout.write(json ? `${JSON.stringify(result, null, 2)}\n` : `${result.reply}\n`);
+  process.stdout.write(json ? `${JSON.stringify(result, null, 2)}\n` : `${terminalSafe(result.reply)}\n`);
 }
 
 /** How `hermes loop` and `hermes heartbeat` differ; everything else of the two commands is shared. */
