@@ -71,7 +71,7 @@ export function cronStoreFor(config: HermesConfig, conn: StoreConnection): CronS
 
 /**
  * Managing cron jobs (`timezone`, `cron.min_interval_seconds`, `cron.history_limit`,
- * `agent.max_prompt_chars`, `delivery.webhook_allow`).
+ * `agent.max_prompt_chars`, `delivery.webhook_allow`; `agent.models` and `tools.*` for `--model` and `--watch`).
  * @param clock - epoch ms source (tests may pin it)
  */
 export function cronServiceFor(config: HermesConfig, conn: StoreConnection, log: Logger, clock: () => number = Date.now): CronService {
@@ -81,6 +81,7 @@ export function cronServiceFor(config: HermesConfig, conn: StoreConnection, log:
       timezone: config.timezone, minIntervalSeconds: config.cron.min_interval_seconds,
       maxPromptChars: config.agent.max_prompt_chars, historyLimit: config.cron.history_limit,
       webhookAllow: parseWebhookAllow(config.delivery.webhook_allow),
+      checkEconomy: (economy, surface) => checkEconomy(economy, config, surface),
     },
     log,
     clock,

@@ -14,13 +14,18 @@
  *     The pure decisions are in `cron-gate.ts`; docs/CRON.md, "What happens at run time";
  *  3. `claim` the occurrence (Lua: still scheduled in this generation, nobody
  *     else holds it) — the point after which a pause or remove no longer stops it;
- *  4. `runTurn`: a fresh turn with only the job's prompt (agent), or its `--script`
- *     (command turn, `cron.script_timeout_seconds`). How a turn that threw ends
+ *  4. `runTurn`: a fresh turn with only the job's prompt (agent, on its `--model`), or its
+ *     `--script` (command turn, `cron.script_timeout_seconds`). A job with `--watch` runs its
+ *     check first: an output with the digest of the last successful run ends the run `ok`
+ *     and `unchanged`, with no model call (or script) and nothing delivered; otherwise the
+ *     output goes into the prompt (docs/CRON.md, "Economy"). The run records what its model
+ *     calls cost (`spend`, also of a failed turn). How a turn that threw ends
  *     is `decideRunEnding`: a turn cut by the drain deadline is not recorded (the
  *     job is handed back, and the next worker to take it claims the occurrence
  *     again as its next attempt; docs/RELIABILITY.md), one whose lock was lost
  *     records nothing, a network failure is retried by BullMQ, any other is an `error` run;
- *  5. `commit` run record + job state + local delivery once per occurrence (Lua),
+ *  5. `commit` run record + job state (the spend added to its totals, the watch's digest, a pause
+ *     at a token budget: `applyRun`) + local delivery once per occurrence (Lua),
  *     `applyOutcome` (a job that left `scheduled` loses its job scheduler), then
  *     `deliver` to the other targets and record their outcomes.
  * A retried or duplicated job finds the claim or the commit marker and neither
@@ -47,6 +52,8 @@ import { CRON_DRAIN_HAND_BACK, decideEarly, decideOverlap, decideRunEnding, type
 import { deliverPending, resolveTargets } from './cron-delivery.ts';
 import { sessionEventSink } from './turn-events.ts';
 import type { TurnSurfaces } from './tools/tool.ts';
+import { NO_SPEND, type ModelSpend } from '../scheduler/model-spend.ts';
+import { runWatch, watchSection } from './watch-check.ts';
 
 /** What happened to a tick (the job's return value, for logs and tests). */
 export interface CronTickResult {
@@ -80,6 +87,23 @@ interface CronTick {
   /** Epoch ms a worker took the job. */
   pickedAt: number;
   log: WorkerDeps['log'];
+}
+
+/** What a run leaves for the commit besides its record (`applyRun`'s options). */
+interface RunEffects {
+  /** The watch the run checked and its output's digest. */
+  watch?: { spec: string; digest: string };
+  /** The turn stopped at `agent.max_tokens_per_turn` (TurnError `budget`): the job pauses. */
+  overTurnBudget?: boolean;
+}
+
+/** What the job's turn gave (`jobTurn`). */
+interface JobTurn {
+  reply: string;
+  spend: ModelSpend;
+  /** The watch's output had not changed: nothing ran. */
+  unchanged: boolean;
+  watch?: { spec: string; digest: string };
 }
 
 /** What the gate says: run (or record a misfire skip) under the overlap lock, defer, skip for overlap, or drop. */
@@ -138,9 +162,12 @@ export async function processCronTick(
       }), tick.pickedAt);
     }
     // Drain hand-back, lock loss, network retries: `decideRunEnding` (docs/RELIABILITY.md, docs/CRON.md "Retries").
-    const run = await runTurn(deps, job, token, signal, tick, { record, decision, startedAt, attempt: claim.attempt });
-    const result = await commit(store, deps, record.id, run, tick.pickedAt);
-    tick.log.info({ status: run.status, durationMs: run.finished_at! - startedAt, silent: run.silent }, 'cron run finished');
+    const { run, effects } = await runTurn(deps, job, token, signal, tick, { record, decision, startedAt, attempt: claim.attempt });
+    const result = await commit(store, deps, record.id, run, tick.pickedAt, effects);
+    tick.log.info({
+      status: run.status, durationMs: run.finished_at! - startedAt, silent: run.silent, unchanged: run.unchanged,
+      inputTokens: run.spend?.inputTokens, outputTokens: run.spend?.outputTokens,
+    }, 'cron run finished');
     return result;
   } finally {
     await lock?.release();
@@ -216,7 +243,8 @@ async function defer(job: Job<CronTickData>, token: string | undefined, tick: Cr
 
 /**
  * Step 4: run the claimed occurrence's turn.
- * @returns the run to commit: `ok` with the reply and its deliveries, or `error`
+ * @returns the run to commit: `ok` with the reply and its deliveries (none when `unchanged`), or
+ *   `error`; with its spend either way, and what the commit applies besides
  * @throws DelayedError when a drain cut the turn (handed back); the turn's error when the job's lock
  *   was lost (nothing recorded here); a retryable TurnError while BullMQ attempts are left
  */
@@ -227,7 +255,7 @@ async function runTurn(
   signal: AbortSignal | undefined,
   tick: CronTick,
   c: { record: CronJob; decision: Extract<OccurrenceDecision, { action: 'run' }>; startedAt: number; attempt: number },
-): Promise<CronRun> {
+): Promise<{ run: CronRun; effects: RunEffects }> {
   const { record, decision, startedAt, attempt } = c;
   const { occurrenceId, dueAt, trigger, log } = tick;
   const run = baseRun(record, {
@@ -238,9 +266,9 @@ async function runTurn(
   run.late = decision.late;
   log.info({ trigger: run.trigger, latenessMs: run.lateness_ms, late: run.late, attempt }, 'cron run started');
   if (trigger !== 'manual') deps.metrics?.tickLateness.observe({ kind: 'cron' }, run.lateness_ms / 1000);
-  const ended = await deps.turns.run(tick.holder, 'deadline', async (turnSignal, turn): Promise<{ reply: string } | { error: TurnError }> => {
+  const ended = await deps.turns.run(tick.holder, 'deadline', async (turnSignal, turn): Promise<JobTurn | { error: TurnError; spend: ModelSpend }> => {
     try {
-      return { reply: await turnReply(record, occurrenceId, dueAt, turnSignal, deps) };
+      return await jobTurn(record, occurrenceId, dueAt, turnSignal, deps);
     } catch (err) {
       const turnError = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', cause: err });
       const ending = decideRunEnding(turn, turnError, job.attemptsMade + 1, job.opts.attempts ?? 1);
@@ -253,39 +281,66 @@ async function runTurn(
         log.warn({ attempt: job.attemptsMade + 1, error: turnError.message }, 'cron run could not reach the model; retrying with backoff');
         throw turnError;
       }
-      return { error: turnError };
+      // What the model calls made before the failure cost (the agent runner attaches it).
+      return { error: turnError, spend: (err as { spend?: ModelSpend }).spend ?? NO_SPEND };
     }
   }, signal);
-  if ('reply' in ended) {
-    Object.assign(run, withReply(run, ended.reply)); // the record keeps a capped copy; targets get it whole
-  } else {
+  const effects: RunEffects = {};
+  run.spend = ended.spend;
+  run.unchanged = false;
+  if ('error' in ended) {
     run.status = 'error';
     run.error = ended.error.message;
+    if (ended.error.kind === 'budget') effects.overTurnBudget = true;
+  } else if (ended.unchanged) {
+    run.unchanged = true;
+    effects.watch = ended.watch;
+  } else {
+    Object.assign(run, withReply(run, ended.reply)); // the record keeps a capped copy; targets get it whole
+    effects.watch = ended.watch;
   }
   run.finished_at = Date.now();
-  deps.metrics?.turnFinished('cron', run.status === 'ok' ? 'ok' : 'failed', (run.finished_at - startedAt) / 1000);
-  run.deliveries = run.status === 'ok'
+  // An unchanged run ran no turn: it is no turn in the metrics either.
+  if (!run.unchanged) deps.metrics?.turnFinished('cron', run.status === 'ok' ? 'ok' : 'failed', (run.finished_at - startedAt) / 1000);
+  run.deliveries = run.status === 'ok' && !run.unchanged
     ? resolveTargets(record).map((target): CronDelivery => ({ target, status: run.silent ? 'silent' : 'pending' }))
     : [];
-  return run;
+  return { run, effects };
 }
 
-/** The job's turn: a fresh turn with only its prompt, or its script. @returns the reply */
-async function turnReply(job: CronJob, occurrenceId: string, dueAt: number, signal: AbortSignal, deps: WorkerDeps): Promise<string> {
+/**
+ * The job's turn: its `--watch` first, when it has one (an unchanged output ends here); then a fresh
+ * turn with only its prompt (on its `--model`), or its script.
+ * @throws what the runner threw (a TurnError carries the spend of the calls made)
+ */
+async function jobTurn(job: CronJob, occurrenceId: string, dueAt: number, signal: AbortSignal, deps: WorkerDeps): Promise<JobTurn> {
   const sessionId = cronSessionId(job.id);
-  const messages = [{ role: 'user' as const, content: job.prompt }];
-  if (job.script !== null) {
-    const runner = deps.runners.script(job.script, deps.config.cron.script_timeout_seconds * 1000);
-    return (await runner.run({
-      sessionId, messages, signal,
-      env: { HERMES_CRON_JOB_ID: job.id, HERMES_CRON_OCCURRENCE_ID: occurrenceId, HERMES_CRON_DUE_AT: new Date(dueAt).toISOString() },
-    })).reply;
-  }
   // A job runs as `cron`; one created or edited from another surface than the CLI (over `/api`)
   // answers to that surface's `tools.allow_from` too, so a job is no way around a surface's rule.
   const surface: TurnSurfaces = cronToolSurfaces(job);
-  const out = await deps.runners.agent.run({ sessionId, messages, signal, surface, onEvent: sessionEventSink(deps, sessionId, { occurrenceId }) });
-  return out.reply;
+  let prompt = job.prompt;
+  let watch: JobTurn['watch'];
+  if (job.watch) {
+    // `--watch` (`watch-check.ts`): the same output as at the last successful run ends the run here.
+    const watched = await runWatch(deps, job.watch, { sessionId, surface, signal });
+    watch = { spec: job.watch, digest: watched.digest };
+    if (job.watch_digest && watched.digest === job.watch_digest) return { reply: '', spend: NO_SPEND, unchanged: true, watch };
+    prompt += watchSection(job.watch, watched, !job.watch_digest);
+  }
+  const messages = [{ role: 'user' as const, content: prompt }];
+  if (job.script !== null) {
+    const runner = deps.runners.script(job.script, deps.config.cron.script_timeout_seconds * 1000);
+    const out = await runner.run({
+      sessionId, messages, signal,
+      env: { HERMES_CRON_JOB_ID: job.id, HERMES_CRON_OCCURRENCE_ID: occurrenceId, HERMES_CRON_DUE_AT: new Date(dueAt).toISOString() },
+    });
+    return { reply: out.reply, spend: NO_SPEND, unchanged: false, watch };
+  }
+  const out = await deps.runners.agent.run({
+    sessionId, messages, signal, surface, onEvent: sessionEventSink(deps, sessionId, { occurrenceId }),
+    model: job.model ?? undefined, kind: 'cron',
+  });
+  return { reply: out.reply, spend: out.spend ?? NO_SPEND, unchanged: false, watch };
 }
 
 function baseRun(
@@ -298,7 +353,7 @@ function baseRun(
   return {
     occurrence_id: f.occurrenceId, job_id: job.id, trigger: f.trigger, status: f.status, reason: f.reason, attempts: f.attempts,
     due_at: f.dueAt, started_at: null, finished_at: null, lateness_ms: Math.max(0, f.latenessMs), late: false,
-    output: null, error: null, silent: false, deliveries: [], worker_id: f.workerId,
+    output: null, error: null, silent: false, spend: NO_SPEND, unchanged: false, deliveries: [], worker_id: f.workerId,
   };
 }
 
@@ -326,12 +381,14 @@ async function recordSkip(store: CronStore, deps: WorkerDeps, record: CronJob, t
  * Step 5: commit once per occurrence with the version check (re-read and re-apply on conflict,
  * `retryOnConflict`), then apply the outcome and deliver.
  */
-async function commit(store: CronStore, deps: WorkerDeps, jobId: string, run: CronRun, pickedAt: number): Promise<CronTickResult> {
+async function commit(store: CronStore, deps: WorkerDeps, jobId: string, run: CronRun, pickedAt: number, effects: RunEffects = {}): Promise<CronTickResult> {
   return await retryOnConflict<CronTickResult>(async () => {
     const current = await store.get(jobId);
     if (!current) return { outcome: 'dropped', occurrenceId: run.occurrence_id, reason: 'removed' };
-    const next = applyRun(current, run, pickedAt, Date.now(), { maxConsecutiveFailures: deps.config.cron.max_consecutive_failures });
-    // A failed run (or, with --notify always, a skipped one) is told to the targets as a short notice.
+    // The spend joins the job's totals, the watch's digest is kept, a token budget pauses: in this one commit.
+    const next = applyRun(current, run, pickedAt, Date.now(), { maxConsecutiveFailures: deps.config.cron.max_consecutive_failures, ...effects });
+    // A failed run (or, with --notify always, a skipped one) is told to the targets as a short notice;
+    // so is a pause at a token budget, after the reply of the run that reached it.
     const told = withNotice(run, next, current.state === 'scheduled' && next.state === 'paused', resolveTargets(current));
     const local = told.deliveries.some((d) => d.target === 'local' && d.status === 'pending');
     const res = await store.commitRun({

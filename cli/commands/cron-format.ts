@@ -8,6 +8,7 @@ import type { CronJob, CronRun } from '../../scheduler/cron/cron-job.ts';
 import type { CronFinding, CronStatus } from '../../scheduler/cron/cron-service.ts';
 import type { SchedulePreview } from '../../scheduler/cron/preview.ts';
 import { formatSeconds } from '../../scheduler/interval.ts';
+import { formatSpend, NO_TOTALS, type ModelSpend } from '../../scheduler/model-spend.ts';
 
 /** Lay out rows as left-aligned columns separated by two spaces. */
 export function table(header: string[], rows: string[][]): string[] {
@@ -91,6 +92,13 @@ export function formatJob(job: CronJob, now: number): string[] {
     const { seconds, offsetMs } = job.schedule.jitter;
     lines.push(`  jitter    ${formatSeconds(seconds)} · this job fires ${formatSeconds(offsetMs / 1000)} after each scheduled time`);
   }
+  // Economy (docs/CRON.md, "Economy").
+  if (job.model) lines.push(`  model     ${job.model}`);
+  if (job.watch) lines.push(`  watch     ${clip(job.watch, 100)}`);
+  if (job.max_tokens) {
+    const n = (x: number) => x.toLocaleString('en-US');
+    lines.push(`  budget    ${n(job.budget_tokens ?? 0)} of ${n(job.max_tokens)} tokens used since it was set or resumed (--max-tokens)`);
+  }
   if (job.script !== null) lines.push(`  script    ${clip(job.script, 100)}`);
   if (job.prompt) lines.push(`  prompt    ${clip(job.prompt, 100)}`);
   if (job.last_status !== null) {
@@ -100,11 +108,16 @@ export function formatJob(job: CronJob, now: number): string[] {
   return lines;
 }
 
-/** The `runs` table. */
+/**
+ * The `runs` table. A `TOKENS` column (in/out of the run's model calls, `~` when estimated, or
+ * `unchanged` when the watch skipped the run) is shown when some run listed made a model call or
+ * was unchanged, so script jobs' tables stay as they were.
+ */
 export function formatRuns(runs: CronRun[], jobs: Map<string, CronJob>): string[] {
   if (runs.length === 0) return ['No runs recorded.'];
+  const tokens = runs.some((r) => r.unchanged || (r.spend?.calls ?? 0) > 0);
   return table(
-    ['DUE (UTC)', 'JOB', 'TRIGGER', 'STATUS', 'LATE', 'TOOK', 'DELIVERY', 'OUTPUT'],
+    ['DUE (UTC)', 'JOB', 'TRIGGER', 'STATUS', 'LATE', 'TOOK', 'DELIVERY', ...(tokens ? ['TOKENS IN/OUT'] : []), 'OUTPUT'],
     runs.map((r) => [
       isoUtc(r.due_at),
       clip(jobs.get(r.job_id)?.name ?? r.job_id, 20),
@@ -113,9 +126,19 @@ export function formatRuns(runs: CronRun[], jobs: Map<string, CronJob>): string[
       r.started_at === null ? '—' : `${(r.lateness_ms / 1000).toFixed(1)}s`,
       r.started_at !== null && r.finished_at !== null ? `${((r.finished_at - r.started_at) / 1000).toFixed(1)}s` : '—',
       r.silent ? 'silent' : r.deliveries.map((d) => d.status).join(',') || '—',
+      ...(tokens ? [runTokens(r)] : []),
       clip(r.error ?? r.output ?? '', 50),
     ]),
   );
+}
+
+/** `1,204/87`, `~1,204/~87` when estimated, `unchanged`, or `—` for a run without model calls. */
+export function runTokens(run: Pick<CronRun, 'spend' | 'unchanged'>): string {
+  if (run.unchanged) return 'unchanged';
+  const s: ModelSpend | undefined = run.spend;
+  if (!s || s.calls === 0) return '—';
+  const n = (x: number) => `${s.estimated ? '~' : ''}${x.toLocaleString('en-US')}`;
+  return `${n(s.inputTokens)}/${n(s.outputTokens)}`;
 }
 
 /** The `next` preview. */
@@ -136,6 +159,13 @@ export function formatJobDetails(job: CronJob, next: number[], runs: CronRun[], 
   if (job.schedule.kind === 'cron') {
     const words = describeCron(job.schedule.expression);
     if (words) lines.splice(2, 0, `  in words  ${words}`);
+  }
+  // What the job's runs cost and how many its watch skipped (docs/CRON.md, "Economy").
+  const unchanged = job.unchanged_runs ?? 0;
+  if (job.script === null) {
+    lines.push(`  spend     ${formatSpend(job.spend ?? NO_TOTALS)}${job.watch || unchanged ? ` · ${unchanged} unchanged run${unchanged === 1 ? '' : 's'}` : ''}`);
+  } else if (job.watch || unchanged) {
+    lines.push(`  unchanged ${unchanged} run${unchanged === 1 ? '' : 's'} (the script did not run)`);
   }
   lines.push(`  created   ${when(job.created_at, job.tz, now)}`);
   lines.push(`next runs${job.state === 'scheduled' ? '' : ` (none while ${job.state})`}`);

@@ -124,6 +124,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     const job = await service!.add({
       schedule, prompt: promptWords.join(' '), name: opts.name, deliver: opts.deliver, repeat: opts.repeat, tz: opts.tz,
       script: opts.script, paused: opts.paused, misfire: opts.misfire, overlap: opts.overlap, notify: opts.notify, jitter: opts.jitter,
+      watch: opts.watch, max_tokens: opts.maxTokens, model: opts.model,
     }, CLI_CALLER);
     print(opts.json, cronJobView(job), () => ['Added cron job:', ...formatJob(job, io.now())]);
   }));
@@ -140,6 +141,8 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
       schedule: opts.schedule, prompt: opts.prompt, name: opts.name, deliver: opts.deliver, tz: opts.tz,
       misfire: opts.misfire, overlap: opts.overlap, notify: opts.notify, script: opts.script, jitter: opts.jitter,
       repeat: opts.repeat === undefined ? undefined : opts.repeat === 'none' ? null : opts.repeat,
+      // `none` clears these (the service reads it: `scheduler/cron/cron-economy.ts`).
+      watch: opts.watch, max_tokens: opts.maxTokens, model: opts.model,
     };
     const job = await service!.edit(ref, changes, CLI_CALLER);
     print(opts.json, cronJobView(job), () => ['Updated cron job:', ...formatJob(job, io.now())]);
@@ -277,6 +280,9 @@ interface JobFlags {
   overlap?: string;
   notify?: string;
   jitter?: string;
+  watch?: string;
+  maxTokens?: string;
+  model?: string;
   json?: boolean;
 }
 
@@ -291,6 +297,9 @@ function withJobFlags(cmd: Command): Command {
     .addOption(new Option('--overlap <policy>', 'when still running at the next occurrence').choices(OVERLAP_POLICIES))
     .addOption(new Option('--notify <policy>', 'notices to the targets: failed runs (failure, default), also skipped ones (always), none (never)').choices(NOTIFY_POLICIES))
     .option('--jitter <duration>', 'shift every fire by a fixed per-job offset below this (e.g. 5m; 0 for none); must be less than the shortest gap between fires')
+    .option('--watch <check>', 'run this declared check first and skip the run while its output is unchanged: a command tool, read_file:<path> or http_get:<url> (edit: "none" removes it)')
+    .option('--max-tokens <n>', 'pause the job once its runs have spent this many tokens (in + out); resume gives a fresh allowance (edit: "none" removes it)')
+    .option('--model <name>', 'a model declared under agent.models (default: agent.model; edit: "none" for the default)')
     .option('--json', 'print JSON');
 }
 

@@ -28,6 +28,12 @@ export interface CronAddInput {
   notify?: NotifyPolicy;
   /** Jitter window: a duration (`5m`) or whole seconds; `0` for none. Must be less than the schedule's shortest gap. */
   jitter?: string | number;
+  /** A declared check run before each run; an unchanged output skips the model (docs/CRON.md, "Economy"). Must be allowed from `api`. */
+  watch?: string;
+  /** Tokens (in + out) the job's runs may spend until it is resumed; then it pauses. */
+  max_tokens?: number;
+  /** A model declared under `agent.models`. */
+  model?: string;
 }
 
 /**
@@ -65,10 +71,13 @@ const addSchema = z
     overlap: z.enum(OVERLAP_POLICIES).optional(),
     notify: z.enum(NOTIFY_POLICIES).optional(),
     jitter: z.union([z.string().min(1), z.number()]).optional(),
+    watch: z.string().min(1).optional(),
+    max_tokens: z.number().int().optional(),
+    model: z.string().min(1).optional(),
   })
   .strict();
 
-/** Fields `PATCH /api/cron/jobs/:ref` may change (at least one). `repeat: null` removes the limit. */
+/** Fields `PATCH /api/cron/jobs/:ref` may change (at least one). `null` removes `repeat`'s limit, the `watch`, `max_tokens` or `model`. */
 export type CronEditInput = z.infer<typeof editSchema>;
 
 const editSchema = z
@@ -83,6 +92,9 @@ const editSchema = z
     overlap: z.enum(OVERLAP_POLICIES).optional(),
     notify: z.enum(NOTIFY_POLICIES).optional(),
     jitter: z.union([z.string().min(1), z.number()]).optional(),
+    watch: z.string().min(1).nullable().optional(),
+    max_tokens: z.number().int().nullable().optional(),
+    model: z.string().min(1).nullable().optional(),
   })
   .strict();
 

@@ -9,6 +9,7 @@ import { isoUtc, nextOccurrence, type CronSchedule } from './cron-engine.ts';
 import { compositeId } from '../store/keys.ts';
 import { assertWebhookTarget, parseWebhookAllow, type WebhookAllowList } from '../delivery/webhook-policy.ts';
 import { formatDeliveryTarget, parseDeliveryTarget } from '../delivery/delivery-target.ts';
+import { addToTotals, formatSpend, NO_SPEND, NO_TOTALS, totalTokens, type ModelSpend, type SpendTotals } from '../model-spend.ts';
 
 const NO_WEBHOOK_ALLOW = parseWebhookAllow([]);
 
@@ -71,6 +72,24 @@ export interface CronJob {
    * rule. Absent on records written before it existed, and when empty.
    */
   edited_from?: Array<Origin['surface']>;
+  /**
+   * `--watch`: the check run before each run (`read_file:<path>`, `http_get:<url>` or a command
+   * tool's name; docs/CRON.md, "Economy"). An unchanged output ends the run without a model call
+   * (or without the script). Absent or `null`: none.
+   */
+  watch?: string | null;
+  /** Digest of the watch's output at the last successful run that ran it; `null` until then. */
+  watch_digest?: string | null;
+  /** `--max-tokens`: input plus output tokens allowed until the next resume; absent or `null` = no limit. */
+  max_tokens?: number | null;
+  /** Tokens counted against `max_tokens` since it was set or the job last resumed. */
+  budget_tokens?: number;
+  /** `--model`: a model the operator declared (`agent.models.<name>`); absent or `null` = the primary. */
+  model?: string | null;
+  /** Model calls and tokens over the job's life (`../model-spend.ts`). */
+  spend?: SpendTotals;
+  /** Runs that ended without a model call (or script) because the watch's output had not changed. */
+  unchanged_runs?: number;
   next_run_at: number | null;
   last_run_at: number | null;
   /** Due time of the last scheduled occurrence handled (run or skipped); older ones are coalesced. */
@@ -139,6 +158,13 @@ export interface CronRun {
   delivery_text?: string | null;
   error: string | null;
   silent: boolean;
+  /**
+   * What the run's model calls cost (none for a script, a skip or an unchanged run).
+   * Missing on runs recorded before it existed.
+   */
+  spend?: ModelSpend;
+  /** The watch's output had not changed: the run ended `ok` with no model call and delivered nothing. */
+  unchanged?: boolean;
   deliveries: CronDelivery[];
   worker_id: string;
 }
@@ -216,9 +242,18 @@ export interface NewCronJob {
   overlap: OverlapPolicy;
   /** `--notify`; default `failure`. */
   notify?: NotifyPolicy;
+  /** `--watch`, `--max-tokens`, `--model` (validated: `cron-economy.ts`). */
+  economy?: CronEconomy;
   paused: boolean;
   origin: Origin;
   now: number;
+}
+
+/** The economy settings of a job (docs/CRON.md, "Economy"); `null` = none. */
+export interface CronEconomy {
+  watch?: string | null;
+  max_tokens?: number | null;
+  model?: string | null;
 }
 
 /** A fresh job. */
@@ -239,6 +274,13 @@ export function createCronJob(input: NewCronJob): CronJob {
     state,
     paused_reason: null,
     origin: input.origin,
+    watch: input.economy?.watch ?? null,
+    watch_digest: null,
+    max_tokens: input.economy?.max_tokens ?? null,
+    budget_tokens: 0,
+    model: input.economy?.model ?? null,
+    spend: { ...NO_TOTALS },
+    unchanged_runs: 0,
     next_run_at: state === 'scheduled' ? firstDue(input.schedule, input.tz, input.now) : null,
     last_run_at: null,
     last_due_at: null,
@@ -283,8 +325,12 @@ export function resumeCronJob(job: CronJob, now: number): CronJob | undefined {
       { field: 'ref' },
     );
   }
-  // A resume gives a job paused by its failure streak fresh tries (the count starts again).
-  return { ...job, state: 'scheduled', next_run_at: next, generation: job.generation + 1, updated_at: now, failure_streak: 0, paused_reason: null };
+  // A resume gives a job paused by its failure streak fresh tries (the count starts again),
+  // and a job with `--max-tokens` a fresh allowance.
+  return {
+    ...job, state: 'scheduled', next_run_at: next, generation: job.generation + 1, updated_at: now, failure_streak: 0, paused_reason: null,
+    ...(job.max_tokens ? { budget_tokens: 0 } : {}),
+  };
 }
 
 /**
@@ -298,22 +344,71 @@ export function resumeCronJob(job: CronJob, now: number): CronJob | undefined {
  *   schedule and `next_run_at` stay as they were (field report F12).
  * - A one-shot is completed after its occurrence (state `error` if it failed);
  *   `--repeat N` completes the job after N runs.
+ * - Economy (docs/CRON.md, "Economy"): the run's `spend` is added to the job's
+ *   totals (and to `budget_tokens` under `--max-tokens`), an `unchanged` run
+ *   counts in `unchanged_runs`, and the watch's digest is kept after a
+ *   successful run only (a failed run is retried at the next occurrence even
+ *   if the watched output stays as it was).
+ * - Token budgets: a scheduled job whose run stopped at
+ *   `agent.max_tokens_per_turn` (`overTurnBudget`), or whose `budget_tokens`
+ *   reached `max_tokens`, is paused with the reason (the spend named);
+ *   `resume` gives a fresh allowance.
  * - Failure streak (field report F19): after `maxConsecutiveFailures` failed
  *   runs in a row (`cron.max_consecutive_failures`, 0 = never) a scheduled
  *   job is paused, with the reason on the record (`cron status` shows it); a
  *   successful run resets the count, and so does `resume`.
  */
-export function applyRun(job: CronJob, run: CronRun, pickedAt: number, now: number, options: { maxConsecutiveFailures?: number } = {}): CronJob {
-  const next = advance(job, run, pickedAt, now);
+export function applyRun(
+  job: CronJob,
+  run: CronRun,
+  pickedAt: number,
+  now: number,
+  options: {
+    maxConsecutiveFailures?: number;
+    /** The watch the run checked and its output's digest (kept only while the job still has that watch). */
+    watch?: { spec: string; digest: string };
+    /** The run failed at `agent.max_tokens_per_turn` (TurnError `budget`): the job pauses at once. */
+    overTurnBudget?: boolean;
+  } = {},
+): CronJob {
+  const next = withEconomy(advance(job, run, pickedAt, now), job, run, options.watch);
+  const pause = (reason: string): CronJob => ({ ...next, state: 'paused', next_run_at: null, generation: next.generation + 1, paused_reason: reason });
+  if (next.state === 'scheduled') {
+    if (options.overTurnBudget && run.status === 'error') return pause(`a run over agent.max_tokens_per_turn: ${clipReason(run.error ?? 'the turn reached its token limit', 300)}`);
+    if (next.max_tokens && (next.budget_tokens ?? 0) >= next.max_tokens) return pause(budgetReason(next));
+  }
   const max = options.maxConsecutiveFailures ?? 0;
   if (run.status === 'error' && max > 0 && next.failure_streak >= max && next.state === 'scheduled') {
-    const error = (run.error ?? 'unknown error').replace(/\s+/g, ' ').trim();
-    return {
-      ...next, state: 'paused', next_run_at: null, generation: next.generation + 1,
-      paused_reason: `${next.failure_streak} failed runs in a row; last error: ${error.length > 300 ? `${error.slice(0, 299)}…` : error}`,
-    };
+    return pause(`${next.failure_streak} failed runs in a row; last error: ${clipReason(run.error ?? 'unknown error', 300)}`);
   }
   return next;
+}
+
+/** Whether a job's `paused_reason` is the failure streak's (the others: token budgets). */
+export function pausedByStreak(job: Pick<CronJob, 'paused_reason' | 'failure_streak'>): boolean {
+  return Boolean(job.paused_reason?.startsWith(`${job.failure_streak} failed runs in a row`));
+}
+
+/** `token budget of 1,000 reached (--max-tokens): 1,020 tokens since …; in all 3 model calls, …`. */
+function budgetReason(job: CronJob): string {
+  const n = (x: number) => x.toLocaleString('en-US');
+  return `token budget of ${n(job.max_tokens ?? 0)} reached (--max-tokens): ${n(job.budget_tokens ?? 0)} tokens since it was set or resumed; in all ${formatSpend(job.spend ?? NO_TOTALS)}`;
+}
+
+function clipReason(text: string, max: number): string {
+  const one = text.replace(/\s+/g, ' ').trim();
+  return one.length > max ? `${one.slice(0, max - 1)}…` : one;
+}
+
+/** The run's spend, unchanged count and watch digest on the job (see `applyRun`). */
+function withEconomy(next: CronJob, job: CronJob, run: CronRun, watch: { spec: string; digest: string } | undefined): CronJob {
+  const spend = run.spend ?? NO_SPEND;
+  const out: CronJob = { ...next };
+  if (spend.calls > 0) out.spend = addToTotals(job.spend, spend);
+  if (job.max_tokens) out.budget_tokens = (job.budget_tokens ?? 0) + totalTokens(spend);
+  if (run.unchanged) out.unchanged_runs = (job.unchanged_runs ?? 0) + 1;
+  if (watch && run.status === 'ok' && job.watch === watch.spec) out.watch_digest = watch.digest;
+  return out;
 }
 
 function advance(job: CronJob, run: CronRun, pickedAt: number, now: number): CronJob {
@@ -371,6 +466,14 @@ export function cronJobView(job: CronJob): Record<string, unknown> {
     last_status: job.last_status,
     last_error: job.last_error,
     failure_streak: job.failure_streak,
+    // Economy (docs/CRON.md, "Economy"): null / 0 where unset.
+    watch: job.watch ?? null,
+    watch_digest: job.watch_digest ?? null,
+    model: job.model ?? null,
+    max_tokens: job.max_tokens ?? null,
+    budget_tokens: job.budget_tokens ?? 0,
+    spend: job.spend ?? { ...NO_TOTALS },
+    unchanged_runs: job.unchanged_runs ?? 0,
     // Whose `tools.allow_from` its agent runs answer to (cronToolSurfaces).
     tool_surfaces: cronToolSurfaces(job),
     created_at: iso(job.created_at),
@@ -380,7 +483,10 @@ export function cronJobView(job: CronJob): Record<string, unknown> {
 /** The public view of a run record. */
 export function cronRunView(run: CronRun): Record<string, unknown> {
   const iso = (ms: number | null) => (ms === null ? null : isoUtc(ms));
-  return { ...run, due_at: iso(run.due_at), started_at: iso(run.started_at), finished_at: iso(run.finished_at) };
+  return {
+    spend: { ...NO_SPEND }, unchanged: false,
+    ...run, due_at: iso(run.due_at), started_at: iso(run.started_at), finished_at: iso(run.finished_at),
+  };
 }
 
 /**

@@ -3,10 +3,13 @@
  * a failed run is told as a short failure notice (job, error, how to
  * inspect), unless the job says `--notify never`; with `--notify always` a
  * skipped occurrence is told too. A run that paused the job (its failure
- * streak, field report F19) says so and how to resume.
+ * streak, field report F19; a token budget: `--max-tokens` or
+ * `agent.max_tokens_per_turn`) says so and how to resume; a successful run
+ * that spent the job's `--max-tokens` delivers its reply with that notice
+ * after it.
  */
 import { isoUtc } from './cron-engine.ts';
-import type { CronDelivery, CronJob, CronRun } from './cron-job.ts';
+import { deliveryText, pausedByStreak, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
 
 /**
  * The notice for `run`, or `null` when none is due under the job's policy.
@@ -21,10 +24,11 @@ export function runNotice(job: CronJob, run: CronRun, pausedByRun: boolean): str
   if (run.status === 'error') {
     const error = (run.error ?? 'unknown error').replace(/\s+/g, ' ').trim();
     const lines = [`${who} failed: ${error.length > 500 ? `${error.slice(0, 499)}…` : error}`];
-    if (pausedByRun) lines.push(`Paused after ${job.failure_streak} failed runs in a row; \`hermes cron resume ${job.id}\` continues.`);
+    if (pausedByRun) lines.push(pausedByStreak(job) ? `Paused after ${job.failure_streak} failed runs in a row; \`hermes cron resume ${job.id}\` continues.` : budgetPause(job));
     lines.push(`\`hermes cron runs ${job.id}\` shows its runs.`);
     return lines.join('\n');
   }
+  if (run.status === 'ok' && pausedByRun) return `${who} paused: ${budgetPause(job)}`;
   if (run.status === 'skipped' && notify === 'always') {
     const why = run.reason === 'overlap' ? 'the previous run was still going' : 'it was missed beyond its grace window';
     return `${who} skipped its run due ${isoUtc(run.due_at)}: ${why}.`;
@@ -41,5 +45,13 @@ export function runNotice(job: CronJob, run: CronRun, pausedByRun: boolean): str
 export function withNotice(run: CronRun, job: CronJob, pausedByRun: boolean, targets: string[]): CronRun {
   const notice = runNotice(job, run, pausedByRun);
   if (notice === null) return run;
-  return { ...run, delivery_text: notice, deliveries: targets.map((target): CronDelivery => ({ target, status: 'pending' })) };
+  // A successful run's reply goes out with the notice after it (a `[SILENT]` one: the notice alone).
+  const text = run.status === 'ok' && !run.silent && !run.unchanged && deliveryText(run) ? `${deliveryText(run)}\n\n${notice}` : notice;
+  return { ...run, delivery_text: text, deliveries: targets.map((target): CronDelivery => ({ target, status: 'pending' })) };
+}
+
+/** `Paused: token budget of … reached …; \`hermes cron resume <id>\` gives a fresh allowance.` */
+function budgetPause(job: CronJob): string {
+  const reason = job.paused_reason ?? 'a token budget was reached';
+  return `Paused: ${reason}; \`hermes cron resume ${job.id}\` ${job.max_tokens ? 'gives a fresh allowance' : 'continues'}.`;
 }

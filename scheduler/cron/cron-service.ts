@@ -17,10 +17,11 @@ import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
 import type { Origin } from '../loop/loop-state.ts';
 import { assertTimeZone, defaultTimeZone, type CronSchedule } from './cron-engine.ts';
 import {
-  createCronJob, firstDue, parseDeliver, pauseCronJob, resumeCronJob,
-  type CronJob, type CronRun, type MisfirePolicy, type NotifyPolicy, type OverlapPolicy,
+  createCronJob, cronToolSurfaces, firstDue, parseDeliver, pauseCronJob, pausedByStreak, resumeCronJob,
+  type CronEconomy, type CronJob, type CronRun, type MisfirePolicy, type NotifyPolicy, type OverlapPolicy,
   MISFIRE_POLICIES, NOTIFY_POLICIES, OVERLAP_POLICIES,
 } from './cron-job.ts';
+import { checkCronEconomy, economyError, parseCronEconomy, type CronEconomyInput, type EconomyChecker } from './cron-economy.ts';
 import { CronStore } from './cron-store.ts';
 import { resolveJobRef } from './job-ref.ts';
 import { parseSchedule } from './schedule-grammar.ts';
@@ -41,6 +42,11 @@ export interface CronServiceSettings {
   historyLimit: number;
   /** `delivery.webhook_allow`, parsed; default empty (no internal webhook target is accepted). */
   webhookAllow?: WebhookAllowList;
+  /**
+   * Checks `--watch` and `--model` against the operator's config for a surface
+   * (`checkEconomy`, `../loop/economy-check.ts`); absent = not checked (tests that pin settings).
+   */
+  checkEconomy?: EconomyChecker;
 }
 
 /** What `add` takes; strings as a user typed them (CLI flags or `/api` JSON). */
@@ -62,10 +68,16 @@ export interface CronJobInput {
   notify?: string;
   /** Jitter window (`30s`, `5m`, or whole seconds; default 0): a fixed per-job offset in it shifts every fire (jitter.ts). */
   jitter?: string | number;
+  /** `--watch`: a declared check run before each run (docs/CRON.md, "Economy"). */
+  watch?: string;
+  /** `--max-tokens`: tokens allowed until the next resume (agent jobs). */
+  max_tokens?: number | string;
+  /** `--model`: a declared model (`agent.models.<name>`; agent jobs). */
+  model?: string;
 }
 
-/** What `edit` may change; absent fields stay. `null` clears `repeat` or `script`. */
-export interface CronJobChanges {
+/** What `edit` may change; absent fields stay. `null` clears `repeat`, `script`, `watch`, `max_tokens` or `model` (so does `none` from the CLI for the last three). */
+export interface CronJobChanges extends CronEconomyInput {
   schedule?: string;
   prompt?: string;
   name?: string;
@@ -133,6 +145,11 @@ export class CronService {
     const schedule = withJitter(this.parse(input.schedule, tz, now), id, jitterSeconds);
     const script = this.script(input.script, caller);
     const prompt = this.prompt(input.prompt ?? '', script);
+    const economy = this.economy({ watch: input.watch, max_tokens: input.max_tokens, model: input.model }, { clearable: false }, caller);
+    checkCronEconomy({ script, economy }, {
+      changed: economy, surfacesGrew: false, checker: this.settings.checkEconomy, asker: caller.origin.surface,
+      surfaces: [caller.origin.surface, ...cronToolSurfaces({ origin: caller.origin })],
+    });
     const job = createCronJob({
       id,
       name: input.name === undefined ? null : this.name(input.name),
@@ -145,6 +162,7 @@ export class CronService {
       misfire: parseMisfire(input.misfire),
       overlap: parseOverlap(input.overlap),
       notify: parseNotify(input.notify),
+      economy,
       paused: input.paused === true,
       origin: caller.origin,
       now,
@@ -164,7 +182,7 @@ export class CronService {
    */
   async edit(ref: string, changes: CronJobChanges, caller: CronCaller): Promise<CronJob> {
     if (Object.values(changes).every((v) => v === undefined)) {
-      throw new ScheduleInputError('Nothing to change: give at least one of `schedule`, `prompt`, `name`, `deliver`, `repeat`, `tz`, `script`, `misfire`, `overlap`, `notify`, `jitter`.');
+      throw new ScheduleInputError('Nothing to change: give at least one of `schedule`, `prompt`, `name`, `deliver`, `repeat`, `tz`, `script`, `misfire`, `overlap`, `notify`, `jitter`, `watch`, `max_tokens`, `model`.');
     }
     const current = await this.resolveRef(ref);
     const now = this.clock();
@@ -179,6 +197,22 @@ export class CronService {
     schedule = withJitter(schedule, current.id, jitterSeconds);
     const script = changes.script === undefined ? current.script : changes.script === null ? null : this.script(changes.script, caller);
     const prompt = changes.prompt !== undefined ? this.prompt(changes.prompt, script) : this.prompt(current.prompt, script);
+    // Economy (docs/CRON.md, "Economy"): checked as the job will be, for the surfaces its runs will answer to.
+    const economyChanges = this.economy({ watch: changes.watch, max_tokens: changes.max_tokens, model: changes.model }, { clearable: true }, caller);
+    const economy: CronEconomy = {
+      watch: economyChanges.watch !== undefined ? economyChanges.watch : current.watch ?? null,
+      max_tokens: economyChanges.max_tokens !== undefined ? economyChanges.max_tokens : current.max_tokens ?? null,
+      model: economyChanges.model !== undefined ? economyChanges.model : current.model ?? null,
+    };
+    const editedFromAfter = (from: CronJob['edited_from']) => caller.origin.surface !== 'cli'
+      ? [...new Set([...(from ?? []), caller.origin.surface])]
+      : changes.prompt !== undefined ? [] : from ?? [];
+    const surfacesBefore = cronToolSurfaces(current);
+    const surfacesAfter = cronToolSurfaces({ origin: current.origin, edited_from: editedFromAfter(current.edited_from) });
+    checkCronEconomy({ script, economy }, {
+      changed: economyChanges, surfacesGrew: surfacesAfter.some((s) => !surfacesBefore.includes(s)),
+      checker: this.settings.checkEconomy, asker: caller.origin.surface, surfaces: [caller.origin.surface, ...surfacesAfter],
+    });
     const fields = {
       name: changes.name !== undefined ? await this.uniqueName(this.name(changes.name), true, current.id) : current.name,
       deliver: changes.deliver !== undefined ? parseDeliver(changes.deliver, this.settings.webhookAllow) : current.deliver,
@@ -191,11 +225,13 @@ export class CronService {
       const next: CronJob = {
         ...cur, prompt, script, schedule, tz, name: fields.name, deliver: fields.deliver, misfire: fields.misfire, overlap: fields.overlap, notify: fields.notify,
         repeat: { times: fields.repeatTimes, completed: cur.repeat.completed }, updated_at: now,
+        watch: economy.watch, model: economy.model, max_tokens: economy.max_tokens,
       };
+      // A new watch starts from its first run; a new --max-tokens counts from now.
+      if ((economy.watch ?? null) !== (cur.watch ?? null)) next.watch_digest = null;
+      if (economyChanges.max_tokens !== undefined) next.budget_tokens = 0;
       // Who changed the job decides, with its creator, which tools its runs may use (cronToolSurfaces).
-      const editedFrom = caller.origin.surface !== 'cli'
-        ? [...new Set([...(cur.edited_from ?? []), caller.origin.surface])]
-        : changes.prompt !== undefined ? [] : cur.edited_from ?? [];
+      const editedFrom = editedFromAfter(cur.edited_from);
       if (editedFrom.length > 0) next.edited_from = editedFrom;
       else delete next.edited_from;
       if (rearm) {
@@ -405,7 +441,12 @@ export class CronService {
         continue;
       }
       if (job.state === 'paused' && job.paused_reason) {
-        findings.push({ jobId: job.id, message: `paused after ${job.paused_reason}; \`hermes cron resume ${job.id}\` continues.` });
+        findings.push({
+          jobId: job.id,
+          message: pausedByStreak(job)
+            ? `paused after ${job.paused_reason}; \`hermes cron resume ${job.id}\` continues.`
+            : `paused: ${job.paused_reason}; \`hermes cron resume ${job.id}\` continues${job.max_tokens ? ' with a fresh token allowance' : ''}.`,
+        });
       }
       if (job.state !== 'scheduled') continue;
       if (job.schedule.kind === 'once') {
@@ -443,6 +484,15 @@ export class CronService {
     }
     if (script.trim() === '') throw new ScheduleInputError('`script` needs a command.', { field: 'script' });
     return script;
+  }
+
+  /** Parse economy fields, with errors in the asking surface's words. */
+  private economy(input: CronEconomyInput, options: { clearable: boolean }, caller: CronCaller): CronEconomy {
+    try {
+      return parseCronEconomy(input, options);
+    } catch (err) {
+      throw economyError(err, caller.origin.surface);
+    }
   }
 
   private prompt(prompt: string, script: string | null): string {
