@@ -321,7 +321,8 @@ export function applyTick(
     ...(loop.maxTokens ? { budgetTokens: (loop.budgetTokens ?? 0) + (tick.spend ? totalTokens(tick.spend) : 0) } : {}),
     ...(tick.failure === undefined && !tick.unchanged && isSilentReply(tick.reply) ? { silentTicks: (loop.silentTicks ?? 0) + 1 } : {}),
     ...(tick.unchanged ? { unchangedTicks: (loop.unchangedTicks ?? 0) + 1 } : {}),
-    ...(tick.watchDigest !== undefined ? { watchDigest: tick.watchDigest } : {}),
+    // A failed tick keeps the old digest, so the next tick runs the turn again even if the check is unchanged.
+    ...(tick.watchDigest !== undefined && tick.failure === undefined ? { watchDigest: tick.watchDigest } : {}),
     delaySeconds:
       loop.mode === 'self-paced'
         ? nextSelfPacedDelay({
