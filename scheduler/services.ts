@@ -78,7 +78,7 @@ export function cronServiceFor(config: HermesConfig, conn: StoreConnection, log:
   return new CronService(
     cronStoreFor(config, conn),
     {
-      timezone: config.timezone, minIntervalSeconds: config.cron.min_interval_seconds,
+      timezone: config.timezone, minIntervalSeconds: config.cron.min_interval_seconds, maxScheduleChars: config.cron.max_schedule_chars,
       maxPromptChars: config.agent.max_prompt_chars, historyLimit: config.cron.history_limit,
       webhookAllow: parseWebhookAllow(config.delivery.webhook_allow),
       checkEconomy: (economy, surface) => checkEconomy(economy, config, surface),

@@ -251,7 +251,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
       const tz = defaultTimeZone(opts.tz, ctx.config.timezone);
       const fromMs = opts.from !== undefined ? parseInstant(opts.from, tz) : io.now();
       const preview = previewSchedule(schedule!, {
-        tz, fromMs, count: positiveInt(opts.count, '-n'), minIntervalSeconds: ctx.config.cron.min_interval_seconds,
+        tz, fromMs, count: positiveInt(opts.count, '-n'), minIntervalSeconds: ctx.config.cron.min_interval_seconds, maxScheduleChars: ctx.config.cron.max_schedule_chars,
       });
       if (opts.json) io.out(JSON.stringify(preview.times.map(isoUtc)));
       else for (const line of formatPreview(preview, io.now())) io.out(line);

@@ -36,6 +36,8 @@ export interface CronServiceSettings {
   timezone: string | undefined;
   /** `cron.min_interval_seconds`. */
   minIntervalSeconds: number;
+  /** `cron.max_schedule_chars`. */
+  maxScheduleChars?: number;
   /** `agent.max_prompt_chars`. */
   maxPromptChars: number;
   /** `cron.history_limit`: the largest `runs --limit` that can return anything. */
@@ -474,7 +476,7 @@ export class CronService {
   }
 
   private parse(text: string, tz: string, now: number): CronSchedule {
-    return parseSchedule(text, { tz, now, minIntervalSeconds: this.settings.minIntervalSeconds });
+    return parseSchedule(text, { tz, now, minIntervalSeconds: this.settings.minIntervalSeconds, maxChars: this.settings.maxScheduleChars });
   }
 
   private script(script: string | undefined, caller: CronCaller): string | null {

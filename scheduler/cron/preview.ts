@@ -25,12 +25,12 @@ export const MAX_PREVIEW_COUNT = 1000;
  */
 export function previewSchedule(
   text: string,
-  options: { tz: string; fromMs: number; count: number; minIntervalSeconds: number },
+  options: { tz: string; fromMs: number; count: number; minIntervalSeconds: number; maxScheduleChars?: number },
 ): SchedulePreview {
   if (!Number.isInteger(options.count) || options.count < 1 || options.count > MAX_PREVIEW_COUNT) {
     throw new ScheduleInputError(`\`n\` must be a whole number from 1 to ${MAX_PREVIEW_COUNT}, got ${options.count}.`, { field: 'n' });
   }
-  const schedule = parseSchedule(text, { tz: options.tz, now: options.fromMs, minIntervalSeconds: options.minIntervalSeconds });
+  const schedule = parseSchedule(text, { tz: options.tz, now: options.fromMs, minIntervalSeconds: options.minIntervalSeconds, maxChars: options.maxScheduleChars });
   const times =
     schedule.kind === 'once'
       ? [Math.max(schedule.atMs, options.fromMs)]

@@ -31,7 +31,16 @@ export interface ParseScheduleOptions {
   now: number;
   /** Shortest allowed interval in seconds (`cron.min_interval_seconds`). */
   minIntervalSeconds: number;
+  /** Longest schedule text, characters (`cron.max_schedule_chars`). @defaultValue `MAX_SCHEDULE_CHARS` */
+  maxChars?: number;
 }
+
+/**
+ * Longest schedule text accepted, characters, when the caller does not say. Checked before
+ * anything else is done with the text: every real form fits in a few dozen characters, and a
+ * megabyte of text would otherwise cost the parser (and every later `cron list`) seconds.
+ */
+export const MAX_SCHEDULE_CHARS = 256;
 
 const DAY_NUMBERS: Record<string, number> = {
   sun: 0, sunday: 0, mon: 1, monday: 1, tue: 2, tues: 2, tuesday: 2, wed: 3, wednesday: 3,
@@ -50,6 +59,8 @@ const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1
  *   day, unknown day name, bad cron field, bad date, one-shot in the past, unknown zone)
  */
 export function parseSchedule(input: string, options: ParseScheduleOptions): CronSchedule {
+  const maxChars = options.maxChars ?? MAX_SCHEDULE_CHARS;
+  if (input.length > maxChars) throw bad(`The schedule is ${input.length} characters; the limit is ${maxChars} (cron.max_schedule_chars).`);
   assertTimeZone(options.tz);
   const raw = input.trim().replace(/\s+/g, ' ');
   if (raw.length === 0) throw bad(`A schedule is required (${EXAMPLES}).`);
