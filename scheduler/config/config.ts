@@ -419,6 +419,8 @@ export const configSchema = z
         history_limit: positiveInt(50),
         /** Shortest time between two fires of any cron job (intervals, calendar phrases, 5- and 6-field cron), in seconds. @defaultValue 60 */
         min_interval_seconds: seconds(60),
+        /** Longest schedule text accepted (`hermes cron add`, `/api`), characters; checked before it is parsed. @defaultValue 256 */
+        max_schedule_chars: z.coerce.number().int().min(32).max(4096).default(256),
         /** Lower clamp of the misfire grace window (half the period), in seconds. @defaultValue 120 */
         misfire_grace_min_seconds: seconds(120),
         /** Upper clamp of the misfire grace window, in seconds. @defaultValue 7200 */
