@@ -38,6 +38,8 @@ export function testEnv(overrides: Record<string, unknown> = {}): TestEnv {
     'worker.lock_duration_ms': 3000,
     'worker.stalled_interval_ms': 1000,
     'worker.defer_ms': 100,
+    // A failing model fails at once unless a test is about retries (it then sets its own).
+    'agent.max_retries': 0,
     ...overrides,
   };
   for (const [k, v] of Object.entries(base)) if (v === undefined) delete base[k];
