@@ -28,6 +28,16 @@ export interface FleetReadings {
   workersAlive(): Promise<number>;
 }
 
+/**
+ * How a model call ended (the `outcome` label of `hermes_model_calls_total`): `ok`; `fallback` —
+ * answered by one of `agent.fallback_models`; `failed` for good (after retries and fallbacks);
+ * `retried` counts each transient answer (429, 5xx, connection error) the client then retried.
+ */
+export const MODEL_CALL_OUTCOMES = ['ok', 'fallback', 'failed', 'retried'] as const;
+export type ModelCallOutcome = (typeof MODEL_CALL_OUTCOMES)[number];
+/** The `direction` label of `hermes_model_tokens_total`: prompt, completion, and the prompt tokens served from the provider's cache. */
+export type TokenDirection = 'input' | 'output' | 'cached';
+
 /** Histogram buckets of tick lateness, seconds: on time is under 50 ms; minutes mean trouble. */
 export const LATENESS_BUCKETS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
 /** Histogram buckets of turn duration, seconds (command turns are fast, model turns take seconds). */
@@ -44,6 +54,10 @@ export class HermesMetrics {
   readonly ticksDeferred: Counter<'reason'>;
   readonly telegramSends: Counter<'outcome'>;
   readonly httpRequests: Counter<'route' | 'status'>;
+  /** Model calls of agent turns, judges and summaries, by turn kind and `ModelCallOutcome`. */
+  readonly modelCalls: Counter<'kind' | 'outcome'>;
+  /** Tokens of model calls by turn kind and `TokenDirection` (estimated where the endpoint reported none). */
+  readonly modelTokens: Counter<'kind' | 'direction'>;
   readonly queueJobs: Gauge<'queue' | 'state'>;
   readonly workersAlive: Gauge;
 
@@ -66,6 +80,14 @@ export class HermesMetrics {
     this.ticksDeferred = new Counter({ name: 'hermes_ticks_deferred_total', help: 'Ticks handed back to run later, by reason.', labelNames: ['reason'], registers });
     this.telegramSends = new Counter({ name: 'hermes_telegram_sends_total', help: 'Telegram sendMessage calls of the outbound sender, by outcome.', labelNames: ['outcome'], registers });
     this.httpRequests = new Counter({ name: 'hermes_http_requests_total', help: 'HTTP requests of the gateway, by route pattern and status code.', labelNames: ['route', 'status'], registers });
+    this.modelCalls = new Counter({
+      name: 'hermes_model_calls_total', help: 'Model calls, by turn kind and outcome (ok, fallback, failed; retried counts transient answers the client retried).',
+      labelNames: ['kind', 'outcome'], registers,
+    });
+    this.modelTokens = new Counter({
+      name: 'hermes_model_tokens_total', help: 'Tokens of model calls, by turn kind and direction (input, output, cached input).',
+      labelNames: ['kind', 'direction'], registers,
+    });
     const fleet = options.fleet;
     this.queueJobs = new Gauge({
       name: 'hermes_queue_jobs', help: 'Jobs in the product\'s BullMQ queues, by queue and state (read from Redis at scrape time).',
@@ -90,6 +112,19 @@ export class HermesMetrics {
   turnFinished(kind: TurnKind, outcome: TurnOutcome, seconds: number): void {
     this.turns.inc({ kind, outcome });
     this.turnDuration.observe({ kind }, Math.max(0, seconds));
+  }
+
+  /** Record one model call that ended (`ok`, `fallback` or `failed`) with its tokens. */
+  modelCallEnded(kind: string, outcome: Exclude<ModelCallOutcome, 'retried'>, tokens: { inputTokens: number; outputTokens: number; cachedTokens: number }): void {
+    this.modelCalls.inc({ kind, outcome });
+    if (tokens.inputTokens > 0) this.modelTokens.inc({ kind, direction: 'input' }, tokens.inputTokens);
+    if (tokens.outputTokens > 0) this.modelTokens.inc({ kind, direction: 'output' }, tokens.outputTokens);
+    if (tokens.cachedTokens > 0) this.modelTokens.inc({ kind, direction: 'cached' }, tokens.cachedTokens);
+  }
+
+  /** Count a transient answer the client is retrying. */
+  modelCallRetried(kind: string): void {
+    this.modelCalls.inc({ kind, outcome: 'retried' });
   }
 
   /** The Prometheus text exposition and its content type. */

@@ -44,15 +44,17 @@ export function createWorkerDeps(input: {
   const envSource = input.commandEnvSource ?? process.env;
   // The stores route every session and cron job to its shard, so one toolbox serves every shard.
   const tools = new Toolbox(config, { schedules: base.schedules, goals: base.goals, cron: cronStoreFor(config, { redis, keys, queues }) }, envSource);
-  return {
+  const deps: WorkerDeps = {
     config, redis, keys, queues, workerId, tools, ...base,
     log: log.child({ workerId }),
-    runners: input.runners ?? new RunnerFactory(config, { commandEnvSource: envSource, toolbox: tools }),
+    // Model calls are counted in the process's metrics, set on these deps after they are made.
+    runners: input.runners ?? new RunnerFactory(config, { commandEnvSource: envSource, toolbox: tools, metrics: () => deps.metrics }),
     lock: new SessionLock(redis, keys, config.worker.lock_duration_ms),
     // Replies for Telegram go through one queue on the first shard, so one chat's replies share a queue.
     outboundTelegram: telegramOutboundQueue(keys, input.queueConnection, log),
     turns: new TurnTracker(),
   };
+  return deps;
 }
 
 /**

@@ -1,21 +1,29 @@
+import type { ModelSpend } from '../model-spend.ts';
 import { HermesError } from './hermes-error.ts';
 
-/** Why a turn failed; `network` means the model was never reached (retryable). */
-export type TurnFailureKind = 'network' | 'model' | 'timeout' | 'aborted' | 'command' | 'config';
+/**
+ * Why a turn failed; `network` means the model was never reached (retryable); `budget` means the
+ * turn's model calls reached `agent.max_tokens_per_turn` (the schedule pauses).
+ */
+export type TurnFailureKind = 'network' | 'model' | 'timeout' | 'aborted' | 'command' | 'config' | 'budget';
 
 /**
  * A turn could not produce a reply: the model endpoint failed, the command
- * exited non-zero or timed out, or the turn was aborted by a drain.
+ * exited non-zero or timed out, the turn spent its token budget, or it was
+ * aborted by a drain.
  */
 export class TurnError extends HermesError {
   readonly code = 'TURN_FAILED';
   readonly kind: TurnFailureKind;
   readonly sessionId: string | undefined;
+  /** What the model calls made before the failure cost (set by the agent runner; absent for command turns). */
+  spend: ModelSpend | undefined;
 
-  constructor(message: string, options: { kind: TurnFailureKind; sessionId?: string; cause?: unknown }) {
+  constructor(message: string, options: { kind: TurnFailureKind; sessionId?: string; cause?: unknown; spend?: ModelSpend }) {
     super(message, options);
     this.kind = options.kind;
     this.sessionId = options.sessionId;
+    this.spend = options.spend;
   }
 
   /** Failures that never reached the model may be retried with backoff (SPEC §7 Retries). */

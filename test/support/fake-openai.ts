@@ -6,9 +6,18 @@
  * streamed as `delta.tool_calls` pieces, arguments split across chunks).
  * Streamed text goes out one word per chunk; `stream_options.include_usage`
  * adds a final usage chunk with empty `choices`.
+ *
+ * Prompt tokens are counted with `gpt-tokenizer` (o200k): each message's
+ * content, name and tool call arguments plus `MESSAGE_OVERHEAD` tokens, plus
+ * the tool definitions' JSON. With a context window set, a request over it is
+ * refused as OpenAI refuses it (400, `context_length_exceeded`, the window
+ * named in the message). What `usage` reports is chosen per server: the
+ * counted tokens, the fixed figures older tests assert, or nothing (an
+ * endpoint that reports no usage).
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { encode } from 'gpt-tokenizer';
 
 /** One request the server received. */
 export interface RecordedRequest {
@@ -21,6 +30,10 @@ export interface RecordedRequest {
   at: number;
   /** When the last content word of a streamed answer was written. */
   streamEndedAt?: number;
+  /** The request's prompt tokens as counted by the server (see the header). */
+  promptTokens: number;
+  /** Refused for being over the context window (the responder was not asked). */
+  refusedForLength?: true;
 }
 
 /** A tool call the scripted model makes; `arguments` as an object is sent as JSON. */
@@ -30,14 +43,31 @@ export interface ScriptedToolCall {
   id?: string;
 }
 
+/**
+ * An HTTP error answer. `code`, `type` go into the OpenAI error body; `headers` are sent as given
+ * (e.g. `retry-after`). Unless `retryable`, the answer also says `x-should-retry: false`, so the
+ * `openai` client fails at once instead of retrying it (what the tests of failure handling expect).
+ */
+export interface ScriptedError {
+  status: number;
+  message: string;
+  code?: string;
+  type?: string;
+  headers?: Record<string, string>;
+  /** Let the client retry it as it would a real answer of this status (429, 5xx). @defaultValue false */
+  retryable?: boolean;
+}
+
 /** How to answer a request: reply text, an HTTP error, a delay first, or tool calls. */
 export type ScriptedReply =
   | string
-  | { status: number; message: string }
+  | ScriptedError
   | { delayMs: number; text: string }
   | { toolCalls: ScriptedToolCall[]; text?: string }
   /** Streamed requests get one word every `wordDelayMs` (a JSON answer is sent at once). */
-  | { text: string; wordDelayMs: number };
+  | { text: string; wordDelayMs: number }
+  /** Counted usage says this many prompt tokens came from the provider's cache (`prompt_tokens_details.cached_tokens`). */
+  | { text: string; cachedTokens: number };
 
 let callCounter = 0;
 
@@ -57,15 +87,56 @@ export function echoLast(req: RecordedRequest): string {
   return `echo: ${req.messages[req.messages.length - 1]?.content ?? ''}`;
 }
 
+/**
+ * What answers report as `usage`: `counted` — the prompt tokens the server counted and the tokens
+ * of the reply (text, tool call names and arguments); `fixed` — 7 in, 3 out (what tests written
+ * before token counting assert); `none` — no `usage` at all.
+ */
+export type UsageMode = 'counted' | 'fixed' | 'none';
+
+/** Options of `startFakeOpenAI`. */
+export interface FakeOpenAIOptions {
+  /** Refuse requests over this many prompt tokens (undefined: no limit). */
+  contextWindow?: number;
+  /** @defaultValue 'fixed' */
+  usage?: UsageMode;
+}
+
 export interface FakeOpenAI {
   /** Base URL for the `openai` client, e.g. `http://127.0.0.1:1234/v1`. */
   baseUrl: string;
   requests: RecordedRequest[];
   /** Requests received whose answer has not been sent yet. */
   readonly pending: number;
+  /** Requests refused for being over the context window. */
+  readonly refusedForLength: number;
   /** Set how requests are answered; the function gets the request and its index (a promise holds the answer until it settles). */
   respond(fn: (req: RecordedRequest, index: number) => ScriptedReply | Promise<ScriptedReply>): void;
+  /** Refuse requests over `tokens` prompt tokens from now on (undefined: no limit). */
+  setContextWindow(tokens: number | undefined): void;
+  /** What answers report as `usage` from now on. */
+  setUsage(mode: UsageMode): void;
   close(): Promise<void>;
+}
+
+/** Tokens counted per message on top of its content (role, separators). */
+export const MESSAGE_OVERHEAD = 4;
+
+/** Tokens of a text as the server counts them (o200k; special-token text counts as plain text). */
+export function countTokens(text: string): number {
+  return text ? encode(text, { disallowedSpecial: new Set() }).length : 0;
+}
+
+/** Prompt tokens of a request body as the server counts them. */
+export function countPromptTokens(body: { messages: RecordedRequest['messages']; tools?: unknown[] }): number {
+  let n = 3; // reply priming
+  for (const m of body.messages) {
+    const content: unknown = m.content;
+    n += MESSAGE_OVERHEAD + countTokens(typeof content === 'string' ? content : content == null ? '' : JSON.stringify(content));
+    for (const c of m.tool_calls ?? []) n += countTokens(c.function.name) + countTokens(c.function.arguments);
+  }
+  if (body.tools?.length) n += countTokens(JSON.stringify(body.tools));
+  return n;
 }
 
 async function body(req: IncomingMessage): Promise<string> {
@@ -75,9 +146,12 @@ async function body(req: IncomingMessage): Promise<string> {
 }
 
 /** Start the fake model on a free loopback port. Default reply: `ok`. */
-export async function startFakeOpenAI(): Promise<FakeOpenAI> {
+export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<FakeOpenAI> {
   const requests: RecordedRequest[] = [];
   let pending = 0;
+  let refusedForLength = 0;
+  let contextWindow = options.contextWindow;
+  let usageMode: UsageMode = options.usage ?? 'fixed';
   let responder: (req: RecordedRequest, index: number) => ScriptedReply | Promise<ScriptedReply> = () => 'ok';
   const server: Server = createServer(async (req, res) => {
     if (req.method === 'GET' && req.url === '/v1/models') {
@@ -96,8 +170,21 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
     const rec: RecordedRequest = {
       model: parsed.model, messages: parsed.messages, stream: Boolean(parsed.stream), at: Date.now(),
       tools: (parsed.tools ?? []).map((t) => t.function.name), tool_choice: parsed.tool_choice,
+      promptTokens: countPromptTokens(parsed),
     };
     const index = requests.push(rec) - 1;
+    if (contextWindow !== undefined && rec.promptTokens > contextWindow) {
+      rec.refusedForLength = true;
+      refusedForLength++;
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({
+        error: {
+          message: `This model's maximum context length is ${contextWindow} tokens. However, your messages resulted in ${rec.promptTokens} tokens. Please reduce the length of the messages.`,
+          type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded',
+        },
+      }));
+      return;
+    }
     pending++;
     let reply: ScriptedReply;
     try {
@@ -111,8 +198,10 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
       pending--;
     }
     if (typeof reply === 'object' && 'status' in reply) {
-      res.writeHead(reply.status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ error: { message: reply.message, type: 'server_error', code: null } }));
+      res.writeHead(reply.status, {
+        'content-type': 'application/json', ...(reply.retryable ? {} : { 'x-should-retry': 'false' }), ...reply.headers,
+      });
+      res.end(JSON.stringify({ error: { message: reply.message, type: reply.type ?? 'server_error', param: null, code: reply.code ?? null } }));
       return;
     }
     const text = typeof reply === 'string' ? reply : (reply.text ?? '');
@@ -124,7 +213,13 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
         }))
       : [];
     const finish = calls.length > 0 ? 'tool_calls' : 'stop';
-    const usage = { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 };
+    const completionTokens = countTokens(text) + calls.reduce((n, c) => n + countTokens(c.function.name) + countTokens(c.function.arguments), 0);
+    const usage = usageMode === 'none' ? undefined
+      : usageMode === 'fixed' ? { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 }
+      : {
+          prompt_tokens: rec.promptTokens, completion_tokens: completionTokens, total_tokens: rec.promptTokens + completionTokens,
+          ...(typeof reply === 'object' && 'cachedTokens' in reply ? { prompt_tokens_details: { cached_tokens: Math.min(reply.cachedTokens, rec.promptTokens) } } : {}),
+        };
     const id = `chatcmpl-${index}`;
     const created = Math.floor(Date.now() / 1000);
     if (rec.stream) {
@@ -144,7 +239,7 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
         chunk([{ index: 0, delta: { tool_calls: [{ index: i, function: { arguments: c.function.arguments.slice(half) } }] }, finish_reason: null }]);
       });
       chunk([{ index: 0, delta: {}, finish_reason: finish }]);
-      if (parsed.stream_options?.include_usage) chunk([], { usage });
+      if (parsed.stream_options?.include_usage && usage) chunk([], { usage });
       res.end('data: [DONE]\n\n');
       return;
     }
@@ -152,7 +247,7 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
     res.end(JSON.stringify({
       id, object: 'chat.completion', created, model: rec.model,
       choices: [{ index: 0, message: { role: 'assistant', content: calls.length > 0 && !text ? null : text, ...(calls.length > 0 ? { tool_calls: calls } : {}) }, finish_reason: finish }],
-      usage,
+      ...(usage ? { usage } : {}),
     }));
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -163,8 +258,17 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
     get pending() {
       return pending;
     },
+    get refusedForLength() {
+      return refusedForLength;
+    },
     respond(fn) {
       responder = fn;
+    },
+    setContextWindow(tokens) {
+      contextWindow = tokens;
+    },
+    setUsage(mode) {
+      usageMode = mode;
     },
     close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
   };

@@ -158,11 +158,13 @@ export async function compactMessages<M extends CompactableMessage>(
     report.cut += 1;
   }
 
-  // Step 4: drop the oldest messages after the head (with the tool results of a dropped call).
+  // Step 4: drop the oldest messages after the head (with the tool results of a dropped call),
+  // never the last message nor a call whose results run to the end (that would orphan them).
   const headEnd = out.findIndex((m) => m.role === 'user') + 1;
   while (estimate(out) > budgetTokens && out.length - headEnd > 1) {
     let n = 1;
-    while (headEnd + n < out.length - 1 && out[headEnd + n]!.role === 'tool') n += 1;
+    while (headEnd + n < out.length && out[headEnd + n]!.role === 'tool') n += 1;
+    if (headEnd + n >= out.length) break;
     out = [...out.slice(0, headEnd), ...out.slice(headEnd + n)];
     report.dropped += n;
   }

@@ -42,6 +42,7 @@ const WINDOW_IN_ERROR: readonly RegExp[] = [
   /context (?:window|length|size)(?: limit)? (?:of|is) ([\d,]+)(?: tokens)?/i,
   /exceeds? (?:the )?(?:model's )?(?:maximum )?(?:context )?(?:limit|window) of ([\d,]+) tokens/i,
   /n_ctx[^\d]{0,10}([\d,]+)/i,
+  /prompt is too long: [\d,]+ tokens > ([\d,]+) maximum/i,
 ];
 
 /** The window named by a provider's error message, or undefined. */

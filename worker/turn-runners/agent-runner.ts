@@ -14,16 +14,58 @@
  * call has the toolbox's timeout and result cap. The whole turn, tools
  * included, is bounded by `agent.timeout_seconds`; the turn's AbortSignal
  * (drain, interrupt, stop) stops the model call or the running tools at once.
+ *
+ * Every model call (the turn's, a judge's, a compaction summary's) goes the
+ * same way (SPEC §12, docs/CONTEXT.md):
+ *   - Models: the primary `agent.model`, or a model the operator declared
+ *     (`agent.models.<name>`, each with its own client) named by the request.
+ *   - Fit: before it is sent, the request (system prompt, messages, tool
+ *     definitions; estimated, calibrated by the model's reported counts) must
+ *     fit `CALL_FIT_SHARE` of the model's window; if not, the conversation is
+ *     compacted without a model call (`compactMessages`: old tool results
+ *     stubbed, then the largest messages cut, the oldest dropped) — what the
+ *     model has not seen yet is stubbed last. Nothing over the window is sent.
+ *     A provider that still refuses for length teaches the window when its
+ *     message names it; the call is compacted to half of it and sent once more.
+ *   - Retries: the client's own (`agent.max_retries`; see model-transport.ts
+ *     for how its waits end with the turn). A call still failing with a
+ *     transient error goes to each of `agent.fallback_models` in order; the
+ *     model that answered keeps the rest of the turn.
+ *   - Measure: each call ends with a `model.called` event (its usage, or an
+ *     estimate when the endpoint reported none), the `hermes_model_*`
+ *     metrics, and its share of the turn's `spend`; past
+ *     `agent.max_tokens_per_turn` the turn stops (TurnError `budget`).
  */
 import { setMaxListeners } from 'node:events';
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIUserAbortError, APIError } from 'openai';
 import type {
-  ChatCompletion, ChatCompletionCreateParamsNonStreaming, ChatCompletionMessageParam,
+  ChatCompletion, ChatCompletionCreateParamsNonStreaming, ChatCompletionMessageParam, ChatCompletionTool,
 } from 'openai/resources/chat/completions';
 import { TurnError } from '../../scheduler/errors/turn-error.ts';
+import type { HermesMetrics } from '../../scheduler/metrics.ts';
+import { NO_SPEND, sumSpend, totalTokens, type ModelSpend } from '../../scheduler/model-spend.ts';
+import { compactMessages, type CompactableMessage } from '../context/compaction.ts';
+import { ContextWindows } from '../context/context-window.ts';
+import {
+  TokenCalibration, estimateMessagesTokens, estimateTextTokens, type EstimableMessage,
+} from '../context/token-estimate.ts';
 import type { Toolbox } from '../tools/toolbox.ts';
 import type { TurnSurfaces } from '../tools/tool.ts';
-import type { ChatMessage, ToolCallRecord, TurnEvent, TurnOutput, TurnRequest, TurnRunner } from './turn-runner.ts';
+import { contextRefusal, isTransient, retryingFetch, untilAborted } from './model-transport.ts';
+import type {
+  ChatMessage, ModelCallEvent, ModelCallPurpose, ToolCallRecord, TurnEvent, TurnOutput, TurnRequest, TurnRunner,
+} from './turn-runner.ts';
+
+/** A model the operator declared (`agent.models.<name>`). */
+export interface DeclaredModel {
+  /** The model id sent to its endpoint. */
+  model: string;
+  /** Its endpoint; default the agent's. */
+  baseUrl?: string;
+  /** Its key; default the agent's. */
+  apiKey?: string;
+  contextWindowTokens?: number;
+}
 
 /** Settings of the agent runner (from `agent.*`). */
 export interface AgentRunnerOptions {
@@ -35,6 +77,30 @@ export interface AgentRunnerOptions {
   timeoutSeconds: number;
   /** Tool calls one turn may make (`agent.max_tool_calls`). @defaultValue 20 */
   maxToolCalls?: number;
+  /** Declared models by name (`agent.models`). */
+  models?: Readonly<Record<string, DeclaredModel>>;
+  /** Declared model names tried in order when a call still fails after its retries (`agent.fallback_models`). */
+  fallbackModels?: readonly string[];
+  /** `agent.context_window_tokens` (unset: the table of known models, else 128000). */
+  contextWindowTokens?: number;
+  /** `agent.compaction`. */
+  compaction?: {
+    /** Share of the window past which the worker compacts a transcript before a turn. @defaultValue 0.5 */
+    threshold?: number;
+    /** @defaultValue 8 */
+    keepRecentMessages?: number;
+    /** A declared name or a model id of the primary endpoint that writes summaries; unset = the turn's model. */
+    model?: string;
+  };
+  /** Retries of one model call by the client (`agent.max_retries`). @defaultValue 3 */
+  maxRetries?: number;
+  /** Input plus output tokens one turn may spend; 0 = no limit (`agent.max_tokens_per_turn`). @defaultValue 0 */
+  maxTokensPerTurn?: number;
+  /**
+   * Where model calls are counted (`hermes_model_calls_total`, `hermes_model_tokens_total`); a
+   * function is asked at each count (a worker's metrics are made after its runners).
+   */
+  metrics?: HermesMetrics | (() => HermesMetrics | undefined);
 }
 
 /** Model rounds allowed after the tool-call limit was reached before the turn fails. */
@@ -43,9 +109,21 @@ export const EXTRA_ROUNDS_AFTER_LIMIT = 2;
 /** Longest `arguments` text of a call shown in events (the model sees it whole). */
 export const EVENT_ARGUMENTS_MAX_CHARS = 200;
 
+/** Share of a model's window a request may take when it is sent (the rest is room for the answer and estimate error). */
+export const CALL_FIT_SHARE = 0.85;
+/** Share of the window a request refused for length is compacted to before it is sent once more. */
+export const REFUSED_FIT_SHARE = 0.5;
+
 /** System prompt of every agent turn. */
 export const SYSTEM_PROMPT =
   'You are Hermes, an agent that runs unattended tasks for its user. Be concise and factual; say what you checked.';
+
+/** System prompt of a compaction summary. */
+export const SUMMARY_PROMPT = [
+  'You summarise part of a conversation between a user and Hermes, an agent that runs unattended tasks, so the conversation can go on without it.',
+  'Write a short factual summary: what was asked, what was found, what was decided, and what is still open.',
+  'Reduce tool outputs to their findings. Keep names, numbers, paths, identifiers and dates exact. No preamble, no advice.',
+].join(' ');
 
 /** What `complete()` returns. */
 export interface Completion {
@@ -53,6 +131,8 @@ export interface Completion {
   usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
   /** Tool-calling steps before the answer (empty without tools). */
   steps: ChatMessage[];
+  /** What its model calls cost. */
+  spend: ModelSpend;
 }
 
 /** Options of `complete()`. */
@@ -64,13 +144,89 @@ export interface CompleteOptions {
   surface?: TurnSurfaces;
   onEvent?: TurnRequest['onEvent'];
   onDelta?: TurnRequest['onDelta'];
+  /** A declared model name (`agent.models`); default the primary model. */
+  model?: string;
+  /** Why the calls are made (`model.called` events). @defaultValue 'turn' */
+  purpose?: ModelCallPurpose;
+  /** The turn's kind, for metrics labels. @defaultValue 'message' */
+  kind?: string;
+  /** What the turn already spent (a summary, the turn before its judge): counted against `agent.max_tokens_per_turn`. */
+  spentBefore?: ModelSpend;
+}
+
+/** Options of `summarise()`. */
+export interface SummariseOptions {
+  /** The turn's model (a declared name); used when `agent.compaction.model` is unset. */
+  model?: string;
+  sessionId?: string;
+  kind?: string;
+  onEvent?: TurnRequest['onEvent'];
+}
+
+/** What `contextOf()` returns. */
+export interface ModelContext {
+  /** The model id. */
+  model: string;
+  windowTokens: number;
+  /** `agent.compaction.threshold` of the window. */
+  thresholdTokens: number;
+  /** `agent.compaction.keep_recent_messages`. */
+  keepRecent: number;
+}
+
+/** A model calls can go to. */
+interface ModelTarget {
+  /** Declared name; undefined for the primary model (and a raw id of the primary endpoint). */
+  name: string | undefined;
+  /** Model id sent to the endpoint. */
+  id: string;
+  /** Undefined when no endpoint is configured. */
+  client: OpenAI | undefined;
+}
+
+/** The model calls of one `complete()` or `summarise()`: where they go and what they cost so far. */
+interface CallScope {
+  sessionId: string | undefined;
+  kind: string;
+  purpose: ModelCallPurpose;
+  /** The caller's signal (drain, interrupt, stop). */
+  callerSignal: AbortSignal;
+  /** The caller's signal and the deadline together. */
+  signal: AbortSignal;
+  deadlineAt: number;
+  onEvent: TurnRequest['onEvent'];
+  /** The models tried in order: the requested one, then the fallbacks. */
+  chain: ModelTarget[];
+  /** Index in `chain` of the model calls go to now (a fallback that answered keeps the turn). */
+  active: number;
+  spend: ModelSpend;
+}
+
+/** One model request of a scope. */
+interface ModelRequest {
+  system: string | null;
+  /** The conversation after the system prompt. */
+  messages: ChatMessage[];
+  tools: ChatCompletionTool[];
+  /** Messages at the end the model has not seen yet (kept verbatim by the elision step). */
+  keepRecent: number;
+  toolChoiceNone?: boolean;
+  jsonObject?: boolean;
+  onDelta?: (text: string) => void;
 }
 
 /** Runs agent turns; `complete()` is also used by the judges (with tools, so they judge what a tool saw). */
 export class AgentRunner implements TurnRunner {
   readonly kind = 'agent' as const;
-  private readonly client: OpenAI | undefined;
   private readonly maxToolCalls: number;
+  private readonly maxRetries: number;
+  private readonly primary: ModelTarget;
+  private readonly declared = new Map<string, ModelTarget>();
+  private readonly fallbacks: ModelTarget[];
+  private readonly windows: ContextWindows;
+  private readonly calibration = new TokenCalibration();
+  private readonly threshold: number;
+  private readonly keepRecent: number;
 
   /** @param toolbox - the operator's tools; without it turns have none */
   constructor(
@@ -78,77 +234,134 @@ export class AgentRunner implements TurnRunner {
     private readonly toolbox?: Toolbox,
   ) {
     this.maxToolCalls = options.maxToolCalls ?? 20;
-    this.client = options.baseUrl || options.apiKey
-      ? new OpenAI({
-          baseURL: options.baseUrl,
-          apiKey: options.apiKey ?? 'not-set',
-          timeout: options.timeoutSeconds * 1000,
-          maxRetries: 0,
-        })
+    this.maxRetries = options.maxRetries ?? 3;
+    this.threshold = options.compaction?.threshold ?? 0.5;
+    this.keepRecent = options.compaction?.keepRecentMessages ?? 8;
+    const clientFor = (baseUrl: string | undefined, apiKey: string | undefined) => baseUrl || apiKey
+      ? new OpenAI({ baseURL: baseUrl, apiKey: apiKey ?? 'not-set', timeout: options.timeoutSeconds * 1000, maxRetries: this.maxRetries })
       : undefined;
+    this.primary = { name: undefined, id: options.model, client: clientFor(options.baseUrl, options.apiKey) };
+    const perModel: Record<string, number> = {};
+    for (const [name, m] of Object.entries(options.models ?? {})) {
+      this.declared.set(name, { name, id: m.model, client: clientFor(m.baseUrl ?? options.baseUrl, m.apiKey ?? options.apiKey) });
+      if (m.contextWindowTokens !== undefined) perModel[m.model] = m.contextWindowTokens;
+    }
+    this.fallbacks = (options.fallbackModels ?? []).map((name) => this.resolve(name));
+    this.windows = new ContextWindows(options.contextWindowTokens, perModel);
   }
 
   /** One agent turn, tools included. */
   async run(request: TurnRequest): Promise<TurnOutput> {
     const res = await this.complete(request.messages, request.signal, request.sessionId, {
       surface: request.surface ?? 'cli', onEvent: request.onEvent, onDelta: request.onDelta,
+      model: request.model, kind: request.kind, purpose: 'turn',
     });
-    return { reply: res.content, steps: res.steps, usage: res.usage };
+    return { reply: res.content, steps: res.steps, usage: res.usage, spend: res.spend };
+  }
+
+  /**
+   * The window and compaction threshold of a model.
+   * @param modelName - a declared name; undefined = the primary model
+   * @throws TurnError `config` for an unknown name
+   */
+  contextOf(modelName?: string): ModelContext {
+    const target = this.resolve(modelName);
+    const windowTokens = this.windows.windowOf(target.id);
+    return { model: target.id, windowTokens, thresholdTokens: Math.floor(this.threshold * windowTokens), keepRecent: this.keepRecent };
+  }
+
+  /**
+   * Tokens a turn's request would take (calibrated estimate): the system prompt, `messages`, and
+   * the definitions of the tools offered to `surface`.
+   * @throws TurnError `config` for an unknown model name
+   */
+  estimateTokens(modelName: string | undefined, messages: readonly EstimableMessage[], surface?: TurnSurfaces): number {
+    const target = this.resolve(modelName);
+    return this.calibration.scale(target.id, rawRequestTokens(SYSTEM_PROMPT, messages, this.toolsFor(surface)));
+  }
+
+  /**
+   * One auxiliary call that summarises `messages` (for compaction): on `agent.compaction.model`
+   * when set, else `options.model`. Its input is cut to fit that model's window.
+   * @throws TurnError (with `spend`) when the call failed or the summary is empty
+   */
+  async summarise(
+    messages: readonly CompactableMessage[],
+    signal: AbortSignal,
+    options: SummariseOptions = {},
+  ): Promise<{ text: string; spend: ModelSpend }> {
+    const compactionModel = this.options.compaction?.model;
+    const target = compactionModel !== undefined && !this.declared.has(compactionModel)
+      ? { ...this.primary, name: undefined, id: compactionModel } // a model id of the primary endpoint
+      : this.resolve(compactionModel ?? options.model, options.sessionId);
+    return await this.inScope(signal, { sessionId: options.sessionId, kind: options.kind, purpose: 'summary', onEvent: options.onEvent, target }, async (scope) => {
+      const estimate = (ms: readonly CompactableMessage[]) =>
+        this.calibration.scale(target.id, rawRequestTokens(SUMMARY_PROMPT, [{ role: 'user', content: summaryInput(ms) }], []));
+      const fitted = await compactMessages(messages, {
+        budgetTokens: Math.floor(CALL_FIT_SHARE * this.windows.windowOf(target.id)),
+        keepRecent: messages.length, // no stubs: the summary is to say what the tools found
+        estimate,
+        make: (fields) => fields,
+      });
+      const { completion } = await this.call(scope, {
+        system: SUMMARY_PROMPT, messages: [{ role: 'user', content: summaryInput(fitted.messages) }], tools: [], keepRecent: 1,
+      });
+      const text = (completion.choices[0]?.message.content ?? '').trim();
+      if (!text) throw new TurnError('The model wrote an empty summary.', { kind: 'model', sessionId: options.sessionId });
+      return { text, spend: scope.spend };
+    });
   }
 
   /**
    * Chat Completions with the system prompt prepended, as a tool-calling loop
    * when `options.surface` is set and tools are declared.
-   * @returns reply text, token usage when reported, and the tool steps
-   * @throws TurnError `config` when no endpoint is configured, `network`, `timeout`, `aborted`, `model`
+   * @returns reply text, token usage when reported, the tool steps, and the spend
+   * @throws TurnError (with the `spend` of the calls made) `config` when no endpoint is configured
+   *   or the model name is unknown, `network`, `timeout`, `aborted`, `model`, `budget`
    */
   async complete(messages: ChatMessage[], signal: AbortSignal, sessionId?: string, options: CompleteOptions = {}): Promise<Completion> {
-    if (!this.client) {
-      throw new TurnError('No model is configured: set OPENAI_BASE_URL (and OPENAI_API_KEY) or agent.base_url.', { kind: 'config', sessionId });
-    }
-    const client = this.client;
+    const target = this.resolve(options.model, sessionId);
     const system = options.system === undefined ? SYSTEM_PROMPT : options.system;
-    const deadline = AbortSignal.timeout(this.options.timeoutSeconds * 1000);
-    const turnSignal = AbortSignal.any([signal, deadline]);
-    // One listener per model call and per tool call, up to the call limit: not a leak.
-    setMaxListeners(this.maxToolCalls + 50, turnSignal);
     const surface = options.surface;
-    const tools = surface && this.toolbox && this.maxToolCalls > 0 ? this.toolbox.definitions(surface) : [];
-    const convo: ChatCompletionMessageParam[] = [...(system ? [{ role: 'system' as const, content: system }] : []), ...messages.map(toParam)];
-    const steps: ChatMessage[] = [];
-    const usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
-    let sawUsage = false;
-    let calls = 0;
-    let roundsAfterLimit = 0;
-    try {
+    const tools = this.toolsFor(surface);
+    const scopeInput = { sessionId, kind: options.kind, purpose: options.purpose ?? 'turn', onEvent: options.onEvent, target };
+    return await this.inScope(signal, scopeInput, async (scope) => {
+      const turnSignal = scope.signal;
+      let convo: ChatMessage[] = [...messages];
+      let unseen = Math.min(1, convo.length); // the new input
+      const steps: ChatMessage[] = [];
+      const usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+      let sawUsage = false;
+      let calls = 0;
+      let roundsAfterLimit = 0;
       for (;;) {
         const limitReached = calls >= this.maxToolCalls;
-        const body: ChatCompletionCreateParamsNonStreaming = {
-          model: this.options.model,
-          messages: convo,
-          ...(tools.length > 0 ? { tools, ...(limitReached ? { tool_choice: 'none' as const } : {}) } : {}),
-          ...(options.jsonObject ? { response_format: { type: 'json_object' as const } } : {}),
-        };
-        const res = options.onDelta ? await streamed(client, body, options.onDelta, turnSignal) : await client.chat.completions.create(body, { signal: turnSignal });
+        const sent = await this.call(scope, {
+          system, messages: convo, tools, keepRecent: unseen,
+          toolChoiceNone: limitReached, jsonObject: options.jsonObject, onDelta: options.onDelta,
+        });
+        convo = sent.messages;
+        const res = sent.completion;
         if (res.usage) {
           sawUsage = true;
           usage.prompt_tokens += res.usage.prompt_tokens;
           usage.completion_tokens += res.usage.completion_tokens;
           usage.total_tokens += res.usage.total_tokens;
         }
+        this.checkBudget(scope, options.spentBefore);
         const message = res.choices[0]?.message;
         const toolCalls: ToolCallRecord[] = (message?.tool_calls ?? []).flatMap((c) =>
           c.type === 'function' ? [{ id: c.id, name: c.function.name, arguments: c.function.arguments }] : [],
         );
         if (toolCalls.length === 0 || tools.length === 0) {
-          return { content: message?.content ?? '', steps, ...(sawUsage ? { usage } : {}) };
+          return { content: message?.content ?? '', steps, ...(sawUsage ? { usage } : {}), spend: scope.spend };
         }
         if (limitReached && ++roundsAfterLimit > EXTRA_ROUNDS_AFTER_LIMIT) {
           throw new TurnError(`The model kept calling tools after the limit of ${this.maxToolCalls} calls per turn.`, { kind: 'model', sessionId });
         }
         const assistant: ChatMessage = { role: 'assistant', content: message?.content ?? '', tool_calls: toolCalls };
         steps.push(assistant);
-        convo.push(toParam(assistant));
+        convo.push(assistant);
         const results = await Promise.all(toolCalls.map((call) => {
           calls += 1;
           return this.runCall(call, calls, { sessionId: sessionId ?? '', surface: surface!, signal: turnSignal }, options.onEvent);
@@ -156,17 +369,205 @@ export class AgentRunner implements TurnRunner {
         if (turnSignal.aborted) throw turnSignal.reason;
         for (const r of results) {
           steps.push(r);
-          convo.push(toParam(r));
+          convo.push(r);
         }
+        unseen = 1 + results.length;
       }
-    } catch (err) {
-      if (err instanceof TurnError) throw err;
-      if (signal.aborted) throw new TurnError('The turn was aborted.', { kind: 'aborted', sessionId, cause: err });
-      if (deadline.aborted) {
-        throw new TurnError(`The turn did not finish within ${this.options.timeoutSeconds}s.`, { kind: 'timeout', sessionId, cause: err });
-      }
-      throw toTurnError(err, sessionId);
+    });
+  }
+
+  /** The model a declared name stands for (undefined = primary). @throws TurnError `config` for an unknown name */
+  private resolve(name: string | undefined, sessionId?: string): ModelTarget {
+    if (name === undefined) return this.primary;
+    const target = this.declared.get(name);
+    if (target) return target;
+    const known = [...this.declared.keys()];
+    throw new TurnError(
+      `Unknown model "${name}": ${known.length > 0 ? `the declared models are ${known.map((k) => `"${k}"`).join(', ')}` : 'no models are declared'} (agent.models).`,
+      { kind: 'config', sessionId, spend: NO_SPEND },
+    );
+  }
+
+  /** Tool definitions offered to `surface` (none without a surface, a toolbox, or a call budget). */
+  private toolsFor(surface: TurnSurfaces | undefined): ChatCompletionTool[] {
+    return surface && this.toolbox && this.maxToolCalls > 0 ? this.toolbox.definitions(surface) : [];
+  }
+
+  /**
+   * Run `fn` with a new scope of calls on `target` (then the fallbacks), bounded by
+   * `agent.timeout_seconds` and `signal`; every error leaves as a TurnError carrying the scope's spend.
+   */
+  private async inScope<T>(
+    signal: AbortSignal,
+    input: { sessionId: string | undefined; kind: string | undefined; purpose: ModelCallPurpose; onEvent: TurnRequest['onEvent']; target: ModelTarget },
+    fn: (scope: CallScope) => Promise<T>,
+  ): Promise<T> {
+    const { sessionId, target } = input;
+    if (!target.client) {
+      throw new TurnError('No model is configured: set OPENAI_BASE_URL (and OPENAI_API_KEY) or agent.base_url.', { kind: 'config', sessionId, spend: NO_SPEND });
     }
+    const timeoutMs = this.options.timeoutSeconds * 1000;
+    const deadline = AbortSignal.timeout(timeoutMs);
+    const turnSignal = AbortSignal.any([signal, deadline]);
+    // One listener per model call and per tool call, up to the call limit: not a leak.
+    setMaxListeners(this.maxToolCalls + 50, turnSignal);
+    const chain = [target, ...this.fallbacks.filter((f) => f.name !== target.name)];
+    const scope: CallScope = {
+      sessionId, kind: input.kind ?? 'message', purpose: input.purpose, callerSignal: signal, signal: turnSignal, deadlineAt: Date.now() + timeoutMs,
+      onEvent: input.onEvent, chain, active: 0, spend: NO_SPEND,
+    };
+    try {
+      return await fn(scope);
+    } catch (err) {
+      const turnError = err instanceof TurnError ? err
+        : signal.aborted ? new TurnError('The turn was aborted.', { kind: 'aborted', sessionId, cause: err })
+        : deadline.aborted ? new TurnError(`The turn did not finish within ${this.options.timeoutSeconds}s.`, { kind: 'timeout', sessionId, cause: err })
+        : toTurnError(err, sessionId);
+      turnError.spend ??= scope.spend;
+      throw turnError;
+    }
+  }
+
+  /** Stop the turn once its calls (and what it spent before) reach `agent.max_tokens_per_turn`. */
+  private checkBudget(scope: CallScope, spentBefore: ModelSpend | undefined): void {
+    const limit = this.options.maxTokensPerTurn ?? 0;
+    if (limit <= 0) return;
+    const used = totalTokens(sumSpend(spentBefore ?? NO_SPEND, scope.spend));
+    if (used < limit) return;
+    const n = (x: number) => x.toLocaleString('en-US');
+    throw new TurnError(`This turn used ${n(used)} tokens, over agent.max_tokens_per_turn (${n(limit)}).`, { kind: 'budget', sessionId: scope.sessionId });
+  }
+
+  /**
+   * One model call of a scope: on the active model, then each fallback while the error is
+   * transient. Emits `model.called` and counts it.
+   * @returns the completion and the messages as sent (compacted when they did not fit)
+   */
+  private async call(scope: CallScope, req: ModelRequest): Promise<{ completion: ChatCompletion; messages: ChatMessage[] }> {
+    let index = scope.active;
+    for (;;) {
+      const target = scope.chain[index]!;
+      const started = Date.now();
+      try {
+        const sent = await this.send(scope, target, req);
+        scope.active = index;
+        this.record(scope, target, sent.completion, sent.rawTokens, Date.now() - started);
+        return sent;
+      } catch (err) {
+        const next = scope.chain.findIndex((t, i) => i > index && t.client !== undefined);
+        if (!scope.signal.aborted && next > 0 && isTransient(err) && !(err instanceof TurnError)) {
+          index = next;
+          continue;
+        }
+        this.recordFailure(scope, target, err, Date.now() - started);
+        throw err;
+      }
+    }
+  }
+
+  /** Send `req` to `target`, fitted to its window; a refusal for length is compacted harder and sent once more. */
+  private async send(scope: CallScope, target: ModelTarget, req: ModelRequest): Promise<{ completion: ChatCompletion; messages: ChatMessage[]; rawTokens: number }> {
+    let messages = await this.fit(scope, target, req, req.messages, Math.floor(CALL_FIT_SHARE * this.windows.windowOf(target.id)));
+    for (let refused = false; ;) {
+      const rawTokens = rawRequestTokens(req.system, messages, req.tools);
+      try {
+        const completion = await this.transport(scope, target, req, messages);
+        return { completion, messages, rawTokens };
+      } catch (err) {
+        const refusal = contextRefusal(err);
+        if (!refusal || scope.signal.aborted) throw err;
+        if (refused) {
+          throw new TurnError(
+            `The request to ${target.id} did not fit its context window even after compaction (${this.windows.windowOf(target.id).toLocaleString('en-US')} tokens): ${(err as Error).message}`,
+            { kind: 'model', sessionId: scope.sessionId, cause: err },
+          );
+        }
+        refused = true;
+        if (refusal.windowTokens !== undefined) this.windows.learn(target.id, refusal.windowTokens);
+        const sentTokens = this.calibration.scale(target.id, rawTokens);
+        const budget = Math.floor(REFUSED_FIT_SHARE * Math.min(this.windows.windowOf(target.id), sentTokens));
+        messages = await this.fit(scope, target, req, messages, budget);
+      }
+    }
+  }
+
+  /**
+   * `messages` compacted (without a model call) until the request fits `budgetTokens`, with a
+   * `context.compacted` event; as they are when they fit already.
+   * @throws TurnError `model` when even compacted the request is over the model's window
+   */
+  private async fit(scope: CallScope, target: ModelTarget, req: ModelRequest, messages: ChatMessage[], budgetTokens: number): Promise<ChatMessage[]> {
+    const estimate = (ms: readonly ChatMessage[]) => this.calibration.scale(target.id, rawRequestTokens(req.system, ms, req.tools));
+    if (estimate(messages) <= budgetTokens) return messages;
+    const windowTokens = this.windows.windowOf(target.id);
+    const fitted = await compactMessages<ChatMessage>(messages, {
+      budgetTokens, keepRecent: req.keepRecent, estimate, make: (fields) => fields,
+    });
+    if (fitted.report) emit(scope.onEvent, { type: 'context.compacted', data: { ...fitted.report, scope: 'call', model: target.id, windowTokens } });
+    const after = estimate(fitted.messages);
+    if (after > windowTokens) {
+      throw new TurnError(
+        `The request to ${target.id} does not fit its context window (${windowTokens.toLocaleString('en-US')} tokens) even after compaction: about ${after.toLocaleString('en-US')} tokens.`,
+        { kind: 'model', sessionId: scope.sessionId },
+      );
+    }
+    return fitted.messages;
+  }
+
+  /** The call itself, through a client whose `fetch` counts retries and makes their waits abortable. */
+  private async transport(scope: CallScope, target: ModelTarget, req: ModelRequest, messages: ChatMessage[]): Promise<ChatCompletion> {
+    const body: ChatCompletionCreateParamsNonStreaming = {
+      model: target.id,
+      messages: [...(req.system ? [{ role: 'system' as const, content: req.system }] : []), ...messages.map(toParam)],
+      ...(req.tools.length > 0 ? { tools: req.tools, ...(req.toolChoiceNone ? { tool_choice: 'none' as const } : {}) } : {}),
+      ...(req.jsonObject ? { response_format: { type: 'json_object' as const } } : {}),
+    };
+    const client = target.client!.withOptions({
+      fetch: retryingFetch({
+        maxRetries: this.maxRetries, deadlineAt: scope.deadlineAt, signal: scope.signal,
+        onRetry: () => this.metrics()?.modelCallRetried(scope.kind),
+      }),
+    });
+    // The client adds a listener per attempt and never removes it: a signal of the call's own.
+    const callSignal = AbortSignal.any([scope.signal]);
+    setMaxListeners(this.maxRetries + 10, callSignal);
+    const pending = req.onDelta ? streamed(client, body, req.onDelta, callSignal) : client.chat.completions.create(body, { signal: callSignal });
+    return await untilAborted(pending, scope.signal);
+  }
+
+  /** Count a call that answered: its usage (or an estimate), event, metrics, spend. */
+  private record(scope: CallScope, target: ModelTarget, completion: ChatCompletion, rawTokens: number, ms: number): void {
+    const usage = completion.usage;
+    let tokens: { inputTokens: number; outputTokens: number; cachedTokens: number };
+    if (usage) {
+      this.calibration.observe(target.id, rawTokens, usage.prompt_tokens);
+      tokens = { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens, cachedTokens: usage.prompt_tokens_details?.cached_tokens ?? 0 };
+    } else {
+      const message = completion.choices[0]?.message;
+      const out = (message?.content ?? '') + (message?.tool_calls ?? []).map((c) => (c.type === 'function' ? c.function.name + c.function.arguments : '')).join('');
+      tokens = { inputTokens: this.calibration.scale(target.id, rawTokens), outputTokens: estimateTextTokens(out), cachedTokens: 0 };
+    }
+    const estimated = !usage;
+    scope.spend = sumSpend(scope.spend, { calls: 1, ...tokens, lastInputTokens: tokens.inputTokens, estimated });
+    const event: ModelCallEvent = { model: target.id, purpose: scope.purpose, ...tokens, estimated, ms };
+    emit(scope.onEvent, { type: 'model.called', data: event });
+    this.metrics()?.modelCallEnded(scope.kind, target === scope.chain[0] ? 'ok' : 'fallback', tokens);
+  }
+
+  /** Count a call that failed for good (an abort by the caller is only told, not counted as a failure). */
+  private recordFailure(scope: CallScope, target: ModelTarget, err: unknown, ms: number): void {
+    const aborted = scope.callerSignal.aborted;
+    const error = aborted ? 'aborted'
+      : scope.signal.aborted ? `the turn did not finish within ${this.options.timeoutSeconds}s`
+      : toTurnError(err, scope.sessionId).message;
+    const event: ModelCallEvent = { model: target.id, purpose: scope.purpose, inputTokens: 0, outputTokens: 0, cachedTokens: 0, estimated: false, ms, error };
+    emit(scope.onEvent, { type: 'model.called', data: event });
+    if (!aborted) this.metrics()?.modelCallEnded(scope.kind, 'failed', event);
+  }
+
+  private metrics(): HermesMetrics | undefined {
+    const m = this.options.metrics;
+    return typeof m === 'function' ? m() : m;
   }
 
   /** Run the `n`th call of the turn (or refuse it past the limit), with its events. */
@@ -190,6 +591,23 @@ export class AgentRunner implements TurnRunner {
     });
     return { role: 'tool', tool_call_id: call.id, name: call.name, content: r.content };
   }
+}
+
+/** Raw (uncalibrated) token estimate of a request: system prompt, messages, tool definitions. */
+function rawRequestTokens(system: string | null, messages: readonly EstimableMessage[], tools: readonly ChatCompletionTool[]): number {
+  const all = system ? [{ role: 'system', content: system }, ...messages] : messages;
+  return estimateMessagesTokens(all) + (tools.length > 0 ? estimateTextTokens(JSON.stringify(tools)) : 0);
+}
+
+/** The conversation a summary is written from, as one text. */
+function summaryInput(messages: readonly CompactableMessage[]): string {
+  const lines = messages.map((m) => {
+    if (m.role === 'tool') return `Tool result${m.name ? ` (${m.name})` : ''}: ${m.content}`;
+    const calls = (m.tool_calls ?? []).map((c) => `\n[called ${c.name}(${c.arguments})]`).join('');
+    const who = m.role === 'user' ? 'User' : m.role === 'assistant' ? 'Assistant' : 'System';
+    return `${who}: ${m.content}${calls}`;
+  });
+  return `Summarise this conversation:\n\n${lines.join('\n\n')}`;
 }
 
 /** One model call with `stream: true`: content deltas go to `onDelta`; resolves with the assembled completion. */

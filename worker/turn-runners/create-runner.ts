@@ -1,7 +1,7 @@
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import type { RunnerSpec } from '../../scheduler/loop/loop-state.ts';
 import { commandEnv, type CommandEnvPolicy } from '../command-env.ts';
-import { AgentRunner } from './agent-runner.ts';
+import { AgentRunner, type AgentRunnerOptions } from './agent-runner.ts';
 import { CommandRunner } from './command-runner.ts';
 import type { TurnRunner } from './turn-runner.ts';
 import type { Toolbox } from '../tools/toolbox.ts';
@@ -16,17 +16,16 @@ export class RunnerFactory {
    * @param options.commandEnvSource - the worker's environment, from which commands get the
    *   base variables and what the operator lets through (`../command-env.ts`); default empty
    * @param options.toolbox - the operator's tools for agent turns (none without it)
+   * @param options.metrics - where the agent's model calls are counted, or a function giving them
+   *   at each count (not counted without it)
    */
-  constructor(config: HermesConfig, options: { commandEnvSource?: Readonly<Record<string, string | undefined>>; toolbox?: Toolbox } = {}) {
+  constructor(
+    config: HermesConfig,
+    options: { commandEnvSource?: Readonly<Record<string, string | undefined>>; toolbox?: Toolbox; metrics?: AgentRunnerOptions['metrics'] } = {},
+  ) {
     this.config = config;
     this.commandEnvSource = options.commandEnvSource ?? {};
-    this.agent = new AgentRunner({
-      baseUrl: config.agent.base_url,
-      apiKey: config.agent.api_key,
-      model: config.agent.model,
-      timeoutSeconds: config.agent.timeout_seconds,
-      maxToolCalls: config.agent.max_tool_calls,
-    }, options.toolbox);
+    this.agent = new AgentRunner(agentRunnerOptions(config, options.metrics), options.toolbox);
   }
 
   /** The runner for a stored spec. */
@@ -51,4 +50,25 @@ export class RunnerFactory {
     if (named) policies.push({ pass: named.pass_env, set: named.env });
     return commandEnv(this.commandEnvSource, policies);
   }
+}
+
+/** The agent runner's settings from `agent.*` of config. */
+export function agentRunnerOptions(config: HermesConfig, metrics?: AgentRunnerOptions['metrics']): AgentRunnerOptions {
+  const a = config.agent;
+  return {
+    baseUrl: a.base_url,
+    apiKey: a.api_key,
+    model: a.model,
+    timeoutSeconds: a.timeout_seconds,
+    maxToolCalls: a.max_tool_calls,
+    models: Object.fromEntries(Object.entries(a.models).map(([name, m]) => [name, {
+      model: m.model, baseUrl: m.base_url, apiKey: m.api_key, contextWindowTokens: m.context_window_tokens,
+    }])),
+    fallbackModels: a.fallback_models,
+    contextWindowTokens: a.context_window_tokens,
+    compaction: { threshold: a.compaction.threshold, keepRecentMessages: a.compaction.keep_recent_messages, model: a.compaction.model },
+    maxRetries: a.max_retries,
+    maxTokensPerTurn: a.max_tokens_per_turn,
+    metrics,
+  };
 }
