@@ -60,8 +60,8 @@ export interface CompactionOptions<M extends CompactableMessage> {
   estimate: (messages: readonly M[]) => number;
   /** Writes the summary of the middle (step 2); without it step 2 is skipped. @throws when the summary failed */
   summarise?: (middle: readonly M[]) => Promise<string>;
-  /** Builds a message of the caller's type from plain fields (the summary, the marker). */
-  make: (fields: { role: 'user'; content: string }) => M;
+  /** Builds a message of the caller's type from plain fields (the summary, the marker) and the messages it stands for. */
+  make: (fields: { role: 'user'; content: string }, standsFor: readonly M[]) => M;
 }
 
 /** The stub that stands for an old tool result. */
@@ -133,7 +133,7 @@ export async function compactMessages<M extends CompactableMessage>(
         text = `${ELIDED_PREFIX}: ${split.middle.length} messages were removed to fit the model's context window; their summary failed. The event stream still has them.]`;
       }
       report.summarised = split.middle.length;
-      out = [...split.head, options.make({ role: 'user', content: text }), ...split.tail];
+      out = [...split.head, options.make({ role: 'user', content: text }, split.middle), ...split.tail];
     }
   }
 
