@@ -2,9 +2,25 @@
  * `read_file` and `list_dir` inside `tools.files.roots`.
  *
  * Path rule: a relative path is read from the first root; every path is
- * resolved with `realpath` (symlinks included) and refused unless the result
- * lies inside one of the roots' own real paths. So `../` escapes and symlinks
- * that lead out of a root are refused, whatever the model writes.
+ * walked and resolved with `realpath` (symlinks included) and refused unless
+ * the result lies inside one of the roots' own real paths. So `../` escapes
+ * and symlinks that lead out of a root are refused, whatever the model writes.
+ *
+ * No race between the check and the open: the check is on a path, and someone
+ * who can write inside a root could swap a checked folder for a symlink
+ * leading out before the open follows it (`O_NOFOLLOW` guards only the last
+ * component). Node has no `openat`, so the file is opened first and then
+ * checked by its descriptor (`checkOpened`): the kernel says where the open
+ * file really is (`readlink` of `/proc/self/fd/<fd>`), that real path must lie
+ * inside a root's real path, and the descriptor's device and inode must be
+ * those of that path. Otherwise the call is refused with one answer
+ * ("changed while it was being opened") whether the swapped path led to a
+ * file outside or to nothing. (The type checks before the open are on the
+ * path, so a race can still tell a folder, a FIFO or device, or a file the
+ * worker may not open from the rest; never a file's content.) A folder is listed
+ * through its open descriptor (`/proc/self/fd/<fd>` names the opened folder
+ * itself, not a path looked up again). Where `/proc` is missing the tools
+ * refuse every path.
  *
  * File-type rule: `read_file` reads regular files only and `list_dir` lists
  * folders only. Anything else (a FIFO, a socket, a device) is refused before
@@ -15,8 +31,8 @@
  * `fstat` on the open handle, so a path swapped for a FIFO or a symlink
  * between the check and the open is refused too instead of hanging.
  */
-import { constants } from 'node:fs';
-import { lstat, open, readdir, readlink, realpath, stat } from 'node:fs/promises';
+import { constants, type Dirent } from 'node:fs';
+import { lstat, open, readdir, readlink, realpath, stat, type FileHandle } from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
 import { stringArg, type AgentTool } from './tool.ts';
@@ -26,6 +42,12 @@ export const MAX_PATH_CHARS = 4096;
 
 /** Symbolic links followed in one path before it counts as a loop (Linux's limit). */
 const MAX_SYMLINKS = 40;
+
+/**
+ * Folders where the kernel shows this process's open descriptors as links to
+ * what they hold, tried in order (on Linux `/dev/fd` is `/proc/self/fd`).
+ */
+export const FD_DIRS: readonly string[] = ['/proc/self/fd', '/dev/fd'];
 
 /**
  * Resolve `path` against the roots.
@@ -108,6 +130,58 @@ function outside(path: string, tool: string): ToolError {
 }
 
 /**
+ * Check an opened file or folder by its descriptor, not by its path: the
+ * kernel's answer to "where is this descriptor" (`readlink` of
+ * `<fdDir>/<fd>`) must lie inside one of the roots' real paths, and the
+ * descriptor's device and inode must be those of that path. What was opened
+ * is then known to be inside a root, whatever was swapped on the way to it.
+ * @param fdDirs - where to ask (`FD_DIRS`); when none answers, everything is refused
+ * @returns `<fdDir>/<fd>`: a path that names the opened object itself (for `readdir`)
+ * @throws ToolError `refused` when it is outside, changed while being opened, or cannot be checked
+ */
+async function checkOpened(fh: FileHandle, path: string, roots: string[], tool: string, fdDirs: readonly string[]): Promise<string> {
+  let found: { where: string; fdPath: string } | undefined;
+  for (const dir of fdDirs) {
+    const fdPath = `${dir}/${fh.fd}`;
+    const where = await readlink(fdPath).catch(() => undefined);
+    if (where !== undefined) {
+      found = { where, fdPath };
+      break;
+    }
+  }
+  if (!found) {
+    throw new ToolError(
+      `Refused: cannot check where ${path} was opened: ${fdDirs[0] ?? '/proc/self/fd'} is not available, and without it ${tool} refuses every path.`,
+      { kind: 'refused', tool },
+    );
+  }
+  // The path passed the check, so an opened object elsewhere means it was swapped meanwhile.
+  const realRoots = (await Promise.all(roots.map((r) => realpath(r).catch(() => undefined)))).filter((r) => r !== undefined);
+  if (!isAbsolute(found.where) || !realRoots.some((root) => within(found.where, root))) throw changed(path, tool);
+  const [held, there] = await Promise.all([fh.stat({ bigint: true }), stat(found.where, { bigint: true }).catch(() => undefined)]);
+  if (!there || held.dev !== there.dev || held.ino !== there.ino) throw changed(path, tool);
+  return found.fdPath;
+}
+
+/**
+ * A path that passed the check and then could not be opened, or was opened
+ * elsewhere: it was changed in between. One answer for every such case, so
+ * the race tells nothing about what exists where a swapped path led.
+ */
+function changed(path: string, tool: string): ToolError {
+  return new ToolError(`Refused: ${path} changed while it was being opened; nothing was read.`, { kind: 'refused', tool });
+}
+
+/**
+ * An open of a checked path failed: no permission is said as such (`verb`
+ * `path` (EACCES)); anything else means the path changed since the check.
+ */
+function openFailed(err: NodeJS.ErrnoException, verb: string, path: string, tool: string): ToolError {
+  if (err.code === 'EACCES' || err.code === 'EPERM') return new ToolError(`Cannot ${verb} ${path} (${err.code}).`, { kind: 'failed', tool });
+  return changed(path, tool);
+}
+
+/**
  * Refuse what `read_file` must not read: a folder (pointing at `list_dir`) or
  * anything that is not a regular file.
  * @throws ToolError `failed`
@@ -117,9 +191,13 @@ function notRegularFile(path: string, info: { isFile(): boolean; isDirectory(): 
   if (!info.isFile()) throw new ToolError(`Refused: ${path} is not a regular file.`, { kind: 'refused', tool: 'read_file' });
 }
 
-/** The two file tools over `roots` (absolute folders). */
-export function fileTools(roots: string[]): AgentTool[] {
+/**
+ * The two file tools over `roots` (absolute folders).
+ * @param options.fdDirs - where opened descriptors are checked (`FD_DIRS`; tests name a missing folder)
+ */
+export function fileTools(roots: string[], options: { fdDirs?: readonly string[] } = {}): AgentTool[] {
   const where = roots.join(', ');
+  const fdDirs = options.fdDirs ?? FD_DIRS;
   return [
     {
       name: 'read_file',
@@ -132,16 +210,19 @@ export function fileTools(roots: string[]): AgentTool[] {
       },
       groups: ['read_file', 'files'],
       async call(args, ctx) {
-        const real = await resolveInRoots(stringArg(args, 'path', 'read_file'), roots, 'read_file');
-        notRegularFile(String(args.path), await lstat(real));
+        const path = stringArg(args, 'path', 'read_file');
+        const real = await resolveInRoots(path, roots, 'read_file');
+        notRegularFile(path, await lstat(real));
         // Non-blocking open: a FIFO put in place after the check opens at once
         // (no writer needed) and is refused by the fstat below.
         const fh = await open(real, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW).catch((err: NodeJS.ErrnoException) => {
-          throw new ToolError(`Cannot read ${String(args.path)} (${err.code ?? 'error'}).`, { kind: 'failed', tool: 'read_file' });
+          throw openFailed(err, 'read', path, 'read_file');
         });
         try {
+          // Where it really is first: what was opened outside a root is not described at all.
+          await checkOpened(fh, path, roots, 'read_file', fdDirs);
           const info = await fh.stat();
-          notRegularFile(String(args.path), info);
+          notRegularFile(path, info);
           // Read one byte past the cap so the caller can mark the cut.
           const buf = Buffer.alloc(Math.min(info.size, ctx.maxResultBytes + 1));
           const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
@@ -163,12 +244,24 @@ export function fileTools(roots: string[]): AgentTool[] {
       async call(args) {
         const path = typeof args.path === 'string' && args.path.length > 0 ? args.path : roots[0]!;
         const real = await resolveInRoots(path, roots, 'list_dir');
-        // Folders only (see the file-type rule above); readdir itself opens
-        // with O_DIRECTORY, which fails at once on anything else.
-        if (!(await stat(real)).isDirectory()) throw new ToolError(`${path} is not a folder.`, { kind: 'failed', tool: 'list_dir' });
-        const entries = await readdir(real, { withFileTypes: true }).catch(() => {
-          throw new ToolError(`${path} is not a folder.`, { kind: 'failed', tool: 'list_dir' });
+        const notFolder = () => new ToolError(`${path} is not a folder.`, { kind: 'failed', tool: 'list_dir' });
+        // Folders only (see the file-type rule above); O_DIRECTORY also fails
+        // at once on anything else put in place after this check.
+        if (!(await stat(real)).isDirectory()) throw notFolder();
+        const fh = await open(real, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NONBLOCK | constants.O_NOFOLLOW).catch((err: NodeJS.ErrnoException) => {
+          throw openFailed(err, 'list', path, 'list_dir');
         });
+        let entries: Dirent[];
+        try {
+          const opened = await checkOpened(fh, path, roots, 'list_dir', fdDirs);
+          if (!(await fh.stat()).isDirectory()) throw notFolder();
+          // `<fdDir>/<fd>` leads to the opened folder itself, not to whatever its path names now.
+          entries = await readdir(opened, { withFileTypes: true }).catch((err: NodeJS.ErrnoException) => {
+            throw new ToolError(`Cannot list ${path} (${err.code ?? 'error'}).`, { kind: 'failed', tool: 'list_dir' });
+          });
+        } finally {
+          await fh.close();
+        }
         return entries
           .map((e) => (e.isDirectory() ? `${e.name}/` : e.name))
           .sort()
