@@ -191,10 +191,9 @@ async function requireSchedule(deps: ApiDeps, sessionId: string, kind: LoopKind)
 }
 
 /** The API shape of a loop or heartbeat (times in epoch ms). */
-/** Spend totals on the wire (snake_case; zeros when the schedule made no model call yet). */
-export function spendObject(t: SpendTotals | undefined) {
-  const x = t ?? NO_TOTALS;
-  return { model_calls: x.calls, input_tokens: x.inputTokens, output_tokens: x.outputTokens, last_input_tokens: x.lastInputTokens, estimated: x.estimated };
+/** Spend totals on the wire, as cron jobs show theirs (`SpendTotals`; zeros before the first model call). */
+export function spendObject(t: SpendTotals | undefined): SpendTotals {
+  return t ?? { ...NO_TOTALS };
 }
 
 function scheduleObject(r: LoopRecord, now: number, nextDueAt?: number) {
