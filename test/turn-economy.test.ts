@@ -9,7 +9,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { testEnv, type TestEnv } from './support/env.ts';
-import { clients, startWorker, waitFor, waitForEvents, events, type TestClients } from './support/stack.ts';
+import { clients, runHermes, startWorker, waitFor, waitForEvents, events, type TestClients } from './support/stack.ts';
+import { openCronApi } from '../cli/gateway-cron-api.ts';
+import { startGateway } from '../gateway/gateway-process.ts';
+import { createLogger } from '../scheduler/logger.ts';
 import { startFakeOpenAI, lastUserText, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import type { LoopSpec } from '../scheduler/loop/loop-service.ts';
@@ -138,7 +141,9 @@ describe('quiet ticks', () => {
     const replies = await waitForEvents(c, 'q', 'reply', 3);
     expect(replies.map((e) => e.data.silent ?? false)).toEqual([true, true, false]);
     expect((await c.sessions.transcript('q')).filter((m) => m.role === 'assistant').map((m) => m.content)).toEqual(['[SILENT]', '[SILENT]', 'The build is green.\nLOOP_COMPLETE']);
-    expect(await outboundTexts(c)).toEqual(['The build is green.\nLOOP_COMPLETE', 'Loop finished: the agent reported LOOP_COMPLETE.']);
+    // Delivery follows the commit: wait for the two sends, then check nothing else was sent.
+    expect(await waitFor(async () => { const t = await outboundTexts(c); return t.length >= 2 ? t : undefined; }, 10_000, 'two sends'))
+      .toEqual(['The build is green.\nLOOP_COMPLETE', 'Loop finished: the agent reported LOOP_COMPLETE.']);
     expect((await c.loops.get('q', 'loop'))!.silentTicks).toBe(2);
     // The wakeup text tells the agent how to stay quiet.
     expect(lastUserText(model.requests[0]!)).toContain('answer exactly [SILENT]');
@@ -156,7 +161,8 @@ describe('quiet ticks', () => {
     await waitFor(async () => ((await c.loops.get('d', 'loop'))?.status === 'finished' ? true : undefined), 20_000, 'finished');
     await waitForEvents(c, 'h', 'reply', 3);
     expect((await waitForEvents(c, 'd', 'reply', 3)).map((e) => e.data.text)).toEqual(['Still deploying (1).', 'Still deploying (2).', 'Deployed.\nLOOP_COMPLETE']);
-    expect(await outboundTexts(c)).toEqual(['Deployed.\nLOOP_COMPLETE', 'Loop finished: the agent reported LOOP_COMPLETE.']);
+    expect(await waitFor(async () => { const t = await outboundTexts(c); return t.length >= 2 ? t : undefined; }, 10_000, 'two sends'))
+      .toEqual(['Deployed.\nLOOP_COMPLETE', 'Loop finished: the agent reported LOOP_COMPLETE.']);
     expect(await c.schedules.status('h', 'heartbeat')).toMatch(/\d+ silent/);
   });
 });
@@ -210,5 +216,59 @@ describe('token budgets', () => {
     expect(await c.schedules.resume('b', 'loop')).toMatch(/^Loop resumed/);
     await waitFor(async () => (model.requests.length > callsAtPause ? true : undefined), 10_000, 'a turn after resume');
     expect((await c.loops.get('b', 'loop'))!.budgetTokens).toBeLessThan(spent);
+  });
+});
+
+describe('usage totals', () => {
+  it('agree across /loop status, hermes status, /api, cron show and /metrics, and with the model server\'s own counts', async () => {
+    const KEY = 'usage-key';
+    const { env, c, model, worker } = await setup({ 'api_server.port': 0, 'api_server.key': KEY, 'cron.min_interval_seconds': 1 });
+    model.respond((req) => `Nothing new (${req.messages.length} messages read).`);
+    const log = createLogger({ level: 'silent' });
+    const cron = await openCronApi(env.config, env.redisUrl, log);
+    const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log, cron: cron.api });
+    cleanups.push(() => cron.close(), () => gw.close());
+    const api = async (path: string, init: RequestInit = {}) => {
+      const res = await fetch(`${gw.httpAddress.url}${path}`, { ...init, headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' } });
+      return await res.json() as Record<string, any>;
+    };
+
+    await c.schedules.set('u', 'loop', spec('check the inbox', 1, {}, 3), { origin: { surface: 'cli' }, runner: agent });
+    await waitFor(async () => ((await c.loops.get('u', 'loop'))?.status === 'finished' ? true : undefined), 20_000, 'three ticks');
+    const loopCalls = model.requests.length;
+    const job = await api('/api/cron/jobs', { method: 'POST', body: JSON.stringify({ schedule: 'in 1s', prompt: 'summarise the day', name: 'daily' }) });
+    await waitFor(async () => ((await api(`/api/cron/jobs/${job.id}`)).last_status === 'ok' ? true : undefined), 20_000, 'the cron run');
+
+    const served = (from: number, to: number) => model.requests.slice(from, to);
+    const loop = (await c.loops.get('u', 'loop'))!;
+    // The loop's totals are the server's counts.
+    expect(loop.spend).toEqual({
+      calls: loopCalls, inputTokens: served(0, loopCalls).reduce((n, r) => n + r.promptTokens, 0),
+      outputTokens: loop.spend!.outputTokens, lastInputTokens: served(0, loopCalls).at(-1)!.promptTokens, estimated: false,
+    });
+    expect(loop.spend!.outputTokens).toBeGreaterThan(0);
+    const { inputTokens, outputTokens, calls } = loop.spend!;
+    const n = (x: number) => x.toLocaleString('en-US');
+    // /loop status and hermes status.
+    expect(await c.schedules.status('u', 'loop')).toContain(`${calls} model calls, ${n(inputTokens)} tokens in, ${n(outputTokens)} out`);
+    const shell = await runHermes(env, ['status', '--all']);
+    expect(shell.stdout).toContain(`${n(inputTokens)} in / ${n(outputTokens)} out · ${calls} calls`);
+    // /api.
+    const listed = (await api('/api/schedules')).data.find((s: { session_id: string }) => s.session_id === 'u');
+    expect(listed.spend).toEqual(loop.spend);
+    // cron show and /api/cron/jobs.
+    const shown = await api(`/api/cron/jobs/${job.id}`);
+    const cronServed = served(loopCalls, model.requests.length);
+    expect(shown.spend).toMatchObject({ calls: cronServed.length, inputTokens: cronServed.reduce((s, r) => s + r.promptTokens, 0) });
+    const cronShow = await runHermes(env, ['cron', 'show', 'daily']);
+    expect(cronShow.stdout).toContain(`${shown.spend.calls} model call${shown.spend.calls === 1 ? '' : 's'}, ${n(shown.spend.inputTokens)} tokens in, ${n(shown.spend.outputTokens)} out`);
+    // /metrics of the worker that ran both.
+    const text = await worker.metrics.registry.metrics();
+    const sample = (series: string) => Number(text.split('\n').find((l) => l.startsWith(`${series} `))?.split(' ')[1] ?? NaN);
+    expect(sample('hermes_model_tokens_total{kind="loop",direction="input"}')).toBe(inputTokens);
+    expect(sample('hermes_model_tokens_total{kind="loop",direction="output"}')).toBe(outputTokens);
+    expect(sample('hermes_model_calls_total{kind="loop",outcome="ok"}')).toBe(calls);
+    expect(sample('hermes_model_tokens_total{kind="cron",direction="input"}')).toBe(shown.spend.inputTokens);
+    expect(sample('hermes_model_tokens_total{kind="cron",direction="output"}')).toBe(shown.spend.outputTokens);
   });
 });
