@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from './support/wait-for.ts';
 import { loadConfig } from '../scheduler/config/config.ts';
+import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { httpGetRefusedReason } from '../worker/tools/http-tool-policy.ts';
 import type { Resolver } from '../worker/guarded-lookup.ts';
 import { httpTool } from '../worker/tools/http-tool.ts';
@@ -348,6 +349,102 @@ describe('command tools: arguments never become shell text', () => {
     const r = await t.call('bad', '{}', ctx);
     expect(r.error?.kind).toBe('failed');
     expect(r.content).toBe('Error: Exit code 3: oops');
+  });
+});
+
+describe('command tools: arguments are checked against the declared JSON Schema before anything runs', () => {
+  const deploySchema = {
+    type: 'object',
+    properties: {
+      env: { type: 'string', enum: ['staging'] },
+      ref: { type: 'string', pattern: '^[a-z0-9][a-z0-9/._-]*$' },
+    },
+    required: ['env'],
+    additionalProperties: false,
+  };
+
+  it('enum [staging]: {"env":"production","extra":"x"} spawns nothing and the model sees why; valid arguments still run', async () => {
+    const marker = join(dir, 'deploy-ran');
+    rmSync(marker, { force: true });
+    const t = toolbox({
+      commands: {
+        deploy: { command: `touch ${marker}; echo "deploying-to $HERMES_ARG_ENV"`, description: 'x', parameters: deploySchema },
+        deploy_argv: { command: ['sh', '-c', `touch ${marker}; echo "deploying-to $1"`, 'sh', '{env}'], description: 'x', parameters: deploySchema },
+      },
+    });
+    const refusals: [string, string][] = [
+      ['{"env":"production","extra":"x"}', 'Error: Argument "extra" is not declared (additionalProperties: false).'],
+      ['{"env":"production"}', 'Error: Argument "env" must be one of "staging" (enum).'],
+      ['{"env":"staging","extra":"x"}', 'Error: Argument "extra" is not declared (additionalProperties: false).'],
+      ['{"env":["staging"]}', 'Error: Argument "env" must be a string, not an array (type).'],
+      ['{"env":{"name":"staging"}}', 'Error: Argument "env" must be a string, not an object (type).'],
+      ['{"env":1}', 'Error: Argument "env" must be a string, not a number (type).'],
+      ['{"env":null}', 'Error: Argument "env" must be a string, not null (type).'],
+      ['{"env":"staging","ref":"main; touch x"}', 'Error: Argument "ref" must match the pattern ^[a-z0-9][a-z0-9/._-]*$ (pattern).'],
+      ['{"env":"staging","ref":"--output=/etc/x"}', 'Error: Argument "ref" must match the pattern ^[a-z0-9][a-z0-9/._-]*$ (pattern).'],
+      ['{}', 'Error: Argument "env" is required.'],
+    ];
+    for (const name of ['deploy', 'deploy_argv']) {
+      for (const [args, message] of refusals) {
+        const r = await t.call(name, args, ctx);
+        expect(r.error?.kind, `${name} ${args}`).toBe('refused');
+        expect(r.content, `${name} ${args}`).toBe(message);
+      }
+    }
+    expect(existsSync(marker)).toBe(false);
+    for (const name of ['deploy', 'deploy_argv']) {
+      const ok = await t.call(name, '{"env":"staging","ref":"release/1.2"}', ctx);
+      expect(ok.error).toBeUndefined();
+      expect(ok.content).toBe('deploying-to staging\n');
+    }
+    expect(existsSync(marker)).toBe(true);
+  });
+
+  it('an undeclared argument cannot overwrite a checked one through its variable name ("env" and "ENV" are both HERMES_ARG_ENV)', async () => {
+    const marker = join(dir, 'collide-ran');
+    const t = toolbox({
+      commands: {
+        open_schema: {
+          command: `touch ${marker}; echo "$HERMES_ARG_ENV"`,
+          description: 'x',
+          parameters: { type: 'object', properties: { env: { type: 'string', enum: ['staging'] } }, required: ['env'] },
+        },
+      },
+    });
+    for (const args of ['{"env":"staging","ENV":"production"}', '{"ENV":"production","env":"staging"}', '{"env":"staging","e-n-v":"x","e_n_v":"y"}']) {
+      const r = await t.call('open_schema', args, ctx);
+      expect(r.error?.kind, args).toBe('refused');
+      expect(r.content, args).toMatch(/^Error: Arguments "[^"]+" and "[^"]+" would both be HERMES_ARG_[A-Z_]+; send one of them\.$/);
+    }
+    expect(existsSync(marker)).toBe(false);
+    // without additionalProperties: false, an extra argument with a name of its own still passes (JSON Schema's default)
+    expect((await t.call('open_schema', '{"env":"staging","note":"x"}', ctx)).content).toBe('staging\n');
+  });
+
+  it('a tool without parameters takes no arguments', async () => {
+    const t = toolbox({ commands: { disk: { command: 'echo ok', description: 'x' } } });
+    expect((await t.call('disk', '{}', ctx)).content).toBe('ok\n');
+    expect((await t.call('disk', '{"path":"/"}', ctx)).content).toBe('Error: Argument "path" is not declared (additionalProperties: false).');
+  });
+
+  it.each([
+    ['a misspelt type', { type: 'object', properties: { env: { type: 'strin' } } }, /must be equal to one of the allowed values/],
+    ['an unknown keyword (a rule that would check nothing)', { type: 'object', properties: { env: { type: 'string', enums: ['staging'] } } }, /unknown keyword: "enums"/],
+    ['a format (not checked here)', { type: 'object', properties: { day: { type: 'string', format: 'date' } } }, /unknown format "date"/],
+    ['a pattern that is not a regular expression', { type: 'object', properties: { env: { type: 'string', pattern: '([a-z' } } }, /Invalid regular expression/],
+    ['an unresolvable $ref', { type: 'object', properties: { env: { $ref: 'https://example.com/schema.json' } } }, /can't resolve reference/],
+    ['a top level that is not an object', { type: 'string' }, /must be a JSON Schema with type: object/],
+  ])('an invalid declared schema is a config error when the tools are built, naming the tool: %s', (_what, parameters, reason) => {
+    let error: unknown;
+    try {
+      toolbox({ commands: { deploy: { command: 'echo x', description: 'x', parameters } } });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).key).toBe('tools.commands.deploy.parameters');
+    expect((error as Error).message).toMatch(/^tools\.commands\.deploy\.parameters: the parameters of tool "deploy" /);
+    expect((error as Error).message).toMatch(reason);
   });
 });
 

@@ -2,6 +2,13 @@
  * Command tools (`tools.commands.<name>`): one function tool per command the
  * operator declared.
  *
+ * Argument rule: before anything is spawned, the arguments are checked
+ * against the declared `parameters` (JSON Schema, compiled once when the tool
+ * is built: `./argument-schema.ts`); a call that does not conform is refused
+ * with a sentence naming the argument and the rule, and nothing runs. Two
+ * arguments that would land in one variable (`branch` and `BRANCH`) are
+ * refused too, so an undeclared name cannot overwrite a checked value.
+ *
  * Injection rule: the model's arguments never become shell text. Each argument
  * reaches the command as the environment variable `HERMES_ARG_<NAME>`
  * (upper-cased; non-strings as JSON). A `command` written as a list is run
@@ -17,6 +24,7 @@
  */
 import { endGroup, signalGroup, spawnInGroup } from '../process-group.ts';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
+import { compileArgumentSchema } from './argument-schema.ts';
 import { NO_PARAMETERS, type AgentTool, type ToolParameters } from './tool.ts';
 
 /** Wait between SIGTERM and SIGKILL of a stopped command's process group, ms. */
@@ -40,10 +48,11 @@ export function argEnvName(name: string): string {
 /**
  * A function tool running `spec.command`.
  * @param env - builds the process environment from the call's own variables
+ * @throws ConfigError when `spec.parameters` is not a JSON Schema that can be enforced (the tool is named)
  */
 export function commandTool(name: string, spec: CommandToolSpec, env: (turn: Record<string, string>) => Record<string, string>): AgentTool {
   const parameters: ToolParameters = spec.parameters ?? NO_PARAMETERS;
-  const required = Array.isArray(parameters.required) ? (parameters.required as string[]) : [];
+  const check = compileArgumentSchema(name, parameters);
   return {
     name,
     description: spec.description,
@@ -51,14 +60,19 @@ export function commandTool(name: string, spec: CommandToolSpec, env: (turn: Rec
     groups: [name, 'commands'],
     timeoutMs: spec.timeout_seconds !== undefined ? spec.timeout_seconds * 1000 : undefined,
     async call(args, ctx) {
-      for (const r of required) {
-        if (args[r] === undefined) throw new ToolError(`Argument "${r}" is required.`, { kind: 'refused', tool: name });
-      }
+      const violation = check(args);
+      if (violation !== undefined) throw new ToolError(violation, { kind: 'refused', tool: name });
       const vars: Record<string, string> = { HERMES_SESSION_ID: ctx.sessionId };
-      const values: Record<string, string> = {};
+      const values: Record<string, string> = Object.create(null) as Record<string, string>;
+      const from: Record<string, string> = Object.create(null) as Record<string, string>;
       for (const [k, v] of Object.entries(args)) {
+        const variable = argEnvName(k);
+        if (from[variable] !== undefined) {
+          throw new ToolError(`Arguments "${from[variable]}" and "${k}" would both be ${variable}; send one of them.`, { kind: 'refused', tool: name });
+        }
+        from[variable] = k;
         values[k] = typeof v === 'string' ? v : JSON.stringify(v);
-        vars[argEnvName(k)] = values[k]!;
+        vars[variable] = values[k]!;
       }
       const [file, argv] = typeof spec.command === 'string'
         ? ['/bin/sh', ['-c', spec.command]]
