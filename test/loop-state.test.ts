@@ -159,3 +159,33 @@ describe('self-paced cadence', () => {
     expect(hasLoopComplete('LOOP_COMPLETE.')).toBe(false);
   });
 });
+
+describe('economy in the loop record (docs/CONTEXT.md)', () => {
+  const spend = (inputTokens: number, outputTokens: number) => ({ calls: 2, inputTokens, outputTokens, cachedTokens: 0, lastInputTokens: inputTokens / 2, estimated: false });
+
+  it('adds each tick\'s spend to the totals, counts silent and unchanged ticks, keeps the watch digest only from a tick that ran well', () => {
+    let loop = base({ economy: { watch: 'read_file:/x' } });
+    loop = applyTick(loop, tick(1, 'first', { spend: spend(1000, 10), watchDigest: 'd1' })).loop;
+    loop = applyTick(loop, tick(2, '[SILENT]', { spend: spend(1200, 2), watchDigest: 'd2' })).loop;
+    loop = applyTick(loop, tick(3, '', { unchanged: true, watchDigest: 'd2' })).loop;
+    expect(loop.spend).toEqual({ calls: 4, inputTokens: 2200, outputTokens: 12, lastInputTokens: 600, estimated: false });
+    expect([loop.silentTicks, loop.unchangedTicks, loop.watchDigest]).toEqual([1, 1, 'd2']);
+    const failed = applyTick(loop, tick(4, '', { failure: 'model down', watchDigest: 'd3' })).loop;
+    expect(failed.watchDigest).toBe('d2'); // retried at the next tick even if the check stays the same
+  });
+
+  it('--max-tokens pauses with the spend named once reached; resume gives a fresh allowance', () => {
+    let loop = base({ economy: { maxTokens: 2000 } });
+    let r = applyTick(loop, tick(1, 'a', { spend: spend(1500, 100) }));
+    expect(r.outcome.kind).toBe('continue');
+    r = applyTick(r.loop, tick(2, 'b', { spend: spend(390, 10) }));
+    expect(r.outcome).toEqual({ kind: 'paused', reason: expect.stringMatching(/^token budget of 2,000 reached \(--max-tokens\): 2,000 tokens since it was set or resumed; in all 4 model calls, 1,890 tokens in, 110 out/) });
+    loop = resumeLoop(r.loop, 0);
+    expect([loop.status, loop.budgetTokens, loop.spend!.inputTokens]).toEqual(['active', 0, 1890]);
+  });
+
+  it('a turn stopped at agent.max_tokens_per_turn pauses at once, whatever the failure streak', () => {
+    const r = applyTick(base(), tick(1, '', { failure: 'This turn used 41,230 tokens, over agent.max_tokens_per_turn (40,000).', overTurnBudget: true, spend: spend(41000, 230) }));
+    expect(r.outcome).toEqual({ kind: 'paused', reason: 'This turn used 41,230 tokens, over agent.max_tokens_per_turn (40,000). /loop resume continues' });
+  });
+});
