@@ -17,7 +17,7 @@ import { loadConfig } from '../scheduler/config/config.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { httpGetRefusedReason } from '../worker/tools/http-tool-policy.ts';
 import type { Resolver } from '../worker/guarded-lookup.ts';
-import { httpTool } from '../worker/tools/http-tool.ts';
+import { hostAllowed, httpTool, parseAllowEntry } from '../worker/tools/http-tool.ts';
 import { Toolbox } from '../worker/tools/toolbox.ts';
 import type { ScheduleStatusSources } from '../worker/tools/schedule-status-tool.ts';
 
@@ -244,6 +244,73 @@ describe('http_get only to allowed hosts', () => {
     const r = await t.call('http_get', JSON.stringify({ url: `http://localhost:${port}/big` }), ctx);
     expect(r.truncated).toBe(true);
     expect(Buffer.byteLength(r.content)).toBeLessThan(2200);
+  });
+
+  it('an entry with a port matches a URL without one when it is the scheme\'s default (host:443 is https://host/, host:80 is http://host/)', () => {
+    const allowed = (url: string, allow: string[]) => hostAllowed(new URL(url), allow);
+    expect(allowed('https://api.example.com/repos', ['api.example.com:443'])).toBe(true);
+    expect(allowed('https://api.example.com:443/repos', ['api.example.com:443'])).toBe(true);
+    expect(allowed('http://api.example.com/repos', ['api.example.com:80'])).toBe(true);
+    expect(allowed('HTTPS://API.Example.COM/', ['Api.Example.com:443'])).toBe(true);
+    // the default is the scheme's own: 443 is not http's, 80 is not https's
+    expect(allowed('http://api.example.com/', ['api.example.com:443'])).toBe(false);
+    expect(allowed('https://api.example.com/', ['api.example.com:80'])).toBe(false);
+    expect(allowed('https://api.example.com:8443/', ['api.example.com:443'])).toBe(false);
+    // a name alone still matches any port; a port still only its own
+    expect(allowed('https://api.example.com:8443/', ['api.example.com'])).toBe(true);
+    expect(allowed('https://api.example.com:8443/', ['api.example.com:8443'])).toBe(true);
+    expect(allowed('https://api.example.com:8444/', ['api.example.com:8443'])).toBe(false);
+    // IPv4 entries, spelled as the URL parser spells them
+    expect(allowed('http://127.0.0.1/', ['127.0.0.1:80'])).toBe(true);
+    expect(allowed('http://127.1:8080/', ['127.0.0.1:8080'])).toBe(true);
+    // what is no host matches nothing
+    for (const entry of ['user@api.example.com', 'api.example.com/path', 'https://api.example.com', 'api.example.com:0', 'api.example.com:99999', '']) {
+      expect(allowed('https://api.example.com/', [entry]), entry).toBe(false);
+    }
+  });
+
+  it('IPv6 entries, bracketed with or without a port, or bare (any port)', () => {
+    const allowed = (url: string, allow: string[]) => hostAllowed(new URL(url), allow);
+    expect(allowed('http://[::1]:8080/', ['[::1]:8080'])).toBe(true);
+    expect(allowed('http://[::1]:8081/', ['[::1]:8080'])).toBe(false);
+    expect(allowed('http://[::1]:8081/', ['[::1]'])).toBe(true);
+    expect(allowed('http://[::1]:8081/', ['::1'])).toBe(true);
+    expect(allowed('http://[0:0:0:0:0:0:0:1]/', ['::1'])).toBe(true);
+    expect(allowed('http://[::1]/', ['0:0:0:0:0:0:0:1'])).toBe(true);
+    expect(allowed('https://[2001:db8::10]/', ['[2001:DB8::10]:443'])).toBe(true);
+    expect(allowed('http://[2001:db8::10]/', ['[2001:db8::10]:443'])).toBe(false);
+    expect(allowed('http://[fd00::1]/', ['::1'])).toBe(false);
+    expect(parseAllowEntry('[::1]:8080')).toEqual({ host: '[::1]', port: 8080 });
+    expect(parseAllowEntry('::1')).toEqual({ host: '[::1]' });
+    expect(parseAllowEntry('api.example.com:443')).toEqual({ host: 'api.example.com', port: 443 });
+  });
+
+  it('fetches for real: host:80 with a URL without a port, and an IPv6 loopback listed bracketed or bare', async () => {
+    // host:80 — a server on port 80 if this process may bind it (root), else: not refused as a host
+    const on80 = createServer((req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end(`port 80 ${req.url}`));
+    const bound80 = await new Promise<boolean>((r) => on80.once('error', () => r(false)).listen(80, '127.0.0.1', () => r(true)));
+    try {
+      const r = await toolbox({ http: { allow: ['127.0.0.1:80'] } }).call('http_get', JSON.stringify({ url: 'http://127.0.0.1/ok' }), ctx);
+      if (bound80) expect(r.content).toBe('HTTP 200 OK\ncontent-type: text/plain\n\nport 80 /ok');
+      else expect(r.content).not.toContain('not an allowed host');
+    } finally {
+      if (bound80) await new Promise<void>((r) => on80.close(() => r()));
+    }
+    // IPv6 loopback
+    const v6 = createServer((req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end(`v6 ${req.url}`));
+    const bound6 = await new Promise<boolean>((r) => v6.once('error', () => r(false)).listen(0, '::1', () => r(true)));
+    if (!bound6) return; // no IPv6 loopback here: the matching itself is tested above
+    try {
+      const p6 = (v6.address() as AddressInfo).port;
+      for (const entry of [`[::1]:${p6}`, '[::1]', '::1']) {
+        const r = await toolbox({ http: { allow: [entry] } }).call('http_get', JSON.stringify({ url: `http://[::1]:${p6}/ok` }), ctx);
+        expect(r.content, entry).toBe('HTTP 200 OK\ncontent-type: text/plain\n\nv6 /ok');
+      }
+      const other = await toolbox({ http: { allow: [`[::1]:${p6 === 65535 ? 1 : p6 + 1}`] } }).call('http_get', JSON.stringify({ url: `http://[::1]:${p6}/ok` }), ctx);
+      expect(other.content).toBe(`Error: Refused: [::1]:${p6} is not an allowed host.`);
+    } finally {
+      await new Promise<void>((r) => v6.close(() => r()));
+    }
   });
 });
 

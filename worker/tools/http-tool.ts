@@ -1,8 +1,9 @@
 /**
  * `http_get` to the hosts in `tools.http.allow`.
  *
- * Rules: only `http:` and `https:` URLs whose host (`name` or `name:port`)
- * is listed; redirects are followed by hand (at most `MAX_REDIRECTS`) and each
+ * Rules: only `http:` and `https:` URLs whose host is listed (`name` any
+ * port, `name:port` that port, the scheme's default port filled in when the
+ * URL has none; IPv6 bracketed or bare: `parseAllowEntry`); redirects are followed by hand (at most `MAX_REDIRECTS`) and each
  * hop is checked against the same list, so a listed host cannot redirect the
  * agent to an unlisted one (e.g. 127.0.0.1); the body is read only up to the
  * result cap and the connection is then dropped.
@@ -24,13 +25,59 @@ import { stringArg, type AgentTool } from './tool.ts';
 /** Redirect hops `http_get` follows (each one checked). */
 export const MAX_REDIRECTS = 5;
 
-/** True when `url`'s host is on the allow list (`host` matches any port, `host:port` only that port). */
-export function hostAllowed(url: URL, allow: string[]): boolean {
+/** One `tools.http.allow` entry: a host as the URL parser writes it (IPv6 in brackets), and a port or any. */
+export interface AllowEntry {
+  host: string;
+  port?: number;
+}
+
+/**
+ * Read one allow entry: `name`, `name:port`, an IPv4 address with or without
+ * a port, an IPv6 address bracketed (`[::1]`, `[::1]:8080`) or bare (`::1`,
+ * any port; bracket it to name one). The host goes through the same URL
+ * parser as the URLs it is matched against, so case, IDN, IPv4 spellings
+ * (`127.1`) and IPv6 spellings (`0:0:0:0:0:0:0:1`) compare as the URL's do.
+ * @returns undefined for an entry that is no host (it matches nothing)
+ */
+export function parseAllowEntry(entry: string): AllowEntry | undefined {
+  const e = entry.trim();
+  const bracketed = /^(\[[^\]]+\])(?::(\d{1,5}))?$/.exec(e);
+  const bareIpv6 = !bracketed && (e.match(/:/g) ?? []).length > 1;
+  const named = /^([^:]+)(?::(\d{1,5}))?$/.exec(e);
+  const host = bracketed ? bracketed[1] : bareIpv6 ? `[${e}]` : named?.[1];
+  const port = bracketed ? bracketed[2] : bareIpv6 ? undefined : named?.[2];
+  if (host === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(`http://${host}/`);
+  } catch {
+    return undefined;
+  }
+  // Anything but a bare host (a user, a path, a port inside the host part) is not an entry.
+  if (parsed.username !== '' || parsed.password !== '' || parsed.port !== '' || parsed.pathname !== '/' || parsed.search !== '' || parsed.hash !== '') {
+    return undefined;
+  }
+  if (port !== undefined && (Number(port) < 1 || Number(port) > 65535)) return undefined;
+  return { host: parsed.hostname, ...(port !== undefined ? { port: Number(port) } : {}) };
+}
+
+/** The port a URL connects to: its own, else its scheme's default (443 for https, 80 for http). */
+function effectivePort(url: URL): number {
+  if (url.port !== '') return Number(url.port);
+  return url.protocol === 'https:' ? 443 : 80;
+}
+
+/**
+ * True when `url`'s host is on the allow list: an entry without a port
+ * matches any port, `host:port` only that port — the default port included
+ * (`host:443` allows `https://host/…`, `host:80` allows `http://host/…`).
+ */
+export function hostAllowed(url: URL, allow: readonly string[]): boolean {
   const host = url.hostname.toLowerCase();
-  const withPort = url.host.toLowerCase();
+  const port = effectivePort(url);
   return allow.some((a) => {
-    const entry = a.toLowerCase();
-    return entry === withPort || entry === host;
+    const entry = parseAllowEntry(a);
+    return entry !== undefined && entry.host === host && (entry.port === undefined || entry.port === port);
   });
 }
 
