@@ -79,6 +79,13 @@ const commandSchema = z
 export const TOOL_SURFACES = ['cli', 'chat', 'telegram', 'api', 'v1', 'cron'] as const;
 
 /**
+ * What `tools.schedules.allow_from` names: the surfaces of `tools.allow_from` but `v1` (a `/v1`
+ * request belongs to no session, so nothing it schedules could be its own), and the turns that
+ * run unattended by their kind: `loop` and `heartbeat` ticks, `goal` continuations, `cron` runs.
+ */
+export const SCHEDULE_TOOL_SURFACES = ['cli', 'chat', 'telegram', 'api', 'loop', 'heartbeat', 'goal', 'cron'] as const;
+
+/**
  * A command the agent may call as a tool (`tools.commands.<name>`). The model's
  * arguments never become shell text: they reach the command as environment
  * variables `HERMES_ARG_<NAME>` (and, for an argv `command`, as whole argv
@@ -393,6 +400,34 @@ export const configSchema = z
          * A tool not named here is open to every surface (the operator declared it).
          */
         allow_from: z.record(z.string(), z.array(z.enum(TOOL_SURFACES))).default({}),
+        /**
+         * The built-in `schedules` tool: the agent creates and manages the loops, heartbeats and
+         * cron jobs of the chat it talks in (docs/TOOLS.md). `HERMES_TOOLS_SCHEDULES=off` turns it off.
+         */
+        schedules: z
+          .preprocess(
+            (v) => (typeof v === 'string' || typeof v === 'boolean' ? { enabled: v } : v),
+            z.object({
+              /** Offer the tool at all; `false` hides it from every turn. @defaultValue true */
+              enabled: flag(true),
+              /**
+               * Turns that may use it, each of a turn's surfaces (and, for a tick, a goal turn or a cron
+               * run, its kind) must be listed: so by default a scheduled turn cannot schedule more turns.
+               * A self-paced loop's tick may always pace itself (action `next`). @defaultValue [cli, chat, telegram]
+               */
+              allow_from: z
+                .preprocess(
+                  (v) => (typeof v === 'string' ? v.split(',').map((x) => x.trim()).filter((x) => x.length > 0) : v),
+                  z.array(z.enum(SCHEDULE_TOOL_SURFACES)),
+                )
+                .default(['cli', 'chat', 'telegram']),
+              /** Active and paused schedules a session may have (its loop, heartbeat and cron jobs) before the agent may create another. @defaultValue 10 */
+              max_per_session: positiveInt(10),
+              /** Schedules the agent may create per session in any 24 hours (replaced and removed ones count). @defaultValue 20 */
+              max_created_per_day: positiveInt(20),
+            }).strict(),
+          )
+          .prefault({}),
       })
       .strict()
       .prefault({}),
