@@ -1,5 +1,5 @@
 /**
- * node-cron housekeeping: each process checks the worker liveness set on an
+ * Housekeeping (croner timers): each process checks the worker liveness set on an
  * operator-settable cron expression, forgets workers whose heartbeat stopped
  * long ago, and warns while none is alive.
  */

@@ -1,5 +1,5 @@
 /**
- * In-process housekeeping on `node-cron`: timers that each process runs for
+ * In-process housekeeping on croner (the product's one cron engine): timers that each process runs for
  * itself and that need no durability. Missing a run changes nothing (the next
  * one does the same work), so they are not BullMQ job schedulers — those are
  * for the durable schedules users set, whose every occurrence must run once
@@ -12,7 +12,7 @@
  *   (SIGKILL, lost host); they are removed so the set does not grow forever.
  *   When no worker is alive, a WARNING says that schedules are waiting.
  */
-import cron from 'node-cron';
+import { Cron } from 'croner';
 import type { Logger } from 'pino';
 import { countAliveWorkers } from '../scheduler/worker-liveness.ts';
 
@@ -61,25 +61,21 @@ export interface Housekeeping {
 
 /** Start the housekeeping timers of this process. */
 export function startHousekeeping(deps: HousekeepingDeps, settings: HousekeepingSettings): Housekeeping {
+  // `protect`: a run never overlaps the previous one; `unref`: the timer never keeps a process alive.
   const tasks = [
-    cron.schedule(settings.workers_cron, async () => {
+    new Cron(settings.workers_cron, { name: 'hermes-workers', protect: true, unref: true }, async () => {
       try {
         await checkWorkerSet(deps, settings.worker_forget_seconds);
       } catch (err) {
         deps.log.warn({ err: (err as Error).message }, 'housekeeping: worker set check failed; trying again at the next run');
       }
-    }, { name: 'hermes-workers', noOverlap: true, unref: true, suppressMissedWarning: true }),
+    }),
   ];
   let stopping: Promise<void> | undefined;
   return {
     stop() {
-      stopping ??= Promise.all(tasks.map(async (t) => t.destroy())).then(() => undefined);
+      stopping ??= Promise.resolve().then(() => tasks.forEach((t) => t.stop()));
       return stopping;
     },
   };
-}
-
-/** True when `expression` is a cron expression node-cron accepts (5 fields, or 6 with seconds). */
-export function isHousekeepingCron(expression: string): boolean {
-  return cron.validate(expression);
 }

@@ -11,7 +11,7 @@
  *
  * @throws ConfigError naming the bad key when a value does not validate.
  */
-import nodeCron from 'node-cron';
+import { Cron } from 'croner';
 import { readFileSync, existsSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { homedir } from 'node:os';
@@ -20,11 +20,12 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../errors/config-error.ts';
 import { parseWebhookAllow } from '../delivery/webhook-policy.ts';
+import { isTimeZone } from '../cron/cron-engine.ts';
 
-/** True for a time zone name the runtime's ICU knows (IANA names, `UTC`). */
-function isTimeZone(name: string): boolean {
+/** True when croner (the one cron engine) accepts `expression`: 5 fields, or 6 with seconds. */
+function isCronExpression(expression: string): boolean {
   try {
-    new Intl.DateTimeFormat('en-US', { timeZone: name });
+    new Cron(expression, { paused: true }).stop();
     return true;
   } catch {
     return false;
@@ -359,10 +360,10 @@ export const configSchema = z
     housekeeping: z
       .object({
         /**
-         * When each process checks the worker liveness set (node-cron; 5 fields, or 6 with seconds):
+         * When each process checks the worker liveness set (a cron expression for croner; 5 fields, or 6 with seconds):
          * long-dead workers are forgotten, and a WARNING is logged while none is alive. @defaultValue every 5 minutes
          */
-        workers_cron: z.string().default('*/5 * * * *').refine((e) => nodeCron.validate(e), { message: 'must be a cron expression (5 fields, or 6 with seconds)' }),
+        workers_cron: z.string().default('*/5 * * * *').refine(isCronExpression, { message: 'must be a cron expression (5 fields, or 6 with seconds)' }),
         /** Liveness entries older than this many seconds are removed. @defaultValue 3600 */
         worker_forget_seconds: positiveInt(3600),
       })
