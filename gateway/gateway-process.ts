@@ -158,6 +158,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       },
       api: { config, keys, redis, fanout, loops, schedules, cron: options.cron, inflight },
       metrics: { registry: metrics, public: config.metrics.public },
+      limits: {
+        connections: {
+          maxConnections: config.api_server.max_connections, headersTimeoutMs: config.api_server.headers_timeout_ms,
+          requestTimeoutMs: config.api_server.request_timeout_ms, keepAliveTimeoutMs: config.api_server.keep_alive_timeout_ms,
+        },
+        maxJsonDepth: config.api_server.max_json_depth, sseMaxBufferedBytes: config.api_server.sse_max_buffered_bytes,
+      },
       dashboard: { queues: [...queues.shards().flatMap((q) => [q.ticks, q.inbox]), outbound, v1Queue], readOnly: config.dashboard.read_only },
       health: {
         checks: new GatewayHealth(redis, keys, {

@@ -91,7 +91,7 @@ async function gatewayClients(): Promise<number> {
   return list.trim().split('\n').filter((l) => !l.startsWith(`id=${own} `)).length;
 }
 
-const health = async () => (await (await fetch(`${gw.httpAddress.url}/health`)).json()) as { streams: number };
+const health = async () => (await (await fetch(`${gw.httpAddress.url}/health`, { headers: { authorization: `Bearer ${KEY}` } })).json()) as { streams: number };
 
 describe('one shared Redis reader for every stream', () => {
   it(`${STREAMS} session streams and ${WAITERS} waiting /v1 callers share a few Redis connections; each stream gets its own events; ${CAP} is the cap (429 beyond); closing releases them`, async () => {

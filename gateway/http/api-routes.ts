@@ -27,7 +27,7 @@ import { sessionStoreFor } from '../../scheduler/services.ts';
 import type { InflightRuns } from '../drain.ts';
 import { cronRouter, type CronApi } from './cron-routes.ts';
 import { HttpError } from './errors.ts';
-import { lastEventId, openSse, type SseStream } from './sse.ts';
+import { entryFrame, lastEventId, openSse, type SseStream } from './sse.ts';
 
 /** What the `/api` routes use. */
 export interface ApiDeps {
@@ -42,6 +42,8 @@ export interface ApiDeps {
   cron?: CronApi;
   inflight: InflightRuns;
   streams: Set<SseStream>;
+  /** Unsent bytes an event stream may hold before its client is dropped (`api_server.sse_max_buffered_bytes`). */
+  sseMaxBufferedBytes?: number;
   log: Logger;
 }
 
@@ -167,9 +169,9 @@ export function apiRouter(deps: ApiDeps): Router {
     // One shared reader serves every stream (gateway/stream-fanout.ts); beyond the cap this throws (429).
     let sse: SseStream | undefined;
     const sub = deps.fanout.subscribe(deps.keys.events(sessionId), after, (events) => {
-      for (const e of events) sse?.send({ id: e.id, event: e.type, data: e.data });
+      for (const e of events) sse?.sendFrame(entryFrame(e));
     });
-    sse = openSse(req, res, () => sub.close());
+    sse = openSse(req, res, { onClose: () => sub.close(), maxBufferedBytes: deps.sseMaxBufferedBytes, log: deps.log });
     deps.streams.add(sse);
     sse.signal.addEventListener('abort', () => deps.streams.delete(sse!), { once: true });
   });

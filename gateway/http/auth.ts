@@ -42,6 +42,13 @@ export function keyMatches(presented: string, expected: string): boolean {
   return timingSafeEqual(digest(presented), digest(expected));
 }
 
+/** Whether `req` presents the configured key (`Authorization: Bearer <key>`); false when no key is configured. */
+export function presentsKey(authorization: string | undefined, key: string | undefined): boolean {
+  if (!key) return false;
+  const m = /^Bearer\s+(.+)$/i.exec((authorization ?? '').trim());
+  return m !== null && keyMatches(m[1]!.trim(), key);
+}
+
 /**
  * Middleware requiring the bearer key; a no-op when no key is configured (loopback only).
  * Missing or wrong keys get a 401 with an OpenAI-style body; the presented value is never logged.

@@ -18,7 +18,7 @@
  * health endpoints are mounted before this guard (a probe through a proxy
  * names the proxy's host).
  */
-import type { RequestHandler } from 'express';
+import type { Request, RequestHandler } from 'express';
 import { isLoopbackHost } from './auth.ts';
 import { errorBody } from './errors.ts';
 
@@ -43,27 +43,34 @@ function loopbackName(name: string): boolean {
 }
 
 /**
- * The guard (rules above).
+ * Why the guard refuses `req` (rules above), or `undefined` when it passes.
+ * @param key - `API_SERVER_KEY`; without it the `Host` rule applies too
+ */
+export function browserRefusal(req: Request, key: string | undefined): { message: string; code: string } | undefined {
+  const host = req.get('host') ?? '';
+  const parsed = parseHost(host);
+  if (!key && !(parsed && loopbackName(parsed.name))) {
+    return {
+      message: `Without API_SERVER_KEY the gateway answers only requests addressed to a loopback name (127.0.0.1, localhost), not "${host}".`,
+      code: 'host_not_allowed',
+    };
+  }
+  const origin = req.get('origin');
+  if (origin !== undefined && !sameOrigin(origin, host)) {
+    return { message: 'Cross-origin requests are refused: the gateway serves no web pages but its own dashboard.', code: 'cross_origin_refused' };
+  }
+  return undefined;
+}
+
+/**
+ * The guard (rules above): 403 with `Connection: close`.
  * @param key - `API_SERVER_KEY`; without it the `Host` rule applies too
  */
 export function browserGuard(key: string | undefined): RequestHandler {
   return (req, res, next) => {
-    const refuse = (message: string, code: string) => {
-      res.status(403).set('Connection', 'close').json(errorBody(message, 'invalid_request_error', code));
-    };
-    const host = req.get('host') ?? '';
-    const parsed = parseHost(host);
-    if (!key && !(parsed && loopbackName(parsed.name))) {
-      return refuse(
-        `Without API_SERVER_KEY the gateway answers only requests addressed to a loopback name (127.0.0.1, localhost), not "${host}".`,
-        'host_not_allowed',
-      );
-    }
-    const origin = req.get('origin');
-    if (origin !== undefined && !sameOrigin(origin, host)) {
-      return refuse('Cross-origin requests are refused: the gateway serves no web pages but its own dashboard.', 'cross_origin_refused');
-    }
-    next();
+    const refusal = browserRefusal(req, key);
+    if (!refusal) return next();
+    res.status(403).set('Connection', 'close').json(errorBody(refusal.message, 'invalid_request_error', refusal.code));
   };
 }
 

@@ -8,6 +8,7 @@ import type { ErrorRequestHandler, Response } from 'express';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { ConfigError, ScheduleInputError, StoreUnavailableError, UnknownJobError } from '../../scheduler/errors/index.ts';
+import { redisRefusal } from '../../scheduler/store/redis/write-refusal.ts';
 import { StreamLimitError } from '../stream-fanout.ts';
 
 /** OpenAI error `type` values used by this server. */
@@ -70,6 +71,19 @@ export function storeUnavailableError(detail?: string): HttpError {
   );
 }
 
+/**
+ * The 503 answered when Redis is reachable but refuses writes (out of memory, disk full,
+ * read-only replica, too few replicas, loading; scheduler/store/redis/write-refusal.ts).
+ */
+export function storeRefusedError(code: string, detail: string): HttpError {
+  return new HttpError(
+    503,
+    `Redis refused to store this request (${code}: ${detail}), so nothing was changed; retry in a few seconds. ` +
+      'The operator should check Redis (memory, disk, replication).',
+    'service_unavailable', 'store_refused_write', null, { 'Retry-After': STORE_RETRY_AFTER },
+  );
+}
+
 /** True for the errors ioredis raises when Redis is away or too slow (connection lost, retries or timeout used up). */
 function isRedisUnavailable(err: unknown): boolean {
   const e = err as { name?: string; message?: string; code?: string } | undefined;
@@ -93,6 +107,9 @@ export function toHttpError(err: unknown): HttpError {
   if (err instanceof StreamLimitError) {
     return new HttpError(429, `${err.message} Retry shortly.`, 'rate_limit_error', 'too_many_streams', null, { 'Retry-After': '5' });
   }
+  // A write Redis refused (OOM, MISCONF/ENOSPC, READONLY, …) is a 503 whatever wraps it.
+  const refusal = redisRefusal(err);
+  if (refusal) return storeRefusedError(refusal.code, refusal.message);
   if (err instanceof StoreUnavailableError) return new HttpError(503, err.message, 'service_unavailable', err.code, null, { 'Retry-After': STORE_RETRY_AFTER });
   if (isRedisUnavailable(err)) return storeUnavailableError((err as Error).message.replace(/\.$/, ''));
   const e = err as { type?: string; status?: number; message?: string };
@@ -111,7 +128,25 @@ export function toHttpError(err: unknown): HttpError {
 export function errorHandler(log: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
     const httpErr = toHttpError(err);
-    if (httpErr.status >= 500 && httpErr.code !== 'store_unavailable') log.error({ err: (err as Error)?.message, path: req.path }, 'request failed');
+    if (httpErr.code === 'store_refused_write') refusedWrites(log, req.path, httpErr.message);
+    else if (httpErr.status >= 500 && httpErr.code !== 'store_unavailable') log.error({ err: (err as Error)?.message, path: req.path }, 'request failed');
     sendError(res, httpErr);
   };
+}
+
+/** At most one warning per this window about writes Redis refused, ms. */
+const REFUSED_WRITE_LOG_INTERVAL_MS = 10_000;
+let refusedLoggedAt = -Infinity;
+let refusedSuppressed = 0;
+
+/** Warn about a refused write, rate-limited (an outage refuses every request). */
+function refusedWrites(log: Logger, path: string, message: string): void {
+  const now = Date.now();
+  if (now - refusedLoggedAt < REFUSED_WRITE_LOG_INTERVAL_MS) {
+    refusedSuppressed++;
+    return;
+  }
+  refusedLoggedAt = now;
+  log.warn({ path, err: message, ...(refusedSuppressed > 0 ? { suppressed: refusedSuppressed } : {}) }, 'Redis refuses writes: requests are answered 503');
+  refusedSuppressed = 0;
 }

@@ -1,6 +1,6 @@
 /**
  * The gateway's HTTP server (express 5): `/health`, `/health/live`,
- * `/health/ready` (open); then the browser guard (no DNS-rebound or
+ * `/health/ready` (open; the details only with the key, see below); then the browser guard (no DNS-rebound or
  * cross-site request, `browser-guard.ts`); `/metrics` (Prometheus; behind the
  * key unless `metrics.public`); `/v1` (OpenAI compatible) and `/api`
  * (management), both behind the bearer key, then a 503 gate while Redis is
@@ -8,6 +8,16 @@
  *
  * Default bind 127.0.0.1:8642 (`api_server.host`/`port`); a non-loopback bind
  * without `API_SERVER_KEY` is refused before anything listens (SPEC §8).
+ *
+ * Limits of what a caller can grow (`api_server.*`): connections and header,
+ * request and keep-alive timeouts (connection-limits.ts), JSON nesting depth
+ * (json-depth.ts), unsent bytes per event stream (sse.ts).
+ *
+ * Health without the key says only live or ready (`status`, and 503 with
+ * `Retry-After` when not ready): the instance (host name and pid), the stream
+ * count, readiness reasons and platform states (Telegram polling) need
+ * `Authorization: Bearer <key>`; without a configured key, a request the
+ * browser guard would serve (loopback `Host`, no cross-site `Origin`) gets them.
  */
 import { ConfigError } from '../../scheduler/errors/config-error.ts';
 import { createServer, type Server } from 'node:http';
@@ -18,8 +28,10 @@ import type { Queue } from 'bullmq';
 import type { HermesMetrics } from '../../scheduler/metrics.ts';
 import { basicKeyAuth, DASHBOARD_PATH, dashboardRouter } from './dashboard.ts';
 import { apiRouter, type ApiDeps } from './api-routes.ts';
-import { assertBindAllowed, bearerAuth } from './auth.ts';
-import { browserGuard } from './browser-guard.ts';
+import { assertBindAllowed, bearerAuth, presentsKey } from './auth.ts';
+import { browserGuard, browserRefusal } from './browser-guard.ts';
+import { guardConnections, serverTimeoutOptions, type ConnectionLimits } from './connection-limits.ts';
+import { jsonDepthGuard } from './json-depth.ts';
 import { HttpError, errorHandler, storeUnavailableError } from './errors.ts';
 import { REDIS_RETRY_AFTER_SECONDS, type GatewayHealth } from '../health.ts';
 import type { SseStream } from './sse.ts';
@@ -43,7 +55,18 @@ export interface HttpServerOptions {
   metrics?: { registry: HermesMetrics; public: boolean };
   /** The queue dashboard at `/admin/queues` over these queues (`dashboard.ts`). */
   dashboard?: { queues: Queue[]; readOnly: boolean };
+  /** Limits of callers (`api_server.*`). */
+  limits: HttpLimits;
   log: Logger;
+}
+
+/** What callers of the HTTP server may grow (`api_server.*`). */
+export interface HttpLimits {
+  connections: ConnectionLimits;
+  /** `api_server.max_json_depth` */
+  maxJsonDepth: number;
+  /** `api_server.sse_max_buffered_bytes` */
+  sseMaxBufferedBytes: number;
 }
 
 /** A listening server. */
@@ -68,14 +91,22 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
   // Health (no key): live = the process serves HTTP; ready = Redis answers and a worker is alive.
   // `/health` is an alias of `/health/ready`, so a probe of `/health` never reports a gateway
   // that can neither store nor run anything as healthy.
-  app.get('/health/live', (_req, res) => {
-    res.json({ status: 'ok', ...options.health.details() });
+  // The details (host name, pid, platform states) only for a caller with the key (see the top).
+  const details = (req: express.Request) =>
+    options.key ? presentsKey(req.get('authorization'), options.key) : browserRefusal(req, undefined) === undefined;
+  app.get('/health/live', (req, res) => {
+    res.json(details(req) ? { status: 'ok', ...options.health.details() } : { status: 'ok' });
   });
-  const ready: express.RequestHandler = async (_req, res) => {
+  const ready: express.RequestHandler = async (req, res) => {
     const r = await options.health.checks.ready();
     if (!r.ready) res.status(503).set('Retry-After', String(REDIS_RETRY_AFTER_SECONDS));
+    const status = r.ready ? 'ok' : 'unavailable';
+    if (!details(req)) {
+      res.json({ status });
+      return;
+    }
     res.json({
-      status: r.ready ? 'ok' : 'unavailable', reasons: r.reasons, redis: r.redis,
+      status, reasons: r.reasons, redis: r.redis,
       worker_heartbeat_age_ms: r.workerHeartbeatAgeMs, ...options.health.details(),
     });
   };
@@ -101,9 +132,12 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
   const storeGate: express.RequestHandler = (_req, _res, next) => {
     next(options.health.checks.storeUp() ? undefined : storeUnavailableError());
   };
-  const jsonBody = express.json({ limit: BODY_LIMIT, type: ['application/json', 'application/*+json'] });
-  app.use('/v1', auth, storeGate, jsonBody, v1Router({ ...options.v1, streams, log: log.child({ component: 'v1' }) }));
-  app.use('/api', auth, storeGate, jsonBody, apiRouter({ ...options.api, streams, log: log.child({ component: 'api' }) }));
+  const parseJson = express.json({ limit: BODY_LIMIT, type: ['application/json', 'application/*+json'] });
+  // A body nested deeper than the limit is a 400 before anything walks it (json-depth.ts).
+  const jsonBody = [parseJson, jsonDepthGuard(options.limits.maxJsonDepth)];
+  const sseMaxBufferedBytes = options.limits.sseMaxBufferedBytes;
+  app.use('/v1', auth, storeGate, ...jsonBody, v1Router({ ...options.v1, streams, sseMaxBufferedBytes, log: log.child({ component: 'v1' }) }));
+  app.use('/api', auth, storeGate, ...jsonBody, apiRouter({ ...options.api, streams, sseMaxBufferedBytes, log: log.child({ component: 'api' }) }));
 
   if (options.dashboard) {
     // Gated like /api: the dashboard's queue reads would otherwise wait out the whole outage.
@@ -155,8 +189,8 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   assertBindAllowed(options.host, options.key);
   const streams = new Set<SseStream>();
   const app = createApp(options, streams);
-  const server: Server = createServer(app);
-  server.keepAliveTimeout = 5_000;
+  const server: Server = createServer(serverTimeoutOptions(options.limits.connections), app);
+  guardConnections(server, options.limits.connections, options.log);
   await new Promise<void>((resolve, reject) => {
     const onError = (err: NodeJS.ErrnoException) =>
       reject(

@@ -38,7 +38,7 @@ import {
 } from '../../scheduler/v1/v1-runs.ts';
 import { DrainAbort, type InflightRuns } from '../drain.ts';
 import { HttpError, errorBody, storeUnavailableError, toHttpError, typeForStatus } from './errors.ts';
-import { lastEventId, openSse, type SseStream } from './sse.ts';
+import { entryFrame, lastEventId, openSse, type SseStream } from './sse.ts';
 
 /** What the `/v1` routes use. */
 export interface V1Deps {
@@ -59,6 +59,8 @@ export interface V1Deps {
   queueTimeoutMs: number;
   /** Open SSE streams, closed when the server closes. */
   streams: Set<SseStream>;
+  /** Unsent bytes an event stream may hold before its client is dropped (`api_server.sse_max_buffered_bytes`). */
+  sseMaxBufferedBytes?: number;
   log: Logger;
 }
 
@@ -163,7 +165,7 @@ export function v1Router(deps: V1Deps): Router {
       });
       return;
     }
-    const sse = trackStream(deps, openSse(req, res));
+    const sse = trackStream(deps, openSse(req, res, { maxBufferedBytes: deps.sseMaxBufferedBytes, log: deps.log }));
     const chunk = (delta: Record<string, unknown>, finish: string | null, extra: Record<string, unknown> = {}) => ({
       id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish }], ...extra,
     });
@@ -241,7 +243,7 @@ export function v1Router(deps: V1Deps): Router {
     let sse: SseStream | undefined;
     const sub = deps.fanout.subscribe(deps.keys.runEvents(runId), after, (events) => {
       for (const e of events) {
-        sse?.send({ id: e.id, event: e.type, data: e.data });
+        sse?.sendFrame(entryFrame(e));
         if (isTerminalRunEvent(e.type)) sse?.close();
       }
     });
@@ -250,9 +252,12 @@ export function v1Router(deps: V1Deps): Router {
       deps.runs.get(runId).then((r) => { if (!r) sse?.close(); }, () => {});
     }, RUN_EXPIRY_CHECK_MS);
     expiry.unref();
-    sse = trackStream(deps, openSse(req, res, () => {
-      clearInterval(expiry);
-      sub.close();
+    sse = trackStream(deps, openSse(req, res, {
+      onClose: () => {
+        clearInterval(expiry);
+        sub.close();
+      },
+      maxBufferedBytes: deps.sseMaxBufferedBytes, log: deps.log,
     }));
   });
 

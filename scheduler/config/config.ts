@@ -62,6 +62,18 @@ const envNameList = z
   )
   .default([]);
 
+/**
+ * Connection limits of the HTTP servers (the gateway's and a worker's metrics server), the
+ * defaults of `api_server.max_connections`, `headers_timeout_ms`, `request_timeout_ms` and
+ * `keep_alive_timeout_ms`.
+ */
+export const HTTP_LIMIT_DEFAULTS = {
+  max_connections: 1024,
+  headers_timeout_ms: 10_000,
+  request_timeout_ms: 30_000,
+  keep_alive_timeout_ms: 5_000,
+} as const;
+
 /** A command a command turn may run; only config or the CLI may define one (SPEC §3). */
 const commandSchema = z
   .object({
@@ -522,8 +534,30 @@ export const configSchema = z
          * @defaultValue 500
          */
         max_streams: positiveInt(500),
+        /**
+         * Bytes of events an event stream (SSE) may hold unsent for its client; a client that does
+         * not read past it is disconnected (it resumes with `Last-Event-ID`). @defaultValue 1048576 (1 MiB)
+         */
+        sse_max_buffered_bytes: positiveInt(1_048_576),
+        /** Deepest nesting of arrays and objects in a JSON body; deeper is a 400 naming the field. @defaultValue 64 */
+        max_json_depth: positiveInt(64),
+        /**
+         * Connections the HTTP server (and a worker's metrics server) holds at once (`server.maxConnections`);
+         * near it the oldest idle ones (no request in progress) are closed to make room. @defaultValue 1024
+         */
+        max_connections: positiveInt(HTTP_LIMIT_DEFAULTS.max_connections),
+        /** A connection must send a request's complete headers within this, ms (`server.headersTimeout`; then 408 and closed). @defaultValue 10000 */
+        headers_timeout_ms: positiveInt(HTTP_LIMIT_DEFAULTS.headers_timeout_ms),
+        /** A request must be received completely (headers and body) within this, ms (`server.requestTimeout`); answers may take longer. @defaultValue 30000 */
+        request_timeout_ms: positiveInt(HTTP_LIMIT_DEFAULTS.request_timeout_ms),
+        /** An idle keep-alive connection is closed after this, ms (`server.keepAliveTimeout`). @defaultValue 5000 */
+        keep_alive_timeout_ms: positiveInt(HTTP_LIMIT_DEFAULTS.keep_alive_timeout_ms),
       })
       .strict()
+      .refine((a) => a.headers_timeout_ms <= a.request_timeout_ms, {
+        message: 'headers_timeout_ms must not exceed request_timeout_ms',
+        path: ['headers_timeout_ms'],
+      })
       .prefault({}),
     gateway: z
       .object({
