@@ -9,8 +9,10 @@
  *   of session `telegram:<chat>` (or `telegram:<chat>:<thread>` in a forum
  *   topic), message id `tg-<update_id>`: the inbox job id dedupes an update
  *   that Telegram delivers again.
- * - Anyone else gets a short refusal through the outbound queue and
- *   a WARNING that names the user and chat but never the text (SPEC §8, §11).
+ * - Anyone else gets a short refusal through the outbound queue, at most once per
+ *   user and chat per `telegram.refusal_interval_seconds` and never ahead of allowed
+ *   users' replies (refusals.ts), and a WARNING that names the user and chat but never
+ *   the text (SPEC §8, §11); refused again within the interval: a debug line only.
  * - A message over `agent.max_prompt_chars` is answered with the limit and not relayed.
  * - A command addressed to another bot (`/stop@other_bot`) is ignored entirely;
  *   one addressed to this bot is stored without the `@username`.
@@ -30,6 +32,7 @@ import { formatDeliveryTarget, routeOfTarget } from '../../scheduler/delivery/de
 import { enqueueTelegramOutbound, type TelegramOutboundData } from '../../scheduler/delivery/outbound.ts';
 import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import type { AllowList } from './allow-list.ts';
+import type { TelegramRefusals } from './refusals.ts';
 
 /** The refusal a user outside the allow-list gets. */
 export const REFUSAL_TEXT = 'Sorry, this bot only answers its allow-listed users. Ask its owner to add your Telegram user id.';
@@ -50,6 +53,8 @@ export interface InboundDeps {
   queues: HermesQueues;
   outbound: Queue<TelegramOutboundData>;
   allow: AllowList;
+  /** Refusals to users outside the allow-list (rate-limited, lowest priority). */
+  refusals: TelegramRefusals;
   /** `agent.max_prompt_chars` */
   maxChars: number;
   /** The bot's username (from getMe): `/cmd@<username>` is for us, `/cmd@<other>` is ignored. */
@@ -78,12 +83,19 @@ export async function storeUpdate(update: Update, deps: InboundDeps): Promise<In
     const chatId = String(msg.chat.id);
     const threadId = msg.is_topic_message && msg.message_thread_id !== undefined ? String(msg.message_thread_id) : undefined;
     const allowed = deps.allow.allows(msg.from.id);
+    const sessionId = telegramSessionId(chatId, threadId);
+    if (!allowed) {
+      const outcome = await deps.refusals.refuse({
+        chatId, threadId, userId: String(msg.from.id), sessionId, occurrenceId: `refusal:tg-${update.update_id}`, text: REFUSAL_TEXT,
+      });
+      if (outcome !== 'limited') log.warn({ userId: msg.from.id, chatId, refusal: outcome }, 'Telegram message refused: user not in TELEGRAM_ALLOWED_USERS');
+      return 'refused';
+    }
     log.info({ chatId, allowed }, 'Telegram message without text answered');
     await enqueueTelegramOutbound(deps.outbound, {
-      platform: 'telegram', chatId, threadId, text: allowed ? TEXT_ONLY_TEXT : REFUSAL_TEXT,
-      sessionId: telegramSessionId(chatId, threadId), occurrenceId: `${allowed ? 'text-only' : 'refusal'}:tg-${update.update_id}`,
+      platform: 'telegram', chatId, threadId, text: TEXT_ONLY_TEXT, sessionId, occurrenceId: `text-only:tg-${update.update_id}`,
     });
-    return allowed ? 'rejected' : 'refused';
+    return 'rejected';
   }
   if (!msg || typeof msg.text !== 'string' || !msg.from) {
     log.debug('Telegram update without a text message ignored');
@@ -103,8 +115,10 @@ export async function storeUpdate(update: Update, deps: InboundDeps): Promise<In
     return 'ignored';
   }
   if (!deps.allow.allows(msg.from.id)) {
-    log.warn({ userId: msg.from.id, chatId }, 'Telegram message refused: user not in TELEGRAM_ALLOWED_USERS');
-    await reply(`refusal:tg-${update.update_id}`, REFUSAL_TEXT);
+    const outcome = await deps.refusals.refuse({
+      chatId, threadId, userId: String(msg.from.id), sessionId, occurrenceId: `refusal:tg-${update.update_id}`, text: REFUSAL_TEXT,
+    });
+    if (outcome !== 'limited') log.warn({ userId: msg.from.id, chatId, refusal: outcome }, 'Telegram message refused: user not in TELEGRAM_ALLOWED_USERS');
     return 'refused';
   }
   const origin: Origin = { surface: 'telegram', route: routeOfTarget({ kind: 'telegram', chatId, ...(threadId ? { threadId } : {}) }) };

@@ -22,6 +22,7 @@ import { openRedisClient, type RedisClient, type RedisTopology } from '../../sch
 import type { PlatformAdapter, PluginLoadContext } from '../plugins/platform-plugin.ts';
 import { AllowList } from './allow-list.ts';
 import { storeUpdate } from './inbound.ts';
+import { TelegramRefusals } from './refusals.ts';
 import { TelegramOutboundSender } from './outbound-sender.ts';
 import { PollLease } from './poll-lease.ts';
 import { TelegramPoller, grammySignal } from './poller.ts';
@@ -97,11 +98,14 @@ class TelegramAdapter implements PlatformAdapter {
     this.typing = new TypingIndicator(sendApi, {
       refreshMs: config.gateway.typing_refresh_seconds * 1000, maxMs: config.agent.timeout_seconds * 1000, log: this.log,
     });
+    const refusals = new TelegramRefusals({
+      redis: deps.redis, keys, outbound: deps.outbound, botId, intervalSeconds: config.telegram.refusal_interval_seconds, log: this.log,
+    });
     const lease = new PollLease(deps.redis, keys.telegramPollLease(botId), deps.instanceId, config.gateway.poll_lease_ttl_seconds * 1000, this.log);
     this.poller = new TelegramPoller({
       api: pollApi, lease, redis: deps.redis, offsetKey: keys.telegramOffset(botId),
       store: (update) => storeUpdate(update, {
-        redis: deps.redis, keys, queues: deps.queues, outbound: deps.outbound, allow,
+        redis: deps.redis, keys, queues: deps.queues, outbound: deps.outbound, allow, refusals,
         maxChars: config.agent.max_prompt_chars, botUsername, log: this.log,
         onStored: (chatId, threadId) => this.typing.start(chatId, threadId),
       }),

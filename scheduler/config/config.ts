@@ -627,6 +627,11 @@ export const configSchema = z
           .default([]),
         /** Bot API root; default the public one. */
         api_root: z.string().url().optional(),
+        /**
+         * A user outside the allow-list gets at most one refusal per chat in this many seconds
+         * (kept in Redis, so it holds across restarts and gateways). @defaultValue 3600
+         */
+        refusal_interval_seconds: positiveInt(3600),
       })
       .strict()
       .prefault({}),
