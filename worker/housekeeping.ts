@@ -63,7 +63,8 @@ export interface Housekeeping {
 export function startHousekeeping(deps: HousekeepingDeps, settings: HousekeepingSettings): Housekeeping {
   // `protect`: a run never overlaps the previous one; `unref`: the timer never keeps a process alive.
   const tasks = [
-    new Cron(settings.workers_cron, { name: 'hermes-workers', protect: true, unref: true }, async () => {
+    // No `name`: croner keeps named jobs in one registry per process, and a process may run several workers (tests, `hermes up`).
+    new Cron(settings.workers_cron, { protect: true, unref: true }, async () => {
       try {
         await checkWorkerSet(deps, settings.worker_forget_seconds);
       } catch (err) {
