@@ -10,7 +10,7 @@
  */
 import { openRedisClient } from '../scheduler/store/redis/connection-factory.ts';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { HermesConfig } from '../scheduler/config/config.ts';
@@ -24,6 +24,7 @@ import { formatEvent } from './event-format.ts';
 import { cliLogLevel } from './run-command.ts';
 import { loopStoreFor, loopServiceFor, sessionStoreFor } from '../scheduler/services.ts';
 import { encodeTurnAbort } from '../scheduler/session/turn-abort.ts';
+import { ensurePrivateDir } from '../scheduler/private-files.ts';
 
 /** How long a detaching client waits for answers to input it sent (ms). */
 export const ANSWER_WAIT_MS = 15_000;
@@ -56,7 +57,7 @@ export async function runChat(
   const sessions = sessionStoreFor(config, conn.redis, conn.keys);
   const blocking = sessionStoreFor(config, reader, conn.keys);
   const file = positionFile(config.home, sessionId);
-  mkdirSync(join(config.home, 'clients'), { recursive: true });
+  ensurePrivateDir(join(config.home, 'clients'));
   const saved = existsSync(file) ? readFileSync(file, 'utf8').trim() : '';
   let lastId = saved;
   /** The occurrence id of the wakeup turn running now, as its `tick.started` event named it. */

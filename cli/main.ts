@@ -6,7 +6,7 @@ import { terminalSafe } from './terminal-text.ts';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
-import { loadConfig, type HermesConfig } from '../scheduler/config/config.ts';
+import { configFileWarning, loadConfig, type HermesConfig } from '../scheduler/config/config.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { resolveRedis } from '../scheduler/store/redis/connect.ts';
 import type { RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
@@ -20,7 +20,9 @@ import { DEFAULT_SESSION, registerLoopCommand } from './commands/loop.ts';
 import { registerCronCommands } from './commands/cron.ts';
 import { registerCompletionCommand } from './commands/completion.ts';
 import { registerAdminCommands } from './commands/admin.ts';
-import { action, endQuietlyOnClosedPipe, exitCodeOf, reportError, reportFatal, waitForSignal } from './run-command.ts';
+import {
+  action, endQuietlyOnClosedPipe, exitCodeOf, reportError, reportFatal, settleWithin, stopDeadlineMs, waitForSignal,
+} from './run-command.ts';
 import { formatSchedules } from './status-format.ts';
 import { loopStoreFor } from '../scheduler/services.ts';
 
@@ -58,6 +60,28 @@ async function gatewayFor(cfg: HermesConfig, topology: RedisTopology, log: Retur
   }
 }
 
+/**
+ * Warnings a long-running process logs once at start: a `config.yaml` others may read.
+ * @param show - also print them here (`hermes up` with the chat attached logs to a file)
+ */
+function warnAtStart(cfg: HermesConfig, log: ReturnType<typeof createLogger>, show?: (line: string) => void): void {
+  const warning = configFileWarning(cfg.home);
+  if (!warning) return;
+  log.warn({ file: join(cfg.home, 'config.yaml') }, warning);
+  show?.(`Warning: ${warning}`);
+}
+
+/**
+ * Wait for `work` (a drain) at most the stop deadline; past it, log that the process stops
+ * without waiting more (Redis does not answer) and return false.
+ */
+async function stopInTime(cfg: HermesConfig, log: ReturnType<typeof createLogger>, work: Promise<unknown>): Promise<boolean> {
+  const deadlineMs = stopDeadlineMs(cfg);
+  if (await settleWithin(work, deadlineMs)) return true;
+  log.warn({ deadlineMs }, `stop deadline (${deadlineMs / 1000}s) passed, Redis not answering: stopping without waiting more`);
+  return false;
+}
+
 /** Start a worker in this process (its modules load only for the commands that run one). */
 async function startWorker(cfg: HermesConfig, topology: RedisTopology, log: ReturnType<typeof createLogger>): Promise<WorkerProcess> {
   const { WorkerProcess } = await import('../worker/worker-process.ts');
@@ -85,8 +109,10 @@ program
     };
     process.on('SIGINT', onEarly);
     process.on('SIGTERM', onEarly);
-    const target = await resolveRedis(cfg, { allowStart: true });
-    if (target.embedded) log.info({ url: target.url, dir: `${cfg.home}/redis`, redisPid: target.embedded.pid }, 'embedded Redis started');
+    warnAtStart(cfg, log, logFile ? (line) => process.stdout.write(`${line}\n`) : undefined);
+    const target = await resolveRedis(cfg, { allowStart: true, log });
+    const embedded = target.embedded;
+    if (embedded) log.info({ socket: embedded.paths.socket, dir: embedded.paths.dir, redisPid: embedded.pid }, 'embedded Redis started');
     let worker: WorkerProcess | undefined;
     let gw: Awaited<ReturnType<typeof gatewayFor>> | undefined;
     try {
@@ -98,17 +124,25 @@ program
       process.off('SIGINT', onEarly);
       process.off('SIGTERM', onEarly);
       await worker?.drain();
-      await target.embedded?.stop();
+      await embedded?.stop();
       throw err;
     }
     const running = worker;
     if (gw) log.info({ url: gw.gateway.httpAddress.url }, 'gateway listening');
-    const stop = async () => {
+    // An embedded Redis that died and could not be restarted stops the stack.
+    const redisLost: Promise<Error> = embedded ? embedded.failed : new Promise<never>(() => {});
+    /** Stop everything; false when the stop deadline cut the drain short (Redis not answering). */
+    const stop = async (): Promise<boolean> => {
       // The gateway keeps delivering replies while the worker drains; the embedded Redis goes last.
-      await Promise.all([gw?.gateway.drain(), running.drain()]);
-      await gw?.close();
-      await target.embedded?.stop();
+      const drained = await stopInTime(cfg, log, (async () => {
+        await Promise.all([gw?.gateway.drain(), running.drain()]);
+        await gw?.close();
+      })());
+      await embedded?.stop();
+      return drained;
     };
+    let lost: Error | undefined;
+    let drained = true;
     try {
       let interrupted = stopEarly;
       if (interrupted) {
@@ -116,26 +150,39 @@ program
       } else if (attach) {
         const conn = await connectCli(cfg, target.topology);
         const { runChat } = await import('./chat-client.ts');
-        interrupted = (await runChat(cfg, conn, opts.session)) === 'interrupt';
-        await conn.close();
-        // Ctrl+C in the attached chat stops everything `hermes up` started; Ctrl+D only detaches.
-        if (!interrupted) process.stdout.write('The stack keeps running; Ctrl+C stops it.\n');
+        const ended = await Promise.race([runChat(cfg, conn, opts.session), redisLost]);
+        if (ended instanceof Error) {
+          lost = ended;
+        } else {
+          interrupted = ended === 'interrupt';
+          await conn.close();
+          // Ctrl+C in the attached chat stops everything `hermes up` started; Ctrl+D only detaches.
+          if (!interrupted) process.stdout.write('The stack keeps running; Ctrl+C stops it.\n');
+        }
       } else {
         process.stdout.write(`hermes is up (Redis ${target.url}); Ctrl+C stops it.\n`);
       }
       // Later Ctrl+Cs are acknowledged while the drain runs (waitForSignal keeps listening).
-      const signal = waitForSignal({ stopping: interrupted });
+      const signal = waitForSignal({ stopping: interrupted || lost !== undefined });
       // The start-up listener stays until here, so no Ctrl+C ever meets Node's default exit.
       process.off('SIGINT', onEarly);
       process.off('SIGTERM', onEarly);
-      if (!interrupted) await signal;
-      if (attach) process.stdout.write('Stopping: worker drain, gateway, Redis…\n');
+      if (!interrupted && !lost) {
+        const first = await Promise.race([signal, redisLost]);
+        if (first instanceof Error) lost = first;
+      }
+      if (lost) log.error({ err: lost.message }, 'embedded Redis lost; stopping the stack');
+      if (attach) process.stdout.write(lost ? `${lost.message}\nStopping: worker drain, gateway…\n` : 'Stopping: worker drain, gateway, Redis…\n');
     } finally {
       process.off('SIGINT', onEarly);
       process.off('SIGTERM', onEarly);
-      await stop();
+      drained = await stop();
     }
     if (attach) process.stdout.write('Stopped.\n');
+    if (lost) process.exitCode = reportError(lost);
+    else if (!drained) process.exitCode = 1;
+    // Whatever still waits on a Redis that is gone (or the chat's input) must not keep the process.
+    if (lost || !drained) process.exit();
   }));
 
 program
@@ -146,11 +193,12 @@ program
     const log = createLogger({ level: cfg.log_level, name: 'worker' });
     // Listening before the start: a Ctrl+C during the start still drains instead of killing.
     const signal = waitForSignal();
-    const target = await resolveRedis(cfg, { allowStart: false });
+    warnAtStart(cfg, log);
+    const target = await resolveRedis(cfg, { allowStart: false, log });
     const worker = await startWorker(cfg, target.topology, log);
     const sig = await signal;
     log.info({ signal: sig }, 'stopping');
-    await worker.drain();
+    if (!(await stopInTime(cfg, log, worker.drain()))) process.exit(1);
   }));
 
 program
@@ -161,13 +209,16 @@ program
     const log = createLogger({ level: cfg.log_level, name: 'gateway' });
     // Listening before the start: a Ctrl+C during the start still drains instead of killing.
     const signal = waitForSignal();
-    const target = await resolveRedis(cfg, { allowStart: false });
+    warnAtStart(cfg, log);
+    const target = await resolveRedis(cfg, { allowStart: false, log });
     const gw = await gatewayFor(cfg, target.topology, log);
     process.stdout.write(`gateway listening on ${gw.gateway.httpAddress.url}\n`);
     const sig = await signal;
     log.info({ signal: sig }, 'stopping');
-    await gw.gateway.drain();
-    await gw.close();
+    if (!(await stopInTime(cfg, log, (async () => {
+      await gw.gateway.drain();
+      await gw.close();
+    })()))) process.exit(1);
   }));
 
 registerLoopCommand(program, ctx);

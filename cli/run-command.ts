@@ -93,6 +93,31 @@ export function waitForSignal(options: { stopping?: boolean } = {}): Promise<Nod
   });
 }
 
+/** Time closing may take after the drain budget (connections, queues, the gateway's server). */
+export const STOP_GRACE_MS = 10_000;
+
+/**
+ * How long a long-running command (`up`, `worker`, `gateway`) waits for its stop: the longer
+ * drain budget (`agent.cron_drain_timeout`, `agent.restart_drain_timeout`) plus `STOP_GRACE_MS`.
+ * Past it (Redis unreachable: replies that never come) the process exits without waiting more.
+ */
+export function stopDeadlineMs(config: HermesConfig): number {
+  return Math.max(config.agent.cron_drain_timeout, config.agent.restart_drain_timeout) * 1000 + STOP_GRACE_MS;
+}
+
+/** Wait for `work` at most `ms`: true when it settled in time (its failure counts as settled). */
+export async function settleWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      work.then(() => true, () => true),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * A closed pipe (`hermes status | head -1`) ends the command quietly: the
  * reader has gone, so there is nobody left to tell. Without this, Node reports

@@ -26,7 +26,8 @@ import { Keys } from '../scheduler/store/keys.ts';
 import type { SessionEvent, SessionStore } from '../scheduler/session/session-store.ts';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { sessionStoreFor } from '../scheduler/services.ts';
-import { startEmbeddedRedis, embeddedUrlFile } from '../scheduler/store/redis/embedded-redis.ts';
+import { startSupervisedRedis } from '../scheduler/store/redis/embedded-supervisor.ts';
+import { createLogger } from '../scheduler/logger.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const bin = join(root, 'cli', 'hermes.mjs');
@@ -90,16 +91,18 @@ async function main(): Promise<void> {
     '      description: The status of the CI build, as it is now.',
     '',
   ].join('\n'));
-  const redis = await startEmbeddedRedis({ dir: join(home, 'redis'), urlFile: embeddedUrlFile(home) });
-  env.REDIS_URL = redis.url;
+  // The embedded Redis of the demo's HERMES_HOME, as `hermes up` runs it (a unix socket with a
+  // password); the workers and the CLI find it through HERMES_HOME.
+  delete env.REDIS_URL;
+  const redis = await startSupervisedRedis({ home, log: createLogger({ level: 'warn', name: 'redis' }), maxRestarts: 5 });
   const workers = [hermes(['worker']), hermes(['worker'])];
-  const client = openRedisClient({ kind: 'single', url: redis.url }, 'commands');
+  const client = openRedisClient(redis.topology, 'commands');
   const config = loadConfig({ env });
   const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
   const sessions = sessionStoreFor(config, client, keys);
   try {
     for (let i = 0; i < 100 && (await client.zcard(keys.workers)) < 2; i++) await sleep(100);
-    console.log(`  Redis ${redis.url} (pid ${redis.pid}); workers pid ${workers.map((w) => w.pid).join(' and ')}`);
+    console.log(`  Redis unix:${redis.paths.socket} (pid ${redis.pid}); workers pid ${workers.map((w) => w.pid).join(' and ')}`);
 
     writeFileSync(stateFile, 'CI build #42: RUNNING (3 of 7 jobs done)\n');
     say(`Setting a loop every ${INTERVAL} on session "${SESSION}" that reads ${stateFile}`);

@@ -7,8 +7,10 @@
  * stderr is a terminal; JSON lines otherwise (files, pipes, journald,
  * containers), so log collectors always get JSON.
  */
+import { dirname } from 'node:path';
 import { pino, type DestinationStream, type Logger } from 'pino';
 import { build as prettyStream } from 'pino-pretty';
+import { ensurePrivateDir, ensurePrivateFile } from './private-files.ts';
 
 export type { Logger };
 
@@ -21,13 +23,17 @@ export const REDACTED_KEYS = [
  * Create the process logger.
  * @param options.level - pino level (default `info`)
  * @param options.name - process role, e.g. `worker`, `gateway`
- * @param options.file - write JSON to this file (folders created) instead of stderr
+ * @param options.file - write JSON to this file instead of stderr (folders created 0700, the file 0600)
  * @param options.pretty - human-readable lines; default: stderr is a TTY and no file was given
  */
 export function createLogger(options: { level?: string; name?: string; file?: string; pretty?: boolean } = {}): Logger {
   const pretty = options.file === undefined && (options.pretty ?? process.stderr.isTTY === true);
   let destination: DestinationStream;
-  if (options.file) destination = pino.destination({ dest: options.file, mkdir: true, sync: true });
+  if (options.file) {
+    ensurePrivateDir(dirname(options.file));
+    ensurePrivateFile(options.file);
+    destination = pino.destination({ dest: options.file, sync: true });
+  }
   else if (pretty) destination = prettyStream({ destination: 2, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
   else destination = pino.destination({ fd: 2, sync: true });
   return pino(

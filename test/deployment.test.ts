@@ -103,6 +103,9 @@ describe('Dockerfile and compose.yaml', () => {
     const { redis, worker, gateway } = compose.services;
     expect(redis!.command!.join(' ')).toMatch(/--appendonly yes/);
     expect(redis!.command!.join(' ')).toMatch(/--maxmemory-policy noeviction/);
+    // A password, on stdin rather than the command line; the workers and the gateway use it.
+    expect(redis!.command!.join(' ')).toMatch(/redis-server - .*\n\s*requirepass \$\$REDIS_PASSWORD\n/);
+    expect(redis!.command!.join(' ')).not.toMatch(/--requirepass/);
     expect(worker!.command).toEqual(['worker']);
     expect(worker!.deploy!.replicas).toBeGreaterThanOrEqual(2);
     expect(gateway!.command).toEqual(['gateway']);
@@ -110,6 +113,7 @@ describe('Dockerfile and compose.yaml', () => {
     for (const s of [worker!, gateway!]) {
       expect(durationSeconds(s.stop_grace_period!)).toBeGreaterThanOrEqual(DEFAULT_DRAIN_SECONDS + 10);
       expect(s.environment!.REDIS_URL).toBe('redis://redis:6379');
+      expect(s.environment!.REDIS_PASSWORD).toMatch(/^\$\{REDIS_PASSWORD:\?/);
       expect(s.build!.dockerfile).toBe('ops/Dockerfile');
     }
     expect(existsSync(join(ROOT, 'ops', 'Dockerfile'))).toBe(true);

@@ -1,6 +1,6 @@
 /** Finding Redis, the embedded default, and the start-up checks (issue: Foundation, point 3). */
 import { afterEach, describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync, existsSync, readFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -8,8 +8,9 @@ import { pino } from 'pino';
 import { Writable } from 'node:stream';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { checkRedis, resolveRedis, compareVersions } from '../scheduler/store/redis/connect.ts';
-import { describeTopology, topologyFromConfig } from '../scheduler/store/redis/connection-factory.ts';
-import { freePort, startEmbeddedRedis, embeddedUrlFile } from '../scheduler/store/redis/embedded-redis.ts';
+import { describeTopology, openRedisClient, topologyFromConfig } from '../scheduler/store/redis/connection-factory.ts';
+import { freePort, startEmbeddedRedis } from '../scheduler/store/redis/embedded-redis.ts';
+import { embeddedPaths } from '../scheduler/store/redis/embedded-identity.ts';
 import { StoreUnavailableError } from '../scheduler/errors/store-unavailable-error.ts';
 import { clients, runHermes, startWorker } from './support/stack.ts';
 import { connectCli } from '../cli/connect-cli.ts';
@@ -45,22 +46,27 @@ describe('resolveRedis', () => {
     expect((err as Error).message).toMatch(/REDIS_URL is not set and no embedded Redis of .* is running.*hermes up/);
   });
 
-  it('starts the embedded default under HERMES_HOME with AOF on, and other processes find it', async () => {
+  it('starts the embedded default under HERMES_HOME on its unix socket (no TCP port) with AOF on, and other processes find it', async () => {
     const h = home();
     const config = loadConfig({ env: { HERMES_HOME: h } });
     const target = await resolveRedis(config, { allowStart: true });
     cleanups.push(() => target.embedded?.stop());
     expect(target.embedded).toBeDefined();
-    const client = new Redis(target.url);
+    expect(target.topology).toEqual({ kind: 'embedded', home: h });
+    const client = openRedisClient(target.topology, 'commands');
     cleanups.push(() => client.disconnect());
     expect(await client.config('GET', 'appendonly')).toEqual(['appendonly', 'yes']);
+    expect(await client.config('GET', 'port')).toEqual(['port', '0']);
     expect(((await client.config("GET", "dir")) as string[])[1]).toBe(join(h, "redis"));
-    expect(readFileSync(embeddedUrlFile(h), 'utf8').trim()).toBe(target.url);
+    expect(((await client.config('GET', 'unixsocket')) as string[])[1]).toBe(embeddedPaths(h).socket);
     const again = await resolveRedis(config, { allowStart: false });
-    expect(again.url).toBe(target.url);
+    expect(again.topology).toEqual(target.topology);
+    expect(again.url).toBe(`embedded unix:${embeddedPaths(h).socket}`);
     expect(again.embedded).toBeUndefined();
     await target.embedded!.stop();
-    expect(existsSync(embeddedUrlFile(h))).toBe(false);
+    expect(existsSync(embeddedPaths(h).socket)).toBe(false);
+    expect(existsSync(join(h, 'redis', 'redis.url'))).toBe(false);
+    await expect(resolveRedis(config, { allowStart: false })).rejects.toThrow(/no embedded Redis of .* is running/);
   });
 
   it('a CLI command with no Redis prints one line, no stack trace, and exits 1', async () => {

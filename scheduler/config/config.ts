@@ -12,7 +12,7 @@
  * @throws ConfigError naming the bad key when a value does not validate.
  */
 import { Cron } from 'croner';
-import { readFileSync, existsSync } from 'node:fs';
+import { readFileSync, existsSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
@@ -159,6 +159,11 @@ export const configSchema = z
           .default('{hermes}'),
         /** Start a private `redis-server` from PATH when no URL is set. @defaultValue true */
         embedded: flag(true),
+        /**
+         * Restarts of a crashed embedded Redis `hermes up` makes within 5 minutes before it gives
+         * up and stops the stack; 0 = never restart. @defaultValue 5
+         */
+        embedded_max_restarts: z.coerce.number().int().min(0).default(5),
         /** Redis Cluster seed nodes, `host:port` (REDIS_CLUSTER_NODES, a comma list); set → the cluster is used. */
         cluster_nodes: stringList(),
         /** Sentinels, `host:port` (REDIS_SENTINELS, a comma list); set → the primary they name is used. */
@@ -701,6 +706,25 @@ function issueMessage(issue: z.core.$ZodIssue, typed: unknown): string {
     return `expected a ${issue.expected === 'int' ? 'whole number' : 'number'}, got ${JSON.stringify(typed)}`;
   }
   return issue.message;
+}
+
+/**
+ * The warning for a `$HERMES_HOME/config.yaml` that group or others may read or write (it may
+ * hold `agent.api_key`, `telegram.bot_token`, `api_server.key` and the commands a worker runs),
+ * or `undefined`. The long-running processes log it once at start.
+ */
+export function configFileWarning(home: string): string | undefined {
+  const file = join(home, 'config.yaml');
+  let mode: number;
+  try {
+    mode = statSync(file).mode;
+  } catch {
+    return undefined;
+  }
+  if ((mode & 0o077) === 0) return undefined;
+  const how = (mode & 0o022) !== 0 ? 'writable' : 'readable';
+  const who = (mode & 0o007) !== 0 ? 'others' : 'its group';
+  return `${file} is ${how} by ${who} (mode 0${(mode & 0o777).toString(8)}) and may hold keys and commands; chmod 600 ${file}`;
 }
 
 /** Every `HERMES_<SECTION>_<KEY>` override the schema knows, derived from the schema itself. */

@@ -6,3 +6,4 @@ export { TurnError, type TurnFailureKind } from './turn-error.ts';
 export { PlatformError } from './platform-error.ts';
 export { ConfigError } from './config-error.ts';
 export { ToolError, type ToolFailureKind } from './tool-error.ts';
+export { UntrustedRedisError } from './untrusted-redis-error.ts';

@@ -30,6 +30,13 @@ export const QUEUES = {
   v1Runs: 'v1-runs',
 } as const;
 
+/**
+ * The run id `hermes up` stores in its embedded Redis (and in `$HERMES_HOME/redis/redis.run`);
+ * every connection to the embedded server compares the two (`store/redis/embedded-identity.ts`).
+ * Outside the product's prefix: it belongs to the server, not to a key space, and no other Redis has it.
+ */
+export const EMBEDDED_RUN_ID_KEY = 'hermes-embedded:run-id';
+
 /** Which of a session's two loop records: `/loop` or `/heartbeat` (docs/GLOSSARY.md "loop"). */
 export type LoopKind = 'loop' | 'heartbeat';
 

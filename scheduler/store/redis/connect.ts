@@ -5,20 +5,23 @@
  *   1. `REDIS_CLUSTER_NODES` (a Redis Cluster) or `REDIS_SENTINELS` (a
  *      Sentinel-managed primary) when set;
  *   2. `REDIS_URL` / `redis.url` when set;
- *   3. an embedded server of this `HERMES_HOME` that is already running;
- *   4. when the caller may start one (`hermes up`, the demo): a new embedded server.
+ *   3. the embedded server of this `HERMES_HOME` when it runs (on its unix socket, checked to be
+ *      this home's own: `embedded-identity.ts`; anything else there is refused, never used);
+ *   4. when the caller may start one (`hermes up`, the demo): a new, supervised embedded server.
  * If none works: one `StoreUnavailableError` naming what was tried and how to get Redis.
- * Clients are opened by `connection-factory.ts`.
+ * A Redis the operator runs is theirs to secure; a process is warned when one that is not on
+ * loopback has no password. Clients are opened by `connection-factory.ts`.
  */
-import { join } from 'node:path';
 import type { Redis, RedisOptions } from 'ioredis';
-import type { Logger } from 'pino';
+import { pino, type Logger } from 'pino';
 import type { HermesConfig } from '../../config/config.ts';
 import { StoreUnavailableError } from '../../errors/store-unavailable-error.ts';
-import { embeddedUrlFile, ping, readEmbeddedUrl, startEmbeddedRedis, type EmbeddedRedis } from './embedded-redis.ts';
+import { ping } from './embedded-redis.ts';
+import { probeEmbeddedRedis } from './embedded-identity.ts';
+import { startSupervisedRedis, type SupervisedRedis } from './embedded-supervisor.ts';
 import {
   closeClient, connectRedisClient, describeTopology, openRedisClient, primariesOf, topologyFromConfig,
-  type RedisClient, type RedisTopology,
+  type RedisAddress, type RedisClient, type RedisTopology,
 } from './connection-factory.ts';
 
 /** Lowest Redis version BullMQ job schedulers need. */
@@ -30,8 +33,8 @@ export interface RedisTarget {
   topology: RedisTopology;
   /** `redis://…` of a single Redis, or the topology described without credentials. */
   url: string;
-  /** Set when this process started the embedded server (it stops it on exit). */
-  embedded?: EmbeddedRedis;
+  /** Set when this process started the embedded server (it supervises it and stops it on exit). */
+  embedded?: SupervisedRedis;
 }
 
 /** `host:port` of a URL without credentials, for messages and logs. */
@@ -47,14 +50,18 @@ export function describeUrl(url: string): string {
 /**
  * Resolve the Redis to use.
  * @param options.allowStart - may start an embedded server when none runs
- * @throws StoreUnavailableError naming what was tried
+ * @param options.log - the process's logger: warnings (an operator's Redis without a password
+ *   off loopback) and the embedded server's supervision go there
+ * @throws StoreUnavailableError naming what was tried; UntrustedRedisError when what is at the
+ *   embedded server's address is not this home's own
  */
 export async function resolveRedis(
   config: HermesConfig,
-  options: { allowStart: boolean },
+  options: { allowStart: boolean; log?: Logger },
 ): Promise<RedisTarget> {
   if (config.redis.cluster_nodes.length > 0 || config.redis.sentinels.length > 0) {
     const topology = topologyFromConfig(config);
+    warnIfOpen(topology, options.log);
     const probe = await connectRedisClient(topology, 'commands');
     closeClient(probe);
     return { topology, url: describeTopology(topology) };
@@ -63,31 +70,73 @@ export async function resolveRedis(
     if (!/^rediss?:\/\/[^\s]+$/.test(config.redis.url) || describeUrl(config.redis.url).startsWith('(')) {
       throw new StoreUnavailableError('REDIS_URL is not a Redis URL; expected redis://[user:password@]host:port[/db].', { target: 'REDIS_URL' });
     }
-    if (await ping(config.redis.url)) return single(config.redis.url);
+    const topology = topologyFromConfig(config);
+    warnIfOpen(topology, options.log);
+    if (await ping(topology)) return { topology, url: config.redis.url };
     const where = describeUrl(config.redis.url);
     throw new StoreUnavailableError(
       `Redis at ${where} (REDIS_URL) is unreachable. Start it (e.g. \`redis-server --port ${where.split(':')[1]}\`) or fix REDIS_URL.`,
       { target: where },
     );
   }
-  const running = readEmbeddedUrl(config.home);
-  if (running && (await ping(running))) return single(running);
+  const embeddedTopology: RedisTopology = { kind: 'embedded', home: config.home };
+  // Throws for anything at the embedded address that is not this home's own server: never used.
+  const state = await probeEmbeddedRedis(config.home);
+  if (state === 'running') return { topology: embeddedTopology, url: describeTopology(embeddedTopology) };
   if (options.allowStart && config.redis.embedded) {
-    const embedded = await startEmbeddedRedis({
-      dir: join(config.home, 'redis'),
-      urlFile: embeddedUrlFile(config.home),
+    const embedded = await startSupervisedRedis({
+      home: config.home,
+      log: options.log ?? pino({ level: 'silent' }),
+      maxRestarts: config.redis.embedded_max_restarts,
     });
-    return { ...single(embedded.url), embedded };
+    return { topology: embedded.topology, url: describeTopology(embedded.topology), embedded };
   }
   throw new StoreUnavailableError(
     `No Redis to connect to: REDIS_URL is not set and no embedded Redis of ${config.home} is running. ` +
       'Run `hermes up` (starts one from the redis-server on PATH) or set REDIS_URL=redis://host:6379.',
-    { target: running ? describeUrl(running) : 'embedded' },
+    { target: 'embedded' },
   );
 }
 
-function single(url: string): RedisTarget {
-  return { topology: { kind: 'single', url }, url };
+/** True for `localhost`, `127.0.0.0/8`, `::1` (and a unix socket path). */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h.endsWith('.localhost') || /^127\.\d+\.\d+\.\d+$/.test(h) || h === '::1' || h === '0:0:0:0:0:0:0:1' || h.startsWith('/');
+}
+
+/**
+ * The warning for an operator's Redis that is not on loopback and has no password (a URL without
+ * one and no `redis.password`), or `undefined`. The embedded Redis has its own (and a socket).
+ */
+export function openRedisWarning(topology: RedisTopology): string | undefined {
+  let hosts: string[];
+  let password: string | undefined;
+  if (topology.kind === 'embedded') return undefined;
+  if (topology.kind === 'single') {
+    if (topology.url.startsWith('/')) return undefined;
+    try {
+      const u = new URL(topology.url);
+      hosts = [u.hostname];
+      password = decodeURIComponent(u.password) || topology.password;
+    } catch {
+      return undefined;
+    }
+  } else {
+    hosts = (topology.kind === 'cluster' ? topology.nodes : topology.sentinels).map((n: RedisAddress) => n.host);
+    password = topology.password;
+  }
+  const open = hosts.filter((h) => !isLoopbackHost(h));
+  if (password || open.length === 0) return undefined;
+  return (
+    `Redis at ${describeTopology(topology)} is not on loopback and no password is set: anyone who can reach it can ` +
+    'rewrite schedules, and a command turn is a field of a schedule. Set requirepass (or an ACL user) on it and ' +
+    'REDIS_PASSWORD (redis.password) or a password in REDIS_URL here.'
+  );
+}
+
+function warnIfOpen(topology: RedisTopology, log: Logger | undefined): void {
+  const warning = openRedisWarning(topology);
+  if (warning && log) log.warn({ redis: describeTopology(topology) }, warning);
 }
 
 /** ioredis options for BullMQ connections (blocking commands need no retry cap). */

@@ -2,8 +2,10 @@
  * The one place product connections to Redis are made, for the three
  * topologies the product runs on (SPEC §2):
  *
- * - **single**: one Redis at `REDIS_URL` (`redis://` or `rediss://` with TLS),
- *   or the embedded server;
+ * - **single**: one Redis at `REDIS_URL` (`redis://` or `rediss://` with TLS);
+ * - **embedded**: the embedded server of a `HERMES_HOME`, on its unix socket; every
+ *   connection (reconnects included) is checked to be that home's own server before it is
+ *   used (`embedded-identity.ts`: the socket's owner, the password, the run id);
  * - **cluster**: a Redis Cluster reached through `REDIS_CLUSTER_NODES`
  *   (`host:port,host:port,…`; any reachable node will do, ioredis discovers the
  *   rest), opened as an ioredis `Cluster`;
@@ -20,9 +22,11 @@
  * Every key the product writes carries a hash tag (`scheduler/store/keys.ts`), so
  * every multi-key script runs in one slot of a cluster.
  */
-import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
+import { Socket } from 'node:net';
+import { AbstractConnector, Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
 import type { HermesConfig } from '../../config/config.ts';
 import { StoreUnavailableError } from '../../errors/store-unavailable-error.ts';
+import { embeddedPaths, openVerifiedSocket, type EmbeddedPaths } from './embedded-identity.ts';
 
 /** A client of any topology; `Redis` and `Cluster` share the command API. */
 export type RedisClient = Redis | Cluster;
@@ -35,7 +39,10 @@ export interface RedisAddress {
 
 /** Where the product's Redis is and how it is laid out. */
 export type RedisTopology =
-  | { kind: 'single'; url: string }
+  /** `url` is `redis[s]://…`, or a unix socket path; `password`/`username` apply when the URL has none. */
+  | { kind: 'single'; url: string; password?: string; username?: string }
+  /** The embedded Redis of the `HERMES_HOME` `home` (`embedded-identity.ts`). */
+  | { kind: 'embedded'; home: string }
   | { kind: 'cluster'; nodes: RedisAddress[]; password?: string; username?: string; tls: boolean }
   | { kind: 'sentinel'; sentinels: RedisAddress[]; name: string; password?: string; username?: string; tls: boolean };
 
@@ -91,7 +98,17 @@ export function topologyFromConfig(config: HermesConfig, url?: string): RedisTop
   }
   const single = url ?? r.url;
   if (!single) throw new StoreUnavailableError('No Redis configured: set REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS.', { target: 'REDIS_URL' });
-  return { kind: 'single', url: single };
+  // REDIS_PASSWORD / REDIS_USERNAME authenticate to a single Redis too, unless its URL has credentials.
+  return urlHasCredentials(single) ? { kind: 'single', url: single } : { kind: 'single', url: single, ...auth };
+}
+
+function urlHasCredentials(url: string): boolean {
+  try {
+    const u = new URL(url);
+    return u.username !== '' || u.password !== '';
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -105,8 +122,9 @@ export function chooseTopology(config: HermesConfig, given: { topology?: RedisTo
   return topologyFromConfig(config);
 }
 
-/** `host:port` of a URL without credentials, for messages and logs. */
+/** `host:port` of a URL without credentials (`unix:<path>` for a socket path), for messages and logs. */
 function describeUrl(url: string): string {
+  if (url.startsWith('/')) return `unix:${url.split('?')[0]}`;
   try {
     const u = new URL(url);
     return `${u.hostname}:${u.port || '6379'}`;
@@ -119,6 +137,7 @@ function describeUrl(url: string): string {
 export function describeTopology(t: RedisTopology): string {
   const list = (a: RedisAddress[]) => a.map((n) => `${n.host}:${n.port}`).join(',');
   if (t.kind === 'single') return describeUrl(t.url);
+  if (t.kind === 'embedded') return `embedded unix:${embeddedPaths(t.home).socket}`;
   if (t.kind === 'cluster') return `cluster ${list(t.nodes)}`;
   return `sentinel ${t.name} via ${list(t.sentinels)}`;
 }
@@ -139,7 +158,15 @@ export function openRedisClient(topology: RedisTopology, role: RedisRole, extra:
 
 function openClient(topology: RedisTopology, role: RedisRole, extra: RedisOptions): RedisClient {
   const options: RedisOptions = { ...ROLE_OPTIONS[role], ...extra };
-  if (topology.kind === 'single') return new Redis(topology.url, options);
+  if (topology.kind === 'single') {
+    const auth = { ...(topology.password ? { password: topology.password } : {}), ...(topology.username ? { username: topology.username } : {}) };
+    return new Redis(topology.url, { ...options, ...auth });
+  }
+  if (topology.kind === 'embedded') {
+    const paths = embeddedPaths(topology.home);
+    // No password here: the connector authenticates each connection while it checks it.
+    return new Redis({ ...options, path: paths.socket, Connector: embeddedConnector(paths) });
+  }
   const auth = { ...(topology.password ? { password: topology.password } : {}), ...(topology.username ? { username: topology.username } : {}) };
   const tls = topology.tls ? { tls: {} } : {};
   if (topology.kind === 'sentinel') {
@@ -160,6 +187,49 @@ function openClient(topology: RedisTopology, role: RedisRole, extra: RedisOption
     ...(options.lazyConnect ? { lazyConnect: true } : {}),
     ...(role === 'bullmq' ? { maxRedirections: 64 } : {}),
   });
+}
+
+/**
+ * An ioredis connector for the embedded Redis of `paths`: each connection, the first and every
+ * reconnect, is opened by `openVerifiedSocket` (the folder and the socket are this user's, the
+ * server knows the home's password and run id) and handed to ioredis authenticated. A check that
+ * fails is a connection error like a refused connection: ioredis logs it through the client's
+ * `error` listeners and tries again by its retry strategy, and nothing is sent to that server.
+ */
+function embeddedConnector(paths: EmbeddedPaths) {
+  return class EmbeddedConnector extends AbstractConnector {
+    private readonly timeoutMs: number;
+
+    constructor(given: unknown) {
+      const options = given as RedisOptions;
+      super(options.disconnectTimeout ?? 2_000);
+      this.timeoutMs = options.connectTimeout ?? 10_000;
+    }
+
+    async connect(): Promise<Socket> {
+      this.connecting = true;
+      try {
+        const socket = await openVerifiedSocket(paths, this.timeoutMs, (s) => {
+          this.stream = s;
+        });
+        if (!this.connecting) {
+          socket.destroy();
+          throw new Error('Connection is closed.');
+        }
+        return socket;
+      } catch (err) {
+        // Closed by the client meanwhile: ioredis ends the connection for good, as it should.
+        if (!this.connecting) throw err;
+        // Anything else: a stream that has already failed with this error, so ioredis reports it
+        // and reconnects by its retry strategy (a rejection here would end the client for good).
+        this.firstError = err as Error;
+        const failed = new Socket();
+        failed.destroy();
+        this.stream = failed;
+        return failed;
+      }
+    }
+  };
 }
 
 /**

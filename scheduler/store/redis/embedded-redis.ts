@@ -1,37 +1,27 @@
 /**
- * The embedded default Redis: a private `redis-server` from PATH, with its data
- * folder under `$HERMES_HOME/redis`, AOF on and `noeviction`, bound to loopback
- * on a free port. Its URL is written to `$HERMES_HOME/redis/redis.url` so other
- * `hermes` processes of the same home find it.
+ * A private `redis-server` from PATH: AOF on, `noeviction`, its files made with umask 077
+ * (0600 files, 0700 folders). `hermes up` runs one on a unix socket with a password
+ * (`embedded-supervisor.ts`); tests and benchmarks run them on a free loopback port.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync, rmSync, readFileSync, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { openRedisClient } from './connection-factory.ts';
+import { openRedisClient, type RedisTopology } from './connection-factory.ts';
 import { StoreUnavailableError } from '../../errors/store-unavailable-error.ts';
+import { ensurePrivateDir } from '../../private-files.ts';
 
-/** A running embedded server. */
+/** A running server. */
 export interface EmbeddedRedis {
-  /** `redis://127.0.0.1:<port>` */
+  /** `redis://127.0.0.1:<port>`, or the socket path of a server on a unix socket. */
   url: string;
+  /** How to reach it (with its password, if it has one). */
+  topology: RedisTopology;
   /** The server process id. */
   pid: number;
-  /** Shuts the server down (AOF is flushed by SHUTDOWN) and removes the URL file. Idempotent. */
+  /** Resolves when the server process has exited, however it ended. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Shuts the server down (AOF is flushed by SHUTDOWN). Idempotent. */
   stop(): Promise<void>;
-}
-
-/** Path of the URL file of the embedded server of `home`. */
-export function embeddedUrlFile(home: string): string {
-  return join(home, 'redis', 'redis.url');
-}
-
-/** URL of a previously started embedded server of `home`, if its file exists (it may be stale). */
-export function readEmbeddedUrl(home: string): string | undefined {
-  const file = embeddedUrlFile(home);
-  if (!existsSync(file)) return undefined;
-  const url = readFileSync(file, 'utf8').trim();
-  return url.length > 0 ? url : undefined;
 }
 
 /** Ask the kernel for a free loopback TCP port. */
@@ -50,24 +40,32 @@ export async function freePort(): Promise<number> {
 /**
  * Start a private `redis-server`.
  *
- * @param options.dir - data folder (created); AOF and the log live here
- * @param options.urlFile - where to publish the URL (optional)
+ * @param options.dir - data folder (created 0700); AOF and the log live here
+ * @param options.socket - listen on this unix socket only (mode 0700), no TCP port
+ * @param options.port - else this loopback port (default a free one)
+ * @param options.password - `requirepass`, handed over on the server's stdin (never on its command line)
  * @param options.appendonly - AOF on (default true); tests turn it off for speed
  * @param options.startTimeoutMs - how long to wait for PONG (default 10000)
  * @throws StoreUnavailableError when `redis-server` is not on PATH or does not answer
  */
 export async function startEmbeddedRedis(options: {
   dir: string;
-  urlFile?: string;
-  appendonly?: boolean;
+  socket?: string;
   port?: number;
+  password?: string;
+  appendonly?: boolean;
   startTimeoutMs?: number;
 }): Promise<EmbeddedRedis> {
-  mkdirSync(options.dir, { recursive: true });
-  const port = options.port ?? (await freePort());
+  ensurePrivateDir(options.dir);
+  const port = options.socket ? 0 : (options.port ?? (await freePort()));
+  const where = options.socket ? `unix:${options.socket}` : `127.0.0.1:${port}`;
+  const listen = options.socket
+    ? ['--port', '0', '--unixsocket', options.socket, '--unixsocketperm', '700']
+    : ['--port', String(port), '--bind', '127.0.0.1'];
   const args = [
-    '--port', String(port),
-    '--bind', '127.0.0.1',
+    // The password comes on stdin (`-`: read more configuration there): /proc/<pid>/cmdline is world-readable.
+    ...(options.password ? ['-'] : []),
+    ...listen,
     '--dir', options.dir,
     '--appendonly', options.appendonly === false ? 'no' : 'yes',
     '--save', '',
@@ -76,17 +74,33 @@ export async function startEmbeddedRedis(options: {
     '--daemonize', 'no',
   ];
   let child: ChildProcess;
+  // umask 077 for the server: its AOF, RDB, log and socket are this user's alone (the child
+  // inherits the mask at spawn, which is synchronous; this process's own mask is restored).
+  const umask = process.umask(0o077);
   try {
     // Its own process group (detached): a Ctrl+C typed into the terminal reaches `hermes up`, not
     // the server, so the server stays up while the worker drains and is then stopped by `stop()`.
-    child = spawn('redis-server', args, { stdio: 'ignore', detached: true });
+    child = spawn('redis-server', args, { stdio: [options.password ? 'pipe' : 'ignore', 'ignore', 'ignore'], detached: true });
   } catch (err) {
     throw notFound(err);
+  } finally {
+    process.umask(umask);
   }
+  if (options.password) {
+    child.stdin!.on('error', () => {}); // an early exit is reported below
+    child.stdin!.end(`requirepass ${options.password}\n`);
+  }
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.once('exit', (code, signal) => resolve({ code, signal }));
+    child.once('error', () => resolve({ code: null, signal: null }));
+  });
   // Whatever ends this process (an error, process.exit), the server does not outlive it:
   // SIGTERM makes redis-server flush the AOF and exit. Only SIGKILL of this process leaves it behind.
   const killOnExit = () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      child.kill('SIGCONT');
+    }
   };
   process.once('exit', killOnExit);
   child.once('exit', () => process.off('exit', killOnExit));
@@ -96,36 +110,35 @@ export async function startEmbeddedRedis(options: {
       reject(
         new StoreUnavailableError(
           `redis-server exited with code ${code} at start; see ${join(options.dir, 'redis.log')}`,
-          { target: `127.0.0.1:${port}` },
+          { target: where },
         ),
       ),
     );
   });
   spawnError.catch(() => {});
-  const url = `redis://127.0.0.1:${port}`;
+  const url = options.socket ?? `redis://127.0.0.1:${port}`;
+  const topology: RedisTopology = { kind: 'single', url, ...(options.password ? { password: options.password } : {}) };
   const deadline = Date.now() + (options.startTimeoutMs ?? 10_000);
   for (;;) {
-    const ok = await Promise.race([ping(url), spawnError]);
+    const ok = await Promise.race([ping(topology), spawnError]);
     if (ok) break;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
-      throw new StoreUnavailableError(`redis-server on port ${port} did not answer within the start timeout`, {
-        target: `127.0.0.1:${port}`,
-      });
+      throw new StoreUnavailableError(`redis-server on ${where} did not answer within the start timeout`, { target: where });
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  if (options.urlFile) writeFileSync(options.urlFile, `${url}\n`);
   let stopping: Promise<void> | undefined;
   return {
     url,
+    topology,
     pid: child.pid!,
+    exited,
     stop() {
       stopping ??= (async () => {
-        if (options.urlFile) rmSync(options.urlFile, { force: true });
         if (child.exitCode !== null || child.signalCode !== null) return;
-        const exited = new Promise<void>((r) => child.once('exit', () => r()));
         child.kill('SIGTERM'); // redis-server treats SIGTERM as SHUTDOWN: AOF is flushed
+        child.kill('SIGCONT'); // a stopped (SIGSTOP) server handles it too
         const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
         await exited;
         clearTimeout(timer);
@@ -143,9 +156,9 @@ function notFound(err: unknown): StoreUnavailableError {
   );
 }
 
-/** True when a Redis at `url` answers PING within a second. */
-export async function ping(url: string): Promise<boolean> {
-  const client = openRedisClient({ kind: 'single', url }, 'commands', {
+/** True when a Redis at `url` (or a single-server topology) answers PING within a second. */
+export async function ping(url: string | RedisTopology): Promise<boolean> {
+  const client = openRedisClient(typeof url === 'string' ? { kind: 'single', url } : url, 'commands', {
     lazyConnect: true,
     connectTimeout: 1000,
     maxRetriesPerRequest: 0,
