@@ -233,7 +233,7 @@ describe('outbound (SPEC §8)', () => {
     const result = (await job.waitUntilFinished(events, 10_000)) as { messageIds: number[] };
     expect(fake.sent.length).toBe(3);
     expect(fake.sent.every((m) => m.text.length <= 4096)).toBe(true);
-    expect(fake.sent.map((m) => m.text).join('\n')).toBe(text);
+    expect(fake.sent.map((m) => m.text).join('')).toBe(text);
     expect(result.messageIds).toEqual(fake.sent.map((m) => m.message_id));
     const redis = new Redis(env.redisUrl);
     cleanups.push(() => redis.disconnect());
@@ -312,11 +312,14 @@ describe('splitMessage (Telegram 4096-character limit)', () => {
     expect(cut.join('')).toBe(emoji);
   });
 
-  it('prefers a line break, then a space, in the second half of the window', async () => {
+  it('prefers a line break, then a space, in the second half of the window, and keeps it at the end of the part', async () => {
     const { splitMessage } = await import('../gateway/telegram/split-message.ts');
     const text = `${'a'.repeat(3000)}\n${'b'.repeat(500)} ${'c'.repeat(2000)}`;
-    expect(splitMessage(text)).toEqual(['a'.repeat(3000), `${'b'.repeat(500)} ${'c'.repeat(2000)}`]);
+    expect(splitMessage(text)).toEqual([`${'a'.repeat(3000)}\n`, `${'b'.repeat(500)} ${'c'.repeat(2000)}`]);
     const spaced = `${'d'.repeat(3000)} ${'e'.repeat(3000)}`;
-    expect(splitMessage(spaced)).toEqual(['d'.repeat(3000), 'e'.repeat(3000)]);
+    expect(splitMessage(spaced)).toEqual([`${'d'.repeat(3000)} `, 'e'.repeat(3000)]);
+    expect(splitMessage(text).join('')).toBe(text);
+    // A part that would be whitespace only is not sent (Telegram refuses it).
+    expect(splitMessage(`${'f'.repeat(4096)}\n`)).toEqual(['f'.repeat(4096)]);
   });
 });

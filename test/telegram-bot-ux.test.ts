@@ -103,10 +103,10 @@ describe('Markdown replies', () => {
   it('split at 4096 with every entity whole in its part (one spanning the cut is closed and reopened)', () => {
     const r = renderMarkdown(`intro **${'x '.repeat(3000)}y** and \`code\``);
     const parts = splitFormatted(r);
-    expect(parts.map((p) => p.text.length)).toEqual([4095, r.text.length - 4096]);
-    expect(parts.map((p) => p.text).join(' ')).toBe(r.text);
+    expect(parts.map((p) => p.text.length)).toEqual([4096, r.text.length - 4096]);
+    expect(parts.map((p) => p.text).join('')).toBe(r.text);
     for (const p of parts) for (const e of p.entities) expect(e.offset + e.length).toBeLessThanOrEqual(p.text.length);
-    expect(parts[0]!.entities).toEqual([{ type: 'bold', offset: 6, length: 4089 }]);
+    expect(parts[0]!.entities).toEqual([{ type: 'bold', offset: 6, length: 4090 }]);
     expect(parts[1]!.entities.map((e) => e.type)).toEqual(['bold', 'code']);
     expect(parts[1]!.entities[0]).toMatchObject({ offset: 0 });
   });

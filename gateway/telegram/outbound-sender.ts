@@ -53,6 +53,7 @@ import {
 import { recordOutboundOutcome, type OutboundOutcome } from '../../scheduler/delivery/outbound-outcome.ts';
 import { grammySignal } from './poller.ts';
 import { renderMarkdown, splitFormatted } from './render-markdown.ts';
+import { threadParams } from './forum-topic.ts';
 
 /** Return value of an outbound job: the evidence of delivery. */
 export interface TelegramOutboundResult {
@@ -254,7 +255,7 @@ export class TelegramOutboundSender {
       let messageId: number;
       try {
         const part = parts[i]!;
-        const thread = data.threadId ? { message_thread_id: Number(data.threadId) } : {};
+        const thread = threadParams(data.threadId); // the General topic (1) is sent without a thread id
         const send = (entities: typeof part.entities) =>
           api.sendMessage(data.chatId, part.text, { ...thread, ...(entities.length ? { entities } : {}) }, signal ? grammySignal(signal) : undefined);
         let sent;

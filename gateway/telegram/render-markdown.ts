@@ -14,7 +14,7 @@
  */
 import { marked, type Token, type Tokens } from 'marked';
 import type { MessageEntity } from 'grammy/types';
-import { TELEGRAM_MESSAGE_LIMIT } from './split-message.ts';
+import { nextCut, TELEGRAM_MESSAGE_LIMIT } from './split-message.ts';
 
 /** Text as Telegram displays it, with its formatting. */
 export interface FormattedText {
@@ -136,17 +136,18 @@ function decodeEntities(s: string): string {
 
 /**
  * Cut formatted text into parts of at most `limit` characters, at the same
- * places `splitMessage` cuts plain text (a line break, then a space, in the
- * second half of the window; else a hard cut that keeps surrogate pairs). An
+ * places `splitMessage` cuts plain text (`nextCut`: after a line break, then a
+ * space, in the second half of the window; else a hard cut that keeps surrogate
+ * pairs). The separator stays at the end of its part, so the parts' texts
+ * concatenated are the text exactly; a whitespace-only part is not sent. An
  * entity that spans a cut is closed at the end of one part and reopened at the
  * start of the next, so no part carries a broken entity.
  */
 export function splitFormatted(input: FormattedText, limit = TELEGRAM_MESSAGE_LIMIT): FormattedText[] {
-  if (input.text.trim().length === 0) return [];
-  const parts: FormattedText[] = [];
-  let base = 0;
   const { text } = input;
-  const take = (from: number, to: number, next: number) => {
+  const parts: FormattedText[] = [];
+  const take = (from: number, to: number) => {
+    if (text.slice(from, to).trim().length === 0) return;
     const entities = input.entities
       .filter((e) => e.offset < to && e.offset + e.length > from)
       .map((e) => {
@@ -155,22 +156,14 @@ export function splitFormatted(input: FormattedText, limit = TELEGRAM_MESSAGE_LI
         return { ...e, offset: s - from, length: end - s };
       })
       .filter((e) => e.length > 0);
-    if (to > from) parts.push({ text: text.slice(from, to), entities });
-    base = next;
+    parts.push({ text: text.slice(from, to), entities });
   };
-  while (text.length - base > limit) {
-    const window = text.slice(base, base + limit + 1);
-    let cut = window.lastIndexOf('\n');
-    if (cut < limit / 2) cut = window.lastIndexOf(' ');
-    if (cut >= limit / 2 && cut <= limit) {
-      take(base, base + cut, base + cut + 1);
-      continue;
-    }
-    cut = limit;
-    const code = text.charCodeAt(base + cut - 1);
-    if (code >= 0xd800 && code <= 0xdbff) cut -= 1;
-    take(base, base + cut, base + cut);
+  let start = 0;
+  while (text.length - start > limit) {
+    const end = nextCut(text, start, limit);
+    take(start, end);
+    start = end;
   }
-  take(base, text.length, text.length);
+  take(start, text.length);
   return parts;
 }

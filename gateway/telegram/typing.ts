@@ -11,6 +11,7 @@
  */
 import type { Api } from 'grammy';
 import type { Logger } from 'pino';
+import { threadParams } from './forum-topic.ts';
 
 interface Typing {
   timer: NodeJS.Timeout;
@@ -36,7 +37,7 @@ export class TypingIndicator {
       return;
     }
     const send = () => {
-      void this.api.sendChatAction(chatId, 'typing', threadId ? { message_thread_id: Number(threadId) } : {})
+      void this.api.sendChatAction(chatId, 'typing', threadParams(threadId))
         .catch((err: Error) => this.options.log.debug({ chatId, err: err.message }, 'typing indicator not sent'));
     };
     send();

@@ -14,6 +14,9 @@
  *   blocked by the user", 400 "chat not found"), and the next sends can fail
  *   with any code (`failNextSends`: 502 for transient failures).
  * - `getMe` can be told to fail (401) for adapter-load tests.
+ * - `sendMessage` and `sendChatAction` with `message_thread_id: 1` (a forum's
+ *   General topic) answer 400 "Bad Request: message thread not found", as the
+ *   real API does (telegram-bot-api#798).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -174,6 +177,7 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
       case 'setMyCommands':
       case 'sendChatAction':
         calls.push({ method, body });
+        if (method === 'sendChatAction' && Number(body.message_thread_id) === 1) return fail(res, 400, 'Bad Request: message thread not found');
         return reply(res, { ok: true, result: true });
       case 'getUpdates': {
         pollCount++;
@@ -221,6 +225,10 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
         const text = String(body.text ?? '');
         if (text.length === 0) return fail(res, 400, 'Bad Request: message text is empty');
         if (text.length > 4096) return fail(res, 400, 'Bad Request: message is too long');
+        if (Number(body.message_thread_id) === 1) {
+          refusedSends.set(String(body.chat_id), (refusedSends.get(String(body.chat_id)) ?? 0) + 1);
+          return fail(res, 400, 'Bad Request: message thread not found');
+        }
         const refusal = refusedChats.get(String(body.chat_id));
         if (refusal || sendFailures.remaining > 0) {
           const answer = refusal ?? sendFailures;
