@@ -99,6 +99,18 @@ function startHermes(args: string[], env: NodeJS.ProcessEnv): HermesRun {
       child.kill('SIGKILL');
       await exited;
     }
+    // A `hermes up` killed by a failing test leaves its redis-server (own process group) behind.
+    // Only a process that is still that server (its title names the socket), never a reused pid.
+    for (const l of logs) {
+      if (typeof l.redisPid !== 'number' || typeof l.socket !== 'string') continue;
+      let title = '';
+      try {
+        title = readFileSync(`/proc/${l.redisPid}/cmdline`, 'utf8');
+      } catch {
+        continue;
+      }
+      if (title.includes('redis-server') && title.includes(l.socket)) process.kill(l.redisPid, 'SIGKILL');
+    }
   });
   return {
     child, logs, exited,
