@@ -34,7 +34,7 @@ function formatEventRaw(event: SessionEvent): string | undefined {
       return `[${at}] ⏰ ${d.kind} tick #${d.tick} started (due ${clock(Number(d.dueAt))}, late ${d.latenessMs} ms${workerPid(d)})`;
     case 'reply': {
       const runner = d.runner === 'command' ? 'command' : 'agent';
-      const who = d.source === 'message' ? 'agent' : d.source === 'goal' ? `agent · goal turn #${d.tick}` : `${runner} · ${d.kind ?? d.source} tick #${d.tick}`;
+      const who = d.source === 'message' ? 'agent' : d.source === 'goal' ? `agent · goal turn #${d.tick}` : d.source === 'cron' ? cronRunLabel(d) : `${runner} · ${d.kind ?? d.source} tick #${d.tick}`;
       const outcome = d.outcome && d.outcome !== 'continue' ? ` → ${d.outcome}${d.reason ? `: ${d.reason}` : ''}` : '';
       const quiet = d.silent ? ' · silent, not sent' : '';
       return `[${at}] ${who}${workerPid(d) ? ` (${workerPid(d).slice(2)})` : ''}${spendText(d.spend)}${quiet}${outcome}\n${indent(d.text === '' ? '(empty reply)' : d.text)}`;
@@ -65,6 +65,16 @@ function formatEventRaw(event: SessionEvent): string | undefined {
     default:
       return `[${at}] ${event.type}: ${JSON.stringify(d)}`;
   }
+}
+
+/**
+ * A cron run's output on the job's stream `cron:<id>` (its `local` target): `cron disk · script run
+ * (schedule)`. Cron runs are no ticks and have no tick number; events written before they carried
+ * `name` and `runner` show the job id and "run".
+ */
+function cronRunLabel(d: Record<string, unknown>): string {
+  const kind = d.runner === 'script' ? 'script run' : d.runner === 'agent' ? 'agent turn' : 'run';
+  return `cron ${String(d.name ?? d.job_id ?? '')} · ${kind}${d.trigger ? ` (${String(d.trigger)})` : ''}`;
 }
 
 /** ` · 1,234 tokens in, 56 out` from a reply's `spend`, or nothing. */

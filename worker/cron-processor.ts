@@ -394,7 +394,10 @@ async function commit(store: CronStore, deps: WorkerDeps, jobId: string, run: Cr
     const res = await store.commitRun({
       run: told, job: next, expectedVersion: current.version,
       localEvent: local
-        ? { text: deliveryText(told), source: 'cron', job_id: jobId, occurrence_id: run.occurrence_id, trigger: run.trigger, due_at: run.due_at }
+        ? {
+          text: deliveryText(told), source: 'cron', job_id: jobId, name: current.name, runner: current.script !== null ? 'script' : 'agent',
+          occurrence_id: run.occurrence_id, trigger: run.trigger, due_at: run.due_at, status: run.status,
+        }
         : null,
     });
     if (res.status === 'conflict') return CONFLICT;

@@ -4,11 +4,12 @@
  */
 import cronstrue from 'cronstrue';
 import { dayFieldsAnded, formatInZone, formatRelative, isoUtc, type CronSchedule } from '../../scheduler/cron/cron-engine.ts';
-import type { CronJob, CronRun } from '../../scheduler/cron/cron-job.ts';
+import { MAX_RUN_OUTPUT_CHARS, type CronJob, type CronRun } from '../../scheduler/cron/cron-job.ts';
 import type { CronFinding, CronStatus } from '../../scheduler/cron/cron-service.ts';
 import type { SchedulePreview } from '../../scheduler/cron/preview.ts';
 import { formatSeconds } from '../../scheduler/interval.ts';
 import { formatSpend, NO_TOTALS, type ModelSpend } from '../../scheduler/model-spend.ts';
+import { terminalSafe } from '../terminal-text.ts';
 
 /** Lay out rows as left-aligned columns separated by two spaces. */
 export function table(header: string[], rows: string[][]): string[] {
@@ -86,6 +87,7 @@ export function formatJob(job: CronJob, now: number): string[] {
     `  schedule  ${scheduleText(job.schedule)} (${job.tz})${job.repeat.times !== null ? ` · ${job.repeat.completed}/${job.repeat.times} runs` : ''}`,
     `  state     ${job.state}${job.state === 'scheduled' ? ` · next ${when(job.next_run_at, job.tz, now)}` : ''}${job.paused_reason ? ` (${job.paused_reason})` : ''}`,
     `  deliver   ${job.deliver.join(', ')}`,
+    `  output    ${outputsAt(job)}`,
     `  policy    misfire ${job.misfire} · overlap ${job.overlap} · notify ${job.notify ?? 'failure'}`,
   ];
   if (job.schedule.kind !== 'once' && job.schedule.jitter) {
@@ -106,6 +108,38 @@ export function formatJob(job: CronJob, now: number): string[] {
   }
   if (job.last_error) lines.push(`  error     ${clip(job.last_error, 200)}`);
   return lines;
+}
+
+/** Whether a job's runs go to its `local` target (written as `local`, or `origin` for a job made without a chat route). */
+export function deliversLocal(job: Pick<CronJob, 'deliver' | 'origin'>): boolean {
+  return job.deliver.includes('local') || (job.deliver.includes('origin') && !job.origin.route);
+}
+
+/** Where a job's output can be read: `local` output is nowhere else, so the command that shows it is named. */
+function outputsAt(job: CronJob): string {
+  return deliversLocal(job)
+    ? `local: \`hermes cron logs ${job.id}\` shows each run's whole output (--follow waits for new runs)`
+    : `to the targets above; \`hermes cron logs ${job.id}\` shows each run's output too`;
+}
+
+/**
+ * One run of `cron logs` (and `cron runs --output`): a header line — when it was due (in the job's
+ * zone), trigger, status, a script run or an agent turn, how long it took, where it went — and the
+ * whole output below it, as printed (an error run: its error).
+ */
+export function formatRunLog(run: CronRun, job: CronJob | undefined, output: { text: string; whole: boolean } | undefined, now: number): string[] {
+  const tz = job?.tz ?? 'UTC';
+  const kind = job ? (job.script !== null ? 'script run' : 'agent turn') : 'run';
+  const took = run.started_at !== null && run.finished_at !== null ? `took ${((run.finished_at - run.started_at) / 1000).toFixed(1)}s` : '';
+  const went = run.silent ? 'silent, not sent' : run.deliveries.map((d) => `${d.target} ${d.status}`).join(', ');
+  const status = run.status === 'skipped' ? `skipped (${run.reason})` : run.status;
+  const head = [`${formatInZone(run.due_at, tz)} (${formatRelative(run.due_at, now)})`, job ? job.name : run.job_id, `${run.trigger}`, status, kind, took, went]
+    .filter(Boolean).join(' · ');
+  const text = output?.text ?? run.error ?? run.output ?? '';
+  const body = run.status === 'skipped' ? [] : (text === '' ? ['(empty output)'] : text.replace(/\n$/, '').split('\n'));
+  const cut = output && !output.whole ? [`(the record keeps the first ${MAX_RUN_OUTPUT_CHARS.toLocaleString('en-US')} characters; the whole text went to the targets)`] : [];
+  // Text from outside reaches the terminal with its control characters escaped (terminal-text.ts).
+  return [`── ${head}`, ...body, ...cut, ''].map(terminalSafe);
 }
 
 /**

@@ -10,7 +10,7 @@ import { Command, CommanderError, Option } from 'commander';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { defaultTimeZone, isoUtc, nextOccurrences } from '../../scheduler/cron/cron-engine.ts';
 import {
-  cronJobView, cronOccurrenceId, cronRunView, MISFIRE_POLICIES, NOTIFY_POLICIES, OVERLAP_POLICIES, type CronJob,
+  cronJobView, cronOccurrenceId, cronRunView, MISFIRE_POLICIES, NOTIFY_POLICIES, OVERLAP_POLICIES, type CronJob, type CronRun,
 } from '../../scheduler/cron/cron-job.ts';
 import { cronServiceFor } from '../../scheduler/services.ts';
 import { CronService, type CronCaller, type CronJobChanges } from '../../scheduler/cron/cron-service.ts';
@@ -20,7 +20,7 @@ import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.
 import { createLogger } from '../../scheduler/logger.ts';
 import type { CliConnection, CliContext } from '../cli-context.ts';
 import {
-  describeCron, formatFindings, formatJob, formatJobDetails, formatJobList, formatPreview, formatRuns, formatStatus, when,
+  describeCron, formatFindings, formatJob, formatJobDetails, formatJobList, formatPreview, formatRunLog, formatRuns, formatStatus, when,
 } from './cron-format.ts';
 
 /** Where the commands write, and how they end. Tests pass their own. */
@@ -210,12 +210,56 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     .description('run records, newest first: of one job, or of all jobs')
     .argument('[ref]', 'job id or name')
     .addOption(new Option('--limit <n>', 'how many').default('20'))
+    .option('--output', 'print each run\'s whole output below its line (as `cron logs`)')
     .option('--json', 'print JSON')
-    .action(run(true, async (service, ref: string | undefined, opts: { limit: string; json?: boolean }) => {
+    .action(run(true, async (service, ref: string | undefined, opts: { limit: string; output?: boolean; json?: boolean }) => {
       const limit = positiveInt(opts.limit, '--limit');
       const runs = await service!.runs(ref, limit);
       const jobs = new Map<string, CronJob>((await service!.list({ all: true })).map((j) => [j.id, j]));
-      print(opts.json, runs.map(cronRunView), () => formatRuns(runs, jobs));
+      if (!opts.output) {
+        print(opts.json, runs.map(cronRunView), () => formatRuns(runs, jobs));
+        return;
+      }
+      const outputs = await outputsOf(service!, runs);
+      print(opts.json, runs.map((r) => runWithOutput(r, outputs)), () =>
+        runs.length === 0 ? ['No runs recorded.'] : runs.flatMap((r) => formatRunLog(r, jobs.get(r.job_id), outputs.get(r.occurrence_id), io.now())));
+    }));
+
+  cron
+    .command('logs')
+    .description('what a job\'s runs printed, oldest first, each output whole (what `local` delivery got)')
+    .argument('<ref>', 'job id or name')
+    .addOption(new Option('--limit <n>', 'how many of the last runs').default('10'))
+    .option('-f, --follow', 'keep printing new runs as they are recorded (Ctrl+C ends)')
+    .option('--json', 'print JSON (one array; with --follow one object per line)')
+    .action(run(true, async (service, ref: string, opts: { limit: string; follow?: boolean; json?: boolean }) => {
+      const job = await service!.get(ref);
+      const shown = new Set<string>();
+      const show = async (limit: number) => {
+        const runs = (await service!.runs(job.id, limit)).filter((r) => !shown.has(r.occurrence_id)).reverse();
+        const outputs = await service!.store.wholeOutputs(job.id, runs);
+        for (const r of runs) shown.add(r.occurrence_id);
+        return { runs, outputs };
+      };
+      const first = await show(positiveInt(opts.limit, '--limit'));
+      if (opts.json && !opts.follow) {
+        io.out(JSON.stringify(first.runs.map((r) => runWithOutput(r, first.outputs)), null, 2));
+        return;
+      }
+      const emit = ({ runs, outputs }: Awaited<ReturnType<typeof show>>) => {
+        for (const r of runs) {
+          if (opts.json) io.out(JSON.stringify(runWithOutput(r, outputs)));
+          else for (const line of formatRunLog(r, job, outputs.get(r.occurrence_id), io.now())) io.out(line);
+        }
+      };
+      if (first.runs.length === 0 && !opts.json) io.out(`No runs of ${job.id} (${job.name}) recorded yet.${opts.follow ? ' Waiting for one (Ctrl+C ends).' : ''}`);
+      emit(first);
+      if (!opts.follow) return;
+      // Run records are written once per occurrence, so polling them finds each new run once.
+      for (;;) {
+        await new Promise((r) => setTimeout(r, LOGS_FOLLOW_POLL_MS));
+        emit(await show(20));
+      }
     }));
 
   cron
@@ -301,6 +345,24 @@ function withJobFlags(cmd: Command): Command {
     .option('--max-tokens <n>', 'pause the job once its runs have spent this many tokens (in + out); resume gives a fresh allowance (edit: "none" removes it)')
     .option('--model <name>', 'a model declared under agent.models (default: agent.model; edit: "none" for the default)')
     .option('--json', 'print JSON');
+}
+
+/** How often `cron logs --follow` looks for new runs (ms). */
+const LOGS_FOLLOW_POLL_MS = 1000;
+
+/** The whole outputs of runs of any jobs (`CronStore.wholeOutputs`, one call per job). */
+async function outputsOf(service: CronService, runs: CronRun[]): Promise<Map<string, { text: string; whole: boolean }>> {
+  const out = new Map<string, { text: string; whole: boolean }>();
+  for (const jobId of new Set(runs.map((r) => r.job_id))) {
+    for (const [k, v] of await service.store.wholeOutputs(jobId, runs.filter((r) => r.job_id === jobId))) out.set(k, v);
+  }
+  return out;
+}
+
+/** A run's JSON view with its whole output (`output_whole` false: the record's capped copy). */
+function runWithOutput(run: CronRun, outputs: Map<string, { text: string; whole: boolean }>): Record<string, unknown> {
+  const o = outputs.get(run.occurrence_id);
+  return { ...cronRunView(run), output: run.status === 'ok' ? (o?.text ?? run.output) : run.output, output_whole: o?.whole ?? true };
 }
 
 function openService(config: HermesConfig, conn: CliConnection, io: CronCliIo): CronService {

@@ -31,7 +31,7 @@ import type { RedisClient } from '../store/redis/connection-factory.ts';
 import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
 import type { Keys } from '../store/keys.ts';
 import type { HermesQueues } from '../store/queues.ts';
-import { DEFAULT_EVENTS_MAX_LEN, DEFAULT_OCCURRENCE_WINDOW_MS } from '../session/session-store.ts';
+import { DEFAULT_EVENTS_MAX_LEN, DEFAULT_OCCURRENCE_WINDOW_MS, parseStreamEntry } from '../session/session-store.ts';
 import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
 import { cronSessionId, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
 import { encodePattern } from './repeat-strategy.ts';
@@ -314,6 +314,36 @@ export class CronStore {
     if (ids.length === 0) return [];
     const raws = await this.redis.hmget(this.keys.cronRuns(jobId), ...ids);
     return raws.filter((r): r is string => r !== null).map((r) => JSON.parse(r) as CronRun);
+  }
+
+  /**
+   * The whole output of each run (`hermes cron logs`): what its `local` target got — the reply event on
+   * the job's session stream `cron:<id>`, found by the stream id its delivery names — else the record's
+   * copy (`output`, capped at `MAX_RUN_OUTPUT_CHARS`), else the error. An event trimmed from the stream
+   * (`events_max_len`) falls back to the record's copy.
+   * @returns the text per occurrence id, and whether it is the whole output
+   */
+  async wholeOutputs(jobId: string, runs: CronRun[]): Promise<Map<string, { text: string; whole: boolean }>> {
+    const stream = this.keys.forCronJob(jobId).events(cronSessionId(jobId));
+    const local = runs.map((r) => r.deliveries.find((d) => d.target === 'local' && d.status === 'delivered' && d.evidence)?.evidence);
+    const pipe = this.redis.pipeline();
+    for (const id of local) if (id) pipe.xrange(stream, id, id);
+    const answers = local.some(Boolean) ? ((await pipe.exec()) ?? []) : [];
+    const out = new Map<string, { text: string; whole: boolean }>();
+    let i = 0;
+    runs.forEach((run, n) => {
+      let text: string | undefined;
+      if (local[n]) {
+        const [err, entries] = answers[i++] ?? [null, []];
+        const entry = !err ? (entries as Array<[string, string[]]>)[0] : undefined;
+        const data = entry ? parseStreamEntry(entry[0], entry[1]).data : undefined;
+        if (typeof data?.text === 'string') text = data.text;
+      }
+      if (text !== undefined && run.status === 'ok') out.set(run.occurrence_id, { text, whole: true });
+      else if (run.output !== null) out.set(run.occurrence_id, { text: run.output, whole: !run.output.endsWith('\n[output cut]') });
+      else out.set(run.occurrence_id, { text: run.error ?? '', whole: true });
+    });
+    return out;
   }
 
   /**
