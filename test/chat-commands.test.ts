@@ -28,6 +28,15 @@ describe('whom a command is for (scheduler/session/chat-command.ts)', () => {
     expect(parseChatCommand('hello /stop@other_bot')).toEqual({ kind: 'message' });
   });
 
+  it('--run, --command and --script are found as words of their own, not inside backticks', async () => {
+    const { shellOnlyFlag } = await import('../scheduler/session/chat-command.ts');
+    expect(shellOnlyFlag("10m check disk --run 'df -h'")).toBe('--run');
+    expect(shellOnlyFlag('10m check --command=ci')).toBe('--command');
+    expect(shellOnlyFlag('every 1h x --script "date"')).toBe('--script');
+    expect(shellOnlyFlag('10m check that `npm test --run` passes')).toBeUndefined();
+    expect(shellOnlyFlag('10m rerun --running-total')).toBeUndefined();
+  });
+
   it('F16: a worker ignores an addressed command that reached it (the gateway strips its own name)', async () => {
     const { runSlashCommand } = await import('../worker/slash-commands.ts');
     const ctx = { sessionId: 's', origin: { surface: 'chat' as const }, schedules: undefined as never, config: undefined as never };
@@ -95,6 +104,26 @@ describe('Telegram commands', () => {
     expect((await say('/loop 1x check'))[0]).toMatch(/^"1x" is not an interval: unknown unit "x"/);
     expect(await say('/loop 5s check')).toEqual(['The interval 5s is below the minimum of 30s (loops.min_interval_seconds).']);
     expect(await worker.deps.loops.get(`telegram:${fake.sent[0]!.chat_id}`, 'loop')).toBeNull();
+    expect(model.requests).toHaveLength(0);
+  });
+
+  it('--run, --command and --script typed in a chat: the reply says they are shell-only; nothing is set, no model turn', async () => {
+    const fake = await startFakeTelegram();
+    cleanups.push(() => fake.close());
+    const { model, worker, say } = await stack(fake);
+    const session = `telegram:${ALLOWED_USER}`;
+    const [run] = await say("/loop 10m check disk --run 'df -h /'");
+    expect(run).toBe([
+      '--run works only in the shell: chat messages can never start a command turn. Nothing was changed.',
+      `From a shell on the host: hermes loop <interval> <prompt> --session ${session} --deliver ${session} --run '<shell command>'`,
+      'To keep the words in a prompt, put them in backticks.',
+    ].join('\n'));
+    expect((await say('/hb every 1h inbox --command ci'))[0]).toMatch(/^--command works only in the shell: .*\nFrom a shell on the host: hermes heartbeat every <interval> <prompt> --session \S+ --deliver \S+ --command <name>\n/);
+    expect((await say('/goal keep the disk clean --script "rm -rf /tmp/x"'))[0]).toMatch(/^--script works only in the shell: [\s\S]*hermes cron add "<schedule>" --script '<shell command>'/);
+    expect(await worker.deps.loops.get(session, 'loop')).toBeNull();
+    expect(await worker.deps.loops.get(session, 'heartbeat')).toBeNull();
+    const [status] = await say('/status');
+    expect(status).not.toMatch(/active/);
     expect(model.requests).toHaveLength(0);
   });
 });

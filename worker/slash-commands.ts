@@ -9,11 +9,14 @@
  */
 import { parseLoopArgs, LOOP_HELP } from '../scheduler/loop/loop-command.ts';
 import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../scheduler/loop/heartbeat-command.ts';
-import { parseChatCommand } from '../scheduler/session/chat-command.ts';
+import { parseChatCommand, shellOnlyFlag, shellOnlyReply } from '../scheduler/session/chat-command.ts';
 import type { Origin } from '../scheduler/loop/loop-state.ts';
 import type { LoopKind } from '../scheduler/store/keys.ts';
 import type { LoopService } from '../scheduler/loop/loop-service.ts';
 import type { HermesConfig } from '../scheduler/config/config.ts';
+
+/** The commands that make a schedule (and so could be asked for a command turn). */
+const SCHEDULE_COMMANDS = new Set(['loop', 'proactive', 'heartbeat', 'hb', 'goal']);
 
 /** Context a slash command runs in. */
 export interface SlashContext {
@@ -51,6 +54,9 @@ export async function runSlashCommand(text: string, ctx: SlashContext): Promise<
   const reply = (t: string): SlashOutcome => ({ kind: 'reply', text: t });
   const { name: cmd, args } = parsed;
   const { schedules, sessionId } = ctx;
+  // `--run`, `--command`, `--script` are the shell's: said so, and nothing is set (chat-command.ts).
+  const shellFlag = SCHEDULE_COMMANDS.has(cmd) ? shellOnlyFlag(args) : undefined;
+  if (shellFlag) return reply(shellOnlyReply(cmd, shellFlag, sessionId));
   const runner = { kind: 'agent' as const };
   const control = async (kind: LoopKind, action: string, help: string) => {
     switch (action) {

@@ -48,3 +48,47 @@ export function parseChatCommand(text: string, botUsername?: string): ChatComman
   const args = m[3] ?? '';
   return { kind: 'command', name, args, text: args === '' ? `/${m[1]}` : `/${m[1]} ${args}` };
 }
+
+/**
+ * The flags that make a command turn (`hermes loop … --run '<shell>'`, `--command <name>`,
+ * `hermes cron add … --script '<shell>'`). They are the shell's alone: chat input (terminal chat,
+ * Telegram) can never create a command turn, so a chat command that carries one is answered with
+ * {@link shellOnlyReply} and changes nothing — it is not quietly made part of the prompt.
+ */
+export const SHELL_ONLY_FLAGS = ['--run', '--command', '--script'] as const;
+
+/**
+ * The shell-only flag in a chat command's arguments, if any: `--run`, `--command` or `--script` as a
+ * word of its own (or `--run=…`), outside backtick code spans — a prompt may quote one
+ * (`` check that `npm test --run` passes ``).
+ */
+export function shellOnlyFlag(args: string): (typeof SHELL_ONLY_FLAGS)[number] | undefined {
+  const outsideCode = args.replace(/`[^`]*`/g, ' ');
+  for (const word of outsideCode.split(/\s+/)) {
+    const flag = SHELL_ONLY_FLAGS.find((f) => word === f || word.startsWith(`${f}=`));
+    if (flag) return flag;
+  }
+  return undefined;
+}
+
+/**
+ * The answer to a chat command that carries a shell-only flag: what the flag is for, the shell
+ * command that does it for this session, and that nothing changed.
+ * @param command - the chat command's name (`loop`, `heartbeat`, `hb`, `goal`, …)
+ */
+export function shellOnlyReply(command: string, flag: (typeof SHELL_ONLY_FLAGS)[number], sessionId: string): string {
+  const kind = command === 'hb' ? 'heartbeat' : command === 'proactive' ? 'loop' : command;
+  // A Telegram chat's session id is also its delivery target (delivery-target.ts).
+  const deliver = sessionId.startsWith('telegram:') ? ` --deliver ${sessionId}` : '';
+  const turn = flag === '--run' ? "--run '<shell command>'" : '--command <name>';
+  const example = flag === '--script'
+    ? `hermes cron add "<schedule>" --script '<shell command>'${deliver ? ` --deliver ${sessionId}` : ''}`
+    : kind === 'heartbeat'
+      ? `hermes heartbeat every <interval> <prompt> --session ${sessionId}${deliver} ${turn}`
+      : `hermes loop <interval> <prompt> --session ${sessionId}${deliver} ${turn}`;
+  return [
+    `${flag} works only in the shell: chat messages can never start a command turn. Nothing was changed.`,
+    `From a shell on the host: ${example}`,
+    'To keep the words in a prompt, put them in backticks.',
+  ].join('\n');
+}
