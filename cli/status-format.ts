@@ -22,8 +22,10 @@ export function formatSchedules(records: LoopRecord[], next: Map<string, number 
     return [options.all ? 'no loops or heartbeats' : 'no active or paused loops or heartbeats (--all shows finished ones)'];
   }
   const sorted = [...records].sort((a, b) => a.sessionId.localeCompare(b.sessionId) || a.kind.localeCompare(b.kind));
+  // `BY`: `agent (telegram)` for what the agent made with its `schedules` tool; shown when something listed was.
+  const by = records.some((r) => r.createdBy);
   return table(
-    ['SESSION', 'KIND', 'STATE', 'CADENCE', 'TICKS', 'NEXT', 'TOKENS', 'PROMPT'],
+    ['SESSION', 'KIND', 'STATE', 'CADENCE', 'TICKS', 'NEXT', 'TOKENS', ...(by ? ['BY'] : []), 'PROMPT'],
     sorted.map((r) => {
       const due = next.get(`${r.sessionId}:${r.kind}`);
       const nextText = r.status !== 'active' ? '—' : due === undefined ? 'pending' : due <= now ? 'due now' : `in ${formatSeconds((due - now) / 1000)}`;
@@ -31,7 +33,8 @@ export function formatSchedules(records: LoopRecord[], next: Map<string, number 
       const state = r.statusReason && r.status !== 'active' ? `${r.status} (${clip(r.statusReason, 30)})` : r.status;
       const quiet = [r.silentTicks ? `${r.silentTicks} silent` : '', r.unchangedTicks ? `${r.unchangedTicks} unchanged` : ''].filter(Boolean).join(', ');
       const ticksText = `${r.times !== null ? `${ticks} (times ${r.times})` : ticks}${quiet ? ` (${quiet})` : ''}`;
-      return [r.sessionId, r.kind, state, cadence(r), ticksText, nextText, tokensColumn(r), clip(r.prompt, 50)];
+      const byText = r.createdBy ? `agent (${r.createdBy.surface})` : '—';
+      return [r.sessionId, r.kind, state, cadence(r), ticksText, nextText, tokensColumn(r), ...(by ? [byText] : []), clip(r.prompt, 50)];
     }),
   );
 }

@@ -63,11 +63,15 @@ export function scheduleText(schedule: CronSchedule): string {
   return `${schedule.display} = ${schedule.expression}`;
 }
 
-/** The `list` table. */
+/**
+ * The `list` table. A `BY` column (`agent (telegram)` for a job the agent made with its `schedules`
+ * tool, `—` for the others) is shown when some job listed was made by the agent.
+ */
 export function formatJobList(jobs: CronJob[], now: number): string[] {
   if (jobs.length === 0) return ['No cron jobs. Add one: hermes cron add "daily at 7am" "summarise my inbox"'];
+  const by = jobs.some((j) => j.created_by);
   return table(
-    ['ID', 'NAME', 'SCHEDULE', 'NEXT RUN', 'LAST', 'STREAK', 'STATE'],
+    ['ID', 'NAME', 'SCHEDULE', 'NEXT RUN', 'LAST', 'STREAK', ...(by ? ['BY'] : []), 'STATE'],
     jobs.map((j) => [
       j.id,
       clip(j.name, 28),
@@ -75,6 +79,7 @@ export function formatJobList(jobs: CronJob[], now: number): string[] {
       j.state === 'scheduled' ? when(j.next_run_at, j.tz, now) : '—',
       j.last_status ?? '—',
       String(j.failure_streak),
+      ...(by ? [j.created_by ? `agent (${j.created_by.surface})` : '—'] : []),
       j.state,
     ]),
   );
@@ -101,6 +106,7 @@ export function formatJob(job: CronJob, now: number): string[] {
     const n = (x: number) => x.toLocaleString('en-US');
     lines.push(`  budget    ${n(job.budget_tokens ?? 0)} of ${n(job.max_tokens)} tokens used since it was set or resumed (--max-tokens)`);
   }
+  if (job.created_by) lines.push(`  made by   the agent, from ${job.created_by.surface} (session ${job.created_by.session_id})`);
   if (job.script !== null) lines.push(`  script    ${clip(job.script, 100)}`);
   if (job.prompt) lines.push(`  prompt    ${clip(job.prompt, 100)}`);
   if (job.last_status !== null) {

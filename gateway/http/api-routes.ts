@@ -207,6 +207,7 @@ function scheduleObject(r: LoopRecord, now: number, nextDueAt?: number) {
     notify: r.notify ?? 'auto', watch: r.watch ?? null, model: r.model ?? null, max_tokens: r.maxTokens ?? null,
     budget_tokens: r.maxTokens ? r.budgetTokens ?? 0 : null, silent_ticks: r.silentTicks ?? 0, unchanged_ticks: r.unchangedTicks ?? 0,
     spend: spendObject(r.spend),
+    created_by: r.createdBy ?? null,
     status_line: statusLine(r, now, nextDueAt),
   };
 }

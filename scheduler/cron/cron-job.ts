@@ -4,7 +4,7 @@
  * spec, `hermes cron list --json` and `/api` show. Times are epoch milliseconds.
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
-import type { Origin } from '../loop/loop-state.ts';
+import type { AgentCreator, Origin } from '../loop/loop-state.ts';
 import { isoUtc, nextOccurrence, type CronSchedule } from './cron-engine.ts';
 import { compositeId } from '../store/keys.ts';
 import { assertWebhookTarget, parseWebhookAllow, type WebhookAllowList } from '../delivery/webhook-policy.ts';
@@ -73,6 +73,11 @@ export interface CronJob {
    */
   edited_from?: Array<Origin['surface']>;
   /**
+   * Set when the agent made the job (`schedules` tool): the surface of the chat it talked in and
+   * that chat's session, whose schedules the job counts among. Absent = a person made it.
+   */
+  created_by?: CronJobCreator | null;
+  /**
    * `--watch`: the check run before each run (`read_file:<path>`, `http_get:<url>` or a command
    * tool's name; docs/CRON.md, "Economy"). An unchanged output ends the run without a model call
    * (or without the script). Absent or `null`: none.
@@ -103,6 +108,11 @@ export interface CronJob {
   generation: number;
   /** Bumped on every write; the store writes only over the version it read. */
   version: number;
+}
+
+/** Who made an agent-made job: the agent, from a chat's surface and session. */
+export interface CronJobCreator extends AgentCreator {
+  session_id: string;
 }
 
 /** Outcome of one delivery target for one run. */
@@ -247,6 +257,8 @@ export interface NewCronJob {
   paused: boolean;
   origin: Origin;
   now: number;
+  /** The agent made it (`schedules` tool). */
+  createdBy?: CronJobCreator;
 }
 
 /** The economy settings of a job (docs/CRON.md, "Economy"); `null` = none. */
@@ -274,6 +286,7 @@ export function createCronJob(input: NewCronJob): CronJob {
     state,
     paused_reason: null,
     origin: input.origin,
+    ...(input.createdBy ? { created_by: input.createdBy } : {}),
     watch: input.economy?.watch ?? null,
     watch_digest: null,
     max_tokens: input.economy?.max_tokens ?? null,
@@ -476,6 +489,8 @@ export function cronJobView(job: CronJob): Record<string, unknown> {
     unchanged_runs: job.unchanged_runs ?? 0,
     // Whose `tools.allow_from` its agent runs answer to (cronToolSurfaces).
     tool_surfaces: cronToolSurfaces(job),
+    // The agent made it (`schedules` tool): `{ by: 'agent', surface, session_id }`; null = a person did.
+    created_by: job.created_by ?? null,
     created_at: iso(job.created_at),
   };
 }

@@ -18,7 +18,7 @@ import type { Origin } from '../loop/loop-state.ts';
 import { assertTimeZone, defaultTimeZone, type CronSchedule } from './cron-engine.ts';
 import {
   createCronJob, cronToolSurfaces, firstDue, parseDeliver, pauseCronJob, pausedByStreak, resumeCronJob,
-  type CronEconomy, type CronJob, type CronRun, type MisfirePolicy, type NotifyPolicy, type OverlapPolicy,
+  type CronEconomy, type CronJob, type CronJobCreator, type CronRun, type MisfirePolicy, type NotifyPolicy, type OverlapPolicy,
   MISFIRE_POLICIES, NOTIFY_POLICIES, OVERLAP_POLICIES,
 } from './cron-job.ts';
 import { checkCronEconomy, economyError, parseCronEconomy, type CronEconomyInput, type EconomyChecker } from './cron-economy.ts';
@@ -99,6 +99,14 @@ export interface CronCaller {
   origin: Origin;
   /** Only the CLI and config are trusted: they may set `script` (SPEC §3). */
   trusted: boolean;
+  /** The agent asks (`schedules` tool), from this chat: new jobs record it (`created_by`). */
+  createdBy?: CronJobCreator;
+  /**
+   * Further surfaces the asking turn answers to (the text in its context came from them): a new
+   * job's runs answer to their `tools.allow_from` too (kept in `edited_from`), so a job made by a
+   * turn never has tools that turn was kept from.
+   */
+  alsoFrom?: Array<Origin['surface']>;
 }
 
 /** Fleet health for `hermes cron status`. */
@@ -148,9 +156,10 @@ export class CronService {
     const script = this.script(input.script, caller);
     const prompt = this.prompt(input.prompt ?? '', script);
     const economy = this.economy({ watch: input.watch, max_tokens: input.max_tokens, model: input.model }, { clearable: false }, caller);
+    const alsoFrom = [...new Set((caller.alsoFrom ?? []).filter((s) => s !== 'cli' && s !== caller.origin.surface))];
     checkCronEconomy({ script, economy }, {
       changed: economy, surfacesGrew: false, checker: this.settings.checkEconomy, asker: caller.origin.surface,
-      surfaces: [caller.origin.surface, ...cronToolSurfaces({ origin: caller.origin })],
+      surfaces: [caller.origin.surface, ...cronToolSurfaces({ origin: caller.origin, edited_from: alsoFrom })],
     });
     const job = createCronJob({
       id,
@@ -168,7 +177,9 @@ export class CronService {
       paused: input.paused === true,
       origin: caller.origin,
       now,
+      createdBy: caller.createdBy,
     });
+    if (alsoFrom.length > 0) job.edited_from = alsoFrom;
     job.name = await this.uniqueName(job.name, input.name !== undefined);
     const stored = await this.store.put(job, 'absent');
     if (!stored) throw new StoreUnavailableError(`Cron job id ${job.id} already exists; try again.`);
@@ -206,9 +217,11 @@ export class CronService {
       max_tokens: economyChanges.max_tokens !== undefined ? economyChanges.max_tokens : current.max_tokens ?? null,
       model: economyChanges.model !== undefined ? economyChanges.model : current.model ?? null,
     };
-    const editedFromAfter = (from: CronJob['edited_from']) => caller.origin.surface !== 'cli'
-      ? [...new Set([...(from ?? []), caller.origin.surface])]
-      : changes.prompt !== undefined ? [] : from ?? [];
+    const alsoFrom = (caller.alsoFrom ?? []).filter((s) => s !== 'cli');
+    const editedFromAfter = (from: CronJob['edited_from']) => [...new Set([
+      ...(caller.origin.surface !== 'cli' ? [...(from ?? []), caller.origin.surface] : changes.prompt !== undefined ? [] : from ?? []),
+      ...alsoFrom,
+    ])];
     const surfacesBefore = cronToolSurfaces(current);
     const surfacesAfter = cronToolSurfaces({ origin: current.origin, edited_from: editedFromAfter(current.edited_from) });
     checkCronEconomy({ script, economy }, {

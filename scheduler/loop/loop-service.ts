@@ -14,7 +14,7 @@ import type { LoopKind } from '../store/keys.ts';
 import { formatSeconds } from '../interval.ts';
 import {
   createLoop, pauseLoop, resumeDueAt, resumeLoop, sameLoop,
-  type LoopRecord, type Origin, type RunnerSpec, type ScheduleEconomy,
+  type AgentCreator, type LoopRecord, type Origin, type RunnerSpec, type ScheduleEconomy,
 } from './loop-state.ts';
 import { formatSpend } from '../model-spend.ts';
 import type { LoopStore } from './loop-store.ts';
@@ -30,6 +30,8 @@ export interface LoopSpec {
   notes: string[];
   /** `--notify`, `--watch`, `--max-tokens`, `--model`; absent = none. */
   economy?: ScheduleEconomy;
+  /** A name to refer to it by (the agent's `schedules` tool names what it makes). */
+  name?: string;
 }
 
 /** Settings the service needs (from `loops.*`). */
@@ -71,6 +73,7 @@ export class LoopService {
    * Create or replace the session's loop record of `kind`; its first tick is due now.
    * The same loop sent again while it is active changes nothing and fires
    * nothing: the reply says it is already set and when it fires next (F18).
+   * @param ctx.createdBy - the agent made it (`schedules` tool): kept on the record, shown in status
    * @returns the reply for the user
    * @throws ScheduleInputError for a bad session id; StoreUnavailableError when Redis refused the write
    */
@@ -78,7 +81,7 @@ export class LoopService {
     sessionId: string,
     kind: LoopKind,
     spec: LoopSpec,
-    ctx: { origin: Origin; runner: RunnerSpec; now?: number },
+    ctx: { origin: Origin; runner: RunnerSpec; now?: number; createdBy?: AgentCreator },
   ): Promise<string> {
     // Bad input changes nothing: the flags are checked before the lock and the write.
     if (spec.economy) this.settings.checkEconomy?.(spec.economy, ctx.origin.surface);
@@ -95,7 +98,7 @@ export class LoopService {
         kind, loopId: randomBytes(6).toString('hex'), sessionId, prompt: spec.prompt,
         intervalSeconds: spec.intervalSeconds, times: spec.times, until: spec.until,
         maxTicks: this.settings.maxTicks, selfPacedFloorSeconds: this.settings.selfPacedFloorSeconds,
-        runner: ctx.runner, origin: ctx.origin, now, economy: spec.economy,
+        runner: ctx.runner, origin: ctx.origin, now, economy: spec.economy, createdBy: ctx.createdBy, name: spec.name,
       });
       const { previous, stored } = await this.write(sessionId, kind, () => record);
       await this.guard(kind, sessionId, () => this.store.arm(stored!, now));
@@ -229,6 +232,12 @@ export function statusLine(r: LoopRecord, now: number, nextDueAt?: number): stri
   if (r.unchangedTicks) parts.push(`${r.unchangedTicks} unchanged`);
   parts.push(...economyParts(r));
   if (r.spend) parts.push(formatSpend(r.spend));
+  if (r.createdBy) parts.push(createdByText(r.createdBy));
   parts.push(`“${clip(r.prompt)}”`);
   return parts.join(' · ');
+}
+
+/** `made by the agent (telegram)`: who made an agent-made schedule, as status lines show it. */
+export function createdByText(c: AgentCreator): string {
+  return `made by the agent (${c.surface})`;
 }

@@ -46,6 +46,15 @@ export interface Origin {
   route?: MessagingRoute;
 }
 
+/**
+ * Who made a schedule when no person typed it: the agent, with its `schedules` tool, in a turn
+ * from `surface` (the surface of the chat it talked in). Records keep it; status shows it.
+ */
+export interface AgentCreator {
+  by: 'agent';
+  surface: Origin['surface'];
+}
+
 /** Persisted state of a session's loop or heartbeat. Times are epoch milliseconds. */
 export interface LoopRecord {
   kind: LoopKind;
@@ -107,6 +116,10 @@ export interface LoopRecord {
   silentTicks?: number;
   /** Ticks that ended without a model call because the watch's output had not changed. */
   unchangedTicks?: number;
+  /** Set when the agent made it (`schedules` tool); absent = a person did (`/loop`, `hermes loop`, `/api`). */
+  createdBy?: AgentCreator;
+  /** The name the agent gave it, by which the `schedules` tool refers to it (agent-made schedules only). */
+  name?: string;
   /** Incremented on every write; the store writes only over the version it read. */
   version: number;
 }
@@ -163,6 +176,9 @@ export interface NewLoop {
   origin: Origin;
   now: number;
   economy?: ScheduleEconomy;
+  /** The agent made it (`schedules` tool). */
+  createdBy?: AgentCreator;
+  name?: string;
 }
 
 /**
@@ -185,6 +201,8 @@ export function createLoop(input: NewLoop): LoopRecord {
     ...(economy.watch ? { watch: economy.watch } : {}),
     ...(economy.maxTokens ? { maxTokens: economy.maxTokens } : {}),
     ...(economy.model ? { model: economy.model } : {}),
+    ...(input.createdBy ? { createdBy: input.createdBy } : {}),
+    ...(input.name ? { name: input.name } : {}),
     kind: input.kind,
     loopId: input.loopId,
     sessionId: input.sessionId,
