@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseLoopArgs } from '../scheduler/loop/loop-command.ts';
+import { parseLoopArgs, parseLoopInterval } from '../scheduler/loop/loop-command.ts';
+import { parseHeartbeatInterval } from '../scheduler/loop/heartbeat-command.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 import { parseIntervalToken, formatSeconds } from '../scheduler/interval.ts';
 
@@ -8,8 +9,24 @@ const opts = { minIntervalSeconds: 30, maxPromptChars: 1000 };
 describe('/loop grammar (SPEC §4)', () => {
   it('parses a fixed interval and the prompt', () => {
     expect(parseLoopArgs('10m watch the CI build', opts)).toEqual({
-      action: 'set', prompt: 'watch the CI build', intervalSeconds: 600, times: null, until: null, notes: [],
+      action: 'set', prompt: 'watch the CI build', intervalSeconds: 600, times: null, until: null, notes: [], economy: {},
     });
+  });
+
+  it('takes the economy flags anywhere, --until stopping before them (docs/CONTEXT.md)', () => {
+    expect(parseLoopArgs('10m watch CI --notify done --watch read_file:/srv/ci.log --until it is green --max-tokens 200,000 --model cheap', opts)).toEqual({
+      action: 'set', prompt: 'watch CI', intervalSeconds: 600, times: null, until: 'it is green', notes: [],
+      economy: { notify: 'done', watch: 'read_file:/srv/ci.log', maxTokens: 200_000, model: 'cheap' },
+    });
+  });
+
+  it('refuses a bad economy flag with the flag and the value named, and a flag given twice', () => {
+    const err = (text: string) => { try { parseLoopArgs(text, opts); return ''; } catch (e) { expect(e).toBeInstanceOf(ScheduleInputError); return (e as Error).message; } };
+    expect(err('10m x --notify loud')).toBe('--notify must be auto, always, done; got "loud".');
+    expect(err('10m x --max-tokens lots')).toMatch(/^--max-tokens needs a positive whole number of tokens up to 1,000,000,000; got "lots"\.$/);
+    expect(err('10m x --max-tokens 0')).toMatch(/got "0"/);
+    expect(err('10m x --model')).toMatch(/^--model needs a value/);
+    expect(err('10m x --watch a --watch b')).toBe('--watch is given twice.');
   });
 
   it('accepts "every" and compound intervals', () => {
@@ -127,5 +144,21 @@ describe('hermes loop from the shell', () => {
     expect(typo.stderr).toMatch(/^hermes: "1x" is not an interval: unknown unit "x"/);
     expect(signed).toMatchObject({ code: 2, stdout: '' });
     expect(signed.stderr).toMatch(/^hermes: "-5m" is not an interval: an interval has no sign/);
+  });
+});
+
+describe('an interval given on its own, as a field (the schedules tool)', () => {
+  it('reads what /loop and /heartbeat read, with their bounds and their words', () => {
+    expect(parseLoopInterval('10m', opts)).toBe(600);
+    expect(parseLoopInterval('every 10 minutes', opts)).toBe(600);
+    expect(parseLoopInterval('1h30m', opts)).toBe(5400);
+    expect(() => parseLoopInterval('5s', opts)).toThrow('The interval 5s is below the minimum of 30s (loops.min_interval_seconds).');
+    expect(() => parseLoopInterval('400d', opts)).toThrow('The interval 400d is too long; the most is 366d.');
+    expect(() => parseLoopInterval('1x', opts)).toThrow('"1x" is not an interval: unknown unit "x"; use s, m, h or d');
+    expect(() => parseLoopInterval('-5m', opts)).toThrow('"-5m" is not an interval: an interval has no sign');
+    expect(() => parseLoopInterval('0s', opts)).toThrow('The interval "0s" must be greater than zero.');
+    expect(() => parseLoopInterval('10m check it', opts)).toThrow('"10m check it" is not an interval; use s, m, h or d');
+    expect(parseHeartbeatInterval('every 1.5 hours', { minIntervalSeconds: 60 })).toBe(5400);
+    expect(() => parseHeartbeatInterval('30s', { minIntervalSeconds: 60 })).toThrow('The interval 30s is below the heartbeat minimum of 1m (heartbeat.min_interval_seconds).');
   });
 });
