@@ -151,6 +151,17 @@ describe('self-paced cadence', () => {
     expect(normaliseReply('  Two   spaces\nand a newline ')).toBe('two spaces and a newline');
     expect(replyDigest('queue empty')).not.toBe(replyDigest('queue has 3 jobs'));
   });
+  it('a delay the agent asked for (schedules `next`) wins over the digest rule, clamped to the floor and ceiling; a failed tick keeps the rule', () => {
+    const pacing = (requestedSeconds?: number) => ({ floorSeconds: 60, ceilingSeconds: 900, ...(requestedSeconds === undefined ? {} : { requestedSeconds }) });
+    const after = (requestedSeconds: number | undefined, extra = {}) => applyTick(base({ intervalSeconds: null }), { ...tick(1, 'same'), ...extra, pacing: pacing(requestedSeconds) }).loop;
+    expect(after(420)).toMatchObject({ delaySeconds: 420, nextDueAt: tick(1).finishedAt + 420_000 });
+    expect(after(15).delaySeconds).toBe(60);
+    expect(after(3 * 3600).delaySeconds).toBe(900);
+    expect(after(undefined).delaySeconds).toBe(60);
+    expect(after(420, { failure: 'model down' }).delaySeconds).toBe(60);
+    // a fixed loop has no delay to set
+    expect(applyTick(base(), { ...tick(1), pacing: pacing(420) }).loop.delaySeconds).toBeNull();
+  });
   it('nextSelfPacedDelay starts at the floor', () => {
     expect(nextSelfPacedDelay({ currentDelaySeconds: 60, previousDigest: null, digest: 'a', floorSeconds: 60, ceilingSeconds: 900 })).toBe(60);
   });

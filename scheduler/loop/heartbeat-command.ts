@@ -14,6 +14,7 @@
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import { takeEconomyFlags } from './economy-flags.ts';
+import { parseIntervalField } from './loop-command.ts';
 import type { ScheduleEconomy } from './loop-state.ts';
 import {
   formatSeconds, INTERVAL_UNITS_HINT, isSignedInterval, MAX_INTERVAL_SECONDS, parseIntervalAt, signedIntervalMessage, unknownIntervalUnit,
@@ -53,6 +54,12 @@ export function parseHeartbeatArgs(argText: string, options: { minIntervalSecond
   }
   const notes: string[] = [];
   const intervalSeconds = interval.seconds;
+  checkHeartbeatInterval(intervalSeconds, options);
+  return { action: 'set', prompt, intervalSeconds, notes, economy };
+}
+
+/** The maximum and `heartbeat.min_interval_seconds` of a heartbeat's interval. @throws ScheduleInputError naming the bound */
+function checkHeartbeatInterval(intervalSeconds: number, options: { minIntervalSeconds: number }): void {
   if (intervalSeconds > MAX_INTERVAL_SECONDS) {
     throw new ScheduleInputError(`The interval ${formatSeconds(intervalSeconds)} is too long; the most is ${formatSeconds(MAX_INTERVAL_SECONDS)}.`, { field: 'interval' });
   }
@@ -62,7 +69,18 @@ export function parseHeartbeatArgs(argText: string, options: { minIntervalSecond
       { field: 'interval' },
     );
   }
-  return { action: 'set', prompt, intervalSeconds, notes, economy };
+}
+
+/**
+ * A heartbeat's interval given on its own, as a field (the agent's `schedules` tool): the units,
+ * maximum, minimum and their messages of `/heartbeat`.
+ * @returns seconds
+ * @throws ScheduleInputError
+ */
+export function parseHeartbeatInterval(text: string, options: { minIntervalSeconds: number }): number {
+  const seconds = parseIntervalField(text);
+  checkHeartbeatInterval(seconds, options);
+  return seconds;
 }
 
 export const HEARTBEAT_HELP = [

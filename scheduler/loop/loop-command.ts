@@ -136,16 +136,52 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
       { field: 'prompt' },
     );
   }
-  if (intervalSeconds !== null && intervalSeconds > MAX_INTERVAL_SECONDS) {
+  if (intervalSeconds !== null) checkLoopInterval(intervalSeconds, options);
+  return { action: 'set', prompt, intervalSeconds, times, until, notes, economy };
+}
+
+/** The maximum and `loops.min_interval_seconds` of a loop's interval. @throws ScheduleInputError naming the bound */
+function checkLoopInterval(intervalSeconds: number, options: Pick<LoopParseOptions, 'minIntervalSeconds'>): void {
+  if (intervalSeconds > MAX_INTERVAL_SECONDS) {
     throw new ScheduleInputError(`The interval ${formatSeconds(intervalSeconds)} is too long; the most is ${formatSeconds(MAX_INTERVAL_SECONDS)}.`, { field: 'interval' });
   }
-  if (intervalSeconds !== null && intervalSeconds < options.minIntervalSeconds) {
+  if (intervalSeconds < options.minIntervalSeconds) {
     throw new ScheduleInputError(
       `The interval ${formatSeconds(intervalSeconds)} is below the minimum of ${formatSeconds(options.minIntervalSeconds)} (loops.min_interval_seconds).`,
       { field: 'interval' },
     );
   }
-  return { action: 'set', prompt, intervalSeconds, times, until, notes, economy };
+}
+
+/**
+ * A loop's interval given on its own, as a field (`10m`, `1h30m`, `every 10 minutes`; the agent's
+ * `schedules` tool): the units, maximum, minimum and their messages of `/loop`.
+ * @returns seconds
+ * @throws ScheduleInputError for text that is not one interval, or one out of bounds
+ */
+export function parseLoopInterval(text: string, options: Pick<LoopParseOptions, 'minIntervalSeconds'>): number {
+  const seconds = parseIntervalField(text);
+  checkLoopInterval(seconds, options);
+  return seconds;
+}
+
+/**
+ * One interval written on its own (`[every] <interval>`), the units of the chat grammar.
+ * @throws ScheduleInputError naming what is wrong: a sign, zero, an unknown unit, extra words
+ */
+export function parseIntervalField(text: string, field = 'interval'): number {
+  const tokens = text.trim().split(/\s+/).filter((t) => t.length > 0);
+  const index = tokens[0]?.toLowerCase() === 'every' ? 1 : 0;
+  const interval = parseIntervalAt(tokens, index);
+  if (interval && index + interval.used === tokens.length) return interval.seconds;
+  const first = interval ? undefined : tokens[index]; // an interval with words after it is no interval
+  if (first !== undefined && isSignedInterval(first)) {
+    throw new ScheduleInputError(`"${first}" is not an interval: an interval has no sign; use ${INTERVAL_UNITS_HINT}.`, { field });
+  }
+  if (first !== undefined && looksLikeInterval(first)) throw new ScheduleInputError(`The interval "${first}" must be greater than zero.`, { field });
+  const unit = first === undefined ? undefined : unknownIntervalUnit(first);
+  if (unit !== undefined) throw new ScheduleInputError(`"${first}" is not an interval: unknown unit "${unit}"; use ${INTERVAL_UNITS_HINT}.`, { field });
+  throw new ScheduleInputError(`"${text.trim()}" is not an interval; use ${INTERVAL_UNITS_HINT}.`, { field });
 }
 
 /** Help text of `/loop`. */

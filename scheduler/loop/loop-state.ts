@@ -21,7 +21,7 @@
  *   number of judge failures in a row.
  */
 import type { LoopKind } from '../store/keys.ts';
-import { nextSelfPacedDelay, replyDigest } from './self-paced.ts';
+import { clampSelfPacedDelay, nextSelfPacedDelay, replyDigest } from './self-paced.ts';
 import type { MessagingRoute } from '../delivery/delivery-target.ts';
 import { addToTotals, formatSpend, NO_TOTALS, totalTokens, type ModelSpend, type SpendTotals } from '../model-spend.ts';
 
@@ -308,8 +308,11 @@ export function applyTick(
     failure?: string;
     /** `loops.max_consecutive_failures`: failed ticks or judge failures in a row before a pause; 0 = never. */
     maxConsecutiveFailures?: number;
-    /** Self-paced floor and ceiling in seconds (`loops.self_paced_*`; the config is their only source). */
-    pacing: { floorSeconds: number; ceilingSeconds: number };
+    /**
+     * Self-paced floor and ceiling in seconds (`loops.self_paced_*`; the config is their only source),
+     * and the delay the tick's agent asked for (the `schedules` tool's `next`), if it did.
+     */
+    pacing: { floorSeconds: number; ceilingSeconds: number; requestedSeconds?: number };
     /** What the tick's model calls cost (turn, judge, compaction). */
     spend?: ModelSpend;
     /** The watch's output had not changed: the tick ended without a model call. */
@@ -341,8 +344,11 @@ export function applyTick(
     ...(tick.unchanged ? { unchangedTicks: (loop.unchangedTicks ?? 0) + 1 } : {}),
     // A failed tick keeps the old digest, so the next tick runs the turn again even if the check is unchanged.
     ...(tick.watchDigest !== undefined && tick.failure === undefined ? { watchDigest: tick.watchDigest } : {}),
+    // Self-paced: the delay the agent asked for in this tick, clamped to the floor and ceiling; else the digest rule.
     delaySeconds:
-      loop.mode === 'self-paced'
+      loop.mode === 'self-paced' && pacing.requestedSeconds !== undefined && tick.failure === undefined
+        ? clampSelfPacedDelay(pacing.requestedSeconds, pacing.floorSeconds, pacing.ceilingSeconds)
+        : loop.mode === 'self-paced'
         ? nextSelfPacedDelay({
             currentDelaySeconds: loop.delaySeconds ?? pacing.floorSeconds,
             previousDigest: loop.lastDigest,

@@ -44,3 +44,12 @@ export function nextSelfPacedDelay(input: {
   if (input.previousDigest === null || input.previousDigest !== input.digest) return input.floorSeconds;
   return Math.min(input.ceilingSeconds, Math.max(input.floorSeconds, input.currentDelaySeconds * 2));
 }
+
+/**
+ * A delay the agent asked for (the `schedules` tool's `next`, in a self-paced loop's tick), kept
+ * between the floor and the ceiling (`loops.self_paced_floor_seconds`, `…_ceiling_seconds`).
+ * @returns whole seconds
+ */
+export function clampSelfPacedDelay(requestedSeconds: number, floorSeconds: number, ceilingSeconds: number): number {
+  return Math.min(ceilingSeconds, Math.max(floorSeconds, Math.round(requestedSeconds)));
+}
