@@ -338,7 +338,7 @@ async function jobTurn(job: CronJob, occurrenceId: string, dueAt: number, signal
   }
   const out = await deps.runners.agent.run({
     sessionId, messages, signal, surface, onEvent: sessionEventSink(deps, sessionId, { occurrenceId }),
-    model: job.model ?? undefined, kind: 'cron',
+    model: job.model ?? undefined, kind: 'cron', origin: job.origin,
   });
   return { reply: out.reply, spend: out.spend ?? NO_SPEND, unchanged: false, watch };
 }

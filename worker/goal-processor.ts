@@ -44,7 +44,7 @@ export async function processGoalContinuation(
     const input = buildGoalInput(goal, goalTurn!);
     const ran = await runSessionAgent(deps, turn, turnSignal, {
       sessionId, input, surface: goal.origin.surface, events: { kind: 'goal', tick: goalTurn, occurrenceId: turnId },
-      model: goal.model ?? undefined, kind: 'goal',
+      model: goal.model ?? undefined, kind: 'goal', origin: goal.origin,
     });
     if (ran === 'drained') {
       deps.metrics?.turnFinished('goal', 'aborted', (Date.now() - startedAt) / 1000);

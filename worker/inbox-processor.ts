@@ -89,7 +89,7 @@ export async function processInbox(
 
   return await runSessionTurn(deps, job, token, signal, sessionId, async (turnSignal, turn) => {
     const startedAt = Date.now();
-    const ran = await runSessionAgent(deps, turn, turnSignal, { sessionId, input: data.text, surface: data.origin.surface, events: { occurrenceId } });
+    const ran = await runSessionAgent(deps, turn, turnSignal, { sessionId, input: data.text, surface: data.origin.surface, origin: data.origin, events: { occurrenceId } });
     if (ran === 'drained') {
       await deps.sessions.appendEvent(sessionId, 'notice', {
         text: 'Your message was interrupted by a restart; it will be answered when a worker is back.', occurrenceId,

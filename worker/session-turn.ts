@@ -16,6 +16,7 @@ import type { Origin } from '../scheduler/loop/loop-state.ts';
 import { contextSurfaces, turnMessages } from './transcript-messages.ts';
 import { sessionEventSink } from './turn-events.ts';
 import type { ChatMessage } from './turn-runners/turn-runner.ts';
+import type { TurnKind } from './tools/tool.ts';
 import type { TrackedTurn } from './turn-tracker.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
@@ -68,9 +69,15 @@ export async function runSessionAgent(
   deps: WorkerDeps,
   turn: TrackedTurn,
   turnSignal: AbortSignal,
-  request: { sessionId: string; input: string; surface: Origin['surface']; events: Record<string, unknown>; model?: string; kind?: string },
+  request: {
+    sessionId: string; input: string; surface: Origin['surface']; events: Record<string, unknown>; model?: string;
+    /** `message` (default) or `goal`. */
+    kind?: Extract<TurnKind, 'message' | 'goal'>;
+    /** The message's or goal's origin (tools acting for the turn use it: the `schedules` tool). */
+    origin?: Origin;
+  },
 ): Promise<SessionAgentResult | 'drained'> {
-  const { sessionId, model, input, surface } = request;
+  const { sessionId, model, input, surface, origin } = request;
   const kind = request.kind ?? 'message';
   const transcript = await deps.sessions.transcript(sessionId);
   let spend: ModelSpend = NO_SPEND;
@@ -78,12 +85,14 @@ export async function runSessionAgent(
   try {
     // The turn answers to every surface whose text is in its context (provenance, `contextSurfaces`).
     const surfaces = contextSurfaces(surface, transcript);
-    const fitted = await fitSessionContext(deps, { sessionId, transcript, input, model, surface: surfaces, signal: turnSignal, kind, events: request.events });
+    const fitted = await fitSessionContext(deps, {
+      sessionId, transcript, input, model, surface: surfaces, signal: turnSignal, kind, events: request.events, turn: { kind, ...(origin ? { origin } : {}) },
+    });
     spend = fitted.spend;
     replaceTranscript = fitted.replace;
     const out = await deps.runners.agent.run({
       sessionId, messages: turnMessages(fitted.transcript, input), signal: turnSignal,
-      surface: surfaces, onEvent: sessionEventSink(deps, sessionId, request.events), model, kind,
+      surface: surfaces, onEvent: sessionEventSink(deps, sessionId, request.events), model, kind, origin,
     });
     return { reply: out.reply, steps: out.steps, spend: sumSpend(spend, out.spend ?? NO_SPEND), replaceTranscript };
   } catch (err) {

@@ -110,6 +110,8 @@ interface TurnRun {
   watchDigest: string | undefined;
   /** The compacted transcript the commit writes back. */
   replace: FittedContext['replace'];
+  /** A self-paced loop's agent asked for this delay to the next tick (`schedules` action `next`), seconds; clamped at the commit. */
+  nextTickSeconds?: number;
 }
 
 /**
@@ -272,7 +274,10 @@ async function runTurn(deps: WorkerDeps, tick: Tick, claimed: Claimed, signal: A
   let spend: ModelSpend = NO_SPEND;
   let replace: FittedContext['replace'];
   let watchDigest: string | undefined;
+  let nextTickSeconds: number | undefined;
   const surface = contextSurfaces(loop.origin.surface, transcript);
+  // What the turn is, for tools acting for it: a tick of this loop, from its origin (a self-paced one may pace itself).
+  const turnOf = { kind, origin: loop.origin, ...(loop.mode === 'self-paced' ? { selfPaced: true } : {}) };
   try {
     // `--watch` (`watch-check.ts`): an unchanged check ends the tick here, with no model call.
     if (loop.watch) {
@@ -291,7 +296,7 @@ async function runTurn(deps: WorkerDeps, tick: Tick, claimed: Claimed, signal: A
     // The turn answers to every surface whose text is in its context (provenance, `contextSurfaces`).
     if (loop.runner.kind === 'agent') {
       // The context budget before the turn (`context/session-context.ts`; docs/CONTEXT.md).
-      const fitted = await fitSessionContext(deps, { sessionId, transcript, input, model, surface, signal, kind, events });
+      const fitted = await fitSessionContext(deps, { sessionId, transcript, input, model, surface, signal, kind, events, turn: { ...turnOf } });
       ({ replace } = fitted);
       context = fitted.transcript;
       spend = sumSpend(spend, fitted.spend);
@@ -304,9 +309,9 @@ async function runTurn(deps: WorkerDeps, tick: Tick, claimed: Claimed, signal: A
       surface,
       onEvent: sessionEventSink(deps, sessionId, events),
       model,
-      kind,
+      ...turnOf,
     });
-    ({ reply, steps } = out);
+    ({ reply, steps, nextTickSeconds } = out);
     spend = sumSpend(spend, out.spend ?? NO_SPEND);
   } catch (err) {
     const ending = decideTurnEnding(turn);
@@ -330,7 +335,7 @@ async function runTurn(deps: WorkerDeps, tick: Tick, claimed: Claimed, signal: A
   }
   const finishedAt = Date.now();
   deps.metrics?.turnFinished(kind, failure ? 'failed' : 'ok', (finishedAt - startedAt) / 1000);
-  return { tickNumber, input, reply, steps, failure, until, startedAt, finishedAt, spend, unchanged: false, watchDigest, replace };
+  return { tickNumber, input, reply, steps, failure, until, startedAt, finishedAt, spend, unchanged: false, watchDigest, replace, nextTickSeconds };
 }
 
 /**
@@ -409,7 +414,11 @@ async function commit(deps: WorkerDeps, readAtStart: LoopRecord, t: TickCommitIn
       loopId: t.loopId, dueAt: t.dueAt, occurrenceId: t.occurrenceId, startedAt: t.startedAt, finishedAt: t.finishedAt,
       reply: t.reply, until: t.until, failure: t.failure?.message, maxConsecutiveFailures: deps.config.loops.max_consecutive_failures,
       spend: t.spend, unchanged: t.unchanged, watchDigest: t.watchDigest, overTurnBudget: t.failure?.kind === 'budget',
-      pacing: { floorSeconds: deps.config.loops.self_paced_floor_seconds, ceilingSeconds: deps.config.loops.self_paced_ceiling_seconds },
+      pacing: {
+        floorSeconds: deps.config.loops.self_paced_floor_seconds, ceilingSeconds: deps.config.loops.self_paced_ceiling_seconds,
+        // The agent's own pacing (`schedules` action `next`), clamped in `applyTick`.
+        ...(t.nextTickSeconds !== undefined ? { requestedSeconds: t.nextTickSeconds } : {}),
+      },
     });
     const stored = { ...next, version: fresh.version + 1 };
     const res = await deps.sessions.commitTurn(t.sessionId, {

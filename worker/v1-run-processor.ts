@@ -101,7 +101,7 @@ export async function processV1Run(
         // The operator's tools allowed from `v1`; the caller's request can never add one.
         const res = await deps.runners.agent.complete(job.data.messages, turnSignal, undefined, {
           ...(hasSystem ? { system: null } : {}),
-          surface: 'v1', kind: 'v1',
+          surface: 'v1', kind: 'v1', turn: { kind: 'v1' },
           // A run's usage is its answer's `usage`; per-call `model.called` events stay out of the run stream.
           onEvent: (e) => (e.type === 'model.called' ? undefined : runs.addEvent(runId, e.type, e.data)),
           // Streamed: every content delta becomes a `run.delta` event as it arrives (one connection,

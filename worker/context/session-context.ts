@@ -13,7 +13,7 @@
  */
 import type { TranscriptMessage } from '../../scheduler/session/session-store.ts';
 import { NO_SPEND, sumSpend, type ModelSpend } from '../../scheduler/model-spend.ts';
-import type { TurnSurfaces } from '../tools/tool.ts';
+import type { ToolTurn, TurnSurfaces } from '../tools/tool.ts';
 import { turnMessages } from '../transcript-messages.ts';
 import { sessionEventSink } from '../turn-events.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
@@ -38,12 +38,14 @@ export async function fitSessionContext(
   request: {
     sessionId: string; transcript: TranscriptMessage[]; input: string; model?: string; surface: TurnSurfaces;
     signal: AbortSignal; kind: string; events?: Record<string, unknown>;
+    /** The turn to come, so the estimate holds the tools (and system prompt) offered to it. */
+    turn?: ToolTurn;
   },
 ): Promise<FittedContext> {
   const runner = deps.runners.agent;
   const { transcript, input, model, surface } = request;
   const ctx = runner.contextOf(model);
-  const estimate = (messages: readonly TranscriptMessage[]) => runner.estimateTokens(model, [...turnMessages([...messages], input)], surface);
+  const estimate = (messages: readonly TranscriptMessage[]) => runner.estimateTokens(model, [...turnMessages([...messages], input)], surface, request.turn);
   let spend: ModelSpend = NO_SPEND;
   const fitted = await compactMessages<TranscriptMessage>(transcript, {
     // The input itself is part of the request: the transcript gets what is left of the threshold.

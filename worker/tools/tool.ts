@@ -5,6 +5,7 @@
  */
 import type { TOOL_SURFACES } from '../../scheduler/config/config.ts';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
+import type { Origin } from '../../scheduler/loop/loop-state.ts';
 
 /** Surfaces a turn can come from (`tools.allow_from` names them). */
 export type ToolSurface = (typeof TOOL_SURFACES)[number];
@@ -23,6 +24,29 @@ export function surfaceList(s: TurnSurfaces): readonly ToolSurface[] {
   return typeof s === 'string' ? [s] : s;
 }
 
+/** What a turn is: a user message, a loop or heartbeat tick, a goal continuation, a cron run, a `/v1` request. */
+export type TurnKind = 'message' | 'loop' | 'heartbeat' | 'goal' | 'cron' | 'v1';
+
+/**
+ * The turn a tool call belongs to, for a tool that acts for it (the `schedules` tool): what kind of
+ * turn, where its input came from, and what the tool asks of the turn's commit. One object per turn.
+ */
+export interface ToolTurn {
+  kind: TurnKind;
+  /** The surface and messaging route of its input (a tick's, goal's or cron job's origin for their turns). */
+  origin?: Origin;
+  /** A tick of a self-paced loop: its agent may set the delay to the next tick. */
+  selfPaced?: boolean;
+  /** Set by a tool during the turn: the delay to the next tick the agent asked for, seconds (clamped at the commit). */
+  nextTickSeconds?: number;
+}
+
+/** Who asks for a tool: the surfaces the turn answers to (its own first) and the turn, when it is one. */
+export interface ToolScope {
+  surfaces: readonly ToolSurface[];
+  turn?: ToolTurn;
+}
+
 /** A JSON Schema of a tool's parameters (type `object`). */
 export type ToolParameters = Record<string, unknown>;
 
@@ -30,6 +54,10 @@ export type ToolParameters = Record<string, unknown>;
 export interface ToolCallContext {
   sessionId: string;
   surface: ToolSurface;
+  /** Every surface the turn answers to, `surface` first (absent: `surface` alone). */
+  surfaces?: readonly ToolSurface[];
+  /** The turn the call belongs to; absent for a call outside a turn (a `--watch` check, a judge). */
+  turn?: ToolTurn;
   /** Aborted at the call's timeout or when the turn is aborted; tools stop at once (child processes included). */
   signal: AbortSignal;
   /** Bytes of result the model will see; tools may stop reading past this. */
@@ -51,6 +79,13 @@ export interface AgentTool {
   groups: string[];
   /** Own timeout, ms (a command's `timeout_seconds`); default `tools.timeout_seconds`. */
   timeoutMs?: number;
+  /**
+   * Why the tool is kept from a turn besides `tools.allow_from` (which the toolbox applies), or
+   * `undefined` when it is offered: such a tool is not offered, and refused with this when called.
+   */
+  refusal?(scope: ToolScope): string | undefined;
+  /** A short paragraph for the system prompt of a turn the tool is offered to, if it has one for that turn. */
+  promptNote?(scope: ToolScope): string | undefined;
   /**
    * Run the call.
    * @returns the result text the model sees (cut to `maxResultBytes` by the caller)

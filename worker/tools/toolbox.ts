@@ -27,7 +27,7 @@ import { commandTool } from './command-tool.ts';
 import { fileTools } from './file-tools.ts';
 import { httpTool } from './http-tool.ts';
 import { scheduleStatusTool, type ScheduleStatusSources } from './schedule-status-tool.ts';
-import { surfaceList, type AgentTool, type ToolSurface, type TurnSurfaces } from './tool.ts';
+import { surfaceList, type AgentTool, type ToolSurface, type ToolTurn, type TurnSurfaces } from './tool.ts';
 
 /** Tools that appear and disappear at run time (MCP servers). */
 export interface ToolSource {
@@ -138,17 +138,27 @@ export class Toolbox {
     return surfaceList(surface).find((s) => !this.allowFrom[group]!.includes(s));
   }
 
-  /** The tools a turn from `surface` may use. */
-  forSurface(surface: TurnSurfaces): AgentTool[] {
-    return this.all().filter((t) => this.allowed(t, surface));
+  /**
+   * The tools a turn from `surface` may use; with `turn`, also those a tool keeps from turns of its
+   * kind are left out (`AgentTool.refusal`).
+   */
+  forSurface(surface: TurnSurfaces, turn?: ToolTurn): AgentTool[] {
+    const scope = { surfaces: surfaceList(surface), turn };
+    return this.all().filter((t) => this.allowed(t, surface) && t.refusal?.(scope) === undefined);
   }
 
   /** Chat Completions `tools` for a turn from `surface`. */
-  definitions(surface: TurnSurfaces): FunctionToolDefinition[] {
-    return this.forSurface(surface).map((t) => ({
+  definitions(surface: TurnSurfaces, turn?: ToolTurn): FunctionToolDefinition[] {
+    return this.forSurface(surface, turn).map((t) => ({
       type: 'function' as const,
       function: { name: t.name, description: t.description, parameters: t.parameters },
     }));
+  }
+
+  /** The system prompt paragraphs of the tools offered to a turn (`AgentTool.promptNote`). */
+  promptNotes(surface: TurnSurfaces, turn?: ToolTurn): string[] {
+    const scope = { surfaces: surfaceList(surface), turn };
+    return this.forSurface(surface, turn).flatMap((t) => t.promptNote?.(scope) ?? []);
   }
 
   /**
@@ -158,7 +168,7 @@ export class Toolbox {
   async call(
     name: string,
     rawArguments: string,
-    ctx: { sessionId: string; surface: TurnSurfaces; signal: AbortSignal },
+    ctx: { sessionId: string; surface: TurnSurfaces; signal: AbortSignal; turn?: ToolTurn },
   ): Promise<ToolCallResult> {
     const started = Date.now();
     const done = (content: string, error?: ToolError): ToolCallResult => {
@@ -171,6 +181,9 @@ export class Toolbox {
     if (refusing !== undefined) {
       return done('', new ToolError(`Tool "${name}" is not allowed from ${refusing}.`, { kind: 'refused', tool: name }));
     }
+    const surfaces = surfaceList(ctx.surface);
+    const kept = tool.refusal?.({ surfaces, turn: ctx.turn });
+    if (kept !== undefined) return done('', new ToolError(kept, { kind: 'refused', tool: name }));
     let args: Record<string, unknown>;
     try {
       const parsed: unknown = rawArguments.trim() === '' ? {} : JSON.parse(rawArguments);
@@ -198,7 +211,10 @@ export class Toolbox {
     stopped.catch(() => {});
     try {
       const out = await Promise.race([
-        tool.call(args, { sessionId: ctx.sessionId, surface: surfaceList(ctx.surface)[0]!, signal: controller.signal, maxResultBytes: this.maxResultBytes, timeoutMs }),
+        tool.call(args, {
+          sessionId: ctx.sessionId, surface: surfaces[0]!, surfaces, ...(ctx.turn ? { turn: ctx.turn } : {}),
+          signal: controller.signal, maxResultBytes: this.maxResultBytes, timeoutMs,
+        }),
         stopped,
       ]);
       return done(out);

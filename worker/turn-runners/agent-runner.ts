@@ -50,7 +50,7 @@ import {
   TokenCalibration, estimateMessagesTokens, estimateTextTokens, type EstimableMessage,
 } from '../context/token-estimate.ts';
 import type { Toolbox } from '../tools/toolbox.ts';
-import type { TurnSurfaces } from '../tools/tool.ts';
+import type { ToolTurn, TurnSurfaces } from '../tools/tool.ts';
 import { contextRefusal, isTransient, retryingFetch, untilAborted } from './model-transport.ts';
 import type {
   ChatMessage, ModelCallEvent, ModelCallPurpose, ToolCallRecord, TurnEvent, TurnOutput, TurnRequest, TurnRunner,
@@ -118,6 +118,11 @@ export const REFUSED_FIT_SHARE = 0.5;
 export const SYSTEM_PROMPT =
   'You are Hermes, an agent that runs unattended tasks for its user. Be concise and factual; say what you checked.';
 
+/** The system prompt of a turn: `SYSTEM_PROMPT`, then a paragraph of each tool offered to it that has one. */
+export function systemPromptWith(notes: readonly string[]): string {
+  return [SYSTEM_PROMPT, ...notes].join('\n\n');
+}
+
 /** System prompt of a compaction summary. */
 export const SUMMARY_PROMPT = [
   'You summarise part of a conversation between a user and Hermes, an agent that runs unattended tasks, so the conversation can go on without it.',
@@ -152,6 +157,11 @@ export interface CompleteOptions {
   kind?: string;
   /** What the turn already spent (a summary, the turn before its judge): counted against `agent.max_tokens_per_turn`. */
   spentBefore?: ModelSpend;
+  /**
+   * The turn the calls belong to (`run()` sets it): tools that act for a turn see it, and are
+   * offered only with it. A judge or a summary is no turn.
+   */
+  turn?: ToolTurn;
 }
 
 /** Options of `summarise()`. */
@@ -252,11 +262,19 @@ export class AgentRunner implements TurnRunner {
 
   /** One agent turn, tools included. */
   async run(request: TurnRequest): Promise<TurnOutput> {
+    const turn: ToolTurn = {
+      kind: request.kind ?? 'message',
+      ...(request.origin ? { origin: request.origin } : {}),
+      ...(request.selfPaced ? { selfPaced: true } : {}),
+    };
     const res = await this.complete(request.messages, request.signal, request.sessionId, {
       surface: request.surface ?? 'cli', onEvent: request.onEvent, onDelta: request.onDelta,
-      model: request.model, kind: request.kind, purpose: 'turn',
+      model: request.model, kind: request.kind, purpose: 'turn', turn,
     });
-    return { reply: res.content, steps: res.steps, usage: res.usage, spend: res.spend };
+    return {
+      reply: res.content, steps: res.steps, usage: res.usage, spend: res.spend,
+      ...(turn.nextTickSeconds !== undefined ? { nextTickSeconds: turn.nextTickSeconds } : {}),
+    };
   }
 
   /**
@@ -272,12 +290,13 @@ export class AgentRunner implements TurnRunner {
 
   /**
    * Tokens a turn's request would take (calibrated estimate): the system prompt, `messages`, and
-   * the definitions of the tools offered to `surface`.
+   * the definitions of the tools offered to `surface` (and to `turn`, when given).
    * @throws TurnError `config` for an unknown model name
    */
-  estimateTokens(modelName: string | undefined, messages: readonly EstimableMessage[], surface?: TurnSurfaces): number {
+  estimateTokens(modelName: string | undefined, messages: readonly EstimableMessage[], surface?: TurnSurfaces, turn?: ToolTurn): number {
     const target = this.resolve(modelName);
-    return this.calibration.scale(target.id, rawRequestTokens(SYSTEM_PROMPT, messages, this.toolsFor(surface)));
+    const tools = this.toolsFor(surface, turn);
+    return this.calibration.scale(target.id, rawRequestTokens(this.systemFor(surface, turn, tools), messages, tools));
   }
 
   /**
@@ -321,9 +340,10 @@ export class AgentRunner implements TurnRunner {
    */
   async complete(messages: ChatMessage[], signal: AbortSignal, sessionId?: string, options: CompleteOptions = {}): Promise<Completion> {
     const target = this.resolve(options.model, sessionId);
-    const system = options.system === undefined ? SYSTEM_PROMPT : options.system;
     const surface = options.surface;
-    const tools = this.toolsFor(surface);
+    const tools = this.toolsFor(surface, options.turn);
+    // A tool offered to the turn may add a paragraph (the `schedules` tool: that the agent can schedule, and how the user undoes it).
+    const system = options.system !== undefined ? options.system : this.systemFor(surface, options.turn, tools);
     const scopeInput = { sessionId, kind: options.kind, purpose: options.purpose ?? 'turn', onEvent: options.onEvent, target };
     return await this.inScope(signal, scopeInput, async (scope) => {
       const turnSignal = scope.signal;
@@ -364,7 +384,7 @@ export class AgentRunner implements TurnRunner {
         convo.push(assistant);
         const results = await Promise.all(toolCalls.map((call) => {
           calls += 1;
-          return this.runCall(call, calls, { sessionId: sessionId ?? '', surface: surface!, signal: turnSignal }, options.onEvent);
+          return this.runCall(call, calls, { sessionId: sessionId ?? '', surface: surface!, signal: turnSignal, turn: options.turn }, options.onEvent);
         }));
         if (turnSignal.aborted) throw turnSignal.reason;
         for (const r of results) {
@@ -388,9 +408,14 @@ export class AgentRunner implements TurnRunner {
     );
   }
 
+  /** The system prompt of a turn offered `tools`: `SYSTEM_PROMPT` and the paragraphs of those tools that have one. */
+  private systemFor(surface: TurnSurfaces | undefined, turn: ToolTurn | undefined, tools: readonly ChatCompletionTool[]): string {
+    return tools.length > 0 && surface && this.toolbox ? systemPromptWith(this.toolbox.promptNotes(surface, turn)) : SYSTEM_PROMPT;
+  }
+
   /** Tool definitions offered to `surface` (none without a surface, a toolbox, or a call budget). */
-  private toolsFor(surface: TurnSurfaces | undefined): ChatCompletionTool[] {
-    return surface && this.toolbox && this.maxToolCalls > 0 ? this.toolbox.definitions(surface) : [];
+  private toolsFor(surface: TurnSurfaces | undefined, turn?: ToolTurn): ChatCompletionTool[] {
+    return surface && this.toolbox && this.maxToolCalls > 0 ? this.toolbox.definitions(surface, turn) : [];
   }
 
   /**
@@ -574,7 +599,7 @@ export class AgentRunner implements TurnRunner {
   private async runCall(
     call: ToolCallRecord,
     n: number,
-    ctx: { sessionId: string; surface: TurnSurfaces; signal: AbortSignal },
+    ctx: { sessionId: string; surface: TurnSurfaces; signal: AbortSignal; turn?: ToolTurn },
     onEvent: CompleteOptions['onEvent'],
   ): Promise<ChatMessage> {
     const shownArgs = call.arguments.slice(0, EVENT_ARGUMENTS_MAX_CHARS);

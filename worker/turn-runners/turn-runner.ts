@@ -4,7 +4,8 @@
  * possibly after calling the operator's tools (their calls and results are
  * returned as `steps`, so they go into the transcript with the reply).
  */
-import type { TurnSurfaces } from '../tools/tool.ts';
+import type { TurnKind, TurnSurfaces } from '../tools/tool.ts';
+import type { Origin } from '../../scheduler/loop/loop-state.ts';
 import type { ModelSpend } from '../../scheduler/model-spend.ts';
 import type { CompactionReport } from '../context/compaction.ts';
 
@@ -66,8 +67,15 @@ export interface TurnRequest {
   onDelta?: (text: string) => void;
   /** A model the operator declared (`agent.models.<name>`); default the primary `agent.model`. */
   model?: string;
-  /** What the turn is, for metrics labels (`hermes_model_*{kind}`). Default `message`. */
-  kind?: string;
+  /**
+   * What the turn is: metrics labels (`hermes_model_*{kind}`), and what a tool acting for the turn
+   * may do (the `schedules` tool: `tools.schedules.allow_from`). Default `message`.
+   */
+  kind?: TurnKind;
+  /** Where its input came from: a message's origin, or the loop's, goal's or cron job's (tools acting for the turn use it). */
+  origin?: Origin;
+  /** A tick of a self-paced loop: the agent may set the delay to the next tick (`TurnOutput.nextTickSeconds`). */
+  selfPaced?: boolean;
 }
 
 /** What a turn produced. */
@@ -80,6 +88,8 @@ export interface TurnOutput {
   usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
   /** What the turn's model calls cost; absent = it made none (a command turn). */
   spend?: ModelSpend;
+  /** A self-paced loop's tick: the delay to the next tick its agent asked for, seconds (not clamped yet). */
+  nextTickSeconds?: number;
 }
 
 /**
