@@ -40,7 +40,8 @@ describe('chaos counts', () => {
       { chatId: '1', occurrenceId: 'r1', text: long, seq: 1 },
       { chatId: '1', occurrenceId: 'r2', text: 'notice', seq: 2 },
     ];
-    const inOrder = [{ chat_id: '1', text: 'x'.repeat(4095) }, { chat_id: '1', text: 'end' }, { chat_id: '1', text: 'notice' }];
+    // The gateway cuts at the line break and keeps it with the first part (their texts joined are the reply).
+    const inOrder = [{ chat_id: '1', text: `${'x'.repeat(4095)}\n` }, { chat_id: '1', text: 'end' }, { chat_id: '1', text: 'notice' }];
     expect(countReplies(inOrder, queued)).toMatchObject({ parts: 3, duplicateReplies: 0, outOfOrder: 0, unsentParts: 0 });
     const between = [inOrder[0]!, inOrder[2]!, inOrder[1]!, inOrder[1]!];
     expect(countReplies(between, queued)).toMatchObject({ duplicateReplies: 1, outOfOrder: 1, unsentParts: 0 });
