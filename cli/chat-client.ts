@@ -5,7 +5,7 @@
  * first prints what it missed since the last event it saw; that position is
  * kept in `$HERMES_HOME/clients/<session>.last-event-id`.
  *
- * Ctrl+C while a loop wakeup turn runs pauses the loop (SPEC §4); otherwise it
+ * Ctrl+C while a loop wakeup turn runs pauses the loop (docs/DESIGN.md §4); otherwise it
  * detaches like Ctrl+D.
  */
 import { openRedisClient } from '../scheduler/store/redis/connection-factory.ts';
@@ -131,7 +131,7 @@ export async function runChat(
       // A second Ctrl+C while waiting for answers: stop waiting.
       hurry = true;
     } else if (runningTick !== undefined) {
-      // SPEC §4: interrupting a wakeup turn pauses the loop. The loop is paused first, so no next
+      // docs/DESIGN.md §4: interrupting a wakeup turn pauses the loop. The loop is paused first, so no next
       // tick starts; then that tick's turn (and its processes) is aborted on whichever worker runs
       // it. The request names the tick's occurrence: a turn that started since is never hit.
       const occurrenceId = runningTick;

@@ -1,6 +1,6 @@
 /**
  * The cron part of the gateway's `/api`, backed by `CronService`. Jobs made
- * over HTTP are never trusted: they cannot carry a `--script` (SPEC §3).
+ * over HTTP are never trusted: they cannot carry a `--script` (docs/DESIGN.md §3).
  */
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config/config.ts';

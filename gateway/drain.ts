@@ -1,5 +1,5 @@
 /**
- * Drain of the gateway (SPEC §9).
+ * Drain of the gateway (docs/DESIGN.md §9).
  *
  * The gateway runs no turns itself; what it holds in flight are `/v1` callers
  * waiting for runs that workers execute. On SIGTERM/SIGINT it stops taking new

@@ -1,6 +1,6 @@
 /**
  * The gateway process (`hermes gateway`, and part of `hermes up`): a sidecar
- * that only relays messages (SPEC §1, §8). It holds no schedule and no session
+ * that only relays messages (docs/DESIGN.md §1, §8). It holds no schedule and no session
  * state — everything it relays is in Redis before it is acknowledged — so
  * restarting it loses nothing.
  *
@@ -9,7 +9,7 @@
  * - platform adapters, loaded lazily through the platform registry and kept
  *   alive by the reconnect watcher (Telegram when `telegram.bot_token` is set).
  *
- * Drain (SPEC §9): `drain()` stops taking new work and waits for in-flight `/v1`
+ * Drain (docs/DESIGN.md §9): `drain()` stops taking new work and waits for in-flight `/v1`
  * callers up to `agent.cron_drain_timeout`; `close()` then releases everything.
  */
 import { randomBytes } from 'node:crypto';

@@ -1,5 +1,5 @@
 /**
- * SIGTERM/SIGINT handling of a gateway process (SPEC §9): the first signal
+ * SIGTERM/SIGINT handling of a gateway process (docs/DESIGN.md §9): the first signal
  * drains (stop taking work, let `/v1` runs finish within
  * `agent.cron_drain_timeout`), closes and exits 0; a second signal exits 1 at once.
  */

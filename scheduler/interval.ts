@@ -1,5 +1,5 @@
 /**
- * Interval tokens of the chat grammar (SPEC §4, §5).
+ * Interval tokens of the chat grammar (docs/DESIGN.md §4, §5).
  *
  * Compact tokens: `30s`, `5m`, `2h`, `1d`, `1h30m`, `1.5h`, `10min`, `45sec`.
  * Phrases (two tokens): `10 minutes`, `1.5 hours`, `90 seconds`.

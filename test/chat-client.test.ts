@@ -80,7 +80,7 @@ describe('chat client', () => {
 });
 
 describe('Ctrl+C in hermes chat', () => {
-  it('during a wakeup turn pauses the loop (SPEC §4) and stops the running turn', async () => {
+  it('during a wakeup turn pauses the loop (docs/DESIGN.md §4) and stops the running turn', async () => {
     const { spawn } = await import('node:child_process');
     const { HERMES_BIN, SPAWN_START_TIMEOUT_MS } = await import('./support/stack.ts');
     const env = testEnv();

@@ -1,4 +1,4 @@
-/** Configuration (SPEC §10): defaults, file, environment, clear errors naming the key. */
+/** Configuration (docs/DESIGN.md §10): defaults, file, environment, clear errors naming the key. */
 import { describe, expect, it } from 'vitest';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,7 +9,7 @@ import { ConfigError } from '../scheduler/errors/config-error.ts';
 const home = () => mkdtempSync(join(tmpdir(), 'hermes-config-'));
 
 describe('loadConfig', () => {
-  it('has the SPEC defaults', () => {
+  it('has the defaults of docs/DESIGN.md', () => {
     const c = loadConfig({ env: { HERMES_HOME: home() } });
     expect(c.loops).toMatchObject({
       min_interval_seconds: 30,

@@ -1,5 +1,5 @@
 /**
- * `hermes cron` (SPEC §7): every subcommand through the command layer, exit
+ * `hermes cron` (docs/DESIGN.md §7): every subcommand through the command layer, exit
  * codes (0 ok, 1 findings/errors, 2 bad input), `--json` shapes, and `next`
  * agreeing with real fire times without Redis, also as a real process with
  * another TZ.

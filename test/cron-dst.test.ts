@@ -1,5 +1,5 @@
 /**
- * DST and time-zone compliance of cron fire times (SPEC §7 Time zones; cases in
+ * DST and time-zone compliance of cron fire times (docs/DESIGN.md §7 Time zones; cases in
  * test/fixtures/dst.json, a copy of ../shared/cases/dst.json, each from a public
  * bug report). Every path that decides a fire time is checked: the engine,
  * the `hermes cron next` preview and the BullMQ repeat strategy — in this

@@ -1,5 +1,5 @@
 /**
- * Exactly once per occurrence across a fleet (SPEC §7; field report F10):
+ * Exactly once per occurrence across a fleet (docs/DESIGN.md §7; field report F10):
  * several workers on one Redis, real BullMQ, every occurrence runs once and
  * is delivered once.
  */

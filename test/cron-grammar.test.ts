@@ -10,7 +10,7 @@ const opts = { tz: 'UTC', now: NOW, minIntervalSeconds: 60 };
 const parse = (s: string, o: Partial<typeof opts> = {}) => parseSchedule(s, { ...opts, ...o });
 const next3 = (s: string, tz = 'UTC') => nextOccurrences(parse(s, { tz }), tz, NOW, 3).map(isoUtc);
 
-describe('cron schedule grammar: intervals (SPEC §7)', () => {
+describe('cron schedule grammar: intervals (docs/DESIGN.md §7)', () => {
   it.each([
     ['30m', 1_800_000, 'every 30m'],
     ['every 2h', 7_200_000, 'every 2h'],
@@ -98,7 +98,7 @@ describe('cron schedule grammar: cron expressions', () => {
   });
 });
 
-describe('cron schedule grammar: every bad input gets a specific error (SPEC §11)', () => {
+describe('cron schedule grammar: every bad input gets a specific error (docs/DESIGN.md §11)', () => {
   it.each([
     ['', /A schedule is required/],
     ['   ', /A schedule is required/],

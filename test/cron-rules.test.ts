@@ -1,5 +1,5 @@
 /**
- * The cron rules of SPEC §7 as pure functions with an injected clock: misfire
+ * The cron rules of docs/DESIGN.md §7 as pure functions with an injected clock: misfire
  * (grace window, once, skip, never before due), occurrence coalescing after an
  * outage (the repeat strategy, the record's next run, the worker's decision),
  * and `--repeat` accounting of runs, skips and manual runs. No Redis, no
@@ -46,7 +46,7 @@ function runOf(job: CronJob, dueAt: number, f: { status?: CronRun['status']; tri
   };
 }
 
-describe('misfire: grace window, once, skip (SPEC §7 Misfires)', () => {
+describe('misfire: grace window, once, skip (docs/DESIGN.md §7 Misfires)', () => {
   it('the grace window is half the period at the occurrence, clamped to [min, max]; a one-shot gets the max', () => {
     expect(graceWindowMs(10 * MIN, GRACE)).toBe(5 * MIN);
     expect(graceWindowMs(MIN, GRACE)).toBe(120_000); // half is 30 s: the lower clamp

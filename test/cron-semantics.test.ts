@@ -1,5 +1,5 @@
 /**
- * Cron semantics against a real Redis and real BullMQ workers (SPEC §7):
+ * Cron semantics against a real Redis and real BullMQ workers (docs/DESIGN.md §7):
  * croner fire times, run records, delivery, `[SILENT]`, `--repeat`, misfire
  * skip/once after an outage, overlap skip and queue, pause/remove with the next
  * job already waiting, and field reports F11 and F12. The rules themselves are
@@ -248,7 +248,7 @@ describe('cron runs (real BullMQ)', () => {
   });
 });
 
-describe('misfires after an outage (SPEC §7 Misfires)', () => {
+describe('misfires after an outage (docs/DESIGN.md §7 Misfires)', () => {
   // Every 2 s with a grace of 1.5 s (the lower clamp; half the period is 1 s). The outage lasts until
   // 0.3 s after the second occurrence: both are missed, and the job scheduler holds only the first (the
   // next job is made when one is picked up). The worker starts 1.7 s before the third is due.
@@ -369,7 +369,7 @@ describe('F12: a manual run does not move the next run', () => {
   });
 });
 
-describe('overlap (SPEC §7 Overlap)', () => {
+describe('overlap (docs/DESIGN.md §7 Overlap)', () => {
   it('a job still running when due again is skipped, never run in parallel', async () => {
     const held = await heldModel();
     const { api, worker, runsOf } = setup({ 'agent.base_url': held.model.baseUrl });

@@ -1,5 +1,5 @@
 /**
- * The management API under `/api` (SPEC §8): schedules through the real
+ * The management API under `/api` (docs/DESIGN.md §8): schedules through the real
  * LoopService and BullMQ job schedulers, cron routes against the `CronApi`
  * contract, and a session's event stream as SSE with `Last-Event-ID` resume.
  */

@@ -1,5 +1,5 @@
 /**
- * Drain of the gateway on SIGTERM (SPEC §9; field report F9 and the old
+ * Drain of the gateway on SIGTERM (docs/DESIGN.md §9; field report F9 and the old
  * system's "/v1 runs killed after 0.00 s" bug): `/v1` runs get
  * `agent.cron_drain_timeout`, not the chat budget; 0 opts them out and the
  * caller gets a 503 at once; after the deadline the caller gets a 503, never a

@@ -1,5 +1,5 @@
 /**
- * Platform plugin loading and the reconnect watcher (SPEC §8), pinned to the
+ * Platform plugin loading and the reconnect watcher (docs/DESIGN.md §8), pinned to the
  * three fixes of the old system's #133289: re-gate before re-arming, never
  * stack loads while one hangs, at most 3 re-arms; backoff 30 → 60 → 120 → 240 → 300 s.
  * Small backoffs via config; the Telegram case uses the real adapter and grammY.

@@ -1,5 +1,5 @@
 /**
- * Telegram relay of the gateway (SPEC §8; field reports F7, F8) with the real
+ * Telegram relay of the gateway (docs/DESIGN.md §8; field reports F7, F8) with the real
  * grammY client against a local server speaking the Bot API, real Redis and
  * BullMQ. Crash cases run the gateway that dies as a child process and SIGKILL
  * it; the gateway that comes after it runs in-process.
@@ -49,7 +49,7 @@ function outboundQueue(env: TestEnv): Queue<TelegramOutboundData> {
   return q;
 }
 
-describe('inbound (SPEC §8)', () => {
+describe('inbound (docs/DESIGN.md §8)', () => {
   it('F7: 5 messages sent while the gateway is down reach the agent after it starts, once each, in order', async () => {
     const env = setup();
     const texts = ['one', 'two', '/loop 1m check the build', 'four', 'five'];
@@ -217,7 +217,7 @@ describe('one poller per bot token (F8)', () => {
   });
 });
 
-describe('outbound (SPEC §8)', () => {
+describe('outbound (docs/DESIGN.md §8)', () => {
   it('splits a long reply at 4096 characters, records the message ids as evidence, and sends an occurrence once', async () => {
     const env = setup();
     await gateway(env);

@@ -1,5 +1,5 @@
 /**
- * The OpenAI-compatible `/v1` API of the gateway (SPEC §8, §11), end to end:
+ * The OpenAI-compatible `/v1` API of the gateway (docs/DESIGN.md §8, §11), end to end:
  * real express over loopback, real BullMQ `v1-runs` queue and worker
  * (`processV1Run`), real `openai` client, a local model server.
  */
@@ -59,7 +59,7 @@ afterAll(async () => {
   env?.cleanup();
 });
 
-describe('/v1 auth (SPEC §8)', () => {
+describe('/v1 auth (docs/DESIGN.md §8)', () => {
   it('refuses a request without a key with 401 and an OpenAI-style error', async () => {
     const res = await fetch(url('/v1/models'));
     expect(res.status).toBe(401);

@@ -1,5 +1,5 @@
 /**
- * The design card's import rules (SPEC §2) and no import cycles:
+ * The design card's import rules (docs/DESIGN.md §2) and no import cycles:
  * scheduler/ imports none of the others; worker/ and gateway/ import
  * scheduler/ but never each other; nothing imports cli/, test/ or ops/.
  * Outside the tests, stores and services are built only by

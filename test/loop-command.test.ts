@@ -6,7 +6,7 @@ import { parseIntervalToken, formatSeconds } from '../scheduler/interval.ts';
 
 const opts = { minIntervalSeconds: 30, maxPromptChars: 1000 };
 
-describe('/loop grammar (SPEC §4)', () => {
+describe('/loop grammar (docs/DESIGN.md §4)', () => {
   it('parses a fixed interval and the prompt', () => {
     expect(parseLoopArgs('10m watch the CI build', opts)).toEqual({
       action: 'set', prompt: 'watch the CI build', intervalSeconds: 600, times: null, until: null, notes: [], economy: {},

@@ -113,7 +113,7 @@ describe('loop ticks as turns', () => {
   });
 });
 
-describe('stop rules (SPEC §4)', () => {
+describe('stop rules (docs/DESIGN.md §4)', () => {
   it('a LOOP_COMPLETE line finishes the loop and removes its scheduler', async () => {
     const { env, c } = setup();
     await worker(env);

@@ -1,4 +1,4 @@
-/** Pure loop state transitions (SPEC §4): fire decisions, stop order, self-paced cadence. */
+/** Pure loop state transitions (docs/DESIGN.md §4): fire decisions, stop order, self-paced cadence. */
 import { describe, expect, it } from 'vitest';
 import { applyTick, createLoop, decideFire, hasLoopComplete, resumeDueAt, resumeLoop, pauseLoop, type LoopRecord } from '../scheduler/loop/loop-state.ts';
 import { nextSelfPacedDelay, normaliseReply, replyDigest } from '../scheduler/loop/self-paced.ts';

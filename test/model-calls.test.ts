@@ -1,5 +1,5 @@
 /**
- * Model calls of the `agent` runner (SPEC §12): the real `openai` client
+ * Model calls of the `agent` runner (docs/DESIGN.md §12): the real `openai` client
  * against the local model server over loopback (no Redis). Retries by the
  * client (429 with Retry-After, 5xx, connection errors) and how their waits
  * end with the turn; fallback models; usage events and the turn's spend

@@ -1,5 +1,5 @@
 /**
- * No silent writes (SPEC §6): a state change is confirmed by Redis before the
+ * No silent writes (docs/DESIGN.md §6): a state change is confirmed by Redis before the
  * reply claims it. A read-only replica or a stopped server gives the user an
  * error and a WARNING in the log, never a confirmation, and changes nothing.
  */

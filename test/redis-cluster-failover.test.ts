@@ -1,5 +1,5 @@
 /**
- * A master failover on Redis Cluster (SPEC §2): a local cluster of three
+ * A master failover on Redis Cluster (docs/DESIGN.md §2): a local cluster of three
  * masters with one replica each, `cluster-node-timeout` 1000 ms, `redis.shards`
  * 6. Loops (command turns that append their tick number to a file) run on one
  * session per shard; the master that owns some of the shards is SIGKILLed and

@@ -1,5 +1,5 @@
 /**
- * Redis Cluster with a sharded key space (SPEC §2): a local three-master
+ * Redis Cluster with a sharded key space (docs/DESIGN.md §2): a local three-master
  * cluster started by this file, `redis.shards` 6. Every session and cron job
  * lives on one shard (records, locks, streams, its `ticks` and `inbox`
  * queues), the shards spread over the masters, and workers consume every

@@ -1,5 +1,5 @@
 /**
- * A Sentinel-managed primary (SPEC §2): one primary, one replica and one
+ * A Sentinel-managed primary (docs/DESIGN.md §2): one primary, one replica and one
  * sentinel started by this file. The primary is killed; the sentinel promotes
  * the replica and the fleet follows it, with no setting changed.
  */

@@ -7,7 +7,7 @@ function spin(ms: number): void {
   while (Date.now() < until);
 }
 
-describe('sleepUntil (SPEC §7: nothing that is not yet due fires early)', () => {
+describe('sleepUntil (docs/DESIGN.md §7: nothing that is not yet due fires early)', () => {
   it('never resolves before the wall clock reaches the due time, even after synchronous work', async () => {
     const early: number[] = [];
     for (let i = 0; i < 40; i++) {

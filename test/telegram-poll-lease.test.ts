@@ -1,5 +1,5 @@
 /**
- * The one-poller-per-bot-token lease across crashes (SPEC §8): a gateway
+ * The one-poller-per-bot-token lease across crashes (docs/DESIGN.md §8): a gateway
  * restarted after a SIGKILL polls again within 5 s of its start (from its start
  * resolving, as a process prints READY, to the getUpdates that serves the waiting
  * message), with the lease at its default length, while two live gateways still

@@ -1,5 +1,5 @@
 /**
- * Drain of a worker process on SIGTERM (SPEC §9, F9): scheduled work (cron
+ * Drain of a worker process on SIGTERM (docs/DESIGN.md §9, F9): scheduled work (cron
  * ticks, loop ticks, `/v1` runs) may finish within `agent.cron_drain_timeout`;
  * chat turns get `agent.restart_drain_timeout` (default 0: interrupted at
  * once, handed back, the user told). F9 runs `hermes worker` as a process and

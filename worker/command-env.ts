@@ -14,7 +14,7 @@
  *      `HERMES_CRON_JOB_ID`, …), which win over everything above.
  * So `API_SERVER_KEY`, `OPENAI_API_KEY`, `TELEGRAM_BOT_TOKEN`, `REDIS_URL` and
  * every other secret of the worker reach a command only when the operator
- * names it in config. Config is trusted (SPEC §3); chat and `/v1` input can
+ * names it in config. Config is trusted (docs/DESIGN.md §3); chat and `/v1` input can
  * set none of this.
  */
 

@@ -1,5 +1,5 @@
 /**
- * Delivery of a cron run's reply to its targets (SPEC §7 Delivery). The
+ * Delivery of a cron run's reply to its targets (docs/DESIGN.md §7 Delivery). The
  * `local` target is written inside the run commit (session stream of
  * `cron:<id>`, evidence: the stream id); this module sends the others after
  * the commit and records each outcome on the run:

@@ -1,5 +1,5 @@
 /**
- * The goal judge (SPEC §6): after each goal turn one auxiliary model call
+ * The goal judge (docs/DESIGN.md §6): after each goal turn one auxiliary model call
  * answers `{"verdict":"done"|"blocked"|"continue"|"wait","reason":"…"}`.
  * A failed or malformed answer returns `undefined` (fail open: continue
  * within the turn budget, which bounds the spend).

@@ -1,5 +1,5 @@
 /**
- * Goal continuation turns and the goal's hooks into session input (SPEC §6).
+ * Goal continuation turns and the goal's hooks into session input (docs/DESIGN.md §6).
  *
  * A continuation turn runs only while its goal is active, unparked and still
  * the session's goal; it waits behind queued user input and a busy session.

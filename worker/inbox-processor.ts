@@ -1,7 +1,7 @@
 /**
  * Session input — a user message or slash command — as a turn.
  *
- * Order and priority (SPEC §3): messages of one session run in arrival order
+ * Order and priority (docs/DESIGN.md §3): messages of one session run in arrival order
  * (a message that is not the oldest pending one waits); a busy session defers
  * the message; user messages outrank goal continuations and ticks.
  * Slash commands are applied at once (they are state changes, not turns).

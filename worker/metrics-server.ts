@@ -5,7 +5,7 @@
  *
  * Access: `Authorization: Bearer <API_SERVER_KEY>` like the gateway's `/api`,
  * unless `metrics.public`. Without a key the server is open, which is allowed
- * only on a loopback address (the gateway's rule, SPEC §8).
+ * only on a loopback address (the gateway's rule, docs/DESIGN.md §8).
  *
  * Connections are limited like the gateway's (gateway/http/connection-limits.ts,
  * `api_server.max_connections`, `headers_timeout_ms`, `request_timeout_ms`,

@@ -1,5 +1,5 @@
 /**
- * One turn per session across the fleet (SPEC §3): a Redis lock per session
+ * One turn per session across the fleet (docs/DESIGN.md §3): a Redis lock per session
  * whose value is the BullMQ job id running the turn.
  *
  * - Acquire succeeds when the lock is free, or when it is held by the same job

@@ -1,7 +1,7 @@
 /**
  * A chat-class turn of one session: user messages and goal continuations
  * (drain class `chat`, `agent.restart_drain_timeout`). Both run the agent
- * under the session's fleet-wide turn lock (one turn per session, SPEC §3),
+ * under the session's fleet-wide turn lock (one turn per session, docs/DESIGN.md §3),
  * as a tracked turn that `/stop` in the session can abort, and both call the
  * agent over the transcript and sort a failed call the same way; what they
  * commit differs and stays in their processors (`inbox-processor.ts`,

@@ -48,7 +48,7 @@ function wakeAt(at: number, ms: number, wake: () => void): () => void {
  * Resolve once the wall clock (`Date.now()`) has reached epoch ms `at` (at once when it has passed),
  * or when `signal` aborts.
  *
- * Policy (SPEC §7 "nothing that is not yet due fires early"): a Node timer counts from the event
+ * Policy (docs/DESIGN.md §7 "nothing that is not yet due fires early"): a Node timer counts from the event
  * loop's cached time, which lags the real time after synchronous work, so a timer can fire that many
  * milliseconds before the wall clock reaches `at`. The wait is therefore re-checked against
  * `Date.now()` and taken again for the rest. Each timer is at most {@link MAX_TIMER_MS}, so a clock

@@ -60,7 +60,7 @@ export const GOAL_DEFER_MIN_MS = 1000;
  *     {@link GOAL_DEFER_MIN_MS};
  *  4. otherwise it fires (the claim then checks all of this again atomically).
  * @param read.fire - the fire decision over the record read
- * @param read.inputPending - the session has pending, uncommitted user input (SPEC: user input, then goals, then ticks)
+ * @param read.inputPending - the session has pending, uncommitted user input (docs/DESIGN.md §4: user input, then goals, then ticks)
  * @param read.goalHoldsSession - `goalHoldsSession` of the goal read (`scheduler/goal/goal-state.ts`)
  */
 export function decideGate(

@@ -1,7 +1,7 @@
 /**
  * Where a turn's own events (tool calls and results) go while it runs: the
  * session event stream, so `hermes chat`, `/api` and reattaching clients see
- * the work as it happens (SPEC §3). Telegram gets only the final reply.
+ * the work as it happens (docs/DESIGN.md §3). Telegram gets only the final reply.
  */
 import type { TurnEvent } from './turn-runners/turn-runner.ts';
 import type { WorkerDeps } from './worker-deps.ts';

@@ -1,5 +1,5 @@
 /**
- * Active turns of one process, by drain class (SPEC §9, docs/GLOSSARY.md):
+ * Active turns of one process, by drain class (docs/DESIGN.md §9, docs/GLOSSARY.md):
  * - `deadline`: loop, heartbeat and cron ticks and `/v1` runs — may finish
  *   within `agent.cron_drain_timeout`;
  * - `chat`: user messages and goal continuations — `agent.restart_drain_timeout`.

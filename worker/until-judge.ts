@@ -1,5 +1,5 @@
 /**
- * The `--until` judge (SPEC §4): after a tick, one auxiliary model call decides
+ * The `--until` judge (docs/DESIGN.md §4): after a tick, one auxiliary model call decides
  * whether the loop's condition holds. It answers JSON:
  * `{"verdict":"done"|"continue"|"blocked","reason":"…"}`.
  *

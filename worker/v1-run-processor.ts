@@ -2,9 +2,9 @@
  * Runs one `/v1` request (a `v1-runs` job queued by the gateway) as a turn.
  *
  * - The turn is tracked as `scheduled` work, so a worker drain gives it
- *   `agent.cron_drain_timeout` like a cron tick (SPEC §9; the old system gave
+ *   `agent.cron_drain_timeout` like a cron tick (docs/DESIGN.md §9; the old system gave
  *   `/v1` runs the chat budget of 0 s and killed them at once).
- * - Only the agent runner is used: `/v1` input can never create a command turn (SPEC §3);
+ * - Only the agent runner is used: `/v1` input can never create a command turn (docs/DESIGN.md §3);
  *   the turn has the operator's tools allowed from `v1`, never tools from the request.
  * - A streamed request (`stream: true`) calls the model with `stream: true` and writes each
  *   content delta to the run's event stream (`run.delta`) as it arrives.

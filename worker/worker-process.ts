@@ -3,7 +3,7 @@
  * heartbeat and cron ticks), `inbox` (user input) and `v1-runs` queues, a
  * liveness heartbeat, start-up reconciliation, and drain.
  *
- * Drain policy (SPEC §9), on `drain()` (SIGTERM/SIGINT):
+ * Drain policy (docs/DESIGN.md §9), on `drain()` (SIGTERM/SIGINT):
  *   1. stop taking new work (every BullMQ worker is paused without waiting);
  *   2. scheduled turns (ticks, `/v1` runs) may finish within
  *      `agent.cron_drain_timeout` seconds, chat turns within
@@ -105,7 +105,7 @@ export class WorkerProcess {
     const deps = createWorkerDeps({ config, redis, queueConnection: queueConn, log, runners: options.runners });
     await assertShardCount(redis, deps.keys);
     const { keys, queues, loops } = deps;
-    // Shards this process consumes (SPEC §2): `worker.shards`, else every shard of `redis.shards`.
+    // Shards this process consumes (docs/DESIGN.md §2): `worker.shards`, else every shard of `redis.shards`.
     const shards = config.worker.shards.length > 0 ? [...new Set(config.worker.shards)].sort((a, b) => a - b) : keys.shards().map((k) => k.shardIndex);
     const v1Counts = v1RunsQueue(keys, queueConn, log);
     deps.metrics = new HermesMetrics({

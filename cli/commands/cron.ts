@@ -1,5 +1,5 @@
 /**
- * `hermes cron …` (SPEC §7): a thin layer over `CronService` — parse flags,
+ * `hermes cron …` (docs/DESIGN.md §7): a thin layer over `CronService` — parse flags,
  * call the service, print. Human output by default, `--json` for scripts.
  *
  * Exit codes: 0 ok; 1 `doctor` findings or an error (Redis unreachable, …);

@@ -1,11 +1,11 @@
 /**
- * The management API under `/api` (SPEC §8): loop and heartbeat schedules of
+ * The management API under `/api` (docs/DESIGN.md §8): loop and heartbeat schedules of
  * sessions (through the same `LoopService` as `/loop` in chat, so the rules
  * live in scheduler/), cron jobs (cron-routes.ts), and a session's event stream
  * as SSE with `Last-Event-ID` resume.
  *
  * Schedules created over HTTP always run the agent: `/api` can never create a
- * command turn (SPEC §3).
+ * command turn (docs/DESIGN.md §3).
  */
 import { LOOP_NOTIFY, type LoopNotify, type ScheduleEconomy } from '../../scheduler/loop/loop-state.ts';
 import { MAX_TOKENS_LIMIT } from '../../scheduler/loop/economy-flags.ts';

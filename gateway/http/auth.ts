@@ -1,5 +1,5 @@
 /**
- * `Authorization: Bearer <API_SERVER_KEY>` for `/v1` and `/api` (SPEC §8).
+ * `Authorization: Bearer <API_SERVER_KEY>` for `/v1` and `/api` (docs/DESIGN.md §8).
  *
  * - The key is compared in constant time (SHA-256 of both sides, then
  *   `timingSafeEqual`, so neither the content nor the length leaks).

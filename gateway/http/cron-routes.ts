@@ -1,9 +1,9 @@
 /**
- * `/api/cron/jobs`: management of cron jobs over HTTP (SPEC §7, §8).
+ * `/api/cron/jobs`: management of cron jobs over HTTP (docs/DESIGN.md §7, §8).
  *
  * The routes speak to a `CronApi`, the few operations the HTTP surface needs;
  * the product's cron service implements it (wired in gateway-process.ts). The
- * HTTP surface is not trusted to create command turns (SPEC §3), so `script`
+ * HTTP surface is not trusted to create command turns (docs/DESIGN.md §3), so `script`
  * is not accepted here: cron jobs created over HTTP are agent turns.
  */
 import { Router } from 'express';

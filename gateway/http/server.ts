@@ -7,7 +7,7 @@
  * away, then the body parser; the queue dashboard behind Basic auth.
  *
  * Default bind 127.0.0.1:8642 (`api_server.host`/`port`); a non-loopback bind
- * without `API_SERVER_KEY` is refused before anything listens (SPEC §8).
+ * without `API_SERVER_KEY` is refused before anything listens (docs/DESIGN.md §8).
  *
  * Limits of what a caller can grow (`api_server.*`): connections and header,
  * request and keep-alive timeouts (connection-limits.ts), JSON nesting depth

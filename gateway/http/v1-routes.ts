@@ -1,5 +1,5 @@
 /**
- * The OpenAI-compatible `/v1` API (SPEC §8). Every request that needs the
+ * The OpenAI-compatible `/v1` API (docs/DESIGN.md §8). Every request that needs the
  * model becomes a `v1-runs` job that a worker runs (worker/v1-run-processor.ts);
  * the gateway only queues it and relays the result from the run's record and
  * event stream in Redis (scheduler/v1/v1-runs.ts).

@@ -1,5 +1,5 @@
 /**
- * Platform plugins of the gateway and their lazy loading (SPEC §8).
+ * Platform plugins of the gateway and their lazy loading (docs/DESIGN.md §8).
  *
  * States of a platform:
  * - `disabled`, `not_enabled`, `removed`, `incompatible` — gated: never loaded,

@@ -1,5 +1,5 @@
 /**
- * The reconnect watcher (SPEC §8): brings platforms in `adapter_unavailable`
+ * The reconnect watcher (docs/DESIGN.md §8): brings platforms in `adapter_unavailable`
  * back by re-arming their plugin load, under three safety valves taken from
  * the old system's fix (#133289):
  *

@@ -12,7 +12,7 @@
  * - Anyone else gets a short refusal through the outbound queue, at most once per
  *   user and chat per `telegram.refusal_interval_seconds` and never ahead of allowed
  *   users' replies (refusals.ts), and a WARNING that names the user and chat but never
- *   the text (SPEC §8, §11); refused again within the interval: a debug line only.
+ *   the text (docs/DESIGN.md §8, §11); refused again within the interval: a debug line only.
  * - A message over `agent.max_prompt_chars` is answered with the limit and not relayed.
  * - A command addressed to another bot (`/stop@other_bot`) is ignored entirely;
  *   one addressed to this bot is stored without the `@username`.

@@ -1,5 +1,5 @@
 /**
- * One poller per bot token across all gateway instances (SPEC §8): a Redis
+ * One poller per bot token across all gateway instances (docs/DESIGN.md §8): a Redis
  * lease whose value is the holder's instance id, with a time-to-live renewed
  * every third of it. A gateway polls Telegram only while it holds the lease;
  * the others stand by and take over once it expires (the holder died) or was

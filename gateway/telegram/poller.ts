@@ -1,5 +1,5 @@
 /**
- * Telegram long polling with the offset confirmed only after storage (SPEC §8).
+ * Telegram long polling with the offset confirmed only after storage (docs/DESIGN.md §8).
  *
  * grammY's `bot.start()` confirms each batch's offset before the handlers'
  * writes are known to be durable, so the gateway drives `getUpdates` itself.

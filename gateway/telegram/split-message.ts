@@ -1,5 +1,5 @@
 /**
- * Splitting a reply at Telegram's message limit (SPEC §8).
+ * Splitting a reply at Telegram's message limit (docs/DESIGN.md §8).
  *
  * Telegram refuses texts longer than 4096 characters (counted in UTF-16 code
  * units, as JavaScript counts `length`). A long reply is cut into parts of at

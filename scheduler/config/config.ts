@@ -3,11 +3,11 @@
  * No other module reads `process.env` for settings.
  *
  * Sources, later wins:
- *   1. defaults below (the one place defaults are resolved; SPEC §4–§10),
+ *   1. defaults below (the one place defaults are resolved; docs/DESIGN.md §4–§10),
  *   2. `$HERMES_HOME/config.yaml` (HERMES_HOME defaults to `~/.hermes`),
  *   3. environment: `HERMES_<SECTION>_<KEY>` for every key (e.g. `HERMES_LOOPS_MAX_TICKS=0`;
  *      an empty value counts as unset),
- *      plus the named variables of SPEC §10 (`REDIS_URL`, `API_SERVER_KEY`, `OPENAI_BASE_URL`, …).
+ *      plus the named variables of docs/DESIGN.md §10 (`REDIS_URL`, `API_SERVER_KEY`, `OPENAI_BASE_URL`, …).
  *
  * @throws ConfigError naming the bad key when a value does not validate.
  */
@@ -74,7 +74,7 @@ export const HTTP_LIMIT_DEFAULTS = {
   keep_alive_timeout_ms: 5_000,
 } as const;
 
-/** A command a command turn may run; only config or the CLI may define one (SPEC §3). */
+/** A command a command turn may run; only config or the CLI may define one (docs/DESIGN.md §3). */
 const commandSchema = z
   .object({
     /** Shell command line; its stdout is the reply. */
@@ -238,11 +238,11 @@ export const configSchema = z
         timeout_seconds: seconds(120),
         /**
          * Drain budget, in seconds, of the turns of the `deadline` drain class: loop, heartbeat and
-         * cron ticks and `/v1` runs (the name predates loops sharing it); 0 opts them out (SPEC §9,
+         * cron ticks and `/v1` runs (the name predates loops sharing it); 0 opts them out (docs/DESIGN.md §9,
          * docs/GLOSSARY.md "drain class").
          */
         cron_drain_timeout: seconds(30),
-        /** Drain budget, in seconds, of chat turns (user messages, goal continuations); 0 = interrupt at once, mark resumable (SPEC §9). */
+        /** Drain budget, in seconds, of chat turns (user messages, goal continuations); 0 = interrupt at once, mark resumable (docs/DESIGN.md §9). */
         restart_drain_timeout: seconds(0),
         /** Largest accepted prompt or message, in characters. */
         max_prompt_chars: positiveInt(16_000),
@@ -568,7 +568,7 @@ export const configSchema = z
       .object({
         /**
          * Backoff steps in seconds between re-arms of a failed platform plugin
-         * load and between reconnects; the last step repeats (SPEC §8).
+         * load and between reconnects; the last step repeats (docs/DESIGN.md §8).
          * @defaultValue [30, 60, 120, 240, 300]
          */
         reconnect_backoff_seconds: secondsList([30, 60, 120, 240, 300]),
@@ -653,7 +653,7 @@ export type HermesConfig = z.infer<typeof configSchema> & {
   home: string;
 };
 
-/** Environment variables with names of their own (SPEC §10), mapped to config paths. */
+/** Environment variables with names of their own (docs/DESIGN.md §10), mapped to config paths. */
 const NAMED_ENV: Record<string, string[]> = {
   REDIS_URL: ['redis', 'url'],
   REDIS_CLUSTER_NODES: ['redis', 'cluster_nodes'],

@@ -51,7 +51,7 @@ export type CronSchedule =
     };
 
 /*
- * DST policy (SPEC §7), decided by croner 11 with its defaults, which follow
+ * DST policy (docs/DESIGN.md §7), decided by croner 11 with its defaults, which follow
  * Vixie cron:
  *  - A fixed-time job (seconds, minutes and hours each a single value, e.g.
  *    `30 2 * * *`) whose wall time falls in the spring-forward gap runs at the

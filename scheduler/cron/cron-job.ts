@@ -1,5 +1,5 @@
 /**
- * The cron job record (SPEC §7 Fields) and its transitions, as pure functions.
+ * The cron job record (docs/DESIGN.md §7 Fields) and its transitions, as pure functions.
  * The store persists a `CronJob` as JSON; the field names are the ones the
  * spec, `hermes cron list --json` and `/api` show. Times are epoch milliseconds.
  */
@@ -54,7 +54,7 @@ export interface CronJob {
   repeat: { times: number | null; completed: number };
   /** Delivery targets in their text form (`../delivery/delivery-target.ts`): `local`, `origin`, `telegram:<chat>[:<thread>]`, `http(s)://…`. */
   deliver: string[];
-  /** Shell command of a script job (a command turn); only the CLI or config may set it (SPEC §3). */
+  /** Shell command of a script job (a command turn); only the CLI or config may set it (docs/DESIGN.md §3). */
   script: string | null;
   misfire: MisfirePolicy;
   overlap: OverlapPolicy;
@@ -139,7 +139,7 @@ export interface CronDelivery {
   reported_at?: number;
 }
 
-/** One run record (SPEC §7 Output). */
+/** One run record (docs/DESIGN.md §7 Output). */
 export interface CronRun {
   occurrence_id: string;
   job_id: string;

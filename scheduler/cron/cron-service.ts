@@ -4,7 +4,7 @@
  * cron-job.ts decide, the store persists.
  *
  * Every input is validated before anything is written (bad input changes
- * nothing, SPEC §11). A change is reported only after Redis confirmed it: the
+ * nothing, docs/DESIGN.md §11). A change is reported only after Redis confirmed it: the
  * record is written first (version-checked), then the BullMQ side is armed or
  * disarmed. Pause and remove therefore take effect when they return: no run of
  * the job starts after that, even when its next BullMQ job is already waiting
@@ -97,7 +97,7 @@ export interface CronJobChanges extends CronEconomyInput {
 /** Who is asking: the origin of new jobs, and whether it may create command turns. */
 export interface CronCaller {
   origin: Origin;
-  /** Only the CLI and config are trusted: they may set `script` (SPEC §3). */
+  /** Only the CLI and config are trusted: they may set `script` (docs/DESIGN.md §3). */
   trusted: boolean;
   /** The agent asks (`schedules` tool), from this chat: new jobs record it (`created_by`). */
   createdBy?: CronJobCreator;

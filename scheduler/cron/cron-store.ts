@@ -52,7 +52,7 @@ export interface CronTickData {
 /** BullMQ job name of cron ticks. */
 export const CRON_TICK_JOB_NAME = 'cron-tick';
 
-/** Attempts of a cron tick job: failures that never reached the model retry with backoff (SPEC §7 Retries). */
+/** Attempts of a cron tick job: failures that never reached the model retry with backoff (docs/DESIGN.md §7 Retries). */
 export const CRON_TICK_ATTEMPTS = 3;
 
 /** Global recent-runs list length (for `hermes cron runs` without a job). */
@@ -249,7 +249,7 @@ export class CronStore {
     return (await this.redis.zscore(this.keys.cronCommitted(jobId), occurrenceId)) !== null;
   }
 
-  /** BullMQ attempts and backoff of a tick job (SPEC §7 Retries). */
+  /** BullMQ attempts and backoff of a tick job (docs/DESIGN.md §7 Retries). */
   private get retryOptions(): { attempts: number; backoff: { type: 'exponential'; delay: number } } {
     return { attempts: CRON_TICK_ATTEMPTS, backoff: { type: 'exponential', delay: this.settings.retryBackoffMs } };
   }

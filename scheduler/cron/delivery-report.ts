@@ -1,5 +1,5 @@
 /**
- * The gateway's report of a cron delivery (SPEC §7 Delivery: "delivered" only
+ * The gateway's report of a cron delivery (docs/DESIGN.md §7 Delivery: "delivered" only
  * on evidence from the target). A `telegram:` delivery is `queued` when the
  * worker hands it to the outbound queue; the gateway then reports each
  * attempt's outcome into the run record:

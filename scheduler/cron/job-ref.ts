@@ -1,5 +1,5 @@
 /**
- * Job references (SPEC §7): a job id, or a case-insensitive name. An exact id
+ * Job references (docs/DESIGN.md §7): a job id, or a case-insensitive name. An exact id
  * wins; a name that matches several jobs is an error listing the candidates.
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';

@@ -1,7 +1,7 @@
 /**
  * Whether a due cron occurrence runs now, waits, runs late, catches up or is
  * skipped — a pure decision from the job record, the occurrence's due time and
- * the clock (SPEC §7 Misfires).
+ * the clock (docs/DESIGN.md §7 Misfires).
  *
  * Policy:
  *  - Nothing runs before it is due: an occurrence picked up early waits.

@@ -1,5 +1,5 @@
 /**
- * The schedule grammar of `hermes cron add|edit|next` (SPEC §7):
+ * The schedule grammar of `hermes cron add|edit|next` (docs/DESIGN.md §7):
  *
  * | form | kind | example |
  * |---|---|---|

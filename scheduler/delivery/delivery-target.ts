@@ -1,6 +1,6 @@
 /**
  * Delivery targets: where a reply goes, as written by a user (`--deliver`,
- * `deliver` of `/api/cron/jobs`) and as stored on cron jobs and runs (SPEC §7
+ * `deliver` of `/api/cron/jobs`) and as stored on cron jobs and runs (docs/DESIGN.md §7
  * Delivery). This module is the one place the text form is parsed and spelled:
  *
  *   local                        the session's event stream only

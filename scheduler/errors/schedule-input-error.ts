@@ -4,7 +4,7 @@ import { HermesError } from './hermes-error.ts';
  * Bad input from a user or a client: an invalid interval, cron expression,
  * time zone, `--times` value, job reference, prompt size, request body.
  *
- * Raised before anything is written: bad input changes nothing (SPEC §11).
+ * Raised before anything is written: bad input changes nothing (docs/DESIGN.md §11).
  *
  * The same services serve `/api` and the CLI, so a message names an input by
  * its field, in backticks, as the `/api` JSON body spells it (`` `notify` must

@@ -26,7 +26,7 @@ export class TurnError extends HermesError {
     this.spend = options.spend;
   }
 
-  /** Failures that never reached the model may be retried with backoff (SPEC §7 Retries). */
+  /** Failures that never reached the model may be retried with backoff (docs/DESIGN.md §7 Retries). */
   get retryable(): boolean {
     return this.kind === 'network';
   }

@@ -1,5 +1,5 @@
 /**
- * The `/goal` grammar (SPEC §6), as a pure parser:
+ * The `/goal` grammar (docs/DESIGN.md §6), as a pure parser:
  *   /goal <text>                          set the standing goal and start a turn
  *   /goal status | pause | resume | clear (the whole argument)
  * @throws ScheduleInputError for an over-long goal

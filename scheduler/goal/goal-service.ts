@@ -2,7 +2,7 @@
  * Setting and controlling a session's standing goal, and queueing its
  * continuation turns. Shared by every surface.
  *
- * No silent writes (SPEC §6; the old system replied "Goal set" for a goal a
+ * No silent writes (docs/DESIGN.md §6; the old system replied "Goal set" for a goal a
  * slow store had dropped): every change is written with a version check and
  * the reply is produced only after Redis confirmed it. A refused write is
  * logged at WARNING and reaches the user as a StoreUnavailableError.

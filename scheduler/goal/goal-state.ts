@@ -1,5 +1,5 @@
 /**
- * A session's standing goal (SPEC §6), as pure functions.
+ * A session's standing goal (docs/DESIGN.md §6), as pure functions.
  *
  * `/goal <text>` sets it and starts a turn. After each goal turn an auxiliary
  * judge answers `done | blocked | continue | wait`:

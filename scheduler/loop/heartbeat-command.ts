@@ -1,5 +1,5 @@
 /**
- * The `/heartbeat` grammar (SPEC §5), alias `/hb`, as a pure parser:
+ * The `/heartbeat` grammar (docs/DESIGN.md §5), alias `/hb`, as a pure parser:
  *
  *   /heartbeat every <interval> <prompt>
  *   /heartbeat status | pause | resume | clear           (the whole argument)

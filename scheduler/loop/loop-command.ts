@@ -1,5 +1,5 @@
 /**
- * The `/loop` grammar (SPEC §4), as a pure parser: text in, a command out, no I/O.
+ * The `/loop` grammar (docs/DESIGN.md §4), as a pure parser: text in, a command out, no I/O.
  *
  *   /loop [every] [<interval>] <prompt> [--times N] [--until <condition>]
  *         [--notify auto|always|done] [--watch <check>] [--max-tokens N] [--model <name>]   (`economy-flags.ts`)

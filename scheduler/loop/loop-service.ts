@@ -3,7 +3,7 @@
  * functions decide, the store persists. Shared by every surface (CLI, chat,
  * Telegram, `/api`), so the rules live in one place.
  *
- * No silent writes (SPEC §6): a reply that claims a change is only produced
+ * No silent writes (docs/DESIGN.md §6): a reply that claims a change is only produced
  * after Redis confirmed it; a refused write surfaces as `StoreUnavailableError`
  * for the caller to report, and is logged at WARNING here.
  */
@@ -218,7 +218,7 @@ function economyParts(r: LoopRecord): string[] {
 }
 
 /**
- * The status line of SPEC §4: state, cadence, ticks used/budget, next due, prompt.
+ * The status line of docs/DESIGN.md §4: state, cadence, ticks used/budget, next due, prompt.
  * @param nextDueAt - epoch ms of the next tick when known
  */
 export function statusLine(r: LoopRecord, now: number, nextDueAt?: number): string {

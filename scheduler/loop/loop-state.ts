@@ -3,7 +3,7 @@
  * The store persists a `LoopRecord`; the worker asks these functions whether a
  * tick may fire and what the record becomes after a tick.
  *
- * Policies decided here (SPEC §4–§5):
+ * Policies decided here (docs/DESIGN.md §4–§5):
  * - A paused, finished, removed or replaced loop never fires (`decideFire`).
  * - Coalescing: an occurrence due before the start of the last tick that ran is
  *   already covered by it and is skipped. So after downtime, or when a tick was
@@ -292,7 +292,7 @@ export type TickOutcome =
 export const DEFAULT_MAX_CONSECUTIVE_FAILURES = 3;
 
 /**
- * The record after a tick completed (pure). Applies the stop order of SPEC §4.
+ * The record after a tick completed (pure). Applies the stop order of docs/DESIGN.md §4.
  *
  * @param tick.reply - the turn's reply text (may be empty: the tick still completes)
  * @param tick.until - the `--until` verdict when the loop has a condition
@@ -447,7 +447,7 @@ export function resumeLoop(loop: LoopRecord, now: number): LoopRecord {
 /**
  * When the first tick after a resume is due: the next point on the old cadence
  * that is not in the past, at most one interval away — never a burst of
- * missed ticks (SPEC §4). The one rule for re-arming a loop whose next
+ * missed ticks (docs/DESIGN.md §4). The one rule for re-arming a loop whose next
  * occurrence is unknown: `/loop resume`, a worker's reconcile of a missing job
  * scheduler, and a reshard that finds none. Fixed mode: from the last tick's
  * start (`intervalSeconds`); self-paced: from the last tick's end (`delaySeconds`).

@@ -18,7 +18,7 @@
  *   encoding whatever the session id's length; no job options on the `ticks`
  *   queue's jobs beyond what BullMQ writes itself (retention is the worker's).
  *
- * Write order (no silent writes, SPEC §6): the record is written first and
+ * Write order (no silent writes, docs/DESIGN.md §6): the record is written first and
  * confirmed; then the scheduler is armed or disarmed. A worker re-arms any
  * active fixed schedule whose scheduler is missing (`reconcile`), so a crash
  * between the two steps cannot leave an active loop that never fires.

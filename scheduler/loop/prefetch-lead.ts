@@ -3,7 +3,7 @@
  * loop or heartbeat job is released to the queue `leadMs` before its occurrence
  * is due, so the queue's own latency (fetch, lock, a busy worker picking it up)
  * is spent before the due time; the worker then waits for the due time itself
- * (`sleepUntil`) and starts the turn exactly on it, never early (SPEC §7). The
+ * (`sleepUntil`) and starts the turn exactly on it, never early (docs/DESIGN.md §7). The
  * job's time (its scheduler's millis, or its delay) thus always means "due
  * minus the lead", and every conversion between the two goes through here.
  * Measured effect: docs/BENCHMARKS.md.

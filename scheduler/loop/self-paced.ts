@@ -1,5 +1,5 @@
 /**
- * Self-paced loop cadence (SPEC §4): no extra model call. After each tick the
+ * Self-paced loop cadence (docs/DESIGN.md §4): no extra model call. After each tick the
  * reply is normalised (lower-cased; times, dates and durations removed;
  * whitespace collapsed) and digested. Unchanged → the delay doubles up to the
  * ceiling; changed → it snaps back to the floor.

@@ -1,5 +1,5 @@
 /**
- * The text a tick adds to the session as its input (SPEC §4, §5). A tick re-runs
+ * The text a tick adds to the session as its input (docs/DESIGN.md §4, §5). A tick re-runs
  * the prompt against the session's current state; it never replays an old answer.
  */
 import { LOOP_COMPLETE, SILENT_REPLY, type LoopRecord } from './loop-state.ts';

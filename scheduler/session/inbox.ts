@@ -2,7 +2,7 @@
  * Session input: user messages and slash commands from chat, Telegram or the
  * CLI become jobs of the `inbox` queue that any worker runs as turns.
  *
- * Priority (SPEC §3): real user input first, then goal continuations, then
+ * Priority (docs/DESIGN.md §3): real user input first, then goal continuations, then
  * loop/heartbeat ticks. Inbox jobs carry BullMQ priorities (user 1, goal 2) and
  * every queued user message is registered in the session's pending-input set
  * (ordered by arrival) until it is processed; ticks and goal continuations wait

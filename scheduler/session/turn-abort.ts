@@ -4,7 +4,7 @@
  * processes).
  *
  * - `by: 'stop'` — the session's `/stop`: every running turn of the session.
- * - `by: 'interrupt'` — Ctrl+C in `hermes chat` during a wakeup turn (SPEC §4):
+ * - `by: 'interrupt'` — Ctrl+C in `hermes chat` during a wakeup turn (docs/DESIGN.md §4):
  *   only the tick of `occurrenceId`, so a turn that started after it (a
  *   queued user message, the next tick) is never hit by a late request.
  *

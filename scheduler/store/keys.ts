@@ -4,7 +4,7 @@
  *
  * All keys start with one hash-tagged prefix (default `{hermes}`), so every key
  * hashes to the same Redis Cluster slot and multi-key Lua scripts and BullMQ's
- * own scripts work on a cluster (SPEC §2).
+ * own scripts work on a cluster (docs/DESIGN.md §2).
  *
  * Layout rule: a key is `<prefix>:<fixed words>:<id>:<fixed words>`, and every
  * id (session id, cron job id, occurrence id, run id, bot id, …) is written
@@ -113,7 +113,7 @@ export function shardOf(id: string, shardCount: number): number {
 /**
  * Key builder bound to one shard of the key space.
  *
- * Shards (`redis.shards`, SPEC §2): with one shard every key starts with the
+ * Shards (`redis.shards`, docs/DESIGN.md §2): with one shard every key starts with the
  * configured prefix (`{hermes}`), as it always did. With N > 1 shard `i`'s
  * keys start with `{hermes:i}`, so the shards hash to different cluster slots
  * and spread over a cluster's masters. A session lives wholly on the shard
@@ -341,7 +341,7 @@ export class Keys {
     return `${this.basePrefix}:turn-abort`;
   }
 
-  /** JSON record of a cron job (SPEC §7). */
+  /** JSON record of a cron job (docs/DESIGN.md §7). */
   cronJob(id: string): string {
     return `${this.cp(id)}:cron:job:${keyPart(id)}`;
   }

@@ -1,7 +1,7 @@
 /**
  * Moving a store to another shard count (`hermes admin reshard --to N`).
  *
- * Policy (SPEC §2, README "Sharded key space"):
+ * Policy (docs/DESIGN.md §2, README "Sharded key space"):
  * - Only with the fleet's workers stopped: a live worker (worker-liveness.ts)
  *   makes it refuse before anything is written, so no tick fires while a
  *   schedule exists on two layouts.

@@ -1,7 +1,7 @@
 /**
  * `/v1` runs: the record and event stream shared by the gateway (which creates
  * a run, queues it and waits) and the worker (which runs it as a turn). The two
- * processes meet only here, in Redis (SPEC §2).
+ * processes meet only here, in Redis (docs/DESIGN.md §2).
  *
  * A run moves `queued → running → completed | failed | cancelled | interrupted`.
  * Every transition is one Lua script that checks the current status, writes the
@@ -9,7 +9,7 @@
  * disagree and the first terminal state wins (a late reply after a stop or a
  * drain abort changes nothing).
  *
- * Hand-back (SPEC §9, like loop ticks): a run cut by a worker's drain was
+ * Hand-back (docs/DESIGN.md §9, like loop ticks): a run cut by a worker's drain was
  * never completed, so it goes `running → queued` again (`run.requeued` event)
  * and its job is handed back to the queue; another worker completes it and
  * the caller still waiting gets that answer. A retry with the same
@@ -100,7 +100,7 @@ export interface RunEvent {
   data: Record<string, unknown>;
 }
 
-/** The error of a run aborted by a drain (SPEC §9): retryable, 503. */
+/** The error of a run aborted by a drain (docs/DESIGN.md §9): retryable, 503. */
 export const DRAIN_ERROR: RunErrorInfo = {
   code: 'server_draining',
   message: 'The server is shutting down and the run was interrupted before it finished; retry the request.',

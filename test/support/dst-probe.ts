@@ -17,7 +17,7 @@ export interface DstCase {
   why: string;
 }
 
-/** The DST cases (SPEC §7; copied from the shared cases file). */
+/** The DST cases (docs/DESIGN.md §7; copied from the shared cases file). */
 export function dstCases(): DstCase[] {
   const file = new URL('../fixtures/dst.json', import.meta.url);
   return (JSON.parse(readFileSync(file, 'utf8')) as { cases: DstCase[] }).cases;

@@ -1,7 +1,7 @@
 /**
  * The tools of one worker process, and how one call runs.
  *
- * Where tools come from (SPEC §3): the operator's config only —
+ * Where tools come from (docs/DESIGN.md §3): the operator's config only —
  * `tools.files.roots` (`read_file`, `list_dir`), `tools.http.allow`
  * (`http_get`), `tools.commands.<name>`, `mcp_servers.<name>` (their tools,
  * named `<server>__<tool>`) — plus the built-in read-only `schedule_status`.

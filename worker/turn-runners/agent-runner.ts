@@ -2,7 +2,7 @@
  * The `agent` runner: an OpenAI-compatible Chat Completions endpoint through
  * the official `openai` client (works with any compatible server).
  *
- * A turn is a tool-calling loop (SPEC §3): the model gets the tools the
+ * A turn is a tool-calling loop (docs/DESIGN.md §3): the model gets the tools the
  * operator declared for the turn's surface; every `tool_calls` answer is run
  * (the calls of one answer concurrently), the results are appended as `tool`
  * messages and the model is called again, until it answers without tool calls.
@@ -16,7 +16,7 @@
  * (drain, interrupt, stop) stops the model call or the running tools at once.
  *
  * Every model call (the turn's, a judge's, a compaction summary's) goes the
- * same way (SPEC §12, docs/CONTEXT.md):
+ * same way (docs/DESIGN.md §12, docs/CONTEXT.md):
  *   - Models: the primary `agent.model`, or a model the operator declared
  *     (`agent.models.<name>`, each with its own client) named by the request.
  *   - Fit: before it is sent, the request (system prompt, messages, tool

@@ -1,7 +1,7 @@
 /**
  * The `command` runner: runs a configured shell command with a timeout; its
  * stdout is the reply. Only trusted surfaces (CLI, config) create command
- * turns; chat and `/v1` input never can (SPEC §3).
+ * turns; chat and `/v1` input never can (docs/DESIGN.md §3).
  *
  * The command gets the turn's new input on stdin. Its environment is the one
  * `commandEnv` (`../command-env.ts`) builds: the minimal base plus what the

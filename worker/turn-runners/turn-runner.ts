@@ -1,5 +1,5 @@
 /**
- * The turn runner contract (SPEC §3): a turn takes the session's current
+ * The turn runner contract (docs/DESIGN.md §3): a turn takes the session's current
  * transcript plus one new input and produces a reply — for an agent turn,
  * possibly after calling the operator's tools (their calls and results are
  * returned as `steps`, so they go into the transcript with the reply).
@@ -22,7 +22,7 @@ export type ChatMessage =
   | { role: 'assistant'; content: string; tool_calls?: ToolCallRecord[] }
   | { role: 'tool'; content: string; tool_call_id: string; name?: string };
 
-/** Something visible that happened inside a turn (SPEC §3: tool calls are part of the event stream). */
+/** Something visible that happened inside a turn (docs/DESIGN.md §3: tool calls are part of the event stream). */
 export type TurnEvent =
   | { type: 'tool.called'; data: { callId: string; name: string; arguments: string } }
   | { type: 'tool.result'; data: { callId: string; name: string; arguments: string; ms: number; bytes: number; error?: string; truncated?: boolean } }

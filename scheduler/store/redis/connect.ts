@@ -1,7 +1,7 @@
 /**
  * Finding and checking the Redis the product runs on.
  *
- * Order (SPEC §10):
+ * Order (docs/DESIGN.md §10):
  *   1. `REDIS_CLUSTER_NODES` (a Redis Cluster) or `REDIS_SENTINELS` (a
  *      Sentinel-managed primary) when set;
  *   2. `REDIS_URL` / `redis.url` when set;

@@ -1,6 +1,6 @@
 /**
  * The one place product connections to Redis are made, for the three
- * topologies the product runs on (SPEC §2):
+ * topologies the product runs on (docs/DESIGN.md §2):
  *
  * - **single**: one Redis at `REDIS_URL` (`redis://` or `rediss://` with TLS);
  * - **embedded**: the embedded server of a `HERMES_HOME`, on its unix socket; every
