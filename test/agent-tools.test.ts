@@ -242,8 +242,8 @@ describe('only the operator declares tools', () => {
     expect(chatReply!.data.text).toBe('result: Error: Unknown tool "shell": only the tools listed for this turn exist.');
     await waitForEvents(c, 'decl-tg', 'reply', 1);
     expect(existsSync(pwned)).toBe(false);
-    // the tools offered were exactly the operator's, whatever the input said
-    for (const r of model.requests) expect(r.tools.sort()).toEqual(['ci', 'schedule_status']);
+    // the tools offered were exactly the operator's and the built-in ones, whatever the input said
+    for (const r of model.requests) expect(r.tools.sort()).toEqual(['ci', 'schedule_status', 'schedules']);
   });
 
   it('tools.allow_from keeps a tool from a surface: not offered, and refused when called anyway', async () => {

@@ -27,6 +27,7 @@ const PER_ID: Record<string, (id: string) => string> = {
   'pending input': (id) => k.pendingInput(id),
   'input sequence': (id) => k.inputSequence(id),
   'session committed occurrences': (id) => k.sessionCommitted(id),
+  'agent schedules created': (id) => k.agentSchedulesCreated(id),
   'cron claims': (id) => k.cronClaims(id),
   'cron committed occurrences': (id) => k.cronCommitted(id),
   'outbound sent': (id) => k.outboundSent(id),
@@ -222,7 +223,7 @@ describe('sharded key space', () => {
       const k = sharded.shard(via);
       const home = sharded.forSession(id).prefix;
       for (const key of [k.schedule(id, 'loop'), k.scheduleInflight(id, 'heartbeat'), k.scheduleMutation(id, 'loop'), k.goal(id), k.transcript(id),
-        k.events(id), k.turnLock(id), k.pendingInput(id), k.inputSequence(id), k.sessionCommitted(id),
+        k.events(id), k.turnLock(id), k.pendingInput(id), k.inputSequence(id), k.sessionCommitted(id), k.agentSchedulesCreated(id),
         k.forSession(id).scheduleIndex, k.forSession(id).sessionIndex, k.forSession(id).goalIndex]) {
         expect(key.startsWith(`${home}:`)).toBe(true);
       }

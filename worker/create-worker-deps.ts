@@ -16,7 +16,9 @@ import { Toolbox } from './tools/toolbox.ts';
 import { SessionLock } from './session-lock.ts';
 import { TurnTracker } from './turn-tracker.ts';
 import type { WorkerDeps } from './worker-deps.ts';
-import { cronStoreFor, goalServiceFor, loopStoreFor, loopServiceFor, sessionStoreFor } from '../scheduler/services.ts';
+import { cronServiceFor, cronStoreFor, goalServiceFor, loopStoreFor, loopServiceFor, sessionStoreFor } from '../scheduler/services.ts';
+import { AgentScheduleLedger } from '../scheduler/session/agent-schedule-ledger.ts';
+import { deliverToRoute } from './delivery.ts';
 
 /**
  * @param input.redis - client for the product's keys (commands time out; no blocking calls)
@@ -44,6 +46,16 @@ export function createWorkerDeps(input: {
   const envSource = input.commandEnvSource ?? process.env;
   // The stores route every session and cron job to its shard, so one toolbox serves every shard.
   const tools = new Toolbox(config, { schedules: base.schedules, goals: base.goals, cron: cronStoreFor(config, { redis, keys, queues }) }, envSource);
+  // The agent's `schedules` tool acts with the same services as `/loop` and `hermes cron`.
+  tools.addSchedulesTool({
+    config, loops: base.loops, schedules: base.schedules, cron: cronServiceFor(config, { redis, keys, queues }, log),
+    ledger: new AgentScheduleLedger(redis, keys), log,
+    // The product itself tells the chat what the agent scheduled: a notice on its stream and on its route.
+    announce: async ({ sessionId, origin, text, action, kind, id }) => {
+      await deps.sessions.appendEvent(sessionId, 'notice', { text, by: 'agent', action, schedule: { kind, id } });
+      await deliverToRoute(deps, { sessionId, origin, text, occurrenceId: `agent-schedule:${sessionId}:${kind}:${id}:${action}:${Date.now()}` });
+    },
+  });
   const deps: WorkerDeps = {
     config, redis, keys, queues, workerId, tools, ...base,
     log: log.child({ workerId }),
