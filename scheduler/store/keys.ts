@@ -224,7 +224,7 @@ export class Keys {
     return [
       ...kinds.flatMap((k) => [this.schedule(sessionId, k), this.scheduleInflight(sessionId, k)]),
       this.goal(sessionId), this.transcript(sessionId), this.events(sessionId), this.pendingInput(sessionId),
-      this.inputSequence(sessionId), this.sessionCommitted(sessionId),
+      this.inputSequence(sessionId), this.sessionCommitted(sessionId), this.agentSchedulesCreated(sessionId),
     ];
   }
 
@@ -329,6 +329,14 @@ export class Keys {
    */
   sessionCommitted(sessionId: string): string {
     return `${this.sp(sessionId)}:session:${keyPart(sessionId)}:committed`;
+  }
+
+  /**
+   * Schedules the agent created in a session (`schedules` tool): a sorted set of schedule id →
+   * creation time (ms), trimmed to the last 24 hours (`tools.schedules.max_created_per_day`).
+   */
+  agentSchedulesCreated(sessionId: string): string {
+    return `${this.sp(sessionId)}:session:${keyPart(sessionId)}:agent-schedules`;
   }
 
   /** Sorted set of live worker processes, scored by last heartbeat (ms). */

@@ -1,7 +1,8 @@
 /**
  * The contract of an agent tool. Every tool comes from the operator's config
- * (or is the built-in read-only `schedule_status`); nothing a chat, Telegram
- * or `/v1` caller sends can add one (docs/DESIGN.md §3).
+ * (or is built in: the read-only `schedule_status`, and `schedules`, which acts
+ * only for the chat of its turn); nothing a chat, Telegram or `/v1` caller
+ * sends can add one (docs/DESIGN.md §3).
  */
 import type { TOOL_SURFACES } from '../../scheduler/config/config.ts';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';

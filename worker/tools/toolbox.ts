@@ -4,7 +4,8 @@
  * Where tools come from (docs/DESIGN.md §3): the operator's config only —
  * `tools.files.roots` (`read_file`, `list_dir`), `tools.http.allow`
  * (`http_get`), `tools.commands.<name>`, `mcp_servers.<name>` (their tools,
- * named `<server>__<tool>`) — plus the built-in read-only `schedule_status`.
+ * named `<server>__<tool>`) — plus the built-in read-only `schedule_status` and
+ * the `schedules` tool (`tools.schedules`; it acts only for the chat of its turn).
  * The model can only call a tool in this list; a name that is not in it runs
  * nothing and is answered with an error the model sees.
  *
@@ -27,6 +28,7 @@ import { commandTool } from './command-tool.ts';
 import { fileTools } from './file-tools.ts';
 import { httpTool } from './http-tool.ts';
 import { scheduleStatusTool, type ScheduleStatusSources } from './schedule-status-tool.ts';
+import { schedulesTool, type SchedulesToolDeps } from './schedules-tool.ts';
 import { surfaceList, type AgentTool, type ToolSurface, type ToolTurn, type TurnSurfaces } from './tool.ts';
 
 /** Tools that appear and disappear at run time (MCP servers). */
@@ -104,6 +106,15 @@ export class Toolbox {
    */
   processEnv(set: Record<string, string> = {}, turn: Record<string, string> = {}, passEnv: readonly string[] = []): Record<string, string> {
     return commandEnv(this.envSource, [{ pass: this.passEnv }, { pass: passEnv, set }], turn);
+  }
+
+  /**
+   * Add the `schedules` tool, with the services it acts with (a worker does, once, before its
+   * first turn); nothing when `tools.schedules.enabled` is false. It comes right after
+   * `schedule_status`, before the operator's tools: a command named `schedules` is hidden by it.
+   */
+  addSchedulesTool(deps: SchedulesToolDeps): void {
+    if (deps.config.tools.schedules.enabled) this.builtIn.splice(1, 0, schedulesTool(deps));
   }
 
   /** Add a source of tools found at run time (an MCP hub). */
