@@ -2,7 +2,6 @@
  * The `hermes` command line: `up`, `worker`, `gateway`, `loop`, `heartbeat`,
  * `goal`, `chat`, `status`, `cron …`, `admin reshard`, `completion`.
  */
-import { terminalSafe } from './terminal-text.ts';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
@@ -10,7 +9,6 @@ import { configFileWarning, loadConfig, type HermesConfig } from '../scheduler/c
 import { createLogger } from '../scheduler/logger.ts';
 import { resolveRedis } from '../scheduler/store/redis/connect.ts';
 import type { RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
-import { aliveWorkerIds } from '../scheduler/worker-liveness.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import type { HermesMetrics } from '../scheduler/metrics.ts';
 import type { Gateway } from '../gateway/gateway-process.ts';
@@ -23,8 +21,6 @@ import { registerAdminCommands } from './commands/admin.ts';
 import {
   action, endQuietlyOnClosedPipe, exitCodeOf, reportError, reportFatal, settleWithin, stopDeadlineMs, waitForSignal,
 } from './run-command.ts';
-import { formatSchedules } from './status-format.ts';
-import { loopStoreFor } from '../scheduler/services.ts';
 
 endQuietlyOnClosedPipe();
 process.on('uncaughtException', reportFatal);
@@ -246,29 +242,15 @@ program
 
 program
   .command('status')
-  .description('fleet health and the loops and heartbeats of every session (finished ones with --all)')
-  .option('--all', 'include finished schedules')
+  .description('workers, the loops, heartbeats and goals of every session, and the cron jobs (finished ones with --all)')
+  .option('--all', 'include finished schedules, achieved or cleared goals and completed cron jobs')
   .option('--json', 'machine-readable output')
   .action(action(async (opts: { all?: boolean; json?: boolean }) => {
     const cfg = getConfig();
     const conn = await connectCli(cfg);
     try {
-      const now = Date.now();
-      const workers = await aliveWorkerIds(conn.redis, conn.keys.workers, now);
-      const store = loopStoreFor(cfg, conn);
-      const records = (await store.list()).filter((r) => opts.all || r.status !== 'finished');
-      const next = new Map<string, number | undefined>();
-      for (const r of records) next.set(`${r.sessionId}:${r.kind}`, r.status === 'active' ? await store.nextDueAt(r) : undefined);
-      if (opts.json) {
-        const schedules = records.map((r) => {
-          const due = next.get(`${r.sessionId}:${r.kind}`);
-          return { ...r, next_due_at: due === undefined ? null : new Date(due).toISOString() };
-        });
-        process.stdout.write(`${JSON.stringify({ workers, schedules }, null, 2)}\n`);
-        return;
-      }
-      process.stdout.write(`workers alive: ${workers.length}${workers.length ? ` (${workers.join(', ')})` : ''}\n`);
-      for (const line of formatSchedules(records, next, now, { all: opts.all === true })) process.stdout.write(`${terminalSafe(line)}\n`);
+      const { runStatus } = await import('./commands/status.ts');
+      await runStatus(cfg, conn, opts);
     } finally {
       await conn.close();
     }

@@ -1,8 +1,10 @@
 /**
  * Human output of `hermes status`: the loops and heartbeats of every session
- * as aligned columns; finished schedules only with `--all`.
+ * as aligned columns, then the goals (finished ones only with `--all`; the cron
+ * jobs are `cron list`'s table, `commands/cron-format.ts`).
  */
 import { formatSeconds } from '../scheduler/interval.ts';
+import type { GoalRecord } from '../scheduler/goal/goal-state.ts';
 import type { LoopRecord } from '../scheduler/loop/loop-state.ts';
 import { cadence } from '../scheduler/loop/loop-service.ts';
 import { table } from './commands/cron-format.ts';
@@ -46,4 +48,20 @@ export function tokensColumn(r: Pick<LoopRecord, 'spend' | 'maxTokens' | 'budget
   if (!t || t.calls === 0) return `—${limit}`;
   const approx = t.estimated ? '~' : '';
   return `${approx}${t.inputTokens.toLocaleString('en-US')} in / ${approx}${t.outputTokens.toLocaleString('en-US')} out · ${t.calls} call${t.calls === 1 ? '' : 's'}${limit}`;
+}
+
+/**
+ * The goal table of `hermes status`: each session's standing goal — active or paused (with why),
+ * achieved and cleared ones only with `--all` — its turns used of its budget and its spend.
+ */
+export function formatGoals(goals: GoalRecord[], options: { all: boolean }): string[] {
+  if (goals.length === 0) return [options.all ? 'goals: none' : 'goals: none active or paused'];
+  const sorted = [...goals].sort((a, b) => a.sessionId.localeCompare(b.sessionId));
+  return table(
+    ['SESSION', 'GOAL', 'STATE', 'TURNS', 'TOKENS'],
+    sorted.map((g) => {
+      const state = g.status === 'active' && g.parked ? 'active (waiting)' : g.statusReason && g.status !== 'active' ? `${g.status} (${clip(g.statusReason, 40)})` : g.status;
+      return [g.sessionId, clip(g.text, 40), state, `${g.turnsUsed}/${g.maxTurns}`, tokensColumn(g)];
+    }),
+  );
 }

@@ -160,7 +160,10 @@ describe('hermes status', () => {
     // Three read-only runs, at the same time.
     const [r, all, asJson] = await Promise.all([runHermes(e, ['status']), runHermes(e, ['status', '--all']), runHermes(e, ['status', '--json'])]);
     expect(r.code).toBe(0);
-    const lines = r.stdout.trimEnd().split('\n');
+    const out = r.stdout.trimEnd().split('\n');
+    // The loop table, then the goals and the cron jobs (none here).
+    expect(out.slice(out.indexOf(''))).toEqual(['', 'goals: none active or paused', '', 'cron jobs: none']);
+    const lines = out.slice(0, out.indexOf(''));
     expect(lines[0]).toMatch(/^workers alive: 0$/);
     expect(lines[1]).toMatch(/^SESSION +KIND +STATE +CADENCE +TICKS +NEXT +TOKENS +PROMPT$/);
     expect(lines).toHaveLength(4);

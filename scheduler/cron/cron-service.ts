@@ -481,8 +481,10 @@ export class CronService {
         findings.push({ jobId: job.id, message: `next run ${new Date(job.next_run_at).toISOString()} is more than 10 minutes overdue.` });
       }
       findings.push(...(await this.deliveryFindings(job, now)));
-      if (job.failure_streak >= 3) {
-        findings.push({ jobId: job.id, message: `failed ${job.failure_streak} times in a row; last error: ${job.last_error ?? 'unknown'}` });
+      // A streak is a finding from its first failure: the job still runs, and will pause if it goes on.
+      if (job.failure_streak > 0) {
+        const runs = job.failure_streak === 1 ? 'its last run failed' : `failed ${job.failure_streak} runs in a row`;
+        findings.push({ jobId: job.id, message: `in a failure streak: ${runs}; last error: ${job.last_error ?? 'unknown'} (\`hermes cron logs ${job.id}\` shows the runs).` });
       }
     }
     return findings;

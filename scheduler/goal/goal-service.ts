@@ -40,6 +40,20 @@ export class GoalService {
     return raw ? (JSON.parse(raw) as GoalRecord) : null;
   }
 
+  /** Every session's goal record, over every shard (`hermes status`), in no set order. */
+  async list(): Promise<GoalRecord[]> {
+    const out: GoalRecord[] = [];
+    for (const k of this.keys.shards()) {
+      const ids = await this.redis.smembers(k.goalIndex);
+      for (let i = 0; i < ids.length; i += 1000) {
+        const chunk = ids.slice(i, i + 1000);
+        const raws = await this.redis.mget(...chunk.map((id) => this.keys.goal(id)));
+        for (const raw of raws) if (raw !== null) out.push(JSON.parse(raw) as GoalRecord);
+      }
+    }
+    return out;
+  }
+
   /** Versioned write (see versioned-json.ts). @throws StoreUnavailableError */
   async put(goal: GoalRecord, expected: ExpectedVersion): Promise<GoalRecord | null> {
     return await putVersioned(this.redis, { key: this.keys.goal(goal.sessionId), indexKey: this.keys.forSession(goal.sessionId).goalIndex, member: goal.sessionId, what: 'goal' }, goal, expected);

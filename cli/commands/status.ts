@@ -1,0 +1,52 @@
+/**
+ * `hermes status`: everything that runs on its own, in one place — live workers, the loops and
+ * heartbeats of every session, the sessions' goals (a paused one with why), and the cron jobs
+ * with their failure streaks. Finished schedules, achieved or cleared goals and completed cron
+ * jobs only with `--all`. Loaded only when `status` runs (`main.ts`).
+ */
+import type { HermesConfig } from '../../scheduler/config/config.ts';
+import { cronJobView } from '../../scheduler/cron/cron-job.ts';
+import { createLogger } from '../../scheduler/logger.ts';
+import { cronServiceFor, goalServiceFor, loopStoreFor } from '../../scheduler/services.ts';
+import { aliveWorkerIds } from '../../scheduler/worker-liveness.ts';
+import type { CliConnection } from '../cli-context.ts';
+import { cliLogLevel } from '../run-command.ts';
+import { formatGoals, formatSchedules } from '../status-format.ts';
+import { terminalSafe } from '../terminal-text.ts';
+import { formatJobList } from './cron-format.ts';
+
+/** Print the status (`--json`: one object with `workers`, `schedules`, `goals`, `cron_jobs`). */
+export async function runStatus(
+  cfg: HermesConfig,
+  conn: CliConnection,
+  opts: { all?: boolean; json?: boolean },
+  out: (line: string) => void = (line) => process.stdout.write(`${line}\n`),
+): Promise<void> {
+  const now = Date.now();
+  const all = opts.all === true;
+  const log = createLogger({ level: cliLogLevel(cfg), name: 'cli' });
+  const workers = await aliveWorkerIds(conn.redis, conn.keys.workers, now);
+  const store = loopStoreFor(cfg, conn);
+  const records = (await store.list()).filter((r) => all || r.status !== 'finished');
+  const next = new Map<string, number | undefined>();
+  for (const r of records) next.set(`${r.sessionId}:${r.kind}`, r.status === 'active' ? await store.nextDueAt(r) : undefined);
+  const goals = (await goalServiceFor(cfg, conn, log).list()).filter((g) => all || g.status === 'active' || g.status === 'paused');
+  const jobs = await cronServiceFor(cfg, conn, log).list({ all });
+  if (opts.json) {
+    const schedules = records.map((r) => {
+      const due = next.get(`${r.sessionId}:${r.kind}`);
+      return { ...r, next_due_at: due === undefined ? null : new Date(due).toISOString() };
+    });
+    out(JSON.stringify({ workers, schedules, goals, cron_jobs: jobs.map(cronJobView) }, null, 2));
+    return;
+  }
+  const lines = [
+    `workers alive: ${workers.length}${workers.length ? ` (${workers.join(', ')})` : ''}`,
+    ...formatSchedules(records, next, now, { all }),
+    '',
+    ...formatGoals(goals, { all }),
+    '',
+    ...(jobs.length === 0 ? ['cron jobs: none'] : ['cron jobs', ...formatJobList(jobs, now)]),
+  ];
+  for (const line of lines) out(terminalSafe(line));
+}

@@ -1,0 +1,72 @@
+/**
+ * `hermes status` shows everything that runs on its own — loops and heartbeats, the sessions' goals
+ * (a paused one with why) and the cron jobs with their failure streaks — and `cron doctor` reports a
+ * job in a failure streak from its first failed run.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { runCronCli } from './support/cron-cli.ts';
+import { openCronService, startCronWorker } from './support/cron-worker.ts';
+import { testEnv } from './support/env.ts';
+import { clients, runHermes } from './support/stack.ts';
+import { waitFor } from './support/wait-for.ts';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+describe('hermes status', () => {
+  it('lists loops, goals (a paused one with why) and cron jobs with their streaks; cron doctor reports the streak', async () => {
+    const e = testEnv({ 'cron.min_interval_seconds': 1 });
+    cleanups.push(() => e.cleanup());
+    const c = clients(e);
+    cleanups.push(() => c.close());
+    const worker = await startCronWorker(e.config);
+    cleanups.push(() => worker.close());
+    const api = openCronService(e.config);
+    cleanups.push(() => api.close());
+    const cli = (...args: string[]) => runCronCli(e.config, args);
+
+    await c.schedules.set('ops', 'loop', { prompt: 'watch the build', intervalSeconds: 600, times: null, until: null, notes: [] }, {
+      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'true', timeoutSeconds: 5 },
+    });
+    expect((await runHermes(e, ['goal', 'get', 'the', 'suite', 'green', '--session', 'dev'])).code).toBe(0);
+    expect((await runHermes(e, ['goal', 'pause', '--session', 'dev'])).code).toBe(0);
+    expect((await runHermes(e, ['goal', 'ship', 'the', 'release', '--session', 'rel'])).code).toBe(0);
+    expect((await cli('add', 'every 1h', '--script', 'echo fine', '--name', 'disk')).code).toBe(0);
+    expect((await cli('add', 'every 1h', '--script', 'echo broken >&2; exit 3', '--name', 'backup')).code).toBe(0);
+    const backup = await api.service.get('backup');
+    expect((await cli('run', 'backup')).code).toBe(0);
+    await waitFor(async () => ((await api.service.get('backup')).failure_streak === 1 ? true : null), 15_000, 'the failed run');
+
+    const r = await runHermes(e, ['status']);
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^workers alive: 1 /);
+    expect(lines[1]).toMatch(/^SESSION +KIND +STATE +CADENCE +TICKS +NEXT +TOKENS +PROMPT$/);
+    expect(lines[2]).toMatch(/^ops +loop +active +every 10m +/);
+    const goals = lines.indexOf('') + 1;
+    expect(lines[goals]).toMatch(/^SESSION +GOAL +STATE +TURNS +TOKENS$/);
+    expect(lines[goals + 1]).toMatch(/^dev +get the suite green +paused \(paused by user\) +0\/20 +—$/);
+    expect(lines[goals + 2]).toMatch(/^rel +ship the release +active +0\/20 +—$/);
+    const cron = lines.indexOf('cron jobs');
+    expect(cron).toBeGreaterThan(goals);
+    expect(lines[cron + 1]).toMatch(/^ID +NAME +SCHEDULE +NEXT RUN +LAST +STREAK +STATE$/);
+    const row = (name: string) => lines.slice(cron + 2).find((l) => l.split(/ {2,}/)[1] === name)!.split(/ {2,}/);
+    expect(row('backup').slice(4)).toEqual(['error', '1', 'scheduled']);
+    expect(row('disk').slice(4)).toEqual(['—', '0', 'scheduled']);
+
+    const json = JSON.parse((await runHermes(e, ['status', '--json'])).stdout) as {
+      goals: Array<{ sessionId: string; status: string; statusReason: string | null }>; cron_jobs: Array<{ name: string; failure_streak: number }>;
+    };
+    expect(json.goals.map((g) => [g.sessionId, g.status]).sort()).toEqual([['dev', 'paused'], ['rel', 'active']]);
+    expect(json.cron_jobs.map((j) => [j.name, j.failure_streak]).sort()).toEqual([['backup', 1], ['disk', 0]]);
+
+    // cron doctor: a streak is a finding from the first failure, with the error and where to look.
+    const doctor = await cli('doctor');
+    expect(doctor.code).toBe(1);
+    expect(doctor.stdout).toContain(`  ${backup.id}: in a failure streak: its last run failed; last error: `);
+    expect(doctor.stdout).toContain(`(\`hermes cron logs ${backup.id}\` shows the runs).`);
+    expect(doctor.stdout).not.toMatch(new RegExp(`${(await api.service.get('disk')).id}: in a failure streak`));
+  });
+});
