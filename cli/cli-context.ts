@@ -20,6 +20,9 @@ export interface CliConnection {
   close(): Promise<void>;
 }
 
+/** The session `hermes up` attaches to, and every session flag's default. */
+export const DEFAULT_SESSION = 'main';
+
 export interface CliContext {
   config: HermesConfig;
   /** @throws StoreUnavailableError naming what was tried and how to get Redis */

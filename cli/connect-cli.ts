@@ -15,7 +15,8 @@ export async function connectCli(config: HermesConfig, target?: RedisTopology | 
   const topology: RedisTopology =
     typeof target === 'string' ? { kind: 'single', url: target } : target ?? (await resolveRedis(config, { allowStart: false })).topology;
   const redis = openRedisClient(topology, 'commands');
-  const queueConn = openRedisClient(topology, 'bullmq');
+  // BullMQ's connection connects on its first command: a command that opens no queue never opens it.
+  const queueConn = openRedisClient(topology, 'bullmq', { lazyConnect: true });
   redis.on('error', () => {});
   queueConn.on('error', () => {});
   const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });

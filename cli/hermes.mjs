@@ -1,6 +1,42 @@
 #!/usr/bin/env node
-// The `hermes` command. Sources are TypeScript run through tsx (no build step).
-import { register } from 'tsx/esm/api';
+// The `hermes` command. Every call pays its start-up, so it loads only what the call needs:
+// - `hermes --version` reads package.json and nothing else;
+// - the short commands run the compiled CLI in dist/ (cli/build.mjs, made by `npm ci`) when it is
+//   there and newer than every source it was made from;
+// - everything else — `up`, `worker`, `gateway`, or no current build — runs the TypeScript sources
+//   through tsx (no build step needed).
+import { readFileSync, statSync } from 'node:fs';
 
-register();
-await import('./main.ts');
+const root = new URL('..', import.meta.url);
+const args = process.argv.slice(2);
+
+if (args.length === 1 && (args[0] === '--version' || args[0] === '-V')) {
+  process.stdout.write(`${JSON.parse(readFileSync(new URL('package.json', root), 'utf8')).version}\n`);
+  process.exit(0);
+}
+
+/** The long-running commands: always from the sources, so a build never changes what a worker or gateway runs. */
+const FROM_SOURCES = new Set(['up', 'worker', 'gateway']);
+
+/** Whether dist/ holds a build made after the last change of every source it was made from. */
+function currentBuild() {
+  if (process.env.HERMES_FROM_SOURCES === '1') return false;
+  try {
+    const { built_at: builtAt, inputs } = JSON.parse(readFileSync(new URL('dist/build.json', root), 'utf8'));
+    for (const input of inputs) {
+      if (statSync(new URL(input, root)).mtimeMs > builtAt) return false;
+    }
+    return true;
+  } catch {
+    return false; // no build, or a source it names is gone
+  }
+}
+
+const command = args.find((a) => !a.startsWith('-'));
+if (!FROM_SOURCES.has(command) && currentBuild()) {
+  await import(new URL('dist/main.js', root).href);
+} else {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import('./main.ts');
+}

@@ -12,12 +12,8 @@ import type { RedisTopology } from '../scheduler/store/redis/connection-factory.
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import type { HermesMetrics } from '../scheduler/metrics.ts';
 import type { Gateway } from '../gateway/gateway-process.ts';
-import type { CliContext } from './cli-context.ts';
+import { DEFAULT_SESSION, type CliContext } from './cli-context.ts';
 import { connectCli } from './connect-cli.ts';
-import { DEFAULT_SESSION, registerLoopCommand } from './commands/loop.ts';
-import { registerCronCommands } from './commands/cron.ts';
-import { registerCompletionCommand } from './commands/completion.ts';
-import { registerAdminCommands } from './commands/admin.ts';
 import {
   action, endQuietlyOnClosedPipe, exitCodeOf, reportError, reportFatal, settleWithin, stopDeadlineMs, waitForSignal,
 } from './run-command.ts';
@@ -34,6 +30,17 @@ function getConfig(): HermesConfig {
   return config;
 }
 const ctx = (): CliContext => ({ config: getConfig(), connect: () => connectCli(getConfig()) });
+
+/**
+ * The command this call runs (its first word), or `undefined` for none. A call loads only the
+ * modules of that command; `--help`, `help`, `completion` and an unknown word load them all
+ * (docs/BENCHMARKS.md, "CLI start-up").
+ */
+const invoked = process.argv.slice(2).find((a) => !a.startsWith('-'));
+const COMMAND_MODULES: Record<string, 'loop' | 'cron' | 'admin'> = { loop: 'loop', proactive: 'loop', heartbeat: 'loop', hb: 'loop', goal: 'loop', cron: 'cron', admin: 'admin' };
+const OWN_COMMANDS = new Set(['up', 'worker', 'gateway', 'chat', 'status']);
+const loadsAll = invoked === undefined || !(invoked in COMMAND_MODULES || OWN_COMMANDS.has(invoked));
+const wants = (module: 'loop' | 'cron' | 'admin') => loadsAll || COMMAND_MODULES[invoked!] === module;
 
 const program = new Command();
 program
@@ -217,13 +224,15 @@ program
     })()))) process.exit(1);
   }));
 
-registerLoopCommand(program, ctx);
-registerCronCommands(program, {
-  get config() {
-    return getConfig();
-  },
-  connect: () => connectCli(getConfig()),
-});
+if (wants('loop')) (await import('./commands/loop.ts')).registerLoopCommand(program, ctx);
+if (wants('cron')) {
+  (await import('./commands/cron.ts')).registerCronCommands(program, {
+    get config() {
+      return getConfig();
+    },
+    connect: () => connectCli(getConfig()),
+  });
+}
 
 program
   .command('chat')
@@ -256,8 +265,8 @@ program
     }
   }));
 
-registerAdminCommands(program, getConfig);
-registerCompletionCommand(program);
+if (wants('admin')) (await import('./commands/admin.ts')).registerAdminCommands(program, getConfig);
+if (loadsAll) (await import('./commands/completion.ts')).registerCompletionCommand(program);
 
 try {
   await program.parseAsync(process.argv);

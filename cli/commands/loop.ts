@@ -26,7 +26,8 @@ import { action, cliLogLevel } from '../run-command.ts';
 import { goalServiceFor, loopStoreFor, loopServiceFor } from '../../scheduler/services.ts';
 
 /** Session of shell commands that are given no `--session` (the one `hermes up` attaches to). */
-export const DEFAULT_SESSION = 'main';
+export { DEFAULT_SESSION } from '../cli-context.ts';
+import { DEFAULT_SESSION } from '../cli-context.ts';
 
 /** Runner spec of `--command NAME` / `--run CMD`. @throws ScheduleInputError for an unknown name or both flags */
 export function runnerFromFlags(config: HermesConfig, flags: { command?: string; run?: string; timeoutSeconds?: string }): RunnerSpec {

@@ -2,7 +2,7 @@
  * BullMQ queues of the product, created in one place so every producer and
  * worker uses the same prefix, connection options and defaults.
  */
-import { Queue, type ConnectionOptions, type JobType, type KeepJobs } from 'bullmq';
+import { Queue, type ConnectionOptions, type JobType, type KeepJobs, type QueueOptions } from 'bullmq';
 import type { Logger } from '../logger.ts';
 import { logBullmqErrors } from './redis/bullmq-errors.ts';
 import type { RedisClient } from './redis/connection-factory.ts';
@@ -28,8 +28,8 @@ export const JOB_RETENTION: { removeOnComplete: KeepJobs; removeOnFail: KeepJobs
  * queues of every shard opened so far, not the connection.
  */
 export class HermesQueues {
-  readonly ticks: Queue;
-  readonly inbox: Queue;
+  private ticksQueue: Queue | undefined;
+  private inboxQueue: Queue | undefined;
   private readonly family: Map<number, HermesQueues>;
 
   /**
@@ -44,17 +44,32 @@ export class HermesQueues {
     private readonly log?: Logger,
     family?: Map<number, HermesQueues>,
   ) {
-    const opts = { connection: connection as ConnectionOptions, prefix: keys.bullPrefix };
-    // croner decides the fire times of cron job schedulers (scheduler/cron/repeat-strategy.ts);
-    // every Worker of this queue needs the same setting.
-    this.ticks = new Queue(QUEUES.ticks, { ...opts, settings: { repeatStrategy: cronRepeatStrategy } });
-    this.inbox = new Queue(QUEUES.inbox, { ...opts, defaultJobOptions: JOB_RETENTION });
-    // A lost connection is reported by the calls that fail (and ioredis reconnects); without a
-    // listener BullMQ would print each connection error with its stack on the terminal.
-    logBullmqErrors(this.ticks, QUEUES.ticks, log);
-    logBullmqErrors(this.inbox, QUEUES.inbox, log);
     this.family = family ?? new Map();
     this.family.set(keys.shardIndex, this);
+  }
+
+  /**
+   * The `ticks` queue (loop, heartbeat and cron ticks), opened on first use: a command that only
+   * reads records (`hermes cron list`) never opens a queue, so it never loads BullMQ
+   * (docs/BENCHMARKS.md, "CLI start-up").
+   */
+  get ticks(): Queue {
+    // croner decides the fire times of cron job schedulers (scheduler/cron/repeat-strategy.ts);
+    // every Worker of this queue needs the same setting.
+    return (this.ticksQueue ??= this.open(QUEUES.ticks, { settings: { repeatStrategy: cronRepeatStrategy } }));
+  }
+
+  /** The `inbox` queue (user input, goal continuations), opened on first use. */
+  get inbox(): Queue {
+    return (this.inboxQueue ??= this.open(QUEUES.inbox, { defaultJobOptions: JOB_RETENTION }));
+  }
+
+  private open(name: string, options: Omit<QueueOptions, 'connection' | 'prefix'>): Queue {
+    const queue = new Queue(name, { ...options, connection: this.connection as ConnectionOptions, prefix: this.keys.bullPrefix });
+    // A lost connection is reported by the calls that fail (and ioredis reconnects); without a
+    // listener BullMQ would print each connection error with its stack on the terminal.
+    logBullmqErrors(queue, name, this.log);
+    return queue;
   }
 
   /** The queues of shard `index` (opened on first use). */
@@ -95,9 +110,10 @@ export class HermesQueues {
     };
   }
 
+  /** Close the queues opened so far (of every shard); the connection stays open. */
   async close(): Promise<void> {
     const all = [...this.family.values()];
-    await Promise.allSettled(all.flatMap((q) => [q.ticks.close(), q.inbox.close()]));
+    await Promise.allSettled(all.flatMap((q) => [q.ticksQueue?.close(), q.inboxQueue?.close()]));
   }
 }
 

@@ -1,0 +1,137 @@
+#!/usr/bin/env node
+/**
+ * Compiles the short `hermes` commands into `dist/` once, so each call starts in a fraction of the time
+ * (docs/BENCHMARKS.md, "CLI start-up"). `npm ci` / `npm install` run it (`prepare`); `npm run build`
+ * runs it by hand. Nothing else needs it: without a build, or with one older than any source it was
+ * made from, `cli/hermes.mjs` runs the TypeScript sources through tsx as before.
+ *
+ * What it makes: `dist/main.js` and its chunks — `cli/main.ts` and everything it imports, the
+ * dependencies included, bundled by esbuild as ES modules (one file to parse instead of hundreds to
+ * resolve and load; most of a call's time went there). The long-running commands (`up`, `worker`,
+ * `gateway`) are not in it: `hermes.mjs` always runs them from the sources, so a build never changes
+ * what a worker or gateway runs. `dist/scripts/` holds the Lua scripts (read next to the code that
+ * loads them), and `dist/build.json` the sources the build was made from and when (`hermes.mjs`
+ * compares their modification times with it).
+ *
+ *   node cli/build.mjs               build; exit 1 on failure
+ *   node cli/build.mjs --if-possible build; on failure say why and exit 0 (install must not fail)
+ */
+import { cpSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+/** Where the build goes: `dist/`, or (tests) another folder directly under the checkout, named by `HERMES_BUILD_DIR`. */
+const OUT = join(ROOT, process.env.HERMES_BUILD_DIR ?? 'dist');
+const ifPossible = process.argv.includes('--if-possible');
+
+/** Modules only the long-running commands import (dynamically): left out, `hermes.mjs` runs those from the sources. */
+const SERVER_ONLY = ['worker/worker-process.ts', 'gateway/gateway-process.ts', 'cli/gateway-cron-api.ts'].map((p) => join(ROOT, p));
+
+/** Packages left to Node's own loader: optional native parts. */
+const EXTERNAL = ['msgpackr-extract'];
+
+/** Lets bundled CommonJS packages use `require`, `__filename` and `__dirname` in an ES module. */
+const BANNER = [
+  "import { createRequire as __hermesRequire } from 'node:module';",
+  "import { fileURLToPath as __hermesPath } from 'node:url';",
+  'const require = __hermesRequire(import.meta.url);',
+  'const __filename = __hermesPath(import.meta.url);',
+  "const __dirname = __filename.slice(0, __filename.lastIndexOf('/'));",
+].join(' ');
+
+/**
+ * `bullmq` in the CLI: a module of lazy stand-ins for its exports, which load the real package (bundled
+ * on its own as `dist/vendor/bullmq.cjs`) the first time one is used — constructed, called or read.
+ * BullMQ is two thirds of the CLI's code, and the commands that only read records (`cron list`,
+ * `cron runs`, `status`) never open a queue (`HermesQueues` opens its queues on first use), so they
+ * never load it. A stand-in passes `new`, calls, property reads and `instanceof` to the real export.
+ */
+function lazyBullmqSource(names) {
+  return [
+    "import { createRequire } from 'node:module';",
+    'let real;',
+    "const load = () => (real ??= createRequire(import.meta.url)('./vendor/bullmq.cjs'));",
+    'function lazy(name) {',
+    '  const proxy = new Proxy(function () {}, {',
+    '    construct: (_t, args, newTarget) => Reflect.construct(load()[name], args, newTarget === proxy ? load()[name] : newTarget),',
+    '    apply: (_t, self, args) => Reflect.apply(load()[name], self, args),',
+    '    get: (_t, p) => Reflect.get(load()[name], p),',
+    '    has: (_t, p) => p in load()[name],',
+    '    getPrototypeOf: () => Reflect.getPrototypeOf(load()[name]),',
+    '  });',
+    '  return proxy;',
+    '}',
+    ...names.map((n) => `export const ${n} = lazy(${JSON.stringify(n)});`),
+  ].join('\n');
+}
+
+async function main() {
+  const started = Date.now();
+  const { build } = await import('esbuild');
+  const { createRequire } = await import('node:module');
+  const bullmqNames = Object.keys(createRequire(import.meta.url)('bullmq')).filter((n) => /^[A-Za-z_$][\w$]*$/.test(n) && n !== 'default');
+  const lazyBullmq = {
+    name: 'lazy-bullmq',
+    setup(b) {
+      b.onResolve({ filter: /^bullmq$/ }, () => ({ path: 'bullmq', namespace: 'lazy-bullmq' }));
+      b.onLoad({ filter: /.*/, namespace: 'lazy-bullmq' }, () => ({ contents: lazyBullmqSource(bullmqNames), loader: 'js', resolveDir: ROOT }));
+    },
+  };
+  const serverOnly = {
+    name: 'server-only',
+    setup(b) {
+      b.onResolve({ filter: /\.ts$/ }, (args) => {
+        const path = join(args.resolveDir, args.path);
+        return SERVER_ONLY.includes(path) ? { path: `./${relative(ROOT, path)}`, external: true } : undefined;
+      });
+    },
+  };
+  rmSync(OUT, { recursive: true, force: true });
+  const result = await build({
+    entryPoints: [join(ROOT, 'cli', 'main.ts')],
+    outdir: OUT,
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    entryNames: '[name]',
+    chunkNames: '[name]-[hash]',
+    external: EXTERNAL,
+    plugins: [serverOnly, lazyBullmq],
+    banner: { js: BANNER },
+    metafile: true,
+    minify: true,
+    sourcemap: true,
+    legalComments: 'none',
+    logLevel: 'error',
+  });
+  // BullMQ on its own, loaded by the stand-ins above when a command first uses it.
+  await build({
+    stdin: { contents: "module.exports = require('bullmq');", resolveDir: ROOT, loader: 'js' },
+    outfile: join(OUT, 'vendor', 'bullmq.cjs'),
+    bundle: true,
+    format: 'cjs',
+    platform: 'node',
+    target: 'node20',
+    external: EXTERNAL,
+    minify: true,
+    legalComments: 'none',
+    logLevel: 'error',
+  });
+  // The Lua scripts are read from `./scripts/` next to the code that loads them (lua-script.ts).
+  cpSync(join(ROOT, 'scheduler', 'store', 'redis', 'scripts'), join(OUT, 'scripts'), { recursive: true });
+  const sources = Object.keys(result.metafile.inputs).filter((p) => !p.includes('node_modules/') && !p.includes(':'));
+  const scripts = readdirSync(join(ROOT, 'scheduler', 'store', 'redis', 'scripts')).map((f) => `scheduler/store/redis/scripts/${f}`);
+  const inputs = [...sources, ...scripts, 'cli/build.mjs', 'package.json', 'package-lock.json'];
+  mkdirSync(OUT, { recursive: true });
+  writeFileSync(join(OUT, 'build.json'), `${JSON.stringify({ built_at: started, inputs }, null, 1)}\n`);
+  process.stdout.write(`hermes: compiled the CLI into ${relative(ROOT, OUT)}/ (${sources.length} sources, ${Date.now() - started} ms)\n`);
+}
+
+main().catch((err) => {
+  rmSync(OUT, { recursive: true, force: true });
+  process.stderr.write(`hermes: the CLI was not compiled (${err instanceof Error ? err.message.split('\n')[0] : String(err)}); it runs from the sources, which starts slower.\n`);
+  process.exitCode = ifPossible ? 0 : 1;
+});

@@ -1,0 +1,102 @@
+/**
+ * How `hermes` starts (cli/hermes.mjs, cli/build.mjs; figures in docs/BENCHMARKS.md, "CLI start-up"):
+ * `--version` reads only package.json; a short command runs the compiled CLI when the build is newer
+ * than every source it was made from, and the sources otherwise; `up`, `worker` and `gateway` always
+ * run the sources. The compiled CLI does what the sources do, and loads BullMQ only for a command that
+ * opens a queue.
+ */
+import { execFile } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { ROOT } from './support/stack.ts';
+
+const run = promisify(execFile);
+
+/** A checkout of its own: the real hermes.mjs, a `main.ts` and a `dist/main.js` that say which ran. */
+function fakeCheckout(): { root: string; hermes: string; touch(path: string, ms: number): void } {
+  const root = mkdtempSync(join(tmpdir(), 'hermes-startup-'));
+  mkdirSync(join(root, 'cli'));
+  mkdirSync(join(root, 'dist'));
+  symlinkSync(join(ROOT, 'node_modules'), join(root, 'node_modules'));
+  cpSync(join(ROOT, 'cli', 'hermes.mjs'), join(root, 'cli', 'hermes.mjs'));
+  writeFileSync(join(root, 'package.json'), JSON.stringify({ type: 'module', version: '9.8.7' }));
+  writeFileSync(join(root, 'cli', 'main.ts'), "const from: string = 'sources';\nconsole.log(from, process.argv.slice(2).join(' '));\n");
+  writeFileSync(join(root, 'dist', 'main.js'), "console.log('build', process.argv.slice(2).join(' '));\n");
+  const builtAt = Date.now();
+  writeFileSync(join(root, 'dist', 'build.json'), JSON.stringify({ built_at: builtAt, inputs: ['cli/main.ts', 'package.json'] }));
+  const touch = (path: string, ms: number) => utimesSync(join(root, path), ms / 1000, ms / 1000);
+  touch('cli/main.ts', builtAt - 60_000);
+  touch('package.json', builtAt - 60_000);
+  return { root, hermes: join(root, 'cli', 'hermes.mjs'), touch };
+}
+
+describe('which code a call runs', () => {
+  it('--version reads package.json; a short command runs a current build; a stale or missing one, up, worker and gateway run the sources', async () => {
+    const c = fakeCheckout();
+    try {
+      const hermes = async (args: string[], env: NodeJS.ProcessEnv = {}) => (await run(process.execPath, [c.hermes, ...args], { env: { ...process.env, ...env } })).stdout.trim();
+      expect(await hermes(['--version'])).toBe('9.8.7');
+      expect(await hermes(['-V'])).toBe('9.8.7');
+      expect(await hermes(['cron', 'list'])).toBe('build cron list');
+      expect(await hermes(['status', '--json'])).toBe('build status --json');
+      for (const cmd of ['up', 'worker', 'gateway']) expect(await hermes([cmd, '--no-chat'])).toBe(`sources ${cmd} --no-chat`);
+      expect(await hermes(['cron', 'list'], { HERMES_FROM_SOURCES: '1' })).toBe('sources cron list');
+      // A source changed after the build: the build is not used until it is made again.
+      c.touch('cli/main.ts', Date.now() + 5_000);
+      expect(await hermes(['cron', 'list'])).toBe('sources cron list');
+      c.touch('cli/main.ts', Date.now() - 60_000);
+      expect(await hermes(['cron', 'list'])).toBe('build cron list');
+      // A source the build names is gone, or there is no build record: the sources.
+      writeFileSync(join(c.root, 'dist', 'build.json'), JSON.stringify({ built_at: Date.now(), inputs: ['cli/main.ts', 'cli/gone.ts'] }));
+      expect(await hermes(['cron', 'list'])).toBe('sources cron list');
+      rmSync(join(c.root, 'dist', 'build.json'));
+      expect(await hermes(['cron', 'list'])).toBe('sources cron list');
+    } finally {
+      rmSync(c.root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the compiled CLI', () => {
+  const dir = `.build-test-${randomBytes(4).toString('hex')}`;
+  let e: TestEnv;
+  beforeAll(async () => {
+    await run(process.execPath, [join(ROOT, 'cli', 'build.mjs')], { env: { ...process.env, HERMES_BUILD_DIR: dir } });
+    e = testEnv();
+  }, 120_000);
+  afterAll(() => {
+    rmSync(join(ROOT, dir), { recursive: true, force: true });
+    e?.cleanup();
+  });
+
+  /** `node <build>/main.js …`, as `hermes.mjs` runs it. */
+  const compiled = async (args: string[]) => {
+    const r = await run(process.execPath, [join(ROOT, dir, 'main.js'), ...args], { env: e.childEnv }).catch((err: { code: number; stdout: string; stderr: string }) => err);
+    return { code: 'code' in r && typeof r.code === 'number' ? r.code : 0, stdout: r.stdout, stderr: r.stderr };
+  };
+
+  it('records what it was made from, and runs cron, loop, goal and status like the sources', async () => {
+    const record = JSON.parse(readFileSync(join(ROOT, dir, 'build.json'), 'utf8')) as { built_at: number; inputs: string[] };
+    expect(record.inputs).toEqual(expect.arrayContaining(['cli/main.ts', 'cli/commands/cron.ts', 'scheduler/cron/cron-service.ts', 'package-lock.json']));
+    expect(record.inputs.some((p) => p.startsWith('worker/') || p.startsWith('gateway/'))).toBe(false);
+
+    expect(await compiled(['cron', 'add', 'every 2h', '--script', 'true', '--name', 'disk'])).toMatchObject({ code: 0, stdout: expect.stringContaining('Added cron job:') });
+    const list = await compiled(['cron', 'list']);
+    expect(list).toMatchObject({ code: 0, stderr: '' });
+    expect(list.stdout).toMatch(/^[0-9a-f]{12} {2}disk {2}every 2h /m);
+    expect(await compiled(['cron', 'add', 'every 10s', 'x'])).toMatchObject({ code: 2, stderr: expect.stringMatching(/^hermes: .*below the minimum of 1m/) });
+    expect(await compiled(['loop', '10m', 'check', 'the', 'build'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^Loop set: every 10m/) });
+    expect(await compiled(['goal', 'ship', 'it'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^Goal set/) });
+    const status = await compiled(['status']);
+    expect(status.code).toBe(0);
+    expect(status.stdout).toMatch(/^main +loop +active +every 10m/m);
+    expect(status.stdout).toMatch(/^main +ship it +active/m);
+    expect(status.stdout).toMatch(/^[0-9a-f]{12} {2}disk /m);
+    expect(await compiled(['cron', 'pause', 'disk'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^Paused /) });
+  }, 60_000);
+});
