@@ -147,8 +147,8 @@ class ShardReader {
   private readonly byKey = new Map<string, Set<Subscriber>>();
   private closed = false;
   private loop: Promise<void> | undefined;
-  /** Keys of the read in flight, and whether a wake was already written for it. */
-  private reading = new Set<string>();
+  /** Keys of the read in flight (each with the id it reads after), and whether a wake was already written for it. */
+  private reading = new Map<string, string>();
   private wakeSent = false;
   private wakeCursor = '0';
   private idle: (() => void) | undefined;
@@ -173,7 +173,10 @@ class ShardReader {
     if (!set) this.byKey.set(key, (set = new Set()));
     set.add(sub);
     this.idle?.();
-    if (!this.reading.has(key) && this.reading.size > 0 && !this.wakeSent) {
+    // The read in flight must start over when it misses the key, or reads it after entries the
+    // new subscriber has not seen (a caller attaching to a run that already ended).
+    const readAfter = this.reading.get(key);
+    if ((readAfter === undefined || idLess(after, readAfter)) && this.reading.size > 0 && !this.wakeSent) {
       this.wakeSent = true;
       this.options.commands.xadd(this.options.wakeKey, 'MAXLEN', '~', '10', '*', 'w', '1')
         .then(() => this.options.commands.pexpire(this.options.wakeKey, 60_000))
@@ -212,7 +215,7 @@ class ShardReader {
         for (const s of this.byKey.get(k)!) if (min === undefined || idLess(s.after, min)) min = s.after;
         return min ?? '0';
       });
-      this.reading = new Set(keys);
+      this.reading = new Map(keys.map((k, i) => [k, ids[i]!]));
       this.wakeSent = false;
       let res: Array<[string, Array<[string, string[]]>]> | null;
       try {
@@ -225,7 +228,7 @@ class ShardReader {
         await new Promise((r) => setTimeout(r, RETRY_MS).unref());
         continue;
       } finally {
-        this.reading = new Set();
+        this.reading = new Map();
       }
       if (!res || this.closed) continue;
       for (const [key, raw] of res) {
