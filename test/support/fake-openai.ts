@@ -7,6 +7,12 @@
  * Streamed text goes out one word per chunk; `stream_options.include_usage`
  * adds a final usage chunk with empty `choices`.
  *
+ * Like a real model, an answer longer than the request's `max_completion_tokens` (or `max_tokens`)
+ * is cut there and ends with `finish_reason: "length"`; a reply may also name its own
+ * `finishReason` (`content_filter`). Streamed tool calls can be sent the way some upstreams send
+ * them (`toolCallDeltas`: without `index`, id and name repeated on the last delta, or without a
+ * name), and `raw` answers a body as given (a 200 with an `{"error": …}` object).
+ *
  * Prompt tokens are counted with `gpt-tokenizer` (o200k): each message's
  * content, name and tool call arguments plus `MESSAGE_OVERHEAD` tokens, plus
  * the tool definitions' JSON. With a context window set, a request over it is
@@ -17,10 +23,12 @@
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { encode } from 'gpt-tokenizer';
+import { decode, encode } from 'gpt-tokenizer';
 
 /** One request the server received. */
 export interface RecordedRequest {
+  /** The whole request body as parsed (sampling parameters included). */
+  body: Record<string, unknown>;
   model: string;
   messages: Array<{ role: string; content: string; tool_call_id?: string; tool_calls?: Array<{ id: string; function: { name: string; arguments: string } }> }>;
   stream: boolean;
@@ -58,12 +66,27 @@ export interface ScriptedError {
   retryable?: boolean;
 }
 
+/**
+ * How streamed tool calls are split into deltas: `indexed` (OpenAI's way: id, name and the first
+ * half of the arguments, then the rest, each with its `index`); `no-index` (the same without
+ * `index`); `repeat-last` (indexed, and the last delta repeats id and name); `nameless` (no delta
+ * names the function: a stream nobody can assemble).
+ */
+export type ToolCallDeltas = 'indexed' | 'no-index' | 'repeat-last' | 'nameless';
+
 /** How to answer a request: reply text, an HTTP error, a delay first, or tool calls. */
 export type ScriptedReply =
   | string
   | ScriptedError
   | { delayMs: number; text: string }
-  | { toolCalls: ScriptedToolCall[]; text?: string }
+  | { toolCalls: ScriptedToolCall[]; text?: string; toolCallDeltas?: ToolCallDeltas }
+  /** Text that ends with this `finish_reason` (e.g. `content_filter`). */
+  | { text: string; finishReason: string }
+  /**
+   * This body with this status (default 200), streamed request or not: what a broken endpoint sends.
+   * JSON unless `contentType` is given (the body is then sent as it is, a string).
+   */
+  | { raw: unknown; status?: number; contentType?: string }
   /** Streamed requests get one word every `wordDelayMs` (a JSON answer is sent at once). */
   | { text: string; wordDelayMs: number }
   /** Counted usage says this many prompt tokens came from the provider's cache (`prompt_tokens_details.cached_tokens`). */
@@ -165,12 +188,17 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     }
     const parsed = JSON.parse(await body(req)) as {
       model: string; messages: RecordedRequest['messages']; stream?: boolean; tools?: Array<{ function: { name: string } }>;
-      tool_choice?: unknown; stream_options?: { include_usage?: boolean };
+      tool_choice?: unknown; stream_options?: { include_usage?: boolean }; max_tokens?: number; max_completion_tokens?: number;
     };
+    let promptTokens: number | undefined;
     const rec: RecordedRequest = {
+      body: parsed as unknown as Record<string, unknown>,
       model: parsed.model, messages: parsed.messages, stream: Boolean(parsed.stream), at: Date.now(),
       tools: (parsed.tools ?? []).map((t) => t.function.name), tool_choice: parsed.tool_choice,
-      promptTokens: countPromptTokens(parsed),
+      // Counted when first read (a window check, counted usage, a test): tokenizing megabytes takes seconds.
+      get promptTokens() {
+        return (promptTokens ??= countPromptTokens(parsed));
+      },
     };
     const index = requests.push(rec) - 1;
     if (contextWindow !== undefined && rec.promptTokens > contextWindow) {
@@ -197,6 +225,11 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     } finally {
       pending--;
     }
+    if (typeof reply === 'object' && 'raw' in reply) {
+      res.writeHead(reply.status ?? 200, { 'content-type': reply.contentType ?? 'application/json', 'x-should-retry': 'false' });
+      res.end(reply.contentType ? String(reply.raw) : JSON.stringify(reply.raw));
+      return;
+    }
     if (typeof reply === 'object' && 'status' in reply) {
       res.writeHead(reply.status, {
         'content-type': 'application/json', ...(reply.retryable ? {} : { 'x-should-retry': 'false' }), ...reply.headers,
@@ -204,7 +237,14 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       res.end(JSON.stringify({ error: { message: reply.message, type: reply.type ?? 'server_error', param: null, code: reply.code ?? null } }));
       return;
     }
-    const text = typeof reply === 'string' ? reply : (reply.text ?? '');
+    let text = typeof reply === 'string' ? reply : (reply.text ?? '');
+    // A model stops at the request's output limit, and says so.
+    const limit = parsed.max_completion_tokens ?? parsed.max_tokens;
+    let cut = false;
+    if (typeof limit === 'number' && countTokens(text) > limit) {
+      text = decode(encode(text, { disallowedSpecial: new Set() }).slice(0, limit));
+      cut = true;
+    }
     const wordDelayMs = typeof reply === 'object' && 'wordDelayMs' in reply ? reply.wordDelayMs : 0;
     const calls = typeof reply === 'object' && 'toolCalls' in reply
       ? reply.toolCalls.map((c) => ({
@@ -212,7 +252,10 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
           function: { name: c.name, arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments ?? {}) },
         }))
       : [];
-    const finish = calls.length > 0 ? 'tool_calls' : 'stop';
+    const finish = cut ? 'length'
+      : typeof reply === 'object' && 'finishReason' in reply ? reply.finishReason
+      : calls.length > 0 ? 'tool_calls' : 'stop';
+    const deltaStyle: ToolCallDeltas = typeof reply === 'object' && 'toolCallDeltas' in reply ? reply.toolCallDeltas ?? 'indexed' : 'indexed';
     const completionTokens = countTokens(text) + calls.reduce((n, c) => n + countTokens(c.function.name) + countTokens(c.function.arguments), 0);
     const usage = usageMode === 'none' ? undefined
       : usageMode === 'fixed' ? { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 }
@@ -235,8 +278,12 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       rec.streamEndedAt = Date.now();
       calls.forEach((c, i) => {
         const half = Math.ceil(c.function.arguments.length / 2);
-        chunk([{ index: 0, delta: { tool_calls: [{ index: i, id: c.id, type: 'function', function: { name: c.function.name, arguments: c.function.arguments.slice(0, half) } }] }, finish_reason: null }]);
-        chunk([{ index: 0, delta: { tool_calls: [{ index: i, function: { arguments: c.function.arguments.slice(half) } }] }, finish_reason: null }]);
+        const index = deltaStyle === 'no-index' ? {} : { index: i };
+        const name = deltaStyle === 'nameless' ? {} : { name: c.function.name };
+        chunk([{ index: 0, delta: { tool_calls: [{ ...index, id: c.id, type: 'function', function: { ...name, arguments: c.function.arguments.slice(0, half) } }] }, finish_reason: null }]);
+        const repeat = deltaStyle === 'repeat-last' ? { id: c.id, type: 'function' } : {};
+        const repeatName = deltaStyle === 'repeat-last' ? { name: c.function.name } : {};
+        chunk([{ index: 0, delta: { tool_calls: [{ ...index, ...repeat, function: { ...repeatName, arguments: c.function.arguments.slice(half) } }] }, finish_reason: null }]);
       });
       chunk([{ index: 0, delta: {}, finish_reason: finish }]);
       if (parsed.stream_options?.include_usage && usage) chunk([], { usage });

@@ -39,10 +39,12 @@
 import { setMaxListeners } from 'node:events';
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIUserAbortError, APIError } from 'openai';
 import type {
-  ChatCompletion, ChatCompletionCreateParamsNonStreaming, ChatCompletionMessageParam, ChatCompletionTool,
+  ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsNonStreaming, ChatCompletionMessageParam, ChatCompletionTool,
 } from 'openai/resources/chat/completions';
+import { Stream } from 'openai/streaming';
 import { TurnError } from '../../scheduler/errors/turn-error.ts';
 import type { HermesMetrics } from '../../scheduler/metrics.ts';
+import type { FinishReason, ModelParams } from '../../scheduler/model-params.ts';
 import { NO_SPEND, sumSpend, totalTokens, type ModelSpend } from '../../scheduler/model-spend.ts';
 import { compactMessages, type CompactableMessage } from '../context/compaction.ts';
 import { ContextWindows } from '../context/context-window.ts';
@@ -52,6 +54,7 @@ import {
 import type { Toolbox } from '../tools/toolbox.ts';
 import type { ToolTurn, TurnSurfaces } from '../tools/tool.ts';
 import { contextRefusal, isTransient, retryingFetch, untilAborted } from './model-transport.ts';
+import { MalformedAnswerError, StreamAssembler, StreamAssemblyError, checkCompletion } from './model-answer.ts';
 import type {
   ChatMessage, ModelCallEvent, ModelCallPurpose, ToolCallRecord, TurnEvent, TurnOutput, TurnRequest, TurnRunner,
 } from './turn-runner.ts';
@@ -133,6 +136,8 @@ export const SUMMARY_PROMPT = [
 /** What `complete()` returns. */
 export interface Completion {
   content: string;
+  /** Why the model stopped its last answer (`stop`, `length`, `content_filter`, …), as the endpoint said. */
+  finishReason?: FinishReason;
   usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
   /** Tool-calling steps before the answer (empty without tools). */
   steps: ChatMessage[];
@@ -157,6 +162,12 @@ export interface CompleteOptions {
   kind?: string;
   /** What the turn already spent (a summary, the turn before its judge): counted against `agent.max_tokens_per_turn`. */
   spentBefore?: ModelSpend;
+  /**
+   * Sampling and output parameters sent with every model call of this `complete()` (a `/v1`
+   * caller's `temperature`, `max_tokens`, …); unset = the endpoint's defaults. `jsonObject` wins
+   * over `params.response_format`.
+   */
+  params?: ModelParams;
   /**
    * The turn the calls belong to (`run()` sets it): tools that act for a turn see it, and are
    * offered only with it. A judge or a summary is no turn.
@@ -222,6 +233,7 @@ interface ModelRequest {
   keepRecent: number;
   toolChoiceNone?: boolean;
   jsonObject?: boolean;
+  params?: ModelParams;
   onDelta?: (text: string) => void;
 }
 
@@ -358,7 +370,7 @@ export class AgentRunner implements TurnRunner {
         const limitReached = calls >= this.maxToolCalls;
         const sent = await this.call(scope, {
           system, messages: convo, tools, keepRecent: unseen,
-          toolChoiceNone: limitReached, jsonObject: options.jsonObject, onDelta: options.onDelta,
+          toolChoiceNone: limitReached, jsonObject: options.jsonObject, params: options.params, onDelta: options.onDelta,
         });
         convo = sent.messages;
         const res = sent.completion;
@@ -369,12 +381,16 @@ export class AgentRunner implements TurnRunner {
           usage.total_tokens += res.usage.total_tokens;
         }
         this.checkBudget(scope, options.spentBefore);
-        const message = res.choices[0]?.message;
+        const choice = res.choices[0];
+        const message = choice?.message;
         const toolCalls: ToolCallRecord[] = (message?.tool_calls ?? []).flatMap((c) =>
           c.type === 'function' ? [{ id: c.id, name: c.function.name, arguments: c.function.arguments }] : [],
         );
         if (toolCalls.length === 0 || tools.length === 0) {
-          return { content: message?.content ?? '', steps, ...(sawUsage ? { usage } : {}), spend: scope.spend };
+          // A refusal (`message.refusal`) is the answer when there is no content.
+          const content = message?.content || message?.refusal || '';
+          const finishReason = choice?.finish_reason ?? undefined;
+          return { content, steps, ...(sawUsage ? { usage } : {}), spend: scope.spend, ...(finishReason ? { finishReason } : {}) };
         }
         if (limitReached && ++roundsAfterLimit > EXTRA_ROUNDS_AFTER_LIMIT) {
           throw new TurnError(`The model kept calling tools after the limit of ${this.maxToolCalls} calls per turn.`, { kind: 'model', sessionId });
@@ -542,6 +558,7 @@ export class AgentRunner implements TurnRunner {
   /** The call itself, through a client whose `fetch` counts retries and makes their waits abortable. */
   private async transport(scope: CallScope, target: ModelTarget, req: ModelRequest, messages: ChatMessage[]): Promise<ChatCompletion> {
     const body: ChatCompletionCreateParamsNonStreaming = {
+      ...req.params,
       model: target.id,
       messages: [...(req.system ? [{ role: 'system' as const, content: req.system }] : []), ...messages.map(toParam)],
       ...(req.tools.length > 0 ? { tools: req.tools, ...(req.toolChoiceNone ? { tool_choice: 'none' as const } : {}) } : {}),
@@ -556,7 +573,9 @@ export class AgentRunner implements TurnRunner {
     // The client adds a listener per attempt and never removes it: a signal of the call's own.
     const callSignal = AbortSignal.any([scope.signal]);
     setMaxListeners(this.maxRetries + 10, callSignal);
-    const pending = req.onDelta ? streamed(client, body, req.onDelta, callSignal) : client.chat.completions.create(body, { signal: callSignal });
+    const pending = req.onDelta
+      ? streamed(client, body, req.onDelta, callSignal)
+      : client.chat.completions.create(body, { signal: callSignal }).then(checkCompletion);
     return await untilAborted(pending, scope.signal);
   }
 
@@ -635,18 +654,44 @@ function summaryInput(messages: readonly CompactableMessage[]): string {
   return `Summarise this conversation:\n\n${lines.join('\n\n')}`;
 }
 
-/** One model call with `stream: true`: content deltas go to `onDelta`; resolves with the assembled completion. */
+/**
+ * One model call with `stream: true`: content deltas go to `onDelta`; resolves with the completion
+ * assembled from the chunks (`StreamAssembler`: tool calls also from upstreams that omit `index` or
+ * repeat id and name). An endpoint that answers JSON instead of an event stream is read as a
+ * non-streamed answer (`checkCompletion`: its own error message when it sent one).
+ * @throws StreamAssemblyError when the chunks make no complete answer; MalformedAnswerError
+ */
 async function streamed(
   client: OpenAI,
   body: ChatCompletionCreateParamsNonStreaming,
   onDelta: (text: string) => void,
   signal: AbortSignal,
 ): Promise<ChatCompletion> {
-  const stream = client.chat.completions.stream({ ...body, stream: true, stream_options: { include_usage: true } }, { signal });
-  stream.on('content', (delta) => {
-    if (delta) onDelta(delta);
-  });
-  return (await stream.finalChatCompletion()) as ChatCompletion;
+  const response = await client.chat.completions.create({ ...body, stream: true, stream_options: { include_usage: true } }, { signal }).asResponse();
+  if (!(response.headers.get('content-type') ?? '').includes('text/event-stream')) {
+    const text = await response.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      /* not JSON: quoted as it is */
+    }
+    const completion = checkCompletion(parsed);
+    const content = completion.choices[0]?.message.content;
+    if (content) onDelta(content);
+    return completion;
+  }
+  const controller = new AbortController();
+  const onAbort = () => controller.abort();
+  signal.addEventListener('abort', onAbort, { once: true });
+  try {
+    const answer = new StreamAssembler(onDelta);
+    for await (const chunk of Stream.fromSSEResponse<ChatCompletionChunk>(response, controller, client)) answer.add(chunk);
+    if (signal.aborted) throw signal.reason;
+    return answer.finish();
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
 }
 
 function emit(onEvent: CompleteOptions['onEvent'], event: TurnEvent): void {
@@ -680,6 +725,10 @@ function toTurnError(err: unknown, sessionId: string | undefined): TurnError {
   }
   if (err instanceof APIError) {
     return new TurnError(`The model endpoint answered ${err.status ?? 'an error'}: ${err.message}`, { kind: 'model', sessionId, cause: err });
+  }
+  if (err instanceof MalformedAnswerError) return new TurnError(err.message, { kind: 'model', sessionId, cause: err });
+  if (err instanceof StreamAssemblyError) {
+    return new TurnError(`The model's streamed answer could not be assembled: ${err.message}.`, { kind: 'model', sessionId, cause: err });
   }
   return new TurnError(`The model call failed: ${(err as Error).message}`, { kind: 'model', sessionId, cause: err });
 }
