@@ -42,7 +42,7 @@ const PER_ID: Record<string, (id: string) => string> = {
   'gateway wake': (id) => k.gatewayWake(id),
   'outbound order of a chat': (id) => k.outboundOrder('telegram', id),
 };
-const GLOBAL = [k.scheduleIndex, k.goalIndex, k.sessionIndex, k.workers, k.cronJobIndex, k.cronRecentRuns, k.shardCountMarker, k.turnAbortChannel, k.outboundSequence];
+const GLOBAL = [k.scheduleIndex, k.goalIndex, k.sessionIndex, k.workers, k.cronJobIndex, k.cronRecentRuns, k.shardCountMarker, k.turnAbortChannel, k.outboundSequence, k.runIndex];
 /** Job scheduler ids (BullMQ keys them as `<queue>:repeat:<id>`, their jobs as `repeat:<id>:<millis>`). */
 const SCHEDULER_IDS: Record<string, (id: string) => string> = {
   loop: (id) => k.loopSchedulerId(id, 'loop'),

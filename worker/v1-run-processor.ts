@@ -8,6 +8,10 @@
  *   the turn has the operator's tools allowed from `v1`, never tools from the request.
  * - A streamed request (`stream: true`) calls the model with `stream: true` and writes each
  *   content delta to the run's event stream (`run.delta`) as it arrives.
+ * - The caller's model (a name the operator declared under `agent.models`, else the primary
+ *   model) and its sampling and output parameters (`temperature`, `max_tokens`, …; checked by
+ *   the gateway) go with every model call of the turn; the model's `finish_reason` is stored
+ *   with the reply, so a cut answer (`length`) never looks complete.
  * - The outcome is written to the run record (scheduler/v1/v1-runs.ts), which the
  *   waiting gateway reads; the job itself always completes, so BullMQ never
  *   retries a run whose caller already got an answer. Only a stalled job (its
@@ -102,6 +106,8 @@ export async function processV1Run(
         const res = await deps.runners.agent.complete(job.data.messages, turnSignal, undefined, {
           ...(hasSystem ? { system: null } : {}),
           surface: 'v1', kind: 'v1', turn: { kind: 'v1' },
+          ...(job.data.agentModel !== undefined ? { model: job.data.agentModel } : {}),
+          ...(job.data.params ? { params: job.data.params } : {}),
           // A run's usage is its answer's `usage`; per-call `model.called` events stay out of the run stream.
           onEvent: (e) => (e.type === 'model.called' ? undefined : runs.addEvent(runId, e.type, e.data)),
           // Streamed: every content delta becomes a `run.delta` event as it arrives (one connection,
@@ -109,7 +115,7 @@ export async function processV1Run(
           ...(job.data.stream ? { onDelta: (text: string) => void runs.addEvent(runId, 'run.delta', { text }).catch(() => {}) } : {}),
         });
         if (turnSignal.aborted) throw new TurnError('The turn was aborted.', { kind: 'aborted' });
-        await runs.complete(runId, res.content, res.usage);
+        await runs.complete(runId, res.content, res.usage, Date.now(), res.finishReason ?? 'stop');
         finished('ok');
         log.info({ ms: Date.now() - started }, 'v1 run completed');
         return { runId, status: 'completed' as const };
@@ -152,6 +158,8 @@ export async function processV1Run(
  */
 function runErrorOf(err: unknown): RunErrorInfo {
   if (err instanceof TurnError) {
+    // A model the gateway accepted but this worker's config does not declare (configs differ).
+    if (err.kind === 'config' && err.message.startsWith('Unknown model')) return { code: 'model_not_found', message: err.message, httpStatus: 404 };
     if (err.kind === 'config') {
       return {
         code: 'model_not_configured',

@@ -433,6 +433,11 @@ export class Keys {
     return `${this.prefix}:run-idempotency:${keyPart(keyDigest)}`;
   }
 
+  /** Sorted set of `/v1` run ids by creation time (ms), trimmed to `gateway.run_ttl_seconds` (`GET /v1/runs`). */
+  get runIndex(): string {
+    return `${this.prefix}:run-index`;
+  }
+
   /** Wake stream of one gateway instance's shared stream reader (a new subscription interrupts its blocking read). */
   gatewayWake(instanceId: string): string {
     return `${this.prefix}:gateway:${keyPart(instanceId)}:wake`;

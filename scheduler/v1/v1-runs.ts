@@ -18,6 +18,11 @@
  * `interrupted` is the terminal state of a run aborted without a hand-back
  * (kept for records written by older versions); a retry with the run's
  * Idempotency-Key re-queues it rather than replaying it as final.
+ *
+ * Every run is in an index by creation time (`GET /v1/runs`, newest first, paged), trimmed to
+ * the runs' time-to-live. A run made by `POST /v1/responses` also stores its conversation
+ * (the messages it was asked with, without the request's instructions), so a later request can
+ * continue it (`previous_response_id`); it lives and expires with the run's record.
  */
 import { Queue, type ConnectionOptions } from 'bullmq';
 import type { Logger } from '../logger.ts';
@@ -27,6 +32,7 @@ import { QUEUES, type Keys } from '../store/keys.ts';
 import { JOB_RETENTION } from '../store/queues.ts';
 import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
 import { parseStreamEntry } from '../session/session-store.ts';
+import type { FinishReason, ModelParams } from '../model-params.ts';
 
 /** Where a `/v1` run is (`V1RunRecord.status`, and `run.<status>` events). The last four are terminal. */
 export const V1_RUN_STATUSES = ['queued', 'running', 'completed', 'failed', 'cancelled', 'interrupted'] as const;
@@ -50,11 +56,27 @@ export interface RunMessage {
 /** Data of a `v1-runs` job. The input lives only here; the record holds the outcome. */
 export interface V1RunJobData {
   runId: string;
-  /** Model name the caller asked for (echoed back; the configured agent runs it). */
+  /** Model name the caller asked for, echoed back (`agentModel` says which model runs it). */
   model: string;
   messages: RunMessage[];
   /** The caller reads the reply as it is written: the worker streams the model's deltas as `run.delta` events. */
   stream?: boolean;
+  /** A model the operator declared (`agent.models.<name>`) to run on; unset = the primary model. */
+  agentModel?: string;
+  /** The caller's sampling and output parameters, sent with every model call of the turn. */
+  params?: ModelParams;
+}
+
+/** Which endpoint made a run. */
+export type V1RunEndpoint = 'chat.completions' | 'runs' | 'responses';
+
+/** What `RunStore.create` stores besides the run's status. */
+export interface V1RunCreateInput {
+  endpoint?: V1RunEndpoint;
+  /** Fields of the request the run's answer echoes (`POST /v1/responses`: instructions, previous_response_id, …). */
+  request?: Record<string, unknown>;
+  /** The messages of a `/v1/responses` conversation so far (this request's input included, its instructions not). */
+  conversation?: RunMessage[];
 }
 
 /** Why a run did not complete, with the HTTP status the gateway answers with. */
@@ -84,10 +106,28 @@ export interface V1RunRecord {
   finishedAt: number | null;
   output: string | null;
   usage: RunUsage | null;
+  /** Why the model stopped its answer (`stop`, `length`, `content_filter`, …), as the endpoint said; null before it completed. */
+  finishReason: FinishReason | null;
   error: RunErrorInfo | null;
   /** `POST /v1/runs/:id/stop` was called while the run was running. */
   stopRequested: boolean;
+  /** Which endpoint made it (null for records of older versions). */
+  endpoint: V1RunEndpoint | null;
+  /** See `V1RunCreateInput.request`. */
+  request: Record<string, unknown> | null;
 }
+
+/** One page of `RunStore.list`. */
+export interface V1RunPage {
+  runs: V1RunRecord[];
+  /** More runs follow the last one. */
+  hasMore: boolean;
+}
+
+/** The hash fields `get` reads (the conversation is read on its own: it may be large). */
+const RECORD_FIELDS = [
+  'status', 'model', 'created_at', 'started_at', 'finished_at', 'output', 'usage', 'finish_reason', 'error', 'stop_requested', 'endpoint', 'request',
+] as const;
 
 /** One event of a run's stream; `id` is the Redis stream id. */
 export interface RunEvent {
@@ -161,40 +201,92 @@ export class RunStore {
     if (cur?.startsWith(`${runId} `)) await this.redis.del(key);
   }
 
-  /** Store a new queued run and its `run.queued` event. */
-  async create(runId: string, model: string, now = Date.now()): Promise<V1RunRecord> {
+  /** Store a new queued run and its `run.queued` event, and index it. */
+  async create(runId: string, model: string, now = Date.now(), input: V1RunCreateInput = {}): Promise<V1RunRecord> {
     const record: V1RunRecord = {
       id: runId, status: 'queued', model, createdAt: now, startedAt: null, finishedAt: null,
-      output: null, usage: null, error: null, stopRequested: false,
+      output: null, usage: null, finishReason: null, error: null, stopRequested: false,
+      endpoint: input.endpoint ?? null, request: input.request ?? null,
     };
     const ttl = String(this.ttlSeconds);
+    const fields: Record<string, string> = { id: runId, status: 'queued', model, created_at: String(now) };
+    if (input.endpoint) fields.endpoint = input.endpoint;
+    if (input.request) fields.request = JSON.stringify(input.request);
+    if (input.conversation) fields.conversation = JSON.stringify(input.conversation);
     await this.redis
       .multi()
-      .hset(this.keys.run(runId), { id: runId, status: 'queued', model, created_at: String(now) })
+      .hset(this.keys.run(runId), fields)
       .expire(this.keys.run(runId), ttl)
       .xadd(this.keys.runEvents(runId), '*', 'type', 'run.queued', 'data', JSON.stringify({ model, created_at: now }))
       .expire(this.keys.runEvents(runId), ttl)
+      .zadd(this.keys.runIndex, now, runId)
+      // Runs older than the time-to-live have expired: the index forgets them too.
+      .zremrangebyscore(this.keys.runIndex, '-inf', `(${now - this.ttlSeconds * 1000}`)
+      .expire(this.keys.runIndex, ttl)
       .exec();
     return record;
   }
 
   /** The run, or `null` when unknown or expired. */
   async get(runId: string): Promise<V1RunRecord | null> {
-    const h = await this.redis.hgetall(this.keys.run(runId));
-    if (!h.status) return null;
-    const num = (v: string | undefined) => (v === undefined || v === '' ? null : Number(v));
-    return {
-      id: runId,
-      status: h.status as V1RunStatus,
-      model: h.model ?? '',
-      createdAt: Number(h.created_at ?? 0),
-      startedAt: num(h.started_at),
-      finishedAt: num(h.finished_at),
-      output: h.output ?? null,
-      usage: h.usage ? (JSON.parse(h.usage) as RunUsage) : null,
-      error: h.error ? (JSON.parse(h.error) as RunErrorInfo) : null,
-      stopRequested: h.stop_requested === '1',
-    };
+    const values = await this.redis.hmget(this.keys.run(runId), ...RECORD_FIELDS);
+    return recordOf(runId, values);
+  }
+
+  /** The conversation a `/v1/responses` run stored (see `V1RunCreateInput.conversation`), or null. */
+  async conversation(runId: string): Promise<RunMessage[] | null> {
+    const v = await this.redis.hget(this.keys.run(runId), 'conversation');
+    return v ? (JSON.parse(v) as RunMessage[]) : null;
+  }
+
+  /**
+   * Runs newest first, `limit` at a time.
+   * @param after - the id of the last run of the previous page; `undefined` = from the newest
+   * @returns null when `after` names no run in the index
+   */
+  async list(limit: number, after?: string): Promise<V1RunPage | null> {
+    let start = 0;
+    if (after !== undefined) {
+      const rank = await this.redis.zrevrank(this.keys.runIndex, after);
+      if (rank === null) return null;
+      start = rank + 1;
+    }
+    const runs: V1RunRecord[] = [];
+    // One more than a page tells whether more follow. Ids whose record expired or was deleted
+    // are skipped and dropped from the index (the ranks after them move up by as many).
+    for (let pos = start, rounds = 0; runs.length <= limit && rounds < 20; rounds++) {
+      const ids = await this.redis.zrevrange(this.keys.runIndex, pos, pos + limit);
+      if (ids.length === 0) break;
+      const pipe = this.redis.pipeline();
+      for (const id of ids) pipe.hmget(this.keys.run(id), ...RECORD_FIELDS);
+      const results = (await pipe.exec()) ?? [];
+      const gone: string[] = [];
+      for (const [i, id] of ids.entries()) {
+        const [err, values] = results[i] ?? [];
+        const record = err ? null : recordOf(id, values as Array<string | null>);
+        if (record) runs.push(record);
+        else gone.push(id);
+      }
+      if (gone.length > 0) await this.redis.zrem(this.keys.runIndex, ...gone);
+      if (ids.length <= limit) break;
+      pos += ids.length - gone.length;
+    }
+    return { runs: runs.slice(0, limit), hasMore: runs.length > limit };
+  }
+
+  /**
+   * Delete a run's record, events and index entry (`DELETE /v1/responses/:id`); a running run
+   * sees its record gone and stops (`stopRequested`).
+   * @returns false when there was no such run
+   */
+  async delete(runId: string): Promise<boolean> {
+    const res = await this.redis
+      .multi()
+      .del(this.keys.run(runId))
+      .del(this.keys.runEvents(runId))
+      .zrem(this.keys.runIndex, runId)
+      .exec();
+    return Number(res?.[0]?.[1] ?? 0) > 0;
   }
 
   /**
@@ -223,11 +315,16 @@ export class RunStore {
     return code === 1;
   }
 
-  /** `running → completed` with the reply. @returns false when the run already ended (stopped, interrupted). */
-  async complete(runId: string, output: string, usage: RunUsage | undefined, now = Date.now()): Promise<boolean> {
-    const fields: Record<string, string> = { output, finished_at: String(now) };
+  /**
+   * `running → completed` with the reply and why the model stopped it (`finishReason`, default `stop`).
+   * @returns false when the run already ended (stopped, interrupted)
+   */
+  async complete(runId: string, output: string, usage: RunUsage | undefined, now = Date.now(), finishReason: FinishReason = 'stop'): Promise<boolean> {
+    const fields: Record<string, string> = { output, finished_at: String(now), finish_reason: finishReason };
     if (usage) fields.usage = JSON.stringify(usage);
-    return await this.transition(runId, 'completed', 'run.completed', { output, usage: usage ?? null, finished_at: now }, ['running'], fields);
+    return await this.transition(
+      runId, 'completed', 'run.completed', { output, usage: usage ?? null, finish_reason: finishReason, finished_at: now }, ['running'], fields,
+    );
   }
 
   /**
@@ -252,9 +349,10 @@ export class RunStore {
     )) as V1StopOutcome;
   }
 
-  /** Whether a stop was requested for a running run. */
+  /** Whether a stop was requested for a running run, or its record is gone (deleted, expired): nobody waits for it. */
   async stopRequested(runId: string): Promise<boolean> {
-    return (await this.redis.hget(this.keys.run(runId), 'stop_requested')) === '1';
+    const [stop, status] = await this.redis.hmget(this.keys.run(runId), 'stop_requested', 'status');
+    return stop === '1' || status === null;
   }
 
   /**
@@ -297,6 +395,28 @@ export class RunStore {
     )) as [number, string];
     return code === 1;
   }
+}
+
+/** A record from its `RECORD_FIELDS` values, or null when it has none (unknown, expired, deleted). */
+function recordOf(runId: string, values: ReadonlyArray<string | null | undefined>): V1RunRecord | null {
+  const h = Object.fromEntries(RECORD_FIELDS.map((f, i) => [f, values[i] ?? undefined])) as Partial<Record<(typeof RECORD_FIELDS)[number], string>>;
+  if (!h.status) return null;
+  const num = (v: string | undefined) => (v === undefined || v === '' ? null : Number(v));
+  return {
+    id: runId,
+    status: h.status as V1RunStatus,
+    model: h.model ?? '',
+    createdAt: Number(h.created_at ?? 0),
+    startedAt: num(h.started_at),
+    finishedAt: num(h.finished_at),
+    output: h.output ?? null,
+    usage: h.usage ? (JSON.parse(h.usage) as RunUsage) : null,
+    finishReason: h.finish_reason ?? (h.status === 'completed' ? 'stop' : null),
+    error: h.error ? (JSON.parse(h.error) as RunErrorInfo) : null,
+    stopRequested: h.stop_requested === '1',
+    endpoint: (h.endpoint as V1RunEndpoint | undefined) ?? null,
+    request: h.request ? (JSON.parse(h.request) as Record<string, unknown>) : null,
+  };
 }
 
 /** True for `run.completed`, `run.failed`, `run.cancelled`, `run.interrupted`. */
