@@ -152,7 +152,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       key: config.api_server.key,
       log,
       v1: {
-        runs, queue: v1Queue, keys, fanout, inflight, model: config.agent.model,
+        runs, queue: v1Queue, keys, fanout, inflight, model: config.agent.model, models: Object.keys(config.agent.models),
         maxPromptChars: config.agent.max_prompt_chars, runTimeoutMs: config.gateway.run_timeout_seconds * 1000,
         queueTimeoutMs: config.gateway.redis_timeout_ms,
       },

@@ -29,7 +29,7 @@ function complete(): Promise<Response> {
   return fetch(`${gw.httpAddress.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'hermes', messages: [{ role: 'user', content: 'hi' }] }),
+    body: JSON.stringify({ model: 'hermes-agent', messages: [{ role: 'user', content: 'hi' }] }),
   });
 }
 

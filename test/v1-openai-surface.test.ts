@@ -1,0 +1,373 @@
+/**
+ * The OpenAI-compatible surface as the official clients see it: the Responses API (plain,
+ * streamed, continued with `previous_response_id`, read back and deleted), client parameters
+ * forwarded to the model or refused by name, `model` checked against `/v1/models`, `GET /v1/runs`
+ * paged, and bad bodies that name the field and what was expected. End to end: real express
+ * over loopback, real BullMQ queue and worker, the official `openai` client on both sides.
+ */
+import OpenAI, { APIError } from 'openai';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../scheduler/logger.ts';
+import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
+import { CONVERSATION_MAX_CHARS } from '../gateway/http/v1-responses.ts';
+import { echoLast, lastUserText, startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { parseSse, readJson, waitFor } from './support/http.ts';
+import { startV1Worker, type TestV1Worker } from './support/v1-worker.ts';
+
+const KEY = 'test-key-0123456789';
+
+let model: FakeOpenAI;
+let env: TestEnv;
+let gw: Gateway;
+let worker: TestV1Worker;
+let answer: (req: RecordedRequest) => ScriptedReply = (req) => echoLast(req);
+
+beforeAll(async () => {
+  model = await startFakeOpenAI();
+  model.respond((req) => answer(req));
+  env = testEnv({
+    'agent.base_url': model.baseUrl, 'agent.api_key': 'model-key', 'agent.model': 'primary-model', 'api_server.port': 0, 'api_server.key': KEY,
+    'agent.models': { cheap: { model: 'cheap-model-id' } },
+    'agent.max_prompt_chars': 600_000,
+  });
+  gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
+  worker = await startV1Worker(env);
+});
+
+afterEach(() => {
+  answer = (req) => echoLast(req);
+});
+
+afterAll(async () => {
+  await gw?.close();
+  await worker?.close();
+  await model?.close();
+  env?.cleanup();
+});
+
+function client(): OpenAI {
+  return new OpenAI({ baseURL: `${gw.httpAddress.url}/v1`, apiKey: KEY, maxRetries: 0 });
+}
+
+function post(path: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(`${gw.httpAddress.url}${path}`, {
+    method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', ...headers }, body: JSON.stringify(body),
+  });
+}
+
+function get(path: string): Promise<Response> {
+  return fetch(`${gw.httpAddress.url}${path}`, { headers: { authorization: `Bearer ${KEY}` } });
+}
+
+/** The error a call of the client failed with. */
+async function apiError(p: Promise<unknown>): Promise<APIError> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof APIError) return err;
+    throw err;
+  }
+  throw new Error('the call succeeded');
+}
+
+describe('POST /v1/responses', () => {
+  it('answers a Response the official client reads: output_text, status, usage, instructions as the system message', async () => {
+    const before = model.requests.length;
+    const res = await client().responses.create({ model: 'hermes-agent', instructions: 'Answer in French.', input: 'what is new?' });
+    expect(res).toMatchObject({
+      object: 'response', status: 'completed', model: 'hermes-agent', instructions: 'Answer in French.', error: null, incomplete_details: null,
+      output: [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'echo: what is new?', annotations: [] }] }],
+      usage: { input_tokens: 7, output_tokens: 3, total_tokens: 10 },
+    });
+    expect(res.id).toMatch(/^resp_[0-9a-f]{24}$/);
+    expect(res.output_text).toBe('echo: what is new?');
+    const sent = model.requests.slice(before);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.messages).toEqual([{ role: 'system', content: 'Answer in French.' }, { role: 'user', content: 'what is new?' }]);
+  });
+
+  it('takes message items with text parts (input_text, output_text) and developer messages', async () => {
+    const before = model.requests.length;
+    const res = await client().responses.create({
+      model: 'hermes-agent',
+      input: [
+        { role: 'developer', content: 'Be terse.' },
+        { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'first' }, { type: 'input_text', text: 'part' }] },
+        { role: 'assistant', content: 'noted' },
+        { role: 'user', content: 'and now?' },
+      ],
+    });
+    expect(res.output_text).toBe('echo: and now?');
+    expect(model.requests[before]!.messages).toEqual([
+      { role: 'system', content: 'Be terse.' }, { role: 'user', content: 'first\npart' }, { role: 'assistant', content: 'noted' }, { role: 'user', content: 'and now?' },
+    ]);
+  });
+
+  it('streams the Responses event types in order; the client\'s stream helper assembles the final response', async () => {
+    answer = () => ({ text: 'one two three four', wordDelayMs: 20 });
+    const stream = await client().responses.create({ model: 'hermes-agent', input: 'count', stream: true });
+    const events: Array<{ type: string; sequence_number: number; delta?: string }> = [];
+    for await (const e of stream) events.push(e as never);
+    const types = [...new Set(events.map((e) => e.type))];
+    expect(types).toEqual([
+      'response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added',
+      'response.output_text.delta', 'response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.completed',
+    ]);
+    expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+    const deltas = events.filter((e) => e.type === 'response.output_text.delta');
+    expect(deltas.length).toBeGreaterThan(1); // the model's deltas as they came, not one block at the end
+    expect(deltas.map((e) => e.delta).join('')).toBe('one two three four');
+    const done = events.at(-1) as unknown as { response: OpenAI.Responses.Response };
+    expect(done.response).toMatchObject({ status: 'completed', output: [{ content: [{ text: 'one two three four' }] }] });
+
+    const helper = client().responses.stream({ model: 'hermes-agent', input: 'again' });
+    const final = await helper.finalResponse();
+    expect(final.output_text).toBe('one two three four');
+  });
+
+  it('a failed run streams an error event, then response.failed', async () => {
+    answer = () => ({ status: 500, message: 'upstream exploded' });
+    const res = await post('/v1/responses', { model: 'hermes-agent', input: 'boom', stream: true });
+    expect(res.status).toBe(200);
+    const frames = parseSse(await res.text());
+    const types = frames.map((f) => f.event);
+    expect(types.slice(0, 2)).toEqual(['response.created', 'response.in_progress']);
+    expect(types.slice(-2)).toEqual(['error', 'response.failed']);
+    const error = JSON.parse(frames.at(-2)!.data);
+    expect(error).toMatchObject({ type: 'error', code: 'model_error', message: expect.stringMatching(/upstream exploded/) });
+    expect(JSON.parse(frames.at(-1)!.data).response).toMatchObject({ status: 'failed', error: { code: 'server_error', message: expect.stringMatching(/upstream exploded/) } });
+    // Not streamed: the error is the HTTP answer, as for chat completions.
+    const plain = await apiError(client().responses.create({ model: 'hermes-agent', input: 'boom' }));
+    expect(plain.status).toBe(502);
+    expect(plain.message).toMatch(/upstream exploded/);
+  });
+
+  it('previous_response_id continues the conversation server-side; instructions are not carried over', async () => {
+    const c = client();
+    const first = await c.responses.create({ model: 'hermes-agent', instructions: 'Be brief.', input: 'my name is Ada' });
+    const before = model.requests.length;
+    const second = await c.responses.create({ model: 'hermes-agent', input: 'what is my name?', previous_response_id: first.id });
+    expect(second.previous_response_id).toBe(first.id);
+    // Without instructions of its own the request has the agent's system prompt, not the first one's.
+    const [system, ...rest] = model.requests[before]!.messages;
+    expect(system).toMatchObject({ role: 'system', content: expect.stringMatching(/^You are Hermes/) });
+    expect(rest).toEqual([
+      { role: 'user', content: 'my name is Ada' }, { role: 'assistant', content: 'echo: my name is Ada' }, { role: 'user', content: 'what is my name?' },
+    ]);
+    const third = await c.responses.create({ model: 'hermes-agent', input: 'and again?', previous_response_id: second.id, stream: true });
+    for await (const _ of third) { /* drain */ }
+    expect(model.requests.at(-1)!.messages.slice(1).map((m) => m.content)).toEqual([
+      'my name is Ada', 'echo: my name is Ada', 'what is my name?', 'echo: what is my name?', 'and again?',
+    ]);
+    // An unknown previous response is 404 naming the field.
+    const missing = await apiError(c.responses.create({ model: 'hermes-agent', input: 'x', previous_response_id: 'resp_000000000000000000000000' }));
+    expect(missing.status).toBe(404);
+    expect(missing).toMatchObject({ code: 'previous_response_not_found', param: 'previous_response_id' });
+  });
+
+  it('a conversation over the limit is refused, or with truncation: "auto" continues without its oldest messages', async () => {
+    answer = () => 'ok';
+    const big = 'x'.repeat(500_000);
+    const c = client();
+    let prev = await c.responses.create({ model: 'hermes-agent', input: big });
+    for (let i = 0; i < 3; i++) prev = await c.responses.create({ model: 'hermes-agent', input: big, previous_response_id: prev.id });
+    const refused = await apiError(c.responses.create({ model: 'hermes-agent', input: big, previous_response_id: prev.id }));
+    expect(refused).toMatchObject({ status: 400, code: 'conversation_too_long', param: 'previous_response_id' });
+    expect(refused.message).toContain(String(CONVERSATION_MAX_CHARS));
+    const before = model.requests.length;
+    const cut = await c.responses.create({ model: 'hermes-agent', input: 'last', previous_response_id: prev.id, truncation: 'auto' });
+    expect(cut.status).toBe('completed');
+    const sent = model.requests[before]!.messages;
+    expect(sent.at(-1)!.content).toBe('last');
+    expect(sent.reduce((n, m) => n + m.content.length, 0)).toBeLessThanOrEqual(CONVERSATION_MAX_CHARS);
+  });
+
+  it('GET /v1/responses/:id reads it back; DELETE removes it; both 404 afterwards', async () => {
+    const c = client();
+    const res = await c.responses.create({ model: 'hermes-agent', input: 'keep me', metadata: { ticket: 'T-1' } });
+    const read = await c.responses.retrieve(res.id);
+    expect(read).toMatchObject({ id: res.id, status: 'completed', metadata: { ticket: 'T-1' }, output_text: 'echo: keep me' });
+    // The same run is visible as a run.
+    expect((await readJson(get(`/v1/runs/run_${res.id.slice(5)}`))).output).toBe('echo: keep me');
+    await c.responses.delete(res.id);
+    const again = await fetch(`${gw.httpAddress.url}/v1/responses/${res.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${KEY}` } });
+    expect(again.status).toBe(404);
+    expect((await apiError(c.responses.retrieve(res.id))).status).toBe(404);
+    const other = await c.responses.create({ model: 'hermes-agent', input: 'delete me' });
+    const body = await readJson(fetch(`${gw.httpAddress.url}/v1/responses/${other.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${KEY}` } }));
+    expect(body).toEqual({ id: other.id, object: 'response.deleted', deleted: true });
+  });
+
+  it('Idempotency-Key replays the same response without a second model call', async () => {
+    const key = `idem-resp-${Date.now()}`;
+    const before = model.requests.length;
+    const a = await readJson(post('/v1/responses', { model: 'hermes-agent', input: 'once' }, { 'idempotency-key': key }));
+    const started = Date.now();
+    const b = await readJson(post('/v1/responses', { model: 'hermes-agent', input: 'once' }, { 'idempotency-key': key }));
+    expect(b.id).toBe(a.id);
+    // The replay reads the ended run's events at once (the shared reader restarts its read for a
+    // subscriber behind it), not after its 5 s block.
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(model.requests.length).toBe(before + 1);
+    const c = await post('/v1/responses', { model: 'hermes-agent', input: 'twice' }, { 'idempotency-key': key });
+    expect(c.status).toBe(409);
+  });
+
+  it('refuses the caller\'s tools, non-text items and unknown fields with a 400 naming them', async () => {
+    const c = client();
+    const tools = await apiError(c.responses.create({
+      model: 'hermes-agent', input: 'x', tools: [{ type: 'function', name: 'f', parameters: {}, strict: false }],
+    }));
+    expect(tools).toMatchObject({ status: 400, code: 'client_tools_not_allowed', param: 'tools' });
+    const item = await apiError(c.responses.create({ model: 'hermes-agent', input: [{ type: 'function_call_output', call_id: 'c1', output: '42' }] }));
+    expect(item).toMatchObject({ status: 400, code: 'unsupported_input_item', param: 'input.0.type' });
+    const image = await apiError(c.responses.create({
+      model: 'hermes-agent', input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/a.png', detail: 'auto' }] }],
+    }));
+    expect(image).toMatchObject({ status: 400, code: 'unsupported_content', param: 'input.0.content.0.type' });
+    const reasoning = await apiError(c.responses.create({ model: 'hermes-agent', input: 'x', reasoning: { effort: 'high' } }));
+    expect(reasoning).toMatchObject({ status: 400, code: 'unsupported_parameter', param: 'reasoning' });
+    const storeFalse = await apiError(c.responses.create({ model: 'hermes-agent', input: 'x', store: false }));
+    expect(storeFalse).toMatchObject({ status: 400, code: 'unsupported_parameter', param: 'store' });
+  });
+
+  it('forwards temperature, top_p, max_output_tokens (as max_tokens), user and text.format to the model', async () => {
+    const before = model.requests.length;
+    await client().responses.create({
+      model: 'hermes-agent', input: 'json please', temperature: 0.2, top_p: 0.9, max_output_tokens: 50, user: 'u-7',
+      text: { format: { type: 'json_schema', name: 'answer', schema: { type: 'object', properties: { a: { type: 'string' } } }, strict: true } },
+    });
+    expect(model.requests[before]!.body).toMatchObject({
+      temperature: 0.2, top_p: 0.9, max_tokens: 50, user: 'u-7',
+      response_format: { type: 'json_schema', json_schema: { name: 'answer', strict: true, schema: { type: 'object' } } },
+    });
+  });
+});
+
+describe('client parameters on /v1/chat/completions', () => {
+  it('forwards temperature, top_p, max_tokens, max_completion_tokens, stop, seed, response_format and user to every model call', async () => {
+    const before = model.requests.length;
+    await client().chat.completions.create({
+      model: 'hermes-agent', messages: [{ role: 'user', content: 'hi' }],
+      temperature: 0.1, top_p: 0.5, max_tokens: 40, stop: ['END'], seed: 7, response_format: { type: 'json_object' }, user: 'alice',
+    });
+    expect(model.requests[before]!.body).toMatchObject({
+      temperature: 0.1, top_p: 0.5, max_tokens: 40, stop: ['END'], seed: 7, response_format: { type: 'json_object' }, user: 'alice',
+    });
+    await client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'hi' }], max_completion_tokens: 30 });
+    expect(model.requests.at(-1)!.body).toMatchObject({ max_completion_tokens: 30 });
+    expect(model.requests.at(-1)!.body).not.toHaveProperty('temperature');
+  });
+
+  it('accepts a field at its neutral value or null, and refuses any other field it cannot honour, naming it', async () => {
+    const ok = await post('/v1/chat/completions', {
+      model: 'hermes-agent', messages: [{ role: 'user', content: 'hi' }], n: 1, presence_penalty: 0, frequency_penalty: 0, logprobs: false, logit_bias: {}, tools: [], top_logprobs: null,
+    });
+    expect(ok.status).toBe(200);
+    for (const [field, value] of [['presence_penalty', 0.5], ['logprobs', true], ['modalities', ['audio']], ['reasoning_effort', 'high'], ['service_tier', 'flex'], ['store', true]] as const) {
+      const before = model.requests.length;
+      const res = await post('/v1/chat/completions', { model: 'hermes-agent', messages: [{ role: 'user', content: 'hi' }], [field]: value });
+      expect(res.status, field).toBe(400);
+      const body = await readJson(res);
+      expect(body.error).toMatchObject({ type: 'invalid_request_error', code: 'unsupported_parameter', param: field });
+      expect(body.error.message).toContain(field);
+      expect(model.requests.length).toBe(before);
+    }
+  });
+
+  it('a bad parameter value names the field, what was expected and what was sent', async () => {
+    const cases: Array<[Record<string, unknown>, string, RegExp]> = [
+      [{ temperature: 3 }, 'temperature', /expected number to be <=2, got number 3/],
+      [{ temperature: 'hot' }, 'temperature', /expected number, got string "hot"/],
+      [{ max_tokens: 0 }, 'max_tokens', />=1, got number 0/],
+      [{ stop: 5 }, 'stop', /expected string or array, got number 5/],
+      [{ response_format: { type: 'xml' } }, 'response_format.type', /expected "text" or "json_object" or "json_schema", got string "xml"/],
+      [{ stream: 'yes' }, 'stream', /expected boolean, got string "yes"/],
+      [{ messages: [{ role: 'robot', content: 'hi' }] }, 'messages.0.role', /expected "system" or "developer" or "user" or "assistant", got string "robot"/],
+      [{ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: {} }] }] }, 'messages.0.content.0.type', /expected "text", got string "image_url"/],
+    ];
+    for (const [patch, param, message] of cases) {
+      const res = await post('/v1/chat/completions', { model: 'hermes-agent', messages: [{ role: 'user', content: 'hi' }], ...patch });
+      expect(res.status, param).toBe(400);
+      const { error } = await readJson(res);
+      expect(error, param).toMatchObject({ code: 'invalid_body', param });
+      expect(error.message, param).toMatch(message);
+      expect(error.message, param).toContain(param);
+    }
+  });
+});
+
+describe('model names', () => {
+  it('/v1/models lists hermes-agent, the primary model and the declared models', async () => {
+    const list = await client().models.list();
+    expect(list.data.map((m) => m.id)).toEqual(['hermes-agent', 'primary-model', 'cheap']);
+  });
+
+  it('a declared name runs on its model; hermes-agent and the primary id on the primary model; anything else is 404 model_not_found', async () => {
+    const c = client();
+    const cheap = await c.chat.completions.create({ model: 'cheap', messages: [{ role: 'user', content: 'a' }] });
+    expect(cheap.model).toBe('cheap');
+    expect(model.requests.at(-1)!.model).toBe('cheap-model-id');
+    await c.chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'b' }] });
+    expect(model.requests.at(-1)!.model).toBe('primary-model');
+    await c.responses.create({ model: 'cheap', input: 'c' });
+    expect(model.requests.at(-1)!.model).toBe('cheap-model-id');
+    const before = model.requests.length;
+    for (const call of [
+      () => c.chat.completions.create({ model: 'gpt-5', messages: [{ role: 'user', content: 'x' }] }),
+      () => c.responses.create({ model: 'gpt-5', input: 'x' }),
+    ]) {
+      const err = await apiError(call());
+      expect(err).toMatchObject({ status: 404, code: 'model_not_found', param: 'model' });
+      expect(err.message).toMatch(/`gpt-5` does not exist.*`hermes-agent`, `primary-model`, `cheap`/);
+    }
+    expect((await post('/v1/runs', { model: 'gpt-5', input: 'x' })).status).toBe(404);
+    expect(model.requests.length).toBe(before);
+  });
+});
+
+describe('GET /v1/runs', () => {
+  it('lists runs newest first, a page at a time', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await readJson(post('/v1/runs', { input: `listed ${i}` }))).id);
+    await waitFor(async () => {
+      const all = await Promise.all(ids.map((id) => readJson(get(`/v1/runs/${id}`))));
+      return all.every((r) => r.status === 'completed');
+    }, 10_000, 'runs completed');
+    const first = await readJson(get('/v1/runs?limit=2'));
+    expect(first).toMatchObject({ object: 'list', has_more: true });
+    expect(first.data.map((r: { id: string }) => r.id)).toEqual([ids[4], ids[3]]);
+    expect(first.first_id).toBe(ids[4]);
+    expect(first.last_id).toBe(ids[3]);
+    const second = await readJson(get(`/v1/runs?limit=2&after=${first.last_id}`));
+    expect(second.data.map((r: { id: string }) => r.id)).toEqual([ids[2], ids[1]]);
+    expect(second.data[0]).toMatchObject({ object: 'run', status: 'completed', output: 'echo: listed 2', finish_reason: 'stop' });
+    const bad = await get('/v1/runs?limit=500');
+    expect(bad.status).toBe(400);
+    expect((await readJson(bad)).error).toMatchObject({ param: 'limit', message: expect.stringMatching(/expected number to be <=100, got string "500"/) });
+    const cursor = await get('/v1/runs?after=run_ffffffffffffffffffffffff');
+    expect((await readJson(cursor)).error).toMatchObject({ param: 'after', code: 'invalid_cursor' });
+  });
+
+  it('a deleted response leaves the list', async () => {
+    const res = await client().responses.create({ model: 'hermes-agent', input: 'gone soon' });
+    const runId = `run_${res.id.slice(5)}`;
+    expect((await readJson(get('/v1/runs?limit=5'))).data.map((r: { id: string }) => r.id)).toContain(runId);
+    await client().responses.delete(res.id);
+    expect((await readJson(get('/v1/runs?limit=5'))).data.map((r: { id: string }) => r.id)).not.toContain(runId);
+  });
+});
+
+describe('the agent\'s tools stay the operator\'s', () => {
+  it('the caller\'s tools are refused on both endpoints, an empty list is accepted', async () => {
+    const c = client();
+    const err = await apiError(c.chat.completions.create({
+      model: 'hermes-agent', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f', parameters: {} } }],
+    }));
+    expect(err).toMatchObject({ status: 400, code: 'client_tools_not_allowed', param: 'tools' });
+    const ok = await c.responses.create({ model: 'hermes-agent', input: 'fine', tools: [] });
+    expect(ok.output_text).toBe('echo: fine');
+    expect(lastUserText(model.requests.at(-1)!)).toBe('fine');
+  });
+});
