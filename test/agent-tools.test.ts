@@ -265,7 +265,11 @@ describe('only the operator declares tools', () => {
     expect((await events(c, 'af-tg', 'tool.result')).length).toBe(1);
     const outbound = telegramOutboundQueue(c.keys, c.redis);
     cleanups.push(() => outbound.close());
-    const sent = await outbound.getJobs(['waiting', 'delayed', 'active', 'completed', 'prioritized']);
+    // The reply is queued for Telegram after its commit (the event): wait for it.
+    const sent = await waitFor(async () => {
+      const jobs = await outbound.getJobs(['waiting', 'delayed', 'active', 'completed', 'prioritized']);
+      return jobs.length > 0 ? jobs : undefined;
+    }, 5_000, 'the reply queued for Telegram');
     expect(sent.map((j) => j.data.text)).toEqual(['result: Error: Tool "ci" is not allowed from telegram.']);
     const offered = model.requests.map((r) => r.tools.includes('ci'));
     expect(offered).toEqual([true, true, false, false]);

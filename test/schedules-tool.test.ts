@@ -22,6 +22,7 @@ import { wallTimeOf } from '../scheduler/cron/cron-engine.ts';
 import { formatJob, formatJobList } from '../cli/commands/cron-format.ts';
 import { formatSchedules } from '../cli/status-format.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
+import { bullJobId } from '../scheduler/store/keys.ts';
 
 const telegram = useTelegramHarness();
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -371,9 +372,10 @@ describe('the agent paces a self-paced loop', () => {
     expect(seven!.data.text).toBe('paced: The next tick comes 7m after this one ends.');
     const [ceiling] = await events(c, 'ceiling', 'reply');
     expect(ceiling!.data.text).toBe('paced: The next tick comes 15m after this one ends (3h is above the ceiling: self-paced delays stay between 1m and 15m, loops.self_paced_floor_seconds and loops.self_paced_ceiling_seconds).');
-    // The loop's job for the next tick is armed at that time.
-    const seventh = await c.loops.get('seven', 'loop');
-    expect(await c.loops.nextDueAt(seventh!)).toBe(seventh!.nextDueAt);
+    // The one job of the next tick is queued for that time (its id carries the due time).
+    const seventh = (await c.loops.get('seven', 'loop'))!;
+    const job = await waitFor(() => c.queues.forSession('seven').ticks.getJob(bullJobId('selfpaced', 'loop', 'seven', seventh.loopId, seventh.nextDueAt!)), 5_000, 'the next tick\'s job');
+    expect(job.timestamp + job.opts.delay!).toBeGreaterThanOrEqual(seventh.nextDueAt! - 1_000);
   });
 
   it('a chat message (no self-paced tick) cannot use next', async () => {
