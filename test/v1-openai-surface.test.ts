@@ -199,6 +199,22 @@ describe('POST /v1/responses', () => {
     expect(body).toEqual({ id: other.id, object: 'response.deleted', deleted: true });
   });
 
+  it('DELETE of a response still running stops it and answers its waiting caller at once', async () => {
+    answer = () => ({ delayMs: 3000, text: 'too late' });
+    const waiting = post('/v1/responses', { model: 'hermes-agent', input: 'slow one' });
+    const runId = await waitFor(async () => {
+      const list = await readJson(get('/v1/runs?limit=1'));
+      return list.data[0]?.status === 'running' ? (list.data[0].id as string) : undefined;
+    }, 5000, 'the response running');
+    const started = Date.now();
+    const del = await fetch(`${gw.httpAddress.url}/v1/responses/resp_${runId.slice(4)}`, { method: 'DELETE', headers: { authorization: `Bearer ${KEY}` } });
+    expect(del.status).toBe(200);
+    const res = await waiting;
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(res.status).toBeGreaterThanOrEqual(400);
+    expect((await get(`/v1/runs/${runId}`)).status).toBe(404);
+  });
+
   it('Idempotency-Key replays the same response without a second model call', async () => {
     const key = `idem-resp-${Date.now()}`;
     const before = model.requests.length;

@@ -96,6 +96,9 @@ const RESPONSES_FIELDS: FieldPolicy = {
   },
 };
 
+/** How a response deleted before it finished ends. */
+const DELETED_ERROR = { code: 'response_deleted', message: 'The response was deleted before it finished.', httpStatus: 409 };
+
 /** `resp_<hex>` of run `run_<hex>`. */
 export function responseIdOf(runId: string): string {
   return `resp_${runId.slice('run_'.length)}`;
@@ -142,7 +145,11 @@ export function responsesRoutes(router: Router, deps: V1Deps): void {
   router.delete('/responses/:id', async (req, res) => {
     const id = String(req.params.id);
     const runId = runIdOfResponse(id);
-    if (!runId || !(await deps.runs.delete(runId))) throw responseNotFound(id);
+    const record = runId ? await deps.runs.get(runId) : null;
+    if (!runId || !record || record.endpoint !== 'responses') throw responseNotFound(id);
+    // An unfinished response ends first, so a caller waiting for it is answered now, not at its timeout.
+    await deps.runs.end(runId, 'cancelled', DELETED_ERROR);
+    if (!(await deps.runs.delete(runId))) throw responseNotFound(id);
     deps.log.info({ runId }, 'v1 response deleted');
     res.json({ id, object: 'response.deleted', deleted: true });
   });
