@@ -38,7 +38,7 @@
  */
 import type { Job } from 'bullmq';
 import {
-  decideFire, applyTick, shouldDeliverReply, isSilentReply, tickFailureNotice, type LoopRecord, type TickOutcome, type UntilVerdict,
+  decideFire, applyTick, shouldDeliverReply, isSilentReply, tickFailureNotice, type FailurePolicy, type LoopRecord, type TickOutcome, type UntilVerdict,
 } from '../scheduler/loop/loop-state.ts';
 import { NO_SPEND, sumSpend, type ModelSpend } from '../scheduler/model-spend.ts';
 import { fitSessionContext, type FittedContext } from './context/session-context.ts';
@@ -356,7 +356,7 @@ async function deliver(deps: WorkerDeps, tick: Tick, committed: { loop: LoopReco
   } else if (outcome.kind === 'continue') {
     await deliverToRoute(deps, {
       sessionId, origin: loop.origin, occurrenceId: `${occurrenceId}:failed`,
-      text: tickFailureNotice(loop, ran.tickNumber, ran.failure.message, deps.config.loops.max_consecutive_failures),
+      text: tickFailureNotice(loop, ran.tickNumber, ran.failure.message, deps.config.loops.max_consecutive_failures, failurePolicy(deps)),
     });
   }
 }
@@ -414,6 +414,7 @@ async function commit(deps: WorkerDeps, readAtStart: LoopRecord, t: TickCommitIn
       loopId: t.loopId, dueAt: t.dueAt, occurrenceId: t.occurrenceId, startedAt: t.startedAt, finishedAt: t.finishedAt,
       reply: t.reply, until: t.until, failure: t.failure?.message, maxConsecutiveFailures: deps.config.loops.max_consecutive_failures,
       spend: t.spend, unchanged: t.unchanged, watchDigest: t.watchDigest, overTurnBudget: t.failure?.kind === 'budget',
+      failurePolicy: failurePolicy(deps),
       pacing: {
         floorSeconds: deps.config.loops.self_paced_floor_seconds, ceilingSeconds: deps.config.loops.self_paced_ceiling_seconds,
         // The agent's own pacing (`schedules` action `next`), clamped in `applyTick`.
@@ -441,6 +442,8 @@ async function applyOutcome(deps: WorkerDeps, loop: LoopRecord | null, outcome: 
   if (!loop) return;
   if (outcome.kind === 'continue') {
     if (loop.mode === 'self-paced' && loop.status === 'active') await armSelfPaced(deps, loop);
+    // A failed tick of a fixed loop backs off: its job scheduler starts again at the next try (`nextDueAt`).
+    else if (loop.status === 'active' && loop.nextDueAt !== null) await deps.loops.arm(loop, loop.nextDueAt);
     return;
   }
   await deps.loops.removeScheduler(loop.sessionId, loop.kind);
@@ -463,6 +466,12 @@ async function earlierTickInFlight(deps: WorkerDeps, job: Job<TickJobData>, mark
   if (alive && !(await deps.sessions.isCommitted(sessionId, mark.occurrenceId))) return true;
   await deps.loops.clearInflight(sessionId, kind, mark.occurrenceId);
   return false;
+}
+
+/** The back-off and pause rule of failed ticks (`loops.failure_*`). */
+function failurePolicy(deps: WorkerDeps): FailurePolicy {
+  const l = deps.config.loops;
+  return { backoffSeconds: l.failure_backoff_seconds, backoffMaxSeconds: l.failure_backoff_max_seconds, pauseAfterSeconds: l.failure_pause_after_seconds };
 }
 
 /** Queue the self-paced loop's one next tick, due at `loop.nextDueAt` (idempotent: the job id is derived from it). */

@@ -208,8 +208,25 @@ export const configSchema = z
          * failures) after which a loop or heartbeat pauses; 0 = never. @defaultValue 3
          */
         max_consecutive_failures: z.coerce.number().int().min(0).default(3),
+        /**
+         * A failed tick is tried again after this delay, doubled after each further failure in a row,
+         * instead of at the schedule's cadence; a success resumes the cadence. @defaultValue 30
+         */
+        failure_backoff_seconds: atLeastOneSecond(30),
+        /** The longest wait between tries of a failing loop or heartbeat (the doubling stops here). @defaultValue 900 */
+        failure_backoff_max_seconds: atLeastOneSecond(900),
+        /**
+         * A loop or heartbeat pauses after `max_consecutive_failures` failed ticks in a row only when
+         * they span at least this long (first failure's start to the last's end), so a short outage
+         * of the model endpoint never pauses it; 0 = the count alone. @defaultValue 900
+         */
+        failure_pause_after_seconds: z.coerce.number().int().min(0).default(900),
       })
       .strict()
+      .refine((l) => l.failure_backoff_max_seconds >= l.failure_backoff_seconds, {
+        message: 'failure_backoff_max_seconds must not be below failure_backoff_seconds',
+        path: ['failure_backoff_max_seconds'],
+      })
       .refine((l) => l.self_paced_ceiling_seconds >= l.self_paced_floor_seconds, {
         message: 'self_paced_ceiling_seconds must not be below self_paced_floor_seconds',
         path: ['self_paced_ceiling_seconds'],

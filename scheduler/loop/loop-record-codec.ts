@@ -45,6 +45,7 @@ const DEFAULTS = {
   judgeFailures: 0,
   failureStreak: 0,
   lastError: null,
+  failingSince: null,
 } as const satisfies Partial<LoopRecord>;
 
 /** Fields the key names (never stored in the compact form). */

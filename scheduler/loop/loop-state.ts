@@ -4,7 +4,8 @@
  * tick may fire and what the record becomes after a tick.
  *
  * Policies decided here (docs/DESIGN.md §4–§5):
- * - A paused, finished, removed or replaced loop never fires (`decideFire`).
+ * - A paused, finished, removed or replaced loop never fires (`decideFire`), nor a
+ *   fixed one before the next try of its back-off (below).
  * - Coalescing: an occurrence due before the start of the last tick that ran is
  *   already covered by it and is skipped. So after downtime, or when a tick was
  *   deferred past the next occurrence, exactly one tick runs, never a burst.
@@ -13,17 +14,22 @@
  *   `loops.max_consecutive_failures` failed ticks in a row → paused, naming the
  *   last error; `loops.max_ticks` reached → paused (resumable).
  * - Failure streak (field report F19): a failed turn (model or command error)
- *   still completes its tick and counts against the budget; after N failed
- *   ticks in a row (default 3) the loop or heartbeat pauses instead of burning
- *   its budget, one failed tick after another. A successful tick resets the
- *   count, and so does `/loop resume` (N fresh tries). An `--until` judge that
- *   cannot be reached fails open (the loop continues) and pauses after the same
- *   number of judge failures in a row.
+ *   still completes its tick and counts against the budget. The next try is not
+ *   at the cadence but after a back-off (`FailurePolicy`: 30 s, doubled after
+ *   each further failure, at most 15 min); a success resumes the cadence. The
+ *   loop or heartbeat pauses after N failed ticks in a row (default 3) that span
+ *   at least `loops.failure_pause_after_seconds` (default 15 min) — so a short
+ *   outage of the model endpoint is ridden out, and a long one does not burn the
+ *   budget one failed tick after another. A successful tick resets the count, and
+ *   so does `/loop resume` (N fresh tries). An `--until` judge that cannot be
+ *   reached fails open (the loop continues) and pauses after the same number of
+ *   judge failures in a row.
  */
 import type { LoopKind } from '../store/keys.ts';
 import { clampSelfPacedDelay, nextSelfPacedDelay, replyDigest } from './self-paced.ts';
 import type { MessagingRoute } from '../delivery/delivery-target.ts';
 import { addToTotals, formatSpend, NO_TOTALS, totalTokens, type ModelSpend, type SpendTotals } from '../model-spend.ts';
+import { formatSeconds } from '../interval.ts';
 
 export type LoopStatus = 'active' | 'paused' | 'finished';
 
@@ -98,6 +104,8 @@ export interface LoopRecord {
   failureStreak?: number;
   /** Error of the last failed tick, cleared by a successful one. */
   lastError?: string | null;
+  /** When the first failed tick of the current streak started (epoch ms); absent or `null` while none failed. */
+  failingSince?: number | null;
   /** Which replies reach the route (`--notify`; docs/CONTEXT.md, "Quiet ticks"). Absent = `auto`. */
   notify?: LoopNotify;
   /** The check run before the model (`--watch`: `read_file:<path>`, `http_get:<url>` or a command tool's name). */
@@ -229,6 +237,7 @@ export function createLoop(input: NewLoop): LoopRecord {
     judgeFailures: 0,
     failureStreak: 0,
     lastError: null,
+    failingSince: null,
     version: 0,
   };
 }
@@ -263,7 +272,7 @@ export interface TickRef {
 
 export type FireDecision =
   | { fire: true }
-  | { fire: false; reason: 'removed' | 'replaced' | 'paused' | 'finished' | 'coalesced' | 'superseded' | 'already-applied' };
+  | { fire: false; reason: 'removed' | 'replaced' | 'paused' | 'finished' | 'coalesced' | 'superseded' | 'backing-off' | 'already-applied' };
 
 /** May this tick fire now? (pure; see the policies at the top of this file) */
 export function decideFire(loop: LoopRecord | null, tick: TickRef): FireDecision {
@@ -273,6 +282,8 @@ export function decideFire(loop: LoopRecord | null, tick: TickRef): FireDecision
   if (loop.status === 'paused') return { fire: false, reason: 'paused' };
   if (loop.status === 'finished') return { fire: false, reason: 'finished' };
   if (loop.mode === 'self-paced' && loop.nextDueAt !== tick.dueAt) return { fire: false, reason: 'superseded' };
+  // A fixed loop backing off after a failed tick: nothing fires before the next try (`FailurePolicy`).
+  if (loop.mode === 'fixed' && loop.nextDueAt !== null && tick.dueAt < loop.nextDueAt) return { fire: false, reason: 'backing-off' };
   if (loop.lastTickStartedAt !== null && tick.dueAt < loop.lastTickStartedAt) {
     return { fire: false, reason: 'coalesced' };
   }
@@ -290,6 +301,25 @@ export type TickOutcome =
 
 /** Failed ticks (and judge failures) in a row before a loop pauses, when the caller passes none. */
 export const DEFAULT_MAX_CONSECUTIVE_FAILURES = 3;
+
+/**
+ * How a failing loop or heartbeat waits and when it gives up (`loops.failure_*`; the config is the
+ * only source of the values): after the k-th failed tick in a row the next try comes
+ * `min(backoffSeconds · 2^(k−1), backoffMaxSeconds)` after the tick ended — 30 s, 1 m, 2 m, 4 m, 8 m,
+ * 15 m, 15 m … by default — whatever the cadence; a success resumes the cadence. It pauses after
+ * `max_consecutive_failures` failures in a row only once they span `pauseAfterSeconds` (0: the
+ * count alone).
+ */
+export interface FailurePolicy {
+  backoffSeconds: number;
+  backoffMaxSeconds: number;
+  pauseAfterSeconds: number;
+}
+
+/** Seconds before the next try after the `streak`-th failed tick in a row (`FailurePolicy`). */
+export function failureBackoffSeconds(streak: number, policy: FailurePolicy): number {
+  return Math.min(policy.backoffMaxSeconds, policy.backoffSeconds * 2 ** Math.max(0, Math.min(streak - 1, 30)));
+}
 
 /**
  * The record after a tick completed (pure). Applies the stop order of docs/DESIGN.md §4.
@@ -321,6 +351,8 @@ export function applyTick(
     watchDigest?: string | null;
     /** The turn stopped at `agent.max_tokens_per_turn`: the schedule pauses at once. */
     overTurnBudget?: boolean;
+    /** Back-off and pause rule of failed ticks; absent = no back-off, the count alone pauses. */
+    failurePolicy?: FailurePolicy;
   },
 ): { loop: LoopRecord; outcome: TickOutcome } {
   // An unchanged watch counts as "nothing changed" for self-paced pacing (the delay doubles).
@@ -328,6 +360,8 @@ export function applyTick(
   const { pacing } = tick;
   const maxFailures = tick.maxConsecutiveFailures ?? DEFAULT_MAX_CONSECUTIVE_FAILURES;
   const failureStreak = tick.failure === undefined ? 0 : (loop.failureStreak ?? 0) + 1;
+  // The streak's first failed tick started at `failingSince`; the pause rule measures from there.
+  const failingSince = tick.failure === undefined ? null : (loop.failingSince ?? tick.startedAt);
   const next: LoopRecord = {
     ...loop,
     ticksUsed: loop.ticksUsed + 1,
@@ -338,6 +372,7 @@ export function applyTick(
     lastDigest: tick.failure === undefined ? digest : loop.lastDigest,
     failureStreak,
     lastError: tick.failure === undefined ? null : tick.failure,
+    failingSince,
     ...(tick.spend && tick.spend.calls > 0 ? { spend: addToTotals(loop.spend, tick.spend) } : {}),
     ...(loop.maxTokens ? { budgetTokens: (loop.budgetTokens ?? 0) + (tick.spend ? totalTokens(tick.spend) : 0) } : {}),
     ...(tick.failure === undefined && !tick.unchanged && isSilentReply(tick.reply) ? { silentTicks: (loop.silentTicks ?? 0) + 1 } : {}),
@@ -360,6 +395,12 @@ export function applyTick(
     updatedAt: tick.finishedAt,
   };
   if (next.mode === 'self-paced') next.nextDueAt = tick.finishedAt + (next.delaySeconds ?? pacing.floorSeconds) * 1000;
+  // Back-off: a failed tick's next try comes after the policy's wait, in either mode (a fixed loop's job
+  // scheduler is re-armed there); the first success resumes the cadence (`nextDueAt` back to `null`).
+  else next.nextDueAt = null;
+  if (tick.failure !== undefined && tick.failurePolicy) {
+    next.nextDueAt = tick.finishedAt + failureBackoffSeconds(failureStreak, tick.failurePolicy) * 1000;
+  }
   // A loop paused or stopped while this tick ran keeps that state: the user's word wins.
   if (loop.status !== 'active') return { loop: { ...next, nextDueAt: null }, outcome: { kind: 'continue' } };
   const finish = (reason: string) => ({
@@ -367,7 +408,7 @@ export function applyTick(
     outcome: { kind: 'finished' as const, reason },
   });
   const pause = (reason: string) => ({
-    loop: { ...next, status: 'paused' as const, statusReason: reason },
+    loop: { ...next, status: 'paused' as const, statusReason: reason, nextDueAt: null },
     outcome: { kind: 'paused' as const, reason },
   });
   if (loop.kind === 'loop' && hasLoopComplete(tick.reply)) return finish('the agent reported LOOP_COMPLETE');
@@ -391,8 +432,11 @@ export function applyTick(
   if (loop.maxTokens && (next.budgetTokens ?? 0) >= loop.maxTokens) {
     return pause(`token budget of ${loop.maxTokens.toLocaleString('en-US')} reached (--max-tokens): ${(next.budgetTokens ?? 0).toLocaleString('en-US')} tokens since it was set or resumed; in all ${formatSpend(next.spend ?? NO_TOTALS)}. /${loop.kind} resume gives a fresh allowance`);
   }
-  if (tick.failure !== undefined && maxFailures > 0 && failureStreak >= maxFailures) {
-    return pause(`${failureStreak} failed ticks in a row; last error: ${clipError(tick.failure)}. /${loop.kind} resume continues`);
+  const spanMs = tick.finishedAt - (failingSince ?? tick.startedAt);
+  const longEnough = !tick.failurePolicy || spanMs >= tick.failurePolicy.pauseAfterSeconds * 1000;
+  if (tick.failure !== undefined && maxFailures > 0 && failureStreak >= maxFailures && longEnough) {
+    const over = tick.failurePolicy && tick.failurePolicy.pauseAfterSeconds > 0 ? ` over ${formatSeconds(Math.round(spanMs / 1000))}` : '';
+    return pause(`${failureStreak} failed ticks in a row${over}; last error: ${clipError(tick.failure)}. /${loop.kind} resume continues`);
   }
   if (loop.maxTicks > 0 && next.ticksUsed >= loop.maxTicks) {
     return pause(`tick budget of ${loop.maxTicks} used (loops.max_ticks); /loop resume continues`);
@@ -400,21 +444,31 @@ export function applyTick(
   return { loop: next, outcome: { kind: 'continue' } };
 }
 
-/** An error message for a one-line notice: one line, at most 300 characters. */
+/**
+ * An error message for a one-line notice: one line, at most 300 characters, and a status code said
+ * once — an HTTP client's message often starts with the status its caller names already
+ * (`answered 500: 500 upstream exploded` → `answered 500: upstream exploded`).
+ */
 export function clipError(message: string): string {
-  const one = message.replace(/\s+/g, ' ').trim();
+  const one = message.replace(/\s+/g, ' ').trim().replace(/\b(\d{3}): \1\b:? ?/, '$1: ');
   return one.length > 300 ? `${one.slice(0, 299)}…` : one;
 }
 
 /**
  * The notice a failed tick sends to the loop's route (issue: failure
- * notices), unless the failure paused the loop (the pause notice says it).
+ * notices), unless the failure paused the loop (the pause notice says it):
+ * the error, when the next try comes (the back-off) and when it would pause.
+ * @param loop - the record after the failed tick (its streak, `nextDueAt`, `lastTickFinishedAt`)
  */
-export function tickFailureNotice(loop: LoopRecord, tickNumber: number, error: string, maxConsecutiveFailures: number): string {
+export function tickFailureNotice(loop: LoopRecord, tickNumber: number, error: string, maxConsecutiveFailures: number, policy?: FailurePolicy): string {
   const label = loop.kind === 'loop' ? 'Loop' : 'Heartbeat';
   const streak = loop.failureStreak ?? 1;
-  const left = maxConsecutiveFailures > 0 ? ` (${streak} of ${maxConsecutiveFailures} failures in a row before it pauses)` : '';
-  return `${label} tick #${tickNumber} failed: ${clipError(error)}${left}.`;
+  const retry = policy && loop.nextDueAt !== null && loop.lastTickFinishedAt !== null
+    ? ` Next try in ${formatSeconds(Math.round((loop.nextDueAt - loop.lastTickFinishedAt) / 1000))}.`
+    : '';
+  const over = policy && policy.pauseAfterSeconds > 0 ? ` over at least ${formatSeconds(policy.pauseAfterSeconds)}` : '';
+  const rule = maxConsecutiveFailures > 0 ? ` It pauses after ${maxConsecutiveFailures} failures in a row${over} (${streak} so far).` : '';
+  return `${label} tick #${tickNumber} failed: ${clipError(error).replace(/\.$/, '')}.${retry}${rule}`;
 }
 
 /** Pause (pure). A finished loop stays finished. */
@@ -437,6 +491,7 @@ export function resumeLoop(loop: LoopRecord, now: number): LoopRecord {
     statusReason: null,
     judgeFailures: 0,
     failureStreak: 0,
+    failingSince: null,
     maxTicks: budgetHit ? loop.ticksUsed + loop.maxTicks : loop.maxTicks,
     ...(loop.maxTokens ? { budgetTokens: 0 } : {}),
     updatedAt: now,

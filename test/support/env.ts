@@ -40,6 +40,11 @@ export function testEnv(overrides: Record<string, unknown> = {}): TestEnv {
     'worker.defer_ms': 100,
     // A failing model fails at once unless a test is about retries (it then sets its own).
     'agent.max_retries': 0,
+    // A failed tick is tried again after 1 s and the count alone pauses, unless a test is about
+    // the back-off (the product waits 30 s doubling to 15 min and pauses only after 15 min).
+    'loops.failure_backoff_seconds': 1,
+    'loops.failure_backoff_max_seconds': 1,
+    'loops.failure_pause_after_seconds': 0,
     ...overrides,
   };
   for (const [k, v] of Object.entries(base)) if (v === undefined) delete base[k];
