@@ -57,6 +57,57 @@ describe('cron schedule grammar: one-shots', () => {
   });
 });
 
+describe('cron schedule grammar: day one-shots (tomorrow, today, one day name)', () => {
+  const at = (text: string, o: Partial<typeof opts> = {}) => isoUtc((parse(text, o) as { atMs: number }).atMs);
+
+  it.each([
+    ['tomorrow at 9am', '2026-03-05T09:00:00Z'],
+    ['tomorrow 9:30', '2026-03-05T09:30:00Z'],
+    ['Tomorrow 9 am', '2026-03-05T09:00:00Z'],
+    ['today at 6pm', '2026-03-04T18:00:00Z'],
+    ['today at noon', '2026-03-04T12:00:00Z'],
+    ['monday at 9am', '2026-03-09T09:00:00Z'], // the next Monday (now is a Wednesday)
+    ['mon 9am', '2026-03-09T09:00:00Z'],
+    ['on friday 17:00', '2026-03-06T17:00:00Z'],
+    ['wednesday at 11am', '2026-03-04T11:00:00Z'], // today, still ahead
+    ['wednesday at 9am', '2026-03-11T09:00:00Z'], // today's has passed: next week's
+  ])('%s is one run, at %s', (text, iso) => {
+    const s = parse(text);
+    expect(s).toMatchObject({ kind: 'once', expression: iso, display: `once at ${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC` });
+    expect(nextOccurrences(s, 'UTC', NOW, 3).map(isoUtc)).toEqual([iso]);
+  });
+
+  it('days and times are the job zone\'s: tomorrow in Tokyo, 9am in Berlin', () => {
+    expect(at('tomorrow at 9am', { tz: 'Europe/Berlin' })).toBe('2026-03-05T08:00:00Z');
+    // 23:30 UTC on the 4th is 08:30 on the 5th in Tokyo: tomorrow there is the 6th.
+    expect(at('tomorrow at 9am', { tz: 'Asia/Tokyo', now: Date.parse('2026-03-04T23:30:00Z') })).toBe('2026-03-06T00:00:00Z');
+    expect(at('today at 9am', { tz: 'Asia/Tokyo', now: Date.parse('2026-03-04T23:30:00Z') })).toBe('2026-03-05T00:00:00Z');
+  });
+
+  it('DST (docs/CRON.md): a time in the spring-forward gap runs at the end of the gap, a repeated time at its first instant', () => {
+    const ny = { tz: 'America/New_York' };
+    // 2026-03-08: 02:00–03:00 does not exist in New York; 2026-11-01: 01:00–02:00 happens twice.
+    expect(at('tomorrow at 2:30am', { ...ny, now: Date.parse('2026-03-07T17:00:00Z') })).toBe('2026-03-08T07:00:00Z');
+    expect(at('sunday at 2:30am', { ...ny, now: Date.parse('2026-03-07T17:00:00Z') })).toBe('2026-03-08T07:00:00Z');
+    expect(at('tomorrow at 1:30am', { ...ny, now: Date.parse('2026-10-31T16:00:00Z') })).toBe('2026-11-01T05:30:00Z');
+    // `in` is real time: 24 hours later, whatever the clock did.
+    expect(at('in 24h', { ...ny, now: Date.parse('2026-03-07T17:00:00Z') })).toBe('2026-03-08T17:00:00Z');
+  });
+
+  it('several days, plurals and "every" still repeat; a day without a time or a time past today is refused', () => {
+    expect(parse('mondays at 9am')).toMatchObject({ kind: 'cron', expression: '0 9 * * 1' });
+    expect(parse('every monday at 9am')).toMatchObject({ kind: 'cron', expression: '0 9 * * 1' });
+    expect(parse('monday, wednesday at 9am')).toMatchObject({ kind: 'cron', expression: '0 9 * * 1,3' });
+    expect(parse('mon and fri at 17:00')).toMatchObject({ kind: 'cron', expression: '0 17 * * 1,5' });
+    expect(() => parse('tomorrow')).toThrow(/^"tomorrow" needs a time of day, e.g. "tomorrow at 9am"\.$/);
+    expect(() => parse('monday')).toThrow(/needs a time of day, e.g. "monday at 9am"/);
+    expect(() => parse('tomorrow at 25:00')).toThrow(/hour 25 is out of range/);
+    expect(() => parse('tomorrow at 9')).toThrow(/"9" is ambiguous/);
+    expect(() => parse('today at 8am')).toThrow(/^"today at 8am" is in the past \(2026-03-04 08:00 UTC\); a one-shot must be in the future — "tomorrow at 8am"\?$/);
+    for (const text of ['tomorrow', 'today at 8am']) expect(() => parse(text)).toThrow(ScheduleInputError);
+  });
+});
+
 describe('cron schedule grammar: calendar phrases become cron', () => {
   it.each([
     ['daily at 7am', '0 7 * * *'],

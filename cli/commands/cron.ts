@@ -117,7 +117,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
       .command('add')
       .alias('create')
       .description('add a job: hermes cron add "weekdays at 9am" "summarise open pull requests"')
-      .argument('<schedule>', 'e.g. 30m, every 2h, in 30m, daily at 7am, weekdays at 9am, "0 9 * * 1-5", 2026-12-01T09:00')
+      .argument('<schedule>', 'e.g. 30m, every 2h, in 30m, tomorrow at 9am, monday at 9am (once), daily at 7am, weekdays at 9am, "0 9 * * 1-5", 2026-12-01T09:00')
       .argument('[prompt...]', 'what the agent should do (or give --script)')
       .option('--paused', 'create it paused'),
   ).action(run(true, async (service, schedule: string, promptWords: string[], opts: JobFlags & { paused?: boolean }) => {

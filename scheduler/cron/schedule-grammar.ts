@@ -5,9 +5,15 @@
  * |---|---|---|
  * | interval | interval | `30m`, `every 2h`, `every hour`, `every 10 minutes` |
  * | relative one-shot | once | `in 30m`, `in 2 hours` |
- * | calendar phrase | cron | `daily at 7am`, `weekdays at 9am`, `every monday 9am`, `monday, wednesday at 9am`, `noon`, `midnight`, `hourly` |
+ * | day one-shot | once | `tomorrow at 9am`, `tomorrow 9:30`, `today at 6pm`, `monday at 9am` (the next Monday at 09:00) |
+ * | calendar phrase | cron | `daily at 7am`, `weekdays at 9am`, `every monday 9am`, `mondays at 9am`, `monday, wednesday at 9am`, `noon`, `midnight`, `hourly` |
  * | cron | cron | `0 9 * * mon-fri`, `30 0 9 * * *` (6 fields: seconds first), `@daily` |
  * | ISO timestamp | once | `2026-12-01T09:00` (read in the job's zone), `2026-12-01T09:00:00Z`, `…+01:00` |
+ *
+ * One day name alone (`monday at 9am`) is one occurrence, the next; `every monday`, `mondays` or a
+ * list of days repeat. A day one-shot is a wall time in the job's zone, placed on the calendar by
+ * the DST rule of fixed-time jobs (cron-engine.ts): a time in the spring-forward gap runs at the
+ * first valid instant after it, a repeated time at the first of its two instants.
  *
  * Every rejected input gets a `ScheduleInputError` that names the field, the
  * value as typed and the allowed range (cron-fields.ts); nothing is written
@@ -18,7 +24,7 @@
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import { formatSeconds, parseIntervalAt } from '../interval.ts';
 import { assertCronMinimum, checkCronFields } from './cron-fields.ts';
-import { assertTimeZone, cronFor, instantOfWallTime, isoUtc, formatInZone, type CronSchedule } from './cron-engine.ts';
+import { assertTimeZone, cronFor, instantOfWallTime, isoUtc, formatInZone, wallTimeOf, type CronSchedule } from './cron-engine.ts';
 
 /** How far in the past a one-shot may be and still be accepted (it then runs at once). */
 export const ONE_SHOT_PAST_TOLERANCE_MS = 120_000;
@@ -48,7 +54,7 @@ const DAY_NUMBERS: Record<string, number> = {
 };
 const DAY_LABEL = ['sunday', 'monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday'];
 
-const EXAMPLES = 'e.g. 30m, every 2h, in 30m, daily at 7am, weekdays at 9am, every monday 9am, 0 9 * * 1-5, 2026-12-01T09:00';
+const EXAMPLES = 'e.g. 30m, every 2h, in 30m, tomorrow at 9am, daily at 7am, weekdays at 9am, every monday 9am, 0 9 * * 1-5, 2026-12-01T09:00';
 
 const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3})\d*)?)?)?\s*(Z|[+-]\d{2}:?\d{2})?$/i;
 
@@ -81,6 +87,9 @@ export function parseSchedule(input: string, options: ParseScheduleOptions): Cro
     return { kind: 'once', expression: `in ${formatSeconds(iv.seconds)}`, display: `once at ${formatInZone(atMs, options.tz)}`, atMs };
   }
 
+  const day = parseDayOneShot(tokens, raw, options);
+  if (day !== undefined) return day;
+
   const interval = parseIntervalForm(tokens, raw);
   if (interval !== undefined) {
     if (interval < options.minIntervalSeconds) {
@@ -95,6 +104,47 @@ export function parseSchedule(input: string, options: ParseScheduleOptions): Cro
   const calendar = parseCalendar(tokens, raw, options.tz);
   assertCronMinimum(calendar.expression, options.minIntervalSeconds);
   return calendar;
+}
+
+/**
+ * `today|tomorrow [at] <time>` and `[on] <one day name> [at] <time>` (`monday at 9am`: the next Monday
+ * at 09:00 — today when that time is still ahead) → a one-shot at that wall time in the job's zone;
+ * `undefined` for any other form. The wall time becomes an instant by `instantOfWallTime` (a time in
+ * the spring-forward gap runs at the first valid instant after it, a repeated one at the earlier).
+ * @throws ScheduleInputError for a missing or bad time, or `today` at a time already past
+ */
+function parseDayOneShot(tokens: string[], raw: string, options: ParseScheduleOptions): CronSchedule | undefined {
+  const words = tokens[0] === 'on' ? tokens.slice(1) : tokens;
+  const first = words[0] ?? '';
+  const weekday = DAY_NUMBERS[first];
+  if (first !== 'today' && first !== 'tomorrow' && weekday === undefined) return undefined;
+  let rest = words.slice(1);
+  if (rest[0] === 'at') rest = rest.slice(1);
+  // `monday, wednesday at 9am`, `mon and fri 17:00`: several days repeat (a calendar phrase).
+  if (weekday !== undefined && rest.some((t) => t === ',' || t.endsWith(',') || t === 'and' || DAY_NUMBERS[t.replace(/,$/, '')] !== undefined)) return undefined;
+  if (first.endsWith(',')) return undefined;
+  if (rest.length === 0) throw bad(`"${raw}" needs a time of day, e.g. "${first} at 9am".`);
+  const time = parseTimeOfDay(rest.join(''), raw);
+  const today = wallTimeOf(options.now, options.tz);
+  const at = (daysAhead: number) => {
+    const date = new Date(Date.UTC(today.year, today.month - 1, today.day + daysAhead));
+    return instantOfWallTime({ year: date.getUTCFullYear(), month: date.getUTCMonth() + 1, day: date.getUTCDate(), hour: time.hour, minute: time.minute, second: 0 }, options.tz);
+  };
+  let atMs: number;
+  if (first === 'today') {
+    atMs = at(0);
+    if (atMs < options.now - ONE_SHOT_PAST_TOLERANCE_MS) {
+      throw bad(`"${raw}" is in the past (${formatInZone(atMs, options.tz)}); a one-shot must be in the future — "tomorrow at ${rest.join(' ')}"?`);
+    }
+  } else if (first === 'tomorrow') {
+    atMs = at(1);
+  } else {
+    const todayNumber = new Date(Date.UTC(today.year, today.month - 1, today.day)).getUTCDay();
+    const ahead = (weekday! - todayNumber + 7) % 7;
+    atMs = at(ahead);
+    if (atMs <= options.now) atMs = at(ahead + 7); // that day's time has passed: the same day next week
+  }
+  return { kind: 'once', expression: isoUtc(atMs), display: `once at ${formatInZone(atMs, options.tz)}`, atMs };
 }
 
 /** `30m`, `every 2h`, `every hour`, `every 10 minutes` → seconds; `undefined` when not an interval form. */
