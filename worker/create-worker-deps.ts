@@ -14,7 +14,7 @@ import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { RunnerFactory } from './turn-runners/create-runner.ts';
 import { Toolbox } from './tools/toolbox.ts';
 import { SessionLock } from './session-lock.ts';
-import { TurnTracker } from './turn-tracker.ts';
+import { TurnTracker, type TurnSlot } from './turn-tracker.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 import { cronServiceFor, cronStoreFor, goalServiceFor, loopStoreFor, loopServiceFor, sessionStoreFor } from '../scheduler/services.ts';
 import { AgentScheduleLedger } from '../scheduler/session/agent-schedule-ledger.ts';
@@ -44,8 +44,10 @@ export function createWorkerDeps(input: {
   const workerId = input.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const base = shardStores({ config, redis, keys, queues, log });
   const envSource = input.commandEnvSource ?? process.env;
+  const w = config.worker;
+  const turns = new TurnTracker({ heldTicks: w.max_held_ticks, agent: w.max_agent_turns, command: w.max_command_turns });
   // The stores route every session and cron job to its shard, so one toolbox serves every shard.
-  const tools = new Toolbox(config, { schedules: base.schedules, goals: base.goals, cron: cronStoreFor(config, { redis, keys, queues }) }, envSource);
+  const tools = new SlottedToolbox(config, { schedules: base.schedules, goals: base.goals, cron: cronStoreFor(config, { redis, keys, queues }) }, envSource, turns);
   // The agent's `schedules` tool acts with the same services as `/loop` and `hermes cron`.
   tools.addSchedulesTool({
     config, loops: base.loops, schedules: base.schedules, cron: cronServiceFor(config, { redis, keys, queues }, log),
@@ -64,9 +66,44 @@ export function createWorkerDeps(input: {
     lock: new SessionLock(redis, keys, config.worker.lock_duration_ms),
     // Replies for Telegram go through one queue on the first shard, so one chat's replies share a queue.
     outboundTelegram: telegramOutboundQueue(keys, input.queueConnection, log),
-    turns: new TurnTracker(),
+    turns,
   };
   return deps;
+}
+
+/**
+ * The toolbox of a worker process: a command tool starts a process on this host, so each call
+ * runs within a slot of the `command` pool (`worker.max_command_turns`), waited for in order
+ * (within the turn's signal). A command turn's own check (`--watch` with a command tool) runs
+ * within the slot its turn holds.
+ */
+class SlottedToolbox extends Toolbox {
+  constructor(
+    config: ConstructorParameters<typeof Toolbox>[0],
+    status: ConstructorParameters<typeof Toolbox>[1],
+    envSource: ConstructorParameters<typeof Toolbox>[2],
+    private readonly turns: TurnTracker,
+  ) {
+    super(config, status, envSource);
+  }
+
+  override async call(...args: Parameters<Toolbox['call']>): ReturnType<Toolbox['call']> {
+    const [name, , ctx] = args;
+    // Command tools are the `commands` group (`tools.commands.<name>`); MCP tools end in `mcp`.
+    const tool = this.all().find((t) => t.name === name);
+    if (tool?.groups.at(-1) !== 'commands' || this.turns.holdsCommandSlot(ctx.signal)) return await super.call(...args);
+    let slot: TurnSlot;
+    try {
+      slot = await this.turns.slots.acquire('command', ctx.signal);
+    } catch {
+      return await super.call(...args); // the turn was stopped while it waited: the call says so
+    }
+    try {
+      return await super.call(...args);
+    } finally {
+      slot.release();
+    }
+  }
 }
 
 /**

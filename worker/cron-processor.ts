@@ -330,11 +330,17 @@ async function jobTurn(job: CronJob, occurrenceId: string, dueAt: number, signal
   const messages = [{ role: 'user' as const, content: prompt }];
   if (job.script !== null) {
     const runner = deps.runners.script(job.script, deps.config.cron.script_timeout_seconds * 1000);
-    const out = await runner.run({
-      sessionId, messages, signal,
-      env: { HERMES_CRON_JOB_ID: job.id, HERMES_CRON_OCCURRENCE_ID: occurrenceId, HERMES_CRON_DUE_AT: new Date(dueAt).toISOString() },
-    });
-    return { reply: out.reply, spend: NO_SPEND, unchanged: false, watch };
+    // A script is a process on this host: it runs within a slot of the `command` pool (`worker.max_command_turns`).
+    const slot = await deps.turns.slots.acquire('command', signal);
+    try {
+      const out = await runner.run({
+        sessionId, messages, signal,
+        env: { HERMES_CRON_JOB_ID: job.id, HERMES_CRON_OCCURRENCE_ID: occurrenceId, HERMES_CRON_DUE_AT: new Date(dueAt).toISOString() },
+      });
+      return { reply: out.reply, spend: NO_SPEND, unchanged: false, watch };
+    } finally {
+      slot.release();
+    }
   }
   const out = await deps.runners.agent.run({
     sessionId, messages, signal, surface, onEvent: sessionEventSink(deps, sessionId, { occurrenceId }),

@@ -45,6 +45,36 @@ function wakeAt(at: number, ms: number, wake: () => void): () => void {
 }
 
 /**
+ * Call `wake` once the wall clock (`Date.now()`) has reached epoch ms `at` (at once, before returning,
+ * when it has passed), by the same timers and rules as {@link sleepUntil}, without a promise or a
+ * signal: what a worker keeps for each of thousands of held ticks (`JobTicket`, `turn-tracker.ts`).
+ * @returns cancel: `wake` is not called after it
+ */
+export function callAt(at: number, wake: () => void): () => void {
+  let cancel: () => void = () => {};
+  let cancelled = false;
+  const step = () => {
+    if (cancelled) return;
+    const ms = at - Date.now();
+    if (ms <= 0) {
+      wake();
+      return;
+    }
+    if (ms <= MAX_TIMER_MS) {
+      cancel = wakeAt(at, ms, step);
+    } else {
+      const timer = setTimeout(step, MAX_TIMER_MS);
+      cancel = () => clearTimeout(timer);
+    }
+  };
+  step();
+  return () => {
+    cancelled = true;
+    cancel();
+  };
+}
+
+/**
  * Resolve once the wall clock (`Date.now()`) has reached epoch ms `at` (at once when it has passed),
  * or when `signal` aborts.
  *

@@ -4,8 +4,24 @@
  *   within `agent.cron_drain_timeout`;
  * - `chat`: user messages and goal continuations — `agent.restart_drain_timeout`.
  * Each turn has an AbortController the drain fires at its deadline.
+ *
+ * Also what a worker process holds and runs at once, bounded separately
+ * (docs/OPERATIONS.md, "Held ticks and running turns"):
+ * - **held ticks** (`worker.max_held_ticks`): jobs fetched before they are due,
+ *   sleeping until their due time on one shared timer per instant (`callAt`, `sleep-until.ts`);
+ *   cheap — a job object, a timer entry, a lock BullMQ renews in batches;
+ * - **running turns**, in two pools of turn slots (`TurnSlots`): `agent`
+ *   (`worker.max_agent_turns`: agent turns and their judges, chat messages, goal
+ *   continuations, `/v1` runs, cron runs — they wait on the network) and
+ *   `command` (`worker.max_command_turns`: command turns, cron scripts and command
+ *   tools — processes on this host).
+ * A fetched job gets a `JobTicket`: held until due, then waiting for a slot of
+ * its pool, then running. The fetch policy (`JobAdmission.mayFetch`) keeps a
+ * worker from fetching what it cannot start now, so an overdue backlog is
+ * shared by the fleet instead of taken by the first worker to ask.
  */
 import type { TurnAbortBy, TurnAbortRequest } from '../scheduler/session/turn-abort.ts';
+import { callAt } from './sleep-until.ts';
 
 export type DrainClass = 'deadline' | 'chat';
 
@@ -32,15 +48,362 @@ export interface TrackedTurn {
   stoppedBy?: TurnAbortBy;
 }
 
+/** The pool of turn slots a turn runs in. */
+export type TurnPool = 'agent' | 'command';
+
+/** Every pool, in the order the fetch policy looks at them. */
+export const TURN_POOLS: readonly TurnPool[] = ['agent', 'command'];
+
+/** What one worker process holds and runs at once (`worker.max_*`); unbounded when not given. */
+export interface TurnLimits {
+  /** Fetched jobs sleeping until they are due (`worker.max_held_ticks`). */
+  heldTicks: number;
+  /** Turns in the `agent` pool (`worker.max_agent_turns`). */
+  agent: number;
+  /** Turns in the `command` pool (`worker.max_command_turns`). */
+  command: number;
+}
+
+const UNBOUNDED: TurnLimits = { heldTicks: Infinity, agent: Infinity, command: Infinity };
+
+/** A slot of a pool, held until `release()` (idempotent). */
+export interface TurnSlot {
+  readonly pool: TurnPool;
+  release(): void;
+}
+
+interface SlotWaiter {
+  grant: (slot: TurnSlot) => void;
+}
+
+/**
+ * Two counting semaphores, one per pool, handed out first come, first served. A waiter whose
+ * signal aborts leaves the queue (its promise rejects with the signal's reason).
+ */
+export class TurnSlots {
+  private readonly runningBy: Record<TurnPool, number> = { agent: 0, command: 0 };
+  private readonly peakBy: Record<TurnPool, number> = { agent: 0, command: 0 };
+  private readonly queues: Record<TurnPool, SlotWaiter[]> = { agent: [], command: [] };
+
+  constructor(
+    private readonly limits: Pick<TurnLimits, TurnPool>,
+    /** Called whenever a slot is taken or given back (the fetch loops look again). */
+    private readonly changed: () => void = () => {},
+  ) {}
+
+  /** Turns of `pool` running now. */
+  running(pool: TurnPool): number {
+    return this.runningBy[pool];
+  }
+
+  /** Most turns of `pool` that ran at once since this process started. */
+  peak(pool: TurnPool): number {
+    return this.peakBy[pool];
+  }
+
+  /** Slots of `pool` free now (no one waits for them). */
+  free(pool: TurnPool): number {
+    return Math.max(0, this.limits[pool] - this.runningBy[pool] - this.queues[pool].length);
+  }
+
+  /** The limit of `pool`. */
+  limit(pool: TurnPool): number {
+    return this.limits[pool];
+  }
+
+  /** A slot of `pool` now, or `undefined` when none is free. */
+  tryAcquire(pool: TurnPool): TurnSlot | undefined {
+    if (this.free(pool) <= 0) return undefined;
+    return this.take(pool);
+  }
+
+  /**
+   * A slot of `pool`, waiting for one in order of asking.
+   * @throws the reason of `signal` when it aborts first
+   */
+  async acquire(pool: TurnPool, signal?: AbortSignal): Promise<TurnSlot> {
+    const now = this.tryAcquire(pool);
+    if (now) return now;
+    signal?.throwIfAborted();
+    return await new Promise<TurnSlot>((resolve, reject) => {
+      const waiter: SlotWaiter = {
+        grant: (slot) => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(slot);
+        },
+      };
+      const onAbort = () => {
+        const queue = this.queues[pool];
+        const i = queue.indexOf(waiter);
+        if (i >= 0) queue.splice(i, 1);
+        reject(signal!.reason);
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.queues[pool].push(waiter);
+    });
+  }
+
+  private take(pool: TurnPool): TurnSlot {
+    this.runningBy[pool]++;
+    this.peakBy[pool] = Math.max(this.peakBy[pool], this.runningBy[pool]);
+    let released = false;
+    this.changed();
+    return {
+      pool,
+      release: () => {
+        if (released) return;
+        released = true;
+        this.runningBy[pool]--;
+        // Hand the slot straight to the next waiter, if any.
+        const next = this.queues[pool].shift();
+        if (next) next.grant(this.take(pool));
+        else this.changed();
+      },
+    };
+  }
+}
+
+/** How a ticket's wait ended: run it, hand it back (drain), or leave it (its lock was lost: another worker has the job). */
+export type TicketWait = 'run' | 'drain' | 'lost';
+
+/**
+ * One fetched job of this process, from its fetch to its end: held until its due time (when it
+ * came early), then waiting for a slot of its pool, then running with it. Kept small: a held tick
+ * is a callback on the shared timer of its due instant (`callAt`), no promise chain or signal of its own.
+ */
+export class JobTicket {
+  phase: 'held' | 'starting' | 'running' | 'ended';
+  /** Set when it was held or waited for its slot (its job lock is checked before it runs). */
+  waited = false;
+  private slot: TurnSlot | undefined;
+  /** Ends the current wait early (`interrupt`). */
+  private endWait: (() => void) | undefined;
+  private stopReason: 'drain' | 'lost' | undefined;
+  private finish: (() => void) | undefined;
+  private ended: Promise<void> | undefined;
+
+  constructor(
+    readonly jobId: string,
+    readonly pool: TurnPool,
+    /** Epoch ms the job is due; `undefined`: due now. */
+    readonly dueAt: number | undefined,
+    private readonly admission: JobAdmission,
+  ) {
+    if (dueAt !== undefined && dueAt > Date.now()) {
+      this.phase = 'held';
+      this.waited = true;
+      admission.held++;
+    } else {
+      this.slot = admission.slots.tryAcquire(pool);
+      this.phase = this.slot ? 'running' : 'starting';
+      if (!this.slot) {
+        this.waited = true;
+        admission.starting++;
+      }
+    }
+  }
+
+  /** Resolves when the ticket ends (made on first use). */
+  get done(): Promise<void> {
+    if (this.phase === 'ended') return Promise.resolve();
+    this.ended ??= new Promise<void>((r) => (this.finish = r));
+    return this.ended;
+  }
+
+  /** End the wait: the drain hands it back, or its lock was lost. No-op once it runs. */
+  interrupt(reason: 'drain' | 'lost'): boolean {
+    if (this.phase !== 'held' && this.phase !== 'starting') return false;
+    this.stopReason ??= reason;
+    this.endWait?.();
+    return true;
+  }
+
+  /** Wait until the job may run: its due time, then a slot of its pool. */
+  async ready(): Promise<TicketWait> {
+    if (this.phase === 'held' && !this.stopReason) {
+      // Prefetch lead (`scheduler/loop/prefetch-lead.ts`): one timer per due instant for every held tick.
+      await new Promise<void>((resolve) => {
+        const cancel = callAt(this.dueAt!, resolve);
+        this.endWait = () => {
+          cancel();
+          resolve();
+        };
+      });
+      this.endWait = undefined;
+    }
+    if (this.phase === 'held') {
+      this.admission.held--;
+      if (this.stopReason) return this.end(this.stopReason);
+      this.slot = this.admission.slots.tryAcquire(this.pool);
+      this.phase = this.slot ? 'running' : 'starting';
+      if (!this.slot) this.admission.starting++;
+      this.admission.changed();
+    }
+    if (this.phase === 'starting') {
+      const stop = new AbortController();
+      this.endWait = () => stop.abort();
+      if (this.stopReason) stop.abort();
+      try {
+        this.slot = await this.admission.slots.acquire(this.pool, stop.signal);
+      } catch {
+        this.admission.starting--;
+        return this.end(this.stopReason ?? 'drain');
+      } finally {
+        this.endWait = undefined;
+      }
+      this.admission.starting--;
+      this.phase = 'running';
+    }
+    return this.phase === 'running' ? 'run' : (this.stopReason ?? 'drain');
+  }
+
+  private end(reason: 'drain' | 'lost'): TicketWait {
+    this.phase = 'ended';
+    this.admission.changed();
+    return reason;
+  }
+
+  /** Give back its slot (or its place) once its job's processing ended. Idempotent. */
+  release(): void {
+    if (this.phase === 'held') this.admission.held--;
+    if (this.phase === 'starting') this.admission.starting--;
+    this.phase = 'ended';
+    this.endWait?.();
+    this.slot?.release();
+    this.slot = undefined;
+    this.admission.forget(this);
+    this.finish?.();
+    this.admission.changed();
+  }
+}
+
+/**
+ * What this process holds and may fetch: held ticks, jobs waiting for a slot, fetches in
+ * flight, and the turn slots. One per process, shared by the fetch loops of every queue and shard.
+ */
+export class JobAdmission {
+  /** Jobs sleeping until their due time. */
+  held = 0;
+  /** Jobs due that wait for a slot of their pool. */
+  starting = 0;
+  /** Fetches in flight (each may bring a job due now). */
+  fetching = 0;
+  /** Fetches in flight of queues whose jobs may come early and be held (`ticks`). */
+  fetchingHoldable = 0;
+  readonly slots: TurnSlots;
+  private readonly tickets = new Map<string, JobTicket>();
+  private waiters: Array<() => void> = [];
+
+  constructor(readonly limits: TurnLimits) {
+    this.slots = new TurnSlots(limits, () => this.changed());
+  }
+
+  /**
+   * The fetch policy: fetch another job only while
+   *  - for a queue whose jobs may come early, held ticks and its fetches in flight stay under
+   *    `worker.max_held_ticks` (the job may be held), and
+   *  - no fetched job is waiting for a slot, and a slot of a pool the queue's jobs run in is free for
+   *    every fetch in flight (the job may be due now): a worker does not fetch more overdue work than it
+   *    can start now, so the fleet shares a backlog.
+   * @param pools - the pools a job of the queue may need (`ticks`: both; inbox, `/v1`: agent)
+   * @param holdable - the queue's jobs may come early and be held (`ticks`)
+   */
+  mayFetch(pools: readonly TurnPool[], holdable: boolean): boolean {
+    if (holdable && this.held + this.fetchingHoldable >= this.limits.heldTicks) return false;
+    if (this.starting > 0) return false;
+    return pools.some((p) => this.slots.free(p) > this.fetching);
+  }
+
+  /** A fetch is in flight (until `fetchEnded`). */
+  fetchStarted(holdable: boolean): void {
+    this.fetching++;
+    if (holdable) this.fetchingHoldable++;
+  }
+
+  /** A fetch ended (its job, if any, has its ticket). */
+  fetchEnded(holdable: boolean): void {
+    this.fetching--;
+    if (holdable) this.fetchingHoldable--;
+    this.changed();
+  }
+
+  /** Resolves at the next change of what `mayFetch` looks at (or at once when `signal` is aborted). */
+  whenChanged(signal?: AbortSignal): Promise<void> {
+    if (signal?.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      this.waiters.push(done);
+      signal?.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  /** Tell the fetch loops to look again. */
+  changed(): void {
+    if (this.waiters.length === 0) return;
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+
+  /**
+   * A ticket for a fetched job (held when `dueAt` is in the future, else running or waiting for a slot).
+   * A job whose earlier copy still has a ticket here (its lock lapsed and this process fetched it again)
+   * gets a ticket once that one ended: `previous` resolves then.
+   */
+  admit(jobId: string, pool: TurnPool, dueAt: number | undefined): { ticket: JobTicket; previous: Promise<void> | undefined } {
+    const previous = this.tickets.get(jobId);
+    previous?.interrupt('lost');
+    const ticket = new JobTicket(jobId, pool, dueAt, this);
+    this.tickets.set(jobId, ticket);
+    this.changed();
+    return { ticket, previous: previous?.done };
+  }
+
+  /** The ticket of job `jobId`, if this process has one. */
+  ticket(jobId: string): JobTicket | undefined {
+    return this.tickets.get(jobId);
+  }
+
+  /** Tickets not yet running (held or waiting for a slot). */
+  waiting(): JobTicket[] {
+    return [...this.tickets.values()].filter((t) => t.phase === 'held' || t.phase === 'starting');
+  }
+
+  /** Every ticket not ended. */
+  all(): JobTicket[] {
+    return [...this.tickets.values()];
+  }
+
+  /** @internal a ticket that ended */
+  forget(ticket: JobTicket): void {
+    if (this.tickets.get(ticket.jobId) === ticket) this.tickets.delete(ticket.jobId);
+  }
+}
+
 /** Registry of this process's running turns, by drain class, with their AbortControllers. */
 export class TurnTracker {
   private readonly active = new Map<string, TrackedTurn>();
+  /** Held ticks, jobs waiting for a slot, and the turn slots (`worker.max_*`). */
+  readonly admission: JobAdmission;
   /**
    * Set when this process starts draining. A paused BullMQ worker can still
    * receive one job from a blocking fetch that was in flight; processors that
    * hand work back check this and hand such a job back at once.
    */
   draining = false;
+
+  /** @param limits - what the process holds and runs at once; default unbounded (deps built without a process) */
+  constructor(limits: TurnLimits = UNBOUNDED) {
+    this.admission = new JobAdmission(limits);
+  }
+
+  /** The turn slots of both pools. */
+  get slots(): TurnSlots {
+    return this.admission.slots;
+  }
 
   /**
    * Run `fn` as a tracked turn.
@@ -68,6 +431,18 @@ export class TurnTracker {
   }
 
   /**
+   * Whether `signal` is the signal of a running turn that holds a slot of the `command` pool (a
+   * command turn): a command tool it calls (`--watch`) runs within that slot instead of waiting for a
+   * second one, which a full pool would never give it.
+   */
+  holdsCommandSlot(signal: AbortSignal): boolean {
+    for (const turn of this.active.values()) {
+      if (turn.controller.signal === signal) return this.admission.ticket(turn.id)?.pool === 'command';
+    }
+    return false;
+  }
+
+  /**
    * Abort the turns a user's request names (`scheduler/session/turn-abort.ts`, published on
    * `Keys.turnAbortChannel`): every turn of the session, or only the one of
    * `occurrenceId`. Only turns that set `sessionId` (and `occurrenceId`) are found.
@@ -86,12 +461,13 @@ export class TurnTracker {
   }
 
   /**
-   * Abort the turn of job `id` because its BullMQ lock was lost (see `TrackedTurn.lockLost`).
-   * @returns whether such a turn was running
+   * The BullMQ lock of job `id` was lost (see `TrackedTurn.lockLost`): abort its turn, or end its
+   * wait when it is held or waiting for a slot (it never runs here).
+   * @returns whether such a turn or ticket was found
    */
   abortLockLost(id: string): boolean {
     const turn = this.active.get(id);
-    if (!turn) return false;
+    if (!turn) return this.admission.ticket(id)?.interrupt('lost') ?? false;
     turn.lockLost = true;
     turn.controller.abort(new Error('job lock lost'));
     return true;

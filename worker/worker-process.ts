@@ -3,8 +3,27 @@
  * heartbeat and cron ticks), `inbox` (user input) and `v1-runs` queues, a
  * liveness heartbeat, start-up reconciliation, and drain.
  *
+ * Fetching (docs/OPERATIONS.md, "Held ticks and running turns"): each queue's
+ * BullMQ worker is driven by this process's own fetch loop (BullMQ's manual
+ * fetching: `getNextJob`, then BullMQ's `processJob`, which tracks the job's
+ * lock so BullMQ's lock manager renews every held and running job in batches).
+ * A fetched job gets a ticket (`JobAdmission`, `turn-tracker.ts`): a tick that
+ * came early is held until its due time (`worker.max_held_ticks`, one timer per
+ * due instant), then it waits for a turn slot of its pool — `agent`
+ * (`worker.max_agent_turns`) or `command` (`worker.max_command_turns`) — and
+ * runs. A tick that was held or waited has its lock checked (one
+ * `extendLocks` call for every job that wakes together) before it runs: a
+ * lock that lapsed while the process was starved means another worker may
+ * have the job, so it is left to that worker and never fired twice. A loop
+ * fetches only what `JobAdmission.mayFetch` allows: no more overdue work than
+ * it can start now, so a fleet shares a backlog; while jobs keep coming it
+ * fetches over up to `FETCH_LANES` requests at once, so a burst is in hand
+ * before it is due.
+ *
  * Drain policy (docs/DESIGN.md §9), on `drain()` (SIGTERM/SIGINT):
  *   1. stop taking new work (every BullMQ worker is paused without waiting);
+ *      held ticks and jobs waiting for a turn slot never started: each is
+ *      handed back at once (due now, for another worker);
  *   2. scheduled turns (ticks, `/v1` runs) may finish within
  *      `agent.cron_drain_timeout` seconds, chat turns within
  *      `agent.restart_drain_timeout` (default 0: interrupted at once); the log
@@ -15,7 +34,7 @@
  *   4. the BullMQ workers are closed. `Worker.close()` has no timeout and
  *      memoises its first call, so it is only called once nothing is running.
  */
-import { Worker, type Job } from 'bullmq';
+import { DelayedError, Worker, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config/config.ts';
 import { checkRedis } from '../scheduler/store/redis/connect.ts';
@@ -24,8 +43,9 @@ import type { InboxJobData } from '../scheduler/session/inbox.ts';
 import type { RunnerFactory } from './turn-runners/create-runner.ts';
 import { QUEUES } from '../scheduler/store/keys.ts';
 import { logBullmqErrors } from '../scheduler/store/redis/bullmq-errors.ts';
-import { tickJobData, type StoredTickJobData, type TickJobData } from '../scheduler/loop/loop-store.ts';
-import type { DrainClass } from './turn-tracker.ts';
+import { COMMAND_TICK_JOB_NAME, tickJobData, type StoredTickJobData, type TickJobData } from '../scheduler/loop/loop-store.ts';
+import { TURN_POOLS, type DrainClass, type JobTicket, type TurnPool } from './turn-tracker.ts';
+import { deferJob } from '../scheduler/store/defer-job.ts';
 import { decodeTurnAbort } from '../scheduler/session/turn-abort.ts';
 import { processScheduleTick } from './tick-processor.ts';
 import { processInbox, type InboxHooks } from './inbox-processor.ts';
@@ -78,6 +98,14 @@ export class WorkerProcess {
   private readonly closeQueues: Array<() => Promise<void>> = [];
   private heartbeat: NodeJS.Timeout | undefined;
   private closing: Promise<void> | undefined;
+  /** Aborted when the drain begins: the fetch loops stop asking for jobs. */
+  private readonly stopFetching = new AbortController();
+  /** The ticket of each fetched job, for its processor (BullMQ hands the processor the same job object). */
+  private readonly tickets = new WeakMap<Job, { ticket: JobTicket; previous: Promise<void> | undefined }>();
+  /** Tokens of fetches, per process (BullMQ's form: `<worker id>:<n>`). */
+  private fetches = 0;
+  /** Fetches of the fetch loops not yet answered (the drain waits for them before closing). */
+  private readonly fetchesInFlight = new Set<Promise<void>>();
   /** The configured MCP servers (their tools join `deps.tools`). */
   mcp: McpServers | undefined;
 
@@ -145,16 +173,25 @@ export class WorkerProcess {
     for (const shard of shards) {
       const sd = depsForShard(deps, shard);
       wp.addWorker(QUEUES.ticks, sd, async (job, token, signal) => {
-        const type = (job.data as { type?: string }).type ?? 'schedule-tick';
-        if (type === 'schedule-tick') {
-          // A job scheduler's jobs carry no session id (its scheduler id names it): complete the data once, here.
-          job.data = tickJobData(job as Job<StoredTickJobData>);
-          return await processScheduleTick(job as Job<TickJobData>, token, signal, sd);
-        }
+        const type = tickType(job);
+        if (type === 'schedule-tick') return await processScheduleTick(job as Job<TickJobData>, token, signal, sd);
         const processor = tickProcessors[type];
         if (!processor) throw new Error(`no processor for tick type ${type}`);
         return await processor(job, token, signal, sd);
-      }, { repeatStrategy: cronRepeatStrategy, ...options.tickSettings });
+      }, {
+        settings: { repeatStrategy: cronRepeatStrategy, ...options.tickSettings },
+        pools: TURN_POOLS,
+        holdable: true,
+        // A loop or heartbeat tick is due at its occurrence's due time (it comes `worker.prefetch_lead_ms` early and is
+        // held until then); a command loop's jobs are named for the `command` pool (`LoopStore.arm`). Cron ticks run
+        // in the `agent` pool (a `--script` also takes a `command` slot while it runs: `cron-processor.ts`).
+        classify: (job) => {
+          if (tickType(job) !== 'schedule-tick') return { pool: 'agent', dueAt: undefined };
+          // A job scheduler's jobs carry no session id (its scheduler id names it): complete the data once, here.
+          job.data = tickJobData(job as Job<StoredTickJobData>);
+          return { pool: job.name === COMMAND_TICK_JOB_NAME ? 'command' : 'agent', dueAt: sd.loops.occurrenceOf(job as Job<TickJobData>).dueAt };
+        },
+      });
       wp.addWorker(QUEUES.inbox, sd, (job, token, signal) => processInbox(job as Job<InboxJobData>, token, signal, sd, inboxHooks));
     }
     // `/v1` runs belong to no session: they live on the first shard, whose consumers run them.
@@ -177,33 +214,54 @@ export class WorkerProcess {
         throw err;
       }
     }
-    deps.log.info({ concurrency: config.worker.concurrency, pid: process.pid, shards }, 'worker started');
+    const w = config.worker;
+    deps.log.info({
+      maxHeldTicks: w.max_held_ticks, maxAgentTurns: w.max_agent_turns, maxCommandTurns: w.max_command_turns, prefetchLeadMs: w.prefetch_lead_ms,
+      pid: process.pid, shards,
+    }, 'worker started');
     return wp;
   }
 
+  /**
+   * A BullMQ worker on queue `name` of `shardDeps`' shard, driven by this process's fetch loop
+   * (`fetchLoop`): each job it fetches is admitted (`classify`: its pool and due time), held or
+   * made to wait for a slot as its ticket says, then given to `processor` through BullMQ's
+   * `processJob` (lock renewal, completion, failure, `DelayedError`).
+   * @param options.pools - the pools this queue's jobs may need (default `agent`)
+   * @param options.classify - a job's pool and due time (default: `agent`, due now)
+   */
   private addWorker(
     name: string,
     shardDeps: WorkerDeps,
     processor: (job: Job, token: string | undefined, signal: AbortSignal | undefined) => Promise<unknown>,
-    settings?: Record<string, unknown>,
+    options: {
+      settings?: Record<string, unknown>;
+      pools?: readonly TurnPool[];
+      /** The queue's jobs may come early and be held (`ticks`). */
+      holdable?: boolean;
+      classify?: (job: Job) => { pool: TurnPool; dueAt: number | undefined };
+    } = {},
   ): void {
     const { config, log } = this.deps;
     const { keys } = shardDeps;
     const connection = openRedisClient(this.topology, 'bullmq');
-    const worker = new Worker(name, processor, {
+    // Two parameters: BullMQ then makes no AbortController per job (its signal would only serve `cancelJob`, which
+    // nothing here calls; a turn's own controller is the turn tracker's).
+    const worker: FetchingWorker = new FetchingWorker(name, (job: Job, token: string | undefined): Promise<unknown> => this.runAdmitted(name, worker, processor, job, token), {
       connection: connection as never,
       prefix: keys.bullPrefix,
-      concurrency: config.worker.concurrency,
+      autorun: false,
       lockDuration: config.worker.lock_duration_ms,
       lockRenewTime: config.worker.lock_renew_ms,
       stalledInterval: config.worker.stalled_interval_ms,
       maxStalledCount: config.worker.max_stalled_count,
       ...JOB_RETENTION,
-      ...(settings ? { settings } : {}),
+      ...(options.settings ? { settings: options.settings } : {}),
     });
     logBullmqErrors(worker, name, log);
     // A lock that could not be renewed has lapsed: the stall check may already have handed the job
-    // to another worker. Abort this copy's turn so the occurrence runs to its commit on one worker only.
+    // to another worker. Abort this copy's turn (or end its hold or its wait for a slot) so the
+    // occurrence runs to its commit on one worker only.
     worker.on('lockRenewalFailed', (jobIds: string[]) => {
       for (const jobId of jobIds) {
         if (this.deps.turns.abortLockLost(jobId)) log.warn({ queue: name, jobId }, 'job lock lost; its turn is aborted here and left to the worker that took the job over');
@@ -212,6 +270,153 @@ export class WorkerProcess {
     worker.on('failed', (job, err) => log.warn({ queue: name, jobId: job?.id, err: err.message }, 'job failed'));
     this.workers.push(worker);
     this.connections.push(connection);
+    worker.startLockRenewal();
+    void worker.startStalledCheckTimer();
+    const classify = options.classify ?? (() => ({ pool: 'agent' as const, dueAt: undefined }));
+    void this.fetchLoop(worker, { pools: options.pools ?? ['agent'], holdable: options.holdable ?? false, classify });
+  }
+
+  /**
+   * Fetch jobs for `worker` while the fetch policy allows (`JobAdmission.mayFetch`): one request at
+   * a time while the queue is empty (a blocking wait, as BullMQ's own loop), up to `FETCH_LANES` at
+   * once while each brings a job (a burst being released), never more than the free slots allow.
+   */
+  private async fetchLoop(worker: FetchingWorker, queue: FetchedQueue): Promise<void> {
+    const { pools, holdable } = queue;
+    const admission = this.deps.turns.admission;
+    const stop = this.stopFetching.signal;
+    let lanes = 0;
+    let more = false;
+    while (!stop.aborted) {
+      if (lanes >= (more ? FETCH_LANES : 1) || !admission.mayFetch(pools, holdable)) {
+        await admission.whenChanged(stop);
+        continue;
+      }
+      lanes++;
+      admission.fetchStarted(holdable);
+      const token = `${worker.id}:${this.fetches++}`;
+      const fetched: Promise<void> = worker.getNextJob(token, { block: true })
+        .then((job) => {
+          more = Boolean(job);
+          if (job) this.admit(worker, job, token, queue);
+        }, async (err: unknown) => {
+          more = false;
+          worker.emit('error', err as Error);
+          await delay(FETCH_RETRY_MS, stop);
+        })
+        .finally(() => {
+          lanes--;
+          this.fetchesInFlight.delete(fetched);
+          admission.fetchEnded(holdable);
+        });
+      this.fetchesInFlight.add(fetched);
+    }
+  }
+
+  /**
+   * Give a fetched job its ticket and hand it to BullMQ's `processJob` (which runs `runAdmitted`).
+   * When the job ends and the fetch policy allows, BullMQ fetches the next job in the same call that
+   * completes this one (its `fetchNext`), as its own loop does: one round trip less per job.
+   */
+  private admit(worker: FetchingWorker, job: Job, token: string, queue: FetchedQueue): void {
+    const { turns } = this.deps;
+    const { admission } = turns;
+    const { pools, holdable, classify } = queue;
+    let kind: { pool: TurnPool; dueAt: number | undefined };
+    try {
+      kind = classify(job);
+    } catch {
+      kind = { pool: 'agent', dueAt: undefined }; // the processor fails it with the reason
+    }
+    // This process had the job already (its lock lapsed and it came back here): that copy ends first.
+    if (turns.admission.ticket(job.id!)) turns.abortLockLost(job.id!);
+    this.tickets.set(job, admission.admit(job.id!, kind.pool, kind.dueAt));
+    let fetchesNext = false;
+    const fetchNext = () => {
+      if (fetchesNext) return true;
+      if (this.stopFetching.signal.aborted || !admission.mayFetch(pools, holdable)) return false;
+      fetchesNext = true;
+      admission.fetchStarted(holdable);
+      return true;
+    };
+    worker.processJob(job, token, fetchNext).then(
+      (next) => {
+        if (next) this.admit(worker, next, token, queue);
+      },
+      (err: unknown) => worker.emit('error', err as Error),
+    ).finally(() => {
+      if (fetchesNext) admission.fetchEnded(holdable);
+    });
+  }
+
+  /**
+   * The processor BullMQ calls for an admitted job: wait as its ticket says (due time, then a slot),
+   * hand it back when the drain began meanwhile, leave it when its lock was lost, else run it.
+   * @throws DelayedError when handed back or left (BullMQ then neither completes nor fails it)
+   */
+  private async runAdmitted(
+    queue: string,
+    worker: FetchingWorker,
+    processor: (job: Job, token: string | undefined, signal: AbortSignal | undefined) => Promise<unknown>,
+    job: Job,
+    token: string | undefined,
+  ): Promise<unknown> {
+    const admitted = this.tickets.get(job);
+    if (!admitted) return await processor(job, token, undefined);
+    const { ticket, previous } = admitted;
+    const { turns, log, metrics } = this.deps;
+    try {
+      if (previous) await previous;
+      // A paused worker's blocking fetch in flight can still bring a job (even one just handed back): not held here.
+      const waited = turns.draining ? 'drain' : await ticket.ready();
+      if (waited === 'drain' || turns.draining) {
+        // Drain: not started, so handed back at once, due now, for another worker.
+        if (queue === QUEUES.ticks && tickType(job) === 'schedule-tick') metrics?.ticksDeferred.inc({ reason: 'drain' });
+        return await deferJob(job, token, 0);
+      }
+      // Held or queued: its lock may have lapsed meanwhile (a starved process renews late), and then another
+      // worker may hold the job. Checked for every job that wakes together in one call; a job whose lock is
+      // not this process's any more is left to whoever has it.
+      if (waited === 'lost' || (ticket.waited && !(await this.lockHeld(worker, job.id!, token!)))) {
+        log.warn({ queue, jobId: job.id }, 'job lock lost while it waited; left to the worker that took it over');
+        throw new DelayedError();
+      }
+      return await processor(job, token, undefined);
+    } finally {
+      ticket.release();
+    }
+  }
+
+  /** Jobs whose locks are checked in the next `extendLocks` call of each worker. */
+  private readonly lockChecks = new Map<FetchingWorker, Array<{ jobId: string; token: string; answer: (held: boolean) => void }>>();
+
+  /**
+   * Whether this process still holds job `jobId`'s lock, renewing it: one BullMQ `extendLocks` call
+   * (atomic per job, as BullMQ's own renewal) for every job of `worker` asking in the same turn of
+   * the event loop. When Redis does not answer, the job runs (its claim will tell).
+   */
+  private lockHeld(worker: FetchingWorker, jobId: string, token: string): Promise<boolean> {
+    return new Promise<boolean>((answer) => {
+      let batch = this.lockChecks.get(worker);
+      if (!batch) {
+        this.lockChecks.set(worker, (batch = []));
+        setImmediate(() => {
+          const asked = this.lockChecks.get(worker) ?? [];
+          this.lockChecks.delete(worker);
+          worker.extendJobLocks(asked.map((a) => a.jobId), asked.map((a) => a.token), this.deps.config.worker.lock_duration_ms).then(
+            (failed) => {
+              const lost = new Set(failed);
+              for (const a of asked) a.answer(!lost.has(a.jobId));
+            },
+            (err: unknown) => {
+              worker.emit('error', err as Error);
+              for (const a of asked) a.answer(true);
+            },
+          );
+        });
+      }
+      batch.push({ jobId, token, answer });
+    });
   }
 
   /** Record liveness (sorted set scored by time) for `hermes status` and `cron status`. */
@@ -242,7 +447,15 @@ export class WorkerProcess {
     const { config, turns } = this.deps;
     const log = this.deps.log;
     turns.draining = true;
+    this.stopFetching.abort();
     await Promise.allSettled(this.workers.map((w) => w.pause(true)));
+    // A blocking fetch still waiting would take one of the jobs handed back below: interrupt it, as BullMQ's own
+    // pause does (its dedicated blocking connection; a fetch that got a job already hands it back, `runAdmitted`).
+    await Promise.allSettled(this.workers.map((w) => w.backend.disconnectBlocking(false)));
+    // Held ticks and jobs waiting for a slot never started: handed back at once (`runAdmitted`).
+    const waiting = turns.admission.waiting();
+    if (waiting.length > 0) log.info({ handedBack: waiting.length }, `draining: handing back ${waiting.length} job(s) not started (held ticks, jobs waiting for a turn slot)`);
+    for (const t of waiting) t.interrupt('drain');
     const budgets: Record<DrainClass, number> = {
       deadline: config.agent.cron_drain_timeout * 1000,
       chat: config.agent.restart_drain_timeout * 1000,
@@ -256,9 +469,12 @@ export class WorkerProcess {
       );
     }
     await Promise.all((['deadline', 'chat'] as const).map((cls) => this.drainClass(cls, budgets[cls])));
-    // Aborted turns hand their jobs back; give them a moment to do so before closing.
-    const rest = turns.list();
-    if (rest.length > 0) await Promise.race([Promise.allSettled(rest.map((t) => t.done)), delay(5_000)]);
+    // Aborted turns and handed-back tickets put their jobs back; give them a moment to do so before closing
+    // (with the jobs of fetches that were in flight: their tickets come once those fetches end).
+    const closeBy = Date.now() + 5_000;
+    await Promise.race([Promise.allSettled(this.fetchesInFlight), delay(closeBy - Date.now())]);
+    const rest = [...turns.list(), ...turns.admission.all()];
+    if (rest.length > 0) await Promise.race([Promise.allSettled(rest.map((t) => t.done)), delay(closeBy - Date.now())]);
     clearInterval(this.heartbeat);
     const steps: Array<[string, () => Promise<unknown>]> = [
       ['close workers', () => Promise.all(this.workers.map((w) => w.close(true)))],
@@ -298,7 +514,49 @@ export class WorkerProcess {
   }
 }
 
-function delay(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms).unref());
+/** Fetch requests one worker keeps in flight at most while each brings a job (a burst being released). */
+export const FETCH_LANES = 8;
+
+/** Wait after a fetch that failed (Redis unreachable, a script error) before the next, ms. */
+const FETCH_RETRY_MS = 1000;
+
+/** How a queue's jobs are fetched and admitted (`WorkerProcess.addWorker`). */
+interface FetchedQueue {
+  /** The pools of turn slots its jobs may need. */
+  pools: readonly TurnPool[];
+  /** Its jobs may come early and be held. */
+  holdable: boolean;
+  /** A job's pool and due time. */
+  classify: (job: Job) => { pool: TurnPool; dueAt: number | undefined };
+}
+
+/** The processor type of a `ticks` job (jobs of earlier versions name none: schedule ticks). */
+function tickType(job: Job): string {
+  return (job.data as { type?: string }).type ?? 'schedule-tick';
+}
+
+/**
+ * A BullMQ worker whose jobs this process fetches itself (BullMQ's manual fetching) and processes
+ * with BullMQ's `processJob`; started without BullMQ's main loop (`autorun: false`), so it starts
+ * BullMQ's own lock manager, which renews the locks of every job `processJob` tracks in batches.
+ */
+class FetchingWorker extends Worker {
+  /** Start renewing the locks of the jobs being processed (what `Worker.run` does besides its main loop). */
+  startLockRenewal(): void {
+    this.lockManager.start();
+  }
+}
+
+function delay(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((r) => {
+    const timer = setTimeout(done, ms);
+    timer.unref();
+    signal?.addEventListener('abort', done, { once: true });
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      r();
+    }
+  });
 }
 

@@ -316,8 +316,37 @@ export const configSchema = z
       .prefault({}),
     worker: z
       .object({
-        /** Turns one worker process runs at once (different sessions). */
-        concurrency: positiveInt(32),
+        /*
+         * What one worker process holds and runs at once, bounded separately (docs/OPERATIONS.md,
+         * "Held ticks and running turns"; measured in docs/BENCHMARKS.md):
+         * - held ticks: ticks fetched `prefetch_lead_ms` before they are due, sleeping until then
+         *   (one timer per due instant, locks renewed in batches; ~3 KiB each);
+         * - agent turns: turns waiting on a model endpoint (the network), so hundreds fit in a process;
+         * - command turns: processes on this host, so a few per core.
+         * A worker fetches no more overdue work than it can start now, so a fleet shares a backlog.
+         */
+        /**
+         * Ticks a worker process holds before they are due (fetched `prefetch_lead_ms` early and
+         * started on time): an aligned burst starts on time when the whole burst fits. @defaultValue 4096
+         */
+        max_held_ticks: positiveInt(4096),
+        /**
+         * Turns of the `agent` pool one worker process runs at once: agent turns of loops, heartbeats
+         * and cron jobs with their judges, chat messages, goal continuations, `/v1` runs. Lower it to what
+         * the model endpoint takes at once. @defaultValue 1024 (`concurrency` when that is set)
+         */
+        max_agent_turns: z.coerce.number().int().positive().optional(),
+        /**
+         * Processes one worker process runs at once: command turns (`--run`, `--command`), cron
+         * `--script` runs and command tools. @defaultValue 8 (`concurrency` when that is set)
+         */
+        max_command_turns: z.coerce.number().int().positive().optional(),
+        /**
+         * Before `max_agent_turns` and `max_command_turns`: job slots, held by a tick waiting for its
+         * due time and by a running turn alike. Still read: when set, it is the default of both turn
+         * limits (held ticks are bounded by `max_held_ticks` either way). @defaultValue unset
+         */
+        concurrency: z.coerce.number().int().positive().optional(),
         /*
          * Recovery policy: a worker that dies (SIGKILL, crash, lost host) stops
          * renewing its job locks; a lock lapses at most `lock_duration_ms` after
@@ -342,9 +371,11 @@ export const configSchema = z
         defer_ms: positiveInt(250),
         /**
          * Ticks are handed to a worker this long before they are due and started
-         * exactly on time, so queue latency is off the critical path.
+         * exactly on time, so queue latency is off the critical path. Long enough
+         * to fetch an aligned burst of 1,000 ticks on a loaded 2-core machine
+         * (docs/BENCHMARKS.md). @defaultValue 1000
          */
-        prefetch_lead_ms: z.coerce.number().int().min(0).default(200),
+        prefetch_lead_ms: z.coerce.number().int().min(0).default(1000),
         /** Transcript messages kept per session (older ones are trimmed). */
         transcript_max_messages: positiveInt(200),
         /**
@@ -383,6 +414,11 @@ export const configSchema = z
         message: 'lock_renew_ms must be below lock_duration_ms (a lock must be renewed before it lapses)',
         path: ['lock_renew_ms'],
       })
+      .transform(({ max_agent_turns, max_command_turns, ...w }) => ({
+        ...w,
+        max_agent_turns: max_agent_turns ?? w.concurrency ?? 1024,
+        max_command_turns: max_command_turns ?? w.concurrency ?? 8,
+      }))
       .prefault({}),
     metrics: z
       .object({

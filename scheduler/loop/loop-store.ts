@@ -102,6 +102,18 @@ interface GateWaiter {
 /** BullMQ job name of schedule ticks. */
 export const TICK_JOB_NAME = 'schedule-tick';
 
+/**
+ * BullMQ job name of the ticks of a command loop (`--run`, `--command`): a worker sees from the
+ * name alone, before reading anything, that the tick runs in the `command` pool of turn slots
+ * (`worker.max_command_turns`). No longer than {@link TICK_JOB_NAME}, so a scheduler costs no more.
+ */
+export const COMMAND_TICK_JOB_NAME = 'command-tick';
+
+/** The job name of a loop's ticks: by its runner (the pool its turns run in). */
+export function tickJobName(record: Pick<LoopRecord, 'runner'>): string {
+  return record.runner.kind === 'command' ? COMMAND_TICK_JOB_NAME : TICK_JOB_NAME;
+}
+
 const CLAIM_TICK = luaScript('claim-tick-7.lua');
 const RELEASE_INFLIGHT = luaScript('release-inflight-1.lua');
 
@@ -348,11 +360,11 @@ export class LoopStore {
         await this.queues.forSession(record.sessionId).ticks.upsertJobScheduler(
           this.keys.loopSchedulerId(record.sessionId, record.kind),
           { every: record.intervalSeconds * 1000, startDate: Math.max(Date.now(), this.lead.jobAt(firstDueAt)) },
-          { name: TICK_JOB_NAME, data },
+          { name: tickJobName(record), data },
         );
       } else {
         await this.removeScheduler(record.sessionId, record.kind);
-        await this.queues.forSession(record.sessionId).ticks.add(TICK_JOB_NAME, { ...data, sessionId: record.sessionId }, {
+        await this.queues.forSession(record.sessionId).ticks.add(tickJobName(record), { ...data, sessionId: record.sessionId }, {
           jobId: bullJobId('selfpaced', record.kind, record.sessionId, record.loopId, firstDueAt),
           delay: Math.max(0, this.lead.jobAt(firstDueAt) - Date.now()),
         });
@@ -394,7 +406,10 @@ export class LoopStore {
 
   /**
    * Re-arm active fixed schedules whose job scheduler is missing (a crash
-   * between the state write and the scheduler write). Idempotent.
+   * between the state write and the scheduler write). Idempotent. A scheduler
+   * whose jobs bear another name than its loop's runner calls for
+   * (`tickJobName`; a command loop armed by an earlier version) is armed again
+   * at the same next due time, so its ticks run in their pool of turn slots.
    * @param shards - only these shards (a worker's `worker.shards`); default every shard
    * @returns how many were re-armed
    */
@@ -402,15 +417,17 @@ export class LoopStore {
     const active = (await this.list(shards)).filter((r) => r.status === 'active' && r.mode === 'fixed');
     if (active.length === 0) return 0;
     // One call per shard for all its schedulers instead of one round trip per loop (this runs at every worker start).
-    const existing = new Set<string>();
+    const existing = new Map<string, { name: string; next?: number | null }>();
     for (const q of this.queues.shards()) {
       if (shards && !shards.includes(q.keys.shardIndex)) continue;
-      for (const s of await q.ticks.getJobSchedulers(0, -1)) existing.add(`${q.keys.shardIndex} ${s.key}`);
+      for (const s of await q.ticks.getJobSchedulers(0, -1)) existing.set(`${q.keys.shardIndex} ${s.key}`, s);
     }
     let rearmed = 0;
     for (const record of active) {
-      if (existing.has(`${this.keys.shardOfSession(record.sessionId)} ${this.keys.loopSchedulerId(record.sessionId, record.kind)}`)) continue;
-      await this.arm(record, resumeDueAt(record, now));
+      const scheduler = existing.get(`${this.keys.shardOfSession(record.sessionId)} ${this.keys.loopSchedulerId(record.sessionId, record.kind)}`);
+      if (scheduler?.name === tickJobName(record)) continue;
+      const next = scheduler?.next;
+      await this.arm(record, next !== undefined && next !== null ? this.lead.dueAt(Number(next)) : resumeDueAt(record, now));
       rearmed++;
     }
     return rearmed;
