@@ -8,12 +8,14 @@ import { Command, CommanderError } from 'commander';
 import { configFileWarning, loadConfig, type HermesConfig } from '../scheduler/config/config.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { resolveRedis } from '../scheduler/store/redis/connect.ts';
-import type { RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
+import { describeTopology, type RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import type { HermesMetrics } from '../scheduler/metrics.ts';
 import type { Gateway } from '../gateway/gateway-process.ts';
 import { DEFAULT_SESSION, type CliContext } from './cli-context.ts';
 import { connectCli } from './connect-cli.ts';
+import { upBanner } from './up-banner.ts';
+import { takeUpLock } from './up-lock.ts';
 import {
   action, endQuietlyOnClosedPipe, exitCodeOf, reportError, reportFatal, settleWithin, stopDeadlineMs, waitForSignal,
 } from './run-command.ts';
@@ -102,8 +104,10 @@ program
     // With the chat attached, logs go to a file so they do not run through the conversation.
     const attach = opts.chat && process.stdin.isTTY;
     const logFile = attach ? join(cfg.home, 'logs', 'hermes.log') : undefined;
+    // One `hermes up` per home: a second one says where the first is instead of failing to bind (up-lock.ts).
+    const lock = takeUpLock(cfg.home);
+    process.on('exit', () => lock.release());
     const log = createLogger({ level: cfg.log_level, name: 'up', file: logFile });
-    if (logFile) process.stdout.write(`Logs: ${logFile}\n`);
     // A Ctrl+C during the start is remembered (not Node's default exit, which would strand the
     // embedded Redis): the start completes, then everything is stopped in order.
     let stopEarly = false;
@@ -132,6 +136,11 @@ program
     }
     const running = worker;
     if (gw) log.info({ url: gw.gateway.httpAddress.url }, 'gateway listening');
+    const banner = upBanner(cfg, {
+      redis: describeTopology(target.topology), apiUrl: gw?.gateway.httpAddress.url,
+      telegramState: gw?.gateway.platforms().find((p) => p.name === 'telegram')?.state, chatSession: attach ? opts.session : undefined, logFile,
+    });
+    if (!stopEarly) process.stdout.write(`${banner.join('\n')}\n`);
     // An embedded Redis that died and could not be restarted stops the stack.
     const redisLost: Promise<Error> = embedded ? embedded.failed : new Promise<never>(() => {});
     /** Stop everything; false when the stop deadline cut the drain short (Redis not answering). */
@@ -162,8 +171,6 @@ program
           // Ctrl+C in the attached chat stops everything `hermes up` started; Ctrl+D only detaches.
           if (!interrupted) process.stdout.write('The stack keeps running; Ctrl+C stops it.\n');
         }
-      } else {
-        process.stdout.write(`hermes is up (Redis ${target.url}); Ctrl+C stops it.\n`);
       }
       // Later Ctrl+Cs are acknowledged while the drain runs (waitForSignal keeps listening).
       const signal = waitForSignal({ stopping: interrupted || lost !== undefined });

@@ -6,6 +6,7 @@
  * (tests may, to pin a setting).
  */
 import { checkEconomy } from './loop/economy-check.ts';
+import { noModelWarning } from './agent-model.ts';
 import type { Logger } from 'pino';
 import type { HermesConfig } from './config/config.ts';
 import { CronService } from './cron/cron-service.ts';
@@ -37,6 +38,7 @@ export function loopServiceFor(config: HermesConfig, loops: LoopStore, log: Logg
   return new LoopService(loops, {
     maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds,
     checkEconomy: (economy, surface) => checkEconomy(economy, config, surface),
+    noModelWarning: (model, surface) => noModelWarning(config, model, surface === 'cli' ? SHELL_CONFIG : undefined),
   }, log);
 }
 
@@ -53,8 +55,14 @@ export function sessionStoreFor(config: HermesConfig, redis: RedisClient, keys: 
 
 /** `/goal` records and their continuation jobs (`goals.max_turns`). */
 export function goalServiceFor(config: HermesConfig, conn: StoreConnection, log: Logger): GoalService {
-  return new GoalService(conn.redis, conn.keys, conn.queues, config.goals.max_turns, log, (economy, surface) => checkEconomy(economy, config, surface));
+  return new GoalService(
+    conn.redis, conn.keys, conn.queues, config.goals.max_turns, log, (economy, surface) => checkEconomy(economy, config, surface),
+    (model, surface) => noModelWarning(config, model, surface === 'cli' ? SHELL_CONFIG : undefined),
+  );
 }
+
+/** Whose configuration a CLI command read: the workers may have a model this shell lacks (`agent-model.ts`). */
+export const SHELL_CONFIG = "this shell's configuration; workers started with OPENAI_BASE_URL of their own are fine";
 
 /** `/v1` run records, events and idempotency keys (`gateway.run_ttl_seconds`). */
 export function runStoreFor(config: HermesConfig, redis: RedisClient, keys: Keys): RunStore {

@@ -12,7 +12,8 @@ import { defaultTimeZone, isoUtc, nextOccurrences } from '../../scheduler/cron/c
 import {
   cronJobView, cronOccurrenceId, cronRunView, MISFIRE_POLICIES, NOTIFY_POLICIES, OVERLAP_POLICIES, type CronJob, type CronRun,
 } from '../../scheduler/cron/cron-job.ts';
-import { cronServiceFor } from '../../scheduler/services.ts';
+import { cronServiceFor, SHELL_CONFIG } from '../../scheduler/services.ts';
+import { noModelWarning } from '../../scheduler/agent-model.ts';
 import { CronService, type CronCaller, type CronJobChanges } from '../../scheduler/cron/cron-service.ts';
 import { parseInstant, previewSchedule } from '../../scheduler/cron/preview.ts';
 import { EXIT_FAILURE, exitCodeOf, reportError } from '../run-command.ts';
@@ -127,6 +128,9 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
       watch: opts.watch, max_tokens: opts.maxTokens, model: opts.model,
     }, CLI_CALLER);
     print(opts.json, cronJobView(job), () => ['Added cron job:', ...formatJob(job, io.now())]);
+    // An agent job without a model would fail every run: said now (on stderr, so --json stays JSON).
+    const warning = job.script === null ? noModelWarning(ctx.config, job.model, SHELL_CONFIG) : undefined;
+    if (warning) io.err(warning);
   }));
 
   withJobFlags(

@@ -32,6 +32,8 @@ export class GoalService {
     private readonly log: Logger,
     /** Checks `--model`/`--max-tokens` against the operator's config (`loop/economy-check.ts`). @throws ScheduleInputError */
     private readonly checkEconomy: (economy: ScheduleEconomy, surface: string) => void = () => {},
+    /** The warning for goal turns without a model (`agent-model.ts`), or `undefined` when they have one. */
+    private readonly noModelWarning: (model: string | null | undefined, surface: string) => string | undefined = () => undefined,
   ) {}
 
   /** The session's goal record, or `null`. */
@@ -76,7 +78,8 @@ export class GoalService {
     await this.confirmed(sessionId, () => this.enqueueContinuation(stored));
     this.log.info({ sessionId, goalId: stored.goalId }, 'goal set');
     const extra = [stored.model ? `model ${stored.model}` : '', stored.maxTokens ? `max ${stored.maxTokens.toLocaleString('en-US')} tokens` : ''].filter(Boolean);
-    return `Goal set (${stored.maxTurns}-turn budget${extra.map((e) => `, ${e}`).join('')}): ${text}`;
+    const warning = this.noModelWarning(stored.model, origin.surface);
+    return `Goal set (${stored.maxTurns}-turn budget${extra.map((e) => `, ${e}`).join('')}): ${text}${warning ? `\n${warning}` : ''}`;
   }
 
   /** @returns the reply */

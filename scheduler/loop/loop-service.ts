@@ -40,6 +40,11 @@ export interface LoopServiceSettings {
   selfPacedFloorSeconds: number;
   /** Checks the economy flags against the operator's config for a surface (`economy-check.ts`). @throws ScheduleInputError */
   checkEconomy?: (economy: ScheduleEconomy, surface: string) => void;
+  /**
+   * The warning for agent turns without a model (`agent-model.ts`) on `model` (`--model`), set from
+   * `surface`, or `undefined` when they have one; the reply that sets an agent schedule ends with it.
+   */
+  noModelWarning?: (model: string | null | undefined, surface: string) => string | undefined;
 }
 
 const LABEL: Record<LoopKind, string> = { loop: 'Loop', heartbeat: 'Heartbeat' };
@@ -107,6 +112,9 @@ export class LoopService {
       if (previous && previous.status !== 'finished') lines.push(`Replaced the previous ${kind} ("${clip(previous.prompt)}").`);
       lines.push(`${LABEL[kind]} set: ${cadence(record)} · ${budget(record)} — first tick now.`);
       lines.push(`Prompt: ${clip(record.prompt, 200)}`);
+      // An agent schedule without a model would fail every tick: said now, not at the first failure.
+      const warning = ctx.runner.kind === 'agent' ? this.settings.noModelWarning?.(record.model, ctx.origin.surface) : undefined;
+      if (warning) lines.push(warning);
       return lines.join('\n');
     });
   }

@@ -1,0 +1,64 @@
+/**
+ * What `hermes up` prints once it is up: where each part is and what is missing, so a new user sees
+ * at a glance why a turn would fail — the HTTP API and whether it needs a key, the model endpoint and
+ * model (or "no model: agent turns will fail"), Telegram on or off, Redis, the log file, and how to
+ * detach, attach and stop. Pure: the caller passes what it started.
+ */
+import type { HermesConfig } from '../scheduler/config/config.ts';
+import { agentModel, NO_MODEL } from '../scheduler/agent-model.ts';
+import { terminalSafe } from './terminal-text.ts';
+
+/** What `hermes up` started. */
+export interface UpFacts {
+  /** How Redis is reached, without a password (`describeTopology`). */
+  redis: string;
+  /** The gateway's HTTP address, or `undefined` with `--no-gateway`. */
+  apiUrl: string | undefined;
+  /** State of the Telegram plugin when the gateway runs (`PlatformStatus.state`), if it has one. */
+  telegramState?: string;
+  /** The chat is attached to this session (else `hermes up --no-chat` or no terminal). */
+  chatSession?: string;
+  /** Logs go to this file (with the chat attached). */
+  logFile?: string;
+}
+
+/** An endpoint URL as shown: scheme, host and path, never credentials or a query. */
+export function showEndpoint(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}${u.pathname === '/' ? '' : u.pathname}`;
+  } catch {
+    return '(unreadable URL)';
+  }
+}
+
+/** Plugin states that need no word in the banner (connected, or still connecting). */
+const TELEGRAM_FINE = new Set(['ready', 'loading', 'idle']);
+
+/** The banner's lines (control characters escaped). */
+export function upBanner(cfg: HermesConfig, facts: UpFacts): string[] {
+  const model = agentModel(cfg);
+  const users = cfg.telegram.allowed_users.length;
+  const telegram = facts.apiUrl === undefined
+    ? 'off (--no-gateway)'
+    : !cfg.telegram.bot_token
+      ? 'off (no TELEGRAM_BOT_TOKEN)'
+      : users === 0
+        ? 'on, but nobody may use it: TELEGRAM_ALLOWED_USERS is empty'
+        : `on · ${users} allowed user${users === 1 ? '' : 's'} (TELEGRAM_ALLOWED_USERS)${facts.telegramState && !TELEGRAM_FINE.has(facts.telegramState) ? ` · ${facts.telegramState.replace(/_/g, ' ')} (the log says why)` : ''}`;
+  const api = facts.apiUrl === undefined
+    ? 'off (--no-gateway)'
+    : `${facts.apiUrl} · auth ${cfg.api_server.key ? 'on (Authorization: Bearer $API_SERVER_KEY)' : 'off (no API_SERVER_KEY; loopback only)'}`;
+  const lines = [
+    `hermes is up · home ${cfg.home}`,
+    `  API       ${api}`,
+    `  model     ${model ? `${model.model} at ${showEndpoint(model.baseUrl)}` : NO_MODEL}`,
+    `  Telegram  ${telegram}`,
+    `  Redis     ${facts.redis}`,
+    ...(facts.logFile ? [`  logs      ${facts.logFile}`] : []),
+    facts.chatSession !== undefined
+      ? `Chat on session "${facts.chatSession}": Ctrl+D detaches (the stack keeps running), Ctrl+C stops everything.`
+      : 'Ctrl+C stops it. Attach from another terminal: hermes chat',
+  ];
+  return lines.map(terminalSafe);
+}

@@ -1,0 +1,152 @@
+/**
+ * What a new user sees when the stack starts: `hermes up` prints where the API is and whether it
+ * needs a key, the model endpoint and model (or that there is none and agent turns will fail),
+ * whether Telegram is on; a second `hermes up` on the same home says the first runs and how to
+ * attach, instead of starting a worker and failing to bind; an agent loop, heartbeat or goal set
+ * without a model says so in the reply that sets it.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { upBanner, showEndpoint } from '../cli/up-banner.ts';
+import { takeUpLock, upLockPath } from '../cli/up-lock.ts';
+import { loadConfig } from '../scheduler/config/config.ts';
+import { AlreadyRunningError } from '../scheduler/errors/already-running-error.ts';
+import { freePort } from '../scheduler/store/redis/embedded-redis.ts';
+import { testEnv } from './support/env.ts';
+import { clients, HERMES_BIN, runHermes, SPAWN_START_TIMEOUT_MS, waitFor } from './support/stack.ts';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+function newHome(): string {
+  const home = mkdtempSync(join(tmpdir(), 'hermes-up-banner-'));
+  cleanups.push(() => rmSync(home, { recursive: true, force: true }));
+  return home;
+}
+
+const config = (env: Record<string, string>) => loadConfig({ env: { HERMES_HOME: '/home/ada/.hermes', ...env } });
+
+describe('the banner of hermes up', () => {
+  it('names the API and its auth, the model (or its absence), Telegram and Redis', () => {
+    const bare = upBanner(config({}), { redis: 'embedded unix:/home/ada/.hermes/redis/redis.sock', apiUrl: 'http://127.0.0.1:8642', chatSession: 'main', logFile: '/home/ada/.hermes/logs/hermes.log' });
+    expect(bare).toEqual([
+      'hermes is up · home /home/ada/.hermes',
+      '  API       http://127.0.0.1:8642 · auth off (no API_SERVER_KEY; loopback only)',
+      '  model     no model: agent turns will fail — set OPENAI_BASE_URL and OPENAI_API_KEY (or agent.base_url and agent.api_key in config.yaml)',
+      '  Telegram  off (no TELEGRAM_BOT_TOKEN)',
+      '  Redis     embedded unix:/home/ada/.hermes/redis/redis.sock',
+      '  logs      /home/ada/.hermes/logs/hermes.log',
+      'Chat on session "main": Ctrl+D detaches (the stack keeps running), Ctrl+C stops everything.',
+    ]);
+    const full = upBanner(config({
+      API_SERVER_KEY: 'k'.repeat(32), OPENAI_BASE_URL: 'https://user:secret@models.example.com/v1?key=abc', OPENAI_MODEL: 'gpt-4.1-mini',
+      TELEGRAM_BOT_TOKEN: '1:AA', TELEGRAM_ALLOWED_USERS: '111,222',
+    }), { redis: '10.0.0.5:6379', apiUrl: 'http://127.0.0.1:8642', telegramState: 'adapter_unavailable' });
+    expect(full.slice(1, 5)).toEqual([
+      '  API       http://127.0.0.1:8642 · auth on (Authorization: Bearer $API_SERVER_KEY)',
+      '  model     gpt-4.1-mini at https://models.example.com/v1',
+      '  Telegram  on · 2 allowed users (TELEGRAM_ALLOWED_USERS) · adapter unavailable (the log says why)',
+      '  Redis     10.0.0.5:6379',
+    ]);
+    expect(full.join('\n')).not.toMatch(/secret|key=abc|k{32}|1:AA/);
+    expect(full.at(-1)).toBe('Ctrl+C stops it. Attach from another terminal: hermes chat');
+    const noGateway = upBanner(config({ TELEGRAM_BOT_TOKEN: '1:AA' }), { redis: 'x', apiUrl: undefined });
+    expect(noGateway.slice(1, 4)).toEqual(['  API       off (--no-gateway)', expect.stringMatching(/^ {2}model {5}no model/), '  Telegram  off (--no-gateway)']);
+    expect(upBanner(config({ TELEGRAM_BOT_TOKEN: '1:AA' }), { redis: 'x', apiUrl: 'http://h' })[3]).toBe('  Telegram  on, but nobody may use it: TELEGRAM_ALLOWED_USERS is empty');
+    expect(showEndpoint('not a url')).toBe('(unreadable URL)');
+  });
+});
+
+describe('one hermes up per home', () => {
+  it('a lock whose process is gone, or is not hermes, is taken over; a live hermes up\'s is refused with how to attach', async () => {
+    const home = newHome();
+    // A pid that is gone: a process that has exited.
+    const gone = spawn(process.execPath, ['-e', '0']);
+    await new Promise((r) => gone.on('close', r));
+    writeFileSync(upLockPath(home), `${gone.pid}\n`);
+    const lock = takeUpLock(home);
+    expect(readFileSync(upLockPath(home), 'utf8')).toBe(`${process.pid}\n`);
+    lock.release();
+    expect(existsSync(upLockPath(home))).toBe(false);
+    // A live process that is not hermes (a reused pid).
+    const other = spawn('sleep', ['30']);
+    cleanups.push(() => { other.kill('SIGKILL'); });
+    writeFileSync(upLockPath(home), `${other.pid}\n`);
+    takeUpLock(home).release();
+    // A live `hermes` process (its command line names it).
+    const fake = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30000)', 'cli/hermes.mjs', 'up']);
+    cleanups.push(() => { fake.kill('SIGKILL'); });
+    await waitFor(() => existsSync(`/proc/${fake.pid}/cmdline`) && readFileSync(`/proc/${fake.pid}/cmdline`, 'utf8').includes('hermes'), 5_000, 'the fake hermes up');
+    writeFileSync(upLockPath(home), `${fake.pid}\n`);
+    expect(() => takeUpLock(home)).toThrow(AlreadyRunningError);
+    expect(() => takeUpLock(home)).toThrow(`hermes up is already running for ${home} (pid ${fake.pid}). Attach to it with \`hermes chat\``);
+  });
+
+  it('a second hermes up on the same home exits at once with how to attach; the first keeps serving, and prints the banner', async () => {
+    const home = newHome();
+    const port = await freePort();
+    const env: NodeJS.ProcessEnv = { ...process.env, HERMES_HOME: home, API_SERVER_PORT: String(port), HERMES_LOG_LEVEL: 'warn' };
+    for (const k of ['REDIS_URL', 'REDIS_CLUSTER_NODES', 'REDIS_SENTINELS', 'HERMES_REDIS_PREFIX', 'TELEGRAM_BOT_TOKEN', 'API_SERVER_HOST', 'API_SERVER_KEY', 'OPENAI_BASE_URL', 'OPENAI_API_KEY']) delete env[k];
+    const first = spawn(process.execPath, [HERMES_BIN, 'up', '--no-chat'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    first.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    const firstExit = new Promise<number | null>((r) => first.on('close', r));
+    cleanups.push(async () => {
+      if (first.exitCode === null && first.signalCode === null) first.kill('SIGKILL');
+      await firstExit;
+    });
+    await waitFor(() => out.includes('Ctrl+C stops it.'), SPAWN_START_TIMEOUT_MS, 'the banner');
+    const banner = out.trim().split('\n');
+    expect(banner).toEqual([
+      `hermes is up · home ${home}`,
+      `  API       http://127.0.0.1:${port} · auth off (no API_SERVER_KEY; loopback only)`,
+      '  model     no model: agent turns will fail — set OPENAI_BASE_URL and OPENAI_API_KEY (or agent.base_url and agent.api_key in config.yaml)',
+      '  Telegram  off (no TELEGRAM_BOT_TOKEN)',
+      `  Redis     embedded unix:${join(home, 'redis', 'redis.sock')}`,
+      'Ctrl+C stops it. Attach from another terminal: hermes chat',
+    ]);
+
+    const started = Date.now();
+    const second = await runHermes({ childEnv: env } as never, ['up', '--no-chat']);
+    expect(second.code).toBe(1);
+    expect(second.stderr).toBe(
+      `hermes: hermes up is already running for ${home} (pid ${first.pid}). Attach to it with \`hermes chat\` (session "main"; --session for another); stop it with Ctrl+C in its terminal or \`kill ${first.pid}\`.\n`,
+    );
+    expect(second.stdout).toBe('');
+    expect(Date.now() - started).toBeLessThan(15_000);
+    // The first one still serves, with its one worker.
+    expect((await fetch(`http://127.0.0.1:${port}/health/live`)).status).toBe(200);
+    const status = await runHermes({ childEnv: env } as never, ['status']);
+    expect(status.stdout).toMatch(/^workers alive: 1 /);
+
+    first.kill('SIGINT');
+    expect(await firstExit).toBe(0);
+    expect(existsSync(upLockPath(home))).toBe(false);
+  }, 90_000);
+});
+
+describe('an agent schedule set without a model', () => {
+  it('is set, and the reply says its turns will fail; with a model, or as a command turn, nothing is said', async () => {
+    const e = testEnv();
+    cleanups.push(() => e.cleanup());
+    const c = clients(e);
+    cleanups.push(() => c.close());
+    const spec = { prompt: 'check the build', intervalSeconds: 600, times: null, until: null, notes: [] };
+    const chatReply = await c.schedules.set('a', 'loop', spec, { origin: { surface: 'chat' }, runner: { kind: 'agent' } });
+    expect(chatReply.split('\n').at(-1)).toBe(
+      'Warning: no model: agent turns will fail — set OPENAI_BASE_URL and OPENAI_API_KEY (or agent.base_url and agent.api_key in config.yaml).',
+    );
+    const shell = await runHermes(e, ['heartbeat', 'every', '1h', 'anything', 'new?', '--session', 'b']);
+    expect(shell.stdout).toMatch(/\nWarning: no model: agent turns will fail — .* \(this shell's configuration; workers started with OPENAI_BASE_URL of their own are fine\)\.\n$/);
+    expect(await c.loops.get('b', 'heartbeat')).toMatchObject({ status: 'active' });
+    const command = await c.schedules.set('c', 'loop', spec, { origin: { surface: 'cli' }, runner: { kind: 'command', command: 'true', timeoutSeconds: 5 } });
+    expect(command).not.toContain('Warning');
+    const withModel = await runHermes(e, ['loop', '10m', 'check', '--session', 'd'], { OPENAI_BASE_URL: 'http://127.0.0.1:9/v1' });
+    expect(withModel.stdout).not.toContain('Warning');
+  });
+});
