@@ -1,0 +1,866 @@
+/**
+ * Configuration: parsed and validated once, then passed down as a typed object.
+ * No other module reads `process.env` for settings.
+ *
+ * Sources, later wins:
+ *   1. defaults below (the one place defaults are resolved; docs/DESIGN.md §4–§10),
+ *   2. `$HERMES_HOME/config.yaml` (HERMES_HOME defaults to `~/.hermes`),
+ *   3. environment: `HERMES_<SECTION>_<KEY>` for every key (e.g. `HERMES_LOOPS_MAX_TICKS=0`;
+ *      an empty value counts as unset),
+ *      plus the named variables of docs/DESIGN.md §10 (`REDIS_URL`, `API_SERVER_KEY`, `OPENAI_BASE_URL`, …).
+ *
+ * @throws ConfigError naming the bad key when a value does not validate.
+ */
+import { Cron } from 'croner';
+import { readFileSync, existsSync, statSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { homedir } from 'node:os';
+import { isAbsolute, join } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { ConfigError } from '../errors/config-error.ts';
+import { parseWebhookAllow } from '../delivery/webhook-policy.ts';
+import { isTimeZone } from '../cron/cron-engine.ts';
+
+/** True when croner (the one cron engine) accepts `expression`: 5 fields, or 6 with seconds. */
+function isCronExpression(expression: string): boolean {
+  try {
+    new Cron(expression, { paused: true }).stop();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const seconds = (def: number) => z.coerce.number().finite().min(0).default(def);
+/** A list of seconds, from YAML or a comma list in the environment (`30,60,120`). */
+const secondsList = (def: number[]) =>
+  z
+    .preprocess(
+      (v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter((s) => s.length > 0) : v),
+      z.array(z.coerce.number().finite().positive()).min(1),
+    )
+    .default(def);
+const atLeastOneSecond = (def: number) => z.coerce.number().finite().min(1).default(def);
+const positiveInt = (def: number) => z.coerce.number().int().positive().default(def);
+/** A boolean, also from `0/1/true/false/yes/no/on/off` in the environment. */
+const flag = (def: boolean) =>
+  z.preprocess((v) => (typeof v === 'string' ? !['0', 'false', 'no', 'off'].includes(v.toLowerCase()) : v), z.boolean()).default(def);
+/** A list of strings, from YAML or a comma list in the environment. */
+const stringList = () =>
+  z
+    .preprocess(
+      (v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter((s) => s.length > 0) : v),
+      z.array(z.string().min(1)),
+    )
+    .default([]);
+/** Environment variable names, from YAML or a comma list in the environment (`AWS_PROFILE,GH_TOKEN`). */
+const envNameList = z
+  .preprocess(
+    (v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter((s) => s.length > 0) : v),
+    z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be environment variable names')),
+  )
+  .default([]);
+
+/**
+ * Connection limits of the HTTP servers (the gateway's and a worker's metrics server), the
+ * defaults of `api_server.max_connections`, `headers_timeout_ms`, `request_timeout_ms` and
+ * `keep_alive_timeout_ms`.
+ */
+export const HTTP_LIMIT_DEFAULTS = {
+  max_connections: 1024,
+  headers_timeout_ms: 10_000,
+  request_timeout_ms: 30_000,
+  keep_alive_timeout_ms: 5_000,
+} as const;
+
+/** A command a command turn may run; only config or the CLI may define one (docs/DESIGN.md §3). */
+const commandSchema = z
+  .object({
+    /** Shell command line; its stdout is the reply. */
+    command: z.string().min(1),
+    /** Kill the command after this many seconds. @defaultValue 60 */
+    timeout_seconds: seconds(60),
+    /** Fixed environment values for this command (commands never inherit the worker's environment). */
+    env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'), z.string()).default({}),
+    /** Names of the worker's environment variables this command also gets. @defaultValue [] */
+    pass_env: envNameList,
+  })
+  .strict();
+
+/** Surfaces a turn can come from; `tools.allow_from` names them. */
+export const TOOL_SURFACES = ['cli', 'chat', 'telegram', 'api', 'v1', 'cron'] as const;
+
+/**
+ * What `tools.schedules.allow_from` names: the surfaces of `tools.allow_from` but `v1` (a `/v1`
+ * request belongs to no session, so nothing it schedules could be its own), and the turns that
+ * run unattended by their kind: `loop` and `heartbeat` ticks, `goal` continuations, `cron` runs.
+ */
+export const SCHEDULE_TOOL_SURFACES = ['cli', 'chat', 'telegram', 'api', 'loop', 'heartbeat', 'goal', 'cron'] as const;
+
+/**
+ * A command the agent may call as a tool (`tools.commands.<name>`). The model's
+ * arguments never become shell text: they reach the command as environment
+ * variables `HERMES_ARG_<NAME>` (and, for an argv `command`, as whole argv
+ * elements through `{name}` placeholders).
+ */
+const toolCommandSchema = z
+  .object({
+    /** A shell line written by the operator (run with `/bin/sh -c`), or an argv list run without a shell. */
+    command: z.union([z.string().min(1), z.array(z.string()).min(1)]),
+    /** What the tool does, for the model. */
+    description: z.string().min(1),
+    /** JSON Schema (type object) of the tool's parameters. @defaultValue no parameters */
+    parameters: z.record(z.string(), z.unknown()).optional(),
+    /** Kill the command after this many seconds. @defaultValue `tools.timeout_seconds` */
+    timeout_seconds: z.coerce.number().finite().positive().optional(),
+    /** Fixed variables of the command's environment. @defaultValue {} */
+    env: z.record(z.string(), z.string()).default({}),
+    /** Names of the worker's variables passed through to this command (e.g. `GH_TOKEN`). @defaultValue [] */
+    pass_env: envNameList,
+  })
+  .strict();
+
+/** An MCP server: a child process speaking stdio, or a Streamable HTTP endpoint. */
+const mcpServerSchema = z.union([
+  z
+    .object({
+      command: z.string().min(1),
+      args: z.array(z.string()).default([]),
+      /** Extra environment of the server process (it does not inherit the worker's secrets). */
+      env: z.record(z.string(), z.string()).default({}),
+      cwd: z.string().optional(),
+    })
+    .strict(),
+  z
+    .object({
+      url: z.string().url(),
+      headers: z.record(z.string(), z.string()).default({}),
+    })
+    .strict(),
+]);
+
+export const configSchema = z
+  .object({
+    /** IANA zone for cron jobs without `--tz`; default the host zone. */
+    timezone: z
+      .string()
+      .refine(isTimeZone, { message: 'unknown time zone (use an IANA name like Europe/Berlin)' })
+      .optional(),
+    log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    redis: z
+      .object({
+        /** `redis://…` of an operator-run Redis; when unset the embedded server is used. */
+        url: z.string().optional(),
+        /** Hash-tagged key prefix: every key lives in one cluster slot. */
+        prefix: z
+          .string()
+          .regex(/^\{[^{}]+\}$/, 'must be a hash tag like {hermes}')
+          .default('{hermes}'),
+        /** Start a private `redis-server` from PATH when no URL is set. @defaultValue true */
+        embedded: flag(true),
+        /**
+         * Restarts of a crashed embedded Redis `hermes up` makes within 5 minutes before it gives
+         * up and stops the stack; 0 = never restart. @defaultValue 5
+         */
+        embedded_max_restarts: z.coerce.number().int().min(0).default(5),
+        /** Redis Cluster seed nodes, `host:port` (REDIS_CLUSTER_NODES, a comma list); set → the cluster is used. */
+        cluster_nodes: stringList(),
+        /** Sentinels, `host:port` (REDIS_SENTINELS, a comma list); set → the primary they name is used. */
+        sentinels: stringList(),
+        /** Primary name the sentinels know (REDIS_SENTINEL_NAME); required with `sentinels`. */
+        sentinel_name: z.string().min(1).optional(),
+        /** Password of the cluster nodes or the Sentinel-managed primary (REDIS_PASSWORD); never logged. */
+        password: z.string().min(1).optional(),
+        /** ACL user name for `password` (REDIS_USERNAME). */
+        username: z.string().min(1).optional(),
+        /** TLS to cluster nodes or the Sentinel-managed primary (a single Redis uses `rediss://`). @defaultValue false */
+        tls: flag(false),
+        /**
+         * Shards of the key space: hash tags `{hermes:0}` … `{hermes:N-1}` (one shard keeps
+         * the plain `{hermes}`). A session or cron job lives wholly on one shard. Changing
+         * it on a store that has data is refused. @defaultValue 1
+         */
+        shards: z.coerce.number().int().min(1).max(1024).default(1),
+      })
+      .strict()
+      .refine((r) => [r.url, r.cluster_nodes.length > 0, r.sentinels.length > 0].filter(Boolean).length <= 1, {
+        message: 'set only one of url (REDIS_URL), cluster_nodes (REDIS_CLUSTER_NODES) and sentinels (REDIS_SENTINELS)',
+        path: ['cluster_nodes'],
+      })
+      .refine((r) => r.sentinels.length === 0 || r.sentinel_name !== undefined, {
+        message: 'sentinel_name (REDIS_SENTINEL_NAME) is required with sentinels',
+        path: ['sentinel_name'],
+      })
+      .prefault({}),
+    loops: z
+      .object({
+        /** Shortest `/loop` interval; shorter ones are refused, naming it. */
+        min_interval_seconds: atLeastOneSecond(30),
+        /** Tick budget per loop; 0 = unlimited. */
+        max_ticks: z.coerce.number().int().min(0).default(100),
+        /** Self-paced loops start at, and snap back to, this delay. */
+        self_paced_floor_seconds: atLeastOneSecond(60),
+        /** Self-paced delays double up to this. */
+        self_paced_ceiling_seconds: atLeastOneSecond(900),
+        /**
+         * Failed ticks in a row (model or command errors, or `--until` judge
+         * failures) after which a loop or heartbeat pauses; 0 = never. @defaultValue 3
+         */
+        max_consecutive_failures: z.coerce.number().int().min(0).default(3),
+        /**
+         * A failed tick is tried again after this delay, doubled after each further failure in a row,
+         * instead of at the schedule's cadence; a success resumes the cadence. @defaultValue 30
+         */
+        failure_backoff_seconds: atLeastOneSecond(30),
+        /** The longest wait between tries of a failing loop or heartbeat (the doubling stops here). @defaultValue 900 */
+        failure_backoff_max_seconds: atLeastOneSecond(900),
+        /**
+         * A loop or heartbeat pauses after `max_consecutive_failures` failed ticks in a row only when
+         * they span at least this long (first failure's start to the last's end), so a short outage
+         * of the model endpoint never pauses it; 0 = the count alone. @defaultValue 900
+         */
+        failure_pause_after_seconds: z.coerce.number().int().min(0).default(900),
+      })
+      .strict()
+      .refine((l) => l.failure_backoff_max_seconds >= l.failure_backoff_seconds, {
+        message: 'failure_backoff_max_seconds must not be below failure_backoff_seconds',
+        path: ['failure_backoff_max_seconds'],
+      })
+      .refine((l) => l.self_paced_ceiling_seconds >= l.self_paced_floor_seconds, {
+        message: 'self_paced_ceiling_seconds must not be below self_paced_floor_seconds',
+        path: ['self_paced_ceiling_seconds'],
+      })
+      .prefault({}),
+    heartbeat: z.object({ min_interval_seconds: atLeastOneSecond(60) }).strict().prefault({}),
+    goals: z
+      .object({
+        max_turns: positiveInt(20),
+        /**
+         * Goal turns in a row without a valid verdict (the turn failed, or the judge
+         * failed or answered no verdict) after which the goal pauses; 0 = never. @defaultValue 3
+         */
+        max_consecutive_failures: z.coerce.number().int().min(0).default(3),
+      })
+      .strict()
+      .prefault({}),
+    agent: z
+      .object({
+        /** OpenAI-compatible endpoint (OPENAI_BASE_URL). */
+        base_url: z.string().url().optional(),
+        model: z.string().default('gpt-4o-mini'),
+        /** OPENAI_API_KEY; never logged. */
+        api_key: z.string().optional(),
+        /** Per model call. */
+        timeout_seconds: seconds(120),
+        /**
+         * Drain budget, in seconds, of the turns of the `deadline` drain class: loop, heartbeat and
+         * cron ticks and `/v1` runs (the name predates loops sharing it); 0 opts them out (docs/DESIGN.md §9,
+         * docs/GLOSSARY.md "drain class").
+         */
+        cron_drain_timeout: seconds(30),
+        /** Drain budget, in seconds, of chat turns (user messages, goal continuations); 0 = interrupt at once, mark resumable (docs/DESIGN.md §9). */
+        restart_drain_timeout: seconds(0),
+        /** Largest accepted prompt or message, in characters. */
+        max_prompt_chars: positiveInt(16_000),
+        /** Tool calls one turn may make; the call after the limit is refused with a message the model sees. @defaultValue 20 */
+        max_tool_calls: z.coerce.number().int().min(0).default(20),
+        /**
+         * The primary model's context window, tokens; unset = from the table of known models by
+         * name, else 128000 (`worker/context/context-window.ts`; docs/CONTEXT.md). A window a
+         * provider's error names is used for that model from then on. @defaultValue unset
+         */
+        context_window_tokens: z.coerce.number().int().min(1024).optional(),
+        /** Compaction of what a model call sends (docs/CONTEXT.md; the policy: `worker/context/compaction.ts`). */
+        compaction: z
+          .object({
+            /** Share of the window past which a turn's context is compacted before the call. @defaultValue 0.5 */
+            threshold: z.coerce.number().gt(0).max(0.85).default(0.5),
+            /** Messages at the end of a transcript kept verbatim by compaction. @defaultValue 8 */
+            keep_recent_messages: z.coerce.number().int().min(2).default(8),
+            /** Model (a name of `agent.models`, or a model id of the primary endpoint) that writes summaries; unset = the turn's model. */
+            model: z.string().min(1).optional(),
+          })
+          .strict()
+          .prefault({}),
+        /** Input plus output tokens one turn may spend (its calls, judges and summaries); past it the schedule pauses; 0 = no limit. @defaultValue 0 */
+        max_tokens_per_turn: z.coerce.number().int().min(0).default(0),
+        /**
+         * Retries of one model call on 429 (honouring `Retry-After`), 5xx and connection errors, with
+         * backoff, by the `openai` client (its `maxRetries`), within the turn's time. @defaultValue 3
+         */
+        max_retries: z.coerce.number().int().min(0).max(10).default(3),
+        /**
+         * Models the operator declares by name, for `--model <name>` on schedules and for
+         * `fallback_models`. Each may have its own endpoint and key (default: the agent's) and window.
+         */
+        models: z
+          .record(
+            z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'a model name is letters, digits, ".", "_" or "-" (at most 64)'),
+            z.object({
+              model: z.string().min(1),
+              base_url: z.string().url().optional(),
+              api_key: z.string().optional(),
+              context_window_tokens: z.coerce.number().int().min(1024).optional(),
+            }).strict(),
+          )
+          .default({}),
+        /** Declared model names tried in order when a turn's model still fails after its retries (429, 5xx, connection). @defaultValue [] */
+        fallback_models: stringList(),
+      })
+      .strict()
+      .refine((a) => a.fallback_models.every((n) => n in a.models), {
+        message: 'fallback_models must name models declared under agent.models',
+        path: ['fallback_models'],
+      })
+      .prefault({}),
+    worker: z
+      .object({
+        /*
+         * What one worker process holds and runs at once, bounded separately (docs/OPERATIONS.md,
+         * "Held ticks and running turns"; measured in docs/BENCHMARKS.md):
+         * - held ticks: ticks fetched `prefetch_lead_ms` before they are due, sleeping until then
+         *   (one timer per due instant, locks renewed in batches; ~3 KiB each);
+         * - agent turns: turns waiting on a model endpoint (the network), so hundreds fit in a process;
+         * - command turns: processes on this host, so a few per core.
+         * A worker fetches no more overdue work than it can start now, so a fleet shares a backlog.
+         */
+        /**
+         * Ticks a worker process holds before they are due (fetched `prefetch_lead_ms` early and
+         * started on time): an aligned burst starts on time when the whole burst fits. @defaultValue 4096
+         */
+        max_held_ticks: positiveInt(4096),
+        /**
+         * Turns of the `agent` pool one worker process runs at once: agent turns of loops, heartbeats
+         * and cron jobs with their judges, chat messages, goal continuations, `/v1` runs. Lower it to what
+         * the model endpoint takes at once. @defaultValue 1024 (`concurrency` when that is set)
+         */
+        max_agent_turns: z.coerce.number().int().positive().optional(),
+        /**
+         * Processes one worker process runs at once: command turns (`--run`, `--command`), cron
+         * `--script` runs and command tools. @defaultValue 8 (`concurrency` when that is set)
+         */
+        max_command_turns: z.coerce.number().int().positive().optional(),
+        /**
+         * Before `max_agent_turns` and `max_command_turns`: job slots, held by a tick waiting for its
+         * due time and by a running turn alike. Still read: when set, it is the default of both turn
+         * limits (held ticks are bounded by `max_held_ticks` either way). @defaultValue unset
+         */
+        concurrency: z.coerce.number().int().positive().optional(),
+        /*
+         * Recovery policy: a worker that dies (SIGKILL, crash, lost host) stops
+         * renewing its job locks; a lock lapses at most `lock_duration_ms` after
+         * the death, and the next stall check (every `stalled_interval_ms`, by
+         * any worker of the fleet) hands the job to another worker. With the
+         * defaults a dead worker's tick restarts elsewhere within about 4 s
+         * (3 s + 1 s + pick-up). A live worker renews every `lock_renew_ms`, so
+         * only a renewal more than `lock_duration_ms - lock_renew_ms` late (2 s)
+         * loses a lock; the turn of a job whose lock was lost is aborted and
+         * not committed (`worker-process.ts`), so the occurrence runs to its
+         * commit on one worker only.
+         */
+        /** BullMQ job lock and session turn lock time-to-live, in ms; renewed while a turn runs. @defaultValue 3000 */
+        lock_duration_ms: positiveInt(3_000),
+        /** Milliseconds between renewals of a worker's job locks (below `lock_duration_ms`). @defaultValue 1000 */
+        lock_renew_ms: positiveInt(1_000),
+        /** Milliseconds between checks for jobs whose worker died (lock lapsed). @defaultValue 1000 */
+        stalled_interval_ms: positiveInt(1_000),
+        /** A job that stalls more often than this fails. */
+        max_stalled_count: positiveInt(3),
+        /** A tick that finds its session busy is retried after this delay. */
+        defer_ms: positiveInt(250),
+        /**
+         * Ticks are handed to a worker this long before they are due and started
+         * exactly on time, so queue latency is off the critical path (docs/BENCHMARKS.md).
+         * Kept at 200: with a lead of 1000 a job scheduler re-armed for an occurrence due
+         * sooner than the lead (a first tick "now") is started from the clamped present and
+         * its next tick can follow within milliseconds (test/scheduler-upsert.test.ts, F1).
+         * A longer lead is for operators who also arm no loop shorter than it. @defaultValue 200
+         */
+        prefetch_lead_ms: z.coerce.number().int().min(0).default(200),
+        /** Transcript messages kept per session (older ones are trimmed). */
+        transcript_max_messages: positiveInt(200),
+        /**
+         * Entries kept per session event stream (`XADD MAXLEN ~`, so Redis may keep
+         * a few more): the history `hermes chat` replays on reattach and
+         * `/api/sessions/:id/events` serves. With the transcript cap, what bounds
+         * a session's memory (docs/OPERATIONS.md). @defaultValue 10000
+         */
+        events_max_entries: positiveInt(10_000),
+        /**
+         * Shards of the key space this worker consumes (`0,2,4`); empty = every shard
+         * of `redis.shards`. @defaultValue []
+         */
+        shards: z
+          .preprocess(
+            (v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter((s) => s.length > 0) : v),
+            z.array(z.coerce.number().int().min(0)),
+          )
+          .default([]),
+        /**
+         * Seconds a committed occurrence (tick, message, cron run) is remembered
+         * for exactly-once, in one sorted set per session or cron job. Must exceed
+         * the longest time a job can come back after its commit (a stalled job:
+         * `lock_duration_ms` + `stalled_interval_ms`; cron retries: seconds).
+         * @defaultValue 3600
+         */
+        occurrence_window_seconds: z.coerce.number().int().min(60).default(3600),
+        /**
+         * Port of this worker's `GET /metrics` (Prometheus), bound to `api_server.host`; unset = no
+         * metrics server. Behind `api_server.key` unless `metrics.public`. @defaultValue unset
+         */
+        metrics_port: z.coerce.number().int().min(0).max(65535).optional(),
+      })
+      .strict()
+      .refine((w) => w.lock_renew_ms < w.lock_duration_ms, {
+        message: 'lock_renew_ms must be below lock_duration_ms (a lock must be renewed before it lapses)',
+        path: ['lock_renew_ms'],
+      })
+      .transform(({ max_agent_turns, max_command_turns, ...w }) => ({
+        ...w,
+        max_agent_turns: max_agent_turns ?? w.concurrency ?? 1024,
+        max_command_turns: max_command_turns ?? w.concurrency ?? 8,
+      }))
+      .prefault({}),
+    metrics: z
+      .object({
+        /** Serve `/metrics` without the API key (for a Prometheus that cannot send one). @defaultValue false */
+        public: flag(false),
+      })
+      .strict()
+      .prefault({}),
+    housekeeping: z
+      .object({
+        /**
+         * When each process checks the worker liveness set (a cron expression for croner; 5 fields, or 6 with seconds):
+         * long-dead workers are forgotten, and a WARNING is logged while none is alive. @defaultValue every 5 minutes
+         */
+        workers_cron: z.string().default('*/5 * * * *').refine(isCronExpression, { message: 'must be a cron expression (5 fields, or 6 with seconds)' }),
+        /** Liveness entries older than this many seconds are removed. @defaultValue 3600 */
+        worker_forget_seconds: positiveInt(3600),
+      })
+      .strict()
+      .prefault({}),
+    dashboard: z
+      .object({
+        /** The queue dashboard at `/admin/queues` only shows (no retry, remove, pause). @defaultValue true */
+        read_only: flag(true),
+      })
+      .strict()
+      .prefault({}),
+    /**
+     * Tools of agent turns, declared by the operator only (chat, Telegram and
+     * `/v1` input can never add one). See docs/TOOLS.md.
+     */
+    tools: z
+      .object({
+        /** Longest a tool call may run, seconds (a command's own `timeout_seconds` wins). @defaultValue 30 */
+        timeout_seconds: z.coerce.number().finite().positive().default(30),
+        /** Bytes of a tool's result the model sees; the rest is cut with a note. @defaultValue 16384 */
+        max_result_bytes: positiveInt(16_384),
+        /** `read_file` and `list_dir` inside these folders (symlinks resolved). @defaultValue none */
+        files: z.object({
+          /** Folders `read_file` and `list_dir` may read; absolute paths only (a relative one would depend on the worker's cwd). */
+          roots: z.array(z.string().min(1).refine(isAbsolute, { message: 'must be an absolute path (e.g. /srv/deploy), not relative' })).default([]),
+        }).strict().prefault({}),
+        /** `http_get` to these hosts (`example.com` or `example.com:8080`). @defaultValue none */
+        http: z.object({ allow: z.array(z.string().min(1)).default([]) }).strict().prefault({}),
+        /** Commands the agent may call, one function tool each. */
+        commands: z.record(z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'tool names use letters, digits, _ and -'), toolCommandSchema).default({}),
+        /**
+         * Which surfaces may use a tool or group (`files`, `http`, `commands`, `mcp`,
+         * `schedule_status`, a command's name, an MCP server's name or `<server>__<tool>`).
+         * A tool not named here is open to every surface (the operator declared it).
+         */
+        allow_from: z.record(z.string(), z.array(z.enum(TOOL_SURFACES))).default({}),
+        /**
+         * The built-in `schedules` tool: the agent creates and manages the loops, heartbeats and
+         * cron jobs of the chat it talks in (docs/TOOLS.md). `HERMES_TOOLS_SCHEDULES=off` turns it off.
+         */
+        schedules: z
+          .preprocess(
+            (v) => (typeof v === 'string' || typeof v === 'boolean' ? { enabled: v } : v),
+            z.object({
+              /** Offer the tool at all; `false` hides it from every turn. @defaultValue true */
+              enabled: flag(true),
+              /**
+               * Turns that may use it, each of a turn's surfaces (and, for a tick, a goal turn or a cron
+               * run, its kind) must be listed: so by default a scheduled turn cannot schedule more turns.
+               * A self-paced loop's tick may always pace itself (action `next`). @defaultValue [cli, chat, telegram]
+               */
+              allow_from: z
+                .preprocess(
+                  (v) => (typeof v === 'string' ? v.split(',').map((x) => x.trim()).filter((x) => x.length > 0) : v),
+                  z.array(z.enum(SCHEDULE_TOOL_SURFACES)),
+                )
+                .default(['cli', 'chat', 'telegram']),
+              /** Active and paused schedules a session may have (its loop, heartbeat and cron jobs) before the agent may create another. @defaultValue 10 */
+              max_per_session: positiveInt(10),
+              /** Schedules the agent may create per session in any 24 hours (replaced and removed ones count). @defaultValue 20 */
+              max_created_per_day: positiveInt(20),
+            }).strict(),
+          )
+          .prefault({}),
+      })
+      .strict()
+      .prefault({}),
+    /** MCP servers whose tools agent turns may call, named `<server>__<tool>`. */
+    mcp_servers: z.record(z.string().regex(/^[a-zA-Z0-9_-]{1,32}$/, 'server names use letters, digits, _ and -'), mcpServerSchema).default({}),
+    /** Named commands for command turns: `hermes loop … --command NAME`. */
+    commands: z.record(z.string(), commandSchema).default({}),
+    /**
+     * What every command turn (loop `--run`, `--command`, cron `--script`) gets from the worker's
+     * environment besides PATH, HOME, LANG, LC_ALL, TZ, TMPDIR (`worker/command-env.ts`).
+     */
+    command_env: z
+      .object({
+        /** Names of variables passed through to every command. @defaultValue [] */
+        pass: envNameList,
+      })
+      .strict()
+      .prefault({}),
+    cron: z
+      .object({
+        /** Kill a `--script` job's command after this many seconds. @defaultValue 120 */
+        script_timeout_seconds: seconds(120),
+        /** Run records kept per cron job (older ones are dropped). @defaultValue 50 */
+        history_limit: positiveInt(50),
+        /** Shortest time between two fires of any cron job (intervals, calendar phrases, 5- and 6-field cron), in seconds. @defaultValue 60 */
+        min_interval_seconds: seconds(60),
+        /** Longest schedule text accepted (`hermes cron add`, `/api`), characters; checked before it is parsed. @defaultValue 256 */
+        max_schedule_chars: z.coerce.number().int().min(32).max(4096).default(256),
+        /** Lower clamp of the misfire grace window (half the period), in seconds. @defaultValue 120 */
+        misfire_grace_min_seconds: seconds(120),
+        /** Upper clamp of the misfire grace window, in seconds. @defaultValue 7200 */
+        misfire_grace_max_seconds: seconds(7200),
+        /** Time a webhook target has to answer, in seconds. @defaultValue 10 */
+        webhook_timeout_seconds: seconds(10),
+        /** Failed runs in a row after which a cron job is paused; 0 = never. @defaultValue 3 */
+        max_consecutive_failures: z.coerce.number().int().min(0).default(3),
+        /**
+         * First delay before a run whose model could not be reached is tried again, in seconds;
+         * each further attempt waits twice as long (BullMQ exponential backoff, 3 attempts). @defaultValue 2
+         */
+        retry_backoff_seconds: seconds(2),
+      })
+      .strict()
+      .prefault({}),
+    delivery: z
+      .object({
+        /**
+         * Webhook hosts (names or IP addresses, matched exactly) and CIDR ranges that delivery may
+         * reach although they are internal; every other loopback, private, link-local or reserved
+         * address is refused (scheduler/delivery/webhook-policy.ts). A comma list in the environment. @defaultValue []
+         */
+        webhook_allow: z
+          .preprocess(
+            (v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter((s) => s.length > 0) : v),
+            z.array(z.string()),
+          )
+          .default([])
+          .superRefine((entries, ctx) => {
+            try {
+              parseWebhookAllow(entries);
+            } catch (err) {
+              ctx.addIssue({ code: 'custom', message: (err as Error).message });
+            }
+          }),
+      })
+      .strict()
+      .prefault({}),
+    api_server: z
+      .object({
+        /**
+         * Address the HTTP server binds (API_SERVER_HOST): an IP address or a host name,
+         * surrounding spaces trimmed. @defaultValue `127.0.0.1`
+         */
+        host: z
+          .string()
+          .trim()
+          .refine((h) => isIP(h) !== 0 || /^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$/.test(h), {
+            message: 'must be an IP address or a host name (e.g. 127.0.0.1, ::1, localhost)',
+          })
+          .default('127.0.0.1'),
+        port: z.coerce.number().int().min(0).max(65535).default(8642),
+        /** API_SERVER_KEY; required for any non-loopback bind. Blank counts as unset. */
+        key: z
+          .string()
+          .transform((k) => k.trim())
+          .transform((k) => (k.length > 0 ? k : undefined))
+          .optional(),
+        /**
+         * Open event streams (SSE) and waiting `/v1` callers one gateway serves at once; beyond it
+         * requests get 429. They share one Redis reader, so this bounds memory, not connections.
+         * @defaultValue 500
+         */
+        max_streams: positiveInt(500),
+        /**
+         * Bytes of events an event stream (SSE) may hold unsent for its client; a client that does
+         * not read past it is disconnected (it resumes with `Last-Event-ID`). @defaultValue 1048576 (1 MiB)
+         */
+        sse_max_buffered_bytes: positiveInt(1_048_576),
+        /** Deepest nesting of arrays and objects in a JSON body; deeper is a 400 naming the field. @defaultValue 64 */
+        max_json_depth: positiveInt(64),
+        /**
+         * Connections the HTTP server (and a worker's metrics server) holds at once (`server.maxConnections`);
+         * near it the oldest idle ones (no request in progress) are closed to make room. @defaultValue 1024
+         */
+        max_connections: positiveInt(HTTP_LIMIT_DEFAULTS.max_connections),
+        /** A connection must send a request's complete headers within this, ms (`server.headersTimeout`; then 408 and closed). @defaultValue 10000 */
+        headers_timeout_ms: positiveInt(HTTP_LIMIT_DEFAULTS.headers_timeout_ms),
+        /** A request must be received completely (headers and body) within this, ms (`server.requestTimeout`); answers may take longer. @defaultValue 30000 */
+        request_timeout_ms: positiveInt(HTTP_LIMIT_DEFAULTS.request_timeout_ms),
+        /** An idle keep-alive connection is closed after this, ms (`server.keepAliveTimeout`). @defaultValue 5000 */
+        keep_alive_timeout_ms: positiveInt(HTTP_LIMIT_DEFAULTS.keep_alive_timeout_ms),
+      })
+      .strict()
+      .refine((a) => a.headers_timeout_ms <= a.request_timeout_ms, {
+        message: 'headers_timeout_ms must not exceed request_timeout_ms',
+        path: ['headers_timeout_ms'],
+      })
+      .prefault({}),
+    gateway: z
+      .object({
+        /**
+         * Backoff steps in seconds between re-arms of a failed platform plugin
+         * load and between reconnects; the last step repeats (docs/DESIGN.md §8).
+         * @defaultValue [30, 60, 120, 240, 300]
+         */
+        reconnect_backoff_seconds: secondsList([30, 60, 120, 240, 300]),
+        /** Re-arms of a failed plugin load per platform before giving up. @defaultValue 3 */
+        max_plugin_load_rearms: z.coerce.number().int().min(0).default(3),
+        /** A plugin load taking longer than this counts as failed (it may keep hanging). @defaultValue 30 */
+        plugin_load_timeout_seconds: seconds(30),
+        /** Seconds between looks of the reconnect watcher at failed platforms. @defaultValue 5 */
+        watcher_interval_seconds: seconds(5),
+        /**
+         * Time-to-live of the one-poller-per-bot-token lease, seconds; renewed every third.
+         * Short, so a gateway that died (SIGKILL, power loss) holds the bot for at most this
+         * long: its restart, or a standby gateway, polls again within it. @defaultValue 4
+         */
+        poll_lease_ttl_seconds: z.coerce.number().finite().positive().default(4),
+        /** `timeout` of Telegram's getUpdates long poll, whole seconds. @defaultValue 25 */
+        poll_timeout_seconds: z.coerce.number().int().min(0).max(50).default(25),
+        /** First wait after a 409 Conflict or network error of getUpdates, seconds; doubles per failure. @defaultValue 1 */
+        poll_retry_initial_seconds: z.coerce.number().finite().positive().default(1),
+        /** Cap of that wait, seconds. @defaultValue 30 */
+        poll_retry_max_seconds: z.coerce.number().finite().positive().default(30),
+        /** A Telegram 429 asking to wait longer than this fails the send (the queue retries it later). @defaultValue 300 */
+        max_retry_after_seconds: seconds(300),
+        /**
+         * On close, how long sends in progress may finish before they are cancelled
+         * through their AbortSignal (the queue retries them later), seconds. @defaultValue 5
+         */
+        outbound_stop_timeout_seconds: seconds(5),
+        /** Seconds between two Telegram typing indicators while a message waits for its answer. @defaultValue 4 */
+        typing_refresh_seconds: z.coerce.number().finite().positive().default(4),
+        /** Outbound messages the gateway sends at once (different chats; one chat sends in queue order). @defaultValue 4 */
+        outbound_concurrency: positiveInt(4),
+        /**
+         * A reply queued behind an unfinished earlier reply of its chat looks again after this
+         * many milliseconds (it is woken at once when the earlier one finishes). @defaultValue 2000
+         */
+        outbound_order_recheck_ms: positiveInt(2000),
+        /** How long a `/v1` caller waits for its run before a 504, seconds. @defaultValue 600 */
+        run_timeout_seconds: z.coerce.number().finite().positive().default(600),
+        /** How long `/v1` run records, their events and idempotency keys are kept, seconds. @defaultValue 86400 */
+        run_ttl_seconds: positiveInt(86_400),
+        /**
+         * Longest wait of the gateway on one Redis command, ms; a request that would wait longer is
+         * answered 503 with Retry-After (and `/health/ready` reports Redis down). @defaultValue 2000
+         */
+        redis_timeout_ms: positiveInt(2_000),
+        /** `/health/ready` needs a worker heartbeat at most this old, seconds. @defaultValue 30 */
+        ready_worker_max_age_seconds: z.coerce.number().finite().positive().default(30),
+      })
+      .strict()
+      .prefault({}),
+    telegram: z
+      .object({
+        bot_token: z.string().optional(),
+        /** Numeric Telegram user ids allowed to reach the agent. */
+        allowed_users: z
+          .union([z.array(z.coerce.string()), z.string()])
+          .transform((v) =>
+            (Array.isArray(v) ? v : v.split(',')).map((s) => s.trim()).filter((s) => s.length > 0),
+          )
+          .default([]),
+        /** Bot API root; default the public one. */
+        api_root: z.string().url().optional(),
+        /**
+         * A user outside the allow-list gets at most one refusal per chat in this many seconds
+         * (kept in Redis, so it holds across restarts and gateways). @defaultValue 3600
+         */
+        refusal_interval_seconds: positiveInt(3600),
+      })
+      .strict()
+      .prefault({}),
+  })
+  .strict()
+  .refine((c) => c.worker.shards.every((n) => n < c.redis.shards), {
+    message: 'every shard must be below redis.shards (shards are numbered from 0)',
+    path: ['worker', 'shards'],
+  });
+
+/** The validated configuration plus where it came from. */
+export type HermesConfig = z.infer<typeof configSchema> & {
+  /** Absolute `HERMES_HOME`. */
+  home: string;
+};
+
+/** Environment variables with names of their own (docs/DESIGN.md §10), mapped to config paths. */
+const NAMED_ENV: Record<string, string[]> = {
+  REDIS_URL: ['redis', 'url'],
+  REDIS_CLUSTER_NODES: ['redis', 'cluster_nodes'],
+  REDIS_SENTINELS: ['redis', 'sentinels'],
+  REDIS_SENTINEL_NAME: ['redis', 'sentinel_name'],
+  REDIS_PASSWORD: ['redis', 'password'],
+  REDIS_USERNAME: ['redis', 'username'],
+  API_SERVER_KEY: ['api_server', 'key'],
+  API_SERVER_HOST: ['api_server', 'host'],
+  API_SERVER_PORT: ['api_server', 'port'],
+  TELEGRAM_BOT_TOKEN: ['telegram', 'bot_token'],
+  TELEGRAM_ALLOWED_USERS: ['telegram', 'allowed_users'],
+  TELEGRAM_API_ROOT: ['telegram', 'api_root'],
+  OPENAI_BASE_URL: ['agent', 'base_url'],
+  OPENAI_API_KEY: ['agent', 'api_key'],
+  OPENAI_MODEL: ['agent', 'model'],
+};
+
+/** Resolve `HERMES_HOME` (default `~/.hermes`). */
+export function resolveHome(env: NodeJS.ProcessEnv = process.env): string {
+  return env.HERMES_HOME && env.HERMES_HOME.length > 0 ? env.HERMES_HOME : join(homedir(), '.hermes');
+}
+
+function setPath(target: Record<string, unknown>, path: string[], value: unknown): void {
+  let node = target;
+  for (const part of path.slice(0, -1)) {
+    const next = node[part];
+    if (typeof next !== 'object' || next === null || Array.isArray(next)) node[part] = {};
+    node = node[part] as Record<string, unknown>;
+  }
+  node[path[path.length - 1]!] = value;
+}
+
+/** The value at `path` of the raw (not yet validated) settings, or `undefined`. */
+function valueAt(raw: unknown, path: readonly PropertyKey[]): unknown {
+  let node = raw;
+  for (const part of path) {
+    if (typeof node !== 'object' || node === null) return undefined;
+    node = (node as Record<PropertyKey, unknown>)[part];
+  }
+  return node;
+}
+
+/**
+ * A validation message that names the value as typed: a number coerced from
+ * `abc` reads "expected a number, got "abc"", not zod's "received NaN".
+ */
+function issueMessage(issue: z.core.$ZodIssue, typed: unknown): string {
+  if (issue.code === 'invalid_type' && (issue.expected === 'number' || issue.expected === 'int') && typed !== undefined && typeof typed !== 'number') {
+    return `expected a ${issue.expected === 'int' ? 'whole number' : 'number'}, got ${JSON.stringify(typed)}`;
+  }
+  return issue.message;
+}
+
+/**
+ * The warning for a `$HERMES_HOME/config.yaml` that group or others may read or write (it may
+ * hold `agent.api_key`, `telegram.bot_token`, `api_server.key` and the commands a worker runs),
+ * or `undefined`. The long-running processes log it once at start.
+ */
+export function configFileWarning(home: string): string | undefined {
+  const file = join(home, 'config.yaml');
+  let mode: number;
+  try {
+    mode = statSync(file).mode;
+  } catch {
+    return undefined;
+  }
+  if ((mode & 0o077) === 0) return undefined;
+  const how = (mode & 0o022) !== 0 ? 'writable' : 'readable';
+  const who = (mode & 0o007) !== 0 ? 'others' : 'its group';
+  return `${file} is ${how} by ${who} (mode 0${(mode & 0o777).toString(8)}) and may hold keys and commands; chmod 600 ${file}`;
+}
+
+/** Every `HERMES_<SECTION>_<KEY>` override the schema knows, derived from the schema itself. */
+function envOverrides(env: NodeJS.ProcessEnv): Array<[string[], string, string]> {
+  const out: Array<[string[], string, string]> = [];
+  const shape = configSchema.shape as Record<string, z.ZodType>;
+  for (const [section, schema] of Object.entries(shape)) {
+    const inner = unwrapObject(schema);
+    if (inner) {
+      for (const key of Object.keys(inner.shape)) {
+        const name = `HERMES_${section}_${key}`.toUpperCase();
+        const value = env[name];
+        if (value !== undefined && value !== '') out.push([[section, key], value, name]);
+      }
+    } else {
+      const name = `HERMES_${section}`.toUpperCase();
+      const value = env[name];
+      if (value !== undefined && value !== '' && section !== 'commands' && section !== 'mcp_servers') out.push([[section], value, name]);
+    }
+  }
+  for (const [name, path] of Object.entries(NAMED_ENV)) {
+    const value = env[name];
+    if (value !== undefined && value !== '') out.push([path, value, name]);
+  }
+  return out;
+}
+
+function unwrapObject(schema: z.ZodType): z.ZodObject | undefined {
+  let s: unknown = schema;
+  for (let i = 0; i < 5 && s; i++) {
+    if (s instanceof z.ZodObject) return s;
+    const def = (s as { _zod?: { def?: { innerType?: unknown; in?: unknown } } })._zod?.def;
+    s = def?.innerType ?? def?.in;
+  }
+  return undefined;
+}
+
+/**
+ * Load and validate the configuration.
+ *
+ * @param options.env - environment to read (default `process.env`)
+ * @param options.overrides - programmatic values applied last (tests, the demo)
+ * @throws ConfigError naming the first bad key (file path or environment variable)
+ */
+export function loadConfig(
+  options: { env?: NodeJS.ProcessEnv; overrides?: Record<string, unknown> } = {},
+): HermesConfig {
+  const env = options.env ?? process.env;
+  const home = resolveHome(env);
+  const file = join(home, 'config.yaml');
+  let raw: Record<string, unknown> = {};
+  if (existsSync(file)) {
+    try {
+      const parsed: unknown = parseYaml(readFileSync(file, 'utf8'));
+      if (parsed !== null && parsed !== undefined) {
+        if (typeof parsed !== 'object' || Array.isArray(parsed)) {
+          throw new ConfigError(`${file} must hold a mapping of settings`);
+        }
+        raw = parsed as Record<string, unknown>;
+      }
+    } catch (err) {
+      if (err instanceof ConfigError) throw err;
+      throw new ConfigError(`${file} is not valid YAML: ${(err as Error).message}`, { cause: err });
+    }
+  }
+  const sources = new Map<string, string>();
+  for (const [path, value, name] of envOverrides(env)) {
+    setPath(raw, path, value);
+    sources.set(path.join('.'), name);
+  }
+  for (const [key, value] of Object.entries(options.overrides ?? {})) {
+    setPath(raw, key.split('.'), value);
+    sources.set(key, 'override');
+  }
+  const result = configSchema.safeParse(raw);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const extra = issue.code === 'unrecognized_keys' ? [issue.keys[0] ?? ''] : [];
+    const key = [...issue.path.map(String), ...extra].join('.');
+    const from = sources.get(key) ?? sources.get(issue.path.slice(0, -1).map(String).join('.')) ?? file;
+    throw new ConfigError(`Invalid setting ${key} (from ${from}): ${issueMessage(issue, valueAt(raw, issue.path))}`, { key });
+  }
+  return { ...result.data, home };
+}
