@@ -192,7 +192,7 @@ export class JobTicket {
     if (dueAt !== undefined && dueAt > Date.now()) {
       this.phase = 'held';
       this.waited = true;
-      admission.held++;
+      admission.peakHeld = Math.max(admission.peakHeld, ++admission.held);
     } else {
       this.slot = admission.slots.tryAcquire(pool);
       this.phase = this.slot ? 'running' : 'starting';
@@ -284,6 +284,8 @@ export class JobTicket {
 export class JobAdmission {
   /** Jobs sleeping until their due time. */
   held = 0;
+  /** Most jobs held at once since this process started. */
+  peakHeld = 0;
   /** Jobs due that wait for a slot of their pool. */
   starting = 0;
   /** Fetches in flight (each may bring a job due now). */

@@ -375,9 +375,9 @@ export class WorkerProcess {
         return await deferJob(job, token, 0);
       }
       // Held or queued: its lock may have lapsed meanwhile (a starved process renews late), and then another
-      // worker may hold the job. Checked for every job that wakes together in one call; a job whose lock is
-      // not this process's any more is left to whoever has it.
-      if (waited === 'lost' || (ticket.waited && !(await this.lockHeld(worker, job.id!, token!)))) {
+      // worker may hold the job. Unless the lock its fetch set is surely still there, it is checked, for every
+      // job that wakes together in one call; a job whose lock is not this process's any more is left to whoever has it.
+      if (waited === 'lost' || (ticket.waited && !this.lockSurelyHeld(job) && !(await this.lockHeld(worker, job.id!, token!)))) {
         log.warn({ queue, jobId: job.id }, 'job lock lost while it waited; left to the worker that took it over');
         throw new DelayedError();
       }
@@ -385,6 +385,17 @@ export class WorkerProcess {
     } finally {
       ticket.release();
     }
+  }
+
+  /**
+   * Whether the lock the fetch of `job` set cannot have lapsed yet: BullMQ sets it for `lock_duration_ms`
+   * in the same script that stamps `processedOn` with the time the fetch was sent, so it lasts at least
+   * until `processedOn + lock_duration_ms` whatever the renewals did; `lock_renew_ms` is kept as a margin.
+   * A tick held for less (the default lead is 1 s, the lock 3 s) needs no round trip before its turn.
+   */
+  private lockSurelyHeld(job: Job): boolean {
+    const { lock_duration_ms: lockMs, lock_renew_ms: renewMs } = this.deps.config.worker;
+    return typeof job.processedOn === 'number' && job.processedOn > 0 && Date.now() < job.processedOn + lockMs - renewMs;
   }
 
   /** Jobs whose locks are checked in the next `extendLocks` call of each worker. */
