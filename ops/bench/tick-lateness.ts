@@ -6,7 +6,9 @@
  *   npx tsx ops/bench/tick-lateness.ts [--n 1,100,1000] [--seconds 10] [--workers K] [--json]
  *
  * `--product-concurrency C` and `--lead MS` set the product's `worker.concurrency`
- * and `worker.prefetch_lead_ms` (default: the product's defaults).
+ * (read as both turn limits, `worker.max_agent_turns` and `worker.max_command_turns`)
+ * and `worker.prefetch_lead_ms` (default: the product's defaults; held ticks are
+ * bounded by `worker.max_held_ticks` either way).
  * `--workers K` runs the product's worker as K child processes (default: one,
  * inside the benchmark process). `--json` measures raw BullMQ only at
  * `--concurrency` (default 32) and prints, per N, one JSON line (the last line
@@ -150,6 +152,8 @@ async function startWorkers(url: string, prefix: string, home: string, s: Produc
       // Ticks handed back instead of run (by reason): a tick path that defers a burst is slow for that reason.
       const deferred = (await wp.metrics.ticksDeferred.get()).values.filter((v) => v.value > 0);
       if (deferred.length > 0) process.stderr.write(`  hermes-scheduler: ticks deferred: ${deferred.map((v) => `${v.labels.reason} ${v.value}`).join(', ')}\n`);
+      const { admission } = wp.deps.turns;
+      process.stderr.write(`  hermes-scheduler: most ticks held at once ${admission.peakHeld} (max ${admission.limits.heldTicks}), most turns at once ${admission.slots.peak('agent')} (max ${admission.slots.limit('agent')})\n`);
       await wp.drain();
     };
   }
