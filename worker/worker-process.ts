@@ -11,10 +11,11 @@
  * came early is held until its due time (`worker.max_held_ticks`, one timer per
  * due instant), then it waits for a turn slot of its pool — `agent`
  * (`worker.max_agent_turns`) or `command` (`worker.max_command_turns`) — and
- * runs. A tick that was held or waited has its lock checked (one
- * `extendLocks` call for every job that wakes together) before it runs: a
- * lock that lapsed while the process was starved means another worker may
- * have the job, so it is left to that worker and never fired twice. A loop
+ * runs. A tick held or queued for longer than the lock its fetch set surely
+ * lasts has its lock checked (one `extendLocks` call for every job that wakes
+ * together) before it runs: a lock that lapsed while the process was starved
+ * means another worker may have the job, so it is left to that worker and
+ * never fired twice. A loop
  * fetches only what `JobAdmission.mayFetch` allows: no more overdue work than
  * it can start now, so a fleet shares a backlog; while jobs keep coming it
  * fetches over up to `FETCH_LANES` requests at once, so a burst is in hand

@@ -371,13 +371,16 @@ export const configSchema = z
         defer_ms: positiveInt(250),
         /**
          * Ticks are handed to a worker this long before they are due and started
-         * exactly on time, so queue latency is off the critical path (docs/BENCHMARKS.md).
-         * Kept at 200: with a lead of 1000 a job scheduler re-armed for an occurrence due
-         * sooner than the lead (a first tick "now") is started from the clamped present and
-         * its next tick can follow within milliseconds (test/scheduler-upsert.test.ts, F1).
-         * A longer lead is for operators who also arm no loop shorter than it. @defaultValue 200
+         * exactly on time, so queue latency is off the critical path: long enough for
+         * a worker to fetch an aligned burst of 1,000 ticks before it is due on the
+         * 2-core machine (docs/BENCHMARKS.md, "Held ticks and command turns"). A job
+         * scheduler armed for an occurrence due sooner than the lead (a first tick
+         * "now") releases its first job `FIRST_RELEASE_MS` (200 ms) after arming, never
+         * at once, so a re-arm right after replaces it before a worker can take it
+         * (`scheduler/loop/prefetch-lead.ts`; test/scheduler-upsert.test.ts, F1): a
+         * loop's first tick then comes ~1.2 s after it is set. @defaultValue 1000
          */
-        prefetch_lead_ms: z.coerce.number().int().min(0).default(200),
+        prefetch_lead_ms: z.coerce.number().int().min(0).default(1000),
         /** Transcript messages kept per session (older ones are trimmed). */
         transcript_max_messages: positiveInt(200),
         /**

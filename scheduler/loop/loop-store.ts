@@ -359,7 +359,7 @@ export class LoopStore {
         await this.removeScheduler(record.sessionId, record.kind);
         await this.queues.forSession(record.sessionId).ticks.upsertJobScheduler(
           this.keys.loopSchedulerId(record.sessionId, record.kind),
-          { every: record.intervalSeconds * 1000, startDate: Math.max(Date.now(), this.lead.jobAt(firstDueAt)) },
+          { every: record.intervalSeconds * 1000, startDate: this.lead.firstJobAt(firstDueAt, Date.now()) },
           { name: tickJobName(record), data },
         );
       } else {
