@@ -329,16 +329,13 @@ export class JobAdmission {
     this.changed();
   }
 
-  /** Resolves at the next change of what `mayFetch` looks at (or at once when `signal` is aborted). */
-  whenChanged(signal?: AbortSignal): Promise<void> {
-    if (signal?.aborted) return Promise.resolve();
+  /**
+   * Resolves at the next change of what `mayFetch` looks at (`changed`; whoever stops the fetch
+   * loops calls it too). No listener per call: a burst makes thousands of changes.
+   */
+  whenChanged(): Promise<void> {
     return new Promise<void>((resolve) => {
-      const done = () => {
-        signal?.removeEventListener('abort', done);
-        resolve();
-      };
-      this.waiters.push(done);
-      signal?.addEventListener('abort', done, { once: true });
+      this.waiters.push(resolve);
     });
   }
 

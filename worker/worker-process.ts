@@ -290,7 +290,7 @@ export class WorkerProcess {
     let more = false;
     while (!stop.aborted) {
       if (lanes >= (more ? FETCH_LANES : 1) || !admission.mayFetch(pools, holdable)) {
-        await admission.whenChanged(stop);
+        await admission.whenChanged();
         continue;
       }
       lanes++;
@@ -460,6 +460,7 @@ export class WorkerProcess {
     const log = this.deps.log;
     turns.draining = true;
     this.stopFetching.abort();
+    turns.admission.changed(); // the fetch loops waiting for a change see the stop
     await Promise.allSettled(this.workers.map((w) => w.pause(true)));
     // A blocking fetch still waiting would take one of the jobs handed back below: interrupt it, as BullMQ's own
     // pause does (its dedicated blocking connection; a fetch that got a job already hands it back, `runAdmitted`).
