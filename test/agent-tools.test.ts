@@ -143,7 +143,7 @@ describe('limits of a turn', () => {
     expect(results.slice(0, 20).every((r) => r.data.error === undefined)).toBe(true);
     expect(results[20]!.data.error).toBe('tool call limit reached');
     // schedule_status read the session's own state (read-only)
-    expect(lastToolResult(model.requests[1]!)).toMatch(/^Loop: No loop in this session\.\nHeartbeat: No heartbeat in this session\.\nGoal: .*\nCron jobs \(0\):\n- none$/);
+    expect(lastToolResult(model.requests[1]!)).toMatch(/^Loop: No loop in this session\.\nHeartbeat: No heartbeat in this session\.\nGoal: .*\nCron jobs of this chat \(0\):\n- none$/);
     const last = model.requests.at(-1)!;
     expect(lastToolResult(last)).toMatch(/refused — this turn has used its limit of 20 tool calls/);
     expect(last.tool_choice).toBe('none');

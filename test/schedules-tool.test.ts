@@ -151,6 +151,7 @@ describe('a chat message makes the agent schedule', () => {
         case 'watch CI': return calls([{ action: 'create', kind: 'loop', interval: '10m', prompt: 'check the CI build', name: 'ci-watch' }])(req);
         case 'report': return calls([{ action: 'create', kind: 'cron', schedule: 'every 2h', prompt: 'report the queue length', name: 'queue-report' }])(req);
         case 'list': return calls([{ action: 'list' }])(req);
+        case 'status': return lastToolResult(req) === undefined ? { toolCalls: [{ name: 'schedule_status' }] } : `status: ${lastToolResult(req)}`;
         case 'remove': return calls([{ action: 'remove', name: 'ci-watch' }])(req);
         case 'meddle': return calls([
           { action: 'remove', name: 'ci-watch' }, { action: 'pause', id: 'queue-report' }, { action: 'update', name: 'queue-report', prompt: 'mine now' },
@@ -181,10 +182,16 @@ describe('a chat message makes the agent schedule', () => {
     const listed = (await toolResults(c, 'chat-a'))[2]!;
     expect(listed).toMatch(new RegExp(`^Schedules of this chat \\(2\\):\\n- loop ${loop!.loopId} "ci-watch": loop: active · every 10m · ticks 1/100 · next in (9m\\d+s|10m) .* made by the agent \\(chat\\) · “check the CI build”\\n- cron ${job!.id} "queue-report": every 2h \\(.*\\) · scheduled · next .* · deliver local · made by the agent \\(chat\\) · “report the queue length”$`));
 
-    // Chat B sees none of it and can change none of it (nor learn an id through a name).
+    // schedule_status shows chat A its own cron job
+    await say(c, 'chat-a', '[a] status', 'm3s');
+    await waitFor(async () => (await toolResults(c, 'chat-a')).length === 4, 10_000, 'chat A\'s status');
+    expect((await toolResults(c, 'chat-a'))[3]).toMatch(/\nCron jobs of this chat \(1\):\n- queue-report \(/);
+
+    // Chat B sees none of it and can change none of it (nor learn an id through a name, nor a prompt through schedule_status).
     await say(c, 'chat-b', '[b] list', 'b1');
     await say(c, 'chat-b', '[b] meddle', 'b2');
-    await waitFor(async () => (await toolResults(c, 'chat-b')).length === 5, 10_000, 'chat B\'s calls');
+    await say(c, 'chat-b', '[b] status', 'b3');
+    await waitFor(async () => (await toolResults(c, 'chat-b')).length === 6, 10_000, 'chat B\'s calls');
     const b = await toolResults(c, 'chat-b');
     expect(b[0]).toBe('No schedules in this chat. Create one with action "create".');
     expect(b.slice(1)).toEqual([
@@ -192,14 +199,15 @@ describe('a chat message makes the agent schedule', () => {
       'Error: No schedule "queue-report" in this chat; action "list" shows them.',
       'Error: No schedule "queue-report" in this chat; action "list" shows them.',
       'Error: The name "queue-report" is taken; choose another `name`.',
+      expect.stringMatching(/\nCron jobs of this chat \(0\):\n- none$/),
     ]);
     expect(await c.loops.get('chat-a', 'loop')).toMatchObject({ status: 'active', loopId: loop!.loopId });
     expect(await cronJobs(env, worker)).toMatchObject([{ id: job!.id, state: 'scheduled', prompt: 'report the queue length' }]);
     expect(await c.loops.get('chat-b', 'loop')).toBeNull();
 
     await say(c, 'chat-a', '[a] remove', 'm4');
-    await waitFor(async () => (await toolResults(c, 'chat-a')).length === 4, 10_000, 'the removal');
-    expect((await toolResults(c, 'chat-a'))[3]).toBe('Loop stopped after 1 tick(s).\nThe user was told.');
+    await waitFor(async () => (await toolResults(c, 'chat-a')).length === 5, 10_000, 'the removal');
+    expect((await toolResults(c, 'chat-a'))[4]).toBe('Loop stopped after 1 tick(s).\nThe user was told.');
     expect(await c.loops.get('chat-a', 'loop')).toMatchObject({ status: 'finished', statusReason: 'stopped by user' });
     expect((await events(c, 'chat-a', 'notice')).at(-1)!.data.text).toBe('Removed: loop “check the CI build”');
   });

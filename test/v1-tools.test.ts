@@ -99,14 +99,14 @@ describe('/v1 agent turns with the operator\'s tools', () => {
     expect(model.requests.length).toBe(before);
   });
 
-  it('schedule_status in a /v1 turn (no session): says so for loop, heartbeat and goal, and lists the cron jobs', async () => {
+  it('schedule_status in a /v1 turn (no session): says so for loop, heartbeat and goal, and lists no cron job (no chat, so none is in its scope)', async () => {
     answer = (req) => (lastToolResult(req) === undefined ? { toolCalls: [{ name: 'schedule_status' }] } : `status: ${lastToolResult(req)}`);
     const res = await client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'what is scheduled?' }] });
     expect(res.choices[0]!.message.content).toBe([
       'status: Loop: none (this turn belongs to no session)',
       'Heartbeat: none (this turn belongs to no session)',
       'Goal: none (this turn belongs to no session)',
-      'Cron jobs (0):',
+      'Cron jobs of this chat (0):',
       '- none',
     ].join('\n'));
   });
