@@ -17,6 +17,7 @@ export type { Logger };
 /** Field names whose values never reach a log line. */
 export const REDACTED_KEYS = [
   'api_key', 'apiKey', 'key', 'token', 'bot_token', 'botToken', 'authorization', 'Authorization', 'password',
+  'signing_secret', 'signingSecret', 'app_token', 'appToken',
 ];
 
 /**

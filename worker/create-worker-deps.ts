@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config/config.ts';
 import { Keys } from '../scheduler/store/keys.ts';
 import { HermesQueues } from '../scheduler/store/queues.ts';
-import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
+import { outboundQueue, telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { RunnerFactory } from './turn-runners/create-runner.ts';
 import { Toolbox } from './tools/toolbox.ts';
 import { SessionLock } from './session-lock.ts';
@@ -66,6 +66,7 @@ export function createWorkerDeps(input: {
     lock: new SessionLock(redis, keys, config.worker.lock_duration_ms),
     // Replies for Telegram go through one queue on the first shard, so one chat's replies share a queue.
     outboundTelegram: telegramOutboundQueue(keys, input.queueConnection, log),
+    outboundSlack: outboundQueue('slack', keys, input.queueConnection, log),
     turns,
   };
   return deps;

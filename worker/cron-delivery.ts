@@ -15,7 +15,8 @@
  *   (webhook-sender.ts, scheduler/delivery/webhook-policy.ts).
  * - `origin` → the route the job was created from (a Telegram chat), else `local`.
  */
-import { enqueueTelegramOutbound, outboundJobId } from '../scheduler/delivery/outbound.ts';
+import { enqueueOutbound, outboundJobId } from '../scheduler/delivery/outbound.ts';
+import { outboundQueueOf } from './delivery.ts';
 import { isoUtc } from '../scheduler/cron/cron-engine.ts';
 import { cronSessionId, deliveryText, type CronDelivery, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import type { WorkerDeps } from './worker-deps.ts';
@@ -78,11 +79,11 @@ export async function deliverPending(run: CronRun, job: CronJob, deps: WorkerDep
 async function deliverOne(target: string, run: CronRun, job: CronJob, deps: WorkerDeps): Promise<CronDelivery> {
   const text = deliveryText(run); // the whole reply, or the failure notice
   const parsed = parseDeliveryTarget(target);
-  if (parsed.kind === 'telegram') {
+  if (parsed.kind === 'telegram' || parsed.kind === 'slack') {
     // One outbound job per occurrence and target (outboundJobId makes it a valid BullMQ id).
     const occurrenceId = `${run.occurrence_id}>${target}`;
-    await enqueueTelegramOutbound(deps.outboundTelegram, {
-      platform: 'telegram', chatId: parsed.chatId, ...(parsed.threadId ? { threadId: parsed.threadId } : {}), text, sessionId: cronSessionId(job.id), occurrenceId,
+    await enqueueOutbound(outboundQueueOf(deps, parsed), {
+      platform: parsed.kind, chatId: parsed.chatId, ...(parsed.threadId ? { threadId: parsed.threadId } : {}), text, sessionId: cronSessionId(job.id), occurrenceId,
       // The gateway reports what became of it into this run's delivery (`sent` / `failed`).
       report: { kind: 'cron', cronJobId: job.id, runOccurrenceId: run.occurrence_id, target },
     });

@@ -4,9 +4,20 @@
  * is derived from the occurrence, so a retried commit never queues twice.
  */
 import type { Origin } from '../scheduler/loop/loop-state.ts';
-import { enqueueTelegramOutbound } from '../scheduler/delivery/outbound.ts';
-import { targetOfRoute } from '../scheduler/delivery/delivery-target.ts';
+import type { Queue } from 'bullmq';
+import { enqueueOutbound, type OutboundData } from '../scheduler/delivery/outbound.ts';
+import { targetOfRoute, type PlatformTarget } from '../scheduler/delivery/delivery-target.ts';
 import type { WorkerDeps } from './worker-deps.ts';
+
+/** The outbound queue of a platform target's platform. */
+export function outboundQueueOf(deps: Pick<WorkerDeps, 'outboundTelegram' | 'outboundSlack'>, target: PlatformTarget): Queue<OutboundData> {
+  switch (target.kind) {
+    case 'telegram':
+      return deps.outboundTelegram as unknown as Queue<OutboundData>;
+    case 'slack':
+      return deps.outboundSlack;
+  }
+}
 
 /** Queue `text` for the origin's route, if it has one. `[SILENT]` and empty replies are not sent. */
 export async function deliverToRoute(
@@ -17,9 +28,9 @@ export async function deliverToRoute(
   const text = input.text.trim();
   if (!route || text.length === 0 || text === '[SILENT]') return;
   const target = targetOfRoute(route);
-  if (target?.kind === 'telegram') {
-    await enqueueTelegramOutbound(deps.outboundTelegram, {
-      platform: 'telegram',
+  if (target) {
+    await enqueueOutbound(outboundQueueOf(deps, target), {
+      platform: target.kind,
       chatId: target.chatId,
       ...(target.threadId ? { threadId: target.threadId } : {}),
       text,

@@ -106,9 +106,12 @@ export async function runSlashCommand(text: string, ctx: SlashContext): Promise<
 /** The short help of `/start` and `/help`: the commands and the allow-list status. */
 export function shortHelp(ctx: Pick<SlashContext, 'origin' | 'config'>): string {
   const allowed = ctx.config.telegram.allowed_users.length;
+  const slackAllowed = ctx.config.slack.allowed_users.length;
   const access = ctx.origin.surface === 'telegram'
     ? `You are on this bot's allow-list (${allowed} user${allowed === 1 ? '' : 's'} allowed in TELEGRAM_ALLOWED_USERS).`
-    : `Telegram: ${allowed} allow-listed user${allowed === 1 ? '' : 's'} (TELEGRAM_ALLOWED_USERS).`;
+    : ctx.origin.surface === 'slack'
+      ? `You are on this app's allow-list (${slackAllowed} user${slackAllowed === 1 ? '' : 's'} allowed in SLACK_ALLOWED_USERS).`
+      : `Telegram: ${allowed} allow-listed user${allowed === 1 ? '' : 's'} (TELEGRAM_ALLOWED_USERS).`;
   return [
     'Hermes runs schedules for this chat; they keep firing when you are away.',
     '/loop [every] <interval> <prompt> — a recurring task (/loop help for more)',

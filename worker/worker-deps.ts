@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config/config.ts';
 import type { Keys } from '../scheduler/store/keys.ts';
 import type { LoopStore } from '../scheduler/loop/loop-store.ts';
-import type { TelegramOutboundData } from '../scheduler/delivery/outbound.ts';
+import type { OutboundData, TelegramOutboundData } from '../scheduler/delivery/outbound.ts';
 import type { HermesQueues } from '../scheduler/store/queues.ts';
 import type { SessionStore } from '../scheduler/session/session-store.ts';
 import type { LoopService } from '../scheduler/loop/loop-service.ts';
@@ -34,6 +34,8 @@ export interface WorkerDeps {
   tools: Toolbox;
   lock: SessionLock;
   outboundTelegram: Queue<TelegramOutboundData>;
+  /** Replies for Slack (`outbound-slack`), on the same connection. */
+  outboundSlack: Queue<OutboundData>;
   /** Active turns by drain class; processors register every turn they run. */
   turns: TurnTracker;
   log: Logger;

@@ -89,14 +89,14 @@ const commandSchema = z
   .strict();
 
 /** Surfaces a turn can come from; `tools.allow_from` names them. */
-export const TOOL_SURFACES = ['cli', 'chat', 'telegram', 'api', 'v1', 'cron'] as const;
+export const TOOL_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'api', 'v1', 'cron'] as const;
 
 /**
  * What `tools.schedules.allow_from` names: the surfaces of `tools.allow_from` but `v1` (a `/v1`
  * request belongs to no session, so nothing it schedules could be its own), and the turns that
  * run unattended by their kind: `loop` and `heartbeat` ticks, `goal` continuations, `cron` runs.
  */
-export const SCHEDULE_TOOL_SURFACES = ['cli', 'chat', 'telegram', 'api', 'loop', 'heartbeat', 'goal', 'cron'] as const;
+export const SCHEDULE_TOOL_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'api', 'loop', 'heartbeat', 'goal', 'cron'] as const;
 
 /**
  * A command the agent may call as a tool (`tools.commands.<name>`). The model's
@@ -698,6 +698,31 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    slack: z
+      .object({
+        /** Bot token (`xoxb-…`): the Web API calls (`auth.test`, `chat.postMessage`). The platform is on when it is set. */
+        bot_token: z.string().optional(),
+        /** Signing secret: the `X-Slack-Signature` (v0) of every request to `POST /slack/events` is checked against it. */
+        signing_secret: z.string().optional(),
+        /** App-level token (`xapp-…`): with it, events arrive over Socket Mode instead of HTTP. */
+        app_token: z.string().optional(),
+        /** Slack user ids (`U…`, `W…`) allowed to reach the agent. */
+        allowed_users: z
+          .union([z.array(z.coerce.string()), z.string()])
+          .transform((v) =>
+            (Array.isArray(v) ? v : v.split(',')).map((s) => s.trim()).filter((s) => s.length > 0),
+          )
+          .default([]),
+        /** Web API root, ending in `/`; default the public one (`https://slack.com/api/`). */
+        api_url: z.string().url().optional(),
+        /**
+         * A user outside the allow-list gets at most one refusal per channel in this many seconds
+         * (kept in Redis, so it holds across restarts and gateways). @defaultValue 3600
+         */
+        refusal_interval_seconds: positiveInt(3600),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict()
   .refine((c) => c.worker.shards.every((n) => n < c.redis.shards), {
@@ -725,6 +750,11 @@ const NAMED_ENV: Record<string, string[]> = {
   TELEGRAM_BOT_TOKEN: ['telegram', 'bot_token'],
   TELEGRAM_ALLOWED_USERS: ['telegram', 'allowed_users'],
   TELEGRAM_API_ROOT: ['telegram', 'api_root'],
+  SLACK_BOT_TOKEN: ['slack', 'bot_token'],
+  SLACK_SIGNING_SECRET: ['slack', 'signing_secret'],
+  SLACK_APP_TOKEN: ['slack', 'app_token'],
+  SLACK_ALLOWED_USERS: ['slack', 'allowed_users'],
+  SLACK_API_URL: ['slack', 'api_url'],
   OPENAI_BASE_URL: ['agent', 'base_url'],
   OPENAI_API_KEY: ['agent', 'api_key'],
   OPENAI_MODEL: ['agent', 'model'],

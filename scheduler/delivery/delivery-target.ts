@@ -7,17 +7,20 @@
  *   origin                       the route the job was created from, else local
  *   telegram:<chat>[:<thread>]   a Telegram chat (numeric id, `-100…` for supergroups and
  *                                channels, or `@username`), optionally a forum topic
+ *   slack:<channel>[:<thread_ts>] a Slack conversation (`C…`, `G…`, `D…`), optionally a thread
+ *                                (its parent message's `ts`, e.g. `1712345678.123456`)
  *   http(s)://…                  a webhook (its address rule: `webhook-policy.ts`)
  *
  * Records keep the text form (`CronJob.deliver`, `CronDelivery.target`); code
  * that acts on a target parses it here into a {@link DeliveryTarget} and never
- * splits the string itself. A Telegram chat's session id is spelled like its
- * target (`telegram:<chat>[:<thread>]`, see `gateway/telegram/inbound.ts`).
+ * splits the string itself. A platform chat's session id is spelled like its
+ * target (`telegram:<chat>[:<thread>]`, `gateway/telegram/inbound.ts`;
+ * `slack:<channel>[:<thread_ts>]`, `gateway/slack/inbound.ts`).
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 
 /** The kinds of delivery target, in the order they are documented. */
-export const DELIVERY_TARGET_KINDS = ['local', 'origin', 'telegram', 'webhook'] as const;
+export const DELIVERY_TARGET_KINDS = ['local', 'origin', 'telegram', 'slack', 'webhook'] as const;
 export type DeliveryTargetKind = (typeof DELIVERY_TARGET_KINDS)[number];
 
 /** A Telegram chat, optionally one forum topic of it. Ids are kept as written (strings). */
@@ -29,11 +32,23 @@ export interface TelegramTarget {
   threadId?: string;
 }
 
+/** A Slack conversation, optionally one thread of it. */
+export interface SlackTarget {
+  kind: 'slack';
+  /** Conversation id: `C…` (channel), `G…` (private), `D…` (direct message). */
+  chatId: string;
+  /** The thread's parent message `ts` (`thread_ts`), e.g. `1712345678.123456`. */
+  threadId?: string;
+}
+
+/** A target on a messaging platform: its kind is the platform's name (`MessagingRoute.platform`). */
+export type PlatformTarget = TelegramTarget | SlackTarget;
+
 /** A parsed delivery target. */
 export type DeliveryTarget =
   | { kind: 'local' }
   | { kind: 'origin' }
-  | TelegramTarget
+  | PlatformTarget
   | { kind: 'webhook'; /** The URL as written (only its scheme is checked here). */ url: string };
 
 /**
@@ -49,6 +64,9 @@ export interface MessagingRoute {
 const TELEGRAM_PREFIX = 'telegram:';
 /** `telegram:<chat>[:<thread>]`: chat a (possibly negative) integer or `@` and 4+ username characters. */
 const TELEGRAM_TARGET = /^telegram:(-?\d+|@[A-Za-z0-9_]{4,})(?::(\d+))?$/;
+const SLACK_PREFIX = 'slack:';
+/** `slack:<channel>[:<thread_ts>]`: an upper-case conversation id, a thread's `ts` (seconds.micros). */
+const SLACK_TARGET = /^slack:([A-Z][A-Z0-9]{2,})(?::(\d{1,12}\.\d{1,9}))?$/;
 const WEBHOOK_SCHEME = /^https?:\/\//i;
 
 /**
@@ -66,8 +84,13 @@ export function parseDeliveryTarget(text: string, field = 'deliver'): DeliveryTa
     if (!m) throw new ScheduleInputError(`Invalid delivery target "${t}": use telegram:<chat id>[:<thread id>].`, { field });
     return { kind: 'telegram', chatId: m[1]!, ...(m[2] ? { threadId: m[2] } : {}) };
   }
+  if (t.startsWith(SLACK_PREFIX)) {
+    const m = SLACK_TARGET.exec(t);
+    if (!m) throw new ScheduleInputError(`Invalid delivery target "${t}": use slack:<channel id>[:<thread_ts>], e.g. slack:C0123ABCD:1712345678.123456.`, { field });
+    return { kind: 'slack', chatId: m[1]!, ...(m[2] ? { threadId: m[2] } : {}) };
+  }
   if (WEBHOOK_SCHEME.test(t)) return { kind: 'webhook', url: t };
-  throw new ScheduleInputError(`Unknown delivery target "${t}": use local, origin, telegram:<chat>[:<thread>] or an http(s) URL.`, { field });
+  throw new ScheduleInputError(`Unknown delivery target "${t}": use local, origin, telegram:<chat>[:<thread>], slack:<channel>[:<thread_ts>] or an http(s) URL.`, { field });
 }
 
 /** The text form of a target; `parseDeliveryTarget(formatDeliveryTarget(t))` gives `t` back. */
@@ -77,19 +100,23 @@ export function formatDeliveryTarget(target: DeliveryTarget): string {
     case 'origin':
       return target.kind;
     case 'telegram':
-      return target.threadId ? `${TELEGRAM_PREFIX}${target.chatId}:${target.threadId}` : `${TELEGRAM_PREFIX}${target.chatId}`;
+    case 'slack':
+      return target.threadId ? `${target.kind}:${target.chatId}:${target.threadId}` : `${target.kind}:${target.chatId}`;
     case 'webhook':
       return target.url;
   }
 }
 
+/** Platforms with a target form (a route of any other platform has no target). */
+const TARGET_PLATFORMS: ReadonlySet<string> = new Set<PlatformTarget['kind']>(['telegram', 'slack']);
+
 /** The target a messaging route delivers to, or `undefined` for a platform without a target form. */
-export function targetOfRoute(route: MessagingRoute): TelegramTarget | undefined {
-  if (route.platform !== 'telegram') return undefined;
-  return { kind: 'telegram', chatId: route.chatId, ...(route.threadId ? { threadId: route.threadId } : {}) };
+export function targetOfRoute(route: MessagingRoute): PlatformTarget | undefined {
+  if (!TARGET_PLATFORMS.has(route.platform)) return undefined;
+  return { kind: route.platform as PlatformTarget['kind'], chatId: route.chatId, ...(route.threadId ? { threadId: route.threadId } : {}) };
 }
 
-/** The messaging route of a Telegram target (what an origin stores). */
-export function routeOfTarget(target: TelegramTarget): MessagingRoute {
-  return { platform: 'telegram', chatId: target.chatId, ...(target.threadId ? { threadId: target.threadId } : {}) };
+/** The messaging route of a platform target (what an origin stores). */
+export function routeOfTarget(target: PlatformTarget): MessagingRoute {
+  return { platform: target.kind, chatId: target.chatId, ...(target.threadId ? { threadId: target.threadId } : {}) };
 }

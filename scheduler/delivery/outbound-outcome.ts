@@ -12,7 +12,7 @@
 import type { RedisClient } from '../store/redis/connection-factory.ts';
 import type { Keys } from '../store/keys.ts';
 import { reportCronDelivery } from '../cron/delivery-report.ts';
-import type { TelegramOutboundData } from './outbound.ts';
+import type { OutboundData } from './outbound.ts';
 import { DEFAULT_EVENTS_MAX_LEN } from '../session/session-store.ts';
 
 /** The outcome of one send attempt of an outbound job. */
@@ -38,7 +38,7 @@ export const DELIVERY_EVENT = 'delivery';
  * @throws when Redis refused a write (the caller retries the job; the parts already sent are not sent again)
  */
 export async function recordOutboundOutcome(
-  redis: RedisClient, keys: Keys, data: TelegramOutboundData, outcome: OutboundOutcome, eventsMaxLen = DEFAULT_EVENTS_MAX_LEN,
+  redis: RedisClient, keys: Keys, data: OutboundData, outcome: OutboundOutcome, eventsMaxLen = DEFAULT_EVENTS_MAX_LEN,
 ): Promise<void> {
   const event = {
     platform: data.platform, chatId: data.chatId, ...(data.threadId ? { threadId: data.threadId } : {}),

@@ -31,8 +31,24 @@ export interface OutboundReport {
   target: string;
 }
 
+/** Data of an outbound job of any platform (`outbound-<platform>` queue). */
+export interface OutboundData {
+  /** The platform's name, as on a messaging route (`telegram`, `slack`). */
+  platform: string;
+  /** The platform's chat (Telegram chat id, Slack conversation id). */
+  chatId: string;
+  /** Forum topic (Telegram) or thread (`thread_ts`, Slack). */
+  threadId?: string;
+  text: string;
+  sessionId: string;
+  /** The occurrence or input this reply belongs to. */
+  occurrenceId: string;
+  /** Also report the outcome to this record (cron deliveries). */
+  report?: OutboundReport;
+}
+
 /** Data of an outbound Telegram job. */
-export interface TelegramOutboundData {
+export interface TelegramOutboundData extends OutboundData {
   platform: 'telegram';
   chatId: string;
   threadId?: string;
@@ -79,6 +95,29 @@ export function telegramOutboundQueue(keys: Keys, connection: RedisClient | Conn
   }), QUEUES.outboundTelegram, log);
 }
 
+/** Platforms with an outbound queue, and its name. */
+export const OUTBOUND_QUEUES = { telegram: QUEUES.outboundTelegram, slack: QUEUES.outboundSlack } as const;
+/** A platform the gateway sends to. */
+export type OutboundPlatform = keyof typeof OUTBOUND_QUEUES;
+
+/** Whether `platform` has an outbound queue. */
+export function isOutboundPlatform(platform: string): platform is OutboundPlatform {
+  return Object.hasOwn(OUTBOUND_QUEUES, platform);
+}
+
+/**
+ * Open the outbound queue of `platform` (same job options as Telegram's: attempts, backoff, retention).
+ * @param log - where its connection errors are logged (rate-limited, see `logBullmqErrors`)
+ */
+export function outboundQueue(platform: OutboundPlatform, keys: Keys, connection: RedisClient | ConnectionOptions, log?: Logger): Queue<OutboundData> {
+  const name = OUTBOUND_QUEUES[platform];
+  return logBullmqErrors(new Queue<OutboundData>(name, {
+    connection: connection as ConnectionOptions,
+    prefix: keys.bullPrefix,
+    defaultJobOptions: { ...JOB_RETENTION, attempts: OUTBOUND_ATTEMPTS, backoff: { type: 'exponential', delay: 1000 } },
+  }), name, log);
+}
+
 const REGISTER = luaScript('register-outbound-3.lua');
 
 /**
@@ -86,7 +125,7 @@ const REGISTER = luaScript('register-outbound-3.lua');
  * registered once; registering it again returns its first place).
  * @returns its sequence number
  */
-export async function registerOutbound(redis: RedisClient, keys: Keys, data: Pick<TelegramOutboundData, 'platform' | 'chatId' | 'occurrenceId'>): Promise<number> {
+export async function registerOutbound(redis: RedisClient, keys: Keys, data: Pick<OutboundData, 'platform' | 'chatId' | 'occurrenceId'>): Promise<number> {
   const seq = await runLuaScript(
     redis, REGISTER, [keys.outboundSent(data.occurrenceId), keys.outboundOrder(data.platform, data.chatId), keys.outboundSequence],
     [data.occurrenceId, OUTBOUND_RECORD_TTL_SECONDS, OUTBOUND_ORDER_TTL_SECONDS],
@@ -99,6 +138,14 @@ export async function registerOutbound(redis: RedisClient, keys: Keys, data: Pic
  * and fix its place in the chat's order.
  */
 export async function enqueueTelegramOutbound(queue: Queue<TelegramOutboundData>, data: TelegramOutboundData): Promise<void> {
+  await enqueueOutbound(queue as unknown as Queue<OutboundData>, data);
+}
+
+/**
+ * Queue a reply on its platform's outbound queue (no-op when already queued for this
+ * occurrence) and fix its place in the chat's order.
+ */
+export async function enqueueOutbound(queue: Queue<OutboundData>, data: OutboundData): Promise<void> {
   await queue.add('send', data, { jobId: outboundJobId(data.occurrenceId) });
   // The queue's own connection and prefix: the queue was opened with `keys.bullPrefix` (= `keys.prefix`).
   const client = (await queue.getBackend().client) as unknown as RedisClient;

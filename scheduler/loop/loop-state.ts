@@ -47,7 +47,7 @@ export type RunnerSpec =
 
 /** Where a schedule was created, and where replies go besides the session stream. */
 export interface Origin {
-  surface: 'cli' | 'chat' | 'telegram' | 'api';
+  surface: 'cli' | 'chat' | 'telegram' | 'slack' | 'api';
   /** Messaging route (platform + chat) for replies, when set from a platform. */
   route?: MessagingRoute;
 }

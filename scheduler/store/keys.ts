@@ -26,6 +26,8 @@ export const QUEUES = {
   inbox: 'inbox',
   /** Replies to send to Telegram, consumed by the gateway (one job per reply; each part sent at least once). */
   outboundTelegram: 'outbound-telegram',
+  /** Replies to send to Slack (`chat.postMessage`), consumed by the gateway like `outbound-telegram`. */
+  outboundSlack: 'outbound-slack',
   /** OpenAI-compatible `/v1` requests, run by workers; the gateway waits for the result. */
   v1Runs: 'v1-runs',
 } as const;
