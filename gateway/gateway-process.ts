@@ -7,7 +7,9 @@
  * What it runs:
  * - the HTTP server: `/v1` (queued as `v1-runs` jobs for workers), `/api`, `/health`;
  * - platform adapters, loaded lazily through the platform registry and kept
- *   alive by the reconnect watcher (Telegram when `telegram.bot_token` is set).
+ *   alive by the reconnect watcher, each on its own (Telegram when
+ *   `telegram.bot_token` is set, Slack when `slack.bot_token` is); a platform's own
+ *   HTTP paths (`POST /slack/events`) answer 503 until its adapter is ready.
  *
  * Drain (docs/DESIGN.md §9): `drain()` stops taking new work and waits for in-flight `/v1`
  * callers up to `agent.cron_drain_timeout`; `close()` then releases everything.
@@ -23,7 +25,7 @@ import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { HermesQueues } from '../scheduler/store/queues.ts';
 import { loopStoreFor, runStoreFor, loopServiceFor } from '../scheduler/services.ts';
 import { v1RunsQueue } from '../scheduler/v1/v1-runs.ts';
-import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
+import { outboundQueue, telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
 import { InflightRuns } from './drain.ts';
 import { StreamFanout } from './stream-fanout.ts';
@@ -34,6 +36,8 @@ import type { PlatformPlugin } from './plugins/platform-plugin.ts';
 import { PlatformRegistry, type PlatformStatus } from './plugins/platform-registry.ts';
 import { ReconnectWatcher } from './plugins/reconnect-watcher.ts';
 import { telegramPlugin } from './telegram/telegram-plugin.ts';
+import { slackPlugin } from './slack/slack-plugin.ts';
+import type { PlatformRoute } from './http/server.ts';
 
 /** Options of `startGateway`. */
 export interface GatewayOptions {
@@ -115,14 +119,27 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     maxSubscriptions: config.api_server.max_streams, log,
   });
   const outbound = telegramOutboundQueue(keys, bull, log);
+  const slackOutbound = outboundQueue('slack', keys, bull, log);
   // In one process with a worker (`hermes up`) the gateway serves the worker's metrics too.
   const metrics = options.metrics ?? new HermesMetrics({
-    fleet: fleetReadings({ redis, workersKey: keys.workers, queues: [queues.acrossShards('ticks'), queues.acrossShards('inbox'), outbound, v1Queue] }),
+    fleet: fleetReadings({ redis, workersKey: keys.workers, queues: [queues.acrossShards('ticks'), queues.acrossShards('inbox'), outbound, slackOutbound, v1Queue] }),
   });
   const gw = config.gateway;
   const registry = new PlatformRegistry(gw.plugin_load_timeout_seconds * 1000, log);
   registry.register(telegramPlugin({ config, redis, topology, keys, queues, outbound, instanceId, log, metrics }));
+  registry.register(slackPlugin({ config, redis, topology, keys, queues, outbound: slackOutbound, log, metrics }));
   for (const plugin of options.plugins ?? []) registry.register(plugin);
+  metrics.observePlatforms(() => registry.statuses());
+  // Each enabled platform's own paths go to its adapter while it is ready; 503 (the platform retries) before.
+  const platformRoutes: PlatformRoute[] = registry.names().filter((name) => !registry.isGated(name)).flatMap((name) =>
+    (registry.plugin(name)?.httpPaths ?? []).map((path) => ({
+      path,
+      handle: async (request) => {
+        const adapter = registry.adapter(name);
+        if (!adapter?.handleHttp) return { status: 503, json: { error: `platform ${name} is not ready (${registry.status(name)?.state})` } };
+        return await adapter.handleHttp(request);
+      },
+    })));
   const watcher = new ReconnectWatcher(registry, {
     backoffMs: gw.reconnect_backoff_seconds.map((s) => s * 1000),
     maxRearms: gw.max_plugin_load_rearms,
@@ -142,7 +159,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     cleanups.length = 0;
   };
   cleanups.push(['redis', () => redis.quit()], ['bullmq connection', () => bull.quit()], ['stream reader', () => fanout.close()]);
-  cleanups.push(['queues', () => queues.close()], ['v1 queue', () => v1Queue.close()], ['outbound queue', () => outbound.close()]);
+  cleanups.push(['queues', () => queues.close()], ['v1 queue', () => v1Queue.close()], ['outbound queue', () => outbound.close()], ['slack outbound queue', () => slackOutbound.close()]);
 
   let http: HttpServerHandle;
   try {
@@ -165,14 +182,18 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         },
         maxJsonDepth: config.api_server.max_json_depth, sseMaxBufferedBytes: config.api_server.sse_max_buffered_bytes,
       },
-      dashboard: { queues: [...queues.shards().flatMap((q) => [q.ticks, q.inbox]), outbound, v1Queue], readOnly: config.dashboard.read_only },
+      dashboard: { queues: [...queues.shards().flatMap((q) => [q.ticks, q.inbox]), outbound, slackOutbound, v1Queue], readOnly: config.dashboard.read_only },
+      platformRoutes,
       health: {
         checks: new GatewayHealth(redis, keys, {
           redisTimeoutMs: config.gateway.redis_timeout_ms, workerMaxAgeMs: config.gateway.ready_worker_max_age_seconds * 1000,
         }),
         details: () => ({
           instance: instanceId, draining: inflight.draining, streams: fanout.subscriptions,
-          platforms: Object.fromEntries(registry.statuses().map((p) => [p.name, { state: p.state, ...(p.adapter ?? {}) }])),
+          platforms: Object.fromEntries(registry.statuses().map((p) => [p.name, {
+            state: p.state, loads: p.loads, rearms: watcher.rearms(p.name),
+            ...(p.lastError ? { last_error: p.lastError } : {}), ...(p.heldInbound ? { held_inbound: p.heldInbound } : {}), ...(p.adapter ?? {}),
+          }])),
         }),
       },
     });

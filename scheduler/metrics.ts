@@ -53,6 +53,11 @@ export class HermesMetrics {
   /** A tick handed back for later (busy session, pending input, an active goal, a drain, …). */
   readonly ticksDeferred: Counter<'reason'>;
   readonly telegramSends: Counter<'outcome'>;
+  /** Sends of the platform-neutral outbound senders (Slack), by platform and outcome. */
+  readonly platformSends: Counter<'platform' | 'outcome'>;
+  /** 1 for each platform's current plugin state (gateway), read at scrape time. */
+  readonly platformState: Gauge<'platform' | 'state'>;
+  private platformStates: (() => Array<{ name: string; state: string }>) | undefined;
   readonly httpRequests: Counter<'route' | 'status'>;
   /** Model calls of agent turns, judges and summaries, by turn kind and `ModelCallOutcome`. */
   readonly modelCalls: Counter<'kind' | 'outcome'>;
@@ -79,6 +84,19 @@ export class HermesMetrics {
     });
     this.ticksDeferred = new Counter({ name: 'hermes_ticks_deferred_total', help: 'Ticks handed back to run later, by reason.', labelNames: ['reason'], registers });
     this.telegramSends = new Counter({ name: 'hermes_telegram_sends_total', help: 'Telegram sendMessage calls of the outbound sender, by outcome.', labelNames: ['outcome'], registers });
+    this.platformSends = new Counter({
+      name: 'hermes_platform_sends_total', help: 'Messages sent by a platform\'s outbound sender (Slack chat.postMessage), by platform and outcome.',
+      labelNames: ['platform', 'outcome'], registers,
+    });
+    const states = () => this.platformStates?.() ?? [];
+    this.platformState = new Gauge({
+      name: 'hermes_platform_state', help: 'State of each platform of the gateway (ready, loading, adapter_unavailable, not_enabled, …): 1 for the current state.',
+      labelNames: ['platform', 'state'], registers,
+      collect() {
+        this.reset();
+        for (const p of states()) this.set({ platform: p.name, state: p.state }, 1);
+      },
+    });
     this.httpRequests = new Counter({ name: 'hermes_http_requests_total', help: 'HTTP requests of the gateway, by route pattern and status code.', labelNames: ['route', 'status'], registers });
     this.modelCalls = new Counter({
       name: 'hermes_model_calls_total', help: 'Model calls, by turn kind and outcome (ok, fallback, failed; retried counts transient answers the client retried).',
@@ -106,6 +124,11 @@ export class HermesMetrics {
         if (fleet) this.set(await fleet.workersAlive());
       },
     });
+  }
+
+  /** Where `hermes_platform_state` reads the platforms' states (the gateway's registry). */
+  observePlatforms(read: () => Array<{ name: string; state: string }>): void {
+    this.platformStates = read;
   }
 
   /** Record a finished turn. @param seconds - its wall time */

@@ -36,9 +36,12 @@ import { HttpError, errorHandler, storeUnavailableError } from './errors.ts';
 import { REDIS_RETRY_AFTER_SECONDS, type GatewayHealth } from '../health.ts';
 import type { SseStream } from './sse.ts';
 import { v1Router, type V1Deps } from './v1-routes.ts';
+import type { PlatformHttpAnswer, PlatformHttpRequest } from '../plugins/platform-plugin.ts';
 
 /** Largest accepted JSON body. */
 export const BODY_LIMIT = '2mb';
+/** Largest body of a platform's own path (Slack's events are a few kB). */
+export const PLATFORM_BODY_LIMIT = '1mb';
 
 /** Settings and collaborators of the HTTP server. */
 export interface HttpServerOptions {
@@ -57,7 +60,18 @@ export interface HttpServerOptions {
   dashboard?: { queues: Queue[]; readOnly: boolean };
   /** Limits of callers (`api_server.*`). */
   limits: HttpLimits;
+  /**
+   * Platforms' own `POST` paths (`/slack/events`): no bearer key and no browser guard (the
+   * platform signs its requests and the adapter checks that), the raw body handed over.
+   */
+  platformRoutes?: PlatformRoute[];
   log: Logger;
+}
+
+/** A platform's own `POST` path and who answers it. */
+export interface PlatformRoute {
+  path: string;
+  handle(request: PlatformHttpRequest): Promise<PlatformHttpAnswer>;
 }
 
 /** What callers of the HTTP server may grow (`api_server.*`). */
@@ -112,6 +126,23 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
   };
   app.get('/health/ready', ready);
   app.get('/health', ready);
+
+  // Platforms' own paths: the platform, not a browser or an API client, calls them, and signs
+  // its requests (the adapter checks the signature before it reads anything).
+  for (const route of options.platformRoutes ?? []) {
+    app.post(route.path, express.raw({ type: () => true, limit: PLATFORM_BODY_LIMIT }), async (req, res, next) => {
+      try {
+        const answer = await route.handle({
+          path: route.path, headers: req.headers, rawBody: Buffer.isBuffer(req.body) ? req.body.toString('utf8') : '',
+        });
+        res.status(answer.status);
+        if (answer.json === undefined) res.end();
+        else res.json(answer.json);
+      } catch (err) {
+        next(err);
+      }
+    });
+  }
 
   // Everything below: no DNS-rebound or cross-site browser request (browser-guard.ts).
   app.use(browserGuard(options.key));

@@ -17,6 +17,37 @@ export interface PlatformAdapter {
   stop(): Promise<void>;
   /** Extra fields for `/health`. */
   status(): Record<string, unknown>;
+  /**
+   * Answer a request to one of the plugin's `httpPaths` (the gateway routes it here only while
+   * the adapter is ready, and answers 503 otherwise). No bearer key is checked before: the
+   * adapter authenticates the platform itself (e.g. Slack's request signature).
+   */
+  handleHttp?(request: PlatformHttpRequest): Promise<PlatformHttpAnswer>;
+  /**
+   * Inbound events this adapter accepted from its platform but has not stored yet (a platform
+   * whose events cannot be fetched again once acknowledged). Read after `stop()`; the registry
+   * hands them to the adapter that replaces this one. Adapters that store before they
+   * acknowledge (Telegram, Slack) hold nothing and leave this out.
+   */
+  heldInbound?(): unknown[];
+  /** Take over the held inbound events of the adapter this one replaces; called once it is ready. */
+  adoptHeldInbound?(events: unknown[]): void;
+}
+
+/** A request to a platform's own HTTP path (`POST /slack/events`). */
+export interface PlatformHttpRequest {
+  path: string;
+  /** Lower-cased header names. */
+  headers: Record<string, string | string[] | undefined>;
+  /** The body exactly as received (signatures cover its bytes). */
+  rawBody: string;
+}
+
+/** The answer to a {@link PlatformHttpRequest}. */
+export interface PlatformHttpAnswer {
+  status: number;
+  /** A JSON body, or none. */
+  json?: unknown;
 }
 
 /** What a plugin's `load()` gets. */
@@ -34,6 +65,8 @@ export interface PlatformPlugin {
   readonly availability: PluginAvailability;
   /** Hermes versions the plugin works with: `>=0.1.0`, `^0.1.0` or an exact `0.1.0`. Any when unset. */
   readonly requiresHermes?: string;
+  /** `POST` paths of the gateway's HTTP server routed to the adapter's `handleHttp` (`/slack/events`). */
+  readonly httpPaths?: readonly string[];
   /** Import and connect the adapter (not started yet). Rejects when it cannot. */
   load(ctx: PluginLoadContext): Promise<PlatformAdapter>;
 }

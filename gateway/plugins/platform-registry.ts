@@ -16,6 +16,14 @@
  * A ready adapter that reports a fatal failure (`onFatal`) is stopped and its
  * platform becomes `adapter_unavailable`, which the reconnect watcher handles
  * like a failed load.
+ *
+ * Held inbound events (seed 002, fix two, for every platform): the inbound events a
+ * failed adapter still holds (`heldInbound()`, read after its `stop()`, so what its
+ * teardown rescued is included) stay with its platform's entry and are handed to the
+ * adapter that replaces it (`adoptHeldInbound`) once that one has started — a
+ * candidate whose start fails never takes them. A no-op for adapters without a hold
+ * queue. Each platform has its own entry: one platform failing, re-arming or holding
+ * events never touches another's.
  */
 import type { Logger } from 'pino';
 import type { PlatformAdapter, PlatformPlugin } from './platform-plugin.ts';
@@ -40,6 +48,8 @@ interface Entry {
   failedAt?: number;
   loads: number;
   abort?: AbortController;
+  /** Inbound events held by a failed adapter, waiting for its successor. */
+  held: unknown[];
 }
 
 /** A snapshot for `/health` and the watcher. */
@@ -50,6 +60,8 @@ export interface PlatformStatus {
   loads: number;
   lastError?: string;
   failedAt?: number;
+  /** Inbound events held for the next adapter of this platform. */
+  heldInbound: number;
   adapter?: Record<string, unknown>;
 }
 
@@ -69,7 +81,12 @@ export class PlatformRegistry {
 
   /** Register a plugin (replacing one of the same name that is not loaded). */
   register(plugin: PlatformPlugin): void {
-    this.entries.set(plugin.name, { plugin, state: this.gate(plugin) ?? 'idle', hanging: false, loads: 0 });
+    this.entries.set(plugin.name, { plugin, state: this.gate(plugin) ?? 'idle', hanging: false, loads: 0, held: [] });
+  }
+
+  /** The manifest of a registered platform. */
+  plugin(name: string): PlatformPlugin | undefined {
+    return this.entries.get(name)?.plugin;
   }
 
   /** Names of all registered platforms. */
@@ -98,7 +115,7 @@ export class PlatformRegistry {
     const e = this.entries.get(name);
     if (!e) return undefined;
     return {
-      name, state: e.state, hanging: e.hanging, loads: e.loads,
+      name, state: e.state, hanging: e.hanging, loads: e.loads, heldInbound: e.held.length,
       ...(e.lastError ? { lastError: e.lastError } : {}),
       ...(e.failedAt ? { failedAt: e.failedAt } : {}),
       ...(e.adapter && e.state === 'ready' ? { adapter: e.adapter.status() } : {}),
@@ -208,6 +225,12 @@ export class PlatformRegistry {
     e.adapter = adapter;
     e.state = 'ready';
     e.lastError = undefined;
+    if (e.held.length > 0 && adapter.adoptHeldInbound) {
+      const held = e.held;
+      e.held = [];
+      adapter.adoptHeldInbound(held);
+      this.log.info({ platform: e.plugin.name, events: held.length }, 'held inbound events handed to the rebuilt adapter');
+    }
     this.log.info({ platform: e.plugin.name, loads: e.loads }, 'platform adapter ready');
   }
 
@@ -235,5 +258,8 @@ export class PlatformRegistry {
     e.adapter = undefined;
     this.markUnavailable(e, err.message);
     await adapter?.stop().catch(() => {});
+    // After the stop, so events its teardown rescued are kept too.
+    const held = adapter?.heldInbound?.() ?? [];
+    if (held.length > 0) e.held.push(...held);
   }
 }

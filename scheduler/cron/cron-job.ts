@@ -129,8 +129,8 @@ export interface CronDelivery {
   status: CronDeliveryStatus;
   evidence?: string;
   error?: string;
-  /** Platform message ids of a `sent` delivery, one per part, in order. */
-  message_ids?: number[];
+  /** Platform message ids of a `sent` delivery, one per part, in order (Telegram: numbers; Slack: `ts` strings). */
+  message_ids?: Array<number | string>;
   /** After a failed send attempt: whether it is tried again (transient error) or not (permanent, or attempts used up). */
   will_retry?: boolean;
   /** Send attempts the gateway made so far. */

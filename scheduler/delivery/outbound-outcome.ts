@@ -17,7 +17,7 @@ import { DEFAULT_EVENTS_MAX_LEN } from '../session/session-store.ts';
 
 /** The outcome of one send attempt of an outbound job. */
 export type OutboundOutcome =
-  | { status: 'sent'; messageIds: number[]; attempts: number }
+  | { status: 'sent'; messageIds: Array<number | string>; attempts: number }
   | {
       status: 'failed';
       /** The platform's answer or the network error, without secrets. */
