@@ -98,7 +98,7 @@ program
   .description('start the stack: embedded Redis if needed, a worker, the gateway, and the session client')
   .option('-s, --session <id>', 'session to attach to', DEFAULT_SESSION)
   .option('--no-chat', 'do not attach a client; run until Ctrl+C')
-  .option('--no-gateway', 'do not start the gateway (Telegram, HTTP /v1 and /api)')
+  .option('--no-gateway', 'do not start the gateway (Telegram, Slack, HTTP /v1 and /api)')
   .action(action(async (opts: { session: string; chat: boolean; gateway: boolean }) => {
     const cfg = getConfig();
     // With the chat attached, logs go to a file so they do not run through the conversation.
@@ -138,7 +138,8 @@ program
     if (gw) log.info({ url: gw.gateway.httpAddress.url }, 'gateway listening');
     const banner = upBanner(cfg, {
       redis: describeTopology(target.topology), apiUrl: gw?.gateway.httpAddress.url,
-      telegramState: gw?.gateway.platforms().find((p) => p.name === 'telegram')?.state, chatSession: attach ? opts.session : undefined, logFile,
+      telegramState: gw?.gateway.platforms().find((p) => p.name === 'telegram')?.state,
+      slackState: gw?.gateway.platforms().find((p) => p.name === 'slack')?.state, chatSession: attach ? opts.session : undefined, logFile,
     });
     if (!stopEarly) process.stdout.write(`${banner.join('\n')}\n`);
     // An embedded Redis that died and could not be restarted stops the stack.
@@ -213,7 +214,7 @@ program
 
 program
   .command('gateway')
-  .description('run the gateway sidecar: Telegram relay, OpenAI-compatible /v1, /api and session streams')
+  .description('run the gateway sidecar: Telegram and Slack relays, OpenAI-compatible /v1, /api and session streams')
   .action(action(async () => {
     const cfg = getConfig();
     const log = createLogger({ level: cfg.log_level, name: 'gateway' });

@@ -16,6 +16,8 @@ export interface UpFacts {
   apiUrl: string | undefined;
   /** State of the Telegram plugin when the gateway runs (`PlatformStatus.state`), if it has one. */
   telegramState?: string;
+  /** State of the Slack plugin when the gateway runs, if it has one. */
+  slackState?: string;
   /** The chat is attached to this session (else `hermes up --no-chat` or no terminal). */
   chatSession?: string;
   /** Logs go to this file (with the chat attached). */
@@ -46,6 +48,15 @@ export function upBanner(cfg: HermesConfig, facts: UpFacts): string[] {
       : users === 0
         ? 'on, but nobody may use it: TELEGRAM_ALLOWED_USERS is empty'
         : `on · ${users} allowed user${users === 1 ? '' : 's'} (TELEGRAM_ALLOWED_USERS)${facts.telegramState && !TELEGRAM_FINE.has(facts.telegramState) ? ` · ${facts.telegramState.replace(/_/g, ' ')} (the log says why)` : ''}`;
+  const slackUsers = cfg.slack.allowed_users.length;
+  const slackMode = cfg.slack.app_token ? 'Socket Mode' : 'HTTP at /slack/events';
+  const slack = facts.apiUrl === undefined
+    ? 'off (--no-gateway)'
+    : !cfg.slack.bot_token
+      ? 'off (no SLACK_BOT_TOKEN)'
+      : slackUsers === 0
+        ? 'on, but nobody may use it: SLACK_ALLOWED_USERS is empty'
+        : `on · ${slackMode} · ${slackUsers} allowed user${slackUsers === 1 ? '' : 's'} (SLACK_ALLOWED_USERS)${facts.slackState && !TELEGRAM_FINE.has(facts.slackState) ? ` · ${facts.slackState.replace(/_/g, ' ')} (the log says why)` : ''}`;
   const api = facts.apiUrl === undefined
     ? 'off (--no-gateway)'
     : `${facts.apiUrl} · auth ${cfg.api_server.key ? 'on (Authorization: Bearer $API_SERVER_KEY)' : 'off (no API_SERVER_KEY; loopback only)'}`;
@@ -54,6 +65,7 @@ export function upBanner(cfg: HermesConfig, facts: UpFacts): string[] {
     `  API       ${api}`,
     `  model     ${model ? `${model.model} at ${showEndpoint(model.baseUrl)}` : NO_MODEL}`,
     `  Telegram  ${telegram}`,
+    ...(cfg.slack.bot_token ? [`  Slack     ${slack}`] : []),
     `  Redis     ${facts.redis}`,
     ...(facts.logFile ? [`  logs      ${facts.logFile}`] : []),
     facts.chatSession !== undefined

@@ -41,7 +41,10 @@ describe('delivery target parse and format', () => {
     ['telegram:-100123:topic', /Invalid delivery target "telegram:-100123:topic"/],
     ['telegram:-100123:1:2', /Invalid delivery target "telegram:-100123:1:2"/],
     ['telegram:@abc', /Invalid delivery target "telegram:@abc"/],
-    ['slack:C123', /Unknown delivery target "slack:C123"/],
+    ['slack:c123', /Invalid delivery target "slack:c123"/],
+    ['slack:C0123ABCD:', /Invalid delivery target "slack:C0123ABCD:"/],
+    ['slack:C0123ABCD:thread', /Invalid delivery target "slack:C0123ABCD:thread"/],
+    ['discard:C123', /Unknown delivery target "discard:C123"/],
     ['ftp://example.test', /Unknown delivery target "ftp:\/\/example.test"/],
     ['', /Unknown delivery target ""/],
   ])('refuses %j with a ScheduleInputError naming the field and the value', (text, message) => {
@@ -76,13 +79,24 @@ describe('routes and targets', () => {
   });
 
   it('a route of a platform without a target form has no target', () => {
-    expect(targetOfRoute({ platform: 'slack', chatId: 'C123' })).toBeUndefined();
+    expect(targetOfRoute({ platform: 'irc', chatId: '#ops' })).toBeUndefined();
+  });
+
+  it('slack:<channel>[:<thread_ts>] parses, formats back, and is a Slack route', () => {
+    expect(parseDeliveryTarget('slack:C0123ABCD')).toEqual({ kind: 'slack', chatId: 'C0123ABCD' });
+    const threaded = parseDeliveryTarget(' slack:D0123ABCD:1712345678.123456 ');
+    expect(threaded).toEqual({ kind: 'slack', chatId: 'D0123ABCD', threadId: '1712345678.123456' });
+    expect(formatDeliveryTarget(threaded)).toBe('slack:D0123ABCD:1712345678.123456');
+    const route = { platform: 'slack', chatId: 'C0123ABCD', threadId: '1712345678.123456' };
+    expect(routeOfTarget(targetOfRoute(route)!)).toEqual(route);
+    expect(formatDeliveryTarget(targetOfRoute(route)!)).toBe('slack:C0123ABCD:1712345678.123456');
   });
 });
 
 describe('every surface uses the one parser', () => {
   it('cron --deliver: a comma list in canonical form, de-duplicated', () => {
     expect(parseDeliver(' telegram:-1001234567890:17 , local,telegram:-1001234567890:17')).toEqual(['telegram:-1001234567890:17', 'local']);
+    expect(parseDeliver('slack:C0123ABCD:1712345678.123456,local')).toEqual(['slack:C0123ABCD:1712345678.123456', 'local']);
   });
 
   it('loop --deliver: a Telegram target becomes the origin route; local is no route; others are refused', () => {

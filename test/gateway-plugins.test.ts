@@ -177,6 +177,55 @@ describe('platform registry and reconnect watcher', () => {
     expect(rearms('fragile')).toBe(1);
   });
 
+  it('hands the inbound events a failed adapter held to the adapter that replaces it, once that one started (seed 002, fix two)', async () => {
+    const { registry, watcher } = setup([20, 20, 20]);
+    class HoldingAdapter extends FakeAdapter {
+      held: unknown[] = [];
+      adopted: unknown[] = [];
+      failStart = false;
+      override async start() {
+        if (this.failStart) throw new Error('connection refused');
+        await super.start();
+      }
+      override async stop() {
+        await super.stop();
+        this.held.push('rescued at teardown'); // what the teardown rescued is handed over too
+      }
+      heldInbound() {
+        return this.held;
+      }
+      adoptHeldInbound(events: unknown[]) {
+        this.adopted.push(...events);
+      }
+    }
+    const adapters: HoldingAdapter[] = [];
+    let fatal: ((err: Error) => void) | undefined;
+    registry.register({
+      name: 'holding', availability: 'enabled',
+      async load(ctx) {
+        fatal = ctx.onFatal;
+        const a = new HoldingAdapter();
+        a.failStart = adapters.length === 1; // the first replacement candidate cannot connect
+        adapters.push(a);
+        return a;
+      },
+    });
+    // another platform, failing and re-arming on its own meanwhile, is not touched
+    const other = scriptedPlugin('other', ['ok']);
+    registry.register(other.plugin);
+    expect(await registry.load('holding')).toBe('ready');
+    expect(await registry.load('other')).toBe('ready');
+    adapters[0]!.held.push('update 1', 'update 2');
+    watcher.start();
+    fatal!(new Error('polling stalled'));
+    await waitFor(() => registry.status('holding')?.state === 'ready' && adapters.length === 3, 5000, 'rebuilt adapter ready');
+    expect(adapters[1]!.adopted).toEqual([]); // a candidate whose start failed never takes the queue
+    expect(adapters[2]!.adopted).toEqual(['update 1', 'update 2', 'rescued at teardown']);
+    expect(registry.status('holding')?.heldInbound).toBe(0);
+    expect(registry.status('other')?.state).toBe('ready');
+    expect(other.calls).toHaveLength(1);
+  });
+
   it('reads plugin version ranges', () => {
     expect(satisfiesRange('0.1.0', '>=0.1.0')).toBe(true);
     expect(satisfiesRange('0.1.0', '^0.1.0')).toBe(true);
@@ -231,7 +280,10 @@ describe('the Telegram adapter through the registry', () => {
     const gw = await startGateway({ config: { ...env.config, telegram: { ...env.config.telegram, bot_token: undefined } }, redisUrl: env.redisUrl, log: memoryLogger().log });
     stops.push(() => gw.close());
     await sleep(200);
-    expect(gw.platforms()).toEqual([expect.objectContaining({ name: 'telegram', state: 'not_enabled', loads: 0 })]);
+    expect(gw.platforms()).toEqual([
+      expect.objectContaining({ name: 'telegram', state: 'not_enabled', loads: 0 }),
+      expect.objectContaining({ name: 'slack', state: 'not_enabled', loads: 0 }),
+    ]);
     expect(fake.pollCount).toBe(0);
   });
 });
