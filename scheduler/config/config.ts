@@ -88,15 +88,18 @@ const commandSchema = z
   })
   .strict();
 
-/** Surfaces a turn can come from; `tools.allow_from` names them. */
-export const TOOL_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'api', 'v1', 'cron'] as const;
+/**
+ * Surfaces a turn can come from; `tools.allow_from` names them. `web` is a message typed in the
+ * console (`/ui`) or sent with `POST /api/sessions/:id/messages`: chat input, like `telegram`.
+ */
+export const TOOL_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'api', 'web', 'v1', 'cron'] as const;
 
 /**
  * What `tools.schedules.allow_from` names: the surfaces of `tools.allow_from` but `v1` (a `/v1`
  * request belongs to no session, so nothing it schedules could be its own), and the turns that
  * run unattended by their kind: `loop` and `heartbeat` ticks, `goal` continuations, `cron` runs.
  */
-export const SCHEDULE_TOOL_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'api', 'loop', 'heartbeat', 'goal', 'cron'] as const;
+export const SCHEDULE_TOOL_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'api', 'web', 'loop', 'heartbeat', 'goal', 'cron'] as const;
 
 /**
  * A command the agent may call as a tool (`tools.commands.<name>`). The model's

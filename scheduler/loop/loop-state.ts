@@ -47,7 +47,8 @@ export type RunnerSpec =
 
 /** Where a schedule was created, and where replies go besides the session stream. */
 export interface Origin {
-  surface: 'cli' | 'chat' | 'telegram' | 'slack' | 'api';
+  /** `web`: the console (`/ui`) or `POST /api/sessions/:id/messages` (chat input, never trusted). */
+  surface: 'cli' | 'chat' | 'telegram' | 'slack' | 'api' | 'web';
   /** Messaging route (platform + chat) for replies, when set from a platform. */
   route?: MessagingRoute;
 }
