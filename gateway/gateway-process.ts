@@ -23,7 +23,7 @@ import { Keys } from '../scheduler/store/keys.ts';
 import { assertShardCount } from '../scheduler/store/redis/shard-count.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { HermesQueues } from '../scheduler/store/queues.ts';
-import { loopStoreFor, runStoreFor, loopServiceFor } from '../scheduler/services.ts';
+import { goalServiceFor, loopStoreFor, runStoreFor, loopServiceFor } from '../scheduler/services.ts';
 import { v1RunsQueue } from '../scheduler/v1/v1-runs.ts';
 import { outboundQueue, telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
@@ -111,6 +111,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const runs = runStoreFor(config, redis, keys);
   const loops = loopStoreFor(config, { redis, keys, queues });
   const schedules = loopServiceFor(config, loops, log);
+  const goals = goalServiceFor(config, { redis, keys, queues }, log);
   const inflight = new InflightRuns();
   // One blocking connection per shard serves every event stream and waiting `/v1` caller of this process.
   const fanout = new StreamFanout({
@@ -173,7 +174,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         maxPromptChars: config.agent.max_prompt_chars, runTimeoutMs: config.gateway.run_timeout_seconds * 1000,
         queueTimeoutMs: config.gateway.redis_timeout_ms,
       },
-      api: { config, keys, redis, fanout, loops, schedules, cron: options.cron, inflight },
+      api: { config, keys, redis, fanout, loops, schedules, queues, goals, cron: options.cron, inflight },
       metrics: { registry: metrics, public: config.metrics.public },
       limits: {
         connections: {

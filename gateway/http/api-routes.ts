@@ -1,15 +1,15 @@
 /**
  * The management API under `/api` (docs/DESIGN.md §8): loop and heartbeat schedules of
  * sessions (through the same `LoopService` as `/loop` in chat, so the rules
- * live in scheduler/), cron jobs (cron-routes.ts), and a session's event stream
- * as SSE with `Last-Event-ID` resume.
+ * live in scheduler/), cron jobs (cron-routes.ts), sessions, their transcripts and
+ * messages to them (session-routes.ts), and a session's event stream as SSE with
+ * `Last-Event-ID` resume.
  *
  * Schedules created over HTTP always run the agent: `/api` can never create a
  * command turn (docs/DESIGN.md §3).
  */
 import { LOOP_NOTIFY, type LoopNotify, type ScheduleEconomy } from '../../scheduler/loop/loop-state.ts';
 import { MAX_TOKENS_LIMIT } from '../../scheduler/loop/economy-flags.ts';
-import { NO_TOTALS, type SpendTotals } from '../../scheduler/model-spend.ts';
 import { Router } from 'express';
 import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { isStreamId, type StreamFanout } from '../stream-fanout.ts';
@@ -19,13 +19,16 @@ import { MAX_INTERVAL_SECONDS } from '../../scheduler/interval.ts';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import type { Keys, LoopKind } from '../../scheduler/store/keys.ts';
 import { parseLoopArgs } from '../../scheduler/loop/loop-command.ts';
-import type { LoopRecord } from '../../scheduler/loop/loop-state.ts';
+import { scheduleObject } from './schedule-view.ts';
 import type { LoopStore } from '../../scheduler/loop/loop-store.ts';
-import { statusLine, type LoopService, type LoopSpec } from '../../scheduler/loop/loop-service.ts';
+import type { LoopService, LoopSpec } from '../../scheduler/loop/loop-service.ts';
 import { assertSessionId } from '../../scheduler/session/session-id.ts';
 import { sessionStoreFor } from '../../scheduler/services.ts';
 import type { InflightRuns } from '../drain.ts';
 import { cronRouter, type CronApi } from './cron-routes.ts';
+import { sessionRouter } from './session-routes.ts';
+import type { HermesQueues } from '../../scheduler/store/queues.ts';
+import type { GoalService } from '../../scheduler/goal/goal-service.ts';
 import { HttpError } from './errors.ts';
 import { entryFrame, lastEventId, openSse, type SseStream } from './sse.ts';
 
@@ -39,6 +42,9 @@ export interface ApiDeps {
   fanout: StreamFanout;
   loops: LoopStore;
   schedules: LoopService;
+  /** The BullMQ queues (a web message goes to its session's inbox). */
+  queues: HermesQueues;
+  goals: GoalService;
   cron?: CronApi;
   inflight: InflightRuns;
   streams: Set<SseStream>;
@@ -157,6 +163,8 @@ export function apiRouter(deps: ApiDeps): Router {
   });
 
   router.use('/cron', cronRouter(deps.cron));
+  const sessions = sessionStoreFor(deps.config, deps.redis, deps.keys);
+  router.use('/sessions', sessionRouter({ ...deps, sessions, maxChars: deps.config.agent.max_prompt_chars }));
 
   router.get('/sessions/:id/events', async (req, res) => {
     const sessionId = assertSessionId(String(req.params.id));
@@ -165,7 +173,7 @@ export function apiRouter(deps: ApiDeps): Router {
     if (after !== '$' && !isStreamId(after)) {
       throw new HttpError(400, 'Last-Event-ID must be an event id like 1700000000000-0.', 'invalid_request_error', 'invalid_event_id', 'Last-Event-ID');
     }
-    if (after === '$') after = await sessionStoreFor(deps.config, deps.redis, deps.keys).lastEventId(sessionId);
+    if (after === '$') after = await sessions.lastEventId(sessionId);
     // One shared reader serves every stream (gateway/stream-fanout.ts); beyond the cap this throws (429).
     let sse: SseStream | undefined;
     const sub = deps.fanout.subscribe(deps.keys.events(sessionId), after, (events) => {
@@ -190,24 +198,4 @@ async function requireSchedule(deps: ApiDeps, sessionId: string, kind: LoopKind)
   if (!(await deps.loops.get(sessionId, kind))) {
     throw new HttpError(404, `No ${kind} in session ${sessionId}.`, 'not_found_error', 'schedule_not_found');
   }
-}
-
-/** The API shape of a loop or heartbeat (times in epoch ms). */
-/** Spend totals on the wire, as cron jobs show theirs (`SpendTotals`; zeros before the first model call). */
-export function spendObject(t: SpendTotals | undefined): SpendTotals {
-  return t ?? { ...NO_TOTALS };
-}
-
-function scheduleObject(r: LoopRecord, now: number, nextDueAt?: number) {
-  return {
-    session_id: r.sessionId, kind: r.kind, loop_id: r.loopId, status: r.status, status_reason: r.statusReason,
-    mode: r.mode, interval_seconds: r.intervalSeconds, prompt: r.prompt, times: r.times, until: r.until,
-    ticks_used: r.ticksUsed, max_ticks: r.maxTicks, created_at: r.createdAt, updated_at: r.updatedAt,
-    last_tick_started_at: r.lastTickStartedAt, next_due_at: nextDueAt ?? null,
-    notify: r.notify ?? 'auto', watch: r.watch ?? null, model: r.model ?? null, max_tokens: r.maxTokens ?? null,
-    budget_tokens: r.maxTokens ? r.budgetTokens ?? 0 : null, silent_ticks: r.silentTicks ?? 0, unchanged_ticks: r.unchangedTicks ?? 0,
-    spend: spendObject(r.spend),
-    created_by: r.createdBy ?? null,
-    status_line: statusLine(r, now, nextDueAt),
-  };
 }

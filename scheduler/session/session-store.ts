@@ -87,6 +87,20 @@ export class SessionStore {
     return raw.map((r) => JSON.parse(r) as TranscriptMessage);
   }
 
+  /**
+   * One page of the transcript, oldest first: the `limit` messages before index `before`
+   * (default: the end). Indexes count from the oldest message kept (the list is capped at
+   * `worker.transcript_max_messages`, so they shift as old messages are dropped).
+   */
+  async transcriptPage(sessionId: string, options: { before?: number; limit: number }): Promise<{ total: number; start: number; messages: TranscriptMessage[] }> {
+    const key = this.keys.transcript(sessionId);
+    const total = await this.redis.llen(key);
+    const end = Math.min(options.before ?? total, total);
+    const start = Math.max(0, end - options.limit);
+    const raw = end > start ? await this.redis.lrange(key, start, end - 1) : [];
+    return { total, start, messages: raw.map((r) => JSON.parse(r) as TranscriptMessage) };
+  }
+
   /** Append an event that is not part of a turn commit (status notes, tick started). @returns its stream id */
   async appendEvent(sessionId: string, type: string, data: Record<string, unknown>): Promise<string> {
     const id = await this.redis.xadd(

@@ -1,0 +1,37 @@
+/**
+ * How `/api` shows a loop, a heartbeat, a goal and their spend (times in epoch ms): one shape
+ * for `/api/schedules` and `/api/sessions`.
+ */
+import type { GoalRecord } from '../../scheduler/goal/goal-state.ts';
+import { statusLine } from '../../scheduler/loop/loop-service.ts';
+import type { LoopRecord } from '../../scheduler/loop/loop-state.ts';
+import { NO_TOTALS, type SpendTotals } from '../../scheduler/model-spend.ts';
+
+/** Spend totals on the wire, as cron jobs show theirs (`SpendTotals`; zeros before the first model call). */
+export function spendObject(t: SpendTotals | undefined): SpendTotals {
+  return t ?? { ...NO_TOTALS };
+}
+
+/** The API shape of a loop or heartbeat. */
+export function scheduleObject(r: LoopRecord, now: number, nextDueAt?: number) {
+  return {
+    session_id: r.sessionId, kind: r.kind, loop_id: r.loopId, status: r.status, status_reason: r.statusReason,
+    mode: r.mode, interval_seconds: r.intervalSeconds, prompt: r.prompt, times: r.times, until: r.until,
+    ticks_used: r.ticksUsed, max_ticks: r.maxTicks, created_at: r.createdAt, updated_at: r.updatedAt,
+    last_tick_started_at: r.lastTickStartedAt, next_due_at: nextDueAt ?? null,
+    notify: r.notify ?? 'auto', watch: r.watch ?? null, model: r.model ?? null, max_tokens: r.maxTokens ?? null,
+    budget_tokens: r.maxTokens ? r.budgetTokens ?? 0 : null, silent_ticks: r.silentTicks ?? 0, unchanged_ticks: r.unchangedTicks ?? 0,
+    spend: spendObject(r.spend),
+    created_by: r.createdBy ?? null,
+    status_line: statusLine(r, now, nextDueAt),
+  };
+}
+
+/** The API shape of a goal. */
+export function goalObject(g: GoalRecord) {
+  return {
+    session_id: g.sessionId, goal_id: g.goalId, text: g.text, status: g.status, status_reason: g.statusReason,
+    parked: g.parked, turns_used: g.turnsUsed, max_turns: g.maxTurns, last_verdict: g.lastVerdict,
+    created_at: g.createdAt, updated_at: g.updatedAt, model: g.model ?? null, spend: spendObject(g.spend),
+  };
+}
