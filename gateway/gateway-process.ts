@@ -23,7 +23,7 @@ import { Keys } from '../scheduler/store/keys.ts';
 import { assertShardCount } from '../scheduler/store/redis/shard-count.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { HermesQueues } from '../scheduler/store/queues.ts';
-import { goalServiceFor, loopStoreFor, runStoreFor, loopServiceFor } from '../scheduler/services.ts';
+import { goalServiceFor, loopStoreFor, runStoreFor, loopServiceFor, sessionStoreFor } from '../scheduler/services.ts';
 import { v1RunsQueue } from '../scheduler/v1/v1-runs.ts';
 import { outboundQueue, telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
@@ -175,6 +175,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         queueTimeoutMs: config.gateway.redis_timeout_ms,
       },
       api: { config, keys, redis, fanout, loops, schedules, queues, goals, cron: options.cron, inflight },
+      console: { config, keys, redis, queues, fanout, loops, schedules, goals, sessions: sessionStoreFor(config, redis, keys), cron: options.cron },
       metrics: { registry: metrics, public: config.metrics.public },
       limits: {
         connections: {

@@ -44,8 +44,8 @@ export interface CronAddInput {
  */
 export interface CronApi {
   list(options: { all: boolean }): Promise<unknown[]>;
-  /** One job with its next fire times (`next_runs`, ISO UTC). Unknown references throw `UnknownJobError` (404). */
-  get(ref: string): Promise<unknown>;
+  /** One job with its next fire times (`next_runs`, ISO UTC; 5 unless `nextRuns` says). Unknown references throw `UnknownJobError` (404). */
+  get(ref: string, options?: { nextRuns?: number }): Promise<unknown>;
   add(input: CronAddInput): Promise<unknown>;
   /** Change fields; a new schedule or zone takes effect from now. */
   edit(ref: string, changes: CronEditInput): Promise<unknown>;

@@ -25,8 +25,9 @@ export const DASHBOARD_PATH = '/admin/queues';
 /**
  * Basic auth (any user, the key as password) or a bearer key; a no-op without a key.
  * A refusal asks the browser for credentials (`WWW-Authenticate: Basic`).
+ * @param page - the realm and the name of what is refused, for the browser's prompt and the 401's text
  */
-export function basicKeyAuth(key: string | undefined): RequestHandler {
+export function basicKeyAuth(key: string | undefined, page = { realm: 'hermes queues', name: 'The queue dashboard' }): RequestHandler {
   return (req, res, next) => {
     if (!key) return next();
     const header = (req.get('authorization') ?? '').trim();
@@ -42,8 +43,8 @@ export function basicKeyAuth(key: string | undefined): RequestHandler {
     }
     if (presented !== undefined && keyMatches(presented, key)) return next();
     // Connection: close, as for the bearer key: an unread body is not drained either.
-    res.status(401).set({ 'WWW-Authenticate': 'Basic realm="hermes queues", charset="UTF-8"', Connection: 'close' }).type('text/plain')
-      .send('The queue dashboard needs the API key: any user name, API_SERVER_KEY as the password.\n');
+    res.status(401).set({ 'WWW-Authenticate': `Basic realm="${page.realm}", charset="UTF-8"`, Connection: 'close' }).type('text/plain')
+      .send(`${page.name} needs the API key: any user name (hermes), API_SERVER_KEY as the password.\n`);
   };
 }
 

@@ -4,7 +4,7 @@
  * cross-site request, `browser-guard.ts`); `/metrics` (Prometheus; behind the
  * key unless `metrics.public`); `/v1` (OpenAI compatible) and `/api`
  * (management), both behind the bearer key, then a 503 gate while Redis is
- * away, then the body parser; the queue dashboard behind Basic auth.
+ * away, then the body parser; the queue dashboard and the web console (`/ui`) behind Basic auth.
  *
  * Default bind 127.0.0.1:8642 (`api_server.host`/`port`); a non-loopback bind
  * without `API_SERVER_KEY` is refused before anything listens (docs/DESIGN.md §8).
@@ -37,6 +37,9 @@ import { REDIS_RETRY_AFTER_SECONDS, type GatewayHealth } from '../health.ts';
 import type { SseStream } from './sse.ts';
 import { v1Router, type V1Deps } from './v1-routes.ts';
 import type { PlatformHttpAnswer, PlatformHttpRequest } from '../plugins/platform-plugin.ts';
+import { consoleRouter } from '../console/console-router.ts';
+import type { ConsoleDeps } from '../console/console-data.ts';
+import { CONSOLE_PATH } from '../console/layout.ts';
 
 /** Largest accepted JSON body. */
 export const BODY_LIMIT = '2mb';
@@ -56,6 +59,8 @@ export interface HttpServerOptions {
   health: { checks: GatewayHealth; details: () => Record<string, unknown> };
   /** Metrics of this process: served at `/metrics`, and every request is counted. */
   metrics?: { registry: HermesMetrics; public: boolean };
+  /** The web console at `/ui` (gateway/console/). */
+  console?: Omit<ConsoleDeps, 'streams' | 'log' | 'sseMaxBufferedBytes'>;
   /** The queue dashboard at `/admin/queues` over these queues (`dashboard.ts`). */
   dashboard?: { queues: Queue[]; readOnly: boolean };
   /** Limits of callers (`api_server.*`). */
@@ -173,6 +178,12 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
   if (options.dashboard) {
     // Gated like /api: the dashboard's queue reads would otherwise wait out the whole outage.
     app.use(DASHBOARD_PATH, basicKeyAuth(options.key), storeGate, dashboardRouter(options.dashboard.queues, { readOnly: options.dashboard.readOnly }));
+  }
+
+  if (options.console) {
+    // Same access as the dashboard (a browser cannot send a bearer header); gated like /api.
+    app.use(CONSOLE_PATH, basicKeyAuth(options.key, { realm: 'hermes console', name: 'The console' }), storeGate,
+      consoleRouter({ ...options.console, streams, sseMaxBufferedBytes, log: log.child({ component: 'console' }) }));
   }
 
   app.use((req, res, next) => {

@@ -1,0 +1,115 @@
+/**
+ * What the console's pages read, and what they use to change things: the same stores and
+ * services as `/api` (loops through `LoopService`, goals through `GoalService`, cron jobs through
+ * `CronApi`), so the console has no rule of its own.
+ */
+import type { Logger } from 'pino';
+import type { HermesConfig } from '../../scheduler/config/config.ts';
+import type { GoalService } from '../../scheduler/goal/goal-service.ts';
+import type { LoopService } from '../../scheduler/loop/loop-service.ts';
+import type { LoopStore } from '../../scheduler/loop/loop-store.ts';
+import type { SessionStore } from '../../scheduler/session/session-store.ts';
+import type { Keys } from '../../scheduler/store/keys.ts';
+import type { HermesQueues } from '../../scheduler/store/queues.ts';
+import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
+import { aliveWorkerIds } from '../../scheduler/worker-liveness.ts';
+import type { CronApi } from '../http/cron-routes.ts';
+import type { SseStream } from '../http/sse.ts';
+import { sessionSummaries, type SessionSummary } from '../session-summaries.ts';
+import type { StreamFanout } from '../stream-fanout.ts';
+import type { HourCount, LatenessPoint } from './charts.ts';
+import { ms, type CronJobView, type CronRunView } from './cron-view.ts';
+
+/** What the console uses. */
+export interface ConsoleDeps {
+  config: HermesConfig;
+  keys: Keys;
+  redis: RedisClient;
+  queues: HermesQueues;
+  fanout: StreamFanout;
+  loops: LoopStore;
+  schedules: LoopService;
+  goals: GoalService;
+  sessions: SessionStore;
+  /** Cron jobs; without it the console shows none and cannot make one. */
+  cron?: CronApi;
+  /** Open event streams (closed with the server). */
+  streams: Set<SseStream>;
+  /** `api_server.sse_max_buffered_bytes` */
+  sseMaxBufferedBytes?: number;
+  log: Logger;
+}
+
+/** A cron job with its newest run. */
+export interface JobWithLastRun {
+  job: CronJobView;
+  lastRun: CronRunView | null;
+}
+
+/** Everything the overview shows. */
+export interface OverviewData {
+  now: number;
+  workers: string[];
+  sessions: SessionSummary[];
+  jobs: JobWithLastRun[];
+  lateness: LatenessPoint[];
+  hours: HourCount[];
+}
+
+/** The window the charts cover, ms. */
+export const CHART_WINDOW_MS = 24 * 3_600_000;
+/** Events read back per session for the charts. */
+const CHART_EVENTS_PER_SESSION = 500;
+/** Runs read back per cron job for the charts. */
+const CHART_RUNS_PER_JOB = 50;
+
+/** Every cron job (`[]` without a cron service). */
+export async function cronJobs(deps: ConsoleDeps): Promise<CronJobView[]> {
+  return deps.cron ? ((await deps.cron.list({ all: false })) as CronJobView[]) : [];
+}
+
+/** Read the overview: workers, sessions, cron jobs with their last run, and the charts' data. */
+export async function readOverview(deps: ConsoleDeps): Promise<OverviewData> {
+  const now = Date.now();
+  const [workers, sessions, jobs] = await Promise.all([
+    aliveWorkerIds(deps.redis, deps.keys.workers, now),
+    sessionSummaries({ redis: deps.redis, keys: deps.keys, loops: deps.loops, goals: deps.goals, sessions: deps.sessions }),
+    cronJobs(deps),
+  ]);
+  const runs = await Promise.all(jobs.map(async (job) => (deps.cron ? ((await deps.cron.runs(job.id, CHART_RUNS_PER_JOB)) as CronRunView[]) : [])));
+  const { lateness, hours } = await chartData(deps, sessions.map((s) => s.id), runs.flat(), now);
+  return { now, workers, sessions, jobs: jobs.map((job, i) => ({ job, lastRun: runs[i]![0] ?? null })), lateness, hours };
+}
+
+/**
+ * The charts' data from what the product keeps: each session's recent events (`tick.started`
+ * carries a tick's lateness; `reply`, `tick.failed`, `error` end a turn) and the cron jobs' run
+ * records (lateness, status).
+ */
+async function chartData(deps: ConsoleDeps, sessionIds: string[], runs: CronRunView[], now: number): Promise<{ lateness: LatenessPoint[]; hours: HourCount[] }> {
+  const since = now - CHART_WINDOW_MS;
+  const lateness: LatenessPoint[] = [];
+  const firstHour = Math.floor(since / 3_600_000) * 3_600_000;
+  const hours: HourCount[] = Array.from({ length: 25 }, (_, i) => ({ hourStart: firstHour + i * 3_600_000, turns: 0, failures: 0 }));
+  const count = (at: number, failed: boolean) => {
+    const h = hours[Math.floor((at - firstHour) / 3_600_000)];
+    if (!h || at < since) return;
+    h.turns++;
+    if (failed) h.failures++;
+  };
+  const events = await Promise.all(sessionIds.map((id) => deps.sessions.recentEvents(id, CHART_EVENTS_PER_SESSION)));
+  for (const e of events.flat()) {
+    const at = Number(e.id.split('-')[0]);
+    if (at < since) continue;
+    if (e.type === 'tick.started') lateness.push({ at, latenessMs: Math.max(0, Number(e.data.latenessMs ?? 0)), kind: String(e.data.kind ?? 'loop') });
+    else if (e.type === 'reply' || e.type === 'tick.unchanged') count(at, false);
+    else if (e.type === 'tick.failed' || e.type === 'error') count(at, true);
+  }
+  for (const r of runs) {
+    const started = ms(r.started_at);
+    if (started === null || started < since) continue;
+    lateness.push({ at: started, latenessMs: Math.max(0, r.lateness_ms), kind: 'cron' });
+    if (r.status === 'ok' || r.status === 'error') count(ms(r.finished_at) ?? started, r.status === 'error');
+  }
+  return { lateness, hours };
+}

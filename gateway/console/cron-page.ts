@@ -1,0 +1,96 @@
+/**
+ * A cron job's page (`/ui/cron/<id>`): its next 10 fire times in its zone, its runs (status,
+ * started, lateness, duration, delivery per target, output), run now / pause / resume / edit /
+ * remove; and the form that creates or edits a job, whose preview (next fires and the schedule in
+ * words) follows the schedule as it is typed — `hermes cron next`'s logic (scheduler/cron/preview.ts).
+ */
+import { formatInZone, isoUtc } from '../../scheduler/cron/cron-engine.ts';
+import type { SchedulePreview } from '../../scheduler/cron/preview.ts';
+import { describeCron, scheduleText } from '../../scheduler/cron/describe.ts';
+import { ms, type CronJobView, type CronRunView } from './cron-view.ts';
+import { at, clip, countdown, duration, tokens } from './format.ts';
+import { html, type Html } from './html.ts';
+import { CONSOLE_PATH, errorBox, page } from './layout.ts';
+import { cronUrl, scheduleWords } from './overview-page.ts';
+
+function action(job: CronJobView, name: string, label: string, confirm?: string): Html {
+  return html`<button type="button" class="action" data-action="${name}" hx-post="${cronUrl(job.id)}/${name}" hx-target="#job" hx-swap="outerHTML"${confirm ? html` hx-confirm="${confirm}"` : ''}>${label}</button>`;
+}
+
+function runRow(r: CronRunView, tz: string): Html {
+  const started = ms(r.started_at);
+  const finished = ms(r.finished_at);
+  const deliveries = r.deliveries.map((d) => html`<li>${d.target}: <span class="status status-${d.status}">${d.status}</span>${d.error ? ` (${d.error})` : ''}</li>`);
+  return html`<tr><td><span class="status status-${r.status}">${r.status}</span>${r.reason ? ` (${r.reason})` : ''}<br><span class="reason">${r.trigger}</span></td><td>${started === null ? '—' : at(started, tz)}</td><td>${duration(r.lateness_ms)}${r.late ? ' (late)' : ''}</td><td>${started !== null && finished !== null ? duration(finished - started) : '—'}</td><td><ul class="deliveries">${deliveries}</ul></td><td><pre class="text">${r.error ? `error: ${r.error}\n` : ''}${clip(r.output ?? '', 2000)}</pre></td></tr>`;
+}
+
+/** The job panel (details, next fires, actions); swapped whole after an action. */
+export function jobPanel(job: CronJobView, now: number, error?: string): Html {
+  const next = (job.next_runs ?? []).map((t) => Date.parse(t));
+  const buttons = [
+    action(job, 'run', 'Run now'),
+    job.state === 'paused' ? action(job, 'resume', 'Resume') : job.state === 'scheduled' ? action(job, 'pause', 'Pause') : '',
+    html`<a class="button" href="${cronUrl(job.id)}/edit">Edit</a>`,
+    action(job, 'remove', 'Remove', `Remove the cron job ${job.name}?`),
+  ];
+  return html`<section id="job">
+<dl class="job">
+<dt>schedule</dt><dd>${scheduleWords(job.schedule)}</dd>
+<dt>zone</dt><dd>${job.tz}</dd>
+<dt>state</dt><dd><span class="state state-${job.state}">${job.state}</span>${job.paused_reason ? html` <span class="reason">${job.paused_reason}</span>` : ''}</dd>
+<dt>prompt</dt><dd><pre class="text">${job.prompt}</pre></dd>
+<dt>deliver</dt><dd>${job.deliver}</dd>
+<dt>last run</dt><dd>${job.last_status ?? 'never'}${job.last_error ? ` — ${job.last_error}` : ''} · failure streak ${job.failure_streak}</dd>
+<dt>spend</dt><dd>${tokens(job.spend)}</dd>
+</dl>
+<div class="buttons">${buttons}</div>${error ? errorBox(error) : ''}
+<h2>Next ${next.length} fire times (${job.tz})</h2>
+${next.length === 0 ? html`<p class="none">None: the job is ${job.state}.</p>` : html`<ol class="fires">${next.map((t) => html`<li>${formatInZone(t, job.tz)} <span class="reason">${isoUtc(t)}</span> · ${countdown(t, now)}</li>`)}</ol>`}
+</section>`;
+}
+
+/** The whole job page. */
+export function cronPage(job: CronJobView, runs: CronRunView[], now: number): Html {
+  return page(`Cron ${job.name}`, html`<h1>Cron job <code>${job.name}</code> <span class="reason">${job.id}</span></h1>
+${jobPanel(job, now)}
+<section><h2>Runs</h2>${runs.length === 0 ? html`<p class="none">No runs yet.</p>` : html`<table class="runs"><thead><tr><th>status</th><th>started</th><th>lateness</th><th>duration</th><th>delivery</th><th>output</th></tr></thead><tbody>${runs.map((r) => runRow(r, job.tz))}</tbody></table>`}</section>
+<p class="hint"><a href="${CONSOLE_PATH}">← Overview</a></p>`);
+}
+
+/** The preview of a schedule as typed: the schedule in words and its next fire times, or why it is not one. */
+export function previewHtml(p: SchedulePreview | { error: string } | undefined, now: number): Html {
+  if (p === undefined) return html`<div id="preview" class="preview"><p class="none">Type a schedule: <code>weekdays at 9am</code>, <code>every 2h</code>, <code>0 9 * * 1-5</code>.</p></div>`;
+  if ('error' in p) return html`<div id="preview" class="preview">${errorBox(p.error)}</div>`;
+  const words = p.schedule.kind === 'cron' ? describeCron(p.schedule.expression) : undefined;
+  return html`<div id="preview" class="preview"><p class="description">${scheduleText(p.schedule)}${words && p.schedule.display !== p.schedule.expression ? html` · <span class="words">${words}</span>` : ''} <span class="reason">(${p.tz})</span></p>
+<ol class="fires">${p.times.map((t) => html`<li>${formatInZone(t, p.tz)} <span class="reason">${isoUtc(t)}</span> · ${countdown(t, now)}</li>`)}</ol></div>`;
+}
+
+/** Field values of the form. */
+export interface CronFormValues {
+  schedule?: string;
+  prompt?: string;
+  name?: string;
+  tz?: string;
+  deliver?: string;
+}
+
+/** The create form (no `job`) or the edit form of `job`; the preview follows the schedule and zone fields. */
+export function cronForm(values: CronFormValues, preview: Html, options: { job?: CronJobView; error?: string; defaultTz: string }): Html {
+  const target = options.job ? `${cronUrl(options.job.id)}/edit` : `${CONSOLE_PATH}/cron`;
+  const title = options.job ? `Edit ${options.job.name}` : 'New cron job';
+  return page(title, html`<h1>${title}</h1>
+<form id="cron-form" class="cron-form" hx-post="${target}" hx-target="#form-error" hx-swap="innerHTML">
+<label>Schedule <input name="schedule" value="${values.schedule ?? ''}" placeholder="weekdays at 9am" required autocomplete="off"
+  hx-get="${CONSOLE_PATH}/cron/preview" hx-trigger="input changed delay:250ms, load" hx-target="#preview" hx-swap="outerHTML" hx-include="#cron-form [name=tz]"></label>
+<label>Time zone <input name="tz" value="${values.tz ?? options.defaultTz}" placeholder="${options.defaultTz}" autocomplete="off"
+  hx-get="${CONSOLE_PATH}/cron/preview" hx-trigger="input changed delay:250ms" hx-target="#preview" hx-swap="outerHTML" hx-include="#cron-form [name=schedule]"></label>
+${preview}
+<label>Prompt <textarea name="prompt" rows="3" required>${values.prompt ?? ''}</textarea></label>
+<label>Name <input name="name" value="${values.name ?? ''}" placeholder="(the start of the prompt)"></label>
+<label>Deliver to <input name="deliver" value="${values.deliver ?? ''}" placeholder="local, telegram:&lt;chat&gt;, a webhook URL"></label>
+<button type="submit">${options.job ? 'Save' : 'Create'}</button>
+<div id="form-error">${options.error ? errorBox(options.error) : ''}</div>
+</form>
+<p class="hint">The agent runs the prompt at each fire time; jobs made here are agent turns (a script is the shell's: <code>hermes cron add … --script</code>).</p>`);
+}

@@ -1,0 +1,47 @@
+/**
+ * The fields of a cron job and of a run that the console shows, as `CronApi` returns them
+ * (`cronJobView`, `cronRunView` in scheduler/cron/cron-job.ts: times as ISO strings).
+ */
+import type { CronDelivery } from '../../scheduler/cron/cron-job.ts';
+import type { SpendTotals } from '../../scheduler/model-spend.ts';
+
+/** A job as `CronApi` shows it. */
+export interface CronJobView {
+  id: string;
+  name: string;
+  prompt: string;
+  schedule: { kind: 'once' | 'interval' | 'cron'; expression: string; display: string };
+  tz: string;
+  deliver: string;
+  state: string;
+  paused_reason: string | null;
+  next_run_at: string | null;
+  last_run_at: string | null;
+  last_status: string | null;
+  last_error: string | null;
+  failure_streak: number;
+  spend: SpendTotals;
+  /** Only from `get`. */
+  next_runs?: string[];
+}
+
+/** A run as `CronApi` shows it. */
+export interface CronRunView {
+  occurrence_id: string;
+  trigger: string;
+  status: string;
+  reason: string | null;
+  due_at: string | null;
+  started_at: string | null;
+  finished_at: string | null;
+  lateness_ms: number;
+  late: boolean;
+  output: string | null;
+  error: string | null;
+  deliveries: CronDelivery[];
+}
+
+/** Epoch ms of an ISO time, or `null`. */
+export function ms(iso: string | null | undefined): number | null {
+  return iso ? Date.parse(iso) : null;
+}

@@ -1,0 +1,69 @@
+/**
+ * The overview (`/ui`): workers alive; every session with its loop, heartbeat and goal (state,
+ * cadence, next due as a live countdown, ticks used and budget, tokens spent, the last reply's
+ * first line); every cron job (name, schedule in words and raw, zone, next run, last run's status
+ * and lateness, failure streak, why it is paused); the charts. The part below the heading is
+ * re-sent whole over the overview's event stream when something changes.
+ */
+import { cadence } from '../../scheduler/loop/loop-service.ts';
+import { describeCron } from '../../scheduler/cron/describe.ts';
+import type { GoalRecord } from '../../scheduler/goal/goal-state.ts';
+import { latenessHistogram, latenessOverTime, turnsPerHour } from './charts.ts';
+import { CHART_WINDOW_MS, type JobWithLastRun, type OverviewData } from './console-data.ts';
+import { ms } from './cron-view.ts';
+import { at, clip, countdown, duration, tokens } from './format.ts';
+import { html, type Html } from './html.ts';
+import { CONSOLE_PATH, page } from './layout.ts';
+import type { ScheduleState, SessionSummary } from '../session-summaries.ts';
+
+/** A session's URL in the console. */
+export const sessionUrl = (id: string) => `${CONSOLE_PATH}/sessions/${encodeURIComponent(id)}`;
+/** A cron job's URL in the console. */
+export const cronUrl = (id: string) => `${CONSOLE_PATH}/cron/${encodeURIComponent(id)}`;
+
+/** A loop or heartbeat in one cell: state, cadence, next due, ticks, tokens. */
+export function scheduleCell(s: ScheduleState | null, now: number): Html {
+  if (!s) return html`<span class="none">—</span>`;
+  const r = s.record;
+  const used = r.maxTicks > 0 ? `${r.ticksUsed}/${r.maxTicks}` : `${r.ticksUsed}`;
+  const next = r.status === 'active' && s.nextDueAt !== undefined ? html` · next ${countdown(s.nextDueAt, now)}` : '';
+  return html`<span class="state state-${r.status}">${r.status}</span>${r.statusReason ? html` <span class="reason">(${r.statusReason})</span>` : ''} · ${cadence(r)}${next} · ticks ${used} · ${tokens(r.spend)}<br><span class="prompt">“${clip(r.prompt, 80)}”</span>`;
+}
+
+/** A goal in one cell: state, turns used and budget, tokens. */
+export function goalCell(g: GoalRecord | null): Html {
+  if (!g) return html`<span class="none">—</span>`;
+  return html`<span class="state state-${g.status}">${g.status}${g.parked ? ' (waiting)' : ''}</span>${g.statusReason ? html` <span class="reason">(${g.statusReason})</span>` : ''} · turns ${g.turnsUsed}/${g.maxTurns} · ${tokens(g.spend)}<br><span class="prompt">“${clip(g.text, 80)}”</span>`;
+}
+
+function sessionRow(s: SessionSummary, now: number): Html {
+  return html`<tr data-session="${s.id}"><td><a href="${sessionUrl(s.id)}">${s.id}</a></td><td>${scheduleCell(s.loop, now)}</td><td>${scheduleCell(s.heartbeat, now)}</td><td>${goalCell(s.goal)}</td><td>${s.lastActivityAt ? html`<time class="ago" data-since="${s.lastActivityAt}">${duration(now - s.lastActivityAt)} ago</time>` : '—'}</td><td class="reply">${s.lastReply === null ? '—' : clip(s.lastReply, 120)}</td></tr>`;
+}
+
+/** A schedule in words and raw: `At 09:00, Monday through Friday` · `0 9 * * 1-5`. */
+export function scheduleWords(schedule: JobWithLastRun['job']['schedule']): Html {
+  const words = schedule.kind === 'cron' ? describeCron(schedule.expression) : undefined;
+  return html`<span class="words">${words ?? schedule.display}</span> <code>${schedule.kind === 'cron' ? schedule.expression : schedule.display}</code>`;
+}
+
+function jobRow({ job, lastRun }: JobWithLastRun, now: number): Html {
+  const next = ms(job.next_run_at);
+  const last = lastRun
+    ? html`<span class="status status-${lastRun.status}">${lastRun.status}</span>${lastRun.reason ? ` (${lastRun.reason})` : ''} · ${duration(lastRun.lateness_ms)} late`
+    : html`<span class="none">never run</span>`;
+  return html`<tr data-job="${job.id}"><td><a href="${cronUrl(job.id)}">${job.name}</a></td><td>${scheduleWords(job.schedule)}</td><td>${job.tz}</td><td>${next === null ? '—' : html`${at(next, job.tz)} (${countdown(next, now)})`}</td><td>${last}</td><td>${job.failure_streak}</td><td><span class="state state-${job.state}">${job.state}</span>${job.paused_reason ? html` <span class="reason">${job.paused_reason}</span>` : ''}</td></tr>`;
+}
+
+/** The overview's live part. */
+export function overviewBody(d: OverviewData): Html {
+  return html`<section><h2>Workers</h2><p class="workers">${d.workers.length} alive${d.workers.length ? html`: <code>${d.workers.join(', ')}</code>` : ' — schedules wait until one starts'}</p></section>
+<section><h2>Sessions</h2>${d.sessions.length === 0 ? html`<p class="none">No sessions yet.</p>` : html`<table class="sessions"><thead><tr><th>session</th><th>loop</th><th>heartbeat</th><th>goal</th><th>last activity</th><th>last reply</th></tr></thead><tbody>${d.sessions.map((s) => sessionRow(s, d.now))}</tbody></table>`}</section>
+<section><h2>Cron jobs</h2>${d.jobs.length === 0 ? html`<p class="none">No cron jobs. <a href="${CONSOLE_PATH}/cron/new">Create one</a>.</p>` : html`<table class="cron"><thead><tr><th>job</th><th>schedule</th><th>zone</th><th>next run</th><th>last run</th><th>failure streak</th><th>state</th></tr></thead><tbody>${d.jobs.map((j) => jobRow(j, d.now))}</tbody></table>`}</section>
+<section class="charts"><h2>Last 24 hours</h2>${latenessOverTime(d.lateness, d.now, CHART_WINDOW_MS)}${latenessHistogram(d.lateness)}${turnsPerHour(d.hours)}</section>`;
+}
+
+/** The overview page: its body follows the overview's event stream. */
+export function overviewPage(d: OverviewData): Html {
+  return page('Overview', html`<h1>Overview</h1>
+<div id="overview" hx-ext="sse" sse-connect="${CONSOLE_PATH}/overview/stream" sse-swap="overview" hx-swap="innerHTML">${overviewBody(d)}</div>`);
+}

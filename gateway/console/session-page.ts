@@ -1,0 +1,55 @@
+/**
+ * A session's page (`/ui/sessions/<id>`): its loop, heartbeat and goal with pause, resume and
+ * stop buttons; the transcript; the live events (the session's event stream); and a message box
+ * whose text is the session's user input (Enter sends, Shift+Enter is a new line; slash commands
+ * work as in any chat).
+ */
+import type { SessionEvent, TranscriptMessage } from '../../scheduler/session/session-store.ts';
+import type { SessionSummary } from '../session-summaries.ts';
+import { eventHtml, messageHtml } from './event-html.ts';
+import { html, type Html } from './html.ts';
+import { CONSOLE_PATH, errorBox, page } from './layout.ts';
+import { goalCell, scheduleCell, sessionUrl } from './overview-page.ts';
+
+/** A control button: POSTs to the session's `/<kind>/<action>` and swaps the schedule panel. */
+function button(sessionId: string, kind: string, action: string, label: string): Html {
+  return html`<button type="button" class="action" data-action="${kind}-${action}" hx-post="${sessionUrl(sessionId)}/${kind}/${action}" hx-target="#schedules" hx-swap="outerHTML">${label}</button>`;
+}
+
+/** The schedule panel: loop, heartbeat and goal with their buttons (and an error, when an action failed). */
+export function schedulePanel(s: SessionSummary, now: number, error?: string): Html {
+  const rows: Html[] = [];
+  for (const kind of ['loop', 'heartbeat'] as const) {
+    const state = s[kind];
+    const buttons = state
+      ? [state.record.status === 'active' ? button(s.id, kind, 'pause', 'Pause') : button(s.id, kind, 'resume', 'Resume'), button(s.id, kind, 'stop', 'Stop')]
+      : [];
+    rows.push(html`<tr data-kind="${kind}"><th>${kind}</th><td>${scheduleCell(state, now)}</td><td class="buttons">${buttons}</td></tr>`);
+  }
+  const g = s.goal;
+  const goalButtons = g ? [g.status === 'active' ? button(s.id, 'goal', 'pause', 'Pause') : button(s.id, 'goal', 'resume', 'Resume'), button(s.id, 'goal', 'stop', 'Clear')] : [];
+  rows.push(html`<tr data-kind="goal"><th>goal</th><td>${goalCell(g)}</td><td class="buttons">${goalButtons}</td></tr>`);
+  return html`<section id="schedules"><table class="schedules">${rows}</table>${error ? errorBox(error) : ''}</section>`;
+}
+
+/** The message box (its answer: an empty box again, or the error). */
+export function messageForm(sessionId: string, error?: string): Html {
+  return html`<form id="send" class="send" hx-post="${sessionUrl(sessionId)}/messages" hx-swap="outerHTML">
+<textarea name="text" rows="3" placeholder="Message, or /loop 10m …, /goal …, /stop — Enter sends, Shift+Enter is a new line" aria-label="message" required></textarea>
+<button type="submit">Send</button>${error ? errorBox(error) : ''}
+</form>`;
+}
+
+/** The whole page; the live list starts after `lastEventId`. */
+export function sessionPage(s: SessionSummary, transcript: { start: number; messages: TranscriptMessage[]; total: number }, recent: SessionEvent[], lastEventId: string, now: number): Html {
+  const stream = `${sessionUrl(s.id)}/stream?after=${encodeURIComponent(lastEventId)}`;
+  const older = transcript.start > 0 ? html`<p class="none">${transcript.start} older messages: <a href="/api/sessions/${encodeURIComponent(s.id)}/transcript?before=${transcript.start}">/api/sessions/${s.id}/transcript</a></p>` : '';
+  return page(`Session ${s.id}`, html`<h1>Session <code>${s.id}</code></h1>
+<div hx-ext="sse" sse-connect="${stream}">
+<div sse-swap="schedules" hx-target="#schedules" hx-swap="outerHTML">${schedulePanel(s, now)}</div>
+<section><h2>Transcript</h2>${older}<ol class="events transcript">${transcript.messages.map((m, i) => messageHtml(m, transcript.start + i))}</ol></section>
+<section><h2>Events</h2><ol class="events live" id="events" sse-swap="event" hx-swap="beforeend">${recent.map(eventHtml)}</ol></section>
+</div>
+${messageForm(s.id)}
+<p class="hint"><a href="${CONSOLE_PATH}">← Overview</a></p>`);
+}
