@@ -1,0 +1,270 @@
+/**
+ * The web console (`/ui`) and the HTTP API behind it (`/api/sessions`), with a real gateway, a
+ * real worker, the local model server and Debian's chromium driven by playwright-core. The
+ * browser tests write the screenshots of docs/CONSOLE.md (docs/images/console-*.png).
+ */
+import { mkdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, Page } from 'playwright-core';
+import { openCronApi } from '../cli/gateway-cron-api.ts';
+import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
+import { createLogger } from '../scheduler/logger.ts';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
+import { clients, ROOT, runHermes, startWorker, waitForEvents, type TestClients } from './support/stack.ts';
+import { waitFor } from './support/wait-for.ts';
+
+const KEY = 'console-key-4321';
+const CHROMIUM = '/usr/bin/chromium';
+const IMAGES = join(ROOT, 'docs', 'images');
+const XSS = '<script>alert(1)</script><img src=x onerror="window.__xss=1">';
+const basic = (password: string) => ({ authorization: `Basic ${Buffer.from(`hermes:${password}`).toString('base64')}` });
+
+let env: TestEnv;
+let model: FakeOpenAI;
+let gw: Gateway;
+let c: TestClients;
+let browser: Browser;
+const cleanups: Array<() => Promise<unknown> | unknown> = [];
+
+beforeAll(async () => {
+  model = await startFakeOpenAI();
+  // The model answers a message with "pong: <its text>" and a tick with "tick seen".
+  model.respond((req) => {
+    const last = req.messages.at(-1)!.content;
+    return /wakeup #/i.test(last) ? 'tick seen' : `pong: ${last}`;
+  });
+  env = testEnv({
+    'api_server.port': 0, 'api_server.key': KEY, 'agent.base_url': model.baseUrl, 'agent.api_key': 'test', 'agent.max_retries': 0,
+    'tools.commands': { whoami: { command: 'echo operator', description: 'who runs the worker' }, greet: { command: 'echo hello', description: 'say hello' } },
+    'tools.allow_from': { whoami: ['cli'], greet: ['web'] },
+  });
+  const log = createLogger({ level: env.config.log_level });
+  const cron = await openCronApi(env.config, env.redisUrl, log);
+  gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log, cron: cron.api });
+  c = clients(env);
+  const worker = await startWorker(env);
+  const { chromium } = await import('playwright-core');
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+  cleanups.push(() => model.close(), () => env.cleanup(), () => cron.close(), () => gw.close(), () => c.close(), () => worker.drain(), () => browser.close());
+  mkdirSync(IMAGES, { recursive: true });
+}, 90_000);
+
+afterAll(async () => {
+  for (const fn of cleanups.splice(0).reverse()) await fn();
+});
+
+async function newPage(): Promise<Page> {
+  const context = await browser.newContext({ httpCredentials: { username: 'hermes', password: KEY }, viewport: { width: 1280, height: 900 } });
+  cleanups.push(() => context.close());
+  const page = await context.newPage();
+  page.on('dialog', (d) => {
+    throw new Error(`unexpected dialog: ${d.message()}`);
+  });
+  return page;
+}
+
+/** Read a session's event stream over plain HTTP until an event matches. */
+async function readStreamUntil(url: string, match: (type: string, data: Record<string, unknown>) => boolean, timeoutMs = 20_000): Promise<Record<string, unknown>> {
+  const ctrl = new AbortController();
+  const timer = setTimeout(() => ctrl.abort(), timeoutMs);
+  try {
+    const res = await fetch(url, { headers: { authorization: `Bearer ${KEY}` }, signal: ctrl.signal });
+    expect(res.status).toBe(200);
+    const decoder = new TextDecoder();
+    let buffer = '';
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      buffer += decoder.decode(chunk, { stream: true });
+      let end: number;
+      while ((end = buffer.indexOf('\n\n')) >= 0) {
+        const frame = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const type = /^event: (.*)$/m.exec(frame)?.[1];
+        const data = frame.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
+        if (type && data) {
+          const parsed = JSON.parse(data) as Record<string, unknown>;
+          if (match(type, parsed)) return parsed;
+        }
+      }
+    }
+    throw new Error('stream ended');
+  } finally {
+    clearTimeout(timer);
+    ctrl.abort();
+  }
+}
+
+describe('/api/sessions', () => {
+  it('POST /api/sessions/:id/messages from a plain HTTP client: 202 with its id, the reply on the event stream; web input gets the tools allowed from web only', async () => {
+    const res = await fetch(`${gw.httpAddress.url}/api/sessions/curl-1/messages`, {
+      method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, body: JSON.stringify({ text: 'hello from curl' }),
+    });
+    expect(res.status).toBe(202);
+    const body = await res.json() as { id: string; occurrence_id: string; events_url: string };
+    expect(body.id).toMatch(/^web-/);
+    const reply = await readStreamUntil(`${gw.httpAddress.url}${body.events_url}`, (type, d) => type === 'reply' && d.occurrenceId === body.occurrence_id);
+    expect(reply.text).toBe('pong: hello from curl');
+    const request = model.requests.find((r) => r.messages.at(-1)!.content === 'hello from curl')!;
+    expect(request.tools).toContain('greet');
+    expect(request.tools).not.toContain('whoami');
+    const transcript = await (await fetch(`${gw.httpAddress.url}/api/sessions/curl-1/transcript?limit=1`, { headers: { authorization: `Bearer ${KEY}` } })).json() as { total: number; data: Array<{ index: number; role: string; surface: string }>; before: number | null };
+    expect(transcript.total).toBe(2);
+    expect(transcript.data).toEqual([expect.objectContaining({ index: 1, role: 'assistant', surface: 'web' })]);
+    expect(transcript.before).toBe(1);
+    const list = await (await fetch(`${gw.httpAddress.url}/api/sessions`, { headers: { authorization: `Bearer ${KEY}` } })).json() as { data: Array<{ id: string; last_reply: string }> };
+    expect(list.data.find((s) => s.id === 'curl-1')?.last_reply).toBe('pong: hello from curl');
+  });
+
+  it('a web message can never create a command turn: /loop … --run is refused and sets nothing', async () => {
+    const res = await fetch(`${gw.httpAddress.url}/api/sessions/curl-2/messages`, {
+      method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, body: JSON.stringify({ text: "/loop 5m disk --run 'df -h'" }),
+    });
+    expect(res.status).toBe(202);
+    const notice = await waitForEvents(c, 'curl-2', 'notice', 1);
+    expect(String(notice[0]!.data.text)).toMatch(/--run/);
+    expect(await c.loops.get('curl-2', 'loop')).toBeNull();
+  });
+});
+
+describe('/ui access', () => {
+  it('answers 401 without credentials and with a wrong key; with the key, pages carry a CSP without inline script', async () => {
+    for (const path of ['/ui', '/ui/sessions/main', '/ui/cron/new', '/ui/assets/console.js']) {
+      expect((await fetch(`${gw.httpAddress.url}${path}`)).status).toBe(401);
+      expect((await fetch(`${gw.httpAddress.url}${path}`, { headers: basic('wrong') })).status).toBe(401);
+    }
+    const ok = await fetch(`${gw.httpAddress.url}/ui`, { headers: basic(KEY) });
+    expect(ok.status).toBe(200);
+    const csp = ok.headers.get('content-security-policy')!;
+    expect(csp).toMatch(/script-src 'self'/);
+    expect(csp).not.toMatch(/unsafe-inline|unsafe-eval/);
+    expect(await ok.text()).not.toMatch(/<script>(?!<\/script>)|<script\s[^>]*>[^<]+<\/script>/);
+  });
+
+  it('refuses a state-changing POST from a foreign Origin, and one without the console header; nothing changes', async () => {
+    await c.schedules.set('guarded', 'loop', { prompt: 'check', intervalSeconds: 3600, times: null, until: null, notes: [] }, { origin: { surface: 'cli' }, runner: { kind: 'agent' } });
+    const url = `${gw.httpAddress.url}/ui/sessions/guarded/loop/pause`;
+    const foreign = await fetch(url, { method: 'POST', headers: { ...basic(KEY), 'hx-request': 'true', origin: 'http://evil.example' } });
+    expect(foreign.status).toBe(403);
+    const noHeader = await fetch(url, { method: 'POST', headers: { ...basic(KEY), origin: gw.httpAddress.url } });
+    expect(noHeader.status).toBe(403);
+    const message = await fetch(`${gw.httpAddress.url}/ui/sessions/guarded/messages`, {
+      method: 'POST', headers: { ...basic(KEY), origin: 'http://evil.example', 'hx-request': 'true', 'content-type': 'application/x-www-form-urlencoded' }, body: 'text=hi',
+    });
+    expect(message.status).toBe(403);
+    expect((await c.loops.get('guarded', 'loop'))!.status).toBe('active');
+    const same = await fetch(url, { method: 'POST', headers: { ...basic(KEY), 'hx-request': 'true', origin: gw.httpAddress.url } });
+    expect(same.status).toBe(200);
+    expect((await c.loops.get('guarded', 'loop'))!.status).toBe('paused');
+  });
+});
+
+describe('/ui in chromium', () => {
+  it('the overview lists a loop and a cron job with its next run', async () => {
+    await c.schedules.set('ci-watch', 'loop', { prompt: 'watch the CI build and tell me when it is green', intervalSeconds: 600, times: null, until: null, notes: [] },
+      { origin: { surface: 'cli' }, runner: { kind: 'agent' } });
+    await waitForEvents(c, 'ci-watch', 'reply', 1);
+    const cron = await openCronApi(env.config, env.redisUrl, createLogger({ level: 'silent' }));
+    cleanups.push(() => cron.close());
+    await cron.api.add({ schedule: 'every 2h', prompt: 'summarise open pull requests', name: 'pr-digest', tz: 'Europe/Berlin' });
+    const page = await newPage();
+    expect((await page.goto(`${gw.httpAddress.url}/ui`))?.status()).toBe(200);
+    const loopRow = page.locator('tr[data-session="ci-watch"]');
+    await expect.poll(() => loopRow.textContent()).toMatch(/active · every 10m · next in \d+m/);
+    expect(await loopRow.textContent()).toMatch(/tick seen/);
+    const jobRow = page.locator('tr', { hasText: 'pr-digest' });
+    expect(await jobRow.textContent()).toMatch(/every 2h/);
+    expect(await jobRow.locator('time.countdown').textContent()).toMatch(/^in (1h ?59m|2h)/);
+    await page.waitForFunction(() => document.querySelector('#overview') !== null);
+    await page.screenshot({ path: join(IMAGES, 'console-overview.png'), fullPage: true });
+    expect(statSync(join(IMAGES, 'console-overview.png')).size).toBeGreaterThan(10_000);
+  });
+
+  it('a message typed on the session page gets its reply without a reload; a tick shows up live; Pause pauses the loop (hermes status says so)', async () => {
+    const page = await newPage();
+    await page.goto(`${gw.httpAddress.url}/ui/sessions/web-chat`);
+    await page.waitForFunction(() => (window as unknown as { htmx?: unknown }).htmx !== undefined);
+    const box = page.locator('#send textarea');
+    await box.fill('first line');
+    await box.press('Shift+Enter');
+    await box.type('second line');
+    await box.press('Enter');
+    await page.locator('#events .ev-reply', { hasText: 'pong: first line\nsecond line' }).waitFor({ timeout: 20_000 });
+    await expect.poll(() => page.locator('#events .ev-user').first().textContent()).toMatch(/you \(web\)first line\nsecond line/);
+    // A loop set in the chat box: its first tick fires at once and appears live, with its number.
+    await page.locator('#send textarea').fill('/loop 10m check the deploy');
+    await page.locator('#send textarea').press('Enter');
+    await page.locator('#events .ev-tick', { hasText: 'loop tick #1 started' }).waitFor({ timeout: 20_000 });
+    await page.locator('#events .ev-reply', { hasText: 'tick seen' }).waitFor({ timeout: 20_000 });
+    await page.locator('#schedules tr[data-kind="loop"] .state-active').waitFor();
+    await page.screenshot({ path: join(IMAGES, 'console-session.png'), fullPage: true });
+    await page.locator('button[data-action="loop-pause"]').click();
+    await page.locator('#schedules tr[data-kind="loop"] .state-paused').waitFor({ timeout: 10_000 });
+    expect((await c.loops.get('web-chat', 'loop'))!.status).toBe('paused');
+    // The tools' records of this file's config cannot be spelled as environment variables: the CLI needs none.
+    const childEnv = Object.fromEntries(Object.entries(env.childEnv).filter(([k]) => !k.startsWith('HERMES_TOOLS_')));
+    const status = await runHermes({ ...env, childEnv }, ['status']);
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toMatch(/web-chat[^\n]*paused/);
+  });
+
+  it('a prompt or message holding <script> and <img onerror> renders as text', async () => {
+    await c.schedules.set('xss', 'loop', { prompt: XSS, intervalSeconds: 3600, times: null, until: null, notes: [] }, { origin: { surface: 'cli' }, runner: { kind: 'agent' } });
+    const page = await newPage();
+    await page.goto(`${gw.httpAddress.url}/ui/sessions/xss`);
+    await page.waitForFunction(() => (window as unknown as { htmx?: unknown }).htmx !== undefined);
+    await page.locator('#send textarea').fill(XSS);
+    await page.locator('#send textarea').press('Enter');
+    await page.locator('#events .ev-reply', { hasText: `pong: ${XSS}` }).waitFor({ timeout: 20_000 });
+    expect(await page.locator('#schedules').textContent()).toContain(XSS);
+    expect(await page.locator('#events .ev-user pre').first().textContent()).toBe(XSS);
+    await page.goto(`${gw.httpAddress.url}/ui`);
+    expect(await page.locator('tr[data-session="xss"]').textContent()).toContain(XSS);
+    expect(await page.locator('img').count()).toBe(0);
+    expect(await page.evaluate(() => (window as unknown as { __xss?: number }).__xss)).toBeUndefined();
+  });
+
+  it('the cron form previews "weekdays at 9am" in Europe/Berlin while typing and creates the job', async () => {
+    const page = await newPage();
+    await page.goto(`${gw.httpAddress.url}/ui/cron/new`);
+    await page.waitForFunction(() => (window as unknown as { htmx?: unknown }).htmx !== undefined);
+    await page.locator('input[name=tz]').fill('Europe/Berlin');
+    await page.locator('input[name=schedule]').pressSequentially('weekdays at 9am');
+    await page.locator('#preview .description', { hasText: '0 9 * * 1-5' }).waitFor({ timeout: 10_000 });
+    expect(await page.locator('#preview .description').textContent()).toMatch(/weekdays at 09:00 = 0 9 \* \* 1-5 · At 09:00, Monday through Friday \(Europe\/Berlin\)/);
+    const fires = await page.locator('#preview .fires li .reason').allTextContents();
+    expect(fires).toHaveLength(10);
+    const berlin = new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/Berlin', weekday: 'short', hour: '2-digit', minute: '2-digit', hour12: false });
+    let previous = Date.now();
+    for (const iso of fires) {
+      const t = Date.parse(iso);
+      expect(t).toBeGreaterThan(previous);
+      previous = t;
+      const parts = Object.fromEntries(berlin.formatToParts(t).map((p) => [p.type, p.value]));
+      expect(`${parts.hour}:${parts.minute}`).toBe('09:00');
+      expect(['Mon', 'Tue', 'Wed', 'Thu', 'Fri']).toContain(parts.weekday);
+    }
+    // Ten weekdays in a row, none left out: a day between fires, three from a Friday (an hour more or less across a DST change).
+    for (let i = 1; i < fires.length; i++) {
+      const days = Math.round((Date.parse(fires[i]!) - Date.parse(fires[i - 1]!)) / 86_400_000);
+      const weekday = Object.fromEntries(berlin.formatToParts(Date.parse(fires[i - 1]!)).map((p) => [p.type, p.value])).weekday;
+      expect(days).toBe(weekday === 'Fri' ? 3 : 1);
+    }
+    await page.locator('textarea[name=prompt]').fill('Check CI on main and list PRs waiting for review');
+    await page.locator('input[name=name]').fill('standup');
+    await page.screenshot({ path: join(IMAGES, 'console-cron-new.png'), fullPage: true });
+    await page.locator('#cron-form button[type=submit]').click();
+    await page.waitForURL(/\/ui\/cron\/[0-9a-f]{12}$/, { timeout: 10_000 });
+    expect(await page.locator('h2', { hasText: 'Next 10 fire times (Europe/Berlin)' }).count()).toBe(1);
+    const shown = await page.locator('ol.fires li .reason').allTextContents();
+    expect(shown).toEqual(fires);
+    await page.screenshot({ path: join(IMAGES, 'console-cron.png'), fullPage: true });
+    const cron = await openCronApi(env.config, env.redisUrl, createLogger({ level: 'silent' }));
+    cleanups.push(() => cron.close());
+    const jobs = await cron.api.list({ all: false }) as Array<{ name: string; tz: string; schedule: { expression: string } }>;
+    expect(jobs.find((j) => j.name === 'standup')).toMatchObject({ tz: 'Europe/Berlin', schedule: { expression: '0 9 * * 1-5' } });
+  });
+});
