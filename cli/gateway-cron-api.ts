@@ -22,7 +22,7 @@ export async function openCronApi(config: HermesConfig, target: RedisTopology | 
   const caller = { origin: { surface: 'api' as const }, trusted: false };
   const api: CronApi = {
     list: async ({ all }) => (await service.list({ all })).map(cronJobView),
-    get: async (ref) => withNextRuns(await service.get(ref)),
+    get: async (ref, options) => withNextRuns(await service.get(ref), options?.nextRuns),
     add: async (input) => cronJobView(await service.add(input, caller)),
     edit: async (ref, changes) => withNextRuns(await service.edit(ref, changes, caller)),
     runs: async (ref, limit) => (await service.runs(ref, limit)).map(cronRunView),
@@ -37,10 +37,10 @@ export async function openCronApi(config: HermesConfig, target: RedisTopology | 
   return { api, close: () => conn.close() };
 }
 
-/** A job's view plus its next 5 fire times (ISO UTC), from the armed occurrence on. */
-function withNextRuns(job: CronJob): Record<string, unknown> {
+/** A job's view plus its next `count` fire times (ISO UTC), from the armed occurrence on. */
+function withNextRuns(job: CronJob, count = 5): Record<string, unknown> {
   const next = job.state !== 'scheduled' || job.next_run_at === null
     ? []
-    : [job.next_run_at, ...nextOccurrences(job.schedule, job.tz, job.next_run_at, 4)];
+    : [job.next_run_at, ...(count > 1 ? nextOccurrences(job.schedule, job.tz, job.next_run_at, count - 1) : [])];
   return { ...cronJobView(job), next_runs: next.map(isoUtc) };
 }

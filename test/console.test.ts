@@ -13,7 +13,6 @@ import { createLogger } from '../scheduler/logger.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { clients, ROOT, runHermes, startWorker, waitForEvents, type TestClients } from './support/stack.ts';
-import { waitFor } from './support/wait-for.ts';
 
 const KEY = 'console-key-4321';
 const CHROMIUM = '/usr/bin/chromium';
@@ -178,7 +177,7 @@ describe('/ui in chromium', () => {
     const jobRow = page.locator('tr', { hasText: 'pr-digest' });
     expect(await jobRow.textContent()).toMatch(/every 2h/);
     expect(await jobRow.locator('time.countdown').textContent()).toMatch(/^in (1h ?59m|2h)/);
-    await page.waitForFunction(() => document.querySelector('#overview') !== null);
+    await page.locator('#overview').waitFor();
     await page.screenshot({ path: join(IMAGES, 'console-overview.png'), fullPage: true });
     expect(statSync(join(IMAGES, 'console-overview.png')).size).toBeGreaterThan(10_000);
   });
@@ -186,7 +185,7 @@ describe('/ui in chromium', () => {
   it('a message typed on the session page gets its reply without a reload; a tick shows up live; Pause pauses the loop (hermes status says so)', async () => {
     const page = await newPage();
     await page.goto(`${gw.httpAddress.url}/ui/sessions/web-chat`);
-    await page.waitForFunction(() => (window as unknown as { htmx?: unknown }).htmx !== undefined);
+    await page.waitForFunction(() => (globalThis as unknown as { htmx?: unknown }).htmx !== undefined);
     const box = page.locator('#send textarea');
     await box.fill('first line');
     await box.press('Shift+Enter');
@@ -215,7 +214,7 @@ describe('/ui in chromium', () => {
     await c.schedules.set('xss', 'loop', { prompt: XSS, intervalSeconds: 3600, times: null, until: null, notes: [] }, { origin: { surface: 'cli' }, runner: { kind: 'agent' } });
     const page = await newPage();
     await page.goto(`${gw.httpAddress.url}/ui/sessions/xss`);
-    await page.waitForFunction(() => (window as unknown as { htmx?: unknown }).htmx !== undefined);
+    await page.waitForFunction(() => (globalThis as unknown as { htmx?: unknown }).htmx !== undefined);
     await page.locator('#send textarea').fill(XSS);
     await page.locator('#send textarea').press('Enter');
     await page.locator('#events .ev-reply', { hasText: `pong: ${XSS}` }).waitFor({ timeout: 20_000 });
@@ -224,13 +223,13 @@ describe('/ui in chromium', () => {
     await page.goto(`${gw.httpAddress.url}/ui`);
     expect(await page.locator('tr[data-session="xss"]').textContent()).toContain(XSS);
     expect(await page.locator('img').count()).toBe(0);
-    expect(await page.evaluate(() => (window as unknown as { __xss?: number }).__xss)).toBeUndefined();
+    expect(await page.evaluate(() => (globalThis as unknown as { __xss?: number }).__xss)).toBeUndefined();
   });
 
   it('the cron form previews "weekdays at 9am" in Europe/Berlin while typing and creates the job', async () => {
     const page = await newPage();
     await page.goto(`${gw.httpAddress.url}/ui/cron/new`);
-    await page.waitForFunction(() => (window as unknown as { htmx?: unknown }).htmx !== undefined);
+    await page.waitForFunction(() => (globalThis as unknown as { htmx?: unknown }).htmx !== undefined);
     await page.locator('input[name=tz]').fill('Europe/Berlin');
     await page.locator('input[name=schedule]').pressSequentially('weekdays at 9am');
     await page.locator('#preview .description', { hasText: '0 9 * * 1-5' }).waitFor({ timeout: 10_000 });

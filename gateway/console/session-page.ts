@@ -47,7 +47,7 @@ export function sessionPage(s: SessionSummary, transcript: { start: number; mess
   return page(`Session ${s.id}`, html`<h1>Session <code>${s.id}</code></h1>
 <div hx-ext="sse" sse-connect="${stream}">
 <div sse-swap="schedules" hx-target="#schedules" hx-swap="outerHTML">${schedulePanel(s, now)}</div>
-<section><h2>Transcript</h2>${older}<ol class="events transcript">${transcript.messages.map((m, i) => messageHtml(m, transcript.start + i))}</ol></section>
+<section><h2>Transcript</h2>${older}${transcript.messages.length === 0 ? html`<p class="none">No messages yet.</p>` : html`<ol class="events transcript">${transcript.messages.map((m, i) => messageHtml(m, transcript.start + i))}</ol>`}</section>
 <section><h2>Events</h2><ol class="events live" id="events" sse-swap="event" hx-swap="beforeend">${recent.map(eventHtml)}</ol></section>
 </div>
 ${messageForm(s.id)}
