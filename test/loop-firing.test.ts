@@ -7,7 +7,7 @@ import { clients, events, sleep, startWorker, waitFor, waitForEvents, waitForNoT
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import type { RunnerSpec } from '../scheduler/loop/loop-state.ts';
-import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop/loop-store.ts';
+import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop/tick-job.ts';
 import { bullJobId } from '../scheduler/store/keys.ts';
 import { aliveWorkerIds } from '../scheduler/worker-liveness.ts';
 

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Job } from 'bullmq';
 import { decodeLoopRecord, encodeLoopRecord } from '../scheduler/loop/loop-record-codec.ts';
 import { applyTick, createLoop, pauseLoop, resumeLoop, type LoopRecord, type NewLoop } from '../scheduler/loop/loop-state.ts';
-import { TICK_JOB_NAME, tickJobData, type StoredTickJobData } from '../scheduler/loop/loop-store.ts';
+import { TICK_JOB_NAME, tickJobData, type StoredTickJobData } from '../scheduler/loop/tick-job.ts';
 import { JOB_RETENTION } from '../scheduler/store/queues.ts';
 import { testEnv } from './support/env.ts';
 import { clients, startWorker, waitForEvents, type TestClients } from './support/stack.ts';

@@ -14,7 +14,7 @@ import { Redis } from 'ioredis';
 import { bullJobId, Keys } from '../scheduler/store/keys.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
 import { createLoop, type LoopRecord } from '../scheduler/loop/loop-state.ts';
-import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop/loop-store.ts';
+import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop/tick-job.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { BULLMQ_REDIS_OPTIONS } from '../scheduler/store/redis/connect.ts';
 import { createWorkerDeps } from '../worker/create-worker-deps.ts';

@@ -15,7 +15,7 @@ import { DelayedError, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { bullJobId } from '../scheduler/store/keys.ts';
 import { createLoop } from '../scheduler/loop/loop-state.ts';
-import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop/loop-store.ts';
+import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop/tick-job.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { BULLMQ_REDIS_OPTIONS } from '../scheduler/store/redis/connect.ts';
 import { luaScript } from '../scheduler/store/redis/lua-script.ts';

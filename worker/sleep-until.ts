@@ -84,9 +84,8 @@ export function callAt(at: number, wake: () => void): () => void {
  * `Date.now()` and taken again for the rest. Each timer is at most {@link MAX_TIMER_MS}, so a clock
  * jump or a suspended host cannot strand a tick behind one long timer.
  *
- * Every caller waiting for the same `at` shares the last step's timer, so the ticks of an aligned
- * burst wake in one callback and reach their gates in one turn of the event loop (where
- * `LoopStore.readGate` reads them together).
+ * Every caller waiting for the same `at` shares the last step's timer: the burst batching this
+ * serves is written at `TickClaim.readGate` (`scheduler/loop/tick-claim.ts`).
  */
 export async function sleepUntil(at: number, signal?: AbortSignal): Promise<void> {
   for (;;) {

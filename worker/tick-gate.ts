@@ -74,7 +74,7 @@ export function decideGate(
 }
 
 /**
- * What the claim script's answer (`LoopStore.claimTick`) means (steps 3 and 4 of a tick):
+ * What the claim script's answer (`TickClaim.claimTick`; the claim rule: `claim-tick-7.lua`) means (steps 3 and 4 of a tick):
  *  - `ok`: the occurrence is claimed; fire;
  *  - `busy` — session lock: another job holds the session's turn lock; wait `deferMs` (never run in parallel);
  *  - `inflight` — in-flight order: another occurrence of the loop record started and did not commit. While

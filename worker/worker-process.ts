@@ -44,7 +44,7 @@ import type { InboxJobData } from '../scheduler/session/inbox.ts';
 import type { RunnerFactory } from './turn-runners/create-runner.ts';
 import { QUEUES } from '../scheduler/store/keys.ts';
 import { logBullmqErrors } from '../scheduler/store/redis/bullmq-errors.ts';
-import { COMMAND_TICK_JOB_NAME, tickJobData, type StoredTickJobData, type TickJobData } from '../scheduler/loop/loop-store.ts';
+import { COMMAND_TICK_JOB_NAME, tickJobData, type StoredTickJobData, type TickJobData } from '../scheduler/loop/tick-job.ts';
 import { TURN_POOLS, type DrainClass, type JobTicket, type TurnPool } from './turn-tracker.ts';
 import { deferJob } from '../scheduler/store/defer-job.ts';
 import { decodeTurnAbort } from '../scheduler/session/turn-abort.ts';
@@ -184,7 +184,7 @@ export class WorkerProcess {
         pools: TURN_POOLS,
         holdable: true,
         // A loop or heartbeat tick is due at its occurrence's due time (it comes `worker.prefetch_lead_ms` early and is
-        // held until then); a command loop's jobs are named for the `command` pool (`LoopStore.arm`). Cron ticks run
+        // held until then); a command loop's jobs are named for the `command` pool (`tickJobName`). Cron ticks run
         // in the `agent` pool (a `--script` also takes a `command` slot while it runs: `cron-processor.ts`).
         classify: (job) => {
           if (tickType(job) !== 'schedule-tick') return { pool: 'agent', dueAt: undefined };

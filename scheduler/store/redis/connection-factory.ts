@@ -288,8 +288,7 @@ export function closeClient(client: RedisClient | undefined): void {
 /**
  * Hold `client`'s writes until the check phase of this turn of the event loop (`setImmediate`),
  * so the commands many callers issue in this turn leave in one write (one system call) instead of
- * one write each: the claim scripts of a burst of ticks whose gate reads were just answered
- * together (`LoopStore.readGate`). Nothing else changes: the commands, their order and their
+ * one write each (the burst batching of `TickClaim.readGate`, `scheduler/loop/tick-claim.ts`). Nothing else changes: the commands, their order and their
  * replies are the same, and a held write waits at most until the end of this turn. A client that
  * is not connected, or a Cluster client (one connection per node), is left as it is.
  */

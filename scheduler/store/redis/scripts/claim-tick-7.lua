@@ -1,16 +1,20 @@
 --[[
-  Start a loop or heartbeat occurrence in one step (LoopStore.claimTick):
-  take the session's turn lock, claim the occurrence, mark it in flight, tell
-  clients it started and read the transcript the turn runs on.
+  Start a loop or heartbeat occurrence in one step (TickClaim.claimTick,
+  scheduler/loop/tick-claim.ts): take the session's turn lock, claim the
+  occurrence, mark it in flight, tell clients it started and, for an agent
+  turn, read the transcript it runs on (a command turn gets only its new
+  input, so ARGV[11] '0' spares the read).
 
-  The claim: the gate decided to fire over one read of the loop record, the
-  session's goal and its pending user input; the claim holds only if all
-  three are still as read and no other occurrence of the schedule is in
-  flight. So the fire decision, the coalescing rule, the tick number and the
-  order "user input, then goal, then ticks" all hold against the state at
-  claim time. The turn lock is taken first (free, or already held by this
-  job: a job that finds its own id is a retry on another worker) and stays
-  held whatever the claim says; the caller releases it.
+  The claim rule, written here only: the gate decided to fire over one read of
+  the loop record, the session's goal and its pending user input; the claim
+  holds only if all three are still as read and no other occurrence of the
+  schedule is in flight. So the fire decision, the coalescing rule, the tick
+  number and the order "user input, then goal, then ticks" all hold against
+  the state at claim time. Later occurrences wait for an in-flight one, so a
+  tick whose worker died is completed by another worker instead of being
+  overtaken. The turn lock is taken first (free, or already held by this job:
+  a job that finds its own id is a retry on another worker) and stays held
+  whatever the claim says; the caller releases it.
 
   KEYS[1] the schedule's record (JSON with `version`)
   KEYS[2] the schedule's in-flight mark (JSON with `occurrenceId`)
@@ -30,8 +34,7 @@
   ARGV[8] turn lock time-to-live, ms
   ARGV[9] event stream maxlen (approximate)
   ARGV[10] `tick.started` event data (JSON)
-  ARGV[11] '0' when the turn does not read the transcript (a command turn gets
-           only its new input), else (or absent) the transcript is returned
+  ARGV[11] '0': no transcript (a command turn); else (or absent) it is returned
 
   Returns {'busy'} another job holds the turn lock (nothing written);
   {'changed'} the record, the goal or the pending input changed, or the
