@@ -1,0 +1,271 @@
+/**
+ * Changing cron jobs: the one set of commands the `hermes cron` CLI, the gateway's `/api` and the
+ * agent's `schedules` tool all call, so every rule lives here once. The pure functions of
+ * cron-job.ts decide, the store persists; input is read by `cron-input.ts`.
+ *
+ * Every input is validated before anything is written (bad input changes
+ * nothing, docs/DESIGN.md §11). A change is reported only after Redis confirmed it: the
+ * record is written first (version-checked), then the BullMQ side is armed or
+ * disarmed. Pause and remove therefore take effect when they return: no run of
+ * the job starts after that, even when its next BullMQ job is already waiting
+ * (the worker's claim re-checks the record).
+ */
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import { ScheduleInputError } from '../errors/schedule-input-error.ts';
+import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
+import { assertTimeZone, defaultTimeZone, type CronSchedule } from './cron-engine.ts';
+import {
+  createCronJob, cronToolSurfaces, firstDue, parseDeliver, pauseCronJob, resumeCronJob, type CronEconomy, type CronJob,
+} from './cron-job.ts';
+import { checkCronEconomy } from './cron-economy.ts';
+import {
+  parseCronSchedule, parseEconomyOf, parseMisfire, parseName, parseNotify, parseOverlap, parsePrompt, parseRepeat, parseScript,
+  type CronCaller, type CronInputSettings, type CronJobChanges, type CronJobInput,
+} from './cron-input.ts';
+import type { CronQueries } from './cron-queries.ts';
+import type { CronStore } from './cron-store.ts';
+import { jitterSecondsOf, parseJitter, withJitter } from './jitter.ts';
+import { CONFLICT, retryOnConflict } from '../store/optimistic-retry.ts';
+
+/** Commands that create, change, run and remove cron jobs. */
+export class CronCommands {
+  constructor(
+    private readonly store: CronStore,
+    /** Resolves the references commands take. */
+    private readonly queries: Pick<CronQueries, 'resolveRef'>,
+    private readonly settings: CronInputSettings,
+    private readonly log: Logger,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  /**
+   * Create a job and arm its first occurrence.
+   * @throws ScheduleInputError for any bad field (nothing is written);
+   *   StoreUnavailableError when Redis refused the write
+   */
+  async add(input: CronJobInput, caller: CronCaller): Promise<CronJob> {
+    const now = this.clock();
+    const tz = defaultTimeZone(input.tz, this.settings.timezone);
+    const id = randomBytes(6).toString('hex');
+    const jitterSeconds = input.jitter === undefined ? 0 : parseJitter(input.jitter);
+    const schedule = withJitter(this.parseSchedule(input.schedule, tz, now), id, jitterSeconds);
+    const script = parseScript(input.script, caller);
+    const prompt = parsePrompt(input.prompt ?? '', script, this.settings);
+    const economy = parseEconomyOf({ watch: input.watch, max_tokens: input.max_tokens, model: input.model }, { clearable: false }, caller);
+    const alsoFrom = [...new Set((caller.alsoFrom ?? []).filter((s) => s !== 'cli' && s !== caller.origin.surface))];
+    checkCronEconomy({ script, economy }, {
+      changed: economy, surfacesGrew: false, checker: this.settings.checkEconomy, asker: caller.origin.surface,
+      surfaces: [caller.origin.surface, ...cronToolSurfaces({ origin: caller.origin, edited_from: alsoFrom })],
+    });
+    const job = createCronJob({
+      id,
+      name: input.name === undefined ? null : parseName(input.name),
+      prompt,
+      schedule,
+      tz,
+      repeat: parseRepeat(input.repeat),
+      deliver: parseDeliver(input.deliver, this.settings.webhookAllow),
+      script,
+      misfire: parseMisfire(input.misfire),
+      overlap: parseOverlap(input.overlap),
+      notify: parseNotify(input.notify),
+      economy,
+      paused: input.paused === true,
+      origin: caller.origin,
+      now,
+      createdBy: caller.createdBy,
+    });
+    if (alsoFrom.length > 0) job.edited_from = alsoFrom;
+    job.name = await this.uniqueName(job.name, input.name !== undefined);
+    const stored = await this.store.put(job, 'absent');
+    if (!stored) throw new StoreUnavailableError(`Cron job id ${job.id} already exists; try again.`);
+    await this.store.arm(stored, now);
+    this.log.info({ cronJobId: stored.id, kind: schedule.kind, tz, state: stored.state }, 'cron job added');
+    return stored;
+  }
+
+  /**
+   * Change fields of a job. A new schedule or zone re-arms it from now (no
+   * catch-up of the old schedule's occurrences).
+   * @throws ScheduleInputError for a bad reference or field (nothing is written)
+   */
+  async edit(ref: string, changes: CronJobChanges, caller: CronCaller): Promise<CronJob> {
+    if (Object.values(changes).every((v) => v === undefined)) {
+      throw new ScheduleInputError('Nothing to change: give at least one of `schedule`, `prompt`, `name`, `deliver`, `repeat`, `tz`, `script`, `misfire`, `overlap`, `notify`, `jitter`, `watch`, `max_tokens`, `model`.');
+    }
+    const current = await this.queries.resolveRef(ref);
+    const now = this.clock();
+    // Validate everything before the first write.
+    const tz = changes.tz !== undefined ? assertTimeZone(changes.tz) : current.tz;
+    const rearm = changes.schedule !== undefined || changes.tz !== undefined || changes.jitter !== undefined;
+    let schedule: CronSchedule = current.schedule;
+    if (changes.schedule !== undefined) schedule = this.parseSchedule(changes.schedule, tz, now);
+    else if (changes.tz !== undefined && schedule.kind === 'cron') schedule = this.parseSchedule(schedule.expression, tz, now);
+    // The jitter stays unless changed, and must fit the (new) schedule.
+    const jitterSeconds = changes.jitter !== undefined ? parseJitter(changes.jitter) : jitterSecondsOf(current.schedule);
+    schedule = withJitter(schedule, current.id, jitterSeconds);
+    const script = changes.script === undefined ? current.script : changes.script === null ? null : parseScript(changes.script, caller);
+    const prompt = changes.prompt !== undefined ? parsePrompt(changes.prompt, script, this.settings) : parsePrompt(current.prompt, script, this.settings);
+    // Economy (docs/CRON.md, "Economy"): checked as the job will be, for the surfaces its runs will answer to.
+    const economyChanges = parseEconomyOf({ watch: changes.watch, max_tokens: changes.max_tokens, model: changes.model }, { clearable: true }, caller);
+    const economy: CronEconomy = {
+      watch: economyChanges.watch !== undefined ? economyChanges.watch : current.watch ?? null,
+      max_tokens: economyChanges.max_tokens !== undefined ? economyChanges.max_tokens : current.max_tokens ?? null,
+      model: economyChanges.model !== undefined ? economyChanges.model : current.model ?? null,
+    };
+    const alsoFrom = (caller.alsoFrom ?? []).filter((s) => s !== 'cli');
+    const editedFromAfter = (from: CronJob['edited_from']) => [...new Set([
+      ...(caller.origin.surface !== 'cli' ? [...(from ?? []), caller.origin.surface] : changes.prompt !== undefined ? [] : from ?? []),
+      ...alsoFrom,
+    ])];
+    const surfacesBefore = cronToolSurfaces(current);
+    const surfacesAfter = cronToolSurfaces({ origin: current.origin, edited_from: editedFromAfter(current.edited_from) });
+    checkCronEconomy({ script, economy }, {
+      changed: economyChanges, surfacesGrew: surfacesAfter.some((s) => !surfacesBefore.includes(s)),
+      checker: this.settings.checkEconomy, asker: caller.origin.surface, surfaces: [caller.origin.surface, ...surfacesAfter],
+    });
+    const fields = {
+      name: changes.name !== undefined ? await this.uniqueName(parseName(changes.name), true, current.id) : current.name,
+      deliver: changes.deliver !== undefined ? parseDeliver(changes.deliver, this.settings.webhookAllow) : current.deliver,
+      repeatTimes: changes.repeat !== undefined ? (changes.repeat === null ? null : parseRepeat(changes.repeat)) : current.repeat.times,
+      misfire: changes.misfire !== undefined ? parseMisfire(changes.misfire) : current.misfire,
+      overlap: changes.overlap !== undefined ? parseOverlap(changes.overlap) : current.overlap,
+      notify: changes.notify !== undefined ? parseNotify(changes.notify) : current.notify ?? 'failure',
+    };
+    const { stored, previous } = await this.write(current.id, (cur) => {
+      const next: CronJob = {
+        ...cur, prompt, script, schedule, tz, name: fields.name, deliver: fields.deliver, misfire: fields.misfire, overlap: fields.overlap, notify: fields.notify,
+        repeat: { times: fields.repeatTimes, completed: cur.repeat.completed }, updated_at: now,
+        watch: economy.watch, model: economy.model, max_tokens: economy.max_tokens,
+      };
+      // A new watch starts from its first run; a new --max-tokens counts from now.
+      if ((economy.watch ?? null) !== (cur.watch ?? null)) next.watch_digest = null;
+      if (economyChanges.max_tokens !== undefined) next.budget_tokens = 0;
+      // Who changed the job decides, with its creator, which tools its runs may use (cronToolSurfaces).
+      const editedFrom = editedFromAfter(cur.edited_from);
+      if (editedFrom.length > 0) next.edited_from = editedFrom;
+      else delete next.edited_from;
+      if (rearm) {
+        next.generation = cur.generation + 1;
+        next.last_due_at = null;
+        if (cur.state === 'completed' || cur.state === 'error' || cur.state === 'scheduled') next.state = 'scheduled';
+        next.next_run_at = next.state === 'scheduled' ? firstDue(schedule, tz, now) : null;
+      }
+      if (next.repeat.times !== null && next.repeat.completed >= next.repeat.times && next.state === 'scheduled') {
+        next.repeat = { times: next.repeat.times, completed: 0 };
+      }
+      return next;
+    });
+    if (rearm) {
+      await this.store.disarm(previous);
+      await this.store.arm(stored, now);
+    }
+    this.log.info({ cronJobId: stored.id, rearmed: rearm }, 'cron job edited');
+    return stored;
+  }
+
+  /**
+   * Pause: once this returns no run of the job starts until it is resumed.
+   * @returns the job and whether it changed (a job that is not scheduled stays as it is)
+   */
+  async pause(ref: string): Promise<{ job: CronJob; changed: boolean }> {
+    const current = await this.queries.resolveRef(ref);
+    const now = this.clock();
+    const { stored, changed } = await this.tryWrite(current.id, (cur) => pauseCronJob(cur, now));
+    await this.store.disarm(current);
+    if (changed) this.log.info({ cronJobId: stored.id }, 'cron job paused');
+    return { job: stored, changed };
+  }
+
+  /**
+   * Resume a paused job at its next occurrence after now (never a catch-up);
+   * with `runNow` also run it once right away.
+   * @throws ScheduleInputError for a one-shot whose time passed while paused
+   */
+  async resume(ref: string, options: { runNow?: boolean } = {}): Promise<{ job: CronJob; changed: boolean; manualJobId?: string }> {
+    const current = await this.queries.resolveRef(ref);
+    const now = this.clock();
+    const { stored, changed } = await this.tryWrite(current.id, (cur) => resumeCronJob(cur, now));
+    if (changed) {
+      await this.store.arm(stored, now);
+      this.log.info({ cronJobId: stored.id }, 'cron job resumed');
+    }
+    const manualJobId = options.runNow ? await this.store.enqueueManual(stored, now) : undefined;
+    return { job: stored, changed, manualJobId };
+  }
+
+  /**
+   * Run the job now, once, outside its schedule (also when paused). The
+   * schedule and `next_run_at` are not changed (field report F12).
+   * @returns the job and the occurrence's BullMQ job id
+   */
+  async runNow(ref: string): Promise<{ job: CronJob; manualJobId: string; dueAt: number }> {
+    const job = await this.queries.resolveRef(ref);
+    const now = this.clock();
+    const manualJobId = await this.store.enqueueManual(job, now);
+    this.log.info({ cronJobId: job.id, manualJobId }, 'cron job run requested');
+    return { job, manualJobId, dueAt: now };
+  }
+
+  /** Remove the job, its history and its BullMQ jobs; no run starts after this returns. @returns the removed job */
+  async remove(ref: string): Promise<CronJob> {
+    const job = await this.queries.resolveRef(ref);
+    await this.store.delete(job.id);
+    await this.store.disarm(job);
+    this.log.info({ cronJobId: job.id }, 'cron job removed');
+    return job;
+  }
+
+
+  /**
+   * Names are unique (case-insensitive, like references), so a name always
+   * resolves to one job. An explicit name that another job has — or that is
+   * another job's id — is refused; a name derived from the prompt gets a
+   * number (` (2)`, ` (3)`, …). Checked before the write: two adds racing with
+   * the same name can still both pass; the reference then lists both ids.
+   * @throws ScheduleInputError for a taken explicit name
+   */
+  private async uniqueName(name: string, explicit: boolean, selfId?: string): Promise<string> {
+    const others = (await this.store.list()).filter((j) => j.id !== selfId);
+    const taken = (n: string) => others.find((j) => j.name.toLowerCase() === n.toLowerCase() || j.id === n);
+    const holder = taken(name);
+    if (!holder) return name;
+    if (explicit) {
+      if (holder.id === name && holder.name.toLowerCase() !== name.toLowerCase()) {
+        throw new ScheduleInputError(`"${name}" is the id of the cron job "${holder.name}"; a name may not be another job's id (references would be ambiguous). Choose another \`name\`.`, { field: 'name' });
+      }
+      throw new ScheduleInputError(`A cron job named "${holder.name}" already exists (${holder.id}); choose another \`name\` or edit that job.`, { field: 'name' });
+    }
+    for (let i = 2; ; i++) if (!taken(`${name} (${i})`)) return `${name} (${i})`;
+  }
+
+  /** Read-modify-write with the version check, retried on a concurrent write. */
+  private async write(id: string, change: (cur: CronJob) => CronJob): Promise<{ stored: CronJob; previous: CronJob }> {
+    const { stored, previous, changed } = await this.tryWrite(id, change);
+    if (!changed) throw new StoreUnavailableError(`Cron job ${id} was not changed.`);
+    return { stored, previous };
+  }
+
+  private async tryWrite(
+    id: string,
+    change: (cur: CronJob) => CronJob | undefined,
+  ): Promise<{ stored: CronJob; previous: CronJob; changed: boolean }> {
+    return await retryOnConflict(async () => {
+      const cur = await this.store.get(id);
+      if (!cur) throw new ScheduleInputError(`Cron job ${id} was removed.`, { field: 'ref' });
+      const next = change(cur);
+      if (!next) return { stored: cur, previous: cur, changed: false };
+      const stored = await this.store.put(next, cur.version);
+      return stored ? { stored, previous: cur, changed: true } : CONFLICT;
+    }, () => {
+      this.log.warn({ cronJobId: id }, 'cron job write kept conflicting; giving up');
+      return new StoreUnavailableError(`Cron job ${id} is being changed concurrently; try again.`);
+    });
+  }
+
+  /** The typed schedule, with this service's limits. */
+  private parseSchedule(text: string, tz: string, now: number): CronSchedule {
+    return parseCronSchedule(text, tz, now, this.settings);
+  }
+}
