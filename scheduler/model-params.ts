@@ -1,6 +1,6 @@
 /**
  * Sampling and output parameters a `/v1` caller may set for the model calls of its turn
- * (docs/GATEWAY.md "Client parameters"). The gateway checks them (gateway/http/v1-params.ts),
+ * (docs/GATEWAY.md "Client parameters"). The gateway checks them (gateway/http/v1/v1-params.ts),
  * the run's job carries them, and the agent runner sends them with every model call of the
  * turn (worker/turn-runners/agent-runner.ts). Each is the Chat Completions field of that name.
  */

@@ -9,7 +9,7 @@ import OpenAI, { APIError } from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../scheduler/logger.ts';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
-import { CONVERSATION_MAX_CHARS } from '../gateway/http/v1-responses.ts';
+import { CONVERSATION_MAX_CHARS } from '../gateway/http/v1/v1-responses.ts';
 import { echoLast, lastUserText, startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { parseSse, readJson, waitFor } from './support/http.ts';

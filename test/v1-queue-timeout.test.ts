@@ -1,5 +1,5 @@
 /**
- * Queueing a `/v1` run is bounded (gateway/http/v1-routes.ts, `queueRun`): when
+ * Queueing a `/v1` run is bounded (gateway/http/v1/v1-run.ts, `queueRun`): when
  * the Redis behind BullMQ stops answering after the run record was written,
  * the caller gets 503 `store_unavailable` with `Retry-After` within
  * `gateway.redis_timeout_ms`, not a request held until Redis returns. The run
@@ -13,7 +13,7 @@ import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InflightRuns } from '../gateway/drain.ts';
 import { errorHandler } from '../gateway/http/errors.ts';
-import { v1Router } from '../gateway/http/v1-routes.ts';
+import { v1Router } from '../gateway/http/v1/v1-routes.ts';
 import { Keys } from '../scheduler/store/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { RunStore, v1RunsQueue } from '../scheduler/v1/v1-runs.ts';

@@ -35,7 +35,7 @@ import { jsonDepthGuard } from './json-depth.ts';
 import { HttpError, errorHandler, storeUnavailableError } from './errors.ts';
 import { REDIS_RETRY_AFTER_SECONDS, type GatewayHealth } from '../health.ts';
 import type { SseStream } from './sse.ts';
-import { v1Router, type V1Deps } from './v1-routes.ts';
+import { v1Router, type V1Deps } from './v1/v1-routes.ts';
 import type { PlatformHttpAnswer, PlatformHttpRequest } from '../plugins/platform-plugin.ts';
 import { consoleRouter } from '../console/console-router.ts';
 import type { ConsoleDeps } from '../console/console-data.ts';

@@ -17,8 +17,8 @@
  * what was sent (`parseBody`).
  */
 import { z } from 'zod';
-import { MODEL_PARAM_NAMES, type ModelParams } from '../../scheduler/model-params.ts';
-import { HttpError } from './errors.ts';
+import { MODEL_PARAM_NAMES, type ModelParams } from '../../../scheduler/model-params.ts';
+import { HttpError } from '../errors.ts';
 
 const stopSchema = z.union([z.string(), z.array(z.string()).min(1).max(4)]);
 

@@ -2,7 +2,7 @@
  * The Responses API (`POST /v1/responses`, `GET /v1/responses/:id`, `DELETE /v1/responses/:id`),
  * in the wire format of the official `openai` clients (`openai/resources/responses`), over the
  * same runs as Chat Completions: the same key, drain rule, `Idempotency-Key`, stream cap and
- * prompt limit (v1-common.ts), the same field rule (v1-params.ts).
+ * prompt limit (v1-run.ts), the same field rule (v1-params.ts).
  *
  * - A response is a run: `resp_<hex>` is run `run_<hex>` (`GET /v1/runs/run_<hex>` shows it too).
  * - `input` is a string or message items (`{role, content}` with `input_text` / `output_text`
@@ -24,13 +24,13 @@
  */
 import type { Request, Response, Router } from 'express';
 import { z } from 'zod';
-import type { RunMessage, V1RunRecord } from '../../scheduler/v1/v1-runs.ts';
-import type { ModelParams, ModelResponseFormat } from '../../scheduler/model-params.ts';
-import { HttpError, toHttpError } from './errors.ts';
-import { openSse } from './sse.ts';
+import type { RunMessage, V1RunRecord } from '../../../scheduler/v1/v1-runs.ts';
+import type { ModelParams, ModelResponseFormat } from '../../../scheduler/model-params.ts';
+import { HttpError, toHttpError } from '../errors.ts';
+import { openSse } from '../sse.ts';
 import {
   DeltaFollower, assertSize, closeSignal, resolveModel, startRun, trackStream, waitForRun, type V1Deps,
-} from './v1-common.ts';
+} from './v1-run.ts';
 import { assertFields, modelParamsShape, parseBody, pickParams, type FieldPolicy } from './v1-params.ts';
 
 /** Longest conversation a response continues, characters: the request body limit (server.ts `BODY_LIMIT`, 2 MB). */

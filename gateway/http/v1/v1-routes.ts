@@ -4,7 +4,7 @@
  * the gateway only queues it and relays the result from the run's record and
  * event stream in Redis (scheduler/v1/v1-runs.ts). The machinery the endpoints
  * share — queueing, `Idempotency-Key`, waiting, the drain, hand-backs — is in
- * v1-common.ts; what a body may hold in v1-params.ts.
+ * v1-run.ts; what a body may hold in v1-params.ts.
  *
  * - `GET /v1/models` lists `hermes-agent`, the primary model (`agent.model`) and
  *   the models the operator declared (`agent.models`); a request's `model` must
@@ -25,20 +25,20 @@
  *   (SSE, `Last-Event-ID` resumes) and `POST /v1/runs/:id/stop` follow one.
  */
 import { Router } from 'express';
-import { isStreamId } from '../stream-fanout.ts';
+import { isStreamId } from '../../stream-fanout.ts';
 import { z } from 'zod';
-import { isTerminalRunEvent, type RunMessage, type V1RunRecord } from '../../scheduler/v1/v1-runs.ts';
-import { MODEL_PARAM_NAMES } from '../../scheduler/model-params.ts';
-import { HttpError, errorBody, toHttpError } from './errors.ts';
-import { entryFrame, lastEventId, openSse, type SseStream } from './sse.ts';
+import { isTerminalRunEvent, type RunMessage, type V1RunRecord } from '../../../scheduler/v1/v1-runs.ts';
+import { MODEL_PARAM_NAMES } from '../../../scheduler/model-params.ts';
+import { HttpError, errorBody, toHttpError } from '../errors.ts';
+import { entryFrame, lastEventId, openSse, type SseStream } from '../sse.ts';
 import {
   DeltaFollower, NO_USAGE, assertSize, closeSignal, getRun, resolveModel, runNotFound, servedModels, startRun, trackStream, waitForRun,
   type V1Deps,
-} from './v1-common.ts';
+} from './v1-run.ts';
 import { assertFields, modelParamsShape, parseBody, pickParams, type FieldPolicy } from './v1-params.ts';
 import { responsesRoutes } from './v1-responses.ts';
 
-export { HERMES_MODEL_ID, newRunId, type V1Deps } from './v1-common.ts';
+export { HERMES_MODEL_ID, newRunId, type V1Deps } from './v1-run.ts';
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() }).loose();
 const contentSchema = z.union([z.string(), z.array(textPart).min(1)]);

@@ -17,16 +17,16 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Request, Response } from 'express';
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
-import type { Keys } from '../../scheduler/store/keys.ts';
-import type { StreamEntry, StreamFanout } from '../stream-fanout.ts';
+import type { Keys } from '../../../scheduler/store/keys.ts';
+import type { StreamEntry, StreamFanout } from '../../stream-fanout.ts';
 import {
   isTerminalRunEvent, type RunEvent, type RunMessage, type RunStore, type V1RunCreateInput, type V1RunEndpoint, type V1RunJobData,
   type V1RunRecord,
-} from '../../scheduler/v1/v1-runs.ts';
-import type { ModelParams } from '../../scheduler/model-params.ts';
-import { DrainAbort, type InflightRuns } from '../drain.ts';
-import { HttpError, storeUnavailableError, typeForStatus } from './errors.ts';
-import type { SseStream } from './sse.ts';
+} from '../../../scheduler/v1/v1-runs.ts';
+import type { ModelParams } from '../../../scheduler/model-params.ts';
+import { DrainAbort, type InflightRuns } from '../../drain.ts';
+import { HttpError, storeUnavailableError, typeForStatus } from '../errors.ts';
+import type { SseStream } from '../sse.ts';
 
 /** What the `/v1` routes use. */
 export interface V1Deps {
