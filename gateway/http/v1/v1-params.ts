@@ -177,3 +177,10 @@ function describeValue(value: unknown): string {
   const shown = JSON.stringify(value);
   return `${typeof value} ${shown.length > 40 ? `${shown.slice(0, 40)}…` : shown}`;
 }
+
+/** @throws HttpError 400 `prompt_too_long` naming `param` when `text` is over `maxChars` */
+export function assertSize(text: string, param: string, maxChars: number): void {
+  if (text.length > maxChars) {
+    throw new HttpError(400, `${param} is ${text.length} characters; the limit is ${maxChars}.`, 'invalid_request_error', 'prompt_too_long', param);
+  }
+}

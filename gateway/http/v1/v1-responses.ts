@@ -29,9 +29,9 @@ import type { ModelParams, ModelResponseFormat } from '../../../scheduler/model-
 import { HttpError, toHttpError } from '../errors.ts';
 import { openSse } from '../sse.ts';
 import {
-  DeltaFollower, assertSize, closeSignal, resolveModel, startRun, trackStream, waitForRun, type V1Deps,
+  DeltaFollower, closeSignal, resolveModel, startRun, trackStream, waitForRun, type V1Deps,
 } from './v1-run.ts';
-import { assertFields, modelParamsShape, parseBody, pickParams, type FieldPolicy } from './v1-params.ts';
+import { assertFields, assertSize, modelParamsShape, parseBody, pickParams, type FieldPolicy } from './v1-params.ts';
 
 /** Longest conversation a response continues, characters: the request body limit (server.ts `BODY_LIMIT`, 2 MB). */
 export const CONVERSATION_MAX_CHARS = 2 * 1024 * 1024;

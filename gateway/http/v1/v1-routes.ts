@@ -2,9 +2,9 @@
  * The OpenAI-compatible `/v1` API (docs/DESIGN.md §8). Every request that needs the
  * model becomes a `v1-runs` job that a worker runs (worker/v1-run-processor.ts);
  * the gateway only queues it and relays the result from the run's record and
- * event stream in Redis (scheduler/v1/v1-runs.ts). The machinery the endpoints
- * share — queueing, `Idempotency-Key`, waiting, the drain, hand-backs — is in
- * v1-run.ts; what a body may hold in v1-params.ts.
+ * event stream in Redis (scheduler/v1/v1-runs.ts). The run orchestration the endpoints
+ * share — queueing, `Idempotency-Key`, waiting, the drain, hand-backs, following events — is in
+ * v1-run.ts; the bodies' wire format in v1-schemas.ts; what a body may hold in v1-params.ts.
  *
  * - `GET /v1/models` lists `hermes-agent`, the primary model (`agent.model`) and
  *   the models the operator declared (`agent.models`); a request's `model` must
@@ -26,81 +26,19 @@
  */
 import { Router } from 'express';
 import { isStreamId } from '../../stream-fanout.ts';
-import { z } from 'zod';
-import { isTerminalRunEvent, type RunMessage, type V1RunRecord } from '../../../scheduler/v1/v1-runs.ts';
-import { MODEL_PARAM_NAMES } from '../../../scheduler/model-params.ts';
+import type { RunMessage } from '../../../scheduler/v1/v1-runs.ts';
 import { HttpError, errorBody, toHttpError } from '../errors.ts';
-import { entryFrame, lastEventId, openSse, type SseStream } from '../sse.ts';
+import { lastEventId, openSse } from '../sse.ts';
 import {
-  DeltaFollower, NO_USAGE, assertSize, closeSignal, getRun, resolveModel, runNotFound, servedModels, startRun, trackStream, waitForRun,
+  DeltaFollower, NO_USAGE, closeSignal, followRunEvents, getRun, resolveModel, runNotFound, servedModels, startRun, trackStream, waitForRun,
   type V1Deps,
 } from './v1-run.ts';
-import { assertFields, modelParamsShape, parseBody, pickParams, type FieldPolicy } from './v1-params.ts';
+import { assertFields, assertSize, parseBody, pickParams } from './v1-params.ts';
+import { CHAT_FIELDS, chatCompletionSchema, listQuerySchema, runObject, runRequestSchema, toRunMessages } from './v1-schemas.ts';
 import { responsesRoutes } from './v1-responses.ts';
 
-export { HERMES_MODEL_ID, newRunId, type V1Deps } from './v1-run.ts';
+export type { V1Deps } from './v1-run.ts';
 
-const textPart = z.object({ type: z.literal('text'), text: z.string() }).loose();
-const contentSchema = z.union([z.string(), z.array(textPart).min(1)]);
-const messageSchema = z
-  .object({
-    role: z.enum(['system', 'developer', 'user', 'assistant']),
-    content: contentSchema,
-    name: z.string().optional(),
-  })
-  .loose();
-
-/** `POST /v1/chat/completions` body: the fields the gateway uses (others are checked by `CHAT_FIELDS`). */
-export const chatCompletionSchema = z
-  .object({
-    model: z.string().min(1).max(200).nullish(),
-    messages: z.array(messageSchema).min(1, 'messages must hold at least one message'),
-    stream: z.boolean().nullish(),
-    stream_options: z.object({ include_usage: z.boolean().nullish() }).loose().nullish(),
-    n: z.number().int().min(1).nullish(),
-    ...modelParamsShape,
-  })
-  .loose();
-
-const isEmptyObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length === 0;
-
-/** What `POST /v1/chat/completions` does with each field (v1-params.ts). */
-const CHAT_FIELDS: FieldPolicy = {
-  endpoint: 'POST /v1/chat/completions',
-  used: new Set(['model', 'messages', 'stream', 'stream_options', ...MODEL_PARAM_NAMES]),
-  neutral: {
-    n: (v) => v === 1,
-    presence_penalty: (v) => v === 0,
-    frequency_penalty: (v) => v === 0,
-    logprobs: (v) => v === false,
-    logit_bias: isEmptyObject,
-    // Nothing is kept for training or distillation here.
-    store: (v) => v === false,
-  },
-};
-
-/** `POST /v1/runs` body. */
-export const runRequestSchema = z
-  .object({
-    model: z.string().min(1).max(200).nullish(),
-    /** A prompt, or chat messages. */
-    input: z.union([z.string().min(1, 'input must not be empty'), z.array(messageSchema).min(1)]),
-    /** Extra system instructions, sent before the input. */
-    instructions: z.string().nullish(),
-    ...modelParamsShape,
-  })
-  .strict();
-
-/** `GET /v1/runs` query. */
-const listQuerySchema = z
-  .object({
-    limit: z.coerce.number().int().min(1).max(100).default(20),
-    after: z.string().min(1).optional(),
-  })
-  .strict();
-
-/** How often an open run event stream checks that its run has not expired, ms. */
-const RUN_EXPIRY_CHECK_MS = 30_000;
 
 /**
  * The OpenAI-compatible `/v1` router. Each request becomes a `v1-runs` job that a worker runs;
@@ -221,47 +159,8 @@ export function v1Router(deps: V1Deps): Router {
     if (!isStreamId(after)) {
       throw new HttpError(400, 'Last-Event-ID must be an event id like 1700000000000-0.', 'invalid_request_error', 'invalid_event_id', 'Last-Event-ID');
     }
-    let sse: SseStream | undefined;
-    const sub = deps.fanout.subscribe(deps.keys.runEvents(runId), after, (events) => {
-      for (const e of events) {
-        sse?.sendFrame(entryFrame(e));
-        if (isTerminalRunEvent(e.type)) sse?.close();
-      }
-    });
-    const expiry = setInterval(() => {
-      // A run that expires while a client follows it has no terminal event to end the stream.
-      deps.runs.get(runId).then((r) => { if (!r) sse?.close(); }, () => {});
-    }, RUN_EXPIRY_CHECK_MS);
-    expiry.unref();
-    sse = trackStream(deps, openSse(req, res, {
-      onClose: () => {
-        clearInterval(expiry);
-        sub.close();
-      },
-      maxBufferedBytes: deps.sseMaxBufferedBytes, log: deps.log,
-    }));
+    followRunEvents(deps, req, res, runId, after);
   });
 
   return router;
-}
-
-/** Express 5 forwards rejected promises of async handlers to the error handler. */
-
-function toRunMessages(messages: z.infer<typeof messageSchema>[], maxChars: number): RunMessage[] {
-  return messages.map((m, i) => {
-    const content = typeof m.content === 'string' ? m.content : m.content.map((p) => p.text).join('\n');
-    assertSize(content, `messages.${i}.content`, maxChars);
-    return { role: m.role === 'developer' ? 'system' : m.role, content };
-  });
-}
-
-/** The API shape of a run (times in epoch seconds, like OpenAI objects). */
-export function runObject(r: V1RunRecord) {
-  const sec = (ms: number | null) => (ms === null ? null : Math.floor(ms / 1000));
-  return {
-    id: r.id, object: 'run', status: r.status, model: r.model,
-    created_at: sec(r.createdAt), started_at: sec(r.startedAt), finished_at: sec(r.finishedAt),
-    output: r.output, usage: r.usage, finish_reason: r.finishReason, error: r.error ? { code: r.error.code, message: r.error.message } : null,
-    stop_requested: r.stopRequested,
-  };
 }

@@ -26,7 +26,7 @@ import {
 import type { ModelParams } from '../../../scheduler/model-params.ts';
 import { DrainAbort, type InflightRuns } from '../../drain.ts';
 import { HttpError, storeUnavailableError, typeForStatus } from '../errors.ts';
-import type { SseStream } from '../sse.ts';
+import { entryFrame, openSse, type SseStream } from '../sse.ts';
 
 /** What the `/v1` routes use. */
 export interface V1Deps {
@@ -93,13 +93,6 @@ export interface RunJob {
 
 /** A zero usage, for answers of runs whose model reported none. */
 export const NO_USAGE = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } as const;
-
-/** @throws HttpError 400 `prompt_too_long` naming `param` when `text` is over `maxChars` */
-export function assertSize(text: string, param: string, maxChars: number): void {
-  if (text.length > maxChars) {
-    throw new HttpError(400, `${param} is ${text.length} characters; the limit is ${maxChars}.`, 'invalid_request_error', 'prompt_too_long', param);
-  }
-}
 
 /** JSON with sorted keys, so equal bodies digest equally whatever their key order. */
 function canonicalJson(value: unknown): string {
@@ -306,4 +299,33 @@ export async function getRun(deps: V1Deps, runId: string): Promise<V1RunRecord> 
 
 export function runNotFound(runId: string): HttpError {
   return new HttpError(404, `No run ${runId} (unknown or expired).`, 'not_found_error', 'run_not_found', 'id');
+}
+
+/** How often an open run event stream checks that its run has not expired, ms. */
+const RUN_EXPIRY_CHECK_MS = 30_000;
+
+/**
+ * Stream run `runId`'s events to the caller as SSE, from after event id `after`, on the gateway's
+ * shared reader: the stream closes after the run's terminal event, or once the run has expired
+ * (a run that expires while a client follows it has no terminal event to end the stream).
+ */
+export function followRunEvents(deps: V1Deps, req: Request, res: Response, runId: string, after: string): void {
+  let sse: SseStream | undefined;
+  const sub = deps.fanout.subscribe(deps.keys.runEvents(runId), after, (events) => {
+    for (const e of events) {
+      sse?.sendFrame(entryFrame(e));
+      if (isTerminalRunEvent(e.type)) sse?.close();
+    }
+  });
+  const expiry = setInterval(() => {
+    deps.runs.get(runId).then((r) => { if (!r) sse?.close(); }, () => {});
+  }, RUN_EXPIRY_CHECK_MS);
+  expiry.unref();
+  sse = trackStream(deps, openSse(req, res, {
+    onClose: () => {
+      clearInterval(expiry);
+      sub.close();
+    },
+    maxBufferedBytes: deps.sseMaxBufferedBytes, log: deps.log,
+  }));
 }
