@@ -24,16 +24,16 @@
  *   across all jobs) is not moved; each job's own history moves with it.
  */
 import { Queue, type Job, type JobType } from 'bullmq';
-import type { HermesConfig } from '../config/config.ts';
-import { ConfigError } from '../errors/config-error.ts';
-import { Keys, QUEUES, type LoopKind } from './keys.ts';
-import type { LoopStore } from '../loop/loop-store.ts';
-import { tickJobData, type StoredTickJobData } from '../loop/tick-job.ts';
-import { HermesQueues } from './queues.ts';
-import type { RedisClient } from './redis/connection-factory.ts';
-import { cronStoreFor, loopStoreFor } from '../services.ts';
-import { aliveWorkerIds } from '../worker-liveness.ts';
-import { resumeDueAt, type LoopRecord } from '../loop/loop-state.ts';
+import type { HermesConfig } from '../scheduler/config/config.ts';
+import { ConfigError } from '../scheduler/errors/config-error.ts';
+import { Keys, QUEUES, type LoopKind } from '../scheduler/store/keys.ts';
+import type { LoopStore } from '../scheduler/loop/loop-store.ts';
+import { tickJobData, type StoredTickJobData } from '../scheduler/loop/tick-job.ts';
+import { HermesQueues } from '../scheduler/store/queues.ts';
+import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts';
+import { cronStoreFor, loopStoreFor } from '../scheduler/services.ts';
+import { aliveWorkerIds } from '../scheduler/worker-liveness.ts';
+import { resumeDueAt, type LoopRecord } from '../scheduler/loop/loop-state.ts';
 
 /** States of a BullMQ job that has not run yet. */
 const PENDING: JobType[] = ['waiting', 'delayed', 'prioritized'];

@@ -3,7 +3,7 @@
  * with `noeviction`), too few replicas (`min-replicas-to-write`), a read-only
  * replica, a failed AOF write (MISCONF, e.g. ENOSPC) — is answered 503 with
  * `Retry-After` and a JSON error naming it on every route, never a 500
- * (gateway/http/errors.ts, scheduler/store/redis/write-refusal.ts).
+ * (gateway/http/errors.ts, gateway/http/write-refusal.ts).
  *
  * Runs on a private redis-server whose settings the test changes; the shared
  * test Redis is never touched.
@@ -19,7 +19,7 @@ import { toHttpError } from '../gateway/http/errors.ts';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { StoreUnavailableError } from '../scheduler/errors/store-unavailable-error.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { redisRefusal } from '../scheduler/store/redis/write-refusal.ts';
+import { redisRefusal } from '../gateway/http/write-refusal.ts';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../scheduler/store/redis/embedded-redis.ts';
 
 const KEY = 'refused-key-123456';

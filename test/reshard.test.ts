@@ -7,7 +7,7 @@ import { loadConfig, type HermesConfig } from '../scheduler/config/config.ts';
 import { cronServiceFor } from '../scheduler/services.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { openRedisClient, topologyFromConfig } from '../scheduler/store/redis/connection-factory.ts';
-import { reshard } from '../scheduler/store/reshard.ts';
+import { reshard } from '../cli/reshard.ts';
 import { Queue } from 'bullmq';
 import { Keys, QUEUES } from '../scheduler/store/keys.ts';
 import { enqueueInput, pendingInput } from '../scheduler/session/inbox.ts';

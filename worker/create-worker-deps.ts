@@ -17,7 +17,7 @@ import { SessionLock } from './session-lock.ts';
 import { TurnTracker, type TurnSlot } from './turn-tracker.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 import { cronServiceFor, cronStoreFor, goalServiceFor, loopStoreFor, loopServiceFor, sessionStoreFor } from '../scheduler/services.ts';
-import { AgentScheduleLedger } from '../scheduler/session/agent-schedule-ledger.ts';
+import { AgentScheduleLedger } from './tools/agent-schedule-ledger.ts';
 import { deliverToRoute } from './delivery.ts';
 
 /**

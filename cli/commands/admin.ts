@@ -7,7 +7,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { resolveRedis } from '../../scheduler/store/redis/connect.ts';
 import { openRedisClient } from '../../scheduler/store/redis/connection-factory.ts';
-import { reshard } from '../../scheduler/store/reshard.ts';
+import { reshard } from '../reshard.ts';
 import { action } from '../run-command.ts';
 
 /** A positive whole number of shards. */

@@ -8,7 +8,7 @@ import type { ErrorRequestHandler, Response } from 'express';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { ConfigError, ScheduleInputError, StoreUnavailableError, UnknownJobError } from '../../scheduler/errors/index.ts';
-import { redisRefusal } from '../../scheduler/store/redis/write-refusal.ts';
+import { redisRefusal } from './write-refusal.ts';
 import { StreamLimitError } from '../stream-fanout.ts';
 
 /** OpenAI error `type` values used by this server. */
@@ -73,7 +73,7 @@ export function storeUnavailableError(detail?: string): HttpError {
 
 /**
  * The 503 answered when Redis is reachable but refuses writes (out of memory, disk full,
- * read-only replica, too few replicas, loading; scheduler/store/redis/write-refusal.ts).
+ * read-only replica, too few replicas, loading; write-refusal.ts).
  */
 export function storeRefusedError(code: string, detail: string): HttpError {
   return new HttpError(

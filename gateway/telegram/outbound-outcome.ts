@@ -2,18 +2,18 @@
  * What became of an outbound reply, reported back by the gateway after every
  * send attempt: to the session's event stream (a `delivery` event, so clients
  * and operators see a reply that did not reach its chat) and, for a cron
- * delivery, into the run record (../cron/delivery-report.ts).
+ * delivery, into the run record (scheduler/cron/delivery-report.ts).
  *
  * Retry policy (decided in gateway/telegram/outbound-sender.ts): permanent
  * refusals (400 chat not found, 403 bot blocked, other 4xx but 429) are not
  * retried; network errors and 5xx are, with exponential backoff, up to
  * `OUTBOUND_ATTEMPTS` attempts; a 429 waits out `retry_after`.
  */
-import type { RedisClient } from '../store/redis/connection-factory.ts';
-import type { Keys } from '../store/keys.ts';
-import { reportCronDelivery } from '../cron/delivery-report.ts';
-import type { OutboundData } from './outbound.ts';
-import { DEFAULT_EVENTS_MAX_LEN } from '../session/session-store.ts';
+import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
+import type { Keys } from '../../scheduler/store/keys.ts';
+import { reportCronDelivery } from '../../scheduler/cron/delivery-report.ts';
+import type { OutboundData } from '../../scheduler/delivery/outbound.ts';
+import { DEFAULT_EVENTS_MAX_LEN } from '../../scheduler/session/session-store.ts';
 
 /** The outcome of one send attempt of an outbound job. */
 export type OutboundOutcome =

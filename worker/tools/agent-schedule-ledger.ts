@@ -11,8 +11,8 @@
  * turns run one at a time across the fleet (the turn lock), so no two
  * creations of one session race.
  */
-import type { Keys } from '../store/keys.ts';
-import type { RedisClient } from '../store/redis/connection-factory.ts';
+import type { Keys } from '../../scheduler/store/keys.ts';
+import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 
 /** The window `max_created_per_day` counts over, ms. */
 export const CREATION_WINDOW_MS = 24 * 3600_000;

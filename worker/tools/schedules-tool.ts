@@ -57,7 +57,7 @@ import {
   formatDeliveryTarget, parseDeliveryTarget, targetOfRoute, type MessagingRoute,
 } from '../../scheduler/delivery/delivery-target.ts';
 import { formatSeconds, MAX_TIMES } from '../../scheduler/interval.ts';
-import type { AgentScheduleLedger } from '../../scheduler/session/agent-schedule-ledger.ts';
+import type { AgentScheduleLedger } from './agent-schedule-ledger.ts';
 import type { LoopKind } from '../../scheduler/store/keys.ts';
 import type { AgentTool, ToolParameters, ToolScope, ToolTurn } from './tool.ts';
 

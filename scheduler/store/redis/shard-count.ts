@@ -7,7 +7,7 @@
  * opens a store records its `redis.shards` in a fleet-wide marker, and every
  * process refuses to start with a different count. A store without a marker
  * that already holds data under the one-shard layout counts as one shard.
- * Moving a store to another count is `hermes admin reshard --to N` (scheduler/store/reshard.ts);
+ * Moving a store to another count is `hermes admin reshard --to N` (cli/reshard.ts);
  * while one is under way (its `reshard-to` marker exists) every process refuses to start.
  */
 import type { Keys } from '../keys.ts';
