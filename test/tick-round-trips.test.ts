@@ -1,7 +1,7 @@
 /**
  * The per-tick path is cheap when many ticks are due together: after the gate
  * read, a tick takes the session lock, claims, marks itself in flight, tells
- * clients it started and reads the transcript in one script, and commits and
+ * clients it started and reads an agent turn's transcript in one script, and commits and
  * frees the session lock in one more. The lock and claim rules stay those of
  * separate steps: a busy session writes nothing, and the commit frees the lock
  * only while it is still the tick's.
