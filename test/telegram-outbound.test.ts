@@ -10,7 +10,7 @@ import { Redis } from 'ioredis';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { Keys } from '../scheduler/store/keys.ts';
 import { enqueueTelegramOutbound, outboundJobId, telegramOutboundQueue, type TelegramOutboundData } from '../scheduler/delivery/outbound.ts';
-import { DELIVERY_EVENT } from '../gateway/telegram/outbound-outcome.ts';
+import { DELIVERY_EVENT } from '../gateway/outbound/outbound-outcome.ts';
 import type { ChildGateway } from './support/child-gateway.ts';
 import { runCronCli } from './support/cron-cli.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';

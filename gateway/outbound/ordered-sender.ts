@@ -26,7 +26,7 @@ import { PlatformError } from '../../scheduler/errors/platform-error.ts';
 import {
   OUTBOUND_ATTEMPTS, OUTBOUND_DONE_TTL_SECONDS, outboundJobId, registerOutbound, type OutboundData,
 } from '../../scheduler/delivery/outbound.ts';
-import { recordOutboundOutcome, type OutboundOutcome } from '../telegram/outbound-outcome.ts';
+import { recordOutboundOutcome, type OutboundOutcome } from './outbound-outcome.ts';
 
 /** What a platform says about a failed send. */
 export type SendFailure =

@@ -50,7 +50,7 @@ import { JOB_RETENTION } from '../../scheduler/store/queues.ts';
 import {
   OUTBOUND_ATTEMPTS, OUTBOUND_DONE_TTL_SECONDS, outboundJobId, registerOutbound, type TelegramOutboundData,
 } from '../../scheduler/delivery/outbound.ts';
-import { recordOutboundOutcome, type OutboundOutcome } from './outbound-outcome.ts';
+import { recordOutboundOutcome, type OutboundOutcome } from '../outbound/outbound-outcome.ts';
 import { grammySignal } from './poller.ts';
 import { renderMarkdown, splitFormatted } from './render-markdown.ts';
 import { threadParams } from './forum-topic.ts';
