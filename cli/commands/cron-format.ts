@@ -5,7 +5,7 @@
 import { formatInZone, formatRelative, isoUtc } from '../../scheduler/cron/cron-engine.ts';
 import { MAX_RUN_OUTPUT_CHARS, type CronJob, type CronRun } from '../../scheduler/cron/cron-job.ts';
 import type { CronFinding, CronStatus } from '../../scheduler/cron/cron-reports.ts';
-import type { SchedulePreview } from './cron-preview.ts';
+import type { SchedulePreview } from '../../scheduler/cron/preview.ts';
 import { formatSeconds } from '../../scheduler/interval.ts';
 import { formatSpend, NO_TOTALS, type ModelSpend } from '../../scheduler/model-spend.ts';
 import { terminalSafe } from '../terminal-text.ts';

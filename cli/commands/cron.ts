@@ -16,7 +16,7 @@ import { cronServiceFor, SHELL_CONFIG } from '../../scheduler/services.ts';
 import { noModelWarning } from '../../scheduler/agent-model.ts';
 import type { CronService } from '../../scheduler/cron/cron-service.ts';
 import type { CronCaller, CronJobChanges } from '../../scheduler/cron/cron-input.ts';
-import { parseInstant, previewSchedule } from './cron-preview.ts';
+import { parseInstant, previewSchedule } from '../../scheduler/cron/preview.ts';
 import { EXIT_FAILURE, exitCodeOf, reportError } from '../run-command.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { createLogger } from '../../scheduler/logger.ts';

@@ -3,9 +3,9 @@
  * grammar and engine that arm real jobs, so a preview agrees exactly with when
  * a job created from the same text fires (no Redis needed).
  */
-import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
-import { instantOfWallTime, nextOccurrences, type CronSchedule } from '../../scheduler/cron/cron-engine.ts';
-import { parseSchedule } from '../../scheduler/cron/schedule-grammar.ts';
+import { ScheduleInputError } from '../errors/schedule-input-error.ts';
+import { instantOfWallTime, nextOccurrences, type CronSchedule } from './cron-engine.ts';
+import { parseSchedule } from './schedule-grammar.ts';
 
 /** Result of a preview. Times are epoch ms, ascending. */
 export interface SchedulePreview {

@@ -6,7 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { isoUtc, nextOccurrences } from '../../scheduler/cron/cron-engine.ts';
-import { previewSchedule } from '../../cli/commands/cron-preview.ts';
+import { previewSchedule } from '../../scheduler/cron/preview.ts';
 import { cronRepeatStrategy, encodePattern } from '../../scheduler/cron/repeat-strategy.ts';
 
 export interface DstCase {
