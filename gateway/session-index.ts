@@ -3,9 +3,9 @@
  * input by `enqueueInput`) and those that have a loop, heartbeat or goal (set from the shell or
  * over `/api` without any input). Cron jobs' own sessions (`cron:<id>`) are not listed.
  */
-import type { Keys } from '../store/keys.ts';
-import type { RedisClient } from '../store/redis/connection-factory.ts';
-import { cronSessionId } from '../cron/cron-job.ts';
+import type { Keys } from '../scheduler/store/keys.ts';
+import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts';
+import { cronSessionId } from '../scheduler/cron/cron-job.ts';
 
 /** Sessions `cron:<id>` hold a cron job's own stream, not a conversation. */
 const cronSessionPrefix = cronSessionId('');

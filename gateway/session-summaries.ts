@@ -7,7 +7,7 @@ import type { GoalRecord } from '../scheduler/goal/goal-state.ts';
 import type { GoalService } from '../scheduler/goal/goal-service.ts';
 import type { LoopRecord } from '../scheduler/loop/loop-state.ts';
 import type { LoopStore } from '../scheduler/loop/loop-store.ts';
-import { listSessionIds } from '../scheduler/session/session-index.ts';
+import { listSessionIds } from './session-index.ts';
 import type { SessionStore } from '../scheduler/session/session-store.ts';
 import type { Keys, LoopKind } from '../scheduler/store/keys.ts';
 import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts';
