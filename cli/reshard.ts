@@ -184,7 +184,7 @@ async function storedCount(redis: RedisClient, keys: Keys): Promise<number> {
 
 /** Refuse while `/v1` runs or outbound replies wait on shard 0 (their queues do not move). */
 async function assertShardZeroIdle(keys: Keys, connection: RedisClient): Promise<void> {
-  for (const name of [QUEUES.v1Runs, QUEUES.outboundTelegram, QUEUES.outboundSlack]) {
+  for (const name of [QUEUES.v1Runs, QUEUES.outboundTelegram, QUEUES.outboundSlack, QUEUES.outboundDiscord]) {
     const q = new Queue(name, { connection, prefix: keys.shard(0).bullPrefix });
     try {
       const counts = await q.getJobCounts('waiting', 'delayed', 'active', 'prioritized', 'waiting-children');

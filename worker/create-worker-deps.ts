@@ -67,6 +67,7 @@ export function createWorkerDeps(input: {
     // Replies for Telegram go through one queue on the first shard, so one chat's replies share a queue.
     outboundTelegram: telegramOutboundQueue(keys, input.queueConnection, log),
     outboundSlack: outboundQueue('slack', keys, input.queueConnection, log),
+    outboundDiscord: outboundQueue('discord', keys, input.queueConnection, log),
     turns,
   };
   return deps;

@@ -9,6 +9,7 @@
  *   `queued` — the gateway then reports the outcome into the run
  *   (scheduler/cron/delivery-report.ts): `sent` with the message ids, or
  *   `failed` with the reason (a transient failure stays `queued` while retried).
+ *   `slack:…` and `discord:…` targets go the same way through their platform's queue.
  * - webhook URL → HTTP POST of JSON with `Idempotency-Key: <occurrence id>`;
  *   `delivered` only on a 2xx answer (evidence: the status), else `failed`;
  *   internal addresses are refused after DNS and redirects are not followed
@@ -79,7 +80,7 @@ export async function deliverPending(run: CronRun, job: CronJob, deps: WorkerDep
 async function deliverOne(target: string, run: CronRun, job: CronJob, deps: WorkerDeps): Promise<CronDelivery> {
   const text = deliveryText(run); // the whole reply, or the failure notice
   const parsed = parseDeliveryTarget(target);
-  if (parsed.kind === 'telegram' || parsed.kind === 'slack') {
+  if (parsed.kind === 'telegram' || parsed.kind === 'slack' || parsed.kind === 'discord') {
     // One outbound job per occurrence and target (outboundJobId makes it a valid BullMQ id).
     const occurrenceId = `${run.occurrence_id}>${target}`;
     await enqueueOutbound(outboundQueueOf(deps, parsed), {

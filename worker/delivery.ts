@@ -10,12 +10,14 @@ import { targetOfRoute, type PlatformTarget } from '../scheduler/delivery/delive
 import type { WorkerDeps } from './worker-deps.ts';
 
 /** The outbound queue of a platform target's platform. */
-export function outboundQueueOf(deps: Pick<WorkerDeps, 'outboundTelegram' | 'outboundSlack'>, target: PlatformTarget): Queue<OutboundData> {
+export function outboundQueueOf(deps: Pick<WorkerDeps, 'outboundTelegram' | 'outboundSlack' | 'outboundDiscord'>, target: PlatformTarget): Queue<OutboundData> {
   switch (target.kind) {
     case 'telegram':
       return deps.outboundTelegram as unknown as Queue<OutboundData>;
     case 'slack':
       return deps.outboundSlack;
+    case 'discord':
+      return deps.outboundDiscord;
   }
 }
 

@@ -36,6 +36,8 @@ export interface WorkerDeps {
   outboundTelegram: Queue<TelegramOutboundData>;
   /** Replies for Slack (`outbound-slack`), on the same connection. */
   outboundSlack: Queue<OutboundData>;
+  /** Replies for Discord (`outbound-discord`), on the same connection. */
+  outboundDiscord: Queue<OutboundData>;
   /** Active turns by drain class; processors register every turn they run. */
   turns: TurnTracker;
   log: Logger;

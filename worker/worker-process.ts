@@ -493,7 +493,7 @@ export class WorkerProcess {
       ['close workers', () => Promise.all(this.workers.map((w) => w.close(true)))],
       ['forget worker', () => this.deps.redis.zrem(this.deps.keys.workers, this.deps.workerId)],
       ['close queues', () => this.deps.queues.close()],
-      ['close outbound queues', () => Promise.all([this.deps.outboundTelegram.close(), this.deps.outboundSlack.close()])],
+      ['close outbound queues', () => Promise.all([this.deps.outboundTelegram.close(), this.deps.outboundSlack.close(), this.deps.outboundDiscord.close()])],
       ['close MCP servers', async () => await this.mcp?.close()],
       ['stop housekeeping', async () => this.housekeeping?.stop()],
       ['close metrics server', async () => this.metricsServer?.close()],

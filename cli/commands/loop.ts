@@ -57,7 +57,7 @@ export function runnerFromFlags(config: HermesConfig, flags: { command?: string;
 export function originFromDeliver(deliver: string | undefined): Origin {
   if (deliver === undefined || deliver.trim() === '') return { surface: 'cli' };
   const invalid = (cause?: unknown) =>
-    new ScheduleInputError(`Invalid --deliver "${deliver}": use telegram:<chat id>[:<thread id>], slack:<channel id>[:<thread_ts>] (or local, the default).`, { field: 'deliver', cause });
+    new ScheduleInputError(`Invalid --deliver "${deliver}": use telegram:<chat id>[:<thread id>], slack:<channel id>[:<thread_ts>], discord:<channel id>[:<thread id>] (or local, the default).`, { field: 'deliver', cause });
   let target: DeliveryTarget;
   try {
     target = parseDeliveryTarget(deliver);
@@ -65,7 +65,7 @@ export function originFromDeliver(deliver: string | undefined): Origin {
     throw invalid(err);
   }
   if (target.kind === 'local') return { surface: 'cli' };
-  if (target.kind !== 'telegram' && target.kind !== 'slack') throw invalid();
+  if (target.kind !== 'telegram' && target.kind !== 'slack' && target.kind !== 'discord') throw invalid();
   return { surface: 'cli', route: routeOfTarget(target) };
 }
 

@@ -92,14 +92,14 @@ const commandSchema = z
  * Surfaces a turn can come from; `tools.allow_from` names them. `web` is a message typed in the
  * console (`/ui`) or sent with `POST /api/sessions/:id/messages`: chat input, like `telegram`.
  */
-export const TOOL_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'api', 'web', 'v1', 'cron'] as const;
+export const TOOL_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'discord', 'api', 'web', 'v1', 'cron'] as const;
 
 /**
  * What `tools.schedules.allow_from` names: the surfaces of `tools.allow_from` but `v1` (a `/v1`
  * request belongs to no session, so nothing it schedules could be its own), and the turns that
  * run unattended by their kind: `loop` and `heartbeat` ticks, `goal` continuations, `cron` runs.
  */
-export const SCHEDULE_TOOL_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'api', 'web', 'loop', 'heartbeat', 'goal', 'cron'] as const;
+export const SCHEDULE_TOOL_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'discord', 'api', 'web', 'loop', 'heartbeat', 'goal', 'cron'] as const;
 
 /**
  * A command the agent may call as a tool (`tools.commands.<name>`). The model's
@@ -492,14 +492,14 @@ export const configSchema = z
               /**
                * Turns that may use it, each of a turn's surfaces (and, for a tick, a goal turn or a cron
                * run, its kind) must be listed: so by default a scheduled turn cannot schedule more turns.
-               * A self-paced loop's tick may always pace itself (action `next`). @defaultValue [cli, chat, telegram]
+               * A self-paced loop's tick may always pace itself (action `next`). @defaultValue [cli, chat, telegram, discord]
                */
               allow_from: z
                 .preprocess(
                   (v) => (typeof v === 'string' ? v.split(',').map((x) => x.trim()).filter((x) => x.length > 0) : v),
                   z.array(z.enum(SCHEDULE_TOOL_SURFACES)),
                 )
-                .default(['cli', 'chat', 'telegram']),
+                .default(['cli', 'chat', 'telegram', 'discord']),
               /** Active and paused schedules a session may have (its loop, heartbeat and cron jobs) before the agent may create another. @defaultValue 10 */
               max_per_session: positiveInt(10),
               /** Schedules the agent may create per session in any 24 hours (replaced and removed ones count). @defaultValue 20 */
@@ -726,6 +726,36 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    /** The Discord bot (docs/GATEWAY.md "Discord"). Enabled when `bot_token` is set. */
+    discord: z
+      .object({
+        /** The bot's token (Developer Portal → Bot → Token). */
+        bot_token: z.string().optional(),
+        /** Discord user ids (snowflakes) allowed to reach the agent; empty allows nobody. */
+        allowed_users: z
+          .union([z.array(z.coerce.string()), z.string()])
+          .transform((v) =>
+            (Array.isArray(v) ? v : v.split(',')).map((s) => s.trim()).filter((s) => s.length > 0),
+          )
+          .default([]),
+        /** REST API root without the version (`/v10` is appended); default the public one. @defaultValue https://discord.com/api */
+        api_url: z.string().url().default('https://discord.com/api'),
+        /**
+         * Ask for the privileged Message Content intent. Direct messages and messages that mention
+         * the bot carry their text without it; turn it on (and in the Developer Portal) only for
+         * text Discord would otherwise blank. @defaultValue false
+         */
+        message_content_intent: flag(false),
+        /** Register `/loop`, `/heartbeat`, `/goal`, `/stop`, `/status` as application commands at start. @defaultValue true */
+        register_commands: flag(true),
+        /**
+         * A user outside the allow-list gets at most one refusal per channel in this many seconds
+         * (kept in Redis, so it holds across restarts and gateways). @defaultValue 3600
+         */
+        refusal_interval_seconds: positiveInt(3600),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict()
   .refine((c) => c.worker.shards.every((n) => n < c.redis.shards), {
@@ -758,6 +788,9 @@ const NAMED_ENV: Record<string, string[]> = {
   SLACK_APP_TOKEN: ['slack', 'app_token'],
   SLACK_ALLOWED_USERS: ['slack', 'allowed_users'],
   SLACK_API_URL: ['slack', 'api_url'],
+  DISCORD_BOT_TOKEN: ['discord', 'bot_token'],
+  DISCORD_ALLOWED_USERS: ['discord', 'allowed_users'],
+  DISCORD_API_URL: ['discord', 'api_url'],
   OPENAI_BASE_URL: ['agent', 'base_url'],
   OPENAI_API_KEY: ['agent', 'api_key'],
   OPENAI_MODEL: ['agent', 'model'],

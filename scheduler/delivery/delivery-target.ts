@@ -9,18 +9,21 @@
  *                                channels, or `@username`), optionally a forum topic
  *   slack:<channel>[:<thread_ts>] a Slack conversation (`C…`, `G…`, `D…`), optionally a thread
  *                                (its parent message's `ts`, e.g. `1712345678.123456`)
+ *   discord:<channel>[:<thread>] a Discord channel (snowflake id; a DM channel too),
+ *                                optionally a thread of it (the thread's own channel id)
  *   http(s)://…                  a webhook (its address rule: `webhook-policy.ts`)
  *
  * Records keep the text form (`CronJob.deliver`, `CronDelivery.target`); code
  * that acts on a target parses it here into a {@link DeliveryTarget} and never
  * splits the string itself. A platform chat's session id is spelled like its
  * target (`telegram:<chat>[:<thread>]`, `gateway/telegram/inbound.ts`;
- * `slack:<channel>[:<thread_ts>]`, `gateway/slack/inbound.ts`).
+ * `slack:<channel>[:<thread_ts>]`, `gateway/slack/inbound.ts`; `discord:<channel>[:<thread>]`,
+ * `gateway/discord/inbound.ts`).
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 
 /** The kinds of delivery target, in the order they are documented. */
-export const DELIVERY_TARGET_KINDS = ['local', 'origin', 'telegram', 'slack', 'webhook'] as const;
+export const DELIVERY_TARGET_KINDS = ['local', 'origin', 'telegram', 'slack', 'discord', 'webhook'] as const;
 export type DeliveryTargetKind = (typeof DELIVERY_TARGET_KINDS)[number];
 
 /** A Telegram chat, optionally one forum topic of it. Ids are kept as written (strings). */
@@ -41,8 +44,17 @@ export interface SlackTarget {
   threadId?: string;
 }
 
+/** A Discord channel, optionally one thread of it. Ids are snowflakes, kept as strings. */
+export interface DiscordTarget {
+  kind: 'discord';
+  /** The channel (a guild text channel or a DM channel). */
+  chatId: string;
+  /** A thread of that channel: replies are posted there (a thread is a channel of its own). */
+  threadId?: string;
+}
+
 /** A target on a messaging platform: its kind is the platform's name (`MessagingRoute.platform`). */
-export type PlatformTarget = TelegramTarget | SlackTarget;
+export type PlatformTarget = TelegramTarget | SlackTarget | DiscordTarget;
 
 /** A parsed delivery target. */
 export type DeliveryTarget =
@@ -67,6 +79,9 @@ const TELEGRAM_TARGET = /^telegram:(-?\d+|@[A-Za-z0-9_]{4,})(?::(\d+))?$/;
 const SLACK_PREFIX = 'slack:';
 /** `slack:<channel>[:<thread_ts>]`: an upper-case conversation id, a thread's `ts` (seconds.micros). */
 const SLACK_TARGET = /^slack:([A-Z][A-Z0-9]{2,})(?::(\d{1,12}\.\d{1,9}))?$/;
+const DISCORD_PREFIX = 'discord:';
+/** `discord:<channel>[:<thread>]`: snowflakes, decimal digits (17–20 today; 1 to 20 accepted). */
+const DISCORD_TARGET = /^discord:(\d{1,20})(?::(\d{1,20}))?$/;
 const WEBHOOK_SCHEME = /^https?:\/\//i;
 
 /**
@@ -89,8 +104,13 @@ export function parseDeliveryTarget(text: string, field = 'deliver'): DeliveryTa
     if (!m) throw new ScheduleInputError(`Invalid delivery target "${t}": use slack:<channel id>[:<thread_ts>], e.g. slack:C0123ABCD:1712345678.123456.`, { field });
     return { kind: 'slack', chatId: m[1]!, ...(m[2] ? { threadId: m[2] } : {}) };
   }
+  if (t.startsWith(DISCORD_PREFIX)) {
+    const m = DISCORD_TARGET.exec(t);
+    if (!m) throw new ScheduleInputError(`Invalid delivery target "${t}": use discord:<channel id>[:<thread id>].`, { field });
+    return { kind: 'discord', chatId: m[1]!, ...(m[2] ? { threadId: m[2] } : {}) };
+  }
   if (WEBHOOK_SCHEME.test(t)) return { kind: 'webhook', url: t };
-  throw new ScheduleInputError(`Unknown delivery target "${t}": use local, origin, telegram:<chat>[:<thread>], slack:<channel>[:<thread_ts>] or an http(s) URL.`, { field });
+  throw new ScheduleInputError(`Unknown delivery target "${t}": use local, origin, telegram:<chat>[:<thread>], slack:<channel>[:<thread_ts>], discord:<channel>[:<thread>] or an http(s) URL.`, { field });
 }
 
 /** The text form of a target; `parseDeliveryTarget(formatDeliveryTarget(t))` gives `t` back. */
@@ -101,6 +121,7 @@ export function formatDeliveryTarget(target: DeliveryTarget): string {
       return target.kind;
     case 'telegram':
     case 'slack':
+    case 'discord':
       return target.threadId ? `${target.kind}:${target.chatId}:${target.threadId}` : `${target.kind}:${target.chatId}`;
     case 'webhook':
       return target.url;
@@ -108,7 +129,7 @@ export function formatDeliveryTarget(target: DeliveryTarget): string {
 }
 
 /** Platforms with a target form (a route of any other platform has no target). */
-const TARGET_PLATFORMS: ReadonlySet<string> = new Set<PlatformTarget['kind']>(['telegram', 'slack']);
+const TARGET_PLATFORMS: ReadonlySet<string> = new Set<PlatformTarget['kind']>(['telegram', 'slack', 'discord']);
 
 /** The target a messaging route delivers to, or `undefined` for a platform without a target form. */
 export function targetOfRoute(route: MessagingRoute): PlatformTarget | undefined {

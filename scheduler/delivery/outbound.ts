@@ -96,7 +96,7 @@ export function telegramOutboundQueue(keys: Keys, connection: RedisClient | Conn
 }
 
 /** Platforms with an outbound queue, and its name. */
-export const OUTBOUND_QUEUES = { telegram: QUEUES.outboundTelegram, slack: QUEUES.outboundSlack } as const;
+export const OUTBOUND_QUEUES = { telegram: QUEUES.outboundTelegram, slack: QUEUES.outboundSlack, discord: QUEUES.outboundDiscord } as const;
 /** A platform the gateway sends to. */
 export type OutboundPlatform = keyof typeof OUTBOUND_QUEUES;
 

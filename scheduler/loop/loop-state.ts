@@ -48,7 +48,7 @@ export type RunnerSpec =
 /** Where a schedule was created, and where replies go besides the session stream. */
 export interface Origin {
   /** `web`: the console (`/ui`) or `POST /api/sessions/:id/messages` (chat input, never trusted). */
-  surface: 'cli' | 'chat' | 'telegram' | 'slack' | 'api' | 'web';
+  surface: 'cli' | 'chat' | 'telegram' | 'slack' | 'discord' | 'api' | 'web';
   /** Messaging route (platform + chat) for replies, when set from a platform. */
   route?: MessagingRoute;
 }

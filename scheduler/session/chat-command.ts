@@ -78,8 +78,8 @@ export function shellOnlyFlag(args: string): (typeof SHELL_ONLY_FLAGS)[number] |
  */
 export function shellOnlyReply(command: string, flag: (typeof SHELL_ONLY_FLAGS)[number], sessionId: string): string {
   const kind = command === 'hb' ? 'heartbeat' : command === 'proactive' ? 'loop' : command;
-  // A Telegram chat's session id is also its delivery target (delivery-target.ts).
-  const deliver = sessionId.startsWith('telegram:') ? ` --deliver ${sessionId}` : '';
+  // A Telegram chat's or Discord channel's session id is also its delivery target (delivery-target.ts).
+  const deliver = sessionId.startsWith('telegram:') || sessionId.startsWith('discord:') ? ` --deliver ${sessionId}` : '';
   const turn = flag === '--run' ? "--run '<shell command>'" : '--command <name>';
   const example = flag === '--script'
     ? `hermes cron add "<schedule>" --script '<shell command>'${deliver ? ` --deliver ${sessionId}` : ''}`

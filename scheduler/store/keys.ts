@@ -28,6 +28,8 @@ export const QUEUES = {
   outboundTelegram: 'outbound-telegram',
   /** Replies to send to Slack (`chat.postMessage`), consumed by the gateway like `outbound-telegram`. */
   outboundSlack: 'outbound-slack',
+  /** Replies to send to Discord (REST `POST /channels/{id}/messages`), consumed by the gateway like `outbound-telegram`. */
+  outboundDiscord: 'outbound-discord',
   /** OpenAI-compatible `/v1` requests, run by workers; the gateway waits for the result. */
   v1Runs: 'v1-runs',
 } as const;
@@ -453,6 +455,24 @@ export class Keys {
   /** Next getUpdates offset of `botId` whose updates are already stored (all below it are in the inbox). */
   telegramOffset(botId: string): string {
     return `${this.basePrefix}:telegram:${keyPart(botId)}:offset`;
+  }
+
+  /** The one-connection-per-bot lease of Discord: holds the id of the gateway instance connected as `botId`. */
+  discordGatewayLease(botId: string): string {
+    return `${this.basePrefix}:discord:${keyPart(botId)}:gateway-lease`;
+  }
+
+  /**
+   * The resumable Discord gateway session of `botId` (JSON: session id, resume URL, and the
+   * sequence of the last event stored), so the next holder of the lease resumes it.
+   */
+  discordGatewaySession(botId: string): string {
+    return `${this.basePrefix}:discord:${keyPart(botId)}:gateway-session`;
+  }
+
+  /** Mark of a refusal sent to `userId` in `channelId` by Discord bot `botId` (fleet-wide). */
+  discordRefusalMark(botId: string, channelId: string, userId: string): string {
+    return `${this.basePrefix}:discord:${keyPart(botId)}:refused:${keyPart(channelId)}:${keyPart(userId)}`;
   }
 
   /**

@@ -11,7 +11,7 @@
  *   heartbeats go to the turn's session with the turn's origin (so ticks answer
  *   in the chat), a cron job records the session (`created_by`) and delivers to
  *   the chat's route by default (`local` without one); `deliver` may name only
- *   this chat (`origin`, its `telegram:` or `slack:` target) or `local`. `list` shows the
+ *   this chat (`origin`, its `telegram:`, `slack:` or `discord:` target) or `local`. `list` shows the
  *   session's loop and heartbeat and the cron jobs made in it or delivering to
  *   it; every other action finds its schedule among those only, so another
  *   chat's schedules are neither shown nor changed (nor named in an error).
@@ -84,7 +84,7 @@ export interface SchedulesToolDeps {
 }
 
 /** The surfaces a schedule's origin can name. */
-const ORIGIN_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'api', 'web'] as const satisfies ReadonlyArray<Origin['surface']>;
+const ORIGIN_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'discord', 'api', 'web'] as const satisfies ReadonlyArray<Origin['surface']>;
 
 /** The surfaces of a turn a schedule's record can name (a cron run's `cron` is always among a job's). */
 function originSurfaces(surfaces: readonly string[]): Array<Origin['surface']> {
@@ -173,7 +173,7 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
       if (refusing !== undefined) throw refused(notAllowed(refusing, settings.allow_from));
       if (args.in !== undefined) throw refused('`in` belongs to action "next" (a self-paced loop\'s tick).');
       const scope: ChatScope = { sessionId: ctx.sessionId, route: turn.origin?.route };
-      const origin = turn.origin ?? { surface: ctx.surface === 'chat' || ctx.surface === 'telegram' || ctx.surface === 'slack' || ctx.surface === 'api' || ctx.surface === 'web' ? ctx.surface : 'cli' };
+      const origin = turn.origin ?? { surface: ctx.surface === 'chat' || ctx.surface === 'telegram' || ctx.surface === 'slack' || ctx.surface === 'discord' || ctx.surface === 'api' || ctx.surface === 'web' ? ctx.surface : 'cli' };
       try {
         switch (args.action) {
           case 'list': return await list(scope, args.kind);
