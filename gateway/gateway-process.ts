@@ -8,7 +8,8 @@
  * - the HTTP server: `/v1` (queued as `v1-runs` jobs for workers), `/api`, `/health`;
  * - platform adapters, loaded lazily through the platform registry and kept
  *   alive by the reconnect watcher, each on its own (Telegram when
- *   `telegram.bot_token` is set, Slack when `slack.bot_token` is); a platform's own
+ *   `telegram.bot_token` is set, Slack when `slack.bot_token` is, Discord when
+ *   `discord.bot_token` is); a platform's own
  *   HTTP paths (`POST /slack/events`) answer 503 until its adapter is ready.
  *
  * Drain (docs/DESIGN.md §9): `drain()` stops taking new work and waits for in-flight `/v1`
@@ -37,6 +38,7 @@ import { PlatformRegistry, type PlatformStatus } from './plugins/platform-regist
 import { ReconnectWatcher } from './plugins/reconnect-watcher.ts';
 import { telegramPlugin } from './telegram/telegram-plugin.ts';
 import { slackPlugin } from './slack/slack-plugin.ts';
+import { discordPlugin } from './discord/discord-plugin.ts';
 import type { PlatformRoute } from './http/server.ts';
 
 /** Options of `startGateway`. */
@@ -121,14 +123,16 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   });
   const outbound = telegramOutboundQueue(keys, bull, log);
   const slackOutbound = outboundQueue('slack', keys, bull, log);
+  const discordOutbound = outboundQueue('discord', keys, bull, log);
   // In one process with a worker (`hermes up`) the gateway serves the worker's metrics too.
   const metrics = options.metrics ?? new HermesMetrics({
-    fleet: fleetReadings({ redis, workersKey: keys.workers, queues: [queues.acrossShards('ticks'), queues.acrossShards('inbox'), outbound, slackOutbound, v1Queue] }),
+    fleet: fleetReadings({ redis, workersKey: keys.workers, queues: [queues.acrossShards('ticks'), queues.acrossShards('inbox'), outbound, slackOutbound, discordOutbound, v1Queue] }),
   });
   const gw = config.gateway;
   const registry = new PlatformRegistry(gw.plugin_load_timeout_seconds * 1000, log);
   registry.register(telegramPlugin({ config, redis, topology, keys, queues, outbound, instanceId, log, metrics }));
   registry.register(slackPlugin({ config, redis, topology, keys, queues, outbound: slackOutbound, log, metrics }));
+  registry.register(discordPlugin({ config, redis, topology, keys, queues, outbound: discordOutbound, instanceId, log, metrics }));
   for (const plugin of options.plugins ?? []) registry.register(plugin);
   metrics.observePlatforms(() => registry.statuses());
   // Each enabled platform's own paths go to its adapter while it is ready; 503 (the platform retries) before.
@@ -160,7 +164,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     cleanups.length = 0;
   };
   cleanups.push(['redis', () => redis.quit()], ['bullmq connection', () => bull.quit()], ['stream reader', () => fanout.close()]);
-  cleanups.push(['queues', () => queues.close()], ['v1 queue', () => v1Queue.close()], ['outbound queue', () => outbound.close()], ['slack outbound queue', () => slackOutbound.close()]);
+  cleanups.push(['queues', () => queues.close()], ['v1 queue', () => v1Queue.close()], ['outbound queue', () => outbound.close()], ['slack outbound queue', () => slackOutbound.close()], ['discord outbound queue', () => discordOutbound.close()]);
 
   let http: HttpServerHandle;
   try {
@@ -184,7 +188,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         },
         maxJsonDepth: config.api_server.max_json_depth, sseMaxBufferedBytes: config.api_server.sse_max_buffered_bytes,
       },
-      dashboard: { queues: [...queues.shards().flatMap((q) => [q.ticks, q.inbox]), outbound, slackOutbound, v1Queue], readOnly: config.dashboard.read_only },
+      dashboard: { queues: [...queues.shards().flatMap((q) => [q.ticks, q.inbox]), outbound, slackOutbound, discordOutbound, v1Queue], readOnly: config.dashboard.read_only },
       platformRoutes,
       health: {
         checks: new GatewayHealth(redis, keys, {

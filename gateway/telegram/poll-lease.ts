@@ -20,6 +20,15 @@ import type { RedisClient } from '../../scheduler/store/redis/connection-factory
 import type { Logger } from 'pino';
 import { acquireOwned, releaseOwned, renewOwned } from '../../scheduler/store/redis/owned-key.ts';
 
+/** The words of a lease's log lines: its name, what holding it means, what losing it does. */
+export interface LeaseWording {
+  lease: string;
+  held: string;
+  lost: string;
+}
+
+const TELEGRAM_WORDING: LeaseWording = { lease: 'Telegram poll lease', held: 'this gateway polls the bot', lost: 'polling stops' };
+
 export class PollLease {
   private timer: NodeJS.Timeout | undefined;
   private heldFlag = false;
@@ -30,6 +39,7 @@ export class PollLease {
    * @param key - `Keys.telegramPollLease(botId)`
    * @param holder - this gateway's instance id
    * @param ttlMs - lease time-to-live in milliseconds (`gateway.poll_lease_ttl_seconds`)
+   * @param wording - the words of its log lines (Discord's gateway connection uses the lease too)
    */
   constructor(
     private readonly redis: RedisClient,
@@ -37,6 +47,7 @@ export class PollLease {
     readonly holder: string,
     private readonly ttlMs: number,
     private readonly log: Logger,
+    private readonly wording: LeaseWording = TELEGRAM_WORDING,
   ) {}
 
   /** Whether this instance held the lease at its last acquire or renewal. */
@@ -57,7 +68,7 @@ export class PollLease {
     const ok = await acquireOwned(this.redis, this.key, this.holder, this.ttlMs);
     if (ok && !this.heldFlag) {
       this.heldFlag = true;
-      this.log.info({ holder: this.holder }, 'Telegram poll lease acquired: this gateway polls the bot');
+      this.log.info({ holder: this.holder }, `${this.wording.lease} acquired: ${this.wording.held}`);
       this.startRenewal();
     }
     if (!ok) this.heldFlag = false;
@@ -95,11 +106,11 @@ export class PollLease {
           if (!ok && this.heldFlag) {
             this.heldFlag = false;
             this.stopRenewal();
-            this.log.warn({ holder: this.holder }, 'Telegram poll lease lost; polling stops');
+            this.log.warn({ holder: this.holder }, `${this.wording.lease} lost; ${this.wording.lost}`);
             this.onLost?.();
           }
         },
-        (err: Error) => this.log.warn({ err: err.message }, 'Telegram poll lease renewal failed'),
+        (err: Error) => this.log.warn({ err: err.message }, `${this.wording.lease} renewal failed`),
       );
     }, this.retryMs);
     this.timer.unref();
