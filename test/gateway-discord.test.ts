@@ -12,7 +12,7 @@ import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { REFUSAL_TEXT } from '../gateway/discord/inbound.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { Keys } from '../scheduler/store/keys.ts';
-import { discordOutboundQueue, enqueueDiscordOutbound, type DiscordOutboundData } from '../scheduler/delivery/discord-outbound.ts';
+import { enqueueOutbound, outboundQueue as openOutboundQueue, type OutboundData } from '../scheduler/delivery/outbound.ts';
 import { WorkerProcess } from '../worker/worker-process.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
@@ -20,6 +20,7 @@ import {
   DISCORD_ALLOWED_USER, DISCORD_BOT_ID, DISCORD_BOT_TOKEN, startFakeDiscord, type FakeDiscord,
 } from './support/fake-discord.ts';
 import { readInbox, type InboxReader } from './support/telegram-env.ts';
+import { openCronService } from './support/cron-worker.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
 
 let fake: FakeDiscord;
@@ -72,9 +73,9 @@ async function inbox(env: TestEnv): Promise<InboxReader> {
   return r;
 }
 
-function outboundQueue(env: TestEnv): Queue<DiscordOutboundData> {
+function outboundQueue(env: TestEnv): Queue<OutboundData> {
   const connection = new Redis(env.redisUrl, { maxRetriesPerRequest: null });
-  const q = discordOutboundQueue(new Keys(env.prefix), connection);
+  const q = openOutboundQueue('discord', new Keys(env.prefix), connection);
   cleanups.push(async () => {
     await q.close();
     connection.disconnect();
@@ -206,8 +207,8 @@ describe('Discord outbound', () => {
     const line = `${'x'.repeat(98)}.\n`;
     const text = Array.from({ length: 45 }, (_, i) => line.replace('xx', String(i).padStart(2, '0'))).join('');
     expect(text).toHaveLength(4500);
-    await enqueueDiscordOutbound(q, { platform: 'discord', chatId: '5000000000000000001', threadId: '5000000000000000002', text, sessionId: 's1', occurrenceId: 'o1' });
-    await enqueueDiscordOutbound(q, { platform: 'discord', chatId: '5000000000000000001', threadId: '5000000000000000002', text: 'next', sessionId: 's1', occurrenceId: 'o2' });
+    await enqueueOutbound(q, { platform: 'discord', chatId: '5000000000000000001', threadId: '5000000000000000002', text, sessionId: 's1', occurrenceId: 'o1' });
+    await enqueueOutbound(q, { platform: 'discord', chatId: '5000000000000000001', threadId: '5000000000000000002', text: 'next', sessionId: 's1', occurrenceId: 'o2' });
     await waitFor(() => fake.posted.length >= 4, 15_000, '4 posts');
     expect(fake.posted.map((p) => p.content.length)).toEqual([2000, 2000, 500, 4]);
     expect(fake.posted.slice(0, 3).map((p) => p.content).join('')).toBe(text);
@@ -220,12 +221,34 @@ describe('Discord outbound', () => {
     await gateway(env);
     const q = outboundQueue(env);
     fake.rateLimitNext(1, 1);
-    await enqueueDiscordOutbound(q, { platform: 'discord', chatId: dmChannel, text: 'after the limit', sessionId: 's1', occurrenceId: 'o1' });
+    await enqueueOutbound(q, { platform: 'discord', chatId: dmChannel, text: 'after the limit', sessionId: 's1', occurrenceId: 'o1' });
     await waitFor(() => fake.posted.length >= 1, 15_000, 'posted');
     await sleep(300);
     expect(fake.limitedAt).toHaveLength(1);
     expect(fake.posted).toHaveLength(1);
     expect(fake.posted[0]!.at - fake.limitedAt[0]!).toBeGreaterThanOrEqual(1000);
+  });
+});
+
+describe('Discord delivery targets', () => {
+  it('a cron job with --deliver discord:<channel>:<thread> posts its reply in that thread and records the message ids', async () => {
+    const m = await model('nightly report');
+    const env = setup({ 'agent.base_url': m.baseUrl, 'agent.api_key': 'k', 'cron.min_interval_seconds': 1 });
+    await worker(env);
+    await gateway(env);
+    const cron = openCronService(env.config);
+    cleanups.push(() => cron.close());
+    const target = 'discord:5000000000000000001:5000000000000000002';
+    const job = await cron.service.add({ schedule: 'in 1s', prompt: 'report', deliver: target }, { origin: { surface: 'cli' }, trusted: true });
+    expect(job.deliver).toEqual([target]);
+    await waitFor(() => fake.posted.length >= 1, 20_000, 'cron reply posted');
+    expect(fake.posted[0]).toMatchObject({ channel_id: '5000000000000000002', content: 'nightly report' });
+    const delivery = await waitFor(async () => {
+      const [run] = await cron.store.runs(job.id, 10);
+      const d = run?.deliveries.find((x) => x.target === target);
+      return d?.status === 'sent' ? d : undefined;
+    }, 10_000, 'delivery reported');
+    expect(delivery.message_ids).toEqual([fake.posted[0]!.id]);
   });
 });
 

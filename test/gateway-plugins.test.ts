@@ -283,6 +283,7 @@ describe('the Telegram adapter through the registry', () => {
     expect(gw.platforms()).toEqual([
       expect.objectContaining({ name: 'telegram', state: 'not_enabled', loads: 0 }),
       expect.objectContaining({ name: 'slack', state: 'not_enabled', loads: 0 }),
+      expect.objectContaining({ name: 'discord', state: 'not_enabled', loads: 0 }),
     ]);
     expect(fake.pollCount).toBe(0);
   });
