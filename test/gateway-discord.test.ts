@@ -129,6 +129,28 @@ describe('Discord inbound', () => {
     });
   });
 
+  it('an event Redis refuses to store is not confirmed: the connection resumes and Discord replays it and what followed', async () => {
+    const env = setup();
+    const reader = await inbox(env);
+    await gateway(env);
+    await waitFor(() => fake.live(), 10_000, 'gateway session ready');
+    // The session's pending-input set holds a string: Redis answers WRONGTYPE to the store.
+    const sessionId = `discord:${dmChannel}`;
+    const pending = new Keys(env.prefix).forSession(sessionId).pendingInput(sessionId);
+    const redis = new Redis(env.redisUrl);
+    cleanups.push(() => redis.quit());
+    await redis.set(pending, 'not a sorted set');
+    fake.message({ authorId: DISCORD_ALLOWED_USER, content: 'refused first' });
+    fake.message({ authorId: DISCORD_ALLOWED_USER, content: 'after it' });
+    await waitFor(() => fake.counts.resumes >= 1, 10_000, 'resumed after the refused store');
+    expect(reader.seen).toEqual([]);
+    await redis.del(pending);
+    await waitFor(() => reader.seen.length >= 2, 15_000, 'both stored after the replay');
+    await sleep(300);
+    expect(reader.seen.map((d) => d.text)).toEqual(['refused first', 'after it']);
+    expect(fake.counts.identifies).toBe(1);
+  });
+
   it('guild messages reach the agent only when they mention the bot; a thread is its own session', async () => {
     const env = setup();
     const reader = await inbox(env);
@@ -185,6 +207,20 @@ describe('Discord application commands', () => {
     expect(record).toMatchObject({ status: 'active', intervalSeconds: 2, runner: { kind: 'agent' }, origin: { surface: 'discord', route: { platform: 'discord', chatId: dmChannel } } });
     fake.command({ userId: DISCORD_ALLOWED_USER, name: 'stop' });
     await waitFor(async () => (await w.deps.loops.get(`discord:${dmChannel}`, 'loop'))?.status !== 'active', 10_000, 'loop stopped');
+  });
+
+  it('/loop typed in a DM sets the loop too; its first tick posts to the DM', async () => {
+    const m = await model('deploy done');
+    const env = setup({ 'agent.base_url': m.baseUrl, 'agent.api_key': 'k' });
+    const w = await worker(env);
+    await gateway(env);
+    await waitFor(() => fake.live(), 10_000, 'gateway session ready');
+    fake.message({ authorId: DISCORD_ALLOWED_USER, content: '/loop 1m check the deploy' });
+    await waitFor(() => fake.posted.length >= 2, 20_000, 'confirmation and first tick');
+    expect(fake.posted[0]!.content).toMatch(/Loop set: every 1m/);
+    expect(fake.posted[1]).toMatchObject({ channel_id: dmChannel, content: 'deploy done' });
+    expect(await w.deps.loops.get(`discord:${dmChannel}`, 'loop')).toMatchObject({ status: 'active', origin: { surface: 'discord' } });
+    expect(fake.callbacks).toEqual([]);
   });
 
   it('a loop with a shell-only flag from Discord creates no command turn', async () => {
