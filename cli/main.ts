@@ -139,7 +139,8 @@ program
     const banner = upBanner(cfg, {
       redis: describeTopology(target.topology), apiUrl: gw?.gateway.httpAddress.url,
       telegramState: gw?.gateway.platforms().find((p) => p.name === 'telegram')?.state,
-      slackState: gw?.gateway.platforms().find((p) => p.name === 'slack')?.state, chatSession: attach ? opts.session : undefined, logFile,
+      slackState: gw?.gateway.platforms().find((p) => p.name === 'slack')?.state,
+      discordState: gw?.gateway.platforms().find((p) => p.name === 'discord')?.state, chatSession: attach ? opts.session : undefined, logFile,
     });
     if (!stopEarly) process.stdout.write(`${banner.join('\n')}\n`);
     // An embedded Redis that died and could not be restarted stops the stack.

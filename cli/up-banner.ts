@@ -18,6 +18,8 @@ export interface UpFacts {
   telegramState?: string;
   /** State of the Slack plugin when the gateway runs, if it has one. */
   slackState?: string;
+  /** State of the Discord plugin when the gateway runs, if it has one. */
+  discordState?: string;
   /** The chat is attached to this session (else `hermes up --no-chat` or no terminal). */
   chatSession?: string;
   /** Logs go to this file (with the chat attached). */
@@ -57,6 +59,12 @@ export function upBanner(cfg: HermesConfig, facts: UpFacts): string[] {
       : slackUsers === 0
         ? 'on, but nobody may use it: SLACK_ALLOWED_USERS is empty'
         : `on · ${slackMode} · ${slackUsers} allowed user${slackUsers === 1 ? '' : 's'} (SLACK_ALLOWED_USERS)${facts.slackState && !TELEGRAM_FINE.has(facts.slackState) ? ` · ${facts.slackState.replace(/_/g, ' ')} (the log says why)` : ''}`;
+  const discordUsers = cfg.discord.allowed_users.length;
+  const discord = facts.apiUrl === undefined
+    ? 'off (--no-gateway)'
+    : discordUsers === 0
+      ? 'on, but nobody may use it: DISCORD_ALLOWED_USERS is empty'
+      : `on · ${discordUsers} allowed user${discordUsers === 1 ? '' : 's'} (DISCORD_ALLOWED_USERS)${facts.discordState && !TELEGRAM_FINE.has(facts.discordState) ? ` · ${facts.discordState.replace(/_/g, ' ')} (the log says why)` : ''}`;
   const api = facts.apiUrl === undefined
     ? 'off (--no-gateway)'
     : `${facts.apiUrl} · auth ${cfg.api_server.key ? 'on (Authorization: Bearer $API_SERVER_KEY)' : 'off (no API_SERVER_KEY; loopback only)'}`;
@@ -66,6 +74,7 @@ export function upBanner(cfg: HermesConfig, facts: UpFacts): string[] {
     `  model     ${model ? `${model.model} at ${showEndpoint(model.baseUrl)}` : NO_MODEL}`,
     `  Telegram  ${telegram}`,
     ...(cfg.slack.bot_token ? [`  Slack     ${slack}`] : []),
+    ...(cfg.discord.bot_token ? [`  Discord   ${discord}`] : []),
     `  Redis     ${facts.redis}`,
     ...(facts.logFile ? [`  logs      ${facts.logFile}`] : []),
     facts.chatSession !== undefined

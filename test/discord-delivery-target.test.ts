@@ -1,7 +1,8 @@
 /**
  * Discord delivery targets (scheduler/delivery/delivery-target.ts): `discord:<channel>[:<thread>]`
  * through the one parser, on every surface that takes a target, and the pure parts of the
- * Discord relay (mentions, application command text, parts at 2,000 characters).
+ * Discord relay (mentions, application command text, parts at 2,000 characters), and the
+ * Discord line of the `hermes up` banner.
  */
 import { describe, expect, it } from 'vitest';
 import { formatDeliveryTarget, parseDeliveryTarget, routeOfTarget, targetOfRoute, type DeliveryTarget } from '../scheduler/delivery/delivery-target.ts';
@@ -14,6 +15,8 @@ import { commandText } from '../gateway/discord/application-commands.ts';
 import { targetOfChannel } from '../gateway/discord/channel-route.ts';
 import { DISCORD_MESSAGE_LIMIT } from '../gateway/discord/discord-send.ts';
 import { splitMessage } from '../gateway/telegram/split-message.ts';
+import { upBanner } from '../cli/up-banner.ts';
+import { loadConfig } from '../scheduler/config/config.ts';
 
 describe('discord:<channel>[:<thread>]', () => {
   it.each<[string, DeliveryTarget]>([
@@ -70,5 +73,17 @@ describe('Discord inbound text', () => {
     const parts = splitMessage(text, DISCORD_MESSAGE_LIMIT);
     expect(parts.map((p) => p.length)).toEqual([2000, 2000, 500]);
     expect(parts.join('')).toBe(text);
+  });
+});
+
+describe('the hermes up banner', () => {
+  const config = (env: Record<string, string>) => loadConfig({ env: { HERMES_HOME: '/home/ada/.hermes', ...env } });
+  const facts = { redis: 'r', apiUrl: 'http://127.0.0.1:8642' };
+
+  it('names Discord only when a bot token is set, with its allow-list and a state that needs a word', () => {
+    expect(upBanner(config({}), facts).some((l) => l.includes('Discord'))).toBe(false);
+    expect(upBanner(config({ DISCORD_BOT_TOKEN: 'x' }), facts)).toContain('  Discord   on, but nobody may use it: DISCORD_ALLOWED_USERS is empty');
+    expect(upBanner(config({ DISCORD_BOT_TOKEN: 'x', DISCORD_ALLOWED_USERS: '1,2' }), { ...facts, discordState: 'adapter_unavailable' }))
+      .toContain('  Discord   on · 2 allowed users (DISCORD_ALLOWED_USERS) · adapter unavailable (the log says why)');
   });
 });
