@@ -62,7 +62,7 @@ export async function loadDiscordAdapter(deps: DiscordAdapterDeps, ctx: PluginLo
   const token = dc.bot_token;
   if (!token) throw new PlatformError('discord.bot_token is not set.', { platform: 'discord' });
   const maxRetryAfterMs = deps.config.gateway.max_retry_after_seconds * 1000;
-  // Rate limits are the library's: buckets kept, a 429's retry_after waited out — unless longer than the cap (outbound-sender.ts).
+  // Rate limits are the library's: buckets kept, a 429's retry_after waited out — unless longer than the cap (discord-send.ts).
   const rest = new REST({ api: dc.api_url, version: '10', rejectOnRateLimit: (limit) => limit.retryAfter > maxRetryAfterMs }).setToken(token);
   const api = new API(rest);
   try {
