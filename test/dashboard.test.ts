@@ -45,7 +45,7 @@ describe('/admin/queues', () => {
     const api = await fetch(`${url}/api/queues`, { headers: basic('ops', KEY) });
     expect(api.status).toBe(200);
     const body = await api.json() as { queues: Array<{ name: string; readOnlyMode: boolean }> };
-    expect(body.queues.map((q) => q.name).sort()).toEqual(['inbox', 'outbound-slack', 'outbound-telegram', 'ticks', 'v1-runs']);
+    expect(body.queues.map((q) => q.name).sort()).toEqual(['inbox', 'outbound-discord', 'outbound-slack', 'outbound-telegram', 'ticks', 'v1-runs']);
     expect(body.queues.every((q) => q.readOnlyMode)).toBe(true);
   });
 
@@ -69,9 +69,9 @@ describe('/admin/queues', () => {
     const { gw } = await gateway({ 'redis.shards': 2 });
     const api = await fetch(`${gw.httpAddress.url}/admin/queues/api/queues`, { headers: basic('ops', KEY) });
     const names = ((await api.json()) as { queues: Array<{ name: string }> }).queues.map((q) => q.name);
-    expect(names).toHaveLength(7);
+    expect(names).toHaveLength(8);
     expect(names.filter((n) => n.endsWith(':ticks'))).toHaveLength(2);
-    expect(new Set(names).size).toBe(7);
+    expect(new Set(names).size).toBe(8);
   });
 
   // The one test that needs a browser binary: .ci/run installs Debian's chromium.
