@@ -288,6 +288,18 @@ describe('Discord delivery targets', () => {
   });
 });
 
+describe('Discord token', () => {
+  it('a token Discord refuses leaves Discord adapter_unavailable, opens no gateway connection, and the token is not in its status', async () => {
+    const env = setup({ 'discord.bot_token': 'MTAwMDAwMDAwMDAwMDAwMDAx.revoked-secret-part', 'gateway.max_plugin_load_rearms': 1 });
+    const gw = await gateway(env);
+    const discord = () => gw.platforms().find((p) => p.name === 'discord')!;
+    await waitFor(() => discord().state === 'adapter_unavailable' && gw.watcher.rearms('discord') === 1 && !discord().hanging, 10_000, 'refused and re-armed once');
+    expect(discord().lastError).toMatch(/^Discord refused the bot token \(401/);
+    expect(fake.counts.connections).toBe(0);
+    expect(JSON.stringify(gw.platforms())).not.toContain('revoked-secret-part');
+  });
+});
+
 describe('Discord connection lease', () => {
   it('two gateways with one bot token keep one connection; the standby resumes the session when the first stops', async () => {
     const env = setup();
