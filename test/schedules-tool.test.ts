@@ -266,7 +266,7 @@ describe('what the tool refuses', () => {
         // not offered to the tick, and refused when called anyway
         expect(tickRequest.tools).not.toContain('schedules');
         expect(tickRequest.messages[0]!.content).not.toMatch(/schedules/);
-        expect(tick!.data.text).toBe('Error: Refused: the schedules tool is not allowed from loop ticks (tools.schedules.allow_from: cli, chat, telegram, discord); a scheduled turn cannot schedule more turns unless the operator lists it.');
+        expect(tick!.data.text).toBe('Error: Refused: the schedules tool is not allowed from loop ticks (tools.schedules.allow_from: cli, chat, telegram, slack, discord); a scheduled turn cannot schedule more turns unless the operator lists it.');
         expect(await cronJobs(env, worker)).toEqual([]);
         // a chat message in the same deployment is offered the tool, with the system prompt's paragraph
         await say(c, 'other', '[msg] hello', 'm1');

@@ -492,14 +492,14 @@ export const configSchema = z
               /**
                * Turns that may use it, each of a turn's surfaces (and, for a tick, a goal turn or a cron
                * run, its kind) must be listed: so by default a scheduled turn cannot schedule more turns.
-               * A self-paced loop's tick may always pace itself (action `next`). @defaultValue [cli, chat, telegram, discord]
+               * A self-paced loop's tick may always pace itself (action `next`). @defaultValue [cli, chat, telegram, slack, discord]
                */
               allow_from: z
                 .preprocess(
                   (v) => (typeof v === 'string' ? v.split(',').map((x) => x.trim()).filter((x) => x.length > 0) : v),
                   z.array(z.enum(SCHEDULE_TOOL_SURFACES)),
                 )
-                .default(['cli', 'chat', 'telegram', 'discord']),
+                .default(['cli', 'chat', 'telegram', 'slack', 'discord']),
               /** Active and paused schedules a session may have (its loop, heartbeat and cron jobs) before the agent may create another. @defaultValue 10 */
               max_per_session: positiveInt(10),
               /** Schedules the agent may create per session in any 24 hours (replaced and removed ones count). @defaultValue 20 */
