@@ -3,11 +3,17 @@
  * fires now, waits (deferred, never dropped) or is skipped, first over what the
  * gate read (`decideGate`), then over what the claim script answered
  * (`decideClaim`). Each policy is decided here once, in the order written; the
- * processor (`tick-processor.ts`) only gathers the facts and carries out the
- * decision. Policies: docs/RELIABILITY.md, "Ticks fire on the record as it is
- * at claim time" and "A dead worker's work restarts within seconds".
+ * tick's plan (`tick-processor.ts`) gathers the facts and the occurrence
+ * pipeline (`occurrence/pipeline.ts`) carries the decision out. Policies:
+ * docs/RELIABILITY.md, "Ticks fire on the record as it is at claim time" and
+ * "A dead worker's work restarts within seconds".
  */
 import type { FireDecision } from '../scheduler/loop/loop-state.ts';
+import type { OccurrenceDefer } from './occurrence/plan.ts';
+
+/** Drain hand-back and how a turn that threw ends: decided once for ticks and cron runs. */
+export { DRAIN_HAND_BACK } from './occurrence/defer.ts';
+export { decideTurnEnding, type TurnEnding } from './occurrence/turn-ending.ts';
 
 /** Why a tick was deferred; also the `reason` label of `hermes_ticks_deferred_total`. */
 export type TickDeferReason =
@@ -19,11 +25,7 @@ export type TickDeferReason =
   | 'schedule-changing';
 
 /** A tick put back to run again after `delayMs`. */
-export interface TickDefer {
-  action: 'defer';
-  reason: TickDeferReason;
-  delayMs: number;
-}
+export type TickDefer = OccurrenceDefer<TickDeferReason>;
 
 /** What the gate says over one read of the record, the goal and the pending input. */
 export type GateDecision = { action: 'fire' } | { action: 'skip'; reason: string } | TickDefer;
@@ -37,13 +39,6 @@ export interface TickGatePolicy {
   deferMs: number;
 }
 
-/**
- * Drain hand-back: a tick a draining worker received before its turn started, or whose turn the
- * drain deadline cut, goes back to the queue due at once; the paused worker does not take it again,
- * another worker does (docs/RELIABILITY.md, "A cron run cut by a drain is handed back").
- */
-export const DRAIN_HAND_BACK: TickDefer = { action: 'defer', reason: 'drain', delayMs: 0 };
-
 /** Gate and claim rounds before a tick whose record keeps changing is deferred. */
 export const MAX_CLAIM_ROUNDS = 5;
 
@@ -51,7 +46,7 @@ export const MAX_CLAIM_ROUNDS = 5;
 export const GOAL_DEFER_MIN_MS = 1000;
 
 /**
- * Decide over one read of the schedule (step 2 of a tick), in this order:
+ * Decide over one read of the schedule (a tick's gate, `occurrence/gate-and-claim.ts`), in this order:
  *  1. coalescing and the schedule's state (`decideFire`, `scheduler/loop/loop-state.ts`): an occurrence
  *     that may not fire (paused, finished, removed, replaced, covered by a later-started tick,
  *     applied already) is skipped, never deferred;
@@ -74,7 +69,7 @@ export function decideGate(
 }
 
 /**
- * What the claim script's answer (`TickClaim.claimTick`; the claim rule: `claim-tick-7.lua`) means (steps 3 and 4 of a tick):
+ * What the claim script's answer (`TickClaim.claimTick`; the claim rule: `claim-tick-7.lua`) means (a tick's claim, `occurrence/gate-and-claim.ts`):
  *  - `ok`: the occurrence is claimed; fire;
  *  - `busy` — session lock: another job holds the session's turn lock; wait `deferMs` (never run in parallel);
  *  - `inflight` — in-flight order: another occurrence of the loop record started and did not commit. While
@@ -95,22 +90,4 @@ export function decideClaim(
   if (claim.status === 'inflight' && claim.earlierAlive) return { action: 'defer', reason: 'earlier-tick-in-flight', delayMs: policy.deferMs };
   if (round + 1 >= MAX_CLAIM_ROUNDS) return { action: 'defer', reason: 'schedule-changing', delayMs: policy.deferMs };
   return { action: 'again' };
-}
-
-/** How a turn that threw ends: handed back (drain), abandoned (lock lost) or recorded as a failed tick. */
-export type TurnEnding = 'hand-back' | 'abandon' | 'failed';
-
-/**
- * Decide how a turn that threw ends (step 5 of a tick), in this order:
- *  - drain hand-back: a turn aborted by the drain deadline is not committed; the job goes back to the
- *    queue, due at once, for another worker (docs/RELIABILITY.md, "A cron run cut by a drain is handed back");
- *  - lock loss: the job's BullMQ lock was lost, so another worker has the job now; commit nothing here
- *    (docs/RELIABILITY.md, "A dead worker's work restarts within seconds");
- *  - any other error (model, command, timeout, `/stop`) is a failed tick: committed, counted against the
- *    budget and the failure streak, told to the route; the next occurrence is the retry.
- */
-export function decideTurnEnding(turn: { abortedByDrain: boolean; lockLost: boolean }): TurnEnding {
-  if (turn.abortedByDrain) return 'hand-back';
-  if (turn.lockLost) return 'abandon';
-  return 'failed';
 }

@@ -1,0 +1,35 @@
+/**
+ * Steps 5 to 7 of an occurrence (`runOccurrence`, `pipeline.ts`): commit it, then deliver and apply
+ * its outcome.
+ *
+ * Exactly once: each kind's commit is one atomic script keyed by the occurrence (a retried or
+ * duplicated job finds it committed and ends in `done`, finishing only what the first one may have
+ * left undone), written over the record's version as it is now, so a pause or an edit that arrived
+ * during the turn wins; on a concurrent write the attempt is made again over a fresh read
+ * (`retryOnConflict`). Delivery after commit: nothing is sent or re-armed for an occurrence that is
+ * not committed, so a hand-back, a lost lock or a crash never delivers twice.
+ */
+import { retryOnConflict } from '../../scheduler/store/optimistic-retry.ts';
+import type { HeldLock } from '../session-lock.ts';
+import type { OccurrencePlan, RanTurn } from './plan.ts';
+
+/**
+ * Commit the occurrence's turn (or its record without a turn), then deliver and apply the outcome
+ * together (one round trip).
+ * @param lock - the session lock held for the occurrence; a commit that released it in the same step says so
+ * @returns the job's result
+ */
+export async function commitAndDeliver<G, C, Ran extends RanTurn, K, R>(
+  plan: OccurrencePlan<G, C, Ran, K, R>,
+  claimed: C,
+  ran: Ran,
+  lock: HeldLock | null,
+): Promise<R> {
+  let attempt = 0;
+  const answer = await retryOnConflict(() => plan.commit(claimed, ran, attempt++), () => plan.commitExhausted());
+  if (answer.status === 'done') return answer.result;
+  // The commit freed the session lock (the caller's release is then a no-op).
+  if (answer.lockReleased) lock?.releasedElsewhere();
+  await Promise.all([plan.deliver(claimed, ran, answer.committed), plan.applyOutcome(claimed, answer.committed)]);
+  return plan.result(claimed, ran, answer.committed);
+}
