@@ -80,11 +80,12 @@ export function cronStoreFor(config: HermesConfig, conn: StoreConnection): CronS
 /**
  * Managing cron jobs (`timezone`, `cron.min_interval_seconds`, `cron.history_limit`,
  * `agent.max_prompt_chars`, `delivery.webhook_allow`; `agent.models` and `tools.*` for `--model` and `--watch`).
+ * @param conn - with `cron`, the cron store the caller built already (a worker builds each store once)
  * @param clock - epoch ms source (tests may pin it)
  */
-export function cronServiceFor(config: HermesConfig, conn: StoreConnection, log: Logger, clock: () => number = Date.now): CronService {
+export function cronServiceFor(config: HermesConfig, conn: StoreConnection & { cron?: CronStore }, log: Logger, clock: () => number = Date.now): CronService {
   return new CronService(
-    cronStoreFor(config, conn),
+    conn.cron ?? cronStoreFor(config, conn),
     {
       timezone: config.timezone, minIntervalSeconds: config.cron.min_interval_seconds, maxScheduleChars: config.cron.max_schedule_chars,
       maxPromptChars: config.agent.max_prompt_chars, historyLimit: config.cron.history_limit,

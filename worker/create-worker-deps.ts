@@ -47,10 +47,10 @@ export function createWorkerDeps(input: {
   const w = config.worker;
   const turns = new TurnTracker({ heldTicks: w.max_held_ticks, agent: w.max_agent_turns, command: w.max_command_turns });
   // The stores route every session and cron job to its shard, so one toolbox serves every shard.
-  const tools = new SlottedToolbox(config, { schedules: base.schedules, goals: base.goals, cron: cronStoreFor(config, { redis, keys, queues }) }, envSource, turns);
+  const tools = new SlottedToolbox(config, { schedules: base.schedules, goals: base.goals, cron: base.cron }, envSource, turns);
   // The agent's `schedules` tool acts with the same services as `/loop` and `hermes cron`.
   tools.addSchedulesTool({
-    config, loops: base.loops, schedules: base.schedules, cron: cronServiceFor(config, { redis, keys, queues }, log),
+    config, loops: base.loops, schedules: base.schedules, cron: cronServiceFor(config, { redis, keys, queues, cron: base.cron }, log),
     ledger: new AgentScheduleLedger(redis, keys), log,
     // The product itself tells the chat what the agent scheduled: a notice on its stream and on its route.
     announce: async ({ sessionId, origin, text, action, kind, id }) => {
@@ -121,12 +121,13 @@ export function depsForShard(base: WorkerDeps, index: number): WorkerDeps {
   return { ...base, keys, queues, ...shardStores({ config: base.config, redis: base.redis, keys, queues, log: base.log }) };
 }
 
-/** The stores bound to one shard's keys and queues (they still route other sessions to their shards). */
-function shardStores(d: Pick<WorkerDeps, 'config' | 'redis' | 'keys' | 'queues' | 'log'>): Pick<WorkerDeps, 'loops' | 'sessions' | 'schedules' | 'goals'> {
+/** The stores bound to one shard's keys and queues, each built once here (they still route other sessions to their shards). */
+function shardStores(d: Pick<WorkerDeps, 'config' | 'redis' | 'keys' | 'queues' | 'log'>): Pick<WorkerDeps, 'loops' | 'cron' | 'sessions' | 'schedules' | 'goals'> {
   const { config, redis, keys, queues, log } = d;
   const loops = loopStoreFor(config, { redis, keys, queues });
   return {
     loops,
+    cron: cronStoreFor(config, { redis, keys, queues }),
     sessions: sessionStoreFor(config, redis, keys),
     schedules: loopServiceFor(config, loops, log),
     goals: goalServiceFor(config, { redis, keys, queues }, log),

@@ -272,7 +272,7 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       const res = await deps.sessions.commitTurn(sessionId, { occurrenceId, messages, event, inflightKey, turnLock, replaceTranscript });
       if (res.status === 'conflict') return CONFLICT;
       if (res.status === 'duplicate') return await this.duplicate();
-      return { status: 'committed', committed: { eventId: res.eventId, loop: null, outcome: { kind: 'continue' } }, lockReleased: true };
+      return { action: 'committed', committed: { eventId: res.eventId, loop: null, outcome: { kind: 'continue' } }, lockReleased: true };
     }
     const { loop: next, outcome } = applyTick(fresh, {
       loopId, dueAt: tick.dueAt, occurrenceId, startedAt: t.startedAt, finishedAt: t.finishedAt,
@@ -297,7 +297,7 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
     });
     if (res.status === 'conflict') return CONFLICT;
     if (res.status === 'duplicate') return await this.duplicate();
-    return { status: 'committed', committed: { eventId: res.eventId, loop: stored, outcome }, lockReleased: true };
+    return { action: 'committed', committed: { eventId: res.eventId, loop: stored, outcome }, lockReleased: true };
   }
 
   commitExhausted(): Error {
@@ -349,10 +349,10 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
   }
 
   /** Committed before (a retried job): only its in-flight mark is left to clear. */
-  private async duplicate(): Promise<{ status: 'done'; result: TickResult }> {
+  private async duplicate(): Promise<{ action: 'done'; result: TickResult }> {
     const { sessionId, kind, occurrenceId } = this.tick;
     await this.deps.loops.clearInflight(sessionId, kind, occurrenceId);
-    return { status: 'done', result: { status: 'duplicate', occurrenceId } };
+    return { action: 'done', result: { status: 'duplicate', occurrenceId } };
   }
 }
 

@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config/config.ts';
 import type { Keys } from '../scheduler/store/keys.ts';
 import type { LoopStore } from '../scheduler/loop/loop-store.ts';
+import type { CronStore } from '../scheduler/cron/cron-store.ts';
 import type { OutboundData, TelegramOutboundData } from '../scheduler/delivery/outbound.ts';
 import type { HermesQueues } from '../scheduler/store/queues.ts';
 import type { SessionStore } from '../scheduler/session/session-store.ts';
@@ -27,6 +28,8 @@ export interface WorkerDeps {
   queues: HermesQueues;
   sessions: SessionStore;
   loops: LoopStore;
+  /** Cron job records, runs and their BullMQ side (cron ticks, the `schedules` tool, re-arming at start). */
+  cron: CronStore;
   schedules: LoopService;
   goals: GoalService;
   runners: RunnerFactory;

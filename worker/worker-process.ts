@@ -64,7 +64,6 @@ import { startMetricsServer, type MetricsServer } from './metrics-server.ts';
 import { startHousekeeping, type Housekeeping } from './housekeeping.ts';
 import { WORKER_HEARTBEAT_MS } from '../scheduler/worker-liveness.ts';
 import { JOB_RETENTION } from '../scheduler/store/queues.ts';
-import { cronStoreFor } from '../scheduler/services.ts';
 
 
 /** Options of `WorkerProcess.start`. */
@@ -163,7 +162,7 @@ export class WorkerProcess {
       await wp.mcp.start();
       deps.tools.addSource(wp.mcp);
     }
-    const cronRearmed = await cronStoreFor(config, { redis, keys, queues }).reconcile(Date.now(), shards);
+    const cronRearmed = await deps.cron.reconcile(Date.now(), shards);
     if (cronRearmed > 0) log.warn({ rearmed: cronRearmed }, 're-armed cron jobs whose BullMQ job was missing');
     const tickProcessors: NonNullable<WorkerProcessOptions['tickProcessors']> = {
       'cron-tick': processCronTick as never,

@@ -27,7 +27,7 @@ export async function commitAndDeliver<G, C, Ran extends RanTurn, K, R>(
 ): Promise<R> {
   let attempt = 0;
   const answer = await retryOnConflict(() => plan.commit(claimed, ran, attempt++), () => plan.commitExhausted());
-  if (answer.status === 'done') return answer.result;
+  if (answer.action === 'done') return answer.result;
   // The commit freed the session lock (the caller's release is then a no-op).
   if (answer.lockReleased) lock?.releasedElsewhere();
   await Promise.all([plan.deliver(claimed, ran, answer.committed), plan.applyOutcome(claimed, answer.committed)]);

@@ -77,8 +77,8 @@ export interface RanTurn {
 
 /** What one commit attempt answers: committed, a conflict (try again over a fresh read), or an end here. */
 export type CommitAnswer<Committed, Result> =
-  | { status: 'committed'; committed: Committed; lockReleased: boolean }
-  | { status: 'done'; result: Result }
+  | { action: 'committed'; committed: Committed; lockReleased: boolean }
+  | { action: 'done'; result: Result }
   | typeof CONFLICT;
 
 /** One kind of occurrence, plugged into `runOccurrence`. A plan is made for one job. */
