@@ -24,15 +24,15 @@
  *     check first: an output with the digest of the last successful run ends the run `ok`
  *     and `unchanged`, with no model call (or script) and nothing delivered; otherwise the
  *     output goes into the prompt (docs/CRON.md, "Economy"). The run records what its model
- *     calls cost (`spend`, also of a failed turn). A turn cut by the drain deadline is not
- *     recorded: the next worker to take the job claims the occurrence again as its next
- *     attempt (docs/RELIABILITY.md); a network failure is retried by BullMQ; any other is an `error` run;
+ *     calls cost (`spend`, also of a failed turn). How a turn that threw ends:
+ *     `decideTurnEnding` (`occurrence/turn-ending.ts`); a failed one is an `error` run, and a
+ *     handed-back one is claimed again by the next worker as its next attempt;
  *   - `commit` run record + job state (the spend added to its totals, the watch's digest, a pause
  *     at a token budget: `applyRun`) + local delivery once per occurrence (Lua);
  *     `applyOutcome` (a job that left `scheduled` loses its job scheduler) and
  *     `deliver` to the other targets, recording their outcomes.
- * A retried or duplicated job finds the claim or the commit marker and neither
- * runs nor delivers the occurrence again; it only finishes deliveries left pending.
+ * Exactly once (`occurrence/commit.ts`): a retried or duplicated job finds the claim or the
+ * commit marker, and only finishes deliveries left pending.
  */
 import type { Job } from 'bullmq';
 import type { TurnError } from '../scheduler/errors/turn-error.ts';

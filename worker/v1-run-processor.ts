@@ -16,7 +16,7 @@
  *   waiting gateway reads; the job itself always completes, so BullMQ never
  *   retries a run whose caller already got an answer. Only a stalled job (its
  *   worker died) is taken over and run again.
- * - Drain hand-back (as for loop ticks, tick-processor.ts): a run aborted
+ * - Drain hand-back (as for loop ticks and cron runs, occurrence/defer.ts): a run aborted
  *   through its signal (drain deadline, the job's own signal) was never
  *   completed, so the record goes back to `queued` and the job is handed back
  *   to the queue (`deferJob` with no delay); another worker runs it from the
