@@ -1,5 +1,5 @@
 /**
- * Steps 2 and 3 of an occurrence: gate and claim, in rounds (`runOccurrence`, `pipeline.ts`).
+ * Step 3 of an occurrence: gate and claim, in rounds (`runOccurrence`, `pipeline.ts`).
  * Each round reads and decides (`OccurrencePlan.gate`), then claims (`OccurrencePlan.claim`); a
  * claim that finds the state changed since the read answers `again`, and a new round decides over
  * a fresh read. A gate that reads "not yet" waits here (nothing early, `due-time.ts`).
@@ -59,7 +59,7 @@ async function rounds<G, C, Ran extends RanTurn, K, R>(
       }
       if (gated.action === 'done') return { done: gated.result };
       if (gated.action === 'defer') return { defer: gated };
-      if (gated.lock) held = gated.lock;
+      if (gated.lock) held ??= gated.lock;
       const claim = await plan.claim(gated.gated, round);
       if (claim.lock) held ??= claim.lock;
       if (claim.action === 'again') {
