@@ -7,7 +7,7 @@
  *   - `gate`: one read of the record, the goal and the pending input, and
  *     `decideGate` (`tick-gate.ts`: coalescing, user input first, goal first);
  *     an occurrence applied already finishes what a dead worker left undone;
- *   - `claim`: the claim script (`LoopStore.claimTick`; the rule is told in
+ *   - `claim`: the claim script (`TickClaim.claimTick`; the rule is told in
  *     `claim-tick-7.lua`) and `decideClaim` over its answer (session lock,
  *     in-flight order, a changed record: `again`);
  *   - `runTurn`: the turn against the claimed transcript (an agent turn's; a
@@ -375,7 +375,7 @@ async function readGate(deps: WorkerDeps, tick: Tick) {
   return { loop, goal, pendingCount, fire, inputPending, goalHoldsSession: goalHoldsSession(goal) };
 }
 
-/** The claim script (`LoopStore.claimTick`; its rule: `claim-tick-7.lua`), over what the gate read. */
+/** The claim script (`TickClaim.claimTick`; its rule: `claim-tick-7.lua`), over what the gate read. */
 async function claimTick(deps: WorkerDeps, tick: Tick, read: GateRead, mark: InflightMark) {
   const { lock_duration_ms: lockMs, max_stalled_count: stalls } = deps.config.worker;
   return await deps.loops.claimTick(tick.sessionId, tick.kind, {
