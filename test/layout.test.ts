@@ -129,6 +129,7 @@ describe('layout', () => {
     'scheduler/cron/cron-fields.ts', 'scheduler/cron/schedule-grammar.ts', 'scheduler/cron/cron-notice.ts', 'scheduler/cron/job-ref.ts',
     'scheduler/delivery/delivery-target.ts', 'scheduler/interval.ts', 'scheduler/model-spend.ts',
     'worker/tick-gate.ts', 'worker/cron-gate.ts',
+    'worker/occurrence/defer-decision.ts', 'worker/occurrence/due-time.ts', 'worker/occurrence/turn-ending.ts',
   ];
   const IO_PACKAGES = /^(ioredis|bullmq)(\/|$)/;
 

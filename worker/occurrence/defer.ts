@@ -1,22 +1,14 @@
 /**
  * Deferring an occurrence: its job goes back to the queue, to run again after a delay (deferred,
  * never dropped, never run in parallel). Which occurrence defers and why is each kind's gate
- * (`tick-gate.ts`, `cron-gate.ts`); the drain hand-back is decided here, once for both.
+ * (`tick-gate.ts`, `cron-gate.ts`), the wait for the due time (`due-time.ts`) and the drain
+ * hand-back (`defer-decision.ts`), which the pipeline applies before the claim and after a cut turn.
  */
 import type { Job } from 'bullmq';
 import { deferJob } from '../../scheduler/store/defer-job.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
-import type { Occurrence, OccurrenceDefer } from './plan.ts';
-
-/**
- * Drain hand-back (docs/RELIABILITY.md, "A cron run cut by a drain is handed back"; as for `/v1`
- * runs): an occurrence a draining worker received before it was claimed, or whose turn the drain
- * deadline cut, goes back to the queue due at once, its attempt count untouched; the paused worker
- * does not take it again, another worker does. A paused worker still gets the job of a fetch in
- * flight when it paused: an occurrence not claimed yet is handed back instead of starting a turn the
- * drain deadline would cut; a cut turn is not committed, so it runs once, on the other worker.
- */
-export const DRAIN_HAND_BACK = { action: 'defer', reason: 'drain', delayMs: 0 } as const satisfies OccurrenceDefer<'drain'>;
+import type { OccurrenceDefer } from './defer-decision.ts';
+import type { Occurrence } from './plan.ts';
 
 /**
  * Put the occurrence's job back for later: logged, counted by reason in

@@ -4,7 +4,7 @@
  * is held until due (`Occurrence.holdUntil`, on `sleepUntil`); a gate that reads a record saying
  * "not yet" (a cron occurrence, `decideOccurrence`) waits as {@link decideEarly} says.
  */
-import type { OccurrenceDefer } from './plan.ts';
+import type { OccurrenceDefer } from './defer-decision.ts';
 
 /** Longest wait inside a processor before an early job is put back as delayed, ms. */
 export const MAX_IN_PROCESS_WAIT_MS = 30_000;

@@ -14,7 +14,8 @@ import type { HeldLock } from '../session-lock.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 import { deferOccurrence } from './defer.ts';
 import { decideEarly } from './due-time.ts';
-import type { OccurrenceDefer, OccurrencePlan, RanTurn } from './plan.ts';
+import type { OccurrenceDefer } from './defer-decision.ts';
+import type { OccurrencePlan, RanTurn } from './plan.ts';
 
 /** A claimed occurrence with the lock that goes with it: to run (`fire`) or to record without a turn (`record`). */
 export type Claimed<C, Ran> =

@@ -6,7 +6,7 @@
  *
  *   1. wait for the due time: hold a job that came by the prefetch lead (`Occurrence.holdUntil`;
  *      `scheduler/loop/prefetch-lead.ts`, docs/BENCHMARKS.md); nothing early (`due-time.ts`);
- *   2. drain hand-back before anything is claimed (`DRAIN_HAND_BACK`, `defer.ts`);
+ *   2. drain hand-back before anything is claimed (`DRAIN_HAND_BACK`, `defer-decision.ts`);
  *   3. gate and claim, in rounds (`gate-and-claim.ts`): the plan decides (pure deciders in
  *      `tick-gate.ts`, `cron-gate.ts`, `scheduler/cron/misfire.ts`) and claims (one Lua script);
  *      deferrals (`defer.ts`) and the session lock are handled there;
@@ -21,7 +21,8 @@ import type { Job } from 'bullmq';
 import { sleepUntil } from '../sleep-until.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 import { commitAndDeliver } from './commit.ts';
-import { deferOccurrence, DRAIN_HAND_BACK } from './defer.ts';
+import { deferOccurrence } from './defer.ts';
+import { DRAIN_HAND_BACK } from './defer-decision.ts';
 import { gateAndClaim } from './gate-and-claim.ts';
 import type { OccurrencePlan, RanTurn } from './plan.ts';
 import { runTurn } from './run-turn.ts';

@@ -11,13 +11,7 @@ import type { ModelSpend } from '../../scheduler/model-spend.ts';
 import type { CONFLICT } from '../../scheduler/store/optimistic-retry.ts';
 import type { HeldLock } from '../session-lock.ts';
 import type { TrackedTurn } from '../turn-tracker.ts';
-
-/** A job put back to run again after `delayMs` (`defer.ts`), with why. */
-export interface OccurrenceDefer<Reason extends string = string> {
-  action: 'defer';
-  reason: Reason;
-  delayMs: number;
-}
+import type { OccurrenceDefer } from './defer-decision.ts';
 
 /** The occurrence a job stands for, and how the pipeline treats it. */
 export interface Occurrence {

@@ -8,7 +8,7 @@ export type TurnEnding = 'hand-back' | 'abandon' | 'retry' | 'failed';
 
 /**
  * Decide how a turn that threw ends, in this order:
- *  - drain hand-back (`DRAIN_HAND_BACK`, `defer.ts`): a turn aborted by the drain deadline is not
+ *  - drain hand-back (`DRAIN_HAND_BACK`, `defer-decision.ts`): a turn aborted by the drain deadline is not
  *    committed; its job goes back to the queue for another worker;
  *  - lock loss: the job's BullMQ lock was lost, so another worker has the job now; commit nothing
  *    here (docs/RELIABILITY.md, "A dead worker's work restarts within seconds");
