@@ -42,7 +42,10 @@ export function memoryLogger(): { log: Logger; lines: Array<Record<string, unkno
   return { log, lines };
 }
 
-/** Consumes the inbox queue like a worker would and records what the agent sees, in order. */
+/**
+ * Consumes the inbox queue like a worker would and records what the agent sees, in order. A competing
+ * consumer: not for a test with a worker running (it would take that worker's jobs).
+ */
 export interface InboxReader {
   seen: InboxJobData[];
   close(): Promise<void>;
