@@ -42,7 +42,7 @@ const invoked = process.argv.slice(2).find((a) => !a.startsWith('-'));
 const COMMAND_MODULES: Record<string, 'loop' | 'cron' | 'admin'> = { loop: 'loop', proactive: 'loop', heartbeat: 'loop', hb: 'loop', goal: 'loop', cron: 'cron', admin: 'admin' };
 const OWN_COMMANDS = new Set(['up', 'worker', 'gateway', 'chat', 'status']);
 const loadsAll = invoked === undefined || !(invoked in COMMAND_MODULES || OWN_COMMANDS.has(invoked));
-const wants = (module: 'loop' | 'cron' | 'admin') => loadsAll || COMMAND_MODULES[invoked!] === module;
+const wants = (module: 'loop' | 'cron' | 'admin') => loadsAll || COMMAND_MODULES[invoked] === module;
 
 const program = new Command();
 program

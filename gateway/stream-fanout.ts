@@ -221,7 +221,7 @@ class ShardReader {
       try {
         res = (await blocking.xread(
           'COUNT', String(this.count), 'BLOCK', String(this.blockMs), 'STREAMS', ...keys, wakeKey, ...ids, this.wakeCursor,
-        )) as Array<[string, Array<[string, string[]]>]> | null;
+        ));
       } catch (err) {
         if (this.closed) break;
         log.debug({ err: (err as Error).message }, 'shared stream read failed; retrying');

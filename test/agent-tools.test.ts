@@ -294,8 +294,8 @@ describe('only the operator declares tools', () => {
       const [a, b] = [await ran(fromApi.id), await ran(fromCli.id)];
       return a && b ? [a, b] : undefined;
     }, 15_000, 'both runs recorded');
-    expect(api!.output).toBe('result: Error: Tool "ci" is not allowed from api.');
-    expect(cli!.output).toBe('result: ci green');
+    expect(api.output).toBe('result: Error: Tool "ci" is not allowed from api.');
+    expect(cli.output).toBe('result: ci green');
     // the api job was never offered the tool; the CLI job was
     expect(model.requests.filter((r) => r.tools.includes('ci')).length).toBe(2);
 
@@ -309,10 +309,10 @@ describe('only the operator declares tools', () => {
         return runs.length === n ? runs[0] : undefined;
       }, 15_000, `run ${n} of the CLI job`);
     };
-    expect((await runAndWait(2))!.output).toBe('result: Error: Tool "ci" is not allowed from api.');
+    expect((await runAndWait(2)).output).toBe('result: Error: Tool "ci" is not allowed from api.');
     const reset = await cron.edit('from-cli', { prompt: 'ci?' }, { origin: { surface: 'cli' }, trusted: true });
     expect(reset.edited_from).toBeUndefined();
-    expect((await runAndWait(3))!.output).toBe('result: ci green');
+    expect((await runAndWait(3)).output).toBe('result: ci green');
   });
 });
 

@@ -91,7 +91,7 @@ describe('Ctrl+C in hermes chat', () => {
     const child = spawn(process.execPath, [HERMES_BIN, 'chat', '--session', 'intr'], { env: env.childEnv, stdio: ['pipe', 'pipe', 'pipe'] });
     cleanups.push(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
     let out = '';
-    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     await waitFor(async () => (out.includes('Attached to session intr') ? true : undefined), SPAWN_START_TIMEOUT_MS, 'chat attached');
     await c.schedules.set('intr', 'loop', { prompt: 'slow', intervalSeconds: 1, times: null, until: null, notes: [] }, {
       origin: { surface: 'cli' }, runner: { kind: 'command', command: 'sleep 30; echo slow', timeoutSeconds: 60 },
@@ -104,7 +104,7 @@ describe('Ctrl+C in hermes chat', () => {
     const failed = (await waitForEvents(c, 'intr', 'tick.failed', 1, 15_000))[0]!;
     expect(failed.data.error).toBe('Interrupted from the chat (Ctrl+C); the loop is paused.');
     expect(await events(c, 'intr', 'reply')).toEqual([]);
-    child.stdin!.end();
+    child.stdin.end();
     await new Promise((r) => child.on('exit', r));
   });
 });

@@ -64,15 +64,15 @@ describe('a closed pipe', () => {
     });
     // The reader closes before the command writes a byte: every write meets EPIPE.
     const child = spawn(process.execPath, [HERMES_BIN, 'status'], { env: e.childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout!.destroy();
+    child.stdout.destroy();
     let stderr = '';
-    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     // The same through a shell pipeline, as typed (at the same time: the two runs are independent).
     const piped = spawn('sh', ['-c', `"${process.execPath}" "${HERMES_BIN}" status | head -1`], { env: e.childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
-    piped.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-    piped.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    piped.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    piped.stderr.on('data', (d: Buffer) => (err += d.toString()));
     // 'close', not 'exit': output still in the pipe is read before the checks
     const [code] = await Promise.all([new Promise<number | null>((r) => child.on('close', r)), new Promise((r) => piped.on('close', r))]);
     expect(stderr).toBe('');
@@ -127,7 +127,7 @@ describe('Ctrl+C typed into a terminal', () => {
     // The piped worker starts at the same time (two independent processes; each start costs seconds).
     const piped = spawn(process.execPath, [HERMES_BIN, 'worker'], { env: { ...e.childEnv, HERMES_LOG_LEVEL: 'info' }, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
-    piped.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    piped.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     cleanups.push(() => { if (piped.exitCode === null) piped.kill('SIGKILL'); });
     await waitFor(() => term.output().includes('worker started'), SPAWN_START_TIMEOUT_MS, 'worker started');
     expect(term.output()).toMatch(/INFO.*worker started/);
@@ -244,7 +244,7 @@ describe('hermes completion', () => {
       const probe = `${script.stdout}\nCOMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _hermes_complete; echo "\${COMPREPLY[*]}"`;
       const child = spawn('bash', ['-c', probe], { stdio: ['ignore', 'pipe', 'inherit'] });
       let out = '';
-      child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
       await new Promise((r) => child.on('close', r)); // after the last of its output, not at its exit
       return out.trim().split(' ');
     };

@@ -79,8 +79,8 @@ function startHermes(args: string[], env: NodeJS.ProcessEnv): HermesRun {
   let err = '';
   let partial = '';
   const logs: Array<Record<string, unknown>> = [];
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => {
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => {
     err += d.toString();
     partial += d.toString();
     const lines = partial.split('\n');

@@ -160,7 +160,7 @@ describe('inbound (docs/DESIGN.md §8)', () => {
       }
     };
     victim = await spawnGateway(env.childEnv);
-    cleanups.push(() => victim!.kill('SIGKILL'));
+    cleanups.push(() => victim.kill('SIGKILL'));
     if (!killed) await waitFor(() => killed, 15_000, 'first batch served');
     await victim.exited;
     fake.onUpdatesServed = undefined;

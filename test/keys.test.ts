@@ -65,7 +65,7 @@ const idPair = fc.oneof(
   fc.tuple(hostileId, hostileId),
   fc.tuple(hostileId, fc.array(fc.constantFrom(...SEGMENT_WORDS), { minLength: 1, maxLength: 2 }), fc.boolean()).map(([a, tail, flip]) => {
     const b = [a, ...tail].join(':');
-    return (flip ? [b, a] : [a, b]) as [string, string];
+    return flip ? [b, a] : [a, b];
   }),
 );
 

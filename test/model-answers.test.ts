@@ -42,7 +42,7 @@ describe('F27: a 200 answer that is no chat completion', () => {
     cleanups.push(() => outbound.close());
     const notice = await waitFor(async () => {
       const jobs = await outbound.getJobs(['waiting', 'delayed', 'prioritized']);
-      return jobs[0]?.data.text as string | undefined;
+      return jobs[0]?.data.text;
     }, 10_000, 'the failure notice');
     expect(notice).toContain('Quota exceeded for key sk-…42; upgrade your plan');
     expect(notice).not.toMatch(/Cannot read properties|undefined/);

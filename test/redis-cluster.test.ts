@@ -169,7 +169,7 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
     // slots); the other shards' loops are set in-process. Every shard is one the worker process serves.
     const first = cluster.nodes[0]!;
     const owner = async (s: string) => {
-      const slot = await cluster.masters()[0]!.cluster('KEYSLOT', c.keys.forSession(s).prefix) as number;
+      const slot = await cluster.masters()[0]!.cluster('KEYSLOT', c.keys.forSession(s).prefix);
       const range = (await cluster.masters()[0]!.cluster('SLOTS')).find(([lo, hi]) => slot >= lo && slot <= hi)!;
       return `${range[2]![0]}:${range[2]![1]}`;
     };
@@ -185,7 +185,7 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
     for (const s of sessions) expect(status.stdout).toContain(s);
     // Each shard's hash tag hashes to its own slot; the slots' masters all hold keys.
     const tags = c.keys.shards().map((k) => k.prefix);
-    const slots = await Promise.all(tags.map((t) => cluster.masters()[0]!.cluster('KEYSLOT', t) as Promise<number>));
+    const slots = await Promise.all(tags.map((t) => cluster.masters()[0]!.cluster('KEYSLOT', t)));
     expect(new Set(slots).size).toBe(SHARDS);
   }, 90_000);
 

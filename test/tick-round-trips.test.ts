@@ -76,7 +76,7 @@ async function recordCommands(redis: Redis, fn: () => Promise<unknown>): Promise
     const name = command.name.toLowerCase();
     seen.push(name === 'evalsha' ? (SCRIPT_BY_SHA.get(String(command.args[0])) ?? 'evalsha') : name);
     return (real as (...a: unknown[]) => unknown)(command, ...rest);
-  }) as typeof redis.sendCommand;
+  });
   try {
     await fn();
   } finally {

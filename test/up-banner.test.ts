@@ -94,7 +94,7 @@ describe('one hermes up per home', () => {
     for (const k of ['REDIS_URL', 'REDIS_CLUSTER_NODES', 'REDIS_SENTINELS', 'HERMES_REDIS_PREFIX', 'TELEGRAM_BOT_TOKEN', 'API_SERVER_HOST', 'API_SERVER_KEY', 'OPENAI_BASE_URL', 'OPENAI_API_KEY']) delete env[k];
     const first = spawn(process.execPath, [HERMES_BIN, 'up', '--no-chat'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
-    first.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    first.stdout.on('data', (d: Buffer) => (out += d.toString()));
     const firstExit = new Promise<number | null>((r) => first.on('close', r));
     cleanups.push(async () => {
       if (first.exitCode === null && first.signalCode === null) first.kill('SIGKILL');

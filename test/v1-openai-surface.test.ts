@@ -108,7 +108,7 @@ describe('POST /v1/responses', () => {
     answer = () => ({ text: 'one two three four', wordDelayMs: 20 });
     const stream = await client().responses.create({ model: 'hermes-agent', input: 'count', stream: true });
     const events: Array<{ type: string; sequence_number: number; delta?: string }> = [];
-    for await (const e of stream) events.push(e as never);
+    for await (const e of stream) events.push(e);
     const types = [...new Set(events.map((e) => e.type))];
     expect(types).toEqual([
       'response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added',

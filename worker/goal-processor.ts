@@ -41,7 +41,7 @@ export async function processGoalContinuation(
   if ((await pendingInput(deps.redis, deps.keys, sessionId)).length > 0) return await deferJob(job, token, deps.config.worker.defer_ms);
   return await runSessionTurn(deps, job, token, signal, sessionId, async (turnSignal, turn) => {
     const startedAt = Date.now();
-    const input = buildGoalInput(goal, goalTurn!);
+    const input = buildGoalInput(goal, goalTurn);
     const ran = await runSessionAgent(deps, turn, turnSignal, {
       sessionId, input, surface: goal.origin.surface, events: { kind: 'goal', tick: goalTurn, occurrenceId: turnId },
       model: goal.model ?? undefined, kind: 'goal', origin: goal.origin,

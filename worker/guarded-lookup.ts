@@ -30,7 +30,7 @@ export class RefusedAddressError extends Error {
  * @param resolve - `dns.lookup` (default)
  * @returns a lookup that fails with {@link RefusedAddressError} naming the host, the reason and the address
  */
-export function guardedLookup(check: AddressCheck, resolve: Resolver = dnsLookup as unknown as Resolver): LookupFunction {
+export function guardedLookup(check: AddressCheck, resolve: Resolver = dnsLookup): LookupFunction {
   return ((hostname: string, options: LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
     resolve(hostname, { ...options, all: true }, (err, addresses) => {
       if (err) return callback(err, '');
@@ -42,5 +42,5 @@ export function guardedLookup(check: AddressCheck, resolve: Resolver = dnsLookup
       if (options.all) return callback(null, addresses);
       return callback(null, addresses[0]!.address, addresses[0]!.family);
     });
-  }) as LookupFunction;
+  });
 }

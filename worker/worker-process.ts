@@ -248,7 +248,7 @@ export class WorkerProcess {
     // Two parameters: BullMQ then makes no AbortController per job (its signal would only serve `cancelJob`, which
     // nothing here calls; a turn's own controller is the turn tracker's).
     const worker: FetchingWorker = new FetchingWorker(name, (job: Job, token: string | undefined): Promise<unknown> => this.runAdmitted(name, worker, processor, job, token), {
-      connection: connection as never,
+      connection,
       prefix: keys.bullPrefix,
       autorun: false,
       lockDuration: config.worker.lock_duration_ms,

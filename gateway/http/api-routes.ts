@@ -181,7 +181,7 @@ export function apiRouter(deps: ApiDeps): Router {
     });
     sse = openSse(req, res, { onClose: () => sub.close(), maxBufferedBytes: deps.sseMaxBufferedBytes, log: deps.log });
     deps.streams.add(sse);
-    sse.signal.addEventListener('abort', () => deps.streams.delete(sse!), { once: true });
+    sse.signal.addEventListener('abort', () => deps.streams.delete(sse), { once: true });
   });
 
   return router;

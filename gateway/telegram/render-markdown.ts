@@ -116,7 +116,7 @@ export function renderMarkdown(source: string): FormattedText {
         else text += t.raw;
         return;
       case 'list':
-        for (const item of (t as Tokens.List).items) render(item as unknown as Token);
+        for (const item of (t as Tokens.List).items) render(item);
         text += t.raw.slice((t as Tokens.List).items.reduce((n, i) => n + i.raw.length, 0));
         return;
       default:

@@ -26,8 +26,8 @@ export function startHermes(name: string, args: string[], env: NodeJS.ProcessEnv
   mkdirSync(logDir, { recursive: true });
   const log = createWriteStream(join(logDir, `${name}.log`), { flags: 'a' });
   const child = spawn(process.execPath, [HERMES, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout!.pipe(log, { end: false });
-  child.stderr!.pipe(log, { end: false });
+  child.stdout.pipe(log, { end: false });
+  child.stderr.pipe(log, { end: false });
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   return { name, child, pid: child.pid!, startedAt: Date.now(), exited };
 }

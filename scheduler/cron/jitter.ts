@@ -69,7 +69,7 @@ export function parseJitter(value: string | number): number {
  */
 export function withJitter(schedule: CronSchedule, jobId: string, jitterSeconds: number): CronSchedule {
   const { jitter: _old, ...base } = schedule as CronSchedule & { jitter?: ScheduleJitter };
-  if (jitterSeconds === 0) return base as CronSchedule;
+  if (jitterSeconds === 0) return base;
   if (base.kind === 'once') {
     throw new ScheduleInputError(
       `\`jitter\` ${formatSeconds(jitterSeconds)} applies only to recurring schedules; "${base.display}" runs once (give \`jitter\` 0).`,

@@ -89,7 +89,7 @@ export function outboundJobId(occurrenceId: string): string {
  */
 export function telegramOutboundQueue(keys: Keys, connection: RedisClient | ConnectionOptions, log?: Logger): Queue<TelegramOutboundData> {
   return logBullmqErrors(new Queue<TelegramOutboundData>(QUEUES.outboundTelegram, {
-    connection: connection as ConnectionOptions,
+    connection,
     prefix: keys.bullPrefix,
     defaultJobOptions: { ...JOB_RETENTION, attempts: OUTBOUND_ATTEMPTS, backoff: { type: 'exponential', delay: 1000 } },
   }), QUEUES.outboundTelegram, log);

@@ -106,7 +106,7 @@ export function refusedAddressReason(address: string, allow: WebhookAllowList): 
   const ip = ipaddr.process(address);
   if (allow.hosts.has(ip.toString())) return undefined;
   for (const [net, bits] of allow.ranges) {
-    if (net.kind() === ip.kind() && ip.match(net as never, bits)) return undefined;
+    if (net.kind() === ip.kind() && ip.match(net, bits)) return undefined;
   }
   const range = addressRange(ip);
   return range === 'unicast' ? undefined : range;

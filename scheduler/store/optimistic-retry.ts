@@ -23,7 +23,7 @@ export const CONFLICT: unique symbol = Symbol('optimistic write conflict');
 export async function retryOnConflict<T>(attempt: () => Promise<T | typeof CONFLICT>, exhausted: () => Error): Promise<T> {
   for (let i = 0; i < OPTIMISTIC_ATTEMPTS; i++) {
     const result = await attempt();
-    if (result !== CONFLICT) return result as T;
+    if (result !== CONFLICT) return result;
   }
   throw exhausted();
 }

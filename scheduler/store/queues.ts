@@ -65,7 +65,7 @@ export class HermesQueues {
   }
 
   private open(name: string, options: Omit<QueueOptions, 'connection' | 'prefix'>): Queue {
-    const queue = new Queue(name, { ...options, connection: this.connection as ConnectionOptions, prefix: this.keys.bullPrefix });
+    const queue = new Queue(name, { ...options, connection: this.connection, prefix: this.keys.bullPrefix });
     // A lost connection is reported by the calls that fail (and ioredis reconnects); without a
     // listener BullMQ would print each connection error with its stack on the terminal.
     logBullmqErrors(queue, name, this.log);

@@ -432,7 +432,7 @@ export function isTerminalRunEvent(type: string): boolean {
  */
 export function v1RunsQueue(keys: Keys, connection: RedisClient | ConnectionOptions, log?: Logger): Queue<V1RunJobData> {
   return logBullmqErrors(new Queue<V1RunJobData>(QUEUES.v1Runs, {
-    connection: connection as ConnectionOptions,
+    connection,
     prefix: keys.bullPrefix,
     defaultJobOptions: { ...JOB_RETENTION, attempts: 1 },
   }), QUEUES.v1Runs, log);

@@ -24,7 +24,7 @@ export async function spawnGateway(env: NodeJS.ProcessEnv, timeoutMs = 45_000): 
   // process): the pid we signal is the gateway's own, so SIGKILL is a real crash.
   const proc = spawn(process.execPath, ['--import', 'tsx', script], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
-  proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  proc.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<number | string>((r) => proc.once('exit', (code, sig) => r(code ?? sig ?? -1)));
   const ready = await new Promise<string>((resolve, reject) => {
     let out = '';
@@ -32,7 +32,7 @@ export async function spawnGateway(env: NodeJS.ProcessEnv, timeoutMs = 45_000): 
       proc.kill('SIGKILL');
       reject(new Error(`gateway child not ready in ${timeoutMs} ms:\n${stderr}`));
     }, timeoutMs);
-    proc.stdout!.on('data', (d: Buffer) => {
+    proc.stdout.on('data', (d: Buffer) => {
       out += d.toString();
       const line = out.split('\n').find((l) => l.startsWith('READY '));
       if (line) {

@@ -192,7 +192,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     };
     let promptTokens: number | undefined;
     const rec: RecordedRequest = {
-      body: parsed as unknown as Record<string, unknown>,
+      body: parsed,
       model: parsed.model, messages: parsed.messages, stream: Boolean(parsed.stream), at: Date.now(),
       tools: (parsed.tools ?? []).map((t) => t.function.name), tool_choice: parsed.tool_choice,
       // Counted when first read (a window check, counted usage, a test): tokenizing megabytes takes seconds.

@@ -305,7 +305,7 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
           message_id: update_id * 10, date: Math.floor(Date.now() / 1000),
           chat: { id: chatId ?? fromId, type: 'private' }, from: { id: fromId, is_bot: false, first_name: `user${fromId}` }, ...content,
         },
-      } as FakeUpdate);
+      });
       wake();
       return update_id;
     },

@@ -68,7 +68,6 @@ export async function readSseUntil(
 export { waitFor } from './wait-for.ts';
 
 /** The JSON body of a response (awaits the response first when given a promise). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function readJson(res: Response | Promise<Response>): Promise<any> {
   return (await res).json();
 }

@@ -69,7 +69,7 @@ export async function startWorker(env: TestEnv, options: Partial<WorkerProcessOp
 export async function spawnWorker(env: TestEnv, extraEnv: NodeJS.ProcessEnv = {}): Promise<ChildProcess> {
   const child = spawn(process.execPath, [HERMES_BIN, 'worker'], { env: { ...env.childEnv, ...extraEnv }, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
+  child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
   const redis = openRedisClient(topologyFromConfig(env.config), 'commands');
   const keys = new Keys(env.prefix);
   try {
@@ -92,8 +92,8 @@ export async function runHermes(env: TestEnv, args: string[], extraEnv: NodeJS.P
   const child = spawn(process.execPath, [HERMES_BIN, ...args], { env: { ...env.childEnv, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
-  child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   // 'close', not 'exit': the exit can come before the last output is read from the pipes
   const code = await new Promise<number | null>((r) => child.on('close', r));
   return { code, stdout, stderr };

@@ -29,8 +29,8 @@ const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 export function runInTerminal(argv: string[], env: NodeJS.ProcessEnv): TerminalRun {
   const child = spawn('script', ['-qfec', `exec ${argv.map(shellQuote).join(' ')}`, '/dev/null'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
   let out = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, output: () => out, type: (text) => child.stdin!.write(text), exited };
+  return { child, output: () => out, type: (text) => child.stdin.write(text), exited };
 }

@@ -99,7 +99,7 @@ export class McpServers implements ToolSource {
       const tools = listed.tools.map((t): AgentTool => ({
         name: mcpToolName(name, t.name),
         description: t.description ?? `${t.name} (MCP server ${name})`,
-        parameters: t.inputSchema as Record<string, unknown>,
+        parameters: t.inputSchema,
         groups: [mcpToolName(name, t.name), name, 'mcp'],
         call: (args, ctx) => callTool(client, name, t.name, args, ctx.signal),
       }));

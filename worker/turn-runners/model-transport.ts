@@ -80,7 +80,7 @@ export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promi
       },
       (e: unknown) => {
         signal.removeEventListener('abort', onAbort);
-        reject(e as Error);
+        reject(e);
       },
     );
   });

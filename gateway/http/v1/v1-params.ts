@@ -54,7 +54,7 @@ export const modelParamsShape = {
 export function pickParams(body: Partial<Record<keyof ModelParams, unknown>>): ModelParams {
   const out: Record<string, unknown> = {};
   for (const name of MODEL_PARAM_NAMES) if (body[name] !== undefined && body[name] !== null) out[name] = body[name];
-  return out as ModelParams;
+  return out;
 }
 
 /** Fields that bring the caller's own tools. */
@@ -134,7 +134,7 @@ function describeIssue(issue: Issue, prefix: PropertyKey[], body: unknown): { pa
       }
       const branches = issue.errors.filter((b) => b.length > 0);
       if (branches.length === 0) return { param, detail: `${issue.message}, got ${describeValue(value)}` };
-      const atRoot = branches.every((b) => b[0]!.code === 'invalid_type' && b[0]!.path.length === 0);
+      const atRoot = branches.every((b) => b[0]!.code === 'invalid_type' && b[0].path.length === 0);
       if (atRoot) {
         const expected = [...new Set(branches.map((b) => (b[0] as { expected?: string }).expected ?? 'a valid value'))];
         return { param, detail: `expected ${expected.join(' or ')}, got ${describeValue(value)}` };
