@@ -32,6 +32,10 @@ export default defineConfig(
         'error',
         { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrorsIgnorePattern: '^_', ignoreRestSiblings: true },
       ],
+      // A binding declared before the closure that reads it and assigned once after (`let sse; subscribe(() => sse?.…); sse = …`).
+      'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
+      // Literal non-Errors are refused; a caught value or `signal.reason` is passed on as it came.
+      '@typescript-eslint/prefer-promise-reject-errors': ['error', { allowThrowingAny: true, allowThrowingUnknown: true }],
       // Off: an `async` function without `await` is how an implementation of a promise-returning contract
       // (a runner, a handler, a fake server) turns a synchronous throw into a rejection.
       '@typescript-eslint/require-await': 'off',
