@@ -156,7 +156,7 @@ program
       return drained;
     };
     let lost: Error | undefined;
-    let drained = true;
+    let drained: boolean;
     try {
       let interrupted = stopEarly;
       if (interrupted) {

@@ -93,7 +93,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   // Every command of the gateway's own client is bounded, so no request waits on an absent Redis
   // for longer than this (blocking reads use the stream reader's connection).
   const redis: RedisClient = openRedisClient(topology, 'commands', { commandTimeout: config.gateway.redis_timeout_ms });
-  redis.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));
+  redis.on('error', (err: Error) => log.warn({ err: err.message }, 'redis connection error'));
   // Start once the connection is ready, so the first requests are not refused as "Redis away";
   // a Redis that does not answer in time does not stop the start: /health/ready then says so.
   await whenReady(redis, Math.max(config.gateway.redis_timeout_ms, 5_000));

@@ -137,7 +137,7 @@ async function main(): Promise<void> {
     const occurrence = String(startEvent!.data.occurrenceId);
     await sleep(300);
     process.kill(victimPid, 'SIGKILL');
-    console.log(`  killed worker pid ${victimPid} during tick #${startEvent!.data.tick} (${occurrence})`);
+    console.log(`  killed worker pid ${victimPid} during tick #${Number(startEvent!.data.tick)} (${occurrence})`);
     const replies = await waitFor(async () => {
       const evs = (await sessions.readEvents(SESSION, from, { count: 1000 })).filter((e) => e.type === 'reply' && e.data.occurrenceId === occurrence);
       return evs.length > 0 ? evs : undefined;
@@ -155,7 +155,7 @@ async function main(): Promise<void> {
     const summary = [
       `ticks delivered: ${all.length}, median lateness ${median(all.map((e) => Number(e.data.latenessMs)))} ms`,
       `ticks fired while no client was attached: ${whileAway.length} (${green} of them already saw the GREEN build)`,
-      `killed worker pid ${victimPid} mid-tick; ${occurrence} completed by pid ${replies[0]!.data.pid}`,
+      `killed worker pid ${victimPid} mid-tick; ${occurrence} completed by pid ${Number(replies[0]!.data.pid)}`,
       `deliveries of that tick: ${finalReplies.length} (exactly once: ${finalReplies.length === 1 ? 'yes' : 'NO'})`,
       ...(useModel ? [`agent loop: the model called ci_status ${toolCalls.length} time(s); its tools are only the ones the config declares`] : []),
       `total time: ${((Date.now() - started) / 1000).toFixed(1)} s`,
@@ -168,7 +168,7 @@ async function main(): Promise<void> {
   } finally {
     say('Cleaning up');
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
-    await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.on('exit', r)) : undefined)));
+    await Promise.all(children.map(async (c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.on('exit', r)) : undefined)));
     client.disconnect();
     await redis.stop();
     rmSync(home, { recursive: true, force: true });

@@ -127,7 +127,7 @@ export class WorkerProcess {
     const topology = chooseTopology(config, options);
     const redis = openRedisClient(topology, 'commands');
     const queueConn = openRedisClient(topology, 'bullmq');
-    redis.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));
+    redis.on('error', (err: Error) => log.warn({ err: err.message }, 'redis connection error'));
     queueConn.on('error', () => {});
     await checkRedis(redis, log);
     const deps = createWorkerDeps({ config, redis, queueConnection: queueConn, log, runners: options.runners });

@@ -28,12 +28,12 @@ import {
 /** Where the commands write, and how they end. Tests pass their own. */
 export interface CronCliIo {
   out(text: string): void;
-  err(text: string): void;
+  err: (text: string) => void;
   /** Record the exit code of a command that finished (default: `process.exitCode`). */
   setExitCode(code: number): void;
   /** End at once after a usage error (default: `process.exit`). */
   exit(code: number): never;
-  now(): number;
+  now: () => number;
 }
 
 

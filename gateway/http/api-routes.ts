@@ -106,7 +106,7 @@ export function apiRouter(deps: ApiDeps): Router {
   router.get('/schedules', async (_req, res) => {
     const now = Date.now();
     const records = await deps.loops.list();
-    const next = await Promise.all(records.map((r) => (r.status === 'active' ? deps.loops.nextDueAt(r) : undefined)));
+    const next = await Promise.all(records.map(async (r) => (r.status === 'active' ? deps.loops.nextDueAt(r) : undefined)));
     res.json({ object: 'list', data: records.map((r, i) => scheduleObject(r, now, next[i])) });
   });
 

@@ -41,7 +41,8 @@ export function redisRefusal(err: unknown): { code: RedisRefusalCode; message: s
         if (found) return found;
       }
     }
-    const message = String((e as { message?: unknown }).message ?? '');
+    const raw = (e as { message?: unknown }).message;
+    const message = typeof raw === 'string' ? raw : '';
     const m = CODE_AT.exec(message);
     if (m) return { code: m[1] as RedisRefusalCode, message: firstLine(message) };
     if ((e as { code?: unknown }).code === 'ENOSPC' || /\bENOSPC\b|No space left on device/.test(message)) {

@@ -55,7 +55,7 @@ export interface PluginLoadContext {
   /** Aborted when the load's deadline passed or the gateway stops; a load should give up. */
   signal: AbortSignal;
   /** A running adapter reports an unrecoverable failure here (e.g. its token was revoked). */
-  onFatal(err: Error): void;
+  onFatal: (err: Error) => void;
 }
 
 /** A platform plugin's manifest and loader. */

@@ -217,13 +217,13 @@ async function main(): Promise<void> {
   for (const sessionId of sessions) {
     const entries = await client.xrange(keys.events(sessionId), '-', '+');
     for (const { type, data } of entries.map(([id, fields]) => parseStreamEntry(id, fields))) {
-      const occ = String(data.occurrenceId ?? '');
+      const occ = typeof data.occurrenceId === 'string' ? data.occurrenceId : '';
       if (type === 'tick.started') starts.push({ sessionId, occurrenceId: occ, startedAt: Number(data.startedAt), pid: Number(data.pid) });
       if ((type === 'reply' || type === 'tick.failed') && data.tick !== undefined && data.source !== 'message') {
         commits.push({ sessionId, occurrenceId: occ, tick: Number(data.tick), dueAt: Number(data.dueAt), startedAt: Number(data.startedAt), pid: Number(data.pid) });
       }
       if (occ !== '' && (data.source === 'message' || type === 'notice' || type === 'error')) inboundSeen.set(occ, (inboundSeen.get(occ) ?? 0) + 1);
-      if (type === 'reply' && sessionId.startsWith('telegram:') && String(data.text ?? '').trim() !== '') {
+      if (type === 'reply' && sessionId.startsWith('telegram:') && typeof data.text === 'string' && data.text.trim() !== '') {
         const seq = await client.hget(keys.outboundSent(occ), 'seq');
         queued.push({ chatId: sessionId.slice('telegram:'.length), occurrenceId: occ, text: String(data.text).trim(), seq: seq === null ? null : Number(seq) });
       }

@@ -205,7 +205,7 @@ function replacementArgs(r: { messages: TranscriptMessage[]; readLength: number;
 export function parseStreamEntry(id: string, fields: string[]): SessionEvent {
   const map: Record<string, string> = {};
   for (let i = 0; i + 1 < fields.length; i += 2) map[fields[i]!] = fields[i + 1]!;
-  let data: Record<string, unknown> = {};
+  let data: Record<string, unknown>;
   try {
     data = JSON.parse(map.data ?? '{}') as Record<string, unknown>;
   } catch {

@@ -44,7 +44,7 @@ export class HermesQueues {
     private readonly log?: Logger,
     family?: Map<number, HermesQueues>,
   ) {
-    this.family = family ?? new Map();
+    this.family = family ?? new Map<number, HermesQueues>();
     this.family.set(keys.shardIndex, this);
   }
 
@@ -113,7 +113,7 @@ export class HermesQueues {
   /** Close the queues opened so far (of every shard); the connection stays open. */
   async close(): Promise<void> {
     const all = [...this.family.values()];
-    await Promise.allSettled(all.flatMap((q) => [q.ticksQueue?.close(), q.inboxQueue?.close()]));
+    await Promise.allSettled(all.flatMap((q) => [q.ticksQueue, q.inboxQueue]).flatMap((q) => (q ? [q.close()] : [])));
   }
 }
 

@@ -537,7 +537,7 @@ function parseArgs(raw: Record<string, unknown>): Args {
   if (out.action === undefined) throw refused(`\`action\` is required: one of ${SCHEDULE_ACTIONS.join(', ')}.`);
   if (!(SCHEDULE_ACTIONS as readonly string[]).includes(out.action as string)) throw refused(unknownAction(out.action as string));
   if (out.kind !== undefined && !(SCHEDULE_KINDS as readonly string[]).includes(out.kind as string)) {
-    throw refused(`Unknown kind "${String(out.kind)}": use loop, heartbeat or cron.`);
+    throw refused(`Unknown kind ${JSON.stringify(out.kind)}: use loop, heartbeat or cron.`);
   }
   return out as Args;
 }

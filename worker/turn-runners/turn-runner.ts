@@ -61,8 +61,8 @@ export interface TurnRequest {
   env?: Record<string, string>;
   /** Where the turn's input came from; decides which tools it may use (`tools.allow_from`). Default `cli`. */
   surface?: TurnSurfaces;
-  /** Called for each tool call and result as they happen (events for clients). Errors are ignored. */
-  onEvent?: (event: TurnEvent) => Promise<unknown> | unknown;
+  /** Called for each tool call and result as they happen (events for clients); not awaited. Errors and rejections are ignored. */
+  onEvent?: (event: TurnEvent) => unknown;
   /** Called with each piece of reply text as the model streams it (the model is then called with `stream: true`). */
   onDelta?: (text: string) => void;
   /** A model the operator declared (`agent.models.<name>`); default the primary `agent.model`. */

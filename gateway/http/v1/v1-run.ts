@@ -247,7 +247,7 @@ export class DeltaFollower {
   readonly onEvent = (e: RunEvent): void => {
     if (e.type === 'run.requeued' && this.sent.length > 0) this.requeuedAfterDeltas = true;
     if (e.type !== 'run.delta' || this.requeuedAfterDeltas) return;
-    const text = String(e.data.text ?? '');
+    const text = typeof e.data.text === 'string' ? e.data.text : '';
     if (text.length === 0) return;
     this.sent += text;
     this.send(text);
