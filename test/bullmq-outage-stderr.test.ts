@@ -14,7 +14,7 @@ import { testEnv } from './support/env.ts';
 import { HERMES_BIN } from './support/stack.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
 
-const cleanups: Array<() => Promise<unknown> | unknown> = [];
+const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });

@@ -21,12 +21,13 @@ import { runNotice, withNotice } from '../scheduler/cron/cron-notice.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { formatSpend, type ModelSpend, type SpendTotals } from '../scheduler/model-spend.ts';
 import { runCronCli } from './support/cron-cli.ts';
+import { asyncListener } from './support/http.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
 import { lastUserText, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
 
-const cleanups: Array<() => Promise<unknown> | unknown> = [];
+const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!();
 });
@@ -45,7 +46,7 @@ interface Reported {
 async function usageTap(target: string): Promise<{ baseUrl: string; reported: Reported[]; close(): Promise<void> }> {
   const origin = new URL(target).origin;
   const reported: Reported[] = [];
-  const server: Server = createServer(async (req, res) => {
+  const server: Server = createServer(asyncListener(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const up = await fetch(`${origin}${req.url}`, {
@@ -71,7 +72,7 @@ async function usageTap(target: string): Promise<{ baseUrl: string; reported: Re
       if (v !== null) headers[h] = v;
     }
     res.writeHead(up.status, headers).end(text);
-  });
+  }));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
     baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,

@@ -19,7 +19,7 @@ import { ALLOWED_USER, telegramEnv } from './support/telegram-env.ts';
 import { waitFor } from './support/wait-for.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
-const cleanups: Array<() => Promise<unknown> | unknown> = [];
+const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!();
 });

@@ -108,7 +108,7 @@ describe('4 workers, 50 jobs', () => {
         // A skipped occurrence has no start: its pickup is its due time plus its recorded lateness.
         const pickedBy = all[i]!.started_at ?? all[i]!.finished_at ?? all[i]!.due_at + all[i]!.lateness_ms;
         const between = nextOccurrences(job.schedule, job.tz, all[i]!.due_at, 10).filter((t) => t < all[i + 1]!.due_at);
-        expect(between.every((t) => t <= pickedBy), `${job.id}: ${between} left out, previous picked up at ${pickedBy}`).toBe(true);
+        expect(between.every((t) => t <= pickedBy), `${job.id}: ${between.join(',')} left out, previous picked up at ${pickedBy}`).toBe(true);
       }
       coalescedTotal += all.length === 0 ? 0 : nextOccurrences(job.schedule, job.tz, job.created_at, 10).filter((t) => t <= all[all.length - 1]!.due_at).length - all.length;
       expect(runs.every((r) => r.status === 'ok' && r.started_at! >= r.due_at)).toBe(true);

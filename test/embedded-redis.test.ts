@@ -103,7 +103,7 @@ function startHermes(args: string[], env: NodeJS.ProcessEnv): HermesRun {
     // Only a process that is still that server (its title names the socket), never a reused pid.
     for (const l of logs) {
       if (typeof l.redisPid !== 'number' || typeof l.socket !== 'string') continue;
-      let title = '';
+      let title: string;
       try {
         title = readFileSync(`/proc/${l.redisPid}/cmdline`, 'utf8');
       } catch {

@@ -258,12 +258,12 @@ describe('/v1/runs', () => {
       const stop = await post(`/v1/runs/${run.id}/stop`, {});
       expect(stop.status).toBe(200);
       expect((await readJson(stop)).status).toBe('cancelled');
-      worker.worker.resume();
+      await worker.worker.resume();
       await new Promise((r) => setTimeout(r, 300));
       expect(model.requests.length).toBe(before);
       expect((await readJson(get(`/v1/runs/${run.id}`))).status).toBe('cancelled');
     } finally {
-      worker.worker.resume();
+      await worker.worker.resume();
     }
   });
 });

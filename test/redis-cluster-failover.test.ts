@@ -25,7 +25,7 @@ import { clients, events, startWorker, waitFor, waitForEvents } from './support/
 
 const SHARDS = 6;
 let cluster: TestCluster;
-const cleanups: Array<() => Promise<unknown> | unknown> = [];
+const cleanups: Array<() => unknown> = [];
 
 beforeAll(async () => {
   cluster = await startRedisCluster(3, { replicas: 1, nodeTimeoutMs: 1000 });
@@ -123,7 +123,7 @@ describe('Redis Cluster failover, 3 masters + 3 replicas, 6 shards', () => {
       expect(new Set(occurrences).size, `${id}: an occurrence committed twice`).toBe(occurrences.length);
       expect(ticks, `${id}: tick numbers`).toEqual([...ticks].sort((a, b) => a - b));
       expect(new Set(ticks).size, `${id}: a tick number repeated`).toBe(ticks.length);
-      for (const e of replies) expect(e.data.text).toBe(`tick ${e.data.tick}`);
+      for (const e of replies) expect(e.data.text).toBe(`tick ${Number(e.data.tick)}`);
       // Every committed tick ran; what ran without a surviving commit is bounded by asynchronous
       // replication: at most the one turn in flight on that session when its master died.
       const ran = existsSync(join(dir, `${id}.log`)) ? readFileSync(join(dir, `${id}.log`), 'utf8').trim().split('\n').map(Number) : [];

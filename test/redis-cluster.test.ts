@@ -25,7 +25,7 @@ import type { TestEnv } from './support/env.ts';
 const SHARDS = 6;
 const KEY = 'cluster-test-key';
 let cluster: TestCluster;
-const cleanups: Array<() => Promise<unknown> | unknown> = [];
+const cleanups: Array<() => unknown> = [];
 
 beforeAll(async () => {
   cluster = await startRedisCluster(3);

@@ -19,6 +19,7 @@ describe('terminal-safe text', () => {
 
   it('hermes chat prints a reply carrying escape sequences escaped', () => {
     const line = formatEvent({ id: '1700000000000-0', type: 'reply', data: { source: 'message', text: 'ok\x1b]0;pwned\x07\x1b[2J' } })!;
+    // eslint-disable-next-line no-control-regex -- the raw escape characters are what must not get through
     expect(line).not.toMatch(/\x1b|\x07/);
     expect(line).toContain('ok\\x1b]0;pwned\\x07\\x1b[2J');
   });
@@ -29,6 +30,7 @@ describe('terminal-safe text', () => {
       maxTicks: 100, selfPacedFloorSeconds: 60, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: 0,
     });
     const lines = formatSchedules([loop], new Map(), 0, { all: false }).map(terminalSafe);
+    // eslint-disable-next-line no-control-regex -- the raw escape character is what must not get through
     expect(lines.join('\n')).not.toMatch(/\x1b/);
     expect(lines.join('\n')).toContain('watch \\x1b[8msecret');
   });

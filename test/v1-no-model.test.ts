@@ -45,7 +45,7 @@ describe('/v1 without a model', () => {
 
   it('counts the failed /v1 turn in hermes_turns_total and hermes_turn_duration_seconds as kind="v1"', async () => {
     expect((await complete()).status).toBe(503);
-    const text = await (await worker.deps.metrics!.exposition()).body;
+    const text = (await worker.deps.metrics!.exposition()).body;
     expect(text).toMatch(/^hermes_turns_total\{kind="v1",outcome="failed"\} [1-9]\d*$/m);
     expect(text).toMatch(/^hermes_turn_duration_seconds_count\{kind="v1"\} [1-9]\d*$/m);
   });

@@ -56,7 +56,7 @@ function pythonWithOpenAI(): { python: string; version: string } | undefined {
       const version = execFileSync(python, ['-c', 'import openai; print(openai.__version__)'], { encoding: 'utf8', timeout: 30_000 }).trim();
       return { python, version };
     } catch (err) {
-      if (configured) throw new Error(`${python} was set up for the real-client test but cannot import openai: ${(err as Error).message}`);
+      if (configured) throw new Error(`${python} was set up for the real-client test but cannot import openai: ${(err as Error).message}`, { cause: err });
     }
   }
   return undefined;

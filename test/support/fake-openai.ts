@@ -23,6 +23,7 @@
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { asyncListener } from './http.ts';
 import { decode, encode } from 'gpt-tokenizer';
 
 /** One request the server received. */
@@ -176,7 +177,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
   let contextWindow = options.contextWindow;
   let usageMode: UsageMode = options.usage ?? 'fixed';
   let responder: (req: RecordedRequest, index: number) => ScriptedReply | Promise<ScriptedReply> = () => 'ok';
-  const server: Server = createServer(async (req, res) => {
+  const server: Server = createServer(asyncListener(async (req, res) => {
     if (req.method === 'GET' && req.url === '/v1/models') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ object: 'list', data: [{ id: 'fake-model', object: 'model', created: 0, owned_by: 'test' }] }));
@@ -296,7 +297,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       choices: [{ index: 0, message: { role: 'assistant', content: calls.length > 0 && !text ? null : text, ...(calls.length > 0 ? { tool_calls: calls } : {}) }, finish_reason: finish }],
       ...(usage ? { usage } : {}),
     }));
-  });
+  }));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const { port } = server.address() as AddressInfo;
   return {

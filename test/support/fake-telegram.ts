@@ -20,6 +20,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { asyncListener } from './http.ts';
 
 export interface FakeUpdate {
   update_id: number;
@@ -160,7 +161,7 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
     deliver(poll.res, pending.slice(0, poll.limit));
   };
 
-  const server: Server = createServer(async (req, res) => {
+  const server: Server = createServer(asyncListener(async (req, res) => {
     const m = /^\/bot([^/]+)\/([A-Za-z]+)/.exec(req.url ?? '');
     if (!m) return fail(res, 404, 'Not Found');
     const method = m[2]!;
@@ -222,7 +223,7 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
       case 'sendMessage': {
         sendCalls++;
         const n = sendCalls;
-        const text = String(body.text ?? '');
+        const text = typeof body.text === 'string' ? body.text : '';
         if (text.length === 0) return fail(res, 400, 'Bad Request: message text is empty');
         if (text.length > 4096) return fail(res, 400, 'Bad Request: message is too long');
         if (Number(body.message_thread_id) === 1) {
@@ -264,7 +265,7 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
       default:
         return fail(res, 404, `Not Found: method ${method} is not faked`);
     }
-  });
+  }));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   const apiRoot = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 

@@ -1,4 +1,5 @@
-/** Small HTTP helpers for gateway tests (plain fetch over loopback). */
+/** Small HTTP helpers for gateway tests (plain fetch over loopback) and the tests' fake servers. */
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 
 /** One parsed server-sent event. */
 export interface SseFrame {
@@ -70,4 +71,21 @@ export { waitFor } from './wait-for.ts';
 /** The JSON body of a response (awaits the response first when given a promise). */
 export async function readJson(res: Response | Promise<Response>): Promise<any> {
   return (await res).json();
+}
+
+/**
+ * A `node:http` request listener running an async handler. A handler that rejects is a fake server's
+ * bug: its client gets a 500 at once instead of waiting for its own timeout, and the error is thrown
+ * again outside the promise, so vitest reports it and fails the run as before.
+ */
+export function asyncListener(handler: (req: IncomingMessage, res: ServerResponse) => Promise<unknown>): RequestListener {
+  return (req, res) => {
+    handler(req, res).catch((err: unknown) => {
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end(String(err));
+      queueMicrotask(() => {
+        throw err;
+      });
+    });
+  };
 }

@@ -7,6 +7,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { asyncListener } from './http.ts';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 
@@ -21,7 +22,7 @@ export interface McpHttpServer {
 export async function startMcpHttpServer(options: { token: string }): Promise<McpHttpServer> {
   let tickets = 0;
   const state = { unauthorized: 0 };
-  const server: Server = createServer(async (req, res) => {
+  const server: Server = createServer(asyncListener(async (req, res) => {
     if (req.headers.authorization !== `Bearer ${options.token}`) {
       state.unauthorized++;
       res.writeHead(401).end();
@@ -38,7 +39,7 @@ export async function startMcpHttpServer(options: { token: string }): Promise<Mc
     });
     await mcp.connect(transport);
     await transport.handleRequest(req, res);
-  });
+  }));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const { port } = server.address() as AddressInfo;
   return {

@@ -100,7 +100,7 @@ export async function startRedisCluster(masters = 3, options: TestClusterOptions
  * A test environment on the cluster: like `testEnv` (own prefix, home, test
  * timings) but `redis.cluster_nodes` instead of `redis.url`, and `redis.shards`.
  */
-export function clusterEnv(cluster: TestCluster, overrides: Record<string, unknown> = {}): TestEnv {
+export function clusterEnv(cluster: TestCluster, overrides: Record<string, unknown> & { 'redis.shards'?: number } = {}): TestEnv {
   const env = testEnv({ 'redis.url': undefined, 'redis.cluster_nodes': cluster.nodes, ...overrides });
   const childEnv: NodeJS.ProcessEnv = { ...env.childEnv, REDIS_CLUSTER_NODES: cluster.nodes.join(',') };
   delete childEnv.REDIS_URL;

@@ -19,11 +19,11 @@ export interface TelegramHarness {
   /** The running test's local Telegram server. @throws Error outside a test */
   readonly fake: FakeTelegram;
   /** Functions run after the test, last registered first, before the server closes. */
-  readonly cleanups: Array<() => Promise<unknown> | unknown>;
+  readonly cleanups: Array<() => unknown>;
   /** An in-process gateway on `env`, closed after the test. */
-  gateway(env: TestEnv, log?: Logger): Promise<Gateway>;
+  readonly gateway: (env: TestEnv, log?: Logger) => Promise<Gateway>;
   /** A `hermes gateway` child process on `env`, SIGKILLed after the test (and awaited). */
-  child(env: TestEnv): Promise<ChildGateway>;
+  readonly child: (env: TestEnv) => Promise<ChildGateway>;
 }
 
 /** Register the per-test Telegram set-up in the calling test file. */
