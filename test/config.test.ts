@@ -39,6 +39,30 @@ describe('loadConfig', () => {
     expect(c.api_server.key).toBe('k');
   });
 
+  it('a list is a YAML list or a comma list in the environment: entries trimmed, empty ones dropped, each still validated', () => {
+    const env = {
+      HERMES_HOME: home(),
+      HERMES_REDIS_SHARDS: '8',
+      HERMES_WORKER_SHARDS: '0, 2,,4 ',
+      HERMES_GATEWAY_RECONNECT_BACKOFF_SECONDS: ' 5 ,10',
+      HERMES_COMMAND_ENV_PASS: 'AWS_PROFILE , GH_TOKEN,',
+      HERMES_DELIVERY_WEBHOOK_ALLOW: '10.0.0.0/8, hooks.internal',
+    };
+    const c = loadConfig({ env });
+    expect(c.worker.shards).toEqual([0, 2, 4]);
+    expect(c.gateway.reconnect_backoff_seconds).toEqual([5, 10]);
+    expect(c.command_env.pass).toEqual(['AWS_PROFILE', 'GH_TOKEN']);
+    expect(c.delivery.webhook_allow).toEqual(['10.0.0.0/8', 'hooks.internal']);
+    const h = home();
+    writeFileSync(join(h, 'config.yaml'), 'telegram:\n  allowed_users: [123, " 456 ", ""]\ntools:\n  schedules:\n    allow_from: "cli, chat"\nredis:\n  shards: 4\nworker:\n  shards: [1, 3]\n');
+    const y = loadConfig({ env: { HERMES_HOME: h } });
+    expect(y.telegram.allowed_users).toEqual(['123', '456']);
+    expect(y.tools.schedules.allow_from).toEqual(['cli', 'chat']);
+    expect(y.worker.shards).toEqual([1, 3]);
+    expect(() => loadConfig({ env: { ...env, HERMES_COMMAND_ENV_PASS: 'GOOD, not-a-name' } })).toThrow(/command_env\.pass\.1 \(from HERMES_COMMAND_ENV_PASS\): must be environment variable names/);
+    expect(() => loadConfig({ env: { ...env, HERMES_GATEWAY_RECONNECT_BACKOFF_SECONDS: ' , ' } })).toThrow(/gateway\.reconnect_backoff_seconds \(from HERMES_GATEWAY_RECONNECT_BACKOFF_SECONDS\)/);
+  });
+
   it('a number setting typed as text is named as typed, not "received NaN"', () => {
     const err = (() => { try { loadConfig({ env: { HERMES_HOME: home(), HERMES_LOOPS_MAX_TICKS: 'abc' } }); } catch (e) { return e as Error; } })();
     expect(err?.message).toBe('Invalid setting loops.max_ticks (from HERMES_LOOPS_MAX_TICKS): expected a number, got "abc"');

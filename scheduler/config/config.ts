@@ -32,35 +32,25 @@ function isCronExpression(expression: string): boolean {
   }
 }
 
+/** A comma list from the environment (`a, b,,c` → `['a', 'b', 'c']`); any other value (a YAML list) is left as it is. */
+function splitCommaList(v: unknown): unknown {
+  return typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter((s) => s.length > 0) : v;
+}
+/** `list` (an array schema), also given as a comma list in the environment. */
+const commaList = <T extends z.ZodType>(list: T) => z.preprocess(splitCommaList, list);
+
 const seconds = (def: number) => z.coerce.number().finite().min(0).default(def);
 /** A list of seconds, from YAML or a comma list in the environment (`30,60,120`). */
-const secondsList = (def: number[]) =>
-  z
-    .preprocess(
-      (v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter((s) => s.length > 0) : v),
-      z.array(z.coerce.number().finite().positive()).min(1),
-    )
-    .default(def);
+const secondsList = (def: number[]) => commaList(z.array(z.coerce.number().finite().positive()).min(1)).default(def);
 const atLeastOneSecond = (def: number) => z.coerce.number().finite().min(1).default(def);
 const positiveInt = (def: number) => z.coerce.number().int().positive().default(def);
 /** A boolean, also from `0/1/true/false/yes/no/on/off` in the environment. */
 const flag = (def: boolean) =>
   z.preprocess((v) => (typeof v === 'string' ? !['0', 'false', 'no', 'off'].includes(v.toLowerCase()) : v), z.boolean()).default(def);
 /** A list of strings, from YAML or a comma list in the environment. */
-const stringList = () =>
-  z
-    .preprocess(
-      (v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter((s) => s.length > 0) : v),
-      z.array(z.string().min(1)),
-    )
-    .default([]);
+const stringList = () => commaList(z.array(z.string().min(1))).default([]);
 /** Environment variable names, from YAML or a comma list in the environment (`AWS_PROFILE,GH_TOKEN`). */
-const envNameList = z
-  .preprocess(
-    (v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter((s) => s.length > 0) : v),
-    z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be environment variable names')),
-  )
-  .default([]);
+const envNameList = commaList(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be environment variable names'))).default([]);
 
 /**
  * Connection limits of the HTTP servers (the gateway's and a worker's metrics server), the
@@ -397,12 +387,7 @@ export const configSchema = z
          * Shards of the key space this worker consumes (`0,2,4`); empty = every shard
          * of `redis.shards`. @defaultValue []
          */
-        shards: z
-          .preprocess(
-            (v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter((s) => s.length > 0) : v),
-            z.array(z.coerce.number().int().min(0)),
-          )
-          .default([]),
+        shards: commaList(z.array(z.coerce.number().int().min(0))).default([]),
         /**
          * Seconds a committed occurrence (tick, message, cron run) is remembered
          * for exactly-once, in one sorted set per session or cron job. Must exceed
@@ -494,12 +479,7 @@ export const configSchema = z
                * run, its kind) must be listed: so by default a scheduled turn cannot schedule more turns.
                * A self-paced loop's tick may always pace itself (action `next`). @defaultValue [cli, chat, telegram, slack, discord]
                */
-              allow_from: z
-                .preprocess(
-                  (v) => (typeof v === 'string' ? v.split(',').map((x) => x.trim()).filter((x) => x.length > 0) : v),
-                  z.array(z.enum(SCHEDULE_TOOL_SURFACES)),
-                )
-                .default(['cli', 'chat', 'telegram', 'slack', 'discord']),
+              allow_from: commaList(z.array(z.enum(SCHEDULE_TOOL_SURFACES))).default(['cli', 'chat', 'telegram', 'slack', 'discord']),
               /** Active and paused schedules a session may have (its loop, heartbeat and cron jobs) before the agent may create another. @defaultValue 10 */
               max_per_session: positiveInt(10),
               /** Schedules the agent may create per session in any 24 hours (replaced and removed ones count). @defaultValue 20 */
@@ -558,11 +538,7 @@ export const configSchema = z
          * reach although they are internal; every other loopback, private, link-local or reserved
          * address is refused (scheduler/delivery/webhook-policy.ts). A comma list in the environment. @defaultValue []
          */
-        webhook_allow: z
-          .preprocess(
-            (v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter((s) => s.length > 0) : v),
-            z.array(z.string()),
-          )
+        webhook_allow: commaList(z.array(z.string()))
           .default([])
           .superRefine((entries, ctx) => {
             try {
@@ -685,11 +661,8 @@ export const configSchema = z
       .object({
         bot_token: z.string().optional(),
         /** Numeric Telegram user ids allowed to reach the agent. */
-        allowed_users: z
-          .union([z.array(z.coerce.string()), z.string()])
-          .transform((v) =>
-            (Array.isArray(v) ? v : v.split(',')).map((s) => s.trim()).filter((s) => s.length > 0),
-          )
+        allowed_users: commaList(z.array(z.coerce.string().trim()))
+          .transform((ids) => ids.filter((id) => id.length > 0))
           .default([]),
         /** Bot API root; default the public one. */
         api_root: z.string().url().optional(),
