@@ -49,6 +49,11 @@ const flag = (def: boolean) =>
   z.preprocess((v) => (typeof v === 'string' ? !['0', 'false', 'no', 'off'].includes(v.toLowerCase()) : v), z.boolean()).default(def);
 /** A list of strings, from YAML or a comma list in the environment. */
 const stringList = () => commaList(z.array(z.string().min(1))).default([]);
+/** Platform user ids (a platform allow-list), from YAML (numbers taken as text) or a comma list in the environment; empty ones dropped. */
+const userIdList = () =>
+  commaList(z.array(z.coerce.string().trim()))
+    .transform((ids) => ids.filter((id) => id.length > 0))
+    .default([]);
 /** Environment variable names, from YAML or a comma list in the environment (`AWS_PROFILE,GH_TOKEN`). */
 const envNameList = commaList(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be environment variable names'))).default([]);
 
@@ -661,9 +666,7 @@ export const configSchema = z
       .object({
         bot_token: z.string().optional(),
         /** Numeric Telegram user ids allowed to reach the agent. */
-        allowed_users: commaList(z.array(z.coerce.string().trim()))
-          .transform((ids) => ids.filter((id) => id.length > 0))
-          .default([]),
+        allowed_users: userIdList(),
         /** Bot API root; default the public one. */
         api_root: z.string().url().optional(),
         /**
@@ -683,12 +686,7 @@ export const configSchema = z
         /** App-level token (`xapp-…`): with it, events arrive over Socket Mode instead of HTTP. */
         app_token: z.string().optional(),
         /** Slack user ids (`U…`, `W…`) allowed to reach the agent. */
-        allowed_users: z
-          .union([z.array(z.coerce.string()), z.string()])
-          .transform((v) =>
-            (Array.isArray(v) ? v : v.split(',')).map((s) => s.trim()).filter((s) => s.length > 0),
-          )
-          .default([]),
+        allowed_users: userIdList(),
         /** Web API root, ending in `/`; default the public one (`https://slack.com/api/`). */
         api_url: z.string().url().optional(),
         /**
