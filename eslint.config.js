@@ -55,9 +55,9 @@ export default defineConfig(
     },
   },
   {
-    // Renders session events, whose JSON fields are `unknown` by type; each field it prints is a scalar
-    // the worker wrote (objects such as `spend` are read through their own typed helpers).
-    files: ['cli/event-format.ts'],
+    // Render session events (the CLI's lines, the console's HTML), whose JSON fields are `unknown` by type;
+    // each field they print is a scalar the worker wrote (objects such as `spend` have typed helpers).
+    files: ['cli/event-format.ts', 'gateway/console/event-html.ts'],
     rules: {
       '@typescript-eslint/no-base-to-string': 'off',
       '@typescript-eslint/restrict-template-expressions': 'off',
@@ -73,6 +73,12 @@ export default defineConfig(
       '@typescript-eslint/no-unsafe-member-access': 'off',
       '@typescript-eslint/no-unsafe-return': 'off',
     },
+  },
+  {
+    // The web console's page script: a classic browser script, outside the TypeScript project.
+    files: ['gateway/console/static/**/*.js'],
+    extends: [tseslint.configs.disableTypeChecked],
+    languageOptions: { sourceType: 'script', globals: globals.browser },
   },
   prettier,
 );
