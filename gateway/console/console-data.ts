@@ -101,7 +101,7 @@ async function chartData(deps: ConsoleDeps, sessionIds: string[], runs: CronRunV
   for (const e of events.flat()) {
     const at = Number(e.id.split('-')[0]);
     if (at < since) continue;
-    if (e.type === 'tick.started') lateness.push({ at, latenessMs: Math.max(0, Number(e.data.latenessMs ?? 0)), kind: String(e.data.kind ?? 'loop') });
+    if (e.type === 'tick.started') lateness.push({ at, latenessMs: Math.max(0, Number(e.data.latenessMs ?? 0)), kind: typeof e.data.kind === 'string' ? e.data.kind : 'loop' });
     else if (e.type === 'reply' || e.type === 'tick.unchanged') count(at, false);
     else if (e.type === 'tick.failed' || e.type === 'error') count(at, true);
   }

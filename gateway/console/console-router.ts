@@ -143,8 +143,9 @@ export function consoleRouter(deps: ConsoleDeps): Router {
 
   router.post('/sessions/:id/messages', async (req, res) => {
     const id = assertSessionId(String(req.params.id));
+    const text: unknown = (req.body as Record<string, unknown> | undefined)?.text;
     try {
-      await sendWebMessage({ ...deps, maxChars: deps.config.agent.max_prompt_chars }, { sessionId: id, text: String(req.body?.text ?? '') });
+      await sendWebMessage({ ...deps, maxChars: deps.config.agent.max_prompt_chars }, { sessionId: id, text: typeof text === 'string' ? text : '' });
       send(res, messageForm(id));
     } catch (err) {
       if (!isHermesError(err)) throw err;
@@ -190,7 +191,7 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     }
   };
   const formValues = (source: Record<string, unknown>): CronFormValues => {
-    const field = (k: string) => (typeof source[k] === 'string' ? (source[k] as string) : undefined);
+    const field = (k: string) => (typeof source[k] === 'string' ? source[k] : undefined);
     return { schedule: field('schedule'), prompt: field('prompt'), name: field('name'), tz: field('tz'), deliver: field('deliver') };
   };
   const jobInput = (v: CronFormValues) => ({
@@ -206,7 +207,7 @@ export function consoleRouter(deps: ConsoleDeps): Router {
   router.get('/cron/preview', (req, res) => send(res, previewHtml(preview(formValues(req.query)), Date.now())));
 
   router.post('/cron', async (req, res) => {
-    const values = formValues(req.body ?? {});
+    const values = formValues((req.body ?? {}) as Record<string, unknown>);
     try {
       const job = (await cron().add({ schedule: values.schedule ?? '', ...jobInput(values) })) as CronJobView;
       res.set('HX-Redirect', cronUrl(job.id)).status(201).type('html').send('');
@@ -232,7 +233,7 @@ export function consoleRouter(deps: ConsoleDeps): Router {
 
   router.post('/cron/:id/edit', async (req, res) => {
     const job = await jobPage(String(req.params.id));
-    const values = formValues(req.body ?? {});
+    const values = formValues((req.body ?? {}) as Record<string, unknown>);
     const changes = jobInput(values);
     // Only what changed: an unchanged schedule is not re-armed.
     if (changes.schedule === job.schedule.display) delete changes.schedule;

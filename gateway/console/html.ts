@@ -26,7 +26,7 @@ function render(v: HtmlValue): string {
 /** The template tag: `html\`<b>${name}</b>\`` escapes `name`. */
 export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): Html {
   let out = strings[0]!;
-  for (let i = 0; i < values.length; i++) out += render(values[i]!) + strings[i + 1]!;
+  for (let i = 0; i < values.length; i++) out += render(values[i]) + strings[i + 1]!;
   return new Html(out);
 }
 

@@ -112,7 +112,7 @@ export function isOutboundPlatform(platform: string): platform is OutboundPlatfo
 export function outboundQueue(platform: OutboundPlatform, keys: Keys, connection: RedisClient | ConnectionOptions, log?: Logger): Queue<OutboundData> {
   const name = OUTBOUND_QUEUES[platform];
   return logBullmqErrors(new Queue<OutboundData>(name, {
-    connection: connection as ConnectionOptions,
+    connection,
     prefix: keys.bullPrefix,
     defaultJobOptions: { ...JOB_RETENTION, attempts: OUTBOUND_ATTEMPTS, backoff: { type: 'exponential', delay: 1000 } },
   }), name, log);
