@@ -25,7 +25,7 @@ let model: FakeOpenAI;
 let gw: Gateway;
 let c: TestClients;
 let browser: Browser;
-const cleanups: Array<() => Promise<unknown> | unknown> = [];
+const cleanups: Array<() => unknown> = [];
 
 beforeAll(async () => {
   model = await startFakeOpenAI();

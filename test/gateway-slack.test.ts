@@ -183,7 +183,7 @@ describe('Slack outbound', () => {
     expect(reply.length).toBeGreaterThan(6000);
     s.model.respond(() => reply);
     await signedRequest(s.events, JSON.stringify(dmEvent('long please', { channel: 'D0000049' })));
-    await waitFor(() => s.slack.posted.join('').length > 0 && s.slack.posted.map((p) => p.text).join('').includes('line 124'), 20_000, 'all parts');
+    await waitFor(() => s.slack.posted.length > 0 && s.slack.posted.map((p) => p.text).join('').includes('line 124'), 20_000, 'all parts');
     expect(s.slack.posted.length).toBeGreaterThanOrEqual(2);
     for (const p of s.slack.posted) expect(p.text.length).toBeLessThanOrEqual(4000);
     expect(s.slack.posted.map((p) => p.text).join('')).toBe(renderMrkdwn(reply));

@@ -15,6 +15,7 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { asyncListener } from './http.ts';
 import { WebSocketServer, type WebSocket } from 'ws';
 
 export const SLACK_BOT_TOKEN = 'xoxb-test-bot-token';
@@ -55,6 +56,9 @@ export interface FakeSlack {
   close(): Promise<void>;
 }
 
+/** A string field of a request body, or '' (form fields are always strings; JSON ones may not be). */
+const text = (v: unknown): string => (typeof v === 'string' ? v : '');
+
 async function readBody(req: IncomingMessage): Promise<Record<string, unknown>> {
   const chunks: Buffer[] = [];
   for await (const c of req) chunks.push(c as Buffer);
@@ -70,10 +74,10 @@ export async function startFakeSlack(): Promise<FakeSlack> {
   const acks: FakeSlack['acks'] = [];
   let limited = { n: 0, retryAfter: 0 };
   let seq = 0;
-  const server: Server = createServer(async (req, res) => {
+  const server: Server = createServer(asyncListener(async (req, res) => {
     const method = (req.url ?? '').replace(/^\/api\//, '').split('?')[0]!;
     const body = await readBody(req);
-    const token = (req.headers.authorization ?? '').replace(/^Bearer /, '') || String(body.token ?? '');
+    const token = (req.headers.authorization ?? '').replace(/^Bearer /, '') || text(body.token);
     const answer = (status: number, json: unknown, headers: Record<string, string> = {}) => {
       calls.push({ method, at: Date.now(), status });
       res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(json));
@@ -89,14 +93,14 @@ export async function startFakeSlack(): Promise<FakeSlack> {
         limited.n--;
         return answer(429, { ok: false, error: 'ratelimited' }, { 'retry-after': String(limited.retryAfter) });
       }
-      const channel = String(body.channel ?? '');
+      const channel = text(body.channel);
       if (!/^[CDG]/.test(channel)) return answer(200, { ok: false, error: 'channel_not_found' });
       const ts = `${Math.floor(Date.now() / 1000)}.${String(++seq).padStart(6, '0')}`;
-      posted.push({ channel, text: String(body.text ?? ''), ...(body.thread_ts ? { thread_ts: String(body.thread_ts) } : {}), ts, at: Date.now() });
+      posted.push({ channel, text: text(body.text), ...(text(body.thread_ts) ? { thread_ts: text(body.thread_ts) } : {}), ts, at: Date.now() });
       return answer(200, { ok: true, channel, ts, message: { text: body.text, ts } });
     }
     return answer(200, { ok: false, error: 'unknown_method' });
-  });
+  }));
   const wss = new WebSocketServer({ noServer: true });
   const open = new Set<WebSocket>();
   server.on('upgrade', (req, socket, head) => {
@@ -105,7 +109,7 @@ export async function startFakeSlack(): Promise<FakeSlack> {
       open.add(ws);
       ws.on('close', () => open.delete(ws));
       ws.on('message', (data) => {
-        const msg = JSON.parse(String(data)) as { envelope_id: string; payload?: Record<string, unknown> };
+        const msg = JSON.parse((data as Buffer).toString('utf8')) as { envelope_id: string; payload?: Record<string, unknown> };
         if (msg.envelope_id) acks.push({ envelope_id: msg.envelope_id, ...(msg.payload && Object.keys(msg.payload).length ? { payload: msg.payload } : {}), at: Date.now() });
       });
       ws.send(JSON.stringify({ type: 'hello', num_connections: open.size, debug_info: { host: 'fake', approximate_connection_time: 3600 }, connection_info: { app_id: 'A0001' } }));
