@@ -54,10 +54,11 @@ describe('loadConfig', () => {
     expect(c.command_env.pass).toEqual(['AWS_PROFILE', 'GH_TOKEN']);
     expect(c.delivery.webhook_allow).toEqual(['10.0.0.0/8', 'hooks.internal']);
     const h = home();
-    writeFileSync(join(h, 'config.yaml'), 'telegram:\n  allowed_users: [123, " 456 ", ""]\nslack:\n  allowed_users: "U1, W2,"\ntools:\n  schedules:\n    allow_from: "cli, chat"\nredis:\n  shards: 4\nworker:\n  shards: [1, 3]\n');
+    writeFileSync(join(h, 'config.yaml'), 'telegram:\n  allowed_users: [123, " 456 ", ""]\nslack:\n  allowed_users: "U1, W2,"\ndiscord:\n  allowed_users: [" 80351110224678912 "]\ntools:\n  schedules:\n    allow_from: "cli, chat"\nredis:\n  shards: 4\nworker:\n  shards: [1, 3]\n');
     const y = loadConfig({ env: { HERMES_HOME: h } });
     expect(y.telegram.allowed_users).toEqual(['123', '456']);
     expect(y.slack.allowed_users).toEqual(['U1', 'W2']);
+    expect(y.discord.allowed_users).toEqual(['80351110224678912']);
     expect(y.tools.schedules.allow_from).toEqual(['cli', 'chat']);
     expect(y.worker.shards).toEqual([1, 3]);
     expect(() => loadConfig({ env: { ...env, HERMES_COMMAND_ENV_PASS: 'GOOD, not-a-name' } })).toThrow(/command_env\.pass\.1 \(from HERMES_COMMAND_ENV_PASS\): must be environment variable names/);

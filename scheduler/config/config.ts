@@ -49,7 +49,7 @@ const flag = (def: boolean) =>
   z.preprocess((v) => (typeof v === 'string' ? !['0', 'false', 'no', 'off'].includes(v.toLowerCase()) : v), z.boolean()).default(def);
 /** A list of strings, from YAML or a comma list in the environment. */
 const stringList = () => commaList(z.array(z.string().min(1))).default([]);
-/** Platform user ids (a platform allow-list), from YAML (numbers taken as text) or a comma list in the environment; empty ones dropped. */
+/** Platform user ids (a platform's allow-list: Telegram, Slack, Discord), from YAML (numbers taken as text) or a comma list in the environment; empty ones dropped. */
 const userIdList = () =>
   commaList(z.array(z.coerce.string().trim()))
     .transform((ids) => ids.filter((id) => id.length > 0))
@@ -703,12 +703,7 @@ export const configSchema = z
         /** The bot's token (Developer Portal → Bot → Token). */
         bot_token: z.string().optional(),
         /** Discord user ids (snowflakes) allowed to reach the agent; empty allows nobody. */
-        allowed_users: z
-          .union([z.array(z.coerce.string()), z.string()])
-          .transform((v) =>
-            (Array.isArray(v) ? v : v.split(',')).map((s) => s.trim()).filter((s) => s.length > 0),
-          )
-          .default([]),
+        allowed_users: userIdList(),
         /** REST API root without the version (`/v10` is appended); default the public one. @defaultValue https://discord.com/api */
         api_url: z.string().url().default('https://discord.com/api'),
         /**
