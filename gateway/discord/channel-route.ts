@@ -35,7 +35,7 @@ export class ChannelRoutes {
     if (known) return known;
     let target: DiscordTarget;
     try {
-      target = targetOfChannel(await this.api.channels.get(channelId) as APIChannel & { parent_id?: string | null });
+      target = targetOfChannel(await this.api.channels.get(channelId));
     } catch (err) {
       this.log.warn({ channelId, err: (err as Error).message }, 'Discord channel lookup failed; taking it as a channel');
       return { kind: 'discord', chatId: channelId };

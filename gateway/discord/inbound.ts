@@ -149,7 +149,7 @@ export async function storeInteraction(interaction: GatewayInteractionCreateDisp
     await answer('Unknown command.', true);
     return 'ignored';
   }
-  const target = targetOfChannel(channel as { id: string; type: number; parent_id?: string | null });
+  const target = targetOfChannel(channel);
   const sessionId = discordSessionId(target);
   if (!deps.allow.allows(user.id)) {
     // Interactions answer only the user who invoked them (ephemeral); still at most one per interval.

@@ -117,7 +117,7 @@ export async function startFakeDiscord(options: { heartbeatIntervalMs?: number }
     });
     send(ws, { op: 10, d: { heartbeat_interval: heartbeatIntervalMs } });
     ws.on('message', (raw) => {
-      const msg = JSON.parse(String(raw)) as { op: number; d: any };
+      const msg = JSON.parse((raw as Buffer).toString('utf8')) as { op: number; d: any };
       switch (msg.op) {
         case 1:
           counts.heartbeats++;
