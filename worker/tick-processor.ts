@@ -191,7 +191,7 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
   }
 
   /** The turn against the claimed transcript plus the wakeup text; `--watch` first, `--until` judged on its reply. */
-  async runTurn(claimed: Claimed, signal: AbortSignal, turn: TrackedTurn): Promise<TurnRun> {
+  async runTurn(claimed: Claimed, signal: AbortSignal, _turn: TrackedTurn): Promise<TurnRun> {
     const { deps, tick: { sessionId, kind, occurrenceId, dueAt, log } } = this;
     const { loop, transcript, mark: { startedAt, tick: tickNumber } } = claimed;
     log.debug({ tick: tickNumber, latenessMs: startedAt - dueAt }, `${kind} tick started`);
