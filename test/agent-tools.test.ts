@@ -13,7 +13,7 @@ import { clients, events, startWorker, waitFor, waitForEvents, type TestClients 
 import { lastToolResult, startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
 import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
-import type { Origin } from '../scheduler/loop/loop-state.ts';
+import type { Origin } from '../scheduler/session/origin.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import { PassThrough } from 'node:stream';
 import { runChat } from '../cli/chat-client.ts';

@@ -6,7 +6,7 @@ import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, events, sleep, startWorker, waitFor, waitForEvents, waitForNoTickJobs, type TestClients } from './support/stack.ts';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
-import type { RunnerSpec } from '../scheduler/loop/loop-state.ts';
+import type { RunnerSpec } from '../scheduler/session/origin.ts';
 import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop/tick-job.ts';
 import { bullJobId } from '../scheduler/store/keys.ts';
 import { aliveWorkerIds } from '../scheduler/worker-liveness.ts';

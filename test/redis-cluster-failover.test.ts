@@ -18,7 +18,7 @@ import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import type { RunnerSpec } from '../scheduler/loop/loop-state.ts';
+import type { RunnerSpec } from '../scheduler/session/origin.ts';
 import type { Keys } from '../scheduler/store/keys.ts';
 import { clusterEnv, startRedisCluster, type TestCluster } from './support/redis-cluster.ts';
 import { clients, events, startWorker, waitFor, waitForEvents } from './support/stack.ts';

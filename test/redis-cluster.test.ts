@@ -14,7 +14,7 @@ import { openRedisClient } from '../scheduler/store/redis/connection-factory.ts'
 import { enqueueInput } from '../scheduler/session/inbox.ts';
 import { Keys } from '../scheduler/store/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import type { RunnerSpec } from '../scheduler/loop/loop-state.ts';
+import type { RunnerSpec } from '../scheduler/session/origin.ts';
 import { openCronService } from './support/cron-worker.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { readJson, readSseUntil } from './support/http.ts';

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, events, spawnWorker, startWorker, waitFor, type TestClients } from './support/stack.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
-import { createLoop, type RunnerSpec } from '../scheduler/loop/loop-state.ts';
+import { createLoop } from '../scheduler/loop/loop-state.ts';
+import type { RunnerSpec } from '../scheduler/session/origin.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {

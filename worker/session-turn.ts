@@ -12,7 +12,7 @@ import { fitSessionContext, type FittedContext } from './context/session-context
 import type { Job } from 'bullmq';
 import { deferJob } from '../scheduler/store/defer-job.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
-import type { Origin } from '../scheduler/loop/loop-state.ts';
+import type { Origin } from '../scheduler/session/origin.ts';
 import { contextSurfaces, turnMessages } from './transcript-messages.ts';
 import { sessionEventSink } from './turn-events.ts';
 import type { ChatMessage } from './turn-runners/turn-runner.ts';

@@ -19,7 +19,7 @@ import { parseDeliveryTarget, routeOfTarget, type DeliveryTarget } from '../../s
 import { createLogger } from '../../scheduler/logger.ts';
 import { chatToShell } from '../shell-text.ts';
 import type { LoopKind } from '../../scheduler/store/keys.ts';
-import type { Origin, RunnerSpec } from '../../scheduler/loop/loop-state.ts';
+import type { Origin, RunnerSpec } from '../../scheduler/session/origin.ts';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import type { CliConnection, CliContext } from '../cli-context.ts';
 import { action, cliLogLevel } from '../run-command.ts';

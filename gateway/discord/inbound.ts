@@ -29,7 +29,7 @@ import { enqueueInput } from '../../scheduler/session/inbox.ts';
 import type { Keys } from '../../scheduler/store/keys.ts';
 import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
-import type { Origin } from '../../scheduler/loop/loop-state.ts';
+import type { Origin } from '../../scheduler/session/origin.ts';
 import { formatDeliveryTarget, routeOfTarget, type DiscordTarget } from '../../scheduler/delivery/delivery-target.ts';
 import { enqueueOutbound, type OutboundData } from '../../scheduler/delivery/outbound.ts';
 import type { AllowList } from '../telegram/allow-list.ts';

@@ -24,7 +24,7 @@ import type { Logger } from 'pino';
 import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import type { Keys } from '../../scheduler/store/keys.ts';
 import type { HermesQueues } from '../../scheduler/store/queues.ts';
-import type { Origin } from '../../scheduler/loop/loop-state.ts';
+import type { Origin } from '../../scheduler/session/origin.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { parseChatCommand } from '../../scheduler/session/chat-command.ts';
 import { enqueueInput } from '../../scheduler/session/inbox.ts';

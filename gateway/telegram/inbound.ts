@@ -27,7 +27,7 @@ import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.
 import { parseChatCommand } from '../../scheduler/session/chat-command.ts';
 import { enqueueInput } from '../../scheduler/session/inbox.ts';
 import type { Keys } from '../../scheduler/store/keys.ts';
-import type { Origin } from '../../scheduler/loop/loop-state.ts';
+import type { Origin } from '../../scheduler/session/origin.ts';
 import { formatDeliveryTarget, routeOfTarget } from '../../scheduler/delivery/delivery-target.ts';
 import { enqueueTelegramOutbound, type TelegramOutboundData } from '../../scheduler/delivery/outbound.ts';
 import type { HermesQueues } from '../../scheduler/store/queues.ts';

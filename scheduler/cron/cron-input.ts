@@ -5,7 +5,7 @@
  * the values together.
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
-import type { Origin } from '../loop/loop-state.ts';
+import type { Origin } from '../session/origin.ts';
 import type { CronSchedule } from './cron-engine.ts';
 import {
   type CronEconomy, type CronJobCreator, type MisfirePolicy, type NotifyPolicy, type OverlapPolicy,

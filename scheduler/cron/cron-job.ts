@@ -4,7 +4,7 @@
  * spec, `hermes cron list --json` and `/api` show. Times are epoch milliseconds.
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
-import type { AgentCreator, Origin } from '../loop/loop-state.ts';
+import type { AgentCreator, Origin } from '../session/origin.ts';
 import { isoUtc, nextOccurrence, type CronSchedule } from './cron-engine.ts';
 import { compositeId } from '../store/keys.ts';
 import { assertWebhookTarget, parseWebhookAllow, type WebhookAllowList } from '../delivery/webhook-policy.ts';

@@ -16,7 +16,7 @@ import { bullJobId, type Keys } from '../store/keys.ts';
 import type { HermesQueues } from '../store/queues.ts';
 import { INBOX_PRIORITY, type InboxJobData } from '../session/inbox.ts';
 import { createGoal, goalStatusLine, resumeGoal, type GoalRecord } from './goal-state.ts';
-import type { Origin } from '../loop/loop-state.ts';
+import type { Origin } from '../session/origin.ts';
 import { putVersioned, type ExpectedVersion } from '../store/versioned-json.ts';
 import { assertSessionId } from '../session/session-id.ts';
 import { CONFLICT, retryOnConflict } from '../store/optimistic-retry.ts';

@@ -17,7 +17,8 @@
  * While a goal is active and not parked, loop and heartbeat ticks of the
  * session wait (deferred, never dropped).
  */
-import type { Origin, ScheduleEconomy } from '../loop/loop-state.ts';
+import type { ScheduleEconomy } from '../loop/loop-state.ts';
+import type { Origin } from '../session/origin.ts';
 import { addToTotals, formatSpend, NO_TOTALS, totalTokens, type ModelSpend, type SpendTotals } from '../model-spend.ts';
 
 export type GoalStatus = 'active' | 'paused' | 'achieved' | 'cleared';

@@ -12,10 +12,8 @@ import type { Logger } from 'pino';
 import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
 import type { LoopKind } from '../store/keys.ts';
 import { formatSeconds } from '../interval.ts';
-import {
-  createLoop, pauseLoop, resumeDueAt, resumeLoop, sameLoop,
-  type AgentCreator, type LoopRecord, type Origin, type RunnerSpec, type ScheduleEconomy,
-} from './loop-state.ts';
+import { createLoop, pauseLoop, resumeDueAt, resumeLoop, sameLoop, type LoopRecord, type ScheduleEconomy } from './loop-state.ts';
+import type { AgentCreator, Origin, RunnerSpec } from '../session/origin.ts';
 import { formatSpend } from '../model-spend.ts';
 import type { LoopStore } from './loop-store.ts';
 import { assertSessionId } from '../session/session-id.ts';

@@ -27,40 +27,11 @@
  */
 import type { LoopKind } from '../store/keys.ts';
 import { clampSelfPacedDelay, nextSelfPacedDelay, replyDigest } from './self-paced.ts';
-import type { MessagingRoute } from '../delivery/delivery-target.ts';
+import type { AgentCreator, Origin, RunnerSpec } from '../session/origin.ts';
 import { addToTotals, formatSpend, NO_TOTALS, totalTokens, type ModelSpend, type SpendTotals } from '../model-spend.ts';
 import { formatSeconds } from '../interval.ts';
 
 export type LoopStatus = 'active' | 'paused' | 'finished';
-
-/** How a turn is produced. `command` may only be created by a trusted surface (CLI, config). */
-export type RunnerSpec =
-  | { kind: 'agent' }
-  | {
-      kind: 'command';
-      /** shell command line */
-      command: string;
-      timeoutSeconds: number;
-      /** the `commands.<name>` entry it came from (its `env` and `pass_env` apply at run time) */
-      name?: string;
-    };
-
-/** Where a schedule was created, and where replies go besides the session stream. */
-export interface Origin {
-  /** `web`: the console (`/ui`) or `POST /api/sessions/:id/messages` (chat input, never trusted). */
-  surface: 'cli' | 'chat' | 'telegram' | 'slack' | 'discord' | 'api' | 'web';
-  /** Messaging route (platform + chat) for replies, when set from a platform. */
-  route?: MessagingRoute;
-}
-
-/**
- * Who made a schedule when no person typed it: the agent, with its `schedules` tool, in a turn
- * from `surface` (the surface of the chat it talked in). Records keep it; status shows it.
- */
-export interface AgentCreator {
-  by: 'agent';
-  surface: Origin['surface'];
-}
 
 /** Persisted state of a session's loop or heartbeat. Times are epoch milliseconds. */
 export interface LoopRecord {

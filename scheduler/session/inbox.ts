@@ -12,7 +12,7 @@ import type { RedisClient } from '../store/redis/connection-factory.ts';
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import { bullJobId, compositeId, type Keys } from '../store/keys.ts';
 import type { HermesQueues } from '../store/queues.ts';
-import type { Origin } from '../loop/loop-state.ts';
+import type { Origin } from './origin.ts';
 import { assertSessionId } from './session-id.ts';
 import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
 

@@ -6,7 +6,7 @@
  */
 import type { TOOL_SURFACES } from '../../scheduler/config/config.ts';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
-import type { Origin } from '../../scheduler/loop/loop-state.ts';
+import type { Origin } from '../../scheduler/session/origin.ts';
 
 /** Surfaces a turn can come from (`tools.allow_from` names them). */
 export type ToolSurface = (typeof TOOL_SURFACES)[number];

@@ -1,5 +1,5 @@
 import type { HermesConfig } from '../../scheduler/config/config.ts';
-import type { RunnerSpec } from '../../scheduler/loop/loop-state.ts';
+import type { RunnerSpec } from '../../scheduler/session/origin.ts';
 import { commandEnv, type CommandEnvPolicy } from '../command-env.ts';
 import { AgentRunner, type AgentRunnerOptions } from './agent-runner.ts';
 import { CommandRunner } from './command-runner.ts';

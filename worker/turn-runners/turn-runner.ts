@@ -5,7 +5,7 @@
  * returned as `steps`, so they go into the transcript with the reply).
  */
 import type { TurnKind, TurnSurfaces } from '../tools/tool.ts';
-import type { Origin } from '../../scheduler/loop/loop-state.ts';
+import type { Origin } from '../../scheduler/session/origin.ts';
 import type { ModelSpend } from '../../scheduler/model-spend.ts';
 import type { CompactionReport } from '../context/compaction.ts';
 

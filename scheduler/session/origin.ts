@@ -1,0 +1,36 @@
+/**
+ * Who a schedule or a turn answers to: the surface its input came from and the messaging route
+ * replies go to (`Origin`), how its turns are produced (`RunnerSpec`), and who made it when no
+ * person typed it (`AgentCreator`). Loops, heartbeats, goals, cron jobs, the inbox, the gateway's
+ * platforms and the worker's tools all carry them.
+ */
+import type { MessagingRoute } from '../delivery/delivery-target.ts';
+
+/** How a turn is produced. `command` may only be created by a trusted surface (CLI, config). */
+export type RunnerSpec =
+  | { kind: 'agent' }
+  | {
+      kind: 'command';
+      /** shell command line */
+      command: string;
+      timeoutSeconds: number;
+      /** the `commands.<name>` entry it came from (its `env` and `pass_env` apply at run time) */
+      name?: string;
+    };
+
+/** Where a schedule was created, and where replies go besides the session stream. */
+export interface Origin {
+  /** `web`: the console (`/ui`) or `POST /api/sessions/:id/messages` (chat input, never trusted). */
+  surface: 'cli' | 'chat' | 'telegram' | 'slack' | 'discord' | 'api' | 'web';
+  /** Messaging route (platform + chat) for replies, when set from a platform. */
+  route?: MessagingRoute;
+}
+
+/**
+ * Who made a schedule when no person typed it: the agent, with its `schedules` tool, in a turn
+ * from `surface` (the surface of the chat it talked in). Records keep it; status shows it.
+ */
+export interface AgentCreator {
+  by: 'agent';
+  surface: Origin['surface'];
+}
