@@ -27,9 +27,9 @@ export async function openCronApi(config: HermesConfig, target: RedisTopology | 
     edit: async (ref, changes) => withNextRuns(await service.edit(ref, changes, caller)),
     runs: async (ref, limit) => (await service.runs(ref, limit)).map(cronRunView),
     pause: async (ref) => cronJobView((await service.pause(ref)).job),
-    resume: async (ref, { runNow }) => cronJobView((await service.resume(ref, { runNow })).job),
+    resume: async (ref, { runNow }) => cronJobView((await service.resume(ref, caller, { runNow })).job),
     runNow: async (ref) => {
-      const r = await service.runNow(ref);
+      const r = await service.runNow(ref, caller);
       return { ...cronJobView(r.job), manual_job_id: r.manualJobId };
     },
     remove: async (ref) => cronJobView(await service.remove(ref)),

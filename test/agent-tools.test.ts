@@ -287,8 +287,8 @@ describe('only the operator declares tools', () => {
     const cron = cronServiceFor(env.config, { redis: c.redis, keys: c.keys, queues: c.queues }, createLogger({ level: 'silent' }));
     const fromApi = await cron.add({ schedule: 'every 1h', name: 'from-api', prompt: 'ci?' }, { origin: { surface: 'api' }, trusted: false });
     const fromCli = await cron.add({ schedule: 'every 1h', name: 'from-cli', prompt: 'ci?' }, { origin: { surface: 'cli' }, trusted: true });
-    await cron.runNow('from-api');
-    await cron.runNow('from-cli');
+    await cron.runNow('from-api', { origin: { surface: 'cli' }, trusted: true });
+    await cron.runNow('from-cli', { origin: { surface: 'cli' }, trusted: true });
     const ran = async (id: string) => (await cron.runs(id, 1))[0];
     const [api, cli] = await waitFor(async () => {
       const [a, b] = [await ran(fromApi.id), await ran(fromCli.id)];
@@ -303,7 +303,7 @@ describe('only the operator declares tools', () => {
     const edited = await cron.edit('from-cli', { prompt: 'ci now?' }, { origin: { surface: 'api' }, trusted: false });
     expect(edited.edited_from).toEqual(['api']);
     const runAndWait = async (n: number) => {
-      await cron.runNow('from-cli');
+      await cron.runNow('from-cli', { origin: { surface: 'cli' }, trusted: true });
       return await waitFor(async () => {
         const runs = await cron.runs(fromCli.id, 10);
         return runs.length === n ? runs[0] : undefined;

@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { openCronApi } from '../cli/gateway-cron-api.ts';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { createLogger } from '../scheduler/logger.ts';
+import { cronServiceFor } from '../scheduler/services.ts';
 import { testEnv } from './support/env.ts';
 import { startCronWorker } from './support/cron-worker.ts';
 import { clients, waitFor } from './support/stack.ts';
@@ -81,6 +82,39 @@ describe('/api/cron/jobs/:ref', () => {
       expect(r.body.error).toMatchObject({ type: 'not_found_error', code: 'unknown_job' });
     }
     expect((await call('PATCH', '/api/cron/jobs/nope', { name: 'x' })).status).toBe(404);
+  });
+});
+
+describe('a job that runs a command (script) is the CLI\'s', () => {
+  it('/api can neither change, resume nor run it (400, nothing written, no run); pausing it works; the CLI still can', async () => {
+    const { env, call } = await setup();
+    const operator = { origin: { surface: 'cli' as const }, trusted: true };
+    const c = clients(env);
+    cleanups.push(() => c.close());
+    const service = cronServiceFor(env.config, c, createLogger({ level: 'silent' }));
+    const job = await service.add({ schedule: 'every 1h', prompt: 'operator text', script: 'cat', name: 'catjob', paused: true }, operator);
+    const before = await call('GET', `/api/cron/jobs/${job.id}`);
+
+    for (const [method, path, body] of [
+      ['PATCH', `/api/cron/jobs/${job.id}`, { prompt: 'ATTACKER STDIN' }],
+      ['PATCH', `/api/cron/jobs/${job.id}`, { schedule: 'every 1m', deliver: 'local' }],
+      ['POST', `/api/cron/jobs/${job.id}/run`, {}],
+      ['POST', `/api/cron/jobs/${job.id}/resume`, { run_now: true }],
+      ['POST', `/api/cron/jobs/${job.id}/resume`, {}],
+    ] as const) {
+      const res = await call(method, path, body);
+      expect(res.status, `${method} ${path}`).toBe(400);
+      expect(res.body.error.message).toBe(`Cron job ${job.id} "catjob" runs a command (script): only the CLI can ${method === 'PATCH' ? 'change' : path.endsWith('/run') ? 'run' : 'resume'} it.`);
+    }
+    const after = await call('GET', `/api/cron/jobs/${job.id}`);
+    expect(after.body).toEqual(before.body);
+    expect((await call('GET', `/api/cron/jobs/${job.id}/runs`)).body.data).toEqual([]);
+    expect(await service.runs(job.id, 10)).toEqual([]);
+
+    expect((await call('POST', `/api/cron/jobs/${job.id}/pause`, {})).status).toBe(200);
+    // the operator's own surface is not refused
+    expect((await service.edit(job.id, { prompt: 'new operator text' }, operator)).prompt).toBe('new operator text');
+    expect((await service.resume(job.id, operator)).job.state).toBe('scheduled');
   });
 });
 

@@ -99,7 +99,7 @@ describe('command environment', () => {
     const api = openCronService(env.config);
     try {
       const job = await api.service.add({ schedule: 'every 1h', script: 'env', name: 'envjob', paused: true }, { origin: { surface: 'cli' }, trusted: true });
-      await api.service.runNow(job.id);
+      await api.service.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
       const run = await waitFor(async () => (await api.store.runs(job.id, 5)).find((r) => r.status === 'ok'), 30_000, 'the manual cron run');
       expectNoSecrets(run.output ?? '');
       const vars = parseEnv(run.output ?? '');

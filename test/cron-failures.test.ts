@@ -111,7 +111,7 @@ describe('cron runs that keep failing (real BullMQ)', () => {
     expect((await api.store.runs(quiet.id, 10)).every((r) => r.deliveries.length === 0)).toBe(true);
     expect(await w.deps.sessions.readEvents(`cron:${quiet.id}`, '0', { count: 100 })).toEqual([]);
 
-    const resumed = await api.service.resume(failing.id);
+    const resumed = await api.service.resume(failing.id, { origin: { surface: 'cli' }, trusted: true });
     expect(resumed.job).toMatchObject({ state: 'scheduled', failure_streak: 0, paused_reason: null });
   });
 });

@@ -358,7 +358,7 @@ describe('F12: a manual run does not move the next run', () => {
     const job = await api.service.add({ schedule: '0 8 * * *', prompt: 'morning report', tz: 'Europe/Warsaw' }, cli);
     const before = job.next_run_at!;
     expect(formatInZone(before, 'Europe/Warsaw')).toMatch(/ 08:00 GMT\+[12]$/);
-    await api.service.runNow(job.name);
+    await api.service.runNow(job.name, { origin: { surface: 'cli' }, trusted: true });
     await waitFor(async () => (await runsOf(job.id)).length === 1, 10_000, 'manual run');
     const after = (await api.store.get(job.id))!;
     expect((await runsOf(job.id))[0]).toMatchObject({ trigger: 'manual', status: 'ok' });
@@ -439,7 +439,7 @@ describe('pause and remove with the next job already waiting', () => {
     expect(job.state).toBe('paused');
     await sleep(1_200); // paused while the occurrence at +1 s passes
     const resumedAt = Date.now();
-    const { job: resumed } = await api.service.resume(job.id);
+    const { job: resumed } = await api.service.resume(job.id, { origin: { surface: 'cli' }, trusted: true });
     expect(resumed.next_run_at!).toBeGreaterThan(resumedAt);
     await waitFor(async () => (await runsOf(job.id)).length >= 1, 5_000, 'a run');
     await api.service.pause(job.id);

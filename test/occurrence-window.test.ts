@@ -53,7 +53,7 @@ describe('occurrence records stay bounded', () => {
     const job = await cli.service.add({ schedule: 'every 1h', script: 'echo ran', name: 'bounded', paused: true }, { origin: { surface: 'cli' }, trusted: true });
     const before = await productKeys(cli.redis, env);
     for (let i = 1; i <= 5; i++) {
-      await cli.service.runNow(job.id);
+      await cli.service.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
       await waitFor(async () => ((await cli.store.runs(job.id, 10)).length >= i ? true : undefined), 15_000, `run ${i}`);
     }
     const after = await productKeys(cli.redis, env);

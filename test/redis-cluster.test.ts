@@ -94,7 +94,7 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
     const cron = openCronService(env.config);
     cleanups.push(() => cron.close());
     const job = await cron.service.add({ schedule: 'every 1h', script: 'echo cron-ok', name: 'cluster-cron' }, { ...cli, trusted: true });
-    await cron.service.runNow(job.id);
+    await cron.service.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
     const runs = await waitFor(async () => {
       const r = await cron.store.runs(job.id, 5);
       return r.length === 1 && r[0]!.status === 'ok' ? r : undefined;

@@ -150,7 +150,7 @@ describe('webhook delivery at send time', () => {
     cleanups.push(() => workerEnv.cleanup());
     const worker = await startCronWorker(workerEnv.config);
     cleanups.push(() => worker.close());
-    await api.service.runNow(job.id);
+    await api.service.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
     const run = await waitFor(async () => (await api.store.runs(job.id, 5))[0]?.deliveries.find((d) => d.status !== 'pending'), 15_000, 'the delivery outcome');
     expect(run).toMatchObject({ status: 'failed', error: expect.stringMatching(/^refused: localhost resolves to a loopback address/) });
     expect(hook.hits).toEqual([]);
@@ -166,7 +166,7 @@ describe('webhook delivery at send time', () => {
     const strict = testEnv({ 'agent.base_url': model.baseUrl, 'redis.prefix': creating.prefix });
     cleanups.push(() => strict.cleanup());
     const w1 = await startCronWorker(strict.config);
-    await api.service.runNow(job.id);
+    await api.service.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
     const refused = await waitFor(async () => (await api.store.runs(job.id, 5))[0]?.deliveries.find((d) => d.status !== 'pending'), 15_000, 'refusal');
     await w1.close();
     expect(refused).toMatchObject({ status: 'failed', error: 'refused: 127.0.0.1 is a loopback address' });
@@ -174,7 +174,7 @@ describe('webhook delivery at send time', () => {
 
     const w2 = await startCronWorker(creating.config);
     cleanups.push(() => w2.close());
-    await api.service.runNow(job.id);
+    await api.service.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
     const delivered = await waitFor(async () => {
       const runs = await api.store.runs(job.id, 5);
       return runs.length >= 2 ? runs.map((r) => r.deliveries[0]).find((d) => d?.status === 'delivered') : undefined;
@@ -192,7 +192,7 @@ describe('webhook delivery at send time', () => {
     const worker = await startCronWorker(env.config);
     cleanups.push(() => worker.close());
     const job = await api.service.add({ schedule: 'every 1h', prompt: 'report', deliver: `http://127.0.0.1:${outer.port}/hook`, paused: true }, cli);
-    await api.service.runNow(job.id);
+    await api.service.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
     const d = await waitFor(async () => (await api.store.runs(job.id, 5))[0]?.deliveries.find((x) => x.status !== 'pending'), 15_000, 'the delivery outcome');
     expect(d).toMatchObject({ status: 'failed', error: 'HTTP 302 (redirects are not followed)' });
     expect(outer.hits).toEqual(['/hook']);

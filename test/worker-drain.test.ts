@@ -39,7 +39,7 @@ describe('worker drain', () => {
     const marker = join(env.home, 'started');
     const release = join(env.home, 'release');
     const job = await cron.add({ schedule: 'every 1h', script: `touch ${marker}; ${untilExists(release)}; echo report done`, name: 'f9', paused: true }, { origin: { surface: 'cli' }, trusted: true });
-    await cron.runNow(job.id);
+    await cron.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
     await waitFor(async () => (existsSync(marker) ? true : undefined), 15_000, 'the cron run to start');
     const signalledAt = Date.now();
     worker.kill('SIGTERM');
@@ -70,7 +70,7 @@ describe('worker drain', () => {
       { schedule: 'every 1h', script: `echo "$HERMES_CRON_OCCURRENCE_ID" >> ${starts}; ${untilExists(release)}; echo report done`, name: 'cut', paused: true },
       { origin: { surface: 'cli' }, trusted: true },
     );
-    await cron.runNow(job.id);
+    await cron.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
     await waitFor(async () => (existsSync(starts) ? true : undefined), 15_000, 'the cron run to start');
     await first.drain(); // the run is still waiting for its release: cut at the deadline
     expect(await cron.runs(job.id, 5)).toEqual([]); // cut, so not recorded: it was never completed
@@ -133,11 +133,11 @@ describe('drain: a job received after the worker paused', () => {
     const marker = join(env.home, 'long-started');
     const long = await cron.add({ schedule: 'every 1h', script: `touch ${marker}; ${untilExists(release)}; echo long`, name: 'long', paused: true }, { origin: { surface: 'cli' }, trusted: true });
     const late = await cron.add({ schedule: 'every 1h', script: 'echo late', name: 'late', paused: true }, { origin: { surface: 'cli' }, trusted: true });
-    await cron.runNow(long.id);
+    await cron.runNow(long.id, { origin: { surface: 'cli' }, trusted: true });
     await waitFor(async () => (existsSync(marker) ? true : undefined), 15_000, 'the long run to start');
     // A drains (waiting for the long run); its blocking fetch, started before the pause, is still in flight.
     const drained = a.drain();
-    const { manualJobId } = await cron.runNow(late.id);
+    const { manualJobId } = await cron.runNow(late.id, { origin: { surface: 'cli' }, trusted: true });
     await drained; // the long run was cut at the deadline
     writeFileSync(release, ''); // and runs through when it is handed back
     // A received the job and put it back without starting it: nothing recorded, due at once for another

@@ -170,7 +170,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     .option('--run-now', 'also run it once now')
     .option('--json', 'print JSON')
     .action(run(true, async (service, ref: string, opts: { runNow?: boolean; json?: boolean }) => {
-      const { job, changed, manualJobId } = await service!.resume(ref, { runNow: opts.runNow });
+      const { job, changed, manualJobId } = await service!.resume(ref, CLI_CALLER, { runNow: opts.runNow });
       print(opts.json, { ...cronJobView(job), changed, run_now: manualJobId !== undefined }, () => [
         changed ? `Resumed ${job.id} (${job.name}); next run ${when(job.next_run_at, job.tz, io.now())}.` : `${job.id} (${job.name}) is ${job.state}; nothing to resume.`,
         ...(manualJobId ? ['Running it once now.'] : []),
@@ -183,7 +183,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     .argument('<ref>', 'job id or name')
     .option('--json', 'print JSON')
     .action(run(true, async (service, ref: string, opts: { json?: boolean }) => {
-      const { job, dueAt } = await service!.runNow(ref);
+      const { job, dueAt } = await service!.runNow(ref, CLI_CALLER);
       print(opts.json, { id: job.id, occurrence_id: cronOccurrenceId(job.id, dueAt, 'manual'), requested_at: isoUtc(dueAt) }, () => [
         `Queued a run of ${job.id} (${job.name}); \`hermes cron runs ${job.id}\` shows the result.`,
       ]);

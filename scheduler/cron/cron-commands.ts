@@ -20,7 +20,7 @@ import {
 } from './cron-job.ts';
 import { checkCronEconomy } from './cron-economy.ts';
 import {
-  parseCronSchedule, parseEconomyOf, parseMisfire, parseName, parseNotify, parseOverlap, parsePrompt, parseRepeat, parseScript,
+  assertMayDriveJob, parseCronSchedule, parseEconomyOf, parseMisfire, parseName, parseNotify, parseOverlap, parsePrompt, parseRepeat, parseScript,
   type CronCaller, type CronInputSettings, type CronJobChanges, type CronJobInput,
 } from './cron-input.ts';
 import type { CronQueries } from './cron-queries.ts';
@@ -95,6 +95,7 @@ export class CronCommands {
       throw new ScheduleInputError('Nothing to change: give at least one of `schedule`, `prompt`, `name`, `deliver`, `repeat`, `tz`, `script`, `misfire`, `overlap`, `notify`, `jitter`, `watch`, `max_tokens`, `model`.');
     }
     const current = await this.queries.resolveRef(ref);
+    assertMayDriveJob(current, caller, 'change');
     const now = this.clock();
     // Validate everything before the first write.
     const tz = changes.tz !== undefined ? assertTimeZone(changes.tz) : current.tz;
@@ -181,10 +182,12 @@ export class CronCommands {
   /**
    * Resume a paused job at its next occurrence after now (never a catch-up);
    * with `runNow` also run it once right away.
-   * @throws ScheduleInputError for a one-shot whose time passed while paused
+   * @throws ScheduleInputError for a one-shot whose time passed while paused; for a job with a
+   *   script and an untrusted caller (`assertMayDriveJob`)
    */
-  async resume(ref: string, options: { runNow?: boolean } = {}): Promise<{ job: CronJob; changed: boolean; manualJobId?: string }> {
+  async resume(ref: string, caller: CronCaller, options: { runNow?: boolean } = {}): Promise<{ job: CronJob; changed: boolean; manualJobId?: string }> {
     const current = await this.queries.resolveRef(ref);
+    assertMayDriveJob(current, caller, 'resume');
     const now = this.clock();
     const { stored, changed } = await this.tryWrite(current.id, (cur) => resumeCronJob(cur, now));
     if (changed) {
@@ -199,9 +202,11 @@ export class CronCommands {
    * Run the job now, once, outside its schedule (also when paused). The
    * schedule and `next_run_at` are not changed (field report F12).
    * @returns the job and the occurrence's BullMQ job id
+   * @throws ScheduleInputError for a job with a script and an untrusted caller (`assertMayDriveJob`)
    */
-  async runNow(ref: string): Promise<{ job: CronJob; manualJobId: string; dueAt: number }> {
+  async runNow(ref: string, caller: CronCaller): Promise<{ job: CronJob; manualJobId: string; dueAt: number }> {
     const job = await this.queries.resolveRef(ref);
+    assertMayDriveJob(job, caller, 'run');
     const now = this.clock();
     const manualJobId = await this.store.enqueueManual(job, now);
     this.log.info({ cronJobId: job.id, manualJobId }, 'cron job run requested');

@@ -109,6 +109,21 @@ export function parseScript(script: string | undefined, caller: CronCaller): str
   return script;
 }
 
+/**
+ * A job with a `script` runs a command: only a trusted caller (the CLI, the config) may change,
+ * resume or run it, since its prompt is the command's stdin and its schedule and targets decide when
+ * the command runs and where its output goes (docs/DESIGN.md §3). Pausing and removing it stay open
+ * to every caller: they start nothing.
+ * @throws ScheduleInputError for an untrusted caller and a job with a script (nothing is written)
+ */
+export function assertMayDriveJob(job: { id: string; name: string; script: string | null }, caller: CronCaller, action: 'change' | 'resume' | 'run'): void {
+  if (caller.trusted || job.script === null) return;
+  throw new ScheduleInputError(
+    `Cron job ${job.id} "${job.name}" runs a command (script): only the CLI can ${action} it.`,
+    { field: 'script' },
+  );
+}
+
 /** Economy fields, with errors in the asking surface's words. */
 export function parseEconomyOf(input: CronEconomyInput, options: { clearable: boolean }, caller: CronCaller): CronEconomy {
   try {

@@ -52,13 +52,13 @@ export class CronService {
   }
 
   /** {@link CronCommands.resume} */
-  resume(ref: string, options?: { runNow?: boolean }): Promise<{ job: CronJob; changed: boolean; manualJobId?: string }> {
-    return this.commands.resume(ref, options);
+  resume(ref: string, caller: CronCaller, options?: { runNow?: boolean }): Promise<{ job: CronJob; changed: boolean; manualJobId?: string }> {
+    return this.commands.resume(ref, caller, options);
   }
 
   /** {@link CronCommands.runNow} */
-  runNow(ref: string): Promise<{ job: CronJob; manualJobId: string; dueAt: number }> {
-    return this.commands.runNow(ref);
+  runNow(ref: string, caller: CronCaller): Promise<{ job: CronJob; manualJobId: string; dueAt: number }> {
+    return this.commands.runNow(ref, caller);
   }
 
   /** {@link CronCommands.remove} */

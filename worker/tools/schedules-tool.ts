@@ -309,7 +309,7 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
           text = `Paused: ${describeCron(after)} · ask me to resume it`;
           break;
         case 'resume':
-          after = (await deps.cron.resume(job.id)).job;
+          after = (await deps.cron.resume(job.id, { origin, trusted: false })).job;
           text = `Resumed: ${describeCron(after)}`;
           break;
         case 'remove':
@@ -317,7 +317,7 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
           text = `Removed: cron job ${after.id} “${clip(after.prompt, 80)}”`;
           break;
         case 'run': {
-          const r = await deps.cron.runNow(job.id);
+          const r = await deps.cron.runNow(job.id, { origin, trusted: false });
           after = r.job;
           text = `Running now: cron job ${after.id} “${clip(after.prompt, 80)}” (outside its schedule)`;
           break;
