@@ -35,14 +35,25 @@ export interface SseStream {
 /** Keep-alive comment interval: proxies drop idle connections after ~60 s. */
 export const SSE_KEEPALIVE_MS = 15_000;
 
-/** One event as its SSE frame (`id:`, `event:`, a `data:` line per line of the data, blank line). */
+/**
+ * One event as its SSE frame (`id:`, `event:`, a `data:` line per line of the data, blank line).
+ * A line ends at CR LF, LF or a lone CR, as an EventSource parses it: data is cut at all three (a
+ * reply holding a bare CR cannot start a forged `id:` or `event:` line), and `id` and `event`,
+ * one line each, lose any line break.
+ */
 export function encodeSse({ id, event, data }: SseEvent): Buffer {
   let frame = '';
-  if (id !== undefined) frame += `id: ${id}\n`;
-  if (event !== undefined) frame += `event: ${event}\n`;
+  if (id !== undefined) frame += `id: ${oneLine(id)}\n`;
+  if (event !== undefined) frame += `event: ${oneLine(event)}\n`;
   const text = typeof data === 'string' ? data : JSON.stringify(data);
-  for (const line of text.split('\n')) frame += `data: ${line}\n`;
+  for (const line of text.split(SSE_LINE_END)) frame += `data: ${line}\n`;
   return Buffer.from(`${frame}\n`, 'utf8');
+}
+
+const SSE_LINE_END = /\r\n|\r|\n/;
+
+function oneLine(value: string | number): string {
+  return String(value).replace(/[\r\n]/g, '');
 }
 
 /**
