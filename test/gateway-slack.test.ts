@@ -116,7 +116,7 @@ describe('Slack Events API at POST /slack/events', () => {
     expect(s.slack.posted.filter((p) => p.channel === 'D0000044')).toHaveLength(1);
   });
 
-  it('a bad, missing or stale signature is 401 and stores nothing; url_verification is answered with its challenge', async () => {
+  it('a bad, missing, stale or future-dated signature is 401 and stores nothing; url_verification is answered with its challenge', async () => {
     const s = await stack({ worker: false });
     const reader = await readInbox(s.env);
     cleanups.push(() => reader.close());
@@ -125,6 +125,10 @@ describe('Slack Events API at POST /slack/events', () => {
     expect((await signedRequest(s.events, body, { signature: 'v0=' })).status).toBe(401);
     const stale = Math.floor(Date.now() / 1000) - 6 * 60;
     expect((await signedRequest(s.events, body, { timestampSec: stale })).status).toBe(401);
+    // a timestamp from the future (a leaked signed request replayed later) and one that is not whole seconds
+    expect((await signedRequest(s.events, body, { timestampSec: Math.floor(Date.now() / 1000) + 365 * 86_400 })).status).toBe(401);
+    expect((await signedRequest(s.events, body, { timestampSec: Math.floor(Date.now() / 1000) + 6 * 60 })).status).toBe(401);
+    expect((await signedRequest(s.events, body, { headers: { 'x-slack-request-timestamp': `${Math.floor(Date.now() / 1000)}.0` } })).status).toBe(401);
     // the signature covers the body: a valid signature of another body does not pass
     const ts = Math.floor(Date.now() / 1000);
     expect((await signedRequest(s.events, body, { timestampSec: ts, signature: slackSignature('{}', ts) })).status).toBe(401);

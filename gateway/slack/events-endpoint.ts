@@ -23,6 +23,9 @@ export interface EndpointAnswer {
   json?: unknown;
 }
 
+/** How far a request's signed timestamp may be from now, seconds (Slack's own rule for the past: 5 minutes). */
+const SIGNATURE_WINDOW_SECONDS = 300;
+
 /**
  * Answer one request to `/slack/events`.
  * @param rawBody - the body exactly as received (the signature covers its bytes)
@@ -37,9 +40,14 @@ export async function answerSlackRequest(
     return Array.isArray(v) ? v[0] : v;
   };
   try {
+    // Bolt refuses a timestamp older than 5 minutes only; one from the future is refused here alike,
+    // so a signed request that leaked cannot be replayed later, and the header must be whole seconds.
+    const timestamp = header('x-slack-request-timestamp') ?? '';
+    if (!/^\d{1,12}$/.test(timestamp)) throw new Error('x-slack-request-timestamp is not whole seconds');
+    if (Number(timestamp) - Math.floor(Date.now() / 1000) > SIGNATURE_WINDOW_SECONDS) throw new Error('x-slack-request-timestamp is in the future');
     verifySlackRequest({
       signingSecret: deps.signingSecret, body: rawBody,
-      headers: { 'x-slack-signature': header('x-slack-signature') ?? '', 'x-slack-request-timestamp': Number(header('x-slack-request-timestamp')) },
+      headers: { 'x-slack-signature': header('x-slack-signature') ?? '', 'x-slack-request-timestamp': Number(timestamp) },
     });
   } catch (err) {
     deps.log.warn({ reason: (err as Error).message }, 'Slack request refused: signature not valid');
