@@ -71,6 +71,9 @@ export function upBanner(cfg: HermesConfig, facts: UpFacts): string[] {
   const lines = [
     `hermes is up · home ${cfg.home}`,
     `  API       ${api}`,
+    ...(facts.apiUrl === undefined
+      ? []
+      : [`  console   ${facts.apiUrl}/ui · ${cfg.api_server.key ? 'user hermes, the API key as password' : 'no password (loopback only)'}`]),
     `  model     ${model ? `${model.model} at ${showEndpoint(model.baseUrl)}` : NO_MODEL}`,
     `  Telegram  ${telegram}`,
     ...(cfg.slack.bot_token ? [`  Slack     ${slack}`] : []),

@@ -37,6 +37,7 @@ describe('the banner of hermes up', () => {
     expect(bare).toEqual([
       'hermes is up · home /home/ada/.hermes',
       '  API       http://127.0.0.1:8642 · auth off (no API_SERVER_KEY; loopback only)',
+      '  console   http://127.0.0.1:8642/ui · no password (loopback only)',
       '  model     no model: agent turns will fail — set OPENAI_BASE_URL and OPENAI_API_KEY (or agent.base_url and agent.api_key in config.yaml)',
       '  Telegram  off (no TELEGRAM_BOT_TOKEN)',
       '  Redis     embedded unix:/home/ada/.hermes/redis/redis.sock',
@@ -47,8 +48,9 @@ describe('the banner of hermes up', () => {
       API_SERVER_KEY: 'k'.repeat(32), OPENAI_BASE_URL: 'https://user:secret@models.example.com/v1?key=abc', OPENAI_MODEL: 'gpt-4.1-mini',
       TELEGRAM_BOT_TOKEN: '1:AA', TELEGRAM_ALLOWED_USERS: '111,222',
     }), { redis: '10.0.0.5:6379', apiUrl: 'http://127.0.0.1:8642', telegramState: 'adapter_unavailable' });
-    expect(full.slice(1, 5)).toEqual([
+    expect(full.slice(1, 6)).toEqual([
       '  API       http://127.0.0.1:8642 · auth on (Authorization: Bearer $API_SERVER_KEY)',
+      '  console   http://127.0.0.1:8642/ui · user hermes, the API key as password',
       '  model     gpt-4.1-mini at https://models.example.com/v1',
       '  Telegram  on · 2 allowed users (TELEGRAM_ALLOWED_USERS) · adapter unavailable (the log says why)',
       '  Redis     10.0.0.5:6379',
@@ -57,7 +59,7 @@ describe('the banner of hermes up', () => {
     expect(full.at(-1)).toBe('Ctrl+C stops it. Attach from another terminal: hermes chat');
     const noGateway = upBanner(config({ TELEGRAM_BOT_TOKEN: '1:AA' }), { redis: 'x', apiUrl: undefined });
     expect(noGateway.slice(1, 4)).toEqual(['  API       off (--no-gateway)', expect.stringMatching(/^ {2}model {5}no model/), '  Telegram  off (--no-gateway)']);
-    expect(upBanner(config({ TELEGRAM_BOT_TOKEN: '1:AA' }), { redis: 'x', apiUrl: 'http://h' })[3]).toBe('  Telegram  on, but nobody may use it: TELEGRAM_ALLOWED_USERS is empty');
+    expect(upBanner(config({ TELEGRAM_BOT_TOKEN: '1:AA' }), { redis: 'x', apiUrl: 'http://h' })[4]).toBe('  Telegram  on, but nobody may use it: TELEGRAM_ALLOWED_USERS is empty');
     expect(showEndpoint('not a url')).toBe('(unreadable URL)');
   });
 });
@@ -105,6 +107,7 @@ describe('one hermes up per home', () => {
     expect(banner).toEqual([
       `hermes is up · home ${home}`,
       `  API       http://127.0.0.1:${port} · auth off (no API_SERVER_KEY; loopback only)`,
+      `  console   http://127.0.0.1:${port}/ui · no password (loopback only)`,
       '  model     no model: agent turns will fail — set OPENAI_BASE_URL and OPENAI_API_KEY (or agent.base_url and agent.api_key in config.yaml)',
       '  Telegram  off (no TELEGRAM_BOT_TOKEN)',
       `  Redis     embedded unix:${join(home, 'redis', 'redis.sock')}`,
