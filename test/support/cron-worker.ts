@@ -17,6 +17,7 @@ import { openRedisClient, topologyFromConfig, type RedisClient } from '../../sch
 import { processCronTick, type CronTickResult } from '../../worker/cron-processor.ts';
 import type { WorkerDeps } from '../../worker/worker-deps.ts';
 import { createWorkerDeps } from '../../worker/create-worker-deps.ts';
+import { WORKER_HEARTBEAT_MS } from '../../scheduler/worker-liveness.ts';
 
 /** A running test worker. */
 export interface TestCronWorker {
@@ -66,10 +67,14 @@ export async function startCronWorker(config: HermesConfig, options: { concurren
   );
   worker.on('error', () => {});
   await worker.waitUntilReady();
-  await redis.zadd(keys.workers, Date.now(), deps.workerId);
+  // Beats like a worker process, so `hermes status` and `cron doctor` count it alive however long the test runs.
+  const beat = () => redis.zadd(keys.workers, Date.now(), deps.workerId);
+  await beat();
+  const beating = setInterval(() => void beat().catch(() => {}), WORKER_HEARTBEAT_MS);
   return {
     deps, worker, results,
     async close() {
+      clearInterval(beating);
       await worker.close();
       await deps.close();
       bull.disconnect();
