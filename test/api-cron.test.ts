@@ -4,7 +4,7 @@
  * `GET …/runs`, 404 for unknown jobs, and `next_due_at` on every schedule of
  * `GET /api/schedules`. The request bodies are those of docs/GATEWAY.md.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openCronApi } from '../cli/gateway-cron-api.ts';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -12,12 +12,10 @@ import { cronServiceFor } from '../scheduler/services.ts';
 import { testEnv } from './support/env.ts';
 import { startCronWorker } from './support/cron-worker.ts';
 import { clients, waitFor } from './support/stack.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 const KEY = 'api-cron-key-42';
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 async function setup() {
   const env = testEnv({ 'api_server.port': 0, 'api_server.key': KEY, 'cron.min_interval_seconds': 1 });

@@ -7,17 +7,15 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../scheduler/store/redis/embedded-redis.ts';
 import { spawnGateway } from './support/child-gateway.ts';
 import { testEnv } from './support/env.ts';
 import { HERMES_BIN } from './support/stack.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 /** A stack frame line as Node prints it. */
 const STACK_FRAME = /^ {4}at /m;

@@ -1,16 +1,14 @@
 /** `hermes chat`: attach, detach, reattach and see what was missed (issue: Foundation, point 6). */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { PassThrough } from 'node:stream';
 import { testEnv } from './support/env.ts';
 import { clients, events, startWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { runChat } from '../cli/chat-client.ts';
 import { connectCli } from '../cli/connect-cli.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 /** A test env with a worker and a CLI connection, all cleaned up after the test. */
 async function attachedStack(overrides: Record<string, unknown> = {}) {

@@ -3,7 +3,7 @@
  * `/start`, `/help` and unknown commands (F21) — through the real grammY
  * gateway against the local Bot API server, a real worker and a local model.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { parseChatCommand } from '../scheduler/session/chat-command.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -12,11 +12,9 @@ import { startFakeOpenAI } from './support/fake-openai.ts';
 import { startFakeTelegram, type FakeTelegram } from './support/fake-telegram.ts';
 import { waitFor } from './support/http.ts';
 import { ALLOWED_USER, telegramEnv } from './support/telegram-env.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f();
-});
+const cleanups = cleanupAfterEach();
 
 describe('whom a command is for (scheduler/session/chat-command.ts)', () => {
   it('a command with @name is ours only when name is this bot; otherwise it is for another bot', () => {

@@ -8,17 +8,15 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { freePort } from '../scheduler/store/redis/embedded-redis.ts';
 import { formatEvent } from '../cli/event-format.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, HERMES_BIN, ROOT, runHermes, SPAWN_START_TIMEOUT_MS, waitFor } from './support/stack.ts';
 import { runInTerminal } from './support/terminal.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 function env(): TestEnv {
   const e = testEnv();

@@ -7,7 +7,7 @@
  * webhook over loopback.
  */
 import { createServer } from 'node:http';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { applyRun, createCronJob, MAX_RUN_OUTPUT_CHARS, resumeCronJob, withReply, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import { runNotice } from '../scheduler/cron/cron-notice.ts';
@@ -17,12 +17,10 @@ import { testEnv } from './support/env.ts';
 import { startFakeTelegram } from './support/fake-telegram.ts';
 import { ALLOWED_USER, telegramEnv } from './support/telegram-env.ts';
 import { waitFor } from './support/wait-for.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
+const cleanups = cleanupAfterEach();
 
 const T0 = Date.parse('2026-03-04T10:00:00Z');
 const job = (over: Partial<CronJob> = {}): CronJob => ({

@@ -3,7 +3,7 @@
  * several workers on one Redis, real BullMQ, every occurrence runs once and
  * is delivered once.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nextOccurrences } from '../scheduler/cron/cron-engine.ts';
 import { CRON_TICK_JOB_NAME, type CronTickData } from '../scheduler/cron/cron-store.ts';
 import type { Job } from 'bullmq';
@@ -12,6 +12,7 @@ import { createTestDeps, openCronService, startCronWorker, type TestCronWorker }
 import { testEnv } from './support/env.ts';
 import { lastUserText, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 /**
  * Replies delivered to a job's `local` target: its stream's `reply` events (the stream also holds
@@ -33,10 +34,7 @@ beforeAll(async () => {
 });
 afterAll(async () => model.close());
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
+const cleanups = cleanupAfterEach();
 
 function setup() {
   const env = testEnv({ 'agent.base_url': model.baseUrl, 'cron.min_interval_seconds': 1 });

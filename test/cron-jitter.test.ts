@@ -5,7 +5,7 @@
  * and `edit` changes the window and re-arms the job scheduler with it.
  */
 import { execFileSync } from 'node:child_process';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openCronApi } from '../cli/gateway-cron-api.ts';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { isoUtc, nextOccurrences, periodAt } from '../scheduler/cron/cron-engine.ts';
@@ -21,12 +21,10 @@ import { openCronService, startCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 function setup(overrides: Record<string, unknown> = {}) {
   const env = testEnv({ 'cron.min_interval_seconds': 1, ...overrides });

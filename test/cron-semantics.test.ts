@@ -23,6 +23,7 @@ import { startCronWorker, openCronService, type TestCronWorker } from './support
 import { testEnv, type TestEnv } from './support/env.ts';
 import { lastUserText, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 /**
  * Replies delivered to a job's `local` target: its stream's `reply` events (the stream also holds
@@ -50,10 +51,10 @@ afterAll(async () => {
 
 /** Runs held by a test, let go first after each test (a worker closes only when its runs end). */
 const holds: Array<() => void> = [];
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
+const cleanups = cleanupAfterEach();
+// Registered after the clean-ups, so it runs before them: held runs end before their workers close.
+afterEach(() => {
   for (const release of holds.splice(0)) release();
-  while (cleanups.length) await cleanups.pop()!();
 });
 
 /** A model whose first answer is held until `release()`: a run that lasts exactly as long as the test needs. */

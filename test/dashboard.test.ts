@@ -7,18 +7,16 @@
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { testEnv } from './support/env.ts';
 import { clients } from './support/stack.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 const KEY = 'dashboard-key-9876';
 const CHROMIUM = '/usr/bin/chromium';
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 async function gateway(overrides: Record<string, unknown> = {}): Promise<{ gw: Gateway; prefix: string; env: ReturnType<typeof testEnv> }> {
   const env = testEnv({ 'api_server.port': 0, 'api_server.key': KEY, ...overrides });

@@ -9,18 +9,16 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { testEnv } from './support/env.ts';
 import { ROOT, startWorker } from './support/stack.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 const DEFAULT_DRAIN_SECONDS = loadConfig({ env: { HERMES_HOME: '/nonexistent-hermes-home' } }).agent.cron_drain_timeout;
 

@@ -24,7 +24,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { configFileWarning, loadConfig } from '../scheduler/config/config.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { UntrustedRedisError } from '../scheduler/errors/untrusted-redis-error.ts';
@@ -37,14 +37,12 @@ import { freePort, startEmbeddedRedis } from '../scheduler/store/redis/embedded-
 import { sessionStoreFor } from '../scheduler/services.ts';
 import { testEnv } from './support/env.ts';
 import { HERMES_BIN, SPAWN_START_TIMEOUT_MS, waitFor } from './support/stack.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 const run = promisify(execFile);
 const NOBODY_UID = Number((await run('id', ['-u', 'nobody'])).stdout.trim());
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 /** A fresh HERMES_HOME (0700, as mkdtemp makes it). */
 function newHome(): string {

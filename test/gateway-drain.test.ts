@@ -9,7 +9,7 @@
  * The worker is an in-process BullMQ worker running `processV1Run` against a
  * local model.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { Keys } from '../scheduler/store/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -22,12 +22,10 @@ import { startFakeTelegram } from './support/fake-telegram.ts';
 import { readJson, waitFor } from './support/http.ts';
 import { memoryLogger, telegramEnv } from './support/telegram-env.ts';
 import { startV1Worker } from './support/v1-worker.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 const KEY = 'drain-key-123';
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-});
+const cleanups = cleanupAfterEach();
 
 async function setup(overrides: Record<string, unknown>, modelDelayMs: number): Promise<{ env: TestEnv; model: FakeOpenAI }> {
   const model = await startFakeOpenAI();

@@ -2,15 +2,13 @@
  * `holdWritesThisTurn`: the commands many callers issue in one turn of the event
  * loop leave the client in one write, unchanged (same replies, same order).
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { holdWritesThisTurn, openRedisClient } from '../scheduler/store/redis/connection-factory.ts';
 import type { Redis } from 'ioredis';
 import { testEnv } from './support/env.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => void> = [];
-afterEach(() => {
-  for (const c of cleanups.splice(0).reverse()) c();
-});
+const cleanups = cleanupAfterEach();
 
 /** Count the socket writes (system calls) of `client` while `fn` runs. */
 async function countWrites(client: Redis, fn: () => Promise<unknown>): Promise<number> {

@@ -4,7 +4,7 @@
  * long ago, and warns while none is alive.
  */
 import { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { checkWorkerSet } from '../worker/housekeeping.ts';
@@ -12,11 +12,9 @@ import { Keys } from '../scheduler/store/keys.ts';
 import { testEnv } from './support/env.ts';
 import { memoryLogger } from './support/telegram-env.ts';
 import { startWorker, waitFor } from './support/stack.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 describe('worker set housekeeping', () => {
   it('forgets entries older than worker_forget_seconds, keeps the others, and warns while no worker is alive', async () => {

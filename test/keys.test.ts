@@ -1,5 +1,5 @@
 /** Key and job id spelling (scheduler/store/keys.ts). */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import fc from 'fast-check';
@@ -9,6 +9,7 @@ import { outboundJobId } from '../scheduler/delivery/outbound.ts';
 import { cronOccurrenceId, cronSessionId } from '../scheduler/cron/cron-job.ts';
 import { testEnv } from './support/env.ts';
 import { clients, startWorker, waitForEvents } from './support/stack.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 const k = new Keys('{hermes}');
 
@@ -69,10 +70,7 @@ const idPair = fc.oneof(
   }),
 );
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 describe('keys', () => {
   it('every key starts with the hash tag, so all keys share one cluster slot', () => {

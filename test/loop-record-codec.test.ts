@@ -4,7 +4,7 @@
  * and jobs written by the previous version still read and tick, and a loop's
  * job scheduler hash keeps Redis's listpack encoding whatever its session id.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Job } from 'bullmq';
 import { decodeLoopRecord, encodeLoopRecord } from '../scheduler/loop/loop-record-codec.ts';
 import { applyTick, createLoop, pauseLoop, resumeLoop, type LoopRecord, type NewLoop } from '../scheduler/loop/loop-state.ts';
@@ -12,11 +12,9 @@ import { TICK_JOB_NAME, tickJobData, type StoredTickJobData } from '../scheduler
 import { JOB_RETENTION } from '../scheduler/store/queues.ts';
 import { testEnv } from './support/env.ts';
 import { clients, startWorker, waitForEvents, type TestClients } from './support/stack.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 const NOW = 1_800_000_000_000;
 const PACING = { floorSeconds: 60, ceilingSeconds: 3600 };

@@ -7,16 +7,14 @@
  * and a stdio server never receives the worker's secrets.
  */
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { testEnv } from './support/env.ts';
 import { ROOT, clients, events, startWorker, waitForEvents } from './support/stack.ts';
 import { lastToolResult, startFakeOpenAI } from './support/fake-openai.ts';
 import { startMcpHttpServer } from './support/mcp-http-server.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 const COUNTER_SERVER = {
   command: process.execPath,

@@ -4,7 +4,7 @@
  * metrics docs/OPERATIONS.md names (lateness histogram, turns, durations,
  * deferrals by reason, queue job counts, workers alive, HTTP requests).
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { enqueueTelegramOutbound } from '../scheduler/delivery/outbound.ts';
@@ -14,12 +14,10 @@ import { telegramEnv } from './support/telegram-env.ts';
 import { clients, events, startWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 const KEY = 'metrics-key-123456';
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 /** The value of one series line (`name{labels} value`), or undefined. */
 function sample(text: string, series: string): number | undefined {

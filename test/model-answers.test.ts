@@ -9,7 +9,7 @@
  *   `index`, repeated ids and names, late ids, several calls on one index, and what cannot be
  *   assembled.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { AgentRunner } from '../worker/turn-runners/agent-runner.ts';
 import { MalformedAnswerError, StreamAssembler, StreamAssemblyError, checkCompletion } from '../worker/turn-runners/model-answer.ts';
@@ -18,11 +18,9 @@ import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { testEnv } from './support/env.ts';
 import { clients, startWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { startFakeOpenAI, type ScriptedReply } from './support/fake-openai.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 const QUOTA = { error: { message: 'Quota exceeded for key sk-…42; upgrade your plan', type: 'insufficient_quota', code: 'insufficient_quota' } };
 

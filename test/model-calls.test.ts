@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
 import OpenAI, { APIUserAbortError } from 'openai';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { HermesMetrics } from '../scheduler/metrics.ts';
@@ -25,11 +25,9 @@ import type { ChatMessage, ModelCallEvent, TurnEvent, TurnRequest } from '../wor
 import {
   countTokens, lastToolResult, startFakeOpenAI, type FakeOpenAI, type FakeOpenAIOptions,
 } from './support/fake-openai.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 async function fake(options: FakeOpenAIOptions = {}): Promise<FakeOpenAI> {
   const m = await startFakeOpenAI({ usage: 'counted', ...options });

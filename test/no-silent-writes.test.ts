@@ -3,7 +3,7 @@
  * reply claims it. A read-only replica or a stopped server gives the user an
  * error and a WARNING in the log, never a confirmation, and changes nothing.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,11 +19,9 @@ import { StoreUnavailableError } from '../scheduler/errors/store-unavailable-err
 import { freePort, startEmbeddedRedis } from '../scheduler/store/redis/embedded-redis.ts';
 import { testEnv } from './support/env.ts';
 import { clients } from './support/stack.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 function capture() {
   const lines: string[] = [];

@@ -3,7 +3,7 @@
  * small structure each, trimmed to `worker.occurrence_window_seconds`, never a
  * key per tick — while a retried occurrence is still refused.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts';
 import { Keys } from '../scheduler/store/keys.ts';
@@ -12,11 +12,9 @@ import { sessionStoreFor } from '../scheduler/services.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, startWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 /** The product's own keys (BullMQ's queue keys left out: their retention is BullMQ's). */
 async function productKeys(redis: RedisClient, env: TestEnv): Promise<string[]> {

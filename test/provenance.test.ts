@@ -5,7 +5,7 @@
  * `whoami` (allowed from `cli` only); the `api` tick was refused, but the next `cli` turn read that
  * text from the shared transcript and called `whoami`.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,11 +14,9 @@ import { clients, startWorker, waitForEvents } from './support/stack.ts';
 import { startFakeOpenAI, lastToolResult } from './support/fake-openai.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
 import { contextSurfaces } from '../worker/transcript-messages.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 describe('provenance of a turn\'s context', () => {
   it('a cli turn whose transcript holds /api text cannot call a tool allowed from cli only; without that text it can', async () => {

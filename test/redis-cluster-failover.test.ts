@@ -13,7 +13,7 @@
  * was committed (the reply events that survive in Redis), and bounds the rest:
  * a turn that ran but whose commit was lost is at most one per session.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,17 +22,15 @@ import type { RunnerSpec } from '../scheduler/session/origin.ts';
 import type { Keys } from '../scheduler/store/keys.ts';
 import { clusterEnv, startRedisCluster, type TestCluster } from './support/redis-cluster.ts';
 import { clients, events, startWorker, waitFor, waitForEvents } from './support/stack.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 const SHARDS = 6;
 let cluster: TestCluster;
-const cleanups: Array<() => unknown> = [];
+const cleanups = cleanupAfterEach();
 
 beforeAll(async () => {
   cluster = await startRedisCluster(3, { replicas: 1, nodeTimeoutMs: 1000 });
 }, 30_000);
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
 afterAll(async () => {
   await cluster?.stop();
 });

@@ -5,7 +5,7 @@
  * queues), the shards spread over the masters, and workers consume every
  * shard or only `worker.shards`.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { startGateway } from '../gateway/gateway-process.ts';
@@ -21,18 +21,16 @@ import { readJson, readSseUntil } from './support/http.ts';
 import { clusterEnv, startRedisCluster, type TestCluster } from './support/redis-cluster.ts';
 import { clients, runHermes, spawnWorker, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import type { TestEnv } from './support/env.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 const SHARDS = 6;
 const KEY = 'cluster-test-key';
 let cluster: TestCluster;
-const cleanups: Array<() => unknown> = [];
+const cleanups = cleanupAfterEach();
 
 beforeAll(async () => {
   cluster = await startRedisCluster(3);
 }, 60_000);
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
 afterAll(async () => {
   await cluster?.stop();
 });

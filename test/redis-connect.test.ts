@@ -1,5 +1,5 @@
 /** Finding Redis, the embedded default, and the start-up checks (issue: Foundation, point 3). */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,11 +16,9 @@ import { clients, runHermes, startWorker } from './support/stack.ts';
 import { connectCli } from '../cli/connect-cli.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { testEnv } from './support/env.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 function home(): string {
   const dir = mkdtempSync(join(tmpdir(), 'hermes-redis-test-'));

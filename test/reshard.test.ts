@@ -2,7 +2,7 @@
  * `hermes admin reshard --to N`: moving a live store from one shard count to
  * another with the workers stopped, every schedule kept firing once per occurrence.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadConfig, type HermesConfig } from '../scheduler/config/config.ts';
 import { cronServiceFor } from '../scheduler/services.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -13,11 +13,9 @@ import { Keys, QUEUES } from '../scheduler/store/keys.ts';
 import { enqueueInput, pendingInput } from '../scheduler/session/inbox.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, events, runHermes, startWorker, waitFor } from './support/stack.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 const LOOPS = 50;
 const cli = { origin: { surface: 'cli' as const }, trusted: true };

@@ -1,7 +1,7 @@
 /**
  * Regressions found by review: each test pins a bug that once existed.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,11 +12,9 @@ import { CommandRunner } from '../worker/turn-runners/command-runner.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { parseLoopArgs } from '../scheduler/loop/loop-command.ts';
 import { loadConfig } from '../scheduler/config/config.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 async function setup(overrides: Record<string, unknown> = {}): Promise<{ env: TestEnv; c: TestClients }> {
   const env = testEnv(overrides);

@@ -2,16 +2,14 @@
  * Job scheduler field reports F1–F3 (../shared/cases/field-reports.md), through
  * the product's schedule store and service.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { waitFor } from './support/wait-for.ts';
 import { clients, events, pendingSchedulerJobs, runHermes, sleep, startWorker, waitForEvents, type TestClients } from './support/stack.ts';
 import { createLoop, type LoopRecord } from '../scheduler/loop/loop-state.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 function setup(): { env: TestEnv; c: TestClients } {
   const env = testEnv();

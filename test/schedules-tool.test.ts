@@ -6,7 +6,7 @@
  * worker (and gateway with the local Telegram server for the Telegram case), the local model server
  * scripting the tool calls.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, events, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import { lastToolResult, lastUserText, startFakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
@@ -24,12 +24,10 @@ import { formatJob, formatJobList } from '../cli/commands/cron-format.ts';
 import { formatSchedules } from '../cli/status-format.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import { bullJobId } from '../scheduler/store/keys.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 const telegram = useTelegramHarness();
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 /** The calls a test scripts: the model calls `schedules` with these arguments on the turn whose input matches. */
 type Script = (req: RecordedRequest) => ScriptedReply;

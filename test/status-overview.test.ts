@@ -3,17 +3,15 @@
  * (a paused one with why) and the cron jobs with their failure streaks — and `cron doctor` reports a
  * job in a failure streak from its first failed run.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runCronCli } from './support/cron-cli.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
 import { clients, runHermes } from './support/stack.ts';
 import { waitFor } from './support/wait-for.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 describe('hermes status', () => {
   it('lists loops, goals (a paused one with why) and cron jobs with their streaks; cron doctor reports the streak', async () => {

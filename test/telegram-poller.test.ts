@@ -8,19 +8,17 @@ import { Api } from 'grammy';
 import type { Update } from 'grammy/types';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Keys } from '../scheduler/store/keys.ts';
 import { PollLease } from '../gateway/telegram/poll-lease.ts';
 import { TelegramPoller, pollBackoffMs } from '../gateway/telegram/poller.ts';
 import { startFakeTelegram, type FakeTelegram } from './support/fake-telegram.ts';
 import { testEnv } from './support/env.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 const log = pino({ level: 'silent' });
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
+const cleanups = cleanupAfterEach();
 
 async function setup(options: { retryInitialMs: number; store: (u: Update) => Promise<unknown> }): Promise<{ fake: FakeTelegram; poller: TelegramPoller; redis: Redis; offsetKey: string; leaseKey: string }> {
   const env = testEnv();

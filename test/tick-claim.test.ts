@@ -8,7 +8,7 @@
  * process on real Redis and BullMQ jobs, and the later tick's read of the
  * record is held until the earlier tick has committed.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { bullJobId, Keys } from '../scheduler/store/keys.ts';
@@ -23,11 +23,9 @@ import type { RunnerFactory } from '../worker/turn-runners/create-runner.ts';
 import type { TurnRequest, TurnRunner } from '../worker/turn-runners/turn-runner.ts';
 import type { WorkerDeps } from '../worker/worker-deps.ts';
 import { testEnv } from './support/env.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 /** A command-like runner: replies `tick $HERMES_TICK`; with `holdFirst` the first turn waits for `releaseFirst()`. */
 function gatedRunner(holdFirst: boolean) {

@@ -10,7 +10,7 @@
  * product client's commands are recorded by name (scripts by their file).
  */
 import { createHash } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DelayedError, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { bullJobId } from '../scheduler/store/keys.ts';
@@ -26,11 +26,9 @@ import type { TurnRunner } from '../worker/turn-runners/turn-runner.ts';
 import type { WorkerDeps } from '../worker/worker-deps.ts';
 import { testEnv } from './support/env.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 /** Script names by the SHA1 ioredis sends them under (EVALSHA). */
 const SCRIPT_BY_SHA = new Map(

@@ -4,7 +4,7 @@
  * fallback marker, quiet ticks (`[SILENT]`, `--notify`), watches, token budgets and the spend shown.
  * Real Redis, real BullMQ, real worker, the real `openai` client against the local model server.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,11 +21,9 @@ import type { Origin } from '../scheduler/session/origin.ts';
 import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { ELIDED_PREFIX, SUMMARY_PREFIX } from '../worker/context/compaction.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 /** A CI log of about `kb` KB: numbered lines, the last one saying how the build stands. */
 function ciLog(kb: number, status: string): string {

@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { upBanner, showEndpoint } from '../cli/up-banner.ts';
 import { takeUpLock, upLockPath } from '../cli/up-lock.ts';
 import { loadConfig } from '../scheduler/config/config.ts';
@@ -17,11 +17,9 @@ import { AlreadyRunningError } from '../scheduler/errors/already-running-error.t
 import { freePort } from '../scheduler/store/redis/embedded-redis.ts';
 import { testEnv } from './support/env.ts';
 import { clients, HERMES_BIN, runHermes, SPAWN_START_TIMEOUT_MS, waitFor } from './support/stack.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 function newHome(): string {
   const home = mkdtempSync(join(tmpdir(), 'hermes-up-banner-'));

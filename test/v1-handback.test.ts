@@ -8,7 +8,7 @@
  * its copy and writes nothing; the copy that holds the lock ends the run.
  */
 import { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { Keys } from '../scheduler/store/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -18,12 +18,10 @@ import { testEnv, type TestEnv } from './support/env.ts';
 import { echoLast, startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from './support/fake-openai.ts';
 import { readJson, waitFor } from './support/http.ts';
 import { startWorker } from './support/stack.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 const KEY = 'handback-key-123';
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-});
+const cleanups = cleanupAfterEach();
 
 /** How the model answers: after `delayMs`, with `text` of the request. The test may change both at any time. */
 interface Answer {

@@ -10,7 +10,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { InflightRuns } from '../gateway/drain.ts';
 import { errorHandler } from '../gateway/http/errors.ts';
 import { v1Router } from '../gateway/http/v1/v1-routes.ts';
@@ -18,11 +18,9 @@ import { Keys } from '../scheduler/store/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { RunStore, v1RunsQueue } from '../scheduler/v1/v1-runs.ts';
 import { testEnv } from './support/env.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-});
+const cleanups = cleanupAfterEach();
 
 describe('/v1: queueing a run is bounded', () => {
   it('a Redis that stops answering after the run record was written: 503 store_unavailable with Retry-After within the bound', async () => {

@@ -5,7 +5,7 @@
  * are not followed; `delivery.webhook_allow` opens named hosts.
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { openCronApi } from '../cli/gateway-cron-api.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -18,6 +18,7 @@ import { openCronService, startCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
 
@@ -29,10 +30,7 @@ afterAll(async () => {
   await model.close();
 });
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
+const cleanups = cleanupAfterEach();
 
 /** A local webhook receiver on 127.0.0.1 recording what it got. */
 async function receiver(answer: (req: IncomingMessage) => { status: number; headers?: Record<string, string> } = () => ({ status: 204 })) {

@@ -16,6 +16,7 @@ import { dirname, join } from 'node:path';
 import { testEnv } from './support/env.ts';
 import { clients, events, spawnWorker, startWorker, waitFor, waitForEvents, waitForNoTickJobs } from './support/stack.ts';
 import type { TestEnv } from './support/env.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 /**
  * A shell loop that waits until `file` exists, or until its folder is gone: the
@@ -36,10 +37,10 @@ function alive(pid: number): boolean {
 }
 
 const children: ChildProcess[] = [];
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
+const cleanups = cleanupAfterEach();
+// Registered after the clean-ups, so it runs before them.
+afterEach(() => {
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  for (const c of cleanups.splice(0).reverse()) await c();
 });
 
 /** An in-process worker on `env`, drained after the test. */

@@ -7,7 +7,7 @@
  * `drain()`, what the signal handler calls. Runs that must outlast the signal
  * wait for a file the test creates, not for a fixed time.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -17,14 +17,12 @@ import { startFakeOpenAI, type ScriptedReply } from './support/fake-openai.ts';
 import { cronServiceFor } from '../scheduler/services.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
+const cleanups = cleanupAfterEach();
 
 /** A shell step that waits until `file` exists: a run that lasts exactly as long as the test holds it. */
 const untilExists = (file: string) => `while [ ! -e ${file} ]; do sleep 0.05; done`;
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
 
 describe('worker drain', () => {
   it('F9: a cron run still going at SIGTERM, with cron_drain_timeout 30 and restart_drain_timeout 0 → the run completes and is delivered', async () => {

@@ -4,19 +4,16 @@
  * lock lapsed while its worker was starved (event loop blocked longer than the lock) is not fired
  * twice; a drain hands its held ticks back at once; a restarted fleet shares an overdue backlog.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, events, spawnWorker, startWorker, waitFor, type TestClients } from './support/stack.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
-import { createLoop } from '../scheduler/loop/loop-state.ts';
-import type { RunnerSpec } from '../scheduler/session/origin.ts';
+import { createLoop, type RunnerSpec } from '../scheduler/loop/loop-state.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 /** Store and arm a loop every `intervalSeconds`, its first tick due at `firstDueAt`. */
 async function addLoop(c: TestClients, sessionId: string, runner: RunnerSpec, firstDueAt: number, intervalSeconds = 60): Promise<void> {

@@ -4,18 +4,16 @@
  * housekeeping all count the same workers at the same instant, and the
  * boundary is exactly three missed heartbeats.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { checkWorkerSet } from '../worker/housekeeping.ts';
 import { fleetReadings } from '../scheduler/metrics.ts';
 import { aliveWorkerIds, countAliveWorkers, WORKER_ALIVE_MS, WORKER_HEARTBEAT_MS } from '../scheduler/worker-liveness.ts';
 import { openCronService } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
 import { memoryLogger } from './support/telegram-env.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = cleanupAfterEach();
 
 describe('worker liveness', () => {
   it('alive means a heartbeat younger than three beats, and every reader agrees', async () => {
