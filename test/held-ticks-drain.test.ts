@@ -1,0 +1,54 @@
+/**
+ * A drain hands its held ticks back at once, and another worker runs each once (docs/OPERATIONS.md,
+ * "Held ticks and running turns").
+ */
+import { describe, expect, it } from 'vitest';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { clients, events, startWorker, waitFor, type TestClients } from './support/stack.ts';
+import { startFakeOpenAI } from './support/fake-openai.ts';
+import { addLoop, addLoops } from './support/armed-loops.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
+
+const cleanups = cleanupAfterEach();
+
+function env(overrides: Record<string, unknown>): { env: TestEnv; c: TestClients } {
+  const e = testEnv(overrides);
+  const c = clients(e);
+  cleanups.push(() => e.cleanup(), () => c.close());
+  return { env: e, c };
+}
+
+describe('held ticks at a drain', () => {
+  it('a drain with 500 held ticks hands them back within a second, and another worker runs each once', async () => {
+    const model = await startFakeOpenAI();
+    cleanups.push(() => model.close());
+    const { env: e, c } = env({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', 'worker.prefetch_lead_ms': 20_000 });
+    const first = await startWorker(e);
+    cleanups.push(() => first.drain());
+    // Released 20 s before they are due, 5 s from now (every loop is in place by then), and held until due.
+    const due = Date.now() + 25_000;
+    await addLoops(500, (i) => addLoop(c, `held-${i}`, { kind: 'agent' }, due));
+    await waitFor(() => (first.deps.turns.admission.held === 500 ? true : undefined), 20_000, '500 held ticks');
+    expect(await c.queues.ticks.getActiveCount()).toBe(500);
+    const drainedAt = Date.now();
+    const drained = first.drain();
+    await waitFor(async () => ((await c.queues.ticks.getActiveCount()) === 0 ? true : undefined), 5_000, 'every held tick handed back');
+    const handBackMs = Date.now() - drainedAt;
+    await drained;
+    expect(handBackMs).toBeLessThan(1000);
+    expect(first.deps.turns.admission.held).toBe(0);
+    const second = await startWorker(e);
+    cleanups.push(() => second.drain());
+    await waitFor(async () => {
+      for (let i = 0; i < 500; i += 1) if ((await events(c, `held-${i}`, 'reply')).length < 1) return undefined;
+      return true;
+    // How fast 500 turns run is not what this pins (a loaded machine takes longer): that each runs, once.
+    }, due - Date.now() + 120_000, 'every handed-back tick to run');
+    for (let i = 0; i < 500; i++) expect(await events(c, `held-${i}`, 'reply')).toHaveLength(1);
+    for (let i = 0; i < 500; i += 50) {
+      const started = await events(c, `held-${i}`, 'tick.started');
+      expect(new Set(started.map((s) => s.data.occurrenceId)).size).toBe(1);
+      expect(Number(started[0]!.data.startedAt)).toBeGreaterThanOrEqual(due);
+    }
+  }, 240_000);
+});
