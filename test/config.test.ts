@@ -117,3 +117,11 @@ describe('loop settings bounds', () => {
     expect(() => loadConfig({ env: { HERMES_HOME: h, HERMES_LOOPS_SELF_PACED_CEILING_SECONDS: '30' } })).toThrow(/loops\.self_paced_ceiling_seconds .*must not be below/);
   });
 });
+
+describe('environment values', () => {
+  it('an empty HERMES_* value counts as unset, not as 0', () => {
+    const c = loadConfig({ env: { HERMES_HOME: '/nonexistent-hermes-home', HERMES_LOOPS_MAX_TICKS: '', HERMES_AGENT_CRON_DRAIN_TIMEOUT: '' } });
+    expect(c.loops.max_ticks).toBe(100);
+    expect(c.agent.cron_drain_timeout).toBe(30);
+  });
+});

@@ -108,6 +108,13 @@ describe('/loop grammar (docs/DESIGN.md §4)', () => {
     expect(() => parseLoopArgs(arg, opts)).toThrow(message);
   });
 
+  it('intervals and --times have upper bounds', () => {
+    const o = { minIntervalSeconds: 30, maxPromptChars: 1000 };
+    expect(() => parseLoopArgs('99999999999999d hi', o)).toThrow(/too long; the most is 366d/);
+    expect(() => parseLoopArgs('5m hi --times 99999999999999999999999', o)).toThrow(/up to 1000000/);
+    expect(parseLoopArgs('366d hi', o)).toMatchObject({ intervalSeconds: 366 * 86400 });
+  });
+
   it('rejects a prompt over the size limit', () => {
     expect(() => parseLoopArgs(`5m ${'x'.repeat(1001)}`, opts)).toThrow(/limit is 1000/);
   });
