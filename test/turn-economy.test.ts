@@ -1,73 +1,32 @@
 /**
- * Turns that stay inside the model's window and cost only what they must (docs/CONTEXT.md):
- * compaction of a long-running loop against a model server that enforces its window, the summary's
- * fallback marker, quiet ticks (`[SILENT]`, `--notify`), watches, token budgets and the spend shown.
+ * Turns that cost only what they must (docs/CONTEXT.md; compaction in context-window-loop.test.ts):
+ * quiet ticks (`[SILENT]`, `--notify`), watches, token budgets and the spend shown.
  * Real Redis, real BullMQ, real worker, the real `openai` client against the local model server.
  */
 import { describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { testEnv, type TestEnv } from './support/env.ts';
-import { clients, runHermes, startWorker, waitFor, waitForEvents, events, type TestClients } from './support/stack.ts';
+import { runHermes, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import { openCronApi } from '../cli/gateway-cron-api.ts';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { startFakeOpenAI, lastUserText, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
-import type { WorkerProcess } from '../worker/worker-process.ts';
+import { lastUserText } from './support/fake-openai.ts';
 import type { LoopSpec } from '../scheduler/loop/loop-service.ts';
 import type { ScheduleEconomy } from '../scheduler/loop/loop-state.ts';
 import type { Origin } from '../scheduler/session/origin.ts';
 import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
-import { ELIDED_PREFIX, SUMMARY_PREFIX } from '../worker/context/compaction.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { startAgentStack } from './support/agent-stack.ts';
 
 const cleanups = cleanupAfterEach();
-
-/** A CI log of about `kb` KB: numbered lines, the last one saying how the build stands. */
-function ciLog(kb: number, status: string): string {
-  const lines: string[] = [];
-  for (let i = 0; lines.join('\n').length < kb * 1024; i++) {
-    lines.push(`2026-12-01T02:${String(i % 60).padStart(2, '0')}:00Z [step ${i}] compiling module pkg/service-${i % 37}/handler.go ... ok (${(i * 7) % 1000} ms)`);
-  }
-  lines.push(`BUILD STATUS: ${status}`);
-  return lines.join('\n');
-}
-
-/** A summary request of the runner (no tools, a system prompt about summarising). */
-const isSummary = (req: RecordedRequest) => req.tools.length === 0 && /summar/i.test(req.messages[0]?.content ?? '');
-
-interface Setup { env: TestEnv; c: TestClients; model: FakeOpenAI; dir: string; worker: WorkerProcess }
-
-async function setup(overrides: Record<string, unknown>, modelOptions: Parameters<typeof startFakeOpenAI>[0] = {}): Promise<Setup> {
-  const model = await startFakeOpenAI({ usage: 'counted', ...modelOptions });
-  const dir = mkdtempSync(join(tmpdir(), 'hermes-economy-'));
-  const env = testEnv({
-    'agent.base_url': model.baseUrl, 'agent.api_key': 'test', 'agent.max_retries': 0,
-    'tools.files.roots': [dir], ...overrides,
-  });
-  const c = clients(env);
-  const worker = await startWorker(env);
-  cleanups.push(() => model.close(), () => rmSync(dir, { recursive: true, force: true }), () => env.cleanup(), () => c.close(), () => worker.drain());
-  return { env, c, model, dir, worker };
-}
+const setup = (overrides: Record<string, unknown>) => startAgentStack(cleanups, overrides);
 
 const spec = (prompt: string, intervalSeconds: number, economy: ScheduleEconomy = {}, times: number | null = null): LoopSpec => ({
   prompt, intervalSeconds, times, until: null, notes: [], economy,
 });
 const viaTelegram: Origin = { surface: 'telegram', route: { platform: 'telegram', chatId: '4242' } };
 const agent = { kind: 'agent' as const };
-
-/** The CI watcher: each wakeup reads the log with `read_file`, then reports what the log's last line says. */
-function ciWatcher(path: string, summary: () => ScriptedReply = () => 'Summary: the CI log was read at every tick; the build was still running each time.') {
-  return (req: RecordedRequest): ScriptedReply => {
-    if (isSummary(req)) return summary();
-    const last = req.messages[req.messages.length - 1]!;
-    if (last.role === 'tool') return `Checked: ${/BUILD STATUS: (\w+)/.exec(last.content)?.[1] ?? 'unknown'}.`;
-    return { toolCalls: [{ name: 'read_file', arguments: { path } }] };
-  };
-}
 
 async function outboundTexts(c: TestClients): Promise<string[]> {
   const outbound = telegramOutboundQueue(c.keys, c.redis);
@@ -78,58 +37,6 @@ async function outboundTexts(c: TestClients): Promise<string[]> {
     await outbound.close();
   }
 }
-
-describe('a loop that reads a 12 KB log at every tick, against a 16,000-token window', () => {
-  it('runs 100 ticks with no failed tick and no request over the window; the transcript holds a summary, the stream every tick', async () => {
-    const { c, model, dir } = await setup({ 'agent.context_window_tokens': 16_000 }, { contextWindow: 16_000 });
-    const log = join(dir, 'ci.log');
-    writeFileSync(log, ciLog(12, 'running'));
-    model.respond(ciWatcher(log));
-    await c.schedules.set('ci', 'loop', spec('watch the CI build and tell me when it is green', 0.25, {}, 100), { origin: { surface: 'cli' }, runner: agent });
-    await waitFor(async () => ((await c.loops.get('ci', 'loop'))?.status === 'finished' ? true : undefined), 150_000, 'the loop ran its 100 ticks');
-
-    const loop = (await c.loops.get('ci', 'loop'))!;
-    expect(loop.ticksUsed).toBe(100);
-    expect(loop.failureStreak ?? 0).toBe(0);
-    const all = await events(c, 'ci');
-    expect(all.filter((e) => e.type === 'tick.failed')).toEqual([]);
-    expect(all.filter((e) => e.type === 'reply').map((e) => e.data.tick)).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
-    // Every request fit: none refused, none over the window.
-    expect(model.refusedForLength).toBe(0);
-    expect(Math.max(...model.requests.map((r) => r.promptTokens))).toBeLessThanOrEqual(16_000);
-    // The transcript was compacted with a summary, and stays small; the stream kept everything.
-    const transcript = await c.sessions.transcript('ci');
-    expect(transcript.some((m) => m.source === 'summary' && m.content.startsWith(SUMMARY_PREFIX))).toBe(true);
-    expect(all.filter((e) => e.type === 'context.compacted').length).toBeGreaterThan(0);
-    expect(all.filter((e) => e.type === 'tool.result')).toHaveLength(100);
-    // The input of the last turns is bounded: no later than tick 10's by more than a quarter.
-    const turnCalls = model.requests.filter((r) => !isSummary(r) && r.messages[r.messages.length - 1]!.role === 'user');
-    const tick10 = turnCalls[9]!.promptTokens;
-    expect(turnCalls.at(-1)!.promptTokens).toBeLessThanOrEqual(tick10 * 1.25 + 2_000);
-    // The spend the loop keeps is the server's own count.
-    const served = model.requests.filter((r) => !r.refusedForLength);
-    expect(loop.spend!.calls).toBe(served.length);
-    expect(loop.spend!.inputTokens).toBe(served.reduce((n, r) => n + r.promptTokens, 0));
-    expect(loop.spend!.estimated).toBe(false);
-  }, 180_000);
-
-  it('a summary call that fails leaves a marker in place of the middle; every tick still succeeds', async () => {
-    const { c, model, dir } = await setup({ 'agent.context_window_tokens': 8_000 }, { contextWindow: 8_000 });
-    const log = join(dir, 'ci.log');
-    writeFileSync(log, ciLog(12, 'running'));
-    model.respond(ciWatcher(log, () => ({ status: 500, message: 'summariser down' })));
-    await c.schedules.set('ci', 'loop', spec('watch the CI build', 0.25, {}, 12), { origin: { surface: 'cli' }, runner: agent });
-    await waitFor(async () => ((await c.loops.get('ci', 'loop'))?.status === 'finished' ? true : undefined), 60_000, 'finished');
-    const all = await events(c, 'ci');
-    expect(all.filter((e) => e.type === 'tick.failed')).toEqual([]);
-    expect(all.filter((e) => e.type === 'reply')).toHaveLength(12);
-    expect(model.requests.some(isSummary)).toBe(true);
-    const transcript = await c.sessions.transcript('ci');
-    expect(transcript.some((m) => m.content.startsWith(ELIDED_PREFIX))).toBe(true);
-    expect(all.some((e) => e.type === 'context.compacted' && typeof e.data.summaryError === 'string')).toBe(true);
-    expect(model.refusedForLength).toBe(0);
-  }, 90_000);
-});
 
 describe('quiet ticks', () => {
   it('a [SILENT] reply stays in the transcript and the stream but is not sent; a real change is', async () => {
