@@ -1,27 +1,25 @@
 /**
  * Loops held in Redis, fired by workers as real turns (issue: Foundation, point 8).
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, events, sleep, startWorker, waitFor, waitForEvents, waitForNoTickJobs, type TestClients } from './support/stack.ts';
-import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
+import { startFakeOpenAI } from './support/fake-openai.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import type { RunnerSpec } from '../scheduler/session/origin.ts';
 import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop/tick-job.ts';
 import { bullJobId } from '../scheduler/store/keys.ts';
 import { aliveWorkerIds } from '../scheduler/worker-liveness.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
+import { it, type CleanUp } from './support/cleanup.ts';
 
-const cleanups = cleanupAfterEach();
-
-function setup(overrides: Record<string, unknown> = {}): { env: TestEnv; c: TestClients } {
+function setup(cleanups: CleanUp[], overrides: Record<string, unknown> = {}): { env: TestEnv; c: TestClients } {
   const env = testEnv(overrides);
   const c = clients(env);
   cleanups.push(() => env.cleanup(), () => c.close());
   return { env, c };
 }
 
-async function worker(env: TestEnv, options: Parameters<typeof startWorker>[1] = {}): Promise<WorkerProcess> {
+async function worker(cleanups: CleanUp[], env: TestEnv, options: Parameters<typeof startWorker>[1] = {}): Promise<WorkerProcess> {
   const w = await startWorker(env, options);
   cleanups.push(() => w.drain());
   return w;
@@ -32,10 +30,12 @@ const spec = (prompt: string, intervalSeconds: number, extra: Partial<{ times: n
   prompt, intervalSeconds, times: extra.times ?? null, until: extra.until ?? null, notes: [],
 });
 
-describe('loop ticks as turns', () => {
-  it('keeps firing with no client attached, one tick per interval, each a real turn on current state', async () => {
-    const { env, c } = setup();
-    await worker(env);
+// This file's tests run at once (each on its own prefix, Redis and worker): their time is spent waiting
+// for ticks a second apart.
+describe.concurrent('loop ticks as turns', () => {
+  it('keeps firing with no client attached, one tick per interval, each a real turn on current state', async ({ cleanups, expect }) => {
+    const { env, c } = setup(cleanups);
+    await worker(cleanups, env);
     await c.schedules.set('s1', 'loop', spec('report', 1), { origin: { surface: 'cli' }, runner: { kind: 'command', command: 'echo "tick $HERMES_TICK"', timeoutSeconds: 10 } });
     const replies = (await waitForEvents(c, 's1', 'reply', 3, 10_000)).slice(0, 3);
     expect(replies.map((e) => e.data.text)).toEqual(['tick 1', 'tick 2', 'tick 3']);
@@ -49,34 +49,10 @@ describe('loop ticks as turns', () => {
     expect(transcript.filter((m) => m.role === 'assistant').map((m) => m.content)).toEqual(['tick 1', 'tick 2', 'tick 3']);
   });
 
-  // The coalescing rule for any length of downtime is pinned in loop-state.test.ts (ten missed
-  // intervals, injected clock); this runs it end to end through BullMQ's job scheduler.
-  it('after all workers were stopped for 3 intervals, exactly one overdue tick fires, then the normal cadence', async () => {
-    const { env, c } = setup();
-    const w1 = await startWorker(env);
-    await c.schedules.set('s2', 'loop', spec('report', 1), { origin: { surface: 'cli' }, runner: echo('x') });
-    await waitForEvents(c, 's2', 'reply', 1, 10_000);
-    await w1.drain();
-    const before = (await events(c, 's2', 'reply')).length;
-    await sleep(3_000); // the downtime itself: three occurrences pass with no worker (a span of time, not an outcome)
-    expect((await events(c, 's2', 'reply')).length).toBe(before); // nothing fires without a worker
-    const restartAt = Date.now();
-    await worker(env);
-    const after = await waitFor(async () => {
-      const evs = (await events(c, 's2', 'reply')).slice(before);
-      return evs.filter((e) => Number(e.data.dueAt) >= restartAt).length >= 2 ? evs : undefined;
-    }, 15_000, 'two on-time ticks after the restart');
-    const overdue = after.filter((e) => Number(e.data.dueAt) < restartAt);
-    expect(overdue).toHaveLength(1);
-    expect(Number(overdue[0]!.data.startedAt) - restartAt).toBeLessThan(3_000);
-    const onTime = after.filter((e) => Number(e.data.dueAt) >= restartAt);
-    for (let i = 1; i < onTime.length; i++) expect(Number(onTime[i]!.data.dueAt) - Number(onTime[i - 1]!.data.dueAt)).toBe(1000);
-  });
-
-  it('two workers: each occurrence runs exactly once (F10: one run, one delivery)', async () => {
-    const { env, c } = setup();
-    await worker(env);
-    await worker(env);
+  it('two workers: each occurrence runs exactly once (F10: one run, one delivery)', async ({ cleanups, expect }) => {
+    const { env, c } = setup(cleanups);
+    await worker(cleanups, env);
+    await worker(cleanups, env);
     const runs = `${env.home}/runs.log`;
     await c.schedules.set('s3', 'loop', spec('report', 1, { times: 4 }), {
       origin: { surface: 'cli' }, runner: { kind: 'command', command: `echo "$HERMES_TICK" >> ${runs}; echo done`, timeoutSeconds: 10 },
@@ -95,10 +71,10 @@ describe('loop ticks as turns', () => {
     for (const r of replies) expect(fleet).toContain(r.data.worker);
   });
 
-  it('F10: two workers, a tick due at T → exactly one run and one delivery', async () => {
-    const { env, c } = setup();
-    await worker(env);
-    await worker(env);
+  it('F10: two workers, a tick due at T → exactly one run and one delivery', async ({ cleanups, expect }) => {
+    const { env, c } = setup(cleanups);
+    await worker(cleanups, env);
+    await worker(cleanups, env);
     const runs = `${env.home}/f10.log`;
     await c.schedules.set('f10', 'loop', spec('once', 1, { times: 1 }), {
       origin: { surface: 'cli' }, runner: { kind: 'command', command: `echo run >> ${runs}; echo delivered`, timeoutSeconds: 10 },
@@ -111,10 +87,10 @@ describe('loop ticks as turns', () => {
   });
 });
 
-describe('stop rules (docs/DESIGN.md §4)', () => {
-  it('a LOOP_COMPLETE line finishes the loop and removes its scheduler', async () => {
-    const { env, c } = setup();
-    await worker(env);
+describe.concurrent('stop rules (docs/DESIGN.md §4)', () => {
+  it('a LOOP_COMPLETE line finishes the loop and removes its scheduler', async ({ cleanups, expect }) => {
+    const { env, c } = setup(cleanups);
+    await worker(cleanups, env);
     await c.schedules.set('done', 'loop', spec('watch', 1), {
       origin: { surface: 'cli' },
       runner: { kind: 'command', command: 'if [ "$HERMES_TICK" = 2 ]; then printf "all green\\nLOOP_COMPLETE\\n"; else echo waiting; fi', timeoutSeconds: 10 },
@@ -130,17 +106,17 @@ describe('stop rules (docs/DESIGN.md §4)', () => {
     expect(notices.at(-1)!.data.text).toMatch(/Loop finished: the agent reported LOOP_COMPLETE/);
   });
 
-  it('"LOOP_COMPLETE" inside a sentence does not finish the loop', async () => {
-    const { env, c } = setup();
-    await worker(env);
+  it('"LOOP_COMPLETE" inside a sentence does not finish the loop', async ({ cleanups, expect }) => {
+    const { env, c } = setup(cleanups);
+    await worker(cleanups, env);
     await c.schedules.set('inline', 'loop', spec('watch', 1, { times: 2 }), { origin: { surface: 'cli' }, runner: echo('not yet LOOP_COMPLETE') });
     await waitFor(async () => ((await c.loops.get('inline', 'loop'))?.status === 'finished' ? true : undefined), 10_000);
     expect(await c.loops.get('inline', 'loop')).toMatchObject({ ticksUsed: 2, statusReason: 'ran 2 times' });
   });
 
-  it('--times 3 finishes after exactly three ticks', async () => {
-    const { env, c } = setup();
-    await worker(env);
+  it('--times 3 finishes after exactly three ticks', async ({ cleanups, expect }) => {
+    const { env, c } = setup(cleanups);
+    await worker(cleanups, env);
     await c.schedules.set('t3', 'loop', spec('count', 1, { times: 3 }), { origin: { surface: 'cli' }, runner: echo('tick') });
     await waitFor(async () => ((await c.loops.get('t3', 'loop'))?.status === 'finished' ? true : undefined), 10_000);
     await waitForNoTickJobs(c);
@@ -148,9 +124,9 @@ describe('stop rules (docs/DESIGN.md §4)', () => {
     expect(await c.loops.get('t3', 'loop')).toMatchObject({ status: 'finished', ticksUsed: 3, statusReason: 'ran 3 times' });
   });
 
-  it('loops.max_ticks pauses the loop (resumable); resume continues without a burst', async () => {
-    const { env, c } = setup({ 'loops.max_ticks': 2 });
-    await worker(env);
+  it('loops.max_ticks pauses the loop (resumable); resume continues without a burst', async ({ cleanups, expect }) => {
+    const { env, c } = setup(cleanups, { 'loops.max_ticks': 2 });
+    await worker(cleanups, env);
     await c.schedules.set('budget', 'loop', spec('count', 1), { origin: { surface: 'cli' }, runner: echo('tick') });
     await waitFor(async () => ((await c.loops.get('budget', 'loop'))?.status === 'paused' ? true : undefined), 10_000);
     await waitForNoTickJobs(c);
@@ -168,9 +144,9 @@ describe('stop rules (docs/DESIGN.md §4)', () => {
     expect(Number(replies[3]!.data.dueAt) - Number(replies[2]!.data.dueAt)).toBe(1000);
   });
 
-  it('a paused loop never fires, even with its next job already waiting', async () => {
-    const { env, c } = setup();
-    await worker(env);
+  it('a paused loop never fires, even with its next job already waiting', async ({ cleanups, expect }) => {
+    const { env, c } = setup(cleanups);
+    await worker(cleanups, env);
     await c.schedules.set('p', 'loop', spec('count', 1), { origin: { surface: 'cli' }, runner: echo('tick') });
     await waitForEvents(c, 'p', 'reply', 1);
     const n = (await events(c, 'p', 'reply')).length;
@@ -191,15 +167,13 @@ describe('stop rules (docs/DESIGN.md §4)', () => {
   });
 });
 
-describe('agent turns', () => {
-  let model: FakeOpenAI;
-  afterEach(async () => model?.close());
-
-  it('F4: an empty model reply on tick 1 still completes the tick; tick 2 fires on time', async () => {
-    model = await startFakeOpenAI();
+describe.concurrent('agent turns', () => {
+  it('F4: an empty model reply on tick 1 still completes the tick; tick 2 fires on time', async ({ cleanups, expect }) => {
+    const model = await startFakeOpenAI();
+    cleanups.push(() => model.close());
     model.respond((_req, i) => (i === 0 ? '' : `report ${i + 1}`));
-    const { env, c } = setup({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'test-key' });
-    await worker(env);
+    const { env, c } = setup(cleanups, { 'agent.base_url': model.baseUrl, 'agent.api_key': 'test-key' });
+    await worker(cleanups, env);
     await c.schedules.set('f4', 'loop', spec('check CI', 1), { origin: { surface: 'chat' }, runner: { kind: 'agent' } });
     const replies = await waitForEvents(c, 'f4', 'reply', 2, 10_000);
     expect(replies[0]!.data.text).toBe('');
@@ -215,16 +189,44 @@ describe('agent turns', () => {
     expect(second.messages[3]!.content).toContain('Loop wakeup #2');
   });
 
-  it('a model error completes the tick as failed; the next occurrence runs', async () => {
-    model = await startFakeOpenAI();
+  it('a model error completes the tick as failed; the next occurrence runs', async ({ cleanups, expect }) => {
+    const model = await startFakeOpenAI();
+    cleanups.push(() => model.close());
     model.respond((_req, i) => (i === 0 ? { status: 500, message: 'boom' } : 'fine'));
-    const { env, c } = setup({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
-    await worker(env);
+    const { env, c } = setup(cleanups, { 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
+    await worker(cleanups, env);
     await c.schedules.set('err', 'loop', spec('check', 1), { origin: { surface: 'chat' }, runner: { kind: 'agent' } });
     const failed = await waitForEvents(c, 'err', 'tick.failed', 1);
     expect(failed[0]!.data.error).toMatch(/500/);
     const replies = await waitForEvents(c, 'err', 'reply', 1);
     expect(replies[0]!.data.text).toBe('fine');
     expect((await c.loops.get('err', 'loop'))!.ticksUsed).toBeGreaterThanOrEqual(2);
+  });
+});
+
+// Alone, after the others: how soon the overdue tick starts after the restart is part of what it pins.
+describe('a fleet outage', () => {
+  // The coalescing rule for any length of downtime is pinned in loop-state.test.ts (ten missed
+  // intervals, injected clock); this runs it end to end through BullMQ's job scheduler.
+  it('after all workers were stopped for 3 intervals, exactly one overdue tick fires, then the normal cadence', async ({ cleanups, expect }) => {
+    const { env, c } = setup(cleanups);
+    const w1 = await startWorker(env);
+    await c.schedules.set('s2', 'loop', spec('report', 1), { origin: { surface: 'cli' }, runner: echo('x') });
+    await waitForEvents(c, 's2', 'reply', 1, 10_000);
+    await w1.drain();
+    const before = (await events(c, 's2', 'reply')).length;
+    await sleep(3_000); // the downtime itself: three occurrences pass with no worker (a span of time, not an outcome)
+    expect((await events(c, 's2', 'reply')).length).toBe(before); // nothing fires without a worker
+    const restartAt = Date.now();
+    await worker(cleanups, env);
+    const after = await waitFor(async () => {
+      const evs = (await events(c, 's2', 'reply')).slice(before);
+      return evs.filter((e) => Number(e.data.dueAt) >= restartAt).length >= 2 ? evs : undefined;
+    }, 15_000, 'two on-time ticks after the restart');
+    const overdue = after.filter((e) => Number(e.data.dueAt) < restartAt);
+    expect(overdue).toHaveLength(1);
+    expect(Number(overdue[0]!.data.startedAt) - restartAt).toBeLessThan(3_000);
+    const onTime = after.filter((e) => Number(e.data.dueAt) >= restartAt);
+    for (let i = 1; i < onTime.length; i++) expect(Number(onTime[i]!.data.dueAt) - Number(onTime[i - 1]!.data.dueAt)).toBe(1000);
   });
 });
