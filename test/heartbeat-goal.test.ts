@@ -4,20 +4,19 @@
  * and ticks.
  */
 import { writeFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, events, sleep, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
 import { parseHeartbeatArgs } from '../scheduler/loop/heartbeat-command.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
-
-const cleanups = cleanupAfterEach();
+import { it, type CleanUp } from './support/cleanup.ts';
 
 const isJudge = (req: RecordedRequest) => req.messages[0]?.role === 'system' && req.messages[0].content.startsWith('You judge');
 
 async function setup(
+  cleanups: CleanUp[],
   overrides: Record<string, unknown>,
   answer: { turn: (req: RecordedRequest, n: number) => ScriptedReply; judge?: (n: number) => ScriptedReply },
 ): Promise<{ env: TestEnv; c: TestClients; model: FakeOpenAI }> {
@@ -31,7 +30,7 @@ async function setup(
   return { env, c, model };
 }
 
-async function worker(env: TestEnv): Promise<WorkerProcess> {
+async function worker(cleanups: CleanUp[], env: TestEnv): Promise<WorkerProcess> {
   const w = await startWorker(env);
   cleanups.push(() => w.drain());
   return w;
@@ -41,7 +40,7 @@ function say(c: TestClients, env: TestEnv, sessionId: string, text: string, id: 
   return enqueueInput({ redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 }, { sessionId, text, messageId: id, origin: { surface: 'chat' } });
 }
 
-describe('/heartbeat grammar', () => {
+describe.concurrent('/heartbeat grammar', () => {
   const o = { minIntervalSeconds: 60, maxPromptChars: 1000 };
   it('accepts decimals and long unit names; F22: refuses intervals below the minimum and unknown units', () => {
     expect(parseHeartbeatArgs('every 1.5 hours report', o)).toMatchObject({ action: 'set', intervalSeconds: 5400, prompt: 'report' });
@@ -57,10 +56,10 @@ describe('/heartbeat grammar', () => {
   });
 });
 
-describe('/heartbeat', () => {
-  it('F5: set a heartbeat, stop every process, start a worker only (no client) → the heartbeat fires', async () => {
-    const { env, c } = await setup({}, { turn: (_r, n) => `nothing new (${n})` });
-    const first = await worker(env);
+describe.concurrent('/heartbeat', () => {
+  it('F5: set a heartbeat, stop every process, start a worker only (no client) → the heartbeat fires', async ({ cleanups, expect }) => {
+    const { env, c } = await setup(cleanups, {}, { turn: (_r, n) => `nothing new (${n})` });
+    const first = await worker(cleanups, env);
     await say(c, env, 'hb', '/heartbeat every 1s anything new?', 'm1');
     await waitForEvents(c, 'hb', 'reply', 1);
     await first.drain();
@@ -68,7 +67,7 @@ describe('/heartbeat', () => {
     await sleep(1_500); // every process stopped for more than an interval (a span of time, not an outcome)
     expect((await events(c, 'hb', 'reply')).length).toBe(before);
     const restartAt = Date.now();
-    await worker(env); // a bare worker: no client attached, no gateway
+    await worker(cleanups, env); // a bare worker: no client attached, no gateway
     const after = await waitForEvents(c, 'hb', 'reply', before + 2, 10_000);
     const heartbeatTicks = after.filter((e) => e.data.kind === 'heartbeat');
     expect(heartbeatTicks.length).toBe(after.length);
@@ -78,9 +77,9 @@ describe('/heartbeat', () => {
     expect(Number(since[1]!.data.dueAt)).toBeGreaterThanOrEqual(restartAt);
   });
 
-  it('tells the agent it is a check-in, to answer briefly and not invent work; no LOOP_COMPLETE or budget', async () => {
-    const { env, c, model } = await setup({ 'loops.max_ticks': 1 }, { turn: () => 'LOOP_COMPLETE' });
-    await worker(env);
+  it('tells the agent it is a check-in, to answer briefly and not invent work; no LOOP_COMPLETE or budget', async ({ cleanups, expect }) => {
+    const { env, c, model } = await setup(cleanups, { 'loops.max_ticks': 1 }, { turn: () => 'LOOP_COMPLETE' });
+    await worker(cleanups, env);
     await say(c, env, 'hb2', '/hb every 1s check the inbox', 'm1');
     await waitForEvents(c, 'hb2', 'reply', 2, 10_000); // past loops.max_ticks 1, and LOOP_COMPLETE both times
     expect((await c.loops.get('hb2', 'heartbeat'))!.status).toBe('active');
@@ -90,10 +89,10 @@ describe('/heartbeat', () => {
   });
 });
 
-describe('re-sending the same schedule', () => {
-  it('F18: an identical /heartbeat sent again fires no extra turn and says when it fires next; a changed prompt replaces it and fires now', async () => {
-    const { env, c, model } = await setup({}, { turn: (req) => `ok: ${req.messages.at(-1)!.content.includes('anything new?') ? 'first' : 'second'}` });
-    await worker(env);
+describe.concurrent('re-sending the same schedule', () => {
+  it('F18: an identical /heartbeat sent again fires no extra turn and says when it fires next; a changed prompt replaces it and fires now', async ({ cleanups, expect }) => {
+    const { env, c, model } = await setup(cleanups, {}, { turn: (req) => `ok: ${req.messages.at(-1)!.content.includes('anything new?') ? 'first' : 'second'}` });
+    await worker(cleanups, env);
     await say(c, env, 'hb-same', '/heartbeat every 1m anything new?', 'm1');
     await waitForEvents(c, 'hb-same', 'reply', 1);
     const set = (await c.loops.get('hb-same', 'heartbeat'))!;
@@ -113,9 +112,9 @@ describe('re-sending the same schedule', () => {
     expect((await c.loops.get('hb-same', 'heartbeat'))!.loopId).not.toBe(set.loopId);
   });
 
-  it('F18: the same for /loop; a changed interval replaces it', async () => {
-    const { env, c, model } = await setup({}, { turn: () => 'ok' });
-    await worker(env);
+  it('F18: the same for /loop; a changed interval replaces it', async ({ cleanups, expect }) => {
+    const { env, c, model } = await setup(cleanups, {}, { turn: () => 'ok' });
+    await worker(cleanups, env);
     await say(c, env, 'loop-same', '/loop 10m check the build', 'm1');
     await waitForEvents(c, 'loop-same', 'reply', 1);
     await say(c, env, 'loop-same', '/loop 10m check the build', 'm2');
@@ -128,13 +127,13 @@ describe('re-sending the same schedule', () => {
   });
 });
 
-describe('/goal', () => {
-  it('sets a goal with its budget, runs continuation turns until the judge says done', async () => {
-    const { env, c } = await setup({}, {
+describe.concurrent('/goal', () => {
+  it('sets a goal with its budget, runs continuation turns until the judge says done', async ({ cleanups, expect }) => {
+    const { env, c } = await setup(cleanups, {}, {
       turn: (_r, n) => `step ${n}`,
       judge: (n) => (n < 3 ? '{"verdict":"continue","reason":"more to do"}' : '{"verdict":"done","reason":"tests green"}'),
     });
-    await worker(env);
+    await worker(cleanups, env);
     await say(c, env, 'g1', '/goal get the test suite green', 'm1');
     const notice = (await waitForEvents(c, 'g1', 'notice', 1))[0]!;
     expect(notice.data.text).toBe('Goal set (20-turn budget): get the test suite green');
@@ -144,9 +143,9 @@ describe('/goal', () => {
     expect(replies.every((e) => e.data.source === 'goal')).toBe(true);
   });
 
-  it('F6: after the budget is used, /goal resume runs a continuation turn with no user message', async () => {
-    const { env, c, model } = await setup({ 'goals.max_turns': 2 }, { turn: (_r, n) => `step ${n}` });
-    await worker(env);
+  it('F6: after the budget is used, /goal resume runs a continuation turn with no user message', async ({ cleanups, expect }) => {
+    const { env, c, model } = await setup(cleanups, { 'goals.max_turns': 2 }, { turn: (_r, n) => `step ${n}` });
+    await worker(cleanups, env);
     await say(c, env, 'g2', '/goal keep going', 'm1');
     await waitFor(async () => ((await c.sessions.readEvents('g2', '0')).some((e) => /Goal paused: turn budget of 2 used/.test(String(e.data.text))) ? true : undefined), 10_000);
     expect((await events(c, 'g2', 'reply')).length).toBe(2);
@@ -159,9 +158,9 @@ describe('/goal', () => {
     expect(notices).toContain('Goal resumed (2 turn(s) left); the next turn is queued.');
   });
 
-  it('a judge that never gives a valid verdict pauses the goal after goals.max_consecutive_failures turns, naming the error', async () => {
-    const { env, c, model } = await setup({}, { turn: (_r, n) => `step ${n}`, judge: () => 'not a verdict' });
-    await worker(env);
+  it('a judge that never gives a valid verdict pauses the goal after goals.max_consecutive_failures turns, naming the error', async ({ cleanups, expect }) => {
+    const { env, c, model } = await setup(cleanups, {}, { turn: (_r, n) => `step ${n}`, judge: () => 'not a verdict' });
+    await worker(cleanups, env);
     await say(c, env, 'g4', '/goal keep going', 'm1');
     const paused = await waitFor(async () => (await events(c, 'g4', 'notice')).find((e) => String(e.data.text).startsWith('Goal paused')), 10_000, 'the goal paused');
     expect(String(paused.data.text)).toMatch(/^Goal paused: 3 goal turns in a row got no verdict \(last error: .+\); \/goal resume tries again\.$/);
@@ -171,12 +170,12 @@ describe('/goal', () => {
     expect(model.requests.filter((r) => !isJudge(r))).toHaveLength(3);
   });
 
-  it('loop ticks wait while a goal is active and not parked, then resume', async () => {
-    const { env, c } = await setup({}, {
+  it('loop ticks wait while a goal is active and not parked, then resume', async ({ cleanups, expect }) => {
+    const { env, c } = await setup(cleanups, {}, {
       turn: (req, n) => ({ delayMs: 300, text: req.messages.at(-1)!.content.includes('[Goal turn') ? `goal step ${n}` : `tick ${n}` }),
       judge: (n) => (n < 4 ? '{"verdict":"continue","reason":""}' : '{"verdict":"done","reason":""}'),
     });
-    await worker(env);
+    await worker(cleanups, env);
     await c.schedules.set('g3', 'loop', { prompt: 'check', intervalSeconds: 1, times: null, until: null, notes: [] }, { origin: { surface: 'chat' }, runner: { kind: 'agent' } });
     await waitForEvents(c, 'g3', 'reply', 1);
     await say(c, env, 'g3', '/goal finish the release', 'm1');
@@ -192,11 +191,11 @@ describe('/goal', () => {
   });
 });
 
-describe('user input first', () => {
-  it('a user message sent during a tick runs before the next tick', async () => {
+describe.concurrent('user input first', () => {
+  it('a user message sent during a tick runs before the next tick', async ({ cleanups, expect }) => {
     // The user turn lasts longer than an interval, so the next tick falls due during it.
-    const { env, c } = await setup({}, { turn: (req) => ({ delayMs: 1100, text: `answer to: ${req.messages.at(-1)!.content.slice(0, 20)}` }) });
-    await worker(env);
+    const { env, c } = await setup(cleanups, {}, { turn: (req) => ({ delayMs: 1100, text: `answer to: ${req.messages.at(-1)!.content.slice(0, 20)}` }) });
+    await worker(cleanups, env);
     const release = `${env.home}/release`;
     cleanups.push(() => writeFileSync(release, ''));
     // Tick 1 stays mid-turn until the user's message is queued (later ticks find the file and go on).

@@ -2,18 +2,16 @@
  * The full /loop (issue: the full /loop, /heartbeat and /goal): self-paced
  * cadence, --until judged by a model, a judge that keeps failing.
  */
-import { describe, expect, it } from 'vitest';
+import { describe } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
 import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
-
-const cleanups = cleanupAfterEach();
+import { it, type CleanUp } from './support/cleanup.ts';
 
 const isJudge = (req: RecordedRequest) => req.messages[0]?.role === 'system' && req.messages[0].content.startsWith('You judge');
 
-async function setup(overrides: Record<string, unknown>, answer: { turn: (n: number) => ScriptedReply; judge?: (n: number) => ScriptedReply }): Promise<{ env: TestEnv; c: TestClients; model: FakeOpenAI }> {
+async function setup(cleanups: CleanUp[], overrides: Record<string, unknown>, answer: { turn: (n: number) => ScriptedReply; judge?: (n: number) => ScriptedReply }): Promise<{ env: TestEnv; c: TestClients; model: FakeOpenAI }> {
   const model = await startFakeOpenAI();
   let turns = 0;
   let judges = 0;
@@ -30,12 +28,12 @@ const loopSpec = (prompt: string, intervalSeconds: number | null, extra: { times
 });
 const chat = { origin: { surface: 'chat' as const }, runner: { kind: 'agent' as const } };
 
-describe('self-paced /loop', () => {
-  it('delays double while the reply is unchanged (floor, 2×, then the ceiling where 4× would pass it) and snap back to the floor on a change', async () => {
+describe.concurrent('self-paced /loop', () => {
+  it('delays double while the reply is unchanged (floor, 2×, then the ceiling where 4× would pass it) and snap back to the floor on a change', async ({ cleanups, expect }) => {
     // floor 1 s, ceiling 3 s stand in for 60 s and 900 s: the same rule, in seconds instead of minutes
     // (the whole ladder 60, 120, 240, 480, 900 is pinned in loop-state.test.ts)
     const replies = ['build running', 'Build running', 'build  running 10:41', 'build GREEN', 'build GREEN'];
-    const { c } = await setup(
+    const { c } = await setup(cleanups, 
       { 'loops.self_paced_floor_seconds': 1, 'loops.self_paced_ceiling_seconds': 3 },
       { turn: (n) => replies[n - 1] ?? 'build GREEN' },
     );
@@ -49,9 +47,9 @@ describe('self-paced /loop', () => {
   });
 });
 
-describe('self-paced /loop status', () => {
-  it('shows when the next tick is due instead of "next: pending"', async () => {
-    const { c } = await setup({ 'loops.self_paced_floor_seconds': 600, 'loops.self_paced_ceiling_seconds': 900 }, { turn: () => 'all quiet' });
+describe.concurrent('self-paced /loop status', () => {
+  it('shows when the next tick is due instead of "next: pending"', async ({ cleanups, expect }) => {
+    const { c } = await setup(cleanups, { 'loops.self_paced_floor_seconds': 600, 'loops.self_paced_ceiling_seconds': 900 }, { turn: () => 'all quiet' });
     await c.schedules.set('sps', 'loop', loopSpec('watch the queue', null), chat);
     await waitForEvents(c, 'sps', 'reply', 1);
     await waitFor(async () => ((await c.loops.get('sps', 'loop'))?.ticksUsed === 1 ? true : undefined), 10_000);
@@ -61,9 +59,9 @@ describe('self-paced /loop status', () => {
   });
 });
 
-describe('--until', () => {
-  it('done → finished after the judge says so', async () => {
-    const { c, model } = await setup({}, {
+describe.concurrent('--until', () => {
+  it('done → finished after the judge says so', async ({ cleanups, expect }) => {
+    const { c, model } = await setup(cleanups, {}, {
       turn: (n) => `check ${n}`,
       judge: (n) => (n < 2 ? '{"verdict":"continue","reason":"still red"}' : '{"verdict":"done","reason":"green"}'),
     });
@@ -75,8 +73,8 @@ describe('--until', () => {
     expect(judgeCall.messages[1]!.content).toContain('Stop condition: the build is green');
   });
 
-  it('blocked → paused with the reason', async () => {
-    const { c } = await setup({}, { turn: () => 'token expired', judge: () => '{"verdict":"blocked","reason":"needs a new CI token"}' });
+  it('blocked → paused with the reason', async ({ cleanups, expect }) => {
+    const { c } = await setup(cleanups, {}, { turn: () => 'token expired', judge: () => '{"verdict":"blocked","reason":"needs a new CI token"}' });
     await c.schedules.set('u2', 'loop', loopSpec('check CI', 1, { until: 'green' }), chat);
     await waitFor(async () => ((await c.loops.get('u2', 'loop'))?.status === 'paused' ? true : undefined), 10_000);
     expect(await c.loops.get('u2', 'loop')).toMatchObject({ ticksUsed: 1, statusReason: 'blocked: needs a new CI token' });
@@ -84,8 +82,8 @@ describe('--until', () => {
     expect(notices.at(-1)!.data.text).toBe('Loop paused: blocked: needs a new CI token.');
   });
 
-  it('a judge that fails every call pauses the loop with a clear message instead of spending the budget', async () => {
-    const { c } = await setup({}, { turn: () => 'still checking', judge: () => ({ status: 500, message: 'judge down' }) });
+  it('a judge that fails every call pauses the loop with a clear message instead of spending the budget', async ({ cleanups, expect }) => {
+    const { c } = await setup(cleanups, {}, { turn: () => 'still checking', judge: () => ({ status: 500, message: 'judge down' }) });
     await c.schedules.set('u3', 'loop', loopSpec('check CI', 1, { until: 'green' }), chat);
     await waitFor(async () => ((await c.loops.get('u3', 'loop'))?.status === 'paused' ? true : undefined), 15_000);
     const loop = await c.loops.get('u3', 'loop');
@@ -95,10 +93,10 @@ describe('--until', () => {
   });
 });
 
-describe('a loop whose turns keep failing', () => {
-  it('F19: the model answers 500 to every call → after 3 failed ticks in a row the loop pauses with a notice naming the error; /loop resume continues', async () => {
+describe.concurrent('a loop whose turns keep failing', () => {
+  it('F19: the model answers 500 to every call → after 3 failed ticks in a row the loop pauses with a notice naming the error; /loop resume continues', async ({ cleanups, expect }) => {
     let healthy = false;
-    const { c, model } = await setup({}, { turn: () => (healthy ? 'all green' : { status: 500, message: 'upstream exploded' }) });
+    const { c, model } = await setup(cleanups, {}, { turn: () => (healthy ? 'all green' : { status: 500, message: 'upstream exploded' }) });
     const route = { origin: { surface: 'telegram' as const, route: { platform: 'telegram', chatId: '4242' } }, runner: { kind: 'agent' as const } };
     await c.schedules.set('f19', 'loop', loopSpec('check the build', 1), route);
     await waitFor(async () => ((await c.loops.get('f19', 'loop'))?.status === 'paused' ? true : undefined), 15_000, 'paused');
