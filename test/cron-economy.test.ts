@@ -13,7 +13,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { openCronApi } from '../cli/gateway-cron-api.ts';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { applyRun, createCronJob, resumeCronJob, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
@@ -26,9 +26,7 @@ import { openCronService, startCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
 import { lastUserText, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
-
-const cleanups = cleanupAfterEach();
+import { it, type CleanUp } from './support/cleanup.ts';
 
 /** One answer of the model server as it went over the wire. */
 interface Reported {
@@ -103,7 +101,7 @@ function totalsOfRuns(runs: Array<{ spend?: ModelSpend }>, lastInputTokens: numb
 }
 
 /** A fake model behind a usage tap, and a test environment using it. */
-async function stack(overrides: Record<string, unknown> = {}) {
+async function stack(cleanups: CleanUp[], overrides: Record<string, unknown> = {}) {
   const model: FakeOpenAI = await startFakeOpenAI();
   const tap = await usageTap(model.baseUrl);
   cleanups.push(() => model.close(), () => tap.close());
@@ -116,7 +114,7 @@ async function stack(overrides: Record<string, unknown> = {}) {
 }
 
 /** A folder for `tools.files.roots` with one file in it. */
-function watchedFile(content: string): { dir: string; path: string } {
+function watchedFile(cleanups: CleanUp[], content: string): { dir: string; path: string } {
   const dir = mkdtempSync(join(tmpdir(), 'hermes-cron-watch-'));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   const path = join(dir, 'status.txt');
@@ -139,10 +137,10 @@ async function runOnce(s: Awaited<ReturnType<typeof stack>>, id: string): Promis
   }, 15_000, 'the run recorded');
 }
 
-describe('cron --watch (real worker)', () => {
-  it('runs with the watched file unchanged make no model call; a change makes one, with the new content in the request', async () => {
-    const file = watchedFile('build 41: green');
-    const s = await stack({ 'tools.files.roots': [file.dir] });
+describe.concurrent('cron --watch (real worker)', () => {
+  it('runs with the watched file unchanged make no model call; a change makes one, with the new content in the request', async ({ cleanups, expect }) => {
+    const file = watchedFile(cleanups, 'build 41: green');
+    const s = await stack(cleanups, { 'tools.files.roots': [file.dir] });
     const w = await startCronWorker(s.env.config);
     cleanups.push(() => w.close());
     s.model.respond((req) => (lastUserText(req).includes('build 42') ? 'build 42 is red' : 'build 41 is green'));
@@ -198,9 +196,9 @@ describe('cron --watch (real worker)', () => {
     expect(table.at(-1)).toMatch(new RegExp(` ${n(first.promptTokens)}/${n(first.completionTokens)} +build 41 is green$`));
   });
 
-  it('a script job with a watch skips the script while the output is unchanged; --model and --max-tokens are refused for it', async () => {
-    const file = watchedFile('v1');
-    const s = await stack({ 'tools.files.roots': [file.dir] });
+  it('a script job with a watch skips the script while the output is unchanged; --model and --max-tokens are refused for it', async ({ cleanups, expect }) => {
+    const file = watchedFile(cleanups, 'v1');
+    const s = await stack(cleanups, { 'tools.files.roots': [file.dir] });
     const w = await startCronWorker(s.env.config);
     cleanups.push(() => w.close());
 
@@ -227,9 +225,9 @@ describe('cron --watch (real worker)', () => {
   });
 });
 
-describe('cron --max-tokens and agent.max_tokens_per_turn (real worker)', () => {
-  it('the job pauses once its runs spent --max-tokens, with the spend named; resume gives a fresh allowance', async () => {
-    const s = await stack();
+describe.concurrent('cron --max-tokens and agent.max_tokens_per_turn (real worker)', () => {
+  it('the job pauses once its runs spent --max-tokens, with the spend named; resume gives a fresh allowance', async ({ cleanups, expect }) => {
+    const s = await stack(cleanups);
     const w = await startCronWorker(s.env.config);
     cleanups.push(() => w.close());
     s.model.respond(() => 'all quiet');
@@ -274,8 +272,8 @@ describe('cron --max-tokens and agent.max_tokens_per_turn (real worker)', () => 
     expect(after.spend).toEqual(totalsOfRuns(runs, runs.at(-1)!.spend!.lastInputTokens));
   });
 
-  it('a run stopped at agent.max_tokens_per_turn pauses the job with the runner\'s message, its spend recorded', async () => {
-    const s = await stack({ 'agent.max_tokens_per_turn': 1 });
+  it('a run stopped at agent.max_tokens_per_turn pauses the job with the runner\'s message, its spend recorded', async ({ cleanups, expect }) => {
+    const s = await stack(cleanups, { 'agent.max_tokens_per_turn': 1 });
     const w = await startCronWorker(s.env.config);
     cleanups.push(() => w.close());
     const job = JSON.parse((await s.cli('add', 'every 1h', 'summarise', '--name', 'greedy', '--json')).stdout) as { id: string };
@@ -289,9 +287,9 @@ describe('cron --max-tokens and agent.max_tokens_per_turn (real worker)', () => 
   });
 });
 
-describe('cron --model (real worker)', () => {
-  it('sends the turn to the declared model; an undeclared one is refused with exit 2 and nothing is created', async () => {
-    const s = await stack({ 'agent.models': { cheap: { model: 'cheap-model-id' } } });
+describe.concurrent('cron --model (real worker)', () => {
+  it('sends the turn to the declared model; an undeclared one is refused with exit 2 and nothing is created', async ({ cleanups, expect }) => {
+    const s = await stack(cleanups, { 'agent.models': { cheap: { model: 'cheap-model-id' } } });
     const w = await startCronWorker(s.env.config);
     cleanups.push(() => w.close());
     const refused = await s.cli('add', 'every 1h', 'x', '--model', 'pricey');
@@ -316,12 +314,12 @@ describe('cron --model (real worker)', () => {
   });
 });
 
-describe('/api: cron economy fields', () => {
+describe.concurrent('/api: cron economy fields', () => {
   const KEY = 'cron-economy-key';
 
-  it('answers to api\'s rights: an undeclared model or a watch not allowed from api is 400 and nothing is created or changed', async () => {
-    const file = watchedFile('x');
-    const s = await stack({
+  it('answers to api\'s rights: an undeclared model or a watch not allowed from api is 400 and nothing is created or changed', async ({ cleanups, expect }) => {
+    const file = watchedFile(cleanups, 'x');
+    const s = await stack(cleanups, {
       'api_server.port': 0, 'api_server.key': KEY,
       'agent.models': { cheap: { model: 'cheap-model-id' } },
       'tools.files.roots': [file.dir], 'tools.allow_from': { files: ['cli', 'cron'] },
@@ -364,7 +362,7 @@ describe('/api: cron economy fields', () => {
   });
 });
 
-describe('cron economy (pure)', () => {
+describe.concurrent('cron economy (pure)', () => {
   const T0 = Date.parse('2026-03-04T10:00:00Z');
   const job = (over: Partial<CronJob> = {}): CronJob => ({
     ...createCronJob({

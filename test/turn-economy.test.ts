@@ -3,7 +3,7 @@
  * quiet ticks (`[SILENT]`, `--notify`), watches, token budgets and the spend shown.
  * Real Redis, real BullMQ, real worker, the real `openai` client against the local model server.
  */
-import { describe, expect, it } from 'vitest';
+import { describe } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runHermes, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
@@ -16,11 +16,10 @@ import type { ScheduleEconomy } from '../scheduler/loop/loop-state.ts';
 import type { Origin } from '../scheduler/session/origin.ts';
 import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
+import { it, type CleanUp } from './support/cleanup.ts';
 import { startAgentStack } from './support/agent-stack.ts';
 
-const cleanups = cleanupAfterEach();
-const setup = (overrides: Record<string, unknown>) => startAgentStack(cleanups, overrides);
+const setup = (cleanups: CleanUp[], overrides: Record<string, unknown>) => startAgentStack(cleanups, overrides);
 
 const spec = (prompt: string, intervalSeconds: number, economy: ScheduleEconomy = {}, times: number | null = null): LoopSpec => ({
   prompt, intervalSeconds, times, until: null, notes: [], economy,
@@ -38,9 +37,9 @@ async function outboundTexts(c: TestClients): Promise<string[]> {
   }
 }
 
-describe('quiet ticks', () => {
-  it('a [SILENT] reply stays in the transcript and the stream but is not sent; a real change is', async () => {
-    const { c, model } = await setup({});
+describe.concurrent('quiet ticks', () => {
+  it('a [SILENT] reply stays in the transcript and the stream but is not sent; a real change is', async ({ cleanups, expect }) => {
+    const { c, model } = await setup(cleanups, {});
     model.respond((req) => (/Loop wakeup #3/.test(lastUserText(req)) ? 'The build is green.\nLOOP_COMPLETE' : '[SILENT]'));
     await c.schedules.set('q', 'loop', spec('tell me when the build is green', 1), { origin: viaTelegram, runner: agent });
     await waitFor(async () => ((await c.loops.get('q', 'loop'))?.status === 'finished' ? true : undefined), 20_000, 'finished');
@@ -55,8 +54,8 @@ describe('quiet ticks', () => {
     expect(lastUserText(model.requests[0]!)).toContain('answer exactly [SILENT]');
   });
 
-  it('--notify done sends only the final reply; a heartbeat\'s [SILENT] check-ins send nothing', async () => {
-    const { c, model } = await setup({});
+  it('--notify done sends only the final reply; a heartbeat\'s [SILENT] check-ins send nothing', async ({ cleanups, expect }) => {
+    const { c, model } = await setup(cleanups, {});
     model.respond((req) => {
       const text = lastUserText(req);
       if (/Heartbeat #/.test(text)) return '[SILENT]';
@@ -73,9 +72,9 @@ describe('quiet ticks', () => {
   });
 });
 
-describe('--watch', () => {
-  it('ticks over an unchanged file make no model call after the first; a change runs one turn that sees it', async () => {
-    const { c, model, dir } = await setup({});
+describe.concurrent('--watch', () => {
+  it('ticks over an unchanged file make no model call after the first; a change runs one turn that sees it', async ({ cleanups, expect }) => {
+    const { c, model, dir } = await setup(cleanups, {});
     const file = join(dir, 'status.txt');
     writeFileSync(file, 'build 41: running');
     model.respond((req) => `Seen: ${/build \d+: \w+/.exec(lastUserText(req))?.[0] ?? 'nothing'}`);
@@ -94,8 +93,8 @@ describe('--watch', () => {
     expect(await c.schedules.status('w', 'loop')).toMatch(/\d+ unchanged/);
   });
 
-  it('a chat may not watch with a tool its surface may not use: refused, nothing created', async () => {
-    const { c } = await setup({ 'tools.allow_from': { files: ['cli'] } });
+  it('a chat may not watch with a tool its surface may not use: refused, nothing created', async ({ cleanups, expect }) => {
+    const { c } = await setup(cleanups, { 'tools.allow_from': { files: ['cli'] } });
     const err = await c.schedules.set('tg', 'loop', spec('watch it', 60, { watch: 'read_file:/etc/hostname' }), { origin: viaTelegram, runner: agent }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ScheduleInputError);
     expect((err as Error).message).toMatch(/not allowed from telegram \(tools\.allow_from\.files\)/);
@@ -106,9 +105,9 @@ describe('--watch', () => {
   });
 });
 
-describe('token budgets', () => {
-  it('--max-tokens reached pauses the loop with the spend named; resume gives a fresh allowance', async () => {
-    const { c, model } = await setup({});
+describe.concurrent('token budgets', () => {
+  it('--max-tokens reached pauses the loop with the spend named; resume gives a fresh allowance', async ({ cleanups, expect }) => {
+    const { c, model } = await setup(cleanups, {});
     model.respond(() => 'All quiet.');
     await c.schedules.set('b', 'loop', spec('check the queue', 1, { maxTokens: 500 }), { origin: { surface: 'cli' }, runner: agent });
     await waitFor(async () => ((await c.loops.get('b', 'loop'))?.status === 'paused' ? true : undefined), 30_000, 'paused by its budget');
@@ -125,10 +124,10 @@ describe('token budgets', () => {
   });
 });
 
-describe('usage totals', () => {
-  it('agree across /loop status, hermes status, /api, cron show and /metrics, and with the model server\'s own counts', async () => {
+describe.concurrent('usage totals', () => {
+  it('agree across /loop status, hermes status, /api, cron show and /metrics, and with the model server\'s own counts', async ({ cleanups, expect }) => {
     const KEY = 'usage-key';
-    const { env, c, model, worker } = await setup({ 'api_server.port': 0, 'api_server.key': KEY, 'cron.min_interval_seconds': 1 });
+    const { env, c, model, worker } = await setup(cleanups, { 'api_server.port': 0, 'api_server.key': KEY, 'cron.min_interval_seconds': 1 });
     model.respond((req) => `Nothing new (${req.messages.length} messages read).`);
     const log = createLogger({ level: 'silent' });
     const cron = await openCronApi(env.config, env.redisUrl, log);
