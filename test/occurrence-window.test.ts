@@ -3,7 +3,7 @@
  * small structure each, trimmed to `worker.occurrence_window_seconds`, never a
  * key per tick — while a retried occurrence is still refused.
  */
-import { describe, expect, it } from 'vitest';
+import { describe } from 'vitest';
 import { Redis } from 'ioredis';
 import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts';
 import { Keys } from '../scheduler/store/keys.ts';
@@ -12,9 +12,7 @@ import { sessionStoreFor } from '../scheduler/services.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, startWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
-
-const cleanups = cleanupAfterEach();
+import { it } from './support/cleanup.ts';
 
 /** The product's own keys (BullMQ's queue keys left out: their retention is BullMQ's). */
 async function productKeys(redis: RedisClient, env: TestEnv): Promise<string[]> {
@@ -23,8 +21,8 @@ async function productKeys(redis: RedisClient, env: TestEnv): Promise<string[]> 
   return all.filter((k) => !queues.some((q) => k.startsWith(q))).sort();
 }
 
-describe('occurrence records stay bounded', () => {
-  it('N ticks of one loop leave the same keys as two ticks: one committed set for the session, no key per tick', async () => {
+describe.concurrent('occurrence records stay bounded', () => {
+  it('N ticks of one loop leave the same keys as two ticks: one committed set for the session, no key per tick', async ({ cleanups, expect }) => {
     const env = testEnv();
     const c = clients(env);
     cleanups.push(() => env.cleanup(), () => c.close());
@@ -43,7 +41,7 @@ describe('occurrence records stay bounded', () => {
     expect(await c.redis.zcard(c.keys.sessionCommitted('bounded'))).toBe(4);
   });
 
-  it('N runs of one cron job leave one committed set and no claims behind', async () => {
+  it('N runs of one cron job leave one committed set and no claims behind', async ({ cleanups, expect }) => {
     const env = testEnv({ 'cron.min_interval_seconds': 1 });
     const cli = openCronService(env.config);
     const worker = await startCronWorker(env.config);
@@ -64,7 +62,7 @@ describe('occurrence records stay bounded', () => {
     expect(await cli.redis.exists(keys.cronClaims(job.id))).toBe(0);
   });
 
-  it('a session\'s history is bounded: worker.events_max_entries caps its event stream, worker.transcript_max_messages its transcript', async () => {
+  it('a session\'s history is bounded: worker.events_max_entries caps its event stream, worker.transcript_max_messages its transcript', async ({ cleanups, expect }) => {
     const env = testEnv({ 'worker.events_max_entries': 50, 'worker.transcript_max_messages': 20 });
     const redis = new Redis(env.redisUrl);
     cleanups.push(() => env.cleanup(), () => redis.disconnect());
@@ -91,12 +89,13 @@ describe('occurrence records stay bounded', () => {
     expect(await redis.llen(keys.transcript('uncapped'))).toBe(200);
   });
 
-  it('the committed set forgets occurrences older than the window, and refuses a repeat within it', async () => {
+  it('the committed set forgets occurrences older than the window, and refuses a repeat within it', async ({ cleanups, expect }) => {
     const env = testEnv();
     const redis = new Redis(env.redisUrl);
     cleanups.push(() => env.cleanup(), () => redis.disconnect());
     const keys = new Keys(env.prefix);
-    const windowMs = 300;
+    // Long enough that the repeat below lands inside it on a loaded machine (300 ms did not always).
+    const windowMs = 2_000;
     const store = new SessionStore(redis, keys, 200, windowMs);
     const turn = (occurrenceId: string) => ({ occurrenceId, messages: [], event: { type: 'notice', data: { occurrenceId } } });
     expect((await store.commitTurn('w', turn('o1'))).status).toBe('committed');
