@@ -10,7 +10,7 @@ import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, events, startWorker, waitFor, type TestClients } from './support/stack.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { addLoop, addLoops } from './support/armed-loops.ts';
-import type { RunnerSpec } from '../scheduler/loop/loop-state.ts';
+import type { RunnerSpec } from '../scheduler/session/origin.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cleanups = cleanupAfterEach();

@@ -1,5 +1,6 @@
 /** Loops stored and armed straight through the store, for tests of many ticks at a set due time. */
-import { createLoop, type RunnerSpec } from '../../scheduler/loop/loop-state.ts';
+import { createLoop } from '../../scheduler/loop/loop-state.ts';
+import type { RunnerSpec } from '../../scheduler/session/origin.ts';
 import type { TestClients } from './stack.ts';
 
 /** Store and arm a loop every `intervalSeconds`, its first tick due at `firstDueAt`. */
