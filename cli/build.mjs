@@ -75,7 +75,11 @@ async function main() {
     name: 'lazy-bullmq',
     setup(b) {
       b.onResolve({ filter: /^bullmq$/ }, () => ({ path: 'bullmq', namespace: 'lazy-bullmq' }));
-      b.onLoad({ filter: /.*/, namespace: 'lazy-bullmq' }, () => ({ contents: lazyBullmqSource(bullmqNames), loader: 'js', resolveDir: ROOT }));
+      b.onLoad({ filter: /.*/, namespace: 'lazy-bullmq' }, () => ({
+        contents: lazyBullmqSource(bullmqNames),
+        loader: 'js',
+        resolveDir: ROOT,
+      }));
     },
   };
   const serverOnly = {
@@ -132,6 +136,8 @@ async function main() {
 
 main().catch((err) => {
   rmSync(OUT, { recursive: true, force: true });
-  process.stderr.write(`hermes: the CLI was not compiled (${err instanceof Error ? err.message.split('\n')[0] : String(err)}); it runs from the sources, which starts slower.\n`);
+  process.stderr.write(
+    `hermes: the CLI was not compiled (${err instanceof Error ? err.message.split('\n')[0] : String(err)}); it runs from the sources, which starts slower.\n`,
+  );
   process.exitCode = ifPossible ? 0 : 1;
 });

@@ -135,7 +135,8 @@ export async function runChat(
       // tick starts; then that tick's turn (and its processes) is aborted on whichever worker runs
       // it. The request names the tick's occurrence: a turn that started since is never hit.
       const occurrenceId = runningTick;
-      schedules.pause(sessionId, 'loop')
+      schedules
+        .pause(sessionId, 'loop')
         .then(async (r) => {
           await conn.redis.publish(conn.keys.turnAbortChannel, encodeTurnAbort({ sessionId, occurrenceId, by: 'interrupt' }));
           out(`Interrupted the wakeup turn. ${r}`);

@@ -13,7 +13,7 @@ import type { CliConnection } from './cli-context.ts';
  */
 export async function connectCli(config: HermesConfig, target?: RedisTopology | string): Promise<CliConnection> {
   const topology: RedisTopology =
-    typeof target === 'string' ? { kind: 'single', url: target } : target ?? (await resolveRedis(config, { allowStart: false })).topology;
+    typeof target === 'string' ? { kind: 'single', url: target } : (target ?? (await resolveRedis(config, { allowStart: false })).topology);
   const redis = openRedisClient(topology, 'commands');
   // BullMQ's connection connects on its first command: a command that opens no queue never opens it.
   const queueConn = openRedisClient(topology, 'bullmq', { lazyConnect: true });
@@ -29,7 +29,11 @@ export async function connectCli(config: HermesConfig, target?: RedisTopology | 
   }
   const queues = new HermesQueues(keys, queueConn);
   return {
-    redis, keys, queues, topology, url: topology.kind === 'single' ? topology.url : describeTopology(topology),
+    redis,
+    keys,
+    queues,
+    topology,
+    url: topology.kind === 'single' ? topology.url : describeTopology(topology),
     async close() {
       await queues.close();
       redis.disconnect();

@@ -28,13 +28,24 @@ export function formatEvent(event: SessionEvent): string | undefined {
 function formatEventRaw(event: SessionEvent): string | undefined {
   const d = event.data;
   const at = clock(eventTime(event.id));
-  const indent = (text: unknown) => String(text ?? '').split('\n').map((l) => `    ${l}`).join('\n');
+  const indent = (text: unknown) =>
+    String(text ?? '')
+      .split('\n')
+      .map((l) => `    ${l}`)
+      .join('\n');
   switch (event.type) {
     case 'tick.started':
       return `[${at}] ⏰ ${d.kind} tick #${d.tick} started (due ${clock(Number(d.dueAt))}, late ${d.latenessMs} ms${workerPid(d)})`;
     case 'reply': {
       const runner = d.runner === 'command' ? 'command' : 'agent';
-      const who = d.source === 'message' ? 'agent' : d.source === 'goal' ? `agent · goal turn #${d.tick}` : d.source === 'cron' ? cronRunLabel(d) : `${runner} · ${d.kind ?? d.source} tick #${d.tick}`;
+      const who =
+        d.source === 'message'
+          ? 'agent'
+          : d.source === 'goal'
+            ? `agent · goal turn #${d.tick}`
+            : d.source === 'cron'
+              ? cronRunLabel(d)
+              : `${runner} · ${d.kind ?? d.source} tick #${d.tick}`;
       const outcome = d.outcome && d.outcome !== 'continue' ? ` → ${d.outcome}${d.reason ? `: ${d.reason}` : ''}` : '';
       const quiet = d.silent ? ' · silent, not sent' : '';
       return `[${at}] ${who}${workerPid(d) ? ` (${workerPid(d).slice(2)})` : ''}${spendText(d.spend)}${quiet}${outcome}\n${indent(d.text === '' ? '(empty reply)' : d.text)}`;
@@ -42,8 +53,10 @@ function formatEventRaw(event: SessionEvent): string | undefined {
     case 'tick.unchanged':
       return `[${at}] ${d.kind} tick #${d.tick}: watch unchanged, no model call`;
     case 'context.compacted':
-      return `[${at}] context compacted for ${d.model}: ${Number(d.beforeTokens).toLocaleString('en-US')} → ${Number(d.afterTokens).toLocaleString('en-US')} tokens`
-        + ` (${[d.elided ? `${d.elided} tool results stubbed` : '', d.summarised ? `${d.summarised} messages ${d.summaryError ? 'elided (summary failed)' : 'summarised'}` : '', d.cut ? `${d.cut} cut` : '', d.dropped ? `${d.dropped} dropped` : ''].filter(Boolean).join(', ')})`;
+      return (
+        `[${at}] context compacted for ${d.model}: ${Number(d.beforeTokens).toLocaleString('en-US')} → ${Number(d.afterTokens).toLocaleString('en-US')} tokens` +
+        ` (${[d.elided ? `${d.elided} tool results stubbed` : '', d.summarised ? `${d.summarised} messages ${d.summaryError ? 'elided (summary failed)' : 'summarised'}` : '', d.cut ? `${d.cut} cut` : '', d.dropped ? `${d.dropped} dropped` : ''].filter(Boolean).join(', ')})`
+      );
     case 'model.called':
       return undefined; // summed on the turn's reply line
     case 'tick.failed':

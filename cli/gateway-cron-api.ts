@@ -16,7 +16,11 @@ import type { RedisTopology } from '../scheduler/store/redis/connection-factory.
  * @throws StoreUnavailableError when Redis cannot be reached
  * @returns the API and a `close()` for its connections
  */
-export async function openCronApi(config: HermesConfig, target: RedisTopology | string, log: Logger): Promise<{ api: CronApi; close(): Promise<void> }> {
+export async function openCronApi(
+  config: HermesConfig,
+  target: RedisTopology | string,
+  log: Logger,
+): Promise<{ api: CronApi; close(): Promise<void> }> {
   const conn = await connectCli(config, target);
   const service = cronServiceFor(config, conn, log);
   const caller = { origin: { surface: 'api' as const }, trusted: false };
@@ -39,8 +43,9 @@ export async function openCronApi(config: HermesConfig, target: RedisTopology | 
 
 /** A job's view plus its next `count` fire times (ISO UTC), from the armed occurrence on. */
 function withNextRuns(job: CronJob, count = 5): Record<string, unknown> {
-  const next = job.state !== 'scheduled' || job.next_run_at === null
-    ? []
-    : [job.next_run_at, ...(count > 1 ? nextOccurrences(job.schedule, job.tz, job.next_run_at, count - 1) : [])];
+  const next =
+    job.state !== 'scheduled' || job.next_run_at === null
+      ? []
+      : [job.next_run_at, ...(count > 1 ? nextOccurrences(job.schedule, job.tz, job.next_run_at, count - 1) : [])];
   return { ...cronJobView(job), next_runs: next.map(isoUtc) };
 }

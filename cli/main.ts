@@ -17,7 +17,14 @@ import { connectCli } from './connect-cli.ts';
 import { upBanner } from './up-banner.ts';
 import { takeUpLock } from './up-lock.ts';
 import {
-  action, endQuietlyOnClosedPipe, exitCodeOf, reportError, reportFatal, settleWithin, stopDeadlineMs, waitForSignal,
+  action,
+  endQuietlyOnClosedPipe,
+  exitCodeOf,
+  reportError,
+  reportFatal,
+  settleWithin,
+  stopDeadlineMs,
+  waitForSignal,
 } from './run-command.ts';
 
 endQuietlyOnClosedPipe();
@@ -39,7 +46,15 @@ const ctx = (): CliContext => ({ config: getConfig(), connect: () => connectCli(
  * (docs/BENCHMARKS.md, "CLI start-up").
  */
 const invoked = process.argv.slice(2).find((a) => !a.startsWith('-'));
-const COMMAND_MODULES: Record<string, 'loop' | 'cron' | 'admin'> = { loop: 'loop', proactive: 'loop', heartbeat: 'loop', hb: 'loop', goal: 'loop', cron: 'cron', admin: 'admin' };
+const COMMAND_MODULES: Record<string, 'loop' | 'cron' | 'admin'> = {
+  loop: 'loop',
+  proactive: 'loop',
+  heartbeat: 'loop',
+  hb: 'loop',
+  goal: 'loop',
+  cron: 'cron',
+  admin: 'admin',
+};
 const OWN_COMMANDS = new Set(['up', 'worker', 'gateway', 'chat', 'status']);
 const loadsAll = invoked === undefined || !(invoked in COMMAND_MODULES || OWN_COMMANDS.has(invoked));
 const wants = (module: 'loop' | 'cron' | 'admin') => loadsAll || COMMAND_MODULES[invoked] === module;
@@ -53,12 +68,23 @@ program
   .exitOverride(); // usage errors exit 2 (see the catch at the end)
 
 /** Start the gateway with its `/api/cron` backed by the cron service. */
-async function gatewayFor(cfg: HermesConfig, topology: RedisTopology, log: ReturnType<typeof createLogger>, metrics?: HermesMetrics): Promise<{ gateway: Gateway; close(): Promise<void> }> {
+async function gatewayFor(
+  cfg: HermesConfig,
+  topology: RedisTopology,
+  log: ReturnType<typeof createLogger>,
+  metrics?: HermesMetrics,
+): Promise<{ gateway: Gateway; close(): Promise<void> }> {
   const [{ startGateway }, { openCronApi }] = await Promise.all([import('../gateway/gateway-process.ts'), import('./gateway-cron-api.ts')]);
   const cron = await openCronApi(cfg, topology, log);
   try {
     const gateway = await startGateway({ config: cfg, topology, log, cron: cron.api, metrics });
-    return { gateway, close: async () => { await gateway.close(); await cron.close(); } };
+    return {
+      gateway,
+      close: async () => {
+        await gateway.close();
+        await cron.close();
+      },
+    };
   } catch (err) {
     await cron.close();
     throw err;
@@ -99,139 +125,160 @@ program
   .option('-s, --session <id>', 'session to attach to', DEFAULT_SESSION)
   .option('--no-chat', 'do not attach a client; run until Ctrl+C')
   .option('--no-gateway', 'do not start the gateway (Telegram, Slack, HTTP /v1 and /api)')
-  .action(action(async (opts: { session: string; chat: boolean; gateway: boolean }) => {
-    const cfg = getConfig();
-    // With the chat attached, logs go to a file so they do not run through the conversation.
-    const attach = opts.chat && process.stdin.isTTY;
-    const logFile = attach ? join(cfg.home, 'logs', 'hermes.log') : undefined;
-    // One `hermes up` per home: a second one says where the first is instead of failing to bind (up-lock.ts).
-    const lock = takeUpLock(cfg.home);
-    process.on('exit', () => lock.release());
-    const log = createLogger({ level: cfg.log_level, name: 'up', file: logFile });
-    // A Ctrl+C during the start is remembered (not Node's default exit, which would strand the
-    // embedded Redis): the start completes, then everything is stopped in order.
-    let stopEarly = false;
-    const onEarly = () => {
-      stopEarly = true;
-    };
-    process.on('SIGINT', onEarly);
-    process.on('SIGTERM', onEarly);
-    warnAtStart(cfg, log, logFile ? (line) => process.stdout.write(`${line}\n`) : undefined);
-    const target = await resolveRedis(cfg, { allowStart: true, log });
-    const embedded = target.embedded;
-    if (embedded) log.info({ socket: embedded.paths.socket, dir: embedded.paths.dir, redisPid: embedded.pid }, 'embedded Redis started');
-    let worker: WorkerProcess | undefined;
-    let gw: Awaited<ReturnType<typeof gatewayFor>> | undefined;
-    try {
-      worker = await startWorker(cfg, target.topology, log);
-      // One process: the gateway's /metrics also shows the worker's ticks and turns.
-      gw = opts.gateway ? await gatewayFor(cfg, target.topology, log, worker.metrics) : undefined;
-    } catch (err) {
-      // Nothing half-started stays behind: not the worker, not the embedded Redis.
-      process.off('SIGINT', onEarly);
-      process.off('SIGTERM', onEarly);
-      await worker?.drain();
-      await embedded?.stop();
-      throw err;
-    }
-    const running = worker;
-    if (gw) log.info({ url: gw.gateway.httpAddress.url }, 'gateway listening');
-    const banner = upBanner(cfg, {
-      redis: describeTopology(target.topology), apiUrl: gw?.gateway.httpAddress.url,
-      telegramState: gw?.gateway.platforms().find((p) => p.name === 'telegram')?.state,
-      slackState: gw?.gateway.platforms().find((p) => p.name === 'slack')?.state,
-      discordState: gw?.gateway.platforms().find((p) => p.name === 'discord')?.state, chatSession: attach ? opts.session : undefined, logFile,
-    });
-    if (!stopEarly) process.stdout.write(`${banner.join('\n')}\n`);
-    // An embedded Redis that died and could not be restarted stops the stack.
-    const redisLost: Promise<Error> = embedded ? embedded.failed : new Promise<never>(() => {});
-    /** Stop everything; false when the stop deadline cut the drain short (Redis not answering). */
-    const stop = async (): Promise<boolean> => {
-      // The gateway keeps delivering replies while the worker drains; the embedded Redis goes last.
-      const drained = await stopInTime(cfg, log, (async () => {
-        await Promise.all([gw?.gateway.drain(), running.drain()]);
-        await gw?.close();
-      })());
-      await embedded?.stop();
-      return drained;
-    };
-    let lost: Error | undefined;
-    let drained: boolean;
-    try {
-      let interrupted = stopEarly;
-      if (interrupted) {
-        // Stopped during the start: straight to the stop below.
-      } else if (attach) {
-        const conn = await connectCli(cfg, target.topology);
-        const { runChat } = await import('./chat-client.ts');
-        const ended = await Promise.race([runChat(cfg, conn, opts.session), redisLost]);
-        if (ended instanceof Error) {
-          lost = ended;
-        } else {
-          interrupted = ended === 'interrupt';
-          await conn.close();
-          // Ctrl+C in the attached chat stops everything `hermes up` started; Ctrl+D only detaches.
-          if (!interrupted) process.stdout.write('The stack keeps running; Ctrl+C stops it.\n');
+  .action(
+    action(async (opts: { session: string; chat: boolean; gateway: boolean }) => {
+      const cfg = getConfig();
+      // With the chat attached, logs go to a file so they do not run through the conversation.
+      const attach = opts.chat && process.stdin.isTTY;
+      const logFile = attach ? join(cfg.home, 'logs', 'hermes.log') : undefined;
+      // One `hermes up` per home: a second one says where the first is instead of failing to bind (up-lock.ts).
+      const lock = takeUpLock(cfg.home);
+      process.on('exit', () => lock.release());
+      const log = createLogger({ level: cfg.log_level, name: 'up', file: logFile });
+      // A Ctrl+C during the start is remembered (not Node's default exit, which would strand the
+      // embedded Redis): the start completes, then everything is stopped in order.
+      let stopEarly = false;
+      const onEarly = () => {
+        stopEarly = true;
+      };
+      process.on('SIGINT', onEarly);
+      process.on('SIGTERM', onEarly);
+      warnAtStart(cfg, log, logFile ? (line) => process.stdout.write(`${line}\n`) : undefined);
+      const target = await resolveRedis(cfg, { allowStart: true, log });
+      const embedded = target.embedded;
+      if (embedded) log.info({ socket: embedded.paths.socket, dir: embedded.paths.dir, redisPid: embedded.pid }, 'embedded Redis started');
+      let worker: WorkerProcess | undefined;
+      let gw: Awaited<ReturnType<typeof gatewayFor>> | undefined;
+      try {
+        worker = await startWorker(cfg, target.topology, log);
+        // One process: the gateway's /metrics also shows the worker's ticks and turns.
+        gw = opts.gateway ? await gatewayFor(cfg, target.topology, log, worker.metrics) : undefined;
+      } catch (err) {
+        // Nothing half-started stays behind: not the worker, not the embedded Redis.
+        process.off('SIGINT', onEarly);
+        process.off('SIGTERM', onEarly);
+        await worker?.drain();
+        await embedded?.stop();
+        throw err;
+      }
+      const running = worker;
+      if (gw) log.info({ url: gw.gateway.httpAddress.url }, 'gateway listening');
+      const banner = upBanner(cfg, {
+        redis: describeTopology(target.topology),
+        apiUrl: gw?.gateway.httpAddress.url,
+        telegramState: gw?.gateway.platforms().find((p) => p.name === 'telegram')?.state,
+        slackState: gw?.gateway.platforms().find((p) => p.name === 'slack')?.state,
+        discordState: gw?.gateway.platforms().find((p) => p.name === 'discord')?.state,
+        chatSession: attach ? opts.session : undefined,
+        logFile,
+      });
+      if (!stopEarly) process.stdout.write(`${banner.join('\n')}\n`);
+      // An embedded Redis that died and could not be restarted stops the stack.
+      const redisLost: Promise<Error> = embedded ? embedded.failed : new Promise<never>(() => {});
+      /** Stop everything; false when the stop deadline cut the drain short (Redis not answering). */
+      const stop = async (): Promise<boolean> => {
+        // The gateway keeps delivering replies while the worker drains; the embedded Redis goes last.
+        const drained = await stopInTime(
+          cfg,
+          log,
+          (async () => {
+            await Promise.all([gw?.gateway.drain(), running.drain()]);
+            await gw?.close();
+          })(),
+        );
+        await embedded?.stop();
+        return drained;
+      };
+      let lost: Error | undefined;
+      let drained: boolean;
+      try {
+        let interrupted = stopEarly;
+        if (interrupted) {
+          // Stopped during the start: straight to the stop below.
+        } else if (attach) {
+          const conn = await connectCli(cfg, target.topology);
+          const { runChat } = await import('./chat-client.ts');
+          const ended = await Promise.race([runChat(cfg, conn, opts.session), redisLost]);
+          if (ended instanceof Error) {
+            lost = ended;
+          } else {
+            interrupted = ended === 'interrupt';
+            await conn.close();
+            // Ctrl+C in the attached chat stops everything `hermes up` started; Ctrl+D only detaches.
+            if (!interrupted) process.stdout.write('The stack keeps running; Ctrl+C stops it.\n');
+          }
         }
+        // Later Ctrl+Cs are acknowledged while the drain runs (waitForSignal keeps listening).
+        const signal = waitForSignal({ stopping: interrupted || lost !== undefined });
+        // The start-up listener stays until here, so no Ctrl+C ever meets Node's default exit.
+        process.off('SIGINT', onEarly);
+        process.off('SIGTERM', onEarly);
+        if (!interrupted && !lost) {
+          const first = await Promise.race([signal, redisLost]);
+          if (first instanceof Error) lost = first;
+        }
+        if (lost) log.error({ err: lost.message }, 'embedded Redis lost; stopping the stack');
+        if (attach)
+          process.stdout.write(lost ? `${lost.message}\nStopping: worker drain, gateway…\n` : 'Stopping: worker drain, gateway, Redis…\n');
+      } finally {
+        process.off('SIGINT', onEarly);
+        process.off('SIGTERM', onEarly);
+        drained = await stop();
       }
-      // Later Ctrl+Cs are acknowledged while the drain runs (waitForSignal keeps listening).
-      const signal = waitForSignal({ stopping: interrupted || lost !== undefined });
-      // The start-up listener stays until here, so no Ctrl+C ever meets Node's default exit.
-      process.off('SIGINT', onEarly);
-      process.off('SIGTERM', onEarly);
-      if (!interrupted && !lost) {
-        const first = await Promise.race([signal, redisLost]);
-        if (first instanceof Error) lost = first;
-      }
-      if (lost) log.error({ err: lost.message }, 'embedded Redis lost; stopping the stack');
-      if (attach) process.stdout.write(lost ? `${lost.message}\nStopping: worker drain, gateway…\n` : 'Stopping: worker drain, gateway, Redis…\n');
-    } finally {
-      process.off('SIGINT', onEarly);
-      process.off('SIGTERM', onEarly);
-      drained = await stop();
-    }
-    if (attach) process.stdout.write('Stopped.\n');
-    if (lost) process.exitCode = reportError(lost);
-    else if (!drained) process.exitCode = 1;
-    // Whatever still waits on a Redis that is gone (or the chat's input) must not keep the process.
-    if (lost || !drained) process.exit();
-  }));
+      if (attach) process.stdout.write('Stopped.\n');
+      if (lost) process.exitCode = reportError(lost);
+      else if (!drained) process.exitCode = 1;
+      // Whatever still waits on a Redis that is gone (or the chat's input) must not keep the process.
+      if (lost || !drained) process.exit();
+    }),
+  );
 
 program
   .command('worker')
   .description('run one worker process (for fleets); needs REDIS_URL or a running `hermes up`')
-  .action(action(async () => {
-    const cfg = getConfig();
-    const log = createLogger({ level: cfg.log_level, name: 'worker' });
-    // Listening before the start: a Ctrl+C during the start still drains instead of killing.
-    const signal = waitForSignal();
-    warnAtStart(cfg, log);
-    const target = await resolveRedis(cfg, { allowStart: false, log });
-    const worker = await startWorker(cfg, target.topology, log);
-    const sig = await signal;
-    log.info({ signal: sig }, 'stopping');
-    if (!(await stopInTime(cfg, log, worker.drain()))) process.exit(1);
-  }));
+  .action(
+    action(async () => {
+      const cfg = getConfig();
+      const log = createLogger({ level: cfg.log_level, name: 'worker' });
+      // Listening before the start: a Ctrl+C during the start still drains instead of killing.
+      const signal = waitForSignal();
+      warnAtStart(cfg, log);
+      const target = await resolveRedis(cfg, { allowStart: false, log });
+      const worker = await startWorker(cfg, target.topology, log);
+      const sig = await signal;
+      log.info({ signal: sig }, 'stopping');
+      if (!(await stopInTime(cfg, log, worker.drain()))) process.exit(1);
+    }),
+  );
 
 program
   .command('gateway')
   .description('run the gateway sidecar: Telegram and Slack relays, OpenAI-compatible /v1, /api and session streams')
-  .action(action(async () => {
-    const cfg = getConfig();
-    const log = createLogger({ level: cfg.log_level, name: 'gateway' });
-    // Listening before the start: a Ctrl+C during the start still drains instead of killing.
-    const signal = waitForSignal();
-    warnAtStart(cfg, log);
-    const target = await resolveRedis(cfg, { allowStart: false, log });
-    const gw = await gatewayFor(cfg, target.topology, log);
-    process.stdout.write(`gateway listening on ${gw.gateway.httpAddress.url}\n`);
-    const sig = await signal;
-    log.info({ signal: sig }, 'stopping');
-    if (!(await stopInTime(cfg, log, (async () => {
-      await gw.gateway.drain();
-      await gw.close();
-    })()))) process.exit(1);
-  }));
+  .action(
+    action(async () => {
+      const cfg = getConfig();
+      const log = createLogger({ level: cfg.log_level, name: 'gateway' });
+      // Listening before the start: a Ctrl+C during the start still drains instead of killing.
+      const signal = waitForSignal();
+      warnAtStart(cfg, log);
+      const target = await resolveRedis(cfg, { allowStart: false, log });
+      const gw = await gatewayFor(cfg, target.topology, log);
+      process.stdout.write(`gateway listening on ${gw.gateway.httpAddress.url}\n`);
+      const sig = await signal;
+      log.info({ signal: sig }, 'stopping');
+      if (
+        !(await stopInTime(
+          cfg,
+          log,
+          (async () => {
+            await gw.gateway.drain();
+            await gw.close();
+          })(),
+        ))
+      )
+        process.exit(1);
+    }),
+  );
 
 if (wants('loop')) (await import('./commands/loop.ts')).registerLoopCommand(program, ctx);
 if (wants('cron')) {
@@ -247,32 +294,36 @@ program
   .command('chat')
   .description('attach to a session: type messages and slash commands; Ctrl+D detaches')
   .option('-s, --session <id>', 'session id', DEFAULT_SESSION)
-  .action(action(async (opts: { session: string }) => {
-    const cfg = getConfig();
-    const conn = await connectCli(cfg);
-    try {
-      const { runChat } = await import('./chat-client.ts');
-      await runChat(cfg, conn, opts.session);
-    } finally {
-      await conn.close();
-    }
-  }));
+  .action(
+    action(async (opts: { session: string }) => {
+      const cfg = getConfig();
+      const conn = await connectCli(cfg);
+      try {
+        const { runChat } = await import('./chat-client.ts');
+        await runChat(cfg, conn, opts.session);
+      } finally {
+        await conn.close();
+      }
+    }),
+  );
 
 program
   .command('status')
   .description('workers, the loops, heartbeats and goals of every session, and the cron jobs (finished ones with --all)')
   .option('--all', 'include finished schedules, achieved or cleared goals and completed cron jobs')
   .option('--json', 'machine-readable output')
-  .action(action(async (opts: { all?: boolean; json?: boolean }) => {
-    const cfg = getConfig();
-    const conn = await connectCli(cfg);
-    try {
-      const { runStatus } = await import('./commands/status.ts');
-      await runStatus(cfg, conn, opts);
-    } finally {
-      await conn.close();
-    }
-  }));
+  .action(
+    action(async (opts: { all?: boolean; json?: boolean }) => {
+      const cfg = getConfig();
+      const conn = await connectCli(cfg);
+      try {
+        const { runStatus } = await import('./commands/status.ts');
+        await runStatus(cfg, conn, opts);
+      } finally {
+        await conn.close();
+      }
+    }),
+  );
 
 if (wants('admin')) (await import('./commands/admin.ts')).registerAdminCommands(program, getConfig);
 if (loadsAll) (await import('./commands/completion.ts')).registerCompletionCommand(program);

@@ -69,11 +69,14 @@ export async function reshard(
   to: number,
   progress: (line: string) => void = () => {},
 ): Promise<ReshardReport> {
-  if (!Number.isInteger(to) || to < 1) throw new ConfigError(`--to must be a positive whole number of shards, got ${to}.`, { key: 'redis.shards' });
+  if (!Number.isInteger(to) || to < 1)
+    throw new ConfigError(`--to must be a positive whole number of shards, got ${to}.`, { key: 'redis.shards' });
   const probe = new Keys(config.redis.prefix);
   const under = await redis.get(probe.reshardTarget);
   if (under !== null && Number(under) !== to) {
-    throw new ConfigError(`A reshard to ${under} shard(s) was interrupted; finish it first: hermes admin reshard --to ${under}`, { key: 'redis.shards' });
+    throw new ConfigError(`A reshard to ${under} shard(s) was interrupted; finish it first: hermes admin reshard --to ${under}`, {
+      key: 'redis.shards',
+    });
   }
   const from = await storedCount(redis, probe);
   const oldKeys = new Keys(config.redis.prefix, { shards: from });
@@ -129,7 +132,8 @@ export async function reshard(
           const record = await newLoops.get(sessionId, kind);
           if (!record || record.status !== 'active') continue;
           const due = await dueOf(record, oldLoops, newLoops);
-          if (record.mode === 'fixed' || !(await hasSelfPacedJob(newQueues.forShard(nk.shardIndex), record))) await newLoops.arm(record, due);
+          if (record.mode === 'fixed' || !(await hasSelfPacedJob(newQueues.forShard(nk.shardIndex), record)))
+            await newLoops.arm(record, due);
         }
         // 4. remove from the old shard: schedulers, pending jobs, keys, index memberships
         for (const kind of ['loop', 'heartbeat'] as LoopKind[]) await oldLoops.removeScheduler(sessionId, kind);
@@ -144,7 +148,9 @@ export async function reshard(
         if (!moves(ok.prefix, nk.prefix)) continue;
         await copyKeys(redis, ok.cronJobKeys(id), nk.cronJobKeys(id));
         await redis.sadd(nk.cronJobIndex, id);
-        const own = pending.filter((j) => (j.job.data as { jobId?: string; type?: string }).type === 'cron-tick' && (j.job.data as { jobId: string }).jobId === id);
+        const own = pending.filter(
+          (j) => (j.job.data as { jobId?: string; type?: string }).type === 'cron-tick' && (j.job.data as { jobId: string }).jobId === id,
+        );
         report.jobsMoved += await copyJobs(own, newQueues.forShard(nk.shardIndex));
         const job = await newCron.get(id);
         if (job?.state === 'scheduled') await newCron.arm(job);
@@ -159,7 +165,12 @@ export async function reshard(
       for (const j of await pendingJobs(oldQueues.forShard(ok.shardIndex))) {
         const data = j.job.data as { jobId?: string; type?: string };
         const sessionId = sessionOfJob(j.job);
-        const target = data.type === 'cron-tick' && data.jobId !== undefined ? newKeys.forCronJob(data.jobId) : sessionId !== undefined ? newKeys.forSession(sessionId) : undefined;
+        const target =
+          data.type === 'cron-tick' && data.jobId !== undefined
+            ? newKeys.forCronJob(data.jobId)
+            : sessionId !== undefined
+              ? newKeys.forSession(sessionId)
+              : undefined;
         if (target && moves(ok.prefix, target.prefix) && j.job.id?.startsWith('repeat:')) await j.job.remove().catch(() => undefined);
       }
     }
@@ -290,11 +301,17 @@ async function hasSelfPacedJob(q: HermesQueues, record: LoopRecord): Promise<boo
  * @throws ConfigError naming the first one that is not
  */
 async function verify(
-  oldQueues: HermesQueues, newKeys: Keys, newQueues: HermesQueues, newLoops: LoopStore, newCron: ReturnType<typeof cronStoreFor>,
+  oldQueues: HermesQueues,
+  newKeys: Keys,
+  newQueues: HermesQueues,
+  newLoops: LoopStore,
+  newCron: ReturnType<typeof cronStoreFor>,
 ): Promise<number> {
   let checked = 0;
   const fail = (what: string) => {
-    throw new ConfigError(`Reshard verification failed: ${what}. Nothing was lost; run the same command again to finish.`, { key: 'redis.shards' });
+    throw new ConfigError(`Reshard verification failed: ${what}. Nothing was lost; run the same command again to finish.`, {
+      key: 'redis.shards',
+    });
   };
   const newPrefixes = new Set(newKeys.shards().map((k) => k.prefix));
   // Job schedulers left on old shards that are not part of the new layout, or on the wrong new shard.
@@ -310,8 +327,10 @@ async function verify(
     checked++;
     if (record.mode === 'fixed') {
       const schedulerId = newKeys.loopSchedulerId(record.sessionId, record.kind);
-      if ((await newLoops.nextDueAt(record)) === undefined) fail(`the ${record.kind} of session ${record.sessionId} has no job scheduler on its new shard`);
-      if (seen.get(schedulerId) !== 1) fail(`the ${record.kind} of session ${record.sessionId} has ${seen.get(schedulerId) ?? 0} job schedulers`);
+      if ((await newLoops.nextDueAt(record)) === undefined)
+        fail(`the ${record.kind} of session ${record.sessionId} has no job scheduler on its new shard`);
+      if (seen.get(schedulerId) !== 1)
+        fail(`the ${record.kind} of session ${record.sessionId} has ${seen.get(schedulerId) ?? 0} job schedulers`);
     } else if (!(await hasSelfPacedJob(newQueues.forSession(record.sessionId), record))) {
       fail(`the self-paced ${record.kind} of session ${record.sessionId} has no pending tick on its new shard`);
     }
@@ -319,9 +338,10 @@ async function verify(
   for (const job of await newCron.list()) {
     if (job.state !== 'scheduled') continue;
     checked++;
-    const armed = job.schedule.kind === 'once'
-      ? job.next_run_at !== null && (await newCron.hasOnceJob(job.id, job.next_run_at))
-      : (await newCron.schedulerNext(job.id)) !== undefined && seen.get(newKeys.cronSchedulerId(job.id)) === 1;
+    const armed =
+      job.schedule.kind === 'once'
+        ? job.next_run_at !== null && (await newCron.hasOnceJob(job.id, job.next_run_at))
+        : (await newCron.schedulerNext(job.id)) !== undefined && seen.get(newKeys.cronSchedulerId(job.id)) === 1;
     if (!armed) fail(`cron job ${job.id} is not armed once on its new shard`);
   }
   return checked;

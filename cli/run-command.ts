@@ -24,9 +24,19 @@ export const EXIT_FAILURE = 1;
  * CLI writes its flag instead (`--notify must be …`).
  */
 const FIELD_FLAGS: Readonly<Record<string, string>> = {
-  schedule: '--schedule', prompt: '--prompt', name: '--name', deliver: '--deliver', repeat: '--repeat', tz: '--tz',
-  script: '--script', misfire: '--misfire', overlap: '--overlap', notify: '--notify', jitter: '--jitter',
-  limit: '--limit', n: '-n',
+  schedule: '--schedule',
+  prompt: '--prompt',
+  name: '--name',
+  deliver: '--deliver',
+  repeat: '--repeat',
+  tz: '--tz',
+  script: '--script',
+  misfire: '--misfire',
+  overlap: '--overlap',
+  notify: '--notify',
+  jitter: '--jitter',
+  limit: '--limit',
+  n: '-n',
 };
 
 /** A service message as a terminal user reads it: every `` `field` `` with a flag becomes that flag. */
@@ -110,7 +120,10 @@ export async function settleWithin(work: Promise<unknown>, ms: number): Promise<
   let timer: NodeJS.Timeout | undefined;
   try {
     return await Promise.race([
-      work.then(() => true, () => true),
+      work.then(
+        () => true,
+        () => true,
+      ),
       new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
     ]);
   } finally {

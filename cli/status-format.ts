@@ -19,7 +19,12 @@ function clip(text: string, max: number): string {
  * @param next - next due time (epoch ms) by `<session>:<kind>`, for active schedules
  * @param options.all - finished schedules were included (changes only the empty-table hint)
  */
-export function formatSchedules(records: LoopRecord[], next: Map<string, number | undefined>, now: number, options: { all: boolean }): string[] {
+export function formatSchedules(
+  records: LoopRecord[],
+  next: Map<string, number | undefined>,
+  now: number,
+  options: { all: boolean },
+): string[] {
   if (records.length === 0) {
     return [options.all ? 'no loops or heartbeats' : 'no active or paused loops or heartbeats (--all shows finished ones)'];
   }
@@ -30,10 +35,13 @@ export function formatSchedules(records: LoopRecord[], next: Map<string, number 
     ['SESSION', 'KIND', 'STATE', 'CADENCE', 'TICKS', 'NEXT', 'TOKENS', ...(by ? ['BY'] : []), 'PROMPT'],
     sorted.map((r) => {
       const due = next.get(`${r.sessionId}:${r.kind}`);
-      const nextText = r.status !== 'active' ? '—' : due === undefined ? 'pending' : due <= now ? 'due now' : `in ${formatSeconds((due - now) / 1000)}`;
+      const nextText =
+        r.status !== 'active' ? '—' : due === undefined ? 'pending' : due <= now ? 'due now' : `in ${formatSeconds((due - now) / 1000)}`;
       const ticks = r.maxTicks > 0 ? `${r.ticksUsed}/${r.maxTicks}` : `${r.ticksUsed}`;
       const state = r.statusReason && r.status !== 'active' ? `${r.status} (${clip(r.statusReason, 30)})` : r.status;
-      const quiet = [r.silentTicks ? `${r.silentTicks} silent` : '', r.unchangedTicks ? `${r.unchangedTicks} unchanged` : ''].filter(Boolean).join(', ');
+      const quiet = [r.silentTicks ? `${r.silentTicks} silent` : '', r.unchangedTicks ? `${r.unchangedTicks} unchanged` : '']
+        .filter(Boolean)
+        .join(', ');
       const ticksText = `${r.times !== null ? `${ticks} (times ${r.times})` : ticks}${quiet ? ` (${quiet})` : ''}`;
       const byText = r.createdBy ? `agent (${r.createdBy.surface})` : '—';
       return [r.sessionId, r.kind, state, cadence(r), ticksText, nextText, tokensColumn(r), ...(by ? [byText] : []), clip(r.prompt, 50)];
@@ -60,7 +68,12 @@ export function formatGoals(goals: GoalRecord[], options: { all: boolean }): str
   return table(
     ['SESSION', 'GOAL', 'STATE', 'TURNS', 'TOKENS'],
     sorted.map((g) => {
-      const state = g.status === 'active' && g.parked ? 'active (waiting)' : g.statusReason && g.status !== 'active' ? `${g.status} (${clip(g.statusReason, 40)})` : g.status;
+      const state =
+        g.status === 'active' && g.parked
+          ? 'active (waiting)'
+          : g.statusReason && g.status !== 'active'
+            ? `${g.status} (${clip(g.statusReason, 40)})`
+            : g.status;
       return [g.sessionId, clip(g.text, 40), state, `${g.turnsUsed}/${g.maxTurns}`, tokensColumn(g)];
     }),
   );

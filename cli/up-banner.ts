@@ -43,37 +43,43 @@ const TELEGRAM_FINE = new Set(['ready', 'loading', 'idle']);
 export function upBanner(cfg: HermesConfig, facts: UpFacts): string[] {
   const model = agentModel(cfg);
   const users = cfg.telegram.allowed_users.length;
-  const telegram = facts.apiUrl === undefined
-    ? 'off (--no-gateway)'
-    : !cfg.telegram.bot_token
-      ? 'off (no TELEGRAM_BOT_TOKEN)'
-      : users === 0
-        ? 'on, but nobody may use it: TELEGRAM_ALLOWED_USERS is empty'
-        : `on · ${users} allowed user${users === 1 ? '' : 's'} (TELEGRAM_ALLOWED_USERS)${facts.telegramState && !TELEGRAM_FINE.has(facts.telegramState) ? ` · ${facts.telegramState.replace(/_/g, ' ')} (the log says why)` : ''}`;
+  const telegram =
+    facts.apiUrl === undefined
+      ? 'off (--no-gateway)'
+      : !cfg.telegram.bot_token
+        ? 'off (no TELEGRAM_BOT_TOKEN)'
+        : users === 0
+          ? 'on, but nobody may use it: TELEGRAM_ALLOWED_USERS is empty'
+          : `on · ${users} allowed user${users === 1 ? '' : 's'} (TELEGRAM_ALLOWED_USERS)${facts.telegramState && !TELEGRAM_FINE.has(facts.telegramState) ? ` · ${facts.telegramState.replace(/_/g, ' ')} (the log says why)` : ''}`;
   const slackUsers = cfg.slack.allowed_users.length;
   const slackMode = cfg.slack.app_token ? 'Socket Mode' : 'HTTP at /slack/events';
-  const slack = facts.apiUrl === undefined
-    ? 'off (--no-gateway)'
-    : !cfg.slack.bot_token
-      ? 'off (no SLACK_BOT_TOKEN)'
-      : slackUsers === 0
-        ? 'on, but nobody may use it: SLACK_ALLOWED_USERS is empty'
-        : `on · ${slackMode} · ${slackUsers} allowed user${slackUsers === 1 ? '' : 's'} (SLACK_ALLOWED_USERS)${facts.slackState && !TELEGRAM_FINE.has(facts.slackState) ? ` · ${facts.slackState.replace(/_/g, ' ')} (the log says why)` : ''}`;
+  const slack =
+    facts.apiUrl === undefined
+      ? 'off (--no-gateway)'
+      : !cfg.slack.bot_token
+        ? 'off (no SLACK_BOT_TOKEN)'
+        : slackUsers === 0
+          ? 'on, but nobody may use it: SLACK_ALLOWED_USERS is empty'
+          : `on · ${slackMode} · ${slackUsers} allowed user${slackUsers === 1 ? '' : 's'} (SLACK_ALLOWED_USERS)${facts.slackState && !TELEGRAM_FINE.has(facts.slackState) ? ` · ${facts.slackState.replace(/_/g, ' ')} (the log says why)` : ''}`;
   const discordUsers = cfg.discord.allowed_users.length;
-  const discord = facts.apiUrl === undefined
-    ? 'off (--no-gateway)'
-    : discordUsers === 0
-      ? 'on, but nobody may use it: DISCORD_ALLOWED_USERS is empty'
-      : `on · ${discordUsers} allowed user${discordUsers === 1 ? '' : 's'} (DISCORD_ALLOWED_USERS)${facts.discordState && !TELEGRAM_FINE.has(facts.discordState) ? ` · ${facts.discordState.replace(/_/g, ' ')} (the log says why)` : ''}`;
-  const api = facts.apiUrl === undefined
-    ? 'off (--no-gateway)'
-    : `${facts.apiUrl} · auth ${cfg.api_server.key ? 'on (Authorization: Bearer $API_SERVER_KEY)' : 'off (no API_SERVER_KEY; loopback only)'}`;
+  const discord =
+    facts.apiUrl === undefined
+      ? 'off (--no-gateway)'
+      : discordUsers === 0
+        ? 'on, but nobody may use it: DISCORD_ALLOWED_USERS is empty'
+        : `on · ${discordUsers} allowed user${discordUsers === 1 ? '' : 's'} (DISCORD_ALLOWED_USERS)${facts.discordState && !TELEGRAM_FINE.has(facts.discordState) ? ` · ${facts.discordState.replace(/_/g, ' ')} (the log says why)` : ''}`;
+  const api =
+    facts.apiUrl === undefined
+      ? 'off (--no-gateway)'
+      : `${facts.apiUrl} · auth ${cfg.api_server.key ? 'on (Authorization: Bearer $API_SERVER_KEY)' : 'off (no API_SERVER_KEY; loopback only)'}`;
   const lines = [
     `hermes is up · home ${cfg.home}`,
     `  API       ${api}`,
     ...(facts.apiUrl === undefined
       ? []
-      : [`  console   ${facts.apiUrl}/ui · ${cfg.api_server.key ? 'user hermes, the API key as password' : 'no password (loopback only)'}`]),
+      : [
+          `  console   ${facts.apiUrl}/ui · ${cfg.api_server.key ? 'user hermes, the API key as password' : 'no password (loopback only)'}`,
+        ]),
     `  model     ${model ? `${model.model} at ${showEndpoint(model.baseUrl)}` : NO_MODEL}`,
     `  Telegram  ${telegram}`,
     ...(cfg.slack.bot_token ? [`  Slack     ${slack}`] : []),

@@ -59,7 +59,10 @@ export function takeUpLock(home: string, pid = process.pid): UpLock {
       // removed meanwhile by its owner: try again
     }
   }
-  throw new AlreadyRunningError(`hermes up is starting for ${home} in another process at this moment; run \`hermes chat\` to attach once it is up.`, { pid: 0 });
+  throw new AlreadyRunningError(
+    `hermes up is starting for ${home} in another process at this moment; run \`hermes chat\` to attach once it is up.`,
+    { pid: 0 },
+  );
 }
 
 /** The pid written in a lock file, or `undefined` when there is none or it is unreadable. */

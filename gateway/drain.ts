@@ -77,10 +77,7 @@ export class InflightRuns {
       if (timeoutSeconds <= 0) {
         log.warn({ runs: waiting.length }, `drain: cron_drain_timeout is 0; interrupting ${waiting.length} /v1 run(s) now`);
       } else {
-        log.info(
-          { runs: waiting.length, timeoutSeconds },
-          `drain: waiting up to ${timeoutSeconds}s for ${waiting.length} /v1 run(s)`,
-        );
+        log.info({ runs: waiting.length, timeoutSeconds }, `drain: waiting up to ${timeoutSeconds}s for ${waiting.length} /v1 run(s)`);
         const started = Date.now();
         let timer: NodeJS.Timeout | undefined;
         const deadline = new Promise<'deadline'>((r) => (timer = setTimeout(() => r('deadline'), timeoutSeconds * 1000)));

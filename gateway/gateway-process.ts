@@ -118,16 +118,24 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   // One blocking connection per shard serves every event stream and waiting `/v1` caller of this process.
   const fanout = new StreamFanout({
     shards: keys.shards().map((k) => ({ prefix: k.prefix, wakeKey: k.gatewayWake(instanceId) })),
-    openBlocking: () => openRedisClient(topology, 'bullmq'), commands: redis,
-    maxSubscriptions: config.api_server.max_streams, log,
+    openBlocking: () => openRedisClient(topology, 'bullmq'),
+    commands: redis,
+    maxSubscriptions: config.api_server.max_streams,
+    log,
   });
   const outbound = telegramOutboundQueue(keys, bull, log);
   const slackOutbound = outboundQueue('slack', keys, bull, log);
   const discordOutbound = outboundQueue('discord', keys, bull, log);
   // In one process with a worker (`hermes up`) the gateway serves the worker's metrics too.
-  const metrics = options.metrics ?? new HermesMetrics({
-    fleet: fleetReadings({ redis, workersKey: keys.workers, queues: [queues.acrossShards('ticks'), queues.acrossShards('inbox'), outbound, slackOutbound, discordOutbound, v1Queue] }),
-  });
+  const metrics =
+    options.metrics ??
+    new HermesMetrics({
+      fleet: fleetReadings({
+        redis,
+        workersKey: keys.workers,
+        queues: [queues.acrossShards('ticks'), queues.acrossShards('inbox'), outbound, slackOutbound, discordOutbound, v1Queue],
+      }),
+    });
   const gw = config.gateway;
   const registry = new PlatformRegistry(gw.plugin_load_timeout_seconds * 1000, log);
   registry.register(telegramPlugin({ config, redis, topology, keys, queues, outbound, instanceId, log, metrics }));
@@ -136,15 +144,20 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   for (const plugin of options.plugins ?? []) registry.register(plugin);
   metrics.observePlatforms(() => registry.statuses());
   // Each enabled platform's own paths go to its adapter while it is ready; 503 (the platform retries) before.
-  const platformRoutes: PlatformRoute[] = registry.names().filter((name) => !registry.isGated(name)).flatMap((name) =>
-    (registry.plugin(name)?.httpPaths ?? []).map((path) => ({
-      path,
-      handle: async (request) => {
-        const adapter = registry.adapter(name);
-        if (!adapter?.handleHttp) return { status: 503, json: { error: `platform ${name} is not ready (${registry.status(name)?.state})` } };
-        return await adapter.handleHttp(request);
-      },
-    })));
+  const platformRoutes: PlatformRoute[] = registry
+    .names()
+    .filter((name) => !registry.isGated(name))
+    .flatMap((name) =>
+      (registry.plugin(name)?.httpPaths ?? []).map((path) => ({
+        path,
+        handle: async (request) => {
+          const adapter = registry.adapter(name);
+          if (!adapter?.handleHttp)
+            return { status: 503, json: { error: `platform ${name} is not ready (${registry.status(name)?.state})` } };
+          return await adapter.handleHttp(request);
+        },
+      })),
+    );
   const watcher = new ReconnectWatcher(registry, {
     backoffMs: gw.reconnect_backoff_seconds.map((s) => s * 1000),
     maxRearms: gw.max_plugin_load_rearms,
@@ -164,7 +177,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     cleanups.length = 0;
   };
   cleanups.push(['redis', () => redis.quit()], ['bullmq connection', () => bull.quit()], ['stream reader', () => fanout.close()]);
-  cleanups.push(['queues', () => queues.close()], ['v1 queue', () => v1Queue.close()], ['outbound queue', () => outbound.close()], ['slack outbound queue', () => slackOutbound.close()], ['discord outbound queue', () => discordOutbound.close()]);
+  cleanups.push(
+    ['queues', () => queues.close()],
+    ['v1 queue', () => v1Queue.close()],
+    ['outbound queue', () => outbound.close()],
+    ['slack outbound queue', () => slackOutbound.close()],
+    ['discord outbound queue', () => discordOutbound.close()],
+  );
 
   let http: HttpServerHandle;
   try {
@@ -174,32 +193,68 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       key: config.api_server.key,
       log,
       v1: {
-        runs, queue: v1Queue, keys, fanout, inflight, model: config.agent.model, models: Object.keys(config.agent.models),
-        maxPromptChars: config.agent.max_prompt_chars, runTimeoutMs: config.gateway.run_timeout_seconds * 1000,
+        runs,
+        queue: v1Queue,
+        keys,
+        fanout,
+        inflight,
+        model: config.agent.model,
+        models: Object.keys(config.agent.models),
+        maxPromptChars: config.agent.max_prompt_chars,
+        runTimeoutMs: config.gateway.run_timeout_seconds * 1000,
         queueTimeoutMs: config.gateway.redis_timeout_ms,
       },
       api: { config, keys, redis, fanout, loops, schedules, queues, goals, cron: options.cron, inflight },
-      console: { config, keys, redis, queues, fanout, loops, schedules, goals, sessions: sessionStoreFor(config, redis, keys), cron: options.cron },
+      console: {
+        config,
+        keys,
+        redis,
+        queues,
+        fanout,
+        loops,
+        schedules,
+        goals,
+        sessions: sessionStoreFor(config, redis, keys),
+        cron: options.cron,
+      },
       metrics: { registry: metrics, public: config.metrics.public },
       limits: {
         connections: {
-          maxConnections: config.api_server.max_connections, headersTimeoutMs: config.api_server.headers_timeout_ms,
-          requestTimeoutMs: config.api_server.request_timeout_ms, keepAliveTimeoutMs: config.api_server.keep_alive_timeout_ms,
+          maxConnections: config.api_server.max_connections,
+          headersTimeoutMs: config.api_server.headers_timeout_ms,
+          requestTimeoutMs: config.api_server.request_timeout_ms,
+          keepAliveTimeoutMs: config.api_server.keep_alive_timeout_ms,
         },
-        maxJsonDepth: config.api_server.max_json_depth, sseMaxBufferedBytes: config.api_server.sse_max_buffered_bytes,
+        maxJsonDepth: config.api_server.max_json_depth,
+        sseMaxBufferedBytes: config.api_server.sse_max_buffered_bytes,
       },
-      dashboard: { queues: [...queues.shards().flatMap((q) => [q.ticks, q.inbox]), outbound, slackOutbound, discordOutbound, v1Queue], readOnly: config.dashboard.read_only },
+      dashboard: {
+        queues: [...queues.shards().flatMap((q) => [q.ticks, q.inbox]), outbound, slackOutbound, discordOutbound, v1Queue],
+        readOnly: config.dashboard.read_only,
+      },
       platformRoutes,
       health: {
         checks: new GatewayHealth(redis, keys, {
-          redisTimeoutMs: config.gateway.redis_timeout_ms, workerMaxAgeMs: config.gateway.ready_worker_max_age_seconds * 1000,
+          redisTimeoutMs: config.gateway.redis_timeout_ms,
+          workerMaxAgeMs: config.gateway.ready_worker_max_age_seconds * 1000,
         }),
         details: () => ({
-          instance: instanceId, draining: inflight.draining, streams: fanout.subscriptions,
-          platforms: Object.fromEntries(registry.statuses().map((p) => [p.name, {
-            state: p.state, loads: p.loads, rearms: watcher.rearms(p.name),
-            ...(p.lastError ? { last_error: p.lastError } : {}), ...(p.heldInbound ? { held_inbound: p.heldInbound } : {}), ...(p.adapter ?? {}),
-          }])),
+          instance: instanceId,
+          draining: inflight.draining,
+          streams: fanout.subscriptions,
+          platforms: Object.fromEntries(
+            registry.statuses().map((p) => [
+              p.name,
+              {
+                state: p.state,
+                loads: p.loads,
+                rearms: watcher.rearms(p.name),
+                ...(p.lastError ? { last_error: p.lastError } : {}),
+                ...(p.heldInbound ? { held_inbound: p.heldInbound } : {}),
+                ...(p.adapter ?? {}),
+              },
+            ]),
+          ),
         }),
       },
     });

@@ -57,7 +57,12 @@ export class GatewayHealth {
       ]).finally(() => clearTimeout(timer));
     };
     if (!this.storeUp()) {
-      return { ready: false, reasons: [`Redis is unreachable (connection ${this.redis.status}).`], redis: 'down', workerHeartbeatAgeMs: null };
+      return {
+        ready: false,
+        reasons: [`Redis is unreachable (connection ${this.redis.status}).`],
+        redis: 'down',
+        workerHeartbeatAgeMs: null,
+      };
     }
     try {
       await bounded(this.redis.ping());
@@ -73,9 +78,20 @@ export class GatewayHealth {
     }
     const age = newest === undefined ? null : Math.max(0, now - newest);
     const maxS = Math.round(this.options.workerMaxAgeMs / 1000);
-    if (age === null) return { ready: false, reasons: ['No worker has registered: start one with `hermes worker`.'], redis: 'up', workerHeartbeatAgeMs: null };
+    if (age === null)
+      return {
+        ready: false,
+        reasons: ['No worker has registered: start one with `hermes worker`.'],
+        redis: 'up',
+        workerHeartbeatAgeMs: null,
+      };
     if (age > this.options.workerMaxAgeMs) {
-      return { ready: false, reasons: [`No worker heartbeat in the last ${maxS}s (newest ${Math.round(age / 1000)}s ago).`], redis: 'up', workerHeartbeatAgeMs: age };
+      return {
+        ready: false,
+        reasons: [`No worker heartbeat in the last ${maxS}s (newest ${Math.round(age / 1000)}s ago).`],
+        redis: 'up',
+        workerHeartbeatAgeMs: age,
+      };
     }
     return { ready: true, reasons: [], redis: 'up', workerHeartbeatAgeMs: age };
   }

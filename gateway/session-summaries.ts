@@ -46,12 +46,23 @@ const REPLY_LOOKBACK_EVENTS = 50;
 export async function sessionSummaries(s: SummaryStores): Promise<SessionSummary[]> {
   const [records, goals] = await Promise.all([s.loops.list(), s.goals.list()]);
   const ids = await listSessionIds(s.redis, s.keys, [...records.map((r) => r.sessionId), ...goals.map((g) => g.sessionId)]);
-  return await Promise.all(ids.map((id) => summaryOf(s, id, records.filter((r) => r.sessionId === id), goals.find((g) => g.sessionId === id) ?? null)));
+  return await Promise.all(
+    ids.map((id) =>
+      summaryOf(
+        s,
+        id,
+        records.filter((r) => r.sessionId === id),
+        goals.find((g) => g.sessionId === id) ?? null,
+      ),
+    ),
+  );
 }
 
 /** One session's summary (`undefined` fields read from the stores). */
 export async function sessionSummary(s: SummaryStores, id: string): Promise<SessionSummary> {
-  const records = (await Promise.all((['loop', 'heartbeat'] as const).map((k) => s.loops.get(id, k)))).filter((r): r is LoopRecord => r !== null);
+  const records = (await Promise.all((['loop', 'heartbeat'] as const).map((k) => s.loops.get(id, k)))).filter(
+    (r): r is LoopRecord => r !== null,
+  );
   return await summaryOf(s, id, records, await s.goals.get(id));
 }
 
@@ -61,11 +72,17 @@ async function summaryOf(s: SummaryStores, id: string, records: LoopRecord[], go
     if (!record) return null;
     return { record, nextDueAt: record.status === 'active' ? await s.loops.nextDueAt(record) : undefined };
   };
-  const [loop, heartbeat, recent] = await Promise.all([state('loop'), state('heartbeat'), s.sessions.recentEvents(id, REPLY_LOOKBACK_EVENTS)]);
+  const [loop, heartbeat, recent] = await Promise.all([
+    state('loop'),
+    state('heartbeat'),
+    s.sessions.recentEvents(id, REPLY_LOOKBACK_EVENTS),
+  ]);
   const newest = recent.at(-1);
   const reply = [...recent].reverse().find((e) => e.type === 'reply' && typeof e.data.text === 'string');
   return {
-    id, loop, heartbeat,
+    id,
+    loop,
+    heartbeat,
     goal: goal && (goal.status === 'active' || goal.status === 'paused') ? goal : null,
     lastActivityAt: newest ? Number(newest.id.split('-')[0]) : null,
     lastReply: reply ? firstLine(String(reply.data.text)) : null,
@@ -74,5 +91,10 @@ async function summaryOf(s: SummaryStores, id: string, records: LoopRecord[], go
 
 /** The first non-empty line of a text, without surrounding blanks. */
 export function firstLine(text: string): string {
-  return text.split('\n').map((l) => l.trim()).find((l) => l !== '') ?? '';
+  return (
+    text
+      .split('\n')
+      .map((l) => l.trim())
+      .find((l) => l !== '') ?? ''
+  );
 }

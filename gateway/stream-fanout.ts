@@ -155,7 +155,12 @@ class ShardReader {
   private readonly blockMs: number;
   private readonly count: number;
 
-  constructor(private readonly options: Pick<StreamFanoutOptions, 'commands' | 'log' | 'blockMs' | 'count'> & { blocking: RedisClient; wakeKey: string }) {
+  constructor(
+    private readonly options: Pick<StreamFanoutOptions, 'commands' | 'log' | 'blockMs' | 'count'> & {
+      blocking: RedisClient;
+      wakeKey: string;
+    },
+  ) {
     this.blockMs = options.blockMs ?? 5_000;
     this.count = options.count ?? 200;
     options.blocking.on('error', () => {});
@@ -178,7 +183,8 @@ class ShardReader {
     const readAfter = this.reading.get(key);
     if ((readAfter === undefined || idLess(after, readAfter)) && this.reading.size > 0 && !this.wakeSent) {
       this.wakeSent = true;
-      this.options.commands.xadd(this.options.wakeKey, 'MAXLEN', '~', '10', '*', 'w', '1')
+      this.options.commands
+        .xadd(this.options.wakeKey, 'MAXLEN', '~', '10', '*', 'w', '1')
         .then(() => this.options.commands.pexpire(this.options.wakeKey, 60_000))
         .catch(() => {}); // without the wake the key joins at the next read (≤ blockMs)
     }
@@ -219,9 +225,17 @@ class ShardReader {
       this.wakeSent = false;
       let res: Array<[string, Array<[string, string[]]>]> | null;
       try {
-        res = (await blocking.xread(
-          'COUNT', String(this.count), 'BLOCK', String(this.blockMs), 'STREAMS', ...keys, wakeKey, ...ids, this.wakeCursor,
-        ));
+        res = await blocking.xread(
+          'COUNT',
+          String(this.count),
+          'BLOCK',
+          String(this.blockMs),
+          'STREAMS',
+          ...keys,
+          wakeKey,
+          ...ids,
+          this.wakeCursor,
+        );
       } catch (err) {
         if (this.closed) break;
         log.debug({ err: (err as Error).message }, 'shared stream read failed; retrying');

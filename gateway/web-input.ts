@@ -48,7 +48,10 @@ const CLIENT_ID = /^[A-Za-z0-9_-]{1,64}$/;
  * @param clientId - an id of the caller's own, so a retried request is answered once
  * @throws ScheduleInputError for a bad session id, an empty or over-long text, or a bad `clientId`
  */
-export async function sendWebMessage(deps: WebInputDeps, input: { sessionId: string; text: string; clientId?: string }): Promise<WebMessage> {
+export async function sendWebMessage(
+  deps: WebInputDeps,
+  input: { sessionId: string; text: string; clientId?: string },
+): Promise<WebMessage> {
   const sessionId = assertSessionId(input.sessionId);
   if (input.text.trim() === '') throw new ScheduleInputError('The message is empty.', { field: 'text' });
   if (input.text.length > deps.maxChars) {

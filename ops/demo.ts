@@ -82,15 +82,18 @@ async function main(): Promise<void> {
   say('Starting the stack: embedded Redis (AOF on) and two worker processes');
   // The operator's tools (used when a model is configured): read files in the demo's folder, and a
   // `ci_status` command (it takes a second, like a real CI query, so the crash below lands mid-tick).
-  writeFileSync(join(home, 'config.yaml'), [
-    'tools:',
-    `  files: { roots: [${JSON.stringify(home)}] }`,
-    '  commands:',
-    '    ci_status:',
-    `      command: ${JSON.stringify(`sleep 1; cat '${stateFile}'`)}`,
-    '      description: The status of the CI build, as it is now.',
-    '',
-  ].join('\n'));
+  writeFileSync(
+    join(home, 'config.yaml'),
+    [
+      'tools:',
+      `  files: { roots: [${JSON.stringify(home)}] }`,
+      '  commands:',
+      '    ci_status:',
+      `      command: ${JSON.stringify(`sleep 1; cat '${stateFile}'`)}`,
+      '      description: The status of the CI build, as it is now.',
+      '',
+    ].join('\n'),
+  );
   // The embedded Redis of the demo's HERMES_HOME, as `hermes up` runs it (a unix socket with a
   // password); the workers and the CLI find it through HERMES_HOME.
   delete env.REDIS_URL;
@@ -107,10 +110,28 @@ async function main(): Promise<void> {
     writeFileSync(stateFile, 'CI build #42: RUNNING (3 of 7 jobs done)\n');
     say(`Setting a loop every ${INTERVAL} on session "${SESSION}" that reads ${stateFile}`);
     const loopArgs = useModel
-      ? ['loop', INTERVAL, 'Call the ci_status tool (the build changes; check it afresh every time) and report the CI build status in one line.', '--session', SESSION]
-      : ['loop', INTERVAL, 'report the CI build status', '--session', SESSION,
-         '--run', `sleep 1; printf 'CI status now: %s' "$(cat '${stateFile}')"`, '--timeout-seconds', '10'];
-    if (useModel) console.log(`  (OPENAI_BASE_URL is set: an agent loop; the model at ${process.env.OPENAI_BASE_URL} checks the build with the ci_status tool)`);
+      ? [
+          'loop',
+          INTERVAL,
+          'Call the ci_status tool (the build changes; check it afresh every time) and report the CI build status in one line.',
+          '--session',
+          SESSION,
+        ]
+      : [
+          'loop',
+          INTERVAL,
+          'report the CI build status',
+          '--session',
+          SESSION,
+          '--run',
+          `sleep 1; printf 'CI status now: %s' "$(cat '${stateFile}')"`,
+          '--timeout-seconds',
+          '10',
+        ];
+    if (useModel)
+      console.log(
+        `  (OPENAI_BASE_URL is set: an agent loop; the model at ${process.env.OPENAI_BASE_URL} checks the build with the ci_status tool)`,
+      );
     console.log(indent(await run(loopArgs)));
 
     say('Attaching a client (hermes chat) and watching two ticks');
@@ -139,11 +160,15 @@ async function main(): Promise<void> {
     process.kill(victimPid, 'SIGKILL');
     console.log(`  killed worker pid ${victimPid} during tick #${Number(startEvent!.data.tick)} (${occurrence})`);
     const replies = await waitFor(async () => {
-      const evs = (await sessions.readEvents(SESSION, from, { count: 1000 })).filter((e) => e.type === 'reply' && e.data.occurrenceId === occurrence);
+      const evs = (await sessions.readEvents(SESSION, from, { count: 1000 })).filter(
+        (e) => e.type === 'reply' && e.data.occurrenceId === occurrence,
+      );
       return evs.length > 0 ? evs : undefined;
     }, 20_000);
     await sleep(4_000); // let a duplicate show up, if there were one
-    const finalReplies = (await sessions.readEvents(SESSION, from, { count: 1000 })).filter((e) => e.type === 'reply' && e.data.occurrenceId === occurrence);
+    const finalReplies = (await sessions.readEvents(SESSION, from, { count: 1000 })).filter(
+      (e) => e.type === 'reply' && e.data.occurrenceId === occurrence,
+    );
     chat.stdin!.end();
     await new Promise((r) => chat.on('exit', r));
 
@@ -151,24 +176,36 @@ async function main(): Promise<void> {
     const all = (await sessions.readEvents(SESSION, '0', { count: 10_000 })).filter((e) => e.type === 'reply');
     say('Summary');
     const green = whileAway.filter((e) => /GREEN/i.test(String(e.data.text))).length;
-    const toolCalls = (await sessions.readEvents(SESSION, '0', { count: 10_000 })).filter((e) => e.type === 'tool.result' && e.data.name === 'ci_status' && !e.data.error);
+    const toolCalls = (await sessions.readEvents(SESSION, '0', { count: 10_000 })).filter(
+      (e) => e.type === 'tool.result' && e.data.name === 'ci_status' && !e.data.error,
+    );
     const summary = [
       `ticks delivered: ${all.length}, median lateness ${median(all.map((e) => Number(e.data.latenessMs)))} ms`,
       `ticks fired while no client was attached: ${whileAway.length} (${green} of them already saw the GREEN build)`,
       `killed worker pid ${victimPid} mid-tick; ${occurrence} completed by pid ${Number(replies[0]!.data.pid)}`,
       `deliveries of that tick: ${finalReplies.length} (exactly once: ${finalReplies.length === 1 ? 'yes' : 'NO'})`,
-      ...(useModel ? [`agent loop: the model called ci_status ${toolCalls.length} time(s); its tools are only the ones the config declares`] : []),
+      ...(useModel
+        ? [`agent loop: the model called ci_status ${toolCalls.length} time(s); its tools are only the ones the config declares`]
+        : []),
       `total time: ${((Date.now() - started) / 1000).toFixed(1)} s`,
     ];
     console.log(indent(summary.join('\n')));
-    if (finalReplies.length !== 1 || whileAway.length < 1 || green < 1 || Number(replies[0]!.data.pid) === victimPid || (useModel && toolCalls.length === 0)) {
+    if (
+      finalReplies.length !== 1 ||
+      whileAway.length < 1 ||
+      green < 1 ||
+      Number(replies[0]!.data.pid) === victimPid ||
+      (useModel && toolCalls.length === 0)
+    ) {
       process.exitCode = 1;
       console.log('  DEMO FAILED: the scenario did not hold');
     }
   } finally {
     say('Cleaning up');
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
-    await Promise.all(children.map(async (c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.on('exit', r)) : undefined)));
+    await Promise.all(
+      children.map(async (c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.on('exit', r)) : undefined)),
+    );
     client.disconnect();
     await redis.stop();
     rmSync(home, { recursive: true, force: true });
@@ -176,7 +213,10 @@ async function main(): Promise<void> {
 }
 
 function indent(text: string): string {
-  return text.split('\n').map((l) => `  ${l}`).join('\n');
+  return text
+    .split('\n')
+    .map((l) => `  ${l}`)
+    .join('\n');
 }
 
 function median(xs: number[]): number {

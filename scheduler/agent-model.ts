@@ -25,7 +25,8 @@ export function agentModel(config: HermesConfig, modelName?: string | null): Age
 }
 
 /** What is missing, and how to set it: the line a surface shows when there is no model. */
-export const NO_MODEL = 'no model: agent turns will fail — set OPENAI_BASE_URL and OPENAI_API_KEY (or agent.base_url and agent.api_key in config.yaml)';
+export const NO_MODEL =
+  'no model: agent turns will fail — set OPENAI_BASE_URL and OPENAI_API_KEY (or agent.base_url and agent.api_key in config.yaml)';
 
 /**
  * The warning for a schedule of agent turns set without a model (`modelName`: its `--model`), or

@@ -13,13 +13,29 @@ export const MAX_INTERVAL_SECONDS = 366 * 86_400;
 export const MAX_TIMES = 1_000_000;
 
 const UNIT_SECONDS: Record<string, number> = {
-  s: 1, sec: 1, secs: 1, second: 1, seconds: 1,
-  m: 60, min: 60, mins: 60, minute: 60, minutes: 60,
-  h: 3600, hr: 3600, hrs: 3600, hour: 3600, hours: 3600,
-  d: 86400, day: 86400, days: 86400,
+  s: 1,
+  sec: 1,
+  secs: 1,
+  second: 1,
+  seconds: 1,
+  m: 60,
+  min: 60,
+  mins: 60,
+  minute: 60,
+  minutes: 60,
+  h: 3600,
+  hr: 3600,
+  hrs: 3600,
+  hour: 3600,
+  hours: 3600,
+  d: 86400,
+  day: 86400,
+  days: 86400,
 };
 
-const UNIT = Object.keys(UNIT_SECONDS).sort((a, b) => b.length - a.length).join('|');
+const UNIT = Object.keys(UNIT_SECONDS)
+  .sort((a, b) => b.length - a.length)
+  .join('|');
 const PART = new RegExp(`(\\d+(?:\\.\\d+)?)(${UNIT})`, 'gy');
 const COMPACT = new RegExp(`^(?:\\d+(?:\\.\\d+)?(?:${UNIT}))+$`);
 

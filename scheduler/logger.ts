@@ -16,8 +16,19 @@ export type { Logger };
 
 /** Field names whose values never reach a log line. */
 export const REDACTED_KEYS = [
-  'api_key', 'apiKey', 'key', 'token', 'bot_token', 'botToken', 'authorization', 'Authorization', 'password',
-  'signing_secret', 'signingSecret', 'app_token', 'appToken',
+  'api_key',
+  'apiKey',
+  'key',
+  'token',
+  'bot_token',
+  'botToken',
+  'authorization',
+  'Authorization',
+  'password',
+  'signing_secret',
+  'signingSecret',
+  'app_token',
+  'appToken',
 ];
 
 /**
@@ -34,8 +45,7 @@ export function createLogger(options: { level?: string; name?: string; file?: st
     ensurePrivateDir(dirname(options.file));
     ensurePrivateFile(options.file);
     destination = pino.destination({ dest: options.file, sync: true });
-  }
-  else if (pretty) destination = prettyStream({ destination: 2, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
+  } else if (pretty) destination = prettyStream({ destination: 2, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
   else destination = pino.destination({ fd: 2, sync: true });
   return pino(
     {

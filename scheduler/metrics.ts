@@ -74,42 +74,78 @@ export class HermesMetrics {
     const registers = [this.registry];
     if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'hermes_' });
     this.tickLateness = new Histogram({
-      name: 'hermes_tick_lateness_seconds', help: 'Start of a tick\'s turn minus its due time (loop, heartbeat, cron), seconds.',
-      labelNames: ['kind'], buckets: LATENESS_BUCKETS_SECONDS, registers,
+      name: 'hermes_tick_lateness_seconds',
+      help: "Start of a tick's turn minus its due time (loop, heartbeat, cron), seconds.",
+      labelNames: ['kind'],
+      buckets: LATENESS_BUCKETS_SECONDS,
+      registers,
     });
-    this.turns = new Counter({ name: 'hermes_turns_total', help: 'Turns run, by kind and outcome.', labelNames: ['kind', 'outcome'], registers });
+    this.turns = new Counter({
+      name: 'hermes_turns_total',
+      help: 'Turns run, by kind and outcome.',
+      labelNames: ['kind', 'outcome'],
+      registers,
+    });
     this.turnDuration = new Histogram({
-      name: 'hermes_turn_duration_seconds', help: 'Wall time of a turn (runner call to commit), seconds.',
-      labelNames: ['kind'], buckets: TURN_BUCKETS_SECONDS, registers,
+      name: 'hermes_turn_duration_seconds',
+      help: 'Wall time of a turn (runner call to commit), seconds.',
+      labelNames: ['kind'],
+      buckets: TURN_BUCKETS_SECONDS,
+      registers,
     });
-    this.ticksDeferred = new Counter({ name: 'hermes_ticks_deferred_total', help: 'Ticks handed back to run later, by reason.', labelNames: ['reason'], registers });
-    this.telegramSends = new Counter({ name: 'hermes_telegram_sends_total', help: 'Telegram sendMessage calls of the outbound sender, by outcome.', labelNames: ['outcome'], registers });
+    this.ticksDeferred = new Counter({
+      name: 'hermes_ticks_deferred_total',
+      help: 'Ticks handed back to run later, by reason.',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.telegramSends = new Counter({
+      name: 'hermes_telegram_sends_total',
+      help: 'Telegram sendMessage calls of the outbound sender, by outcome.',
+      labelNames: ['outcome'],
+      registers,
+    });
     this.platformSends = new Counter({
-      name: 'hermes_platform_sends_total', help: 'Messages sent by a platform\'s outbound sender (Slack chat.postMessage), by platform and outcome.',
-      labelNames: ['platform', 'outcome'], registers,
+      name: 'hermes_platform_sends_total',
+      help: "Messages sent by a platform's outbound sender (Slack chat.postMessage), by platform and outcome.",
+      labelNames: ['platform', 'outcome'],
+      registers,
     });
     const states = () => this.platformStates?.() ?? [];
     this.platformState = new Gauge({
-      name: 'hermes_platform_state', help: 'State of each platform of the gateway (ready, loading, adapter_unavailable, not_enabled, …): 1 for the current state.',
-      labelNames: ['platform', 'state'], registers,
+      name: 'hermes_platform_state',
+      help: 'State of each platform of the gateway (ready, loading, adapter_unavailable, not_enabled, …): 1 for the current state.',
+      labelNames: ['platform', 'state'],
+      registers,
       collect() {
         this.reset();
         for (const p of states()) this.set({ platform: p.name, state: p.state }, 1);
       },
     });
-    this.httpRequests = new Counter({ name: 'hermes_http_requests_total', help: 'HTTP requests of the gateway, by route pattern and status code.', labelNames: ['route', 'status'], registers });
+    this.httpRequests = new Counter({
+      name: 'hermes_http_requests_total',
+      help: 'HTTP requests of the gateway, by route pattern and status code.',
+      labelNames: ['route', 'status'],
+      registers,
+    });
     this.modelCalls = new Counter({
-      name: 'hermes_model_calls_total', help: 'Model calls, by turn kind and outcome (ok, fallback, failed; retried counts transient answers the client retried).',
-      labelNames: ['kind', 'outcome'], registers,
+      name: 'hermes_model_calls_total',
+      help: 'Model calls, by turn kind and outcome (ok, fallback, failed; retried counts transient answers the client retried).',
+      labelNames: ['kind', 'outcome'],
+      registers,
     });
     this.modelTokens = new Counter({
-      name: 'hermes_model_tokens_total', help: 'Tokens of model calls, by turn kind and direction (input, output, cached input).',
-      labelNames: ['kind', 'direction'], registers,
+      name: 'hermes_model_tokens_total',
+      help: 'Tokens of model calls, by turn kind and direction (input, output, cached input).',
+      labelNames: ['kind', 'direction'],
+      registers,
     });
     const fleet = options.fleet;
     this.queueJobs = new Gauge({
-      name: 'hermes_queue_jobs', help: 'Jobs in the product\'s BullMQ queues, by queue and state (read from Redis at scrape time).',
-      labelNames: ['queue', 'state'], registers,
+      name: 'hermes_queue_jobs',
+      help: "Jobs in the product's BullMQ queues, by queue and state (read from Redis at scrape time).",
+      labelNames: ['queue', 'state'],
+      registers,
       async collect() {
         if (!fleet) return;
         this.reset();
@@ -119,7 +155,9 @@ export class HermesMetrics {
       },
     });
     this.workersAlive = new Gauge({
-      name: 'hermes_workers_alive', help: 'Worker processes whose liveness heartbeat is fresh (read from Redis at scrape time).', registers,
+      name: 'hermes_workers_alive',
+      help: 'Worker processes whose liveness heartbeat is fresh (read from Redis at scrape time).',
+      registers,
       async collect() {
         if (fleet) this.set(await fleet.workersAlive());
       },
@@ -138,7 +176,11 @@ export class HermesMetrics {
   }
 
   /** Record one model call that ended (`ok`, `fallback` or `failed`) with its tokens. */
-  modelCallEnded(kind: string, outcome: Exclude<ModelCallOutcome, 'retried'>, tokens: { inputTokens: number; outputTokens: number; cachedTokens: number }): void {
+  modelCallEnded(
+    kind: string,
+    outcome: Exclude<ModelCallOutcome, 'retried'>,
+    tokens: { inputTokens: number; outputTokens: number; cachedTokens: number },
+  ): void {
     this.modelCalls.inc({ kind, outcome });
     if (tokens.inputTokens > 0) this.modelTokens.inc({ kind, direction: 'input' }, tokens.inputTokens);
     if (tokens.outputTokens > 0) this.modelTokens.inc({ kind, direction: 'output' }, tokens.outputTokens);

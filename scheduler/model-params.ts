@@ -25,7 +25,14 @@ export interface ModelParams {
 
 /** The names of `ModelParams`, in the order they are documented. */
 export const MODEL_PARAM_NAMES = [
-  'temperature', 'top_p', 'max_tokens', 'max_completion_tokens', 'stop', 'seed', 'response_format', 'user',
+  'temperature',
+  'top_p',
+  'max_tokens',
+  'max_completion_tokens',
+  'stop',
+  'seed',
+  'response_format',
+  'user',
 ] as const satisfies ReadonlyArray<keyof ModelParams>;
 
 /** Why the model stopped: the Chat Completions `finish_reason` (`stop`, `length`, `content_filter`, `tool_calls`, or an upstream's own). */

@@ -33,7 +33,14 @@ export interface SpendTotals {
   estimated: boolean;
 }
 
-export const NO_SPEND: ModelSpend = Object.freeze({ calls: 0, inputTokens: 0, outputTokens: 0, cachedTokens: 0, lastInputTokens: 0, estimated: false });
+export const NO_SPEND: ModelSpend = Object.freeze({
+  calls: 0,
+  inputTokens: 0,
+  outputTokens: 0,
+  cachedTokens: 0,
+  lastInputTokens: 0,
+  estimated: false,
+});
 export const NO_TOTALS: SpendTotals = Object.freeze({ calls: 0, inputTokens: 0, outputTokens: 0, lastInputTokens: 0, estimated: false });
 
 /** `a` and `b` together (`lastInputTokens` is `b`'s when `b` made a call). */
@@ -70,6 +77,8 @@ export function totalTokens(t: { inputTokens: number; outputTokens: number }): n
 export function formatSpend(t: SpendTotals): string {
   const n = (x: number) => x.toLocaleString('en-US');
   const approx = t.estimated ? '~' : '';
-  return `${n(t.calls)} model call${t.calls === 1 ? '' : 's'}, ${approx}${n(t.inputTokens)} tokens in, ${approx}${n(t.outputTokens)} out`
-    + (t.calls > 0 ? ` (last input ${approx}${n(t.lastInputTokens)})` : '');
+  return (
+    `${n(t.calls)} model call${t.calls === 1 ? '' : 's'}, ${approx}${n(t.inputTokens)} tokens in, ${approx}${n(t.outputTokens)} out` +
+    (t.calls > 0 ? ` (last input ${approx}${n(t.lastInputTokens)})` : '')
+  );
 }

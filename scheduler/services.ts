@@ -35,11 +35,16 @@ export function loopStoreFor(config: HermesConfig, conn: StoreConnection): LoopS
 
 /** Applying loop/heartbeat commands (`loops.max_ticks`, `loops.self_paced_floor_seconds`). */
 export function loopServiceFor(config: HermesConfig, loops: LoopStore, log: Logger): LoopService {
-  return new LoopService(loops, {
-    maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds,
-    checkEconomy: (economy, surface) => checkEconomy(economy, config, surface),
-    noModelWarning: (model, surface) => noModelWarning(config, model, surface === 'cli' ? SHELL_CONFIG : undefined),
-  }, log);
+  return new LoopService(
+    loops,
+    {
+      maxTicks: config.loops.max_ticks,
+      selfPacedFloorSeconds: config.loops.self_paced_floor_seconds,
+      checkEconomy: (economy, surface) => checkEconomy(economy, config, surface),
+      noModelWarning: (model, surface) => noModelWarning(config, model, surface === 'cli' ? SHELL_CONFIG : undefined),
+    },
+    log,
+  );
 }
 
 /**
@@ -49,14 +54,23 @@ export function loopServiceFor(config: HermesConfig, loops: LoopStore, log: Logg
  */
 export function sessionStoreFor(config: HermesConfig, redis: RedisClient, keys: Keys): SessionStore {
   return new SessionStore(
-    redis, keys, config.worker.transcript_max_messages, config.worker.occurrence_window_seconds * 1000, config.worker.events_max_entries,
+    redis,
+    keys,
+    config.worker.transcript_max_messages,
+    config.worker.occurrence_window_seconds * 1000,
+    config.worker.events_max_entries,
   );
 }
 
 /** `/goal` records and their continuation jobs (`goals.max_turns`). */
 export function goalServiceFor(config: HermesConfig, conn: StoreConnection, log: Logger): GoalService {
   return new GoalService(
-    conn.redis, conn.keys, conn.queues, config.goals.max_turns, log, (economy, surface) => checkEconomy(economy, config, surface),
+    conn.redis,
+    conn.keys,
+    conn.queues,
+    config.goals.max_turns,
+    log,
+    (economy, surface) => checkEconomy(economy, config, surface),
     (model, surface) => noModelWarning(config, model, surface === 'cli' ? SHELL_CONFIG : undefined),
   );
 }
@@ -72,8 +86,10 @@ export function runStoreFor(config: HermesConfig, redis: RedisClient, keys: Keys
 /** The cron job records, runs and BullMQ side (`cron.history_limit`, `worker.occurrence_window_seconds`, `cron.retry_backoff_seconds`). */
 export function cronStoreFor(config: HermesConfig, conn: StoreConnection): CronStore {
   return new CronStore(conn.redis, conn.keys, conn.queues, {
-    historyLimit: config.cron.history_limit, occurrenceWindowMs: config.worker.occurrence_window_seconds * 1000,
-    retryBackoffMs: config.cron.retry_backoff_seconds * 1000, eventsMaxLen: config.worker.events_max_entries,
+    historyLimit: config.cron.history_limit,
+    occurrenceWindowMs: config.worker.occurrence_window_seconds * 1000,
+    retryBackoffMs: config.cron.retry_backoff_seconds * 1000,
+    eventsMaxLen: config.worker.events_max_entries,
   });
 }
 
@@ -83,12 +99,20 @@ export function cronStoreFor(config: HermesConfig, conn: StoreConnection): CronS
  * @param conn - with `cron`, the cron store the caller built already (a worker builds each store once)
  * @param clock - epoch ms source (tests may pin it)
  */
-export function cronServiceFor(config: HermesConfig, conn: StoreConnection & { cron?: CronStore }, log: Logger, clock: () => number = Date.now): CronService {
+export function cronServiceFor(
+  config: HermesConfig,
+  conn: StoreConnection & { cron?: CronStore },
+  log: Logger,
+  clock: () => number = Date.now,
+): CronService {
   return new CronService(
     conn.cron ?? cronStoreFor(config, conn),
     {
-      timezone: config.timezone, minIntervalSeconds: config.cron.min_interval_seconds, maxScheduleChars: config.cron.max_schedule_chars,
-      maxPromptChars: config.agent.max_prompt_chars, historyLimit: config.cron.history_limit,
+      timezone: config.timezone,
+      minIntervalSeconds: config.cron.min_interval_seconds,
+      maxScheduleChars: config.cron.max_schedule_chars,
+      maxPromptChars: config.agent.max_prompt_chars,
+      historyLimit: config.cron.history_limit,
       webhookAllow: parseWebhookAllow(config.delivery.webhook_allow),
       checkEconomy: (economy, surface) => checkEconomy(economy, config, surface),
     },

@@ -27,9 +27,11 @@ async function setup() {
   cleanups.push(() => gw.close());
   const call = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(`${gw.httpAddress.url}${path}`, {
-      method, headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
+      method,
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
     });
-    return { status: res.status, body: await res.json() as Record<string, any> };
+    return { status: res.status, body: (await res.json()) as Record<string, any> };
   };
   return { env, call };
 }
@@ -37,7 +39,12 @@ async function setup() {
 describe('/api/cron/jobs/:ref', () => {
   it('GET shows one job with its next 5 runs; PATCH edits it; GET …/runs lists its runs; unknown jobs are 404', async () => {
     const { env, call } = await setup();
-    const created = await call('POST', '/api/cron/jobs', { schedule: '0 9 * * 1-5', prompt: 'summarise open pull requests', name: 'standup', tz: 'Europe/Berlin' });
+    const created = await call('POST', '/api/cron/jobs', {
+      schedule: '0 9 * * 1-5',
+      prompt: 'summarise open pull requests',
+      name: 'standup',
+      tz: 'Europe/Berlin',
+    });
     expect(created.status).toBe(201);
     const id = created.body.id as string;
 
@@ -46,13 +53,24 @@ describe('/api/cron/jobs/:ref', () => {
     expect(shown.body).toMatchObject({ id, name: 'standup', tz: 'Europe/Berlin', schedule: { kind: 'cron', expression: '0 9 * * 1-5' } });
     expect(shown.body.next_runs).toHaveLength(5);
     for (const t of shown.body.next_runs as string[]) {
-      const local = new Date(t).toLocaleString('en-GB', { timeZone: 'Europe/Berlin', weekday: 'short', hour: '2-digit', minute: '2-digit' });
+      const local = new Date(t).toLocaleString('en-GB', {
+        timeZone: 'Europe/Berlin',
+        weekday: 'short',
+        hour: '2-digit',
+        minute: '2-digit',
+      });
       expect(local).toMatch(/^(Mon|Tue|Wed|Thu|Fri) 09:00$/);
     }
 
     const edited = await call('PATCH', `/api/cron/jobs/${id}`, { schedule: 'daily at 7am', name: 'morning', repeat: 3, notify: 'never' });
     expect(edited.status).toBe(200);
-    expect(edited.body).toMatchObject({ id, name: 'morning', schedule: { kind: 'cron', expression: '0 7 * * *' }, repeat: { times: 3 }, notify: 'never' });
+    expect(edited.body).toMatchObject({
+      id,
+      name: 'morning',
+      schedule: { kind: 'cron', expression: '0 7 * * *' },
+      repeat: { times: 3 },
+      notify: 'never',
+    });
     expect((await call('GET', '/api/cron/jobs/morning')).body.next_runs[0]).toBe(edited.body.next_runs[0]);
     expect((await call('PATCH', `/api/cron/jobs/${id}`, { repeat: null })).body.repeat.times).toBeNull();
     expect((await call('GET', '/api/cron/jobs/standup')).status).toBe(404);
@@ -67,14 +85,22 @@ describe('/api/cron/jobs/:ref', () => {
     const worker = await startCronWorker(env.config);
     cleanups.push(() => worker.close());
     expect((await call('POST', `/api/cron/jobs/${id}/run`)).status).toBe(202);
-    const runs = await waitFor(async () => {
-      const r = await call('GET', `/api/cron/jobs/${id}/runs?limit=5`);
-      return r.body.data.length === 1 ? r.body.data : undefined;
-    }, 15_000, 'the manual run recorded');
+    const runs = await waitFor(
+      async () => {
+        const r = await call('GET', `/api/cron/jobs/${id}/runs?limit=5`);
+        return r.body.data.length === 1 ? r.body.data : undefined;
+      },
+      15_000,
+      'the manual run recorded',
+    );
     expect(runs[0]).toMatchObject({ job_id: id, trigger: 'manual' });
     expect((await call('GET', `/api/cron/jobs/${id}/runs?limit=0`)).status).toBe(400);
 
-    for (const [method, path] of [['GET', '/api/cron/jobs/nope'], ['GET', '/api/cron/jobs/nope/runs'], ['DELETE', '/api/cron/jobs/nope']] as const) {
+    for (const [method, path] of [
+      ['GET', '/api/cron/jobs/nope'],
+      ['GET', '/api/cron/jobs/nope/runs'],
+      ['DELETE', '/api/cron/jobs/nope'],
+    ] as const) {
       const r = await call(method, path);
       expect(r.status, `${method} ${path}`).toBe(404);
       expect(r.body.error).toMatchObject({ type: 'not_found_error', code: 'unknown_job' });
@@ -83,7 +109,7 @@ describe('/api/cron/jobs/:ref', () => {
   });
 });
 
-describe('a job that runs a command (script) is the CLI\'s', () => {
+describe("a job that runs a command (script) is the CLI's", () => {
   it('/api can neither change, resume nor run it (400, nothing written, no run); pausing it works; the CLI still can', async () => {
     const { env, call } = await setup();
     const operator = { origin: { surface: 'cli' as const }, trusted: true };
@@ -102,7 +128,9 @@ describe('a job that runs a command (script) is the CLI\'s', () => {
     ] as const) {
       const res = await call(method, path, body);
       expect(res.status, `${method} ${path}`).toBe(400);
-      expect(res.body.error.message).toBe(`Cron job ${job.id} "catjob" runs a command (script): only the CLI can ${method === 'PATCH' ? 'change' : path.endsWith('/run') ? 'run' : 'resume'} it.`);
+      expect(res.body.error.message).toBe(
+        `Cron job ${job.id} "catjob" runs a command (script): only the CLI can ${method === 'PATCH' ? 'change' : path.endsWith('/run') ? 'run' : 'resume'} it.`,
+      );
     }
     const after = await call('GET', `/api/cron/jobs/${job.id}`);
     expect(after.body).toEqual(before.body);
@@ -123,8 +151,18 @@ describe('GET /api/schedules', () => {
     cleanups.push(() => c.close());
     const runner = { kind: 'command' as const, command: 'true', timeoutSeconds: 5 };
     const before = Date.now();
-    await c.schedules.set('a', 'loop', { prompt: 'x', intervalSeconds: 600, times: null, until: null, notes: [] }, { origin: { surface: 'api' }, runner });
-    await c.schedules.set('b', 'heartbeat', { prompt: 'y', intervalSeconds: 3600, times: null, until: null, notes: [] }, { origin: { surface: 'api' }, runner });
+    await c.schedules.set(
+      'a',
+      'loop',
+      { prompt: 'x', intervalSeconds: 600, times: null, until: null, notes: [] },
+      { origin: { surface: 'api' }, runner },
+    );
+    await c.schedules.set(
+      'b',
+      'heartbeat',
+      { prompt: 'y', intervalSeconds: 3600, times: null, until: null, notes: [] },
+      { origin: { surface: 'api' }, runner },
+    );
     await c.schedules.pause('b', 'heartbeat');
     const list = await call('GET', '/api/schedules');
     const a = list.body.data.find((s: { session_id: string }) => s.session_id === 'a');

@@ -34,7 +34,9 @@ describe('Redis outage', () => {
     const worker: ChildProcess = spawn(process.execPath, [HERMES_BIN, 'worker'], { env: childEnv, stdio: ['ignore', 'ignore', 'pipe'] });
     let workerErr = '';
     worker.stderr!.on('data', (d: Buffer) => (workerErr += d.toString()));
-    cleanups.push(() => { if (worker.exitCode === null) worker.kill('SIGKILL'); });
+    cleanups.push(() => {
+      if (worker.exitCode === null) worker.kill('SIGKILL');
+    });
     const gateway = await spawnGateway(childEnv);
     cleanups.push(() => gateway.kill());
     await waitFor(() => workerErr.includes('worker started'), 30_000, 'worker started');
@@ -47,9 +49,15 @@ describe('Redis outage', () => {
     await sleep(Math.max(0, 2500 - (Date.now() - down))); // the outage lasts a few seconds (ioredis retries meanwhile)
     redis = await startEmbeddedRedis({ dir, appendonly: false, port });
 
-    for (const [who, stderr] of [['worker', workerErr], ['gateway', gateway.stderr]] as const) {
+    for (const [who, stderr] of [
+      ['worker', workerErr],
+      ['gateway', gateway.stderr],
+    ] as const) {
       expect(stderr, `${who} stderr`).not.toMatch(STACK_FRAME);
-      const lines = stderr.split('\n').filter((l) => l.includes('BullMQ error')).map((l) => JSON.parse(l) as { queue: string; err: string });
+      const lines = stderr
+        .split('\n')
+        .filter((l) => l.includes('BullMQ error'))
+        .map((l) => JSON.parse(l) as { queue: string; err: string });
       expect(lines.length).toBeGreaterThan(0);
       // rate-limited: one line per queue object in a 2.5 s outage (a name may be shared by a Queue and a Worker)
       const perQueue = new Map<string, number>();

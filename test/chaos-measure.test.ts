@@ -4,10 +4,25 @@
  * duplicate reply and out of order.
  */
 import { describe, expect, it } from 'vitest';
-import { countDuplicates, countLoopSlots, countReplies, keyFamily, memoryGrowthPerThousandTicks, p99, recoveryTimes, type TickCommit } from '../ops/chaos/measure.ts';
+import {
+  countDuplicates,
+  countLoopSlots,
+  countReplies,
+  keyFamily,
+  memoryGrowthPerThousandTicks,
+  p99,
+  recoveryTimes,
+  type TickCommit,
+} from '../ops/chaos/measure.ts';
 
-const tick = (occ: string, tickNo: number, dueAt: number, startedAt = dueAt, pid = 1, sessionId = 's'): TickCommit =>
-  ({ sessionId, occurrenceId: occ, tick: tickNo, dueAt, startedAt, pid });
+const tick = (occ: string, tickNo: number, dueAt: number, startedAt = dueAt, pid = 1, sessionId = 's'): TickCommit => ({
+  sessionId,
+  occurrenceId: occ,
+  tick: tickNo,
+  dueAt,
+  startedAt,
+  pid,
+});
 
 describe('chaos counts', () => {
   it('slots: run, covered by a tick that started after they were due, otherwise missed', () => {
@@ -19,7 +34,10 @@ describe('chaos counts', () => {
   });
 
   it('duplicates: an occurrence committed twice, and two occurrences with one tick number', () => {
-    expect(countDuplicates([tick('a', 1, 0), tick('a', 1, 0), tick('b', 2, 10), tick('c', 2, 20)])).toEqual({ committedTwice: 1, repeatedTick: 1 });
+    expect(countDuplicates([tick('a', 1, 0), tick('a', 1, 0), tick('b', 2, 10), tick('c', 2, 20)])).toEqual({
+      committedTwice: 1,
+      repeatedTick: 1,
+    });
     expect(countDuplicates([tick('a', 1, 0), tick('a', 1, 0, 0, 1, 'other')])).toEqual({ committedTwice: 0, repeatedTick: 0 });
   });
 
@@ -41,7 +59,11 @@ describe('chaos counts', () => {
       { chatId: '1', occurrenceId: 'r2', text: 'notice', seq: 2 },
     ];
     // The gateway cuts at the line break and keeps it with the first part (their texts joined are the reply).
-    const inOrder = [{ chat_id: '1', text: `${'x'.repeat(4095)}\n` }, { chat_id: '1', text: 'end' }, { chat_id: '1', text: 'notice' }];
+    const inOrder = [
+      { chat_id: '1', text: `${'x'.repeat(4095)}\n` },
+      { chat_id: '1', text: 'end' },
+      { chat_id: '1', text: 'notice' },
+    ];
     expect(countReplies(inOrder, queued)).toMatchObject({ parts: 3, duplicateReplies: 0, outOfOrder: 0, unsentParts: 0 });
     const between = [inOrder[0]!, inOrder[2]!, inOrder[1]!, inOrder[1]!];
     expect(countReplies(between, queued)).toMatchObject({ duplicateReplies: 1, outOfOrder: 1, unsentParts: 0 });

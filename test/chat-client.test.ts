@@ -14,7 +14,10 @@ const cleanups = cleanupAfterEach();
 async function attachedStack(overrides: Record<string, unknown> = {}) {
   const env = testEnv(overrides);
   const c = clients(env);
-  cleanups.push(() => env.cleanup(), () => c.close());
+  cleanups.push(
+    () => env.cleanup(),
+    () => c.close(),
+  );
   const w = await startWorker(env);
   cleanups.push(() => w.drain());
   const conn = await connectCli(env.config, env.redisUrl);
@@ -29,9 +32,15 @@ describe('chat client', () => {
     const out1: string[] = [];
     const input1 = new PassThrough();
     const first = runChat(env.config, conn, 'ch', { input: input1, out: (l) => out1.push(l) });
-    await c.schedules.set('ch', 'loop', { prompt: 'p', intervalSeconds: 1, times: 4, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'echo "state $HERMES_TICK"', timeoutSeconds: 5 },
-    });
+    await c.schedules.set(
+      'ch',
+      'loop',
+      { prompt: 'p', intervalSeconds: 1, times: 4, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: { kind: 'command', command: 'echo "state $HERMES_TICK"', timeoutSeconds: 5 },
+      },
+    );
     await waitFor(async () => (out1.some((l) => l.includes('state 1')) ? true : undefined), 10_000, 'a tick printed');
     input1.end(); // Ctrl+D
     await first;
@@ -83,17 +92,31 @@ describe('Ctrl+C in hermes chat', () => {
     const { HERMES_BIN, SPAWN_START_TIMEOUT_MS } = await import('./support/stack.ts');
     const env = testEnv();
     const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => c.close(),
+    );
     const w = await startWorker(env);
     cleanups.push(() => w.drain());
-    const child = spawn(process.execPath, [HERMES_BIN, 'chat', '--session', 'intr'], { env: env.childEnv, stdio: ['pipe', 'pipe', 'pipe'] });
-    cleanups.push(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+    const child = spawn(process.execPath, [HERMES_BIN, 'chat', '--session', 'intr'], {
+      env: env.childEnv,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    cleanups.push(() => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     await waitFor(async () => (out.includes('Attached to session intr') ? true : undefined), SPAWN_START_TIMEOUT_MS, 'chat attached');
-    await c.schedules.set('intr', 'loop', { prompt: 'slow', intervalSeconds: 1, times: null, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'sleep 30; echo slow', timeoutSeconds: 60 },
-    });
+    await c.schedules.set(
+      'intr',
+      'loop',
+      { prompt: 'slow', intervalSeconds: 1, times: null, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: { kind: 'command', command: 'sleep 30; echo slow', timeoutSeconds: 60 },
+      },
+    );
     await waitFor(async () => (out.includes('loop tick #1 started') ? true : undefined), 10_000, 'tick shown');
     child.kill('SIGINT');
     await waitFor(async () => ((await c.loops.get('intr', 'loop'))?.status === 'paused' ? true : undefined), 5_000, 'loop paused');

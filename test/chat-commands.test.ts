@@ -18,7 +18,12 @@ const cleanups = cleanupAfterEach();
 
 describe('whom a command is for (scheduler/session/chat-command.ts)', () => {
   it('a command with @name is ours only when name is this bot; otherwise it is for another bot', () => {
-    expect(parseChatCommand('/loop@Hermes_Test_Bot 10m x', 'hermes_test_bot')).toEqual({ kind: 'command', name: 'loop', args: '10m x', text: '/loop 10m x' });
+    expect(parseChatCommand('/loop@Hermes_Test_Bot 10m x', 'hermes_test_bot')).toEqual({
+      kind: 'command',
+      name: 'loop',
+      args: '10m x',
+      text: '/loop 10m x',
+    });
     expect(parseChatCommand('/stop@other_bot', 'hermes_test_bot')).toEqual({ kind: 'other-bot', name: 'stop', bot: 'other_bot' });
     expect(parseChatCommand('/stop@other_bot')).toMatchObject({ kind: 'other-bot' });
     expect(parseChatCommand('/STOP')).toEqual({ kind: 'command', name: 'stop', args: '', text: '/STOP' });
@@ -81,7 +86,11 @@ describe('Telegram commands', () => {
     // Updates are relayed and answered in order: once /status is answered, the three before it were handled.
     const [status] = await say('/status');
     expect(status).toMatch(/^loop: active · every 10m/);
-    expect(await worker.deps.loops.get(session, 'loop')).toMatchObject({ status: 'active', intervalSeconds: 600, prompt: 'check the build' });
+    expect(await worker.deps.loops.get(session, 'loop')).toMatchObject({
+      status: 'active',
+      intervalSeconds: 600,
+      prompt: 'check the build',
+    });
     expect(model.requests.length).toBe(calls);
     expect(fake.sent.map((m) => m.text)).toEqual([set, tick, status]);
   });
@@ -97,7 +106,9 @@ describe('Telegram commands', () => {
     expect(start!.length).toBeLessThan(700);
     expect(await say('/help')).toEqual([start]);
     expect(await say('/help@hermes_test_bot')).toEqual([start]);
-    expect(await say('/foo bar')).toEqual(['Unknown command /foo. Send /help for the commands; anything that is not a command goes to the agent.']);
+    expect(await say('/foo bar')).toEqual([
+      'Unknown command /foo. Send /help for the commands; anything that is not a command goes to the agent.',
+    ]);
     // F22 in the chat: the same refusals as the shell, answered, nothing set
     expect((await say('/loop 1x check'))[0]).toMatch(/^"1x" is not an interval: unknown unit "x"/);
     expect(await say('/loop 5s check')).toEqual(['The interval 5s is below the minimum of 30s (loops.min_interval_seconds).']);
@@ -111,13 +122,19 @@ describe('Telegram commands', () => {
     const { model, worker, say } = await stack(fake);
     const session = `telegram:${ALLOWED_USER}`;
     const [run] = await say("/loop 10m check disk --run 'df -h /'");
-    expect(run).toBe([
-      '--run works only in the shell: chat messages can never start a command turn. Nothing was changed.',
-      `From a shell on the host: hermes loop <interval> <prompt> --session ${session} --deliver ${session} --run '<shell command>'`,
-      'To keep the words in a prompt, put them in backticks.',
-    ].join('\n'));
-    expect((await say('/hb every 1h inbox --command ci'))[0]).toMatch(/^--command works only in the shell: .*\nFrom a shell on the host: hermes heartbeat every <interval> <prompt> --session \S+ --deliver \S+ --command <name>\n/);
-    expect((await say('/goal keep the disk clean --script "rm -rf /tmp/x"'))[0]).toMatch(/^--script works only in the shell: [\s\S]*hermes cron add "<schedule>" --script '<shell command>'/);
+    expect(run).toBe(
+      [
+        '--run works only in the shell: chat messages can never start a command turn. Nothing was changed.',
+        `From a shell on the host: hermes loop <interval> <prompt> --session ${session} --deliver ${session} --run '<shell command>'`,
+        'To keep the words in a prompt, put them in backticks.',
+      ].join('\n'),
+    );
+    expect((await say('/hb every 1h inbox --command ci'))[0]).toMatch(
+      /^--command works only in the shell: .*\nFrom a shell on the host: hermes heartbeat every <interval> <prompt> --session \S+ --deliver \S+ --command <name>\n/,
+    );
+    expect((await say('/goal keep the disk clean --script "rm -rf /tmp/x"'))[0]).toMatch(
+      /^--script works only in the shell: [\s\S]*hermes cron add "<schedule>" --script '<shell command>'/,
+    );
     expect(await worker.deps.loops.get(session, 'loop')).toBeNull();
     expect(await worker.deps.loops.get(session, 'heartbeat')).toBeNull();
     const [status] = await say('/status');

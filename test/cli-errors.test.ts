@@ -28,7 +28,10 @@ describe('service input errors', () => {
   });
 
   it('name the flag at a terminal, and exit 2', () => {
-    expect(reported(notify)).toEqual({ lines: ['hermes: --notify must be always, failure or never, got "sometimes".'], code: EXIT_BAD_INPUT });
+    expect(reported(notify)).toEqual({
+      lines: ['hermes: --notify must be always, failure or never, got "sometimes".'],
+      code: EXIT_BAD_INPUT,
+    });
   });
 
   it('a real service error reads the same way on both surfaces', () => {

@@ -39,7 +39,8 @@ describe('which code a call runs', () => {
   it('--version reads package.json; a short command runs a current build; a stale or missing one, up, worker and gateway run the sources', async () => {
     const c = fakeCheckout();
     try {
-      const hermes = async (args: string[], env: NodeJS.ProcessEnv = {}) => (await run(process.execPath, [c.hermes, ...args], { env: { ...process.env, ...env } })).stdout.trim();
+      const hermes = async (args: string[], env: NodeJS.ProcessEnv = {}) =>
+        (await run(process.execPath, [c.hermes, ...args], { env: { ...process.env, ...env } })).stdout.trim();
       expect(await hermes(['--version'])).toBe('9.8.7');
       expect(await hermes(['-V'])).toBe('9.8.7');
       expect(await hermes(['cron', 'list'])).toBe('build cron list');
@@ -76,21 +77,34 @@ describe('the compiled CLI', () => {
 
   /** `node <build>/main.js …`, as `hermes.mjs` runs it. */
   const compiled = async (args: string[]) => {
-    const r = await run(process.execPath, [join(ROOT, dir, 'main.js'), ...args], { env: e.childEnv }).catch((err: { code: number; stdout: string; stderr: string }) => err);
+    const r = await run(process.execPath, [join(ROOT, dir, 'main.js'), ...args], { env: e.childEnv }).catch(
+      (err: { code: number; stdout: string; stderr: string }) => err,
+    );
     return { code: 'code' in r && typeof r.code === 'number' ? r.code : 0, stdout: r.stdout, stderr: r.stderr };
   };
 
   it('records what it was made from, and runs cron, loop, goal and status like the sources', async () => {
     const record = JSON.parse(readFileSync(join(ROOT, dir, 'build.json'), 'utf8')) as { built_at: number; inputs: string[] };
-    expect(record.inputs).toEqual(expect.arrayContaining(['cli/main.ts', 'cli/commands/cron.ts', 'scheduler/cron/cron-service.ts', 'package-lock.json']));
+    expect(record.inputs).toEqual(
+      expect.arrayContaining(['cli/main.ts', 'cli/commands/cron.ts', 'scheduler/cron/cron-service.ts', 'package-lock.json']),
+    );
     expect(record.inputs.some((p) => p.startsWith('worker/') || p.startsWith('gateway/'))).toBe(false);
 
-    expect(await compiled(['cron', 'add', 'every 2h', '--script', 'true', '--name', 'disk'])).toMatchObject({ code: 0, stdout: expect.stringContaining('Added cron job:') });
+    expect(await compiled(['cron', 'add', 'every 2h', '--script', 'true', '--name', 'disk'])).toMatchObject({
+      code: 0,
+      stdout: expect.stringContaining('Added cron job:'),
+    });
     const list = await compiled(['cron', 'list']);
     expect(list).toMatchObject({ code: 0, stderr: '' });
     expect(list.stdout).toMatch(/^[0-9a-f]{12} {2}disk {2}every 2h /m);
-    expect(await compiled(['cron', 'add', 'every 10s', 'x'])).toMatchObject({ code: 2, stderr: expect.stringMatching(/^hermes: .*below the minimum of 1m/) });
-    expect(await compiled(['loop', '10m', 'check', 'the', 'build'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^Loop set: every 10m/) });
+    expect(await compiled(['cron', 'add', 'every 10s', 'x'])).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/^hermes: .*below the minimum of 1m/),
+    });
+    expect(await compiled(['loop', '10m', 'check', 'the', 'build'])).toMatchObject({
+      code: 0,
+      stdout: expect.stringMatching(/^Loop set: every 10m/),
+    });
     expect(await compiled(['goal', 'ship', 'it'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^Goal set/) });
     const status = await compiled(['status']);
     expect(status.code).toBe(0);

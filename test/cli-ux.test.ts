@@ -57,16 +57,25 @@ describe('a closed pipe', () => {
     const e = env();
     const c = clients(e);
     cleanups.push(() => c.close());
-    await c.schedules.set('pipe', 'loop', { prompt: 'p', intervalSeconds: 600, times: null, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'true', timeoutSeconds: 5 },
-    });
+    await c.schedules.set(
+      'pipe',
+      'loop',
+      { prompt: 'p', intervalSeconds: 600, times: null, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: { kind: 'command', command: 'true', timeoutSeconds: 5 },
+      },
+    );
     // The reader closes before the command writes a byte: every write meets EPIPE.
     const child = spawn(process.execPath, [HERMES_BIN, 'status'], { env: e.childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout.destroy();
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     // The same through a shell pipeline, as typed (at the same time: the two runs are independent).
-    const piped = spawn('sh', ['-c', `"${process.execPath}" "${HERMES_BIN}" status | head -1`], { env: e.childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    const piped = spawn('sh', ['-c', `"${process.execPath}" "${HERMES_BIN}" status | head -1`], {
+      env: e.childEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     piped.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -86,12 +95,18 @@ describe('Ctrl+C typed into a terminal', () => {
     cleanups.push(() => rmSync(home, { recursive: true, force: true }));
     const port = await freePort();
     const childEnv: NodeJS.ProcessEnv = { ...process.env, HERMES_HOME: home, API_SERVER_PORT: String(port), HERMES_LOG_LEVEL: 'info' };
-    for (const k of ['REDIS_URL', 'TELEGRAM_BOT_TOKEN', 'API_SERVER_HOST', 'API_SERVER_KEY', 'OPENAI_BASE_URL', 'OPENAI_API_KEY']) delete childEnv[k];
+    for (const k of ['REDIS_URL', 'TELEGRAM_BOT_TOKEN', 'API_SERVER_HOST', 'API_SERVER_KEY', 'OPENAI_BASE_URL', 'OPENAI_API_KEY'])
+      delete childEnv[k];
     const term = runInTerminal([process.execPath, HERMES_BIN, 'up'], childEnv);
-    cleanups.push(() => { if (term.child.exitCode === null) term.child.kill('SIGKILL'); });
+    cleanups.push(() => {
+      if (term.child.exitCode === null) term.child.kill('SIGKILL');
+    });
     await waitFor(() => term.output().includes('Attached to session main'), SPAWN_START_TIMEOUT_MS, 'chat attached');
     const logFile = join(home, 'logs', 'hermes.log');
-    const started = readFileSync(logFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+    const started = readFileSync(logFile, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     const redis = started.find((l) => l.msg === 'embedded Redis started')!;
     const redisPid = Number(redis.redisPid);
     const redisSocket = String(redis.socket);
@@ -121,12 +136,19 @@ describe('Ctrl+C typed into a terminal', () => {
   it('`hermes worker` logs human-readable lines on a terminal, stops on Ctrl+C; JSON lines when stderr is a pipe', async () => {
     const e = env();
     const term = runInTerminal([process.execPath, HERMES_BIN, 'worker'], { ...e.childEnv, HERMES_LOG_LEVEL: 'info' });
-    cleanups.push(() => { if (term.child.exitCode === null) term.child.kill('SIGKILL'); });
+    cleanups.push(() => {
+      if (term.child.exitCode === null) term.child.kill('SIGKILL');
+    });
     // The piped worker starts at the same time (two independent processes; each start costs seconds).
-    const piped = spawn(process.execPath, [HERMES_BIN, 'worker'], { env: { ...e.childEnv, HERMES_LOG_LEVEL: 'info' }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const piped = spawn(process.execPath, [HERMES_BIN, 'worker'], {
+      env: { ...e.childEnv, HERMES_LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     piped.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    cleanups.push(() => { if (piped.exitCode === null) piped.kill('SIGKILL'); });
+    cleanups.push(() => {
+      if (piped.exitCode === null) piped.kill('SIGKILL');
+    });
     await waitFor(() => term.output().includes('worker started'), SPAWN_START_TIMEOUT_MS, 'worker started');
     expect(term.output()).toMatch(/INFO.*worker started/);
     expect(term.output()).not.toContain('{"level"');
@@ -143,20 +165,38 @@ describe('Ctrl+C typed into a terminal', () => {
   });
 });
 
-
 describe('hermes status', () => {
   it('aligns its columns and hides finished schedules unless --all', async () => {
     const e = env();
     const c = clients(e);
     cleanups.push(() => c.close());
     const runner = { kind: 'command' as const, command: 'true', timeoutSeconds: 5 };
-    await c.schedules.set('a-long-session-name', 'loop', { prompt: 'watch the build', intervalSeconds: 600, times: null, until: null, notes: [] }, { origin: { surface: 'cli' }, runner });
-    await c.schedules.set('b', 'heartbeat', { prompt: 'inbox', intervalSeconds: 3600, times: null, until: null, notes: [] }, { origin: { surface: 'cli' }, runner });
-    await c.schedules.set('done', 'loop', { prompt: 'old', intervalSeconds: 600, times: null, until: null, notes: [] }, { origin: { surface: 'cli' }, runner });
+    await c.schedules.set(
+      'a-long-session-name',
+      'loop',
+      { prompt: 'watch the build', intervalSeconds: 600, times: null, until: null, notes: [] },
+      { origin: { surface: 'cli' }, runner },
+    );
+    await c.schedules.set(
+      'b',
+      'heartbeat',
+      { prompt: 'inbox', intervalSeconds: 3600, times: null, until: null, notes: [] },
+      { origin: { surface: 'cli' }, runner },
+    );
+    await c.schedules.set(
+      'done',
+      'loop',
+      { prompt: 'old', intervalSeconds: 600, times: null, until: null, notes: [] },
+      { origin: { surface: 'cli' }, runner },
+    );
     await c.schedules.stop('done', 'loop');
 
     // Three read-only runs, at the same time.
-    const [r, all, asJson] = await Promise.all([runHermes(e, ['status']), runHermes(e, ['status', '--all']), runHermes(e, ['status', '--json'])]);
+    const [r, all, asJson] = await Promise.all([
+      runHermes(e, ['status']),
+      runHermes(e, ['status', '--all']),
+      runHermes(e, ['status', '--json']),
+    ]);
     expect(r.code).toBe(0);
     const out = r.stdout.trimEnd().split('\n');
     // The loop table, then the goals and the cron jobs (none here).
@@ -168,7 +208,8 @@ describe('hermes status', () => {
     expect(r.stdout).not.toContain('done');
     // Every column starts at the same offset in every row.
     const starts = ['KIND', 'STATE', 'CADENCE', 'TICKS', 'NEXT', 'TOKENS', 'PROMPT'].map((h) => lines[1]!.indexOf(h));
-    for (const row of lines.slice(2)) for (const p of starts) expect(`${row[p - 2]}${row[p - 1]}${row[p] === ' ' ? '_' : 'x'}`, row).toBe('  x');
+    for (const row of lines.slice(2))
+      for (const p of starts) expect(`${row[p - 2]}${row[p - 1]}${row[p] === ' ' ? '_' : 'x'}`, row).toBe('  x');
     expect(lines[2]).toMatch(/^a-long-session-name +loop +active +every 10m +0\/100 +(due now|in .+|pending) +— +watch the build$/);
 
     expect(all.stdout).toMatch(/^done +loop +finished \(stopped by user\) /m);
@@ -185,7 +226,11 @@ describe('loop, heartbeat and goal from the shell', () => {
     const set = await runHermes(e, ['loop', '10m', 'check', 'the', 'build', '--run', 'true', '--deliver', 'telegram:12345:7', '--json']);
     expect(set.code, set.stderr).toBe(0);
     const reply = JSON.parse(set.stdout) as { session: string; kind: string; reply: string; record: { origin: unknown; status: string } };
-    expect(reply).toMatchObject({ session: 'main', kind: 'loop', record: { status: 'active', origin: { surface: 'cli', route: { platform: 'telegram', chatId: '12345', threadId: '7' } } } });
+    expect(reply).toMatchObject({
+      session: 'main',
+      kind: 'loop',
+      record: { status: 'active', origin: { surface: 'cli', route: { platform: 'telegram', chatId: '12345', threadId: '7' } } },
+    });
     expect(reply.reply).toMatch(/^Loop set: every 10m/);
     expect((await c.loops.get('main', 'loop'))?.origin.route).toEqual({ platform: 'telegram', chatId: '12345', threadId: '7' });
 
@@ -204,10 +249,18 @@ describe('loop, heartbeat and goal from the shell', () => {
       runHermes(e, ['heartbeat', 'every', '1h', 'anything', 'new?', '--session', 'ops', '--json']),
       runHermes(e, ['heartbeat', 'soon', 'x']),
     ]);
-    expect(JSON.parse(hb.stdout)).toMatchObject({ session: 'ops', kind: 'heartbeat', record: { intervalSeconds: 3600, prompt: 'anything new?' } });
-    expect((await runHermes(e, ['hb', 'pause', '-s', 'ops'])).stdout).toBe('Heartbeat paused after 0 tick(s). hermes heartbeat resume --session ops continues it.\n');
+    expect(JSON.parse(hb.stdout)).toMatchObject({
+      session: 'ops',
+      kind: 'heartbeat',
+      record: { intervalSeconds: 3600, prompt: 'anything new?' },
+    });
+    expect((await runHermes(e, ['hb', 'pause', '-s', 'ops'])).stdout).toBe(
+      'Heartbeat paused after 0 tick(s). hermes heartbeat resume --session ops continues it.\n',
+    );
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toBe('hermes: Usage: hermes heartbeat every <interval> <prompt>, e.g. hermes heartbeat every 30m report on the deploy.\n');
+    expect(bad.stderr).toBe(
+      'hermes: Usage: hermes heartbeat every <interval> <prompt>, e.g. hermes heartbeat every 30m report on the deploy.\n',
+    );
   });
 
   it('goal works from the shell like loop, with shell wording', async () => {
@@ -215,10 +268,16 @@ describe('loop, heartbeat and goal from the shell', () => {
     const goal = await runHermes(e, ['goal', 'get', 'the', 'suite', 'green', '--json']);
     // No model in this environment: the reply says so (the shell's configuration, not necessarily the workers').
     expect(JSON.parse(goal.stdout)).toMatchObject({
-      session: 'main', kind: 'goal', record: { status: 'active' },
-      reply: expect.stringMatching(/^Goal set \(20-turn budget\): get the suite green\nWarning: no model: agent turns will fail — set OPENAI_BASE_URL .*\(this shell's configuration; /),
+      session: 'main',
+      kind: 'goal',
+      record: { status: 'active' },
+      reply: expect.stringMatching(
+        /^Goal set \(20-turn budget\): get the suite green\nWarning: no model: agent turns will fail — set OPENAI_BASE_URL .*\(this shell's configuration; /,
+      ),
     });
-    expect((await runHermes(e, ['goal', 'pause'])).stdout).toBe('Goal paused after 0 turn(s). hermes goal resume --session main continues it.\n');
+    expect((await runHermes(e, ['goal', 'pause'])).stdout).toBe(
+      'Goal paused after 0 turn(s). hermes goal resume --session main continues it.\n',
+    );
   });
 });
 
@@ -227,7 +286,9 @@ describe('session events without a worker pid', () => {
     const text = formatEvent({ id: '1700000000000-0', type: 'reply', data: { source: 'message', text: 'hi' } })!;
     expect(text).not.toContain('?');
     expect(text.split('\n')[0]).toMatch(/^\[\d\d:\d\d:\d\d\] agent$/);
-    expect(formatEvent({ id: '1700000000000-0', type: 'reply', data: { source: 'message', text: 'hi', pid: 42 } })).toContain('(worker pid 42)');
+    expect(formatEvent({ id: '1700000000000-0', type: 'reply', data: { source: 'message', text: 'hi', pid: 42 } })).toContain(
+      '(worker pid 42)',
+    );
   });
 });
 
@@ -235,7 +296,10 @@ describe('hermes completion', () => {
   it('bash completes commands, subcommands and options from the command tree', async () => {
     const e = env();
     const [script, zsh, fish, tcsh] = await Promise.all([
-      runHermes(e, ['completion', 'bash']), runHermes(e, ['completion', 'zsh']), runHermes(e, ['completion', 'fish']), runHermes(e, ['completion', 'tcsh']),
+      runHermes(e, ['completion', 'bash']),
+      runHermes(e, ['completion', 'zsh']),
+      runHermes(e, ['completion', 'fish']),
+      runHermes(e, ['completion', 'tcsh']),
     ]);
     expect(script.code).toBe(0);
     const complete = async (...words: string[]) => {
@@ -247,13 +311,19 @@ describe('hermes completion', () => {
       return out.trim().split(' ');
     };
     const [cr, cronSh, cronAddMis, loopDeli, top] = await Promise.all([
-      complete('hermes', 'cr'), complete('hermes', 'cron', 'sh'), complete('hermes', 'cron', 'add', '--mis'), complete('hermes', 'loop', '--deli'), complete('hermes', ''),
+      complete('hermes', 'cr'),
+      complete('hermes', 'cron', 'sh'),
+      complete('hermes', 'cron', 'add', '--mis'),
+      complete('hermes', 'loop', '--deli'),
+      complete('hermes', ''),
     ]);
     expect(cr).toEqual(['cron']);
     expect(cronSh).toEqual(['show']);
     expect(cronAddMis).toEqual(['--misfire']);
     expect(loopDeli).toEqual(['--deliver']);
-    expect(top.sort()).toEqual(expect.arrayContaining(['up', 'worker', 'gateway', 'loop', 'heartbeat', 'goal', 'cron', 'chat', 'status', 'completion']));
+    expect(top.sort()).toEqual(
+      expect.arrayContaining(['up', 'worker', 'gateway', 'loop', 'heartbeat', 'goal', 'cron', 'chat', 'status', 'completion']),
+    );
     expect(zsh.stdout).toContain('compdef _hermes_complete hermes');
     expect(fish.stdout).toContain("complete -c hermes -n '__fish_seen_subcommand_from cron' -a");
     expect(tcsh).toMatchObject({ code: 2, stderr: 'hermes: Unknown shell "tcsh": use bash, zsh, fish.\n' });

@@ -36,13 +36,10 @@ let c: TestClients;
 let worker: ChildProcess;
 beforeAll(async () => {
   env = testEnv();
-  writeFileSync(join(env.home, 'config.yaml'), [
-    'commands:',
-    '  show:',
-    '    command: env',
-    '    env: { REPORT_TARGET: staging }',
-    '    pass_env: [NOT_LISTED_EITHER]',
-  ].join('\n'));
+  writeFileSync(
+    join(env.home, 'config.yaml'),
+    ['commands:', '  show:', '    command: env', '    env: { REPORT_TARGET: staging }', '    pass_env: [NOT_LISTED_EITHER]'].join('\n'),
+  );
   c = clients(env);
   worker = await spawnWorker(env, { ...SECRETS, GH_TOKEN: 'passed-through', NOT_LISTED: 'kept-out', HERMES_COMMAND_ENV_PASS: 'GH_TOKEN' });
 }, 60_000);
@@ -78,7 +75,16 @@ describe('command environment', () => {
     expect(vars.HERMES_TICK).toBe('1');
     expect(vars.HERMES_SESSION_ID).toBe('cmd-env');
     expect(vars.GH_TOKEN).toBe('passed-through');
-    const allowed = new Set<string>([...BASE_COMMAND_ENV, 'GH_TOKEN', 'HERMES_TICK', 'HERMES_SCHEDULE_KIND', 'HERMES_SESSION_ID', 'PWD', 'SHLVL', '_']);
+    const allowed = new Set<string>([
+      ...BASE_COMMAND_ENV,
+      'GH_TOKEN',
+      'HERMES_TICK',
+      'HERMES_SCHEDULE_KIND',
+      'HERMES_SESSION_ID',
+      'PWD',
+      'SHLVL',
+      '_',
+    ]);
     expect(Object.keys(vars).filter((k) => !allowed.has(k))).toEqual([]);
   }, 60_000);
 
@@ -98,9 +104,16 @@ describe('command environment', () => {
   it("cron --script 'env': the run's output holds no worker secret, and the cron variables", async () => {
     const api = openCronService(env.config);
     try {
-      const job = await api.service.add({ schedule: 'every 1h', script: 'env', name: 'envjob', paused: true }, { origin: { surface: 'cli' }, trusted: true });
+      const job = await api.service.add(
+        { schedule: 'every 1h', script: 'env', name: 'envjob', paused: true },
+        { origin: { surface: 'cli' }, trusted: true },
+      );
       await api.service.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
-      const run = await waitFor(async () => (await api.store.runs(job.id, 5)).find((r) => r.status === 'ok'), 30_000, 'the manual cron run');
+      const run = await waitFor(
+        async () => (await api.store.runs(job.id, 5)).find((r) => r.status === 'ok'),
+        30_000,
+        'the manual cron run',
+      );
       expectNoSecrets(run.output ?? '');
       const vars = parseEnv(run.output ?? '');
       expect(vars.HERMES_CRON_JOB_ID).toBe(job.id);
@@ -112,8 +125,13 @@ describe('command environment', () => {
 
   it('the rule: base variables, then pass-throughs, then fixed values, then the turn’s variables win', () => {
     const source = { PATH: '/p', HOME: '/h', SECRET: 's', LISTED: 'l', HERMES_TICK: 'forged' };
-    expect(commandEnv(source, [{ pass: ['LISTED', 'ABSENT'] }, { set: { FIXED: 'f', HOME: '/other' } }], { HERMES_TICK: '3' }))
-      .toEqual({ PATH: '/p', HOME: '/other', LISTED: 'l', FIXED: 'f', HERMES_TICK: '3' });
+    expect(commandEnv(source, [{ pass: ['LISTED', 'ABSENT'] }, { set: { FIXED: 'f', HOME: '/other' } }], { HERMES_TICK: '3' })).toEqual({
+      PATH: '/p',
+      HOME: '/other',
+      LISTED: 'l',
+      FIXED: 'f',
+      HERMES_TICK: '3',
+    });
     expect(commandEnv({})).toEqual({ PATH: '/usr/local/bin:/usr/bin:/bin' });
   });
 });

@@ -7,19 +7,31 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  ELIDED_PREFIX, SUMMARY_PREFIX, compactMessages, cutText, elideOldToolResults, splitHeadMiddleTail, toolResultStub,
+  ELIDED_PREFIX,
+  SUMMARY_PREFIX,
+  compactMessages,
+  cutText,
+  elideOldToolResults,
+  splitHeadMiddleTail,
+  toolResultStub,
   type CompactableMessage,
 } from '../worker/context/compaction.ts';
 import { ContextWindows, DEFAULT_CONTEXT_WINDOW_TOKENS, windowFromError, windowFromTable } from '../worker/context/context-window.ts';
 import {
-  CHARS_PER_TOKEN, TokenCalibration, estimateMessageTokens, estimateMessagesTokens, estimateTextTokens,
+  CHARS_PER_TOKEN,
+  TokenCalibration,
+  estimateMessageTokens,
+  estimateMessagesTokens,
+  estimateTextTokens,
 } from '../worker/context/token-estimate.ts';
 
 type M = CompactableMessage & { tool_calls?: Array<{ name: string; arguments: string }> };
 
 const user = (content: string): M => ({ role: 'user', content });
 const assistant = (content: string, calls: string[] = []): M => ({
-  role: 'assistant', content, ...(calls.length > 0 ? { tool_calls: calls.map((id) => ({ name: 'read_file', arguments: `{"id":"${id}"}` })) } : {}),
+  role: 'assistant',
+  content,
+  ...(calls.length > 0 ? { tool_calls: calls.map((id) => ({ name: 'read_file', arguments: `{"id":"${id}"}` })) } : {}),
 });
 const tool = (id: string, content: string): M => ({ role: 'tool', content, tool_call_id: id, name: 'read_file' });
 const big = (chars: number, word = 'log line ') => word.repeat(Math.ceil(chars / word.length)).slice(0, chars);
@@ -28,7 +40,11 @@ const estimate = (ms: readonly M[]) => estimateMessagesTokens(ms);
 
 /** Every tool result follows its assistant call (or another result of the same call). */
 function noOrphans(ms: readonly M[]): boolean {
-  return ms.every((m, i) => m.role !== 'tool' || (i > 0 && (ms[i - 1]!.role === 'tool' || (ms[i - 1]!.role === 'assistant' && (ms[i - 1]!.tool_calls?.length ?? 0) > 0))));
+  return ms.every(
+    (m, i) =>
+      m.role !== 'tool' ||
+      (i > 0 && (ms[i - 1]!.role === 'tool' || (ms[i - 1]!.role === 'assistant' && (ms[i - 1]!.tool_calls?.length ?? 0) > 0))),
+  );
 }
 
 /** A task, then `rounds` tool rounds (assistant call + a result of `resultChars`), then a new question. */
@@ -43,7 +59,15 @@ function session(rounds: number, resultChars: number): M[] {
 
 describe('elide (step 1)', () => {
   it('stubs tool results older than the recent ones; short results and recent ones stay', () => {
-    const ms = [user('task'), assistant('', ['a']), tool('a', big(5_000)), assistant('', ['b']), tool('b', 'short'), assistant('', ['c']), tool('c', big(5_000))];
+    const ms = [
+      user('task'),
+      assistant('', ['a']),
+      tool('a', big(5_000)),
+      assistant('', ['b']),
+      tool('b', 'short'),
+      assistant('', ['c']),
+      tool('c', big(5_000)),
+    ];
     const { messages, elided } = elideOldToolResults(ms, 2);
     expect(elided).toBe(1);
     expect(messages[2]!.content).toBe(toolResultStub(ms[2]!));
@@ -76,14 +100,18 @@ describe('split (step 2) never orphans a tool result', () => {
 
   it('property: head + middle + tail is the input, and the tail starts on no tool result', () => {
     const role = fc.constantFrom('user', 'assistant', 'call', 'tool');
-    fc.assert(fc.property(fc.array(role, { minLength: 1, maxLength: 40 }), fc.integer({ min: 1, max: 12 }), (roles, keep) => {
-      const ms: M[] = roles.map((r, i) => (r === 'call' ? assistant('', [`c${i}`]) : r === 'tool' ? tool(`c${i}`, 'r') : r === 'user' ? user(`u${i}`) : assistant(`a${i}`)));
-      const split = splitHeadMiddleTail(ms, keep);
-      if (!split) return;
-      expect([...split.head, ...split.middle, ...split.tail]).toEqual(ms);
-      const firstUser = ms.findIndex((m) => m.role === 'user');
-      if (split.tail.length > 0 && ms.length - split.tail.length > firstUser + 1) expect(split.tail[0]!.role).not.toBe('tool');
-    }));
+    fc.assert(
+      fc.property(fc.array(role, { minLength: 1, maxLength: 40 }), fc.integer({ min: 1, max: 12 }), (roles, keep) => {
+        const ms: M[] = roles.map((r, i) =>
+          r === 'call' ? assistant('', [`c${i}`]) : r === 'tool' ? tool(`c${i}`, 'r') : r === 'user' ? user(`u${i}`) : assistant(`a${i}`),
+        );
+        const split = splitHeadMiddleTail(ms, keep);
+        if (!split) return;
+        expect([...split.head, ...split.middle, ...split.tail]).toEqual(ms);
+        const firstUser = ms.findIndex((m) => m.role === 'user');
+        if (split.tail.length > 0 && ms.length - split.tail.length > firstUser + 1) expect(split.tail[0]!.role).not.toBe('tool');
+      }),
+    );
   });
 });
 
@@ -98,7 +126,11 @@ describe('compactMessages', () => {
   it('stubs old tool results first and stops there when that is enough (no model call)', async () => {
     let summaries = 0;
     const r = await compactMessages(session(10, 3_000), {
-      budgetTokens: 2_000, keepRecent: 4, estimate, make, summarise: async () => `${++summaries}`,
+      budgetTokens: 2_000,
+      keepRecent: 4,
+      estimate,
+      make,
+      summarise: async () => `${++summaries}`,
     });
     expect(summaries).toBe(0);
     expect(r.report).toMatchObject({ elided: 9, summarised: 0, cut: 0, dropped: 0 });
@@ -108,7 +140,10 @@ describe('compactMessages', () => {
     const ms = session(40, 3_000);
     const seen: M[][] = [];
     const r = await compactMessages(ms, {
-      budgetTokens: 2_000, keepRecent: 4, estimate, make,
+      budgetTokens: 2_000,
+      keepRecent: 4,
+      estimate,
+      make,
       summarise: async (middle) => {
         seen.push([...middle]);
         return 'The build was red in every round.';
@@ -126,7 +161,10 @@ describe('compactMessages', () => {
   it('a summary that fails leaves a marker and the turn goes on', async () => {
     const ms = session(10, 3_000);
     const r = await compactMessages(ms, {
-      budgetTokens: 1_000, keepRecent: 4, estimate, make,
+      budgetTokens: 1_000,
+      keepRecent: 4,
+      estimate,
+      make,
       summarise: async () => {
         throw new Error('summariser down');
       },
@@ -139,7 +177,13 @@ describe('compactMessages', () => {
   });
 
   it('an empty summary counts as failed', async () => {
-    const r = await compactMessages(session(10, 3_000), { budgetTokens: 1_000, keepRecent: 4, estimate, make, summarise: async () => '  ' });
+    const r = await compactMessages(session(10, 3_000), {
+      budgetTokens: 1_000,
+      keepRecent: 4,
+      estimate,
+      make,
+      summarise: async () => '  ',
+    });
     expect(r.report!.summaryError).toBe('the summary was empty');
   });
 
@@ -160,7 +204,7 @@ describe('compactMessages', () => {
     expect(estimate(r.messages)).toBeLessThanOrEqual(3_000);
   });
 
-  it('drops the oldest messages after the head with their results, never orphaning the last call\'s results', async () => {
+  it("drops the oldest messages after the head with their results, never orphaning the last call's results", async () => {
     // Many small messages: nothing to stub, nothing large enough to cut.
     const ms: M[] = [user('task')];
     for (let i = 0; i < 60; i++) ms.push(assistant('', [`c${i}`]), tool(`c${i}`, `result ${i}`));
@@ -180,13 +224,19 @@ describe('compactMessages', () => {
   });
 
   it('property: whatever the budget, no tool result is left without its call', async () => {
-    await fc.assert(fc.asyncProperty(
-      fc.integer({ min: 1, max: 12 }), fc.integer({ min: 50, max: 6_000 }), fc.integer({ min: 100, max: 8_000 }), fc.integer({ min: 1, max: 10 }),
-      async (rounds, resultChars, budget, keep) => {
-        const r = await compactMessages(session(rounds, resultChars), { budgetTokens: budget, keepRecent: keep, estimate, make });
-        expect(noOrphans(r.messages)).toBe(true);
-      },
-    ), { numRuns: 60 });
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 12 }),
+        fc.integer({ min: 50, max: 6_000 }),
+        fc.integer({ min: 100, max: 8_000 }),
+        fc.integer({ min: 1, max: 10 }),
+        async (rounds, resultChars, budget, keep) => {
+          const r = await compactMessages(session(rounds, resultChars), { budgetTokens: budget, keepRecent: keep, estimate, make });
+          expect(noOrphans(r.messages)).toBe(true);
+        },
+      ),
+      { numRuns: 60 },
+    );
   });
 
   it('cutText keeps about the tokens asked for', () => {
@@ -210,8 +260,10 @@ describe('context windows', () => {
     expect(windowFromTable('my-local-model')).toBeUndefined();
   });
 
-  it('reads the window from providers\' error texts', () => {
-    expect(windowFromError("400 This model's maximum context length is 16000 tokens. However, your messages resulted in 17234 tokens.")).toBe(16_000);
+  it("reads the window from providers' error texts", () => {
+    expect(
+      windowFromError("400 This model's maximum context length is 16000 tokens. However, your messages resulted in 17234 tokens."),
+    ).toBe(16_000);
     expect(windowFromError("This model's maximum context length is 131,072 tokens")).toBe(131_072);
     expect(windowFromError('the request exceeds the available context size (n_ctx: 4096)')).toBe(4_096);
     expect(windowFromError('Input exceeds the context window of 32768 tokens')).toBe(32_768);
@@ -220,7 +272,7 @@ describe('context windows', () => {
     expect(windowFromError('maximum context length is 12 tokens')).toBeUndefined(); // not a window
   });
 
-  it('precedence: learned, then the declared model\'s, then the setting, then the table, then 128000', () => {
+  it("precedence: learned, then the declared model's, then the setting, then the table, then 128000", () => {
     const w = new ContextWindows(32_000, { 'local-big': 65_536 });
     expect(w.windowOf('local-big')).toBe(65_536);
     expect(w.windowOf('gpt-4')).toBe(32_000);
@@ -237,7 +289,11 @@ describe('token estimates', () => {
   it('count content, names and tool call arguments, plus a per-message overhead', () => {
     expect(estimateTextTokens('abcdef')).toBe(2);
     const plain = estimateMessageTokens({ role: 'user', content: 'x'.repeat(30) });
-    const withCall = estimateMessageTokens({ role: 'assistant', content: '', tool_calls: [{ name: 'read_file', arguments: 'x'.repeat(300) }] });
+    const withCall = estimateMessageTokens({
+      role: 'assistant',
+      content: '',
+      tool_calls: [{ name: 'read_file', arguments: 'x'.repeat(300) }],
+    });
     expect(plain).toBe(4 + 10);
     expect(withCall).toBeGreaterThan(100);
     expect(estimateMessagesTokens([{ role: 'user', content: 'x'.repeat(30) }])).toBe(3 + plain);

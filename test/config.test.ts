@@ -28,8 +28,19 @@ describe('loadConfig', () => {
 
   it('reads config.yaml and lets the environment override every key', () => {
     const h = home();
-    writeFileSync(join(h, 'config.yaml'), 'loops:\n  max_ticks: 7\ntimezone: Europe/Warsaw\ncommands:\n  ci:\n    command: "gh run list"\n');
-    const c = loadConfig({ env: { HERMES_HOME: h, HERMES_LOOPS_MIN_INTERVAL_SECONDS: '5', REDIS_URL: 'redis://r:6379', TELEGRAM_ALLOWED_USERS: '1, 22', API_SERVER_KEY: 'k' } });
+    writeFileSync(
+      join(h, 'config.yaml'),
+      'loops:\n  max_ticks: 7\ntimezone: Europe/Warsaw\ncommands:\n  ci:\n    command: "gh run list"\n',
+    );
+    const c = loadConfig({
+      env: {
+        HERMES_HOME: h,
+        HERMES_LOOPS_MIN_INTERVAL_SECONDS: '5',
+        REDIS_URL: 'redis://r:6379',
+        TELEGRAM_ALLOWED_USERS: '1, 22',
+        API_SERVER_KEY: 'k',
+      },
+    });
     expect(c.loops.max_ticks).toBe(7);
     expect(c.loops.min_interval_seconds).toBe(5);
     expect(c.timezone).toBe('Europe/Warsaw');
@@ -54,19 +65,32 @@ describe('loadConfig', () => {
     expect(c.command_env.pass).toEqual(['AWS_PROFILE', 'GH_TOKEN']);
     expect(c.delivery.webhook_allow).toEqual(['10.0.0.0/8', 'hooks.internal']);
     const h = home();
-    writeFileSync(join(h, 'config.yaml'), 'telegram:\n  allowed_users: [123, " 456 ", ""]\nslack:\n  allowed_users: "U1, W2,"\ndiscord:\n  allowed_users: [" 80351110224678912 "]\ntools:\n  schedules:\n    allow_from: "cli, chat"\nredis:\n  shards: 4\nworker:\n  shards: [1, 3]\n');
+    writeFileSync(
+      join(h, 'config.yaml'),
+      'telegram:\n  allowed_users: [123, " 456 ", ""]\nslack:\n  allowed_users: "U1, W2,"\ndiscord:\n  allowed_users: [" 80351110224678912 "]\ntools:\n  schedules:\n    allow_from: "cli, chat"\nredis:\n  shards: 4\nworker:\n  shards: [1, 3]\n',
+    );
     const y = loadConfig({ env: { HERMES_HOME: h } });
     expect(y.telegram.allowed_users).toEqual(['123', '456']);
     expect(y.slack.allowed_users).toEqual(['U1', 'W2']);
     expect(y.discord.allowed_users).toEqual(['80351110224678912']);
     expect(y.tools.schedules.allow_from).toEqual(['cli', 'chat']);
     expect(y.worker.shards).toEqual([1, 3]);
-    expect(() => loadConfig({ env: { ...env, HERMES_COMMAND_ENV_PASS: 'GOOD, not-a-name' } })).toThrow(/command_env\.pass\.1 \(from HERMES_COMMAND_ENV_PASS\): must be environment variable names/);
-    expect(() => loadConfig({ env: { ...env, HERMES_GATEWAY_RECONNECT_BACKOFF_SECONDS: ' , ' } })).toThrow(/gateway\.reconnect_backoff_seconds \(from HERMES_GATEWAY_RECONNECT_BACKOFF_SECONDS\)/);
+    expect(() => loadConfig({ env: { ...env, HERMES_COMMAND_ENV_PASS: 'GOOD, not-a-name' } })).toThrow(
+      /command_env\.pass\.1 \(from HERMES_COMMAND_ENV_PASS\): must be environment variable names/,
+    );
+    expect(() => loadConfig({ env: { ...env, HERMES_GATEWAY_RECONNECT_BACKOFF_SECONDS: ' , ' } })).toThrow(
+      /gateway\.reconnect_backoff_seconds \(from HERMES_GATEWAY_RECONNECT_BACKOFF_SECONDS\)/,
+    );
   });
 
   it('a number setting typed as text is named as typed, not "received NaN"', () => {
-    const err = (() => { try { loadConfig({ env: { HERMES_HOME: home(), HERMES_LOOPS_MAX_TICKS: 'abc' } }); } catch (e) { return e as Error; } })();
+    const err = (() => {
+      try {
+        loadConfig({ env: { HERMES_HOME: home(), HERMES_LOOPS_MAX_TICKS: 'abc' } });
+      } catch (e) {
+        return e as Error;
+      }
+    })();
     expect(err?.message).toBe('Invalid setting loops.max_ticks (from HERMES_LOOPS_MAX_TICKS): expected a number, got "abc"');
     expect(err?.message).not.toContain('NaN');
   });
@@ -74,7 +98,13 @@ describe('loadConfig', () => {
   it('tools.files.roots must be absolute: a relative root is refused at load, naming the key', () => {
     const h = home();
     writeFileSync(join(h, 'config.yaml'), 'tools:\n  files:\n    roots: [/srv/ok, projects/api]\n');
-    const err = (() => { try { loadConfig({ env: { HERMES_HOME: h } }); } catch (e) { return e as Error; } })();
+    const err = (() => {
+      try {
+        loadConfig({ env: { HERMES_HOME: h } });
+      } catch (e) {
+        return e as Error;
+      }
+    })();
     expect(err).toBeInstanceOf(ConfigError);
     expect(err!.message).toMatch(/^Invalid setting tools\.files\.roots\.1 \(from .*config\.yaml\): must be an absolute path/);
     writeFileSync(join(h, 'config.yaml'), 'tools:\n  files:\n    roots: [/srv/ok]\n');
@@ -82,17 +112,27 @@ describe('loadConfig', () => {
   });
 
   it('names the bad key and where it came from', () => {
-    expect(() => loadConfig({ env: { HERMES_HOME: home(), HERMES_LOOPS_MAX_TICKS: 'many' } })).toThrow(/loops\.max_ticks \(from HERMES_LOOPS_MAX_TICKS\)/);
+    expect(() => loadConfig({ env: { HERMES_HOME: home(), HERMES_LOOPS_MAX_TICKS: 'many' } })).toThrow(
+      /loops\.max_ticks \(from HERMES_LOOPS_MAX_TICKS\)/,
+    );
     const h = home();
     writeFileSync(join(h, 'config.yaml'), 'loops:\n  max_tick: 3\n');
-    const err = (() => { try { loadConfig({ env: { HERMES_HOME: h } }); } catch (e) { return e; } })();
+    const err = (() => {
+      try {
+        loadConfig({ env: { HERMES_HOME: h } });
+      } catch (e) {
+        return e;
+      }
+    })();
     expect(err).toBeInstanceOf(ConfigError);
     expect((err as ConfigError).key).toBe('loops.max_tick');
     expect((err as Error).message).toContain('config.yaml');
   });
 
   it('rejects an unknown time zone at load, naming the key', () => {
-    expect(() => loadConfig({ env: { HERMES_HOME: home(), HERMES_TIMEZONE: 'Mars/Olympus' } })).toThrow(/Invalid setting timezone \(from HERMES_TIMEZONE\): unknown time zone/);
+    expect(() => loadConfig({ env: { HERMES_HOME: home(), HERMES_TIMEZONE: 'Mars/Olympus' } })).toThrow(
+      /Invalid setting timezone \(from HERMES_TIMEZONE\): unknown time zone/,
+    );
     expect(loadConfig({ env: { HERMES_HOME: home(), HERMES_TIMEZONE: 'Europe/Warsaw' } }).timezone).toBe('Europe/Warsaw');
   });
 
@@ -113,14 +153,20 @@ describe('loadConfig', () => {
 describe('loop settings bounds', () => {
   it('rejects a zero floor and a ceiling below the floor, naming the key', () => {
     const h = mkdtempSync(join(tmpdir(), 'hermes-config-'));
-    expect(() => loadConfig({ env: { HERMES_HOME: h, HERMES_LOOPS_SELF_PACED_FLOOR_SECONDS: '0' } })).toThrow(/loops\.self_paced_floor_seconds/);
-    expect(() => loadConfig({ env: { HERMES_HOME: h, HERMES_LOOPS_SELF_PACED_CEILING_SECONDS: '30' } })).toThrow(/loops\.self_paced_ceiling_seconds .*must not be below/);
+    expect(() => loadConfig({ env: { HERMES_HOME: h, HERMES_LOOPS_SELF_PACED_FLOOR_SECONDS: '0' } })).toThrow(
+      /loops\.self_paced_floor_seconds/,
+    );
+    expect(() => loadConfig({ env: { HERMES_HOME: h, HERMES_LOOPS_SELF_PACED_CEILING_SECONDS: '30' } })).toThrow(
+      /loops\.self_paced_ceiling_seconds .*must not be below/,
+    );
   });
 });
 
 describe('environment values', () => {
   it('an empty HERMES_* value counts as unset, not as 0', () => {
-    const c = loadConfig({ env: { HERMES_HOME: '/nonexistent-hermes-home', HERMES_LOOPS_MAX_TICKS: '', HERMES_AGENT_CRON_DRAIN_TIMEOUT: '' } });
+    const c = loadConfig({
+      env: { HERMES_HOME: '/nonexistent-hermes-home', HERMES_LOOPS_MAX_TICKS: '', HERMES_AGENT_CRON_DRAIN_TIMEOUT: '' },
+    });
     expect(c.loops.max_ticks).toBe(100);
     expect(c.agent.cron_drain_timeout).toBe(30);
   });

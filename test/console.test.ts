@@ -35,8 +35,15 @@ beforeAll(async () => {
     return /wakeup #/i.test(last) ? 'tick seen' : `pong: ${last}`;
   });
   env = testEnv({
-    'api_server.port': 0, 'api_server.key': KEY, 'agent.base_url': model.baseUrl, 'agent.api_key': 'test', 'agent.max_retries': 0,
-    'tools.commands': { whoami: { command: 'echo operator', description: 'who runs the worker' }, greet: { command: 'echo hello', description: 'say hello' } },
+    'api_server.port': 0,
+    'api_server.key': KEY,
+    'agent.base_url': model.baseUrl,
+    'agent.api_key': 'test',
+    'agent.max_retries': 0,
+    'tools.commands': {
+      whoami: { command: 'echo operator', description: 'who runs the worker' },
+      greet: { command: 'echo hello', description: 'say hello' },
+    },
     'tools.allow_from': { whoami: ['cli'], greet: ['web'] },
   });
   const log = createLogger({ level: env.config.log_level });
@@ -47,9 +54,25 @@ beforeAll(async () => {
   const { chromium } = await import('playwright-core');
   browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+    ],
   });
-  cleanups.push(() => model.close(), () => env.cleanup(), () => cron.close(), () => gw.close(), () => c.close(), () => worker.drain(), () => browser.close());
+  cleanups.push(
+    () => model.close(),
+    () => env.cleanup(),
+    () => cron.close(),
+    () => gw.close(),
+    () => c.close(),
+    () => worker.drain(),
+    () => browser.close(),
+  );
   mkdirSync(IMAGES, { recursive: true });
 }, 90_000);
 
@@ -58,7 +81,10 @@ afterAll(async () => {
 });
 
 async function newPage(): Promise<Page> {
-  const context = await browser.newContext({ httpCredentials: { username: 'hermes', password: KEY }, viewport: { width: 1280, height: 900 } });
+  const context = await browser.newContext({
+    httpCredentials: { username: 'hermes', password: KEY },
+    viewport: { width: 1280, height: 900 },
+  });
   cleanups.push(() => context.close());
   const page = await context.newPage();
   page.on('dialog', (d) => {
@@ -68,7 +94,11 @@ async function newPage(): Promise<Page> {
 }
 
 /** Read a session's event stream over plain HTTP until an event matches. */
-async function readStreamUntil(url: string, match: (type: string, data: Record<string, unknown>) => boolean, timeoutMs = 20_000): Promise<Record<string, unknown>> {
+async function readStreamUntil(
+  url: string,
+  match: (type: string, data: Record<string, unknown>) => boolean,
+  timeoutMs = 20_000,
+): Promise<Record<string, unknown>> {
   const ctrl = new AbortController();
   const timer = setTimeout(() => ctrl.abort(), timeoutMs);
   try {
@@ -83,7 +113,11 @@ async function readStreamUntil(url: string, match: (type: string, data: Record<s
         const frame = buffer.slice(0, end);
         buffer = buffer.slice(end + 2);
         const type = /^event: (.*)$/m.exec(frame)?.[1];
-        const data = frame.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
+        const data = frame
+          .split('\n')
+          .filter((l) => l.startsWith('data: '))
+          .map((l) => l.slice(6))
+          .join('\n');
         if (type && data) {
           const parsed = JSON.parse(data) as Record<string, unknown>;
           if (match(type, parsed)) return parsed;
@@ -100,27 +134,38 @@ async function readStreamUntil(url: string, match: (type: string, data: Record<s
 describe('/api/sessions', () => {
   it('POST /api/sessions/:id/messages from a plain HTTP client: 202 with its id, the reply on the event stream; web input gets the tools allowed from web only', async () => {
     const res = await fetch(`${gw.httpAddress.url}/api/sessions/curl-1/messages`, {
-      method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, body: JSON.stringify({ text: 'hello from curl' }),
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ text: 'hello from curl' }),
     });
     expect(res.status).toBe(202);
-    const body = await res.json() as { id: string; occurrence_id: string; events_url: string };
+    const body = (await res.json()) as { id: string; occurrence_id: string; events_url: string };
     expect(body.id).toMatch(/^web-/);
-    const reply = await readStreamUntil(`${gw.httpAddress.url}${body.events_url}`, (type, d) => type === 'reply' && d.occurrenceId === body.occurrence_id);
+    const reply = await readStreamUntil(
+      `${gw.httpAddress.url}${body.events_url}`,
+      (type, d) => type === 'reply' && d.occurrenceId === body.occurrence_id,
+    );
     expect(reply.text).toBe('pong: hello from curl');
     const request = model.requests.find((r) => r.messages.at(-1)!.content === 'hello from curl')!;
     expect(request.tools).toContain('greet');
     expect(request.tools).not.toContain('whoami');
-    const transcript = await (await fetch(`${gw.httpAddress.url}/api/sessions/curl-1/transcript?limit=1`, { headers: { authorization: `Bearer ${KEY}` } })).json() as { total: number; data: Array<{ index: number; role: string; surface: string }>; before: number | null };
+    const transcript = (await (
+      await fetch(`${gw.httpAddress.url}/api/sessions/curl-1/transcript?limit=1`, { headers: { authorization: `Bearer ${KEY}` } })
+    ).json()) as { total: number; data: Array<{ index: number; role: string; surface: string }>; before: number | null };
     expect(transcript.total).toBe(2);
     expect(transcript.data).toEqual([expect.objectContaining({ index: 1, role: 'assistant', surface: 'web' })]);
     expect(transcript.before).toBe(1);
-    const list = await (await fetch(`${gw.httpAddress.url}/api/sessions`, { headers: { authorization: `Bearer ${KEY}` } })).json() as { data: Array<{ id: string; last_reply: string }> };
+    const list = (await (await fetch(`${gw.httpAddress.url}/api/sessions`, { headers: { authorization: `Bearer ${KEY}` } })).json()) as {
+      data: Array<{ id: string; last_reply: string }>;
+    };
     expect(list.data.find((s) => s.id === 'curl-1')?.last_reply).toBe('pong: hello from curl');
   });
 
   it('a web message can never create a command turn: /loop … --run is refused and sets nothing', async () => {
     const res = await fetch(`${gw.httpAddress.url}/api/sessions/curl-2/messages`, {
-      method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, body: JSON.stringify({ text: "/loop 5m disk --run 'df -h'" }),
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ text: "/loop 5m disk --run 'df -h'" }),
     });
     expect(res.status).toBe(202);
     const notice = await waitForEvents(c, 'curl-2', 'notice', 1);
@@ -144,14 +189,21 @@ describe('/ui access', () => {
   });
 
   it('refuses a state-changing POST from a foreign Origin, and one without the console header; nothing changes', async () => {
-    await c.schedules.set('guarded', 'loop', { prompt: 'check', intervalSeconds: 3600, times: null, until: null, notes: [] }, { origin: { surface: 'cli' }, runner: { kind: 'agent' } });
+    await c.schedules.set(
+      'guarded',
+      'loop',
+      { prompt: 'check', intervalSeconds: 3600, times: null, until: null, notes: [] },
+      { origin: { surface: 'cli' }, runner: { kind: 'agent' } },
+    );
     const url = `${gw.httpAddress.url}/ui/sessions/guarded/loop/pause`;
     const foreign = await fetch(url, { method: 'POST', headers: { ...basic(KEY), 'hx-request': 'true', origin: 'http://evil.example' } });
     expect(foreign.status).toBe(403);
     const noHeader = await fetch(url, { method: 'POST', headers: { ...basic(KEY), origin: gw.httpAddress.url } });
     expect(noHeader.status).toBe(403);
     const message = await fetch(`${gw.httpAddress.url}/ui/sessions/guarded/messages`, {
-      method: 'POST', headers: { ...basic(KEY), origin: 'http://evil.example', 'hx-request': 'true', 'content-type': 'application/x-www-form-urlencoded' }, body: 'text=hi',
+      method: 'POST',
+      headers: { ...basic(KEY), origin: 'http://evil.example', 'hx-request': 'true', 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'text=hi',
     });
     expect(message.status).toBe(403);
     expect((await c.loops.get('guarded', 'loop'))!.status).toBe('active');
@@ -163,8 +215,12 @@ describe('/ui access', () => {
 
 describe('/ui in chromium', () => {
   it('the overview lists a loop and a cron job with its next run', async () => {
-    await c.schedules.set('ci-watch', 'loop', { prompt: 'watch the CI build and tell me when it is green', intervalSeconds: 600, times: null, until: null, notes: [] },
-      { origin: { surface: 'cli' }, runner: { kind: 'agent' } });
+    await c.schedules.set(
+      'ci-watch',
+      'loop',
+      { prompt: 'watch the CI build and tell me when it is green', intervalSeconds: 600, times: null, until: null, notes: [] },
+      { origin: { surface: 'cli' }, runner: { kind: 'agent' } },
+    );
     await waitForEvents(c, 'ci-watch', 'reply', 1);
     const cron = await openCronApi(env.config, env.redisUrl, createLogger({ level: 'silent' }));
     cleanups.push(() => cron.close());
@@ -211,7 +267,12 @@ describe('/ui in chromium', () => {
   });
 
   it('a prompt or message holding <script> and <img onerror> renders as text', async () => {
-    await c.schedules.set('xss', 'loop', { prompt: XSS, intervalSeconds: 3600, times: null, until: null, notes: [] }, { origin: { surface: 'cli' }, runner: { kind: 'agent' } });
+    await c.schedules.set(
+      'xss',
+      'loop',
+      { prompt: XSS, intervalSeconds: 3600, times: null, until: null, notes: [] },
+      { origin: { surface: 'cli' }, runner: { kind: 'agent' } },
+    );
     const page = await newPage();
     await page.goto(`${gw.httpAddress.url}/ui/sessions/xss`);
     await page.waitForFunction(() => (globalThis as unknown as { htmx?: unknown }).htmx !== undefined);
@@ -233,10 +294,18 @@ describe('/ui in chromium', () => {
     await page.locator('input[name=tz]').fill('Europe/Berlin');
     await page.locator('input[name=schedule]').pressSequentially('weekdays at 9am');
     await page.locator('#preview .description', { hasText: '0 9 * * 1-5' }).waitFor({ timeout: 10_000 });
-    expect(await page.locator('#preview .description').textContent()).toMatch(/weekdays at 09:00 = 0 9 \* \* 1-5 · At 09:00, Monday through Friday \(Europe\/Berlin\)/);
+    expect(await page.locator('#preview .description').textContent()).toMatch(
+      /weekdays at 09:00 = 0 9 \* \* 1-5 · At 09:00, Monday through Friday \(Europe\/Berlin\)/,
+    );
     const fires = await page.locator('#preview .fires li .reason').allTextContents();
     expect(fires).toHaveLength(10);
-    const berlin = new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/Berlin', weekday: 'short', hour: '2-digit', minute: '2-digit', hour12: false });
+    const berlin = new Intl.DateTimeFormat('en-GB', {
+      timeZone: 'Europe/Berlin',
+      weekday: 'short',
+      hour: '2-digit',
+      minute: '2-digit',
+      hour12: false,
+    });
     let previous = Date.now();
     for (const iso of fires) {
       const t = Date.parse(iso);
@@ -263,7 +332,7 @@ describe('/ui in chromium', () => {
     await page.screenshot({ path: join(IMAGES, 'console-cron.png'), fullPage: true });
     const cron = await openCronApi(env.config, env.redisUrl, createLogger({ level: 'silent' }));
     cleanups.push(() => cron.close());
-    const jobs = await cron.api.list({ all: false }) as Array<{ name: string; tz: string; schedule: { expression: string } }>;
+    const jobs = (await cron.api.list({ all: false })) as Array<{ name: string; tz: string; schedule: { expression: string } }>;
     expect(jobs.find((j) => j.name === 'standup')).toMatchObject({ tz: 'Europe/Berlin', schedule: { expression: '0 9 * * 1-5' } });
   });
 });

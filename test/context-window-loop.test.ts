@@ -14,13 +14,16 @@ import type { LoopSpec } from '../scheduler/loop/loop-service.ts';
 import { ELIDED_PREFIX, SUMMARY_PREFIX } from '../worker/context/compaction.ts';
 
 const cleanups = cleanupAfterEach();
-const setup = (overrides: Record<string, unknown>, modelOptions: Parameters<typeof startAgentStack>[2]) => startAgentStack(cleanups, overrides, modelOptions);
+const setup = (overrides: Record<string, unknown>, modelOptions: Parameters<typeof startAgentStack>[2]) =>
+  startAgentStack(cleanups, overrides, modelOptions);
 
 /** A CI log of about `kb` KB: numbered lines, the last one saying how the build stands. */
 function ciLog(kb: number, status: string): string {
   const lines: string[] = [];
   for (let i = 0; lines.join('\n').length < kb * 1024; i++) {
-    lines.push(`2026-12-01T02:${String(i % 60).padStart(2, '0')}:00Z [step ${i}] compiling module pkg/service-${i % 37}/handler.go ... ok (${(i * 7) % 1000} ms)`);
+    lines.push(
+      `2026-12-01T02:${String(i % 60).padStart(2, '0')}:00Z [step ${i}] compiling module pkg/service-${i % 37}/handler.go ... ok (${(i * 7) % 1000} ms)`,
+    );
   }
   lines.push(`BUILD STATUS: ${status}`);
   return lines.join('\n');
@@ -30,12 +33,20 @@ function ciLog(kb: number, status: string): string {
 const isSummary = (req: RecordedRequest) => req.tools.length === 0 && /summar/i.test(req.messages[0]?.content ?? '');
 
 const spec = (prompt: string, intervalSeconds: number, times: number): LoopSpec => ({
-  prompt, intervalSeconds, times, until: null, notes: [], economy: {},
+  prompt,
+  intervalSeconds,
+  times,
+  until: null,
+  notes: [],
+  economy: {},
 });
 const agent = { kind: 'agent' as const };
 
 /** The CI watcher: each wakeup reads the log with `read_file`, then reports what the log's last line says. */
-function ciWatcher(path: string, summary: () => ScriptedReply = () => 'Summary: the CI log was read at every tick; the build was still running each time.') {
+function ciWatcher(
+  path: string,
+  summary: () => ScriptedReply = () => 'Summary: the CI log was read at every tick; the build was still running each time.',
+) {
   return (req: RecordedRequest): ScriptedReply => {
     if (isSummary(req)) return summary();
     const last = req.messages[req.messages.length - 1]!;
@@ -50,8 +61,15 @@ describe('a loop that reads a 12 KB log at every tick, against a 16,000-token wi
     const log = join(dir, 'ci.log');
     writeFileSync(log, ciLog(12, 'running'));
     model.respond(ciWatcher(log));
-    await c.schedules.set('ci', 'loop', spec('watch the CI build and tell me when it is green', 0.1, 100), { origin: { surface: 'cli' }, runner: agent });
-    await waitFor(async () => ((await c.loops.get('ci', 'loop'))?.status === 'finished' ? true : undefined), 150_000, 'the loop ran its 100 ticks');
+    await c.schedules.set('ci', 'loop', spec('watch the CI build and tell me when it is green', 0.1, 100), {
+      origin: { surface: 'cli' },
+      runner: agent,
+    });
+    await waitFor(
+      async () => ((await c.loops.get('ci', 'loop'))?.status === 'finished' ? true : undefined),
+      150_000,
+      'the loop ran its 100 ticks',
+    );
 
     const loop = (await c.loops.get('ci', 'loop'))!;
     expect(loop.ticksUsed).toBe(100);

@@ -32,7 +32,10 @@ function setup() {
 
 async function noRedisConfig() {
   const port = await freePort();
-  return loadConfig({ env: { HERMES_HOME: '/nonexistent-hermes-home' }, overrides: { 'redis.url': `redis://127.0.0.1:${port}`, log_level: 'silent' } });
+  return loadConfig({
+    env: { HERMES_HOME: '/nonexistent-hermes-home' },
+    overrides: { 'redis.url': `redis://127.0.0.1:${port}`, log_level: 'silent' },
+  });
 }
 
 const root = new URL('..', import.meta.url).pathname;
@@ -40,7 +43,17 @@ const root = new URL('..', import.meta.url).pathname;
 describe('hermes cron next', () => {
   it('prints only a JSON array of UTC times with --json, without Redis', async () => {
     const config = await noRedisConfig();
-    const r = await runCronCli(config, ['next', '30 2 * * *', '--tz', 'America/New_York', '--from', '2025-03-09T00:00:00Z', '-n', '3', '--json']);
+    const r = await runCronCli(config, [
+      'next',
+      '30 2 * * *',
+      '--tz',
+      'America/New_York',
+      '--from',
+      '2025-03-09T00:00:00Z',
+      '-n',
+      '3',
+      '--json',
+    ]);
     expect(r).toEqual({ code: 0, stdout: '["2025-03-09T07:00:00Z","2025-03-10T06:30:00Z","2025-03-11T06:30:00Z"]', stderr: '' });
   });
 
@@ -67,13 +80,25 @@ describe('hermes cron next', () => {
 
   it('as a real process under TZ=Australia/Sydney: same times; bad input exits 2 with one line', async () => {
     const config = await noRedisConfig();
-    const env = { ...process.env, TZ: 'Australia/Sydney', REDIS_URL: config.redis.url, HERMES_HOME: '/nonexistent-hermes-home', HERMES_LOG_LEVEL: 'silent' };
+    const env = {
+      ...process.env,
+      TZ: 'Australia/Sydney',
+      REDIS_URL: config.redis.url,
+      HERMES_HOME: '/nonexistent-hermes-home',
+      HERMES_LOG_LEVEL: 'silent',
+    };
     const run = promisify(execFile);
     // The two processes start side by side (each spends most of its time loading the sources).
     const [ok, bad] = await Promise.all([
-      run(process.execPath, ['cli/hermes.mjs', 'cron', 'next', '0 0 * * * *', '--tz', 'UTC', '--from', '2025-10-05T02:00:00Z', '-n', '1', '--json'], { cwd: root, env }),
-      run(process.execPath, ['cli/hermes.mjs', 'cron', 'next', 'every funday 9am'], { cwd: root, env })
-        .then(() => ({ code: 0, stderr: '' }), (e: { code: number; stderr: string }) => ({ code: e.code, stderr: e.stderr })),
+      run(
+        process.execPath,
+        ['cli/hermes.mjs', 'cron', 'next', '0 0 * * * *', '--tz', 'UTC', '--from', '2025-10-05T02:00:00Z', '-n', '1', '--json'],
+        { cwd: root, env },
+      ),
+      run(process.execPath, ['cli/hermes.mjs', 'cron', 'next', 'every funday 9am'], { cwd: root, env }).then(
+        () => ({ code: 0, stderr: '' }),
+        (e: { code: number; stderr: string }) => ({ code: e.code, stderr: e.stderr }),
+      ),
     ]);
     expect(ok.stdout.trim()).toBe('["2025-10-05T03:00:00Z"]');
     expect(bad.code).toBe(2);
@@ -103,7 +128,13 @@ describe('hermes cron job commands', () => {
     const added = await cli('add', 'every 1h', 'summarise', 'the', 'inbox', '--name', 'Inbox digest', '--tz', 'Europe/Warsaw', '--json');
     expect(added.code).toBe(0);
     const job = JSON.parse(added.stdout) as { id: string; name: string; prompt: string; tz: string; schedule: { kind: string } };
-    expect(job).toMatchObject({ name: 'Inbox digest', prompt: 'summarise the inbox', tz: 'Europe/Warsaw', schedule: { kind: 'interval' }, state: 'scheduled' });
+    expect(job).toMatchObject({
+      name: 'Inbox digest',
+      prompt: 'summarise the inbox',
+      tz: 'Europe/Warsaw',
+      schedule: { kind: 'interval' },
+      state: 'scheduled',
+    });
     expect(job.id).toMatch(/^[0-9a-f]{12}$/);
 
     const second = await cli('create', '0 8 * * *', 'morning', '--name', 'Morning', '--script', 'echo morning');
@@ -114,7 +145,9 @@ describe('hermes cron job commands', () => {
     expect(list.code).toBe(0);
     const lines = list.stdout.split('\n');
     expect(lines[0]).toMatch(/^ID +NAME +SCHEDULE +NEXT RUN +LAST +STREAK +STATE$/);
-    expect(lines.find((l) => l.includes('Inbox digest'))).toMatch(/every 1h +\d{4}-\d{2}-\d{2} \d{2}:\d{2}(:\d{2})? GMT\+[12] \(in (59m|1h)\) +— +0 +scheduled/);
+    expect(lines.find((l) => l.includes('Inbox digest'))).toMatch(
+      /every 1h +\d{4}-\d{2}-\d{2} \d{2}:\d{2}(:\d{2})? GMT\+[12] \(in (59m|1h)\) +— +0 +scheduled/,
+    );
 
     const edited = await cli('edit', 'inbox DIGEST', '--schedule', 'daily at 7am', '--json');
     expect(edited.code).toBe(0);
@@ -132,22 +165,38 @@ describe('hermes cron job commands', () => {
     cleanups.push(() => worker.close());
     const ran = await cli('run', 'morning', '--json');
     expect(ran.code).toBe(0);
-    const morning = (await api.service.get('Morning'));
+    const morning = await api.service.get('Morning');
     await waitFor(async () => (await api.store.runs(morning.id, 5)).length === 1, 10_000, 'manual run');
     // `cron show`: everything about one job, its next 5 runs (as `cron next` previews them) and its last runs.
-    const shown = JSON.parse((await cli('show', 'morning', '--json')).stdout) as { id: string; description: string; next_runs: string[]; runs: Array<{ trigger: string }> };
+    const shown = JSON.parse((await cli('show', 'morning', '--json')).stdout) as {
+      id: string;
+      description: string;
+      next_runs: string[];
+      runs: Array<{ trigger: string }>;
+    };
     expect(shown).toMatchObject({ id: morning.id, description: 'At 08:00', runs: [{ trigger: 'manual' }] });
-    const previewed = JSON.parse((await cli('next', '0 8 * * *', '--tz', morning.tz, '--from', new Date(morning.next_run_at! - 1).toISOString(), '--json')).stdout) as string[];
+    const previewed = JSON.parse(
+      (await cli('next', '0 8 * * *', '--tz', morning.tz, '--from', new Date(morning.next_run_at! - 1).toISOString(), '--json')).stdout,
+    ) as string[];
     expect(shown.next_runs).toEqual(previewed);
     const showHuman = (await cli('show', morning.id)).stdout.split('\n');
-    expect(showHuman).toEqual(expect.arrayContaining([
-      `${morning.id}  Morning`, expect.stringMatching(/^ {2}schedule {2}0 8 \* \* \* · At 08:00 \(/), '  in words  At 08:00', 'next runs', 'last runs',
-      expect.stringMatching(/^ {2}DUE \(UTC\) +JOB +TRIGGER/), expect.stringMatching(/^ {2}\S+ +Morning +manual +ok /),
-    ]));
+    expect(showHuman).toEqual(
+      expect.arrayContaining([
+        `${morning.id}  Morning`,
+        expect.stringMatching(/^ {2}schedule {2}0 8 \* \* \* · At 08:00 \(/),
+        '  in words  At 08:00',
+        'next runs',
+        'last runs',
+        expect.stringMatching(/^ {2}DUE \(UTC\) +JOB +TRIGGER/),
+        expect.stringMatching(/^ {2}\S+ +Morning +manual +ok /),
+      ]),
+    );
     expect(showHuman.filter((l) => /^ {2}\d{4}-\d{2}-\d{2} 08:00 .*Z {3}in /.test(l))).toHaveLength(5);
     expect(await cli('show', 'nope')).toMatchObject({ code: 2 });
     const runs = await cli('runs', 'Morning', '--json');
-    expect(JSON.parse(runs.stdout)).toEqual([expect.objectContaining({ job_id: morning.id, trigger: 'manual', status: 'ok', output: 'morning' })]);
+    expect(JSON.parse(runs.stdout)).toEqual([
+      expect.objectContaining({ job_id: morning.id, trigger: 'manual', status: 'ok', output: 'morning' }),
+    ]);
     const human = await cli('history', '--limit', '5');
     expect(human.stdout.split('\n')[1]).toMatch(/Morning +manual +ok +\d+\.\ds +\d+\.\ds +delivered +morning$/);
 
@@ -165,13 +214,28 @@ describe('hermes cron job commands', () => {
     const a = JSON.parse((await cli('add', 'daily at 7am', 'a', '--name', 'Report', '--json')).stdout) as { id: string };
     // Names are unique (case-insensitive): a second "report" is refused and nothing is added.
     const dup = await cli('add', 'daily at 8am', 'b', '--name', 'report', '--json');
-    expect(dup).toMatchObject({ code: 2, stderr: `hermes: A cron job named "Report" already exists (${a.id}); choose another --name or edit that job.` });
+    expect(dup).toMatchObject({
+      code: 2,
+      stderr: `hermes: A cron job named "Report" already exists (${a.id}); choose another --name or edit that job.`,
+    });
     expect(JSON.parse((await cli('list', '--json')).stdout)).toHaveLength(1);
-    expect(await cli('run', 'nope')).toMatchObject({ code: 2, stderr: expect.stringMatching(/^hermes: No cron job with id or name "nope"/) });
-    expect(await cli('add', 'daily at 7am', 'x', '--misfire', 'later')).toMatchObject({ code: 2, stderr: expect.stringMatching(/argument 'later' is invalid/) });
-    expect(await cli('add', 'daily at 7am', 'x', '--repeat', '0')).toMatchObject({ code: 2, stderr: 'hermes: --repeat must be a positive whole number, got "0".' });
+    expect(await cli('run', 'nope')).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/^hermes: No cron job with id or name "nope"/),
+    });
+    expect(await cli('add', 'daily at 7am', 'x', '--misfire', 'later')).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/argument 'later' is invalid/),
+    });
+    expect(await cli('add', 'daily at 7am', 'x', '--repeat', '0')).toMatchObject({
+      code: 2,
+      stderr: 'hermes: --repeat must be a positive whole number, got "0".',
+    });
     expect(await cli('edit', a.id)).toMatchObject({ code: 2, stderr: expect.stringMatching(/^hermes: Nothing to change/) });
-    expect(await cli('runs', '--limit', 'x')).toMatchObject({ code: 2, stderr: expect.stringMatching(/--limit must be a positive whole number/) });
+    expect(await cli('runs', '--limit', 'x')).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/--limit must be a positive whole number/),
+    });
 
     const down = await runCronCli(await noRedisConfig(), ['list']);
     expect(down.code).toBe(1);
@@ -184,13 +248,20 @@ describe('hermes cron job commands', () => {
     const cli = (...args: string[]) => runCronCli(env.config, args);
     const refused = await cli('add', '* * * * * *', 'x');
     expect(refused).toEqual({
-      code: 2, stdout: '',
+      code: 2,
+      stdout: '',
       stderr: 'hermes: "* * * * * *" fires as often as every 1s; the minimum is 1m (cron.min_interval_seconds).',
     });
-    expect(await cli('add', 'every 10s', 'x')).toMatchObject({ code: 2, stderr: expect.stringMatching(/minimum of 1m \(cron\.min_interval_seconds\)/) });
+    expect(await cli('add', 'every 10s', 'x')).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/minimum of 1m \(cron\.min_interval_seconds\)/),
+    });
     const ok = JSON.parse((await cli('add', '0 */5 * * * *', 'x', '--name', 'five', '--json')).stdout) as { id: string };
     const edit = await cli('edit', ok.id, '--schedule', '*/10 * * * * *');
-    expect(edit).toMatchObject({ code: 2, stderr: 'hermes: "*/10 * * * * *" fires as often as every 10s; the minimum is 1m (cron.min_interval_seconds).' });
+    expect(edit).toMatchObject({
+      code: 2,
+      stderr: 'hermes: "*/10 * * * * *" fires as often as every 10s; the minimum is 1m (cron.min_interval_seconds).',
+    });
     const { openCronApi } = await import('../cli/gateway-cron-api.ts');
     const { createLogger } = await import('../scheduler/logger.ts');
     const api = await openCronApi(env.config, env.redisUrl, createLogger({ level: 'silent' }));
@@ -206,7 +277,10 @@ describe('hermes cron job commands', () => {
     expect(job.notify).toBe('failure');
     expect(JSON.parse((await cli('edit', job.id, '--notify', 'never', '--json')).stdout)).toMatchObject({ notify: 'never' });
     expect((await cli('show', job.id)).stdout).toMatch(/policy {4}misfire once · overlap skip · notify never/);
-    expect(await cli('add', 'daily at 7am', 'x', '--notify', 'sometimes')).toMatchObject({ code: 2, stderr: expect.stringMatching(/argument 'sometimes' is invalid/) });
+    expect(await cli('add', 'daily at 7am', 'x', '--notify', 'sometimes')).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/argument 'sometimes' is invalid/),
+    });
   });
 
   it('doctor exits 1 on findings and 0 when healthy', async () => {

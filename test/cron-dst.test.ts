@@ -17,7 +17,9 @@ describe('DST cases (dst.json)', () => {
   it('the fixture is the shared case file', () => {
     const shared = new URL('../../shared/cases/dst.json', import.meta.url);
     if (existsSync(shared)) {
-      expect(JSON.parse(readFileSync(new URL('./fixtures/dst.json', import.meta.url), 'utf8'))).toEqual(JSON.parse(readFileSync(shared, 'utf8')));
+      expect(JSON.parse(readFileSync(new URL('./fixtures/dst.json', import.meta.url), 'utf8'))).toEqual(
+        JSON.parse(readFileSync(shared, 'utf8')),
+      );
     }
     expect(cases.length).toBeGreaterThanOrEqual(8);
   });

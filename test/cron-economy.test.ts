@@ -42,38 +42,52 @@ interface Reported {
 async function usageTap(target: string): Promise<{ baseUrl: string; reported: Reported[]; close(): Promise<void> }> {
   const origin = new URL(target).origin;
   const reported: Reported[] = [];
-  const server: Server = createServer(asyncListener(async (req, res) => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    const up = await fetch(`${origin}${req.url}`, {
-      method: req.method,
-      headers: { 'content-type': 'application/json', authorization: String(req.headers.authorization ?? '') },
-      body: req.method === 'GET' || req.method === 'HEAD' ? undefined : Buffer.concat(chunks),
-    });
-    const text = await up.text();
-    const bodies = (up.headers.get('content-type') ?? '').includes('event-stream')
-      ? text.split('\n').filter((l) => l.startsWith('data: {')).map((l) => l.slice(6))
-      : [text];
-    for (const b of bodies) {
-      try {
-        const parsed = JSON.parse(b) as { model?: string; usage?: { prompt_tokens: number; completion_tokens: number } };
-        if (parsed.usage) reported.push({ model: String(parsed.model), promptTokens: parsed.usage.prompt_tokens, completionTokens: parsed.usage.completion_tokens });
-      } catch {
-        // not JSON (an error page): nothing reported
+  const server: Server = createServer(
+    asyncListener(async (req, res) => {
+      const chunks: Buffer[] = [];
+      for await (const c of req) chunks.push(c as Buffer);
+      const up = await fetch(`${origin}${req.url}`, {
+        method: req.method,
+        headers: { 'content-type': 'application/json', authorization: String(req.headers.authorization ?? '') },
+        body: req.method === 'GET' || req.method === 'HEAD' ? undefined : Buffer.concat(chunks),
+      });
+      const text = await up.text();
+      const bodies = (up.headers.get('content-type') ?? '').includes('event-stream')
+        ? text
+            .split('\n')
+            .filter((l) => l.startsWith('data: {'))
+            .map((l) => l.slice(6))
+        : [text];
+      for (const b of bodies) {
+        try {
+          const parsed = JSON.parse(b) as { model?: string; usage?: { prompt_tokens: number; completion_tokens: number } };
+          if (parsed.usage)
+            reported.push({
+              model: String(parsed.model),
+              promptTokens: parsed.usage.prompt_tokens,
+              completionTokens: parsed.usage.completion_tokens,
+            });
+        } catch {
+          // not JSON (an error page): nothing reported
+        }
       }
-    }
-    const headers: Record<string, string> = {};
-    for (const h of ['content-type', 'x-should-retry', 'retry-after']) {
-      const v = up.headers.get(h);
-      if (v !== null) headers[h] = v;
-    }
-    res.writeHead(up.status, headers).end(text);
-  }));
+      const headers: Record<string, string> = {};
+      for (const h of ['content-type', 'x-should-retry', 'retry-after']) {
+        const v = up.headers.get(h);
+        if (v !== null) headers[h] = v;
+      }
+      res.writeHead(up.status, headers).end(text);
+    }),
+  );
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
     baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
     reported,
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
@@ -104,7 +118,10 @@ function totalsOfRuns(runs: Array<{ spend?: ModelSpend }>, lastInputTokens: numb
 async function stack(cleanups: CleanUp[], overrides: Record<string, unknown> = {}) {
   const model: FakeOpenAI = await startFakeOpenAI();
   const tap = await usageTap(model.baseUrl);
-  cleanups.push(() => model.close(), () => tap.close());
+  cleanups.push(
+    () => model.close(),
+    () => tap.close(),
+  );
   const env = testEnv({ 'agent.base_url': tap.baseUrl, 'cron.min_interval_seconds': 1, ...overrides });
   cleanups.push(() => env.cleanup());
   const api = openCronService(env.config);
@@ -131,23 +148,41 @@ async function runsOf(api: Awaited<ReturnType<typeof stack>>['api'], id: string)
 async function runOnce(s: Awaited<ReturnType<typeof stack>>, id: string): Promise<CronRun[]> {
   const before = (await runsOf(s.api, id)).length;
   expect((await s.cli('run', id)).code).toBe(0);
-  return await waitFor(async () => {
-    const runs = await runsOf(s.api, id);
-    return runs.length > before && runs.at(-1)!.deliveries.every((d) => d.status !== 'pending') ? runs : undefined;
-  }, 15_000, 'the run recorded');
+  return await waitFor(
+    async () => {
+      const runs = await runsOf(s.api, id);
+      return runs.length > before && runs.at(-1)!.deliveries.every((d) => d.status !== 'pending') ? runs : undefined;
+    },
+    15_000,
+    'the run recorded',
+  );
 }
 
 // Not beside the others: a run that takes over a second on a loaded machine would make the next
 // occurrence a skipped overlap, and these count runs of a job every second.
 describe('cron --watch (real worker)', () => {
-  it('runs with the watched file unchanged make no model call; a change makes one, with the new content in the request', async ({ cleanups, expect }) => {
+  it('runs with the watched file unchanged make no model call; a change makes one, with the new content in the request', async ({
+    cleanups,
+    expect,
+  }) => {
     const file = watchedFile(cleanups, 'build 41: green');
     const s = await stack(cleanups, { 'tools.files.roots': [file.dir] });
     const w = await startCronWorker(s.env.config);
     cleanups.push(() => w.close());
     s.model.respond((req) => (lastUserText(req).includes('build 42') ? 'build 42 is red' : 'build 41 is green'));
 
-    const added = await s.cli('add', 'every 1s', 'Report the build status', '--name', 'watcher', '--watch', `read_file:${file.path}`, '--repeat', '6', '--json');
+    const added = await s.cli(
+      'add',
+      'every 1s',
+      'Report the build status',
+      '--name',
+      'watcher',
+      '--watch',
+      `read_file:${file.path}`,
+      '--repeat',
+      '6',
+      '--json',
+    );
     expect(added.code, added.stderr).toBe(0);
     const job = JSON.parse(added.stdout) as { id: string; watch: string; unchanged_runs: number };
     expect(job).toMatchObject({ watch: `read_file:${file.path}`, unchanged_runs: 0 });
@@ -170,14 +205,19 @@ describe('cron --watch (real worker)', () => {
     expect(runs[0]!.unchanged).toBe(false);
     const unchanged = runs.filter((r) => r.unchanged);
     expect(unchanged).toHaveLength(4);
-    for (const r of unchanged) expect(r).toMatchObject({ output: null, deliveries: [], spend: { calls: 0, inputTokens: 0, outputTokens: 0 } });
+    for (const r of unchanged)
+      expect(r).toMatchObject({ output: null, deliveries: [], spend: { calls: 0, inputTokens: 0, outputTokens: 0 } });
     // Only the two changed runs delivered.
     const replies = (await w.deps.sessions.readEvents(`cron:${job.id}`, '0', { count: 500 })).filter((e) => e.type === 'reply');
     expect(replies.map((e) => e.data.text)).toEqual(['build 41 is green', 'build 42 is red']);
 
     // Totals: the sum of the runs' spend, and what the server reported.
     const shown = JSON.parse((await s.cli('show', job.id, '--json', '--limit', '10')).stdout) as {
-      spend: SpendTotals; unchanged_runs: number; watch: string; watch_digest: string | null; runs: Array<{ spend: ModelSpend; unchanged: boolean }>;
+      spend: SpendTotals;
+      unchanged_runs: number;
+      watch: string;
+      watch_digest: string | null;
+      runs: Array<{ spend: ModelSpend; unchanged: boolean }>;
     };
     expect(s.tap.reported).toHaveLength(2);
     expect(shown.spend).toEqual(totalsOf(s.tap.reported));
@@ -198,7 +238,10 @@ describe('cron --watch (real worker)', () => {
     expect(table.at(-1)).toMatch(new RegExp(` ${n(first.promptTokens)}/${n(first.completionTokens)} +build 41 is green$`));
   });
 
-  it('a script job with a watch skips the script while the output is unchanged; --model and --max-tokens are refused for it', async ({ cleanups, expect }) => {
+  it('a script job with a watch skips the script while the output is unchanged; --model and --max-tokens are refused for it', async ({
+    cleanups,
+    expect,
+  }) => {
     const file = watchedFile(cleanups, 'v1');
     const s = await stack(cleanups, { 'tools.files.roots': [file.dir] });
     const w = await startCronWorker(s.env.config);
@@ -207,11 +250,16 @@ describe('cron --watch (real worker)', () => {
     const refusedModel = await s.cli('add', 'every 1h', '--script', 'echo hi', '--model', 'cheap');
     expect(refusedModel).toMatchObject({ code: 2, stderr: expect.stringMatching(/^hermes: --model: a --script job makes no model calls/) });
     const refusedBudget = await s.cli('add', 'every 1h', '--script', 'echo hi', '--max-tokens', '1000');
-    expect(refusedBudget).toMatchObject({ code: 2, stderr: expect.stringMatching(/^hermes: --max-tokens: a --script job makes no model calls/) });
+    expect(refusedBudget).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/^hermes: --max-tokens: a --script job makes no model calls/),
+    });
     expect(await s.api.store.list()).toEqual([]);
 
     // The script prints what it was given on stdin (the prompt and the watch's output).
-    const added = JSON.parse((await s.cli('add', 'every 1h', 'check', '--script', 'cat', '--watch', `read_file:${file.path}`, '--name', 'sh', '--json')).stdout) as { id: string };
+    const added = JSON.parse(
+      (await s.cli('add', 'every 1h', 'check', '--script', 'cat', '--watch', `read_file:${file.path}`, '--name', 'sh', '--json')).stdout,
+    ) as { id: string };
     await runOnce(s, added.id);
     await runOnce(s, added.id);
     writeFileSync(file.path, 'v2');
@@ -228,13 +276,18 @@ describe('cron --watch (real worker)', () => {
 });
 
 describe.concurrent('cron --max-tokens and agent.max_tokens_per_turn (real worker)', () => {
-  it('the job pauses once its runs spent --max-tokens, with the spend named; resume gives a fresh allowance', async ({ cleanups, expect }) => {
+  it('the job pauses once its runs spent --max-tokens, with the spend named; resume gives a fresh allowance', async ({
+    cleanups,
+    expect,
+  }) => {
     const s = await stack(cleanups);
     const w = await startCronWorker(s.env.config);
     cleanups.push(() => w.close());
     s.model.respond(() => 'all quiet');
 
-    const job = JSON.parse((await s.cli('add', 'every 1h', 'anything new?', '--name', 'budgeted', '--max-tokens', '1000000000', '--json')).stdout) as { id: string; max_tokens: number };
+    const job = JSON.parse(
+      (await s.cli('add', 'every 1h', 'anything new?', '--name', 'budgeted', '--max-tokens', '1000000000', '--json')).stdout,
+    ) as { id: string; max_tokens: number };
     expect(job.max_tokens).toBe(1_000_000_000);
     await runOnce(s, job.id);
     const perRun = s.tap.reported[0]!.promptTokens + s.tap.reported[0]!.completionTokens;
@@ -242,7 +295,10 @@ describe.concurrent('cron --max-tokens and agent.max_tokens_per_turn (real worke
 
     // A limit one token above one run's spend: a fresh allowance (edit), one run under it, the next reaches it.
     const limit = perRun + 1;
-    const edited = JSON.parse((await s.cli('edit', 'budgeted', '--max-tokens', String(limit), '--json')).stdout) as { max_tokens: number; budget_tokens: number };
+    const edited = JSON.parse((await s.cli('edit', 'budgeted', '--max-tokens', String(limit), '--json')).stdout) as {
+      max_tokens: number;
+      budget_tokens: number;
+    };
     expect(edited).toMatchObject({ max_tokens: limit, budget_tokens: 0 });
     await runOnce(s, job.id);
     const used1 = s.tap.reported.slice(1).reduce((n, a) => n + a.promptTokens + a.completionTokens, 0);
@@ -253,12 +309,22 @@ describe.concurrent('cron --max-tokens and agent.max_tokens_per_turn (real worke
     const paused = (await s.api.store.get(job.id))!;
     const n = (x: number) => x.toLocaleString('en-US');
     const reason = `token budget of ${n(limit)} reached (--max-tokens): ${n(used2)} tokens since it was set or resumed; in all ${formatSpend(totalsOf(s.tap.reported))}`;
-    expect(paused).toMatchObject({ state: 'paused', next_run_at: null, paused_reason: reason, budget_tokens: used2, spend: totalsOf(s.tap.reported) });
+    expect(paused).toMatchObject({
+      state: 'paused',
+      next_run_at: null,
+      paused_reason: reason,
+      budget_tokens: used2,
+      spend: totalsOf(s.tap.reported),
+    });
     expect(await s.api.store.schedulerNext(job.id)).toBeUndefined();
     // The run's reply is delivered, with the pause notice after it.
     const replies = (await w.deps.sessions.readEvents(`cron:${job.id}`, '0', { count: 500 })).filter((e) => e.type === 'reply');
-    expect(replies.at(-1)!.data.text).toBe(`all quiet\n\nCron job "budgeted" (${job.id}) paused: Paused: ${reason}; \`hermes cron resume ${job.id}\` gives a fresh allowance.`);
-    expect((await s.cli('show', 'budgeted')).stdout).toContain(`  budget    ${n(used2)} of ${n(limit)} tokens used since it was set or resumed (--max-tokens)`);
+    expect(replies.at(-1)!.data.text).toBe(
+      `all quiet\n\nCron job "budgeted" (${job.id}) paused: Paused: ${reason}; \`hermes cron resume ${job.id}\` gives a fresh allowance.`,
+    );
+    expect((await s.cli('show', 'budgeted')).stdout).toContain(
+      `  budget    ${n(used2)} of ${n(limit)} tokens used since it was set or resumed (--max-tokens)`,
+    );
     expect((await s.cli('doctor')).stdout).toContain(`paused: ${reason}`);
 
     // Resume: a fresh allowance; the next run goes on (and, at this limit, pauses again after two).
@@ -274,23 +340,37 @@ describe.concurrent('cron --max-tokens and agent.max_tokens_per_turn (real worke
     expect(after.spend).toEqual(totalsOfRuns(runs, runs.at(-1)!.spend!.lastInputTokens));
   });
 
-  it('a run stopped at agent.max_tokens_per_turn pauses the job with the runner\'s message, its spend recorded', async ({ cleanups, expect }) => {
+  it("a run stopped at agent.max_tokens_per_turn pauses the job with the runner's message, its spend recorded", async ({
+    cleanups,
+    expect,
+  }) => {
     const s = await stack(cleanups, { 'agent.max_tokens_per_turn': 1 });
     const w = await startCronWorker(s.env.config);
     cleanups.push(() => w.close());
     const job = JSON.parse((await s.cli('add', 'every 1h', 'summarise', '--name', 'greedy', '--json')).stdout) as { id: string };
     const [run] = await runOnce(s, job.id);
     expect(run).toMatchObject({ status: 'error', error: expect.stringMatching(/agent\.max_tokens_per_turn/) });
-    expect(run!.spend).toMatchObject({ calls: s.tap.reported.length, inputTokens: totalsOf(s.tap.reported).inputTokens, outputTokens: totalsOf(s.tap.reported).outputTokens });
+    expect(run!.spend).toMatchObject({
+      calls: s.tap.reported.length,
+      inputTokens: totalsOf(s.tap.reported).inputTokens,
+      outputTokens: totalsOf(s.tap.reported).outputTokens,
+    });
     const stored = (await s.api.store.get(job.id))!;
-    expect(stored).toMatchObject({ state: 'paused', paused_reason: `a run over agent.max_tokens_per_turn: ${run!.error}`, spend: totalsOf(s.tap.reported) });
+    expect(stored).toMatchObject({
+      state: 'paused',
+      paused_reason: `a run over agent.max_tokens_per_turn: ${run!.error}`,
+      spend: totalsOf(s.tap.reported),
+    });
     const notice = (await w.deps.sessions.readEvents(`cron:${job.id}`, '0', { count: 500 })).filter((e) => e.type === 'reply').at(-1)!;
     expect(notice.data.text).toContain(`Paused: a run over agent.max_tokens_per_turn`);
   });
 });
 
 describe.concurrent('cron --model (real worker)', () => {
-  it('sends the turn to the declared model; an undeclared one is refused with exit 2 and nothing is created', async ({ cleanups, expect }) => {
+  it('sends the turn to the declared model; an undeclared one is refused with exit 2 and nothing is created', async ({
+    cleanups,
+    expect,
+  }) => {
     const s = await stack(cleanups, { 'agent.models': { cheap: { model: 'cheap-model-id' } } });
     const w = await startCronWorker(s.env.config);
     cleanups.push(() => w.close());
@@ -298,9 +378,14 @@ describe.concurrent('cron --model (real worker)', () => {
     expect(refused).toMatchObject({ code: 2, stderr: 'hermes: --model "pricey" is not a declared model; declared: cheap.' });
     expect(await s.api.store.list()).toEqual([]);
 
-    const cheap = JSON.parse((await s.cli('add', 'every 1h', 'cheap question', '--model', 'cheap', '--name', 'cheap', '--json')).stdout) as { id: string; model: string };
+    const cheap = JSON.parse(
+      (await s.cli('add', 'every 1h', 'cheap question', '--model', 'cheap', '--name', 'cheap', '--json')).stdout,
+    ) as { id: string; model: string };
     expect(cheap.model).toBe('cheap');
-    const plain = JSON.parse((await s.cli('add', 'every 1h', 'plain question', '--name', 'plain', '--json')).stdout) as { id: string; model: string | null };
+    const plain = JSON.parse((await s.cli('add', 'every 1h', 'plain question', '--name', 'plain', '--json')).stdout) as {
+      id: string;
+      model: string | null;
+    };
     expect(plain.model).toBeNull();
     await runOnce(s, cheap.id);
     await runOnce(s, plain.id);
@@ -312,19 +397,25 @@ describe.concurrent('cron --model (real worker)', () => {
     // `edit --model none` goes back to the primary model.
     expect(JSON.parse((await s.cli('edit', 'cheap', '--model', 'none', '--json')).stdout).model).toBeNull();
     const listed = JSON.parse((await s.cli('list', '--json')).stdout) as Array<Record<string, unknown>>;
-    for (const j of listed) expect(Object.keys(j)).toEqual(expect.arrayContaining(['watch', 'model', 'max_tokens', 'budget_tokens', 'spend', 'unchanged_runs']));
+    for (const j of listed)
+      expect(Object.keys(j)).toEqual(expect.arrayContaining(['watch', 'model', 'max_tokens', 'budget_tokens', 'spend', 'unchanged_runs']));
   });
 });
 
 describe.concurrent('/api: cron economy fields', () => {
   const KEY = 'cron-economy-key';
 
-  it('answers to api\'s rights: an undeclared model or a watch not allowed from api is 400 and nothing is created or changed', async ({ cleanups, expect }) => {
+  it("answers to api's rights: an undeclared model or a watch not allowed from api is 400 and nothing is created or changed", async ({
+    cleanups,
+    expect,
+  }) => {
     const file = watchedFile(cleanups, 'x');
     const s = await stack(cleanups, {
-      'api_server.port': 0, 'api_server.key': KEY,
+      'api_server.port': 0,
+      'api_server.key': KEY,
       'agent.models': { cheap: { model: 'cheap-model-id' } },
-      'tools.files.roots': [file.dir], 'tools.allow_from': { files: ['cli', 'cron'] },
+      'tools.files.roots': [file.dir],
+      'tools.allow_from': { files: ['cli', 'cron'] },
     });
     const log = createLogger({ level: 'silent' });
     const cron = await openCronApi(s.env.config, s.env.redisUrl, log);
@@ -333,9 +424,11 @@ describe.concurrent('/api: cron economy fields', () => {
     cleanups.push(() => gw.close());
     const call = async (method: string, path: string, body?: unknown) => {
       const res = await fetch(`${gw.httpAddress.url}${path}`, {
-        method, headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
+        method,
+        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
       });
-      return { status: res.status, body: await res.json() as Record<string, any> };
+      return { status: res.status, body: (await res.json()) as Record<string, any> };
     };
 
     const badModel = await call('POST', '/api/cron/jobs', { schedule: 'every 1h', prompt: 'x', model: 'pricey' });
@@ -347,11 +440,27 @@ describe.concurrent('/api: cron economy fields', () => {
     expect((await call('POST', '/api/cron/jobs', { schedule: 'every 1h', prompt: 'x', max_tokens: 0 })).status).toBe(400);
     expect((await call('GET', '/api/cron/jobs')).body.data).toEqual([]);
 
-    const created = await call('POST', '/api/cron/jobs', { schedule: 'every 1h', prompt: 'x', name: 'api-job', model: 'cheap', max_tokens: 5000 });
+    const created = await call('POST', '/api/cron/jobs', {
+      schedule: 'every 1h',
+      prompt: 'x',
+      name: 'api-job',
+      model: 'cheap',
+      max_tokens: 5000,
+    });
     expect(created.status).toBe(201);
-    expect(created.body).toMatchObject({ model: 'cheap', max_tokens: 5000, budget_tokens: 0, watch: null, unchanged_runs: 0, spend: { calls: 0 } });
+    expect(created.body).toMatchObject({
+      model: 'cheap',
+      max_tokens: 5000,
+      budget_tokens: 0,
+      watch: null,
+      unchanged_runs: 0,
+      spend: { calls: 0 },
+    });
     expect((await call('PATCH', '/api/cron/jobs/api-job', { watch: `read_file:${file.path}` })).status).toBe(400);
-    expect((await call('PATCH', '/api/cron/jobs/api-job', { model: null, max_tokens: null })).body).toMatchObject({ model: null, max_tokens: null });
+    expect((await call('PATCH', '/api/cron/jobs/api-job', { model: null, max_tokens: null })).body).toMatchObject({
+      model: null,
+      max_tokens: null,
+    });
 
     // The CLI (and the runs, as `cron`) may use the files; an /api edit of such a job would make its
     // runs answer to api's rights too, so it is refused and changes nothing.
@@ -360,7 +469,11 @@ describe.concurrent('/api: cron economy fields', () => {
     const renamed = await call('PATCH', '/api/cron/jobs/cli-job', { name: 'renamed' });
     expect(renamed.status).toBe(400);
     expect(JSON.stringify(renamed.body)).toContain('not allowed from api');
-    expect((await call('GET', '/api/cron/jobs/cli-job')).body).toMatchObject({ name: 'cli-job', watch: `read_file:${file.path}`, tool_surfaces: ['cron'] });
+    expect((await call('GET', '/api/cron/jobs/cli-job')).body).toMatchObject({
+      name: 'cli-job',
+      watch: `read_file:${file.path}`,
+      tool_surfaces: ['cron'],
+    });
   });
 });
 
@@ -368,41 +481,102 @@ describe.concurrent('cron economy (pure)', () => {
   const T0 = Date.parse('2026-03-04T10:00:00Z');
   const job = (over: Partial<CronJob> = {}): CronJob => ({
     ...createCronJob({
-      id: 'abcdefabcdef', name: 'n', prompt: 'p', schedule: { kind: 'interval', expression: 'every 1m', display: 'every 1m', everyMs: 60_000, anchorMs: T0 },
-      tz: 'UTC', repeat: null, deliver: ['local'], script: null, misfire: 'once', overlap: 'skip', paused: false, origin: { surface: 'cli' }, now: T0,
+      id: 'abcdefabcdef',
+      name: 'n',
+      prompt: 'p',
+      schedule: { kind: 'interval', expression: 'every 1m', display: 'every 1m', everyMs: 60_000, anchorMs: T0 },
+      tz: 'UTC',
+      repeat: null,
+      deliver: ['local'],
+      script: null,
+      misfire: 'once',
+      overlap: 'skip',
+      paused: false,
+      origin: { surface: 'cli' },
+      now: T0,
       economy: { max_tokens: 25, watch: 'ci' },
     }),
     ...over,
   });
-  const spend = (inputTokens: number, outputTokens: number): ModelSpend => ({ calls: 1, inputTokens, outputTokens, cachedTokens: 0, lastInputTokens: inputTokens, estimated: false });
+  const spend = (inputTokens: number, outputTokens: number): ModelSpend => ({
+    calls: 1,
+    inputTokens,
+    outputTokens,
+    cachedTokens: 0,
+    lastInputTokens: inputTokens,
+    estimated: false,
+  });
   const run = (n: number, over: Partial<CronRun> = {}): CronRun => ({
-    occurrence_id: `o${n}`, job_id: 'abcdefabcdef', trigger: 'schedule', status: 'ok', reason: null,
-    due_at: T0 + n * 60_000, started_at: T0 + n * 60_000, finished_at: T0 + n * 60_000 + 10, lateness_ms: 0, late: false,
-    output: 'fine', error: null, silent: false, deliveries: [], worker_id: 'w', ...over,
+    occurrence_id: `o${n}`,
+    job_id: 'abcdefabcdef',
+    trigger: 'schedule',
+    status: 'ok',
+    reason: null,
+    due_at: T0 + n * 60_000,
+    started_at: T0 + n * 60_000,
+    finished_at: T0 + n * 60_000 + 10,
+    lateness_ms: 0,
+    late: false,
+    output: 'fine',
+    error: null,
+    silent: false,
+    deliveries: [],
+    worker_id: 'w',
+    ...over,
   });
 
-  it('adds each run\'s spend to the totals and the budget; pauses at --max-tokens; resume resets the budget only', () => {
+  it("adds each run's spend to the totals and the budget; pauses at --max-tokens; resume resets the budget only", () => {
     let j = applyRun(job(), run(1, { spend: spend(10, 5) }), T0, T0, { watch: { spec: 'ci', digest: 'd1' } });
-    expect(j).toMatchObject({ state: 'scheduled', budget_tokens: 15, watch_digest: 'd1', spend: { calls: 1, inputTokens: 10, outputTokens: 5, lastInputTokens: 10 } });
+    expect(j).toMatchObject({
+      state: 'scheduled',
+      budget_tokens: 15,
+      watch_digest: 'd1',
+      spend: { calls: 1, inputTokens: 10, outputTokens: 5, lastInputTokens: 10 },
+    });
     j = applyRun(j, run(2, { unchanged: true, output: null }), T0, T0, { watch: { spec: 'ci', digest: 'd1' } });
     expect(j).toMatchObject({ state: 'scheduled', budget_tokens: 15, unchanged_runs: 1 });
     j = applyRun(j, run(3, { spend: spend(8, 2) }), T0, T0, { watch: { spec: 'ci', digest: 'd2' } });
     expect(j).toMatchObject({
-      state: 'paused', next_run_at: null, budget_tokens: 25,
-      paused_reason: 'token budget of 25 reached (--max-tokens): 25 tokens since it was set or resumed; in all 2 model calls, 18 tokens in, 7 out (last input 8)',
+      state: 'paused',
+      next_run_at: null,
+      budget_tokens: 25,
+      paused_reason:
+        'token budget of 25 reached (--max-tokens): 25 tokens since it was set or resumed; in all 2 model calls, 18 tokens in, 7 out (last input 8)',
     });
     const resumed = resumeCronJob(j, T0 + 10 * 60_000)!;
-    expect(resumed).toMatchObject({ state: 'scheduled', budget_tokens: 0, spend: { calls: 2, inputTokens: 18, outputTokens: 7 }, unchanged_runs: 1 });
+    expect(resumed).toMatchObject({
+      state: 'scheduled',
+      budget_tokens: 0,
+      spend: { calls: 2, inputTokens: 18, outputTokens: 7 },
+      unchanged_runs: 1,
+    });
   });
 
   it('a failed run keeps the old digest (the next occurrence retries); a turn over agent.max_tokens_per_turn pauses at once', () => {
-    const failed = applyRun(job({ watch_digest: 'd1' }), run(1, { status: 'error', error: 'HTTP 500', output: null, spend: spend(3, 0) }), T0, T0, { watch: { spec: 'ci', digest: 'd2' } });
+    const failed = applyRun(
+      job({ watch_digest: 'd1' }),
+      run(1, { status: 'error', error: 'HTTP 500', output: null, spend: spend(3, 0) }),
+      T0,
+      T0,
+      { watch: { spec: 'ci', digest: 'd2' } },
+    );
     expect(failed).toMatchObject({ watch_digest: 'd1', state: 'scheduled', failure_streak: 1, budget_tokens: 3 });
     // A digest of a watch the job no longer has (edited during the run) is not kept.
     expect(applyRun(job({ watch: 'other' }), run(1), T0, T0, { watch: { spec: 'ci', digest: 'd2' } }).watch_digest).toBeNull();
-    const over = applyRun(job({ max_tokens: null }), run(1, { status: 'error', error: 'This turn used 12 tokens, over agent.max_tokens_per_turn (10).', spend: spend(9, 3) }), T0, T0, { overTurnBudget: true, maxConsecutiveFailures: 3 });
-    expect(over).toMatchObject({ state: 'paused', paused_reason: 'a run over agent.max_tokens_per_turn: This turn used 12 tokens, over agent.max_tokens_per_turn (10).' });
-    expect(runNotice(over, run(1, { status: 'error', error: 'This turn used 12 tokens' }), true)).toContain('Paused: a run over agent.max_tokens_per_turn');
+    const over = applyRun(
+      job({ max_tokens: null }),
+      run(1, { status: 'error', error: 'This turn used 12 tokens, over agent.max_tokens_per_turn (10).', spend: spend(9, 3) }),
+      T0,
+      T0,
+      { overTurnBudget: true, maxConsecutiveFailures: 3 },
+    );
+    expect(over).toMatchObject({
+      state: 'paused',
+      paused_reason: 'a run over agent.max_tokens_per_turn: This turn used 12 tokens, over agent.max_tokens_per_turn (10).',
+    });
+    expect(runNotice(over, run(1, { status: 'error', error: 'This turn used 12 tokens' }), true)).toContain(
+      'Paused: a run over agent.max_tokens_per_turn',
+    );
   });
 
   it('the run that reached --max-tokens delivers its reply with the pause notice after it; --notify never sends the reply alone', () => {

@@ -9,7 +9,15 @@
 import { createServer } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
-import { applyRun, createCronJob, MAX_RUN_OUTPUT_CHARS, resumeCronJob, withReply, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
+import {
+  applyRun,
+  createCronJob,
+  MAX_RUN_OUTPUT_CHARS,
+  resumeCronJob,
+  withReply,
+  type CronJob,
+  type CronRun,
+} from '../scheduler/cron/cron-job.ts';
 import { runNotice } from '../scheduler/cron/cron-notice.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
@@ -25,15 +33,38 @@ const cleanups = cleanupAfterEach();
 const T0 = Date.parse('2026-03-04T10:00:00Z');
 const job = (over: Partial<CronJob> = {}): CronJob => ({
   ...createCronJob({
-    id: 'abcdefabcdef', name: 'nightly', prompt: 'p', schedule: { kind: 'interval', expression: 'every 1m', display: 'every 1m', everyMs: 60_000, anchorMs: T0 },
-    tz: 'UTC', repeat: null, deliver: ['local'], script: null, misfire: 'once', overlap: 'skip', paused: false, origin: { surface: 'cli' }, now: T0,
+    id: 'abcdefabcdef',
+    name: 'nightly',
+    prompt: 'p',
+    schedule: { kind: 'interval', expression: 'every 1m', display: 'every 1m', everyMs: 60_000, anchorMs: T0 },
+    tz: 'UTC',
+    repeat: null,
+    deliver: ['local'],
+    script: null,
+    misfire: 'once',
+    overlap: 'skip',
+    paused: false,
+    origin: { surface: 'cli' },
+    now: T0,
   }),
   ...over,
 });
 const run = (n: number, status: CronRun['status'], error: string | null = null): CronRun => ({
-  occurrence_id: `o${n}`, job_id: 'abcdefabcdef', trigger: 'schedule', status, reason: status === 'skipped' ? 'overlap' : null,
-  due_at: T0 + n * 60_000, started_at: T0 + n * 60_000, finished_at: T0 + n * 60_000 + 10, lateness_ms: 0, late: false,
-  output: status === 'ok' ? 'fine' : null, error, silent: false, deliveries: [], worker_id: 'w',
+  occurrence_id: `o${n}`,
+  job_id: 'abcdefabcdef',
+  trigger: 'schedule',
+  status,
+  reason: status === 'skipped' ? 'overlap' : null,
+  due_at: T0 + n * 60_000,
+  started_at: T0 + n * 60_000,
+  finished_at: T0 + n * 60_000 + 10,
+  lateness_ms: 0,
+  late: false,
+  output: status === 'ok' ? 'fine' : null,
+  error,
+  silent: false,
+  deliveries: [],
+  worker_id: 'w',
 });
 
 describe('cron failure streak and notices (pure)', () => {
@@ -46,7 +77,10 @@ describe('cron failure streak and notices (pure)', () => {
     expect(j).toMatchObject({ state: 'scheduled', failure_streak: 2 });
     const paused = applyRun(j, run(5, 'error', 'exit 3: disk full'), T0, T0, opts);
     expect(paused).toMatchObject({
-      state: 'paused', next_run_at: null, generation: j.generation + 1, failure_streak: 3,
+      state: 'paused',
+      next_run_at: null,
+      generation: j.generation + 1,
+      failure_streak: 3,
       paused_reason: '3 failed runs in a row; last error: exit 3: disk full',
     });
     expect(resumeCronJob(paused, T0 + 10 * 60_000)).toMatchObject({ state: 'scheduled', failure_streak: 0, paused_reason: null });
@@ -54,16 +88,22 @@ describe('cron failure streak and notices (pure)', () => {
   });
 
   it('failure notices name the job and the error and say how to inspect; --notify decides which runs send one', () => {
-    const paused = applyRun(job({ failure_streak: 2 }), run(3, 'error', 'The model endpoint answered 500'), T0, T0, { maxConsecutiveFailures: 3 });
-    expect(runNotice(paused, run(3, 'error', 'The model endpoint answered 500'), true)).toBe([
-      'Cron job "nightly" (abcdefabcdef) failed: The model endpoint answered 500',
-      'Paused after 3 failed runs in a row; `hermes cron resume abcdefabcdef` continues.',
-      '`hermes cron runs abcdefabcdef` shows its runs.',
-    ].join('\n'));
+    const paused = applyRun(job({ failure_streak: 2 }), run(3, 'error', 'The model endpoint answered 500'), T0, T0, {
+      maxConsecutiveFailures: 3,
+    });
+    expect(runNotice(paused, run(3, 'error', 'The model endpoint answered 500'), true)).toBe(
+      [
+        'Cron job "nightly" (abcdefabcdef) failed: The model endpoint answered 500',
+        'Paused after 3 failed runs in a row; `hermes cron resume abcdefabcdef` continues.',
+        '`hermes cron runs abcdefabcdef` shows its runs.',
+      ].join('\n'),
+    );
     expect(runNotice(job(), run(1, 'error', 'x'), false)).toMatch(/^Cron job "nightly" \(abcdefabcdef\) failed: x\n`hermes cron runs/);
     expect(runNotice(job({ notify: 'never' }), run(1, 'error', 'x'), false)).toBeNull();
     expect(runNotice(job(), run(1, 'skipped'), false)).toBeNull();
-    expect(runNotice(job({ notify: 'always' }), run(1, 'skipped'), false)).toBe('Cron job "nightly" (abcdefabcdef) skipped its run due 2026-03-04T10:01:00Z: the previous run was still going.');
+    expect(runNotice(job({ notify: 'always' }), run(1, 'skipped'), false)).toBe(
+      'Cron job "nightly" (abcdefabcdef) skipped its run due 2026-03-04T10:01:00Z: the previous run was still going.',
+    );
     expect(runNotice(job({ notify: 'always' }), run(1, 'ok'), false)).toBeNull();
   });
 
@@ -80,30 +120,50 @@ describe('cron runs that keep failing (real BullMQ)', () => {
   it('F19: a job failing every run is paused after 3 in a row, visible in cron status; each failure is delivered as a notice', async () => {
     const env = testEnv({ 'cron.min_interval_seconds': 1 });
     const api = openCronService(env.config);
-    cleanups.push(() => env.cleanup(), () => api.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => api.close(),
+    );
     const w = await startCronWorker(env.config);
     cleanups.push(() => w.close());
     const failing = await api.service.add({ schedule: 'every 1s', script: 'echo "disk full" >&2; exit 3', name: 'disk' }, cli);
     const quiet = await api.service.add({ schedule: 'every 1s', script: 'exit 4', name: 'quiet', notify: 'never' }, cli);
-    await waitFor(async () => (await api.store.get(failing.id))?.state === 'paused' && (await api.store.get(quiet.id))?.state === 'paused', 15_000, 'both paused');
+    await waitFor(
+      async () => (await api.store.get(failing.id))?.state === 'paused' && (await api.store.get(quiet.id))?.state === 'paused',
+      15_000,
+      'both paused',
+    );
 
     const paused = (await api.store.get(failing.id))!;
-    expect(paused).toMatchObject({ failure_streak: 3, paused_reason: expect.stringMatching(/^3 failed runs in a row; last error: .*code 3: disk full/) });
+    expect(paused).toMatchObject({
+      failure_streak: 3,
+      paused_reason: expect.stringMatching(/^3 failed runs in a row; last error: .*code 3: disk full/),
+    });
     expect(await api.store.schedulerNext(failing.id)).toBeUndefined();
     const status = await api.service.status();
-    expect(status.failing).toEqual(expect.arrayContaining([
-      expect.objectContaining({ id: failing.id, failure_streak: 3, state: 'paused', paused_reason: paused.paused_reason }),
-    ]));
+    expect(status.failing).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ id: failing.id, failure_streak: 3, state: 'paused', paused_reason: paused.paused_reason }),
+      ]),
+    );
     expect(status.jobs.paused).toBe(2);
-    expect((await api.service.doctor()).map((f) => f.message)).toContain(`paused after ${paused.paused_reason}; \`hermes cron resume ${failing.id}\` continues.`);
+    expect((await api.service.doctor()).map((f) => f.message)).toContain(
+      `paused after ${paused.paused_reason}; \`hermes cron resume ${failing.id}\` continues.`,
+    );
 
     // (an occurrence skipped as overlapping on a loaded machine neither counts nor breaks the streak)
     const runs = (await api.store.runs(failing.id, 10)).filter((r) => r.status !== 'skipped');
     expect(runs.map((r) => r.status)).toEqual(['error', 'error', 'error']);
-    await waitFor(async () => (await api.store.runs(failing.id, 10)).every((r) => r.deliveries.every((d) => d.status !== 'pending')), 5_000, 'notices delivered');
+    await waitFor(
+      async () => (await api.store.runs(failing.id, 10)).every((r) => r.deliveries.every((d) => d.status !== 'pending')),
+      5_000,
+      'notices delivered',
+    );
     const notices = (await w.deps.sessions.readEvents(`cron:${failing.id}`, '0', { count: 100 })).map((e) => String(e.data.text));
     expect(notices).toHaveLength(3);
-    expect(notices[0]).toMatch(new RegExp(`^Cron job "disk" \\(${failing.id}\\) failed: .*disk full\n\`hermes cron runs ${failing.id}\` shows its runs\\.$`));
+    expect(notices[0]).toMatch(
+      new RegExp(`^Cron job "disk" \\(${failing.id}\\) failed: .*disk full\n\`hermes cron runs ${failing.id}\` shows its runs\\.$`),
+    );
     expect(notices[2]).toMatch(/\nPaused after 3 failed runs in a row; `hermes cron resume [0-9a-f]{12}` continues\./);
     // --notify never: failures recorded, nothing delivered
     expect((await api.store.runs(quiet.id, 10)).every((r) => r.deliveries.length === 0)).toBe(true);
@@ -141,7 +201,10 @@ describe('long replies', () => {
     // 120 lines of 100 characters: "line 0001 xxx…x\n"
     const script = `for i in $(seq 1 120); do printf 'line %04d %s\\n' "$i" "$(printf 'x%.0s' $(seq 1 89))"; done`;
     const port = (hook.address() as { port: number }).port;
-    const job = await api.service.add({ schedule: 'in 1s', script, name: 'report', deliver: `telegram:${ALLOWED_USER},http://127.0.0.1:${port}/hook` }, cli);
+    const job = await api.service.add(
+      { schedule: 'in 1s', script, name: 'report', deliver: `telegram:${ALLOWED_USER},http://127.0.0.1:${port}/hook` },
+      cli,
+    );
     await waitFor(() => fake.sent.length >= 3 && received.length >= 1, 20_000, 'three Telegram messages and the webhook');
 
     const whole = received[0]!;
@@ -154,7 +217,11 @@ describe('long replies', () => {
     const [record] = await api.store.runs(job.id, 1);
     expect(record!.output!.endsWith('\n[output cut]')).toBe(true);
     expect(record!.output!.length).toBeLessThanOrEqual(MAX_RUN_OUTPUT_CHARS + 13);
-    await waitFor(async () => (await api.store.runs(job.id, 1))[0]?.deliveries.every((d) => d.status !== 'pending'), 5_000, 'deliveries recorded');
+    await waitFor(
+      async () => (await api.store.runs(job.id, 1))[0]?.deliveries.every((d) => d.status !== 'pending'),
+      5_000,
+      'deliveries recorded',
+    );
     expect((await api.store.runs(job.id, 1))[0]!.delivery_text).toBeUndefined();
   });
 });

@@ -18,11 +18,16 @@ import { cleanupAfterEach } from './support/cleanup.ts';
  * Replies delivered to a job's `local` target: its stream's `reply` events (the stream also holds
  * the turn's `model.called` and tool events).
  */
-async function localReplies(api: { redis: { xrange(key: string, start: string, end: string): Promise<Array<[string, string[]]>> }; keys: { events(id: string): string } }, jobId: string): Promise<number> {
+async function localReplies(
+  api: {
+    redis: { xrange(key: string, start: string, end: string): Promise<Array<[string, string[]]>> };
+    keys: { events(id: string): string };
+  },
+  jobId: string,
+): Promise<number> {
   const entries = await api.redis.xrange(api.keys.events(`cron:${jobId}`), '-', '+');
   return entries.filter(([, fields]) => fields[fields.indexOf('type') + 1] === 'reply').length;
 }
-
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
 let model: FakeOpenAI;
@@ -39,7 +44,10 @@ const cleanups = cleanupAfterEach();
 function setup() {
   const env = testEnv({ 'agent.base_url': model.baseUrl, 'cron.min_interval_seconds': 1 });
   const api = openCronService(env.config);
-  cleanups.push(() => env.cleanup(), () => api.close());
+  cleanups.push(
+    () => env.cleanup(),
+    () => api.close(),
+  );
   const workers = async (n: number): Promise<TestCronWorker[]> => {
     const ws = await Promise.all(Array.from({ length: n }, () => startCronWorker(env.config)));
     cleanups.push(() => Promise.all(ws.map((w) => w.close())).then(() => undefined));
@@ -60,7 +68,12 @@ describe('F10: two workers, one job due at T', () => {
     await api.queues.ticks.add(CRON_TICK_JOB_NAME, dup, { jobId: `dup-${job.id}`, delay: Math.max(0, due - Date.now() - 600) });
     await waitFor(async () => (await api.store.runs(job.id, 10)).length === 1, 10_000, 'the run');
     // Both BullMQ jobs reach a worker: wait for the second outcome, then nothing else is left to happen.
-    const outcomesOf = () => ws.flatMap((w) => w.results).filter((r) => r.occurrenceId === `cron:${job.id}:${due}`).map((r) => r.outcome).sort();
+    const outcomesOf = () =>
+      ws
+        .flatMap((w) => w.results)
+        .filter((r) => r.occurrenceId === `cron:${job.id}:${due}`)
+        .map((r) => r.outcome)
+        .sort();
     await waitFor(() => outcomesOf().length >= 2 || undefined, 15_000, 'both jobs of the occurrence processed');
     const runs = await api.store.runs(job.id, 10);
     expect(runs).toHaveLength(1);
@@ -95,7 +108,10 @@ describe('4 workers, 50 jobs', () => {
       // On a loaded machine a run can outlast the 2 s period; the next occurrence then finds the job
       // still running and is recorded as skipped (overlap skip, the default). It never runs twice.
       const skipped = all.filter((r) => r.status === 'skipped');
-      expect(skipped.every((r) => r.reason === 'overlap'), job.id).toBe(true);
+      expect(
+        skipped.every((r) => r.reason === 'overlap'),
+        job.id,
+      ).toBe(true);
       const runs = all.filter((r) => r.status !== 'skipped');
       expect(runs, job.id).toHaveLength(2);
       // The first occurrence is the one announced at add; each later one is the first after
@@ -106,9 +122,15 @@ describe('4 workers, 50 jobs', () => {
         // A skipped occurrence has no start: its pickup is its due time plus its recorded lateness.
         const pickedBy = all[i]!.started_at ?? all[i]!.finished_at ?? all[i]!.due_at + all[i]!.lateness_ms;
         const between = nextOccurrences(job.schedule, job.tz, all[i]!.due_at, 10).filter((t) => t < all[i + 1]!.due_at);
-        expect(between.every((t) => t <= pickedBy), `${job.id}: ${between.join(',')} left out, previous picked up at ${pickedBy}`).toBe(true);
+        expect(
+          between.every((t) => t <= pickedBy),
+          `${job.id}: ${between.join(',')} left out, previous picked up at ${pickedBy}`,
+        ).toBe(true);
       }
-      coalescedTotal += all.length === 0 ? 0 : nextOccurrences(job.schedule, job.tz, job.created_at, 10).filter((t) => t <= all[all.length - 1]!.due_at).length - all.length;
+      coalescedTotal +=
+        all.length === 0
+          ? 0
+          : nextOccurrences(job.schedule, job.tz, job.created_at, 10).filter((t) => t <= all[all.length - 1]!.due_at).length - all.length;
       expect(runs.every((r) => r.status === 'ok' && r.started_at! >= r.due_at)).toBe(true);
       expect(await localReplies(api, job.id)).toBe(2);
       skippedTotal += skipped.length;
@@ -129,7 +151,10 @@ describe('a retried or stalled job', () => {
     const { env, api } = setup();
     const a = createTestDeps(env.config);
     const b = createTestDeps(env.config);
-    cleanups.push(() => a.close(), () => b.close());
+    cleanups.push(
+      () => a.close(),
+      () => b.close(),
+    );
     const prompt = `retry ${Date.now()}`;
     const job = await api.service.add({ schedule: 'in 1s', prompt }, cli);
     await sleep(job.next_run_at! - Date.now() + 50);

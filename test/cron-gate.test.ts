@@ -12,11 +12,18 @@ const NOW = Date.parse('2026-06-01T10:00:00Z');
 describe('decideEarly (nothing early)', () => {
   it('waits in this process for a short wait, in steps of at most MAX_IN_PROCESS_WAIT_MS', () => {
     expect(decideEarly(NOW + 1_500, NOW, { draining: false, canDefer: true })).toEqual({ action: 'sleep', ms: 1_500 });
-    expect(decideEarly(NOW + MAX_IN_PROCESS_WAIT_MS, NOW, { draining: false, canDefer: true })).toEqual({ action: 'sleep', ms: MAX_IN_PROCESS_WAIT_MS });
+    expect(decideEarly(NOW + MAX_IN_PROCESS_WAIT_MS, NOW, { draining: false, canDefer: true })).toEqual({
+      action: 'sleep',
+      ms: MAX_IN_PROCESS_WAIT_MS,
+    });
   });
 
   it('puts a long wait back as delayed until due, and any wait while draining', () => {
-    expect(decideEarly(NOW + 90_000, NOW, { draining: false, canDefer: true })).toEqual({ action: 'defer', reason: 'early', delayMs: 90_000 });
+    expect(decideEarly(NOW + 90_000, NOW, { draining: false, canDefer: true })).toEqual({
+      action: 'defer',
+      reason: 'early',
+      delayMs: 90_000,
+    });
     expect(decideEarly(NOW + 500, NOW, { draining: true, canDefer: true })).toEqual({ action: 'defer', reason: 'early', delayMs: 500 });
   });
 

@@ -77,7 +77,7 @@ describe('cron schedule grammar: day one-shots (tomorrow, today, one day name)',
     expect(nextOccurrences(s, 'UTC', NOW, 3).map(isoUtc)).toEqual([iso]);
   });
 
-  it('days and times are the job zone\'s: tomorrow in Tokyo, 9am in Berlin', () => {
+  it("days and times are the job zone's: tomorrow in Tokyo, 9am in Berlin", () => {
     expect(at('tomorrow at 9am', { tz: 'Europe/Berlin' })).toBe('2026-03-05T08:00:00Z');
     // 23:30 UTC on the 4th is 08:30 on the 5th in Tokyo: tomorrow there is the 6th.
     expect(at('tomorrow at 9am', { tz: 'Asia/Tokyo', now: Date.parse('2026-03-04T23:30:00Z') })).toBe('2026-03-06T00:00:00Z');
@@ -103,7 +103,9 @@ describe('cron schedule grammar: day one-shots (tomorrow, today, one day name)',
     expect(() => parse('monday')).toThrow(/needs a time of day, e.g. "monday at 9am"/);
     expect(() => parse('tomorrow at 25:00')).toThrow(/hour 25 is out of range/);
     expect(() => parse('tomorrow at 9')).toThrow(/"9" is ambiguous/);
-    expect(() => parse('today at 8am')).toThrow(/^"today at 8am" is in the past \(2026-03-04 08:00 UTC\); a one-shot must be in the future — "tomorrow at 8am"\?$/);
+    expect(() => parse('today at 8am')).toThrow(
+      /^"today at 8am" is in the past \(2026-03-04 08:00 UTC\); a one-shot must be in the future — "tomorrow at 8am"\?$/,
+    );
     for (const text of ['tomorrow', 'today at 8am']) expect(() => parse(text)).toThrow(ScheduleInputError);
   });
 });
@@ -201,7 +203,11 @@ describe('cron schedule grammar: every bad input gets a specific error (docs/DES
 describe('delivery targets', () => {
   it('parses a comma list', () => {
     expect(parseDeliver(undefined)).toEqual(['local']);
-    expect(parseDeliver('local, telegram:-100123:7,https://example.test/hook')).toEqual(['local', 'telegram:-100123:7', 'https://example.test/hook']);
+    expect(parseDeliver('local, telegram:-100123:7,https://example.test/hook')).toEqual([
+      'local',
+      'telegram:-100123:7',
+      'https://example.test/hook',
+    ]);
     expect(parseDeliver('origin')).toEqual(['origin']);
   });
 

@@ -29,7 +29,10 @@ const cleanups = cleanupAfterEach();
 function setup(overrides: Record<string, unknown> = {}) {
   const env = testEnv({ 'cron.min_interval_seconds': 1, ...overrides });
   const api = openCronService(env.config);
-  cleanups.push(() => env.cleanup(), () => api.close());
+  cleanups.push(
+    () => env.cleanup(),
+    () => api.close(),
+  );
   return { env, api };
 }
 
@@ -86,15 +89,35 @@ describe('jitter offset', () => {
     const offset = jitterOffsetMs(id, 1800);
     expect(offset).toBeGreaterThan(0);
     const job = createCronJob({
-      id, name: 'j', prompt: 'p', schedule, tz: 'UTC', repeat: null, deliver: ['local'], script: null,
-      misfire: 'skip', overlap: 'skip', paused: false, origin: { surface: 'cli' }, now,
+      id,
+      name: 'j',
+      prompt: 'p',
+      schedule,
+      tz: 'UTC',
+      repeat: null,
+      deliver: ['local'],
+      script: null,
+      misfire: 'skip',
+      overlap: 'skip',
+      paused: false,
+      origin: { surface: 'cli' },
+      now,
     });
     const due = job.next_run_at!;
     expect(due).toBe(now + offset); // the 10:00 occurrence, shifted past now
     expect(cronOccurrenceId(id, due, 'schedule')).toBe(`cron:${id}:${due}`);
     expect(periodAt(schedule, 'UTC', due)).toBe(3_600_000);
     const grace = { graceMinMs: 120_000, graceMaxMs: 7_200_000 };
-    const decide = (at: number) => decideOccurrence({ job, dueAt: due, generation: job.generation, trigger: 'schedule', periodMs: periodAt(schedule, 'UTC', due), now: at, grace });
+    const decide = (at: number) =>
+      decideOccurrence({
+        job,
+        dueAt: due,
+        generation: job.generation,
+        trigger: 'schedule',
+        periodMs: periodAt(schedule, 'UTC', due),
+        now: at,
+        grace,
+      });
     // Not before the shifted time, even past the unshifted one.
     expect(decide(due - 1)).toEqual({ action: 'wait', untilMs: due });
     // Grace is half the period, from the shifted time.
@@ -108,7 +131,9 @@ describe('jitter offset', () => {
     expect(parseJitter('90')).toBe(90);
     expect(parseJitter('1h30m')).toBe(5400);
     const every = parseSchedule('every 10m', { tz: 'UTC', now: 0, minIntervalSeconds: 60 });
-    expect(() => withJitter(every, 'c0ffee000001', 600)).toThrow(/`jitter` 10m must be less than 10m, the shortest time between two fires of "every 10m"/);
+    expect(() => withJitter(every, 'c0ffee000001', 600)).toThrow(
+      /`jitter` 10m must be less than 10m, the shortest time between two fires of "every 10m"/,
+    );
     expect(withJitter(every, 'c0ffee000001', 599).kind).toBe('interval');
     const cron = parseSchedule('0 9,10 * * *', { tz: 'UTC', now: 0, minIntervalSeconds: 60 });
     expect(() => withJitter(cron, 'c0ffee000001', 3600)).toThrow(/less than 1h/);
@@ -134,7 +159,16 @@ describe('jittered jobs on real workers', () => {
     const offset = (job.schedule as { jitter: { offsetMs: number } }).jitter.offsetMs;
     // The preview a user sees (`cron next --job`) before any run, from the job's creation (on a loaded
     // machine the first fire may pass while the preview runs).
-    const preview = await runCronCli(env.config, ['next', '--job', job.id, '--from', new Date(job.created_at).toISOString(), '-n', '2', '--json']);
+    const preview = await runCronCli(env.config, [
+      'next',
+      '--job',
+      job.id,
+      '--from',
+      new Date(job.created_at).toISOString(),
+      '-n',
+      '2',
+      '--json',
+    ]);
     expect(preview.code).toBe(0);
     const expected = nextOccurrences(job.schedule, job.tz, job.created_at, 2);
     expect(JSON.parse(preview.stdout)).toEqual(expected.map(isoUtc));
@@ -213,9 +247,11 @@ describe('/api jitter', () => {
     cleanups.push(() => gw.close());
     const call = async (method: string, path: string, body?: unknown) => {
       const res = await fetch(`${gw.httpAddress.url}${path}`, {
-        method, headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
+        method,
+        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
       });
-      return { status: res.status, body: await res.json() as Record<string, any> };
+      return { status: res.status, body: (await res.json()) as Record<string, any> };
     };
     const created = await call('POST', '/api/cron/jobs', { schedule: '0 * * * *', prompt: 'hourly', tz: 'UTC', jitter: '15m' });
     expect(created.status).toBe(201);

@@ -30,7 +30,11 @@ async function setup() {
   const runOnce = async (name: string, count = 1) => {
     const job = await api.service.get(name);
     expect((await cli('run', name)).code).toBe(0);
-    return waitFor(async () => ((await api.store.runs(job.id, count)).length >= count ? api.store.runs(job.id, count) : null), 15_000, `run of ${name}`);
+    return waitFor(
+      async () => ((await api.store.runs(job.id, count)).length >= count ? api.store.runs(job.id, count) : null),
+      15_000,
+      `run of ${name}`,
+    );
   };
   return { env, api, cli, runOnce };
 }
@@ -41,7 +45,9 @@ describe('cron output delivered local is reachable', () => {
     const local = await cli('add', 'every 1h', '--script', 'echo hi', '--name', 'disk');
     expect(local.code).toBe(0);
     const id = /^([0-9a-f]{12}) {2}disk$/m.exec(local.stdout)![1];
-    expect(local.stdout).toContain(`  deliver   local\n  output    local: \`hermes cron logs ${id}\` shows each run's whole output (--follow waits for new runs)`);
+    expect(local.stdout).toContain(
+      `  deliver   local\n  output    local: \`hermes cron logs ${id}\` shows each run's whole output (--follow waits for new runs)`,
+    );
     const remote = await cli('add', 'every 1h', '--script', 'echo hi', '--name', 'tg', '--deliver', 'telegram:123');
     expect(remote.stdout).toMatch(/ {2}output {4}to the targets above; `hermes cron logs [0-9a-f]{12}` shows each run's output too/);
   });
@@ -73,7 +79,10 @@ describe('cron output delivered local is reachable', () => {
     expect(record!.output!.endsWith('\n[output cut]')).toBe(true); // the record alone would not have it
 
     const json = JSON.parse((await cli('logs', 'report', '--json')).stdout) as Array<{ output: string; output_whole: boolean }>;
-    expect(json.map((r) => [r.output.length, r.output_whole])).toEqual([[whole.length, true], ['second run'.length, true]]);
+    expect(json.map((r) => [r.output.length, r.output_whole])).toEqual([
+      [whole.length, true],
+      ['second run'.length, true],
+    ]);
 
     const runs = await cli('runs', 'report', '--output', '--limit', '1');
     expect(runs.stdout.split('\n')).toEqual([expect.stringMatching(/^── .* · report · manual · ok · script run · /), 'second run', '']);
@@ -93,7 +102,11 @@ describe('cron output delivered local is reachable', () => {
     await cli('add', 'every 1h', '--script', 'echo x', '--name', 'quiet');
     const r = await cli('logs', 'quiet');
     expect(r).toMatchObject({ code: 0, stdout: expect.stringMatching(/^No runs of [0-9a-f]{12} \(quiet\) recorded yet\.$/) });
-    const old = formatEvent({ id: '1700000000000-0', type: 'reply', data: { text: 'hi', source: 'cron', job_id: 'abc123', trigger: 'schedule' } })!;
+    const old = formatEvent({
+      id: '1700000000000-0',
+      type: 'reply',
+      data: { text: 'hi', source: 'cron', job_id: 'abc123', trigger: 'schedule' },
+    })!;
     expect(old.split('\n')[0]).toMatch(/cron abc123 · run \(schedule\)$/);
   });
 });

@@ -19,14 +19,41 @@ afterEach(async () => {
 
 function job(id: string, now: number): CronJob {
   const schedule = parseSchedule('every 10m', { tz: 'UTC', now, minIntervalSeconds: 60 });
-  return createCronJob({ id, name: `job-${id.slice(0, 4)}`, prompt: 'p', schedule, tz: 'UTC', repeat: null, deliver: [], script: null, misfire: 'skip', overlap: 'skip', paused: true, origin: { surface: 'cli' }, now });
+  return createCronJob({
+    id,
+    name: `job-${id.slice(0, 4)}`,
+    prompt: 'p',
+    schedule,
+    tz: 'UTC',
+    repeat: null,
+    deliver: [],
+    script: null,
+    misfire: 'skip',
+    overlap: 'skip',
+    paused: true,
+    origin: { surface: 'cli' },
+    now,
+  });
 }
 
 function run(jobId: string, dueAt: number): CronRun {
   return {
-    occurrence_id: `${jobId}:${dueAt}`, job_id: jobId, trigger: 'schedule', status: 'ok', reason: null, attempts: 1,
-    due_at: dueAt, started_at: dueAt, finished_at: dueAt + 10, lateness_ms: 0, late: false, output: 'done', error: null,
-    silent: false, deliveries: [], worker_id: 'w',
+    occurrence_id: `${jobId}:${dueAt}`,
+    job_id: jobId,
+    trigger: 'schedule',
+    status: 'ok',
+    reason: null,
+    attempts: 1,
+    due_at: dueAt,
+    started_at: dueAt,
+    finished_at: dueAt + 10,
+    lateness_ms: 0,
+    late: false,
+    output: 'done',
+    error: null,
+    silent: false,
+    deliveries: [],
+    worker_id: 'w',
   };
 }
 
@@ -34,7 +61,12 @@ function run(jobId: string, dueAt: number): CronRun {
 async function recordRuns(id: string, from: number, count: number): Promise<void> {
   for (let i = 0; i < count; i++) {
     const current = (await api!.store.get(id))!;
-    const res = await api!.store.commitRun({ run: run(id, from + i * 1000), job: current, expectedVersion: current.version, localEvent: null });
+    const res = await api!.store.commitRun({
+      run: run(id, from + i * 1000),
+      job: current,
+      expectedVersion: current.version,
+      localEvent: null,
+    });
     expect(res.status).toBe('committed');
   }
 }

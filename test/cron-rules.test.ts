@@ -18,31 +18,66 @@ const T0 = Date.parse('2026-06-01T10:00:00Z');
 const MIN = 60_000;
 const GRACE = { graceMinMs: 120_000, graceMaxMs: 7_200_000 };
 
-function jobOf(schedule: string, over: Partial<Pick<CronJob, 'misfire' | 'overlap'>> & { repeat?: number; tz?: string; now?: number } = {}): CronJob {
+function jobOf(
+  schedule: string,
+  over: Partial<Pick<CronJob, 'misfire' | 'overlap'>> & { repeat?: number; tz?: string; now?: number } = {},
+): CronJob {
   const tz = over.tz ?? 'UTC';
   const now = over.now ?? T0;
   return createCronJob({
-    id: 'c0ffeec0ffee', name: 'rules', prompt: 'p', schedule: parseSchedule(schedule, { tz, now, minIntervalSeconds: 60 }), tz,
-    repeat: over.repeat ?? null, deliver: ['local'], script: null, misfire: over.misfire ?? 'once', overlap: over.overlap ?? 'skip',
-    paused: false, origin: { surface: 'cli' }, now,
+    id: 'c0ffeec0ffee',
+    name: 'rules',
+    prompt: 'p',
+    schedule: parseSchedule(schedule, { tz, now, minIntervalSeconds: 60 }),
+    tz,
+    repeat: over.repeat ?? null,
+    deliver: ['local'],
+    script: null,
+    misfire: over.misfire ?? 'once',
+    overlap: over.overlap ?? 'skip',
+    paused: false,
+    origin: { surface: 'cli' },
+    now,
   });
 }
 
 /** The worker's decision for the occurrence due at `dueAt` of `job`, on the clock `now`. */
 function decide(job: CronJob | null, dueAt: number, now: number, trigger: OccurrenceTrigger = 'schedule') {
   return decideOccurrence({
-    job, dueAt, now, trigger, generation: job?.generation ?? 1, grace: GRACE,
+    job,
+    dueAt,
+    now,
+    trigger,
+    generation: job?.generation ?? 1,
+    grace: GRACE,
     periodMs: job ? periodAt(job.schedule, job.tz, dueAt) : undefined,
   });
 }
 
-function runOf(job: CronJob, dueAt: number, f: { status?: CronRun['status']; trigger?: CronRun['trigger']; startedAt?: number } = {}): CronRun {
+function runOf(
+  job: CronJob,
+  dueAt: number,
+  f: { status?: CronRun['status']; trigger?: CronRun['trigger']; startedAt?: number } = {},
+): CronRun {
   const status = f.status ?? 'ok';
-  const startedAt = status === 'skipped' ? null : f.startedAt ?? dueAt;
+  const startedAt = status === 'skipped' ? null : (f.startedAt ?? dueAt);
   return {
-    occurrence_id: `cron:${job.id}:${dueAt}`, job_id: job.id, trigger: f.trigger ?? 'schedule', status, reason: status === 'skipped' ? 'overlap' : null,
-    attempts: 1, due_at: dueAt, started_at: startedAt, finished_at: (startedAt ?? dueAt) + 10, lateness_ms: Math.max(0, (startedAt ?? dueAt) - dueAt),
-    late: false, output: status === 'ok' ? 'fine' : null, error: status === 'error' ? 'exit 1' : null, silent: false, deliveries: [], worker_id: 'w',
+    occurrence_id: `cron:${job.id}:${dueAt}`,
+    job_id: job.id,
+    trigger: f.trigger ?? 'schedule',
+    status,
+    reason: status === 'skipped' ? 'overlap' : null,
+    attempts: 1,
+    due_at: dueAt,
+    started_at: startedAt,
+    finished_at: (startedAt ?? dueAt) + 10,
+    lateness_ms: Math.max(0, (startedAt ?? dueAt) - dueAt),
+    late: false,
+    output: status === 'ok' ? 'fine' : null,
+    error: status === 'error' ? 'exit 1' : null,
+    silent: false,
+    deliveries: [],
+    worker_id: 'w',
   };
 }
 
@@ -73,8 +108,18 @@ describe('misfire: grace window, once, skip (docs/DESIGN.md §7 Misfires)', () =
   it('within the grace window a late occurrence runs, marked late beyond the on-time tolerance', () => {
     const job = jobOf('every 10m', { misfire: 'skip' });
     const due = job.next_run_at!;
-    expect(decide(job, due, due + ON_TIME_TOLERANCE_MS)).toEqual({ action: 'run', latenessMs: ON_TIME_TOLERANCE_MS, late: false, catchUp: false });
-    expect(decide(job, due, due + ON_TIME_TOLERANCE_MS + 1)).toEqual({ action: 'run', latenessMs: ON_TIME_TOLERANCE_MS + 1, late: true, catchUp: false });
+    expect(decide(job, due, due + ON_TIME_TOLERANCE_MS)).toEqual({
+      action: 'run',
+      latenessMs: ON_TIME_TOLERANCE_MS,
+      late: false,
+      catchUp: false,
+    });
+    expect(decide(job, due, due + ON_TIME_TOLERANCE_MS + 1)).toEqual({
+      action: 'run',
+      latenessMs: ON_TIME_TOLERANCE_MS + 1,
+      late: true,
+      catchUp: false,
+    });
     expect(decide(job, due, due + 5 * MIN)).toEqual({ action: 'run', latenessMs: 5 * MIN, late: true, catchUp: false });
   });
 
@@ -86,7 +131,12 @@ describe('misfire: grace window, once, skip (docs/DESIGN.md §7 Misfires)', () =
     expect(decide(once, due, at)).toEqual({ action: 'run', latenessMs: 5 * MIN + 1, late: true, catchUp: true });
     expect(decide(skip, due, at)).toEqual({ action: 'skip', reason: 'misfire', latenessMs: 5 * MIN + 1, graceMs: 5 * MIN });
     // A manual run is due when requested: never a misfire.
-    expect(decide(skip, due, due + 10 * 60 * MIN, 'manual')).toEqual({ action: 'run', latenessMs: 10 * 60 * MIN, late: false, catchUp: false });
+    expect(decide(skip, due, due + 10 * 60 * MIN, 'manual')).toEqual({
+      action: 'run',
+      latenessMs: 10 * 60 * MIN,
+      late: false,
+      catchUp: false,
+    });
   });
 
   it('paused, completed, failed, removed and edited jobs drop their occurrences; a manual run of a paused job still runs', () => {
@@ -97,8 +147,17 @@ describe('misfire: grace window, once, skip (docs/DESIGN.md §7 Misfires)', () =
     expect(decide({ ...job, state: 'paused' }, due, late)).toEqual({ action: 'drop', reason: 'paused' });
     expect(decide({ ...job, state: 'completed' }, due, late)).toEqual({ action: 'drop', reason: 'completed' });
     expect(decide({ ...job, state: 'error' }, due, late)).toEqual({ action: 'drop', reason: 'completed' });
-    expect(decideOccurrence({ job: { ...job, generation: 2 }, dueAt: due, generation: 1, trigger: 'schedule', periodMs: 10 * MIN, now: late, grace: GRACE }))
-      .toEqual({ action: 'drop', reason: 'stale' });
+    expect(
+      decideOccurrence({
+        job: { ...job, generation: 2 },
+        dueAt: due,
+        generation: 1,
+        trigger: 'schedule',
+        periodMs: 10 * MIN,
+        now: late,
+        grace: GRACE,
+      }),
+    ).toEqual({ action: 'drop', reason: 'stale' });
     expect(decide({ ...job, state: 'paused' }, due, due + 1, 'manual')).toMatchObject({ action: 'run', catchUp: false });
   });
 
@@ -109,8 +168,17 @@ describe('misfire: grace window, once, skip (docs/DESIGN.md §7 Misfires)', () =
     const resumed = resumeCronJob(paused, T0 + 35 * MIN)!;
     expect(resumed).toMatchObject({ state: 'scheduled', next_run_at: T0 + 40 * MIN, generation: job.generation + 2 });
     // An occurrence of the old generation that was already queued is dropped.
-    expect(decideOccurrence({ job: resumed, dueAt: T0 + 10 * MIN, generation: job.generation, trigger: 'schedule', periodMs: 10 * MIN, now: T0 + 36 * MIN, grace: GRACE }))
-      .toEqual({ action: 'drop', reason: 'stale' });
+    expect(
+      decideOccurrence({
+        job: resumed,
+        dueAt: T0 + 10 * MIN,
+        generation: job.generation,
+        trigger: 'schedule',
+        periodMs: 10 * MIN,
+        now: T0 + 36 * MIN,
+        grace: GRACE,
+      }),
+    ).toEqual({ action: 'drop', reason: 'stale' });
   });
 });
 
@@ -175,6 +243,10 @@ describe('--repeat N accounting', () => {
     const once = jobOf('in 5m');
     const due = once.next_run_at!;
     expect(applyRun(once, runOf(once, due), due, due)).toMatchObject({ state: 'completed', next_run_at: null });
-    expect(applyRun(once, runOf(once, due, { status: 'error' }), due, due)).toMatchObject({ state: 'error', next_run_at: null, failure_streak: 1 });
+    expect(applyRun(once, runOf(once, due, { status: 'error' }), due, due)).toMatchObject({
+      state: 'error',
+      next_run_at: null,
+      failure_streak: 1,
+    });
   });
 });

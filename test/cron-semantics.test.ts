@@ -29,11 +29,16 @@ import { cleanupAfterEach } from './support/cleanup.ts';
  * Replies delivered to a job's `local` target: its stream's `reply` events (the stream also holds
  * the turn's `model.called` and tool events).
  */
-async function localReplies(api: { redis: { xrange(key: string, start: string, end: string): Promise<Array<[string, string[]]>> }; keys: { events(id: string): string } }, jobId: string): Promise<number> {
+async function localReplies(
+  api: {
+    redis: { xrange(key: string, start: string, end: string): Promise<Array<[string, string[]]>> };
+    keys: { events(id: string): string };
+  },
+  jobId: string,
+): Promise<number> {
   const entries = await api.redis.xrange(api.keys.events(`cron:${jobId}`), '-', '+');
   return entries.filter(([, fields]) => fields[fields.indexOf('type') + 1] === 'reply').length;
 }
-
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
 
@@ -87,7 +92,9 @@ function ownCleanups(onTestFinished: (fn: () => Promise<void>) => void): (fn: Cl
 
 function setup(overrides: Record<string, unknown> = {}, onCleanup: (fn: CleanUp) => void = (fn) => void cleanups.push(fn)) {
   const env: TestEnv = testEnv({
-    'agent.base_url': model.baseUrl, 'cron.min_interval_seconds': 1, ...overrides,
+    'agent.base_url': model.baseUrl,
+    'cron.min_interval_seconds': 1,
+    ...overrides,
   });
   const api = openCronService(env.config);
   onCleanup(() => env.cleanup());
@@ -121,7 +128,13 @@ describe('cron runs (real BullMQ)', () => {
     }
     expect(await localReplies(api, job.id)).toBe(2);
     const done = (await api.store.get(job.id))!;
-    expect(done).toMatchObject({ state: 'completed', repeat: { times: 2, completed: 2 }, next_run_at: null, last_status: 'ok', failure_streak: 0 });
+    expect(done).toMatchObject({
+      state: 'completed',
+      repeat: { times: 2, completed: 2 },
+      next_run_at: null,
+      last_status: 'ok',
+      failure_streak: 0,
+    });
     expect(await api.store.schedulerNext(job.id)).toBeUndefined();
   });
 
@@ -139,9 +152,10 @@ describe('cron runs (real BullMQ)', () => {
   it('runs a --script job as a command turn, only when created from a trusted surface', async () => {
     const { api, worker, runsOf } = setup();
     await worker();
-    await expect(api.service.add({ schedule: 'in 1s', script: 'echo hi' }, { origin: { surface: 'api' }, trusted: false }))
-      .rejects.toThrow(/^Jobs with a `script` \(command turns\) can only be created from the CLI or the config file\.$/);
-    const job = await api.service.add({ schedule: 'in 1s', script: 'echo "job $HERMES_CRON_JOB_ID"; cat' , prompt: 'from stdin' }, cli);
+    await expect(api.service.add({ schedule: 'in 1s', script: 'echo hi' }, { origin: { surface: 'api' }, trusted: false })).rejects.toThrow(
+      /^Jobs with a `script` \(command turns\) can only be created from the CLI or the config file\.$/,
+    );
+    const job = await api.service.add({ schedule: 'in 1s', script: 'echo "job $HERMES_CRON_JOB_ID"; cat', prompt: 'from stdin' }, cli);
     await waitFor(async () => (await runsOf(job.id)).length === 1, 10_000, 'run');
     expect((await runsOf(job.id))[0]).toMatchObject({ status: 'ok', output: `job ${job.id}\nfrom stdin` });
   });
@@ -154,7 +168,11 @@ describe('cron runs (real BullMQ)', () => {
     const runs = await runsOf(job.id);
     expect(runs.map((r) => r.status)).toEqual(['error', 'error']);
     expect(runs[0]!.error).toMatch(/exited with code 3: broken/);
-    expect(await api.store.get(job.id)).toMatchObject({ failure_streak: 2, last_status: 'error', last_error: expect.stringMatching(/code 3/) });
+    expect(await api.store.get(job.id)).toMatchObject({
+      failure_streak: 2,
+      last_status: 'error',
+      last_error: expect.stringMatching(/code 3/),
+    });
   });
 
   it('--repeat N is a budget of N runs even when runs overlap: runs in flight count against it (--overlap allow)', async () => {
@@ -165,10 +183,15 @@ describe('cron runs (real BullMQ)', () => {
     holds.push(() => writeFileSync(gate, ''));
     const started = () => (existsSync(starts) ? readFileSync(starts, 'utf8').trim().split('\n') : []);
     // Each run lasts until the test lets it finish: both runs are in flight when the next occurrence is due.
-    const job = await api.service.add({
-      schedule: 'every 1s', script: `echo "$HERMES_CRON_OCCURRENCE_ID" >> ${starts}; while [ ! -e ${gate} ]; do sleep 0.05; done; echo ran`,
-      repeat: 2, overlap: 'allow',
-    }, cli);
+    const job = await api.service.add(
+      {
+        schedule: 'every 1s',
+        script: `echo "$HERMES_CRON_OCCURRENCE_ID" >> ${starts}; while [ ! -e ${gate} ]; do sleep 0.05; done; echo ran`,
+        repeat: 2,
+        overlap: 'allow',
+      },
+      cli,
+    );
     const refused = await waitFor(() => w.results.find((r) => r.reason === 'repeat-used'), 15_000, 'an occurrence refused by the budget');
     await waitFor(() => started().length === 2, 5_000, 'both runs to start their scripts');
     expect(await runsOf(job.id)).toEqual([]); // neither run has finished: the two in flight used the budget
@@ -188,10 +211,16 @@ describe('cron runs (real BullMQ)', () => {
   it('the --repeat budget at claim time: runs in flight count, skips and manual runs do not', async () => {
     const { api } = setup();
     const job = await api.service.add({ schedule: 'every 1h', prompt: 'p', repeat: 2, overlap: 'allow' }, cli);
-    const claim = (n: number, extra: { skip?: boolean; manual?: boolean; holder?: string } = {}) => api.store.claim({
-      jobId: job.id, occurrenceId: `occ-${n}`, holder: extra.holder ?? `h-${n}`, generation: job.generation, manual: extra.manual ?? false, dueAt: n,
-      skip: extra.skip,
-    });
+    const claim = (n: number, extra: { skip?: boolean; manual?: boolean; holder?: string } = {}) =>
+      api.store.claim({
+        jobId: job.id,
+        occurrenceId: `occ-${n}`,
+        holder: extra.holder ?? `h-${n}`,
+        generation: job.generation,
+        manual: extra.manual ?? false,
+        dueAt: n,
+        skip: extra.skip,
+      });
     expect(await claim(1)).toEqual({ status: 'ok', attempt: 1 });
     expect(await claim(2, { skip: true })).toEqual({ status: 'ok', attempt: 1 });
     expect(await claim(3, { manual: true })).toEqual({ status: 'ok', attempt: 1 });
@@ -231,9 +260,14 @@ describe('cron runs (real BullMQ)', () => {
     await new Promise<void>((r) => hook.listen(0, '127.0.0.1', () => r()));
     cleanups.push(() => new Promise<void>((r) => hook.close(() => r())));
     const port = (hook.address() as { port: number }).port;
-    const job = await api.service.add({
-      schedule: 'in 1s', prompt: 'report', deliver: `local,telegram:-1001:7,http://127.0.0.1:${port}/ok,http://127.0.0.1:${port}/fail`,
-    }, cli);
+    const job = await api.service.add(
+      {
+        schedule: 'in 1s',
+        prompt: 'report',
+        deliver: `local,telegram:-1001:7,http://127.0.0.1:${port}/ok,http://127.0.0.1:${port}/fail`,
+      },
+      cli,
+    );
     await waitFor(async () => (await runsOf(job.id))[0]?.deliveries.every((d) => d.status !== 'pending'), 10_000, 'deliveries');
     const [run] = await runsOf(job.id);
     expect(run!.deliveries).toEqual([
@@ -245,7 +279,13 @@ describe('cron runs (real BullMQ)', () => {
     expect(received.map((r) => r.key)).toEqual([run!.occurrence_id, run!.occurrence_id]);
     expect(received[0]!.body).toMatchObject({ job_id: job.id, output: 'done: report', status: 'ok' });
     const out = await worker().then((w) => w.deps.outboundTelegram.getJob(outboundJobId(`${run!.occurrence_id}>telegram:-1001:7`)));
-    expect(out?.data).toMatchObject({ platform: 'telegram', chatId: '-1001', threadId: '7', text: 'done: report', sessionId: `cron:${job.id}` });
+    expect(out?.data).toMatchObject({
+      platform: 'telegram',
+      chatId: '-1001',
+      threadId: '7',
+      text: 'done: report',
+      sessionId: `cron:${job.id}`,
+    });
   });
 });
 
@@ -289,31 +329,75 @@ describe('misfires after an outage (docs/DESIGN.md §7 Misfires)', () => {
     expect(new Set(runs.map((r) => r.due_at)).size).toBe(runs.length);
   });
 
-  it.concurrent('--misfire skip records the missed occurrence as skipped and runs the next one on time', async ({ expect, onTestFinished }) => {
-    const { api, worker, runsOf } = setup({ 'cron.misfire_grace_min_seconds': GRACE_MS / 1000 }, ownCleanups(onTestFinished));
-    const job = await api.service.add({ schedule: 'every 2s', prompt: 'tick', misfire: 'skip' }, cli);
-    const restartedAt = await outage(job.created_at);
-    await worker();
-    await waitFor(async () => (await runsOf(job.id)).some((r) => r.status === 'ok'), 10_000, 'the next run');
-    await api.service.pause(job.id);
-    const runs = await runsOf(job.id);
-    expect(runs[0]).toMatchObject({ status: 'skipped', reason: 'misfire', due_at: job.created_at + PERIOD_MS, started_at: null, output: null });
-    expect(runs[0]!.lateness_ms).toBeGreaterThanOrEqual(restartedAt - runs[0]!.due_at);
-    expect(runs[1]).toMatchObject({ status: 'ok', trigger: 'schedule', due_at: nextOccurrence(job.schedule, job.tz, restartedAt) });
-    expect(runs.slice(1).every((r) => r.status === 'ok' && r.trigger === 'schedule' && r.lateness_ms <= GRACE_MS)).toBe(true);
-    expect(await localReplies(api, job.id)).toBe(runs.length - 1);
-  });
+  it.concurrent(
+    '--misfire skip records the missed occurrence as skipped and runs the next one on time',
+    async ({ expect, onTestFinished }) => {
+      const { api, worker, runsOf } = setup({ 'cron.misfire_grace_min_seconds': GRACE_MS / 1000 }, ownCleanups(onTestFinished));
+      const job = await api.service.add({ schedule: 'every 2s', prompt: 'tick', misfire: 'skip' }, cli);
+      const restartedAt = await outage(job.created_at);
+      await worker();
+      await waitFor(async () => (await runsOf(job.id)).some((r) => r.status === 'ok'), 10_000, 'the next run');
+      await api.service.pause(job.id);
+      const runs = await runsOf(job.id);
+      expect(runs[0]).toMatchObject({
+        status: 'skipped',
+        reason: 'misfire',
+        due_at: job.created_at + PERIOD_MS,
+        started_at: null,
+        output: null,
+      });
+      expect(runs[0]!.lateness_ms).toBeGreaterThanOrEqual(restartedAt - runs[0]!.due_at);
+      expect(runs[1]).toMatchObject({ status: 'ok', trigger: 'schedule', due_at: nextOccurrence(job.schedule, job.tz, restartedAt) });
+      expect(runs.slice(1).every((r) => r.status === 'ok' && r.trigger === 'schedule' && r.lateness_ms <= GRACE_MS)).toBe(true);
+      expect(await localReplies(api, job.id)).toBe(runs.length - 1);
+    },
+  );
 
   it('a late occurrence within the grace window runs and is marked late', () => {
     const schedule = parseSchedule('every 10m', { tz: 'UTC', now: 0, minIntervalSeconds: 60 });
-    const job = createCronJob({ id: 'a'.repeat(12), name: null, prompt: 'p', schedule, tz: 'UTC', repeat: null, deliver: ['local'], script: null, misfire: 'skip', overlap: 'skip', paused: false, origin: { surface: 'cli' }, now: 0 });
+    const job = createCronJob({
+      id: 'a'.repeat(12),
+      name: null,
+      prompt: 'p',
+      schedule,
+      tz: 'UTC',
+      repeat: null,
+      deliver: ['local'],
+      script: null,
+      misfire: 'skip',
+      overlap: 'skip',
+      paused: false,
+      origin: { surface: 'cli' },
+      now: 0,
+    });
     const grace = { graceMinMs: 120_000, graceMaxMs: 7_200_000 };
-    const at = (lateMs: number) => decideOccurrence({ job, dueAt: 600_000, generation: 1, trigger: 'schedule', periodMs: 600_000, now: 600_000 + lateMs, grace });
+    const at = (lateMs: number) =>
+      decideOccurrence({ job, dueAt: 600_000, generation: 1, trigger: 'schedule', periodMs: 600_000, now: 600_000 + lateMs, grace });
     expect(at(299_000)).toEqual({ action: 'run', latenessMs: 299_000, late: true, catchUp: false }); // grace = 5 min
     expect(at(301_000)).toMatchObject({ action: 'skip', reason: 'misfire', graceMs: 300_000 });
     expect(at(500)).toMatchObject({ action: 'run', late: false });
-    expect(decideOccurrence({ job: { ...job, state: 'paused' }, dueAt: 600_000, generation: 1, trigger: 'schedule', periodMs: 600_000, now: 9e9, grace })).toEqual({ action: 'drop', reason: 'paused' });
-    expect(decideOccurrence({ job: { ...job, last_due_at: 600_000 }, dueAt: 600_000, generation: 1, trigger: 'schedule', periodMs: 600_000, now: 9e9, grace })).toEqual({ action: 'drop', reason: 'coalesced' });
+    expect(
+      decideOccurrence({
+        job: { ...job, state: 'paused' },
+        dueAt: 600_000,
+        generation: 1,
+        trigger: 'schedule',
+        periodMs: 600_000,
+        now: 9e9,
+        grace,
+      }),
+    ).toEqual({ action: 'drop', reason: 'paused' });
+    expect(
+      decideOccurrence({
+        job: { ...job, last_due_at: 600_000 },
+        dueAt: 600_000,
+        generation: 1,
+        trigger: 'schedule',
+        periodMs: 600_000,
+        now: 9e9,
+        grace,
+      }),
+    ).toEqual({ action: 'drop', reason: 'coalesced' });
   });
 });
 
@@ -322,18 +406,44 @@ describe('F11: after a restart nothing fires before it is due', () => {
     const tz = 'Europe/Berlin';
     const created = Date.parse('2026-06-01T07:00:00Z'); // 09:00 Berlin
     const schedule = parseSchedule('0 17 * * *', { tz, now: created, minIntervalSeconds: 60 });
-    const job = createCronJob({ id: 'b'.repeat(12), name: null, prompt: 'p', schedule, tz, repeat: null, deliver: ['local'], script: null, misfire: 'once', overlap: 'skip', paused: false, origin: { surface: 'cli' }, now: created });
+    const job = createCronJob({
+      id: 'b'.repeat(12),
+      name: null,
+      prompt: 'p',
+      schedule,
+      tz,
+      repeat: null,
+      deliver: ['local'],
+      script: null,
+      misfire: 'once',
+      overlap: 'skip',
+      paused: false,
+      origin: { surface: 'cli' },
+      now: created,
+    });
     const due = job.next_run_at!;
     expect(isoUtc(due)).toBe('2026-06-01T15:00:00Z'); // 17:00 Berlin
     const restart = Date.parse('2026-06-01T08:57:00Z'); // 10:57 Berlin
-    expect(decideOccurrence({ job, dueAt: due, generation: 1, trigger: 'schedule', periodMs: 86_400_000, now: restart, grace: { graceMinMs: 120_000, graceMaxMs: 7_200_000 } }))
-      .toEqual({ action: 'wait', untilMs: due });
+    expect(
+      decideOccurrence({
+        job,
+        dueAt: due,
+        generation: 1,
+        trigger: 'schedule',
+        periodMs: 86_400_000,
+        now: restart,
+        grace: { graceMinMs: 120_000, graceMaxMs: 7_200_000 },
+      }),
+    ).toEqual({ action: 'wait', untilMs: due });
   });
 
   it('a job that reaches a worker before it is due (promoted early) runs only at its due time, once', async () => {
     const { api, worker, runsOf } = setup();
     const w = await worker();
-    const job = await api.service.add({ schedule: `${(new Date(Date.now() + 3_000).getUTCSeconds())} * * * * *`, prompt: 'at due time', tz: 'UTC', repeat: 1 }, cli);
+    const job = await api.service.add(
+      { schedule: `${new Date(Date.now() + 3_000).getUTCSeconds()} * * * * *`, prompt: 'at due time', tz: 'UTC', repeat: 1 },
+      cli,
+    );
     const due = job.next_run_at!;
     const id = `repeat:cron:${job.id}:${due}`;
     const pending = (await api.queues.ticks.getDelayed()).find((j) => j.id === id);
@@ -417,7 +527,11 @@ describe('pause and remove with the next job already waiting', () => {
       expect(left).toEqual([]);
       expect(await api.store.schedulerNext(job.id)).toBeUndefined();
       // … and a tick a worker held when the command returned has finished (dropped, or the run it had claimed).
-      await waitFor(async () => (await api.queues.ticks.getJobs(['active'])).every((j) => !j.id?.includes(job.id)), 10_000, 'the ticks in flight');
+      await waitFor(
+        async () => (await api.queues.ticks.getJobs(['active'])).every((j) => !j.id?.includes(job.id)),
+        10_000,
+        'the ticks in flight',
+      );
       if (action === 'pause') {
         const runs = await api.store.runs(job.id, 1000);
         expect(runs.every((r) => r.started_at === null || r.started_at < returnedAt)).toBe(true);
@@ -429,7 +543,9 @@ describe('pause and remove with the next job already waiting', () => {
       }
       const lateRuns = w.results.filter((r) => r.outcome === 'ran' && Number(r.occurrenceId.split(':').pop()) > returnedAt);
       expect(lateRuns).toEqual([]);
-      expect((await api.queues.ticks.getJobs(['delayed', 'wait', 'prioritized', 'active'])).filter((j) => j.id?.includes(job.id))).toEqual([]);
+      expect((await api.queues.ticks.getJobs(['delayed', 'wait', 'prioritized', 'active'])).filter((j) => j.id?.includes(job.id))).toEqual(
+        [],
+      );
     });
   }
 
@@ -459,9 +575,16 @@ describe('the worker side of the job scheduler', () => {
     expect((pending?.opts as { repeat?: unknown } | undefined)?.repeat).toMatchObject({ pattern: '0 8 * * *', tz: 'Europe/Warsaw' });
     await pending!.promote(); // a worker picks it up now, long before 08:00
     await waitFor(async () => (await api.queues.ticks.getJob(`repeat:cron:${job.id}:${second}`)) !== undefined, 5_000, 'next iteration');
-    await waitFor(async () => (await api.queues.ticks.getJob(`repeat:cron:${job.id}:${first}`))?.isDelayed(), 5_000, 'moved back to delayed');
+    await waitFor(
+      async () => (await api.queues.ticks.getJob(`repeat:cron:${job.id}:${first}`))?.isDelayed(),
+      5_000,
+      'moved back to delayed',
+    );
     expect(await runsOf(job.id)).toEqual([]);
-    const delayed = (await api.queues.ticks.getDelayed()).map((j) => j.id).filter((id) => id?.includes(job.id)).sort();
+    const delayed = (await api.queues.ticks.getDelayed())
+      .map((j) => j.id)
+      .filter((id) => id?.includes(job.id))
+      .sort();
     expect(delayed).toEqual([`repeat:cron:${job.id}:${first}`, `repeat:cron:${job.id}:${second}`].sort());
     expect(formatInZone(second!, 'Europe/Warsaw')).toMatch(/ 08:00 /);
   });
@@ -487,10 +610,15 @@ describe('the worker side of the job scheduler', () => {
     const job = await api.service.add({ schedule: 'every 1s', prompt: 'slow', overlap: 'queue', repeat: 2 }, cli);
     // The first run lasts until an occurrence due during it was picked up and put back to wait
     // (a job of a later occurrence, due already, delayed again after a worker started it).
-    const deferred = await waitFor(async () => (await api.queues.ticks.getDelayed()).find((j) => {
-      const due = schedulerJobMillis(j.id);
-      return j.id?.startsWith(`repeat:cron:${job.id}:`) && due! > job.next_run_at! && due! < Date.now() && j.attemptsStarted >= 1;
-    }), 10_000, 'an occurrence deferred');
+    const deferred = await waitFor(
+      async () =>
+        (await api.queues.ticks.getDelayed()).find((j) => {
+          const due = schedulerJobMillis(j.id);
+          return j.id?.startsWith(`repeat:cron:${job.id}:`) && due! > job.next_run_at! && due! < Date.now() && j.attemptsStarted >= 1;
+        }),
+      10_000,
+      'an occurrence deferred',
+    );
     expect(await runsOf(job.id)).toEqual([]);
     held.release();
     await waitFor(async () => (await api.store.get(job.id))?.state === 'completed', 10_000, 'two runs');
@@ -507,7 +635,10 @@ describe('the worker side of the job scheduler', () => {
 
   it('a model that cannot be reached is retried with backoff, then recorded as an error', async () => {
     const { freePort } = await import('../scheduler/store/redis/embedded-redis.ts');
-    const { api, worker, runsOf } = setup({ 'agent.base_url': `http://127.0.0.1:${await freePort()}/v1`, 'cron.retry_backoff_seconds': 0.2 });
+    const { api, worker, runsOf } = setup({
+      'agent.base_url': `http://127.0.0.1:${await freePort()}/v1`,
+      'cron.retry_backoff_seconds': 0.2,
+    });
     const w = await worker();
     const failures: number[] = [];
     const starts: number[] = [];
@@ -517,7 +648,11 @@ describe('the worker side of the job scheduler', () => {
     await waitFor(async () => (await runsOf(job.id)).length === 1, 10_000, 'the error run');
     const [run] = await runsOf(job.id);
     // the failure is told to the job's target (local) as a short notice
-    expect(run).toMatchObject({ status: 'error', error: expect.stringMatching(/could not be reached/), deliveries: [{ target: 'local', status: 'delivered', evidence: expect.any(String) }] });
+    expect(run).toMatchObject({
+      status: 'error',
+      error: expect.stringMatching(/could not be reached/),
+      deliveries: [{ target: 'local', status: 'delivered', evidence: expect.any(String) }],
+    });
     expect(failures).toEqual([1, 2]); // two retried attempts, the third recorded the error
     expect(run!.attempts).toBe(3);
     // Exponential backoff from cron.retry_backoff_seconds: 200 ms before the second attempt, 400 ms before the third.
@@ -549,7 +684,9 @@ describe('service input errors change nothing', () => {
   it('a taken name is refused on add and edit; a derived name gets a number', async () => {
     const { api } = setup();
     const a = await api.service.add({ schedule: 'daily at 7am', prompt: 'x', name: 'Report' }, cli);
-    await expect(api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: 'REPORT' }, cli)).rejects.toThrow(`A cron job named "Report" already exists (${a.id})`);
+    await expect(api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: 'REPORT' }, cli)).rejects.toThrow(
+      `A cron job named "Report" already exists (${a.id})`,
+    );
     await expect(api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: a.id }, cli)).rejects.toThrow(ScheduleInputError);
     await expect(api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: a.id }, cli)).rejects.toThrow(
       `"${a.id}" is the id of the cron job "Report"; a name may not be another job's id (references would be ambiguous). Choose another \`name\`.`,

@@ -42,8 +42,15 @@ describe('/admin/queues', () => {
     expect(await ok.text()).toMatch(/<html/i);
     const api = await fetch(`${url}/api/queues`, { headers: basic('ops', KEY) });
     expect(api.status).toBe(200);
-    const body = await api.json() as { queues: Array<{ name: string; readOnlyMode: boolean }> };
-    expect(body.queues.map((q) => q.name).sort()).toEqual(['inbox', 'outbound-discord', 'outbound-slack', 'outbound-telegram', 'ticks', 'v1-runs']);
+    const body = (await api.json()) as { queues: Array<{ name: string; readOnlyMode: boolean }> };
+    expect(body.queues.map((q) => q.name).sort()).toEqual([
+      'inbox',
+      'outbound-discord',
+      'outbound-slack',
+      'outbound-telegram',
+      'ticks',
+      'v1-runs',
+    ]);
     expect(body.queues.every((q) => q.readOnlyMode)).toBe(true);
   });
 
@@ -58,12 +65,15 @@ describe('/admin/queues', () => {
     const writable = await gateway({ 'dashboard.read_only': false });
     const c2 = clients(writable.env);
     cleanups.push(() => c2.close());
-    const paused = await fetch(`${writable.gw.httpAddress.url}/admin/queues/api/queues/inbox/pause`, { method: 'PUT', headers: basic('ops', KEY) });
+    const paused = await fetch(`${writable.gw.httpAddress.url}/admin/queues/api/queues/inbox/pause`, {
+      method: 'PUT',
+      headers: basic('ops', KEY),
+    });
     expect(paused.status).toBe(200);
     expect(await c2.queues.inbox.isPaused()).toBe(true);
   });
 
-  it('lists each shard\'s queues apart when the key space has several shards', async () => {
+  it("lists each shard's queues apart when the key space has several shards", async () => {
     const { gw } = await gateway({ 'redis.shards': 2 });
     const api = await fetch(`${gw.httpAddress.url}/admin/queues/api/queues`, { headers: basic('ops', KEY) });
     const names = ((await api.json()) as { queues: Array<{ name: string }> }).queues.map((q) => q.name);
@@ -78,7 +88,15 @@ describe('/admin/queues', () => {
     const { gw } = await gateway();
     const browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run',
+      ],
     });
     cleanups.push(() => browser.close());
     const context = await browser.newContext({ httpCredentials: { username: 'operator', password: KEY } });

@@ -4,7 +4,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
-  formatDeliveryTarget, parseDeliveryTarget, routeOfTarget, targetOfRoute, type DeliveryTarget,
+  formatDeliveryTarget,
+  parseDeliveryTarget,
+  routeOfTarget,
+  targetOfRoute,
+  type DeliveryTarget,
 } from '../scheduler/delivery/delivery-target.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 import { parseDeliver } from '../scheduler/cron/cron-job.ts';
@@ -101,14 +105,15 @@ describe('every surface uses the one parser', () => {
 
   it('loop --deliver: a Telegram target becomes the origin route; local is no route; others are refused', () => {
     expect(originFromDeliver('telegram:-1001234567890:17')).toEqual({
-      surface: 'cli', route: { platform: 'telegram', chatId: '-1001234567890', threadId: '17' },
+      surface: 'cli',
+      route: { platform: 'telegram', chatId: '-1001234567890', threadId: '17' },
     });
     expect(originFromDeliver('local')).toEqual({ surface: 'cli' });
     expect(() => originFromDeliver('origin')).toThrow(/Invalid --deliver "origin"/);
     expect(() => originFromDeliver('https://example.test/hook')).toThrow(ScheduleInputError);
   });
 
-  it('a Telegram session id is spelled like the chat\'s target', () => {
+  it("a Telegram session id is spelled like the chat's target", () => {
     expect(telegramSessionId('-1001234567890', '17')).toBe('telegram:-1001234567890:17');
     expect(parseDeliveryTarget(telegramSessionId('-1001234567890'))).toEqual({ kind: 'telegram', chatId: '-1001234567890' });
   });

@@ -45,7 +45,10 @@ function durationSeconds(text: string): number {
 }
 
 describe('systemd units', () => {
-  for (const [unit, command] of [['hermes-gateway.service', 'gateway'], ['hermes-worker@.service', 'worker']] as const) {
+  for (const [unit, command] of [
+    ['hermes-gateway.service', 'gateway'],
+    ['hermes-worker@.service', 'worker'],
+  ] as const) {
     it(`${unit}: non-root, hardened, restarted on failure, stopped only after the drain`, async () => {
       const file = join(ROOT, 'ops', 'systemd', unit);
       const s = serviceSection(file);
@@ -67,7 +70,9 @@ describe('systemd units', () => {
         cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
         const copy = join(dir, unit.replace('@.', '@1.'));
         copyFileSync(file, copy);
-        const { stdout, stderr } = await promisify(execFile)('systemd-analyze', ['verify', copy]).catch((e: { stdout: string; stderr: string }) => e);
+        const { stdout, stderr } = await promisify(execFile)('systemd-analyze', ['verify', copy]).catch(
+          (e: { stdout: string; stderr: string }) => e,
+        );
         expect(`${stdout}${stderr}`.split('\n').filter((l) => /Unknown|Invalid|Failed to parse|bad-setting/i.test(l))).toEqual([]);
       }
     });
@@ -96,7 +101,17 @@ describe('Dockerfile and compose.yaml', () => {
 
   it('compose runs Redis with AOF and noeviction, N workers and a gateway on loopback, each given time to drain', () => {
     const compose = parseYaml(readFileSync(join(ROOT, 'ops', 'compose.yaml'), 'utf8'), { merge: true }) as {
-      services: Record<string, { command?: string[]; stop_grace_period?: string; deploy?: { replicas?: number }; ports?: string[]; environment?: Record<string, string>; build?: { dockerfile: string } }>;
+      services: Record<
+        string,
+        {
+          command?: string[];
+          stop_grace_period?: string;
+          deploy?: { replicas?: number };
+          ports?: string[];
+          environment?: Record<string, string>;
+          build?: { dockerfile: string };
+        }
+      >;
     };
     const { redis, worker, gateway } = compose.services;
     expect(redis!.command!.join(' ')).toMatch(/--appendonly yes/);

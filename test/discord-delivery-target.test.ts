@@ -5,7 +5,13 @@
  * Discord line of the `hermes up` banner.
  */
 import { describe, expect, it } from 'vitest';
-import { formatDeliveryTarget, parseDeliveryTarget, routeOfTarget, targetOfRoute, type DeliveryTarget } from '../scheduler/delivery/delivery-target.ts';
+import {
+  formatDeliveryTarget,
+  parseDeliveryTarget,
+  routeOfTarget,
+  targetOfRoute,
+  type DeliveryTarget,
+} from '../scheduler/delivery/delivery-target.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 import { parseDeliver } from '../scheduler/cron/cron-job.ts';
 import { originFromDeliver } from '../cli/commands/loop.ts';
@@ -21,16 +27,22 @@ import { loadConfig } from '../scheduler/config/config.ts';
 describe('discord:<channel>[:<thread>]', () => {
   it.each<[string, DeliveryTarget]>([
     ['discord:1234567890123456789', { kind: 'discord', chatId: '1234567890123456789' }],
-    ['discord:1234567890123456789:1234567890123456790', { kind: 'discord', chatId: '1234567890123456789', threadId: '1234567890123456790' }],
+    [
+      'discord:1234567890123456789:1234567890123456790',
+      { kind: 'discord', chatId: '1234567890123456789', threadId: '1234567890123456790' },
+    ],
   ])('%s round-trips', (text, target) => {
     expect(parseDeliveryTarget(text)).toEqual(target);
     expect(formatDeliveryTarget(target)).toBe(text);
   });
 
-  it.each(['discord:', 'discord:abc', 'discord:123:', 'discord:1:2:3', 'discord:-5', 'discord:123456789012345678901'])('refuses %j naming the field', (text) => {
-    expect(() => parseDeliveryTarget(text, 'deliver')).toThrow(ScheduleInputError);
-    expect(() => parseDeliveryTarget(text, 'deliver')).toThrow(/use discord:<channel id>\[:<thread id>\]/);
-  });
+  it.each(['discord:', 'discord:abc', 'discord:123:', 'discord:1:2:3', 'discord:-5', 'discord:123456789012345678901'])(
+    'refuses %j naming the field',
+    (text) => {
+      expect(() => parseDeliveryTarget(text, 'deliver')).toThrow(ScheduleInputError);
+      expect(() => parseDeliveryTarget(text, 'deliver')).toThrow(/use discord:<channel id>\[:<thread id>\]/);
+    },
+  );
 
   it('a Discord route and its target convert both ways; the session id is spelled like the target', () => {
     const route = { platform: 'discord', chatId: '111', threadId: '222' };
@@ -57,7 +69,8 @@ describe('Discord inbound text', () => {
   });
 
   it('an application command becomes the text a user would type', () => {
-    const data = (name: string, options: Array<{ name: string; type: number; value: string }> = []) => ({ data: { id: '1', name, type: 1, options } }) as never;
+    const data = (name: string, options: Array<{ name: string; type: number; value: string }> = []) =>
+      ({ data: { id: '1', name, type: 1, options } }) as never;
     expect(commandText(data('loop', [{ name: 'args', type: 3, value: ' 10m check the build ' }]))).toBe('/loop 10m check the build');
     expect(commandText(data('status'))).toBe('/status');
     expect(commandText(data('rm'))).toBeUndefined();
@@ -82,8 +95,11 @@ describe('the hermes up banner', () => {
 
   it('names Discord only when a bot token is set, with its allow-list and a state that needs a word', () => {
     expect(upBanner(config({}), facts).some((l) => l.includes('Discord'))).toBe(false);
-    expect(upBanner(config({ DISCORD_BOT_TOKEN: 'x' }), facts)).toContain('  Discord   on, but nobody may use it: DISCORD_ALLOWED_USERS is empty');
-    expect(upBanner(config({ DISCORD_BOT_TOKEN: 'x', DISCORD_ALLOWED_USERS: '1,2' }), { ...facts, discordState: 'adapter_unavailable' }))
-      .toContain('  Discord   on · 2 allowed users (DISCORD_ALLOWED_USERS) · adapter unavailable (the log says why)');
+    expect(upBanner(config({ DISCORD_BOT_TOKEN: 'x' }), facts)).toContain(
+      '  Discord   on, but nobody may use it: DISCORD_ALLOWED_USERS is empty',
+    );
+    expect(
+      upBanner(config({ DISCORD_BOT_TOKEN: 'x', DISCORD_ALLOWED_USERS: '1,2' }), { ...facts, discordState: 'adapter_unavailable' }),
+    ).toContain('  Discord   on · 2 allowed users (DISCORD_ALLOWED_USERS) · adapter unavailable (the log says why)');
   });
 });

@@ -40,10 +40,13 @@ describe('Telegram → gateway → worker → Telegram', () => {
     const record = await worker.deps.loops.get(`telegram:${fake.sent[0]!.chat_id}`, 'loop');
     expect(record).toMatchObject({ status: 'active', intervalSeconds: 60, runner: { kind: 'agent' }, origin: { surface: 'telegram' } });
 
-    const res = await readJson(fetch(`${gw.httpAddress.url}/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }] }),
-    }));
+    const res = await readJson(
+      fetch(`${gw.httpAddress.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }] }),
+      }),
+    );
     expect(res.choices[0].message.content).toBe('all green');
   });
 });

@@ -15,8 +15,19 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import {
-  chmodSync, chownSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync,
-  statSync, symlinkSync, writeFileSync,
+  chmodSync,
+  chownSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
 } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -54,7 +65,18 @@ function newHome(): string {
 /** Environment of a `hermes` process on `home`'s embedded Redis (no REDIS_URL, no keys). */
 function envFor(home: string, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, HERMES_HOME: home, API_SERVER_PORT: '0', HERMES_LOG_LEVEL: 'info', ...extra };
-  for (const k of ['REDIS_URL', 'REDIS_CLUSTER_NODES', 'REDIS_SENTINELS', 'REDIS_PASSWORD', 'HERMES_REDIS_PREFIX', 'TELEGRAM_BOT_TOKEN', 'API_SERVER_HOST', 'API_SERVER_KEY', 'OPENAI_BASE_URL', 'OPENAI_API_KEY']) {
+  for (const k of [
+    'REDIS_URL',
+    'REDIS_CLUSTER_NODES',
+    'REDIS_SENTINELS',
+    'REDIS_PASSWORD',
+    'HERMES_REDIS_PREFIX',
+    'TELEGRAM_BOT_TOKEN',
+    'API_SERVER_HOST',
+    'API_SERVER_KEY',
+    'OPENAI_BASE_URL',
+    'OPENAI_API_KEY',
+  ]) {
     if (!(k in extra)) delete env[k];
   }
   return env;
@@ -111,15 +133,21 @@ function startHermes(args: string[], env: NodeJS.ProcessEnv): HermesRun {
     }
   });
   return {
-    child, logs, exited,
+    child,
+    logs,
+    exited,
     stdout: () => out,
     stderr: () => err,
     log: (msg, timeoutMs = SPAWN_START_TIMEOUT_MS, where = () => true) =>
-      waitFor(() => {
-        const found = logs.find((l) => l.msg === msg && where(l));
-        if (!found && child.exitCode !== null) throw new Error(`exited (${child.exitCode}) before "${msg}": ${err.slice(-2000)}`);
-        return found;
-      }, timeoutMs, `log "${msg}"`),
+      waitFor(
+        () => {
+          const found = logs.find((l) => l.msg === msg && where(l));
+          if (!found && child.exitCode !== null) throw new Error(`exited (${child.exitCode}) before "${msg}": ${err.slice(-2000)}`);
+          return found;
+        },
+        timeoutMs,
+        `log "${msg}"`,
+      ),
   };
 }
 
@@ -186,7 +214,8 @@ function openToOthers(dir: string): string[] {
 /** A `redis-server` run by `nobody` (killed with its process group at cleanup). */
 async function nobodysRedis(args: string[], ready: () => boolean | Promise<boolean>): Promise<ChildProcess> {
   const child = spawn('runuser', ['-u', 'nobody', '--', 'redis-server', '--save', '', '--appendonly', 'no', '--daemonize', 'no', ...args], {
-    stdio: 'ignore', detached: true,
+    stdio: 'ignore',
+    detached: true,
   });
   cleanups.push(() => {
     try {
@@ -195,7 +224,11 @@ async function nobodysRedis(args: string[], ready: () => boolean | Promise<boole
       // gone
     }
   });
-  await waitFor(async () => (await ready()) || (child.exitCode !== null ? Promise.reject(new Error('nobody\'s redis-server exited')) : false), 10_000, 'nobody\'s redis-server');
+  await waitFor(
+    async () => (await ready()) || (child.exitCode !== null ? Promise.reject(new Error("nobody's redis-server exited")) : false),
+    10_000,
+    "nobody's redis-server",
+  );
   return child;
 }
 
@@ -226,7 +259,9 @@ describe('H1: the embedded Redis is reachable by this user only', () => {
     const password = readFileSync(paths.passwordFile, 'utf8').trim();
     expect(password).toMatch(/^[0-9a-f]{64}$/);
     expect((await sh('redis-cli', ['-s', paths.socket, 'ping'], { ...process.env, REDISCLI_AUTH: password })).out.trim()).toBe('PONG');
-    expect((await sh('redis-cli', ['-s', paths.socket, 'CONFIG', 'GET', 'port'], { ...process.env, REDISCLI_AUTH: password })).out).toMatch(/^port\n0\n$/);
+    expect((await sh('redis-cli', ['-s', paths.socket, 'CONFIG', 'GET', 'port'], { ...process.env, REDISCLI_AUTH: password })).out).toMatch(
+      /^port\n0\n$/,
+    );
     // The password is not on the server's command line (world-readable in /proc).
     expect(readFileSync(`/proc/${redisPid}/cmdline`, 'utf8')).not.toContain(password);
 
@@ -244,7 +279,18 @@ describe('H1: the embedded Redis is reachable by this user only', () => {
     expect(nobodyPing.out).not.toMatch(/PONG|NOAUTH/);
     expect((await sh('runuser', ['-u', 'nobody', '--', 'cat', paths.passwordFile])).out).toMatch(/Permission denied/);
     expect((await sh('runuser', ['-u', 'nobody', '--', 'ls', paths.dir])).out).toMatch(/Permission denied/);
-    const take = await sh('runuser', ['-u', 'nobody', '--', 'redis-server', '--port', '0', '--unixsocket', join(paths.dir, 'mine.sock'), '--save', '']);
+    const take = await sh('runuser', [
+      '-u',
+      'nobody',
+      '--',
+      'redis-server',
+      '--port',
+      '0',
+      '--unixsocket',
+      join(paths.dir, 'mine.sock'),
+      '--save',
+      '',
+    ]);
     expect(take.code).not.toBe(0);
     expect(existsSync(join(paths.dir, 'mine.sock'))).toBe(false);
     chmodSync(home, 0o700);
@@ -256,11 +302,13 @@ describe('H1: the embedded Redis is reachable by this user only', () => {
     expect(existsSync(paths.runFile)).toBe(false);
   });
 
-  it('an earlier version\'s open folders are narrowed and its redis.url, naming another user\'s TCP Redis, is never followed', async () => {
+  it("an earlier version's open folders are narrowed and its redis.url, naming another user's TCP Redis, is never followed", async () => {
     const home = newHome();
     const paths = embeddedPaths(home);
     const port = await freePort();
-    await nobodysRedis(['--port', String(port), '--bind', '127.0.0.1', '--dir', '/tmp'], async () => (await sh('redis-cli', ['-p', String(port), 'ping'])).out.includes('PONG'));
+    await nobodysRedis(['--port', String(port), '--bind', '127.0.0.1', '--dir', '/tmp'], async () =>
+      (await sh('redis-cli', ['-p', String(port), 'ping'])).out.includes('PONG'),
+    );
     mkdirSync(join(paths.dir, 'appendonlydir'), { recursive: true, mode: 0o755 });
     chmodSync(paths.dir, 0o755);
     writeFileSync(join(paths.dir, 'appendonlydir', 'appendonly.aof.1.incr.aof'), '', { mode: 0o644 });
@@ -285,18 +333,22 @@ describe('H1: the embedded Redis is reachable by this user only', () => {
   });
 });
 
-describe('H2: a server that is not this home\'s own is refused', () => {
-  it('another user\'s server in a folder of theirs at the embedded address: `hermes status`, `hermes worker` and `hermes up` refuse it and never connect', async () => {
+describe("H2: a server that is not this home's own is refused", () => {
+  it("another user's server in a folder of theirs at the embedded address: `hermes status`, `hermes worker` and `hermes up` refuse it and never connect", async () => {
     const home = newHome();
     const paths = embeddedPaths(home);
     chmodSync(home, 0o711); // so nobody can reach the folder below
     mkdirSync(paths.dir, { mode: 0o700 });
     chownSync(paths.dir, NOBODY_UID, NOBODY_UID);
-    await nobodysRedis(['--port', '0', '--unixsocket', paths.socket, '--unixsocketperm', '777', '--dir', '/tmp'], () => existsSync(paths.socket));
+    await nobodysRedis(['--port', '0', '--unixsocket', paths.socket, '--unixsocketperm', '777', '--dir', '/tmp'], () =>
+      existsSync(paths.socket),
+    );
     const inode = lstatSync(paths.socket).ino;
     const before = await connectionsOf(['-s', paths.socket]);
 
-    const refused = new RegExp(`^hermes: Refusing the embedded Redis at ${paths.socket}: ${paths.dir} belongs to uid ${NOBODY_UID}, not to this user`);
+    const refused = new RegExp(
+      `^hermes: Refusing the embedded Redis at ${paths.socket}: ${paths.dir} belongs to uid ${NOBODY_UID}, not to this user`,
+    );
     const [status, worker, up] = await Promise.all([
       hermes(['status'], envFor(home)),
       hermes(['worker'], envFor(home)),
@@ -306,13 +358,15 @@ describe('H2: a server that is not this home\'s own is refused', () => {
       expect(r.code).toBe(1);
       expect(r.stderr.split('\n').find((l) => l.startsWith('hermes:'))).toMatch(refused);
     }
-    await expect(resolveRedis(loadConfig({ env: { HERMES_HOME: home } }), { allowStart: true })).rejects.toBeInstanceOf(UntrustedRedisError);
+    await expect(resolveRedis(loadConfig({ env: { HERMES_HOME: home } }), { allowStart: true })).rejects.toBeInstanceOf(
+      UntrustedRedisError,
+    );
     // Left alone: still there, still the same socket, and no connection came from any of them.
     expect(lstatSync(paths.socket).ino).toBe(inode);
     expect(await connectionsOf(['-s', paths.socket])).toBe(before + 1);
   });
 
-  it('a server of this user without the home\'s password, one with the password but not the run id, a symlinked socket, an open folder: each refused, and a client sends it no command', async () => {
+  it("a server of this user without the home's password, one with the password but not the run id, a symlinked socket, an open folder: each refused, and a client sends it no command", async () => {
     const home = newHome();
     const paths = embeddedPaths(home);
     mkdirSync(paths.dir, { mode: 0o700 });
@@ -324,7 +378,9 @@ describe('H2: a server that is not this home\'s own is refused', () => {
     const admin = (args: string[]) => sh('redis-cli', ['-s', paths.socket, ...args], { ...process.env, REDISCLI_AUTH: password });
 
     // No password on it: AUTH fails.
-    await expect(probeEmbeddedRedis(home)).rejects.toThrow(/Refusing the embedded Redis at .*: the server does not accept this home's password/);
+    await expect(probeEmbeddedRedis(home)).rejects.toThrow(
+      /Refusing the embedded Redis at .*: the server does not accept this home's password/,
+    );
     const status = await hermes(['status'], envFor(home));
     expect(status.code).toBe(1);
     expect(status.stderr).toMatch(/^hermes: Refusing the embedded Redis at .*does not accept this home's password/);
@@ -387,10 +443,14 @@ describe('H2: hermes up supervises its Redis', () => {
 
     // The loop (its record came back from the AOF) keeps firing on the restarted server.
     await waitFor(async () => (await repliesSince(after).catch(() => [])).length >= 2, 30_000, 'two ticks after the restart');
-    const ready = await waitFor(async () => {
-      const r = await fetch(`${String(gateway.url)}/health/ready`).catch(() => undefined);
-      return r?.status === 200 ? r : undefined;
-    }, 20_000, 'the gateway ready again');
+    const ready = await waitFor(
+      async () => {
+        const r = await fetch(`${String(gateway.url)}/health/ready`).catch(() => undefined);
+        return r?.status === 200 ? r : undefined;
+      },
+      20_000,
+      'the gateway ready again',
+    );
     expect(ready.status).toBe(200);
 
     up.child.kill('SIGTERM');
@@ -401,7 +461,10 @@ describe('H2: hermes up supervises its Redis', () => {
 
   it('a Redis that cannot be kept running (restarts off) stops the stack cleanly with one clear message', async () => {
     const home = newHome();
-    const up = startHermes(['up', '--no-chat'], envFor(home, { HERMES_REDIS_EMBEDDED_MAX_RESTARTS: '0', HERMES_AGENT_CRON_DRAIN_TIMEOUT: '1' }));
+    const up = startHermes(
+      ['up', '--no-chat'],
+      envFor(home, { HERMES_REDIS_EMBEDDED_MAX_RESTARTS: '0', HERMES_AGENT_CRON_DRAIN_TIMEOUT: '1' }),
+    );
     const started = await up.log('embedded Redis started');
     await up.log('gateway listening');
     const killedAt = Date.now();
@@ -409,7 +472,10 @@ describe('H2: hermes up supervises its Redis', () => {
     const code = await up.exited;
     expect(Date.now() - killedAt).toBeLessThan(11_000 + 5_000 + 4_000); // its stop deadline, Redis's stop, slack for a loaded machine
     expect(code).toBe(1);
-    const errors = up.stderr().split('\n').filter((l) => l.startsWith('hermes:'));
+    const errors = up
+      .stderr()
+      .split('\n')
+      .filter((l) => l.startsWith('hermes:'));
     expect(errors).toEqual([
       `hermes: The embedded Redis (${embeddedPaths(home).socket}) was killed (SIGKILL) and is not restarted again: restarts are off (redis.embedded_max_restarts: 0). The stack stops; see ${embeddedPaths(home).logFile}.`,
     ]);
@@ -420,10 +486,15 @@ describe('H2: hermes up supervises its Redis', () => {
   it('`hermes up --no-chat` whose Redis no longer answers (SIGSTOP) exits on SIGTERM within its stop deadline, and stops that Redis', async () => {
     const home = newHome();
     // Stop deadline: cron_drain_timeout 1 s + 10 s to close; then up to 5 s to stop Redis.
-    const up = startHermes(['up', '--no-chat'], envFor(home, { HERMES_AGENT_CRON_DRAIN_TIMEOUT: '1', HERMES_LOOPS_MIN_INTERVAL_SECONDS: '1' }));
+    const up = startHermes(
+      ['up', '--no-chat'],
+      envFor(home, { HERMES_AGENT_CRON_DRAIN_TIMEOUT: '1', HERMES_LOOPS_MIN_INTERVAL_SECONDS: '1' }),
+    );
     const started = await up.log('embedded Redis started');
     await up.log('gateway listening');
-    expect((await hermes(['loop', '1s', 'tick', '--run', 'echo x'], envFor(home, { HERMES_LOOPS_MIN_INTERVAL_SECONDS: '1' }))).code).toBe(0);
+    expect((await hermes(['loop', '1s', 'tick', '--run', 'echo x'], envFor(home, { HERMES_LOOPS_MIN_INTERVAL_SECONDS: '1' }))).code).toBe(
+      0,
+    );
     await up.log('loop tick committed', 20_000);
     const redisPid = Number(started.redisPid);
     process.kill(redisPid, 'SIGSTOP');
@@ -445,12 +516,17 @@ describe('warnings', () => {
   it('a config.yaml others may read is warned about once at start (and not when it is 0600)', async () => {
     const open = testEnv();
     const closed = testEnv();
-    cleanups.push(() => open.cleanup(), () => closed.cleanup());
+    cleanups.push(
+      () => open.cleanup(),
+      () => closed.cleanup(),
+    );
     const file = join(open.home, 'config.yaml');
     writeFileSync(file, 'loops: { max_ticks: 50 }\n');
     chmodSync(file, 0o644);
     writeFileSync(join(closed.home, 'config.yaml'), 'loops: { max_ticks: 50 }\n', { mode: 0o600 });
-    expect(configFileWarning(open.home)).toBe(`${file} is readable by others (mode 0644) and may hold keys and commands; chmod 600 ${file}`);
+    expect(configFileWarning(open.home)).toBe(
+      `${file} is readable by others (mode 0644) and may hold keys and commands; chmod 600 ${file}`,
+    );
     expect(configFileWarning(closed.home)).toBeUndefined();
     const a = startHermes(['worker'], { ...open.childEnv, HERMES_LOG_LEVEL: 'info' });
     const b = startHermes(['worker'], { ...closed.childEnv, HERMES_LOG_LEVEL: 'info' });
@@ -463,7 +539,7 @@ describe('warnings', () => {
     expect(await Promise.all([a.exited, b.exited])).toEqual([0, 0]);
   });
 
-  it('an operator\'s Redis off loopback without a password is warned about; with one, or on loopback, it is not', async () => {
+  it("an operator's Redis off loopback without a password is warned about; with one, or on loopback, it is not", async () => {
     const cfg = (env: Record<string, string>) => loadConfig({ env: { HERMES_HOME: '/nonexistent-hermes-home', ...env } });
     const warn = (env: Record<string, string>) => openRedisWarning(topologyFromConfig(cfg(env)));
     expect(warn({ REDIS_URL: 'redis://10.0.0.5:6379' })).toMatch(/^Redis at 10\.0\.0\.5:6379 is not on loopback and no password is set/);
@@ -479,9 +555,19 @@ describe('warnings', () => {
 
     // A process logs it at start, before it tries the server.
     const lines: string[] = [];
-    const log = pino({ level: 'info' }, new Writable({ write(chunk, _e, cb) { lines.push(String(chunk)); cb(); } }));
+    const log = pino(
+      { level: 'info' },
+      new Writable({
+        write(chunk, _e, cb) {
+          lines.push(String(chunk));
+          cb();
+        },
+      }),
+    );
     const port = await freePort();
-    await expect(resolveRedis(cfg({ REDIS_URL: `redis://10.255.255.1:${port}` }), { allowStart: false, log })).rejects.toBeInstanceOf(StoreUnavailableError);
+    await expect(resolveRedis(cfg({ REDIS_URL: `redis://10.255.255.1:${port}` }), { allowStart: false, log })).rejects.toBeInstanceOf(
+      StoreUnavailableError,
+    );
     expect(lines.filter((l) => l.includes('"level":40') && l.includes('not on loopback and no password is set'))).toHaveLength(1);
   });
 

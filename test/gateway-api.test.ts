@@ -31,7 +31,14 @@ class MemoryCron implements CronApi {
   }
   async add(input: CronAddInput) {
     if (input.schedule === 'sometimes') throw new ScheduleInputError('Unknown schedule "sometimes".', { field: 'schedule' });
-    const job = { id: `job${this.jobs.length}`, name: input.name ?? input.prompt ?? 'job', schedule: input.schedule, prompt: input.prompt ?? '', state: input.paused ? 'paused' : 'scheduled', runs: 0 };
+    const job = {
+      id: `job${this.jobs.length}`,
+      name: input.name ?? input.prompt ?? 'job',
+      schedule: input.schedule,
+      prompt: input.prompt ?? '',
+      state: input.paused ? 'paused' : 'scheduled',
+      runs: 0,
+    };
     this.jobs.push(job);
     return job;
   }
@@ -104,7 +111,14 @@ describe('/api/schedules', () => {
     expect(created.status).toBe(201);
     const body = await readJson(created);
     expect(body.reply).toMatch(/Loop set: every 2m/);
-    expect(body.schedule).toMatchObject({ session_id: 'api-s1', kind: 'loop', status: 'active', interval_seconds: 120, times: 3, prompt: 'check the deploy' });
+    expect(body.schedule).toMatchObject({
+      session_id: 'api-s1',
+      kind: 'loop',
+      status: 'active',
+      interval_seconds: 120,
+      times: 3,
+      prompt: 'check the deploy',
+    });
 
     const ticks = new Queue(QUEUES.ticks, { connection: redis, prefix: env.prefix });
     try {
@@ -134,7 +148,12 @@ describe('/api/schedules', () => {
   });
 
   it('creates a heartbeat and refuses one below the minimum interval', async () => {
-    const ok = await call('POST', '/api/schedules', { kind: 'heartbeat', session_id: 'api-hb', interval_seconds: 300, prompt: 'anything new?' });
+    const ok = await call('POST', '/api/schedules', {
+      kind: 'heartbeat',
+      session_id: 'api-hb',
+      interval_seconds: 300,
+      prompt: 'anything new?',
+    });
     expect(ok.status).toBe(201);
     expect((await readJson(ok)).schedule).toMatchObject({ kind: 'heartbeat', interval_seconds: 300 });
     const bad = await call('POST', '/api/schedules', { kind: 'heartbeat', session_id: 'api-hb2', interval_seconds: 5, prompt: 'x' });
@@ -167,7 +186,10 @@ describe('/api/cron', () => {
     expect(created.status).toBe(201);
     const job = await readJson(created);
     expect((await readJson(call('POST', '/api/cron/jobs/mail/pause'))).state).toBe('paused');
-    expect((await readJson(call('POST', `/api/cron/jobs/${job.id}/resume`, { run_now: true })))).toMatchObject({ state: 'scheduled', runs: 1 });
+    expect(await readJson(call('POST', `/api/cron/jobs/${job.id}/resume`, { run_now: true }))).toMatchObject({
+      state: 'scheduled',
+      runs: 1,
+    });
     expect((await call('POST', '/api/cron/jobs/Mail/run')).status).toBe(202);
     expect((await readJson(call('GET', '/api/cron/jobs'))).data).toHaveLength(1);
     expect((await call('DELETE', '/api/cron/jobs/mail')).status).toBe(200);
@@ -179,7 +201,12 @@ describe('/api/cron', () => {
     const unknown = await call('POST', '/api/cron/jobs/nope/pause');
     expect(unknown.status).toBe(404);
     expect((await readJson(unknown)).error).toMatchObject({ type: 'not_found_error', code: 'unknown_job', param: 'ref' });
-    for (const [method, path] of [['GET', '/api/cron/jobs/nope'], ['PATCH', '/api/cron/jobs/nope'], ['GET', '/api/cron/jobs/nope/runs'], ['DELETE', '/api/cron/jobs/nope']]) {
+    for (const [method, path] of [
+      ['GET', '/api/cron/jobs/nope'],
+      ['PATCH', '/api/cron/jobs/nope'],
+      ['GET', '/api/cron/jobs/nope/runs'],
+      ['DELETE', '/api/cron/jobs/nope'],
+    ]) {
       expect((await call(method!, path!, method === 'PATCH' ? { name: 'x' } : undefined)).status, `${method} ${path}`).toBe(404);
     }
     const script = await call('POST', '/api/cron/jobs', { schedule: '30m', script: 'rm -rf /' });
@@ -195,26 +222,36 @@ describe('GET /api/sessions/:id/events', () => {
     const second = await store.appendEvent('sse-s', 'reply', { text: 'two' });
 
     const c1 = new AbortController();
-    const res = await fetch(`${gw.httpAddress.url}/api/sessions/sse-s/events`, { headers: { authorization: `Bearer ${KEY}` }, signal: c1.signal });
+    const res = await fetch(`${gw.httpAddress.url}/api/sessions/sse-s/events`, {
+      headers: { authorization: `Bearer ${KEY}` },
+      signal: c1.signal,
+    });
     expect(res.headers.get('content-type')).toMatch(/text\/event-stream/);
     const live = readSseUntil(res, (f) => f.data.includes('three'), c1);
     setTimeout(() => void store.appendEvent('sse-s', 'reply', { text: 'three' }), 100);
     const frames = await live;
-    expect(frames.map((f) => [f.event, JSON.parse(f.data).text])).toEqual([['reply', 'one'], ['reply', 'two'], ['reply', 'three']]);
+    expect(frames.map((f) => [f.event, JSON.parse(f.data).text])).toEqual([
+      ['reply', 'one'],
+      ['reply', 'two'],
+      ['reply', 'three'],
+    ]);
     expect(frames[0]!.id).toBe(first);
     expect(frames[1]!.id).toBe(second);
 
     // a client that saw "one" reconnects and reads exactly what it missed
     const c2 = new AbortController();
     const again = await fetch(`${gw.httpAddress.url}/api/sessions/sse-s/events`, {
-      headers: { authorization: `Bearer ${KEY}`, 'last-event-id': first }, signal: c2.signal,
+      headers: { authorization: `Bearer ${KEY}`, 'last-event-id': first },
+      signal: c2.signal,
     });
     const missed = await readSseUntil(again, (f) => f.data.includes('three'), c2);
     expect(missed.map((f) => JSON.parse(f.data).text)).toEqual(['two', 'three']);
   });
 
   it('rejects a malformed Last-Event-ID', async () => {
-    const res = await fetch(`${gw.httpAddress.url}/api/sessions/sse-s/events`, { headers: { authorization: `Bearer ${KEY}`, 'last-event-id': 'yesterday' } });
+    const res = await fetch(`${gw.httpAddress.url}/api/sessions/sse-s/events`, {
+      headers: { authorization: `Bearer ${KEY}`, 'last-event-id': 'yesterday' },
+    });
     expect(res.status).toBe(400);
   });
 });

@@ -37,8 +37,13 @@ function partialPost(path: string, headers: Record<string, string>, contentLengt
   socket.on('error', () => {});
   socket.on('close', () => (state.closed = true));
   const head = [
-    `POST ${path} HTTP/1.1`, `Host: 127.0.0.1:${gw.httpAddress.port}`, 'Content-Type: application/json',
-    `Content-Length: ${contentLength}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`), '', '',
+    `POST ${path} HTTP/1.1`,
+    `Host: 127.0.0.1:${gw.httpAddress.port}`,
+    'Content-Type: application/json',
+    `Content-Length: ${contentLength}`,
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+    '',
+    '',
   ].join('\r\n');
   socket.write(head + sent);
   return { state, socket };
@@ -62,7 +67,10 @@ describe('bearer key before the body', () => {
   );
 
   it('an unrouted path and a refused dashboard request answer before the body and close the connection', async () => {
-    for (const [path, status] of [['/no/such/route', 404], ['/admin/queues/api/queues', 401]] as const) {
+    for (const [path, status] of [
+      ['/no/such/route', 404],
+      ['/admin/queues/api/queues', 401],
+    ] as const) {
       const { state, socket } = partialPost(path, {}, 1_900_000, '{"x":"');
       try {
         await waitFor(() => state.response.includes('\r\n\r\n'), 5_000, `${path} response headers`);
@@ -76,9 +84,12 @@ describe('bearer key before the body', () => {
   });
 
   it('a wrong key with malformed JSON is 401 (the body is not parsed), with the key it is 400', async () => {
-    const post = (auth: string) => fetch(`${gw.httpAddress.url}/v1/chat/completions`, {
-      method: 'POST', headers: { authorization: auth, 'content-type': 'application/json' }, body: '{not json',
-    });
+    const post = (auth: string) =>
+      fetch(`${gw.httpAddress.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: auth, 'content-type': 'application/json' },
+        body: '{not json',
+      });
     const wrong = await post('Bearer nope');
     expect(wrong.status).toBe(401);
     expect(((await wrong.json()) as { error: { code: string } }).error.code).toBe('invalid_api_key');
@@ -88,7 +99,12 @@ describe('bearer key before the body', () => {
 });
 
 /** A request with exactly these headers (fetch may not set `Host`). @returns status and parsed body */
-function rawRequest(port: number, method: string, path: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+function rawRequest(
+  port: number,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = httpRequest({ host: '127.0.0.1', port, method, path, headers }, (res) => {
       let body = '';
@@ -105,7 +121,17 @@ describe('loopback rule (bind check and browser guard)', () => {
     for (const h of ['127.0.0.1', '127.1', '127.255.0.9', '::1', '[::1]', '::ffff:127.0.0.1', '::ffff:7f00:1', 'localhost', 'LOCALHOST']) {
       expect(isLoopbackHost(h), h).toBe(true);
     }
-    for (const h of ['0.0.0.0', '0', '::', '10.0.0.1', '::ffff:10.0.0.1', '127.0.0.1.nip.io', 'localhost.evil.example', 'example.com', '']) {
+    for (const h of [
+      '0.0.0.0',
+      '0',
+      '::',
+      '10.0.0.1',
+      '::ffff:10.0.0.1',
+      '127.0.0.1.nip.io',
+      'localhost.evil.example',
+      'example.com',
+      '',
+    ]) {
       expect(isLoopbackHost(h), h).toBe(false);
     }
     expect(() => assertBindAllowed('0.0.0.0', undefined)).toThrow(/without a key/);
@@ -114,10 +140,14 @@ describe('loopback rule (bind check and browser guard)', () => {
 });
 
 describe('browser guard (DNS rebinding, cross-site requests)', () => {
-  it('with a key: a request whose Origin is another site is refused with 403, key or not; the gateway\'s own origin and no Origin pass', async () => {
+  it("with a key: a request whose Origin is another site is refused with 403, key or not; the gateway's own origin and no Origin pass", async () => {
     const port = gw.httpAddress.port;
     const bearer = { authorization: `Bearer ${KEY}` };
-    const evil = await rawRequest(port, 'POST', '/api/cron/jobs/x/run', { ...bearer, origin: 'https://evil.example', 'content-type': 'text/plain' });
+    const evil = await rawRequest(port, 'POST', '/api/cron/jobs/x/run', {
+      ...bearer,
+      origin: 'https://evil.example',
+      'content-type': 'text/plain',
+    });
     expect(evil.status).toBe(403);
     expect(JSON.parse(evil.body).error.code).toBe('cross_origin_refused');
     expect((await rawRequest(port, 'GET', '/api/schedules', { ...bearer, origin: 'null' })).status).toBe(403);
@@ -127,24 +157,52 @@ describe('browser guard (DNS rebinding, cross-site requests)', () => {
     expect((await rawRequest(port, 'GET', '/admin/queues', { ...basic, origin: `http://127.0.0.1:${port}` })).status).toBe(200);
     expect((await rawRequest(port, 'GET', '/api/schedules', bearer)).status).toBe(200);
     // behind a TLS proxy: the browser's Origin leaves out the default port the proxy's Host names
-    expect((await rawRequest(port, 'GET', '/api/schedules', { ...bearer, host: 'gw.example:443', origin: 'https://gw.example' })).status).toBe(200);
-    expect((await rawRequest(port, 'GET', '/api/schedules', { ...bearer, host: 'gw.example:443', origin: 'http://gw.example' })).status).toBe(403);
+    expect(
+      (await rawRequest(port, 'GET', '/api/schedules', { ...bearer, host: 'gw.example:443', origin: 'https://gw.example' })).status,
+    ).toBe(200);
+    expect(
+      (await rawRequest(port, 'GET', '/api/schedules', { ...bearer, host: 'gw.example:443', origin: 'http://gw.example' })).status,
+    ).toBe(403);
   });
 
   it('without a key: only requests addressed to a loopback name are served (a rebound name gets 403); health answers any Host', async () => {
     const open = testEnv({ 'api_server.port': 0, 'api_server.key': undefined });
-    const keyless = await startGateway({ config: open.config, redisUrl: open.redisUrl, log: createLogger({ level: open.config.log_level }) });
+    const keyless = await startGateway({
+      config: open.config,
+      redisUrl: open.redisUrl,
+      log: createLogger({ level: open.config.log_level }),
+    });
     try {
       const port = keyless.httpAddress.port;
       const rebound = await rawRequest(port, 'GET', '/api/cron/jobs', { host: `rebind.attacker.example:${port}` });
       expect(rebound.status).toBe(403);
       expect(JSON.parse(rebound.body).error).toMatchObject({ code: 'host_not_allowed' });
-      expect((await rawRequest(port, 'POST', '/v1/chat/completions', { host: `rebind.attacker.example:${port}`, 'content-type': 'application/json' })).status).toBe(403);
-      for (const host of [`[::1]evil.example:${port}`, `127.0.0.1:evil`, `[::1].evil.example`, `localhost.evil.example:${port}`, `127.0.0.1.nip.io:${port}`]) {
+      expect(
+        (
+          await rawRequest(port, 'POST', '/v1/chat/completions', {
+            host: `rebind.attacker.example:${port}`,
+            'content-type': 'application/json',
+          })
+        ).status,
+      ).toBe(403);
+      for (const host of [
+        `[::1]evil.example:${port}`,
+        `127.0.0.1:evil`,
+        `[::1].evil.example`,
+        `localhost.evil.example:${port}`,
+        `127.0.0.1.nip.io:${port}`,
+      ]) {
         expect((await rawRequest(port, 'GET', '/api/schedules', { host })).status, host).toBe(403);
       }
       // loopback in every spelling a browser sends, and localhost names (RFC 6761: never resolved through DNS)
-      for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, `[::ffff:7f00:1]:${port}`, `localhost.:${port}`, `app.localhost:${port}`]) {
+      for (const host of [
+        `127.0.0.1:${port}`,
+        `localhost:${port}`,
+        `[::1]:${port}`,
+        `[::ffff:7f00:1]:${port}`,
+        `localhost.:${port}`,
+        `app.localhost:${port}`,
+      ]) {
         expect((await rawRequest(port, 'GET', '/api/schedules', { host })).status, host).toBe(200);
       }
       expect((await rawRequest(port, 'GET', '/health/live', { host: 'proxy.example' })).status).toBe(200);

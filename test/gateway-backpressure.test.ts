@@ -55,8 +55,12 @@ beforeAll(async () => {
   prefix = `{t-${randomBytes(4).toString('hex')}}`;
   gw = await spawnGateway({
     ...process.env,
-    HERMES_HOME: join(dir, 'home'), REDIS_URL: redisServer.url, HERMES_REDIS_PREFIX: prefix,
-    HERMES_LOG_LEVEL: 'info', API_SERVER_PORT: '0', API_SERVER_KEY: KEY,
+    HERMES_HOME: join(dir, 'home'),
+    REDIS_URL: redisServer.url,
+    HERMES_REDIS_PREFIX: prefix,
+    HERMES_LOG_LEVEL: 'info',
+    API_SERVER_PORT: '0',
+    API_SERVER_KEY: KEY,
   });
 }, 60_000);
 

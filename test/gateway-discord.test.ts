@@ -16,9 +16,7 @@ import { enqueueOutbound, outboundQueue as openOutboundQueue, type OutboundData 
 import { WorkerProcess } from '../worker/worker-process.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
-import {
-  DISCORD_ALLOWED_USER, DISCORD_BOT_ID, DISCORD_BOT_TOKEN, startFakeDiscord, type FakeDiscord,
-} from './support/fake-discord.ts';
+import { DISCORD_ALLOWED_USER, DISCORD_BOT_ID, DISCORD_BOT_TOKEN, startFakeDiscord, type FakeDiscord } from './support/fake-discord.ts';
 import { readInbox, type InboxReader } from './support/telegram-env.ts';
 import { openCronService } from './support/cron-worker.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
@@ -86,7 +84,7 @@ function outboundQueue(env: TestEnv): Queue<OutboundData> {
 const dmChannel = `4${DISCORD_ALLOWED_USER.slice(1)}`;
 
 describe('Discord inbound', () => {
-  it('a DM becomes one turn of the channel\'s session and the model\'s reply is posted to that channel', async () => {
+  it("a DM becomes one turn of the channel's session and the model's reply is posted to that channel", async () => {
     const m = await model('hello from the agent');
     const env = setup({ 'agent.base_url': m.baseUrl, 'agent.api_key': 'k' });
     await worker(env);
@@ -124,7 +122,9 @@ describe('Discord inbound', () => {
     expect(reader.seen.map((d) => d.text)).toEqual(['one', 'two', '/loop 1m check the build', 'four']);
     expect(await reader.count()).toBe(4);
     expect(reader.seen[0]).toMatchObject({
-      type: 'user-input', sessionId: `discord:${dmChannel}`, messageId: `dc-${first}`,
+      type: 'user-input',
+      sessionId: `discord:${dmChannel}`,
+      messageId: `dc-${first}`,
       origin: { surface: 'discord', route: { platform: 'discord', chatId: dmChannel } },
     });
   });
@@ -157,16 +157,25 @@ describe('Discord inbound', () => {
     await gateway(env);
     await waitFor(() => fake.live(), 10_000, 'gateway session ready');
     fake.channel('5000000000000000002', 11, '5000000000000000001');
-    fake.message({ authorId: DISCORD_ALLOWED_USER, guildId: '3000000000000000001', channelId: '5000000000000000001', content: 'chatter between people' });
     fake.message({
-      authorId: DISCORD_ALLOWED_USER, guildId: '3000000000000000001', channelId: '5000000000000000002',
-      content: `<@${DISCORD_BOT_ID}> /status`, mentionsBot: true,
+      authorId: DISCORD_ALLOWED_USER,
+      guildId: '3000000000000000001',
+      channelId: '5000000000000000001',
+      content: 'chatter between people',
+    });
+    fake.message({
+      authorId: DISCORD_ALLOWED_USER,
+      guildId: '3000000000000000001',
+      channelId: '5000000000000000002',
+      content: `<@${DISCORD_BOT_ID}> /status`,
+      mentionsBot: true,
     });
     await waitFor(() => reader.seen.length >= 1, 10_000, 'mention stored');
     await sleep(300);
     expect(reader.seen).toHaveLength(1);
     expect(reader.seen[0]).toMatchObject({
-      text: '/status', sessionId: 'discord:5000000000000000001:5000000000000000002',
+      text: '/status',
+      sessionId: 'discord:5000000000000000001:5000000000000000002',
       origin: { route: { platform: 'discord', chatId: '5000000000000000001', threadId: '5000000000000000002' } },
     });
   });
@@ -204,7 +213,12 @@ describe('Discord application commands', () => {
     expect(fake.posted[0]!.content).toMatch(/Loop set: every 2s/);
     expect(fake.posted.slice(1, 3).map((p) => p.content)).toEqual(['all green', 'all green']);
     const record = await w.deps.loops.get(`discord:${dmChannel}`, 'loop');
-    expect(record).toMatchObject({ status: 'active', intervalSeconds: 2, runner: { kind: 'agent' }, origin: { surface: 'discord', route: { platform: 'discord', chatId: dmChannel } } });
+    expect(record).toMatchObject({
+      status: 'active',
+      intervalSeconds: 2,
+      runner: { kind: 'agent' },
+      origin: { surface: 'discord', route: { platform: 'discord', chatId: dmChannel } },
+    });
     fake.command({ userId: DISCORD_ALLOWED_USER, name: 'stop' });
     await waitFor(async () => (await w.deps.loops.get(`discord:${dmChannel}`, 'loop'))?.status !== 'active', 10_000, 'loop stopped');
   });
@@ -243,11 +257,30 @@ describe('Discord outbound', () => {
     const line = `${'x'.repeat(98)}.\n`;
     const text = Array.from({ length: 45 }, (_, i) => line.replace('xx', String(i).padStart(2, '0'))).join('');
     expect(text).toHaveLength(4500);
-    await enqueueOutbound(q, { platform: 'discord', chatId: '5000000000000000001', threadId: '5000000000000000002', text, sessionId: 's1', occurrenceId: 'o1' });
-    await enqueueOutbound(q, { platform: 'discord', chatId: '5000000000000000001', threadId: '5000000000000000002', text: 'next', sessionId: 's1', occurrenceId: 'o2' });
+    await enqueueOutbound(q, {
+      platform: 'discord',
+      chatId: '5000000000000000001',
+      threadId: '5000000000000000002',
+      text,
+      sessionId: 's1',
+      occurrenceId: 'o1',
+    });
+    await enqueueOutbound(q, {
+      platform: 'discord',
+      chatId: '5000000000000000001',
+      threadId: '5000000000000000002',
+      text: 'next',
+      sessionId: 's1',
+      occurrenceId: 'o2',
+    });
     await waitFor(() => fake.posted.length >= 4, 15_000, '4 posts');
     expect(fake.posted.map((p) => p.content.length)).toEqual([2000, 2000, 500, 4]);
-    expect(fake.posted.slice(0, 3).map((p) => p.content).join('')).toBe(text);
+    expect(
+      fake.posted
+        .slice(0, 3)
+        .map((p) => p.content)
+        .join(''),
+    ).toBe(text);
     expect(fake.posted.every((p) => p.content === 'next' || p.content.endsWith('.\n'))).toBe(true);
     expect(fake.posted.every((p) => p.channel_id === '5000000000000000002')).toBe(true);
   });
@@ -275,15 +308,22 @@ describe('Discord delivery targets', () => {
     const cron = openCronService(env.config);
     cleanups.push(() => cron.close());
     const target = 'discord:5000000000000000001:5000000000000000002';
-    const job = await cron.service.add({ schedule: 'in 1s', prompt: 'report', deliver: target }, { origin: { surface: 'cli' }, trusted: true });
+    const job = await cron.service.add(
+      { schedule: 'in 1s', prompt: 'report', deliver: target },
+      { origin: { surface: 'cli' }, trusted: true },
+    );
     expect(job.deliver).toEqual([target]);
     await waitFor(() => fake.posted.length >= 1, 20_000, 'cron reply posted');
     expect(fake.posted[0]).toMatchObject({ channel_id: '5000000000000000002', content: 'nightly report' });
-    const delivery = await waitFor(async () => {
-      const [run] = await cron.store.runs(job.id, 10);
-      const d = run?.deliveries.find((x) => x.target === target);
-      return d?.status === 'sent' ? d : undefined;
-    }, 10_000, 'delivery reported');
+    const delivery = await waitFor(
+      async () => {
+        const [run] = await cron.store.runs(job.id, 10);
+        const d = run?.deliveries.find((x) => x.target === target);
+        return d?.status === 'sent' ? d : undefined;
+      },
+      10_000,
+      'delivery reported',
+    );
     expect(delivery.message_ids).toEqual([fake.posted[0]!.id]);
   });
 });
@@ -293,7 +333,11 @@ describe('Discord token', () => {
     const env = setup({ 'discord.bot_token': 'MTAwMDAwMDAwMDAwMDAwMDAx.revoked-secret-part', 'gateway.max_plugin_load_rearms': 1 });
     const gw = await gateway(env);
     const discord = () => gw.platforms().find((p) => p.name === 'discord')!;
-    await waitFor(() => discord().state === 'adapter_unavailable' && gw.watcher.rearms('discord') === 1 && !discord().hanging, 10_000, 'refused and re-armed once');
+    await waitFor(
+      () => discord().state === 'adapter_unavailable' && gw.watcher.rearms('discord') === 1 && !discord().hanging,
+      10_000,
+      'refused and re-armed once',
+    );
     expect(discord().lastError).toMatch(/^Discord refused the bot token \(401/);
     expect(fake.counts.connections).toBe(0);
     expect(JSON.stringify(gw.platforms())).not.toContain('revoked-secret-part');

@@ -113,10 +113,14 @@ describe('gateway drain on SIGTERM', () => {
     // a gateway that restarted serves the finished run: nothing was lost with the old one
     const next = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: 'silent' }) });
     cleanups.push(() => next.close());
-    const run = await waitFor(async () => {
-      const r = await readJson(fetch(`${next.httpAddress.url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${KEY}` } }));
-      return r.status === 'completed' ? r : null;
-    }, 15_000, 'run completed');
+    const run = await waitFor(
+      async () => {
+        const r = await readJson(fetch(`${next.httpAddress.url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${KEY}` } }));
+        return r.status === 'completed' ? r : null;
+      },
+      15_000,
+      'run completed',
+    );
     expect(run.output).toBe('echo: too slow');
   });
 
@@ -126,7 +130,12 @@ describe('gateway drain on SIGTERM', () => {
     const model = await startFakeOpenAI();
     model.respond((req) => ({ delayMs: 1500, text: echoLast(req) }));
     cleanups.push(() => model.close());
-    const env = telegramEnv(fake, { 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', 'api_server.key': KEY, 'agent.cron_drain_timeout': 30 });
+    const env = telegramEnv(fake, {
+      'agent.base_url': model.baseUrl,
+      'agent.api_key': 'k',
+      'api_server.key': KEY,
+      'agent.cron_drain_timeout': 30,
+    });
     cleanups.push(() => env.cleanup());
     const worker = await startV1Worker(env);
     cleanups.push(() => worker.close());
@@ -151,7 +160,13 @@ describe('gateway drain on SIGTERM', () => {
       await queue.close();
       connection.disconnect();
     });
-    await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: '42', text: 'tick result', sessionId: 'telegram:42', occurrenceId: 'cron:j:1' });
+    await enqueueTelegramOutbound(queue, {
+      platform: 'telegram',
+      chatId: '42',
+      text: 'tick result',
+      sessionId: 'telegram:42',
+      occurrenceId: 'cron:j:1',
+    });
     await waitFor(() => fake.sent.length === 1, 5000, 'reply delivered during drain');
 
     expect((await inflight).status).toBe(200);
@@ -180,7 +195,13 @@ describe('closing with a Telegram send hanging', () => {
       await queue.close();
       connection.disconnect();
     });
-    await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: '9', text: 'stuck reply', sessionId: 'telegram:9', occurrenceId: 'tick:h:1' });
+    await enqueueTelegramOutbound(queue, {
+      platform: 'telegram',
+      chatId: '9',
+      text: 'stuck reply',
+      sessionId: 'telegram:9',
+      occurrenceId: 'tick:h:1',
+    });
     await waitFor(() => fake.sendCalls === 1, 5000, 'send in progress');
 
     const started = Date.now();

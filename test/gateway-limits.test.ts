@@ -50,9 +50,12 @@ let gw: Gateway;
 
 beforeAll(async () => {
   env = testEnv({
-    'api_server.port': 0, 'api_server.key': KEY,
-    'api_server.max_connections': MAX_CONNECTIONS, 'api_server.headers_timeout_ms': HEADERS_TIMEOUT_MS,
-    'api_server.request_timeout_ms': 3000, 'api_server.keep_alive_timeout_ms': 1000,
+    'api_server.port': 0,
+    'api_server.key': KEY,
+    'api_server.max_connections': MAX_CONNECTIONS,
+    'api_server.headers_timeout_ms': HEADERS_TIMEOUT_MS,
+    'api_server.request_timeout_ms': 3000,
+    'api_server.keep_alive_timeout_ms': 1000,
   });
   gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
 });
@@ -73,22 +76,28 @@ async function flood(port: number, count: number): Promise<Idle[]> {
   const idles: Idle[] = [];
   // In waves, so the listen backlog never overflows (a dropped SYN is retried only after 1 s).
   for (let i = 0; i < count; i += 250) {
-    await Promise.all(Array.from({ length: Math.min(250, count - i) }, (_, j) => new Promise<void>((resolve) => {
-      const idle: Idle = { socket: connect(port, '127.0.0.1'), closed: false, got408: false };
-      idle.socket.on('connect', () => {
-        if ((i + j) % 2 === 1) idle.socket.write('GET /health/live HTTP/1.1\r\nHost: 127.0.0.1\r\n'); // headers never finished
-        resolve();
-      });
-      idle.socket.on('data', (d: Buffer) => {
-        if (d.toString().startsWith('HTTP/1.1 408')) idle.got408 = true;
-      });
-      idle.socket.on('error', () => resolve());
-      idle.socket.on('close', () => {
-        idle.closed = true;
-        resolve();
-      });
-      idles.push(idle);
-    })));
+    await Promise.all(
+      Array.from(
+        { length: Math.min(250, count - i) },
+        (_, j) =>
+          new Promise<void>((resolve) => {
+            const idle: Idle = { socket: connect(port, '127.0.0.1'), closed: false, got408: false };
+            idle.socket.on('connect', () => {
+              if ((i + j) % 2 === 1) idle.socket.write('GET /health/live HTTP/1.1\r\nHost: 127.0.0.1\r\n'); // headers never finished
+              resolve();
+            });
+            idle.socket.on('data', (d: Buffer) => {
+              if (d.toString().startsWith('HTTP/1.1 408')) idle.got408 = true;
+            });
+            idle.socket.on('error', () => resolve());
+            idle.socket.on('close', () => {
+              idle.closed = true;
+              resolve();
+            });
+            idles.push(idle);
+          }),
+      ),
+    );
   }
   return idles;
 }
@@ -118,7 +127,9 @@ describe('connections: half-open sockets cannot starve /health/live', () => {
     // Connected is not yet accepted: once all but the cap's worth are closed to make room, the
     // gateway has taken every one of them and holds the rest.
     await waitFor(() => idles.filter((s) => s.closed).length >= count - MAX_CONNECTIONS, 10_000, 'the flood accepted');
-    console.log(`opened ${idles.length} idle sockets in ${Date.now() - started} ms (cap ${MAX_CONNECTIONS}; ${idles.filter((s) => !s.closed).length} held)`);
+    console.log(
+      `opened ${idles.length} idle sockets in ${Date.now() - started} ms (cap ${MAX_CONNECTIONS}; ${idles.filter((s) => !s.closed).length} held)`,
+    );
 
     // A fresh connection is served at once while the flood holds the rest.
     const probes = [];
@@ -140,10 +151,14 @@ describe('connections: half-open sockets cannot starve /health/live', () => {
 
   it('the header timeout closes a socket that sent nothing with 408, while a request in progress (an event stream) stays open', async () => {
     const stream = new Promise<{ status: number; req: ReturnType<typeof request> }>((resolve, reject) => {
-      const req = request(new URL('/api/sessions/limits-live/events', gw.httpAddress.url), { agent: false, headers: { authorization: `Bearer ${KEY}` } }, (res) => {
-        res.on('data', () => {});
-        resolve({ status: res.statusCode!, req });
-      });
+      const req = request(
+        new URL('/api/sessions/limits-live/events', gw.httpAddress.url),
+        { agent: false, headers: { authorization: `Bearer ${KEY}` } },
+        (res) => {
+          res.on('data', () => {});
+          resolve({ status: res.statusCode!, req });
+        },
+      );
       req.on('error', reject);
       req.end();
     });
@@ -156,9 +171,13 @@ describe('connections: half-open sockets cannot starve /health/live', () => {
     open.req.destroy();
   });
 
-  it('a worker\'s metrics server: the same flood leaves GET /metrics answering, and its sockets are closed', async () => {
+  it("a worker's metrics server: the same flood leaves GET /metrics answering, and its sockets are closed", async () => {
     const server = await startMetricsServer({
-      host: '127.0.0.1', port: 0, key: undefined, public: false, metrics: new HermesMetrics({ processMetrics: false }),
+      host: '127.0.0.1',
+      port: 0,
+      key: undefined,
+      public: false,
+      metrics: new HermesMetrics({ processMetrics: false }),
       log: createLogger({ level: 'silent' }),
       limits: { maxConnections: 64, headersTimeoutMs: 1000, requestTimeoutMs: 2000, keepAliveTimeoutMs: 1000 },
     });
@@ -181,7 +200,9 @@ describe('connections: half-open sockets cannot starve /health/live', () => {
 describe('JSON nesting depth', () => {
   const post = (path: string, body: string, headers: Record<string, string> = {}) =>
     fetch(`${gw.httpAddress.url}${path}`, {
-      method: 'POST', body, headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', ...headers },
+      method: 'POST',
+      body,
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', ...headers },
     });
   const nested = (levels: number, leaf = '1') => `${'{"a":'.repeat(levels)}${leaf}${'}'.repeat(levels)}`;
 
@@ -199,9 +220,15 @@ describe('JSON nesting depth', () => {
     expect(((await runs.json()) as { error: { param: string } }).error.param).toBe('input');
     const api = await post('/api/schedules', `{"kind":"loop","session_id":"deep","args":"5m x","extra":${nested(1_000)}}`);
     expect(api.status).toBe(400);
-    expect(((await api.json()) as { error: { code: string; param: string } }).error).toMatchObject({ code: 'json_too_deep', param: 'extra' });
+    expect(((await api.json()) as { error: { code: string; param: string } }).error).toMatchObject({
+      code: 'json_too_deep',
+      param: 'extra',
+    });
     const root = await post('/v1/runs', `${'['.repeat(100)}${']'.repeat(100)}`);
-    expect(((await root.json()) as { error: { code: string; param: string | null } }).error).toMatchObject({ code: 'json_too_deep', param: null });
+    expect(((await root.json()) as { error: { code: string; param: string | null } }).error).toMatchObject({
+      code: 'json_too_deep',
+      param: null,
+    });
     expect((await timedGet(gw.httpAddress.url, '/health/live')).status).toBe(200);
   });
 
@@ -221,9 +248,15 @@ describe('/health without the key', () => {
       expect(Object.keys(body)).toEqual(['status']);
       expect(anon.body).not.toContain(hostname());
       expect(anon.body).not.toContain(String(process.pid));
-      const wrong = JSON.parse((await timedGet(gw.httpAddress.url, path, { authorization: 'Bearer wrong' })).body) as Record<string, unknown>;
+      const wrong = JSON.parse((await timedGet(gw.httpAddress.url, path, { authorization: 'Bearer wrong' })).body) as Record<
+        string,
+        unknown
+      >;
       expect(Object.keys(wrong)).toEqual(['status']);
-      const keyed = JSON.parse((await timedGet(gw.httpAddress.url, path, { authorization: `Bearer ${KEY}` })).body) as Record<string, unknown>;
+      const keyed = JSON.parse((await timedGet(gw.httpAddress.url, path, { authorization: `Bearer ${KEY}` })).body) as Record<
+        string,
+        unknown
+      >;
       expect(keyed.instance).toBe(gw.instanceId);
       expect(String(keyed.instance)).toContain(`${hostname()}:${process.pid}:`);
       expect(keyed).toHaveProperty('streams');

@@ -33,7 +33,11 @@ class FakeAdapter implements PlatformAdapter {
 }
 
 /** A plugin whose loads follow a script: 'fail', 'ok' or 'hang' per call (the last repeats). */
-function scriptedPlugin(name: string, script: Array<'fail' | 'ok' | 'hang'>, extra: { availability?: PluginAvailability; requiresHermes?: string } = {}) {
+function scriptedPlugin(
+  name: string,
+  script: Array<'fail' | 'ok' | 'hang'>,
+  extra: { availability?: PluginAvailability; requiresHermes?: string } = {},
+) {
   const calls: number[] = [];
   const hangs: Array<{ resolve: (a: PlatformAdapter) => void; reject: (e: Error) => void }> = [];
   const adapters: FakeAdapter[] = [];
@@ -65,7 +69,10 @@ function setup(backoffMs = [40, 80, 160], loadTimeoutMs = 1000) {
   const { log, lines } = memoryLogger();
   const registry = new PlatformRegistry(loadTimeoutMs, log);
   const watcher = new ReconnectWatcher(registry, { backoffMs, maxRearms: 3, intervalMs: 10, log });
-  stops.push(() => watcher.stop(), () => registry.close());
+  stops.push(
+    () => watcher.stop(),
+    () => registry.close(),
+  );
   const rearms = (name: string) => lines.filter((l) => REARM.test(String(l.msg)) && String(l.msg).endsWith(`: ${name}`)).length;
   return { registry, watcher, lines, rearms };
 }
@@ -201,7 +208,8 @@ describe('platform registry and reconnect watcher', () => {
     const adapters: HoldingAdapter[] = [];
     let fatal: ((err: Error) => void) | undefined;
     registry.register({
-      name: 'holding', availability: 'enabled',
+      name: 'holding',
+      availability: 'enabled',
       async load(ctx) {
         fatal = ctx.onFatal;
         const a = new HoldingAdapter();
@@ -244,10 +252,14 @@ describe('gateway config for reconnects', () => {
     expect(def.gateway.reconnect_backoff_seconds).toEqual([30, 60, 120, 240, 300]);
     expect(def.gateway.max_plugin_load_rearms).toBe(3);
     expect(def.agent.cron_drain_timeout).toBe(30);
-    const env = loadConfig({ env: { ...base, HERMES_GATEWAY_RECONNECT_BACKOFF_SECONDS: '1, 2,4', HERMES_GATEWAY_MAX_PLUGIN_LOAD_REARMS: '5' } });
+    const env = loadConfig({
+      env: { ...base, HERMES_GATEWAY_RECONNECT_BACKOFF_SECONDS: '1, 2,4', HERMES_GATEWAY_MAX_PLUGIN_LOAD_REARMS: '5' },
+    });
     expect(env.gateway.reconnect_backoff_seconds).toEqual([1, 2, 4]);
     expect(env.gateway.max_plugin_load_rearms).toBe(5);
-    expect(() => loadConfig({ env: { ...base, HERMES_GATEWAY_RECONNECT_BACKOFF_SECONDS: 'soon' } })).toThrow(/gateway\.reconnect_backoff_seconds/);
+    expect(() => loadConfig({ env: { ...base, HERMES_GATEWAY_RECONNECT_BACKOFF_SECONDS: 'soon' } })).toThrow(
+      /gateway\.reconnect_backoff_seconds/,
+    );
   });
 });
 
@@ -277,7 +289,11 @@ describe('the Telegram adapter through the registry', () => {
     stops.push(() => fake.close());
     const env = telegramEnv(fake, { 'telegram.bot_token': '' });
     stops.push(() => env.cleanup());
-    const gw = await startGateway({ config: { ...env.config, telegram: { ...env.config.telegram, bot_token: undefined } }, redisUrl: env.redisUrl, log: memoryLogger().log });
+    const gw = await startGateway({
+      config: { ...env.config, telegram: { ...env.config.telegram, bot_token: undefined } },
+      redisUrl: env.redisUrl,
+      log: memoryLogger().log,
+    });
     stops.push(() => gw.close());
     await sleep(200);
     expect(gw.platforms()).toEqual([

@@ -37,8 +37,12 @@ beforeAll(async () => {
   const config = loadConfig({
     env: { HERMES_HOME: join(dir, 'home') },
     overrides: {
-      'redis.url': server.url, 'redis.prefix': `{t-${randomBytes(4).toString('hex')}}`, log_level: process.env.HERMES_TEST_LOG ?? 'silent',
-      'api_server.port': 0, 'api_server.key': KEY, 'agent.base_url': 'http://127.0.0.1:9/v1',
+      'redis.url': server.url,
+      'redis.prefix': `{t-${randomBytes(4).toString('hex')}}`,
+      log_level: process.env.HERMES_TEST_LOG ?? 'silent',
+      'api_server.port': 0,
+      'api_server.key': KEY,
+      'agent.base_url': 'http://127.0.0.1:9/v1',
     },
   });
   gw = await startGateway({ config, redisUrl: server.url, log: createLogger({ level: config.log_level }) });
@@ -127,7 +131,9 @@ describe('writes Redis refuses are 503 with Retry-After on every route, never 50
 
   it('MISCONF (a failed save or AOF write, e.g. the disk is full), also wrapped in a script error or as a cause', () => {
     const misconf = Object.assign(new Error('MISCONF Errors writing to the AOF file: No space left on device'), { name: 'ReplyError' });
-    const inScript = new Error("ERR Error running script (call to f_0123): @user_script:12: @user_script: 12: -OOM command not allowed when used memory > 'maxmemory'.");
+    const inScript = new Error(
+      "ERR Error running script (call to f_0123): @user_script:12: @user_script: 12: -OOM command not allowed when used memory > 'maxmemory'.",
+    );
     const wrapped = new StoreUnavailableError('The goal was not saved: Redis refused the write.', { cause: misconf });
     const enospc = Object.assign(new Error('write ENOSPC'), { code: 'ENOSPC' });
     expect(redisRefusal(misconf)?.code).toBe('MISCONF');

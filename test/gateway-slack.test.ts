@@ -15,8 +15,16 @@ import { inboxJobId } from '../scheduler/session/inbox.ts';
 import { WorkerProcess } from '../worker/worker-process.ts';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import {
-  dmEvent, signedRequest, slackSignature, slashCommandForm, startFakeSlack, SLACK_ALLOWED_USER, SLACK_APP_TOKEN, SLACK_BOT_TOKEN,
-  SLACK_SIGNING_SECRET, type FakeSlack,
+  dmEvent,
+  signedRequest,
+  slackSignature,
+  slashCommandForm,
+  startFakeSlack,
+  SLACK_ALLOWED_USER,
+  SLACK_APP_TOKEN,
+  SLACK_BOT_TOKEN,
+  SLACK_SIGNING_SECRET,
+  type FakeSlack,
 } from './support/fake-slack.ts';
 import { startFakeTelegram } from './support/fake-telegram.ts';
 import { readInbox, ALLOWED_USER, BOT_TOKEN } from './support/telegram-env.ts';
@@ -72,7 +80,7 @@ async function stack(options: { worker?: boolean; overrides?: Record<string, unk
 }
 
 describe('Slack Events API at POST /slack/events', () => {
-  it('a signed DM event is stored, answered 200 within 3 s, and the model\'s reply is posted to that channel', async () => {
+  it("a signed DM event is stored, answered 200 within 3 s, and the model's reply is posted to that channel", async () => {
     const s = await stack();
     const started = Date.now();
     const res = await signedRequest(s.events, JSON.stringify(dmEvent('is the build green?', { channel: 'D0000042' })));
@@ -95,7 +103,9 @@ describe('Slack Events API at POST /slack/events', () => {
     expect(await reader.count()).toBe(1);
     await waitFor(() => reader.seen.length === 1, 5000, 'inbox job');
     expect(reader.seen[0]).toMatchObject({
-      sessionId: 'slack:D0000043', text: 'hello', messageId: `slack-${event.event_id as string}`,
+      sessionId: 'slack:D0000043',
+      text: 'hello',
+      messageId: `slack-${event.event_id as string}`,
       origin: { surface: 'slack', route: { platform: 'slack', chatId: 'D0000043' } },
     });
   });
@@ -104,13 +114,17 @@ describe('Slack Events API at POST /slack/events', () => {
     const s = await stack();
     const body = JSON.stringify(dmEvent('only once please', { channel: 'D0000044' }));
     expect((await signedRequest(s.events, body)).status).toBe(200);
-    expect((await signedRequest(s.events, body, { headers: { 'x-slack-retry-num': '1', 'x-slack-retry-reason': 'http_timeout' } })).status).toBe(200);
+    expect(
+      (await signedRequest(s.events, body, { headers: { 'x-slack-retry-num': '1', 'x-slack-retry-reason': 'http_timeout' } })).status,
+    ).toBe(200);
     await waitFor(() => s.slack.posted.length >= 1, 15_000, 'reply posted');
     await s.gw.close();
     const again = await startGateway({ config: s.env.config, redisUrl: s.env.redisUrl, log: createLogger({ level: 'silent' }) });
     cleanups.push(() => again.close());
     await waitFor(() => again.platforms().find((p) => p.name === 'slack')?.state === 'ready', 10_000, 'slack ready again');
-    expect((await signedRequest(`${again.httpAddress.url}/slack/events`, body, { headers: { 'x-slack-retry-num': '2' } })).status).toBe(200);
+    expect((await signedRequest(`${again.httpAddress.url}/slack/events`, body, { headers: { 'x-slack-retry-num': '2' } })).status).toBe(
+      200,
+    );
     await sleep(1500); // a second turn would have been answered by now (the first took far less)
     expect(s.model.requests).toHaveLength(1);
     expect(s.slack.posted.filter((p) => p.channel === 'D0000044')).toHaveLength(1);
@@ -128,7 +142,9 @@ describe('Slack Events API at POST /slack/events', () => {
     // a timestamp from the future (a leaked signed request replayed later) and one that is not whole seconds
     expect((await signedRequest(s.events, body, { timestampSec: Math.floor(Date.now() / 1000) + 365 * 86_400 })).status).toBe(401);
     expect((await signedRequest(s.events, body, { timestampSec: Math.floor(Date.now() / 1000) + 6 * 60 })).status).toBe(401);
-    expect((await signedRequest(s.events, body, { headers: { 'x-slack-request-timestamp': `${Math.floor(Date.now() / 1000)}.0` } })).status).toBe(401);
+    expect(
+      (await signedRequest(s.events, body, { headers: { 'x-slack-request-timestamp': `${Math.floor(Date.now() / 1000)}.0` } })).status,
+    ).toBe(401);
     // the signature covers the body: a valid signature of another body does not pass
     const ts = Math.floor(Date.now() / 1000);
     expect((await signedRequest(s.events, body, { timestampSec: ts, signature: slackSignature('{}', ts) })).status).toBe(401);
@@ -142,7 +158,10 @@ describe('Slack Events API at POST /slack/events', () => {
 
   it('users outside SLACK_ALLOWED_USERS get one refusal per channel per hour and never reach the agent', async () => {
     const s = await stack();
-    for (let i = 0; i < 3; i++) expect((await signedRequest(s.events, JSON.stringify(dmEvent(`hi ${i}`, { user: 'USTRANGER', channel: 'D0000045' })))).status).toBe(200);
+    for (let i = 0; i < 3; i++)
+      expect((await signedRequest(s.events, JSON.stringify(dmEvent(`hi ${i}`, { user: 'USTRANGER', channel: 'D0000045' })))).status).toBe(
+        200,
+      );
     await waitFor(() => s.slack.posted.length >= 1, 10_000, 'refusal');
     await sleep(1000);
     expect(s.slack.posted).toHaveLength(1);
@@ -154,7 +173,9 @@ describe('Slack Events API at POST /slack/events', () => {
 describe('Slack commands', () => {
   it('/hermes loop 10m … sets a loop in that channel whose ticks post there', async () => {
     const s = await stack();
-    const res = await signedRequest(s.events, slashCommandForm('loop 10m check the build', { channel: 'C0000046' }), { contentType: 'application/x-www-form-urlencoded' });
+    const res = await signedRequest(s.events, slashCommandForm('loop 10m check the build', { channel: 'C0000046' }), {
+      contentType: 'application/x-www-form-urlencoded',
+    });
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ response_type: 'ephemeral' });
     await waitFor(() => s.slack.posted.length >= 2, 20_000, 'loop confirmation and first tick');
@@ -162,15 +183,23 @@ describe('Slack commands', () => {
     expect(s.slack.posted[0]!.text).toMatch(/Loop set: every 10m/);
     expect(s.slack.posted[1]!.text).toBe('all green');
     const record = await s.worker!.deps.loops.get('slack:C0000046', 'loop');
-    expect(record).toMatchObject({ status: 'active', intervalSeconds: 600, runner: { kind: 'agent' }, origin: { surface: 'slack', route: { platform: 'slack', chatId: 'C0000046' } } });
+    expect(record).toMatchObject({
+      status: 'active',
+      intervalSeconds: 600,
+      runner: { kind: 'agent' },
+      origin: { surface: 'slack', route: { platform: 'slack', chatId: 'C0000046' } },
+    });
   });
 
-  it('/loop typed in a thread sets the loop in the thread\'s session, and its ticks reply in the thread; --run from chat is refused', async () => {
+  it("/loop typed in a thread sets the loop in the thread's session, and its ticks reply in the thread; --run from chat is refused", async () => {
     const s = await stack();
     const thread = '1712345678.000100';
     await signedRequest(s.events, JSON.stringify(dmEvent('/loop 10m watch the deploy', { channel: 'D0000047', threadTs: thread })));
     await waitFor(() => s.slack.posted.length >= 2, 20_000, 'confirmation and first tick');
-    expect(s.slack.posted.map((p) => [p.channel, p.thread_ts])).toEqual([['D0000047', thread], ['D0000047', thread]]);
+    expect(s.slack.posted.map((p) => [p.channel, p.thread_ts])).toEqual([
+      ['D0000047', thread],
+      ['D0000047', thread],
+    ]);
     expect(await s.worker!.deps.loops.get(`slack:D0000047:${thread}`, 'loop')).toMatchObject({ status: 'active' });
 
     await signedRequest(s.events, JSON.stringify(dmEvent("/loop 10m disk --run 'df -h'", { channel: 'D0000048' })));
@@ -187,7 +216,16 @@ describe('Slack outbound', () => {
     expect(reply.length).toBeGreaterThan(6000);
     s.model.respond(() => reply);
     await signedRequest(s.events, JSON.stringify(dmEvent('long please', { channel: 'D0000049' })));
-    await waitFor(() => s.slack.posted.length > 0 && s.slack.posted.map((p) => p.text).join('').includes('line 124'), 20_000, 'all parts');
+    await waitFor(
+      () =>
+        s.slack.posted.length > 0 &&
+        s.slack.posted
+          .map((p) => p.text)
+          .join('')
+          .includes('line 124'),
+      20_000,
+      'all parts',
+    );
     expect(s.slack.posted.length).toBeGreaterThanOrEqual(2);
     for (const p of s.slack.posted) expect(p.text.length).toBeLessThanOrEqual(4000);
     expect(s.slack.posted.map((p) => p.text).join('')).toBe(renderMrkdwn(reply));
@@ -210,8 +248,9 @@ describe('Slack outbound', () => {
 
   it('markdown is rendered as Slack mrkdwn', () => {
     // slackify-markdown wraps emphasis in zero-width spaces, so it also works inside a word
-    expect(renderMrkdwn('# Title\n\n**bold** and ~~gone~~ [docs](https://example.com) & co').replaceAll('\u200b', ''))
-      .toBe('*Title*\n\n*bold* and ~gone~ <https://example.com|docs> &amp; co');
+    expect(renderMrkdwn('# Title\n\n**bold** and ~~gone~~ [docs](https://example.com) & co').replaceAll('\u200b', '')).toBe(
+      '*Title*\n\n*bold* and ~gone~ <https://example.com|docs> &amp; co',
+    );
     expect(renderMrkdwn('- one\n- two\n\n```\ncode\n```')).not.toContain('<!---->');
   });
 });
@@ -245,7 +284,8 @@ describe('one gateway, several platforms', () => {
     cleanups.push(() => telegram.close());
     let brokenLoads = 0;
     const broken: PlatformPlugin = {
-      name: 'broken', availability: 'enabled',
+      name: 'broken',
+      availability: 'enabled',
       async load() {
         brokenLoads++;
         throw new Error('cannot import the adapter');
@@ -254,12 +294,19 @@ describe('one gateway, several platforms', () => {
     const s = await stack({
       plugins: [broken],
       overrides: {
-        'telegram.bot_token': BOT_TOKEN, 'telegram.allowed_users': String(ALLOWED_USER), 'telegram.api_root': telegram.apiRoot,
-        'gateway.poll_timeout_seconds': 1, 'gateway.poll_lease_ttl_seconds': 1,
+        'telegram.bot_token': BOT_TOKEN,
+        'telegram.allowed_users': String(ALLOWED_USER),
+        'telegram.api_root': telegram.apiRoot,
+        'gateway.poll_timeout_seconds': 1,
+        'gateway.poll_lease_ttl_seconds': 1,
       },
     });
     await waitFor(() => s.gw.platforms().find((p) => p.name === 'telegram')?.state === 'ready', 10_000, 'telegram ready');
-    await waitFor(() => s.gw.watcher.rearms('broken') === 3 && !s.gw.platforms().find((p) => p.name === 'broken')!.hanging, 10_000, '3 re-arms');
+    await waitFor(
+      () => s.gw.watcher.rearms('broken') === 3 && !s.gw.platforms().find((p) => p.name === 'broken')!.hanging,
+      10_000,
+      '3 re-arms',
+    );
     await sleep(1000); // more than the whole backoff: no fourth re-arm
     expect(brokenLoads).toBe(4); // the first load and 3 re-arms
     expect(s.gw.platforms().find((p) => p.name === 'broken')!.state).toBe('adapter_unavailable');
@@ -271,7 +318,9 @@ describe('one gateway, several platforms', () => {
 
     const ready = await readJson(fetch(`${s.gw.httpAddress.url}/health/ready`));
     expect(ready.platforms).toMatchObject({
-      telegram: { state: 'ready' }, slack: { state: 'ready', mode: 'http' }, broken: { state: 'adapter_unavailable', rearms: 3, loads: 4 },
+      telegram: { state: 'ready' },
+      slack: { state: 'ready', mode: 'http' },
+      broken: { state: 'adapter_unavailable', rearms: 3, loads: 4 },
     });
     const metrics = await (await fetch(`${s.gw.httpAddress.url}/metrics`)).text();
     expect(metrics).toContain('hermes_platform_state{platform="slack",state="ready"} 1');

@@ -40,8 +40,12 @@ beforeAll(async () => {
   const config = loadConfig({
     env: { HERMES_HOME: home },
     overrides: {
-      'redis.url': server.url, 'redis.prefix': prefix, log_level: process.env.HERMES_TEST_LOG ?? 'silent',
-      'api_server.port': 0, 'api_server.key': KEY, 'api_server.max_streams': CAP,
+      'redis.url': server.url,
+      'redis.prefix': prefix,
+      log_level: process.env.HERMES_TEST_LOG ?? 'silent',
+      'api_server.port': 0,
+      'api_server.key': KEY,
+      'api_server.max_streams': CAP,
     },
   });
   gw = await startGateway({ config, redisUrl: server.url, log: createLogger({ level: config.log_level }) });
@@ -67,7 +71,8 @@ function openStream(path: string, method = 'GET', body?: string): OpenStream {
   const url = new URL(path, gw.httpAddress.url);
   const s = { text: '' } as OpenStream;
   s.req = request(url, {
-    method, agent: false,
+    method,
+    agent: false,
     headers: { authorization: `Bearer ${KEY}`, ...(body ? { 'content-type': 'application/json' } : {}) },
   });
   s.res = new Promise((resolve, reject) => {
@@ -88,10 +93,14 @@ function openStream(path: string, method = 'GET', body?: string): OpenStream {
 async function gatewayClients(): Promise<number> {
   const list = (await admin.client('LIST')) as string;
   const own = String(await admin.client('ID'));
-  return list.trim().split('\n').filter((l) => !l.startsWith(`id=${own} `)).length;
+  return list
+    .trim()
+    .split('\n')
+    .filter((l) => !l.startsWith(`id=${own} `)).length;
 }
 
-const health = async () => (await (await fetch(`${gw.httpAddress.url}/health`, { headers: { authorization: `Bearer ${KEY}` } })).json()) as { streams: number };
+const health = async () =>
+  (await (await fetch(`${gw.httpAddress.url}/health`, { headers: { authorization: `Bearer ${KEY}` } })).json()) as { streams: number };
 
 describe('one shared Redis reader for every stream', () => {
   it(`${STREAMS} session streams and ${WAITERS} waiting /v1 callers share a few Redis connections; each stream gets its own events; ${CAP} is the cap (429 beyond); closing releases them`, async () => {
@@ -101,7 +110,8 @@ describe('one shared Redis reader for every stream', () => {
     expect(responses.every((r) => r.statusCode === 200)).toBe(true);
     // Callers waiting for runs no worker takes: they wait on the same reader.
     const waiters = Array.from({ length: WAITERS }, (_, i) =>
-      openStream('/v1/chat/completions', 'POST', JSON.stringify({ messages: [{ role: 'user', content: `wait ${i}` }] })));
+      openStream('/v1/chat/completions', 'POST', JSON.stringify({ messages: [{ role: 'user', content: `wait ${i}` }] })),
+    );
     await waitFor(async () => (await health()).streams === CAP, 15_000, 'every stream and waiter subscribed');
 
     const clients = await gatewayClients();
@@ -122,7 +132,8 @@ describe('one shared Redis reader for every stream', () => {
     expect(refused.headers.get('retry-after')).toBe('5');
     expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('too_many_streams');
     const refusedV1 = await fetch(`${gw.httpAddress.url}/v1/chat/completions`, {
-      method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
       body: JSON.stringify({ messages: [{ role: 'user', content: 'one too many' }] }),
     });
     expect(refusedV1.status).toBe(429);
@@ -140,7 +151,8 @@ describe('one shared Redis reader for every stream', () => {
     const live = openStream('/api/sessions/fan-live/events');
     expect((await live.res).statusCode).toBe(200);
     const created = await fetch(`${gw.httpAddress.url}/v1/runs`, {
-      method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
       body: JSON.stringify({ input: 'queued only' }),
     });
     const { id } = (await created.json()) as { id: string };

@@ -10,7 +10,12 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { REFUSAL_TEXT } from '../gateway/telegram/inbound.ts';
 import { botIdOf } from '../gateway/telegram/telegram-adapter.ts';
 import { Keys, QUEUES } from '../scheduler/store/keys.ts';
-import { enqueueTelegramOutbound, outboundJobId, telegramOutboundQueue, type TelegramOutboundData } from '../scheduler/delivery/outbound.ts';
+import {
+  enqueueTelegramOutbound,
+  outboundJobId,
+  telegramOutboundQueue,
+  type TelegramOutboundData,
+} from '../scheduler/delivery/outbound.ts';
 import { spawnGateway, type ChildGateway } from './support/child-gateway.ts';
 import type { TestEnv } from './support/env.ts';
 import type { FakeTelegram } from './support/fake-telegram.ts';
@@ -24,8 +29,6 @@ let fake: FakeTelegram;
 beforeEach(() => {
   fake = harness.fake;
 });
-
-
 
 function setup(overrides: Record<string, unknown> = {}): TestEnv {
   const env = telegramEnv(fake, overrides);
@@ -60,7 +63,8 @@ describe('inbound (docs/DESIGN.md §8)', () => {
     expect(reader.seen.map((d) => d.text)).toEqual(texts);
     expect(reader.seen.map((d) => d.messageId)).toEqual(ids.map((id) => `tg-${id}`));
     expect(reader.seen[0]).toMatchObject({
-      type: 'user-input', sessionId: `telegram:${ALLOWED_USER}`,
+      type: 'user-input',
+      sessionId: `telegram:${ALLOWED_USER}`,
       origin: { surface: 'telegram', route: { platform: 'telegram', chatId: String(ALLOWED_USER) } },
     });
     // confirmed to Telegram only after storage: the next poll carried the offset past the batch
@@ -86,7 +90,8 @@ describe('inbound (docs/DESIGN.md §8)', () => {
     await waitFor(() => reader.seen.length >= 3, 10_000, '3 inbox jobs');
     expect(reader.seen[0]).toMatchObject({ text: '/loop 1m check the deploy --times 3', sessionId: `telegram:${ALLOWED_USER}` });
     expect(reader.seen[1]).toMatchObject({
-      text: '/status', sessionId: 'telegram:-1001234:7',
+      text: '/status',
+      sessionId: 'telegram:-1001234:7',
       origin: { route: { platform: 'telegram', chatId: '-1001234', threadId: '7' } },
     });
     expect(reader.seen[2]!.text).toBe('after it');
@@ -107,9 +112,7 @@ describe('inbound (docs/DESIGN.md §8)', () => {
     await waitFor(() => fake.confirmedOffset > updateId, 5000, 'offset past the refused update');
     expect(reader.seen.map((d) => d.text)).toEqual(['hello']);
     expect(await reader.count()).toBe(1);
-    expect(fake.sent.filter((m) => m.chat_id === String(stranger))).toEqual([
-      expect.objectContaining({ text: REFUSAL_TEXT }),
-    ]);
+    expect(fake.sent.filter((m) => m.chat_id === String(stranger))).toEqual([expect.objectContaining({ text: REFUSAL_TEXT })]);
     const refusal = lines.find((l) => String(l.msg).includes('not in TELEGRAM_ALLOWED_USERS'));
     expect(refusal).toMatchObject({ level: 40, userId: stranger, updateId });
     const all = JSON.stringify(lines);
@@ -135,7 +138,10 @@ describe('inbound (docs/DESIGN.md §8)', () => {
     // a rogue client on the same token: the fake terminates the gateway's poll with 409, then the gateway's retry terminates the rogue's
     const { Api } = await import('grammy');
     const rogue = new Api(BOT_TOKEN, { apiRoot: fake.apiRoot });
-    const rogueResult = rogue.getUpdates({ timeout: 1 }).then(() => 'answered', (e: { error_code?: number }) => e.error_code);
+    const rogueResult = rogue.getUpdates({ timeout: 1 }).then(
+      () => 'answered',
+      (e: { error_code?: number }) => e.error_code,
+    );
     await waitFor(() => fake.conflicts >= 1, 5000, 'a 409');
     await rogueResult;
     fake.pushMessage({ fromId: ALLOWED_USER, text: 'after the conflict' });
@@ -196,7 +202,7 @@ describe('one poller per bot token (F8)', () => {
     await waitFor(async () => (await redis.get(leaseKey)) === leader.instanceId, 10_000, 'the first gateway holds the lease');
     const standby = await gateway(env);
     expect(standby.instanceId).not.toBe(leader.instanceId);
-    await waitFor(() => standby.platforms()[0]?.state === 'ready', 10_000, 'the second gateway\'s Telegram adapter started');
+    await waitFor(() => standby.platforms()[0]?.state === 'ready', 10_000, "the second gateway's Telegram adapter started");
 
     fake.pushMessage({ fromId: ALLOWED_USER, text: 'to the leader' });
     await waitFor(() => reader.seen.length === 1, 10_000, 'first message');
@@ -226,7 +232,13 @@ describe('outbound (docs/DESIGN.md §8)', () => {
     cleanups.push(() => events.close());
     const paragraph = `${'word '.repeat(199)}end\n`;
     const text = paragraph.repeat(9);
-    const data: TelegramOutboundData = { platform: 'telegram', chatId: String(ALLOWED_USER), text, sessionId: `telegram:${ALLOWED_USER}`, occurrenceId: 'loop:abc:1' };
+    const data: TelegramOutboundData = {
+      platform: 'telegram',
+      chatId: String(ALLOWED_USER),
+      text,
+      sessionId: `telegram:${ALLOWED_USER}`,
+      occurrenceId: 'loop:abc:1',
+    };
     await enqueueTelegramOutbound(queue, data);
     await enqueueTelegramOutbound(queue, data);
     const job = (await queue.getJob(outboundJobId('loop:abc:1')))!;
@@ -238,7 +250,9 @@ describe('outbound (docs/DESIGN.md §8)', () => {
     const redis = new Redis(env.redisUrl);
     cleanups.push(() => redis.disconnect());
     expect(await redis.hgetall(new Keys(env.prefix).outboundSent('loop:abc:1'))).toEqual({
-      0: String(fake.sent[0]!.message_id), 1: String(fake.sent[1]!.message_id), 2: String(fake.sent[2]!.message_id),
+      0: String(fake.sent[0]!.message_id),
+      1: String(fake.sent[1]!.message_id),
+      2: String(fake.sent[2]!.message_id),
       seq: expect.stringMatching(/^\d+$/),
     });
     // queued again after it was sent: still once
@@ -253,7 +267,14 @@ describe('outbound (docs/DESIGN.md §8)', () => {
     const queue = outboundQueue(env);
     fake.rateLimitNext(1, 1);
     const started = Date.now();
-    await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: '5', threadId: '3', text: 'rate limited', sessionId: 'telegram:5:3', occurrenceId: 'cron:j1:1' });
+    await enqueueTelegramOutbound(queue, {
+      platform: 'telegram',
+      chatId: '5',
+      threadId: '3',
+      text: 'rate limited',
+      sessionId: 'telegram:5:3',
+      occurrenceId: 'cron:j1:1',
+    });
     await waitFor(() => fake.sent.length === 1, 10_000, 'sent after retry_after');
     expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
     expect(fake.rateLimited).toBe(1);

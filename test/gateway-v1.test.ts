@@ -42,7 +42,10 @@ beforeAll(async () => {
   model = await startFakeOpenAI();
   model.respond((req) => ({ delayMs, text: echoLast(req) }));
   env = testEnv({
-    'agent.base_url': model.baseUrl, 'agent.api_key': 'model-key', 'api_server.port': 0, 'api_server.key': KEY,
+    'agent.base_url': model.baseUrl,
+    'agent.api_key': 'model-key',
+    'api_server.port': 0,
+    'api_server.key': KEY,
   });
   gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
   worker = await startV1Worker(env);
@@ -64,7 +67,9 @@ describe('/v1 auth (docs/DESIGN.md §8)', () => {
     const res = await fetch(url('/v1/models'));
     expect(res.status).toBe(401);
     const body = await readJson(res);
-    expect(body).toEqual({ error: { message: expect.stringMatching(/Missing API key/), type: 'authentication_error', param: null, code: 'missing_api_key' } });
+    expect(body).toEqual({
+      error: { message: expect.stringMatching(/Missing API key/), type: 'authentication_error', param: null, code: 'missing_api_key' },
+    });
   });
 
   it('refuses a wrong key with 401', async () => {
@@ -92,10 +97,12 @@ describe('/v1 auth (docs/DESIGN.md §8)', () => {
   it('refuses to bind a non-loopback address without a key', async () => {
     const open = testEnv({ 'api_server.host': '0.0.0.0', 'api_server.port': 0 });
     try {
-      await expect(startGateway({ config: open.config, redisUrl: open.redisUrl, log: createLogger({ level: 'silent' }) }))
-        .rejects.toThrow(ConfigError);
-      await expect(startGateway({ config: open.config, redisUrl: open.redisUrl, log: createLogger({ level: 'silent' }) }))
-        .rejects.toThrow(/Refusing to bind the API server to 0\.0\.0\.0 without a key/);
+      await expect(startGateway({ config: open.config, redisUrl: open.redisUrl, log: createLogger({ level: 'silent' }) })).rejects.toThrow(
+        ConfigError,
+      );
+      await expect(startGateway({ config: open.config, redisUrl: open.redisUrl, log: createLogger({ level: 'silent' }) })).rejects.toThrow(
+        /Refusing to bind the API server to 0\.0\.0\.0 without a key/,
+      );
     } finally {
       open.cleanup();
     }
@@ -109,7 +116,8 @@ describe('POST /v1/chat/completions', () => {
     expect(res.status).toBe(200);
     const body = await readJson(res);
     expect(body).toMatchObject({
-      object: 'chat.completion', model: 'hermes-agent',
+      object: 'chat.completion',
+      model: 'hermes-agent',
       choices: [{ index: 0, message: { role: 'assistant', content: 'echo: hello there' }, finish_reason: 'stop' }],
       usage: { total_tokens: 10 },
     });
@@ -123,7 +131,11 @@ describe('POST /v1/chat/completions', () => {
     const done = await client.chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'ping' }] });
     expect(done.choices[0]!.message.content).toBe('echo: ping');
 
-    const stream = await client.chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'stream me' }], stream: true });
+    const stream = await client.chat.completions.create({
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: 'stream me' }],
+      stream: true,
+    });
     let text = '';
     const finishes: Array<string | null> = [];
     for await (const chunk of stream) {
@@ -171,7 +183,9 @@ describe('POST /v1/chat/completions', () => {
   });
 
   it('rejects a message over agent.max_prompt_chars', async () => {
-    const res = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x'.repeat(env.config.agent.max_prompt_chars + 1) }] });
+    const res = await post('/v1/chat/completions', {
+      messages: [{ role: 'user', content: 'x'.repeat(env.config.agent.max_prompt_chars + 1) }],
+    });
     expect(res.status).toBe(400);
     expect((await readJson(res)).error).toMatchObject({ code: 'prompt_too_long', param: 'messages.0.content' });
   });
@@ -242,10 +256,14 @@ describe('/v1/runs', () => {
     const stop = await post(`/v1/runs/${run.id}/stop`, {});
     expect(stop.status).toBe(202);
     const started = Date.now();
-    const final = await waitFor(async () => {
-      const r = await readJson(get(`/v1/runs/${run.id}`));
-      return r.status === 'cancelled' ? r : null;
-    }, 2500, 'run cancelled');
+    const final = await waitFor(
+      async () => {
+        const r = await readJson(get(`/v1/runs/${run.id}`));
+        return r.status === 'cancelled' ? r : null;
+      },
+      2500,
+      'run cancelled',
+    );
     expect(Date.now() - started).toBeLessThan(1500);
     expect(final.error.code).toBe('run_cancelled');
   });

@@ -23,10 +23,16 @@ async function setup(
   const model = await startFakeOpenAI();
   let turns = 0;
   let judges = 0;
-  model.respond((req) => (isJudge(req) ? (answer.judge ?? (() => '{"verdict":"continue","reason":""}'))(++judges) : answer.turn(req, ++turns)));
+  model.respond((req) =>
+    isJudge(req) ? (answer.judge ?? (() => '{"verdict":"continue","reason":""}'))(++judges) : answer.turn(req, ++turns),
+  );
   const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', 'heartbeat.min_interval_seconds': 1, ...overrides });
   const c = clients(env);
-  cleanups.push(() => model.close(), () => env.cleanup(), () => c.close());
+  cleanups.push(
+    () => model.close(),
+    () => env.cleanup(),
+    () => c.close(),
+  );
   return { env, c, model };
 }
 
@@ -37,7 +43,10 @@ async function worker(cleanups: CleanUp[], env: TestEnv): Promise<WorkerProcess>
 }
 
 function say(c: TestClients, env: TestEnv, sessionId: string, text: string, id: string) {
-  return enqueueInput({ redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 }, { sessionId, text, messageId: id, origin: { surface: 'chat' } });
+  return enqueueInput(
+    { redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 },
+    { sessionId, text, messageId: id, origin: { surface: 'chat' } },
+  );
 }
 
 describe.concurrent('/heartbeat grammar', () => {
@@ -46,7 +55,9 @@ describe.concurrent('/heartbeat grammar', () => {
     expect(parseHeartbeatArgs('every 1.5 hours report', o)).toMatchObject({ action: 'set', intervalSeconds: 5400, prompt: 'report' });
     expect(parseHeartbeatArgs('every 90 seconds ping', o)).toMatchObject({ intervalSeconds: 90 });
     expect(parseHeartbeatArgs('every 2h x', o)).toMatchObject({ intervalSeconds: 7200 });
-    expect(() => parseHeartbeatArgs('every 10s x', o)).toThrow('The interval 10s is below the heartbeat minimum of 1m (heartbeat.min_interval_seconds).');
+    expect(() => parseHeartbeatArgs('every 10s x', o)).toThrow(
+      'The interval 10s is below the heartbeat minimum of 1m (heartbeat.min_interval_seconds).',
+    );
     expect(() => parseHeartbeatArgs('every 1x x', o)).toThrow(/"1x" is not an interval: unknown unit "x"/);
     expect(() => parseHeartbeatArgs('every -30m x', o)).toThrow(/"-30m" is not an interval: an interval has no sign/);
     for (const w of ['status', 'pause', 'resume']) expect(parseHeartbeatArgs(w, o)).toEqual({ action: w });
@@ -77,7 +88,10 @@ describe.concurrent('/heartbeat', () => {
     expect(Number(since[1]!.data.dueAt)).toBeGreaterThanOrEqual(restartAt);
   });
 
-  it('tells the agent it is a check-in, to answer briefly and not invent work; no LOOP_COMPLETE or budget', async ({ cleanups, expect }) => {
+  it('tells the agent it is a check-in, to answer briefly and not invent work; no LOOP_COMPLETE or budget', async ({
+    cleanups,
+    expect,
+  }) => {
     const { env, c, model } = await setup(cleanups, { 'loops.max_ticks': 1 }, { turn: () => 'LOOP_COMPLETE' });
     await worker(cleanups, env);
     await say(c, env, 'hb2', '/hb every 1s check the inbox', 'm1');
@@ -90,15 +104,24 @@ describe.concurrent('/heartbeat', () => {
 });
 
 describe.concurrent('re-sending the same schedule', () => {
-  it('F18: an identical /heartbeat sent again fires no extra turn and says when it fires next; a changed prompt replaces it and fires now', async ({ cleanups, expect }) => {
-    const { env, c, model } = await setup(cleanups, {}, { turn: (req) => `ok: ${req.messages.at(-1)!.content.includes('anything new?') ? 'first' : 'second'}` });
+  it('F18: an identical /heartbeat sent again fires no extra turn and says when it fires next; a changed prompt replaces it and fires now', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { env, c, model } = await setup(
+      cleanups,
+      {},
+      { turn: (req) => `ok: ${req.messages.at(-1)!.content.includes('anything new?') ? 'first' : 'second'}` },
+    );
     await worker(cleanups, env);
     await say(c, env, 'hb-same', '/heartbeat every 1m anything new?', 'm1');
     await waitForEvents(c, 'hb-same', 'reply', 1);
     const set = (await c.loops.get('hb-same', 'heartbeat'))!;
     await say(c, env, 'hb-same', '/heartbeat every 1m anything new?', 'm2');
     const notices = await waitForEvents(c, 'hb-same', 'notice', 2);
-    expect(notices[1]!.data.text).toMatch(/^Heartbeat already set: every 1m · next in (\d+s|1m)\. Send a different prompt or interval to replace it\.$/);
+    expect(notices[1]!.data.text).toMatch(
+      /^Heartbeat already set: every 1m · next in (\d+s|1m)\. Send a different prompt or interval to replace it\.$/,
+    );
     // Nothing was re-armed: the same heartbeat, one tick used, its next tick a minute after the first.
     const after = (await c.loops.get('hb-same', 'heartbeat'))!;
     expect(after).toMatchObject({ loopId: set.loopId, ticksUsed: 1, version: set.version });
@@ -129,15 +152,23 @@ describe.concurrent('re-sending the same schedule', () => {
 
 describe.concurrent('/goal', () => {
   it('sets a goal with its budget, runs continuation turns until the judge says done', async ({ cleanups, expect }) => {
-    const { env, c } = await setup(cleanups, {}, {
-      turn: (_r, n) => `step ${n}`,
-      judge: (n) => (n < 3 ? '{"verdict":"continue","reason":"more to do"}' : '{"verdict":"done","reason":"tests green"}'),
-    });
+    const { env, c } = await setup(
+      cleanups,
+      {},
+      {
+        turn: (_r, n) => `step ${n}`,
+        judge: (n) => (n < 3 ? '{"verdict":"continue","reason":"more to do"}' : '{"verdict":"done","reason":"tests green"}'),
+      },
+    );
     await worker(cleanups, env);
     await say(c, env, 'g1', '/goal get the test suite green', 'm1');
     const notice = (await waitForEvents(c, 'g1', 'notice', 1))[0]!;
     expect(notice.data.text).toBe('Goal set (20-turn budget): get the test suite green');
-    await waitFor(async () => ((await events(c, 'g1', 'notice')).some((e) => e.data.text === 'Goal achieved: get the test suite green') ? true : undefined), 10_000);
+    await waitFor(
+      async () =>
+        (await events(c, 'g1', 'notice')).some((e) => e.data.text === 'Goal achieved: get the test suite green') ? true : undefined,
+      10_000,
+    );
     const replies = await events(c, 'g1', 'reply');
     expect(replies.map((e) => e.data.text)).toEqual(['step 1', 'step 2', 'step 3']);
     expect(replies.every((e) => e.data.source === 'goal')).toBe(true);
@@ -147,7 +178,13 @@ describe.concurrent('/goal', () => {
     const { env, c, model } = await setup(cleanups, { 'goals.max_turns': 2 }, { turn: (_r, n) => `step ${n}` });
     await worker(cleanups, env);
     await say(c, env, 'g2', '/goal keep going', 'm1');
-    await waitFor(async () => ((await c.sessions.readEvents('g2', '0')).some((e) => /Goal paused: turn budget of 2 used/.test(String(e.data.text))) ? true : undefined), 10_000);
+    await waitFor(
+      async () =>
+        (await c.sessions.readEvents('g2', '0')).some((e) => /Goal paused: turn budget of 2 used/.test(String(e.data.text)))
+          ? true
+          : undefined,
+      10_000,
+    );
     expect((await events(c, 'g2', 'reply')).length).toBe(2);
     const userMessagesBefore = model.requests.filter((r) => !isJudge(r)).length;
     await say(c, env, 'g2', '/goal resume', 'm2');
@@ -158,12 +195,21 @@ describe.concurrent('/goal', () => {
     expect(notices).toContain('Goal resumed (2 turn(s) left); the next turn is queued.');
   });
 
-  it('a judge that never gives a valid verdict pauses the goal after goals.max_consecutive_failures turns, naming the error', async ({ cleanups, expect }) => {
+  it('a judge that never gives a valid verdict pauses the goal after goals.max_consecutive_failures turns, naming the error', async ({
+    cleanups,
+    expect,
+  }) => {
     const { env, c, model } = await setup(cleanups, {}, { turn: (_r, n) => `step ${n}`, judge: () => 'not a verdict' });
     await worker(cleanups, env);
     await say(c, env, 'g4', '/goal keep going', 'm1');
-    const paused = await waitFor(async () => (await events(c, 'g4', 'notice')).find((e) => String(e.data.text).startsWith('Goal paused')), 10_000, 'the goal paused');
-    expect(String(paused.data.text)).toMatch(/^Goal paused: 3 goal turns in a row got no verdict \(last error: .+\); \/goal resume tries again\.$/);
+    const paused = await waitFor(
+      async () => (await events(c, 'g4', 'notice')).find((e) => String(e.data.text).startsWith('Goal paused')),
+      10_000,
+      'the goal paused',
+    );
+    expect(String(paused.data.text)).toMatch(
+      /^Goal paused: 3 goal turns in a row got no verdict \(last error: .+\); \/goal resume tries again\.$/,
+    );
     expect((await events(c, 'g4', 'reply')).map((e) => e.data.text)).toEqual(['step 1', 'step 2', 'step 3']);
     const record = JSON.parse((await c.redis.get(c.keys.goal('g4')))!) as { status: string; turnsUsed: number; failures: number };
     expect(record).toMatchObject({ status: 'paused', turnsUsed: 3, failures: 3 });
@@ -171,15 +217,27 @@ describe.concurrent('/goal', () => {
   });
 
   it('loop ticks wait while a goal is active and not parked, then resume', async ({ cleanups, expect }) => {
-    const { env, c } = await setup(cleanups, {}, {
-      turn: (req, n) => ({ delayMs: 300, text: req.messages.at(-1)!.content.includes('[Goal turn') ? `goal step ${n}` : `tick ${n}` }),
-      judge: (n) => (n < 4 ? '{"verdict":"continue","reason":""}' : '{"verdict":"done","reason":""}'),
-    });
+    const { env, c } = await setup(
+      cleanups,
+      {},
+      {
+        turn: (req, n) => ({ delayMs: 300, text: req.messages.at(-1)!.content.includes('[Goal turn') ? `goal step ${n}` : `tick ${n}` }),
+        judge: (n) => (n < 4 ? '{"verdict":"continue","reason":""}' : '{"verdict":"done","reason":""}'),
+      },
+    );
     await worker(cleanups, env);
-    await c.schedules.set('g3', 'loop', { prompt: 'check', intervalSeconds: 1, times: null, until: null, notes: [] }, { origin: { surface: 'chat' }, runner: { kind: 'agent' } });
+    await c.schedules.set(
+      'g3',
+      'loop',
+      { prompt: 'check', intervalSeconds: 1, times: null, until: null, notes: [] },
+      { origin: { surface: 'chat' }, runner: { kind: 'agent' } },
+    );
     await waitForEvents(c, 'g3', 'reply', 1);
     await say(c, env, 'g3', '/goal finish the release', 'm1');
-    await waitFor(async () => ((await events(c, 'g3', 'notice')).some((e) => String(e.data.text).startsWith('Goal achieved')) ? true : undefined), 15_000);
+    await waitFor(
+      async () => ((await events(c, 'g3', 'notice')).some((e) => String(e.data.text).startsWith('Goal achieved')) ? true : undefined),
+      15_000,
+    );
     const all = await c.sessions.readEvents('g3', '0', { count: 10_000 });
     const setAt = all.findIndex((e) => e.type === 'notice' && String(e.data.text).startsWith('Goal set'));
     const doneAt = all.findIndex((e) => e.type === 'notice' && String(e.data.text).startsWith('Goal achieved'));
@@ -187,26 +245,52 @@ describe.concurrent('/goal', () => {
     expect(between.filter((e) => e.type === 'reply' && e.data.source === 'goal')).toHaveLength(4);
     // at most one tick that had already started before the goal's first turn
     expect(between.filter((e) => e.type === 'tick.started').length).toBeLessThanOrEqual(1);
-    await waitFor(async () => ((await c.sessions.readEvents('g3', all.at(-1)!.id)).some((e) => e.type === 'reply' && e.data.source === 'tick') ? true : undefined), 10_000, 'ticks after the goal');
+    await waitFor(
+      async () =>
+        (await c.sessions.readEvents('g3', all.at(-1)!.id)).some((e) => e.type === 'reply' && e.data.source === 'tick') ? true : undefined,
+      10_000,
+      'ticks after the goal',
+    );
   });
 });
 
 describe.concurrent('user input first', () => {
   it('a user message sent during a tick runs before the next tick', async ({ cleanups, expect }) => {
     // The user turn lasts longer than an interval, so the next tick falls due during it.
-    const { env, c } = await setup(cleanups, {}, { turn: (req) => ({ delayMs: 1100, text: `answer to: ${req.messages.at(-1)!.content.slice(0, 20)}` }) });
+    const { env, c } = await setup(
+      cleanups,
+      {},
+      { turn: (req) => ({ delayMs: 1100, text: `answer to: ${req.messages.at(-1)!.content.slice(0, 20)}` }) },
+    );
     await worker(cleanups, env);
     const release = `${env.home}/release`;
     cleanups.push(() => writeFileSync(release, ''));
     // Tick 1 stays mid-turn until the user's message is queued (later ticks find the file and go on).
-    await c.schedules.set('pri', 'loop', { prompt: 'slow check', intervalSeconds: 1, times: null, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: `while [ ! -f ${release} ]; do sleep 0.05; done; echo "tick $HERMES_TICK"`, timeoutSeconds: 10 },
-    });
+    await c.schedules.set(
+      'pri',
+      'loop',
+      { prompt: 'slow check', intervalSeconds: 1, times: null, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: {
+          kind: 'command',
+          command: `while [ ! -f ${release} ]; do sleep 0.05; done; echo "tick $HERMES_TICK"`,
+          timeoutSeconds: 10,
+        },
+      },
+    );
     const [started] = await waitForEvents(c, 'pri', 'tick.started', 1);
     await say(c, env, 'pri', 'what is the status?', 'u1');
     writeFileSync(release, '');
-    const userReply = await waitFor(async () => (await events(c, 'pri', 'reply')).find((e) => e.data.source === 'message'), 10_000, 'user reply');
-    await waitFor(async () => ((await events(c, 'pri', 'reply')).filter((e) => e.data.source === 'tick').length >= 2 ? true : undefined), 10_000);
+    const userReply = await waitFor(
+      async () => (await events(c, 'pri', 'reply')).find((e) => e.data.source === 'message'),
+      10_000,
+      'user reply',
+    );
+    await waitFor(
+      async () => ((await events(c, 'pri', 'reply')).filter((e) => e.data.source === 'tick').length >= 2 ? true : undefined),
+      10_000,
+    );
     const ticks = (await events(c, 'pri', 'reply')).filter((e) => e.data.source === 'tick');
     expect(ticks[0]!.data.occurrenceId).toBe(started!.data.occurrenceId); // the running tick finished
     // the next tick started only after the user's turn had finished, though it was due during it

@@ -13,7 +13,10 @@ const cleanups = cleanupAfterEach();
 function env(overrides: Record<string, unknown>): { env: TestEnv; c: TestClients } {
   const e = testEnv(overrides);
   const c = clients(e);
-  cleanups.push(() => e.cleanup(), () => c.close());
+  cleanups.push(
+    () => e.cleanup(),
+    () => c.close(),
+  );
   return { env: e, c };
 }
 
@@ -22,7 +25,10 @@ describe('a held tick whose lock lapsed', () => {
     // The first worker holds one tick at most: once it holds this one it has no fetch waiting on the queue, so
     // when the tick goes back to the queue the other worker is the one woken for it.
     const { env: e, c } = env({
-      'worker.prefetch_lead_ms': 40_000, 'worker.lock_duration_ms': 1000, 'worker.lock_renew_ms': 400, 'worker.stalled_interval_ms': 500,
+      'worker.prefetch_lead_ms': 40_000,
+      'worker.lock_duration_ms': 1000,
+      'worker.lock_renew_ms': 400,
+      'worker.stalled_interval_ms': 500,
       'worker.max_held_ticks': 1,
     });
     const starved = await startWorker(e);
@@ -32,14 +38,20 @@ describe('a held tick whose lock lapsed', () => {
     await addLoop(c, 'starved', { kind: 'command', command: 'sleep 1; echo once', timeoutSeconds: 30 }, due);
     await waitFor(() => (starved.deps.turns.admission.held === 1 ? true : undefined), 15_000, 'the tick held by the first worker');
     const other = await spawnWorker(e, { HERMES_WORKER_MAX_HELD_TICKS: '4096' });
-    cleanups.push(() => { if (other.exitCode === null) other.kill('SIGKILL'); });
+    cleanups.push(() => {
+      if (other.exitCode === null) other.kill('SIGKILL');
+    });
     // Starve the first worker: no lock renewal for 3.5 s, so its lock lapses, the stall check puts the job back
     // and the other worker takes it (and holds it until it is due).
     const until = Date.now() + 3500;
     while (Date.now() < until);
     // The copy the starved worker held never starts a turn: it lets the tick go as soon as it runs again.
     await waitFor(() => (starved.deps.turns.admission.held === 0 ? true : undefined), 10_000, 'the starved worker to let the tick go');
-    await waitFor(async () => ((await events(c, 'starved', 'reply')).length > 0 ? true : undefined), due - Date.now() + 20_000, 'the tick to run');
+    await waitFor(
+      async () => ((await events(c, 'starved', 'reply')).length > 0 ? true : undefined),
+      due - Date.now() + 20_000,
+      'the tick to run',
+    );
     await new Promise((r) => setTimeout(r, 2000)); // a second copy's turn (1 s) would have committed by now
     expect(await events(c, 'starved', 'tick.started')).toHaveLength(1);
     const replies = await events(c, 'starved', 'reply');

@@ -14,7 +14,10 @@ const cleanups = cleanupAfterEach();
 function env(overrides: Record<string, unknown>): { env: TestEnv; c: TestClients } {
   const e = testEnv(overrides);
   const c = clients(e);
-  cleanups.push(() => e.cleanup(), () => c.close());
+  cleanups.push(
+    () => e.cleanup(),
+    () => c.close(),
+  );
   return { env: e, c };
 }
 
@@ -39,11 +42,15 @@ describe('held ticks at a drain', () => {
     expect(first.deps.turns.admission.held).toBe(0);
     const second = await startWorker(e);
     cleanups.push(() => second.drain());
-    await waitFor(async () => {
-      for (let i = 0; i < 500; i += 1) if ((await events(c, `held-${i}`, 'reply')).length < 1) return undefined;
-      return true;
-    // How fast 500 turns run is not what this pins (a loaded machine takes longer): that each runs, once.
-    }, due - Date.now() + 120_000, 'every handed-back tick to run');
+    await waitFor(
+      async () => {
+        for (let i = 0; i < 500; i += 1) if ((await events(c, `held-${i}`, 'reply')).length < 1) return undefined;
+        return true;
+        // How fast 500 turns run is not what this pins (a loaded machine takes longer): that each runs, once.
+      },
+      due - Date.now() + 120_000,
+      'every handed-back tick to run',
+    );
     for (let i = 0; i < 500; i++) expect(await events(c, `held-${i}`, 'reply')).toHaveLength(1);
     for (let i = 0; i < 500; i += 50) {
       const started = await events(c, `held-${i}`, 'tick.started');

@@ -13,7 +13,8 @@ const cleanups = cleanupAfterEach();
 /** Count the socket writes (system calls) of `client` while `fn` runs. */
 async function countWrites(client: Redis, fn: () => Promise<unknown>): Promise<number> {
   const socket = client.stream as unknown as { _write: (...a: unknown[]) => void; _writev: (...a: unknown[]) => void };
-  const write = socket._write, writev = socket._writev;
+  const write = socket._write,
+    writev = socket._writev;
   let writes = 0;
   socket._write = function (this: unknown, ...a: unknown[]) {
     writes++;
@@ -36,7 +37,10 @@ describe('holdWritesThisTurn', () => {
   it('the commands of one turn leave in one write, with the same replies in the same order', async () => {
     const env = testEnv();
     const client = openRedisClient({ kind: 'single', url: env.redisUrl }, 'commands') as Redis;
-    cleanups.push(() => env.cleanup(), () => client.disconnect());
+    cleanups.push(
+      () => env.cleanup(),
+      () => client.disconnect(),
+    );
     await client.ping();
     const key = `${env.prefix}:held`;
     const run = () => Promise.all(Array.from({ length: 20 }, (_, i) => client.rpush(key, String(i))));

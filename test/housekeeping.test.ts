@@ -50,7 +50,8 @@ describe('worker set housekeeping', () => {
   });
 
   it('a bad expression stops the process with a message naming the key', () => {
-    const load = () => loadConfig({ env: { HERMES_HOME: '/nonexistent-hermes-home', HERMES_HOUSEKEEPING_WORKERS_CRON: 'every five minutes' } });
+    const load = () =>
+      loadConfig({ env: { HERMES_HOME: '/nonexistent-hermes-home', HERMES_HOUSEKEEPING_WORKERS_CRON: 'every five minutes' } });
     expect(load).toThrow(ConfigError);
     expect(load).toThrow(/housekeeping\.workers_cron|HERMES_HOUSEKEEPING_WORKERS_CRON/);
   });

@@ -15,7 +15,11 @@ async function setup(overrides: Record<string, unknown> = {}): Promise<{ env: Te
   const env = testEnv(overrides);
   const c = clients(env);
   const w = await startWorker(env);
-  cleanups.push(() => env.cleanup(), () => c.close(), () => w.drain());
+  cleanups.push(
+    () => env.cleanup(),
+    () => c.close(),
+    () => w.drain(),
+  );
   return { env, c };
 }
 
@@ -27,9 +31,20 @@ describe('session input order', () => {
     const { c } = await setup({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
     const at = Date.now();
     const ids = ['f', 'a', 'e', 'b', 'd', 'c']; // random-looking ids: order must not come from them
-    await Promise.all(ids.map((id, i) => enqueueInput({ redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 1000 }, {
-      sessionId: 'ord', text: `m${i + 1}`, messageId: id, origin: { surface: 'chat' }, receivedAt: at,
-    })));
+    await Promise.all(
+      ids.map((id, i) =>
+        enqueueInput(
+          { redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 1000 },
+          {
+            sessionId: 'ord',
+            text: `m${i + 1}`,
+            messageId: id,
+            origin: { surface: 'chat' },
+            receivedAt: at,
+          },
+        ),
+      ),
+    );
     const replies = await waitForEvents(c, 'ord', 'reply', 6, 15_000);
     expect(replies.map((e) => e.data.text)).toEqual(['re: m1', 're: m2', 're: m3', 're: m4', 're: m5', 're: m6']);
   });

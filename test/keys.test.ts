@@ -43,7 +43,18 @@ const PER_ID: Record<string, (id: string) => string> = {
   'gateway wake': (id) => k.gatewayWake(id),
   'outbound order of a chat': (id) => k.outboundOrder('telegram', id),
 };
-const GLOBAL = [k.scheduleIndex, k.goalIndex, k.sessionIndex, k.workers, k.cronJobIndex, k.cronRecentRuns, k.shardCountMarker, k.turnAbortChannel, k.outboundSequence, k.runIndex];
+const GLOBAL = [
+  k.scheduleIndex,
+  k.goalIndex,
+  k.sessionIndex,
+  k.workers,
+  k.cronJobIndex,
+  k.cronRecentRuns,
+  k.shardCountMarker,
+  k.turnAbortChannel,
+  k.outboundSequence,
+  k.runIndex,
+];
 /** Job scheduler ids (BullMQ keys them as `<queue>:repeat:<id>`, their jobs as `repeat:<id>:<millis>`). */
 const SCHEDULER_IDS: Record<string, (id: string) => string> = {
   loop: (id) => k.loopSchedulerId(id, 'loop'),
@@ -53,7 +64,10 @@ const SCHEDULER_IDS: Record<string, (id: string) => string> = {
 
 /** Ids built from the characters that separate key segments, hash tags and job id parts, plus unicode. */
 const hostileId = fc.oneof(
-  fc.string({ unit: fc.constantFrom(':', '{', '}', '|', '%', '%3A', '%25', 'y', 'x', 'inflight', 'mutation', ' ', '\n', 'é', '日', '😀'), maxLength: 8 }),
+  fc.string({
+    unit: fc.constantFrom(':', '{', '}', '|', '%', '%3A', '%25', 'y', 'x', 'inflight', 'mutation', ' ', '\n', 'é', '日', '😀'),
+    maxLength: 8,
+  }),
   fc.string({ unit: 'binary', maxLength: 12 }),
 );
 const kindName = fc.constantFrom(...Object.keys(PER_ID));
@@ -61,7 +75,25 @@ const kindName = fc.constantFrom(...Object.keys(PER_ID));
  * Two ids, often related the way a forged id would be: one is the other plus a
  * `:`-separated tail made of the words keys are built from (`y` and `y:inflight`).
  */
-const SEGMENT_WORDS = ['inflight', 'mutation', 'claim', 'sent', 'events', 'transcript', 'turn-lock', 'pending-input', 'input-seq', 'runs', 'run-index', 'poll-lease', 'offset', 'loop', 'heartbeat', 'job', '1700000000000'];
+const SEGMENT_WORDS = [
+  'inflight',
+  'mutation',
+  'claim',
+  'sent',
+  'events',
+  'transcript',
+  'turn-lock',
+  'pending-input',
+  'input-seq',
+  'runs',
+  'run-index',
+  'poll-lease',
+  'offset',
+  'loop',
+  'heartbeat',
+  'job',
+  '1700000000000',
+];
 const idPair = fc.oneof(
   fc.tuple(hostileId, hostileId),
   fc.tuple(hostileId, fc.array(fc.constantFrom(...SEGMENT_WORDS), { minLength: 1, maxLength: 2 }), fc.boolean()).map(([a, tail, flip]) => {
@@ -82,25 +114,31 @@ describe('keys', () => {
   });
 
   it('keyPart is injective, reversible and never holds a separator', () => {
-    fc.assert(fc.property(hostileId, hostileId, (a, b) => {
-      expect(fromKeyPart(keyPart(a))).toBe(a);
-      expect(keyPart(a)).not.toMatch(/[:{}|\s]/u);
-      if (a !== b) expect(keyPart(a)).not.toBe(keyPart(b));
-    }), { numRuns: 2000 });
+    fc.assert(
+      fc.property(hostileId, hostileId, (a, b) => {
+        expect(fromKeyPart(keyPart(a))).toBe(a);
+        expect(keyPart(a)).not.toMatch(/[:{}|\s]/u);
+        if (a !== b) expect(keyPart(a)).not.toBe(keyPart(b));
+      }),
+      { numRuns: 2000 },
+    );
     expect(keyPart('telegram.42@x_y-z')).toBe('telegram.42@x_y-z'); // ordinary ids are written unchanged
   });
 
-  it('no two distinct (kind, id) pairs address the same key, and no id reaches under another id\'s key', () => {
-    fc.assert(fc.property(kindName, kindName, idPair, (k1, k2, [id1, id2]) => {
-      const a = PER_ID[k1]!(id1);
-      const b = PER_ID[k2]!(id2);
-      if (k1 !== k2 || id1 !== id2) expect(a).not.toBe(b);
-      if (id1 !== id2) expect(b.startsWith(`${a}:`)).toBe(false);
-      expect(GLOBAL).not.toContain(a);
-      expect(a.startsWith('{hermes}:')).toBe(true);
-      // A queue's keys (`<prefix>:<queue>:…`) are BullMQ's alone.
-      for (const q of ['ticks', 'inbox', 'outbound-telegram', 'v1-runs']) expect(a.startsWith(`{hermes}:${q}:`)).toBe(false);
-    }), { numRuns: 5000 });
+  it("no two distinct (kind, id) pairs address the same key, and no id reaches under another id's key", () => {
+    fc.assert(
+      fc.property(kindName, kindName, idPair, (k1, k2, [id1, id2]) => {
+        const a = PER_ID[k1]!(id1);
+        const b = PER_ID[k2]!(id2);
+        if (k1 !== k2 || id1 !== id2) expect(a).not.toBe(b);
+        if (id1 !== id2) expect(b.startsWith(`${a}:`)).toBe(false);
+        expect(GLOBAL).not.toContain(a);
+        expect(a.startsWith('{hermes}:')).toBe(true);
+        // A queue's keys (`<prefix>:<queue>:…`) are BullMQ's alone.
+        for (const q of ['ticks', 'inbox', 'outbound-telegram', 'v1-runs']) expect(a.startsWith(`{hermes}:${q}:`)).toBe(false);
+      }),
+      { numRuns: 5000 },
+    );
   });
 
   it('the named regressions: y:inflight vs y, x:mutation vs x', () => {
@@ -113,40 +151,50 @@ describe('keys', () => {
   it('job scheduler ids and their job ids stay apart for every id', () => {
     const millis = fc.integer({ min: 0, max: 2 ** 45 });
     const schedKind = fc.constantFrom(...Object.keys(SCHEDULER_IDS));
-    fc.assert(fc.property(schedKind, schedKind, idPair, millis, millis, (s1, s2, [id1, id2], m1, m2) => {
-      const a = SCHEDULER_IDS[s1]!(id1);
-      const b = SCHEDULER_IDS[s2]!(id2);
-      if (s1 !== s2 || id1 !== id2) expect(a).not.toBe(b);
-      // BullMQ: the scheduler hash is `repeat:<id>`, its jobs `repeat:<id>:<millis>`.
-      expect(`repeat:${a}:${m1}`).not.toBe(`repeat:${b}`);
-      if (a !== b || m1 !== m2) expect(`repeat:${a}:${m1}`).not.toBe(`repeat:${b}:${m2}`);
-      expect(k.cronOnceJobId(id1, m1).split(':')).toHaveLength(3); // BullMQ accepts ':' only in three-part ids
-      expect(k.cronManualJobId(id1, m1).split(':')).toHaveLength(3);
-      expect(k.cronPassedFirstJobId(id1, m1).split(':')).toHaveLength(3);
-    }), { numRuns: 3000 });
+    fc.assert(
+      fc.property(schedKind, schedKind, idPair, millis, millis, (s1, s2, [id1, id2], m1, m2) => {
+        const a = SCHEDULER_IDS[s1]!(id1);
+        const b = SCHEDULER_IDS[s2]!(id2);
+        if (s1 !== s2 || id1 !== id2) expect(a).not.toBe(b);
+        // BullMQ: the scheduler hash is `repeat:<id>`, its jobs `repeat:<id>:<millis>`.
+        expect(`repeat:${a}:${m1}`).not.toBe(`repeat:${b}`);
+        if (a !== b || m1 !== m2) expect(`repeat:${a}:${m1}`).not.toBe(`repeat:${b}:${m2}`);
+        expect(k.cronOnceJobId(id1, m1).split(':')).toHaveLength(3); // BullMQ accepts ':' only in three-part ids
+        expect(k.cronManualJobId(id1, m1).split(':')).toHaveLength(3);
+        expect(k.cronPassedFirstJobId(id1, m1).split(':')).toHaveLength(3);
+      }),
+      { numRuns: 3000 },
+    );
   });
 
   it('composite ids (occurrences, custom job ids) are distinct for distinct parts', () => {
     const parts = fc.array(fc.oneof(hostileId, fc.constantFrom(...SEGMENT_WORDS)), { minLength: 1, maxLength: 4 });
-    fc.assert(fc.property(parts, parts, (p1, p2) => {
-      const same = p1.length === p2.length && p1.every((x, i) => x === p2[i]);
-      if (!same) {
-        expect(compositeId(...p1)).not.toBe(compositeId(...p2));
-        expect(bullJobId(...p1)).not.toBe(bullJobId(...p2));
-      }
-      expect(bullJobId(...p1)).not.toContain(':');
-    }), { numRuns: 3000 });
-    fc.assert(fc.property(idPair, fc.integer({ min: 0 }), ([j1, j2], due) => {
-      if (j1 !== j2) expect(cronOccurrenceId(j1, due, 'schedule')).not.toBe(cronOccurrenceId(j2, due, 'schedule'));
-      expect(cronOccurrenceId(j1, due, 'schedule')).not.toBe(cronOccurrenceId(j2, due, 'manual'));
-    }));
+    fc.assert(
+      fc.property(parts, parts, (p1, p2) => {
+        const same = p1.length === p2.length && p1.every((x, i) => x === p2[i]);
+        if (!same) {
+          expect(compositeId(...p1)).not.toBe(compositeId(...p2));
+          expect(bullJobId(...p1)).not.toBe(bullJobId(...p2));
+        }
+        expect(bullJobId(...p1)).not.toContain(':');
+      }),
+      { numRuns: 3000 },
+    );
+    fc.assert(
+      fc.property(idPair, fc.integer({ min: 0 }), ([j1, j2], due) => {
+        if (j1 !== j2) expect(cronOccurrenceId(j1, due, 'schedule')).not.toBe(cronOccurrenceId(j2, due, 'schedule'));
+        expect(cronOccurrenceId(j1, due, 'schedule')).not.toBe(cronOccurrenceId(j2, due, 'manual'));
+      }),
+    );
   });
 
   it('index members are read back to the ids they were written from', () => {
-    fc.assert(fc.property(hostileId, fc.constantFrom<LoopKind>('loop', 'heartbeat'), hostileId, (id, kind, occ) => {
-      expect(k.parseScheduleIndexMember(k.scheduleIndexMember(id, kind))).toEqual({ sessionId: id, kind });
-      expect(k.parseCronRecentRunEntry(k.cronRecentRunEntry(id, occ))).toEqual({ jobId: id, occurrenceId: occ });
-    }));
+    fc.assert(
+      fc.property(hostileId, fc.constantFrom<LoopKind>('loop', 'heartbeat'), hostileId, (id, kind, occ) => {
+        expect(k.parseScheduleIndexMember(k.scheduleIndexMember(id, kind))).toEqual({ sessionId: id, kind });
+        expect(k.parseCronRecentRunEntry(k.cronRecentRunEntry(id, occ))).toEqual({ jobId: id, occurrenceId: occ });
+      }),
+    );
   });
 
   it('custom job ids never contain ":" and stay distinct', () => {
@@ -175,14 +223,17 @@ describe('keys', () => {
   });
 });
 
-describe('session ids that look like other sessions\' keys (through the stores and a worker)', () => {
+describe("session ids that look like other sessions' keys (through the stores and a worker)", () => {
   const cmd = (text: string) => ({ kind: 'command' as const, command: `echo ${text}`, timeoutSeconds: 10 });
   const spec = (prompt: string) => ({ prompt, intervalSeconds: 60, times: null, until: null, notes: [] });
 
   it('a loop on "y:inflight" keeps its record when the loop of "y" ticks', async () => {
     const env = testEnv();
     const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => c.close(),
+    );
     const w = await startWorker(env);
     cleanups.push(() => w.drain());
     await c.schedules.set('y:inflight', 'loop', spec('a'), { origin: { surface: 'cli' }, runner: cmd('a') });
@@ -197,7 +248,10 @@ describe('session ids that look like other sessions\' keys (through the stores a
   it('a loop on "x:mutation" does not block changes to the loop of "x"', async () => {
     const env = testEnv();
     const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => c.close(),
+    );
     await c.schedules.set('x:mutation', 'loop', spec('a'), { origin: { surface: 'cli' }, runner: cmd('a') });
     const started = Date.now();
     await c.schedules.set('x', 'loop', spec('b'), { origin: { surface: 'cli' }, runner: cmd('b') });
@@ -212,25 +266,56 @@ describe('sharded key space', () => {
 
   it('one shard keeps the plain prefix; N shards are {hermes:0} … {hermes:N-1}', () => {
     expect(new Keys('{hermes}').schedule('s', 'loop')).toBe('{hermes}:schedule:loop:s');
-    expect(sharded.shards().map((k) => k.prefix)).toEqual(['{hermes:0}', '{hermes:1}', '{hermes:2}', '{hermes:3}', '{hermes:4}', '{hermes:5}']);
+    expect(sharded.shards().map((k) => k.prefix)).toEqual([
+      '{hermes:0}',
+      '{hermes:1}',
+      '{hermes:2}',
+      '{hermes:3}',
+      '{hermes:4}',
+      '{hermes:5}',
+    ]);
     expect(sharded.workers).toBe('{hermes}:workers'); // fleet-wide
   });
 
   it('every key of a session and of a cron job (with its session stream) is on one shard, whichever builder is asked', () => {
-    fc.assert(fc.property(hostileId, fc.integer({ min: 0, max: 5 }), (id, via) => {
-      const k = sharded.shard(via);
-      const home = sharded.forSession(id).prefix;
-      for (const key of [k.schedule(id, 'loop'), k.scheduleInflight(id, 'heartbeat'), k.scheduleMutation(id, 'loop'), k.goal(id), k.transcript(id),
-        k.events(id), k.turnLock(id), k.pendingInput(id), k.inputSequence(id), k.sessionCommitted(id), k.agentSchedulesCreated(id),
-        k.forSession(id).scheduleIndex, k.forSession(id).sessionIndex, k.forSession(id).goalIndex]) {
-        expect(key.startsWith(`${home}:`)).toBe(true);
-      }
-      const job = sharded.forCronJob(id).prefix;
-      for (const key of [k.cronJob(id), k.cronRuns(id), k.cronRunIndex(id), k.cronClaims(id), k.cronCommitted(id), k.events(cronSessionId(id)),
-        k.forCronJob(id).cronJobIndex, k.forCronJob(id).cronRecentRuns]) {
-        expect(key.startsWith(`${job}:`)).toBe(true);
-      }
-    }), { numRuns: 2000 });
+    fc.assert(
+      fc.property(hostileId, fc.integer({ min: 0, max: 5 }), (id, via) => {
+        const k = sharded.shard(via);
+        const home = sharded.forSession(id).prefix;
+        for (const key of [
+          k.schedule(id, 'loop'),
+          k.scheduleInflight(id, 'heartbeat'),
+          k.scheduleMutation(id, 'loop'),
+          k.goal(id),
+          k.transcript(id),
+          k.events(id),
+          k.turnLock(id),
+          k.pendingInput(id),
+          k.inputSequence(id),
+          k.sessionCommitted(id),
+          k.agentSchedulesCreated(id),
+          k.forSession(id).scheduleIndex,
+          k.forSession(id).sessionIndex,
+          k.forSession(id).goalIndex,
+        ]) {
+          expect(key.startsWith(`${home}:`)).toBe(true);
+        }
+        const job = sharded.forCronJob(id).prefix;
+        for (const key of [
+          k.cronJob(id),
+          k.cronRuns(id),
+          k.cronRunIndex(id),
+          k.cronClaims(id),
+          k.cronCommitted(id),
+          k.events(cronSessionId(id)),
+          k.forCronJob(id).cronJobIndex,
+          k.forCronJob(id).cronRecentRuns,
+        ]) {
+          expect(key.startsWith(`${job}:`)).toBe(true);
+        }
+      }),
+      { numRuns: 2000 },
+    );
   });
 
   it('sessions spread over the shards (stable FNV-1a of the id)', () => {

@@ -29,7 +29,9 @@ function files(dir: string): string[] {
 function imports(file: string, options: { packages?: boolean; runtime?: boolean } = {}): string[] {
   const src = readFileSync(file, 'utf8');
   const out: string[] = [];
-  const from = options.runtime ? /^\s*(?:import|export)\s(?!type\s)[^;]*?from\s+'([^']+)'/gm : /^\s*(?:import|export)\s[^;]*?from\s+'([^']+)'/gm;
+  const from = options.runtime
+    ? /^\s*(?:import|export)\s(?!type\s)[^;]*?from\s+'([^']+)'/gm
+    : /^\s*(?:import|export)\s[^;]*?from\s+'([^']+)'/gm;
   for (const m of src.matchAll(from)) out.push(m[1]!);
   for (const m of src.matchAll(/import\('([^']+)'\)/g)) out.push(m[1]!);
   return out.filter((d) => options.packages || d.startsWith('.')).map((d) => (d.startsWith('.') ? resolve(dirname(file), d) : d));
@@ -122,14 +124,31 @@ describe('layout', () => {
    * store, queue or connection module can creep into them.
    */
   const PURE = [
-    'scheduler/loop/loop-state.ts', 'scheduler/loop/self-paced.ts', 'scheduler/loop/wakeup-input.ts', 'scheduler/loop/prefetch-lead.ts',
-    'scheduler/loop/loop-command.ts', 'scheduler/loop/heartbeat-command.ts', 'scheduler/loop/loop-record-codec.ts',
-    'scheduler/goal/goal-state.ts', 'scheduler/goal/goal-command.ts',
-    'scheduler/cron/cron-job.ts', 'scheduler/cron/misfire.ts', 'scheduler/cron/jitter.ts', 'scheduler/cron/cron-engine.ts',
-    'scheduler/cron/cron-fields.ts', 'scheduler/cron/schedule-grammar.ts', 'scheduler/cron/cron-notice.ts', 'scheduler/cron/job-ref.ts',
-    'scheduler/delivery/delivery-target.ts', 'scheduler/interval.ts', 'scheduler/model-spend.ts',
-    'worker/tick-gate.ts', 'worker/cron-gate.ts',
-    'worker/occurrence/defer-decision.ts', 'worker/occurrence/due-time.ts', 'worker/occurrence/turn-ending.ts',
+    'scheduler/loop/loop-state.ts',
+    'scheduler/loop/self-paced.ts',
+    'scheduler/loop/wakeup-input.ts',
+    'scheduler/loop/prefetch-lead.ts',
+    'scheduler/loop/loop-command.ts',
+    'scheduler/loop/heartbeat-command.ts',
+    'scheduler/loop/loop-record-codec.ts',
+    'scheduler/goal/goal-state.ts',
+    'scheduler/goal/goal-command.ts',
+    'scheduler/cron/cron-job.ts',
+    'scheduler/cron/misfire.ts',
+    'scheduler/cron/jitter.ts',
+    'scheduler/cron/cron-engine.ts',
+    'scheduler/cron/cron-fields.ts',
+    'scheduler/cron/schedule-grammar.ts',
+    'scheduler/cron/cron-notice.ts',
+    'scheduler/cron/job-ref.ts',
+    'scheduler/delivery/delivery-target.ts',
+    'scheduler/interval.ts',
+    'scheduler/model-spend.ts',
+    'worker/tick-gate.ts',
+    'worker/cron-gate.ts',
+    'worker/occurrence/defer-decision.ts',
+    'worker/occurrence/due-time.ts',
+    'worker/occurrence/turn-ending.ts',
   ];
   const IO_PACKAGES = /^(ioredis|bullmq)(\/|$)/;
 
@@ -175,7 +194,8 @@ describe('layout', () => {
     for (const file of graph.keys()) {
       if (top(file) !== 'scheduler') continue;
       for (const d of imports(file, { runtime: true })) {
-        const from = packageOf(file), to = packageOf(d);
+        const from = packageOf(file),
+          to = packageOf(d);
         const why = `${relative(ROOT, file)} → ${relative(ROOT, d)}`;
         if (from === to || top(d) !== 'scheduler' || KNOWN_PACKAGE_EDGES.has(why)) continue;
         if (!edges.has(from)) edges.set(from, new Map());
@@ -189,7 +209,12 @@ describe('layout', () => {
       if (state.get(p) === 'done') return;
       if (state.get(p) === 'visiting') {
         const loop = [...path.slice(path.indexOf(p)), p];
-        cycles.push(loop.slice(1).map((q, i) => edges.get(loop[i]!)!.get(q)!).join(', '));
+        cycles.push(
+          loop
+            .slice(1)
+            .map((q, i) => edges.get(loop[i]!)!.get(q)!)
+            .join(', '),
+        );
         return;
       }
       state.set(p, 'visiting');

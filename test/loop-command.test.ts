@@ -9,21 +9,47 @@ const opts = { minIntervalSeconds: 30, maxPromptChars: 1000 };
 describe('/loop grammar (docs/DESIGN.md §4)', () => {
   it('parses a fixed interval and the prompt', () => {
     expect(parseLoopArgs('10m watch the CI build', opts)).toEqual({
-      action: 'set', prompt: 'watch the CI build', intervalSeconds: 600, times: null, until: null, notes: [], economy: {},
+      action: 'set',
+      prompt: 'watch the CI build',
+      intervalSeconds: 600,
+      times: null,
+      until: null,
+      notes: [],
+      economy: {},
     });
   });
 
   it('takes the economy flags anywhere, --until stopping before them (docs/CONTEXT.md)', () => {
-    expect(parseLoopArgs('10m watch CI --notify done --watch read_file:/srv/ci.log --until it is green --max-tokens 200,000 --model cheap', opts)).toEqual({
-      action: 'set', prompt: 'watch CI', intervalSeconds: 600, times: null, until: 'it is green', notes: [],
+    expect(
+      parseLoopArgs(
+        '10m watch CI --notify done --watch read_file:/srv/ci.log --until it is green --max-tokens 200,000 --model cheap',
+        opts,
+      ),
+    ).toEqual({
+      action: 'set',
+      prompt: 'watch CI',
+      intervalSeconds: 600,
+      times: null,
+      until: 'it is green',
+      notes: [],
       economy: { notify: 'done', watch: 'read_file:/srv/ci.log', maxTokens: 200_000, model: 'cheap' },
     });
   });
 
   it('refuses a bad economy flag with the flag and the value named, and a flag given twice', () => {
-    const err = (text: string) => { try { parseLoopArgs(text, opts); return ''; } catch (e) { expect(e).toBeInstanceOf(ScheduleInputError); return (e as Error).message; } };
+    const err = (text: string) => {
+      try {
+        parseLoopArgs(text, opts);
+        return '';
+      } catch (e) {
+        expect(e).toBeInstanceOf(ScheduleInputError);
+        return (e as Error).message;
+      }
+    };
     expect(err('10m x --notify loud')).toBe('--notify must be auto, always, done; got "loud".');
-    expect(err('10m x --max-tokens lots')).toMatch(/^--max-tokens needs a positive whole number of tokens up to 1,000,000,000; got "lots"\.$/);
+    expect(err('10m x --max-tokens lots')).toMatch(
+      /^--max-tokens needs a positive whole number of tokens up to 1,000,000,000; got "lots"\.$/,
+    );
     expect(err('10m x --max-tokens 0')).toMatch(/got "0"/);
     expect(err('10m x --model')).toMatch(/^--model needs a value/);
     expect(err('10m x --watch a --watch b')).toBe('--watch is given twice.');
@@ -72,7 +98,9 @@ describe('/loop grammar (docs/DESIGN.md §4)', () => {
   it('parses --times and --until anywhere after the prompt', () => {
     expect(parseLoopArgs('2m check CI --times 3', opts)).toMatchObject({ prompt: 'check CI', times: 3 });
     expect(parseLoopArgs('2m check CI --until the build is green --times 4', opts)).toMatchObject({
-      prompt: 'check CI', until: 'the build is green', times: 4,
+      prompt: 'check CI',
+      until: 'the build is green',
+      times: 4,
     });
     expect(parseLoopArgs('2m check --until "it is green"', opts)).toMatchObject({ until: 'it is green' });
   });
@@ -82,8 +110,14 @@ describe('/loop grammar (docs/DESIGN.md §4)', () => {
   });
 
   it.each([
-    ['', 'status'], ['status', 'status'], ['pause', 'pause'], ['RESUME', 'resume'],
-    ['stop', 'stop'], ['clear', 'stop'], ['cancel', 'stop'], ['help', 'help'],
+    ['', 'status'],
+    ['status', 'status'],
+    ['pause', 'pause'],
+    ['RESUME', 'resume'],
+    ['stop', 'stop'],
+    ['clear', 'stop'],
+    ['cancel', 'stop'],
+    ['help', 'help'],
   ])('control word %j → %s', (arg, action) => {
     expect(parseLoopArgs(arg, opts)).toEqual({ action });
   });
@@ -93,7 +127,7 @@ describe('/loop grammar (docs/DESIGN.md §4)', () => {
   });
 
   it.each([
-    ["5m check --times 0", /positive whole number up to 1000000, got "0"/],
+    ['5m check --times 0', /positive whole number up to 1000000, got "0"/],
     ['5m check --times -2', /positive whole number/],
     ['5m check --times x', /positive whole number/],
     ['5m check --times', /positive whole number/],
@@ -122,7 +156,14 @@ describe('/loop grammar (docs/DESIGN.md §4)', () => {
 
 describe('interval tokens', () => {
   it.each([
-    ['30s', 30], ['5m', 300], ['2h', 7200], ['1h30m', 5400], ['1.5h', 5400], ['10min', 600], ['1d', 86400], ['45sec', 45],
+    ['30s', 30],
+    ['5m', 300],
+    ['2h', 7200],
+    ['1h30m', 5400],
+    ['1.5h', 5400],
+    ['10min', 600],
+    ['1d', 86400],
+    ['45sec', 45],
   ])('%s = %d s', (tok, s) => expect(parseIntervalToken(tok)).toBe(s));
 
   it.each(['5', 'm', '5x', 'five', '0s'])('%s is not an interval', (tok) => expect(parseIntervalToken(tok)).toBeUndefined());
@@ -141,12 +182,24 @@ describe('hermes loop from the shell', () => {
     const { freePort } = await import('../scheduler/store/redis/embedded-redis.ts');
     const root = new URL('..', import.meta.url).pathname;
     // Bad input is refused before Redis is touched: an unreachable Redis is never asked.
-    const env = { ...process.env, REDIS_URL: `redis://127.0.0.1:${await freePort()}`, HERMES_HOME: '/nonexistent-hermes-home', HERMES_LOG_LEVEL: 'silent' };
-    const run = (...args: string[]) => promisify(execFile)(process.execPath, ['cli/hermes.mjs', 'loop', ...args, '--session', 's'], { cwd: root, env })
-      .then((r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }), (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }));
+    const env = {
+      ...process.env,
+      REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+      HERMES_HOME: '/nonexistent-hermes-home',
+      HERMES_LOG_LEVEL: 'silent',
+    };
+    const run = (...args: string[]) =>
+      promisify(execFile)(process.execPath, ['cli/hermes.mjs', 'loop', ...args, '--session', 's'], { cwd: root, env }).then(
+        (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+        (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
+      );
     // Three independent runs, at the same time.
     const [short, typo, signed] = await Promise.all([run('10s', 'x'), run('1x', 'check'), run('-5m', 'check')]);
-    expect(short).toEqual({ code: 2, stdout: '', stderr: 'hermes: The interval 10s is below the minimum of 30s (loops.min_interval_seconds).\n' });
+    expect(short).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: 'hermes: The interval 10s is below the minimum of 30s (loops.min_interval_seconds).\n',
+    });
     expect(typo).toMatchObject({ code: 2, stdout: '' });
     expect(typo.stderr).toMatch(/^hermes: "1x" is not an interval: unknown unit "x"/);
     expect(signed).toMatchObject({ code: 2, stdout: '' });
@@ -166,6 +219,8 @@ describe('an interval given on its own, as a field (the schedules tool)', () => 
     expect(() => parseLoopInterval('0s', opts)).toThrow('The interval "0s" must be greater than zero.');
     expect(() => parseLoopInterval('10m check it', opts)).toThrow('"10m check it" is not an interval; use s, m, h or d');
     expect(parseHeartbeatInterval('every 1.5 hours', { minIntervalSeconds: 60 })).toBe(5400);
-    expect(() => parseHeartbeatInterval('30s', { minIntervalSeconds: 60 })).toThrow('The interval 30s is below the heartbeat minimum of 1m (heartbeat.min_interval_seconds).');
+    expect(() => parseHeartbeatInterval('30s', { minIntervalSeconds: 60 })).toThrow(
+      'The interval 30s is below the heartbeat minimum of 1m (heartbeat.min_interval_seconds).',
+    );
   });
 });

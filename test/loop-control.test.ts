@@ -15,7 +15,11 @@ async function setup(overrides: Record<string, unknown> = {}): Promise<{ env: Te
   const env = testEnv(overrides);
   const c = clients(env);
   const w = await startWorker(env);
-  cleanups.push(() => env.cleanup(), () => c.close(), () => w.drain());
+  cleanups.push(
+    () => env.cleanup(),
+    () => c.close(),
+    () => w.drain(),
+  );
   return { env, c };
 }
 
@@ -25,10 +29,19 @@ describe('loop control while ticks run', () => {
     const release = join(env.home, 'release');
     cleanups.push(() => writeFileSync(release, ''));
     // Tick 2 stays mid-turn until released, so the second pause and resume land while it runs.
-    await c.schedules.set('sp', 'loop', { prompt: 'p', intervalSeconds: null, times: null, until: null, notes: [] }, {
-      origin: { surface: 'cli' },
-      runner: { kind: 'command', command: `if [ "$HERMES_TICK" = 2 ]; then while [ ! -f ${release} ]; do sleep 0.05; done; fi; echo same`, timeoutSeconds: 10 },
-    });
+    await c.schedules.set(
+      'sp',
+      'loop',
+      { prompt: 'p', intervalSeconds: null, times: null, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: {
+          kind: 'command',
+          command: `if [ "$HERMES_TICK" = 2 ]; then while [ ! -f ${release} ]; do sleep 0.05; done; fi; echo same`,
+          timeoutSeconds: 10,
+        },
+      },
+    );
     await waitForEvents(c, 'sp', 'reply', 1);
     await c.schedules.pause('sp', 'loop'); // between ticks
     await c.schedules.resume('sp', 'loop');
@@ -46,7 +59,10 @@ describe('loop control while ticks run', () => {
 
   it('replacing a loop with one of the same interval fires the new loop now, not at the old slot', async () => {
     const { c } = await setup();
-    const run = (text: string) => ({ origin: { surface: 'cli' as const }, runner: { kind: 'command' as const, command: `echo ${text}`, timeoutSeconds: 5 } });
+    const run = (text: string) => ({
+      origin: { surface: 'cli' as const },
+      runner: { kind: 'command' as const, command: `echo ${text}`, timeoutSeconds: 5 },
+    });
     await c.schedules.set('rp', 'loop', { prompt: 'a', intervalSeconds: 20, times: null, until: null, notes: [] }, run('A'));
     await waitForEvents(c, 'rp', 'reply', 1);
     const replacedAt = Date.now();
@@ -62,9 +78,15 @@ describe('loop control while ticks run', () => {
     const release = join(env.home, 'release');
     cleanups.push(() => writeFileSync(release, ''));
     // The tick stays mid-turn until the stop has been written.
-    await c.schedules.set('st', 'loop', { prompt: 'p', intervalSeconds: 10, times: null, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: `while [ ! -f ${release} ]; do sleep 0.05; done; echo x`, timeoutSeconds: 10 },
-    });
+    await c.schedules.set(
+      'st',
+      'loop',
+      { prompt: 'p', intervalSeconds: 10, times: null, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: { kind: 'command', command: `while [ ! -f ${release} ]; do sleep 0.05; done; echo x`, timeoutSeconds: 10 },
+      },
+    );
     await waitForEvents(c, 'st', 'tick.started', 1);
     expect(await c.schedules.stop('st', 'loop')).toMatch(/Loop stopped/);
     writeFileSync(release, '');

@@ -8,7 +8,15 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { configSchema } from '../scheduler/config/config.ts';
 import {
-  applyTick, clipError, createLoop, decideFire, failureBackoffSeconds, resumeLoop, tickFailureNotice, type FailurePolicy, type LoopRecord,
+  applyTick,
+  clipError,
+  createLoop,
+  decideFire,
+  failureBackoffSeconds,
+  resumeLoop,
+  tickFailureNotice,
+  type FailurePolicy,
+  type LoopRecord,
 } from '../scheduler/loop/loop-state.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { testEnv } from './support/env.ts';
@@ -16,29 +24,54 @@ import { clients, startWorker, waitFor, waitForEvents } from './support/stack.ts
 
 const defaults = configSchema.parse({}).loops;
 const POLICY: FailurePolicy = {
-  backoffSeconds: defaults.failure_backoff_seconds, backoffMaxSeconds: defaults.failure_backoff_max_seconds, pauseAfterSeconds: defaults.failure_pause_after_seconds,
+  backoffSeconds: defaults.failure_backoff_seconds,
+  backoffMaxSeconds: defaults.failure_backoff_max_seconds,
+  pauseAfterSeconds: defaults.failure_pause_after_seconds,
 };
 const pacing = { floorSeconds: defaults.self_paced_floor_seconds, ceilingSeconds: defaults.self_paced_ceiling_seconds };
 const RAW_500 = 'The model endpoint answered 500: 500 upstream exploded';
 
 function heartbeat(intervalSeconds: number | null = 60): LoopRecord {
   return createLoop({
-    kind: 'heartbeat', loopId: 'H', sessionId: 's', prompt: 'inbox?', intervalSeconds, times: null, until: null, maxTicks: 0,
-    selfPacedFloorSeconds: 60, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: 0,
+    kind: 'heartbeat',
+    loopId: 'H',
+    sessionId: 's',
+    prompt: 'inbox?',
+    intervalSeconds,
+    times: null,
+    until: null,
+    maxTicks: 0,
+    selfPacedFloorSeconds: 60,
+    runner: { kind: 'agent' },
+    origin: { surface: 'cli' },
+    now: 0,
   });
 }
 
 /** Run one tick of `loop` starting at `at` (ms) that takes 2 s; failed when `failure` is given. */
 function run(loop: LoopRecord, at: number, failure?: string, policy: FailurePolicy = POLICY) {
   return applyTick(loop, {
-    loopId: loop.loopId, dueAt: at, occurrenceId: `o${at}`, startedAt: at, finishedAt: at + 2000, reply: failure ? '' : 'fine',
-    pacing, maxConsecutiveFailures: defaults.max_consecutive_failures, failurePolicy: policy, ...(failure ? { failure } : {}),
+    loopId: loop.loopId,
+    dueAt: at,
+    occurrenceId: `o${at}`,
+    startedAt: at,
+    finishedAt: at + 2000,
+    reply: failure ? '' : 'fine',
+    pacing,
+    maxConsecutiveFailures: defaults.max_consecutive_failures,
+    failurePolicy: policy,
+    ...(failure ? { failure } : {}),
   });
 }
 
 describe('the back-off of failed ticks (pure)', () => {
   it('waits 30 s, 1 m, 2 m, 4 m, 8 m, then 15 m between tries by default', () => {
-    expect(defaults).toMatchObject({ failure_backoff_seconds: 30, failure_backoff_max_seconds: 900, failure_pause_after_seconds: 900, max_consecutive_failures: 3 });
+    expect(defaults).toMatchObject({
+      failure_backoff_seconds: 30,
+      failure_backoff_max_seconds: 900,
+      failure_pause_after_seconds: 900,
+      max_consecutive_failures: 3,
+    });
     expect([1, 2, 3, 4, 5, 6, 7, 50].map((k) => failureBackoffSeconds(k, POLICY))).toEqual([30, 60, 120, 240, 480, 900, 900, 900]);
   });
 
@@ -55,7 +88,10 @@ describe('the back-off of failed ticks (pure)', () => {
     }
     expect(dues).toEqual([30_000, 60_000, 120_000]);
     // The job scheduler's regular occurrences do not fire before the next try.
-    expect(decideFire(hb, { loopId: 'H', dueAt: hb.nextDueAt! - 60_000, occurrenceId: 'early' })).toEqual({ fire: false, reason: 'backing-off' });
+    expect(decideFire(hb, { loopId: 'H', dueAt: hb.nextDueAt! - 60_000, occurrenceId: 'early' })).toEqual({
+      fire: false,
+      reason: 'backing-off',
+    });
     expect(decideFire(hb, { loopId: 'H', dueAt: hb.nextDueAt!, occurrenceId: 'retry' })).toEqual({ fire: true });
     expect(hb).toMatchObject({ failureStreak: 3, failingSince: 0, status: 'active' });
     const ok = run(hb, at);
@@ -77,7 +113,9 @@ describe('the back-off of failed ticks (pure)', () => {
     // Tries at 0, 32 s, 1m34s, 3m36s, 7m38s, 15m40s: the sixth is the first whose streak spans 15 min.
     expect(outcomes).toEqual(['continue', 'continue', 'continue', 'continue', 'continue', 'paused']);
     expect(hb).toMatchObject({ status: 'paused', failureStreak: 6, nextDueAt: null });
-    expect(hb.statusReason).toBe('6 failed ticks in a row over 15m42s; last error: The model endpoint answered 500: upstream exploded. /heartbeat resume continues');
+    expect(hb.statusReason).toBe(
+      '6 failed ticks in a row over 15m42s; last error: The model endpoint answered 500: upstream exploded. /heartbeat resume continues',
+    );
     expect(hb.statusReason!.match(/500/g)).toHaveLength(1);
     // Resume: fresh tries, and the streak's start forgotten.
     expect(resumeLoop(hb, at + 10_000)).toMatchObject({ status: 'active', failureStreak: 0, failingSince: null });
@@ -88,14 +126,26 @@ describe('the back-off of failed ticks (pure)', () => {
     expect(tickFailureNotice(r.loop, 1, RAW_500, 3, POLICY)).toBe(
       'Heartbeat tick #1 failed: The model endpoint answered 500: upstream exploded. Next try in 30s. It pauses after 3 failures in a row over at least 15m (1 so far).',
     );
-    expect(clipError('The model endpoint answered 429: 429 Rate limit reached for gpt-4o')).toBe('The model endpoint answered 429: Rate limit reached for gpt-4o');
+    expect(clipError('The model endpoint answered 429: 429 Rate limit reached for gpt-4o')).toBe(
+      'The model endpoint answered 429: Rate limit reached for gpt-4o',
+    );
     expect(clipError('HTTP 500: internal error')).toBe('HTTP 500: internal error');
   });
 
   it('a self-paced loop backs off the same way, then paces itself again; 0 pauses by the count alone', () => {
     const loop = createLoop({
-      kind: 'loop', loopId: 'H', sessionId: 's', prompt: 'p', intervalSeconds: null, times: null, until: null, maxTicks: 0,
-      selfPacedFloorSeconds: 60, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: 0,
+      kind: 'loop',
+      loopId: 'H',
+      sessionId: 's',
+      prompt: 'p',
+      intervalSeconds: null,
+      times: null,
+      until: null,
+      maxTicks: 0,
+      selfPacedFloorSeconds: 60,
+      runner: { kind: 'agent' },
+      origin: { surface: 'cli' },
+      now: 0,
     });
     const failed = run({ ...loop, delaySeconds: 240 }, 0, 'boom').loop;
     expect(failed.nextDueAt).toBe(2000 + 30_000);
@@ -106,7 +156,10 @@ describe('the back-off of failed ticks (pure)', () => {
     const countOnly = { ...POLICY, pauseAfterSeconds: 0 };
     hb = run(hb, 0, 'x', countOnly).loop;
     hb = run(hb, 1000, 'x', countOnly).loop;
-    expect(run(hb, 2000, 'x', countOnly).outcome).toEqual({ kind: 'paused', reason: '3 failed ticks in a row; last error: x. /heartbeat resume continues' });
+    expect(run(hb, 2000, 'x', countOnly).outcome).toEqual({
+      kind: 'paused',
+      reason: '3 failed ticks in a row; last error: x. /heartbeat resume continues',
+    });
   });
 });
 
@@ -121,15 +174,29 @@ describe('a fixed loop whose model is down for a while (worker, Redis, local mod
     let calls = 0;
     model.respond(() => (++calls <= 3 ? { status: 500, message: 'upstream exploded' } : 'all green'));
     const env = testEnv({
-      'agent.base_url': model.baseUrl, 'agent.api_key': 'k',
-      'loops.failure_backoff_seconds': 1, 'loops.failure_backoff_max_seconds': 60, 'loops.failure_pause_after_seconds': 60,
+      'agent.base_url': model.baseUrl,
+      'agent.api_key': 'k',
+      'loops.failure_backoff_seconds': 1,
+      'loops.failure_backoff_max_seconds': 60,
+      'loops.failure_pause_after_seconds': 60,
     });
     const c = clients(env);
     const w = await startWorker(env);
-    cleanups.push(() => model.close(), () => env.cleanup(), () => c.close(), () => w.drain());
-    await c.schedules.set('outage', 'loop', { prompt: 'check the build', intervalSeconds: 1, times: null, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'agent' },
-    });
+    cleanups.push(
+      () => model.close(),
+      () => env.cleanup(),
+      () => c.close(),
+      () => w.drain(),
+    );
+    await c.schedules.set(
+      'outage',
+      'loop',
+      { prompt: 'check the build', intervalSeconds: 1, times: null, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: { kind: 'agent' },
+      },
+    );
     const failed = await waitForEvents(c, 'outage', 'tick.failed', 3, 20_000);
     const replies = await waitForEvents(c, 'outage', 'reply', 3, 20_000);
     const ticks = [...failed.slice(0, 3), ...replies.slice(0, 3)].map((e) => e.data);

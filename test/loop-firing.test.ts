@@ -15,7 +15,10 @@ import { it, type CleanUp } from './support/cleanup.ts';
 function setup(cleanups: CleanUp[], overrides: Record<string, unknown> = {}): { env: TestEnv; c: TestClients } {
   const env = testEnv(overrides);
   const c = clients(env);
-  cleanups.push(() => env.cleanup(), () => c.close());
+  cleanups.push(
+    () => env.cleanup(),
+    () => c.close(),
+  );
   return { env, c };
 }
 
@@ -27,7 +30,11 @@ async function worker(cleanups: CleanUp[], env: TestEnv, options: Parameters<typ
 
 const echo = (text: string): RunnerSpec => ({ kind: 'command', command: `echo "${text}"`, timeoutSeconds: 10 });
 const spec = (prompt: string, intervalSeconds: number, extra: Partial<{ times: number; until: string }> = {}) => ({
-  prompt, intervalSeconds, times: extra.times ?? null, until: extra.until ?? null, notes: [],
+  prompt,
+  intervalSeconds,
+  times: extra.times ?? null,
+  until: extra.until ?? null,
+  notes: [],
 });
 
 // This file's tests run at once (each on its own prefix, Redis and worker): their time is spent waiting
@@ -36,7 +43,10 @@ describe.concurrent('loop ticks as turns', () => {
   it('keeps firing with no client attached, one tick per interval, each a real turn on current state', async ({ cleanups, expect }) => {
     const { env, c } = setup(cleanups);
     await worker(cleanups, env);
-    await c.schedules.set('s1', 'loop', spec('report', 1), { origin: { surface: 'cli' }, runner: { kind: 'command', command: 'echo "tick $HERMES_TICK"', timeoutSeconds: 10 } });
+    await c.schedules.set('s1', 'loop', spec('report', 1), {
+      origin: { surface: 'cli' },
+      runner: { kind: 'command', command: 'echo "tick $HERMES_TICK"', timeoutSeconds: 10 },
+    });
     const replies = (await waitForEvents(c, 's1', 'reply', 3, 10_000)).slice(0, 3);
     expect(replies.map((e) => e.data.text)).toEqual(['tick 1', 'tick 2', 'tick 3']);
     const dues = replies.map((e) => Number(e.data.dueAt));
@@ -55,7 +65,8 @@ describe.concurrent('loop ticks as turns', () => {
     await worker(cleanups, env);
     const runs = `${env.home}/runs.log`;
     await c.schedules.set('s3', 'loop', spec('report', 1, { times: 4 }), {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: `echo "$HERMES_TICK" >> ${runs}; echo done`, timeoutSeconds: 10 },
+      origin: { surface: 'cli' },
+      runner: { kind: 'command', command: `echo "$HERMES_TICK" >> ${runs}; echo done`, timeoutSeconds: 10 },
     });
     await waitFor(async () => ((await c.loops.get('s3', 'loop'))?.status === 'finished' ? true : undefined), 15_000);
     // Quiet: no tick job left anywhere (a 5th run would need one), so every reply there will be is recorded.
@@ -77,7 +88,8 @@ describe.concurrent('loop ticks as turns', () => {
     await worker(cleanups, env);
     const runs = `${env.home}/f10.log`;
     await c.schedules.set('f10', 'loop', spec('once', 1, { times: 1 }), {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: `echo run >> ${runs}; echo delivered`, timeoutSeconds: 10 },
+      origin: { surface: 'cli' },
+      runner: { kind: 'command', command: `echo run >> ${runs}; echo delivered`, timeoutSeconds: 10 },
     });
     await waitForEvents(c, 'f10', 'reply', 1);
     await waitForNoTickJobs(c); // nothing left that could run it again
@@ -93,7 +105,11 @@ describe.concurrent('stop rules (docs/DESIGN.md §4)', () => {
     await worker(cleanups, env);
     await c.schedules.set('done', 'loop', spec('watch', 1), {
       origin: { surface: 'cli' },
-      runner: { kind: 'command', command: 'if [ "$HERMES_TICK" = 2 ]; then printf "all green\\nLOOP_COMPLETE\\n"; else echo waiting; fi', timeoutSeconds: 10 },
+      runner: {
+        kind: 'command',
+        command: 'if [ "$HERMES_TICK" = 2 ]; then printf "all green\\nLOOP_COMPLETE\\n"; else echo waiting; fi',
+        timeoutSeconds: 10,
+      },
     });
     await waitFor(async () => ((await c.loops.get('done', 'loop'))?.status === 'finished' ? true : undefined), 10_000);
     await waitForNoTickJobs(c);
@@ -109,7 +125,10 @@ describe.concurrent('stop rules (docs/DESIGN.md §4)', () => {
   it('"LOOP_COMPLETE" inside a sentence does not finish the loop', async ({ cleanups, expect }) => {
     const { env, c } = setup(cleanups);
     await worker(cleanups, env);
-    await c.schedules.set('inline', 'loop', spec('watch', 1, { times: 2 }), { origin: { surface: 'cli' }, runner: echo('not yet LOOP_COMPLETE') });
+    await c.schedules.set('inline', 'loop', spec('watch', 1, { times: 2 }), {
+      origin: { surface: 'cli' },
+      runner: echo('not yet LOOP_COMPLETE'),
+    });
     await waitFor(async () => ((await c.loops.get('inline', 'loop'))?.status === 'finished' ? true : undefined), 10_000);
     expect(await c.loops.get('inline', 'loop')).toMatchObject({ ticksUsed: 2, statusReason: 'ran 2 times' });
   });
@@ -160,7 +179,11 @@ describe.concurrent('stop rules (docs/DESIGN.md §4)', () => {
     const dueAt = Date.now();
     const data: TickJobData = { type: 'schedule-tick', kind: 'loop', sessionId: 'p', loopId: loop.loopId };
     const job = await c.queues.ticks.add(TICK_JOB_NAME, data, { jobId: bullJobId('escaped', 'p', dueAt) });
-    const result = await waitFor(async () => (await c.queues.ticks.getJob(job.id!))?.returnvalue as unknown, 10_000, 'the escaped job processed');
+    const result = await waitFor(
+      async () => (await c.queues.ticks.getJob(job.id!))?.returnvalue as unknown,
+      10_000,
+      'the escaped job processed',
+    );
     expect(result).toEqual({ status: 'skipped', reason: 'paused' });
     expect((await events(c, 'p', 'reply')).length).toBe(settled);
     expect(await c.loops.get('p', 'loop')).toMatchObject({ status: 'paused', ticksUsed: settled });
@@ -208,7 +231,10 @@ describe.concurrent('agent turns', () => {
 describe('a fleet outage', () => {
   // The coalescing rule for any length of downtime is pinned in loop-state.test.ts (ten missed
   // intervals, injected clock); this runs it end to end through BullMQ's job scheduler.
-  it('after all workers were stopped for 3 intervals, exactly one overdue tick fires, then the normal cadence', async ({ cleanups, expect }) => {
+  it('after all workers were stopped for 3 intervals, exactly one overdue tick fires, then the normal cadence', async ({
+    cleanups,
+    expect,
+  }) => {
     const { env, c } = setup(cleanups);
     const w1 = await startWorker(env);
     await c.schedules.set('s2', 'loop', spec('report', 1), { origin: { surface: 'cli' }, runner: echo('x') });
@@ -219,10 +245,14 @@ describe('a fleet outage', () => {
     expect((await events(c, 's2', 'reply')).length).toBe(before); // nothing fires without a worker
     const restartAt = Date.now();
     await worker(cleanups, env);
-    const after = await waitFor(async () => {
-      const evs = (await events(c, 's2', 'reply')).slice(before);
-      return evs.filter((e) => Number(e.data.dueAt) >= restartAt).length >= 2 ? evs : undefined;
-    }, 15_000, 'two on-time ticks after the restart');
+    const after = await waitFor(
+      async () => {
+        const evs = (await events(c, 's2', 'reply')).slice(before);
+        return evs.filter((e) => Number(e.data.dueAt) >= restartAt).length >= 2 ? evs : undefined;
+      },
+      15_000,
+      'two on-time ticks after the restart',
+    );
     const overdue = after.filter((e) => Number(e.data.dueAt) < restartAt);
     expect(overdue).toHaveLength(1);
     expect(Number(overdue[0]!.data.startedAt) - restartAt).toBeLessThan(3_000);

@@ -22,8 +22,18 @@ const PACING = { floorSeconds: 60, ceilingSeconds: 3600 };
 function loop(overrides: Partial<NewLoop> = {}): LoopRecord {
   return {
     ...createLoop({
-      kind: 'loop', loopId: 'a1b2c3d4e5f6', sessionId: 'telegram:-1001234567890:42', prompt: 'check the deploy', intervalSeconds: 3600,
-      times: null, until: null, maxTicks: 100, selfPacedFloorSeconds: 60, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: NOW,
+      kind: 'loop',
+      loopId: 'a1b2c3d4e5f6',
+      sessionId: 'telegram:-1001234567890:42',
+      prompt: 'check the deploy',
+      intervalSeconds: 3600,
+      times: null,
+      until: null,
+      maxTicks: 100,
+      selfPacedFloorSeconds: 60,
+      runner: { kind: 'agent' },
+      origin: { surface: 'cli' },
+      now: NOW,
       ...overrides,
     }),
     version: 1,
@@ -38,8 +48,16 @@ describe('loop record codec', () => {
   it('stores a new loop without the fields its key names and without fields at their default', () => {
     const stored = JSON.parse(encodeLoopRecord(loop())) as Record<string, unknown>;
     expect(stored).toEqual({
-      loopId: 'a1b2c3d4e5f6', prompt: 'check the deploy', mode: 'fixed', intervalSeconds: 3600, status: 'active', maxTicks: 100,
-      origin: { surface: 'cli' }, createdAt: NOW, updatedAt: NOW, version: 1,
+      loopId: 'a1b2c3d4e5f6',
+      prompt: 'check the deploy',
+      mode: 'fixed',
+      intervalSeconds: 3600,
+      status: 'active',
+      maxTicks: 100,
+      origin: { surface: 'cli' },
+      createdAt: NOW,
+      updatedAt: NOW,
+      version: 1,
     });
     expect(roundTrip(loop())).toEqual(loop());
   });
@@ -47,14 +65,36 @@ describe('loop record codec', () => {
   it('reads back every state a record goes through as the record it was written from', () => {
     const tick = (r: LoopRecord, n: number, extra: { failure?: string; reply?: string } = {}) =>
       applyTick(r, {
-        loopId: r.loopId, dueAt: NOW + n * 1000, occurrenceId: `occ-${n}`, startedAt: NOW + n * 1000 + 5, finishedAt: NOW + n * 1000 + 50,
-        reply: extra.reply ?? `reply ${n}`, failure: extra.failure, pacing: PACING,
+        loopId: r.loopId,
+        dueAt: NOW + n * 1000,
+        occurrenceId: `occ-${n}`,
+        startedAt: NOW + n * 1000 + 5,
+        finishedAt: NOW + n * 1000 + 50,
+        reply: extra.reply ?? `reply ${n}`,
+        failure: extra.failure,
+        pacing: PACING,
       }).loop;
-    const fixed = loop({ times: 5, until: 'the deploy is green', runner: { kind: 'command', command: 'echo hi', timeoutSeconds: 10, name: 'probe' } });
+    const fixed = loop({
+      times: 5,
+      until: 'the deploy is green',
+      runner: { kind: 'command', command: 'echo hi', timeoutSeconds: 10, name: 'probe' },
+    });
     const ticked = tick(tick(fixed, 1), 2, { failure: 'model timed out' });
-    const selfPaced = loop({ intervalSeconds: null, origin: { surface: 'telegram', route: { platform: 'telegram', chatId: '-100123', threadId: '42' } } });
+    const selfPaced = loop({
+      intervalSeconds: null,
+      origin: { surface: 'telegram', route: { platform: 'telegram', chatId: '-100123', threadId: '42' } },
+    });
     const heartbeat = loop({ kind: 'heartbeat', maxTicks: 0 });
-    const states = [fixed, ticked, pauseLoop(ticked, NOW + 9000), resumeLoop(pauseLoop(ticked, NOW + 9000), NOW + 10_000), selfPaced, tick(selfPaced, 1), heartbeat, tick(heartbeat, 3)];
+    const states = [
+      fixed,
+      ticked,
+      pauseLoop(ticked, NOW + 9000),
+      resumeLoop(pauseLoop(ticked, NOW + 9000), NOW + 10_000),
+      selfPaced,
+      tick(selfPaced, 1),
+      heartbeat,
+      tick(heartbeat, 3),
+    ];
     for (const r of states) expect(roundTrip(r)).toEqual(r);
     // Values that equal a default only by accident are written: a 0 due time is not "no due time".
     expect(roundTrip({ ...selfPaced, nextDueAt: 0 }).nextDueAt).toBe(0);
@@ -74,25 +114,36 @@ describe('stored loops in Redis', () => {
   function setup(): TestClients {
     const env = testEnv();
     const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => c.close(),
+    );
     return c;
   }
 
   it('a worker ticks a loop stored by the previous version (full record, job data with type and session) and stores it compact', async () => {
     const env = testEnv();
     const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => c.close(),
+    );
     const sessionId = 'telegram:-1001234567890:7';
-    const record = { ...loop({ sessionId, runner: { kind: 'command', command: 'echo "old record ticked"', timeoutSeconds: 10 } }), createdAt: Date.now() };
+    const record = {
+      ...loop({ sessionId, runner: { kind: 'command', command: 'echo "old record ticked"', timeoutSeconds: 10 } }),
+      createdAt: Date.now(),
+    };
     // Exactly what the previous version wrote: the record as JSON, and a job scheduler whose template holds
     // `type` and `sessionId` and the queue's retention options.
     await c.redis.set(c.keys.schedule(sessionId, 'loop'), JSON.stringify(record));
     await c.redis.sadd(c.keys.forSession(sessionId).scheduleIndex, c.keys.scheduleIndexMember(sessionId, 'loop'));
-    await c.queues.forSession(sessionId).ticks.upsertJobScheduler(
-      c.keys.loopSchedulerId(sessionId, 'loop'),
-      { every: 3_600_000, startDate: Date.now() },
-      { name: TICK_JOB_NAME, data: { type: 'schedule-tick', kind: 'loop', sessionId, loopId: record.loopId }, opts: JOB_RETENTION },
-    );
+    await c.queues
+      .forSession(sessionId)
+      .ticks.upsertJobScheduler(
+        c.keys.loopSchedulerId(sessionId, 'loop'),
+        { every: 3_600_000, startDate: Date.now() },
+        { name: TICK_JOB_NAME, data: { type: 'schedule-tick', kind: 'loop', sessionId, loopId: record.loopId }, opts: JOB_RETENTION },
+      );
     const w = await startWorker(env);
     cleanups.push(() => w.drain());
     const [reply] = await waitForEvents(c, sessionId, 'reply', 1, 20_000);
@@ -102,10 +153,17 @@ describe('stored loops in Redis', () => {
     expect(raw).not.toHaveProperty('sessionId');
     expect(raw).not.toHaveProperty('lastError');
     expect(raw).toMatchObject({ loopId: record.loopId, ticksUsed: 1, version: 2 });
-    expect(await c.loops.get(sessionId, 'loop')).toMatchObject({ sessionId, kind: 'loop', ticksUsed: 1, lastError: null, judgeFailures: 0, version: 2 });
+    expect(await c.loops.get(sessionId, 'loop')).toMatchObject({
+      sessionId,
+      kind: 'loop',
+      ticksUsed: 1,
+      lastError: null,
+      judgeFailures: 0,
+      version: 2,
+    });
   }, 40_000);
 
-  it('keeps a loop\'s job scheduler hash listpack-encoded for a 128-character session id, and its jobs name the session', async () => {
+  it("keeps a loop's job scheduler hash listpack-encoded for a 128-character session id, and its jobs name the session", async () => {
     const c = setup();
     const sessionId = `telegram:-1001234567890:${'9'.repeat(128 - 24)}`;
     expect(sessionId).toHaveLength(128);

@@ -1,18 +1,44 @@
 /** Pure loop state transitions (docs/DESIGN.md §4): fire decisions, stop order, self-paced cadence. */
 import { describe, expect, it } from 'vitest';
-import { applyTick, createLoop, decideFire, hasLoopComplete, resumeDueAt, resumeLoop, pauseLoop, type LoopRecord } from '../scheduler/loop/loop-state.ts';
+import {
+  applyTick,
+  createLoop,
+  decideFire,
+  hasLoopComplete,
+  resumeDueAt,
+  resumeLoop,
+  pauseLoop,
+  type LoopRecord,
+} from '../scheduler/loop/loop-state.ts';
 import { nextSelfPacedDelay, normaliseReply, replyDigest } from '../scheduler/loop/self-paced.ts';
 import { configSchema } from '../scheduler/config/config.ts';
 
 const base = (over: Partial<Parameters<typeof createLoop>[0]> = {}): LoopRecord =>
   createLoop({
-    kind: 'loop', loopId: 'L1', sessionId: 's', prompt: 'p', intervalSeconds: 60, times: null, until: null, maxTicks: 100,
-    selfPacedFloorSeconds: 60, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: 0, ...over,
+    kind: 'loop',
+    loopId: 'L1',
+    sessionId: 's',
+    prompt: 'p',
+    intervalSeconds: 60,
+    times: null,
+    until: null,
+    maxTicks: 100,
+    selfPacedFloorSeconds: 60,
+    runner: { kind: 'agent' },
+    origin: { surface: 'cli' },
+    now: 0,
+    ...over,
   });
 const { self_paced_floor_seconds: floorSeconds, self_paced_ceiling_seconds: ceilingSeconds } = configSchema.parse({}).loops;
 const tick = (n: number, reply = 'ok', extra = {}) => ({
-  loopId: 'L1', dueAt: n * 60_000, occurrenceId: `o${n}`, startedAt: n * 60_000 + 5, finishedAt: n * 60_000 + 50, reply,
-  pacing: { floorSeconds, ceilingSeconds }, ...extra,
+  loopId: 'L1',
+  dueAt: n * 60_000,
+  occurrenceId: `o${n}`,
+  startedAt: n * 60_000 + 5,
+  finishedAt: n * 60_000 + 50,
+  reply,
+  pacing: { floorSeconds, ceilingSeconds },
+  ...extra,
 });
 
 describe('decideFire', () => {
@@ -35,7 +61,9 @@ describe('decideFire', () => {
     const overdue = [3, 4, 5, 6, 7, 8, 9, 10, 11, 12].map((n) => tick(n));
     expect(decideFire(ran, overdue[0]!)).toEqual({ fire: true });
     const caughtUp = applyTick(ran, { ...overdue[0]!, startedAt: restartAt, finishedAt: restartAt + 50 }).loop;
-    expect(overdue.slice(1).map((t) => decideFire(caughtUp, t))).toEqual(overdue.slice(1).map(() => ({ fire: false, reason: 'coalesced' })));
+    expect(overdue.slice(1).map((t) => decideFire(caughtUp, t))).toEqual(
+      overdue.slice(1).map(() => ({ fire: false, reason: 'coalesced' })),
+    );
     expect(decideFire(caughtUp, tick(13))).toEqual({ fire: true }); // due after the catch-up started: on cadence
   });
   it('does not apply the same occurrence twice', () => {
@@ -53,8 +81,14 @@ describe('applyTick stop order', () => {
     expect(applyTick(base({ kind: 'heartbeat' }), tick(1, 'LOOP_COMPLETE')).outcome).toEqual({ kind: 'continue' });
   });
   it('an --until verdict comes before --times', () => {
-    expect(applyTick(base({ until: 'green', times: 1 }), tick(1, 'x', { until: { verdict: 'done' } })).outcome).toMatchObject({ kind: 'finished', reason: 'condition met: green' });
-    expect(applyTick(base({ until: 'green' }), tick(1, 'x', { until: { verdict: 'blocked', reason: 'needs a token' } })).outcome).toEqual({ kind: 'paused', reason: 'blocked: needs a token' });
+    expect(applyTick(base({ until: 'green', times: 1 }), tick(1, 'x', { until: { verdict: 'done' } })).outcome).toMatchObject({
+      kind: 'finished',
+      reason: 'condition met: green',
+    });
+    expect(applyTick(base({ until: 'green' }), tick(1, 'x', { until: { verdict: 'blocked', reason: 'needs a token' } })).outcome).toEqual({
+      kind: 'paused',
+      reason: 'blocked: needs a token',
+    });
   });
   it('judge failures fail open, then pause after three in a row', () => {
     let loop = base({ until: 'green' });
@@ -82,7 +116,8 @@ describe('applyTick stop order', () => {
 describe('failure streak (loops.max_consecutive_failures)', () => {
   it('F19: three failed ticks in a row pause the loop naming the last error; a success resets the count; resume gives fresh tries', () => {
     let loop = base();
-    const failed = (n: number, message = 'The model endpoint answered 500: boom') => applyTick(loop, tick(n, '', { failure: message, maxConsecutiveFailures: 3 }));
+    const failed = (n: number, message = 'The model endpoint answered 500: boom') =>
+      applyTick(loop, tick(n, '', { failure: message, maxConsecutiveFailures: 3 }));
     let r = failed(1);
     expect(r.outcome).toEqual({ kind: 'continue' });
     expect(r.loop).toMatchObject({ failureStreak: 1, lastError: 'The model endpoint answered 500: boom', ticksUsed: 1 });
@@ -91,7 +126,8 @@ describe('failure streak (loops.max_consecutive_failures)', () => {
     for (let i = 3; i <= 4; i++) loop = failed(i).loop;
     r = failed(5, 'The model endpoint answered 500: still down');
     expect(r.outcome).toEqual({
-      kind: 'paused', reason: '3 failed ticks in a row; last error: The model endpoint answered 500: still down. /loop resume continues',
+      kind: 'paused',
+      reason: '3 failed ticks in a row; last error: The model endpoint answered 500: still down. /loop resume continues',
     });
     expect(r.loop).toMatchObject({ status: 'paused', failureStreak: 3 });
     const resumed = resumeLoop(r.loop, 10 * 60_000);
@@ -104,9 +140,15 @@ describe('failure streak (loops.max_consecutive_failures)', () => {
     const long = { ...base(), failureStreak: 50 };
     expect(applyTick(long, tick(1, '', { failure: 'x', maxConsecutiveFailures: 0 })).outcome.kind).toBe('continue');
     const hb = { ...base({ kind: 'heartbeat' }), failureStreak: 2 };
-    expect(applyTick(hb, tick(1, '', { failure: 'x', maxConsecutiveFailures: 3 })).outcome).toMatchObject({ kind: 'paused', reason: expect.stringMatching(/\/heartbeat resume continues$/) });
+    expect(applyTick(hb, tick(1, '', { failure: 'x', maxConsecutiveFailures: 3 })).outcome).toMatchObject({
+      kind: 'paused',
+      reason: expect.stringMatching(/\/heartbeat resume continues$/),
+    });
     const last = { ...base({ times: 3 }), ticksUsed: 2, failureStreak: 2 };
-    expect(applyTick(last, tick(3, '', { failure: 'x', maxConsecutiveFailures: 3 })).outcome).toEqual({ kind: 'finished', reason: 'ran 3 times' });
+    expect(applyTick(last, tick(3, '', { failure: 'x', maxConsecutiveFailures: 3 })).outcome).toEqual({
+      kind: 'finished',
+      reason: 'ran 3 times',
+    });
   });
 
   it('records written before the streak existed count from zero', () => {
@@ -117,7 +159,9 @@ describe('failure streak (loops.max_consecutive_failures)', () => {
 
   it('judge failures pause after loops.max_consecutive_failures in a row', () => {
     const loop = { ...base({ until: 'green' }), judgeFailures: 1 };
-    expect(applyTick(loop, tick(1, 'x', { until: { verdict: 'error', message: 't' }, maxConsecutiveFailures: 2 })).outcome.kind).toBe('paused');
+    expect(applyTick(loop, tick(1, 'x', { until: { verdict: 'error', message: 't' }, maxConsecutiveFailures: 2 })).outcome.kind).toBe(
+      'paused',
+    );
   });
 });
 
@@ -147,13 +191,20 @@ describe('self-paced cadence', () => {
     expect(delays).toEqual([60, 120, 240, 480, 900, 900, 60]);
   });
   it('times, dates and durations do not count as a change', () => {
-    expect(replyDigest('Checked at 10:35 on 2026-11-29: queue empty, took 3s')).toBe(replyDigest('checked at 11:05 on 2026-11-30: Queue empty, took 12 seconds'));
+    expect(replyDigest('Checked at 10:35 on 2026-11-29: queue empty, took 3s')).toBe(
+      replyDigest('checked at 11:05 on 2026-11-30: Queue empty, took 12 seconds'),
+    );
     expect(normaliseReply('  Two   spaces\nand a newline ')).toBe('two spaces and a newline');
     expect(replyDigest('queue empty')).not.toBe(replyDigest('queue has 3 jobs'));
   });
   it('a delay the agent asked for (schedules `next`) wins over the digest rule, clamped to the floor and ceiling; a failed tick keeps the rule', () => {
-    const pacing = (requestedSeconds?: number) => ({ floorSeconds: 60, ceilingSeconds: 900, ...(requestedSeconds === undefined ? {} : { requestedSeconds }) });
-    const after = (requestedSeconds: number | undefined, extra = {}) => applyTick(base({ intervalSeconds: null }), { ...tick(1, 'same'), ...extra, pacing: pacing(requestedSeconds) }).loop;
+    const pacing = (requestedSeconds?: number) => ({
+      floorSeconds: 60,
+      ceilingSeconds: 900,
+      ...(requestedSeconds === undefined ? {} : { requestedSeconds }),
+    });
+    const after = (requestedSeconds: number | undefined, extra = {}) =>
+      applyTick(base({ intervalSeconds: null }), { ...tick(1, 'same'), ...extra, pacing: pacing(requestedSeconds) }).loop;
     expect(after(420)).toMatchObject({ delaySeconds: 420, nextDueAt: tick(1).finishedAt + 420_000 });
     expect(after(15).delaySeconds).toBe(60);
     expect(after(3 * 3600).delaySeconds).toBe(900);
@@ -163,7 +214,9 @@ describe('self-paced cadence', () => {
     expect(applyTick(base(), { ...tick(1), pacing: pacing(420) }).loop.delaySeconds).toBeNull();
   });
   it('nextSelfPacedDelay starts at the floor', () => {
-    expect(nextSelfPacedDelay({ currentDelaySeconds: 60, previousDigest: null, digest: 'a', floorSeconds: 60, ceilingSeconds: 900 })).toBe(60);
+    expect(nextSelfPacedDelay({ currentDelaySeconds: 60, previousDigest: null, digest: 'a', floorSeconds: 60, ceilingSeconds: 900 })).toBe(
+      60,
+    );
   });
   it('hasLoopComplete needs the marker alone on a line', () => {
     expect(hasLoopComplete('x\nLOOP_COMPLETE')).toBe(true);
@@ -172,9 +225,16 @@ describe('self-paced cadence', () => {
 });
 
 describe('economy in the loop record (docs/CONTEXT.md)', () => {
-  const spend = (inputTokens: number, outputTokens: number) => ({ calls: 2, inputTokens, outputTokens, cachedTokens: 0, lastInputTokens: inputTokens / 2, estimated: false });
+  const spend = (inputTokens: number, outputTokens: number) => ({
+    calls: 2,
+    inputTokens,
+    outputTokens,
+    cachedTokens: 0,
+    lastInputTokens: inputTokens / 2,
+    estimated: false,
+  });
 
-  it('adds each tick\'s spend to the totals, counts silent and unchanged ticks, keeps the watch digest only from a tick that ran well', () => {
+  it("adds each tick's spend to the totals, counts silent and unchanged ticks, keeps the watch digest only from a tick that ran well", () => {
     let loop = base({ economy: { watch: 'read_file:/x' } });
     loop = applyTick(loop, tick(1, 'first', { spend: spend(1000, 10), watchDigest: 'd1' })).loop;
     loop = applyTick(loop, tick(2, '[SILENT]', { spend: spend(1200, 2), watchDigest: 'd2' })).loop;
@@ -190,13 +250,28 @@ describe('economy in the loop record (docs/CONTEXT.md)', () => {
     let r = applyTick(loop, tick(1, 'a', { spend: spend(1500, 100) }));
     expect(r.outcome.kind).toBe('continue');
     r = applyTick(r.loop, tick(2, 'b', { spend: spend(390, 10) }));
-    expect(r.outcome).toEqual({ kind: 'paused', reason: expect.stringMatching(/^token budget of 2,000 reached \(--max-tokens\): 2,000 tokens since it was set or resumed; in all 4 model calls, 1,890 tokens in, 110 out/) });
+    expect(r.outcome).toEqual({
+      kind: 'paused',
+      reason: expect.stringMatching(
+        /^token budget of 2,000 reached \(--max-tokens\): 2,000 tokens since it was set or resumed; in all 4 model calls, 1,890 tokens in, 110 out/,
+      ),
+    });
     loop = resumeLoop(r.loop, 0);
     expect([loop.status, loop.budgetTokens, loop.spend!.inputTokens]).toEqual(['active', 0, 1890]);
   });
 
   it('a turn stopped at agent.max_tokens_per_turn pauses at once, whatever the failure streak', () => {
-    const r = applyTick(base(), tick(1, '', { failure: 'This turn used 41,230 tokens, over agent.max_tokens_per_turn (40,000).', overTurnBudget: true, spend: spend(41000, 230) }));
-    expect(r.outcome).toEqual({ kind: 'paused', reason: 'This turn used 41,230 tokens, over agent.max_tokens_per_turn (40,000). /loop resume continues' });
+    const r = applyTick(
+      base(),
+      tick(1, '', {
+        failure: 'This turn used 41,230 tokens, over agent.max_tokens_per_turn (40,000).',
+        overTurnBudget: true,
+        spend: spend(41000, 230),
+      }),
+    );
+    expect(r.outcome).toEqual({
+      kind: 'paused',
+      reason: 'This turn used 41,230 tokens, over agent.max_tokens_per_turn (40,000). /loop resume continues',
+    });
   });
 });

@@ -31,17 +31,28 @@ describe('MCP servers', () => {
       return result === undefined ? { toolCalls: [{ name: 'counter__next_count' }] } : `the counter says ${result}`;
     });
     const env = testEnv({
-      'agent.base_url': model.baseUrl, 'agent.api_key': 'k',
+      'agent.base_url': model.baseUrl,
+      'agent.api_key': 'k',
       mcp_servers: { counter: COUNTER_SERVER, broken: { command: '/nonexistent/mcp-server', args: [] } },
     });
     const c = clients(env);
-    cleanups.push(() => model.close(), () => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => model.close(),
+      () => env.cleanup(),
+      () => c.close(),
+    );
     const w = await startWorker(env);
     cleanups.push(() => w.drain());
     expect(w.mcp?.connectedServers).toEqual(['counter']);
-    await c.schedules.set('mcp', 'loop', { prompt: 'read the counter', intervalSeconds: 1, times: 2, until: null, notes: [] }, {
-      origin: { surface: 'chat' }, runner: { kind: 'agent' },
-    });
+    await c.schedules.set(
+      'mcp',
+      'loop',
+      { prompt: 'read the counter', intervalSeconds: 1, times: 2, until: null, notes: [] },
+      {
+        origin: { surface: 'chat' },
+        runner: { kind: 'agent' },
+      },
+    );
     const replies = await waitForEvents(c, 'mcp', 'reply', 2);
     expect(replies.map((r) => r.data.text)).toEqual(['the counter says count=1', 'the counter says count=2']);
     expect(model.requests[0]!.tools.sort()).toEqual(['counter__echo_env', 'counter__next_count', 'schedule_status']);
@@ -49,7 +60,7 @@ describe('MCP servers', () => {
     expect(results.map((r) => r.data.name)).toEqual(['counter__next_count', 'counter__next_count']);
   });
 
-  it('a stdio MCP server gets its declared env, never the worker\'s secrets', async () => {
+  it("a stdio MCP server gets its declared env, never the worker's secrets", async () => {
     const model = await startFakeOpenAI();
     let ask = 0;
     model.respond((req) => {
@@ -58,9 +69,17 @@ describe('MCP servers', () => {
       const name = ['OPENAI_API_KEY', 'COUNTER_TOKEN'][ask++ % 2]!;
       return { toolCalls: [{ name: 'counter__echo_env', arguments: { name } }] };
     });
-    const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'sk-secret-of-the-worker', mcp_servers: { counter: COUNTER_SERVER } });
+    const env = testEnv({
+      'agent.base_url': model.baseUrl,
+      'agent.api_key': 'sk-secret-of-the-worker',
+      mcp_servers: { counter: COUNTER_SERVER },
+    });
     const c = clients(env);
-    cleanups.push(() => model.close(), () => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => model.close(),
+      () => env.cleanup(),
+      () => c.close(),
+    );
     // The worker's process environment holds a secret a stdio server would inherit by default.
     const saved = process.env.OPENAI_API_KEY;
     process.env.OPENAI_API_KEY = 'sk-secret-of-the-worker';
@@ -86,17 +105,29 @@ describe('MCP servers', () => {
       return result === undefined ? { toolCalls: [{ name: 'tracker__next_ticket' }] } : `got ${result}`;
     });
     const env = testEnv({
-      'agent.base_url': model.baseUrl, 'agent.api_key': 'k',
+      'agent.base_url': model.baseUrl,
+      'agent.api_key': 'k',
       mcp_servers: { tracker: { url: mcp.url, headers: { Authorization: 'Bearer tracker-token' } } },
     });
     const c = clients(env);
-    cleanups.push(() => mcp.close(), () => model.close(), () => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => mcp.close(),
+      () => model.close(),
+      () => env.cleanup(),
+      () => c.close(),
+    );
     const w = await startWorker(env);
     cleanups.push(() => w.drain());
     expect(w.mcp?.connectedServers).toEqual(['tracker']);
-    await c.schedules.set('http-mcp', 'loop', { prompt: 'next ticket', intervalSeconds: 1, times: 2, until: null, notes: [] }, {
-      origin: { surface: 'chat' }, runner: { kind: 'agent' },
-    });
+    await c.schedules.set(
+      'http-mcp',
+      'loop',
+      { prompt: 'next ticket', intervalSeconds: 1, times: 2, until: null, notes: [] },
+      {
+        origin: { surface: 'chat' },
+        runner: { kind: 'agent' },
+      },
+    );
     const replies = await waitForEvents(c, 'http-mcp', 'reply', 2);
     expect(replies.map((r) => r.data.text)).toEqual(['got ticket #1', 'got ticket #2']);
     expect(mcp.unauthorized).toBe(0);

@@ -29,16 +29,25 @@ describe('worker /metrics', () => {
   it('serves tick lateness as a histogram, turns, durations, deferrals, queue counts and workers alive; behind the key', async () => {
     const env = testEnv({ 'worker.metrics_port': 0, 'api_server.key': KEY });
     const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => c.close(),
+    );
     const w = await startWorker(env);
     cleanups.push(() => w.drain());
     const url = `${w.metricsServer!.url}/metrics`;
 
     // A held session lock makes the first tick wait: it is deferred as "session-busy".
     const held = await w.deps.lock.acquire('m', 'test-holder');
-    await c.schedules.set('m', 'loop', { prompt: 'p', intervalSeconds: 1, times: 2, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'echo tick', timeoutSeconds: 5 },
-    });
+    await c.schedules.set(
+      'm',
+      'loop',
+      { prompt: 'p', intervalSeconds: 1, times: 2, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: { kind: 'command', command: 'echo tick', timeoutSeconds: 5 },
+      },
+    );
     await waitFor(() => sampleOf(w, 'hermes_ticks_deferred_total{reason="session-busy"}'), 10_000, 'a deferral');
     await held!.release();
     await waitForEvents(c, 'm', 'reply', 2);
@@ -66,16 +75,31 @@ describe('worker /metrics', () => {
     const model = await startFakeOpenAI();
     let judged = 0;
     // Two continuation turns: the judge says continue once, then done.
-    model.respond((req) => (req.messages[0]?.content.startsWith('You judge')
-      ? (++judged < 2 ? '{"verdict":"continue","reason":"more"}' : '{"verdict":"done","reason":"done"}')
-      : 'step'));
+    model.respond((req) =>
+      req.messages[0]?.content.startsWith('You judge')
+        ? ++judged < 2
+          ? '{"verdict":"continue","reason":"more"}'
+          : '{"verdict":"done","reason":"done"}'
+        : 'step',
+    );
     const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
     const c = clients(env);
-    cleanups.push(() => model.close(), () => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => model.close(),
+      () => env.cleanup(),
+      () => c.close(),
+    );
     const w = await startWorker(env);
     cleanups.push(() => w.drain());
-    await enqueueInput({ redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 }, { sessionId: 'g', text: '/goal ship it', messageId: 'm1', origin: { surface: 'chat' } });
-    await waitFor(async () => ((await events(c, 'g', 'notice')).some((e) => e.data.text === 'Goal achieved: ship it') ? true : undefined), 15_000, 'the goal achieved');
+    await enqueueInput(
+      { redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 },
+      { sessionId: 'g', text: '/goal ship it', messageId: 'm1', origin: { surface: 'chat' } },
+    );
+    await waitFor(
+      async () => ((await events(c, 'g', 'notice')).some((e) => e.data.text === 'Goal achieved: ship it') ? true : undefined),
+      15_000,
+      'the goal achieved',
+    );
     expect(await sampleOf(w, 'hermes_turns_total{kind="goal",outcome="ok"}')).toBe(2);
     expect(await sampleOf(w, 'hermes_turn_duration_seconds_count{kind="goal"}')).toBe(2);
   });
@@ -140,7 +164,7 @@ describe('gateway /metrics', () => {
 });
 
 describe('hermes_telegram_sends_total', () => {
-  it('counts the outbound sender\'s sendMessage calls by outcome', async () => {
+  it("counts the outbound sender's sendMessage calls by outcome", async () => {
     const fake = await startFakeTelegram();
     cleanups.push(() => fake.close());
     const env = telegramEnv(fake, { 'api_server.key': KEY });
@@ -155,10 +179,17 @@ describe('hermes_telegram_sends_total', () => {
     cleanups.push(() => queue.close());
     await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: '77', text: 'hello', sessionId: 's', occurrenceId: 'o1' });
     await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: '403', text: 'hello', sessionId: 's', occurrenceId: 'o2' });
-    await waitFor(async () => {
-      const text = await gw.metrics.registry.metrics();
-      return sample(text, 'hermes_telegram_sends_total{outcome="sent"}') === 1 && sample(text, 'hermes_telegram_sends_total{outcome="refused"}') === 1;
-    }, 15_000, 'both sends counted');
+    await waitFor(
+      async () => {
+        const text = await gw.metrics.registry.metrics();
+        return (
+          sample(text, 'hermes_telegram_sends_total{outcome="sent"}') === 1 &&
+          sample(text, 'hermes_telegram_sends_total{outcome="refused"}') === 1
+        );
+      },
+      15_000,
+      'both sends counted',
+    );
     expect(fake.sent.map((m) => String(m.chat_id))).toEqual(['77']);
   });
 });

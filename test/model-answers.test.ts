@@ -22,26 +22,42 @@ import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cleanups = cleanupAfterEach();
 
-const QUOTA = { error: { message: 'Quota exceeded for key sk-…42; upgrade your plan', type: 'insufficient_quota', code: 'insufficient_quota' } };
+const QUOTA = {
+  error: { message: 'Quota exceeded for key sk-…42; upgrade your plan', type: 'insufficient_quota', code: 'insufficient_quota' },
+};
 
 describe('F27: a 200 answer that is no chat completion', () => {
-  it('on a loop tick: the failure notice quotes the endpoint\'s own error message', async () => {
+  it("on a loop tick: the failure notice quotes the endpoint's own error message", async () => {
     const model = await startFakeOpenAI();
     model.respond(() => ({ raw: QUOTA }));
     const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
     const c = clients(env);
     const w = await startWorker(env);
-    cleanups.push(() => model.close(), () => env.cleanup(), () => c.close(), () => w.drain());
-    const route = { origin: { surface: 'telegram' as const, route: { platform: 'telegram', chatId: '2727' } }, runner: { kind: 'agent' as const } };
+    cleanups.push(
+      () => model.close(),
+      () => env.cleanup(),
+      () => c.close(),
+      () => w.drain(),
+    );
+    const route = {
+      origin: { surface: 'telegram' as const, route: { platform: 'telegram', chatId: '2727' } },
+      runner: { kind: 'agent' as const },
+    };
     await c.schedules.set('f27', 'loop', { prompt: 'check the build', intervalSeconds: 60, times: null, until: null, notes: [] }, route);
     const [failed] = await waitForEvents(c, 'f27', 'tick.failed', 1);
-    expect(failed!.data.error).toBe('The model endpoint answered with an error: Quota exceeded for key sk-…42; upgrade your plan (insufficient_quota)');
+    expect(failed!.data.error).toBe(
+      'The model endpoint answered with an error: Quota exceeded for key sk-…42; upgrade your plan (insufficient_quota)',
+    );
     const outbound = telegramOutboundQueue(c.keys, c.redis);
     cleanups.push(() => outbound.close());
-    const notice = await waitFor(async () => {
-      const jobs = await outbound.getJobs(['waiting', 'delayed', 'prioritized']);
-      return jobs[0]?.data.text;
-    }, 10_000, 'the failure notice');
+    const notice = await waitFor(
+      async () => {
+        const jobs = await outbound.getJobs(['waiting', 'delayed', 'prioritized']);
+        return jobs[0]?.data.text;
+      },
+      10_000,
+      'the failure notice',
+    );
     expect(notice).toContain('Quota exceeded for key sk-…42; upgrade your plan');
     expect(notice).not.toMatch(/Cannot read properties|undefined/);
   });
@@ -49,10 +65,18 @@ describe('F27: a 200 answer that is no chat completion', () => {
   const runner = (baseUrl: string) => new AgentRunner({ baseUrl, apiKey: 'k', model: 'm', timeoutSeconds: 10, maxRetries: 0 });
   const cases: Array<[string, ScriptedReply, RegExp]> = [
     ['an {"error": {...}} object', { raw: QUOTA }, /^The model endpoint answered with an error: Quota exceeded .*\(insufficient_quota\)$/],
-    ['an {"error": "..."} string', { raw: { error: 'model overloaded, try later' } }, /^The model endpoint answered with an error: model overloaded, try later$/],
+    [
+      'an {"error": "..."} string',
+      { raw: { error: 'model overloaded, try later' } },
+      /^The model endpoint answered with an error: model overloaded, try later$/,
+    ],
     ['an empty object', { raw: {} }, /^The model endpoint sent an answer that is not a chat completion: \{\}$/],
     ['no choices', { raw: { id: 'x', object: 'chat.completion', choices: [] } }, /^The model endpoint sent an answer with no choices: /],
-    ['a 200 HTML page', { raw: '<html>502 Bad Gateway</html>', contentType: 'text/html' }, /^The model endpoint sent an answer that is not a chat completion: <html>502 Bad Gateway<\/html>$/],
+    [
+      'a 200 HTML page',
+      { raw: '<html>502 Bad Gateway</html>', contentType: 'text/html' },
+      /^The model endpoint sent an answer that is not a chat completion: <html>502 Bad Gateway<\/html>$/,
+    ],
   ];
   for (const [name, reply, message] of cases) {
     it(`${name}: a model error quoting it, streamed or not`, async () => {
@@ -61,9 +85,14 @@ describe('F27: a 200 answer that is no chat completion', () => {
       model.respond(() => reply);
       const agent = runner(model.baseUrl);
       for (const onDelta of [undefined, () => {}]) {
-        const err = await agent.complete([{ role: 'user', content: 'hi' }], new AbortController().signal, 's', { ...(onDelta ? { onDelta } : {}) }).then(
-          () => { throw new Error('completed'); }, (e: unknown) => e,
-        );
+        const err = await agent
+          .complete([{ role: 'user', content: 'hi' }], new AbortController().signal, 's', { ...(onDelta ? { onDelta } : {}) })
+          .then(
+            () => {
+              throw new Error('completed');
+            },
+            (e: unknown) => e,
+          );
         expect(err).toBeInstanceOf(TurnError);
         expect((err as TurnError).kind).toBe('model');
         expect((err as TurnError).message).toMatch(message);
@@ -74,7 +103,13 @@ describe('F27: a 200 answer that is no chat completion', () => {
 
 describe('checkCompletion', () => {
   it('passes a chat completion through and throws MalformedAnswerError for anything else', () => {
-    const ok = { id: 'a', object: 'chat.completion', created: 0, model: 'm', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'hi' } }] };
+    const ok = {
+      id: 'a',
+      object: 'chat.completion',
+      created: 0,
+      model: 'm',
+      choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'hi' } }],
+    };
     expect(checkCompletion(ok)).toBe(ok);
     expect(() => checkCompletion(null)).toThrow(MalformedAnswerError);
     expect(() => checkCompletion({ choices: [{ index: 0 }] })).toThrow(/a choice without a message/);
@@ -84,7 +119,13 @@ describe('checkCompletion', () => {
 
 /** A chunk of choice 0 with this delta. */
 function chunk(delta: Record<string, unknown>, finish: string | null = null): ChatCompletionChunk {
-  return { id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] } as ChatCompletionChunk;
+  return {
+    id: 'c',
+    object: 'chat.completion.chunk',
+    created: 1,
+    model: 'm',
+    choices: [{ index: 0, delta, finish_reason: finish }],
+  } as ChatCompletionChunk;
 }
 
 function assemble(deltas: Array<Record<string, unknown>>, finish = 'tool_calls') {
@@ -102,59 +143,87 @@ describe('StreamAssembler', () => {
     a.add(chunk({ content: 'Hel' }));
     a.add(chunk({ content: 'lo' }));
     a.add(chunk({}, 'length'));
-    a.add({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [], usage: { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 } });
+    a.add({
+      id: 'c',
+      object: 'chat.completion.chunk',
+      created: 1,
+      model: 'm',
+      choices: [],
+      usage: { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 },
+    });
     const done = a.finish();
     expect(seen).toEqual(['Hel', 'lo']);
     expect(done.choices[0]).toMatchObject({ finish_reason: 'length', message: { content: 'Hello' } });
     expect(done.usage).toEqual({ prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 });
   });
 
-  it('OpenAI\'s own form: index, id and name first, arguments after', () => {
-    expect(assemble([
-      { index: 0, id: 'call_a', type: 'function', function: { name: 'f', arguments: '{"x":' } },
-      { index: 0, function: { arguments: '1}' } },
-      { index: 1, id: 'call_b', type: 'function', function: { name: 'g', arguments: '{}' } },
-    ])).toEqual([{ id: 'call_a', name: 'f', arguments: '{"x":1}' }, { id: 'call_b', name: 'g', arguments: '{}' }]);
+  it("OpenAI's own form: index, id and name first, arguments after", () => {
+    expect(
+      assemble([
+        { index: 0, id: 'call_a', type: 'function', function: { name: 'f', arguments: '{"x":' } },
+        { index: 0, function: { arguments: '1}' } },
+        { index: 1, id: 'call_b', type: 'function', function: { name: 'g', arguments: '{}' } },
+      ]),
+    ).toEqual([
+      { id: 'call_a', name: 'f', arguments: '{"x":1}' },
+      { id: 'call_b', name: 'g', arguments: '{}' },
+    ]);
   });
 
   it('no index: the continuation joins the call before it; a new id opens the next call', () => {
-    expect(assemble([
-      { id: 'call_a', type: 'function', function: { name: 'f', arguments: '{"x":' } },
-      { function: { arguments: '1}' } },
-      { id: 'call_b', type: 'function', function: { name: 'g', arguments: '{"y":' } },
-      { function: { arguments: '2}' } },
-    ])).toEqual([{ id: 'call_a', name: 'f', arguments: '{"x":1}' }, { id: 'call_b', name: 'g', arguments: '{"y":2}' }]);
+    expect(
+      assemble([
+        { id: 'call_a', type: 'function', function: { name: 'f', arguments: '{"x":' } },
+        { function: { arguments: '1}' } },
+        { id: 'call_b', type: 'function', function: { name: 'g', arguments: '{"y":' } },
+        { function: { arguments: '2}' } },
+      ]),
+    ).toEqual([
+      { id: 'call_a', name: 'f', arguments: '{"x":1}' },
+      { id: 'call_b', name: 'g', arguments: '{"y":2}' },
+    ]);
   });
 
   it('id and name repeated on the last delta: one call, the name not doubled', () => {
-    expect(assemble([
-      { index: 0, id: 'call_a', type: 'function', function: { name: 'read_file', arguments: '{"path":' } },
-      { index: 0, id: 'call_a', type: 'function', function: { name: 'read_file', arguments: '"a.txt"}' } },
-    ])).toEqual([{ id: 'call_a', name: 'read_file', arguments: '{"path":"a.txt"}' }]);
+    expect(
+      assemble([
+        { index: 0, id: 'call_a', type: 'function', function: { name: 'read_file', arguments: '{"path":' } },
+        { index: 0, id: 'call_a', type: 'function', function: { name: 'read_file', arguments: '"a.txt"}' } },
+      ]),
+    ).toEqual([{ id: 'call_a', name: 'read_file', arguments: '{"path":"a.txt"}' }]);
   });
 
   it('a last delta that repeats the whole arguments changes nothing', () => {
-    expect(assemble([
-      { index: 0, id: 'call_a', function: { name: 'f', arguments: '{"x":' } },
-      { index: 0, function: { arguments: '1}' } },
-      { index: 0, id: 'call_a', function: { name: 'f', arguments: '{"x":1}' } },
-    ])).toEqual([{ id: 'call_a', name: 'f', arguments: '{"x":1}' }]);
+    expect(
+      assemble([
+        { index: 0, id: 'call_a', function: { name: 'f', arguments: '{"x":' } },
+        { index: 0, function: { arguments: '1}' } },
+        { index: 0, id: 'call_a', function: { name: 'f', arguments: '{"x":1}' } },
+      ]),
+    ).toEqual([{ id: 'call_a', name: 'f', arguments: '{"x":1}' }]);
   });
 
   it('several calls on one index with their own ids (some servers) stay several calls; an empty id continues', () => {
-    expect(assemble([
-      { index: 0, id: 'call_a', function: { name: 'f', arguments: '' } },
-      { index: 0, id: '', function: { arguments: '{}' } },
-      { index: 0, id: 'call_b', function: { name: 'g', arguments: '' } },
-      { index: 0, id: '', function: { arguments: '{"z":3}' } },
-    ])).toEqual([{ id: 'call_a', name: 'f', arguments: '{}' }, { id: 'call_b', name: 'g', arguments: '{"z":3}' }]);
+    expect(
+      assemble([
+        { index: 0, id: 'call_a', function: { name: 'f', arguments: '' } },
+        { index: 0, id: '', function: { arguments: '{}' } },
+        { index: 0, id: 'call_b', function: { name: 'g', arguments: '' } },
+        { index: 0, id: '', function: { arguments: '{"z":3}' } },
+      ]),
+    ).toEqual([
+      { id: 'call_a', name: 'f', arguments: '{}' },
+      { id: 'call_b', name: 'g', arguments: '{"z":3}' },
+    ]);
   });
 
   it('an id that comes after the first delta names that call; a call without any id gets one', () => {
-    expect(assemble([
-      { index: 0, function: { name: 'f', arguments: '{' } },
-      { index: 0, id: 'call_late', function: { arguments: '}' } },
-    ])).toEqual([{ id: 'call_late', name: 'f', arguments: '{}' }]);
+    expect(
+      assemble([
+        { index: 0, function: { name: 'f', arguments: '{' } },
+        { index: 0, id: 'call_late', function: { arguments: '}' } },
+      ]),
+    ).toEqual([{ id: 'call_late', name: 'f', arguments: '{}' }]);
     expect(assemble([{ index: 0, function: { name: 'f', arguments: '{}' } }])).toEqual([{ id: 'call_0', name: 'f', arguments: '{}' }]);
   });
 

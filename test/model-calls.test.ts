@@ -22,9 +22,7 @@ import type { ScheduleStatusSources } from '../worker/tools/schedule-status-tool
 import { AgentRunner, SUMMARY_PROMPT, type AgentRunnerOptions } from '../worker/turn-runners/agent-runner.ts';
 import { agentRunnerOptions } from '../worker/turn-runners/create-runner.ts';
 import type { ChatMessage, ModelCallEvent, TurnEvent, TurnRequest } from '../worker/turn-runners/turn-runner.ts';
-import {
-  countTokens, lastToolResult, startFakeOpenAI, type FakeOpenAI, type FakeOpenAIOptions,
-} from './support/fake-openai.ts';
+import { countTokens, lastToolResult, startFakeOpenAI, type FakeOpenAI, type FakeOpenAIOptions } from './support/fake-openai.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cleanups = cleanupAfterEach();
@@ -46,9 +44,18 @@ function toolbox(files: Record<string, string>): Toolbox {
 
 function setup(model: FakeOpenAI, options: Partial<AgentRunnerOptions> = {}, tools?: Toolbox) {
   const metrics = new HermesMetrics({ processMetrics: false });
-  const runner = new AgentRunner({
-    baseUrl: model.baseUrl, apiKey: 'k', model: 'primary-model', timeoutSeconds: 30, maxRetries: 2, metrics, ...options,
-  }, tools);
+  const runner = new AgentRunner(
+    {
+      baseUrl: model.baseUrl,
+      apiKey: 'k',
+      model: 'primary-model',
+      timeoutSeconds: 30,
+      maxRetries: 2,
+      metrics,
+      ...options,
+    },
+    tools,
+  );
   return { runner, metrics };
 }
 
@@ -66,7 +73,8 @@ async function counter(metrics: HermesMetrics, name: string, labels: Record<stri
   const metric = await metrics.registry.getSingleMetric(name)!.get();
   return metric.values.find((v) => Object.entries(labels).every(([k, val]) => v.labels[k] === val))?.value ?? 0;
 }
-const calls = (metrics: HermesMetrics, outcome: string, kind = 'message') => counter(metrics, 'hermes_model_calls_total', { kind, outcome });
+const calls = (metrics: HermesMetrics, outcome: string, kind = 'message') =>
+  counter(metrics, 'hermes_model_calls_total', { kind, outcome });
 
 async function caught(p: Promise<unknown>): Promise<TurnError> {
   try {
@@ -80,13 +88,36 @@ async function caught(p: Promise<unknown>): Promise<TurnError> {
 
 /** English-like text of about `tokens` tokens (o200k). */
 function prose(tokens: number, seed = 'status'): string {
-  const words = ['the', 'build', 'on', 'main', 'is', 'still', 'red', 'because', 'a', 'test', 'of', 'the', 'parser', 'failed', seed, 'again'];
+  const words = [
+    'the',
+    'build',
+    'on',
+    'main',
+    'is',
+    'still',
+    'red',
+    'because',
+    'a',
+    'test',
+    'of',
+    'the',
+    'parser',
+    'failed',
+    seed,
+    'again',
+  ];
   const out: string[] = [];
   for (let i = 0; out.length < tokens; i++) out.push(words[(i * 7 + (i >> 3)) % words.length]!);
   return out.join(' ');
 }
 
-const rateLimited = { status: 429, message: 'Rate limit reached for requests', type: 'requests', code: 'rate_limit_exceeded', retryable: true } as const;
+const rateLimited = {
+  status: 429,
+  message: 'Rate limit reached for requests',
+  type: 'requests',
+  code: 'rate_limit_exceeded',
+  retryable: true,
+} as const;
 
 describe('retries by the openai client', () => {
   it('a 429 with Retry-After: 1 is waited out, then the call succeeds: one turn, retried 1, ok 1', async () => {
@@ -117,8 +148,9 @@ describe('retries by the openai client', () => {
       return { ...rateLimited, headers: { 'retry-after': '1.5' } };
     });
     const client = new OpenAI({ baseURL: model.baseUrl, apiKey: 'k', maxRetries: 1 });
-    await expect(client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }, { signal: stop.signal }))
-      .rejects.toBeInstanceOf(APIUserAbortError);
+    await expect(
+      client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }, { signal: stop.signal }),
+    ).rejects.toBeInstanceOf(APIUserAbortError);
     // openai 6.x: the abort is seen only when the wait is over, before the next attempt.
     expect(Date.now() - answeredAt).toBeGreaterThanOrEqual(1_400);
     expect(model.requests).toHaveLength(1);
@@ -142,7 +174,7 @@ describe('retries by the openai client', () => {
     expect(await calls(metrics, 'failed')).toBe(0); // a stop is no failure of the model
   });
 
-  it('a Retry-After past the turn\'s deadline is not waited for: the call fails (or falls back) at once', async () => {
+  it("a Retry-After past the turn's deadline is not waited for: the call fails (or falls back) at once", async () => {
     const model = await fake();
     model.respond((req) => (req.model === 'primary-model' ? { ...rateLimited, headers: { 'retry-after': '60' } } : 'from the backup'));
     const alone = setup(model, { timeoutSeconds: 10 });
@@ -160,7 +192,7 @@ describe('retries by the openai client', () => {
     expect(Date.now() - started).toBeLessThan(2_000);
   });
 
-  it('the turn\'s deadline ends a call whose retries would outlast it', async () => {
+  it("the turn's deadline ends a call whose retries would outlast it", async () => {
     const model = await fake();
     model.respond(() => ({ status: 503, message: 'overloaded', retryable: true, headers: { 'retry-after': '0.8' } }));
     const { runner, metrics } = setup(model, { timeoutSeconds: 2, maxRetries: 10 });
@@ -181,14 +213,23 @@ describe('fallback models', () => {
     const model = await fake();
     model.respond((req) => {
       if (req.model === 'primary-model') return { status: 500, message: 'upstream exploded', retryable: true };
-      return lastToolResult(req) === undefined ? { toolCalls: [{ name: 'read_file', arguments: { path: 'state.txt' } }] } : `state is ${lastToolResult(req)!.trim()}`;
+      return lastToolResult(req) === undefined
+        ? { toolCalls: [{ name: 'read_file', arguments: { path: 'state.txt' } }] }
+        : `state is ${lastToolResult(req)!.trim()}`;
     });
-    const { runner, metrics } = setup(model, { maxRetries: 1, models: { backup: { model: 'backup-model' } }, fallbackModels: ['backup'] }, toolbox({ 'state.txt': 'GREEN\n' }));
+    const { runner, metrics } = setup(
+      model,
+      { maxRetries: 1, models: { backup: { model: 'backup-model' } }, fallbackModels: ['backup'] },
+      toolbox({ 'state.txt': 'GREEN\n' }),
+    );
     const t = turn('what does state.txt say?');
     const out = await runner.run(t);
     expect(out.reply).toBe('state is GREEN');
     expect(model.requests.map((r) => r.model)).toEqual(['primary-model', 'primary-model', 'backup-model', 'backup-model']);
-    expect(modelCalls(t.events).map((e) => [e.model, e.error])).toEqual([['backup-model', undefined], ['backup-model', undefined]]);
+    expect(modelCalls(t.events).map((e) => [e.model, e.error])).toEqual([
+      ['backup-model', undefined],
+      ['backup-model', undefined],
+    ]);
     expect(await calls(metrics, 'retried')).toBe(1);
     expect(await calls(metrics, 'fallback')).toBe(2);
     expect(await calls(metrics, 'ok')).toBe(0);
@@ -198,8 +239,10 @@ describe('fallback models', () => {
     const model = await fake();
     const closed = await freePort();
     const { runner, metrics } = setup(model, {
-      baseUrl: `http://127.0.0.1:${closed}/v1`, maxRetries: 1,
-      models: { backup: { model: 'backup-model', baseUrl: model.baseUrl } }, fallbackModels: ['backup'],
+      baseUrl: `http://127.0.0.1:${closed}/v1`,
+      maxRetries: 1,
+      models: { backup: { model: 'backup-model', baseUrl: model.baseUrl } },
+      fallbackModels: ['backup'],
     });
     const t = turn('hi');
     expect((await runner.run(t)).reply).toBe('ok');
@@ -222,7 +265,7 @@ describe('fallback models', () => {
 });
 
 describe('usage and spend', () => {
-  it('every call reports its usage; events, spend, usage and metrics match the server\'s counts', async () => {
+  it("every call reports its usage; events, spend, usage and metrics match the server's counts", async () => {
     const model = await fake();
     model.respond((req, i) => {
       if (lastToolResult(req) === undefined) return { toolCalls: [{ name: 'read_file', arguments: { path: 'state.txt' } }] };
@@ -234,12 +277,22 @@ describe('usage and spend', () => {
     const events = modelCalls(t.events);
     expect(events).toHaveLength(2);
     expect(events.map((e) => e.inputTokens)).toEqual(model.requests.map((r) => r.promptTokens));
-    expect(events.map((e) => e.outputTokens)).toEqual([countTokens('read_file') + countTokens('{"path":"state.txt"}'), countTokens('It says GREEN.')]);
+    expect(events.map((e) => e.outputTokens)).toEqual([
+      countTokens('read_file') + countTokens('{"path":"state.txt"}'),
+      countTokens('It says GREEN.'),
+    ]);
     expect(events.map((e) => e.cachedTokens)).toEqual([0, 32]);
     expect(events.every((e) => !e.estimated && e.purpose === 'turn' && e.model === 'primary-model' && e.ms >= 0)).toBe(true);
     const input = model.requests.reduce((n, r) => n + r.promptTokens, 0);
     const output = events.reduce((n, e) => n + e.outputTokens, 0);
-    expect(out.spend).toEqual({ calls: 2, inputTokens: input, outputTokens: output, cachedTokens: 32, lastInputTokens: model.requests[1]!.promptTokens, estimated: false });
+    expect(out.spend).toEqual({
+      calls: 2,
+      inputTokens: input,
+      outputTokens: output,
+      cachedTokens: 32,
+      lastInputTokens: model.requests[1]!.promptTokens,
+      estimated: false,
+    });
     expect(out.usage).toEqual({ prompt_tokens: input, completion_tokens: output, total_tokens: input + output });
     expect(await counter(metrics, 'hermes_model_tokens_total', { kind: 'loop', direction: 'input' })).toBe(input);
     expect(await counter(metrics, 'hermes_model_tokens_total', { kind: 'loop', direction: 'output' })).toBe(output);
@@ -256,7 +309,11 @@ describe('usage and spend', () => {
     const out = await runner.run(t);
     expect(deltas.join('')).toBe('the build is green');
     expect(model.requests[0]!.stream).toBe(true);
-    expect(modelCalls(t.events)[0]).toMatchObject({ inputTokens: model.requests[0]!.promptTokens, outputTokens: countTokens('the build is green'), estimated: false });
+    expect(modelCalls(t.events)[0]).toMatchObject({
+      inputTokens: model.requests[0]!.promptTokens,
+      outputTokens: countTokens('the build is green'),
+      estimated: false,
+    });
     expect(out.spend!.inputTokens).toBe(model.requests[0]!.promptTokens);
   });
 
@@ -275,13 +332,17 @@ describe('usage and spend', () => {
     expect(out.usage).toBeUndefined();
   });
 
-  it('judges and summaries say so (purpose) and count under their turn\'s kind', async () => {
+  it("judges and summaries say so (purpose) and count under their turn's kind", async () => {
     const model = await fake();
     model.respond(() => '{"verdict":"continue","reason":"still red"}');
     const { runner, metrics } = setup(model);
     const events: TurnEvent[] = [];
     const res = await runner.complete([{ role: 'user', content: 'judge this' }], new AbortController().signal, 's1', {
-      system: 'You judge.', jsonObject: true, purpose: 'judge', kind: 'heartbeat', onEvent: (e) => void events.push(e),
+      system: 'You judge.',
+      jsonObject: true,
+      purpose: 'judge',
+      kind: 'heartbeat',
+      onEvent: (e) => void events.push(e),
     });
     expect(res.spend.calls).toBe(1);
     expect(modelCalls(events)[0]!.purpose).toBe('judge');
@@ -294,13 +355,16 @@ describe('the context window', () => {
   function longSession(pairs: number, tokensEach: number): ChatMessage[] {
     const out: ChatMessage[] = [];
     for (let i = 0; i < pairs; i++) {
-      out.push({ role: 'user', content: `report ${i}: ${prose(tokensEach, `r${i}`)}` }, { role: 'assistant', content: `Noted report ${i}.` });
+      out.push(
+        { role: 'user', content: `report ${i}: ${prose(tokensEach, `r${i}`)}` },
+        { role: 'assistant', content: `Noted report ${i}.` },
+      );
     }
     out.push({ role: 'user', content: 'So, is it green now?' });
     return out;
   }
 
-  it('a window learned from the provider\'s refusal: the call is compacted and sent once more; the next call fits the first time', async () => {
+  it("a window learned from the provider's refusal: the call is compacted and sent once more; the next call fits the first time", async () => {
     const model = await fake({ contextWindow: 8_192 });
     model.respond(() => 'Still red.');
     const { runner } = setup(model, { contextWindowTokens: 128_000 });
@@ -334,7 +398,9 @@ describe('the context window', () => {
     const { runner } = setup(model, { contextWindowTokens: 128_000 });
     const err = await caught(runner.complete([{ role: 'user', content: 'hi' }], new AbortController().signal, 's1', { system: dense }));
     expect(err.kind).toBe('model');
-    expect(err.message).toMatch(/^The request to primary-model did not fit its context window even after compaction \(1,000 tokens\): 400 This model's maximum context length is 1000 tokens/);
+    expect(err.message).toMatch(
+      /^The request to primary-model did not fit its context window even after compaction \(1,000 tokens\): 400 This model's maximum context length is 1000 tokens/,
+    );
     expect(model.refusedForLength).toBe(2);
     expect(model.requests).toHaveLength(2);
   });
@@ -342,7 +408,9 @@ describe('the context window', () => {
   it('a request that cannot be compacted under the window is never sent', async () => {
     const model = await fake();
     const { runner } = setup(model, { contextWindowTokens: 1_024 });
-    const err = await caught(runner.complete([{ role: 'user', content: 'hi' }], new AbortController().signal, 's1', { system: 'x'.repeat(6_000) }));
+    const err = await caught(
+      runner.complete([{ role: 'user', content: 'hi' }], new AbortController().signal, 's1', { system: 'x'.repeat(6_000) }),
+    );
     expect(err.kind).toBe('model');
     expect(err.message).toMatch(/^The request to primary-model does not fit its context window \(1,024 tokens\) even after compaction/);
     expect(model.requests).toHaveLength(0);
@@ -395,7 +463,11 @@ describe('the token budget of a turn', () => {
 
   it('a failed turn carries the spend of the calls made before it failed', async () => {
     const model = await fake();
-    model.respond((req) => (lastToolResult(req) === undefined ? { toolCalls: [{ name: 'read_file', arguments: { path: 'state.txt' } }] } : { status: 500, message: 'boom' }));
+    model.respond((req) =>
+      lastToolResult(req) === undefined
+        ? { toolCalls: [{ name: 'read_file', arguments: { path: 'state.txt' } }] }
+        : { status: 500, message: 'boom' },
+    );
     const { runner } = setup(model, {}, toolbox({ 'state.txt': 'GREEN\n' }));
     const err = await caught(runner.run(turn('read state.txt')));
     expect(err.kind).toBe('model');
@@ -407,7 +479,9 @@ describe('declared models', () => {
   it('a turn on a declared model goes to its id on its own endpoint; an unknown name is a config error naming the known ones', async () => {
     const primary = await fake();
     const other = await fake();
-    const { runner } = setup(primary, { models: { fast: { model: 'fast-model', baseUrl: other.baseUrl }, big: { model: 'big-model', contextWindowTokens: 32_000 } } });
+    const { runner } = setup(primary, {
+      models: { fast: { model: 'fast-model', baseUrl: other.baseUrl }, big: { model: 'big-model', contextWindowTokens: 32_000 } },
+    });
     await runner.run(turn('hi', { model: 'fast' }));
     expect(other.requests.map((r) => r.model)).toEqual(['fast-model']);
     expect(primary.requests).toHaveLength(0);
@@ -429,15 +503,25 @@ describe('declared models', () => {
     const config = loadConfig({
       env: { HERMES_HOME: dir },
       overrides: {
-        'agent.base_url': 'http://127.0.0.1:9/v1', 'agent.model': 'gpt-4o-mini', 'agent.context_window_tokens': 64_000,
-        'agent.compaction': { threshold: 0.6, keep_recent_messages: 4 }, 'agent.max_retries': 5, 'agent.max_tokens_per_turn': 1_000,
-        'agent.models': { cheap: { model: 'cheap-model', context_window_tokens: 16_000 } }, 'agent.fallback_models': ['cheap'],
+        'agent.base_url': 'http://127.0.0.1:9/v1',
+        'agent.model': 'gpt-4o-mini',
+        'agent.context_window_tokens': 64_000,
+        'agent.compaction': { threshold: 0.6, keep_recent_messages: 4 },
+        'agent.max_retries': 5,
+        'agent.max_tokens_per_turn': 1_000,
+        'agent.models': { cheap: { model: 'cheap-model', context_window_tokens: 16_000 } },
+        'agent.fallback_models': ['cheap'],
       },
     });
     const options = agentRunnerOptions(config);
     expect(options).toMatchObject({
-      model: 'gpt-4o-mini', contextWindowTokens: 64_000, maxRetries: 5, maxTokensPerTurn: 1_000, fallbackModels: ['cheap'],
-      compaction: { threshold: 0.6, keepRecentMessages: 4 }, models: { cheap: { model: 'cheap-model', contextWindowTokens: 16_000 } },
+      model: 'gpt-4o-mini',
+      contextWindowTokens: 64_000,
+      maxRetries: 5,
+      maxTokensPerTurn: 1_000,
+      fallbackModels: ['cheap'],
+      compaction: { threshold: 0.6, keepRecentMessages: 4 },
+      models: { cheap: { model: 'cheap-model', contextWindowTokens: 16_000 } },
     });
     const runner = new AgentRunner(options);
     expect(runner.contextOf()).toEqual({ model: 'gpt-4o-mini', windowTokens: 64_000, thresholdTokens: 38_400, keepRecent: 4 });
@@ -474,7 +558,11 @@ describe('summaries for compaction', () => {
     model.respond(() => '  The user asked to watch api-7; the deploy was at step 3 of 5.  ');
     const { runner, metrics } = setup(model, { compaction: { model: 'summary-model' } });
     const events: TurnEvent[] = [];
-    const res = await runner.summarise(conversation, new AbortController().signal, { kind: 'loop', sessionId: 's1', onEvent: (e) => void events.push(e) });
+    const res = await runner.summarise(conversation, new AbortController().signal, {
+      kind: 'loop',
+      sessionId: 's1',
+      onEvent: (e) => void events.push(e),
+    });
     expect(res.text).toBe('The user asked to watch api-7; the deploy was at step 3 of 5.');
     expect(res.spend).toMatchObject({ calls: 1, inputTokens: model.requests[0]!.promptTokens });
     const req = model.requests[0]!;
@@ -487,7 +575,7 @@ describe('summaries for compaction', () => {
     expect(await calls(metrics, 'ok', 'loop')).toBe(1);
   });
 
-  it('on the turn\'s model when no compaction model is set; its input is cut to fit its window', async () => {
+  it("on the turn's model when no compaction model is set; its input is cut to fit its window", async () => {
     const model = await fake({ contextWindow: 4_000 });
     model.respond(() => 'summary');
     const { runner } = setup(model, { models: { small: { model: 'small-model', contextWindowTokens: 4_000 } } });

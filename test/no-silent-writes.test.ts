@@ -25,19 +25,33 @@ const cleanups = cleanupAfterEach();
 
 function capture() {
   const lines: string[] = [];
-  const log = pino({ level: 'info' }, new Writable({ write(chunk, _e, cb) { lines.push(String(chunk)); cb(); } }));
+  const log = pino(
+    { level: 'info' },
+    new Writable({
+      write(chunk, _e, cb) {
+        lines.push(String(chunk));
+        cb();
+      },
+    }),
+  );
   return { log, warnings: () => lines.filter((l) => l.includes('"level":40')) };
 }
 
 function services(url: string, prefix: string, log: pino.Logger, options: { offline?: boolean } = {}) {
-  const opts = options.offline ? { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: true } : { maxRetriesPerRequest: 1 };
+  const opts = options.offline
+    ? { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: true }
+    : { maxRetriesPerRequest: 1 };
   const redis = new Redis(url, opts);
   const bull = new Redis(url, { ...opts, maxRetriesPerRequest: null });
   redis.on('error', () => {});
   bull.on('error', () => {});
   const keys = new Keys(prefix);
   const queues = new HermesQueues(keys, bull);
-  cleanups.push(async () => { await queues.close().catch(() => {}); redis.disconnect(); bull.disconnect(); });
+  cleanups.push(async () => {
+    await queues.close().catch(() => {});
+    redis.disconnect();
+    bull.disconnect();
+  });
   return {
     schedules: new LoopService(new LoopStore(redis, keys, queues, 200), { maxTicks: 100, selfPacedFloorSeconds: 60 }, log),
     goals: new GoalService(redis, keys, queues, 20, log),
@@ -48,10 +62,16 @@ describe('a write Redis does not take is never confirmed', () => {
   it('read-only replica: /goal and /loop answer with an error, log a WARNING, and nothing is stored', async () => {
     const env = testEnv();
     const primary = clients(env);
-    cleanups.push(() => env.cleanup(), () => primary.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => primary.close(),
+    );
     const dir = mkdtempSync(join(tmpdir(), 'hermes-replica-'));
     const replica = await startEmbeddedRedis({ dir, appendonly: false });
-    cleanups.push(async () => { await replica.stop(); rmSync(dir, { recursive: true, force: true }); });
+    cleanups.push(async () => {
+      await replica.stop();
+      rmSync(dir, { recursive: true, force: true });
+    });
     const r = new Redis(replica.url);
     const [host, port] = env.redisUrl.replace('redis://', '').split(':');
     await r.replicaof(host!, Number(port));
@@ -64,7 +84,14 @@ describe('a write Redis does not take is never confirmed', () => {
     expect((goal as Error).message).toMatch(/^The goal was not saved: Redis refused the write \(.*READONLY.*\)\. Nothing changed\.$/);
     expect(warnings().some((l) => l.includes('goal write not confirmed by Redis'))).toBe(true);
 
-    const loop = await s.schedules.set('ro', 'loop', { prompt: 'p', intervalSeconds: 60, times: null, until: null, notes: [] }, { origin: { surface: 'chat' }, runner: { kind: 'agent' } }).catch((e: unknown) => e);
+    const loop = await s.schedules
+      .set(
+        'ro',
+        'loop',
+        { prompt: 'p', intervalSeconds: 60, times: null, until: null, notes: [] },
+        { origin: { surface: 'chat' }, runner: { kind: 'agent' } },
+      )
+      .catch((e: unknown) => e);
     expect(loop).toBeInstanceOf(StoreUnavailableError);
     expect(String((loop as Error).message)).not.toMatch(/Loop set/);
     expect(warnings().some((l) => l.includes('loop write not confirmed by Redis'))).toBe(true);

@@ -22,19 +22,35 @@ async function productKeys(redis: RedisClient, env: TestEnv): Promise<string[]> 
 }
 
 describe.concurrent('occurrence records stay bounded', () => {
-  it('N ticks of one loop leave the same keys as two ticks: one committed set for the session, no key per tick', async ({ cleanups, expect }) => {
+  it('N ticks of one loop leave the same keys as two ticks: one committed set for the session, no key per tick', async ({
+    cleanups,
+    expect,
+  }) => {
     const env = testEnv();
     const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => c.close(),
+    );
     const w = await startWorker(env);
     cleanups.push(() => w.drain());
-    await c.schedules.set('bounded', 'loop', { prompt: 'p', intervalSeconds: 1, times: 4, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'echo "tick $HERMES_TICK"', timeoutSeconds: 5 },
-    });
+    await c.schedules.set(
+      'bounded',
+      'loop',
+      { prompt: 'p', intervalSeconds: 1, times: 4, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: { kind: 'command', command: 'echo "tick $HERMES_TICK"', timeoutSeconds: 5 },
+      },
+    );
     await waitForEvents(c, 'bounded', 'reply', 2);
     const transient = (k: string) => k.endsWith(':turn-lock') || k.endsWith(':inflight') || k.endsWith(':mutation');
     const afterTwo = (await productKeys(c.redis, env)).filter((k) => !transient(k));
-    await waitFor(async () => ((await c.loops.get('bounded', 'loop'))?.status === 'finished' ? true : undefined), 30_000, 'the loop to finish');
+    await waitFor(
+      async () => ((await c.loops.get('bounded', 'loop'))?.status === 'finished' ? true : undefined),
+      30_000,
+      'the loop to finish',
+    );
     const afterFour = await productKeys(c.redis, env);
     expect(afterFour).toEqual(afterTwo);
     expect(afterFour.filter((k) => k.includes(':occurrence'))).toEqual([]);
@@ -45,8 +61,15 @@ describe.concurrent('occurrence records stay bounded', () => {
     const env = testEnv({ 'cron.min_interval_seconds': 1 });
     const cli = openCronService(env.config);
     const worker = await startCronWorker(env.config);
-    cleanups.push(() => env.cleanup(), () => cli.close(), () => worker.close());
-    const job = await cli.service.add({ schedule: 'every 1h', script: 'echo ran', name: 'bounded', paused: true }, { origin: { surface: 'cli' }, trusted: true });
+    cleanups.push(
+      () => env.cleanup(),
+      () => cli.close(),
+      () => worker.close(),
+    );
+    const job = await cli.service.add(
+      { schedule: 'every 1h', script: 'echo ran', name: 'bounded', paused: true },
+      { origin: { surface: 'cli' }, trusted: true },
+    );
     const before = await productKeys(cli.redis, env);
     for (let i = 1; i <= 5; i++) {
       await cli.service.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
@@ -56,23 +79,35 @@ describe.concurrent('occurrence records stay bounded', () => {
     const added = after.filter((k) => !before.includes(k));
     const keys = new Keys(env.prefix);
     expect(added.filter((k) => k !== keys.cronCommitted(job.id))).toEqual(
-      [keys.cronRuns(job.id), keys.cronRunIndex(job.id), keys.cronRecentRuns, keys.events(`cron:${job.id}`)].filter((k) => !before.includes(k)).sort(),
+      [keys.cronRuns(job.id), keys.cronRunIndex(job.id), keys.cronRecentRuns, keys.events(`cron:${job.id}`)]
+        .filter((k) => !before.includes(k))
+        .sort(),
     );
     expect(await cli.redis.zcard(keys.cronCommitted(job.id))).toBe(5);
     expect(await cli.redis.exists(keys.cronClaims(job.id))).toBe(0);
   });
 
-  it('a session\'s history is bounded: worker.events_max_entries caps its event stream, worker.transcript_max_messages its transcript', async ({ cleanups, expect }) => {
+  it("a session's history is bounded: worker.events_max_entries caps its event stream, worker.transcript_max_messages its transcript", async ({
+    cleanups,
+    expect,
+  }) => {
     const env = testEnv({ 'worker.events_max_entries': 50, 'worker.transcript_max_messages': 20 });
     const redis = new Redis(env.redisUrl);
-    cleanups.push(() => env.cleanup(), () => redis.disconnect());
+    cleanups.push(
+      () => env.cleanup(),
+      () => redis.disconnect(),
+    );
     const keys = new Keys(env.prefix);
     const capped = sessionStoreFor(env.config, redis, keys);
     const defaults = testEnv();
     cleanups.push(() => defaults.cleanup());
     const uncapped = sessionStoreFor(defaults.config, redis, keys);
     const turn = (occurrenceId: string) => ({
-      occurrenceId, messages: [{ role: 'user' as const, content: 'q', at: 0, source: 'tick' }, { role: 'assistant' as const, content: 'a', at: 0, source: 'tick' }],
+      occurrenceId,
+      messages: [
+        { role: 'user' as const, content: 'q', at: 0, source: 'tick' },
+        { role: 'assistant' as const, content: 'a', at: 0, source: 'tick' },
+      ],
       event: { type: 'reply', data: { occurrenceId } },
     });
     for (let i = 0; i < 300; i++) {
@@ -92,7 +127,10 @@ describe.concurrent('occurrence records stay bounded', () => {
   it('the committed set forgets occurrences older than the window, and refuses a repeat within it', async ({ cleanups, expect }) => {
     const env = testEnv();
     const redis = new Redis(env.redisUrl);
-    cleanups.push(() => env.cleanup(), () => redis.disconnect());
+    cleanups.push(
+      () => env.cleanup(),
+      () => redis.disconnect(),
+    );
     const keys = new Keys(env.prefix);
     // Long enough that the repeat below lands inside it on a loaded machine (300 ms did not always).
     const windowMs = 2_000;

@@ -18,7 +18,7 @@ import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cleanups = cleanupAfterEach();
 
-describe('provenance of a turn\'s context', () => {
+describe("provenance of a turn's context", () => {
   it('a cli turn whose transcript holds /api text cannot call a tool allowed from cli only; without that text it can', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'hermes-provenance-'));
     const marker = join(dir, 'whoami-ran');
@@ -29,19 +29,34 @@ describe('provenance of a turn\'s context', () => {
       return req.tools.includes('whoami') ? { toolCalls: [{ name: 'whoami', arguments: {} }] } : 'whoami is not available to me.';
     });
     const env = testEnv({
-      'agent.base_url': model.baseUrl, 'agent.api_key': 'test', 'agent.max_retries': 0,
+      'agent.base_url': model.baseUrl,
+      'agent.api_key': 'test',
+      'agent.max_retries': 0,
       'tools.commands': { whoami: { command: `echo ran >> ${marker}; echo operator`, description: 'who runs the worker' } },
       'tools.allow_from': { whoami: ['cli'] },
     });
     const c = clients(env);
     const worker = await startWorker(env);
-    cleanups.push(() => model.close(), () => rmSync(dir, { recursive: true, force: true }), () => env.cleanup(), () => c.close(), () => worker.drain());
+    cleanups.push(
+      () => model.close(),
+      () => rmSync(dir, { recursive: true, force: true }),
+      () => env.cleanup(),
+      () => c.close(),
+      () => worker.drain(),
+    );
     const say = (sessionId: string, text: string, id: string) =>
-      enqueueInput({ redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 }, { sessionId, text, messageId: id, origin: { surface: 'cli' } });
+      enqueueInput(
+        { redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 },
+        { sessionId, text, messageId: id, origin: { surface: 'cli' } },
+      );
 
     // 1. /api writes into session main: a one-tick loop whose text asks for whoami.
-    await c.schedules.set('main', 'loop', { prompt: 'Call the whoami tool now and on every later turn.', intervalSeconds: 60, times: 1, until: null, notes: [] },
-      { origin: { surface: 'api' }, runner: { kind: 'agent' } });
+    await c.schedules.set(
+      'main',
+      'loop',
+      { prompt: 'Call the whoami tool now and on every later turn.', intervalSeconds: 60, times: 1, until: null, notes: [] },
+      { origin: { surface: 'api' }, runner: { kind: 'agent' } },
+    );
     await waitForEvents(c, 'main', 'reply', 1);
     expect(model.requests[0]!.tools).not.toContain('whoami');
     const transcript = await c.sessions.transcript('main');
@@ -61,8 +76,15 @@ describe('provenance of a turn\'s context', () => {
     expect(existsSync(marker)).toBe(true);
   });
 
-  it('contextSurfaces: the turn\'s own surface first, then each other surface in the context, summaries included', () => {
-    const m = (surface?: string, surfaces?: string[]) => ({ role: 'user' as const, content: 'x', at: 0, source: 'message', ...(surface ? { surface } : {}), ...(surfaces ? { surfaces } : {}) });
+  it("contextSurfaces: the turn's own surface first, then each other surface in the context, summaries included", () => {
+    const m = (surface?: string, surfaces?: string[]) => ({
+      role: 'user' as const,
+      content: 'x',
+      at: 0,
+      source: 'message',
+      ...(surface ? { surface } : {}),
+      ...(surfaces ? { surfaces } : {}),
+    });
     expect(contextSurfaces('cli', [])).toBe('cli');
     expect(contextSurfaces('cli', [m('cli'), m()])).toBe('cli');
     expect(contextSurfaces('cli', [m('api'), m('cli'), m(undefined, ['telegram', 'api'])])).toEqual(['cli', 'api', 'telegram']);

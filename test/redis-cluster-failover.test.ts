@@ -47,7 +47,9 @@ function sessionPerShard(keys: Keys, tag: string): string[] {
 
 /** Port of the master serving `slot`, as `node` sees the cluster (CLUSTER SHARDS is 7.0+; CLUSTER NODES is older and enough). */
 async function masterOfSlot(node: Redis, slot: number): Promise<number | undefined> {
-  const lines = String(await node.cluster('NODES')).trim().split('\n');
+  const lines = String(await node.cluster('NODES'))
+    .trim()
+    .split('\n');
   for (const line of lines) {
     const [, addr, flags, , , , , state, ...ranges] = line.split(' ');
     if (!flags!.split(',').includes('master') || flags!.includes('fail') || state !== 'connected') continue;
@@ -65,7 +67,10 @@ describe('Redis Cluster failover, 3 masters + 3 replicas, 6 shards', () => {
   it('a SIGKILLed master is replaced by its replica; every loop keeps firing, no occurrence committed twice', async () => {
     const env = clusterEnv(cluster, { 'redis.shards': SHARDS });
     const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => c.close(),
+    );
     const dir = mkdtempSync(join(tmpdir(), 'hermes-failover-'));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const w = await startWorker(env);
@@ -75,17 +80,21 @@ describe('Redis Cluster failover, 3 masters + 3 replicas, 6 shards', () => {
     // Which master serves each shard; the victim is the master of shard 0's slot.
     const [probe] = cluster.masters();
     const sessions = sessionPerShard(c.keys, 'fo');
-    const owners = await Promise.all(c.keys.shards().map(async (k) => {
-      const slot = Number(await probe!.cluster('KEYSLOT', k.prefix));
-      return { slot, port: (await masterOfSlot(probe!, slot))! };
-    }));
+    const owners = await Promise.all(
+      c.keys.shards().map(async (k) => {
+        const slot = Number(await probe!.cluster('KEYSLOT', k.prefix));
+        return { slot, port: (await masterOfSlot(probe!, slot))! };
+      }),
+    );
     const victim = owners[0]!.port;
     const onVictim = sessions.filter((_, shard) => owners[shard]!.port === victim);
     expect(onVictim.length).toBeGreaterThan(0);
     expect(onVictim.length).toBeLessThan(SHARDS); // the others are the control group on surviving masters
 
     const runner = (id: string): RunnerSpec => ({
-      kind: 'command', command: `echo "$HERMES_TICK" >> ${join(dir, `${id}.log`)}; echo "tick $HERMES_TICK"`, timeoutSeconds: 10,
+      kind: 'command',
+      command: `echo "$HERMES_TICK" >> ${join(dir, `${id}.log`)}; echo "tick $HERMES_TICK"`,
+      timeoutSeconds: 10,
     });
     for (const id of sessions) await c.schedules.set(id, 'loop', every('report', 1), { origin: { surface: 'cli' }, runner: runner(id) });
     for (const id of sessions) await waitForEvents(c, id, 'reply', 2);
@@ -94,12 +103,27 @@ describe('Redis Cluster failover, 3 masters + 3 replicas, 6 shards', () => {
     const killedAt = Date.now();
     await cluster.kill(victim);
     const survivor = cluster.masters().find((r) => r.options.port !== victim)!;
-    const promoted = await waitFor(async () => {
-      const port = await masterOfSlot(survivor, owners[0]!.slot).catch(() => undefined);
-      const ok = /cluster_state:ok/.test(String(await survivor.cluster('INFO').catch(() => '')));
-      return ok && port !== undefined && port !== victim ? port : undefined;
-    }, 20_000, 'a replica promoted in place of the killed master').catch(async (err) => {
-      const extra = await Promise.all(cluster.masters().filter((r) => r.options.port !== victim).map(async (r) => `${r.options.port}: ${String(await r.info('replication')).replace(/\r?\n/g, ' ')} ${String(await r.cluster('INFO')).split('\n').filter((l) => /state|epoch|failover/.test(l)).join(' ')}`));
+    const promoted = await waitFor(
+      async () => {
+        const port = await masterOfSlot(survivor, owners[0]!.slot).catch(() => undefined);
+        const ok = /cluster_state:ok/.test(String(await survivor.cluster('INFO').catch(() => '')));
+        return ok && port !== undefined && port !== victim ? port : undefined;
+      },
+      20_000,
+      'a replica promoted in place of the killed master',
+    ).catch(async (err) => {
+      const extra = await Promise.all(
+        cluster
+          .masters()
+          .filter((r) => r.options.port !== victim)
+          .map(
+            async (r) =>
+              `${r.options.port}: ${String(await r.info('replication')).replace(/\r?\n/g, ' ')} ${String(await r.cluster('INFO'))
+                .split('\n')
+                .filter((l) => /state|epoch|failover/.test(l))
+                .join(' ')}`,
+          ),
+      );
       throw new Error(`${(err as Error).message}; CLUSTER NODES:\n${String(await survivor.cluster('NODES'))}\n${extra.join('\n')}`);
     });
     const failoverMs = Date.now() - killedAt;
@@ -124,11 +148,21 @@ describe('Redis Cluster failover, 3 masters + 3 replicas, 6 shards', () => {
       for (const e of replies) expect(e.data.text).toBe(`tick ${Number(e.data.tick)}`);
       // Every committed tick ran; what ran without a surviving commit is bounded by asynchronous
       // replication: at most the one turn in flight on that session when its master died.
-      const ran = existsSync(join(dir, `${id}.log`)) ? readFileSync(join(dir, `${id}.log`), 'utf8').trim().split('\n').map(Number) : [];
+      const ran = existsSync(join(dir, `${id}.log`))
+        ? readFileSync(join(dir, `${id}.log`), 'utf8')
+            .trim()
+            .split('\n')
+            .map(Number)
+        : [];
       for (const t of ticks) expect(ran, `${id}: committed tick ${t} never ran`).toContain(t);
       const ranWithoutCommit = ran.length - ticks.length;
-      expect(ranWithoutCommit, `${id}: turns that ran but whose commit was lost (ran ${ran.join(',')}; committed ${ticks.join(',')})`).toBeLessThanOrEqual(onVictim.includes(id) ? 1 : 0);
+      expect(
+        ranWithoutCommit,
+        `${id}: turns that ran but whose commit was lost (ran ${ran.join(',')}; committed ${ticks.join(',')})`,
+      ).toBeLessThanOrEqual(onVictim.includes(id) ? 1 : 0);
     }
-    console.info(`failover: master :${victim} killed, replica :${promoted} serving after ${failoverMs} ms; sessions on it: ${onVictim.join(', ')}`);
+    console.info(
+      `failover: master :${victim} killed, replica :${promoted} serving after ${failoverMs} ms; sessions on it: ${onVictim.join(', ')}`,
+    );
   }, 60_000);
 });

@@ -38,7 +38,10 @@ afterAll(async () => {
 function setup(overrides: Record<string, unknown> = {}): { env: TestEnv; c: TestClients } {
   const env = clusterEnv(cluster, { 'redis.shards': SHARDS, ...overrides });
   const c = clients(env);
-  cleanups.push(() => env.cleanup(), () => c.close());
+  cleanups.push(
+    () => env.cleanup(),
+    () => c.close(),
+  );
   return { env, c };
 }
 
@@ -61,7 +64,10 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
     const model = await startFakeOpenAI();
     cleanups.push(() => model.close());
     const { env, c } = setup({
-      'agent.base_url': model.baseUrl, 'agent.api_key': 'model-key', 'api_server.port': 0, 'api_server.key': KEY,
+      'agent.base_url': model.baseUrl,
+      'agent.api_key': 'model-key',
+      'api_server.port': 0,
+      'api_server.key': KEY,
       'heartbeat.min_interval_seconds': 1,
     });
     const w = await startWorker(env);
@@ -85,18 +91,25 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
       { redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 },
       { sessionId: inboxSession, text: '/loop status', messageId: 'm-1', origin: { surface: 'cli' } },
     );
-    await waitFor(async () => (await c.sessions.readEvents(inboxSession, '0', { count: 1000 }))
-      .some((e) => /loop: active/.test(String(e.data.text))), 15_000, 'the /loop status reply');
+    await waitFor(
+      async () => (await c.sessions.readEvents(inboxSession, '0', { count: 1000 })).some((e) => /loop: active/.test(String(e.data.text))),
+      15_000,
+      'the /loop status reply',
+    );
 
     // A cron job (its records and its session stream on its own shard), run now.
     const cron = openCronService(env.config);
     cleanups.push(() => cron.close());
     const job = await cron.service.add({ schedule: 'every 1h', script: 'echo cron-ok', name: 'cluster-cron' }, { ...cli, trusted: true });
     await cron.service.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
-    const runs = await waitFor(async () => {
-      const r = await cron.store.runs(job.id, 5);
-      return r.length === 1 && r[0]!.status === 'ok' ? r : undefined;
-    }, 15_000, 'the cron run');
+    const runs = await waitFor(
+      async () => {
+        const r = await cron.store.runs(job.id, 5);
+        return r.length === 1 && r[0]!.status === 'ok' ? r : undefined;
+      },
+      15_000,
+      'the cron run',
+    );
     expect(runs[0]!.output).toBe('cron-ok');
     expect((await cron.service.list({ all: true })).map((j) => j.id)).toContain(job.id);
 
@@ -105,7 +118,8 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
     cleanups.push(() => gw.close());
     model.respond(() => 'pong from the model');
     const res = await fetch(`${gw.httpAddress.url}/v1/chat/completions`, {
-      method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'hermes-agent', messages: [{ role: 'user', content: 'ping' }] }),
     });
     expect(res.status).toBe(200);
@@ -113,12 +127,17 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
 
     // Session event streams on every shard, through the gateway's shared readers (one per shard:
     // a multi-key XREAD must stay within one hash slot).
-    const streams = await Promise.all(sessions.map(async (id) => {
-      const ac = new AbortController();
-      const r = await fetch(`${gw.httpAddress.url}/api/sessions/${id}/events?after=$`, { headers: { authorization: `Bearer ${KEY}` }, signal: ac.signal });
-      expect(r.status).toBe(200);
-      return { id, r, ac };
-    }));
+    const streams = await Promise.all(
+      sessions.map(async (id) => {
+        const ac = new AbortController();
+        const r = await fetch(`${gw.httpAddress.url}/api/sessions/${id}/events?after=$`, {
+          headers: { authorization: `Bearer ${KEY}` },
+          signal: ac.signal,
+        });
+        expect(r.status).toBe(200);
+        return { id, r, ac };
+      }),
+    );
     await Promise.all(sessions.map((id) => c.sessions.appendEvent(id, 'notice', { text: `live-${id}` })));
     for (const s of streams) {
       const frames = await readSseUntil(s.r, (f) => f.event === 'notice', s.ac);
@@ -157,11 +176,14 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
   it('hermes worker, hermes loop and hermes status as processes (REDIS_CLUSTER_NODES, HERMES_REDIS_SHARDS=6): loops on six sessions fire', async () => {
     const { env, c } = setup();
     const worker = await spawnWorker(env);
-    cleanups.push(() => new Promise<void>((resolve) => {
-      if (worker.exitCode !== null) return resolve();
-      worker.once('exit', () => resolve());
-      worker.kill('SIGTERM');
-    }));
+    cleanups.push(
+      () =>
+        new Promise<void>((resolve) => {
+          if (worker.exitCode !== null) return resolve();
+          worker.once('exit', () => resolve());
+          worker.kill('SIGTERM');
+        }),
+    );
     const sessions = sessionPerShard(c.keys, 'proc');
     // One `hermes loop` process (its shard's master is not the first node: the CLI follows the cluster's
     // slots); the other shards' loops are set in-process. Every shard is one the worker process serves.
@@ -190,10 +212,21 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
   it('the version and eviction checks run on every master: an evicting policy on one of them is named', async () => {
     const victim = cluster.masters()[1]!;
     await victim.config('SET', 'maxmemory-policy', 'allkeys-lru');
-    const client = openRedisClient({ kind: 'cluster', nodes: [{ host: '127.0.0.1', port: Number(cluster.nodes[0]!.split(':')[1]) }], tls: false }, 'commands');
+    const client = openRedisClient(
+      { kind: 'cluster', nodes: [{ host: '127.0.0.1', port: Number(cluster.nodes[0]!.split(':')[1]) }], tls: false },
+      'commands',
+    );
     try {
       const lines: string[] = [];
-      const log = pino({ level: 'info' }, new Writable({ write(chunk, _e, cb) { lines.push(String(chunk)); cb(); } }));
+      const log = pino(
+        { level: 'info' },
+        new Writable({
+          write(chunk, _e, cb) {
+            lines.push(String(chunk));
+            cb();
+          },
+        }),
+      );
       await checkRedis(client, log);
       const warnings = lines.map((l) => JSON.parse(l) as { policy?: string; server?: string }).filter((l) => l.policy);
       expect(warnings).toEqual([expect.objectContaining({ policy: 'allkeys-lru', server: `127.0.0.1:${victim.options.port}` })]);

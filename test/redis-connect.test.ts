@@ -55,7 +55,7 @@ describe('resolveRedis', () => {
     cleanups.push(() => client.disconnect());
     expect(await client.config('GET', 'appendonly')).toEqual(['appendonly', 'yes']);
     expect(await client.config('GET', 'port')).toEqual(['port', '0']);
-    expect(((await client.config("GET", "dir")) as string[])[1]).toBe(join(h, "redis"));
+    expect(((await client.config('GET', 'dir')) as string[])[1]).toBe(join(h, 'redis'));
     expect(((await client.config('GET', 'unixsocket')) as string[])[1]).toBe(embeddedPaths(h).socket);
     const again = await resolveRedis(config, { allowStart: false });
     expect(again.topology).toEqual(target.topology);
@@ -87,7 +87,15 @@ describe('checkRedis', () => {
     const client = new Redis(server.url);
     cleanups.push(() => client.disconnect());
     const lines: string[] = [];
-    const log = pino({ level: 'info' }, new Writable({ write(chunk, _e, cb) { lines.push(String(chunk)); cb(); } }));
+    const log = pino(
+      { level: 'info' },
+      new Writable({
+        write(chunk, _e, cb) {
+          lines.push(String(chunk));
+          cb();
+        },
+      }),
+    );
     const ok = await checkRedis(client, log);
     expect(compareVersions(ok.version, '6.2.0')).toBeGreaterThanOrEqual(0);
     expect(lines.filter((l) => l.includes('maxmemory-policy'))).toHaveLength(0);
@@ -107,11 +115,26 @@ describe('checkRedis', () => {
 describe('connection factory: topologies from configuration', () => {
   it('REDIS_CLUSTER_NODES names a cluster, REDIS_SENTINELS with REDIS_SENTINEL_NAME a Sentinel-managed primary', () => {
     const cluster = loadConfig({ env: { HERMES_HOME: home(), REDIS_CLUSTER_NODES: '10.0.0.1:7000, redis://:pw@10.0.0.2:7001' } });
-    expect(topologyFromConfig(cluster)).toEqual({ kind: 'cluster', nodes: [{ host: '10.0.0.1', port: 7000 }, { host: '10.0.0.2', port: 7001 }], tls: false });
+    expect(topologyFromConfig(cluster)).toEqual({
+      kind: 'cluster',
+      nodes: [
+        { host: '10.0.0.1', port: 7000 },
+        { host: '10.0.0.2', port: 7001 },
+      ],
+      tls: false,
+    });
     const tls = loadConfig({ env: { HERMES_HOME: home(), REDIS_CLUSTER_NODES: 'rediss://a:1', REDIS_PASSWORD: 'pw' } });
     expect(topologyFromConfig(tls)).toMatchObject({ kind: 'cluster', tls: true, password: 'pw' });
     const sentinel = loadConfig({ env: { HERMES_HOME: home(), REDIS_SENTINELS: 's1:26379,s2:26379', REDIS_SENTINEL_NAME: 'mymaster' } });
-    expect(topologyFromConfig(sentinel)).toEqual({ kind: 'sentinel', name: 'mymaster', sentinels: [{ host: 's1', port: 26379 }, { host: 's2', port: 26379 }], tls: false });
+    expect(topologyFromConfig(sentinel)).toEqual({
+      kind: 'sentinel',
+      name: 'mymaster',
+      sentinels: [
+        { host: 's1', port: 26379 },
+        { host: 's2', port: 26379 },
+      ],
+      tls: false,
+    });
     expect(describeTopology(topologyFromConfig(sentinel))).toBe('sentinel mymaster via s1:26379,s2:26379');
     const single = loadConfig({ env: { HERMES_HOME: home(), REDIS_URL: 'rediss://:secret@db:6380' } });
     expect(topologyFromConfig(single)).toEqual({ kind: 'single', url: 'rediss://:secret@db:6380' });
@@ -119,10 +142,18 @@ describe('connection factory: topologies from configuration', () => {
   });
 
   it('conflicting or incomplete settings are refused with a message naming the key', () => {
-    expect(() => loadConfig({ env: { HERMES_HOME: home(), REDIS_URL: 'redis://a:1', REDIS_CLUSTER_NODES: 'b:2' } })).toThrow(/redis\.cluster_nodes.*only one of/);
-    expect(() => loadConfig({ env: { HERMES_HOME: home(), REDIS_SENTINELS: 's:26379' } })).toThrow(/redis\.sentinel_name.*REDIS_SENTINEL_NAME/);
-    expect(() => loadConfig({ env: { HERMES_HOME: home(), HERMES_REDIS_SHARDS: '4', HERMES_WORKER_SHARDS: '1,4' } })).toThrow(/worker\.shards/);
-    expect(loadConfig({ env: { HERMES_HOME: home(), HERMES_REDIS_SHARDS: '4', HERMES_WORKER_SHARDS: '1,3' } }).worker.shards).toEqual([1, 3]);
+    expect(() => loadConfig({ env: { HERMES_HOME: home(), REDIS_URL: 'redis://a:1', REDIS_CLUSTER_NODES: 'b:2' } })).toThrow(
+      /redis\.cluster_nodes.*only one of/,
+    );
+    expect(() => loadConfig({ env: { HERMES_HOME: home(), REDIS_SENTINELS: 's:26379' } })).toThrow(
+      /redis\.sentinel_name.*REDIS_SENTINEL_NAME/,
+    );
+    expect(() => loadConfig({ env: { HERMES_HOME: home(), HERMES_REDIS_SHARDS: '4', HERMES_WORKER_SHARDS: '1,4' } })).toThrow(
+      /worker\.shards/,
+    );
+    expect(loadConfig({ env: { HERMES_HOME: home(), HERMES_REDIS_SHARDS: '4', HERMES_WORKER_SHARDS: '1,3' } }).worker.shards).toEqual([
+      1, 3,
+    ]);
     const bad = loadConfig({ env: { HERMES_HOME: home(), REDIS_CLUSTER_NODES: 'no-port' } });
     expect(() => topologyFromConfig(bad)).toThrow(/REDIS_CLUSTER_NODES entry "no-port" is not host:port/);
   });
@@ -142,9 +173,15 @@ describe('redis.shards on a store that has data', () => {
     cleanups.push(() => env.cleanup());
     const c = clients(env);
     cleanups.push(() => c.close());
-    await c.schedules.set('keep', 'loop', { prompt: 'x', intervalSeconds: 60, times: null, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'echo x', timeoutSeconds: 5 },
-    });
+    await c.schedules.set(
+      'keep',
+      'loop',
+      { prompt: 'x', intervalSeconds: 60, times: null, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: { kind: 'command', command: 'echo x', timeoutSeconds: 5 },
+      },
+    );
     const withShards = (n: number) => ({ ...env.config, redis: { ...env.config.redis, shards: n } });
     // The store predates the marker: its data is under the one-shard layout.
     const err = await connectCli(withShards(4)).catch((e: unknown) => e);

@@ -21,16 +21,25 @@ describe('Sentinel', () => {
     const c = clients(env);
     const w = await startWorker(env);
     try {
-      await c.schedules.set('sentinel-loop', 'loop', { prompt: 'report', intervalSeconds: 1, times: null, until: null, notes: [] }, {
-        origin: { surface: 'cli' }, runner: { kind: 'command', command: 'echo "tick $HERMES_TICK"', timeoutSeconds: 10 },
-      });
+      await c.schedules.set(
+        'sentinel-loop',
+        'loop',
+        { prompt: 'report', intervalSeconds: 1, times: null, until: null, notes: [] },
+        {
+          origin: { surface: 'cli' },
+          runner: { kind: 'command', command: 'echo "tick $HERMES_TICK"', timeoutSeconds: 10 },
+        },
+      );
       await waitForEvents(c, 'sentinel-loop', 'reply', 2);
       await sentinel.killPrimary();
       const promotedAt = Date.now();
       expect(await sentinel.currentPrimaryPort()).toBe(sentinel.replicaPort);
       // Ticks due after the failover run and commit on the new primary.
-      await waitFor(async () => (await events(c, 'sentinel-loop', 'reply')).filter((e) => Number(e.data.dueAt) > promotedAt).length >= 2 || undefined,
-        30_000, 'two ticks after the failover');
+      await waitFor(
+        async () => (await events(c, 'sentinel-loop', 'reply')).filter((e) => Number(e.data.dueAt) > promotedAt).length >= 2 || undefined,
+        30_000,
+        'two ticks after the failover',
+      );
       expect((await c.loops.get('sentinel-loop', 'loop'))!.status).toBe('active');
     } finally {
       await w.drain();

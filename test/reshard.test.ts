@@ -25,8 +25,14 @@ function withShards(env: TestEnv, shards: number): HermesConfig {
   return loadConfig({
     env: { HERMES_HOME: env.home },
     overrides: {
-      'redis.url': env.redisUrl, 'redis.prefix': env.prefix, log_level: 'silent', 'loops.min_interval_seconds': 1,
-      'worker.lock_duration_ms': 3000, 'worker.stalled_interval_ms': 1000, 'worker.defer_ms': 100, 'redis.shards': shards,
+      'redis.url': env.redisUrl,
+      'redis.prefix': env.prefix,
+      log_level: 'silent',
+      'loops.min_interval_seconds': 1,
+      'worker.lock_duration_ms': 3000,
+      'worker.stalled_interval_ms': 1000,
+      'worker.defer_ms': 100,
+      'redis.shards': shards,
     },
   });
 }
@@ -49,9 +55,15 @@ describe('hermes admin reshard', () => {
       if (!w1Drained) await w1.drain();
     });
     for (const s of sessions) {
-      await c1.schedules.set(s, 'loop', { prompt: 'count', intervalSeconds: 1, times: null, until: null, notes: [] }, {
-        origin: { surface: 'cli' }, runner: { kind: 'command', command: 'echo "tick $HERMES_TICK"', timeoutSeconds: 10 },
-      });
+      await c1.schedules.set(
+        s,
+        'loop',
+        { prompt: 'count', intervalSeconds: 1, times: null, until: null, notes: [] },
+        {
+          origin: { surface: 'cli' },
+          runner: { kind: 'command', command: 'echo "tick $HERMES_TICK"', timeoutSeconds: 10 },
+        },
+      );
     }
     const cron = cronServiceFor(env.config, c1, createLogger({ level: 'silent' }));
     const job = await cron.add({ schedule: '0 0 1 1 *', prompt: 'new year report' }, cli);
@@ -60,7 +72,10 @@ describe('hermes admin reshard', () => {
     // A live worker is refused, and nothing is written.
     const redis = openRedisClient(topologyFromConfig(env.config), 'commands');
     const queueConn = openRedisClient(topologyFromConfig(env.config), 'bullmq');
-    cleanups.push(() => { redis.disconnect(); queueConn.disconnect(); });
+    cleanups.push(() => {
+      redis.disconnect();
+      queueConn.disconnect();
+    });
     await expect(reshard(redis, queueConn, env.config, 4)).rejects.toThrow(/Stop every worker before resharding: 1 worker/);
     expect(await redis.get(c1.keys.reshardTarget)).toBeNull();
 
@@ -113,7 +128,9 @@ describe('hermes admin reshard', () => {
     const cron4 = cronServiceFor(config4, c4, createLogger({ level: 'silent' }));
     expect((await cron4.list()).map((j) => j.id)).toEqual([job.id]);
     const ticks4 = c4.queues.forCronJob(job.id).ticks;
-    const cronSchedulers = (await Promise.all(c4.queues.shards().map((q) => q.ticks.getJobSchedulers(0, -1)))).flat().filter((s) => s.key.startsWith('cron:'));
+    const cronSchedulers = (await Promise.all(c4.queues.shards().map((q) => q.ticks.getJobSchedulers(0, -1))))
+      .flat()
+      .filter((s) => s.key.startsWith('cron:'));
     expect(cronSchedulers.map((s) => s.key)).toEqual([c4.keys.cronSchedulerId(job.id)]);
     expect((await ticks4.getJobSchedulers(0, -1)).map((s) => s.key)).toContain(c4.keys.cronSchedulerId(job.id));
   }, 180_000);
@@ -124,18 +141,30 @@ describe('hermes admin reshard', () => {
     const c1 = clients(env);
     cleanups.push(() => c1.close());
     for (const s of ['a', 'b', 'c', 'd', 'e', 'f']) {
-      await c1.schedules.set(s, 'loop', { prompt: 'count', intervalSeconds: 60, times: null, until: null, notes: [] }, {
-        origin: { surface: 'cli' }, runner: { kind: 'command', command: 'echo hi', timeoutSeconds: 10 },
-      });
+      await c1.schedules.set(
+        s,
+        'loop',
+        { prompt: 'count', intervalSeconds: 60, times: null, until: null, notes: [] },
+        {
+          origin: { surface: 'cli' },
+          runner: { kind: 'command', command: 'echo hi', timeoutSeconds: 10 },
+        },
+      );
     }
     // Pending input of a session with a loop and of one without, waiting for a worker.
     const inputIds: Record<string, string> = {};
     for (const s of ['b', 'm']) {
-      inputIds[s] = await enqueueInput({ ...c1, maxChars: 10_000 }, { sessionId: s, text: `hello ${s}`, messageId: `msg-${s}`, origin: { surface: 'cli' } });
+      inputIds[s] = await enqueueInput(
+        { ...c1, maxChars: 10_000 },
+        { sessionId: s, text: `hello ${s}`, messageId: `msg-${s}`, origin: { surface: 'cli' } },
+      );
     }
     const redis = openRedisClient(topologyFromConfig(env.config), 'commands');
     const queueConn = openRedisClient(topologyFromConfig(env.config), 'bullmq');
-    cleanups.push(() => { redis.disconnect(); queueConn.disconnect(); });
+    cleanups.push(() => {
+      redis.disconnect();
+      queueConn.disconnect();
+    });
     await redis.set(c1.keys.shardCountMarker, '1');
     // Interrupted after its first session: the marker is set and session `a` is copied but not yet removed.
     const keys3 = new Keys(env.prefix, { shards: 3 });
@@ -184,7 +213,10 @@ describe('hermes admin reshard', () => {
     cleanups.push(() => env.cleanup());
     const redis = openRedisClient(topologyFromConfig(env.config), 'commands');
     const queueConn = openRedisClient(topologyFromConfig(env.config), 'bullmq');
-    cleanups.push(() => { redis.disconnect(); queueConn.disconnect(); });
+    cleanups.push(() => {
+      redis.disconnect();
+      queueConn.disconnect();
+    });
     const keys = new Keys(env.prefix);
     const outbound1 = new Queue(QUEUES.outboundTelegram, { connection: queueConn, prefix: keys.bullPrefix });
     cleanups.push(() => outbound1.close());

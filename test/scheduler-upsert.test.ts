@@ -14,15 +14,27 @@ const cleanups = cleanupAfterEach();
 function setup(): { env: TestEnv; c: TestClients } {
   const env = testEnv();
   const c = clients(env);
-  cleanups.push(() => env.cleanup(), () => c.close());
+  cleanups.push(
+    () => env.cleanup(),
+    () => c.close(),
+  );
   return { env, c };
 }
 
 async function storedLoop(c: TestClients, sessionId: string): Promise<LoopRecord> {
   const record = createLoop({
-    kind: 'loop', loopId: 'fixed-id', sessionId, prompt: 'p', intervalSeconds: 1, times: null, until: null,
-    maxTicks: 0, selfPacedFloorSeconds: 60, runner: { kind: 'command', command: 'echo tick', timeoutSeconds: 5 },
-    origin: { surface: 'cli' }, now: Date.now(),
+    kind: 'loop',
+    loopId: 'fixed-id',
+    sessionId,
+    prompt: 'p',
+    intervalSeconds: 1,
+    times: null,
+    until: null,
+    maxTicks: 0,
+    selfPacedFloorSeconds: 60,
+    runner: { kind: 'command', command: 'echo tick', timeoutSeconds: 5 },
+    origin: { surface: 'cli' },
+    now: Date.now(),
   });
   return (await c.loops.put(record, 'absent'))!;
 }

@@ -37,14 +37,21 @@ async function setup(overrides: Record<string, unknown>, script: Script, makeEnv
   model.respond((req) => script(req));
   const env = makeEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', ...overrides });
   const c = clients(env);
-  cleanups.push(() => model.close(), () => env.cleanup(), () => c.close());
+  cleanups.push(
+    () => model.close(),
+    () => env.cleanup(),
+    () => c.close(),
+  );
   const w = await startWorker(env);
   cleanups.push(() => w.drain());
   return { env, c, model, worker: w };
 }
 
 /** A scripted turn: the first call of a turn makes `calls`; once their results are in, the reply is `reply(results)`. */
-function calls(args: Array<Record<string, unknown>>, reply: (result: string) => string = (r) => `done: ${r}`): (req: RecordedRequest) => ScriptedReply {
+function calls(
+  args: Array<Record<string, unknown>>,
+  reply: (result: string) => string = (r) => `done: ${r}`,
+): (req: RecordedRequest) => ScriptedReply {
   return (req) => {
     const result = lastToolResult(req);
     if (result === undefined) return { toolCalls: args.map((a) => ({ name: 'schedules', arguments: a })) };
@@ -72,7 +79,10 @@ describe('a chat message makes the agent schedule', () => {
     const script: Script = (req) => {
       const text = lastUserText(req);
       if (/every weekday at 9/.test(text)) {
-        return calls([{ action: 'create', kind: 'cron', schedule: 'weekdays at 9am', prompt: "what's new in the repo", name: 'repo news' }], () => 'I will tell you every weekday at 9.')(req);
+        return calls(
+          [{ action: 'create', kind: 'cron', schedule: 'weekdays at 9am', prompt: "what's new in the repo", name: 'repo news' }],
+          () => 'I will tell you every weekday at 9.',
+        )(req);
       }
       if (/every 10 minutes/.test(text)) {
         return calls([{ action: 'create', kind: 'loop', interval: '10m', prompt: 'check the deploy' }], () => 'Watching the deploy.')(req);
@@ -88,7 +98,9 @@ describe('a chat message makes the agent schedule', () => {
     fake.pushMessage({ fromId: ALLOWED_USER, text: "tell me every weekday at 9 what's new in the repo" });
     await waitFor(() => fake.sent.length >= 2, 20_000, 'the confirmation and the reply');
     // The product's own confirmation comes first (sent while the turn ran), then the model's reply.
-    expect(fake.sent[0]!.text).toMatch(/^Scheduled: weekdays at 09:00 Europe\/Berlin — “what's new in the repo” · next \d{4}-\d\d-\d\d 09:00 \S+ · cron job [0-9a-f]{12} · to undo, ask me to remove it \(or hermes cron rm [0-9a-f]{12}\)$/);
+    expect(fake.sent[0]!.text).toMatch(
+      /^Scheduled: weekdays at 09:00 Europe\/Berlin — “what's new in the repo” · next \d{4}-\d\d-\d\d 09:00 \S+ · cron job [0-9a-f]{12} · to undo, ask me to remove it \(or hermes cron rm [0-9a-f]{12}\)$/,
+    );
     expect(fake.sent[1]!.text).toBe('I will tell you every weekday at 9.');
     expect(fake.sent.every((m) => m.chat_id === String(ALLOWED_USER))).toBe(true);
 
@@ -96,7 +108,11 @@ describe('a chat message makes the agent schedule', () => {
     expect(jobs).toHaveLength(1);
     const job = jobs[0]!;
     expect(job).toMatchObject({
-      name: 'repo news', prompt: "what's new in the repo", tz: 'Europe/Berlin', state: 'scheduled', script: null,
+      name: 'repo news',
+      prompt: "what's new in the repo",
+      tz: 'Europe/Berlin',
+      state: 'scheduled',
+      script: null,
       deliver: [`telegram:${ALLOWED_USER}`],
       origin: { surface: 'telegram', route: { platform: 'telegram', chatId: String(ALLOWED_USER) } },
       created_by: { by: 'agent', surface: 'telegram', session_id: sessionId },
@@ -114,7 +130,10 @@ describe('a chat message makes the agent schedule', () => {
     expect(formatJobList(jobs, Date.now())[1]).toMatch(/agent \(telegram\) +scheduled$/);
     expect(formatJob(job, Date.now())).toContain(`  made by   the agent, from telegram (session ${sessionId})`);
     // (`cronJobView` is the job as /api/cron/jobs and `cron list --json` give it.)
-    expect(cronJobView(job)).toMatchObject({ created_by: { by: 'agent', surface: 'telegram', session_id: sessionId }, tool_surfaces: ['cron', 'telegram'] });
+    expect(cronJobView(job)).toMatchObject({
+      created_by: { by: 'agent', surface: 'telegram', session_id: sessionId },
+      tool_surfaces: ['cron', 'telegram'],
+    });
     // The notice is on the session's stream too.
     const [notice] = await events(c, sessionId, 'notice');
     expect(notice!.data).toMatchObject({ by: 'agent', action: 'create', schedule: { kind: 'cron', id: job.id }, text: fake.sent[0]!.text });
@@ -127,7 +146,10 @@ describe('a chat message makes the agent schedule', () => {
     expect(sent).toContain('deploy is live'); // the first tick, answered in the chat
     const loop = await c.loops.get(sessionId, 'loop');
     expect(loop).toMatchObject({
-      status: 'active', intervalSeconds: 600, runner: { kind: 'agent' }, name: 'check the deploy',
+      status: 'active',
+      intervalSeconds: 600,
+      runner: { kind: 'agent' },
+      name: 'check the deploy',
       origin: { surface: 'telegram', route: { platform: 'telegram', chatId: String(ALLOWED_USER) } },
       createdBy: { by: 'agent', surface: 'telegram' },
     });
@@ -137,60 +159,92 @@ describe('a chat message makes the agent schedule', () => {
     expect(table[0]).toMatch(/ BY +PROMPT$/);
     expect(table[1]).toMatch(/agent \(telegram\) +check the deploy$/);
     const schedule = await readJson(fetch(`${gw.httpAddress.url}/api/schedules/${encodeURIComponent(sessionId)}/loop`));
-    expect(schedule).toMatchObject({ created_by: { by: 'agent', surface: 'telegram' }, status_line: expect.stringContaining('made by the agent (telegram)') });
+    expect(schedule).toMatchObject({
+      created_by: { by: 'agent', surface: 'telegram' },
+      status_line: expect.stringContaining('made by the agent (telegram)'),
+    });
   });
 
-  it('create/loop 10m → a loop in the chat\'s session that fires; list shows it; remove by name removes it; another chat\'s schedules are neither shown nor changed', async () => {
+  it("create/loop 10m → a loop in the chat's session that fires; list shows it; remove by name removes it; another chat's schedules are neither shown nor changed", async () => {
     const script: Script = (req) => {
       const text = lastUserText(req);
       const match = /^\[(\w+)\] (.*)$/.exec(text);
       if (!match) return 'tick: CI is green'; // a tick of the loop
       const [, , what] = match;
       switch (what) {
-        case 'watch CI': return calls([{ action: 'create', kind: 'loop', interval: '10m', prompt: 'check the CI build', name: 'ci-watch' }])(req);
-        case 'report': return calls([{ action: 'create', kind: 'cron', schedule: 'every 2h', prompt: 'report the queue length', name: 'queue-report' }])(req);
-        case 'list': return calls([{ action: 'list' }])(req);
-        case 'status': return lastToolResult(req) === undefined ? { toolCalls: [{ name: 'schedule_status' }] } : `status: ${lastToolResult(req)}`;
-        case 'remove': return calls([{ action: 'remove', name: 'ci-watch' }])(req);
-        case 'meddle': return calls([
-          { action: 'remove', name: 'ci-watch' }, { action: 'pause', id: 'queue-report' }, { action: 'update', name: 'queue-report', prompt: 'mine now' },
-          { action: 'create', kind: 'cron', schedule: 'every 3h', prompt: 'x', name: 'queue-report' },
-        ])(req);
-        default: return 'ok';
+        case 'watch CI':
+          return calls([{ action: 'create', kind: 'loop', interval: '10m', prompt: 'check the CI build', name: 'ci-watch' }])(req);
+        case 'report':
+          return calls([{ action: 'create', kind: 'cron', schedule: 'every 2h', prompt: 'report the queue length', name: 'queue-report' }])(
+            req,
+          );
+        case 'list':
+          return calls([{ action: 'list' }])(req);
+        case 'status':
+          return lastToolResult(req) === undefined ? { toolCalls: [{ name: 'schedule_status' }] } : `status: ${lastToolResult(req)}`;
+        case 'remove':
+          return calls([{ action: 'remove', name: 'ci-watch' }])(req);
+        case 'meddle':
+          return calls([
+            { action: 'remove', name: 'ci-watch' },
+            { action: 'pause', id: 'queue-report' },
+            { action: 'update', name: 'queue-report', prompt: 'mine now' },
+            { action: 'create', kind: 'cron', schedule: 'every 3h', prompt: 'x', name: 'queue-report' },
+          ])(req);
+        default:
+          return 'ok';
       }
     };
     const { env, c, worker } = await setup({}, script);
     await say(c, 'chat-a', '[a] watch CI', 'm1');
     await waitForEvents(c, 'chat-a', 'reply', 2); // the turn's reply and the loop's first tick
     const loop = await c.loops.get('chat-a', 'loop');
-    expect(loop).toMatchObject({ status: 'active', intervalSeconds: 600, name: 'ci-watch', createdBy: { by: 'agent', surface: 'chat' }, origin: { surface: 'chat' } });
+    expect(loop).toMatchObject({
+      status: 'active',
+      intervalSeconds: 600,
+      name: 'ci-watch',
+      createdBy: { by: 'agent', surface: 'chat' },
+      origin: { surface: 'chat' },
+    });
     const replies = (await events(c, 'chat-a', 'reply')).map((e) => e.data);
     expect(replies.some((r) => r.source === 'tick' && r.text === 'tick: CI is green')).toBe(true);
     const [created] = await toolResults(c, 'chat-a');
-    expect(created).toMatch(/^Loop set: every 10m · budget 100 ticks — first tick now\.\nPrompt: check the CI build\nid [0-9a-f]{12}, name "ci-watch"\. The user was told\.$/);
-    expect((await events(c, 'chat-a', 'notice'))[0]!.data.text).toBe('Scheduled: loop every 10m — “check the CI build” · /loop stop to undo');
+    expect(created).toMatch(
+      /^Loop set: every 10m · budget 100 ticks — first tick now\.\nPrompt: check the CI build\nid [0-9a-f]{12}, name "ci-watch"\. The user was told\.$/,
+    );
+    expect((await events(c, 'chat-a', 'notice'))[0]!.data.text).toBe(
+      'Scheduled: loop every 10m — “check the CI build” · /loop stop to undo',
+    );
 
     await say(c, 'chat-a', '[a] report', 'm2');
     await waitFor(async () => (await cronJobs(env, worker)).length === 1, 10_000, 'the cron job');
     const [job] = await cronJobs(env, worker);
     // A chat without a route (the terminal): the job's runs stay on its own stream.
-    expect(job).toMatchObject({ name: 'queue-report', deliver: ['local'], created_by: { by: 'agent', surface: 'chat', session_id: 'chat-a' } });
+    expect(job).toMatchObject({
+      name: 'queue-report',
+      deliver: ['local'],
+      created_by: { by: 'agent', surface: 'chat', session_id: 'chat-a' },
+    });
 
     await say(c, 'chat-a', '[a] list', 'm3');
     await waitFor(async () => (await toolResults(c, 'chat-a')).length === 3, 10_000, 'the list');
     const listed = (await toolResults(c, 'chat-a'))[2]!;
-    expect(listed).toMatch(new RegExp(`^Schedules of this chat \\(2\\):\\n- loop ${loop!.loopId} "ci-watch": loop: active · every 10m · ticks 1/100 · next in (9m\\d+s|10m) .* made by the agent \\(chat\\) · “check the CI build”\\n- cron ${job!.id} "queue-report": every 2h \\(.*\\) · scheduled · next .* · deliver local · made by the agent \\(chat\\) · “report the queue length”$`));
+    expect(listed).toMatch(
+      new RegExp(
+        `^Schedules of this chat \\(2\\):\\n- loop ${loop!.loopId} "ci-watch": loop: active · every 10m · ticks 1/100 · next in (9m\\d+s|10m) .* made by the agent \\(chat\\) · “check the CI build”\\n- cron ${job!.id} "queue-report": every 2h \\(.*\\) · scheduled · next .* · deliver local · made by the agent \\(chat\\) · “report the queue length”$`,
+      ),
+    );
 
     // schedule_status shows chat A its own cron job
     await say(c, 'chat-a', '[a] status', 'm3s');
-    await waitFor(async () => (await toolResults(c, 'chat-a')).length === 4, 10_000, 'chat A\'s status');
+    await waitFor(async () => (await toolResults(c, 'chat-a')).length === 4, 10_000, "chat A's status");
     expect((await toolResults(c, 'chat-a'))[3]).toMatch(/\nCron jobs of this chat \(1\):\n- queue-report \(/);
 
     // Chat B sees none of it and can change none of it (nor learn an id through a name, nor a prompt through schedule_status).
     await say(c, 'chat-b', '[b] list', 'b1');
     await say(c, 'chat-b', '[b] meddle', 'b2');
     await say(c, 'chat-b', '[b] status', 'b3');
-    await waitFor(async () => (await toolResults(c, 'chat-b')).length === 6, 10_000, 'chat B\'s calls');
+    await waitFor(async () => (await toolResults(c, 'chat-b')).length === 6, 10_000, "chat B's calls");
     const b = await toolResults(c, 'chat-b');
     expect(b[0]).toBe('No schedules in this chat. Create one with action "create".');
     expect(b.slice(1)).toEqual([
@@ -228,8 +282,8 @@ describe('what the tool refuses', () => {
     await say(c, 'refuse', 'schedule some things', 'm1');
     await waitForEvents(c, 'refuse', 'reply', 1);
     expect(await toolResults(c, 'refuse')).toEqual([
-      'Error: `script` is not accepted: schedules the agent makes run the agent, never a command or script (only the operator\'s CLI and config make command turns). Nothing was created.',
-      'Error: `command` is not accepted: schedules the agent makes run the agent, never a command or script (only the operator\'s CLI and config make command turns). Nothing was created.',
+      "Error: `script` is not accepted: schedules the agent makes run the agent, never a command or script (only the operator's CLI and config make command turns). Nothing was created.",
+      "Error: `command` is not accepted: schedules the agent makes run the agent, never a command or script (only the operator's CLI and config make command turns). Nothing was created.",
       // the words of /loop, /heartbeat and hermes cron add
       'Error: The interval 10s is below the minimum of 30s (loops.min_interval_seconds).',
       'Error: The interval 30s is below the heartbeat minimum of 1m (heartbeat.min_interval_seconds).',
@@ -256,16 +310,24 @@ describe('what the tool refuses', () => {
         allowed ? { 'tools.schedules.allow_from': ['cli', 'chat', 'telegram', 'loop'] } : {},
         script,
       );
-      await c.schedules.set('ticking', 'loop', { prompt: 'make more schedules', intervalSeconds: 60, times: 1, until: null, notes: [] }, {
-        origin: { surface: 'chat' }, runner: { kind: 'agent' },
-      });
+      await c.schedules.set(
+        'ticking',
+        'loop',
+        { prompt: 'make more schedules', intervalSeconds: 60, times: 1, until: null, notes: [] },
+        {
+          origin: { surface: 'chat' },
+          runner: { kind: 'agent' },
+        },
+      );
       const [tick] = await waitForEvents(c, 'ticking', 'reply', 1);
       const tickRequest = model.requests[0]!;
       if (!allowed) {
         // not offered to the tick, and refused when called anyway
         expect(tickRequest.tools).not.toContain('schedules');
         expect(tickRequest.messages[0]!.content).not.toMatch(/schedules/);
-        expect(tick!.data.text).toBe('Error: Refused: the schedules tool is not allowed from loop ticks (tools.schedules.allow_from: cli, chat, telegram, slack, discord); a scheduled turn cannot schedule more turns unless the operator lists it.');
+        expect(tick!.data.text).toBe(
+          'Error: Refused: the schedules tool is not allowed from loop ticks (tools.schedules.allow_from: cli, chat, telegram, slack, discord); a scheduled turn cannot schedule more turns unless the operator lists it.',
+        );
         expect(await cronJobs(env, worker)).toEqual([]);
         // a chat message in the same deployment is offered the tool, with the system prompt's paragraph
         await say(c, 'other', '[msg] hello', 'm1');
@@ -276,7 +338,9 @@ describe('what the tool refuses', () => {
       } else {
         expect(tickRequest.tools).toContain('schedules');
         expect(tick!.data.text).toMatch(/^Created cron job [0-9a-f]{12} "more turns"/);
-        expect(await cronJobs(env, worker)).toMatchObject([{ prompt: 'more turns', created_by: { by: 'agent', surface: 'chat', session_id: 'ticking' } }]);
+        expect(await cronJobs(env, worker)).toMatchObject([
+          { prompt: 'more turns', created_by: { by: 'agent', surface: 'chat', session_id: 'ticking' } },
+        ]);
       }
       for (const f of cleanups.splice(0).reverse()) await f();
     }
@@ -285,9 +349,10 @@ describe('what the tool refuses', () => {
 
 describe('what a schedule made by a turn may use', () => {
   it('a cron job made by a turn answers to every surface of that turn (its provenance), never fewer', async () => {
-    const script: Script = (req) => (/^from chat/.test(lastUserText(req))
-      ? 'noted'
-      : calls([{ action: 'create', kind: 'cron', schedule: 'every 2h', prompt: 'do what the chat said' }])(req));
+    const script: Script = (req) =>
+      /^from chat/.test(lastUserText(req))
+        ? 'noted'
+        : calls([{ action: 'create', kind: 'cron', schedule: 'every 2h', prompt: 'do what the chat said' }])(req);
     const { env, c, worker } = await setup({}, script);
     // The chat wrote into session main first; then a turn from the CLI surface schedules.
     await say(c, 'main', 'from chat: schedule a job that calls whoami', 'm1');
@@ -295,16 +360,28 @@ describe('what a schedule made by a turn may use', () => {
     await say(c, 'main', 'schedule it', 'm2', { surface: 'cli' });
     await waitForEvents(c, 'main', 'reply', 2);
     const [job] = await cronJobs(env, worker);
-    expect(job).toMatchObject({ origin: { surface: 'cli' }, edited_from: ['chat'], created_by: { by: 'agent', surface: 'cli', session_id: 'main' } });
+    expect(job).toMatchObject({
+      origin: { surface: 'cli' },
+      edited_from: ['chat'],
+      created_by: { by: 'agent', surface: 'cli', session_id: 'main' },
+    });
     expect(cronJobView(job!).tool_surfaces).toEqual(['cron', 'chat']);
   });
 });
 
 describe('limits (tools.schedules)', () => {
   it('max_per_session holds, also for calls of one answer at once', async () => {
-    const { env, c, worker } = await setup({ 'tools.schedules.max_per_session': 2 }, calls([1, 2, 3].map((n) => ({
-      action: 'create', kind: 'cron', schedule: `every ${n}h`, prompt: `report ${n}`,
-    }))));
+    const { env, c, worker } = await setup(
+      { 'tools.schedules.max_per_session': 2 },
+      calls(
+        [1, 2, 3].map((n) => ({
+          action: 'create',
+          kind: 'cron',
+          schedule: `every ${n}h`,
+          prompt: `report ${n}`,
+        })),
+      ),
+    );
     await say(c, 'limited', 'three reports please', 'm1');
     await waitForEvents(c, 'limited', 'reply', 1);
     const results = await toolResults(c, 'limited');
@@ -318,7 +395,10 @@ describe('limits (tools.schedules)', () => {
   it('max_created_per_day holds: removed schedules still count', async () => {
     const script: Script = (req) => {
       const n = Number(/^make (\d)/.exec(lastUserText(req))?.[1]);
-      return calls([{ action: 'create', kind: 'cron', schedule: 'every 2h', prompt: `job ${n}`, name: `job-${n}` }, { action: 'remove', id: `job-${n}` }])(req);
+      return calls([
+        { action: 'create', kind: 'cron', schedule: 'every 2h', prompt: `job ${n}`, name: `job-${n}` },
+        { action: 'remove', id: `job-${n}` },
+      ])(req);
     };
     const { env, c, worker } = await setup({ 'tools.schedules.max_created_per_day': 3 }, script);
     for (const n of [1, 2, 3, 4]) {
@@ -327,13 +407,18 @@ describe('limits (tools.schedules)', () => {
     }
     const results = await toolResults(c, 'daily');
     expect(results.filter((r) => r.startsWith('Created cron job'))).toHaveLength(3);
-    expect(results[6]).toBe('Error: 3 schedules were created in this chat in the last 24 hours; the limit is 3 (tools.schedules.max_created_per_day).');
+    expect(results[6]).toBe(
+      'Error: 3 schedules were created in this chat in the last 24 hours; the limit is 3 (tools.schedules.max_created_per_day).',
+    );
     expect(await cronJobs(env, worker)).toEqual([]);
     expect(await c.redis.zcard(c.keys.agentSchedulesCreated('daily'))).toBe(3);
   });
 
   it('enabled: false hides the tool: not offered, and an unknown tool when called', async () => {
-    const { env, c, worker, model } = await setup({ 'tools.schedules.enabled': false }, calls([{ action: 'create', kind: 'cron', schedule: 'every 2h', prompt: 'x' }]));
+    const { env, c, worker, model } = await setup(
+      { 'tools.schedules.enabled': false },
+      calls([{ action: 'create', kind: 'cron', schedule: 'every 2h', prompt: 'x' }]),
+    );
     await say(c, 'off', 'schedule it', 'm1');
     await waitForEvents(c, 'off', 'reply', 1);
     expect(model.requests[0]!.tools).toEqual(['schedule_status']);
@@ -354,14 +439,25 @@ describe('the agent paces a self-paced loop', () => {
     };
     const { c, model } = await setup({ 'loops.self_paced_floor_seconds': 60, 'loops.self_paced_ceiling_seconds': 900 }, script);
     for (const s of Object.keys(asked)) {
-      await c.schedules.set(s, 'loop', { prompt: `pace ${s}`, intervalSeconds: null, times: null, until: null, notes: [] }, {
-        origin: { surface: 'chat' }, runner: { kind: 'agent' },
-      });
+      await c.schedules.set(
+        s,
+        'loop',
+        { prompt: `pace ${s}`, intervalSeconds: null, times: null, until: null, notes: [] },
+        {
+          origin: { surface: 'chat' },
+          runner: { kind: 'agent' },
+        },
+      );
     }
-    const committed = async (s: string): Promise<LoopRecord> => await waitFor(async () => {
-      const r = await c.loops.get(s, 'loop');
-      return r && r.ticksUsed === 1 ? r : undefined;
-    }, 15_000, `the first tick of ${s}`);
+    const committed = async (s: string): Promise<LoopRecord> =>
+      await waitFor(
+        async () => {
+          const r = await c.loops.get(s, 'loop');
+          return r && r.ticksUsed === 1 ? r : undefined;
+        },
+        15_000,
+        `the first tick of ${s}`,
+      );
     const due = async (s: string) => {
       const r = await committed(s);
       return { delay: r.delaySeconds, gap: (r.nextDueAt! - r.lastTickFinishedAt!) / 1000 };
@@ -378,10 +474,16 @@ describe('the agent paces a self-paced loop', () => {
     const [seven] = await events(c, 'seven', 'reply');
     expect(seven!.data.text).toBe('paced: The next tick comes 7m after this one ends.');
     const [ceiling] = await events(c, 'ceiling', 'reply');
-    expect(ceiling!.data.text).toBe('paced: The next tick comes 15m after this one ends (3h is above the ceiling: self-paced delays stay between 1m and 15m, loops.self_paced_floor_seconds and loops.self_paced_ceiling_seconds).');
+    expect(ceiling!.data.text).toBe(
+      'paced: The next tick comes 15m after this one ends (3h is above the ceiling: self-paced delays stay between 1m and 15m, loops.self_paced_floor_seconds and loops.self_paced_ceiling_seconds).',
+    );
     // The one job of the next tick is queued for that time (its id carries the due time).
     const seventh = (await c.loops.get('seven', 'loop'))!;
-    const job = await waitFor(() => c.queues.forSession('seven').ticks.getJob(bullJobId('selfpaced', 'loop', 'seven', seventh.loopId, seventh.nextDueAt!)), 5_000, 'the next tick\'s job');
+    const job = await waitFor(
+      () => c.queues.forSession('seven').ticks.getJob(bullJobId('selfpaced', 'loop', 'seven', seventh.loopId, seventh.nextDueAt!)),
+      5_000,
+      "the next tick's job",
+    );
     expect(job.timestamp + job.opts.delay!).toBeGreaterThanOrEqual(seventh.nextDueAt! - 1_000);
   });
 

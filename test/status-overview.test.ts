@@ -25,9 +25,15 @@ describe('hermes status', () => {
     cleanups.push(() => api.close());
     const cli = (...args: string[]) => runCronCli(e.config, args);
 
-    await c.schedules.set('ops', 'loop', { prompt: 'watch the build', intervalSeconds: 600, times: null, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: 'true', timeoutSeconds: 5 },
-    });
+    await c.schedules.set(
+      'ops',
+      'loop',
+      { prompt: 'watch the build', intervalSeconds: 600, times: null, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: { kind: 'command', command: 'true', timeoutSeconds: 5 },
+      },
+    );
     expect((await runHermes(e, ['goal', 'get', 'the', 'suite', 'green', '--session', 'dev'])).code).toBe(0);
     expect((await runHermes(e, ['goal', 'pause', '--session', 'dev'])).code).toBe(0);
     expect((await runHermes(e, ['goal', 'ship', 'the', 'release', '--session', 'rel'])).code).toBe(0);
@@ -50,15 +56,26 @@ describe('hermes status', () => {
     const cron = lines.indexOf('cron jobs');
     expect(cron).toBeGreaterThan(goals);
     expect(lines[cron + 1]).toMatch(/^ID +NAME +SCHEDULE +NEXT RUN +LAST +STREAK +STATE$/);
-    const row = (name: string) => lines.slice(cron + 2).find((l) => l.split(/ {2,}/)[1] === name)!.split(/ {2,}/);
+    const row = (name: string) =>
+      lines
+        .slice(cron + 2)
+        .find((l) => l.split(/ {2,}/)[1] === name)!
+        .split(/ {2,}/);
     expect(row('backup').slice(4)).toEqual(['error', '1', 'scheduled']);
     expect(row('disk').slice(4)).toEqual(['—', '0', 'scheduled']);
 
     const json = JSON.parse((await runHermes(e, ['status', '--json'])).stdout) as {
-      goals: Array<{ sessionId: string; status: string; statusReason: string | null }>; cron_jobs: Array<{ name: string; failure_streak: number }>;
+      goals: Array<{ sessionId: string; status: string; statusReason: string | null }>;
+      cron_jobs: Array<{ name: string; failure_streak: number }>;
     };
-    expect(json.goals.map((g) => [g.sessionId, g.status]).sort()).toEqual([['dev', 'paused'], ['rel', 'active']]);
-    expect(json.cron_jobs.map((j) => [j.name, j.failure_streak]).sort()).toEqual([['backup', 1], ['disk', 0]]);
+    expect(json.goals.map((g) => [g.sessionId, g.status]).sort()).toEqual([
+      ['dev', 'paused'],
+      ['rel', 'active'],
+    ]);
+    expect(json.cron_jobs.map((j) => [j.name, j.failure_streak]).sort()).toEqual([
+      ['backup', 1],
+      ['disk', 0],
+    ]);
 
     // cron doctor: a streak is a finding from the first failure, with the error and where to look.
     const doctor = await cli('doctor');

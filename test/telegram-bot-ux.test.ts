@@ -65,18 +65,30 @@ describe('the typing indicator', () => {
     cleanups.push(() => seen.close());
     fake.pushMessage({ fromId: ALLOWED_USER, text: 'what is the weather?' });
     await waitFor(() => (seen.seen.length === 1 ? true : undefined), 15_000, 'the message stored');
-    const typing = () => fake.calls.filter((c) => c.method === 'sendChatAction' && c.body.chat_id === String(ALLOWED_USER) && c.body.action === 'typing').length;
+    const typing = () =>
+      fake.calls.filter((c) => c.method === 'sendChatAction' && c.body.chat_id === String(ALLOWED_USER) && c.body.action === 'typing')
+        .length;
     await waitFor(() => (typing() >= 3 ? true : undefined), 10_000, 'typing refreshed');
 
     const c = clients(env);
     cleanups.push(() => c.close());
     const queue = telegramOutboundQueue(c.keys, c.redis);
     cleanups.push(() => queue.close());
-    await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: String(ALLOWED_USER), text: 'sunny', sessionId: seen.seen[0]!.sessionId, occurrenceId: 'answer-1' });
+    await enqueueTelegramOutbound(queue, {
+      platform: 'telegram',
+      chatId: String(ALLOWED_USER),
+      text: 'sunny',
+      sessionId: seen.seen[0]!.sessionId,
+      occurrenceId: 'answer-1',
+    });
     await waitFor(() => (fake.sent.some((m) => m.text === 'sunny') ? true : undefined), 15_000, 'the reply sent');
     // The indicator ends when the gateway has Telegram's answer (the job completes right after); an
     // indicator already on its way may still land, so count only after those have settled.
-    await waitFor(async () => ((await queue.getJob(outboundJobId('answer-1')))?.finishedOn ? true : undefined), 15_000, 'the reply job done');
+    await waitFor(
+      async () => ((await queue.getJob(outboundJobId('answer-1')))?.finishedOn ? true : undefined),
+      15_000,
+      'the reply job done',
+    );
     await new Promise((r) => setTimeout(r, 1000));
     const after = typing();
     // Ten more refresh periods: no further indicator (a negative: it can only be observed over time).
@@ -87,15 +99,28 @@ describe('the typing indicator', () => {
 
 describe('Markdown replies', () => {
   it('render as Telegram entities with the text otherwise as written; plain replies are sent unchanged', () => {
-    const r = renderMarkdown('# Deploy\n\nThe **api** is _live_, see `curl -s x` and [the log](https://ci.example/1) ~~soon~~.\n\n- one **two**\n- three\n\n```sh\nmake test\n```\nend\n');
+    const r = renderMarkdown(
+      '# Deploy\n\nThe **api** is _live_, see `curl -s x` and [the log](https://ci.example/1) ~~soon~~.\n\n- one **two**\n- three\n\n```sh\nmake test\n```\nend\n',
+    );
     expect(r.text).toBe('Deploy\n\nThe api is live, see curl -s x and the log soon.\n\n- one two\n- three\n\nmake test\nend\n');
     const spans = r.entities.map((e) => [e.type, r.text.slice(e.offset, e.offset + e.length)]);
     expect(spans).toEqual([
-      ['bold', 'Deploy'], ['bold', 'api'], ['italic', 'live'], ['code', 'curl -s x'], ['text_link', 'the log'], ['strikethrough', 'soon'], ['bold', 'two'], ['pre', 'make test'],
+      ['bold', 'Deploy'],
+      ['bold', 'api'],
+      ['italic', 'live'],
+      ['code', 'curl -s x'],
+      ['text_link', 'the log'],
+      ['strikethrough', 'soon'],
+      ['bold', 'two'],
+      ['pre', 'make test'],
     ]);
     expect(r.entities.find((e) => e.type === 'text_link')).toMatchObject({ url: 'https://ci.example/1' });
     expect(r.entities.find((e) => e.type === 'pre')).toMatchObject({ language: 'sh' });
-    for (const plain of ['Usage: /loop [every] [interval] <prompt> [--times N]\n  /loop 10m check', 'cron 0 9 * * 1-5, loops.max_ticks and a_b_c', `${'word '.repeat(199)}end\n`.repeat(3)]) {
+    for (const plain of [
+      'Usage: /loop [every] [interval] <prompt> [--times N]\n  /loop 10m check',
+      'cron 0 9 * * 1-5, loops.max_ticks and a_b_c',
+      `${'word '.repeat(199)}end\n`.repeat(3),
+    ]) {
       expect(renderMarkdown(plain)).toEqual({ text: plain, entities: [] });
     }
   });
@@ -117,12 +142,24 @@ describe('Markdown replies', () => {
     cleanups.push(() => c.close());
     const queue = telegramOutboundQueue(c.keys, c.redis);
     cleanups.push(() => queue.close());
-    await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: '51', text: 'Build is **green**', sessionId: 's', occurrenceId: 'md-1' });
+    await enqueueTelegramOutbound(queue, {
+      platform: 'telegram',
+      chatId: '51',
+      text: 'Build is **green**',
+      sessionId: 's',
+      occurrenceId: 'md-1',
+    });
     await waitFor(() => (fake.sent.length === 1 ? true : undefined), 15_000, 'the formatted reply');
     expect(fake.sent[0]).toMatchObject({ text: 'Build is green', entities: [{ type: 'bold', offset: 9, length: 5 }] });
 
     fake.refuseEntitiesNext(1);
-    await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: '52', text: 'Build is **red**', sessionId: 's', occurrenceId: 'md-2' });
+    await enqueueTelegramOutbound(queue, {
+      platform: 'telegram',
+      chatId: '52',
+      text: 'Build is **red**',
+      sessionId: 's',
+      occurrenceId: 'md-2',
+    });
     await waitFor(() => (fake.sent.length === 2 ? true : undefined), 15_000, 'the plain fallback');
     expect(fake.sent[1]!.text).toBe('Build is red');
     expect(fake.sent[1]!.entities).toBeUndefined();

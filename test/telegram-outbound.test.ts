@@ -9,7 +9,12 @@
 import { Redis } from 'ioredis';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { Keys } from '../scheduler/store/keys.ts';
-import { enqueueTelegramOutbound, outboundJobId, telegramOutboundQueue, type TelegramOutboundData } from '../scheduler/delivery/outbound.ts';
+import {
+  enqueueTelegramOutbound,
+  outboundJobId,
+  telegramOutboundQueue,
+  type TelegramOutboundData,
+} from '../scheduler/delivery/outbound.ts';
 import { DELIVERY_EVENT } from '../gateway/outbound/outbound-outcome.ts';
 import type { ChildGateway } from './support/child-gateway.ts';
 import { runCronCli } from './support/cron-cli.ts';
@@ -33,8 +38,6 @@ function setup(overrides: Record<string, unknown> = {}): TestEnv {
   return env;
 }
 
-
-
 function outboundQueue(env: TestEnv) {
   const connection = new Redis(env.redisUrl, { maxRetriesPerRequest: null });
   const queue = telegramOutboundQueue(new Keys(env.prefix), connection);
@@ -47,7 +50,13 @@ function outboundQueue(env: TestEnv) {
 
 function producer(env: TestEnv, queue = outboundQueue(env)) {
   return (chatId: string, occurrenceId: string, text: string) =>
-    enqueueTelegramOutbound(queue, { platform: 'telegram', chatId, text, sessionId: `telegram:${chatId}`, occurrenceId } satisfies TelegramOutboundData);
+    enqueueTelegramOutbound(queue, {
+      platform: 'telegram',
+      chatId,
+      text,
+      sessionId: `telegram:${chatId}`,
+      occurrenceId,
+    } satisfies TelegramOutboundData);
 }
 
 /** A reply of three parts whose texts start with `tag` and the part number. */
@@ -154,7 +163,7 @@ describe('one sender per reply', () => {
 });
 
 describe('outcome of every send, reported back', () => {
-  it('403 blocked: one attempt, reported failed and not retried; the chat\'s next reply still goes', async () => {
+  it("403 blocked: one attempt, reported failed and not retried; the chat's next reply still goes", async () => {
     const env = setup();
     const queue = outboundQueue(env);
     const send = producer(env, queue);
@@ -164,14 +173,22 @@ describe('outcome of every send, reported back', () => {
     const redis = new Redis(env.redisUrl);
     cleanups.push(() => redis.disconnect());
     const stream = new Keys(env.prefix).events('telegram:222');
-    const events = await waitFor(async () => {
-      const all = await redis.xrange(stream, '-', '+');
-      return all.length > 0 ? all : null;
-    }, 10_000, 'delivery event');
+    const events = await waitFor(
+      async () => {
+        const all = await redis.xrange(stream, '-', '+');
+        return all.length > 0 ? all : null;
+      },
+      10_000,
+      'delivery event',
+    );
     const [, fields] = events[0]!;
     expect(fields[1]).toBe(DELIVERY_EVENT);
     expect(JSON.parse(fields[3]!)).toMatchObject({
-      status: 'failed', occurrenceId: 'tick:d:1', errorCode: 403, willRetry: false, attempts: 1,
+      status: 'failed',
+      occurrenceId: 'tick:d:1',
+      errorCode: 403,
+      willRetry: false,
+      attempts: 1,
       error: expect.stringContaining('bot was blocked by the user'),
     });
     // The job ended failed, a final state: BullMQ schedules no further attempt.
@@ -194,10 +211,14 @@ describe('outcome of every send, reported back', () => {
     const redis = new Redis(env.redisUrl);
     cleanups.push(() => redis.disconnect());
     const stream = new Keys(env.prefix).events('telegram:333');
-    const outcomes = await waitFor(async () => {
-      const all = (await redis.xrange(stream, '-', '+')).map(([, f]) => JSON.parse(f[3]!));
-      return all.length === 2 ? all : null;
-    }, 10_000, 'two delivery events');
+    const outcomes = await waitFor(
+      async () => {
+        const all = (await redis.xrange(stream, '-', '+')).map(([, f]) => JSON.parse(f[3]!));
+        return all.length === 2 ? all : null;
+      },
+      10_000,
+      'two delivery events',
+    );
     expect(outcomes[0]).toMatchObject({ status: 'failed', errorCode: 502, willRetry: true, attempts: 1 });
     expect(outcomes[1]).toEqual(expect.objectContaining({ status: 'sent', messageIds: [fake.sent[0]!.message_id], attempts: 2 }));
   });
@@ -213,16 +234,26 @@ describe('F17: cron deliveries that fail are recorded', () => {
     const api = openCronService(env.config);
     cleanups.push(() => api.close());
     const cli = (...args: string[]) => runCronCli(env.config, args);
-    expect((await cli('add', 'every 1h', '--script', 'echo digest of the day', '--name', 'digest', '--deliver', 'telegram:222,telegram:333')).code).toBe(0);
+    expect(
+      (await cli('add', 'every 1h', '--script', 'echo digest of the day', '--name', 'digest', '--deliver', 'telegram:222,telegram:333'))
+        .code,
+    ).toBe(0);
     const job = await api.service.get('digest');
     expect((await cli('run', 'digest')).code).toBe(0);
-    const run = await waitFor(async () => {
-      const [r] = await api.store.runs(job.id, 1);
-      return r && r.deliveries.every((d) => d.status === 'sent' || d.status === 'failed') ? r : null;
-    }, 15_000, 'both deliveries reported');
+    const run = await waitFor(
+      async () => {
+        const [r] = await api.store.runs(job.id, 1);
+        return r && r.deliveries.every((d) => d.status === 'sent' || d.status === 'failed') ? r : null;
+      },
+      15_000,
+      'both deliveries reported',
+    );
     expect(run.deliveries).toEqual([
       expect.objectContaining({
-        target: 'telegram:222', status: 'failed', will_retry: false, attempts: 1,
+        target: 'telegram:222',
+        status: 'failed',
+        will_retry: false,
+        attempts: 1,
         error: 'Telegram refused the reply (403 Forbidden: bot was blocked by the user).',
       }),
       expect.objectContaining({ target: 'telegram:333', status: 'sent', message_ids: [fake.sent[0]!.message_id], attempts: 1 }),
@@ -235,9 +266,13 @@ describe('F17: cron deliveries that fail are recorded', () => {
     expect(runs.stdout.split('\n')[1]).toMatch(/digest +manual +ok .* failed,sent +digest of the day$/);
     const status = await cli('status');
     expect(status.stdout).toMatch(/deliveries {5}1 failed, 1 sent \(recent runs\)/);
-    expect(status.stdout).toContain(`failed deliveries\n  ${job.id}  digest  telegram:222: Telegram refused the reply (403 Forbidden: bot was blocked by the user).`);
+    expect(status.stdout).toContain(
+      `failed deliveries\n  ${job.id}  digest  telegram:222: Telegram refused the reply (403 Forbidden: bot was blocked by the user).`,
+    );
     const doctor = await cli('doctor');
     expect(doctor.code).toBe(1);
-    expect(doctor.stdout).toContain(`${job.id}: last delivery to telegram:222 failed (not retried): Telegram refused the reply (403 Forbidden: bot was blocked by the user).`);
+    expect(doctor.stdout).toContain(
+      `${job.id}: last delivery to telegram:222 failed (not retried): Telegram refused the reply (403 Forbidden: bot was blocked by the user).`,
+    );
   });
 });

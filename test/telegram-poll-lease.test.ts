@@ -23,7 +23,6 @@ beforeEach(() => {
   fake = harness.fake;
 });
 
-
 describe('poll lease after a crash', () => {
   it('a gateway restarted after SIGKILL polls again within 5 s of its start (default lease)', async () => {
     const defaultTtl = configSchema.parse({}).gateway.poll_lease_ttl_seconds;
@@ -43,12 +42,16 @@ describe('poll lease after a crash', () => {
     // is the time to live going up between two samples (the gateway also renews when it polls again
     // after a batch, so the first sample may already be a fresh, full one).
     let last = await redis.pttl(leaseKey);
-    await waitFor(async () => {
-      const pttl = await redis.pttl(leaseKey);
-      const renewed = pttl > last;
-      last = pttl;
-      return renewed;
-    }, 10_000, 'a lease renewal');
+    await waitFor(
+      async () => {
+        const pttl = await redis.pttl(leaseKey);
+        const renewed = pttl > last;
+        last = pttl;
+        return renewed;
+      },
+      10_000,
+      'a lease renewal',
+    );
     first.kill('SIGKILL');
     await first.exited;
 

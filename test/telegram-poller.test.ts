@@ -20,7 +20,10 @@ import { cleanupAfterEach } from './support/cleanup.ts';
 const log = pino({ level: 'silent' });
 const cleanups = cleanupAfterEach();
 
-async function setup(options: { retryInitialMs: number; store: (u: Update) => Promise<unknown> }): Promise<{ fake: FakeTelegram; poller: TelegramPoller; redis: Redis; offsetKey: string; leaseKey: string }> {
+async function setup(options: {
+  retryInitialMs: number;
+  store: (u: Update) => Promise<unknown>;
+}): Promise<{ fake: FakeTelegram; poller: TelegramPoller; redis: Redis; offsetKey: string; leaseKey: string }> {
   const env = testEnv();
   cleanups.push(() => env.cleanup());
   const fake = await startFakeTelegram();
@@ -32,8 +35,16 @@ async function setup(options: { retryInitialMs: number; store: (u: Update) => Pr
   const leaseKey = keys.telegramPollLease('1');
   const lease = new PollLease(redis, leaseKey, 'poller-test', 3000, log);
   const poller = new TelegramPoller({
-    api: new Api('1:test', { apiRoot: fake.apiRoot }), lease, redis, offsetKey, store: options.store,
-    timeoutSeconds: 1, retryInitialMs: options.retryInitialMs, retryMaxMs: 60_000, onFatal: () => {}, log,
+    api: new Api('1:test', { apiRoot: fake.apiRoot }),
+    lease,
+    redis,
+    offsetKey,
+    store: options.store,
+    timeoutSeconds: 1,
+    retryInitialMs: options.retryInitialMs,
+    retryMaxMs: 60_000,
+    onFatal: () => {},
+    log,
   });
   cleanups.push(() => poller.stop());
   return { fake, poller, redis, offsetKey, leaseKey };

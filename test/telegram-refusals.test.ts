@@ -44,12 +44,20 @@ function setup(): TestEnv {
 async function standInWorker(env: TestEnv): Promise<{ outbound: Queue<TelegramOutboundData>; redis: Redis }> {
   const redis = new Redis(env.redisUrl, { maxRetriesPerRequest: null });
   const outbound = telegramOutboundQueue(new Keys(env.prefix), redis);
-  const worker = new Worker<InboxJobData>(QUEUES.inbox, async (job) => {
-    const chatId = String((job.data.origin as { route?: { chatId?: string } }).route?.chatId);
-    await enqueueTelegramOutbound(outbound, {
-      platform: 'telegram', chatId, text: `reply to ${job.data.text}`, sessionId: job.data.sessionId, occurrenceId: `reply:${job.data.messageId}`,
-    });
-  }, { connection: redis, prefix: env.prefix, concurrency: 1 });
+  const worker = new Worker<InboxJobData>(
+    QUEUES.inbox,
+    async (job) => {
+      const chatId = String((job.data.origin as { route?: { chatId?: string } }).route?.chatId);
+      await enqueueTelegramOutbound(outbound, {
+        platform: 'telegram',
+        chatId,
+        text: `reply to ${job.data.text}`,
+        sessionId: job.data.sessionId,
+        occurrenceId: `reply:${job.data.messageId}`,
+      });
+    },
+    { connection: redis, prefix: env.prefix, concurrency: 1 },
+  );
   await worker.waitUntilReady();
   cleanups.push(async () => {
     await worker.close();
@@ -63,7 +71,7 @@ async function standInWorker(env: TestEnv): Promise<{ outbound: Queue<TelegramOu
 const unfinished = (q: Queue) => q.getJobCountByTypes('waiting', 'prioritized', 'active', 'delayed');
 
 describe('refusals to users outside the allow-list (M7)', () => {
-  it('40 spam messages then one from the owner in a group: one refusal, and the owner\'s reply is not behind 40 refusals; a restart does not refuse again', async () => {
+  it("40 spam messages then one from the owner in a group: one refusal, and the owner's reply is not behind 40 refusals; a restart does not refuse again", async () => {
     const env = setup();
     const { outbound, redis } = await standInWorker(env);
     const { log, lines } = memoryLogger();
@@ -71,7 +79,7 @@ describe('refusals to users outside the allow-list (M7)', () => {
     for (let i = 0; i < 40; i++) fake.pushMessage({ fromId: SPAMMER, chatId: GROUP, text: `spam ${i}` });
     const ownerUpdate = fake.pushMessage({ fromId: ALLOWED_USER, chatId: GROUP, text: 'deploy status?' });
 
-    await waitFor(() => fake.sent.some((m) => m.text === 'reply to deploy status?'), 20_000, 'the owner\'s reply');
+    await waitFor(() => fake.sent.some((m) => m.text === 'reply to deploy status?'), 20_000, "the owner's reply");
     const toGroup = fake.sent.filter((m) => m.chat_id === String(GROUP));
     const ownerAt = toGroup.findIndex((m) => m.text === 'reply to deploy status?');
     console.log(`sends to the group before the owner's reply: ${ownerAt}`);
@@ -112,7 +120,7 @@ describe('refusals to users outside the allow-list (M7)', () => {
     };
     await gateway(env);
     fake.pushMessage({ fromId: ALLOWED_USER, chatId: GROUP, text: 'slow one' });
-    await waitFor(() => fake.sendCalls >= 1, 10_000, 'the owner\'s reply being sent');
+    await waitFor(() => fake.sendCalls >= 1, 10_000, "the owner's reply being sent");
     const spam = fake.pushMessage({ fromId: SPAMMER, chatId: GROUP, text: 'me too' });
     await waitFor(() => fake.confirmedOffset > spam, 10_000, 'the spam stored');
     release!();

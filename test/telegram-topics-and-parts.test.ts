@@ -47,10 +47,14 @@ async function stack(env: TestEnv) {
   const runAndSettle = async (name: string) => {
     const job = await api.service.get(name);
     expect((await cli('run', name)).code).toBe(0);
-    return waitFor(async () => {
-      const [r] = await api.store.runs(job.id, 1);
-      return r && r.deliveries.every((d) => d.status === 'sent' || d.status === 'failed') ? r : null;
-    }, 20_000, `the deliveries of ${name}`);
+    return waitFor(
+      async () => {
+        const [r] = await api.store.runs(job.id, 1);
+        return r && r.deliveries.every((d) => d.status === 'sent' || d.status === 'failed') ? r : null;
+      },
+      20_000,
+      `the deliveries of ${name}`,
+    );
   };
   return { cli, runAndSettle };
 }
@@ -69,12 +73,24 @@ function longReply(length: number): string {
   return lines.join('\n').slice(0, length).trimEnd();
 }
 
-describe('F26: a forum\'s General topic (thread 1)', () => {
+describe("F26: a forum's General topic (thread 1)", () => {
   it('deliver to telegram:-1001234567890:1 → sendMessage without message_thread_id, sent; :42 → message_thread_id 42', async () => {
     const env = setup();
     const { cli, runAndSettle } = await stack(env);
-    expect((await cli('add', 'every 1h', '--script', 'echo topic report', '--name', 'topics',
-      '--deliver', 'telegram:-1001234567890:1,telegram:-1001234567890:42')).code).toBe(0);
+    expect(
+      (
+        await cli(
+          'add',
+          'every 1h',
+          '--script',
+          'echo topic report',
+          '--name',
+          'topics',
+          '--deliver',
+          'telegram:-1001234567890:1,telegram:-1001234567890:42',
+        )
+      ).code,
+    ).toBe(0);
     const run = await runAndSettle('topics');
     expect(run.deliveries.map((d) => [d.target, d.status])).toEqual([
       ['telegram:-1001234567890:1', 'sent'],
@@ -84,7 +100,9 @@ describe('F26: a forum\'s General topic (thread 1)', () => {
     const general = fake.sent.find((m) => m.message_thread_id === undefined);
     expect(general).toMatchObject({ chat_id: '-1001234567890', text: 'topic report' });
     expect(general).not.toHaveProperty('message_thread_id');
-    expect(fake.sent.filter((m) => m.message_thread_id === 42).map((m) => [m.chat_id, m.text])).toEqual([['-1001234567890', 'topic report']]);
+    expect(fake.sent.filter((m) => m.message_thread_id === 42).map((m) => [m.chat_id, m.text])).toEqual([
+      ['-1001234567890', 'topic report'],
+    ]);
     expect(fake.sent).toHaveLength(2);
   });
 
@@ -94,13 +112,18 @@ describe('F26: a forum\'s General topic (thread 1)', () => {
     expect(threadParams(undefined)).toEqual({});
     expect(threadParams('42')).toEqual({ message_thread_id: 42 });
     const actions: Array<[string, Record<string, unknown>]> = [];
-    const api = { sendChatAction: async (chat: string, _a: string, other: Record<string, unknown>) => (actions.push([chat, other]), true) } as unknown as Api;
+    const api = {
+      sendChatAction: async (chat: string, _a: string, other: Record<string, unknown>) => (actions.push([chat, other]), true),
+    } as unknown as Api;
     const typing = new TypingIndicator(api, { refreshMs: 60_000, maxMs: 60_000, log: pino({ level: 'silent' }) });
     typing.start('-100555', '1');
     typing.start('-100555', '9');
     typing.stop('-100555', '1');
     typing.stop('-100555', '9');
-    expect(actions).toEqual([['-100555', {}], ['-100555', { message_thread_id: 9 }]]);
+    expect(actions).toEqual([
+      ['-100555', {}],
+      ['-100555', { message_thread_id: 9 }],
+    ]);
   });
 });
 

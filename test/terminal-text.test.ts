@@ -26,8 +26,18 @@ describe('terminal-safe text', () => {
 
   it('hermes status prints a prompt carrying escape sequences escaped', () => {
     const loop = createLoop({
-      kind: 'loop', loopId: 'l1', sessionId: 's', prompt: 'watch \x1b[8msecret', intervalSeconds: 60, times: null, until: null,
-      maxTicks: 100, selfPacedFloorSeconds: 60, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: 0,
+      kind: 'loop',
+      loopId: 'l1',
+      sessionId: 's',
+      prompt: 'watch \x1b[8msecret',
+      intervalSeconds: 60,
+      times: null,
+      until: null,
+      maxTicks: 100,
+      selfPacedFloorSeconds: 60,
+      runner: { kind: 'agent' },
+      origin: { surface: 'cli' },
+      now: 0,
     });
     const lines = formatSchedules([loop], new Map(), 0, { all: false }).map(terminalSafe);
     // eslint-disable-next-line no-control-regex -- the raw escape character is what must not get through

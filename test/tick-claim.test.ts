@@ -64,17 +64,32 @@ async function setUp(holdFirst = true, options: { shards?: number; sessionId?: s
     env.cleanup();
   });
   const sessionId = options.sessionId ?? 'stale';
-  const stored = await deps.loops.put(createLoop({
-    kind: 'loop', loopId: 'L1', sessionId, prompt: 'check', intervalSeconds: 60, times: null, until: null, maxTicks: 100,
-    selfPacedFloorSeconds: 60, runner: { kind: 'command', command: 'unused', timeoutSeconds: 10 }, origin: { surface: 'cli' }, now: Date.now(),
-  }), 'absent');
+  const stored = await deps.loops.put(
+    createLoop({
+      kind: 'loop',
+      loopId: 'L1',
+      sessionId,
+      prompt: 'check',
+      intervalSeconds: 60,
+      times: null,
+      until: null,
+      maxTicks: 100,
+      selfPacedFloorSeconds: 60,
+      runner: { kind: 'command', command: 'unused', timeoutSeconds: 10 },
+      origin: { surface: 'cli' },
+      now: Date.now(),
+    }),
+    'absent',
+  );
   return { deps, gated, sessionId, loopId: stored!.loopId };
 }
 
 /** A tick job of the loop for the occurrence due at `dueAt` (kept delayed: no BullMQ worker runs it, the test does). */
 async function tickJob(deps: WorkerDeps, sessionId: string, loopId: string, dueAt: number): Promise<Job<TickJobData>> {
   const data: TickJobData = { type: 'schedule-tick', kind: 'loop', sessionId, loopId };
-  return (await deps.queues.forSession(sessionId).ticks.add(TICK_JOB_NAME, data, { jobId: bullJobId('test', sessionId, dueAt), delay: 3_600_000 })) as Job<TickJobData>;
+  return (await deps.queues
+    .forSession(sessionId)
+    .ticks.add(TICK_JOB_NAME, data, { jobId: bullJobId('test', sessionId, dueAt), delay: 3_600_000 })) as Job<TickJobData>;
 }
 
 /** Make the next gate read (`loops.readGate`: record, goal, pending input) hand back what it read only after `between()` has run. */
@@ -135,13 +150,15 @@ describe('tick claim against the record at claim time', () => {
     expect(((await deps.loops.get(sessionId, 'loop')) as LoopRecord).ticksUsed).toBe(1);
   });
 
-  it('user input that arrives between a tick\'s read and its claim goes first: the tick does not run', async () => {
+  it("user input that arrives between a tick's read and its claim goes first: the tick does not run", async () => {
     const { deps, gated, sessionId, loopId } = await setUp(false);
     const a = await tickJob(deps, sessionId, loopId, Date.now() - 1000);
-    holdNextRead(deps, () => enqueueInput(
-      { redis: deps.redis, keys: deps.keys, queues: deps.queues, maxChars: 1000 },
-      { sessionId, text: 'hello', messageId: 'm1', origin: { surface: 'chat' } },
-    ));
+    holdNextRead(deps, () =>
+      enqueueInput(
+        { redis: deps.redis, keys: deps.keys, queues: deps.queues, maxChars: 1000 },
+        { sessionId, text: 'hello', messageId: 'm1', origin: { surface: 'chat' } },
+      ),
+    );
     // Deferred: the job is put back (here it is not held by a worker, so moving it is refused).
     await expect(processScheduleTick(a, undefined, undefined, deps)).rejects.toThrow();
     expect(gated.ticks).toEqual([]);
@@ -157,11 +174,20 @@ describe('tick claim against the record at claim time', () => {
     // A was claimed and started on a worker that then died: its mark stays, its job is still queued.
     const loop = (await deps.loops.get(sessionId, 'loop'))!;
     const { occurrenceId } = deps.loops.occurrenceOf(a);
-    expect((await deps.loops.claimTick(sessionId, 'loop', {
-      expectedVersion: loop.version, goalVersion: null, pendingCount: 0, ttlMs: 60_000,
-      mark: { occurrenceId, jobId: a.id!, startedAt: Date.now(), tick: 1, workerId: 'dead' },
-      lock: { holder: a.id!, ttlMs: 60_000 }, started: { tick: 1, occurrenceId }, readTranscript: true,
-    })).status).toBe('ok');
+    expect(
+      (
+        await deps.loops.claimTick(sessionId, 'loop', {
+          expectedVersion: loop.version,
+          goalVersion: null,
+          pendingCount: 0,
+          ttlMs: 60_000,
+          mark: { occurrenceId, jobId: a.id!, startedAt: Date.now(), tick: 1, workerId: 'dead' },
+          lock: { holder: a.id!, ttlMs: 60_000 },
+          started: { tick: 1, occurrenceId },
+          readTranscript: true,
+        })
+      ).status,
+    ).toBe('ok');
     // The dead worker's session lock has expired (it outlives no worker by more than its TTL); the mark stays.
     await deps.redis.del(deps.keys.turnLock(sessionId));
     // B is deferred (put back; here no worker holds it, so moving it is refused): it does not overtake A.
@@ -176,9 +202,14 @@ describe('tick claim against the record at claim time', () => {
     const claim = async (occurrenceId: string, readTranscript: boolean) => {
       const loop = (await deps.loops.get(sessionId, 'loop'))!;
       const res = await deps.loops.claimTick(sessionId, 'loop', {
-        expectedVersion: loop.version, goalVersion: null, pendingCount: 0, ttlMs: 60_000,
+        expectedVersion: loop.version,
+        goalVersion: null,
+        pendingCount: 0,
+        ttlMs: 60_000,
         mark: { occurrenceId, jobId: occurrenceId, startedAt: Date.now(), tick: 1, workerId: 'w' },
-        lock: { holder: occurrenceId, ttlMs: 60_000 }, started: { tick: 1, occurrenceId }, readTranscript,
+        lock: { holder: occurrenceId, ttlMs: 60_000 },
+        started: { tick: 1, occurrenceId },
+        readTranscript,
       });
       await deps.redis.del(deps.keys.turnLock(sessionId), deps.keys.scheduleInflight(sessionId, 'loop'));
       return res;

@@ -8,9 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { createLoop, decideFire } from '../scheduler/loop/loop-state.ts';
 import { prefetchLead } from '../scheduler/loop/prefetch-lead.ts';
-import {
-  decideClaim, decideGate, decideTurnEnding, DRAIN_HAND_BACK, GOAL_DEFER_MIN_MS, MAX_CLAIM_ROUNDS,
-} from '../worker/tick-gate.ts';
+import { decideClaim, decideGate, decideTurnEnding, DRAIN_HAND_BACK, GOAL_DEFER_MIN_MS, MAX_CLAIM_ROUNDS } from '../worker/tick-gate.ts';
 
 const policy = { deferMs: 250 };
 const fire = { fire: true } as const;
@@ -22,23 +20,47 @@ describe('decideGate', () => {
 
   it('skips an occurrence the record refuses (coalesced, paused, …), whatever holds the session', () => {
     const loop = createLoop({
-      kind: 'loop', loopId: 'L1', sessionId: 's', prompt: 'p', intervalSeconds: 60, times: null, until: null, maxTicks: 10,
-      selfPacedFloorSeconds: 60, runner: { kind: 'command', command: 'x', timeoutSeconds: 1 }, origin: { surface: 'cli' }, now: 1_000_000,
+      kind: 'loop',
+      loopId: 'L1',
+      sessionId: 's',
+      prompt: 'p',
+      intervalSeconds: 60,
+      times: null,
+      until: null,
+      maxTicks: 10,
+      selfPacedFloorSeconds: 60,
+      runner: { kind: 'command', command: 'x', timeoutSeconds: 1 },
+      origin: { surface: 'cli' },
+      now: 1_000_000,
     });
     const coalesced = decideFire({ ...loop, lastTickStartedAt: 2_000_000 }, { loopId: 'L1', dueAt: 1_990_000, occurrenceId: 'o' });
     expect(coalesced).toEqual({ fire: false, reason: 'coalesced' });
-    expect(decideGate({ fire: coalesced, inputPending: true, goalHoldsSession: true }, policy)).toEqual({ action: 'skip', reason: 'coalesced' });
-    expect(decideGate({ fire: { fire: false, reason: 'paused' }, inputPending: false, goalHoldsSession: false }, policy))
-      .toEqual({ action: 'skip', reason: 'paused' });
+    expect(decideGate({ fire: coalesced, inputPending: true, goalHoldsSession: true }, policy)).toEqual({
+      action: 'skip',
+      reason: 'coalesced',
+    });
+    expect(decideGate({ fire: { fire: false, reason: 'paused' }, inputPending: false, goalHoldsSession: false }, policy)).toEqual({
+      action: 'skip',
+      reason: 'paused',
+    });
   });
 
   it('defers behind pending user input first, then behind an active goal', () => {
-    expect(decideGate({ fire, inputPending: true, goalHoldsSession: true }, policy))
-      .toEqual({ action: 'defer', reason: 'input-pending', delayMs: 250 });
-    expect(decideGate({ fire, inputPending: false, goalHoldsSession: true }, policy))
-      .toEqual({ action: 'defer', reason: 'goal-active', delayMs: GOAL_DEFER_MIN_MS });
-    expect(decideGate({ fire, inputPending: false, goalHoldsSession: true }, { deferMs: 5000 }))
-      .toEqual({ action: 'defer', reason: 'goal-active', delayMs: 5000 });
+    expect(decideGate({ fire, inputPending: true, goalHoldsSession: true }, policy)).toEqual({
+      action: 'defer',
+      reason: 'input-pending',
+      delayMs: 250,
+    });
+    expect(decideGate({ fire, inputPending: false, goalHoldsSession: true }, policy)).toEqual({
+      action: 'defer',
+      reason: 'goal-active',
+      delayMs: GOAL_DEFER_MIN_MS,
+    });
+    expect(decideGate({ fire, inputPending: false, goalHoldsSession: true }, { deferMs: 5000 })).toEqual({
+      action: 'defer',
+      reason: 'goal-active',
+      delayMs: 5000,
+    });
   });
 });
 
@@ -49,17 +71,27 @@ describe('decideClaim', () => {
   });
 
   it('waits for an earlier occurrence still in flight; a stale mark counts as a change', () => {
-    expect(decideClaim({ status: 'inflight', earlierAlive: true }, 0, policy))
-      .toEqual({ action: 'defer', reason: 'earlier-tick-in-flight', delayMs: 250 });
+    expect(decideClaim({ status: 'inflight', earlierAlive: true }, 0, policy)).toEqual({
+      action: 'defer',
+      reason: 'earlier-tick-in-flight',
+      delayMs: 250,
+    });
     expect(decideClaim({ status: 'inflight', earlierAlive: false }, 0, policy)).toEqual({ action: 'again' });
   });
 
   it('decides again over a fresh read on a change, and defers once the record kept changing for every round', () => {
-    for (let round = 0; round < MAX_CLAIM_ROUNDS - 1; round++) expect(decideClaim({ status: 'changed' }, round, policy)).toEqual({ action: 'again' });
-    expect(decideClaim({ status: 'changed' }, MAX_CLAIM_ROUNDS - 1, policy))
-      .toEqual({ action: 'defer', reason: 'schedule-changing', delayMs: 250 });
-    expect(decideClaim({ status: 'inflight', earlierAlive: false }, MAX_CLAIM_ROUNDS - 1, policy))
-      .toEqual({ action: 'defer', reason: 'schedule-changing', delayMs: 250 });
+    for (let round = 0; round < MAX_CLAIM_ROUNDS - 1; round++)
+      expect(decideClaim({ status: 'changed' }, round, policy)).toEqual({ action: 'again' });
+    expect(decideClaim({ status: 'changed' }, MAX_CLAIM_ROUNDS - 1, policy)).toEqual({
+      action: 'defer',
+      reason: 'schedule-changing',
+      delayMs: 250,
+    });
+    expect(decideClaim({ status: 'inflight', earlierAlive: false }, MAX_CLAIM_ROUNDS - 1, policy)).toEqual({
+      action: 'defer',
+      reason: 'schedule-changing',
+      delayMs: 250,
+    });
   });
 });
 

@@ -32,8 +32,14 @@ const cleanups = cleanupAfterEach();
 
 /** Script names by the SHA1 ioredis sends them under (EVALSHA). */
 const SCRIPT_BY_SHA = new Map(
-  ['claim-tick-7.lua', 'commit-turn-6.lua', 'acquire-owned-1.lua', 'renew-owned-1.lua', 'release-owned-1.lua', 'release-inflight-1.lua']
-    .map((f) => [createHash('sha1').update(luaScript(f).lua).digest('hex'), f.replace(/-\d+\.lua$/, '')]),
+  [
+    'claim-tick-7.lua',
+    'commit-turn-6.lua',
+    'acquire-owned-1.lua',
+    'renew-owned-1.lua',
+    'release-owned-1.lua',
+    'release-inflight-1.lua',
+  ].map((f) => [createHash('sha1').update(luaScript(f).lua).digest('hex'), f.replace(/-\d+\.lua$/, '')]),
 );
 
 async function setUp(runner: TurnRunner) {
@@ -51,10 +57,23 @@ async function setUp(runner: TurnRunner) {
     env.cleanup();
   });
   const sessionId = 'cheap';
-  const stored = await deps.loops.put(createLoop({
-    kind: 'loop', loopId: 'L1', sessionId, prompt: 'check', intervalSeconds: 60, times: null, until: null, maxTicks: 100,
-    selfPacedFloorSeconds: 60, runner: { kind: 'command', command: 'unused', timeoutSeconds: 10 }, origin: { surface: 'cli' }, now: Date.now(),
-  }), 'absent');
+  const stored = await deps.loops.put(
+    createLoop({
+      kind: 'loop',
+      loopId: 'L1',
+      sessionId,
+      prompt: 'check',
+      intervalSeconds: 60,
+      times: null,
+      until: null,
+      maxTicks: 100,
+      selfPacedFloorSeconds: 60,
+      runner: { kind: 'command', command: 'unused', timeoutSeconds: 10 },
+      origin: { surface: 'cli' },
+      now: Date.now(),
+    }),
+    'absent',
+  );
   return { deps, redis, sessionId, loopId: stored!.loopId };
 }
 
@@ -63,18 +82,21 @@ const replyRunner: TurnRunner = { kind: 'command', run: async (req) => ({ reply:
 /** A tick job of the loop due at `dueAt` (kept delayed: no BullMQ worker runs it, the test does). */
 async function tickJob(deps: WorkerDeps, sessionId: string, loopId: string, dueAt: number): Promise<Job<TickJobData>> {
   const data: TickJobData = { type: 'schedule-tick', kind: 'loop', sessionId, loopId };
-  return (await deps.queues.ticks.add(TICK_JOB_NAME, data, { jobId: bullJobId('test', sessionId, dueAt), delay: 3_600_000 })) as Job<TickJobData>;
+  return (await deps.queues.ticks.add(TICK_JOB_NAME, data, {
+    jobId: bullJobId('test', sessionId, dueAt),
+    delay: 3_600_000,
+  })) as Job<TickJobData>;
 }
 
 /** Record the commands `redis` sends while `fn` runs: lower-case names, scripts by file name. */
 async function recordCommands(redis: Redis, fn: () => Promise<unknown>): Promise<string[]> {
   const seen: string[] = [];
   const real = redis.sendCommand.bind(redis);
-  redis.sendCommand = ((command: { name: string; args: unknown[] }, ...rest: unknown[]) => {
+  redis.sendCommand = (command: { name: string; args: unknown[] }, ...rest: unknown[]) => {
     const name = command.name.toLowerCase();
     seen.push(name === 'evalsha' ? (SCRIPT_BY_SHA.get(String(command.args[0])) ?? 'evalsha') : name);
     return (real as (...a: unknown[]) => unknown)(command, ...rest);
-  });
+  };
   try {
     await fn();
   } finally {
@@ -87,7 +109,9 @@ describe('the tick path in few round trips', () => {
   it('a tick reads the gate, then starts in one script and commits in one more (lock, claim, event, transcript, release inside them)', async () => {
     const { deps, redis, sessionId, loopId } = await setUp(replyRunner);
     // A first tick loads the scripts (EVALSHA misses once per script and server).
-    expect((await processScheduleTick(await tickJob(deps, sessionId, loopId, Date.now() - 2000), undefined, undefined, deps)).status).toBe('committed');
+    expect((await processScheduleTick(await tickJob(deps, sessionId, loopId, Date.now() - 2000), undefined, undefined, deps)).status).toBe(
+      'committed',
+    );
     const second = await tickJob(deps, sessionId, loopId, Date.now() + 20);
     let result: unknown;
     const commands = await recordCommands(redis, async () => {
@@ -110,18 +134,39 @@ describe('the tick path in few round trips', () => {
     const sessions = Array.from({ length: 12 }, (_, i) => `burst-${i}`);
     const loopIds = new Map<string, string>();
     for (const sessionId of sessions) {
-      const stored = await deps.loops.put(createLoop({
-        kind: 'loop', loopId: `L-${sessionId}`, sessionId, prompt: 'check', intervalSeconds: 60, times: null, until: null, maxTicks: 100,
-        selfPacedFloorSeconds: 60, runner: { kind: 'command', command: 'unused', timeoutSeconds: 10 }, origin: { surface: 'cli' }, now: Date.now(),
-      }), 'absent');
+      const stored = await deps.loops.put(
+        createLoop({
+          kind: 'loop',
+          loopId: `L-${sessionId}`,
+          sessionId,
+          prompt: 'check',
+          intervalSeconds: 60,
+          times: null,
+          until: null,
+          maxTicks: 100,
+          selfPacedFloorSeconds: 60,
+          runner: { kind: 'command', command: 'unused', timeoutSeconds: 10 },
+          origin: { surface: 'cli' },
+          now: Date.now(),
+        }),
+        'absent',
+      );
       loopIds.set(sessionId, stored!.loopId);
     }
     // Load the scripts first (EVALSHA misses once per script and server).
-    expect((await processScheduleTick(await tickJob(deps, warmUp, warmUpLoop, Date.now() - 2000), undefined, undefined, deps)).status).toBe('committed');
+    expect((await processScheduleTick(await tickJob(deps, warmUp, warmUpLoop, Date.now() - 2000), undefined, undefined, deps)).status).toBe(
+      'committed',
+    );
     const waiting = sessions[5]!;
-    await enqueueInput({ redis, keys: deps.keys, queues: deps.queues, maxChars: 1000 }, {
-      sessionId: waiting, text: 'first, me', messageId: 'm1', origin: { surface: 'cli' },
-    });
+    await enqueueInput(
+      { redis, keys: deps.keys, queues: deps.queues, maxChars: 1000 },
+      {
+        sessionId: waiting,
+        text: 'first, me',
+        messageId: 'm1',
+        origin: { surface: 'cli' },
+      },
+    );
     // Due already: all 12 reach their gate in the same turn of the event loop, as ticks released by one timer do.
     const due = Date.now() - 1000;
     const jobs = await Promise.all(sessions.map((s) => tickJob(deps, s, loopIds.get(s)!, due)));
@@ -131,7 +176,7 @@ describe('the tick path in few round trips', () => {
     };
     const results: Array<PromiseSettledResult<unknown>> = [];
     const commands = await recordCommands(redis, async () => {
-      results.push(...await Promise.allSettled(jobs.map((job) => processScheduleTick(job, undefined, undefined, deps))));
+      results.push(...(await Promise.allSettled(jobs.map((job) => processScheduleTick(job, undefined, undefined, deps)))));
     });
     const path = commands.filter((c) => c !== 'renew-owned');
     // All 12 gates in one MGET and one EXISTS; a session has input, so the group's counts are read (12 ZCARDs).
@@ -164,7 +209,7 @@ describe('the tick path in few round trips', () => {
     expect((await deps.loops.get(sessionId, 'loop'))!.ticksUsed).toBe(0);
   });
 
-  it('the commit frees the session lock only while it is still the tick\'s', async () => {
+  it("the commit frees the session lock only while it is still the tick's", async () => {
     let takeOver!: () => Promise<void>;
     const runner: TurnRunner = {
       kind: 'command',

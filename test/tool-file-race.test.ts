@@ -43,20 +43,22 @@ afterAll(() => {
 const ctx = { sessionId: 's', surface: 'chat' as const, signal: new AbortController().signal };
 
 describe('read_file and list_dir under a directory-swap race', () => {
-  it(`a folder swapped for a symlink to outside, back and forth for ${RACE_MS / 1000} s, never yields outside content`, async () => {
-    const config = loadConfig({ env: { HERMES_HOME: dir }, overrides: { tools: { files: { roots: [root] }, timeout_seconds: 30 } } });
-    const tools = new Toolbox(config, {} as ScheduleStatusSources);
-    const swap = join(root, 'swap');
-    const parked = join(root, 'parked');
-    const flag = new Int32Array(new SharedArrayBuffer(4));
-    let stop = false;
+  it(
+    `a folder swapped for a symlink to outside, back and forth for ${RACE_MS / 1000} s, never yields outside content`,
+    async () => {
+      const config = loadConfig({ env: { HERMES_HOME: dir }, overrides: { tools: { files: { roots: [root] }, timeout_seconds: 30 } } });
+      const tools = new Toolbox(config, {} as ScheduleStatusSources);
+      const swap = join(root, 'swap');
+      const parked = join(root, 'parked');
+      const flag = new Int32Array(new SharedArrayBuffer(4));
+      let stop = false;
 
-    // The attacker, on a thread of its own so it runs while the tool runs: the real folder and a
-    // symlink to `outside` take turns at `root/swap`, each held ~20 µs (about the tool's time from
-    // its path check to its open). Against the tool without the descriptor check this returned the
-    // outside content 15-60 times in 10 s (an async loop on the tool's own thread pool: about once).
-    const swapper = new Worker(
-      `const { parentPort, workerData: { swap, parked, outside, flag, holdNs } } = require('node:worker_threads');
+      // The attacker, on a thread of its own so it runs while the tool runs: the real folder and a
+      // symlink to `outside` take turns at `root/swap`, each held ~20 µs (about the tool's time from
+      // its path check to its open). Against the tool without the descriptor check this returned the
+      // outside content 15-60 times in 10 s (an async loop on the tool's own thread pool: about once).
+      const swapper = new Worker(
+        `const { parentPort, workerData: { swap, parked, outside, flag, holdNs } } = require('node:worker_threads');
       const fs = require('node:fs');
       // each state is held about as long as the tool takes from its check to its open
       const hold = () => { const until = process.hrtime.bigint() + BigInt(holdNs); while (process.hrtime.bigint() < until); };
@@ -71,52 +73,56 @@ describe('read_file and list_dir under a directory-swap race', () => {
         swaps++;
       }
       parentPort.postMessage(swaps);`,
-      { eval: true, workerData: { swap, parked, outside, flag, holdNs: 20_000 } },
-    );
-    const swapped = new Promise<number>((resolve, reject) => {
-      swapper.once('message', resolve);
-      swapper.once('error', reject);
-    });
+        { eval: true, workerData: { swap, parked, outside, flag, holdNs: 20_000 } },
+      );
+      const swapped = new Promise<number>((resolve, reject) => {
+        swapper.once('message', resolve);
+        swapper.once('error', reject);
+      });
 
-    // `changed`: the path passed the check and was swapped before or at the open (caught on the descriptor)
-    const reads = { inside: 0, outside: 0, changed: 0, refused: 0, failed: 0 };
-    const lists = { inside: 0, outside: 0, changed: 0, refused: 0, failed: 0 };
-    const reader = (async () => {
-      while (!stop) {
-        const r = await tools.call('read_file', JSON.stringify({ path: 'swap/f' }), ctx);
-        if (r.content.includes('SECRET')) reads.outside++;
-        else if (r.content === 'inside') reads.inside++;
-        else if (r.content.endsWith('changed while it was being opened; nothing was read.')) reads.changed++;
-        else if (r.error?.kind === 'refused') reads.refused++;
-        else reads.failed++;
-      }
-    })();
-    const lister = (async () => {
-      while (!stop) {
-        const r = await tools.call('list_dir', JSON.stringify({ path: 'swap/d' }), ctx);
-        if (r.content.includes('outside-entry')) lists.outside++;
-        else if (r.content === 'inside-entry') lists.inside++;
-        else if (r.content.endsWith('changed while it was being opened; nothing was read.')) lists.changed++;
-        else if (r.error?.kind === 'refused') lists.refused++;
-        else lists.failed++;
-      }
-    })();
+      // `changed`: the path passed the check and was swapped before or at the open (caught on the descriptor)
+      const reads = { inside: 0, outside: 0, changed: 0, refused: 0, failed: 0 };
+      const lists = { inside: 0, outside: 0, changed: 0, refused: 0, failed: 0 };
+      const reader = (async () => {
+        while (!stop) {
+          const r = await tools.call('read_file', JSON.stringify({ path: 'swap/f' }), ctx);
+          if (r.content.includes('SECRET')) reads.outside++;
+          else if (r.content === 'inside') reads.inside++;
+          else if (r.content.endsWith('changed while it was being opened; nothing was read.')) reads.changed++;
+          else if (r.error?.kind === 'refused') reads.refused++;
+          else reads.failed++;
+        }
+      })();
+      const lister = (async () => {
+        while (!stop) {
+          const r = await tools.call('list_dir', JSON.stringify({ path: 'swap/d' }), ctx);
+          if (r.content.includes('outside-entry')) lists.outside++;
+          else if (r.content === 'inside-entry') lists.inside++;
+          else if (r.content.endsWith('changed while it was being opened; nothing was read.')) lists.changed++;
+          else if (r.error?.kind === 'refused') lists.refused++;
+          else lists.failed++;
+        }
+      })();
 
-    await new Promise((r) => setTimeout(r, RACE_MS));
-    stop = true;
-    Atomics.store(flag, 0, 1);
-    const [swaps] = await Promise.all([swapped, reader, lister]);
-    await swapper.terminate();
-    console.info(`directory-swap race, ${RACE_MS / 1000} s, ${swaps} swaps: read_file ${JSON.stringify(reads)}, list_dir ${JSON.stringify(lists)}`);
+      await new Promise((r) => setTimeout(r, RACE_MS));
+      stop = true;
+      Atomics.store(flag, 0, 1);
+      const [swaps] = await Promise.all([swapped, reader, lister]);
+      await swapper.terminate();
+      console.info(
+        `directory-swap race, ${RACE_MS / 1000} s, ${swaps} swaps: read_file ${JSON.stringify(reads)}, list_dir ${JSON.stringify(lists)}`,
+      );
 
-    expect(reads.outside).toBe(0);
-    expect(lists.outside).toBe(0);
-    // The race was live: reads went through inside, and paths were swapped between check and open.
-    expect(reads.inside).toBeGreaterThan(0);
-    expect(lists.inside).toBeGreaterThan(0);
-    expect(reads.changed + lists.changed).toBeGreaterThan(0);
-    expect(swaps).toBeGreaterThan(100);
-  }, RACE_MS + 30_000);
+      expect(reads.outside).toBe(0);
+      expect(lists.outside).toBe(0);
+      // The race was live: reads went through inside, and paths were swapped between check and open.
+      expect(reads.inside).toBeGreaterThan(0);
+      expect(lists.inside).toBeGreaterThan(0);
+      expect(reads.changed + lists.changed).toBeGreaterThan(0);
+      expect(swaps).toBeGreaterThan(100);
+    },
+    RACE_MS + 30_000,
+  );
 
   it('where the open descriptor cannot be checked (no /proc), every path is refused with a clear message', async () => {
     const [readFile, listDir] = fileTools([root], { fdDirs: [join(dir, 'no-proc', 'self', 'fd')] });
@@ -125,7 +131,10 @@ describe('read_file and list_dir under a directory-swap race', () => {
       kind: 'refused',
       message: `Refused: cannot check where swap/f was opened: ${join(dir, 'no-proc', 'self', 'fd')} is not available, and without it read_file refuses every path.`,
     });
-    await expect(listDir!.call({ path: 'swap' }, call)).rejects.toMatchObject({ kind: 'refused', message: expect.stringContaining('list_dir refuses every path') });
+    await expect(listDir!.call({ path: 'swap' }, call)).rejects.toMatchObject({
+      kind: 'refused',
+      message: expect.stringContaining('list_dir refuses every path'),
+    });
     // with /proc, the same calls read
     const [readWithProc] = fileTools([root]);
     expect(await readWithProc!.call({ path: 'swap/f' }, call)).toBe('inside');

@@ -75,7 +75,9 @@ describe('read_file and list_dir stay inside the roots', () => {
     expect((await t.call('read_file', JSON.stringify({ path: 'sub/a.txt' }), ctx)).content).toBe('inside');
     expect((await t.call('read_file', JSON.stringify({ path: join(root, 'sub/a.txt') }), ctx)).content).toBe('inside');
     expect((await t.call('read_file', JSON.stringify({ path: 'link-in' }), ctx)).content).toBe('inside');
-    expect((await t.call('list_dir', '{}', ctx)).content).toBe('a/\ndangling-ok\ndangling-out\ndir-out\nlink-in\nlink-out\nloop-a\nloop-b\nsub/');
+    expect((await t.call('list_dir', '{}', ctx)).content).toBe(
+      'a/\ndangling-ok\ndangling-out\ndir-out\nlink-in\nlink-out\nloop-a\nloop-b\nsub/',
+    );
   });
 
   it.each([
@@ -102,7 +104,8 @@ describe('read_file and list_dir stay inside the roots', () => {
   it('`..` after a symlinked folder is taken as written, absolute or relative: names beside its target are neither read nor told apart', async () => {
     const t = toolbox({ files: { roots: [root] } });
     // outside-dir/secret.txt exists beside the link's target outside-dir/deep; nope.txt does not
-    for (const base of [`${root}/a/b/deep-out/..`, 'a/b/deep-out/..']) { // (not join(): it would normalise)
+    for (const base of [`${root}/a/b/deep-out/..`, 'a/b/deep-out/..']) {
+      // (not join(): it would normalise)
       const existing = await t.call('read_file', JSON.stringify({ path: `${base}/secret.txt` }), ctx);
       const missing = await t.call('read_file', JSON.stringify({ path: `${base}/nope.txt` }), ctx);
       expect(existing.content).toBe(`Error: No such file or directory: ${base}/secret.txt`);
@@ -219,7 +222,9 @@ describe('http_get only to allowed hosts', () => {
     };
     const tool = httpTool(['ci.example.test'], { resolve });
     const call = tool.call({ url: `http://ci.example.test:${port}/secret` }, { ...ctx, maxResultBytes: 1000 });
-    await expect(call).rejects.toThrow(`Refused: ci.example.test resolves to a ${httpGetRefusedReason(address, 'ci.example.test')} address (${address})`);
+    await expect(call).rejects.toThrow(
+      `Refused: ci.example.test resolves to a ${httpGetRefusedReason(address, 'ci.example.test')} address (${address})`,
+    );
     await expect(call).rejects.toMatchObject({ kind: 'refused' });
     expect(answers).toEqual(['ci.example.test']);
     expect(hits).toEqual([]);
@@ -246,7 +251,7 @@ describe('http_get only to allowed hosts', () => {
     expect(Buffer.byteLength(r.content)).toBeLessThan(2200);
   });
 
-  it('an entry with a port matches a URL without one when it is the scheme\'s default (host:443 is https://host/, host:80 is http://host/)', () => {
+  it("an entry with a port matches a URL without one when it is the scheme's default (host:443 is https://host/, host:80 is http://host/)", () => {
     const allowed = (url: string, allow: string[]) => hostAllowed(new URL(url), allow);
     expect(allowed('https://api.example.com/repos', ['api.example.com:443'])).toBe(true);
     expect(allowed('https://api.example.com:443/repos', ['api.example.com:443'])).toBe(true);
@@ -264,7 +269,14 @@ describe('http_get only to allowed hosts', () => {
     expect(allowed('http://127.0.0.1/', ['127.0.0.1:80'])).toBe(true);
     expect(allowed('http://127.1:8080/', ['127.0.0.1:8080'])).toBe(true);
     // what is no host matches nothing
-    for (const entry of ['user@api.example.com', 'api.example.com/path', 'https://api.example.com', 'api.example.com:0', 'api.example.com:99999', '']) {
+    for (const entry of [
+      'user@api.example.com',
+      'api.example.com/path',
+      'https://api.example.com',
+      'api.example.com:0',
+      'api.example.com:99999',
+      '',
+    ]) {
       expect(allowed('https://api.example.com/', [entry]), entry).toBe(false);
     }
   });
@@ -306,7 +318,11 @@ describe('http_get only to allowed hosts', () => {
         const r = await toolbox({ http: { allow: [entry] } }).call('http_get', JSON.stringify({ url: `http://[::1]:${p6}/ok` }), ctx);
         expect(r.content, entry).toBe('HTTP 200 OK\ncontent-type: text/plain\n\nv6 /ok');
       }
-      const other = await toolbox({ http: { allow: [`[::1]:${p6 === 65535 ? 1 : p6 + 1}`] } }).call('http_get', JSON.stringify({ url: `http://[::1]:${p6}/ok` }), ctx);
+      const other = await toolbox({ http: { allow: [`[::1]:${p6 === 65535 ? 1 : p6 + 1}`] } }).call(
+        'http_get',
+        JSON.stringify({ url: `http://[::1]:${p6}/ok` }),
+        ctx,
+      );
       expect(other.content).toBe(`Error: Refused: [::1]:${p6} is not an allowed host.`);
     } finally {
       await new Promise<void>((r) => v6.close(() => r()));
@@ -320,9 +336,21 @@ describe('command tools: arguments never become shell text', () => {
     const evil = `"; touch ${pwned}; echo "`;
     const t = toolbox({
       commands: {
-        quoted: { command: 'echo "branch: $HERMES_ARG_BRANCH"', description: 'x', parameters: { type: 'object', properties: { branch: { type: 'string' } }, required: ['branch'] } },
-        unquoted: { command: 'echo branch: $HERMES_ARG_BRANCH', description: 'x', parameters: { type: 'object', properties: { branch: { type: 'string' } } } },
-        argv: { command: ['echo', 'branch: {branch}'], description: 'x', parameters: { type: 'object', properties: { branch: { type: 'string' } } } },
+        quoted: {
+          command: 'echo "branch: $HERMES_ARG_BRANCH"',
+          description: 'x',
+          parameters: { type: 'object', properties: { branch: { type: 'string' } }, required: ['branch'] },
+        },
+        unquoted: {
+          command: 'echo branch: $HERMES_ARG_BRANCH',
+          description: 'x',
+          parameters: { type: 'object', properties: { branch: { type: 'string' } } },
+        },
+        argv: {
+          command: ['echo', 'branch: {branch}'],
+          description: 'x',
+          parameters: { type: 'object', properties: { branch: { type: 'string' } } },
+        },
       },
     });
     for (const name of ['quoted', 'unquoted', 'argv']) {
@@ -344,8 +372,16 @@ describe('command tools: arguments never become shell text', () => {
     writeFileSync(join(dir, 'list.txt'), 'b\na\n');
     const t = toolbox({
       commands: {
-        sort: { command: ['sort', '{file}'], description: 'sort a file', parameters: { type: 'object', properties: { file: { type: 'string' } } } },
-        grep: { command: ['grep', '-e', '{pattern}', join(dir, 'list.txt')], description: 'x', parameters: { type: 'object', properties: { pattern: { type: 'string' } } } },
+        sort: {
+          command: ['sort', '{file}'],
+          description: 'sort a file',
+          parameters: { type: 'object', properties: { file: { type: 'string' } } },
+        },
+        grep: {
+          command: ['grep', '-e', '{pattern}', join(dir, 'list.txt')],
+          description: 'x',
+          parameters: { type: 'object', properties: { pattern: { type: 'string' } } },
+        },
       },
     });
     for (const file of [`-o${pwned}`, `--output=${pwned}`]) {
@@ -360,17 +396,27 @@ describe('command tools: arguments never become shell text', () => {
     expect(grep.content).toBe('Error: Argument "pattern" may not begin with "-": the command would read it as an option.');
     // two placeholders: the one that brought the "-" is named; an unset name is empty, never Object's own
     const two = toolbox({
-      commands: { echo2: { command: ['echo', '{first}{second}', 'x{constructor}y'], description: 'x', parameters: { type: 'object', properties: { first: { type: 'string' }, second: { type: 'string' } } } } },
+      commands: {
+        echo2: {
+          command: ['echo', '{first}{second}', 'x{constructor}y'],
+          description: 'x',
+          parameters: { type: 'object', properties: { first: { type: 'string' }, second: { type: 'string' } } },
+        },
+      },
     });
-    expect((await two.call('echo2', JSON.stringify({ second: '-n' }), ctx)).content).toBe('Error: Argument "second" may not begin with "-": the command would read it as an option.');
+    expect((await two.call('echo2', JSON.stringify({ second: '-n' }), ctx)).content).toBe(
+      'Error: Argument "second" may not begin with "-": the command would read it as an option.',
+    );
     expect((await two.call('echo2', JSON.stringify({ first: 'a' }), ctx)).content).toBe('a xy\n');
   });
 
-  it('a command tool never sees the worker\'s secrets', async () => {
+  it("a command tool never sees the worker's secrets", async () => {
     process.env.OPENAI_API_KEY_TEST_LEAK = 'sk-should-not-leak';
     process.env.GH_TOKEN_TEST = 'gh-passed-by-name';
     try {
-      const t = toolbox({ commands: { env: { command: 'env', description: 'x', env: { GH_REPO: 'acme/api' }, pass_env: ['GH_TOKEN_TEST'] } } });
+      const t = toolbox({
+        commands: { env: { command: 'env', description: 'x', env: { GH_REPO: 'acme/api' }, pass_env: ['GH_TOKEN_TEST'] } },
+      });
       const r = await t.call('env', '{}', ctx);
       expect(r.content).toContain('PATH=');
       expect(r.content).not.toContain('sk-should-not-leak');
@@ -401,14 +447,18 @@ describe('command tools: arguments never become shell text', () => {
     const r = await t.call('bg', '{}', ctx);
     const pid = Number(r.content.trim());
     expect(pid).toBeGreaterThan(0);
-    await waitFor(() => {
-      try {
-        process.kill(pid, 0);
-        return undefined;
-      } catch {
-        return true;
-      }
-    }, 5_000, 'the left-behind sleep ended');
+    await waitFor(
+      () => {
+        try {
+          process.kill(pid, 0);
+          return undefined;
+        } catch {
+          return true;
+        }
+      },
+      5_000,
+      'the left-behind sleep ended',
+    );
   });
 
   it('a non-zero exit is an error the model sees, with the end of stderr', async () => {
@@ -436,7 +486,11 @@ describe('command tools: arguments are checked against the declared JSON Schema 
     const t = toolbox({
       commands: {
         deploy: { command: `touch ${marker}; echo "deploying-to $HERMES_ARG_ENV"`, description: 'x', parameters: deploySchema },
-        deploy_argv: { command: ['sh', '-c', `touch ${marker}; echo "deploying-to $1"`, 'sh', '{env}'], description: 'x', parameters: deploySchema },
+        deploy_argv: {
+          command: ['sh', '-c', `touch ${marker}; echo "deploying-to $1"`, 'sh', '{env}'],
+          description: 'x',
+          parameters: deploySchema,
+        },
       },
     });
     const refusals: [string, string][] = [
@@ -478,7 +532,11 @@ describe('command tools: arguments are checked against the declared JSON Schema 
         },
       },
     });
-    for (const args of ['{"env":"staging","ENV":"production"}', '{"ENV":"production","env":"staging"}', '{"env":"staging","e-n-v":"x","e_n_v":"y"}']) {
+    for (const args of [
+      '{"env":"staging","ENV":"production"}',
+      '{"ENV":"production","env":"staging"}',
+      '{"env":"staging","e-n-v":"x","e_n_v":"y"}',
+    ]) {
       const r = await t.call('open_schema', args, ctx);
       expect(r.error?.kind, args).toBe('refused');
       expect(r.content, args).toMatch(/^Error: Arguments "[^"]+" and "[^"]+" would both be HERMES_ARG_[A-Z_]+; send one of them\.$/);
@@ -491,15 +549,29 @@ describe('command tools: arguments are checked against the declared JSON Schema 
   it('a tool without parameters takes no arguments', async () => {
     const t = toolbox({ commands: { disk: { command: 'echo ok', description: 'x' } } });
     expect((await t.call('disk', '{}', ctx)).content).toBe('ok\n');
-    expect((await t.call('disk', '{"path":"/"}', ctx)).content).toBe('Error: Argument "path" is not declared (additionalProperties: false).');
+    expect((await t.call('disk', '{"path":"/"}', ctx)).content).toBe(
+      'Error: Argument "path" is not declared (additionalProperties: false).',
+    );
   });
 
   it.each([
     ['a misspelt type', { type: 'object', properties: { env: { type: 'strin' } } }, /must be equal to one of the allowed values/],
-    ['an unknown keyword (a rule that would check nothing)', { type: 'object', properties: { env: { type: 'string', enums: ['staging'] } } }, /unknown keyword: "enums"/],
+    [
+      'an unknown keyword (a rule that would check nothing)',
+      { type: 'object', properties: { env: { type: 'string', enums: ['staging'] } } },
+      /unknown keyword: "enums"/,
+    ],
     ['a format (not checked here)', { type: 'object', properties: { day: { type: 'string', format: 'date' } } }, /unknown format "date"/],
-    ['a pattern that is not a regular expression', { type: 'object', properties: { env: { type: 'string', pattern: '([a-z' } } }, /Invalid regular expression/],
-    ['an unresolvable $ref', { type: 'object', properties: { env: { $ref: 'https://example.com/schema.json' } } }, /can't resolve reference/],
+    [
+      'a pattern that is not a regular expression',
+      { type: 'object', properties: { env: { type: 'string', pattern: '([a-z' } } },
+      /Invalid regular expression/,
+    ],
+    [
+      'an unresolvable $ref',
+      { type: 'object', properties: { env: { $ref: 'https://example.com/schema.json' } } },
+      /can't resolve reference/,
+    ],
     ['a top level that is not an object', { type: 'string' }, /must be a JSON Schema with type: object/],
   ])('an invalid declared schema is a config error when the tools are built, naming the tool: %s', (_what, parameters, reason) => {
     let error: unknown;

@@ -21,7 +21,10 @@ function hold(tracker: TurnTracker, id: string, fields: Partial<TrackedTurn>): P
 
 describe('turn abort requests', () => {
   it('round-trip through the channel form; anything else is not a request', () => {
-    for (const r of [{ sessionId: 'a:b{c}', by: 'stop' as const }, { sessionId: 's', occurrenceId: 'o1', by: 'interrupt' as const }]) {
+    for (const r of [
+      { sessionId: 'a:b{c}', by: 'stop' as const },
+      { sessionId: 's', occurrenceId: 'o1', by: 'interrupt' as const },
+    ]) {
       expect(decodeTurnAbort(encodeTurnAbort(r))).toEqual(r);
     }
     expect(decodeTurnAbort('plain-session-id')).toBeUndefined();

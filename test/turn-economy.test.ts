@@ -22,7 +22,12 @@ import { startAgentStack } from './support/agent-stack.ts';
 const setup = (cleanups: CleanUp[], overrides: Record<string, unknown>) => startAgentStack(cleanups, overrides);
 
 const spec = (prompt: string, intervalSeconds: number, economy: ScheduleEconomy = {}, times: number | null = null): LoopSpec => ({
-  prompt, intervalSeconds, times, until: null, notes: [], economy,
+  prompt,
+  intervalSeconds,
+  times,
+  until: null,
+  notes: [],
+  economy,
 });
 const viaTelegram: Origin = { surface: 'telegram', route: { platform: 'telegram', chatId: '4242' } };
 const agent = { kind: 'agent' as const };
@@ -45,16 +50,28 @@ describe.concurrent('quiet ticks', () => {
     await waitFor(async () => ((await c.loops.get('q', 'loop'))?.status === 'finished' ? true : undefined), 20_000, 'finished');
     const replies = await waitForEvents(c, 'q', 'reply', 3);
     expect(replies.map((e) => e.data.silent ?? false)).toEqual([true, true, false]);
-    expect((await c.sessions.transcript('q')).filter((m) => m.role === 'assistant').map((m) => m.content)).toEqual(['[SILENT]', '[SILENT]', 'The build is green.\nLOOP_COMPLETE']);
+    expect((await c.sessions.transcript('q')).filter((m) => m.role === 'assistant').map((m) => m.content)).toEqual([
+      '[SILENT]',
+      '[SILENT]',
+      'The build is green.\nLOOP_COMPLETE',
+    ]);
     // Delivery follows the commit: wait for the two sends, then check nothing else was sent.
-    expect(await waitFor(async () => { const t = await outboundTexts(c); return t.length >= 2 ? t : undefined; }, 10_000, 'two sends'))
-      .toEqual(['The build is green.\nLOOP_COMPLETE', 'Loop finished: the agent reported LOOP_COMPLETE.']);
+    expect(
+      await waitFor(
+        async () => {
+          const t = await outboundTexts(c);
+          return t.length >= 2 ? t : undefined;
+        },
+        10_000,
+        'two sends',
+      ),
+    ).toEqual(['The build is green.\nLOOP_COMPLETE', 'Loop finished: the agent reported LOOP_COMPLETE.']);
     expect((await c.loops.get('q', 'loop'))!.silentTicks).toBe(2);
     // The wakeup text tells the agent how to stay quiet.
     expect(lastUserText(model.requests[0]!)).toContain('answer exactly [SILENT]');
   });
 
-  it('--notify done sends only the final reply; a heartbeat\'s [SILENT] check-ins send nothing', async ({ cleanups, expect }) => {
+  it("--notify done sends only the final reply; a heartbeat's [SILENT] check-ins send nothing", async ({ cleanups, expect }) => {
     const { c, model } = await setup(cleanups, {});
     model.respond((req) => {
       const text = lastUserText(req);
@@ -62,23 +79,44 @@ describe.concurrent('quiet ticks', () => {
       return /Loop wakeup #3/.test(text) ? 'Deployed.\nLOOP_COMPLETE' : `Still deploying (${/#(\d+)/.exec(text)![1]}).`;
     });
     await c.schedules.set('d', 'loop', spec('watch the deploy', 1, { notify: 'done' }), { origin: viaTelegram, runner: agent });
-    await c.schedules.set('h', 'heartbeat', spec('anything new?', 1), { origin: { surface: 'telegram', route: { platform: 'telegram', chatId: '77' } }, runner: agent });
+    await c.schedules.set('h', 'heartbeat', spec('anything new?', 1), {
+      origin: { surface: 'telegram', route: { platform: 'telegram', chatId: '77' } },
+      runner: agent,
+    });
     await waitFor(async () => ((await c.loops.get('d', 'loop'))?.status === 'finished' ? true : undefined), 20_000, 'finished');
     await waitForEvents(c, 'h', 'reply', 3);
-    expect((await waitForEvents(c, 'd', 'reply', 3)).map((e) => e.data.text)).toEqual(['Still deploying (1).', 'Still deploying (2).', 'Deployed.\nLOOP_COMPLETE']);
-    expect(await waitFor(async () => { const t = await outboundTexts(c); return t.length >= 2 ? t : undefined; }, 10_000, 'two sends'))
-      .toEqual(['Deployed.\nLOOP_COMPLETE', 'Loop finished: the agent reported LOOP_COMPLETE.']);
+    expect((await waitForEvents(c, 'd', 'reply', 3)).map((e) => e.data.text)).toEqual([
+      'Still deploying (1).',
+      'Still deploying (2).',
+      'Deployed.\nLOOP_COMPLETE',
+    ]);
+    expect(
+      await waitFor(
+        async () => {
+          const t = await outboundTexts(c);
+          return t.length >= 2 ? t : undefined;
+        },
+        10_000,
+        'two sends',
+      ),
+    ).toEqual(['Deployed.\nLOOP_COMPLETE', 'Loop finished: the agent reported LOOP_COMPLETE.']);
     expect(await c.schedules.status('h', 'heartbeat')).toMatch(/\d+ silent/);
   });
 });
 
 describe.concurrent('--watch', () => {
-  it('ticks over an unchanged file make no model call after the first; a change runs one turn that sees it', async ({ cleanups, expect }) => {
+  it('ticks over an unchanged file make no model call after the first; a change runs one turn that sees it', async ({
+    cleanups,
+    expect,
+  }) => {
     const { c, model, dir } = await setup(cleanups, {});
     const file = join(dir, 'status.txt');
     writeFileSync(file, 'build 41: running');
     model.respond((req) => `Seen: ${/build \d+: \w+/.exec(lastUserText(req))?.[0] ?? 'nothing'}`);
-    await c.schedules.set('w', 'loop', spec('tell me when the build is green', 1, { watch: `read_file:${file}` }), { origin: { surface: 'cli' }, runner: agent });
+    await c.schedules.set('w', 'loop', spec('tell me when the build is green', 1, { watch: `read_file:${file}` }), {
+      origin: { surface: 'cli' },
+      runner: agent,
+    });
     await waitForEvents(c, 'w', 'tick.unchanged', 5, 20_000);
     expect(model.requests).toHaveLength(1);
     expect(lastUserText(model.requests[0]!)).toContain('build 41: running');
@@ -95,11 +133,15 @@ describe.concurrent('--watch', () => {
 
   it('a chat may not watch with a tool its surface may not use: refused, nothing created', async ({ cleanups, expect }) => {
     const { c } = await setup(cleanups, { 'tools.allow_from': { files: ['cli'] } });
-    const err = await c.schedules.set('tg', 'loop', spec('watch it', 60, { watch: 'read_file:/etc/hostname' }), { origin: viaTelegram, runner: agent }).catch((e: unknown) => e);
+    const err = await c.schedules
+      .set('tg', 'loop', spec('watch it', 60, { watch: 'read_file:/etc/hostname' }), { origin: viaTelegram, runner: agent })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ScheduleInputError);
     expect((err as Error).message).toMatch(/not allowed from telegram \(tools\.allow_from\.files\)/);
     expect(await c.loops.get('tg', 'loop')).toBeNull();
-    const undeclared = await c.schedules.set('tg', 'loop', spec('watch it', 60, { watch: 'deploy-status' }), { origin: { surface: 'cli' }, runner: agent }).catch((e: unknown) => e);
+    const undeclared = await c.schedules
+      .set('tg', 'loop', spec('watch it', 60, { watch: 'deploy-status' }), { origin: { surface: 'cli' }, runner: agent })
+      .catch((e: unknown) => e);
     expect((undeclared as Error).message).toMatch(/not a declared check/);
     expect(await c.loops.get('tg', 'loop')).toBeNull();
   });
@@ -114,7 +156,9 @@ describe.concurrent('token budgets', () => {
     const paused = (await c.loops.get('b', 'loop'))!;
     const spent = paused.spend!.inputTokens + paused.spend!.outputTokens;
     expect(spent).toBeGreaterThanOrEqual(500);
-    expect(paused.statusReason).toMatch(/^token budget of 500 reached \(--max-tokens\): [\d,]+ tokens since it was set or resumed; in all \d+ model calls?, [\d,]+ tokens in, [\d,]+ out/);
+    expect(paused.statusReason).toMatch(
+      /^token budget of 500 reached \(--max-tokens\): [\d,]+ tokens since it was set or resumed; in all \d+ model calls?, [\d,]+ tokens in, [\d,]+ out/,
+    );
     const [notice] = await waitForEvents(c, 'b', 'notice', 1);
     expect(notice!.data.text).toMatch(/^Loop paused: token budget of 500 reached/);
     const callsAtPause = model.requests.length;
@@ -125,31 +169,50 @@ describe.concurrent('token budgets', () => {
 });
 
 describe.concurrent('usage totals', () => {
-  it('agree across /loop status, hermes status, /api, cron show and /metrics, and with the model server\'s own counts', async ({ cleanups, expect }) => {
+  it("agree across /loop status, hermes status, /api, cron show and /metrics, and with the model server's own counts", async ({
+    cleanups,
+    expect,
+  }) => {
     const KEY = 'usage-key';
-    const { env, c, model, worker } = await setup(cleanups, { 'api_server.port': 0, 'api_server.key': KEY, 'cron.min_interval_seconds': 1 });
+    const { env, c, model, worker } = await setup(cleanups, {
+      'api_server.port': 0,
+      'api_server.key': KEY,
+      'cron.min_interval_seconds': 1,
+    });
     model.respond((req) => `Nothing new (${req.messages.length} messages read).`);
     const log = createLogger({ level: 'silent' });
     const cron = await openCronApi(env.config, env.redisUrl, log);
     const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log, cron: cron.api });
-    cleanups.push(() => cron.close(), () => gw.close());
+    cleanups.push(
+      () => cron.close(),
+      () => gw.close(),
+    );
     const api = async (path: string, init: RequestInit = {}) => {
-      const res = await fetch(`${gw.httpAddress.url}${path}`, { ...init, headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' } });
-      return await res.json() as Record<string, any>;
+      const res = await fetch(`${gw.httpAddress.url}${path}`, {
+        ...init,
+        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      });
+      return (await res.json()) as Record<string, any>;
     };
 
     await c.schedules.set('u', 'loop', spec('check the inbox', 1, {}, 3), { origin: { surface: 'cli' }, runner: agent });
     await waitFor(async () => ((await c.loops.get('u', 'loop'))?.status === 'finished' ? true : undefined), 20_000, 'three ticks');
     const loopCalls = model.requests.length;
-    const job = await api('/api/cron/jobs', { method: 'POST', body: JSON.stringify({ schedule: 'in 1s', prompt: 'summarise the day', name: 'daily' }) });
+    const job = await api('/api/cron/jobs', {
+      method: 'POST',
+      body: JSON.stringify({ schedule: 'in 1s', prompt: 'summarise the day', name: 'daily' }),
+    });
     await waitFor(async () => ((await api(`/api/cron/jobs/${job.id}`)).last_status === 'ok' ? true : undefined), 20_000, 'the cron run');
 
     const served = (from: number, to: number) => model.requests.slice(from, to);
     const loop = (await c.loops.get('u', 'loop'))!;
     // The loop's totals are the server's counts.
     expect(loop.spend).toEqual({
-      calls: loopCalls, inputTokens: served(0, loopCalls).reduce((n, r) => n + r.promptTokens, 0),
-      outputTokens: loop.spend!.outputTokens, lastInputTokens: served(0, loopCalls).at(-1)!.promptTokens, estimated: false,
+      calls: loopCalls,
+      inputTokens: served(0, loopCalls).reduce((n, r) => n + r.promptTokens, 0),
+      outputTokens: loop.spend!.outputTokens,
+      lastInputTokens: served(0, loopCalls).at(-1)!.promptTokens,
+      estimated: false,
     });
     expect(loop.spend!.outputTokens).toBeGreaterThan(0);
     const { inputTokens, outputTokens, calls } = loop.spend!;
@@ -166,10 +229,18 @@ describe.concurrent('usage totals', () => {
     const cronServed = served(loopCalls, model.requests.length);
     expect(shown.spend).toMatchObject({ calls: cronServed.length, inputTokens: cronServed.reduce((s, r) => s + r.promptTokens, 0) });
     const cronShow = await runHermes(env, ['cron', 'show', 'daily']);
-    expect(cronShow.stdout).toContain(`${shown.spend.calls} model call${shown.spend.calls === 1 ? '' : 's'}, ${n(shown.spend.inputTokens)} tokens in, ${n(shown.spend.outputTokens)} out`);
+    expect(cronShow.stdout).toContain(
+      `${shown.spend.calls} model call${shown.spend.calls === 1 ? '' : 's'}, ${n(shown.spend.inputTokens)} tokens in, ${n(shown.spend.outputTokens)} out`,
+    );
     // /metrics of the worker that ran both.
     const text = await worker.metrics.registry.metrics();
-    const sample = (series: string) => Number(text.split('\n').find((l) => l.startsWith(`${series} `))?.split(' ')[1] ?? NaN);
+    const sample = (series: string) =>
+      Number(
+        text
+          .split('\n')
+          .find((l) => l.startsWith(`${series} `))
+          ?.split(' ')[1] ?? NaN,
+      );
     expect(sample('hermes_model_tokens_total{kind="loop",direction="input"}')).toBe(inputTokens);
     expect(sample('hermes_model_tokens_total{kind="loop",direction="output"}')).toBe(outputTokens);
     expect(sample('hermes_model_calls_total{kind="loop",outcome="ok"}')).toBe(calls);

@@ -18,7 +18,10 @@ const cleanups = cleanupAfterEach();
 function env(overrides: Record<string, unknown>): { env: TestEnv; c: TestClients } {
   const e = testEnv(overrides);
   const c = clients(e);
-  cleanups.push(() => e.cleanup(), () => c.close());
+  cleanups.push(
+    () => e.cleanup(),
+    () => c.close(),
+  );
   return { env: e, c };
 }
 
@@ -46,7 +49,10 @@ describe('running turns, bounded per pool', () => {
     });
     cleanups.push(() => model.close());
     const { env: e, c } = env({
-      'agent.base_url': model.baseUrl, 'agent.api_key': 'k', 'worker.max_agent_turns': 6, 'worker.max_command_turns': 2,
+      'agent.base_url': model.baseUrl,
+      'agent.api_key': 'k',
+      'worker.max_agent_turns': 6,
+      'worker.max_command_turns': 2,
     });
     const log = join(e.home, 'commands.log');
     const worker = await startWorker(e);
@@ -54,10 +60,14 @@ describe('running turns, bounded per pool', () => {
     const due = Date.now() + 2500;
     const command: RunnerSpec = { kind: 'command', command: `echo + >> ${log}; sleep 1; echo - >> ${log}; echo done`, timeoutSeconds: 30 };
     await addLoops(12, (i) => addLoop(c, `pools-${i}`, i < 6 ? { kind: 'agent' } : command, due));
-    await waitFor(async () => {
-      for (let i = 0; i < 12; i++) if ((await events(c, `pools-${i}`, 'reply')).length < 1) return undefined;
-      return true;
-    }, 30_000, 'a reply from each of the 12 loops');
+    await waitFor(
+      async () => {
+        for (let i = 0; i < 12; i++) if ((await events(c, `pools-${i}`, 'reply')).length < 1) return undefined;
+        return true;
+      },
+      30_000,
+      'a reply from each of the 12 loops',
+    );
     const { slots } = worker.deps.turns;
     // Six agent turns ran together (> max_command_turns), the six commands two at a time.
     expect(mostCalls).toBeGreaterThan(2);
@@ -82,17 +92,21 @@ describe('running turns, bounded per pool', () => {
     await new Promise((r) => setTimeout(r, Math.max(0, due + 1000 - Date.now())));
     const workers = await Promise.all([startWorker(e), startWorker(e)]);
     for (const w of workers) cleanups.push(() => w.drain());
-    const ranBy = await waitFor(async () => {
-      const by = new Map<string, number>();
-      for (let i = 0; i < 200; i++) {
-        const replies = await events(c, `backlog-${i}`, 'reply');
-        if (replies.length === 0) return undefined;
-        expect(replies).toHaveLength(1);
-        const w = String(replies[0]!.data.worker);
-        by.set(w, (by.get(w) ?? 0) + 1);
-      }
-      return by;
-    }, 60_000, 'the 200 overdue ticks to run');
+    const ranBy = await waitFor(
+      async () => {
+        const by = new Map<string, number>();
+        for (let i = 0; i < 200; i++) {
+          const replies = await events(c, `backlog-${i}`, 'reply');
+          if (replies.length === 0) return undefined;
+          expect(replies).toHaveLength(1);
+          const w = String(replies[0]!.data.worker);
+          by.set(w, (by.get(w) ?? 0) + 1);
+        }
+        return by;
+      },
+      60_000,
+      'the 200 overdue ticks to run',
+    );
     const counts = workers.map((w) => ranBy.get(w.deps.workerId) ?? 0);
     expect(counts[0]! + counts[1]!).toBe(200);
     for (const n of counts) expect(n).toBeLessThanOrEqual(100 + batch);

@@ -31,7 +31,12 @@ const config = (env: Record<string, string>) => loadConfig({ env: { HERMES_HOME:
 
 describe('the banner of hermes up', () => {
   it('names the API and its auth, the model (or its absence), Telegram and Redis', () => {
-    const bare = upBanner(config({}), { redis: 'embedded unix:/home/ada/.hermes/redis/redis.sock', apiUrl: 'http://127.0.0.1:8642', chatSession: 'main', logFile: '/home/ada/.hermes/logs/hermes.log' });
+    const bare = upBanner(config({}), {
+      redis: 'embedded unix:/home/ada/.hermes/redis/redis.sock',
+      apiUrl: 'http://127.0.0.1:8642',
+      chatSession: 'main',
+      logFile: '/home/ada/.hermes/logs/hermes.log',
+    });
     expect(bare).toEqual([
       'hermes is up · home /home/ada/.hermes',
       '  API       http://127.0.0.1:8642 · auth off (no API_SERVER_KEY; loopback only)',
@@ -42,10 +47,16 @@ describe('the banner of hermes up', () => {
       '  logs      /home/ada/.hermes/logs/hermes.log',
       'Chat on session "main": Ctrl+D detaches (the stack keeps running), Ctrl+C stops everything.',
     ]);
-    const full = upBanner(config({
-      API_SERVER_KEY: 'k'.repeat(32), OPENAI_BASE_URL: 'https://user:secret@models.example.com/v1?key=abc', OPENAI_MODEL: 'gpt-4.1-mini',
-      TELEGRAM_BOT_TOKEN: '1:AA', TELEGRAM_ALLOWED_USERS: '111,222',
-    }), { redis: '10.0.0.5:6379', apiUrl: 'http://127.0.0.1:8642', telegramState: 'adapter_unavailable' });
+    const full = upBanner(
+      config({
+        API_SERVER_KEY: 'k'.repeat(32),
+        OPENAI_BASE_URL: 'https://user:secret@models.example.com/v1?key=abc',
+        OPENAI_MODEL: 'gpt-4.1-mini',
+        TELEGRAM_BOT_TOKEN: '1:AA',
+        TELEGRAM_ALLOWED_USERS: '111,222',
+      }),
+      { redis: '10.0.0.5:6379', apiUrl: 'http://127.0.0.1:8642', telegramState: 'adapter_unavailable' },
+    );
     expect(full.slice(1, 6)).toEqual([
       '  API       http://127.0.0.1:8642 · auth on (Authorization: Bearer $API_SERVER_KEY)',
       '  console   http://127.0.0.1:8642/ui · user hermes, the API key as password',
@@ -56,14 +67,20 @@ describe('the banner of hermes up', () => {
     expect(full.join('\n')).not.toMatch(/secret|key=abc|k{32}|1:AA/);
     expect(full.at(-1)).toBe('Ctrl+C stops it. Attach from another terminal: hermes chat');
     const noGateway = upBanner(config({ TELEGRAM_BOT_TOKEN: '1:AA' }), { redis: 'x', apiUrl: undefined });
-    expect(noGateway.slice(1, 4)).toEqual(['  API       off (--no-gateway)', expect.stringMatching(/^ {2}model {5}no model/), '  Telegram  off (--no-gateway)']);
-    expect(upBanner(config({ TELEGRAM_BOT_TOKEN: '1:AA' }), { redis: 'x', apiUrl: 'http://h' })[4]).toBe('  Telegram  on, but nobody may use it: TELEGRAM_ALLOWED_USERS is empty');
+    expect(noGateway.slice(1, 4)).toEqual([
+      '  API       off (--no-gateway)',
+      expect.stringMatching(/^ {2}model {5}no model/),
+      '  Telegram  off (--no-gateway)',
+    ]);
+    expect(upBanner(config({ TELEGRAM_BOT_TOKEN: '1:AA' }), { redis: 'x', apiUrl: 'http://h' })[4]).toBe(
+      '  Telegram  on, but nobody may use it: TELEGRAM_ALLOWED_USERS is empty',
+    );
     expect(showEndpoint('not a url')).toBe('(unreadable URL)');
   });
 });
 
 describe('one hermes up per home', () => {
-  it('a lock whose process is gone, or is not hermes, is taken over; a live hermes up\'s is refused with how to attach', async () => {
+  it("a lock whose process is gone, or is not hermes, is taken over; a live hermes up's is refused with how to attach", async () => {
     const home = newHome();
     // A pid that is gone: a process that has exited.
     const gone = spawn(process.execPath, ['-e', '0']);
@@ -75,13 +92,21 @@ describe('one hermes up per home', () => {
     expect(existsSync(upLockPath(home))).toBe(false);
     // A live process that is not hermes (a reused pid).
     const other = spawn('sleep', ['30']);
-    cleanups.push(() => { other.kill('SIGKILL'); });
+    cleanups.push(() => {
+      other.kill('SIGKILL');
+    });
     writeFileSync(upLockPath(home), `${other.pid}\n`);
     takeUpLock(home).release();
     // A live `hermes` process (its command line names it).
     const fake = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30000)', 'cli/hermes.mjs', 'up']);
-    cleanups.push(() => { fake.kill('SIGKILL'); });
-    await waitFor(() => existsSync(`/proc/${fake.pid}/cmdline`) && readFileSync(`/proc/${fake.pid}/cmdline`, 'utf8').includes('hermes'), 5_000, 'the fake hermes up');
+    cleanups.push(() => {
+      fake.kill('SIGKILL');
+    });
+    await waitFor(
+      () => existsSync(`/proc/${fake.pid}/cmdline`) && readFileSync(`/proc/${fake.pid}/cmdline`, 'utf8').includes('hermes'),
+      5_000,
+      'the fake hermes up',
+    );
     writeFileSync(upLockPath(home), `${fake.pid}\n`);
     expect(() => takeUpLock(home)).toThrow(AlreadyRunningError);
     expect(() => takeUpLock(home)).toThrow(`hermes up is already running for ${home} (pid ${fake.pid}). Attach to it with \`hermes chat\``);
@@ -91,7 +116,18 @@ describe('one hermes up per home', () => {
     const home = newHome();
     const port = await freePort();
     const env: NodeJS.ProcessEnv = { ...process.env, HERMES_HOME: home, API_SERVER_PORT: String(port), HERMES_LOG_LEVEL: 'warn' };
-    for (const k of ['REDIS_URL', 'REDIS_CLUSTER_NODES', 'REDIS_SENTINELS', 'HERMES_REDIS_PREFIX', 'TELEGRAM_BOT_TOKEN', 'API_SERVER_HOST', 'API_SERVER_KEY', 'OPENAI_BASE_URL', 'OPENAI_API_KEY']) delete env[k];
+    for (const k of [
+      'REDIS_URL',
+      'REDIS_CLUSTER_NODES',
+      'REDIS_SENTINELS',
+      'HERMES_REDIS_PREFIX',
+      'TELEGRAM_BOT_TOKEN',
+      'API_SERVER_HOST',
+      'API_SERVER_KEY',
+      'OPENAI_BASE_URL',
+      'OPENAI_API_KEY',
+    ])
+      delete env[k];
     const first = spawn(process.execPath, [HERMES_BIN, 'up', '--no-chat'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     first.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -143,9 +179,14 @@ describe('an agent schedule set without a model', () => {
       'Warning: no model: agent turns will fail — set OPENAI_BASE_URL and OPENAI_API_KEY (or agent.base_url and agent.api_key in config.yaml).',
     );
     const shell = await runHermes(e, ['heartbeat', 'every', '1h', 'anything', 'new?', '--session', 'b']);
-    expect(shell.stdout).toMatch(/\nWarning: no model: agent turns will fail — .* \(this shell's configuration; workers started with OPENAI_BASE_URL of their own are fine\)\.\n$/);
+    expect(shell.stdout).toMatch(
+      /\nWarning: no model: agent turns will fail — .* \(this shell's configuration; workers started with OPENAI_BASE_URL of their own are fine\)\.\n$/,
+    );
     expect(await c.loops.get('b', 'heartbeat')).toMatchObject({ status: 'active' });
-    const command = await c.schedules.set('c', 'loop', spec, { origin: { surface: 'cli' }, runner: { kind: 'command', command: 'true', timeoutSeconds: 5 } });
+    const command = await c.schedules.set('c', 'loop', spec, {
+      origin: { surface: 'cli' },
+      runner: { kind: 'command', command: 'true', timeoutSeconds: 5 },
+    });
     expect(command).not.toContain('Warning');
     const withModel = await runHermes(e, ['loop', '10m', 'check', '--session', 'd'], { OPENAI_BASE_URL: 'http://127.0.0.1:9/v1' });
     expect(withModel.stdout).not.toContain('Warning');

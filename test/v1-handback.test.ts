@@ -29,13 +29,24 @@ interface Answer {
   text: (req: RecordedRequest) => string;
 }
 
-async function setup(): Promise<{ env: TestEnv; model: FakeOpenAI; answer: Answer; gw: Gateway; runs: RunStore; redis: Redis; worker: () => Promise<WorkerProcess> }> {
+async function setup(): Promise<{
+  env: TestEnv;
+  model: FakeOpenAI;
+  answer: Answer;
+  gw: Gateway;
+  runs: RunStore;
+  redis: Redis;
+  worker: () => Promise<WorkerProcess>;
+}> {
   const model = await startFakeOpenAI();
   const answer: Answer = { delayMs: 0, text: echoLast };
   model.respond((req) => ({ delayMs: answer.delayMs, text: answer.text(req) }));
   cleanups.push(() => model.close());
   const env = testEnv({
-    'agent.base_url': model.baseUrl, 'agent.api_key': 'k', 'api_server.port': 0, 'api_server.key': KEY,
+    'agent.base_url': model.baseUrl,
+    'agent.api_key': 'k',
+    'api_server.port': 0,
+    'api_server.key': KEY,
     'agent.cron_drain_timeout': 0.5,
   });
   cleanups.push(() => env.cleanup());
@@ -101,10 +112,14 @@ describe('/v1 runs cut by a drain are handed back', () => {
 
     answer.delayMs = 0;
     await worker();
-    const done = await waitFor(async () => {
-      const r = await runs.get(runId);
-      return r?.status === 'completed' ? r : undefined;
-    }, 15_000, 'the run completed by worker B');
+    const done = await waitFor(
+      async () => {
+        const r = await runs.get(runId);
+        return r?.status === 'completed' ? r : undefined;
+      },
+      15_000,
+      'the run completed by worker B',
+    );
     expect(done.output).toBe('echo: write the nightly report');
     const again = await readJson(post(gw, '/v1/runs', { input: 'write the nightly report' }, { 'idempotency-key': 'k1' }));
     expect(again).toMatchObject({ id: runId, status: 'completed', output: 'echo: write the nightly report' });
@@ -125,15 +140,19 @@ describe('/v1 runs cut by a drain are handed back', () => {
     expect(retry.status).toBe(200);
     expect(await readJson(retry)).toMatchObject({ id: runId, status: 'queued', error: null });
     await worker();
-    const done = await waitFor(async () => {
-      const r = await runs.get(runId);
-      return r?.status === 'completed' ? r : undefined;
-    }, 15_000, 'the re-queued run completed');
+    const done = await waitFor(
+      async () => {
+        const r = await runs.get(runId);
+        return r?.status === 'completed' ? r : undefined;
+      },
+      15_000,
+      'the re-queued run completed',
+    );
     expect(done.output).toBe('echo: old run');
     expect(model.requests).toHaveLength(1);
   }, 40_000);
 
-  it('a worker that loses a run\'s job lock aborts its copy and writes nothing; only the copy that holds the lock completes the run', async () => {
+  it("a worker that loses a run's job lock aborts its copy and writes nothing; only the copy that holds the lock completes the run", async () => {
     const { env, model, answer, gw, runs, redis, worker } = await setup();
     let calls = 0;
     answer.text = () => `answer ${++calls}`;
@@ -152,10 +171,14 @@ describe('/v1 runs cut by a drain are handed back', () => {
     const [active] = await queue.getJobs(['active']);
     // The lock lapses under the worker (as after a renewal that came too late): the stall check hands the job on.
     expect(await redis.del(`${keys.bullPrefix}:v1-runs:${active!.id}:lock`)).toBe(1);
-    const done = await waitFor(async () => {
-      const r = await runs.get(runId);
-      return r?.status === 'completed' ? r : undefined;
-    }, 20_000, 'the run completed');
+    const done = await waitFor(
+      async () => {
+        const r = await runs.get(runId);
+        return r?.status === 'completed' ? r : undefined;
+      },
+      20_000,
+      'the run completed',
+    );
     expect(done.output).toBe('answer 2');
     expect(model.requests).toHaveLength(2);
     // Started twice (the copy that lost its lock, then the one that took the job over), never handed back, completed once.

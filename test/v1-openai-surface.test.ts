@@ -10,7 +10,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../scheduler/logger.ts';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { CONVERSATION_MAX_CHARS } from '../gateway/http/v1/v1-responses.ts';
-import { echoLast, lastUserText, startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
+import {
+  echoLast,
+  lastUserText,
+  startFakeOpenAI,
+  type FakeOpenAI,
+  type RecordedRequest,
+  type ScriptedReply,
+} from './support/fake-openai.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { parseSse, readJson, waitFor } from './support/http.ts';
 import { startV1Worker, type TestV1Worker } from './support/v1-worker.ts';
@@ -27,7 +34,11 @@ beforeAll(async () => {
   model = await startFakeOpenAI();
   model.respond((req) => answer(req));
   env = testEnv({
-    'agent.base_url': model.baseUrl, 'agent.api_key': 'model-key', 'agent.model': 'primary-model', 'api_server.port': 0, 'api_server.key': KEY,
+    'agent.base_url': model.baseUrl,
+    'agent.api_key': 'model-key',
+    'agent.model': 'primary-model',
+    'api_server.port': 0,
+    'api_server.key': KEY,
     'agent.models': { cheap: { model: 'cheap-model-id' } },
     'agent.max_prompt_chars': 600_000,
   });
@@ -52,7 +63,9 @@ function client(): OpenAI {
 
 function post(path: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
   return fetch(`${gw.httpAddress.url}${path}`, {
-    method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', ...headers }, body: JSON.stringify(body),
+    method: 'POST',
+    headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
   });
 }
 
@@ -76,15 +89,30 @@ describe('POST /v1/responses', () => {
     const before = model.requests.length;
     const res = await client().responses.create({ model: 'hermes-agent', instructions: 'Answer in French.', input: 'what is new?' });
     expect(res).toMatchObject({
-      object: 'response', status: 'completed', model: 'hermes-agent', instructions: 'Answer in French.', error: null, incomplete_details: null,
-      output: [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'echo: what is new?', annotations: [] }] }],
+      object: 'response',
+      status: 'completed',
+      model: 'hermes-agent',
+      instructions: 'Answer in French.',
+      error: null,
+      incomplete_details: null,
+      output: [
+        {
+          type: 'message',
+          role: 'assistant',
+          status: 'completed',
+          content: [{ type: 'output_text', text: 'echo: what is new?', annotations: [] }],
+        },
+      ],
       usage: { input_tokens: 7, output_tokens: 3, total_tokens: 10 },
     });
     expect(res.id).toMatch(/^resp_[0-9a-f]{24}$/);
     expect(res.output_text).toBe('echo: what is new?');
     const sent = model.requests.slice(before);
     expect(sent).toHaveLength(1);
-    expect(sent[0]!.messages).toEqual([{ role: 'system', content: 'Answer in French.' }, { role: 'user', content: 'what is new?' }]);
+    expect(sent[0]!.messages).toEqual([
+      { role: 'system', content: 'Answer in French.' },
+      { role: 'user', content: 'what is new?' },
+    ]);
   });
 
   it('takes message items with text parts (input_text, output_text) and developer messages', async () => {
@@ -93,26 +121,43 @@ describe('POST /v1/responses', () => {
       model: 'hermes-agent',
       input: [
         { role: 'developer', content: 'Be terse.' },
-        { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'first' }, { type: 'input_text', text: 'part' }] },
+        {
+          type: 'message',
+          role: 'user',
+          content: [
+            { type: 'input_text', text: 'first' },
+            { type: 'input_text', text: 'part' },
+          ],
+        },
         { role: 'assistant', content: 'noted' },
         { role: 'user', content: 'and now?' },
       ],
     });
     expect(res.output_text).toBe('echo: and now?');
     expect(model.requests[before]!.messages).toEqual([
-      { role: 'system', content: 'Be terse.' }, { role: 'user', content: 'first\npart' }, { role: 'assistant', content: 'noted' }, { role: 'user', content: 'and now?' },
+      { role: 'system', content: 'Be terse.' },
+      { role: 'user', content: 'first\npart' },
+      { role: 'assistant', content: 'noted' },
+      { role: 'user', content: 'and now?' },
     ]);
   });
 
-  it('streams the Responses event types in order; the client\'s stream helper assembles the final response', async () => {
+  it("streams the Responses event types in order; the client's stream helper assembles the final response", async () => {
     answer = () => ({ text: 'one two three four', wordDelayMs: 20 });
     const stream = await client().responses.create({ model: 'hermes-agent', input: 'count', stream: true });
     const events: Array<{ type: string; sequence_number: number; delta?: string }> = [];
     for await (const e of stream) events.push(e);
     const types = [...new Set(events.map((e) => e.type))];
     expect(types).toEqual([
-      'response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added',
-      'response.output_text.delta', 'response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.completed',
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.content_part.added',
+      'response.output_text.delta',
+      'response.output_text.done',
+      'response.content_part.done',
+      'response.output_item.done',
+      'response.completed',
     ]);
     expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
     const deltas = events.filter((e) => e.type === 'response.output_text.delta');
@@ -136,7 +181,10 @@ describe('POST /v1/responses', () => {
     expect(types.slice(-2)).toEqual(['error', 'response.failed']);
     const error = JSON.parse(frames.at(-2)!.data);
     expect(error).toMatchObject({ type: 'error', code: 'model_error', message: expect.stringMatching(/upstream exploded/) });
-    expect(JSON.parse(frames.at(-1)!.data).response).toMatchObject({ status: 'failed', error: { code: 'server_error', message: expect.stringMatching(/upstream exploded/) } });
+    expect(JSON.parse(frames.at(-1)!.data).response).toMatchObject({
+      status: 'failed',
+      error: { code: 'server_error', message: expect.stringMatching(/upstream exploded/) },
+    });
     // Not streamed: the error is the HTTP answer, as for chat completions.
     const plain = await apiError(client().responses.create({ model: 'hermes-agent', input: 'boom' }));
     expect(plain.status).toBe(502);
@@ -153,15 +201,24 @@ describe('POST /v1/responses', () => {
     const [system, ...rest] = model.requests[before]!.messages;
     expect(system).toMatchObject({ role: 'system', content: expect.stringMatching(/^You are Hermes/) });
     expect(rest).toEqual([
-      { role: 'user', content: 'my name is Ada' }, { role: 'assistant', content: 'echo: my name is Ada' }, { role: 'user', content: 'what is my name?' },
+      { role: 'user', content: 'my name is Ada' },
+      { role: 'assistant', content: 'echo: my name is Ada' },
+      { role: 'user', content: 'what is my name?' },
     ]);
     const third = await c.responses.create({ model: 'hermes-agent', input: 'and again?', previous_response_id: second.id, stream: true });
-    for await (const _ of third) { /* drain */ }
-    expect(model.requests.at(-1)!.messages.slice(1).map((m) => m.content)).toEqual([
-      'my name is Ada', 'echo: my name is Ada', 'what is my name?', 'echo: what is my name?', 'and again?',
-    ]);
+    for await (const _ of third) {
+      /* drain */
+    }
+    expect(
+      model.requests
+        .at(-1)!
+        .messages.slice(1)
+        .map((m) => m.content),
+    ).toEqual(['my name is Ada', 'echo: my name is Ada', 'what is my name?', 'echo: what is my name?', 'and again?']);
     // An unknown previous response is 404 naming the field.
-    const missing = await apiError(c.responses.create({ model: 'hermes-agent', input: 'x', previous_response_id: 'resp_000000000000000000000000' }));
+    const missing = await apiError(
+      c.responses.create({ model: 'hermes-agent', input: 'x', previous_response_id: 'resp_000000000000000000000000' }),
+    );
     expect(missing.status).toBe(404);
     expect(missing).toMatchObject({ code: 'previous_response_not_found', param: 'previous_response_id' });
   });
@@ -191,23 +248,35 @@ describe('POST /v1/responses', () => {
     // The same run is visible as a run.
     expect((await readJson(get(`/v1/runs/run_${res.id.slice(5)}`))).output).toBe('echo: keep me');
     await c.responses.delete(res.id);
-    const again = await fetch(`${gw.httpAddress.url}/v1/responses/${res.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${KEY}` } });
+    const again = await fetch(`${gw.httpAddress.url}/v1/responses/${res.id}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${KEY}` },
+    });
     expect(again.status).toBe(404);
     expect((await apiError(c.responses.retrieve(res.id))).status).toBe(404);
     const other = await c.responses.create({ model: 'hermes-agent', input: 'delete me' });
-    const body = await readJson(fetch(`${gw.httpAddress.url}/v1/responses/${other.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${KEY}` } }));
+    const body = await readJson(
+      fetch(`${gw.httpAddress.url}/v1/responses/${other.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${KEY}` } }),
+    );
     expect(body).toEqual({ id: other.id, object: 'response.deleted', deleted: true });
   });
 
   it('DELETE of a response still running stops it and answers its waiting caller at once', async () => {
     answer = () => ({ delayMs: 3000, text: 'too late' });
     const waiting = post('/v1/responses', { model: 'hermes-agent', input: 'slow one' });
-    const runId = await waitFor(async () => {
-      const list = await readJson(get('/v1/runs?limit=1'));
-      return list.data[0]?.status === 'running' ? (list.data[0].id as string) : undefined;
-    }, 5000, 'the response running');
+    const runId = await waitFor(
+      async () => {
+        const list = await readJson(get('/v1/runs?limit=1'));
+        return list.data[0]?.status === 'running' ? (list.data[0].id as string) : undefined;
+      },
+      5000,
+      'the response running',
+    );
     const started = Date.now();
-    const del = await fetch(`${gw.httpAddress.url}/v1/responses/resp_${runId.slice(4)}`, { method: 'DELETE', headers: { authorization: `Bearer ${KEY}` } });
+    const del = await fetch(`${gw.httpAddress.url}/v1/responses/resp_${runId.slice(4)}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${KEY}` },
+    });
     expect(del.status).toBe(200);
     const res = await waiting;
     expect(Date.now() - started).toBeLessThan(2000);
@@ -230,17 +299,26 @@ describe('POST /v1/responses', () => {
     expect(c.status).toBe(409);
   });
 
-  it('refuses the caller\'s tools, non-text items and unknown fields with a 400 naming them', async () => {
+  it("refuses the caller's tools, non-text items and unknown fields with a 400 naming them", async () => {
     const c = client();
-    const tools = await apiError(c.responses.create({
-      model: 'hermes-agent', input: 'x', tools: [{ type: 'function', name: 'f', parameters: {}, strict: false }],
-    }));
+    const tools = await apiError(
+      c.responses.create({
+        model: 'hermes-agent',
+        input: 'x',
+        tools: [{ type: 'function', name: 'f', parameters: {}, strict: false }],
+      }),
+    );
     expect(tools).toMatchObject({ status: 400, code: 'client_tools_not_allowed', param: 'tools' });
-    const item = await apiError(c.responses.create({ model: 'hermes-agent', input: [{ type: 'function_call_output', call_id: 'c1', output: '42' }] }));
+    const item = await apiError(
+      c.responses.create({ model: 'hermes-agent', input: [{ type: 'function_call_output', call_id: 'c1', output: '42' }] }),
+    );
     expect(item).toMatchObject({ status: 400, code: 'unsupported_input_item', param: 'input.0.type' });
-    const image = await apiError(c.responses.create({
-      model: 'hermes-agent', input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/a.png', detail: 'auto' }] }],
-    }));
+    const image = await apiError(
+      c.responses.create({
+        model: 'hermes-agent',
+        input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/a.png', detail: 'auto' }] }],
+      }),
+    );
     expect(image).toMatchObject({ status: 400, code: 'unsupported_content', param: 'input.0.content.0.type' });
     const reasoning = await apiError(c.responses.create({ model: 'hermes-agent', input: 'x', reasoning: { effort: 'high' } }));
     expect(reasoning).toMatchObject({ status: 400, code: 'unsupported_parameter', param: 'reasoning' });
@@ -251,11 +329,21 @@ describe('POST /v1/responses', () => {
   it('forwards temperature, top_p, max_output_tokens (as max_tokens), user and text.format to the model', async () => {
     const before = model.requests.length;
     await client().responses.create({
-      model: 'hermes-agent', input: 'json please', temperature: 0.2, top_p: 0.9, max_output_tokens: 50, user: 'u-7',
-      text: { format: { type: 'json_schema', name: 'answer', schema: { type: 'object', properties: { a: { type: 'string' } } }, strict: true } },
+      model: 'hermes-agent',
+      input: 'json please',
+      temperature: 0.2,
+      top_p: 0.9,
+      max_output_tokens: 50,
+      user: 'u-7',
+      text: {
+        format: { type: 'json_schema', name: 'answer', schema: { type: 'object', properties: { a: { type: 'string' } } }, strict: true },
+      },
     });
     expect(model.requests[before]!.body).toMatchObject({
-      temperature: 0.2, top_p: 0.9, max_tokens: 50, user: 'u-7',
+      temperature: 0.2,
+      top_p: 0.9,
+      max_tokens: 50,
+      user: 'u-7',
       response_format: { type: 'json_schema', json_schema: { name: 'answer', strict: true, schema: { type: 'object' } } },
     });
   });
@@ -265,25 +353,61 @@ describe('client parameters on /v1/chat/completions', () => {
   it('forwards temperature, top_p, max_tokens, max_completion_tokens, stop, seed, response_format and user to every model call', async () => {
     const before = model.requests.length;
     await client().chat.completions.create({
-      model: 'hermes-agent', messages: [{ role: 'user', content: 'hi' }],
-      temperature: 0.1, top_p: 0.5, max_tokens: 40, stop: ['END'], seed: 7, response_format: { type: 'json_object' }, user: 'alice',
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: 'hi' }],
+      temperature: 0.1,
+      top_p: 0.5,
+      max_tokens: 40,
+      stop: ['END'],
+      seed: 7,
+      response_format: { type: 'json_object' },
+      user: 'alice',
     });
     expect(model.requests[before]!.body).toMatchObject({
-      temperature: 0.1, top_p: 0.5, max_tokens: 40, stop: ['END'], seed: 7, response_format: { type: 'json_object' }, user: 'alice',
+      temperature: 0.1,
+      top_p: 0.5,
+      max_tokens: 40,
+      stop: ['END'],
+      seed: 7,
+      response_format: { type: 'json_object' },
+      user: 'alice',
     });
-    await client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'hi' }], max_completion_tokens: 30 });
+    await client().chat.completions.create({
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_completion_tokens: 30,
+    });
     expect(model.requests.at(-1)!.body).toMatchObject({ max_completion_tokens: 30 });
     expect(model.requests.at(-1)!.body).not.toHaveProperty('temperature');
   });
 
   it('accepts a field at its neutral value or null, and refuses any other field it cannot honour, naming it', async () => {
     const ok = await post('/v1/chat/completions', {
-      model: 'hermes-agent', messages: [{ role: 'user', content: 'hi' }], n: 1, presence_penalty: 0, frequency_penalty: 0, logprobs: false, logit_bias: {}, tools: [], top_logprobs: null,
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: 'hi' }],
+      n: 1,
+      presence_penalty: 0,
+      frequency_penalty: 0,
+      logprobs: false,
+      logit_bias: {},
+      tools: [],
+      top_logprobs: null,
     });
     expect(ok.status).toBe(200);
-    for (const [field, value] of [['presence_penalty', 0.5], ['logprobs', true], ['modalities', ['audio']], ['reasoning_effort', 'high'], ['service_tier', 'flex'], ['store', true]] as const) {
+    for (const [field, value] of [
+      ['presence_penalty', 0.5],
+      ['logprobs', true],
+      ['modalities', ['audio']],
+      ['reasoning_effort', 'high'],
+      ['service_tier', 'flex'],
+      ['store', true],
+    ] as const) {
       const before = model.requests.length;
-      const res = await post('/v1/chat/completions', { model: 'hermes-agent', messages: [{ role: 'user', content: 'hi' }], [field]: value });
+      const res = await post('/v1/chat/completions', {
+        model: 'hermes-agent',
+        messages: [{ role: 'user', content: 'hi' }],
+        [field]: value,
+      });
       expect(res.status, field).toBe(400);
       const body = await readJson(res);
       expect(body.error).toMatchObject({ type: 'invalid_request_error', code: 'unsupported_parameter', param: field });
@@ -300,8 +424,16 @@ describe('client parameters on /v1/chat/completions', () => {
       [{ stop: 5 }, 'stop', /expected string or array, got number 5/],
       [{ response_format: { type: 'xml' } }, 'response_format.type', /expected "text" or "json_object" or "json_schema", got string "xml"/],
       [{ stream: 'yes' }, 'stream', /expected boolean, got string "yes"/],
-      [{ messages: [{ role: 'robot', content: 'hi' }] }, 'messages.0.role', /expected "system" or "developer" or "user" or "assistant", got string "robot"/],
-      [{ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: {} }] }] }, 'messages.0.content.0.type', /expected "text", got string "image_url"/],
+      [
+        { messages: [{ role: 'robot', content: 'hi' }] },
+        'messages.0.role',
+        /expected "system" or "developer" or "user" or "assistant", got string "robot"/,
+      ],
+      [
+        { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: {} }] }] },
+        'messages.0.content.0.type',
+        /expected "text", got string "image_url"/,
+      ],
     ];
     for (const [patch, param, message] of cases) {
       const res = await post('/v1/chat/completions', { model: 'hermes-agent', messages: [{ role: 'user', content: 'hi' }], ...patch });
@@ -347,10 +479,14 @@ describe('GET /v1/runs', () => {
   it('lists runs newest first, a page at a time', async () => {
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) ids.push((await readJson(post('/v1/runs', { input: `listed ${i}` }))).id);
-    await waitFor(async () => {
-      const all = await Promise.all(ids.map((id) => readJson(get(`/v1/runs/${id}`))));
-      return all.every((r) => r.status === 'completed');
-    }, 10_000, 'runs completed');
+    await waitFor(
+      async () => {
+        const all = await Promise.all(ids.map((id) => readJson(get(`/v1/runs/${id}`))));
+        return all.every((r) => r.status === 'completed');
+      },
+      10_000,
+      'runs completed',
+    );
     const first = await readJson(get('/v1/runs?limit=2'));
     expect(first).toMatchObject({ object: 'list', has_more: true });
     expect(first.data.map((r: { id: string }) => r.id)).toEqual([ids[4], ids[3]]);
@@ -361,7 +497,10 @@ describe('GET /v1/runs', () => {
     expect(second.data[0]).toMatchObject({ object: 'run', status: 'completed', output: 'echo: listed 2', finish_reason: 'stop' });
     const bad = await get('/v1/runs?limit=500');
     expect(bad.status).toBe(400);
-    expect((await readJson(bad)).error).toMatchObject({ param: 'limit', message: expect.stringMatching(/expected number to be <=100, got string "500"/) });
+    expect((await readJson(bad)).error).toMatchObject({
+      param: 'limit',
+      message: expect.stringMatching(/expected number to be <=100, got string "500"/),
+    });
     const cursor = await get('/v1/runs?after=run_ffffffffffffffffffffffff');
     expect((await readJson(cursor)).error).toMatchObject({ param: 'after', code: 'invalid_cursor' });
   });
@@ -375,12 +514,16 @@ describe('GET /v1/runs', () => {
   });
 });
 
-describe('the agent\'s tools stay the operator\'s', () => {
-  it('the caller\'s tools are refused on both endpoints, an empty list is accepted', async () => {
+describe("the agent's tools stay the operator's", () => {
+  it("the caller's tools are refused on both endpoints, an empty list is accepted", async () => {
     const c = client();
-    const err = await apiError(c.chat.completions.create({
-      model: 'hermes-agent', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f', parameters: {} } }],
-    }));
+    const err = await apiError(
+      c.chat.completions.create({
+        model: 'hermes-agent',
+        messages: [{ role: 'user', content: 'x' }],
+        tools: [{ type: 'function', function: { name: 'f', parameters: {} } }],
+      }),
+    );
     expect(err).toMatchObject({ status: 400, code: 'client_tools_not_allowed', param: 'tools' });
     const ok = await c.responses.create({ model: 'hermes-agent', input: 'fine', tools: [] });
     expect(ok.output_text).toBe('echo: fine');

@@ -27,14 +27,28 @@ describe('/v1: queueing a run is bounded', () => {
     const env = testEnv();
     cleanups.push(() => env.cleanup());
     const sockets = new Set<Socket>();
-    const silent: Server = createServer((s) => { sockets.add(s); s.on('error', () => {}); });
+    const silent: Server = createServer((s) => {
+      sockets.add(s);
+      s.on('error', () => {});
+    });
     await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
-    cleanups.push(() => new Promise<void>((r) => { for (const s of sockets) s.destroy(); silent.close(() => r()); }));
+    cleanups.push(
+      () =>
+        new Promise<void>((r) => {
+          for (const s of sockets) s.destroy();
+          silent.close(() => r());
+        }),
+    );
     const redis = new Redis(env.redisUrl);
     cleanups.push(() => redis.disconnect());
     const keys = new Keys(env.prefix);
     const runs = new RunStore(redis, keys, 60);
-    const hung = new Redis({ port: (silent.address() as AddressInfo).port, host: '127.0.0.1', maxRetriesPerRequest: null, lazyConnect: false });
+    const hung = new Redis({
+      port: (silent.address() as AddressInfo).port,
+      host: '127.0.0.1',
+      maxRetriesPerRequest: null,
+      lazyConnect: false,
+    });
     hung.on('error', () => {});
     cleanups.push(() => hung.disconnect());
     const queue = v1RunsQueue(keys, hung);
@@ -42,10 +56,22 @@ describe('/v1: queueing a run is bounded', () => {
     const log = createLogger({ level: 'silent' });
     const app = express();
     app.use(express.json());
-    app.use('/v1', v1Router({
-      runs, queue, keys, fanout: undefined as never, inflight: new InflightRuns(), model: 'm', maxPromptChars: 10_000,
-      runTimeoutMs: 60_000, queueTimeoutMs: 500, streams: new Set(), log,
-    }));
+    app.use(
+      '/v1',
+      v1Router({
+        runs,
+        queue,
+        keys,
+        fanout: undefined as never,
+        inflight: new InflightRuns(),
+        model: 'm',
+        maxPromptChars: 10_000,
+        runTimeoutMs: 60_000,
+        queueTimeoutMs: 500,
+        streams: new Set(),
+        log,
+      }),
+    );
     app.use(errorHandler(log));
     const server = app.listen(0, '127.0.0.1');
     await new Promise<void>((r) => server.once('listening', () => r()));
@@ -53,7 +79,9 @@ describe('/v1: queueing a run is bounded', () => {
 
     const started = Date.now();
     const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/runs`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: 'hello' }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ input: 'hello' }),
       signal: AbortSignal.timeout(10_000),
     });
     const tookMs = Date.now() - started;

@@ -31,7 +31,9 @@ let worker: TestV1Worker;
 beforeAll(async () => {
   model = await startFakeOpenAI();
   // Word by word, so streams carry several deltas; a message that says FAIL meets a failing upstream.
-  model.respond((req) => (lastUserText(req) === 'FAIL' ? { status: 500, message: 'upstream exploded' } : { text: echoLast(req), wordDelayMs: 2 }));
+  model.respond((req) =>
+    lastUserText(req) === 'FAIL' ? { status: 500, message: 'upstream exploded' } : { text: echoLast(req), wordDelayMs: 2 },
+  );
   env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'model-key', 'api_server.port': 0, 'api_server.key': KEY });
   gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
   worker = await startV1Worker(env);
@@ -53,17 +55,26 @@ function pythonWithOpenAI(): { python: string; version: string } | undefined {
   const configured = process.env.HERMES_TEST_PYTHON || (existsSync(venv) ? venv : undefined);
   for (const python of configured ? [configured] : ['python3']) {
     try {
-      const version = execFileSync(python, ['-c', 'import openai; print(openai.__version__)'], { encoding: 'utf8', timeout: 30_000 }).trim();
+      const version = execFileSync(python, ['-c', 'import openai; print(openai.__version__)'], {
+        encoding: 'utf8',
+        timeout: 30_000,
+      }).trim();
       return { python, version };
     } catch (err) {
-      if (configured) throw new Error(`${python} was set up for the real-client test but cannot import openai: ${(err as Error).message}`, { cause: err });
+      if (configured)
+        throw new Error(`${python} was set up for the real-client test but cannot import openai: ${(err as Error).message}`, {
+          cause: err,
+        });
     }
   }
   return undefined;
 }
 
 const python = pythonWithOpenAI();
-if (!python) console.warn('v1-real-clients: no Python with the openai package (pip could not reach an index); the Python client part is skipped, the JS client part runs');
+if (!python)
+  console.warn(
+    'v1-real-clients: no Python with the openai package (pip could not reach an index); the Python client part is skipped, the JS client part runs',
+  );
 
 function runPython(script: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -79,50 +90,79 @@ function runPython(script: string): Promise<{ code: number | null; stdout: strin
 }
 
 const RESPONSE_STREAM = [
-  'response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added',
-  'response.output_text.delta', 'response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.completed',
+  'response.created',
+  'response.in_progress',
+  'response.output_item.added',
+  'response.content_part.added',
+  'response.output_text.delta',
+  'response.output_text.done',
+  'response.content_part.done',
+  'response.output_item.done',
+  'response.completed',
 ];
 
 describe('the official Python openai client', () => {
-  it.skipIf(!python)(`drives chat, streaming with usage, responses (plain, continued, streamed), errors and tool refusal (openai ${python?.version ?? 'not installed'})`, async () => {
-    const res = await runPython(join(ROOT, 'test', 'support', 'openai-python-client.py'));
-    expect(res.stderr.split('\n').filter((l) => l.startsWith('Traceback')), res.stderr).toEqual([]);
-    expect(res.code, res.stderr).toBe(0);
-    const out = JSON.parse(res.stdout);
-    expect(out.chat).toEqual({ content: 'echo: hello python', finish_reason: 'stop', total_tokens: 10 });
-    expect(out.chat_stream.text).toBe('echo: stream python');
-    expect(out.chat_stream.usages.slice(0, -1).every((u: unknown) => u === null)).toBe(true);
-    expect(out.chat_stream.usages.at(-1)).toBe(10);
-    expect(out.chat_stream.empty_choices).toEqual([...out.chat_stream.empty_choices.slice(0, -1).map(() => false), true]);
-    expect(out.responses).toMatchObject({
-      status: 'completed', output_text: 'echo: responses python', input_tokens: 7, second_output_text: 'echo: and then?', second_previous: out.responses.id,
-    });
-    expect(out.retrieve).toBe('echo: responses python');
-    expect([...new Set(out.responses_stream.types)]).toEqual(RESPONSE_STREAM);
-    expect(out.responses_stream.deltas.length).toBeGreaterThan(1);
-    expect(out.responses_stream.deltas.join('')).toBe('echo: streamed python');
-    expect(out.responses_stream.helper_deltas.join('')).toBe('echo: helper python');
-    expect(out.responses_stream.helper_text).toBe('echo: helper python');
-    expect(out.errors.model).toMatchObject({ class: 'NotFoundError', status: 404, code: 'model_not_found', param: 'model' });
-    expect(out.errors.param).toMatchObject({ class: 'BadRequestError', status: 400, code: 'unsupported_parameter', param: 'logprobs' });
-    expect(out.errors.tools).toMatchObject({ class: 'BadRequestError', status: 400, code: 'client_tools_not_allowed', param: 'tools' });
-    expect(out.errors.responses_tools).toMatchObject({ class: 'BadRequestError', code: 'client_tools_not_allowed', param: 'tools' });
-    expect(out.errors.upstream).toMatchObject({ class: 'InternalServerError', status: 502, message: expect.stringMatching(/upstream exploded/) });
-    expect(out.errors.upstream_stream).toMatchObject({ class: 'APIError', message: expect.stringMatching(/upstream exploded/) });
-    expect(out.responses_stream_error).toMatchObject({ code: 'model_error', message: expect.stringMatching(/upstream exploded/) });
-    expect(out.responses_stream_failed_types.slice(-2)).toEqual(['error', 'response.failed']);
-  }, 120_000);
+  it.skipIf(!python)(
+    `drives chat, streaming with usage, responses (plain, continued, streamed), errors and tool refusal (openai ${python?.version ?? 'not installed'})`,
+    async () => {
+      const res = await runPython(join(ROOT, 'test', 'support', 'openai-python-client.py'));
+      expect(
+        res.stderr.split('\n').filter((l) => l.startsWith('Traceback')),
+        res.stderr,
+      ).toEqual([]);
+      expect(res.code, res.stderr).toBe(0);
+      const out = JSON.parse(res.stdout);
+      expect(out.chat).toEqual({ content: 'echo: hello python', finish_reason: 'stop', total_tokens: 10 });
+      expect(out.chat_stream.text).toBe('echo: stream python');
+      expect(out.chat_stream.usages.slice(0, -1).every((u: unknown) => u === null)).toBe(true);
+      expect(out.chat_stream.usages.at(-1)).toBe(10);
+      expect(out.chat_stream.empty_choices).toEqual([...out.chat_stream.empty_choices.slice(0, -1).map(() => false), true]);
+      expect(out.responses).toMatchObject({
+        status: 'completed',
+        output_text: 'echo: responses python',
+        input_tokens: 7,
+        second_output_text: 'echo: and then?',
+        second_previous: out.responses.id,
+      });
+      expect(out.retrieve).toBe('echo: responses python');
+      expect([...new Set(out.responses_stream.types)]).toEqual(RESPONSE_STREAM);
+      expect(out.responses_stream.deltas.length).toBeGreaterThan(1);
+      expect(out.responses_stream.deltas.join('')).toBe('echo: streamed python');
+      expect(out.responses_stream.helper_deltas.join('')).toBe('echo: helper python');
+      expect(out.responses_stream.helper_text).toBe('echo: helper python');
+      expect(out.errors.model).toMatchObject({ class: 'NotFoundError', status: 404, code: 'model_not_found', param: 'model' });
+      expect(out.errors.param).toMatchObject({ class: 'BadRequestError', status: 400, code: 'unsupported_parameter', param: 'logprobs' });
+      expect(out.errors.tools).toMatchObject({ class: 'BadRequestError', status: 400, code: 'client_tools_not_allowed', param: 'tools' });
+      expect(out.errors.responses_tools).toMatchObject({ class: 'BadRequestError', code: 'client_tools_not_allowed', param: 'tools' });
+      expect(out.errors.upstream).toMatchObject({
+        class: 'InternalServerError',
+        status: 502,
+        message: expect.stringMatching(/upstream exploded/),
+      });
+      expect(out.errors.upstream_stream).toMatchObject({ class: 'APIError', message: expect.stringMatching(/upstream exploded/) });
+      expect(out.responses_stream_error).toMatchObject({ code: 'model_error', message: expect.stringMatching(/upstream exploded/) });
+      expect(out.responses_stream_failed_types.slice(-2)).toEqual(['error', 'response.failed']);
+    },
+    120_000,
+  );
 });
 
 describe('the official JS openai client', () => {
   const client = () => new OpenAI({ baseURL: `${gw.httpAddress.url}/v1`, apiKey: KEY, maxRetries: 0 });
-  const errorOf = async (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => (e instanceof APIError ? e : Promise.reject(e)));
+  const errorOf = async (p: Promise<unknown>) =>
+    p.then(
+      () => undefined,
+      (e: unknown) => (e instanceof APIError ? e : Promise.reject(e)),
+    );
 
   it('chat, plain and streamed with usage', async () => {
     const chat = await client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'hello js' }] });
     expect(chat.choices[0]).toMatchObject({ message: { content: 'echo: hello js' }, finish_reason: 'stop' });
     const stream = await client().chat.completions.create({
-      model: 'hermes-agent', messages: [{ role: 'user', content: 'stream js' }], stream: true, stream_options: { include_usage: true },
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: 'stream js' }],
+      stream: true,
+      stream_options: { include_usage: true },
     });
     let text = '';
     const usages: Array<number | null> = [];
@@ -156,18 +196,41 @@ describe('the official JS openai client', () => {
     expect(seen.join('')).toBe('echo: helper js');
   });
 
-  it('errors and the refusal of the caller\'s tools', async () => {
-    expect(await errorOf(client().chat.completions.create({ model: 'gpt-9', messages: [{ role: 'user', content: 'x' }] })))
-      .toMatchObject({ status: 404, code: 'model_not_found', param: 'model' });
-    expect(await errorOf(client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'x' }], logprobs: true })))
-      .toMatchObject({ status: 400, code: 'unsupported_parameter', param: 'logprobs' });
-    expect(await errorOf(client().chat.completions.create({
-      model: 'hermes-agent', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
-    }))).toMatchObject({ status: 400, code: 'client_tools_not_allowed', param: 'tools' });
-    expect(await errorOf(client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'FAIL' }] })))
-      .toMatchObject({ status: 502, message: expect.stringMatching(/upstream exploded/) });
-    const failing = await client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'FAIL' }], stream: true });
-    const midStream = await errorOf((async () => { for await (const _ of failing) { /* the error chunk throws */ } })());
+  it("errors and the refusal of the caller's tools", async () => {
+    expect(await errorOf(client().chat.completions.create({ model: 'gpt-9', messages: [{ role: 'user', content: 'x' }] }))).toMatchObject({
+      status: 404,
+      code: 'model_not_found',
+      param: 'model',
+    });
+    expect(
+      await errorOf(
+        client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'x' }], logprobs: true }),
+      ),
+    ).toMatchObject({ status: 400, code: 'unsupported_parameter', param: 'logprobs' });
+    expect(
+      await errorOf(
+        client().chat.completions.create({
+          model: 'hermes-agent',
+          messages: [{ role: 'user', content: 'x' }],
+          tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
+        }),
+      ),
+    ).toMatchObject({ status: 400, code: 'client_tools_not_allowed', param: 'tools' });
+    expect(
+      await errorOf(client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'FAIL' }] })),
+    ).toMatchObject({ status: 502, message: expect.stringMatching(/upstream exploded/) });
+    const failing = await client().chat.completions.create({
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: 'FAIL' }],
+      stream: true,
+    });
+    const midStream = await errorOf(
+      (async () => {
+        for await (const _ of failing) {
+          /* the error chunk throws */
+        }
+      })(),
+    );
     expect(midStream?.message).toMatch(/upstream exploded/);
     const events: string[] = [];
     for await (const e of await client().responses.create({ model: 'hermes-agent', input: 'FAIL', stream: true })) events.push(e.type);

@@ -17,7 +17,14 @@ import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../scheduler/logger.ts';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
-import { echoLast, lastToolResult, startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
+import {
+  echoLast,
+  lastToolResult,
+  startFakeOpenAI,
+  type FakeOpenAI,
+  type RecordedRequest,
+  type ScriptedReply,
+} from './support/fake-openai.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { parseSse } from './support/http.ts';
 import { startV1Worker, type TestV1Worker } from './support/v1-worker.ts';
@@ -37,7 +44,11 @@ beforeAll(async () => {
   model = await startFakeOpenAI();
   model.respond((req) => answer(req));
   env = testEnv({
-    'agent.base_url': model.baseUrl, 'agent.api_key': 'model-key', 'api_server.port': 0, 'api_server.key': KEY, 'tools.files.roots': [root],
+    'agent.base_url': model.baseUrl,
+    'agent.api_key': 'model-key',
+    'api_server.port': 0,
+    'api_server.key': KEY,
+    'tools.files.roots': [root],
   });
   gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
   worker = await startV1Worker(env);
@@ -61,7 +72,9 @@ function client(): OpenAI {
 
 function post(path: string, body: unknown): Promise<Response> {
   return fetch(`${gw.httpAddress.url}${path}`, {
-    method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, body: JSON.stringify(body),
+    method: 'POST',
+    headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
   });
 }
 
@@ -81,12 +94,19 @@ describe('F23: the usage contract of streamed chunks', () => {
   it('with stream_options.include_usage every chunk before the last has "usage": null; the last before [DONE] has choices: [] and the usage', async () => {
     answer = () => ({ text: 'three little words', wordDelayMs: 5 });
     const res = await post('/v1/chat/completions', {
-      model: 'hermes-agent', messages: [{ role: 'user', content: 'hi' }], stream: true, stream_options: { include_usage: true },
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: 'hi' }],
+      stream: true,
+      stream_options: { include_usage: true },
     });
     const { chunks, done } = await chunksOf(res);
     expect(done).toBe(true);
     const last = chunks.at(-1)!;
-    expect(last).toMatchObject({ object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 } });
+    expect(last).toMatchObject({
+      object: 'chat.completion.chunk',
+      choices: [],
+      usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 },
+    });
     const before = chunks.slice(0, -1);
     expect(before.length).toBeGreaterThanOrEqual(4); // role, deltas, finish
     for (const c of before) {
@@ -99,7 +119,10 @@ describe('F23: the usage contract of streamed chunks', () => {
 
   it('the official client reads chunk.usage and chunk.choices[0] on every chunk without breaking', async () => {
     const stream = await client().chat.completions.create({
-      model: 'hermes-agent', messages: [{ role: 'user', content: 'usage please' }], stream: true, stream_options: { include_usage: true },
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: 'usage please' }],
+      stream: true,
+      stream_options: { include_usage: true },
     });
     let text = '';
     const usages: unknown[] = [];
@@ -113,7 +136,9 @@ describe('F23: the usage contract of streamed chunks', () => {
   });
 
   it('without stream_options no chunk has empty choices and none carries usage', async () => {
-    const { chunks } = await chunksOf(await post('/v1/chat/completions', { model: 'hermes-agent', messages: [{ role: 'user', content: 'plain' }], stream: true }));
+    const { chunks } = await chunksOf(
+      await post('/v1/chat/completions', { model: 'hermes-agent', messages: [{ role: 'user', content: 'plain' }], stream: true }),
+    );
     expect(chunks.length).toBeGreaterThanOrEqual(3);
     for (const c of chunks) {
       expect(c.choices).toHaveLength(1);
@@ -128,7 +153,11 @@ describe('F24: the upstream finish_reason reaches the caller', () => {
   it('max_tokens: 3 reaches the model, which stops with "length": the non-streamed answer says "length"', async () => {
     answer = () => long;
     const before = model.requests.length;
-    const res = await client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'count' }], max_tokens: 3 });
+    const res = await client().chat.completions.create({
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: 'count' }],
+      max_tokens: 3,
+    });
     expect(model.requests[before]!.body.max_tokens).toBe(3);
     expect(res.choices[0]!.finish_reason).toBe('length');
     expect(res.choices[0]!.message.content).toBe('one two three');
@@ -136,7 +165,12 @@ describe('F24: the upstream finish_reason reaches the caller', () => {
 
   it('streamed: the finish chunk says "length"', async () => {
     answer = () => long;
-    const stream = await client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'count' }], max_tokens: 3, stream: true });
+    const stream = await client().chat.completions.create({
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: 'count' }],
+      max_tokens: 3,
+      stream: true,
+    });
     let text = '';
     const finishes: string[] = [];
     for await (const chunk of stream) {
@@ -151,11 +185,19 @@ describe('F24: the upstream finish_reason reaches the caller', () => {
 
   it('content_filter too, in both forms; GET /v1/runs/:id keeps it', async () => {
     answer = () => ({ text: 'I cannot', finishReason: 'content_filter' });
-    const plain = await client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'x' }] }).withResponse();
+    const plain = await client()
+      .chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'x' }] })
+      .withResponse();
     expect(plain.data.choices[0]!.finish_reason).toBe('content_filter');
-    const run = (await (await fetch(`${gw.httpAddress.url}/v1/runs/${plain.response.headers.get('x-hermes-run-id')}`, { headers: { authorization: `Bearer ${KEY}` } })).json()) as { finish_reason: string };
+    const run = (await (
+      await fetch(`${gw.httpAddress.url}/v1/runs/${plain.response.headers.get('x-hermes-run-id')}`, {
+        headers: { authorization: `Bearer ${KEY}` },
+      })
+    ).json()) as { finish_reason: string };
     expect(run.finish_reason).toBe('content_filter');
-    const { chunks } = await chunksOf(await post('/v1/chat/completions', { model: 'hermes-agent', messages: [{ role: 'user', content: 'x' }], stream: true }));
+    const { chunks } = await chunksOf(
+      await post('/v1/chat/completions', { model: 'hermes-agent', messages: [{ role: 'user', content: 'x' }], stream: true }),
+    );
     expect(chunks.at(-1)!.choices[0].finish_reason).toBe('content_filter');
   });
 
@@ -163,7 +205,11 @@ describe('F24: the upstream finish_reason reaches the caller', () => {
     answer = () => long;
     const res = await client().responses.create({ model: 'hermes-agent', input: 'count', max_output_tokens: 3 });
     expect(model.requests.at(-1)!.body.max_tokens).toBe(3);
-    expect(res).toMatchObject({ status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' }, output: [{ status: 'incomplete' }] });
+    expect(res).toMatchObject({
+      status: 'incomplete',
+      incomplete_details: { reason: 'max_output_tokens' },
+      output: [{ status: 'incomplete' }],
+    });
     expect(res.output_text).toBe('one two three');
     const stream = await client().responses.create({ model: 'hermes-agent', input: 'count', max_output_tokens: 3, stream: true });
     const types: string[] = [];
@@ -179,17 +225,23 @@ describe('F24: the upstream finish_reason reaches the caller', () => {
 
 describe('F25: streamed tool-call deltas assembled like the OpenAI SDKs', () => {
   /** Read the file with one call whose deltas are split `style`, then answer with what the tool returned. */
-  const readWith = (style: 'no-index' | 'repeat-last' | 'nameless') => (req: RecordedRequest): ScriptedReply => {
-    const result = lastToolResult(req);
-    if (result !== undefined) return `The file says: ${result}`;
-    return { toolCalls: [{ name: 'read_file', arguments: { path: 'release.txt' } }], toolCallDeltas: style };
-  };
+  const readWith =
+    (style: 'no-index' | 'repeat-last' | 'nameless') =>
+    (req: RecordedRequest): ScriptedReply => {
+      const result = lastToolResult(req);
+      if (result !== undefined) return `The file says: ${result}`;
+      return { toolCalls: [{ name: 'read_file', arguments: { path: 'release.txt' } }], toolCallDeltas: style };
+    };
 
   for (const style of ['no-index', 'repeat-last'] as const) {
     it(`deltas ${style === 'no-index' ? 'without index (arguments in two fragments)' : 'with id and name repeated on the last delta'} → exactly one call with the joined arguments; the answer uses its result`, async () => {
       answer = readWith(style);
       const before = model.requests.length;
-      const res = await post('/v1/chat/completions', { model: 'hermes-agent', messages: [{ role: 'user', content: 'read release.txt' }], stream: true });
+      const res = await post('/v1/chat/completions', {
+        model: 'hermes-agent',
+        messages: [{ role: 'user', content: 'read release.txt' }],
+        stream: true,
+      });
       const runId = res.headers.get('x-hermes-run-id')!;
       const { chunks } = await chunksOf(res);
       expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe('The file says: release 4.2 shipped on Tuesday');
@@ -210,12 +262,19 @@ describe('F25: streamed tool-call deltas assembled like the OpenAI SDKs', () => 
 
   it('a stream that cannot be assembled (no function name) fails the turn: an error, never an empty "completed"', async () => {
     answer = readWith('nameless');
-    const res = await post('/v1/chat/completions', { model: 'hermes-agent', messages: [{ role: 'user', content: 'read release.txt' }], stream: true });
+    const res = await post('/v1/chat/completions', {
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: 'read release.txt' }],
+      stream: true,
+    });
     const runId = res.headers.get('x-hermes-run-id')!;
     const frames = parseSse(await res.text());
     expect(frames.at(-1)!.data).toBe('[DONE]');
     const error = JSON.parse(frames.at(-2)!.data);
-    expect(error.error).toMatchObject({ code: 'model_error', message: expect.stringMatching(/streamed answer could not be assembled: tool call 1 of 1 has no function name/) });
+    expect(error.error).toMatchObject({
+      code: 'model_error',
+      message: expect.stringMatching(/streamed answer could not be assembled: tool call 1 of 1 has no function name/),
+    });
     const events = await runEvents(runId);
     expect(events.map((e) => e.event)).not.toContain('run.completed');
     expect(events.at(-1)!.event).toBe('run.failed');

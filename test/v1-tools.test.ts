@@ -31,7 +31,10 @@ beforeAll(async () => {
   model = await startFakeOpenAI();
   model.respond((req) => answer(req));
   env = testEnv({
-    'agent.base_url': model.baseUrl, 'agent.api_key': 'model-key', 'api_server.port': 0, 'api_server.key': KEY,
+    'agent.base_url': model.baseUrl,
+    'agent.api_key': 'model-key',
+    'api_server.port': 0,
+    'api_server.key': KEY,
     'tools.files.roots': [root],
   });
   gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
@@ -52,7 +55,9 @@ function client(): OpenAI {
 
 function post(body: unknown): Promise<Response> {
   return fetch(`${gw.httpAddress.url}/v1/chat/completions`, {
-    method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, body: JSON.stringify(body),
+    method: 'POST',
+    headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
   });
 }
 
@@ -64,13 +69,17 @@ const readThenAnswer = (req: RecordedRequest): ScriptedReply => {
   return { toolCalls: [{ name: 'read_file', arguments: { path } }] };
 };
 
-describe('/v1 agent turns with the operator\'s tools', () => {
-  it('read_file on a file under the root: the reply holds the file\'s content; the run\'s events carry the call', async () => {
+describe("/v1 agent turns with the operator's tools", () => {
+  it("read_file on a file under the root: the reply holds the file's content; the run's events carry the call", async () => {
     answer = readThenAnswer;
-    const res = await client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'read release.txt' }] }).withResponse();
+    const res = await client()
+      .chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'read release.txt' }] })
+      .withResponse();
     expect(res.data.choices[0]!.message.content).toBe('The file says: release 4.2 shipped on Tuesday');
     const runId = res.response.headers.get('x-hermes-run-id')!;
-    const events = parseSse(await (await fetch(`${gw.httpAddress.url}/v1/runs/${runId}/events`, { headers: { authorization: `Bearer ${KEY}` } })).text());
+    const events = parseSse(
+      await (await fetch(`${gw.httpAddress.url}/v1/runs/${runId}/events`, { headers: { authorization: `Bearer ${KEY}` } })).text(),
+    );
     const types = events.map((e) => e.event);
     expect(types).toEqual(['run.queued', 'run.started', 'tool.called', 'tool.result', 'run.completed']);
     expect(JSON.parse(events[3]!.data)).toMatchObject({ name: 'read_file', bytes: 30 });
@@ -78,7 +87,10 @@ describe('/v1 agent turns with the operator\'s tools', () => {
 
   it('a path outside the roots is refused: the model sees the refusal, nothing is read', async () => {
     answer = readThenAnswer;
-    const res = await client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'read /etc/passwd' }] });
+    const res = await client().chat.completions.create({
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: 'read /etc/passwd' }],
+    });
     expect(res.choices[0]!.message.content).toBe('The file says: Error: Refused: /etc/passwd is outside the folders this agent may read.');
   });
 
@@ -101,17 +113,22 @@ describe('/v1 agent turns with the operator\'s tools', () => {
 
   it('schedule_status in a /v1 turn (no session): says so for loop, heartbeat and goal, and lists no cron job (no chat, so none is in its scope)', async () => {
     answer = (req) => (lastToolResult(req) === undefined ? { toolCalls: [{ name: 'schedule_status' }] } : `status: ${lastToolResult(req)}`);
-    const res = await client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'what is scheduled?' }] });
-    expect(res.choices[0]!.message.content).toBe([
-      'status: Loop: none (this turn belongs to no session)',
-      'Heartbeat: none (this turn belongs to no session)',
-      'Goal: none (this turn belongs to no session)',
-      'Cron jobs of this chat (0):',
-      '- none',
-    ].join('\n'));
+    const res = await client().chat.completions.create({
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: 'what is scheduled?' }],
+    });
+    expect(res.choices[0]!.message.content).toBe(
+      [
+        'status: Loop: none (this turn belongs to no session)',
+        'Heartbeat: none (this turn belongs to no session)',
+        'Goal: none (this turn belongs to no session)',
+        'Cron jobs of this chat (0):',
+        '- none',
+      ].join('\n'),
+    );
   });
 
-  it('an empty tools list declares nothing and is accepted: the turn has the operator\'s tools only', async () => {
+  it("an empty tools list declares nothing and is accepted: the turn has the operator's tools only", async () => {
     answer = () => 'plain answer';
     const res = await post({ messages: [{ role: 'user', content: 'hi' }], tools: [] });
     expect(res.status).toBe(200);
@@ -119,12 +136,16 @@ describe('/v1 agent turns with the operator\'s tools', () => {
     expect(model.requests.at(-1)!.tools.sort()).toEqual(['list_dir', 'read_file', 'schedule_status']);
   });
 
-  it('a request that names an undeclared tool runs nothing: the model\'s call of it is refused', async () => {
+  it("a request that names an undeclared tool runs nothing: the model's call of it is refused", async () => {
     const pwned = join(root, 'pwned');
-    answer = (req) => (lastToolResult(req) === undefined
-      ? { toolCalls: [{ name: 'shell', arguments: { command: `touch ${pwned}` } }] }
-      : `result: ${lastToolResult(req)}`);
-    const res = await client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: `use your shell tool: touch ${pwned}` }] });
+    answer = (req) =>
+      lastToolResult(req) === undefined
+        ? { toolCalls: [{ name: 'shell', arguments: { command: `touch ${pwned}` } }] }
+        : `result: ${lastToolResult(req)}`;
+    const res = await client().chat.completions.create({
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: `use your shell tool: touch ${pwned}` }],
+    });
     expect(res.choices[0]!.message.content).toBe('result: Error: Unknown tool "shell": only the tools listed for this turn exist.');
     expect(model.requests.at(-1)!.tools.sort()).toEqual(['list_dir', 'read_file', 'schedule_status']);
     const { existsSync } = await import('node:fs');
@@ -141,7 +162,11 @@ describe('/v1 agent turns with the operator\'s tools', () => {
 describe('/v1 streaming', () => {
   it('delivers more than one content chunk for a multi-word reply, in order, as the model writes them, then [DONE]', async () => {
     answer = () => ({ text: 'the build on main is green now', wordDelayMs: 150 });
-    const stream = await client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'status?' }], stream: true });
+    const stream = await client().chat.completions.create({
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: 'status?' }],
+      stream: true,
+    });
     const pieces: Array<{ text: string; at: number }> = [];
     let finish: string | null = null;
     for await (const chunk of stream) {
@@ -164,7 +189,11 @@ describe('/v1 streaming', () => {
     const frames = parseSse(await res.text());
     expect(frames.at(-1)!.data).toBe('[DONE]');
     const chunks = frames.slice(0, -1).map((f) => JSON.parse(f.data));
-    expect(chunks.at(-1)).toMatchObject({ object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 } });
+    expect(chunks.at(-1)).toMatchObject({
+      object: 'chat.completion.chunk',
+      choices: [],
+      usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 },
+    });
     expect(chunks.at(-2).choices[0].finish_reason).toBe('stop');
     expect(chunks.filter((c) => c.choices[0]?.delta.content).map((c) => c.choices[0].delta.content)).toEqual(['two ', 'words']);
     const plain = parseSse(await (await post({ messages: [{ role: 'user', content: 'hi' }], stream: true })).text());
@@ -172,10 +201,15 @@ describe('/v1 streaming', () => {
   });
 
   it('a streamed turn calls tools too: the tool call streams in pieces, the answer streams after it', async () => {
-    answer = (req) => (lastToolResult(req) === undefined
-      ? { toolCalls: [{ name: 'read_file', arguments: { path: 'release.txt' } }] }
-      : `It says ${lastToolResult(req)}`);
-    const stream = await client().chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'what shipped?' }], stream: true });
+    answer = (req) =>
+      lastToolResult(req) === undefined
+        ? { toolCalls: [{ name: 'read_file', arguments: { path: 'release.txt' } }] }
+        : `It says ${lastToolResult(req)}`;
+    const stream = await client().chat.completions.create({
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: 'what shipped?' }],
+      stream: true,
+    });
     let text = '';
     for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
     expect(text).toBe('It says release 4.2 shipped on Tuesday');

@@ -95,16 +95,21 @@ describe('webhook targets at creation', () => {
   });
 
   it('a bad allow-list entry stops the process with a message naming the key', () => {
-    expect(() => loadConfig({ env: { HERMES_HOME: '/nonexistent', HERMES_DELIVERY_WEBHOOK_ALLOW: 'ok.example,10.0.0.0/99' } }))
-      .toThrow(ConfigError);
-    expect(() => loadConfig({ env: { HERMES_HOME: '/nonexistent', HERMES_DELIVERY_WEBHOOK_ALLOW: 'ok.example,10.0.0.0/99' } }))
-      .toThrow(/delivery\.webhook_allow.*HERMES_DELIVERY_WEBHOOK_ALLOW/);
+    expect(() => loadConfig({ env: { HERMES_HOME: '/nonexistent', HERMES_DELIVERY_WEBHOOK_ALLOW: 'ok.example,10.0.0.0/99' } })).toThrow(
+      ConfigError,
+    );
+    expect(() => loadConfig({ env: { HERMES_HOME: '/nonexistent', HERMES_DELIVERY_WEBHOOK_ALLOW: 'ok.example,10.0.0.0/99' } })).toThrow(
+      /delivery\.webhook_allow.*HERMES_DELIVERY_WEBHOOK_ALLOW/,
+    );
   });
 
   it('the CLI exits 2 and writes nothing; edit refuses it too', async () => {
     const env = testEnv({ 'cron.min_interval_seconds': 1 });
     const api = openCronService(env.config);
-    cleanups.push(() => env.cleanup(), () => api.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => api.close(),
+    );
     const bad = await runCronCli(env.config, ['add', 'every 1h', 'report', '--deliver', 'local,http://169.254.169.254/latest/meta-data/']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/Webhook target http:\/\/169\.254\.169\.254 is a linkLocal address/);
@@ -121,11 +126,17 @@ describe('webhook targets at creation', () => {
     const log = createLogger({ level: env.config.log_level });
     const cron = await openCronApi(env.config, env.redisUrl, log);
     const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log, cron: cron.api });
-    cleanups.push(() => env.cleanup(), () => cron.close(), () => gw.close());
-    const post = (deliver: string) => fetch(`${gw.httpAddress.url}/api/cron/jobs`, {
-      method: 'POST', headers: { authorization: 'Bearer k-123456', 'content-type': 'application/json' },
-      body: JSON.stringify({ schedule: 'every 1h', prompt: 'report', deliver }),
-    });
+    cleanups.push(
+      () => env.cleanup(),
+      () => cron.close(),
+      () => gw.close(),
+    );
+    const post = (deliver: string) =>
+      fetch(`${gw.httpAddress.url}/api/cron/jobs`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer k-123456', 'content-type': 'application/json' },
+        body: JSON.stringify({ schedule: 'every 1h', prompt: 'report', deliver }),
+      });
     for (const target of ['http://127.0.0.1:6379/', 'http://169.254.169.254/', 'http://[::1]/']) {
       const res = await post(target);
       expect(res.status).toBe(400);
@@ -142,14 +153,24 @@ describe('webhook delivery at send time', () => {
     // Created while the operator allowed `localhost`; the worker's config no longer does.
     const creating = testEnv({ 'agent.base_url': model.baseUrl, 'delivery.webhook_allow': ['localhost'] });
     const api = openCronService(creating.config);
-    cleanups.push(() => creating.cleanup(), () => api.close());
-    const job = await api.service.add({ schedule: 'every 1h', prompt: 'report', deliver: `http://localhost:${hook.port}/hook`, paused: true }, cli);
+    cleanups.push(
+      () => creating.cleanup(),
+      () => api.close(),
+    );
+    const job = await api.service.add(
+      { schedule: 'every 1h', prompt: 'report', deliver: `http://localhost:${hook.port}/hook`, paused: true },
+      cli,
+    );
     const workerEnv = testEnv({ 'agent.base_url': model.baseUrl, 'redis.prefix': creating.prefix });
     cleanups.push(() => workerEnv.cleanup());
     const worker = await startCronWorker(workerEnv.config);
     cleanups.push(() => worker.close());
     await api.service.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
-    const run = await waitFor(async () => (await api.store.runs(job.id, 5))[0]?.deliveries.find((d) => d.status !== 'pending'), 15_000, 'the delivery outcome');
+    const run = await waitFor(
+      async () => (await api.store.runs(job.id, 5))[0]?.deliveries.find((d) => d.status !== 'pending'),
+      15_000,
+      'the delivery outcome',
+    );
     expect(run).toMatchObject({ status: 'failed', error: expect.stringMatching(/^refused: localhost resolves to a loopback address/) });
     expect(hook.hits).toEqual([]);
   }, 30_000);
@@ -158,14 +179,24 @@ describe('webhook delivery at send time', () => {
     const hook = await receiver();
     const creating = testEnv({ 'agent.base_url': model.baseUrl, 'delivery.webhook_allow': ['127.0.0.1'] });
     const api = openCronService(creating.config);
-    cleanups.push(() => creating.cleanup(), () => api.close());
-    const job = await api.service.add({ schedule: 'every 1h', prompt: 'report', deliver: `http://127.0.0.1:${hook.port}/hook`, paused: true }, cli);
+    cleanups.push(
+      () => creating.cleanup(),
+      () => api.close(),
+    );
+    const job = await api.service.add(
+      { schedule: 'every 1h', prompt: 'report', deliver: `http://127.0.0.1:${hook.port}/hook`, paused: true },
+      cli,
+    );
 
     const strict = testEnv({ 'agent.base_url': model.baseUrl, 'redis.prefix': creating.prefix });
     cleanups.push(() => strict.cleanup());
     const w1 = await startCronWorker(strict.config);
     await api.service.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
-    const refused = await waitFor(async () => (await api.store.runs(job.id, 5))[0]?.deliveries.find((d) => d.status !== 'pending'), 15_000, 'refusal');
+    const refused = await waitFor(
+      async () => (await api.store.runs(job.id, 5))[0]?.deliveries.find((d) => d.status !== 'pending'),
+      15_000,
+      'refusal',
+    );
     await w1.close();
     expect(refused).toMatchObject({ status: 'failed', error: 'refused: 127.0.0.1 is a loopback address' });
     expect(hook.hits).toEqual([]);
@@ -173,10 +204,14 @@ describe('webhook delivery at send time', () => {
     const w2 = await startCronWorker(creating.config);
     cleanups.push(() => w2.close());
     await api.service.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
-    const delivered = await waitFor(async () => {
-      const runs = await api.store.runs(job.id, 5);
-      return runs.length >= 2 ? runs.map((r) => r.deliveries[0]).find((d) => d?.status === 'delivered') : undefined;
-    }, 15_000, 'delivery');
+    const delivered = await waitFor(
+      async () => {
+        const runs = await api.store.runs(job.id, 5);
+        return runs.length >= 2 ? runs.map((r) => r.deliveries[0]).find((d) => d?.status === 'delivered') : undefined;
+      },
+      15_000,
+      'delivery',
+    );
     expect(delivered).toMatchObject({ evidence: 'HTTP 204' });
     expect(hook.hits).toEqual(['/hook']);
   }, 30_000);
@@ -186,12 +221,22 @@ describe('webhook delivery at send time', () => {
     const outer = await receiver(() => ({ status: 302, headers: { location: `http://127.0.0.1:${inner.port}/metadata` } }));
     const env = testEnv({ 'agent.base_url': model.baseUrl, 'delivery.webhook_allow': ['127.0.0.1'] });
     const api = openCronService(env.config);
-    cleanups.push(() => env.cleanup(), () => api.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => api.close(),
+    );
     const worker = await startCronWorker(env.config);
     cleanups.push(() => worker.close());
-    const job = await api.service.add({ schedule: 'every 1h', prompt: 'report', deliver: `http://127.0.0.1:${outer.port}/hook`, paused: true }, cli);
+    const job = await api.service.add(
+      { schedule: 'every 1h', prompt: 'report', deliver: `http://127.0.0.1:${outer.port}/hook`, paused: true },
+      cli,
+    );
     await api.service.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
-    const d = await waitFor(async () => (await api.store.runs(job.id, 5))[0]?.deliveries.find((x) => x.status !== 'pending'), 15_000, 'the delivery outcome');
+    const d = await waitFor(
+      async () => (await api.store.runs(job.id, 5))[0]?.deliveries.find((x) => x.status !== 'pending'),
+      15_000,
+      'the delivery outcome',
+    );
     expect(d).toMatchObject({ status: 'failed', error: 'HTTP 302 (redirects are not followed)' });
     expect(outer.hits).toEqual(['/hook']);
     expect(inner.hits).toEqual([]);

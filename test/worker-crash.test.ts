@@ -53,15 +53,24 @@ describe('worker crash mid-tick', () => {
   it('SIGKILL during a tick → the tick completes on the other worker and is delivered exactly once', async () => {
     const env = testEnv({ 'worker.lock_duration_ms': 2000, 'worker.stalled_interval_ms': 500 });
     const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => c.close(),
+    );
     const release = join(env.home, 'release');
     cleanups.push(() => writeFileSync(release, '')); // never leaves a turn waiting, even when the test fails
     const a = await spawnWorker(env);
     children.push(a);
     // Every turn waits for the release file: tick 1 stays mid-turn until the test has killed its worker.
-    await c.schedules.set('crash', 'loop', { prompt: 'slow check', intervalSeconds: 1, times: 3, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: `${waitForFile(release)}; echo "checked $HERMES_TICK"`, timeoutSeconds: 30 },
-    });
+    await c.schedules.set(
+      'crash',
+      'loop',
+      { prompt: 'slow check', intervalSeconds: 1, times: 3, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: { kind: 'command', command: `${waitForFile(release)}; echo "checked $HERMES_TICK"`, timeoutSeconds: 30 },
+      },
+    );
     const [started] = await waitForEvents(c, 'crash', 'tick.started', 1);
     const victim = Number(started!.data.pid);
     const occurrence = String(started!.data.occurrenceId);
@@ -84,24 +93,36 @@ describe('worker crash mid-tick', () => {
     expect(transcript.filter((m) => m.role === 'assistant').map((m) => m.content)).toEqual(['checked 1', 'checked 2', 'checked 3']);
   });
 
-  it('with the default lock and stall settings, a SIGKILLed worker\'s tick restarts on another worker within seconds and commits once', async () => {
+  it("with the default lock and stall settings, a SIGKILLed worker's tick restarts on another worker within seconds and commits once", async () => {
     // The product defaults (scheduler/config/config.ts), not the test environment's own lock settings;
     // the one test of the default recovery time (the others lower them to test the rule).
     const env = testEnv({ 'worker.lock_duration_ms': undefined, 'worker.stalled_interval_ms': undefined });
     expect(env.config.worker).toMatchObject({ lock_duration_ms: 3000, lock_renew_ms: 1000, stalled_interval_ms: 1000 });
     expect(env.childEnv.HERMES_WORKER_LOCK_DURATION_MS).toBeUndefined();
     const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => c.close(),
+    );
     const firstRun = join(env.home, 'first-run');
     const release = join(env.home, 'release');
     cleanups.push(() => writeFileSync(release, '')); // ends the killed worker's orphaned command
     const a = await spawnWorker(env);
     children.push(a);
     // The first run marks itself and hangs (its worker is killed); the run that takes over answers at once.
-    await c.schedules.set('recover', 'loop', { prompt: 'slow check', intervalSeconds: 30, times: 1, until: null, notes: [] }, {
-      origin: { surface: 'cli' },
-      runner: { kind: 'command', command: `if [ ! -f ${firstRun} ]; then touch ${firstRun}; ${waitForFile(release)}; fi; echo "checked $HERMES_TICK"`, timeoutSeconds: 60 },
-    });
+    await c.schedules.set(
+      'recover',
+      'loop',
+      { prompt: 'slow check', intervalSeconds: 30, times: 1, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: {
+          kind: 'command',
+          command: `if [ ! -f ${firstRun} ]; then touch ${firstRun}; ${waitForFile(release)}; fi; echo "checked $HERMES_TICK"`,
+          timeoutSeconds: 60,
+        },
+      },
+    );
     const [started] = await waitForEvents(c, 'recover', 'tick.started', 1);
     const victim = Number(started!.data.pid);
     const occurrence = String(started!.data.occurrenceId);
@@ -123,22 +144,36 @@ describe('worker crash mid-tick', () => {
     expect(await events(c, 'recover', 'tick.failed')).toEqual([]);
   });
 
-  it('a worker that loses a job\'s lock while its turn runs aborts that turn and commits nothing; the occurrence commits once elsewhere', async () => {
+  it("a worker that loses a job's lock while its turn runs aborts that turn and commits nothing; the occurrence commits once elsewhere", async () => {
     const env = testEnv();
     const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => c.close(),
+    );
     await survivorWorker(env); // one worker in this process: it loses the lock and takes the job over again
     const runs = join(env.home, 'runs');
     const pids = join(env.home, 'pids');
     const release = join(env.home, 'release');
     cleanups.push(() => writeFileSync(release, '')); // never leaves a turn waiting, even when the test fails
-    await c.schedules.set('lost', 'loop', { prompt: 'slow check', intervalSeconds: 30, times: 1, until: null, notes: [] }, {
-      origin: { surface: 'cli' },
-      runner: { kind: 'command', command: `echo $$ >> ${pids}; echo start >> ${runs}; ${waitForFile(release)}; echo end >> ${runs}; echo "checked $HERMES_TICK"`, timeoutSeconds: 30 },
-    });
+    await c.schedules.set(
+      'lost',
+      'loop',
+      { prompt: 'slow check', intervalSeconds: 30, times: 1, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: {
+          kind: 'command',
+          command: `echo $$ >> ${pids}; echo start >> ${runs}; ${waitForFile(release)}; echo end >> ${runs}; echo "checked $HERMES_TICK"`,
+          timeoutSeconds: 30,
+        },
+      },
+    );
     const [started] = await waitForEvents(c, 'lost', 'tick.started', 1);
     const [active] = await c.queues.ticks.getJobs(['active']);
-    const firstShell = Number(await waitFor(() => existsSync(pids) && readFileSync(pids, 'utf8').split('\n')[0], 10_000, 'the first run under way'));
+    const firstShell = Number(
+      await waitFor(() => existsSync(pids) && readFileSync(pids, 'utf8').split('\n')[0], 10_000, 'the first run under way'),
+    );
     // The lock lapses under the worker (as after a renewal that came too late): the stall check hands the job on.
     await c.redis.del(`${c.keys.bullPrefix}:ticks:${active!.id}:lock`);
     const starts = await waitForEvents(c, 'lost', 'tick.started', 2, 20_000);
@@ -159,7 +194,10 @@ describe('worker crash mid-tick', () => {
   it('the command of a SIGKILLed worker does not outlive its own timeout: the backstop ends its whole process group', async () => {
     const env = testEnv();
     const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => c.close(),
+    );
     const pids = join(env.home, 'pids');
     const a = await spawnWorker(env);
     children.push(a);
@@ -167,22 +205,44 @@ describe('worker crash mid-tick', () => {
     // and a child left behind (output elsewhere, so nothing waits for it) by a command that ends a second
     // after the kill, when no worker is left to end its group.
     const left = join(env.home, 'left');
-    await c.schedules.set('orphan', 'loop', { prompt: 'slow check', intervalSeconds: 30, times: 1, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: `echo $$ >> ${pids}; sleep 600 & echo $! >> ${pids}; wait`, timeoutSeconds: 2 },
-    });
-    await c.schedules.set('left-behind', 'loop', { prompt: 'check', intervalSeconds: 30, times: 1, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: { kind: 'command', command: `sleep 600 >/dev/null 2>&1 & echo $! > ${left}; sleep 1`, timeoutSeconds: 2 },
-    });
-    const [shell, grandchild] = await waitFor(() => {
-      const lines = existsSync(pids) ? readFileSync(pids, 'utf8').trim().split('\n').filter(Boolean) : [];
-      return lines.length === 2 ? lines.map(Number) : undefined;
-    }, 15_000, 'the command and its background child under way');
-    const leftBehind = Number(await waitFor(() => existsSync(left) && readFileSync(left, 'utf8').trim(), 15_000, 'the left-behind child started'));
+    await c.schedules.set(
+      'orphan',
+      'loop',
+      { prompt: 'slow check', intervalSeconds: 30, times: 1, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: { kind: 'command', command: `echo $$ >> ${pids}; sleep 600 & echo $! >> ${pids}; wait`, timeoutSeconds: 2 },
+      },
+    );
+    await c.schedules.set(
+      'left-behind',
+      'loop',
+      { prompt: 'check', intervalSeconds: 30, times: 1, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: { kind: 'command', command: `sleep 600 >/dev/null 2>&1 & echo $! > ${left}; sleep 1`, timeoutSeconds: 2 },
+      },
+    );
+    const [shell, grandchild] = await waitFor(
+      () => {
+        const lines = existsSync(pids) ? readFileSync(pids, 'utf8').trim().split('\n').filter(Boolean) : [];
+        return lines.length === 2 ? lines.map(Number) : undefined;
+      },
+      15_000,
+      'the command and its background child under way',
+    );
+    const leftBehind = Number(
+      await waitFor(() => existsSync(left) && readFileSync(left, 'utf8').trim(), 15_000, 'the left-behind child started'),
+    );
     process.kill(a.pid!, 'SIGKILL');
     const killedAt = Date.now();
     expect(alive(shell!) && alive(grandchild!) && alive(leftBehind)).toBe(true); // nothing else ends them: no worker is left
     // The worker's own deadline (2 s) is gone with it; the backstop comes 5 s after it (then SIGKILL 2 s later).
-    await waitFor(() => (!alive(shell!) && !alive(grandchild!) && !alive(leftBehind) ? true : undefined), 20_000, 'the orphaned groups ended');
+    await waitFor(
+      () => (!alive(shell!) && !alive(grandchild!) && !alive(leftBehind) ? true : undefined),
+      20_000,
+      'the orphaned groups ended',
+    );
     expect(Date.now() - killedAt).toBeLessThan(20_000);
   });
 });

@@ -28,15 +28,23 @@ describe('worker drain', () => {
   it('F9: a cron run still going at SIGTERM, with cron_drain_timeout 30 and restart_drain_timeout 0 → the run completes and is delivered', async () => {
     const env = testEnv({ 'agent.cron_drain_timeout': 30, 'agent.restart_drain_timeout': 0, log_level: 'info' });
     const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => c.close(),
+    );
     const worker = await spawnWorker(env);
     let stderr = '';
     worker.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-    cleanups.push(() => { if (worker.exitCode === null) worker.kill('SIGKILL'); });
+    cleanups.push(() => {
+      if (worker.exitCode === null) worker.kill('SIGKILL');
+    });
     const cron = cronServiceFor(env.config, c, createLogger({ level: 'silent' }));
     const marker = join(env.home, 'started');
     const release = join(env.home, 'release');
-    const job = await cron.add({ schedule: 'every 1h', script: `touch ${marker}; ${untilExists(release)}; echo report done`, name: 'f9', paused: true }, { origin: { surface: 'cli' }, trusted: true });
+    const job = await cron.add(
+      { schedule: 'every 1h', script: `touch ${marker}; ${untilExists(release)}; echo report done`, name: 'f9', paused: true },
+      { origin: { surface: 'cli' }, trusted: true },
+    );
     await cron.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
     await waitFor(async () => (existsSync(marker) ? true : undefined), 15_000, 'the cron run to start');
     const signalledAt = Date.now();
@@ -58,14 +66,22 @@ describe('worker drain', () => {
   it('a cron run cut by the drain deadline is handed back, runs once on another worker and is recorded once with its attempt count', async () => {
     const env = testEnv({ 'agent.cron_drain_timeout': 0.5, 'agent.restart_drain_timeout': 0 });
     const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => c.close(),
+    );
     const first = await startWorker(env);
     cleanups.push(() => first.drain());
     const cron = cronServiceFor(env.config, c, createLogger({ level: 'silent' }));
     const starts = join(env.home, 'starts');
     const release = join(env.home, 'release');
     const job = await cron.add(
-      { schedule: 'every 1h', script: `echo "$HERMES_CRON_OCCURRENCE_ID" >> ${starts}; ${untilExists(release)}; echo report done`, name: 'cut', paused: true },
+      {
+        schedule: 'every 1h',
+        script: `echo "$HERMES_CRON_OCCURRENCE_ID" >> ${starts}; ${untilExists(release)}; echo report done`,
+        name: 'cut',
+        paused: true,
+      },
       { origin: { surface: 'cli' }, trusted: true },
     );
     await cron.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
@@ -76,10 +92,14 @@ describe('worker drain', () => {
     writeFileSync(release, '');
     const second = await startWorker(env);
     cleanups.push(() => second.drain());
-    const [run] = await waitFor(async () => {
-      const runs = await cron.runs(job.id, 5);
-      return runs.length > 0 ? runs : undefined;
-    }, 20_000, 'the handed-back run to be recorded');
+    const [run] = await waitFor(
+      async () => {
+        const runs = await cron.runs(job.id, 5);
+        return runs.length > 0 ? runs : undefined;
+      },
+      20_000,
+      'the handed-back run to be recorded',
+    );
     expect(run).toMatchObject({ status: 'ok', output: 'report done', attempts: 2, trigger: 'manual', worker_id: second.deps.workerId });
     const started = readFileSync(starts, 'utf8').trim().split('\n');
     expect(started).toHaveLength(2);
@@ -96,12 +116,23 @@ describe('worker drain', () => {
     model.respond(() => (++calls === 1 ? late : 'answered after restart')); // the first call is never answered in time
     const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', 'agent.restart_drain_timeout': 0 });
     const c = clients(env);
-    cleanups.push(() => model.close(), () => answerLate(), () => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => model.close(),
+      () => answerLate(),
+      () => env.cleanup(),
+      () => c.close(),
+    );
     const worker = await startWorker(env);
     cleanups.push(() => worker.drain());
-    await enqueueInput({ redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 }, {
-      sessionId: 'chat-drain', text: 'summarise the logs', messageId: 'm1', origin: { surface: 'chat' },
-    });
+    await enqueueInput(
+      { redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 },
+      {
+        sessionId: 'chat-drain',
+        text: 'summarise the logs',
+        messageId: 'm1',
+        origin: { surface: 'chat' },
+      },
+    );
     await waitFor(async () => (model.requests.length > 0 ? true : undefined), 15_000, 'the model call');
     const signalledAt = Date.now();
     await worker.drain();
@@ -123,14 +154,23 @@ describe('drain: a job received after the worker paused', () => {
   it('a cron tick a draining worker receives from a fetch in flight when it paused is handed back unstarted and runs once, on another worker', async () => {
     const env = testEnv({ 'agent.cron_drain_timeout': 1, 'agent.restart_drain_timeout': 0 });
     const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => c.close(),
+    );
     const release = join(env.home, 'release');
     const cron = cronServiceFor(env.config, c, createLogger({ level: 'silent' }));
     const a = await startWorker(env);
     cleanups.push(() => a.drain());
     const marker = join(env.home, 'long-started');
-    const long = await cron.add({ schedule: 'every 1h', script: `touch ${marker}; ${untilExists(release)}; echo long`, name: 'long', paused: true }, { origin: { surface: 'cli' }, trusted: true });
-    const late = await cron.add({ schedule: 'every 1h', script: 'echo late', name: 'late', paused: true }, { origin: { surface: 'cli' }, trusted: true });
+    const long = await cron.add(
+      { schedule: 'every 1h', script: `touch ${marker}; ${untilExists(release)}; echo long`, name: 'long', paused: true },
+      { origin: { surface: 'cli' }, trusted: true },
+    );
+    const late = await cron.add(
+      { schedule: 'every 1h', script: 'echo late', name: 'late', paused: true },
+      { origin: { surface: 'cli' }, trusted: true },
+    );
     await cron.runNow(long.id, { origin: { surface: 'cli' }, trusted: true });
     await waitFor(async () => (existsSync(marker) ? true : undefined), 15_000, 'the long run to start');
     // A drains (waiting for the long run); its blocking fetch, started before the pause, is still in flight.
@@ -148,37 +188,62 @@ describe('drain: a job received after the worker paused', () => {
 
     const b = await startWorker(env);
     cleanups.push(() => b.drain());
-    const [run] = await waitFor(async () => {
-      const runs = await cron.runs(late.id, 5);
-      return runs.length > 0 ? runs : undefined;
-    }, 15_000, 'the handed-back run to be recorded');
+    const [run] = await waitFor(
+      async () => {
+        const runs = await cron.runs(late.id, 5);
+        return runs.length > 0 ? runs : undefined;
+      },
+      15_000,
+      'the handed-back run to be recorded',
+    );
     expect(run).toMatchObject({ status: 'ok', output: 'late', attempts: 1, worker_id: b.deps.workerId });
   });
 
   it('a loop tick a draining worker receives from a fetch in flight when it paused is handed back unstarted and runs once, on another worker', async () => {
     const env = testEnv({ 'agent.cron_drain_timeout': 1, 'agent.restart_drain_timeout': 0 });
     const c = clients(env);
-    cleanups.push(() => env.cleanup(), () => c.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => c.close(),
+    );
     const a = await startWorker(env);
     cleanups.push(() => a.drain());
     const release = join(env.home, 'release');
-    const command = (text: string, held: boolean) => ({ kind: 'command' as const, command: `${held ? untilExists(release) : 'true'}; echo ${text}`, timeoutSeconds: 10 });
-    await c.schedules.set('long', 'loop', { prompt: 'long', intervalSeconds: 3600, times: 1, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: command('long', true),
+    const command = (text: string, held: boolean) => ({
+      kind: 'command' as const,
+      command: `${held ? untilExists(release) : 'true'}; echo ${text}`,
+      timeoutSeconds: 10,
     });
+    await c.schedules.set(
+      'long',
+      'loop',
+      { prompt: 'long', intervalSeconds: 3600, times: 1, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: command('long', true),
+      },
+    );
     await waitForEvents(c, 'long', 'tick.started', 1);
     // A drains (waiting for the long tick); its blocking fetch, started before the pause, is still in flight.
     const drained = a.drain();
-    await c.schedules.set('late', 'loop', { prompt: 'late', intervalSeconds: 3600, times: 1, until: null, notes: [] }, {
-      origin: { surface: 'cli' }, runner: command('late', false),
-    });
+    await c.schedules.set(
+      'late',
+      'loop',
+      { prompt: 'late', intervalSeconds: 3600, times: 1, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: command('late', false),
+      },
+    );
     await drained; // the long tick was cut at the deadline
     writeFileSync(release, ''); // and runs through when it is handed back
     // A received the tick and put it back without starting it: no turn, due at once for another worker.
     // (On a loaded machine A's fetch can end before the tick is released; then it waits, unstarted. The
     // job scheduler's next occurrence may wait next to it, never started.)
     expect(await events(c, 'late')).toEqual([]);
-    const lateJobs = (await c.queues.ticks.getJobs(['delayed', 'wait', 'prioritized'])).filter((j) => j.repeatJobKey === c.keys.loopSchedulerId('late', 'loop'));
+    const lateJobs = (await c.queues.ticks.getJobs(['delayed', 'wait', 'prioritized'])).filter(
+      (j) => j.repeatJobKey === c.keys.loopSchedulerId('late', 'loop'),
+    );
     expect(lateJobs.length).toBeGreaterThan(0);
     for (const job of lateJobs) expect(job.attemptsStarted).toBeLessThanOrEqual(1);
 

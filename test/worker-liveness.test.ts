@@ -21,7 +21,10 @@ describe('worker liveness', () => {
     const now = 1_800_000_000_000;
     const env = testEnv();
     const api = openCronService(env.config, () => now);
-    cleanups.push(() => env.cleanup(), () => api.close());
+    cleanups.push(
+      () => env.cleanup(),
+      () => api.close(),
+    );
     const key = api.keys.workers;
     await api.redis.zadd(key, now - WORKER_ALIVE_MS, 'at-the-edge', now - WORKER_ALIVE_MS - 1, 'one-ms-late', now - 10, 'fresh');
 

@@ -50,16 +50,31 @@ export function createWorkerDeps(input: {
   const tools = new SlottedToolbox(config, { schedules: base.schedules, goals: base.goals, cron: base.cron }, envSource, turns);
   // The agent's `schedules` tool acts with the same services as `/loop` and `hermes cron`.
   tools.addSchedulesTool({
-    config, loops: base.loops, schedules: base.schedules, cron: cronServiceFor(config, { redis, keys, queues, cron: base.cron }, log),
-    ledger: new AgentScheduleLedger(redis, keys), log,
+    config,
+    loops: base.loops,
+    schedules: base.schedules,
+    cron: cronServiceFor(config, { redis, keys, queues, cron: base.cron }, log),
+    ledger: new AgentScheduleLedger(redis, keys),
+    log,
     // The product itself tells the chat what the agent scheduled: a notice on its stream and on its route.
     announce: async ({ sessionId, origin, text, action, kind, id }) => {
       await deps.sessions.appendEvent(sessionId, 'notice', { text, by: 'agent', action, schedule: { kind, id } });
-      await deliverToRoute(deps, { sessionId, origin, text, occurrenceId: `agent-schedule:${sessionId}:${kind}:${id}:${action}:${Date.now()}` });
+      await deliverToRoute(deps, {
+        sessionId,
+        origin,
+        text,
+        occurrenceId: `agent-schedule:${sessionId}:${kind}:${id}:${action}:${Date.now()}`,
+      });
     },
   });
   const deps: WorkerDeps = {
-    config, redis, keys, queues, workerId, tools, ...base,
+    config,
+    redis,
+    keys,
+    queues,
+    workerId,
+    tools,
+    ...base,
     log: log.child({ workerId }),
     // Model calls are counted in the process's metrics, set on these deps after they are made.
     runners: input.runners ?? new RunnerFactory(config, { commandEnvSource: envSource, toolbox: tools, metrics: () => deps.metrics }),
@@ -122,7 +137,9 @@ export function depsForShard(base: WorkerDeps, index: number): WorkerDeps {
 }
 
 /** The stores bound to one shard's keys and queues, each built once here (they still route other sessions to their shards). */
-function shardStores(d: Pick<WorkerDeps, 'config' | 'redis' | 'keys' | 'queues' | 'log'>): Pick<WorkerDeps, 'loops' | 'cron' | 'sessions' | 'schedules' | 'goals'> {
+function shardStores(
+  d: Pick<WorkerDeps, 'config' | 'redis' | 'keys' | 'queues' | 'log'>,
+): Pick<WorkerDeps, 'loops' | 'cron' | 'sessions' | 'schedules' | 'goals'> {
   const { config, redis, keys, queues, log } = d;
   const loops = loopStoreFor(config, { redis, keys, queues });
   return {

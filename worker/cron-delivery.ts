@@ -69,7 +69,11 @@ export async function deliverPending(run: CronRun, job: CronJob, deps: WorkerDep
     }
   }
   for (const d of deliveries) {
-    if (d.status === 'failed') deps.log.warn({ cronJobId: run.job_id, occurrenceId: run.occurrence_id, target: redactTarget(d.target), error: d.error }, 'cron delivery failed');
+    if (d.status === 'failed')
+      deps.log.warn(
+        { cronJobId: run.job_id, occurrenceId: run.occurrence_id, target: redactTarget(d.target), error: d.error },
+        'cron delivery failed',
+      );
   }
   // Once nothing is pending, the full text is no longer needed on the record (it keeps the capped output).
   if (deliveries.some((d) => d.status === 'pending')) return { ...run, deliveries };
@@ -84,7 +88,12 @@ async function deliverOne(target: string, run: CronRun, job: CronJob, deps: Work
     // One outbound job per occurrence and target (outboundJobId makes it a valid BullMQ id).
     const occurrenceId = `${run.occurrence_id}>${target}`;
     await enqueueOutbound(outboundQueueOf(deps, parsed), {
-      platform: parsed.kind, chatId: parsed.chatId, ...(parsed.threadId ? { threadId: parsed.threadId } : {}), text, sessionId: cronSessionId(job.id), occurrenceId,
+      platform: parsed.kind,
+      chatId: parsed.chatId,
+      ...(parsed.threadId ? { threadId: parsed.threadId } : {}),
+      text,
+      sessionId: cronSessionId(job.id),
+      occurrenceId,
       // The gateway reports what became of it into this run's delivery (`sent` / `failed`).
       report: { kind: 'cron', cronJobId: job.id, runOccurrenceId: run.occurrence_id, target },
     });
@@ -92,14 +101,26 @@ async function deliverOne(target: string, run: CronRun, job: CronJob, deps: Work
   }
   if (parsed.kind === 'webhook') {
     const body = JSON.stringify({
-      job_id: job.id, name: job.name, occurrence_id: run.occurrence_id, trigger: run.trigger, status: run.status,
-      due_at: isoUtc(run.due_at), finished_at: run.finished_at === null ? null : isoUtc(run.finished_at),
-      output: text, error: run.error,
+      job_id: job.id,
+      name: job.name,
+      occurrence_id: run.occurrence_id,
+      trigger: run.trigger,
+      status: run.status,
+      due_at: isoUtc(run.due_at),
+      finished_at: run.finished_at === null ? null : isoUtc(run.finished_at),
+      output: text,
+      error: run.error,
     });
     // The address rule is checked again here, after DNS (webhook-sender.ts); redirects are not followed.
-    const outcome = await postWebhook(parsed.url, body, { 'idempotency-key': run.occurrence_id }, {
-      allow: parseWebhookAllow(deps.config.delivery.webhook_allow), timeoutMs: deps.config.cron.webhook_timeout_seconds * 1000,
-    });
+    const outcome = await postWebhook(
+      parsed.url,
+      body,
+      { 'idempotency-key': run.occurrence_id },
+      {
+        allow: parseWebhookAllow(deps.config.delivery.webhook_allow),
+        timeoutMs: deps.config.cron.webhook_timeout_seconds * 1000,
+      },
+    );
     if (outcome.ok) return { target, status: 'delivered', evidence: `HTTP ${outcome.status}` };
     return { target, status: 'failed', error: outcome.error };
   }

@@ -38,8 +38,16 @@ import type { Job } from 'bullmq';
 import type { TurnError } from '../scheduler/errors/turn-error.ts';
 import { periodAt } from '../scheduler/cron/cron-engine.ts';
 import {
-  applyRun, cronOccurrenceId, cronSessionId, cronToolSurfaces, deliveryText, withReply,
-  type CronDelivery, type CronJob, type CronRun, type OccurrenceTrigger,
+  applyRun,
+  cronOccurrenceId,
+  cronSessionId,
+  cronToolSurfaces,
+  deliveryText,
+  withReply,
+  type CronDelivery,
+  type CronJob,
+  type CronRun,
+  type OccurrenceTrigger,
 } from '../scheduler/cron/cron-job.ts';
 import type { CronStore, CronTickData } from '../scheduler/cron/cron-store.ts';
 import { withNotice } from '../scheduler/cron/cron-notice.ts';
@@ -151,7 +159,13 @@ function occurrenceOf(deps: WorkerDeps, job: Job<CronTickData>): CronTick {
   const dueAt = job.data.dueAt ?? schedulerJobMillis(job.id) ?? job.timestamp;
   const occurrenceId = cronOccurrenceId(jobId, dueAt, trigger);
   return {
-    jobId, generation, trigger, dueAt, occurrenceId, holder: job.id ?? occurrenceId, pickedAt: Date.now(),
+    jobId,
+    generation,
+    trigger,
+    dueAt,
+    occurrenceId,
+    holder: job.id ?? occurrenceId,
+    pickedAt: Date.now(),
     log: deps.log.child({ cronJobId: jobId, occurrenceId }),
   };
 }
@@ -171,8 +185,15 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     this.store = deps.cron;
     const tick = (this.tick = occurrenceOf(deps, job));
     this.occurrence = {
-      kind: 'cron', label: 'cron run', occurrenceId: tick.occurrenceId, dueAt: tick.dueAt, holder: tick.holder, log: tick.log,
-      canDefer: token !== undefined, countsDeferrals: false, measuresLateness: tick.trigger !== 'manual',
+      kind: 'cron',
+      label: 'cron run',
+      occurrenceId: tick.occurrenceId,
+      dueAt: tick.dueAt,
+      holder: tick.holder,
+      log: tick.log,
+      canDefer: token !== undefined,
+      countsDeferrals: false,
+      measuresLateness: tick.trigger !== 'manual',
       attempts: { attempt: job.attemptsMade + 1, of: job.opts.attempts ?? 1 },
     };
   }
@@ -183,9 +204,16 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     if (waited && this.signal?.aborted) return this.dropped('aborted');
     const record = await store.get(tick.jobId);
     const decision = decideOccurrence({
-      job: record, dueAt: tick.dueAt, generation: tick.generation, trigger: tick.trigger,
-      periodMs: record ? periodAt(record.schedule, record.tz, tick.dueAt) : undefined, now: Date.now(),
-      grace: { graceMinMs: deps.config.cron.misfire_grace_min_seconds * 1000, graceMaxMs: deps.config.cron.misfire_grace_max_seconds * 1000 },
+      job: record,
+      dueAt: tick.dueAt,
+      generation: tick.generation,
+      trigger: tick.trigger,
+      periodMs: record ? periodAt(record.schedule, record.tz, tick.dueAt) : undefined,
+      now: Date.now(),
+      grace: {
+        graceMinMs: deps.config.cron.misfire_grace_min_seconds * 1000,
+        graceMaxMs: deps.config.cron.misfire_grace_max_seconds * 1000,
+      },
     });
     if (decision.action === 'wait') return decision;
     if (decision.action === 'drop' || !record) {
@@ -199,7 +227,10 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     }
     // Overlap (docs/CRON.md, `--overlap`): the turn lock of the job's session `cron:<id>`.
     const lock = record.overlap === 'allow' ? null : await deps.lock.acquire(cronSessionId(record.id), tick.holder);
-    const overlap = decideOverlap(record.overlap, record.overlap !== 'allow' && !lock, { deferMs: deps.config.worker.defer_ms, canDefer: this.token !== undefined });
+    const overlap = decideOverlap(record.overlap, record.overlap !== 'allow' && !lock, {
+      deferMs: deps.config.worker.defer_ms,
+      canDefer: this.token !== undefined,
+    });
     if (overlap.action === 'defer') return overlap;
     if (overlap.action === 'skip') return { action: 'claim', gated: { mode: 'overlap-skip', record } };
     const gated: CronGated = decision.action === 'skip' ? { mode: 'misfire-skip', record, decision } : { mode: 'run', record, decision };
@@ -215,16 +246,28 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     const { record } = gated;
     const startedAt = Date.now();
     const claim = await store.claim({
-      jobId: record.id, occurrenceId: tick.occurrenceId, holder: tick.holder, generation: tick.generation, manual: tick.trigger === 'manual',
-      dueAt: tick.dueAt, skip: gated.mode !== 'run',
+      jobId: record.id,
+      occurrenceId: tick.occurrenceId,
+      holder: tick.holder,
+      generation: tick.generation,
+      manual: tick.trigger === 'manual',
+      dueAt: tick.dueAt,
+      skip: gated.mode !== 'run',
     });
     if (gated.mode === 'overlap-skip') {
       // An occurrence done already is left to the run that did it (its deliveries may be under way there).
       if (claim.status !== 'ok') {
-        return { action: 'done', result: { outcome: claim.status === 'done' ? 'duplicate' : 'dropped', occurrenceId: tick.occurrenceId, reason: claim.status } };
+        return {
+          action: 'done',
+          result: { outcome: claim.status === 'done' ? 'duplicate' : 'dropped', occurrenceId: tick.occurrenceId, reason: claim.status },
+        };
       }
       tick.log.info('cron occurrence skipped: the previous run is still going (--overlap skip)');
-      return { action: 'record', claimed: { record, startedAt, attempt: claim.attempt }, ran: this.skipped(record, 'overlap', startedAt - tick.dueAt, claim.attempt) };
+      return {
+        action: 'record',
+        claimed: { record, startedAt, attempt: claim.attempt },
+        ran: this.skipped(record, 'overlap', startedAt - tick.dueAt, claim.attempt),
+      };
     }
     if (claim.status !== 'ok') {
       if (claim.status === 'done') return { action: 'done', result: await this.finishDuplicate(record) };
@@ -234,7 +277,11 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     if (gated.mode === 'misfire-skip') {
       const { latenessMs, graceMs } = gated.decision;
       tick.log.info({ latenessMs, graceMs }, 'cron occurrence missed its grace window; skipped (--misfire skip)');
-      return { action: 'record', claimed: { record, startedAt, attempt: claim.attempt }, ran: this.skipped(record, 'misfire', latenessMs, claim.attempt) };
+      return {
+        action: 'record',
+        claimed: { record, startedAt, attempt: claim.attempt },
+        ran: this.skipped(record, 'misfire', latenessMs, claim.attempt),
+      };
     }
     return { action: 'fire', claimed: { record, decision: gated.decision, startedAt, attempt: claim.attempt }, startedAt };
   }
@@ -265,18 +312,30 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     const current = await store.get(tick.jobId);
     if (!current) return this.dropped('removed');
     // The spend joins the job's totals, the watch's digest is kept, a token budget pauses: in this one commit.
-    const next = applyRun(current, run, tick.pickedAt, Date.now(), { maxConsecutiveFailures: deps.config.cron.max_consecutive_failures, ...effects });
+    const next = applyRun(current, run, tick.pickedAt, Date.now(), {
+      maxConsecutiveFailures: deps.config.cron.max_consecutive_failures,
+      ...effects,
+    });
     // A failed run (or, with --notify always, a skipped one) is told to the targets as a short notice;
     // so is a pause at a token budget, after the reply of the run that reached it.
     const told = withNotice(run, next, current.state === 'scheduled' && next.state === 'paused', resolveTargets(current));
     const local = told.deliveries.some((d) => d.target === 'local' && d.status === 'pending');
     const res = await store.commitRun({
-      run: told, job: next, expectedVersion: current.version,
+      run: told,
+      job: next,
+      expectedVersion: current.version,
       localEvent: local
         ? {
-          text: deliveryText(told), source: 'cron', job_id: current.id, name: current.name, runner: current.script !== null ? 'script' : 'agent',
-          occurrence_id: run.occurrence_id, trigger: run.trigger, due_at: run.due_at, status: run.status,
-        }
+            text: deliveryText(told),
+            source: 'cron',
+            job_id: current.id,
+            name: current.name,
+            runner: current.script !== null ? 'script' : 'agent',
+            occurrence_id: run.occurrence_id,
+            trigger: run.trigger,
+            due_at: run.due_at,
+            status: run.status,
+          }
         : null,
     });
     if (res.status === 'conflict') return CONFLICT;
@@ -301,12 +360,24 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
 
   result(claimed: CronClaimed, { run }: CronRan): CronTickResult {
     if (run.status !== 'skipped') {
-      this.tick.log.info({
-        status: run.status, durationMs: run.finished_at! - claimed.startedAt, silent: run.silent, unchanged: run.unchanged,
-        inputTokens: run.spend?.inputTokens, outputTokens: run.spend?.outputTokens,
-      }, 'cron run finished');
+      this.tick.log.info(
+        {
+          status: run.status,
+          durationMs: run.finished_at! - claimed.startedAt,
+          silent: run.silent,
+          unchanged: run.unchanged,
+          inputTokens: run.spend?.inputTokens,
+          outputTokens: run.spend?.outputTokens,
+        },
+        'cron run finished',
+      );
     }
-    return { outcome: run.status === 'skipped' ? 'skipped' : 'ran', occurrenceId: run.occurrence_id, status: run.status, ...(run.reason ? { reason: run.reason } : {}) };
+    return {
+      outcome: run.status === 'skipped' ? 'skipped' : 'ran',
+      occurrenceId: run.occurrence_id,
+      status: run.status,
+      ...(run.reason ? { reason: run.reason } : {}),
+    };
   }
 
   /** The occurrence was committed before (a retried job): finish deliveries it may have left pending. */
@@ -332,8 +403,12 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     const decision = claimed.decision!; // a turn runs only for a `fire` claim, which has it
     const { dueAt, trigger } = this.tick;
     const run = baseRun(record, this.tick, {
-      trigger: trigger === 'manual' ? 'manual' : decision.catchUp ? 'catch-up' : 'schedule', status: 'ok', reason: null,
-      latenessMs: startedAt - dueAt, workerId: this.deps.workerId, attempts: attempt,
+      trigger: trigger === 'manual' ? 'manual' : decision.catchUp ? 'catch-up' : 'schedule',
+      status: 'ok',
+      reason: null,
+      latenessMs: startedAt - dueAt,
+      workerId: this.deps.workerId,
+      attempts: attempt,
     });
     run.started_at = startedAt;
     run.late = decision.late;
@@ -343,16 +418,22 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
   /** The run as it ends: finished now, with its deliveries (an `ok` run that ran a turn goes to every target). */
   private finishRun(claimed: CronClaimed, run: CronRun, effects: RunEffects): CronRan {
     run.finished_at = Date.now();
-    run.deliveries = run.status === 'ok' && !run.unchanged
-      ? resolveTargets(claimed.record).map((target): CronDelivery => ({ target, status: run.silent ? 'silent' : 'pending' }))
-      : [];
+    run.deliveries =
+      run.status === 'ok' && !run.unchanged
+        ? resolveTargets(claimed.record).map((target): CronDelivery => ({ target, status: run.silent ? 'silent' : 'pending' }))
+        : [];
     return { run, effects, failed: run.status !== 'ok', unchanged: Boolean(run.unchanged), finishedAt: run.finished_at };
   }
 
   /** A skipped occurrence's record (misfire or overlap) and the claim it stands on. */
   private skipped(record: CronJob, reason: 'misfire' | 'overlap', latenessMs: number, attempt: number): CronRan {
     const run = baseRun(record, this.tick, {
-      trigger: this.tick.trigger === 'manual' ? 'manual' : 'schedule', status: 'skipped', reason, latenessMs, workerId: this.deps.workerId, attempts: attempt,
+      trigger: this.tick.trigger === 'manual' ? 'manual' : 'schedule',
+      status: 'skipped',
+      reason,
+      latenessMs,
+      workerId: this.deps.workerId,
+      attempts: attempt,
     });
     return { run, effects: {}, failed: false, unchanged: false, finishedAt: Date.now() };
   }
@@ -384,7 +465,9 @@ async function jobTurn(job: CronJob, occurrenceId: string, dueAt: number, signal
     const slot = await deps.turns.slots.acquire('command', signal);
     try {
       const out = await runner.run({
-        sessionId, messages, signal,
+        sessionId,
+        messages,
+        signal,
         env: { HERMES_CRON_JOB_ID: job.id, HERMES_CRON_OCCURRENCE_ID: occurrenceId, HERMES_CRON_DUE_AT: new Date(dueAt).toISOString() },
       });
       return { reply: out.reply, spend: NO_SPEND, unchanged: false, watch };
@@ -393,8 +476,14 @@ async function jobTurn(job: CronJob, occurrenceId: string, dueAt: number, signal
     }
   }
   const out = await deps.runners.agent.run({
-    sessionId, messages, signal, surface, onEvent: sessionEventSink(deps, sessionId, { occurrenceId }),
-    model: job.model ?? undefined, kind: 'cron', origin: job.origin,
+    sessionId,
+    messages,
+    signal,
+    surface,
+    onEvent: sessionEventSink(deps, sessionId, { occurrenceId }),
+    model: job.model ?? undefined,
+    kind: 'cron',
+    origin: job.origin,
   });
   return { reply: out.reply, spend: out.spend ?? NO_SPEND, unchanged: false, watch };
 }
@@ -403,11 +492,33 @@ async function jobTurn(job: CronJob, occurrenceId: string, dueAt: number, signal
 function baseRun(
   job: CronJob,
   tick: Pick<CronTick, 'occurrenceId' | 'dueAt'>,
-  f: { trigger: CronRun['trigger']; status: CronRun['status']; reason: string | null; latenessMs: number; workerId: string; attempts: number },
+  f: {
+    trigger: CronRun['trigger'];
+    status: CronRun['status'];
+    reason: string | null;
+    latenessMs: number;
+    workerId: string;
+    attempts: number;
+  },
 ): CronRun {
   return {
-    occurrence_id: tick.occurrenceId, job_id: job.id, trigger: f.trigger, status: f.status, reason: f.reason, attempts: f.attempts,
-    due_at: tick.dueAt, started_at: null, finished_at: null, lateness_ms: Math.max(0, f.latenessMs), late: false,
-    output: null, error: null, silent: false, spend: NO_SPEND, unchanged: false, deliveries: [], worker_id: f.workerId,
+    occurrence_id: tick.occurrenceId,
+    job_id: job.id,
+    trigger: f.trigger,
+    status: f.status,
+    reason: f.reason,
+    attempts: f.attempts,
+    due_at: tick.dueAt,
+    started_at: null,
+    finished_at: null,
+    lateness_ms: Math.max(0, f.latenessMs),
+    late: false,
+    output: null,
+    error: null,
+    silent: false,
+    spend: NO_SPEND,
+    unchanged: false,
+    deliveries: [],
+    worker_id: f.workerId,
   };
 }

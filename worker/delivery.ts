@@ -10,7 +10,10 @@ import { targetOfRoute, type PlatformTarget } from '../scheduler/delivery/delive
 import type { WorkerDeps } from './worker-deps.ts';
 
 /** The outbound queue of a platform target's platform. */
-export function outboundQueueOf(deps: Pick<WorkerDeps, 'outboundTelegram' | 'outboundSlack' | 'outboundDiscord'>, target: PlatformTarget): Queue<OutboundData> {
+export function outboundQueueOf(
+  deps: Pick<WorkerDeps, 'outboundTelegram' | 'outboundSlack' | 'outboundDiscord'>,
+  target: PlatformTarget,
+): Queue<OutboundData> {
   switch (target.kind) {
     case 'telegram':
       return deps.outboundTelegram as unknown as Queue<OutboundData>;
@@ -40,6 +43,9 @@ export async function deliverToRoute(
       occurrenceId: input.occurrenceId,
     });
   } else {
-    deps.log.warn({ sessionId: input.sessionId, platform: route.platform }, 'no outbound queue for platform; reply kept in the session stream only');
+    deps.log.warn(
+      { sessionId: input.sessionId, platform: route.platform },
+      'no outbound queue for platform; reply kept in the session stream only',
+    );
   }
 }

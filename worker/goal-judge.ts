@@ -11,7 +11,7 @@ import { sessionEventSink } from './turn-events.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
 export const GOAL_JUDGE_PROMPT = [
-  'You judge progress toward a standing goal after the agent\'s latest turn.',
+  "You judge progress toward a standing goal after the agent's latest turn.",
   'Answer with one JSON object and nothing else:',
   '{"verdict": "done" | "blocked" | "continue" | "wait", "reason": "<one short sentence>"}',
   '"done": the goal is achieved. "blocked": it cannot go on without the user. "continue": another turn should follow now.',
@@ -21,15 +21,24 @@ export const GOAL_JUDGE_PROMPT = [
 
 /** @returns the verdict and reason (`verdict` undefined when the judge failed), and what the judge's calls cost */
 export async function judgeGoal(
-  deps: WorkerDeps, goal: GoalRecord, reply: string, signal: AbortSignal,
+  deps: WorkerDeps,
+  goal: GoalRecord,
+  reply: string,
+  signal: AbortSignal,
 ): Promise<{ verdict: GoalVerdict | undefined; reason: string; spend: ModelSpend }> {
   try {
     const res = await deps.runners.agent.complete(
       [{ role: 'user', content: `Goal: ${goal.text}\nLatest turn of the agent:\n${reply}` }],
-      signal, goal.sessionId,
+      signal,
+      goal.sessionId,
       {
-        system: GOAL_JUDGE_PROMPT, jsonObject: true, surface: goal.origin.surface, onEvent: sessionEventSink(deps, goal.sessionId, { judge: 'goal' }),
-        model: goal.model ?? undefined, purpose: 'judge', kind: 'goal',
+        system: GOAL_JUDGE_PROMPT,
+        jsonObject: true,
+        surface: goal.origin.surface,
+        onEvent: sessionEventSink(deps, goal.sessionId, { judge: 'goal' }),
+        model: goal.model ?? undefined,
+        purpose: 'judge',
+        kind: 'goal',
       },
     );
     const v = parseVerdict(res.content, ['done', 'blocked', 'continue', 'wait']);

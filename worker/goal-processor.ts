@@ -43,8 +43,13 @@ export async function processGoalContinuation(
     const startedAt = Date.now();
     const input = buildGoalInput(goal, goalTurn);
     const ran = await runSessionAgent(deps, turn, turnSignal, {
-      sessionId, input, surface: goal.origin.surface, events: { kind: 'goal', tick: goalTurn, occurrenceId: turnId },
-      model: goal.model ?? undefined, kind: 'goal', origin: goal.origin,
+      sessionId,
+      input,
+      surface: goal.origin.surface,
+      events: { kind: 'goal', tick: goalTurn, occurrenceId: turnId },
+      model: goal.model ?? undefined,
+      kind: 'goal',
+      origin: goal.origin,
     });
     if (ran === 'drained') {
       deps.metrics?.turnFinished('goal', 'aborted', (Date.now() - startedAt) / 1000);
@@ -52,34 +57,64 @@ export async function processGoalContinuation(
     }
     const { reply, steps, failure, replaceTranscript } = ran;
     if (failure) log.warn({ err: failure.message }, 'goal turn failed');
-    const judged = failure ? { verdict: undefined, reason: failure.message, spend: NO_SPEND } : await judgeGoal(deps, goal, reply, turnSignal);
+    const judged = failure
+      ? { verdict: undefined, reason: failure.message, spend: NO_SPEND }
+      : await judgeGoal(deps, goal, reply, turnSignal);
     const spend = sumSpend(ran.spend, judged.spend);
-    return await retryOnConflict<InboxResult>(async () => {
-      const fresh = await deps.goals.get(sessionId);
-      if (!fresh || fresh.goalId !== goalId) return { status: 'duplicate' };
-      const { goal: next, outcome } = applyGoalTurn(fresh, { turnId, now: Date.now(), verdict: judged.verdict, reason: judged.reason,
-        maxConsecutiveFailures: deps.config.goals.max_consecutive_failures, spend, overTurnBudget: failure?.kind === 'budget' });
-      const stored: GoalRecord = { ...next, version: fresh.version + 1 };
-      const res = await deps.sessions.commitTurn(sessionId, {
-        occurrenceId: turnId,
-        messages: failure ? [] : [
-          { role: 'user', content: input, at: startedAt, source: 'goal', surface: goal.origin.surface },
-          ...stepMessages(steps, Date.now(), 'goal', goal.origin.surface),
-          { role: 'assistant', content: reply, at: Date.now(), source: 'goal', surface: goal.origin.surface },
-        ],
-        event: failure
-          ? { type: 'error', data: { text: `Goal turn ${goalTurn} failed: ${failure.message}`, occurrenceId: turnId } }
-          : { type: 'reply', data: { source: 'goal', kind: 'goal', tick: goalTurn, text: reply, occurrenceId: turnId, startedAt, finishedAt: Date.now(), worker: deps.workerId, pid: process.pid, outcome: outcome.kind, verdict: judged.verdict ?? 'judge-failed', ...(spend.calls > 0 ? { spend } : {}) } },
-        record: { key: deps.keys.goal(sessionId), expectedVersion: fresh.version, json: JSON.stringify(stored) },
-        replaceTranscript,
-      });
-      if (res.status === 'conflict') return CONFLICT;
-      if (res.status === 'duplicate') return { status: 'duplicate' };
-      deps.metrics?.turnFinished('goal', failure ? 'failed' : 'ok', (Date.now() - startedAt) / 1000);
-      if (!failure) await deliverToRoute(deps, { sessionId, origin: stored.origin, text: reply, occurrenceId: turnId });
-      await afterGoalTurn(deps, stored, outcome, turnId);
-      return { status: failure ? 'failed' : 'replied', eventId: res.eventId };
-    }, () => new Error(`could not commit goal turn ${turnId}: the goal kept changing`));
+    return await retryOnConflict<InboxResult>(
+      async () => {
+        const fresh = await deps.goals.get(sessionId);
+        if (!fresh || fresh.goalId !== goalId) return { status: 'duplicate' };
+        const { goal: next, outcome } = applyGoalTurn(fresh, {
+          turnId,
+          now: Date.now(),
+          verdict: judged.verdict,
+          reason: judged.reason,
+          maxConsecutiveFailures: deps.config.goals.max_consecutive_failures,
+          spend,
+          overTurnBudget: failure?.kind === 'budget',
+        });
+        const stored: GoalRecord = { ...next, version: fresh.version + 1 };
+        const res = await deps.sessions.commitTurn(sessionId, {
+          occurrenceId: turnId,
+          messages: failure
+            ? []
+            : [
+                { role: 'user', content: input, at: startedAt, source: 'goal', surface: goal.origin.surface },
+                ...stepMessages(steps, Date.now(), 'goal', goal.origin.surface),
+                { role: 'assistant', content: reply, at: Date.now(), source: 'goal', surface: goal.origin.surface },
+              ],
+          event: failure
+            ? { type: 'error', data: { text: `Goal turn ${goalTurn} failed: ${failure.message}`, occurrenceId: turnId } }
+            : {
+                type: 'reply',
+                data: {
+                  source: 'goal',
+                  kind: 'goal',
+                  tick: goalTurn,
+                  text: reply,
+                  occurrenceId: turnId,
+                  startedAt,
+                  finishedAt: Date.now(),
+                  worker: deps.workerId,
+                  pid: process.pid,
+                  outcome: outcome.kind,
+                  verdict: judged.verdict ?? 'judge-failed',
+                  ...(spend.calls > 0 ? { spend } : {}),
+                },
+              },
+          record: { key: deps.keys.goal(sessionId), expectedVersion: fresh.version, json: JSON.stringify(stored) },
+          replaceTranscript,
+        });
+        if (res.status === 'conflict') return CONFLICT;
+        if (res.status === 'duplicate') return { status: 'duplicate' };
+        deps.metrics?.turnFinished('goal', failure ? 'failed' : 'ok', (Date.now() - startedAt) / 1000);
+        if (!failure) await deliverToRoute(deps, { sessionId, origin: stored.origin, text: reply, occurrenceId: turnId });
+        await afterGoalTurn(deps, stored, outcome, turnId);
+        return { status: failure ? 'failed' : 'replied', eventId: res.eventId };
+      },
+      () => new Error(`could not commit goal turn ${turnId}: the goal kept changing`),
+    );
   });
 }
 
@@ -89,8 +124,10 @@ async function afterGoalTurn(deps: WorkerDeps, goal: GoalRecord, outcome: GoalOu
     return;
   }
   const text =
-    outcome.kind === 'achieved' ? `Goal achieved: ${goal.text}`
-      : outcome.kind === 'paused' ? `Goal paused: ${outcome.reason}.`
+    outcome.kind === 'achieved'
+      ? `Goal achieved: ${goal.text}`
+      : outcome.kind === 'paused'
+        ? `Goal paused: ${outcome.reason}.`
         : `Goal parked (${outcome.reason}); it wakes on your next message or /goal resume.`;
   await deps.sessions.appendEvent(goal.sessionId, 'notice', { text, kind: 'goal', status: goal.status });
   await deliverToRoute(deps, { sessionId: goal.sessionId, origin: goal.origin, text, occurrenceId: `${turnId}:notice` });
@@ -102,12 +139,18 @@ export const goalHooks: InboxHooks = {
     goal: async (args: string) => {
       const c = parseGoalArgs(args, { maxPromptChars: deps.config.agent.max_prompt_chars });
       switch (c.action) {
-        case 'set': return await deps.goals.set(data.sessionId, c.text, data.origin, Date.now(), c.economy);
-        case 'status': return await deps.goals.status(data.sessionId);
-        case 'pause': return await deps.goals.pause(data.sessionId);
-        case 'resume': return await deps.goals.resume(data.sessionId);
-        case 'clear': return await deps.goals.clear(data.sessionId);
-        default: return GOAL_HELP;
+        case 'set':
+          return await deps.goals.set(data.sessionId, c.text, data.origin, Date.now(), c.economy);
+        case 'status':
+          return await deps.goals.status(data.sessionId);
+        case 'pause':
+          return await deps.goals.pause(data.sessionId);
+        case 'resume':
+          return await deps.goals.resume(data.sessionId);
+        case 'clear':
+          return await deps.goals.clear(data.sessionId);
+        default:
+          return GOAL_HELP;
       }
     },
   }),

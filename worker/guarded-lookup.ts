@@ -17,7 +17,11 @@ import type { LookupFunction } from 'node:net';
 export type AddressCheck = (address: string) => string | undefined;
 
 /** The resolver a guarded lookup asks (node's `dns.lookup` unless a test gives another). */
-export type Resolver = (hostname: string, options: LookupOptions & { all: true }, callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
+export type Resolver = (
+  hostname: string,
+  options: LookupOptions & { all: true },
+  callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void,
+) => void;
 
 /** The error a request fails with when a resolved address is refused. */
 export class RefusedAddressError extends Error {
@@ -31,7 +35,11 @@ export class RefusedAddressError extends Error {
  * @returns a lookup that fails with {@link RefusedAddressError} naming the host, the reason and the address
  */
 export function guardedLookup(check: AddressCheck, resolve: Resolver = dnsLookup): LookupFunction {
-  return ((hostname: string, options: LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
+  return (
+    hostname: string,
+    options: LookupOptions,
+    callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void,
+  ) => {
     resolve(hostname, { ...options, all: true }, (err, addresses) => {
       if (err) return callback(err, '');
       for (const a of addresses) {
@@ -42,5 +50,5 @@ export function guardedLookup(check: AddressCheck, resolve: Resolver = dnsLookup
       if (options.all) return callback(null, addresses);
       return callback(null, addresses[0]!.address, addresses[0]!.family);
     });
-  });
+  };
 }

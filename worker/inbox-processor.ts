@@ -27,7 +27,12 @@ export interface InboxHooks {
   /** Called after a user turn committed (goal continuation scheduling). */
   afterUserTurn?: (deps: WorkerDeps, data: InboxJobData, reply: string) => Promise<void>;
   /** Goal continuations are handled by this processor when set. */
-  goalContinuation?: (job: Job<InboxJobData>, token: string | undefined, signal: AbortSignal | undefined, deps: WorkerDeps) => Promise<InboxResult>;
+  goalContinuation?: (
+    job: Job<InboxJobData>,
+    token: string | undefined,
+    signal: AbortSignal | undefined,
+    deps: WorkerDeps,
+  ) => Promise<InboxResult>;
 }
 
 /**
@@ -62,7 +67,10 @@ export async function processInbox(
   let commandReply: string | undefined;
   try {
     const outcome = await runSlashCommand(data.text, {
-      sessionId, origin: data.origin, schedules: deps.schedules, config: deps.config,
+      sessionId,
+      origin: data.origin,
+      schedules: deps.schedules,
+      config: deps.config,
       extra: hooks.extraCommands?.(deps, data),
       abortRunningTurn: () => deps.redis.publish(deps.keys.turnAbortChannel, encodeTurnAbort({ sessionId, by: 'stop' })),
     });
@@ -80,7 +88,9 @@ export async function processInbox(
   }
   if (commandReply !== undefined) {
     const res = await deps.sessions.commitTurn(sessionId, {
-      occurrenceId, messages: [], event: { type: 'notice', data: { text: commandReply, command: data.text.split(/\s/)[0], occurrenceId } },
+      occurrenceId,
+      messages: [],
+      event: { type: 'notice', data: { text: commandReply, command: data.text.split(/\s/)[0], occurrenceId } },
     });
     await deliverToRoute(deps, { sessionId, origin: data.origin, text: commandReply, occurrenceId });
     await clearPendingInput(deps.redis, deps.keys, sessionId, occurrenceId);
@@ -89,10 +99,17 @@ export async function processInbox(
 
   return await runSessionTurn(deps, job, token, signal, sessionId, async (turnSignal, turn) => {
     const startedAt = Date.now();
-    const ran = await runSessionAgent(deps, turn, turnSignal, { sessionId, input: data.text, surface: data.origin.surface, origin: data.origin, events: { occurrenceId } });
+    const ran = await runSessionAgent(deps, turn, turnSignal, {
+      sessionId,
+      input: data.text,
+      surface: data.origin.surface,
+      origin: data.origin,
+      events: { occurrenceId },
+    });
     if (ran === 'drained') {
       await deps.sessions.appendEvent(sessionId, 'notice', {
-        text: 'Your message was interrupted by a restart; it will be answered when a worker is back.', occurrenceId,
+        text: 'Your message was interrupted by a restart; it will be answered when a worker is back.',
+        occurrenceId,
       });
       return await deferJob(job, token, deps.config.worker.defer_ms);
     }
@@ -111,7 +128,19 @@ export async function processInbox(
           ],
       event: failure
         ? { type: 'error', data: { text: failure.message, occurrenceId, ...(spend.calls > 0 ? { spend } : {}) } }
-        : { type: 'reply', data: { source: 'message', text: reply, occurrenceId, startedAt, finishedAt, worker: deps.workerId, pid: process.pid, ...(spend.calls > 0 ? { spend } : {}) } },
+        : {
+            type: 'reply',
+            data: {
+              source: 'message',
+              text: reply,
+              occurrenceId,
+              startedAt,
+              finishedAt,
+              worker: deps.workerId,
+              pid: process.pid,
+              ...(spend.calls > 0 ? { spend } : {}),
+            },
+          },
       replaceTranscript,
     });
     await clearPendingInput(deps.redis, deps.keys, sessionId, occurrenceId);

@@ -33,7 +33,10 @@ export interface MetricsServer {
 const digest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
 
 function isLoopback(host: string): boolean {
-  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
+  const h = host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[|\]$/g, '');
   return h === 'localhost' || h === '::1' || /^(::ffff:)?127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
 }
 
@@ -47,8 +50,10 @@ export interface MetricsConnectionLimits {
 
 /** The configuration's defaults (scheduler/config/config.ts `HTTP_LIMIT_DEFAULTS`). */
 const DEFAULT_LIMITS: MetricsConnectionLimits = {
-  maxConnections: HTTP_LIMIT_DEFAULTS.max_connections, headersTimeoutMs: HTTP_LIMIT_DEFAULTS.headers_timeout_ms,
-  requestTimeoutMs: HTTP_LIMIT_DEFAULTS.request_timeout_ms, keepAliveTimeoutMs: HTTP_LIMIT_DEFAULTS.keep_alive_timeout_ms,
+  maxConnections: HTTP_LIMIT_DEFAULTS.max_connections,
+  headersTimeoutMs: HTTP_LIMIT_DEFAULTS.headers_timeout_ms,
+  requestTimeoutMs: HTTP_LIMIT_DEFAULTS.request_timeout_ms,
+  keepAliveTimeoutMs: HTTP_LIMIT_DEFAULTS.keep_alive_timeout_ms,
 };
 
 /**
@@ -107,35 +112,48 @@ export async function startMetricsServer(options: {
       { key: 'worker.metrics_port' },
     );
   }
-  const server: Server = createServer({
-    headersTimeout: limits.headersTimeoutMs, requestTimeout: limits.requestTimeoutMs, keepAliveTimeout: limits.keepAliveTimeoutMs,
-    connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 4))),
-  }, (req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
-    if (req.method !== 'GET' || path !== '/metrics') {
-      res.writeHead(404, { 'Content-Type': 'text/plain' }).end('Only GET /metrics is served here.\n');
-      return;
-    }
-    if (!options.public && key) {
-      const m = /^Bearer\s+(.+)$/i.exec((req.headers.authorization ?? '').trim());
-      if (!m || !timingSafeEqual(digest(m[1]!.trim()), digest(key))) {
-        res.writeHead(401, { 'Content-Type': 'text/plain', 'WWW-Authenticate': 'Bearer' }).end('Send Authorization: Bearer <API_SERVER_KEY>.\n');
+  const server: Server = createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 4))),
+    },
+    (req, res) => {
+      const path = (req.url ?? '/').split('?')[0];
+      if (req.method !== 'GET' || path !== '/metrics') {
+        res.writeHead(404, { 'Content-Type': 'text/plain' }).end('Only GET /metrics is served here.\n');
         return;
       }
-    }
-    metrics.exposition().then(
-      ({ contentType, body }) => res.writeHead(200, { 'Content-Type': contentType }).end(body),
-      (err: Error) => {
-        options.log.warn({ err: err.message }, 'metrics scrape failed');
-        res.writeHead(500, { 'Content-Type': 'text/plain' }).end('metrics unavailable\n');
-      },
-    );
-  });
+      if (!options.public && key) {
+        const m = /^Bearer\s+(.+)$/i.exec((req.headers.authorization ?? '').trim());
+        if (!m || !timingSafeEqual(digest(m[1]!.trim()), digest(key))) {
+          res
+            .writeHead(401, { 'Content-Type': 'text/plain', 'WWW-Authenticate': 'Bearer' })
+            .end('Send Authorization: Bearer <API_SERVER_KEY>.\n');
+          return;
+        }
+      }
+      metrics.exposition().then(
+        ({ contentType, body }) => res.writeHead(200, { 'Content-Type': contentType }).end(body),
+        (err: Error) => {
+          options.log.warn({ err: err.message }, 'metrics scrape failed');
+          res.writeHead(500, { 'Content-Type': 'text/plain' }).end('metrics unavailable\n');
+        },
+      );
+    },
+  );
   server.maxConnections = limits.maxConnections;
   evictIdleNearCap(server, limits.maxConnections);
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) =>
-      reject(new ConfigError(`Worker metrics cannot listen on ${options.host}:${options.port} (${err.code}); set worker.metrics_port.`, { key: 'worker.metrics_port', cause: err })));
+      reject(
+        new ConfigError(`Worker metrics cannot listen on ${options.host}:${options.port} (${err.code}); set worker.metrics_port.`, {
+          key: 'worker.metrics_port',
+          cause: err,
+        }),
+      ),
+    );
     server.listen(options.port, options.host, () => resolve());
   });
   const address = server.address() as AddressInfo;

@@ -48,9 +48,12 @@ export class SessionLock {
    */
   adopt(sessionId: string, holder: string): HeldLock {
     const key = this.keys.turnLock(sessionId);
-    const timer = setInterval(() => {
-      renewOwned(this.redis, key, holder, this.ttlMs).catch(() => {});
-    }, Math.max(100, Math.floor(this.ttlMs / 3)));
+    const timer = setInterval(
+      () => {
+        renewOwned(this.redis, key, holder, this.ttlMs).catch(() => {});
+      },
+      Math.max(100, Math.floor(this.ttlMs / 3)),
+    );
     timer.unref();
     let released: Promise<void> | undefined;
     return {

@@ -37,10 +37,15 @@ export async function runSessionTurn<R>(
   const held = await deps.lock.acquire(sessionId, job.id!);
   if (!held) return await deferJob(job, token, deps.config.worker.defer_ms);
   try {
-    return await deps.turns.run(job.id!, 'chat', async (turnSignal, turn) => {
-      turn.sessionId = sessionId; // a `/stop` in this session aborts the turn
-      return await body(turnSignal, turn);
-    }, signal);
+    return await deps.turns.run(
+      job.id!,
+      'chat',
+      async (turnSignal, turn) => {
+        turn.sessionId = sessionId; // a `/stop` in this session aborts the turn
+        return await body(turnSignal, turn);
+      },
+      signal,
+    );
   } finally {
     await held.release();
   }
@@ -48,8 +53,7 @@ export async function runSessionTurn<R>(
 
 /** What an agent call of a session turn gave: its reply and tool steps, or the failure to commit; its spend either way. */
 export type SessionAgentResult = (
-  | { reply: string; steps: ChatMessage[]; failure?: undefined }
-  | { reply: ''; steps: []; failure: TurnError }
+  { reply: string; steps: ChatMessage[]; failure?: undefined } | { reply: ''; steps: []; failure: TurnError }
 ) & {
   spend: ModelSpend;
   /** The compacted transcript for the commit's `replaceTranscript` (`context/session-context.ts`). */
@@ -70,7 +74,11 @@ export async function runSessionAgent(
   turn: TrackedTurn,
   turnSignal: AbortSignal,
   request: {
-    sessionId: string; input: string; surface: Origin['surface']; events: Record<string, unknown>; model?: string;
+    sessionId: string;
+    input: string;
+    surface: Origin['surface'];
+    events: Record<string, unknown>;
+    model?: string;
     /** `message` (default) or `goal`. */
     kind?: Extract<TurnKind, 'message' | 'goal'>;
     /** The message's or goal's origin (tools acting for the turn use it: the `schedules` tool). */
@@ -86,13 +94,27 @@ export async function runSessionAgent(
     // The turn answers to every surface whose text is in its context (provenance, `contextSurfaces`).
     const surfaces = contextSurfaces(surface, transcript);
     const fitted = await fitSessionContext(deps, {
-      sessionId, transcript, input, model, surface: surfaces, signal: turnSignal, kind, events: request.events, turn: { kind, ...(origin ? { origin } : {}) },
+      sessionId,
+      transcript,
+      input,
+      model,
+      surface: surfaces,
+      signal: turnSignal,
+      kind,
+      events: request.events,
+      turn: { kind, ...(origin ? { origin } : {}) },
     });
     spend = fitted.spend;
     replaceTranscript = fitted.replace;
     const out = await deps.runners.agent.run({
-      sessionId, messages: turnMessages(fitted.transcript, input), signal: turnSignal,
-      surface: surfaces, onEvent: sessionEventSink(deps, sessionId, request.events), model, kind, origin,
+      sessionId,
+      messages: turnMessages(fitted.transcript, input),
+      signal: turnSignal,
+      surface: surfaces,
+      onEvent: sessionEventSink(deps, sessionId, request.events),
+      model,
+      kind,
+      origin,
     });
     return { reply: out.reply, steps: out.steps, spend: sumSpend(spend, out.spend ?? NO_SPEND), replaceTranscript };
   } catch (err) {

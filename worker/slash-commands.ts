@@ -60,23 +60,34 @@ export async function runSlashCommand(text: string, ctx: SlashContext): Promise<
   const runner = { kind: 'agent' as const };
   const control = async (kind: LoopKind, action: string, help: string) => {
     switch (action) {
-      case 'status': return await schedules.status(sessionId, kind);
-      case 'pause': return await schedules.pause(sessionId, kind);
-      case 'resume': return await schedules.resume(sessionId, kind);
-      case 'stop': return await schedules.stop(sessionId, kind);
-      default: return help;
+      case 'status':
+        return await schedules.status(sessionId, kind);
+      case 'pause':
+        return await schedules.pause(sessionId, kind);
+      case 'resume':
+        return await schedules.resume(sessionId, kind);
+      case 'stop':
+        return await schedules.stop(sessionId, kind);
+      default:
+        return help;
     }
   };
   switch (cmd) {
     case 'loop':
     case 'proactive': {
-      const c = parseLoopArgs(args, { minIntervalSeconds: ctx.config.loops.min_interval_seconds, maxPromptChars: ctx.config.agent.max_prompt_chars });
+      const c = parseLoopArgs(args, {
+        minIntervalSeconds: ctx.config.loops.min_interval_seconds,
+        maxPromptChars: ctx.config.agent.max_prompt_chars,
+      });
       if (c.action !== 'set') return reply(await control('loop', c.action, LOOP_HELP));
       return reply(await schedules.set(sessionId, 'loop', c, { origin: ctx.origin, runner }));
     }
     case 'heartbeat':
     case 'hb': {
-      const c = parseHeartbeatArgs(args, { minIntervalSeconds: ctx.config.heartbeat.min_interval_seconds, maxPromptChars: ctx.config.agent.max_prompt_chars });
+      const c = parseHeartbeatArgs(args, {
+        minIntervalSeconds: ctx.config.heartbeat.min_interval_seconds,
+        maxPromptChars: ctx.config.agent.max_prompt_chars,
+      });
       if (c.action !== 'set') return reply(await control('heartbeat', c.action, HEARTBEAT_HELP));
       return reply(await schedules.set(sessionId, 'heartbeat', { ...c, times: null, until: null }, { origin: ctx.origin, runner }));
     }
@@ -107,11 +118,12 @@ export async function runSlashCommand(text: string, ctx: SlashContext): Promise<
 export function shortHelp(ctx: Pick<SlashContext, 'origin' | 'config'>): string {
   const allowed = ctx.config.telegram.allowed_users.length;
   const slackAllowed = ctx.config.slack.allowed_users.length;
-  const access = ctx.origin.surface === 'telegram'
-    ? `You are on this bot's allow-list (${allowed} user${allowed === 1 ? '' : 's'} allowed in TELEGRAM_ALLOWED_USERS).`
-    : ctx.origin.surface === 'slack'
-      ? `You are on this app's allow-list (${slackAllowed} user${slackAllowed === 1 ? '' : 's'} allowed in SLACK_ALLOWED_USERS).`
-      : `Telegram: ${allowed} allow-listed user${allowed === 1 ? '' : 's'} (TELEGRAM_ALLOWED_USERS).`;
+  const access =
+    ctx.origin.surface === 'telegram'
+      ? `You are on this bot's allow-list (${allowed} user${allowed === 1 ? '' : 's'} allowed in TELEGRAM_ALLOWED_USERS).`
+      : ctx.origin.surface === 'slack'
+        ? `You are on this app's allow-list (${slackAllowed} user${slackAllowed === 1 ? '' : 's'} allowed in SLACK_ALLOWED_USERS).`
+        : `Telegram: ${allowed} allow-listed user${allowed === 1 ? '' : 's'} (TELEGRAM_ALLOWED_USERS).`;
   return [
     'Hermes runs schedules for this chat; they keep firing when you are away.',
     '/loop [every] <interval> <prompt> — a recurring task (/loop help for more)',

@@ -16,13 +16,7 @@ export { DRAIN_HAND_BACK } from './occurrence/defer-decision.ts';
 export { decideTurnEnding, type TurnEnding } from './occurrence/turn-ending.ts';
 
 /** Why a tick was deferred; also the `reason` label of `hermes_ticks_deferred_total`. */
-export type TickDeferReason =
-  | 'drain'
-  | 'input-pending'
-  | 'goal-active'
-  | 'session-busy'
-  | 'earlier-tick-in-flight'
-  | 'schedule-changing';
+export type TickDeferReason = 'drain' | 'input-pending' | 'goal-active' | 'session-busy' | 'earlier-tick-in-flight' | 'schedule-changing';
 
 /** A tick put back to run again after `delayMs`. */
 export type TickDefer = OccurrenceDefer<TickDeferReason>;
@@ -87,7 +81,8 @@ export function decideClaim(
 ): ClaimDecision {
   if (claim.status === 'ok') return { action: 'fire' };
   if (claim.status === 'busy') return { action: 'defer', reason: 'session-busy', delayMs: policy.deferMs };
-  if (claim.status === 'inflight' && claim.earlierAlive) return { action: 'defer', reason: 'earlier-tick-in-flight', delayMs: policy.deferMs };
+  if (claim.status === 'inflight' && claim.earlierAlive)
+    return { action: 'defer', reason: 'earlier-tick-in-flight', delayMs: policy.deferMs };
   if (round + 1 >= MAX_CLAIM_ROUNDS) return { action: 'defer', reason: 'schedule-changing', delayMs: policy.deferMs };
   return { action: 'again' };
 }

@@ -30,7 +30,15 @@
  */
 import type { Job } from 'bullmq';
 import {
-  decideFire, applyTick, shouldDeliverReply, isSilentReply, tickFailureNotice, type FailurePolicy, type LoopRecord, type TickOutcome, type UntilVerdict,
+  decideFire,
+  applyTick,
+  shouldDeliverReply,
+  isSilentReply,
+  tickFailureNotice,
+  type FailurePolicy,
+  type LoopRecord,
+  type TickOutcome,
+  type UntilVerdict,
 } from '../scheduler/loop/loop-state.ts';
 import { NO_SPEND, sumSpend, type ModelSpend } from '../scheduler/model-spend.ts';
 import { fitSessionContext, type FittedContext } from './context/session-context.ts';
@@ -150,10 +158,17 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
     const log = deps.log.child({ sessionId, kind, loopId, occurrenceId });
     this.tick = { sessionId, kind, loopId, dueAt, occurrenceId, jobId: job.id!, log };
     this.occurrence = {
-      kind, label: `${kind} tick`, occurrenceId, dueAt, holder: job.id!, log,
+      kind,
+      label: `${kind} tick`,
+      occurrenceId,
+      dueAt,
+      holder: job.id!,
+      log,
       // Prefetch lead (`scheduler/loop/prefetch-lead.ts`): the job came early; the turn starts at the due time, never before.
       holdUntil: dueAt,
-      canDefer: true, countsDeferrals: true, measuresLateness: true,
+      canDefer: true,
+      countsDeferrals: true,
+      measuresLateness: true,
       stoppableAs: { sessionId, occurrenceId },
     };
   }
@@ -175,14 +190,19 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
   async claim(read: GateRead, round: number): Promise<ClaimAnswer<Claimed, TurnRun, TickResult>> {
     const { deps, tick } = this;
     const mark: InflightMark = {
-      occurrenceId: tick.occurrenceId, jobId: tick.jobId, startedAt: Date.now(), tick: read.loop!.ticksUsed + 1, workerId: deps.workerId,
+      occurrenceId: tick.occurrenceId,
+      jobId: tick.jobId,
+      startedAt: Date.now(),
+      tick: read.loop!.ticksUsed + 1,
+      workerId: deps.workerId,
     };
     const claim = await claimTick(deps, tick, read, mark);
     if (claim.status !== 'busy') this.lock ??= deps.lock.adopt(tick.sessionId, tick.jobId);
     const lock = this.lock;
     const claimed = decideClaim(
       claim.status === 'inflight' ? { status: 'inflight', earlierAlive: await earlierTickInFlight(deps, this.job, claim.mark) } : claim,
-      round, { deferMs: deps.config.worker.defer_ms },
+      round,
+      { deferMs: deps.config.worker.defer_ms },
     );
     if (claimed.action === 'fire' && claim.status === 'ok') {
       return { action: 'fire', claimed: { loop: read.loop!, mark, transcript: claim.transcript }, startedAt: mark.startedAt, lock };
@@ -192,10 +212,24 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
 
   /** The turn against the claimed transcript plus the wakeup text; `--watch` first, `--until` judged on its reply. */
   async runTurn(claimed: Claimed, signal: AbortSignal, _turn: TrackedTurn): Promise<TurnRun> {
-    const { deps, tick: { sessionId, kind, occurrenceId, dueAt, log } } = this;
-    const { loop, transcript, mark: { startedAt, tick: tickNumber } } = claimed;
+    const {
+      deps,
+      tick: { sessionId, kind, occurrenceId, dueAt, log },
+    } = this;
+    const {
+      loop,
+      transcript,
+      mark: { startedAt, tick: tickNumber },
+    } = claimed;
     log.debug({ tick: tickNumber, latenessMs: startedAt - dueAt }, `${kind} tick started`);
-    const p: TurnProgress = { tickNumber, input: buildWakeupInput(loop, tickNumber), spend: NO_SPEND, watchDigest: undefined, replace: undefined, startedAt };
+    const p: TurnProgress = {
+      tickNumber,
+      input: buildWakeupInput(loop, tickNumber),
+      spend: NO_SPEND,
+      watchDigest: undefined,
+      replace: undefined,
+      startedAt,
+    };
     this.progress = p;
     const events = { kind, tick: tickNumber, occurrenceId };
     const model = loop.model ?? undefined;
@@ -216,7 +250,17 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
     // The turn answers to every surface whose text is in its context (provenance, `contextSurfaces`).
     if (loop.runner.kind === 'agent') {
       // The context budget before the turn (`context/session-context.ts`; docs/CONTEXT.md).
-      const fitted = await fitSessionContext(deps, { sessionId, transcript, input: p.input, model, surface, signal, kind, events, turn: { ...turnOf } });
+      const fitted = await fitSessionContext(deps, {
+        sessionId,
+        transcript,
+        input: p.input,
+        model,
+        surface,
+        signal,
+        kind,
+        events,
+        turn: { ...turnOf },
+      });
       p.replace = fitted.replace;
       context = fitted.transcript;
       p.spend = sumSpend(p.spend, fitted.spend);
@@ -239,7 +283,15 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       spend = sumSpend(spend, judged.spend);
     }
     return {
-      ...p, reply: out.reply, steps: out.steps, failure: undefined, failed: false, until, finishedAt: Date.now(), spend, unchanged: false,
+      ...p,
+      reply: out.reply,
+      steps: out.steps,
+      failure: undefined,
+      failed: false,
+      until,
+      finishedAt: Date.now(),
+      spend,
+      unchanged: false,
       nextTickSeconds: out.nextTickSeconds,
     };
   }
@@ -248,7 +300,14 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
   failedTurn(_claimed: Claimed, f: { error: TurnError; spend: ModelSpend }): TurnRun {
     const p = this.progress!;
     return {
-      ...p, reply: '', steps: [], failure: f.error, failed: true, until: undefined, finishedAt: Date.now(), spend: sumSpend(p.spend, f.spend),
+      ...p,
+      reply: '',
+      steps: [],
+      failure: f.error,
+      failed: true,
+      until: undefined,
+      finishedAt: Date.now(),
+      spend: sumSpend(p.spend, f.spend),
       unchanged: false,
     };
   }
@@ -275,12 +334,23 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       return { action: 'committed', committed: { eventId: res.eventId, loop: null, outcome: { kind: 'continue' } }, lockReleased: true };
     }
     const { loop: next, outcome } = applyTick(fresh, {
-      loopId, dueAt: tick.dueAt, occurrenceId, startedAt: t.startedAt, finishedAt: t.finishedAt,
-      reply: t.reply, until: t.until, failure: t.failure?.message, maxConsecutiveFailures: deps.config.loops.max_consecutive_failures,
-      spend: t.spend, unchanged: t.unchanged, watchDigest: t.watchDigest, overTurnBudget: t.failure?.kind === 'budget',
+      loopId,
+      dueAt: tick.dueAt,
+      occurrenceId,
+      startedAt: t.startedAt,
+      finishedAt: t.finishedAt,
+      reply: t.reply,
+      until: t.until,
+      failure: t.failure?.message,
+      maxConsecutiveFailures: deps.config.loops.max_consecutive_failures,
+      spend: t.spend,
+      unchanged: t.unchanged,
+      watchDigest: t.watchDigest,
+      overTurnBudget: t.failure?.kind === 'budget',
       failurePolicy: failurePolicy(deps),
       pacing: {
-        floorSeconds: deps.config.loops.self_paced_floor_seconds, ceilingSeconds: deps.config.loops.self_paced_ceiling_seconds,
+        floorSeconds: deps.config.loops.self_paced_floor_seconds,
+        ceilingSeconds: deps.config.loops.self_paced_ceiling_seconds,
         // The agent's own pacing (`schedules` action `next`), clamped in `applyTick`.
         ...(t.nextTickSeconds !== undefined ? { requestedSeconds: t.nextTickSeconds } : {}),
       },
@@ -310,7 +380,10 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
    * schedule is gone.
    */
   async deliver(_claimed: Claimed, ran: TurnRun, { loop, outcome }: Committed): Promise<void> {
-    const { deps, tick: { sessionId, occurrenceId } } = this;
+    const {
+      deps,
+      tick: { sessionId, occurrenceId },
+    } = this;
     if (!loop || ran.unchanged) return;
     if (!ran.failure) {
       // Quiet ticks (`--notify`, `shouldDeliverReply`): a `[SILENT]` reply stays in the transcript and the stream only.
@@ -319,7 +392,9 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       }
     } else if (outcome.kind === 'continue') {
       await deliverToRoute(deps, {
-        sessionId, origin: loop.origin, occurrenceId: `${occurrenceId}:failed`,
+        sessionId,
+        origin: loop.origin,
+        occurrenceId: `${occurrenceId}:failed`,
         text: tickFailureNotice(loop, ran.tickNumber, ran.failure.message, deps.config.loops.max_consecutive_failures, failurePolicy(deps)),
       });
     }
@@ -379,12 +454,21 @@ async function readGate(deps: WorkerDeps, tick: Tick) {
 async function claimTick(deps: WorkerDeps, tick: Tick, read: GateRead, mark: InflightMark) {
   const { lock_duration_ms: lockMs, max_stalled_count: stalls } = deps.config.worker;
   return await deps.loops.claimTick(tick.sessionId, tick.kind, {
-    expectedVersion: read.loop!.version, goalVersion: read.goal?.version ?? null, pendingCount: read.pendingCount,
-    mark, ttlMs: lockMs * (stalls + 2) + 60_000,
+    expectedVersion: read.loop!.version,
+    goalVersion: read.goal?.version ?? null,
+    pendingCount: read.pendingCount,
+    mark,
+    ttlMs: lockMs * (stalls + 2) + 60_000,
     lock: { holder: tick.jobId, ttlMs: deps.lock.ttlMs },
     started: {
-      kind: tick.kind, tick: mark.tick, occurrenceId: tick.occurrenceId, dueAt: tick.dueAt, startedAt: mark.startedAt,
-      latenessMs: mark.startedAt - tick.dueAt, worker: deps.workerId, pid: process.pid,
+      kind: tick.kind,
+      tick: mark.tick,
+      occurrenceId: tick.occurrenceId,
+      dueAt: tick.dueAt,
+      startedAt: mark.startedAt,
+      latenessMs: mark.startedAt - tick.dueAt,
+      worker: deps.workerId,
+      pid: process.pid,
     },
     // A command turn runs on its new input alone (its stdin): the script does not read the transcript for it.
     readTranscript: read.loop!.runner.kind !== 'command',
@@ -396,16 +480,33 @@ function commitPayload(deps: WorkerDeps, tick: Tick, readAtStart: LoopRecord, t:
   const source = tick.kind === 'heartbeat' ? 'heartbeat' : 'tick';
   // An unchanged tick adds nothing to the transcript: the next turn's context does not grow with it.
   const surface = readAtStart.origin.surface; // provenance (`contextSurfaces`)
-  const messages = t.unchanged ? [] : [
-    { role: 'user' as const, content: t.input, at: t.startedAt, source, surface },
-    ...(t.failure ? [] : [...stepMessages(t.steps, t.finishedAt, source, surface), { role: 'assistant' as const, content: t.reply, at: t.finishedAt, source, surface }]),
-  ];
+  const messages = t.unchanged
+    ? []
+    : [
+        { role: 'user' as const, content: t.input, at: t.startedAt, source, surface },
+        ...(t.failure
+          ? []
+          : [
+              ...stepMessages(t.steps, t.finishedAt, source, surface),
+              { role: 'assistant' as const, content: t.reply, at: t.finishedAt, source, surface },
+            ]),
+      ];
   const event = {
     type: t.unchanged ? 'tick.unchanged' : t.failure ? 'tick.failed' : 'reply',
     data: {
-      source, kind: tick.kind, runner: readAtStart.runner.kind, tick: t.tickNumber, occurrenceId: tick.occurrenceId,
-      text: t.failure ? '' : t.reply, error: t.failure?.message, dueAt: tick.dueAt, startedAt: t.startedAt,
-      finishedAt: t.finishedAt, latenessMs: t.startedAt - tick.dueAt, worker: deps.workerId, pid: process.pid,
+      source,
+      kind: tick.kind,
+      runner: readAtStart.runner.kind,
+      tick: t.tickNumber,
+      occurrenceId: tick.occurrenceId,
+      text: t.failure ? '' : t.reply,
+      error: t.failure?.message,
+      dueAt: tick.dueAt,
+      startedAt: t.startedAt,
+      finishedAt: t.finishedAt,
+      latenessMs: t.startedAt - tick.dueAt,
+      worker: deps.workerId,
+      pid: process.pid,
       ...(t.spend.calls > 0 ? { spend: t.spend } : {}),
       ...(!t.failure && !t.unchanged && isSilentReply(t.reply) ? { silent: true } : {}),
     },
@@ -431,7 +532,11 @@ async function earlierTickInFlight(deps: WorkerDeps, job: Job<TickJobData>, mark
 /** The back-off and pause rule of failed ticks (`loops.failure_*`). */
 function failurePolicy(deps: WorkerDeps): FailurePolicy {
   const l = deps.config.loops;
-  return { backoffSeconds: l.failure_backoff_seconds, backoffMaxSeconds: l.failure_backoff_max_seconds, pauseAfterSeconds: l.failure_pause_after_seconds };
+  return {
+    backoffSeconds: l.failure_backoff_seconds,
+    backoffMaxSeconds: l.failure_backoff_max_seconds,
+    pauseAfterSeconds: l.failure_pause_after_seconds,
+  };
 }
 
 /** Queue the self-paced loop's one next tick, due at `loop.nextDueAt` (idempotent: the job id is derived from it). */

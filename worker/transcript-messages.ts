@@ -13,7 +13,8 @@ export function turnMessages(transcript: TranscriptMessage[], input: string): Ch
   const calls = new Set<string>();
   for (const m of transcript) {
     if (m.role === 'tool') {
-      if (m.tool_call_id && calls.has(m.tool_call_id)) out.push({ role: 'tool', tool_call_id: m.tool_call_id, content: m.content, ...(m.name ? { name: m.name } : {}) });
+      if (m.tool_call_id && calls.has(m.tool_call_id))
+        out.push({ role: 'tool', tool_call_id: m.tool_call_id, content: m.content, ...(m.name ? { name: m.name } : {}) });
     } else if (m.role === 'assistant' && m.tool_calls?.length) {
       for (const c of m.tool_calls) calls.add(c.id);
       out.push({ role: 'assistant', content: m.content, tool_calls: m.tool_calls });
@@ -31,8 +32,10 @@ export function turnMessages(transcript: TranscriptMessage[], input: string): Ch
 export function stepMessages(steps: ChatMessage[], at: number, source: string, surface?: string): TranscriptMessage[] {
   const from = surface ? { surface } : {};
   return steps.flatMap((m): TranscriptMessage[] => {
-    if (m.role === 'tool') return [{ role: 'tool', content: m.content, at, source, tool_call_id: m.tool_call_id, ...(m.name ? { name: m.name } : {}), ...from }];
-    if (m.role === 'assistant') return [{ role: 'assistant', content: m.content, at, source, ...(m.tool_calls ? { tool_calls: m.tool_calls } : {}), ...from }];
+    if (m.role === 'tool')
+      return [{ role: 'tool', content: m.content, at, source, tool_call_id: m.tool_call_id, ...(m.name ? { name: m.name } : {}), ...from }];
+    if (m.role === 'assistant')
+      return [{ role: 'assistant', content: m.content, at, source, ...(m.tool_calls ? { tool_calls: m.tool_calls } : {}), ...from }];
     return [];
   });
 }

@@ -7,6 +7,10 @@ import type { TurnEvent } from './turn-runners/turn-runner.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
 /** An `onEvent` sink that appends to `sessionId`'s event stream (tagged with `extra`, e.g. the occurrence). */
-export function sessionEventSink(deps: WorkerDeps, sessionId: string, extra: Record<string, unknown> = {}): (event: TurnEvent) => Promise<unknown> {
+export function sessionEventSink(
+  deps: WorkerDeps,
+  sessionId: string,
+  extra: Record<string, unknown> = {},
+): (event: TurnEvent) => Promise<unknown> {
   return (event) => deps.sessions.appendEvent(sessionId, event.type, { ...event.data, ...extra });
 }

@@ -418,7 +418,14 @@ export class TurnTracker {
     const onParent = () => controller.abort(parentSignal?.reason);
     parentSignal?.addEventListener('abort', onParent, { once: true });
     let finish!: () => void;
-    const turn: TrackedTurn = { id, drainClass, controller, done: new Promise<void>((r) => (finish = r)), abortedByDrain: false, lockLost: false };
+    const turn: TrackedTurn = {
+      id,
+      drainClass,
+      controller,
+      done: new Promise<void>((r) => (finish = r)),
+      abortedByDrain: false,
+      lockLost: false,
+    };
     this.active.set(id, turn);
     try {
       return await fn(controller.signal, turn);

@@ -27,7 +27,10 @@ export const UNTIL_JUDGE_PROMPT = [
  * @returns the verdict and what the judge's calls cost
  */
 export async function judgeUntil(
-  deps: WorkerDeps, loop: LoopRecord, reply: string, signal: AbortSignal,
+  deps: WorkerDeps,
+  loop: LoopRecord,
+  reply: string,
+  signal: AbortSignal,
   /** The surfaces the tick answered to (`contextSurfaces`): the judge reads what its turn wrote. */
   surface: TurnSurfaces = loop.origin.surface,
 ): Promise<{ verdict: UntilVerdict; spend: ModelSpend }> {
@@ -38,8 +41,13 @@ export async function judgeUntil(
       loop.sessionId,
       // The judge has the turn's tools: "until the deploy is live" is judged on what a tool sees.
       {
-        system: UNTIL_JUDGE_PROMPT, jsonObject: true, surface, onEvent: sessionEventSink(deps, loop.sessionId, { judge: 'until' }),
-        model: loop.model ?? undefined, purpose: 'judge', kind: loop.kind,
+        system: UNTIL_JUDGE_PROMPT,
+        jsonObject: true,
+        surface,
+        onEvent: sessionEventSink(deps, loop.sessionId, { judge: 'until' }),
+        model: loop.model ?? undefined,
+        purpose: 'judge',
+        kind: loop.kind,
       },
     );
     return { verdict: parseVerdict(res.content, ['done', 'continue', 'blocked']) as UntilVerdict, spend: res.spend };

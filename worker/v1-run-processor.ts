@@ -35,10 +35,7 @@ import type { Job } from 'bullmq';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import type { TurnOutcome } from '../scheduler/metrics.ts';
 import { deferJob } from '../scheduler/store/defer-job.ts';
-import {
-  CANCELLED_ERROR,
-  type RunErrorInfo, type V1RunStatus, type V1RunJobData,
-} from '../scheduler/v1/v1-runs.ts';
+import { CANCELLED_ERROR, type RunErrorInfo, type V1RunStatus, type V1RunJobData } from '../scheduler/v1/v1-runs.ts';
 import { runStoreFor } from '../scheduler/services.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
@@ -105,7 +102,9 @@ export async function processV1Run(
         // The operator's tools allowed from `v1`; the caller's request can never add one.
         const res = await deps.runners.agent.complete(job.data.messages, turnSignal, undefined, {
           ...(hasSystem ? { system: null } : {}),
-          surface: 'v1', kind: 'v1', turn: { kind: 'v1' },
+          surface: 'v1',
+          kind: 'v1',
+          turn: { kind: 'v1' },
           ...(job.data.agentModel !== undefined ? { model: job.data.agentModel } : {}),
           ...(job.data.params ? { params: job.data.params } : {}),
           // A run's usage is its answer's `usage`; per-call `model.called` events stay out of the run stream.
@@ -159,11 +158,13 @@ export async function processV1Run(
 function runErrorOf(err: unknown): RunErrorInfo {
   if (err instanceof TurnError) {
     // A model the gateway accepted but this worker's config does not declare (configs differ).
-    if (err.kind === 'config' && err.message.startsWith('Unknown model')) return { code: 'model_not_found', message: err.message, httpStatus: 404 };
+    if (err.kind === 'config' && err.message.startsWith('Unknown model'))
+      return { code: 'model_not_found', message: err.message, httpStatus: 404 };
     if (err.kind === 'config') {
       return {
         code: 'model_not_configured',
-        message: 'No model is configured for this server: set agent.base_url (or OPENAI_BASE_URL and OPENAI_API_KEY) for the workers and restart them.',
+        message:
+          'No model is configured for this server: set agent.base_url (or OPENAI_BASE_URL and OPENAI_API_KEY) for the workers and restart them.',
         httpStatus: 503,
       };
     }

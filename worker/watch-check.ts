@@ -25,7 +25,11 @@ export interface WatchResult {
 }
 
 /** Run the check `spec` for a schedule of `sessionId` created from `surface`. Never throws. */
-export async function runWatch(deps: Pick<WorkerDeps, 'tools'>, spec: string, ctx: { sessionId: string; surface: TurnSurfaces; signal: AbortSignal }): Promise<WatchResult> {
+export async function runWatch(
+  deps: Pick<WorkerDeps, 'tools'>,
+  spec: string,
+  ctx: { sessionId: string; surface: TurnSurfaces; signal: AbortSignal },
+): Promise<WatchResult> {
   let tool: string;
   let args: Record<string, unknown>;
   try {

@@ -17,9 +17,7 @@ import { hostAllowListed, isIpLiteral, refusedAddressReason, type WebhookAllowLi
 import { guardedLookup, RefusedAddressError } from './guarded-lookup.ts';
 
 /** Outcome of one POST. */
-export type WebhookOutcome =
-  | { ok: true; status: number }
-  | { ok: false; status?: number; error: string };
+export type WebhookOutcome = { ok: true; status: number } | { ok: false; status?: number; error: string };
 
 /**
  * POST `body` (JSON) to a webhook target.
@@ -57,24 +55,29 @@ export async function postWebhook(
       settled = true;
       resolve(o);
     };
-    const req = request(url, {
-      method: 'POST',
-      headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      signal: AbortSignal.timeout(options.timeoutMs),
-      ...(listed ? {} : { lookup: guardedLookup((address) => refusedAddressReason(address, options.allow)) }),
-    }, (res: IncomingMessage) => {
-      res.resume(); // the answer's body is not used
-      const status = res.statusCode ?? 0;
-      res.on('end', () => {
-        if (status >= 200 && status < 300) settle({ ok: true, status });
-        else if (status >= 300 && status < 400) settle({ ok: false, status, error: `HTTP ${status} (redirects are not followed)` });
-        else settle({ ok: false, status, error: `HTTP ${status}` });
-      });
-      res.on('error', (err) => settle({ ok: false, status, error: err.message }));
-    });
+    const req = request(
+      url,
+      {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        signal: AbortSignal.timeout(options.timeoutMs),
+        ...(listed ? {} : { lookup: guardedLookup((address) => refusedAddressReason(address, options.allow)) }),
+      },
+      (res: IncomingMessage) => {
+        res.resume(); // the answer's body is not used
+        const status = res.statusCode ?? 0;
+        res.on('end', () => {
+          if (status >= 200 && status < 300) settle({ ok: true, status });
+          else if (status >= 300 && status < 400) settle({ ok: false, status, error: `HTTP ${status} (redirects are not followed)` });
+          else settle({ ok: false, status, error: `HTTP ${status}` });
+        });
+        res.on('error', (err) => settle({ ok: false, status, error: err.message }));
+      },
+    );
     req.on('error', (err) => {
       if (err instanceof RefusedAddressError) settle({ ok: false, error: `refused: ${err.message}` });
-      else if (err.name === 'AbortError' || err.name === 'TimeoutError') settle({ ok: false, error: `no answer within ${options.timeoutMs / 1000}s` });
+      else if (err.name === 'AbortError' || err.name === 'TimeoutError')
+        settle({ ok: false, error: `no answer within ${options.timeoutMs / 1000}s` });
       else settle({ ok: false, error: err.message });
     });
     req.end(body);

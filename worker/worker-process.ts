@@ -65,7 +65,6 @@ import { startHousekeeping, type Housekeeping } from './housekeeping.ts';
 import { WORKER_HEARTBEAT_MS } from '../scheduler/worker-liveness.ts';
 import { JOB_RETENTION } from '../scheduler/store/queues.ts';
 
-
 /** Options of `WorkerProcess.start`. */
 export interface WorkerProcessOptions {
   config: HermesConfig;
@@ -75,9 +74,15 @@ export interface WorkerProcessOptions {
   redisUrl?: string;
   log: Logger;
   /** Extra job processors for the ticks queue by `job.data.type` (e.g. `cron-tick`). */
-  tickProcessors?: Record<string, (job: Job, token: string | undefined, signal: AbortSignal | undefined, deps: WorkerDeps) => Promise<unknown>>;
+  tickProcessors?: Record<
+    string,
+    (job: Job, token: string | undefined, signal: AbortSignal | undefined, deps: WorkerDeps) => Promise<unknown>
+  >;
   /** Extra queues this process works on, besides ticks, inbox and `v1-runs`. */
-  extraQueues?: Array<{ name: string; process: (job: Job, token: string | undefined, signal: AbortSignal | undefined, deps: WorkerDeps) => Promise<unknown> }>;
+  extraQueues?: Array<{
+    name: string;
+    process: (job: Job, token: string | undefined, signal: AbortSignal | undefined, deps: WorkerDeps) => Promise<unknown>;
+  }>;
   /** Extra BullMQ `settings` for the ticks worker (the croner `repeatStrategy` is always set). */
   tickSettings?: Record<string, unknown>;
   inboxHooks?: InboxHooks;
@@ -134,11 +139,16 @@ export class WorkerProcess {
     await assertShardCount(redis, deps.keys);
     const { keys, queues, loops } = deps;
     // Shards this process consumes (docs/DESIGN.md §2): `worker.shards`, else every shard of `redis.shards`.
-    const shards = config.worker.shards.length > 0 ? [...new Set(config.worker.shards)].sort((a, b) => a - b) : keys.shards().map((k) => k.shardIndex);
+    const shards =
+      config.worker.shards.length > 0 ? [...new Set(config.worker.shards)].sort((a, b) => a - b) : keys.shards().map((k) => k.shardIndex);
     const v1Counts = v1RunsQueue(keys, queueConn, log);
     deps.metrics = new HermesMetrics({
       // Job counts per queue name, summed over every shard's queue of that name.
-      fleet: fleetReadings({ redis, workersKey: keys.workers, queues: [queues.acrossShards('ticks'), queues.acrossShards('inbox'), deps.outboundTelegram, v1Counts] }),
+      fleet: fleetReadings({
+        redis,
+        workersKey: keys.workers,
+        queues: [queues.acrossShards('ticks'), queues.acrossShards('inbox'), deps.outboundTelegram, v1Counts],
+      }),
     });
     const wp = new WorkerProcess(deps, [redis, queueConn], topology);
     wp.closeQueues.push(() => v1Counts.close());
@@ -172,26 +182,34 @@ export class WorkerProcess {
     // Each shard's jobs are processed with that shard's keys and queues (a session's scripts stay in its slot).
     for (const shard of shards) {
       const sd = depsForShard(deps, shard);
-      wp.addWorker(QUEUES.ticks, sd, async (job, token, signal) => {
-        const type = tickType(job);
-        if (type === 'schedule-tick') return await processScheduleTick(job as Job<TickJobData>, token, signal, sd);
-        const processor = tickProcessors[type];
-        if (!processor) throw new Error(`no processor for tick type ${type}`);
-        return await processor(job, token, signal, sd);
-      }, {
-        settings: { repeatStrategy: cronRepeatStrategy, ...options.tickSettings },
-        pools: TURN_POOLS,
-        holdable: true,
-        // A loop or heartbeat tick is due at its occurrence's due time (it comes `worker.prefetch_lead_ms` early and is
-        // held until then); a command loop's jobs are named for the `command` pool (`tickJobName`). Cron ticks run
-        // in the `agent` pool (a `--script` also takes a `command` slot while it runs: `cron-processor.ts`).
-        classify: (job) => {
-          if (tickType(job) !== 'schedule-tick') return { pool: 'agent', dueAt: undefined };
-          // A job scheduler's jobs carry no session id (its scheduler id names it): complete the data once, here.
-          job.data = tickJobData(job as Job<StoredTickJobData>);
-          return { pool: job.name === COMMAND_TICK_JOB_NAME ? 'command' : 'agent', dueAt: sd.loops.occurrenceOf(job as Job<TickJobData>).dueAt };
+      wp.addWorker(
+        QUEUES.ticks,
+        sd,
+        async (job, token, signal) => {
+          const type = tickType(job);
+          if (type === 'schedule-tick') return await processScheduleTick(job as Job<TickJobData>, token, signal, sd);
+          const processor = tickProcessors[type];
+          if (!processor) throw new Error(`no processor for tick type ${type}`);
+          return await processor(job, token, signal, sd);
         },
-      });
+        {
+          settings: { repeatStrategy: cronRepeatStrategy, ...options.tickSettings },
+          pools: TURN_POOLS,
+          holdable: true,
+          // A loop or heartbeat tick is due at its occurrence's due time (it comes `worker.prefetch_lead_ms` early and is
+          // held until then); a command loop's jobs are named for the `command` pool (`tickJobName`). Cron ticks run
+          // in the `agent` pool (a `--script` also takes a `command` slot while it runs: `cron-processor.ts`).
+          classify: (job) => {
+            if (tickType(job) !== 'schedule-tick') return { pool: 'agent', dueAt: undefined };
+            // A job scheduler's jobs carry no session id (its scheduler id names it): complete the data once, here.
+            job.data = tickJobData(job as Job<StoredTickJobData>);
+            return {
+              pool: job.name === COMMAND_TICK_JOB_NAME ? 'command' : 'agent',
+              dueAt: sd.loops.occurrenceOf(job as Job<TickJobData>).dueAt,
+            };
+          },
+        },
+      );
       wp.addWorker(QUEUES.inbox, sd, (job, token, signal) => processInbox(job as Job<InboxJobData>, token, signal, sd, inboxHooks));
     }
     // `/v1` runs belong to no session: they live on the first shard, whose consumers run them.
@@ -206,8 +224,12 @@ export class WorkerProcess {
     if (config.worker.metrics_port !== undefined) {
       try {
         wp.metricsServer = await startMetricsServer({
-          host: config.api_server.host, port: config.worker.metrics_port, key: config.api_server.key,
-          public: config.metrics.public, metrics: wp.metrics, log: deps.log,
+          host: config.api_server.host,
+          port: config.worker.metrics_port,
+          key: config.api_server.key,
+          public: config.metrics.public,
+          metrics: wp.metrics,
+          log: deps.log,
         });
       } catch (err) {
         await wp.drain();
@@ -215,10 +237,17 @@ export class WorkerProcess {
       }
     }
     const w = config.worker;
-    deps.log.info({
-      maxHeldTicks: w.max_held_ticks, maxAgentTurns: w.max_agent_turns, maxCommandTurns: w.max_command_turns, prefetchLeadMs: w.prefetch_lead_ms,
-      pid: process.pid, shards,
-    }, 'worker started');
+    deps.log.info(
+      {
+        maxHeldTicks: w.max_held_ticks,
+        maxAgentTurns: w.max_agent_turns,
+        maxCommandTurns: w.max_command_turns,
+        prefetchLeadMs: w.prefetch_lead_ms,
+        pid: process.pid,
+        shards,
+      },
+      'worker started',
+    );
     return wp;
   }
 
@@ -247,24 +276,29 @@ export class WorkerProcess {
     const connection = openRedisClient(this.topology, 'bullmq');
     // Two parameters: BullMQ then makes no AbortController per job (its signal would only serve `cancelJob`, which
     // nothing here calls; a turn's own controller is the turn tracker's).
-    const worker: FetchingWorker = new FetchingWorker(name, (job: Job, token: string | undefined): Promise<unknown> => this.runAdmitted(name, worker, processor, job, token), {
-      connection,
-      prefix: keys.bullPrefix,
-      autorun: false,
-      lockDuration: config.worker.lock_duration_ms,
-      lockRenewTime: config.worker.lock_renew_ms,
-      stalledInterval: config.worker.stalled_interval_ms,
-      maxStalledCount: config.worker.max_stalled_count,
-      ...JOB_RETENTION,
-      ...(options.settings ? { settings: options.settings } : {}),
-    });
+    const worker: FetchingWorker = new FetchingWorker(
+      name,
+      (job: Job, token: string | undefined): Promise<unknown> => this.runAdmitted(name, worker, processor, job, token),
+      {
+        connection,
+        prefix: keys.bullPrefix,
+        autorun: false,
+        lockDuration: config.worker.lock_duration_ms,
+        lockRenewTime: config.worker.lock_renew_ms,
+        stalledInterval: config.worker.stalled_interval_ms,
+        maxStalledCount: config.worker.max_stalled_count,
+        ...JOB_RETENTION,
+        ...(options.settings ? { settings: options.settings } : {}),
+      },
+    );
     logBullmqErrors(worker, name, log);
     // A lock that could not be renewed has lapsed: the stall check may already have handed the job
     // to another worker. Abort this copy's turn (or end its hold or its wait for a slot) so the
     // occurrence runs to its commit on one worker only.
     worker.on('lockRenewalFailed', (jobIds: string[]) => {
       for (const jobId of jobIds) {
-        if (this.deps.turns.abortLockLost(jobId)) log.warn({ queue: name, jobId }, 'job lock lost; its turn is aborted here and left to the worker that took the job over');
+        if (this.deps.turns.abortLockLost(jobId))
+          log.warn({ queue: name, jobId }, 'job lock lost; its turn is aborted here and left to the worker that took the job over');
       }
     });
     worker.on('failed', (job, err) => log.warn({ queue: name, jobId: job?.id, err: err.message }, 'job failed'));
@@ -295,15 +329,19 @@ export class WorkerProcess {
       lanes++;
       admission.fetchStarted(holdable);
       const token = `${worker.id}:${this.fetches++}`;
-      const fetched: Promise<void> = worker.getNextJob(token, { block: true })
-        .then((job) => {
-          more = Boolean(job);
-          if (job) this.admit(worker, job, token, queue);
-        }, async (err: unknown) => {
-          more = false;
-          worker.emit('error', err as Error);
-          await delay(FETCH_RETRY_MS, stop);
-        })
+      const fetched: Promise<void> = worker
+        .getNextJob(token, { block: true })
+        .then(
+          (job) => {
+            more = Boolean(job);
+            if (job) this.admit(worker, job, token, queue);
+          },
+          async (err: unknown) => {
+            more = false;
+            worker.emit('error', err as Error);
+            await delay(FETCH_RETRY_MS, stop);
+          },
+        )
         .finally(() => {
           lanes--;
           this.fetchesInFlight.delete(fetched);
@@ -339,14 +377,17 @@ export class WorkerProcess {
       admission.fetchStarted(holdable);
       return true;
     };
-    worker.processJob(job, token, fetchNext).then(
-      (next) => {
-        if (next) this.admit(worker, next, token, queue);
-      },
-      (err: unknown) => worker.emit('error', err as Error),
-    ).finally(() => {
-      if (fetchesNext) admission.fetchEnded(holdable);
-    });
+    worker
+      .processJob(job, token, fetchNext)
+      .then(
+        (next) => {
+          if (next) this.admit(worker, next, token, queue);
+        },
+        (err: unknown) => worker.emit('error', err as Error),
+      )
+      .finally(() => {
+        if (fetchesNext) admission.fetchEnded(holdable);
+      });
   }
 
   /**
@@ -414,16 +455,22 @@ export class WorkerProcess {
         setImmediate(() => {
           const asked = this.lockChecks.get(worker) ?? [];
           this.lockChecks.delete(worker);
-          worker.extendJobLocks(asked.map((a) => a.jobId), asked.map((a) => a.token), this.deps.config.worker.lock_duration_ms).then(
-            (failed) => {
-              const lost = new Set(failed);
-              for (const a of asked) a.answer(!lost.has(a.jobId));
-            },
-            (err: unknown) => {
-              worker.emit('error', err as Error);
-              for (const a of asked) a.answer(true);
-            },
-          );
+          worker
+            .extendJobLocks(
+              asked.map((a) => a.jobId),
+              asked.map((a) => a.token),
+              this.deps.config.worker.lock_duration_ms,
+            )
+            .then(
+              (failed) => {
+                const lost = new Set(failed);
+                for (const a of asked) a.answer(!lost.has(a.jobId));
+              },
+              (err: unknown) => {
+                worker.emit('error', err as Error);
+                for (const a of asked) a.answer(true);
+              },
+            );
         });
       }
       batch.push({ jobId, token, answer });
@@ -466,7 +513,11 @@ export class WorkerProcess {
     await Promise.allSettled(this.workers.map((w) => w.backend.disconnectBlocking(false)));
     // Held ticks and jobs waiting for a slot never started: handed back at once (`runAdmitted`).
     const waiting = turns.admission.waiting();
-    if (waiting.length > 0) log.info({ handedBack: waiting.length }, `draining: handing back ${waiting.length} job(s) not started (held ticks, jobs waiting for a turn slot)`);
+    if (waiting.length > 0)
+      log.info(
+        { handedBack: waiting.length },
+        `draining: handing back ${waiting.length} job(s) not started (held ticks, jobs waiting for a turn slot)`,
+      );
     for (const t of waiting) t.interrupt('drain');
     const budgets: Record<DrainClass, number> = {
       deadline: config.agent.cron_drain_timeout * 1000,
@@ -492,12 +543,20 @@ export class WorkerProcess {
       ['close workers', () => Promise.all(this.workers.map((w) => w.close(true)))],
       ['forget worker', () => this.deps.redis.zrem(this.deps.keys.workers, this.deps.workerId)],
       ['close queues', () => this.deps.queues.close()],
-      ['close outbound queues', () => Promise.all([this.deps.outboundTelegram.close(), this.deps.outboundSlack.close(), this.deps.outboundDiscord.close()])],
+      [
+        'close outbound queues',
+        () => Promise.all([this.deps.outboundTelegram.close(), this.deps.outboundSlack.close(), this.deps.outboundDiscord.close()]),
+      ],
       ['close MCP servers', async () => await this.mcp?.close()],
       ['stop housekeeping', async () => this.housekeeping?.stop()],
       ['close metrics server', async () => this.metricsServer?.close()],
       ['close metrics queues', () => Promise.all(this.closeQueues.map((c) => c()))],
-      ['close connections', async () => { for (const c of this.connections) c.disconnect(); }],
+      [
+        'close connections',
+        async () => {
+          for (const c of this.connections) c.disconnect();
+        },
+      ],
     ];
     for (const [name, step] of steps) {
       try {
@@ -571,4 +630,3 @@ function delay(ms: number, signal?: AbortSignal): Promise<void> {
     }
   });
 }
-

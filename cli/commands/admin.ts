@@ -24,23 +24,27 @@ export function registerAdminCommands(program: Command, getConfig: () => HermesC
     .command('reshard')
     .description('move every session and cron job to another shard count (redis.shards), then record it')
     .requiredOption('--to <n>', 'the new shard count', parseShardCount)
-    .action(action(async (opts: { to: number }) => {
-      const cfg = getConfig();
-      const { topology } = await resolveRedis(cfg, { allowStart: false });
-      const redis = openRedisClient(topology, 'commands');
-      const queueConn = openRedisClient(topology, 'bullmq');
-      redis.on('error', () => {});
-      queueConn.on('error', () => {});
-      try {
-        const r = await reshard(redis, queueConn, cfg, opts.to, (line) => process.stdout.write(`${line}\n`));
-        if (r.from === r.to && r.sessionsMoved === 0 && r.cronJobsMoved === 0) {
-          process.stdout.write(`The store already has ${r.to} shard(s); nothing to move.\n`);
-        } else {
-          process.stdout.write(`Resharded ${r.from} → ${r.to} shard(s). Start every process with HERMES_REDIS_SHARDS=${r.to} (redis.shards: ${r.to}).\n`);
+    .action(
+      action(async (opts: { to: number }) => {
+        const cfg = getConfig();
+        const { topology } = await resolveRedis(cfg, { allowStart: false });
+        const redis = openRedisClient(topology, 'commands');
+        const queueConn = openRedisClient(topology, 'bullmq');
+        redis.on('error', () => {});
+        queueConn.on('error', () => {});
+        try {
+          const r = await reshard(redis, queueConn, cfg, opts.to, (line) => process.stdout.write(`${line}\n`));
+          if (r.from === r.to && r.sessionsMoved === 0 && r.cronJobsMoved === 0) {
+            process.stdout.write(`The store already has ${r.to} shard(s); nothing to move.\n`);
+          } else {
+            process.stdout.write(
+              `Resharded ${r.from} → ${r.to} shard(s). Start every process with HERMES_REDIS_SHARDS=${r.to} (redis.shards: ${r.to}).\n`,
+            );
+          }
+        } finally {
+          redis.disconnect();
+          queueConn.disconnect();
         }
-      } finally {
-        redis.disconnect();
-        queueConn.disconnect();
-      }
-    }));
+      }),
+    );
 }

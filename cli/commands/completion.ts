@@ -47,9 +47,10 @@ export function completionScript(root: Command, shell: string): string {
   const name = root.name();
   const fn = `_${name.replace(/[^A-Za-z0-9_]/g, '_')}_complete`;
   // Shared by bash and zsh: a case over the path of subcommands typed so far.
-  const cases = (indent: string) => nodes
-    .map((n) => `${indent}${quote(n.path.join(' '))}) subs=${quote(n.subcommands.join(' '))}; opts=${quote(n.options.join(' '))} ;;`)
-    .join('\n');
+  const cases = (indent: string) =>
+    nodes
+      .map((n) => `${indent}${quote(n.path.join(' '))}) subs=${quote(n.subcommands.join(' '))}; opts=${quote(n.options.join(' '))} ;;`)
+      .join('\n');
   const walk = (first: string, last: string, word: string) => [
     `  local path="" subs="" opts="" i w`,
     `  for ((i=${first}; i<${last}; i++)); do`,
@@ -89,9 +90,10 @@ export function completionScript(root: Command, shell: string): string {
       const lines = [`# fish completion for ${name}; save as ~/.config/fish/completions/${name}.fish`, `complete -c ${name} -f`];
       for (const n of nodes) {
         // The condition: exactly this path of subcommands has been typed.
-        const cond = n.path.length === 0
-          ? '__fish_use_subcommand'
-          : `__fish_seen_subcommand_from ${n.path[n.path.length - 1]}${n.path.length > 1 ? `; and __fish_seen_subcommand_from ${n.path[0]}` : ''}`;
+        const cond =
+          n.path.length === 0
+            ? '__fish_use_subcommand'
+            : `__fish_seen_subcommand_from ${n.path[n.path.length - 1]}${n.path.length > 1 ? `; and __fish_seen_subcommand_from ${n.path[0]}` : ''}`;
         if (n.subcommands.length > 0) lines.push(`complete -c ${name} -n ${quote(cond)} -a ${quote(n.subcommands.join(' '))}`);
         for (const o of n.options) lines.push(`complete -c ${name} -n ${quote(cond)} -l ${o.replace(/^--/, '')}`);
       }
@@ -108,7 +110,9 @@ export function registerCompletionCommand(program: Command): void {
     .command('completion')
     .description(`print a shell completion script: ${COMPLETION_SHELLS.join(', ')} (e.g. eval "$(hermes completion bash)")`)
     .argument('<shell>', COMPLETION_SHELLS.join(' | '))
-    .action(action(async (shell: string) => {
-      process.stdout.write(completionScript(program, shell));
-    }));
+    .action(
+      action(async (shell: string) => {
+        process.stdout.write(completionScript(program, shell));
+      }),
+    );
 }

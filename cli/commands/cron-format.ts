@@ -16,7 +16,11 @@ export { describeCron, scheduleText };
 /** Lay out rows as left-aligned columns separated by two spaces. */
 export function table(header: string[], rows: string[][]): string[] {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   return [line(header), ...rows.map(line)];
 }
 
@@ -77,7 +81,9 @@ export function formatJob(job: CronJob, now: number): string[] {
   if (job.script !== null) lines.push(`  script    ${clip(job.script, 100)}`);
   if (job.prompt) lines.push(`  prompt    ${clip(job.prompt, 100)}`);
   if (job.last_status !== null) {
-    lines.push(`  last      ${job.last_status}${job.last_run_at !== null ? ` at ${when(job.last_run_at, job.tz, now)}` : ''}${job.failure_streak ? ` · ${job.failure_streak} failure(s) in a row` : ''}`);
+    lines.push(
+      `  last      ${job.last_status}${job.last_run_at !== null ? ` at ${when(job.last_run_at, job.tz, now)}` : ''}${job.failure_streak ? ` · ${job.failure_streak} failure(s) in a row` : ''}`,
+    );
   }
   if (job.last_error) lines.push(`  error     ${clip(job.last_error, 200)}`);
   return lines;
@@ -100,17 +106,34 @@ function outputsAt(job: CronJob): string {
  * zone), trigger, status, a script run or an agent turn, how long it took, where it went — and the
  * whole output below it, as printed (an error run: its error).
  */
-export function formatRunLog(run: CronRun, job: CronJob | undefined, output: { text: string; whole: boolean } | undefined, now: number): string[] {
+export function formatRunLog(
+  run: CronRun,
+  job: CronJob | undefined,
+  output: { text: string; whole: boolean } | undefined,
+  now: number,
+): string[] {
   const tz = job?.tz ?? 'UTC';
   const kind = job ? (job.script !== null ? 'script run' : 'agent turn') : 'run';
   const took = run.started_at !== null && run.finished_at !== null ? `took ${((run.finished_at - run.started_at) / 1000).toFixed(1)}s` : '';
   const went = run.silent ? 'silent, not sent' : run.deliveries.map((d) => `${d.target} ${d.status}`).join(', ');
   const status = run.status === 'skipped' ? `skipped (${run.reason})` : run.status;
-  const head = [`${formatInZone(run.due_at, tz)} (${formatRelative(run.due_at, now)})`, job ? job.name : run.job_id, `${run.trigger}`, status, kind, took, went]
-    .filter(Boolean).join(' · ');
+  const head = [
+    `${formatInZone(run.due_at, tz)} (${formatRelative(run.due_at, now)})`,
+    job ? job.name : run.job_id,
+    `${run.trigger}`,
+    status,
+    kind,
+    took,
+    went,
+  ]
+    .filter(Boolean)
+    .join(' · ');
   const text = output?.text ?? run.error ?? run.output ?? '';
-  const body = run.status === 'skipped' ? [] : (text === '' ? ['(empty output)'] : text.replace(/\n$/, '').split('\n'));
-  const cut = output && !output.whole ? [`(the record keeps the first ${MAX_RUN_OUTPUT_CHARS.toLocaleString('en-US')} characters; the whole text went to the targets)`] : [];
+  const body = run.status === 'skipped' ? [] : text === '' ? ['(empty output)'] : text.replace(/\n$/, '').split('\n');
+  const cut =
+    output && !output.whole
+      ? [`(the record keeps the first ${MAX_RUN_OUTPUT_CHARS.toLocaleString('en-US')} characters; the whole text went to the targets)`]
+      : [];
   // Text from outside reaches the terminal with its control characters escaped (terminal-text.ts).
   return [`── ${head}`, ...body, ...cut, ''].map(terminalSafe);
 }
@@ -150,7 +173,10 @@ export function runTokens(run: Pick<CronRun, 'spend' | 'unchanged'>): string {
 
 /** The `next` preview. */
 export function formatPreview(p: SchedulePreview, now: number): string[] {
-  const jitter = p.schedule.kind !== 'once' && p.schedule.jitter ? ` · jitter ${formatSeconds(p.schedule.jitter.seconds)}, +${formatSeconds(p.schedule.jitter.offsetMs / 1000)}` : '';
+  const jitter =
+    p.schedule.kind !== 'once' && p.schedule.jitter
+      ? ` · jitter ${formatSeconds(p.schedule.jitter.seconds)}, +${formatSeconds(p.schedule.jitter.offsetMs / 1000)}`
+      : '';
   const lines = [`${scheduleText(p.schedule)} (${p.tz})${jitter}`];
   if (p.times.length === 0) lines.push('  no further fire times');
   for (const t of p.times) lines.push(`  ${formatInZone(t, p.tz)}   ${isoUtc(t)}   ${formatRelative(t, now)}`);
@@ -170,7 +196,9 @@ export function formatJobDetails(job: CronJob, next: number[], runs: CronRun[], 
   // What the job's runs cost and how many its watch skipped (docs/CRON.md, "Economy").
   const unchanged = job.unchanged_runs ?? 0;
   if (job.script === null) {
-    lines.push(`  spend     ${formatSpend(job.spend ?? NO_TOTALS)}${job.watch || unchanged ? ` · ${unchanged} unchanged run${unchanged === 1 ? '' : 's'}` : ''}`);
+    lines.push(
+      `  spend     ${formatSpend(job.spend ?? NO_TOTALS)}${job.watch || unchanged ? ` · ${unchanged} unchanged run${unchanged === 1 ? '' : 's'}` : ''}`,
+    );
   } else if (job.watch || unchanged) {
     lines.push(`  unchanged ${unchanged} run${unchanged === 1 ? '' : 's'} (the script did not run)`);
   }
@@ -206,7 +234,9 @@ export function formatStatus(s: CronStatus, now: number): string[] {
   if (s.failing.length) {
     lines.push('failing');
     for (const f of s.failing) {
-      lines.push(`  ${f.id}  ${clip(f.name, 30)}  ${f.failure_streak} in a row${f.paused_reason ? ', paused' : ''}: ${clip(f.last_error ?? '', 80)}`);
+      lines.push(
+        `  ${f.id}  ${clip(f.name, 30)}  ${f.failure_streak} in a row${f.paused_reason ? ', paused' : ''}: ${clip(f.last_error ?? '', 80)}`,
+      );
     }
   }
   return lines;

@@ -10,7 +10,14 @@ import { Command, CommanderError, Option } from 'commander';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { defaultTimeZone, isoUtc, nextOccurrences } from '../../scheduler/cron/cron-engine.ts';
 import {
-  cronJobView, cronOccurrenceId, cronRunView, MISFIRE_POLICIES, NOTIFY_POLICIES, OVERLAP_POLICIES, type CronJob, type CronRun,
+  cronJobView,
+  cronOccurrenceId,
+  cronRunView,
+  MISFIRE_POLICIES,
+  NOTIFY_POLICIES,
+  OVERLAP_POLICIES,
+  type CronJob,
+  type CronRun,
 } from '../../scheduler/cron/cron-job.ts';
 import { cronServiceFor, SHELL_CONFIG } from '../../scheduler/services.ts';
 import { noModelWarning } from '../../scheduler/agent-model.ts';
@@ -22,7 +29,16 @@ import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.
 import { createLogger } from '../../scheduler/logger.ts';
 import type { CliConnection, CliContext } from '../cli-context.ts';
 import {
-  describeCron, formatFindings, formatJob, formatJobDetails, formatJobList, formatPreview, formatRunLog, formatRuns, formatStatus, when,
+  describeCron,
+  formatFindings,
+  formatJob,
+  formatJobDetails,
+  formatJobList,
+  formatPreview,
+  formatRunLog,
+  formatRuns,
+  formatStatus,
+  when,
 } from './cron-format.ts';
 
 /** Where the commands write, and how they end. Tests pass their own. */
@@ -35,7 +51,6 @@ export interface CronCliIo {
   exit(code: number): never;
   now: () => number;
 }
-
 
 const processIo: CronCliIo = {
   out: (t) => process.stdout.write(`${t}\n`),
@@ -63,7 +78,8 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     })
     .showHelpAfterError('(run `hermes cron --help` for usage)');
 
-  const run = <A extends unknown[]>(needsRedis: boolean, fn: (service: CronService | undefined, ...args: A) => Promise<void>) =>
+  const run =
+    <A extends unknown[]>(needsRedis: boolean, fn: (service: CronService | undefined, ...args: A) => Promise<void>) =>
     async (...args: A) => {
       let conn: CliConnection | undefined;
       try {
@@ -87,13 +103,15 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
 
   cron
     .command('list')
-    .description('list jobs with next run (in each job\'s zone), last status and failure streak')
+    .description("list jobs with next run (in each job's zone), last status and failure streak")
     .option('--all', 'include completed jobs')
     .option('--json', 'print JSON')
-    .action(run(true, async (service, opts: { all?: boolean; json?: boolean }) => {
-      const jobs = await service!.list({ all: opts.all });
-      print(opts.json, jobs.map(cronJobView), () => formatJobList(jobs, io.now()));
-    }));
+    .action(
+      run(true, async (service, opts: { all?: boolean; json?: boolean }) => {
+        const jobs = await service!.list({ all: opts.all });
+        print(opts.json, jobs.map(cronJobView), () => formatJobList(jobs, io.now()));
+      }),
+    );
 
   cron
     .command('show')
@@ -102,37 +120,62 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     .addOption(new Option('-n, --count <n>', 'how many next runs').default('5'))
     .addOption(new Option('--limit <n>', 'how many last runs').default('5'))
     .option('--json', 'print JSON')
-    .action(run(true, async (service, ref: string, opts: { count: string; limit: string; json?: boolean }) => {
-      const job = await service!.get(ref);
-      const count = positiveInt(opts.count, '-n');
-      const runs = await service!.runs(job.id, positiveInt(opts.limit, '--limit'));
-      // The next runs start at the armed occurrence; later ones come from the same engine as real fire times.
-      const next = job.state !== 'scheduled' || job.next_run_at === null
-        ? []
-        : [job.next_run_at, ...nextOccurrences(job.schedule, job.tz, job.next_run_at, count - 1)].slice(0, count);
-      const description = job.schedule.kind === 'cron' ? describeCron(job.schedule.expression) ?? null : null;
-      print(opts.json, { ...cronJobView(job), description, next_runs: next.map(isoUtc), runs: runs.map(cronRunView) }, () => formatJobDetails(job, next, runs, io.now()));
-    }));
+    .action(
+      run(true, async (service, ref: string, opts: { count: string; limit: string; json?: boolean }) => {
+        const job = await service!.get(ref);
+        const count = positiveInt(opts.count, '-n');
+        const runs = await service!.runs(job.id, positiveInt(opts.limit, '--limit'));
+        // The next runs start at the armed occurrence; later ones come from the same engine as real fire times.
+        const next =
+          job.state !== 'scheduled' || job.next_run_at === null
+            ? []
+            : [job.next_run_at, ...nextOccurrences(job.schedule, job.tz, job.next_run_at, count - 1)].slice(0, count);
+        const description = job.schedule.kind === 'cron' ? (describeCron(job.schedule.expression) ?? null) : null;
+        print(opts.json, { ...cronJobView(job), description, next_runs: next.map(isoUtc), runs: runs.map(cronRunView) }, () =>
+          formatJobDetails(job, next, runs, io.now()),
+        );
+      }),
+    );
 
   withJobFlags(
     cron
       .command('add')
       .alias('create')
       .description('add a job: hermes cron add "weekdays at 9am" "summarise open pull requests"')
-      .argument('<schedule>', 'e.g. 30m, every 2h, in 30m, tomorrow at 9am, monday at 9am (once), daily at 7am, weekdays at 9am, "0 9 * * 1-5", 2026-12-01T09:00')
+      .argument(
+        '<schedule>',
+        'e.g. 30m, every 2h, in 30m, tomorrow at 9am, monday at 9am (once), daily at 7am, weekdays at 9am, "0 9 * * 1-5", 2026-12-01T09:00',
+      )
       .argument('[prompt...]', 'what the agent should do (or give --script)')
       .option('--paused', 'create it paused'),
-  ).action(run(true, async (service, schedule: string, promptWords: string[], opts: JobFlags & { paused?: boolean }) => {
-    const job = await service!.add({
-      schedule, prompt: promptWords.join(' '), name: opts.name, deliver: opts.deliver, repeat: opts.repeat, tz: opts.tz,
-      script: opts.script, paused: opts.paused, misfire: opts.misfire, overlap: opts.overlap, notify: opts.notify, jitter: opts.jitter,
-      watch: opts.watch, max_tokens: opts.maxTokens, model: opts.model,
-    }, CLI_CALLER);
-    print(opts.json, cronJobView(job), () => ['Added cron job:', ...formatJob(job, io.now())]);
-    // An agent job without a model would fail every run: said now (on stderr, so --json stays JSON).
-    const warning = job.script === null ? noModelWarning(ctx.config, job.model, SHELL_CONFIG) : undefined;
-    if (warning) io.err(warning);
-  }));
+  ).action(
+    run(true, async (service, schedule: string, promptWords: string[], opts: JobFlags & { paused?: boolean }) => {
+      const job = await service!.add(
+        {
+          schedule,
+          prompt: promptWords.join(' '),
+          name: opts.name,
+          deliver: opts.deliver,
+          repeat: opts.repeat,
+          tz: opts.tz,
+          script: opts.script,
+          paused: opts.paused,
+          misfire: opts.misfire,
+          overlap: opts.overlap,
+          notify: opts.notify,
+          jitter: opts.jitter,
+          watch: opts.watch,
+          max_tokens: opts.maxTokens,
+          model: opts.model,
+        },
+        CLI_CALLER,
+      );
+      print(opts.json, cronJobView(job), () => ['Added cron job:', ...formatJob(job, io.now())]);
+      // An agent job without a model would fail every run: said now (on stderr, so --json stays JSON).
+      const warning = job.script === null ? noModelWarning(ctx.config, job.model, SHELL_CONFIG) : undefined;
+      if (warning) io.err(warning);
+    }),
+  );
 
   withJobFlags(
     cron
@@ -141,27 +184,43 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
       .argument('<ref>', 'job id or name')
       .option('--schedule <schedule>', 'new schedule')
       .option('--prompt <text>', 'new prompt'),
-  ).action(run(true, async (service, ref: string, opts: JobFlags & { schedule?: string; prompt?: string }) => {
-    const changes: CronJobChanges = {
-      schedule: opts.schedule, prompt: opts.prompt, name: opts.name, deliver: opts.deliver, tz: opts.tz,
-      misfire: opts.misfire, overlap: opts.overlap, notify: opts.notify, script: opts.script, jitter: opts.jitter,
-      repeat: opts.repeat === undefined ? undefined : opts.repeat === 'none' ? null : opts.repeat,
-      // `none` clears these (the service reads it: `scheduler/cron/cron-economy.ts`).
-      watch: opts.watch, max_tokens: opts.maxTokens, model: opts.model,
-    };
-    const job = await service!.edit(ref, changes, CLI_CALLER);
-    print(opts.json, cronJobView(job), () => ['Updated cron job:', ...formatJob(job, io.now())]);
-  }));
+  ).action(
+    run(true, async (service, ref: string, opts: JobFlags & { schedule?: string; prompt?: string }) => {
+      const changes: CronJobChanges = {
+        schedule: opts.schedule,
+        prompt: opts.prompt,
+        name: opts.name,
+        deliver: opts.deliver,
+        tz: opts.tz,
+        misfire: opts.misfire,
+        overlap: opts.overlap,
+        notify: opts.notify,
+        script: opts.script,
+        jitter: opts.jitter,
+        repeat: opts.repeat === undefined ? undefined : opts.repeat === 'none' ? null : opts.repeat,
+        // `none` clears these (the service reads it: `scheduler/cron/cron-economy.ts`).
+        watch: opts.watch,
+        max_tokens: opts.maxTokens,
+        model: opts.model,
+      };
+      const job = await service!.edit(ref, changes, CLI_CALLER);
+      print(opts.json, cronJobView(job), () => ['Updated cron job:', ...formatJob(job, io.now())]);
+    }),
+  );
 
   cron
     .command('pause')
     .description('pause a job; no run starts after this returns')
     .argument('<ref>', 'job id or name')
     .option('--json', 'print JSON')
-    .action(run(true, async (service, ref: string, opts: { json?: boolean }) => {
-      const { job, changed } = await service!.pause(ref);
-      print(opts.json, { ...cronJobView(job), changed }, () => [changed ? `Paused ${job.id} (${job.name}).` : `${job.id} (${job.name}) is ${job.state}; nothing to pause.`]);
-    }));
+    .action(
+      run(true, async (service, ref: string, opts: { json?: boolean }) => {
+        const { job, changed } = await service!.pause(ref);
+        print(opts.json, { ...cronJobView(job), changed }, () => [
+          changed ? `Paused ${job.id} (${job.name}).` : `${job.id} (${job.name}) is ${job.state}; nothing to pause.`,
+        ]);
+      }),
+    );
 
   cron
     .command('resume')
@@ -169,25 +228,31 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     .argument('<ref>', 'job id or name')
     .option('--run-now', 'also run it once now')
     .option('--json', 'print JSON')
-    .action(run(true, async (service, ref: string, opts: { runNow?: boolean; json?: boolean }) => {
-      const { job, changed, manualJobId } = await service!.resume(ref, CLI_CALLER, { runNow: opts.runNow });
-      print(opts.json, { ...cronJobView(job), changed, run_now: manualJobId !== undefined }, () => [
-        changed ? `Resumed ${job.id} (${job.name}); next run ${when(job.next_run_at, job.tz, io.now())}.` : `${job.id} (${job.name}) is ${job.state}; nothing to resume.`,
-        ...(manualJobId ? ['Running it once now.'] : []),
-      ]);
-    }));
+    .action(
+      run(true, async (service, ref: string, opts: { runNow?: boolean; json?: boolean }) => {
+        const { job, changed, manualJobId } = await service!.resume(ref, CLI_CALLER, { runNow: opts.runNow });
+        print(opts.json, { ...cronJobView(job), changed, run_now: manualJobId !== undefined }, () => [
+          changed
+            ? `Resumed ${job.id} (${job.name}); next run ${when(job.next_run_at, job.tz, io.now())}.`
+            : `${job.id} (${job.name}) is ${job.state}; nothing to resume.`,
+          ...(manualJobId ? ['Running it once now.'] : []),
+        ]);
+      }),
+    );
 
   cron
     .command('run')
     .description('run a job once now, outside its schedule (its next run does not move)')
     .argument('<ref>', 'job id or name')
     .option('--json', 'print JSON')
-    .action(run(true, async (service, ref: string, opts: { json?: boolean }) => {
-      const { job, dueAt } = await service!.runNow(ref, CLI_CALLER);
-      print(opts.json, { id: job.id, occurrence_id: cronOccurrenceId(job.id, dueAt, 'manual'), requested_at: isoUtc(dueAt) }, () => [
-        `Queued a run of ${job.id} (${job.name}); \`hermes cron runs ${job.id}\` shows the result.`,
-      ]);
-    }));
+    .action(
+      run(true, async (service, ref: string, opts: { json?: boolean }) => {
+        const { job, dueAt } = await service!.runNow(ref, CLI_CALLER);
+        print(opts.json, { id: job.id, occurrence_id: cronOccurrenceId(job.id, dueAt, 'manual'), requested_at: isoUtc(dueAt) }, () => [
+          `Queued a run of ${job.id} (${job.name}); \`hermes cron runs ${job.id}\` shows the result.`,
+        ]);
+      }),
+    );
 
   cron
     .command('remove')
@@ -195,19 +260,25 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     .description('remove a job and its history; no run starts after this returns')
     .argument('<ref>', 'job id or name')
     .option('--json', 'print JSON')
-    .action(run(true, async (service, ref: string, opts: { json?: boolean }) => {
-      const job = await service!.remove(ref);
-      print(opts.json, { id: job.id, removed: true }, () => [`Removed ${job.id} (${job.name}).`]);
-    }));
+    .action(
+      run(true, async (service, ref: string, opts: { json?: boolean }) => {
+        const job = await service!.remove(ref);
+        print(opts.json, { id: job.id, removed: true }, () => [`Removed ${job.id} (${job.name}).`]);
+      }),
+    );
 
   cron
     .command('status')
     .description('fleet health: workers alive, next runs, lateness, failing jobs')
     .option('--json', 'print JSON')
-    .action(run(true, async (service, opts: { json?: boolean }) => {
-      const s = await service!.status();
-      print(opts.json, { ...s, upcoming: s.upcoming.map((u) => ({ ...u, next_run_at: isoUtc(u.next_run_at) })) }, () => formatStatus(s, io.now()));
-    }));
+    .action(
+      run(true, async (service, opts: { json?: boolean }) => {
+        const s = await service!.status();
+        print(opts.json, { ...s, upcoming: s.upcoming.map((u) => ({ ...u, next_run_at: isoUtc(u.next_run_at) })) }, () =>
+          formatStatus(s, io.now()),
+        );
+      }),
+    );
 
   cron
     .command('runs')
@@ -215,106 +286,138 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     .description('run records, newest first: of one job, or of all jobs')
     .argument('[ref]', 'job id or name')
     .addOption(new Option('--limit <n>', 'how many').default('20'))
-    .option('--output', 'print each run\'s whole output below its line (as `cron logs`)')
+    .option('--output', "print each run's whole output below its line (as `cron logs`)")
     .option('--json', 'print JSON')
-    .action(run(true, async (service, ref: string | undefined, opts: { limit: string; output?: boolean; json?: boolean }) => {
-      const limit = positiveInt(opts.limit, '--limit');
-      const runs = await service!.runs(ref, limit);
-      const jobs = new Map<string, CronJob>((await service!.list({ all: true })).map((j) => [j.id, j]));
-      if (!opts.output) {
-        print(opts.json, runs.map(cronRunView), () => formatRuns(runs, jobs));
-        return;
-      }
-      const outputs = await outputsOf(service!, runs);
-      print(opts.json, runs.map((r) => runWithOutput(r, outputs)), () =>
-        runs.length === 0 ? ['No runs recorded.'] : runs.flatMap((r) => formatRunLog(r, jobs.get(r.job_id), outputs.get(r.occurrence_id), io.now())));
-    }));
+    .action(
+      run(true, async (service, ref: string | undefined, opts: { limit: string; output?: boolean; json?: boolean }) => {
+        const limit = positiveInt(opts.limit, '--limit');
+        const runs = await service!.runs(ref, limit);
+        const jobs = new Map<string, CronJob>((await service!.list({ all: true })).map((j) => [j.id, j]));
+        if (!opts.output) {
+          print(opts.json, runs.map(cronRunView), () => formatRuns(runs, jobs));
+          return;
+        }
+        const outputs = await outputsOf(service!, runs);
+        print(
+          opts.json,
+          runs.map((r) => runWithOutput(r, outputs)),
+          () =>
+            runs.length === 0
+              ? ['No runs recorded.']
+              : runs.flatMap((r) => formatRunLog(r, jobs.get(r.job_id), outputs.get(r.occurrence_id), io.now())),
+        );
+      }),
+    );
 
   cron
     .command('logs')
-    .description('what a job\'s runs printed, oldest first, each output whole (what `local` delivery got)')
+    .description("what a job's runs printed, oldest first, each output whole (what `local` delivery got)")
     .argument('<ref>', 'job id or name')
     .addOption(new Option('--limit <n>', 'how many of the last runs').default('10'))
     .option('-f, --follow', 'keep printing new runs as they are recorded (Ctrl+C ends)')
     .option('--json', 'print JSON (one array; with --follow one object per line)')
-    .action(run(true, async (service, ref: string, opts: { limit: string; follow?: boolean; json?: boolean }) => {
-      const job = await service!.get(ref);
-      const shown = new Set<string>();
-      const show = async (limit: number) => {
-        const runs = (await service!.runs(job.id, limit)).filter((r) => !shown.has(r.occurrence_id)).reverse();
-        const outputs = await service!.store.wholeOutputs(job.id, runs);
-        for (const r of runs) shown.add(r.occurrence_id);
-        return { runs, outputs };
-      };
-      const first = await show(positiveInt(opts.limit, '--limit'));
-      if (opts.json && !opts.follow) {
-        io.out(JSON.stringify(first.runs.map((r) => runWithOutput(r, first.outputs)), null, 2));
-        return;
-      }
-      const emit = ({ runs, outputs }: Awaited<ReturnType<typeof show>>) => {
-        for (const r of runs) {
-          if (opts.json) io.out(JSON.stringify(runWithOutput(r, outputs)));
-          else for (const line of formatRunLog(r, job, outputs.get(r.occurrence_id), io.now())) io.out(line);
+    .action(
+      run(true, async (service, ref: string, opts: { limit: string; follow?: boolean; json?: boolean }) => {
+        const job = await service!.get(ref);
+        const shown = new Set<string>();
+        const show = async (limit: number) => {
+          const runs = (await service!.runs(job.id, limit)).filter((r) => !shown.has(r.occurrence_id)).reverse();
+          const outputs = await service!.store.wholeOutputs(job.id, runs);
+          for (const r of runs) shown.add(r.occurrence_id);
+          return { runs, outputs };
+        };
+        const first = await show(positiveInt(opts.limit, '--limit'));
+        if (opts.json && !opts.follow) {
+          io.out(
+            JSON.stringify(
+              first.runs.map((r) => runWithOutput(r, first.outputs)),
+              null,
+              2,
+            ),
+          );
+          return;
         }
-      };
-      if (first.runs.length === 0 && !opts.json) io.out(`No runs of ${job.id} (${job.name}) recorded yet.${opts.follow ? ' Waiting for one (Ctrl+C ends).' : ''}`);
-      emit(first);
-      if (!opts.follow) return;
-      // Run records are written once per occurrence, so polling them finds each new run once.
-      for (;;) {
-        await new Promise((r) => setTimeout(r, LOGS_FOLLOW_POLL_MS));
-        emit(await show(20));
-      }
-    }));
+        const emit = ({ runs, outputs }: Awaited<ReturnType<typeof show>>) => {
+          for (const r of runs) {
+            if (opts.json) io.out(JSON.stringify(runWithOutput(r, outputs)));
+            else for (const line of formatRunLog(r, job, outputs.get(r.occurrence_id), io.now())) io.out(line);
+          }
+        };
+        if (first.runs.length === 0 && !opts.json)
+          io.out(`No runs of ${job.id} (${job.name}) recorded yet.${opts.follow ? ' Waiting for one (Ctrl+C ends).' : ''}`);
+        emit(first);
+        if (!opts.follow) return;
+        // Run records are written once per occurrence, so polling them finds each new run once.
+        for (;;) {
+          await new Promise((r) => setTimeout(r, LOGS_FOLLOW_POLL_MS));
+          emit(await show(20));
+        }
+      }),
+    );
 
   cron
     .command('next')
     .description('preview the next fire times of a schedule (no Redis needed), or of a job with --job')
     .argument('[schedule]', 'a schedule as for `add`')
-    .option('--job <ref>', 'preview this job\'s real fire times (its zone and jitter) instead of a schedule')
+    .option('--job <ref>', "preview this job's real fire times (its zone and jitter) instead of a schedule")
     .option('--tz <zone>', 'IANA time zone (default: config timezone, else the host zone)')
     .option('--from <iso>', 'start after this instant (default: now); without an offset it is read in the zone')
     .addOption(new Option('-n, --count <n>', 'how many').default('5'))
     .option('--json', 'print only a JSON array of ISO-8601 UTC times')
-    .action(run(false, async (_service, schedule: string | undefined, opts: { job?: string; tz?: string; from?: string; count: string; json?: boolean }) => {
-      if (schedule === undefined && opts.job === undefined) {
-        throw new ScheduleInputError("missing required argument 'schedule' (or give --job <ref>).", { field: 'schedule' });
-      }
-      if (schedule !== undefined && opts.job !== undefined) {
-        throw new ScheduleInputError('Give a schedule or --job <ref>, not both.', { field: 'schedule' });
-      }
-      if (opts.job !== undefined) {
-        // A job's fire times: the same engine, schedule (with its jitter) and zone that arm its real runs.
-        const conn = await ctx.connect();
-        try {
-          const job = await openService(ctx.config, conn, io).get(opts.job);
-          const fromMs = opts.from !== undefined ? parseInstant(opts.from, job.tz) : io.now();
-          const times = job.state === 'scheduled' ? nextOccurrences(job.schedule, job.tz, fromMs, positiveInt(opts.count, '-n')) : [];
-          if (opts.json) io.out(JSON.stringify(times.map(isoUtc)));
-          else for (const line of formatPreview({ schedule: job.schedule, tz: job.tz, fromMs, times }, io.now())) io.out(line);
-        } finally {
-          await conn.close().catch(() => undefined);
-        }
-        return;
-      }
-      const tz = defaultTimeZone(opts.tz, ctx.config.timezone);
-      const fromMs = opts.from !== undefined ? parseInstant(opts.from, tz) : io.now();
-      const preview = previewSchedule(schedule!, {
-        tz, fromMs, count: positiveInt(opts.count, '-n'), minIntervalSeconds: ctx.config.cron.min_interval_seconds, maxScheduleChars: ctx.config.cron.max_schedule_chars,
-      });
-      if (opts.json) io.out(JSON.stringify(preview.times.map(isoUtc)));
-      else for (const line of formatPreview(preview, io.now())) io.out(line);
-    }));
+    .action(
+      run(
+        false,
+        async (
+          _service,
+          schedule: string | undefined,
+          opts: { job?: string; tz?: string; from?: string; count: string; json?: boolean },
+        ) => {
+          if (schedule === undefined && opts.job === undefined) {
+            throw new ScheduleInputError("missing required argument 'schedule' (or give --job <ref>).", { field: 'schedule' });
+          }
+          if (schedule !== undefined && opts.job !== undefined) {
+            throw new ScheduleInputError('Give a schedule or --job <ref>, not both.', { field: 'schedule' });
+          }
+          if (opts.job !== undefined) {
+            // A job's fire times: the same engine, schedule (with its jitter) and zone that arm its real runs.
+            const conn = await ctx.connect();
+            try {
+              const job = await openService(ctx.config, conn, io).get(opts.job);
+              const fromMs = opts.from !== undefined ? parseInstant(opts.from, job.tz) : io.now();
+              const times = job.state === 'scheduled' ? nextOccurrences(job.schedule, job.tz, fromMs, positiveInt(opts.count, '-n')) : [];
+              if (opts.json) io.out(JSON.stringify(times.map(isoUtc)));
+              else for (const line of formatPreview({ schedule: job.schedule, tz: job.tz, fromMs, times }, io.now())) io.out(line);
+            } finally {
+              await conn.close().catch(() => undefined);
+            }
+            return;
+          }
+          const tz = defaultTimeZone(opts.tz, ctx.config.timezone);
+          const fromMs = opts.from !== undefined ? parseInstant(opts.from, tz) : io.now();
+          const preview = previewSchedule(schedule!, {
+            tz,
+            fromMs,
+            count: positiveInt(opts.count, '-n'),
+            minIntervalSeconds: ctx.config.cron.min_interval_seconds,
+            maxScheduleChars: ctx.config.cron.max_schedule_chars,
+          });
+          if (opts.json) io.out(JSON.stringify(preview.times.map(isoUtc)));
+          else for (const line of formatPreview(preview, io.now())) io.out(line);
+        },
+      ),
+    );
 
   cron
     .command('doctor')
     .description('read-only checks of jobs, schedulers and workers; exit 1 on findings')
     .option('--json', 'print JSON')
-    .action(run(true, async (service, opts: { json?: boolean }) => {
-      const findings = await service!.doctor();
-      print(opts.json, findings, () => formatFindings(findings));
-      if (findings.length > 0) io.setExitCode(EXIT_FAILURE);
-    }));
+    .action(
+      run(true, async (service, opts: { json?: boolean }) => {
+        const findings = await service!.doctor();
+        print(opts.json, findings, () => formatFindings(findings));
+        if (findings.length > 0) io.setExitCode(EXIT_FAILURE);
+      }),
+    );
 
   return cron;
 }
@@ -344,10 +447,24 @@ function withJobFlags(cmd: Command): Command {
     .option('--script <command>', 'run this shell command instead of an agent turn (stdout is the output)')
     .addOption(new Option('--misfire <policy>', 'beyond the grace window: run one catch-up, or skip').choices(MISFIRE_POLICIES))
     .addOption(new Option('--overlap <policy>', 'when still running at the next occurrence').choices(OVERLAP_POLICIES))
-    .addOption(new Option('--notify <policy>', 'notices to the targets: failed runs (failure, default), also skipped ones (always), none (never)').choices(NOTIFY_POLICIES))
-    .option('--jitter <duration>', 'shift every fire by a fixed per-job offset below this (e.g. 5m; 0 for none); must be less than the shortest gap between fires')
-    .option('--watch <check>', 'run this declared check first and skip the run while its output is unchanged: a command tool, read_file:<path> or http_get:<url> (edit: "none" removes it)')
-    .option('--max-tokens <n>', 'pause the job once its runs have spent this many tokens (in + out); resume gives a fresh allowance (edit: "none" removes it)')
+    .addOption(
+      new Option(
+        '--notify <policy>',
+        'notices to the targets: failed runs (failure, default), also skipped ones (always), none (never)',
+      ).choices(NOTIFY_POLICIES),
+    )
+    .option(
+      '--jitter <duration>',
+      'shift every fire by a fixed per-job offset below this (e.g. 5m; 0 for none); must be less than the shortest gap between fires',
+    )
+    .option(
+      '--watch <check>',
+      'run this declared check first and skip the run while its output is unchanged: a command tool, read_file:<path> or http_get:<url> (edit: "none" removes it)',
+    )
+    .option(
+      '--max-tokens <n>',
+      'pause the job once its runs have spent this many tokens (in + out); resume gives a fresh allowance (edit: "none" removes it)',
+    )
     .option('--model <name>', 'a model declared under agent.models (default: agent.model; edit: "none" for the default)')
     .option('--json', 'print JSON');
 }
@@ -359,7 +476,11 @@ const LOGS_FOLLOW_POLL_MS = 1000;
 async function outputsOf(service: CronService, runs: CronRun[]): Promise<Map<string, { text: string; whole: boolean }>> {
   const out = new Map<string, { text: string; whole: boolean }>();
   for (const jobId of new Set(runs.map((r) => r.job_id))) {
-    for (const [k, v] of await service.store.wholeOutputs(jobId, runs.filter((r) => r.job_id === jobId))) out.set(k, v);
+    for (const [k, v] of await service.store.wholeOutputs(
+      jobId,
+      runs.filter((r) => r.job_id === jobId),
+    ))
+      out.set(k, v);
   }
   return out;
 }
@@ -376,6 +497,7 @@ function openService(config: HermesConfig, conn: CliConnection, io: CronCliIo): 
 }
 
 function positiveInt(value: string, flag: string): number {
-  if (!/^\d+$/.test(value) || Number(value) < 1) throw new ScheduleInputError(`${flag} must be a positive whole number, got "${value}".`, { field: flag });
+  if (!/^\d+$/.test(value) || Number(value) < 1)
+    throw new ScheduleInputError(`${flag} must be a positive whole number, got "${value}".`, { field: flag });
   return Number(value);
 }

@@ -36,14 +36,18 @@ export function runnerFromFlags(config: HermesConfig, flags: { command?: string;
     const c = config.commands[flags.command];
     if (!c) {
       const known = Object.keys(config.commands);
-      throw new ScheduleInputError(`Unknown command "${flags.command}"; configured: ${known.length ? known.join(', ') : 'none (see commands: in config.yaml)'}.`, { field: 'command' });
+      throw new ScheduleInputError(
+        `Unknown command "${flags.command}"; configured: ${known.length ? known.join(', ') : 'none (see commands: in config.yaml)'}.`,
+        { field: 'command' },
+      );
     }
     return { kind: 'command', command: c.command, timeoutSeconds: c.timeout_seconds, name: flags.command };
   }
   if (flags.run !== undefined) {
     if (flags.run.trim() === '') throw new ScheduleInputError('--run needs a shell command.', { field: 'run' });
     const t = flags.timeoutSeconds === undefined ? 60 : Number(flags.timeoutSeconds);
-    if (!Number.isFinite(t) || t <= 0) throw new ScheduleInputError('--timeout-seconds needs a positive number.', { field: 'timeout-seconds' });
+    if (!Number.isFinite(t) || t <= 0)
+      throw new ScheduleInputError('--timeout-seconds needs a positive number.', { field: 'timeout-seconds' });
     return { kind: 'command', command: flags.run, timeoutSeconds: t };
   }
   return { kind: 'agent' };
@@ -57,7 +61,10 @@ export function runnerFromFlags(config: HermesConfig, flags: { command?: string;
 export function originFromDeliver(deliver: string | undefined): Origin {
   if (deliver === undefined || deliver.trim() === '') return { surface: 'cli' };
   const invalid = (cause?: unknown) =>
-    new ScheduleInputError(`Invalid --deliver "${deliver}": use telegram:<chat id>[:<thread id>], slack:<channel id>[:<thread_ts>], discord:<channel id>[:<thread id>] (or local, the default).`, { field: 'deliver', cause });
+    new ScheduleInputError(
+      `Invalid --deliver "${deliver}": use telegram:<chat id>[:<thread id>], slack:<channel id>[:<thread_ts>], discord:<channel id>[:<thread id>] (or local, the default).`,
+      { field: 'deliver', cause },
+    );
   let target: DeliveryTarget;
   try {
     target = parseDeliveryTarget(deliver);
@@ -94,11 +101,17 @@ export async function applyScheduleCommand(
   let control: string;
   try {
     if (kind === 'loop') {
-      const c = parseLoopArgs(argText, { minIntervalSeconds: config.loops.min_interval_seconds, maxPromptChars: config.agent.max_prompt_chars });
+      const c = parseLoopArgs(argText, {
+        minIntervalSeconds: config.loops.min_interval_seconds,
+        maxPromptChars: config.agent.max_prompt_chars,
+      });
       control = c.action;
       if (c.action === 'set') spec = c;
     } else {
-      const c = parseHeartbeatArgs(argText, { minIntervalSeconds: config.heartbeat.min_interval_seconds, maxPromptChars: config.agent.max_prompt_chars });
+      const c = parseHeartbeatArgs(argText, {
+        minIntervalSeconds: config.heartbeat.min_interval_seconds,
+        maxPromptChars: config.agent.max_prompt_chars,
+      });
       control = c.action;
       if (c.action === 'set') spec = { ...c, times: null, until: null };
     }
@@ -112,11 +125,20 @@ export async function applyScheduleCommand(
     const service = loopServiceFor(config, store, createLogger({ level: cliLogLevel(config), name: 'cli' }));
     let reply: string;
     switch (control) {
-      case 'set': reply = await service.set(sessionId, kind, spec!, { origin: options.origin ?? { surface: 'cli' }, runner: options.runner }); break;
-      case 'pause': reply = await service.pause(sessionId, kind); break;
-      case 'resume': reply = await service.resume(sessionId, kind); break;
-      case 'stop': reply = await service.stop(sessionId, kind); break;
-      default: reply = await service.status(sessionId, kind);
+      case 'set':
+        reply = await service.set(sessionId, kind, spec!, { origin: options.origin ?? { surface: 'cli' }, runner: options.runner });
+        break;
+      case 'pause':
+        reply = await service.pause(sessionId, kind);
+        break;
+      case 'resume':
+        reply = await service.resume(sessionId, kind);
+        break;
+      case 'stop':
+        reply = await service.stop(sessionId, kind);
+        break;
+      default:
+        reply = await service.status(sessionId, kind);
     }
     return { session: sessionId, kind, reply: shell(reply), record: await store.get(sessionId, kind) };
   });
@@ -134,7 +156,12 @@ export async function applyLoopCommand(ctx: CliContext, sessionId: string, argTe
  * Apply a `/goal` argument text to a session from the shell.
  * @throws ScheduleInputError for bad input; StoreUnavailableError when Redis refused
  */
-export async function applyGoalCommand(ctx: CliContext, sessionId: string, argText: string, origin: Origin = { surface: 'cli' }): Promise<ShellReply> {
+export async function applyGoalCommand(
+  ctx: CliContext,
+  sessionId: string,
+  argText: string,
+  origin: Origin = { surface: 'cli' },
+): Promise<ShellReply> {
   const { config } = ctx;
   const shell = (text: string) => chatToShell(text, sessionId);
   let c: ReturnType<typeof parseGoalArgs>;
@@ -149,11 +176,20 @@ export async function applyGoalCommand(ctx: CliContext, sessionId: string, argTe
     const goals = goalServiceFor(config, conn, createLogger({ level: cliLogLevel(config), name: 'cli' }));
     let reply: string;
     switch (c.action) {
-      case 'set': reply = await goals.set(sessionId, c.text, origin, Date.now(), c.economy); break;
-      case 'pause': reply = await goals.pause(sessionId); break;
-      case 'resume': reply = await goals.resume(sessionId); break;
-      case 'clear': reply = await goals.clear(sessionId); break;
-      default: reply = await goals.status(sessionId);
+      case 'set':
+        reply = await goals.set(sessionId, c.text, origin, Date.now(), c.economy);
+        break;
+      case 'pause':
+        reply = await goals.pause(sessionId);
+        break;
+      case 'resume':
+        reply = await goals.resume(sessionId);
+        break;
+      case 'clear':
+        reply = await goals.clear(sessionId);
+        break;
+      default:
+        reply = await goals.status(sessionId);
     }
     return { session: sessionId, kind: 'goal', reply: shell(reply), record: await goals.get(sessionId) };
   });
@@ -186,14 +222,16 @@ const SCHEDULE_COMMANDS: readonly ScheduleCommandSpec[] = [
   {
     kind: 'loop',
     description: 'set or control the loop of a session: hermes loop 10m check the CI build',
-    argument: 'interval, prompt, --times N, --until <condition>, --notify auto|always|done, --watch <check>, --max-tokens N, --model <name>, or status|pause|resume|stop|help',
+    argument:
+      'interval, prompt, --times N, --until <condition>, --notify auto|always|done, --watch <check>, --max-tokens N, --model <name>, or status|pause|resume|stop|help',
     passUnknownOptions: true,
   },
   {
     kind: 'heartbeat',
     alias: 'hb',
     description: 'set or control the heartbeat of a session: hermes heartbeat every 30m anything new in my inbox?',
-    argument: 'every <interval> <prompt>, --notify auto|always|done, --watch <check>, --max-tokens N, --model <name>, or status|pause|resume|stop|clear|help',
+    argument:
+      'every <interval> <prompt>, --notify auto|always|done, --watch <check>, --max-tokens N, --model <name>, or status|pause|resume|stop|clear|help',
     passUnknownOptions: true,
   },
 ];
@@ -213,12 +251,19 @@ export function registerLoopCommand(program: Command, ctx: () => CliContext): vo
       .option('--deliver <target>', 'also send each reply to telegram:<chat>[:<thread>]')
       .option('--json', `print the reply and the ${spec.kind} record as JSON`);
     if (spec.passUnknownOptions) command.allowUnknownOption();
-    command.action(action(async (args: string[], opts: { session: string; command?: string; run?: string; timeoutSeconds?: string; deliver?: string; json?: boolean }) => {
-      const c = ctx();
-      const runner = runnerFromFlags(c.config, opts);
-      const origin = originFromDeliver(opts.deliver);
-      print(await applyScheduleCommand(c, spec.kind, opts.session, args.join(' '), { runner, origin }), opts.json);
-    }));
+    command.action(
+      action(
+        async (
+          args: string[],
+          opts: { session: string; command?: string; run?: string; timeoutSeconds?: string; deliver?: string; json?: boolean },
+        ) => {
+          const c = ctx();
+          const runner = runnerFromFlags(c.config, opts);
+          const origin = originFromDeliver(opts.deliver);
+          print(await applyScheduleCommand(c, spec.kind, opts.session, args.join(' '), { runner, origin }), opts.json);
+        },
+      ),
+    );
   }
 
   program
@@ -226,10 +271,12 @@ export function registerLoopCommand(program: Command, ctx: () => CliContext): vo
     .description('set or control the standing goal of a session: hermes goal get the test suite green')
     .argument('[args...]', 'the goal (--max-tokens N, --model <name>), or status|pause|resume|stop|clear|help')
     .option('-s, --session <id>', 'session id', DEFAULT_SESSION)
-    .option('--deliver <target>', 'also send each turn\'s reply to telegram:<chat>[:<thread>]')
+    .option('--deliver <target>', "also send each turn's reply to telegram:<chat>[:<thread>]")
     .option('--json', 'print the reply and the goal record as JSON')
     .allowUnknownOption() // --max-tokens and --model belong to the goal grammar
-    .action(action(async (args: string[], opts: { session: string; deliver?: string; json?: boolean }) => {
-      print(await applyGoalCommand(ctx(), opts.session, args.join(' '), originFromDeliver(opts.deliver)), opts.json);
-    }));
+    .action(
+      action(async (args: string[], opts: { session: string; deliver?: string; json?: boolean }) => {
+        print(await applyGoalCommand(ctx(), opts.session, args.join(' '), originFromDeliver(opts.deliver)), opts.json);
+      }),
+    );
 }

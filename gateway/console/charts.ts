@@ -39,7 +39,10 @@ export function latenessOverTime(points: LatenessPoint[], now: number, windowMs:
   const max = Math.max(1, ...inWindow.map((p) => p.latenessMs));
   const x = (t: number) => PAD + ((t - (now - windowMs)) / windowMs) * (W - PAD - 8);
   const y = (v: number) => H - PAD - (Math.max(0, v) / max) * (H - PAD - 8);
-  const dots = inWindow.map((p) => html`<circle cx="${x(p.at).toFixed(1)}" cy="${y(p.latenessMs).toFixed(1)}" r="3" class="dot-${p.kind === 'cron' ? 'cron' : 'tick'}"><title>${p.kind} ${isoUtc(p.at)}: ${duration(p.latenessMs)} late</title></circle>`);
+  const dots = inWindow.map(
+    (p) =>
+      html`<circle cx="${x(p.at).toFixed(1)}" cy="${y(p.latenessMs).toFixed(1)}" r="3" class="dot-${p.kind === 'cron' ? 'cron' : 'tick'}"><title>${p.kind} ${isoUtc(p.at)}: ${duration(p.latenessMs)} late</title></circle>`,
+  );
   const axis = html`<text x="${PAD + 2}" y="12" class="axis">${duration(max)}</text><text x="${PAD}" y="${H - 8}" class="axis">${Math.round(windowMs / 3_600_000)} h ago</text><text x="${W - 30}" y="${H - 8}" class="axis">now</text>`;
   const empty = inWindow.length === 0 ? html`<text x="${W / 2 - 40}" y="${H / 2}" class="axis">no ticks yet</text>` : '';
   return frame('Lateness over time', `${inWindow.length} ticks and cron runs, up to ${duration(max)} late`, html`${axis}${dots}${empty}`);
@@ -74,5 +77,9 @@ export function turnsPerHour(hours: HourCount[]): Html {
   });
   const total = hours.reduce((a, h) => a + h.turns, 0);
   const failed = hours.reduce((a, h) => a + h.failures, 0);
-  return frame('Turns and failures per hour (UTC)', `${total} turns, ${failed} failed`, html`<text x="${PAD + 2}" y="12" class="axis">${max}</text>${bars}`);
+  return frame(
+    'Turns and failures per hour (UTC)',
+    `${total} turns, ${failed} failed`,
+    html`<text x="${PAD + 2}" y="12" class="axis">${max}</text>${bars}`,
+  );
 }

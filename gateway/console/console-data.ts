@@ -76,8 +76,15 @@ export async function readOverview(deps: ConsoleDeps): Promise<OverviewData> {
     sessionSummaries({ redis: deps.redis, keys: deps.keys, loops: deps.loops, goals: deps.goals, sessions: deps.sessions }),
     cronJobs(deps),
   ]);
-  const runs = await Promise.all(jobs.map(async (job) => (deps.cron ? ((await deps.cron.runs(job.id, CHART_RUNS_PER_JOB)) as CronRunView[]) : [])));
-  const { lateness, hours } = await chartData(deps, sessions.map((s) => s.id), runs.flat(), now);
+  const runs = await Promise.all(
+    jobs.map(async (job) => (deps.cron ? ((await deps.cron.runs(job.id, CHART_RUNS_PER_JOB)) as CronRunView[]) : [])),
+  );
+  const { lateness, hours } = await chartData(
+    deps,
+    sessions.map((s) => s.id),
+    runs.flat(),
+    now,
+  );
   return { now, workers, sessions, jobs: jobs.map((job, i) => ({ job, lastRun: runs[i]![0] ?? null })), lateness, hours };
 }
 
@@ -86,7 +93,12 @@ export async function readOverview(deps: ConsoleDeps): Promise<OverviewData> {
  * carries a tick's lateness; `reply`, `tick.failed`, `error` end a turn) and the cron jobs' run
  * records (lateness, status).
  */
-async function chartData(deps: ConsoleDeps, sessionIds: string[], runs: CronRunView[], now: number): Promise<{ lateness: LatenessPoint[]; hours: HourCount[] }> {
+async function chartData(
+  deps: ConsoleDeps,
+  sessionIds: string[],
+  runs: CronRunView[],
+  now: number,
+): Promise<{ lateness: LatenessPoint[]; hours: HourCount[] }> {
   const since = now - CHART_WINDOW_MS;
   const lateness: LatenessPoint[] = [];
   const firstHour = Math.floor(since / 3_600_000) * 3_600_000;
@@ -101,7 +113,12 @@ async function chartData(deps: ConsoleDeps, sessionIds: string[], runs: CronRunV
   for (const e of events.flat()) {
     const at = Number(e.id.split('-')[0]);
     if (at < since) continue;
-    if (e.type === 'tick.started') lateness.push({ at, latenessMs: Math.max(0, Number(e.data.latenessMs ?? 0)), kind: typeof e.data.kind === 'string' ? e.data.kind : 'loop' });
+    if (e.type === 'tick.started')
+      lateness.push({
+        at,
+        latenessMs: Math.max(0, Number(e.data.latenessMs ?? 0)),
+        kind: typeof e.data.kind === 'string' ? e.data.kind : 'loop',
+      });
     else if (e.type === 'reply' || e.type === 'tick.unchanged') count(at, false);
     else if (e.type === 'tick.failed' || e.type === 'error') count(at, true);
   }

@@ -54,9 +54,18 @@ const send = (res: Response, body: Html, status = 200) => res.status(status).typ
 export function consoleRouter(deps: ConsoleDeps): Router {
   const router = Router();
   router.use((req, res, next) => {
-    res.set({ 'Content-Security-Policy': CONSOLE_CSP, 'X-Content-Type-Options': 'nosniff', 'Referrer-Policy': 'same-origin', 'X-Frame-Options': 'DENY' });
+    res.set({
+      'Content-Security-Policy': CONSOLE_CSP,
+      'X-Content-Type-Options': 'nosniff',
+      'Referrer-Policy': 'same-origin',
+      'X-Frame-Options': 'DENY',
+    });
     if (req.method !== 'GET' && req.method !== 'HEAD' && req.get('hx-request') !== 'true') {
-      res.status(403).set('Connection', 'close').type('text/plain').send('The console changes nothing without its own header (HX-Request: true).\n');
+      res
+        .status(403)
+        .set('Connection', 'close')
+        .type('text/plain')
+        .send('The console changes nothing without its own header (HX-Request: true).\n');
       return;
     }
     next();
@@ -85,7 +94,8 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     const sessionIds = (await readOverview(deps)).sessions.map((s) => s.id);
     const jobIds = (await cronJobs(deps)).map((j) => `cron:${j.id}`);
     const now = `${Date.now()}-0`;
-    for (const id of [...sessionIds, ...jobIds].slice(0, OVERVIEW_MAX_SUBSCRIPTIONS)) subs.push(deps.fanout.subscribe(deps.keys.events(id), now, soon));
+    for (const id of [...sessionIds, ...jobIds].slice(0, OVERVIEW_MAX_SUBSCRIPTIONS))
+      subs.push(deps.fanout.subscribe(deps.keys.events(id), now, soon));
     const refresh = setInterval(soon, OVERVIEW_REFRESH_MS);
     sse = openSse(req, res, {
       onClose: () => {
@@ -93,7 +103,8 @@ export function consoleRouter(deps: ConsoleDeps): Router {
         if (timer) clearTimeout(timer);
         for (const s of subs) s.close();
       },
-      maxBufferedBytes: deps.sseMaxBufferedBytes, log: deps.log,
+      maxBufferedBytes: deps.sseMaxBufferedBytes,
+      log: deps.log,
     });
     track(deps, sse);
   });
@@ -113,7 +124,8 @@ export function consoleRouter(deps: ConsoleDeps): Router {
   router.get('/sessions/:id/stream', async (req, res) => {
     const id = assertSessionId(String(req.params.id));
     const after = lastEventId(req, typeof req.query.after === 'string' && req.query.after !== '' ? req.query.after : '0');
-    if (after !== '0' && !isStreamId(after)) throw new HttpError(400, 'after must be an event id like 1700000000000-0.', 'invalid_request_error', 'invalid_event_id', 'after');
+    if (after !== '0' && !isStreamId(after))
+      throw new HttpError(400, 'after must be an event id like 1700000000000-0.', 'invalid_request_error', 'invalid_event_id', 'after');
     let timer: NodeJS.Timeout | undefined;
     let sse: SseStream | undefined;
     const panel = async () => {
@@ -136,7 +148,8 @@ export function consoleRouter(deps: ConsoleDeps): Router {
         if (timer) clearTimeout(timer);
         sub.close();
       },
-      maxBufferedBytes: deps.sseMaxBufferedBytes, log: deps.log,
+      maxBufferedBytes: deps.sseMaxBufferedBytes,
+      log: deps.log,
     });
     track(deps, sse);
   });
@@ -145,7 +158,10 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     const id = assertSessionId(String(req.params.id));
     const text: unknown = (req.body as Record<string, unknown> | undefined)?.text;
     try {
-      await sendWebMessage({ ...deps, maxChars: deps.config.agent.max_prompt_chars }, { sessionId: id, text: typeof text === 'string' ? text : '' });
+      await sendWebMessage(
+        { ...deps, maxChars: deps.config.agent.max_prompt_chars },
+        { sessionId: id, text: typeof text === 'string' ? text : '' },
+      );
       send(res, messageForm(id));
     } catch (err) {
       if (!isHermesError(err)) throw err;
@@ -161,9 +177,10 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     }
     let error: string | undefined;
     try {
-      const reply = kind === 'goal'
-        ? await (action === 'stop' ? deps.goals.clear(id) : deps.goals[action as 'pause' | 'resume'](id))
-        : await deps.schedules[action as 'pause' | 'resume' | 'stop'](id, kind as 'loop' | 'heartbeat');
+      const reply =
+        kind === 'goal'
+          ? await (action === 'stop' ? deps.goals.clear(id) : deps.goals[action as 'pause' | 'resume'](id))
+          : await deps.schedules[action as 'pause' | 'resume' | 'stop'](id, kind as 'loop' | 'heartbeat');
       // Every client of the session sees what was done (the chat shows notices too).
       await deps.sessions.appendEvent(id, 'notice', { text: reply, by: 'console', kind, action });
     } catch (err) {
@@ -182,8 +199,11 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     if (!values.schedule?.trim()) return undefined;
     try {
       return previewSchedule(values.schedule, {
-        tz: defaultTimeZone(values.tz?.trim() || undefined, deps.config.timezone), fromMs: Date.now(), count: NEXT_FIRES_SHOWN,
-        minIntervalSeconds: deps.config.cron.min_interval_seconds, maxScheduleChars: deps.config.cron.max_schedule_chars,
+        tz: defaultTimeZone(values.tz?.trim() || undefined, deps.config.timezone),
+        fromMs: Date.now(),
+        count: NEXT_FIRES_SHOWN,
+        minIntervalSeconds: deps.config.cron.min_interval_seconds,
+        maxScheduleChars: deps.config.cron.max_schedule_chars,
       });
     } catch (err) {
       if (!isHermesError(err)) throw err;
@@ -195,8 +215,11 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     return { schedule: field('schedule'), prompt: field('prompt'), name: field('name'), tz: field('tz'), deliver: field('deliver') };
   };
   const jobInput = (v: CronFormValues) => ({
-    ...(v.schedule ? { schedule: v.schedule } : {}), ...(v.prompt !== undefined ? { prompt: v.prompt } : {}),
-    ...(v.name?.trim() ? { name: v.name.trim() } : {}), ...(v.tz?.trim() ? { tz: v.tz.trim() } : {}), ...(v.deliver?.trim() ? { deliver: v.deliver.trim() } : {}),
+    ...(v.schedule ? { schedule: v.schedule } : {}),
+    ...(v.prompt !== undefined ? { prompt: v.prompt } : {}),
+    ...(v.name?.trim() ? { name: v.name.trim() } : {}),
+    ...(v.tz?.trim() ? { tz: v.tz.trim() } : {}),
+    ...(v.deliver?.trim() ? { deliver: v.deliver.trim() } : {}),
   });
 
   router.get('/cron/new', (_req, res) => {
@@ -272,7 +295,10 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     const e = toHttpError(err);
     if (e.status >= 500) deps.log.error({ err: (err as Error)?.message, path: req.path }, 'console request failed');
     if (res.headersSent) return;
-    const body = req.get('hx-request') === 'true' ? errorBox(e.message) : page('Error', html`<h1>${e.status}</h1>${errorBox(e.message)}<p><a href="${CONSOLE_PATH}">← Overview</a></p>`);
+    const body =
+      req.get('hx-request') === 'true'
+        ? errorBox(e.message)
+        : page('Error', html`<h1>${e.status}</h1>${errorBox(e.message)}<p><a href="${CONSOLE_PATH}">← Overview</a></p>`);
     send(res, body, e.status);
   });
   return router;

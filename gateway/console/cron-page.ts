@@ -20,7 +20,9 @@ function action(job: CronJobView, name: string, label: string, confirm?: string)
 function runRow(r: CronRunView, tz: string): Html {
   const started = ms(r.started_at);
   const finished = ms(r.finished_at);
-  const deliveries = r.deliveries.map((d) => html`<li>${d.target}: <span class="status status-${d.status}">${d.status}</span>${d.error ? ` (${d.error})` : ''}</li>`);
+  const deliveries = r.deliveries.map(
+    (d) => html`<li>${d.target}: <span class="status status-${d.status}">${d.status}</span>${d.error ? ` (${d.error})` : ''}</li>`,
+  );
   return html`<tr><td><span class="status status-${r.status}">${r.status}</span>${r.reason ? ` (${r.reason})` : ''}<br><span class="reason">${r.trigger}</span></td><td>${started === null ? '—' : at(started, tz)}</td><td>${duration(r.lateness_ms)}${r.late ? ' (late)' : ''}</td><td>${started !== null && finished !== null ? duration(finished - started) : '—'}</td><td><ul class="deliveries">${deliveries}</ul></td><td><pre class="text">${r.error ? `error: ${r.error}\n` : ''}${clip(r.output ?? '', 2000)}</pre></td></tr>`;
 }
 
@@ -51,15 +53,19 @@ ${next.length === 0 ? html`<p class="none">None: the job is ${job.state}.</p>` :
 
 /** The whole job page. */
 export function cronPage(job: CronJobView, runs: CronRunView[], now: number): Html {
-  return page(`Cron ${job.name}`, html`<h1>Cron job <code>${job.name}</code> <span class="reason">${job.id}</span></h1>
+  return page(
+    `Cron ${job.name}`,
+    html`<h1>Cron job <code>${job.name}</code> <span class="reason">${job.id}</span></h1>
 ${jobPanel(job, now)}
 <section><h2>Runs</h2>${runs.length === 0 ? html`<p class="none">No runs yet.</p>` : html`<table class="runs"><thead><tr><th>status</th><th>started</th><th>lateness</th><th>duration</th><th>delivery</th><th>output</th></tr></thead><tbody>${runs.map((r) => runRow(r, job.tz))}</tbody></table>`}</section>
-<p class="hint"><a href="${CONSOLE_PATH}">← Overview</a></p>`);
+<p class="hint"><a href="${CONSOLE_PATH}">← Overview</a></p>`,
+  );
 }
 
 /** The preview of a schedule as typed: the schedule in words and its next fire times, or why it is not one. */
 export function previewHtml(p: SchedulePreview | { error: string } | undefined, now: number): Html {
-  if (p === undefined) return html`<div id="preview" class="preview"><p class="none">Type a schedule: <code>weekdays at 9am</code>, <code>every 2h</code>, <code>0 9 * * 1-5</code>.</p></div>`;
+  if (p === undefined)
+    return html`<div id="preview" class="preview"><p class="none">Type a schedule: <code>weekdays at 9am</code>, <code>every 2h</code>, <code>0 9 * * 1-5</code>.</p></div>`;
   if ('error' in p) return html`<div id="preview" class="preview">${errorBox(p.error)}</div>`;
   const words = p.schedule.kind === 'cron' ? describeCron(p.schedule.expression) : undefined;
   return html`<div id="preview" class="preview"><p class="description">${scheduleText(p.schedule)}${words && p.schedule.display !== p.schedule.expression ? html` · <span class="words">${words}</span>` : ''} <span class="reason">(${p.tz})</span></p>
@@ -79,7 +85,9 @@ export interface CronFormValues {
 export function cronForm(values: CronFormValues, preview: Html, options: { job?: CronJobView; error?: string; defaultTz: string }): Html {
   const target = options.job ? `${cronUrl(options.job.id)}/edit` : `${CONSOLE_PATH}/cron`;
   const title = options.job ? `Edit ${options.job.name}` : 'New cron job';
-  return page(title, html`<h1>${title}</h1>
+  return page(
+    title,
+    html`<h1>${title}</h1>
 <form id="cron-form" class="cron-form" hx-post="${target}" hx-target="#form-error" hx-swap="innerHTML">
 <label>Schedule <input name="schedule" value="${values.schedule ?? ''}" placeholder="weekdays at 9am" required autocomplete="off"
   hx-get="${CONSOLE_PATH}/cron/preview" hx-trigger="input changed delay:250ms, load" hx-target="#preview" hx-swap="outerHTML" hx-include="#cron-form [name=tz]"></label>
@@ -92,5 +100,6 @@ ${preview}
 <button type="submit">${options.job ? 'Save' : 'Create'}</button>
 <div id="form-error">${options.error ? errorBox(options.error) : ''}</div>
 </form>
-<p class="hint">The agent runs the prompt at each fire time; jobs made here are agent turns (a script is the shell's: <code>hermes cron add … --script</code>).</p>`);
+<p class="hint">The agent runs the prompt at each fire time; jobs made here are agent turns (a script is the shell's: <code>hermes cron add … --script</code>).</p>`,
+  );
 }

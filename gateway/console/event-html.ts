@@ -40,7 +40,9 @@ export function eventHtml(e: SessionEvent): Html | undefined {
       return item(e.id, 'tick', ms, `⏰ ${String(d.kind)} tick #${String(d.tick)} started · late ${duration(Number(d.latenessMs ?? 0))}`);
     case 'reply': {
       const text = String(d.text ?? '');
-      const extra = [d.silent ? 'silent, not sent' : '', d.outcome && d.outcome !== 'continue' ? `→ ${String(d.outcome)}` : ''].filter(Boolean).join(' · ');
+      const extra = [d.silent ? 'silent, not sent' : '', d.outcome && d.outcome !== 'continue' ? `→ ${String(d.outcome)}` : '']
+        .filter(Boolean)
+        .join(' · ');
       return item(e.id, 'reply', ms, `${replyLabel(d)}${extra ? ` · ${extra}` : ''}`, text === '' ? '(empty reply)' : text);
     }
     case 'tick.unchanged':
@@ -52,13 +54,17 @@ export function eventHtml(e: SessionEvent): Html | undefined {
     case 'notice':
       return item(e.id, 'notice', ms, 'notice', String(d.text ?? ''));
     case 'tool.result': {
-      const outcome = d.error ? `error: ${String(d.error)}` : `${duration(Number(d.ms ?? 0))} · ${Number(d.bytes ?? 0).toLocaleString('en-US')} bytes${d.truncated ? ' (cut)' : ''}`;
+      const outcome = d.error
+        ? `error: ${String(d.error)}`
+        : `${duration(Number(d.ms ?? 0))} · ${Number(d.bytes ?? 0).toLocaleString('en-US')} bytes${d.truncated ? ' (cut)' : ''}`;
       return item(e.id, 'tool', ms, `🔧 ${String(d.name)}(${clip(String(d.arguments ?? ''), ARGS_SHOWN)}) · ${outcome}`);
     }
     case 'context.compacted':
       return item(e.id, 'notice', ms, `context compacted for ${String(d.model)}`);
     case 'delivery':
-      return d.status === 'sent' ? undefined : item(e.id, 'error', ms, `reply not sent to ${String(d.platform)}:${String(d.chatId)}`, String(d.error ?? ''));
+      return d.status === 'sent'
+        ? undefined
+        : item(e.id, 'error', ms, `reply not sent to ${String(d.platform)}:${String(d.chatId)}`, String(d.error ?? ''));
     case 'model.called':
     case 'tool.called':
       return undefined;
@@ -70,7 +76,8 @@ export function eventHtml(e: SessionEvent): Html | undefined {
 /** One transcript message as a list item (the page's history, before the live events). */
 export function messageHtml(m: TranscriptMessage, index: number): Html {
   const id = `t${index}`;
-  if (m.role === 'user') return item(id, 'user', m.at, `${m.source === 'message' ? 'user' : m.source} (${m.surface ?? 'unknown'})`, m.content);
+  if (m.role === 'user')
+    return item(id, 'user', m.at, `${m.source === 'message' ? 'user' : m.source} (${m.surface ?? 'unknown'})`, m.content);
   if (m.role === 'tool') return item(id, 'tool', m.at, `🔧 result of ${m.name ?? 'tool'}`, clip(m.content, TOOL_RESULT_SHOWN));
   const calls = (m.tool_calls ?? []).map((c) => `${c.name}(${clip(c.arguments, ARGS_SHOWN)})`).join(', ');
   return item(id, 'reply', m.at, calls ? `agent calls ${calls}` : `agent (${m.source})`, m.content === '' && calls ? undefined : m.content);

@@ -10,8 +10,14 @@ export const CONSOLE_PATH = '/ui';
 
 /** The console's Content-Security-Policy (no inline script: page code is `static/console.js`). */
 export const CONSOLE_CSP = [
-  "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:", "connect-src 'self'",
-  "form-action 'self'", "base-uri 'none'", "frame-ancestors 'none'",
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "base-uri 'none'",
+  "frame-ancestors 'none'",
 ].join('; ');
 
 /**
@@ -19,8 +25,14 @@ export const CONSOLE_CSP = [
  * 4xx/5xx answers swapped like others so an error the server rendered is shown where it belongs.
  */
 const HTMX_CONFIG = JSON.stringify({
-  includeIndicatorStyles: false, allowEval: false, allowScriptTags: false, selfRequestsOnly: true,
-  responseHandling: [{ code: '204', swap: false }, { code: '...', swap: true }],
+  includeIndicatorStyles: false,
+  allowEval: false,
+  allowScriptTags: false,
+  selfRequestsOnly: true,
+  responseHandling: [
+    { code: '204', swap: false },
+    { code: '...', swap: true },
+  ],
 });
 
 /** A whole page. */

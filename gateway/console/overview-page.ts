@@ -64,6 +64,9 @@ export function overviewBody(d: OverviewData): Html {
 
 /** The overview page: its body follows the overview's event stream. */
 export function overviewPage(d: OverviewData): Html {
-  return page('Overview', html`<h1>Overview</h1>
-<div id="overview" hx-ext="sse" sse-connect="${CONSOLE_PATH}/overview/stream" sse-swap="overview" hx-swap="innerHTML">${overviewBody(d)}</div>`);
+  return page(
+    'Overview',
+    html`<h1>Overview</h1>
+<div id="overview" hx-ext="sse" sse-connect="${CONSOLE_PATH}/overview/stream" sse-swap="overview" hx-swap="innerHTML">${overviewBody(d)}</div>`,
+  );
 }

@@ -22,12 +22,20 @@ export function schedulePanel(s: SessionSummary, now: number, error?: string): H
   for (const kind of ['loop', 'heartbeat'] as const) {
     const state = s[kind];
     const buttons = state
-      ? [state.record.status === 'active' ? button(s.id, kind, 'pause', 'Pause') : button(s.id, kind, 'resume', 'Resume'), button(s.id, kind, 'stop', 'Stop')]
+      ? [
+          state.record.status === 'active' ? button(s.id, kind, 'pause', 'Pause') : button(s.id, kind, 'resume', 'Resume'),
+          button(s.id, kind, 'stop', 'Stop'),
+        ]
       : [];
     rows.push(html`<tr data-kind="${kind}"><th>${kind}</th><td>${scheduleCell(state, now)}</td><td class="buttons">${buttons}</td></tr>`);
   }
   const g = s.goal;
-  const goalButtons = g ? [g.status === 'active' ? button(s.id, 'goal', 'pause', 'Pause') : button(s.id, 'goal', 'resume', 'Resume'), button(s.id, 'goal', 'stop', 'Clear')] : [];
+  const goalButtons = g
+    ? [
+        g.status === 'active' ? button(s.id, 'goal', 'pause', 'Pause') : button(s.id, 'goal', 'resume', 'Resume'),
+        button(s.id, 'goal', 'stop', 'Clear'),
+      ]
+    : [];
   rows.push(html`<tr data-kind="goal"><th>goal</th><td>${goalCell(g)}</td><td class="buttons">${goalButtons}</td></tr>`);
   return html`<section id="schedules"><table class="schedules">${rows}</table>${error ? errorBox(error) : ''}</section>`;
 }
@@ -41,15 +49,27 @@ export function messageForm(sessionId: string, error?: string): Html {
 }
 
 /** The whole page; the live list starts after `lastEventId`. */
-export function sessionPage(s: SessionSummary, transcript: { start: number; messages: TranscriptMessage[]; total: number }, recent: SessionEvent[], lastEventId: string, now: number): Html {
+export function sessionPage(
+  s: SessionSummary,
+  transcript: { start: number; messages: TranscriptMessage[]; total: number },
+  recent: SessionEvent[],
+  lastEventId: string,
+  now: number,
+): Html {
   const stream = `${sessionUrl(s.id)}/stream?after=${encodeURIComponent(lastEventId)}`;
-  const older = transcript.start > 0 ? html`<p class="none">${transcript.start} older messages: <a href="/api/sessions/${encodeURIComponent(s.id)}/transcript?before=${transcript.start}">/api/sessions/${s.id}/transcript</a></p>` : '';
-  return page(`Session ${s.id}`, html`<h1>Session <code>${s.id}</code></h1>
+  const older =
+    transcript.start > 0
+      ? html`<p class="none">${transcript.start} older messages: <a href="/api/sessions/${encodeURIComponent(s.id)}/transcript?before=${transcript.start}">/api/sessions/${s.id}/transcript</a></p>`
+      : '';
+  return page(
+    `Session ${s.id}`,
+    html`<h1>Session <code>${s.id}</code></h1>
 <div hx-ext="sse" sse-connect="${stream}">
 <div sse-swap="schedules" hx-target="#schedules" hx-swap="outerHTML">${schedulePanel(s, now)}</div>
 <section><h2>Transcript</h2>${older}${transcript.messages.length === 0 ? html`<p class="none">No messages yet.</p>` : html`<ol class="events transcript">${transcript.messages.map((m, i) => messageHtml(m, transcript.start + i))}</ol>`}</section>
 <section><h2>Events</h2><ol class="events live" id="events" sse-swap="event" hx-swap="beforeend">${recent.map(eventHtml)}</ol></section>
 </div>
 ${messageForm(s.id)}
-<p class="hint"><a href="${CONSOLE_PATH}">← Overview</a></p>`);
+<p class="hint"><a href="${CONSOLE_PATH}">← Overview</a></p>`,
+  );
 }

@@ -7,26 +7,53 @@
  * chat input never creates a command turn.
  */
 import {
-  ApplicationCommandOptionType, ApplicationCommandType, type APIChatInputApplicationCommandInteraction,
-  type API, type RESTPutAPIApplicationCommandsJSONBody,
+  ApplicationCommandOptionType,
+  ApplicationCommandType,
+  type APIChatInputApplicationCommandInteraction,
+  type API,
+  type RESTPutAPIApplicationCommandsJSONBody,
 } from '@discordjs/core';
 
 /** The commands, as registered (one free-text option each where the command takes arguments). */
 export const APPLICATION_COMMANDS: RESTPutAPIApplicationCommandsJSONBody = [
   {
-    name: 'loop', type: ApplicationCommandType.ChatInput,
+    name: 'loop',
+    type: ApplicationCommandType.ChatInput,
     description: 'A recurring task in this channel: /loop 10m check the build, or status | pause | resume | stop',
-    options: [{ name: 'args', description: 'interval and prompt (10m check the build), or status | pause | resume | stop', type: ApplicationCommandOptionType.String, required: false }],
+    options: [
+      {
+        name: 'args',
+        description: 'interval and prompt (10m check the build), or status | pause | resume | stop',
+        type: ApplicationCommandOptionType.String,
+        required: false,
+      },
+    ],
   },
   {
-    name: 'heartbeat', type: ApplicationCommandType.ChatInput,
+    name: 'heartbeat',
+    type: ApplicationCommandType.ChatInput,
     description: 'A regular check-in: /heartbeat every 30m anything new?',
-    options: [{ name: 'args', description: 'every <interval> <prompt>, or status | pause | resume | stop', type: ApplicationCommandOptionType.String, required: false }],
+    options: [
+      {
+        name: 'args',
+        description: 'every <interval> <prompt>, or status | pause | resume | stop',
+        type: ApplicationCommandOptionType.String,
+        required: false,
+      },
+    ],
   },
   {
-    name: 'goal', type: ApplicationCommandType.ChatInput,
+    name: 'goal',
+    type: ApplicationCommandType.ChatInput,
     description: 'A standing goal the agent keeps working toward',
-    options: [{ name: 'text', description: 'the goal (or status | pause | resume | clear)', type: ApplicationCommandOptionType.String, required: false }],
+    options: [
+      {
+        name: 'text',
+        description: 'the goal (or status | pause | resume | clear)',
+        type: ApplicationCommandOptionType.String,
+        required: false,
+      },
+    ],
   },
   { name: 'stop', type: ApplicationCommandType.ChatInput, description: 'Stop the schedules of this channel' },
   { name: 'status', type: ApplicationCommandType.ChatInput, description: 'The schedules of this channel' },

@@ -23,7 +23,10 @@ export function targetOfChannel(channel: Pick<APIChannel, 'id' | 'type'> & { par
 export class ChannelRoutes {
   private readonly known = new Map<string, DiscordTarget>();
 
-  constructor(private readonly api: API, private readonly log: Logger) {}
+  constructor(
+    private readonly api: API,
+    private readonly log: Logger,
+  ) {}
 
   /**
    * The target of a message's channel. A guild channel's type is looked up once; when the lookup

@@ -63,7 +63,9 @@ export async function loadDiscordAdapter(deps: DiscordAdapterDeps, ctx: PluginLo
   if (!token) throw new PlatformError('discord.bot_token is not set.', { platform: 'discord' });
   const maxRetryAfterMs = deps.config.gateway.max_retry_after_seconds * 1000;
   // Rate limits are the library's: buckets kept, a 429's retry_after waited out — unless longer than the cap (discord-send.ts).
-  const rest = new REST({ api: dc.api_url, version: '10', rejectOnRateLimit: (limit) => limit.retryAfter > maxRetryAfterMs }).setToken(token);
+  const rest = new REST({ api: dc.api_url, version: '10', rejectOnRateLimit: (limit) => limit.retryAfter > maxRetryAfterMs }).setToken(
+    token,
+  );
   const api = new API(rest);
   try {
     const me = await api.users.getCurrent({ signal: ctx.signal });
@@ -73,9 +75,18 @@ export async function loadDiscordAdapter(deps: DiscordAdapterDeps, ctx: PluginLo
     rest.clearHashSweeper();
     rest.clearHandlerSweeper();
     if (err instanceof DiscordAPIError) {
-      throw new PlatformError(`Discord refused the bot token (${err.status} ${err.message}).`, { platform: 'discord', method: 'getCurrentUser', errorCode: err.status, cause: err });
+      throw new PlatformError(`Discord refused the bot token (${err.status} ${err.message}).`, {
+        platform: 'discord',
+        method: 'getCurrentUser',
+        errorCode: err.status,
+        cause: err,
+      });
     }
-    throw new PlatformError(`Discord could not be reached: ${(err as Error).message}`, { platform: 'discord', method: 'getCurrentUser', cause: err });
+    throw new PlatformError(`Discord could not be reached: ${(err as Error).message}`, {
+      platform: 'discord',
+      method: 'getCurrentUser',
+      cause: err,
+    });
   }
 }
 
@@ -100,15 +111,41 @@ class DiscordAdapter implements PlatformAdapter {
     const allow = new AllowList(config.discord.allowed_users);
     if (allow.size === 0) this.log.warn('DISCORD_ALLOWED_USERS is empty: every Discord user is refused');
     const inbound: DiscordInboundDeps = {
-      redis, keys, queues: deps.queues, outbound: deps.outbound, api, allow, botId,
-      refusals: new DiscordRefusals({ redis, keys, outbound: deps.outbound, botId, intervalSeconds: config.discord.refusal_interval_seconds, log: this.log }),
-      channels: new ChannelRoutes(api, this.log), maxChars: config.agent.max_prompt_chars, log: this.log,
+      redis,
+      keys,
+      queues: deps.queues,
+      outbound: deps.outbound,
+      api,
+      allow,
+      botId,
+      refusals: new DiscordRefusals({
+        redis,
+        keys,
+        outbound: deps.outbound,
+        botId,
+        intervalSeconds: config.discord.refusal_interval_seconds,
+        log: this.log,
+      }),
+      channels: new ChannelRoutes(api, this.log),
+      maxChars: config.agent.max_prompt_chars,
+      log: this.log,
     };
     this.connection = new DiscordConnection({
-      token: config.discord.bot_token!, intents: discordIntents(config.discord.message_content_intent), rest,
-      lease: new PollLease(redis, keys.discordGatewayLease(botId), deps.instanceId, config.gateway.poll_lease_ttl_seconds * 1000, this.log, {
-        lease: 'Discord connection lease', held: 'this gateway connects as the bot', lost: 'the connection closes',
-      }),
+      token: config.discord.bot_token!,
+      intents: discordIntents(config.discord.message_content_intent),
+      rest,
+      lease: new PollLease(
+        redis,
+        keys.discordGatewayLease(botId),
+        deps.instanceId,
+        config.gateway.poll_lease_ttl_seconds * 1000,
+        this.log,
+        {
+          lease: 'Discord connection lease',
+          held: 'this gateway connects as the bot',
+          lost: 'the connection closes',
+        },
+      ),
       sessions: new DiscordSessionStore(redis, keys.discordGatewaySession(botId), this.log),
       onDispatch: (payload) => dispatch(payload, inbound),
       onFatal: (err) => ctx.onFatal(err),
@@ -116,18 +153,29 @@ class DiscordAdapter implements PlatformAdapter {
     });
     this.bull = openRedisClient(deps.topology, 'bullmq');
     this.bull.on('error', () => {});
-    this.sender = new OrderedSender({
-      queueName: OUTBOUND_QUEUES.discord, queue: deps.outbound, redis, connection: this.bull, keys,
-      concurrency: config.gateway.outbound_concurrency, orderRecheckMs: config.gateway.outbound_order_recheck_ms,
-      maxRetryAfterSeconds: config.gateway.max_retry_after_seconds,
-      lockDurationMs: config.worker.lock_duration_ms, lockRenewMs: config.worker.lock_renew_ms,
-      stalledIntervalMs: config.worker.stalled_interval_ms, maxStalledCount: config.worker.max_stalled_count,
-      eventsMaxLen: config.worker.events_max_entries, log: this.log,
-      countSend: (outcome) => {
-        if (outcome === 'sent') this.partsSent++;
-        deps.metrics?.platformSends.inc({ platform: 'discord', outcome });
+    this.sender = new OrderedSender(
+      {
+        queueName: OUTBOUND_QUEUES.discord,
+        queue: deps.outbound,
+        redis,
+        connection: this.bull,
+        keys,
+        concurrency: config.gateway.outbound_concurrency,
+        orderRecheckMs: config.gateway.outbound_order_recheck_ms,
+        maxRetryAfterSeconds: config.gateway.max_retry_after_seconds,
+        lockDurationMs: config.worker.lock_duration_ms,
+        lockRenewMs: config.worker.lock_renew_ms,
+        stalledIntervalMs: config.worker.stalled_interval_ms,
+        maxStalledCount: config.worker.max_stalled_count,
+        eventsMaxLen: config.worker.events_max_entries,
+        log: this.log,
+        countSend: (outcome) => {
+          if (outcome === 'sent') this.partsSent++;
+          deps.metrics?.platformSends.inc({ platform: 'discord', outcome });
+        },
       },
-    }, discordSend(api));
+      discordSend(api),
+    );
   }
 
   async start(): Promise<void> {
@@ -149,7 +197,8 @@ class DiscordAdapter implements PlatformAdapter {
   stop(): Promise<void> {
     this.stopped ??= (async () => {
       await this.connection.stop().catch((err: Error) => this.log.warn({ err: err.message }, 'Discord connection stop failed'));
-      await this.sender.stop(this.deps.config.gateway.outbound_stop_timeout_seconds * 1000)
+      await this.sender
+        .stop(this.deps.config.gateway.outbound_stop_timeout_seconds * 1000)
         .catch((err: Error) => this.log.warn({ err: err.message }, 'Discord outbound stop failed'));
       this.rest.clearHashSweeper();
       this.rest.clearHandlerSweeper();

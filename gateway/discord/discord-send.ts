@@ -36,7 +36,12 @@ export function classifyDiscordError(err: unknown): SendFailure {
     return {
       kind: 'refused',
       // The message only: the error's URL may hold an interaction token.
-      error: new PlatformError(`Discord refused the message (${err.status} ${err.message}).`, { platform: 'discord', method: 'createMessage', errorCode: err.status, cause: err }),
+      error: new PlatformError(`Discord refused the message (${err.status} ${err.message}).`, {
+        platform: 'discord',
+        method: 'createMessage',
+        errorCode: err.status,
+        cause: err,
+      }),
     };
   }
   return { kind: 'transient' };
@@ -48,7 +53,11 @@ export function discordSend(api: API): PlatformSend {
     platform: 'discord',
     parts: discordParts,
     async send(data: OutboundData, part: string, signal: AbortSignal | undefined) {
-      const sent = await api.channels.createMessage(data.threadId ?? data.chatId, { content: part, allowed_mentions: { parse: [] } }, signal ? { signal } : {});
+      const sent = await api.channels.createMessage(
+        data.threadId ?? data.chatId,
+        { content: part, allowed_mentions: { parse: [] } },
+        signal ? { signal } : {},
+      );
       return sent.id;
     },
     classify: classifyDiscordError,

@@ -73,7 +73,9 @@ export class DiscordConnection {
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.loopDone = this.loop().catch((err: Error) => this.options.log.error({ err: err.message }, 'Discord connection loop stopped unexpectedly'));
+    this.loopDone = this.loop().catch((err: Error) =>
+      this.options.log.error({ err: err.message }, 'Discord connection loop stopped unexpectedly'),
+    );
   }
 
   /**
@@ -101,7 +103,10 @@ export class DiscordConnection {
       }
       if (!held) {
         if (!this.standbyLogged) {
-          log.info({ holder: await lease.currentHolder().catch(() => null) }, 'another gateway is connected as this Discord bot; standing by');
+          log.info(
+            { holder: await lease.currentHolder().catch(() => null) },
+            'another gateway is connected as this Discord bot; standing by',
+          );
           this.standbyLogged = true;
         }
         await this.sleep(await lease.standbyWaitMs().catch(() => lease.retryMs));
@@ -130,7 +135,10 @@ export class DiscordConnection {
     const { token, intents, rest, sessions, log } = this.options;
     await sessions.load();
     const manager = new WebSocketManager({
-      token, intents, rest, shardCount: 1,
+      token,
+      intents,
+      rest,
+      shardCount: 1,
       retrieveSessionInfo: () => sessions.retrieve(),
       updateSessionInfo: (_shardId: number, info: SessionInfo | null) => sessions.update(info),
     });
@@ -147,7 +155,9 @@ export class DiscordConnection {
       log.error({ err: message }, 'Discord gateway refused the connection');
       this.running = false;
       this.wake?.();
-      this.options.onFatal(new PlatformError(`Discord gateway refused the connection: ${message}.`, { platform: 'discord', method: 'gateway', cause: err }));
+      this.options.onFatal(
+        new PlatformError(`Discord gateway refused the connection: ${message}.`, { platform: 'discord', method: 'gateway', cause: err }),
+      );
     });
     this.connects++;
     await manager.connect();
@@ -166,7 +176,10 @@ export class DiscordConnection {
     } catch (err) {
       this.replayNeeded = true;
       this.wake?.();
-      this.options.log.warn({ err: (err as Error).message, event: payload.t, sequence: payload.s }, 'Discord event not stored; the connection resumes so it is replayed');
+      this.options.log.warn(
+        { err: (err as Error).message, event: payload.t, sequence: payload.s },
+        'Discord event not stored; the connection resumes so it is replayed',
+      );
     }
   }
 

@@ -19,8 +19,12 @@
  */
 import type { Queue } from 'bullmq';
 import {
-  InteractionType, MessageFlags, type API, type APIChatInputApplicationCommandInteraction,
-  type GatewayInteractionCreateDispatchData, type GatewayMessageCreateDispatchData,
+  InteractionType,
+  MessageFlags,
+  type API,
+  type APIChatInputApplicationCommandInteraction,
+  type GatewayInteractionCreateDispatchData,
+  type GatewayMessageCreateDispatchData,
 } from '@discordjs/core';
 import type { Logger } from 'pino';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
@@ -69,7 +73,10 @@ export function discordSessionId(target: DiscordTarget): string {
 }
 
 /** The text of a message without the bot's mentions (`<@id>`, `<@!id>`), or `undefined` when it is not for the bot. */
-export function textForBot(msg: Pick<GatewayMessageCreateDispatchData, 'content' | 'guild_id' | 'mentions'>, botId: string): string | undefined {
+export function textForBot(
+  msg: Pick<GatewayMessageCreateDispatchData, 'content' | 'guild_id' | 'mentions'>,
+  botId: string,
+): string | undefined {
   const mentioned = msg.mentions?.some((u) => u.id === botId) || new RegExp(`<@!?${botId}>`).test(msg.content);
   if (msg.guild_id !== undefined && !mentioned) return undefined;
   return msg.content.replace(new RegExp(`<@!?${botId}>`, 'g'), ' ').trim();
@@ -87,9 +94,15 @@ export async function storeMessage(msg: GatewayMessageCreateDispatchData, deps: 
   const target = await deps.channels.targetOf(msg.channel_id, msg.guild_id !== undefined);
   const sessionId = discordSessionId(target);
   const userId = msg.author.id;
-  const reply = (occurrenceId: string, body: string) => enqueueOutbound(deps.outbound, {
-    platform: 'discord', chatId: target.chatId, ...(target.threadId ? { threadId: target.threadId } : {}), text: body, sessionId, occurrenceId,
-  });
+  const reply = (occurrenceId: string, body: string) =>
+    enqueueOutbound(deps.outbound, {
+      platform: 'discord',
+      chatId: target.chatId,
+      ...(target.threadId ? { threadId: target.threadId } : {}),
+      text: body,
+      sessionId,
+      occurrenceId,
+    });
   const command = parseChatCommand(text);
   if (command.kind === 'other-bot') {
     log.debug({ channelId: msg.channel_id, command: command.name }, 'Discord command for another bot ignored');
@@ -97,9 +110,15 @@ export async function storeMessage(msg: GatewayMessageCreateDispatchData, deps: 
   }
   if (!deps.allow.allows(userId)) {
     const outcome = await deps.refusals.refuse({
-      channelId: target.chatId, threadId: target.threadId, userId, sessionId, occurrenceId: `refusal:dc-${msg.id}`, text: REFUSAL_TEXT,
+      channelId: target.chatId,
+      threadId: target.threadId,
+      userId,
+      sessionId,
+      occurrenceId: `refusal:dc-${msg.id}`,
+      text: REFUSAL_TEXT,
     });
-    if (outcome !== 'limited') log.warn({ userId, channelId: msg.channel_id, refusal: outcome }, 'Discord message refused: user not in DISCORD_ALLOWED_USERS');
+    if (outcome !== 'limited')
+      log.warn({ userId, channelId: msg.channel_id, refusal: outcome }, 'Discord message refused: user not in DISCORD_ALLOWED_USERS');
     return 'refused';
   }
   if (text.length === 0) {
@@ -129,7 +148,10 @@ export async function storeMessage(msg: GatewayMessageCreateDispatchData, deps: 
  * An acknowledgement Discord refuses (a replayed interaction, an expired token) is logged, not thrown.
  * @throws when Redis refused a write (the event is not confirmed and is replayed)
  */
-export async function storeInteraction(interaction: GatewayInteractionCreateDispatchData, deps: DiscordInboundDeps): Promise<InboundOutcome> {
+export async function storeInteraction(
+  interaction: GatewayInteractionCreateDispatchData,
+  deps: DiscordInboundDeps,
+): Promise<InboundOutcome> {
   if (interaction.type !== InteractionType.ApplicationCommand) return 'ignored';
   const command = interaction as APIChatInputApplicationCommandInteraction;
   const log = deps.log.child({ interactionId: command.id });

@@ -45,10 +45,20 @@ export class DiscordRefusals {
    * Refuse `userId` in the channel with a message, unless refused there within the interval or the channel has replies queued.
    * @throws when Redis refused the mark or the queueing (the event is not confirmed and is replayed)
    */
-  async refuse(target: { channelId: string; threadId?: string; userId: string; sessionId: string; occurrenceId: string; text: string }): Promise<RefusalOutcome> {
+  async refuse(target: {
+    channelId: string;
+    threadId?: string;
+    userId: string;
+    sessionId: string;
+    occurrenceId: string;
+    text: string;
+  }): Promise<RefusalOutcome> {
     const { redis, keys, outbound, log } = this.options;
     if (!(await this.mark(target.channelId, target.userId))) {
-      log.debug({ userId: target.userId, channelId: target.channelId }, 'user outside the allow-list was refused here within discord.refusal_interval_seconds: not answered again');
+      log.debug(
+        { userId: target.userId, channelId: target.channelId },
+        'user outside the allow-list was refused here within discord.refusal_interval_seconds: not answered again',
+      );
       return 'limited';
     }
     if ((await redis.zcard(keys.outboundOrder('discord', target.channelId))) > 0) {
@@ -57,8 +67,12 @@ export class DiscordRefusals {
       return 'dropped';
     }
     const data: OutboundData = {
-      platform: 'discord', chatId: target.channelId, ...(target.threadId ? { threadId: target.threadId } : {}),
-      text: target.text, sessionId: target.sessionId, occurrenceId: target.occurrenceId,
+      platform: 'discord',
+      chatId: target.channelId,
+      ...(target.threadId ? { threadId: target.threadId } : {}),
+      text: target.text,
+      sessionId: target.sessionId,
+      occurrenceId: target.occurrenceId,
     };
     try {
       await outbound.add('send', data, { jobId: outboundJobId(target.occurrenceId), priority: REFUSAL_PRIORITY });

@@ -65,20 +65,24 @@ const economyFields = {
 };
 
 const createSchema = z.discriminatedUnion('kind', [
-  z.object({
-    kind: z.literal('loop'),
-    session_id: z.string().min(1),
-    /** Everything after `/loop`, e.g. `5m check the CI build --times 3 --notify done`. */
-    args: z.string().min(1),
-    ...economyFields,
-  }).strict(),
-  z.object({
-    kind: z.literal('heartbeat'),
-    session_id: z.string().min(1),
-    interval_seconds: z.number().positive().max(MAX_INTERVAL_SECONDS),
-    prompt: z.string().min(1),
-    ...economyFields,
-  }).strict(),
+  z
+    .object({
+      kind: z.literal('loop'),
+      session_id: z.string().min(1),
+      /** Everything after `/loop`, e.g. `5m check the CI build --times 3 --notify done`. */
+      args: z.string().min(1),
+      ...economyFields,
+    })
+    .strict(),
+  z
+    .object({
+      kind: z.literal('heartbeat'),
+      session_id: z.string().min(1),
+      interval_seconds: z.number().positive().max(MAX_INTERVAL_SECONDS),
+      prompt: z.string().min(1),
+      ...economyFields,
+    })
+    .strict(),
 ]);
 
 /** The economy a body's fields ask for (a flag in `args` wins over its field). */
@@ -99,7 +103,8 @@ export function apiRouter(deps: ApiDeps): Router {
   const router = Router();
 
   router.use((_req, _res, next) => {
-    if (deps.inflight.draining) next(new HttpError(503, 'The gateway is shutting down; retry shortly.', 'service_unavailable', 'server_draining'));
+    if (deps.inflight.draining)
+      next(new HttpError(503, 'The gateway is shutting down; retry shortly.', 'service_unavailable', 'server_draining'));
     else next();
   });
 
@@ -120,16 +125,34 @@ export function apiRouter(deps: ApiDeps): Router {
         maxPromptChars: deps.config.agent.max_prompt_chars,
       });
       if (cmd.action !== 'set') {
-        throw new HttpError(400, `"${body.args}" is a control word; use the pause/resume/DELETE routes.`, 'invalid_request_error', 'not_a_schedule', 'args');
+        throw new HttpError(
+          400,
+          `"${body.args}" is a control word; use the pause/resume/DELETE routes.`,
+          'invalid_request_error',
+          'not_a_schedule',
+          'args',
+        );
       }
       spec = { ...cmd, economy: { ...economyOf(body), ...cmd.economy } };
     } else {
       const min = deps.config.heartbeat.min_interval_seconds;
       if (body.interval_seconds < min) {
-        throw new HttpError(400, `interval_seconds must be at least ${min} for a heartbeat.`, 'invalid_request_error', 'interval_too_small', 'interval_seconds');
+        throw new HttpError(
+          400,
+          `interval_seconds must be at least ${min} for a heartbeat.`,
+          'invalid_request_error',
+          'interval_too_small',
+          'interval_seconds',
+        );
       }
       if (body.prompt.length > deps.config.agent.max_prompt_chars) {
-        throw new HttpError(400, `The prompt is ${body.prompt.length} characters; the limit is ${deps.config.agent.max_prompt_chars}.`, 'invalid_request_error', 'prompt_too_long', 'prompt');
+        throw new HttpError(
+          400,
+          `The prompt is ${body.prompt.length} characters; the limit is ${deps.config.agent.max_prompt_chars}.`,
+          'invalid_request_error',
+          'prompt_too_long',
+          'prompt',
+        );
       }
       spec = { prompt: body.prompt, intervalSeconds: body.interval_seconds, times: null, until: null, notes: [], economy: economyOf(body) };
     }
@@ -171,7 +194,13 @@ export function apiRouter(deps: ApiDeps): Router {
     const from = typeof req.query.after === 'string' && req.query.after !== '' ? req.query.after : '0';
     let after = lastEventId(req, from);
     if (after !== '$' && !isStreamId(after)) {
-      throw new HttpError(400, 'Last-Event-ID must be an event id like 1700000000000-0.', 'invalid_request_error', 'invalid_event_id', 'Last-Event-ID');
+      throw new HttpError(
+        400,
+        'Last-Event-ID must be an event id like 1700000000000-0.',
+        'invalid_request_error',
+        'invalid_event_id',
+        'Last-Event-ID',
+      );
     }
     if (after === '$') after = await sessions.lastEventId(sessionId);
     // One shared reader serves every stream (gateway/stream-fanout.ts); beyond the cap this throws (429).
@@ -190,7 +219,8 @@ export function apiRouter(deps: ApiDeps): Router {
 function target(params: Record<string, string | string[] | undefined>): { sessionId: string; kind: LoopKind } {
   const sessionId = assertSessionId(String(params.session));
   const parsed = kindSchema.safeParse(params.kind);
-  if (!parsed.success) throw new HttpError(404, `Unknown schedule kind "${String(params.kind)}"; use loop or heartbeat.`, 'not_found_error', 'unknown_kind');
+  if (!parsed.success)
+    throw new HttpError(404, `Unknown schedule kind "${String(params.kind)}"; use loop or heartbeat.`, 'not_found_error', 'unknown_kind');
   return { sessionId, kind: parsed.data };
 }
 

@@ -17,7 +17,10 @@ import { errorBody } from './errors.ts';
  * (`127.1` too), `::1`, IPv4-mapped `::ffff:127.x` / `::ffff:7f00:1`; brackets allowed.
  */
 export function isLoopbackHost(host: string): boolean {
-  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
+  const h = host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[|\]$/g, '');
   if (h === 'localhost') return true;
   return ipaddr.isValid(h) && ipaddr.process(h).range() === 'loopback';
 }
@@ -63,7 +66,10 @@ export function bearerAuth(key: string | undefined): RequestHandler {
     const header = req.get('authorization') ?? '';
     const m = /^Bearer\s+(.+)$/i.exec(header.trim());
     const refuse = (message: string, code: string) => {
-      res.status(401).set({ 'WWW-Authenticate': 'Bearer', Connection: 'close' }).json(errorBody(message, 'authentication_error', code));
+      res
+        .status(401)
+        .set({ 'WWW-Authenticate': 'Bearer', Connection: 'close' })
+        .json(errorBody(message, 'authentication_error', code));
     };
     if (!m) return refuse('Missing API key: send Authorization: Bearer <API_SERVER_KEY>.', 'missing_api_key');
     if (!keyMatches(m[1]!.trim(), key)) return refuse('Incorrect API key.', 'invalid_api_key');

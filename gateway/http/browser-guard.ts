@@ -57,7 +57,10 @@ export function browserRefusal(req: Request, key: string | undefined): { message
   }
   const origin = req.get('origin');
   if (origin !== undefined && !sameOrigin(origin, host)) {
-    return { message: 'Cross-origin requests are refused: the gateway serves no web pages but its own dashboard.', code: 'cross_origin_refused' };
+    return {
+      message: 'Cross-origin requests are refused: the gateway serves no web pages but its own dashboard.',
+      code: 'cross_origin_refused',
+    };
   }
   return undefined;
 }
@@ -70,7 +73,10 @@ export function browserGuard(key: string | undefined): RequestHandler {
   return (req, res, next) => {
     const refusal = browserRefusal(req, key);
     if (!refusal) return next();
-    res.status(403).set('Connection', 'close').json(errorBody(refusal.message, 'invalid_request_error', refusal.code));
+    res
+      .status(403)
+      .set('Connection', 'close')
+      .json(errorBody(refusal.message, 'invalid_request_error', refusal.code));
   };
 }
 

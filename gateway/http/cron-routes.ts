@@ -9,7 +9,14 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { HttpError } from './errors.ts';
-import { MISFIRE_POLICIES, NOTIFY_POLICIES, OVERLAP_POLICIES, type MisfirePolicy, type NotifyPolicy, type OverlapPolicy } from '../../scheduler/cron/cron-job.ts';
+import {
+  MISFIRE_POLICIES,
+  NOTIFY_POLICIES,
+  OVERLAP_POLICIES,
+  type MisfirePolicy,
+  type NotifyPolicy,
+  type OverlapPolicy,
+} from '../../scheduler/cron/cron-job.ts';
 
 /** Fields of a new job as the HTTP surface accepts them (the CLI's `add` flags). */
 export interface CronAddInput {

@@ -43,7 +43,10 @@ export function basicKeyAuth(key: string | undefined, page = { realm: 'hermes qu
     }
     if (presented !== undefined && keyMatches(presented, key)) return next();
     // Connection: close, as for the bearer key: an unread body is not drained either.
-    res.status(401).set({ 'WWW-Authenticate': `Basic realm="${page.realm}", charset="UTF-8"`, Connection: 'close' }).type('text/plain')
+    res
+      .status(401)
+      .set({ 'WWW-Authenticate': `Basic realm="${page.realm}", charset="UTF-8"`, Connection: 'close' })
+      .type('text/plain')
       .send(`${page.name} needs the API key: any user name (hermes), API_SERVER_KEY as the password.\n`);
   };
 }
@@ -60,9 +63,14 @@ export function dashboardRouter(queues: Queue[], options: { readOnly: boolean })
   const names = queues.map((q) => q.name);
   const shared = new Set(names.filter((n, i) => names.indexOf(n) !== i));
   createBullBoard({
-    queues: queues.map((q) => new BullMQAdapter(q, {
-      readOnlyMode: options.readOnly, allowRetries: !options.readOnly, ...(shared.has(q.name) ? { prefix: `${q.opts.prefix ?? ''}:` } : {}),
-    })),
+    queues: queues.map(
+      (q) =>
+        new BullMQAdapter(q, {
+          readOnlyMode: options.readOnly,
+          allowRetries: !options.readOnly,
+          ...(shared.has(q.name) ? { prefix: `${q.opts.prefix ?? ''}:` } : {}),
+        }),
+    ),
     serverAdapter,
     options: { uiConfig: { boardTitle: 'hermes queues' } },
   });

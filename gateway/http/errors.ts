@@ -45,7 +45,10 @@ export function errorBody(message: string, type: ApiErrorType, code: string | nu
 /** Answer with an error (no-op when headers were already sent). */
 export function sendError(res: Response, err: HttpError): void {
   if (res.headersSent) return;
-  res.status(err.status).set(err.headers).json(errorBody(err.message, err.type, err.code, err.param));
+  res
+    .status(err.status)
+    .set(err.headers)
+    .json(errorBody(err.message, err.type, err.code, err.param));
 }
 
 /** The error type that goes with an HTTP status. */
@@ -67,7 +70,10 @@ export function storeUnavailableError(detail?: string): HttpError {
   return new HttpError(
     503,
     `The gateway cannot reach Redis${detail ? ` (${detail})` : ''}, so it can store and queue nothing right now; retry in a few seconds.`,
-    'service_unavailable', 'store_unavailable', null, { 'Retry-After': STORE_RETRY_AFTER },
+    'service_unavailable',
+    'store_unavailable',
+    null,
+    { 'Retry-After': STORE_RETRY_AFTER },
   );
 }
 
@@ -80,7 +86,10 @@ export function storeRefusedError(code: string, detail: string): HttpError {
     503,
     `Redis refused to store this request (${code}: ${detail}), so nothing was changed; retry in a few seconds. ` +
       'The operator should check Redis (memory, disk, replication).',
-    'service_unavailable', 'store_refused_write', null, { 'Retry-After': STORE_RETRY_AFTER },
+    'service_unavailable',
+    'store_refused_write',
+    null,
+    { 'Retry-After': STORE_RETRY_AFTER },
   );
 }
 
@@ -90,7 +99,9 @@ function isRedisUnavailable(err: unknown): boolean {
   if (!e || typeof e !== 'object') return false;
   if (e.name === 'MaxRetriesPerRequestError' || e.name === 'ClusterAllFailedError') return true;
   if (e.code === 'ECONNREFUSED' || e.code === 'ECONNRESET' || e.code === 'EPIPE') return true;
-  return /^(Command timed out|Connection is closed\.|Stream isn't writeable|All sentinels are unreachable|Failed to refresh slots cache)/.test(e.message ?? '');
+  return /^(Command timed out|Connection is closed\.|Stream isn't writeable|All sentinels are unreachable|Failed to refresh slots cache)/.test(
+    e.message ?? '',
+  );
 }
 
 /** Map any thrown value to an `HttpError`. */
@@ -99,7 +110,13 @@ export function toHttpError(err: unknown): HttpError {
   if (err instanceof z.ZodError) {
     const issue = err.issues[0]!;
     const param = issue.path.map(String).join('.') || null;
-    return new HttpError(400, `Invalid request body${param ? ` at ${param}` : ''}: ${issue.message}`, 'invalid_request_error', 'invalid_body', param);
+    return new HttpError(
+      400,
+      `Invalid request body${param ? ` at ${param}` : ''}: ${issue.message}`,
+      'invalid_request_error',
+      'invalid_body',
+      param,
+    );
   }
   if (err instanceof UnknownJobError) return new HttpError(404, err.message, 'not_found_error', 'unknown_job', 'ref');
   if (err instanceof ScheduleInputError) return new HttpError(400, err.message, 'invalid_request_error', err.code, err.field ?? null);
@@ -110,14 +127,16 @@ export function toHttpError(err: unknown): HttpError {
   // A write Redis refused (OOM, MISCONF/ENOSPC, READONLY, …) is a 503 whatever wraps it.
   const refusal = redisRefusal(err);
   if (refusal) return storeRefusedError(refusal.code, refusal.message);
-  if (err instanceof StoreUnavailableError) return new HttpError(503, err.message, 'service_unavailable', err.code, null, { 'Retry-After': STORE_RETRY_AFTER });
+  if (err instanceof StoreUnavailableError)
+    return new HttpError(503, err.message, 'service_unavailable', err.code, null, { 'Retry-After': STORE_RETRY_AFTER });
   if (isRedisUnavailable(err)) return storeUnavailableError((err as Error).message.replace(/\.$/, ''));
   const e = err as { type?: string; status?: number; message?: string };
   // body-parser errors (express.json): malformed JSON, too large, wrong charset
   if (e?.type === 'entity.parse.failed') {
     return new HttpError(400, 'The request body is not valid JSON.', 'invalid_request_error', 'invalid_json');
   }
-  if (e?.type === 'entity.too.large') return new HttpError(413, 'The request body is too large.', 'invalid_request_error', 'body_too_large');
+  if (e?.type === 'entity.too.large')
+    return new HttpError(413, 'The request body is too large.', 'invalid_request_error', 'body_too_large');
   if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
     return new HttpError(e.status, e.message ?? 'Bad request.', typeForStatus(e.status), null);
   }
@@ -129,7 +148,8 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
     const httpErr = toHttpError(err);
     if (httpErr.code === 'store_refused_write') refusedWrites(log, req.path, httpErr.message);
-    else if (httpErr.status >= 500 && httpErr.code !== 'store_unavailable') log.error({ err: (err as Error)?.message, path: req.path }, 'request failed');
+    else if (httpErr.status >= 500 && httpErr.code !== 'store_unavailable')
+      log.error({ err: (err as Error)?.message, path: req.path }, 'request failed');
     sendError(res, httpErr);
   };
 }
@@ -147,6 +167,9 @@ function refusedWrites(log: Logger, path: string, message: string): void {
     return;
   }
   refusedLoggedAt = now;
-  log.warn({ path, err: message, ...(refusedSuppressed > 0 ? { suppressed: refusedSuppressed } : {}) }, 'Redis refuses writes: requests are answered 503');
+  log.warn(
+    { path, err: message, ...(refusedSuppressed > 0 ? { suppressed: refusedSuppressed } : {}) },
+    'Redis refuses writes: requests are answered 503',
+  );
   refusedSuppressed = 0;
 }

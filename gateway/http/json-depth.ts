@@ -54,10 +54,14 @@ export function jsonDepthGuard(maxDepth: number): RequestHandler {
     const path = tooDeepPath(body, maxDepth);
     if (!path) return next();
     const top = path.length > 0 && !Array.isArray(body) ? String(path[0]) : null;
-    next(new HttpError(
-      400,
-      `The request body is nested deeper than ${maxDepth} levels${top ? ` in ${top}` : ''} (at ${showPath(path) || 'the top'}); api_server.max_json_depth is ${maxDepth}.`,
-      'invalid_request_error', 'json_too_deep', top,
-    ));
+    next(
+      new HttpError(
+        400,
+        `The request body is nested deeper than ${maxDepth} levels${top ? ` in ${top}` : ''} (at ${showPath(path) || 'the top'}); api_server.max_json_depth is ${maxDepth}.`,
+        'invalid_request_error',
+        'json_too_deep',
+        top,
+      ),
+    );
   };
 }

@@ -125,8 +125,11 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
       return;
     }
     res.json({
-      status, reasons: r.reasons, redis: r.redis,
-      worker_heartbeat_age_ms: r.workerHeartbeatAgeMs, ...options.health.details(),
+      status,
+      reasons: r.reasons,
+      redis: r.redis,
+      worker_heartbeat_age_ms: r.workerHeartbeatAgeMs,
+      ...options.health.details(),
     });
   };
   app.get('/health/ready', ready);
@@ -138,7 +141,9 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
     app.post(route.path, express.raw({ type: () => true, limit: PLATFORM_BODY_LIMIT }), async (req, res, next) => {
       try {
         const answer = await route.handle({
-          path: route.path, headers: req.headers, rawBody: Buffer.isBuffer(req.body) ? req.body.toString('utf8') : '',
+          path: route.path,
+          headers: req.headers,
+          rawBody: Buffer.isBuffer(req.body) ? req.body.toString('utf8') : '',
         });
         res.status(answer.status);
         if (answer.json === undefined) res.end();
@@ -172,18 +177,39 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
   // A body nested deeper than the limit is a 400 before anything walks it (json-depth.ts).
   const jsonBody = [parseJson, jsonDepthGuard(options.limits.maxJsonDepth)];
   const sseMaxBufferedBytes = options.limits.sseMaxBufferedBytes;
-  app.use('/v1', auth, storeGate, ...jsonBody, v1Router({ ...options.v1, streams, sseMaxBufferedBytes, log: log.child({ component: 'v1' }) }));
-  app.use('/api', auth, storeGate, ...jsonBody, apiRouter({ ...options.api, streams, sseMaxBufferedBytes, log: log.child({ component: 'api' }) }));
+  app.use(
+    '/v1',
+    auth,
+    storeGate,
+    ...jsonBody,
+    v1Router({ ...options.v1, streams, sseMaxBufferedBytes, log: log.child({ component: 'v1' }) }),
+  );
+  app.use(
+    '/api',
+    auth,
+    storeGate,
+    ...jsonBody,
+    apiRouter({ ...options.api, streams, sseMaxBufferedBytes, log: log.child({ component: 'api' }) }),
+  );
 
   if (options.dashboard) {
     // Gated like /api: the dashboard's queue reads would otherwise wait out the whole outage.
-    app.use(DASHBOARD_PATH, basicKeyAuth(options.key), storeGate, dashboardRouter(options.dashboard.queues, { readOnly: options.dashboard.readOnly }));
+    app.use(
+      DASHBOARD_PATH,
+      basicKeyAuth(options.key),
+      storeGate,
+      dashboardRouter(options.dashboard.queues, { readOnly: options.dashboard.readOnly }),
+    );
   }
 
   if (options.console) {
     // Same access as the dashboard (a browser cannot send a bearer header); gated like /api.
-    app.use(CONSOLE_PATH, basicKeyAuth(options.key, { realm: 'hermes console', name: 'The console' }), storeGate,
-      consoleRouter({ ...options.console, streams, sseMaxBufferedBytes, log: log.child({ component: 'console' }) }));
+    app.use(
+      CONSOLE_PATH,
+      basicKeyAuth(options.key, { realm: 'hermes console', name: 'The console' }),
+      storeGate,
+      consoleRouter({ ...options.console, streams, sseMaxBufferedBytes, log: log.child({ component: 'console' }) }),
+    );
   }
 
   app.use((req, res, next) => {
@@ -204,7 +230,10 @@ function countRequests(metrics: HermesMetrics): express.RequestHandler {
   return (req, res, next) => {
     res.once('finish', () => {
       const pattern = (req.route as { path?: unknown } | undefined)?.path;
-      metrics.httpRequests.inc({ route: typeof pattern === 'string' ? routeLabel(req.originalUrl, pattern) : 'unmatched', status: String(res.statusCode) });
+      metrics.httpRequests.inc({
+        route: typeof pattern === 'string' ? routeLabel(req.originalUrl, pattern) : 'unmatched',
+        status: String(res.statusCode),
+      });
     });
     next();
   };

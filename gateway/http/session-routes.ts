@@ -25,11 +25,13 @@ const pageSchema = z.object({
   before: z.coerce.number().int().min(0).optional(),
 });
 
-const messageSchema = z.object({
-  text: z.string(),
-  /** An id of the caller's own: the same id sent again is queued once. */
-  message_id: z.string().optional(),
-}).strict();
+const messageSchema = z
+  .object({
+    text: z.string(),
+    /** An id of the caller's own: the same id sent again is queued once. */
+    message_id: z.string().optional(),
+  })
+  .strict();
 
 /** Routes under `/api/sessions` (but its `/:id/events` stream). */
 export function sessionRouter(deps: SessionRouteDeps): Router {
@@ -45,7 +47,9 @@ export function sessionRouter(deps: SessionRouteDeps): Router {
     const { limit, before } = pageSchema.parse(req.query);
     const page = await deps.sessions.transcriptPage(sessionId, { limit, ...(before !== undefined ? { before } : {}) });
     res.json({
-      object: 'list', session_id: sessionId, total: page.total,
+      object: 'list',
+      session_id: sessionId,
+      total: page.total,
       data: page.messages.map((m, i) => ({ index: page.start + i, ...m })),
       // The next (older) page: `?before=<this>`; null at the oldest message kept.
       before: page.start > 0 ? page.start : null,
@@ -55,10 +59,16 @@ export function sessionRouter(deps: SessionRouteDeps): Router {
   router.post('/:id/messages', async (req, res) => {
     const body = messageSchema.parse(req.body ?? {});
     const sent = await sendWebMessage(deps, {
-      sessionId: String(req.params.id), text: body.text, ...(body.message_id !== undefined ? { clientId: body.message_id } : {}),
+      sessionId: String(req.params.id),
+      text: body.text,
+      ...(body.message_id !== undefined ? { clientId: body.message_id } : {}),
     });
     res.status(202).json({
-      object: 'session.message', id: sent.id, session_id: sent.sessionId, occurrence_id: sent.occurrenceId, event_id: sent.eventId,
+      object: 'session.message',
+      id: sent.id,
+      session_id: sent.sessionId,
+      occurrence_id: sent.occurrenceId,
+      event_id: sent.eventId,
       events_url: `/api/sessions/${encodeURIComponent(sent.sessionId)}/events?after=${sent.eventId}`,
     });
   });

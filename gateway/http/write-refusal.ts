@@ -17,7 +17,17 @@
  */
 
 /** The codes above. */
-export const REDIS_REFUSAL_CODES = ['OOM', 'MISCONF', 'READONLY', 'NOREPLICAS', 'MASTERDOWN', 'LOADING', 'CLUSTERDOWN', 'TRYAGAIN', 'BUSY'] as const;
+export const REDIS_REFUSAL_CODES = [
+  'OOM',
+  'MISCONF',
+  'READONLY',
+  'NOREPLICAS',
+  'MASTERDOWN',
+  'LOADING',
+  'CLUSTERDOWN',
+  'TRYAGAIN',
+  'BUSY',
+] as const;
 
 export type RedisRefusalCode = (typeof REDIS_REFUSAL_CODES)[number];
 

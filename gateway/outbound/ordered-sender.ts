@@ -24,7 +24,11 @@ import { logBullmqErrors } from '../../scheduler/store/redis/bullmq-errors.ts';
 import { JOB_RETENTION } from '../../scheduler/store/queues.ts';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
 import {
-  OUTBOUND_ATTEMPTS, OUTBOUND_DONE_TTL_SECONDS, outboundJobId, registerOutbound, type OutboundData,
+  OUTBOUND_ATTEMPTS,
+  OUTBOUND_DONE_TTL_SECONDS,
+  outboundJobId,
+  registerOutbound,
+  type OutboundData,
 } from '../../scheduler/delivery/outbound.ts';
 import { recordOutboundOutcome, type OutboundOutcome } from './outbound-outcome.ts';
 
@@ -86,20 +90,31 @@ export class OrderedSender {
   private worker: Worker<OutboundData, OrderedSendResult> | undefined;
   private stopping: Promise<void> | undefined;
 
-  constructor(private readonly options: OrderedSenderOptions, private readonly platform: PlatformSend) {}
+  constructor(
+    private readonly options: OrderedSenderOptions,
+    private readonly platform: PlatformSend,
+  ) {}
 
   /** Start consuming the queue. Resolves when the worker is connected. */
   async start(): Promise<void> {
     const o = this.options;
     this.worker = new Worker<OutboundData, OrderedSendResult>(o.queueName, (job, token, signal) => this.process(job, token, signal), {
-      connection: o.connection, prefix: o.keys.bullPrefix, concurrency: o.concurrency,
-      lockDuration: o.lockDurationMs, lockRenewTime: o.lockRenewMs, stalledInterval: o.stalledIntervalMs,
-      maxStalledCount: o.maxStalledCount, ...JOB_RETENTION,
+      connection: o.connection,
+      prefix: o.keys.bullPrefix,
+      concurrency: o.concurrency,
+      lockDuration: o.lockDurationMs,
+      lockRenewTime: o.lockRenewMs,
+      stalledInterval: o.stalledIntervalMs,
+      maxStalledCount: o.maxStalledCount,
+      ...JOB_RETENTION,
     });
-    this.worker.on('failed', (job, err) => o.log.warn({ jobId: job?.id, attempts: job?.attemptsMade, err: err.message }, `${this.platform.platform} reply not sent`));
+    this.worker.on('failed', (job, err) =>
+      o.log.warn({ jobId: job?.id, attempts: job?.attemptsMade, err: err.message }, `${this.platform.platform} reply not sent`),
+    );
     logBullmqErrors(this.worker, o.queueName, o.log);
     this.worker.on('lockRenewalFailed', (jobIds) => {
-      for (const id of jobIds) if (this.worker?.cancelJob(id, 'job lock lost')) o.log.warn({ jobId: id }, 'outbound job lock lost; its send is stopped here');
+      for (const id of jobIds)
+        if (this.worker?.cancelJob(id, 'job lock lost')) o.log.warn({ jobId: id }, 'outbound job lock lost; its send is stopped here');
     });
     await this.worker.waitUntilReady();
   }
@@ -144,11 +159,17 @@ export class OrderedSender {
       const willRetry = !permanent && attempt < attempts;
       if (!willRetry) await this.finish(orderKey, data.occurrenceId);
       const platformErr = permanent ? (err.cause as PlatformError | undefined) : err instanceof PlatformError ? err : undefined;
-      await this.report(data, {
-        status: 'failed', error: platformErr?.message ?? (err as Error).message,
-        ...(platformErr?.errorCode !== undefined ? { errorCode: platformErr.errorCode } : {}),
-        willRetry, attempts: attempt,
-      }, log);
+      await this.report(
+        data,
+        {
+          status: 'failed',
+          error: platformErr?.message ?? (err as Error).message,
+          ...(platformErr?.errorCode !== undefined ? { errorCode: platformErr.errorCode } : {}),
+          willRetry,
+          attempts: attempt,
+        },
+        log,
+      );
       throw err;
     }
     await this.finish(orderKey, data.occurrenceId);
@@ -188,7 +209,12 @@ export class OrderedSender {
     }
   }
 
-  private async sendParts(job: Job<OutboundData>, token: string | undefined, signal: AbortSignal | undefined, log: Logger): Promise<string[]> {
+  private async sendParts(
+    job: Job<OutboundData>,
+    token: string | undefined,
+    signal: AbortSignal | undefined,
+    log: Logger,
+  ): Promise<string[]> {
     const { redis, keys } = this.options;
     const data = job.data;
     const parts = this.platform.parts(data.text);
@@ -202,7 +228,8 @@ export class OrderedSender {
         ids.push(prior);
         continue;
       }
-      if (prior === PENDING) log.warn({ part: i + 1, parts: parts.length }, 'resending a part whose earlier send was not confirmed; it may arrive twice');
+      if (prior === PENDING)
+        log.warn({ part: i + 1, parts: parts.length }, 'resending a part whose earlier send was not confirmed; it may arrive twice');
       await redis.hset(key, String(i), PENDING);
       let messageId: string;
       for (;;) {

@@ -38,16 +38,48 @@ export const DELIVERY_EVENT = 'delivery';
  * @throws when Redis refused a write (the caller retries the job; the parts already sent are not sent again)
  */
 export async function recordOutboundOutcome(
-  redis: RedisClient, keys: Keys, data: OutboundData, outcome: OutboundOutcome, eventsMaxLen = DEFAULT_EVENTS_MAX_LEN,
+  redis: RedisClient,
+  keys: Keys,
+  data: OutboundData,
+  outcome: OutboundOutcome,
+  eventsMaxLen = DEFAULT_EVENTS_MAX_LEN,
 ): Promise<void> {
   const event = {
-    platform: data.platform, chatId: data.chatId, ...(data.threadId ? { threadId: data.threadId } : {}),
-    occurrenceId: data.occurrenceId, ...outcome,
+    platform: data.platform,
+    chatId: data.chatId,
+    ...(data.threadId ? { threadId: data.threadId } : {}),
+    occurrenceId: data.occurrenceId,
+    ...outcome,
   };
-  await redis.xadd(keys.events(data.sessionId), 'MAXLEN', '~', String(eventsMaxLen), '*', 'type', DELIVERY_EVENT, 'data', JSON.stringify(event));
+  await redis.xadd(
+    keys.events(data.sessionId),
+    'MAXLEN',
+    '~',
+    String(eventsMaxLen),
+    '*',
+    'type',
+    DELIVERY_EVENT,
+    'data',
+    JSON.stringify(event),
+  );
   if (data.report?.kind === 'cron') {
-    await reportCronDelivery(redis, keys, data.report, outcome.status === 'sent'
-      ? { status: 'sent', message_ids: outcome.messageIds, evidence: `message ids ${outcome.messageIds.join(',')}`, attempts: outcome.attempts }
-      : { status: outcome.willRetry ? 'queued' : 'failed', error: outcome.error, will_retry: outcome.willRetry, attempts: outcome.attempts });
+    await reportCronDelivery(
+      redis,
+      keys,
+      data.report,
+      outcome.status === 'sent'
+        ? {
+            status: 'sent',
+            message_ids: outcome.messageIds,
+            evidence: `message ids ${outcome.messageIds.join(',')}`,
+            attempts: outcome.attempts,
+          }
+        : {
+            status: outcome.willRetry ? 'queued' : 'failed',
+            error: outcome.error,
+            will_retry: outcome.willRetry,
+            attempts: outcome.attempts,
+          },
+    );
   }
 }

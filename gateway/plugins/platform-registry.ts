@@ -30,8 +30,7 @@ import type { PlatformAdapter, PlatformPlugin } from './platform-plugin.ts';
 import { HERMES_VERSION, satisfiesRange } from './version.ts';
 
 export type PlatformState =
-  | 'idle' | 'loading' | 'ready' | 'adapter_unavailable'
-  | 'disabled' | 'not_enabled' | 'removed' | 'incompatible' | 'stopped';
+  'idle' | 'loading' | 'ready' | 'adapter_unavailable' | 'disabled' | 'not_enabled' | 'removed' | 'incompatible' | 'stopped';
 
 /** Gated states: nothing ever loads these plugins. */
 export const GATED_STATES: readonly PlatformState[] = ['disabled', 'not_enabled', 'removed', 'incompatible'];
@@ -115,7 +114,11 @@ export class PlatformRegistry {
     const e = this.entries.get(name);
     if (!e) return undefined;
     return {
-      name, state: e.state, hanging: e.hanging, loads: e.loads, heldInbound: e.held.length,
+      name,
+      state: e.state,
+      hanging: e.hanging,
+      loads: e.loads,
+      heldInbound: e.held.length,
       ...(e.lastError ? { lastError: e.lastError } : {}),
       ...(e.failedAt ? { failedAt: e.failedAt } : {}),
       ...(e.adapter && e.state === 'ready' ? { adapter: e.adapter.status() } : {}),
@@ -160,13 +163,15 @@ export class PlatformRegistry {
         e.hanging = true;
         this.markUnavailable(e, `load did not finish within ${Math.round(this.loadTimeoutMs / 1000)}s`);
         // Leave the load running (it cannot be killed); settle it later, adopting a late success.
-        attempt.then(
-          (adapter) => void this.adoptLate(e, adapter),
-          (err: Error) => this.log.warn({ platform: name, err: err.message }, 'hanging platform plugin load failed'),
-        ).finally(() => {
-          e.hanging = false;
-          if (e.inflight === attempt) e.inflight = undefined;
-        });
+        attempt
+          .then(
+            (adapter) => void this.adoptLate(e, adapter),
+            (err: Error) => this.log.warn({ platform: name, err: err.message }, 'hanging platform plugin load failed'),
+          )
+          .finally(() => {
+            e.hanging = false;
+            if (e.inflight === attempt) e.inflight = undefined;
+          });
         abort.abort();
         return e.state;
       }
@@ -195,7 +200,10 @@ export class PlatformRegistry {
     const stops: Promise<unknown>[] = [];
     for (const e of this.entries.values()) {
       e.abort?.abort();
-      if (e.adapter) stops.push(e.adapter.stop().catch((err: Error) => this.log.warn({ platform: e.plugin.name, err: err.message }, 'adapter stop failed')));
+      if (e.adapter)
+        stops.push(
+          e.adapter.stop().catch((err: Error) => this.log.warn({ platform: e.plugin.name, err: err.message }, 'adapter stop failed')),
+        );
       e.adapter = undefined;
       if (!GATED_STATES.includes(e.state)) e.state = 'stopped';
     }

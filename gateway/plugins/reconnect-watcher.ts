@@ -110,7 +110,10 @@ export class ReconnectWatcher {
     if (ep.rearms >= this.options.maxRearms) {
       if (!ep.gaveUp) {
         ep.gaveUp = true;
-        log.error({ rearms: ep.rearms, lastError: status.lastError }, `Giving up on platform ${name}: plugin load failed after ${ep.rearms} re-arms`);
+        log.error(
+          { rearms: ep.rearms, lastError: status.lastError },
+          `Giving up on platform ${name}: plugin load failed after ${ep.rearms} re-arms`,
+        );
       }
       return;
     }

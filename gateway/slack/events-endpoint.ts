@@ -32,7 +32,8 @@ const SIGNATURE_WINDOW_SECONDS = 300;
  * @param headers - lower-cased request headers
  */
 export async function answerSlackRequest(
-  rawBody: string, headers: Record<string, string | string[] | undefined>,
+  rawBody: string,
+  headers: Record<string, string | string[] | undefined>,
   deps: SlackInboundDeps & { signingSecret: string; log: Logger },
 ): Promise<EndpointAnswer> {
   const header = (name: string) => {
@@ -44,9 +45,11 @@ export async function answerSlackRequest(
     // so a signed request that leaked cannot be replayed later, and the header must be whole seconds.
     const timestamp = header('x-slack-request-timestamp') ?? '';
     if (!/^\d{1,12}$/.test(timestamp)) throw new Error('x-slack-request-timestamp is not whole seconds');
-    if (Number(timestamp) - Math.floor(Date.now() / 1000) > SIGNATURE_WINDOW_SECONDS) throw new Error('x-slack-request-timestamp is in the future');
+    if (Number(timestamp) - Math.floor(Date.now() / 1000) > SIGNATURE_WINDOW_SECONDS)
+      throw new Error('x-slack-request-timestamp is in the future');
     verifySlackRequest({
-      signingSecret: deps.signingSecret, body: rawBody,
+      signingSecret: deps.signingSecret,
+      body: rawBody,
       headers: { 'x-slack-signature': header('x-slack-signature') ?? '', 'x-slack-request-timestamp': Number(timestamp) },
     });
   } catch (err) {

@@ -109,7 +109,15 @@ export async function storeSlackEvent(body: SlackEventCallback, deps: SlackInbou
   const ev = body.event;
   const log = deps.log.child({ eventId: body.event_id });
   const relevant = (ev.type === 'message' && ev.channel_type === 'im') || ev.type === 'app_mention';
-  if (!relevant || ev.subtype !== undefined || ev.bot_id !== undefined || !ev.user || ev.user === deps.botUserId || !ev.channel || typeof ev.text !== 'string') {
+  if (
+    !relevant ||
+    ev.subtype !== undefined ||
+    ev.bot_id !== undefined ||
+    !ev.user ||
+    ev.user === deps.botUserId ||
+    !ev.channel ||
+    typeof ev.text !== 'string'
+  ) {
     log.debug({ type: ev.type, subtype: ev.subtype }, 'Slack event ignored');
     return 'ignored';
   }
@@ -118,8 +126,16 @@ export async function storeSlackEvent(body: SlackEventCallback, deps: SlackInbou
   const threadTs = ev.thread_ts;
   const sessionId = slackSessionId(channel, threadTs);
   if (!deps.allowed.has(ev.user)) {
-    const outcome = await deps.refusals.refuse({ channel, threadTs, userId: ev.user, sessionId, occurrenceId: `refusal:slack-${body.event_id}`, text: SLACK_REFUSAL_TEXT });
-    if (outcome !== 'limited') log.warn({ userId: ev.user, channel, refusal: outcome }, 'Slack message refused: user not in SLACK_ALLOWED_USERS');
+    const outcome = await deps.refusals.refuse({
+      channel,
+      threadTs,
+      userId: ev.user,
+      sessionId,
+      occurrenceId: `refusal:slack-${body.event_id}`,
+      text: SLACK_REFUSAL_TEXT,
+    });
+    if (outcome !== 'limited')
+      log.warn({ userId: ev.user, channel, refusal: outcome }, 'Slack message refused: user not in SLACK_ALLOWED_USERS');
     return 'refused';
   }
   const text = ev.text.replaceAll(`<@${deps.botUserId}>`, ' ').trim();
@@ -129,7 +145,11 @@ export async function storeSlackEvent(body: SlackEventCallback, deps: SlackInbou
     return 'ignored';
   }
   return await store(deps, log, {
-    sessionId, channel, threadTs, text: command.kind === 'command' ? command.text : text, messageId: `slack-${body.event_id}`,
+    sessionId,
+    channel,
+    threadTs,
+    text: command.kind === 'command' ? command.text : text,
+    messageId: `slack-${body.event_id}`,
   });
 }
 
@@ -146,18 +166,23 @@ export async function storeSlashCommand(cmd: SlackSlashCommand, deps: SlackInbou
   const sessionId = slackSessionId(cmd.channel_id);
   if (!deps.allowed.has(cmd.user_id)) {
     const outcome = await deps.refusals.mark(cmd.channel_id, cmd.user_id);
-    if (outcome !== 'limited') log.warn({ userId: cmd.user_id, channel: cmd.channel_id }, 'Slack slash command refused: user not in SLACK_ALLOWED_USERS');
+    if (outcome !== 'limited')
+      log.warn({ userId: cmd.user_id, channel: cmd.channel_id }, 'Slack slash command refused: user not in SLACK_ALLOWED_USERS');
     return outcome === 'limited' ? { outcome: 'refused' } : { outcome: 'refused', ephemeral: SLACK_REFUSAL_TEXT };
   }
   const args = (cmd.text ?? '').trim();
   // `/hermes loop 10m x` → `/loop 10m x`: the worker's chat command rules apply as to any typed command.
   const text = args === '' ? '/help' : `/${args}`;
   const outcome = await store(deps, log, { sessionId, channel: cmd.channel_id, text, messageId: `slack-cmd-${cmd.trigger_id}` });
-  return { outcome, ...(outcome === 'stored' ? { ephemeral: `\`${text.split(/\s/, 1)[0]}\` received; the answer follows in this channel.` } : {}) };
+  return {
+    outcome,
+    ...(outcome === 'stored' ? { ephemeral: `\`${text.split(/\s/, 1)[0]}\` received; the answer follows in this channel.` } : {}),
+  };
 }
 
 async function store(
-  deps: SlackInboundDeps, log: Logger,
+  deps: SlackInboundDeps,
+  log: Logger,
   input: { sessionId: string; channel: string; threadTs?: string; text: string; messageId: string },
 ): Promise<SlackInboundOutcome> {
   const origin: Origin = { surface: 'slack', route: routeOfTarget(slackTarget(input.channel, input.threadTs)) };
@@ -173,8 +198,12 @@ async function store(
     if (!(err instanceof ScheduleInputError)) throw err;
     log.warn({ sessionId: input.sessionId, field: err.field }, `Slack message rejected: ${err.message}`);
     await enqueueOutbound(deps.outbound, {
-      platform: 'slack', chatId: input.channel, ...(input.threadTs ? { threadId: input.threadTs } : {}),
-      text: err.message, sessionId: input.sessionId, occurrenceId: `rejected:${input.messageId}`,
+      platform: 'slack',
+      chatId: input.channel,
+      ...(input.threadTs ? { threadId: input.threadTs } : {}),
+      text: err.message,
+      sessionId: input.sessionId,
+      occurrenceId: `rejected:${input.messageId}`,
     });
     return 'rejected';
   }

@@ -47,10 +47,20 @@ export class SlackRefusals {
    * interval or the channel has replies queued.
    * @throws when Redis refused the mark or the queueing (the event is not acknowledged; Slack retries)
    */
-  async refuse(target: { channel: string; threadTs?: string; userId: string; sessionId: string; occurrenceId: string; text: string }): Promise<RefusalOutcome> {
+  async refuse(target: {
+    channel: string;
+    threadTs?: string;
+    userId: string;
+    sessionId: string;
+    occurrenceId: string;
+    text: string;
+  }): Promise<RefusalOutcome> {
     const { redis, keys, outbound, appId, log } = this.options;
     if ((await this.mark(target.channel, target.userId)) === 'limited') {
-      log.debug({ userId: target.userId, channel: target.channel }, 'user outside the allow-list was refused here within slack.refusal_interval_seconds: not answered again');
+      log.debug(
+        { userId: target.userId, channel: target.channel },
+        'user outside the allow-list was refused here within slack.refusal_interval_seconds: not answered again',
+      );
       return 'limited';
     }
     const mark = slackRefusalMarkKey(keys, appId, target.channel, target.userId);
@@ -59,8 +69,12 @@ export class SlackRefusals {
       return 'dropped';
     }
     const data: OutboundData = {
-      platform: 'slack', chatId: target.channel, ...(target.threadTs ? { threadId: target.threadTs } : {}),
-      text: target.text, sessionId: target.sessionId, occurrenceId: target.occurrenceId,
+      platform: 'slack',
+      chatId: target.channel,
+      ...(target.threadTs ? { threadId: target.threadTs } : {}),
+      text: target.text,
+      sessionId: target.sessionId,
+      occurrenceId: target.occurrenceId,
     };
     try {
       await outbound.add('send', data, { jobId: outboundJobId(target.occurrenceId), priority: REFUSAL_PRIORITY });

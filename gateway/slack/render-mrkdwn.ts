@@ -18,7 +18,9 @@ export const SLACK_MESSAGE_LIMIT = 4000;
 export function renderMrkdwn(markdown: string): string {
   // remark-stringify separates two adjacent blocks it cannot tell apart (a list, then code) with an
   // empty HTML comment, which Slack would show as text.
-  return slackifyMarkdown(markdown).replace(/^<!---->\n\n?/gm, '').trimEnd();
+  return slackifyMarkdown(markdown)
+    .replace(/^<!---->\n\n?/gm, '')
+    .trimEnd();
 }
 
 /** The parts of a reply, rendered and cut under `limit` at line boundaries. */

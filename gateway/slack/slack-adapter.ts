@@ -12,7 +12,14 @@
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import { SocketModeClient } from '@slack/socket-mode';
-import { LogLevel, WebClient, WebAPIHTTPError, WebAPIPlatformError, WebAPIRateLimitedError, type Logger as SlackLogger } from '@slack/web-api';
+import {
+  LogLevel,
+  WebClient,
+  WebAPIHTTPError,
+  WebAPIPlatformError,
+  WebAPIRateLimitedError,
+  type Logger as SlackLogger,
+} from '@slack/web-api';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import type { HermesMetrics } from '../../scheduler/metrics.ts';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
@@ -52,14 +59,19 @@ export async function loadSlackAdapter(deps: SlackAdapterDeps, ctx: PluginLoadCo
   const settings = deps.config.slack;
   if (!settings.bot_token) throw new PlatformError('No Slack bot token is configured (SLACK_BOT_TOKEN).', { platform: 'slack' });
   if (!settings.app_token && !settings.signing_secret) {
-    throw new PlatformError('Slack events need SLACK_SIGNING_SECRET (HTTP at /slack/events) or SLACK_APP_TOKEN (Socket Mode).', { platform: 'slack' });
+    throw new PlatformError('Slack events need SLACK_SIGNING_SECRET (HTTP at /slack/events) or SLACK_APP_TOKEN (Socket Mode).', {
+      platform: 'slack',
+    });
   }
   const log = deps.log.child({ platform: 'slack' });
   const logger = slackLogger(log);
   const slackApiUrl = settings.api_url ? settings.api_url.replace(/\/?$/, '/') : undefined;
   // 429s and network errors go back to the sender, which waits out Retry-After or lets the queue retry.
   const web = new WebClient(settings.bot_token, {
-    ...(slackApiUrl ? { slackApiUrl } : {}), logger, rejectRateLimitedCalls: true, retryConfig: { retries: 0 },
+    ...(slackApiUrl ? { slackApiUrl } : {}),
+    logger,
+    rejectRateLimitedCalls: true,
+    retryConfig: { retries: 0 },
     timeout: deps.config.gateway.redis_timeout_ms * 5,
   });
   let auth;
@@ -107,9 +119,11 @@ class SlackAdapter implements PlatformAdapter {
   private stopped: Promise<void> | undefined;
 
   constructor(
-    deps: SlackAdapterDeps, private readonly web: WebClient,
+    deps: SlackAdapterDeps,
+    private readonly web: WebClient,
     ids: { botUserId: string; appId: string; slackApiUrl: string | undefined; logger: SlackLogger },
-    ctx: PluginLoadContext, private readonly log: Logger,
+    ctx: PluginLoadContext,
+    private readonly log: Logger,
   ) {
     const { config, keys } = deps;
     const allowed = new Set(config.slack.allowed_users);
@@ -117,10 +131,21 @@ class SlackAdapter implements PlatformAdapter {
     this.signingSecret = config.slack.signing_secret;
     this.outboundStopMs = config.gateway.outbound_stop_timeout_seconds * 1000;
     this.inbound = {
-      redis: deps.redis, keys, queues: deps.queues, outbound: deps.outbound, allowed, botUserId: ids.botUserId,
-      maxChars: config.agent.max_prompt_chars, log,
+      redis: deps.redis,
+      keys,
+      queues: deps.queues,
+      outbound: deps.outbound,
+      allowed,
+      botUserId: ids.botUserId,
+      maxChars: config.agent.max_prompt_chars,
+      log,
       refusals: new SlackRefusals({
-        redis: deps.redis, keys, outbound: deps.outbound, appId: ids.appId, intervalSeconds: config.slack.refusal_interval_seconds, log,
+        redis: deps.redis,
+        keys,
+        outbound: deps.outbound,
+        appId: ids.appId,
+        intervalSeconds: config.slack.refusal_interval_seconds,
+        log,
       }),
     };
     this.connection = openRedisClient(deps.topology, 'bullmq');
@@ -129,23 +154,40 @@ class SlackAdapter implements PlatformAdapter {
       platform: 'slack',
       parts: (text) => slackParts(text),
       send: async (data, part) => {
-        const res = await this.web.chat.postMessage({ channel: data.chatId, text: part, mrkdwn: true, ...(data.threadId ? { thread_ts: data.threadId } : {}) });
+        const res = await this.web.chat.postMessage({
+          channel: data.chatId,
+          text: part,
+          mrkdwn: true,
+          ...(data.threadId ? { thread_ts: data.threadId } : {}),
+        });
         return String(res.ts);
       },
       classify: (err) => classifySlackError(err),
     };
-    this.sender = new OrderedSender({
-      queueName: OUTBOUND_QUEUES.slack, queue: deps.outbound, redis: deps.redis, connection: this.connection, keys,
-      concurrency: config.gateway.outbound_concurrency, orderRecheckMs: config.gateway.outbound_order_recheck_ms,
-      maxRetryAfterSeconds: config.gateway.max_retry_after_seconds,
-      lockDurationMs: config.worker.lock_duration_ms, lockRenewMs: config.worker.lock_renew_ms,
-      stalledIntervalMs: config.worker.stalled_interval_ms, maxStalledCount: config.worker.max_stalled_count,
-      eventsMaxLen: config.worker.events_max_entries, log,
-      countSend: (outcome) => deps.metrics?.platformSends.inc({ platform: 'slack', outcome }),
-    }, send);
+    this.sender = new OrderedSender(
+      {
+        queueName: OUTBOUND_QUEUES.slack,
+        queue: deps.outbound,
+        redis: deps.redis,
+        connection: this.connection,
+        keys,
+        concurrency: config.gateway.outbound_concurrency,
+        orderRecheckMs: config.gateway.outbound_order_recheck_ms,
+        maxRetryAfterSeconds: config.gateway.max_retry_after_seconds,
+        lockDurationMs: config.worker.lock_duration_ms,
+        lockRenewMs: config.worker.lock_renew_ms,
+        stalledIntervalMs: config.worker.stalled_interval_ms,
+        maxStalledCount: config.worker.max_stalled_count,
+        eventsMaxLen: config.worker.events_max_entries,
+        log,
+        countSend: (outcome) => deps.metrics?.platformSends.inc({ platform: 'slack', outcome }),
+      },
+      send,
+    );
     if (config.slack.app_token) {
       this.socket = new SocketModeClient({
-        appToken: config.slack.app_token, logger: ids.logger,
+        appToken: config.slack.app_token,
+        logger: ids.logger,
         clientOptions: { ...(ids.slackApiUrl ? { slackApiUrl: ids.slackApiUrl } : {}) },
       });
       this.socket.on('slack_event', (envelope: SocketEnvelope) => void this.onEnvelope(envelope));
@@ -178,7 +220,11 @@ class SlackAdapter implements PlatformAdapter {
   }
 
   async handleHttp(request: PlatformHttpRequest): Promise<PlatformHttpAnswer> {
-    if (!this.signingSecret) return { status: 404, json: { error: 'Slack events arrive over Socket Mode here (SLACK_APP_TOKEN); HTTP needs SLACK_SIGNING_SECRET.' } };
+    if (!this.signingSecret)
+      return {
+        status: 404,
+        json: { error: 'Slack events arrive over Socket Mode here (SLACK_APP_TOKEN); HTTP needs SLACK_SIGNING_SECRET.' },
+      };
     if (!this.inboundOpen) return { status: 503, json: { error: 'gateway draining' } };
     try {
       const answer = await answerSlackRequest(request.rawBody, request.headers, { ...this.inbound, signingSecret: this.signingSecret });
@@ -229,13 +275,22 @@ export function classifySlackError(err: unknown): SendFailure {
   if (err instanceof WebAPIPlatformError && !TRANSIENT_ERRORS.has(err.data.error)) {
     return {
       kind: 'refused',
-      error: new PlatformError(`Slack refused the reply (${err.data.error}).`, { platform: 'slack', method: 'chat.postMessage', cause: err }),
+      error: new PlatformError(`Slack refused the reply (${err.data.error}).`, {
+        platform: 'slack',
+        method: 'chat.postMessage',
+        cause: err,
+      }),
     };
   }
   if (err instanceof WebAPIHTTPError && err.statusCode >= 400 && err.statusCode < 500) {
     return {
       kind: 'refused',
-      error: new PlatformError(`Slack refused the reply (HTTP ${err.statusCode}).`, { platform: 'slack', method: 'chat.postMessage', errorCode: err.statusCode, cause: err }),
+      error: new PlatformError(`Slack refused the reply (HTTP ${err.statusCode}).`, {
+        platform: 'slack',
+        method: 'chat.postMessage',
+        errorCode: err.statusCode,
+        cause: err,
+      }),
     };
   }
   return { kind: 'transient' };

@@ -41,7 +41,21 @@ export const REFUSAL_TEXT = 'Sorry, this bot only answers its allow-listed users
 export const TEXT_ONLY_TEXT = 'Text only for now: please send your request as a text message.';
 
 /** Message fields of content a user sent that is not text (answered with TEXT_ONLY_TEXT). */
-const NON_TEXT_CONTENT = ['photo', 'document', 'voice', 'audio', 'video', 'video_note', 'sticker', 'animation', 'location', 'contact', 'poll', 'venue', 'dice'];
+const NON_TEXT_CONTENT = [
+  'photo',
+  'document',
+  'voice',
+  'audio',
+  'video',
+  'video_note',
+  'sticker',
+  'animation',
+  'location',
+  'contact',
+  'poll',
+  'venue',
+  'dice',
+];
 
 /** What became of an update. */
 export type InboundOutcome = 'stored' | 'refused' | 'rejected' | 'ignored';
@@ -69,7 +83,6 @@ export function telegramSessionId(chatId: string, threadId?: string): string {
   return formatDeliveryTarget({ kind: 'telegram', chatId, ...(threadId ? { threadId } : {}) });
 }
 
-
 /**
  * Store (or refuse) one update. Resolves only after Redis confirmed the write,
  * so the caller may then advance the offset.
@@ -86,14 +99,25 @@ export async function storeUpdate(update: Update, deps: InboundDeps): Promise<In
     const sessionId = telegramSessionId(chatId, threadId);
     if (!allowed) {
       const outcome = await deps.refusals.refuse({
-        chatId, threadId, userId: String(msg.from.id), sessionId, occurrenceId: `refusal:tg-${update.update_id}`, text: REFUSAL_TEXT,
+        chatId,
+        threadId,
+        userId: String(msg.from.id),
+        sessionId,
+        occurrenceId: `refusal:tg-${update.update_id}`,
+        text: REFUSAL_TEXT,
       });
-      if (outcome !== 'limited') log.warn({ userId: msg.from.id, chatId, refusal: outcome }, 'Telegram message refused: user not in TELEGRAM_ALLOWED_USERS');
+      if (outcome !== 'limited')
+        log.warn({ userId: msg.from.id, chatId, refusal: outcome }, 'Telegram message refused: user not in TELEGRAM_ALLOWED_USERS');
       return 'refused';
     }
     log.info({ chatId, allowed }, 'Telegram message without text answered');
     await enqueueTelegramOutbound(deps.outbound, {
-      platform: 'telegram', chatId, threadId, text: TEXT_ONLY_TEXT, sessionId, occurrenceId: `text-only:tg-${update.update_id}`,
+      platform: 'telegram',
+      chatId,
+      threadId,
+      text: TEXT_ONLY_TEXT,
+      sessionId,
+      occurrenceId: `text-only:tg-${update.update_id}`,
     });
     return 'rejected';
   }
@@ -116,9 +140,15 @@ export async function storeUpdate(update: Update, deps: InboundDeps): Promise<In
   }
   if (!deps.allow.allows(msg.from.id)) {
     const outcome = await deps.refusals.refuse({
-      chatId, threadId, userId: String(msg.from.id), sessionId, occurrenceId: `refusal:tg-${update.update_id}`, text: REFUSAL_TEXT,
+      chatId,
+      threadId,
+      userId: String(msg.from.id),
+      sessionId,
+      occurrenceId: `refusal:tg-${update.update_id}`,
+      text: REFUSAL_TEXT,
     });
-    if (outcome !== 'limited') log.warn({ userId: msg.from.id, chatId, refusal: outcome }, 'Telegram message refused: user not in TELEGRAM_ALLOWED_USERS');
+    if (outcome !== 'limited')
+      log.warn({ userId: msg.from.id, chatId, refusal: outcome }, 'Telegram message refused: user not in TELEGRAM_ALLOWED_USERS');
     return 'refused';
   }
   const origin: Origin = { surface: 'telegram', route: routeOfTarget({ kind: 'telegram', chatId, ...(threadId ? { threadId } : {}) }) };

@@ -48,7 +48,11 @@ import { deferJob } from '../../scheduler/store/defer-job.ts';
 import { logBullmqErrors } from '../../scheduler/store/redis/bullmq-errors.ts';
 import { JOB_RETENTION } from '../../scheduler/store/queues.ts';
 import {
-  OUTBOUND_ATTEMPTS, OUTBOUND_DONE_TTL_SECONDS, outboundJobId, registerOutbound, type TelegramOutboundData,
+  OUTBOUND_ATTEMPTS,
+  OUTBOUND_DONE_TTL_SECONDS,
+  outboundJobId,
+  registerOutbound,
+  type TelegramOutboundData,
 } from '../../scheduler/delivery/outbound.ts';
 import { recordOutboundOutcome, type OutboundOutcome } from '../outbound/outbound-outcome.ts';
 import { grammySignal } from './poller.ts';
@@ -110,9 +114,14 @@ export class TelegramOutboundSender {
       QUEUES.outboundTelegram,
       (job, token, signal) => this.process(job, token, signal),
       {
-        connection: o.connection, prefix: o.keys.bullPrefix, concurrency: o.concurrency,
-        lockDuration: o.lockDurationMs, lockRenewTime: o.lockRenewMs, stalledInterval: o.stalledIntervalMs,
-        maxStalledCount: o.maxStalledCount, ...JOB_RETENTION,
+        connection: o.connection,
+        prefix: o.keys.bullPrefix,
+        concurrency: o.concurrency,
+        lockDuration: o.lockDurationMs,
+        lockRenewTime: o.lockRenewMs,
+        stalledInterval: o.stalledIntervalMs,
+        maxStalledCount: o.maxStalledCount,
+        ...JOB_RETENTION,
       },
     );
     this.worker.on('failed', (job, err) => {
@@ -123,7 +132,8 @@ export class TelegramOutboundSender {
     // taken over elsewhere: stop it, so one reply is never sent by two processors at once.
     this.worker.on('lockRenewalFailed', (jobIds) => {
       for (const id of jobIds) {
-        if (this.worker?.cancelJob(id, 'job lock lost')) o.log.warn({ jobId: id }, 'outbound job lock lost; its send is stopped here and left to whoever took the job over');
+        if (this.worker?.cancelJob(id, 'job lock lost'))
+          o.log.warn({ jobId: id }, 'outbound job lock lost; its send is stopped here and left to whoever took the job over');
       }
     });
     await this.worker.waitUntilReady();
@@ -154,7 +164,11 @@ export class TelegramOutboundSender {
   }
 
   /** Process one outbound job: wait for its turn in the chat, send, report. */
-  private async process(job: Job<TelegramOutboundData>, token: string | undefined, signal: AbortSignal | undefined): Promise<TelegramOutboundResult> {
+  private async process(
+    job: Job<TelegramOutboundData>,
+    token: string | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<TelegramOutboundResult> {
     const { redis, keys } = this.options;
     const data = job.data;
     const log = this.options.log.child({ jobId: job.id, occurrenceId: data.occurrenceId, chatId: data.chatId });
@@ -176,12 +190,19 @@ export class TelegramOutboundSender {
       const permanent = err instanceof UnrecoverableError;
       const willRetry = !permanent && attempt < attempts;
       if (!willRetry) await this.finish(orderKey, data.occurrenceId);
-      const platform = err instanceof UnrecoverableError ? (err.cause as PlatformError | undefined) : err instanceof PlatformError ? err : undefined;
-      await this.report(data, {
-        status: 'failed', error: platform?.message ?? (err as Error).message,
-        ...(platform?.errorCode !== undefined ? { errorCode: platform.errorCode } : {}),
-        willRetry, attempts: attempt,
-      }, log);
+      const platform =
+        err instanceof UnrecoverableError ? (err.cause as PlatformError | undefined) : err instanceof PlatformError ? err : undefined;
+      await this.report(
+        data,
+        {
+          status: 'failed',
+          error: platform?.message ?? (err as Error).message,
+          ...(platform?.errorCode !== undefined ? { errorCode: platform.errorCode } : {}),
+          willRetry,
+          attempts: attempt,
+        },
+        log,
+      );
       throw err;
     }
     await this.finish(orderKey, data.occurrenceId);
@@ -235,7 +256,12 @@ export class TelegramOutboundSender {
    *   UnrecoverableError (cause: PlatformError) for a permanent refusal;
    *   PlatformError for a 5xx; the network error otherwise
    */
-  private async sendParts(job: Job<TelegramOutboundData>, token: string | undefined, signal: AbortSignal | undefined, log: Logger): Promise<number[]> {
+  private async sendParts(
+    job: Job<TelegramOutboundData>,
+    token: string | undefined,
+    signal: AbortSignal | undefined,
+    log: Logger,
+  ): Promise<number[]> {
     const { api, redis, keys } = this.options;
     const data = job.data;
     // Markdown becomes Telegram entities; each part carries only whole entities (render-markdown.ts).
@@ -250,26 +276,34 @@ export class TelegramOutboundSender {
         ids.push(Number(prior));
         continue;
       }
-      if (prior === PENDING) log.warn({ part: i + 1, parts: parts.length }, 'resending a part whose earlier send was not confirmed; it may arrive twice');
+      if (prior === PENDING)
+        log.warn({ part: i + 1, parts: parts.length }, 'resending a part whose earlier send was not confirmed; it may arrive twice');
       await redis.hset(key, String(i), PENDING);
       let messageId: number;
       try {
         const part = parts[i]!;
         const thread = threadParams(data.threadId); // the General topic (1) is sent without a thread id
         const send = (entities: typeof part.entities) =>
-          api.sendMessage(data.chatId, part.text, { ...thread, ...(entities.length ? { entities } : {}) }, signal ? grammySignal(signal) : undefined);
+          api.sendMessage(
+            data.chatId,
+            part.text,
+            { ...thread, ...(entities.length ? { entities } : {}) },
+            signal ? grammySignal(signal) : undefined,
+          );
         let sent;
         try {
           sent = await send(part.entities);
         } catch (err) {
           // Telegram refused the formatting (an entity it does not accept): the same text, plain.
-          if (!(err instanceof GrammyError && err.error_code === 400 && /entit/i.test(err.description) && part.entities.length > 0)) throw err;
+          if (!(err instanceof GrammyError && err.error_code === 400 && /entit/i.test(err.description) && part.entities.length > 0))
+            throw err;
           log.warn({ part: i + 1, err: err.description }, 'Telegram refused the formatting; sending the part as plain text');
           sent = await send([]);
         }
         messageId = sent.message_id;
       } catch (err) {
-        const outcome = !(err instanceof GrammyError) || err.error_code >= 500 ? 'failed' : err.error_code === 429 ? 'rate_limited' : 'refused';
+        const outcome =
+          !(err instanceof GrammyError) || err.error_code >= 500 ? 'failed' : err.error_code === 429 ? 'rate_limited' : 'refused';
         this.options.metrics?.telegramSends.inc({ outcome });
         if (!(err instanceof GrammyError)) throw err; // the part may have reached Telegram: it stays `sending`
         await redis.hdel(key, String(i));
@@ -279,9 +313,13 @@ export class TelegramOutboundSender {
           return await deferJob(job, token, retryAfter * 1000);
         }
         const platformErr = new PlatformError(`Telegram refused the reply (${err.error_code} ${err.description}).`, {
-          platform: 'telegram', method: 'sendMessage', errorCode: err.error_code, cause: err,
+          platform: 'telegram',
+          method: 'sendMessage',
+          errorCode: err.error_code,
+          cause: err,
         });
-        if (err.error_code >= 400 && err.error_code < 500) throw Object.assign(new UnrecoverableError(platformErr.message), { cause: platformErr });
+        if (err.error_code >= 400 && err.error_code < 500)
+          throw Object.assign(new UnrecoverableError(platformErr.message), { cause: platformErr });
         throw platformErr;
       }
       // The at-least-once window closes here: the first command after Telegram's answer.

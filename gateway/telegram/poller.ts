@@ -244,21 +244,29 @@ export class TelegramPoller {
       this.failures++;
       // A 429 names how long Telegram wants us to wait (`parameters.retry_after`, seconds, Bot API
       // "ResponseParameters"): never ask again sooner than that, whatever the backoff says.
-      const retryAfterMs = err instanceof GrammyError && err.error_code === 429 && typeof err.parameters.retry_after === 'number'
-        ? err.parameters.retry_after * 1000 : 0;
+      const retryAfterMs =
+        err instanceof GrammyError && err.error_code === 429 && typeof err.parameters.retry_after === 'number'
+          ? err.parameters.retry_after * 1000
+          : 0;
       const wait = Math.max(retryAfterMs, pollBackoffMs(this.failures, this.options.retryInitialMs, this.options.retryMaxMs));
       if (isTokenRefused(err)) {
         this.running = false;
         await lease.release();
         this.options.onFatal(
           new PlatformError(`Telegram refused the bot token (${err.error_code} ${err.description}).`, {
-            platform: 'telegram', method: 'getUpdates', errorCode: err.error_code, cause: err,
+            platform: 'telegram',
+            method: 'getUpdates',
+            errorCode: err.error_code,
+            cause: err,
           }),
         );
         return;
       }
       if (err instanceof GrammyError && err.error_code === 409) {
-        log.warn({ retryMs: wait, failures: this.failures }, `Telegram getUpdates 409 Conflict (another poller on this bot token); retrying in ${wait} ms`);
+        log.warn(
+          { retryMs: wait, failures: this.failures },
+          `Telegram getUpdates 409 Conflict (another poller on this bot token); retrying in ${wait} ms`,
+        );
       } else {
         log.warn({ retryMs: wait, failures: this.failures, err: describe(err) }, `Telegram getUpdates failed; retrying in ${wait} ms`);
       }
@@ -267,7 +275,10 @@ export class TelegramPoller {
     }
     this.failures++;
     const wait = pollBackoffMs(this.failures, this.options.retryInitialMs, this.options.retryMaxMs);
-    log.warn({ err: describe(err), retryMs: wait, step }, 'storing Telegram updates failed; the batch stays unconfirmed and is fetched again');
+    log.warn(
+      { err: describe(err), retryMs: wait, step },
+      'storing Telegram updates failed; the batch stays unconfirmed and is fetched again',
+    );
     await this.sleep(wait);
   }
 

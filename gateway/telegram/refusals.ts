@@ -54,11 +54,21 @@ export class TelegramRefusals {
    * Refuse `userId` in the chat, unless refused there within the interval or the chat has replies queued.
    * @throws when Redis refused the mark or the queueing (the caller retries the update)
    */
-  async refuse(target: { chatId: string; threadId?: string; userId: string; sessionId: string; occurrenceId: string; text: string }): Promise<RefusalOutcome> {
+  async refuse(target: {
+    chatId: string;
+    threadId?: string;
+    userId: string;
+    sessionId: string;
+    occurrenceId: string;
+    text: string;
+  }): Promise<RefusalOutcome> {
     const { redis, keys, outbound, botId, intervalSeconds, log } = this.options;
     const mark = refusalMarkKey(keys, botId, target.chatId, target.userId);
     if ((await redis.set(mark, String(Date.now()), 'EX', intervalSeconds, 'NX')) === null) {
-      log.debug({ userId: target.userId, chatId: target.chatId }, 'user outside the allow-list was refused here within telegram.refusal_interval_seconds: not answered again');
+      log.debug(
+        { userId: target.userId, chatId: target.chatId },
+        'user outside the allow-list was refused here within telegram.refusal_interval_seconds: not answered again',
+      );
       return 'limited';
     }
     if ((await redis.zcard(keys.outboundOrder('telegram', target.chatId))) > 0) {
@@ -67,8 +77,12 @@ export class TelegramRefusals {
       return 'dropped';
     }
     const data: TelegramOutboundData = {
-      platform: 'telegram', chatId: target.chatId, ...(target.threadId ? { threadId: target.threadId } : {}),
-      text: target.text, sessionId: target.sessionId, occurrenceId: target.occurrenceId,
+      platform: 'telegram',
+      chatId: target.chatId,
+      ...(target.threadId ? { threadId: target.threadId } : {}),
+      text: target.text,
+      sessionId: target.sessionId,
+      occurrenceId: target.occurrenceId,
     };
     try {
       await outbound.add('send', data, { jobId: outboundJobId(target.occurrenceId), priority: REFUSAL_PRIORITY });

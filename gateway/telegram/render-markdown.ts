@@ -99,7 +99,14 @@ export function renderMarkdown(source: string): FormattedText {
       }
       case 'heading': {
         const trailing = /\n*$/.exec(t.raw)![0];
-        renderWithin(t.raw.replace(/\n*$/, '').replace(/^#{1,6}[ \t]+/, '').replace(/[ \t]+#+[ \t]*$/, ''), t.tokens, true);
+        renderWithin(
+          t.raw
+            .replace(/\n*$/, '')
+            .replace(/^#{1,6}[ \t]+/, '')
+            .replace(/[ \t]+#+[ \t]*$/, ''),
+          t.tokens,
+          true,
+        );
         mark(start, 'bold');
         text += trailing;
         return;

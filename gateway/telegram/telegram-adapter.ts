@@ -64,10 +64,14 @@ export async function loadTelegramAdapter(deps: TelegramAdapterDeps, ctx: Plugin
   const sendApi = new Api(token, client);
   // auto-retry waits out 429s only; network errors and 5xx go back to the outbound queue,
   // whose retries (exponential backoff) are durable and reported one by one.
-  sendApi.config.use(autoRetry({
-    maxDelaySeconds: deps.config.gateway.max_retry_after_seconds, maxRetryAttempts: 5,
-    rethrowHttpErrors: true, rethrowInternalServerErrors: true,
-  }));
+  sendApi.config.use(
+    autoRetry({
+      maxDelaySeconds: deps.config.gateway.max_retry_after_seconds,
+      maxRetryAttempts: 5,
+      rethrowHttpErrors: true,
+      rethrowInternalServerErrors: true,
+    }),
+  );
   let me;
   try {
     me = await pollApi.getMe(grammySignal(ctx.signal));
@@ -96,19 +100,43 @@ class TelegramAdapter implements PlatformAdapter {
     if (allow.size === 0) this.log.warn('TELEGRAM_ALLOWED_USERS is empty: every Telegram user is refused');
     this.sendApi = sendApi;
     this.typing = new TypingIndicator(sendApi, {
-      refreshMs: config.gateway.typing_refresh_seconds * 1000, maxMs: config.agent.timeout_seconds * 1000, log: this.log,
+      refreshMs: config.gateway.typing_refresh_seconds * 1000,
+      maxMs: config.agent.timeout_seconds * 1000,
+      log: this.log,
     });
     const refusals = new TelegramRefusals({
-      redis: deps.redis, keys, outbound: deps.outbound, botId, intervalSeconds: config.telegram.refusal_interval_seconds, log: this.log,
+      redis: deps.redis,
+      keys,
+      outbound: deps.outbound,
+      botId,
+      intervalSeconds: config.telegram.refusal_interval_seconds,
+      log: this.log,
     });
-    const lease = new PollLease(deps.redis, keys.telegramPollLease(botId), deps.instanceId, config.gateway.poll_lease_ttl_seconds * 1000, this.log);
+    const lease = new PollLease(
+      deps.redis,
+      keys.telegramPollLease(botId),
+      deps.instanceId,
+      config.gateway.poll_lease_ttl_seconds * 1000,
+      this.log,
+    );
     this.poller = new TelegramPoller({
-      api: pollApi, lease, redis: deps.redis, offsetKey: keys.telegramOffset(botId),
-      store: (update) => storeUpdate(update, {
-        redis: deps.redis, keys, queues: deps.queues, outbound: deps.outbound, allow, refusals,
-        maxChars: config.agent.max_prompt_chars, botUsername, log: this.log,
-        onStored: (chatId, threadId) => this.typing.start(chatId, threadId),
-      }),
+      api: pollApi,
+      lease,
+      redis: deps.redis,
+      offsetKey: keys.telegramOffset(botId),
+      store: (update) =>
+        storeUpdate(update, {
+          redis: deps.redis,
+          keys,
+          queues: deps.queues,
+          outbound: deps.outbound,
+          allow,
+          refusals,
+          maxChars: config.agent.max_prompt_chars,
+          botUsername,
+          log: this.log,
+          onStored: (chatId, threadId) => this.typing.start(chatId, threadId),
+        }),
       timeoutSeconds: config.gateway.poll_timeout_seconds,
       retryInitialMs: config.gateway.poll_retry_initial_seconds * 1000,
       retryMaxMs: config.gateway.poll_retry_max_seconds * 1000,
@@ -118,11 +146,20 @@ class TelegramAdapter implements PlatformAdapter {
     this.connection = openRedisClient(deps.topology, 'bullmq');
     this.connection.on('error', () => {});
     this.sender = new TelegramOutboundSender({
-      api: sendApi, redis: deps.redis, connection: this.connection, queue: deps.outbound, keys,
-      concurrency: config.gateway.outbound_concurrency, orderRecheckMs: config.gateway.outbound_order_recheck_ms,
-      lockDurationMs: config.worker.lock_duration_ms, lockRenewMs: config.worker.lock_renew_ms,
-      stalledIntervalMs: config.worker.stalled_interval_ms, maxStalledCount: config.worker.max_stalled_count,
-      eventsMaxLen: config.worker.events_max_entries, log: this.log, metrics: deps.metrics,
+      api: sendApi,
+      redis: deps.redis,
+      connection: this.connection,
+      queue: deps.outbound,
+      keys,
+      concurrency: config.gateway.outbound_concurrency,
+      orderRecheckMs: config.gateway.outbound_order_recheck_ms,
+      lockDurationMs: config.worker.lock_duration_ms,
+      lockRenewMs: config.worker.lock_renew_ms,
+      stalledIntervalMs: config.worker.stalled_interval_ms,
+      maxStalledCount: config.worker.max_stalled_count,
+      eventsMaxLen: config.worker.events_max_entries,
+      log: this.log,
+      metrics: deps.metrics,
       onSent: (chatId, threadId) => this.typing.stop(chatId, threadId),
     });
   }

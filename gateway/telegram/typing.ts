@@ -25,7 +25,10 @@ export class TypingIndicator {
    * @param options.refreshMs - time between two `sendChatAction` calls (`gateway.typing_refresh_seconds`)
    * @param options.maxMs - longest indicator of one message (`agent.timeout_seconds`)
    */
-  constructor(private readonly api: Api, private readonly options: { refreshMs: number; maxMs: number; log: Logger }) {}
+  constructor(
+    private readonly api: Api,
+    private readonly options: { refreshMs: number; maxMs: number; log: Logger },
+  ) {}
 
   /** Show "typing…" in a chat (forum topic) until `stop` or the deadline. A running indicator is extended. */
   start(chatId: string, threadId?: string): void {
@@ -37,7 +40,8 @@ export class TypingIndicator {
       return;
     }
     const send = () => {
-      void this.api.sendChatAction(chatId, 'typing', threadParams(threadId))
+      void this.api
+        .sendChatAction(chatId, 'typing', threadParams(threadId))
         .catch((err: Error) => this.options.log.debug({ chatId, err: err.message }, 'typing indicator not sent'));
     };
     send();

@@ -62,10 +62,19 @@ runBench(async () => {
   const server = await startEmbeddedRedis({ dir, appendonly: false });
   try {
     const env: NodeJS.ProcessEnv = {
-      PATH: process.env.PATH, HOME: process.env.HOME, HERMES_HOME: home, REDIS_URL: server.url, HERMES_LOG_LEVEL: 'warn', TZ: 'UTC',
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      HERMES_HOME: home,
+      REDIS_URL: server.url,
+      HERMES_LOG_LEVEL: 'warn',
+      TZ: 'UTC',
     };
     // Three jobs, so `cron list` prints a table (the command the user runs most).
-    for (const [schedule, name] of [['every 2h', 'disk'], ['weekdays at 9am', 'standup'], ['0 * * * *', 'mirrors']] as const) {
+    for (const [schedule, name] of [
+      ['every 2h', 'disk'],
+      ['weekdays at 9am', 'standup'],
+      ['0 * * * *', 'mirrors'],
+    ] as const) {
       await timed([HERMES, 'cron', 'add', schedule, '--script', 'true', '--name', name], env);
     }
     if (!existsSync(join(ROOT, 'dist', 'build.json'))) throw new Error('no build in dist/: run `npm run build` first (npm ci does it)');
@@ -91,21 +100,36 @@ runBench(async () => {
       const xs = samples.get(c.name)!;
       const p50 = median(xs);
       return {
-        command: c.name, median_ms: Math.round(p50), min_ms: Math.round(Math.min(...xs)), max_ms: Math.round(Math.max(...xs)),
-        over_node_ms: Math.round(p50 - floor), target_ms: c.targetMs ?? null, met: c.targetMs === undefined ? null : p50 <= c.targetMs,
+        command: c.name,
+        median_ms: Math.round(p50),
+        min_ms: Math.round(Math.min(...xs)),
+        max_ms: Math.round(Math.max(...xs)),
+        over_node_ms: Math.round(p50 - floor),
+        target_ms: c.targetMs ?? null,
+        met: c.targetMs === undefined ? null : p50 <= c.targetMs,
       };
     });
-    const machine = { cores: cpus().length, node: process.version, load_1m_before: Number(loadBefore.toFixed(2)), load_1m_after: Number(loadAfter.toFixed(2)), runs };
+    const machine = {
+      cores: cpus().length,
+      node: process.version,
+      load_1m_before: Number(loadBefore.toFixed(2)),
+      load_1m_after: Number(loadAfter.toFixed(2)),
+      runs,
+    };
     if (json) {
       process.stdout.write(`${JSON.stringify({ machine, rows })}\n`);
       return;
     }
-    console.log(`${machine.cores} cores, Node ${machine.node}, load average (1 min) ${machine.load_1m_before} before, ${machine.load_1m_after} after; medians of ${runs}\n`);
+    console.log(
+      `${machine.cores} cores, Node ${machine.node}, load average (1 min) ${machine.load_1m_before} before, ${machine.load_1m_after} after; medians of ${runs}\n`,
+    );
     console.log('| command | median | min | max | over `node -e 0` | target |');
     console.log('|---|---|---|---|---|---|');
     for (const r of rows) {
       const target = r.target_ms === null ? '—' : `≤ ${r.target_ms} ms ${r.met ? 'met' : 'missed'}`;
-      console.log(`| \`${r.command}\` | ${r.median_ms} ms | ${r.min_ms} ms | ${r.max_ms} ms | ${r.command === 'node -e 0' ? '—' : `+${r.over_node_ms} ms`} | ${target} |`);
+      console.log(
+        `| \`${r.command}\` | ${r.median_ms} ms | ${r.min_ms} ms | ${r.max_ms} ms | ${r.command === 'node -e 0' ? '—' : `+${r.over_node_ms} ms`} | ${target} |`,
+      );
     }
   } finally {
     await server.stop();

@@ -36,26 +36,41 @@ async function measure(atOnce: number): Promise<{ at_once: number; turns_per_s: 
   }, 10);
   const started = performance.now();
   let next = 0;
-  await Promise.all(Array.from({ length: atOnce }, async () => {
-    while (next < TURNS) {
-      next++;
-      await runner.run({ sessionId: 'bench', messages: [{ role: 'user', content: 'tick' }], signal: new AbortController().signal });
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: atOnce }, async () => {
+      while (next < TURNS) {
+        next++;
+        await runner.run({ sessionId: 'bench', messages: [{ role: 'user', content: 'tick' }], signal: new AbortController().signal });
+      }
+    }),
+  );
   const seconds = (performance.now() - started) / 1000;
   clearInterval(probe);
-  return { at_once: atOnce, turns_per_s: Number((TURNS / seconds).toFixed(1)), loop_delay_p99_ms: Number(percentiles(delays.length ? delays : [0]).p99.toFixed(1)) };
+  return {
+    at_once: atOnce,
+    turns_per_s: Number((TURNS / seconds).toFixed(1)),
+    loop_delay_p99_ms: Number(percentiles(delays.length ? delays : [0]).p99.toFixed(1)),
+  };
 }
 
 async function main(): Promise<void> {
-  process.stderr.write(`command turns: ${TURNS} × \`${COMMAND}\`; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
+  process.stderr.write(
+    `command turns: ${TURNS} × \`${COMMAND}\`; load average ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}\n`,
+  );
   const rows = [];
   for (const n of AT_ONCE) rows.push(await measure(n));
-  process.stderr.write(`load average after: ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
+  process.stderr.write(
+    `load average after: ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}\n`,
+  );
   if (!JSON_OUT) {
     console.log('| at once | turns/s | × 1 at a time | event-loop delay p99 ms |');
     console.log('|---|---|---|---|');
-    for (const r of rows) console.log(`| ${r.at_once} | ${r.turns_per_s} | ${(r.turns_per_s / rows[0]!.turns_per_s).toFixed(2)} | ${r.loop_delay_p99_ms} |`);
+    for (const r of rows)
+      console.log(`| ${r.at_once} | ${r.turns_per_s} | ${(r.turns_per_s / rows[0]!.turns_per_s).toFixed(2)} | ${r.loop_delay_p99_ms} |`);
   }
   console.log(JSON.stringify(rows));
 }

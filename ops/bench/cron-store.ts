@@ -55,14 +55,20 @@ try {
 
   const t0 = performance.now();
   let next = 0;
-  await Promise.all(Array.from({ length: PARALLEL }, async () => {
-    for (let i = next++; i < JOBS; i = next++) {
-      await service.add({
-        schedule: SCHEDULES[i % SCHEDULES.length]!, tz: ZONES[i % ZONES.length],
-        prompt: `Check the status of service ${i} and report anything unusual in two sentences.`,
-      }, { origin: { surface: 'cli' }, trusted: true });
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: PARALLEL }, async () => {
+      for (let i = next++; i < JOBS; i = next++) {
+        await service.add(
+          {
+            schedule: SCHEDULES[i % SCHEDULES.length]!,
+            tz: ZONES[i % ZONES.length],
+            prompt: `Check the status of service ${i} and report anything unusual in two sentences.`,
+          },
+          { origin: { surface: 'cli' }, trusted: true },
+        );
+      }
+    }),
+  );
   const addMs = performance.now() - t0;
   const after = await usedMemory(redis);
 
@@ -76,14 +82,27 @@ try {
     for (let r = 0; r < 5; r++) {
       let bytes = 0;
       const io: CronCliIo = {
-        out: (t) => { bytes += t.length; }, err: (t) => process.stderr.write(`${t}\n`),
-        setExitCode: (c) => { if (c) throw new Error(`exit ${c}`); }, exit: (c) => { throw new Error(`exit ${c}`); }, now: Date.now,
+        out: (t) => {
+          bytes += t.length;
+        },
+        err: (t) => process.stderr.write(`${t}\n`),
+        setExitCode: (c) => {
+          if (c) throw new Error(`exit ${c}`);
+        },
+        exit: (c) => {
+          throw new Error(`exit ${c}`);
+        },
+        now: Date.now,
       };
       const program = new Command('hermes');
-      registerCronCommands(program, {
-        config,
-        connect: () => connectCli(config, server.url),
-      }, io);
+      registerCronCommands(
+        program,
+        {
+          config,
+          connect: () => connectCli(config, server.url),
+        },
+        io,
+      );
       const s = performance.now();
       await program.parseAsync(['cron', ...args], { from: 'user' });
       times.push(performance.now() - s);
@@ -114,18 +133,20 @@ try {
 
   mkdirSync('.bench-out', { recursive: true });
   writeFileSync('.bench-out/cron-store.json', `${JSON.stringify(result, null, 2)}\n`);
-  process.stdout.write([
-    `| measure | value |`,
-    `|---|---|`,
-    `| jobs stored | ${result.jobs} |`,
-    `| add rate (${PARALLEL} in parallel) | ${result.addPerSecond} jobs/s (${result.addSeconds} s total) |`,
-    `| Redis memory per job (all keys) | ${(result.memoryBytesPerJob / 1024).toFixed(2)} KiB |`,
-    `| of which the job record | ${(result.recordBytesPerJob / 1024).toFixed(2)} KiB |`,
-    `| \`hermes cron list\` (median of 5) | ${result.listMsMedian} ms |`,
-    `| \`hermes cron list --json\` (median of 5) | ${result.listJsonMsMedian} ms |`,
-    `| machine | ${result.cpus} cores, Node ${result.node}, Redis ${result.redis} |`,
-    '',
-  ].join('\n'));
+  process.stdout.write(
+    [
+      `| measure | value |`,
+      `|---|---|`,
+      `| jobs stored | ${result.jobs} |`,
+      `| add rate (${PARALLEL} in parallel) | ${result.addPerSecond} jobs/s (${result.addSeconds} s total) |`,
+      `| Redis memory per job (all keys) | ${(result.memoryBytesPerJob / 1024).toFixed(2)} KiB |`,
+      `| of which the job record | ${(result.recordBytesPerJob / 1024).toFixed(2)} KiB |`,
+      `| \`hermes cron list\` (median of 5) | ${result.listMsMedian} ms |`,
+      `| \`hermes cron list --json\` (median of 5) | ${result.listJsonMsMedian} ms |`,
+      `| machine | ${result.cpus} cores, Node ${result.node}, Redis ${result.redis} |`,
+      '',
+    ].join('\n'),
+  );
 } finally {
   await server.stop();
   rmSync(dir, { recursive: true, force: true });

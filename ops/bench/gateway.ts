@@ -74,24 +74,37 @@ async function main(): Promise<void> {
   const config = loadConfig({
     env: { HERMES_HOME: dir },
     overrides: {
-      'redis.url': redisServer.url, 'redis.prefix': prefix, log_level: 'silent',
-      'api_server.port': 0, 'api_server.key': KEY,
-      'agent.base_url': model.baseUrl, 'agent.api_key': 'bench',
-      'telegram.bot_token': '777:bench-token', 'telegram.allowed_users': String(USER), 'telegram.api_root': telegram.apiRoot,
+      'redis.url': redisServer.url,
+      'redis.prefix': prefix,
+      log_level: 'silent',
+      'api_server.port': 0,
+      'api_server.key': KEY,
+      'agent.base_url': model.baseUrl,
+      'agent.api_key': 'bench',
+      'telegram.bot_token': '777:bench-token',
+      'telegram.allowed_users': String(USER),
+      'telegram.api_root': telegram.apiRoot,
       'gateway.poll_timeout_seconds': 10,
     },
   });
   const log = createLogger({ level: 'silent' });
   const gw = await startGateway({ config, redisUrl: redisServer.url, log });
-  const v1Worker = await startV1Worker({ redisUrl: redisServer.url, prefix, home: dir, config, childEnv: {}, cleanup: () => {} }, { concurrency: 32 });
+  const v1Worker = await startV1Worker(
+    { redisUrl: redisServer.url, prefix, home: dir, config, childEnv: {}, cleanup: () => {} },
+    { concurrency: 32 },
+  );
 
   // 1. inbound relay latency
   const connection = openRedisClient({ kind: 'single', url: redisServer.url }, 'bullmq');
   const waiting = new Map<string, (t: number) => void>();
-  const inbox = new Worker<InboxJobData>(QUEUES.inbox, async (job) => {
-    const t = performance.now();
-    waiting.get(job.data.text)?.(t);
-  }, { connection, prefix, concurrency: 32 });
+  const inbox = new Worker<InboxJobData>(
+    QUEUES.inbox,
+    async (job) => {
+      const t = performance.now();
+      waiting.get(job.data.text)?.(t);
+    },
+    { connection, prefix, concurrency: 32 },
+  );
   await inbox.waitUntilReady();
   while (!telegram.polling) await new Promise((r) => setTimeout(r, 10));
   const inbound: number[] = [];

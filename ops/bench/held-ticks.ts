@@ -35,7 +35,9 @@ const arg = (name: string, def: string) => {
   return i >= 0 && args[i + 1] ? args[i + 1]! : def;
 };
 /** In the worker child, the parent's values come with its spec (`--child-worker`). */
-const childSpec = args.includes('--child-worker') ? (JSON.parse(args[args.indexOf('--child-worker') + 1]!) as { held: number; leadMs: number }) : undefined;
+const childSpec = args.includes('--child-worker')
+  ? (JSON.parse(args[args.indexOf('--child-worker') + 1]!) as { held: number; leadMs: number })
+  : undefined;
 const HELD = childSpec?.held ?? Number(arg('held', '4096'));
 const LEAD_MS = childSpec?.leadMs ?? Number(arg('lead-ms', '10000'));
 const JSON_OUT = args.includes('--json');
@@ -44,12 +46,23 @@ const PREFIX = '{bench-held}';
 function benchConfig(home: string): HermesConfig {
   return loadConfig({
     env: { HERMES_HOME: home },
-    overrides: { 'redis.prefix': PREFIX, log_level: 'silent', 'loops.max_ticks': 0, 'worker.prefetch_lead_ms': LEAD_MS, 'worker.max_held_ticks': HELD },
+    overrides: {
+      'redis.prefix': PREFIX,
+      log_level: 'silent',
+      'loops.max_ticks': 0,
+      'worker.prefetch_lead_ms': LEAD_MS,
+      'worker.max_held_ticks': HELD,
+    },
   });
 }
 
 /** What the worker child measures. */
-interface ChildReport { fetchMs: number; heapPerTick: number; rssPerTick: number; handBackMs: number }
+interface ChildReport {
+  fetchMs: number;
+  heapPerTick: number;
+  rssPerTick: number;
+  handBackMs: number;
+}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
@@ -82,7 +95,12 @@ async function childWorker(spec: string): Promise<void> {
       while (admission.all().length > 0) await sleep(2);
       const handBackMs = Date.now() - drainedAt;
       await drained;
-      const report: ChildReport = { fetchMs, heapPerTick: (after.heap - before.heap) / HELD, rssPerTick: (after.rss - before.rss) / HELD, handBackMs };
+      const report: ChildReport = {
+        fetchMs,
+        heapPerTick: (after.heap - before.heap) / HELD,
+        rssPerTick: (after.rss - before.rss) / HELD,
+        handBackMs,
+      };
       process.send!(report, () => process.exit(0));
     })();
   });
@@ -98,10 +116,19 @@ async function main(): Promise<void> {
   const keys = new Keys(PREFIX);
   const queues = new HermesQueues(keys, qconn);
   const loops = loopStoreFor(config, { redis, keys, queues });
-  process.stderr.write(`held ticks: ${HELD} released together, lead ${LEAD_MS} ms; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
-  const child = fork(fileURLToPath(import.meta.url), ['--child-worker', JSON.stringify({ url: redisServer.url, home: dir, held: HELD, leadMs: LEAD_MS })], {
-    stdio: 'inherit', execArgv: [...process.execArgv, '--expose-gc'],
-  });
+  process.stderr.write(
+    `held ticks: ${HELD} released together, lead ${LEAD_MS} ms; load average ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}\n`,
+  );
+  const child = fork(
+    fileURLToPath(import.meta.url),
+    ['--child-worker', JSON.stringify({ url: redisServer.url, home: dir, held: HELD, leadMs: LEAD_MS })],
+    {
+      stdio: 'inherit',
+      execArgv: [...process.execArgv, '--expose-gc'],
+    },
+  );
   try {
     await new Promise<void>((resolve, reject) => {
       child.once('message', () => resolve());
@@ -113,26 +140,44 @@ async function main(): Promise<void> {
     child.send({ releaseAt });
     const started = Date.now();
     let next = 0;
-    await Promise.all(Array.from({ length: 32 }, async () => {
-      while (next < HELD) {
-        const i = next++;
-        const record = createLoop({
-          kind: 'loop', loopId: `h${i}`, sessionId: `held-${i}`, prompt: 'p', intervalSeconds: 3600, times: null, until: null,
-          maxTicks: 0, selfPacedFloorSeconds: 60, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: Date.now(),
-        });
-        await loops.arm((await loops.put(record, 'any'))!, releaseAt + LEAD_MS);
-      }
-    }));
-    if (Date.now() > releaseAt - 1500) throw new Error(`registering ${HELD} loops took ${Date.now() - started} ms: past the release; run with fewer`);
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (next < HELD) {
+          const i = next++;
+          const record = createLoop({
+            kind: 'loop',
+            loopId: `h${i}`,
+            sessionId: `held-${i}`,
+            prompt: 'p',
+            intervalSeconds: 3600,
+            times: null,
+            until: null,
+            maxTicks: 0,
+            selfPacedFloorSeconds: 60,
+            runner: { kind: 'agent' },
+            origin: { surface: 'cli' },
+            now: Date.now(),
+          });
+          await loops.arm((await loops.put(record, 'any'))!, releaseAt + LEAD_MS);
+        }
+      }),
+    );
+    if (Date.now() > releaseAt - 1500)
+      throw new Error(`registering ${HELD} loops took ${Date.now() - started} ms: past the release; run with fewer`);
     const r = await reported;
     const result = {
-      held: HELD, fetch_ms: r.fetchMs, heap_bytes_per_held_tick: Math.round(r.heapPerTick), rss_bytes_per_held_tick: Math.round(r.rssPerTick),
+      held: HELD,
+      fetch_ms: r.fetchMs,
+      heap_bytes_per_held_tick: Math.round(r.heapPerTick),
+      rss_bytes_per_held_tick: Math.round(r.rssPerTick),
       hand_back_ms: r.handBackMs,
     };
     if (!JSON_OUT) {
       console.log(`| held ticks | fetched in (ms) | heap per held tick | RSS per held tick | handed back in (ms) |`);
       console.log(`|---|---|---|---|---|`);
-      console.log(`| ${HELD} | ${r.fetchMs} | ${result.heap_bytes_per_held_tick} B | ${result.rss_bytes_per_held_tick} B | ${r.handBackMs} |`);
+      console.log(
+        `| ${HELD} | ${r.fetchMs} | ${result.heap_bytes_per_held_tick} B | ${result.rss_bytes_per_held_tick} B | ${r.handBackMs} |`,
+      );
     }
     console.log(JSON.stringify(result));
   } finally {

@@ -73,16 +73,29 @@ async function memory(): Promise<void> {
     const loops = loopStoreFor(config, { redis, keys, queues });
     await queues.ticks.waitUntilReady();
     const before = await usedMemory(redis);
-    process.stderr.write(`storing ${LOOPS} loops, ${PARALLEL} at a time; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
+    process.stderr.write(
+      `storing ${LOOPS} loops, ${PARALLEL} at a time; load average ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}\n`,
+    );
     const started = performance.now();
     const firstDue = Date.now() + 3_600_000;
     let next = 0;
     async function lane(): Promise<void> {
       for (let i = next++; i < LOOPS; i = next++) {
         const record = createLoop({
-          kind: 'loop', loopId: randomBytes(6).toString('hex'), sessionId: `${SESSION_PREFIX}${i}`, prompt: 'check the deploy and report anything unusual',
-          intervalSeconds: 3600, times: null, until: null, maxTicks: config.loops.max_ticks,
-          selfPacedFloorSeconds: config.loops.self_paced_floor_seconds, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: Date.now(),
+          kind: 'loop',
+          loopId: randomBytes(6).toString('hex'),
+          sessionId: `${SESSION_PREFIX}${i}`,
+          prompt: 'check the deploy and report anything unusual',
+          intervalSeconds: 3600,
+          times: null,
+          until: null,
+          maxTicks: config.loops.max_ticks,
+          selfPacedFloorSeconds: config.loops.self_paced_floor_seconds,
+          runner: { kind: 'agent' },
+          origin: { surface: 'cli' },
+          now: Date.now(),
         });
         const stored = await loops.put(record, 'absent');
         await loops.arm(stored!, firstDue + (i % 3600) * 1000);
@@ -113,23 +126,33 @@ async function memory(): Promise<void> {
       'queue event stream': ticks.toKey('events'),
     };
     const sharedUsage: Record<string, number> = {};
-    for (const [name, key] of Object.entries(shared)) sharedUsage[name] = (Number(await redis.memory('USAGE', key, 'SAMPLES', 0)) || 0) / LOOPS;
+    for (const [name, key] of Object.entries(shared))
+      sharedUsage[name] = (Number(await redis.memory('USAGE', key, 'SAMPLES', 0)) || 0) / LOOPS;
     const encodings: Record<string, string> = {};
     for (const [name, key] of Object.entries(parts)) encodings[name] = String(await redis.object('ENCODING', key));
     const rate = LOOPS / seconds;
     if (JSON_OUT) {
-      console.log(JSON.stringify({
-        loops: LOOPS, bytes_per_loop: Math.round(perLoop), store_rate_per_s: Math.round(rate),
-        record_bytes: usage.record, scheduler_bytes: usage['job scheduler hash'], delayed_job_bytes: usage['pending delayed job hash'],
-        shared_bytes_per_loop: Object.fromEntries(Object.entries(sharedUsage).map(([k, v]) => [k, Math.round(v)])), encodings,
-      }));
+      console.log(
+        JSON.stringify({
+          loops: LOOPS,
+          bytes_per_loop: Math.round(perLoop),
+          store_rate_per_s: Math.round(rate),
+          record_bytes: usage.record,
+          scheduler_bytes: usage['job scheduler hash'],
+          delayed_job_bytes: usage['pending delayed job hash'],
+          shared_bytes_per_loop: Object.fromEntries(Object.entries(sharedUsage).map(([k, v]) => [k, Math.round(v)])),
+          encodings,
+        }),
+      );
     } else {
       console.log('| measure | value |\n|---|---|');
       console.log(`| loops stored | ${LOOPS} |`);
       console.log(`| store rate (${PARALLEL} in parallel) | ${rate.toFixed(0)} loops/s (${seconds.toFixed(1)} s) |`);
       console.log(`| Redis memory per loop (all keys) | ${perLoop.toFixed(0)} B (${(perLoop / 1024).toFixed(2)} KiB) |`);
-      for (const [name, bytes] of Object.entries(usage)) console.log(`| of which the ${name} (MEMORY USAGE, ${encodings[name]}) | ${bytes} B |`);
-      for (const [name, bytes] of Object.entries(sharedUsage)) console.log(`| of which its share of the ${name} (MEMORY USAGE ÷ loops) | ${bytes.toFixed(0)} B |`);
+      for (const [name, bytes] of Object.entries(usage))
+        console.log(`| of which the ${name} (MEMORY USAGE, ${encodings[name]}) | ${bytes} B |`);
+      for (const [name, bytes] of Object.entries(sharedUsage))
+        console.log(`| of which its share of the ${name} (MEMORY USAGE ÷ loops) | ${bytes.toFixed(0)} B |`);
     }
     await queues.close();
     redis.disconnect();
@@ -157,7 +180,9 @@ async function cpuSeconds(node: Redis): Promise<number> {
 async function cluster(): Promise<void> {
   const loopCount = arg('loops', 500);
   const seconds = arg('seconds', 20);
-  const shardCounts = (process.argv.includes('--shards') ? process.argv[process.argv.indexOf('--shards') + 1]! : '1,3,6').split(',').map(Number);
+  const shardCounts = (process.argv.includes('--shards') ? process.argv[process.argv.indexOf('--shards') + 1]! : '1,3,6')
+    .split(',')
+    .map(Number);
   const warmupMs = 4000;
   const c = await startRedisCluster(3);
   const rows: string[] = [];
@@ -171,8 +196,17 @@ async function cluster(): Promise<void> {
         env: { HERMES_HOME: home },
         overrides: { 'redis.cluster_nodes': c.nodes, 'redis.shards': shards, log_level: 'silent', 'loops.max_ticks': 0 },
       });
-      const topology = { kind: 'cluster' as const, nodes: c.nodes.map((n) => ({ host: n.split(':')[0]!, port: Number(n.split(':')[1]) })), tls: false };
-      const worker = await WorkerProcess.start({ config, topology, log: createLogger({ level: 'silent' }), runners: new NoopRunners(config) });
+      const topology = {
+        kind: 'cluster' as const,
+        nodes: c.nodes.map((n) => ({ host: n.split(':')[0]!, port: Number(n.split(':')[1]) })),
+        tls: false,
+      };
+      const worker = await WorkerProcess.start({
+        config,
+        topology,
+        log: createLogger({ level: 'silent' }),
+        runners: new NoopRunners(config),
+      });
       const redis = openRedisClient(topology, 'commands');
       const queueConn = openRedisClient(topology, 'bullmq');
       const keys = new Keys(config.redis.prefix, { shards });
@@ -183,8 +217,18 @@ async function cluster(): Promise<void> {
       const lane = async () => {
         for (let i = next++; i < loopCount; i = next++) {
           const record = createLoop({
-            kind: 'loop', loopId: `c${i}`, sessionId: `cl-${i}`, prompt: 'p', intervalSeconds: 1, times: null, until: null,
-            maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: Date.now(),
+            kind: 'loop',
+            loopId: `c${i}`,
+            sessionId: `cl-${i}`,
+            prompt: 'p',
+            intervalSeconds: 1,
+            times: null,
+            until: null,
+            maxTicks: config.loops.max_ticks,
+            selfPacedFloorSeconds: config.loops.self_paced_floor_seconds,
+            runner: { kind: 'agent' },
+            origin: { surface: 'cli' },
+            now: Date.now(),
           });
           const stored = await loops.put(record, 'absent');
           // Spread over the second: `loopCount` ticks/s offered, not one burst.
@@ -213,7 +257,9 @@ async function cluster(): Promise<void> {
       const cpu = cpu1.map((v, i) => v - cpu0[i]!);
       const total = cpu.reduce((a, b) => a + b, 0);
       const share = cpu.map((v) => (total > 0 ? (100 * v) / total : 0));
-      rows.push(`| ${shards} | ${loopCount} | ${(lateness.length / seconds).toFixed(1)} | ${q(0.5)} | ${q(0.99)} | ${cpu.map((v) => v.toFixed(2)).join(' · ')} | ${share.map((v) => v.toFixed(0)).join(' · ')} | ${Math.max(...share).toFixed(0)} % |`);
+      rows.push(
+        `| ${shards} | ${loopCount} | ${(lateness.length / seconds).toFixed(1)} | ${q(0.5)} | ${q(0.99)} | ${cpu.map((v) => v.toFixed(2)).join(' · ')} | ${share.map((v) => v.toFixed(0)).join(' · ')} | ${Math.max(...share).toFixed(0)} % |`,
+      );
       process.stderr.write(`${rows.at(-1)}\n`);
       await worker.drain();
       for (const qs of queues.shards()) await qs.ticks.obliterate({ force: true }).catch(() => undefined);

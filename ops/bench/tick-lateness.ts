@@ -70,7 +70,13 @@ class NoopRunners extends RunnerFactory {
   }
 }
 
-interface Stats { p50: number; p99: number; max: number; count: number; perSecond: number }
+interface Stats {
+  p50: number;
+  p99: number;
+  max: number;
+  count: number;
+  perSecond: number;
+}
 
 function stats(lateness: number[], windowMs: number): Stats {
   const s = [...lateness].sort((a, b) => a - b);
@@ -88,11 +94,22 @@ async function commandStats(client: { info(section: string): Promise<string> }):
 }
 
 /** Redis CPU time spent in commands between two `commandStats` (to stderr: where the server's time went). */
-function reportRedisTime(label: string, a: Map<string, { calls: number; usec: number }>, b: Map<string, { calls: number; usec: number }>): void {
-  const rows = [...b].map(([cmd, v]) => ({ cmd, calls: v.calls - (a.get(cmd)?.calls ?? 0), usec: v.usec - (a.get(cmd)?.usec ?? 0) }))
-    .filter((r) => r.calls > 0).sort((x, y) => y.usec - x.usec);
+function reportRedisTime(
+  label: string,
+  a: Map<string, { calls: number; usec: number }>,
+  b: Map<string, { calls: number; usec: number }>,
+): void {
+  const rows = [...b]
+    .map(([cmd, v]) => ({ cmd, calls: v.calls - (a.get(cmd)?.calls ?? 0), usec: v.usec - (a.get(cmd)?.usec ?? 0) }))
+    .filter((r) => r.calls > 0)
+    .sort((x, y) => y.usec - x.usec);
   const total = rows.reduce((t, r) => t + r.usec, 0);
-  process.stderr.write(`  ${label}: Redis command time ${(total / 1000).toFixed(0)} ms; top: ${rows.slice(0, 6).map((r) => `${r.cmd} ${r.calls}×${(r.usec / r.calls).toFixed(0)}µs`).join(', ')}\n`);
+  process.stderr.write(
+    `  ${label}: Redis command time ${(total / 1000).toFixed(0)} ms; top: ${rows
+      .slice(0, 6)
+      .map((r) => `${r.cmd} ${r.calls}×${(r.usec / r.calls).toFixed(0)}µs`)
+      .join(', ')}\n`,
+  );
 }
 
 /** CPU time (ms, user + system) this process spends between epoch ms `from` and `to` (waits until `to`). */
@@ -118,25 +135,39 @@ const REGISTER_PARALLEL = 32;
  * schedules than `n` (or none), for either path.
  * @returns the window, epoch ms `[from, to)`
  */
-async function registerAll(label: string, n: number, first: number, register: (i: number) => Promise<void>): Promise<{ from: number; to: number }> {
+async function registerAll(
+  label: string,
+  n: number,
+  first: number,
+  register: (i: number) => Promise<void>,
+): Promise<{ from: number; to: number }> {
   const started = Date.now();
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(REGISTER_PARALLEL, n) }, async () => {
-    while (next < n) await register(next++);
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(REGISTER_PARALLEL, n) }, async () => {
+      while (next < n) await register(next++);
+    }),
+  );
   const from = Math.max(first, nextAligned(0)) + WARMUP_MS;
-  process.stderr.write(`  ${label}: ${n} schedules registered in ${Date.now() - started} ms; window starts ${from - first} ms after the first due time\n`);
+  process.stderr.write(
+    `  ${label}: ${n} schedules registered in ${Date.now() - started} ms; window starts ${from - first} ms after the first due time\n`,
+  );
   return { from, to: from + SECONDS * 1000 };
 }
 
 /** Settings of one product row: `undefined` keeps the product's default. */
-interface ProductSettings { concurrency?: number; leadMs?: number }
+interface ProductSettings {
+  concurrency?: number;
+  leadMs?: number;
+}
 
 function benchConfig(prefix: string, home: string, s: ProductSettings) {
   return loadConfig({
     env: { HERMES_HOME: home },
     overrides: {
-      'redis.prefix': prefix, log_level: 'silent', 'loops.max_ticks': 0,
+      'redis.prefix': prefix,
+      log_level: 'silent',
+      'loops.max_ticks': 0,
       ...(s.concurrency !== undefined ? { 'worker.concurrency': s.concurrency } : {}),
       ...(s.leadMs !== undefined ? { 'worker.prefetch_lead_ms': s.leadMs } : {}),
     },
@@ -147,13 +178,21 @@ function benchConfig(prefix: string, home: string, s: ProductSettings) {
 async function startWorkers(url: string, prefix: string, home: string, s: ProductSettings, workers: number): Promise<() => Promise<void>> {
   if (workers <= 0) {
     const config = benchConfig(prefix, home, s);
-    const wp = await WorkerProcess.start({ config, redisUrl: url, log: createLogger({ level: 'silent' }), runners: new NoopRunners(config) });
+    const wp = await WorkerProcess.start({
+      config,
+      redisUrl: url,
+      log: createLogger({ level: 'silent' }),
+      runners: new NoopRunners(config),
+    });
     return async () => {
       // Ticks handed back instead of run (by reason): a tick path that defers a burst is slow for that reason.
       const deferred = (await wp.metrics.ticksDeferred.get()).values.filter((v) => v.value > 0);
-      if (deferred.length > 0) process.stderr.write(`  hermes-scheduler: ticks deferred: ${deferred.map((v) => `${v.labels.reason} ${v.value}`).join(', ')}\n`);
+      if (deferred.length > 0)
+        process.stderr.write(`  hermes-scheduler: ticks deferred: ${deferred.map((v) => `${v.labels.reason} ${v.value}`).join(', ')}\n`);
       const { admission } = wp.deps.turns;
-      process.stderr.write(`  hermes-scheduler: most ticks held at once ${admission.peakHeld} (max ${admission.limits.heldTicks}), most turns at once ${admission.slots.peak('agent')} (max ${admission.slots.limit('agent')})\n`);
+      process.stderr.write(
+        `  hermes-scheduler: most ticks held at once ${admission.peakHeld} (max ${admission.limits.heldTicks}), most turns at once ${admission.slots.peak('agent')} (max ${admission.slots.limit('agent')})\n`,
+      );
       await wp.drain();
     };
   }
@@ -167,10 +206,15 @@ async function startWorkers(url: string, prefix: string, home: string, s: Produc
     });
   }
   return async () => {
-    await Promise.all(children.map((c) => new Promise<void>((resolve) => {
-      c.once('exit', () => resolve());
-      c.send('drain');
-    })));
+    await Promise.all(
+      children.map(
+        (c) =>
+          new Promise<void>((resolve) => {
+            c.once('exit', () => resolve());
+            c.send('drain');
+          }),
+      ),
+    );
   };
 }
 
@@ -198,8 +242,18 @@ async function benchProduct(url: string, n: number, s: ProductSettings = {}, wor
   const statsBefore = await commandStats(redis);
   const { from, to } = await registerAll('hermes-scheduler', n, first, async (i) => {
     const record = createLoop({
-      kind: 'loop', loopId: `b${i}`, sessionId: `bench-${i}`, prompt: 'p', intervalSeconds: 1, times: null, until: null,
-      maxTicks: config.loops.max_ticks, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: Date.now(),
+      kind: 'loop',
+      loopId: `b${i}`,
+      sessionId: `bench-${i}`,
+      prompt: 'p',
+      intervalSeconds: 1,
+      times: null,
+      until: null,
+      maxTicks: config.loops.max_ticks,
+      selfPacedFloorSeconds: config.loops.self_paced_floor_seconds,
+      runner: { kind: 'agent' },
+      origin: { surface: 'cli' },
+      now: Date.now(),
     });
     const stored = await loops.put(record, 'any');
     await loops.arm(stored!, first);
@@ -207,7 +261,10 @@ async function benchProduct(url: string, n: number, s: ProductSettings = {}, wor
   const cpu = await cpuInWindow(from, to);
   await sleep(to - Date.now() + 1500);
   reportRedisTime('hermes-scheduler', statsBefore, await commandStats(redis));
-  if (workers <= 0) process.stderr.write(`  hermes-scheduler: worker CPU ${(cpu / (n * SECONDS)).toFixed(3)} ms per due tick (this process, in the window)\n`);
+  if (workers <= 0)
+    process.stderr.write(
+      `  hermes-scheduler: worker CPU ${(cpu / (n * SECONDS)).toFixed(3)} ms per due tick (this process, in the window)\n`,
+    );
   const sessions = sessionStoreFor(config, redis, keys);
   const lateness: number[] = [];
   for (let i = 0; i < n; i++) {
@@ -234,11 +291,15 @@ async function benchRaw(url: string, n: number, concurrency: number): Promise<St
   const first = nextAligned(2000);
   let window = { from: Infinity, to: -Infinity };
   const workerConn = openRedisClient({ kind: 'single', url }, 'bullmq');
-  const worker = new Worker('raw', async (job: Job) => {
-    const started = Date.now();
-    const due = schedulerJobMillis(job.id)!;
-    if (due >= window.from && due < window.to) lateness.push(started - due);
-  }, { connection: workerConn, prefix, concurrency, ...JOB_RETENTION });
+  const worker = new Worker(
+    'raw',
+    async (job: Job) => {
+      const started = Date.now();
+      const due = schedulerJobMillis(job.id)!;
+      if (due >= window.from && due < window.to) lateness.push(started - due);
+    },
+    { connection: workerConn, prefix, concurrency, ...JOB_RETENTION },
+  );
   const statsBefore = await commandStats(conn);
   window = await registerAll(`raw BullMQ c=${concurrency}`, n, first, async (i) => {
     await queue.upsertJobScheduler(`raw-${i}`, { every: 1000, startDate: first }, { name: 'tick', data: { i } });
@@ -246,7 +307,9 @@ async function benchRaw(url: string, n: number, concurrency: number): Promise<St
   const { from, to } = window;
   const cpu = await cpuInWindow(from, to);
   await sleep(to - Date.now() + 1500);
-  process.stderr.write(`  raw BullMQ c=${concurrency}: worker CPU ${(cpu / (n * SECONDS)).toFixed(3)} ms per due tick (this process, in the window)\n`);
+  process.stderr.write(
+    `  raw BullMQ c=${concurrency}: worker CPU ${(cpu / (n * SECONDS)).toFixed(3)} ms per due tick (this process, in the window)\n`,
+  );
   reportRedisTime(`raw BullMQ c=${concurrency}`, statsBefore, await commandStats(conn));
   await worker.close(true);
   await queue.obliterate({ force: true });
@@ -256,7 +319,10 @@ async function benchRaw(url: string, n: number, concurrency: number): Promise<St
   return stats(lateness, SECONDS * 1000);
 }
 
-const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'hermes-bench-redis-'));
@@ -274,16 +340,29 @@ async function main(): Promise<void> {
       const product = await benchProduct(redis.url, n, PRODUCT);
       process.stderr.write(`n=${n} done; load average ${load()}\n`);
       if (JSON_OUT) {
-        console.log(JSON.stringify({
-          n, product_p50_ms: product.p50, product_p99_ms: product.p99, raw_p50_ms: rawC.p50, raw_p99_ms: rawC.p99,
-          product_ticks_per_s: product.perSecond, raw_ticks_per_s: rawC.perSecond, due_ticks_per_s: n,
-        }));
+        console.log(
+          JSON.stringify({
+            n,
+            product_p50_ms: product.p50,
+            product_p99_ms: product.p99,
+            raw_p50_ms: rawC.p50,
+            raw_p99_ms: rawC.p99,
+            product_ticks_per_s: product.perSecond,
+            raw_ticks_per_s: rawC.perSecond,
+            due_ticks_per_s: n,
+          }),
+        );
         continue;
       }
       rows.push(`| ${n} | raw BullMQ, concurrency 1 | ${fmt(raw1!)} |`);
       rows.push(`| ${n} | raw BullMQ, concurrency ${CONCURRENCY} | ${fmt(rawC)} |`);
-      const settings = [PRODUCT.concurrency !== undefined ? `concurrency ${PRODUCT.concurrency}` : '', PRODUCT.leadMs !== undefined ? `lead ${PRODUCT.leadMs} ms` : '']
-        .filter(Boolean).join(', ') || 'defaults';
+      const settings =
+        [
+          PRODUCT.concurrency !== undefined ? `concurrency ${PRODUCT.concurrency}` : '',
+          PRODUCT.leadMs !== undefined ? `lead ${PRODUCT.leadMs} ms` : '',
+        ]
+          .filter(Boolean)
+          .join(', ') || 'defaults';
       rows.push(`| ${n} | hermes-scheduler, ${settings}${procs} | ${fmt(product)} |`);
       if (TUNED.length === 2) {
         process.stderr.write(`n=${n}: hermes-scheduler tuned\n`);
@@ -291,8 +370,12 @@ async function main(): Promise<void> {
         rows.push(`| ${n} | hermes-scheduler, concurrency ${TUNED[0]}, lead ${TUNED[1]} ms${procs} | ${fmt(tuned)} |`);
       }
       const ratio = (a: number, b: number) => (b > 0 ? (a / b).toFixed(2) : a === 0 ? '1.00' : '∞');
-      rows.push(`| ${n} | ratio hermes / raw (c=1), p50 · p99 · throughput | ${ratio(product.p50, raw1!.p50)} | ${ratio(product.p99, raw1!.p99)} | | ${ratio(product.perSecond, raw1!.perSecond)} |`);
-      rows.push(`| ${n} | ratio hermes / raw (c=${CONCURRENCY}), p50 · p99 · throughput | ${ratio(product.p50, rawC.p50)} | ${ratio(product.p99, rawC.p99)} | | ${ratio(product.perSecond, rawC.perSecond)} |`);
+      rows.push(
+        `| ${n} | ratio hermes / raw (c=1), p50 · p99 · throughput | ${ratio(product.p50, raw1!.p50)} | ${ratio(product.p99, raw1!.p99)} | | ${ratio(product.perSecond, raw1!.perSecond)} |`,
+      );
+      rows.push(
+        `| ${n} | ratio hermes / raw (c=${CONCURRENCY}), p50 · p99 · throughput | ${ratio(product.p50, rawC.p50)} | ${ratio(product.p99, rawC.p99)} | | ${ratio(product.perSecond, rawC.perSecond)} |`,
+      );
     }
   } finally {
     await redis.stop();

@@ -68,9 +68,14 @@ async function main(): Promise<void> {
   const config = loadConfig({
     env: { HERMES_HOME: dir },
     overrides: {
-      'redis.url': redisServer.url, 'redis.prefix': prefix, log_level: 'silent',
-      'api_server.port': 0, 'api_server.key': KEY,
-      'agent.base_url': model.baseUrl, 'agent.api_key': 'bench', 'tools.files.roots': [root],
+      'redis.url': redisServer.url,
+      'redis.prefix': prefix,
+      log_level: 'silent',
+      'api_server.port': 0,
+      'api_server.key': KEY,
+      'agent.base_url': model.baseUrl,
+      'agent.api_key': 'bench',
+      'tools.files.roots': [root],
     },
   });
   let calls = 1;
@@ -87,7 +92,13 @@ async function main(): Promise<void> {
   const runner = new AgentRunner({ baseUrl: model.baseUrl, apiKey: 'bench', model: 'm', timeoutSeconds: 60, maxToolCalls: 20 }, toolbox);
   const bare = new AgentRunner({ baseUrl: model.baseUrl, apiKey: 'bench', model: 'm', timeoutSeconds: 60 });
   const readFile = fileTools([root])[0]!;
-  const ctx = { sessionId: 'bench', surface: 'cli' as const, signal: new AbortController().signal, maxResultBytes: 16_384, timeoutMs: 30_000 };
+  const ctx = {
+    sessionId: 'bench',
+    surface: 'cli' as const,
+    signal: new AbortController().signal,
+    maxResultBytes: 16_384,
+    timeoutMs: 30_000,
+  };
   const turnMessages = [{ role: 'user' as const, content: 'is it green?' }];
   const onEvent = (e: { type: string; data: Record<string, unknown> }) => sessions.appendEvent('bench', e.type, e.data);
   const signal = new AbortController().signal;
@@ -116,13 +127,20 @@ async function main(): Promise<void> {
 
   // 2. /v1 time to first token
   const gw = await startGateway({ config, redisUrl: redisServer.url, log: createLogger({ level: 'silent' }) });
-  const v1Worker = await startV1Worker({ redisUrl: redisServer.url, prefix, home: dir, config, childEnv: {}, cleanup: () => {} }, { concurrency: 8 });
+  const v1Worker = await startV1Worker(
+    { redisUrl: redisServer.url, prefix, home: dir, config, childEnv: {}, cleanup: () => {} },
+    { concurrency: 8 },
+  );
   const direct = new OpenAI({ baseURL: model.baseUrl, apiKey: 'bench', maxRetries: 0 });
   const viaGateway = new OpenAI({ baseURL: `${gw.httpAddress.url}/v1`, apiKey: KEY, maxRetries: 0 });
   const ttft = async (client: OpenAI): Promise<number> => {
     const t0 = performance.now();
     let first = -1;
-    const stream = await client.chat.completions.create({ model: 'hermes-agent', messages: [{ role: 'user', content: 'stream' }], stream: true });
+    const stream = await client.chat.completions.create({
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: 'stream' }],
+      stream: true,
+    });
     for await (const chunk of stream) {
       if (first < 0 && chunk.choices[0]?.delta.content) first = performance.now() - t0;
     }

@@ -53,7 +53,9 @@ const INTERVAL_SECONDS = 0.1;
 function ciLog(kb: number): string {
   const lines: string[] = [];
   for (let i = 0; lines.join('\n').length < kb * 1024; i++) {
-    lines.push(`2026-12-01T02:${String(i % 60).padStart(2, '0')}:00Z [step ${i}] compiling module pkg/service-${i % 37}/handler.go ... ok (${(i * 7) % 1000} ms)`);
+    lines.push(
+      `2026-12-01T02:${String(i % 60).padStart(2, '0')}:00Z [step ${i}] compiling module pkg/service-${i % 37}/handler.go ... ok (${(i * 7) % 1000} ms)`,
+    );
   }
   lines.push('BUILD STATUS: running');
   return lines.join('\n');
@@ -69,14 +71,20 @@ const tickOf = (req: RecordedRequest) => {
 /** The CI watcher model: read the log, then say how the build stands; summaries on request. */
 function ciModel(model: FakeOpenAI, path: string): void {
   model.respond((req) => {
-    if (isSummary(req)) return 'Summary: the loop read the CI log at every tick; each time the build was still running; nothing else happened.';
+    if (isSummary(req))
+      return 'Summary: the loop read the CI log at every tick; each time the build was still running; nothing else happened.';
     const last = req.messages[req.messages.length - 1]!;
     if (last.role === 'tool') return `Checked: ${/BUILD STATUS: (\w+)/.exec(last.content)?.[1] ?? 'unknown'}.`;
     return { toolCalls: [{ name: 'read_file', arguments: { path } }] };
   });
 }
 
-interface Run { perTick: Map<number, { input: number; calls: number }>; refused: number; total: number; calls: number }
+interface Run {
+  perTick: Map<number, { input: number; calls: number }>;
+  refused: number;
+  total: number;
+  calls: number;
+}
 
 /** Per tick: the input tokens and calls of its requests (a summary belongs to the tick whose turn follows it). */
 function perTick(model: FakeOpenAI): Run {
@@ -100,13 +108,28 @@ function perTick(model: FakeOpenAI): Run {
   };
 }
 
-async function runLoop(redisUrl: string, home: string, root: string, prefix: string, overrides: Record<string, unknown>, model: FakeOpenAI, loop: { ticks: number; watch?: string }): Promise<void> {
+async function runLoop(
+  redisUrl: string,
+  home: string,
+  root: string,
+  prefix: string,
+  overrides: Record<string, unknown>,
+  model: FakeOpenAI,
+  loop: { ticks: number; watch?: string },
+): Promise<void> {
   const config: HermesConfig = loadConfig({
     env: { HERMES_HOME: home },
     overrides: {
-      'redis.url': redisUrl, 'redis.prefix': prefix, log_level: 'silent',
-      'agent.base_url': model.baseUrl, 'agent.api_key': 'bench', 'agent.max_retries': 0,
-      'tools.files.roots': [root], 'loops.max_ticks': 0, 'worker.prefetch_lead_ms': 50, ...overrides,
+      'redis.url': redisUrl,
+      'redis.prefix': prefix,
+      log_level: 'silent',
+      'agent.base_url': model.baseUrl,
+      'agent.api_key': 'bench',
+      'agent.max_retries': 0,
+      'tools.files.roots': [root],
+      'loops.max_ticks': 0,
+      'worker.prefetch_lead_ms': 50,
+      ...overrides,
     },
   });
   const log = createLogger({ level: 'silent' });
@@ -119,10 +142,19 @@ async function runLoop(redisUrl: string, home: string, root: string, prefix: str
   const loops = loopStoreFor(config, { redis, keys, queues });
   const schedules = loopServiceFor(config, loops, log);
   try {
-    await schedules.set('bench', 'loop', {
-      prompt: 'watch the CI build and tell me when it is green', intervalSeconds: INTERVAL_SECONDS, times: loop.ticks, until: null, notes: [],
-      economy: loop.watch ? { watch: loop.watch } : {},
-    }, { origin: { surface: 'cli' }, runner: { kind: 'agent' } });
+    await schedules.set(
+      'bench',
+      'loop',
+      {
+        prompt: 'watch the CI build and tell me when it is green',
+        intervalSeconds: INTERVAL_SECONDS,
+        times: loop.ticks,
+        until: null,
+        notes: [],
+        economy: loop.watch ? { watch: loop.watch } : {},
+      },
+      { origin: { surface: 'cli' }, runner: { kind: 'agent' } },
+    );
     for (;;) {
       const r = await loops.get('bench', 'loop');
       if (r && r.status !== 'active') break;
@@ -155,7 +187,10 @@ async function main(): Promise<void> {
     await Promise.all([
       runLoop(redis.url, dir, root, '{bench-ctx-on}', { 'agent.context_window_tokens': WINDOW }, compacted, { ticks: TICKS }),
       runLoop(redis.url, dir, root, '{bench-ctx-naive}', { 'agent.context_window_tokens': 1_000_000_000 }, naive, { ticks: TICKS }),
-      runLoop(redis.url, dir, root, '{bench-ctx-watch}', { 'agent.context_window_tokens': WINDOW }, watched, { ticks: WATCH_TICKS, watch: `read_file:${join(root, 'status.txt')}` }),
+      runLoop(redis.url, dir, root, '{bench-ctx-watch}', { 'agent.context_window_tokens': WINDOW }, watched, {
+        ticks: WATCH_TICKS,
+        watch: `read_file:${join(root, 'status.txt')}`,
+      }),
     ]);
   } finally {
     await Promise.all([compacted.close(), naive.close(), watched.close()]);
@@ -180,14 +215,18 @@ async function main(): Promise<void> {
     watch_unchanged_model_calls_per_tick: watchUnchangedTicks > 0 ? (watched.requests.length - 1) / watchUnchangedTicks : null,
   };
   const n = (x: number) => x.toLocaleString('en-US');
-  console.log(`turn context: ${ticks} ticks of a loop reading a 12 KB log, ${n(WINDOW)}-token window, ${((Date.now() - t0) / 1000).toFixed(0)} s\n`);
-  console.log('| | compaction on | naive (today\'s path before compaction) |');
+  console.log(
+    `turn context: ${ticks} ticks of a loop reading a 12 KB log, ${n(WINDOW)}-token window, ${((Date.now() - t0) / 1000).toFixed(0)} s\n`,
+  );
+  console.log("| | compaction on | naive (today's path before compaction) |");
   console.log('| --- | ---: | ---: |');
   for (const t of [10, 100, 500]) console.log(`| input tokens, tick ${Math.min(t, ticks)} | ${n(at(on, t))} | ${n(at(off, t))} |`);
   console.log(`| model calls per tick | ${(on.calls / ticks).toFixed(2)} | ${(off.calls / off.perTick.size).toFixed(2)} |`);
   console.log(`| requests refused for length | ${on.refused} | first over the window at tick ${result.naive_first_refused_tick ?? '—'} |`);
   console.log(`| total input tokens | ${n(on.total)} | ${n(off.total)} (${((1 - on.total / off.total) * 100).toFixed(1)} % saved) |`);
-  console.log(`\n--watch over an unchanged file: ${watched.requests.length} model call(s) in ${WATCH_TICKS} ticks → ${result.watch_unchanged_model_calls_per_tick} calls per unchanged tick`);
+  console.log(
+    `\n--watch over an unchanged file: ${watched.requests.length} model call(s) in ${WATCH_TICKS} ticks → ${result.watch_unchanged_model_calls_per_tick} calls per unchanged tick`,
+  );
   const targets = [
     result.input_tokens_tick500 <= 1.25 * result.input_tokens_tick10,
     result.refused === 0,

@@ -55,7 +55,10 @@ const WARMUP_MS = 5000;
 const REGISTER_PARALLEL = 32;
 const PREFIX = '{bench-turns}';
 
-const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
 /** The product's configuration, defaults everywhere but the model endpoint and the key space. */
@@ -67,7 +70,12 @@ function benchConfig(home: string, baseUrl: string): HermesConfig {
 }
 
 /** What a worker child reports when it stops. */
-interface WorkerReport { pid: number; peakAgentTurns: number; peakCommandTurns: number; rssMb: number }
+interface WorkerReport {
+  pid: number;
+  peakAgentTurns: number;
+  peakCommandTurns: number;
+  rssMb: number;
+}
 
 /** Child mode: one worker process at the defaults; `ready` once started; on `stop`, its report, then drain and exit. */
 async function childWorker(spec: string): Promise<void> {
@@ -80,7 +88,12 @@ async function childWorker(spec: string): Promise<void> {
     if (msg !== 'stop') return;
     clearInterval(sampler);
     const { slots } = wp.deps.turns;
-    const report: WorkerReport = { pid: process.pid, peakAgentTurns: slots.peak('agent'), peakCommandTurns: slots.peak('command'), rssMb: rss / 2 ** 20 };
+    const report: WorkerReport = {
+      pid: process.pid,
+      peakAgentTurns: slots.peak('agent'),
+      peakCommandTurns: slots.peak('command'),
+      rssMb: rss / 2 ** 20,
+    };
     process.send!(report, () => {
       void wp.drain().finally(() => process.exit(0));
     });
@@ -88,23 +101,34 @@ async function childWorker(spec: string): Promise<void> {
   process.send!('ready');
 }
 
-async function startWorkers(url: string, home: string, baseUrl: string): Promise<{ children: ChildProcess[]; stop(): Promise<WorkerReport[]> }> {
+async function startWorkers(
+  url: string,
+  home: string,
+  baseUrl: string,
+): Promise<{ children: ChildProcess[]; stop(): Promise<WorkerReport[]> }> {
   const children: ChildProcess[] = [];
-  await Promise.all(Array.from({ length: WORKERS }, async () => {
-    const child = fork(fileURLToPath(import.meta.url), ['--child-worker', JSON.stringify({ url, home, baseUrl })], { stdio: 'inherit' });
-    children.push(child);
-    await new Promise<void>((resolve, reject) => {
-      child.once('message', () => resolve());
-      child.once('exit', (code) => reject(new Error(`worker process exited (${code}) before it was ready`)));
-    });
-  }));
+  await Promise.all(
+    Array.from({ length: WORKERS }, async () => {
+      const child = fork(fileURLToPath(import.meta.url), ['--child-worker', JSON.stringify({ url, home, baseUrl })], { stdio: 'inherit' });
+      children.push(child);
+      await new Promise<void>((resolve, reject) => {
+        child.once('message', () => resolve());
+        child.once('exit', (code) => reject(new Error(`worker process exited (${code}) before it was ready`)));
+      });
+    }),
+  );
   return {
     children,
     async stop() {
-      return await Promise.all(children.map((c) => new Promise<WorkerReport>((resolve) => {
-        c.once('message', (m) => resolve(m as WorkerReport));
-        c.send('stop');
-      })));
+      return await Promise.all(
+        children.map(
+          (c) =>
+            new Promise<WorkerReport>((resolve) => {
+              c.once('message', (m) => resolve(m as WorkerReport));
+              c.send('stop');
+            }),
+        ),
+      );
     },
   };
 }
@@ -121,7 +145,9 @@ async function main(): Promise<void> {
   const queues = new HermesQueues(keys, qconn);
   const loops = loopStoreFor(config, { redis, keys, queues });
   const sessions = sessionStoreFor(config, redis, keys);
-  process.stderr.write(`turn throughput: ${LOOPS} agent loops every ${INTERVAL_S} s, model latency ${LATENCY_MS} ms, ${WORKERS} worker process(es), ${SECONDS} s window; load average ${load()}\n`);
+  process.stderr.write(
+    `turn throughput: ${LOOPS} agent loops every ${INTERVAL_S} s, model latency ${LATENCY_MS} ms, ${WORKERS} worker process(es), ${SECONDS} s window; load average ${load()}\n`,
+  );
   const workers = await startWorkers(redisServer.url, dir, model.baseUrl);
   let reports: WorkerReport[] = [];
   try {
@@ -131,25 +157,42 @@ async function main(): Promise<void> {
     const offsetOf = (i: number) => Math.floor((i * intervalMs) / LOOPS);
     const started = Date.now();
     let next = 0;
-    await Promise.all(Array.from({ length: Math.min(REGISTER_PARALLEL, LOOPS) }, async () => {
-      while (next < LOOPS) {
-        const i = next++;
-        const record = createLoop({
-          kind: 'loop', loopId: `t${i}`, sessionId: `turns-${i}`, prompt: 'check the build', intervalSeconds: INTERVAL_S, times: null, until: null,
-          maxTicks: 0, selfPacedFloorSeconds: config.loops.self_paced_floor_seconds, runner: { kind: 'agent' }, origin: { surface: 'cli' }, now: Date.now(),
-        });
-        const stored = await loops.put(record, 'any');
-        await loops.arm(stored!, first + offsetOf(i));
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: Math.min(REGISTER_PARALLEL, LOOPS) }, async () => {
+        while (next < LOOPS) {
+          const i = next++;
+          const record = createLoop({
+            kind: 'loop',
+            loopId: `t${i}`,
+            sessionId: `turns-${i}`,
+            prompt: 'check the build',
+            intervalSeconds: INTERVAL_S,
+            times: null,
+            until: null,
+            maxTicks: 0,
+            selfPacedFloorSeconds: config.loops.self_paced_floor_seconds,
+            runner: { kind: 'agent' },
+            origin: { surface: 'cli' },
+            now: Date.now(),
+          });
+          const stored = await loops.put(record, 'any');
+          await loops.arm(stored!, first + offsetOf(i));
+        }
+      }),
+    );
     const from = Math.max(first, Date.now()) + WARMUP_MS;
     const to = from + SECONDS * 1000;
-    process.stderr.write(`  ${LOOPS} loops registered in ${Date.now() - started} ms; window starts ${from - first} ms after the first due time\n`);
+    process.stderr.write(
+      `  ${LOOPS} loops registered in ${Date.now() - started} ms; window starts ${from - first} ms after the first due time\n`,
+    );
     // Every occurrence due in the window has started (or failed to) well after its end.
     await sleep(to - Date.now() + LATENCY_MS + 5_000);
     reports = await workers.stop();
     process.stderr.write(`  load average after: ${load()}\n`);
-    for (const r of reports) process.stderr.write(`  worker ${r.pid}: peak ${r.peakAgentTurns} agent turns, ${r.peakCommandTurns} command turns at once; max RSS ${r.rssMb.toFixed(1)} MB\n`);
+    for (const r of reports)
+      process.stderr.write(
+        `  worker ${r.pid}: peak ${r.peakAgentTurns} agent turns, ${r.peakCommandTurns} command turns at once; max RSS ${r.rssMb.toFixed(1)} MB\n`,
+      );
 
     let due = 0;
     const lateness: number[] = [];
@@ -182,9 +225,13 @@ async function main(): Promise<void> {
     };
     if (!JSON_OUT) {
       console.log(`Turn throughput: ${LOOPS} loops / ${INTERVAL_S} s, model ${LATENCY_MS} ms, ${WORKERS} worker(s), ${SECONDS} s window\n`);
-      console.log(`| due ticks/s | started ticks/s | started / due | lateness p50 ms | p99 ms | max ms | peak turns (one worker) | failed | worker RSS MB |`);
+      console.log(
+        `| due ticks/s | started ticks/s | started / due | lateness p50 ms | p99 ms | max ms | peak turns (one worker) | failed | worker RSS MB |`,
+      );
       console.log(`|---|---|---|---|---|---|---|---|---|`);
-      console.log(`| ${result.due_ticks_per_s} | ${result.started_ticks_per_s} | ${(lateness.length / Math.max(1, due) * 100).toFixed(1)} % | ${p.p50} | ${p.p99} | ${p.max} | ${result.peak_running_turns} | ${failed} | ${result.worker_rss_mb} |`);
+      console.log(
+        `| ${result.due_ticks_per_s} | ${result.started_ticks_per_s} | ${((lateness.length / Math.max(1, due)) * 100).toFixed(1)} % | ${p.p50} | ${p.p99} | ${p.max} | ${result.peak_running_turns} | ${failed} | ${result.worker_rss_mb} |`,
+      );
     }
     console.log(JSON.stringify(result));
   } finally {

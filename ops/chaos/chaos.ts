@@ -29,8 +29,17 @@ import { lastUserText, startFakeOpenAI } from '../../test/support/fake-openai.ts
 import { startFakeTelegram } from '../../test/support/fake-telegram.ts';
 import { ChaosRedis, alive, startHermes, stopProc, type Proc } from './fleet.ts';
 import {
-  countDuplicates, countLoopSlots, countReplies, keyFamily, memoryGrowthPerThousandTicks, p99, recoveryTimes,
-  type MemorySample, type QueuedReply, type TickCommit, type TickStart,
+  countDuplicates,
+  countLoopSlots,
+  countReplies,
+  keyFamily,
+  memoryGrowthPerThousandTicks,
+  p99,
+  recoveryTimes,
+  type MemorySample,
+  type QueuedReply,
+  type TickCommit,
+  type TickStart,
 } from './measure.ts';
 
 const program = new Command('chaos')
@@ -43,7 +52,16 @@ const program = new Command('chaos')
   .option('--sample-seconds <n>', 'how often Redis memory and keys are read', '10')
   .option('--keep', 'keep the run folder (logs, Redis AOF)')
   .parse();
-const opts = program.opts<{ minutes: string; json?: boolean; loops: string; intervalSeconds: string; workers: string; quietSeconds: string; sampleSeconds: string; keep?: boolean }>();
+const opts = program.opts<{
+  minutes: string;
+  json?: boolean;
+  loops: string;
+  intervalSeconds: string;
+  workers: string;
+  quietSeconds: string;
+  sampleSeconds: string;
+  keep?: boolean;
+}>();
 
 const minutes = Number(opts.minutes);
 const LOOPS = Number(opts.loops);
@@ -114,19 +132,28 @@ async function main(): Promise<void> {
     const command = chat
       ? `${record}; printf 't%s a %04090d\\nt%s b end\\n' "$HERMES_TICK" 0 "$HERMES_TICK"`
       : `${record}; echo "tick $HERMES_TICK of $HERMES_SESSION_ID"`;
-    await schedules.set(sessionId, 'loop', { prompt: `chaos loop ${i}`, intervalSeconds: INTERVAL_S, times: null, until: null, notes: [] }, {
-      origin: chat ? { surface: 'cli', route: { platform: 'telegram', chatId: chat } } : { surface: 'cli' },
-      runner: { kind: 'command', command, timeoutSeconds: 20 },
-    });
+    await schedules.set(
+      sessionId,
+      'loop',
+      { prompt: `chaos loop ${i}`, intervalSeconds: INTERVAL_S, times: null, until: null, notes: [] },
+      {
+        origin: chat ? { surface: 'cli', route: { platform: 'telegram', chatId: chat } } : { surface: 'cli' },
+        runner: { kind: 'command', command, timeoutSeconds: 20 },
+      },
+    );
     await sleep(10_000 / LOOPS);
   }
   const cron = cronServiceFor(config, { redis: client, keys, queues }, log);
   const cronJobs: string[] = [];
   for (let i = 0; i < 3; i++) {
-    const job = await cron.add({
-      schedule: 'every 1m', name: `chaos-cron-${i}`,
-      script: `echo "$HERMES_CRON_OCCURRENCE_ID" >> '${join(dir, 'cron.log')}'; echo cron ${i}`,
-    }, { origin: { surface: 'cli' }, trusted: true });
+    const job = await cron.add(
+      {
+        schedule: 'every 1m',
+        name: `chaos-cron-${i}`,
+        script: `echo "$HERMES_CRON_OCCURRENCE_ID" >> '${join(dir, 'cron.log')}'; echo cron ${i}`,
+      },
+      { origin: { surface: 'cli' }, trusted: true },
+    );
     cronJobs.push(job.id);
   }
   say(`${LOOPS} loops every ${INTERVAL_S}s and 3 cron jobs set; faults start`);
@@ -197,7 +224,13 @@ async function main(): Promise<void> {
         const info = await client.info('memory');
         const usedMemoryBytes = Number(/used_memory:(\d+)/.exec(info)?.[1]);
         const ticksStarted = existsSync(ticksLog) ? readFileSync(ticksLog, 'utf8').split('\n').length - 1 : 0;
-        memory.push({ at: Date.now(), usedMemoryBytes, keys: await client.dbsize(), ticksStarted, historyBytes: await historyBytes(client, keys, sessions) });
+        memory.push({
+          at: Date.now(),
+          usedMemoryBytes,
+          keys: await client.dbsize(),
+          ticksStarted,
+          historyBytes: await historyBytes(client, keys, sessions),
+        });
       } catch {
         // Redis is being restarted: no sample this time.
       }
@@ -220,12 +253,25 @@ async function main(): Promise<void> {
       const occ = typeof data.occurrenceId === 'string' ? data.occurrenceId : '';
       if (type === 'tick.started') starts.push({ sessionId, occurrenceId: occ, startedAt: Number(data.startedAt), pid: Number(data.pid) });
       if ((type === 'reply' || type === 'tick.failed') && data.tick !== undefined && data.source !== 'message') {
-        commits.push({ sessionId, occurrenceId: occ, tick: Number(data.tick), dueAt: Number(data.dueAt), startedAt: Number(data.startedAt), pid: Number(data.pid) });
+        commits.push({
+          sessionId,
+          occurrenceId: occ,
+          tick: Number(data.tick),
+          dueAt: Number(data.dueAt),
+          startedAt: Number(data.startedAt),
+          pid: Number(data.pid),
+        });
       }
-      if (occ !== '' && (data.source === 'message' || type === 'notice' || type === 'error')) inboundSeen.set(occ, (inboundSeen.get(occ) ?? 0) + 1);
+      if (occ !== '' && (data.source === 'message' || type === 'notice' || type === 'error'))
+        inboundSeen.set(occ, (inboundSeen.get(occ) ?? 0) + 1);
       if (type === 'reply' && sessionId.startsWith('telegram:') && typeof data.text === 'string' && data.text.trim() !== '') {
         const seq = await client.hget(keys.outboundSent(occ), 'seq');
-        queued.push({ chatId: sessionId.slice('telegram:'.length), occurrenceId: occ, text: String(data.text).trim(), seq: seq === null ? null : Number(seq) });
+        queued.push({
+          chatId: sessionId.slice('telegram:'.length),
+          occurrenceId: occ,
+          text: String(data.text).trim(),
+          seq: seq === null ? null : Number(seq),
+        });
       }
     }
   }
@@ -233,7 +279,11 @@ async function main(): Promise<void> {
   const windowEnd = faultsEnd;
   const slots = { occurrences: 0, run: 0, covered: 0, missed: 0 };
   for (const sessionId of sessions) {
-    const s = countLoopSlots(commits.filter((c) => c.sessionId === sessionId), INTERVAL_S * 1000, windowEnd);
+    const s = countLoopSlots(
+      commits.filter((c) => c.sessionId === sessionId),
+      INTERVAL_S * 1000,
+      windowEnd,
+    );
     slots.occurrences += s.occurrences;
     slots.run += s.run;
     slots.covered += s.covered;
@@ -257,7 +307,9 @@ async function main(): Promise<void> {
   const growth = memoryGrowthPerThousandTicks(memory);
   // The same without the sessions' history (transcripts and event streams, which are kept on
   // purpose and bounded per session by worker.transcript_max_messages and the stream cap).
-  const bookkeeping = memoryGrowthPerThousandTicks(memory.map((m) => ({ ...m, usedMemoryBytes: m.usedMemoryBytes - (m.historyBytes ?? 0) })));
+  const bookkeeping = memoryGrowthPerThousandTicks(
+    memory.map((m) => ({ ...m, usedMemoryBytes: m.usedMemoryBytes - (m.historyBytes ?? 0) })),
+  );
   const ticksStarted = memory.at(-1)?.ticksStarted ?? 0;
   const result = {
     occurrences: slots.occurrences + cronRuns + cronMissed,
@@ -279,20 +331,32 @@ async function main(): Promise<void> {
     ['loop occurrences (run + covered + missed)', `${slots.occurrences} (${slots.run} + ${slots.covered} + ${slots.missed})`],
     ['cron occurrences recorded / missed', `${cronRuns} / ${cronMissed}`],
     ['duplicates (committed twice / repeated tick number)', `${result.duplicates} (${dups.committedTwice} / ${dups.repeatedTick})`],
-    ['worker SIGKILLs / ticks cut / not recovered', `${kills.length} / ${recovery.samples.length + recovery.unrecovered} / ${recovery.unrecovered}`],
+    [
+      'worker SIGKILLs / ticks cut / not recovered',
+      `${kills.length} / ${recovery.samples.length + recovery.unrecovered} / ${recovery.unrecovered}`,
+    ],
     ['recovery p99 / max (ms)', `${result.recovery_p99_ms} / ${recovery.samples.length ? Math.max(...recovery.samples) : 0}`],
     ['lateness p99 (ms)', result.lateness_p99_ms],
     ['gateway SIGKILLs', gatewayKills],
     ['Redis restart downtime (ms)', redisDowntimeMs],
     ['inbound messages / lost / turned twice', `${pushed.length} / ${lostInbound} / ${duplicateInbound}`],
-    ['Telegram parts queued / sent twice / out of order / not sent', `${replies.parts} / ${replies.duplicateReplies} / ${replies.outOfOrder} / ${replies.unsentParts}`],
+    [
+      'Telegram parts queued / sent twice / out of order / not sent',
+      `${replies.parts} / ${replies.duplicateReplies} / ${replies.outOfOrder} / ${replies.unsentParts}`,
+    ],
     ['other Telegram messages (notices, errors)', replies.otherMessages],
     ['Redis keys one interval in / at the end (growth)', `${keysWarm ?? '?'} / ${keysEnd} (${result.redis_keys_growth})`],
     ['ticks started (the faults)', ticksStarted],
-    ['Redis memory, first / last sample (MiB)', memory.length ? `${mib(memory[0]!.usedMemoryBytes)} / ${mib(memory.at(-1)!.usedMemoryBytes)}` : '?'],
+    [
+      'Redis memory, first / last sample (MiB)',
+      memory.length ? `${mib(memory[0]!.usedMemoryBytes)} / ${mib(memory.at(-1)!.usedMemoryBytes)}` : '?',
+    ],
     ['Redis memory per 1,000 ticks, second half (B)', `${growth.bytesPerThousandTicks ?? '?'} (over ${growth.ticks} ticks)`],
     ['  of which not session history (B)', bookkeeping.bytesPerThousandTicks ?? '?'],
-    ['session history, first / last sample (MiB)', memory.length ? `${mib(memory[0]!.historyBytes ?? 0)} / ${mib(memory.at(-1)!.historyBytes ?? 0)}` : '?'],
+    [
+      'session history, first / last sample (MiB)',
+      memory.length ? `${mib(memory[0]!.historyBytes ?? 0)} / ${mib(memory.at(-1)!.historyBytes ?? 0)}` : '?',
+    ],
   ];
   const width = Math.max(...rows.map(([k]) => k.length));
   process.stdout.write(`${rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n')}\n`);
@@ -303,8 +367,12 @@ async function main(): Promise<void> {
     .filter((x) => x.warm.keys !== x.end.keys || x.warm.bytes !== x.end.bytes)
     .sort((a, b) => Math.abs(b.end.bytes - b.warm.bytes) - Math.abs(a.end.bytes - a.warm.bytes));
   const size = (x: FamilySize) => `${x.keys} keys ${(x.bytes / 1024).toFixed(0)} KiB`;
-  process.stdout.write(`\nkey families that changed (one interval in → end):\n${changed.map((x) => `  ${x.f.padEnd(44)} ${size(x.warm).padStart(22)} → ${size(x.end)}`).join('\n') || '  none'}\n`);
-  process.stdout.write(`memory samples (s into the faults: MiB used/of it history, keys, ticks): ${memory.map((m) => `${Math.round((m.at - faultsStart) / 1000)}:${mib(m.usedMemoryBytes)}/${mib(m.historyBytes ?? 0)},${m.keys},${m.ticksStarted}`).join(' ')}\n`);
+  process.stdout.write(
+    `\nkey families that changed (one interval in → end):\n${changed.map((x) => `  ${x.f.padEnd(44)} ${size(x.warm).padStart(22)} → ${size(x.end)}`).join('\n') || '  none'}\n`,
+  );
+  process.stdout.write(
+    `memory samples (s into the faults: MiB used/of it history, keys, ticks): ${memory.map((m) => `${Math.round((m.at - faultsStart) / 1000)}:${mib(m.usedMemoryBytes)}/${mib(m.historyBytes ?? 0)},${m.keys},${m.ticksStarted}`).join(' ')}\n`,
+  );
 
   // --- teardown ---
   await Promise.allSettled([...workers, gateway].map((p) => stopProc(p, 'SIGTERM', 5_000)));
@@ -333,7 +401,10 @@ async function memoryUsage(client: RedisClient, keys: string[]): Promise<number[
 
 /** Bytes Redis holds for the sessions' transcripts and event streams. */
 async function historyBytes(client: RedisClient, keys: Keys, sessionIds: string[]): Promise<number> {
-  const sizes = await memoryUsage(client, sessionIds.flatMap((s) => [keys.transcript(s), keys.events(s)]));
+  const sizes = await memoryUsage(
+    client,
+    sessionIds.flatMap((s) => [keys.transcript(s), keys.events(s)]),
+  );
   return sizes.reduce((sum, b) => sum + b, 0);
 }
 

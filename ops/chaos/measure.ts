@@ -49,7 +49,11 @@ export function p99(samples: number[]): number {
  * Count the slots of one loop up to `windowEndMs`.
  * @param commits - the loop's committed ticks (any order, duplicates allowed)
  */
-export function countLoopSlots(commits: TickCommit[], intervalMs: number, windowEndMs: number): { occurrences: number; run: number; covered: number; missed: number } {
+export function countLoopSlots(
+  commits: TickCommit[],
+  intervalMs: number,
+  windowEndMs: number,
+): { occurrences: number; run: number; covered: number; missed: number } {
   const byDue = new Map<number, TickCommit>();
   for (const c of commits) if (!byDue.has(c.dueAt)) byDue.set(c.dueAt, c);
   const ticks = [...byDue.values()].sort((a, b) => a.dueAt - b.dueAt);
@@ -94,7 +98,11 @@ export function countDuplicates(commits: TickCommit[]): { committedTwice: number
  * had started and not committed, to its next start by another pid.
  * @returns samples in ms, and ticks never restarted (nor committed) afterwards
  */
-export function recoveryTimes(kills: Array<{ pid: number; at: number }>, starts: TickStart[], commits: TickCommit[]): { samples: number[]; unrecovered: number } {
+export function recoveryTimes(
+  kills: Array<{ pid: number; at: number }>,
+  starts: TickStart[],
+  commits: TickCommit[],
+): { samples: number[]; unrecovered: number } {
   const committedBy = new Map<string, number>();
   for (const c of commits) committedBy.set(`${c.sessionId}\u0000${c.occurrenceId}`, c.pid);
   const samples: number[] = [];
@@ -129,17 +137,26 @@ export interface QueuedReply {
  * Compare what Telegram accepted with what was queued.
  * @param sent - accepted messages in acceptance order
  */
-export function countReplies(sent: Array<{ chat_id: string; text: string }>, queued: QueuedReply[]): {
-  parts: number; duplicateReplies: number; outOfOrder: number; unsentParts: number; otherMessages: number;
+export function countReplies(
+  sent: Array<{ chat_id: string; text: string }>,
+  queued: QueuedReply[],
+): {
+  parts: number;
+  duplicateReplies: number;
+  outOfOrder: number;
+  unsentParts: number;
+  otherMessages: number;
 } {
   const partOf = new Map<string, { occ: string; part: number; seq: number | null }>();
   let parts = 0;
   for (const r of queued) {
     // The parts exactly as the gateway cuts them (Markdown rendered, then split).
-    splitFormatted(renderMarkdown(r.text.trim())).map((p) => p.text).forEach((p, i) => {
-      partOf.set(`${r.chatId}\u0000${p}`, { occ: r.occurrenceId, part: i, seq: r.seq });
-      parts++;
-    });
+    splitFormatted(renderMarkdown(r.text.trim()))
+      .map((p) => p.text)
+      .forEach((p, i) => {
+        partOf.set(`${r.chatId}\u0000${p}`, { occ: r.occurrenceId, part: i, seq: r.seq });
+        parts++;
+      });
   }
   const seen = new Set<string>();
   const maxByChat = new Map<string, [number, number]>();
@@ -177,7 +194,10 @@ export function countReplies(sent: Array<{ chat_id: string; text: string }>, que
 export function keyFamily(key: string): string {
   const m = /^\{[^}]*\}/.exec(key);
   const rest = m ? key.slice(m[0].length) : key;
-  const shape = rest.split(':').map((part) => (/[0-9%]/.test(part) ? '*' : part)).join(':');
+  const shape = rest
+    .split(':')
+    .map((part) => (/[0-9%]/.test(part) ? '*' : part))
+    .join(':');
   return `${m ? '{…}' : ''}${shape}`;
 }
 

@@ -34,7 +34,12 @@ function isCronExpression(expression: string): boolean {
 
 /** A comma list from the environment (`a, b,,c` → `['a', 'b', 'c']`); any other value (a YAML list) is left as it is. */
 function splitCommaList(v: unknown): unknown {
-  return typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter((s) => s.length > 0) : v;
+  return typeof v === 'string'
+    ? v
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s.length > 0)
+    : v;
 }
 /** `list` (an array schema), also given as a comma list in the environment. */
 const commaList = <T extends z.ZodType>(list: T) => z.preprocess(splitCommaList, list);
@@ -94,7 +99,19 @@ export const TOOL_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'discord', 'ap
  * request belongs to no session, so nothing it schedules could be its own), and the turns that
  * run unattended by their kind: `loop` and `heartbeat` ticks, `goal` continuations, `cron` runs.
  */
-export const SCHEDULE_TOOL_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'discord', 'api', 'web', 'loop', 'heartbeat', 'goal', 'cron'] as const;
+export const SCHEDULE_TOOL_SURFACES = [
+  'cli',
+  'chat',
+  'telegram',
+  'slack',
+  'discord',
+  'api',
+  'web',
+  'loop',
+  'heartbeat',
+  'goal',
+  'cron',
+] as const;
 
 /**
  * A command the agent may call as a tool (`tools.commands.<name>`). The model's
@@ -141,10 +158,7 @@ const mcpServerSchema = z.union([
 export const configSchema = z
   .object({
     /** IANA zone for cron jobs without `--tz`; default the host zone. */
-    timezone: z
-      .string()
-      .refine(isTimeZone, { message: 'unknown time zone (use an IANA name like Europe/Berlin)' })
-      .optional(),
+    timezone: z.string().refine(isTimeZone, { message: 'unknown time zone (use an IANA name like Europe/Berlin)' }).optional(),
     log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     redis: z
       .object({
@@ -230,7 +244,10 @@ export const configSchema = z
         path: ['self_paced_ceiling_seconds'],
       })
       .prefault({}),
-    heartbeat: z.object({ min_interval_seconds: atLeastOneSecond(60) }).strict().prefault({}),
+    heartbeat: z
+      .object({ min_interval_seconds: atLeastOneSecond(60) })
+      .strict()
+      .prefault({}),
     goals: z
       .object({
         max_turns: positiveInt(20),
@@ -295,12 +312,14 @@ export const configSchema = z
         models: z
           .record(
             z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'a model name is letters, digits, ".", "_" or "-" (at most 64)'),
-            z.object({
-              model: z.string().min(1),
-              base_url: z.string().url().optional(),
-              api_key: z.string().optional(),
-              context_window_tokens: z.coerce.number().int().min(1024).optional(),
-            }).strict(),
+            z
+              .object({
+                model: z.string().min(1),
+                base_url: z.string().url().optional(),
+                api_key: z.string().optional(),
+                context_window_tokens: z.coerce.number().int().min(1024).optional(),
+              })
+              .strict(),
           )
           .default({}),
         /** Declared model names tried in order when a turn's model still fails after its retries (429, 5xx, connection). @defaultValue [] */
@@ -431,7 +450,10 @@ export const configSchema = z
          * When each process checks the worker liveness set (a cron expression for croner; 5 fields, or 6 with seconds):
          * long-dead workers are forgotten, and a WARNING is logged while none is alive. @defaultValue every 5 minutes
          */
-        workers_cron: z.string().default('*/5 * * * *').refine(isCronExpression, { message: 'must be a cron expression (5 fields, or 6 with seconds)' }),
+        workers_cron: z
+          .string()
+          .default('*/5 * * * *')
+          .refine(isCronExpression, { message: 'must be a cron expression (5 fields, or 6 with seconds)' }),
         /** Liveness entries older than this many seconds are removed. @defaultValue 3600 */
         worker_forget_seconds: positiveInt(3600),
       })
@@ -455,14 +477,24 @@ export const configSchema = z
         /** Bytes of a tool's result the model sees; the rest is cut with a note. @defaultValue 16384 */
         max_result_bytes: positiveInt(16_384),
         /** `read_file` and `list_dir` inside these folders (symlinks resolved). @defaultValue none */
-        files: z.object({
-          /** Folders `read_file` and `list_dir` may read; absolute paths only (a relative one would depend on the worker's cwd). */
-          roots: z.array(z.string().min(1).refine(isAbsolute, { message: 'must be an absolute path (e.g. /srv/deploy), not relative' })).default([]),
-        }).strict().prefault({}),
+        files: z
+          .object({
+            /** Folders `read_file` and `list_dir` may read; absolute paths only (a relative one would depend on the worker's cwd). */
+            roots: z
+              .array(z.string().min(1).refine(isAbsolute, { message: 'must be an absolute path (e.g. /srv/deploy), not relative' }))
+              .default([]),
+          })
+          .strict()
+          .prefault({}),
         /** `http_get` to these hosts (`example.com` or `example.com:8080`). @defaultValue none */
-        http: z.object({ allow: z.array(z.string().min(1)).default([]) }).strict().prefault({}),
+        http: z
+          .object({ allow: z.array(z.string().min(1)).default([]) })
+          .strict()
+          .prefault({}),
         /** Commands the agent may call, one function tool each. */
-        commands: z.record(z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'tool names use letters, digits, _ and -'), toolCommandSchema).default({}),
+        commands: z
+          .record(z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'tool names use letters, digits, _ and -'), toolCommandSchema)
+          .default({}),
         /**
          * Which surfaces may use a tool or group (`files`, `http`, `commands`, `mcp`,
          * `schedule_status`, a command's name, an MCP server's name or `<server>__<tool>`).
@@ -476,27 +508,31 @@ export const configSchema = z
         schedules: z
           .preprocess(
             (v) => (typeof v === 'string' || typeof v === 'boolean' ? { enabled: v } : v),
-            z.object({
-              /** Offer the tool at all; `false` hides it from every turn. @defaultValue true */
-              enabled: flag(true),
-              /**
-               * Turns that may use it, each of a turn's surfaces (and, for a tick, a goal turn or a cron
-               * run, its kind) must be listed: so by default a scheduled turn cannot schedule more turns.
-               * A self-paced loop's tick may always pace itself (action `next`). @defaultValue [cli, chat, telegram, slack, discord]
-               */
-              allow_from: commaList(z.array(z.enum(SCHEDULE_TOOL_SURFACES))).default(['cli', 'chat', 'telegram', 'slack', 'discord']),
-              /** Active and paused schedules a session may have (its loop, heartbeat and cron jobs) before the agent may create another. @defaultValue 10 */
-              max_per_session: positiveInt(10),
-              /** Schedules the agent may create per session in any 24 hours (replaced and removed ones count). @defaultValue 20 */
-              max_created_per_day: positiveInt(20),
-            }).strict(),
+            z
+              .object({
+                /** Offer the tool at all; `false` hides it from every turn. @defaultValue true */
+                enabled: flag(true),
+                /**
+                 * Turns that may use it, each of a turn's surfaces (and, for a tick, a goal turn or a cron
+                 * run, its kind) must be listed: so by default a scheduled turn cannot schedule more turns.
+                 * A self-paced loop's tick may always pace itself (action `next`). @defaultValue [cli, chat, telegram, slack, discord]
+                 */
+                allow_from: commaList(z.array(z.enum(SCHEDULE_TOOL_SURFACES))).default(['cli', 'chat', 'telegram', 'slack', 'discord']),
+                /** Active and paused schedules a session may have (its loop, heartbeat and cron jobs) before the agent may create another. @defaultValue 10 */
+                max_per_session: positiveInt(10),
+                /** Schedules the agent may create per session in any 24 hours (replaced and removed ones count). @defaultValue 20 */
+                max_created_per_day: positiveInt(20),
+              })
+              .strict(),
           )
           .prefault({}),
       })
       .strict()
       .prefault({}),
     /** MCP servers whose tools agent turns may call, named `<server>__<tool>`. */
-    mcp_servers: z.record(z.string().regex(/^[a-zA-Z0-9_-]{1,32}$/, 'server names use letters, digits, _ and -'), mcpServerSchema).default({}),
+    mcp_servers: z
+      .record(z.string().regex(/^[a-zA-Z0-9_-]{1,32}$/, 'server names use letters, digits, _ and -'), mcpServerSchema)
+      .default({}),
     /** Named commands for command turns: `hermes loop … --command NAME`. */
     commands: z.record(z.string(), commandSchema).default({}),
     /**
@@ -792,7 +828,12 @@ function valueAt(raw: unknown, path: readonly PropertyKey[]): unknown {
  * `abc` reads "expected a number, got "abc"", not zod's "received NaN".
  */
 function issueMessage(issue: z.core.$ZodIssue, typed: unknown): string {
-  if (issue.code === 'invalid_type' && (issue.expected === 'number' || issue.expected === 'int') && typed !== undefined && typeof typed !== 'number') {
+  if (
+    issue.code === 'invalid_type' &&
+    (issue.expected === 'number' || issue.expected === 'int') &&
+    typed !== undefined &&
+    typeof typed !== 'number'
+  ) {
     return `expected a ${issue.expected === 'int' ? 'whole number' : 'number'}, got ${JSON.stringify(typed)}`;
   }
   return issue.message;
@@ -859,9 +900,7 @@ function unwrapObject(schema: z.ZodType): z.ZodObject | undefined {
  * @param options.overrides - programmatic values applied last (tests, the demo)
  * @throws ConfigError naming the first bad key (file path or environment variable)
  */
-export function loadConfig(
-  options: { env?: NodeJS.ProcessEnv; overrides?: Record<string, unknown> } = {},
-): HermesConfig {
+export function loadConfig(options: { env?: NodeJS.ProcessEnv; overrides?: Record<string, unknown> } = {}): HermesConfig {
   const env = options.env ?? process.env;
   const home = resolveHome(env);
   const file = join(home, 'config.yaml');

@@ -16,12 +16,31 @@ import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
 import { assertTimeZone, defaultTimeZone, type CronSchedule } from './cron-engine.ts';
 import {
-  createCronJob, cronToolSurfaces, firstDue, parseDeliver, pauseCronJob, resumeCronJob, type CronEconomy, type CronJob,
+  createCronJob,
+  cronToolSurfaces,
+  firstDue,
+  parseDeliver,
+  pauseCronJob,
+  resumeCronJob,
+  type CronEconomy,
+  type CronJob,
 } from './cron-job.ts';
 import { checkCronEconomy } from './cron-economy.ts';
 import {
-  assertMayDriveJob, parseCronSchedule, parseEconomyOf, parseMisfire, parseName, parseNotify, parseOverlap, parsePrompt, parseRepeat, parseScript,
-  type CronCaller, type CronInputSettings, type CronJobChanges, type CronJobInput,
+  assertMayDriveJob,
+  parseCronSchedule,
+  parseEconomyOf,
+  parseMisfire,
+  parseName,
+  parseNotify,
+  parseOverlap,
+  parsePrompt,
+  parseRepeat,
+  parseScript,
+  type CronCaller,
+  type CronInputSettings,
+  type CronJobChanges,
+  type CronJobInput,
 } from './cron-input.ts';
 import type { CronQueries } from './cron-queries.ts';
 import type { CronStore } from './cron-store.ts';
@@ -54,10 +73,16 @@ export class CronCommands {
     const prompt = parsePrompt(input.prompt ?? '', script, this.settings);
     const economy = parseEconomyOf({ watch: input.watch, max_tokens: input.max_tokens, model: input.model }, { clearable: false }, caller);
     const alsoFrom = [...new Set((caller.alsoFrom ?? []).filter((s) => s !== 'cli' && s !== caller.origin.surface))];
-    checkCronEconomy({ script, economy }, {
-      changed: economy, surfacesGrew: false, checker: this.settings.checkEconomy, asker: caller.origin.surface,
-      surfaces: [caller.origin.surface, ...cronToolSurfaces({ origin: caller.origin, edited_from: alsoFrom })],
-    });
+    checkCronEconomy(
+      { script, economy },
+      {
+        changed: economy,
+        surfacesGrew: false,
+        checker: this.settings.checkEconomy,
+        asker: caller.origin.surface,
+        surfaces: [caller.origin.surface, ...cronToolSurfaces({ origin: caller.origin, edited_from: alsoFrom })],
+      },
+    );
     const job = createCronJob({
       id,
       name: input.name === undefined ? null : parseName(input.name),
@@ -92,7 +117,9 @@ export class CronCommands {
    */
   async edit(ref: string, changes: CronJobChanges, caller: CronCaller): Promise<CronJob> {
     if (Object.values(changes).every((v) => v === undefined)) {
-      throw new ScheduleInputError('Nothing to change: give at least one of `schedule`, `prompt`, `name`, `deliver`, `repeat`, `tz`, `script`, `misfire`, `overlap`, `notify`, `jitter`, `watch`, `max_tokens`, `model`.');
+      throw new ScheduleInputError(
+        'Nothing to change: give at least one of `schedule`, `prompt`, `name`, `deliver`, `repeat`, `tz`, `script`, `misfire`, `overlap`, `notify`, `jitter`, `watch`, `max_tokens`, `model`.',
+      );
     }
     const current = await this.queries.resolveRef(ref);
     assertMayDriveJob(current, caller, 'change');
@@ -107,38 +134,65 @@ export class CronCommands {
     const jitterSeconds = changes.jitter !== undefined ? parseJitter(changes.jitter) : jitterSecondsOf(current.schedule);
     schedule = withJitter(schedule, current.id, jitterSeconds);
     const script = changes.script === undefined ? current.script : changes.script === null ? null : parseScript(changes.script, caller);
-    const prompt = changes.prompt !== undefined ? parsePrompt(changes.prompt, script, this.settings) : parsePrompt(current.prompt, script, this.settings);
+    const prompt =
+      changes.prompt !== undefined
+        ? parsePrompt(changes.prompt, script, this.settings)
+        : parsePrompt(current.prompt, script, this.settings);
     // Economy (docs/CRON.md, "Economy"): checked as the job will be, for the surfaces its runs will answer to.
-    const economyChanges = parseEconomyOf({ watch: changes.watch, max_tokens: changes.max_tokens, model: changes.model }, { clearable: true }, caller);
+    const economyChanges = parseEconomyOf(
+      { watch: changes.watch, max_tokens: changes.max_tokens, model: changes.model },
+      { clearable: true },
+      caller,
+    );
     const economy: CronEconomy = {
-      watch: economyChanges.watch !== undefined ? economyChanges.watch : current.watch ?? null,
-      max_tokens: economyChanges.max_tokens !== undefined ? economyChanges.max_tokens : current.max_tokens ?? null,
-      model: economyChanges.model !== undefined ? economyChanges.model : current.model ?? null,
+      watch: economyChanges.watch !== undefined ? economyChanges.watch : (current.watch ?? null),
+      max_tokens: economyChanges.max_tokens !== undefined ? economyChanges.max_tokens : (current.max_tokens ?? null),
+      model: economyChanges.model !== undefined ? economyChanges.model : (current.model ?? null),
     };
     const alsoFrom = (caller.alsoFrom ?? []).filter((s) => s !== 'cli');
-    const editedFromAfter = (from: CronJob['edited_from']) => [...new Set([
-      ...(caller.origin.surface !== 'cli' ? [...(from ?? []), caller.origin.surface] : changes.prompt !== undefined ? [] : from ?? []),
-      ...alsoFrom,
-    ])];
+    const editedFromAfter = (from: CronJob['edited_from']) => [
+      ...new Set([
+        ...(caller.origin.surface !== 'cli' ? [...(from ?? []), caller.origin.surface] : changes.prompt !== undefined ? [] : (from ?? [])),
+        ...alsoFrom,
+      ]),
+    ];
     const surfacesBefore = cronToolSurfaces(current);
     const surfacesAfter = cronToolSurfaces({ origin: current.origin, edited_from: editedFromAfter(current.edited_from) });
-    checkCronEconomy({ script, economy }, {
-      changed: economyChanges, surfacesGrew: surfacesAfter.some((s) => !surfacesBefore.includes(s)),
-      checker: this.settings.checkEconomy, asker: caller.origin.surface, surfaces: [caller.origin.surface, ...surfacesAfter],
-    });
+    checkCronEconomy(
+      { script, economy },
+      {
+        changed: economyChanges,
+        surfacesGrew: surfacesAfter.some((s) => !surfacesBefore.includes(s)),
+        checker: this.settings.checkEconomy,
+        asker: caller.origin.surface,
+        surfaces: [caller.origin.surface, ...surfacesAfter],
+      },
+    );
     const fields = {
       name: changes.name !== undefined ? await this.uniqueName(parseName(changes.name), true, current.id) : current.name,
       deliver: changes.deliver !== undefined ? parseDeliver(changes.deliver, this.settings.webhookAllow) : current.deliver,
       repeatTimes: changes.repeat !== undefined ? (changes.repeat === null ? null : parseRepeat(changes.repeat)) : current.repeat.times,
       misfire: changes.misfire !== undefined ? parseMisfire(changes.misfire) : current.misfire,
       overlap: changes.overlap !== undefined ? parseOverlap(changes.overlap) : current.overlap,
-      notify: changes.notify !== undefined ? parseNotify(changes.notify) : current.notify ?? 'failure',
+      notify: changes.notify !== undefined ? parseNotify(changes.notify) : (current.notify ?? 'failure'),
     };
     const { stored, previous } = await this.write(current.id, (cur) => {
       const next: CronJob = {
-        ...cur, prompt, script, schedule, tz, name: fields.name, deliver: fields.deliver, misfire: fields.misfire, overlap: fields.overlap, notify: fields.notify,
-        repeat: { times: fields.repeatTimes, completed: cur.repeat.completed }, updated_at: now,
-        watch: economy.watch, model: economy.model, max_tokens: economy.max_tokens,
+        ...cur,
+        prompt,
+        script,
+        schedule,
+        tz,
+        name: fields.name,
+        deliver: fields.deliver,
+        misfire: fields.misfire,
+        overlap: fields.overlap,
+        notify: fields.notify,
+        repeat: { times: fields.repeatTimes, completed: cur.repeat.completed },
+        updated_at: now,
+        watch: economy.watch,
+        model: economy.model,
+        max_tokens: economy.max_tokens,
       };
       // A new watch starts from its first run; a new --max-tokens counts from now.
       if ((economy.watch ?? null) !== (cur.watch ?? null)) next.watch_digest = null;
@@ -185,7 +239,11 @@ export class CronCommands {
    * @throws ScheduleInputError for a one-shot whose time passed while paused; for a job with a
    *   script and an untrusted caller (`assertMayDriveJob`)
    */
-  async resume(ref: string, caller: CronCaller, options: { runNow?: boolean } = {}): Promise<{ job: CronJob; changed: boolean; manualJobId?: string }> {
+  async resume(
+    ref: string,
+    caller: CronCaller,
+    options: { runNow?: boolean } = {},
+  ): Promise<{ job: CronJob; changed: boolean; manualJobId?: string }> {
     const current = await this.queries.resolveRef(ref);
     assertMayDriveJob(current, caller, 'resume');
     const now = this.clock();
@@ -222,7 +280,6 @@ export class CronCommands {
     return job;
   }
 
-
   /**
    * Names are unique (case-insensitive, like references), so a name always
    * resolves to one job. An explicit name that another job has — or that is
@@ -238,9 +295,15 @@ export class CronCommands {
     if (!holder) return name;
     if (explicit) {
       if (holder.id === name && holder.name.toLowerCase() !== name.toLowerCase()) {
-        throw new ScheduleInputError(`"${name}" is the id of the cron job "${holder.name}"; a name may not be another job's id (references would be ambiguous). Choose another \`name\`.`, { field: 'name' });
+        throw new ScheduleInputError(
+          `"${name}" is the id of the cron job "${holder.name}"; a name may not be another job's id (references would be ambiguous). Choose another \`name\`.`,
+          { field: 'name' },
+        );
       }
-      throw new ScheduleInputError(`A cron job named "${holder.name}" already exists (${holder.id}); choose another \`name\` or edit that job.`, { field: 'name' });
+      throw new ScheduleInputError(
+        `A cron job named "${holder.name}" already exists (${holder.id}); choose another \`name\` or edit that job.`,
+        { field: 'name' },
+      );
     }
     for (let i = 2; ; i++) if (!taken(`${name} (${i})`)) return `${name} (${i})`;
   }
@@ -256,17 +319,20 @@ export class CronCommands {
     id: string,
     change: (cur: CronJob) => CronJob | undefined,
   ): Promise<{ stored: CronJob; previous: CronJob; changed: boolean }> {
-    return await retryOnConflict(async () => {
-      const cur = await this.store.get(id);
-      if (!cur) throw new ScheduleInputError(`Cron job ${id} was removed.`, { field: 'ref' });
-      const next = change(cur);
-      if (!next) return { stored: cur, previous: cur, changed: false };
-      const stored = await this.store.put(next, cur.version);
-      return stored ? { stored, previous: cur, changed: true } : CONFLICT;
-    }, () => {
-      this.log.warn({ cronJobId: id }, 'cron job write kept conflicting; giving up');
-      return new StoreUnavailableError(`Cron job ${id} is being changed concurrently; try again.`);
-    });
+    return await retryOnConflict(
+      async () => {
+        const cur = await this.store.get(id);
+        if (!cur) throw new ScheduleInputError(`Cron job ${id} was removed.`, { field: 'ref' });
+        const next = change(cur);
+        if (!next) return { stored: cur, previous: cur, changed: false };
+        const stored = await this.store.put(next, cur.version);
+        return stored ? { stored, previous: cur, changed: true } : CONFLICT;
+      },
+      () => {
+        this.log.warn({ cronJobId: id }, 'cron job write kept conflicting; giving up');
+        return new StoreUnavailableError(`Cron job ${id} is being changed concurrently; try again.`);
+      },
+    );
   }
 
   /** The typed schedule, with this service's limits. */

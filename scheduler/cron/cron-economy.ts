@@ -43,15 +43,19 @@ export function parseCronEconomy(input: CronEconomyInput, options: { clearable: 
   const cleared = (v: unknown) => v === null || (options.clearable && typeof v === 'string' && v.trim().toLowerCase() === CLEAR_WORD);
   if (input.watch !== undefined) {
     if (cleared(input.watch)) out.watch = null;
-    else if (input.watch === null || input.watch.trim() === '') throw new ScheduleInputError('--watch needs a check: a command tool, read_file:<path> or http_get:<url>.', { field: 'watch' });
+    else if (input.watch === null || input.watch.trim() === '')
+      throw new ScheduleInputError('--watch needs a check: a command tool, read_file:<path> or http_get:<url>.', { field: 'watch' });
     else out.watch = parseEconomyValue('--watch', input.watch.trim()).watch ?? null;
   }
   if (input.max_tokens !== undefined) {
-    out.max_tokens = cleared(input.max_tokens) ? null : parseEconomyValue('--max-tokens', String(input.max_tokens).trim()).maxTokens ?? null;
+    out.max_tokens = cleared(input.max_tokens)
+      ? null
+      : (parseEconomyValue('--max-tokens', String(input.max_tokens).trim()).maxTokens ?? null);
   }
   if (input.model !== undefined) {
     if (cleared(input.model)) out.model = null;
-    else if (input.model === null || input.model.trim() === '') throw new ScheduleInputError('--model needs a model name from agent.models.', { field: 'model' });
+    else if (input.model === null || input.model.trim() === '')
+      throw new ScheduleInputError('--model needs a model name from agent.models.', { field: 'model' });
     else out.model = input.model.trim();
   }
   return out;

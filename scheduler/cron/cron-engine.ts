@@ -112,7 +112,9 @@ export function cronFor(expression: string, tz: string): Cron {
     try {
       cron = new Cron(expression, { ...CRON_OPTIONS, domAndDow: dayFieldsAnded(expression), timezone: tz });
     } catch (err) {
-      const detail = String((err as Error).message).replace(/^CronPattern:\s*/, '').replace(/^CronOptions:\s*/, '');
+      const detail = String((err as Error).message)
+        .replace(/^CronPattern:\s*/, '')
+        .replace(/^CronOptions:\s*/, '');
       throw new ScheduleInputError(`Invalid cron expression "${expression}": ${detail}`, { field: 'schedule', cause: err });
     }
     if (cronCache.size > 5000) cronCache.clear();
@@ -132,7 +134,7 @@ export function cronFor(expression: string, tz: string): Cron {
 export function nextOccurrence(schedule: CronSchedule, tz: string, afterMs: number): number | undefined {
   // Jitter (jitter.ts): the occurrences are the schedule's own times plus a fixed
   // offset, so the first one after `afterMs` is the first own time after `afterMs - offset`.
-  const offsetMs = schedule.kind === 'once' ? 0 : schedule.jitter?.offsetMs ?? 0;
+  const offsetMs = schedule.kind === 'once' ? 0 : (schedule.jitter?.offsetMs ?? 0);
   if (offsetMs === 0) return unshiftedNext(schedule, tz, afterMs);
   const next = unshiftedNext(schedule, tz, afterMs - offsetMs);
   return next === undefined ? undefined : next + offsetMs;
@@ -226,8 +228,14 @@ export function wallTimeOf(ms: number, tz: string): WallTime {
   let f = formatters.get(tz);
   if (!f) {
     f = new Intl.DateTimeFormat('en-US', {
-      timeZone: tz, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric',
-      hour: 'numeric', minute: 'numeric', second: 'numeric',
+      timeZone: tz,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: 'numeric',
+      day: 'numeric',
+      hour: 'numeric',
+      minute: 'numeric',
+      second: 'numeric',
     });
     formatters.set(tz, f);
   }
@@ -236,8 +244,12 @@ export function wallTimeOf(ms: number, tz: string): WallTime {
     if (p.type !== 'literal') parts[p.type] = Number(p.value);
   }
   return {
-    year: parts.year!, month: parts.month!, day: parts.day!,
-    hour: parts.hour! === 24 ? 0 : parts.hour!, minute: parts.minute!, second: parts.second!,
+    year: parts.year!,
+    month: parts.month!,
+    day: parts.day!,
+    hour: parts.hour! === 24 ? 0 : parts.hour!,
+    minute: parts.minute!,
+    second: parts.second!,
   };
 }
 

@@ -8,8 +8,14 @@ import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import type { Origin } from '../session/origin.ts';
 import type { CronSchedule } from './cron-engine.ts';
 import {
-  type CronEconomy, type CronJobCreator, type MisfirePolicy, type NotifyPolicy, type OverlapPolicy,
-  MISFIRE_POLICIES, NOTIFY_POLICIES, OVERLAP_POLICIES,
+  type CronEconomy,
+  type CronJobCreator,
+  type MisfirePolicy,
+  type NotifyPolicy,
+  type OverlapPolicy,
+  MISFIRE_POLICIES,
+  NOTIFY_POLICIES,
+  OVERLAP_POLICIES,
 } from './cron-job.ts';
 import { economyError, parseCronEconomy, type CronEconomyInput, type EconomyChecker } from './cron-economy.ts';
 import { parseSchedule } from './schedule-grammar.ts';
@@ -103,7 +109,9 @@ export function parseCronSchedule(text: string, tz: string, now: number, setting
 export function parseScript(script: string | undefined, caller: CronCaller): string | null {
   if (script === undefined) return null;
   if (!caller.trusted) {
-    throw new ScheduleInputError('Jobs with a `script` (command turns) can only be created from the CLI or the config file.', { field: 'script' });
+    throw new ScheduleInputError('Jobs with a `script` (command turns) can only be created from the CLI or the config file.', {
+      field: 'script',
+    });
   }
   if (script.trim() === '') throw new ScheduleInputError('`script` needs a command.', { field: 'script' });
   return script;
@@ -116,12 +124,15 @@ export function parseScript(script: string | undefined, caller: CronCaller): str
  * to every caller: they start nothing.
  * @throws ScheduleInputError for an untrusted caller and a job with a script (nothing is written)
  */
-export function assertMayDriveJob(job: { id: string; name: string; script: string | null }, caller: CronCaller, action: 'change' | 'resume' | 'run'): void {
+export function assertMayDriveJob(
+  job: { id: string; name: string; script: string | null },
+  caller: CronCaller,
+  action: 'change' | 'resume' | 'run',
+): void {
   if (caller.trusted || job.script === null) return;
-  throw new ScheduleInputError(
-    `Cron job ${job.id} "${job.name}" runs a command (script): only the CLI can ${action} it.`,
-    { field: 'script' },
-  );
+  throw new ScheduleInputError(`Cron job ${job.id} "${job.name}" runs a command (script): only the CLI can ${action} it.`, {
+    field: 'script',
+  });
 }
 
 /** Economy fields, with errors in the asking surface's words. */
@@ -138,7 +149,10 @@ export function parsePrompt(prompt: string, script: string | null, settings: Pic
   const p = prompt.trim();
   if (p === '' && script === null) throw new ScheduleInputError('A cron job needs a prompt (or `script`).', { field: 'prompt' });
   if (p.length > settings.maxPromptChars) {
-    throw new ScheduleInputError(`The prompt has ${p.length} characters; the limit is ${settings.maxPromptChars} (agent.max_prompt_chars).`, { field: 'prompt' });
+    throw new ScheduleInputError(
+      `The prompt has ${p.length} characters; the limit is ${settings.maxPromptChars} (agent.max_prompt_chars).`,
+      { field: 'prompt' },
+    );
   }
   return p;
 }

@@ -329,9 +329,12 @@ export function pauseCronJob(job: CronJob, now: number): CronJob | undefined {
  */
 export function resumeCronJob(job: CronJob, now: number): CronJob | undefined {
   if (job.state !== 'paused') return undefined;
-  const next = job.schedule.kind === 'once'
-    ? (job.schedule.atMs >= now ? job.schedule.atMs : null)
-    : nextOccurrence(job.schedule, job.tz, now) ?? null;
+  const next =
+    job.schedule.kind === 'once'
+      ? job.schedule.atMs >= now
+        ? job.schedule.atMs
+        : null
+      : (nextOccurrence(job.schedule, job.tz, now) ?? null);
   if (next === null) {
     throw new ScheduleInputError(
       `Job ${job.id} was a one-shot for ${isoUtc(job.schedule.kind === 'once' ? job.schedule.atMs : now)}, which has passed; give it a new \`schedule\` or run it once now.`,
@@ -341,7 +344,13 @@ export function resumeCronJob(job: CronJob, now: number): CronJob | undefined {
   // A resume gives a job paused by its failure streak fresh tries (the count starts again),
   // and a job with `--max-tokens` a fresh allowance.
   return {
-    ...job, state: 'scheduled', next_run_at: next, generation: job.generation + 1, updated_at: now, failure_streak: 0, paused_reason: null,
+    ...job,
+    state: 'scheduled',
+    next_run_at: next,
+    generation: job.generation + 1,
+    updated_at: now,
+    failure_streak: 0,
+    paused_reason: null,
     ...(job.max_tokens ? { budget_tokens: 0 } : {}),
   };
 }
@@ -385,9 +394,16 @@ export function applyRun(
   } = {},
 ): CronJob {
   const next = withEconomy(advance(job, run, pickedAt, now), job, run, options.watch);
-  const pause = (reason: string): CronJob => ({ ...next, state: 'paused', next_run_at: null, generation: next.generation + 1, paused_reason: reason });
+  const pause = (reason: string): CronJob => ({
+    ...next,
+    state: 'paused',
+    next_run_at: null,
+    generation: next.generation + 1,
+    paused_reason: reason,
+  });
   if (next.state === 'scheduled') {
-    if (options.overTurnBudget && run.status === 'error') return pause(`a run over agent.max_tokens_per_turn: ${clipReason(run.error ?? 'the turn reached its token limit', 300)}`);
+    if (options.overTurnBudget && run.status === 'error')
+      return pause(`a run over agent.max_tokens_per_turn: ${clipReason(run.error ?? 'the turn reached its token limit', 300)}`);
     if (next.max_tokens && (next.budget_tokens ?? 0) >= next.max_tokens) return pause(budgetReason(next));
   }
   const max = options.maxConsecutiveFailures ?? 0;
@@ -470,7 +486,7 @@ export function cronJobView(job: CronJob): Record<string, unknown> {
     overlap: job.overlap,
     notify: job.notify ?? 'failure',
     // `--jitter`: the window and this job's fixed offset in it (0 and 0 without jitter).
-    jitter_seconds: job.schedule.kind === 'once' ? 0 : job.schedule.jitter?.seconds ?? 0,
+    jitter_seconds: job.schedule.kind === 'once' ? 0 : (job.schedule.jitter?.seconds ?? 0),
     jitter_offset_seconds: job.schedule.kind === 'once' ? 0 : (job.schedule.jitter?.offsetMs ?? 0) / 1000,
     state: job.state,
     paused_reason: job.paused_reason ?? null,
@@ -499,8 +515,12 @@ export function cronJobView(job: CronJob): Record<string, unknown> {
 export function cronRunView(run: CronRun): Record<string, unknown> {
   const iso = (ms: number | null) => (ms === null ? null : isoUtc(ms));
   return {
-    spend: { ...NO_SPEND }, unchanged: false,
-    ...run, due_at: iso(run.due_at), started_at: iso(run.started_at), finished_at: iso(run.finished_at),
+    spend: { ...NO_SPEND },
+    unchanged: false,
+    ...run,
+    due_at: iso(run.due_at),
+    started_at: iso(run.started_at),
+    finished_at: iso(run.finished_at),
   };
 }
 

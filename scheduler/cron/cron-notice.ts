@@ -24,7 +24,12 @@ export function runNotice(job: CronJob, run: CronRun, pausedByRun: boolean): str
   if (run.status === 'error') {
     const error = (run.error ?? 'unknown error').replace(/\s+/g, ' ').trim();
     const lines = [`${who} failed: ${error.length > 500 ? `${error.slice(0, 499)}…` : error}`];
-    if (pausedByRun) lines.push(pausedByStreak(job) ? `Paused after ${job.failure_streak} failed runs in a row; \`hermes cron resume ${job.id}\` continues.` : budgetPause(job));
+    if (pausedByRun)
+      lines.push(
+        pausedByStreak(job)
+          ? `Paused after ${job.failure_streak} failed runs in a row; \`hermes cron resume ${job.id}\` continues.`
+          : budgetPause(job),
+      );
     lines.push(`\`hermes cron runs ${job.id}\` shows its runs.`);
     return lines.join('\n');
   }

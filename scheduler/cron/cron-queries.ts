@@ -31,7 +31,8 @@ export class CronQueries {
    * @throws ScheduleInputError for a bad reference or limit
    */
   async runs(ref: string | undefined, limit = 20): Promise<CronRun[]> {
-    if (!Number.isInteger(limit) || limit < 1) throw new ScheduleInputError(`\`limit\` must be a positive whole number, got ${limit}.`, { field: 'limit' });
+    if (!Number.isInteger(limit) || limit < 1)
+      throw new ScheduleInputError(`\`limit\` must be a positive whole number, got ${limit}.`, { field: 'limit' });
     if (ref === undefined) return await this.store.recentRuns(limit);
     const job = await this.resolveRef(ref);
     return await this.store.runs(job.id, limit);

@@ -16,7 +16,14 @@ export interface CronStatus {
   /** Lateness of the recent runs that started. */
   lateness: { runs: number; averageMs: number; maxMs: number; late: number };
   /** Jobs with failed runs in a row; `paused_reason` when the streak paused the job. */
-  failing: Array<{ id: string; name: string; failure_streak: number; last_error: string | null; state: CronJob['state']; paused_reason: string | null }>;
+  failing: Array<{
+    id: string;
+    name: string;
+    failure_streak: number;
+    last_error: string | null;
+    state: CronJob['state'];
+    paused_reason: string | null;
+  }>;
   /** Delivery outcomes of the recent runs, by status (`sent`, `delivered`, `queued`, `failed`, …). */
   deliveries: Record<string, number>;
   /** Failed deliveries of the recent runs, newest first (at most 5). */
@@ -56,14 +63,26 @@ export class CronReports {
       for (const d of r.deliveries) {
         deliveries[d.status] = (deliveries[d.status] ?? 0) + 1;
         if (d.status === 'failed' && failedDeliveries.length < 5) {
-          failedDeliveries.push({ id: r.job_id, name: names.get(r.job_id) ?? r.job_id, occurrence_id: r.occurrence_id, target: d.target, error: d.error ?? null });
+          failedDeliveries.push({
+            id: r.job_id,
+            name: names.get(r.job_id) ?? r.job_id,
+            occurrence_id: r.occurrence_id,
+            target: d.target,
+            error: d.error ?? null,
+          });
         }
       }
     }
     const lateness = started.map((r) => r.lateness_ms);
     return {
       workersAlive,
-      jobs: { total: jobs.length, scheduled: count('scheduled'), paused: count('paused'), completed: count('completed'), error: count('error') },
+      jobs: {
+        total: jobs.length,
+        scheduled: count('scheduled'),
+        paused: count('paused'),
+        completed: count('completed'),
+        error: count('error'),
+      },
       upcoming: jobs
         .filter((j) => j.state === 'scheduled' && j.next_run_at !== null)
         .sort((a, b) => a.next_run_at! - b.next_run_at!)
@@ -79,7 +98,12 @@ export class CronReports {
         .filter((j) => j.failure_streak > 0)
         .sort((a, b) => b.failure_streak - a.failure_streak)
         .map((j) => ({
-          id: j.id, name: j.name, failure_streak: j.failure_streak, last_error: j.last_error, state: j.state, paused_reason: j.paused_reason ?? null,
+          id: j.id,
+          name: j.name,
+          failure_streak: j.failure_streak,
+          last_error: j.last_error,
+          state: j.state,
+          paused_reason: j.paused_reason ?? null,
         })),
       deliveries,
       failedDeliveries,
@@ -100,7 +124,10 @@ export class CronReports {
         out.push({ jobId: job.id, message: `last delivery to ${d.target} failed (not retried): ${d.error ?? 'unknown error'}` });
       } else if (d.status === 'queued' && (last.finished_at ?? last.due_at) < now - DELIVERY_STUCK_MS) {
         const why = d.error ? `last attempt: ${d.error}, ${d.will_retry ? 'retrying' : 'not retried'}` : 'is a gateway running?';
-        out.push({ jobId: job.id, message: `last delivery to ${d.target} is still queued after ${Math.round((now - (last.finished_at ?? last.due_at)) / 60_000)} min (${why}).` });
+        out.push({
+          jobId: job.id,
+          message: `last delivery to ${d.target} is still queued after ${Math.round((now - (last.finished_at ?? last.due_at)) / 60_000)} min (${why}).`,
+        });
       }
     }
     return out;
@@ -118,7 +145,10 @@ export class CronReports {
     try {
       const res = (await this.store.redis.config('GET', 'maxmemory-policy')) as string[];
       if (res[1] && res[1] !== 'noeviction') {
-        findings.push({ jobId: null, message: `Redis maxmemory-policy is ${res[1]}: jobs may be evicted under memory pressure; set it to noeviction.` });
+        findings.push({
+          jobId: null,
+          message: `Redis maxmemory-policy is ${res[1]}: jobs may be evicted under memory pressure; set it to noeviction.`,
+        });
       }
     } catch {
       // CONFIG is disabled on some managed Redis services; not a finding.
@@ -126,7 +156,10 @@ export class CronReports {
     const jobs = await this.store.list();
     const alive = await countAliveWorkers(this.store.redis, this.store.keys.workers, now);
     if (alive === 0 && jobs.some((j) => j.state === 'scheduled')) {
-      findings.push({ jobId: null, message: 'No worker is alive: scheduled jobs will not run. Start one with `hermes worker` or `hermes up`.' });
+      findings.push({
+        jobId: null,
+        message: 'No worker is alive: scheduled jobs will not run. Start one with `hermes worker` or `hermes up`.',
+      });
     }
     for (const job of jobs) {
       try {
@@ -154,7 +187,10 @@ export class CronReports {
           findings.push({ jobId: job.id, message: 'scheduled job has no job scheduler; a worker start (reconcile) re-arms it.' });
         } else if (job.next_run_at !== null && job.next_run_at > now && next !== job.next_run_at) {
           // A record whose next run is in the past is mid-run (the scheduler already moved on).
-          findings.push({ jobId: job.id, message: `job scheduler fires at ${new Date(next).toISOString()} but the record says ${new Date(job.next_run_at).toISOString()}.` });
+          findings.push({
+            jobId: job.id,
+            message: `job scheduler fires at ${new Date(next).toISOString()} but the record says ${new Date(job.next_run_at).toISOString()}.`,
+          });
         }
       }
       if (job.next_run_at !== null && job.next_run_at < now - 10 * 60_000) {
@@ -164,7 +200,10 @@ export class CronReports {
       // A streak is a finding from its first failure: the job still runs, and will pause if it goes on.
       if (job.failure_streak > 0) {
         const runs = job.failure_streak === 1 ? 'its last run failed' : `failed ${job.failure_streak} runs in a row`;
-        findings.push({ jobId: job.id, message: `in a failure streak: ${runs}; last error: ${job.last_error ?? 'unknown'} (\`hermes cron logs ${job.id}\` shows the runs).` });
+        findings.push({
+          jobId: job.id,
+          message: `in a failure streak: ${runs}; last error: ${job.last_error ?? 'unknown'} (\`hermes cron logs ${job.id}\` shows the runs).`,
+        });
       }
     }
     return findings;

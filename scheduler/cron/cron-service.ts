@@ -52,7 +52,11 @@ export class CronService {
   }
 
   /** {@link CronCommands.resume} */
-  resume(ref: string, caller: CronCaller, options?: { runNow?: boolean }): Promise<{ job: CronJob; changed: boolean; manualJobId?: string }> {
+  resume(
+    ref: string,
+    caller: CronCaller,
+    options?: { runNow?: boolean },
+  ): Promise<{ job: CronJob; changed: boolean; manualJobId?: string }> {
     return this.commands.resume(ref, caller, options);
   }
 

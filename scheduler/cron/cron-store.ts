@@ -68,10 +68,7 @@ export type ClaimResult = 'ok' | 'removed' | 'done' | 'claimed' | 'stale' | 'rep
 
 /** Result of `commitRun`. */
 export type RunCommitResult =
-  | { status: 'committed'; eventId: string | null; run: CronRun }
-  | { status: 'duplicate' }
-  | { status: 'conflict' }
-  | { status: 'gone' };
+  { status: 'committed'; eventId: string | null; run: CronRun } | { status: 'duplicate' } | { status: 'conflict' } | { status: 'gone' };
 
 /** Settings of the store (from `cron.*`). */
 export interface CronStoreSettings {
@@ -123,18 +120,35 @@ export class CronStore {
    * @throws StoreUnavailableError when Redis refused the write
    */
   async put(job: CronJob, expectedVersion: number | 'absent'): Promise<CronJob | null> {
-    return await putVersioned(this.redis, {
-      key: this.keys.cronJob(job.id), indexKey: this.keys.forCronJob(job.id).cronJobIndex, member: job.id, what: `cron job ${job.id}`,
-    }, job, expectedVersion);
+    return await putVersioned(
+      this.redis,
+      {
+        key: this.keys.cronJob(job.id),
+        indexKey: this.keys.forCronJob(job.id).cronJobIndex,
+        member: job.id,
+        what: `cron job ${job.id}`,
+      },
+      job,
+      expectedVersion,
+    );
   }
 
   /** Delete the record and its history. @returns whether it existed */
   async delete(id: string): Promise<boolean> {
     try {
-      const ok = await runLuaScript(this.redis, DELETE_JOB, [
-        this.keys.cronJob(id), this.keys.forCronJob(id).cronJobIndex, this.keys.cronRuns(id), this.keys.cronRunIndex(id),
-        this.keys.cronClaims(id), this.keys.cronCommitted(id),
-      ], [id]);
+      const ok = await runLuaScript(
+        this.redis,
+        DELETE_JOB,
+        [
+          this.keys.cronJob(id),
+          this.keys.forCronJob(id).cronJobIndex,
+          this.keys.cronRuns(id),
+          this.keys.cronRunIndex(id),
+          this.keys.cronClaims(id),
+          this.keys.cronCommitted(id),
+        ],
+        [id],
+      );
       return ok === 1;
     } catch (err) {
       throw new StoreUnavailableError(`Redis did not remove cron job ${id}: ${(err as Error).message}`, { cause: err });
@@ -156,9 +170,15 @@ export class CronStore {
       if (job.schedule.kind === 'once') {
         await ticks.removeJobScheduler(this.keys.cronSchedulerId(job.id));
         const dueAt = job.next_run_at ?? job.schedule.atMs;
-        await ticks.add(CRON_TICK_JOB_NAME, { ...data, dueAt }, {
-          ...opts, jobId: this.keys.cronOnceJobId(job.id, dueAt), delay: Math.max(0, dueAt - now),
-        });
+        await ticks.add(
+          CRON_TICK_JOB_NAME,
+          { ...data, dueAt },
+          {
+            ...opts,
+            jobId: this.keys.cronOnceJobId(job.id, dueAt),
+            delay: Math.max(0, dueAt - now),
+          },
+        );
       } else {
         await ticks.upsertJobScheduler(
           this.keys.cronSchedulerId(job.id),
@@ -173,9 +193,15 @@ export class CronStore {
         const first = job.next_run_at;
         const schedulerFirst = first === null ? undefined : await this.schedulerNext(job.id);
         if (first !== null && schedulerFirst !== undefined && schedulerFirst > first) {
-          await ticks.add(CRON_TICK_JOB_NAME, { ...data, dueAt: first }, {
-            ...opts, jobId: this.keys.cronPassedFirstJobId(job.id, first), delay: Math.max(0, first - Date.now()),
-          });
+          await ticks.add(
+            CRON_TICK_JOB_NAME,
+            { ...data, dueAt: first },
+            {
+              ...opts,
+              jobId: this.keys.cronPassedFirstJobId(job.id, first),
+              delay: Math.max(0, first - Date.now()),
+            },
+          );
         }
       }
     } catch (err) {
@@ -231,16 +257,30 @@ export class CronStore {
    * @returns `ok` with the attempt number (1 the first time), or why not
    */
   async claim(input: {
-    jobId: string; occurrenceId: string; holder: string; generation: number; manual: boolean; dueAt: number;
+    jobId: string;
+    occurrenceId: string;
+    holder: string;
+    generation: number;
+    manual: boolean;
+    dueAt: number;
     /** Claimed to be recorded as skipped (overlap, misfire): takes nothing from the `--repeat` budget. */
     skip?: boolean;
   }): Promise<{ status: 'ok'; attempt: number } | { status: Exclude<ClaimResult, 'ok'> }> {
-    const [status, attempt] = (await runLuaScript(this.redis, CLAIM, [
-      this.keys.cronJob(input.jobId), this.keys.cronClaims(input.jobId), this.keys.cronCommitted(input.jobId),
-    ], [
-      input.occurrenceId, input.holder, String(input.generation), input.manual ? '1' : '0', input.dueAt, Date.now(), this.windowMs,
-      input.skip ? '1' : '0',
-    ])) as [ClaimResult, number];
+    const [status, attempt] = (await runLuaScript(
+      this.redis,
+      CLAIM,
+      [this.keys.cronJob(input.jobId), this.keys.cronClaims(input.jobId), this.keys.cronCommitted(input.jobId)],
+      [
+        input.occurrenceId,
+        input.holder,
+        String(input.generation),
+        input.manual ? '1' : '0',
+        input.dueAt,
+        Date.now(),
+        this.windowMs,
+        input.skip ? '1' : '0',
+      ],
+    )) as [ClaimResult, number];
     return status === 'ok' ? { status, attempt } : { status };
   }
 
@@ -279,17 +319,31 @@ export class CronStore {
     // Every key on the job's shard (its session `cron:<id>` lives there too): one slot for the script.
     const k = this.keys.forCronJob(run.job_id);
     const keys = [
-      k.cronCommitted(run.job_id), k.cronJob(run.job_id), k.cronRuns(run.job_id),
-      k.cronRunIndex(run.job_id), k.cronRecentRuns, k.events(cronSessionId(run.job_id)),
+      k.cronCommitted(run.job_id),
+      k.cronJob(run.job_id),
+      k.cronRuns(run.job_id),
+      k.cronRunIndex(run.job_id),
+      k.cronRecentRuns,
+      k.events(cronSessionId(run.job_id)),
       k.cronClaims(run.job_id),
     ];
     const [code, eventId] = (await runLuaScript(this.redis, COMMIT_RUN, keys, [
-      JSON.stringify(run), run.occurrence_id, Date.now(), this.windowMs, this.settings.historyLimit,
-      RECENT_RUNS_MAX, String(input.expectedVersion), JSON.stringify(stored),
-      input.localEvent ? JSON.stringify(input.localEvent) : '', this.settings.eventsMaxLen ?? DEFAULT_EVENTS_MAX_LEN, this.keys.cronRecentRunEntry(run.job_id, run.occurrence_id),
+      JSON.stringify(run),
+      run.occurrence_id,
+      Date.now(),
+      this.windowMs,
+      this.settings.historyLimit,
+      RECENT_RUNS_MAX,
+      String(input.expectedVersion),
+      JSON.stringify(stored),
+      input.localEvent ? JSON.stringify(input.localEvent) : '',
+      this.settings.eventsMaxLen ?? DEFAULT_EVENTS_MAX_LEN,
+      this.keys.cronRecentRunEntry(run.job_id, run.occurrence_id),
     ])) as [number, string];
     if (code === 1) {
-      const deliveries = run.deliveries.map((d): CronDelivery => (d.target === 'local' && eventId ? { ...d, status: 'delivered', evidence: eventId } : d));
+      const deliveries = run.deliveries.map((d): CronDelivery =>
+        d.target === 'local' && eventId ? { ...d, status: 'delivered', evidence: eventId } : d,
+      );
       return { status: 'committed', eventId: eventId || null, run: { ...run, deliveries } };
     }
     if (code === 0) return { status: 'duplicate' };
@@ -394,9 +448,10 @@ export class CronStore {
     let rearmed = 0;
     for (const job of await this.list(shards)) {
       if (job.state !== 'scheduled') continue;
-      const armed = job.schedule.kind === 'once'
-        ? job.next_run_at !== null && (await this.hasOnceJob(job.id, job.next_run_at))
-        : (await this.schedulerNext(job.id)) !== undefined;
+      const armed =
+        job.schedule.kind === 'once'
+          ? job.next_run_at !== null && (await this.hasOnceJob(job.id, job.next_run_at))
+          : (await this.schedulerNext(job.id)) !== undefined;
       if (!armed) {
         await this.arm(job, now);
         rearmed++;

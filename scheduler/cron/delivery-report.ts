@@ -35,12 +35,17 @@ export type DeliveryReport = Pick<CronDelivery, 'status' | 'evidence' | 'error' 
  * @throws when Redis refused the write
  */
 export async function reportCronDelivery(
-  redis: RedisClient, keys: Keys,
+  redis: RedisClient,
+  keys: Keys,
   ref: { cronJobId: string; runOccurrenceId: string; target: string },
-  report: DeliveryReport, now = Date.now(),
+  report: DeliveryReport,
+  now = Date.now(),
 ): Promise<'updated' | 'final' | 'missing'> {
-  const code = await runLuaScript(redis, REPORT, [keys.cronRuns(ref.cronJobId)], [
-    ref.runOccurrenceId, ref.target, JSON.stringify({ ...report, reported_at: now }),
-  ]);
+  const code = await runLuaScript(
+    redis,
+    REPORT,
+    [keys.cronRuns(ref.cronJobId)],
+    [ref.runOccurrenceId, ref.target, JSON.stringify({ ...report, reported_at: now })],
+  );
   return code === 1 ? 'updated' : code === 2 ? 'final' : 'missing';
 }

@@ -56,10 +56,9 @@ export function parseJitter(value: string | number): number {
     const seconds = parseIntervalToken(t);
     if (seconds !== undefined) return seconds;
   }
-  throw new ScheduleInputError(
-    `\`jitter\` must be a duration of 0 or more (e.g. 30s, 5m, 1h, or whole seconds), got "${value}".`,
-    { field: 'jitter' },
-  );
+  throw new ScheduleInputError(`\`jitter\` must be a duration of 0 or more (e.g. 30s, 5m, 1h, or whole seconds), got "${value}".`, {
+    field: 'jitter',
+  });
 }
 
 /**
@@ -88,5 +87,5 @@ export function withJitter(schedule: CronSchedule, jobId: string, jitterSeconds:
 
 /** The jitter window of a schedule in seconds (0 when none). */
 export function jitterSecondsOf(schedule: CronSchedule): number {
-  return schedule.kind === 'once' ? 0 : schedule.jitter?.seconds ?? 0;
+  return schedule.kind === 'once' ? 0 : (schedule.jitter?.seconds ?? 0);
 }

@@ -30,7 +30,12 @@ export function previewSchedule(
   if (!Number.isInteger(options.count) || options.count < 1 || options.count > MAX_PREVIEW_COUNT) {
     throw new ScheduleInputError(`\`n\` must be a whole number from 1 to ${MAX_PREVIEW_COUNT}, got ${options.count}.`, { field: 'n' });
   }
-  const schedule = parseSchedule(text, { tz: options.tz, now: options.fromMs, minIntervalSeconds: options.minIntervalSeconds, maxChars: options.maxScheduleChars });
+  const schedule = parseSchedule(text, {
+    tz: options.tz,
+    now: options.fromMs,
+    minIntervalSeconds: options.minIntervalSeconds,
+    maxChars: options.maxScheduleChars,
+  });
   const times =
     schedule.kind === 'once'
       ? [Math.max(schedule.atMs, options.fromMs)]

@@ -49,12 +49,28 @@ export interface ParseScheduleOptions {
 export const MAX_SCHEDULE_CHARS = 256;
 
 const DAY_NUMBERS: Record<string, number> = {
-  sun: 0, sunday: 0, mon: 1, monday: 1, tue: 2, tues: 2, tuesday: 2, wed: 3, wednesday: 3,
-  thu: 4, thur: 4, thurs: 4, thursday: 4, fri: 5, friday: 5, sat: 6, saturday: 6,
+  sun: 0,
+  sunday: 0,
+  mon: 1,
+  monday: 1,
+  tue: 2,
+  tues: 2,
+  tuesday: 2,
+  wed: 3,
+  wednesday: 3,
+  thu: 4,
+  thur: 4,
+  thurs: 4,
+  thursday: 4,
+  fri: 5,
+  friday: 5,
+  sat: 6,
+  saturday: 6,
 };
 const DAY_LABEL = ['sunday', 'monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday'];
 
-const EXAMPLES = 'e.g. 30m, every 2h, in 30m, tomorrow at 9am, daily at 7am, weekdays at 9am, every monday 9am, 0 9 * * 1-5, 2026-12-01T09:00';
+const EXAMPLES =
+  'e.g. 30m, every 2h, in 30m, tomorrow at 9am, daily at 7am, weekdays at 9am, every monday 9am, 0 9 * * 1-5, 2026-12-01T09:00';
 
 const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3})\d*)?)?)?\s*(Z|[+-]\d{2}:?\d{2})?$/i;
 
@@ -73,7 +89,7 @@ export function parseSchedule(input: string, options: ParseScheduleOptions): Cro
   const text = raw.toLowerCase();
 
   if (ISO.test(raw)) return parseIso(raw, options);
-  if (raw.startsWith('@') || /^[\d*?/,-]+$/.test(raw.split(' ')[0]!) && raw.split(' ').length >= 3) {
+  if (raw.startsWith('@') || (/^[\d*?/,-]+$/.test(raw.split(' ')[0]!) && raw.split(' ').length >= 3)) {
     return parseCron(raw, options.tz, options.minIntervalSeconds);
   }
 
@@ -121,20 +137,36 @@ function parseDayOneShot(tokens: string[], raw: string, options: ParseScheduleOp
   let rest = words.slice(1);
   if (rest[0] === 'at') rest = rest.slice(1);
   // `monday, wednesday at 9am`, `mon and fri 17:00`: several days repeat (a calendar phrase).
-  if (weekday !== undefined && rest.some((t) => t === ',' || t.endsWith(',') || t === 'and' || DAY_NUMBERS[t.replace(/,$/, '')] !== undefined)) return undefined;
+  if (
+    weekday !== undefined &&
+    rest.some((t) => t === ',' || t.endsWith(',') || t === 'and' || DAY_NUMBERS[t.replace(/,$/, '')] !== undefined)
+  )
+    return undefined;
   if (first.endsWith(',')) return undefined;
   if (rest.length === 0) throw bad(`"${raw}" needs a time of day, e.g. "${first} at 9am".`);
   const time = parseTimeOfDay(rest.join(''), raw);
   const today = wallTimeOf(options.now, options.tz);
   const at = (daysAhead: number) => {
     const date = new Date(Date.UTC(today.year, today.month - 1, today.day + daysAhead));
-    return instantOfWallTime({ year: date.getUTCFullYear(), month: date.getUTCMonth() + 1, day: date.getUTCDate(), hour: time.hour, minute: time.minute, second: 0 }, options.tz);
+    return instantOfWallTime(
+      {
+        year: date.getUTCFullYear(),
+        month: date.getUTCMonth() + 1,
+        day: date.getUTCDate(),
+        hour: time.hour,
+        minute: time.minute,
+        second: 0,
+      },
+      options.tz,
+    );
   };
   let atMs: number;
   if (first === 'today') {
     atMs = at(0);
     if (atMs < options.now - ONE_SHOT_PAST_TOLERANCE_MS) {
-      throw bad(`"${raw}" is in the past (${formatInZone(atMs, options.tz)}); a one-shot must be in the future — "tomorrow at ${rest.join(' ')}"?`);
+      throw bad(
+        `"${raw}" is in the past (${formatInZone(atMs, options.tz)}); a one-shot must be in the future — "tomorrow at ${rest.join(' ')}"?`,
+      );
     }
   } else if (first === 'tomorrow') {
     atMs = at(1);
@@ -211,7 +243,11 @@ function splitTrailingTime(tokens: string[]): { days: string[]; time: string[] }
 
 /** `daily`, `every day`, `weekdays`, `weekends`, `every monday`, `monday, wednesday`, `mon and fri`. */
 function parseDays(tokens: string[], raw: string): { cron: string; label: string } {
-  const words = tokens.join(' ').replace(/,/g, ' , ').split(' ').filter((t) => t.length > 0 && t !== ',' && t !== 'and' && t !== 'on');
+  const words = tokens
+    .join(' ')
+    .replace(/,/g, ' , ')
+    .split(' ')
+    .filter((t) => t.length > 0 && t !== ',' && t !== 'and' && t !== 'on');
   if (words[0] === 'every') words.shift();
   if (words.length === 0) return { cron: '*', label: 'daily' };
   if (words.length === 1) {
@@ -268,9 +304,7 @@ function parseCron(raw: string, tz: string, minIntervalSeconds: number): CronSch
   if (!raw.startsWith('@')) {
     const n = raw.split(' ').length;
     if (n !== 5 && n !== 6) {
-      throw bad(
-        `Cron expression "${raw}" has ${n} fields; use 5 (minute hour day-of-month month day-of-week) or 6 (seconds first).`,
-      );
+      throw bad(`Cron expression "${raw}" has ${n} fields; use 5 (minute hour day-of-month month day-of-week) or 6 (seconds first).`);
     }
     checkCronFields(raw);
   } else if (raw.toLowerCase() === '@reboot') {

@@ -101,7 +101,11 @@ export function parseDeliveryTarget(text: string, field = 'deliver'): DeliveryTa
   }
   if (t.startsWith(SLACK_PREFIX)) {
     const m = SLACK_TARGET.exec(t);
-    if (!m) throw new ScheduleInputError(`Invalid delivery target "${t}": use slack:<channel id>[:<thread_ts>], e.g. slack:C0123ABCD:1712345678.123456.`, { field });
+    if (!m)
+      throw new ScheduleInputError(
+        `Invalid delivery target "${t}": use slack:<channel id>[:<thread_ts>], e.g. slack:C0123ABCD:1712345678.123456.`,
+        { field },
+      );
     return { kind: 'slack', chatId: m[1]!, ...(m[2] ? { threadId: m[2] } : {}) };
   }
   if (t.startsWith(DISCORD_PREFIX)) {
@@ -110,7 +114,10 @@ export function parseDeliveryTarget(text: string, field = 'deliver'): DeliveryTa
     return { kind: 'discord', chatId: m[1]!, ...(m[2] ? { threadId: m[2] } : {}) };
   }
   if (WEBHOOK_SCHEME.test(t)) return { kind: 'webhook', url: t };
-  throw new ScheduleInputError(`Unknown delivery target "${t}": use local, origin, telegram:<chat>[:<thread>], slack:<channel>[:<thread_ts>], discord:<channel>[:<thread>] or an http(s) URL.`, { field });
+  throw new ScheduleInputError(
+    `Unknown delivery target "${t}": use local, origin, telegram:<chat>[:<thread>], slack:<channel>[:<thread_ts>], discord:<channel>[:<thread>] or an http(s) URL.`,
+    { field },
+  );
 }
 
 /** The text form of a target; `parseDeliveryTarget(formatDeliveryTarget(t))` gives `t` back. */

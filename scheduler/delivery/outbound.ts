@@ -88,11 +88,15 @@ export function outboundJobId(occurrenceId: string): string {
  * @param log - where its connection errors are logged (rate-limited, see `logBullmqErrors`)
  */
 export function telegramOutboundQueue(keys: Keys, connection: RedisClient | ConnectionOptions, log?: Logger): Queue<TelegramOutboundData> {
-  return logBullmqErrors(new Queue<TelegramOutboundData>(QUEUES.outboundTelegram, {
-    connection,
-    prefix: keys.bullPrefix,
-    defaultJobOptions: { ...JOB_RETENTION, attempts: OUTBOUND_ATTEMPTS, backoff: { type: 'exponential', delay: 1000 } },
-  }), QUEUES.outboundTelegram, log);
+  return logBullmqErrors(
+    new Queue<TelegramOutboundData>(QUEUES.outboundTelegram, {
+      connection,
+      prefix: keys.bullPrefix,
+      defaultJobOptions: { ...JOB_RETENTION, attempts: OUTBOUND_ATTEMPTS, backoff: { type: 'exponential', delay: 1000 } },
+    }),
+    QUEUES.outboundTelegram,
+    log,
+  );
 }
 
 /** Platforms with an outbound queue, and its name. */
@@ -109,13 +113,22 @@ export function isOutboundPlatform(platform: string): platform is OutboundPlatfo
  * Open the outbound queue of `platform` (same job options as Telegram's: attempts, backoff, retention).
  * @param log - where its connection errors are logged (rate-limited, see `logBullmqErrors`)
  */
-export function outboundQueue(platform: OutboundPlatform, keys: Keys, connection: RedisClient | ConnectionOptions, log?: Logger): Queue<OutboundData> {
+export function outboundQueue(
+  platform: OutboundPlatform,
+  keys: Keys,
+  connection: RedisClient | ConnectionOptions,
+  log?: Logger,
+): Queue<OutboundData> {
   const name = OUTBOUND_QUEUES[platform];
-  return logBullmqErrors(new Queue<OutboundData>(name, {
-    connection,
-    prefix: keys.bullPrefix,
-    defaultJobOptions: { ...JOB_RETENTION, attempts: OUTBOUND_ATTEMPTS, backoff: { type: 'exponential', delay: 1000 } },
-  }), name, log);
+  return logBullmqErrors(
+    new Queue<OutboundData>(name, {
+      connection,
+      prefix: keys.bullPrefix,
+      defaultJobOptions: { ...JOB_RETENTION, attempts: OUTBOUND_ATTEMPTS, backoff: { type: 'exponential', delay: 1000 } },
+    }),
+    name,
+    log,
+  );
 }
 
 const REGISTER = luaScript('register-outbound-3.lua');
@@ -125,9 +138,15 @@ const REGISTER = luaScript('register-outbound-3.lua');
  * registered once; registering it again returns its first place).
  * @returns its sequence number
  */
-export async function registerOutbound(redis: RedisClient, keys: Keys, data: Pick<OutboundData, 'platform' | 'chatId' | 'occurrenceId'>): Promise<number> {
+export async function registerOutbound(
+  redis: RedisClient,
+  keys: Keys,
+  data: Pick<OutboundData, 'platform' | 'chatId' | 'occurrenceId'>,
+): Promise<number> {
   const seq = await runLuaScript(
-    redis, REGISTER, [keys.outboundSent(data.occurrenceId), keys.outboundOrder(data.platform, data.chatId), keys.outboundSequence],
+    redis,
+    REGISTER,
+    [keys.outboundSent(data.occurrenceId), keys.outboundOrder(data.platform, data.chatId), keys.outboundSequence],
     [data.occurrenceId, OUTBOUND_RECORD_TTL_SECONDS, OUTBOUND_ORDER_TTL_SECONDS],
   );
   return Number(seq);

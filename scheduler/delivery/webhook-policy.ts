@@ -68,7 +68,8 @@ export function parseWebhookAllow(entries: readonly string[]): WebhookAllowList 
     const entry = bareHost(raw.trim());
     if (entry === '') continue;
     if (entry.includes('/')) {
-      if (!ipaddr.isValidCIDR(entry)) throw new ScheduleInputError(`delivery.webhook_allow: "${raw}" is not a valid CIDR range.`, { field: 'webhook_allow' });
+      if (!ipaddr.isValidCIDR(entry))
+        throw new ScheduleInputError(`delivery.webhook_allow: "${raw}" is not a valid CIDR range.`, { field: 'webhook_allow' });
       let [addr, bits] = ipaddr.parseCIDR(entry);
       if (addr.kind() === 'ipv6' && (addr as ipaddr.IPv6).isIPv4MappedAddress() && bits >= 96) {
         addr = (addr as ipaddr.IPv6).toIPv4Address(); // addresses are compared after the same unwrapping
@@ -80,7 +81,10 @@ export function parseWebhookAllow(entries: readonly string[]): WebhookAllowList 
     const ip = ipLiteral(entry);
     if (ip) hosts.add(ip.toString());
     else if (/^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*\.?$/.test(entry)) hosts.add(entry.replace(/\.$/, ''));
-    else throw new ScheduleInputError(`delivery.webhook_allow: "${raw}" is not a host name, IP address or CIDR range.`, { field: 'webhook_allow' });
+    else
+      throw new ScheduleInputError(`delivery.webhook_allow: "${raw}" is not a host name, IP address or CIDR range.`, {
+        field: 'webhook_allow',
+      });
   }
   return { hosts, ranges };
 }

@@ -11,10 +11,7 @@ export class PlatformError extends HermesError {
   readonly method: string | undefined;
   readonly errorCode: number | undefined;
 
-  constructor(
-    message: string,
-    options: { platform: string; method?: string; errorCode?: number; cause?: unknown },
-  ) {
+  constructor(message: string, options: { platform: string; method?: string; errorCode?: number; cause?: unknown }) {
     super(message, options);
     this.platform = options.platform;
     this.method = options.method;

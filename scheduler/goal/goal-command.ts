@@ -8,10 +8,18 @@ import { takeEconomyFlags } from '../loop/economy-flags.ts';
 import type { ScheduleEconomy } from '../loop/loop-state.ts';
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 
-export type GoalCommand = { action: 'status' | 'pause' | 'resume' | 'clear' | 'help' } | { action: 'set'; text: string; economy: ScheduleEconomy };
+export type GoalCommand =
+  { action: 'status' | 'pause' | 'resume' | 'clear' | 'help' } | { action: 'set'; text: string; economy: ScheduleEconomy };
 
 const CONTROL: Record<string, 'status' | 'pause' | 'resume' | 'clear' | 'help'> = {
-  '': 'status', status: 'status', pause: 'pause', resume: 'resume', clear: 'clear', stop: 'clear', cancel: 'clear', help: 'help',
+  '': 'status',
+  status: 'status',
+  pause: 'pause',
+  resume: 'resume',
+  clear: 'clear',
+  stop: 'clear',
+  cancel: 'clear',
+  help: 'help',
 };
 
 /** Parse the argument text of `/goal` (see the grammar above). @throws ScheduleInputError for an over-long goal */
@@ -20,7 +28,10 @@ export function parseGoalArgs(argText: string, options: { maxPromptChars: number
   const control = CONTROL[text.toLowerCase()];
   if (control) return { action: control };
   const { economy, rest } = takeEconomyFlags(text.split(/\s+/), { notify: false });
-  if (economy.watch) throw new ScheduleInputError('--watch is for loops, heartbeats and cron jobs; a goal has no schedule to watch for.', { field: 'watch' });
+  if (economy.watch)
+    throw new ScheduleInputError('--watch is for loops, heartbeats and cron jobs; a goal has no schedule to watch for.', {
+      field: 'watch',
+    });
   const goal = rest.join(' ').trim();
   if (!goal) throw new ScheduleInputError('/goal needs a goal, e.g. /goal get the test suite green.', { field: 'goal' });
   if (goal.length > options.maxPromptChars) {

@@ -58,7 +58,17 @@ export class GoalService {
 
   /** Versioned write (see versioned-json.ts). @throws StoreUnavailableError */
   async put(goal: GoalRecord, expected: ExpectedVersion): Promise<GoalRecord | null> {
-    return await putVersioned(this.redis, { key: this.keys.goal(goal.sessionId), indexKey: this.keys.forSession(goal.sessionId).goalIndex, member: goal.sessionId, what: 'goal' }, goal, expected);
+    return await putVersioned(
+      this.redis,
+      {
+        key: this.keys.goal(goal.sessionId),
+        indexKey: this.keys.forSession(goal.sessionId).goalIndex,
+        member: goal.sessionId,
+        what: 'goal',
+      },
+      goal,
+      expected,
+    );
   }
 
   /**
@@ -77,16 +87,23 @@ export class GoalService {
     if (!stored) throw new StoreUnavailableError('The goal changed while it was being saved; try again.');
     await this.confirmed(sessionId, () => this.enqueueContinuation(stored));
     this.log.info({ sessionId, goalId: stored.goalId }, 'goal set');
-    const extra = [stored.model ? `model ${stored.model}` : '', stored.maxTokens ? `max ${stored.maxTokens.toLocaleString('en-US')} tokens` : ''].filter(Boolean);
+    const extra = [
+      stored.model ? `model ${stored.model}` : '',
+      stored.maxTokens ? `max ${stored.maxTokens.toLocaleString('en-US')} tokens` : '',
+    ].filter(Boolean);
     const warning = this.noModelWarning(stored.model, origin.surface);
     return `Goal set (${stored.maxTurns}-turn budget${extra.map((e) => `, ${e}`).join('')}): ${text}${warning ? `\n${warning}` : ''}`;
   }
 
   /** @returns the reply */
   async pause(sessionId: string, now = Date.now()): Promise<string> {
-    const r = await this.change(sessionId, (g) => (g.status === 'active' ? { ...g, status: 'paused', statusReason: 'paused by user', updatedAt: now } : undefined));
+    const r = await this.change(sessionId, (g) =>
+      g.status === 'active' ? { ...g, status: 'paused', statusReason: 'paused by user', updatedAt: now } : undefined,
+    );
     if (!r.previous) return 'No goal in this session.';
-    return r.stored ? `Goal paused after ${r.stored.turnsUsed} turn(s). /goal resume continues it.` : `Goal is ${r.previous.status}; nothing to pause.`;
+    return r.stored
+      ? `Goal paused after ${r.stored.turnsUsed} turn(s). /goal resume continues it.`
+      : `Goal is ${r.previous.status}; nothing to pause.`;
   }
 
   /** Resume and queue the next turn at once (F6: resume must not wait for the user). @returns the reply */
@@ -103,7 +120,9 @@ export class GoalService {
 
   /** @returns the reply */
   async clear(sessionId: string, now = Date.now()): Promise<string> {
-    const r = await this.change(sessionId, (g) => (g.status !== 'cleared' ? { ...g, status: 'cleared', statusReason: 'cleared by user', updatedAt: now } : undefined));
+    const r = await this.change(sessionId, (g) =>
+      g.status !== 'cleared' ? { ...g, status: 'cleared', statusReason: 'cleared by user', updatedAt: now } : undefined,
+    );
     return r.stored ? 'Goal cleared.' : 'No goal in this session.';
   }
 
@@ -118,24 +137,37 @@ export class GoalService {
   async enqueueContinuation(goal: GoalRecord): Promise<void> {
     const turn = goal.turnsUsed + 1;
     const data: InboxJobData = {
-      type: 'goal-continuation', sessionId: goal.sessionId, text: '', messageId: `goal-${goal.goalId}-${turn}`,
-      origin: goal.origin, receivedAt: Date.now(), goalId: goal.goalId, goalTurn: turn,
+      type: 'goal-continuation',
+      sessionId: goal.sessionId,
+      text: '',
+      messageId: `goal-${goal.goalId}-${turn}`,
+      origin: goal.origin,
+      receivedAt: Date.now(),
+      goalId: goal.goalId,
+      goalTurn: turn,
     };
     await this.queues.forSession(goal.sessionId).inbox.add('goal-continuation', data, {
-      jobId: bullJobId('goal', goal.sessionId, goal.goalId, turn), priority: INBOX_PRIORITY.goal,
+      jobId: bullJobId('goal', goal.sessionId, goal.goalId, turn),
+      priority: INBOX_PRIORITY.goal,
     });
   }
 
-  private async change(sessionId: string, fn: (g: GoalRecord) => GoalRecord | undefined): Promise<{ previous: GoalRecord | null; stored: GoalRecord | null }> {
+  private async change(
+    sessionId: string,
+    fn: (g: GoalRecord) => GoalRecord | undefined,
+  ): Promise<{ previous: GoalRecord | null; stored: GoalRecord | null }> {
     assertSessionId(sessionId);
-    return await retryOnConflict(async () => {
-      const previous = await this.confirmed(sessionId, () => this.get(sessionId));
-      if (!previous) return { previous, stored: null };
-      const next = fn(previous);
-      if (!next) return { previous, stored: null };
-      const stored = await this.confirmed(sessionId, () => this.put(next, previous.version));
-      return stored ? { previous, stored } : CONFLICT;
-    }, () => new StoreUnavailableError('The goal kept changing while it was being updated; try again.'));
+    return await retryOnConflict(
+      async () => {
+        const previous = await this.confirmed(sessionId, () => this.get(sessionId));
+        if (!previous) return { previous, stored: null };
+        const next = fn(previous);
+        if (!next) return { previous, stored: null };
+        const stored = await this.confirmed(sessionId, () => this.put(next, previous.version));
+        return stored ? { previous, stored } : CONFLICT;
+      },
+      () => new StoreUnavailableError('The goal kept changing while it was being updated; try again.'),
+    );
   }
 
   /** Run a store step; a failure is logged at WARNING and surfaces as StoreUnavailableError. */
@@ -144,7 +176,9 @@ export class GoalService {
       return await fn();
     } catch (err) {
       this.log.warn({ sessionId, err: (err as Error).message }, 'goal write not confirmed by Redis; the user is told');
-      throw new StoreUnavailableError(`The goal was not saved: Redis refused the write (${(err as Error).message}). Nothing changed.`, { cause: err });
+      throw new StoreUnavailableError(`The goal was not saved: Redis refused the write (${(err as Error).message}). Nothing changed.`, {
+        cause: err,
+      });
     }
   }
 }

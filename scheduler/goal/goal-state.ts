@@ -57,14 +57,32 @@ export interface GoalRecord {
 
 /** A new active goal. */
 export function createGoal(input: {
-  goalId: string; sessionId: string; text: string; maxTurns: number; origin: Origin; now: number; economy?: ScheduleEconomy;
+  goalId: string;
+  sessionId: string;
+  text: string;
+  maxTurns: number;
+  origin: Origin;
+  now: number;
+  economy?: ScheduleEconomy;
 }): GoalRecord {
   return {
     ...(input.economy?.model ? { model: input.economy.model } : {}),
     ...(input.economy?.maxTokens ? { maxTokens: input.economy.maxTokens, budgetTokens: 0 } : {}),
-    goalId: input.goalId, sessionId: input.sessionId, text: input.text, status: 'active', statusReason: null, parked: false,
-    turnsUsed: 0, maxTurns: input.maxTurns, origin: input.origin, createdAt: input.now, updatedAt: input.now,
-    lastVerdict: null, lastTurnId: null, failures: 0, version: 0,
+    goalId: input.goalId,
+    sessionId: input.sessionId,
+    text: input.text,
+    status: 'active',
+    statusReason: null,
+    parked: false,
+    turnsUsed: 0,
+    maxTurns: input.maxTurns,
+    origin: input.origin,
+    createdAt: input.now,
+    updatedAt: input.now,
+    lastVerdict: null,
+    lastTurnId: null,
+    failures: 0,
+    version: 0,
   };
 }
 
@@ -75,10 +93,7 @@ export function goalHoldsSession(goal: GoalRecord | null): boolean {
 
 /** What to do after a goal turn. */
 export type GoalOutcome =
-  | { kind: 'continue' }
-  | { kind: 'achieved' }
-  | { kind: 'paused'; reason: string }
-  | { kind: 'parked'; reason: string };
+  { kind: 'continue' } | { kind: 'achieved' } | { kind: 'paused'; reason: string } | { kind: 'parked'; reason: string };
 
 /**
  * The goal after one of its turns and the judge's verdict (pure).
@@ -89,7 +104,11 @@ export type GoalOutcome =
 export function applyGoalTurn(
   goal: GoalRecord,
   turn: {
-    turnId: string; now: number; verdict: GoalVerdict | undefined; reason: string; maxConsecutiveFailures: number;
+    turnId: string;
+    now: number;
+    verdict: GoalVerdict | undefined;
+    reason: string;
+    maxConsecutiveFailures: number;
     /** What the turn's model calls cost (compaction, turn, judge). */
     spend?: ModelSpend;
     /** The turn stopped at `agent.max_tokens_per_turn`: the goal pauses at once. */
@@ -98,7 +117,12 @@ export function applyGoalTurn(
 ): { goal: GoalRecord; outcome: GoalOutcome } {
   const failures = turn.verdict === undefined ? (goal.failures ?? 0) + 1 : 0;
   const next: GoalRecord = {
-    ...goal, turnsUsed: goal.turnsUsed + 1, lastTurnId: turn.turnId, updatedAt: turn.now, lastVerdict: turn.verdict ?? null, failures,
+    ...goal,
+    turnsUsed: goal.turnsUsed + 1,
+    lastTurnId: turn.turnId,
+    updatedAt: turn.now,
+    lastVerdict: turn.verdict ?? null,
+    failures,
     ...(turn.spend && turn.spend.calls > 0 ? { spend: addToTotals(goal.spend, turn.spend) } : {}),
     ...(goal.maxTokens ? { budgetTokens: (goal.budgetTokens ?? 0) + (turn.spend ? totalTokens(turn.spend) : 0) } : {}),
   };
@@ -115,7 +139,8 @@ export function applyGoalTurn(
     const reason = `${failures} goal turns in a row got no verdict (last error: ${turn.reason || 'unknown'}); /goal resume tries again`;
     return { goal: { ...next, status: 'paused', statusReason: reason }, outcome: { kind: 'paused', reason } };
   }
-  if (turn.verdict === 'done') return { goal: { ...next, status: 'achieved', statusReason: turn.reason || null, parked: false }, outcome: { kind: 'achieved' } };
+  if (turn.verdict === 'done')
+    return { goal: { ...next, status: 'achieved', statusReason: turn.reason || null, parked: false }, outcome: { kind: 'achieved' } };
   if (turn.verdict === 'blocked') {
     const reason = `blocked: ${turn.reason || 'the judge gave no reason'}`;
     return { goal: { ...next, status: 'paused', statusReason: reason }, outcome: { kind: 'paused', reason } };
@@ -138,7 +163,12 @@ export function applyGoalTurn(
 export function resumeGoal(goal: GoalRecord, now: number, budget: number): GoalRecord {
   const exhausted = goal.turnsUsed >= goal.maxTurns;
   return {
-    ...goal, status: 'active', parked: false, statusReason: null, updatedAt: now, failures: 0,
+    ...goal,
+    status: 'active',
+    parked: false,
+    statusReason: null,
+    updatedAt: now,
+    failures: 0,
     maxTurns: exhausted ? goal.turnsUsed + budget : goal.maxTurns,
     ...(goal.maxTokens ? { budgetTokens: 0 } : {}),
   };

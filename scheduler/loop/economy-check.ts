@@ -69,12 +69,17 @@ export function checkEconomy(economy: ScheduleEconomy, config: HermesConfig, sur
       }
       const required = (command.parameters as { required?: unknown } | undefined)?.required;
       if (Array.isArray(required) && required.length > 0) {
-        throw new ScheduleInputError(`--watch ${watch.tool}: the tool has required parameters (${required.join(', ')}); a watch runs it without any.`, { field: 'watch' });
+        throw new ScheduleInputError(
+          `--watch ${watch.tool}: the tool has required parameters (${required.join(', ')}); a watch runs it without any.`,
+          { field: 'watch' },
+        );
       }
     }
     const group = watch.groups.find((g) => config.tools.allow_from[g] !== undefined);
     if (group !== undefined && !config.tools.allow_from[group]!.includes(surface as never)) {
-      throw new ScheduleInputError(`--watch ${watch.tool}: the tool is not allowed from ${surface} (tools.allow_from.${group}).`, { field: 'watch' });
+      throw new ScheduleInputError(`--watch ${watch.tool}: the tool is not allowed from ${surface} (tools.allow_from.${group}).`, {
+        field: 'watch',
+      });
     }
   }
 }

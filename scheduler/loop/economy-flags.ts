@@ -19,7 +19,10 @@ export const MAX_TOKENS_LIMIT = 1_000_000_000;
  * @returns the flags found and the other tokens, in order
  * @throws ScheduleInputError for a flag without a value, an unknown `--notify` mode, a bad `--max-tokens`, a flag given twice
  */
-export function takeEconomyFlags(tokens: readonly string[], options: { notify?: boolean } = {}): { economy: ScheduleEconomy; rest: string[] } {
+export function takeEconomyFlags(
+  tokens: readonly string[],
+  options: { notify?: boolean } = {},
+): { economy: ScheduleEconomy; rest: string[] } {
   const economy: ScheduleEconomy = {};
   const rest: string[] = [];
   const seen = new Set<string>();
@@ -33,7 +36,8 @@ export function takeEconomyFlags(tokens: readonly string[], options: { notify?: 
     if (seen.has(flag)) throw new ScheduleInputError(`${flag} is given twice.`, { field: flag.slice(2) });
     seen.add(flag);
     const value = tokens[++i];
-    if (value === undefined || value.startsWith('--')) throw new ScheduleInputError(`${flag} needs a value (${hint(flag)}).`, { field: flag.slice(2) });
+    if (value === undefined || value.startsWith('--'))
+      throw new ScheduleInputError(`${flag} needs a value (${hint(flag)}).`, { field: flag.slice(2) });
     Object.assign(economy, parseEconomyValue(flag as (typeof ECONOMY_FLAGS)[number], value));
   }
   return { economy, rest };
@@ -47,13 +51,17 @@ export function parseEconomyValue(flag: (typeof ECONOMY_FLAGS)[number], value: s
   switch (flag) {
     case '--notify': {
       const mode = value.toLowerCase();
-      if (!(LOOP_NOTIFY as readonly string[]).includes(mode)) throw new ScheduleInputError(`--notify must be ${LOOP_NOTIFY.join(', ')}; got "${value}".`, { field: 'notify' });
+      if (!(LOOP_NOTIFY as readonly string[]).includes(mode))
+        throw new ScheduleInputError(`--notify must be ${LOOP_NOTIFY.join(', ')}; got "${value}".`, { field: 'notify' });
       return { notify: mode as LoopNotify };
     }
     case '--max-tokens': {
       const n = /^\d+$/.test(value.replace(/[_,]/g, '')) ? Number(value.replace(/[_,]/g, '')) : NaN;
       if (!Number.isSafeInteger(n) || n < 1 || n > MAX_TOKENS_LIMIT) {
-        throw new ScheduleInputError(`--max-tokens needs a positive whole number of tokens up to ${MAX_TOKENS_LIMIT.toLocaleString('en-US')}; got "${value}".`, { field: 'max_tokens' });
+        throw new ScheduleInputError(
+          `--max-tokens needs a positive whole number of tokens up to ${MAX_TOKENS_LIMIT.toLocaleString('en-US')}; got "${value}".`,
+          { field: 'max_tokens' },
+        );
       }
       return { maxTokens: n };
     }
@@ -67,9 +75,13 @@ export function parseEconomyValue(flag: (typeof ECONOMY_FLAGS)[number], value: s
 
 function hint(flag: string): string {
   switch (flag) {
-    case '--notify': return LOOP_NOTIFY.join(' | ');
-    case '--watch': return 'a command tool, read_file:<path> or http_get:<url>';
-    case '--max-tokens': return 'tokens, e.g. 200000';
-    default: return 'a model name from agent.models';
+    case '--notify':
+      return LOOP_NOTIFY.join(' | ');
+    case '--watch':
+      return 'a command tool, read_file:<path> or http_get:<url>';
+    case '--max-tokens':
+      return 'tokens, e.g. 200000';
+    default:
+      return 'a model name from agent.models';
   }
 }

@@ -17,7 +17,13 @@ import { takeEconomyFlags } from './economy-flags.ts';
 import { parseIntervalField } from './loop-command.ts';
 import type { ScheduleEconomy } from './loop-state.ts';
 import {
-  formatSeconds, INTERVAL_UNITS_HINT, isSignedInterval, MAX_INTERVAL_SECONDS, parseIntervalAt, signedIntervalMessage, unknownIntervalUnit,
+  formatSeconds,
+  INTERVAL_UNITS_HINT,
+  isSignedInterval,
+  MAX_INTERVAL_SECONDS,
+  parseIntervalAt,
+  signedIntervalMessage,
+  unknownIntervalUnit,
 } from '../interval.ts';
 
 export type HeartbeatCommand =
@@ -25,7 +31,13 @@ export type HeartbeatCommand =
   | { action: 'set'; prompt: string; intervalSeconds: number; notes: string[]; economy: ScheduleEconomy };
 
 const CONTROL: Record<string, 'status' | 'pause' | 'resume' | 'stop' | 'help'> = {
-  '': 'status', status: 'status', pause: 'pause', resume: 'resume', clear: 'stop', stop: 'stop', help: 'help',
+  '': 'status',
+  status: 'status',
+  pause: 'pause',
+  resume: 'resume',
+  clear: 'stop',
+  stop: 'stop',
+  help: 'help',
 };
 
 /** Parse the argument text of `/heartbeat` (see the grammar above). @throws ScheduleInputError */
@@ -42,9 +54,13 @@ export function parseHeartbeatArgs(argText: string, options: { minIntervalSecond
     }
     const unit = tokens[index] === undefined ? undefined : unknownIntervalUnit(tokens[index]!);
     if (unit !== undefined) {
-      throw new ScheduleInputError(`"${tokens[index]}" is not an interval: unknown unit "${unit}"; use ${INTERVAL_UNITS_HINT}.`, { field: 'interval' });
+      throw new ScheduleInputError(`"${tokens[index]}" is not an interval: unknown unit "${unit}"; use ${INTERVAL_UNITS_HINT}.`, {
+        field: 'interval',
+      });
     }
-    throw new ScheduleInputError('Usage: /heartbeat every <interval> <prompt>, e.g. /heartbeat every 30m report on the deploy.', { field: 'interval' });
+    throw new ScheduleInputError('Usage: /heartbeat every <interval> <prompt>, e.g. /heartbeat every 30m report on the deploy.', {
+      field: 'interval',
+    });
   }
   index += interval.used;
   const prompt = tokens.slice(index).join(' ').trim();
@@ -61,7 +77,10 @@ export function parseHeartbeatArgs(argText: string, options: { minIntervalSecond
 /** The maximum and `heartbeat.min_interval_seconds` of a heartbeat's interval. @throws ScheduleInputError naming the bound */
 function checkHeartbeatInterval(intervalSeconds: number, options: { minIntervalSeconds: number }): void {
   if (intervalSeconds > MAX_INTERVAL_SECONDS) {
-    throw new ScheduleInputError(`The interval ${formatSeconds(intervalSeconds)} is too long; the most is ${formatSeconds(MAX_INTERVAL_SECONDS)}.`, { field: 'interval' });
+    throw new ScheduleInputError(
+      `The interval ${formatSeconds(intervalSeconds)} is too long; the most is ${formatSeconds(MAX_INTERVAL_SECONDS)}.`,
+      { field: 'interval' },
+    );
   }
   if (intervalSeconds < options.minIntervalSeconds) {
     throw new ScheduleInputError(

@@ -24,7 +24,15 @@ import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import { takeEconomyFlags } from './economy-flags.ts';
 import type { ScheduleEconomy } from './loop-state.ts';
 import {
-  formatSeconds, INTERVAL_UNITS_HINT, isSignedInterval, looksLikeInterval, MAX_INTERVAL_SECONDS, MAX_TIMES, parseIntervalAt, signedIntervalMessage, unknownIntervalUnit,
+  formatSeconds,
+  INTERVAL_UNITS_HINT,
+  isSignedInterval,
+  looksLikeInterval,
+  MAX_INTERVAL_SECONDS,
+  MAX_TIMES,
+  parseIntervalAt,
+  signedIntervalMessage,
+  unknownIntervalUnit,
 } from '../interval.ts';
 
 export type LoopControl = 'status' | 'pause' | 'resume' | 'stop' | 'help';
@@ -97,9 +105,12 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
       const cond: string[] = [];
       while (i + 1 < tokens.length && !FLAGS.has(tokens[i + 1]!)) cond.push(tokens[++i]!);
       until = unquote(cond.join(' ').trim());
-      if (until.length === 0) throw new ScheduleInputError('--until needs a condition, e.g. --until the build is green.', { field: 'until' });
+      if (until.length === 0)
+        throw new ScheduleInputError('--until needs a condition, e.g. --until the build is green.', { field: 'until' });
     } else if (tok.startsWith('--') && tok.length > 2 && rest.length === 0) {
-      throw new ScheduleInputError(`Unknown option ${tok} for /loop (known: --times, --until, --notify, --watch, --max-tokens, --model).`, { field: tok });
+      throw new ScheduleInputError(`Unknown option ${tok} for /loop (known: --times, --until, --notify, --watch, --max-tokens, --model).`, {
+        field: tok,
+      });
     } else {
       rest.push(tok);
     }
@@ -131,10 +142,7 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
     throw new ScheduleInputError('/loop needs a prompt, e.g. /loop 10m check the CI build.', { field: 'prompt' });
   }
   if (prompt.length > options.maxPromptChars) {
-    throw new ScheduleInputError(
-      `The prompt is ${prompt.length} characters; the limit is ${options.maxPromptChars}.`,
-      { field: 'prompt' },
-    );
+    throw new ScheduleInputError(`The prompt is ${prompt.length} characters; the limit is ${options.maxPromptChars}.`, { field: 'prompt' });
   }
   if (intervalSeconds !== null) checkLoopInterval(intervalSeconds, options);
   return { action: 'set', prompt, intervalSeconds, times, until, notes, economy };
@@ -143,7 +151,10 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
 /** The maximum and `loops.min_interval_seconds` of a loop's interval. @throws ScheduleInputError naming the bound */
 function checkLoopInterval(intervalSeconds: number, options: Pick<LoopParseOptions, 'minIntervalSeconds'>): void {
   if (intervalSeconds > MAX_INTERVAL_SECONDS) {
-    throw new ScheduleInputError(`The interval ${formatSeconds(intervalSeconds)} is too long; the most is ${formatSeconds(MAX_INTERVAL_SECONDS)}.`, { field: 'interval' });
+    throw new ScheduleInputError(
+      `The interval ${formatSeconds(intervalSeconds)} is too long; the most is ${formatSeconds(MAX_INTERVAL_SECONDS)}.`,
+      { field: 'interval' },
+    );
   }
   if (intervalSeconds < options.minIntervalSeconds) {
     throw new ScheduleInputError(
@@ -170,7 +181,10 @@ export function parseLoopInterval(text: string, options: Pick<LoopParseOptions, 
  * @throws ScheduleInputError naming what is wrong: a sign, zero, an unknown unit, extra words
  */
 export function parseIntervalField(text: string, field = 'interval'): number {
-  const tokens = text.trim().split(/\s+/).filter((t) => t.length > 0);
+  const tokens = text
+    .trim()
+    .split(/\s+/)
+    .filter((t) => t.length > 0);
   const index = tokens[0]?.toLowerCase() === 'every' ? 1 : 0;
   const interval = parseIntervalAt(tokens, index);
   if (interval && index + interval.used === tokens.length) return interval.seconds;
@@ -178,9 +192,11 @@ export function parseIntervalField(text: string, field = 'interval'): number {
   if (first !== undefined && isSignedInterval(first)) {
     throw new ScheduleInputError(`"${first}" is not an interval: an interval has no sign; use ${INTERVAL_UNITS_HINT}.`, { field });
   }
-  if (first !== undefined && looksLikeInterval(first)) throw new ScheduleInputError(`The interval "${first}" must be greater than zero.`, { field });
+  if (first !== undefined && looksLikeInterval(first))
+    throw new ScheduleInputError(`The interval "${first}" must be greater than zero.`, { field });
   const unit = first === undefined ? undefined : unknownIntervalUnit(first);
-  if (unit !== undefined) throw new ScheduleInputError(`"${first}" is not an interval: unknown unit "${unit}"; use ${INTERVAL_UNITS_HINT}.`, { field });
+  if (unit !== undefined)
+    throw new ScheduleInputError(`"${first}" is not an interval: unknown unit "${unit}"; use ${INTERVAL_UNITS_HINT}.`, { field });
   throw new ScheduleInputError(`"${text.trim()}" is not an interval; use ${INTERVAL_UNITS_HINT}.`, { field });
 }
 

@@ -33,10 +33,18 @@ export class LoopRecords {
    * @throws StoreUnavailableError when Redis refused the write
    */
   async put(record: LoopRecord, expectedVersion: ExpectedVersion): Promise<LoopRecord | null> {
-    return await putVersioned(this.redis, {
-      key: this.keys.schedule(record.sessionId, record.kind), indexKey: this.keys.forSession(record.sessionId).scheduleIndex,
-      member: this.keys.scheduleIndexMember(record.sessionId, record.kind), what: `${record.kind} state`, encode: encodeLoopRecord,
-    }, record, expectedVersion);
+    return await putVersioned(
+      this.redis,
+      {
+        key: this.keys.schedule(record.sessionId, record.kind),
+        indexKey: this.keys.forSession(record.sessionId).scheduleIndex,
+        member: this.keys.scheduleIndexMember(record.sessionId, record.kind),
+        what: `${record.kind} state`,
+        encode: encodeLoopRecord,
+      },
+      record,
+      expectedVersion,
+    );
   }
 
   /**
@@ -49,7 +57,8 @@ export class LoopRecords {
     const token = `${process.pid}:${Math.random().toString(36).slice(2)}`;
     const deadline = Date.now() + waitMs;
     while (!(await acquireOwned(this.redis, key, token, 15_000))) {
-      if (Date.now() > deadline) throw new StoreUnavailableError(`The ${kind} of session ${sessionId} is being changed by another process; try again.`);
+      if (Date.now() > deadline)
+        throw new StoreUnavailableError(`The ${kind} of session ${sessionId} is being changed by another process; try again.`);
       await new Promise((r) => setTimeout(r, 20 + Math.random() * 30));
     }
     return async () => {

@@ -93,15 +93,27 @@ export class LoopService {
       const current = await this.guard(kind, sessionId, () => this.store.get(sessionId, kind));
       if (current && sameLoop(current, { kind, ...spec, ...spec.economy, runner: ctx.runner })) {
         const next = await this.guard(kind, sessionId, () => this.store.nextDueAt(current));
-        const when = next === undefined ? 'next tick pending' : next <= now ? 'next tick due now' : `next in ${formatSeconds((next - now) / 1000)}`;
+        const when =
+          next === undefined ? 'next tick pending' : next <= now ? 'next tick due now' : `next in ${formatSeconds((next - now) / 1000)}`;
         this.log.info({ sessionId, kind, loopId: current.loopId }, `${kind} already set; unchanged`);
         return `${LABEL[kind]} already set: ${cadence(current)} · ${when}. Send a different prompt or interval to replace it.`;
       }
       const record = createLoop({
-        kind, loopId: randomBytes(6).toString('hex'), sessionId, prompt: spec.prompt,
-        intervalSeconds: spec.intervalSeconds, times: spec.times, until: spec.until,
-        maxTicks: this.settings.maxTicks, selfPacedFloorSeconds: this.settings.selfPacedFloorSeconds,
-        runner: ctx.runner, origin: ctx.origin, now, economy: spec.economy, createdBy: ctx.createdBy, name: spec.name,
+        kind,
+        loopId: randomBytes(6).toString('hex'),
+        sessionId,
+        prompt: spec.prompt,
+        intervalSeconds: spec.intervalSeconds,
+        times: spec.times,
+        until: spec.until,
+        maxTicks: this.settings.maxTicks,
+        selfPacedFloorSeconds: this.settings.selfPacedFloorSeconds,
+        runner: ctx.runner,
+        origin: ctx.origin,
+        now,
+        economy: spec.economy,
+        createdBy: ctx.createdBy,
+        name: spec.name,
       });
       const { previous, stored } = await this.write(sessionId, kind, () => record);
       await this.guard(kind, sessionId, () => this.store.arm(stored!, now));
@@ -120,7 +132,9 @@ export class LoopService {
   /** Pause; the job scheduler is removed so nothing fires. @returns the reply */
   async pause(sessionId: string, kind: LoopKind, now = Date.now()): Promise<string> {
     return await this.exclusive(sessionId, kind, async () => {
-      const { previous, stored } = await this.write(sessionId, kind, (cur) => (cur && cur.status === 'active' ? pauseLoop(cur, now) : undefined));
+      const { previous, stored } = await this.write(sessionId, kind, (cur) =>
+        cur && cur.status === 'active' ? pauseLoop(cur, now) : undefined,
+      );
       if (!previous) return `No ${kind} in this session.`;
       if (!stored) return `${LABEL[kind]} is ${previous.status}; nothing to pause.`;
       await this.guard(kind, sessionId, () => this.store.removeScheduler(sessionId, kind));
@@ -131,7 +145,9 @@ export class LoopService {
   /** Resume a paused loop or heartbeat: one tick at the next point of its cadence, never a burst. @returns the reply */
   async resume(sessionId: string, kind: LoopKind, now = Date.now()): Promise<string> {
     return await this.exclusive(sessionId, kind, async () => {
-      const { previous, stored } = await this.write(sessionId, kind, (cur) => (cur && cur.status === 'paused' ? resumeLoop(cur, now) : undefined));
+      const { previous, stored } = await this.write(sessionId, kind, (cur) =>
+        cur && cur.status === 'paused' ? resumeLoop(cur, now) : undefined,
+      );
       if (!previous) return `No ${kind} in this session.`;
       if (!stored) return `${LABEL[kind]} is ${previous.status}; nothing to resume.`;
       const due = resumeDueAt(stored, now);
@@ -172,14 +188,17 @@ export class LoopService {
     change: (cur: LoopRecord | null) => LoopRecord | undefined,
   ): Promise<{ previous: LoopRecord | null; stored: LoopRecord | null }> {
     assertSessionId(sessionId);
-    return await retryOnConflict(async () => {
-      const previous = await this.guard(kind, sessionId, () => this.store.get(sessionId, kind));
-      const next = change(previous);
-      if (!next) return { previous, stored: null };
-      const expected = previous ? previous.version : 'absent';
-      const stored = await this.guard(kind, sessionId, () => this.store.put({ ...next, version: previous?.version ?? 0 }, expected));
-      return stored ? { previous, stored } : CONFLICT;
-    }, () => new StoreUnavailableError(`The ${kind} of session ${sessionId} kept changing; try again.`));
+    return await retryOnConflict(
+      async () => {
+        const previous = await this.guard(kind, sessionId, () => this.store.get(sessionId, kind));
+        const next = change(previous);
+        if (!next) return { previous, stored: null };
+        const expected = previous ? previous.version : 'absent';
+        const stored = await this.guard(kind, sessionId, () => this.store.put({ ...next, version: previous?.version ?? 0 }, expected));
+        return stored ? { previous, stored } : CONFLICT;
+      },
+      () => new StoreUnavailableError(`The ${kind} of session ${sessionId} kept changing; try again.`),
+    );
   }
 
   /** Run a store call; a failure is logged at WARNING and rethrown as StoreUnavailableError. */
@@ -232,7 +251,9 @@ export function statusLine(r: LoopRecord, now: number, nextDueAt?: number): stri
   const parts = [`${r.kind}: ${r.status}${r.statusReason ? ` (${r.statusReason})` : ''}`, cadence(r), `ticks ${used}`];
   if (r.times !== null) parts.push(`times ${r.ticksUsed}/${r.times}`);
   if (r.status === 'active') {
-    parts.push(nextDueAt === undefined ? 'next: pending' : nextDueAt <= now ? 'next: due now' : `next in ${formatSeconds((nextDueAt - now) / 1000)}`);
+    parts.push(
+      nextDueAt === undefined ? 'next: pending' : nextDueAt <= now ? 'next: due now' : `next in ${formatSeconds((nextDueAt - now) / 1000)}`,
+    );
   }
   if (r.silentTicks) parts.push(`${r.silentTicks} silent`);
   if (r.unchangedTicks) parts.push(`${r.unchangedTicks} unchanged`);

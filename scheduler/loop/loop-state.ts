@@ -223,14 +223,28 @@ export function createLoop(input: NewLoop): LoopRecord {
  */
 export function sameLoop(
   loop: LoopRecord | null,
-  wanted: { kind: LoopKind; prompt: string; intervalSeconds: number | null; times: number | null; until: string | null; runner: RunnerSpec } & ScheduleEconomy,
+  wanted: {
+    kind: LoopKind;
+    prompt: string;
+    intervalSeconds: number | null;
+    times: number | null;
+    until: string | null;
+    runner: RunnerSpec;
+  } & ScheduleEconomy,
 ): boolean {
   return (
-    loop !== null && loop.status === 'active' && loop.kind === wanted.kind && loop.prompt === wanted.prompt &&
-    loop.intervalSeconds === wanted.intervalSeconds && loop.times === wanted.times && loop.until === wanted.until &&
+    loop !== null &&
+    loop.status === 'active' &&
+    loop.kind === wanted.kind &&
+    loop.prompt === wanted.prompt &&
+    loop.intervalSeconds === wanted.intervalSeconds &&
+    loop.times === wanted.times &&
+    loop.until === wanted.until &&
     JSON.stringify(loop.runner) === JSON.stringify(wanted.runner) &&
-    (loop.notify ?? 'auto') === (wanted.notify ?? 'auto') && (loop.watch ?? null) === (wanted.watch ?? null) &&
-    (loop.maxTokens ?? null) === (wanted.maxTokens ?? null) && (loop.model ?? null) === (wanted.model ?? null)
+    (loop.notify ?? 'auto') === (wanted.notify ?? 'auto') &&
+    (loop.watch ?? null) === (wanted.watch ?? null) &&
+    (loop.maxTokens ?? null) === (wanted.maxTokens ?? null) &&
+    (loop.model ?? null) === (wanted.model ?? null)
   );
 }
 
@@ -244,7 +258,10 @@ export interface TickRef {
 
 export type FireDecision =
   | { fire: true }
-  | { fire: false; reason: 'removed' | 'replaced' | 'paused' | 'finished' | 'coalesced' | 'superseded' | 'backing-off' | 'already-applied' };
+  | {
+      fire: false;
+      reason: 'removed' | 'replaced' | 'paused' | 'finished' | 'coalesced' | 'superseded' | 'backing-off' | 'already-applied';
+    };
 
 /** May this tick fire now? (pure; see the policies at the top of this file) */
 export function decideFire(loop: LoopRecord | null, tick: TickRef): FireDecision {
@@ -263,13 +280,11 @@ export function decideFire(loop: LoopRecord | null, tick: TickRef): FireDecision
 }
 
 /** Verdict of an `--until` judge (issue: full /loop). `error` = the judge call failed. */
-export type UntilVerdict = { verdict: 'done' | 'continue' } | { verdict: 'blocked'; reason: string } | { verdict: 'error'; message: string };
+export type UntilVerdict =
+  { verdict: 'done' | 'continue' } | { verdict: 'blocked'; reason: string } | { verdict: 'error'; message: string };
 
 /** What happened to the loop after a tick. */
-export type TickOutcome =
-  | { kind: 'continue' }
-  | { kind: 'finished'; reason: string }
-  | { kind: 'paused'; reason: string };
+export type TickOutcome = { kind: 'continue' } | { kind: 'finished'; reason: string } | { kind: 'paused'; reason: string };
 
 /** Failed ticks (and judge failures) in a row before a loop pauses, when the caller passes none. */
 export const DEFAULT_MAX_CONSECUTIVE_FAILURES = 3;
@@ -328,7 +343,7 @@ export function applyTick(
   },
 ): { loop: LoopRecord; outcome: TickOutcome } {
   // An unchanged watch counts as "nothing changed" for self-paced pacing (the delay doubles).
-  const digest = tick.unchanged ? loop.lastDigest ?? replyDigest('') : replyDigest(tick.reply);
+  const digest = tick.unchanged ? (loop.lastDigest ?? replyDigest('')) : replyDigest(tick.reply);
   const { pacing } = tick;
   const maxFailures = tick.maxConsecutiveFailures ?? DEFAULT_MAX_CONSECUTIVE_FAILURES;
   const failureStreak = tick.failure === undefined ? 0 : (loop.failureStreak ?? 0) + 1;
@@ -356,14 +371,14 @@ export function applyTick(
       loop.mode === 'self-paced' && pacing.requestedSeconds !== undefined && tick.failure === undefined
         ? clampSelfPacedDelay(pacing.requestedSeconds, pacing.floorSeconds, pacing.ceilingSeconds)
         : loop.mode === 'self-paced'
-        ? nextSelfPacedDelay({
-            currentDelaySeconds: loop.delaySeconds ?? pacing.floorSeconds,
-            previousDigest: loop.lastDigest,
-            digest,
-            floorSeconds: pacing.floorSeconds,
-            ceilingSeconds: pacing.ceilingSeconds,
-          })
-        : loop.delaySeconds,
+          ? nextSelfPacedDelay({
+              currentDelaySeconds: loop.delaySeconds ?? pacing.floorSeconds,
+              previousDigest: loop.lastDigest,
+              digest,
+              floorSeconds: pacing.floorSeconds,
+              ceilingSeconds: pacing.ceilingSeconds,
+            })
+          : loop.delaySeconds,
     updatedAt: tick.finishedAt,
   };
   if (next.mode === 'self-paced') next.nextDueAt = tick.finishedAt + (next.delaySeconds ?? pacing.floorSeconds) * 1000;
@@ -400,9 +415,12 @@ export function applyTick(
   if (loop.times !== null && next.ticksUsed >= loop.times) return finish(`ran ${loop.times} times`);
   // Token budgets (docs/CONTEXT.md, "Budgets"): a turn over `agent.max_tokens_per_turn`, or the schedule's
   // `--max-tokens` reached, pauses it with the spend named; `/loop resume` gives a fresh allowance.
-  if (tick.overTurnBudget) return pause(`${clipError(tick.failure ?? 'the turn reached agent.max_tokens_per_turn')} /${loop.kind} resume continues`);
+  if (tick.overTurnBudget)
+    return pause(`${clipError(tick.failure ?? 'the turn reached agent.max_tokens_per_turn')} /${loop.kind} resume continues`);
   if (loop.maxTokens && (next.budgetTokens ?? 0) >= loop.maxTokens) {
-    return pause(`token budget of ${loop.maxTokens.toLocaleString('en-US')} reached (--max-tokens): ${(next.budgetTokens ?? 0).toLocaleString('en-US')} tokens since it was set or resumed; in all ${formatSpend(next.spend ?? NO_TOTALS)}. /${loop.kind} resume gives a fresh allowance`);
+    return pause(
+      `token budget of ${loop.maxTokens.toLocaleString('en-US')} reached (--max-tokens): ${(next.budgetTokens ?? 0).toLocaleString('en-US')} tokens since it was set or resumed; in all ${formatSpend(next.spend ?? NO_TOTALS)}. /${loop.kind} resume gives a fresh allowance`,
+    );
   }
   const spanMs = tick.finishedAt - (failingSince ?? tick.startedAt);
   const longEnough = !tick.failurePolicy || spanMs >= tick.failurePolicy.pauseAfterSeconds * 1000;
@@ -422,7 +440,10 @@ export function applyTick(
  * (`answered 500: 500 upstream exploded` → `answered 500: upstream exploded`).
  */
 export function clipError(message: string): string {
-  const one = message.replace(/\s+/g, ' ').trim().replace(/\b(\d{3}): \1\b:? ?/, '$1: ');
+  const one = message
+    .replace(/\s+/g, ' ')
+    .trim()
+    .replace(/\b(\d{3}): \1\b:? ?/, '$1: ');
   return one.length > 300 ? `${one.slice(0, 299)}…` : one;
 }
 
@@ -432,12 +453,19 @@ export function clipError(message: string): string {
  * the error, when the next try comes (the back-off) and when it would pause.
  * @param loop - the record after the failed tick (its streak, `nextDueAt`, `lastTickFinishedAt`)
  */
-export function tickFailureNotice(loop: LoopRecord, tickNumber: number, error: string, maxConsecutiveFailures: number, policy?: FailurePolicy): string {
+export function tickFailureNotice(
+  loop: LoopRecord,
+  tickNumber: number,
+  error: string,
+  maxConsecutiveFailures: number,
+  policy?: FailurePolicy,
+): string {
   const label = loop.kind === 'loop' ? 'Loop' : 'Heartbeat';
   const streak = loop.failureStreak ?? 1;
-  const retry = policy && loop.nextDueAt !== null && loop.lastTickFinishedAt !== null
-    ? ` Next try in ${formatSeconds(Math.round((loop.nextDueAt - loop.lastTickFinishedAt) / 1000))}.`
-    : '';
+  const retry =
+    policy && loop.nextDueAt !== null && loop.lastTickFinishedAt !== null
+      ? ` Next try in ${formatSeconds(Math.round((loop.nextDueAt - loop.lastTickFinishedAt) / 1000))}.`
+      : '';
   const over = policy && policy.pauseAfterSeconds > 0 ? ` over at least ${formatSeconds(policy.pauseAfterSeconds)}` : '';
   const rule = maxConsecutiveFailures > 0 ? ` It pauses after ${maxConsecutiveFailures} failures in a row${over} (${streak} so far).` : '';
   return `${label} tick #${tickNumber} failed: ${clipError(error).replace(/\.$/, '')}.${retry}${rule}`;

@@ -145,7 +145,8 @@ export class TickClaim {
     holdWritesThisTurn(this.redis); // step 3 of the contract above
     chunk.forEach((w, i) => {
       try {
-        const loop = values[2 * i], goal = values[2 * i + 1];
+        const loop = values[2 * i],
+          goal = values[2 * i + 1];
         w.resolve({
           loop: loop ? decodeLoopRecord(loop, { sessionId: w.sessionId, kind: w.kind }) : null,
           pendingCount: counts ? counts[i]! : 0,
@@ -169,14 +170,28 @@ export class TickClaim {
   async claimTick(sessionId: string, kind: LoopKind, input: ClaimTickInput): Promise<ClaimTickResult> {
     const k = this.keys;
     const [status, ...rest] = (await runLuaScript(
-      this.redis, CLAIM_TICK,
+      this.redis,
+      CLAIM_TICK,
       [
-        k.schedule(sessionId, kind), k.scheduleInflight(sessionId, kind), k.goal(sessionId),
-        k.pendingInput(sessionId), k.turnLock(sessionId), k.events(sessionId), k.transcript(sessionId),
+        k.schedule(sessionId, kind),
+        k.scheduleInflight(sessionId, kind),
+        k.goal(sessionId),
+        k.pendingInput(sessionId),
+        k.turnLock(sessionId),
+        k.events(sessionId),
+        k.transcript(sessionId),
       ],
       [
-        String(input.expectedVersion), JSON.stringify(input.mark), input.ttlMs, input.mark.occurrenceId,
-        input.goalVersion === null ? '' : String(input.goalVersion), String(input.pendingCount), input.lock.holder, input.lock.ttlMs, this.eventsMaxLen, JSON.stringify(input.started),
+        String(input.expectedVersion),
+        JSON.stringify(input.mark),
+        input.ttlMs,
+        input.mark.occurrenceId,
+        input.goalVersion === null ? '' : String(input.goalVersion),
+        String(input.pendingCount),
+        input.lock.holder,
+        input.lock.ttlMs,
+        this.eventsMaxLen,
+        JSON.stringify(input.started),
         input.readTranscript ? '1' : '0',
       ],
     )) as [string, ...string[]];

@@ -40,7 +40,8 @@ export type StoredTickJobData = Omit<TickJobData, 'sessionId'> & { sessionId?: s
 export function tickJobData(job: Pick<Job<StoredTickJobData>, 'data' | 'id' | 'repeatJobKey'>): TickJobData {
   const { data } = job;
   if (typeof data.sessionId === 'string') return data as TickJobData;
-  const schedulerId = job.repeatJobKey ?? (schedulerJobMillis(job.id) !== undefined ? job.id!.slice('repeat:'.length, job.id!.lastIndexOf(':')) : undefined);
+  const schedulerId =
+    job.repeatJobKey ?? (schedulerJobMillis(job.id) !== undefined ? job.id!.slice('repeat:'.length, job.id!.lastIndexOf(':')) : undefined);
   const named = schedulerId === undefined ? undefined : parseLoopSchedulerId(schedulerId);
   if (!named) throw new Error(`tick job ${job.id} names no session`);
   return { ...data, kind: data.kind ?? named.kind, sessionId: named.sessionId };

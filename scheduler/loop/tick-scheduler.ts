@@ -52,17 +52,23 @@ export class TickScheduler {
         // Remove first: an upsert with an unchanged `every` keeps the old next
         // occurrence and ignores `startDate`, so a replaced loop would not fire "now".
         await this.removeScheduler(record.sessionId, record.kind);
-        await this.queues.forSession(record.sessionId).ticks.upsertJobScheduler(
-          this.keys.loopSchedulerId(record.sessionId, record.kind),
-          { every: record.intervalSeconds * 1000, startDate: this.lead.firstJobAt(firstDueAt, Date.now()) },
-          { name: tickJobName(record), data },
-        );
+        await this.queues
+          .forSession(record.sessionId)
+          .ticks.upsertJobScheduler(
+            this.keys.loopSchedulerId(record.sessionId, record.kind),
+            { every: record.intervalSeconds * 1000, startDate: this.lead.firstJobAt(firstDueAt, Date.now()) },
+            { name: tickJobName(record), data },
+          );
       } else {
         await this.removeScheduler(record.sessionId, record.kind);
-        await this.queues.forSession(record.sessionId).ticks.add(tickJobName(record), { ...data, sessionId: record.sessionId }, {
-          jobId: bullJobId('selfpaced', record.kind, record.sessionId, record.loopId, firstDueAt),
-          delay: Math.max(0, this.lead.jobAt(firstDueAt) - Date.now()),
-        });
+        await this.queues.forSession(record.sessionId).ticks.add(
+          tickJobName(record),
+          { ...data, sessionId: record.sessionId },
+          {
+            jobId: bullJobId('selfpaced', record.kind, record.sessionId, record.loopId, firstDueAt),
+            delay: Math.max(0, this.lead.jobAt(firstDueAt) - Date.now()),
+          },
+        );
       }
     } catch (err) {
       throw new StoreUnavailableError(`Redis did not take the ${record.kind} schedule: ${(err as Error).message}`, { cause: err });
@@ -93,7 +99,9 @@ export class TickScheduler {
    */
   async nextDueAt(record: LoopRecord): Promise<number | undefined> {
     if (record.mode !== 'fixed') return record.nextDueAt ?? undefined;
-    const s = await this.queues.forSession(record.sessionId).ticks.getJobScheduler(this.keys.loopSchedulerId(record.sessionId, record.kind));
+    const s = await this.queues
+      .forSession(record.sessionId)
+      .ticks.getJobScheduler(this.keys.loopSchedulerId(record.sessionId, record.kind));
     return s?.next !== undefined && s.next !== null ? this.lead.dueAt(Number(s.next)) : undefined;
   }
 
@@ -117,7 +125,9 @@ export class TickScheduler {
     }
     let rearmed = 0;
     for (const record of active) {
-      const scheduler = existing.get(`${this.keys.shardOfSession(record.sessionId)} ${this.keys.loopSchedulerId(record.sessionId, record.kind)}`);
+      const scheduler = existing.get(
+        `${this.keys.shardOfSession(record.sessionId)} ${this.keys.loopSchedulerId(record.sessionId, record.kind)}`,
+      );
       if (scheduler?.name === tickJobName(record)) continue;
       const next = scheduler?.next;
       await this.arm(record, next !== undefined && next !== null ? this.lead.dueAt(Number(next)) : resumeDueAt(record, now));

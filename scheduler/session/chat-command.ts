@@ -81,11 +81,12 @@ export function shellOnlyReply(command: string, flag: (typeof SHELL_ONLY_FLAGS)[
   // A Telegram chat's or Discord channel's session id is also its delivery target (delivery-target.ts).
   const deliver = sessionId.startsWith('telegram:') || sessionId.startsWith('discord:') ? ` --deliver ${sessionId}` : '';
   const turn = flag === '--run' ? "--run '<shell command>'" : '--command <name>';
-  const example = flag === '--script'
-    ? `hermes cron add "<schedule>" --script '<shell command>'${deliver ? ` --deliver ${sessionId}` : ''}`
-    : kind === 'heartbeat'
-      ? `hermes heartbeat every <interval> <prompt> --session ${sessionId}${deliver} ${turn}`
-      : `hermes loop <interval> <prompt> --session ${sessionId}${deliver} ${turn}`;
+  const example =
+    flag === '--script'
+      ? `hermes cron add "<schedule>" --script '<shell command>'${deliver ? ` --deliver ${sessionId}` : ''}`
+      : kind === 'heartbeat'
+        ? `hermes heartbeat every <interval> <prompt> --session ${sessionId}${deliver} ${turn}`
+        : `hermes loop <interval> <prompt> --session ${sessionId}${deliver} ${turn}`;
   return [
     `${flag} works only in the shell: chat messages can never start a command turn. Nothing was changed.`,
     `From a shell on the host: ${example}`,

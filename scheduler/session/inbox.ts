@@ -76,12 +76,18 @@ export async function enqueueInput(
   // A re-sent message that was already answered changes nothing.
   if ((await deps.redis.zscore(k.sessionCommitted(input.sessionId), occurrenceId)) !== null) return jobId;
   await runLuaScript(
-    deps.redis, REGISTER_PENDING_INPUT,
+    deps.redis,
+    REGISTER_PENDING_INPUT,
     [k.pendingInput(input.sessionId), k.inputSequence(input.sessionId), k.sessionIndex],
     [String(receivedAt), occurrenceId, input.sessionId],
   );
   const data: InboxJobData = {
-    type: 'user-input', sessionId: input.sessionId, text: input.text, messageId: input.messageId, origin: input.origin, receivedAt,
+    type: 'user-input',
+    sessionId: input.sessionId,
+    text: input.text,
+    messageId: input.messageId,
+    origin: input.origin,
+    receivedAt,
   };
   await deps.queues.forSession(input.sessionId).inbox.add('user-input', data, { jobId, priority: INBOX_PRIORITY.user });
   return jobId;

@@ -64,10 +64,7 @@ export const DEFAULT_OCCURRENCE_WINDOW_MS = 3_600_000;
 const COMMIT_TURN = luaScript('commit-turn-6.lua');
 
 /** Result of `commitTurn`. */
-export type CommitResult =
-  | { status: 'committed'; eventId: string }
-  | { status: 'duplicate' }
-  | { status: 'conflict' };
+export type CommitResult = { status: 'committed'; eventId: string } | { status: 'duplicate' } | { status: 'conflict' };
 
 /** Transcript, event stream and turn commit of sessions. */
 export class SessionStore {
@@ -92,7 +89,10 @@ export class SessionStore {
    * (default: the end). Indexes count from the oldest message kept (the list is capped at
    * `worker.transcript_max_messages`, so they shift as old messages are dropped).
    */
-  async transcriptPage(sessionId: string, options: { before?: number; limit: number }): Promise<{ total: number; start: number; messages: TranscriptMessage[] }> {
+  async transcriptPage(
+    sessionId: string,
+    options: { before?: number; limit: number },
+  ): Promise<{ total: number; start: number; messages: TranscriptMessage[] }> {
     const key = this.keys.transcript(sessionId);
     const total = await this.redis.llen(key);
     const end = Math.min(options.before ?? total, total);
@@ -104,7 +104,15 @@ export class SessionStore {
   /** Append an event that is not part of a turn commit (status notes, tick started). @returns its stream id */
   async appendEvent(sessionId: string, type: string, data: Record<string, unknown>): Promise<string> {
     const id = await this.redis.xadd(
-      this.keys.events(sessionId), 'MAXLEN', '~', String(this.eventsMaxLen), '*', 'type', type, 'data', JSON.stringify(data),
+      this.keys.events(sessionId),
+      'MAXLEN',
+      '~',
+      String(this.eventsMaxLen),
+      '*',
+      'type',
+      type,
+      'data',
+      JSON.stringify(data),
     );
     return id!;
   }
@@ -141,14 +149,25 @@ export class SessionStore {
   ): Promise<CommitResult> {
     const committed = this.keys.sessionCommitted(sessionId);
     const keys = [
-      committed, this.keys.transcript(sessionId), this.keys.events(sessionId),
-      input.record?.key ?? committed, input.inflightKey ?? committed, input.turnLock?.key ?? committed,
+      committed,
+      this.keys.transcript(sessionId),
+      this.keys.events(sessionId),
+      input.record?.key ?? committed,
+      input.inflightKey ?? committed,
+      input.turnLock?.key ?? committed,
     ];
     const args = [
-      input.occurrenceId, Date.now(), this.occurrenceWindowMs, this.transcriptMax, this.eventsMaxLen,
-      input.event.type, JSON.stringify(input.event.data),
-      input.record ? String(input.record.expectedVersion) : '', input.record?.json ?? '',
-      input.inflightKey ? input.occurrenceId : '', input.turnLock?.holder ?? '',
+      input.occurrenceId,
+      Date.now(),
+      this.occurrenceWindowMs,
+      this.transcriptMax,
+      this.eventsMaxLen,
+      input.event.type,
+      JSON.stringify(input.event.data),
+      input.record ? String(input.record.expectedVersion) : '',
+      input.record?.json ?? '',
+      input.inflightKey ? input.occurrenceId : '',
+      input.turnLock?.holder ?? '',
       ...replacementArgs(input.replaceTranscript),
       ...input.messages.map((m) => JSON.stringify(m)),
     ];
@@ -167,11 +186,7 @@ export class SessionStore {
    * Read events after `afterId` (exclusive; `0` = from the start).
    * @param options.blockMs - wait up to this long for new events (needs a connection of its own)
    */
-  async readEvents(
-    sessionId: string,
-    afterId: string,
-    options: { count?: number; blockMs?: number } = {},
-  ): Promise<SessionEvent[]> {
+  async readEvents(sessionId: string, afterId: string, options: { count?: number; blockMs?: number } = {}): Promise<SessionEvent[]> {
     const key = this.keys.events(sessionId);
     const count = String(options.count ?? 500);
     const res =
@@ -196,9 +211,16 @@ export class SessionStore {
 }
 
 /** ARGV 12–14+R of `commit-turn-6.lua`: the compacted transcript and what it was read as. */
-function replacementArgs(r: { messages: TranscriptMessage[]; readLength: number; readLast: TranscriptMessage | undefined } | undefined): string[] {
+function replacementArgs(
+  r: { messages: TranscriptMessage[]; readLength: number; readLast: TranscriptMessage | undefined } | undefined,
+): string[] {
   if (!r) return ['0', '', ''];
-  return [String(r.messages.length), String(r.readLength), r.readLast ? JSON.stringify(r.readLast) : '', ...r.messages.map((m) => JSON.stringify(m))];
+  return [
+    String(r.messages.length),
+    String(r.readLength),
+    r.readLast ? JSON.stringify(r.readLast) : '',
+    ...r.messages.map((m) => JSON.stringify(m)),
+  ];
 }
 
 /** An event from a raw stream entry (`type` and JSON `data` fields); session and run streams share the shape. */

@@ -227,8 +227,13 @@ export class Keys {
     const kinds: LoopKind[] = ['loop', 'heartbeat'];
     return [
       ...kinds.flatMap((k) => [this.schedule(sessionId, k), this.scheduleInflight(sessionId, k)]),
-      this.goal(sessionId), this.transcript(sessionId), this.events(sessionId), this.pendingInput(sessionId),
-      this.inputSequence(sessionId), this.sessionCommitted(sessionId), this.agentSchedulesCreated(sessionId),
+      this.goal(sessionId),
+      this.transcript(sessionId),
+      this.events(sessionId),
+      this.pendingInput(sessionId),
+      this.inputSequence(sessionId),
+      this.sessionCommitted(sessionId),
+      this.agentSchedulesCreated(sessionId),
     ];
   }
 

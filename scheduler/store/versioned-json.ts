@@ -30,7 +30,12 @@ export async function putVersioned<T extends { version: number }>(
 ): Promise<T | null> {
   const stored = { ...record, version: (typeof expected === 'number' ? expected : record.version) + 1 };
   try {
-    const ok = await runLuaScript(redis, PUT_VERSIONED, [target.key, target.indexKey], [String(expected), (target.encode ?? JSON.stringify)(stored), target.member]);
+    const ok = await runLuaScript(
+      redis,
+      PUT_VERSIONED,
+      [target.key, target.indexKey],
+      [String(expected), (target.encode ?? JSON.stringify)(stored), target.member],
+    );
     return ok === 1 ? stored : null;
   } catch (err) {
     throw new StoreUnavailableError(`Redis did not take the ${target.what}: ${(err as Error).message}`, { cause: err });

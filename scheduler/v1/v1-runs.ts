@@ -126,7 +126,18 @@ export interface V1RunPage {
 
 /** The hash fields `get` reads (the conversation is read on its own: it may be large). */
 const RECORD_FIELDS = [
-  'status', 'model', 'created_at', 'started_at', 'finished_at', 'output', 'usage', 'finish_reason', 'error', 'stop_requested', 'endpoint', 'request',
+  'status',
+  'model',
+  'created_at',
+  'started_at',
+  'finished_at',
+  'output',
+  'usage',
+  'finish_reason',
+  'error',
+  'stop_requested',
+  'endpoint',
+  'request',
 ] as const;
 
 /** One event of a run's stream; `id` is the Redis stream id. */
@@ -161,10 +172,7 @@ const REQUEUE = luaScript('requeue-v1-run-2.lua');
 const CLAIM_IDEMPOTENCY_KEY = luaScript('claim-idempotency-key-1.lua');
 
 /** Outcome of `claimIdempotencyKey`. */
-export type IdempotencyClaim =
-  | { status: 'new' }
-  | { status: 'replay'; runId: string }
-  | { status: 'conflict'; runId: string };
+export type IdempotencyClaim = { status: 'new' } | { status: 'replay'; runId: string } | { status: 'conflict'; runId: string };
 
 /** Records, events and idempotency keys of `/v1` runs. */
 export class RunStore {
@@ -187,7 +195,10 @@ export class RunStore {
    */
   async claimIdempotencyKey(keyDigest: string, payloadDigest: string, runId: string): Promise<IdempotencyClaim> {
     const cur = (await runLuaScript(
-      this.redis, CLAIM_IDEMPOTENCY_KEY, [this.keys.runIdempotency(keyDigest)], [`${runId} ${payloadDigest}`, String(this.ttlSeconds)],
+      this.redis,
+      CLAIM_IDEMPOTENCY_KEY,
+      [this.keys.runIdempotency(keyDigest)],
+      [`${runId} ${payloadDigest}`, String(this.ttlSeconds)],
     )) as string;
     if (cur === '') return { status: 'new' };
     const [existingRun = '', existingDigest = ''] = cur.split(' ');
@@ -204,9 +215,19 @@ export class RunStore {
   /** Store a new queued run and its `run.queued` event, and index it. */
   async create(runId: string, model: string, now = Date.now(), input: V1RunCreateInput = {}): Promise<V1RunRecord> {
     const record: V1RunRecord = {
-      id: runId, status: 'queued', model, createdAt: now, startedAt: null, finishedAt: null,
-      output: null, usage: null, finishReason: null, error: null, stopRequested: false,
-      endpoint: input.endpoint ?? null, request: input.request ?? null,
+      id: runId,
+      status: 'queued',
+      model,
+      createdAt: now,
+      startedAt: null,
+      finishedAt: null,
+      output: null,
+      usage: null,
+      finishReason: null,
+      error: null,
+      stopRequested: false,
+      endpoint: input.endpoint ?? null,
+      request: input.request ?? null,
     };
     const ttl = String(this.ttlSeconds);
     const fields: Record<string, string> = { id: runId, status: 'queued', model, created_at: String(now) };
@@ -280,12 +301,7 @@ export class RunStore {
    * @returns false when there was no such run
    */
   async delete(runId: string): Promise<boolean> {
-    const res = await this.redis
-      .multi()
-      .del(this.keys.run(runId))
-      .del(this.keys.runEvents(runId))
-      .zrem(this.keys.runIndex, runId)
-      .exec();
+    const res = await this.redis.multi().del(this.keys.run(runId)).del(this.keys.runEvents(runId)).zrem(this.keys.runIndex, runId).exec();
     return Number(res?.[0]?.[1] ?? 0) > 0;
   }
 
@@ -296,9 +312,17 @@ export class RunStore {
    */
   async markRunning(runId: string, workerId: string, options: { retake?: boolean; now?: number } = {}): Promise<boolean> {
     const now = options.now ?? Date.now();
-    return await this.transition(runId, 'running', 'run.started', { started_at: now }, options.retake ? ['queued', 'running'] : ['queued'], {
-      started_at: String(now), worker: workerId,
-    });
+    return await this.transition(
+      runId,
+      'running',
+      'run.started',
+      { started_at: now },
+      options.retake ? ['queued', 'running'] : ['queued'],
+      {
+        started_at: String(now),
+        worker: workerId,
+      },
+    );
   }
 
   /**
@@ -309,7 +333,9 @@ export class RunStore {
    */
   async requeue(runId: string, from: V1RunRequeueStatus[], reason: string, now = Date.now()): Promise<boolean> {
     const code = (await runLuaScript(
-      this.redis, REQUEUE, [this.keys.run(runId), this.keys.runEvents(runId)],
+      this.redis,
+      REQUEUE,
+      [this.keys.run(runId), this.keys.runEvents(runId)],
       [String(this.ttlSeconds), JSON.stringify({ reason, at: now }), from.join(',')],
     )) as number;
     return code === 1;
@@ -319,11 +345,22 @@ export class RunStore {
    * `running → completed` with the reply and why the model stopped it (`finishReason`, default `stop`).
    * @returns false when the run already ended (stopped, interrupted)
    */
-  async complete(runId: string, output: string, usage: RunUsage | undefined, now = Date.now(), finishReason: FinishReason = 'stop'): Promise<boolean> {
+  async complete(
+    runId: string,
+    output: string,
+    usage: RunUsage | undefined,
+    now = Date.now(),
+    finishReason: FinishReason = 'stop',
+  ): Promise<boolean> {
     const fields: Record<string, string> = { output, finished_at: String(now), finish_reason: finishReason };
     if (usage) fields.usage = JSON.stringify(usage);
     return await this.transition(
-      runId, 'completed', 'run.completed', { output, usage: usage ?? null, finish_reason: finishReason, finished_at: now }, ['running'], fields,
+      runId,
+      'completed',
+      'run.completed',
+      { output, usage: usage ?? null, finish_reason: finishReason, finished_at: now },
+      ['running'],
+      fields,
     );
   }
 
@@ -334,7 +371,8 @@ export class RunStore {
    */
   async end(runId: string, status: V1RunEndStatus, error: RunErrorInfo, now = Date.now()): Promise<boolean> {
     return await this.transition(runId, status, `run.${status}`, { error, finished_at: now }, ['queued', 'running'], {
-      error: JSON.stringify(error), finished_at: String(now),
+      error: JSON.stringify(error),
+      finished_at: String(now),
     });
   }
 
@@ -345,7 +383,10 @@ export class RunStore {
    */
   async requestStop(runId: string, now = Date.now()): Promise<V1StopOutcome> {
     return (await runLuaScript(
-      this.redis, STOP, [this.keys.run(runId), this.keys.runEvents(runId)], [String(this.ttlSeconds), JSON.stringify(CANCELLED_ERROR), String(now)],
+      this.redis,
+      STOP,
+      [this.keys.run(runId), this.keys.runEvents(runId)],
+      [String(this.ttlSeconds), JSON.stringify(CANCELLED_ERROR), String(now)],
     )) as V1StopOutcome;
   }
 
@@ -361,7 +402,12 @@ export class RunStore {
    * @returns the event id, or `null` when the run is not running
    */
   async addEvent(runId: string, type: string, data: Record<string, unknown>): Promise<string | null> {
-    const id = (await runLuaScript(this.redis, APPEND_RUNNING_EVENT, [this.keys.run(runId), this.keys.runEvents(runId)], [type, JSON.stringify(data)])) as string;
+    const id = (await runLuaScript(
+      this.redis,
+      APPEND_RUNNING_EVENT,
+      [this.keys.run(runId), this.keys.runEvents(runId)],
+      [type, JSON.stringify(data)],
+    )) as string;
     return id === '' ? null : id;
   }
 
@@ -390,7 +436,9 @@ export class RunStore {
   ): Promise<boolean> {
     const pairs = Object.entries(fields).flat();
     const [code] = (await runLuaScript(
-      this.redis, TRANSITION, [this.keys.run(runId), this.keys.runEvents(runId)],
+      this.redis,
+      TRANSITION,
+      [this.keys.run(runId), this.keys.runEvents(runId)],
       [status, String(this.ttlSeconds), eventType, JSON.stringify(eventData), from.join(','), ...pairs],
     )) as [number, string];
     return code === 1;
@@ -399,7 +447,9 @@ export class RunStore {
 
 /** A record from its `RECORD_FIELDS` values, or null when it has none (unknown, expired, deleted). */
 function recordOf(runId: string, values: ReadonlyArray<string | null | undefined>): V1RunRecord | null {
-  const h = Object.fromEntries(RECORD_FIELDS.map((f, i) => [f, values[i] ?? undefined])) as Partial<Record<(typeof RECORD_FIELDS)[number], string>>;
+  const h = Object.fromEntries(RECORD_FIELDS.map((f, i) => [f, values[i] ?? undefined])) as Partial<
+    Record<(typeof RECORD_FIELDS)[number], string>
+  >;
   if (!h.status) return null;
   const num = (v: string | undefined) => (v === undefined || v === '' ? null : Number(v));
   return {
@@ -431,9 +481,13 @@ export function isTerminalRunEvent(type: string): boolean {
  * @param log - where its connection errors are logged (rate-limited, see `logBullmqErrors`)
  */
 export function v1RunsQueue(keys: Keys, connection: RedisClient | ConnectionOptions, log?: Logger): Queue<V1RunJobData> {
-  return logBullmqErrors(new Queue<V1RunJobData>(QUEUES.v1Runs, {
-    connection,
-    prefix: keys.bullPrefix,
-    defaultJobOptions: { ...JOB_RETENTION, attempts: 1 },
-  }), QUEUES.v1Runs, log);
+  return logBullmqErrors(
+    new Queue<V1RunJobData>(QUEUES.v1Runs, {
+      connection,
+      prefix: keys.bullPrefix,
+      defaultJobOptions: { ...JOB_RETENTION, attempts: 1 },
+    }),
+    QUEUES.v1Runs,
+    log,
+  );
 }

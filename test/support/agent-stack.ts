@@ -11,7 +11,13 @@ import { testEnv, type TestEnv } from './env.ts';
 import { startFakeOpenAI, type FakeOpenAI } from './fake-openai.ts';
 import { clients, startWorker, type TestClients } from './stack.ts';
 
-export interface AgentStack { env: TestEnv; c: TestClients; model: FakeOpenAI; dir: string; worker: WorkerProcess }
+export interface AgentStack {
+  env: TestEnv;
+  c: TestClients;
+  model: FakeOpenAI;
+  dir: string;
+  worker: WorkerProcess;
+}
 
 /**
  * Start the model server (counting usage), a test environment whose agent calls it, clients and an
@@ -19,17 +25,28 @@ export interface AgentStack { env: TestEnv; c: TestClients; model: FakeOpenAI; d
  * @param overrides - config overrides by dotted key (see `testEnv`)
  */
 export async function startAgentStack(
-  cleanups: CleanUp[], overrides: Record<string, unknown>, modelOptions: Parameters<typeof startFakeOpenAI>[0] = {},
+  cleanups: CleanUp[],
+  overrides: Record<string, unknown>,
+  modelOptions: Parameters<typeof startFakeOpenAI>[0] = {},
 ): Promise<AgentStack> {
   const model = await startFakeOpenAI({ usage: 'counted', ...modelOptions });
   const dir = mkdtempSync(join(tmpdir(), 'hermes-agent-'));
-  cleanups.push(() => model.close(), () => rmSync(dir, { recursive: true, force: true }));
+  cleanups.push(
+    () => model.close(),
+    () => rmSync(dir, { recursive: true, force: true }),
+  );
   const env = testEnv({
-    'agent.base_url': model.baseUrl, 'agent.api_key': 'test', 'agent.max_retries': 0,
-    'tools.files.roots': [dir], ...overrides,
+    'agent.base_url': model.baseUrl,
+    'agent.api_key': 'test',
+    'agent.max_retries': 0,
+    'tools.files.roots': [dir],
+    ...overrides,
   });
   const c = clients(env);
-  cleanups.push(() => env.cleanup(), () => c.close());
+  cleanups.push(
+    () => env.cleanup(),
+    () => c.close(),
+  );
   const worker = await startWorker(env);
   cleanups.push(() => worker.drain());
   return { env, c, model, dir, worker };

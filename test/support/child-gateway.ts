@@ -47,7 +47,10 @@ export async function spawnGateway(env: NodeJS.ProcessEnv, timeoutMs = 45_000): 
   });
   const [, url, instanceId] = ready.split(' ');
   return {
-    proc, url: url!, instanceId: instanceId!, exited,
+    proc,
+    url: url!,
+    instanceId: instanceId!,
+    exited,
     get stderr() {
       return stderr;
     },

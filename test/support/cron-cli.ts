@@ -27,7 +27,11 @@ export function cliContext(config: HermesConfig): CliContext {
       const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
       const queues = new HermesQueues(keys, redis);
       return {
-        redis, keys, queues, url, topology,
+        redis,
+        keys,
+        queues,
+        url,
+        topology,
         async close() {
           await queues.close();
           redis.disconnect();

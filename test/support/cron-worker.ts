@@ -32,7 +32,13 @@ export interface TestCronWorker {
 export function createTestDeps(config: HermesConfig): WorkerDeps & { close(): Promise<void> } {
   const redis = openRedisClient(topologyFromConfig(config), 'commands');
   const log = createLogger({ level: config.log_level, name: 'test-worker' });
-  const deps = createWorkerDeps({ config, redis, queueConnection: redis, log, workerId: `test:${process.pid}:${randomBytes(3).toString('hex')}` });
+  const deps = createWorkerDeps({
+    config,
+    redis,
+    queueConnection: redis,
+    log,
+    workerId: `test:${process.pid}:${randomBytes(3).toString('hex')}`,
+  });
   const { queues } = deps;
   return {
     ...deps,
@@ -72,7 +78,9 @@ export async function startCronWorker(config: HermesConfig, options: { concurren
   await beat();
   const beating = setInterval(() => void beat().catch(() => {}), WORKER_HEARTBEAT_MS);
   return {
-    deps, worker, results,
+    deps,
+    worker,
+    results,
     async close() {
       clearInterval(beating);
       await worker.close();
@@ -83,7 +91,10 @@ export async function startCronWorker(config: HermesConfig, options: { concurren
 }
 
 /** A service and store over their own connection (what the CLI or gateway would hold). */
-export function openCronService(config: HermesConfig, now: () => number = Date.now): {
+export function openCronService(
+  config: HermesConfig,
+  now: () => number = Date.now,
+): {
   service: CronService;
   store: CronStore;
   redis: RedisClient;
@@ -97,7 +108,11 @@ export function openCronService(config: HermesConfig, now: () => number = Date.n
   const service = cronServiceFor(config, { redis, keys, queues }, createLogger({ level: config.log_level, name: 'test-cli' }), now);
   const store = service.store;
   return {
-    service, store, redis, keys, queues,
+    service,
+    store,
+    redis,
+    keys,
+    queues,
     async close() {
       await queues.close();
       redis.disconnect();

@@ -41,5 +41,7 @@ export function probe(c: DstCase): { engine: string[]; preview: string[]; strate
 }
 
 if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop()!)) {
-  process.stdout.write(JSON.stringify({ tz: process.env.TZ, offset: new Date('2025-10-05T02:00:00Z').getTimezoneOffset(), results: dstCases().map(probe) }));
+  process.stdout.write(
+    JSON.stringify({ tz: process.env.TZ, offset: new Date('2025-10-05T02:00:00Z').getTimezoneOffset(), results: dstCases().map(probe) }),
+  );
 }

@@ -58,7 +58,15 @@ export interface FakeDiscord {
   /** Send a MESSAGE_CREATE on the current session (buffered for replay when no connection is attached). @returns the message id */
   message(input: { authorId: string; content: string; channelId?: string; guildId?: string; mentionsBot?: boolean }): string;
   /** Send an INTERACTION_CREATE of an application command. @returns the interaction id */
-  command(input: { userId: string; name: string; options?: Record<string, string>; channelId?: string; channelType?: number; parentId?: string; guildId?: string }): string;
+  command(input: {
+    userId: string;
+    name: string;
+    options?: Record<string, string>;
+    channelId?: string;
+    channelType?: number;
+    parentId?: string;
+    guildId?: string;
+  }): string;
   /** Dispatch an event again with a new sequence (as after a re-identify), e.g. a message already seen. */
   redispatch(messageId: string): void;
   /** Kill the current connection without a close frame (a network drop). */
@@ -76,7 +84,14 @@ let nextSnowflake = 1_300_000_000_000_000_000n;
 const snowflake = () => String(nextSnowflake++);
 
 function user(id: string, bot = false) {
-  return { id, username: bot ? 'hermes' : `user${id.slice(-4)}`, discriminator: '0', global_name: null, avatar: null, ...(bot ? { bot: true } : {}) };
+  return {
+    id,
+    username: bot ? 'hermes' : `user${id.slice(-4)}`,
+    discriminator: '0',
+    global_name: null,
+    avatar: null,
+    ...(bot ? { bot: true } : {}),
+  };
 }
 
 /** Start the server on a free loopback port. */
@@ -133,8 +148,12 @@ export async function startFakeDiscord(options: { heartbeatIntervalMs?: number }
           sessions.set(session.id, session);
           current = session;
           dispatch('READY', {
-            v: 10, user: user(DISCORD_BOT_ID, true), guilds: [], session_id: session.id,
-            resume_gateway_url: `${base.replace('http', 'ws')}/gateway`, shard: [0, 1],
+            v: 10,
+            user: user(DISCORD_BOT_ID, true),
+            guilds: [],
+            session_id: session.id,
+            resume_gateway_url: `${base.replace('http', 'ws')}/gateway`,
+            shard: [0, 1],
             application: { id: DISCORD_APP_ID, flags: 0 },
           });
           break;
@@ -179,10 +198,12 @@ export async function startFakeDiscord(options: { heartbeatIntervalMs?: number }
       const method = req.method!;
       let m: RegExpExecArray | null;
       if (method === 'GET' && path === '/users/@me') return json(res, 200, user(DISCORD_BOT_ID, true));
-      if (method === 'GET' && path === '/applications/@me') return json(res, 200, { id: DISCORD_APP_ID, name: 'hermes', bot: user(DISCORD_BOT_ID, true) });
+      if (method === 'GET' && path === '/applications/@me')
+        return json(res, 200, { id: DISCORD_APP_ID, name: 'hermes', bot: user(DISCORD_BOT_ID, true) });
       if (method === 'GET' && path === '/gateway/bot') {
         return json(res, 200, {
-          url: `${base.replace('http', 'ws')}/gateway`, shards: 1,
+          url: `${base.replace('http', 'ws')}/gateway`,
+          shards: 1,
           session_start_limit: { total: 1000, remaining: 1000, reset_after: 60_000, max_concurrency: 1 },
         });
       }
@@ -199,20 +220,36 @@ export async function startFakeDiscord(options: { heartbeatIntervalMs?: number }
         if (limits.count > 0) {
           limits.count--;
           limitedAt.push(Date.now());
-          return json(res, 429, { message: 'You are being rate limited.', retry_after: limits.retryAfter, global: false }, {
-            ...bucket, 'retry-after': String(limits.retryAfter), 'x-ratelimit-remaining': '0',
-            'x-ratelimit-reset-after': String(limits.retryAfter), 'x-ratelimit-scope': 'user',
-          });
+          return json(
+            res,
+            429,
+            { message: 'You are being rate limited.', retry_after: limits.retryAfter, global: false },
+            {
+              ...bucket,
+              'retry-after': String(limits.retryAfter),
+              'x-ratelimit-remaining': '0',
+              'x-ratelimit-reset-after': String(limits.retryAfter),
+              'x-ratelimit-scope': 'user',
+            },
+          );
         }
         const message: PostedMessage = { id: snowflake(), channel_id: m[1]!, content: String(body.content), at: Date.now(), body };
         posted.push(message);
-        return json(res, 200, { id: message.id, channel_id: message.channel_id, content: message.content, author: user(DISCORD_BOT_ID, true), type: 0 }, {
-          ...bucket, 'x-ratelimit-remaining': '4', 'x-ratelimit-reset-after': '1',
-        });
+        return json(
+          res,
+          200,
+          { id: message.id, channel_id: message.channel_id, content: message.content, author: user(DISCORD_BOT_ID, true), type: 0 },
+          {
+            ...bucket,
+            'x-ratelimit-remaining': '4',
+            'x-ratelimit-reset-after': '1',
+          },
+        );
       }
       if (method === 'POST' && (m = /^\/interactions\/(\d+)\/[^/]+\/callback$/.exec(path))) {
         const id = m[1]!;
-        if (callbacks.some((c) => c.interactionId === id)) return json(res, 400, { message: 'Interaction has already been acknowledged.', code: 40060 });
+        if (callbacks.some((c) => c.interactionId === id))
+          return json(res, 400, { message: 'Interaction has already been acknowledged.', code: 40060 });
         callbacks.push({ interactionId: id, body: await readBody(req) });
         res.writeHead(204);
         return res.end();
@@ -229,7 +266,10 @@ export async function startFakeDiscord(options: { heartbeatIntervalMs?: number }
 
   return {
     apiRoot: `${base}/api`,
-    posted, callbacks, counts, limitedAt,
+    posted,
+    callbacks,
+    counts,
+    limitedAt,
     get commands() {
       return commands;
     },
@@ -238,10 +278,21 @@ export async function startFakeDiscord(options: { heartbeatIntervalMs?: number }
     message({ authorId, content, channelId, guildId, mentionsBot }) {
       const id = snowflake();
       const d = {
-        id, channel_id: channelId ?? `4${authorId.slice(1)}`, ...(guildId ? { guild_id: guildId } : {}),
-        author: user(authorId), content, timestamp: new Date().toISOString(), edited_timestamp: null, tts: false,
-        mention_everyone: false, mentions: mentionsBot ? [user(DISCORD_BOT_ID, true)] : [], mention_roles: [], attachments: [], embeds: [],
-        pinned: false, type: 0,
+        id,
+        channel_id: channelId ?? `4${authorId.slice(1)}`,
+        ...(guildId ? { guild_id: guildId } : {}),
+        author: user(authorId),
+        content,
+        timestamp: new Date().toISOString(),
+        edited_timestamp: null,
+        tts: false,
+        mention_everyone: false,
+        mentions: mentionsBot ? [user(DISCORD_BOT_ID, true)] : [],
+        mention_roles: [],
+        attachments: [],
+        embeds: [],
+        pinned: false,
+        type: 0,
       };
       sentPayloads.set(id, { t: 'MESSAGE_CREATE', d });
       dispatch('MESSAGE_CREATE', d);
@@ -251,10 +302,20 @@ export async function startFakeDiscord(options: { heartbeatIntervalMs?: number }
       const id = snowflake();
       const channel = { id: channelId ?? `4${userId.slice(1)}`, type: channelType ?? 1, ...(parentId ? { parent_id: parentId } : {}) };
       const d = {
-        id, application_id: DISCORD_APP_ID, type: 2, token: `itoken-${id}`, version: 1,
+        id,
+        application_id: DISCORD_APP_ID,
+        type: 2,
+        token: `itoken-${id}`,
+        version: 1,
         data: { id: snowflake(), name, type: 1, options: Object.entries(options).map(([n, value]) => ({ name: n, type: 3, value })) },
-        channel, channel_id: channel.id, ...(guildId ? { guild_id: guildId, member: { user: user(userId), roles: [] } } : { user: user(userId) }),
-        app_permissions: '0', locale: 'en-US', entitlements: [], authorizing_integration_owners: {}, context: guildId ? 0 : 1,
+        channel,
+        channel_id: channel.id,
+        ...(guildId ? { guild_id: guildId, member: { user: user(userId), roles: [] } } : { user: user(userId) }),
+        app_permissions: '0',
+        locale: 'en-US',
+        entitlements: [],
+        authorizing_integration_owners: {},
+        context: guildId ? 0 : 1,
       };
       dispatch('INTERACTION_CREATE', d);
       return id;

@@ -31,7 +31,12 @@ export interface RecordedRequest {
   /** The whole request body as parsed (sampling parameters included). */
   body: Record<string, unknown>;
   model: string;
-  messages: Array<{ role: string; content: string; tool_call_id?: string; tool_calls?: Array<{ id: string; function: { name: string; arguments: string } }> }>;
+  messages: Array<{
+    role: string;
+    content: string;
+    tool_call_id?: string;
+    tool_calls?: Array<{ id: string; function: { name: string; arguments: string } }>;
+  }>;
   stream: boolean;
   /** Names of the function tools offered. */
   tools: string[];
@@ -177,127 +182,193 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
   let contextWindow = options.contextWindow;
   let usageMode: UsageMode = options.usage ?? 'fixed';
   let responder: (req: RecordedRequest, index: number) => ScriptedReply | Promise<ScriptedReply> = () => 'ok';
-  const server: Server = createServer(asyncListener(async (req, res) => {
-    if (req.method === 'GET' && req.url === '/v1/models') {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ object: 'list', data: [{ id: 'fake-model', object: 'model', created: 0, owned_by: 'test' }] }));
-      return;
-    }
-    if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
-      res.writeHead(404).end();
-      return;
-    }
-    const parsed = JSON.parse(await body(req)) as {
-      model: string; messages: RecordedRequest['messages']; stream?: boolean; tools?: Array<{ function: { name: string } }>;
-      tool_choice?: unknown; stream_options?: { include_usage?: boolean }; max_tokens?: number; max_completion_tokens?: number;
-    };
-    let promptTokens: number | undefined;
-    const rec: RecordedRequest = {
-      body: parsed,
-      model: parsed.model, messages: parsed.messages, stream: Boolean(parsed.stream), at: Date.now(),
-      tools: (parsed.tools ?? []).map((t) => t.function.name), tool_choice: parsed.tool_choice,
-      // Counted when first read (a window check, counted usage, a test): tokenizing megabytes takes seconds.
-      get promptTokens() {
-        return (promptTokens ??= countPromptTokens(parsed));
-      },
-    };
-    const index = requests.push(rec) - 1;
-    if (contextWindow !== undefined && rec.promptTokens > contextWindow) {
-      rec.refusedForLength = true;
-      refusedForLength++;
-      res.writeHead(400, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({
-        error: {
-          message: `This model's maximum context length is ${contextWindow} tokens. However, your messages resulted in ${rec.promptTokens} tokens. Please reduce the length of the messages.`,
-          type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded',
+  const server: Server = createServer(
+    asyncListener(async (req, res) => {
+      if (req.method === 'GET' && req.url === '/v1/models') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ object: 'list', data: [{ id: 'fake-model', object: 'model', created: 0, owned_by: 'test' }] }));
+        return;
+      }
+      if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
+        res.writeHead(404).end();
+        return;
+      }
+      const parsed = JSON.parse(await body(req)) as {
+        model: string;
+        messages: RecordedRequest['messages'];
+        stream?: boolean;
+        tools?: Array<{ function: { name: string } }>;
+        tool_choice?: unknown;
+        stream_options?: { include_usage?: boolean };
+        max_tokens?: number;
+        max_completion_tokens?: number;
+      };
+      let promptTokens: number | undefined;
+      const rec: RecordedRequest = {
+        body: parsed,
+        model: parsed.model,
+        messages: parsed.messages,
+        stream: Boolean(parsed.stream),
+        at: Date.now(),
+        tools: (parsed.tools ?? []).map((t) => t.function.name),
+        tool_choice: parsed.tool_choice,
+        // Counted when first read (a window check, counted usage, a test): tokenizing megabytes takes seconds.
+        get promptTokens() {
+          return (promptTokens ??= countPromptTokens(parsed));
         },
-      }));
-      return;
-    }
-    pending++;
-    let reply: ScriptedReply;
-    try {
-      reply = await responder(rec, index);
-      if (typeof reply === 'object' && 'delayMs' in reply) {
-        const { delayMs, text } = reply;
-        await new Promise((r) => setTimeout(r, delayMs));
-        reply = text;
+      };
+      const index = requests.push(rec) - 1;
+      if (contextWindow !== undefined && rec.promptTokens > contextWindow) {
+        rec.refusedForLength = true;
+        refusedForLength++;
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            error: {
+              message: `This model's maximum context length is ${contextWindow} tokens. However, your messages resulted in ${rec.promptTokens} tokens. Please reduce the length of the messages.`,
+              type: 'invalid_request_error',
+              param: 'messages',
+              code: 'context_length_exceeded',
+            },
+          }),
+        );
+        return;
       }
-    } finally {
-      pending--;
-    }
-    if (typeof reply === 'object' && 'raw' in reply) {
-      res.writeHead(reply.status ?? 200, { 'content-type': reply.contentType ?? 'application/json', 'x-should-retry': 'false' });
-      res.end(reply.contentType ? String(reply.raw) : JSON.stringify(reply.raw));
-      return;
-    }
-    if (typeof reply === 'object' && 'status' in reply) {
-      res.writeHead(reply.status, {
-        'content-type': 'application/json', ...(reply.retryable ? {} : { 'x-should-retry': 'false' }), ...reply.headers,
-      });
-      res.end(JSON.stringify({ error: { message: reply.message, type: reply.type ?? 'server_error', param: null, code: reply.code ?? null } }));
-      return;
-    }
-    let text = typeof reply === 'string' ? reply : (reply.text ?? '');
-    // A model stops at the request's output limit, and says so.
-    const limit = parsed.max_completion_tokens ?? parsed.max_tokens;
-    let cut = false;
-    if (typeof limit === 'number' && countTokens(text) > limit) {
-      text = decode(encode(text, { disallowedSpecial: new Set() }).slice(0, limit));
-      cut = true;
-    }
-    const wordDelayMs = typeof reply === 'object' && 'wordDelayMs' in reply ? reply.wordDelayMs : 0;
-    const calls = typeof reply === 'object' && 'toolCalls' in reply
-      ? reply.toolCalls.map((c) => ({
-          id: c.id ?? `call_${++callCounter}`, type: 'function' as const,
-          function: { name: c.name, arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments ?? {}) },
-        }))
-      : [];
-    const finish = cut ? 'length'
-      : typeof reply === 'object' && 'finishReason' in reply ? reply.finishReason
-      : calls.length > 0 ? 'tool_calls' : 'stop';
-    const deltaStyle: ToolCallDeltas = typeof reply === 'object' && 'toolCallDeltas' in reply ? reply.toolCallDeltas ?? 'indexed' : 'indexed';
-    const completionTokens = countTokens(text) + calls.reduce((n, c) => n + countTokens(c.function.name) + countTokens(c.function.arguments), 0);
-    const usage = usageMode === 'none' ? undefined
-      : usageMode === 'fixed' ? { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 }
-      : {
-          prompt_tokens: rec.promptTokens, completion_tokens: completionTokens, total_tokens: rec.promptTokens + completionTokens,
-          ...(typeof reply === 'object' && 'cachedTokens' in reply ? { prompt_tokens_details: { cached_tokens: Math.min(reply.cachedTokens, rec.promptTokens) } } : {}),
-        };
-    const id = `chatcmpl-${index}`;
-    const created = Math.floor(Date.now() / 1000);
-    if (rec.stream) {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
-        res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: rec.model, choices, ...extra })}\n\n`);
-      chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }]);
-      const words = text.length ? text.match(/\S+\s*/g) ?? [text] : [];
-      for (const [i, w] of words.entries()) {
-        if (i > 0 && wordDelayMs > 0) await new Promise((r) => setTimeout(r, wordDelayMs));
-        chunk([{ index: 0, delta: { content: w }, finish_reason: null }]);
+      pending++;
+      let reply: ScriptedReply;
+      try {
+        reply = await responder(rec, index);
+        if (typeof reply === 'object' && 'delayMs' in reply) {
+          const { delayMs, text } = reply;
+          await new Promise((r) => setTimeout(r, delayMs));
+          reply = text;
+        }
+      } finally {
+        pending--;
       }
-      rec.streamEndedAt = Date.now();
-      calls.forEach((c, i) => {
-        const half = Math.ceil(c.function.arguments.length / 2);
-        const index = deltaStyle === 'no-index' ? {} : { index: i };
-        const name = deltaStyle === 'nameless' ? {} : { name: c.function.name };
-        chunk([{ index: 0, delta: { tool_calls: [{ ...index, id: c.id, type: 'function', function: { ...name, arguments: c.function.arguments.slice(0, half) } }] }, finish_reason: null }]);
-        const repeat = deltaStyle === 'repeat-last' ? { id: c.id, type: 'function' } : {};
-        const repeatName = deltaStyle === 'repeat-last' ? { name: c.function.name } : {};
-        chunk([{ index: 0, delta: { tool_calls: [{ ...index, ...repeat, function: { ...repeatName, arguments: c.function.arguments.slice(half) } }] }, finish_reason: null }]);
-      });
-      chunk([{ index: 0, delta: {}, finish_reason: finish }]);
-      if (parsed.stream_options?.include_usage && usage) chunk([], { usage });
-      res.end('data: [DONE]\n\n');
-      return;
-    }
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({
-      id, object: 'chat.completion', created, model: rec.model,
-      choices: [{ index: 0, message: { role: 'assistant', content: calls.length > 0 && !text ? null : text, ...(calls.length > 0 ? { tool_calls: calls } : {}) }, finish_reason: finish }],
-      ...(usage ? { usage } : {}),
-    }));
-  }));
+      if (typeof reply === 'object' && 'raw' in reply) {
+        res.writeHead(reply.status ?? 200, { 'content-type': reply.contentType ?? 'application/json', 'x-should-retry': 'false' });
+        res.end(reply.contentType ? String(reply.raw) : JSON.stringify(reply.raw));
+        return;
+      }
+      if (typeof reply === 'object' && 'status' in reply) {
+        res.writeHead(reply.status, {
+          'content-type': 'application/json',
+          ...(reply.retryable ? {} : { 'x-should-retry': 'false' }),
+          ...reply.headers,
+        });
+        res.end(
+          JSON.stringify({ error: { message: reply.message, type: reply.type ?? 'server_error', param: null, code: reply.code ?? null } }),
+        );
+        return;
+      }
+      let text = typeof reply === 'string' ? reply : (reply.text ?? '');
+      // A model stops at the request's output limit, and says so.
+      const limit = parsed.max_completion_tokens ?? parsed.max_tokens;
+      let cut = false;
+      if (typeof limit === 'number' && countTokens(text) > limit) {
+        text = decode(encode(text, { disallowedSpecial: new Set() }).slice(0, limit));
+        cut = true;
+      }
+      const wordDelayMs = typeof reply === 'object' && 'wordDelayMs' in reply ? reply.wordDelayMs : 0;
+      const calls =
+        typeof reply === 'object' && 'toolCalls' in reply
+          ? reply.toolCalls.map((c) => ({
+              id: c.id ?? `call_${++callCounter}`,
+              type: 'function' as const,
+              function: { name: c.name, arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments ?? {}) },
+            }))
+          : [];
+      const finish = cut
+        ? 'length'
+        : typeof reply === 'object' && 'finishReason' in reply
+          ? reply.finishReason
+          : calls.length > 0
+            ? 'tool_calls'
+            : 'stop';
+      const deltaStyle: ToolCallDeltas =
+        typeof reply === 'object' && 'toolCallDeltas' in reply ? (reply.toolCallDeltas ?? 'indexed') : 'indexed';
+      const completionTokens =
+        countTokens(text) + calls.reduce((n, c) => n + countTokens(c.function.name) + countTokens(c.function.arguments), 0);
+      const usage =
+        usageMode === 'none'
+          ? undefined
+          : usageMode === 'fixed'
+            ? { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 }
+            : {
+                prompt_tokens: rec.promptTokens,
+                completion_tokens: completionTokens,
+                total_tokens: rec.promptTokens + completionTokens,
+                ...(typeof reply === 'object' && 'cachedTokens' in reply
+                  ? { prompt_tokens_details: { cached_tokens: Math.min(reply.cachedTokens, rec.promptTokens) } }
+                  : {}),
+              };
+      const id = `chatcmpl-${index}`;
+      const created = Math.floor(Date.now() / 1000);
+      if (rec.stream) {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+          res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: rec.model, choices, ...extra })}\n\n`);
+        chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }]);
+        const words = text.length ? (text.match(/\S+\s*/g) ?? [text]) : [];
+        for (const [i, w] of words.entries()) {
+          if (i > 0 && wordDelayMs > 0) await new Promise((r) => setTimeout(r, wordDelayMs));
+          chunk([{ index: 0, delta: { content: w }, finish_reason: null }]);
+        }
+        rec.streamEndedAt = Date.now();
+        calls.forEach((c, i) => {
+          const half = Math.ceil(c.function.arguments.length / 2);
+          const index = deltaStyle === 'no-index' ? {} : { index: i };
+          const name = deltaStyle === 'nameless' ? {} : { name: c.function.name };
+          chunk([
+            {
+              index: 0,
+              delta: {
+                tool_calls: [
+                  { ...index, id: c.id, type: 'function', function: { ...name, arguments: c.function.arguments.slice(0, half) } },
+                ],
+              },
+              finish_reason: null,
+            },
+          ]);
+          const repeat = deltaStyle === 'repeat-last' ? { id: c.id, type: 'function' } : {};
+          const repeatName = deltaStyle === 'repeat-last' ? { name: c.function.name } : {};
+          chunk([
+            {
+              index: 0,
+              delta: { tool_calls: [{ ...index, ...repeat, function: { ...repeatName, arguments: c.function.arguments.slice(half) } }] },
+              finish_reason: null,
+            },
+          ]);
+        });
+        chunk([{ index: 0, delta: {}, finish_reason: finish }]);
+        if (parsed.stream_options?.include_usage && usage) chunk([], { usage });
+        res.end('data: [DONE]\n\n');
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          id,
+          object: 'chat.completion',
+          created,
+          model: rec.model,
+          choices: [
+            {
+              index: 0,
+              message: {
+                role: 'assistant',
+                content: calls.length > 0 && !text ? null : text,
+                ...(calls.length > 0 ? { tool_calls: calls } : {}),
+              },
+              finish_reason: finish,
+            },
+          ],
+          ...(usage ? { usage } : {}),
+        }),
+      );
+    }),
+  );
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const { port } = server.address() as AddressInfo;
   return {
@@ -318,6 +389,10 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     setUsage(mode) {
       usageMode = mode;
     },
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }

@@ -74,33 +74,50 @@ export async function startFakeSlack(): Promise<FakeSlack> {
   const acks: FakeSlack['acks'] = [];
   let limited = { n: 0, retryAfter: 0 };
   let seq = 0;
-  const server: Server = createServer(asyncListener(async (req, res) => {
-    const method = (req.url ?? '').replace(/^\/api\//, '').split('?')[0]!;
-    const body = await readBody(req);
-    const token = (req.headers.authorization ?? '').replace(/^Bearer /, '') || text(body.token);
-    const answer = (status: number, json: unknown, headers: Record<string, string> = {}) => {
-      calls.push({ method, at: Date.now(), status });
-      res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(json));
-    };
-    if (method === 'apps.connections.open') {
-      if (token !== SLACK_APP_TOKEN) return answer(200, { ok: false, error: 'invalid_auth' });
-      return answer(200, { ok: true, url: `ws://127.0.0.1:${(server.address() as AddressInfo).port}/socket` });
-    }
-    if (token !== SLACK_BOT_TOKEN) return answer(200, { ok: false, error: 'invalid_auth' });
-    if (method === 'auth.test') return answer(200, { ok: true, url: 'https://test.slack.com/', team: 'Test', team_id: 'T0001', user: 'hermes', user_id: SLACK_BOT_USER, bot_id: 'B0001' });
-    if (method === 'chat.postMessage') {
-      if (limited.n > 0) {
-        limited.n--;
-        return answer(429, { ok: false, error: 'ratelimited' }, { 'retry-after': String(limited.retryAfter) });
+  const server: Server = createServer(
+    asyncListener(async (req, res) => {
+      const method = (req.url ?? '').replace(/^\/api\//, '').split('?')[0]!;
+      const body = await readBody(req);
+      const token = (req.headers.authorization ?? '').replace(/^Bearer /, '') || text(body.token);
+      const answer = (status: number, json: unknown, headers: Record<string, string> = {}) => {
+        calls.push({ method, at: Date.now(), status });
+        res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(json));
+      };
+      if (method === 'apps.connections.open') {
+        if (token !== SLACK_APP_TOKEN) return answer(200, { ok: false, error: 'invalid_auth' });
+        return answer(200, { ok: true, url: `ws://127.0.0.1:${(server.address() as AddressInfo).port}/socket` });
       }
-      const channel = text(body.channel);
-      if (!/^[CDG]/.test(channel)) return answer(200, { ok: false, error: 'channel_not_found' });
-      const ts = `${Math.floor(Date.now() / 1000)}.${String(++seq).padStart(6, '0')}`;
-      posted.push({ channel, text: text(body.text), ...(text(body.thread_ts) ? { thread_ts: text(body.thread_ts) } : {}), ts, at: Date.now() });
-      return answer(200, { ok: true, channel, ts, message: { text: body.text, ts } });
-    }
-    return answer(200, { ok: false, error: 'unknown_method' });
-  }));
+      if (token !== SLACK_BOT_TOKEN) return answer(200, { ok: false, error: 'invalid_auth' });
+      if (method === 'auth.test')
+        return answer(200, {
+          ok: true,
+          url: 'https://test.slack.com/',
+          team: 'Test',
+          team_id: 'T0001',
+          user: 'hermes',
+          user_id: SLACK_BOT_USER,
+          bot_id: 'B0001',
+        });
+      if (method === 'chat.postMessage') {
+        if (limited.n > 0) {
+          limited.n--;
+          return answer(429, { ok: false, error: 'ratelimited' }, { 'retry-after': String(limited.retryAfter) });
+        }
+        const channel = text(body.channel);
+        if (!/^[CDG]/.test(channel)) return answer(200, { ok: false, error: 'channel_not_found' });
+        const ts = `${Math.floor(Date.now() / 1000)}.${String(++seq).padStart(6, '0')}`;
+        posted.push({
+          channel,
+          text: text(body.text),
+          ...(text(body.thread_ts) ? { thread_ts: text(body.thread_ts) } : {}),
+          ts,
+          at: Date.now(),
+        });
+        return answer(200, { ok: true, channel, ts, message: { text: body.text, ts } });
+      }
+      return answer(200, { ok: false, error: 'unknown_method' });
+    }),
+  );
   const wss = new WebSocketServer({ noServer: true });
   const open = new Set<WebSocket>();
   server.on('upgrade', (req, socket, head) => {
@@ -110,16 +127,30 @@ export async function startFakeSlack(): Promise<FakeSlack> {
       ws.on('close', () => open.delete(ws));
       ws.on('message', (data) => {
         const msg = JSON.parse((data as Buffer).toString('utf8')) as { envelope_id: string; payload?: Record<string, unknown> };
-        if (msg.envelope_id) acks.push({ envelope_id: msg.envelope_id, ...(msg.payload && Object.keys(msg.payload).length ? { payload: msg.payload } : {}), at: Date.now() });
+        if (msg.envelope_id)
+          acks.push({
+            envelope_id: msg.envelope_id,
+            ...(msg.payload && Object.keys(msg.payload).length ? { payload: msg.payload } : {}),
+            at: Date.now(),
+          });
       });
-      ws.send(JSON.stringify({ type: 'hello', num_connections: open.size, debug_info: { host: 'fake', approximate_connection_time: 3600 }, connection_info: { app_id: 'A0001' } }));
+      ws.send(
+        JSON.stringify({
+          type: 'hello',
+          num_connections: open.size,
+          debug_info: { host: 'fake', approximate_connection_time: 3600 },
+          connection_info: { app_id: 'A0001' },
+        }),
+      );
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as AddressInfo).port;
   return {
     apiUrl: `http://127.0.0.1:${port}/api/`,
-    posted, calls, acks,
+    posted,
+    calls,
+    acks,
     get sockets() {
       return open.size;
     },
@@ -128,7 +159,14 @@ export async function startFakeSlack(): Promise<FakeSlack> {
     },
     pushEnvelope(type, payload) {
       const envelope_id = randomUUID();
-      const msg = JSON.stringify({ envelope_id, type, payload, accepts_response_payload: type === 'slash_commands', retry_attempt: 0, retry_reason: '' });
+      const msg = JSON.stringify({
+        envelope_id,
+        type,
+        payload,
+        accepts_response_payload: type === 'slash_commands',
+        retry_attempt: 0,
+        retry_reason: '',
+      });
       for (const ws of open) ws.send(msg);
       return envelope_id;
     },
@@ -148,7 +186,8 @@ export function slackSignature(body: string, timestampSec: number, secret = SLAC
 
 /** POST `body` to `url` as Slack does: signed, JSON or form-encoded. */
 export async function signedRequest(
-  url: string, body: string,
+  url: string,
+  body: string,
   options: { contentType?: string; timestampSec?: number; secret?: string; signature?: string; headers?: Record<string, string> } = {},
 ): Promise<Response> {
   const ts = options.timestampSec ?? Math.floor(Date.now() / 1000);
@@ -165,14 +204,27 @@ export async function signedRequest(
 }
 
 /** An Events API `event_callback` carrying a direct message. */
-export function dmEvent(text: string, options: { user?: string; channel?: string; eventId?: string; threadTs?: string } = {}): Record<string, unknown> {
+export function dmEvent(
+  text: string,
+  options: { user?: string; channel?: string; eventId?: string; threadTs?: string } = {},
+): Record<string, unknown> {
   const ts = `${Math.floor(Date.now() / 1000)}.${String(Math.floor(Math.random() * 1e6)).padStart(6, '0')}`;
   return {
-    token: 'legacy-verification-token', team_id: 'T0001', api_app_id: 'A0001', type: 'event_callback',
-    event_id: options.eventId ?? `Ev${randomUUID().replaceAll('-', '').slice(0, 10).toUpperCase()}`, event_time: Math.floor(Date.now() / 1000),
+    token: 'legacy-verification-token',
+    team_id: 'T0001',
+    api_app_id: 'A0001',
+    type: 'event_callback',
+    event_id: options.eventId ?? `Ev${randomUUID().replaceAll('-', '').slice(0, 10).toUpperCase()}`,
+    event_time: Math.floor(Date.now() / 1000),
     event: {
-      type: 'message', channel_type: 'im', channel: options.channel ?? 'D0000001', user: options.user ?? SLACK_ALLOWED_USER,
-      text, ts, event_ts: ts, ...(options.threadTs ? { thread_ts: options.threadTs } : {}),
+      type: 'message',
+      channel_type: 'im',
+      channel: options.channel ?? 'D0000001',
+      user: options.user ?? SLACK_ALLOWED_USER,
+      text,
+      ts,
+      event_ts: ts,
+      ...(options.threadTs ? { thread_ts: options.threadTs } : {}),
     },
   };
 }
@@ -180,8 +232,17 @@ export function dmEvent(text: string, options: { user?: string; channel?: string
 /** The form body of a `/hermes` slash command. */
 export function slashCommandForm(text: string, options: { user?: string; channel?: string } = {}): string {
   return new URLSearchParams({
-    token: 'legacy', team_id: 'T0001', team_domain: 'test', channel_id: options.channel ?? 'C0000001', channel_name: 'general',
-    user_id: options.user ?? SLACK_ALLOWED_USER, user_name: 'someone', command: '/hermes', text,
-    api_app_id: 'A0001', response_url: 'http://127.0.0.1:1/unused', trigger_id: `${Date.now()}.${Math.floor(Math.random() * 1e9)}`,
+    token: 'legacy',
+    team_id: 'T0001',
+    team_domain: 'test',
+    channel_id: options.channel ?? 'C0000001',
+    channel_name: 'general',
+    user_id: options.user ?? SLACK_ALLOWED_USER,
+    user_name: 'someone',
+    command: '/hermes',
+    text,
+    api_app_id: 'A0001',
+    response_url: 'http://127.0.0.1:1/unused',
+    trigger_id: `${Date.now()}.${Math.floor(Math.random() * 1e9)}`,
   }).toString();
 }

@@ -161,111 +161,119 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
     deliver(poll.res, pending.slice(0, poll.limit));
   };
 
-  const server: Server = createServer(asyncListener(async (req, res) => {
-    const m = /^\/bot([^/]+)\/([A-Za-z]+)/.exec(req.url ?? '');
-    if (!m) return fail(res, 404, 'Not Found');
-    const method = m[2]!;
-    const body = await readJson(req);
-    const botId = Number(m[1]!.split(':')[0]) || 1;
-    switch (method) {
-      case 'getMe':
-        if (getMeFailures > 0) {
-          getMeFailures--;
-          return fail(res, 401, 'Unauthorized');
-        }
-        return reply(res, { ok: true, result: { id: botId, is_bot: true, first_name: 'Hermes Test', username: 'hermes_test_bot' } });
-      case 'deleteWebhook':
-      case 'setMyCommands':
-      case 'sendChatAction':
-        calls.push({ method, body });
-        if (method === 'sendChatAction' && Number(body.message_thread_id) === 1) return fail(res, 400, 'Bad Request: message thread not found');
-        return reply(res, { ok: true, result: true });
-      case 'getUpdates': {
-        pollCount++;
-        pollTimes.push(Date.now());
-        if (pollRateLimit.remaining > 0) {
-          pollRateLimit.remaining--;
-          rateLimited++;
-          return fail(res, 429, `Too Many Requests: retry after ${pollRateLimit.retryAfter}`, { retry_after: pollRateLimit.retryAfter });
-        }
-        const offset = body.offset === undefined ? undefined : Number(body.offset);
-        if (offset !== undefined && offset > confirmedOffset) {
-          confirmedOffset = offset;
-          pending = pending.filter((u) => u.update_id >= offset);
-        }
-        if (active) {
-          const old = active;
-          active = null;
-          clearTimeout(old.timer);
-          conflicts++;
-          fail(old.res, 409, 'Conflict: terminated by other getUpdates request; make sure that only one bot instance is running');
-        }
-        const limit = Math.min(100, Number(body.limit ?? 100) || 100);
-        const timeout = Number(body.timeout ?? 0);
-        if (pending.length > 0 || timeout <= 0) return deliver(res, pending.slice(0, limit));
-        const poll: ActivePoll = {
-          res,
-          limit,
-          timer: setTimeout(() => {
-            if (active === poll) active = null;
-            deliver(res, []);
-          }, timeout * 1000),
-        };
-        active = poll;
-        res.on('close', () => {
-          if (active === poll) {
-            active = null;
-            clearTimeout(poll.timer);
+  const server: Server = createServer(
+    asyncListener(async (req, res) => {
+      const m = /^\/bot([^/]+)\/([A-Za-z]+)/.exec(req.url ?? '');
+      if (!m) return fail(res, 404, 'Not Found');
+      const method = m[2]!;
+      const body = await readJson(req);
+      const botId = Number(m[1]!.split(':')[0]) || 1;
+      switch (method) {
+        case 'getMe':
+          if (getMeFailures > 0) {
+            getMeFailures--;
+            return fail(res, 401, 'Unauthorized');
           }
-        });
-        return;
+          return reply(res, { ok: true, result: { id: botId, is_bot: true, first_name: 'Hermes Test', username: 'hermes_test_bot' } });
+        case 'deleteWebhook':
+        case 'setMyCommands':
+        case 'sendChatAction':
+          calls.push({ method, body });
+          if (method === 'sendChatAction' && Number(body.message_thread_id) === 1)
+            return fail(res, 400, 'Bad Request: message thread not found');
+          return reply(res, { ok: true, result: true });
+        case 'getUpdates': {
+          pollCount++;
+          pollTimes.push(Date.now());
+          if (pollRateLimit.remaining > 0) {
+            pollRateLimit.remaining--;
+            rateLimited++;
+            return fail(res, 429, `Too Many Requests: retry after ${pollRateLimit.retryAfter}`, { retry_after: pollRateLimit.retryAfter });
+          }
+          const offset = body.offset === undefined ? undefined : Number(body.offset);
+          if (offset !== undefined && offset > confirmedOffset) {
+            confirmedOffset = offset;
+            pending = pending.filter((u) => u.update_id >= offset);
+          }
+          if (active) {
+            const old = active;
+            active = null;
+            clearTimeout(old.timer);
+            conflicts++;
+            fail(old.res, 409, 'Conflict: terminated by other getUpdates request; make sure that only one bot instance is running');
+          }
+          const limit = Math.min(100, Number(body.limit ?? 100) || 100);
+          const timeout = Number(body.timeout ?? 0);
+          if (pending.length > 0 || timeout <= 0) return deliver(res, pending.slice(0, limit));
+          const poll: ActivePoll = {
+            res,
+            limit,
+            timer: setTimeout(() => {
+              if (active === poll) active = null;
+              deliver(res, []);
+            }, timeout * 1000),
+          };
+          active = poll;
+          res.on('close', () => {
+            if (active === poll) {
+              active = null;
+              clearTimeout(poll.timer);
+            }
+          });
+          return;
+        }
+        case 'sendMessage': {
+          sendCalls++;
+          const n = sendCalls;
+          const text = typeof body.text === 'string' ? body.text : '';
+          if (text.length === 0) return fail(res, 400, 'Bad Request: message text is empty');
+          if (text.length > 4096) return fail(res, 400, 'Bad Request: message is too long');
+          if (Number(body.message_thread_id) === 1) {
+            refusedSends.set(String(body.chat_id), (refusedSends.get(String(body.chat_id)) ?? 0) + 1);
+            return fail(res, 400, 'Bad Request: message thread not found');
+          }
+          const refusal = refusedChats.get(String(body.chat_id));
+          if (refusal || sendFailures.remaining > 0) {
+            const answer = refusal ?? sendFailures;
+            if (!refusal) sendFailures.remaining--;
+            refusedSends.set(String(body.chat_id), (refusedSends.get(String(body.chat_id)) ?? 0) + 1);
+            return fail(res, answer.code, answer.description);
+          }
+          if (rateLimit.remaining > 0) {
+            rateLimit.remaining--;
+            rateLimited++;
+            return fail(res, 429, `Too Many Requests: retry after ${rateLimit.retryAfter}`, { retry_after: rateLimit.retryAfter });
+          }
+          if (entityRefusals > 0 && Array.isArray(body.entities)) {
+            entityRefusals--;
+            return fail(res, 400, "Bad Request: can't parse entities: unsupported entity");
+          }
+          await fake.beforeSend?.(body, n);
+          if (res.destroyed) return;
+          const message: SentMessage = {
+            chat_id: String(body.chat_id),
+            text,
+            message_id: nextMessageId++,
+            ...(Array.isArray(body.entities) ? { entities: body.entities as SentMessage['entities'] } : {}),
+            ...(body.message_thread_id !== undefined ? { message_thread_id: Number(body.message_thread_id) } : {}),
+          };
+          sent.push(message);
+          await fake.afterAccept?.(message, n);
+          return reply(res, {
+            ok: true,
+            result: {
+              message_id: message.message_id,
+              date: Math.floor(Date.now() / 1000),
+              chat: { id: Number(body.chat_id), type: 'private' },
+              text,
+            },
+          });
+        }
+        default:
+          return fail(res, 404, `Not Found: method ${method} is not faked`);
       }
-      case 'sendMessage': {
-        sendCalls++;
-        const n = sendCalls;
-        const text = typeof body.text === 'string' ? body.text : '';
-        if (text.length === 0) return fail(res, 400, 'Bad Request: message text is empty');
-        if (text.length > 4096) return fail(res, 400, 'Bad Request: message is too long');
-        if (Number(body.message_thread_id) === 1) {
-          refusedSends.set(String(body.chat_id), (refusedSends.get(String(body.chat_id)) ?? 0) + 1);
-          return fail(res, 400, 'Bad Request: message thread not found');
-        }
-        const refusal = refusedChats.get(String(body.chat_id));
-        if (refusal || sendFailures.remaining > 0) {
-          const answer = refusal ?? sendFailures;
-          if (!refusal) sendFailures.remaining--;
-          refusedSends.set(String(body.chat_id), (refusedSends.get(String(body.chat_id)) ?? 0) + 1);
-          return fail(res, answer.code, answer.description);
-        }
-        if (rateLimit.remaining > 0) {
-          rateLimit.remaining--;
-          rateLimited++;
-          return fail(res, 429, `Too Many Requests: retry after ${rateLimit.retryAfter}`, { retry_after: rateLimit.retryAfter });
-        }
-        if (entityRefusals > 0 && Array.isArray(body.entities)) {
-          entityRefusals--;
-          return fail(res, 400, "Bad Request: can't parse entities: unsupported entity");
-        }
-        await fake.beforeSend?.(body, n);
-        if (res.destroyed) return;
-        const message: SentMessage = {
-          chat_id: String(body.chat_id),
-          text,
-          message_id: nextMessageId++,
-          ...(Array.isArray(body.entities) ? { entities: body.entities as SentMessage['entities'] } : {}),
-          ...(body.message_thread_id !== undefined ? { message_thread_id: Number(body.message_thread_id) } : {}),
-        };
-        sent.push(message);
-        await fake.afterAccept?.(message, n);
-        return reply(res, {
-          ok: true,
-          result: { message_id: message.message_id, date: Math.floor(Date.now() / 1000), chat: { id: Number(body.chat_id), type: 'private' }, text },
-        });
-      }
-      default:
-        return fail(res, 404, `Not Found: method ${method} is not faked`);
-    }
-  }));
+    }),
+  );
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   const apiRoot = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
@@ -303,8 +311,11 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
       pending.push({
         update_id,
         message: {
-          message_id: update_id * 10, date: Math.floor(Date.now() / 1000),
-          chat: { id: chatId ?? fromId, type: 'private' }, from: { id: fromId, is_bot: false, first_name: `user${fromId}` }, ...content,
+          message_id: update_id * 10,
+          date: Math.floor(Date.now() / 1000),
+          chat: { id: chatId ?? fromId, type: 'private' },
+          from: { id: fromId, is_bot: false, first_name: `user${fromId}` },
+          ...content,
         },
       });
       wake();

@@ -35,11 +35,7 @@ export function parseSse(text: string): SseFrame[] {
  * Read an SSE response until `until` returns true for a frame, or the stream ends.
  * Aborts the request afterwards.
  */
-export async function readSseUntil(
-  res: Response,
-  until: (f: SseFrame) => boolean,
-  controller?: AbortController,
-): Promise<SseFrame[]> {
+export async function readSseUntil(res: Response, until: (f: SseFrame) => boolean, controller?: AbortController): Promise<SseFrame[]> {
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();
   let buf = '';

@@ -22,24 +22,26 @@ export interface McpHttpServer {
 export async function startMcpHttpServer(options: { token: string }): Promise<McpHttpServer> {
   let tickets = 0;
   const state = { unauthorized: 0 };
-  const server: Server = createServer(asyncListener(async (req, res) => {
-    if (req.headers.authorization !== `Bearer ${options.token}`) {
-      state.unauthorized++;
-      res.writeHead(401).end();
-      return;
-    }
-    const mcp = new McpServer({ name: 'tickets', version: '1.0.0' });
-    mcp.registerTool('next_ticket', { description: 'The next ticket number.' }, async () => ({
-      content: [{ type: 'text', text: `ticket #${++tickets}` }],
-    }));
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
-    res.on('close', () => {
-      void transport.close();
-      void mcp.close();
-    });
-    await mcp.connect(transport);
-    await transport.handleRequest(req, res);
-  }));
+  const server: Server = createServer(
+    asyncListener(async (req, res) => {
+      if (req.headers.authorization !== `Bearer ${options.token}`) {
+        state.unauthorized++;
+        res.writeHead(401).end();
+        return;
+      }
+      const mcp = new McpServer({ name: 'tickets', version: '1.0.0' });
+      mcp.registerTool('next_ticket', { description: 'The next ticket number.' }, async () => ({
+        content: [{ type: 'text', text: `ticket #${++tickets}` }],
+      }));
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+      res.on('close', () => {
+        void transport.close();
+        void mcp.close();
+      });
+      await mcp.connect(transport);
+      await transport.handleRequest(req, res);
+    }),
+  );
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const { port } = server.address() as AddressInfo;
   return {
@@ -47,6 +49,10 @@ export async function startMcpHttpServer(options: { token: string }): Promise<Mc
     get unauthorized() {
       return state.unauthorized;
     },
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }

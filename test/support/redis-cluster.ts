@@ -48,23 +48,50 @@ export async function startRedisCluster(masters = 3, options: TestClusterOptions
   const clients: Redis[] = [];
   const stop = async () => {
     for (const c of clients) c.disconnect();
-    await Promise.all(children.map((c) => new Promise<void>((resolve) => {
-      if (c.exitCode !== null || c.signalCode !== null) return resolve();
-      c.once('exit', () => resolve());
-      c.kill('SIGKILL');
-    })));
+    await Promise.all(
+      children.map(
+        (c) =>
+          new Promise<void>((resolve) => {
+            if (c.exitCode !== null || c.signalCode !== null) return resolve();
+            c.once('exit', () => resolve());
+            c.kill('SIGKILL');
+          }),
+      ),
+    );
     rmSync(dir, { recursive: true, force: true });
   };
   try {
     for (let i = 0; i < masters * (1 + replicas); i++) {
       const port = await freePort();
       ports.push(port);
-      children.push(spawn('redis-server', [
-        '--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
-        '--cluster-config-file', join(dir, `nodes-${port}.conf`), '--dir', dir,
-        '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction', '--cluster-node-timeout', String(options.nodeTimeoutMs ?? 2000),
-        '--repl-diskless-sync-delay', '0',
-      ], { stdio: 'ignore' }));
+      children.push(
+        spawn(
+          'redis-server',
+          [
+            '--port',
+            String(port),
+            '--bind',
+            '127.0.0.1',
+            '--cluster-enabled',
+            'yes',
+            '--cluster-config-file',
+            join(dir, `nodes-${port}.conf`),
+            '--dir',
+            dir,
+            '--save',
+            '',
+            '--appendonly',
+            'no',
+            '--maxmemory-policy',
+            'noeviction',
+            '--cluster-node-timeout',
+            String(options.nodeTimeoutMs ?? 2000),
+            '--repl-diskless-sync-delay',
+            '0',
+          ],
+          { stdio: 'ignore' },
+        ),
+      );
     }
     for (const port of ports) {
       const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => 50 });
@@ -72,27 +99,39 @@ export async function startRedisCluster(masters = 3, options: TestClusterOptions
       clients.push(c);
       await waitFor(async () => (await c.ping().catch(() => '')) === 'PONG', 10_000, `redis-server on ${port}`);
     }
-    await run('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', String(replicas), '--cluster-yes']);
+    await run('redis-cli', [
+      '--cluster',
+      'create',
+      ...ports.map((p) => `127.0.0.1:${p}`),
+      '--cluster-replicas',
+      String(replicas),
+      '--cluster-yes',
+    ]);
     for (const c of clients) {
       await waitFor(async () => /cluster_state:ok/.test(String(await c.cluster('INFO'))), 15_000, 'cluster_state:ok');
     }
     // A replica can be promoted only once it has synced with its master (else its data age is unknown).
     for (const c of clients) {
-      await waitFor(async () => {
-        const info = String(await c.info('replication'));
-        return /role:master/.test(info) || /master_link_status:up/.test(info);
-      }, 15_000, 'replicas in sync with their masters');
+      await waitFor(
+        async () => {
+          const info = String(await c.info('replication'));
+          return /role:master/.test(info) || /master_link_status:up/.test(info);
+        },
+        15_000,
+        'replicas in sync with their masters',
+      );
     }
   } catch (err) {
     await stop();
     throw err;
   }
-  const kill = (port: number) => new Promise<void>((resolve) => {
-    const child = children[ports.indexOf(port)];
-    if (!child || child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGKILL');
-  });
+  const kill = (port: number) =>
+    new Promise<void>((resolve) => {
+      const child = children[ports.indexOf(port)];
+      if (!child || child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.once('exit', () => resolve());
+      child.kill('SIGKILL');
+    });
   return { nodes: ports.map((p) => `127.0.0.1:${p}`), masters: () => clients, kill, stop };
 }
 

@@ -52,15 +52,22 @@ export async function startRedisSentinel(): Promise<TestSentinel> {
   const [primaryPort, replicaPort, sentinelPort] = [await freePort(), await freePort(), await freePort()];
   const common = ['--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction'];
   const primary = spawn('redis-server', ['--port', String(primaryPort), ...common], { stdio: 'ignore' });
-  const replica = spawn('redis-server', ['--port', String(replicaPort), '--replicaof', '127.0.0.1', String(primaryPort), ...common], { stdio: 'ignore' });
+  const replica = spawn('redis-server', ['--port', String(replicaPort), '--replicaof', '127.0.0.1', String(primaryPort), ...common], {
+    stdio: 'ignore',
+  });
   const conf = join(dir, 'sentinel.conf');
-  writeFileSync(conf, [
-    `port ${sentinelPort}`, 'bind 127.0.0.1', `dir ${dir}`,
-    `sentinel monitor ${SENTINEL_NAME} 127.0.0.1 ${primaryPort} 1`,
-    `sentinel down-after-milliseconds ${SENTINEL_NAME} 1000`,
-    `sentinel failover-timeout ${SENTINEL_NAME} 5000`,
-    '',
-  ].join('\n'));
+  writeFileSync(
+    conf,
+    [
+      `port ${sentinelPort}`,
+      'bind 127.0.0.1',
+      `dir ${dir}`,
+      `sentinel monitor ${SENTINEL_NAME} 127.0.0.1 ${primaryPort} 1`,
+      `sentinel down-after-milliseconds ${SENTINEL_NAME} 1000`,
+      `sentinel failover-timeout ${SENTINEL_NAME} 5000`,
+      '',
+    ].join('\n'),
+  );
   const children = [primary, replica];
   const stop = async () => {
     await Promise.all(children.map(kill));
@@ -68,7 +75,8 @@ export async function startRedisSentinel(): Promise<TestSentinel> {
   };
   const probe = new Redis({ port: sentinelPort, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => 50 });
   probe.on('error', () => {});
-  const currentPrimaryPort = async () => Number(((await probe.call('SENTINEL', 'get-master-addr-by-name', SENTINEL_NAME)) as string[] | null)?.[1]);
+  const currentPrimaryPort = async () =>
+    Number(((await probe.call('SENTINEL', 'get-master-addr-by-name', SENTINEL_NAME)) as string[] | null)?.[1]);
   try {
     await answers(primaryPort);
     await answers(replicaPort);
@@ -81,17 +89,24 @@ export async function startRedisSentinel(): Promise<TestSentinel> {
     } finally {
       rep.disconnect();
     }
-    await waitFor(async () => {
-      const replicas = (await probe.call('SENTINEL', 'replicas', SENTINEL_NAME).catch(() => [])) as unknown[];
-      return replicas.length > 0;
-    }, 15_000, 'the sentinel to see the replica');
+    await waitFor(
+      async () => {
+        const replicas = (await probe.call('SENTINEL', 'replicas', SENTINEL_NAME).catch(() => [])) as unknown[];
+        return replicas.length > 0;
+      },
+      15_000,
+      'the sentinel to see the replica',
+    );
   } catch (err) {
     probe.disconnect();
     await stop();
     throw err;
   }
   return {
-    sentinel: `127.0.0.1:${sentinelPort}`, primaryPort, replicaPort, currentPrimaryPort,
+    sentinel: `127.0.0.1:${sentinelPort}`,
+    primaryPort,
+    replicaPort,
+    currentPrimaryPort,
     async killPrimary() {
       await kill(primary);
       await waitFor(async () => (await currentPrimaryPort().catch(() => 0)) === replicaPort, 20_000, 'the sentinel to promote the replica');

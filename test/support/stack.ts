@@ -46,7 +46,10 @@ export function clients(env: TestEnv, config: HermesConfig = env.config): TestCl
   const loops = loopStoreFor(config, { redis, keys, queues });
   const log = createLogger({ level: config.log_level });
   return {
-    redis, keys, queues, loops,
+    redis,
+    keys,
+    queues,
+    loops,
     sessions: sessionStoreFor(config, redis, keys),
     schedules: loopServiceFor(config, loops, log),
     async close() {
@@ -61,23 +64,33 @@ export function clients(env: TestEnv, config: HermesConfig = env.config): TestCl
 export async function startWorker(env: TestEnv, options: Partial<WorkerProcessOptions> = {}): Promise<WorkerProcess> {
   const config = options.config ?? env.config;
   return await WorkerProcess.start({
-    config, topology: topologyFromConfig(config), log: createLogger({ level: config.log_level, name: 'test-worker' }), ...options,
+    config,
+    topology: topologyFromConfig(config),
+    log: createLogger({ level: config.log_level, name: 'test-worker' }),
+    ...options,
   });
 }
 
 /** Spawn `hermes worker` as a child process; resolves once it is registered alive. */
 export async function spawnWorker(env: TestEnv, extraEnv: NodeJS.ProcessEnv = {}): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [HERMES_BIN, 'worker'], { env: { ...env.childEnv, ...extraEnv }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [HERMES_BIN, 'worker'], {
+    env: { ...env.childEnv, ...extraEnv },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
   const redis = openRedisClient(topologyFromConfig(env.config), 'commands');
   const keys = new Keys(env.prefix);
   try {
-    await waitFor(async () => {
-      if (child.exitCode !== null) throw new Error(`worker exited: ${stderr}`);
-      const members = await redis.zrange(keys.workers, 0, -1);
-      return members.some((m) => m.includes(`:${child.pid}:`)) || undefined;
-    }, SPAWN_START_TIMEOUT_MS, 'the worker registered');
+    await waitFor(
+      async () => {
+        if (child.exitCode !== null) throw new Error(`worker exited: ${stderr}`);
+        const members = await redis.zrange(keys.workers, 0, -1);
+        return members.some((m) => m.includes(`:${child.pid}:`)) || undefined;
+      },
+      SPAWN_START_TIMEOUT_MS,
+      'the worker registered',
+    );
   } catch (err) {
     child.kill('SIGKILL');
     throw err;
@@ -88,8 +101,15 @@ export async function spawnWorker(env: TestEnv, extraEnv: NodeJS.ProcessEnv = {}
 }
 
 /** Run the `hermes` CLI to completion. */
-export async function runHermes(env: TestEnv, args: string[], extraEnv: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [HERMES_BIN, ...args], { env: { ...env.childEnv, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function runHermes(
+  env: TestEnv,
+  args: string[],
+  extraEnv: NodeJS.ProcessEnv = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [HERMES_BIN, ...args], {
+    env: { ...env.childEnv, ...extraEnv },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -110,11 +130,21 @@ export async function events(c: TestClients, sessionId: string, type?: string): 
 }
 
 /** Wait until the session has at least `n` events of `type`. */
-export async function waitForEvents(c: TestClients, sessionId: string, type: string, n: number, timeoutMs = 15_000): Promise<SessionEvent[]> {
-  return await waitFor(async () => {
-    const evs = await events(c, sessionId, type);
-    return evs.length >= n ? evs : undefined;
-  }, timeoutMs, `${n} ${type} event(s) on ${sessionId}`);
+export async function waitForEvents(
+  c: TestClients,
+  sessionId: string,
+  type: string,
+  n: number,
+  timeoutMs = 15_000,
+): Promise<SessionEvent[]> {
+  return await waitFor(
+    async () => {
+      const evs = await events(c, sessionId, type);
+      return evs.length >= n ? evs : undefined;
+    },
+    timeoutMs,
+    `${n} ${type} event(s) on ${sessionId}`,
+  );
 }
 
 /**
@@ -124,10 +154,14 @@ export async function waitForEvents(c: TestClients, sessionId: string, type: str
  * waits for this instead of sleeping.
  */
 export async function waitForNoTickJobs(c: TestClients, timeoutMs = 15_000): Promise<void> {
-  await waitFor(async () => {
-    const counts = await c.queues.ticks.getJobCounts('active', 'waiting', 'delayed', 'prioritized');
-    return Object.values(counts).every((n) => n === 0) || undefined;
-  }, timeoutMs, 'no tick job left');
+  await waitFor(
+    async () => {
+      const counts = await c.queues.ticks.getJobCounts('active', 'waiting', 'delayed', 'prioritized');
+      return Object.values(counts).every((n) => n === 0) || undefined;
+    },
+    timeoutMs,
+    'no tick job left',
+  );
 }
 
 /** Pending (delayed, waiting, prioritized) jobs of one job scheduler. */
@@ -135,4 +169,3 @@ export async function pendingSchedulerJobs(c: TestClients, schedulerId: string):
   const jobs = await c.queues.ticks.getJobs(['delayed', 'waiting', 'prioritized']);
   return jobs.filter((j) => j?.repeatJobKey === schedulerId).map((j) => j.id!);
 }
-

@@ -56,14 +56,18 @@ export interface InboxReader {
 export async function readInbox(env: TestEnv): Promise<InboxReader> {
   const connection = openRedisClient(topologyFromConfig(env.config), 'bullmq');
   const seen: InboxJobData[] = [];
-  const worker = new Worker<InboxJobData>(QUEUES.inbox, async (job) => {
-    seen.push(job.data);
-  }, { connection, prefix: env.prefix, concurrency: 1 });
+  const worker = new Worker<InboxJobData>(
+    QUEUES.inbox,
+    async (job) => {
+      seen.push(job.data);
+    },
+    { connection, prefix: env.prefix, concurrency: 1 },
+  );
   await worker.waitUntilReady();
   const queue = new Queue(QUEUES.inbox, { connection, prefix: env.prefix });
   return {
     seen,
-    count: async () => (await queue.getJobCountByTypes('waiting', 'prioritized', 'active', 'completed', 'failed', 'delayed')),
+    count: async () => await queue.getJobCountByTypes('waiting', 'prioritized', 'active', 'completed', 'failed', 'delayed'),
     async close() {
       await worker.close();
       await queue.close();

@@ -34,15 +34,13 @@ export async function startV1Worker(env: TestEnv, options: { concurrency?: numbe
   const deps = createWorkerDeps({ config, redis, queueConnection: bull, log, workerId: `test:${process.pid}` });
   const { keys, queues, outboundTelegram } = deps;
   const workerConnection = openRedisClient(topology, 'bullmq');
-  const worker = new Worker<V1RunJobData, V1RunJobResult>(
-    QUEUES.v1Runs,
-    (job, token, signal) => processV1Run(job, token, signal, deps),
-    {
-      connection: workerConnection, prefix: keys.bullPrefix,
-      concurrency: options.concurrency ?? 4, lockDuration: config.worker.lock_duration_ms,
-      stalledInterval: config.worker.stalled_interval_ms,
-    },
-  );
+  const worker = new Worker<V1RunJobData, V1RunJobResult>(QUEUES.v1Runs, (job, token, signal) => processV1Run(job, token, signal, deps), {
+    connection: workerConnection,
+    prefix: keys.bullPrefix,
+    concurrency: options.concurrency ?? 4,
+    lockDuration: config.worker.lock_duration_ms,
+    stalledInterval: config.worker.stalled_interval_ms,
+  });
   await worker.waitUntilReady();
   // A liveness heartbeat like a worker process's, so the gateway's /health/ready sees a worker.
   const beat = () => redis.zadd(keys.workers, Date.now(), deps.workerId).catch(() => {});

@@ -71,11 +71,20 @@ export function toolResultStub(m: CompactableMessage): string {
 }
 
 /** Step 1: stub tool results older than the last `keepRecent` messages. */
-export function elideOldToolResults<M extends CompactableMessage>(messages: readonly M[], keepRecent: number): { messages: M[]; elided: number } {
+export function elideOldToolResults<M extends CompactableMessage>(
+  messages: readonly M[],
+  keepRecent: number,
+): { messages: M[]; elided: number } {
   const cutoff = messages.length - keepRecent;
   let elided = 0;
   const out = messages.map((m, i) => {
-    if (i >= cutoff || m.role !== 'tool' || m.content.length <= STUB_MIN_CHARS || m.content.startsWith('[') && m.content.includes('elided to save context')) return m;
+    if (
+      i >= cutoff ||
+      m.role !== 'tool' ||
+      m.content.length <= STUB_MIN_CHARS ||
+      (m.content.startsWith('[') && m.content.includes('elided to save context'))
+    )
+      return m;
     elided += 1;
     return { ...m, content: toolResultStub(m) };
   });

@@ -72,7 +72,9 @@ export class ContextWindows {
 
   /** The window of `model`, tokens. */
   windowOf(model: string): number {
-    return this.learned.get(model) ?? this.perModel[model] ?? this.configuredTokens ?? windowFromTable(model) ?? DEFAULT_CONTEXT_WINDOW_TOKENS;
+    return (
+      this.learned.get(model) ?? this.perModel[model] ?? this.configuredTokens ?? windowFromTable(model) ?? DEFAULT_CONTEXT_WINDOW_TOKENS
+    );
   }
 
   /** Use `tokens` as `model`'s window from now on. @returns true when it changed */

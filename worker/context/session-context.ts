@@ -36,8 +36,14 @@ export interface FittedContext {
 export async function fitSessionContext(
   deps: WorkerDeps,
   request: {
-    sessionId: string; transcript: TranscriptMessage[]; input: string; model?: string; surface: TurnSurfaces;
-    signal: AbortSignal; kind: string; events?: Record<string, unknown>;
+    sessionId: string;
+    transcript: TranscriptMessage[];
+    input: string;
+    model?: string;
+    surface: TurnSurfaces;
+    signal: AbortSignal;
+    kind: string;
+    events?: Record<string, unknown>;
     /** The turn to come, so the estimate holds the tools (and system prompt) offered to it. */
     turn?: ToolTurn;
   },
@@ -45,7 +51,8 @@ export async function fitSessionContext(
   const runner = deps.runners.agent;
   const { transcript, input, model, surface } = request;
   const ctx = runner.contextOf(model);
-  const estimate = (messages: readonly TranscriptMessage[]) => runner.estimateTokens(model, [...turnMessages([...messages], input)], surface, request.turn);
+  const estimate = (messages: readonly TranscriptMessage[]) =>
+    runner.estimateTokens(model, [...turnMessages([...messages], input)], surface, request.turn);
   let spend: ModelSpend = NO_SPEND;
   const fitted = await compactMessages<TranscriptMessage>(transcript, {
     // The input itself is part of the request: the transcript gets what is left of the threshold.
@@ -55,7 +62,10 @@ export async function fitSessionContext(
     summarise: async (middle) => {
       try {
         const res = await runner.summarise(middle, request.signal, {
-          model, sessionId: request.sessionId, kind: request.kind, onEvent: sessionEventSink(deps, request.sessionId, request.events ?? {}),
+          model,
+          sessionId: request.sessionId,
+          kind: request.kind,
+          onEvent: sessionEventSink(deps, request.sessionId, request.events ?? {}),
         });
         spend = sumSpend(spend, res.spend);
         return res.text;
@@ -73,8 +83,12 @@ export async function fitSessionContext(
   });
   if (!fitted.report) return { transcript, spend };
   await deps.sessions.appendEvent(request.sessionId, 'context.compacted', {
-    scope: 'transcript', model: ctx.model, windowTokens: ctx.windowTokens, thresholdTokens: ctx.thresholdTokens,
-    ...fitted.report, ...request.events,
+    scope: 'transcript',
+    model: ctx.model,
+    windowTokens: ctx.windowTokens,
+    thresholdTokens: ctx.thresholdTokens,
+    ...fitted.report,
+    ...request.events,
   });
   deps.log.info({ sessionId: request.sessionId, ...fitted.report }, 'transcript compacted');
   return {

@@ -26,7 +26,10 @@ export async function commitAndDeliver<G, C, Ran extends RanTurn, K, R>(
   lock: HeldLock | null,
 ): Promise<R> {
   let attempt = 0;
-  const answer = await retryOnConflict(() => plan.commit(claimed, ran, attempt++), () => plan.commitExhausted());
+  const answer = await retryOnConflict(
+    () => plan.commit(claimed, ran, attempt++),
+    () => plan.commitExhausted(),
+  );
   if (answer.action === 'done') return answer.result;
   // The commit freed the session lock (the caller's release is then a no-op).
   if (answer.lockReleased) lock?.releasedElsewhere();

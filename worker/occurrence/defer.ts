@@ -15,7 +15,13 @@ import type { Occurrence } from './plan.ts';
  * `hermes_ticks_deferred_total` for loop and heartbeat ticks, moved by `deferJob`.
  * @throws DelayedError always
  */
-export async function deferOccurrence(deps: WorkerDeps, job: Job, token: string | undefined, o: Occurrence, d: OccurrenceDefer): Promise<never> {
+export async function deferOccurrence(
+  deps: WorkerDeps,
+  job: Job,
+  token: string | undefined,
+  o: Occurrence,
+  d: OccurrenceDefer,
+): Promise<never> {
   if (d.reason === 'drain') o.log.info(`${o.label} handed back: this worker is draining`);
   else o.log.debug({ reason: d.reason, dueAt: o.dueAt, delayMs: d.delayMs }, `${o.label} deferred`);
   if (o.countsDeferrals) deps.metrics?.ticksDeferred.inc({ reason: d.reason });

@@ -49,7 +49,7 @@ async function rounds<G, C, Ran extends RanTurn, K, R>(
   let held: HeldLock | null = null;
   try {
     let waited = false;
-    for (let round = 0; ; ) {
+    for (let round = 0; ;) {
       const gated = await plan.gate(waited);
       if (gated.action === 'wait') {
         const early = decideEarly(gated.untilMs, Date.now(), { draining: deps.turns.draining, canDefer: o.canDefer });

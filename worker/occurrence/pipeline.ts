@@ -50,11 +50,16 @@ export async function runOccurrence<G, C, Ran extends RanTurn, K, R>(
   const { lock } = c;
   try {
     if (c.action === 'record') return await commitAndDeliver(plan, c.claimed, c.ran, lock);
-    return await deps.turns.run(o.holder, 'deadline', async (turnSignal, turn) => {
-      const ran = await runTurn(plan, deps, c.claimed, c.startedAt, turnSignal, turn);
-      if (ran === 'hand-back') return await deferOccurrence(deps, job, token, o, DRAIN_HAND_BACK);
-      return await commitAndDeliver(plan, c.claimed, ran, lock);
-    }, signal);
+    return await deps.turns.run(
+      o.holder,
+      'deadline',
+      async (turnSignal, turn) => {
+        const ran = await runTurn(plan, deps, c.claimed, c.startedAt, turnSignal, turn);
+        if (ran === 'hand-back') return await deferOccurrence(deps, job, token, o, DRAIN_HAND_BACK);
+        return await commitAndDeliver(plan, c.claimed, ran, lock);
+      },
+      signal,
+    );
   } finally {
     await lock?.release();
   }

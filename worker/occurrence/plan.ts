@@ -71,9 +71,7 @@ export interface RanTurn {
 
 /** What one commit attempt answers: committed, a conflict (try again over a fresh read), or an end here. */
 export type CommitAnswer<Committed, Result> =
-  | { action: 'committed'; committed: Committed; lockReleased: boolean }
-  | { action: 'done'; result: Result }
-  | typeof CONFLICT;
+  { action: 'committed'; committed: Committed; lockReleased: boolean } | { action: 'done'; result: Result } | typeof CONFLICT;
 
 /** One kind of occurrence, plugged into `runOccurrence`. A plan is made for one job. */
 export interface OccurrencePlan<Gated, Claimed, Ran extends RanTurn, Committed, Result> {

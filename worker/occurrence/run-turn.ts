@@ -40,8 +40,14 @@ export async function runTurn<G, C, Ran extends RanTurn, K, R>(
   try {
     ran = await plan.runTurn(claimed, signal, turn);
   } catch (err) {
-    const error = err instanceof TurnError ? err : new TurnError((err as Error).message, { kind: 'model', sessionId: o.stoppableAs?.sessionId, cause: err });
-    const ending = decideTurnEnding(turn, o.attempts && { retryable: error.retryable, attempt: o.attempts.attempt, attempts: o.attempts.of });
+    const error =
+      err instanceof TurnError
+        ? err
+        : new TurnError((err as Error).message, { kind: 'model', sessionId: o.stoppableAs?.sessionId, cause: err });
+    const ending = decideTurnEnding(
+      turn,
+      o.attempts && { retryable: error.retryable, attempt: o.attempts.attempt, attempts: o.attempts.of },
+    );
     if (ending === 'hand-back') {
       o.log.warn({ attempt: o.attempts?.attempt }, `${o.label} aborted by drain; handed back for another worker`);
       deps.metrics?.turnFinished(o.kind, 'aborted', (Date.now() - startedAt) / 1000);
@@ -52,7 +58,9 @@ export async function runTurn<G, C, Ran extends RanTurn, K, R>(
       o.log.warn({ attempt: o.attempts?.attempt, error: error.message }, `${o.label} could not reach the model; retrying with backoff`);
       throw error;
     }
-    const failure = turn.stoppedBy ? new TurnError(STOPPED[turn.stoppedBy], { kind: 'aborted', sessionId: o.stoppableAs?.sessionId, cause: err }) : error;
+    const failure = turn.stoppedBy
+      ? new TurnError(STOPPED[turn.stoppedBy], { kind: 'aborted', sessionId: o.stoppableAs?.sessionId, cause: err })
+      : error;
     o.log.warn({ err: failure.message, failureKind: failure.kind }, `${o.label} failed`);
     // What the model calls made before the failure cost (the agent runner attaches it).
     ran = plan.failedTurn(claimed, { error: failure, spend: (err as { spend?: ModelSpend }).spend ?? NO_SPEND, turn });

@@ -26,7 +26,11 @@ export class AgentScheduleLedger {
   /** Schedules the agent created in `sessionId` in the 24 hours before `now`. */
   async createdInWindow(sessionId: string, now: number): Promise<number> {
     const key = this.keys.agentSchedulesCreated(sessionId);
-    const res = await this.redis.multi().zremrangebyscore(key, '-inf', now - CREATION_WINDOW_MS).zcard(key).exec();
+    const res = await this.redis
+      .multi()
+      .zremrangebyscore(key, '-inf', now - CREATION_WINDOW_MS)
+      .zcard(key)
+      .exec();
     const count = res?.[1]?.[1];
     return typeof count === 'number' ? count : 0;
   }

@@ -50,7 +50,10 @@ export function compileArgumentSchema(tool: string, schema: Record<string, unkno
     });
     validate = ajv.compile(schema);
   } catch (err) {
-    throw new ConfigError(`${key}: the parameters of tool "${tool}" are not a JSON Schema this worker can enforce: ${(err as Error).message}`, { key, cause: err });
+    throw new ConfigError(
+      `${key}: the parameters of tool "${tool}" are not a JSON Schema this worker can enforce: ${(err as Error).message}`,
+      { key, cause: err },
+    );
   }
   return (args) => {
     if (validate(args)) return undefined;

@@ -68,15 +68,19 @@ export function commandTool(name: string, spec: CommandToolSpec, env: (turn: Rec
       for (const [k, v] of Object.entries(args)) {
         const variable = argEnvName(k);
         if (from[variable] !== undefined) {
-          throw new ToolError(`Arguments "${from[variable]}" and "${k}" would both be ${variable}; send one of them.`, { kind: 'refused', tool: name });
+          throw new ToolError(`Arguments "${from[variable]}" and "${k}" would both be ${variable}; send one of them.`, {
+            kind: 'refused',
+            tool: name,
+          });
         }
         from[variable] = k;
         values[k] = typeof v === 'string' ? v : JSON.stringify(v);
         vars[variable] = values[k]!;
       }
-      const [file, argv] = typeof spec.command === 'string'
-        ? ['/bin/sh', ['-c', spec.command]]
-        : [spec.command[0]!, spec.command.slice(1).map((a) => fillPlaceholders(name, a, values))];
+      const [file, argv] =
+        typeof spec.command === 'string'
+          ? ['/bin/sh', ['-c', spec.command]]
+          : [spec.command[0]!, spec.command.slice(1).map((a) => fillPlaceholders(name, a, values))];
       return await runBounded(name, file, argv, env(vars), ctx.signal, ctx.maxResultBytes, ctx.timeoutMs);
     },
   };
@@ -107,7 +111,15 @@ function fillPlaceholders(tool: string, element: string, values: Record<string, 
  * @param deadlineMs - the call's timeout, ms (the signal aborts it then; the process backstop comes after it)
  * @throws ToolError `failed` (non-zero exit), `aborted`
  */
-function runBounded(tool: string, file: string, argv: string[], env: Record<string, string>, signal: AbortSignal, maxBytes: number, deadlineMs: number): Promise<string> {
+function runBounded(
+  tool: string,
+  file: string,
+  argv: string[],
+  env: Record<string, string>,
+  signal: AbortSignal,
+  maxBytes: number,
+  deadlineMs: number,
+): Promise<string> {
   return new Promise<string>((resolve, reject) => {
     if (signal.aborted) {
       reject(new ToolError('The call was stopped.', { kind: 'aborted', tool }));
@@ -137,7 +149,8 @@ function runBounded(tool: string, file: string, argv: string[], env: Record<stri
       signal.removeEventListener('abort', onAbort);
       endGroup(child); // what it left running ends with the call
       if (stopped) reject(new ToolError('The call was stopped.', { kind: 'aborted', tool }));
-      else if (code !== 0) reject(new ToolError(`Exit code ${code}: ${err.trim().split('\n').slice(-3).join(' | ')}`, { kind: 'failed', tool }));
+      else if (code !== 0)
+        reject(new ToolError(`Exit code ${code}: ${err.trim().split('\n').slice(-3).join(' | ')}`, { kind: 'failed', tool }));
       else resolve(out.toString('utf8'));
     });
   });

@@ -68,7 +68,9 @@ export async function resolveInRoots(path: string, roots: string[], tool: string
     throw new ToolError(`Refused: the path is longer than ${MAX_PATH_CHARS} characters.`, { kind: 'refused', tool });
   }
   // Each root as configured and as it really is (a root may itself be reached through a symlink).
-  const places = [...new Set([...roots.map((r) => resolve(r)), ...(await Promise.all(roots.map((r) => realpath(r).catch(() => resolve(r)))))])];
+  const places = [
+    ...new Set([...roots.map((r) => resolve(r)), ...(await Promise.all(roots.map((r) => realpath(r).catch(() => resolve(r)))))]),
+  ];
   const candidate = isAbsolute(path) ? resolve(path) : resolve(roots[0]!, path);
   if (!(await staysWithinRoots(candidate, places))) throw outside(path, tool);
   let real: string;
@@ -177,7 +179,8 @@ function changed(path: string, tool: string): ToolError {
  * `path` (EACCES)); anything else means the path changed since the check.
  */
 function openFailed(err: NodeJS.ErrnoException, verb: string, path: string, tool: string): ToolError {
-  if (err.code === 'EACCES' || err.code === 'EPERM') return new ToolError(`Cannot ${verb} ${path} (${err.code}).`, { kind: 'failed', tool });
+  if (err.code === 'EACCES' || err.code === 'EPERM')
+    return new ToolError(`Cannot ${verb} ${path} (${err.code}).`, { kind: 'failed', tool });
   return changed(path, tool);
 }
 
@@ -215,9 +218,11 @@ export function fileTools(roots: string[], options: { fdDirs?: readonly string[]
         notRegularFile(path, await lstat(real));
         // Non-blocking open: a FIFO put in place after the check opens at once
         // (no writer needed) and is refused by the fstat below.
-        const fh = await open(real, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW).catch((err: NodeJS.ErrnoException) => {
-          throw openFailed(err, 'read', path, 'read_file');
-        });
+        const fh = await open(real, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW).catch(
+          (err: NodeJS.ErrnoException) => {
+            throw openFailed(err, 'read', path, 'read_file');
+          },
+        );
         try {
           // Where it really is first: what was opened outside a root is not described at all.
           await checkOpened(fh, path, roots, 'read_file', fdDirs);
@@ -248,9 +253,11 @@ export function fileTools(roots: string[], options: { fdDirs?: readonly string[]
         // Folders only (see the file-type rule above); O_DIRECTORY also fails
         // at once on anything else put in place after this check.
         if (!(await stat(real)).isDirectory()) throw notFolder();
-        const fh = await open(real, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NONBLOCK | constants.O_NOFOLLOW).catch((err: NodeJS.ErrnoException) => {
-          throw openFailed(err, 'list', path, 'list_dir');
-        });
+        const fh = await open(real, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NONBLOCK | constants.O_NOFOLLOW).catch(
+          (err: NodeJS.ErrnoException) => {
+            throw openFailed(err, 'list', path, 'list_dir');
+          },
+        );
         let entries: Dirent[];
         try {
           const opened = await checkOpened(fh, path, roots, 'list_dir', fdDirs);

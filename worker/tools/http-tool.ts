@@ -54,7 +54,14 @@ export function parseAllowEntry(entry: string): AllowEntry | undefined {
     return undefined;
   }
   // Anything but a bare host (a user, a path, a port inside the host part) is not an entry.
-  if (parsed.username !== '' || parsed.password !== '' || parsed.port !== '' || parsed.pathname !== '/' || parsed.search !== '' || parsed.hash !== '') {
+  if (
+    parsed.username !== '' ||
+    parsed.password !== '' ||
+    parsed.port !== '' ||
+    parsed.pathname !== '/' ||
+    parsed.search !== '' ||
+    parsed.hash !== ''
+  ) {
     return undefined;
   }
   if (port !== undefined && (Number(port) < 1 || Number(port) > 65535)) return undefined;
@@ -138,14 +145,24 @@ async function get(url: URL, signal: AbortSignal, resolve: Resolver | undefined)
   const host = url.hostname.toLowerCase().replace(/^\[|\]$/g, '');
   const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
   return await new Promise<IncomingMessage>((done, fail) => {
-    const req = request(url, {
-      method: 'GET',
-      signal,
-      headers: { 'user-agent': 'hermes-agent' },
-      ...(isIpLiteral(host) ? {} : { lookup: guardedLookup((address) => httpGetRefusedReason(address, host), resolve) }),
-    }, done);
+    const req = request(
+      url,
+      {
+        method: 'GET',
+        signal,
+        headers: { 'user-agent': 'hermes-agent' },
+        ...(isIpLiteral(host) ? {} : { lookup: guardedLookup((address) => httpGetRefusedReason(address, host), resolve) }),
+      },
+      done,
+    );
     req.on('error', (err) => {
-      if (err instanceof RefusedAddressError) fail(new ToolError(`Refused: ${err.message}; a listed name may not lead to loopback, link-local or other special addresses (list the IP itself to allow it).`, { kind: 'refused', tool: 'http_get' }));
+      if (err instanceof RefusedAddressError)
+        fail(
+          new ToolError(
+            `Refused: ${err.message}; a listed name may not lead to loopback, link-local or other special addresses (list the IP itself to allow it).`,
+            { kind: 'refused', tool: 'http_get' },
+          ),
+        );
       else fail(err);
     });
     req.end();

@@ -88,7 +88,11 @@ export class McpServers implements ToolSource {
       transport = new StreamableHTTPClientTransport(new URL(spec.url), { requestInit: { headers: spec.headers } });
     } else {
       const stdio = new StdioClientTransport({
-        command: spec.command, args: spec.args, env: this.processEnv(spec.env), cwd: spec.cwd, stderr: 'pipe',
+        command: spec.command,
+        args: spec.args,
+        env: this.processEnv(spec.env),
+        cwd: spec.cwd,
+        stderr: 'pipe',
       });
       stdio.stderr?.on('data', (d: Buffer) => (stderrTail = (stderrTail + d.toString('utf8')).slice(-500)));
       transport = stdio;
@@ -143,6 +147,7 @@ async function callTool(client: Client, server: string, tool: string, args: Reco
   const parts = Array.isArray(res.content) ? (res.content as Array<{ type: string; text?: string }>) : [];
   const text = parts.map((p) => (p.type === 'text' ? (p.text ?? '') : `[${p.type} content]`)).join('\n');
   const structured = parts.length === 0 && 'structuredContent' in res && res.structuredContent ? JSON.stringify(res.structuredContent) : '';
-  if (res.isError) throw new ToolError(text || `${server}__${tool} reported an error.`, { kind: 'failed', tool: mcpToolName(server, tool) });
+  if (res.isError)
+    throw new ToolError(text || `${server}__${tool} reported an error.`, { kind: 'failed', tool: mcpToolName(server, tool) });
   return text || structured;
 }

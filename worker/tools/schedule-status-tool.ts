@@ -43,7 +43,10 @@ export function scheduleStatusTool(sources: ScheduleStatusSources): AgentTool {
       const cron = mine
         .sort((a, b) => (a.next_run_at ?? Infinity) - (b.next_run_at ?? Infinity))
         .slice(0, STATUS_CRON_JOBS_MAX)
-        .map((j) => `- ${j.name} (${j.id}): ${j.schedule.display}, ${j.state}, next ${j.next_run_at ? new Date(j.next_run_at).toISOString() : '-'}, last ${j.last_status ?? '-'}`);
+        .map(
+          (j) =>
+            `- ${j.name} (${j.id}): ${j.schedule.display}, ${j.state}, next ${j.next_run_at ? new Date(j.next_run_at).toISOString() : '-'}, last ${j.last_status ?? '-'}`,
+        );
       return [
         `Loop: ${loop}`,
         `Heartbeat: ${heartbeat}`,

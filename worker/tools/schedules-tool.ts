@@ -54,9 +54,7 @@ import { clampSelfPacedDelay } from '../../scheduler/loop/self-paced.ts';
 import { defaultName, type CronJob, type CronJobCreator } from '../../scheduler/cron/cron-job.ts';
 import type { CronService } from '../../scheduler/cron/cron-service.ts';
 import { formatInZone } from '../../scheduler/cron/cron-engine.ts';
-import {
-  formatDeliveryTarget, parseDeliveryTarget, targetOfRoute, type MessagingRoute,
-} from '../../scheduler/delivery/delivery-target.ts';
+import { formatDeliveryTarget, parseDeliveryTarget, targetOfRoute, type MessagingRoute } from '../../scheduler/delivery/delivery-target.ts';
 import { formatSeconds, MAX_TIMES } from '../../scheduler/interval.ts';
 import type { AgentScheduleLedger } from './agent-schedule-ledger.ts';
 import type { LoopKind } from '../../scheduler/store/keys.ts';
@@ -117,7 +115,9 @@ const PARAMETERS: ToolParameters = {
 };
 
 const STRING_FIELDS = ['action', 'kind', 'schedule', 'interval', 'prompt', 'until', 'name', 'tz', 'deliver', 'notify', 'id', 'in'] as const;
-type Args = { action: Action; kind?: Kind; times?: number } & Partial<Record<Exclude<(typeof STRING_FIELDS)[number], 'action' | 'kind'>, string>>;
+type Args = { action: Action; kind?: Kind; times?: number } & Partial<
+  Record<Exclude<(typeof STRING_FIELDS)[number], 'action' | 'kind'>, string>
+>;
 
 /** A schedule of the chat: its loop or heartbeat, or a cron job in its scope. */
 type Found = { kind: LoopKind; loop: LoopRecord } | { kind: 'cron'; job: CronJob };
@@ -150,9 +150,9 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
   const tool: AgentTool = {
     name: SCHEDULES_TOOL,
     description:
-      'Create and manage the schedules of this chat: a loop or heartbeat in this session (interval), or a cron job (schedule) that answers here. '
-      + 'Use it when the user asks for something recurring or at a time. Every schedule runs you (the agent), never a command. '
-      + 'Other actions act on a schedule by id or name (list shows them).',
+      'Create and manage the schedules of this chat: a loop or heartbeat in this session (interval), or a cron job (schedule) that answers here. ' +
+      'Use it when the user asks for something recurring or at a time. Every schedule runs you (the agent), never a command. ' +
+      'Other actions act on a schedule by id or name (list shows them).',
     parameters: PARAMETERS,
     groups: [SCHEDULES_TOOL],
     refusal: (scope) => refusalFor(scope, settings.allow_from),
@@ -162,9 +162,12 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
         ? ' In this self-paced loop\'s tick, call it with action "next" and "in" (e.g. "7m") to set when the next tick comes.'
         : '';
       if (refusingSurface(scope, settings.allow_from) !== undefined) return pacing.trim() || undefined;
-      return 'You can schedule for the user with the `schedules` tool: a loop or heartbeat in this chat, or a cron job such as "weekdays at 9am" that answers here. '
-        + 'When the user asks for something recurring or at a later time, create it instead of answering once. '
-        + 'The product tells the user what was scheduled; they undo it with /loop stop, /heartbeat clear, or by asking you to remove it.' + pacing;
+      return (
+        'You can schedule for the user with the `schedules` tool: a loop or heartbeat in this chat, or a cron job such as "weekdays at 9am" that answers here. ' +
+        'When the user asks for something recurring or at a later time, create it instead of answering once. ' +
+        'The product tells the user what was scheduled; they undo it with /loop stop, /heartbeat clear, or by asking you to remove it.' +
+        pacing
+      );
     },
     async call(raw, ctx) {
       const turn = ctx.turn!; // `refusal` keeps the tool from calls outside a turn
@@ -174,12 +177,25 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
       if (refusing !== undefined) throw refused(notAllowed(refusing, settings.allow_from));
       if (args.in !== undefined) throw refused('`in` belongs to action "next" (a self-paced loop\'s tick).');
       const scope: ChatScope = { sessionId: ctx.sessionId, route: turn.origin?.route };
-      const origin = turn.origin ?? { surface: ctx.surface === 'chat' || ctx.surface === 'telegram' || ctx.surface === 'slack' || ctx.surface === 'discord' || ctx.surface === 'api' || ctx.surface === 'web' ? ctx.surface : 'cli' };
+      const origin = turn.origin ?? {
+        surface:
+          ctx.surface === 'chat' ||
+          ctx.surface === 'telegram' ||
+          ctx.surface === 'slack' ||
+          ctx.surface === 'discord' ||
+          ctx.surface === 'api' ||
+          ctx.surface === 'web'
+            ? ctx.surface
+            : 'cli',
+      };
       try {
         switch (args.action) {
-          case 'list': return await list(scope, args.kind);
-          case 'create': return await serial(scope.sessionId, () => create(args, scope, origin, ctx.surfaces ?? [ctx.surface]));
-          default: return await serial(scope.sessionId, () => change(args, scope, origin, ctx.surfaces ?? [ctx.surface]));
+          case 'list':
+            return await list(scope, args.kind);
+          case 'create':
+            return await serial(scope.sessionId, () => create(args, scope, origin, ctx.surfaces ?? [ctx.surface]));
+          default:
+            return await serial(scope.sessionId, () => change(args, scope, origin, ctx.surfaces ?? [ctx.surface]));
         }
       } catch (err) {
         // Bad input and refused writes are told to the model in the services' own words; nothing was written.
@@ -207,15 +223,19 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
   /** `next`: the delay to this self-paced loop's next tick, committed with the tick (`applyTick` clamps it). */
   function next(args: Args, turn: ToolTurn): string {
     if (!turn.selfPaced) {
-      throw refused('Action "next" sets the delay to the next tick of a self-paced loop, from one of its ticks; this turn is not one. Use update to change a schedule.');
+      throw refused(
+        'Action "next" sets the delay to the next tick of a self-paced loop, from one of its ticks; this turn is not one. Use update to change a schedule.',
+      );
     }
     if (args.in === undefined) throw refused('Action "next" needs `in`, the delay to the next tick, e.g. "7m".');
     const asked = inputError(() => parseIntervalField(args.in!, 'in'));
     const { self_paced_floor_seconds: floor, self_paced_ceiling_seconds: ceiling } = deps.config.loops;
     const seconds = clampSelfPacedDelay(asked, floor, ceiling);
     turn.nextTickSeconds = asked;
-    const bound = seconds === asked ? ''
-      : ` (${formatSeconds(asked)} is ${asked < floor ? 'below the floor' : 'above the ceiling'}: self-paced delays stay between ${formatSeconds(floor)} and ${formatSeconds(ceiling)}, loops.self_paced_floor_seconds and loops.self_paced_ceiling_seconds)`;
+    const bound =
+      seconds === asked
+        ? ''
+        : ` (${formatSeconds(asked)} is ${asked < floor ? 'below the floor' : 'above the ceiling'}: self-paced delays stay between ${formatSeconds(floor)} and ${formatSeconds(ceiling)}, loops.self_paced_floor_seconds and loops.self_paced_ceiling_seconds)`;
     return `The next tick comes ${formatSeconds(seconds)} after this one ends${bound}.`;
   }
 
@@ -224,11 +244,13 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
     const all = await inScope(scope);
     const shown = kind ? all.filter((f) => f.kind === kind) : all;
     if (shown.length === 0) return `No ${kind ? `${kind} ` : ''}schedules in this chat. Create one with action "create".`;
-    const lines = await Promise.all(shown.map(async (f) => {
-      if (f.kind === 'cron') return `- ${cronLine(f.job)}`;
-      const nextDue = f.loop.status === 'active' ? await deps.loops.nextDueAt(f.loop) : undefined;
-      return `- ${f.kind} ${f.loop.loopId}${f.loop.name ? ` "${f.loop.name}"` : ''}: ${statusLine(f.loop, t, nextDue)}`;
-    }));
+    const lines = await Promise.all(
+      shown.map(async (f) => {
+        if (f.kind === 'cron') return `- ${cronLine(f.job)}`;
+        const nextDue = f.loop.status === 'active' ? await deps.loops.nextDueAt(f.loop) : undefined;
+        return `- ${f.kind} ${f.loop.loopId}${f.loop.name ? ` "${f.loop.name}"` : ''}: ${statusLine(f.loop, t, nextDue)}`;
+      }),
+    );
     return [`Schedules of this chat (${shown.length}):`, ...lines].join('\n');
   }
 
@@ -254,19 +276,33 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
       const input = cronInput(args, scope, { creating: true });
       await checkName(args.name, scope);
       await checkLimits(scope);
-      const job = await deps.cron.add({ ...input, schedule: input.schedule! }, {
-        origin, trusted: false, createdBy: { ...creator, session_id: scope.sessionId } satisfies CronJobCreator,
-        alsoFrom: originSurfaces(surfaces),
-      });
+      const job = await deps.cron.add(
+        { ...input, schedule: input.schedule! },
+        {
+          origin,
+          trusted: false,
+          createdBy: { ...creator, session_id: scope.sessionId } satisfies CronJobCreator,
+          alsoFrom: originSurfaces(surfaces),
+        },
+      );
       await deps.ledger.record(scope.sessionId, job.id, now());
-      const told = await tell({ sessionId: scope.sessionId, origin, action: 'create', kind: 'cron', id: job.id, text: `Scheduled: ${describeCron(job)} · to undo, ask me to remove it (or hermes cron rm ${job.id})` });
+      const told = await tell({
+        sessionId: scope.sessionId,
+        origin,
+        action: 'create',
+        kind: 'cron',
+        id: job.id,
+        text: `Scheduled: ${describeCron(job)} · to undo, ask me to remove it (or hermes cron rm ${job.id})`,
+      });
       return `Created cron job ${job.id} "${job.name}": ${job.schedule.display} (${job.tz}), next run ${job.next_run_at === null ? '—' : formatInZone(job.next_run_at, job.tz)}, delivered to ${job.deliver.join(', ')}. ${told}`;
     }
     const kind = args.kind;
     const spec = loopSpec(kind, args, undefined);
     const existing = await deps.loops.get(scope.sessionId, kind);
     if (existing && existing.status !== 'finished') {
-      throw refused(`This chat already has a ${kind} (${existing.loopId}: ${cadence(existing)}, “${clip(existing.prompt, 60)}”); use action "update" to change it, or remove it first.`);
+      throw refused(
+        `This chat already has a ${kind} (${existing.loopId}: ${cadence(existing)}, “${clip(existing.prompt, 60)}”); use action "update" to change it, or remove it first.`,
+      );
     }
     await checkLimits(scope);
     const reply = await deps.schedules.set(scope.sessionId, kind, spec, { origin, runner: { kind: 'agent' }, createdBy: creator });
@@ -282,7 +318,8 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
   /** `update`, `pause`, `resume`, `remove`, `run`: on one schedule of the chat (`surfaces` as for `create`). */
   async function change(args: Args, scope: ChatScope, origin: Origin, surfaces: readonly string[]): Promise<string> {
     const ref = args.id ?? args.name;
-    if (ref === undefined || ref.trim() === '') throw refused(`Action "${args.action}" needs \`id\` (or \`name\`) of the schedule; action "list" shows them.`);
+    if (ref === undefined || ref.trim() === '')
+      throw refused(`Action "${args.action}" needs \`id\` (or \`name\`) of the schedule; action "list" shows them.`);
     const found = await find(ref, args.kind, scope);
     if (found.kind === 'cron' && found.job.script !== null) {
       throw refused(`Cron job ${found.job.id} "${found.job.name}" runs a command (script); only the CLI changes it.`);
@@ -334,12 +371,22 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
       case 'update': {
         if (args.id !== undefined && args.name !== undefined) throw refused(`A ${kind} keeps its name; \`name\` only finds it.`);
         const spec = loopSpec(kind, { ...args, name: undefined }, loop);
-        reply = await deps.schedules.set(scope.sessionId, kind, spec, { origin, runner: { kind: 'agent' }, createdBy: { by: 'agent', surface: origin.surface } });
+        reply = await deps.schedules.set(scope.sessionId, kind, spec, {
+          origin,
+          runner: { kind: 'agent' },
+          createdBy: { by: 'agent', surface: origin.surface },
+        });
         break;
       }
-      case 'pause': reply = await deps.schedules.pause(scope.sessionId, kind, t); break;
-      case 'resume': reply = await deps.schedules.resume(scope.sessionId, kind, t); break;
-      case 'remove': reply = await deps.schedules.stop(scope.sessionId, kind, t); break;
+      case 'pause':
+        reply = await deps.schedules.pause(scope.sessionId, kind, t);
+        break;
+      case 'resume':
+        reply = await deps.schedules.resume(scope.sessionId, kind, t);
+        break;
+      case 'remove':
+        reply = await deps.schedules.stop(scope.sessionId, kind, t);
+        break;
       case 'run':
         throw refused(`Action "run" is for cron jobs; a ${kind} runs on its own cadence (resume a paused one).`);
       default:
@@ -360,25 +407,33 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
     const candidates = (await inScope(scope)).filter((f) => kind === undefined || f.kind === kind);
     const byId = candidates.filter((f) => (f.kind === 'cron' ? f.job.id : f.loop.loopId) === ref.trim());
     if (byId.length === 1) return byId[0]!;
-    const byName = candidates.filter((f) => (f.kind === 'cron'
-      ? f.job.name.toLowerCase() === wanted
-      : f.kind === wanted || (f.loop.name ?? '').toLowerCase() === wanted));
+    const byName = candidates.filter((f) =>
+      f.kind === 'cron' ? f.job.name.toLowerCase() === wanted : f.kind === wanted || (f.loop.name ?? '').toLowerCase() === wanted,
+    );
     if (byName.length === 1) return byName[0]!;
     if (byName.length > 1) {
-      throw refused(`"${ref}" names ${byName.length} schedules of this chat: ${byName.map((f) => (f.kind === 'cron' ? `cron ${f.job.id}` : `${f.kind} ${f.loop.loopId}`)).join(', ')}. Use an id.`);
+      throw refused(
+        `"${ref}" names ${byName.length} schedules of this chat: ${byName.map((f) => (f.kind === 'cron' ? `cron ${f.job.id}` : `${f.kind} ${f.loop.loopId}`)).join(', ')}. Use an id.`,
+      );
     }
     throw refused(`No ${kind ?? 'schedule'} "${ref}" in this chat; action "list" shows them.`);
   }
 
   /** The limits of `tools.schedules` before a creation. @throws ToolError naming the limit */
   async function checkLimits(scope: ChatScope): Promise<void> {
-    const active = (await inScope(scope)).filter((f) => (f.kind === 'cron' ? f.job.state === 'scheduled' || f.job.state === 'paused' : f.loop.status !== 'finished'));
+    const active = (await inScope(scope)).filter((f) =>
+      f.kind === 'cron' ? f.job.state === 'scheduled' || f.job.state === 'paused' : f.loop.status !== 'finished',
+    );
     if (active.length >= settings.max_per_session) {
-      throw refused(`This chat has ${active.length} schedules (active or paused); the limit is ${settings.max_per_session} (tools.schedules.max_per_session). Remove one first.`);
+      throw refused(
+        `This chat has ${active.length} schedules (active or paused); the limit is ${settings.max_per_session} (tools.schedules.max_per_session). Remove one first.`,
+      );
     }
     const created = await deps.ledger.createdInWindow(scope.sessionId, now());
     if (created >= settings.max_created_per_day) {
-      throw refused(`${created} schedules were created in this chat in the last 24 hours; the limit is ${settings.max_created_per_day} (tools.schedules.max_created_per_day).`);
+      throw refused(
+        `${created} schedules were created in this chat in the last 24 hours; the limit is ${settings.max_created_per_day} (tools.schedules.max_created_per_day).`,
+      );
     }
   }
 
@@ -389,15 +444,19 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
   async function checkName(name: string | undefined, scope: ChatScope, selfId?: string): Promise<void> {
     if (name === undefined) return;
     const lower = name.trim().replace(/\s+/g, ' ').toLowerCase();
-    const holder = (await deps.cron.list({ all: true })).find((j) => j.id !== selfId && (j.name.toLowerCase() === lower || j.id === name.trim()));
+    const holder = (await deps.cron.list({ all: true })).find(
+      (j) => j.id !== selfId && (j.name.toLowerCase() === lower || j.id === name.trim()),
+    );
     if (!holder) return;
-    if (cronJobInScope(holder, scope)) throw refused(`Cron job ${holder.id} of this chat is already named "${holder.name}"; update it, or choose another \`name\`.`);
+    if (cronJobInScope(holder, scope))
+      throw refused(`Cron job ${holder.id} of this chat is already named "${holder.name}"; update it, or choose another \`name\`.`);
     throw refused(`The name "${name}" is taken; choose another \`name\`.`);
   }
 
   /** The fields of a cron job's add or edit, checked against what the chat may ask. */
   function cronInput(args: Args, scope: ChatScope, mode: { creating: boolean }) {
-    if (args.interval !== undefined) throw refused('`interval` is for loops and heartbeats; a cron job takes `schedule` (e.g. "every 2h" or "weekdays at 9am").');
+    if (args.interval !== undefined)
+      throw refused('`interval` is for loops and heartbeats; a cron job takes `schedule` (e.g. "every 2h" or "weekdays at 9am").');
     if (args.until !== undefined) throw refused('`until` is for loops; a cron job takes `times` (runs before it completes).');
     if (mode.creating && args.schedule === undefined) {
       throw refused('A cron job needs a `schedule`, e.g. "weekdays at 9am", "every 2h", "0 9 * * 1-5", "in 30m" or an ISO time.');
@@ -429,7 +488,11 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
     const min = kind === 'loop' ? deps.config.loops.min_interval_seconds : deps.config.heartbeat.min_interval_seconds;
     let intervalSeconds: number | null;
     if (args.interval !== undefined) {
-      intervalSeconds = inputError(() => (kind === 'loop' ? parseLoopInterval(args.interval!, { minIntervalSeconds: min }) : parseHeartbeatInterval(args.interval!, { minIntervalSeconds: min })));
+      intervalSeconds = inputError(() =>
+        kind === 'loop'
+          ? parseLoopInterval(args.interval!, { minIntervalSeconds: min })
+          : parseHeartbeatInterval(args.interval!, { minIntervalSeconds: min }),
+      );
     } else if (current) {
       intervalSeconds = current.intervalSeconds;
     } else if (kind === 'heartbeat') {
@@ -441,7 +504,8 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
     if (prompt === undefined || prompt === '') throw refused(`A ${kind} needs a \`prompt\`: what each tick asks the agent to do.`);
     const max = deps.config.agent.max_prompt_chars;
     if (prompt.length > max) throw refused(`The prompt is ${prompt.length} characters; the limit is ${max}.`);
-    if (args.times !== undefined && args.times > MAX_TIMES) throw refused(`\`times\` must be a positive whole number up to ${MAX_TIMES}, got ${args.times}.`);
+    if (args.times !== undefined && args.times > MAX_TIMES)
+      throw refused(`\`times\` must be a positive whole number up to ${MAX_TIMES}, got ${args.times}.`);
     if (args.until !== undefined && args.until.trim() === '') throw refused('`until` needs a condition, e.g. "the build is green".');
     let notify: LoopNotify | undefined = current?.notify;
     if (args.notify !== undefined) {
@@ -504,7 +568,10 @@ function chatDeliver(value: string, scope: { route: MessagingRoute | undefined }
     if (t.kind === 'local') out.push(text);
     else if (t.kind === 'origin') out.push(own ? formatDeliveryTarget(own) : 'local');
     else if (own && text === formatDeliveryTarget(own)) out.push(text);
-    else throw refused(`A schedule made in a chat answers in that chat: \`deliver\` may be "origin" (this chat) or "local", not "${raw.trim()}".`);
+    else
+      throw refused(
+        `A schedule made in a chat answers in that chat: \`deliver\` may be "origin" (this chat) or "local", not "${raw.trim()}".`,
+      );
   }
   return out.length > 0 ? [...new Set(out)].join(',') : defaultDeliver(scope);
 }
@@ -517,7 +584,9 @@ function chatDeliver(value: string, scope: { route: MessagingRoute | undefined }
 function parseArgs(raw: Record<string, unknown>): Args {
   for (const key of Object.keys(raw)) {
     if (PROGRAM_FIELDS.includes(key.toLowerCase())) {
-      throw refused(`\`${key}\` is not accepted: schedules the agent makes run the agent, never a command or script (only the operator's CLI and config make command turns). Nothing was created.`);
+      throw refused(
+        `\`${key}\` is not accepted: schedules the agent makes run the agent, never a command or script (only the operator's CLI and config make command turns). Nothing was created.`,
+      );
     }
     if (key === 'model') throw refused('`model` is not accepted: the operator chooses models (hermes cron edit --model, /loop --model).');
     if (key !== 'times' && !(STRING_FIELDS as readonly string[]).includes(key)) {
@@ -532,7 +601,8 @@ function parseArgs(raw: Record<string, unknown>): Args {
     out[key] = v;
   }
   if (raw.times !== undefined && raw.times !== null) {
-    if (typeof raw.times !== 'number' || !Number.isInteger(raw.times) || raw.times < 1) throw refused(`\`times\` must be a positive whole number up to ${MAX_TIMES}.`);
+    if (typeof raw.times !== 'number' || !Number.isInteger(raw.times) || raw.times < 1)
+      throw refused(`\`times\` must be a positive whole number up to ${MAX_TIMES}.`);
     out.times = raw.times;
   }
   if (out.action === undefined) throw refused(`\`action\` is required: one of ${SCHEDULE_ACTIONS.join(', ')}.`);
@@ -563,12 +633,18 @@ function refusalFor(scope: ToolScope, allow: readonly (typeof SCHEDULE_TOOL_SURF
 }
 
 const SURFACE_WORDS: Record<string, string> = {
-  loop: 'loop ticks', heartbeat: 'heartbeat ticks', goal: 'goal turns', cron: 'cron runs', v1: '/v1 requests',
+  loop: 'loop ticks',
+  heartbeat: 'heartbeat ticks',
+  goal: 'goal turns',
+  cron: 'cron runs',
+  v1: '/v1 requests',
 };
 
 function notAllowed(surface: string, allow: readonly string[]): string {
-  return `Refused: the schedules tool is not allowed from ${SURFACE_WORDS[surface] ?? surface} (tools.schedules.allow_from: ${allow.join(', ') || 'none'}); `
-    + 'a scheduled turn cannot schedule more turns unless the operator lists it.';
+  return (
+    `Refused: the schedules tool is not allowed from ${SURFACE_WORDS[surface] ?? surface} (tools.schedules.allow_from: ${allow.join(', ') || 'none'}); ` +
+    'a scheduled turn cannot schedule more turns unless the operator lists it.'
+  );
 }
 
 function unknownAction(action: string): string {
@@ -619,15 +695,22 @@ function describeLoop(r: LoopRecord): string {
 /** `weekdays at 09:00 Europe/Berlin — “what's new in the repo” · next 2026-03-09 09:00 CET · cron job a1b2…`. */
 function describeCron(job: CronJob): string {
   const zone = job.schedule.kind === 'cron' ? ` ${job.tz}` : '';
-  const next = job.state === 'scheduled' && job.next_run_at !== null ? ` · next ${formatInZone(job.next_run_at, job.tz)}` : job.state !== 'scheduled' ? ` · ${job.state}` : '';
+  const next =
+    job.state === 'scheduled' && job.next_run_at !== null
+      ? ` · next ${formatInZone(job.next_run_at, job.tz)}`
+      : job.state !== 'scheduled'
+        ? ` · ${job.state}`
+        : '';
   return `${job.schedule.display}${zone} — “${clip(job.prompt, 80)}”${next} · cron job ${job.id}`;
 }
 
 /** A cron job's line in `list`. */
 function cronLine(job: CronJob): string {
   const by = job.created_by ? ` · made by the agent (${job.created_by.surface})` : '';
-  return `cron ${job.id} "${job.name}": ${job.schedule.display} (${job.tz}) · ${job.state}${job.state === 'scheduled' && job.next_run_at !== null ? ` · next ${formatInZone(job.next_run_at, job.tz)}` : ''}`
-    + ` · deliver ${job.deliver.join(', ')}${job.script !== null ? ' · runs a command (CLI only)' : ''}${by} · “${clip(job.prompt || job.script || '', 60)}”`;
+  return (
+    `cron ${job.id} "${job.name}": ${job.schedule.display} (${job.tz}) · ${job.state}${job.state === 'scheduled' && job.next_run_at !== null ? ` · next ${formatInZone(job.next_run_at, job.tz)}` : ''}` +
+    ` · deliver ${job.deliver.join(', ')}${job.script !== null ? ' · runs a command (CLI only)' : ''}${by} · “${clip(job.prompt || job.script || '', 60)}”`
+  );
 }
 
 function undo(kind: LoopKind): string {

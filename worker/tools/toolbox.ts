@@ -96,7 +96,8 @@ export class Toolbox {
     this.builtIn = [scheduleStatusTool(status)];
     if (t.files.roots.length > 0) this.builtIn.push(...fileTools(t.files.roots.map((r) => resolve(r))));
     if (t.http.allow.length > 0) this.builtIn.push(httpTool(t.http.allow));
-    for (const [name, spec] of Object.entries(t.commands)) this.builtIn.push(commandTool(name, spec, (turn) => this.processEnv(spec.env, turn, spec.pass_env)));
+    for (const [name, spec] of Object.entries(t.commands))
+      this.builtIn.push(commandTool(name, spec, (turn) => this.processEnv(spec.env, turn, spec.pass_env)));
   }
 
   /**
@@ -187,7 +188,8 @@ export class Toolbox {
       return { ...capped, ms: Date.now() - started, ...(error ? { error } : {}) };
     };
     const tool = this.all().find((t) => t.name === name);
-    if (!tool) return done('', new ToolError(`Unknown tool "${name}": only the tools listed for this turn exist.`, { kind: 'refused', tool: name }));
+    if (!tool)
+      return done('', new ToolError(`Unknown tool "${name}": only the tools listed for this turn exist.`, { kind: 'refused', tool: name }));
     const refusing = this.refusingSurface(tool, ctx.surface);
     if (refusing !== undefined) {
       return done('', new ToolError(`Tool "${name}" is not allowed from ${refusing}.`, { kind: 'refused', tool: name }));
@@ -223,15 +225,29 @@ export class Toolbox {
     try {
       const out = await Promise.race([
         tool.call(args, {
-          sessionId: ctx.sessionId, surface: surfaces[0]!, surfaces, ...(ctx.turn ? { turn: ctx.turn } : {}),
-          signal: controller.signal, maxResultBytes: this.maxResultBytes, timeoutMs,
+          sessionId: ctx.sessionId,
+          surface: surfaces[0]!,
+          surfaces,
+          ...(ctx.turn ? { turn: ctx.turn } : {}),
+          signal: controller.signal,
+          maxResultBytes: this.maxResultBytes,
+          timeoutMs,
         }),
         stopped,
       ]);
       return done(out);
     } catch (err) {
-      if (timedOut) return done('', new ToolError(`The tool did not finish within ${timeoutMs / 1000}s and was stopped.`, { kind: 'timeout', tool: name, cause: err }));
-      if (ctx.signal.aborted) return done('', new ToolError('The call was stopped with its turn.', { kind: 'aborted', tool: name, cause: err }));
+      if (timedOut)
+        return done(
+          '',
+          new ToolError(`The tool did not finish within ${timeoutMs / 1000}s and was stopped.`, {
+            kind: 'timeout',
+            tool: name,
+            cause: err,
+          }),
+        );
+      if (ctx.signal.aborted)
+        return done('', new ToolError('The call was stopped with its turn.', { kind: 'aborted', tool: name, cause: err }));
       if (err instanceof ToolError) return done('', err);
       return done('', new ToolError(`The tool failed: ${(err as Error).message}`, { kind: 'failed', tool: name, cause: err }));
     } finally {

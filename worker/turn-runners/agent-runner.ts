@@ -39,7 +39,11 @@
 import { setMaxListeners } from 'node:events';
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIUserAbortError, APIError } from 'openai';
 import type {
-  ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsNonStreaming, ChatCompletionMessageParam, ChatCompletionTool,
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatCompletionCreateParamsNonStreaming,
+  ChatCompletionMessageParam,
+  ChatCompletionTool,
 } from 'openai/resources/chat/completions';
 import { Stream } from 'openai/streaming';
 import { TurnError } from '../../scheduler/errors/turn-error.ts';
@@ -48,15 +52,20 @@ import type { FinishReason, ModelParams } from '../../scheduler/model-params.ts'
 import { NO_SPEND, sumSpend, totalTokens, type ModelSpend } from '../../scheduler/model-spend.ts';
 import { compactMessages, type CompactableMessage } from '../context/compaction.ts';
 import { ContextWindows } from '../context/context-window.ts';
-import {
-  TokenCalibration, estimateMessagesTokens, estimateTextTokens, type EstimableMessage,
-} from '../context/token-estimate.ts';
+import { TokenCalibration, estimateMessagesTokens, estimateTextTokens, type EstimableMessage } from '../context/token-estimate.ts';
 import type { Toolbox } from '../tools/toolbox.ts';
 import type { ToolTurn, TurnSurfaces } from '../tools/tool.ts';
 import { contextRefusal, isTransient, retryingFetch, untilAborted } from './model-transport.ts';
 import { MalformedAnswerError, StreamAssembler, StreamAssemblyError, checkCompletion } from './model-answer.ts';
 import type {
-  ChatMessage, ModelCallEvent, ModelCallPurpose, ToolCallRecord, TurnEvent, TurnOutput, TurnRequest, TurnRunner,
+  ChatMessage,
+  ModelCallEvent,
+  ModelCallPurpose,
+  ToolCallRecord,
+  TurnEvent,
+  TurnOutput,
+  TurnRequest,
+  TurnRunner,
 } from './turn-runner.ts';
 
 /** A model the operator declared (`agent.models.<name>`). */
@@ -259,9 +268,10 @@ export class AgentRunner implements TurnRunner {
     this.maxRetries = options.maxRetries ?? 3;
     this.threshold = options.compaction?.threshold ?? 0.5;
     this.keepRecent = options.compaction?.keepRecentMessages ?? 8;
-    const clientFor = (baseUrl: string | undefined, apiKey: string | undefined) => baseUrl || apiKey
-      ? new OpenAI({ baseURL: baseUrl, apiKey: apiKey ?? 'not-set', timeout: options.timeoutSeconds * 1000, maxRetries: this.maxRetries })
-      : undefined;
+    const clientFor = (baseUrl: string | undefined, apiKey: string | undefined) =>
+      baseUrl || apiKey
+        ? new OpenAI({ baseURL: baseUrl, apiKey: apiKey ?? 'not-set', timeout: options.timeoutSeconds * 1000, maxRetries: this.maxRetries })
+        : undefined;
     this.primary = { name: undefined, id: options.model, client: clientFor(options.baseUrl, options.apiKey) };
     const perModel: Record<string, number> = {};
     for (const [name, m] of Object.entries(options.models ?? {})) {
@@ -280,11 +290,19 @@ export class AgentRunner implements TurnRunner {
       ...(request.selfPaced ? { selfPaced: true } : {}),
     };
     const res = await this.complete(request.messages, request.signal, request.sessionId, {
-      surface: request.surface ?? 'cli', onEvent: request.onEvent, onDelta: request.onDelta,
-      model: request.model, kind: request.kind, purpose: 'turn', turn,
+      surface: request.surface ?? 'cli',
+      onEvent: request.onEvent,
+      onDelta: request.onDelta,
+      model: request.model,
+      kind: request.kind,
+      purpose: 'turn',
+      turn,
     });
     return {
-      reply: res.content, steps: res.steps, usage: res.usage, spend: res.spend,
+      reply: res.content,
+      steps: res.steps,
+      usage: res.usage,
+      spend: res.spend,
       ...(turn.nextTickSeconds !== undefined ? { nextTickSeconds: turn.nextTickSeconds } : {}),
     };
   }
@@ -322,25 +340,33 @@ export class AgentRunner implements TurnRunner {
     options: SummariseOptions = {},
   ): Promise<{ text: string; spend: ModelSpend }> {
     const compactionModel = this.options.compaction?.model;
-    const target = compactionModel !== undefined && !this.declared.has(compactionModel)
-      ? { ...this.primary, name: undefined, id: compactionModel } // a model id of the primary endpoint
-      : this.resolve(compactionModel ?? options.model, options.sessionId);
-    return await this.inScope(signal, { sessionId: options.sessionId, kind: options.kind, purpose: 'summary', onEvent: options.onEvent, target }, async (scope) => {
-      const estimate = (ms: readonly CompactableMessage[]) =>
-        this.calibration.scale(target.id, rawRequestTokens(SUMMARY_PROMPT, [{ role: 'user', content: summaryInput(ms) }], []));
-      const fitted = await compactMessages(messages, {
-        budgetTokens: Math.floor(CALL_FIT_SHARE * this.windows.windowOf(target.id)),
-        keepRecent: messages.length, // no stubs: the summary is to say what the tools found
-        estimate,
-        make: (fields) => fields,
-      });
-      const { completion } = await this.call(scope, {
-        system: SUMMARY_PROMPT, messages: [{ role: 'user', content: summaryInput(fitted.messages) }], tools: [], keepRecent: 1,
-      });
-      const text = (completion.choices[0]?.message.content ?? '').trim();
-      if (!text) throw new TurnError('The model wrote an empty summary.', { kind: 'model', sessionId: options.sessionId });
-      return { text, spend: scope.spend };
-    });
+    const target =
+      compactionModel !== undefined && !this.declared.has(compactionModel)
+        ? { ...this.primary, name: undefined, id: compactionModel } // a model id of the primary endpoint
+        : this.resolve(compactionModel ?? options.model, options.sessionId);
+    return await this.inScope(
+      signal,
+      { sessionId: options.sessionId, kind: options.kind, purpose: 'summary', onEvent: options.onEvent, target },
+      async (scope) => {
+        const estimate = (ms: readonly CompactableMessage[]) =>
+          this.calibration.scale(target.id, rawRequestTokens(SUMMARY_PROMPT, [{ role: 'user', content: summaryInput(ms) }], []));
+        const fitted = await compactMessages(messages, {
+          budgetTokens: Math.floor(CALL_FIT_SHARE * this.windows.windowOf(target.id)),
+          keepRecent: messages.length, // no stubs: the summary is to say what the tools found
+          estimate,
+          make: (fields) => fields,
+        });
+        const { completion } = await this.call(scope, {
+          system: SUMMARY_PROMPT,
+          messages: [{ role: 'user', content: summaryInput(fitted.messages) }],
+          tools: [],
+          keepRecent: 1,
+        });
+        const text = (completion.choices[0]?.message.content ?? '').trim();
+        if (!text) throw new TurnError('The model wrote an empty summary.', { kind: 'model', sessionId: options.sessionId });
+        return { text, spend: scope.spend };
+      },
+    );
   }
 
   /**
@@ -369,8 +395,14 @@ export class AgentRunner implements TurnRunner {
       for (;;) {
         const limitReached = calls >= this.maxToolCalls;
         const sent = await this.call(scope, {
-          system, messages: convo, tools, keepRecent: unseen,
-          toolChoiceNone: limitReached, jsonObject: options.jsonObject, params: options.params, onDelta: options.onDelta,
+          system,
+          messages: convo,
+          tools,
+          keepRecent: unseen,
+          toolChoiceNone: limitReached,
+          jsonObject: options.jsonObject,
+          params: options.params,
+          onDelta: options.onDelta,
         });
         convo = sent.messages;
         const res = sent.completion;
@@ -393,15 +425,25 @@ export class AgentRunner implements TurnRunner {
           return { content, steps, ...(sawUsage ? { usage } : {}), spend: scope.spend, ...(finishReason ? { finishReason } : {}) };
         }
         if (limitReached && ++roundsAfterLimit > EXTRA_ROUNDS_AFTER_LIMIT) {
-          throw new TurnError(`The model kept calling tools after the limit of ${this.maxToolCalls} calls per turn.`, { kind: 'model', sessionId });
+          throw new TurnError(`The model kept calling tools after the limit of ${this.maxToolCalls} calls per turn.`, {
+            kind: 'model',
+            sessionId,
+          });
         }
         const assistant: ChatMessage = { role: 'assistant', content: message?.content ?? '', tool_calls: toolCalls };
         steps.push(assistant);
         convo.push(assistant);
-        const results = await Promise.all(toolCalls.map((call) => {
-          calls += 1;
-          return this.runCall(call, calls, { sessionId: sessionId ?? '', surface: surface!, signal: turnSignal, turn: options.turn }, options.onEvent);
-        }));
+        const results = await Promise.all(
+          toolCalls.map((call) => {
+            calls += 1;
+            return this.runCall(
+              call,
+              calls,
+              { sessionId: sessionId ?? '', surface: surface!, signal: turnSignal, turn: options.turn },
+              options.onEvent,
+            );
+          }),
+        );
         if (turnSignal.aborted) throw turnSignal.reason;
         for (const r of results) {
           steps.push(r);
@@ -440,12 +482,22 @@ export class AgentRunner implements TurnRunner {
    */
   private async inScope<T>(
     signal: AbortSignal,
-    input: { sessionId: string | undefined; kind: string | undefined; purpose: ModelCallPurpose; onEvent: TurnRequest['onEvent']; target: ModelTarget },
+    input: {
+      sessionId: string | undefined;
+      kind: string | undefined;
+      purpose: ModelCallPurpose;
+      onEvent: TurnRequest['onEvent'];
+      target: ModelTarget;
+    },
     fn: (scope: CallScope) => Promise<T>,
   ): Promise<T> {
     const { sessionId, target } = input;
     if (!target.client) {
-      throw new TurnError('No model is configured: set OPENAI_BASE_URL (and OPENAI_API_KEY) or agent.base_url.', { kind: 'config', sessionId, spend: NO_SPEND });
+      throw new TurnError('No model is configured: set OPENAI_BASE_URL (and OPENAI_API_KEY) or agent.base_url.', {
+        kind: 'config',
+        sessionId,
+        spend: NO_SPEND,
+      });
     }
     const timeoutMs = this.options.timeoutSeconds * 1000;
     const deadline = AbortSignal.timeout(timeoutMs);
@@ -454,16 +506,28 @@ export class AgentRunner implements TurnRunner {
     setMaxListeners(this.maxToolCalls + 50, turnSignal);
     const chain = [target, ...this.fallbacks.filter((f) => f.name !== target.name)];
     const scope: CallScope = {
-      sessionId, kind: input.kind ?? 'message', purpose: input.purpose, callerSignal: signal, signal: turnSignal, deadlineAt: Date.now() + timeoutMs,
-      onEvent: input.onEvent, chain, active: 0, spend: NO_SPEND,
+      sessionId,
+      kind: input.kind ?? 'message',
+      purpose: input.purpose,
+      callerSignal: signal,
+      signal: turnSignal,
+      deadlineAt: Date.now() + timeoutMs,
+      onEvent: input.onEvent,
+      chain,
+      active: 0,
+      spend: NO_SPEND,
     };
     try {
       return await fn(scope);
     } catch (err) {
-      const turnError = err instanceof TurnError ? err
-        : signal.aborted ? new TurnError('The turn was aborted.', { kind: 'aborted', sessionId, cause: err })
-        : deadline.aborted ? new TurnError(`The turn did not finish within ${this.options.timeoutSeconds}s.`, { kind: 'timeout', sessionId, cause: err })
-        : toTurnError(err, sessionId);
+      const turnError =
+        err instanceof TurnError
+          ? err
+          : signal.aborted
+            ? new TurnError('The turn was aborted.', { kind: 'aborted', sessionId, cause: err })
+            : deadline.aborted
+              ? new TurnError(`The turn did not finish within ${this.options.timeoutSeconds}s.`, { kind: 'timeout', sessionId, cause: err })
+              : toTurnError(err, sessionId);
       turnError.spend ??= scope.spend;
       throw turnError;
     }
@@ -476,7 +540,10 @@ export class AgentRunner implements TurnRunner {
     const used = totalTokens(sumSpend(spentBefore ?? NO_SPEND, scope.spend));
     if (used < limit) return;
     const n = (x: number) => x.toLocaleString('en-US');
-    throw new TurnError(`This turn used ${n(used)} tokens, over agent.max_tokens_per_turn (${n(limit)}).`, { kind: 'budget', sessionId: scope.sessionId });
+    throw new TurnError(`This turn used ${n(used)} tokens, over agent.max_tokens_per_turn (${n(limit)}).`, {
+      kind: 'budget',
+      sessionId: scope.sessionId,
+    });
   }
 
   /**
@@ -507,7 +574,11 @@ export class AgentRunner implements TurnRunner {
   }
 
   /** Send `req` to `target`, fitted to its window; a refusal for length is compacted harder and sent once more. */
-  private async send(scope: CallScope, target: ModelTarget, req: ModelRequest): Promise<{ completion: ChatCompletion; messages: ChatMessage[]; rawTokens: number }> {
+  private async send(
+    scope: CallScope,
+    target: ModelTarget,
+    req: ModelRequest,
+  ): Promise<{ completion: ChatCompletion; messages: ChatMessage[]; rawTokens: number }> {
     let messages = await this.fit(scope, target, req, req.messages, Math.floor(CALL_FIT_SHARE * this.windows.windowOf(target.id)));
     for (let refused = false; ;) {
       const rawTokens = rawRequestTokens(req.system, messages, req.tools);
@@ -537,14 +608,24 @@ export class AgentRunner implements TurnRunner {
    * `context.compacted` event; as they are when they fit already.
    * @throws TurnError `model` when even compacted the request is over the model's window
    */
-  private async fit(scope: CallScope, target: ModelTarget, req: ModelRequest, messages: ChatMessage[], budgetTokens: number): Promise<ChatMessage[]> {
+  private async fit(
+    scope: CallScope,
+    target: ModelTarget,
+    req: ModelRequest,
+    messages: ChatMessage[],
+    budgetTokens: number,
+  ): Promise<ChatMessage[]> {
     const estimate = (ms: readonly ChatMessage[]) => this.calibration.scale(target.id, rawRequestTokens(req.system, ms, req.tools));
     if (estimate(messages) <= budgetTokens) return messages;
     const windowTokens = this.windows.windowOf(target.id);
     const fitted = await compactMessages<ChatMessage>(messages, {
-      budgetTokens, keepRecent: req.keepRecent, estimate, make: (fields) => fields,
+      budgetTokens,
+      keepRecent: req.keepRecent,
+      estimate,
+      make: (fields) => fields,
     });
-    if (fitted.report) emit(scope.onEvent, { type: 'context.compacted', data: { ...fitted.report, scope: 'call', model: target.id, windowTokens } });
+    if (fitted.report)
+      emit(scope.onEvent, { type: 'context.compacted', data: { ...fitted.report, scope: 'call', model: target.id, windowTokens } });
     const after = estimate(fitted.messages);
     if (after > windowTokens) {
       throw new TurnError(
@@ -566,7 +647,9 @@ export class AgentRunner implements TurnRunner {
     };
     const client = target.client!.withOptions({
       fetch: retryingFetch({
-        maxRetries: this.maxRetries, deadlineAt: scope.deadlineAt, signal: scope.signal,
+        maxRetries: this.maxRetries,
+        deadlineAt: scope.deadlineAt,
+        signal: scope.signal,
         onRetry: () => this.metrics()?.modelCallRetried(scope.kind),
       }),
     });
@@ -585,10 +668,16 @@ export class AgentRunner implements TurnRunner {
     let tokens: { inputTokens: number; outputTokens: number; cachedTokens: number };
     if (usage) {
       this.calibration.observe(target.id, rawTokens, usage.prompt_tokens);
-      tokens = { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens, cachedTokens: usage.prompt_tokens_details?.cached_tokens ?? 0 };
+      tokens = {
+        inputTokens: usage.prompt_tokens,
+        outputTokens: usage.completion_tokens,
+        cachedTokens: usage.prompt_tokens_details?.cached_tokens ?? 0,
+      };
     } else {
       const message = completion.choices[0]?.message;
-      const out = (message?.content ?? '') + (message?.tool_calls ?? []).map((c) => (c.type === 'function' ? c.function.name + c.function.arguments : '')).join('');
+      const out =
+        (message?.content ?? '') +
+        (message?.tool_calls ?? []).map((c) => (c.type === 'function' ? c.function.name + c.function.arguments : '')).join('');
       tokens = { inputTokens: this.calibration.scale(target.id, rawTokens), outputTokens: estimateTextTokens(out), cachedTokens: 0 };
     }
     const estimated = !usage;
@@ -601,10 +690,21 @@ export class AgentRunner implements TurnRunner {
   /** Count a call that failed for good (an abort by the caller is only told, not counted as a failure). */
   private recordFailure(scope: CallScope, target: ModelTarget, err: unknown, ms: number): void {
     const aborted = scope.callerSignal.aborted;
-    const error = aborted ? 'aborted'
-      : scope.signal.aborted ? `the turn did not finish within ${this.options.timeoutSeconds}s`
-      : toTurnError(err, scope.sessionId).message;
-    const event: ModelCallEvent = { model: target.id, purpose: scope.purpose, inputTokens: 0, outputTokens: 0, cachedTokens: 0, estimated: false, ms, error };
+    const error = aborted
+      ? 'aborted'
+      : scope.signal.aborted
+        ? `the turn did not finish within ${this.options.timeoutSeconds}s`
+        : toTurnError(err, scope.sessionId).message;
+    const event: ModelCallEvent = {
+      model: target.id,
+      purpose: scope.purpose,
+      inputTokens: 0,
+      outputTokens: 0,
+      cachedTokens: 0,
+      estimated: false,
+      ms,
+      error,
+    };
     emit(scope.onEvent, { type: 'model.called', data: event });
     if (!aborted) this.metrics()?.modelCallEnded(scope.kind, 'failed', event);
   }
@@ -625,13 +725,24 @@ export class AgentRunner implements TurnRunner {
     emit(onEvent, { type: 'tool.called', data: { callId: call.id, name: call.name, arguments: shownArgs } });
     if (n > this.maxToolCalls) {
       const content = `Error: refused — this turn has used its limit of ${this.maxToolCalls} tool calls. Answer now with what you have.`;
-      emit(onEvent, { type: 'tool.result', data: { callId: call.id, name: call.name, arguments: shownArgs, ms: 0, bytes: 0, error: 'tool call limit reached' } });
+      emit(onEvent, {
+        type: 'tool.result',
+        data: { callId: call.id, name: call.name, arguments: shownArgs, ms: 0, bytes: 0, error: 'tool call limit reached' },
+      });
       return { role: 'tool', tool_call_id: call.id, name: call.name, content };
     }
     const r = await this.toolbox!.call(call.name, call.arguments, ctx);
     emit(onEvent, {
       type: 'tool.result',
-      data: { callId: call.id, name: call.name, arguments: shownArgs, ms: r.ms, bytes: r.bytes, ...(r.error ? { error: r.error.message } : {}), ...(r.truncated ? { truncated: true } : {}) },
+      data: {
+        callId: call.id,
+        name: call.name,
+        arguments: shownArgs,
+        ms: r.ms,
+        bytes: r.bytes,
+        ...(r.error ? { error: r.error.message } : {}),
+        ...(r.truncated ? { truncated: true } : {}),
+      },
     });
     return { role: 'tool', tool_call_id: call.id, name: call.name, content: r.content };
   }
@@ -667,7 +778,9 @@ async function streamed(
   onDelta: (text: string) => void,
   signal: AbortSignal,
 ): Promise<ChatCompletion> {
-  const response = await client.chat.completions.create({ ...body, stream: true, stream_options: { include_usage: true } }, { signal }).asResponse();
+  const response = await client.chat.completions
+    .create({ ...body, stream: true, stream_options: { include_usage: true } }, { signal })
+    .asResponse();
   if (!(response.headers.get('content-type') ?? '').includes('text/event-stream')) {
     const text = await response.text();
     let parsed: unknown = text;
@@ -719,12 +832,17 @@ function toParam(m: ChatMessage): ChatCompletionMessageParam {
 function toTurnError(err: unknown, sessionId: string | undefined): TurnError {
   if (err instanceof TurnError) return err;
   if (err instanceof APIUserAbortError) return new TurnError('The turn was aborted.', { kind: 'aborted', sessionId, cause: err });
-  if (err instanceof APIConnectionTimeoutError) return new TurnError('The model did not answer in time.', { kind: 'timeout', sessionId, cause: err });
+  if (err instanceof APIConnectionTimeoutError)
+    return new TurnError('The model did not answer in time.', { kind: 'timeout', sessionId, cause: err });
   if (err instanceof APIConnectionError) {
     return new TurnError(`The model endpoint could not be reached: ${err.message}`, { kind: 'network', sessionId, cause: err });
   }
   if (err instanceof APIError) {
-    return new TurnError(`The model endpoint answered ${err.status ?? 'an error'}: ${err.message}`, { kind: 'model', sessionId, cause: err });
+    return new TurnError(`The model endpoint answered ${err.status ?? 'an error'}: ${err.message}`, {
+      kind: 'model',
+      sessionId,
+      cause: err,
+    });
   }
   if (err instanceof MalformedAnswerError) return new TurnError(err.message, { kind: 'model', sessionId, cause: err });
   if (err instanceof StreamAssemblyError) {

@@ -84,16 +84,27 @@ export class CommandRunner implements TurnRunner {
         request.signal.removeEventListener('abort', onAbort);
         fn();
       };
-      child.on('error', (e) => done(() => reject(new TurnError(`Could not run the command: ${e.message}`, { kind: 'command', sessionId: request.sessionId, cause: e }))));
+      child.on('error', (e) =>
+        done(() =>
+          reject(new TurnError(`Could not run the command: ${e.message}`, { kind: 'command', sessionId: request.sessionId, cause: e })),
+        ),
+      );
       child.on('close', (code) =>
         done(() => {
           endGroup(child); // what it left running ends with the turn
           if (killReason === 'timeout') {
-            reject(new TurnError(`The command timed out after ${this.timeoutMs / 1000}s.`, { kind: 'timeout', sessionId: request.sessionId }));
+            reject(
+              new TurnError(`The command timed out after ${this.timeoutMs / 1000}s.`, { kind: 'timeout', sessionId: request.sessionId }),
+            );
           } else if (killReason === 'aborted') {
             reject(new TurnError('The command was aborted.', { kind: 'aborted', sessionId: request.sessionId }));
           } else if (code !== 0) {
-            reject(new TurnError(`The command exited with code ${code}: ${err.trim().split('\n').slice(-3).join(' | ')}`, { kind: 'command', sessionId: request.sessionId }));
+            reject(
+              new TurnError(`The command exited with code ${code}: ${err.trim().split('\n').slice(-3).join(' | ')}`, {
+                kind: 'command',
+                sessionId: request.sessionId,
+              }),
+            );
           } else {
             const cut = out.length >= MAX_OUTPUT_BYTES ? '\n[output cut]' : '';
             resolve(out.trim() + cut);

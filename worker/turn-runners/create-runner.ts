@@ -21,7 +21,11 @@ export class RunnerFactory {
    */
   constructor(
     config: HermesConfig,
-    options: { commandEnvSource?: Readonly<Record<string, string | undefined>>; toolbox?: Toolbox; metrics?: AgentRunnerOptions['metrics'] } = {},
+    options: {
+      commandEnvSource?: Readonly<Record<string, string | undefined>>;
+      toolbox?: Toolbox;
+      metrics?: AgentRunnerOptions['metrics'];
+    } = {},
   ) {
     this.config = config;
     this.commandEnvSource = options.commandEnvSource ?? {};
@@ -61,9 +65,17 @@ export function agentRunnerOptions(config: HermesConfig, metrics?: AgentRunnerOp
     model: a.model,
     timeoutSeconds: a.timeout_seconds,
     maxToolCalls: a.max_tool_calls,
-    models: Object.fromEntries(Object.entries(a.models).map(([name, m]) => [name, {
-      model: m.model, baseUrl: m.base_url, apiKey: m.api_key, contextWindowTokens: m.context_window_tokens,
-    }])),
+    models: Object.fromEntries(
+      Object.entries(a.models).map(([name, m]) => [
+        name,
+        {
+          model: m.model,
+          baseUrl: m.base_url,
+          apiKey: m.api_key,
+          contextWindowTokens: m.context_window_tokens,
+        },
+      ]),
+    ),
     fallbackModels: a.fallback_models,
     contextWindowTokens: a.context_window_tokens,
     compaction: { threshold: a.compaction.threshold, keepRecentMessages: a.compaction.keep_recent_messages, model: a.compaction.model },

@@ -59,7 +59,11 @@ export function checkCompletion(answer: unknown): ChatCompletion {
   if (first && typeof first === 'object' && first.message && typeof first.message === 'object') return answer as ChatCompletion;
   const said = errorMessageOf(body && typeof body === 'object' ? body.error : undefined);
   if (said !== undefined) throw new MalformedAnswerError(`The model endpoint answered with an error: ${said}`);
-  const what = Array.isArray(choices) ? (choices.length === 0 ? 'an answer with no choices' : 'a choice without a message') : 'an answer that is not a chat completion';
+  const what = Array.isArray(choices)
+    ? choices.length === 0
+      ? 'an answer with no choices'
+      : 'a choice without a message'
+    : 'an answer that is not a chat completion';
   throw new MalformedAnswerError(`The model endpoint sent ${what}: ${quote(answer)}`);
 }
 
@@ -74,7 +78,7 @@ function errorMessageOf(error: unknown): string | undefined {
 }
 
 function quote(value: unknown): string {
-  const text = typeof value === 'string' ? value : JSON.stringify(value) ?? String(value);
+  const text = typeof value === 'string' ? value : (JSON.stringify(value) ?? String(value));
   return text.length > QUOTE_MAX_CHARS ? `${text.slice(0, QUOTE_MAX_CHARS)}…` : text;
 }
 
@@ -162,21 +166,36 @@ export class StreamAssembler {
    */
   finish(): ChatCompletion {
     if (!this.sawChoice) throw new StreamAssemblyError('the stream ended without any answer (no chunk had a choice)');
-    if (!this.finishReason) throw new StreamAssemblyError('the stream ended without a finish_reason (cut off before the answer was complete)');
+    if (!this.finishReason)
+      throw new StreamAssemblyError('the stream ended without a finish_reason (cut off before the answer was complete)');
     const nameless = this.calls.findIndex((c) => c.name === '');
     if (nameless >= 0) throw new StreamAssemblyError(`tool call ${nameless + 1} of ${this.calls.length} has no function name`);
     if (this.finishReason === 'tool_calls' && this.calls.length === 0) {
       throw new StreamAssemblyError('finish_reason is "tool_calls" but no tool call could be assembled from the stream');
     }
     const toolCalls: ChatCompletionMessageToolCall[] = this.calls.map((c, i) => ({
-      id: c.id || `call_${i}`, type: 'function', function: { name: c.name, arguments: c.arguments },
+      id: c.id || `call_${i}`,
+      type: 'function',
+      function: { name: c.name, arguments: c.arguments },
     }));
     return {
-      id: this.id, object: 'chat.completion', created: this.created, model: this.model,
-      choices: [{
-        index: 0, logprobs: null, finish_reason: this.finishReason as ChatCompletion.Choice['finish_reason'],
-        message: { role: 'assistant', content: this.content, refusal: this.refusal, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
-      }],
+      id: this.id,
+      object: 'chat.completion',
+      created: this.created,
+      model: this.model,
+      choices: [
+        {
+          index: 0,
+          logprobs: null,
+          finish_reason: this.finishReason as ChatCompletion.Choice['finish_reason'],
+          message: {
+            role: 'assistant',
+            content: this.content,
+            refusal: this.refusal,
+            ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+          },
+        },
+      ],
       ...(this.usage ? { usage: this.usage } : {}),
     };
   }

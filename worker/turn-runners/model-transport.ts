@@ -58,10 +58,13 @@ export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
       clearTimeout(timer);
       reject(signal.reason as Error);
     };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, Math.max(0, ms));
+    const timer = setTimeout(
+      () => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      },
+      Math.max(0, ms),
+    );
     signal.addEventListener('abort', onAbort, { once: true });
   });
 }

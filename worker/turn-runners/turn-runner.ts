@@ -25,7 +25,10 @@ export type ChatMessage =
 /** Something visible that happened inside a turn (docs/DESIGN.md §3: tool calls are part of the event stream). */
 export type TurnEvent =
   | { type: 'tool.called'; data: { callId: string; name: string; arguments: string } }
-  | { type: 'tool.result'; data: { callId: string; name: string; arguments: string; ms: number; bytes: number; error?: string; truncated?: boolean } }
+  | {
+      type: 'tool.result';
+      data: { callId: string; name: string; arguments: string; ms: number; bytes: number; error?: string; truncated?: boolean };
+    }
   /** One model call: its usage (estimated when the endpoint reported none), or the error it ended with. */
   | { type: 'model.called'; data: ModelCallEvent }
   /** What a call was about to send was compacted to fit the model's window (docs/CONTEXT.md). */

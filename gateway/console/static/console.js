@@ -9,7 +9,10 @@
   function human(totalSeconds) {
     var s = Math.round(totalSeconds);
     if (s < 60) return s + 's';
-    var d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+    var d = Math.floor(s / 86400),
+      h = Math.floor((s % 86400) / 3600),
+      m = Math.floor((s % 3600) / 60),
+      r = s % 60;
     if (d > 0) return d + 'd' + (h ? ' ' + h + 'h' : '');
     if (h > 0) return h + 'h' + (m ? ' ' + m + 'm' : '');
     return m + 'm' + (r ? ' ' + r + 's' : '');

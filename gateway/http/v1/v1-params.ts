@@ -84,7 +84,9 @@ export function assertFields(body: Record<string, unknown>, policy: FieldPolicy)
       throw new HttpError(
         400,
         `${field} is not accepted: the agent's tools are declared by the operator in the config, never by a request.`,
-        'invalid_request_error', 'client_tools_not_allowed', field,
+        'invalid_request_error',
+        'client_tools_not_allowed',
+        field,
       );
     }
     if (field === 'n' && typeof value === 'number' && value !== 1) {
@@ -96,7 +98,9 @@ export function assertFields(body: Record<string, unknown>, policy: FieldPolicy)
       400,
       `${field} is not supported by ${policy.endpoint} on this server: the agent cannot honour it, so it is refused rather than ignored` +
         `${neutral ? ' (only its default value is accepted)' : ''}. Supported model parameters: ${MODEL_PARAM_NAMES.join(', ')}.`,
-      'invalid_request_error', 'unsupported_parameter', field,
+      'invalid_request_error',
+      'unsupported_parameter',
+      field,
     );
   }
 }
@@ -181,6 +185,12 @@ function describeValue(value: unknown): string {
 /** @throws HttpError 400 `prompt_too_long` naming `param` when `text` is over `maxChars` */
 export function assertSize(text: string, param: string, maxChars: number): void {
   if (text.length > maxChars) {
-    throw new HttpError(400, `${param} is ${text.length} characters; the limit is ${maxChars}.`, 'invalid_request_error', 'prompt_too_long', param);
+    throw new HttpError(
+      400,
+      `${param} is ${text.length} characters; the limit is ${maxChars}.`,
+      'invalid_request_error',
+      'prompt_too_long',
+      param,
+    );
   }
 }

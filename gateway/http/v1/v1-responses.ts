@@ -28,9 +28,7 @@ import type { RunMessage, V1RunRecord } from '../../../scheduler/v1/v1-runs.ts';
 import type { ModelParams, ModelResponseFormat } from '../../../scheduler/model-params.ts';
 import { HttpError, toHttpError } from '../errors.ts';
 import { openSse } from '../sse.ts';
-import {
-  DeltaFollower, closeSignal, resolveModel, startRun, trackStream, waitForRun, type V1Deps,
-} from './v1-run.ts';
+import { DeltaFollower, closeSignal, resolveModel, startRun, trackStream, waitForRun, type V1Deps } from './v1-run.ts';
 import { assertFields, assertSize, modelParamsShape, parseBody, pickParams, type FieldPolicy } from './v1-params.ts';
 
 /** Longest conversation a response continues, characters: the request body limit (server.ts `BODY_LIMIT`, 2 MB). */
@@ -50,13 +48,15 @@ const itemSchema = z
 const textFormatSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('text') }).strict(),
   z.object({ type: z.literal('json_object') }).strict(),
-  z.object({
-    type: z.literal('json_schema'),
-    name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a name of letters, digits, "_" or "-" (at most 64)'),
-    schema: z.record(z.string(), z.unknown()),
-    strict: z.boolean().nullish(),
-    description: z.string().optional(),
-  }).strict(),
+  z
+    .object({
+      type: z.literal('json_schema'),
+      name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a name of letters, digits, "_" or "-" (at most 64)'),
+      schema: z.record(z.string(), z.unknown()),
+      strict: z.boolean().nullish(),
+      description: z.string().optional(),
+    })
+    .strict(),
 ]);
 
 /** `POST /v1/responses` body: the fields the gateway uses (others are checked by `RESPONSES_FIELDS`). */
@@ -74,7 +74,10 @@ export const responsesSchema = z
     max_output_tokens: z.number().int().min(1).nullish(),
     text: z.object({ format: textFormatSchema.nullish(), verbosity: z.unknown().optional() }).strict().nullish(),
     truncation: z.enum(['auto', 'disabled']).nullish(),
-    metadata: z.record(z.string().max(64), z.string().max(512)).refine((m) => Object.keys(m).length <= 16, 'at most 16 keys').nullish(),
+    metadata: z
+      .record(z.string().max(64), z.string().max(512))
+      .refine((m) => Object.keys(m).length <= 16, 'at most 16 keys')
+      .nullish(),
   })
   .loose();
 
@@ -84,8 +87,19 @@ type ResponsesBody = z.infer<typeof responsesSchema>;
 const RESPONSES_FIELDS: FieldPolicy = {
   endpoint: 'POST /v1/responses',
   used: new Set([
-    'model', 'input', 'instructions', 'previous_response_id', 'stream', 'stream_options', 'temperature', 'top_p', 'user',
-    'max_output_tokens', 'text', 'truncation', 'metadata',
+    'model',
+    'input',
+    'instructions',
+    'previous_response_id',
+    'stream',
+    'stream_options',
+    'temperature',
+    'top_p',
+    'user',
+    'max_output_tokens',
+    'text',
+    'truncation',
+    'metadata',
   ]),
   neutral: {
     // Every response is stored (for `gateway.run_ttl_seconds`); none runs in the background.
@@ -116,16 +130,32 @@ export function responsesRoutes(router: Router, deps: V1Deps): void {
     const body = parseBody(responsesSchema, req.body);
     assertFields(body, RESPONSES_FIELDS);
     if (body.text?.verbosity !== undefined && body.text.verbosity !== null) {
-      throw new HttpError(400, 'text.verbosity is not supported by POST /v1/responses on this server: the agent cannot honour it, so it is refused rather than ignored.', 'invalid_request_error', 'unsupported_parameter', 'text.verbosity');
+      throw new HttpError(
+        400,
+        'text.verbosity is not supported by POST /v1/responses on this server: the agent cannot honour it, so it is refused rather than ignored.',
+        'invalid_request_error',
+        'unsupported_parameter',
+        'text.verbosity',
+      );
     }
     const model = resolveModel(deps, body.model);
     if (body.instructions) assertSize(body.instructions, 'instructions', deps.maxPromptChars);
-    const conversation = fitConversation([...(await priorConversation(deps, body.previous_response_id)), ...toMessages(body.input, deps.maxPromptChars)], body);
-    const messages: RunMessage[] = [...(body.instructions ? [{ role: 'system' as const, content: body.instructions }] : []), ...conversation];
+    const conversation = fitConversation(
+      [...(await priorConversation(deps, body.previous_response_id)), ...toMessages(body.input, deps.maxPromptChars)],
+      body,
+    );
+    const messages: RunMessage[] = [
+      ...(body.instructions ? [{ role: 'system' as const, content: body.instructions }] : []),
+      ...conversation,
+    ];
     const echo = requestEcho(body);
     deps.fanout.assertCapacity(); // 429 before a run is queued that nobody could wait for
     const { runId } = await startRun(
-      deps, req, 'responses', { model, messages, params: paramsOf(body), ...(body.stream ? { stream: true } : {}) }, body,
+      deps,
+      req,
+      'responses',
+      { model, messages, params: paramsOf(body), ...(body.stream ? { stream: true } : {}) },
+      body,
       { request: echo, conversation },
     );
     res.set('X-Hermes-Run-Id', runId);
@@ -169,7 +199,9 @@ function assertItemTypes(body: unknown): void {
     throw new HttpError(
       400,
       `input.${i} is a ${JSON.stringify(type)} item; only message items (a role and text content) are accepted: the agent's tools are the operator's, and it reads text only.`,
-      'invalid_request_error', 'unsupported_input_item', `input.${i}.type`,
+      'invalid_request_error',
+      'unsupported_input_item',
+      `input.${i}.type`,
     );
   }
 }
@@ -180,12 +212,21 @@ async function priorConversation(deps: V1Deps, previousId: string | null | undef
   const runId = runIdOfResponse(previousId);
   const record = runId ? await deps.runs.get(runId) : null;
   if (!runId || !record || record.endpoint !== 'responses') {
-    throw new HttpError(404, `Previous response ${previousId} not found (unknown or expired).`, 'invalid_request_error', 'previous_response_not_found', 'previous_response_id');
+    throw new HttpError(
+      404,
+      `Previous response ${previousId} not found (unknown or expired).`,
+      'invalid_request_error',
+      'previous_response_not_found',
+      'previous_response_id',
+    );
   }
   if (record.status !== 'completed') {
     throw new HttpError(
-      400, `Previous response ${previousId} is ${statusOf(record)}; a conversation continues from a finished response.`,
-      'invalid_request_error', 'previous_response_not_finished', 'previous_response_id',
+      400,
+      `Previous response ${previousId} is ${statusOf(record)}; a conversation continues from a finished response.`,
+      'invalid_request_error',
+      'previous_response_not_finished',
+      'previous_response_id',
     );
   }
   const stored = (await deps.runs.conversation(runId)) ?? [];
@@ -202,13 +243,18 @@ function toMessages(input: ResponsesBody['input'], maxChars: number): RunMessage
     let content: string;
     if (typeof item.content === 'string') content = item.content;
     else {
-      content = item.content.map((part, j) => {
-        if ((part.type === 'input_text' || part.type === 'output_text') && typeof part.text === 'string') return part.text;
-        throw new HttpError(
-          400, `input.${i}.content.${j} is a ${JSON.stringify(part.type)} part; only text parts (input_text, output_text) are accepted.`,
-          'invalid_request_error', 'unsupported_content', `input.${i}.content.${j}.type`,
-        );
-      }).join('\n');
+      content = item.content
+        .map((part, j) => {
+          if ((part.type === 'input_text' || part.type === 'output_text') && typeof part.text === 'string') return part.text;
+          throw new HttpError(
+            400,
+            `input.${i}.content.${j} is a ${JSON.stringify(part.type)} part; only text parts (input_text, output_text) are accepted.`,
+            'invalid_request_error',
+            'unsupported_content',
+            `input.${i}.content.${j}.type`,
+          );
+        })
+        .join('\n');
     }
     assertSize(content, `input.${i}.content`, maxChars);
     return { role: item.role === 'developer' ? 'system' : item.role, content };
@@ -236,7 +282,9 @@ function fitConversation(conversation: RunMessage[], body: ResponsesBody): RunMe
     400,
     `The conversation is ${size(conversation)} characters, over the limit of ${CONVERSATION_MAX_CHARS}; ` +
       'send truncation: "auto" to leave out its oldest messages, or start a new conversation without previous_response_id.',
-    'invalid_request_error', 'conversation_too_long', body.previous_response_id ? 'previous_response_id' : 'input',
+    'invalid_request_error',
+    'conversation_too_long',
+    body.previous_response_id ? 'previous_response_id' : 'input',
   );
 }
 
@@ -248,9 +296,18 @@ function paramsOf(body: ResponsesBody): ModelParams {
   if (body.max_output_tokens) params.max_tokens = body.max_output_tokens;
   const format = body.text?.format;
   if (format) {
-    const rf: ModelResponseFormat = format.type === 'json_schema'
-      ? { type: 'json_schema', json_schema: { name: format.name, schema: format.schema, ...(format.strict != null ? { strict: format.strict } : {}), ...(format.description ? { description: format.description } : {}) } }
-      : { type: format.type };
+    const rf: ModelResponseFormat =
+      format.type === 'json_schema'
+        ? {
+            type: 'json_schema',
+            json_schema: {
+              name: format.name,
+              schema: format.schema,
+              ...(format.strict != null ? { strict: format.strict } : {}),
+              ...(format.description ? { description: format.description } : {}),
+            },
+          }
+        : { type: format.type };
     params.response_format = rf;
   }
   return params;
@@ -259,9 +316,14 @@ function paramsOf(body: ResponsesBody): ModelParams {
 /** The request fields a response echoes (stored with its run). */
 function requestEcho(body: ResponsesBody): Record<string, unknown> {
   return {
-    instructions: body.instructions ?? null, previous_response_id: body.previous_response_id ?? null,
-    temperature: body.temperature ?? null, top_p: body.top_p ?? null, max_output_tokens: body.max_output_tokens ?? null,
-    user: body.user ?? null, metadata: body.metadata ?? {}, text: { format: body.text?.format ?? { type: 'text' } },
+    instructions: body.instructions ?? null,
+    previous_response_id: body.previous_response_id ?? null,
+    temperature: body.temperature ?? null,
+    top_p: body.top_p ?? null,
+    max_output_tokens: body.max_output_tokens ?? null,
+    user: body.user ?? null,
+    metadata: body.metadata ?? {},
+    text: { format: body.text?.format ?? { type: 'text' } },
     truncation: body.truncation ?? 'disabled',
   };
 }
@@ -280,11 +342,16 @@ function responseNotFound(id: string): HttpError {
 /** The Responses status of a run. */
 function statusOf(r: V1RunRecord): 'queued' | 'in_progress' | 'completed' | 'incomplete' | 'failed' | 'cancelled' {
   switch (r.status) {
-    case 'queued': return 'queued';
-    case 'running': return 'in_progress';
-    case 'completed': return incompleteReason(r.finishReason) ? 'incomplete' : 'completed';
-    case 'cancelled': return 'cancelled';
-    default: return 'failed';
+    case 'queued':
+      return 'queued';
+    case 'running':
+      return 'in_progress';
+    case 'completed':
+      return incompleteReason(r.finishReason) ? 'incomplete' : 'completed';
+    case 'cancelled':
+      return 'cancelled';
+    default:
+      return 'failed';
   }
 }
 
@@ -298,7 +365,10 @@ function incompleteReason(finishReason: string | null): 'max_output_tokens' | 'c
 /** The message item of a response's answer. */
 function messageItem(runId: string, text: string, status: 'in_progress' | 'completed' | 'incomplete') {
   return {
-    id: `msg_${runId.slice('run_'.length)}`, type: 'message', status, role: 'assistant',
+    id: `msg_${runId.slice('run_'.length)}`,
+    type: 'message',
+    status,
+    role: 'assistant',
     content: status === 'in_progress' ? [] : [outputText(text)],
   };
 }
@@ -318,14 +388,23 @@ export function responseObject(r: V1RunRecord, overrides: { model?: string; requ
   const output = r.status === 'completed' ? [messageItem(r.id, r.output ?? '', reason ? 'incomplete' : 'completed')] : [];
   const usage = r.usage
     ? {
-        input_tokens: r.usage.prompt_tokens, input_tokens_details: { cached_tokens: 0 },
-        output_tokens: r.usage.completion_tokens, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: r.usage.total_tokens,
+        input_tokens: r.usage.prompt_tokens,
+        input_tokens_details: { cached_tokens: 0 },
+        output_tokens: r.usage.completion_tokens,
+        output_tokens_details: { reasoning_tokens: 0 },
+        total_tokens: r.usage.total_tokens,
       }
     : null;
   return {
-    id: responseIdOf(r.id), object: 'response', created_at: Math.floor(r.createdAt / 1000), status,
+    id: responseIdOf(r.id),
+    object: 'response',
+    created_at: Math.floor(r.createdAt / 1000),
+    status,
     ...(r.finishedAt !== null && r.status === 'completed' ? { completed_at: Math.floor(r.finishedAt / 1000) } : {}),
-    error: r.error && status === 'failed' ? { code: r.error.httpStatus === 429 ? 'rate_limit_exceeded' : 'server_error', message: r.error.message } : null,
+    error:
+      r.error && status === 'failed'
+        ? { code: r.error.httpStatus === 429 ? 'rate_limit_exceeded' : 'server_error', message: r.error.message }
+        : null,
     incomplete_details: reason ? { reason } : null,
     instructions: request.instructions ?? null,
     metadata: request.metadata ?? {},
@@ -349,22 +428,42 @@ export function responseObject(r: V1RunRecord, overrides: { model?: string; requ
 }
 
 /** Stream a response's events while its run goes on (see the module comment for the order). */
-async function streamResponse(deps: V1Deps, req: Request, res: Response, runId: string, model: string, request: Record<string, unknown>): Promise<void> {
+async function streamResponse(
+  deps: V1Deps,
+  req: Request,
+  res: Response,
+  runId: string,
+  model: string,
+  request: Record<string, unknown>,
+): Promise<void> {
   const sse = trackStream(deps, openSse(req, res, { maxBufferedBytes: deps.sseMaxBufferedBytes, log: deps.log }));
   let seq = 0;
   const send = (type: string, data: Record<string, unknown>) => sse.send({ event: type, data: { type, sequence_number: seq++, ...data } });
   const itemId = `msg_${runId.slice('run_'.length)}`;
   const started = (await deps.runs.get(runId)) ?? null;
   const pending: V1RunRecord = started ?? {
-    id: runId, status: 'queued', model, createdAt: Date.now(), startedAt: null, finishedAt: null, output: null, usage: null,
-    finishReason: null, error: null, stopRequested: false, endpoint: 'responses', request,
+    id: runId,
+    status: 'queued',
+    model,
+    createdAt: Date.now(),
+    startedAt: null,
+    finishedAt: null,
+    output: null,
+    usage: null,
+    finishReason: null,
+    error: null,
+    stopRequested: false,
+    endpoint: 'responses',
+    request,
   };
   const inProgress = { ...responseObject(pending, { model, request }), status: 'in_progress' };
   send('response.created', { response: inProgress });
   send('response.in_progress', { response: inProgress });
   send('response.output_item.added', { output_index: 0, item: messageItem(runId, '', 'in_progress') });
   send('response.content_part.added', { item_id: itemId, output_index: 0, content_index: 0, part: outputText('') });
-  const text = new DeltaFollower((delta) => send('response.output_text.delta', { item_id: itemId, output_index: 0, content_index: 0, delta, logprobs: [] }));
+  const text = new DeltaFollower((delta) =>
+    send('response.output_text.delta', { item_id: itemId, output_index: 0, content_index: 0, delta, logprobs: [] }),
+  );
   try {
     const record = await deps.inflight.track(runId, (drain) => waitForRun(deps, runId, AbortSignal.any([drain, sse.signal]), text.onEvent));
     const output = record.output ?? '';
@@ -381,7 +480,8 @@ async function streamResponse(deps: V1Deps, req: Request, res: Response, runId: 
       const failed = (await deps.runs.get(runId).catch(() => null)) ?? pending;
       send('response.failed', {
         response: {
-          ...responseObject(failed, { model, request }), status: 'failed',
+          ...responseObject(failed, { model, request }),
+          status: 'failed',
           error: { code: e.status === 429 ? 'rate_limit_exceeded' : 'server_error', message: e.message },
         },
       });

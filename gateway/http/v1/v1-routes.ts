@@ -30,7 +30,17 @@ import type { RunMessage } from '../../../scheduler/v1/v1-runs.ts';
 import { HttpError, errorBody, toHttpError } from '../errors.ts';
 import { lastEventId, openSse } from '../sse.ts';
 import {
-  DeltaFollower, NO_USAGE, closeSignal, followRunEvents, getRun, resolveModel, runNotFound, servedModels, startRun, trackStream, waitForRun,
+  DeltaFollower,
+  NO_USAGE,
+  closeSignal,
+  followRunEvents,
+  getRun,
+  resolveModel,
+  runNotFound,
+  servedModels,
+  startRun,
+  trackStream,
+  waitForRun,
   type V1Deps,
 } from './v1-run.ts';
 import { assertFields, assertSize, parseBody, pickParams } from './v1-params.ts';
@@ -38,7 +48,6 @@ import { CHAT_FIELDS, chatCompletionSchema, listQuerySchema, runObject, runReque
 import { responsesRoutes } from './v1-responses.ts';
 
 export type { V1Deps } from './v1-run.ts';
-
 
 /**
  * The OpenAI-compatible `/v1` router. Each request becomes a `v1-runs` job that a worker runs;
@@ -66,9 +75,18 @@ export function v1Router(deps: V1Deps): Router {
     const model = resolveModel(deps, body.model);
     const messages = toRunMessages(body.messages, deps.maxPromptChars);
     deps.fanout.assertCapacity(); // 429 before a run is queued that nobody could wait for
-    const { runId } = await startRun(deps, req, 'chat.completions', {
-      model, messages, params: pickParams(body), ...(body.stream ? { stream: true } : {}),
-    }, body);
+    const { runId } = await startRun(
+      deps,
+      req,
+      'chat.completions',
+      {
+        model,
+        messages,
+        params: pickParams(body),
+        ...(body.stream ? { stream: true } : {}),
+      },
+      body,
+    );
     res.set('X-Hermes-Run-Id', runId);
     const created = Math.floor(Date.now() / 1000);
     const id = `chatcmpl-${runId}`;
@@ -76,7 +94,10 @@ export function v1Router(deps: V1Deps): Router {
       const clientGone = closeSignal(res);
       const record = await deps.inflight.track(runId, (drain) => waitForRun(deps, runId, AbortSignal.any([drain, clientGone])));
       res.json({
-        id, object: 'chat.completion', created, model: model.id,
+        id,
+        object: 'chat.completion',
+        created,
+        model: model.id,
         choices: [{ index: 0, message: { role: 'assistant', content: record.output ?? '' }, finish_reason: record.finishReason ?? 'stop' }],
         usage: record.usage ?? NO_USAGE,
       });
@@ -86,16 +107,23 @@ export function v1Router(deps: V1Deps): Router {
     // F23: with include_usage every chunk before the last says `usage: null`; the last has empty `choices` and the usage.
     const withUsage = Boolean(body.stream_options?.include_usage);
     const chunk = (delta: Record<string, unknown>, finish: string | null) => ({
-      id, object: 'chat.completion.chunk', created, model: model.id, choices: [{ index: 0, delta, finish_reason: finish }],
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model: model.id,
+      choices: [{ index: 0, delta, finish_reason: finish }],
       ...(withUsage ? { usage: null } : {}),
     });
     sse.send({ data: chunk({ role: 'assistant', content: '' }, null) });
     const text = new DeltaFollower((t) => sse.send({ data: chunk({ content: t }, null) }));
     try {
-      const record = await deps.inflight.track(runId, (drain) => waitForRun(deps, runId, AbortSignal.any([drain, sse.signal]), text.onEvent));
+      const record = await deps.inflight.track(runId, (drain) =>
+        waitForRun(deps, runId, AbortSignal.any([drain, sse.signal]), text.onEvent),
+      );
       text.finish(record.output ?? '');
       sse.send({ data: chunk({}, record.finishReason ?? 'stop') });
-      if (withUsage) sse.send({ data: { id, object: 'chat.completion.chunk', created, model: model.id, choices: [], usage: record.usage ?? NO_USAGE } });
+      if (withUsage)
+        sse.send({ data: { id, object: 'chat.completion.chunk', created, model: model.id, choices: [], usage: record.usage ?? NO_USAGE } });
       sse.send({ data: '[DONE]' });
     } catch (err) {
       const e = toHttpError(err);
@@ -115,7 +143,11 @@ export function v1Router(deps: V1Deps): Router {
     const model = resolveModel(deps, body.model);
     const messages: RunMessage[] = [];
     if (body.instructions) messages.push({ role: 'system', content: body.instructions });
-    messages.push(...(typeof body.input === 'string' ? [{ role: 'user' as const, content: body.input }] : toRunMessages(body.input, deps.maxPromptChars)));
+    messages.push(
+      ...(typeof body.input === 'string'
+        ? [{ role: 'user' as const, content: body.input }]
+        : toRunMessages(body.input, deps.maxPromptChars)),
+    );
     if (typeof body.input === 'string') assertSize(body.input, 'input', deps.maxPromptChars);
     const { runId, replayed } = await startRun(deps, req, 'runs', { model, messages, params: pickParams(body) }, body);
     const record = await deps.runs.get(runId);
@@ -128,11 +160,20 @@ export function v1Router(deps: V1Deps): Router {
     const query = parseBody(listQuerySchema, req.query);
     const page = await deps.runs.list(query.limit, query.after);
     if (!page) {
-      throw new HttpError(400, `after names no listed run (${query.after}): pass the id of the last run of the previous page.`, 'invalid_request_error', 'invalid_cursor', 'after');
+      throw new HttpError(
+        400,
+        `after names no listed run (${query.after}): pass the id of the last run of the previous page.`,
+        'invalid_request_error',
+        'invalid_cursor',
+        'after',
+      );
     }
     res.json({
-      object: 'list', data: page.runs.map(runObject),
-      first_id: page.runs[0]?.id ?? null, last_id: page.runs.at(-1)?.id ?? null, has_more: page.hasMore,
+      object: 'list',
+      data: page.runs.map(runObject),
+      first_id: page.runs[0]?.id ?? null,
+      last_id: page.runs.at(-1)?.id ?? null,
+      has_more: page.hasMore,
     });
   });
 
@@ -157,7 +198,13 @@ export function v1Router(deps: V1Deps): Router {
     await getRun(deps, runId);
     const after = lastEventId(req, '0');
     if (!isStreamId(after)) {
-      throw new HttpError(400, 'Last-Event-ID must be an event id like 1700000000000-0.', 'invalid_request_error', 'invalid_event_id', 'Last-Event-ID');
+      throw new HttpError(
+        400,
+        'Last-Event-ID must be an event id like 1700000000000-0.',
+        'invalid_request_error',
+        'invalid_event_id',
+        'Last-Event-ID',
+      );
     }
     followRunEvents(deps, req, res, runId, after);
   });

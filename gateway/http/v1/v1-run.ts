@@ -20,7 +20,13 @@ import type { Logger } from 'pino';
 import type { Keys } from '../../../scheduler/store/keys.ts';
 import type { StreamEntry, StreamFanout } from '../../stream-fanout.ts';
 import {
-  isTerminalRunEvent, type RunEvent, type RunMessage, type RunStore, type V1RunCreateInput, type V1RunEndpoint, type V1RunJobData,
+  isTerminalRunEvent,
+  type RunEvent,
+  type RunMessage,
+  type RunStore,
+  type V1RunCreateInput,
+  type V1RunEndpoint,
+  type V1RunJobData,
   type V1RunRecord,
 } from '../../../scheduler/v1/v1-runs.ts';
 import type { ModelParams } from '../../../scheduler/model-params.ts';
@@ -78,8 +84,12 @@ export function resolveModel(deps: Pick<V1Deps, 'model' | 'models'>, name: strin
   if (name === HERMES_MODEL_ID || name === deps.model) return { id: name };
   throw new HttpError(
     404,
-    `The model \`${name}\` does not exist on this server; it serves ${servedModels(deps).map((m) => `\`${m}\``).join(', ')} (GET /v1/models).`,
-    'invalid_request_error', 'model_not_found', 'model',
+    `The model \`${name}\` does not exist on this server; it serves ${servedModels(deps)
+      .map((m) => `\`${m}\``)
+      .join(', ')} (GET /v1/models).`,
+    'invalid_request_error',
+    'model_not_found',
+    'model',
   );
 }
 
@@ -98,7 +108,9 @@ export const NO_USAGE = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 
 function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
   }
   return JSON.stringify(value);
@@ -113,7 +125,9 @@ export function newRunId(): string {
 
 function jobData(runId: string, job: RunJob): V1RunJobData {
   return {
-    runId, model: job.model.id, messages: job.messages,
+    runId,
+    model: job.model.id,
+    messages: job.messages,
     ...(job.stream ? { stream: true } : {}),
     ...(job.model.agentModel !== undefined ? { agentModel: job.model.agentModel } : {}),
     ...(job.params && Object.keys(job.params).length > 0 ? { params: job.params } : {}),
@@ -161,7 +175,8 @@ export async function startRun(
   const idemKey = req.get('idempotency-key')?.trim();
   let keyDigest: string | undefined;
   if (idemKey) {
-    if (idemKey.length > 255) throw new HttpError(400, 'Idempotency-Key is longer than 255 characters.', 'invalid_request_error', 'invalid_idempotency_key');
+    if (idemKey.length > 255)
+      throw new HttpError(400, 'Idempotency-Key is longer than 255 characters.', 'invalid_request_error', 'invalid_idempotency_key');
     keyDigest = sha256(idemKey);
     const claim = await deps.runs.claimIdempotencyKey(keyDigest, sha256(`${endpoint}\n${canonicalJson(body)}`), runId);
     if (claim.status === 'replay') {
@@ -176,7 +191,10 @@ export async function startRun(
     }
     if (claim.status === 'conflict') {
       throw new HttpError(
-        409, 'This Idempotency-Key was already used with a different request body.', 'conflict_error', 'idempotency_key_reused',
+        409,
+        'This Idempotency-Key was already used with a different request body.',
+        'conflict_error',
+        'idempotency_key_reused',
       );
     }
   }
@@ -207,10 +225,18 @@ export async function waitForRun(deps: V1Deps, runId: string, signal: AbortSigna
     await new Promise<StreamEntry>((resolve, reject) => {
       onAbort = () => reject(abortError(runId, signal));
       signal.addEventListener('abort', onAbort, { once: true });
-      timer = setTimeout(() => reject(new HttpError(
-        504, `Run ${runId} did not finish within ${Math.round(deps.runTimeoutMs / 1000)}s; GET /v1/runs/${runId} shows its result later.`,
-        'server_error', 'run_timeout',
-      )), deps.runTimeoutMs);
+      timer = setTimeout(
+        () =>
+          reject(
+            new HttpError(
+              504,
+              `Run ${runId} did not finish within ${Math.round(deps.runTimeoutMs / 1000)}s; GET /v1/runs/${runId} shows its result later.`,
+              'server_error',
+              'run_timeout',
+            ),
+          ),
+        deps.runTimeoutMs,
+      );
       timer.unref();
       // `run.requeued` (a drain handed the run back) is not an end: the caller keeps waiting.
       sub = deps.fanout.subscribe(deps.keys.runEvents(runId), '0', (events) => {
@@ -268,7 +294,8 @@ function abortError(runId: string, signal: AbortSignal): HttpError {
     return new HttpError(
       503,
       `The gateway is shutting down and stopped waiting for run ${runId}; GET /v1/runs/${runId} shows its result once it finishes.`,
-      'service_unavailable', 'server_draining',
+      'service_unavailable',
+      'server_draining',
     );
   }
   return new HttpError(499, 'The client closed the request.', 'invalid_request_error', 'client_closed');
@@ -318,14 +345,23 @@ export function followRunEvents(deps: V1Deps, req: Request, res: Response, runId
     }
   });
   const expiry = setInterval(() => {
-    deps.runs.get(runId).then((r) => { if (!r) sse?.close(); }, () => {});
+    deps.runs.get(runId).then(
+      (r) => {
+        if (!r) sse?.close();
+      },
+      () => {},
+    );
   }, RUN_EXPIRY_CHECK_MS);
   expiry.unref();
-  sse = trackStream(deps, openSse(req, res, {
-    onClose: () => {
-      clearInterval(expiry);
-      sub.close();
-    },
-    maxBufferedBytes: deps.sseMaxBufferedBytes, log: deps.log,
-  }));
+  sse = trackStream(
+    deps,
+    openSse(req, res, {
+      onClose: () => {
+        clearInterval(expiry);
+        sub.close();
+      },
+      maxBufferedBytes: deps.sseMaxBufferedBytes,
+      log: deps.log,
+    }),
+  );
 }

@@ -80,9 +80,17 @@ export function toRunMessages(messages: z.infer<typeof messageSchema>[], maxChar
 export function runObject(r: V1RunRecord) {
   const sec = (ms: number | null) => (ms === null ? null : Math.floor(ms / 1000));
   return {
-    id: r.id, object: 'run', status: r.status, model: r.model,
-    created_at: sec(r.createdAt), started_at: sec(r.startedAt), finished_at: sec(r.finishedAt),
-    output: r.output, usage: r.usage, finish_reason: r.finishReason, error: r.error ? { code: r.error.code, message: r.error.message } : null,
+    id: r.id,
+    object: 'run',
+    status: r.status,
+    model: r.model,
+    created_at: sec(r.createdAt),
+    started_at: sec(r.startedAt),
+    finished_at: sec(r.finishedAt),
+    output: r.output,
+    usage: r.usage,
+    finish_reason: r.finishReason,
+    error: r.error ? { code: r.error.code, message: r.error.message } : null,
     stop_requested: r.stopRequested,
   };
 }

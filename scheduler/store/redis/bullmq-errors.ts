@@ -28,7 +28,12 @@ export interface ErrorEmitter {
  * @param intervalMs - the rate limit window (tests)
  * @returns the emitter, for chaining at creation
  */
-export function logBullmqErrors<T extends ErrorEmitter>(emitter: T, queue: string, log?: Logger, intervalMs = BULLMQ_ERROR_LOG_INTERVAL_MS): T {
+export function logBullmqErrors<T extends ErrorEmitter>(
+  emitter: T,
+  queue: string,
+  log?: Logger,
+  intervalMs = BULLMQ_ERROR_LOG_INTERVAL_MS,
+): T {
   let lastLoggedAt = -Infinity;
   let suppressed = 0;
   emitter.on('error', (err: Error) => {

@@ -20,8 +20,15 @@ import { ping } from './embedded-redis.ts';
 import { probeEmbeddedRedis } from './embedded-identity.ts';
 import { startSupervisedRedis, type SupervisedRedis } from './embedded-supervisor.ts';
 import {
-  closeClient, connectRedisClient, describeTopology, openRedisClient, primariesOf, topologyFromConfig,
-  type RedisAddress, type RedisClient, type RedisTopology,
+  closeClient,
+  connectRedisClient,
+  describeTopology,
+  openRedisClient,
+  primariesOf,
+  topologyFromConfig,
+  type RedisAddress,
+  type RedisClient,
+  type RedisTopology,
 } from './connection-factory.ts';
 
 /** Lowest Redis version BullMQ job schedulers need. */
@@ -55,10 +62,7 @@ export function describeUrl(url: string): string {
  * @throws StoreUnavailableError naming what was tried; UntrustedRedisError when what is at the
  *   embedded server's address is not this home's own
  */
-export async function resolveRedis(
-  config: HermesConfig,
-  options: { allowStart: boolean; log?: Logger },
-): Promise<RedisTarget> {
+export async function resolveRedis(config: HermesConfig, options: { allowStart: boolean; log?: Logger }): Promise<RedisTarget> {
   if (config.redis.cluster_nodes.length > 0 || config.redis.sentinels.length > 0) {
     const topology = topologyFromConfig(config);
     warnIfOpen(topology, options.log);
@@ -68,7 +72,9 @@ export async function resolveRedis(
   }
   if (config.redis.url) {
     if (!/^rediss?:\/\/[^\s]+$/.test(config.redis.url) || describeUrl(config.redis.url).startsWith('(')) {
-      throw new StoreUnavailableError('REDIS_URL is not a Redis URL; expected redis://[user:password@]host:port[/db].', { target: 'REDIS_URL' });
+      throw new StoreUnavailableError('REDIS_URL is not a Redis URL; expected redis://[user:password@]host:port[/db].', {
+        target: 'REDIS_URL',
+      });
     }
     const topology = topologyFromConfig(config);
     warnIfOpen(topology, options.log);
@@ -101,7 +107,14 @@ export async function resolveRedis(
 /** True for `localhost`, `127.0.0.0/8`, `::1` (and a unix socket path). */
 export function isLoopbackHost(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, '').toLowerCase();
-  return h === 'localhost' || h.endsWith('.localhost') || /^127\.\d+\.\d+\.\d+$/.test(h) || h === '::1' || h === '0:0:0:0:0:0:0:1' || h.startsWith('/');
+  return (
+    h === 'localhost' ||
+    h.endsWith('.localhost') ||
+    /^127\.\d+\.\d+\.\d+$/.test(h) ||
+    h === '::1' ||
+    h === '0:0:0:0:0:0:0:1' ||
+    h.startsWith('/')
+  );
 }
 
 /**
@@ -177,9 +190,7 @@ async function checkPrimary(client: Redis, log: Logger): Promise<{ version: stri
   const info = await client.info('server');
   const version = /redis_version:([^\r\n]+)/.exec(info)?.[1]?.trim() ?? '0';
   if (compareVersions(version, MIN_REDIS_VERSION) < 0) {
-    throw new StoreUnavailableError(
-      `Redis ${version} is too old: hermes-scheduler needs Redis ${MIN_REDIS_VERSION} or newer.`,
-    );
+    throw new StoreUnavailableError(`Redis ${version} is too old: hermes-scheduler needs Redis ${MIN_REDIS_VERSION} or newer.`);
   }
   let policy: string | undefined;
   try {

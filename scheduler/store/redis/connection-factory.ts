@@ -91,13 +91,19 @@ export function topologyFromConfig(config: HermesConfig, url?: string): RedisTop
   const r = config.redis;
   const auth = { ...(r.password ? { password: r.password } : {}), ...(r.username ? { username: r.username } : {}) };
   if (r.cluster_nodes.length > 0) {
-    return { kind: 'cluster', nodes: parseAddresses(r.cluster_nodes, 'REDIS_CLUSTER_NODES'), tls: r.tls || r.cluster_nodes.some((n) => n.startsWith('rediss://')), ...auth };
+    return {
+      kind: 'cluster',
+      nodes: parseAddresses(r.cluster_nodes, 'REDIS_CLUSTER_NODES'),
+      tls: r.tls || r.cluster_nodes.some((n) => n.startsWith('rediss://')),
+      ...auth,
+    };
   }
   if (r.sentinels.length > 0) {
     return { kind: 'sentinel', sentinels: parseAddresses(r.sentinels, 'REDIS_SENTINELS'), name: r.sentinel_name!, tls: r.tls, ...auth };
   }
   const single = url ?? r.url;
-  if (!single) throw new StoreUnavailableError('No Redis configured: set REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS.', { target: 'REDIS_URL' });
+  if (!single)
+    throw new StoreUnavailableError('No Redis configured: set REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS.', { target: 'REDIS_URL' });
   // REDIS_PASSWORD / REDIS_USERNAME authenticate to a single Redis too, unless its URL has credentials.
   return urlHasCredentials(single) ? { kind: 'single', url: single } : { kind: 'single', url: single, ...auth };
 }
@@ -159,7 +165,10 @@ export function openRedisClient(topology: RedisTopology, role: RedisRole, extra:
 function openClient(topology: RedisTopology, role: RedisRole, extra: RedisOptions): RedisClient {
   const options: RedisOptions = { ...ROLE_OPTIONS[role], ...extra };
   if (topology.kind === 'single') {
-    const auth = { ...(topology.password ? { password: topology.password } : {}), ...(topology.username ? { username: topology.username } : {}) };
+    const auth = {
+      ...(topology.password ? { password: topology.password } : {}),
+      ...(topology.username ? { username: topology.username } : {}),
+    };
     return new Redis(topology.url, { ...options, ...auth });
   }
   if (topology.kind === 'embedded') {
@@ -167,11 +176,16 @@ function openClient(topology: RedisTopology, role: RedisRole, extra: RedisOption
     // No password here: the connector authenticates each connection while it checks it.
     return new Redis({ ...options, path: paths.socket, Connector: embeddedConnector(paths) });
   }
-  const auth = { ...(topology.password ? { password: topology.password } : {}), ...(topology.username ? { username: topology.username } : {}) };
+  const auth = {
+    ...(topology.password ? { password: topology.password } : {}),
+    ...(topology.username ? { username: topology.username } : {}),
+  };
   const tls = topology.tls ? { tls: {} } : {};
   if (topology.kind === 'sentinel') {
     return new Redis({
-      ...options, ...auth, ...tls,
+      ...options,
+      ...auth,
+      ...tls,
       sentinels: topology.sentinels,
       name: topology.name,
       // Sentinels themselves need no password here; TLS applies to them too when set.
@@ -251,7 +265,8 @@ export async function connectRedisClient(topology: RedisTopology, role: RedisRol
   } catch (err) {
     client.disconnect();
     throw new StoreUnavailableError(`Redis (${describeTopology(topology)}) is unreachable: ${(err as Error).message}.`, {
-      target: describeTopology(topology), cause: err,
+      target: describeTopology(topology),
+      cause: err,
     });
   } finally {
     clearTimeout(timer);
@@ -283,7 +298,6 @@ export function isCluster(client: RedisClient): client is Cluster {
 export function closeClient(client: RedisClient | undefined): void {
   client?.disconnect();
 }
-
 
 /**
  * Hold `client`'s writes until the check phase of this turn of the event loop (`setImmediate`),

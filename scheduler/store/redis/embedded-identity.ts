@@ -54,7 +54,8 @@ export const MAX_SOCKET_PATH_BYTES = 107;
 export function embeddedPaths(home: string): EmbeddedPaths {
   const dir = join(home, 'redis');
   return {
-    home, dir,
+    home,
+    dir,
     socket: join(dir, 'redis.sock'),
     passwordFile: join(dir, 'redis.pass'),
     runFile: join(dir, 'redis.run'),
@@ -78,13 +79,16 @@ function untrusted(paths: EmbeddedPaths, why: string): UntrustedRedisError {
 export function assertPrivateFolder(paths: EmbeddedPaths): void {
   const uid = currentUid();
   const home = statSync(paths.home);
-  if (home.uid !== uid && home.uid !== 0) throw untrusted(paths, `HERMES_HOME ${paths.home} belongs to uid ${home.uid}, not to this user (uid ${uid})`);
-  if ((home.mode & 0o022) !== 0) throw untrusted(paths, `others may write to HERMES_HOME ${paths.home} (mode ${modeText(home.mode)}); chmod 700 it`);
+  if (home.uid !== uid && home.uid !== 0)
+    throw untrusted(paths, `HERMES_HOME ${paths.home} belongs to uid ${home.uid}, not to this user (uid ${uid})`);
+  if ((home.mode & 0o022) !== 0)
+    throw untrusted(paths, `others may write to HERMES_HOME ${paths.home} (mode ${modeText(home.mode)}); chmod 700 it`);
   const dir = lstatOrUndefined(paths.dir);
   if (!dir) throw new StoreUnavailableError(`No embedded Redis: ${paths.dir} does not exist.`, { target: paths.socket });
   if (!dir.isDirectory()) throw untrusted(paths, `${paths.dir} is not a folder (a symlink or a file)`);
   if (dir.uid !== uid) throw untrusted(paths, `${paths.dir} belongs to uid ${dir.uid}, not to this user (uid ${uid})`);
-  if ((dir.mode & OPEN_TO_OTHERS) !== 0) throw untrusted(paths, `${paths.dir} is open to others (mode ${modeText(dir.mode)}, expected 0700)`);
+  if ((dir.mode & OPEN_TO_OTHERS) !== 0)
+    throw untrusted(paths, `${paths.dir} is open to others (mode ${modeText(dir.mode)}, expected 0700)`);
 }
 
 /**
@@ -115,9 +119,9 @@ function readSecretFile(paths: EmbeddedPaths, file: string, what: string): strin
   if (!st) {
     throw what === 'run id'
       ? new StoreUnavailableError(
-        `The embedded Redis at ${paths.socket} has no run id file (${file}): it is starting, or it was not started by \`hermes up\`.`,
-        { target: paths.socket },
-      )
+          `The embedded Redis at ${paths.socket} has no run id file (${file}): it is starting, or it was not started by \`hermes up\`.`,
+          { target: paths.socket },
+        )
       : untrusted(paths, `there is no ${what} file (${file})`);
   }
   if (!st.isFile() || st.uid !== currentUid()) throw untrusted(paths, `${file} is not a file of this user`);
@@ -152,21 +156,38 @@ export async function openVerifiedSocket(paths: EmbeddedPaths, timeoutMs: number
   const socket = createConnection({ path: paths.socket });
   onSocket?.(socket);
   try {
-    await withTimeout(connected(socket), timeoutMs, () => new StoreUnavailableError(`The embedded Redis at ${paths.socket} did not accept a connection within ${timeoutMs} ms.`, { target: paths.socket }));
+    await withTimeout(
+      connected(socket),
+      timeoutMs,
+      () =>
+        new StoreUnavailableError(`The embedded Redis at ${paths.socket} did not accept a connection within ${timeoutMs} ms.`, {
+          target: paths.socket,
+        }),
+    );
   } catch (err) {
     socket.destroy();
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ECONNREFUSED' || code === 'ENOENT') {
-      throw new StoreUnavailableError(`No embedded Redis runs on ${paths.socket} (nobody listens on it).`, { target: paths.socket, cause: err });
+      throw new StoreUnavailableError(`No embedded Redis runs on ${paths.socket} (nobody listens on it).`, {
+        target: paths.socket,
+        cause: err,
+      });
     }
     throw err;
   }
   try {
     // Read after the connect: a socket nobody listens on is "not running" whatever the files say.
     const secrets = readEmbeddedSecrets(paths);
-    const [auth, run] = await withTimeout(exchange(socket, [['AUTH', secrets.password], ['GET', EMBEDDED_RUN_ID_KEY]]), timeoutMs, () =>
-      new StoreUnavailableError(`The embedded Redis at ${paths.socket} did not answer within ${timeoutMs} ms.`, { target: paths.socket }));
-    if (auth!.error) throw untrusted(paths, 'the server does not accept this home\'s password');
+    const [auth, run] = await withTimeout(
+      exchange(socket, [
+        ['AUTH', secrets.password],
+        ['GET', EMBEDDED_RUN_ID_KEY],
+      ]),
+      timeoutMs,
+      () =>
+        new StoreUnavailableError(`The embedded Redis at ${paths.socket} did not answer within ${timeoutMs} ms.`, { target: paths.socket }),
+    );
+    if (auth!.error) throw untrusted(paths, "the server does not accept this home's password");
     if (run!.error?.startsWith('LOADING')) {
       throw new StoreUnavailableError(`The embedded Redis at ${paths.socket} is loading its data.`, { target: paths.socket });
     }
@@ -285,7 +306,8 @@ function exchange(socket: Socket, commands: string[][]): Promise<Reply[]> {
       } catch (err) {
         return finish(err as Error);
       }
-      if (replies.length > commands.length || (replies.length === commands.length && buf.length > 0)) return finish(new Error('more replies than commands'));
+      if (replies.length > commands.length || (replies.length === commands.length && buf.length > 0))
+        return finish(new Error('more replies than commands'));
       if (replies.length === commands.length) finish();
     };
     const onError = (err: Error) => finish(err);

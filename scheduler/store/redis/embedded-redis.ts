@@ -66,12 +66,18 @@ export async function startEmbeddedRedis(options: {
     // The password comes on stdin (`-`: read more configuration there): /proc/<pid>/cmdline is world-readable.
     ...(options.password ? ['-'] : []),
     ...listen,
-    '--dir', options.dir,
-    '--appendonly', options.appendonly === false ? 'no' : 'yes',
-    '--save', '',
-    '--maxmemory-policy', 'noeviction',
-    '--logfile', 'redis.log',
-    '--daemonize', 'no',
+    '--dir',
+    options.dir,
+    '--appendonly',
+    options.appendonly === false ? 'no' : 'yes',
+    '--save',
+    '',
+    '--maxmemory-policy',
+    'noeviction',
+    '--logfile',
+    'redis.log',
+    '--daemonize',
+    'no',
   ];
   let child: ChildProcess;
   // umask 077 for the server: its AOF, RDB, log and socket are this user's alone (the child
@@ -108,10 +114,9 @@ export async function startEmbeddedRedis(options: {
     child.once('error', (err) => reject(notFound(err)));
     child.once('exit', (code) =>
       reject(
-        new StoreUnavailableError(
-          `redis-server exited with code ${code} at start; see ${join(options.dir, 'redis.log')}`,
-          { target: where },
-        ),
+        new StoreUnavailableError(`redis-server exited with code ${code} at start; see ${join(options.dir, 'redis.log')}`, {
+          target: where,
+        }),
       ),
     );
   });

@@ -69,7 +69,9 @@ export async function startSupervisedRedis(options: {
   prepareFolder(paths);
   const state = await probeEmbeddedRedis(options.home);
   if (state === 'running') {
-    throw new StoreUnavailableError(`The embedded Redis of ${options.home} is already running (${paths.socket}).`, { target: paths.socket });
+    throw new StoreUnavailableError(`The embedded Redis of ${options.home} is already running (${paths.socket}).`, {
+      target: paths.socket,
+    });
   }
   const password = ensurePassword(paths);
   const runId = randomBytes(16).toString('hex');
@@ -78,7 +80,9 @@ export async function startSupervisedRedis(options: {
   const launch = async (): Promise<EmbeddedRedis> => {
     removeStaleSocket(paths);
     const server = await startEmbeddedRedis({
-      dir: paths.dir, socket: paths.socket, password,
+      dir: paths.dir,
+      socket: paths.socket,
+      password,
       appendonly: options.appendonly ?? true,
       startTimeoutMs: options.startTimeoutMs ?? 30_000,
     });
@@ -119,13 +123,16 @@ export async function startSupervisedRedis(options: {
       const now = Date.now();
       while (recent.length > 0 && now - recent[0]! > RESTART_WINDOW_MS) recent.shift();
       if (recent.length >= options.maxRestarts) {
-        const why = options.maxRestarts === 0
-          ? 'restarts are off (redis.embedded_max_restarts: 0)'
-          : `it was restarted ${recent.length} time(s) in the last ${RESTART_WINDOW_MS / 60_000} minutes (redis.embedded_max_restarts: ${options.maxRestarts})`;
-        fail(new StoreUnavailableError(
-          `The embedded Redis (${paths.socket}) ${ended} and is not restarted again: ${why}. The stack stops; see ${paths.logFile}.`,
-          { target: paths.socket },
-        ));
+        const why =
+          options.maxRestarts === 0
+            ? 'restarts are off (redis.embedded_max_restarts: 0)'
+            : `it was restarted ${recent.length} time(s) in the last ${RESTART_WINDOW_MS / 60_000} minutes (redis.embedded_max_restarts: ${options.maxRestarts})`;
+        fail(
+          new StoreUnavailableError(
+            `The embedded Redis (${paths.socket}) ${ended} and is not restarted again: ${why}. The stack stops; see ${paths.logFile}.`,
+            { target: paths.socket },
+          ),
+        );
         return;
       }
       recent.push(now);
@@ -239,7 +246,12 @@ function removeStaleSocket(paths: EmbeddedPaths): void {
 
 /** SET the run id on the new server (retried while it is still loading its data). */
 async function storeRunId(server: EmbeddedRedis, runId: string, timeoutMs: number): Promise<void> {
-  const client = openRedisClient(server.topology, 'commands', { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  const client = openRedisClient(server.topology, 'commands', {
+    lazyConnect: true,
+    connectTimeout: 2_000,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
   const deadline = Date.now() + timeoutMs;
   try {
     await client.connect();

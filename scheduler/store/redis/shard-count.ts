@@ -36,7 +36,8 @@ export async function assertShardCount(redis: RedisClient, keys: Keys): Promise<
     // No marker: a store from before shards existed has its data under the one-shard layout.
     let legacy = 0;
     if (keys.shardCount !== 1) for (const k of keys.unshardedIndexes) legacy += await redis.exists(k);
-    stored = legacy > 0 ? '1' : ((await runLuaScript(redis, CLAIM_SHARD_COUNT, [keys.shardCountMarker], [String(keys.shardCount)])) as string);
+    stored =
+      legacy > 0 ? '1' : ((await runLuaScript(redis, CLAIM_SHARD_COUNT, [keys.shardCountMarker], [String(keys.shardCount)])) as string);
   }
   const count = Number(stored);
   if (count !== keys.shardCount) {
