@@ -1,5 +1,5 @@
 /**
- * Refusals to Telegram users outside the allow-list (gateway/telegram/refusals.ts):
+ * Refusals to Telegram users outside the allow-list (gateway/outbound/refusals.ts):
  * at most one per user and chat per `telegram.refusal_interval_seconds`, kept
  * in Redis (so across gateway restarts), and never ahead of allowed users'
  * replies. Before: 40 spam messages queued 40 refusals ahead of the owner's
@@ -13,7 +13,6 @@ import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { REFUSAL_TEXT } from '../gateway/telegram/inbound.ts';
-import { refusalMarkKey } from '../gateway/telegram/refusals.ts';
 import { botIdOf } from '../gateway/telegram/telegram-adapter.ts';
 import { enqueueTelegramOutbound, telegramOutboundQueue, type TelegramOutboundData } from '../scheduler/delivery/outbound.ts';
 import type { InboxJobData } from '../scheduler/session/inbox.ts';
@@ -93,7 +92,7 @@ describe('refusals to users outside the allow-list (M7)', () => {
     expect(JSON.stringify(lines)).not.toContain('spam 1');
 
     // The mark lives in Redis for the interval, so a restarted gateway refuses no more.
-    const mark = refusalMarkKey(new Keys(env.prefix), botIdOf(BOT_TOKEN), String(GROUP), String(SPAMMER));
+    const mark = new Keys(env.prefix).refusalMark('telegram', botIdOf(BOT_TOKEN), String(GROUP), String(SPAMMER));
     const ttl = await redis.ttl(mark);
     expect(ttl).toBeGreaterThan(3500);
     expect(ttl).toBeLessThanOrEqual(3600);

@@ -26,7 +26,7 @@ import { DiscordConnection } from './gateway-connection.ts';
 import { storeInteraction, storeMessage, type DiscordInboundDeps } from './inbound.ts';
 import { OrderedSender } from '../outbound/ordered-sender.ts';
 import { discordSend } from './discord-send.ts';
-import { DiscordRefusals } from './refusals.ts';
+import { PlatformRefusals } from '../outbound/refusals.ts';
 import { DiscordSessionStore } from './session-store.ts';
 
 /** What the adapter needs from the gateway process. */
@@ -118,7 +118,8 @@ class DiscordAdapter implements PlatformAdapter {
       api,
       allow,
       botId,
-      refusals: new DiscordRefusals({
+      refusals: new PlatformRefusals({
+        platform: 'discord',
         redis,
         keys,
         outbound: deps.outbound,

@@ -14,7 +14,7 @@
  *   is stored the same way (message id `dc-i-<interaction id>`) and only then
  *   acknowledged with the command's text.
  * - Anyone else gets at most one refusal per user and channel per
- *   `discord.refusal_interval_seconds` (refusals.ts), and a WARNING naming the
+ *   `discord.refusal_interval_seconds` (gateway/outbound/refusals.ts), and a WARNING naming the
  *   user and channel but never the text.
  */
 import type { Queue } from 'bullmq';
@@ -39,7 +39,7 @@ import { enqueueOutbound, type OutboundData } from '../../scheduler/delivery/out
 import type { AllowList } from '../telegram/allow-list.ts';
 import { commandText } from './application-commands.ts';
 import { targetOfChannel, type ChannelRoutes } from './channel-route.ts';
-import type { DiscordRefusals } from './refusals.ts';
+import type { PlatformRefusals } from '../outbound/refusals.ts';
 
 /** The refusal a user outside the allow-list gets. */
 export const REFUSAL_TEXT = 'Sorry, this bot only answers its allow-listed users. Ask its owner to add your Discord user id.';
@@ -58,7 +58,7 @@ export interface DiscordInboundDeps {
   outbound: Queue<OutboundData>;
   api: API;
   allow: AllowList;
-  refusals: DiscordRefusals;
+  refusals: PlatformRefusals;
   channels: ChannelRoutes;
   /** The bot's user id (mentions). */
   botId: string;
@@ -110,7 +110,7 @@ export async function storeMessage(msg: GatewayMessageCreateDispatchData, deps: 
   }
   if (!deps.allow.allows(userId)) {
     const outcome = await deps.refusals.refuse({
-      channelId: target.chatId,
+      chatId: target.chatId,
       threadId: target.threadId,
       userId,
       sessionId,

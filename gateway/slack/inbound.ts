@@ -14,7 +14,7 @@
  * - `/hermes <sub> <args>` becomes `/<sub> <args>` (`/hermes` alone: `/help`),
  *   message id `slack-cmd-<trigger_id>`, in the channel's session.
  * - Refused: anyone not in `SLACK_ALLOWED_USERS`, at most once per user and
- *   channel per `slack.refusal_interval_seconds` (refusals.ts); the log names the
+ *   channel per `slack.refusal_interval_seconds` (gateway/outbound/refusals.ts); the log names the
  *   user and channel, never the text.
  * - Ignored: the bot's own and other bots' messages, edits and other subtypes,
  *   channel messages that do not mention the bot (those arrive as `app_mention`).
@@ -30,7 +30,7 @@ import { parseChatCommand } from '../../scheduler/session/chat-command.ts';
 import { enqueueInput } from '../../scheduler/session/inbox.ts';
 import { formatDeliveryTarget, routeOfTarget, type SlackTarget } from '../../scheduler/delivery/delivery-target.ts';
 import { enqueueOutbound, type OutboundData } from '../../scheduler/delivery/outbound.ts';
-import type { SlackRefusals } from './refusals.ts';
+import type { PlatformRefusals } from '../outbound/refusals.ts';
 
 /** The refusal a user outside the allow-list gets. */
 export const SLACK_REFUSAL_TEXT = 'Sorry, this app only answers its allow-listed users. Ask its owner to add your Slack user id.';
@@ -83,7 +83,7 @@ export interface SlackInboundDeps {
   outbound: Queue<OutboundData>;
   /** `SLACK_ALLOWED_USERS` */
   allowed: ReadonlySet<string>;
-  refusals: SlackRefusals;
+  refusals: PlatformRefusals;
   /** The bot's own user id (`auth.test`): its mentions are stripped, its messages ignored. */
   botUserId: string;
   /** `agent.max_prompt_chars` */
@@ -127,8 +127,8 @@ export async function storeSlackEvent(body: SlackEventCallback, deps: SlackInbou
   const sessionId = slackSessionId(channel, threadTs);
   if (!deps.allowed.has(ev.user)) {
     const outcome = await deps.refusals.refuse({
-      channel,
-      threadTs,
+      chatId: channel,
+      threadId: threadTs,
       userId: ev.user,
       sessionId,
       occurrenceId: `refusal:slack-${body.event_id}`,
@@ -165,10 +165,9 @@ export async function storeSlashCommand(cmd: SlackSlashCommand, deps: SlackInbou
   }
   const sessionId = slackSessionId(cmd.channel_id);
   if (!deps.allowed.has(cmd.user_id)) {
-    const outcome = await deps.refusals.mark(cmd.channel_id, cmd.user_id);
-    if (outcome !== 'limited')
-      log.warn({ userId: cmd.user_id, channel: cmd.channel_id }, 'Slack slash command refused: user not in SLACK_ALLOWED_USERS');
-    return outcome === 'limited' ? { outcome: 'refused' } : { outcome: 'refused', ephemeral: SLACK_REFUSAL_TEXT };
+    if (!(await deps.refusals.mark(cmd.channel_id, cmd.user_id))) return { outcome: 'refused' };
+    log.warn({ userId: cmd.user_id, channel: cmd.channel_id }, 'Slack slash command refused: user not in SLACK_ALLOWED_USERS');
+    return { outcome: 'refused', ephemeral: SLACK_REFUSAL_TEXT };
   }
   const args = (cmd.text ?? '').trim();
   // `/hermes loop 10m x` → `/loop 10m x`: the worker's chat command rules apply as to any typed command.

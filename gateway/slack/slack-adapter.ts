@@ -31,7 +31,7 @@ import type { PlatformAdapter, PlatformHttpAnswer, PlatformHttpRequest, PluginLo
 import { OrderedSender, type PlatformSend, type SendFailure } from '../outbound/ordered-sender.ts';
 import { answerSlackRequest } from './events-endpoint.ts';
 import { storeSlackEvent, storeSlashCommand, type SlackEventCallback, type SlackInboundDeps, type SlackSlashCommand } from './inbound.ts';
-import { SlackRefusals } from './refusals.ts';
+import { PlatformRefusals } from '../outbound/refusals.ts';
 import { slackParts } from './render-mrkdwn.ts';
 
 /** What the adapter needs from the gateway process. */
@@ -139,11 +139,12 @@ class SlackAdapter implements PlatformAdapter {
       botUserId: ids.botUserId,
       maxChars: config.agent.max_prompt_chars,
       log,
-      refusals: new SlackRefusals({
+      refusals: new PlatformRefusals({
+        platform: 'slack',
         redis: deps.redis,
         keys,
         outbound: deps.outbound,
-        appId: ids.appId,
+        botId: ids.appId,
         intervalSeconds: config.slack.refusal_interval_seconds,
         log,
       }),

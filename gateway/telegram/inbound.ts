@@ -11,7 +11,7 @@
  *   that Telegram delivers again.
  * - Anyone else gets a short refusal through the outbound queue, at most once per
  *   user and chat per `telegram.refusal_interval_seconds` and never ahead of allowed
- *   users' replies (refusals.ts), and a WARNING that names the user and chat but never
+ *   users' replies (gateway/outbound/refusals.ts), and a WARNING that names the user and chat but never
  *   the text (docs/DESIGN.md §8, §11); refused again within the interval: a debug line only.
  * - A message over `agent.max_prompt_chars` is answered with the limit and not relayed.
  * - A command addressed to another bot (`/stop@other_bot`) is ignored entirely;
@@ -32,7 +32,7 @@ import { formatDeliveryTarget, routeOfTarget } from '../../scheduler/delivery/de
 import { enqueueTelegramOutbound, type TelegramOutboundData } from '../../scheduler/delivery/outbound.ts';
 import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import type { AllowList } from './allow-list.ts';
-import type { TelegramRefusals } from './refusals.ts';
+import type { PlatformRefusals } from '../outbound/refusals.ts';
 
 /** The refusal a user outside the allow-list gets. */
 export const REFUSAL_TEXT = 'Sorry, this bot only answers its allow-listed users. Ask its owner to add your Telegram user id.';
@@ -68,7 +68,7 @@ export interface InboundDeps {
   outbound: Queue<TelegramOutboundData>;
   allow: AllowList;
   /** Refusals to users outside the allow-list (rate-limited, lowest priority). */
-  refusals: TelegramRefusals;
+  refusals: PlatformRefusals;
   /** `agent.max_prompt_chars` */
   maxChars: number;
   /** The bot's username (from getMe): `/cmd@<username>` is for us, `/cmd@<other>` is ignored. */

@@ -22,7 +22,7 @@ import { openRedisClient, type RedisClient, type RedisTopology } from '../../sch
 import type { PlatformAdapter, PluginLoadContext } from '../plugins/platform-plugin.ts';
 import { AllowList } from './allow-list.ts';
 import { storeUpdate } from './inbound.ts';
-import { TelegramRefusals } from './refusals.ts';
+import { PlatformRefusals } from '../outbound/refusals.ts';
 import { TelegramOutboundSender } from './outbound-sender.ts';
 import { PollLease } from './poll-lease.ts';
 import { TelegramPoller, grammySignal } from './poller.ts';
@@ -104,7 +104,8 @@ class TelegramAdapter implements PlatformAdapter {
       maxMs: config.agent.timeout_seconds * 1000,
       log: this.log,
     });
-    const refusals = new TelegramRefusals({
+    const refusals = new PlatformRefusals({
+      platform: 'telegram',
       redis: deps.redis,
       keys,
       outbound: deps.outbound,

@@ -475,9 +475,12 @@ export class Keys {
     return `${this.basePrefix}:discord:${keyPart(botId)}:gateway-session`;
   }
 
-  /** Mark of a refusal sent to `userId` in `channelId` by Discord bot `botId` (fleet-wide). */
-  discordRefusalMark(botId: string, channelId: string, userId: string): string {
-    return `${this.basePrefix}:discord:${keyPart(botId)}:refused:${keyPart(channelId)}:${keyPart(userId)}`;
+  /**
+   * Mark of a refusal sent to `userId` in `chatId` by `platform`'s bot `botId` (fleet-wide, like the
+   * poll lease; gateway/outbound/refusals.ts).
+   */
+  refusalMark(platform: string, botId: string, chatId: string, userId: string): string {
+    return `${this.basePrefix}:${keyPart(platform)}:${keyPart(botId)}:refused:${keyPart(chatId)}:${keyPart(userId)}`;
   }
 
   /**
