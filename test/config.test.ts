@@ -75,6 +75,10 @@ describe('loadConfig', () => {
     expect(y.discord.allowed_users).toEqual(['80351110224678912']);
     expect(y.tools.schedules.allow_from).toEqual(['cli', 'chat']);
     expect(y.worker.shards).toEqual([1, 3]);
+    // an unquoted id past 2^53 has lost digits by the time YAML hands it over: refused, naming the fix
+    const big = home();
+    writeFileSync(join(big, 'config.yaml'), 'discord:\n  allowed_users: [80351110224678912]\n');
+    expect(() => loadConfig({ env: { HERMES_HOME: big } })).toThrow(/discord\.allowed_users\.0 .*quote the id in config\.yaml/);
     expect(() => loadConfig({ env: { ...env, HERMES_COMMAND_ENV_PASS: 'GOOD, not-a-name' } })).toThrow(
       /command_env\.pass\.1 \(from HERMES_COMMAND_ENV_PASS\): must be environment variable names/,
     );

@@ -56,7 +56,17 @@ const flag = (def: boolean) =>
 const stringList = () => commaList(z.array(z.string().min(1))).default([]);
 /** Platform user ids (a platform's allow-list: Telegram, Slack, Discord), from YAML (numbers taken as text) or a comma list in the environment; empty ones dropped. */
 const userIdList = () =>
-  commaList(z.array(z.coerce.string().trim()))
+  commaList(
+    z.array(
+      z
+        .union([
+          z.string(),
+          // A YAML number past 2^53 (a Discord or Telegram id written unquoted) has already lost digits.
+          z.number().refine(Number.isSafeInteger, { message: 'too large to be read exactly as a number: quote the id in config.yaml' }),
+        ])
+        .transform((id) => String(id).trim()),
+    ),
+  )
     .transform((ids) => ids.filter((id) => id.length > 0))
     .default([]);
 /** Environment variable names, from YAML or a comma list in the environment (`AWS_PROFILE,GH_TOKEN`). */
