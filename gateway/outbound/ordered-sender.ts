@@ -1,18 +1,44 @@
 /**
- * A platform-neutral sender of an `outbound-<platform>` queue: the order and
- * at-least-once rules of the Telegram sender (gateway/telegram/outbound-sender.ts,
- * where they are explained), with the platform's send and error reading passed in.
- * Used by Slack; a later platform plugs in the same way.
+ * The sender of every `outbound-<platform>` queue (one job per occurrence, job id
+ * `out:<occurrenceId>`): the order and at-least-once rules of outbound replies, with
+ * the platform's side passed in (`PlatformSend`: how a reply is cut into parts, how a
+ * part is sent, how a failed send is read). Each outcome is reported back through
+ * `recordOutboundOutcome` (session stream, and the cron run for cron deliveries).
  *
- * - Order per chat: a reply is sent only while it is the oldest unfinished one of
- *   its chat (`Keys.outboundOrder`); a later one moves back to delayed and is woken
- *   when the earlier one finishes (or after `orderRecheckMs`).
- * - At least once per part: each part is marked `sending`, then its message id,
- *   in `Keys.outboundSent`; a retried job sends only the parts without an id.
+ * Order (per chat): a reply is sent only while it is the oldest unfinished reply of
+ * its chat (`Keys.outboundOrder`, filled in queue order by `registerOutbound`). A
+ * later reply that meets an earlier one still waiting, retrying or in flight (on this
+ * gateway or a dead one whose job is not yet recovered) moves back to delayed and is
+ * woken when the earlier one finishes (or after `gateway.outbound_order_recheck_ms`).
+ * All parts of a reply are sent before the next reply of the chat, so nothing lands
+ * between them, across retries and gateway crashes alike. Different chats are sent in
+ * parallel (`gateway.outbound_concurrency`).
+ *
+ * At least once per part: before a part is sent it is marked `sending` in
+ * `Keys.outboundSent`, and the platform's message id replaces the mark in the first
+ * Redis command after the platform's answer. A retried job (the gateway died after
+ * part 1 of 3) sends only the parts without a message id. No platform here has an
+ * idempotent send, so one window is left: a crash after the platform took a part and
+ * before its id was written (one Redis round trip after the answer arrived, about a
+ * millisecond) sends that part again; the retry logs it. No window loses a part.
+ *
+ * Failures (each attempt reported, with `willRetry`):
  * - Rate limits: a platform's "retry after N s" is waited out in place when
- *   N ≤ `maxRetryAfterSeconds` (the part is sent once, after the wait); a longer
- *   one moves the job back to delayed for exactly N s.
- * - Permanent refusals fail the job at once; anything else is retried by BullMQ.
+ *   N ≤ `gateway.max_retry_after_seconds` (the part is sent once, after the wait); a
+ *   longer one moves the job back to delayed for exactly N s (it stays first in its
+ *   chat). A platform whose client already waits out the short ones
+ *   (`PlatformSend.deferEveryRateLimit`) has every rate limit that reaches the sender
+ *   moved back to delayed.
+ * - Permanent refusals (the platform's 4xx but 429: unknown chat, bot blocked, bad
+ *   thread) fail the job at once, not retried; the chat's next reply goes on.
+ * - Anything else (network errors, 5xx) is retried by BullMQ with exponential backoff
+ *   up to `OUTBOUND_ATTEMPTS`.
+ *
+ * `stop(deadlineMs)` has its own deadline: BullMQ's `Worker.close()` waits for active
+ * jobs without a timeout and memoises its first call, so a later `close(true)` cannot
+ * force it. After the deadline the active sends are cancelled through their
+ * AbortSignals (`cancelAllJobs`), which lets the one `close()` call resolve; cancelled
+ * jobs are retried by the next gateway.
  */
 import { DelayedError, UnrecoverableError, Worker, type Job, type Queue } from 'bullmq';
 import type { Logger } from 'pino';
@@ -37,39 +63,54 @@ export type SendFailure =
   | { kind: 'rate_limited'; retryAfterSeconds: number }
   /** The platform refused for good (unknown channel, not in channel…): not retried. */
   | { kind: 'refused'; error: PlatformError }
-  /** Network error, 5xx: retried by the queue (the part may have arrived: it stays `sending`). */
-  | { kind: 'transient' };
+  /**
+   * Network error, 5xx: retried by the queue. The part may have arrived, so it stays `sending`,
+   * unless the platform `answered` with the error (then it did not arrive and its mark is dropped).
+   * `error`, when given, is what the job fails with (its message and code are reported).
+   */
+  | { kind: 'transient'; error?: PlatformError; answered?: boolean };
 
-/** The platform's side of a sender. */
-export interface PlatformSend {
+/** The platform's side of a sender: a part is `Part` (plain text by default), a message id `Id`. */
+export interface PlatformSend<Part = string, Id extends string | number = string> {
   /** Platform name, for logs (`slack`). */
   platform: string;
   /** The parts of a reply, in order (rendered and split for the platform). */
-  parts(text: string): string[];
+  parts(text: string): Part[];
   /** Send one part; resolves with the platform's message id. */
-  send(data: OutboundData, part: string, signal: AbortSignal | undefined): Promise<string>;
+  send(data: OutboundData, part: Part, signal: AbortSignal | undefined, log: Logger): Promise<Id>;
   /** Read a send's error. */
   classify(err: unknown): SendFailure;
+  /** A message id as recorded in Redis (text) read back; the text itself when absent. */
+  recordedId?(recorded: string): Id;
+  /** The platform's client waits out rate limits up to the cap itself: every one that reaches the sender moves the job back to delayed. */
+  deferEveryRateLimit?: boolean;
+  /** Called once a part's message id is recorded. */
+  afterPart?(data: OutboundData): void;
 }
 
 /** Settings of an ordered sender. */
 export interface OrderedSenderOptions {
   queueName: string;
-  /** The platform's outbound queue (to look at a chat's earlier replies). */
-  queue: Queue<OutboundData>;
+  /** The platform's outbound queue (to look at a chat's earlier replies; any platform's job data). */
+  queue: Pick<Queue, 'getJob'>;
   redis: RedisClient;
   /** BullMQ connection of the worker (blocking commands). */
   connection: RedisClient;
   keys: Keys;
   concurrency: number;
+  /** BullMQ job lock, ms (`worker.lock_duration_ms`). */
   lockDurationMs: number;
+  /** Renewal interval of the job locks, ms (`worker.lock_renew_ms`). */
   lockRenewMs: number;
+  /** Stalled-job check interval, ms (`worker.stalled_interval_ms`): a dead gateway's send is taken over within lock + this. */
   stalledIntervalMs: number;
+  /** Stalls (gateway deaths mid-send) a job survives before it fails (`worker.max_stalled_count`). */
   maxStalledCount: number;
-  /** `gateway.outbound_order_recheck_ms` */
+  /** Wait of a reply queued behind an unfinished earlier one before it looks again, ms (`gateway.outbound_order_recheck_ms`). */
   orderRecheckMs: number;
   /** `gateway.max_retry_after_seconds`: a longer wait moves the job back to delayed. */
   maxRetryAfterSeconds: number;
+  /** Entries kept per session event stream, where outcomes are reported (`worker.events_max_entries`). */
   eventsMaxLen?: number;
   log: Logger;
   /** Each send counted by outcome: sent, rate_limited, refused, failed. */
@@ -77,28 +118,31 @@ export interface OrderedSenderOptions {
 }
 
 /** Return value of an outbound job: the evidence of delivery. */
-export interface OrderedSendResult {
+export interface OrderedSendResult<Id extends string | number = string> {
   chatId: string;
   /** The platform's message ids, one per part, in order. */
-  messageIds: string[];
+  messageIds: Id[];
 }
 
+/** Mark of a part whose send started and whose message id is not known yet. */
 const PENDING = 'sending';
+/** States of a job that has not finished (an earlier reply in them holds its chat's later replies back). */
 const UNFINISHED = new Set(['waiting', 'delayed', 'active', 'prioritized', 'waiting-children']);
 
-export class OrderedSender {
-  private worker: Worker<OutboundData, OrderedSendResult> | undefined;
+/** Sends one platform's outbound queue in order, at least once per part (the rules: this file's head). */
+export class OrderedSender<Part = string, Id extends string | number = string> {
+  private worker: Worker<OutboundData, OrderedSendResult<Id>> | undefined;
   private stopping: Promise<void> | undefined;
 
   constructor(
     private readonly options: OrderedSenderOptions,
-    private readonly platform: PlatformSend,
+    private readonly platform: PlatformSend<Part, Id>,
   ) {}
 
   /** Start consuming the queue. Resolves when the worker is connected. */
   async start(): Promise<void> {
     const o = this.options;
-    this.worker = new Worker<OutboundData, OrderedSendResult>(o.queueName, (job, token, signal) => this.process(job, token, signal), {
+    this.worker = new Worker<OutboundData, OrderedSendResult<Id>>(o.queueName, (job, token, signal) => this.process(job, token, signal), {
       connection: o.connection,
       prefix: o.keys.bullPrefix,
       concurrency: o.concurrency,
@@ -112,9 +156,13 @@ export class OrderedSender {
       o.log.warn({ jobId: job?.id, attempts: job?.attemptsMade, err: err.message }, `${this.platform.platform} reply not sent`),
     );
     logBullmqErrors(this.worker, o.queueName, o.log);
+    // A send whose job lock lapsed (this process stalled longer than the lock) may already be
+    // taken over elsewhere: stop it, so one reply is never sent by two processors at once.
     this.worker.on('lockRenewalFailed', (jobIds) => {
-      for (const id of jobIds)
-        if (this.worker?.cancelJob(id, 'job lock lost')) o.log.warn({ jobId: id }, 'outbound job lock lost; its send is stopped here');
+      for (const id of jobIds) {
+        if (this.worker?.cancelJob(id, 'job lock lost'))
+          o.log.warn({ jobId: id }, 'outbound job lock lost; its send is stopped here and left to whoever took the job over');
+      }
     });
     await this.worker.waitUntilReady();
   }
@@ -132,6 +180,7 @@ export class OrderedSender {
       ]);
       clearTimeout(timer);
       if (outcome === 'deadline') {
+        this.options.log.warn({ deadlineMs }, 'outbound sends still running at the deadline; cancelling them (they are retried later)');
         worker.cancelAllJobs('gateway shutdown');
         await closed;
       }
@@ -139,18 +188,26 @@ export class OrderedSender {
     return this.stopping;
   }
 
-  private async process(job: Job<OutboundData>, token: string | undefined, signal: AbortSignal | undefined): Promise<OrderedSendResult> {
+  /** Process one outbound job: wait for its turn in the chat, send, report. */
+  private async process(
+    job: Job<OutboundData>,
+    token: string | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<OrderedSendResult<Id>> {
     const { redis, keys } = this.options;
     const data = job.data;
     const log = this.options.log.child({ jobId: job.id, occurrenceId: data.occurrenceId, chatId: data.chatId });
+    // A producer that died before registering is covered here (idempotent).
     await registerOutbound(redis, keys, data);
     const orderKey = keys.outboundOrder(data.platform, data.chatId);
-    if ((await this.earlierUnfinished(orderKey, data.occurrenceId)) !== null && token) {
+    const ahead = await this.earlierUnfinished(orderKey, data.occurrenceId);
+    if (ahead !== null && token) {
+      log.debug({ waitsFor: ahead }, 'an earlier reply of this chat is not finished; this one waits');
       return await deferJob(job, token, this.options.orderRecheckMs);
     }
     const attempt = job.attemptsMade + 1;
     const attempts = job.opts.attempts ?? OUTBOUND_ATTEMPTS;
-    let messageIds: string[];
+    let messageIds: Id[];
     try {
       messageIds = await this.sendParts(job, token, signal, log);
     } catch (err) {
@@ -178,6 +235,11 @@ export class OrderedSender {
     return { chatId: data.chatId, messageIds };
   }
 
+  /**
+   * The oldest unfinished reply queued before `occurrenceId` in its chat, or
+   * `null` when this one is first (or not ordered any more: a retry after it
+   * finished). Entries whose job finished or is gone are dropped on the way.
+   */
   private async earlierUnfinished(orderKey: string, occurrenceId: string): Promise<string | null> {
     const { redis, queue } = this.options;
     for (;;) {
@@ -191,6 +253,7 @@ export class OrderedSender {
     }
   }
 
+  /** This reply is done (sent or given up): let the chat's next reply go at once. */
   private async finish(orderKey: string, occurrenceId: string): Promise<void> {
     const { redis, queue, keys } = this.options;
     await redis.multi().zrem(orderKey, occurrenceId).expire(keys.outboundSent(occurrenceId), OUTBOUND_DONE_TTL_SECONDS).exec();
@@ -204,43 +267,48 @@ export class OrderedSender {
     try {
       await recordOutboundOutcome(this.options.redis, this.options.keys, data, outcome, this.options.eventsMaxLen);
     } catch (err) {
+      // A sent reply whose report failed is retried: its parts are recorded, so only the report is repeated.
       log.warn({ err: (err as Error).message, status: outcome.status }, 'outbound outcome not recorded');
       if (outcome.status === 'sent') throw err;
     }
   }
 
-  private async sendParts(
-    job: Job<OutboundData>,
-    token: string | undefined,
-    signal: AbortSignal | undefined,
-    log: Logger,
-  ): Promise<string[]> {
+  /**
+   * Send the parts that have no recorded message id, in order.
+   * @returns every part's message id
+   * @throws DelayedError after a long rate limit (the job waits its retry-after);
+   *   UnrecoverableError (cause: PlatformError) for a permanent refusal;
+   *   the failure's error, or the send's own, for a transient failure
+   */
+  private async sendParts(job: Job<OutboundData>, token: string | undefined, signal: AbortSignal | undefined, log: Logger): Promise<Id[]> {
     const { redis, keys } = this.options;
+    const platform = this.platform;
     const data = job.data;
-    const parts = this.platform.parts(data.text);
+    const parts = platform.parts(data.text);
     const key = keys.outboundSent(data.occurrenceId);
     const recorded = await redis.hgetall(key);
-    const ids: string[] = [];
+    const ids: Id[] = [];
     for (let i = 0; i < parts.length; i++) {
-      signal?.throwIfAborted();
+      signal?.throwIfAborted(); // stopped (lock lost, shutdown): the next part is left to the job's next run
       const prior = recorded[String(i)];
       if (prior && prior !== PENDING) {
-        ids.push(prior);
+        ids.push(platform.recordedId ? platform.recordedId(prior) : (prior as Id));
         continue;
       }
       if (prior === PENDING)
         log.warn({ part: i + 1, parts: parts.length }, 'resending a part whose earlier send was not confirmed; it may arrive twice');
       await redis.hset(key, String(i), PENDING);
-      let messageId: string;
+      let messageId: Id;
       for (;;) {
         try {
-          messageId = await this.platform.send(data, parts[i]!, signal);
+          messageId = await platform.send(data, parts[i]!, signal, log);
           break;
         } catch (err) {
-          const failure = this.platform.classify(err);
+          const failure = platform.classify(err);
           if (failure.kind === 'transient') {
             this.options.countSend?.('failed');
-            throw err; // the part may have arrived: it stays `sending`
+            if (failure.answered) await redis.hdel(key, String(i)); // else the part may have arrived: it stays `sending`
+            throw failure.error ?? err;
           }
           if (failure.kind === 'refused') {
             this.options.countSend?.('refused');
@@ -249,17 +317,22 @@ export class OrderedSender {
           }
           this.options.countSend?.('rate_limited');
           const waitMs = failure.retryAfterSeconds * 1000;
-          if (failure.retryAfterSeconds > this.options.maxRetryAfterSeconds && token) {
+          if ((platform.deferEveryRateLimit || failure.retryAfterSeconds > this.options.maxRetryAfterSeconds) && token) {
             await redis.hdel(key, String(i));
-            log.warn({ retryAfter: failure.retryAfterSeconds }, 'asked to wait longer than max_retry_after_seconds; reply delayed');
+            log.warn(
+              { retryAfter: failure.retryAfterSeconds },
+              `${platform.platform} asked to wait longer than max_retry_after_seconds; reply delayed`,
+            );
             return await deferJob(job, token, waitMs);
           }
           log.info({ retryAfter: failure.retryAfterSeconds, part: i + 1 }, 'rate limited; waiting before sending the part again');
           await sleep(waitMs, undefined, signal ? { signal } : undefined);
         }
       }
-      await redis.hset(key, String(i), messageId);
+      // The at-least-once window closes here: the first command after the platform's answer.
+      await redis.hset(key, String(i), String(messageId));
       this.options.countSend?.('sent');
+      platform.afterPart?.(data);
       ids.push(messageId);
     }
     return ids;

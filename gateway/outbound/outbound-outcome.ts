@@ -4,7 +4,7 @@
  * and operators see a reply that did not reach its chat) and, for a cron
  * delivery, into the run record (scheduler/cron/delivery-report.ts).
  *
- * Retry policy (decided in gateway/telegram/outbound-sender.ts): permanent
+ * Retry policy (decided in gateway/outbound/ordered-sender.ts): permanent
  * refusals (400 chat not found, 403 bot blocked, other 4xx but 429) are not
  * retried; network errors and 5xx are, with exponential backoff, up to
  * `OUTBOUND_ATTEMPTS` attempts; a 429 waits out `retry_after`.

@@ -12,7 +12,7 @@
  *   message may be answered); otherwise it is queued at BullMQ's lowest
  *   priority and without a place in the chat's order, which it only takes
  *   when the sender picks it up — after every reply registered before then
- *   (gateway/outbound/ordered-sender.ts, gateway/telegram/outbound-sender.ts).
+ *   (gateway/outbound/ordered-sender.ts).
  *
  * The mark is set before the refusal is queued; a queueing that fails gives
  * it back and throws, so the platform's retry of the event tries again.

@@ -15,7 +15,7 @@ import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
-import type { Keys } from '../../scheduler/store/keys.ts';
+import { QUEUES, type Keys } from '../../scheduler/store/keys.ts';
 import type { TelegramOutboundData } from '../../scheduler/delivery/outbound.ts';
 import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import { openRedisClient, type RedisClient, type RedisTopology } from '../../scheduler/store/redis/connection-factory.ts';
@@ -23,7 +23,9 @@ import type { PlatformAdapter, PluginLoadContext } from '../plugins/platform-plu
 import { AllowList } from './allow-list.ts';
 import { storeUpdate } from './inbound.ts';
 import { PlatformRefusals } from '../outbound/refusals.ts';
-import { TelegramOutboundSender } from './outbound-sender.ts';
+import { OrderedSender } from '../outbound/ordered-sender.ts';
+import { telegramSend } from './telegram-send.ts';
+import type { FormattedText } from './render-markdown.ts';
 import { PollLease } from './poll-lease.ts';
 import { TelegramPoller, grammySignal } from './poller.ts';
 
@@ -83,7 +85,7 @@ export async function loadTelegramAdapter(deps: TelegramAdapterDeps, ctx: Plugin
 
 class TelegramAdapter implements PlatformAdapter {
   private readonly poller: TelegramPoller;
-  private readonly sender: TelegramOutboundSender;
+  private readonly sender: OrderedSender<FormattedText, number>;
   private readonly connection: RedisClient;
   private readonly log: Logger;
   private readonly outboundStopMs: number;
@@ -146,23 +148,26 @@ class TelegramAdapter implements PlatformAdapter {
     });
     this.connection = openRedisClient(deps.topology, 'bullmq');
     this.connection.on('error', () => {});
-    this.sender = new TelegramOutboundSender({
-      api: sendApi,
-      redis: deps.redis,
-      connection: this.connection,
-      queue: deps.outbound,
-      keys,
-      concurrency: config.gateway.outbound_concurrency,
-      orderRecheckMs: config.gateway.outbound_order_recheck_ms,
-      lockDurationMs: config.worker.lock_duration_ms,
-      lockRenewMs: config.worker.lock_renew_ms,
-      stalledIntervalMs: config.worker.stalled_interval_ms,
-      maxStalledCount: config.worker.max_stalled_count,
-      eventsMaxLen: config.worker.events_max_entries,
-      log: this.log,
-      metrics: deps.metrics,
-      onSent: (chatId, threadId) => this.typing.stop(chatId, threadId),
-    });
+    this.sender = new OrderedSender(
+      {
+        queueName: QUEUES.outboundTelegram,
+        queue: deps.outbound,
+        redis: deps.redis,
+        connection: this.connection,
+        keys,
+        concurrency: config.gateway.outbound_concurrency,
+        orderRecheckMs: config.gateway.outbound_order_recheck_ms,
+        maxRetryAfterSeconds: config.gateway.max_retry_after_seconds,
+        lockDurationMs: config.worker.lock_duration_ms,
+        lockRenewMs: config.worker.lock_renew_ms,
+        stalledIntervalMs: config.worker.stalled_interval_ms,
+        maxStalledCount: config.worker.max_stalled_count,
+        eventsMaxLen: config.worker.events_max_entries,
+        log: this.log,
+        countSend: (outcome) => deps.metrics?.telegramSends.inc({ outcome }),
+      },
+      telegramSend(sendApi, (chatId, threadId) => this.typing.stop(chatId, threadId)),
+    );
   }
 
   async start(): Promise<void> {

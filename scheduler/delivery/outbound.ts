@@ -9,7 +9,7 @@
  * queued, and the parts of one reply leave together. Queue order is fixed when
  * a reply is registered in its chat's order set (`Keys.outboundOrder`), right
  * after its job was added; the gateway sends a reply only while it is the
- * oldest unfinished one of its chat (gateway/telegram/outbound-sender.ts).
+ * oldest unfinished one of its chat (gateway/outbound/ordered-sender.ts).
  * A producer that died between adding the job and registering it is covered
  * by the gateway, which registers a job it meets unregistered.
  */
