@@ -24,7 +24,7 @@ import { registerCommands } from './application-commands.ts';
 import { ChannelRoutes } from './channel-route.ts';
 import { DiscordConnection } from './gateway-connection.ts';
 import { storeInteraction, storeMessage, type DiscordInboundDeps } from './inbound.ts';
-import { OrderedSender } from '../outbound/ordered-sender.ts';
+import { OrderedSender, orderedSenderSettings } from '../outbound/ordered-sender.ts';
 import { discordSend } from './discord-send.ts';
 import { PlatformRefusals } from '../outbound/refusals.ts';
 import { DiscordSessionStore } from './session-store.ts';
@@ -161,14 +161,7 @@ class DiscordAdapter implements PlatformAdapter {
         redis,
         connection: this.bull,
         keys,
-        concurrency: config.gateway.outbound_concurrency,
-        orderRecheckMs: config.gateway.outbound_order_recheck_ms,
-        maxRetryAfterSeconds: config.gateway.max_retry_after_seconds,
-        lockDurationMs: config.worker.lock_duration_ms,
-        lockRenewMs: config.worker.lock_renew_ms,
-        stalledIntervalMs: config.worker.stalled_interval_ms,
-        maxStalledCount: config.worker.max_stalled_count,
-        eventsMaxLen: config.worker.events_max_entries,
+        ...orderedSenderSettings(config),
         log: this.log,
         countSend: (outcome) => {
           if (outcome === 'sent') this.partsSent++;

@@ -45,6 +45,7 @@ import type { Logger } from 'pino';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import type { Keys } from '../../scheduler/store/keys.ts';
+import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { deferJob } from '../../scheduler/store/defer-job.ts';
 import { logBullmqErrors } from '../../scheduler/store/redis/bullmq-errors.ts';
 import { JOB_RETENTION } from '../../scheduler/store/queues.ts';
@@ -115,6 +116,32 @@ export interface OrderedSenderOptions {
   log: Logger;
   /** Each send counted by outcome: sent, rate_limited, refused, failed. */
   countSend?: (outcome: 'sent' | 'rate_limited' | 'refused' | 'failed') => void;
+}
+
+/** The settings of every platform's sender that come from the configuration. */
+export function orderedSenderSettings(
+  config: HermesConfig,
+): Pick<
+  OrderedSenderOptions,
+  | 'concurrency'
+  | 'orderRecheckMs'
+  | 'maxRetryAfterSeconds'
+  | 'lockDurationMs'
+  | 'lockRenewMs'
+  | 'stalledIntervalMs'
+  | 'maxStalledCount'
+  | 'eventsMaxLen'
+> {
+  return {
+    concurrency: config.gateway.outbound_concurrency,
+    orderRecheckMs: config.gateway.outbound_order_recheck_ms,
+    maxRetryAfterSeconds: config.gateway.max_retry_after_seconds,
+    lockDurationMs: config.worker.lock_duration_ms,
+    lockRenewMs: config.worker.lock_renew_ms,
+    stalledIntervalMs: config.worker.stalled_interval_ms,
+    maxStalledCount: config.worker.max_stalled_count,
+    eventsMaxLen: config.worker.events_max_entries,
+  };
 }
 
 /** Return value of an outbound job: the evidence of delivery. */

@@ -28,7 +28,7 @@ import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import { OUTBOUND_QUEUES, type OutboundData } from '../../scheduler/delivery/outbound.ts';
 import { openRedisClient, type RedisClient, type RedisTopology } from '../../scheduler/store/redis/connection-factory.ts';
 import type { PlatformAdapter, PlatformHttpAnswer, PlatformHttpRequest, PluginLoadContext } from '../plugins/platform-plugin.ts';
-import { OrderedSender, type PlatformSend, type SendFailure } from '../outbound/ordered-sender.ts';
+import { OrderedSender, orderedSenderSettings, type PlatformSend, type SendFailure } from '../outbound/ordered-sender.ts';
 import { answerSlackRequest } from './events-endpoint.ts';
 import { storeSlackEvent, storeSlashCommand, type SlackEventCallback, type SlackInboundDeps, type SlackSlashCommand } from './inbound.ts';
 import { PlatformRefusals } from '../outbound/refusals.ts';
@@ -172,14 +172,7 @@ class SlackAdapter implements PlatformAdapter {
         redis: deps.redis,
         connection: this.connection,
         keys,
-        concurrency: config.gateway.outbound_concurrency,
-        orderRecheckMs: config.gateway.outbound_order_recheck_ms,
-        maxRetryAfterSeconds: config.gateway.max_retry_after_seconds,
-        lockDurationMs: config.worker.lock_duration_ms,
-        lockRenewMs: config.worker.lock_renew_ms,
-        stalledIntervalMs: config.worker.stalled_interval_ms,
-        maxStalledCount: config.worker.max_stalled_count,
-        eventsMaxLen: config.worker.events_max_entries,
+        ...orderedSenderSettings(config),
         log,
         countSend: (outcome) => deps.metrics?.platformSends.inc({ platform: 'slack', outcome }),
       },

@@ -23,7 +23,7 @@ import type { PlatformAdapter, PluginLoadContext } from '../plugins/platform-plu
 import { AllowList } from './allow-list.ts';
 import { storeUpdate } from './inbound.ts';
 import { PlatformRefusals } from '../outbound/refusals.ts';
-import { OrderedSender } from '../outbound/ordered-sender.ts';
+import { OrderedSender, orderedSenderSettings } from '../outbound/ordered-sender.ts';
 import { telegramSend } from './telegram-send.ts';
 import type { FormattedText } from './render-markdown.ts';
 import { PollLease } from './poll-lease.ts';
@@ -155,14 +155,7 @@ class TelegramAdapter implements PlatformAdapter {
         redis: deps.redis,
         connection: this.connection,
         keys,
-        concurrency: config.gateway.outbound_concurrency,
-        orderRecheckMs: config.gateway.outbound_order_recheck_ms,
-        maxRetryAfterSeconds: config.gateway.max_retry_after_seconds,
-        lockDurationMs: config.worker.lock_duration_ms,
-        lockRenewMs: config.worker.lock_renew_ms,
-        stalledIntervalMs: config.worker.stalled_interval_ms,
-        maxStalledCount: config.worker.max_stalled_count,
-        eventsMaxLen: config.worker.events_max_entries,
+        ...orderedSenderSettings(config),
         log: this.log,
         countSend: (outcome) => deps.metrics?.telegramSends.inc({ outcome }),
       },
