@@ -178,6 +178,13 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
    * finishes what the dead worker left undone and is skipped.
    */
   async gate(): Promise<GateAnswer<GateRead, TickResult>> {
+    const ahead = takeReadAhead(this.job);
+    if (ahead) {
+      // Read before the due time (`readAhead`): good for a `fire` only, which the claim re-checks.
+      const read = await readGate(this.deps, this.tick, ahead).catch(() => undefined);
+      if (read && decideGate(read, { deferMs: this.deps.config.worker.defer_ms }).action === 'fire')
+        return { action: 'claim', gated: read };
+    }
     const read = await readGate(this.deps, this.tick);
     const decided = decideGate(read, { deferMs: this.deps.config.worker.defer_ms });
     if (decided.action === 'fire') return { action: 'claim', gated: read };
@@ -437,10 +444,10 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
  * occurrence applied already is finished here: its in-flight mark cleared, a self-paced loop's
  * next tick armed.
  */
-async function readGate(deps: WorkerDeps, tick: Tick) {
+async function readGate(deps: WorkerDeps, tick: Tick, ahead?: Promise<StoredGateRead>) {
   const { sessionId, kind } = tick;
   // One read with every tick that wakes in the same turn of the event loop (an aligned burst).
-  const { loop, pendingCount, goal } = await deps.loops.readGate(sessionId, kind);
+  const { loop, pendingCount, goal } = await (ahead ?? deps.loops.readGate(sessionId, kind));
   const fire = decideFire(loop, { loopId: tick.loopId, dueAt: tick.dueAt, occurrenceId: tick.occurrenceId });
   if (!fire.fire && fire.reason === 'already-applied') {
     await deps.loops.clearInflight(sessionId, kind, tick.occurrenceId);
@@ -448,6 +455,31 @@ async function readGate(deps: WorkerDeps, tick: Tick) {
   }
   const inputPending = fire.fire && pendingCount > 0 && (await pendingInput(deps.redis, deps.keys, sessionId)).length > 0;
   return { loop, goal, pendingCount, fire, inputPending, goalHoldsSession: goalHoldsSession(goal) };
+}
+
+/** What the store's gate read answers (`TickClaim.readGate`). */
+type StoredGateRead = Awaited<ReturnType<WorkerDeps['loops']['readGate']>>;
+
+/** Gate reads started when a held tick was fetched, by its job (`readAhead`). */
+const readsAhead = new WeakMap<Job, Promise<StoredGateRead>>();
+
+/**
+ * Start the gate's read of a tick fetched before its due time (the prefetch lead), so that at the due
+ * time its claim is sent at once instead of after a read. The read is used only when it decides
+ * `fire`: the claim script re-checks the record's version, the goal's and the pending input's count
+ * against it (`claim-tick-7.lua`), so a read that went stale meanwhile ends in a fresh read, never in a
+ * wrong turn; any other decision is taken again over a read made at the due time.
+ */
+export function readAhead(deps: WorkerDeps, job: Job<TickJobData>): void {
+  const read = deps.loops.readGate(job.data.sessionId, job.data.kind);
+  read.catch(() => {}); // a failed read is read again at the due time
+  readsAhead.set(job, read);
+}
+
+function takeReadAhead(job: Job): Promise<StoredGateRead> | undefined {
+  const read = readsAhead.get(job);
+  readsAhead.delete(job);
+  return read;
 }
 
 /** The claim script (`TickClaim.claimTick`; its rule: `claim-tick-7.lua`), over what the gate read. */

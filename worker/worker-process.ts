@@ -48,7 +48,7 @@ import { COMMAND_TICK_JOB_NAME, tickJobData, type StoredTickJobData, type TickJo
 import { TURN_POOLS, type DrainClass, type JobTicket, type TurnPool } from './turn-tracker.ts';
 import { deferJob } from '../scheduler/store/defer-job.ts';
 import { decodeTurnAbort } from '../scheduler/session/turn-abort.ts';
-import { processScheduleTick } from './tick-processor.ts';
+import { processScheduleTick, readAhead } from './tick-processor.ts';
 import { processInbox, type InboxHooks } from './inbox-processor.ts';
 import { processCronTick } from './cron-processor.ts';
 import { processV1Run } from './v1-run-processor.ts';
@@ -203,10 +203,10 @@ export class WorkerProcess {
             if (tickType(job) !== 'schedule-tick') return { pool: 'agent', dueAt: undefined };
             // A job scheduler's jobs carry no session id (its scheduler id names it): complete the data once, here.
             job.data = tickJobData(job as Job<StoredTickJobData>);
-            return {
-              pool: job.name === COMMAND_TICK_JOB_NAME ? 'command' : 'agent',
-              dueAt: sd.loops.occurrenceOf(job as Job<TickJobData>).dueAt,
-            };
+            const { dueAt } = sd.loops.occurrenceOf(job as Job<TickJobData>);
+            // Held until due: its gate is read meanwhile, off the burst's critical path (`readAhead`).
+            if (dueAt > Date.now()) readAhead(sd, job as Job<TickJobData>);
+            return { pool: job.name === COMMAND_TICK_JOB_NAME ? 'command' : 'agent', dueAt };
           },
         },
       );
