@@ -107,6 +107,8 @@ export class WorkerProcess {
   private readonly stopFetching = new AbortController();
   /** The ticket of each fetched job, for its processor (BullMQ hands the processor the same job object). */
   private readonly tickets = new WeakMap<Job, { ticket: JobTicket; previous: Promise<void> | undefined }>();
+  /** Each job id's newest `processJob` call in this process (see `admit`: BullMQ tracks a job's lock by its id). */
+  private readonly processing = new Map<string, Promise<unknown>>();
   /** Tokens of fetches, per process (BullMQ's form: `<worker id>:<n>`). */
   private fetches = 0;
   /** Fetches of the fetch loops not yet answered (the drain waits for them before closing). */
@@ -377,8 +379,14 @@ export class WorkerProcess {
       admission.fetchStarted(holdable);
       return true;
     };
-    worker
-      .processJob(job, token, fetchNext)
+    const id = job.id!;
+    const earlier = this.processing.get(id);
+    const run = worker.processJob(job, token, fetchNext);
+    this.processing.set(id, run);
+    // BullMQ renews one lock per job id, and the earlier copy's end stops renewing it (`untrackJob(id)`):
+    // this copy's lock would lapse under its turn. Once that copy has ended, this one's is renewed again.
+    if (earlier) void earlier.finally(() => this.processing.get(id) === run && worker.renewLockOf(id, token, job.processedOn));
+    void run
       .then(
         (next) => {
           if (next) this.admit(worker, next, token, queue);
@@ -386,6 +394,7 @@ export class WorkerProcess {
         (err: unknown) => worker.emit('error', err as Error),
       )
       .finally(() => {
+        if (this.processing.get(id) === run) this.processing.delete(id);
         if (fetchesNext) admission.fetchEnded(holdable);
       });
   }
@@ -615,6 +624,11 @@ class FetchingWorker extends Worker {
   /** Start renewing the locks of the jobs being processed (what `Worker.run` does besides its main loop). */
   startLockRenewal(): void {
     this.lockManager.start();
+  }
+
+  /** Renew job `jobId`'s lock with `token` from now on (what `processJob` sets up when it starts the job). */
+  renewLockOf(jobId: string, token: string, processedOn: number | undefined): void {
+    this.lockManager.trackJob(jobId, token, processedOn ?? Date.now());
   }
 }
 
