@@ -385,7 +385,12 @@ export class WorkerProcess {
     this.processing.set(id, run);
     // BullMQ renews one lock per job id, and the earlier copy's end stops renewing it (`untrackJob(id)`):
     // this copy's lock would lapse under its turn. Once that copy has ended, this one's is renewed again.
-    if (earlier) void earlier.finally(() => this.processing.get(id) === run && worker.renewLockOf(id, token, job.processedOn));
+    if (earlier) {
+      const renew = () => {
+        if (this.processing.get(id) === run) worker.renewLockOf(id, token, job.processedOn);
+      };
+      earlier.then(renew, renew); // the earlier copy's failure is its own chain's to report
+    }
     void run
       .then(
         (next) => {
