@@ -4,7 +4,8 @@
  * a drain, runs the rounds of gate and claim, tracks the turn, commits once and
  * delivers after the commit. What is the tick's own:
  *
- *   - `gate`: one read of the record, the goal and the pending input, and
+ *   - `gate`: one read of the record, the goal and the pending input — made
+ *     when a held tick is fetched (`readAhead`), else at the due time — and
  *     `decideGate` (`tick-gate.ts`: coalescing, user input first, goal first);
  *     an occurrence applied already finishes what a dead worker left undone;
  *   - `claim`: the claim script (`TickClaim.claimTick`; the rule is told in
@@ -19,8 +20,9 @@
  *   - `deliver` the reply (or a failed tick's notice) to the route, and
  *     `applyOutcome`: a finished or paused schedule loses its job scheduler, a
  *     failed fixed loop backs off, a self-paced loop gets its next tick.
- * The tick costs three round trips on the product's connection: the gate read,
- * the claim script, the commit script (`test/tick-round-trips.test.ts`).
+ * The tick costs three round trips on the product's connection: the gate read
+ * (before the due time for a held tick), the claim script, the commit script
+ * (`test/tick-round-trips.test.ts`).
  *
  * Failure policy: a turn that fails (model error, command error, timeout)
  * still completes the tick — it is recorded as failed, counts against the
