@@ -95,9 +95,10 @@ export class TickClaim {
    *     {@link GATE_READS_PER_COMMAND} ticks, one `MGET` (records and goals) and one `EXISTS` over the
    *     pending-input keys, sent together; only a group in which some session has pending input (an
    *     empty sorted set does not exist) has its counts read, one `ZCARD` each.
-   *  3. When a group's answer arrives its ticks go on to their claim scripts in that same turn:
-   *     `holdWritesThisTurn` holds the connection's writes until the check phase, so the claims
-   *     leave in one write.
+   *  3. When a group's answer arrives its ticks go on to their claim scripts in that same turn, and
+   *     each claim holds the connection's writes until the check phase (`holdWritesThisTurn`), so the
+   *     claims leave in one write — also those of a burst whose reads were made ahead (`readAhead`,
+   *     `worker/tick-processor.ts`), which go on to their claims from the timer callback of step 1.
    * A tick that misses a batch (it awaited I/O first) is read in a later one: a round trip more,
    * never a wrong decision. The round trips per tick are pinned by `test/tick-round-trips.test.ts`.
    * @throws Error whatever Redis answered (every tick of the failed group gets it);
@@ -142,7 +143,6 @@ export class TickClaim {
       this.redis.exists(pendingKeys),
     ]);
     const counts = withInput > 0 ? await Promise.all(pendingKeys.map((k) => this.redis.zcard(k))) : null;
-    holdWritesThisTurn(this.redis); // step 3 of the contract above
     chunk.forEach((w, i) => {
       try {
         const loop = values[2 * i],
@@ -169,6 +169,7 @@ export class TickClaim {
    */
   async claimTick(sessionId: string, kind: LoopKind, input: ClaimTickInput): Promise<ClaimTickResult> {
     const k = this.keys;
+    holdWritesThisTurn(this.redis); // step 3 of `readGate`'s contract
     const [status, ...rest] = (await runLuaScript(
       this.redis,
       CLAIM_TICK,

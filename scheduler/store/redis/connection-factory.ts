@@ -304,12 +304,20 @@ export function closeClient(client: RedisClient | undefined): void {
  * so the commands many callers issue in this turn leave in one write (one system call) instead of
  * one write each (the burst batching of `TickClaim.readGate`, `scheduler/loop/tick-claim.ts`). Nothing else changes: the commands, their order and their
  * replies are the same, and a held write waits at most until the end of this turn. A client that
- * is not connected, or a Cluster client (one connection per node), is left as it is.
+ * is not connected, or a Cluster client (one connection per node), is left as it is. Holding
+ * again in the same turn changes nothing.
  */
 export function holdWritesThisTurn(client: RedisClient): void {
   if (client instanceof Cluster || client.status !== 'ready') return;
   const stream = client.stream;
-  if (!stream || stream.destroyed) return;
+  if (!stream || stream.destroyed || heldThisTurn.has(stream)) return;
+  heldThisTurn.add(stream);
   stream.cork();
-  setImmediate(() => stream.uncork());
+  setImmediate(() => {
+    heldThisTurn.delete(stream);
+    stream.uncork();
+  });
 }
+
+/** Streams whose writes are held until the end of this turn: a second hold in the same turn is the first. */
+const heldThisTurn = new WeakSet<object>();
