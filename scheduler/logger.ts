@@ -59,3 +59,24 @@ export function createLogger(options: { level?: string; name?: string; file?: st
     destination,
   );
 }
+
+const LEVEL_METHODS = new Set(['trace', 'debug', 'info', 'warn', 'error', 'fatal']);
+const noop = () => {};
+
+/**
+ * `parent.child(bindings)`, made when it first writes a line at an enabled level (or is used otherwise).
+ * Making a pino child runs the redaction above over its bindings — tens of µs with the wildcard
+ * paths — which a worker would pay for every occurrence of an aligned burst before its claim,
+ * though most occurrences log nothing at the default level (docs/BENCHMARKS.md, "Tick lateness").
+ */
+export function lazyChild(parent: Logger, bindings: Record<string, unknown>): Logger {
+  let child: Logger | undefined;
+  return new Proxy(parent, {
+    get(target, prop) {
+      if (!child && typeof prop === 'string' && LEVEL_METHODS.has(prop) && !target.isLevelEnabled(prop)) return noop;
+      child ??= target.child(bindings);
+      const value: unknown = Reflect.get(child, prop, child);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(child) : value;
+    },
+  });
+}

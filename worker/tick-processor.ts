@@ -42,6 +42,7 @@ import {
   type TickOutcome,
   type UntilVerdict,
 } from '../scheduler/loop/loop-state.ts';
+import { lazyChild } from '../scheduler/logger.ts';
 import { NO_SPEND, sumSpend, type ModelSpend } from '../scheduler/model-spend.ts';
 import { fitSessionContext, type FittedContext } from './context/session-context.ts';
 import { runWatch, watchSection } from './watch-check.ts';
@@ -157,7 +158,7 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
   ) {
     const { sessionId, kind, loopId } = job.data;
     const { dueAt, occurrenceId } = deps.loops.occurrenceOf(job);
-    const log = deps.log.child({ sessionId, kind, loopId, occurrenceId });
+    const log = lazyChild(deps.log, { sessionId, kind, loopId, occurrenceId });
     this.tick = { sessionId, kind, loopId, dueAt, occurrenceId, jobId: job.id!, log };
     this.occurrence = {
       kind,
