@@ -12,17 +12,23 @@
  * `--workers K` runs the product's worker as K child processes (default: one,
  * inside the benchmark process). `--json` measures raw BullMQ only at
  * `--concurrency` (default 32) and prints, per N, one JSON line (the last line
- * is the last N): `{"n", "product_p50_ms", "product_p99_ms", "raw_p50_ms",
- * "raw_p99_ms", "product_ticks_per_s", "raw_ticks_per_s", "due_ticks_per_s"}`; the machine's load
+ * is the last N): `{"n", "product_p50_ms", "product_p99_ms", "product_stamped_p50_ms",
+ * "product_stamped_p99_ms", "raw_p50_ms", "raw_p99_ms", "product_ticks_per_s", "raw_ticks_per_s",
+ * "due_ticks_per_s"}`; the machine's load
  * average at the start and end of each N goes to stderr.
  *
  * Both paths register their N schedules the same way (32 at a time) and measure
  * a window that starts 3 s after every schedule is in place.
  *
  * Lateness = actual start of the work minus its due time. For the product the
- * start is the start of the turn (after state load, coalescing check, user
- * input check and the session lock); for raw BullMQ it is the first line of
- * the processor. All schedules of a run are aligned (due at the same instants).
+ * start is the start of the turn: its runner called, after the gate read
+ * (state, coalescing, user input) and the claim script's answer (the session
+ * lock taken, the in-flight mark set, the transcript read); for raw BullMQ it is
+ * the first line of the processor. `product_stamped_*` is the start the product
+ * records for a tick (`tick.started`, the `startedAt` of its events and
+ * `hermes_tick_lateness_seconds`): taken when its claim script is sent, before that
+ * round trip — what docs/BENCHMARKS.md reported as the product's lateness until
+ * the "turn start" rows of 2026-12-05. All schedules of a run are aligned (due at the same instants).
  * The turn runner is a no-op in both, so the figures are the scheduling path.
  */
 import { fork, type ChildProcess } from 'node:child_process';
@@ -62,9 +68,9 @@ const PRODUCT: { concurrency?: number; leadMs?: number } = {
 /** Optional extra product row with other settings, e.g. `--tuned 256,800` (concurrency, prefetch lead ms). */
 const TUNED = arg('tuned', '').split(',').filter(Boolean).map(Number);
 
-/** A runner that answers at once, so only the scheduling path is measured. */
+/** A runner that answers at once, so only the scheduling path is measured; its reply is the time its turn began (epoch ms). */
 class NoopRunners extends RunnerFactory {
-  private readonly noop: TurnRunner = { kind: 'agent', run: async () => ({ reply: 'ok', steps: [] }) };
+  private readonly noop: TurnRunner = { kind: 'agent', run: async () => ({ reply: `ok ${Date.now()}`, steps: [] }) };
   override forSpec(): TurnRunner {
     return this.noop;
   }
@@ -228,7 +234,8 @@ async function childWorker(spec: string): Promise<void> {
   process.send!('ready');
 }
 
-async function benchProduct(url: string, n: number, s: ProductSettings = {}, workers = WORKERS): Promise<Stats> {
+/** The product's lateness: `turn` from the turn's start (the runner called), `stamped` from the start it records (see the header). */
+async function benchProduct(url: string, n: number, s: ProductSettings = {}, workers = WORKERS): Promise<{ turn: Stats; stamped: Stats }> {
   const prefix = `{bench-p${n}-${s.concurrency ?? 'd'}-${s.leadMs ?? 'd'}-${workers}}`;
   const home = mkdtempSync(join(tmpdir(), 'hermes-bench-'));
   const config = benchConfig(prefix, home, s);
@@ -267,11 +274,14 @@ async function benchProduct(url: string, n: number, s: ProductSettings = {}, wor
     );
   const sessions = sessionStoreFor(config, redis, keys);
   const lateness: number[] = [];
+  const stamped: number[] = [];
   for (let i = 0; i < n; i++) {
     for (const e of await sessions.readEvents(`bench-${i}`, '0', { count: 100_000 })) {
       if (e.type !== 'reply') continue;
       const due = Number(e.data.dueAt);
-      if (due >= from && due < to) lateness.push(Number(e.data.startedAt) - due);
+      if (due < from || due >= to) continue;
+      lateness.push(Number(String(e.data.text).slice('ok '.length)) - due);
+      stamped.push(Number(e.data.startedAt) - due);
     }
   }
   await stopWorkers();
@@ -280,7 +290,7 @@ async function benchProduct(url: string, n: number, s: ProductSettings = {}, wor
   redis.disconnect();
   qconn.disconnect();
   rmSync(home, { recursive: true, force: true });
-  return stats(lateness, SECONDS * 1000);
+  return { turn: stats(lateness, SECONDS * 1000), stamped: stats(stamped, SECONDS * 1000) };
 }
 
 async function benchRaw(url: string, n: number, concurrency: number): Promise<Stats> {
@@ -337,7 +347,7 @@ async function main(): Promise<void> {
       process.stderr.write(`n=${n}: raw BullMQ, concurrency ${CONCURRENCY}\n`);
       const rawC = await benchRaw(redis.url, n, CONCURRENCY);
       process.stderr.write(`n=${n}: hermes-scheduler${procs}\n`);
-      const product = await benchProduct(redis.url, n, PRODUCT);
+      const { turn: product, stamped } = await benchProduct(redis.url, n, PRODUCT);
       process.stderr.write(`n=${n} done; load average ${load()}\n`);
       if (JSON_OUT) {
         console.log(
@@ -345,6 +355,8 @@ async function main(): Promise<void> {
             n,
             product_p50_ms: product.p50,
             product_p99_ms: product.p99,
+            product_stamped_p50_ms: stamped.p50,
+            product_stamped_p99_ms: stamped.p99,
             raw_p50_ms: rawC.p50,
             raw_p99_ms: rawC.p99,
             product_ticks_per_s: product.perSecond,
@@ -366,7 +378,7 @@ async function main(): Promise<void> {
       rows.push(`| ${n} | hermes-scheduler, ${settings}${procs} | ${fmt(product)} |`);
       if (TUNED.length === 2) {
         process.stderr.write(`n=${n}: hermes-scheduler tuned\n`);
-        const tuned = await benchProduct(redis.url, n, { concurrency: TUNED[0], leadMs: TUNED[1] });
+        const { turn: tuned } = await benchProduct(redis.url, n, { concurrency: TUNED[0], leadMs: TUNED[1] });
         rows.push(`| ${n} | hermes-scheduler, concurrency ${TUNED[0]}, lead ${TUNED[1]} ms${procs} | ${fmt(tuned)} |`);
       }
       const ratio = (a: number, b: number) => (b > 0 ? (a / b).toFixed(2) : a === 0 ? '1.00' : '∞');

@@ -12,7 +12,8 @@
  * The window of `--seconds` W starts once every loop is in place (plus a warm-up of 5 s).
  *
  * Reported for the occurrences due in the window: due ticks per second (N / S), ticks started per
- * second (an occurrence counts once, by its `tick.started` event), start lateness (start minus due)
+ * second (an occurrence counts once, by its `tick.started` event), start lateness (start minus due;
+ * the start is when its claim script ran, the session lock taken: the `tick.started` event's stream id)
  * p50 and p99, failed ticks (`tick.failed`), the most turns one worker ran at once (its `agent`
  * pool's peak) and the largest resident memory of a worker process. On stderr: the load average
  * before and after, registration time, each worker's peak and memory. Last line with `--json`:
@@ -207,7 +208,8 @@ async function main(): Promise<void> {
         if (!(dueAt >= from && dueAt < to)) continue;
         if (e.type === 'tick.started' && !seen.has(String(e.data.occurrenceId))) {
           seen.add(String(e.data.occurrenceId));
-          lateness.push(Number(e.data.startedAt) - dueAt);
+          // Started = its claim script ran (session lock taken, event added): the event's id is Redis's clock then.
+          lateness.push(Number(e.id.split('-')[0]) - dueAt);
         }
         if (e.type === 'tick.failed') failed++;
       }
