@@ -5,7 +5,7 @@
  * the same settings the same way. Nothing else calls their constructors
  * (tests may, to pin a setting).
  */
-import { checkEconomy } from './loop/economy-check.ts';
+import { checkEconomy } from './economy/economy-check.ts';
 import { noModelWarning } from './agent-model.ts';
 import type { Logger } from 'pino';
 import type { HermesConfig } from './config/config.ts';

@@ -2,7 +2,7 @@
  * `--watch`: the one operator-declared check a schedule runs before its turn
  * (docs/CONTEXT.md, "Watches"). The check is a tool call through the toolbox,
  * with the schedule's surface (`tools.allow_from` applies at every run, as
- * when the schedule was created: `scheduler/loop/economy-check.ts`).
+ * when the schedule was created: `scheduler/economy/economy-check.ts`).
  *
  * Policy: the output's digest is compared with the digest kept from the last
  * tick that ran the check. Equal → the tick completes as `unchanged` with no
@@ -11,7 +11,7 @@
  * the agent sees the failure and can report it.
  */
 import { createHash } from 'node:crypto';
-import { parseWatch } from '../scheduler/loop/economy-check.ts';
+import { parseWatch } from '../scheduler/economy/economy-check.ts';
 import type { TurnSurfaces } from './tools/tool.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 

@@ -6,17 +6,17 @@
  * `--notify` is not one of them here.
  *
  * Parsed and checked before anything is written (bad input changes nothing):
- * - values as `parseEconomyValue` reads them for loops (`../loop/economy-flags.ts`);
+ * - values as `parseEconomyValue` reads them for loops (`../economy/economy-flags.ts`);
  * - a script job makes no model calls: `--model` and `--max-tokens` are refused
  *   for it (a watch still applies: an unchanged check skips the script);
  * - what the flags name is checked by the `checkEconomy` the service was given
- *   (`../loop/economy-check.ts`: declared models, declared checks, `tools.allow_from`)
+ *   (`../economy/economy-check.ts`: declared models, declared checks, `tools.allow_from`)
  *   for the surface asking and for every surface the job's runs answer to
  *   (`cronToolSurfaces`: `cron`, and `api` for a job created or edited over `/api`),
  *   so a watch the runs could not use is refused when it is set.
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
-import { parseEconomyValue } from '../loop/economy-flags.ts';
+import { parseEconomyValue } from '../economy/economy-flags.ts';
 import type { ScheduleEconomy } from '../loop/loop-state.ts';
 import type { CronEconomy } from './cron-job.ts';
 

@@ -37,7 +37,7 @@ export interface CronInputSettings {
   webhookAllow?: WebhookAllowList;
   /**
    * Checks `--watch` and `--model` against the operator's config for a surface
-   * (`checkEconomy`, `../loop/economy-check.ts`); absent = not checked (tests that pin settings).
+   * (`checkEconomy`, `../economy/economy-check.ts`); absent = not checked (tests that pin settings).
    */
   checkEconomy?: EconomyChecker;
 }

@@ -4,7 +4,7 @@
  *   /goal status | pause | resume | clear (the whole argument)
  * @throws ScheduleInputError for an over-long goal
  */
-import { takeEconomyFlags } from '../loop/economy-flags.ts';
+import { takeEconomyFlags } from '../economy/economy-flags.ts';
 import type { ScheduleEconomy } from '../loop/loop-state.ts';
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 

@@ -30,7 +30,7 @@ export class GoalService {
     /** `goals.max_turns` */
     private readonly maxTurns: number,
     private readonly log: Logger,
-    /** Checks `--model`/`--max-tokens` against the operator's config (`loop/economy-check.ts`). @throws ScheduleInputError */
+    /** Checks `--model`/`--max-tokens` against the operator's config (`economy/economy-check.ts`). @throws ScheduleInputError */
     private readonly checkEconomy: (economy: ScheduleEconomy, surface: string) => void = () => {},
     /** The warning for goal turns without a model (`agent-model.ts`), or `undefined` when they have one. */
     private readonly noModelWarning: (model: string | null | undefined, surface: string) => string | undefined = () => undefined,

@@ -13,7 +13,7 @@
  *   below the minimum or above the maximum, or a missing prompt
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
-import { takeEconomyFlags } from './economy-flags.ts';
+import { takeEconomyFlags } from '../economy/economy-flags.ts';
 import { parseIntervalField } from './loop-command.ts';
 import type { ScheduleEconomy } from './loop-state.ts';
 import {

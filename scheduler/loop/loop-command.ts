@@ -2,7 +2,7 @@
  * The `/loop` grammar (docs/DESIGN.md §4), as a pure parser: text in, a command out, no I/O.
  *
  *   /loop [every] [<interval>] <prompt> [--times N] [--until <condition>]
- *         [--notify auto|always|done] [--watch <check>] [--max-tokens N] [--model <name>]   (`economy-flags.ts`)
+ *         [--notify auto|always|done] [--watch <check>] [--max-tokens N] [--model <name>]   (`../economy/economy-flags.ts`)
  *   /loop status | pause | resume | stop | clear | cancel | help      (the whole argument)
  *
  * - `<interval>`: `30s`, `5m`, `2h`, `1h30m` (or, after `every`, a phrase like `10 minutes`).
@@ -21,7 +21,7 @@
  *   failed parse: callers parse before they write.
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
-import { takeEconomyFlags } from './economy-flags.ts';
+import { takeEconomyFlags } from '../economy/economy-flags.ts';
 import type { ScheduleEconomy } from './loop-state.ts';
 import {
   formatSeconds,

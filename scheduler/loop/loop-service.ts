@@ -36,7 +36,7 @@ export interface LoopSpec {
 export interface LoopServiceSettings {
   maxTicks: number;
   selfPacedFloorSeconds: number;
-  /** Checks the economy flags against the operator's config for a surface (`economy-check.ts`). @throws ScheduleInputError */
+  /** Checks the economy flags against the operator's config for a surface (`../economy/economy-check.ts`). @throws ScheduleInputError */
   checkEconomy?: (economy: ScheduleEconomy, surface: string) => void;
   /**
    * The warning for agent turns without a model (`agent-model.ts`) on `model` (`--model`), set from

@@ -5,7 +5,7 @@
  * is checked by `checkEconomy` (`economy-check.ts`) where the config is known.
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
-import { LOOP_NOTIFY, type LoopNotify, type ScheduleEconomy } from './loop-state.ts';
+import { LOOP_NOTIFY, type LoopNotify, type ScheduleEconomy } from '../loop/loop-state.ts';
 
 /** The flags this parser takes (a value follows each). */
 export const ECONOMY_FLAGS = ['--notify', '--watch', '--max-tokens', '--model'] as const;
