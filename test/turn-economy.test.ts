@@ -12,7 +12,7 @@ import { startGateway } from '../gateway/gateway-process.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { lastUserText } from './support/fake-openai.ts';
 import type { LoopSpec } from '../scheduler/loop/loop-service.ts';
-import type { ScheduleEconomy } from '../scheduler/loop/loop-state.ts';
+import type { ScheduleEconomy } from '../scheduler/economy/economy-flags.ts';
 import type { Origin } from '../scheduler/session/origin.ts';
 import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';

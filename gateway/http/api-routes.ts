@@ -8,8 +8,7 @@
  * Schedules created over HTTP always run the agent: `/api` can never create a
  * command turn (docs/DESIGN.md §3).
  */
-import { LOOP_NOTIFY, type LoopNotify, type ScheduleEconomy } from '../../scheduler/loop/loop-state.ts';
-import { MAX_TOKENS_LIMIT } from '../../scheduler/economy/economy-flags.ts';
+import { LOOP_NOTIFY, MAX_TOKENS_LIMIT, type LoopNotify, type ScheduleEconomy } from '../../scheduler/economy/economy-flags.ts';
 import { Router } from 'express';
 import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { isStreamId, type StreamFanout } from '../stream-fanout.ts';

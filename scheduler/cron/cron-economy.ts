@@ -16,8 +16,7 @@
  *   so a watch the runs could not use is refused when it is set.
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
-import { parseEconomyValue } from '../economy/economy-flags.ts';
-import type { ScheduleEconomy } from '../loop/loop-state.ts';
+import { parseEconomyValue, type ScheduleEconomy } from '../economy/economy-flags.ts';
 import type { CronEconomy } from './cron-job.ts';
 
 /** Economy values as a surface gave them: CLI text, `/api` JSON; `null` (or `none` from the CLI on `edit`) clears one. */

@@ -10,7 +10,7 @@
  */
 import type { HermesConfig } from '../config/config.ts';
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
-import type { ScheduleEconomy } from '../loop/loop-state.ts';
+import type { ScheduleEconomy } from './economy-flags.ts';
 
 /** A parsed `--watch`: the tool to call, its arguments, and its names for `tools.allow_from` (most specific first). */
 export interface WatchCheck {

@@ -5,7 +5,26 @@
  * is checked by `checkEconomy` (`economy-check.ts`) where the config is known.
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
-import { LOOP_NOTIFY, type LoopNotify, type ScheduleEconomy } from '../loop/loop-state.ts';
+
+/**
+ * Which replies of a loop or heartbeat reach its route (`--notify`):
+ * `auto` every reply but `[SILENT]`; `always` every reply, `[SILENT]` too;
+ * `done` only the final reply (the one that finishes it) and failure and pause notices.
+ * Every reply stays in the transcript and the event stream whatever this says.
+ */
+export const LOOP_NOTIFY = ['auto', 'always', 'done'] as const;
+export type LoopNotify = (typeof LOOP_NOTIFY)[number];
+
+/**
+ * What a schedule may say about its turns' economy (docs/CONTEXT.md): `--notify`, `--watch`,
+ * `--max-tokens`, `--model`. Loops, heartbeats and goals take them; cron jobs take all but `notify`.
+ */
+export interface ScheduleEconomy {
+  notify?: LoopNotify;
+  watch?: string | null;
+  maxTokens?: number | null;
+  model?: string | null;
+}
 
 /** The flags this parser takes (a value follows each). */
 export const ECONOMY_FLAGS = ['--notify', '--watch', '--max-tokens', '--model'] as const;

@@ -4,8 +4,7 @@
  *   /goal status | pause | resume | clear (the whole argument)
  * @throws ScheduleInputError for an over-long goal
  */
-import { takeEconomyFlags } from '../economy/economy-flags.ts';
-import type { ScheduleEconomy } from '../loop/loop-state.ts';
+import { takeEconomyFlags, type ScheduleEconomy } from '../economy/economy-flags.ts';
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 
 export type GoalCommand =

@@ -7,7 +7,7 @@
  * the reply is produced only after Redis confirmed it. A refused write is
  * logged at WARNING and reaches the user as a StoreUnavailableError.
  */
-import type { ScheduleEconomy } from '../loop/loop-state.ts';
+import type { ScheduleEconomy } from '../economy/economy-flags.ts';
 import { randomBytes } from 'node:crypto';
 import type { RedisClient } from '../store/redis/connection-factory.ts';
 import type { Logger } from 'pino';

@@ -17,7 +17,7 @@
  * While a goal is active and not parked, loop and heartbeat ticks of the
  * session wait (deferred, never dropped).
  */
-import type { ScheduleEconomy } from '../loop/loop-state.ts';
+import type { ScheduleEconomy } from '../economy/economy-flags.ts';
 import type { Origin } from '../session/origin.ts';
 import { addToTotals, formatSpend, NO_TOTALS, totalTokens, type ModelSpend, type SpendTotals } from '../model-spend.ts';
 

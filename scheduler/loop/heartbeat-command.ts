@@ -15,7 +15,7 @@
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import { takeEconomyFlags } from '../economy/economy-flags.ts';
 import { parseIntervalField } from './loop-command.ts';
-import type { ScheduleEconomy } from './loop-state.ts';
+import type { ScheduleEconomy } from '../economy/economy-flags.ts';
 import {
   formatSeconds,
   INTERVAL_UNITS_HINT,

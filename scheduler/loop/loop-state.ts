@@ -30,6 +30,7 @@ import { clampSelfPacedDelay, nextSelfPacedDelay, replyDigest } from './self-pac
 import type { AgentCreator, Origin, RunnerSpec } from '../session/origin.ts';
 import { addToTotals, formatSpend, NO_TOTALS, totalTokens, type ModelSpend, type SpendTotals } from '../model-spend.ts';
 import { formatSeconds } from '../interval.ts';
+import type { LoopNotify, ScheduleEconomy } from '../economy/economy-flags.ts';
 
 export type LoopStatus = 'active' | 'paused' | 'finished';
 
@@ -104,15 +105,6 @@ export interface LoopRecord {
   version: number;
 }
 
-/**
- * Which replies of a loop or heartbeat reach its route (`--notify`):
- * `auto` every reply but `[SILENT]`; `always` every reply, `[SILENT]` too;
- * `done` only the final reply (the one that finishes it) and failure and pause notices.
- * Every reply stays in the transcript and the event stream whatever this says.
- */
-export const LOOP_NOTIFY = ['auto', 'always', 'done'] as const;
-export type LoopNotify = (typeof LOOP_NOTIFY)[number];
-
 /** The reply an agent gives when nothing worth telling the user changed (kept, not delivered). */
 export const SILENT_REPLY = '[SILENT]';
 
@@ -159,17 +151,6 @@ export interface NewLoop {
   /** The agent made it (`schedules` tool). */
   createdBy?: AgentCreator;
   name?: string;
-}
-
-/**
- * What a schedule may say about its turns' economy (docs/CONTEXT.md): `--notify`, `--watch`,
- * `--max-tokens`, `--model`. Loops, heartbeats and goals take them; cron jobs take all but `notify`.
- */
-export interface ScheduleEconomy {
-  notify?: LoopNotify;
-  watch?: string | null;
-  maxTokens?: number | null;
-  model?: string | null;
 }
 
 /** A fresh active loop. */

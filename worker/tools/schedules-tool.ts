@@ -47,7 +47,8 @@ import { SCHEDULE_TOOL_SURFACES, type HermesConfig } from '../../scheduler/confi
 import { parseHeartbeatInterval } from '../../scheduler/loop/heartbeat-command.ts';
 import { parseIntervalField, parseLoopInterval } from '../../scheduler/loop/loop-command.ts';
 import { cadence, statusLine, type LoopService, type LoopSpec } from '../../scheduler/loop/loop-service.ts';
-import { LOOP_NOTIFY, type LoopNotify, type LoopRecord } from '../../scheduler/loop/loop-state.ts';
+import type { LoopRecord } from '../../scheduler/loop/loop-state.ts';
+import { LOOP_NOTIFY, type LoopNotify } from '../../scheduler/economy/economy-flags.ts';
 import type { AgentCreator, Origin } from '../../scheduler/session/origin.ts';
 import type { LoopStore } from '../../scheduler/loop/loop-store.ts';
 import { clampSelfPacedDelay } from '../../scheduler/loop/self-paced.ts';
