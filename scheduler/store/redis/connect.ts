@@ -14,7 +14,6 @@
  */
 import type { Redis, RedisOptions } from 'ioredis';
 import { pino, type Logger } from 'pino';
-import type { HermesConfig } from '../../config/config.ts';
 import { StoreUnavailableError } from '../../errors/store-unavailable-error.ts';
 import { ping } from './embedded-redis.ts';
 import { probeEmbeddedRedis } from './embedded-identity.ts';
@@ -27,6 +26,7 @@ import {
   primariesOf,
   topologyFromConfig,
   type RedisAddress,
+  type RedisConfig,
   type RedisClient,
   type RedisTopology,
 } from './connection-factory.ts';
@@ -62,7 +62,7 @@ export function describeUrl(url: string): string {
  * @throws StoreUnavailableError naming what was tried; UntrustedRedisError when what is at the
  *   embedded server's address is not this home's own
  */
-export async function resolveRedis(config: HermesConfig, options: { allowStart: boolean; log?: Logger }): Promise<RedisTarget> {
+export async function resolveRedis(config: RedisConfig, options: { allowStart: boolean; log?: Logger }): Promise<RedisTarget> {
   if (config.redis.cluster_nodes.length > 0 || config.redis.sentinels.length > 0) {
     const topology = topologyFromConfig(config);
     warnIfOpen(topology, options.log);

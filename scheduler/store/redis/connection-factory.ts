@@ -24,7 +24,6 @@
  */
 import { Socket } from 'node:net';
 import { AbstractConnector, Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
-import type { HermesConfig } from '../../config/config.ts';
 import { StoreUnavailableError } from '../../errors/store-unavailable-error.ts';
 import { embeddedPaths, openVerifiedSocket, type EmbeddedPaths } from './embedded-identity.ts';
 
@@ -65,6 +64,27 @@ const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
 };
 
 /**
+ * What the connection code reads of the configuration (`HermesConfig` has it). Stated here, not
+ * imported: config/ validates its values with the parsers of the packages above store/ (cron/,
+ * delivery/), so store/ may not import config/.
+ */
+export interface RedisConfig {
+  /** `HERMES_HOME`: the embedded server's folder. */
+  home: string;
+  redis: {
+    url?: string;
+    embedded: boolean;
+    embedded_max_restarts: number;
+    cluster_nodes: string[];
+    sentinels: string[];
+    sentinel_name?: string;
+    password?: string;
+    username?: string;
+    tls: boolean;
+  };
+}
+
+/**
  * Parse a comma list of `host:port` (or `redis://[user:pass@]host:port`) addresses.
  * @throws StoreUnavailableError naming the setting and the bad entry
  */
@@ -87,7 +107,7 @@ export function parseAddresses(list: string[], setting: string): RedisAddress[] 
  * @param url - the single Redis's URL when neither cluster nor sentinels are configured
  * @throws StoreUnavailableError when an address list does not parse
  */
-export function topologyFromConfig(config: HermesConfig, url?: string): RedisTopology {
+export function topologyFromConfig(config: RedisConfig, url?: string): RedisTopology {
   const r = config.redis;
   const auth = { ...(r.password ? { password: r.password } : {}), ...(r.username ? { username: r.username } : {}) };
   if (r.cluster_nodes.length > 0) {
@@ -122,7 +142,7 @@ function urlHasCredentials(url: string): boolean {
  * `url` when given, else what the configuration names.
  * @throws StoreUnavailableError when none is configured
  */
-export function chooseTopology(config: HermesConfig, given: { topology?: RedisTopology; redisUrl?: string }): RedisTopology {
+export function chooseTopology(config: RedisConfig, given: { topology?: RedisTopology; redisUrl?: string }): RedisTopology {
   if (given.topology) return given.topology;
   if (given.redisUrl) return { kind: 'single', url: given.redisUrl };
   return topologyFromConfig(config);
