@@ -8,9 +8,22 @@
  * A watch never creates a command: it names a tool the operator declared, and it runs as that tool,
  * with the schedule's surface's rights, at every tick (the toolbox checks again).
  */
-import type { HermesConfig } from '../config/config.ts';
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import type { ScheduleEconomy } from './economy-flags.ts';
+
+/**
+ * What the check reads of the configuration (`HermesConfig` has it): the declared models and tools.
+ * Stated here, not imported: config/ validates with cron/'s parsers, and cron/ checks its economy here.
+ */
+export interface EconomyConfig {
+  agent: { models: Record<string, unknown> };
+  tools: {
+    files: { roots: readonly string[] };
+    http: { allow: readonly string[] };
+    commands: Record<string, { parameters?: unknown }>;
+    allow_from: Record<string, readonly string[]>;
+  };
+}
 
 /** A parsed `--watch`: the tool to call, its arguments, and its names for `tools.allow_from` (most specific first). */
 export interface WatchCheck {
@@ -39,7 +52,7 @@ export function parseWatch(spec: string): WatchCheck {
  * Check `economy` against the operator's config for a schedule created from `surface`.
  * @throws ScheduleInputError naming the flag, the value and what is allowed
  */
-export function checkEconomy(economy: ScheduleEconomy, config: HermesConfig, surface: string): void {
+export function checkEconomy(economy: ScheduleEconomy, config: EconomyConfig, surface: string): void {
   if (economy.model) {
     const declared = Object.keys(config.agent.models);
     if (!declared.includes(economy.model)) {
@@ -76,7 +89,7 @@ export function checkEconomy(economy: ScheduleEconomy, config: HermesConfig, sur
       }
     }
     const group = watch.groups.find((g) => config.tools.allow_from[g] !== undefined);
-    if (group !== undefined && !config.tools.allow_from[group]!.includes(surface as never)) {
+    if (group !== undefined && !config.tools.allow_from[group]!.includes(surface)) {
       throw new ScheduleInputError(`--watch ${watch.tool}: the tool is not allowed from ${surface} (tools.allow_from.${group}).`, {
         field: 'watch',
       });
