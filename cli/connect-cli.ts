@@ -1,6 +1,6 @@
 import type { HermesConfig } from '../scheduler/config/config.ts';
 import { Keys } from '../scheduler/store/keys.ts';
-import { HermesQueues } from '../scheduler/store/queues.ts';
+import { openQueues } from '../scheduler/services.ts';
 import { resolveRedis } from '../scheduler/store/redis/connect.ts';
 import { assertShardCount } from '../scheduler/store/redis/shard-count.ts';
 import { describeTopology, openRedisClient, type RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
@@ -27,7 +27,7 @@ export async function connectCli(config: HermesConfig, target?: RedisTopology | 
     queueConn.disconnect();
     throw err;
   }
-  const queues = new HermesQueues(keys, queueConn);
+  const queues = openQueues(keys, queueConn);
   return {
     redis,
     keys,

@@ -29,9 +29,9 @@ import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { Keys, QUEUES, type LoopKind } from '../scheduler/store/keys.ts';
 import type { LoopStore } from '../scheduler/loop/loop-store.ts';
 import { tickJobData, type StoredTickJobData } from '../scheduler/loop/tick-job.ts';
-import { HermesQueues } from '../scheduler/store/queues.ts';
+import type { HermesQueues } from '../scheduler/store/queues.ts';
 import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts';
-import { cronStoreFor, loopStoreFor } from '../scheduler/services.ts';
+import { cronStoreFor, loopStoreFor, openQueues } from '../scheduler/services.ts';
 import { aliveWorkerIds } from '../scheduler/worker-liveness.ts';
 import { resumeDueAt, type LoopRecord } from '../scheduler/loop/loop-state.ts';
 
@@ -86,8 +86,8 @@ export async function reshard(
   // The marker before the liveness check: from here on no process starts (assertShardCount), so a
   // worker cannot come up between the check and the move. Taken back when the move is refused.
   const created = under === null && (await redis.set(probe.reshardTarget, String(to), 'NX')) === 'OK';
-  const oldQueues = new HermesQueues(oldKeys, queueConnection);
-  const newQueues = new HermesQueues(newKeys, queueConnection);
+  const oldQueues = openQueues(oldKeys, queueConnection);
+  const newQueues = openQueues(newKeys, queueConnection);
   try {
     try {
       const alive = await aliveWorkerIds(redis, probe.workers);

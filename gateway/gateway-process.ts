@@ -23,8 +23,7 @@ import type { HermesConfig } from '../scheduler/config/config.ts';
 import { Keys } from '../scheduler/store/keys.ts';
 import { assertShardCount } from '../scheduler/store/redis/shard-count.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
-import { HermesQueues } from '../scheduler/store/queues.ts';
-import { goalServiceFor, loopStoreFor, runStoreFor, loopServiceFor, sessionStoreFor } from '../scheduler/services.ts';
+import { goalServiceFor, loopStoreFor, runStoreFor, loopServiceFor, sessionStoreFor, openQueues } from '../scheduler/services.ts';
 import { v1RunsQueue } from '../scheduler/v1/v1-runs.ts';
 import { outboundQueue, telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
@@ -108,7 +107,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   });
   const bull: RedisClient = openRedisClient(topology, 'bullmq');
   bull.on('error', () => {});
-  const queues = new HermesQueues(keys, bull, log);
+  const queues = openQueues(keys, bull, log);
   const v1Queue = v1RunsQueue(keys, bull, log);
   const runs = runStoreFor(config, redis, keys);
   const loops = loopStoreFor(config, { redis, keys, queues });

@@ -14,8 +14,10 @@ import { CronStore } from './cron/cron-store.ts';
 import { GoalService } from './goal/goal-service.ts';
 import type { Keys } from './store/keys.ts';
 import { LoopStore } from './loop/loop-store.ts';
-import type { HermesQueues } from './store/queues.ts';
+import { HermesQueues } from './store/queues.ts';
 import type { RedisClient } from './store/redis/connection-factory.ts';
+import { cronRepeatStrategy } from './cron/repeat-strategy.ts';
+import type { ConnectionOptions } from 'bullmq';
 import { LoopService } from './loop/loop-service.ts';
 import { SessionStore } from './session/session-store.ts';
 import { RunStore } from './v1/v1-runs.ts';
@@ -26,6 +28,15 @@ export interface StoreConnection {
   redis: RedisClient;
   keys: Keys;
   queues: HermesQueues;
+}
+
+/**
+ * The product's queues over `connection` (see `HermesQueues`): the `ticks` queue with croner's
+ * repeat strategy, so a cron job scheduler upserted here fires when the cron engine says.
+ * @param log - where the queues' connection errors are logged
+ */
+export function openQueues(keys: Keys, connection: RedisClient | ConnectionOptions, log?: Logger): HermesQueues {
+  return new HermesQueues(keys, connection, { ticksRepeatStrategy: cronRepeatStrategy, log });
 }
 
 /** The loop/heartbeat records and their job schedulers (`worker.prefetch_lead_ms`). */

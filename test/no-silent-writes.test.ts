@@ -11,7 +11,7 @@ import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { Keys } from '../scheduler/store/keys.ts';
-import { HermesQueues } from '../scheduler/store/queues.ts';
+import { openQueues } from '../scheduler/services.ts';
 import { LoopStore } from '../scheduler/loop/loop-store.ts';
 import { LoopService } from '../scheduler/loop/loop-service.ts';
 import { GoalService } from '../scheduler/goal/goal-service.ts';
@@ -46,7 +46,7 @@ function services(url: string, prefix: string, log: pino.Logger, options: { offl
   redis.on('error', () => {});
   bull.on('error', () => {});
   const keys = new Keys(prefix);
-  const queues = new HermesQueues(keys, bull);
+  const queues = openQueues(keys, bull);
   cleanups.push(async () => {
     await queues.close().catch(() => {});
     redis.disconnect();

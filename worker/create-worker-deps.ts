@@ -9,14 +9,21 @@ import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config/config.ts';
 import { Keys } from '../scheduler/store/keys.ts';
-import { HermesQueues } from '../scheduler/store/queues.ts';
 import { outboundQueue, telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { RunnerFactory } from './turn-runners/create-runner.ts';
 import { Toolbox } from './tools/toolbox.ts';
 import { SessionLock } from './session-lock.ts';
 import { TurnTracker, type TurnSlot } from './turn-tracker.ts';
 import type { WorkerDeps } from './worker-deps.ts';
-import { cronServiceFor, cronStoreFor, goalServiceFor, loopStoreFor, loopServiceFor, sessionStoreFor } from '../scheduler/services.ts';
+import {
+  cronServiceFor,
+  cronStoreFor,
+  goalServiceFor,
+  loopStoreFor,
+  loopServiceFor,
+  sessionStoreFor,
+  openQueues,
+} from '../scheduler/services.ts';
 import { AgentScheduleLedger } from './tools/agent-schedule-ledger.ts';
 import { deliverToRoute } from './delivery.ts';
 
@@ -40,7 +47,7 @@ export function createWorkerDeps(input: {
 }): WorkerDeps {
   const { config, redis, log } = input;
   const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
-  const queues = new HermesQueues(keys, input.queueConnection, log);
+  const queues = openQueues(keys, input.queueConnection, log);
   const workerId = input.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const base = shardStores({ config, redis, keys, queues, log });
   const envSource = input.commandEnvSource ?? process.env;

@@ -22,8 +22,7 @@ import { loadConfig } from '../../scheduler/config/config.ts';
 import { Keys } from '../../scheduler/store/keys.ts';
 import { openRedisClient, type RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { createLogger } from '../../scheduler/logger.ts';
-import { HermesQueues } from '../../scheduler/store/queues.ts';
-import { cronServiceFor } from '../../scheduler/services.ts';
+import { cronServiceFor, openQueues } from '../../scheduler/services.ts';
 import { startEmbeddedRedis } from '../../scheduler/store/redis/embedded-redis.ts';
 
 function arg(name: string, def: number): number {
@@ -48,7 +47,7 @@ try {
   const config = loadConfig({ env: { HERMES_HOME: home }, overrides: { 'redis.url': server.url, log_level: 'warn', timezone: 'UTC' } });
   const keys = new Keys(config.redis.prefix);
   const redis = openRedisClient({ kind: 'single', url: server.url }, 'commands');
-  const queues = new HermesQueues(keys, redis);
+  const queues = openQueues(keys, redis);
   const service = cronServiceFor(config, { redis, keys, queues }, createLogger({ level: 'warn', name: 'bench' }));
   await queues.ticks.waitUntilReady();
   const before = await usedMemory(redis);

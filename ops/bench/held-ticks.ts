@@ -22,9 +22,8 @@ import { loadConfig, type HermesConfig } from '../../scheduler/config/config.ts'
 import { createLogger } from '../../scheduler/logger.ts';
 import { Keys } from '../../scheduler/store/keys.ts';
 import { openRedisClient } from '../../scheduler/store/redis/connection-factory.ts';
-import { HermesQueues } from '../../scheduler/store/queues.ts';
 import { createLoop } from '../../scheduler/loop/loop-state.ts';
-import { loopStoreFor } from '../../scheduler/services.ts';
+import { loopStoreFor, openQueues } from '../../scheduler/services.ts';
 import { startEmbeddedRedis } from '../../scheduler/store/redis/embedded-redis.ts';
 import { WorkerProcess } from '../../worker/worker-process.ts';
 import { runBench } from './bench-support.ts';
@@ -114,7 +113,7 @@ async function main(): Promise<void> {
   const redis = openRedisClient({ kind: 'single', url: redisServer.url }, 'commands');
   const qconn = openRedisClient({ kind: 'single', url: redisServer.url }, 'bullmq');
   const keys = new Keys(PREFIX);
-  const queues = new HermesQueues(keys, qconn);
+  const queues = openQueues(keys, qconn);
   const loops = loopStoreFor(config, { redis, keys, queues });
   process.stderr.write(
     `held ticks: ${HELD} released together, lead ${LEAD_MS} ms; load average ${loadavg()

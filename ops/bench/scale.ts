@@ -39,8 +39,7 @@ import { performance } from 'node:perf_hooks';
 import { loadConfig } from '../../scheduler/config/config.ts';
 import { Keys } from '../../scheduler/store/keys.ts';
 import { createLoop } from '../../scheduler/loop/loop-state.ts';
-import { loopStoreFor, sessionStoreFor } from '../../scheduler/services.ts';
-import { HermesQueues } from '../../scheduler/store/queues.ts';
+import { loopStoreFor, sessionStoreFor, openQueues } from '../../scheduler/services.ts';
 import { openRedisClient, type RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { startEmbeddedRedis } from '../../scheduler/store/redis/embedded-redis.ts';
 
@@ -69,7 +68,7 @@ async function memory(): Promise<void> {
     const keys = new Keys(config.redis.prefix);
     const redis = openRedisClient({ kind: 'single', url: server.url }, 'commands');
     const queueConn = openRedisClient({ kind: 'single', url: server.url }, 'bullmq');
-    const queues = new HermesQueues(keys, queueConn);
+    const queues = openQueues(keys, queueConn);
     const loops = loopStoreFor(config, { redis, keys, queues });
     await queues.ticks.waitUntilReady();
     const before = await usedMemory(redis);
@@ -210,7 +209,7 @@ async function cluster(): Promise<void> {
       const redis = openRedisClient(topology, 'commands');
       const queueConn = openRedisClient(topology, 'bullmq');
       const keys = new Keys(config.redis.prefix, { shards });
-      const queues = new HermesQueues(keys, queueConn);
+      const queues = openQueues(keys, queueConn);
       const loops = loopStoreFor(config, { redis, keys, queues });
       const first = Math.ceil((Date.now() + 3000) / 1000) * 1000;
       let next = 0;

@@ -31,9 +31,8 @@ import { loadConfig, type HermesConfig } from '../../scheduler/config/config.ts'
 import { createLogger } from '../../scheduler/logger.ts';
 import { topologyFromConfig, openRedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { startEmbeddedRedis } from '../../scheduler/store/redis/embedded-redis.ts';
-import { loopServiceFor, loopStoreFor } from '../../scheduler/services.ts';
+import { loopServiceFor, loopStoreFor, openQueues } from '../../scheduler/services.ts';
 import { Keys } from '../../scheduler/store/keys.ts';
-import { HermesQueues } from '../../scheduler/store/queues.ts';
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from '../../test/support/fake-openai.ts';
 import { WorkerProcess } from '../../worker/worker-process.ts';
 import { runBench } from './bench-support.ts';
@@ -138,7 +137,7 @@ async function runLoop(
   const redis = openRedisClient(topology, 'commands');
   const queueConn = openRedisClient(topology, 'bullmq');
   const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
-  const queues = new HermesQueues(keys, queueConn);
+  const queues = openQueues(keys, queueConn);
   const loops = loopStoreFor(config, { redis, keys, queues });
   const schedules = loopServiceFor(config, loops, log);
   try {

@@ -31,9 +31,8 @@ import { loadConfig, type HermesConfig } from '../../scheduler/config/config.ts'
 import { createLogger } from '../../scheduler/logger.ts';
 import { Keys } from '../../scheduler/store/keys.ts';
 import { openRedisClient } from '../../scheduler/store/redis/connection-factory.ts';
-import { HermesQueues } from '../../scheduler/store/queues.ts';
 import { createLoop } from '../../scheduler/loop/loop-state.ts';
-import { loopStoreFor, sessionStoreFor } from '../../scheduler/services.ts';
+import { loopStoreFor, sessionStoreFor, openQueues } from '../../scheduler/services.ts';
 import { startEmbeddedRedis } from '../../scheduler/store/redis/embedded-redis.ts';
 import { startFakeOpenAI } from '../../test/support/fake-openai.ts';
 import { WorkerProcess } from '../../worker/worker-process.ts';
@@ -143,7 +142,7 @@ async function main(): Promise<void> {
   const redis = openRedisClient({ kind: 'single', url: redisServer.url }, 'commands');
   const qconn = openRedisClient({ kind: 'single', url: redisServer.url }, 'bullmq');
   const keys = new Keys(PREFIX);
-  const queues = new HermesQueues(keys, qconn);
+  const queues = openQueues(keys, qconn);
   const loops = loopStoreFor(config, { redis, keys, queues });
   const sessions = sessionStoreFor(config, redis, keys);
   process.stderr.write(

@@ -20,11 +20,10 @@ import { loadConfig } from '../../scheduler/config/config.ts';
 import { inputOccurrenceId } from '../../scheduler/session/inbox.ts';
 import { Keys } from '../../scheduler/store/keys.ts';
 import { createLogger } from '../../scheduler/logger.ts';
-import { HermesQueues } from '../../scheduler/store/queues.ts';
 import { openRedisClient, type RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { parseStreamEntry } from '../../scheduler/session/session-store.ts';
 import { freePort } from '../../scheduler/store/redis/embedded-redis.ts';
-import { cronServiceFor, loopStoreFor, loopServiceFor } from '../../scheduler/services.ts';
+import { cronServiceFor, loopStoreFor, loopServiceFor, openQueues } from '../../scheduler/services.ts';
 import { lastUserText, startFakeOpenAI } from '../../test/support/fake-openai.ts';
 import { startFakeTelegram } from '../../test/support/fake-telegram.ts';
 import { ChaosRedis, alive, startHermes, stopProc, type Proc } from './fleet.ts';
@@ -105,7 +104,7 @@ async function main(): Promise<void> {
   const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
   const client: RedisClient = openRedisClient({ kind: 'single', url: redis.url }, 'commands');
   client.on('error', () => {});
-  const queues = new HermesQueues(keys, client);
+  const queues = openQueues(keys, client);
   const log = createLogger({ level: 'silent' });
 
   let workerSeq = 0;

@@ -19,7 +19,8 @@
  * worker then runs late, catches up once or skips (see misfire.ts).
  *
  * Both the `ticks` Queue and every Worker of the `ticks` queue must be created
- * with `settings: { repeatStrategy: cronRepeatStrategy }`.
+ * with `settings: { repeatStrategy: cronRepeatStrategy }`: the Queue through
+ * `openQueues` (scheduler/services.ts), which hands it to store/queues.ts.
  */
 import type { RepeatOptions } from 'bullmq';
 import { nextOccurrence, type CronSchedule } from './cron-engine.ts';

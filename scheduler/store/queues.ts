@@ -2,12 +2,11 @@
  * BullMQ queues of the product, created in one place so every producer and
  * worker uses the same prefix, connection options and defaults.
  */
-import { Queue, type ConnectionOptions, type JobType, type KeepJobs, type QueueOptions } from 'bullmq';
+import { Queue, type ConnectionOptions, type JobType, type KeepJobs, type QueueOptions, type RepeatStrategy } from 'bullmq';
 import type { Logger } from '../logger.ts';
 import { logBullmqErrors } from './redis/bullmq-errors.ts';
 import type { RedisClient } from './redis/connection-factory.ts';
 import { QUEUES, type Keys } from './keys.ts';
-import { cronRepeatStrategy } from '../cron/repeat-strategy.ts';
 
 /**
  * Completed/failed job retention: enough for inspection, bounded memory. The one
@@ -20,6 +19,21 @@ export const JOB_RETENTION: { removeOnComplete: KeepJobs; removeOnFail: KeepJobs
   removeOnComplete: { count: 1000 },
   removeOnFail: { count: 5000 },
 };
+
+/** What a process opens its queues with (`openQueues` in scheduler/services.ts gives the product's). */
+export interface QueueSettings {
+  /**
+   * BullMQ's `repeatStrategy` of the `ticks` queue: croner decides the fire times of cron job
+   * schedulers (`cronRepeatStrategy`, scheduler/cron/repeat-strategy.ts, which every Worker of the
+   * queue takes too). Given by the caller: the cron package stores through this one.
+   */
+  ticksRepeatStrategy: RepeatStrategy;
+  /**
+   * Where the queues' connection errors are logged (rate-limited, see `logBullmqErrors`); without
+   * it they are dropped, never printed with a stack.
+   */
+  log?: Logger;
+}
 
 /**
  * The product's queues of one shard over one connection (`ticks`, `inbox`),
@@ -35,13 +49,11 @@ export class HermesQueues {
   /**
    * @param keys - the builder of the shard these queues belong to (its `bullPrefix`)
    * @param connection - BullMQ connection (`maxRetriesPerRequest: null`), shared by every shard's queues
-   * @param log - where the queues' connection errors are logged (rate-limited, see `logBullmqErrors`);
-   *   without it they are dropped, never printed with a stack
    */
   constructor(
     readonly keys: Keys,
     private readonly connection: RedisClient | ConnectionOptions,
-    private readonly log?: Logger,
+    private readonly settings: QueueSettings,
     family?: Map<number, HermesQueues>,
   ) {
     this.family = family ?? new Map<number, HermesQueues>();
@@ -54,9 +66,7 @@ export class HermesQueues {
    * (docs/BENCHMARKS.md, "CLI start-up").
    */
   get ticks(): Queue {
-    // croner decides the fire times of cron job schedulers (scheduler/cron/repeat-strategy.ts);
-    // every Worker of this queue needs the same setting.
-    return (this.ticksQueue ??= this.open(QUEUES.ticks, { settings: { repeatStrategy: cronRepeatStrategy } }));
+    return (this.ticksQueue ??= this.open(QUEUES.ticks, { settings: { repeatStrategy: this.settings.ticksRepeatStrategy } }));
   }
 
   /** The `inbox` queue (user input, goal continuations), opened on first use. */
@@ -68,13 +78,13 @@ export class HermesQueues {
     const queue = new Queue(name, { ...options, connection: this.connection, prefix: this.keys.bullPrefix });
     // A lost connection is reported by the calls that fail (and ioredis reconnects); without a
     // listener BullMQ would print each connection error with its stack on the terminal.
-    logBullmqErrors(queue, name, this.log);
+    logBullmqErrors(queue, name, this.settings.log);
     return queue;
   }
 
   /** The queues of shard `index` (opened on first use). */
   forShard(index: number): HermesQueues {
-    return this.family.get(index) ?? new HermesQueues(this.keys.shard(index), this.connection, this.log, this.family);
+    return this.family.get(index) ?? new HermesQueues(this.keys.shard(index), this.connection, this.settings, this.family);
   }
 
   /** The queues of a session's shard. */

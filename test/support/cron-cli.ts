@@ -7,7 +7,7 @@ import type { CliContext } from '../../cli/cli-context.ts';
 import { registerCronCommands, type CronCliIo } from '../../cli/commands/cron.ts';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { Keys } from '../../scheduler/store/keys.ts';
-import { HermesQueues } from '../../scheduler/store/queues.ts';
+import { openQueues } from '../../scheduler/services.ts';
 import { StoreUnavailableError } from '../../scheduler/errors/store-unavailable-error.ts';
 import { describeUrl } from '../../scheduler/store/redis/connect.ts';
 import { ping } from '../../scheduler/store/redis/embedded-redis.ts';
@@ -25,7 +25,7 @@ export function cliContext(config: HermesConfig): CliContext {
       const topology = { kind: 'single' as const, url };
       const redis = openRedisClient(topology, 'commands');
       const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
-      const queues = new HermesQueues(keys, redis);
+      const queues = openQueues(keys, redis);
       return {
         redis,
         keys,

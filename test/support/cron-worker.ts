@@ -7,12 +7,12 @@ import { randomBytes } from 'node:crypto';
 import { Worker, type Job } from 'bullmq';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { CronService } from '../../scheduler/cron/cron-service.ts';
-import { cronServiceFor } from '../../scheduler/services.ts';
+import { cronServiceFor, openQueues } from '../../scheduler/services.ts';
 import { CronStore, type CronTickData } from '../../scheduler/cron/cron-store.ts';
 import { cronRepeatStrategy } from '../../scheduler/cron/repeat-strategy.ts';
 import { Keys, QUEUES } from '../../scheduler/store/keys.ts';
 import { createLogger } from '../../scheduler/logger.ts';
-import { HermesQueues } from '../../scheduler/store/queues.ts';
+import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import { openRedisClient, topologyFromConfig, type RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { processCronTick, type CronTickResult } from '../../worker/cron-processor.ts';
 import type { WorkerDeps } from '../../worker/worker-deps.ts';
@@ -104,7 +104,7 @@ export function openCronService(
 } {
   const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
   const redis = openRedisClient(topologyFromConfig(config), 'commands');
-  const queues = new HermesQueues(keys, redis);
+  const queues = openQueues(keys, redis);
   const service = cronServiceFor(config, { redis, keys, queues }, createLogger({ level: config.log_level, name: 'test-cli' }), now);
   const store = service.store;
   return {

@@ -7,7 +7,7 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { Keys } from '../../scheduler/store/keys.ts';
-import { HermesQueues } from '../../scheduler/store/queues.ts';
+import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import { LoopStore } from '../../scheduler/loop/loop-store.ts';
 import { LoopService } from '../../scheduler/loop/loop-service.ts';
 import { SessionStore, type SessionEvent } from '../../scheduler/session/session-store.ts';
@@ -42,7 +42,7 @@ export function clients(env: TestEnv, config: HermesConfig = env.config): TestCl
   const redis = openRedisClient(topology, 'commands');
   const queueConn = openRedisClient(topology, 'bullmq');
   const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
-  const queues = new HermesQueues(keys, queueConn);
+  const queues = openQueues(keys, queueConn);
   const loops = loopStoreFor(config, { redis, keys, queues });
   const log = createLogger({ level: config.log_level });
   return {
@@ -121,7 +121,7 @@ export async function runHermes(
 
 export { waitFor, sleep } from './wait-for.ts';
 import { waitFor } from './wait-for.ts';
-import { loopStoreFor, loopServiceFor, sessionStoreFor } from '../../scheduler/services.ts';
+import { loopStoreFor, loopServiceFor, sessionStoreFor, openQueues } from '../../scheduler/services.ts';
 
 /** All events of a session of one type (or all). */
 export async function events(c: TestClients, sessionId: string, type?: string): Promise<SessionEvent[]> {
