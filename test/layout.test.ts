@@ -22,17 +22,11 @@ function files(dir: string): string[] {
   });
 }
 
-/**
- * What `file` imports: relative paths resolved, packages by name (`bullmq`). `runtime` leaves out
- * `import type` / `export type` (erased by the compiler: no module is loaded for them).
- */
-function imports(file: string, options: { packages?: boolean; runtime?: boolean } = {}): string[] {
+/** What `file` imports, types included: relative paths resolved, packages by name (`bullmq`). */
+function imports(file: string, options: { packages?: boolean } = {}): string[] {
   const src = readFileSync(file, 'utf8');
   const out: string[] = [];
-  const from = options.runtime
-    ? /^\s*(?:import|export)\s(?!type\s)[^;]*?from\s+'([^']+)'/gm
-    : /^\s*(?:import|export)\s[^;]*?from\s+'([^']+)'/gm;
-  for (const m of src.matchAll(from)) out.push(m[1]!);
+  for (const m of src.matchAll(/^\s*(?:import|export)\s[^;]*?from\s+'([^']+)'/gm)) out.push(m[1]!);
   for (const m of src.matchAll(/import\('([^']+)'\)/g)) out.push(m[1]!);
   return out.filter((d) => options.packages || d.startsWith('.')).map((d) => (d.startsWith('.') ? resolve(dirname(file), d) : d));
 }
@@ -175,29 +169,22 @@ describe('layout', () => {
 
   /**
    * A concept package is a folder of scheduler/ (its subfolders belong to it: `store/redis/` is
-   * `store`); each file at the root stands alone. Runtime imports only: a type names a shape, not a
-   * module loaded in order (the pure-module rule above checks types too).
+   * `store`); each file at the root stands alone. Type imports count: a package that needs another's
+   * type depends on it as much as on its functions, so the packages read as layers.
    */
   const packageOf = (file: string) => {
     const parts = relative(ROOT, file).split('/');
     return parts.length > 2 ? parts.slice(0, 2).join('/') : parts.join('/');
   };
-  /**
-   * The one cycle left, and why: the `ticks` Queue needs croner's repeat strategy at creation
-   * (`scheduler/cron/repeat-strategy.ts`, built on the cron engine), and the cron package stores
-   * through `store/`. A new edge closing any other cycle fails the test.
-   */
-  const KNOWN_PACKAGE_EDGES = new Set(['scheduler/store/queues.ts → scheduler/cron/repeat-strategy.ts']);
-
   it('scheduler/ packages import each other in no cycle', () => {
     const edges = new Map<string, Map<string, string>>();
     for (const file of graph.keys()) {
       if (top(file) !== 'scheduler') continue;
-      for (const d of imports(file, { runtime: true })) {
+      for (const d of imports(file)) {
         const from = packageOf(file),
           to = packageOf(d);
         const why = `${relative(ROOT, file)} → ${relative(ROOT, d)}`;
-        if (from === to || top(d) !== 'scheduler' || KNOWN_PACKAGE_EDGES.has(why)) continue;
+        if (from === to || top(d) !== 'scheduler') continue;
         if (!edges.has(from)) edges.set(from, new Map());
         if (!edges.get(from)!.has(to)) edges.get(from)!.set(to, why);
       }
