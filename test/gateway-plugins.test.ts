@@ -2,9 +2,10 @@
  * Platform plugin loading and the reconnect watcher (docs/DESIGN.md §8), pinned to the
  * three fixes of the old system's #133289: re-gate before re-arming, never
  * stack loads while one hangs, at most 3 re-arms; backoff 30 → 60 → 120 → 240 → 300 s.
- * Small backoffs via config; the Telegram case uses the real adapter and grammY.
+ * The registry and watcher run on a fake clock with the product's settings (backoff, watcher interval,
+ * load timeout); the Telegram case uses the real adapter and grammY, with small backoffs via config.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
 import type { PlatformAdapter, PlatformPlugin, PluginAvailability } from '../gateway/plugins/platform-plugin.ts';
 import { PlatformRegistry } from '../gateway/plugins/platform-registry.ts';
@@ -65,10 +66,22 @@ afterEach(async () => {
   for (const s of stops.splice(0).reverse()) await s();
 });
 
-function setup(backoffMs = [40, 80, 160], loadTimeoutMs = 1000) {
+/** The product's settings (`gateway.*` defaults of scheduler/config/config.ts). */
+const GATEWAY = loadConfig({ env: { HERMES_HOME: '/nonexistent-hermes-home' } }).gateway;
+const BACKOFF_MS = GATEWAY.reconnect_backoff_seconds.map((s) => s * 1000);
+const INTERVAL_MS = GATEWAY.watcher_interval_seconds * 1000;
+const LOAD_TIMEOUT_MS = GATEWAY.plugin_load_timeout_seconds * 1000;
+const MINUTE = 60_000;
+
+function setup() {
   const { log, lines } = memoryLogger();
-  const registry = new PlatformRegistry(loadTimeoutMs, log);
-  const watcher = new ReconnectWatcher(registry, { backoffMs, maxRearms: 3, intervalMs: 10, log });
+  const registry = new PlatformRegistry(LOAD_TIMEOUT_MS, log);
+  const watcher = new ReconnectWatcher(registry, {
+    backoffMs: BACKOFF_MS,
+    maxRearms: GATEWAY.max_plugin_load_rearms,
+    intervalMs: INTERVAL_MS,
+    log,
+  });
   stops.push(
     () => watcher.stop(),
     () => registry.close(),
@@ -79,7 +92,15 @@ function setup(backoffMs = [40, 80, 160], loadTimeoutMs = 1000) {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Let `ms` pass on the fake clock: due timers fire in order, each one's promises settle before the next. */
+const pass = (ms: number) => vi.advanceTimersByTimeAsync(ms);
+
 describe('platform registry and reconnect watcher', () => {
+  // Only time passes between a failure and its re-arms: the watcher's interval, the backoff steps and
+  // the load timeout are timers and `Date.now()`, faked; promises and I/O stay real.
+  beforeEach(() => void vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] }));
+  afterEach(() => void vi.useRealTimers());
+
   it('a failed load marks the platform adapter_unavailable; the watcher re-arms it and it heals', async () => {
     const { registry, watcher, rearms } = setup();
     const p = scriptedPlugin('flaky', ['fail', 'fail', 'ok']);
@@ -87,7 +108,10 @@ describe('platform registry and reconnect watcher', () => {
     expect(await registry.load('flaky')).toBe('adapter_unavailable');
     expect(registry.status('flaky')).toMatchObject({ state: 'adapter_unavailable', lastError: 'flaky import failed' });
     watcher.start();
-    await waitFor(() => registry.status('flaky')?.state === 'ready', 5000, 'healed');
+    await pass(BACKOFF_MS[0]! - 1);
+    expect(p.calls).toHaveLength(1); // not before the first backoff step
+    await pass(10 * MINUTE);
+    expect(registry.status('flaky')?.state).toBe('ready');
     expect(p.calls).toHaveLength(3);
     expect(rearms('flaky')).toBe(2);
     expect(p.adapters[0]!.started).toBe(true);
@@ -95,13 +119,13 @@ describe('platform registry and reconnect watcher', () => {
   });
 
   it('re-arms a broken plugin at most 3 times, then gives up once', async () => {
-    const { registry, watcher, lines, rearms } = setup([20, 20, 20]);
+    const { registry, watcher, lines, rearms } = setup();
     const p = scriptedPlugin('broken', ['fail']);
     registry.register(p.plugin);
     await registry.load('broken');
     watcher.start();
-    await waitFor(() => lines.some((l) => String(l.msg).startsWith('Giving up on platform broken')), 5000, 'give up');
-    await sleep(200);
+    await pass(60 * MINUTE); // far past every backoff step
+    expect(lines.some((l) => String(l.msg).startsWith('Giving up on platform broken'))).toBe(true);
     expect(p.calls).toHaveLength(4);
     expect(rearms('broken')).toBe(3);
     expect(lines.filter((l) => String(l.msg).startsWith('Giving up')).length).toBe(1);
@@ -109,17 +133,21 @@ describe('platform registry and reconnect watcher', () => {
   });
 
   it('spaces re-arms by the backoff steps', async () => {
-    const { registry, watcher } = setup([100, 200, 400]);
+    const { registry, watcher } = setup();
     const p = scriptedPlugin('slowheal', ['fail', 'fail', 'fail', 'ok']);
     registry.register(p.plugin);
     await registry.load('slowheal');
     watcher.start();
-    await waitFor(() => registry.status('slowheal')?.state === 'ready', 5000, 'healed');
+    await pass(60 * MINUTE);
+    expect(registry.status('slowheal')?.state).toBe('ready');
+    // Each re-arm waits its step (30 s, 60 s, 120 s) from the failure before it, and comes at the
+    // watcher's first look after that.
     const gaps = p.calls.slice(1).map((t, i) => t - p.calls[i]!);
-    expect(gaps[0]).toBeGreaterThanOrEqual(95);
-    expect(gaps[1]).toBeGreaterThanOrEqual(195);
-    expect(gaps[2]).toBeGreaterThanOrEqual(395);
-    expect(gaps[2]).toBeLessThan(1000);
+    expect(gaps).toHaveLength(3);
+    gaps.forEach((gap, i) => {
+      expect(gap).toBeGreaterThanOrEqual(BACKOFF_MS[i]!);
+      expect(gap).toBeLessThanOrEqual(BACKOFF_MS[i]! + INTERVAL_MS);
+    });
   });
 
   it.each([
@@ -128,64 +156,74 @@ describe('platform registry and reconnect watcher', () => {
     ['removed from the catalogue', { availability: 'removed' as const }, 'removed'],
     ['version-incompatible', { requiresHermes: '>=99.0.0' }, 'incompatible'],
   ])('never loads or re-arms a %s plugin', async (_what, extra, state) => {
-    const { registry, watcher, rearms } = setup([10, 10, 10]);
+    const { registry, watcher, rearms } = setup();
     const p = scriptedPlugin('gated', ['ok'], extra);
     registry.register(p.plugin);
     expect(await registry.load('gated')).toBe(state);
     watcher.start();
-    await sleep(150);
+    await pass(60 * MINUTE);
     expect(p.calls).toHaveLength(0);
     expect(rearms('gated')).toBe(0);
     expect(registry.status('gated')?.state).toBe(state);
   });
 
   it('never re-arms while the previous load of that plugin still hangs', async () => {
-    const { registry, watcher, lines, rearms } = setup([10, 10, 10], 50);
+    const { registry, watcher, lines, rearms } = setup();
     const p = scriptedPlugin('hanger', ['hang', 'ok']);
     registry.register(p.plugin);
-    expect(await registry.load('hanger')).toBe('adapter_unavailable');
+    const first = registry.load('hanger');
+    await pass(LOAD_TIMEOUT_MS);
+    expect(await first).toBe('adapter_unavailable');
     expect(registry.status('hanger')).toMatchObject({ hanging: true, lastError: expect.stringMatching(/did not finish/) });
     watcher.start();
-    await sleep(250);
+    await pass(60 * MINUTE);
     expect(p.calls).toHaveLength(1);
     expect(rearms('hanger')).toBe(0);
-    expect(await registry.load('hanger')).toBe('adapter_unavailable');
+    const again = registry.load('hanger');
+    await pass(LOAD_TIMEOUT_MS);
+    expect(await again).toBe('adapter_unavailable');
     expect(p.calls).toHaveLength(1);
     // the hanging load finally fails: now the watcher may re-arm, and the plugin heals
     p.hangs[0]!.reject(new Error('gave up'));
-    await waitFor(() => registry.status('hanger')?.state === 'ready', 5000, 'healed');
+    await pass(10 * MINUTE);
+    expect(registry.status('hanger')?.state).toBe('ready');
     expect(p.calls).toHaveLength(2);
     expect(rearms('hanger')).toBe(1);
     expect(lines.some((l) => l.msg === 'previous plugin load still hangs; not re-arming')).toBe(true);
   });
 
   it('adopts the adapter of a hanging load that succeeds late', async () => {
-    const { registry } = setup([10_000], 30);
+    const { registry } = setup();
     const p = scriptedPlugin('late', ['hang']);
     registry.register(p.plugin);
-    expect(await registry.load('late')).toBe('adapter_unavailable');
+    const load = registry.load('late');
+    await pass(LOAD_TIMEOUT_MS);
+    expect(await load).toBe('adapter_unavailable');
     const adapter = new FakeAdapter();
     p.hangs[0]!.resolve(adapter);
-    await waitFor(() => registry.status('late')?.state === 'ready', 2000, 'adopted');
+    await pass(0);
+    expect(registry.status('late')?.state).toBe('ready');
     expect(adapter.started).toBe(true);
     expect(registry.status('late')?.hanging).toBe(false);
   });
 
   it('a ready adapter that reports a fatal failure is stopped and re-armed', async () => {
-    const { registry, watcher, rearms } = setup([20, 20, 20]);
+    const { registry, watcher, rearms } = setup();
     const p = scriptedPlugin('fragile', ['ok']);
     registry.register(p.plugin);
     expect(await registry.load('fragile')).toBe('ready');
     watcher.start();
     p.fatal(new Error('token revoked'));
-    await waitFor(() => p.calls.length === 2 && registry.status('fragile')?.state === 'ready', 5000, 'reloaded');
+    await pass(10 * MINUTE);
+    expect(p.calls).toHaveLength(2);
+    expect(registry.status('fragile')?.state).toBe('ready');
     expect(p.adapters[0]!.stopped).toBe(true);
     expect(p.adapters[1]!.started).toBe(true);
     expect(rearms('fragile')).toBe(1);
   });
 
   it('hands the inbound events a failed adapter held to the adapter that replaces it, once that one started (seed 002, fix two)', async () => {
-    const { registry, watcher } = setup([20, 20, 20]);
+    const { registry, watcher } = setup();
     class HoldingAdapter extends FakeAdapter {
       held: unknown[] = [];
       adopted: unknown[] = [];
@@ -226,7 +264,9 @@ describe('platform registry and reconnect watcher', () => {
     adapters[0]!.held.push('update 1', 'update 2');
     watcher.start();
     fatal!(new Error('polling stalled'));
-    await waitFor(() => registry.status('holding')?.state === 'ready' && adapters.length === 3, 5000, 'rebuilt adapter ready');
+    await pass(10 * MINUTE);
+    expect(registry.status('holding')?.state).toBe('ready');
+    expect(adapters).toHaveLength(3);
     expect(adapters[1]!.adopted).toEqual([]); // a candidate whose start failed never takes the queue
     expect(adapters[2]!.adopted).toEqual(['update 1', 'update 2', 'rescued at teardown']);
     expect(registry.status('holding')?.heldInbound).toBe(0);
