@@ -8,7 +8,7 @@ import { Api } from 'grammy';
 import type { Update } from 'grammy/types';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { Keys } from '../scheduler/store/keys.ts';
 import { PollLease } from '../gateway/telegram/poll-lease.ts';
 import { TelegramPoller, pollBackoffMs } from '../gateway/telegram/poller.ts';
@@ -50,6 +50,30 @@ async function setup(options: {
   return { fake, poller, redis, offsetKey, leaseKey };
 }
 
+/**
+ * Put the poller's waits on a fake clock: `setTimeout` and `Date` (the retry waits, the fake Bot API's
+ * long poll and its request times). The lease's renewal (`setInterval`) stays real, like Redis's TTL.
+ */
+function fakeClock(): void {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+  cleanups.push(() => vi.useRealTimers());
+}
+
+/**
+ * Let fake time pass in 100 ms steps until `done()`: each step fires what is due and then yields a real
+ * turn of the event loop, so the Bot API's and Redis's answers over real sockets arrive in between.
+ * @throws naming `what` when it is not done within `limitMs` of fake time
+ */
+async function passUntil(done: () => boolean, what: string, limitMs = 10 * 60_000): Promise<void> {
+  for (let passed = 0; !done(); passed += 100) {
+    if (passed > limitMs) throw new Error(`${what}: not within ${limitMs} ms of fake time`);
+    await vi.advanceTimersByTimeAsync(100);
+  }
+}
+
+/** The product's first retry wait (`gateway.poll_retry_initial_seconds`, 1 s). */
+const RETRY_INITIAL_MS = 1000;
+
 describe('Telegram poll loop', () => {
   it('the retry wait doubles per failed round up to the maximum', () => {
     expect([1, 2, 3, 4, 5, 6].map((n) => pollBackoffMs(n, 1000, 30_000))).toEqual([1000, 2000, 4000, 8000, 16_000, 30_000]);
@@ -86,21 +110,22 @@ describe('Telegram poll loop', () => {
 
   it('a 429 on getUpdates waits the retry_after Telegram names, not the shorter backoff', async () => {
     const stored: number[] = [];
-    const { fake, poller } = await setup({ retryInitialMs: 100, store: async (u) => void stored.push(u.update_id) });
-    fake.rateLimitPollsNext(1, 2);
+    const { fake, poller } = await setup({ retryInitialMs: RETRY_INITIAL_MS, store: async (u) => void stored.push(u.update_id) });
+    fake.rateLimitPollsNext(1, 30);
     const a = fake.pushMessage({ fromId: 1, text: 'one' });
+    fakeClock();
     poller.start();
-    await waitFor(() => stored.includes(a), 10_000, 'stored after the 429');
+    await passUntil(() => stored.includes(a), 'stored after the 429');
     expect(fake.rateLimited).toBe(1);
-    // The first poll got the 429; the next one came no sooner than retry_after (2 s), not after 100 ms.
-    expect(fake.pollTimes[1]! - fake.pollTimes[0]!).toBeGreaterThanOrEqual(2000);
+    // The first poll got the 429; the next one came no sooner than retry_after (30 s), not after 1 s.
+    expect(fake.pollTimes[1]! - fake.pollTimes[0]!).toBeGreaterThanOrEqual(30_000);
   });
 
   it('a batch that keeps failing to store waits longer each round (the backoff doubles; a fetch alone does not reset it)', async () => {
     let storeFailures = 3;
     const stored: number[] = [];
     const { fake, poller } = await setup({
-      retryInitialMs: 150,
+      retryInitialMs: RETRY_INITIAL_MS,
       store: async (u) => {
         if (storeFailures > 0) {
           storeFailures--;
@@ -110,12 +135,13 @@ describe('Telegram poll loop', () => {
       },
     });
     const a = fake.pushMessage({ fromId: 1, text: 'one' });
+    fakeClock();
     poller.start();
-    await waitFor(() => stored.includes(a), 15_000, 'stored after three failed rounds');
+    await passUntil(() => stored.includes(a), 'stored after three failed rounds');
     const gaps = fake.pollTimes.slice(1, 4).map((t, i) => t - fake.pollTimes[i]!);
-    expect(gaps[0]).toBeGreaterThanOrEqual(150);
-    expect(gaps[1]).toBeGreaterThanOrEqual(300);
-    expect(gaps[2]).toBeGreaterThanOrEqual(600);
+    expect(gaps[0]).toBeGreaterThanOrEqual(RETRY_INITIAL_MS);
+    expect(gaps[1]).toBeGreaterThanOrEqual(2 * RETRY_INITIAL_MS);
+    expect(gaps[2]).toBeGreaterThanOrEqual(4 * RETRY_INITIAL_MS);
   });
 
   it('stop() ends a retry wait at once and releases the lease', async () => {
