@@ -16,6 +16,7 @@ import { startFakeTelegram, type FakeTelegram } from './support/fake-telegram.ts
 import { testEnv } from './support/env.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { passUntil } from './support/fake-clock.ts';
 
 const log = pino({ level: 'silent' });
 const cleanups = cleanupAfterEach();
@@ -57,18 +58,6 @@ async function setup(options: {
 function fakeClock(): void {
   vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
   cleanups.push(() => vi.useRealTimers());
-}
-
-/**
- * Let fake time pass in 100 ms steps until `done()`: each step fires what is due and then yields a real
- * turn of the event loop, so the Bot API's and Redis's answers over real sockets arrive in between.
- * @throws naming `what` when it is not done within `limitMs` of fake time
- */
-async function passUntil(done: () => boolean, what: string, limitMs = 10 * 60_000): Promise<void> {
-  for (let passed = 0; !done(); passed += 100) {
-    if (passed > limitMs) throw new Error(`${what}: not within ${limitMs} ms of fake time`);
-    await vi.advanceTimersByTimeAsync(100);
-  }
 }
 
 /** The product's first retry wait (`gateway.poll_retry_initial_seconds`, 1 s). */
