@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
 import OpenAI, { APIUserAbortError } from 'openai';
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { HermesMetrics } from '../scheduler/metrics.ts';
@@ -24,6 +24,7 @@ import { agentRunnerOptions } from '../worker/turn-runners/create-runner.ts';
 import type { ChatMessage, ModelCallEvent, TurnEvent, TurnRequest } from '../worker/turn-runners/turn-runner.ts';
 import { countTokens, lastToolResult, startFakeOpenAI, type FakeOpenAI, type FakeOpenAIOptions } from './support/fake-openai.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { passUntil, settleOnFakeClock as settle } from './support/fake-clock.ts';
 
 const cleanups = cleanupAfterEach();
 
@@ -120,13 +121,18 @@ const rateLimited = {
 } as const;
 
 describe('retries by the openai client', () => {
+  // The waits between attempts (Retry-After, the turn's deadline) run on a fake clock; the model
+  // server answers over a real socket.
+  beforeEach(() => void vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] }));
+  afterEach(() => void vi.useRealTimers());
+
   it('a 429 with Retry-After: 1 is waited out, then the call succeeds: one turn, retried 1, ok 1', async () => {
     const model = await fake();
     model.respond((_req, i) => (i === 0 ? { ...rateLimited, headers: { 'retry-after': '1' } } : 'all green'));
     const { runner, metrics } = setup(model);
     const t = turn('is the build green?');
     const started = Date.now();
-    const out = await runner.run(t);
+    const out = await settle(runner.run(t));
     expect(out.reply).toBe('all green');
     expect(Date.now() - started).toBeGreaterThanOrEqual(950);
     expect(model.requests).toHaveLength(2);
@@ -149,7 +155,7 @@ describe('retries by the openai client', () => {
     });
     const client = new OpenAI({ baseURL: model.baseUrl, apiKey: 'k', maxRetries: 1 });
     await expect(
-      client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }, { signal: stop.signal }),
+      settle(client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }, { signal: stop.signal })),
     ).rejects.toBeInstanceOf(APIUserAbortError);
     // openai 6.x: the abort is seen only when the wait is over, before the next attempt.
     expect(Date.now() - answeredAt).toBeGreaterThanOrEqual(1_400);
@@ -166,10 +172,12 @@ describe('retries by the openai client', () => {
       return { ...rateLimited, headers: { 'retry-after': '20' } };
     });
     const { runner, metrics } = setup(model);
-    const err = await caught(runner.run(turn('hi', { signal: stop.signal })));
+    const err = await caught(settle(runner.run(turn('hi', { signal: stop.signal }))));
     expect(err.kind).toBe('aborted');
     expect(Date.now() - answeredAt).toBeLessThan(1_000);
-    await new Promise((r) => setTimeout(r, 500));
+    // Past the 20 s the answer asked for: still nothing more sent.
+    const stoppedAt = Date.now();
+    await passUntil(() => Date.now() - stoppedAt > 30_000, 'the Retry-After over');
     expect(model.requests).toHaveLength(1);
     expect(await calls(metrics, 'failed')).toBe(0); // a stop is no failure of the model
   });
@@ -179,7 +187,7 @@ describe('retries by the openai client', () => {
     model.respond((req) => (req.model === 'primary-model' ? { ...rateLimited, headers: { 'retry-after': '60' } } : 'from the backup'));
     const alone = setup(model, { timeoutSeconds: 10 });
     let started = Date.now();
-    const err = await caught(alone.runner.run(turn('hi')));
+    const err = await caught(settle(alone.runner.run(turn('hi'))));
     expect(err.kind).toBe('model');
     expect(err.message).toMatch(/429/);
     expect(Date.now() - started).toBeLessThan(2_000);
@@ -188,7 +196,7 @@ describe('retries by the openai client', () => {
 
     const withBackup = setup(model, { timeoutSeconds: 10, models: { backup: { model: 'backup-model' } }, fallbackModels: ['backup'] });
     started = Date.now();
-    expect((await withBackup.runner.run(turn('hi'))).reply).toBe('from the backup');
+    expect((await settle(withBackup.runner.run(turn('hi')))).reply).toBe('from the backup');
     expect(Date.now() - started).toBeLessThan(2_000);
   });
 
@@ -197,7 +205,7 @@ describe('retries by the openai client', () => {
     model.respond(() => ({ status: 503, message: 'overloaded', retryable: true, headers: { 'retry-after': '0.8' } }));
     const { runner, metrics } = setup(model, { timeoutSeconds: 2, maxRetries: 10 });
     const started = Date.now();
-    const err = await caught(runner.run(turn('hi')));
+    const err = await caught(settle(runner.run(turn('hi'))));
     expect(err.kind === 'timeout' || err.kind === 'model').toBe(true);
     expect(Date.now() - started).toBeLessThan(3_000);
     expect(model.requests.length).toBeLessThanOrEqual(4);
