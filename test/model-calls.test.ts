@@ -217,6 +217,10 @@ describe('retries by the openai client', () => {
 });
 
 describe('fallback models', () => {
+  // The client's backoff before its retry runs on a fake clock, as in the retries above.
+  beforeEach(() => void vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] }));
+  afterEach(() => void vi.useRealTimers());
+
   it('the primary answers 500 past its retries → the declared fallback answers, and keeps the rest of the turn', async () => {
     const model = await fake();
     model.respond((req) => {
@@ -231,7 +235,7 @@ describe('fallback models', () => {
       toolbox({ 'state.txt': 'GREEN\n' }),
     );
     const t = turn('what does state.txt say?');
-    const out = await runner.run(t);
+    const out = await settle(runner.run(t));
     expect(out.reply).toBe('state is GREEN');
     expect(model.requests.map((r) => r.model)).toEqual(['primary-model', 'primary-model', 'backup-model', 'backup-model']);
     expect(modelCalls(t.events).map((e) => [e.model, e.error])).toEqual([
@@ -253,7 +257,7 @@ describe('fallback models', () => {
       fallbackModels: ['backup'],
     });
     const t = turn('hi');
-    expect((await runner.run(t)).reply).toBe('ok');
+    expect((await settle(runner.run(t))).reply).toBe('ok');
     expect(model.requests.map((r) => r.model)).toEqual(['backup-model']);
     expect(await calls(metrics, 'retried')).toBe(1);
     expect(await calls(metrics, 'fallback')).toBe(1);
@@ -264,7 +268,7 @@ describe('fallback models', () => {
     model.respond(() => ({ status: 400, message: 'Invalid value for messages', type: 'invalid_request_error' }));
     const { runner, metrics } = setup(model, { models: { backup: { model: 'backup-model' } }, fallbackModels: ['backup'] });
     const t = turn('hi');
-    const err = await caught(runner.run(t));
+    const err = await caught(settle(runner.run(t)));
     expect(err.kind).toBe('model');
     expect(model.requests.map((r) => r.model)).toEqual(['primary-model']);
     expect(modelCalls(t.events)).toEqual([expect.objectContaining({ model: 'primary-model', error: expect.stringMatching(/400/) })]);
