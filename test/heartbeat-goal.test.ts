@@ -5,8 +5,8 @@
  */
 import { writeFileSync } from 'node:fs';
 import { describe, expect } from 'vitest';
-import { testEnv, type TestEnv } from './support/env.ts';
-import { clients, events, sleep, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
+import type { TestEnv } from './support/env.ts';
+import { events, openTestClients, sleep, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
 import { parseHeartbeatArgs } from '../scheduler/loop/heartbeat-command.ts';
@@ -26,13 +26,13 @@ async function setup(
   model.respond((req) =>
     isJudge(req) ? (answer.judge ?? (() => '{"verdict":"continue","reason":""}'))(++judges) : answer.turn(req, ++turns),
   );
-  const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', 'heartbeat.min_interval_seconds': 1, ...overrides });
-  const c = clients(env);
-  cleanups.push(
-    () => model.close(),
-    () => env.cleanup(),
-    () => c.close(),
-  );
+  cleanups.push(() => model.close());
+  const { env, c } = openTestClients(cleanups, {
+    'agent.base_url': model.baseUrl,
+    'agent.api_key': 'k',
+    'heartbeat.min_interval_seconds': 1,
+    ...overrides,
+  });
   return { env, c, model };
 }
 

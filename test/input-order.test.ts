@@ -3,32 +3,19 @@
  * same millisecond.
  */
 import { describe, expect, it } from 'vitest';
-import { testEnv, type TestEnv } from './support/env.ts';
-import { clients, startWorker, waitForEvents, type TestClients } from './support/stack.ts';
+import { startWorkerStack, waitForEvents } from './support/stack.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cleanups = cleanupAfterEach();
 
-async function setup(overrides: Record<string, unknown> = {}): Promise<{ env: TestEnv; c: TestClients }> {
-  const env = testEnv(overrides);
-  const c = clients(env);
-  const w = await startWorker(env);
-  cleanups.push(
-    () => env.cleanup(),
-    () => c.close(),
-    () => w.drain(),
-  );
-  return { env, c };
-}
-
 describe('session input order', () => {
   it('messages that arrive in the same millisecond are answered in the order they were sent', async () => {
     const model = await startFakeOpenAI();
     model.respond((req) => `re: ${req.messages.at(-1)!.content}`);
     cleanups.push(() => model.close());
-    const { c } = await setup({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
+    const { c } = await startWorkerStack(cleanups, { 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
     const at = Date.now();
     const ids = ['f', 'a', 'e', 'b', 'd', 'c']; // random-looking ids: order must not come from them
     await Promise.all(

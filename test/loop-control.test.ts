@@ -5,27 +5,14 @@
 import { describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { testEnv, type TestEnv } from './support/env.ts';
-import { clients, startWorker, waitForEvents, waitForNoTickJobs, type TestClients } from './support/stack.ts';
+import { startWorkerStack, waitForEvents, waitForNoTickJobs } from './support/stack.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cleanups = cleanupAfterEach();
 
-async function setup(overrides: Record<string, unknown> = {}): Promise<{ env: TestEnv; c: TestClients }> {
-  const env = testEnv(overrides);
-  const c = clients(env);
-  const w = await startWorker(env);
-  cleanups.push(
-    () => env.cleanup(),
-    () => c.close(),
-    () => w.drain(),
-  );
-  return { env, c };
-}
-
 describe('loop control while ticks run', () => {
   it('pause then resume of a self-paced loop keeps one chain of ticks (no doubled rate)', async () => {
-    const { env, c } = await setup({ 'loops.self_paced_floor_seconds': 1, 'loops.self_paced_ceiling_seconds': 1 });
+    const { env, c } = await startWorkerStack(cleanups, { 'loops.self_paced_floor_seconds': 1, 'loops.self_paced_ceiling_seconds': 1 });
     const release = join(env.home, 'release');
     cleanups.push(() => writeFileSync(release, ''));
     // Tick 2 stays mid-turn until released, so the second pause and resume land while it runs.
@@ -58,7 +45,7 @@ describe('loop control while ticks run', () => {
   });
 
   it('replacing a loop with one of the same interval fires the new loop now, not at the old slot', async () => {
-    const { c } = await setup();
+    const { c } = await startWorkerStack(cleanups);
     const run = (text: string) => ({
       origin: { surface: 'cli' as const },
       runner: { kind: 'command' as const, command: `echo ${text}`, timeoutSeconds: 5 },
@@ -74,7 +61,7 @@ describe('loop control while ticks run', () => {
   });
 
   it('a stop that arrives while a tick runs is not overridden by the tick (budget pause)', async () => {
-    const { env, c } = await setup({ 'loops.max_ticks': 1 });
+    const { env, c } = await startWorkerStack(cleanups, { 'loops.max_ticks': 1 });
     const release = join(env.home, 'release');
     cleanups.push(() => writeFileSync(release, ''));
     // The tick stays mid-turn until the stop has been written.

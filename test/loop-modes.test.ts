@@ -3,8 +3,8 @@
  * cadence, --until judged by a model, a judge that keeps failing.
  */
 import { describe } from 'vitest';
-import { testEnv, type TestEnv } from './support/env.ts';
-import { clients, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
+import type { TestEnv } from './support/env.ts';
+import { startWorkerStack, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
 import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
@@ -20,15 +20,8 @@ async function setup(
   let turns = 0;
   let judges = 0;
   model.respond((req) => (isJudge(req) ? (answer.judge ?? (() => '{"verdict":"continue","reason":""}'))(++judges) : answer.turn(++turns)));
-  const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', ...overrides });
-  const c = clients(env);
-  const w = await startWorker(env);
-  cleanups.push(
-    () => model.close(),
-    () => env.cleanup(),
-    () => c.close(),
-    () => w.drain(),
-  );
+  cleanups.push(() => model.close());
+  const { env, c } = await startWorkerStack(cleanups, { 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', ...overrides });
   return { env, c, model };
 }
 

@@ -10,8 +10,7 @@ import { decodeLoopRecord, encodeLoopRecord } from '../scheduler/loop/loop-recor
 import { applyTick, createLoop, pauseLoop, resumeLoop, type LoopRecord, type NewLoop } from '../scheduler/loop/loop-state.ts';
 import { TICK_JOB_NAME, tickJobData, type StoredTickJobData } from '../scheduler/loop/tick-job.ts';
 import { JOB_RETENTION } from '../scheduler/store/queues.ts';
-import { testEnv } from './support/env.ts';
-import { clients, startWorker, waitForEvents, type TestClients } from './support/stack.ts';
+import { openTestClients, startWorker, waitForEvents } from './support/stack.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cleanups = cleanupAfterEach();
@@ -111,23 +110,8 @@ describe('loop record codec', () => {
 });
 
 describe('stored loops in Redis', () => {
-  function setup(): TestClients {
-    const env = testEnv();
-    const c = clients(env);
-    cleanups.push(
-      () => env.cleanup(),
-      () => c.close(),
-    );
-    return c;
-  }
-
   it('a worker ticks a loop stored by the previous version (full record, job data with type and session) and stores it compact', async () => {
-    const env = testEnv();
-    const c = clients(env);
-    cleanups.push(
-      () => env.cleanup(),
-      () => c.close(),
-    );
+    const { env, c } = openTestClients(cleanups);
     const sessionId = 'telegram:-1001234567890:7';
     const record = {
       ...loop({ sessionId, runner: { kind: 'command', command: 'echo "old record ticked"', timeoutSeconds: 10 } }),
@@ -164,7 +148,7 @@ describe('stored loops in Redis', () => {
   }, 40_000);
 
   it("keeps a loop's job scheduler hash listpack-encoded for a 128-character session id, and its jobs name the session", async () => {
-    const c = setup();
+    const { c } = openTestClients(cleanups);
     const sessionId = `telegram:-1001234567890:${'9'.repeat(128 - 24)}`;
     expect(sessionId).toHaveLength(128);
     const stored = (await c.loops.put(loop({ sessionId, kind: 'heartbeat' }), 'absent'))!;
@@ -183,7 +167,7 @@ describe('stored loops in Redis', () => {
   });
 
   it('a self-paced tick job keeps its session in its data', async () => {
-    const c = setup();
+    const { c } = openTestClients(cleanups);
     const stored = (await c.loops.put(loop({ sessionId: 'sp-1', intervalSeconds: null }), 'absent'))!;
     await c.loops.arm(stored, Date.now() + 3_600_000);
     const [job] = (await c.queues.forSession('sp-1').ticks.getJobs(['delayed'])) as Array<Job<StoredTickJobData>>;

@@ -19,8 +19,7 @@ import { openCronService } from './support/cron-worker.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { readJson, readSseUntil } from './support/http.ts';
 import { clusterEnv, startRedisCluster, type TestCluster } from './support/redis-cluster.ts';
-import { clients, runHermes, spawnWorker, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
-import type { TestEnv } from './support/env.ts';
+import { openTestClients, runHermes, spawnWorker, startWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
 const SHARDS = 6;
@@ -35,15 +34,9 @@ afterAll(async () => {
   await cluster?.stop();
 });
 
-function setup(overrides: Record<string, unknown> = {}): { env: TestEnv; c: TestClients } {
-  const env = clusterEnv(cluster, { 'redis.shards': SHARDS, ...overrides });
-  const c = clients(env);
-  cleanups.push(
-    () => env.cleanup(),
-    () => c.close(),
-  );
-  return { env, c };
-}
+/** Clients on the cluster with `SHARDS` shards. */
+const setup = (overrides: Record<string, unknown> = {}) =>
+  openTestClients(cleanups, { 'redis.shards': SHARDS, ...overrides }, (o) => clusterEnv(cluster, o));
 
 /** One session id per shard: `<tag>-<n>` for the first n that lands on each shard. */
 function sessionPerShard(keys: Keys, tag: string): string[] {

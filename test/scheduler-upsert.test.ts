@@ -3,23 +3,21 @@
  * the product's schedule store and service.
  */
 import { describe, expect, it } from 'vitest';
-import { testEnv, type TestEnv } from './support/env.ts';
 import { waitFor } from './support/wait-for.ts';
-import { clients, events, pendingSchedulerJobs, runHermes, sleep, startWorker, waitForEvents, type TestClients } from './support/stack.ts';
+import {
+  events,
+  openTestClients,
+  pendingSchedulerJobs,
+  runHermes,
+  sleep,
+  startWorker,
+  waitForEvents,
+  type TestClients,
+} from './support/stack.ts';
 import { createLoop, type LoopRecord } from '../scheduler/loop/loop-state.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cleanups = cleanupAfterEach();
-
-function setup(): { env: TestEnv; c: TestClients } {
-  const env = testEnv();
-  const c = clients(env);
-  cleanups.push(
-    () => env.cleanup(),
-    () => c.close(),
-  );
-  return { env, c };
-}
 
 async function storedLoop(c: TestClients, sessionId: string): Promise<LoopRecord> {
   const record = createLoop({
@@ -41,7 +39,7 @@ async function storedLoop(c: TestClients, sessionId: string): Promise<LoopRecord
 
 describe('job scheduler upserts', () => {
   it('F1: upserting the same schedule twice back to back, with a worker running, leaves exactly one pending job; ticks 1 s apart', async () => {
-    const { env, c } = setup();
+    const { env, c } = openTestClients(cleanups);
     const w = await startWorker(env);
     cleanups.push(() => w.drain());
     const record = await storedLoop(c, 'f1');
@@ -58,7 +56,7 @@ describe('job scheduler upserts', () => {
   });
 
   it('F2: removing a schedule and adding it again under the same id leaves exactly one pending job, and it fires', async () => {
-    const { env, c } = setup();
+    const { env, c } = openTestClients(cleanups);
     const record = await storedLoop(c, 'f2');
     await c.loops.arm(record, Date.now() + 500);
     expect(await pendingSchedulerJobs(c, 'loop:f2')).toHaveLength(1);
@@ -72,7 +70,7 @@ describe('job scheduler upserts', () => {
   });
 
   it('F3: four processes setting the same loop at once leave exactly one pending job, and it keeps firing at its cadence', async () => {
-    const { env, c } = setup();
+    const { env, c } = openTestClients(cleanups);
     const args = ['loop', '1s', 'same prompt', '--session', 'f3', '--run', 'echo tick'];
     const results = await Promise.all([1, 2, 3, 4].map(() => runHermes(env, args)));
     for (const r of results) expect(r.code, r.stderr).toBe(0);
@@ -103,7 +101,7 @@ describe('job scheduler upserts', () => {
   }, 120_000); // four hermes processes start at once: seconds of CPU each, far more on a loaded machine
 
   it('a worker re-arms an active loop whose job scheduler is missing (crash between the two writes)', async () => {
-    const { env, c } = setup();
+    const { env, c } = openTestClients(cleanups);
     await storedLoop(c, 'orphan');
     expect(await c.queues.ticks.getJobScheduler('loop:orphan')).toBeUndefined();
     const w = await startWorker(env);

@@ -6,23 +6,15 @@
  * in between on a loaded machine.
  */
 import { describe, expect, it } from 'vitest';
-import { testEnv } from './support/env.ts';
-import { clients, events, startWorker, waitFor, waitForEvents } from './support/stack.ts';
+import { events, startWorkerStack, waitFor, waitForEvents } from './support/stack.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cleanups = cleanupAfterEach();
 
 async function setup() {
-  const env = testEnv({ 'worker.prefetch_lead_ms': 5_000 });
-  const c = clients(env);
-  const w = await startWorker(env);
-  cleanups.push(
-    () => env.cleanup(),
-    () => c.close(),
-    () => w.drain(),
-  );
+  const { c, worker } = await startWorkerStack(cleanups, { 'worker.prefetch_lead_ms': 5_000 });
   const run = { origin: { surface: 'cli' as const }, runner: { kind: 'command' as const, command: 'echo tick', timeoutSeconds: 5 } };
-  const heldTicks = () => w.deps.turns.admission.held;
+  const heldTicks = () => worker.deps.turns.admission.held;
   return { c, run, heldTicks };
 }
 

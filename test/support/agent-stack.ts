@@ -7,9 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { WorkerProcess } from '../../worker/worker-process.ts';
 import type { CleanUp } from './cleanup.ts';
-import { testEnv, type TestEnv } from './env.ts';
+import type { TestEnv } from './env.ts';
 import { startFakeOpenAI, type FakeOpenAI } from './fake-openai.ts';
-import { clients, startWorker, type TestClients } from './stack.ts';
+import { startWorkerStack, type TestClients } from './stack.ts';
 
 export interface AgentStack {
   env: TestEnv;
@@ -35,19 +35,12 @@ export async function startAgentStack(
     () => model.close(),
     () => rmSync(dir, { recursive: true, force: true }),
   );
-  const env = testEnv({
+  const { env, c, worker } = await startWorkerStack(cleanups, {
     'agent.base_url': model.baseUrl,
     'agent.api_key': 'test',
     'agent.max_retries': 0,
     'tools.files.roots': [dir],
     ...overrides,
   });
-  const c = clients(env);
-  cleanups.push(
-    () => env.cleanup(),
-    () => c.close(),
-  );
-  const worker = await startWorker(env);
-  cleanups.push(() => worker.drain());
   return { env, c, model, dir, worker };
 }

@@ -14,7 +14,8 @@ import { SessionStore, type SessionEvent } from '../../scheduler/session/session
 import { createLogger } from '../../scheduler/logger.ts';
 import { openRedisClient, topologyFromConfig, type RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { WorkerProcess, type WorkerProcessOptions } from '../../worker/worker-process.ts';
-import type { TestEnv } from './env.ts';
+import type { CleanUp } from './cleanup.ts';
+import { testEnv, type TestEnv } from './env.ts';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const HERMES_BIN = join(ROOT, 'cli', 'hermes.mjs');
@@ -58,6 +59,36 @@ export function clients(env: TestEnv, config: HermesConfig = env.config): TestCl
       queueConn.disconnect();
     },
   };
+}
+
+/**
+ * A test environment and its clients, both stopped through `cleanups` (test/support/cleanup.ts).
+ * @param overrides - config overrides by dotted key (see `testEnv`)
+ * @param makeEnv - builds the environment (`testEnv`, or another Redis's: `clusterEnv`)
+ */
+export function openTestClients(
+  cleanups: CleanUp[],
+  overrides: Record<string, unknown> = {},
+  makeEnv: (overrides: Record<string, unknown>) => TestEnv = testEnv,
+): { env: TestEnv; c: TestClients } {
+  const env = makeEnv(overrides);
+  const c = clients(env);
+  cleanups.push(
+    () => env.cleanup(),
+    () => c.close(),
+  );
+  return { env, c };
+}
+
+/** `openTestClients` and an in-process worker on the same environment, drained first. */
+export async function startWorkerStack(
+  cleanups: CleanUp[],
+  overrides: Record<string, unknown> = {},
+): Promise<{ env: TestEnv; c: TestClients; worker: WorkerProcess }> {
+  const { env, c } = openTestClients(cleanups, overrides);
+  const worker = await startWorker(env);
+  cleanups.push(() => worker.drain());
+  return { env, c, worker };
 }
 
 /** Start an in-process worker process. */
