@@ -2,20 +2,14 @@
  * `hermes cron runs` without a job and `hermes cron status` read the recent
  * runs of all jobs: a removed job's entries must not shorten the answer.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createCronJob, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 import { openCronService } from './support/cron-worker.ts';
-import { testEnv, type TestEnv } from './support/env.ts';
+import { testEnv } from './support/env.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-let env: TestEnv | undefined;
-let api: ReturnType<typeof openCronService> | undefined;
-afterEach(async () => {
-  await api?.close();
-  env?.cleanup();
-  api = undefined;
-  env = undefined;
-});
+const cleanups = cleanupAfterEach();
 
 function job(id: string, now: number): CronJob {
   const schedule = parseSchedule('every 10m', { tz: 'UTC', now, minIntervalSeconds: 60 });
@@ -58,10 +52,10 @@ function run(jobId: string, dueAt: number): CronRun {
 }
 
 /** Record `count` runs of `id`, each one newer than the last, starting at `from`. */
-async function recordRuns(id: string, from: number, count: number): Promise<void> {
+async function recordRuns(api: ReturnType<typeof openCronService>, id: string, from: number, count: number): Promise<void> {
   for (let i = 0; i < count; i++) {
-    const current = (await api!.store.get(id))!;
-    const res = await api!.store.commitRun({
+    const current = (await api.store.get(id))!;
+    const res = await api.store.commitRun({
       run: run(id, from + i * 1000),
       job: current,
       expectedVersion: current.version,
@@ -73,15 +67,19 @@ async function recordRuns(id: string, from: number, count: number): Promise<void
 
 describe('recent runs after a job is removed', () => {
   it('cron runs --limit N and cron status still count N live runs when the newest entries belong to a removed job', async () => {
-    env = testEnv({ 'cron.history_limit': 200 });
-    api = openCronService(env.config);
+    const env = testEnv({ 'cron.history_limit': 200 });
+    const api = openCronService(env.config);
+    cleanups.push(
+      () => env.cleanup(),
+      () => api.close(),
+    );
     const now = Date.now();
     const kept = 'a'.repeat(12);
     const removed = 'b'.repeat(12);
     await api.store.put(job(kept, now), 'absent');
     await api.store.put(job(removed, now), 'absent');
-    await recordRuns(kept, now, 120); // older
-    await recordRuns(removed, now + 200_000, 110); // newest, then removed
+    await recordRuns(api, kept, now, 120); // older
+    await recordRuns(api, removed, now + 200_000, 110); // newest, then removed
     expect(await api.store.delete(removed)).toBe(true);
 
     const five = await api.service.runs(undefined, 5);

@@ -7,7 +7,7 @@
  */
 import { Redis } from 'ioredis';
 import type { Queue } from 'bullmq';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { REFUSAL_TEXT } from '../gateway/discord/inbound.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -20,15 +20,13 @@ import { DISCORD_ALLOWED_USER, DISCORD_BOT_ID, DISCORD_BOT_TOKEN, startFakeDisco
 import { readInbox, type InboxReader } from './support/telegram-env.ts';
 import { openCronService } from './support/cron-worker.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
+const cleanups = cleanupAfterEach();
 let fake: FakeDiscord;
-const cleanups: Array<() => unknown> = [];
 beforeEach(async () => {
   fake = await startFakeDiscord();
-});
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-  await fake.close();
+  cleanups.push(() => fake.close());
 });
 
 function setup(overrides: Record<string, unknown> = {}): TestEnv {

@@ -15,6 +15,7 @@ import { loadConfig } from '../scheduler/config/config.ts';
 import { startFakeTelegram } from './support/fake-telegram.ts';
 import { readJson, waitFor } from './support/http.ts';
 import { memoryLogger, telegramEnv } from './support/telegram-env.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 const REARM = /^Re-arming failed platform plugin load: /;
 
@@ -61,10 +62,7 @@ function scriptedPlugin(
   return { plugin, calls, hangs, adapters, fatal: (err: Error) => fatal?.(err) };
 }
 
-const stops: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const s of stops.splice(0).reverse()) await s();
-});
+const cleanups = cleanupAfterEach();
 
 /** The product's settings (`gateway.*` defaults of scheduler/config/config.ts). */
 const GATEWAY = loadConfig({ env: { HERMES_HOME: '/nonexistent-hermes-home' } }).gateway;
@@ -82,7 +80,7 @@ function setup() {
     intervalMs: INTERVAL_MS,
     log,
   });
-  stops.push(
+  cleanups.push(
     () => watcher.stop(),
     () => registry.close(),
   );
@@ -306,15 +304,15 @@ describe('gateway config for reconnects', () => {
 describe('the Telegram adapter through the registry', () => {
   it('a failed getMe leaves Telegram adapter_unavailable until the watcher re-arms it; then it polls', async () => {
     const fake = await startFakeTelegram();
-    stops.push(() => fake.close());
+    cleanups.push(() => fake.close());
     fake.failGetMe(2);
     // The first re-arm waits 3 s: the health read below must see the unavailable state, however slow the
     // machine (with 0.2 s a loaded machine's health request could arrive after the re-arm began).
     const env = telegramEnv(fake, { 'gateway.reconnect_backoff_seconds': '3,0.2,0.2' });
-    stops.push(() => env.cleanup());
+    cleanups.push(() => env.cleanup());
     const { log, lines } = memoryLogger();
     const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log });
-    stops.push(() => gw.close());
+    cleanups.push(() => gw.close());
     await waitFor(() => gw.platforms().find((p) => p.name === 'telegram')?.state === 'adapter_unavailable', 5000, 'unavailable');
     const health = await readJson(fetch(`${gw.httpAddress.url}/health`));
     expect(health.platforms.telegram.state).toBe('adapter_unavailable');
@@ -326,15 +324,15 @@ describe('the Telegram adapter through the registry', () => {
 
   it('without a bot token Telegram is not enabled and nothing is loaded', async () => {
     const fake = await startFakeTelegram();
-    stops.push(() => fake.close());
+    cleanups.push(() => fake.close());
     const env = telegramEnv(fake, { 'telegram.bot_token': '' });
-    stops.push(() => env.cleanup());
+    cleanups.push(() => env.cleanup());
     const gw = await startGateway({
       config: { ...env.config, telegram: { ...env.config.telegram, bot_token: undefined } },
       redisUrl: env.redisUrl,
       log: memoryLogger().log,
     });
-    stops.push(() => gw.close());
+    cleanups.push(() => gw.close());
     await sleep(200);
     expect(gw.platforms()).toEqual([
       expect.objectContaining({ name: 'telegram', state: 'not_enabled', loads: 0 }),

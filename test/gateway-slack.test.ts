@@ -6,7 +6,7 @@
  * `POST /slack/events`, real Redis and BullMQ, a worker process and a model
  * (support/fake-openai.ts).
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import type { PlatformPlugin } from '../gateway/plugins/platform-plugin.ts';
 import { renderMrkdwn } from '../gateway/slack/render-mrkdwn.ts';
@@ -31,12 +31,9 @@ import { readInbox, ALLOWED_USER, BOT_TOKEN } from './support/telegram-env.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { readJson, waitFor } from './support/http.ts';
 import { sleep } from './support/wait-for.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const f of cleanups.reverse()) await f();
-  cleanups.length = 0;
-});
+const cleanups = cleanupAfterEach();
 
 interface Stack {
   env: TestEnv;

@@ -5,7 +5,7 @@
  * failures in a row that span `loops.failure_pause_after_seconds` (900). Notices say the upstream's
  * status once, with its own message.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { configSchema } from '../scheduler/config/config.ts';
 import {
   applyTick,
@@ -19,8 +19,8 @@ import {
   type LoopRecord,
 } from '../scheduler/loop/loop-state.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
-import { testEnv } from './support/env.ts';
-import { clients, startWorker, waitFor, waitForEvents } from './support/stack.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
+import { startWorkerStack, waitFor, waitForEvents } from './support/stack.ts';
 
 const defaults = configSchema.parse({}).loops;
 const POLICY: FailurePolicy = {
@@ -164,30 +164,20 @@ describe('the back-off of failed ticks (pure)', () => {
 });
 
 describe('a fixed loop whose model is down for a while (worker, Redis, local model)', () => {
-  const cleanups: Array<() => Promise<void> | void> = [];
-  afterEach(async () => {
-    for (const c of cleanups.splice(0).reverse()) await c();
-  });
+  const cleanups = cleanupAfterEach();
 
   it('backs off 1 s, 2 s, 4 s (the ticks due that far after the failed ones), rides out the outage, then keeps its 1 s cadence', async () => {
     const model = await startFakeOpenAI();
     let calls = 0;
     model.respond(() => (++calls <= 3 ? { status: 500, message: 'upstream exploded' } : 'all green'));
-    const env = testEnv({
+    cleanups.push(() => model.close());
+    const { c } = await startWorkerStack(cleanups, {
       'agent.base_url': model.baseUrl,
       'agent.api_key': 'k',
       'loops.failure_backoff_seconds': 1,
       'loops.failure_backoff_max_seconds': 60,
       'loops.failure_pause_after_seconds': 60,
     });
-    const c = clients(env);
-    const w = await startWorker(env);
-    cleanups.push(
-      () => model.close(),
-      () => env.cleanup(),
-      () => c.close(),
-      () => w.drain(),
-    );
     await c.schedules.set(
       'outage',
       'loop',
