@@ -20,6 +20,7 @@ import { testEnv, type TestEnv } from './support/env.ts';
 import { echoLast, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { startFakeTelegram } from './support/fake-telegram.ts';
 import { readJson, waitFor } from './support/http.ts';
+import { waitForRunStatus } from './support/wait-for.ts';
 import { memoryLogger, telegramEnv } from './support/telegram-env.ts';
 import { startV1Worker } from './support/v1-worker.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
@@ -113,13 +114,9 @@ describe('gateway drain on SIGTERM', () => {
     // a gateway that restarted serves the finished run: nothing was lost with the old one
     const next = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: 'silent' }) });
     cleanups.push(() => next.close());
-    const run = await waitFor(
-      async () => {
-        const r = await readJson(fetch(`${next.httpAddress.url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${KEY}` } }));
-        return r.status === 'completed' ? r : null;
-      },
-      15_000,
-      'run completed',
+    const run = await waitForRunStatus(
+      () => readJson(fetch(`${next.httpAddress.url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${KEY}` } })),
+      'completed',
     );
     expect(run.output).toBe('echo: too slow');
   });

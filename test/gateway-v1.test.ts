@@ -10,7 +10,8 @@ import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { echoLast, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
-import { readJson, parseSse, readSseUntil, waitFor } from './support/http.ts';
+import { readJson, parseSse, readSseUntil } from './support/http.ts';
+import { waitForRunStatus } from './support/wait-for.ts';
 import { startV1Worker, type TestV1Worker } from './support/v1-worker.ts';
 
 const KEY = 'test-key-0123456789';
@@ -229,7 +230,7 @@ describe('/v1/runs', () => {
     const runA = await readJson(a);
     const runB = await readJson(b);
     expect(runB.id).toBe(runA.id);
-    await waitFor(async () => (await readJson(get(`/v1/runs/${runA.id}`))).status === 'completed', 5000, 'run completed');
+    await waitForRunStatus(() => readJson(get(`/v1/runs/${runA.id}`)), 'completed', 5000);
     expect(model.requests.length).toBe(before + 1);
 
     const c = await post('/v1/runs', { input: 'something else' }, { 'idempotency-key': key });
@@ -252,18 +253,11 @@ describe('/v1/runs', () => {
   it('POST /v1/runs/:id/stop cancels a running run', async () => {
     delayMs = 3000;
     const run = await readJson(post('/v1/runs', { input: 'long task' }));
-    await waitFor(async () => (await readJson(get(`/v1/runs/${run.id}`))).status === 'running', 5000, 'run started');
+    await waitForRunStatus(() => readJson(get(`/v1/runs/${run.id}`)), 'running', 5000);
     const stop = await post(`/v1/runs/${run.id}/stop`, {});
     expect(stop.status).toBe(202);
     const started = Date.now();
-    const final = await waitFor(
-      async () => {
-        const r = await readJson(get(`/v1/runs/${run.id}`));
-        return r.status === 'cancelled' ? r : null;
-      },
-      2500,
-      'run cancelled',
-    );
+    const final = await waitForRunStatus(() => readJson(get(`/v1/runs/${run.id}`)), 'cancelled', 2500);
     expect(Date.now() - started).toBeLessThan(1500);
     expect(final.error.code).toBe('run_cancelled');
   });

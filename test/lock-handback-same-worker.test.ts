@@ -18,6 +18,7 @@ import { RunStore, v1RunsQueue } from '../scheduler/v1/v1-runs.ts';
 import { testEnv } from './support/env.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { readJson, waitFor } from './support/http.ts';
+import { waitForRunStatus } from './support/wait-for.ts';
 import { startWorker } from './support/stack.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
@@ -119,14 +120,7 @@ describe('a job handed back by the stall check to the worker that lost its lock'
     }
     expect((await runs.get(runId))?.status, 'the second copy still in its turn').toBe('running');
 
-    const done = await waitFor(
-      async () => {
-        const r = await runs.get(runId);
-        return r?.status === 'completed' ? r : undefined;
-      },
-      20_000,
-      'the run completed',
-    );
+    const done = await waitForRunStatus(() => runs.get(runId), 'completed', 20_000);
     expect(done.output).toBe('answer 2');
     expect(model.requests).toHaveLength(2);
     // Started by each copy, never handed back again, completed once.

@@ -1,3 +1,5 @@
+import type { V1RunStatus } from '../../scheduler/v1/v1-runs.ts';
+
 /**
  * Poll `check` every 25 ms until it returns a truthy value.
  * @throws Error naming `what` after `timeoutMs`
@@ -14,3 +16,23 @@ export async function waitFor<T>(check: () => Promise<T> | T, timeoutMs = 15_000
 
 /** Resolve after `ms`. */
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/**
+ * A `/v1` run once it is in `status`, read by `read` every 25 ms: from the run store
+ * (`() => runs.get(id)`) or from the API (`() => readJson(get(`/v1/runs/${id}`))`).
+ * @throws Error naming the status waited for after `timeoutMs`
+ */
+export async function waitForRunStatus<R extends { status: string }>(
+  read: () => Promise<R | null | undefined>,
+  status: V1RunStatus,
+  timeoutMs = 15_000,
+): Promise<R> {
+  return waitFor(
+    async () => {
+      const run = await read();
+      return run?.status === status ? run : undefined;
+    },
+    timeoutMs,
+    `the run ${status}`,
+  );
+}
