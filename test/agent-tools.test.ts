@@ -8,8 +8,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe } from 'vitest';
-import { testEnv, type TestEnv } from './support/env.ts';
-import { clients, events, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
+import type { TestEnv } from './support/env.ts';
+import { events, openTestClients, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import { lastToolResult, startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
 import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
@@ -36,13 +36,8 @@ async function setup(
   const model = await startFakeOpenAI();
   let n = 0;
   model.respond((req) => answer(req, ++n));
-  const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', ...overrides });
-  const c = clients(env);
-  cleanups.push(
-    () => model.close(),
-    () => env.cleanup(),
-    () => c.close(),
-  );
+  cleanups.push(() => model.close());
+  const { env, c } = openTestClients(cleanups, { 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', ...overrides });
   return { env, c, model };
 }
 

@@ -1,8 +1,7 @@
 /** `hermes chat`: attach, detach, reattach and see what was missed (issue: Foundation, point 6). */
 import { describe, expect, it } from 'vitest';
 import { PassThrough } from 'node:stream';
-import { testEnv } from './support/env.ts';
-import { clients, events, startWorker, waitFor, waitForEvents } from './support/stack.ts';
+import { events, startWorkerStack, waitFor, waitForEvents } from './support/stack.ts';
 import { runChat } from '../cli/chat-client.ts';
 import { connectCli } from '../cli/connect-cli.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
@@ -12,14 +11,7 @@ const cleanups = cleanupAfterEach();
 
 /** A test env with a worker and a CLI connection, all cleaned up after the test. */
 async function attachedStack(overrides: Record<string, unknown> = {}) {
-  const env = testEnv(overrides);
-  const c = clients(env);
-  cleanups.push(
-    () => env.cleanup(),
-    () => c.close(),
-  );
-  const w = await startWorker(env);
-  cleanups.push(() => w.drain());
+  const { env, c } = await startWorkerStack(cleanups, overrides);
   const conn = await connectCli(env.config, env.redisUrl);
   cleanups.push(() => conn.close());
   return { env, c, conn };
@@ -90,14 +82,7 @@ describe('Ctrl+C in hermes chat', () => {
   it('during a wakeup turn pauses the loop (docs/DESIGN.md §4) and stops the running turn', async () => {
     const { spawn } = await import('node:child_process');
     const { HERMES_BIN, SPAWN_START_TIMEOUT_MS } = await import('./support/stack.ts');
-    const env = testEnv();
-    const c = clients(env);
-    cleanups.push(
-      () => env.cleanup(),
-      () => c.close(),
-    );
-    const w = await startWorker(env);
-    cleanups.push(() => w.drain());
+    const { env, c } = await startWorkerStack(cleanups);
     const child = spawn(process.execPath, [HERMES_BIN, 'chat', '--session', 'intr'], {
       env: env.childEnv,
       stdio: ['pipe', 'pipe', 'pipe'],

@@ -8,7 +8,7 @@ import { inboxJobId, inputOccurrenceId } from '../scheduler/session/inbox.ts';
 import { outboundJobId } from '../scheduler/delivery/outbound.ts';
 import { cronOccurrenceId, cronSessionId } from '../scheduler/cron/cron-job.ts';
 import { testEnv } from './support/env.ts';
-import { clients, startWorker, waitForEvents } from './support/stack.ts';
+import { openTestClients, startWorkerStack, waitForEvents } from './support/stack.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
 const k = new Keys('{hermes}');
@@ -228,14 +228,7 @@ describe("session ids that look like other sessions' keys (through the stores an
   const spec = (prompt: string) => ({ prompt, intervalSeconds: 60, times: null, until: null, notes: [] });
 
   it('a loop on "y:inflight" keeps its record when the loop of "y" ticks', async () => {
-    const env = testEnv();
-    const c = clients(env);
-    cleanups.push(
-      () => env.cleanup(),
-      () => c.close(),
-    );
-    const w = await startWorker(env);
-    cleanups.push(() => w.drain());
+    const { c } = await startWorkerStack(cleanups);
     await c.schedules.set('y:inflight', 'loop', spec('a'), { origin: { surface: 'cli' }, runner: cmd('a') });
     await waitForEvents(c, 'y:inflight', 'reply', 1);
     await c.schedules.set('y', 'loop', spec('b'), { origin: { surface: 'cli' }, runner: cmd('b') });
@@ -246,12 +239,7 @@ describe("session ids that look like other sessions' keys (through the stores an
   });
 
   it('a loop on "x:mutation" does not block changes to the loop of "x"', async () => {
-    const env = testEnv();
-    const c = clients(env);
-    cleanups.push(
-      () => env.cleanup(),
-      () => c.close(),
-    );
+    const { c } = openTestClients(cleanups);
     await c.schedules.set('x:mutation', 'loop', spec('a'), { origin: { surface: 'cli' }, runner: cmd('a') });
     const started = Date.now();
     await c.schedules.set('x', 'loop', spec('b'), { origin: { surface: 'cli' }, runner: cmd('b') });

@@ -11,7 +11,7 @@ import { enqueueTelegramOutbound } from '../scheduler/delivery/outbound.ts';
 import { testEnv } from './support/env.ts';
 import { startFakeTelegram } from './support/fake-telegram.ts';
 import { telegramEnv } from './support/telegram-env.ts';
-import { clients, events, startWorker, waitFor, waitForEvents } from './support/stack.ts';
+import { clients, events, startWorker, startWorkerStack, waitFor, waitForEvents } from './support/stack.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
@@ -27,14 +27,7 @@ function sample(text: string, series: string): number | undefined {
 
 describe('worker /metrics', () => {
   it('serves tick lateness as a histogram, turns, durations, deferrals, queue counts and workers alive; behind the key', async () => {
-    const env = testEnv({ 'worker.metrics_port': 0, 'api_server.key': KEY });
-    const c = clients(env);
-    cleanups.push(
-      () => env.cleanup(),
-      () => c.close(),
-    );
-    const w = await startWorker(env);
-    cleanups.push(() => w.drain());
+    const { c, worker: w } = await startWorkerStack(cleanups, { 'worker.metrics_port': 0, 'api_server.key': KEY });
     const url = `${w.metricsServer!.url}/metrics`;
 
     // A held session lock makes the first tick wait: it is deferred as "session-busy".
@@ -82,15 +75,8 @@ describe('worker /metrics', () => {
           : '{"verdict":"done","reason":"done"}'
         : 'step',
     );
-    const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
-    const c = clients(env);
-    cleanups.push(
-      () => model.close(),
-      () => env.cleanup(),
-      () => c.close(),
-    );
-    const w = await startWorker(env);
-    cleanups.push(() => w.drain());
+    cleanups.push(() => model.close());
+    const { c, worker: w } = await startWorkerStack(cleanups, { 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
     await enqueueInput(
       { redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 },
       { sessionId: 'g', text: '/goal ship it', messageId: 'm1', origin: { surface: 'chat' } },

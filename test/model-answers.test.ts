@@ -15,8 +15,7 @@ import { AgentRunner } from '../worker/turn-runners/agent-runner.ts';
 import { MalformedAnswerError, StreamAssembler, StreamAssemblyError, checkCompletion } from '../worker/turn-runners/model-answer.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
-import { testEnv } from './support/env.ts';
-import { clients, startWorker, waitFor, waitForEvents } from './support/stack.ts';
+import { startWorkerStack, waitFor, waitForEvents } from './support/stack.ts';
 import { startFakeOpenAI, type ScriptedReply } from './support/fake-openai.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
@@ -30,15 +29,8 @@ describe('F27: a 200 answer that is no chat completion', () => {
   it("on a loop tick: the failure notice quotes the endpoint's own error message", async () => {
     const model = await startFakeOpenAI();
     model.respond(() => ({ raw: QUOTA }));
-    const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
-    const c = clients(env);
-    const w = await startWorker(env);
-    cleanups.push(
-      () => model.close(),
-      () => env.cleanup(),
-      () => c.close(),
-      () => w.drain(),
-    );
+    cleanups.push(() => model.close());
+    const { c } = await startWorkerStack(cleanups, { 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
     const route = {
       origin: { surface: 'telegram' as const, route: { platform: 'telegram', chatId: '2727' } },
       runner: { kind: 'agent' as const },

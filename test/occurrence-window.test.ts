@@ -10,7 +10,7 @@ import { Keys } from '../scheduler/store/keys.ts';
 import { SessionStore } from '../scheduler/session/session-store.ts';
 import { sessionStoreFor } from '../scheduler/services.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
-import { clients, startWorker, waitFor, waitForEvents } from './support/stack.ts';
+import { startWorkerStack, waitFor, waitForEvents } from './support/stack.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
 import { it } from './support/cleanup.ts';
 
@@ -26,14 +26,7 @@ describe.concurrent('occurrence records stay bounded', () => {
     cleanups,
     expect,
   }) => {
-    const env = testEnv();
-    const c = clients(env);
-    cleanups.push(
-      () => env.cleanup(),
-      () => c.close(),
-    );
-    const w = await startWorker(env);
-    cleanups.push(() => w.drain());
+    const { env, c } = await startWorkerStack(cleanups);
     await c.schedules.set(
       'bounded',
       'loop',

@@ -12,7 +12,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { testEnv } from './support/env.ts';
-import { clients, events, spawnWorker, startWorker, waitFor, waitForEvents } from './support/stack.ts';
+import { clients, events, openTestClients, spawnWorker, startWorker, startWorkerStack, waitFor, waitForEvents } from './support/stack.ts';
 import { startFakeOpenAI, type ScriptedReply } from './support/fake-openai.ts';
 import { cronServiceFor } from '../scheduler/services.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -26,12 +26,7 @@ const untilExists = (file: string) => `while [ ! -e ${file} ]; do sleep 0.05; do
 
 describe('worker drain', () => {
   it('F9: a cron run still going at SIGTERM, with cron_drain_timeout 30 and restart_drain_timeout 0 → the run completes and is delivered', async () => {
-    const env = testEnv({ 'agent.cron_drain_timeout': 30, 'agent.restart_drain_timeout': 0, log_level: 'info' });
-    const c = clients(env);
-    cleanups.push(
-      () => env.cleanup(),
-      () => c.close(),
-    );
+    const { env, c } = openTestClients(cleanups, { 'agent.cron_drain_timeout': 30, 'agent.restart_drain_timeout': 0, log_level: 'info' });
     const worker = await spawnWorker(env);
     let stderr = '';
     worker.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
@@ -64,14 +59,11 @@ describe('worker drain', () => {
   });
 
   it('a cron run cut by the drain deadline is handed back, runs once on another worker and is recorded once with its attempt count', async () => {
-    const env = testEnv({ 'agent.cron_drain_timeout': 0.5, 'agent.restart_drain_timeout': 0 });
-    const c = clients(env);
-    cleanups.push(
-      () => env.cleanup(),
-      () => c.close(),
-    );
-    const first = await startWorker(env);
-    cleanups.push(() => first.drain());
+    const {
+      env,
+      c,
+      worker: first,
+    } = await startWorkerStack(cleanups, { 'agent.cron_drain_timeout': 0.5, 'agent.restart_drain_timeout': 0 });
     const cron = cronServiceFor(env.config, c, createLogger({ level: 'silent' }));
     const starts = join(env.home, 'starts');
     const release = join(env.home, 'release');
@@ -152,12 +144,7 @@ describe('worker drain', () => {
 
 describe('drain: a job received after the worker paused', () => {
   it('a cron tick a draining worker receives from a fetch in flight when it paused is handed back unstarted and runs once, on another worker', async () => {
-    const env = testEnv({ 'agent.cron_drain_timeout': 1, 'agent.restart_drain_timeout': 0 });
-    const c = clients(env);
-    cleanups.push(
-      () => env.cleanup(),
-      () => c.close(),
-    );
+    const { env, c } = openTestClients(cleanups, { 'agent.cron_drain_timeout': 1, 'agent.restart_drain_timeout': 0 });
     const release = join(env.home, 'release');
     const cron = cronServiceFor(env.config, c, createLogger({ level: 'silent' }));
     const a = await startWorker(env);
@@ -200,14 +187,7 @@ describe('drain: a job received after the worker paused', () => {
   });
 
   it('a loop tick a draining worker receives from a fetch in flight when it paused is handed back unstarted and runs once, on another worker', async () => {
-    const env = testEnv({ 'agent.cron_drain_timeout': 1, 'agent.restart_drain_timeout': 0 });
-    const c = clients(env);
-    cleanups.push(
-      () => env.cleanup(),
-      () => c.close(),
-    );
-    const a = await startWorker(env);
-    cleanups.push(() => a.drain());
+    const { env, c, worker: a } = await startWorkerStack(cleanups, { 'agent.cron_drain_timeout': 1, 'agent.restart_drain_timeout': 0 });
     const release = join(env.home, 'release');
     const command = (text: string, held: boolean) => ({
       kind: 'command' as const,
