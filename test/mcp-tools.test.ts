@@ -8,8 +8,7 @@
  */
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { testEnv } from './support/env.ts';
-import { ROOT, clients, events, startWorker, waitForEvents } from './support/stack.ts';
+import { events, openTestClients, ROOT, startWorker, startWorkerStack, waitForEvents } from './support/stack.ts';
 import { lastToolResult, startFakeOpenAI } from './support/fake-openai.ts';
 import { startMcpHttpServer } from './support/mcp-http-server.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
@@ -30,19 +29,12 @@ describe('MCP servers', () => {
       const result = lastToolResult(req);
       return result === undefined ? { toolCalls: [{ name: 'counter__next_count' }] } : `the counter says ${result}`;
     });
-    const env = testEnv({
+    cleanups.push(() => model.close());
+    const { c, worker: w } = await startWorkerStack(cleanups, {
       'agent.base_url': model.baseUrl,
       'agent.api_key': 'k',
       mcp_servers: { counter: COUNTER_SERVER, broken: { command: '/nonexistent/mcp-server', args: [] } },
     });
-    const c = clients(env);
-    cleanups.push(
-      () => model.close(),
-      () => env.cleanup(),
-      () => c.close(),
-    );
-    const w = await startWorker(env);
-    cleanups.push(() => w.drain());
     expect(w.mcp?.connectedServers).toEqual(['counter']);
     await c.schedules.set(
       'mcp',
@@ -69,17 +61,12 @@ describe('MCP servers', () => {
       const name = ['OPENAI_API_KEY', 'COUNTER_TOKEN'][ask++ % 2]!;
       return { toolCalls: [{ name: 'counter__echo_env', arguments: { name } }] };
     });
-    const env = testEnv({
+    cleanups.push(() => model.close());
+    const { env, c } = openTestClients(cleanups, {
       'agent.base_url': model.baseUrl,
       'agent.api_key': 'sk-secret-of-the-worker',
       mcp_servers: { counter: COUNTER_SERVER },
     });
-    const c = clients(env);
-    cleanups.push(
-      () => model.close(),
-      () => env.cleanup(),
-      () => c.close(),
-    );
     // The worker's process environment holds a secret a stdio server would inherit by default.
     const saved = process.env.OPENAI_API_KEY;
     process.env.OPENAI_API_KEY = 'sk-secret-of-the-worker';
@@ -104,20 +91,15 @@ describe('MCP servers', () => {
       const result = lastToolResult(req);
       return result === undefined ? { toolCalls: [{ name: 'tracker__next_ticket' }] } : `got ${result}`;
     });
-    const env = testEnv({
+    cleanups.push(
+      () => mcp.close(),
+      () => model.close(),
+    );
+    const { c, worker: w } = await startWorkerStack(cleanups, {
       'agent.base_url': model.baseUrl,
       'agent.api_key': 'k',
       mcp_servers: { tracker: { url: mcp.url, headers: { Authorization: 'Bearer tracker-token' } } },
     });
-    const c = clients(env);
-    cleanups.push(
-      () => mcp.close(),
-      () => model.close(),
-      () => env.cleanup(),
-      () => c.close(),
-    );
-    const w = await startWorker(env);
-    cleanups.push(() => w.drain());
     expect(w.mcp?.connectedServers).toEqual(['tracker']);
     await c.schedules.set(
       'http-mcp',

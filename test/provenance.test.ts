@@ -9,8 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { testEnv } from './support/env.ts';
-import { clients, startWorker, waitForEvents } from './support/stack.ts';
+import { startWorkerStack, waitForEvents } from './support/stack.ts';
 import { startFakeOpenAI, lastToolResult } from './support/fake-openai.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
 import { contextSurfaces } from '../worker/transcript-messages.ts';
@@ -28,22 +27,17 @@ describe("provenance of a turn's context", () => {
       if (lastToolResult(req) !== undefined) return `whoami said: ${lastToolResult(req)}`;
       return req.tools.includes('whoami') ? { toolCalls: [{ name: 'whoami', arguments: {} }] } : 'whoami is not available to me.';
     });
-    const env = testEnv({
+    cleanups.push(
+      () => model.close(),
+      () => rmSync(dir, { recursive: true, force: true }),
+    );
+    const { c } = await startWorkerStack(cleanups, {
       'agent.base_url': model.baseUrl,
       'agent.api_key': 'test',
       'agent.max_retries': 0,
       'tools.commands': { whoami: { command: `echo ran >> ${marker}; echo operator`, description: 'who runs the worker' } },
       'tools.allow_from': { whoami: ['cli'] },
     });
-    const c = clients(env);
-    const worker = await startWorker(env);
-    cleanups.push(
-      () => model.close(),
-      () => rmSync(dir, { recursive: true, force: true }),
-      () => env.cleanup(),
-      () => c.close(),
-      () => worker.drain(),
-    );
     const say = (sessionId: string, text: string, id: string) =>
       enqueueInput(
         { redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 },

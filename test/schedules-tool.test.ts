@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
-import { clients, events, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
+import { events, startWorkerStack, type TestClients, waitFor, waitForEvents } from './support/stack.ts';
 import { lastToolResult, lastUserText, startFakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
 import { useTelegramHarness } from './support/telegram-harness.ts';
 import { ALLOWED_USER, telegramEnv } from './support/telegram-env.ts';
@@ -35,16 +35,13 @@ type Script = (req: RecordedRequest) => ScriptedReply;
 async function setup(overrides: Record<string, unknown>, script: Script, makeEnv: (o: Record<string, unknown>) => TestEnv = testEnv) {
   const model = await startFakeOpenAI();
   model.respond((req) => script(req));
-  const env = makeEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', ...overrides });
-  const c = clients(env);
-  cleanups.push(
-    () => model.close(),
-    () => env.cleanup(),
-    () => c.close(),
+  cleanups.push(() => model.close());
+  const { env, c, worker } = await startWorkerStack(
+    cleanups,
+    { 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', ...overrides },
+    makeEnv,
   );
-  const w = await startWorker(env);
-  cleanups.push(() => w.drain());
-  return { env, c, model, worker: w };
+  return { env, c, model, worker };
 }
 
 /** A scripted turn: the first call of a turn makes `calls`; once their results are in, the reply is `reply(results)`. */

@@ -11,8 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { testEnv } from './support/env.ts';
-import { clients, events, openTestClients, spawnWorker, startWorker, startWorkerStack, waitFor, waitForEvents } from './support/stack.ts';
+import { events, openTestClients, spawnWorker, startWorker, startWorkerStack, waitFor, waitForEvents } from './support/stack.ts';
 import { startFakeOpenAI, type ScriptedReply } from './support/fake-openai.ts';
 import { cronServiceFor } from '../scheduler/services.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -106,16 +105,15 @@ describe('worker drain', () => {
     let answerLate!: () => void;
     const late = new Promise<ScriptedReply>((r) => (answerLate = () => r('too late')));
     model.respond(() => (++calls === 1 ? late : 'answered after restart')); // the first call is never answered in time
-    const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', 'agent.restart_drain_timeout': 0 });
-    const c = clients(env);
     cleanups.push(
       () => model.close(),
       () => answerLate(),
-      () => env.cleanup(),
-      () => c.close(),
     );
-    const worker = await startWorker(env);
-    cleanups.push(() => worker.drain());
+    const { env, c, worker } = await startWorkerStack(cleanups, {
+      'agent.base_url': model.baseUrl,
+      'agent.api_key': 'k',
+      'agent.restart_drain_timeout': 0,
+    });
     await enqueueInput(
       { redis: c.redis, keys: c.keys, queues: c.queues, maxChars: 10_000 },
       {

@@ -84,8 +84,9 @@ export function openTestClients(
 export async function startWorkerStack(
   cleanups: CleanUp[],
   overrides: Record<string, unknown> = {},
+  makeEnv: (overrides: Record<string, unknown>) => TestEnv = testEnv,
 ): Promise<{ env: TestEnv; c: TestClients; worker: WorkerProcess }> {
-  const { env, c } = openTestClients(cleanups, overrides);
+  const { env, c } = openTestClients(cleanups, overrides, makeEnv);
   const worker = await startWorker(env);
   cleanups.push(() => worker.drain());
   return { env, c, worker };
