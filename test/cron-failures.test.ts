@@ -20,8 +20,7 @@ import {
 } from '../scheduler/cron/cron-job.ts';
 import { runNotice } from '../scheduler/cron/cron-notice.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { openCronService, startCronWorker } from './support/cron-worker.ts';
-import { testEnv } from './support/env.ts';
+import { openCronService, openTestCron, startCronWorker } from './support/cron-worker.ts';
 import { startFakeTelegram } from './support/fake-telegram.ts';
 import { ALLOWED_USER, telegramEnv } from './support/telegram-env.ts';
 import { waitFor } from './support/wait-for.ts';
@@ -118,12 +117,7 @@ describe('cron failure streak and notices (pure)', () => {
 
 describe('cron runs that keep failing (real BullMQ)', () => {
   it('F19: a job failing every run is paused after 3 in a row, visible in cron status; each failure is delivered as a notice', async () => {
-    const env = testEnv({ 'cron.min_interval_seconds': 1 });
-    const api = openCronService(env.config);
-    cleanups.push(
-      () => env.cleanup(),
-      () => api.close(),
-    );
+    const { env, api } = openTestCron(cleanups, { 'cron.min_interval_seconds': 1 });
     const w = await startCronWorker(env.config);
     cleanups.push(() => w.close());
     const failing = await api.service.add({ schedule: 'every 1s', script: 'echo "disk full" >&2; exit 3', name: 'disk' }, cli);

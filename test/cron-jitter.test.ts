@@ -17,7 +17,7 @@ import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { runCronCli } from './support/cron-cli.ts';
-import { openCronService, startCronWorker } from './support/cron-worker.ts';
+import { openTestCron, startCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
@@ -26,15 +26,8 @@ import { cleanupAfterEach } from './support/cleanup.ts';
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
 const cleanups = cleanupAfterEach();
 
-function setup(overrides: Record<string, unknown> = {}) {
-  const env = testEnv({ 'cron.min_interval_seconds': 1, ...overrides });
-  const api = openCronService(env.config);
-  cleanups.push(
-    () => env.cleanup(),
-    () => api.close(),
-  );
-  return { env, api };
-}
+/** A cron service whose jobs may repeat every second. */
+const setup = (overrides: Record<string, unknown> = {}) => openTestCron(cleanups, { 'cron.min_interval_seconds': 1, ...overrides });
 
 /** Add a jittered job, re-adding until its offset is not 0 (so the shift is visible in the times). */
 async function addShifted(add: () => Promise<CronJob>, remove: (id: string) => Promise<unknown>): Promise<CronJob> {

@@ -5,8 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { createCronJob, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
-import { openCronService } from './support/cron-worker.ts';
-import { testEnv } from './support/env.ts';
+import { openCronService, openTestCron } from './support/cron-worker.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cleanups = cleanupAfterEach();
@@ -67,12 +66,7 @@ async function recordRuns(api: ReturnType<typeof openCronService>, id: string, f
 
 describe('recent runs after a job is removed', () => {
   it('cron runs --limit N and cron status still count N live runs when the newest entries belong to a removed job', async () => {
-    const env = testEnv({ 'cron.history_limit': 200 });
-    const api = openCronService(env.config);
-    cleanups.push(
-      () => env.cleanup(),
-      () => api.close(),
-    );
+    const { api } = openTestCron(cleanups, { 'cron.history_limit': 200 });
     const now = Date.now();
     const kept = 'a'.repeat(12);
     const removed = 'b'.repeat(12);

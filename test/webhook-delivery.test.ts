@@ -14,7 +14,7 @@ import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts'
 import { loadConfig } from '../scheduler/config/config.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { runCronCli } from './support/cron-cli.ts';
-import { openCronService, startCronWorker } from './support/cron-worker.ts';
+import { openTestCron, startCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
@@ -104,12 +104,7 @@ describe('webhook targets at creation', () => {
   });
 
   it('the CLI exits 2 and writes nothing; edit refuses it too', async () => {
-    const env = testEnv({ 'cron.min_interval_seconds': 1 });
-    const api = openCronService(env.config);
-    cleanups.push(
-      () => env.cleanup(),
-      () => api.close(),
-    );
+    const { env, api } = openTestCron(cleanups, { 'cron.min_interval_seconds': 1 });
     const bad = await runCronCli(env.config, ['add', 'every 1h', 'report', '--deliver', 'local,http://169.254.169.254/latest/meta-data/']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/Webhook target http:\/\/169\.254\.169\.254 is a linkLocal address/);
@@ -151,12 +146,7 @@ describe('webhook delivery at send time', () => {
   it('a name that resolves to a loopback address is refused after DNS; nothing reaches it', async () => {
     const hook = await receiver();
     // Created while the operator allowed `localhost`; the worker's config no longer does.
-    const creating = testEnv({ 'agent.base_url': model.baseUrl, 'delivery.webhook_allow': ['localhost'] });
-    const api = openCronService(creating.config);
-    cleanups.push(
-      () => creating.cleanup(),
-      () => api.close(),
-    );
+    const { env: creating, api } = openTestCron(cleanups, { 'agent.base_url': model.baseUrl, 'delivery.webhook_allow': ['localhost'] });
     const job = await api.service.add(
       { schedule: 'every 1h', prompt: 'report', deliver: `http://localhost:${hook.port}/hook`, paused: true },
       cli,
@@ -177,12 +167,7 @@ describe('webhook delivery at send time', () => {
 
   it('an IP-literal target stored earlier is refused at send time; the allow-list opens it', async () => {
     const hook = await receiver();
-    const creating = testEnv({ 'agent.base_url': model.baseUrl, 'delivery.webhook_allow': ['127.0.0.1'] });
-    const api = openCronService(creating.config);
-    cleanups.push(
-      () => creating.cleanup(),
-      () => api.close(),
-    );
+    const { env: creating, api } = openTestCron(cleanups, { 'agent.base_url': model.baseUrl, 'delivery.webhook_allow': ['127.0.0.1'] });
     const job = await api.service.add(
       { schedule: 'every 1h', prompt: 'report', deliver: `http://127.0.0.1:${hook.port}/hook`, paused: true },
       cli,
@@ -219,12 +204,7 @@ describe('webhook delivery at send time', () => {
   it('a redirect is not followed, not even to an allowed host', async () => {
     const inner = await receiver();
     const outer = await receiver(() => ({ status: 302, headers: { location: `http://127.0.0.1:${inner.port}/metadata` } }));
-    const env = testEnv({ 'agent.base_url': model.baseUrl, 'delivery.webhook_allow': ['127.0.0.1'] });
-    const api = openCronService(env.config);
-    cleanups.push(
-      () => env.cleanup(),
-      () => api.close(),
-    );
+    const { env, api } = openTestCron(cleanups, { 'agent.base_url': model.baseUrl, 'delivery.webhook_allow': ['127.0.0.1'] });
     const worker = await startCronWorker(env.config);
     cleanups.push(() => worker.close());
     const job = await api.service.add(

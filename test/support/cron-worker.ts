@@ -18,6 +18,8 @@ import { processCronTick, type CronTickResult } from '../../worker/cron-processo
 import type { WorkerDeps } from '../../worker/worker-deps.ts';
 import { createWorkerDeps } from '../../worker/create-worker-deps.ts';
 import { WORKER_HEARTBEAT_MS } from '../../scheduler/worker-liveness.ts';
+import type { CleanUp } from './cleanup.ts';
+import { testEnv, type TestEnv } from './env.ts';
 
 /** A running test worker. */
 export interface TestCronWorker {
@@ -118,4 +120,21 @@ export function openCronService(
       redis.disconnect();
     },
   };
+}
+
+/**
+ * A test environment (`testEnv(overrides)`) and a cron service on it, both stopped through `cleanups`
+ * (test/support/cleanup.ts).
+ */
+export function openTestCron(
+  cleanups: CleanUp[],
+  overrides: Record<string, unknown> = {},
+): { env: TestEnv; api: ReturnType<typeof openCronService> } {
+  const env = testEnv(overrides);
+  const api = openCronService(env.config);
+  cleanups.push(
+    () => env.cleanup(),
+    () => api.close(),
+  );
+  return { env, api };
 }
