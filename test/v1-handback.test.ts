@@ -153,18 +153,24 @@ describe('/v1 runs cut by a drain are handed back', () => {
   }, 40_000);
 
   it("a worker that loses a run's job lock aborts its copy and writes nothing; only the copy that holds the lock completes the run", async () => {
-    const { env, model, answer, gw, runs, redis, worker } = await setup();
-    let calls = 0;
-    answer.text = () => `answer ${++calls}`;
-    // The first copy would answer well before the copy that takes the job over:
-    // if it were not aborted, its reply would be the one recorded.
-    answer.delayMs = 3_000;
+    const { env, model, gw, runs, redis, worker } = await setup();
+    // The first copy's answer comes the moment the copy that took the job over calls the model, a second before
+    // that copy's own: if the first copy were not aborted, its reply would be the one recorded.
+    let secondCall = () => {};
+    const secondCalled = new Promise<void>((resolve) => (secondCall = resolve));
+    model.respond(async (_req, index) => {
+      if (index === 0) {
+        await secondCalled;
+        return { delayMs: 0, text: 'answer 1' };
+      }
+      secondCall();
+      return { delayMs: 1_000, text: `answer ${index + 1}` };
+    });
     await worker();
     const created = await post(gw, '/v1/runs', { input: 'count the open tickets' });
     expect(created.status).toBe(202);
     const { id: runId } = await readJson(created);
     await waitFor(() => model.pending === 1, 10_000, 'the model call of the first copy');
-    answer.delayMs = 3_500;
     const keys = new Keys(env.prefix);
     const queue = v1RunsQueue(keys, new Redis(env.redisUrl, { maxRetriesPerRequest: null }));
     cleanups.push(() => queue.close());
