@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nextOccurrences } from '../scheduler/cron/cron-engine.ts';
+import { cronSessionId } from '../scheduler/cron/cron-job.ts';
 import { CRON_TICK_JOB_NAME, type CronTickData } from '../scheduler/cron/cron-store.ts';
 import type { Job } from 'bullmq';
 import { processCronTick } from '../worker/cron-processor.ts';
@@ -85,6 +86,44 @@ describe('F10: two workers, one job due at T', () => {
     expect(outcomes).toHaveLength(2);
     expect(outcomes.filter((o) => o === 'ran')).toHaveLength(1);
     expect(outcomes.filter((o) => o !== 'ran').every((o) => o === 'dropped' || o === 'duplicate')).toBe(true);
+  });
+});
+
+describe('F10: a twin of the occurrence holds the turn lock', () => {
+  it('a copy that finds the lock taken by a twin that has not claimed the occurrence yet leaves it to that twin: it runs once, never recorded as skipped', async () => {
+    const { env, api } = setup();
+    const a = createTestDeps(env.config);
+    const b = createTestDeps(env.config);
+    cleanups.push(
+      () => a.close(),
+      () => b.close(),
+    );
+    const prompt = `twin ${Date.now()}`;
+    const job = await api.service.add({ schedule: 'in 1s', prompt }, cli);
+    const due = job.next_run_at!;
+    // The twin: a second BullMQ job for the same occurrence, processed here by hand (no worker runs in this test).
+    const dupData: CronTickData = { type: 'cron-tick', jobId: job.id, generation: job.generation, dueAt: due };
+    const dup = (await api.queues.ticks.add(CRON_TICK_JOB_NAME, dupData, {
+      jobId: `dup-${job.id}`,
+      delay: 3_600_000,
+    })) as Job<CronTickData>;
+    await sleep(due - Date.now() + 50);
+    const tick = (await api.queues.ticks.getJob(api.keys.cronOnceJobId(job.id, due))) as Job<CronTickData>;
+    // The twin's gate has taken the job's turn lock and its claim has not reached Redis yet.
+    const twinLock = (await b.lock.acquire(cronSessionId(job.id), dup.id!))!;
+    expect(twinLock).not.toBeNull();
+    const first = processCronTick(tick, undefined, undefined, a);
+    await sleep(300); // the first copy finds the lock taken meanwhile (on a slow machine it may find the run done instead)
+    const twin = await processCronTick(dup, undefined, undefined, b);
+    twinLock.releasedElsewhere(); // the twin's own turn released it
+    const outcomes = [(await first).outcome, twin.outcome];
+    expect(twin.outcome).toBe('ran');
+    expect(['dropped', 'duplicate']).toContain(outcomes[0]);
+    const runs = await api.store.runs(job.id, 10);
+    expect(runs).toHaveLength(1);
+    expect(runs[0]).toMatchObject({ due_at: due, status: 'ok' });
+    expect(await localReplies(api, job.id)).toBe(1);
+    expect(prompts().filter((p) => p === prompt)).toHaveLength(1);
   });
 });
 

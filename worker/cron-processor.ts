@@ -175,6 +175,8 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
   readonly occurrence: Occurrence;
   private readonly tick: CronTick;
   private readonly store: CronStore;
+  /** When this copy first found the job's turn lock taken by a holder with no claim (`lockTakenBeforeClaim`). */
+  private unclaimedLockSince: number | undefined;
 
   constructor(
     private readonly deps: WorkerDeps,
@@ -232,9 +234,28 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
       canDefer: this.token !== undefined,
     });
     if (overlap.action === 'defer') return overlap;
-    if (overlap.action === 'skip') return { action: 'claim', gated: { mode: 'overlap-skip', record } };
+    if (overlap.action === 'skip') {
+      if (await this.lockTakenBeforeClaim(record.id)) return { action: 'wait', untilMs: Date.now() + deps.config.worker.defer_ms };
+      return { action: 'claim', gated: { mode: 'overlap-skip', record } };
+    }
     const gated: CronGated = decision.action === 'skip' ? { mode: 'misfire-skip', record, decision } : { mode: 'run', record, decision };
     return { action: 'claim', gated, lock };
+  }
+
+  /**
+   * Whether the job's turn lock is taken by a holder that has claimed no occurrence yet: a twin of this
+   * occurrence (a second BullMQ job for it) between its lock and its claim, about to run it. An overlap skip
+   * is for a run that is going; claimed as skipped here, this occurrence would never run (the twin's claim
+   * then fails). So this copy looks again shortly, and leaves the occurrence to the twin once it has
+   * claimed it. A holder that claims nothing within a lock time-to-live is no twin: the skip goes ahead.
+   * A lock free again is looked at again too (the gate then takes it).
+   */
+  private async lockTakenBeforeClaim(jobId: string): Promise<boolean> {
+    const holder = await this.deps.lock.holder(cronSessionId(jobId));
+    if (holder === null) return true;
+    if (await this.store.hasClaimBy(jobId, holder)) return false;
+    this.unclaimedLockSince ??= Date.now();
+    return Date.now() - this.unclaimedLockSince < this.deps.lock.ttlMs;
   }
 
   /**

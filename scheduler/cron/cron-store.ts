@@ -284,6 +284,12 @@ export class CronStore {
     return status === 'ok' ? { status, attempt } : { status };
   }
 
+  /** Whether `holder` (a BullMQ job id) holds a claim of an occurrence of a job (within the remembered window). */
+  async hasClaimBy(jobId: string, holder: string): Promise<boolean> {
+    const claims = await this.redis.hvals(this.keys.cronClaims(jobId));
+    return claims.some((c) => (JSON.parse(c) as { holder: string }).holder === holder);
+  }
+
   /** Whether an occurrence of a job was committed (within the remembered window). */
   async isCommitted(jobId: string, occurrenceId: string): Promise<boolean> {
     return (await this.redis.zscore(this.keys.cronCommitted(jobId), occurrenceId)) !== null;
