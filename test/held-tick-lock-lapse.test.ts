@@ -25,7 +25,7 @@ describe('a held tick whose lock lapsed', () => {
     // The first worker holds one tick at most: once it holds this one it has no fetch waiting on the queue, so
     // when the tick goes back to the queue the other worker is the one woken for it.
     const { env: e, c } = env({
-      'worker.prefetch_lead_ms': 40_000,
+      'worker.prefetch_lead_ms': 25_500,
       'worker.lock_duration_ms': 1000,
       'worker.lock_renew_ms': 400,
       'worker.stalled_interval_ms': 500,
@@ -33,8 +33,10 @@ describe('a held tick whose lock lapsed', () => {
     });
     const starved = await startWorker(e);
     cleanups.push(() => starved.drain());
-    // Due in 42 s: released at once and held by the only worker there is.
-    const due = Date.now() + 42_000;
+    // Due in 26 s: released at once and held by the only worker there is. Until then: the other worker's start (a
+    // `hermes worker` through tsx: 4 s on an idle machine, several times that on a loaded one), the 3.5 s
+    // starvation, and the hand-over.
+    const due = Date.now() + 26_000;
     await addLoop(c, 'starved', { kind: 'command', command: 'sleep 1; echo once', timeoutSeconds: 30 }, due);
     await waitFor(() => (starved.deps.turns.admission.held === 1 ? true : undefined), 15_000, 'the tick held by the first worker');
     const other = await spawnWorker(e, { HERMES_WORKER_MAX_HELD_TICKS: '4096' });
