@@ -31,7 +31,8 @@ describe('held ticks at a drain', () => {
     // Released as they are armed, 14.5 s before they are due, and held until due. Arming and fetching the 500 take
     // under a second on an idle machine, a few on a loaded one: the drain comes well before the due time.
     const due = Date.now() + 15_000;
-    await addLoops(500, (i) => addLoop(c, `held-${i}`, { kind: 'agent' }, due));
+    // Every hour: the next occurrence never comes within the test, however long a loaded machine takes over the 500 turns.
+    await addLoops(500, (i) => addLoop(c, `held-${i}`, { kind: 'agent' }, due, 3600));
     await waitFor(() => (first.deps.turns.admission.held === 500 ? true : undefined), 20_000, '500 held ticks');
     expect(await c.queues.ticks.getActiveCount()).toBe(500);
     const drainedAt = Date.now();
