@@ -24,7 +24,10 @@ export default defineConfig({
     // "exits at once", cron-fleet's duplicate job, v1-handback's lock loss). Again on 2026-12-05
     // (108 files, 947 tests, nearly idle): 4 workers 171 s, 6 workers 113 s, 8 workers 115 s, 0 failures;
     // but 6 beside a second suite failed turn-slot-pools' backlog split once (one worker of the two took
-    // 115 of 200 overdue ticks, against a bound of 110), so 4 stays until that test holds there too.
-    maxWorkers: 4,
+    // 115 of 200 overdue ticks, against a bound of 110), so 4 stayed until that test held there too.
+    // Six now: the four tests that failed beside a second suite wait on what they assert, not on a time a
+    // loaded machine passes (turn-slot-pools, up-banner, v1-handback), and cron-fleet's was a product race
+    // (an overlap skip claimed ahead of its twin's run), fixed.
+    maxWorkers: 6,
   },
 });
