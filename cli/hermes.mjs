@@ -1,13 +1,15 @@
 #!/usr/bin/env node
 // The `hermes` command. Every call pays its start-up, so it loads only what the call needs:
 // - `hermes --version` reads package.json and nothing else;
-// - the short commands run the compiled CLI in dist/ (cli/build.mjs, made by `npm ci`) when it is
-//   there and newer than every source it was made from;
+// - the short commands run the compiled CLI in dist/ (cli/build.mjs, made by `npm ci`; or the folder
+//   `HERMES_BUILD_DIR` names) when it is there and newer than every source it was made from;
 // - everything else — `up`, `worker`, `gateway`, or no current build — runs the TypeScript sources
 //   through tsx (no build step needed).
 import { readFileSync, statSync } from 'node:fs';
 
 const root = new URL('..', import.meta.url);
+/** The build's folder: `dist/`, or the one `cli/build.mjs` was told to write (`HERMES_BUILD_DIR`, a folder directly under the checkout). */
+const buildDir = new URL(`${process.env.HERMES_BUILD_DIR ?? 'dist'}/`, root);
 const args = process.argv.slice(2);
 
 if (args.length === 1 && (args[0] === '--version' || args[0] === '-V')) {
@@ -18,11 +20,11 @@ if (args.length === 1 && (args[0] === '--version' || args[0] === '-V')) {
 /** The long-running commands: always from the sources, so a build never changes what a worker or gateway runs. */
 const FROM_SOURCES = new Set(['up', 'worker', 'gateway']);
 
-/** Whether dist/ holds a build made after the last change of every source it was made from. */
+/** Whether the build folder holds a build made after the last change of every source it was made from. */
 function currentBuild() {
   if (process.env.HERMES_FROM_SOURCES === '1') return false;
   try {
-    const { built_at: builtAt, inputs } = JSON.parse(readFileSync(new URL('dist/build.json', root), 'utf8'));
+    const { built_at: builtAt, inputs } = JSON.parse(readFileSync(new URL('build.json', buildDir), 'utf8'));
     for (const input of inputs) {
       if (statSync(new URL(input, root)).mtimeMs > builtAt) return false;
     }
@@ -34,7 +36,7 @@ function currentBuild() {
 
 const command = args.find((a) => !a.startsWith('-'));
 if (!FROM_SOURCES.has(command) && currentBuild()) {
-  await import(new URL('dist/main.js', root).href);
+  await import(new URL('main.js', buildDir).href);
 } else {
   const { register } = await import('tsx/esm/api');
   register();

@@ -1,9 +1,9 @@
 /**
  * How `hermes` starts (cli/hermes.mjs, cli/build.mjs; figures in docs/BENCHMARKS.md, "CLI start-up"):
  * `--version` reads only package.json; a short command runs the compiled CLI when the build is newer
- * than every source it was made from, and the sources otherwise; `up`, `worker` and `gateway` always
- * run the sources. The compiled CLI does what the sources do, and loads BullMQ only for a command that
- * opens a queue.
+ * than every source it was made from (in `dist/`, or the folder `HERMES_BUILD_DIR` names), and the
+ * sources otherwise; `up`, `worker` and `gateway` always run the sources. The compiled CLI does what the
+ * sources do, and loads BullMQ only for a command that opens a queue.
  */
 import { execFile } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
@@ -39,14 +39,21 @@ describe('which code a call runs', () => {
   it('--version reads package.json; a short command runs a current build; a stale or missing one, up, worker and gateway run the sources', async () => {
     const c = fakeCheckout();
     try {
+      // The run's own build folder (test/support/global-build.ts) is not this checkout's.
+      const { HERMES_BUILD_DIR: _runBuild, ...base } = process.env;
       const hermes = async (args: string[], env: NodeJS.ProcessEnv = {}) =>
-        (await run(process.execPath, [c.hermes, ...args], { env: { ...process.env, ...env } })).stdout.trim();
+        (await run(process.execPath, [c.hermes, ...args], { env: { ...base, ...env } })).stdout.trim();
       expect(await hermes(['--version'])).toBe('9.8.7');
       expect(await hermes(['-V'])).toBe('9.8.7');
       expect(await hermes(['cron', 'list'])).toBe('build cron list');
       expect(await hermes(['status', '--json'])).toBe('build status --json');
       for (const cmd of ['up', 'worker', 'gateway']) expect(await hermes([cmd, '--no-chat'])).toBe(`sources ${cmd} --no-chat`);
       expect(await hermes(['cron', 'list'], { HERMES_FROM_SOURCES: '1' })).toBe('sources cron list');
+      // HERMES_BUILD_DIR names another build folder under the checkout, held to the same rules.
+      cpSync(join(c.root, 'dist'), join(c.root, 'other'), { recursive: true });
+      writeFileSync(join(c.root, 'other', 'main.js'), "console.log('other', process.argv.slice(2).join(' '));\n");
+      expect(await hermes(['cron', 'list'], { HERMES_BUILD_DIR: 'other' })).toBe('other cron list');
+      expect(await hermes(['cron', 'list'], { HERMES_BUILD_DIR: 'missing' })).toBe('sources cron list');
       // A source changed after the build: the build is not used until it is made again.
       c.touch('cli/main.ts', Date.now() + 5_000);
       expect(await hermes(['cron', 'list'])).toBe('sources cron list');
