@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startEmbeddedRedis } from '../../scheduler/store/redis/embedded-redis.ts';
+import { currentCliBuild } from './global-build.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -16,15 +17,19 @@ declare module 'vitest' {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  // The run's compiled CLI (test/support/global-build.ts) is made while the run's Redis starts.
+  const building = currentCliBuild();
   if (process.env.REDIS_URL) {
     project.provide('redisUrl', process.env.REDIS_URL);
-    return async () => {};
+    const removeBuild = await building;
+    return async () => removeBuild();
   }
   const dir = mkdtempSync(join(tmpdir(), 'hermes-test-redis-'));
-  const server = await startEmbeddedRedis({ dir, appendonly: false });
+  const [server, removeBuild] = await Promise.all([startEmbeddedRedis({ dir, appendonly: false }), building]);
   project.provide('redisUrl', server.url);
   return async () => {
     await server.stop();
     rmSync(dir, { recursive: true, force: true });
+    removeBuild();
   };
 }
