@@ -39,8 +39,8 @@ describe('which code a call runs', () => {
   it('--version reads package.json; a short command runs a current build; a stale or missing one, up, worker and gateway run the sources', async () => {
     const c = fakeCheckout();
     try {
-      // The run's own build folder (test/support/global-build.ts) is not this checkout's.
-      const { HERMES_BUILD_DIR: _runBuild, ...base } = process.env;
+      // The run's own choice of code (test/support/global-build.ts, HERMES_FROM_SOURCES) is not this checkout's.
+      const { HERMES_BUILD_DIR: _runBuild, HERMES_FROM_SOURCES: _fromSources, ...base } = process.env;
       const hermes = async (args: string[], env: NodeJS.ProcessEnv = {}) =>
         (await run(process.execPath, [c.hermes, ...args], { env: { ...base, ...env } })).stdout.trim();
       expect(await hermes(['--version'])).toBe('9.8.7');
@@ -71,14 +71,16 @@ describe('which code a call runs', () => {
 });
 
 describe('the compiled CLI', () => {
-  const dir = `.build-test-${randomBytes(4).toString('hex')}`;
+  // The build this run made of the sources as they are (test/support/global-build.ts), or else one of its own.
+  const runBuild = process.env.HERMES_BUILD_DIR;
+  const dir = runBuild ?? `.build-test-${randomBytes(4).toString('hex')}`;
   let e: TestEnv;
   beforeAll(async () => {
-    await run(process.execPath, [join(ROOT, 'cli', 'build.mjs')], { env: { ...process.env, HERMES_BUILD_DIR: dir } });
+    if (!runBuild) await run(process.execPath, [join(ROOT, 'cli', 'build.mjs')], { env: { ...process.env, HERMES_BUILD_DIR: dir } });
     e = testEnv();
   }, 120_000);
   afterAll(() => {
-    rmSync(join(ROOT, dir), { recursive: true, force: true });
+    if (!runBuild) rmSync(join(ROOT, dir), { recursive: true, force: true });
     e?.cleanup();
   });
 
