@@ -4,14 +4,17 @@
  * server, Redis). Fake only what the waits use, e.g. `vi.useFakeTimers({ toFake: ['setTimeout',
  * 'clearTimeout', 'Date'] })`.
  *
- * Time passes in small steps, each firing what is due and then yielding a real turn of the event
- * loop, so answers over the sockets arrive in between. An answer can arrive a few steps of fake
- * time late, never early: bound waits from below (`≥ the backoff`), and from above only with a
- * margin of many steps.
+ * Time passes in small steps, each firing what is due and then waiting a real millisecond, so
+ * answers over the sockets arrive in between. Fake time runs at most {@link STEP_MS} times as fast
+ * as real time: without that bound a loaded machine's slow answer (a file read, a local HTTP reply)
+ * let fake time race past a timeout of the code under test (a tool's 30 s) before it came. An answer
+ * can arrive a few steps of fake time late, never early: bound waits from below (`≥ the backoff`),
+ * and from above only with a margin of many steps.
  */
+import { setTimeout as realSleep } from 'node:timers/promises';
 import { vi } from 'vitest';
 
-/** Fake time per step, ms. */
+/** Fake time per step, ms; each step also takes at least 1 ms of real time (`node:timers/promises` is not faked). */
 const STEP_MS = 50;
 
 /**
@@ -22,6 +25,7 @@ export async function passUntil(done: () => boolean, what: string, limitMs = 10 
   for (let passed = 0; !done(); passed += STEP_MS) {
     if (passed > limitMs) throw new Error(`${what}: not within ${limitMs} ms of fake time`);
     await vi.advanceTimersByTimeAsync(STEP_MS);
+    await realSleep(1);
   }
 }
 
