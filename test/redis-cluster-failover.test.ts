@@ -146,8 +146,11 @@ describe('Redis Cluster failover, 3 masters + 3 replicas, 6 shards', () => {
       expect(ticks, `${id}: tick numbers`).toEqual([...ticks].sort((a, b) => a - b));
       expect(new Set(ticks).size, `${id}: a tick number repeated`).toBe(ticks.length);
       for (const e of replies) expect(e.data.text).toBe(`tick ${Number(e.data.tick)}`);
-      // Every committed tick ran; what ran without a surviving commit is bounded by asynchronous
-      // replication: at most the one turn in flight on that session when its master died.
+      // Every committed tick ran; what ran without a surviving commit is at most the one turn in flight
+      // on that session: on the dead master's shards its commit may not have replicated; on the others,
+      // the whole cluster refuses commands until the replica is promoted (`cluster-require-full-coverage`,
+      // Redis's default), and a failover slowed by a loaded machine can outlast the client's retries,
+      // so a turn whose commit was refused runs again (docs/RELIABILITY.md).
       const ran = existsSync(join(dir, `${id}.log`))
         ? readFileSync(join(dir, `${id}.log`), 'utf8')
             .trim()
@@ -159,7 +162,7 @@ describe('Redis Cluster failover, 3 masters + 3 replicas, 6 shards', () => {
       expect(
         ranWithoutCommit,
         `${id}: turns that ran but whose commit was lost (ran ${ran.join(',')}; committed ${ticks.join(',')})`,
-      ).toBeLessThanOrEqual(onVictim.includes(id) ? 1 : 0);
+      ).toBeLessThanOrEqual(1);
     }
     console.info(
       `failover: master :${victim} killed, replica :${promoted} serving after ${failoverMs} ms; sessions on it: ${onVictim.join(', ')}`,
