@@ -1,12 +1,10 @@
 /**
  * DST and time-zone compliance of cron fire times (docs/DESIGN.md §7 Time zones; cases in
- * test/fixtures/dst.json, a copy of ../shared/cases/dst.json, each from a public
- * bug report). Every path that decides a fire time is checked: the engine,
+ * test/fixtures/dst.json, each from a public bug report). Every path that decides a fire time is checked: the engine,
  * the `hermes cron next` preview and the BullMQ repeat strategy — in this
  * process and in a child process with TZ=Australia/Sydney.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { dstCases, probe } from './support/dst-probe.ts';
@@ -14,13 +12,7 @@ import { dstCases, probe } from './support/dst-probe.ts';
 const cases = dstCases();
 
 describe('DST cases (dst.json)', () => {
-  it('the fixture is the shared case file', () => {
-    const shared = new URL('../../shared/cases/dst.json', import.meta.url);
-    if (existsSync(shared)) {
-      expect(JSON.parse(readFileSync(new URL('./fixtures/dst.json', import.meta.url), 'utf8'))).toEqual(
-        JSON.parse(readFileSync(shared, 'utf8')),
-      );
-    }
+  it('the case file is read whole (eight cases or more)', () => {
     expect(cases.length).toBeGreaterThanOrEqual(8);
   });
 

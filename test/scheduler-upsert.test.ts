@@ -1,5 +1,5 @@
 /**
- * Job scheduler field reports F1–F3 (../shared/cases/field-reports.md), through
+ * Job scheduler field reports F1–F3 (public bug reports, named in the test titles), through
  * the product's schedule store and service.
  */
 import { describe, expect, it } from 'vitest';
