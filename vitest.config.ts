@@ -32,7 +32,11 @@ export default defineConfig({
     // 204 s (load 3 → 10; user 234 s, sys 25 s), 0 failures; 251 s (load 7 → 15), one failure since fixed
     // (held-ticks-drain's loops ticked again after 60 s); beside a second copy of the suite 324 s and 326 s
     // (load 24), redis-cluster-failover failed once (a turn on a surviving master ran twice, committed
-    // once). console.test.ts fails to start in every run here: no chromium at /usr/bin/chromium.
+    // once). Later, with chromium installed and the CLI's short commands compiled for child processes
+    // (test/support/global-build.ts), nearly idle (load 2.2–2.4 at the start): 132 s and 129 s (user+sys
+    // 218 s and 209 s: the suite is CPU-bound on 2 cores), 952 tests, 0 failures; beside `.ci/run` on a
+    // clean clone, 212 s with 0 failures (the clone: 2 failures, both fixed since: fake-clock's time
+    // racing past a tool timeout, and the failover bound), then 305 s and 315 s (load 14), 0 failures in both.
     maxWorkers: 6,
   },
 });
