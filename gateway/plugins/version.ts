@@ -3,13 +3,25 @@
  * require. Supported ranges: exact `x.y.z`, `>=x.y.z`, `^x.y.z` (same major;
  * for 0.x the same minor, as npm reads it).
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { compareVersions } from '../../scheduler/store/redis/connect.ts';
 
+/**
+ * The nearest `package.json` above this file: the checkout's, whether this runs from
+ * `gateway/plugins/` or from a chunk of the compiled CLI (`dist/`, cli/build.mjs).
+ */
+function packageJson(): URL {
+  for (let dir = new URL('./', import.meta.url); ;) {
+    const file = new URL('package.json', dir);
+    if (existsSync(file)) return file;
+    const up = new URL('../', dir);
+    if (up.href === dir.href) throw new Error(`no package.json above ${import.meta.url}`);
+    dir = up;
+  }
+}
+
 /** This build's version. */
-export const HERMES_VERSION: string = (
-  JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
-).version;
+export const HERMES_VERSION: string = (JSON.parse(readFileSync(packageJson(), 'utf8')) as { version: string }).version;
 
 /** Whether `version` satisfies `range`; an unparseable range is not satisfied. */
 export function satisfiesRange(version: string, range: string): boolean {
