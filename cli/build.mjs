@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * Compiles the short `hermes` commands into `dist/` once, so each call starts in a fraction of the time
+ * Compiles the `hermes` commands into `dist/` once, so each call starts in a fraction of the time
  * (docs/BENCHMARKS.md, "CLI start-up"). `npm ci` / `npm install` run it (`prepare`); `npm run build`
  * runs it by hand. Nothing else needs it: without a build, or with one older than any source it was
  * made from, `cli/hermes.mjs` runs the TypeScript sources through tsx as before.
@@ -8,10 +8,12 @@
  * What it makes: `dist/main.js` and its chunks — `cli/main.ts` and everything it imports, the
  * dependencies included, bundled by esbuild as ES modules (one file to parse instead of hundreds to
  * resolve and load; most of a call's time went there). The long-running commands (`up`, `worker`,
- * `gateway`) are not in it: `hermes.mjs` always runs them from the sources, so a build never changes
- * what a worker or gateway runs. `dist/scripts/` holds the Lua scripts (read next to the code that
- * loads them), and `dist/build.json` the sources the build was made from and when (`hermes.mjs`
- * compares their modification times with it).
+ * `gateway`) are in it too, in chunks only they load: a build is used only while it is newer than every
+ * source it was made from, so it runs the same code as the sources. `dist/scripts/` holds the Lua
+ * scripts and `dist/static/` the console's own files (both read next to the code that loads them),
+ * `*.map` the source maps (`hermes.mjs` turns them on, so a stack trace names the TypeScript sources),
+ * and `dist/build.json` the sources the build was made from and when (`hermes.mjs` compares their
+ * modification times with it).
  *
  *   node cli/build.mjs               build; exit 1 on failure
  *   node cli/build.mjs --if-possible build; on failure say why and exit 0 (install must not fail)
@@ -24,9 +26,6 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 /** Where the build goes: `dist/`, or (tests) another folder directly under the checkout, named by `HERMES_BUILD_DIR`. */
 const OUT = join(ROOT, process.env.HERMES_BUILD_DIR ?? 'dist');
 const ifPossible = process.argv.includes('--if-possible');
-
-/** Modules only the long-running commands import (dynamically): left out, `hermes.mjs` runs those from the sources. */
-const SERVER_ONLY = ['worker/worker-process.ts', 'gateway/gateway-process.ts', 'cli/gateway-cron-api.ts'].map((p) => join(ROOT, p));
 
 /** Packages left to Node's own loader: optional native parts. */
 const EXTERNAL = ['msgpackr-extract'];
@@ -82,15 +81,6 @@ async function main() {
       }));
     },
   };
-  const serverOnly = {
-    name: 'server-only',
-    setup(b) {
-      b.onResolve({ filter: /\.ts$/ }, (args) => {
-        const path = join(args.resolveDir, args.path);
-        return SERVER_ONLY.includes(path) ? { path: `./${relative(ROOT, path)}`, external: true } : undefined;
-      });
-    },
-  };
   rmSync(OUT, { recursive: true, force: true });
   const result = await build({
     entryPoints: [join(ROOT, 'cli', 'main.ts')],
@@ -103,11 +93,12 @@ async function main() {
     entryNames: '[name]',
     chunkNames: '[name]-[hash]',
     external: EXTERNAL,
-    plugins: [serverOnly, lazyBullmq],
+    plugins: [lazyBullmq],
     banner: { js: BANNER },
     metafile: true,
     minify: true,
     sourcemap: true,
+    sourcesContent: false,
     legalComments: 'none',
     logLevel: 'error',
   });
@@ -126,9 +117,12 @@ async function main() {
   });
   // The Lua scripts are read from `./scripts/` next to the code that loads them (lua-script.ts).
   cpSync(join(ROOT, 'scheduler', 'store', 'redis', 'scripts'), join(OUT, 'scripts'), { recursive: true });
+  // The console's script and styles likewise, from `./static/` (gateway/console/assets.ts).
+  cpSync(join(ROOT, 'gateway', 'console', 'static'), join(OUT, 'static'), { recursive: true });
   const sources = Object.keys(result.metafile.inputs).filter((p) => !p.includes('node_modules/') && !p.includes(':'));
   const scripts = readdirSync(join(ROOT, 'scheduler', 'store', 'redis', 'scripts')).map((f) => `scheduler/store/redis/scripts/${f}`);
-  const inputs = [...sources, ...scripts, 'cli/build.mjs', 'package.json', 'package-lock.json'];
+  const statics = readdirSync(join(ROOT, 'gateway', 'console', 'static')).map((f) => `gateway/console/static/${f}`);
+  const inputs = [...sources, ...scripts, ...statics, 'cli/build.mjs', 'package.json', 'package-lock.json'];
   mkdirSync(OUT, { recursive: true });
   writeFileSync(join(OUT, 'build.json'), `${JSON.stringify({ built_at: started, inputs }, null, 1)}\n`);
   process.stdout.write(`hermes: compiled the CLI into ${relative(ROOT, OUT)}/ (${sources.length} sources, ${Date.now() - started} ms)\n`);

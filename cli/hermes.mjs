@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // The `hermes` command. Every call pays its start-up, so it loads only what the call needs:
 // - `hermes --version` reads package.json and nothing else;
-// - the short commands run the compiled CLI in dist/ (cli/build.mjs, made by `npm ci`; or the folder
-//   `HERMES_BUILD_DIR` names) when it is there and newer than every source it was made from;
-// - everything else — `up`, `worker`, `gateway`, or no current build — runs the TypeScript sources
-//   through tsx (no build step needed).
+// - every command — the long-running `up`, `worker` and `gateway` included — runs the compiled CLI in
+//   dist/ (cli/build.mjs, made by `npm ci`; or the folder `HERMES_BUILD_DIR` names) when it is there
+//   and newer than every source it was made from: then it is the same code as the sources, and a
+//   stack trace names the sources (source maps on);
+// - with no current build, or `HERMES_FROM_SOURCES=1`, the TypeScript sources run through tsx (no
+//   build step needed).
 import { readFileSync, statSync } from 'node:fs';
 
 const root = new URL('..', import.meta.url);
@@ -16,9 +18,6 @@ if (args.length === 1 && (args[0] === '--version' || args[0] === '-V')) {
   process.stdout.write(`${JSON.parse(readFileSync(new URL('package.json', root), 'utf8')).version}\n`);
   process.exit(0);
 }
-
-/** The long-running commands: always from the sources, so a build never changes what a worker or gateway runs. */
-const FROM_SOURCES = new Set(['up', 'worker', 'gateway']);
 
 /** Whether the build folder holds a build made after the last change of every source it was made from. */
 function currentBuild() {
@@ -34,8 +33,8 @@ function currentBuild() {
   }
 }
 
-const command = args.find((a) => !a.startsWith('-'));
-if (!FROM_SOURCES.has(command) && currentBuild()) {
+if (currentBuild()) {
+  process.setSourceMapsEnabled(true);
   await import(new URL('main.js', buildDir).href);
 } else {
   const { register } = await import('tsx/esm/api');

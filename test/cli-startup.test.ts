@@ -1,9 +1,9 @@
 /**
  * How `hermes` starts (cli/hermes.mjs, cli/build.mjs; figures in docs/BENCHMARKS.md, "CLI start-up"):
- * `--version` reads only package.json; a short command runs the compiled CLI when the build is newer
- * than every source it was made from (in `dist/`, or the folder `HERMES_BUILD_DIR` names), and the
- * sources otherwise; `up`, `worker` and `gateway` always run the sources. The compiled CLI does what the
- * sources do, and loads BullMQ only for a command that opens a queue.
+ * `--version` reads only package.json; every other command — `up`, `worker` and `gateway` included — runs
+ * the compiled CLI when the build is newer than every source it was made from (in `dist/`, or the folder
+ * `HERMES_BUILD_DIR` names), and the sources otherwise. The compiled CLI does what the sources do, and
+ * loads BullMQ only for a command that opens a queue.
  */
 import { execFile } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
@@ -36,7 +36,7 @@ function fakeCheckout(): { root: string; hermes: string; touch(path: string, ms:
 }
 
 describe('which code a call runs', () => {
-  it('--version reads package.json; a short command runs a current build; a stale or missing one, up, worker and gateway run the sources', async () => {
+  it('--version reads package.json; every command, up, worker and gateway included, runs a current build; a stale or missing one runs the sources', async () => {
     const c = fakeCheckout();
     try {
       // The run's own choice of code (test/support/global-build.ts, HERMES_FROM_SOURCES) is not this checkout's.
@@ -47,8 +47,9 @@ describe('which code a call runs', () => {
       expect(await hermes(['-V'])).toBe('9.8.7');
       expect(await hermes(['cron', 'list'])).toBe('build cron list');
       expect(await hermes(['status', '--json'])).toBe('build status --json');
-      for (const cmd of ['up', 'worker', 'gateway']) expect(await hermes([cmd, '--no-chat'])).toBe(`sources ${cmd} --no-chat`);
+      for (const cmd of ['up', 'worker', 'gateway']) expect(await hermes([cmd, '--no-chat'])).toBe(`build ${cmd} --no-chat`);
       expect(await hermes(['cron', 'list'], { HERMES_FROM_SOURCES: '1' })).toBe('sources cron list');
+      expect(await hermes(['worker'], { HERMES_FROM_SOURCES: '1' })).toBe('sources worker');
       // HERMES_BUILD_DIR names another build folder under the checkout, held to the same rules.
       cpSync(join(c.root, 'dist'), join(c.root, 'other'), { recursive: true });
       writeFileSync(join(c.root, 'other', 'main.js'), "console.log('other', process.argv.slice(2).join(' '));\n");
@@ -57,6 +58,7 @@ describe('which code a call runs', () => {
       // A source changed after the build: the build is not used until it is made again.
       c.touch('cli/main.ts', Date.now() + 5_000);
       expect(await hermes(['cron', 'list'])).toBe('sources cron list');
+      expect(await hermes(['worker'])).toBe('sources worker');
       c.touch('cli/main.ts', Date.now() - 60_000);
       expect(await hermes(['cron', 'list'])).toBe('build cron list');
       // A source the build names is gone, or there is no build record: the sources.
@@ -94,10 +96,19 @@ describe('the compiled CLI', () => {
 
   it('records what it was made from, and runs cron, loop, goal and status like the sources', async () => {
     const record = JSON.parse(readFileSync(join(ROOT, dir, 'build.json'), 'utf8')) as { built_at: number; inputs: string[] };
+    // The long-running commands' code and the files it reads next to itself are in it, so their change makes the build stale.
     expect(record.inputs).toEqual(
-      expect.arrayContaining(['cli/main.ts', 'cli/commands/cron.ts', 'scheduler/cron/cron-service.ts', 'package-lock.json']),
+      expect.arrayContaining([
+        'cli/main.ts',
+        'cli/commands/cron.ts',
+        'scheduler/cron/cron-service.ts',
+        'worker/worker-process.ts',
+        'gateway/gateway-process.ts',
+        'gateway/console/static/console.js',
+        'scheduler/store/redis/scripts/acquire-owned-1.lua',
+        'package-lock.json',
+      ]),
     );
-    expect(record.inputs.some((p) => p.startsWith('worker/') || p.startsWith('gateway/'))).toBe(false);
 
     expect(await compiled(['cron', 'add', 'every 2h', '--script', 'true', '--name', 'disk'])).toMatchObject({
       code: 0,

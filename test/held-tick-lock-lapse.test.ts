@@ -34,7 +34,8 @@ describe('a held tick whose lock lapsed', () => {
     const starved = await startWorker(e);
     cleanups.push(() => starved.drain());
     // Due in 26 s: released at once and held by the only worker there is. Until then: the other worker's start (a
-    // `hermes worker` through tsx: 4 s on an idle machine, several times that on a loaded one), the 3.5 s
+    // `hermes worker`: compiled, about a second; through tsx when the build is stale, 4 s on an idle machine, several
+    // times that on a loaded one), the 3.5 s
     // starvation, and the hand-over.
     const due = Date.now() + 26_000;
     await addLoop(c, 'starved', { kind: 'command', command: 'sleep 1; echo once', timeoutSeconds: 30 }, due);

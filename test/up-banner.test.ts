@@ -148,7 +148,7 @@ describe('one hermes up per home', () => {
       'Ctrl+C stops it. Attach from another terminal: hermes chat',
     ]);
 
-    // "At once": no longer than twice what `hermes up --help` takes beside it (the same start-up through tsx, seconds on a
+    // "At once": no longer than twice what `hermes up --help` takes beside it (the same start-up, compiled or through tsx; seconds on a
     // loaded machine), plus 5 s; a second `up` that waited on anything (Redis, a port, a lock) would take longer.
     const timed = async (args: string[]) => {
       const started = Date.now();

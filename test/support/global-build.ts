@@ -4,7 +4,8 @@
  * goes stale with every edit of a source it was made from (cli/hermes.mjs then runs the sources), so
  * when it is not current the run compiles its own copy of the same sources into `.build-test-<id>/` and
  * names it to every child process (`HERMES_BUILD_DIR`, read by cli/hermes.mjs); `dist/` itself is left
- * alone, as another run or the user may be using it. `up`, `worker` and `gateway` run the sources either way.
+ * alone, as another run or the user may be using it. `up`, `worker` and `gateway` run from it too (~0.6 s of CPU
+ * to a started worker against ~2.3 s from the sources; the suite starts dozens).
  */
 import { execFile } from 'node:child_process';
 import { readFileSync, rmSync, statSync } from 'node:fs';
