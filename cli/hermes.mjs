@@ -7,7 +7,8 @@
 //   stack trace names the sources (source maps on);
 // - with no current build, or `HERMES_FROM_SOURCES=1`, the TypeScript sources run through tsx (no
 //   build step needed).
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { isCurrentBuild } from './build-state.mjs';
 
 const root = new URL('..', import.meta.url);
 /** The build's folder: `dist/`, or the one `cli/build.mjs` was told to write (`HERMES_BUILD_DIR`, a folder directly under the checkout). */
@@ -19,21 +20,7 @@ if (args.length === 1 && (args[0] === '--version' || args[0] === '-V')) {
   process.exit(0);
 }
 
-/** Whether the build folder holds a build made after the last change of every source it was made from. */
-function currentBuild() {
-  if (process.env.HERMES_FROM_SOURCES === '1') return false;
-  try {
-    const { built_at: builtAt, inputs } = JSON.parse(readFileSync(new URL('build.json', buildDir), 'utf8'));
-    for (const input of inputs) {
-      if (statSync(new URL(input, root)).mtimeMs > builtAt) return false;
-    }
-    return true;
-  } catch {
-    return false; // no build, or a source it names is gone
-  }
-}
-
-if (currentBuild()) {
+if (process.env.HERMES_FROM_SOURCES !== '1' && isCurrentBuild(root, buildDir)) {
   process.setSourceMapsEnabled(true);
   await import(new URL('main.js', buildDir).href);
 } else {

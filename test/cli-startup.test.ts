@@ -24,6 +24,7 @@ function fakeCheckout(): { root: string; hermes: string; touch(path: string, ms:
   mkdirSync(join(root, 'dist'));
   symlinkSync(join(ROOT, 'node_modules'), join(root, 'node_modules'));
   cpSync(join(ROOT, 'cli', 'hermes.mjs'), join(root, 'cli', 'hermes.mjs'));
+  cpSync(join(ROOT, 'cli', 'build-state.mjs'), join(root, 'cli', 'build-state.mjs'));
   writeFileSync(join(root, 'package.json'), JSON.stringify({ type: 'module', version: '9.8.7' }));
   writeFileSync(join(root, 'cli', 'main.ts'), "const from: string = 'sources';\nconsole.log(from, process.argv.slice(2).join(' '));\n");
   writeFileSync(join(root, 'dist', 'main.js'), "console.log('build', process.argv.slice(2).join(' '));\n");

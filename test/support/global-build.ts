@@ -8,26 +8,17 @@
  * to a started worker against ~2.3 s from the sources; the suite starts dozens).
  */
 import { execFile } from 'node:child_process';
-import { readFileSync, rmSync, statSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { isCurrentBuild } from '../../cli/build-state.mjs';
 import { promisify } from 'node:util';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-/** Whether `dir` (under the checkout) holds a build newer than every source it was made from: cli/hermes.mjs's rule. */
-function isCurrent(dir: string): boolean {
-  try {
-    const { built_at: builtAt, inputs } = JSON.parse(readFileSync(join(ROOT, dir, 'build.json'), 'utf8')) as {
-      built_at: number;
-      inputs: string[];
-    };
-    return inputs.every((input) => statSync(join(ROOT, input)).mtimeMs <= builtAt);
-  } catch {
-    return false;
-  }
-}
+/** Whether `dir` (a folder under the checkout) holds a current build: cli/hermes.mjs's rule (`isCurrentBuild`). */
+const isCurrent = (dir: string): boolean => isCurrentBuild(pathToFileURL(`${ROOT}/`), pathToFileURL(join(ROOT, dir, '/')));
 
 /**
  * Make sure the run's `hermes` calls find a current build; resolves with the clean-up. A build that fails

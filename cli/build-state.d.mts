@@ -1,0 +1,2 @@
+/** See cli/build-state.mjs. */
+export function isCurrentBuild(root: URL, buildDir: URL): boolean;
