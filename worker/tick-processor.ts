@@ -32,7 +32,6 @@
  */
 import type { Job } from 'bullmq';
 import {
-  decideFire,
   applyTick,
   shouldDeliverReply,
   isSilentReply,
@@ -42,7 +41,6 @@ import {
   type TickOutcome,
   type UntilVerdict,
 } from '../scheduler/loop/loop-state.ts';
-import { lazyChild } from '../scheduler/logger.ts';
 import { NO_SPEND, sumSpend, type ModelSpend } from '../scheduler/model-spend.ts';
 import { fitSessionContext, type FittedContext } from './context/session-context.ts';
 import { runWatch, watchSection } from './watch-check.ts';
@@ -50,7 +48,6 @@ import type { InflightMark, TickJobData } from '../scheduler/loop/loop-store.ts'
 import { encodeLoopRecord } from '../scheduler/loop/loop-record-codec.ts';
 import { buildWakeupInput } from '../scheduler/loop/wakeup-input.ts';
 import { pendingInput } from '../scheduler/session/inbox.ts';
-import { goalHoldsSession } from '../scheduler/goal/goal-state.ts';
 import type { TurnError } from '../scheduler/errors/turn-error.ts';
 import { CONFLICT } from '../scheduler/store/optimistic-retry.ts';
 import { deliverToRoute } from './delivery.ts';
@@ -64,6 +61,9 @@ import type { TranscriptMessage } from '../scheduler/session/session-store.ts';
 import { judgeUntil } from './until-judge.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 import { runOccurrence } from './occurrence/pipeline.ts';
+import { takeAhead, type ClaimedAhead } from './claim-ahead.ts';
+import { claimTick, gateFacts, tickOf, type Tick, type TickGateRead } from './tick-occurrence.ts';
+import type { GateRead as StoredGateRead } from '../scheduler/loop/tick-claim.ts';
 import type { ClaimAnswer, CommitAnswer, GateAnswer, Occurrence, OccurrencePlan } from './occurrence/plan.ts';
 
 /** What a tick job returns (kept in BullMQ for inspection). */
@@ -72,21 +72,8 @@ export type TickResult =
   | { status: 'committed'; occurrenceId: string; eventId: string; outcome: TickOutcome['kind']; failed: boolean }
   | { status: 'duplicate'; occurrenceId: string };
 
-/** The occurrence a tick job stands for. */
-interface Tick {
-  sessionId: string;
-  kind: TickJobData['kind'];
-  loopId: string;
-  /** Epoch ms the occurrence is due. */
-  dueAt: number;
-  occurrenceId: string;
-  /** The BullMQ job id: holder of the session's turn lock and of the in-flight mark. */
-  jobId: string;
-  log: WorkerDeps['log'];
-}
-
 /** What the gate read: the record, the goal and the pending input (`readGate`). */
-type GateRead = Awaited<ReturnType<typeof readGate>>;
+type GateRead = TickGateRead;
 
 /** A claimed occurrence: the record it fires on, its in-flight mark and the transcript (an agent turn's). */
 interface Claimed {
@@ -151,15 +138,15 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
   private lock: HeldLock | undefined;
   /** What the turn had done when it threw: its input, watch, compaction and spend so far. */
   private progress: TurnProgress | undefined;
+  /** The claim made ahead of the due time (`claim-ahead.ts`), until the claim step takes it. */
+  private claimedAhead: ClaimedAhead | undefined;
 
   constructor(
     private readonly deps: WorkerDeps,
     private readonly job: Job<TickJobData>,
   ) {
-    const { sessionId, kind, loopId } = job.data;
-    const { dueAt, occurrenceId } = deps.loops.occurrenceOf(job);
-    const log = lazyChild(deps.log, { sessionId, kind, loopId, occurrenceId });
-    this.tick = { sessionId, kind, loopId, dueAt, occurrenceId, jobId: job.id!, log };
+    this.tick = tickOf(deps, job);
+    const { sessionId, kind, dueAt, occurrenceId, log } = this.tick;
     this.occurrence = {
       kind,
       label: `${kind} tick`,
@@ -181,10 +168,15 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
    * finishes what the dead worker left undone and is skipped.
    */
   async gate(): Promise<GateAnswer<GateRead, TickResult>> {
-    const ahead = takeReadAhead(this.job);
+    const ahead = await takeAhead(this.job);
+    if (ahead?.claimed) {
+      // Claimed ahead of the due time (`claim-ahead.ts`): the claim stands, the turn starts now.
+      this.claimedAhead = ahead.claimed;
+      return { action: 'claim', gated: ahead.claimed.read };
+    }
     if (ahead) {
       // Read before the due time (`readAhead`): good for a `fire` only, which the claim re-checks.
-      const read = await readGate(this.deps, this.tick, ahead).catch(() => undefined);
+      const read = await readGate(this.deps, this.tick, ahead.read).catch(() => undefined);
       if (read && decideGate(read, { deferMs: this.deps.config.worker.defer_ms }).action === 'fire')
         return { action: 'claim', gated: read };
     }
@@ -199,6 +191,15 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
   /** The claim script and `decideClaim` over its answer; the script takes the session's turn lock unless `busy`. */
   async claim(read: GateRead, round: number): Promise<ClaimAnswer<Claimed, TurnRun, TickResult>> {
     const { deps, tick } = this;
+    const ahead = this.claimedAhead;
+    this.claimedAhead = undefined;
+    if (ahead) {
+      this.lock ??= ahead.lock;
+      // Its turn starts now (the ticket woke at the due time): that is its start, lateness included.
+      const startedAt = Date.now();
+      const mark = { ...ahead.mark, startedAt };
+      return { action: 'fire', claimed: { loop: ahead.read.loop!, mark, transcript: ahead.transcript }, startedAt, lock: this.lock };
+    }
     const mark: InflightMark = {
       occurrenceId: tick.occurrenceId,
       jobId: tick.jobId,
@@ -447,67 +448,18 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
  * occurrence applied already is finished here: its in-flight mark cleared, a self-paced loop's
  * next tick armed.
  */
-async function readGate(deps: WorkerDeps, tick: Tick, ahead?: Promise<StoredGateRead>) {
+async function readGate(deps: WorkerDeps, tick: Tick, ahead?: Promise<StoredGateRead>): Promise<TickGateRead> {
   const { sessionId, kind } = tick;
   // One read with every tick that wakes in the same turn of the event loop (an aligned burst).
-  const { loop, pendingCount, goal } = await (ahead ?? deps.loops.readGate(sessionId, kind));
-  const fire = decideFire(loop, { loopId: tick.loopId, dueAt: tick.dueAt, occurrenceId: tick.occurrenceId });
+  const stored = await (ahead ?? deps.loops.readGate(sessionId, kind));
+  const read = gateFacts(tick, stored);
+  const { loop, fire } = read;
   if (!fire.fire && fire.reason === 'already-applied') {
     await deps.loops.clearInflight(sessionId, kind, tick.occurrenceId);
     if (loop?.mode === 'self-paced' && loop.status === 'active') await armSelfPaced(deps, loop);
   }
-  const inputPending = fire.fire && pendingCount > 0 && (await pendingInput(deps.redis, deps.keys, sessionId)).length > 0;
-  return { loop, goal, pendingCount, fire, inputPending, goalHoldsSession: goalHoldsSession(goal) };
-}
-
-/** What the store's gate read answers (`TickClaim.readGate`). */
-type StoredGateRead = Awaited<ReturnType<WorkerDeps['loops']['readGate']>>;
-
-/** Gate reads started when a held tick was fetched, by its job (`readAhead`). */
-const readsAhead = new WeakMap<Job, Promise<StoredGateRead>>();
-
-/**
- * Start the gate's read of a tick fetched before its due time (the prefetch lead), so that at the due
- * time its claim is sent at once instead of after a read. The read is used only when it decides
- * `fire`: the claim script re-checks the record's version, the goal's and the pending input's count
- * against it (`claim-tick-7.lua`), so a read that went stale meanwhile ends in a fresh read, never in a
- * wrong turn; any other decision is taken again over a read made at the due time.
- */
-export function readAhead(deps: WorkerDeps, job: Job<TickJobData>): void {
-  const read = deps.loops.readGate(job.data.sessionId, job.data.kind);
-  read.catch(() => {}); // a failed read is read again at the due time
-  readsAhead.set(job, read);
-}
-
-function takeReadAhead(job: Job): Promise<StoredGateRead> | undefined {
-  const read = readsAhead.get(job);
-  readsAhead.delete(job);
+  if (fire.fire && stored.pendingCount > 0) read.inputPending = (await pendingInput(deps.redis, deps.keys, sessionId)).length > 0;
   return read;
-}
-
-/** The claim script (`TickClaim.claimTick`; its rule: `claim-tick-7.lua`), over what the gate read. */
-async function claimTick(deps: WorkerDeps, tick: Tick, read: GateRead, mark: InflightMark) {
-  const { lock_duration_ms: lockMs, max_stalled_count: stalls } = deps.config.worker;
-  return await deps.loops.claimTick(tick.sessionId, tick.kind, {
-    expectedVersion: read.loop!.version,
-    goalVersion: read.goal?.version ?? null,
-    pendingCount: read.pendingCount,
-    mark,
-    ttlMs: lockMs * (stalls + 2) + 60_000,
-    lock: { holder: tick.jobId, ttlMs: deps.lock.ttlMs },
-    started: {
-      kind: tick.kind,
-      tick: mark.tick,
-      occurrenceId: tick.occurrenceId,
-      dueAt: tick.dueAt,
-      startedAt: mark.startedAt,
-      latenessMs: mark.startedAt - tick.dueAt,
-      worker: deps.workerId,
-      pid: process.pid,
-    },
-    // A command turn runs on its new input alone (its stdin): the script does not read the transcript for it.
-    readTranscript: read.loop!.runner.kind !== 'command',
-  });
 }
 
 /** What the commit writes besides the record: the turn's messages and its event (an unchanged tick adds no message). */

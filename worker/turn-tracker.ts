@@ -385,6 +385,8 @@ export class JobAdmission {
 /** Registry of this process's running turns, by drain class, with their AbortControllers. */
 export class TurnTracker {
   private readonly active = new Map<string, TrackedTurn>();
+  /** Ticks claimed ahead of their due time whose turns are yet to start, by job id (`claimedAhead`). */
+  private readonly ahead = new Map<string, { sessionId: string; occurrenceId: string; stoppedBy?: TurnAbortBy }>();
   /** Held ticks, jobs waiting for a slot, and the turn slots (`worker.max_*`). */
   readonly admission: JobAdmission;
   /**
@@ -427,6 +429,13 @@ export class TurnTracker {
       lockLost: false,
     };
     this.active.set(id, turn);
+    // A `/stop` that came between its claim ahead of the due time and now (`claimedAhead`).
+    const ahead = this.ahead.get(id);
+    this.ahead.delete(id);
+    if (ahead?.stoppedBy) {
+      turn.stoppedBy = ahead.stoppedBy;
+      controller.abort(new Error('stopped by the user'));
+    }
     try {
       return await fn(controller.signal, turn);
     } finally {
@@ -449,6 +458,19 @@ export class TurnTracker {
   }
 
   /**
+   * Tick `id` (a job id) of `sessionId` was claimed ahead of its due time (`claim-ahead.ts`) and its
+   * turn is yet to start: a `/stop` until then (`abortTurns`) stops that turn as it starts (`run`).
+   */
+  claimedAhead(id: string, sessionId: string, occurrenceId: string): void {
+    this.ahead.set(id, { sessionId, occurrenceId });
+  }
+
+  /** The tick claimed ahead will not start here (`claimedAhead`). */
+  forgetClaimedAhead(id: string): void {
+    this.ahead.delete(id);
+  }
+
+  /**
    * Abort the turns a user's request names (`scheduler/session/turn-abort.ts`, published on
    * `Keys.turnAbortChannel`): every turn of the session, or only the one of
    * `occurrenceId`. Only turns that set `sessionId` (and `occurrenceId`) are found.
@@ -456,6 +478,12 @@ export class TurnTracker {
    */
   abortTurns(request: TurnAbortRequest): number {
     let n = 0;
+    for (const claimed of this.ahead.values()) {
+      if (claimed.sessionId !== request.sessionId || claimed.stoppedBy) continue;
+      if (request.occurrenceId !== undefined && claimed.occurrenceId !== request.occurrenceId) continue;
+      claimed.stoppedBy = request.by;
+      n++;
+    }
     for (const turn of this.active.values()) {
       if (turn.sessionId !== request.sessionId || turn.controller.signal.aborted) continue;
       if (request.occurrenceId !== undefined && turn.occurrenceId !== request.occurrenceId) continue;

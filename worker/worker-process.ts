@@ -48,7 +48,8 @@ import { COMMAND_TICK_JOB_NAME, tickJobData, type StoredTickJobData, type TickJo
 import { TURN_POOLS, type DrainClass, type JobTicket, type TurnPool } from './turn-tracker.ts';
 import { deferJob } from '../scheduler/store/defer-job.ts';
 import { decodeTurnAbort } from '../scheduler/session/turn-abort.ts';
-import { processScheduleTick, readAhead } from './tick-processor.ts';
+import { processScheduleTick } from './tick-processor.ts';
+import { dropAhead, readAhead } from './claim-ahead.ts';
 import { processInbox, type InboxHooks } from './inbox-processor.ts';
 import { processCronTick } from './cron-processor.ts';
 import { processV1Run } from './v1-run-processor.ts';
@@ -427,6 +428,7 @@ export class WorkerProcess {
       if (waited === 'drain' || turns.draining) {
         // Drain: not started, so handed back at once, due now, for another worker.
         if (queue === QUEUES.ticks && tickType(job) === 'schedule-tick') metrics?.ticksDeferred.inc({ reason: 'drain' });
+        await dropAhead(job, true); // a claim made ahead releases its turn lock first (`claim-ahead.ts`)
         return await deferJob(job, token, 0);
       }
       // Held or queued: its lock may have lapsed meanwhile (a starved process renews late), and then another
@@ -434,10 +436,14 @@ export class WorkerProcess {
       // job that wakes together in one call; a job whose lock is not this process's any more is left to whoever has it.
       if (waited === 'lost' || (ticket.waited && !this.lockSurelyHeld(job) && !(await this.lockHeld(worker, job.id!, token!)))) {
         log.warn({ queue, jobId: job.id }, 'job lock lost while it waited; left to the worker that took it over');
+        await dropAhead(job, false);
         throw new DelayedError();
       }
       return await processor(job, token, undefined);
     } finally {
+      // A tick whose processor ended before its gate forgets its claim ahead; the turn lock is not released
+      // here, after the job may have been moved on: its holder is the job, whose next run takes it over.
+      await dropAhead(job, false);
       ticket.release();
     }
   }

@@ -408,6 +408,15 @@ export const configSchema = z
          * loop's first tick then comes ~1.2 s after it is set. @defaultValue 1000
          */
         prefetch_lead_ms: z.coerce.number().int().min(0).default(1000),
+        /**
+         * A held tick's claim is made this long before its due time, so that its turn starts on
+         * the due time itself instead of a claim round trip later: the claim script runs ahead
+         * (session lock, in-flight mark, `tick.started`, the transcript), the turn starts at the due
+         * time, never before. The rule and what it changes: `worker/claim-ahead.ts`. At most
+         * `prefetch_lead_ms` in effect (a tick is claimed no earlier than it is fetched); 0: claimed
+         * at the due time. @defaultValue 300
+         */
+        claim_lead_ms: z.coerce.number().int().min(0).default(300),
         /** Transcript messages kept per session (older ones are trimmed). */
         transcript_max_messages: positiveInt(200),
         /**

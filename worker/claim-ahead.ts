@@ -1,0 +1,130 @@
+/**
+ * Claim ahead: a held loop or heartbeat tick (fetched `worker.prefetch_lead_ms` before it is due,
+ * `scheduler/loop/prefetch-lead.ts`) has its gate read when it is fetched and its claim made
+ * `worker.claim_lead_ms` before its due time, so that at the due time its turn starts at once
+ * instead of a claim round trip later — in an aligned burst, instead of behind the claims of the
+ * whole burst on Redis' one thread.
+ *
+ * The rule, written here only:
+ *  - The claim is the claim of `claim-tick-7.lua`, over the read made ahead: the session's turn
+ *    lock, the in-flight mark, the `tick.started` event and the transcript. It is made only when
+ *    that read decides `fire` with no pending input; any other read, or a claim that does not
+ *    answer `ok`, leaves the tick to the gate and claim at its due time, as without a lead (a lock
+ *    the claim took is released first).
+ *  - The claim is the point the tick is ordered at. Input that comes after it waits for the turn's
+ *    commit, as input that comes a moment after a claim at the due time does (the turn lock is
+ *    held from the claim); a `/stop` after it stops the turn (`TurnTracker.claimedAhead`): the
+ *    tick is recorded as stopped and never reaches the model.
+ *  - The turn starts at the due time, never before (the held ticket wakes then, `JobTicket`):
+ *    the `tick.started` event and the in-flight mark say the due time as the start; the turn's
+ *    lateness is taken when it really starts.
+ *  - A tick handed back by the drain before its due time releases the turn lock its claim took;
+ *    its mark and its `tick.started` event stay (the occurrence is the same; whoever takes the job
+ *    claims it again as its own retry, `claim-tick-7.lua`). A tick whose job lock was lost leaves
+ *    both to the worker that has the job now.
+ * Measured effect: docs/BENCHMARKS.md, "Claim ahead".
+ */
+import type { Job } from 'bullmq';
+import type { GateRead as StoredGateRead, InflightMark } from '../scheduler/loop/tick-claim.ts';
+import type { TranscriptMessage } from '../scheduler/session/session-store.ts';
+import type { TickJobData } from '../scheduler/loop/tick-job.ts';
+import type { HeldLock } from './session-lock.ts';
+import { callAt } from './sleep-until.ts';
+import { claimTick, gateFacts, tickOf, type TickGateRead } from './tick-occurrence.ts';
+import { decideGate } from './tick-gate.ts';
+import type { WorkerDeps } from './worker-deps.ts';
+
+/** A claim made ahead that answered `ok`: what the tick's plan fires on at the due time. */
+export interface ClaimedAhead {
+  read: TickGateRead;
+  mark: InflightMark;
+  transcript: TranscriptMessage[];
+  lock: HeldLock;
+}
+
+/** What was done ahead for one held tick. */
+interface Ahead {
+  deps: WorkerDeps;
+  /** The gate's read, started when the tick was fetched. */
+  read: Promise<StoredGateRead>;
+  /** The claim, once its time came: `undefined` when it was not made or did not answer `ok`. */
+  claim?: Promise<ClaimedAhead | undefined>;
+  /** Cancel the claim's timer. */
+  cancel: () => void;
+}
+
+/** What was done ahead, by job (BullMQ hands the processor the job object that was fetched). */
+const aheadOf = new WeakMap<Job, Ahead>();
+
+/**
+ * Start the gate's read of a tick fetched before its due time, so that its claim is sent without a
+ * read first, and set the claim for `worker.claim_lead_ms` before the due time (the rule above).
+ * The read is used only when it decides `fire`: the claim script checks the record's version, the
+ * goal's and the pending input's count against it (`claim-tick-7.lua`), so a read that went stale
+ * ends in a fresh read, never in a wrong turn; any other decision is taken over a read at the due time.
+ */
+export function readAhead(deps: WorkerDeps, job: Job<TickJobData>): void {
+  const read = deps.loops.readGate(job.data.sessionId, job.data.kind);
+  read.catch(() => {}); // a failed read is read again at the due time
+  const ahead: Ahead = { deps, read, cancel: () => {} };
+  const leadMs = deps.config.worker.claim_lead_ms;
+  if (leadMs > 0) {
+    const { dueAt } = deps.loops.occurrenceOf(job);
+    ahead.cancel = callAt(dueAt - leadMs, () => {
+      ahead.claim = claimAhead(deps, job, read).catch(() => undefined);
+    });
+  }
+  aheadOf.set(job, ahead);
+}
+
+/**
+ * What was done ahead for `job` (at its due time, once): the read, and the claim if it was made.
+ * A claim still in flight is waited for.
+ */
+export async function takeAhead(job: Job): Promise<{ read: Promise<StoredGateRead>; claimed: ClaimedAhead | undefined } | undefined> {
+  const ahead = aheadOf.get(job);
+  if (!ahead) return undefined;
+  aheadOf.delete(job);
+  ahead.cancel();
+  return { read: ahead.read, claimed: await ahead.claim };
+}
+
+/**
+ * The tick ends without its turn: cancel its claim if not made yet. `handedBack` (the drain hands
+ * it back before its turn): the turn lock the claim took is released too — not for a tick whose job
+ * lock was lost (the lock's holder is the job, which another worker runs now).
+ */
+export async function dropAhead(job: Job, handedBack: boolean): Promise<void> {
+  const ahead = aheadOf.get(job);
+  if (!ahead) return;
+  aheadOf.delete(job);
+  ahead.cancel();
+  ahead.deps.turns.forgetClaimedAhead(job.id!);
+  const claimed = await ahead.claim;
+  if (handedBack) await claimed?.lock.release();
+  else claimed?.lock.releasedElsewhere(); // stop renewing it
+}
+
+async function claimAhead(deps: WorkerDeps, job: Job<TickJobData>, readP: Promise<StoredGateRead>): Promise<ClaimedAhead | undefined> {
+  const stored = await readP;
+  const tick = tickOf(deps, job);
+  const read = gateFacts(tick, stored);
+  // Only a plain `fire` is claimed ahead; pending input and every other decision are taken at the due time.
+  if (read.pendingCount > 0 || decideGate(read, { deferMs: deps.config.worker.defer_ms }).action !== 'fire') return undefined;
+  if (deps.turns.draining) return undefined;
+  const mark: InflightMark = {
+    occurrenceId: tick.occurrenceId,
+    jobId: tick.jobId,
+    startedAt: tick.dueAt, // the turn starts at the due time (the rule above)
+    tick: read.loop!.ticksUsed + 1,
+    workerId: deps.workerId,
+  };
+  // Registered before the claim is sent, so a `/stop` that comes while it is in flight is not missed.
+  deps.turns.claimedAhead(tick.jobId, tick.sessionId, tick.occurrenceId);
+  const answer = await claimTick(deps, tick, read, mark);
+  if (answer.status === 'ok') return { read, mark, transcript: answer.transcript, lock: deps.lock.adopt(tick.sessionId, tick.jobId) };
+  deps.turns.forgetClaimedAhead(tick.jobId);
+  // `changed` and `inflight` leave the turn lock held by this job: released, the due time decides again.
+  if (answer.status !== 'busy') await deps.lock.adopt(tick.sessionId, tick.jobId).release();
+  return undefined;
+}
