@@ -10,7 +10,8 @@
  *     an occurrence applied already finishes what a dead worker left undone;
  *   - `claim`: the claim script (`TickClaim.claimTick`; the rule is told in
  *     `claim-tick-7.lua`) and `decideClaim` over its answer (session lock,
- *     in-flight order, a changed record: `again`);
+ *     in-flight order, a changed record: `again`) — for a held tick, made
+ *     `worker.claim_lead_ms` before the due time (`claim-ahead.ts`) and taken here;
  *   - `runTurn`: the turn against the claimed transcript (an agent turn's; a
  *     command turn runs on its new input alone) plus the wakeup text, its
  *     `--watch` check first and `--until` judged on its reply;

@@ -97,8 +97,8 @@ export class TickClaim {
    *     empty sorted set does not exist) has its counts read, one `ZCARD` each.
    *  3. When a group's answer arrives its ticks go on to their claim scripts in that same turn, and
    *     each claim holds the connection's writes until the check phase (`holdWritesThisTurn`), so the
-   *     claims leave in one write — also those of a burst whose reads were made ahead (`readAhead`,
-   *     `worker/tick-processor.ts`), which go on to their claims from the timer callback of step 1.
+   *     claims leave in one write — also those of a burst claimed ahead of its due time
+   *     (`worker/claim-ahead.ts`), whose claims go out from one shared timer callback as in step 1.
    * A tick that misses a batch (it awaited I/O first) is read in a later one: a round trip more,
    * never a wrong decision. The round trips per tick are pinned by `test/tick-round-trips.test.ts`.
    * @throws Error whatever Redis answered (every tick of the failed group gets it);

@@ -9,7 +9,8 @@
  *   2. drain hand-back before anything is claimed (`DRAIN_HAND_BACK`, `defer-decision.ts`);
  *   3. gate and claim, in rounds (`gate-and-claim.ts`): the plan decides (pure deciders in
  *      `tick-gate.ts`, `cron-gate.ts`, `scheduler/cron/misfire.ts`) and claims (one Lua script);
- *      deferrals (`defer.ts`) and the session lock are handled there;
+ *      deferrals (`defer.ts`) and the session lock are handled there; a held tick may come with its
+ *      claim made ahead of the due time (`../claim-ahead.ts`), which its plan then takes;
  *   4. run the turn as a tracked turn (`run-turn.ts`): lateness, `/stop`, the turn metrics, and how a
  *      turn that threw ends (`turn-ending.ts`: drain hand-back, lock loss, retry, failed);
  *   5. commit exactly once (`commit.ts`), then
