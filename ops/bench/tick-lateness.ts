@@ -23,12 +23,14 @@
  * Lateness = actual start of the work minus its due time. For the product the
  * start is the start of the turn: its runner called, after the gate read
  * (state, coalescing, user input) and the claim script's answer (the session
- * lock taken, the in-flight mark set, the transcript read); for raw BullMQ it is
- * the first line of the processor. `product_stamped_*` is the start the product
- * records for a tick (`tick.started`, the `startedAt` of its events and
- * `hermes_tick_lateness_seconds`): taken when its claim script is sent, before that
- * round trip — what docs/BENCHMARKS.md reported as the product's lateness until
- * the "turn start" rows of 2026-12-05. All schedules of a run are aligned (due at the same instants).
+ * lock taken, the in-flight mark set, the transcript read; for a held tick made
+ * `worker.claim_lead_ms` before the due time, worker/claim-ahead.ts); for raw
+ * BullMQ it is the first line of the processor. `product_stamped_*` is the start
+ * the product records for a tick (the `startedAt` of its reply event and
+ * `hermes_tick_lateness_seconds`): the turn's start for a tick claimed ahead, else
+ * taken when its claim script is sent, before that round trip — what
+ * docs/BENCHMARKS.md reported as the product's lateness until the "turn start" rows
+ * of 2026-12-05. All schedules of a run are aligned (due at the same instants).
  * The turn runner is a no-op in both, so the figures are the scheduling path.
  */
 import { fork, type ChildProcess } from 'node:child_process';

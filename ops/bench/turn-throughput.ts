@@ -12,9 +12,11 @@
  * The window of `--seconds` W starts once every loop is in place (plus a warm-up of 5 s).
  *
  * Reported for the occurrences due in the window: due ticks per second (N / S), ticks started per
- * second (an occurrence counts once, by its `tick.started` event), start lateness (start minus due;
- * the start is when its claim script ran, the session lock taken: the `tick.started` event's stream id)
- * p50 and p99, failed ticks (`tick.failed`), the most turns one worker ran at once (its `agent`
+ * second (an occurrence counts once), start lateness (start minus due; the start is when the turn's
+ * model call reached the model server — each loop's prompt names the loop and its wakeup text the tick
+ * number, so a request is matched to its occurrence; until 2026-12-05 it was the `tick.started` event's
+ * stream id, the moment its claim ran, which a claim made ahead, `worker.claim_lead_ms`, puts before the
+ * due time) p50 and p99, failed ticks (`tick.failed`), the most turns one worker ran at once (its `agent`
  * pool's peak) and the largest resident memory of a worker process. On stderr: the load average
  * before and after, registration time, each worker's peak and memory. Last line with `--json`:
  * {"loops","due_ticks_per_s","started_ticks_per_s","start_lateness_p50_ms","start_lateness_p99_ms",
@@ -165,7 +167,7 @@ async function main(): Promise<void> {
             kind: 'loop',
             loopId: `t${i}`,
             sessionId: `turns-${i}`,
-            prompt: 'check the build',
+            prompt: `check the build of loop ${i}`,
             intervalSeconds: INTERVAL_S,
             times: null,
             until: null,
@@ -195,23 +197,32 @@ async function main(): Promise<void> {
       );
 
     let due = 0;
-    const lateness: number[] = [];
     let failed = 0;
+    // The due time of each occurrence, by loop and tick number (from its `tick.started` event).
+    const dueOf = new Map<string, number>();
     for (let i = 0; i < LOOPS; i++) {
       // Occurrences of loop i in the window: first + offset + k × interval.
       const o = first + offsetOf(i);
       due += Math.max(0, Math.ceil((to - o) / intervalMs) - Math.max(0, Math.ceil((from - o) / intervalMs)));
-      const seen = new Set<string>();
       for (const e of await sessions.readEvents(`turns-${i}`, '0', { count: 100_000 })) {
         const dueAt = Number(e.data.dueAt);
         if (!(dueAt >= from && dueAt < to)) continue;
-        if (e.type === 'tick.started' && !seen.has(String(e.data.occurrenceId))) {
-          seen.add(String(e.data.occurrenceId));
-          // Started = its claim script ran (session lock taken, event added): the event's id is Redis's clock then.
-          lateness.push(Number(e.id.split('-')[0]) - dueAt);
-        }
+        if (e.type === 'tick.started') dueOf.set(`${i}#${String(e.data.tick)}`, dueAt);
         if (e.type === 'tick.failed') failed++;
       }
+    }
+    // Started = its model call reached the model server; an occurrence counts once.
+    const lateness: number[] = [];
+    const seen = new Set<string>();
+    for (const req of model.requests) {
+      const text = req.messages.at(-1)?.content ?? '';
+      const tick = /wakeup #(\d+)/.exec(text)?.[1];
+      const loop = /check the build of loop (\d+)/.exec(text)?.[1];
+      const key = `${loop}#${tick}`;
+      const dueAt = dueOf.get(key);
+      if (dueAt === undefined || seen.has(key)) continue;
+      seen.add(key);
+      lateness.push(req.at - dueAt);
     }
     const p = lateness.length > 0 ? percentiles(lateness) : { p50: NaN, p99: NaN, max: NaN, count: 0 };
     const result = {
