@@ -347,7 +347,7 @@ export const configSchema = z
          * What one worker process holds and runs at once, bounded separately (docs/OPERATIONS.md,
          * "Held ticks and running turns"; measured in docs/BENCHMARKS.md):
          * - held ticks: ticks fetched `prefetch_lead_ms` before they are due, sleeping until then
-         *   (one timer per due instant, locks renewed in batches; ~6 KB of heap each);
+         *   (one timer per due instant, locks renewed in batches; ~8 KB of heap each);
          * - agent turns: turns waiting on a model endpoint (the network), so hundreds fit in a process;
          * - command turns: processes on this host, so a few per core.
          * A worker fetches no more overdue work than it can start now, so a fleet shares a backlog.
