@@ -9,6 +9,7 @@ import { describe } from 'vitest';
 import { events, openTestClients, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
+import { formatEvent } from '../cli/event-format.ts';
 import type { SessionEvent } from '../scheduler/session/session-store.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
 
@@ -48,6 +49,9 @@ describe.concurrent('claim ahead of the due time', () => {
     const { started, dueAt } = await setLoop(c, 'ahead');
     expect(writtenAt(started)).toBeLessThan(dueAt); // claimed ahead
     expect(Number(started.data.startedAt)).toBe(dueAt); // announced for the due time
+    expect(started.data.claimedAhead).toBe(true);
+    // `hermes chat` says what happened: claimed, to start at the due time (not "started, late 0 ms").
+    expect(formatEvent(started)).toContain('claimed, starts at its due time');
     const [reply] = await waitForEvents(c, 'ahead', 'reply', 1, 15_000);
     expect(reply!.data.text).toBe('build green');
     expect(calledAt).toHaveLength(1);
@@ -60,6 +64,8 @@ describe.concurrent('claim ahead of the due time', () => {
     await worker();
     const { started, dueAt } = await setLoop(c, 'at-due');
     expect(writtenAt(started)).toBeGreaterThanOrEqual(dueAt);
+    expect(started.data.claimedAhead).toBeUndefined();
+    expect(formatEvent(started)).toMatch(/started \(due .*, late \d+ ms/);
     await waitForEvents(c, 'at-due', 'reply', 1, 15_000);
   });
 

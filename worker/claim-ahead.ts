@@ -121,7 +121,7 @@ async function claimAhead(deps: WorkerDeps, job: Job<TickJobData>, readP: Promis
   };
   // Registered before the claim is sent, so a `/stop` that comes while it is in flight is not missed.
   deps.turns.claimedAhead(tick.jobId, tick.sessionId, tick.occurrenceId);
-  const answer = await claimTick(deps, tick, read, mark);
+  const answer = await claimTick(deps, tick, read, mark, true);
   if (answer.status === 'ok') return { read, mark, transcript: answer.transcript, lock: deps.lock.adopt(tick.sessionId, tick.jobId) };
   deps.turns.forgetClaimedAhead(tick.jobId);
   // `changed` and `inflight` leave the turn lock held by this job: released, the due time decides again.

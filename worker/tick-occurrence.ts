@@ -50,8 +50,11 @@ export function gateFacts(tick: Tick, stored: StoredGateRead, inputPending = fal
   return { loop, goal, pendingCount, fire, inputPending: fire.fire && inputPending, goalHoldsSession: goalHoldsSession(goal) };
 }
 
-/** The claim script (`TickClaim.claimTick`; its rule: `claim-tick-7.lua`), over what the gate read. */
-export async function claimTick(deps: WorkerDeps, tick: Tick, read: TickGateRead, mark: InflightMark) {
+/**
+ * The claim script (`TickClaim.claimTick`; its rule: `claim-tick-7.lua`), over what the gate read.
+ * `ahead`: made before the due time (`claim-ahead.ts`); `tick.started` then says so, its start being the due time.
+ */
+export async function claimTick(deps: WorkerDeps, tick: Tick, read: TickGateRead, mark: InflightMark, ahead = false) {
   const { lock_duration_ms: lockMs, max_stalled_count: stalls } = deps.config.worker;
   return await deps.loops.claimTick(tick.sessionId, tick.kind, {
     expectedVersion: read.loop!.version,
@@ -67,6 +70,7 @@ export async function claimTick(deps: WorkerDeps, tick: Tick, read: TickGateRead
       dueAt: tick.dueAt,
       startedAt: mark.startedAt,
       latenessMs: mark.startedAt - tick.dueAt,
+      ...(ahead ? { claimedAhead: true } : {}),
       worker: deps.workerId,
       pid: process.pid,
     },

@@ -8,7 +8,7 @@ import type { HermesConfig } from '../../scheduler/config/config.ts';
 import type { GoalService } from '../../scheduler/goal/goal-service.ts';
 import type { LoopService } from '../../scheduler/loop/loop-service.ts';
 import type { LoopStore } from '../../scheduler/loop/loop-store.ts';
-import type { SessionStore } from '../../scheduler/session/session-store.ts';
+import type { SessionEvent, SessionStore } from '../../scheduler/session/session-store.ts';
 import type { Keys } from '../../scheduler/store/keys.ts';
 import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
@@ -88,17 +88,25 @@ export async function readOverview(deps: ConsoleDeps): Promise<OverviewData> {
   return { now, workers, sessions, jobs: jobs.map((job, i) => ({ job, lastRun: runs[i]![0] ?? null })), lateness, hours };
 }
 
-/**
- * The charts' data from what the product keeps: each session's recent events (`tick.started`
- * carries a tick's lateness; `reply`, `tick.failed`, `error` end a turn) and the cron jobs' run
- * records (lateness, status).
- */
+/** The charts' data from what the product keeps (`chartsFrom`). */
 async function chartData(
   deps: ConsoleDeps,
   sessionIds: string[],
   runs: CronRunView[],
   now: number,
 ): Promise<{ lateness: LatenessPoint[]; hours: HourCount[] }> {
+  const events = await Promise.all(sessionIds.map((id) => deps.sessions.recentEvents(id, CHART_EVENTS_PER_SESSION)));
+  return chartsFrom(events.flat(), runs, now);
+}
+
+/**
+ * The charts over the last {@link CHART_WINDOW_MS}: turns and failures per hour (`reply`,
+ * `tick.unchanged`, `tick.failed`, `error` end a turn) and lateness — a loop or heartbeat tick's from
+ * the event that committed it (its `latenessMs`, taken when its turn started: `tick.started` is written
+ * at the claim, which for a held tick comes before the due time, `worker/claim-ahead.ts`), a cron run's
+ * from its run record.
+ */
+export function chartsFrom(events: SessionEvent[], runs: CronRunView[], now: number): { lateness: LatenessPoint[]; hours: HourCount[] } {
   const since = now - CHART_WINDOW_MS;
   const lateness: LatenessPoint[] = [];
   const firstHour = Math.floor(since / 3_600_000) * 3_600_000;
@@ -109,18 +117,15 @@ async function chartData(
     h.turns++;
     if (failed) h.failures++;
   };
-  const events = await Promise.all(sessionIds.map((id) => deps.sessions.recentEvents(id, CHART_EVENTS_PER_SESSION)));
-  for (const e of events.flat()) {
+  for (const e of events) {
     const at = Number(e.id.split('-')[0]);
     if (at < since) continue;
-    if (e.type === 'tick.started')
-      lateness.push({
-        at,
-        latenessMs: Math.max(0, Number(e.data.latenessMs ?? 0)),
-        kind: typeof e.data.kind === 'string' ? e.data.kind : 'loop',
-      });
-    else if (e.type === 'reply' || e.type === 'tick.unchanged') count(at, false);
-    else if (e.type === 'tick.failed' || e.type === 'error') count(at, true);
+    const ended = e.type === 'reply' || e.type === 'tick.unchanged' || e.type === 'tick.failed' || e.type === 'error';
+    if (!ended) continue;
+    count(at, e.type === 'tick.failed' || e.type === 'error');
+    const d = e.data;
+    if ((d.source === 'tick' || d.source === 'heartbeat') && typeof d.latenessMs === 'number' && typeof d.startedAt === 'number')
+      lateness.push({ at: d.startedAt, latenessMs: Math.max(0, d.latenessMs), kind: typeof d.kind === 'string' ? d.kind : 'loop' });
   }
   for (const r of runs) {
     const started = ms(r.started_at);
