@@ -50,4 +50,22 @@ describe('turn abort requests', () => {
     expect(other.controller.signal.aborted).toBe(false);
     expect(tracker.abortTurns({ sessionId: 't', by: 'stop' })).toBe(1);
   });
+
+  it('reaches a tick claimed ahead of its due time before its turn starts: the turn starts stopped', async () => {
+    const tracker = new TurnTracker();
+    tracker.claimedAhead('j1', 's', 'o1');
+    tracker.claimedAhead('j2', 's', 'o2');
+    expect(tracker.abortTurns({ sessionId: 's', occurrenceId: 'o1', by: 'interrupt' })).toBe(1);
+    const seen = await Promise.all(
+      ['j1', 'j2'].map((id) => tracker.run(id, 'deadline', async (signal, turn) => ({ aborted: signal.aborted, by: turn.stoppedBy }))),
+    );
+    expect(seen).toEqual([
+      { aborted: true, by: 'interrupt' },
+      { aborted: false, by: undefined },
+    ]);
+    // Forgotten once started (or dropped): a later /stop finds nothing of it.
+    tracker.claimedAhead('j3', 't', 'o3');
+    tracker.forgetClaimedAhead('j3');
+    expect(tracker.abortTurns({ sessionId: 't', by: 'stop' })).toBe(0);
+  });
 });
