@@ -70,13 +70,30 @@ export function reportError(err: unknown, write: (line: string) => void = (l) =>
   return EXIT_FAILURE;
 }
 
-/** Wrap a command action: errors are reported and set the exit code. */
-export function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
+/** Where a command's error line goes and where its exit code is recorded. Tests pass their own. */
+export interface ErrorSink {
+  err(line: string): void;
+  setExitCode(code: number): void;
+}
+
+/** The process's: stderr and `process.exitCode`. */
+export const processErrorSink: ErrorSink = {
+  err: (line) => process.stderr.write(`${line}\n`),
+  setExitCode: (code) => {
+    process.exitCode = code;
+  },
+};
+
+/** Wrap a command action: errors are reported and set the exit code (`sink`, default the process's). */
+export function action<A extends unknown[]>(
+  fn: (...args: A) => Promise<void>,
+  sink: ErrorSink = processErrorSink,
+): (...args: A) => Promise<void> {
   return async (...args: A) => {
     try {
       await fn(...args);
     } catch (err) {
-      process.exitCode = reportError(err);
+      sink.setExitCode(reportError(err, (line) => sink.err(line)));
     }
   };
 }

@@ -3,14 +3,26 @@
  * pipe, Ctrl+C typed into `hermes up` and `hermes worker` (in a real pty),
  * human-readable logs on a terminal and JSON elsewhere, `hermes status`,
  * `loop`/`heartbeat`/`goal` from the shell, and shell completion.
+ *
+ * What is about the process (exit codes, stdout and stderr, signals, a real bash completing) runs
+ * `hermes`; the wording of `status`, `loop`, `heartbeat`, `goal` and the completion scripts comes
+ * from the commands' own code run in this process (`registerLoopCommand`, `runStatus`,
+ * `completionScript`), each a process start (~0.45 s of CPU) fewer.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Command, CommanderError } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { freePort } from '../scheduler/store/redis/embedded-redis.ts';
 import { formatEvent } from '../cli/event-format.ts';
+import { connectCli } from '../cli/connect-cli.ts';
+import { registerLoopCommand } from '../cli/commands/loop.ts';
+import { runStatus } from '../cli/commands/status.ts';
+import { registerCronCommands } from '../cli/commands/cron.ts';
+import { completionScript, registerCompletionCommand } from '../cli/commands/completion.ts';
+import { exitCodeOf, reportError } from '../cli/run-command.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, HERMES_BIN, ROOT, runHermes, SPAWN_START_TIMEOUT_MS, waitFor } from './support/stack.ts';
 import { runInTerminal } from './support/terminal.ts';
@@ -25,6 +37,47 @@ function env(): TestEnv {
 }
 
 const STACK_TRACE = /^\s+at .+\(?.*:\d+:\d+\)?$/m;
+
+interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * `hermes loop|heartbeat|hb|goal <args>` run in this process: the product's commands
+ * (`registerLoopCommand`, connecting as `hermes` does) with their output and exit code captured.
+ */
+async function shellCommand(e: TestEnv, args: string[]): Promise<CliResult> {
+  let stdout = '';
+  let stderr = '';
+  let code = 0;
+  const program = new Command('hermes').exitOverride().configureOutput({ writeOut: (t) => (stdout += t), writeErr: (t) => (stderr += t) });
+  registerLoopCommand(program, () => ({ config: e.config, connect: () => connectCli(e.config) }), {
+    out: (t) => (stdout += `${t}\n`),
+    err: (t) => (stderr += `${t}\n`),
+    setExitCode: (c) => (code = c),
+  });
+  try {
+    await program.parseAsync(args, { from: 'user' });
+  } catch (err) {
+    if (!(err instanceof CommanderError)) throw err;
+    code = exitCodeOf(err); // as cli/main.ts ends a commander exit
+  }
+  return { code, stdout, stderr };
+}
+
+/** `hermes status [--all|--json]` run in this process (`runStatus`, connecting as `hermes` does): its output. */
+async function status(e: TestEnv, opts: { all?: boolean; json?: boolean } = {}): Promise<string> {
+  const conn = await connectCli(e.config);
+  const lines: string[] = [];
+  try {
+    await runStatus(e.config, conn, opts, (line) => lines.push(line));
+  } finally {
+    await conn.close();
+  }
+  return lines.map((l) => `${l}\n`).join('');
+}
 
 /** True while a process with this pid exists. */
 function alive(pid: number): boolean {
@@ -46,8 +99,9 @@ describe('hermes --version', () => {
 
 describe('hermes heartbeat --help', () => {
   it('lists every control word the command accepts, stop among them', async () => {
-    const r = await runHermes(env(), ['heartbeat', '--help']);
+    const r = await shellCommand(env(), ['heartbeat', '--help']);
     expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^Usage: hermes heartbeat\|hb \[options\] \[args\.\.\.\]/);
     expect(r.stdout.replace(/\s+/g, ' ')).toContain('status|pause|resume|stop|clear|help');
   });
 });
@@ -191,29 +245,24 @@ describe('hermes status', () => {
     );
     await c.schedules.stop('done', 'loop');
 
-    // Three read-only runs, at the same time.
-    const [r, all, asJson] = await Promise.all([
-      runHermes(e, ['status']),
-      runHermes(e, ['status', '--all']),
-      runHermes(e, ['status', '--json']),
-    ]);
-    expect(r.code).toBe(0);
-    const out = r.stdout.trimEnd().split('\n');
+    // Three read-only runs, at the same time (the process itself: 'a closed pipe' above).
+    const [r, all, asJson] = await Promise.all([status(e), status(e, { all: true }), status(e, { json: true })]);
+    const out = r.trimEnd().split('\n');
     // The loop table, then the goals and the cron jobs (none here).
     expect(out.slice(out.indexOf(''))).toEqual(['', 'goals: none active or paused', '', 'cron jobs: none']);
     const lines = out.slice(0, out.indexOf(''));
     expect(lines[0]).toMatch(/^workers alive: 0$/);
     expect(lines[1]).toMatch(/^SESSION +KIND +STATE +CADENCE +TICKS +NEXT +TOKENS +PROMPT$/);
     expect(lines).toHaveLength(4);
-    expect(r.stdout).not.toContain('done');
+    expect(r).not.toContain('done');
     // Every column starts at the same offset in every row.
     const starts = ['KIND', 'STATE', 'CADENCE', 'TICKS', 'NEXT', 'TOKENS', 'PROMPT'].map((h) => lines[1]!.indexOf(h));
     for (const row of lines.slice(2))
       for (const p of starts) expect(`${row[p - 2]}${row[p - 1]}${row[p] === ' ' ? '_' : 'x'}`, row).toBe('  x');
     expect(lines[2]).toMatch(/^a-long-session-name +loop +active +every 10m +0\/100 +(due now|in .+|pending) +— +watch the build$/);
 
-    expect(all.stdout).toMatch(/^done +loop +finished \(stopped by user\) /m);
-    const json = JSON.parse(asJson.stdout) as { schedules: Array<{ sessionId: string; next_due_at: string | null }> };
+    expect(all).toMatch(/^done +loop +finished \(stopped by user\) /m);
+    const json = JSON.parse(asJson) as { schedules: Array<{ sessionId: string; next_due_at: string | null }> };
     expect(json.schedules.map((s) => s.sessionId).sort()).toEqual(['a-long-session-name', 'b']);
   });
 });
@@ -223,7 +272,7 @@ describe('loop, heartbeat and goal from the shell', () => {
     const e = env();
     const c = clients(e);
     cleanups.push(() => c.close());
-    const set = await runHermes(e, ['loop', '10m', 'check', 'the', 'build', '--run', 'true', '--deliver', 'telegram:12345:7', '--json']);
+    const set = await shellCommand(e, ['loop', '10m', 'check', 'the', 'build', '--run', 'true', '--deliver', 'telegram:12345:7', '--json']);
     expect(set.code, set.stderr).toBe(0);
     const reply = JSON.parse(set.stdout) as { session: string; kind: string; reply: string; record: { origin: unknown; status: string } };
     expect(reply).toMatchObject({
@@ -234,19 +283,20 @@ describe('loop, heartbeat and goal from the shell', () => {
     expect(reply.reply).toMatch(/^Loop set: every 10m/);
     expect((await c.loops.get('main', 'loop'))?.origin.route).toEqual({ platform: 'telegram', chatId: '12345', threadId: '7' });
 
-    const paused = await runHermes(e, ['loop', 'pause']);
+    const paused = await shellCommand(e, ['loop', 'pause']);
     expect(paused.stdout).toBe('Loop paused after 0 tick(s). hermes loop resume --session main continues it.\n');
     expect(paused.stdout).not.toContain('/loop');
-    const badRoute = await runHermes(e, ['loop', '10m', 'x', '--deliver', 'slack:1']);
-    expect(badRoute).toMatchObject({ code: 2, stderr: expect.stringMatching(/^hermes: Invalid --deliver "slack:1"/) });
+    const badRoute = await shellCommand(e, ['loop', '10m', 'x', '--deliver', 'slack:1']);
+    expect(badRoute).toMatchObject({ code: 2, stdout: '', stderr: expect.stringMatching(/^hermes: Invalid --deliver "slack:1"/) });
     expect(await c.loops.get('main', 'loop')).toMatchObject({ status: 'paused' });
   });
 
   it('heartbeat works from the shell like loop, with shell wording in replies and errors', async () => {
     const e = env();
-    // The refused command touches no schedule: it runs at the same time as the set.
+    // The refused command is a real process (exit 2, one line on stderr, nothing on stdout); it touches
+    // no schedule, so it runs at the same time as the set.
     const [hb, bad] = await Promise.all([
-      runHermes(e, ['heartbeat', 'every', '1h', 'anything', 'new?', '--session', 'ops', '--json']),
+      shellCommand(e, ['heartbeat', 'every', '1h', 'anything', 'new?', '--session', 'ops', '--json']),
       runHermes(e, ['heartbeat', 'soon', 'x']),
     ]);
     expect(JSON.parse(hb.stdout)).toMatchObject({
@@ -254,10 +304,11 @@ describe('loop, heartbeat and goal from the shell', () => {
       kind: 'heartbeat',
       record: { intervalSeconds: 3600, prompt: 'anything new?' },
     });
-    expect((await runHermes(e, ['hb', 'pause', '-s', 'ops'])).stdout).toBe(
+    expect((await shellCommand(e, ['hb', 'pause', '-s', 'ops'])).stdout).toBe(
       'Heartbeat paused after 0 tick(s). hermes heartbeat resume --session ops continues it.\n',
     );
     expect(bad.code).toBe(2);
+    expect(bad.stdout).toBe('');
     expect(bad.stderr).toBe(
       'hermes: Usage: hermes heartbeat every <interval> <prompt>, e.g. hermes heartbeat every 30m report on the deploy.\n',
     );
@@ -265,7 +316,7 @@ describe('loop, heartbeat and goal from the shell', () => {
 
   it('goal works from the shell like loop, with shell wording', async () => {
     const e = env();
-    const goal = await runHermes(e, ['goal', 'get', 'the', 'suite', 'green', '--json']);
+    const goal = await shellCommand(e, ['goal', 'get', 'the', 'suite', 'green', '--json']);
     // No model in this environment: the reply says so (the shell's configuration, not necessarily the workers').
     expect(JSON.parse(goal.stdout)).toMatchObject({
       session: 'main',
@@ -275,7 +326,7 @@ describe('loop, heartbeat and goal from the shell', () => {
         /^Goal set \(20-turn budget\): get the suite green\nWarning: no model: agent turns will fail — set OPENAI_BASE_URL .*\(this shell's configuration; /,
       ),
     });
-    expect((await runHermes(e, ['goal', 'pause'])).stdout).toBe(
+    expect((await shellCommand(e, ['goal', 'pause'])).stdout).toBe(
       'Goal paused after 0 turn(s). hermes goal resume --session main continues it.\n',
     );
   });
@@ -294,38 +345,55 @@ describe('session events without a worker pid', () => {
 
 describe('hermes completion', () => {
   it('bash completes commands, subcommands and options from the command tree', async () => {
-    const e = env();
-    const [script, zsh, fish, tcsh] = await Promise.all([
-      runHermes(e, ['completion', 'bash']),
-      runHermes(e, ['completion', 'zsh']),
-      runHermes(e, ['completion', 'fish']),
-      runHermes(e, ['completion', 'tcsh']),
-    ]);
-    expect(script.code).toBe(0);
-    const complete = async (...words: string[]) => {
-      const probe = `${script.stdout}\nCOMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _hermes_complete; echo "\${COMPREPLY[*]}"`;
-      const child = spawn('bash', ['-c', probe], { stdio: ['ignore', 'pipe', 'inherit'] });
-      let out = '';
-      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-      await new Promise((r) => child.on('close', r)); // after the last of its output, not at its exit
-      return out.trim().split(' ');
-    };
-    const [cr, cronSh, cronAddMis, loopDeli, top] = await Promise.all([
-      complete('hermes', 'cr'),
-      complete('hermes', 'cron', 'sh'),
-      complete('hermes', 'cron', 'add', '--mis'),
-      complete('hermes', 'loop', '--deli'),
-      complete('hermes', ''),
-    ]);
+    // The script of the real command tree, from the process; one bash completes every probe.
+    const script = await runHermes(env(), ['completion', 'bash']);
+    expect(script).toMatchObject({ code: 0, stderr: '' });
+    const probes = [
+      ['hermes', 'cr'],
+      ['hermes', 'cron', 'sh'],
+      ['hermes', 'cron', 'add', '--mis'],
+      ['hermes', 'loop', '--deli'],
+      ['hermes', ''],
+    ];
+    const probe = [
+      script.stdout,
+      ...probes.map(
+        (words) =>
+          `COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; COMPREPLY=(); _hermes_complete; echo "\${COMPREPLY[*]}"`,
+      ),
+    ].join('\n');
+    const child = spawn('bash', ['-c', probe], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    await new Promise((r) => child.on('close', r)); // after the last of its output, not at its exit
+    const [cr, cronSh, cronAddMis, loopDeli, top] = out.split('\n').map((line) => line.trim().split(' '));
     expect(cr).toEqual(['cron']);
     expect(cronSh).toEqual(['show']);
     expect(cronAddMis).toEqual(['--misfire']);
     expect(loopDeli).toEqual(['--deliver']);
-    expect(top.sort()).toEqual(
+    expect(top!.sort()).toEqual(
       expect.arrayContaining(['up', 'worker', 'gateway', 'loop', 'heartbeat', 'goal', 'cron', 'chat', 'status', 'completion']),
     );
-    expect(zsh.stdout).toContain('compdef _hermes_complete hermes');
-    expect(fish.stdout).toContain("complete -c hermes -n '__fish_seen_subcommand_from cron' -a");
-    expect(tcsh).toMatchObject({ code: 2, stderr: 'hermes: Unknown shell "tcsh": use bash, zsh, fish.\n' });
+  });
+
+  it('zsh and fish scripts come from the same tree; another shell is refused as bad input', () => {
+    // The tree's generator in this process, on commands registered as cli/main.ts registers them.
+    const e = env();
+    const program = new Command('hermes');
+    registerLoopCommand(program, () => ({ config: e.config, connect: () => connectCli(e.config) }));
+    registerCronCommands(program, { config: e.config, connect: () => connectCli(e.config) });
+    registerCompletionCommand(program);
+    expect(completionScript(program, 'zsh')).toContain('compdef _hermes_complete hermes');
+    expect(completionScript(program, 'fish')).toContain("complete -c hermes -n '__fish_seen_subcommand_from cron' -a");
+    const refused = (() => {
+      try {
+        completionScript(program, 'tcsh');
+      } catch (err) {
+        return err;
+      }
+    })();
+    const lines: string[] = [];
+    expect(reportError(refused, (l) => lines.push(l))).toBe(2);
+    expect(lines).toEqual(['hermes: Unknown shell "tcsh": use bash, zsh, fish.']);
   });
 });

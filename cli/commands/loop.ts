@@ -22,7 +22,7 @@ import type { LoopKind } from '../../scheduler/store/keys.ts';
 import type { Origin, RunnerSpec } from '../../scheduler/session/origin.ts';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import type { CliConnection, CliContext } from '../cli-context.ts';
-import { action, cliLogLevel } from '../run-command.ts';
+import { action, cliLogLevel, processErrorSink, type ErrorSink } from '../run-command.ts';
 import { goalServiceFor, loopStoreFor, loopServiceFor } from '../../scheduler/services.ts';
 
 /** Session of shell commands that are given no `--session` (the one `hermes up` attaches to). */
@@ -204,8 +204,15 @@ async function withConnection<T>(ctx: CliContext, fn: (conn: CliConnection) => P
   }
 }
 
-function print(result: ShellReply, json: boolean | undefined): void {
-  process.stdout.write(json ? `${JSON.stringify(result, null, 2)}\n` : `${terminalSafe(result.reply)}\n`);
+/** Where `hermes loop|heartbeat|goal` write, and where their exit code is recorded. Tests pass their own. */
+export interface LoopCliIo extends ErrorSink {
+  out(text: string): void;
+}
+
+const processIo: LoopCliIo = { ...processErrorSink, out: (text) => process.stdout.write(`${text}\n`) };
+
+function print(io: LoopCliIo, result: ShellReply, json: boolean | undefined): void {
+  io.out(json ? JSON.stringify(result, null, 2) : terminalSafe(result.reply));
 }
 
 /** How `hermes loop` and `hermes heartbeat` differ; everything else of the two commands is shared. */
@@ -236,8 +243,11 @@ const SCHEDULE_COMMANDS: readonly ScheduleCommandSpec[] = [
   },
 ];
 
-/** Add `hermes loop`, `hermes heartbeat` and `hermes goal` to `program`; `ctx` is called when a command runs (config is loaded lazily). */
-export function registerLoopCommand(program: Command, ctx: () => CliContext): void {
+/**
+ * Add `hermes loop`, `hermes heartbeat` and `hermes goal` to `program`; `ctx` is called when a command runs (config is loaded lazily).
+ * @param io - output and exit code (default: the process's)
+ */
+export function registerLoopCommand(program: Command, ctx: () => CliContext, io: LoopCliIo = processIo): void {
   for (const spec of SCHEDULE_COMMANDS) {
     const command = program.command(spec.kind);
     if (spec.alias) command.alias(spec.alias);
@@ -260,8 +270,9 @@ export function registerLoopCommand(program: Command, ctx: () => CliContext): vo
           const c = ctx();
           const runner = runnerFromFlags(c.config, opts);
           const origin = originFromDeliver(opts.deliver);
-          print(await applyScheduleCommand(c, spec.kind, opts.session, args.join(' '), { runner, origin }), opts.json);
+          print(io, await applyScheduleCommand(c, spec.kind, opts.session, args.join(' '), { runner, origin }), opts.json);
         },
+        io,
       ),
     );
   }
@@ -276,7 +287,7 @@ export function registerLoopCommand(program: Command, ctx: () => CliContext): vo
     .allowUnknownOption() // --max-tokens and --model belong to the goal grammar
     .action(
       action(async (args: string[], opts: { session: string; deliver?: string; json?: boolean }) => {
-        print(await applyGoalCommand(ctx(), opts.session, args.join(' '), originFromDeliver(opts.deliver)), opts.json);
-      }),
+        print(io, await applyGoalCommand(ctx(), opts.session, args.join(' '), originFromDeliver(opts.deliver)), opts.json);
+      }, io),
     );
 }
