@@ -20,3 +20,20 @@ export function isCurrentBuild(root, buildDir) {
     return false;
   }
 }
+
+/**
+ * What a `hermes` call runs (cli/hermes.mjs): `version` for `--version` or `-V` alone (package.json
+ * only); `build`, the compiled CLI's `main.js` in `dist/` or the folder `HERMES_BUILD_DIR` names (directly
+ * under the checkout), when that build is current (`isCurrentBuild`) and `HERMES_FROM_SOURCES` is not 1,
+ * whatever the command (`up`, `worker` and `gateway` included); `sources` otherwise.
+ * @param {URL} root - the checkout (a folder URL ending in `/`)
+ * @param {string[]} args - the call's arguments (after `hermes`)
+ * @param {Record<string, string | undefined>} env - the call's environment
+ * @returns {{ run: 'version' } | { run: 'build', main: URL } | { run: 'sources' }}
+ */
+export function cliEntry(root, args, env) {
+  if (args.length === 1 && (args[0] === '--version' || args[0] === '-V')) return { run: 'version' };
+  const buildDir = new URL(`${env.HERMES_BUILD_DIR ?? 'dist'}/`, root);
+  if (env.HERMES_FROM_SOURCES !== '1' && isCurrentBuild(root, buildDir)) return { run: 'build', main: new URL('main.js', buildDir) };
+  return { run: 'sources' };
+}

@@ -7,22 +7,21 @@
 //   stack trace names the sources (source maps on);
 // - with no current build, or `HERMES_FROM_SOURCES=1`, the TypeScript sources run through tsx (no
 //   build step needed).
+// Which of the three a call runs is `cliEntry` (build-state.mjs).
 import { readFileSync } from 'node:fs';
-import { isCurrentBuild } from './build-state.mjs';
+import { cliEntry } from './build-state.mjs';
 
 const root = new URL('..', import.meta.url);
-/** The build's folder: `dist/`, or the one `cli/build.mjs` was told to write (`HERMES_BUILD_DIR`, a folder directly under the checkout). */
-const buildDir = new URL(`${process.env.HERMES_BUILD_DIR ?? 'dist'}/`, root);
-const args = process.argv.slice(2);
+const entry = cliEntry(root, process.argv.slice(2), process.env);
 
-if (args.length === 1 && (args[0] === '--version' || args[0] === '-V')) {
+if (entry.run === 'version') {
   process.stdout.write(`${JSON.parse(readFileSync(new URL('package.json', root), 'utf8')).version}\n`);
   process.exit(0);
 }
 
-if (process.env.HERMES_FROM_SOURCES !== '1' && isCurrentBuild(root, buildDir)) {
+if (entry.run === 'build') {
   process.setSourceMapsEnabled(true);
-  await import(new URL('main.js', buildDir).href);
+  await import(entry.main.href);
 } else {
   const { register } = await import('tsx/esm/api');
   register();

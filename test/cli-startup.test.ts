@@ -2,18 +2,21 @@
  * How `hermes` starts (cli/hermes.mjs, cli/build.mjs; figures in docs/BENCHMARKS.md, "CLI start-up"):
  * `--version` reads only package.json; every other command — `up`, `worker` and `gateway` included — runs
  * the compiled CLI when the build is newer than every source it was made from (in `dist/`, or the folder
- * `HERMES_BUILD_DIR` names), and the sources otherwise. The compiled CLI does what the sources do, and
- * loads BullMQ only for a command that opens a queue.
+ * `HERMES_BUILD_DIR` names), and the sources otherwise (the rule: `cliEntry` in cli/build-state.mjs, run
+ * in this process for its cases; three real calls show hermes.mjs follows it). The compiled CLI does what
+ * the sources do, and loads BullMQ only for a command that opens a queue.
  */
 import { execFile } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { ROOT } from './support/stack.ts';
+import { cliEntry } from '../cli/build-state.mjs';
 
 const run = promisify(execFile);
 
@@ -37,36 +40,60 @@ function fakeCheckout(): { root: string; hermes: string; touch(path: string, ms:
 }
 
 describe('which code a call runs', () => {
-  it('--version reads package.json; every command, up, worker and gateway included, runs a current build; a stale or missing one runs the sources', async () => {
+  it('--version reads package.json; every command, up, worker and gateway included, runs a current build; a stale or missing one runs the sources', () => {
+    // The rule itself (cliEntry, what cli/hermes.mjs runs by), on a checkout's files and times.
+    const c = fakeCheckout();
+    try {
+      const root = pathToFileURL(`${c.root}/`);
+      const runs = (args: string[], env: Record<string, string> = {}) => {
+        const entry = cliEntry(root, args, env);
+        return entry.run === 'build' ? relative(c.root, fileURLToPath(entry.main)) : entry.run;
+      };
+      expect(runs(['--version'])).toBe('version');
+      expect(runs(['-V'])).toBe('version');
+      expect(runs(['--version', 'x'])).toBe('dist/main.js');
+      expect(runs(['cron', 'list'])).toBe('dist/main.js');
+      expect(runs(['status', '--json'])).toBe('dist/main.js');
+      for (const cmd of ['up', 'worker', 'gateway']) expect(runs([cmd, '--no-chat'])).toBe('dist/main.js');
+      expect(runs(['cron', 'list'], { HERMES_FROM_SOURCES: '1' })).toBe('sources');
+      expect(runs(['worker'], { HERMES_FROM_SOURCES: '1' })).toBe('sources');
+      expect(runs(['worker'], { HERMES_FROM_SOURCES: '0' })).toBe('dist/main.js');
+      // HERMES_BUILD_DIR names another build folder under the checkout, held to the same rules.
+      cpSync(join(c.root, 'dist'), join(c.root, 'other'), { recursive: true });
+      expect(runs(['cron', 'list'], { HERMES_BUILD_DIR: 'other' })).toBe('other/main.js');
+      expect(runs(['cron', 'list'], { HERMES_BUILD_DIR: 'missing' })).toBe('sources');
+      // A source changed after the build: the build is not used until it is made again.
+      c.touch('cli/main.ts', Date.now() + 5_000);
+      expect(runs(['cron', 'list'])).toBe('sources');
+      expect(runs(['worker'])).toBe('sources');
+      c.touch('cli/main.ts', Date.now() - 60_000);
+      expect(runs(['cron', 'list'])).toBe('dist/main.js');
+      // A source the build names is gone, or there is no build record: the sources.
+      writeFileSync(join(c.root, 'dist', 'build.json'), JSON.stringify({ built_at: Date.now(), inputs: ['cli/main.ts', 'cli/gone.ts'] }));
+      expect(runs(['cron', 'list'])).toBe('sources');
+      rmSync(join(c.root, 'dist', 'build.json'));
+      expect(runs(['cron', 'list'])).toBe('sources');
+    } finally {
+      rmSync(c.root, { recursive: true, force: true });
+    }
+  });
+
+  it('cli/hermes.mjs runs what the rule says: package.json, the build or the sources (through tsx), with the arguments', async () => {
     const c = fakeCheckout();
     try {
       // The run's own choice of code (test/support/global-build.ts, HERMES_FROM_SOURCES) is not this checkout's.
       const { HERMES_BUILD_DIR: _runBuild, HERMES_FROM_SOURCES: _fromSources, ...base } = process.env;
       const hermes = async (args: string[], env: NodeJS.ProcessEnv = {}) =>
         (await run(process.execPath, [c.hermes, ...args], { env: { ...base, ...env } })).stdout.trim();
-      expect(await hermes(['--version'])).toBe('9.8.7');
-      expect(await hermes(['-V'])).toBe('9.8.7');
-      expect(await hermes(['cron', 'list'])).toBe('build cron list');
-      expect(await hermes(['status', '--json'])).toBe('build status --json');
-      for (const cmd of ['up', 'worker', 'gateway']) expect(await hermes([cmd, '--no-chat'])).toBe(`build ${cmd} --no-chat`);
-      expect(await hermes(['cron', 'list'], { HERMES_FROM_SOURCES: '1' })).toBe('sources cron list');
-      expect(await hermes(['worker'], { HERMES_FROM_SOURCES: '1' })).toBe('sources worker');
-      // HERMES_BUILD_DIR names another build folder under the checkout, held to the same rules.
-      cpSync(join(c.root, 'dist'), join(c.root, 'other'), { recursive: true });
-      writeFileSync(join(c.root, 'other', 'main.js'), "console.log('other', process.argv.slice(2).join(' '));\n");
-      expect(await hermes(['cron', 'list'], { HERMES_BUILD_DIR: 'other' })).toBe('other cron list');
-      expect(await hermes(['cron', 'list'], { HERMES_BUILD_DIR: 'missing' })).toBe('sources cron list');
-      // A source changed after the build: the build is not used until it is made again.
-      c.touch('cli/main.ts', Date.now() + 5_000);
-      expect(await hermes(['cron', 'list'])).toBe('sources cron list');
-      expect(await hermes(['worker'])).toBe('sources worker');
-      c.touch('cli/main.ts', Date.now() - 60_000);
-      expect(await hermes(['cron', 'list'])).toBe('build cron list');
-      // A source the build names is gone, or there is no build record: the sources.
-      writeFileSync(join(c.root, 'dist', 'build.json'), JSON.stringify({ built_at: Date.now(), inputs: ['cli/main.ts', 'cli/gone.ts'] }));
-      expect(await hermes(['cron', 'list'])).toBe('sources cron list');
-      rmSync(join(c.root, 'dist', 'build.json'));
-      expect(await hermes(['cron', 'list'])).toBe('sources cron list');
+      // Three independent calls, at the same time.
+      const [version, build, sources] = await Promise.all([
+        hermes(['--version']),
+        hermes(['cron', 'list']),
+        hermes(['worker', '--no-chat'], { HERMES_FROM_SOURCES: '1' }),
+      ]);
+      expect(version).toBe('9.8.7');
+      expect(build).toBe('build cron list');
+      expect(sources).toBe('sources worker --no-chat');
     } finally {
       rmSync(c.root, { recursive: true, force: true });
     }
@@ -111,23 +138,20 @@ describe('the compiled CLI', () => {
       ]),
     );
 
-    expect(await compiled(['cron', 'add', 'every 2h', '--script', 'true', '--name', 'disk'])).toMatchObject({
-      code: 0,
-      stdout: expect.stringContaining('Added cron job:'),
-    });
-    const list = await compiled(['cron', 'list']);
+    // The writes touch different records: at the same time.
+    const [added, refused, loop, goal] = await Promise.all([
+      compiled(['cron', 'add', 'every 2h', '--script', 'true', '--name', 'disk']),
+      compiled(['cron', 'add', 'every 10s', 'x']),
+      compiled(['loop', '10m', 'check', 'the', 'build']),
+      compiled(['goal', 'ship', 'it']),
+    ]);
+    expect(added).toMatchObject({ code: 0, stdout: expect.stringContaining('Added cron job:') });
+    expect(refused).toMatchObject({ code: 2, stderr: expect.stringMatching(/^hermes: .*below the minimum of 1m/) });
+    expect(loop).toMatchObject({ code: 0, stdout: expect.stringMatching(/^Loop set: every 10m/) });
+    expect(goal).toMatchObject({ code: 0, stdout: expect.stringMatching(/^Goal set/) });
+    const [list, status] = await Promise.all([compiled(['cron', 'list']), compiled(['status'])]);
     expect(list).toMatchObject({ code: 0, stderr: '' });
     expect(list.stdout).toMatch(/^[0-9a-f]{12} {2}disk {2}every 2h /m);
-    expect(await compiled(['cron', 'add', 'every 10s', 'x'])).toMatchObject({
-      code: 2,
-      stderr: expect.stringMatching(/^hermes: .*below the minimum of 1m/),
-    });
-    expect(await compiled(['loop', '10m', 'check', 'the', 'build'])).toMatchObject({
-      code: 0,
-      stdout: expect.stringMatching(/^Loop set: every 10m/),
-    });
-    expect(await compiled(['goal', 'ship', 'it'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^Goal set/) });
-    const status = await compiled(['status']);
     expect(status.code).toBe(0);
     expect(status.stdout).toMatch(/^main +loop +active +every 10m/m);
     expect(status.stdout).toMatch(/^main +ship it +active/m);
