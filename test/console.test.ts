@@ -1,21 +1,22 @@
 /**
  * The web console (`/ui`) and the HTTP API behind it (`/api/sessions`), with a real gateway, a
- * real worker, the local model server and Debian's chromium driven by playwright-core. The
- * browser tests write the screenshots of docs/CONSOLE.md (docs/images/console-*.png).
+ * real worker, the local model server and Debian's chromium driven by playwright-core. With
+ * `HERMES_SCREENSHOTS=1` the browser tests write the screenshots of docs/CONSOLE.md
+ * (docs/images/console-*.png); without it they take none (test/support/chromium.ts).
  */
-import { mkdirSync, statSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
 import { openCronApi } from '../cli/gateway-cron-api.ts';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { createLogger } from '../scheduler/logger.ts';
+import { launchChromium, screenshot, SCREENSHOTS } from './support/chromium.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { clients, ROOT, runHermes, startWorker, waitForEvents, type TestClients } from './support/stack.ts';
 
 const KEY = 'console-key-4321';
-const CHROMIUM = '/usr/bin/chromium';
 const IMAGES = join(ROOT, 'docs', 'images');
 const XSS = '<script>alert(1)</script><img src=x onerror="window.__xss=1">';
 const basic = (password: string) => ({ authorization: `Basic ${Buffer.from(`hermes:${password}`).toString('base64')}` });
@@ -51,19 +52,7 @@ beforeAll(async () => {
   gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log, cron: cron.api });
   c = clients(env);
   const worker = await startWorker(env);
-  const { chromium } = await import('playwright-core');
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-    ],
-  });
+  browser = await launchChromium();
   cleanups.push(
     () => model.close(),
     () => env.cleanup(),
@@ -73,7 +62,7 @@ beforeAll(async () => {
     () => worker.drain(),
     () => browser.close(),
   );
-  mkdirSync(IMAGES, { recursive: true });
+  if (SCREENSHOTS) mkdirSync(IMAGES, { recursive: true });
 }, 90_000);
 
 afterAll(async () => {
@@ -234,8 +223,7 @@ describe('/ui in chromium', () => {
     expect(await jobRow.textContent()).toMatch(/every 2h/);
     expect(await jobRow.locator('time.countdown').textContent()).toMatch(/^in (1h ?59m|2h)/);
     await page.locator('#overview').waitFor();
-    await page.screenshot({ path: join(IMAGES, 'console-overview.png'), fullPage: true });
-    expect(statSync(join(IMAGES, 'console-overview.png')).size).toBeGreaterThan(10_000);
+    await screenshot(page, join(IMAGES, 'console-overview.png'));
   });
 
   it('a message typed on the session page gets its reply without a reload; a tick shows up live; Pause pauses the loop (hermes status says so)', async () => {
@@ -255,7 +243,7 @@ describe('/ui in chromium', () => {
     await page.locator('#events .ev-tick', { hasText: 'loop tick #1 started' }).waitFor({ timeout: 20_000 });
     await page.locator('#events .ev-reply', { hasText: 'tick seen' }).waitFor({ timeout: 20_000 });
     await page.locator('#schedules tr[data-kind="loop"] .state-active').waitFor();
-    await page.screenshot({ path: join(IMAGES, 'console-session.png'), fullPage: true });
+    await screenshot(page, join(IMAGES, 'console-session.png'));
     await page.locator('button[data-action="loop-pause"]').click();
     await page.locator('#schedules tr[data-kind="loop"] .state-paused').waitFor({ timeout: 10_000 });
     expect((await c.loops.get('web-chat', 'loop'))!.status).toBe('paused');
@@ -323,13 +311,13 @@ describe('/ui in chromium', () => {
     }
     await page.locator('textarea[name=prompt]').fill('Check CI on main and list PRs waiting for review');
     await page.locator('input[name=name]').fill('standup');
-    await page.screenshot({ path: join(IMAGES, 'console-cron-new.png'), fullPage: true });
+    await screenshot(page, join(IMAGES, 'console-cron-new.png'));
     await page.locator('#cron-form button[type=submit]').click();
     await page.waitForURL(/\/ui\/cron\/[0-9a-f]{12}$/, { timeout: 10_000 });
     expect(await page.locator('h2', { hasText: 'Next 10 fire times (Europe/Berlin)' }).count()).toBe(1);
     const shown = await page.locator('ol.fires li .reason').allTextContents();
     expect(shown).toEqual(fires);
-    await page.screenshot({ path: join(IMAGES, 'console-cron.png'), fullPage: true });
+    await screenshot(page, join(IMAGES, 'console-cron.png'));
     const cron = await openCronApi(env.config, env.redisUrl, createLogger({ level: 'silent' }));
     cleanups.push(() => cron.close());
     const jobs = (await cron.api.list({ all: false })) as Array<{ name: string; tz: string; schedule: { expression: string } }>;
