@@ -1,8 +1,9 @@
 /**
  * The web console (`/ui`) and the HTTP API behind it (`/api/sessions`), with a real gateway, a
- * real worker, the local model server and Debian's chromium driven by playwright-core. With
- * `HERMES_SCREENSHOTS=1` the browser tests write the screenshots of docs/CONSOLE.md
- * (docs/images/console-*.png); without it they take none (test/support/chromium.ts).
+ * real worker, the local model server and Debian's chromium driven by playwright-core; the queue
+ * dashboard (`/admin/queues`) in the same browser, on a gateway of its own (its HTTP side is
+ * test/dashboard.test.ts). With `HERMES_SCREENSHOTS=1` the browser tests write the screenshots of
+ * docs/CONSOLE.md (docs/images/console-*.png); without it they take none (test/support/chromium.ts).
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -322,5 +323,27 @@ describe('/ui in chromium', () => {
     cleanups.push(() => cron.close());
     const jobs = (await cron.api.list({ all: false })) as Array<{ name: string; tz: string; schedule: { expression: string } }>;
     expect(jobs.find((j) => j.name === 'standup')).toMatchObject({ tz: 'Europe/Berlin', schedule: { expression: '0 9 * * 1-5' } });
+  });
+});
+
+describe('/admin/queues in chromium', () => {
+  it('the queue dashboard loads in the browser and lists the ticks queue', async () => {
+    const dashboardKey = 'dashboard-key-9876';
+    const own = testEnv({ 'api_server.port': 0, 'api_server.key': dashboardKey });
+    cleanups.push(() => own.cleanup());
+    const dashboardGw = await startGateway({
+      config: own.config,
+      redisUrl: own.redisUrl,
+      log: createLogger({ level: own.config.log_level }),
+    });
+    cleanups.push(() => dashboardGw.close());
+    const context = await browser.newContext({ httpCredentials: { username: 'operator', password: dashboardKey } });
+    cleanups.push(() => context.close());
+    const page = await context.newPage();
+    const res = await page.goto(`${dashboardGw.httpAddress.url}/admin/queues`);
+    expect(res?.status()).toBe(200);
+    await page.getByText('ticks', { exact: true }).first().waitFor({ timeout: 30_000 });
+    await page.waitForLoadState('networkidle');
+    expect(await page.title()).toMatch(/hermes queues/i);
   });
 });

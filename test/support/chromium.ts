@@ -1,6 +1,6 @@
 /**
- * The browser of the console's browser tests (test/console.test.ts): Debian's chromium (`.ci/run`
- * installs it), driven by playwright-core, launched once for the file.
+ * The browser of the browser tests (test/console.test.ts: the console and the queue dashboard): Debian's
+ * chromium (`.ci/run` installs it), driven by playwright-core, launched once for the file.
  *
  * Screenshots are opt-in: `HERMES_SCREENSHOTS=1 npx vitest run test/console.test.ts` writes the console's
  * screenshots into docs/images/ (docs/CONSOLE.md shows them). Without it no screenshot is taken: the tests
