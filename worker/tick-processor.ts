@@ -49,7 +49,7 @@ import type { InflightMark, TickJobData } from '../scheduler/loop/loop-store.ts'
 import { encodeLoopRecord } from '../scheduler/loop/loop-record-codec.ts';
 import { buildWakeupInput } from '../scheduler/loop/wakeup-input.ts';
 import { pendingInput } from '../scheduler/session/inbox.ts';
-import type { TurnError } from '../scheduler/errors/turn-error.ts';
+import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { CONFLICT } from '../scheduler/store/optimistic-retry.ts';
 import { deliverToRoute } from './delivery.ts';
 import type { HeldLock } from './session-lock.ts';
@@ -243,6 +243,8 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       startedAt,
     };
     this.progress = p;
+    // Stopped before it started (a `/stop` or Ctrl+C after its claim made ahead, `claim-ahead.ts`): nothing runs.
+    if (signal.aborted) throw new TurnError('The turn was stopped before it started.', { kind: 'aborted', sessionId });
     const events = { kind, tick: tickNumber, occurrenceId };
     const model = loop.model ?? undefined;
     const surface = contextSurfaces(loop.origin.surface, transcript);

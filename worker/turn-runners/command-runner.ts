@@ -48,6 +48,8 @@ export class CommandRunner implements TurnRunner {
   }
 
   private async runCommand(request: TurnRequest): Promise<string> {
+    // An abort that came first: no process at all (its listener below would never fire).
+    if (request.signal.aborted) throw new TurnError('The command was aborted.', { kind: 'aborted', sessionId: request.sessionId });
     const input = request.messages[request.messages.length - 1]?.content ?? '';
     return await new Promise<string>((resolve, reject) => {
       // Its own process group, so a timeout or abort reaches everything the command started;
