@@ -102,7 +102,7 @@ describe('Ctrl+C in hermes chat', () => {
         runner: { kind: 'command', command: 'sleep 30; echo slow', timeoutSeconds: 60 },
       },
     );
-    await waitFor(async () => (out.includes('loop tick #1 started') ? true : undefined), 10_000, 'tick shown');
+    await waitFor(async () => (out.includes('loop tick #1 claimed, starts at its due time') ? true : undefined), 10_000, 'tick shown');
     child.kill('SIGINT');
     await waitFor(async () => ((await c.loops.get('intr', 'loop'))?.status === 'paused' ? true : undefined), 5_000, 'loop paused');
     await waitFor(async () => (out.includes('Interrupted the wakeup turn. Loop paused') ? true : undefined), 5_000, 'message');
