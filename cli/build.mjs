@@ -18,26 +18,15 @@
  *   node cli/build.mjs               build; exit 1 on failure
  *   node cli/build.mjs --if-possible build; on failure say why and exit 0 (install must not fail)
  */
-import { cpSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { BUNDLE_OPTIONS, copyRuntimeFiles, EXTERNAL, ownSources } from './build-options.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 /** Where the build goes: `dist/`, or (tests) another folder directly under the checkout, named by `HERMES_BUILD_DIR`. */
 const OUT = join(ROOT, process.env.HERMES_BUILD_DIR ?? 'dist');
 const ifPossible = process.argv.includes('--if-possible');
-
-/** Packages left to Node's own loader: optional native parts. */
-const EXTERNAL = ['msgpackr-extract'];
-
-/** Lets bundled CommonJS packages use `require`, `__filename` and `__dirname` in an ES module. */
-const BANNER = [
-  "import { createRequire as __hermesRequire } from 'node:module';",
-  "import { fileURLToPath as __hermesPath } from 'node:url';",
-  'const require = __hermesRequire(import.meta.url);',
-  'const __filename = __hermesPath(import.meta.url);',
-  "const __dirname = __filename.slice(0, __filename.lastIndexOf('/'));",
-].join(' ');
 
 /**
  * `bullmq` in the CLI: a module of lazy stand-ins for its exports, which load the real package (bundled
@@ -83,24 +72,13 @@ async function main() {
   };
   rmSync(OUT, { recursive: true, force: true });
   const result = await build({
+    ...BUNDLE_OPTIONS,
     entryPoints: [join(ROOT, 'cli', 'main.ts')],
     outdir: OUT,
-    bundle: true,
     splitting: true,
-    format: 'esm',
-    platform: 'node',
-    target: 'node20',
     entryNames: '[name]',
     chunkNames: '[name]-[hash]',
-    external: EXTERNAL,
     plugins: [lazyBullmq],
-    banner: { js: BANNER },
-    metafile: true,
-    minify: true,
-    sourcemap: true,
-    sourcesContent: false,
-    legalComments: 'none',
-    logLevel: 'error',
   });
   // BullMQ on its own, loaded by the stand-ins above when a command first uses it.
   await build({
@@ -115,14 +93,10 @@ async function main() {
     legalComments: 'none',
     logLevel: 'error',
   });
-  // The Lua scripts are read from `./scripts/` next to the code that loads them (lua-script.ts).
-  cpSync(join(ROOT, 'scheduler', 'store', 'redis', 'scripts'), join(OUT, 'scripts'), { recursive: true });
-  // The console's script and styles likewise, from `./static/` (gateway/console/assets.ts).
-  cpSync(join(ROOT, 'gateway', 'console', 'static'), join(OUT, 'static'), { recursive: true });
-  const sources = Object.keys(result.metafile.inputs).filter((p) => !p.includes('node_modules/') && !p.includes(':'));
-  const scripts = readdirSync(join(ROOT, 'scheduler', 'store', 'redis', 'scripts')).map((f) => `scheduler/store/redis/scripts/${f}`);
-  const statics = readdirSync(join(ROOT, 'gateway', 'console', 'static')).map((f) => `gateway/console/static/${f}`);
-  const inputs = [...sources, ...scripts, ...statics, 'cli/build.mjs', 'package.json', 'package-lock.json'];
+  // The Lua scripts and the console's files, read next to the code that loads them.
+  const copied = copyRuntimeFiles(ROOT, OUT);
+  const sources = ownSources(result.metafile);
+  const inputs = [...sources, ...copied, 'cli/build.mjs', 'cli/build-options.mjs', 'package.json', 'package-lock.json'];
   mkdirSync(OUT, { recursive: true });
   writeFileSync(join(OUT, 'build.json'), `${JSON.stringify({ built_at: started, inputs }, null, 1)}\n`);
   process.stdout.write(`hermes: compiled the CLI into ${relative(ROOT, OUT)}/ (${sources.length} sources, ${Date.now() - started} ms)\n`);
