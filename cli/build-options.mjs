@@ -16,8 +16,8 @@ export const BANNER = [
 ].join(' ');
 
 /**
- * esbuild options of a bundle: ES modules for Node 20 with their dependencies, minified, with source
- * maps that name the TypeScript files (without their text).
+ * esbuild options of a bundle: ES modules for Node 20 with their dependencies, minified (names kept),
+ * with source maps that name the TypeScript files (without their text).
  */
 export const BUNDLE_OPTIONS = {
   bundle: true,
@@ -28,6 +28,10 @@ export const BUNDLE_OPTIONS = {
   banner: { js: BANNER },
   metafile: true,
   minify: true,
+  // Classes and functions keep their names: node-fetch (grammy's fetch on Node) takes a signal for an
+  // AbortSignal only when its class is named so, and with minified names every Telegram request
+  // failed ("Network request for 'getMe' failed!": "Expected signal to be an instanceof AbortSignal").
+  keepNames: true,
   sourcemap: true,
   sourcesContent: false,
   legalComments: 'none',
