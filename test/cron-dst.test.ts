@@ -7,7 +7,8 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { dstCases, probe } from './support/dst-probe.ts';
+import { DST_CASES, dstCases, probe } from './support/dst-probe.ts';
+import { programArgs } from './support/test-programs.ts';
 
 const cases = dstCases();
 
@@ -24,7 +25,7 @@ describe('DST cases (dst.json)', () => {
   });
 
   it('gives the same results under TZ=Australia/Sydney (the process zone never matters)', async () => {
-    const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'test/support/dst-probe.ts'], {
+    const { stdout } = await promisify(execFile)(process.execPath, [...programArgs('dst-probe'), DST_CASES], {
       env: { ...process.env, TZ: 'Australia/Sydney' },
       cwd: new URL('..', import.meta.url).pathname,
     });

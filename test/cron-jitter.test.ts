@@ -22,6 +22,7 @@ import { testEnv } from './support/env.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { programArgs } from './support/test-programs.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
 const cleanups = cleanupAfterEach();
@@ -51,8 +52,7 @@ describe('jitter offset', () => {
     }
     expect(new Set(here).size).toBeGreaterThan(100); // spread over the window, not one value
     expect(ids.map((id) => jitterOffsetMs(id, 300))).toEqual(here);
-    const script = `import('./scheduler/cron/jitter.ts').then((m) => process.stdout.write(JSON.stringify(${JSON.stringify(ids)}.map((id) => m.jitterOffsetMs(id, 300)))))`;
-    const other = execFileSync(process.execPath, ['--import', 'tsx', '-e', script], { cwd: process.cwd(), encoding: 'utf8' });
+    const other = execFileSync(process.execPath, [...programArgs('jitter-probe'), '300', ...ids], { encoding: 'utf8' });
     expect(JSON.parse(other)).toEqual(here);
     expect(jitterOffsetMs(ids[0]!, 0)).toBe(0);
   });

@@ -6,18 +6,18 @@
  * a server that fails to start is logged and skipped while the others serve,
  * and a stdio server never receives the worker's secrets.
  */
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { events, openTestClients, ROOT, startWorker, startWorkerStack, waitForEvents } from './support/stack.ts';
 import { lastToolResult, startFakeOpenAI } from './support/fake-openai.ts';
 import { startMcpHttpServer } from './support/mcp-http-server.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { programArgs } from './support/test-programs.ts';
 
 const cleanups = cleanupAfterEach();
 
 const COUNTER_SERVER = {
   command: process.execPath,
-  args: ['--import', 'tsx', join(ROOT, 'test', 'support', 'mcp-counter-server.ts')],
+  args: programArgs('mcp-counter-server'),
   env: { COUNTER_TOKEN: 'declared-by-operator' },
   cwd: ROOT,
 };

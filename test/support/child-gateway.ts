@@ -1,6 +1,6 @@
-/** Start `test/support/gateway-child.ts` as its own process (tsx), for crash and signal tests. */
+/** Start `test/support/gateway-child.ts` as its own process (bundled for the run, test/support/test-programs.ts), for crash and signal tests. */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { programArgs } from './test-programs.ts';
 
 export interface ChildGateway {
   proc: ChildProcess;
@@ -13,16 +13,14 @@ export interface ChildGateway {
   kill(signal?: NodeJS.Signals): void;
 }
 
-const script = fileURLToPath(new URL('./gateway-child.ts', import.meta.url));
-
 /**
  * Spawn a gateway with `env` and wait for READY (default 45 s: a loaded machine takes long to start a process).
  * @throws Error with its stderr when it exits or is not ready in time (it is killed then)
  */
 export async function spawnGateway(env: NodeJS.ProcessEnv, timeoutMs = 45_000): Promise<ChildGateway> {
-  // node itself with tsx as a loader (not the tsx CLI, which runs the script in a second
-  // process): the pid we signal is the gateway's own, so SIGKILL is a real crash.
-  const proc = spawn(process.execPath, ['--import', 'tsx', script], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // node itself (the bundle, or the source with tsx as a loader; not the tsx CLI, which runs the script
+  // in a second process): the pid we signal is the gateway's own, so SIGKILL is a real crash.
+  const proc = spawn(process.execPath, programArgs('gateway-child'), { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   proc.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<number | string>((r) => proc.once('exit', (code, sig) => r(code ?? sig ?? -1)));

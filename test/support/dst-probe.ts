@@ -2,9 +2,11 @@
  * Prints, as JSON, the next fire times of every case of test/fixtures/dst.json
  * as computed by each path that decides fire times: the engine, the
  * `hermes cron next` preview and the BullMQ repeat strategy. Run by
- * test/cron-dst.test.ts in a child process with a different `TZ`.
+ * test/cron-dst.test.ts in a child process with a different `TZ`, the cases file
+ * as its argument (test/support/test-programs.ts bundles it for the run).
  */
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { isoUtc, nextOccurrences } from '../../scheduler/cron/cron-engine.ts';
 import { previewSchedule } from '../../scheduler/cron/preview.ts';
 import { cronRepeatStrategy, encodePattern } from '../../scheduler/cron/repeat-strategy.ts';
@@ -17,9 +19,11 @@ export interface DstCase {
   why: string;
 }
 
-/** The DST cases (docs/DESIGN.md §7; copied from the shared cases file). */
-export function dstCases(): DstCase[] {
-  const file = new URL('../fixtures/dst.json', import.meta.url);
+/** The shared cases file. */
+export const DST_CASES = fileURLToPath(new URL('../fixtures/dst.json', import.meta.url));
+
+/** The DST cases (docs/DESIGN.md §7; copied from the shared cases file), from `file` (default DST_CASES). */
+export function dstCases(file = DST_CASES): DstCase[] {
   return (JSON.parse(readFileSync(file, 'utf8')) as { cases: DstCase[] }).cases;
 }
 
@@ -42,6 +46,10 @@ export function probe(c: DstCase): { engine: string[]; preview: string[]; strate
 
 if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop()!)) {
   process.stdout.write(
-    JSON.stringify({ tz: process.env.TZ, offset: new Date('2025-10-05T02:00:00Z').getTimezoneOffset(), results: dstCases().map(probe) }),
+    JSON.stringify({
+      tz: process.env.TZ,
+      offset: new Date('2025-10-05T02:00:00Z').getTimezoneOffset(),
+      results: dstCases(process.argv[2]).map(probe),
+    }),
   );
 }

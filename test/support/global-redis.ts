@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startEmbeddedRedis } from '../../scheduler/store/redis/embedded-redis.ts';
 import { currentCliBuild } from './global-build.ts';
+import { buildTestPrograms } from './test-programs.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -17,19 +18,21 @@ declare module 'vitest' {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  // The run's compiled CLI (test/support/global-build.ts) is made while the run's Redis starts.
-  const building = currentCliBuild();
+  // The run's compiled CLI (test/support/global-build.ts) and its bundled test programs
+  // (test/support/test-programs.ts) are made while the run's Redis starts.
+  const building = Promise.all([currentCliBuild(), buildTestPrograms()]);
+  const removeBuilds = (removes: Array<() => void>) => removes.forEach((remove) => remove());
   if (process.env.REDIS_URL) {
     project.provide('redisUrl', process.env.REDIS_URL);
-    const removeBuild = await building;
-    return async () => removeBuild();
+    const removes = await building;
+    return async () => removeBuilds(removes);
   }
   const dir = mkdtempSync(join(tmpdir(), 'hermes-test-redis-'));
-  const [server, removeBuild] = await Promise.all([startEmbeddedRedis({ dir, appendonly: false }), building]);
+  const [server, removes] = await Promise.all([startEmbeddedRedis({ dir, appendonly: false }), building]);
   project.provide('redisUrl', server.url);
   return async () => {
     await server.stop();
     rmSync(dir, { recursive: true, force: true });
-    removeBuild();
+    removeBuilds(removes);
   };
 }

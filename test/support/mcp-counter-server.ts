@@ -3,7 +3,7 @@
  * `next_count` returns a counter that goes up by one per call (so two ticks
  * see two different values); `echo_env` returns the value of an environment
  * variable (to show a server never receives the worker's secrets).
- * Run: `node --import tsx test/support/mcp-counter-server.ts`.
+ * Run: `node --import tsx test/support/mcp-counter-server.ts`, or bundled (test/support/test-programs.ts).
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
