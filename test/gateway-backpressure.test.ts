@@ -1,12 +1,22 @@
 /**
  * Event streams honour back-pressure (gateway/http/sse.ts): a client that
  * does not read is disconnected once `api_server.sse_max_buffered_bytes` of
- * events wait unsent for it, so 10 such clients of a stream of 10,000 × 4 KB
- * events cannot grow the gateway by much more than 10 × the bound (before:
- * 372 MB → 778 MB, never released), while a client that reads gets every event.
+ * events wait unsent for it — each drop is logged with the bytes it left
+ * unsent, which must not pass the bound by more than the one event that
+ * crossed it — so SILENT_CLIENTS such clients of a stream of EVENTS × 4 KB
+ * events cannot grow the gateway by much more than SILENT_CLIENTS × the bound
+ * (before: 372 MB → 778 MB, never released), while a client that reads gets
+ * every event.
  *
  * Without the bound the silent clients are never dropped (the test waits for
- * that), whatever the memory does.
+ * that), whatever the memory does; with a bound not kept (a client dropped
+ * only well past it) the logged bytes show it.
+ *
+ * The gateway is given a bound of 256 KB rather than the default 1 MB: the rule
+ * is the same at any size, and a client is dropped only once the kernel's socket
+ * buffers (a few MB on loopback) and then the bound are full, so a smaller bound
+ * needs fewer events and clients to show it (10 clients × 10,000 events before:
+ * most of the file's CPU went to pushing 40 MB twice to 11 clients).
  *
  * The gateway runs as its own process (test/support/gateway-child.ts), so its
  * resident memory (`VmRSS` of /proc/<pid>/status) is the gateway's alone; the
@@ -29,15 +39,15 @@ import { spawnGateway, type ChildGateway } from './support/child-gateway.ts';
 import { waitFor } from './support/wait-for.ts';
 
 const KEY = 'backpressure-key-123456';
-const BOUND = 1024 * 1024; // the default of api_server.sse_max_buffered_bytes
-const SILENT_CLIENTS = 10;
-const EVENTS = 10_000;
+const BOUND = 256 * 1024; // api_server.sse_max_buffered_bytes (default 1 MB)
+const SILENT_CLIENTS = 4;
+const EVENTS = 3_000;
 const EVENT_BYTES = 4096;
 /**
- * Growth allowed beyond BOUND × clients: the gateway's own working memory while 40 MB pass
+ * Growth allowed beyond BOUND × clients: the gateway's own working memory while the events pass
  * through it (XREAD batches parsed, frames, garbage not yet collected), after a warm-up pass.
- * Measured on a 2-core machine: 22–26 MB. Before the bound (and with one frame per client)
- * the growth was ~475 MB, never released.
+ * Measured on a 2-core machine: 22–26 MB for 10,000 events to 11 clients, 15 MB for 3,000 to 5.
+ * Before the bound (and with one frame per client) the growth was ~475 MB, never released.
  */
 const SLACK = 64 * 1024 * 1024;
 const SESSION = 'flood';
@@ -61,6 +71,7 @@ beforeAll(async () => {
     HERMES_LOG_LEVEL: 'info',
     API_SERVER_PORT: '0',
     API_SERVER_KEY: KEY,
+    HERMES_API_SERVER_SSE_MAX_BUFFERED_BYTES: String(BOUND),
   });
 }, 60_000);
 
@@ -117,8 +128,11 @@ function readingClient(path: string): { count: () => number; ns: number[]; close
   return { count: () => ns.length, ns, close: () => req.destroy() };
 }
 
-/** Events written per pipeline, and how far the writer runs ahead of the reading client. */
-const BATCH = 200;
+/**
+ * Events written per pipeline, and how far the writer runs ahead of the reading client: at most two
+ * batches (200 KB) wait unsent for it, below the bound, so it is never dropped however slowly it reads.
+ */
+const BATCH = 25;
 
 /**
  * Write `EVENTS` events of `EVENT_BYTES` into `session`'s stream, as SessionStore.appendEvent
@@ -180,10 +194,18 @@ describe('event streams honour back-pressure (M6)', () => {
     // The reading client got every event, once each, in order.
     expect(reader.count()).toBe(EVENTS);
     expect(reader.ns).toEqual(Array.from({ length: EVENTS }, (_, i) => i));
-    // Each dropped client was logged once, at info.
-    const drops = gw.stderr.split('\n').filter((l) => l.includes('event stream client is not reading'));
+    // Each dropped client was logged once, at info, with what it left unsent: past the bound by
+    // less than the one event (its frame: the JSON text and the `id:`/`event:` lines) that crossed it.
+    const drops = gw.stderr
+      .split('\n')
+      .filter((l) => l.includes('event stream client is not reading'))
+      .map((l) => JSON.parse(l) as { level: number; bufferedBytes: number; limit: number });
     expect(drops).toHaveLength(SILENT_CLIENTS);
-    expect(drops.every((l) => JSON.parse(l).level === 30)).toBe(true);
+    for (const drop of drops) {
+      expect(drop).toMatchObject({ level: 30, limit: BOUND });
+      expect(drop.bufferedBytes).toBeGreaterThan(BOUND);
+      expect(drop.bufferedBytes).toBeLessThanOrEqual(BOUND + EVENT_BYTES + 256);
+    }
     reader.close();
     for (const s of silent) s.destroy();
   }, 120_000);
