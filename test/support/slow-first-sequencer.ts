@@ -12,28 +12,27 @@
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
- * Measured on 2026-12-05 in a full run with six workers on 2 cores that other work kept busy (load 3 to 10;
- * idle, each file takes about half as long): seconds in that run. Files that start processes (`hermes up`,
- * `hermes worker`, Redis clusters) weigh more there than on an idle machine.
+ * Measured on 2026-12-05 in a full run with six workers on 2 cores, nearly idle otherwise (the run itself
+ * CPU-bound: six files running from start to end): seconds in that run, longest first.
  */
 export const SLOW_FILES: readonly string[] = [
-  'test/embedded-redis.test.ts', // 108
-  'test/cli-startup.test.ts', // 50
-  'test/worker-crash.test.ts', // 49
-  'test/gateway-telegram.test.ts', // 45
-  'test/cli-ux.test.ts', // 43
-  'test/cron-semantics.test.ts', // 39
-  'test/telegram-outbound.test.ts', // 36
-  'test/reshard.test.ts', // 34
-  'test/up-banner.test.ts', // 32
-  'test/redis-cluster.test.ts', // 32
-  'test/context-window-loop.test.ts', // 31
-  'test/held-tick-lock-lapse.test.ts', // 30
-  'test/gateway-drain.test.ts', // 27
-  'test/held-ticks-drain.test.ts', // 27
-  'test/gateway-slack.test.ts', // 25
-  'test/scheduler-upsert.test.ts', // 21
-  'test/loop-firing.test.ts', // 20
+  'test/cron-semantics.test.ts', // 37
+  'test/worker-crash.test.ts', // 30
+  'test/held-tick-lock-lapse.test.ts', // 29
+  'test/console.test.ts', // 26
+  'test/context-window-loop.test.ts', // 25
+  'test/gateway-telegram.test.ts', // 25
+  'test/schedules-tool.test.ts', // 24
+  'test/gateway-discord.test.ts', // 22
+  'test/embedded-redis.test.ts', // 22
+  'test/telegram-outbound.test.ts', // 20
+  'test/loop-firing.test.ts', // 18
+  'test/held-ticks-drain.test.ts', // 18
+  'test/turn-slot-pools.test.ts', // 16
+  'test/redis-cluster.test.ts', // 16
+  'test/gateway-slack.test.ts', // 15
+  'test/cli-ux.test.ts', // 15
+  'test/redis-cluster-failover.test.ts', // 14
 ];
 
 export default class SlowFirstSequencer extends BaseSequencer {
