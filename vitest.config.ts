@@ -42,7 +42,7 @@ export default defineConfig({
     // Later on 2026-12-05 (112 files, 962 tests; fewer `hermes` processes in the CLI files, test programs
     // bundled, one browser; a per-file CPU table of the suite is in docs/BENCHMARKS.md, "Test suite"), nearly
     // idle: 127 s and 137 s (user+sys 179 s, 207 s): six files run from start to end, CPU-bound on 2 cores;
-    // 8 workers 126 s (user+sys 211 s). Beside `.ci/run` on a clean clone (load ~15): 240 s and 358 s, with
+    // 8 workers 126 s (user+sys 211 s). Beside `.ci/run` on a clean clone (load ~15): 240 s, the clone 230 s, with
     // three failures between them, all in cluster and fleet tests (a loop on a surviving master without 3
     // ticks in 25 s after a failover, a cron occurrence coalesced after its predecessor's retry, a `/v1` 503).
     maxWorkers: 6,
