@@ -115,8 +115,9 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
       headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'hermes-agent', messages: [{ role: 'user', content: 'ping' }] }),
     });
-    expect(res.status).toBe(200);
-    expect((await readJson(res)).choices[0].message.content).toBe('pong from the model');
+    const body = await readJson(res);
+    expect(res.status, JSON.stringify(body)).toBe(200);
+    expect(body.choices[0].message.content).toBe('pong from the model');
 
     // Session event streams on every shard, through the gateway's shared readers (one per shard:
     // a multi-key XREAD must stay within one hash slot).
