@@ -63,7 +63,7 @@ const aheadOf = new WeakMap<Job, Ahead>();
  * goal's and the pending input's count against it (`claim-tick-7.lua`), so a read that went stale
  * ends in a fresh read, never in a wrong turn; any other decision is taken over a read at the due time.
  */
-export function readAhead(deps: WorkerDeps, job: Job<TickJobData>): void {
+export function readAhead(deps: WorkerDeps, job: Job<TickJobData>, lockHeld: () => boolean | Promise<boolean> = () => true): void {
   const read = deps.loops.readGate(job.data.sessionId, job.data.kind);
   read.catch(() => {}); // a failed read is read again at the due time
   const ahead: Ahead = { deps, read, cancel: () => {} };
@@ -71,7 +71,7 @@ export function readAhead(deps: WorkerDeps, job: Job<TickJobData>): void {
   if (leadMs > 0) {
     const { dueAt } = deps.loops.occurrenceOf(job);
     ahead.cancel = callAt(dueAt - leadMs, () => {
-      ahead.claim = claimAhead(deps, job, read).catch(() => undefined);
+      ahead.claim = claimAhead(deps, job, read, lockHeld).catch(() => undefined);
     });
   }
   aheadOf.set(job, ahead);
@@ -105,7 +105,15 @@ export async function dropAhead(job: Job, handedBack: boolean): Promise<void> {
   else claimed?.lock.releasedElsewhere(); // stop renewing it
 }
 
-async function claimAhead(deps: WorkerDeps, job: Job<TickJobData>, readP: Promise<StoredGateRead>): Promise<ClaimedAhead | undefined> {
+async function claimAhead(
+  deps: WorkerDeps,
+  job: Job<TickJobData>,
+  readP: Promise<StoredGateRead>,
+  lockHeld: () => boolean | Promise<boolean>,
+): Promise<ClaimedAhead | undefined> {
+  // A job whose lock lapsed (its process starved past the claim time) may be another worker's now, claimed
+  // by it already under the same holder (the job id): not claimed here. Its ticket lets it go at the due time.
+  if (!(await lockHeld())) return undefined;
   const stored = await readP;
   const tick = tickOf(deps, job);
   const read = gateFacts(tick, stored);

@@ -202,13 +202,13 @@ export class WorkerProcess {
           // A loop or heartbeat tick is due at its occurrence's due time (it comes `worker.prefetch_lead_ms` early and is
           // held until then); a command loop's jobs are named for the `command` pool (`tickJobName`). Cron ticks run
           // in the `agent` pool (a `--script` also takes a `command` slot while it runs: `cron-processor.ts`).
-          classify: (job) => {
+          classify: (job, lockHeld) => {
             if (tickType(job) !== 'schedule-tick') return { pool: 'agent', dueAt: undefined };
             // A job scheduler's jobs carry no session id (its scheduler id names it): complete the data once, here.
             job.data = tickJobData(job as Job<StoredTickJobData>);
             const { dueAt } = sd.loops.occurrenceOf(job as Job<TickJobData>);
             // Held until due: its gate is read meanwhile, off the burst's critical path (`readAhead`).
-            if (dueAt > Date.now()) readAhead(sd, job as Job<TickJobData>);
+            if (dueAt > Date.now()) readAhead(sd, job as Job<TickJobData>, lockHeld);
             return { pool: job.name === COMMAND_TICK_JOB_NAME ? 'command' : 'agent', dueAt };
           },
         },
@@ -271,7 +271,7 @@ export class WorkerProcess {
       pools?: readonly TurnPool[];
       /** The queue's jobs may come early and be held (`ticks`). */
       holdable?: boolean;
-      classify?: (job: Job) => { pool: TurnPool; dueAt: number | undefined };
+      classify?: (job: Job, lockHeld: () => boolean | Promise<boolean>) => { pool: TurnPool; dueAt: number | undefined };
     } = {},
   ): void {
     const { config, log } = this.deps;
@@ -365,7 +365,7 @@ export class WorkerProcess {
     const { pools, holdable, classify } = queue;
     let kind: { pool: TurnPool; dueAt: number | undefined };
     try {
-      kind = classify(job);
+      kind = classify(job, () => this.lockSurelyHeld(job) || this.lockHeld(worker, job.id!, token));
     } catch {
       kind = { pool: 'agent', dueAt: undefined }; // the processor fails it with the reason
     }
@@ -618,7 +618,8 @@ interface FetchedQueue {
   /** Its jobs may come early and be held. */
   holdable: boolean;
   /** A job's pool and due time. */
-  classify: (job: Job) => { pool: TurnPool; dueAt: number | undefined };
+  /** `lockHeld`: whether this process still holds the job's lock (surely, or asked of Redis), for work done ahead of its due time. */
+  classify: (job: Job, lockHeld: () => boolean | Promise<boolean>) => { pool: TurnPool; dueAt: number | undefined };
 }
 
 /** The processor type of a `ticks` job (jobs of earlier versions name none: schedule ticks). */

@@ -1,0 +1,65 @@
+/**
+ * Claim ahead against a lost job lock: a held tick whose worker was starved (event loop blocked) across
+ * its claim time, while its job lock lapsed and another worker took the job, must not claim the tick
+ * when it runs again (the claim is the other worker's now).
+ */
+import { describe, expect, it } from 'vitest';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { clients, events, spawnWorker, startWorker, waitFor, type TestClients } from './support/stack.ts';
+import { addLoop } from './support/armed-loops.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
+
+const cleanups = cleanupAfterEach();
+
+function env(overrides: Record<string, unknown>): { env: TestEnv; c: TestClients } {
+  const e = testEnv(overrides);
+  const c = clients(e);
+  cleanups.push(
+    () => e.cleanup(),
+    () => c.close(),
+  );
+  return { env: e, c };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+
+describe('claim ahead after a lost job lock', () => {
+  it('a worker starved across its claim time does not claim the tick another worker holds now', async () => {
+    const CLAIM_LEAD = 5_000;
+    const { env: e, c } = env({
+      'worker.prefetch_lead_ms': 45_000,
+      'worker.claim_lead_ms': CLAIM_LEAD,
+      'worker.lock_duration_ms': 1000,
+      'worker.lock_renew_ms': 400,
+      'worker.stalled_interval_ms': 500,
+      'worker.max_held_ticks': 1,
+    });
+    const starved = await startWorker(e);
+    cleanups.push(() => starved.drain());
+    const due = Date.now() + 47_000; // the first job comes at once: due 45 s later (the lead)
+    await addLoop(c, 'starved', { kind: 'command', command: 'sleep 1; echo once', timeoutSeconds: 30 }, due);
+    await waitFor(() => (starved.deps.turns.admission.held === 1 ? true : undefined), 15_000, 'the tick held by the first worker');
+    const other = await spawnWorker(e, { HERMES_WORKER_MAX_HELD_TICKS: '4096' });
+    cleanups.push(() => {
+      if (other.exitCode === null) other.kill('SIGKILL');
+    });
+    // Starve the first worker from 8.5 s to 3.5 s before the due time: its lock lapses, the other worker takes the
+    // job (and claims it ahead, 5 s before due); the starved worker's own claim timer (5 s before due) fires late.
+    const blockFrom = due - CLAIM_LEAD - 3_500;
+    expect(Date.now()).toBeLessThan(blockFrom); // the other worker started in time
+    await sleep(blockFrom - Date.now());
+    const until = due - CLAIM_LEAD + 1_500;
+    while (Date.now() < until);
+    await waitFor(
+      async () => ((await events(c, 'starved', 'reply')).length > 0 ? true : undefined),
+      due - Date.now() + 20_000,
+      'the tick to run',
+    );
+    await sleep(2000);
+    const started = await events(c, 'starved', 'tick.started');
+    const replies = await events(c, 'starved', 'reply');
+    expect(replies).toHaveLength(1);
+    expect(replies[0]!.data).toMatchObject({ text: 'once', pid: other.pid });
+    expect(started.map((s) => s.data.pid)).toEqual([other.pid]); // one claim, by the worker that has the job
+  }, 120_000);
+});
