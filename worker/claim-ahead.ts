@@ -129,7 +129,13 @@ async function claimAhead(
   };
   // Registered before the claim is sent, so a `/stop` that comes while it is in flight is not missed.
   deps.turns.claimedAhead(tick.jobId, tick.sessionId, tick.occurrenceId);
-  const answer = await claimTick(deps, tick, read, mark, true);
+  let answer: Awaited<ReturnType<typeof claimTick>>;
+  try {
+    answer = await claimTick(deps, tick, read, mark, true);
+  } catch (err) {
+    deps.turns.forgetClaimedAhead(tick.jobId); // not claimed ahead: the due time claims it (or the error is told there)
+    throw err;
+  }
   if (answer.status === 'ok') return { read, mark, transcript: answer.transcript, lock: deps.lock.adopt(tick.sessionId, tick.jobId) };
   deps.turns.forgetClaimedAhead(tick.jobId);
   // `changed` and `inflight` leave the turn lock held by this job: released, the due time decides again.
