@@ -4,29 +4,16 @@
  * when it runs again (the claim is the other worker's now).
  */
 import { describe, expect, it } from 'vitest';
-import { testEnv, type TestEnv } from './support/env.ts';
-import { clients, events, spawnWorker, startWorker, waitFor, type TestClients } from './support/stack.ts';
+import { events, openTestClients, sleep, spawnWorker, startWorker, waitFor } from './support/stack.ts';
 import { addLoop } from './support/armed-loops.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cleanups = cleanupAfterEach();
 
-function env(overrides: Record<string, unknown>): { env: TestEnv; c: TestClients } {
-  const e = testEnv(overrides);
-  const c = clients(e);
-  cleanups.push(
-    () => e.cleanup(),
-    () => c.close(),
-  );
-  return { env: e, c };
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
-
 describe('claim ahead after a lost job lock', () => {
   it('a worker starved across its claim time does not claim the tick another worker holds now', async () => {
     const CLAIM_LEAD = 5_000;
-    const { env: e, c } = env({
+    const { env: e, c } = openTestClients(cleanups, {
       'worker.prefetch_lead_ms': 30_000,
       'worker.claim_lead_ms': CLAIM_LEAD,
       'worker.lock_duration_ms': 1000,
