@@ -2,8 +2,8 @@
  * Loops held in Redis, fired by workers as real turns (issue: Foundation, point 8).
  */
 import { describe } from 'vitest';
-import { testEnv, type TestEnv } from './support/env.ts';
-import { clients, events, sleep, startWorker, waitFor, waitForEvents, waitForNoTickJobs, type TestClients } from './support/stack.ts';
+import type { TestEnv } from './support/env.ts';
+import { events, openTestClients, sleep, startWorker, waitFor, waitForEvents, waitForNoTickJobs } from './support/stack.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import type { RunnerSpec } from '../scheduler/session/origin.ts';
@@ -12,15 +12,8 @@ import { bullJobId } from '../scheduler/store/keys.ts';
 import { aliveWorkerIds } from '../scheduler/worker-liveness.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
 
-function setup(cleanups: CleanUp[], overrides: Record<string, unknown> = {}): { env: TestEnv; c: TestClients } {
-  const env = testEnv(overrides);
-  const c = clients(env);
-  cleanups.push(
-    () => env.cleanup(),
-    () => c.close(),
-  );
-  return { env, c };
-}
+/** A test environment and its clients, stopped through `cleanups`. */
+const setup = (cleanups: CleanUp[], overrides: Record<string, unknown> = {}) => openTestClients(cleanups, overrides);
 
 async function worker(cleanups: CleanUp[], env: TestEnv, options: Parameters<typeof startWorker>[1] = {}): Promise<WorkerProcess> {
   const w = await startWorker(env, options);
