@@ -27,6 +27,8 @@ let model: FakeOpenAI;
 let gw: Gateway;
 let c: TestClients;
 let browser: Browser;
+/** The browser tests' one page, which each of them navigates (test/support/chromium.ts says why). */
+let page: Page;
 const cleanups: Array<() => unknown> = [];
 
 beforeAll(async () => {
@@ -54,6 +56,14 @@ beforeAll(async () => {
   c = clients(env);
   const worker = await startWorker(env);
   browser = await launchChromium();
+  const context = await browser.newContext({
+    httpCredentials: { username: 'hermes', password: KEY },
+    viewport: { width: 1280, height: 900 },
+  });
+  page = await context.newPage();
+  page.on('dialog', (d) => {
+    throw new Error(`unexpected dialog: ${d.message()}`);
+  });
   cleanups.push(
     () => model.close(),
     () => env.cleanup(),
@@ -62,6 +72,7 @@ beforeAll(async () => {
     () => c.close(),
     () => worker.drain(),
     () => browser.close(),
+    () => context.close(),
   );
   if (SCREENSHOTS) mkdirSync(IMAGES, { recursive: true });
 }, 90_000);
@@ -69,19 +80,6 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn();
 });
-
-async function newPage(): Promise<Page> {
-  const context = await browser.newContext({
-    httpCredentials: { username: 'hermes', password: KEY },
-    viewport: { width: 1280, height: 900 },
-  });
-  cleanups.push(() => context.close());
-  const page = await context.newPage();
-  page.on('dialog', (d) => {
-    throw new Error(`unexpected dialog: ${d.message()}`);
-  });
-  return page;
-}
 
 /** Read a session's event stream over plain HTTP until an event matches. */
 async function readStreamUntil(
@@ -215,7 +213,6 @@ describe('/ui in chromium', () => {
     const cron = await openCronApi(env.config, env.redisUrl, createLogger({ level: 'silent' }));
     cleanups.push(() => cron.close());
     await cron.api.add({ schedule: 'every 2h', prompt: 'summarise open pull requests', name: 'pr-digest', tz: 'Europe/Berlin' });
-    const page = await newPage();
     expect((await page.goto(`${gw.httpAddress.url}/ui`))?.status()).toBe(200);
     const loopRow = page.locator('tr[data-session="ci-watch"]');
     await expect.poll(() => loopRow.textContent()).toMatch(/active · every 10m · next in \d+m/);
@@ -228,7 +225,6 @@ describe('/ui in chromium', () => {
   });
 
   it('a message typed on the session page gets its reply without a reload; a tick shows up live; Pause pauses the loop (hermes status says so)', async () => {
-    const page = await newPage();
     await page.goto(`${gw.httpAddress.url}/ui/sessions/web-chat`);
     await page.waitForFunction(() => (globalThis as unknown as { htmx?: unknown }).htmx !== undefined);
     const box = page.locator('#send textarea');
@@ -263,7 +259,6 @@ describe('/ui in chromium', () => {
       { prompt: XSS, intervalSeconds: 3600, times: null, until: null, notes: [] },
       { origin: { surface: 'cli' }, runner: { kind: 'agent' } },
     );
-    const page = await newPage();
     await page.goto(`${gw.httpAddress.url}/ui/sessions/xss`);
     await page.waitForFunction(() => (globalThis as unknown as { htmx?: unknown }).htmx !== undefined);
     await page.locator('#send textarea').fill(XSS);
@@ -278,7 +273,6 @@ describe('/ui in chromium', () => {
   });
 
   it('the cron form previews "weekdays at 9am" in Europe/Berlin while typing and creates the job', async () => {
-    const page = await newPage();
     await page.goto(`${gw.httpAddress.url}/ui/cron/new`);
     await page.waitForFunction(() => (globalThis as unknown as { htmx?: unknown }).htmx !== undefined);
     await page.locator('input[name=tz]').fill('Europe/Berlin');
@@ -329,8 +323,8 @@ describe('/ui in chromium', () => {
 
 describe('/admin/queues in chromium', () => {
   it('the queue dashboard loads in the browser and lists the ticks queue', async () => {
-    const dashboardKey = 'dashboard-key-9876';
-    const own = testEnv({ 'api_server.port': 0, 'api_server.key': dashboardKey });
+    // The same key as the console's, so the browser's credentials answer the dashboard's challenge too.
+    const own = testEnv({ 'api_server.port': 0, 'api_server.key': KEY });
     cleanups.push(() => own.cleanup());
     const dashboardGw = await startGateway({
       config: own.config,
@@ -338,9 +332,6 @@ describe('/admin/queues in chromium', () => {
       log: createLogger({ level: own.config.log_level }),
     });
     cleanups.push(() => dashboardGw.close());
-    const context = await browser.newContext({ httpCredentials: { username: 'operator', password: dashboardKey } });
-    cleanups.push(() => context.close());
-    const page = await context.newPage();
     const res = await page.goto(`${dashboardGw.httpAddress.url}/admin/queues`);
     expect(res?.status()).toBe(200);
     await page.getByText('ticks', { exact: true }).first().waitFor({ timeout: 30_000 });

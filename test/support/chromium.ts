@@ -1,6 +1,7 @@
 /**
  * The browser of the browser tests (test/console.test.ts: the console and the queue dashboard): Debian's
- * chromium (`.ci/run` installs it), driven by playwright-core, launched once for the file.
+ * chromium (`.ci/run` installs it), driven by playwright-core, launched once for the file, with one page the
+ * tests navigate (a new page costs chromium ~1.5–2 CPU-s, a navigation of the same page ~0.2).
  *
  * Screenshots are opt-in: `HERMES_SCREENSHOTS=1 npx vitest run test/console.test.ts` writes the console's
  * screenshots into docs/images/ (docs/CONSOLE.md shows them). Without it no screenshot is taken: the tests
