@@ -4,7 +4,7 @@
  * when it runs again (the claim is the other worker's now).
  */
 import { describe, expect, it } from 'vitest';
-import { events, openTestClients, sleep, spawnWorker, startWorker, waitFor } from './support/stack.ts';
+import { blockEventLoopUntil, events, openTestClients, sleep, spawnWorker, startWorker, waitFor } from './support/stack.ts';
 import { addLoop } from './support/armed-loops.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
@@ -35,8 +35,7 @@ describe('claim ahead after a lost job lock', () => {
     const blockFrom = due - CLAIM_LEAD - 3_500;
     expect(Date.now()).toBeLessThan(blockFrom); // the other worker started in time
     await sleep(blockFrom - Date.now());
-    const until = due - CLAIM_LEAD + 1_500;
-    while (Date.now() < until);
+    blockEventLoopUntil(due - CLAIM_LEAD + 1_500);
     await waitFor(
       async () => ((await events(c, 'starved', 'reply')).length > 0 ? true : undefined),
       due - Date.now() + 20_000,

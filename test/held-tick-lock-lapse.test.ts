@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
-import { clients, events, spawnWorker, startWorker, waitFor, type TestClients } from './support/stack.ts';
+import { blockEventLoopUntil, clients, events, spawnWorker, startWorker, waitFor, type TestClients } from './support/stack.ts';
 import { addLoop } from './support/armed-loops.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
@@ -46,8 +46,7 @@ describe('a held tick whose lock lapsed', () => {
     });
     // Starve the first worker: no lock renewal for 3.5 s, so its lock lapses, the stall check puts the job back
     // and the other worker takes it (and holds it until it is due).
-    const until = Date.now() + 3500;
-    while (Date.now() < until);
+    blockEventLoopUntil(Date.now() + 3500);
     // The copy the starved worker held never starts a turn: it lets the tick go as soon as it runs again.
     await waitFor(() => (starved.deps.turns.admission.held === 0 ? true : undefined), 10_000, 'the starved worker to let the tick go');
     await waitFor(

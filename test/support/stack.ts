@@ -151,7 +151,7 @@ export async function runHermes(
   return { code, stdout, stderr };
 }
 
-export { waitFor, sleep } from './wait-for.ts';
+export { waitFor, sleep, blockEventLoopUntil } from './wait-for.ts';
 import { waitFor } from './wait-for.ts';
 import { loopStoreFor, loopServiceFor, sessionStoreFor, openQueues } from '../../scheduler/services.ts';
 

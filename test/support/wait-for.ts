@@ -18,6 +18,16 @@ export async function waitFor<T>(check: () => Promise<T> | T, timeoutMs = 15_000
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /**
+ * Block this process's event loop until `until` (epoch ms), as a starved worker's is: no timer, socket or
+ * promise callback runs meanwhile. The thread sleeps in `Atomics.wait` instead of spinning, so the
+ * starvation costs no CPU (a spin took a core from the tests running beside it).
+ */
+export function blockEventLoopUntil(until: number): void {
+  const cell = new Int32Array(new SharedArrayBuffer(4));
+  for (let left = until - Date.now(); left > 0; left = until - Date.now()) Atomics.wait(cell, 0, 0, left);
+}
+
+/**
  * A `/v1` run once it is in `status`, read by `read` every 25 ms: from the run store
  * (`() => runs.get(id)`) or from the API (`() => readJson(get(`/v1/runs/${id}`))`).
  * @throws Error naming the status waited for after `timeoutMs`
