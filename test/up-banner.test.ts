@@ -130,13 +130,16 @@ describe('one hermes up per home', () => {
       delete env[k];
     const first = spawn(process.execPath, [HERMES_BIN, 'up', '--no-chat'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
+    let err = '';
     first.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    first.stderr.on('data', (d: Buffer) => (err += d.toString()));
     const firstExit = new Promise<number | null>((r) => first.on('close', r));
     cleanups.push(async () => {
       if (first.exitCode === null && first.signalCode === null) first.kill('SIGKILL');
       await firstExit;
     });
-    await waitFor(() => out.includes('Ctrl+C stops it.'), SPAWN_START_TIMEOUT_MS, 'the banner');
+    await waitFor(() => out.includes('Ctrl+C stops it.') || first.exitCode !== null, SPAWN_START_TIMEOUT_MS, 'the banner');
+    expect(first.exitCode, `hermes up exited before its banner: ${err}`).toBeNull();
     const banner = out.trim().split('\n');
     expect(banner).toEqual([
       `hermes is up · home ${home}`,
