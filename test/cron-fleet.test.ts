@@ -75,7 +75,21 @@ describe('F10: two workers, one job due at T', () => {
         .filter((r) => r.occurrenceId === `cron:${job.id}:${due}`)
         .map((r) => r.outcome)
         .sort();
-    await waitFor(() => outcomesOf().length >= 2 || undefined, 15_000, 'both jobs of the occurrence processed');
+    await waitFor(() => outcomesOf().length >= 2 || undefined, 15_000, 'both jobs of the occurrence processed').catch(
+      async (err: Error) => {
+        // Where the copy that never reported is: both copies' BullMQ states and attempts, next to the outcomes seen.
+        const stateOf = async (id: string) => {
+          const j = await api.queues.ticks.getJob(id);
+          return j ? { state: await j.getState(), attempts: j.attemptsMade, delay: j.delay } : null;
+        };
+        const seen = JSON.stringify({
+          outcomes: outcomesOf(),
+          dup: await stateOf(`dup-${job.id}`),
+          scheduled: await stateOf(`repeat:cron:${job.id}:${due}`),
+        });
+        throw new Error(`${err.message}: ${seen}`);
+      },
+    );
     const runs = await api.store.runs(job.id, 10);
     expect(runs).toHaveLength(1);
     expect(runs[0]).toMatchObject({ due_at: due, status: 'ok', deliveries: [{ target: 'local', status: 'delivered' }] });
