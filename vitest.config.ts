@@ -16,11 +16,10 @@ export default defineConfig({
     // 20 s without isolation; user+sys CPU 238 s → 144 s). Tests keep no state in modules they share:
     // each builds its own environment (test/support/env.ts) and stops what it started.
     isolate: false,
-    // Eight files at a time: the suite is CPU-bound on the 2-core machine it is measured on, and with
-    // fewer workers the files that mostly wait on real time (the slow-first list above) leave cores idle;
-    // the tests wait on events, not on a time a loaded machine passes, so they hold beside a second
-    // suite too. How each worker count was measured, and where the suite's CPU goes: docs/BENCHMARKS.md,
-    // "Test suite".
-    maxWorkers: 8,
+    // Six files at a time. The suite is CPU-bound on the 2-core machine it is measured on; eight workers
+    // fill the cores better alone (123 s against 131–138 s) but beside a second copy of the suite sixteen
+    // files share two cores and tests that bound a wait failed (325 s, 7 failures, against ~204 s and none
+    // with six). How each count was measured, and where the suite's CPU goes: docs/BENCHMARKS.md, "Test suite".
+    maxWorkers: 6,
   },
 });
