@@ -42,16 +42,29 @@ describe.concurrent('loop ticks as turns', () => {
     });
     const replies = (await waitForEvents(c, 's1', 'reply', 3, 10_000)).slice(0, 3);
     expect(replies.map((e) => e.data.text)).toEqual(['tick 1', 'tick 2', 'tick 3']);
-    // One tick per interval: due times on the 1 s grid; an occurrence is left out only by the coalescing rule
-    // (due before the previous tick started: a tick that starts over a second late on a loaded machine covers it).
+    // One tick per interval: due times on the 1 s grid. An occurrence is left out only (a) by the coalescing rule
+    // (due before the previous tick started: a tick that starts over a second late covers it), or (b) by the job
+    // scheduler, when the job after it was created once its slot had passed: BullMQ creates a loop's next job after
+    // a worker picks up the one before, from the worker's clock then, and moves a passed slot to the next one on the
+    // grid (docs/RELIABILITY.md, "Left out by the job scheduler"). Both come only from a pickup about a second late.
     const dues = replies.map((e) => Number(e.data.dueAt));
+    const jobs = dues.some((d, i) => i > 0 && d - dues[i - 1]! > 1000)
+      ? (await c.queues.ticks.getJobs(['completed', 'active', 'delayed', 'wait'])).map((j) => ({
+          millis: Number(j.id!.split(':').at(-1)),
+          created: j.timestamp,
+          picked: j.processedOn,
+        }))
+      : [];
+    /** When the job scheduler created the job that ran the tick due at `due`. */
+    const createdFor = (due: number) => jobs.filter((j) => j.millis <= due).sort((a, b) => b.millis - a.millis)[0]?.created ?? 0;
     for (let i = 1; i < dues.length; i++) {
       const gap = dues[i]! - dues[i - 1]!;
       expect(gap > 0 && gap % 1000 === 0, `gap ${gap} ms`).toBe(true);
       for (let left = dues[i - 1]! + 1000; left < dues[i]!; left += 1000)
-        expect(left, 'an occurrence left out that was not due yet when the tick before it started').toBeLessThan(
-          Number(replies[i - 1]!.data.startedAt),
-        );
+        expect(
+          left < Number(replies[i - 1]!.data.startedAt) || left < createdFor(dues[i]!),
+          `occurrence ${left} left out, neither coalesced nor passed when its successor's job was created; jobs: ${JSON.stringify(jobs)}`,
+        ).toBe(true);
     }
     for (const e of replies) expect(Number(e.data.startedAt)).toBeGreaterThanOrEqual(Number(e.data.dueAt));
     // the transcript holds each wakeup input and its reply, in turn order
