@@ -1,12 +1,22 @@
 /**
  * Loops held in Redis, fired by workers as real turns (issue: Foundation, point 8).
  */
-import { describe } from 'vitest';
+import { describe, type ExpectStatic } from 'vitest';
 import type { TestEnv } from './support/env.ts';
-import { events, openTestClients, sleep, startWorker, waitFor, waitForEvents, waitForNoTickJobs } from './support/stack.ts';
+import {
+  events,
+  openTestClients,
+  sleep,
+  startWorker,
+  waitFor,
+  waitForEvents,
+  waitForNoTickJobs,
+  type TestClients,
+} from './support/stack.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import type { RunnerSpec } from '../scheduler/session/origin.ts';
+import type { SessionEvent } from '../scheduler/session/session-store.ts';
 import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop/tick-job.ts';
 import { bullJobId } from '../scheduler/store/keys.ts';
 import { aliveWorkerIds } from '../scheduler/worker-liveness.ts';
@@ -30,6 +40,36 @@ const spec = (prompt: string, intervalSeconds: number, extra: Partial<{ times: n
   notes: [],
 });
 
+/**
+ * A 1 s loop's ticks (their reply events, in order) are one per slot: due times on the 1 s grid, and a slot left
+ * out only (a) by the coalescing rule (due before the previous tick started: a tick that starts over a second late
+ * covers it), or (b) by the job scheduler, when the job after it was created once its slot had passed: BullMQ
+ * creates a loop's next job after a worker picks up the one before, from the worker's clock then, and moves a
+ * passed slot to the next one on the grid (docs/RELIABILITY.md, "Left out by the job scheduler"). Both come only
+ * from a pickup about a second late.
+ */
+async function expectOnePerSlot(c: TestClients, replies: SessionEvent[], expect: ExpectStatic): Promise<void> {
+  const dues = replies.map((e) => Number(e.data.dueAt));
+  const jobs = dues.some((d, i) => i > 0 && d - dues[i - 1]! > 1000)
+    ? (await c.queues.ticks.getJobs(['completed', 'active', 'delayed', 'wait'])).map((j) => ({
+        millis: Number(j.id!.split(':').at(-1)),
+        created: j.timestamp,
+        picked: j.processedOn,
+      }))
+    : [];
+  /** When the job scheduler created the job that ran the tick due at `due`. */
+  const createdFor = (due: number) => jobs.filter((j) => j.millis <= due).sort((a, b) => b.millis - a.millis)[0]?.created ?? 0;
+  for (let i = 1; i < dues.length; i++) {
+    const gap = dues[i]! - dues[i - 1]!;
+    expect(gap > 0 && gap % 1000 === 0, `gap ${gap} ms`).toBe(true);
+    for (let left = dues[i - 1]! + 1000; left < dues[i]!; left += 1000)
+      expect(
+        left < Number(replies[i - 1]!.data.startedAt) || left < createdFor(dues[i]!),
+        `occurrence ${left} left out, neither coalesced nor passed when its successor's job was created; jobs: ${JSON.stringify(jobs)}`,
+      ).toBe(true);
+  }
+}
+
 // This file's tests run at once (each on its own prefix, Redis and worker): their time is spent waiting
 // for ticks a second apart.
 describe.concurrent('loop ticks as turns', () => {
@@ -42,30 +82,7 @@ describe.concurrent('loop ticks as turns', () => {
     });
     const replies = (await waitForEvents(c, 's1', 'reply', 3, 10_000)).slice(0, 3);
     expect(replies.map((e) => e.data.text)).toEqual(['tick 1', 'tick 2', 'tick 3']);
-    // One tick per interval: due times on the 1 s grid. An occurrence is left out only (a) by the coalescing rule
-    // (due before the previous tick started: a tick that starts over a second late covers it), or (b) by the job
-    // scheduler, when the job after it was created once its slot had passed: BullMQ creates a loop's next job after
-    // a worker picks up the one before, from the worker's clock then, and moves a passed slot to the next one on the
-    // grid (docs/RELIABILITY.md, "Left out by the job scheduler"). Both come only from a pickup about a second late.
-    const dues = replies.map((e) => Number(e.data.dueAt));
-    const jobs = dues.some((d, i) => i > 0 && d - dues[i - 1]! > 1000)
-      ? (await c.queues.ticks.getJobs(['completed', 'active', 'delayed', 'wait'])).map((j) => ({
-          millis: Number(j.id!.split(':').at(-1)),
-          created: j.timestamp,
-          picked: j.processedOn,
-        }))
-      : [];
-    /** When the job scheduler created the job that ran the tick due at `due`. */
-    const createdFor = (due: number) => jobs.filter((j) => j.millis <= due).sort((a, b) => b.millis - a.millis)[0]?.created ?? 0;
-    for (let i = 1; i < dues.length; i++) {
-      const gap = dues[i]! - dues[i - 1]!;
-      expect(gap > 0 && gap % 1000 === 0, `gap ${gap} ms`).toBe(true);
-      for (let left = dues[i - 1]! + 1000; left < dues[i]!; left += 1000)
-        expect(
-          left < Number(replies[i - 1]!.data.startedAt) || left < createdFor(dues[i]!),
-          `occurrence ${left} left out, neither coalesced nor passed when its successor's job was created; jobs: ${JSON.stringify(jobs)}`,
-        ).toBe(true);
-    }
+    await expectOnePerSlot(c, replies, expect);
     for (const e of replies) expect(Number(e.data.startedAt)).toBeGreaterThanOrEqual(Number(e.data.dueAt));
     // the transcript holds each wakeup input and its reply, in turn order
     const transcript = (await c.sessions.transcript('s1')).slice(0, 6);
@@ -216,8 +233,8 @@ describe.concurrent('agent turns', () => {
     const replies = await waitForEvents(c, 'f4', 'reply', 2, 10_000);
     expect(replies[0]!.data.text).toBe('');
     expect(replies[1]!.data.text).toBe('report 2');
-    expect(Number(replies[1]!.data.dueAt) - Number(replies[0]!.data.dueAt)).toBe(1000);
-    // On time = its own occurrence, the next one after tick 1's, never started early. How late a
+    await expectOnePerSlot(c, replies, expect);
+    // On time = its own occurrence, the next one after tick 1's (`expectOnePerSlot`), never started early. How late a
     // loaded machine starts it is a benchmark figure (docs/BENCHMARKS.md), not a test bound.
     expect(replies[1]!.data.tick).toBe(2);
     expect(Number(replies[1]!.data.latenessMs)).toBeGreaterThanOrEqual(0);
