@@ -133,7 +133,14 @@ describe('Redis Cluster failover, 3 masters + 3 replicas, 6 shards', () => {
     // (those on the killed master included: the worker's blocking reads there must not hang).
     const after = await Promise.allSettled(sessions.map((id) => waitForEvents(c, id, 'reply', atFailover.get(id)! + 3, 25_000)));
     const stuck = sessions.filter((_, i) => after[i]!.status === 'rejected');
-    expect(stuck, 'loops that stopped firing after the failover').toEqual([]);
+    // For a loop that stopped: its replies at the failover and now, its record and its in-flight mark.
+    const why = await Promise.all(
+      stuck.map(async (id) => {
+        const loop = await c.loops.get(id, 'loop').catch(() => null);
+        return `${id}: replies ${atFailover.get(id)} → ${(await events(c, id, 'reply')).length}; status ${loop?.status}, ticks ${loop?.ticksUsed}, next due ${loop?.nextDueAt}, last started ${loop?.lastTickStartedAt}; in flight ${JSON.stringify(await c.loops.getInflight(id, 'loop').catch((e: Error) => e.message))}; failover took ${failoverMs} ms`;
+      }),
+    );
+    expect(stuck, `loops that stopped firing after the failover: ${why.join('; ')}`).toEqual([]);
     await w.drain();
     drained = true;
 
