@@ -42,11 +42,8 @@ const spec = (prompt: string, intervalSeconds: number, extra: Partial<{ times: n
 
 /**
  * A 1 s loop's ticks (their reply events, in order) are one per slot: due times on the 1 s grid, and a slot left
- * out only (a) by the coalescing rule (due before the previous tick started: a tick that starts over a second late
- * covers it), or (b) by the job scheduler, when the job after it was created once its slot had passed: BullMQ
- * creates a loop's next job after a worker picks up the one before, from the worker's clock then, and moves a
- * passed slot to the next one on the grid (docs/RELIABILITY.md, "Left out by the job scheduler"). Both come only
- * from a pickup about a second late.
+ * out only by the coalescing rule (due before the previous tick started) or by the job scheduler (passed when the
+ * job after it was created: docs/RELIABILITY.md, "Left out by the job scheduler").
  */
 async function expectOnePerSlot(c: TestClients, replies: SessionEvent[], expect: ExpectStatic): Promise<void> {
   const dues = replies.map((e) => Number(e.data.dueAt));
