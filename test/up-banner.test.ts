@@ -138,8 +138,9 @@ describe('one hermes up per home', () => {
       if (first.exitCode === null && first.signalCode === null) first.kill('SIGKILL');
       await firstExit;
     });
-    await waitFor(() => out.includes('Ctrl+C stops it.') || first.exitCode !== null, SPAWN_START_TIMEOUT_MS, 'the banner');
-    expect(first.exitCode, `hermes up exited before its banner: ${err}`).toBeNull();
+    const ended = () => first.exitCode !== null || first.signalCode !== null;
+    await waitFor(() => out.includes('Ctrl+C stops it.') || ended(), SPAWN_START_TIMEOUT_MS, 'the banner');
+    expect(ended(), `hermes up ended (${first.exitCode ?? first.signalCode}) before its banner: ${err}`).toBe(false);
     const banner = out.trim().split('\n');
     expect(banner).toEqual([
       `hermes is up · home ${home}`,
