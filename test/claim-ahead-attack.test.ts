@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { blockEventLoopUntil, events, openTestClients, sleep, spawnWorker, startWorker, waitFor } from './support/stack.ts';
-import { addLoop } from './support/armed-loops.ts';
+import { addLoop, STARVABLE_HOLDER } from './support/armed-loops.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cleanups = cleanupAfterEach();
@@ -16,10 +16,7 @@ describe('claim ahead after a lost job lock', () => {
     const { env: e, c } = openTestClients(cleanups, {
       'worker.prefetch_lead_ms': 30_000,
       'worker.claim_lead_ms': CLAIM_LEAD,
-      'worker.lock_duration_ms': 1000,
-      'worker.lock_renew_ms': 400,
-      'worker.stalled_interval_ms': 500,
-      'worker.max_held_ticks': 1,
+      ...STARVABLE_HOLDER,
     });
     const starved = await startWorker(e);
     cleanups.push(() => starved.drain());

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { blockEventLoopUntil, clients, events, spawnWorker, startWorker, waitFor, type TestClients } from './support/stack.ts';
-import { addLoop } from './support/armed-loops.ts';
+import { addLoop, STARVABLE_HOLDER } from './support/armed-loops.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cleanups = cleanupAfterEach();
@@ -22,14 +22,9 @@ function env(overrides: Record<string, unknown>): { env: TestEnv; c: TestClients
 
 describe('a held tick whose lock lapsed', () => {
   it('a held tick whose worker is starved longer than its lock (event loop blocked) is not fired twice', async () => {
-    // The first worker holds one tick at most: once it holds this one it has no fetch waiting on the queue, so
-    // when the tick goes back to the queue the other worker is the one woken for it.
     const { env: e, c } = env({
       'worker.prefetch_lead_ms': 25_500,
-      'worker.lock_duration_ms': 1000,
-      'worker.lock_renew_ms': 400,
-      'worker.stalled_interval_ms': 500,
-      'worker.max_held_ticks': 1,
+      ...STARVABLE_HOLDER,
     });
     const starved = await startWorker(e);
     cleanups.push(() => starved.drain());

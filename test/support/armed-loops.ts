@@ -38,3 +38,15 @@ export async function addLoops(n: number, add: (i: number) => Promise<void>): Pr
     }),
   );
 }
+
+/**
+ * Worker settings for a held tick whose worker is starved past its job lock (`blockEventLoopUntil`): a 1 s lock
+ * renewed every 400 ms, a stall check every 500 ms, and one held tick at most: once it holds the tick it has no
+ * fetch waiting on the queue, so when the tick goes back to the queue another worker is the one woken for it.
+ */
+export const STARVABLE_HOLDER = {
+  'worker.lock_duration_ms': 1000,
+  'worker.lock_renew_ms': 400,
+  'worker.stalled_interval_ms': 500,
+  'worker.max_held_ticks': 1,
+} as const;
