@@ -9,14 +9,14 @@
  * on a file the test creates, so "mid-tick" is a state the test holds, not a
  * guess about timing.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe } from 'vitest';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { testEnv } from './support/env.ts';
 import { clients, events, spawnWorker, startWorker, waitFor, waitForEvents, waitForNoTickJobs } from './support/stack.ts';
 import type { TestEnv } from './support/env.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
+import { it, type CleanUp } from './support/cleanup.ts';
 
 /**
  * A shell loop that waits until `file` exists, or until its folder is gone: the
@@ -36,21 +36,23 @@ function alive(pid: number): boolean {
   }
 }
 
-const children: ChildProcess[] = [];
-const cleanups = cleanupAfterEach();
-// Registered after the clean-ups, so it runs before them.
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-});
+/** Kill `child` (a `hermes worker`) when the test ends, if it is still running. */
+function killAfter(cleanups: CleanUp[], child: ChildProcess): void {
+  cleanups.push(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+}
 
 /** An in-process worker on `env`, drained after the test. */
-async function survivorWorker(env: TestEnv): Promise<void> {
+async function survivorWorker(cleanups: CleanUp[], env: TestEnv): Promise<void> {
   const w = await startWorker(env);
   cleanups.push(() => w.drain());
 }
 
-describe('worker crash mid-tick', () => {
-  it('SIGKILL during a tick → the tick completes on the other worker and is delivered exactly once', async () => {
+// Each test has its own Redis prefix, workers and files, so they run side by side (most of their time is
+// spent waiting for a lock to lapse or a timeout to pass).
+describe.concurrent('worker crash mid-tick', () => {
+  it('SIGKILL during a tick → the tick completes on the other worker and is delivered exactly once', async ({ cleanups, expect }) => {
     const env = testEnv({ 'worker.lock_duration_ms': 2000, 'worker.stalled_interval_ms': 500 });
     const c = clients(env);
     cleanups.push(
@@ -60,7 +62,7 @@ describe('worker crash mid-tick', () => {
     const release = join(env.home, 'release');
     cleanups.push(() => writeFileSync(release, '')); // never leaves a turn waiting, even when the test fails
     const a = await spawnWorker(env);
-    children.push(a);
+    killAfter(cleanups, a);
     // Every turn waits for the release file: tick 1 stays mid-turn until the test has killed its worker.
     await c.schedules.set(
       'crash',
@@ -75,7 +77,7 @@ describe('worker crash mid-tick', () => {
     const victim = Number(started!.data.pid);
     const occurrence = String(started!.data.occurrenceId);
     expect(victim).toBe(a.pid); // the only worker
-    await survivorWorker(env); // the other worker, alive before the kill
+    await survivorWorker(cleanups, env); // the other worker, alive before the kill
     process.kill(victim, 'SIGKILL');
     await waitForEvents(c, 'crash', 'tick.started', 2, 20_000); // taken over after the lock lapsed
     writeFileSync(release, '');
@@ -93,7 +95,10 @@ describe('worker crash mid-tick', () => {
     expect(transcript.filter((m) => m.role === 'assistant').map((m) => m.content)).toEqual(['checked 1', 'checked 2', 'checked 3']);
   });
 
-  it("with the default lock and stall settings, a SIGKILLed worker's tick restarts on another worker within seconds and commits once", async () => {
+  it("with the default lock and stall settings, a SIGKILLed worker's tick restarts on another worker within seconds and commits once", async ({
+    cleanups,
+    expect,
+  }) => {
     // The product defaults (scheduler/config/config.ts), not the test environment's own lock settings;
     // the one test of the default recovery time (the others lower them to test the rule).
     const env = testEnv({ 'worker.lock_duration_ms': undefined, 'worker.stalled_interval_ms': undefined });
@@ -108,7 +113,7 @@ describe('worker crash mid-tick', () => {
     const release = join(env.home, 'release');
     cleanups.push(() => writeFileSync(release, '')); // ends the killed worker's orphaned command
     const a = await spawnWorker(env);
-    children.push(a);
+    killAfter(cleanups, a);
     // The first run marks itself and hangs (its worker is killed); the run that takes over answers at once.
     await c.schedules.set(
       'recover',
@@ -127,7 +132,7 @@ describe('worker crash mid-tick', () => {
     const victim = Number(started!.data.pid);
     const occurrence = String(started!.data.occurrenceId);
     expect(victim).toBe(a.pid);
-    await survivorWorker(env);
+    await survivorWorker(cleanups, env);
     await waitFor(() => existsSync(firstRun), 10_000, 'the first run under way');
     process.kill(victim, 'SIGKILL');
     const killedAt = Date.now();
@@ -144,14 +149,17 @@ describe('worker crash mid-tick', () => {
     expect(await events(c, 'recover', 'tick.failed')).toEqual([]);
   });
 
-  it("a worker that loses a job's lock while its turn runs aborts that turn and commits nothing; the occurrence commits once elsewhere", async () => {
+  it("a worker that loses a job's lock while its turn runs aborts that turn and commits nothing; the occurrence commits once elsewhere", async ({
+    cleanups,
+    expect,
+  }) => {
     const env = testEnv();
     const c = clients(env);
     cleanups.push(
       () => env.cleanup(),
       () => c.close(),
     );
-    await survivorWorker(env); // one worker in this process: it loses the lock and takes the job over again
+    await survivorWorker(cleanups, env); // one worker in this process: it loses the lock and takes the job over again
     const runs = join(env.home, 'runs');
     const pids = join(env.home, 'pids');
     const release = join(env.home, 'release');
@@ -191,7 +199,10 @@ describe('worker crash mid-tick', () => {
     expect(readFileSync(runs, 'utf8').trim().split('\n').sort()).toEqual(['end', 'start', 'start']);
   });
 
-  it('the command of a SIGKILLed worker does not outlive its own timeout: the backstop ends its whole process group', async () => {
+  it('the command of a SIGKILLed worker does not outlive its own timeout: the backstop ends its whole process group', async ({
+    cleanups,
+    expect,
+  }) => {
     const env = testEnv();
     const c = clients(env);
     cleanups.push(
@@ -200,7 +211,7 @@ describe('worker crash mid-tick', () => {
     );
     const pids = join(env.home, 'pids');
     const a = await spawnWorker(env);
-    children.push(a);
+    killAfter(cleanups, a);
     // The shell and a grandchild it started in the background, both far longer than the 2 s timeout;
     // and a child left behind (output elsewhere, so nothing waits for it) by a command that ends a second
     // after the kill, when no worker is left to end its group.
