@@ -11,11 +11,12 @@
 import { createServer } from 'node:http';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeAll, afterAll, describe, expect, it } from 'vitest';
+import { beforeAll, afterAll, describe } from 'vitest';
 import { isoUtc, nextOccurrence, nextOccurrences, formatInZone } from '../scheduler/cron/cron-engine.ts';
 import { decideOccurrence } from '../scheduler/cron/misfire.ts';
 import { createCronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
+import type { CronJobInput } from '../scheduler/cron/cron-input.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 import { outboundJobId } from '../scheduler/delivery/outbound.ts';
 import { schedulerJobMillis } from '../scheduler/store/queues.ts';
@@ -23,7 +24,7 @@ import { startCronWorker, openCronService, type TestCronWorker } from './support
 import { testEnv, type TestEnv } from './support/env.ts';
 import { lastUserText, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
+import { it as withCleanups, type CleanUp } from './support/cleanup.ts';
 
 /**
  * Replies delivered to a job's `local` target: its stream's `reply` events (the stream also holds
@@ -54,16 +55,23 @@ afterAll(async () => {
   await model.close();
 });
 
-/** Runs held by a test, let go first after each test (a worker closes only when its runs end). */
-const holds: Array<() => void> = [];
-const cleanups = cleanupAfterEach();
-// Registered after the clean-ups, so it runs before them: held runs end before their workers close.
-afterEach(() => {
-  for (const release of holds.splice(0)) release();
+/**
+ * `it` with the test's own clean-ups and held runs (`holds`: let go when the test ends, before its clean-ups run,
+ * as a worker closes only when its runs end). Each test has its own Redis prefix, workers and jobs, so the tests
+ * run side by side: most of their time is spent waiting for occurrences to come due.
+ */
+const it = withCleanups.extend<{ holds: Array<() => void> }>({
+  // Depends on `cleanups`, so it is torn down first.
+  holds: async ({ cleanups }, use) => {
+    const holds: Array<() => void> = [];
+    await use(holds);
+    for (const release of holds.splice(0)) release();
+    void cleanups;
+  },
 });
 
 /** A model whose first answer is held until `release()`: a run that lasts exactly as long as the test needs. */
-async function heldModel(): Promise<{ model: FakeOpenAI; release: () => void }> {
+async function heldModel(cleanups: CleanUp[], holds: Array<() => void>): Promise<{ model: FakeOpenAI; release: () => void }> {
   const held = await startFakeOpenAI();
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
@@ -76,41 +84,27 @@ async function heldModel(): Promise<{ model: FakeOpenAI; release: () => void }> 
   return { model: held, release };
 }
 
-type CleanUp = () => Promise<void> | void;
-
-/**
- * Clean-ups of a test that runs concurrently with others (the shared list is for tests that run one
- * at a time), run when that test finishes, last registered first.
- */
-function ownCleanups(onTestFinished: (fn: () => Promise<void>) => void): (fn: CleanUp) => void {
-  const own: CleanUp[] = [];
-  onTestFinished(async () => {
-    while (own.length) await own.pop()!();
-  });
-  return (fn) => void own.push(fn);
-}
-
-function setup(overrides: Record<string, unknown> = {}, onCleanup: (fn: CleanUp) => void = (fn) => void cleanups.push(fn)) {
+function setup(cleanups: CleanUp[], overrides: Record<string, unknown> = {}) {
   const env: TestEnv = testEnv({
     'agent.base_url': model.baseUrl,
     'cron.min_interval_seconds': 1,
     ...overrides,
   });
   const api = openCronService(env.config);
-  onCleanup(() => env.cleanup());
-  onCleanup(() => api.close());
+  cleanups.push(() => env.cleanup());
+  cleanups.push(() => api.close());
   const worker = async (concurrency = 8): Promise<TestCronWorker> => {
     const w = await startCronWorker(env.config, { concurrency });
-    onCleanup(() => w.close());
+    cleanups.push(() => w.close());
     return w;
   };
   const runsOf = async (id: string) => (await api.store.runs(id, 1000)).sort((a, b) => a.due_at - b.due_at);
   return { env, api, worker, runsOf };
 }
 
-describe('cron runs (real BullMQ)', () => {
-  it('fires at the croner times, records each run once and delivers it to the local stream', async () => {
-    const { api, worker, runsOf } = setup();
+describe.concurrent('cron runs (real BullMQ)', () => {
+  it('fires at the croner times, records each run once and delivers it to the local stream', async ({ cleanups, expect }) => {
+    const { api, worker, runsOf } = setup(cleanups);
     await worker();
     // Every 2 s: a run on a loaded machine may take a second, and must not overlap the next occurrence.
     const job = await api.service.add({ schedule: '*/2 * * * * *', prompt: 'check the build', repeat: 2, tz: 'America/New_York' }, cli);
@@ -138,8 +132,8 @@ describe('cron runs (real BullMQ)', () => {
     expect(await api.store.schedulerNext(job.id)).toBeUndefined();
   });
 
-  it('records a [SILENT] reply without delivering it', async () => {
-    const { api, worker, runsOf } = setup();
+  it('records a [SILENT] reply without delivering it', async ({ cleanups, expect }) => {
+    const { api, worker, runsOf } = setup(cleanups);
     await worker();
     const job = await api.service.add({ schedule: 'in 1s', prompt: 'stay quiet unless broken' }, cli);
     await waitFor(async () => (await runsOf(job.id)).length === 1, 10_000, 'run');
@@ -149,8 +143,8 @@ describe('cron runs (real BullMQ)', () => {
     expect((await api.store.get(job.id))!.state).toBe('completed');
   });
 
-  it('runs a --script job as a command turn, only when created from a trusted surface', async () => {
-    const { api, worker, runsOf } = setup();
+  it('runs a --script job as a command turn, only when created from a trusted surface', async ({ cleanups, expect }) => {
+    const { api, worker, runsOf } = setup(cleanups);
     await worker();
     await expect(api.service.add({ schedule: 'in 1s', script: 'echo hi' }, { origin: { surface: 'api' }, trusted: false })).rejects.toThrow(
       /^Jobs with a `script` \(command turns\) can only be created from the CLI or the config file\.$/,
@@ -160,8 +154,8 @@ describe('cron runs (real BullMQ)', () => {
     expect((await runsOf(job.id))[0]).toMatchObject({ status: 'ok', output: `job ${job.id}\nfrom stdin` });
   });
 
-  it('records a failing script as an error with a failure streak', async () => {
-    const { api, worker, runsOf } = setup();
+  it('records a failing script as an error with a failure streak', async ({ cleanups, expect }) => {
+    const { api, worker, runsOf } = setup(cleanups);
     await worker();
     const job = await api.service.add({ schedule: 'every 1s', script: 'echo broken >&2; exit 3', repeat: 2 }, cli);
     await waitFor(async () => (await api.store.get(job.id))?.state === 'completed', 10_000, 'two runs');
@@ -175,8 +169,12 @@ describe('cron runs (real BullMQ)', () => {
     });
   });
 
-  it('--repeat N is a budget of N runs even when runs overlap: runs in flight count against it (--overlap allow)', async () => {
-    const { env, api, worker, runsOf } = setup();
+  it('--repeat N is a budget of N runs even when runs overlap: runs in flight count against it (--overlap allow)', async ({
+    cleanups,
+    holds,
+    expect,
+  }) => {
+    const { env, api, worker, runsOf } = setup(cleanups);
     const w = await worker();
     const starts = join(env.home, 'starts');
     const gate = join(env.home, 'gate');
@@ -208,8 +206,8 @@ describe('cron runs (real BullMQ)', () => {
     expect((await api.store.get(job.id))!.repeat).toEqual({ times: 2, completed: 2 });
   });
 
-  it('the --repeat budget at claim time: runs in flight count, skips and manual runs do not', async () => {
-    const { api } = setup();
+  it('the --repeat budget at claim time: runs in flight count, skips and manual runs do not', async ({ cleanups, expect }) => {
+    const { api } = setup(cleanups);
     const job = await api.service.add({ schedule: 'every 1h', prompt: 'p', repeat: 2, overlap: 'allow' }, cli);
     const claim = (n: number, extra: { skip?: boolean; manual?: boolean; holder?: string } = {}) =>
       api.store.claim({
@@ -231,8 +229,11 @@ describe('cron runs (real BullMQ)', () => {
     expect(await claim(1)).toEqual({ status: 'ok', attempt: 2 }); // the same holder again: its next attempt
   });
 
-  it('the first occurrence the record announces runs even when it passed before the job scheduler was written', async () => {
-    const { env, worker, runsOf } = setup();
+  it('the first occurrence the record announces runs even when it passed before the job scheduler was written', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { env, worker, runsOf } = setup(cleanups);
     await worker();
     // A store write that lands 3 s after the record's times were computed (a busy machine): of the
     // occurrences every 2 s from then, the first has passed when the scheduler is written, the second not.
@@ -245,8 +246,8 @@ describe('cron runs (real BullMQ)', () => {
     expect(runs.map((r) => [r.due_at, r.status])).toEqual(nextOccurrences(job.schedule, job.tz, job.created_at, 2).map((d) => [d, 'ok']));
   });
 
-  it('delivers to a webhook only on a 2xx, and queues Telegram targets once', async () => {
-    const { api, worker, runsOf } = setup({ 'delivery.webhook_allow': ['127.0.0.1'] }); // the receiver is local
+  it('delivers to a webhook only on a 2xx, and queues Telegram targets once', async ({ cleanups, expect }) => {
+    const { api, worker, runsOf } = setup(cleanups, { 'delivery.webhook_allow': ['127.0.0.1'] }); // the receiver is local
     await worker();
     const received: Array<{ key: string | undefined; body: Record<string, unknown> }> = [];
     const hook = createServer((req, res) => {
@@ -289,11 +290,11 @@ describe('cron runs (real BullMQ)', () => {
   });
 });
 
-describe('misfires after an outage (docs/DESIGN.md §7 Misfires)', () => {
+describe.concurrent('misfires after an outage (docs/DESIGN.md §7 Misfires)', () => {
   // Every 2 s with a grace of 1.5 s (the lower clamp; half the period is 1 s). The outage lasts until
   // 0.3 s after the second occurrence: both are missed, and the job scheduler holds only the first (the
   // next job is made when one is picked up). The worker starts 1.7 s before the third is due.
-  // The two outages are waited out side by side (concurrent tests, each with its own job and worker).
+  // The two outages are waited out side by side, as every test here runs (each with its own job and worker).
   const PERIOD_MS = 2_000;
   const GRACE_MS = 1_500;
   const outage = async (createdAt: number) => {
@@ -301,8 +302,8 @@ describe('misfires after an outage (docs/DESIGN.md §7 Misfires)', () => {
     return Date.now();
   };
 
-  it.concurrent('--misfire once runs exactly one catch-up, then the cadence resumes on time', async ({ expect, onTestFinished }) => {
-    const { api, worker, runsOf } = setup({ 'cron.misfire_grace_min_seconds': GRACE_MS / 1000 }, ownCleanups(onTestFinished));
+  it('--misfire once runs exactly one catch-up, then the cadence resumes on time', async ({ cleanups, expect }) => {
+    const { api, worker, runsOf } = setup(cleanups, { 'cron.misfire_grace_min_seconds': GRACE_MS / 1000 });
     const job = await api.service.add({ schedule: 'every 2s', prompt: 'tick' }, cli);
     const anchor = job.created_at;
     const restartedAt = await outage(anchor);
@@ -329,31 +330,28 @@ describe('misfires after an outage (docs/DESIGN.md §7 Misfires)', () => {
     expect(new Set(runs.map((r) => r.due_at)).size).toBe(runs.length);
   });
 
-  it.concurrent(
-    '--misfire skip records the missed occurrence as skipped and runs the next one on time',
-    async ({ expect, onTestFinished }) => {
-      const { api, worker, runsOf } = setup({ 'cron.misfire_grace_min_seconds': GRACE_MS / 1000 }, ownCleanups(onTestFinished));
-      const job = await api.service.add({ schedule: 'every 2s', prompt: 'tick', misfire: 'skip' }, cli);
-      const restartedAt = await outage(job.created_at);
-      await worker();
-      await waitFor(async () => (await runsOf(job.id)).some((r) => r.status === 'ok'), 10_000, 'the next run');
-      await api.service.pause(job.id);
-      const runs = await runsOf(job.id);
-      expect(runs[0]).toMatchObject({
-        status: 'skipped',
-        reason: 'misfire',
-        due_at: job.created_at + PERIOD_MS,
-        started_at: null,
-        output: null,
-      });
-      expect(runs[0]!.lateness_ms).toBeGreaterThanOrEqual(restartedAt - runs[0]!.due_at);
-      expect(runs[1]).toMatchObject({ status: 'ok', trigger: 'schedule', due_at: nextOccurrence(job.schedule, job.tz, restartedAt) });
-      expect(runs.slice(1).every((r) => r.status === 'ok' && r.trigger === 'schedule' && r.lateness_ms <= GRACE_MS)).toBe(true);
-      expect(await localReplies(api, job.id)).toBe(runs.length - 1);
-    },
-  );
+  it('--misfire skip records the missed occurrence as skipped and runs the next one on time', async ({ cleanups, expect }) => {
+    const { api, worker, runsOf } = setup(cleanups, { 'cron.misfire_grace_min_seconds': GRACE_MS / 1000 });
+    const job = await api.service.add({ schedule: 'every 2s', prompt: 'tick', misfire: 'skip' }, cli);
+    const restartedAt = await outage(job.created_at);
+    await worker();
+    await waitFor(async () => (await runsOf(job.id)).some((r) => r.status === 'ok'), 10_000, 'the next run');
+    await api.service.pause(job.id);
+    const runs = await runsOf(job.id);
+    expect(runs[0]).toMatchObject({
+      status: 'skipped',
+      reason: 'misfire',
+      due_at: job.created_at + PERIOD_MS,
+      started_at: null,
+      output: null,
+    });
+    expect(runs[0]!.lateness_ms).toBeGreaterThanOrEqual(restartedAt - runs[0]!.due_at);
+    expect(runs[1]).toMatchObject({ status: 'ok', trigger: 'schedule', due_at: nextOccurrence(job.schedule, job.tz, restartedAt) });
+    expect(runs.slice(1).every((r) => r.status === 'ok' && r.trigger === 'schedule' && r.lateness_ms <= GRACE_MS)).toBe(true);
+    expect(await localReplies(api, job.id)).toBe(runs.length - 1);
+  });
 
-  it('a late occurrence within the grace window runs and is marked late', () => {
+  it('a late occurrence within the grace window runs and is marked late', ({ expect }) => {
     const schedule = parseSchedule('every 10m', { tz: 'UTC', now: 0, minIntervalSeconds: 60 });
     const job = createCronJob({
       id: 'a'.repeat(12),
@@ -401,8 +399,8 @@ describe('misfires after an outage (docs/DESIGN.md §7 Misfires)', () => {
   });
 });
 
-describe('F11: after a restart nothing fires before it is due', () => {
-  it('stop at 10:00, restart at 10:57, job 0 17 * * * → it waits for 17:00 (pure decision)', () => {
+describe.concurrent('F11: after a restart nothing fires before it is due', () => {
+  it('stop at 10:00, restart at 10:57, job 0 17 * * * → it waits for 17:00 (pure decision)', ({ expect }) => {
     const tz = 'Europe/Berlin';
     const created = Date.parse('2026-06-01T07:00:00Z'); // 09:00 Berlin
     const schedule = parseSchedule('0 17 * * *', { tz, now: created, minIntervalSeconds: 60 });
@@ -437,8 +435,8 @@ describe('F11: after a restart nothing fires before it is due', () => {
     ).toEqual({ action: 'wait', untilMs: due });
   });
 
-  it('a job that reaches a worker before it is due (promoted early) runs only at its due time, once', async () => {
-    const { api, worker, runsOf } = setup();
+  it('a job that reaches a worker before it is due (promoted early) runs only at its due time, once', async ({ cleanups, expect }) => {
+    const { api, worker, runsOf } = setup(cleanups);
     const w = await worker();
     const job = await api.service.add(
       { schedule: `${new Date(Date.now() + 3_000).getUTCSeconds()} * * * * *`, prompt: 'at due time', tz: 'UTC', repeat: 1 },
@@ -462,9 +460,9 @@ describe('F11: after a restart nothing fires before it is due', () => {
   });
 });
 
-describe('F12: a manual run does not move the next run', () => {
-  it('0 8 * * * in Europe/Warsaw, `cron run` it → next_run_at is still 08:00 Warsaw time', async () => {
-    const { api, worker, runsOf } = setup();
+describe.concurrent('F12: a manual run does not move the next run', () => {
+  it('0 8 * * * in Europe/Warsaw, `cron run` it → next_run_at is still 08:00 Warsaw time', async ({ cleanups, expect }) => {
+    const { api, worker, runsOf } = setup(cleanups);
     await worker();
     const job = await api.service.add({ schedule: '0 8 * * *', prompt: 'morning report', tz: 'Europe/Warsaw' }, cli);
     const before = job.next_run_at!;
@@ -480,10 +478,10 @@ describe('F12: a manual run does not move the next run', () => {
   });
 });
 
-describe('overlap (docs/DESIGN.md §7 Overlap)', () => {
-  it('a job still running when due again is skipped, never run in parallel', async () => {
-    const held = await heldModel();
-    const { api, worker, runsOf } = setup({ 'agent.base_url': held.model.baseUrl });
+describe.concurrent('overlap (docs/DESIGN.md §7 Overlap)', () => {
+  it('a job still running when due again is skipped, never run in parallel', async ({ cleanups, holds, expect }) => {
+    const held = await heldModel(cleanups, holds);
+    const { api, worker, runsOf } = setup(cleanups, { 'agent.base_url': held.model.baseUrl });
     await worker(4);
     const job = await api.service.add({ schedule: 'every 1s', prompt: 'slow' }, cli);
     // The first run lasts until an occurrence due during it has been recorded.
@@ -507,10 +505,10 @@ describe('overlap (docs/DESIGN.md §7 Overlap)', () => {
   });
 });
 
-describe('pause and remove with the next job already waiting', () => {
+describe.concurrent('pause and remove with the next job already waiting', () => {
   for (const action of ['pause', 'remove'] as const) {
-    it(`${action}: no run starts after the command returns`, async () => {
-      const { api, worker } = setup();
+    it(`${action}: no run starts after the command returns`, async ({ cleanups, expect }) => {
+      const { api, worker } = setup(cleanups);
       const w = await worker();
       const job = await api.service.add({ schedule: '* * * * * *', prompt: 'every second' }, cli);
       const started = () => w.results.filter((r) => r.outcome === 'ran').length;
@@ -549,8 +547,8 @@ describe('pause and remove with the next job already waiting', () => {
     });
   }
 
-  it('resume never catches up what was missed while paused', async () => {
-    const { api, worker, runsOf } = setup({ 'cron.misfire_grace_min_seconds': 1 });
+  it('resume never catches up what was missed while paused', async ({ cleanups, expect }) => {
+    const { api, worker, runsOf } = setup(cleanups, { 'cron.misfire_grace_min_seconds': 1 });
     await worker();
     const job = await api.service.add({ schedule: 'every 1s', prompt: 'tick', paused: true }, cli);
     expect(job.state).toBe('paused');
@@ -565,9 +563,9 @@ describe('pause and remove with the next job already waiting', () => {
   });
 });
 
-describe('the worker side of the job scheduler', () => {
-  it('computes the next iteration with croner in the job zone (repeatStrategy on the Worker)', async () => {
-    const { api, worker, runsOf } = setup();
+describe.concurrent('the worker side of the job scheduler', () => {
+  it('computes the next iteration with croner in the job zone (repeatStrategy on the Worker)', async ({ cleanups, expect }) => {
+    const { api, worker, runsOf } = setup(cleanups);
     await worker();
     const job = await api.service.add({ schedule: '0 8 * * *', prompt: 'morning', tz: 'Europe/Warsaw' }, cli);
     const [first, second] = nextOccurrences(job.schedule, job.tz, job.created_at, 2);
@@ -589,8 +587,8 @@ describe('the worker side of the job scheduler', () => {
     expect(formatInZone(second!, 'Europe/Warsaw')).toMatch(/ 08:00 /);
   });
 
-  it('edit re-arms from now; reconcile re-arms a job whose scheduler went missing', async () => {
-    const { api } = setup();
+  it('edit re-arms from now; reconcile re-arms a job whose scheduler went missing', async ({ cleanups, expect }) => {
+    const { api } = setup(cleanups);
     const job = await api.service.add({ schedule: 'daily at 7am', prompt: 'x', tz: 'UTC' }, cli);
     const edited = await api.service.edit(job.id, { schedule: 'weekdays at 6pm' }, cli);
     expect(edited).toMatchObject({ generation: job.generation + 1, schedule: { expression: '0 18 * * 1-5' } });
@@ -603,9 +601,9 @@ describe('the worker side of the job scheduler', () => {
     expect(await api.store.reconcile()).toBe(0);
   });
 
-  it('--overlap queue defers an occurrence due during a run instead of skipping it', async () => {
-    const held = await heldModel();
-    const { api, worker, runsOf } = setup({ 'agent.base_url': held.model.baseUrl });
+  it('--overlap queue defers an occurrence due during a run instead of skipping it', async ({ cleanups, holds, expect }) => {
+    const held = await heldModel(cleanups, holds);
+    const { api, worker, runsOf } = setup(cleanups, { 'agent.base_url': held.model.baseUrl });
     await worker(4);
     const job = await api.service.add({ schedule: 'every 1s', prompt: 'slow', overlap: 'queue', repeat: 2 }, cli);
     // The first run lasts until an occurrence due during it was picked up and put back to wait
@@ -633,9 +631,9 @@ describe('the worker side of the job scheduler', () => {
     expect(held.model.requests).toHaveLength(2);
   });
 
-  it('a model that cannot be reached is retried with backoff, then recorded as an error', async () => {
+  it('a model that cannot be reached is retried with backoff, then recorded as an error', async ({ cleanups, expect }) => {
     const { freePort } = await import('../scheduler/store/redis/embedded-redis.ts');
-    const { api, worker, runsOf } = setup({
+    const { api, worker, runsOf } = setup(cleanups, {
       'agent.base_url': `http://127.0.0.1:${await freePort()}/v1`,
       'cron.retry_backoff_seconds': 0.2,
     });
@@ -663,8 +661,8 @@ describe('the worker side of the job scheduler', () => {
   });
 });
 
-describe('service input errors change nothing', () => {
-  it.each([
+describe.concurrent('service input errors change nothing', () => {
+  it.for<[CronJobInput, RegExp]>([
     [{ schedule: 'every 5 parsecs', prompt: 'x' }, /not a valid interval|unknown day/],
     [{ schedule: 'daily at 7am', prompt: 'x', tz: 'Nowhere/City' }, /Unknown time zone/],
     [{ schedule: 'daily at 7am' }, /needs a prompt/],
@@ -673,16 +671,16 @@ describe('service input errors change nothing', () => {
     [{ schedule: 'daily at 7am', prompt: 'x', overlap: 'maybe' }, /^`overlap` must be skip, queue or allow/],
     [{ schedule: 'daily at 7am', prompt: 'x', deliver: 'pigeon' }, /Unknown delivery target "pigeon"/],
     [{ schedule: 'daily at 7am', prompt: 'x'.repeat(20_000) }, /limit is 16000/],
-  ])('add rejects %$', async (input, message) => {
-    const { api } = setup();
+  ])('add rejects %$', async ([input, message], { cleanups, expect }) => {
+    const { api } = setup(cleanups);
     await expect(api.service.add(input, cli)).rejects.toThrow(ScheduleInputError);
     await expect(api.service.add(input, cli)).rejects.toThrow(message);
     expect(await api.store.list()).toEqual([]);
     expect(await api.queues.ticks.getJobSchedulersCount()).toBe(0);
   });
 
-  it('a taken name is refused on add and edit; a derived name gets a number', async () => {
-    const { api } = setup();
+  it('a taken name is refused on add and edit; a derived name gets a number', async ({ cleanups, expect }) => {
+    const { api } = setup(cleanups);
     const a = await api.service.add({ schedule: 'daily at 7am', prompt: 'x', name: 'Report' }, cli);
     await expect(api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: 'REPORT' }, cli)).rejects.toThrow(
       `A cron job named "Report" already exists (${a.id})`,
@@ -701,8 +699,11 @@ describe('service input errors change nothing', () => {
     expect(await api.store.list()).toHaveLength(4);
   });
 
-  it('an ambiguous name (jobs stored before names were unique) lists the candidate ids; an unknown one says so', async () => {
-    const { api } = setup();
+  it('an ambiguous name (jobs stored before names were unique) lists the candidate ids; an unknown one says so', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { api } = setup(cleanups);
     const a = await api.service.add({ schedule: 'daily at 7am', prompt: 'x', name: 'Report' }, cli);
     const b0 = await api.service.add({ schedule: 'daily at 8am', prompt: 'y', name: 'other' }, cli);
     const b = (await api.store.put({ ...b0, name: 'report' }, b0.version))!;
