@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { ROOT } from './support/stack.ts';
-import { cliEntry } from '../cli/build-state.mjs';
+import { cliEntry, isCurrentBuild } from '../cli/build-state.mjs';
 
 const run = promisify(execFile);
 
@@ -101,8 +101,11 @@ describe('which code a call runs', () => {
 });
 
 describe('the compiled CLI', () => {
-  // The build this run made of the sources as they are (test/support/global-build.ts), or else one of its own.
-  const runBuild = process.env.HERMES_BUILD_DIR;
+  // The build the run's `hermes` calls use: the one this run made of the sources as they are
+  // (test/support/global-build.ts), or `dist/` when it is current (made by `npm ci`); else one of its own.
+  const runBuild =
+    process.env.HERMES_BUILD_DIR ??
+    (isCurrentBuild(pathToFileURL(`${ROOT}/`), pathToFileURL(join(ROOT, 'dist', '/'))) ? 'dist' : undefined);
   const dir = runBuild ?? `.build-test-${randomBytes(4).toString('hex')}`;
   let e: TestEnv;
   beforeAll(async () => {
