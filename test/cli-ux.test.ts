@@ -13,7 +13,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Command, CommanderError } from 'commander';
+import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { freePort } from '../scheduler/store/redis/embedded-redis.ts';
 import { formatEvent } from '../cli/event-format.ts';
@@ -22,11 +22,13 @@ import { registerLoopCommand } from '../cli/commands/loop.ts';
 import { runStatus } from '../cli/commands/status.ts';
 import { registerCronCommands } from '../cli/commands/cron.ts';
 import { completionScript, registerCompletionCommand } from '../cli/commands/completion.ts';
-import { exitCodeOf, reportError } from '../cli/run-command.ts';
+import { reportError } from '../cli/run-command.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, HERMES_BIN, ROOT, runHermes, SPAWN_START_TIMEOUT_MS, waitFor } from './support/stack.ts';
 import { runInTerminal } from './support/terminal.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { runLoopCli } from './support/loop-cli.ts';
+import type { CliResult } from './support/cron-cli.ts';
 
 const cleanups = cleanupAfterEach();
 
@@ -38,34 +40,8 @@ function env(): TestEnv {
 
 const STACK_TRACE = /^\s+at .+\(?.*:\d+:\d+\)?$/m;
 
-interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/**
- * `hermes loop|heartbeat|hb|goal <args>` run in this process: the product's commands
- * (`registerLoopCommand`, connecting as `hermes` does) with their output and exit code captured.
- */
-async function shellCommand(e: TestEnv, args: string[]): Promise<CliResult> {
-  let stdout = '';
-  let stderr = '';
-  let code = 0;
-  const program = new Command('hermes').exitOverride().configureOutput({ writeOut: (t) => (stdout += t), writeErr: (t) => (stderr += t) });
-  registerLoopCommand(program, () => ({ config: e.config, connect: () => connectCli(e.config) }), {
-    out: (t) => (stdout += `${t}\n`),
-    err: (t) => (stderr += `${t}\n`),
-    setExitCode: (c) => (code = c),
-  });
-  try {
-    await program.parseAsync(args, { from: 'user' });
-  } catch (err) {
-    if (!(err instanceof CommanderError)) throw err;
-    code = exitCodeOf(err); // as cli/main.ts ends a commander exit
-  }
-  return { code, stdout, stderr };
-}
+/** `hermes loop|heartbeat|hb|goal <args>` run in this process (test/support/loop-cli.ts). */
+const shellCommand = (e: TestEnv, args: string[]): Promise<CliResult> => runLoopCli(e.config, args);
 
 /** `hermes status [--all|--json]` run in this process (`runStatus`, connecting as `hermes` does): its output. */
 async function status(e: TestEnv, opts: { all?: boolean; json?: boolean } = {}): Promise<string> {

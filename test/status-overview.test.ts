@@ -10,6 +10,7 @@ import { testEnv } from './support/env.ts';
 import { clients, runHermes } from './support/stack.ts';
 import { waitFor } from './support/wait-for.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { runLoopCli } from './support/loop-cli.ts';
 
 const cleanups = cleanupAfterEach();
 
@@ -34,9 +35,9 @@ describe('hermes status', () => {
         runner: { kind: 'command', command: 'true', timeoutSeconds: 5 },
       },
     );
-    expect((await runHermes(e, ['goal', 'get', 'the', 'suite', 'green', '--session', 'dev'])).code).toBe(0);
-    expect((await runHermes(e, ['goal', 'pause', '--session', 'dev'])).code).toBe(0);
-    expect((await runHermes(e, ['goal', 'ship', 'the', 'release', '--session', 'rel'])).code).toBe(0);
+    expect((await runLoopCli(e.config, ['goal', 'get', 'the', 'suite', 'green', '--session', 'dev'])).code).toBe(0);
+    expect((await runLoopCli(e.config, ['goal', 'pause', '--session', 'dev'])).code).toBe(0);
+    expect((await runLoopCli(e.config, ['goal', 'ship', 'the', 'release', '--session', 'rel'])).code).toBe(0);
     expect((await cli('add', 'every 1h', '--script', 'echo fine', '--name', 'disk')).code).toBe(0);
     expect((await cli('add', 'every 1h', '--script', 'echo broken >&2; exit 3', '--name', 'backup')).code).toBe(0);
     const backup = await api.service.get('backup');
