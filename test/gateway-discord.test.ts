@@ -4,10 +4,15 @@
  * (gateway WebSocket and REST, test/support/fake-discord.ts), real Redis and
  * BullMQ, and — where a turn runs — an in-process worker and the local model
  * server.
+ *
+ * Each test has its own local Discord, Redis prefix, gateway and (where a
+ * turn runs) worker, so most run side by side: they spend their time waiting
+ * for the gateway's connection, a turn or a Retry-After. The two that count
+ * reconnects exactly run alone, last.
  */
 import { Redis } from 'ioredis';
 import type { Queue } from 'bullmq';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { describe } from 'vitest';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { REFUSAL_TEXT } from '../gateway/discord/inbound.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -16,73 +21,75 @@ import { enqueueOutbound, outboundQueue as openOutboundQueue, type OutboundData 
 import { WorkerProcess } from '../worker/worker-process.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
-import { DISCORD_ALLOWED_USER, DISCORD_BOT_ID, DISCORD_BOT_TOKEN, startFakeDiscord, type FakeDiscord } from './support/fake-discord.ts';
+import { DISCORD_ALLOWED_USER, DISCORD_BOT_ID, DISCORD_BOT_TOKEN, startFakeDiscord } from './support/fake-discord.ts';
 import { readInbox, type InboxReader } from './support/telegram-env.ts';
 import { openCronService } from './support/cron-worker.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
+import { it, type CleanUp } from './support/cleanup.ts';
 
-const cleanups = cleanupAfterEach();
-let fake: FakeDiscord;
-beforeEach(async () => {
-  fake = await startFakeDiscord();
+/** This test's own local Discord, and helpers that start the rest of its stack against it; all stopped when the test ends. */
+async function discordStack(cleanups: CleanUp[]) {
+  const fake = await startFakeDiscord();
   cleanups.push(() => fake.close());
-});
 
-function setup(overrides: Record<string, unknown> = {}): TestEnv {
-  const env = testEnv({
-    'api_server.port': 0,
-    'discord.bot_token': DISCORD_BOT_TOKEN,
-    'discord.allowed_users': DISCORD_ALLOWED_USER,
-    'discord.api_url': fake.apiRoot,
-    'gateway.poll_lease_ttl_seconds': 1,
-    'gateway.watcher_interval_seconds': 0.05,
-    'gateway.reconnect_backoff_seconds': '0.1,0.2,0.4',
-    ...overrides,
-  });
-  cleanups.push(() => env.cleanup());
-  return env;
-}
+  function setup(overrides: Record<string, unknown> = {}): TestEnv {
+    const env = testEnv({
+      'api_server.port': 0,
+      'discord.bot_token': DISCORD_BOT_TOKEN,
+      'discord.allowed_users': DISCORD_ALLOWED_USER,
+      'discord.api_url': fake.apiRoot,
+      'gateway.poll_lease_ttl_seconds': 1,
+      'gateway.watcher_interval_seconds': 0.05,
+      'gateway.reconnect_backoff_seconds': '0.1,0.2,0.4',
+      ...overrides,
+    });
+    cleanups.push(() => env.cleanup());
+    return env;
+  }
 
-async function gateway(env: TestEnv): Promise<Gateway> {
-  const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
-  cleanups.push(() => gw.close());
-  return gw;
-}
+  async function gateway(env: TestEnv): Promise<Gateway> {
+    const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
+    cleanups.push(() => gw.close());
+    return gw;
+  }
 
-async function worker(env: TestEnv): Promise<WorkerProcess> {
-  const w = await WorkerProcess.start({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
-  cleanups.push(() => w.drain());
-  return w;
-}
+  async function worker(env: TestEnv): Promise<WorkerProcess> {
+    const w = await WorkerProcess.start({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
+    cleanups.push(() => w.drain());
+    return w;
+  }
 
-async function model(reply: string): Promise<FakeOpenAI> {
-  const m = await startFakeOpenAI();
-  m.respond(() => reply);
-  cleanups.push(() => m.close());
-  return m;
-}
+  async function model(reply: string): Promise<FakeOpenAI> {
+    const m = await startFakeOpenAI();
+    m.respond(() => reply);
+    cleanups.push(() => m.close());
+    return m;
+  }
 
-async function inbox(env: TestEnv): Promise<InboxReader> {
-  const r = await readInbox(env);
-  cleanups.push(() => r.close());
-  return r;
-}
+  async function inbox(env: TestEnv): Promise<InboxReader> {
+    const r = await readInbox(env);
+    cleanups.push(() => r.close());
+    return r;
+  }
 
-function outboundQueue(env: TestEnv): Queue<OutboundData> {
-  const connection = new Redis(env.redisUrl, { maxRetriesPerRequest: null });
-  const q = openOutboundQueue('discord', new Keys(env.prefix), connection);
-  cleanups.push(async () => {
-    await q.close();
-    connection.disconnect();
-  });
-  return q;
+  function outboundQueue(env: TestEnv): Queue<OutboundData> {
+    const connection = new Redis(env.redisUrl, { maxRetriesPerRequest: null });
+    const q = openOutboundQueue('discord', new Keys(env.prefix), connection);
+    cleanups.push(async () => {
+      await q.close();
+      connection.disconnect();
+    });
+    return q;
+  }
+
+  return { fake, setup, gateway, worker, model, inbox, outboundQueue };
 }
 
 const dmChannel = `4${DISCORD_ALLOWED_USER.slice(1)}`;
 
-describe('Discord inbound', () => {
-  it("a DM becomes one turn of the channel's session and the model's reply is posted to that channel", async () => {
+describe.concurrent('Discord inbound', () => {
+  it("a DM becomes one turn of the channel's session and the model's reply is posted to that channel", async ({ cleanups, expect }) => {
+    const { fake, setup, gateway, worker, model } = await discordStack(cleanups);
     const m = await model('hello from the agent');
     const env = setup({ 'agent.base_url': m.baseUrl, 'agent.api_key': 'k' });
     await worker(env);
@@ -98,36 +105,11 @@ describe('Discord inbound', () => {
     expect(fake.commands.map((c) => c.name).sort()).toEqual(['goal', 'heartbeat', 'loop', 'status', 'stop']);
   });
 
-  it('a dropped connection resumes its session: events sent meanwhile are replayed and each is stored once', async () => {
-    const env = setup();
-    const reader = await inbox(env);
-    await gateway(env);
-    await waitFor(() => fake.live(), 10_000, 'gateway session ready');
-    const first = fake.message({ authorId: DISCORD_ALLOWED_USER, content: 'one' });
-    await waitFor(() => reader.seen.length >= 1, 10_000, 'first message stored');
-
-    fake.drop();
-    fake.message({ authorId: DISCORD_ALLOWED_USER, content: 'two' });
-    fake.message({ authorId: DISCORD_ALLOWED_USER, content: '/loop 1m check the build' });
-    await waitFor(() => reader.seen.length >= 3, 15_000, 'messages sent while dropped');
-    expect(fake.counts.resumes).toBe(1);
-    expect(fake.counts.identifies).toBe(1);
-    // an event delivered again (already stored) is not relayed twice
-    fake.redispatch(first);
-    fake.message({ authorId: DISCORD_ALLOWED_USER, content: 'four' });
-    await waitFor(() => reader.seen.length >= 4, 10_000, 'fourth message');
-    await sleep(300);
-    expect(reader.seen.map((d) => d.text)).toEqual(['one', 'two', '/loop 1m check the build', 'four']);
-    expect(await reader.count()).toBe(4);
-    expect(reader.seen[0]).toMatchObject({
-      type: 'user-input',
-      sessionId: `discord:${dmChannel}`,
-      messageId: `dc-${first}`,
-      origin: { surface: 'discord', route: { platform: 'discord', chatId: dmChannel } },
-    });
-  });
-
-  it('an event Redis refuses to store is not confirmed: the connection resumes and Discord replays it and what followed', async () => {
+  it('an event Redis refuses to store is not confirmed: the connection resumes and Discord replays it and what followed', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { fake, setup, gateway, inbox } = await discordStack(cleanups);
     const env = setup();
     const reader = await inbox(env);
     await gateway(env);
@@ -149,7 +131,8 @@ describe('Discord inbound', () => {
     expect(fake.counts.identifies).toBe(1);
   });
 
-  it('guild messages reach the agent only when they mention the bot; a thread is its own session', async () => {
+  it('guild messages reach the agent only when they mention the bot; a thread is its own session', async ({ cleanups, expect }) => {
+    const { fake, setup, gateway, inbox } = await discordStack(cleanups);
     const env = setup();
     const reader = await inbox(env);
     await gateway(env);
@@ -178,7 +161,8 @@ describe('Discord inbound', () => {
     });
   });
 
-  it('a user outside DISCORD_ALLOWED_USERS never reaches a worker and gets one refusal per channel', async () => {
+  it('a user outside DISCORD_ALLOWED_USERS never reaches a worker and gets one refusal per channel', async ({ cleanups, expect }) => {
+    const { fake, setup, gateway, inbox } = await discordStack(cleanups);
     const env = setup();
     const reader = await inbox(env);
     await gateway(env);
@@ -197,8 +181,9 @@ describe('Discord inbound', () => {
   });
 });
 
-describe('Discord application commands', () => {
-  it('/loop as an application command sets a loop in the channel whose ticks post there', async () => {
+describe.concurrent('Discord application commands', () => {
+  it('/loop as an application command sets a loop in the channel whose ticks post there', async ({ cleanups, expect }) => {
+    const { fake, setup, gateway, worker, model } = await discordStack(cleanups);
     const m = await model('all green');
     const env = setup({ 'agent.base_url': m.baseUrl, 'agent.api_key': 'k' });
     const w = await worker(env);
@@ -221,7 +206,8 @@ describe('Discord application commands', () => {
     await waitFor(async () => (await w.deps.loops.get(`discord:${dmChannel}`, 'loop'))?.status !== 'active', 10_000, 'loop stopped');
   });
 
-  it('/loop typed in a DM sets the loop too; its first tick posts to the DM', async () => {
+  it('/loop typed in a DM sets the loop too; its first tick posts to the DM', async ({ cleanups, expect }) => {
+    const { fake, setup, gateway, worker, model } = await discordStack(cleanups);
     const m = await model('deploy done');
     const env = setup({ 'agent.base_url': m.baseUrl, 'agent.api_key': 'k' });
     const w = await worker(env);
@@ -235,7 +221,8 @@ describe('Discord application commands', () => {
     expect(fake.callbacks).toEqual([]);
   });
 
-  it('a loop with a shell-only flag from Discord creates no command turn', async () => {
+  it('a loop with a shell-only flag from Discord creates no command turn', async ({ cleanups, expect }) => {
+    const { fake, setup, gateway, worker } = await discordStack(cleanups);
     const env = setup();
     const w = await worker(env);
     await gateway(env);
@@ -247,8 +234,12 @@ describe('Discord application commands', () => {
   });
 });
 
-describe('Discord outbound', () => {
-  it('a 4,500-character reply is posted as 3 parts cut at line boundaries, in order, before the next reply, in its thread', async () => {
+describe.concurrent('Discord outbound', () => {
+  it('a 4,500-character reply is posted as 3 parts cut at line boundaries, in order, before the next reply, in its thread', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { fake, setup, gateway, outboundQueue } = await discordStack(cleanups);
     const env = setup();
     await gateway(env);
     const q = outboundQueue(env);
@@ -283,7 +274,8 @@ describe('Discord outbound', () => {
     expect(fake.posted.every((p) => p.channel_id === '5000000000000000002')).toBe(true);
   });
 
-  it('a 429 is waited out for its Retry-After, then the reply is posted once', async () => {
+  it('a 429 is waited out for its Retry-After, then the reply is posted once', async ({ cleanups, expect }) => {
+    const { fake, setup, gateway, outboundQueue } = await discordStack(cleanups);
     const env = setup();
     await gateway(env);
     const q = outboundQueue(env);
@@ -297,8 +289,12 @@ describe('Discord outbound', () => {
   });
 });
 
-describe('Discord delivery targets', () => {
-  it('a cron job with --deliver discord:<channel>:<thread> posts its reply in that thread and records the message ids', async () => {
+describe.concurrent('Discord delivery targets', () => {
+  it('a cron job with --deliver discord:<channel>:<thread> posts its reply in that thread and records the message ids', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { fake, setup, gateway, worker, model } = await discordStack(cleanups);
     const m = await model('nightly report');
     const env = setup({ 'agent.base_url': m.baseUrl, 'agent.api_key': 'k', 'cron.min_interval_seconds': 1 });
     await worker(env);
@@ -326,8 +322,12 @@ describe('Discord delivery targets', () => {
   });
 });
 
-describe('Discord token', () => {
-  it('a token Discord refuses leaves Discord adapter_unavailable, opens no gateway connection, and the token is not in its status', async () => {
+describe.concurrent('Discord token', () => {
+  it('a token Discord refuses leaves Discord adapter_unavailable, opens no gateway connection, and the token is not in its status', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { fake, setup, gateway } = await discordStack(cleanups);
     const env = setup({ 'discord.bot_token': 'MTAwMDAwMDAwMDAwMDAwMDAx.revoked-secret-part', 'gateway.max_plugin_load_rearms': 1 });
     const gw = await gateway(env);
     const discord = () => gw.platforms().find((p) => p.name === 'discord')!;
@@ -342,8 +342,48 @@ describe('Discord token', () => {
   });
 });
 
-describe('Discord connection lease', () => {
-  it('two gateways with one bot token keep one connection; the standby resumes the session when the first stops', async () => {
+// The 1 s connection lease is renewed every third of it. These two count connections and RESUMEs
+// exactly, so they run alone: a renewal held up by other tests' gateways and workers on this event loop
+// would lose the lease and add a reconnect.
+describe('Discord session resume and connection lease', () => {
+  it('a dropped connection resumes its session: events sent meanwhile are replayed and each is stored once', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { fake, setup, gateway, inbox } = await discordStack(cleanups);
+    const env = setup();
+    const reader = await inbox(env);
+    await gateway(env);
+    await waitFor(() => fake.live(), 10_000, 'gateway session ready');
+    const first = fake.message({ authorId: DISCORD_ALLOWED_USER, content: 'one' });
+    await waitFor(() => reader.seen.length >= 1, 10_000, 'first message stored');
+
+    fake.drop();
+    fake.message({ authorId: DISCORD_ALLOWED_USER, content: 'two' });
+    fake.message({ authorId: DISCORD_ALLOWED_USER, content: '/loop 1m check the build' });
+    await waitFor(() => reader.seen.length >= 3, 15_000, 'messages sent while dropped');
+    expect(fake.counts.resumes).toBe(1);
+    expect(fake.counts.identifies).toBe(1);
+    // an event delivered again (already stored) is not relayed twice
+    fake.redispatch(first);
+    fake.message({ authorId: DISCORD_ALLOWED_USER, content: 'four' });
+    await waitFor(() => reader.seen.length >= 4, 10_000, 'fourth message');
+    await sleep(300);
+    expect(reader.seen.map((d) => d.text)).toEqual(['one', 'two', '/loop 1m check the build', 'four']);
+    expect(await reader.count()).toBe(4);
+    expect(reader.seen[0]).toMatchObject({
+      type: 'user-input',
+      sessionId: `discord:${dmChannel}`,
+      messageId: `dc-${first}`,
+      origin: { surface: 'discord', route: { platform: 'discord', chatId: dmChannel } },
+    });
+  });
+
+  it('two gateways with one bot token keep one connection; the standby resumes the session when the first stops', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { fake, setup, gateway, inbox } = await discordStack(cleanups);
     const env = setup();
     const reader = await inbox(env);
     const first = await gateway(env);
