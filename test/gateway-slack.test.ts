@@ -5,8 +5,12 @@
  * (support/fake-slack.ts), Slack's signed Events API requests sent to
  * `POST /slack/events`, real Redis and BullMQ, a worker process and a model
  * (support/fake-openai.ts).
+ *
+ * Each test has its own fake Slack, model, Redis prefix, gateway and worker
+ * (stack()), so the tests run side by side: they spend their time waiting for
+ * a turn, a tick or a Retry-After.
  */
-import { describe, expect, it } from 'vitest';
+import { describe } from 'vitest';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import type { PlatformPlugin } from '../gateway/plugins/platform-plugin.ts';
 import { renderMrkdwn } from '../gateway/slack/render-mrkdwn.ts';
@@ -31,9 +35,7 @@ import { readInbox, ALLOWED_USER, BOT_TOKEN } from './support/telegram-env.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { readJson, waitFor } from './support/http.ts';
 import { sleep } from './support/wait-for.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
-
-const cleanups = cleanupAfterEach();
+import { it, type CleanUp } from './support/cleanup.ts';
 
 interface Stack {
   env: TestEnv;
@@ -44,8 +46,11 @@ interface Stack {
   events: string;
 }
 
-/** The fake Slack and model, a gateway, and (unless `worker: false`) a worker. */
-async function stack(options: { worker?: boolean; overrides?: Record<string, unknown>; plugins?: PlatformPlugin[] } = {}): Promise<Stack> {
+/** This test's own fake Slack and model, a gateway, and (unless `worker: false`) a worker; all stopped when the test ends. */
+async function stack(
+  cleanups: CleanUp[],
+  options: { worker?: boolean; overrides?: Record<string, unknown>; plugins?: PlatformPlugin[] } = {},
+): Promise<Stack> {
   const slack = await startFakeSlack();
   cleanups.push(() => slack.close());
   const model = await startFakeOpenAI();
@@ -76,9 +81,12 @@ async function stack(options: { worker?: boolean; overrides?: Record<string, unk
   return { env, slack, model, gw, worker, events: `${gw.httpAddress.url}/slack/events` };
 }
 
-describe('Slack Events API at POST /slack/events', () => {
-  it("a signed DM event is stored, answered 200 within 3 s, and the model's reply is posted to that channel", async () => {
-    const s = await stack();
+describe.concurrent('Slack Events API at POST /slack/events', () => {
+  it("a signed DM event is stored, answered 200 within 3 s, and the model's reply is posted to that channel", async ({
+    cleanups,
+    expect,
+  }) => {
+    const s = await stack(cleanups);
     const started = Date.now();
     const res = await signedRequest(s.events, JSON.stringify(dmEvent('is the build green?', { channel: 'D0000042' })));
     expect(res.status).toBe(200);
@@ -90,8 +98,8 @@ describe('Slack Events API at POST /slack/events', () => {
     expect(user?.content).toContain('is the build green?');
   });
 
-  it('acknowledges only what is stored: the event is in the inbox when the 200 arrives', async () => {
-    const s = await stack({ worker: false });
+  it('acknowledges only what is stored: the event is in the inbox when the 200 arrives', async ({ cleanups, expect }) => {
+    const s = await stack(cleanups, { worker: false });
     const reader = await readInbox(s.env);
     cleanups.push(() => reader.close());
     const event = dmEvent('hello', { channel: 'D0000043' });
@@ -107,8 +115,11 @@ describe('Slack Events API at POST /slack/events', () => {
     });
   });
 
-  it('a replayed event with the same event_id (X-Slack-Retry-Num) runs one turn, also after a gateway restart', async () => {
-    const s = await stack();
+  it('a replayed event with the same event_id (X-Slack-Retry-Num) runs one turn, also after a gateway restart', async ({
+    cleanups,
+    expect,
+  }) => {
+    const s = await stack(cleanups);
     const body = JSON.stringify(dmEvent('only once please', { channel: 'D0000044' }));
     expect((await signedRequest(s.events, body)).status).toBe(200);
     expect(
@@ -127,8 +138,11 @@ describe('Slack Events API at POST /slack/events', () => {
     expect(s.slack.posted.filter((p) => p.channel === 'D0000044')).toHaveLength(1);
   });
 
-  it('a bad, missing, stale or future-dated signature is 401 and stores nothing; url_verification is answered with its challenge', async () => {
-    const s = await stack({ worker: false });
+  it('a bad, missing, stale or future-dated signature is 401 and stores nothing; url_verification is answered with its challenge', async ({
+    cleanups,
+    expect,
+  }) => {
+    const s = await stack(cleanups, { worker: false });
     const reader = await readInbox(s.env);
     cleanups.push(() => reader.close());
     const body = JSON.stringify(dmEvent('forged'));
@@ -153,8 +167,8 @@ describe('Slack Events API at POST /slack/events', () => {
     expect(await reader.count()).toBe(0);
   });
 
-  it('users outside SLACK_ALLOWED_USERS get one refusal per channel per hour and never reach the agent', async () => {
-    const s = await stack();
+  it('users outside SLACK_ALLOWED_USERS get one refusal per channel per hour and never reach the agent', async ({ cleanups, expect }) => {
+    const s = await stack(cleanups);
     for (let i = 0; i < 3; i++)
       expect((await signedRequest(s.events, JSON.stringify(dmEvent(`hi ${i}`, { user: 'USTRANGER', channel: 'D0000045' })))).status).toBe(
         200,
@@ -167,9 +181,9 @@ describe('Slack Events API at POST /slack/events', () => {
   });
 });
 
-describe('Slack commands', () => {
-  it('/hermes loop 10m … sets a loop in that channel whose ticks post there', async () => {
-    const s = await stack();
+describe.concurrent('Slack commands', () => {
+  it('/hermes loop 10m … sets a loop in that channel whose ticks post there', async ({ cleanups, expect }) => {
+    const s = await stack(cleanups);
     const res = await signedRequest(s.events, slashCommandForm('loop 10m check the build', { channel: 'C0000046' }), {
       contentType: 'application/x-www-form-urlencoded',
     });
@@ -188,8 +202,11 @@ describe('Slack commands', () => {
     });
   });
 
-  it("/loop typed in a thread sets the loop in the thread's session, and its ticks reply in the thread; --run from chat is refused", async () => {
-    const s = await stack();
+  it("/loop typed in a thread sets the loop in the thread's session, and its ticks reply in the thread; --run from chat is refused", async ({
+    cleanups,
+    expect,
+  }) => {
+    const s = await stack(cleanups);
     const thread = '1712345678.000100';
     await signedRequest(s.events, JSON.stringify(dmEvent('/loop 10m watch the deploy', { channel: 'D0000047', threadTs: thread })));
     await waitFor(() => s.slack.posted.length >= 2, 20_000, 'confirmation and first tick');
@@ -205,9 +222,9 @@ describe('Slack commands', () => {
   });
 });
 
-describe('Slack outbound', () => {
-  it('a 6,000-character reply is posted as ordered parts under the limit, nothing lost', async () => {
-    const s = await stack();
+describe.concurrent('Slack outbound', () => {
+  it('a 6,000-character reply is posted as ordered parts under the limit, nothing lost', async ({ cleanups, expect }) => {
+    const s = await stack(cleanups);
     const lines = Array.from({ length: 125 }, (_, i) => `line ${String(i).padStart(3, '0')} ${'x'.repeat(40)}`);
     const reply = lines.join('\n');
     expect(reply.length).toBeGreaterThan(6000);
@@ -230,8 +247,8 @@ describe('Slack outbound', () => {
     for (const p of s.slack.posted.slice(0, -1)) expect(p.text.endsWith('\n')).toBe(true);
   });
 
-  it('a 429 with Retry-After: 2 is waited out: one message, sent at least 2 s after the refusal', async () => {
-    const s = await stack();
+  it('a 429 with Retry-After: 2 is waited out: one message, sent at least 2 s after the refusal', async ({ cleanups, expect }) => {
+    const s = await stack(cleanups);
     s.slack.rateLimitNext(1, 2);
     await signedRequest(s.events, JSON.stringify(dmEvent('rate me', { channel: 'D0000050' })));
     await waitFor(() => s.slack.posted.length >= 1, 20_000, 'reply after the wait');
@@ -243,7 +260,7 @@ describe('Slack outbound', () => {
     expect(s.gw.metrics.platformSends.get()).toBeDefined();
   });
 
-  it('markdown is rendered as Slack mrkdwn', () => {
+  it('markdown is rendered as Slack mrkdwn', ({ expect }) => {
     // slackify-markdown wraps emphasis in zero-width spaces, so it also works inside a word
     expect(renderMrkdwn('# Title\n\n**bold** and ~~gone~~ [docs](https://example.com) & co').replaceAll('\u200b', '')).toBe(
       '*Title*\n\n*bold* and ~gone~ <https://example.com|docs> &amp; co',
@@ -252,9 +269,12 @@ describe('Slack outbound', () => {
   });
 });
 
-describe('Slack Socket Mode (SLACK_APP_TOKEN)', () => {
-  it('events and /hermes arrive over the WebSocket envelope protocol, are acked after they are stored, and replies are posted', async () => {
-    const s = await stack({ overrides: { 'slack.app_token': SLACK_APP_TOKEN, 'slack.signing_secret': undefined } });
+describe.concurrent('Slack Socket Mode (SLACK_APP_TOKEN)', () => {
+  it('events and /hermes arrive over the WebSocket envelope protocol, are acked after they are stored, and replies are posted', async ({
+    cleanups,
+    expect,
+  }) => {
+    const s = await stack(cleanups, { overrides: { 'slack.app_token': SLACK_APP_TOKEN, 'slack.signing_secret': undefined } });
     await waitFor(() => s.slack.sockets === 1, 10_000, 'socket connected');
     const event = dmEvent('over the socket', { channel: 'D0000051' });
     const id = s.slack.pushEnvelope('events_api', event);
@@ -275,8 +295,11 @@ describe('Slack Socket Mode (SLACK_APP_TOKEN)', () => {
   });
 });
 
-describe('one gateway, several platforms', () => {
-  it('a platform whose plugin fails to load re-arms at most 3 times while Telegram and Slack keep working; /health/ready and /metrics show each state', async () => {
+describe.concurrent('one gateway, several platforms', () => {
+  it('a platform whose plugin fails to load re-arms at most 3 times while Telegram and Slack keep working; /health/ready and /metrics show each state', async ({
+    cleanups,
+    expect,
+  }) => {
     const telegram = await startFakeTelegram();
     cleanups.push(() => telegram.close());
     let brokenLoads = 0;
@@ -288,7 +311,7 @@ describe('one gateway, several platforms', () => {
         throw new Error('cannot import the adapter');
       },
     };
-    const s = await stack({
+    const s = await stack(cleanups, {
       plugins: [broken],
       overrides: {
         'telegram.bot_token': BOT_TOKEN,
