@@ -8,8 +8,11 @@
  * in-process gateways through `drain()`, the function the signal handler calls.
  * The worker is an in-process BullMQ worker running `processV1Run` against a
  * local model.
+ *
+ * Each test has its own Redis prefix, model, worker, gateways and fake Telegram, so the tests run side
+ * by side (most of their time is spent waiting for a slow answer or a deadline).
  */
-import { describe, expect, it } from 'vitest';
+import { describe } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { Keys } from '../scheduler/store/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -23,12 +26,15 @@ import { readJson, waitFor } from './support/http.ts';
 import { waitForRunStatus } from './support/wait-for.ts';
 import { memoryLogger, telegramEnv } from './support/telegram-env.ts';
 import { startV1Worker } from './support/v1-worker.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
+import { it, type CleanUp } from './support/cleanup.ts';
 
 const KEY = 'drain-key-123';
-const cleanups = cleanupAfterEach();
 
-async function setup(overrides: Record<string, unknown>, modelDelayMs: number): Promise<{ env: TestEnv; model: FakeOpenAI }> {
+async function setup(
+  cleanups: CleanUp[],
+  overrides: Record<string, unknown>,
+  modelDelayMs: number,
+): Promise<{ env: TestEnv; model: FakeOpenAI }> {
   const model = await startFakeOpenAI();
   model.respond((req) => ({ delayMs: modelDelayMs, text: echoLast(req) }));
   cleanups.push(() => model.close());
@@ -39,7 +45,7 @@ async function setup(overrides: Record<string, unknown>, modelDelayMs: number): 
   return { env, model };
 }
 
-async function gatewayChild(env: TestEnv) {
+async function gatewayChild(cleanups: CleanUp[], env: TestEnv) {
   const child = await spawnGateway({ ...env.childEnv, HERMES_LOG_LEVEL: 'info' });
   cleanups.push(async () => {
     child.kill('SIGKILL');
@@ -56,10 +62,13 @@ function ask(url: string, text: string): Promise<Response> {
   });
 }
 
-describe('gateway drain on SIGTERM', () => {
-  it('F9: a /v1 run in flight finishes within cron_drain_timeout 30 (restart_drain_timeout 0) and is delivered', async () => {
-    const { env, model } = await setup({ 'agent.cron_drain_timeout': 30, 'agent.restart_drain_timeout': 0 }, 1000);
-    const gw = await gatewayChild(env);
+describe.concurrent('gateway drain on SIGTERM', () => {
+  it('F9: a /v1 run in flight finishes within cron_drain_timeout 30 (restart_drain_timeout 0) and is delivered', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { env, model } = await setup(cleanups, { 'agent.cron_drain_timeout': 30, 'agent.restart_drain_timeout': 0 }, 1000);
+    const gw = await gatewayChild(cleanups, env);
     const pending = ask(gw.url, 'two second task');
     await waitFor(() => model.pending === 1, 5000, 'model call running');
     const signalled = Date.now();
@@ -74,8 +83,8 @@ describe('gateway drain on SIGTERM', () => {
     expect(gw.stderr).toMatch(/waiting up to 30s for 1 \/v1 run\(s\)/);
   });
 
-  it('with cron_drain_timeout 0 the caller gets a 503 at once, not a hang', async () => {
-    const { env, model } = await setup({ 'agent.cron_drain_timeout': 0 }, 6000);
+  it('with cron_drain_timeout 0 the caller gets a 503 at once, not a hang', async ({ cleanups, expect }) => {
+    const { env, model } = await setup(cleanups, { 'agent.cron_drain_timeout': 0 }, 6000);
     const { log, lines } = memoryLogger();
     const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log });
     cleanups.push(() => gw.close());
@@ -92,8 +101,8 @@ describe('gateway drain on SIGTERM', () => {
     expect(lines.map((l) => l.msg)).toContain('drain: cron_drain_timeout is 0; interrupting 1 /v1 run(s) now');
   });
 
-  it('after the deadline the caller gets a 503; the run itself finishes in the worker and stays readable', async () => {
-    const { env, model } = await setup({ 'agent.cron_drain_timeout': 0.5 }, 5000);
+  it('after the deadline the caller gets a 503; the run itself finishes in the worker and stays readable', async ({ cleanups, expect }) => {
+    const { env, model } = await setup(cleanups, { 'agent.cron_drain_timeout': 0.5 }, 5000);
     const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: 'silent' }) });
     cleanups.push(() => gw.close());
     const pending = ask(gw.httpAddress.url, 'too slow');
@@ -121,7 +130,10 @@ describe('gateway drain on SIGTERM', () => {
     expect(run.output).toBe('echo: too slow');
   });
 
-  it('stops taking new work while draining: new /v1 requests get 503, Telegram polling stops, replies are still delivered', async () => {
+  it('stops taking new work while draining: new /v1 requests get 503, Telegram polling stops, replies are still delivered', async ({
+    cleanups,
+    expect,
+  }) => {
     const fake = await startFakeTelegram();
     cleanups.push(() => fake.close());
     const model = await startFakeOpenAI();
@@ -173,8 +185,11 @@ describe('gateway drain on SIGTERM', () => {
   });
 });
 
-describe('closing with a Telegram send hanging', () => {
-  it('close() does not wait forever on BullMQ: after outbound_stop_timeout_seconds the send is aborted, and the next gateway sends it once', async () => {
+describe.concurrent('closing with a Telegram send hanging', () => {
+  it('close() does not wait forever on BullMQ: after outbound_stop_timeout_seconds the send is aborted, and the next gateway sends it once', async ({
+    cleanups,
+    expect,
+  }) => {
     const fake = await startFakeTelegram();
     cleanups.push(() => fake.close());
     const env = telegramEnv(fake, { 'gateway.outbound_stop_timeout_seconds': 0.5 });
