@@ -1,25 +1,28 @@
-/** `hermes chat`: attach, detach, reattach and see what was missed (issue: Foundation, point 6). */
-import { describe, expect, it } from 'vitest';
+/**
+ * `hermes chat`: attach, detach, reattach and see what was missed (issue: Foundation, point 6).
+ *
+ * Each test has its own Redis prefix, worker, session and HERMES_HOME (where a client keeps its place in a
+ * session), so the tests run side by side: most of their time is spent waiting for ticks.
+ */
+import { describe } from 'vitest';
 import { PassThrough } from 'node:stream';
 import { events, startWorkerStack, waitFor, waitForEvents } from './support/stack.ts';
 import { runChat } from '../cli/chat-client.ts';
 import { connectCli } from '../cli/connect-cli.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
-
-const cleanups = cleanupAfterEach();
+import { it, type CleanUp } from './support/cleanup.ts';
 
 /** A test env with a worker and a CLI connection, all cleaned up after the test. */
-async function attachedStack(overrides: Record<string, unknown> = {}) {
+async function attachedStack(cleanups: CleanUp[], overrides: Record<string, unknown> = {}) {
   const { env, c } = await startWorkerStack(cleanups, overrides);
   const conn = await connectCli(env.config, env.redisUrl);
   cleanups.push(() => conn.close());
   return { env, c, conn };
 }
 
-describe('chat client', () => {
-  it('prints live ticks, detaches on end of input, and on reattach first prints what it missed', async () => {
-    const { env, c, conn } = await attachedStack();
+describe.concurrent('chat client', () => {
+  it('prints live ticks, detaches on end of input, and on reattach first prints what it missed', async ({ cleanups, expect }) => {
+    const { env, c, conn } = await attachedStack(cleanups);
 
     const out1: string[] = [];
     const input1 = new PassThrough();
@@ -53,11 +56,11 @@ describe('chat client', () => {
     expect(missed.at(-1)).toBe('state 4');
   });
 
-  it('a typed message becomes a user turn whose reply is printed', async () => {
+  it('a typed message becomes a user turn whose reply is printed', async ({ cleanups, expect }) => {
     const model = await startFakeOpenAI();
     model.respond((req) => `you said: ${req.messages.at(-1)!.content}`);
     cleanups.push(() => model.close());
-    const { env, c, conn } = await attachedStack({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
+    const { env, c, conn } = await attachedStack(cleanups, { 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
     const out: string[] = [];
     const input = new PassThrough();
     const chat = runChat(env.config, conn, 'talk', { input, out: (l) => out.push(l) });
@@ -78,8 +81,8 @@ describe('chat client', () => {
   });
 });
 
-describe('Ctrl+C in hermes chat', () => {
-  it('during a wakeup turn pauses the loop (docs/DESIGN.md §4) and stops the running turn', async () => {
+describe.concurrent('Ctrl+C in hermes chat', () => {
+  it('during a wakeup turn pauses the loop (docs/DESIGN.md §4) and stops the running turn', async ({ cleanups, expect }) => {
     const { spawn } = await import('node:child_process');
     const { HERMES_BIN, SPAWN_START_TIMEOUT_MS } = await import('./support/stack.ts');
     const { env, c } = await startWorkerStack(cleanups);
