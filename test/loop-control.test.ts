@@ -2,16 +2,16 @@
  * Pause, resume, replace and stop of a loop while its ticks run: one chain of ticks, the new loop
  * fires at once, and a stop is never overridden by the tick that was running.
  */
-import { describe, expect, it } from 'vitest';
+import { describe } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startWorkerStack, waitForEvents, waitForNoTickJobs } from './support/stack.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
+import { it } from './support/cleanup.ts';
 
-const cleanups = cleanupAfterEach();
-
-describe('loop control while ticks run', () => {
-  it('pause then resume of a self-paced loop keeps one chain of ticks (no doubled rate)', async () => {
+// Each test has its own Redis prefix, worker and files, so they run side by side (most of their time is spent
+// waiting for ticks to come due).
+describe.concurrent('loop control while ticks run', () => {
+  it('pause then resume of a self-paced loop keeps one chain of ticks (no doubled rate)', async ({ cleanups, expect }) => {
     const { env, c } = await startWorkerStack(cleanups, { 'loops.self_paced_floor_seconds': 1, 'loops.self_paced_ceiling_seconds': 1 });
     const release = join(env.home, 'release');
     cleanups.push(() => writeFileSync(release, ''));
@@ -44,7 +44,7 @@ describe('loop control while ticks run', () => {
     }
   });
 
-  it('replacing a loop with one of the same interval fires the new loop now, not at the old slot', async () => {
+  it('replacing a loop with one of the same interval fires the new loop now, not at the old slot', async ({ cleanups, expect }) => {
     const { c } = await startWorkerStack(cleanups);
     const run = (text: string) => ({
       origin: { surface: 'cli' as const },
@@ -60,7 +60,7 @@ describe('loop control while ticks run', () => {
     expect(Number(replies[1]!.data.startedAt) - replacedAt).toBeLessThan(2_000);
   });
 
-  it('a stop that arrives while a tick runs is not overridden by the tick (budget pause)', async () => {
+  it('a stop that arrives while a tick runs is not overridden by the tick (budget pause)', async ({ cleanups, expect }) => {
     const { env, c } = await startWorkerStack(cleanups, { 'loops.max_ticks': 1 });
     const release = join(env.home, 'release');
     cleanups.push(() => writeFileSync(release, ''));
