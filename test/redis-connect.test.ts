@@ -1,5 +1,10 @@
-/** Finding Redis, the embedded default, and the start-up checks (issue: Foundation, point 3). */
-import { describe, expect, it } from 'vitest';
+/**
+ * Finding Redis, the embedded default, and the start-up checks (issue: Foundation, point 3).
+ *
+ * Each test has its own HERMES_HOME (and embedded Redis) or Redis prefix, so the tests run side by side:
+ * most of their time is spent waiting for a connection to fail or a CLI process to start.
+ */
+import { describe } from 'vitest';
 import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,36 +21,41 @@ import { clients, runHermes, startWorker } from './support/stack.ts';
 import { connectCli } from '../cli/connect-cli.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { testEnv } from './support/env.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
+import { it, type CleanUp } from './support/cleanup.ts';
 
-const cleanups = cleanupAfterEach();
-
-function home(): string {
+/** A fresh HERMES_HOME, removed when the test ends. */
+function home(cleanups: CleanUp[]): string {
   const dir = mkdtempSync(join(tmpdir(), 'hermes-redis-test-'));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   return dir;
 }
 
-describe('resolveRedis', () => {
-  it('an unreachable REDIS_URL is one clear error naming host and port and how to start Redis', async () => {
+describe.concurrent('resolveRedis', () => {
+  it('an unreachable REDIS_URL is one clear error naming host and port and how to start Redis', async ({ cleanups, expect }) => {
     const port = await freePort();
-    const config = loadConfig({ env: { HERMES_HOME: home(), REDIS_URL: `redis://127.0.0.1:${port}` } });
+    const config = loadConfig({ env: { HERMES_HOME: home(cleanups), REDIS_URL: `redis://127.0.0.1:${port}` } });
     const err = await resolveRedis(config, { allowStart: true }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StoreUnavailableError);
     expect((err as Error).message).toContain(`127.0.0.1:${port}`);
     expect((err as Error).message).toMatch(/redis-server --port/);
   });
 
-  it('without REDIS_URL and without a running embedded Redis, a worker gets an error naming what was tried', async () => {
-    const h = home();
+  it('without REDIS_URL and without a running embedded Redis, a worker gets an error naming what was tried', async ({
+    cleanups,
+    expect,
+  }) => {
+    const h = home(cleanups);
     const config = loadConfig({ env: { HERMES_HOME: h } });
     const err = await resolveRedis(config, { allowStart: false }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StoreUnavailableError);
     expect((err as Error).message).toMatch(/REDIS_URL is not set and no embedded Redis of .* is running.*hermes up/);
   });
 
-  it('starts the embedded default under HERMES_HOME on its unix socket (no TCP port) with AOF on, and other processes find it', async () => {
-    const h = home();
+  it('starts the embedded default under HERMES_HOME on its unix socket (no TCP port) with AOF on, and other processes find it', async ({
+    cleanups,
+    expect,
+  }) => {
+    const h = home(cleanups);
     const config = loadConfig({ env: { HERMES_HOME: h } });
     const target = await resolveRedis(config, { allowStart: true });
     cleanups.push(() => target.embedded?.stop());
@@ -67,7 +77,7 @@ describe('resolveRedis', () => {
     await expect(resolveRedis(config, { allowStart: false })).rejects.toThrow(/no embedded Redis of .* is running/);
   });
 
-  it('a CLI command with no Redis prints one line, no stack trace, and exits 1', async () => {
+  it('a CLI command with no Redis prints one line, no stack trace, and exits 1', async ({ cleanups, expect }) => {
     const env = testEnv();
     cleanups.push(() => env.cleanup());
     const port = await freePort();
@@ -79,9 +89,9 @@ describe('resolveRedis', () => {
   });
 });
 
-describe('checkRedis', () => {
-  it('warns unless maxmemory-policy is noeviction, and reads the version', async () => {
-    const dir = home();
+describe.concurrent('checkRedis', () => {
+  it('warns unless maxmemory-policy is noeviction, and reads the version', async ({ cleanups, expect }) => {
+    const dir = home(cleanups);
     const server = await startEmbeddedRedis({ dir, appendonly: false });
     cleanups.push(() => server.stop());
     const client = new Redis(server.url);
@@ -104,7 +114,7 @@ describe('checkRedis', () => {
     expect(lines.some((l) => l.includes('"level":40') && l.includes('allkeys-lru') && l.includes('noeviction'))).toBe(true);
   });
 
-  it('compares versions numerically', () => {
+  it('compares versions numerically', ({ expect }) => {
     expect(compareVersions('6.2.0', '6.2.0')).toBe(0);
     expect(compareVersions('6.0.16', '6.2.0')).toBeLessThan(0);
     expect(compareVersions('7.0.15', '6.2.0')).toBeGreaterThan(0);
@@ -112,9 +122,9 @@ describe('checkRedis', () => {
   });
 });
 
-describe('connection factory: topologies from configuration', () => {
-  it('REDIS_CLUSTER_NODES names a cluster, REDIS_SENTINELS with REDIS_SENTINEL_NAME a Sentinel-managed primary', () => {
-    const cluster = loadConfig({ env: { HERMES_HOME: home(), REDIS_CLUSTER_NODES: '10.0.0.1:7000, redis://:pw@10.0.0.2:7001' } });
+describe.concurrent('connection factory: topologies from configuration', () => {
+  it('REDIS_CLUSTER_NODES names a cluster, REDIS_SENTINELS with REDIS_SENTINEL_NAME a Sentinel-managed primary', ({ cleanups, expect }) => {
+    const cluster = loadConfig({ env: { HERMES_HOME: home(cleanups), REDIS_CLUSTER_NODES: '10.0.0.1:7000, redis://:pw@10.0.0.2:7001' } });
     expect(topologyFromConfig(cluster)).toEqual({
       kind: 'cluster',
       nodes: [
@@ -123,9 +133,11 @@ describe('connection factory: topologies from configuration', () => {
       ],
       tls: false,
     });
-    const tls = loadConfig({ env: { HERMES_HOME: home(), REDIS_CLUSTER_NODES: 'rediss://a:1', REDIS_PASSWORD: 'pw' } });
+    const tls = loadConfig({ env: { HERMES_HOME: home(cleanups), REDIS_CLUSTER_NODES: 'rediss://a:1', REDIS_PASSWORD: 'pw' } });
     expect(topologyFromConfig(tls)).toMatchObject({ kind: 'cluster', tls: true, password: 'pw' });
-    const sentinel = loadConfig({ env: { HERMES_HOME: home(), REDIS_SENTINELS: 's1:26379,s2:26379', REDIS_SENTINEL_NAME: 'mymaster' } });
+    const sentinel = loadConfig({
+      env: { HERMES_HOME: home(cleanups), REDIS_SENTINELS: 's1:26379,s2:26379', REDIS_SENTINEL_NAME: 'mymaster' },
+    });
     expect(topologyFromConfig(sentinel)).toEqual({
       kind: 'sentinel',
       name: 'mymaster',
@@ -136,39 +148,42 @@ describe('connection factory: topologies from configuration', () => {
       tls: false,
     });
     expect(describeTopology(topologyFromConfig(sentinel))).toBe('sentinel mymaster via s1:26379,s2:26379');
-    const single = loadConfig({ env: { HERMES_HOME: home(), REDIS_URL: 'rediss://:secret@db:6380' } });
+    const single = loadConfig({ env: { HERMES_HOME: home(cleanups), REDIS_URL: 'rediss://:secret@db:6380' } });
     expect(topologyFromConfig(single)).toEqual({ kind: 'single', url: 'rediss://:secret@db:6380' });
     expect(describeTopology(topologyFromConfig(single))).toBe('db:6380'); // no credentials in messages
   });
 
-  it('conflicting or incomplete settings are refused with a message naming the key', () => {
-    expect(() => loadConfig({ env: { HERMES_HOME: home(), REDIS_URL: 'redis://a:1', REDIS_CLUSTER_NODES: 'b:2' } })).toThrow(
+  it('conflicting or incomplete settings are refused with a message naming the key', ({ cleanups, expect }) => {
+    expect(() => loadConfig({ env: { HERMES_HOME: home(cleanups), REDIS_URL: 'redis://a:1', REDIS_CLUSTER_NODES: 'b:2' } })).toThrow(
       /redis\.cluster_nodes.*only one of/,
     );
-    expect(() => loadConfig({ env: { HERMES_HOME: home(), REDIS_SENTINELS: 's:26379' } })).toThrow(
+    expect(() => loadConfig({ env: { HERMES_HOME: home(cleanups), REDIS_SENTINELS: 's:26379' } })).toThrow(
       /redis\.sentinel_name.*REDIS_SENTINEL_NAME/,
     );
-    expect(() => loadConfig({ env: { HERMES_HOME: home(), HERMES_REDIS_SHARDS: '4', HERMES_WORKER_SHARDS: '1,4' } })).toThrow(
+    expect(() => loadConfig({ env: { HERMES_HOME: home(cleanups), HERMES_REDIS_SHARDS: '4', HERMES_WORKER_SHARDS: '1,4' } })).toThrow(
       /worker\.shards/,
     );
-    expect(loadConfig({ env: { HERMES_HOME: home(), HERMES_REDIS_SHARDS: '4', HERMES_WORKER_SHARDS: '1,3' } }).worker.shards).toEqual([
-      1, 3,
-    ]);
-    const bad = loadConfig({ env: { HERMES_HOME: home(), REDIS_CLUSTER_NODES: 'no-port' } });
+    expect(
+      loadConfig({ env: { HERMES_HOME: home(cleanups), HERMES_REDIS_SHARDS: '4', HERMES_WORKER_SHARDS: '1,3' } }).worker.shards,
+    ).toEqual([1, 3]);
+    const bad = loadConfig({ env: { HERMES_HOME: home(cleanups), REDIS_CLUSTER_NODES: 'no-port' } });
     expect(() => topologyFromConfig(bad)).toThrow(/REDIS_CLUSTER_NODES entry "no-port" is not host:port/);
   });
 
-  it('an unreachable cluster is one clear error naming its nodes', async () => {
+  it('an unreachable cluster is one clear error naming its nodes', async ({ cleanups, expect }) => {
     const port = await freePort();
-    const config = loadConfig({ env: { HERMES_HOME: home(), REDIS_CLUSTER_NODES: `127.0.0.1:${port}` } });
+    const config = loadConfig({ env: { HERMES_HOME: home(cleanups), REDIS_CLUSTER_NODES: `127.0.0.1:${port}` } });
     const err = await resolveRedis(config, { allowStart: false }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StoreUnavailableError);
     expect((err as Error).message).toContain(`cluster 127.0.0.1:${port}`);
   });
 });
 
-describe('redis.shards on a store that has data', () => {
-  it('a store written with one shard refuses another count; a sharded store refuses a change; nothing is written', async () => {
+describe.concurrent('redis.shards on a store that has data', () => {
+  it('a store written with one shard refuses another count; a sharded store refuses a change; nothing is written', async ({
+    cleanups,
+    expect,
+  }) => {
     const env = testEnv();
     cleanups.push(() => env.cleanup());
     const c = clients(env);
