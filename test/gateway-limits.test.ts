@@ -10,6 +10,10 @@
  *   levels deep is a 400 naming the field, never a 500 (with `Idempotency-Key`,
  *   whose digest walked the body recursively, too);
  * - `/health` without the key says only live/ready.
+ *
+ * The gateway's flood test runs alone: it measures how fast a probe is answered and it holds most of the
+ * gateway's connections. The other tests run side by side (the metrics server's flood, on a server of its
+ * own, only alongside the header-timeout test), so two floods never open their sockets at once.
  */
 import { connect, type Socket } from 'node:net';
 import { hostname } from 'node:os';
@@ -119,6 +123,7 @@ function timedGet(url: string, path: string, headers: Record<string, string> = {
 }
 
 describe('connections: half-open sockets cannot starve /health/live', () => {
+  // Alone: the cap counts every connection to the shared gateway, and the probes are timed.
   it(`${floodSize()} sockets that never send a full request: /health/live answers on a fresh connection, the sockets are closed (408 after the header timeout, or to make room)`, async () => {
     const { port } = gw.httpAddress;
     const count = floodSize();
@@ -149,55 +154,60 @@ describe('connections: half-open sockets cannot starve /health/live', () => {
     expect((await timedGet(gw.httpAddress.url, '/health/live')).status).toBe(200);
   }, 60_000);
 
-  it('the header timeout closes a socket that sent nothing with 408, while a request in progress (an event stream) stays open', async () => {
-    const stream = new Promise<{ status: number; req: ReturnType<typeof request> }>((resolve, reject) => {
-      const req = request(
-        new URL('/api/sessions/limits-live/events', gw.httpAddress.url),
-        { agent: false, headers: { authorization: `Bearer ${KEY}` } },
-        (res) => {
-          res.on('data', () => {});
-          resolve({ status: res.statusCode!, req });
-        },
-      );
-      req.on('error', reject);
-      req.end();
+  // After the gateway's flood: each has its own sockets, and only the metrics server's flood is timed.
+  describe.concurrent("the header timeout, and a worker's metrics server", () => {
+    it('the header timeout closes a socket that sent nothing with 408, while a request in progress (an event stream) stays open', async ({
+      expect,
+    }) => {
+      const stream = new Promise<{ status: number; req: ReturnType<typeof request> }>((resolve, reject) => {
+        const req = request(
+          new URL('/api/sessions/limits-live/events', gw.httpAddress.url),
+          { agent: false, headers: { authorization: `Bearer ${KEY}` } },
+          (res) => {
+            res.on('data', () => {});
+            resolve({ status: res.statusCode!, req });
+          },
+        );
+        req.on('error', reject);
+        req.end();
+      });
+      const [idle] = await flood(gw.httpAddress.port, 1);
+      const open = await stream;
+      expect(open.status).toBe(200);
+      await waitFor(() => idle!.closed, HEADERS_TIMEOUT_MS + 3_000, 'the silent socket closed');
+      expect(idle!.got408).toBe(true);
+      expect(open.req.destroyed).toBe(false);
+      open.req.destroy();
     });
-    const [idle] = await flood(gw.httpAddress.port, 1);
-    const open = await stream;
-    expect(open.status).toBe(200);
-    await waitFor(() => idle!.closed, HEADERS_TIMEOUT_MS + 3_000, 'the silent socket closed');
-    expect(idle!.got408).toBe(true);
-    expect(open.req.destroyed).toBe(false);
-    open.req.destroy();
-  });
 
-  it("a worker's metrics server: the same flood leaves GET /metrics answering, and its sockets are closed", async () => {
-    const server = await startMetricsServer({
-      host: '127.0.0.1',
-      port: 0,
-      key: undefined,
-      public: false,
-      metrics: new HermesMetrics({ processMetrics: false }),
-      log: createLogger({ level: 'silent' }),
-      limits: { maxConnections: 64, headersTimeoutMs: 1000, requestTimeoutMs: 2000, keepAliveTimeoutMs: 1000 },
-    });
-    try {
-      const port = Number(new URL(server.url).port);
-      const idles = await flood(port, Math.min(500, floodSize()));
-      await waitFor(() => idles.filter((s) => s.closed).length >= idles.length - 64, 10_000, 'the flood accepted');
-      const probe = await timedGet(server.url, '/metrics');
-      console.log(`worker /metrics under a flood of ${idles.length}: ${probe.ms.toFixed(1)} ms`);
-      expect(probe.status).toBe(200);
-      expect(probe.ms).toBeLessThan(PROBE_BOUND_MS);
-      await waitFor(() => idles.every((s) => s.closed), 10_000, 'every idle socket closed');
-      expect(idles.some((s) => s.got408)).toBe(true);
-    } finally {
-      await server.close();
-    }
-  }, 30_000);
+    it("a worker's metrics server: the same flood leaves GET /metrics answering, and its sockets are closed", async ({ expect }) => {
+      const server = await startMetricsServer({
+        host: '127.0.0.1',
+        port: 0,
+        key: undefined,
+        public: false,
+        metrics: new HermesMetrics({ processMetrics: false }),
+        log: createLogger({ level: 'silent' }),
+        limits: { maxConnections: 64, headersTimeoutMs: 1000, requestTimeoutMs: 2000, keepAliveTimeoutMs: 1000 },
+      });
+      try {
+        const port = Number(new URL(server.url).port);
+        const idles = await flood(port, Math.min(500, floodSize()));
+        await waitFor(() => idles.filter((s) => s.closed).length >= idles.length - 64, 10_000, 'the flood accepted');
+        const probe = await timedGet(server.url, '/metrics');
+        console.log(`worker /metrics under a flood of ${idles.length}: ${probe.ms.toFixed(1)} ms`);
+        expect(probe.status).toBe(200);
+        expect(probe.ms).toBeLessThan(PROBE_BOUND_MS);
+        await waitFor(() => idles.every((s) => s.closed), 10_000, 'every idle socket closed');
+        expect(idles.some((s) => s.got408)).toBe(true);
+      } finally {
+        await server.close();
+      }
+    }, 30_000);
+  });
 });
 
-describe('JSON nesting depth', () => {
+describe.concurrent('JSON nesting depth', () => {
   const post = (path: string, body: string, headers: Record<string, string> = {}) =>
     fetch(`${gw.httpAddress.url}${path}`, {
       method: 'POST',
@@ -206,7 +216,7 @@ describe('JSON nesting depth', () => {
     });
   const nested = (levels: number, leaf = '1') => `${'{"a":'.repeat(levels)}${leaf}${'}'.repeat(levels)}`;
 
-  it('a body nested 50,000 levels deep with Idempotency-Key is a 400 naming the field, not a 500', async () => {
+  it('a body nested 50,000 levels deep with Idempotency-Key is a 400 naming the field, not a 500', async ({ expect }) => {
     const body = `{"messages":[{"role":"user","content":"hi"}],"metadata":${nested(50_000)}}`;
     const res = await post('/v1/chat/completions', body, { 'idempotency-key': 'deep-1' });
     expect(res.status).toBe(400);
@@ -232,7 +242,7 @@ describe('JSON nesting depth', () => {
     expect((await timedGet(gw.httpAddress.url, '/health/live')).status).toBe(200);
   });
 
-  it('64 levels pass the check (the body is then judged by its route as before)', async () => {
+  it('64 levels pass the check (the body is then judged by its route as before)', async ({ expect }) => {
     // `metadata` is level 1, so 63 objects inside it make 64 levels.
     const res = await post('/v1/runs', `{"input":"x","instructions":"y","metadata":${nested(63)}}`);
     expect(res.status).toBe(400);
@@ -240,8 +250,8 @@ describe('JSON nesting depth', () => {
   });
 });
 
-describe('/health without the key', () => {
-  it('says only live or ready; with the key it names the instance, streams and platforms', async () => {
+describe.concurrent('/health without the key', () => {
+  it('says only live or ready; with the key it names the instance, streams and platforms', async ({ expect }) => {
     for (const path of ['/health/live', '/health/ready', '/health']) {
       const anon = await timedGet(gw.httpAddress.url, path);
       const body = JSON.parse(anon.body) as Record<string, unknown>;
@@ -268,7 +278,9 @@ describe('/health without the key', () => {
     expect(JSON.parse(ready.body)).toEqual({ status: 'unavailable' });
   });
 
-  it('without a configured key: details for requests addressed to loopback, only the status for another Host (a rebound page)', async () => {
+  it('without a configured key: details for requests addressed to loopback, only the status for another Host (a rebound page)', async ({
+    expect,
+  }) => {
     const open = testEnv({ 'api_server.port': 0 });
     const g = await startGateway({ config: open.config, redisUrl: open.redisUrl, log: createLogger({ level: 'silent' }) });
     try {
