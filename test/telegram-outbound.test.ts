@@ -7,7 +7,7 @@
  * (field report F17).
  */
 import { Redis } from 'ioredis';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { describe } from 'vitest';
 import { Keys } from '../scheduler/store/keys.ts';
 import {
   enqueueTelegramOutbound,
@@ -16,29 +16,54 @@ import {
   type TelegramOutboundData,
 } from '../scheduler/delivery/outbound.ts';
 import { DELIVERY_EVENT } from '../gateway/outbound/outbound-outcome.ts';
-import type { ChildGateway } from './support/child-gateway.ts';
+import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
+import { createLogger } from '../scheduler/logger.ts';
+import { spawnGateway, type ChildGateway } from './support/child-gateway.ts';
+import { it as withCleanups, type CleanUp } from './support/cleanup.ts';
 import { runCronCli } from './support/cron-cli.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
 import type { TestEnv } from './support/env.ts';
-import type { FakeTelegram } from './support/fake-telegram.ts';
-import { useTelegramHarness } from './support/telegram-harness.ts';
+import { startFakeTelegram, type FakeTelegram } from './support/fake-telegram.ts';
 import { telegramEnv } from './support/telegram-env.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
 
-const harness = useTelegramHarness();
-const { cleanups, gateway, child } = harness;
-let fake: FakeTelegram;
-beforeEach(() => {
-  fake = harness.fake;
+/**
+ * `it` with the test's own clean-ups and its own local Telegram server (`fake`). Each test has its own server,
+ * Redis prefix and gateways, so the tests run side by side: most of their time is spent waiting for a gateway
+ * to start, a lock to lapse or a retry to come.
+ */
+const it = withCleanups.extend<{ fake: FakeTelegram }>({
+  fake: async ({ cleanups }, use) => {
+    const fake = await startFakeTelegram();
+    cleanups.push(() => fake.close()); // the first clean-up pushed, so the last run: after the gateways stop
+    await use(fake);
+  },
 });
 
-function setup(overrides: Record<string, unknown> = {}): TestEnv {
+function setup(cleanups: CleanUp[], fake: FakeTelegram, overrides: Record<string, unknown> = {}): TestEnv {
   const env = telegramEnv(fake, { 'gateway.outbound_order_recheck_ms': 200, ...overrides });
   cleanups.push(() => env.cleanup());
   return env;
 }
 
-function outboundQueue(env: TestEnv) {
+/** An in-process gateway on `env`, closed after the test. */
+async function gateway(cleanups: CleanUp[], env: TestEnv): Promise<Gateway> {
+  const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
+  cleanups.push(() => gw.close());
+  return gw;
+}
+
+/** A `hermes gateway` child process on `env`, SIGKILLed after the test (and awaited). */
+async function child(cleanups: CleanUp[], env: TestEnv): Promise<ChildGateway> {
+  const c = await spawnGateway(env.childEnv);
+  cleanups.push(async () => {
+    c.kill('SIGKILL');
+    await c.exited;
+  });
+  return c;
+}
+
+function outboundQueue(cleanups: CleanUp[], env: TestEnv) {
   const connection = new Redis(env.redisUrl, { maxRetriesPerRequest: null });
   const queue = telegramOutboundQueue(new Keys(env.prefix), connection);
   cleanups.push(async () => {
@@ -48,7 +73,7 @@ function outboundQueue(env: TestEnv) {
   return queue;
 }
 
-function producer(env: TestEnv, queue = outboundQueue(env)) {
+function producer(queue: ReturnType<typeof outboundQueue>) {
   return (chatId: string, occurrenceId: string, text: string) =>
     enqueueTelegramOutbound(queue, {
       platform: 'telegram',
@@ -64,73 +89,82 @@ function threeParts(tag: string): string {
   return [`${tag}1 ${'a'.repeat(4090)}`, `${tag}2 ${'b'.repeat(4090)}`, `${tag}3 end`].join('\n');
 }
 
-const heads = (chatId: string) => fake.sent.filter((m) => m.chat_id === chatId).map((m) => m.text.split(' ')[0]);
+/** The heads (tag and part number) of the texts `fake` was sent for `chatId`, in order. */
+const heads = (fake: FakeTelegram, chatId: string) => fake.sent.filter((m) => m.chat_id === chatId).map((m) => m.text.split(' ')[0]);
 
-describe('per-chat order of outbound replies', () => {
-  it('a notice queued after a long reply waits for all its parts; another chat is not held up', async () => {
-    const env = setup();
-    const send = producer(env);
+describe.concurrent('per-chat order of outbound replies', () => {
+  it('a notice queued after a long reply waits for all its parts; another chat is not held up', async ({ cleanups, fake, expect }) => {
+    const env = setup(cleanups, fake);
+    const send = producer(outboundQueue(cleanups, env));
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
     fake.beforeSend = async (payload) => {
       if (String(payload.text).startsWith('R2 ')) await held; // part 2 of the long reply hangs in Telegram
     };
-    await gateway(env);
+    await gateway(cleanups, env);
     await send('100', 'tick:a:1', threeParts('R'));
-    await waitFor(() => heads('100').includes('R1'), 10_000, 'part 1 sent');
+    await waitFor(() => heads(fake, '100').includes('R1'), 10_000, 'part 1 sent');
     await send('100', 'notice:a:1', 'N1 Loop finished');
     await send('100', 'tick:a:2', 'N2 next');
     await send('200', 'tick:b:1', 'X1 other chat');
-    await waitFor(() => heads('200').length === 1, 10_000, 'the other chat is sent while chat 100 waits');
+    await waitFor(() => heads(fake, '200').length === 1, 10_000, 'the other chat is sent while chat 100 waits');
     // Chat 100's later replies must not overtake the held part (they wait behind it).
     await sleep(600);
-    expect(heads('100')).toEqual(['R1']);
+    expect(heads(fake, '100')).toEqual(['R1']);
     release();
-    await waitFor(() => heads('100').length === 5, 10_000, 'all of chat 100');
-    expect(heads('100')).toEqual(['R1', 'R2', 'R3', 'N1', 'N2']);
+    await waitFor(() => heads(fake, '100').length === 5, 10_000, 'all of chat 100');
+    expect(heads(fake, '100')).toEqual(['R1', 'R2', 'R3', 'N1', 'N2']);
   });
 
-  it('across a gateway crash mid-reply: the rest of the reply first, then the replies queued after it, each once', async () => {
-    const env = setup();
-    const send = producer(env);
+  it('across a gateway crash mid-reply: the rest of the reply first, then the replies queued after it, each once', async ({
+    cleanups,
+    fake,
+    expect,
+  }) => {
+    const env = setup(cleanups, fake);
+    const send = producer(outboundQueue(cleanups, env));
     fake.beforeSend = async (payload) => {
       if (String(payload.text).startsWith('R2 ')) await new Promise(() => {}); // never answered: the gateway dies meanwhile
     };
-    const first = await child(env);
+    const first = await child(cleanups, env);
     await send('300', 'tick:c:1', threeParts('R'));
     await waitFor(() => fake.sendCalls >= 2, 10_000, 'part 2 in flight');
     for (let i = 1; i <= 4; i++) await send('300', `tick:c:n${i}`, `N${i} later`);
     await sleep(300); // the later replies are taken by the gateway and wait behind the reply in flight
-    expect(heads('300')).toEqual(['R1']);
+    expect(heads(fake, '300')).toEqual(['R1']);
     first.kill('SIGKILL');
     await first.exited;
     fake.beforeSend = undefined;
-    await gateway(env);
-    await waitFor(() => heads('300').length >= 7, 30_000, 'every reply after the restart');
+    await gateway(cleanups, env);
+    await waitFor(() => heads(fake, '300').length >= 7, 30_000, 'every reply after the restart');
     await sleep(300);
     // R2 was sent into a connection that died with the gateway: the fake never answered and never recorded it.
-    expect(heads('300')).toEqual(['R1', 'R2', 'R3', 'N1', 'N2', 'N3', 'N4']);
+    expect(heads(fake, '300')).toEqual(['R1', 'R2', 'R3', 'N1', 'N2', 'N3', 'N4']);
   });
 });
 
-describe('at least once per part', () => {
-  it('a part Telegram accepted just before the gateway died is sent again after the restart: twice, never lost, still in order', async () => {
-    const env = setup();
-    const send = producer(env);
+describe.concurrent('at least once per part', () => {
+  it('a part Telegram accepted just before the gateway died is sent again after the restart: twice, never lost, still in order', async ({
+    cleanups,
+    fake,
+    expect,
+  }) => {
+    const env = setup(cleanups, fake);
+    const send = producer(outboundQueue(cleanups, env));
     let victim: ChildGateway | undefined;
     fake.afterAccept = async (_message, n) => {
       if (n !== 1 || !victim) return;
       victim.kill('SIGKILL'); // Telegram took part 1; the gateway dies before it reads the answer
       await victim.exited;
     };
-    victim = await child(env);
+    victim = await child(cleanups, env);
     await send('400', 'tick:w:1', threeParts('R'));
     await victim.exited;
     fake.afterAccept = undefined;
-    await gateway(env);
-    await waitFor(() => heads('400').length >= 4, 30_000, 'the reply after the restart');
+    await gateway(cleanups, env);
+    await waitFor(() => heads(fake, '400').length >= 4, 30_000, 'the reply after the restart');
     await sleep(300);
-    expect(heads('400')).toEqual(['R1', 'R1', 'R2', 'R3']);
+    expect(heads(fake, '400')).toEqual(['R1', 'R1', 'R2', 'R3']);
     const redis = new Redis(env.redisUrl);
     cleanups.push(() => redis.disconnect());
     const recorded = await redis.hgetall(new Keys(env.prefix).outboundSent('tick:w:1'));
@@ -138,37 +172,41 @@ describe('at least once per part', () => {
   });
 });
 
-describe('one sender per reply', () => {
-  it('a send whose job lock was lost stops, and the reply is finished by the copy that took it over: each part once', async () => {
-    const env = setup();
-    const send = producer(env);
+describe.concurrent('one sender per reply', () => {
+  it('a send whose job lock was lost stops, and the reply is finished by the copy that took it over: each part once', async ({
+    cleanups,
+    fake,
+    expect,
+  }) => {
+    const env = setup(cleanups, fake);
+    const send = producer(outboundQueue(cleanups, env));
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
     let r2Calls = 0;
     fake.beforeSend = async (payload) => {
       if (String(payload.text).startsWith('R2 ') && ++r2Calls === 1) await held; // the first copy's part 2 hangs
     };
-    await gateway(env);
+    await gateway(cleanups, env);
     await send('500', 'tick:l:1', threeParts('R'));
     await waitFor(() => r2Calls === 1, 10_000, 'part 2 in flight');
     // The job's lock disappears (as when this process stalls longer than the lock): its renewal fails.
     const redis = new Redis(env.redisUrl);
     cleanups.push(() => redis.disconnect());
     await redis.del(`${env.prefix}:outbound-telegram:${outboundJobId('tick:l:1')}:lock`);
-    await waitFor(() => heads('500').length >= 3, 20_000, 'the reply finished by the copy that took the job over');
+    await waitFor(() => heads(fake, '500').length >= 3, 20_000, 'the reply finished by the copy that took the job over');
     release(); // the first copy's request is answered only now: it must have been stopped
     await sleep(500);
-    expect(heads('500')).toEqual(['R1', 'R2', 'R3']);
+    expect(heads(fake, '500')).toEqual(['R1', 'R2', 'R3']);
   });
 });
 
-describe('outcome of every send, reported back', () => {
-  it("403 blocked: one attempt, reported failed and not retried; the chat's next reply still goes", async () => {
-    const env = setup();
-    const queue = outboundQueue(env);
-    const send = producer(env, queue);
+describe.concurrent('outcome of every send, reported back', () => {
+  it("403 blocked: one attempt, reported failed and not retried; the chat's next reply still goes", async ({ cleanups, fake, expect }) => {
+    const env = setup(cleanups, fake);
+    const queue = outboundQueue(cleanups, env);
+    const send = producer(queue);
     fake.refuseChat('222', 403, 'Forbidden: bot was blocked by the user');
-    await gateway(env);
+    await gateway(cleanups, env);
     await send('222', 'tick:d:1', 'to a chat that blocked the bot');
     const redis = new Redis(env.redisUrl);
     cleanups.push(() => redis.disconnect());
@@ -201,11 +239,15 @@ describe('outcome of every send, reported back', () => {
     await waitFor(() => fake.refusedSends.get('222') === 2, 10_000, 'the next reply attempted');
   });
 
-  it('a transient failure (502) is reported with willRetry and retried with backoff, then reported sent with the message id', async () => {
-    const env = setup();
-    const send = producer(env);
+  it('a transient failure (502) is reported with willRetry and retried with backoff, then reported sent with the message id', async ({
+    cleanups,
+    fake,
+    expect,
+  }) => {
+    const env = setup(cleanups, fake);
+    const send = producer(outboundQueue(cleanups, env));
     fake.failNextSends(1, 502, 'Bad Gateway');
-    await gateway(env);
+    await gateway(cleanups, env);
     await send('333', 'tick:e:1', 'after a hiccup');
     await waitFor(() => fake.sent.length === 1, 15_000, 'sent on the retry');
     const redis = new Redis(env.redisUrl);
@@ -224,11 +266,15 @@ describe('outcome of every send, reported back', () => {
   });
 });
 
-describe('F17: cron deliveries that fail are recorded', () => {
-  it('a chat that blocked the bot (403): one attempt, the run says failed with the reason; status and doctor show it; the other chat is sent', async () => {
-    const env = setup({ 'cron.min_interval_seconds': 1 });
+describe.concurrent('F17: cron deliveries that fail are recorded', () => {
+  it('a chat that blocked the bot (403): one attempt, the run says failed with the reason; status and doctor show it; the other chat is sent', async ({
+    cleanups,
+    fake,
+    expect,
+  }) => {
+    const env = setup(cleanups, fake, { 'cron.min_interval_seconds': 1 });
     fake.refuseChat('222', 403, 'Forbidden: bot was blocked by the user');
-    await gateway(env);
+    await gateway(cleanups, env);
     const worker = await startCronWorker(env.config);
     cleanups.push(() => worker.close());
     const api = openCronService(env.config);
