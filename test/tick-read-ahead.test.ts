@@ -4,23 +4,23 @@
  * paused — must not decide the tick: the claim re-checks it and a fresh read decides.
  * The prefetch lead is 5 s here, so the tick is held for seconds, long enough to change the session
  * in between on a loaded machine.
+ *
+ * Each test has its own Redis prefix and worker, so the two run side by side: most of their time is the lead.
  */
-import { describe, expect, it } from 'vitest';
+import { describe } from 'vitest';
 import { events, startWorkerStack, waitFor, waitForEvents } from './support/stack.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
+import { it, type CleanUp } from './support/cleanup.ts';
 
-const cleanups = cleanupAfterEach();
-
-async function setup() {
+async function setup(cleanups: CleanUp[]) {
   const { c, worker } = await startWorkerStack(cleanups, { 'worker.prefetch_lead_ms': 5_000 });
   const run = { origin: { surface: 'cli' as const }, runner: { kind: 'command' as const, command: 'echo tick', timeoutSeconds: 5 } };
   const heldTicks = () => worker.deps.turns.admission.held;
   return { c, run, heldTicks };
 }
 
-describe('a tick read ahead of its due time', () => {
-  it('fires at its due time over the read it made when it was fetched', async () => {
-    const { c, run, heldTicks } = await setup();
+describe.concurrent('a tick read ahead of its due time', () => {
+  it('fires at its due time over the read it made when it was fetched', async ({ cleanups, expect }) => {
+    const { c, run, heldTicks } = await setup(cleanups);
     const setAt = Date.now();
     await c.schedules.set('ahead-fires', 'loop', { prompt: 'p', intervalSeconds: 3600, times: null, until: null, notes: [] }, run);
     await waitFor(() => heldTicks() === 1, 10_000, 'the tick fetched and held');
@@ -31,8 +31,8 @@ describe('a tick read ahead of its due time', () => {
     expect(Number(reply!.data.dueAt) - setAt).toBeGreaterThanOrEqual(5_000);
   });
 
-  it('a loop paused while its tick is held does not fire: the stale read is not what decides', async () => {
-    const { c, run, heldTicks } = await setup();
+  it('a loop paused while its tick is held does not fire: the stale read is not what decides', async ({ cleanups, expect }) => {
+    const { c, run, heldTicks } = await setup(cleanups);
     await c.schedules.set('ahead-paused', 'loop', { prompt: 'p', intervalSeconds: 3600, times: null, until: null, notes: [] }, run);
     await waitFor(() => heldTicks() === 1, 10_000, 'the tick fetched and held');
     const dueAt = (await c.loops.get('ahead-paused', 'loop'))!.createdAt + 5_200;
