@@ -2,8 +2,11 @@
  * Running turns bounded per pool (docs/OPERATIONS.md, "Held ticks and running turns"): the `agent`
  * and `command` pools of turn slots hold their own limits, and a restarted fleet shares an overdue
  * backlog within those limits.
+ *
+ * Each test has its own Redis prefix, workers and model, so the two run side by side (most of their time is
+ * spent waiting for turns that last a second or more).
  */
-import { describe, expect, it } from 'vitest';
+import { describe } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { testEnv, type TestEnv } from './support/env.ts';
@@ -11,11 +14,9 @@ import { clients, events, startWorker, waitFor, type TestClients } from './suppo
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { addLoop, addLoops } from './support/armed-loops.ts';
 import type { RunnerSpec } from '../scheduler/session/origin.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
+import { it, type CleanUp } from './support/cleanup.ts';
 
-const cleanups = cleanupAfterEach();
-
-function env(overrides: Record<string, unknown>): { env: TestEnv; c: TestClients } {
+function env(cleanups: CleanUp[], overrides: Record<string, unknown>): { env: TestEnv; c: TestClients } {
   const e = testEnv(overrides);
   const c = clients(e);
   cleanups.push(
@@ -36,8 +37,11 @@ function mostAtOnce(log: string): number {
   return most;
 }
 
-describe('running turns, bounded per pool', () => {
-  it('the agent and command pools hold their own limits: more agent turns than max_command_turns at once, never more command turns than theirs', async () => {
+describe.concurrent('running turns, bounded per pool', () => {
+  it('the agent and command pools hold their own limits: more agent turns than max_command_turns at once, never more command turns than theirs', async ({
+    cleanups,
+    expect,
+  }) => {
     const model = await startFakeOpenAI();
     let calls = 0;
     let mostCalls = 0;
@@ -48,7 +52,7 @@ describe('running turns, bounded per pool', () => {
       return 'checked';
     });
     cleanups.push(() => model.close());
-    const { env: e, c } = env({
+    const { env: e, c } = env(cleanups, {
       'agent.base_url': model.baseUrl,
       'agent.api_key': 'k',
       'worker.max_agent_turns': 6,
@@ -79,7 +83,10 @@ describe('running turns, bounded per pool', () => {
     for (let i = 6; i < 12; i++) expect((await events(c, `pools-${i}`, 'reply'))[0]!.data.text).toBe('done');
   });
 
-  it('a restarted fleet of 2 workers splits a backlog of 150 overdue ticks: neither takes more than its share plus one batch', async () => {
+  it('a restarted fleet of 2 workers splits a backlog of 150 overdue ticks: neither takes more than its share plus one batch', async ({
+    cleanups,
+    expect,
+  }) => {
     const model = await startFakeOpenAI();
     // Turns of a second, 25 at a time per worker: each worker comes back for more three times. Few rounds, because
     // the two workers share this process's event loop: on a loaded machine one of them finishes its round a little
@@ -88,7 +95,7 @@ describe('running turns, bounded per pool', () => {
     cleanups.push(() => model.close());
     const batch = 25;
     const ticks = 150;
-    const { env: e, c } = env({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', 'worker.max_agent_turns': batch });
+    const { env: e, c } = env(cleanups, { 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', 'worker.max_agent_turns': batch });
     // The fleet is down while the ticks come due.
     const due = Date.now() + 500;
     await addLoops(ticks, (i) => addLoop(c, `backlog-${i}`, { kind: 'agent' }, due));
