@@ -3,12 +3,20 @@
  * grammY client against a local server speaking the Bot API, real Redis and
  * BullMQ. Crash cases run the gateway that dies as a child process and SIGKILL
  * it; the gateway that comes after it runs in-process.
+ *
+ * Each test has its own local Telegram server, Redis prefix and gateways, so the
+ * inbound and outbound tests run side by side: they spend their time waiting for a
+ * gateway to start, a poll or a retry. The poll-lease test (last in the file) runs
+ * alone, after them: its 2 s lease must be renewed in time.
  */
-import { Queue, QueueEvents } from 'bullmq';
+import { QueueEvents, type Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { beforeEach, describe, expect, it } from 'vitest';
+import type { Logger } from 'pino';
+import { describe } from 'vitest';
 import { REFUSAL_TEXT } from '../gateway/telegram/inbound.ts';
 import { botIdOf } from '../gateway/telegram/telegram-adapter.ts';
+import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
+import { createLogger } from '../scheduler/logger.ts';
 import { Keys, QUEUES } from '../scheduler/store/keys.ts';
 import {
   enqueueTelegramOutbound,
@@ -17,32 +25,51 @@ import {
   type TelegramOutboundData,
 } from '../scheduler/delivery/outbound.ts';
 import { spawnGateway, type ChildGateway } from './support/child-gateway.ts';
+import { it as withCleanups, type CleanUp } from './support/cleanup.ts';
 import type { TestEnv } from './support/env.ts';
-import type { FakeTelegram } from './support/fake-telegram.ts';
-import { useTelegramHarness } from './support/telegram-harness.ts';
+import { startFakeTelegram, type FakeTelegram } from './support/fake-telegram.ts';
 import { waitFor } from './support/http.ts';
 import { ALLOWED_USER, BOT_TOKEN, memoryLogger, readInbox, telegramEnv, type InboxReader } from './support/telegram-env.ts';
 
-const harness = useTelegramHarness();
-const { cleanups, gateway, child } = harness;
-let fake: FakeTelegram;
-beforeEach(() => {
-  fake = harness.fake;
+/** `it` with the test's own clean-ups and its own local Telegram server (`fake`). */
+const it = withCleanups.extend<{ fake: FakeTelegram }>({
+  fake: async ({ cleanups }, use) => {
+    const fake = await startFakeTelegram();
+    cleanups.push(() => fake.close()); // the first clean-up pushed, so the last run: after the gateways stop
+    await use(fake);
+  },
 });
 
-function setup(overrides: Record<string, unknown> = {}): TestEnv {
+function setup(cleanups: CleanUp[], fake: FakeTelegram, overrides: Record<string, unknown> = {}): TestEnv {
   const env = telegramEnv(fake, overrides);
   cleanups.push(() => env.cleanup());
   return env;
 }
 
-async function inbox(env: TestEnv): Promise<InboxReader> {
+async function inbox(cleanups: CleanUp[], env: TestEnv): Promise<InboxReader> {
   const r = await readInbox(env);
   cleanups.push(() => r.close());
   return r;
 }
 
-function outboundQueue(env: TestEnv): Queue<TelegramOutboundData> {
+/** An in-process gateway on `env`, closed after the test. */
+async function gateway(cleanups: CleanUp[], env: TestEnv, log: Logger = createLogger({ level: env.config.log_level })): Promise<Gateway> {
+  const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log });
+  cleanups.push(() => gw.close());
+  return gw;
+}
+
+/** A `hermes gateway` child process on `env`, SIGKILLed after the test (and awaited). */
+async function child(cleanups: CleanUp[], env: TestEnv): Promise<ChildGateway> {
+  const c = await spawnGateway(env.childEnv);
+  cleanups.push(async () => {
+    c.kill('SIGKILL');
+    await c.exited;
+  });
+  return c;
+}
+
+function outboundQueue(cleanups: CleanUp[], env: TestEnv): Queue<TelegramOutboundData> {
   const connection = new Redis(env.redisUrl, { maxRetriesPerRequest: null });
   const q = telegramOutboundQueue(new Keys(env.prefix), connection);
   cleanups.push(async () => {
@@ -52,13 +79,17 @@ function outboundQueue(env: TestEnv): Queue<TelegramOutboundData> {
   return q;
 }
 
-describe('inbound (docs/DESIGN.md §8)', () => {
-  it('F7: 5 messages sent while the gateway is down reach the agent after it starts, once each, in order', async () => {
-    const env = setup();
+describe.concurrent('inbound (docs/DESIGN.md §8)', () => {
+  it('F7: 5 messages sent while the gateway is down reach the agent after it starts, once each, in order', async ({
+    cleanups,
+    fake,
+    expect,
+  }) => {
+    const env = setup(cleanups, fake);
     const texts = ['one', 'two', '/loop 1m check the build', 'four', 'five'];
     const ids = texts.map((text) => fake.pushMessage({ fromId: ALLOWED_USER, text }));
-    const reader = await inbox(env);
-    const gw = await gateway(env);
+    const reader = await inbox(cleanups, env);
+    const gw = await gateway(cleanups, env);
     await waitFor(() => reader.seen.length >= 5, 10_000, '5 inbox jobs');
     expect(reader.seen.map((d) => d.text)).toEqual(texts);
     expect(reader.seen.map((d) => d.messageId)).toEqual(ids.map((id) => `tg-${id}`));
@@ -72,17 +103,21 @@ describe('inbound (docs/DESIGN.md §8)', () => {
     await gw.close();
 
     // a restarted gateway relays nothing twice
-    const again = await gateway(env);
+    const again = await gateway(cleanups, env);
     await waitFor(() => again.platforms()[0]?.adapter?.polling === true, 5000, 'second gateway polling');
     await new Promise((r) => setTimeout(r, 300));
     expect(await reader.count()).toBe(5);
     expect(reader.seen).toHaveLength(5);
   });
 
-  it('relays slash commands verbatim, strips @botname, drops commands for other bots (F16), and keys forum topics as their own session', async () => {
-    const env = setup();
-    const reader = await inbox(env);
-    await gateway(env);
+  it('relays slash commands verbatim, strips @botname, drops commands for other bots (F16), and keys forum topics as their own session', async ({
+    cleanups,
+    fake,
+    expect,
+  }) => {
+    const env = setup(cleanups, fake);
+    const reader = await inbox(cleanups, env);
+    await gateway(cleanups, env);
     fake.pushMessage({ fromId: ALLOWED_USER, text: '/loop 1m check the deploy --times 3' });
     fake.pushMessage({ fromId: ALLOWED_USER, chatId: -1001234, threadId: 7, text: '/status@hermes_test_bot' });
     fake.pushMessage({ fromId: ALLOWED_USER, text: '/goal@other_bot ship it' });
@@ -98,11 +133,15 @@ describe('inbound (docs/DESIGN.md §8)', () => {
     expect(reader.seen).toHaveLength(3);
   });
 
-  it('a non-allow-listed user never reaches a worker, gets one short refusal, and the text is not logged', async () => {
-    const env = setup();
-    const reader = await inbox(env);
+  it('a non-allow-listed user never reaches a worker, gets one short refusal, and the text is not logged', async ({
+    cleanups,
+    fake,
+    expect,
+  }) => {
+    const env = setup(cleanups, fake);
+    const reader = await inbox(cleanups, env);
     const { log, lines } = memoryLogger();
-    await gateway(env, log);
+    await gateway(cleanups, env, log);
     const secret = 'my bank password is hunter2';
     const stranger = 999;
     const updateId = fake.pushMessage({ fromId: stranger, text: secret });
@@ -120,20 +159,20 @@ describe('inbound (docs/DESIGN.md §8)', () => {
     expect(all).not.toContain(BOT_TOKEN.split(':')[1]);
   });
 
-  it('answers a message over agent.max_prompt_chars with the limit instead of relaying it', async () => {
-    const env = setup({ 'agent.max_prompt_chars': 50 });
-    const reader = await inbox(env);
-    await gateway(env);
+  it('answers a message over agent.max_prompt_chars with the limit instead of relaying it', async ({ cleanups, fake, expect }) => {
+    const env = setup(cleanups, fake, { 'agent.max_prompt_chars': 50 });
+    const reader = await inbox(cleanups, env);
+    await gateway(cleanups, env);
     fake.pushMessage({ fromId: ALLOWED_USER, text: 'x'.repeat(51) });
     await waitFor(() => fake.sent.length === 1, 10_000, 'rejection reply');
     expect(fake.sent[0]!.text).toMatch(/limit is 50/);
     expect(await reader.count()).toBe(0);
   });
 
-  it('a 409 Conflict from another getUpdates on the token is retried with backoff, not a crash', async () => {
-    const env = setup();
-    const reader = await inbox(env);
-    const gw = await gateway(env);
+  it('a 409 Conflict from another getUpdates on the token is retried with backoff, not a crash', async ({ cleanups, fake, expect }) => {
+    const env = setup(cleanups, fake);
+    const reader = await inbox(cleanups, env);
+    const gw = await gateway(cleanups, env);
     await waitFor(() => fake.polling, 5000, 'gateway long poll');
     // a rogue client on the same token: the fake terminates the gateway's poll with 409, then the gateway's retry terminates the rogue's
     const { Api } = await import('grammy');
@@ -150,8 +189,8 @@ describe('inbound (docs/DESIGN.md §8)', () => {
     expect(gw.platforms()[0]).toMatchObject({ name: 'telegram', state: 'ready' });
   });
 
-  it('inbound survives a gateway crash between receive and confirm', async () => {
-    const env = setup();
+  it('inbound survives a gateway crash between receive and confirm', async ({ cleanups, fake, expect }) => {
+    const env = setup(cleanups, fake);
     const texts = Array.from({ length: 30 }, (_, i) => `msg ${i}`);
     const ids = texts.map((text) => fake.pushMessage({ fromId: ALLOWED_USER, text }));
     let victim: ChildGateway | undefined;
@@ -179,8 +218,8 @@ describe('inbound (docs/DESIGN.md §8)', () => {
     cleanups.push(() => redis.disconnect());
     await redis.del(new Keys(env.prefix).telegramOffset(botIdOf(BOT_TOKEN)));
 
-    const reader = await inbox(env);
-    await gateway(env);
+    const reader = await inbox(cleanups, env);
+    await gateway(cleanups, env);
     await waitFor(() => reader.seen.length >= 30, 15_000, '30 inbox jobs');
     await waitFor(() => fake.pending.length === 0, 5000, 'batch confirmed');
     await new Promise((r) => setTimeout(r, 300));
@@ -190,44 +229,15 @@ describe('inbound (docs/DESIGN.md §8)', () => {
   });
 });
 
-describe('one poller per bot token (F8)', () => {
-  it('two gateways with one token: no crash, exactly one polls; kill it and the other takes over', async () => {
-    const env = setup({ 'gateway.poll_lease_ttl_seconds': 2 });
-    const reader = await inbox(env);
-    const redis = new Redis(env.redisUrl);
-    cleanups.push(() => redis.disconnect());
-    const leaseKey = new Keys(env.prefix).telegramPollLease(botIdOf(BOT_TOKEN));
-    // The leader is a process (it is killed below); the second gateway starts once the lease is taken.
-    const leader = await child(env);
-    await waitFor(async () => (await redis.get(leaseKey)) === leader.instanceId, 10_000, 'the first gateway holds the lease');
-    const standby = await gateway(env);
-    expect(standby.instanceId).not.toBe(leader.instanceId);
-    await waitFor(() => standby.platforms()[0]?.state === 'ready', 10_000, "the second gateway's Telegram adapter started");
-
-    fake.pushMessage({ fromId: ALLOWED_USER, text: 'to the leader' });
-    await waitFor(() => reader.seen.length === 1, 10_000, 'first message');
-    // Over a whole lease lifetime (2 s: renewals, standby retries every ttl/3) nobody else polls: no 409, same holder.
-    const conflictsBefore = fake.conflicts;
-    await new Promise((r) => setTimeout(r, 2500));
-    expect(fake.conflicts).toBe(conflictsBefore);
-    expect(await redis.get(leaseKey)).toBe(leader.instanceId);
-    expect(standby.platforms()[0]?.adapter?.polling).toBe(false);
-
-    leader.kill('SIGKILL');
-    await leader.exited;
-    fake.pushMessage({ fromId: ALLOWED_USER, text: 'to the standby' });
-    await waitFor(() => reader.seen.length === 2, 15_000, 'message after takeover');
-    expect(await redis.get(leaseKey)).toBe(standby.instanceId);
-    expect(standby.platforms()[0]).toMatchObject({ name: 'telegram', state: 'ready' });
-    expect(reader.seen.map((d) => d.text)).toEqual(['to the leader', 'to the standby']);
-  });
-});
-
-describe('outbound (docs/DESIGN.md §8)', () => {
-  it('splits a long reply at 4096 characters, records the message ids as evidence, and sends an occurrence once', async () => {
-    const env = setup();
-    await gateway(env);
-    const queue = outboundQueue(env);
+describe.concurrent('outbound (docs/DESIGN.md §8)', () => {
+  it('splits a long reply at 4096 characters, records the message ids as evidence, and sends an occurrence once', async ({
+    cleanups,
+    fake,
+    expect,
+  }) => {
+    const env = setup(cleanups, fake);
+    await gateway(cleanups, env);
+    const queue = outboundQueue(cleanups, env);
     const events = new QueueEvents(QUEUES.outboundTelegram, { connection: { url: env.redisUrl }, prefix: env.prefix });
     cleanups.push(() => events.close());
     const paragraph = `${'word '.repeat(199)}end\n`;
@@ -261,10 +271,10 @@ describe('outbound (docs/DESIGN.md §8)', () => {
     expect(fake.sent.length).toBe(3);
   });
 
-  it('honours a 429 retry_after and still sends once', async () => {
-    const env = setup();
-    await gateway(env);
-    const queue = outboundQueue(env);
+  it('honours a 429 retry_after and still sends once', async ({ cleanups, fake, expect }) => {
+    const env = setup(cleanups, fake);
+    await gateway(cleanups, env);
+    const queue = outboundQueue(cleanups, env);
     fake.rateLimitNext(1, 1);
     const started = Date.now();
     await enqueueTelegramOutbound(queue, {
@@ -281,15 +291,15 @@ describe('outbound (docs/DESIGN.md §8)', () => {
     expect(fake.sent).toEqual([expect.objectContaining({ chat_id: '5', message_thread_id: 3, text: 'rate limited' })]);
   });
 
-  it('a reply is sent once across a gateway crash in the middle of a multi-part send', async () => {
-    const env = setup();
-    const queue = outboundQueue(env);
+  it('a reply is sent once across a gateway crash in the middle of a multi-part send', async ({ cleanups, fake, expect }) => {
+    const env = setup(cleanups, fake);
+    const queue = outboundQueue(cleanups, env);
     let release!: () => void;
     const hold = new Promise<void>((r) => (release = r));
     fake.beforeSend = async (_payload, n) => {
       if (n === 2) await hold; // part 2 of the first attempt never gets an answer
     };
-    const first = await child(env);
+    const first = await child(cleanups, env);
     const text = ['A'.repeat(4000), 'B'.repeat(4000), 'C'.repeat(100)].join('\n');
     await enqueueTelegramOutbound(queue, { platform: 'telegram', chatId: '77', text, sessionId: 'telegram:77', occurrenceId: 'tick:x:1' });
     // part 1 is sent and its message id recorded; part 2 hangs in Telegram: crash now
@@ -301,7 +311,7 @@ describe('outbound (docs/DESIGN.md §8)', () => {
     first.kill('SIGKILL');
     await first.exited;
     fake.beforeSend = undefined;
-    await gateway(env);
+    await gateway(cleanups, env);
     await waitFor(() => fake.sent.length >= 3, 20_000, 'remaining parts sent');
     await new Promise((r) => setTimeout(r, 300));
     expect(fake.sent.map((m) => m.text[0])).toEqual(['A', 'B', 'C']);
@@ -314,15 +324,15 @@ describe('outbound (docs/DESIGN.md §8)', () => {
   });
 });
 
-describe('splitMessage (Telegram 4096-character limit)', () => {
-  it('keeps short texts whole and drops whitespace-only ones', async () => {
+describe.concurrent('splitMessage (Telegram 4096-character limit)', () => {
+  it('keeps short texts whole and drops whitespace-only ones', async ({ expect }) => {
     const { splitMessage } = await import('../gateway/telegram/split-message.ts');
     expect(splitMessage('hello')).toEqual(['hello']);
     expect(splitMessage('x'.repeat(4096))).toEqual(['x'.repeat(4096)]);
     expect(splitMessage('  \n ')).toEqual([]);
   });
 
-  it('cuts hard without whitespace and never splits a surrogate pair', async () => {
+  it('cuts hard without whitespace and never splits a surrogate pair', async ({ expect }) => {
     const { splitMessage } = await import('../gateway/telegram/split-message.ts');
     const parts = splitMessage('y'.repeat(10_000));
     expect(parts.map((p) => p.length)).toEqual([4096, 4096, 1808]);
@@ -333,7 +343,7 @@ describe('splitMessage (Telegram 4096-character limit)', () => {
     expect(cut.join('')).toBe(emoji);
   });
 
-  it('prefers a line break, then a space, in the second half of the window, and keeps it at the end of the part', async () => {
+  it('prefers a line break, then a space, in the second half of the window, and keeps it at the end of the part', async ({ expect }) => {
     const { splitMessage } = await import('../gateway/telegram/split-message.ts');
     const text = `${'a'.repeat(3000)}\n${'b'.repeat(500)} ${'c'.repeat(2000)}`;
     expect(splitMessage(text)).toEqual([`${'a'.repeat(3000)}\n`, `${'b'.repeat(500)} ${'c'.repeat(2000)}`]);
@@ -342,5 +352,38 @@ describe('splitMessage (Telegram 4096-character limit)', () => {
     expect(splitMessage(text).join('')).toBe(text);
     // A part that would be whitespace only is not sent (Telegram refuses it).
     expect(splitMessage(`${'f'.repeat(4096)}\n`)).toEqual(['f'.repeat(4096)]);
+  });
+});
+
+describe('one poller per bot token (F8)', () => {
+  it('two gateways with one token: no crash, exactly one polls; kill it and the other takes over', async ({ cleanups, fake, expect }) => {
+    const env = setup(cleanups, fake, { 'gateway.poll_lease_ttl_seconds': 2 });
+    const reader = await inbox(cleanups, env);
+    const redis = new Redis(env.redisUrl);
+    cleanups.push(() => redis.disconnect());
+    const leaseKey = new Keys(env.prefix).telegramPollLease(botIdOf(BOT_TOKEN));
+    // The leader is a process (it is killed below); the second gateway starts once the lease is taken.
+    const leader = await child(cleanups, env);
+    await waitFor(async () => (await redis.get(leaseKey)) === leader.instanceId, 10_000, 'the first gateway holds the lease');
+    const standby = await gateway(cleanups, env);
+    expect(standby.instanceId).not.toBe(leader.instanceId);
+    await waitFor(() => standby.platforms()[0]?.state === 'ready', 10_000, "the second gateway's Telegram adapter started");
+
+    fake.pushMessage({ fromId: ALLOWED_USER, text: 'to the leader' });
+    await waitFor(() => reader.seen.length === 1, 10_000, 'first message');
+    // Over a whole lease lifetime (2 s: renewals, standby retries every ttl/3) nobody else polls: no 409, same holder.
+    const conflictsBefore = fake.conflicts;
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(fake.conflicts).toBe(conflictsBefore);
+    expect(await redis.get(leaseKey)).toBe(leader.instanceId);
+    expect(standby.platforms()[0]?.adapter?.polling).toBe(false);
+
+    leader.kill('SIGKILL');
+    await leader.exited;
+    fake.pushMessage({ fromId: ALLOWED_USER, text: 'to the standby' });
+    await waitFor(() => reader.seen.length === 2, 15_000, 'message after takeover');
+    expect(await redis.get(leaseKey)).toBe(standby.instanceId);
+    expect(standby.platforms()[0]).toMatchObject({ name: 'telegram', state: 'ready' });
+    expect(reader.seen.map((d) => d.text)).toEqual(['to the leader', 'to the standby']);
   });
 });
