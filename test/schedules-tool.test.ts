@@ -5,12 +5,15 @@
  * limits of `tools.schedules` hold; a self-paced loop's agent paces its own ticks. Real Redis, real
  * worker (and gateway with the local Telegram server for the Telegram case), the local model server
  * scripting the tool calls.
+ *
+ * Each test has its own Redis prefix, worker, model server (and Telegram server and gateway), so the
+ * tests run side by side: they spend their time waiting for turns and ticks.
  */
-import { describe, expect, it } from 'vitest';
+import { describe } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { events, startWorkerStack, type TestClients, waitFor, waitForEvents } from './support/stack.ts';
 import { lastToolResult, lastUserText, startFakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
-import { useTelegramHarness } from './support/telegram-harness.ts';
+import { startFakeTelegram } from './support/fake-telegram.ts';
 import { ALLOWED_USER, telegramEnv } from './support/telegram-env.ts';
 import { readJson } from './support/http.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
@@ -19,20 +22,23 @@ import type { Origin } from '../scheduler/session/origin.ts';
 import { cronJobView, type CronJob } from '../scheduler/cron/cron-job.ts';
 import { cronServiceFor } from '../scheduler/services.ts';
 import { createLogger } from '../scheduler/logger.ts';
+import { startGateway } from '../gateway/gateway-process.ts';
 import { wallTimeOf } from '../scheduler/cron/cron-engine.ts';
 import { formatJob, formatJobList } from '../cli/commands/cron-format.ts';
 import { formatSchedules } from '../cli/status-format.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import { bullJobId } from '../scheduler/store/keys.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
-
-const telegram = useTelegramHarness();
-const cleanups = cleanupAfterEach();
+import { it, runCleanups, type CleanUp } from './support/cleanup.ts';
 
 /** The calls a test scripts: the model calls `schedules` with these arguments on the turn whose input matches. */
 type Script = (req: RecordedRequest) => ScriptedReply;
 
-async function setup(overrides: Record<string, unknown>, script: Script, makeEnv: (o: Record<string, unknown>) => TestEnv = testEnv) {
+async function setup(
+  cleanups: CleanUp[],
+  overrides: Record<string, unknown>,
+  script: Script,
+  makeEnv: (o: Record<string, unknown>) => TestEnv = testEnv,
+) {
   const model = await startFakeOpenAI();
   model.respond((req) => script(req));
   cleanups.push(() => model.close());
@@ -71,8 +77,11 @@ async function cronJobs(env: TestEnv, worker: WorkerProcess): Promise<CronJob[]>
 
 const WEEKDAYS = new Set([1, 2, 3, 4, 5]);
 
-describe('a chat message makes the agent schedule', () => {
-  it('Telegram: create/cron "weekdays at 9am" → a job delivered to that chat, made by the agent, next run at 09:00 on a weekday in its zone; the chat got the product\'s confirmation; and a loop in the chat\'s session', async () => {
+describe.concurrent('a chat message makes the agent schedule', () => {
+  it('Telegram: create/cron "weekdays at 9am" → a job delivered to that chat, made by the agent, next run at 09:00 on a weekday in its zone; the chat got the product\'s confirmation; and a loop in the chat\'s session', async ({
+    cleanups,
+    expect,
+  }) => {
     const script: Script = (req) => {
       const text = lastUserText(req);
       if (/every weekday at 9/.test(text)) {
@@ -86,9 +95,11 @@ describe('a chat message makes the agent schedule', () => {
       }
       return 'deploy is live';
     };
-    const { env, c, worker } = await setup({ timezone: 'Europe/Berlin' }, script, (o) => telegramEnv(telegram.fake, o));
-    const gw = await telegram.gateway(env);
-    const fake = telegram.fake;
+    const fake = await startFakeTelegram();
+    cleanups.push(() => fake.close()); // the first clean-up pushed, so the last run: after the gateway stops
+    const { env, c, worker } = await setup(cleanups, { timezone: 'Europe/Berlin' }, script, (o) => telegramEnv(fake, o));
+    const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
+    cleanups.push(() => gw.close());
     const sessionId = `telegram:${ALLOWED_USER}`;
 
     const before = Date.now();
@@ -162,7 +173,10 @@ describe('a chat message makes the agent schedule', () => {
     });
   });
 
-  it("create/loop 10m → a loop in the chat's session that fires; list shows it; remove by name removes it; another chat's schedules are neither shown nor changed", async () => {
+  it("create/loop 10m → a loop in the chat's session that fires; list shows it; remove by name removes it; another chat's schedules are neither shown nor changed", async ({
+    cleanups,
+    expect,
+  }) => {
     const script: Script = (req) => {
       const text = lastUserText(req);
       const match = /^\[(\w+)\] (.*)$/.exec(text);
@@ -192,7 +206,7 @@ describe('a chat message makes the agent schedule', () => {
           return 'ok';
       }
     };
-    const { env, c, worker } = await setup({}, script);
+    const { env, c, worker } = await setup(cleanups, {}, script);
     await say(c, 'chat-a', '[a] watch CI', 'm1');
     await waitForEvents(c, 'chat-a', 'reply', 2); // the turn's reply and the loop's first tick
     const loop = await c.loops.get('chat-a', 'loop');
@@ -263,8 +277,11 @@ describe('a chat message makes the agent schedule', () => {
   });
 });
 
-describe('what the tool refuses', () => {
-  it('a `script` or `command` field, an interval below the minimum, an unknown action → refused with the reason in the tool result; nothing is created', async () => {
+describe.concurrent('what the tool refuses', () => {
+  it('a `script` or `command` field, an interval below the minimum, an unknown action → refused with the reason in the tool result; nothing is created', async ({
+    cleanups,
+    expect,
+  }) => {
     const script: Script = calls([
       { action: 'create', kind: 'cron', schedule: 'every 2h', prompt: 'disk', script: 'df -h /' },
       { action: 'create', kind: 'loop', interval: '5m', prompt: 'disk', command: 'df -h /' },
@@ -275,7 +292,7 @@ describe('what the tool refuses', () => {
       { action: 'create', kind: 'cron', schedule: 'every 2h', prompt: 'x', deliver: 'telegram:999' },
       { action: 'create', kind: 'loop', interval: '1x', prompt: 'typo' },
     ]);
-    const { env, c, worker } = await setup({ 'loops.min_interval_seconds': 30 }, script);
+    const { env, c, worker } = await setup(cleanups, { 'loops.min_interval_seconds': 30 }, script);
     await say(c, 'refuse', 'schedule some things', 'm1');
     await waitForEvents(c, 'refuse', 'reply', 1);
     expect(await toolResults(c, 'refuse')).toEqual([
@@ -297,13 +314,17 @@ describe('what the tool refuses', () => {
     expect(await events(c, 'refuse', 'notice')).toEqual([]);
   });
 
-  it('a loop tick that calls `schedules` create is refused by default (ticks are not allowed); allowed when the operator lists `loop`', async () => {
+  it('a loop tick that calls `schedules` create is refused by default (ticks are not allowed); allowed when the operator lists `loop`', async ({
+    cleanups,
+    expect,
+  }) => {
     const script: Script = (req) => {
       if (/^\[msg\]/.test(lastUserText(req))) return 'ok';
       return calls([{ action: 'create', kind: 'cron', schedule: 'every 2h', prompt: 'more turns' }], (r) => r)(req);
     };
     for (const allowed of [false, true]) {
       const { env, c, worker, model } = await setup(
+        cleanups,
         allowed ? { 'tools.schedules.allow_from': ['cli', 'chat', 'telegram', 'loop'] } : {},
         script,
       );
@@ -339,18 +360,18 @@ describe('what the tool refuses', () => {
           { prompt: 'more turns', created_by: { by: 'agent', surface: 'chat', session_id: 'ticking' } },
         ]);
       }
-      for (const f of cleanups.splice(0).reverse()) await f();
+      await runCleanups(cleanups); // the first deployment stops before the second starts
     }
   });
 });
 
-describe('what a schedule made by a turn may use', () => {
-  it('a cron job made by a turn answers to every surface of that turn (its provenance), never fewer', async () => {
+describe.concurrent('what a schedule made by a turn may use', () => {
+  it('a cron job made by a turn answers to every surface of that turn (its provenance), never fewer', async ({ cleanups, expect }) => {
     const script: Script = (req) =>
       /^from chat/.test(lastUserText(req))
         ? 'noted'
         : calls([{ action: 'create', kind: 'cron', schedule: 'every 2h', prompt: 'do what the chat said' }])(req);
-    const { env, c, worker } = await setup({}, script);
+    const { env, c, worker } = await setup(cleanups, {}, script);
     // The chat wrote into session main first; then a turn from the CLI surface schedules.
     await say(c, 'main', 'from chat: schedule a job that calls whoami', 'm1');
     await waitForEvents(c, 'main', 'reply', 1);
@@ -366,9 +387,10 @@ describe('what a schedule made by a turn may use', () => {
   });
 });
 
-describe('limits (tools.schedules)', () => {
-  it('max_per_session holds, also for calls of one answer at once', async () => {
+describe.concurrent('limits (tools.schedules)', () => {
+  it('max_per_session holds, also for calls of one answer at once', async ({ cleanups, expect }) => {
     const { env, c, worker } = await setup(
+      cleanups,
       { 'tools.schedules.max_per_session': 2 },
       calls(
         [1, 2, 3].map((n) => ({
@@ -389,7 +411,7 @@ describe('limits (tools.schedules)', () => {
     expect(await cronJobs(env, worker)).toHaveLength(2);
   });
 
-  it('max_created_per_day holds: removed schedules still count', async () => {
+  it('max_created_per_day holds: removed schedules still count', async ({ cleanups, expect }) => {
     const script: Script = (req) => {
       const n = Number(/^make (\d)/.exec(lastUserText(req))?.[1]);
       return calls([
@@ -397,7 +419,7 @@ describe('limits (tools.schedules)', () => {
         { action: 'remove', id: `job-${n}` },
       ])(req);
     };
-    const { env, c, worker } = await setup({ 'tools.schedules.max_created_per_day': 3 }, script);
+    const { env, c, worker } = await setup(cleanups, { 'tools.schedules.max_created_per_day': 3 }, script);
     for (const n of [1, 2, 3, 4]) {
       await say(c, 'daily', `make ${n}`, `m${n}`);
       await waitForEvents(c, 'daily', 'reply', n);
@@ -411,8 +433,9 @@ describe('limits (tools.schedules)', () => {
     expect(await c.redis.zcard(c.keys.agentSchedulesCreated('daily'))).toBe(3);
   });
 
-  it('enabled: false hides the tool: not offered, and an unknown tool when called', async () => {
+  it('enabled: false hides the tool: not offered, and an unknown tool when called', async ({ cleanups, expect }) => {
     const { env, c, worker, model } = await setup(
+      cleanups,
       { 'tools.schedules.enabled': false },
       calls([{ action: 'create', kind: 'cron', schedule: 'every 2h', prompt: 'x' }]),
     );
@@ -425,8 +448,11 @@ describe('limits (tools.schedules)', () => {
   });
 });
 
-describe('the agent paces a self-paced loop', () => {
-  it('action next, in 7m → the next tick is due 7 minutes after the tick; 15s → the floor; 3h → the ceiling; no call → the digest rule', async () => {
+describe.concurrent('the agent paces a self-paced loop', () => {
+  it('action next, in 7m → the next tick is due 7 minutes after the tick; 15s → the floor; 3h → the ceiling; no call → the digest rule', async ({
+    cleanups,
+    expect,
+  }) => {
     const asked: Record<string, string | undefined> = { seven: '7m', floor: '15s', ceiling: '3h', none: undefined };
     const script: Script = (req) => {
       const session = Object.keys(asked).find((s) => lastUserText(req).includes(`pace ${s}`))!;
@@ -434,7 +460,7 @@ describe('the agent paces a self-paced loop', () => {
       if (delay === undefined) return 'nothing new';
       return calls([{ action: 'next', in: delay }], (r) => `paced: ${r}`)(req);
     };
-    const { c, model } = await setup({ 'loops.self_paced_floor_seconds': 60, 'loops.self_paced_ceiling_seconds': 900 }, script);
+    const { c, model } = await setup(cleanups, { 'loops.self_paced_floor_seconds': 60, 'loops.self_paced_ceiling_seconds': 900 }, script);
     for (const s of Object.keys(asked)) {
       await c.schedules.set(
         s,
@@ -484,8 +510,8 @@ describe('the agent paces a self-paced loop', () => {
     expect(job.timestamp + job.opts.delay!).toBeGreaterThanOrEqual(seventh.nextDueAt! - 1_000);
   });
 
-  it('a chat message (no self-paced tick) cannot use next', async () => {
-    const { c } = await setup({}, calls([{ action: 'next', in: '7m' }]));
+  it('a chat message (no self-paced tick) cannot use next', async ({ cleanups, expect }) => {
+    const { c } = await setup(cleanups, {}, calls([{ action: 'next', in: '7m' }]));
     await say(c, 'not-a-tick', 'pace yourself', 'm1');
     await waitForEvents(c, 'not-a-tick', 'reply', 1);
     expect(await toolResults(c, 'not-a-tick')).toEqual([
