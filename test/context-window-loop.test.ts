@@ -3,18 +3,17 @@
  * server that enforces its window, and the summary's fallback marker. Real Redis, real BullMQ, real
  * worker, the real `openai` client against the local model server.
  */
-import { describe, expect, it } from 'vitest';
+import { describe } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { events, waitFor } from './support/stack.ts';
 import type { RecordedRequest, ScriptedReply } from './support/fake-openai.ts';
 import { startAgentStack } from './support/agent-stack.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
+import { it, type CleanUp } from './support/cleanup.ts';
 import type { LoopSpec } from '../scheduler/loop/loop-service.ts';
 import { ELIDED_PREFIX, SUMMARY_PREFIX } from '../worker/context/compaction.ts';
 
-const cleanups = cleanupAfterEach();
-const setup = (overrides: Record<string, unknown>, modelOptions: Parameters<typeof startAgentStack>[2]) =>
+const setup = (cleanups: CleanUp[], overrides: Record<string, unknown>, modelOptions: Parameters<typeof startAgentStack>[2]) =>
   startAgentStack(cleanups, overrides, modelOptions);
 
 /** A CI log of about `kb` KB: numbered lines, the last one saying how the build stands. */
@@ -55,9 +54,13 @@ function ciWatcher(
   };
 }
 
-describe('a loop that reads a 12 KB log at every tick, against a 16,000-token window', () => {
-  it('runs 100 ticks with no failed tick and no request over the window; the transcript holds a summary, the stream every tick', async () => {
-    const { c, model, dir } = await setup({ 'agent.context_window_tokens': 16_000 }, { contextWindow: 16_000 });
+// Each test has its own model server, worker, Redis prefix and folder, so the two run side by side.
+describe.concurrent('a loop that reads a 12 KB log at every tick, against a 16,000-token window', () => {
+  it('runs 100 ticks with no failed tick and no request over the window; the transcript holds a summary, the stream every tick', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { c, model, dir } = await setup(cleanups, { 'agent.context_window_tokens': 16_000 }, { contextWindow: 16_000 });
     const log = join(dir, 'ci.log');
     writeFileSync(log, ciLog(12, 'running'));
     model.respond(ciWatcher(log));
@@ -96,8 +99,8 @@ describe('a loop that reads a 12 KB log at every tick, against a 16,000-token wi
     expect(loop.spend!.estimated).toBe(false);
   }, 180_000);
 
-  it('a summary call that fails leaves a marker in place of the middle; every tick still succeeds', async () => {
-    const { c, model, dir } = await setup({ 'agent.context_window_tokens': 8_000 }, { contextWindow: 8_000 });
+  it('a summary call that fails leaves a marker in place of the middle; every tick still succeeds', async ({ cleanups, expect }) => {
+    const { c, model, dir } = await setup(cleanups, { 'agent.context_window_tokens': 8_000 }, { contextWindow: 8_000 });
     const log = join(dir, 'ci.log');
     writeFileSync(log, ciLog(12, 'running'));
     model.respond(ciWatcher(log, () => ({ status: 500, message: 'summariser down' })));
