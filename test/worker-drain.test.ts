@@ -7,7 +7,7 @@
  * `drain()`, what the signal handler calls. Runs that must outlast the signal
  * wait for a file the test creates, not for a fixed time.
  */
-import { describe, expect, it } from 'vitest';
+import { describe } from 'vitest';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -16,15 +16,18 @@ import { startFakeOpenAI, type ScriptedReply } from './support/fake-openai.ts';
 import { cronServiceFor } from '../scheduler/services.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
-
-const cleanups = cleanupAfterEach();
+import { it } from './support/cleanup.ts';
 
 /** A shell step that waits until `file` exists: a run that lasts exactly as long as the test holds it. */
 const untilExists = (file: string) => `while [ ! -e ${file} ]; do sleep 0.05; done`;
 
-describe('worker drain', () => {
-  it('F9: a cron run still going at SIGTERM, with cron_drain_timeout 30 and restart_drain_timeout 0 → the run completes and is delivered', async () => {
+// Each test has its own Redis prefix, workers, model server and files (env.home), so the describes below run
+// side by side: most of their time is spent waiting for a drain deadline or a worker process.
+describe.concurrent('worker drain', () => {
+  it('F9: a cron run still going at SIGTERM, with cron_drain_timeout 30 and restart_drain_timeout 0 → the run completes and is delivered', async ({
+    cleanups,
+    expect,
+  }) => {
     const { env, c } = openTestClients(cleanups, { 'agent.cron_drain_timeout': 30, 'agent.restart_drain_timeout': 0, log_level: 'info' });
     const worker = await spawnWorker(env);
     let stderr = '';
@@ -57,7 +60,10 @@ describe('worker drain', () => {
     expect(stderr).toMatch(/waiting up to 30s for 1 deadline turn\(s\) \(ticks, \/v1 runs\) and up to 0s for 0 chat turn\(s\)/);
   });
 
-  it('a cron run cut by the drain deadline is handed back, runs once on another worker and is recorded once with its attempt count', async () => {
+  it('a cron run cut by the drain deadline is handed back, runs once on another worker and is recorded once with its attempt count', async ({
+    cleanups,
+    expect,
+  }) => {
     const {
       env,
       c,
@@ -99,7 +105,10 @@ describe('worker drain', () => {
     expect(await cron.runs(job.id, 5)).toHaveLength(1);
   });
 
-  it('a chat turn with restart_drain_timeout 0 is interrupted at once, the user is told, and it is answered after the restart', async () => {
+  it('a chat turn with restart_drain_timeout 0 is interrupted at once, the user is told, and it is answered after the restart', async ({
+    cleanups,
+    expect,
+  }) => {
     const model = await startFakeOpenAI();
     let calls = 0;
     let answerLate!: () => void;
@@ -140,8 +149,11 @@ describe('worker drain', () => {
   });
 });
 
-describe('drain: a job received after the worker paused', () => {
-  it('a cron tick a draining worker receives from a fetch in flight when it paused is handed back unstarted and runs once, on another worker', async () => {
+describe.concurrent('drain: a job received after the worker paused', () => {
+  it('a cron tick a draining worker receives from a fetch in flight when it paused is handed back unstarted and runs once, on another worker', async ({
+    cleanups,
+    expect,
+  }) => {
     const { env, c } = openTestClients(cleanups, { 'agent.cron_drain_timeout': 1, 'agent.restart_drain_timeout': 0 });
     const release = join(env.home, 'release');
     const cron = cronServiceFor(env.config, c, createLogger({ level: 'silent' }));
@@ -184,7 +196,10 @@ describe('drain: a job received after the worker paused', () => {
     expect(run).toMatchObject({ status: 'ok', output: 'late', attempts: 1, worker_id: b.deps.workerId });
   });
 
-  it('a loop tick a draining worker receives from a fetch in flight when it paused is handed back unstarted and runs once, on another worker', async () => {
+  it('a loop tick a draining worker receives from a fetch in flight when it paused is handed back unstarted and runs once, on another worker', async ({
+    cleanups,
+    expect,
+  }) => {
     const { env, c, worker: a } = await startWorkerStack(cleanups, { 'agent.cron_drain_timeout': 1, 'agent.restart_drain_timeout': 0 });
     const release = join(env.home, 'release');
     const command = (text: string, held: boolean) => ({
