@@ -8,7 +8,7 @@
  * its copy and writes nothing; the copy that holds the lock ends the run.
  */
 import { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe } from 'vitest';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { Keys } from '../scheduler/store/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -18,10 +18,9 @@ import { testEnv, type TestEnv } from './support/env.ts';
 import { echoLast, startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from './support/fake-openai.ts';
 import { readJson, waitFor } from './support/http.ts';
 import { startWorker } from './support/stack.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
+import { it, type CleanUp } from './support/cleanup.ts';
 
 const KEY = 'handback-key-123';
-const cleanups = cleanupAfterEach();
 
 /** How the model answers: after `delayMs`, with `text` of the request. The test may change both at any time. */
 interface Answer {
@@ -29,7 +28,7 @@ interface Answer {
   text: (req: RecordedRequest) => string;
 }
 
-async function setup(): Promise<{
+async function setup(cleanups: CleanUp[]): Promise<{
   env: TestEnv;
   model: FakeOpenAI;
   answer: Answer;
@@ -71,9 +70,13 @@ function post(gw: Gateway, path: string, body: unknown, headers: Record<string, 
   });
 }
 
-describe('/v1 runs cut by a drain are handed back', () => {
-  it('plain /v1/chat/completions: the drain hands the run back, another worker completes it, the waiting caller gets the answer', async () => {
-    const { model, answer, gw, runs, redis, worker } = await setup();
+// Each test has its own model server, gateway, workers and Redis prefix, so they run side by side.
+describe.concurrent('/v1 runs cut by a drain are handed back', () => {
+  it('plain /v1/chat/completions: the drain hands the run back, another worker completes it, the waiting caller gets the answer', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { model, answer, gw, runs, redis, worker } = await setup(cleanups);
     answer.delayMs = 4_000;
     const a = await worker();
     const pending = post(gw, '/v1/chat/completions', { messages: [{ role: 'user', content: 'summarise the week' }] });
@@ -93,8 +96,11 @@ describe('/v1 runs cut by a drain are handed back', () => {
     expect(model.requests).toHaveLength(2);
   }, 40_000);
 
-  it('/v1/runs with an Idempotency-Key: after the drain the run is queued, a retry attaches to it, then it completes once', async () => {
-    const { model, answer, gw, runs, worker } = await setup();
+  it('/v1/runs with an Idempotency-Key: after the drain the run is queued, a retry attaches to it, then it completes once', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { model, answer, gw, runs, worker } = await setup(cleanups);
     answer.delayMs = 4_000;
     const a = await worker();
     const first = await post(gw, '/v1/runs', { input: 'write the nightly report' }, { 'idempotency-key': 'k1' });
@@ -126,8 +132,11 @@ describe('/v1 runs cut by a drain are handed back', () => {
     expect(model.requests).toHaveLength(2); // A's cut attempt and B's; nothing ran twice after that
   }, 40_000);
 
-  it('a run left interrupted (by an older version) is queued again by a retry with its key, not replayed as final', async () => {
-    const { env, model, gw, runs, worker } = await setup();
+  it('a run left interrupted (by an older version) is queued again by a retry with its key, not replayed as final', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { env, model, gw, runs, worker } = await setup(cleanups);
     const first = await post(gw, '/v1/runs', { input: 'old run' }, { 'idempotency-key': 'k2' });
     const { id: runId } = await readJson(first);
     // What an older version left behind: the run ended `interrupted`, its job gone.
@@ -152,8 +161,11 @@ describe('/v1 runs cut by a drain are handed back', () => {
     expect(model.requests).toHaveLength(1);
   }, 40_000);
 
-  it("a worker that loses a run's job lock aborts its copy and writes nothing; only the copy that holds the lock completes the run", async () => {
-    const { env, model, gw, runs, redis, worker } = await setup();
+  it("a worker that loses a run's job lock aborts its copy and writes nothing; only the copy that holds the lock completes the run", async ({
+    cleanups,
+    expect,
+  }) => {
+    const { env, model, gw, runs, redis, worker } = await setup(cleanups);
     // The first copy's answer comes the moment the copy that took the job over calls the model, a second before
     // that copy's own: if the first copy were not aborted, its reply would be the one recorded.
     let secondCall = () => {};
