@@ -6,14 +6,12 @@
  * a server that fails to start is logged and skipped while the others serve,
  * and a stdio server never receives the worker's secrets.
  */
-import { describe, expect, it } from 'vitest';
+import { describe } from 'vitest';
 import { events, openTestClients, ROOT, startWorker, startWorkerStack, waitForEvents } from './support/stack.ts';
 import { lastToolResult, startFakeOpenAI } from './support/fake-openai.ts';
 import { startMcpHttpServer } from './support/mcp-http-server.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
+import { it } from './support/cleanup.ts';
 import { programArgs } from './support/test-programs.ts';
-
-const cleanups = cleanupAfterEach();
 
 const COUNTER_SERVER = {
   command: process.execPath,
@@ -22,8 +20,12 @@ const COUNTER_SERVER = {
   cwd: ROOT,
 };
 
-describe('MCP servers', () => {
-  it('a tool of an MCP server returning a counter: two ticks see two different values; a broken server is skipped', async () => {
+// Each test has its own model server, MCP server, worker and Redis prefix, so these two run side by side.
+describe.concurrent('MCP servers', () => {
+  it('a tool of an MCP server returning a counter: two ticks see two different values; a broken server is skipped', async ({
+    cleanups,
+    expect,
+  }) => {
     const model = await startFakeOpenAI();
     model.respond((req) => {
       const result = lastToolResult(req);
@@ -52,7 +54,41 @@ describe('MCP servers', () => {
     expect(results.map((r) => r.data.name)).toEqual(['counter__next_count', 'counter__next_count']);
   });
 
-  it("a stdio MCP server gets its declared env, never the worker's secrets", async () => {
+  it('a Streamable HTTP server: its tools are listed with the configured headers and called per tick', async ({ cleanups, expect }) => {
+    const mcp = await startMcpHttpServer({ token: 'tracker-token' });
+    const model = await startFakeOpenAI();
+    model.respond((req) => {
+      const result = lastToolResult(req);
+      return result === undefined ? { toolCalls: [{ name: 'tracker__next_ticket' }] } : `got ${result}`;
+    });
+    cleanups.push(
+      () => mcp.close(),
+      () => model.close(),
+    );
+    const { c, worker: w } = await startWorkerStack(cleanups, {
+      'agent.base_url': model.baseUrl,
+      'agent.api_key': 'k',
+      mcp_servers: { tracker: { url: mcp.url, headers: { Authorization: 'Bearer tracker-token' } } },
+    });
+    expect(w.mcp?.connectedServers).toEqual(['tracker']);
+    await c.schedules.set(
+      'http-mcp',
+      'loop',
+      { prompt: 'next ticket', intervalSeconds: 1, times: 2, until: null, notes: [] },
+      {
+        origin: { surface: 'chat' },
+        runner: { kind: 'agent' },
+      },
+    );
+    const replies = await waitForEvents(c, 'http-mcp', 'reply', 2);
+    expect(replies.map((r) => r.data.text)).toEqual(['got ticket #1', 'got ticket #2']);
+    expect(mcp.unauthorized).toBe(0);
+  });
+});
+
+// Sets OPENAI_API_KEY in this process's environment (what a stdio server would inherit): alone, after the others.
+describe('MCP servers and the worker environment', () => {
+  it("a stdio MCP server gets its declared env, never the worker's secrets", async ({ cleanups, expect }) => {
     const model = await startFakeOpenAI();
     let ask = 0;
     model.respond((req) => {
@@ -82,36 +118,5 @@ describe('MCP servers', () => {
     await enqueueInput(deps, { sessionId: 'env', text: 'which token?', messageId: 'm2', origin: { surface: 'chat' } });
     const replies = await waitForEvents(c, 'env', 'reply', 2);
     expect(replies.map((r) => r.data.text)).toEqual(['OPENAI_API_KEY=(unset)', 'COUNTER_TOKEN=declared-by-operator']);
-  });
-
-  it('a Streamable HTTP server: its tools are listed with the configured headers and called per tick', async () => {
-    const mcp = await startMcpHttpServer({ token: 'tracker-token' });
-    const model = await startFakeOpenAI();
-    model.respond((req) => {
-      const result = lastToolResult(req);
-      return result === undefined ? { toolCalls: [{ name: 'tracker__next_ticket' }] } : `got ${result}`;
-    });
-    cleanups.push(
-      () => mcp.close(),
-      () => model.close(),
-    );
-    const { c, worker: w } = await startWorkerStack(cleanups, {
-      'agent.base_url': model.baseUrl,
-      'agent.api_key': 'k',
-      mcp_servers: { tracker: { url: mcp.url, headers: { Authorization: 'Bearer tracker-token' } } },
-    });
-    expect(w.mcp?.connectedServers).toEqual(['tracker']);
-    await c.schedules.set(
-      'http-mcp',
-      'loop',
-      { prompt: 'next ticket', intervalSeconds: 1, times: 2, until: null, notes: [] },
-      {
-        origin: { surface: 'chat' },
-        runner: { kind: 'agent' },
-      },
-    );
-    const replies = await waitForEvents(c, 'http-mcp', 'reply', 2);
-    expect(replies.map((r) => r.data.text)).toEqual(['got ticket #1', 'got ticket #2']);
-    expect(mcp.unauthorized).toBe(0);
   });
 });
