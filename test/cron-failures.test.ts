@@ -7,7 +7,7 @@
  * webhook over loopback.
  */
 import { createServer } from 'node:http';
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
 import {
   applyRun,
@@ -24,10 +24,9 @@ import { openCronService, openTestCron, startCronWorker } from './support/cron-w
 import { startFakeTelegram } from './support/fake-telegram.ts';
 import { ALLOWED_USER, telegramEnv } from './support/telegram-env.ts';
 import { waitFor } from './support/wait-for.ts';
-import { cleanupAfterEach } from './support/cleanup.ts';
+import { it } from './support/cleanup.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
-const cleanups = cleanupAfterEach();
 
 const T0 = Date.parse('2026-03-04T10:00:00Z');
 const job = (over: Partial<CronJob> = {}): CronJob => ({
@@ -115,8 +114,13 @@ describe('cron failure streak and notices (pure)', () => {
   });
 });
 
-describe('cron runs that keep failing (real BullMQ)', () => {
-  it('F19: a job failing every run is paused after 3 in a row, visible in cron status; each failure is delivered as a notice', async () => {
+// The two describes below each have their own Redis prefix, workers and servers, so they run side by side
+// (most of their time is spent waiting for runs 1 s apart).
+describe.concurrent('cron runs that keep failing (real BullMQ)', () => {
+  it('F19: a job failing every run is paused after 3 in a row, visible in cron status; each failure is delivered as a notice', async ({
+    cleanups,
+    expect,
+  }) => {
     const { env, api } = openTestCron(cleanups, { 'cron.min_interval_seconds': 1 });
     const w = await startCronWorker(env.config);
     cleanups.push(() => w.close());
@@ -168,8 +172,11 @@ describe('cron runs that keep failing (real BullMQ)', () => {
   });
 });
 
-describe('long replies', () => {
-  it('F20: a 12,000-character reply reaches Telegram as 3 complete messages in order, and a webhook whole', async () => {
+describe.concurrent('long replies', () => {
+  it('F20: a 12,000-character reply reaches Telegram as 3 complete messages in order, and a webhook whole', async ({
+    cleanups,
+    expect,
+  }) => {
     const fake = await startFakeTelegram();
     cleanups.push(() => fake.close());
     const env = telegramEnv(fake, { 'cron.min_interval_seconds': 1, 'delivery.webhook_allow': ['127.0.0.1'] });
