@@ -6,34 +6,33 @@
  * starts the largest files first, and a short file that waits 45 s on a due time can start last).
  * The list below is the files that took longest in a full run (`npx vitest run --reporter=json
  * --outputFile=report.json`, each file's `endTime - startTime`), longest first; a file whose tests mostly
- * wait on real time or start processes belongs here once it takes over ~20 s in such a run. The other
+ * wait on real time or start processes belongs here once it takes over ~10 s in such a run. The other
  * files keep vitest's own order.
  */
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
  * Measured on 2026-12-05 in a full run with six workers on 2 cores, nearly idle otherwise (the run itself
- * CPU-bound: six files running from start to end): seconds in that run, longest first.
+ * CPU-bound most of the time), after the tests of most long files were made to run side by side: seconds in
+ * that run, longest first.
  */
 export const SLOW_FILES: readonly string[] = [
-  'test/claim-ahead-attack.test.ts', // 35 (added after that run: a tick held 30 s, a worker starved for 5 s)
-  'test/cron-semantics.test.ts', // 37
-  'test/worker-crash.test.ts', // 30
-  'test/held-tick-lock-lapse.test.ts', // 29
-  'test/console.test.ts', // 26
   'test/context-window-loop.test.ts', // 25
-  'test/gateway-telegram.test.ts', // 25
-  'test/schedules-tool.test.ts', // 24
-  'test/gateway-discord.test.ts', // 22
-  'test/embedded-redis.test.ts', // 22
-  'test/telegram-outbound.test.ts', // 20
+  'test/claim-ahead-attack.test.ts', // 22
+  'test/redis-cluster.test.ts', // 21
+  'test/held-ticks-drain.test.ts', // 19
+  'test/held-tick-lock-lapse.test.ts', // 19
+  'test/embedded-redis.test.ts', // 19
   'test/loop-firing.test.ts', // 18
-  'test/held-ticks-drain.test.ts', // 18
-  'test/turn-slot-pools.test.ts', // 16
-  'test/redis-cluster.test.ts', // 16
-  'test/gateway-slack.test.ts', // 15
-  'test/cli-ux.test.ts', // 15
-  'test/redis-cluster-failover.test.ts', // 14
+  'test/gateway-telegram.test.ts', // 18
+  'test/worker-crash.test.ts', // 13
+  'test/redis-cluster-failover.test.ts', // 11
+  'test/reshard.test.ts', // 11
+  'test/telegram-outbound.test.ts', // 11
+  'test/loop-failure-backoff.test.ts', // 11
+  'test/cron-semantics.test.ts', // 10
+  'test/gateway-discord.test.ts', // 10
+  'test/cli-ux.test.ts', // 10
 ];
 
 export default class SlowFirstSequencer extends BaseSequencer {
