@@ -3,7 +3,7 @@
  * several workers on one Redis, real BullMQ, every occurrence runs once and
  * is delivered once.
  */
-import { describe } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nextOccurrences } from '../scheduler/cron/cron-engine.ts';
 import { cronSessionId } from '../scheduler/cron/cron-job.ts';
 import { CRON_TICK_JOB_NAME, type CronTickData } from '../scheduler/cron/cron-store.ts';
@@ -11,9 +11,9 @@ import type { Job } from 'bullmq';
 import { processCronTick } from '../worker/cron-processor.ts';
 import { createTestDeps, openCronService, startCronWorker, type TestCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
-import { lastUserText, startFakeOpenAI } from './support/fake-openai.ts';
+import { lastUserText, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
-import { it, type CleanUp } from './support/cleanup.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
 
 /**
  * Replies delivered to a job's `local` target: its stream's `reply` events (the stream also holds
@@ -31,13 +31,18 @@ async function localReplies(
 }
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
-/** A Redis prefix, a cron service and a model server of the test's own; `workers(n)` starts n cron workers on them. */
-async function setup(cleanups: CleanUp[]) {
-  const model = await startFakeOpenAI();
+let model: FakeOpenAI;
+/** The last user message of every model request, in arrival order. */
+const prompts = () => model.requests.map(lastUserText);
+beforeAll(async () => {
+  model = await startFakeOpenAI();
   model.respond((req) => ({ delayMs: 50, text: `done: ${lastUserText(req)}` }));
-  cleanups.push(() => model.close());
-  /** The last user message of every model request, in arrival order. */
-  const prompts = () => model.requests.map(lastUserText);
+});
+afterAll(async () => model.close());
+
+const cleanups = cleanupAfterEach();
+
+function setup() {
   const env = testEnv({ 'agent.base_url': model.baseUrl, 'cron.min_interval_seconds': 1 });
   const api = openCronService(env.config);
   cleanups.push(
@@ -49,14 +54,12 @@ async function setup(cleanups: CleanUp[]) {
     cleanups.push(() => Promise.all(ws.map((w) => w.close())).then(() => undefined));
     return ws;
   };
-  return { env, api, workers, prompts };
+  return { env, api, workers };
 }
 
-// Each test has its own Redis prefix, workers and model server, so the describes below run side by side
-// (most of their time is spent waiting for due times).
-describe.concurrent('F10: two workers, one job due at T', () => {
-  it('runs and delivers the occurrence exactly once, even when a second job for it is queued', async ({ cleanups, expect }) => {
-    const { api, workers, prompts } = await setup(cleanups);
+describe('F10: two workers, one job due at T', () => {
+  it('runs and delivers the occurrence exactly once, even when a second job for it is queued', async () => {
+    const { api, workers } = setup();
     const ws = await workers(2);
     const prompt = `f10 ${Date.now()}`;
     const job = await api.service.add({ schedule: 'in 1s', prompt }, cli);
@@ -100,12 +103,9 @@ describe.concurrent('F10: two workers, one job due at T', () => {
   });
 });
 
-describe.concurrent('F10: a twin of the occurrence holds the turn lock', () => {
-  it('a copy that finds the lock taken by a twin that has not claimed the occurrence yet leaves it to that twin: it runs once, never recorded as skipped', async ({
-    cleanups,
-    expect,
-  }) => {
-    const { env, api, prompts } = await setup(cleanups);
+describe('F10: a twin of the occurrence holds the turn lock', () => {
+  it('a copy that finds the lock taken by a twin that has not claimed the occurrence yet leaves it to that twin: it runs once, never recorded as skipped', async () => {
+    const { env, api } = setup();
     const a = createTestDeps(env.config);
     const b = createTestDeps(env.config);
     cleanups.push(
@@ -141,9 +141,9 @@ describe.concurrent('F10: a twin of the occurrence holds the turn lock', () => {
   });
 });
 
-describe.concurrent('4 workers, 50 jobs', () => {
-  it('every occurrence of every job runs exactly once and is delivered once', async ({ cleanups, expect }) => {
-    const { api, workers, prompts } = await setup(cleanups);
+describe('4 workers, 50 jobs', () => {
+  it('every occurrence of every job runs exactly once and is delivered once', async () => {
+    const { api, workers } = setup();
     const ws = await workers(4);
     const tag = `fleet-${Date.now()}`;
     // One at a time: each add writes its record and job scheduler within a moment of computing its first time.
@@ -199,9 +199,9 @@ describe.concurrent('4 workers, 50 jobs', () => {
   });
 });
 
-describe.concurrent('a retried or stalled job', () => {
-  it('processing the same occurrence again, at once or after it was committed, runs and delivers it once', async ({ cleanups, expect }) => {
-    const { env, api, prompts } = await setup(cleanups);
+describe('a retried or stalled job', () => {
+  it('processing the same occurrence again, at once or after it was committed, runs and delivers it once', async () => {
+    const { env, api } = setup();
     const a = createTestDeps(env.config);
     const b = createTestDeps(env.config);
     cleanups.push(
