@@ -57,8 +57,10 @@ afterAll(async () => {
 
 /**
  * `it` with the test's own clean-ups and held runs (`holds`: let go when the test ends, before its clean-ups run,
- * as a worker closes only when its runs end). Each test has its own Redis prefix, workers and jobs, so the tests
- * run side by side: most of their time is spent waiting for occurrences to come due.
+ * as a worker closes only when its runs end). Each test has its own Redis prefix, workers and jobs, so most of
+ * them run side by side (most of their time is spent waiting for occurrences to come due). The tests that hold
+ * runs to a 1–2 s cadence or a 1.5 s grace ("cron runs", "misfires") do not: their workers share this process's
+ * event loop with the others', and beside a second copy of the suite a run came late enough to be skipped.
  */
 const it = withCleanups.extend<{ holds: Array<() => void> }>({
   // Depends on `cleanups`, so it is torn down first.
@@ -102,7 +104,7 @@ function setup(cleanups: CleanUp[], overrides: Record<string, unknown> = {}) {
   return { env, api, worker, runsOf };
 }
 
-describe.concurrent('cron runs (real BullMQ)', () => {
+describe('cron runs (real BullMQ)', () => {
   it('fires at the croner times, records each run once and delivers it to the local stream', async ({ cleanups, expect }) => {
     const { api, worker, runsOf } = setup(cleanups);
     await worker();
@@ -290,11 +292,11 @@ describe.concurrent('cron runs (real BullMQ)', () => {
   });
 });
 
-describe.concurrent('misfires after an outage (docs/DESIGN.md §7 Misfires)', () => {
+describe('misfires after an outage (docs/DESIGN.md §7 Misfires)', () => {
   // Every 2 s with a grace of 1.5 s (the lower clamp; half the period is 1 s). The outage lasts until
   // 0.3 s after the second occurrence: both are missed, and the job scheduler holds only the first (the
   // next job is made when one is picked up). The worker starts 1.7 s before the third is due.
-  // The two outages are waited out side by side, as every test here runs (each with its own job and worker).
+  // The two outages are waited out side by side (each test with its own job and worker), apart from the other tests.
   const PERIOD_MS = 2_000;
   const GRACE_MS = 1_500;
   const outage = async (createdAt: number) => {
@@ -302,7 +304,7 @@ describe.concurrent('misfires after an outage (docs/DESIGN.md §7 Misfires)', ()
     return Date.now();
   };
 
-  it('--misfire once runs exactly one catch-up, then the cadence resumes on time', async ({ cleanups, expect }) => {
+  it.concurrent('--misfire once runs exactly one catch-up, then the cadence resumes on time', async ({ cleanups, expect }) => {
     const { api, worker, runsOf } = setup(cleanups, { 'cron.misfire_grace_min_seconds': GRACE_MS / 1000 });
     const job = await api.service.add({ schedule: 'every 2s', prompt: 'tick' }, cli);
     const anchor = job.created_at;
@@ -330,7 +332,7 @@ describe.concurrent('misfires after an outage (docs/DESIGN.md §7 Misfires)', ()
     expect(new Set(runs.map((r) => r.due_at)).size).toBe(runs.length);
   });
 
-  it('--misfire skip records the missed occurrence as skipped and runs the next one on time', async ({ cleanups, expect }) => {
+  it.concurrent('--misfire skip records the missed occurrence as skipped and runs the next one on time', async ({ cleanups, expect }) => {
     const { api, worker, runsOf } = setup(cleanups, { 'cron.misfire_grace_min_seconds': GRACE_MS / 1000 });
     const job = await api.service.add({ schedule: 'every 2s', prompt: 'tick', misfire: 'skip' }, cli);
     const restartedAt = await outage(job.created_at);
