@@ -16,10 +16,10 @@ export default defineConfig({
     // 20 s without isolation; user+sys CPU 238 s → 144 s). Tests keep no state in modules they share:
     // each builds its own environment (test/support/env.ts) and stops what it started.
     isolate: false,
-    // Six files at a time. The suite is CPU-bound on the 2-core machine it is measured on; eight workers
-    // fill the cores better alone (123 s against 131–138 s) but beside a second copy of the suite sixteen
-    // files share two cores and tests that bound a wait failed (325 s, 7 failures, against ~204 s and none
-    // with six). How each count was measured, and where the suite's CPU goes: docs/BENCHMARKS.md, "Test suite".
+    // Six files at a time. The suite is CPU-bound on the 2-core machine it is measured on, and each worker
+    // loads the product once: seven workers took 108.6 s and 200 CPU-s against 103.9 s and 181 CPU-s with six,
+    // and beside a second copy of the suite more workers made tests that bound a wait fail. How each count was
+    // measured, and where the suite's CPU goes: docs/BENCHMARKS.md, "Test suite".
     maxWorkers: 6,
   },
 });
