@@ -9,36 +9,20 @@
  * gateway to start, a poll or a retry. The poll-lease test (last in the file) runs
  * alone, after them: its 2 s lease must be renewed in time.
  */
-import { QueueEvents, type Queue } from 'bullmq';
+import { QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
-import type { Logger } from 'pino';
 import { describe } from 'vitest';
 import { REFUSAL_TEXT } from '../gateway/telegram/inbound.ts';
 import { botIdOf } from '../gateway/telegram/telegram-adapter.ts';
-import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
-import { createLogger } from '../scheduler/logger.ts';
 import { Keys, QUEUES } from '../scheduler/store/keys.ts';
-import {
-  enqueueTelegramOutbound,
-  outboundJobId,
-  telegramOutboundQueue,
-  type TelegramOutboundData,
-} from '../scheduler/delivery/outbound.ts';
+import { enqueueTelegramOutbound, outboundJobId, type TelegramOutboundData } from '../scheduler/delivery/outbound.ts';
 import { spawnGateway, type ChildGateway } from './support/child-gateway.ts';
-import { it as withCleanups, type CleanUp } from './support/cleanup.ts';
+import type { CleanUp } from './support/cleanup.ts';
+import { childGateway as child, gateway, it, outboundQueue } from './support/telegram-harness.ts';
 import type { TestEnv } from './support/env.ts';
-import { startFakeTelegram, type FakeTelegram } from './support/fake-telegram.ts';
+import type { FakeTelegram } from './support/fake-telegram.ts';
 import { waitFor } from './support/http.ts';
 import { ALLOWED_USER, BOT_TOKEN, memoryLogger, readInbox, telegramEnv, type InboxReader } from './support/telegram-env.ts';
-
-/** `it` with the test's own clean-ups and its own local Telegram server (`fake`). */
-const it = withCleanups.extend<{ fake: FakeTelegram }>({
-  fake: async ({ cleanups }, use) => {
-    const fake = await startFakeTelegram();
-    cleanups.push(() => fake.close()); // the first clean-up pushed, so the last run: after the gateways stop
-    await use(fake);
-  },
-});
 
 function setup(cleanups: CleanUp[], fake: FakeTelegram, overrides: Record<string, unknown> = {}): TestEnv {
   const env = telegramEnv(fake, overrides);
@@ -50,33 +34,6 @@ async function inbox(cleanups: CleanUp[], env: TestEnv): Promise<InboxReader> {
   const r = await readInbox(env);
   cleanups.push(() => r.close());
   return r;
-}
-
-/** An in-process gateway on `env`, closed after the test. */
-async function gateway(cleanups: CleanUp[], env: TestEnv, log: Logger = createLogger({ level: env.config.log_level })): Promise<Gateway> {
-  const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log });
-  cleanups.push(() => gw.close());
-  return gw;
-}
-
-/** A `hermes gateway` child process on `env`, SIGKILLed after the test (and awaited). */
-async function child(cleanups: CleanUp[], env: TestEnv): Promise<ChildGateway> {
-  const c = await spawnGateway(env.childEnv);
-  cleanups.push(async () => {
-    c.kill('SIGKILL');
-    await c.exited;
-  });
-  return c;
-}
-
-function outboundQueue(cleanups: CleanUp[], env: TestEnv): Queue<TelegramOutboundData> {
-  const connection = new Redis(env.redisUrl, { maxRetriesPerRequest: null });
-  const q = telegramOutboundQueue(new Keys(env.prefix), connection);
-  cleanups.push(async () => {
-    await q.close();
-    connection.disconnect();
-  });
-  return q;
 }
 
 describe.concurrent('inbound (docs/DESIGN.md §8)', () => {

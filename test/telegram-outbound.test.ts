@@ -6,39 +6,25 @@
  * deliveries into the run record, `cron runs`, `cron status` and `cron doctor`
  * (field report F17).
  */
+import type { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { describe } from 'vitest';
 import { Keys } from '../scheduler/store/keys.ts';
-import {
-  enqueueTelegramOutbound,
-  outboundJobId,
-  telegramOutboundQueue,
-  type TelegramOutboundData,
-} from '../scheduler/delivery/outbound.ts';
+import { enqueueTelegramOutbound, outboundJobId, type TelegramOutboundData } from '../scheduler/delivery/outbound.ts';
 import { DELIVERY_EVENT } from '../gateway/outbound/outbound-outcome.ts';
-import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
-import { createLogger } from '../scheduler/logger.ts';
-import { spawnGateway, type ChildGateway } from './support/child-gateway.ts';
-import { it as withCleanups, type CleanUp } from './support/cleanup.ts';
+import type { ChildGateway } from './support/child-gateway.ts';
+import type { CleanUp } from './support/cleanup.ts';
+import { childGateway as child, gateway, it, outboundQueue } from './support/telegram-harness.ts';
 import { runCronCli } from './support/cron-cli.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
 import type { TestEnv } from './support/env.ts';
-import { startFakeTelegram, type FakeTelegram } from './support/fake-telegram.ts';
+import type { FakeTelegram } from './support/fake-telegram.ts';
 import { telegramEnv } from './support/telegram-env.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
 
-/**
- * `it` with the test's own clean-ups and its own local Telegram server (`fake`). Each test has its own server,
- * Redis prefix and gateways, so the tests run side by side: most of their time is spent waiting for a gateway
- * to start, a lock to lapse or a retry to come.
- */
-const it = withCleanups.extend<{ fake: FakeTelegram }>({
-  fake: async ({ cleanups }, use) => {
-    const fake = await startFakeTelegram();
-    cleanups.push(() => fake.close()); // the first clean-up pushed, so the last run: after the gateways stop
-    await use(fake);
-  },
-});
+// Each test has its own local Telegram server (the `it` of test/support/telegram-harness.ts), Redis prefix and
+// gateways, so the tests run side by side: most of their time is spent waiting for a gateway to start, a lock to
+// lapse or a retry to come.
 
 function setup(cleanups: CleanUp[], fake: FakeTelegram, overrides: Record<string, unknown> = {}): TestEnv {
   const env = telegramEnv(fake, { 'gateway.outbound_order_recheck_ms': 200, ...overrides });
@@ -46,34 +32,7 @@ function setup(cleanups: CleanUp[], fake: FakeTelegram, overrides: Record<string
   return env;
 }
 
-/** An in-process gateway on `env`, closed after the test. */
-async function gateway(cleanups: CleanUp[], env: TestEnv): Promise<Gateway> {
-  const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
-  cleanups.push(() => gw.close());
-  return gw;
-}
-
-/** A `hermes gateway` child process on `env`, SIGKILLed after the test (and awaited). */
-async function child(cleanups: CleanUp[], env: TestEnv): Promise<ChildGateway> {
-  const c = await spawnGateway(env.childEnv);
-  cleanups.push(async () => {
-    c.kill('SIGKILL');
-    await c.exited;
-  });
-  return c;
-}
-
-function outboundQueue(cleanups: CleanUp[], env: TestEnv) {
-  const connection = new Redis(env.redisUrl, { maxRetriesPerRequest: null });
-  const queue = telegramOutboundQueue(new Keys(env.prefix), connection);
-  cleanups.push(async () => {
-    await queue.close();
-    connection.disconnect();
-  });
-  return queue;
-}
-
-function producer(queue: ReturnType<typeof outboundQueue>) {
+function producer(queue: Queue<TelegramOutboundData>) {
   return (chatId: string, occurrenceId: string, text: string) =>
     enqueueTelegramOutbound(queue, {
       platform: 'telegram',
