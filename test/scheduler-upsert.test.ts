@@ -2,7 +2,7 @@
  * Job scheduler field reports F1–F3 (public bug reports, named in the test titles), through
  * the product's schedule store and service.
  */
-import { describe } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { waitFor } from './support/wait-for.ts';
 import {
   events,
@@ -15,7 +15,9 @@ import {
   type TestClients,
 } from './support/stack.ts';
 import { createLoop, type LoopRecord } from '../scheduler/loop/loop-state.ts';
-import { it } from './support/cleanup.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
+
+const cleanups = cleanupAfterEach();
 
 async function storedLoop(c: TestClients, sessionId: string): Promise<LoopRecord> {
   const record = createLoop({
@@ -35,13 +37,8 @@ async function storedLoop(c: TestClients, sessionId: string): Promise<LoopRecord
   return (await c.loops.put(record, 'absent'))!;
 }
 
-// Each test has its own Redis prefix (own session ids) and worker, so they run side by side: most of
-// their time is spent waiting for ticks 1 s apart.
-describe.concurrent('job scheduler upserts', () => {
-  it('F1: upserting the same schedule twice back to back, with a worker running, leaves exactly one pending job; ticks 1 s apart', async ({
-    cleanups,
-    expect,
-  }) => {
+describe('job scheduler upserts', () => {
+  it('F1: upserting the same schedule twice back to back, with a worker running, leaves exactly one pending job; ticks 1 s apart', async () => {
     const { env, c } = openTestClients(cleanups);
     const w = await startWorker(env);
     cleanups.push(() => w.drain());
@@ -58,10 +55,7 @@ describe.concurrent('job scheduler upserts', () => {
     expect(new Set(replies.map((e) => e.data.occurrenceId)).size).toBe(replies.length);
   });
 
-  it('F2: removing a schedule and adding it again under the same id leaves exactly one pending job, and it fires', async ({
-    cleanups,
-    expect,
-  }) => {
+  it('F2: removing a schedule and adding it again under the same id leaves exactly one pending job, and it fires', async () => {
     const { env, c } = openTestClients(cleanups);
     const record = await storedLoop(c, 'f2');
     await c.loops.arm(record, Date.now() + 500);
@@ -75,10 +69,7 @@ describe.concurrent('job scheduler upserts', () => {
     await waitForEvents(c, 'f2', 'reply', 1, 5_000);
   });
 
-  it('F3: four processes setting the same loop at once leave exactly one pending job, and it keeps firing at its cadence', async ({
-    cleanups,
-    expect,
-  }) => {
+  it('F3: four processes setting the same loop at once leave exactly one pending job, and it keeps firing at its cadence', async () => {
     const { env, c } = openTestClients(cleanups);
     const args = ['loop', '1s', 'same prompt', '--session', 'f3', '--run', 'echo tick'];
     const results = await Promise.all([1, 2, 3, 4].map(() => runHermes(env, args)));
@@ -109,7 +100,7 @@ describe.concurrent('job scheduler upserts', () => {
     expect((await events(c, 'f3', 'reply')).every((e) => e.data.text === 'tick')).toBe(true);
   }, 120_000); // four hermes processes start at once: seconds of CPU each, far more on a loaded machine
 
-  it('a worker re-arms an active loop whose job scheduler is missing (crash between the two writes)', async ({ cleanups, expect }) => {
+  it('a worker re-arms an active loop whose job scheduler is missing (crash between the two writes)', async () => {
     const { env, c } = openTestClients(cleanups);
     await storedLoop(c, 'orphan');
     expect(await c.queues.ticks.getJobScheduler('loop:orphan')).toBeUndefined();
