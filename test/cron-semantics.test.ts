@@ -59,8 +59,9 @@ afterAll(async () => {
  * `it` with the test's own clean-ups and held runs (`holds`: let go when the test ends, before its clean-ups run,
  * as a worker closes only when its runs end). Each test has its own Redis prefix, workers and jobs, so most of
  * them run side by side (most of their time is spent waiting for occurrences to come due). The tests that hold
- * runs to a 1–2 s cadence or a 1.5 s grace ("cron runs", "misfires") do not: their workers share this process's
- * event loop with the others', and beside a second copy of the suite a run came late enough to be skipped.
+ * runs to a 1–2 s cadence or a 1.5 s grace ("cron runs", "misfires", "the worker side of the job scheduler") do
+ * not: their workers share this process's event loop with the others', and beside a second copy of the suite a
+ * run came late enough to be skipped or deferred.
  */
 const it = withCleanups.extend<{ holds: Array<() => void> }>({
   // Depends on `cleanups`, so it is torn down first.
@@ -565,7 +566,7 @@ describe.concurrent('pause and remove with the next job already waiting', () => 
   });
 });
 
-describe.concurrent('the worker side of the job scheduler', () => {
+describe('the worker side of the job scheduler', () => {
   it('computes the next iteration with croner in the job zone (repeatStrategy on the Worker)', async ({ cleanups, expect }) => {
     const { api, worker, runsOf } = setup(cleanups);
     await worker();
