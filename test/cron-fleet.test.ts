@@ -75,29 +75,36 @@ describe('F10: two workers, one job due at T', () => {
         .filter((r) => r.occurrenceId === `cron:${job.id}:${due}`)
         .map((r) => r.outcome)
         .sort();
-    await waitFor(() => outcomesOf().length >= 2 || undefined, 15_000, 'both jobs of the occurrence processed').catch(
-      async (err: Error) => {
-        // Where the copy that never reported is: both copies' BullMQ states and attempts, next to the outcomes seen.
-        const stateOf = async (id: string) => {
-          const j = await api.queues.ticks.getJob(id);
-          return j ? { state: await j.getState(), attempts: j.attemptsMade, delay: j.delay } : null;
-        };
-        const seen = JSON.stringify({
-          outcomes: outcomesOf(),
-          dup: await stateOf(`dup-${job.id}`),
-          scheduled: await stateOf(`repeat:cron:${job.id}:${due}`),
-        });
-        throw new Error(`${err.message}: ${seen}`);
-      },
-    );
+    // The scheduled copy may never reach a worker: when the duplicate ran first and completed this one-shot job, the
+    // job scheduler was removed, and with it the copy still waiting in it (seen on a loaded machine).
+    const dupId = `dup-${job.id}`;
+    const scheduledId = `repeat:cron:${job.id}:${due}`;
+    const settled = async () =>
+      outcomesOf().length >= 2 ||
+      (outcomesOf().length === 1 &&
+        (await (await api.queues.ticks.getJob(dupId))?.getState()) === 'completed' &&
+        (await api.queues.ticks.getJob(scheduledId)) === undefined);
+    await waitFor(async () => (await settled()) || undefined, 15_000, 'both jobs of the occurrence processed').catch(async (err: Error) => {
+      // Where the copy that never reported is: both copies' BullMQ states and attempts, next to the outcomes seen.
+      const stateOf = async (id: string) => {
+        const j = await api.queues.ticks.getJob(id);
+        return j ? { state: await j.getState(), attempts: j.attemptsMade, delay: j.delay } : null;
+      };
+      const seen = JSON.stringify({
+        outcomes: outcomesOf(),
+        dup: await stateOf(dupId),
+        scheduled: await stateOf(scheduledId),
+      });
+      throw new Error(`${err.message}: ${seen}`);
+    });
     const runs = await api.store.runs(job.id, 10);
     expect(runs).toHaveLength(1);
     expect(runs[0]).toMatchObject({ due_at: due, status: 'ok', deliveries: [{ target: 'local', status: 'delivered' }] });
     expect(await localReplies(api, job.id)).toBe(1);
     expect(prompts().filter((p) => p === prompt)).toHaveLength(1);
     const outcomes = outcomesOf();
-    // One ran, the other found the occurrence claimed or recorded.
-    expect(outcomes).toHaveLength(2);
+    // One ran; the other found the occurrence claimed or recorded, or was removed before a worker took it (above).
+    expect(outcomes.length).toBeGreaterThanOrEqual(1);
     expect(outcomes.filter((o) => o === 'ran')).toHaveLength(1);
     expect(outcomes.filter((o) => o !== 'ran').every((o) => o === 'dropped' || o === 'duplicate')).toBe(true);
   });
