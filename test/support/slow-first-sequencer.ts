@@ -12,27 +12,40 @@
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
- * Measured on 2026-12-05 in a full run with six workers on 2 cores, nearly idle otherwise (the run itself
- * CPU-bound most of the time), after the tests of most long files were made to run side by side: seconds in
- * that run, longest first.
+ * Measured on 2026-12-05 in full runs with six workers on 2 cores, nearly idle otherwise: seconds in such a
+ * run and the share of a core the file kept busy meanwhile (its worker's CPU and its children's, from
+ * `/proc/self/stat`, over its wall time), longest first — except that the first six start together, and
+ * those are the three files that mostly wait on real time (a due time, a lapsing lock) next to three that
+ * keep the cores busy. Six waiting files at once left the cores half idle for ten seconds at the start.
  */
 export const SLOW_FILES: readonly string[] = [
-  'test/cron-semantics.test.ts', // 29 (measured after its timed tests were set apart again)
-  'test/context-window-loop.test.ts', // 25
-  'test/claim-ahead-attack.test.ts', // 22
-  'test/redis-cluster.test.ts', // 21
-  'test/held-ticks-drain.test.ts', // 19
-  'test/held-tick-lock-lapse.test.ts', // 19
-  'test/embedded-redis.test.ts', // 19
-  'test/loop-firing.test.ts', // 18
-  'test/gateway-telegram.test.ts', // 18
-  'test/worker-crash.test.ts', // 13
-  'test/redis-cluster-failover.test.ts', // 11
-  'test/reshard.test.ts', // 11
-  'test/telegram-outbound.test.ts', // 11
+  'test/claim-ahead-attack.test.ts', // 36 s, 0.06 of a core
+  'test/held-tick-lock-lapse.test.ts', // 30, 0.07
+  'test/cron-semantics.test.ts', // 29, 0.10
+  'test/redis-cluster.test.ts', // 21, 0.44
+  'test/embedded-redis.test.ts', // 19, 0.56
+  'test/console.test.ts', // 19, 0.37
+  'test/context-window-loop.test.ts', // 24, 0.28
+  'test/loop-firing.test.ts', // 20, 0.13
+  'test/held-ticks-drain.test.ts', // 19, 0.26
+  'test/cli-ux.test.ts', // 16, 0.40
+  'test/scheduler-upsert.test.ts', // 16, 0.23
+  'test/up-banner.test.ts', // 14, 0.37
+  'test/worker-crash.test.ts', // 14, 0.26
+  'test/gateway-telegram.test.ts', // 14, 0.27
+  'test/reshard.test.ts', // 13, 0.38
+  'test/cron-fleet.test.ts', // 12
+  'test/turn-economy.test.ts', // 11
   'test/loop-failure-backoff.test.ts', // 11
+  'test/cli-startup.test.ts', // 11
+  'test/redis-cluster-failover.test.ts', // 11, 0.50
   'test/gateway-discord.test.ts', // 10
-  'test/cli-ux.test.ts', // 10
+  'test/cron-economy.test.ts', // 10
+  'test/telegram-poll-lease.test.ts', // 10
+  'test/loop-modes.test.ts', // 9
+  'test/telegram-outbound.test.ts', // 8
+  'test/redis-sentinel.test.ts', // 8
+  'test/command-env.test.ts', // 8
 ];
 
 export default class SlowFirstSequencer extends BaseSequencer {
