@@ -229,7 +229,9 @@ describe.concurrent('limits of a turn', () => {
     await a.drain();
     // The turn does not wait for the process to exit; the process group got SIGTERM at the abort.
     await waitFor(() => !pidAlive(pid), 5_000, 'the aborted tool process to be gone');
-    const [reply] = await waitForEvents(c, 'drain', 'reply', 1);
+    // Handed back, then taken and run by the other worker: on a loaded machine this can take longer than a reply
+    // usually does, and the tool's first call would hang 30 s.
+    const [reply] = await waitForEvents(c, 'drain', 'reply', 1, 25_000);
     expect(reply!.data.text).toBe('deploy: live');
     expect(reply!.data.worker).toBe(b.deps.workerId);
     await waitFor(async () => (await events(c, 'drain', 'notice')).length > 0, 10_000, 'loop finished notice');
@@ -269,8 +271,10 @@ describe.concurrent('/stop', () => {
     const pid = Number(readFileSync(pidFile, 'utf8'));
     const stoppedAt = Date.now();
     await say(c, 'stop', '/stop', 's1');
-    const [failed] = await waitForEvents(c, 'stop', 'tick.failed', 1, 10_000);
-    expect(Date.now() - stoppedAt).toBeLessThan(5_000);
+    const [failed] = await waitForEvents(c, 'stop', 'tick.failed', 1, 20_000);
+    // The tool would run 30 s: stopped well before that is stopped by /stop, not waited out (how soon on a
+    // loaded machine is the inbox's pickup, not what this pins).
+    expect(Date.now() - stoppedAt).toBeLessThan(15_000);
     expect(failed!.data.error).toBe('Stopped by /stop.');
     await waitFor(() => !pidAlive(pid), 5_000, 'the tool process to be gone');
     expect((await c.loops.get('stop', 'loop'))?.status).toBe('finished');
