@@ -283,6 +283,28 @@ describe('hermes cron job commands', () => {
     });
   });
 
+  it('a Telegram, Slack or Discord target without its bot token is warned about on add and edit (stderr; the job is set)', async () => {
+    const { env, cli } = setup();
+    const added = await cli('add', 'daily at 7am', 'x', '--deliver', 'telegram:42,local,telegram:-1001:7,slack:C0123ABCD', '--json');
+    expect(added.code).toBe(0);
+    const job = JSON.parse(added.stdout) as { id: string; deliver: string[] };
+    expect(job.deliver).toEqual(['telegram:42', 'local', 'telegram:-1001:7', 'slack:C0123ABCD']);
+    expect(added.stderr.split('\n')).toEqual([
+      "Warning: no Telegram bot: deliveries to telegram:42, telegram:-1001:7 wait in the outbound queue until a gateway with TELEGRAM_BOT_TOKEN (telegram.bot_token) runs (this shell's configuration; a gateway started with a token of its own sends them).",
+      "Warning: no Slack bot: deliveries to slack:C0123ABCD wait in the outbound queue until a gateway with SLACK_BOT_TOKEN (slack.bot_token) runs (this shell's configuration; a gateway started with a token of its own sends them).",
+    ]);
+    // An edit that names a Discord target is warned about; one that leaves the targets alone is not.
+    expect((await cli('edit', job.id, '--deliver', 'discord:99')).stderr).toMatch(
+      /^Warning: no Discord bot: deliveries to discord:99 wait .* DISCORD_BOT_TOKEN \(discord\.bot_token\)/,
+    );
+    expect((await cli('edit', job.id, '--name', 'renamed')).stderr).toBe('');
+    // With the platform's token in the configuration read, nothing to warn about.
+    const withBot = testEnv({ 'agent.base_url': model.baseUrl, 'telegram.bot_token': '123:abc', 'redis.prefix': env.prefix });
+    cleanups.push(() => withBot.cleanup());
+    const quiet = await runCronCli(withBot.config, ['add', 'daily at 8am', 'y', '--deliver', 'telegram:42']);
+    expect(quiet).toMatchObject({ code: 0, stderr: '' });
+  });
+
   it('doctor exits 1 on findings and 0 when healthy', async () => {
     const { env, cli } = setup();
     await cli('add', 'daily at 7am', 'x');
