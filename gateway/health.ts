@@ -3,10 +3,13 @@
  *
  * - live: the process is up and serving HTTP (`GET /health/live`, always 200
  *   while it runs);
- * - ready: Redis answers a PING within `gateway.redis_timeout_ms`, and some
- *   worker wrote its heartbeat within `gateway.ready_worker_max_age_seconds`
- *   (`GET /health/ready` and its alias `GET /health`: 200, else 503 with the
- *   reasons) — without Redis nothing can be stored or queued, and without a
+ * - ready: Redis answers a PING within `gateway.redis_timeout_ms`, takes a
+ *   write (a `SET` of `Keys.healthProbe` that expires; a refusal such as OOM,
+ *   MISCONF or READONLY, gateway/http/write-refusal.ts, is named as the
+ *   reason), and some worker wrote its heartbeat within
+ *   `gateway.ready_worker_max_age_seconds` (`GET /health/ready` and its alias
+ *   `GET /health`: 200, else 503 with the reasons) — without Redis, or with a
+ *   Redis that refuses writes, nothing can be stored or queued, and without a
  *   worker nothing queued is run;
  * - store up: the gateway's Redis connection is ready right now (no I/O). While
  *   it is not, `/v1` and `/api` answer 503 with `Retry-After` at once instead
@@ -14,6 +17,7 @@
  */
 import type { Keys } from '../scheduler/store/keys.ts';
 import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts';
+import { redisRefusal } from './http/write-refusal.ts';
 
 /** What `ready()` found. */
 export interface Readiness {
@@ -24,6 +28,9 @@ export interface Readiness {
   /** Age of the newest worker heartbeat, ms, or null when none was found (or Redis is down). */
   workerHeartbeatAgeMs: number | null;
 }
+
+/** How long the readiness check's written probe lives, ms. */
+const HEALTH_PROBE_TTL_MS = 60_000;
 
 /** Seconds a client should wait before retrying while Redis is away. */
 export const REDIS_RETRY_AFTER_SECONDS = 5;
@@ -68,6 +75,13 @@ export class GatewayHealth {
       await bounded(this.redis.ping());
     } catch (err) {
       return { ready: false, reasons: [`Redis does not answer: ${(err as Error).message}.`], redis: 'down', workerHeartbeatAgeMs: null };
+    }
+    try {
+      await bounded(this.redis.set(this.keys.healthProbe, String(now), 'PX', HEALTH_PROBE_TTL_MS));
+    } catch (err) {
+      const refusal = redisRefusal(err);
+      const reason = refusal ? `Redis refuses writes: ${refusal.message}` : `Redis does not answer: ${(err as Error).message}.`;
+      return { ready: false, reasons: [reason], redis: refusal ? 'up' : 'down', workerHeartbeatAgeMs: null };
     }
     let newest: number | undefined;
     try {

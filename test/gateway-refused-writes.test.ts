@@ -29,6 +29,7 @@ let server: EmbeddedRedis;
 let admin: Redis;
 let gw: Gateway;
 let runId: string;
+const prefix = `{t-${randomBytes(4).toString('hex')}}`;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'hermes-refused-'));
@@ -38,7 +39,7 @@ beforeAll(async () => {
     env: { HERMES_HOME: join(dir, 'home') },
     overrides: {
       'redis.url': server.url,
-      'redis.prefix': `{t-${randomBytes(4).toString('hex')}}`,
+      'redis.prefix': prefix,
       log_level: process.env.HERMES_TEST_LOG ?? 'silent',
       'api_server.port': 0,
       'api_server.key': KEY,
@@ -117,6 +118,27 @@ describe('writes Redis refuses are 503 with Retry-After on every route, never 50
     await expectEveryWriteRefused('OOM');
     await admin.config('SET', 'maxmemory', '0');
     expect((await call('POST', '/v1/runs', { input: 'after the outage' })).status).toBe(202);
+  });
+
+  it('/health/ready is 503 naming the refusal while Redis refuses writes, and 200 again once it takes them', async () => {
+    // A worker that is alive, so that the write is what readiness turns on.
+    const worker = setInterval(() => void admin.zadd(`${prefix}:workers`, Date.now(), 'probe-worker').catch(() => {}), 1_000);
+    try {
+      await admin.zadd(`${prefix}:workers`, Date.now(), 'probe-worker');
+      expect(await call('GET', '/health/ready')).toMatchObject({ status: 200, body: { status: 'ok', reasons: [], redis: 'up' } });
+      await admin.config('SET', 'maxmemory-policy', 'noeviction');
+      await admin.config('SET', 'maxmemory', '1');
+      const refused = await call('GET', '/health/ready');
+      expect(refused).toMatchObject({ status: 503, retryAfter: '5', body: { status: 'unavailable', redis: 'up' } });
+      expect((refused.body as { reasons: string[] }).reasons).toEqual([
+        expect.stringMatching(/^Redis refuses writes: OOM command not allowed/),
+      ]);
+      await admin.config('SET', 'maxmemory', '0');
+      expect(await call('GET', '/health/ready')).toMatchObject({ status: 200, body: { status: 'ok' } });
+    } finally {
+      clearInterval(worker);
+      await admin.zrem(`${prefix}:workers`, 'probe-worker');
+    }
   });
 
   it('too few replicas (min-replicas-to-write 1: -NOREPLICAS)', async () => {

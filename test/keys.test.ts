@@ -49,6 +49,7 @@ const GLOBAL = [
   k.goalIndex,
   k.sessionIndex,
   k.workers,
+  k.healthProbe,
   k.cronJobIndex,
   k.cronRecentRuns,
   k.shardCountMarker,

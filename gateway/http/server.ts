@@ -107,7 +107,7 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
   const metrics = options.metrics;
   if (metrics) app.use(countRequests(metrics.registry));
 
-  // Health (no key): live = the process serves HTTP; ready = Redis answers and a worker is alive.
+  // Health (no key): live = the process serves HTTP; ready = Redis answers and takes writes, and a worker is alive.
   // `/health` is an alias of `/health/ready`, so a probe of `/health` never reports a gateway
   // that can neither store nor run anything as healthy.
   // The details (host name, pid, platform states) only for a caller with the key (see the top).

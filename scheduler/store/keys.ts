@@ -353,6 +353,11 @@ export class Keys {
     return `${this.basePrefix}:workers`;
   }
 
+  /** A short-lived string the gateway's readiness check writes: whether Redis takes writes (gateway/health.ts). */
+  get healthProbe(): string {
+    return `${this.basePrefix}:health-probe`;
+  }
+
   /** Pub/sub channel: a message (a session id) asks every worker to abort that session's running turn (`/stop`). */
   get turnAbortChannel(): string {
     return `${this.basePrefix}:turn-abort`;
