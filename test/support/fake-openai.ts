@@ -151,9 +151,20 @@ export interface FakeOpenAI {
 /** Tokens counted per message on top of its content (role, separators). */
 export const MESSAGE_OVERHEAD = 4;
 
+/** Counts of texts seen before: a loop sends its transcript again with every turn. */
+const counted = new Map<string, number>();
+const COUNTED_MAX = 10_000;
+
 /** Tokens of a text as the server counts them (o200k; special-token text counts as plain text). */
 export function countTokens(text: string): number {
-  return text ? encode(text, { disallowedSpecial: new Set() }).length : 0;
+  if (!text) return 0;
+  let n = counted.get(text);
+  if (n === undefined) {
+    n = encode(text, { disallowedSpecial: new Set() }).length;
+    if (counted.size >= COUNTED_MAX) counted.clear();
+    counted.set(text, n);
+  }
+  return n;
 }
 
 /** Prompt tokens of a request body as the server counts them. */
