@@ -161,7 +161,10 @@ export async function events(c: TestClients, sessionId: string, type?: string): 
   return type ? all.filter((e) => e.type === type) : all;
 }
 
-/** Wait until the session has at least `n` events of `type`. */
+/**
+ * Wait until the session has at least `n` events of `type`.
+ * @throws Error naming what was waited for and the session's events meanwhile (type, and a failure's error)
+ */
 export async function waitForEvents(
   c: TestClients,
   sessionId: string,
@@ -169,14 +172,21 @@ export async function waitForEvents(
   n: number,
   timeoutMs = 15_000,
 ): Promise<SessionEvent[]> {
-  return await waitFor(
-    async () => {
-      const evs = await events(c, sessionId, type);
-      return evs.length >= n ? evs : undefined;
-    },
-    timeoutMs,
-    `${n} ${type} event(s) on ${sessionId}`,
-  );
+  try {
+    return await waitFor(
+      async () => {
+        const evs = await events(c, sessionId, type);
+        return evs.length >= n ? evs : undefined;
+      },
+      timeoutMs,
+      `${n} ${type} event(s) on ${sessionId}`,
+    );
+  } catch (err) {
+    const seen = (await events(c, sessionId).catch(() => [])).map((e) =>
+      typeof e.data.error === 'string' ? `${e.type} (${e.data.error})` : e.type,
+    );
+    throw new Error(`${(err as Error).message}; the session's events: ${seen.join(', ') || 'none'}`, { cause: err });
+  }
 }
 
 /**
