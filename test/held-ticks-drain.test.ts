@@ -22,7 +22,7 @@ function env(overrides: Record<string, unknown>): { env: TestEnv; c: TestClients
 }
 
 describe('held ticks at a drain', () => {
-  it('a drain with 500 held ticks hands them back within a second, and another worker runs each once', async () => {
+  it('a drain with 500 held ticks hands them back at once, long before they are due, and another worker runs each once', async () => {
     const model = await startFakeOpenAI();
     cleanups.push(() => model.close());
     // The product's retries of a model call (the suite's default is none): 500 turns that start at one instant open 500
@@ -48,7 +48,10 @@ describe('held ticks at a drain', () => {
     await waitFor(async () => ((await c.queues.ticks.getActiveCount()) === 0 ? true : undefined), 5_000, 'every held tick handed back');
     const handBackMs = Date.now() - drainedAt;
     await drained;
-    expect(handBackMs).toBeLessThan(1000);
+    // At once, not held until they are due (how fast is docs/BENCHMARKS.md's figure: 190–285 ms for 1,000; 1.15 s
+    // for these 500 once beside a second copy of the suite).
+    expect(handBackMs).toBeLessThan(5_000);
+    expect(Date.now()).toBeLessThan(due);
     expect(first.deps.turns.admission.held).toBe(0);
     const second = await startWorker(e);
     cleanups.push(() => second.drain());
