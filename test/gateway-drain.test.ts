@@ -70,7 +70,7 @@ describe.concurrent('gateway drain on SIGTERM', () => {
     const { env, model } = await setup(cleanups, { 'agent.cron_drain_timeout': 30, 'agent.restart_drain_timeout': 0 }, 1000);
     const gw = await gatewayChild(cleanups, env);
     const pending = ask(gw.url, 'two second task');
-    await waitFor(() => model.pending === 1, 5000, 'model call running');
+    await waitFor(() => model.pending === 1, 15_000, 'model call running');
     const signalled = Date.now();
     gw.kill('SIGTERM');
     const res = await pending;
@@ -89,7 +89,7 @@ describe.concurrent('gateway drain on SIGTERM', () => {
     const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log });
     cleanups.push(() => gw.close());
     const pending = ask(gw.httpAddress.url, 'opted out');
-    await waitFor(() => model.pending === 1, 5000, 'model call running');
+    await waitFor(() => model.pending === 1, 15_000, 'model call running');
     const signalled = Date.now();
     const drained = gw.drain();
     const res = await pending;
@@ -106,7 +106,7 @@ describe.concurrent('gateway drain on SIGTERM', () => {
     const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: 'silent' }) });
     cleanups.push(() => gw.close());
     const pending = ask(gw.httpAddress.url, 'too slow');
-    await waitFor(() => model.pending === 1, 5000, 'model call running');
+    await waitFor(() => model.pending === 1, 15_000, 'model call running');
     const signalled = Date.now();
     const drained = gw.drain();
     const res = await pending;
@@ -150,12 +150,12 @@ describe.concurrent('gateway drain on SIGTERM', () => {
     cleanups.push(() => worker.close());
     const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: 'silent' }) });
     cleanups.push(() => gw.close());
-    await waitFor(() => fake.polling, 5000, 'polling');
+    await waitFor(() => fake.polling, 15_000, 'polling');
 
     const inflight = ask(gw.httpAddress.url, 'in flight');
-    await waitFor(() => model.pending === 1, 5000, 'model call running');
+    await waitFor(() => model.pending === 1, 15_000, 'model call running');
     const drained = gw.drain();
-    await waitFor(() => !fake.polling, 2000, 'polling stopped');
+    await waitFor(() => !fake.polling, 10_000, 'polling stopped');
     const polls = fake.pollCount;
 
     const refused = await ask(gw.httpAddress.url, 'too late');
@@ -176,7 +176,7 @@ describe.concurrent('gateway drain on SIGTERM', () => {
       sessionId: 'telegram:42',
       occurrenceId: 'cron:j:1',
     });
-    await waitFor(() => fake.sent.length === 1, 5000, 'reply delivered during drain');
+    await waitFor(() => fake.sent.length === 1, 15_000, 'reply delivered during drain');
 
     expect((await inflight).status).toBe(200);
     await drained;
@@ -214,7 +214,7 @@ describe.concurrent('closing with a Telegram send hanging', () => {
       sessionId: 'telegram:9',
       occurrenceId: 'tick:h:1',
     });
-    await waitFor(() => fake.sendCalls === 1, 5000, 'send in progress');
+    await waitFor(() => fake.sendCalls === 1, 15_000, 'send in progress');
 
     const started = Date.now();
     await gw.close();
