@@ -3,10 +3,11 @@
  *
  * - live: the process is up and serving HTTP (`GET /health/live`, always 200
  *   while it runs);
- * - ready: Redis answers a PING within `gateway.redis_timeout_ms`, takes a
- *   write (a `SET` of `Keys.healthProbe` that expires; a refusal such as OOM,
- *   MISCONF or READONLY, gateway/http/write-refusal.ts, is named as the
- *   reason), and some worker wrote its heartbeat within
+ * - ready: Redis takes a write within `gateway.redis_timeout_ms` (a `SET` of
+ *   `Keys.healthProbe` that expires; a refusal such as OOM, MISCONF or
+ *   READONLY, gateway/http/write-refusal.ts, is named as the reason; on a
+ *   sharded cluster the master of the fleet-wide keys is the one asked), and
+ *   some worker wrote its heartbeat within
  *   `gateway.ready_worker_max_age_seconds` (`GET /health/ready` and its alias
  *   `GET /health`: 200, else 503 with the reasons) — without Redis, or with a
  *   Redis that refuses writes, nothing can be stored or queued, and without a
@@ -38,7 +39,7 @@ export const REDIS_RETRY_AFTER_SECONDS = 5;
 /** The checks behind the health endpoints. */
 export class GatewayHealth {
   /**
-   * @param options.redisTimeoutMs - longest wait for Redis's PING answer (`gateway.redis_timeout_ms`)
+   * @param options.redisTimeoutMs - longest wait for each Redis answer (`gateway.redis_timeout_ms`)
    * @param options.workerMaxAgeMs - newest worker heartbeat must be younger (`gateway.ready_worker_max_age_seconds`)
    */
   constructor(
@@ -70,11 +71,6 @@ export class GatewayHealth {
         redis: 'down',
         workerHeartbeatAgeMs: null,
       };
-    }
-    try {
-      await bounded(this.redis.ping());
-    } catch (err) {
-      return { ready: false, reasons: [`Redis does not answer: ${(err as Error).message}.`], redis: 'down', workerHeartbeatAgeMs: null };
     }
     try {
       await bounded(this.redis.set(this.keys.healthProbe, String(now), 'PX', HEALTH_PROBE_TTL_MS));
