@@ -18,17 +18,13 @@ type Platform = keyof typeof PLATFORMS;
 
 const isPlatform = (t: DeliveryTarget): t is Extract<DeliveryTarget, { kind: Platform }> => t.kind in PLATFORMS;
 
-/** Whose configuration the CLI read: a gateway started with a token of its own sends these. */
-export const SHELL_GATEWAY_CONFIG = "this shell's configuration; a gateway started with a token of its own sends them";
-
 /**
- * One warning line per platform of `deliver` that has no bot token in `config`, e.g. `Warning: no Telegram
- * bot: deliveries to telegram:42 wait in the outbound queue until a gateway with TELEGRAM_BOT_TOKEN
- * (telegram.bot_token) runs.`; none when every platform target has one.
+ * One warning line per platform of `deliver` that has no bot token in `config`, e.g. `Warning: this shell's
+ * configuration has no Telegram bot token (TELEGRAM_BOT_TOKEN or telegram.bot_token): deliveries to telegram:42
+ * stay queued until a gateway with one runs.`; none when every platform target has one.
  * @param deliver - targets in their text form, as a cron job keeps them (already validated)
- * @param where - whose configuration was read, when not the gateway's own
  */
-export function unconfiguredPlatformWarnings(config: HermesConfig, deliver: readonly string[], where?: string): string[] {
+export function unconfiguredPlatformWarnings(config: HermesConfig, deliver: readonly string[]): string[] {
   const byPlatform = new Map<Platform, string[]>();
   for (const text of deliver) {
     const target = parseDeliveryTarget(text);
@@ -38,8 +34,8 @@ export function unconfiguredPlatformWarnings(config: HermesConfig, deliver: read
   return [...byPlatform].map(([platform, targets]) => {
     const p = PLATFORMS[platform];
     return (
-      `Warning: no ${p.name} bot: deliveries to ${targets.join(', ')} wait in the outbound queue until a gateway with ` +
-      `${p.env} (${p.setting}) runs${where ? ` (${where})` : ''}.`
+      `Warning: this shell's configuration has no ${p.name} bot token (${p.env} or ${p.setting}): ` +
+      `deliveries to ${targets.join(', ')} stay queued until a gateway with one runs.`
     );
   });
 }

@@ -290,12 +290,12 @@ describe('hermes cron job commands', () => {
     const job = JSON.parse(added.stdout) as { id: string; deliver: string[] };
     expect(job.deliver).toEqual(['telegram:42', 'local', 'telegram:-1001:7', 'slack:C0123ABCD']);
     expect(added.stderr.split('\n')).toEqual([
-      "Warning: no Telegram bot: deliveries to telegram:42, telegram:-1001:7 wait in the outbound queue until a gateway with TELEGRAM_BOT_TOKEN (telegram.bot_token) runs (this shell's configuration; a gateway started with a token of its own sends them).",
-      "Warning: no Slack bot: deliveries to slack:C0123ABCD wait in the outbound queue until a gateway with SLACK_BOT_TOKEN (slack.bot_token) runs (this shell's configuration; a gateway started with a token of its own sends them).",
+      "Warning: this shell's configuration has no Telegram bot token (TELEGRAM_BOT_TOKEN or telegram.bot_token): deliveries to telegram:42, telegram:-1001:7 stay queued until a gateway with one runs.",
+      "Warning: this shell's configuration has no Slack bot token (SLACK_BOT_TOKEN or slack.bot_token): deliveries to slack:C0123ABCD stay queued until a gateway with one runs.",
     ]);
     // An edit that names a Discord target is warned about; one that leaves the targets alone is not.
     expect((await cli('edit', job.id, '--deliver', 'discord:99')).stderr).toMatch(
-      /^Warning: no Discord bot: deliveries to discord:99 wait .* DISCORD_BOT_TOKEN \(discord\.bot_token\)/,
+      /^Warning: this shell.s configuration has no Discord bot token \(DISCORD_BOT_TOKEN or discord\.bot_token\): deliveries to discord:99 stay queued/,
     );
     expect((await cli('edit', job.id, '--name', 'renamed')).stderr).toBe('');
     // With the platform's token in the configuration read, nothing to warn about.

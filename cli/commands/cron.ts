@@ -21,7 +21,7 @@ import {
 } from '../../scheduler/cron/cron-job.ts';
 import { cronServiceFor, SHELL_CONFIG } from '../../scheduler/services.ts';
 import { noModelWarning } from '../../scheduler/agent-model.ts';
-import { SHELL_GATEWAY_CONFIG, unconfiguredPlatformWarnings } from '../unconfigured-platform.ts';
+import { unconfiguredPlatformWarnings } from '../unconfigured-platform.ts';
 import type { CronService } from '../../scheduler/cron/cron-service.ts';
 import type { CronCaller, CronJobChanges } from '../../scheduler/cron/cron-input.ts';
 import { parseInstant, previewSchedule } from '../../scheduler/cron/preview.ts';
@@ -176,7 +176,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
       const warning = job.script === null ? noModelWarning(ctx.config, job.model, SHELL_CONFIG) : undefined;
       if (warning) io.err(warning);
       // So would a platform target without its bot: its deliveries would wait unsent.
-      for (const line of unconfiguredPlatformWarnings(ctx.config, job.deliver, SHELL_GATEWAY_CONFIG)) io.err(line);
+      for (const line of unconfiguredPlatformWarnings(ctx.config, job.deliver)) io.err(line);
     }),
   );
 
@@ -209,8 +209,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
       const job = await service!.edit(ref, changes, CLI_CALLER);
       print(opts.json, cronJobView(job), () => ['Updated cron job:', ...formatJob(job, io.now())]);
       // As on add, for targets this edit named.
-      if (opts.deliver !== undefined)
-        for (const line of unconfiguredPlatformWarnings(ctx.config, job.deliver, SHELL_GATEWAY_CONFIG)) io.err(line);
+      if (opts.deliver !== undefined) for (const line of unconfiguredPlatformWarnings(ctx.config, job.deliver)) io.err(line);
     }),
   );
 
