@@ -182,10 +182,14 @@ export async function waitForEvents(
       `${n} ${type} event(s) on ${sessionId}`,
     );
   } catch (err) {
-    const seen = (await events(c, sessionId).catch(() => [])).map((e) =>
-      typeof e.data.error === 'string' ? `${e.type} (${e.data.error})` : e.type,
-    );
-    throw new Error(`${(err as Error).message}; the session's events: ${seen.join(', ') || 'none'}`, { cause: err });
+    // Each kind of event once, with how many (a long loop has thousands), a failure with its error.
+    const seen = new Map<string, number>();
+    for (const e of await events(c, sessionId).catch(() => [])) {
+      const label = typeof e.data.error === 'string' ? `${e.type} (${e.data.error})` : e.type;
+      seen.set(label, (seen.get(label) ?? 0) + 1);
+    }
+    const summary = [...seen].map(([label, n]) => (n > 1 ? `${label} ×${n}` : label)).join(', ');
+    throw new Error(`${(err as Error).message}; the session's events: ${summary || 'none'}`, { cause: err });
   }
 }
 
