@@ -137,7 +137,8 @@ describe.concurrent('gateway drain on SIGTERM', () => {
     const fake = await startFakeTelegram();
     cleanups.push(() => fake.close());
     const model = await startFakeOpenAI();
-    model.respond((req) => ({ delayMs: 1500, text: echoLast(req) }));
+    // Long enough that the drain is still waiting on this call when the reply below is queued.
+    model.respond((req) => ({ delayMs: 6000, text: echoLast(req) }));
     cleanups.push(() => model.close());
     const env = telegramEnv(fake, {
       'agent.base_url': model.baseUrl,
@@ -154,7 +155,8 @@ describe.concurrent('gateway drain on SIGTERM', () => {
 
     const inflight = ask(gw.httpAddress.url, 'in flight');
     await waitFor(() => model.pending === 1, 15_000, 'model call running');
-    const drained = gw.drain();
+    let drainEnded = false;
+    const drained = gw.drain().finally(() => (drainEnded = true));
     await waitFor(() => !fake.polling, 10_000, 'polling stopped');
     const polls = fake.pollCount;
 
@@ -163,6 +165,7 @@ describe.concurrent('gateway drain on SIGTERM', () => {
     expect((await readJson(refused)).error.code).toBe('server_draining');
 
     // a worker finishing a tick during the drain window queues a reply: it is still sent
+    expect(drainEnded).toBe(false);
     const connection = new Redis(env.redisUrl, { maxRetriesPerRequest: null });
     const queue = telegramOutboundQueue(new Keys(env.prefix), connection);
     cleanups.push(async () => {
@@ -177,6 +180,7 @@ describe.concurrent('gateway drain on SIGTERM', () => {
       occurrenceId: 'cron:j:1',
     });
     await waitFor(() => fake.sent.length === 1, 15_000, 'reply delivered during drain');
+    expect(drainEnded).toBe(false);
 
     expect((await inflight).status).toBe(200);
     await drained;
