@@ -4,8 +4,7 @@
  * claim script's input.
  */
 import type { Job } from 'bullmq';
-import { decideFire, earlierOpenSlot, type FireDecision, type LoopRecord } from '../scheduler/loop/loop-state.ts';
-import { schedulerJobMillis } from '../scheduler/store/queues.ts';
+import { decideFire, type FireDecision, type LoopRecord } from '../scheduler/loop/loop-state.ts';
 import type { GateRead as StoredGateRead, InflightMark } from '../scheduler/loop/tick-claim.ts';
 import type { TickJobData } from '../scheduler/loop/tick-job.ts';
 import { lazyChild } from '../scheduler/logger.ts';
@@ -78,20 +77,4 @@ export async function claimTick(deps: WorkerDeps, tick: Tick, read: TickGateRead
     // A command turn runs on its new input alone (its stdin): the script does not read the transcript for it.
     readTranscript: read.loop!.runner.kind !== 'command',
   });
-}
-
-/**
- * Whether the job of an earlier occurrence of the tick's loop, one that may still fire (`earlierOpenSlot`), is
- * waiting in the queue (`yieldToEarlierTick`, tick-gate.ts). One round trip, and only when the loop's last tick
- * leaves such a slot before this one (a tick that came late, or one that waits); for a job of the loop's job
- * scheduler only, whose jobs are named by their time (`repeat:<scheduler>:<millis>`, the prefetch lead
- * taken off the due time). A slot without a job (left out by the job scheduler) is no reason to wait.
- */
-export async function earlierTickWaiting(deps: WorkerDeps, job: Job<TickJobData>, tick: Tick, loop: LoopRecord | null): Promise<boolean> {
-  const slot = loop ? earlierOpenSlot(loop, tick.dueAt) : undefined;
-  const millis = schedulerJobMillis(job.id);
-  if (slot === undefined || millis === undefined) return false;
-  const id = `${job.id!.slice(0, job.id!.lastIndexOf(':') + 1)}${slot - (tick.dueAt - millis)}`;
-  const state = await deps.queues.forSession(tick.sessionId).ticks.getJobState(id);
-  return state === 'active' || state === 'waiting' || state === 'delayed' || state === 'prioritized';
 }
