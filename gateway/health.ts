@@ -53,8 +53,16 @@ export class GatewayHealth {
     return this.redis.status === 'ready';
   }
 
-  /** Run the readiness checks; never throws, never waits longer than `redisTimeoutMs` per Redis call. */
-  async ready(now = Date.now()): Promise<Readiness> {
+  /** The checks under way: probes that come meanwhile share them (each check writes; the endpoint needs no key). */
+  private checking: Promise<Readiness> | undefined;
+
+  /** Run the readiness checks, or share those under way; never throws, never waits longer than `redisTimeoutMs` per Redis call. */
+  ready(): Promise<Readiness> {
+    this.checking ??= this.check(Date.now()).finally(() => (this.checking = undefined));
+    return this.checking;
+  }
+
+  private async check(now: number): Promise<Readiness> {
     const bounded = <T>(p: Promise<T>): Promise<T> => {
       let timer: NodeJS.Timeout | undefined;
       return Promise.race([
