@@ -46,8 +46,8 @@ const DEFAULT_LEAD_MS = 1000;
 /**
  * A 1 s loop's ticks (their reply events, in order) are one per slot: due times on the 1 s grid, and a slot left
  * out only by the coalescing rule (due before the previous tick started), by a later tick that took the session
- * first (due while the previous tick still ran, and its job was there: docs/RELIABILITY.md, "Overtaken while
- * waiting for the session") or by the job scheduler (passed when the job after it was created: "Left out by the job scheduler").
+ * first (due while the previous tick still ran, and its job was there: docs/RELIABILITY.md, "Earliest waiting
+ * tick first", past its bound) or by the job scheduler (passed when the job after it was created: "Left out by the job scheduler").
  */
 async function expectOnePerSlot(c: TestClients, replies: SessionEvent[], expect: ExpectStatic): Promise<void> {
   const dues = replies.map((e) => Number(e.data.dueAt));
@@ -95,6 +95,25 @@ describe.concurrent('loop ticks as turns', () => {
     expect(transcript.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant', 'user', 'assistant']);
     expect(transcript.filter((m) => m.role === 'user').map((m) => /Loop wakeup #(\d+)/.exec(m.content)?.[1])).toEqual(['1', '2', '3']);
     expect(transcript.filter((m) => m.role === 'assistant').map((m) => m.content)).toEqual(['tick 1', 'tick 2', 'tick 3']);
+  });
+
+  it('ticks that wait for the session go in due order: the earliest claims first, the later ones are covered by it', async ({
+    cleanups,
+    expect,
+  }) => {
+    // Tick 1 runs 2.5 s. Tick 2 (due at 1 s) finds the session busy and is deferred 2.5 s; tick 4 (due at 3 s)
+    // finds it free, but tick 2's job still waits: it yields, and tick 2 runs as the second tick when it comes
+    // back. Without that, tick 4 would claim at 3 s and cover tick 2 (docs/RELIABILITY.md, "Earliest waiting tick first").
+    const { env, c } = setup(cleanups, { 'worker.defer_ms': 2500 });
+    await worker(cleanups, env);
+    await c.schedules.set('order', 'loop', spec('report', 1, { times: 3 }), {
+      origin: { surface: 'cli' },
+      runner: { kind: 'command', command: 'if [ "$HERMES_TICK" = 1 ]; then sleep 2.5; fi; echo "tick $HERMES_TICK"', timeoutSeconds: 10 },
+    });
+    const [first, second] = await waitForEvents(c, 'order', 'reply', 2, 20_000);
+    expect([first!.data.text, second!.data.text]).toEqual(['tick 1', 'tick 2']);
+    expect(Number(second!.data.dueAt) - Number(first!.data.dueAt)).toBe(1000);
+    expect(Number(second!.data.startedAt)).toBeGreaterThan(Number(first!.data.startedAt) + 2500);
   });
 
   it('two workers: each occurrence runs exactly once (F10: one run, one delivery)', async ({ cleanups, expect }) => {

@@ -4,6 +4,7 @@ import {
   applyTick,
   createLoop,
   decideFire,
+  earlierOpenSlot,
   hasLoopComplete,
   resumeDueAt,
   resumeLoop,
@@ -69,6 +70,26 @@ describe('decideFire', () => {
   it('does not apply the same occurrence twice', () => {
     const after = applyTick(base(), tick(1)).loop;
     expect(decideFire(after, tick(1))).toEqual({ fire: false, reason: 'already-applied' });
+  });
+});
+
+describe('earlierOpenSlot (earliest waiting tick first)', () => {
+  it('names the first slot after the last tick that may still fire, when it comes before the tick asking', () => {
+    const ran = applyTick(base(), tick(2)).loop; // tick 2 due at 2 min, started 5 ms after
+    expect(earlierOpenSlot(ran, 3 * 60_000)).toBeUndefined(); // the next slot itself
+    expect(earlierOpenSlot(ran, 4 * 60_000)).toBe(3 * 60_000);
+    expect(earlierOpenSlot(ran, 9 * 60_000)).toBe(3 * 60_000);
+  });
+  it('skips the slots the last tick covers (due before it started) and those of a back-off', () => {
+    const late = applyTick(base(), { ...tick(2), startedAt: 4 * 60_000 + 10 }).loop;
+    expect(earlierOpenSlot(late, 6 * 60_000)).toBe(5 * 60_000); // 3 and 4 were covered
+    expect(earlierOpenSlot(late, 5 * 60_000)).toBeUndefined();
+    expect(earlierOpenSlot({ ...late, nextDueAt: 7 * 60_000 }, 9 * 60_000)).toBe(7 * 60_000);
+  });
+  it('none before a first tick, and none for a self-paced loop', () => {
+    expect(earlierOpenSlot(base(), 9 * 60_000)).toBeUndefined();
+    const ran = applyTick(base(), tick(2)).loop;
+    expect(earlierOpenSlot({ ...ran, mode: 'self-paced' }, 9 * 60_000)).toBeUndefined();
   });
 });
 

@@ -30,7 +30,7 @@ import type { TranscriptMessage } from '../scheduler/session/session-store.ts';
 import type { TickJobData } from '../scheduler/loop/tick-job.ts';
 import type { HeldLock } from './session-lock.ts';
 import { callAt } from './sleep-until.ts';
-import { claimTick, gateFacts, tickOf, type TickGateRead } from './tick-occurrence.ts';
+import { claimTick, earlierTickWaiting, gateFacts, tickOf, type TickGateRead } from './tick-occurrence.ts';
 import { decideGate } from './tick-gate.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 
@@ -120,6 +120,8 @@ async function claimAhead(
   // Only a plain `fire` is claimed ahead; pending input and every other decision are taken at the due time.
   if (read.pendingCount > 0 || decideGate(read, { deferMs: deps.config.worker.defer_ms }).action !== 'fire') return undefined;
   if (deps.turns.draining) return undefined;
+  // An earlier occurrence's job still waiting goes first (`yieldToEarlierTick`): decided at the due time.
+  if (await earlierTickWaiting(deps, job, tick, read.loop)) return undefined;
   const mark: InflightMark = {
     occurrenceId: tick.occurrenceId,
     jobId: tick.jobId,

@@ -16,7 +16,8 @@ export { DRAIN_HAND_BACK } from './occurrence/defer-decision.ts';
 export { decideTurnEnding, type TurnEnding } from './occurrence/turn-ending.ts';
 
 /** Why a tick was deferred; also the `reason` label of `hermes_ticks_deferred_total`. */
-export type TickDeferReason = 'drain' | 'input-pending' | 'goal-active' | 'session-busy' | 'earlier-tick-in-flight' | 'schedule-changing';
+export type TickDeferReason =
+  'drain' | 'input-pending' | 'goal-active' | 'session-busy' | 'earlier-tick-in-flight' | 'earlier-tick-waiting' | 'schedule-changing';
 
 /** A tick put back to run again after `delayMs`. */
 export type TickDefer = OccurrenceDefer<TickDeferReason>;
@@ -47,7 +48,9 @@ export const GOAL_DEFER_MIN_MS = 1000;
  *  2. user input first: while the session has pending user input, the tick waits `deferMs`;
  *  3. goal first: while an active, unparked goal holds the session, the tick waits at least
  *     {@link GOAL_DEFER_MIN_MS};
- *  4. otherwise it fires (the claim then checks all of this again atomically).
+ *  4. otherwise it fires (the claim then checks all of this again atomically) — unless the job of an earlier
+ *     occurrence that may still fire is waiting: the caller looks for one only when this says fire
+ *     (`earlierTickWaiting`, tick-occurrence.ts) and then defers the tick, {@link yieldToEarlierTick}.
  * @param read.fire - the fire decision over the record read
  * @param read.inputPending - the session has pending, uncommitted user input (docs/DESIGN.md §4: user input, then goals, then ticks)
  * @param read.goalHoldsSession - `goalHoldsSession` of the goal read (`scheduler/goal/goal-state.ts`)
@@ -60,6 +63,16 @@ export function decideGate(
   if (read.inputPending) return { action: 'defer', reason: 'input-pending', delayMs: policy.deferMs };
   if (read.goalHoldsSession) return { action: 'defer', reason: 'goal-active', delayMs: Math.max(GOAL_DEFER_MIN_MS, policy.deferMs) };
   return { action: 'fire' };
+}
+
+/**
+ * Earliest waiting tick first: a tick that would fire while the job of an earlier occurrence of its loop that
+ * may still fire is coming back (deferred behind the busy session) waits `deferMs` for it, within a bound
+ * (`earlierTickWaiting`, tick-occurrence.ts); otherwise, when the session frees up, the later tick could claim
+ * first and cover the earlier one (docs/RELIABILITY.md, "Earliest waiting tick first").
+ */
+export function yieldToEarlierTick(policy: TickGatePolicy): TickDefer {
+  return { action: 'defer', reason: 'earlier-tick-waiting', delayMs: policy.deferMs };
 }
 
 /**

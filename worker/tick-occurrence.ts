@@ -4,7 +4,8 @@
  * claim script's input.
  */
 import type { Job } from 'bullmq';
-import { decideFire, type FireDecision, type LoopRecord } from '../scheduler/loop/loop-state.ts';
+import { decideFire, earlierOpenSlot, type FireDecision, type LoopRecord } from '../scheduler/loop/loop-state.ts';
+import { schedulerJobMillis } from '../scheduler/store/queues.ts';
 import type { GateRead as StoredGateRead, InflightMark } from '../scheduler/loop/tick-claim.ts';
 import type { TickJobData } from '../scheduler/loop/tick-job.ts';
 import { lazyChild } from '../scheduler/logger.ts';
@@ -77,4 +78,34 @@ export async function claimTick(deps: WorkerDeps, tick: Tick, read: TickGateRead
     // A command turn runs on its new input alone (its stdin): the script does not read the transcript for it.
     readTranscript: read.loop!.runner.kind !== 'command',
   });
+}
+
+/** Longest a tick yields to an earlier one past its own due time: this many of its loop's intervals (`earlierTickWaiting`). */
+export const YIELD_MAX_INTERVALS = 2;
+
+/**
+ * Whether the tick should yield to the job of an earlier occurrence of its loop, one that may still fire
+ * (`earlierOpenSlot`) and is coming back to the queue: `waiting`, `delayed` or `prioritized` — deferred behind
+ * the busy session, as the tick itself would be (`yieldToEarlierTick`, tick-gate.ts). Bounded, so that a job
+ * that never comes back cannot hold the loop: not a job that is `active` (held or running: it claims on its
+ * own, or its worker is gone and the stall check brings it back), and not once the tick is more than
+ * {@link YIELD_MAX_INTERVALS} intervals past its due time. One round trip, and only when the loop's last tick
+ * leaves such a slot before this one; for a job of the loop's job scheduler only, whose jobs are named by their
+ * time (`repeat:<scheduler>:<millis>`, the prefetch lead taken off the due time). A slot without a job (left
+ * out by the job scheduler) is no reason to wait.
+ */
+export async function earlierTickWaiting(
+  deps: WorkerDeps,
+  job: Job<TickJobData>,
+  tick: Tick,
+  loop: LoopRecord | null,
+  now = Date.now(),
+): Promise<boolean> {
+  const slot = loop ? earlierOpenSlot(loop, tick.dueAt) : undefined;
+  const millis = schedulerJobMillis(job.id);
+  if (slot === undefined || millis === undefined) return false;
+  if (now > tick.dueAt + YIELD_MAX_INTERVALS * loop!.intervalSeconds! * 1000) return false;
+  const id = `${job.id!.slice(0, job.id!.lastIndexOf(':') + 1)}${slot - (tick.dueAt - millis)}`;
+  const state = await deps.queues.forSession(tick.sessionId).ticks.getJobState(id);
+  return state === 'waiting' || state === 'delayed' || state === 'prioritized';
 }

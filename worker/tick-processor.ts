@@ -53,7 +53,7 @@ import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { CONFLICT } from '../scheduler/store/optimistic-retry.ts';
 import { deliverToRoute } from './delivery.ts';
 import type { HeldLock } from './session-lock.ts';
-import { decideClaim, decideGate } from './tick-gate.ts';
+import { decideClaim, decideGate, yieldToEarlierTick } from './tick-gate.ts';
 import type { TrackedTurn } from './turn-tracker.ts';
 import { contextSurfaces, stepMessages, turnMessages } from './transcript-messages.ts';
 import { sessionEventSink } from './turn-events.ts';
@@ -63,7 +63,7 @@ import { judgeUntil } from './until-judge.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 import { runOccurrence } from './occurrence/pipeline.ts';
 import { takeAhead, type ClaimedAhead } from './claim-ahead.ts';
-import { claimTick, gateFacts, tickOf, type Tick, type TickGateRead } from './tick-occurrence.ts';
+import { claimTick, earlierTickWaiting, gateFacts, tickOf, type Tick, type TickGateRead } from './tick-occurrence.ts';
 import type { GateRead as StoredGateRead } from '../scheduler/loop/tick-claim.ts';
 import type { ClaimAnswer, CommitAnswer, GateAnswer, Occurrence, OccurrencePlan } from './occurrence/plan.ts';
 
@@ -175,15 +175,17 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       this.claimedAhead = ahead.claimed;
       return { action: 'claim', gated: ahead.claimed.read };
     }
+    const policy = { deferMs: this.deps.config.worker.defer_ms };
+    const fireUnlessEarlierWaits = async (read: GateRead): Promise<GateAnswer<GateRead, TickResult>> =>
+      (await earlierTickWaiting(this.deps, this.job, this.tick, read.loop)) ? yieldToEarlierTick(policy) : { action: 'claim', gated: read };
     if (ahead) {
       // Read before the due time (`readAhead`): good for a `fire` only, which the claim re-checks.
       const read = await readGate(this.deps, this.tick, ahead.read).catch(() => undefined);
-      if (read && decideGate(read, { deferMs: this.deps.config.worker.defer_ms }).action === 'fire')
-        return { action: 'claim', gated: read };
+      if (read && decideGate(read, policy).action === 'fire') return await fireUnlessEarlierWaits(read);
     }
     const read = await readGate(this.deps, this.tick);
-    const decided = decideGate(read, { deferMs: this.deps.config.worker.defer_ms });
-    if (decided.action === 'fire') return { action: 'claim', gated: read };
+    const decided = decideGate(read, policy);
+    if (decided.action === 'fire') return await fireUnlessEarlierWaits(read);
     if (decided.action === 'defer') return decided;
     this.tick.log.debug({ reason: decided.reason }, 'tick skipped');
     return { action: 'done', result: { status: 'skipped', reason: decided.reason } };

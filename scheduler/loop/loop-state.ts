@@ -260,6 +260,20 @@ export function decideFire(loop: LoopRecord | null, tick: TickRef): FireDecision
   return { fire: true };
 }
 
+/**
+ * The earliest occurrence of a fixed loop, on the cadence of its last tick, that is due before `dueAt` and
+ * that `decideFire` would still let fire (not covered by the last tick, not backing off), or `undefined`
+ * when there is none or the loop is self-paced or has not ticked yet (pure). A tick due at `dueAt` that
+ * finds one yields to it while its job waits (docs/RELIABILITY.md, "Earliest waiting tick first").
+ */
+export function earlierOpenSlot(loop: LoopRecord, dueAt: number): number | undefined {
+  if (loop.mode !== 'fixed' || !loop.intervalSeconds || loop.lastTickDueAt === null) return undefined;
+  const intervalMs = loop.intervalSeconds * 1000;
+  const from = Math.max(loop.lastTickDueAt + intervalMs, loop.lastTickStartedAt ?? 0, loop.nextDueAt ?? 0);
+  const slot = loop.lastTickDueAt + intervalMs * Math.max(1, Math.ceil((from - loop.lastTickDueAt) / intervalMs));
+  return slot < dueAt ? slot : undefined;
+}
+
 /** Verdict of an `--until` judge (issue: full /loop). `error` = the judge call failed. */
 export type UntilVerdict =
   { verdict: 'done' | 'continue' } | { verdict: 'blocked'; reason: string } | { verdict: 'error'; message: string };
