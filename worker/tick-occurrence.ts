@@ -80,16 +80,20 @@ export async function claimTick(deps: WorkerDeps, tick: Tick, read: TickGateRead
   });
 }
 
-/** Longest a tick yields to an earlier one past its own due time: this many of its loop's intervals (`earlierTickWaiting`). */
+/**
+ * Longest a tick yields to an earlier one past its own due time (`earlierTickWaiting`): this many of its loop's
+ * intervals, or this many deferrals (`worker.defer_ms`, the earlier tick comes back after one) when longer.
+ */
 export const YIELD_MAX_INTERVALS = 2;
+export const YIELD_MAX_DEFERRALS = 4;
 
 /**
  * Whether the tick should yield to the job of an earlier occurrence of its loop, one that may still fire
  * (`earlierOpenSlot`) and is coming back to the queue: `waiting`, `delayed` or `prioritized` — deferred behind
  * the busy session, as the tick itself would be (`yieldToEarlierTick`, tick-gate.ts). Bounded, so that a job
  * that never comes back cannot hold the loop: not a job that is `active` (held or running: it claims on its
- * own, or its worker is gone and the stall check brings it back), and not once the tick is more than
- * {@link YIELD_MAX_INTERVALS} intervals past its due time. One round trip, and only when the loop's last tick
+ * own, or its worker is gone and the stall check brings it back), and not once the tick is past its due time
+ * by more than {@link YIELD_MAX_INTERVALS} intervals or {@link YIELD_MAX_DEFERRALS} deferrals, whichever is longer. One round trip, and only when the loop's last tick
  * leaves such a slot before this one; for a job of the loop's job scheduler only, whose jobs are named by their
  * time (`repeat:<scheduler>:<millis>`, the prefetch lead taken off the due time). A slot without a job (left
  * out by the job scheduler) is no reason to wait.
@@ -104,7 +108,8 @@ export async function earlierTickWaiting(
   const slot = loop ? earlierOpenSlot(loop, tick.dueAt) : undefined;
   const millis = schedulerJobMillis(job.id);
   if (slot === undefined || millis === undefined) return false;
-  if (now > tick.dueAt + YIELD_MAX_INTERVALS * loop!.intervalSeconds! * 1000) return false;
+  const boundMs = Math.max(YIELD_MAX_INTERVALS * loop!.intervalSeconds! * 1000, YIELD_MAX_DEFERRALS * deps.config.worker.defer_ms);
+  if (now > tick.dueAt + boundMs) return false;
   const id = `${job.id!.slice(0, job.id!.lastIndexOf(':') + 1)}${slot - (tick.dueAt - millis)}`;
   const state = await deps.queues.forSession(tick.sessionId).ticks.getJobState(id);
   return state === 'waiting' || state === 'delayed' || state === 'prioritized';
