@@ -67,7 +67,7 @@ export function decideGate(
 
 /**
  * Earliest waiting tick first: a tick that would fire while the job of an earlier occurrence of its loop that
- * may still fire is coming back (deferred behind the busy session) waits `deferMs` for it, within a bound
+ * may still fire is still queued (held, or deferred behind the busy session) waits `deferMs` for it, within a bound
  * (`earlierTickWaiting`, tick-occurrence.ts); otherwise, when the session frees up, the later tick could claim
  * first and cover the earlier one (docs/RELIABILITY.md, "Earliest waiting tick first").
  */

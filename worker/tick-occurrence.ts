@@ -89,14 +89,14 @@ export const YIELD_MAX_DEFERRALS = 4;
 
 /**
  * Whether the tick should yield to the job of an earlier occurrence of its loop, one that may still fire
- * (`earlierOpenSlot`) and is coming back to the queue: `waiting`, `delayed` or `prioritized` — deferred behind
- * the busy session, as the tick itself would be (`yieldToEarlierTick`, tick-gate.ts). Bounded, so that a job
- * that never comes back cannot hold the loop: not a job that is `active` (held or running: it claims on its
- * own, or its worker is gone and the stall check brings it back), and not once the tick is past its due time
- * by more than {@link YIELD_MAX_INTERVALS} intervals or {@link YIELD_MAX_DEFERRALS} deferrals, whichever is longer. One round trip, and only when the loop's last tick
- * leaves such a slot before this one; for a job of the loop's job scheduler only, whose jobs are named by their
- * time (`repeat:<scheduler>:<millis>`, the prefetch lead taken off the due time). A slot without a job (left
- * out by the job scheduler) is no reason to wait.
+ * (`earlierOpenSlot`) and is still in the queue (`active`, `waiting`, `delayed`, `prioritized`: held, in its
+ * gate, or deferred behind the busy session, as the tick itself would be; `yieldToEarlierTick`, tick-gate.ts).
+ * Bounded, so that a job that never comes — held by a worker cut off from its Redis until the stall check
+ * takes it back — cannot hold the loop: not once the tick is past its due time by more than
+ * {@link YIELD_MAX_INTERVALS} intervals or {@link YIELD_MAX_DEFERRALS} deferrals, whichever is longer. One
+ * round trip, and only when the loop's last tick leaves such a slot before this one; for a job of the loop's job
+ * scheduler only, whose jobs are named by their time (`repeat:<scheduler>:<millis>`, the prefetch lead taken
+ * off the due time). A slot without a job (left out by the job scheduler) is no reason to wait.
  */
 export async function earlierTickWaiting(
   deps: WorkerDeps,
@@ -112,5 +112,5 @@ export async function earlierTickWaiting(
   if (now > tick.dueAt + boundMs) return false;
   const id = `${job.id!.slice(0, job.id!.lastIndexOf(':') + 1)}${slot - (tick.dueAt - millis)}`;
   const state = await deps.queues.forSession(tick.sessionId).ticks.getJobState(id);
-  return state === 'waiting' || state === 'delayed' || state === 'prioritized';
+  return state === 'active' || state === 'waiting' || state === 'delayed' || state === 'prioritized';
 }
