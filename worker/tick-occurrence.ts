@@ -80,11 +80,9 @@ export async function claimTick(deps: WorkerDeps, tick: Tick, read: TickGateRead
   });
 }
 
-/**
- * Longest a tick yields to an earlier one past its own due time (`earlierTickWaiting`): this many of its loop's
- * intervals, or this many deferrals (`worker.defer_ms`, the earlier tick comes back after one) when longer.
- */
+/** Longest a tick yields to an earlier one past its own due time, in its loop's intervals (`earlierTickWaiting`). */
 export const YIELD_MAX_INTERVALS = 2;
+/** The same in deferrals (`worker.defer_ms`: the earlier tick comes back after one), when that is longer. */
 export const YIELD_MAX_DEFERRALS = 4;
 
 /**
@@ -97,6 +95,9 @@ export const YIELD_MAX_DEFERRALS = 4;
  * round trip, and only when the loop's last tick leaves such a slot before this one; for a job of the loop's job
  * scheduler only, whose jobs are named by their time (`repeat:<scheduler>:<millis>`, the prefetch lead taken
  * off the due time). A slot without a job (left out by the job scheduler) is no reason to wait.
+ * @param loop - the record the tick's gate read (`null`: removed, nothing to yield to)
+ * @param now - epoch ms the bound is measured at
+ * @returns true when the tick should be deferred; a Redis error is thrown to the caller (the occurrence pipeline's)
  */
 export async function earlierTickWaiting(
   deps: WorkerDeps,
