@@ -37,6 +37,21 @@ async function storedLoop(c: TestClients, sessionId: string): Promise<LoopRecord
   return (await c.loops.put(record, 'absent'))!;
 }
 
+/**
+ * Exactly one pending job of `schedulerId` while the worker runs. BullMQ adds a scheduler's next job only after
+ * the current one has moved to active, so for a moment (longer on a loaded machine) none is pending: sample
+ * until `until` (epoch ms), never more than one, and it comes back to exactly one.
+ */
+async function expectOnePendingJob(c: TestClients, schedulerId: string, until: number): Promise<void> {
+  const counts: number[] = [];
+  while (Date.now() < until) {
+    counts.push((await pendingSchedulerJobs(c, schedulerId)).length);
+    await sleep(25);
+  }
+  expect(Math.max(...counts)).toBe(1);
+  await waitFor(async () => (await pendingSchedulerJobs(c, schedulerId)).length === 1, 5_000, 'one pending job');
+}
+
 describe('job scheduler upserts', () => {
   it('F1: upserting the same schedule twice back to back, with a worker running, leaves exactly one pending job; ticks 1 s apart', async () => {
     const { env, c } = openTestClients(cleanups);
@@ -48,7 +63,7 @@ describe('job scheduler upserts', () => {
     await c.loops.arm(record, now + 1000);
     expect(await pendingSchedulerJobs(c, 'loop:f1')).toHaveLength(1);
     const replies = await waitForEvents(c, 'f1', 'reply', 3, 10_000);
-    expect(await pendingSchedulerJobs(c, 'loop:f1')).toHaveLength(1);
+    await expectOnePendingJob(c, 'loop:f1', Date.now() + 1_000);
     const dues = replies.slice(0, 3).map((e) => Number(e.data.dueAt));
     expect(dues[1]! - dues[0]!).toBe(1000);
     expect(dues[2]! - dues[1]!).toBe(1000);
@@ -84,17 +99,7 @@ describe('job scheduler upserts', () => {
     // The first tick was due before the worker started (and may have run late, covering the next
     // occurrence); from the second tick on the cadence is exact.
     expect(Number(replies[2]!.data.dueAt) - Number(replies[1]!.data.dueAt)).toBe(1000);
-    // Exactly one pending job while the worker runs. BullMQ adds a scheduler's next job only after
-    // the current one has moved to active, so for a moment (longer on a loaded machine) none is
-    // pending: sample across two more ticks, never more than one, and it comes back to exactly one.
-    const counts: number[] = [];
-    const until = Number(replies[2]!.data.dueAt) + 2_000;
-    while (Date.now() < until) {
-      counts.push((await pendingSchedulerJobs(c, 'loop:f3')).length);
-      await sleep(25);
-    }
-    expect(Math.max(...counts)).toBe(1);
-    await waitFor(async () => (await pendingSchedulerJobs(c, 'loop:f3')).length === 1, 5_000, 'one pending job');
+    await expectOnePendingJob(c, 'loop:f3', Number(replies[2]!.data.dueAt) + 2_000);
     const dues = (await events(c, 'f3', 'reply')).map((e) => Number(e.data.dueAt));
     expect(new Set(dues).size).toBe(dues.length); // each occurrence fired once
     expect((await events(c, 'f3', 'reply')).every((e) => e.data.text === 'tick')).toBe(true);
