@@ -9,6 +9,7 @@ import { cronJobView, cronRunView, type CronJob } from '../scheduler/cron/cron-j
 import { isoUtc, nextOccurrences } from '../scheduler/cron/cron-engine.ts';
 import type { CronApi } from '../gateway/http/cron-routes.ts';
 import { connectCli } from './connect-cli.ts';
+import { unconfiguredPlatformWarnings } from '../scheduler/delivery/unconfigured-platform.ts';
 import type { RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
 
 /**
@@ -27,8 +28,15 @@ export async function openCronApi(
   const api: CronApi = {
     list: async ({ all }) => (await service.list({ all })).map(cronJobView),
     get: async (ref, options) => withNextRuns(await service.get(ref), options?.nextRuns),
-    add: async (input) => cronJobView(await service.add(input, caller)),
-    edit: async (ref, changes) => withNextRuns(await service.edit(ref, changes, caller)),
+    add: async (input) => {
+      const job = await service.add(input, caller);
+      return withWarnings(cronJobView(job), config, job);
+    },
+    edit: async (ref, changes) => {
+      const job = await service.edit(ref, changes, caller);
+      // As on add, for targets this edit named.
+      return changes.deliver === undefined ? withNextRuns(job) : withWarnings(withNextRuns(job), config, job);
+    },
     runs: async (ref, limit) => (await service.runs(ref, limit)).map(cronRunView),
     pause: async (ref) => cronJobView((await service.pause(ref)).job),
     resume: async (ref, { runNow }) => cronJobView((await service.resume(ref, caller, { runNow })).job),
@@ -39,6 +47,15 @@ export async function openCronApi(
     remove: async (ref) => cronJobView(await service.remove(ref)),
   };
   return { api, close: () => conn.close() };
+}
+
+/**
+ * A job's view plus `warnings` when it will not work as set: a platform target without this gateway's bot
+ * (scheduler/delivery/unconfigured-platform.ts). Absent when there is nothing to say.
+ */
+function withWarnings(view: Record<string, unknown>, config: HermesConfig, job: CronJob): Record<string, unknown> {
+  const warnings = unconfiguredPlatformWarnings(config, job.deliver, 'This gateway');
+  return warnings.length === 0 ? view : { ...view, warnings };
 }
 
 /** A job's view plus its next `count` fire times (ISO UTC), from the armed occurrence on. */

@@ -109,6 +109,35 @@ describe('/api/cron/jobs/:ref', () => {
   });
 });
 
+describe('/api/cron/jobs targets without a bot', () => {
+  it('POST and PATCH naming a platform this gateway has no bot for answer with warnings; the job is set; other targets none', async () => {
+    const { call } = await setup();
+    const created = await call('POST', '/api/cron/jobs', {
+      schedule: 'daily at 9am',
+      prompt: 'p',
+      deliver: 'telegram:42,slack:C0123ABCD,local',
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.deliver).toEqual(['telegram:42', 'slack:C0123ABCD', 'local']);
+    expect(created.body.warnings).toEqual([
+      'This gateway has no Telegram bot token (TELEGRAM_BOT_TOKEN or telegram.bot_token): deliveries to telegram:42 stay queued until a gateway with one runs.',
+      'This gateway has no Slack bot token (SLACK_BOT_TOKEN or slack.bot_token): deliveries to slack:C0123ABCD stay queued until a gateway with one runs.',
+    ]);
+    const id = created.body.id as string;
+    const local = await call('POST', '/api/cron/jobs', { schedule: 'daily at 9am', prompt: 'p', deliver: 'local' });
+    expect(local.status).toBe(201);
+    expect(local.body).not.toHaveProperty('warnings');
+    // An edit says it for the targets it names, and only then.
+    const named = await call('PATCH', `/api/cron/jobs/${id}`, { deliver: 'discord:99' });
+    expect(named.body).toMatchObject({
+      deliver: ['discord:99'],
+      warnings: [expect.stringMatching(/^This gateway has no Discord bot token .*discord:99 stay queued/)],
+    });
+    expect((await call('PATCH', `/api/cron/jobs/${id}`, { name: 'renamed' })).body).not.toHaveProperty('warnings');
+    expect((await call('GET', `/api/cron/jobs/${id}`)).body).not.toHaveProperty('warnings');
+  });
+});
+
 describe("a job that runs a command (script) is the CLI's", () => {
   it('/api can neither change, resume nor run it (400, nothing written, no run); pausing it works; the CLI still can', async () => {
     const { env, call } = await setup();

@@ -21,7 +21,7 @@ import {
 } from '../../scheduler/cron/cron-job.ts';
 import { cronServiceFor, SHELL_CONFIG } from '../../scheduler/services.ts';
 import { noModelWarning } from '../../scheduler/agent-model.ts';
-import { unconfiguredPlatformWarnings } from '../unconfigured-platform.ts';
+import { unconfiguredPlatformWarnings } from '../../scheduler/delivery/unconfigured-platform.ts';
 import type { CronService } from '../../scheduler/cron/cron-service.ts';
 import type { CronCaller, CronJobChanges } from '../../scheduler/cron/cron-input.ts';
 import { parseInstant, previewSchedule } from '../../scheduler/cron/preview.ts';
@@ -41,6 +41,9 @@ import {
   formatStatus,
   when,
 } from './cron-format.ts';
+
+/** Whose bot tokens `unconfiguredPlatformWarnings` read here (a gateway elsewhere may have them). */
+const SHELL_BOTS = "this shell's configuration";
 
 /** Where the commands write, and how they end. Tests pass their own. */
 export interface CronCliIo {
@@ -176,7 +179,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
       const warning = job.script === null ? noModelWarning(ctx.config, job.model, SHELL_CONFIG) : undefined;
       if (warning) io.err(warning);
       // So would a platform target without its bot: its deliveries would wait unsent.
-      for (const line of unconfiguredPlatformWarnings(ctx.config, job.deliver)) io.err(line);
+      for (const line of unconfiguredPlatformWarnings(ctx.config, job.deliver, SHELL_BOTS)) io.err(`Warning: ${line}`);
     }),
   );
 
@@ -209,7 +212,8 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
       const job = await service!.edit(ref, changes, CLI_CALLER);
       print(opts.json, cronJobView(job), () => ['Updated cron job:', ...formatJob(job, io.now())]);
       // As on add, for targets this edit named.
-      if (opts.deliver !== undefined) for (const line of unconfiguredPlatformWarnings(ctx.config, job.deliver)) io.err(line);
+      if (opts.deliver !== undefined)
+        for (const line of unconfiguredPlatformWarnings(ctx.config, job.deliver, SHELL_BOTS)) io.err(`Warning: ${line}`);
     }),
   );
 

@@ -2,10 +2,11 @@
  * Whether a platform target (`telegram:…`, `slack:…`, `discord:…`) has a bot to send it: a gateway
  * sends to a platform only when that platform's bot token is set (gateway/gateway-process.ts). Without one its
  * deliveries wait in the outbound queue, and `hermes cron doctor` names them only once they have waited
- * ten minutes (`DELIVERY_STUCK_MS`, scheduler/cron/cron-reports.ts); `hermes cron add` and `edit` say so when the job is set.
+ * ten minutes (`DELIVERY_STUCK_MS`, scheduler/cron/cron-reports.ts). So whoever sets a job's targets says so
+ * at once: `hermes cron add` and `edit` on stderr, `POST`/`PATCH /api/cron/jobs` in `warnings`, the console on
+ * the job's page (the gateway's own configuration there).
  */
-import type { HermesConfig } from '../scheduler/config/config.ts';
-import { parseDeliveryTarget, type DeliveryTarget } from '../scheduler/delivery/delivery-target.ts';
+import { parseDeliveryTarget, type DeliveryTarget } from './delivery-target.ts';
 
 /** Each platform's name, the setting that turns it on and its environment variable. */
 const PLATFORMS = {
@@ -16,25 +17,29 @@ const PLATFORMS = {
 
 type Platform = keyof typeof PLATFORMS;
 
+/** The bot tokens of a configuration, as `HermesConfig` holds them (`null`/absent: none). */
+export type PlatformBotTokens = { readonly [P in Platform]: { readonly bot_token?: string | null } };
+
 const isPlatform = (t: DeliveryTarget): t is Extract<DeliveryTarget, { kind: Platform }> => t.kind in PLATFORMS;
 
 /**
- * One warning line per platform of `deliver` that has no bot token in `config`, e.g. `Warning: this shell's
- * configuration has no Telegram bot token (TELEGRAM_BOT_TOKEN or telegram.bot_token): deliveries to telegram:42
- * stay queued until a gateway with one runs.`; none when every platform target has one.
+ * One line per platform of `deliver` that has no bot token in `tokens`, e.g. `this shell's configuration has no
+ * Telegram bot token (TELEGRAM_BOT_TOKEN or telegram.bot_token): deliveries to telegram:42 stay queued until a
+ * gateway with one runs.`; none when every platform target has one.
  * @param deliver - targets in their text form, as a cron job keeps them (already validated)
+ * @param whose - whose configuration was read, as the sentence's subject: `this shell's configuration`, `this gateway`
  */
-export function unconfiguredPlatformWarnings(config: HermesConfig, deliver: readonly string[]): string[] {
+export function unconfiguredPlatformWarnings(tokens: PlatformBotTokens, deliver: readonly string[], whose: string): string[] {
   const byPlatform = new Map<Platform, string[]>();
   for (const text of deliver) {
     const target = parseDeliveryTarget(text);
-    if (!isPlatform(target) || config[target.kind].bot_token) continue;
+    if (!isPlatform(target) || tokens[target.kind].bot_token) continue;
     byPlatform.set(target.kind, [...(byPlatform.get(target.kind) ?? []), text]);
   }
   return [...byPlatform].map(([platform, targets]) => {
     const p = PLATFORMS[platform];
     return (
-      `Warning: this shell's configuration has no ${p.name} bot token (${p.env} or ${p.setting}): ` +
+      `${whose} has no ${p.name} bot token (${p.env} or ${p.setting}): ` +
       `deliveries to ${targets.join(', ')} stay queued until a gateway with one runs.`
     );
   });
