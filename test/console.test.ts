@@ -307,13 +307,22 @@ describe('/ui in chromium', () => {
     }
     await page.locator('textarea[name=prompt]').fill('Check CI on main and list PRs waiting for review');
     await page.locator('input[name=name]').fill('standup');
+    await page.locator('input[name=deliver]').fill('telegram:42, local');
     await screenshot(page, join(IMAGES, 'console-cron-new.png'));
     await page.locator('#cron-form button[type=submit]').click();
     await page.waitForURL(/\/ui\/cron\/[0-9a-f]{12}$/, { timeout: 10_000 });
     expect(await page.locator('h2', { hasText: 'Next 10 fire times (Europe/Berlin)' }).count()).toBe(1);
     const shown = await page.locator('ol.fires li .reason').allTextContents();
     expect(shown).toEqual(fires);
+    // Both targets, and what this gateway (no Telegram bot) cannot send; the edit form holds both again.
+    expect(await page.locator('dl.job dd', { hasText: 'telegram:42' }).textContent()).toBe('telegram:42, local');
+    expect(await page.locator('#job .warning').allTextContents()).toEqual([
+      'This gateway has no Telegram bot token (TELEGRAM_BOT_TOKEN or telegram.bot_token): deliveries to telegram:42 stay queued until a gateway with one runs.',
+    ]);
     await screenshot(page, join(IMAGES, 'console-cron.png'));
+    await page.locator('#job a.button', { hasText: 'Edit' }).click();
+    await page.waitForURL(/\/edit$/, { timeout: 10_000 });
+    expect(await page.locator('input[name=deliver]').inputValue()).toBe('telegram:42, local');
     const cron = await openCronApi(env.config, env.redisUrl, createLogger({ level: 'silent' }));
     cleanups.push(() => cron.close());
     const jobs = (await cron.api.list({ all: false })) as Array<{ name: string; tz: string; schedule: { expression: string } }>;

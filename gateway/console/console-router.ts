@@ -18,6 +18,7 @@
 import express, { Router, type Request, type Response } from 'express';
 import { defaultTimeZone } from '../../scheduler/cron/cron-engine.ts';
 import { previewSchedule, type SchedulePreview } from '../../scheduler/cron/preview.ts';
+import { unconfiguredPlatformWarnings } from '../../scheduler/delivery/unconfigured-platform.ts';
 import { isHermesError } from '../../scheduler/errors/hermes-error.ts';
 import { assertSessionId } from '../../scheduler/session/session-id.ts';
 import { HttpError, toHttpError } from '../http/errors.ts';
@@ -241,16 +242,24 @@ export function consoleRouter(deps: ConsoleDeps): Router {
   });
 
   const jobPage = async (ref: string) => (await cron().get(ref, { nextRuns: NEXT_FIRES_SHOWN })) as CronJobView;
+  // The gateway that shows the job is the one that would send it (scheduler/delivery/unconfigured-platform.ts).
+  const jobWarnings = (job: CronJobView) => unconfiguredPlatformWarnings(deps.config, job.deliver, 'This gateway');
 
   router.get('/cron/:id', async (req, res) => {
     const job = await jobPage(String(req.params.id));
     const runs = (await cron().runs(job.id, RUNS_SHOWN)) as CronRunView[];
-    send(res, cronPage(job, runs, Date.now()));
+    send(res, cronPage(job, runs, Date.now(), jobWarnings(job)));
   });
 
   router.get('/cron/:id/edit', async (req, res) => {
     const job = await jobPage(String(req.params.id));
-    const values: CronFormValues = { schedule: job.schedule.display, prompt: job.prompt, name: job.name, tz: job.tz, deliver: job.deliver };
+    const values: CronFormValues = {
+      schedule: job.schedule.display,
+      prompt: job.prompt,
+      name: job.name,
+      tz: job.tz,
+      deliver: job.deliver.join(', '),
+    };
     send(res, cronForm(values, previewHtml(preview(values), Date.now()), { job, defaultTz: tz }));
   });
 
@@ -287,7 +296,8 @@ export function consoleRouter(deps: ConsoleDeps): Router {
       if (!isHermesError(err)) throw err;
       error = err.message;
     }
-    send(res, jobPanel(await jobPage(ref), Date.now(), error));
+    const job = await jobPage(ref);
+    send(res, jobPanel(job, Date.now(), jobWarnings(job), error));
   });
 
   // Errors as a page (or a fragment for htmx), never a stack trace.

@@ -12,7 +12,8 @@ export interface CronJobView {
   prompt: string;
   schedule: { kind: 'once' | 'interval' | 'cron'; expression: string; display: string };
   tz: string;
-  deliver: string;
+  /** Delivery targets in their text form. */
+  deliver: string[];
   state: string;
   paused_reason: string | null;
   next_run_at: string | null;

@@ -63,3 +63,8 @@ ${body}
 export function errorBox(message: string): Html {
   return html`<p class="error" role="alert">${message}</p>`;
 }
+
+/** A warning: something that will not work as set, though nothing failed yet. */
+export function warningBox(message: string): Html {
+  return html`<p class="warning" role="status">${message}</p>`;
+}
