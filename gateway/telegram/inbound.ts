@@ -83,6 +83,27 @@ export function telegramSessionId(chatId: string, threadId?: string): string {
   return formatDeliveryTarget({ kind: 'telegram', chatId, ...(threadId ? { threadId } : {}) });
 }
 
+/** Refuse a user outside the allow-list: the refusal reply (rate-limited), and a warning unless that limit held it back. */
+async function refuse(
+  deps: InboundDeps,
+  log: Logger,
+  updateId: number,
+  userId: number,
+  chatId: string,
+  threadId: string | undefined,
+): Promise<'refused'> {
+  const outcome = await deps.refusals.refuse({
+    chatId,
+    threadId,
+    userId: String(userId),
+    sessionId: telegramSessionId(chatId, threadId),
+    occurrenceId: `refusal:tg-${updateId}`,
+    text: REFUSAL_TEXT,
+  });
+  if (outcome !== 'limited') log.warn({ userId, chatId, refusal: outcome }, 'Telegram message refused: user not in TELEGRAM_ALLOWED_USERS');
+  return 'refused';
+}
+
 /**
  * Store (or refuse) one update. Resolves only after Redis confirmed the write,
  * so the caller may then advance the offset.
@@ -97,19 +118,7 @@ export async function storeUpdate(update: Update, deps: InboundDeps): Promise<In
     const threadId = msg.is_topic_message && msg.message_thread_id !== undefined ? String(msg.message_thread_id) : undefined;
     const allowed = deps.allow.allows(msg.from.id);
     const sessionId = telegramSessionId(chatId, threadId);
-    if (!allowed) {
-      const outcome = await deps.refusals.refuse({
-        chatId,
-        threadId,
-        userId: String(msg.from.id),
-        sessionId,
-        occurrenceId: `refusal:tg-${update.update_id}`,
-        text: REFUSAL_TEXT,
-      });
-      if (outcome !== 'limited')
-        log.warn({ userId: msg.from.id, chatId, refusal: outcome }, 'Telegram message refused: user not in TELEGRAM_ALLOWED_USERS');
-      return 'refused';
-    }
+    if (!allowed) return await refuse(deps, log, update.update_id, msg.from.id, chatId, threadId);
     log.info({ chatId, allowed }, 'Telegram message without text answered');
     await enqueueTelegramOutbound(deps.outbound, {
       platform: 'telegram',
@@ -138,19 +147,7 @@ export async function storeUpdate(update: Update, deps: InboundDeps): Promise<In
     log.debug({ chatId, command: command.name }, 'Telegram command for another bot ignored');
     return 'ignored';
   }
-  if (!deps.allow.allows(msg.from.id)) {
-    const outcome = await deps.refusals.refuse({
-      chatId,
-      threadId,
-      userId: String(msg.from.id),
-      sessionId,
-      occurrenceId: `refusal:tg-${update.update_id}`,
-      text: REFUSAL_TEXT,
-    });
-    if (outcome !== 'limited')
-      log.warn({ userId: msg.from.id, chatId, refusal: outcome }, 'Telegram message refused: user not in TELEGRAM_ALLOWED_USERS');
-    return 'refused';
-  }
+  if (!deps.allow.allows(msg.from.id)) return await refuse(deps, log, update.update_id, msg.from.id, chatId, threadId);
   const origin: Origin = { surface: 'telegram', route: routeOfTarget({ kind: 'telegram', chatId, ...(threadId ? { threadId } : {}) }) };
   try {
     const jobId = await enqueueInput(
