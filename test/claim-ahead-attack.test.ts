@@ -27,9 +27,11 @@ describe('claim ahead after a lost job lock', () => {
     cleanups.push(() => {
       if (other.exitCode === null) other.kill('SIGKILL');
     });
-    // Starve the first worker from 8.5 s to 3.5 s before the due time: its lock lapses, the other worker takes the
+    // Starve the first worker from 15 s to 3.5 s before the due time: its lock lapses, the other worker takes the
     // job (and claims it ahead, 5 s before due); the starved worker's own claim timer (5 s before due) fires late.
-    const blockFrom = due - CLAIM_LEAD - 3_500;
+    // The other worker has 10 s to see the stall and take the job: beside a second copy of the suite 5 s were not
+    // always enough, and the starved worker, running again with the job still in the queue, took it back itself.
+    const blockFrom = due - CLAIM_LEAD - 10_000;
     expect(Date.now()).toBeLessThan(blockFrom); // the other worker started in time
     await sleep(blockFrom - Date.now());
     blockEventLoopUntil(due - CLAIM_LEAD + 1_500);
