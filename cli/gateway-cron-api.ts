@@ -27,15 +27,17 @@ export async function openCronApi(
   const caller = { origin: { surface: 'api' as const }, trusted: false };
   const api: CronApi = {
     list: async ({ all }) => (await service.list({ all })).map(cronJobView),
-    get: async (ref, options) => withNextRuns(await service.get(ref), options?.nextRuns),
+    get: async (ref, options) => {
+      const job = await service.get(ref);
+      return withWarnings(withNextRuns(job, options?.nextRuns), config, job);
+    },
     add: async (input) => {
       const job = await service.add(input, caller);
       return withWarnings(cronJobView(job), config, job);
     },
     edit: async (ref, changes) => {
       const job = await service.edit(ref, changes, caller);
-      // As on add, for targets this edit named.
-      return changes.deliver === undefined ? withNextRuns(job) : withWarnings(withNextRuns(job), config, job);
+      return withWarnings(withNextRuns(job), config, job);
     },
     runs: async (ref, limit) => (await service.runs(ref, limit)).map(cronRunView),
     pause: async (ref) => cronJobView((await service.pause(ref)).job),
@@ -50,11 +52,11 @@ export async function openCronApi(
 }
 
 /**
- * A job's view plus `warnings` when it will not work as set: a platform target without this gateway's bot
- * (scheduler/delivery/unconfigured-platform.ts). Absent when there is nothing to say.
+ * A job's view plus `warnings` while it will not work as set: a platform target (or an `origin` on a platform)
+ * without this gateway's bot (scheduler/delivery/unconfigured-platform.ts). Absent when there is nothing to say.
  */
 function withWarnings(view: Record<string, unknown>, config: HermesConfig, job: CronJob): Record<string, unknown> {
-  const warnings = unconfiguredPlatformWarnings(config, job.deliver, 'This gateway');
+  const warnings = unconfiguredPlatformWarnings(config, job.deliver, 'This gateway', job.origin.route);
   return warnings.length === 0 ? view : { ...view, warnings };
 }
 

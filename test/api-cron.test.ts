@@ -5,14 +5,13 @@
  * `GET /api/schedules`. The request bodies are those of docs/GATEWAY.md.
  */
 import { describe, expect, it } from 'vitest';
-import { openCronApi } from '../cli/gateway-cron-api.ts';
-import { startGateway } from '../gateway/gateway-process.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { cronServiceFor } from '../scheduler/services.ts';
 import { testEnv } from './support/env.ts';
 import { startCronWorker } from './support/cron-worker.ts';
 import { clients, waitFor } from './support/stack.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { startCronApiGateway } from './support/cron-api-gateway.ts';
 
 const KEY = 'api-cron-key-42';
 const cleanups = cleanupAfterEach();
@@ -20,19 +19,7 @@ const cleanups = cleanupAfterEach();
 async function setup() {
   const env = testEnv({ 'api_server.port': 0, 'api_server.key': KEY, 'cron.min_interval_seconds': 1 });
   cleanups.push(() => env.cleanup());
-  const log = createLogger({ level: 'silent' });
-  const cron = await openCronApi(env.config, env.redisUrl, log);
-  cleanups.push(() => cron.close());
-  const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log, cron: cron.api });
-  cleanups.push(() => gw.close());
-  const call = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${gw.httpAddress.url}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    return { status: res.status, body: (await res.json()) as Record<string, any> };
-  };
+  const { call } = await startCronApiGateway(cleanups, env, KEY);
   return { env, call };
 }
 
@@ -110,8 +97,8 @@ describe('/api/cron/jobs/:ref', () => {
 });
 
 describe('/api/cron/jobs targets without a bot', () => {
-  it('POST and PATCH naming a platform this gateway has no bot for answer with warnings; the job is set; other targets none', async () => {
-    const { call } = await setup();
+  it('a job naming a platform this gateway has no bot for carries warnings in POST, PATCH and GET, until its targets have one; local none', async () => {
+    const { env, call } = await setup();
     const created = await call('POST', '/api/cron/jobs', {
       schedule: 'daily at 9am',
       prompt: 'p',
@@ -124,17 +111,30 @@ describe('/api/cron/jobs targets without a bot', () => {
       'This gateway has no Slack bot token (SLACK_BOT_TOKEN or slack.bot_token): deliveries to slack:C0123ABCD stay queued until a gateway with one runs.',
     ]);
     const id = created.body.id as string;
+    expect((await call('GET', `/api/cron/jobs/${id}`)).body.warnings).toEqual(created.body.warnings);
     const local = await call('POST', '/api/cron/jobs', { schedule: 'daily at 9am', prompt: 'p', deliver: 'local' });
     expect(local.status).toBe(201);
     expect(local.body).not.toHaveProperty('warnings');
-    // An edit says it for the targets it names, and only then.
     const named = await call('PATCH', `/api/cron/jobs/${id}`, { deliver: 'discord:99' });
     expect(named.body).toMatchObject({
       deliver: ['discord:99'],
-      warnings: [expect.stringMatching(/^This gateway has no Discord bot token .*discord:99 stay queued/)],
+      warnings: [expect.stringMatching(/^This gateway has no Discord bot token .*deliveries to discord:99 stay queued/)],
     });
-    expect((await call('PATCH', `/api/cron/jobs/${id}`, { name: 'renamed' })).body).not.toHaveProperty('warnings');
+    expect((await call('PATCH', `/api/cron/jobs/${id}`, { name: 'renamed' })).body.warnings).toHaveLength(1);
+    expect((await call('PATCH', `/api/cron/jobs/${id}`, { deliver: 'local' })).body).not.toHaveProperty('warnings');
     expect((await call('GET', `/api/cron/jobs/${id}`)).body).not.toHaveProperty('warnings');
+    // `origin` stands for the route the job was made from: a Telegram chat here.
+    const c = clients(env);
+    cleanups.push(() => c.close());
+    const service = cronServiceFor(env.config, c, createLogger({ level: 'silent' }));
+    const fromChat = {
+      origin: { surface: 'telegram' as const, route: { platform: 'telegram', chatId: '-1001', threadId: '7' } },
+      trusted: false,
+    };
+    const job = await service.add({ schedule: 'every 1h', prompt: 'p', deliver: 'origin' }, fromChat);
+    expect((await call('GET', `/api/cron/jobs/${job.id}`)).body.warnings).toEqual([
+      'This gateway has no Telegram bot token (TELEGRAM_BOT_TOKEN or telegram.bot_token): deliveries to origin (telegram:-1001:7) stay queued until a gateway with one runs.',
+    ]);
   });
 });
 

@@ -179,7 +179,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
       const warning = job.script === null ? noModelWarning(ctx.config, job.model, SHELL_CONFIG) : undefined;
       if (warning) io.err(warning);
       // So would a platform target without its bot: its deliveries would wait unsent.
-      for (const line of unconfiguredPlatformWarnings(ctx.config, job.deliver, SHELL_BOTS)) io.err(`Warning: ${line}`);
+      for (const line of unconfiguredPlatformWarnings(ctx.config, job.deliver, SHELL_BOTS, job.origin.route)) io.err(`Warning: ${line}`);
     }),
   );
 
@@ -213,7 +213,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
       print(opts.json, cronJobView(job), () => ['Updated cron job:', ...formatJob(job, io.now())]);
       // As on add, for targets this edit named.
       if (opts.deliver !== undefined)
-        for (const line of unconfiguredPlatformWarnings(ctx.config, job.deliver, SHELL_BOTS)) io.err(`Warning: ${line}`);
+        for (const line of unconfiguredPlatformWarnings(ctx.config, job.deliver, SHELL_BOTS, job.origin.route)) io.err(`Warning: ${line}`);
     }),
   );
 

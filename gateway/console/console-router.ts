@@ -18,7 +18,6 @@
 import express, { Router, type Request, type Response } from 'express';
 import { defaultTimeZone } from '../../scheduler/cron/cron-engine.ts';
 import { previewSchedule, type SchedulePreview } from '../../scheduler/cron/preview.ts';
-import { unconfiguredPlatformWarnings } from '../../scheduler/delivery/unconfigured-platform.ts';
 import { isHermesError } from '../../scheduler/errors/hermes-error.ts';
 import { assertSessionId } from '../../scheduler/session/session-id.ts';
 import { HttpError, toHttpError } from '../http/errors.ts';
@@ -242,13 +241,11 @@ export function consoleRouter(deps: ConsoleDeps): Router {
   });
 
   const jobPage = async (ref: string) => (await cron().get(ref, { nextRuns: NEXT_FIRES_SHOWN })) as CronJobView;
-  // The gateway that shows the job is the one that would send it (scheduler/delivery/unconfigured-platform.ts).
-  const jobWarnings = (job: CronJobView) => unconfiguredPlatformWarnings(deps.config, job.deliver, 'This gateway');
 
   router.get('/cron/:id', async (req, res) => {
     const job = await jobPage(String(req.params.id));
     const runs = (await cron().runs(job.id, RUNS_SHOWN)) as CronRunView[];
-    send(res, cronPage(job, runs, Date.now(), jobWarnings(job)));
+    send(res, cronPage(job, runs, Date.now()));
   });
 
   router.get('/cron/:id/edit', async (req, res) => {
@@ -297,7 +294,7 @@ export function consoleRouter(deps: ConsoleDeps): Router {
       error = err.message;
     }
     const job = await jobPage(ref);
-    send(res, jobPanel(job, Date.now(), jobWarnings(job), error));
+    send(res, jobPanel(job, Date.now(), error));
   });
 
   // Errors as a page (or a fragment for htmx), never a stack trace.

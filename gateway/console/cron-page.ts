@@ -26,11 +26,8 @@ function runRow(r: CronRunView, tz: string): Html {
   return html`<tr><td><span class="status status-${r.status}">${r.status}</span>${r.reason ? ` (${r.reason})` : ''}<br><span class="reason">${r.trigger}</span></td><td>${started === null ? '—' : at(started, tz)}</td><td>${duration(r.lateness_ms)}${r.late ? ' (late)' : ''}</td><td>${started !== null && finished !== null ? duration(finished - started) : '—'}</td><td><ul class="deliveries">${deliveries}</ul></td><td><pre class="text">${r.error ? `error: ${r.error}\n` : ''}${clip(r.output ?? '', 2000)}</pre></td></tr>`;
 }
 
-/**
- * The job panel (details, next fires, actions); swapped whole after an action.
- * @param warnings - what will not work as set (`unconfiguredPlatformWarnings` of the gateway's own configuration)
- */
-export function jobPanel(job: CronJobView, now: number, warnings: readonly string[], error?: string): Html {
+/** The job panel (details, next fires, what will not work as set, actions); swapped whole after an action. */
+export function jobPanel(job: CronJobView, now: number, error?: string): Html {
   const next = (job.next_runs ?? []).map((t) => Date.parse(t));
   const buttons = [
     action(job, 'run', 'Run now'),
@@ -48,7 +45,7 @@ export function jobPanel(job: CronJobView, now: number, warnings: readonly strin
 <dt>last run</dt><dd>${job.last_status ?? 'never'}${job.last_error ? ` — ${job.last_error}` : ''} · failure streak ${job.failure_streak}</dd>
 <dt>spend</dt><dd>${tokens(job.spend)}</dd>
 </dl>
-${warnings.map((w) => warningBox(w))}
+${(job.warnings ?? []).map((w) => warningBox(w))}
 <div class="buttons">${buttons}</div>${error ? errorBox(error) : ''}
 <h2>Next ${next.length} fire times (${job.tz})</h2>
 ${next.length === 0 ? html`<p class="none">None: the job is ${job.state}.</p>` : html`<ol class="fires">${next.map((t) => html`<li>${formatInZone(t, job.tz)} <span class="reason">${isoUtc(t)}</span> · ${countdown(t, now)}</li>`)}</ol>`}
@@ -56,11 +53,11 @@ ${next.length === 0 ? html`<p class="none">None: the job is ${job.state}.</p>` :
 }
 
 /** The whole job page. */
-export function cronPage(job: CronJobView, runs: CronRunView[], now: number, warnings: readonly string[]): Html {
+export function cronPage(job: CronJobView, runs: CronRunView[], now: number): Html {
   return page(
     `Cron ${job.name}`,
     html`<h1>Cron job <code>${job.name}</code> <span class="reason">${job.id}</span></h1>
-${jobPanel(job, now, warnings)}
+${jobPanel(job, now)}
 <section><h2>Runs</h2>${runs.length === 0 ? html`<p class="none">No runs yet.</p>` : html`<table class="runs"><thead><tr><th>status</th><th>started</th><th>lateness</th><th>duration</th><th>delivery</th><th>output</th></tr></thead><tbody>${runs.map((r) => runRow(r, job.tz))}</tbody></table>`}</section>
 <p class="hint"><a href="${CONSOLE_PATH}">← Overview</a></p>`,
   );

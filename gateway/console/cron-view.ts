@@ -24,6 +24,8 @@ export interface CronJobView {
   spend: SpendTotals;
   /** Only from `get`. */
   next_runs?: string[];
+  /** From `get`: what will not work as set (a platform target without this gateway's bot), when anything. */
+  warnings?: string[];
 }
 
 /** A run as `CronApi` shows it. */

@@ -47,7 +47,8 @@ export interface CronAddInput {
  * What `/api/cron` needs of the cron service. A job reference is an id or a
  * case-insensitive name. Methods throw `ScheduleInputError` for bad input and
  * for unknown or ambiguous references (answered with 400), and return the
- * affected job(s) as plain JSON-serialisable objects.
+ * affected job(s) as plain JSON-serialisable objects; `get`, `add` and `edit`
+ * add `warnings` (sentences) while the job will not work as set.
  */
 export interface CronApi {
   list(options: { all: boolean }): Promise<unknown[]>;
