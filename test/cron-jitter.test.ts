@@ -6,8 +6,6 @@
  */
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { openCronApi } from '../cli/gateway-cron-api.ts';
-import { startGateway } from '../gateway/gateway-process.ts';
 import { isoUtc, nextOccurrences, periodAt } from '../scheduler/cron/cron-engine.ts';
 import { createCronJob, cronOccurrenceId, type CronJob } from '../scheduler/cron/cron-job.ts';
 import { decideOccurrence } from '../scheduler/cron/misfire.ts';
@@ -15,13 +13,13 @@ import { jitterOffsetMs, parseJitter, withJitter } from '../scheduler/cron/jitte
 import { cronRepeatStrategy, encodePattern } from '../scheduler/cron/repeat-strategy.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
-import { createLogger } from '../scheduler/logger.ts';
 import { runCronCli } from './support/cron-cli.ts';
 import { openTestCron, startCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { startCronApiGateway } from './support/cron-api-gateway.ts';
 import { programArgs } from './support/test-programs.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
@@ -233,19 +231,7 @@ describe('/api jitter', () => {
     const KEY = 'jitter-api-key-1';
     const env = testEnv({ 'api_server.port': 0, 'api_server.key': KEY, 'cron.min_interval_seconds': 1 });
     cleanups.push(() => env.cleanup());
-    const log = createLogger({ level: 'silent' });
-    const cron = await openCronApi(env.config, env.redisUrl, log);
-    cleanups.push(() => cron.close());
-    const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log, cron: cron.api });
-    cleanups.push(() => gw.close());
-    const call = async (method: string, path: string, body?: unknown) => {
-      const res = await fetch(`${gw.httpAddress.url}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-      return { status: res.status, body: (await res.json()) as Record<string, any> };
-    };
+    const { call } = await startCronApiGateway(cleanups, env, KEY);
     const created = await call('POST', '/api/cron/jobs', { schedule: '0 * * * *', prompt: 'hourly', tz: 'UTC', jitter: '15m' });
     expect(created.status).toBe(201);
     const id = created.body.id as string;

@@ -7,9 +7,6 @@ import { describe } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runHermes, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
-import { openCronApi } from '../cli/gateway-cron-api.ts';
-import { startGateway } from '../gateway/gateway-process.ts';
-import { createLogger } from '../scheduler/logger.ts';
 import { lastUserText } from './support/fake-openai.ts';
 import type { LoopSpec } from '../scheduler/loop/loop-service.ts';
 import type { ScheduleEconomy } from '../scheduler/economy/economy-flags.ts';
@@ -18,6 +15,7 @@ import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
 import { startAgentStack } from './support/agent-stack.ts';
+import { startCronApiGateway } from './support/cron-api-gateway.ts';
 
 const setup = (cleanups: CleanUp[], overrides: Record<string, unknown>) => startAgentStack(cleanups, overrides);
 
@@ -180,28 +178,13 @@ describe.concurrent('usage totals', () => {
       'cron.min_interval_seconds': 1,
     });
     model.respond((req) => `Nothing new (${req.messages.length} messages read).`);
-    const log = createLogger({ level: 'silent' });
-    const cron = await openCronApi(env.config, env.redisUrl, log);
-    const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log, cron: cron.api });
-    cleanups.push(
-      () => cron.close(),
-      () => gw.close(),
-    );
-    const api = async (path: string, init: RequestInit = {}) => {
-      const res = await fetch(`${gw.httpAddress.url}${path}`, {
-        ...init,
-        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
-      });
-      return (await res.json()) as Record<string, any>;
-    };
+    const { call } = await startCronApiGateway(cleanups, env, KEY);
+    const api = async (path: string) => (await call('GET', path)).body;
 
     await c.schedules.set('u', 'loop', spec('check the inbox', 1, {}, 3), { origin: { surface: 'cli' }, runner: agent });
     await waitFor(async () => ((await c.loops.get('u', 'loop'))?.status === 'finished' ? true : undefined), 20_000, 'three ticks');
     const loopCalls = model.requests.length;
-    const job = await api('/api/cron/jobs', {
-      method: 'POST',
-      body: JSON.stringify({ schedule: 'in 1s', prompt: 'summarise the day', name: 'daily' }),
-    });
+    const job = (await call('POST', '/api/cron/jobs', { schedule: 'in 1s', prompt: 'summarise the day', name: 'daily' })).body;
     await waitFor(async () => ((await api(`/api/cron/jobs/${job.id}`)).last_status === 'ok' ? true : undefined), 20_000, 'the cron run');
 
     const served = (from: number, to: number) => model.requests.slice(from, to);

@@ -6,9 +6,6 @@
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGateway } from '../gateway/gateway-process.ts';
-import { openCronApi } from '../cli/gateway-cron-api.ts';
-import { createLogger } from '../scheduler/logger.ts';
 import { assertWebhookTarget, parseWebhookAllow } from '../scheduler/delivery/webhook-policy.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 import { loadConfig } from '../scheduler/config/config.ts';
@@ -19,6 +16,7 @@ import { testEnv } from './support/env.ts';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { startCronApiGateway } from './support/cron-api-gateway.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
 
@@ -118,26 +116,15 @@ describe('webhook targets at creation', () => {
 
   it('/api answers 400 and writes nothing', async () => {
     const env = testEnv({ 'api_server.port': 0, 'api_server.key': 'k-123456' });
-    const log = createLogger({ level: env.config.log_level });
-    const cron = await openCronApi(env.config, env.redisUrl, log);
-    const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log, cron: cron.api });
-    cleanups.push(
-      () => env.cleanup(),
-      () => cron.close(),
-      () => gw.close(),
-    );
-    const post = (deliver: string) =>
-      fetch(`${gw.httpAddress.url}/api/cron/jobs`, {
-        method: 'POST',
-        headers: { authorization: 'Bearer k-123456', 'content-type': 'application/json' },
-        body: JSON.stringify({ schedule: 'every 1h', prompt: 'report', deliver }),
-      });
+    cleanups.push(() => env.cleanup());
+    const { cron, call } = await startCronApiGateway(cleanups, env, 'k-123456');
+    const post = (deliver: string) => call('POST', '/api/cron/jobs', { schedule: 'every 1h', prompt: 'report', deliver });
     for (const target of ['http://127.0.0.1:6379/', 'http://169.254.169.254/', 'http://[::1]/']) {
       const res = await post(target);
       expect(res.status).toBe(400);
-      expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/address: internal addresses are refused/);
+      expect(res.body.error.message).toMatch(/address: internal addresses are refused/);
     }
-    expect(await cron.api.list({ all: true })).toEqual([]);
+    expect(await cron.list({ all: true })).toEqual([]);
     expect((await post('https://hooks.example.com/x')).status).toBe(201);
   });
 });
