@@ -14,13 +14,13 @@ describe('claim ahead after a lost job lock', () => {
   it('a worker starved across its claim time does not claim the tick another worker holds now', async () => {
     const CLAIM_LEAD = 5_000;
     const { env: e, c } = openTestClients(cleanups, {
-      'worker.prefetch_lead_ms': 30_000,
+      'worker.prefetch_lead_ms': 34_000,
       'worker.claim_lead_ms': CLAIM_LEAD,
       ...STARVABLE_HOLDER,
     });
     const starved = await startWorker(e);
     cleanups.push(() => starved.drain());
-    const due = Date.now() + 32_000; // the first job comes at once: due 30 s later (the lead)
+    const due = Date.now() + 36_000; // the first job comes at once: due 34 s later (the lead)
     await addLoop(c, 'starved', { kind: 'command', command: 'sleep 1; echo once', timeoutSeconds: 30 }, due);
     await waitFor(() => (starved.deps.turns.admission.held === 1 ? true : undefined), 15_000, 'the tick held by the first worker');
     const other = await spawnWorker(e, { HERMES_WORKER_MAX_HELD_TICKS: '4096' });

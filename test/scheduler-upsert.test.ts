@@ -44,10 +44,10 @@ async function storedLoop(c: TestClients, sessionId: string): Promise<LoopRecord
  */
 async function expectOnePendingJob(c: TestClients, schedulerId: string, until: number): Promise<void> {
   const counts: number[] = [];
-  while (Date.now() < until) {
+  do {
     counts.push((await pendingSchedulerJobs(c, schedulerId)).length);
     await sleep(25);
-  }
+  } while (Date.now() < until);
   expect(Math.max(...counts)).toBe(1);
   await waitFor(async () => (await pendingSchedulerJobs(c, schedulerId)).length === 1, 5_000, 'one pending job');
 }
