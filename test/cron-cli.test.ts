@@ -283,7 +283,7 @@ describe('hermes cron job commands', () => {
     });
   });
 
-  it('a Telegram, Slack or Discord target without its bot token is warned about on add and edit (stderr; the job is set)', async () => {
+  it('a Telegram, Slack or Discord target without its bot token is warned about on add, edit and show (stderr; the job is set)', async () => {
     const { env, cli } = setup();
     const added = await cli('add', 'daily at 7am', 'x', '--deliver', 'telegram:42,local,telegram:-1001:7,slack:C0123ABCD', '--json');
     expect(added.code).toBe(0);
@@ -298,6 +298,12 @@ describe('hermes cron job commands', () => {
       /^Warning: this shell.s configuration has no Discord bot token \(DISCORD_BOT_TOKEN or discord\.bot_token\): deliveries to discord:99 stay queued/,
     );
     expect((await cli('edit', job.id, '--name', 'renamed')).stderr).toBe('');
+    // `show` says it while it holds, on stderr: its --json output stays JSON.
+    const shown = await cli('show', job.id, '--json');
+    expect(JSON.parse(shown.stdout)).toMatchObject({ deliver: ['discord:99'] });
+    expect(shown.stderr).toMatch(/^Warning: this shell.s configuration has no Discord bot token .*discord:99 stay queued/);
+    await cli('edit', job.id, '--deliver', 'local');
+    expect((await cli('show', job.id)).stderr).toBe('');
     // With the platform's token in the configuration read, nothing to warn about.
     const withBot = testEnv({ 'agent.base_url': model.baseUrl, 'telegram.bot_token': '123:abc', 'redis.prefix': env.prefix });
     cleanups.push(() => withBot.cleanup());

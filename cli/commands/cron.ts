@@ -138,6 +138,8 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
         print(opts.json, { ...cronJobView(job), description, next_runs: next.map(isoUtc), runs: runs.map(cronRunView) }, () =>
           formatJobDetails(job, next, runs, io.now()),
         );
+        // As on add: what would keep its deliveries queued, while it would.
+        for (const line of unconfiguredPlatformWarnings(ctx.config, job.deliver, SHELL_BOTS, job.origin.route)) io.err(`Warning: ${line}`);
       }),
     );
 

@@ -2,8 +2,8 @@
  * Whether a platform target (`telegram:…`, `slack:…`, `discord:…`) has a bot to send it: a gateway
  * sends to a platform only when that platform's bot token is set (gateway/gateway-process.ts). Without one its
  * deliveries wait in the outbound queue, and `hermes cron doctor` names them only once they have waited
- * ten minutes (`DELIVERY_STUCK_MS`, scheduler/cron/cron-reports.ts). So it is said at once: `hermes cron add` and
- * `edit` on stderr (the shell's configuration), and the gateway's job views (`/api/cron/jobs`, the console's job
+ * ten minutes (`DELIVERY_STUCK_MS`, scheduler/cron/cron-reports.ts). So it is said at once: `hermes cron add`,
+ * `edit` and `show` on stderr (the shell's configuration), and the gateway's job views (`/api/cron/jobs`, the console's job
  * page) in `warnings` (the gateway's own).
  */
 import { formatDeliveryTarget, parseDeliveryTarget, targetOfRoute, type DeliveryTarget, type MessagingRoute } from './delivery-target.ts';
