@@ -11,7 +11,7 @@
 import { LOOP_NOTIFY, MAX_TOKENS_LIMIT, type LoopNotify, type ScheduleEconomy } from '../../scheduler/economy/economy-flags.ts';
 import { Router } from 'express';
 import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
-import { isStreamId, type StreamFanout } from '../stream-fanout.ts';
+import type { StreamFanout } from '../stream-fanout.ts';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { MAX_INTERVAL_SECONDS } from '../../scheduler/interval.ts';
@@ -29,7 +29,7 @@ import { sessionRouter } from './session-routes.ts';
 import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import type { GoalService } from '../../scheduler/goal/goal-service.ts';
 import { HttpError } from './errors.ts';
-import { entryFrame, lastEventId, openSse, type SseStream } from './sse.ts';
+import { entryFrame, openSse, readAfterId, type SseStream } from './sse.ts';
 
 /** What the `/api` routes use. */
 export interface ApiDeps {
@@ -191,16 +191,7 @@ export function apiRouter(deps: ApiDeps): Router {
   router.get('/sessions/:id/events', async (req, res) => {
     const sessionId = assertSessionId(String(req.params.id));
     const from = typeof req.query.after === 'string' && req.query.after !== '' ? req.query.after : '0';
-    let after = lastEventId(req, from);
-    if (after !== '$' && !isStreamId(after)) {
-      throw new HttpError(
-        400,
-        'Last-Event-ID must be an event id like 1700000000000-0.',
-        'invalid_request_error',
-        'invalid_event_id',
-        'Last-Event-ID',
-      );
-    }
+    let after = readAfterId(req, from, 'allowed');
     if (after === '$') after = await sessions.lastEventId(sessionId);
     // One shared reader serves every stream (gateway/stream-fanout.ts); beyond the cap this throws (429).
     let sse: SseStream | undefined;

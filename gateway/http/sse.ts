@@ -12,6 +12,8 @@
  */
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
+import { isStreamId } from '../stream-fanout.ts';
+import { HttpError } from './errors.ts';
 
 /** One event: `data` is JSON-encoded unless it is a string. */
 export interface SseEvent {
@@ -74,6 +76,23 @@ export function entryFrame(entry: { id: string; type: string; data: unknown }): 
 export function lastEventId(req: Request, fallback: string): string {
   const v = req.get('last-event-id');
   return v && v.trim() !== '' ? v.trim() : fallback;
+}
+
+/**
+ * The event id a stream is read after: the `Last-Event-ID` header, else `fallback`; `$` (from the stream's
+ * end) only when `end` allows it.
+ * @throws HttpError 400 `invalid_event_id` (param `Last-Event-ID`) for anything else
+ */
+export function readAfterId(req: Request, fallback: string, end: 'allowed' | 'refused' = 'refused'): string {
+  const after = lastEventId(req, fallback);
+  if ((after === '$' && end === 'allowed') || isStreamId(after)) return after;
+  throw new HttpError(
+    400,
+    'Last-Event-ID must be an event id like 1700000000000-0.',
+    'invalid_request_error',
+    'invalid_event_id',
+    'Last-Event-ID',
+  );
 }
 
 /** Settings of one stream. */

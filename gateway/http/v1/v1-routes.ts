@@ -25,10 +25,9 @@
  *   (SSE, `Last-Event-ID` resumes) and `POST /v1/runs/:id/stop` follow one.
  */
 import { Router } from 'express';
-import { isStreamId } from '../../stream-fanout.ts';
 import type { RunMessage } from '../../../scheduler/v1/v1-runs.ts';
 import { HttpError, errorBody, toHttpError } from '../errors.ts';
-import { lastEventId, openSse } from '../sse.ts';
+import { openSse, readAfterId } from '../sse.ts';
 import {
   DeltaFollower,
   NO_USAGE,
@@ -196,16 +195,7 @@ export function v1Router(deps: V1Deps): Router {
   router.get('/runs/:id/events', async (req, res) => {
     const runId = String(req.params.id);
     await getRun(deps, runId);
-    const after = lastEventId(req, '0');
-    if (!isStreamId(after)) {
-      throw new HttpError(
-        400,
-        'Last-Event-ID must be an event id like 1700000000000-0.',
-        'invalid_request_error',
-        'invalid_event_id',
-        'Last-Event-ID',
-      );
-    }
+    const after = readAfterId(req, '0');
     followRunEvents(deps, req, res, runId, after);
   });
 
