@@ -117,6 +117,25 @@ export interface V1RunRecord {
   request: Record<string, unknown> | null;
 }
 
+/** A run as it is stored when queued (`RunStore.create`): nothing started, nothing answered. */
+export function queuedRunRecord(runId: string, model: string, now: number, input: V1RunCreateInput = {}): V1RunRecord {
+  return {
+    id: runId,
+    status: 'queued',
+    model,
+    createdAt: now,
+    startedAt: null,
+    finishedAt: null,
+    output: null,
+    usage: null,
+    finishReason: null,
+    error: null,
+    stopRequested: false,
+    endpoint: input.endpoint ?? null,
+    request: input.request ?? null,
+  };
+}
+
 /** One page of `RunStore.list`. */
 export interface V1RunPage {
   runs: V1RunRecord[];
@@ -214,21 +233,7 @@ export class RunStore {
 
   /** Store a new queued run and its `run.queued` event, and index it. */
   async create(runId: string, model: string, now = Date.now(), input: V1RunCreateInput = {}): Promise<V1RunRecord> {
-    const record: V1RunRecord = {
-      id: runId,
-      status: 'queued',
-      model,
-      createdAt: now,
-      startedAt: null,
-      finishedAt: null,
-      output: null,
-      usage: null,
-      finishReason: null,
-      error: null,
-      stopRequested: false,
-      endpoint: input.endpoint ?? null,
-      request: input.request ?? null,
-    };
+    const record = queuedRunRecord(runId, model, now, input);
     const ttl = String(this.ttlSeconds);
     const fields: Record<string, string> = { id: runId, status: 'queued', model, created_at: String(now) };
     if (input.endpoint) fields.endpoint = input.endpoint;

@@ -24,7 +24,7 @@
  */
 import type { Request, Response, Router } from 'express';
 import { z } from 'zod';
-import type { RunMessage, V1RunRecord } from '../../../scheduler/v1/v1-runs.ts';
+import { queuedRunRecord, type RunMessage, type V1RunRecord } from '../../../scheduler/v1/v1-runs.ts';
 import type { ModelParams, ModelResponseFormat } from '../../../scheduler/model-params.ts';
 import { HttpError, toHttpError } from '../errors.ts';
 import { openSse } from '../sse.ts';
@@ -441,21 +441,7 @@ async function streamResponse(
   const send = (type: string, data: Record<string, unknown>) => sse.send({ event: type, data: { type, sequence_number: seq++, ...data } });
   const itemId = `msg_${runId.slice('run_'.length)}`;
   const started = (await deps.runs.get(runId)) ?? null;
-  const pending: V1RunRecord = started ?? {
-    id: runId,
-    status: 'queued',
-    model,
-    createdAt: Date.now(),
-    startedAt: null,
-    finishedAt: null,
-    output: null,
-    usage: null,
-    finishReason: null,
-    error: null,
-    stopRequested: false,
-    endpoint: 'responses',
-    request,
-  };
+  const pending: V1RunRecord = started ?? queuedRunRecord(runId, model, Date.now(), { endpoint: 'responses', request });
   const inProgress = { ...responseObject(pending, { model, request }), status: 'in_progress' };
   send('response.created', { response: inProgress });
   send('response.in_progress', { response: inProgress });
