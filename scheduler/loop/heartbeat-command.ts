@@ -14,17 +14,9 @@
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import { takeEconomyFlags } from '../economy/economy-flags.ts';
-import { parseIntervalField } from './loop-command.ts';
+import { checkIntervalBounds, parseIntervalField } from './loop-command.ts';
 import type { ScheduleEconomy } from '../economy/economy-flags.ts';
-import {
-  formatSeconds,
-  INTERVAL_UNITS_HINT,
-  isSignedInterval,
-  MAX_INTERVAL_SECONDS,
-  parseIntervalAt,
-  signedIntervalMessage,
-  unknownIntervalUnit,
-} from '../interval.ts';
+import { INTERVAL_UNITS_HINT, isSignedInterval, parseIntervalAt, signedIntervalMessage, unknownIntervalUnit } from '../interval.ts';
 
 export type HeartbeatCommand =
   | { action: 'status' | 'pause' | 'resume' | 'stop' | 'help' }
@@ -76,18 +68,10 @@ export function parseHeartbeatArgs(argText: string, options: { minIntervalSecond
 
 /** The maximum and `heartbeat.min_interval_seconds` of a heartbeat's interval. @throws ScheduleInputError naming the bound */
 function checkHeartbeatInterval(intervalSeconds: number, options: { minIntervalSeconds: number }): void {
-  if (intervalSeconds > MAX_INTERVAL_SECONDS) {
-    throw new ScheduleInputError(
-      `The interval ${formatSeconds(intervalSeconds)} is too long; the most is ${formatSeconds(MAX_INTERVAL_SECONDS)}.`,
-      { field: 'interval' },
-    );
-  }
-  if (intervalSeconds < options.minIntervalSeconds) {
-    throw new ScheduleInputError(
-      `The interval ${formatSeconds(intervalSeconds)} is below the heartbeat minimum of ${formatSeconds(options.minIntervalSeconds)} (heartbeat.min_interval_seconds).`,
-      { field: 'interval' },
-    );
-  }
+  checkIntervalBounds(intervalSeconds, options.minIntervalSeconds, {
+    name: 'heartbeat minimum',
+    setting: 'heartbeat.min_interval_seconds',
+  });
 }
 
 /**

@@ -148,20 +148,29 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
   return { action: 'set', prompt, intervalSeconds, times, until, notes, economy };
 }
 
-/** The maximum and `loops.min_interval_seconds` of a loop's interval. @throws ScheduleInputError naming the bound */
-function checkLoopInterval(intervalSeconds: number, options: Pick<LoopParseOptions, 'minIntervalSeconds'>): void {
+/**
+ * The maximum (`MAX_INTERVAL_SECONDS`) and the configured minimum of a loop's or heartbeat's interval.
+ * @param minimum - how the minimum is named in the message (`minimum`, `heartbeat minimum`) and its setting
+ * @throws ScheduleInputError (field `interval`) naming the bound
+ */
+export function checkIntervalBounds(intervalSeconds: number, minIntervalSeconds: number, minimum: { name: string; setting: string }): void {
   if (intervalSeconds > MAX_INTERVAL_SECONDS) {
     throw new ScheduleInputError(
       `The interval ${formatSeconds(intervalSeconds)} is too long; the most is ${formatSeconds(MAX_INTERVAL_SECONDS)}.`,
       { field: 'interval' },
     );
   }
-  if (intervalSeconds < options.minIntervalSeconds) {
+  if (intervalSeconds < minIntervalSeconds) {
     throw new ScheduleInputError(
-      `The interval ${formatSeconds(intervalSeconds)} is below the minimum of ${formatSeconds(options.minIntervalSeconds)} (loops.min_interval_seconds).`,
+      `The interval ${formatSeconds(intervalSeconds)} is below the ${minimum.name} of ${formatSeconds(minIntervalSeconds)} (${minimum.setting}).`,
       { field: 'interval' },
     );
   }
+}
+
+/** The maximum and `loops.min_interval_seconds` of a loop's interval. @throws ScheduleInputError naming the bound */
+function checkLoopInterval(intervalSeconds: number, options: Pick<LoopParseOptions, 'minIntervalSeconds'>): void {
+  checkIntervalBounds(intervalSeconds, options.minIntervalSeconds, { name: 'minimum', setting: 'loops.min_interval_seconds' });
 }
 
 /**
