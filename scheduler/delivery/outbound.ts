@@ -50,14 +50,6 @@ export interface OutboundData {
 /** Data of an outbound Telegram job. */
 export interface TelegramOutboundData extends OutboundData {
   platform: 'telegram';
-  chatId: string;
-  threadId?: string;
-  text: string;
-  sessionId: string;
-  /** The occurrence or input this reply belongs to. */
-  occurrenceId: string;
-  /** Also report the outcome to this record (cron deliveries). */
-  report?: OutboundReport;
 }
 
 /** Send attempts of an outbound job (transient failures: network, 5xx). */
