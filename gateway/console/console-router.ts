@@ -293,8 +293,7 @@ export function consoleRouter(deps: ConsoleDeps): Router {
       if (!isHermesError(err)) throw err;
       error = err.message;
     }
-    const job = await jobPage(ref);
-    send(res, jobPanel(job, Date.now(), error));
+    send(res, jobPanel(await jobPage(ref), Date.now(), error));
   });
 
   // Errors as a page (or a fragment for htmx), never a stack trace.
