@@ -42,6 +42,11 @@ export interface RecordedRequest {
   tools: string[];
   tool_choice?: unknown;
   at: number;
+  /**
+   * Which try of its call this request is, as the `openai` client counts (`X-Stainless-Retry-Count`; 0 for a first
+   * try and for a client that does not say): a retry of a connection the server dropped is a request of its own here.
+   */
+  retryCount: number;
   /** When the last content word of a streamed answer was written. */
   streamEndedAt?: number;
   /** The request's prompt tokens as counted by the server (see the header). */
@@ -221,6 +226,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
         messages: parsed.messages,
         stream: Boolean(parsed.stream),
         at: Date.now(),
+        retryCount: Number(req.headers['x-stainless-retry-count'] ?? 0) || 0,
         tools: (parsed.tools ?? []).map((t) => t.function.name),
         tool_choice: parsed.tool_choice,
         // Counted when first read (a window check, counted usage, a test): tokenizing megabytes takes seconds.
