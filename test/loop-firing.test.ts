@@ -173,7 +173,7 @@ describe.concurrent('stop rules (docs/DESIGN.md §4)', () => {
         timeoutSeconds: 10,
       },
     });
-    await waitFor(async () => ((await c.loops.get('done', 'loop'))?.status === 'finished' ? true : undefined), 10_000);
+    await waitFor(async () => ((await c.loops.get('done', 'loop'))?.status === 'finished' ? true : undefined), 20_000, 'the loop finished');
     await waitForNoTickJobs(c);
     const replies = await events(c, 'done', 'reply');
     expect(replies).toHaveLength(2);
@@ -191,7 +191,11 @@ describe.concurrent('stop rules (docs/DESIGN.md §4)', () => {
       origin: { surface: 'cli' },
       runner: echo('not yet LOOP_COMPLETE'),
     });
-    await waitFor(async () => ((await c.loops.get('inline', 'loop'))?.status === 'finished' ? true : undefined), 10_000);
+    await waitFor(
+      async () => ((await c.loops.get('inline', 'loop'))?.status === 'finished' ? true : undefined),
+      20_000,
+      'the loop finished',
+    );
     expect(await c.loops.get('inline', 'loop')).toMatchObject({ ticksUsed: 2, statusReason: 'ran 2 times' });
   });
 
@@ -199,7 +203,7 @@ describe.concurrent('stop rules (docs/DESIGN.md §4)', () => {
     const { env, c } = setup(cleanups);
     await worker(cleanups, env);
     await c.schedules.set('t3', 'loop', spec('count', 1, { times: 3 }), { origin: { surface: 'cli' }, runner: echo('tick') });
-    await waitFor(async () => ((await c.loops.get('t3', 'loop'))?.status === 'finished' ? true : undefined), 10_000);
+    await waitFor(async () => ((await c.loops.get('t3', 'loop'))?.status === 'finished' ? true : undefined), 20_000, 'the loop finished');
     await waitForNoTickJobs(c);
     expect(await events(c, 't3', 'reply')).toHaveLength(3);
     expect(await c.loops.get('t3', 'loop')).toMatchObject({ status: 'finished', ticksUsed: 3, statusReason: 'ran 3 times' });
