@@ -42,9 +42,6 @@ import {
   when,
 } from './cron-format.ts';
 
-/** Whose bot tokens `unconfiguredPlatformWarnings` read here (a gateway elsewhere may have them). */
-const SHELL_BOTS = "this shell's configuration";
-
 /** Where the commands write, and how they end. Tests pass their own. */
 export interface CronCliIo {
   out(text: string): void;
@@ -73,6 +70,12 @@ const CLI_CALLER: CronCaller = { origin: { surface: 'cli' }, trusted: true };
  * @param io - output and exit hooks (default: the process's)
  */
 export function registerCronCommands(program: Command, ctx: CliContext, io: CronCliIo = processIo): Command {
+  // A platform target without its bot in this shell's configuration: its deliveries would wait unsent (a gateway
+  // elsewhere may have the token, so it is a warning; scheduler/delivery/unconfigured-platform.ts).
+  const warnUnsent = (job: CronJob) => {
+    for (const line of unconfiguredPlatformWarnings(ctx.config, job.deliver, "this shell's configuration", job.origin.route))
+      io.err(`Warning: ${line}`);
+  };
   const cron = program
     .command('cron')
     .description('cron jobs: scheduled agent prompts and scripts that live outside every session')
@@ -138,8 +141,8 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
         print(opts.json, { ...cronJobView(job), description, next_runs: next.map(isoUtc), runs: runs.map(cronRunView) }, () =>
           formatJobDetails(job, next, runs, io.now()),
         );
-        // As on add: what would keep its deliveries queued, while it would.
-        for (const line of unconfiguredPlatformWarnings(ctx.config, job.deliver, SHELL_BOTS, job.origin.route)) io.err(`Warning: ${line}`);
+        // As on add, while it holds.
+        warnUnsent(job);
       }),
     );
 
@@ -181,7 +184,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
       const warning = job.script === null ? noModelWarning(ctx.config, job.model, SHELL_CONFIG) : undefined;
       if (warning) io.err(warning);
       // So would a platform target without its bot: its deliveries would wait unsent.
-      for (const line of unconfiguredPlatformWarnings(ctx.config, job.deliver, SHELL_BOTS, job.origin.route)) io.err(`Warning: ${line}`);
+      warnUnsent(job);
     }),
   );
 
@@ -214,8 +217,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
       const job = await service!.edit(ref, changes, CLI_CALLER);
       print(opts.json, cronJobView(job), () => ['Updated cron job:', ...formatJob(job, io.now())]);
       // As on add, for targets this edit named.
-      if (opts.deliver !== undefined)
-        for (const line of unconfiguredPlatformWarnings(ctx.config, job.deliver, SHELL_BOTS, job.origin.route)) io.err(`Warning: ${line}`);
+      if (opts.deliver !== undefined) warnUnsent(job);
     }),
   );
 

@@ -117,7 +117,11 @@ export interface V1RunRecord {
   request: Record<string, unknown> | null;
 }
 
-/** A run as it is stored when queued (`RunStore.create`): nothing started, nothing answered. */
+/**
+ * A run as it is stored when queued (`RunStore.create`): nothing started, nothing answered.
+ * @param now - its creation time, epoch ms
+ * @param input - the endpoint and the request fields its answer echoes (absent: `null`)
+ */
 export function queuedRunRecord(runId: string, model: string, now: number, input: V1RunCreateInput = {}): V1RunRecord {
   return {
     id: runId,
