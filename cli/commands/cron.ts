@@ -183,7 +183,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
       // An agent job without a model would fail every run: said now (on stderr, so --json stays JSON).
       const warning = job.script === null ? noModelWarning(ctx.config, job.model, SHELL_CONFIG) : undefined;
       if (warning) io.err(warning);
-      // So would a platform target without its bot: its deliveries would wait unsent.
+      // So would a platform target without its bot.
       warnUnsent(job);
     }),
   );
