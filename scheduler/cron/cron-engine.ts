@@ -51,19 +51,22 @@ export type CronSchedule =
     };
 
 /*
- * DST policy (docs/DESIGN.md §7), decided by croner 11 with its defaults, which follow
- * Vixie cron:
- *  - A fixed-time job (seconds, minutes and hours each a single value, e.g.
- *    `30 2 * * *`) whose wall time falls in the spring-forward gap runs at the
- *    first valid instant after the gap (03:00 local when 02:00–03:00 is skipped).
- *  - A fixed-time job whose wall time occurs twice in the autumn runs once, at
- *    the first (earlier) occurrence.
- *  - Every other job (wildcards, steps, ranges or lists in the time fields) runs
- *    at every real instant that matches: it skips wall times that do not exist
- *    and runs in both copies of a repeated hour.
- *  Deviation from Vixie cron: the rule is per pattern, not per field ("single
- *  value" rule of croner and croner-rust), so `0 2,14 * * *` counts as an
- *  interval-style job.
+ * DST policy (docs/DESIGN.md §7), Vixie cron's rule for fixed times, applied here:
+ *  - A fixed-time job — seconds, minutes and hours each a single value or a list
+ *    of values, no `*`, step or range (`30 2 * * *`, `30 2,5 * * *`, `@daily`) —
+ *    runs at every listed wall time of every matching day. A wall time in the
+ *    spring-forward gap runs at the first valid instant after the gap (03:00 local
+ *    when 02:00–03:00 is skipped), also when the gap ends at midnight and that
+ *    instant is the next calendar day (America/Nuuk 2024-03-30 23:00 → 00:00 on
+ *    the 31st; field reports F31–F33). Two listed times that land on one instant
+ *    run once. A wall time that occurs twice in the autumn runs once, at the first
+ *    (earlier) occurrence. `fixedTimeNext` decides these; croner decides which
+ *    days match (the day rule below).
+ *  - Every other job (wildcards, steps or ranges in the time fields) runs at every
+ *    real instant that matches, as croner computes it: it skips wall times that do
+ *    not exist and runs in both copies of a repeated hour.
+ *  Deviation from Vixie cron: a range (`0 1-3 * * *`) counts as interval-style,
+ *  as a step does; Vixie treats every field not starting with `*` as fixed.
  *  - Interval schedules (`every 2h`) are fixed-rate in absolute time and ignore
  *    wall clocks entirely; one-shot wall times in a gap move to the end of the
  *    gap and ambiguous ones take the earlier instant, like fixed-time jobs.
@@ -103,14 +106,16 @@ const cronCache = new Map<string, Cron>();
 /**
  * A paused croner instance for `expression` in `tz` (cached; croner instances
  * are only used for their `nextRun`, never started).
+ * @param domAndDow - the day rule's setting; derived from `expression` unless given (a
+ *   fixed-time job's day matcher takes its job's)
  * @throws ScheduleInputError when croner rejects the expression or zone
  */
-export function cronFor(expression: string, tz: string): Cron {
-  const key = `${tz}\u0000${expression}`;
+export function cronFor(expression: string, tz: string, domAndDow = dayFieldsAnded(expression)): Cron {
+  const key = `${tz}\u0000${domAndDow ? 'and' : 'or'}\u0000${expression}`;
   let cron = cronCache.get(key);
   if (!cron) {
     try {
-      cron = new Cron(expression, { ...CRON_OPTIONS, domAndDow: dayFieldsAnded(expression), timezone: tz });
+      cron = new Cron(expression, { ...CRON_OPTIONS, domAndDow, timezone: tz });
     } catch (err) {
       const detail = String((err as Error).message)
         .replace(/^CronPattern:\s*/, '')
@@ -149,10 +154,84 @@ function unshiftedNext(schedule: CronSchedule, tz: string, afterMs: number): num
     case 'once':
       return schedule.atMs > afterMs ? schedule.atMs : undefined;
     case 'cron': {
+      const fixed = fixedTimesOf(schedule.expression);
+      if (fixed) return fixedTimeNext(fixed, schedule.expression, tz, afterMs);
       const next = cronFor(schedule.expression, tz).nextRun(new Date(afterMs));
       return next ? next.getTime() : undefined;
     }
   }
+}
+
+/** croner's nicknames with a fixed time, as the fields they stand for (`@hourly` is not one). */
+const FIXED_NICKNAMES: Record<string, string> = {
+  '@yearly': '0 0 1 1 *',
+  '@annually': '0 0 1 1 *',
+  '@monthly': '0 0 1 * *',
+  '@weekly': '0 0 * * 0',
+  '@daily': '0 0 * * *',
+  '@midnight': '0 0 * * *',
+};
+
+/** A fixed-time expression: its times of day and its day fields. */
+interface FixedTimes {
+  /** Seconds since local midnight, ascending, distinct. */
+  secondsOfDay: number[];
+  /** `dom month dow` as typed. */
+  dayFields: string;
+}
+
+const fixedCache = new Map<string, FixedTimes | null>();
+
+/** The times of day of a fixed-time expression (the DST policy above), or null for any other. */
+function fixedTimesOf(expression: string): FixedTimes | null {
+  const cached = fixedCache.get(expression);
+  if (cached !== undefined) return cached;
+  const trimmed = expression.trim();
+  const fields = (Object.hasOwn(FIXED_NICKNAMES, trimmed.toLowerCase()) ? FIXED_NICKNAMES[trimmed.toLowerCase()]! : trimmed).split(/\s+/);
+  let result: FixedTimes | null = null;
+  if (fields.length === 5 || fields.length === 6) {
+    const [second, minute, hour, ...days] = fields.length === 6 ? fields : ['0', ...fields];
+    const values = (field: string) => (/^\d+(,\d+)*$/.test(field) ? field.split(',').map(Number) : undefined);
+    const [s, m, h] = [values(second!), values(minute!), values(hour!)];
+    if (s && m && h) {
+      const all = h.flatMap((hh) => m.flatMap((mm) => s.map((ss) => hh * 3600 + mm * 60 + ss)));
+      result = { secondsOfDay: [...new Set(all)].sort((a, b) => a - b), dayFields: days.join(' ') };
+    }
+  }
+  if (fixedCache.size > 5000) fixedCache.clear();
+  fixedCache.set(expression, result);
+  return result;
+}
+
+/**
+ * The first instant after `afterMs` of a fixed-time job (the DST policy above): croner
+ * names the matching calendar days (read in UTC, where every day has every time), and
+ * each listed wall time of such a day becomes an instant in `tz` by `instantOfWallTime`.
+ * That map never goes backwards, so the first instant past `afterMs` is the answer.
+ */
+function fixedTimeNext(fixed: FixedTimes, expression: string, tz: string, afterMs: number): number | undefined {
+  const days = cronFor(`0 0 12 ${fixed.dayFields}`, 'UTC', dayFieldsAnded(expression));
+  const start = wallTimeOf(afterMs, tz);
+  // From the day before `afterMs`'s wall date: its gap-moved times can fall after midnight.
+  let cursor = Date.UTC(start.year, start.month - 1, start.day - 1, 11);
+  for (let day = days.nextRun(new Date(cursor)); day; day = days.nextRun(new Date(cursor))) {
+    for (const s of fixed.secondsOfDay) {
+      const at = instantOfWallTime(
+        {
+          year: day.getUTCFullYear(),
+          month: day.getUTCMonth() + 1,
+          day: day.getUTCDate(),
+          hour: Math.floor(s / 3600),
+          minute: Math.floor(s / 60) % 60,
+          second: s % 60,
+        },
+        tz,
+      );
+      if (at > afterMs) return at;
+    }
+    cursor = day.getTime();
+  }
+  return undefined;
 }
 
 /** The next `count` occurrences strictly after `afterMs` (fewer when the schedule ends). */

@@ -51,7 +51,7 @@ function range(spec: FieldSpec): string {
 
 /**
  * Check each field of a 5- or 6-field expression against its range.
- * Modifiers croner supports (`L`, `W`, `#n`, `?`, a leading `+` on day-of-week)
+ * Modifiers croner supports (`L`, `W`, `#n`, `#L`, `?`, a leading `+` on day-of-week)
  * pass; their syntax is left to croner.
  * @throws ScheduleInputError naming the field, the value as typed and the
  *   allowed range, e.g. `month 13 is out of range (1–12 or jan–dec) in "0 0 * 13 *"`
@@ -85,8 +85,8 @@ function checkField(field: string, spec: FieldSpec, expression: string): void {
 }
 
 function checkValue(typed: string, item: string, spec: FieldSpec, where: string): void {
-  // Modifiers on a value: `5L`, `15W`, `1#2`, `L`, `LW` (croner checks where they are allowed).
-  const value = typed.replace(/#\d+$/, '').replace(/(?<=\d)[lw]$/i, '');
+  // Modifiers on a value: `5L`, `15W`, `1#2`, `FRI#L`, `L`, `LW` (croner checks where they are allowed).
+  const value = typed.replace(/#(\d+|l)$/i, '').replace(/(?<=\d)[lw]$/i, '');
   if (/^l?w?$/i.test(value) && value !== '') return;
   if (/^\d+$/.test(value)) {
     const n = Number(value);
