@@ -35,7 +35,7 @@ function formatEventRaw(event: SessionEvent): string | undefined {
       .join('\n');
   switch (event.type) {
     case 'tick.started':
-      // Claimed ahead of its due time (worker/claim-ahead.ts): its turn starts at the due time.
+      // Claimed ahead of its due time (worker/loop/claim-ahead.ts): its turn starts at the due time.
       if (d.claimedAhead === true)
         return `[${at}] ⏰ ${d.kind} tick #${d.tick} claimed, starts at its due time ${clock(Number(d.dueAt))}${workerPid(d)}`;
       return `[${at}] ⏰ ${d.kind} tick #${d.tick} started (due ${clock(Number(d.dueAt))}, late ${d.latenessMs} ms${workerPid(d)})`;

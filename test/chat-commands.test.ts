@@ -41,7 +41,7 @@ describe('whom a command is for (scheduler/session/chat-command.ts)', () => {
   });
 
   it('F16: a worker ignores an addressed command that reached it (the gateway strips its own name)', async () => {
-    const { runSlashCommand } = await import('../worker/slash-commands.ts');
+    const { runSlashCommand } = await import('../worker/chat/slash-commands.ts');
     const ctx = { sessionId: 's', origin: { surface: 'chat' as const }, schedules: undefined as never, config: undefined as never };
     expect(await runSlashCommand('/stop@other_bot', ctx)).toEqual({ kind: 'ignored', reason: 'other-bot' });
     expect(await runSlashCommand('just text', ctx)).toEqual({ kind: 'message' });

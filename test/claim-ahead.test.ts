@@ -1,5 +1,5 @@
 /**
- * Claim ahead (worker/claim-ahead.ts): a held tick is claimed `worker.claim_lead_ms` before its due
+ * Claim ahead (worker/loop/claim-ahead.ts): a held tick is claimed `worker.claim_lead_ms` before its due
  * time and its turn starts at the due time, never before. The claim is the point the tick is ordered
  * at: a `/stop` after it stops the turn before it reaches the model; a drain before the due time hands
  * the tick back and frees the session's turn lock at once, and the tick runs once, elsewhere.

@@ -1,5 +1,5 @@
 /**
- * What a command turn gets in its environment (worker/command-env.ts): the
+ * What a command turn gets in its environment (worker/runtime/command-env.ts): the
  * minimal base, the turn's `HERMES_*` variables and what the operator listed —
  * never the worker's secrets. Run as an operator would: a `hermes worker`
  * process whose environment holds the secrets, commands that print `env`.
@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, runHermes, spawnWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import { openCronService } from './support/cron-worker.ts';
-import { BASE_COMMAND_ENV, commandEnv } from '../worker/command-env.ts';
+import { BASE_COMMAND_ENV, commandEnv } from '../worker/runtime/command-env.ts';
 
 /** Secrets a worker typically holds (values made up for the test). */
 const SECRETS = {

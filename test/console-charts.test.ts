@@ -1,7 +1,7 @@
 /**
  * The console's charts (gateway/console/console-data.ts, `chartsFrom`): a tick's lateness is the one
  * its committed event records — taken when its turn started — not the `tick.started` event's, which
- * is written at the claim and, for a tick claimed ahead of its due time (worker/claim-ahead.ts), says 0.
+ * is written at the claim and, for a tick claimed ahead of its due time (worker/loop/claim-ahead.ts), says 0.
  */
 import { describe, expect, it } from 'vitest';
 import { chartsFrom } from '../gateway/console/console-data.ts';

@@ -235,7 +235,7 @@ describe('/ui in chromium', () => {
     await page.locator('#events .ev-reply', { hasText: 'pong: first line\nsecond line' }).waitFor({ timeout: 20_000 });
     await expect.poll(() => page.locator('#events .ev-user').first().textContent()).toMatch(/you \(web\)first line\nsecond line/);
     // A loop set in the chat box: its first tick fires at once and appears live, with its number (claimed
-    // ahead of its due time by the worker's default `worker.claim_lead_ms`: worker/claim-ahead.ts).
+    // ahead of its due time by the worker's default `worker.claim_lead_ms`: worker/loop/claim-ahead.ts).
     await page.locator('#send textarea').fill('/loop 10m check the deploy');
     await page.locator('#send textarea').press('Enter');
     await page.locator('#events .ev-tick', { hasText: 'loop tick #1 claimed · starts at its due time' }).waitFor({ timeout: 20_000 });

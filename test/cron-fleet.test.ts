@@ -8,7 +8,7 @@ import { nextOccurrences } from '../scheduler/cron/cron-engine.ts';
 import { cronSessionId } from '../scheduler/cron/cron-job.ts';
 import { CRON_TICK_JOB_NAME, type CronTickData } from '../scheduler/cron/cron-store.ts';
 import type { Job } from 'bullmq';
-import { processCronTick } from '../worker/cron-processor.ts';
+import { processCronTick } from '../worker/cron/cron-processor.ts';
 import { createTestDeps, openCronService, startCronWorker, type TestCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
 import { lastUserText, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';

@@ -5,7 +5,7 @@
  * itself is in cron-rules.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { CRON_DRAIN_HAND_BACK, decideEarly, decideOverlap, decideRunEnding, MAX_IN_PROCESS_WAIT_MS } from '../worker/cron-gate.ts';
+import { CRON_DRAIN_HAND_BACK, decideEarly, decideOverlap, decideRunEnding, MAX_IN_PROCESS_WAIT_MS } from '../worker/cron/cron-gate.ts';
 
 const NOW = Date.parse('2026-06-01T10:00:00Z');
 

@@ -2,7 +2,7 @@
  * Limits on what a caller can grow, and what `/health` tells a caller without
  * the key:
  *
- * - connections (gateway/http/connection-limits.ts, worker/metrics-server.ts):
+ * - connections (gateway/http/connection-limits.ts, worker/runtime/metrics-server.ts):
  *   thousands of sockets that never send a complete request leave
  *   `/health/live` (and a worker's `/metrics`) answering on a fresh connection,
  *   and are closed by the header timeout (408) or to make room near the cap;
@@ -23,7 +23,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { HermesMetrics } from '../scheduler/metrics.ts';
-import { startMetricsServer } from '../worker/metrics-server.ts';
+import { startMetricsServer } from '../worker/runtime/metrics-server.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { waitFor } from './support/wait-for.ts';
 

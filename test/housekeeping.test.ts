@@ -7,7 +7,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
-import { checkWorkerSet } from '../worker/housekeeping.ts';
+import { checkWorkerSet } from '../worker/runtime/housekeeping.ts';
 import { Keys } from '../scheduler/store/keys.ts';
 import { testEnv } from './support/env.ts';
 import { memoryLogger } from './support/telegram-env.ts';

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { startWorkerStack, waitForEvents } from './support/stack.ts';
 import { startFakeOpenAI, lastToolResult } from './support/fake-openai.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
-import { contextSurfaces } from '../worker/transcript-messages.ts';
+import { contextSurfaces } from '../worker/context/transcript-messages.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cleanups = cleanupAfterEach();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { sleepUntil } from '../worker/sleep-until.ts';
+import { sleepUntil } from '../worker/runtime/sleep-until.ts';
 
 /** Busy the event loop synchronously, so its cached time lags the wall clock (as on a loaded worker). */
 function spin(ms: number): void {

@@ -18,7 +18,7 @@ import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop/tick-job.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { BULLMQ_REDIS_OPTIONS } from '../scheduler/store/redis/connect.ts';
 import { createWorkerDeps } from '../worker/create-worker-deps.ts';
-import { processScheduleTick, type TickResult } from '../worker/tick-processor.ts';
+import { processScheduleTick, type TickResult } from '../worker/loop/tick-processor.ts';
 import type { RunnerFactory } from '../worker/turn-runners/create-runner.ts';
 import type { TurnRequest, TurnRunner } from '../worker/turn-runners/turn-runner.ts';
 import type { WorkerDeps } from '../worker/worker-deps.ts';

@@ -8,7 +8,14 @@
 import { describe, expect, it } from 'vitest';
 import { createLoop, decideFire } from '../scheduler/loop/loop-state.ts';
 import { prefetchLead } from '../scheduler/loop/prefetch-lead.ts';
-import { decideClaim, decideGate, decideTurnEnding, DRAIN_HAND_BACK, GOAL_DEFER_MIN_MS, MAX_CLAIM_ROUNDS } from '../worker/tick-gate.ts';
+import {
+  decideClaim,
+  decideGate,
+  decideTurnEnding,
+  DRAIN_HAND_BACK,
+  GOAL_DEFER_MIN_MS,
+  MAX_CLAIM_ROUNDS,
+} from '../worker/loop/tick-gate.ts';
 
 const policy = { deferMs: 250 };
 const fire = { fire: true } as const;

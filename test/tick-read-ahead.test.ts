@@ -1,5 +1,5 @@
 /**
- * A tick fetched before its due time has its gate read then (`readAhead`, worker/tick-processor.ts);
+ * A tick fetched before its due time has its gate read then (`readAhead`, worker/loop/tick-processor.ts);
  * at the due time it claims over that read. A read that went stale while the tick was held — the loop
  * paused — must not decide the tick: the claim re-checks it and a fresh read decides.
  * The prefetch lead is 5 s here, so the tick is held for seconds, long enough to change the session

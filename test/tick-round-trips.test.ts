@@ -20,7 +20,7 @@ import { createLogger } from '../scheduler/logger.ts';
 import { BULLMQ_REDIS_OPTIONS } from '../scheduler/store/redis/connect.ts';
 import { luaScript } from '../scheduler/store/redis/lua-script.ts';
 import { createWorkerDeps } from '../worker/create-worker-deps.ts';
-import { processScheduleTick } from '../worker/tick-processor.ts';
+import { processScheduleTick } from '../worker/loop/tick-processor.ts';
 import type { RunnerFactory } from '../worker/turn-runners/create-runner.ts';
 import type { TurnRunner } from '../worker/turn-runners/turn-runner.ts';
 import type { WorkerDeps } from '../worker/worker-deps.ts';

@@ -16,7 +16,7 @@ import { waitFor } from './support/wait-for.ts';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { httpGetRefusedReason } from '../worker/tools/http-tool-policy.ts';
-import type { Resolver } from '../worker/guarded-lookup.ts';
+import type { Resolver } from '../worker/runtime/guarded-lookup.ts';
 import { hostAllowed, httpTool, parseAllowEntry } from '../worker/tools/http-tool.ts';
 import { Toolbox } from '../worker/tools/toolbox.ts';
 import type { ScheduleStatusSources } from '../worker/tools/schedule-status-tool.ts';

@@ -1,12 +1,12 @@
 /**
  * Abort requests on the session's abort channel (scheduler/session/turn-abort.ts) and
- * which running turns they reach (worker/turn-tracker.ts): `/stop` reaches
+ * which running turns they reach (worker/runtime/turn-tracker.ts): `/stop` reaches
  * every turn of the session; Ctrl+C in `hermes chat` only the tick it was
  * aimed at, never a turn that started since.
  */
 import { describe, expect, it } from 'vitest';
 import { decodeTurnAbort, encodeTurnAbort } from '../scheduler/session/turn-abort.ts';
-import { TurnTracker, type TrackedTurn } from '../worker/turn-tracker.ts';
+import { TurnTracker, type TrackedTurn } from '../worker/runtime/turn-tracker.ts';
 
 /** Start a turn that runs until aborted; resolves with the turn once it is registered. */
 function hold(tracker: TurnTracker, id: string, fields: Partial<TrackedTurn>): Promise<TrackedTurn> {

@@ -1,6 +1,6 @@
 /**
  * A `/v1` run cut by a worker's drain is handed back and completed by another
- * worker (worker/v1-run-processor.ts), like a loop tick: the caller still
+ * worker (worker/v1/v1-run-processor.ts), like a loop tick: the caller still
  * waiting gets the answer, and a retry with the same Idempotency-Key attaches
  * to the unfinished run instead of replaying `interrupted` as final. Real
  * worker processes (`WorkerProcess.drain()`, the SIGTERM path), a real

@@ -1,6 +1,6 @@
 /**
  * Webhook delivery never reaches internal addresses (scheduler/delivery/webhook-policy.ts,
- * worker/webhook-sender.ts): refused when a job is created (400 from `/api`,
+ * worker/cron/webhook-sender.ts): refused when a job is created (400 from `/api`,
  * exit 2 from the CLI) and again at send time after DNS resolution; redirects
  * are not followed; `delivery.webhook_allow` opens named hosts.
  */

@@ -5,7 +5,7 @@
  * boundary is exactly three missed heartbeats.
  */
 import { describe, expect, it } from 'vitest';
-import { checkWorkerSet } from '../worker/housekeeping.ts';
+import { checkWorkerSet } from '../worker/runtime/housekeeping.ts';
 import { fleetReadings } from '../scheduler/metrics.ts';
 import { aliveWorkerIds, countAliveWorkers, WORKER_ALIVE_MS, WORKER_HEARTBEAT_MS } from '../scheduler/worker-liveness.ts';
 import { openCronService } from './support/cron-worker.ts';

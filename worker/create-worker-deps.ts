@@ -12,8 +12,8 @@ import { Keys } from '../scheduler/store/keys.ts';
 import { outboundQueue, telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { RunnerFactory } from './turn-runners/create-runner.ts';
 import { Toolbox } from './tools/toolbox.ts';
-import { SessionLock } from './session-lock.ts';
-import { TurnTracker, type TurnSlot } from './turn-tracker.ts';
+import { SessionLock } from './runtime/session-lock.ts';
+import { TurnTracker, type TurnSlot } from './runtime/turn-tracker.ts';
 import type { WorkerDeps } from './worker-deps.ts';
 import {
   cronServiceFor,
@@ -25,7 +25,7 @@ import {
   openQueues,
 } from '../scheduler/services.ts';
 import { AgentScheduleLedger } from './tools/agent-schedule-ledger.ts';
-import { deliverToRoute } from './delivery.ts';
+import { deliverToRoute } from './runtime/delivery.ts';
 
 /**
  * @param input.redis - client for the product's keys (commands time out; no blocking calls)
@@ -33,7 +33,7 @@ import { deliverToRoute } from './delivery.ts';
  * @param input.runners - default: from config
  * @returns the dependencies of the first shard (`keys`, `queues` of shard 0); `depsForShard` gives another shard's
  * @param input.commandEnvSource - environment commands take their base variables and operator-listed
- *   pass-throughs from (`command-env.ts`); default this process's environment (this is the
+ *   pass-throughs from (`runtime/command-env.ts`); default this process's environment (this is the
  *   composition root that reads it)
  */
 export function createWorkerDeps(input: {

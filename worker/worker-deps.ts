@@ -16,8 +16,8 @@ import type { LoopService } from '../scheduler/loop/loop-service.ts';
 import type { GoalService } from '../scheduler/goal/goal-service.ts';
 import type { HermesMetrics } from '../scheduler/metrics.ts';
 import type { RunnerFactory } from './turn-runners/create-runner.ts';
-import type { SessionLock } from './session-lock.ts';
-import type { TurnTracker } from './turn-tracker.ts';
+import type { SessionLock } from './runtime/session-lock.ts';
+import type { TurnTracker } from './runtime/turn-tracker.ts';
 import type { Toolbox } from './tools/toolbox.ts';
 
 export interface WorkerDeps {

@@ -7,7 +7,7 @@
  * BullMQ worker is driven by this process's own fetch loop (BullMQ's manual
  * fetching: `getNextJob`, then BullMQ's `processJob`, which tracks the job's
  * lock so BullMQ's lock manager renews every held and running job in batches).
- * A fetched job gets a ticket (`JobAdmission`, `turn-tracker.ts`): a tick that
+ * A fetched job gets a ticket (`JobAdmission`, `runtime/turn-tracker.ts`): a tick that
  * came early is held until its due time (`worker.max_held_ticks`, one timer per
  * due instant), then it waits for a turn slot of its pool — `agent`
  * (`worker.max_agent_turns`) or `command` (`worker.max_command_turns`) — and
@@ -45,15 +45,15 @@ import type { RunnerFactory } from './turn-runners/create-runner.ts';
 import { QUEUES } from '../scheduler/store/keys.ts';
 import { logBullmqErrors } from '../scheduler/store/redis/bullmq-errors.ts';
 import { COMMAND_TICK_JOB_NAME, tickJobData, type StoredTickJobData, type TickJobData } from '../scheduler/loop/tick-job.ts';
-import { TURN_POOLS, type DrainClass, type JobTicket, type TurnPool } from './turn-tracker.ts';
+import { TURN_POOLS, type DrainClass, type JobTicket, type TurnPool } from './runtime/turn-tracker.ts';
 import { deferJob } from '../scheduler/store/defer-job.ts';
 import { decodeTurnAbort } from '../scheduler/session/turn-abort.ts';
-import { processScheduleTick } from './tick-processor.ts';
-import { dropAhead, readAhead } from './claim-ahead.ts';
-import { processInbox, type InboxHooks } from './inbox-processor.ts';
-import { processCronTick } from './cron-processor.ts';
-import { processV1Run } from './v1-run-processor.ts';
-import { goalHooks } from './goal-processor.ts';
+import { processScheduleTick } from './loop/tick-processor.ts';
+import { dropAhead, readAhead } from './loop/claim-ahead.ts';
+import { processInbox, type InboxHooks } from './chat/inbox-processor.ts';
+import { processCronTick } from './cron/cron-processor.ts';
+import { processV1Run } from './v1/v1-run-processor.ts';
+import { goalHooks } from './chat/goal-processor.ts';
 import { createWorkerDeps, depsForShard } from './create-worker-deps.ts';
 import { assertShardCount } from '../scheduler/store/redis/shard-count.ts';
 import { cronRepeatStrategy } from '../scheduler/cron/repeat-strategy.ts';
@@ -61,8 +61,8 @@ import type { WorkerDeps } from './worker-deps.ts';
 import type { McpServers } from './tools/mcp-servers.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
 import { v1RunsQueue } from '../scheduler/v1/v1-runs.ts';
-import { startMetricsServer, type MetricsServer } from './metrics-server.ts';
-import { startHousekeeping, type Housekeeping } from './housekeeping.ts';
+import { startMetricsServer, type MetricsServer } from './runtime/metrics-server.ts';
+import { startHousekeeping, type Housekeeping } from './runtime/housekeeping.ts';
 import { WORKER_HEARTBEAT_MS } from '../scheduler/worker-liveness.ts';
 import { JOB_RETENTION } from '../scheduler/store/queues.ts';
 
@@ -201,7 +201,7 @@ export class WorkerProcess {
           holdable: true,
           // A loop or heartbeat tick is due at its occurrence's due time (it comes `worker.prefetch_lead_ms` early and is
           // held until then); a command loop's jobs are named for the `command` pool (`tickJobName`). Cron ticks run
-          // in the `agent` pool (a `--script` also takes a `command` slot while it runs: `cron-processor.ts`).
+          // in the `agent` pool (a `--script` also takes a `command` slot while it runs: `cron/cron-processor.ts`).
           classify: (job, lockHeld) => {
             if (tickType(job) !== 'schedule-tick') return { pool: 'agent', dueAt: undefined };
             // A job scheduler's jobs carry no session id (its scheduler id names it): complete the data once, here.
@@ -428,7 +428,7 @@ export class WorkerProcess {
       if (waited === 'drain' || turns.draining) {
         // Drain: not started, so handed back at once, due now, for another worker.
         if (queue === QUEUES.ticks && tickType(job) === 'schedule-tick') metrics?.ticksDeferred.inc({ reason: 'drain' });
-        await dropAhead(job, true); // a claim made ahead releases its turn lock first (`claim-ahead.ts`)
+        await dropAhead(job, true); // a claim made ahead releases its turn lock first (`loop/claim-ahead.ts`)
         return await deferJob(job, token, 0);
       }
       // Held or queued: its lock may have lapsed meanwhile (a starved process renews late), and then another

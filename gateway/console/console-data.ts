@@ -103,7 +103,7 @@ async function chartData(
  * The charts over the last {@link CHART_WINDOW_MS}: turns and failures per hour (`reply`,
  * `tick.unchanged`, `tick.failed`, `error` end a turn) and lateness — a loop or heartbeat tick's from
  * the event that committed it (its `latenessMs`, taken when its turn started: `tick.started` is written
- * at the claim, which for a held tick comes before the due time, `worker/claim-ahead.ts`), a cron run's
+ * at the claim, which for a held tick comes before the due time, `worker/loop/claim-ahead.ts`), a cron run's
  * from its run record.
  */
 export function chartsFrom(events: SessionEvent[], runs: CronRunView[], now: number): { lateness: LatenessPoint[]; hours: HourCount[] } {

@@ -37,7 +37,7 @@ export function eventHtml(e: SessionEvent): Html | undefined {
     case 'user':
       return item(e.id, 'user', ms, `you (${String(d.surface ?? 'chat')})`, String(d.text ?? ''));
     case 'tick.started':
-      // Claimed ahead of its due time (worker/claim-ahead.ts): its turn starts at the due time.
+      // Claimed ahead of its due time (worker/loop/claim-ahead.ts): its turn starts at the due time.
       if (d.claimedAhead === true)
         return item(e.id, 'tick', ms, `⏰ ${String(d.kind)} tick #${String(d.tick)} claimed · starts at its due time`);
       return item(e.id, 'tick', ms, `⏰ ${String(d.kind)} tick #${String(d.tick)} started · late ${duration(Number(d.latenessMs ?? 0))}`);

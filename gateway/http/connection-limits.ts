@@ -21,7 +21,7 @@
  *   quarter of the header timeout (at most 1 s), so a timeout is enforced
  *   within that much of its value (Node's default look is every 30 s).
  *
- * The worker's metrics server (worker/metrics-server.ts) applies the same
+ * The worker's metrics server (worker/runtime/metrics-server.ts) applies the same
  * rules with its own copy (worker/ and gateway/ never import each other).
  */
 import type { Server, ServerOptions } from 'node:http';

@@ -24,7 +24,7 @@
  * start is the start of the turn: its runner called, after the gate read
  * (state, coalescing, user input) and the claim script's answer (the session
  * lock taken, the in-flight mark set, the transcript read; for a held tick made
- * `worker.claim_lead_ms` before the due time, worker/claim-ahead.ts); for raw
+ * `worker.claim_lead_ms` before the due time, worker/loop/claim-ahead.ts); for raw
  * BullMQ it is the first line of the processor. `product_stamped_*` is the start
  * the product records for a tick (the `startedAt` of its reply event and
  * `hermes_tick_lateness_seconds`): the turn's start for a tick claimed ahead, else

@@ -412,7 +412,7 @@ export const configSchema = z
          * A held tick's claim is made this long before its due time, so that its turn starts on
          * the due time itself instead of a claim round trip later: the claim script runs ahead
          * (session lock, in-flight mark, `tick.started`, the transcript), the turn starts at the due
-         * time, never before. The rule and what it changes: `worker/claim-ahead.ts`. At most
+         * time, never before. The rule and what it changes: `worker/loop/claim-ahead.ts`. At most
          * `prefetch_lead_ms` in effect (a tick is claimed no earlier than it is fetched); 0: claimed
          * at the due time. @defaultValue 300
          */
@@ -556,7 +556,7 @@ export const configSchema = z
     commands: z.record(z.string(), commandSchema).default({}),
     /**
      * What every command turn (loop `--run`, `--command`, cron `--script`) gets from the worker's
-     * environment besides PATH, HOME, LANG, LC_ALL, TZ, TMPDIR (`worker/command-env.ts`).
+     * environment besides PATH, HOME, LANG, LC_ALL, TZ, TMPDIR (`worker/runtime/command-env.ts`).
      */
     command_env: z
       .object({

@@ -1,7 +1,7 @@
 /**
  * Starting a loop or heartbeat tick: the gate read (`readGate`, batched across a burst), the
  * claim script (`claimTick`) and the in-flight mark it leaves until the commit. What the worker
- * decides over these answers is `worker/tick-gate.ts`.
+ * decides over these answers is `worker/loop/tick-gate.ts`.
  */
 import { holdWritesThisTurn, type RedisClient } from '../store/redis/connection-factory.ts';
 import type { Keys, LoopKind } from '../store/keys.ts';
@@ -85,7 +85,7 @@ export class TickClaim {
    * What a tick's gate decides over (`GateRead`). Not atomic, as three separate reads would not
    * be: `claimTick` checks all three again atomically.
    *
-   * Burst batching — the contract between `worker/sleep-until.ts`, this batch and
+   * Burst batching — the contract between `worker/runtime/sleep-until.ts`, this batch and
    * `holdWritesThisTurn` (`../store/redis/connection-factory.ts`), written here only:
    *  1. Ticks sleeping until the same due time share one timer (`sleepUntil`), so the ticks of an
    *     aligned burst wake in one timer callback, all in the timers phase of one turn of the event loop.
@@ -98,7 +98,7 @@ export class TickClaim {
    *  3. When a group's answer arrives its ticks go on to their claim scripts in that same turn, and
    *     each claim holds the connection's writes until the check phase (`holdWritesThisTurn`), so the
    *     claims leave in one write — also those of a burst claimed ahead of its due time
-   *     (`worker/claim-ahead.ts`), whose claims go out from one shared timer callback as in step 1.
+   *     (`worker/loop/claim-ahead.ts`), whose claims go out from one shared timer callback as in step 1.
    * A tick that misses a batch (it awaited I/O first) is read in a later one: a round trip more,
    * never a wrong decision. The round trips per tick are pinned by `test/tick-round-trips.test.ts`.
    * @throws Error whatever Redis answered (every tick of the failed group gets it);

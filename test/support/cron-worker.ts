@@ -14,7 +14,7 @@ import { Keys, QUEUES } from '../../scheduler/store/keys.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import { openRedisClient, topologyFromConfig, type RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
-import { processCronTick, type CronTickResult } from '../../worker/cron-processor.ts';
+import { processCronTick, type CronTickResult } from '../../worker/cron/cron-processor.ts';
 import type { WorkerDeps } from '../../worker/worker-deps.ts';
 import { createWorkerDeps } from '../../worker/create-worker-deps.ts';
 import { WORKER_HEARTBEAT_MS } from '../../scheduler/worker-liveness.ts';

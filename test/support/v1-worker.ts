@@ -8,7 +8,7 @@ import { createLogger } from '../../scheduler/logger.ts';
 import { QUEUES } from '../../scheduler/store/keys.ts';
 import { openRedisClient, topologyFromConfig } from '../../scheduler/store/redis/connection-factory.ts';
 import type { V1RunJobData } from '../../scheduler/v1/v1-runs.ts';
-import { processV1Run, type V1RunJobResult } from '../../worker/v1-run-processor.ts';
+import { processV1Run, type V1RunJobResult } from '../../worker/v1/v1-run-processor.ts';
 import type { WorkerDeps } from '../../worker/worker-deps.ts';
 import { createWorkerDeps } from '../../worker/create-worker-deps.ts';
 import type { TestEnv } from './env.ts';

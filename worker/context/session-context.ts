@@ -14,8 +14,8 @@
 import type { TranscriptMessage } from '../../scheduler/session/session-store.ts';
 import { NO_SPEND, sumSpend, type ModelSpend } from '../../scheduler/model-spend.ts';
 import type { ToolTurn, TurnSurfaces } from '../tools/tool.ts';
-import { turnMessages } from '../transcript-messages.ts';
-import { sessionEventSink } from '../turn-events.ts';
+import { turnMessages } from './transcript-messages.ts';
+import { sessionEventSink } from '../turn-runners/turn-events.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 import { compactMessages, type CompactionReport } from './compaction.ts';
 

@@ -10,7 +10,7 @@
  * not committed, so a hand-back, a lost lock or a crash never delivers twice.
  */
 import { retryOnConflict } from '../../scheduler/store/optimistic-retry.ts';
-import type { HeldLock } from '../session-lock.ts';
+import type { HeldLock } from '../runtime/session-lock.ts';
 import type { OccurrencePlan, RanTurn } from './plan.ts';
 
 /**

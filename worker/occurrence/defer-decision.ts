@@ -1,6 +1,6 @@
 /**
  * A deferral as a value, and the one every kind of occurrence shares: the drain hand-back.
- * Pure (no store, no queue), so the gates' deciders (`tick-gate.ts`, `cron-gate.ts`) can name
+ * Pure (no store, no queue), so the gates' deciders (`worker/loop/tick-gate.ts`, `worker/cron/cron-gate.ts`) can name
  * them; `defer.ts` carries a deferral out.
  */
 

@@ -1,7 +1,7 @@
 /**
  * Deferring an occurrence: its job goes back to the queue, to run again after a delay (deferred,
  * never dropped, never run in parallel). Which occurrence defers and why is each kind's gate
- * (`tick-gate.ts`, `cron-gate.ts`), the wait for the due time (`due-time.ts`) and the drain
+ * (`worker/loop/tick-gate.ts`, `worker/cron/cron-gate.ts`), the wait for the due time (`due-time.ts`) and the drain
  * hand-back (`defer-decision.ts`), which the pipeline applies before the claim and after a cut turn.
  */
 import type { Job } from 'bullmq';

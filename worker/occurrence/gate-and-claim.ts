@@ -9,8 +9,8 @@
  * caller, and is released here on any other (a defer, a skip, a drop), before the job is moved.
  */
 import type { Job } from 'bullmq';
-import { sleepUntil } from '../sleep-until.ts';
-import type { HeldLock } from '../session-lock.ts';
+import { sleepUntil } from '../runtime/sleep-until.ts';
+import type { HeldLock } from '../runtime/session-lock.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 import { deferOccurrence } from './defer.ts';
 import { decideEarly } from './due-time.ts';

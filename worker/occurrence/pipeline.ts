@@ -1,6 +1,6 @@
 /**
- * One occurrence of a schedule, end to end — a loop or heartbeat tick (`tick-processor.ts`) or a
- * cron run (`cron-processor.ts`). Each kind is an `OccurrencePlan` (`plan.ts`): its own gate,
+ * One occurrence of a schedule, end to end — a loop or heartbeat tick (`worker/loop/tick-processor.ts`) or a
+ * cron run (`worker/cron/cron-processor.ts`). Each kind is an `OccurrencePlan` (`plan.ts`): its own gate,
  * claim, turn, commit, delivery and outcome; the policies they share are carried out here, once,
  * in this order (`runOccurrence` reads as this list):
  *
@@ -8,7 +8,7 @@
  *      `scheduler/loop/prefetch-lead.ts`, docs/BENCHMARKS.md); nothing early (`due-time.ts`);
  *   2. drain hand-back before anything is claimed (`DRAIN_HAND_BACK`, `defer-decision.ts`);
  *   3. gate and claim, in rounds (`gate-and-claim.ts`): the plan decides (pure deciders in
- *      `tick-gate.ts`, `cron-gate.ts`, `scheduler/cron/misfire.ts`) and claims (one Lua script);
+ *      `worker/loop/tick-gate.ts`, `worker/cron/cron-gate.ts`, `scheduler/cron/misfire.ts`) and claims (one Lua script);
  *      deferrals (`defer.ts`) and the session lock are handled there; a held tick may come with its
  *      claim made ahead of the due time (`../claim-ahead.ts`), which its plan then takes;
  *   4. run the turn as a tracked turn (`run-turn.ts`): lateness, `/stop`, the turn metrics, and how a
@@ -19,7 +19,7 @@
  * The session lock the gate or the claim took is released at the end, whatever happened.
  */
 import type { Job } from 'bullmq';
-import { sleepUntil } from '../sleep-until.ts';
+import { sleepUntil } from '../runtime/sleep-until.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 import { commitAndDeliver } from './commit.ts';
 import { deferOccurrence } from './defer.ts';

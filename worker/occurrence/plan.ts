@@ -9,8 +9,8 @@ import type { TurnError } from '../../scheduler/errors/turn-error.ts';
 import type { TickKind } from '../../scheduler/metrics.ts';
 import type { ModelSpend } from '../../scheduler/model-spend.ts';
 import type { CONFLICT } from '../../scheduler/store/optimistic-retry.ts';
-import type { HeldLock } from '../session-lock.ts';
-import type { TrackedTurn } from '../turn-tracker.ts';
+import type { HeldLock } from '../runtime/session-lock.ts';
+import type { TrackedTurn } from '../runtime/turn-tracker.ts';
 import type { OccurrenceDefer } from './defer-decision.ts';
 
 /** The occurrence a job stands for, and how the pipeline treats it. */

@@ -6,7 +6,7 @@
  */
 import { TurnError } from '../../scheduler/errors/turn-error.ts';
 import { NO_SPEND, type ModelSpend } from '../../scheduler/model-spend.ts';
-import type { TrackedTurn } from '../turn-tracker.ts';
+import type { TrackedTurn } from '../runtime/turn-tracker.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 import type { OccurrencePlan, RanTurn } from './plan.ts';
 import { decideTurnEnding } from './turn-ending.ts';

@@ -22,7 +22,7 @@
  * SIGTERM, then SIGKILL after `KILL_GRACE_MS`; a backstop ends the group even
  * when the worker has died (`../process-group.ts`).
  */
-import { endGroup, signalGroup, spawnInGroup } from '../process-group.ts';
+import { endGroup, signalGroup, spawnInGroup } from '../runtime/process-group.ts';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
 import { compileArgumentSchema } from './argument-schema.ts';
 import { NO_PARAMETERS, type AgentTool, type ToolParameters } from './tool.ts';

@@ -3,7 +3,7 @@
  * on `tools.http.allow` (the host rule is in worker/tools/http-tool.ts).
  *
  * Rule (checked at connect time on every address the name resolves to, the
- * connection going to the checked address: worker/guarded-lookup.ts):
+ * connection going to the checked address: worker/runtime/guarded-lookup.ts):
  *   - an allow entry that is itself an IP address (`127.0.0.1`,
  *     `169.254.169.254`) is the operator naming that exact address: a URL on
  *     it connects with no address check;

@@ -10,7 +10,7 @@
  *
  * Address rule (worker/tools/http-tool-policy.ts): a URL whose host is a listed
  * IP address connects to it; a listed name is resolved once through the
- * guarded lookup (worker/guarded-lookup.ts), every address checked, and the
+ * guarded lookup (worker/runtime/guarded-lookup.ts), every address checked, and the
  * socket connects to the checked address, so a name that resolves (or is
  * re-pointed by rebinding) to loopback or link-local metadata is refused.
  */
@@ -19,7 +19,7 @@ import { request as httpsRequest } from 'node:https';
 import { httpGetRefusedReason } from './http-tool-policy.ts';
 import { isIpLiteral } from '../../scheduler/delivery/webhook-policy.ts';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
-import { guardedLookup, RefusedAddressError, type Resolver } from '../guarded-lookup.ts';
+import { guardedLookup, RefusedAddressError, type Resolver } from '../runtime/guarded-lookup.ts';
 import { stringArg, type AgentTool } from './tool.ts';
 
 /** Redirect hops `http_get` follows (each one checked). */

@@ -23,7 +23,7 @@
 import { resolve } from 'node:path';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
-import { commandEnv } from '../command-env.ts';
+import { commandEnv } from '../runtime/command-env.ts';
 import { commandTool } from './command-tool.ts';
 import { fileTools } from './file-tools.ts';
 import { httpTool } from './http-tool.ts';

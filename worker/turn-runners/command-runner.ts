@@ -12,8 +12,8 @@
  * died (`../process-group.ts`).
  */
 import { TurnError } from '../../scheduler/errors/turn-error.ts';
-import { commandEnv } from '../command-env.ts';
-import { endGroup, signalGroup, spawnInGroup } from '../process-group.ts';
+import { commandEnv } from '../runtime/command-env.ts';
+import { endGroup, signalGroup, spawnInGroup } from '../runtime/process-group.ts';
 import type { TurnOutput, TurnRequest, TurnRunner } from './turn-runner.ts';
 
 /** Bytes of stdout kept (the rest is cut with a note). */

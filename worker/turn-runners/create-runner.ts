@@ -1,6 +1,6 @@
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import type { RunnerSpec } from '../../scheduler/session/origin.ts';
-import { commandEnv, type CommandEnvPolicy } from '../command-env.ts';
+import { commandEnv, type CommandEnvPolicy } from '../runtime/command-env.ts';
 import { AgentRunner, type AgentRunnerOptions } from './agent-runner.ts';
 import { CommandRunner } from './command-runner.ts';
 import type { TurnRunner } from './turn-runner.ts';

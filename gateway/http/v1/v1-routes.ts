@@ -1,6 +1,6 @@
 /**
  * The OpenAI-compatible `/v1` API (docs/DESIGN.md §8). Every request that needs the
- * model becomes a `v1-runs` job that a worker runs (worker/v1-run-processor.ts);
+ * model becomes a `v1-runs` job that a worker runs (worker/v1/v1-run-processor.ts);
  * the gateway only queues it and relays the result from the run's record and
  * event stream in Redis (scheduler/v1/v1-runs.ts). The run orchestration the endpoints
  * share — queueing, `Idempotency-Key`, waiting, the drain, hand-backs, following events — is in

@@ -8,7 +8,7 @@
  *   (its result when it has one, else the caller waits for it; an `interrupted` run is queued
  *   again); with a different body it is a 409. Keys are stored as SHA-256.
  * - A run cut by a worker's drain is handed back and completed by another worker
- *   (worker/v1-run-processor.ts): a caller still waiting gets that answer (`run.requeued` is not
+ *   (worker/v1/v1-run-processor.ts): a caller still waiting gets that answer (`run.requeued` is not
  *   an end), and a streaming caller gets only the unsent rest of the final text.
  * - Waiting callers are tracked for the drain (gateway/drain.ts): at its deadline they get a
  *   503, never a hang; a run that outlives the wait keeps its result in `GET /v1/runs/:id`.

@@ -7,13 +7,13 @@
  * Chat input can never create a command turn: every schedule made here runs
  * the `agent` runner.
  */
-import { parseLoopArgs, LOOP_HELP } from '../scheduler/loop/loop-command.ts';
-import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../scheduler/loop/heartbeat-command.ts';
-import { parseChatCommand, shellOnlyFlag, shellOnlyReply } from '../scheduler/session/chat-command.ts';
-import type { Origin } from '../scheduler/session/origin.ts';
-import type { LoopKind } from '../scheduler/store/keys.ts';
-import type { LoopService } from '../scheduler/loop/loop-service.ts';
-import type { HermesConfig } from '../scheduler/config/config.ts';
+import { parseLoopArgs, LOOP_HELP } from '../../scheduler/loop/loop-command.ts';
+import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../../scheduler/loop/heartbeat-command.ts';
+import { parseChatCommand, shellOnlyFlag, shellOnlyReply } from '../../scheduler/session/chat-command.ts';
+import type { Origin } from '../../scheduler/session/origin.ts';
+import type { LoopKind } from '../../scheduler/store/keys.ts';
+import type { LoopService } from '../../scheduler/loop/loop-service.ts';
+import type { HermesConfig } from '../../scheduler/config/config.ts';
 
 /** The commands that make a schedule (and so could be asked for a command turn). */
 const SCHEDULE_COMMANDS = new Set(['loop', 'proactive', 'heartbeat', 'hb', 'goal']);

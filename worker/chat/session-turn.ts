@@ -7,18 +7,18 @@
  * commit differs and stays in their processors (`inbox-processor.ts`,
  * `goal-processor.ts`).
  */
-import { NO_SPEND, sumSpend, type ModelSpend } from '../scheduler/model-spend.ts';
-import { fitSessionContext, type FittedContext } from './context/session-context.ts';
+import { NO_SPEND, sumSpend, type ModelSpend } from '../../scheduler/model-spend.ts';
+import { fitSessionContext, type FittedContext } from '../context/session-context.ts';
 import type { Job } from 'bullmq';
-import { deferJob } from '../scheduler/store/defer-job.ts';
-import { TurnError } from '../scheduler/errors/turn-error.ts';
-import type { Origin } from '../scheduler/session/origin.ts';
-import { contextSurfaces, turnMessages } from './transcript-messages.ts';
-import { sessionEventSink } from './turn-events.ts';
-import type { ChatMessage } from './turn-runners/turn-runner.ts';
-import type { TurnKind } from './tools/tool.ts';
-import type { TrackedTurn } from './turn-tracker.ts';
-import type { WorkerDeps } from './worker-deps.ts';
+import { deferJob } from '../../scheduler/store/defer-job.ts';
+import { TurnError } from '../../scheduler/errors/turn-error.ts';
+import type { Origin } from '../../scheduler/session/origin.ts';
+import { contextSurfaces, turnMessages } from '../context/transcript-messages.ts';
+import { sessionEventSink } from '../turn-runners/turn-events.ts';
+import type { ChatMessage } from '../turn-runners/turn-runner.ts';
+import type { TurnKind } from '../tools/tool.ts';
+import type { TrackedTurn } from '../runtime/turn-tracker.ts';
+import type { WorkerDeps } from '../worker-deps.ts';
 
 /**
  * Run `body` under `sessionId`'s turn lock as a tracked `chat` turn of `job`.

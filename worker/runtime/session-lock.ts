@@ -8,9 +8,9 @@
  * - The lock expires after `ttlMs` unless renewed, so a dead worker cannot
  *   block a session longer than that.
  */
-import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts';
-import type { Keys } from '../scheduler/store/keys.ts';
-import { acquireOwned, releaseOwned, renewOwned } from '../scheduler/store/redis/owned-key.ts';
+import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
+import type { Keys } from '../../scheduler/store/keys.ts';
+import { acquireOwned, releaseOwned, renewOwned } from '../../scheduler/store/redis/owned-key.ts';
 
 /** A held session lock; `release()` is idempotent and stops renewal. */
 export interface HeldLock {

@@ -35,8 +35,8 @@
  * commit marker, and only finishes deliveries left pending.
  */
 import type { Job } from 'bullmq';
-import type { TurnError } from '../scheduler/errors/turn-error.ts';
-import { periodAt } from '../scheduler/cron/cron-engine.ts';
+import type { TurnError } from '../../scheduler/errors/turn-error.ts';
+import { periodAt } from '../../scheduler/cron/cron-engine.ts';
 import {
   applyRun,
   cronOccurrenceId,
@@ -48,21 +48,21 @@ import {
   type CronJob,
   type CronRun,
   type OccurrenceTrigger,
-} from '../scheduler/cron/cron-job.ts';
-import type { CronStore, CronTickData } from '../scheduler/cron/cron-store.ts';
-import { withNotice } from '../scheduler/cron/cron-notice.ts';
-import { decideOccurrence, type OccurrenceDecision } from '../scheduler/cron/misfire.ts';
-import { schedulerJobMillis } from '../scheduler/store/queues.ts';
-import type { WorkerDeps } from './worker-deps.ts';
-import { CONFLICT } from '../scheduler/store/optimistic-retry.ts';
+} from '../../scheduler/cron/cron-job.ts';
+import type { CronStore, CronTickData } from '../../scheduler/cron/cron-store.ts';
+import { withNotice } from '../../scheduler/cron/cron-notice.ts';
+import { decideOccurrence, type OccurrenceDecision } from '../../scheduler/cron/misfire.ts';
+import { schedulerJobMillis } from '../../scheduler/store/queues.ts';
+import type { WorkerDeps } from '../worker-deps.ts';
+import { CONFLICT } from '../../scheduler/store/optimistic-retry.ts';
 import { decideOverlap } from './cron-gate.ts';
 import { deliverPending, resolveTargets } from './cron-delivery.ts';
-import { sessionEventSink } from './turn-events.ts';
-import type { TurnSurfaces } from './tools/tool.ts';
-import { NO_SPEND, type ModelSpend } from '../scheduler/model-spend.ts';
-import { runWatch, watchSection } from './watch-check.ts';
-import { runOccurrence } from './occurrence/pipeline.ts';
-import type { ClaimAnswer, CommitAnswer, GateAnswer, Occurrence, OccurrencePlan, RanTurn } from './occurrence/plan.ts';
+import { sessionEventSink } from '../turn-runners/turn-events.ts';
+import type { TurnSurfaces } from '../tools/tool.ts';
+import { NO_SPEND, type ModelSpend } from '../../scheduler/model-spend.ts';
+import { runWatch, watchSection } from '../occurrence/watch-check.ts';
+import { runOccurrence } from '../occurrence/pipeline.ts';
+import type { ClaimAnswer, CommitAnswer, GateAnswer, Occurrence, OccurrencePlan, RanTurn } from '../occurrence/plan.ts';
 
 /** What happened to a tick (the job's return value, for logs and tests). */
 export interface CronTickResult {
@@ -473,7 +473,7 @@ async function jobTurn(job: CronJob, occurrenceId: string, dueAt: number, signal
   let prompt = job.prompt;
   let watch: JobTurn['watch'];
   if (job.watch) {
-    // `--watch` (`watch-check.ts`): the same output as at the last successful run ends the run here.
+    // `--watch` (`worker/occurrence/watch-check.ts`): the same output as at the last successful run ends the run here.
     const watched = await runWatch(deps, job.watch, { sessionId, surface, signal });
     watch = { spec: job.watch, digest: watched.digest };
     if (job.watch_digest && watched.digest === job.watch_digest) return { reply: '', spend: NO_SPEND, unchanged: true, watch };

@@ -3,8 +3,8 @@
  * session event stream, so `hermes chat`, `/api` and reattaching clients see
  * the work as it happens (docs/DESIGN.md §3). Telegram gets only the final reply.
  */
-import type { TurnEvent } from './turn-runners/turn-runner.ts';
-import type { WorkerDeps } from './worker-deps.ts';
+import type { TurnEvent } from './turn-runner.ts';
+import type { WorkerDeps } from '../worker-deps.ts';
 
 /** An `onEvent` sink that appends to `sessionId`'s event stream (tagged with `extra`, e.g. the occurrence). */
 export function sessionEventSink(

@@ -1,7 +1,7 @@
-import { TOOL_SURFACES } from '../scheduler/config/config.ts';
-import type { ToolSurface, TurnSurfaces } from './tools/tool.ts';
-import type { TranscriptMessage } from '../scheduler/session/session-store.ts';
-import type { ChatMessage } from './turn-runners/turn-runner.ts';
+import { TOOL_SURFACES } from '../../scheduler/config/config.ts';
+import type { ToolSurface, TurnSurfaces } from '../tools/tool.ts';
+import type { TranscriptMessage } from '../../scheduler/session/session-store.ts';
+import type { ChatMessage } from '../turn-runners/turn-runner.ts';
 
 /**
  * The session transcript plus the new input, as runner messages. Tool

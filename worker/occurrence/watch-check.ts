@@ -11,9 +11,9 @@
  * the agent sees the failure and can report it.
  */
 import { createHash } from 'node:crypto';
-import { parseWatch } from '../scheduler/economy/economy-check.ts';
-import type { TurnSurfaces } from './tools/tool.ts';
-import type { WorkerDeps } from './worker-deps.ts';
+import { parseWatch } from '../../scheduler/economy/economy-check.ts';
+import type { TurnSurfaces } from '../tools/tool.ts';
+import type { WorkerDeps } from '../worker-deps.ts';
 
 /** What a check gave. */
 export interface WatchResult {

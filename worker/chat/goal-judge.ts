@@ -4,11 +4,11 @@
  * A failed or malformed answer returns `undefined` (fail open: continue
  * within the turn budget, which bounds the spend).
  */
-import { NO_SPEND, type ModelSpend } from '../scheduler/model-spend.ts';
-import type { GoalRecord, GoalVerdict } from '../scheduler/goal/goal-state.ts';
-import { parseVerdict } from './until-judge.ts';
-import { sessionEventSink } from './turn-events.ts';
-import type { WorkerDeps } from './worker-deps.ts';
+import { NO_SPEND, type ModelSpend } from '../../scheduler/model-spend.ts';
+import type { GoalRecord, GoalVerdict } from '../../scheduler/goal/goal-state.ts';
+import { parseVerdict } from '../turn-runners/judge-verdict.ts';
+import { sessionEventSink } from '../turn-runners/turn-events.ts';
+import type { WorkerDeps } from '../worker-deps.ts';
 
 export const GOAL_JUDGE_PROMPT = [
   "You judge progress toward a standing goal after the agent's latest turn.",

@@ -13,8 +13,8 @@
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { hostAllowListed, isIpLiteral, refusedAddressReason, type WebhookAllowList } from '../scheduler/delivery/webhook-policy.ts';
-import { guardedLookup, RefusedAddressError } from './guarded-lookup.ts';
+import { hostAllowListed, isIpLiteral, refusedAddressReason, type WebhookAllowList } from '../../scheduler/delivery/webhook-policy.ts';
+import { guardedLookup, RefusedAddressError } from '../runtime/guarded-lookup.ts';
 
 /** Outcome of one POST. */
 export type WebhookOutcome = { ok: true; status: number } | { ok: false; status?: number; error: string };

@@ -25,14 +25,14 @@
  * Measured effect: docs/BENCHMARKS.md, "Claim ahead".
  */
 import type { Job } from 'bullmq';
-import type { GateRead as StoredGateRead, InflightMark } from '../scheduler/loop/tick-claim.ts';
-import type { TranscriptMessage } from '../scheduler/session/session-store.ts';
-import type { TickJobData } from '../scheduler/loop/tick-job.ts';
-import type { HeldLock } from './session-lock.ts';
-import { callAt } from './sleep-until.ts';
+import type { GateRead as StoredGateRead, InflightMark } from '../../scheduler/loop/tick-claim.ts';
+import type { TranscriptMessage } from '../../scheduler/session/session-store.ts';
+import type { TickJobData } from '../../scheduler/loop/tick-job.ts';
+import type { HeldLock } from '../runtime/session-lock.ts';
+import { callAt } from '../runtime/sleep-until.ts';
 import { claimTick, earlierTickWaiting, gateFacts, tickOf, type TickGateRead } from './tick-occurrence.ts';
 import { decideGate } from './tick-gate.ts';
-import type { WorkerDeps } from './worker-deps.ts';
+import type { WorkerDeps } from '../worker-deps.ts';
 
 /** A claim made ahead that answered `ok`: what the tick's plan fires on at the due time. */
 export interface ClaimedAhead {

@@ -14,7 +14,7 @@
  */
 import { Cron } from 'croner';
 import type { Logger } from 'pino';
-import { countAliveWorkers } from '../scheduler/worker-liveness.ts';
+import { countAliveWorkers } from '../../scheduler/worker-liveness.ts';
 
 /** What the housekeeping jobs need. */
 export interface HousekeepingDeps {

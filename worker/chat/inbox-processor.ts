@@ -9,15 +9,15 @@
  * back (resumable) and the user is told.
  */
 import type { Job } from 'bullmq';
-import { clearPendingInput, inputOccurrenceId, pendingInput, type InboxJobData } from '../scheduler/session/inbox.ts';
-import { isHermesError } from '../scheduler/errors/hermes-error.ts';
-import { deferJob } from '../scheduler/store/defer-job.ts';
-import { deliverToRoute } from './delivery.ts';
+import { clearPendingInput, inputOccurrenceId, pendingInput, type InboxJobData } from '../../scheduler/session/inbox.ts';
+import { isHermesError } from '../../scheduler/errors/hermes-error.ts';
+import { deferJob } from '../../scheduler/store/defer-job.ts';
+import { deliverToRoute } from '../runtime/delivery.ts';
 import { runSessionAgent, runSessionTurn } from './session-turn.ts';
 import { runSlashCommand } from './slash-commands.ts';
-import { stepMessages } from './transcript-messages.ts';
-import type { WorkerDeps } from './worker-deps.ts';
-import { encodeTurnAbort } from '../scheduler/session/turn-abort.ts';
+import { stepMessages } from '../context/transcript-messages.ts';
+import type { WorkerDeps } from '../worker-deps.ts';
+import { encodeTurnAbort } from '../../scheduler/session/turn-abort.ts';
 
 export type InboxResult = { status: 'replied' | 'command' | 'ignored' | 'failed' | 'duplicate'; eventId?: string };
 

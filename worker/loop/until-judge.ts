@@ -7,11 +7,12 @@
  * which keeps the loop going; `applyTick` pauses the loop after
  * `loops.max_consecutive_failures` failures in a row instead of spinning the budget away.
  */
-import type { LoopRecord, UntilVerdict } from '../scheduler/loop/loop-state.ts';
-import { NO_SPEND, type ModelSpend } from '../scheduler/model-spend.ts';
-import { sessionEventSink } from './turn-events.ts';
-import type { TurnSurfaces } from './tools/tool.ts';
-import type { WorkerDeps } from './worker-deps.ts';
+import type { LoopRecord, UntilVerdict } from '../../scheduler/loop/loop-state.ts';
+import { NO_SPEND, type ModelSpend } from '../../scheduler/model-spend.ts';
+import { parseVerdict } from '../turn-runners/judge-verdict.ts';
+import { sessionEventSink } from '../turn-runners/turn-events.ts';
+import type { TurnSurfaces } from '../tools/tool.ts';
+import type { WorkerDeps } from '../worker-deps.ts';
 
 export const UNTIL_JUDGE_PROMPT = [
   'You judge whether a recurring task has reached its stop condition.',
@@ -53,25 +54,5 @@ export async function judgeUntil(
     return { verdict: parseVerdict(res.content, ['done', 'continue', 'blocked']) as UntilVerdict, spend: res.spend };
   } catch (err) {
     return { verdict: { verdict: 'error', message: (err as Error).message }, spend: (err as { spend?: ModelSpend }).spend ?? NO_SPEND };
-  }
-}
-
-/**
- * Parse a judge's JSON answer (tolerates code fences and text around the object).
- * @returns the verdict, or `{ verdict: 'error' }` when it is not one of `allowed`
- */
-export function parseVerdict(
-  text: string,
-  allowed: readonly string[],
-): { verdict: string; reason: string } | { verdict: 'error'; message: string } {
-  const match = /\{[\s\S]*\}/.exec(text);
-  if (!match) return { verdict: 'error', message: 'the judge did not answer JSON' };
-  try {
-    const obj = JSON.parse(match[0]) as { verdict?: unknown; reason?: unknown };
-    const verdict = typeof obj.verdict === 'string' ? obj.verdict.toLowerCase().trim() : '';
-    if (!allowed.includes(verdict)) return { verdict: 'error', message: `the judge answered an unknown verdict "${String(obj.verdict)}"` };
-    return { verdict, reason: typeof obj.reason === 'string' ? obj.reason : '' };
-  } catch {
-    return { verdict: 'error', message: 'the judge answered malformed JSON' };
   }
 }

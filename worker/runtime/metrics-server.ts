@@ -18,9 +18,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { HTTP_LIMIT_DEFAULTS } from '../scheduler/config/config.ts';
-import { ConfigError } from '../scheduler/errors/config-error.ts';
-import type { HermesMetrics } from '../scheduler/metrics.ts';
+import { HTTP_LIMIT_DEFAULTS } from '../../scheduler/config/config.ts';
+import { ConfigError } from '../../scheduler/errors/config-error.ts';
+import type { HermesMetrics } from '../../scheduler/metrics.ts';
 
 /** A listening metrics server. */
 export interface MetricsServer {

@@ -16,14 +16,14 @@
  *   (webhook-sender.ts, scheduler/delivery/webhook-policy.ts).
  * - `origin` → the route the job was created from (a Telegram chat), else `local`.
  */
-import { enqueueOutbound, outboundJobId } from '../scheduler/delivery/outbound.ts';
-import { outboundQueueOf } from './delivery.ts';
-import { isoUtc } from '../scheduler/cron/cron-engine.ts';
-import { cronSessionId, deliveryText, type CronDelivery, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
-import type { WorkerDeps } from './worker-deps.ts';
-import { parseWebhookAllow } from '../scheduler/delivery/webhook-policy.ts';
+import { enqueueOutbound, outboundJobId } from '../../scheduler/delivery/outbound.ts';
+import { outboundQueueOf } from '../runtime/delivery.ts';
+import { isoUtc } from '../../scheduler/cron/cron-engine.ts';
+import { cronSessionId, deliveryText, type CronDelivery, type CronJob, type CronRun } from '../../scheduler/cron/cron-job.ts';
+import type { WorkerDeps } from '../worker-deps.ts';
+import { parseWebhookAllow } from '../../scheduler/delivery/webhook-policy.ts';
 import { postWebhook } from './webhook-sender.ts';
-import { formatDeliveryTarget, parseDeliveryTarget, targetOfRoute, type DeliveryTarget } from '../scheduler/delivery/delivery-target.ts';
+import { formatDeliveryTarget, parseDeliveryTarget, targetOfRoute, type DeliveryTarget } from '../../scheduler/delivery/delivery-target.ts';
 
 /**
  * The concrete targets of a job in their text form: `origin` resolved to the

@@ -3,11 +3,11 @@
  * messaging route through the platform's outbound queue. The outbound job id
  * is derived from the occurrence, so a retried commit never queues twice.
  */
-import type { Origin } from '../scheduler/session/origin.ts';
+import type { Origin } from '../../scheduler/session/origin.ts';
 import type { Queue } from 'bullmq';
-import { enqueueOutbound, type OutboundData } from '../scheduler/delivery/outbound.ts';
-import { targetOfRoute, type PlatformTarget } from '../scheduler/delivery/delivery-target.ts';
-import type { WorkerDeps } from './worker-deps.ts';
+import { enqueueOutbound, type OutboundData } from '../../scheduler/delivery/outbound.ts';
+import { targetOfRoute, type PlatformTarget } from '../../scheduler/delivery/delivery-target.ts';
+import type { WorkerDeps } from '../worker-deps.ts';
 
 /** The outbound queue of a platform target's platform. */
 export function outboundQueueOf(

@@ -8,20 +8,20 @@
  * `continue` queues the next turn. After a real user turn, an active goal
  * gets its next continuation queued behind it (a parked goal is woken).
  */
-import { NO_SPEND, sumSpend } from '../scheduler/model-spend.ts';
+import { NO_SPEND, sumSpend } from '../../scheduler/model-spend.ts';
 import type { Job } from 'bullmq';
-import type { InboxJobData } from '../scheduler/session/inbox.ts';
-import { pendingInput } from '../scheduler/session/inbox.ts';
-import { applyGoalTurn, buildGoalInput, type GoalOutcome, type GoalRecord } from '../scheduler/goal/goal-state.ts';
-import { parseGoalArgs, GOAL_HELP } from '../scheduler/goal/goal-command.ts';
-import { deferJob } from '../scheduler/store/defer-job.ts';
-import { CONFLICT, retryOnConflict } from '../scheduler/store/optimistic-retry.ts';
-import { deliverToRoute } from './delivery.ts';
+import type { InboxJobData } from '../../scheduler/session/inbox.ts';
+import { pendingInput } from '../../scheduler/session/inbox.ts';
+import { applyGoalTurn, buildGoalInput, type GoalOutcome, type GoalRecord } from '../../scheduler/goal/goal-state.ts';
+import { parseGoalArgs, GOAL_HELP } from '../../scheduler/goal/goal-command.ts';
+import { deferJob } from '../../scheduler/store/defer-job.ts';
+import { CONFLICT, retryOnConflict } from '../../scheduler/store/optimistic-retry.ts';
+import { deliverToRoute } from '../runtime/delivery.ts';
 import { runSessionAgent, runSessionTurn } from './session-turn.ts';
 import { judgeGoal } from './goal-judge.ts';
-import { stepMessages } from './transcript-messages.ts';
+import { stepMessages } from '../context/transcript-messages.ts';
 import type { InboxHooks, InboxResult } from './inbox-processor.ts';
-import type { WorkerDeps } from './worker-deps.ts';
+import type { WorkerDeps } from '../worker-deps.ts';
 
 /** Process one goal continuation job. @throws DelayedError when deferred */
 export async function processGoalContinuation(

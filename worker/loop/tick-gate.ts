@@ -8,12 +8,12 @@
  * docs/RELIABILITY.md, "Ticks fire on the record as it is at claim time" and
  * "A dead worker's work restarts within seconds".
  */
-import type { FireDecision } from '../scheduler/loop/loop-state.ts';
-import type { OccurrenceDefer } from './occurrence/defer-decision.ts';
+import type { FireDecision } from '../../scheduler/loop/loop-state.ts';
+import type { OccurrenceDefer } from '../occurrence/defer-decision.ts';
 
 /** Drain hand-back and how a turn that threw ends: decided once for ticks and cron runs. */
-export { DRAIN_HAND_BACK } from './occurrence/defer-decision.ts';
-export { decideTurnEnding, type TurnEnding } from './occurrence/turn-ending.ts';
+export { DRAIN_HAND_BACK } from '../occurrence/defer-decision.ts';
+export { decideTurnEnding, type TurnEnding } from '../occurrence/turn-ending.ts';
 
 /** Why a tick was deferred; also the `reason` label of `hermes_ticks_deferred_total`. */
 export type TickDeferReason =

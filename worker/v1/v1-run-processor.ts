@@ -32,12 +32,12 @@
  *   make its completion fail.
  */
 import type { Job } from 'bullmq';
-import { TurnError } from '../scheduler/errors/turn-error.ts';
-import type { TurnOutcome } from '../scheduler/metrics.ts';
-import { deferJob } from '../scheduler/store/defer-job.ts';
-import { CANCELLED_ERROR, type RunErrorInfo, type V1RunStatus, type V1RunJobData } from '../scheduler/v1/v1-runs.ts';
-import { runStoreFor } from '../scheduler/services.ts';
-import type { WorkerDeps } from './worker-deps.ts';
+import { TurnError } from '../../scheduler/errors/turn-error.ts';
+import type { TurnOutcome } from '../../scheduler/metrics.ts';
+import { deferJob } from '../../scheduler/store/defer-job.ts';
+import { CANCELLED_ERROR, type RunErrorInfo, type V1RunStatus, type V1RunJobData } from '../../scheduler/v1/v1-runs.ts';
+import { runStoreFor } from '../../scheduler/services.ts';
+import type { WorkerDeps } from '../worker-deps.ts';
 
 /** How often a running run checks whether a stop was requested, ms. */
 export const STOP_POLL_MS = 200;

@@ -9,12 +9,12 @@
  * (`occurrence/turn-ending.ts`). Policies: docs/CRON.md, "What happens at run
  * time"; docs/RELIABILITY.md, "A cron run cut by a drain is handed back".
  */
-import type { OverlapPolicy } from '../scheduler/cron/cron-job.ts';
-import type { OccurrenceDefer } from './occurrence/defer-decision.ts';
-import { decideTurnEnding, type TurnEnding } from './occurrence/turn-ending.ts';
+import type { OverlapPolicy } from '../../scheduler/cron/cron-job.ts';
+import type { OccurrenceDefer } from '../occurrence/defer-decision.ts';
+import { decideTurnEnding, type TurnEnding } from '../occurrence/turn-ending.ts';
 
-export { decideEarly, MAX_IN_PROCESS_WAIT_MS } from './occurrence/due-time.ts';
-export { DRAIN_HAND_BACK as CRON_DRAIN_HAND_BACK } from './occurrence/defer-decision.ts';
+export { decideEarly, MAX_IN_PROCESS_WAIT_MS } from '../occurrence/due-time.ts';
+export { DRAIN_HAND_BACK as CRON_DRAIN_HAND_BACK } from '../occurrence/defer-decision.ts';
 
 /** Why a cron tick was put back to run later. */
 export type CronDeferReason = 'drain' | 'early' | 'overlap-queue';

@@ -20,7 +20,7 @@
  * worker from fetching what it cannot start now, so an overdue backlog is
  * shared by the fleet instead of taken by the first worker to ask.
  */
-import type { TurnAbortBy, TurnAbortRequest } from '../scheduler/session/turn-abort.ts';
+import type { TurnAbortBy, TurnAbortRequest } from '../../scheduler/session/turn-abort.ts';
 import { callAt } from './sleep-until.ts';
 
 export type DrainClass = 'deadline' | 'chat';
@@ -458,7 +458,7 @@ export class TurnTracker {
   }
 
   /**
-   * Tick `id` (a job id) of `sessionId` was claimed ahead of its due time (`claim-ahead.ts`) and its
+   * Tick `id` (a job id) of `sessionId` was claimed ahead of its due time (`worker/loop/claim-ahead.ts`) and its
    * turn is yet to start: a `/stop` until then (`abortTurns`) stops that turn as it starts (`run`).
    */
   claimedAhead(id: string, sessionId: string, occurrenceId: string): void {

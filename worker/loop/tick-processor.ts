@@ -41,31 +41,31 @@ import {
   type LoopRecord,
   type TickOutcome,
   type UntilVerdict,
-} from '../scheduler/loop/loop-state.ts';
-import { NO_SPEND, sumSpend, type ModelSpend } from '../scheduler/model-spend.ts';
-import { fitSessionContext, type FittedContext } from './context/session-context.ts';
-import { runWatch, watchSection } from './watch-check.ts';
-import type { InflightMark, TickJobData } from '../scheduler/loop/loop-store.ts';
-import { encodeLoopRecord } from '../scheduler/loop/loop-record-codec.ts';
-import { buildWakeupInput } from '../scheduler/loop/wakeup-input.ts';
-import { pendingInput } from '../scheduler/session/inbox.ts';
-import { TurnError } from '../scheduler/errors/turn-error.ts';
-import { CONFLICT } from '../scheduler/store/optimistic-retry.ts';
-import { deliverToRoute } from './delivery.ts';
-import type { HeldLock } from './session-lock.ts';
+} from '../../scheduler/loop/loop-state.ts';
+import { NO_SPEND, sumSpend, type ModelSpend } from '../../scheduler/model-spend.ts';
+import { fitSessionContext, type FittedContext } from '../context/session-context.ts';
+import { runWatch, watchSection } from '../occurrence/watch-check.ts';
+import type { InflightMark, TickJobData } from '../../scheduler/loop/loop-store.ts';
+import { encodeLoopRecord } from '../../scheduler/loop/loop-record-codec.ts';
+import { buildWakeupInput } from '../../scheduler/loop/wakeup-input.ts';
+import { pendingInput } from '../../scheduler/session/inbox.ts';
+import { TurnError } from '../../scheduler/errors/turn-error.ts';
+import { CONFLICT } from '../../scheduler/store/optimistic-retry.ts';
+import { deliverToRoute } from '../runtime/delivery.ts';
+import type { HeldLock } from '../runtime/session-lock.ts';
 import { decideClaim, decideGate, yieldToEarlierTick } from './tick-gate.ts';
-import type { TrackedTurn } from './turn-tracker.ts';
-import { contextSurfaces, stepMessages, turnMessages } from './transcript-messages.ts';
-import { sessionEventSink } from './turn-events.ts';
-import type { ChatMessage } from './turn-runners/turn-runner.ts';
-import type { TranscriptMessage } from '../scheduler/session/session-store.ts';
+import type { TrackedTurn } from '../runtime/turn-tracker.ts';
+import { contextSurfaces, stepMessages, turnMessages } from '../context/transcript-messages.ts';
+import { sessionEventSink } from '../turn-runners/turn-events.ts';
+import type { ChatMessage } from '../turn-runners/turn-runner.ts';
+import type { TranscriptMessage } from '../../scheduler/session/session-store.ts';
 import { judgeUntil } from './until-judge.ts';
-import type { WorkerDeps } from './worker-deps.ts';
-import { runOccurrence } from './occurrence/pipeline.ts';
+import type { WorkerDeps } from '../worker-deps.ts';
+import { runOccurrence } from '../occurrence/pipeline.ts';
 import { takeAhead, type ClaimedAhead } from './claim-ahead.ts';
 import { claimTick, earlierTickWaiting, gateFacts, tickOf, type Tick, type TickGateRead } from './tick-occurrence.ts';
-import type { GateRead as StoredGateRead } from '../scheduler/loop/tick-claim.ts';
-import type { ClaimAnswer, CommitAnswer, GateAnswer, Occurrence, OccurrencePlan } from './occurrence/plan.ts';
+import type { GateRead as StoredGateRead } from '../../scheduler/loop/tick-claim.ts';
+import type { ClaimAnswer, CommitAnswer, GateAnswer, Occurrence, OccurrencePlan } from '../occurrence/plan.ts';
 
 /** What a tick job returns (kept in BullMQ for inspection). */
 export type TickResult =
@@ -252,7 +252,7 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
     const surface = contextSurfaces(loop.origin.surface, transcript);
     // What the turn is, for tools acting for it: a tick of this loop, from its origin (a self-paced one may pace itself).
     const turnOf = { kind, origin: loop.origin, ...(loop.mode === 'self-paced' ? { selfPaced: true } : {}) };
-    // `--watch` (`watch-check.ts`): an unchanged check ends the tick here, with no model call.
+    // `--watch` (`worker/occurrence/watch-check.ts`): an unchanged check ends the tick here, with no model call.
     if (loop.watch) {
       const watched = await runWatch(deps, loop.watch, { sessionId, surface: loop.origin.surface, signal });
       p.watchDigest = watched.digest;

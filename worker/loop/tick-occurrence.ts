@@ -4,13 +4,13 @@
  * claim script's input.
  */
 import type { Job } from 'bullmq';
-import { decideFire, earlierOpenSlot, type FireDecision, type LoopRecord } from '../scheduler/loop/loop-state.ts';
-import { schedulerJobMillis } from '../scheduler/store/queues.ts';
-import type { GateRead as StoredGateRead, InflightMark } from '../scheduler/loop/tick-claim.ts';
-import type { TickJobData } from '../scheduler/loop/tick-job.ts';
-import { lazyChild } from '../scheduler/logger.ts';
-import { goalHoldsSession, type GoalRecord } from '../scheduler/goal/goal-state.ts';
-import type { WorkerDeps } from './worker-deps.ts';
+import { decideFire, earlierOpenSlot, type FireDecision, type LoopRecord } from '../../scheduler/loop/loop-state.ts';
+import { schedulerJobMillis } from '../../scheduler/store/queues.ts';
+import type { GateRead as StoredGateRead, InflightMark } from '../../scheduler/loop/tick-claim.ts';
+import type { TickJobData } from '../../scheduler/loop/tick-job.ts';
+import { lazyChild } from '../../scheduler/logger.ts';
+import { goalHoldsSession, type GoalRecord } from '../../scheduler/goal/goal-state.ts';
+import type { WorkerDeps } from '../worker-deps.ts';
 
 /** The occurrence a tick job stands for. */
 export interface Tick {
