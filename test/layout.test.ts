@@ -5,8 +5,10 @@
  * Outside the tests, stores and services are built only by
  * scheduler/services.ts and Redis clients opened only by
  * scheduler/store/redis/connection-factory.ts. Inside scheduler/, the pure
- * state modules reach no Redis or BullMQ module, the concept packages import
- * each other in no cycle, and at most ten files sit at its root.
+ * state modules reach no Redis or BullMQ module and the concept packages import
+ * each other in no cycle. At most ten files sit at the root of scheduler/,
+ * worker/ and gateway/; inside worker/, folders import only the layers below
+ * them (worker/README.md).
  */
 import { describe, expect, it } from 'vitest';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -212,8 +214,55 @@ describe('layout', () => {
     expect(cycles).toEqual([]);
   });
 
-  it('scheduler/ keeps at most ten files at its root (the rest live in its concept packages)', () => {
-    const rootFiles = readdirSync(join(ROOT, 'scheduler')).filter((n) => !statSync(join(ROOT, 'scheduler', n)).isDirectory());
-    expect(rootFiles.length, rootFiles.join(', ')).toBeLessThanOrEqual(10);
+  it.each(['scheduler', 'worker', 'gateway'])(
+    '%s/ keeps at most ten files at its root (the rest live in its concept folders)',
+    (folder) => {
+      const rootFiles = readdirSync(join(ROOT, folder)).filter((n) => !statSync(join(ROOT, folder, n)).isDirectory());
+      expect(rootFiles.length, rootFiles.join(', ')).toBeLessThanOrEqual(10);
+    },
+  );
+
+  /**
+   * Inside worker/ (worker/README.md, "Folders"): a folder imports only the layers below it, and the
+   * kinds of job never import each other. Layers top down; a layer's folders import each other only
+   * where paired. `worker-deps.ts` is the contract every folder may import.
+   */
+  const WORKER_LAYERS: string[][] = [
+    ['worker-process.ts'],
+    ['create-worker-deps.ts'],
+    ['loop', 'cron', 'chat', 'v1'],
+    ['occurrence'],
+    ['context', 'turn-runners'],
+    ['tools'],
+    ['runtime'],
+  ];
+  const WORKER_PAIRED = new Set(['context → turn-runners', 'turn-runners → context']);
+  /** A worker file's folder (`loop`), or its name when it sits at the root (`worker-process.ts`). */
+  const workerUnit = (file: string) => relative(join(ROOT, 'worker'), file).split('/')[0]!;
+  const layerOf = (unit: string) => WORKER_LAYERS.findIndex((layer) => layer.includes(unit));
+
+  it('worker/ folders import only the layers below them', () => {
+    const units = new Set([...graph.keys()].filter((f) => top(f) === 'worker').map(workerUnit));
+    // Every folder and root file is placed in a layer (or is the contract).
+    expect([...units].filter((u) => u !== 'worker-deps.ts' && layerOf(u) < 0)).toEqual([]);
+    const bad: string[] = [];
+    let edges = 0;
+    for (const [file, deps] of graph) {
+      if (top(file) !== 'worker') continue;
+      const from = workerUnit(file);
+      for (const d of deps) {
+        if (top(d) !== 'worker') continue;
+        const to = workerUnit(d);
+        if (to === from || to === 'worker-deps.ts') continue;
+        edges++;
+        const ok =
+          from === 'worker-deps.ts'
+            ? layerOf(to) > layerOf('create-worker-deps.ts')
+            : layerOf(to) > layerOf(from) || WORKER_PAIRED.has(`${from} → ${to}`);
+        if (!ok) bad.push(`${relative(ROOT, file)} → ${relative(ROOT, d)}`);
+      }
+    }
+    expect(edges).toBeGreaterThan(50);
+    expect(bad).toEqual([]);
   });
 });
