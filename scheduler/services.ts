@@ -10,6 +10,7 @@ import { noModelWarning } from './agent-model.ts';
 import type { Logger } from 'pino';
 import type { HermesConfig } from './config/config.ts';
 import { CronService } from './cron/cron-service.ts';
+import type { CronInputSettings } from './cron/cron-input.ts';
 import { CronStore } from './cron/cron-store.ts';
 import { GoalService } from './goal/goal-service.ts';
 import type { Keys } from './store/keys.ts';
@@ -116,18 +117,18 @@ export function cronServiceFor(
   log: Logger,
   clock: () => number = Date.now,
 ): CronService {
-  return new CronService(
-    conn.cron ?? cronStoreFor(config, conn),
-    {
-      timezone: config.timezone,
-      minIntervalSeconds: config.cron.min_interval_seconds,
-      maxScheduleChars: config.cron.max_schedule_chars,
-      maxPromptChars: config.agent.max_prompt_chars,
-      historyLimit: config.cron.history_limit,
-      webhookAllow: parseWebhookAllow(config.delivery.webhook_allow),
-      checkEconomy: (economy, surface) => checkEconomy(economy, config, surface),
-    },
-    log,
-    clock,
-  );
+  return new CronService(conn.cron ?? cronStoreFor(config, conn), cronInputSettingsOf(config), log, clock);
+}
+
+/** What cron input is checked against, from the configuration (also used without Redis: `newCronJob`). */
+export function cronInputSettingsOf(config: HermesConfig): CronInputSettings {
+  return {
+    timezone: config.timezone,
+    minIntervalSeconds: config.cron.min_interval_seconds,
+    maxScheduleChars: config.cron.max_schedule_chars,
+    maxPromptChars: config.agent.max_prompt_chars,
+    historyLimit: config.cron.history_limit,
+    webhookAllow: parseWebhookAllow(config.delivery.webhook_allow),
+    checkEconomy: (economy, surface) => checkEconomy(economy, config, surface),
+  };
 }

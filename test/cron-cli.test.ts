@@ -242,6 +242,28 @@ describe('hermes cron job commands', () => {
     expect(down.stderr).toMatch(/^hermes: Redis at 127\.0\.0\.1:\d+ is unreachable\.$/);
   });
 
+  it('F30: with no Redis reachable, add refuses bad input as bad input (exit 2) before any connection', async () => {
+    const config = await noRedisConfig();
+    expect(await runCronCli(config, ['add', '*/5 * * * * *', 'x'])).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: 'hermes: "*/5 * * * * *" fires as often as every 5s; the minimum is 1m (cron.min_interval_seconds).',
+    });
+    expect(await runCronCli(config, ['add', 'daily at 7am', 'x', '--deliver', 'telegram'])).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/^hermes: Unknown delivery target "telegram"/),
+    });
+    expect(await runCronCli(config, ['add', 'daily at 7am', 'x', '--tz', 'Mars/Olympus'])).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/^hermes: Unknown time zone "Mars\/Olympus"/),
+    });
+    // Good input goes on to the connection, and its failure is told as such.
+    expect(await runCronCli(config, ['add', 'daily at 7am', 'x'])).toMatchObject({
+      code: 1,
+      stderr: expect.stringMatching(/^hermes: Redis at 127\.0\.0\.1:\d+ is unreachable\.$/),
+    });
+  });
+
   it('F14: a pattern that fires closer than cron.min_interval_seconds is refused on add, edit and /api, exit 2', async () => {
     const env = testEnv({ 'agent.base_url': model.baseUrl }); // the default minimum, 60 s
     cleanups.push(() => env.cleanup());

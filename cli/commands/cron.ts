@@ -19,11 +19,12 @@ import {
   type CronJob,
   type CronRun,
 } from '../../scheduler/cron/cron-job.ts';
-import { cronServiceFor, SHELL_CONFIG } from '../../scheduler/services.ts';
+import { cronInputSettingsOf, cronServiceFor, SHELL_CONFIG } from '../../scheduler/services.ts';
 import { noModelWarning } from '../../scheduler/agent-model.ts';
 import { unconfiguredPlatformWarnings } from '../../scheduler/delivery/unconfigured-platform.ts';
 import type { CronService } from '../../scheduler/cron/cron-service.ts';
-import type { CronCaller, CronJobChanges } from '../../scheduler/cron/cron-input.ts';
+import { newCronJob } from '../../scheduler/cron/cron-commands.ts';
+import type { CronCaller, CronJobChanges, CronJobInput } from '../../scheduler/cron/cron-input.ts';
 import { parseInstant, previewSchedule } from '../../scheduler/cron/preview.ts';
 import { EXIT_FAILURE, exitCodeOf, reportError } from '../run-command.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
@@ -85,11 +86,17 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     })
     .showHelpAfterError('(run `hermes cron --help` for usage)');
 
+  /** An action: `precheck` (input checks that need no Redis) first, then the connection, then `fn`. */
   const run =
-    <A extends unknown[]>(needsRedis: boolean, fn: (service: CronService | undefined, ...args: A) => Promise<void>) =>
+    <A extends unknown[]>(
+      needsRedis: boolean,
+      fn: (service: CronService | undefined, ...args: A) => Promise<void>,
+      precheck?: (...args: A) => void,
+    ) =>
     async (...args: A) => {
       let conn: CliConnection | undefined;
       try {
+        precheck?.(...args);
         let service: CronService | undefined;
         if (needsRedis) {
           conn = await ctx.connect();
@@ -158,34 +165,21 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
       .argument('[prompt...]', 'what the agent should do (or give --script)')
       .option('--paused', 'create it paused'),
   ).action(
-    run(true, async (service, schedule: string, promptWords: string[], opts: JobFlags & { paused?: boolean }) => {
-      const job = await service!.add(
-        {
-          schedule,
-          prompt: promptWords.join(' '),
-          name: opts.name,
-          deliver: opts.deliver,
-          repeat: opts.repeat,
-          tz: opts.tz,
-          script: opts.script,
-          paused: opts.paused,
-          misfire: opts.misfire,
-          overlap: opts.overlap,
-          notify: opts.notify,
-          jitter: opts.jitter,
-          watch: opts.watch,
-          max_tokens: opts.maxTokens,
-          model: opts.model,
-        },
-        CLI_CALLER,
-      );
-      print(opts.json, cronJobView(job), () => ['Added cron job:', ...formatJob(job, io.now())]);
-      // An agent job without a model would fail every run: said now (on stderr, so --json stays JSON).
-      const warning = job.script === null ? noModelWarning(ctx.config, job.model, SHELL_CONFIG) : undefined;
-      if (warning) io.err(warning);
-      // So would a platform target without its bot.
-      warnUnsent(job);
-    }),
+    run(
+      true,
+      async (service, schedule: string, promptWords: string[], opts: JobFlags & { paused?: boolean }) => {
+        const job = await service!.add(addInput(schedule, promptWords, opts), CLI_CALLER);
+        print(opts.json, cronJobView(job), () => ['Added cron job:', ...formatJob(job, io.now())]);
+        // An agent job without a model would fail every run: said now (on stderr, so --json stays JSON).
+        const warning = job.script === null ? noModelWarning(ctx.config, job.model, SHELL_CONFIG) : undefined;
+        if (warning) io.err(warning);
+        // So would a platform target without its bot.
+        warnUnsent(job);
+      },
+      // Bad input is refused as such before any connection (field report F30).
+      (schedule, promptWords, opts) =>
+        void newCronJob(addInput(schedule, promptWords, opts), CLI_CALLER, cronInputSettingsOf(ctx.config), io.now()),
+    ),
   );
 
   withJobFlags(
@@ -502,6 +496,27 @@ async function outputsOf(service: CronService, runs: CronRun[]): Promise<Map<str
 function runWithOutput(run: CronRun, outputs: Map<string, { text: string; whole: boolean }>): Record<string, unknown> {
   const o = outputs.get(run.occurrence_id);
   return { ...cronRunView(run), output: run.status === 'ok' ? (o?.text ?? run.output) : run.output, output_whole: o?.whole ?? true };
+}
+
+/** `cron add`'s arguments as the service's input. */
+function addInput(schedule: string, promptWords: string[], opts: JobFlags & { paused?: boolean }): CronJobInput {
+  return {
+    schedule,
+    prompt: promptWords.join(' '),
+    name: opts.name,
+    deliver: opts.deliver,
+    repeat: opts.repeat,
+    tz: opts.tz,
+    script: opts.script,
+    paused: opts.paused,
+    misfire: opts.misfire,
+    overlap: opts.overlap,
+    notify: opts.notify,
+    jitter: opts.jitter,
+    watch: opts.watch,
+    max_tokens: opts.maxTokens,
+    model: opts.model,
+  };
 }
 
 function openService(config: HermesConfig, conn: CliConnection, io: CronCliIo): CronService {

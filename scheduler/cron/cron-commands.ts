@@ -47,6 +47,54 @@ import type { CronStore } from './cron-store.ts';
 import { jitterSecondsOf, parseJitter, withJitter } from './jitter.ts';
 import { CONFLICT, retryOnConflict } from '../store/optimistic-retry.ts';
 
+/**
+ * A new job from `input`, every field validated, with no I/O: `CronCommands.add` stores what this
+ * returns (its name made unique), and the CLI calls it before it connects, so a bad schedule is
+ * refused as bad input even when Redis is down (field report F30).
+ * @param now - epoch ms: relative schedules are anchored here
+ * @throws ScheduleInputError for any bad field
+ */
+export function newCronJob(input: CronJobInput, caller: CronCaller, settings: CronInputSettings, now: number): CronJob {
+  const tz = defaultTimeZone(input.tz, settings.timezone);
+  const id = randomBytes(6).toString('hex');
+  const jitterSeconds = input.jitter === undefined ? 0 : parseJitter(input.jitter);
+  const schedule = withJitter(parseCronSchedule(input.schedule, tz, now, settings), id, jitterSeconds);
+  const script = parseScript(input.script, caller);
+  const prompt = parsePrompt(input.prompt ?? '', script, settings);
+  const economy = parseEconomyOf({ watch: input.watch, max_tokens: input.max_tokens, model: input.model }, { clearable: false }, caller);
+  const alsoFrom = [...new Set((caller.alsoFrom ?? []).filter((s) => s !== 'cli' && s !== caller.origin.surface))];
+  checkCronEconomy(
+    { script, economy },
+    {
+      changed: economy,
+      surfacesGrew: false,
+      checker: settings.checkEconomy,
+      asker: caller.origin.surface,
+      surfaces: [caller.origin.surface, ...cronToolSurfaces({ origin: caller.origin, edited_from: alsoFrom })],
+    },
+  );
+  const job = createCronJob({
+    id,
+    name: input.name === undefined ? null : parseName(input.name),
+    prompt,
+    schedule,
+    tz,
+    repeat: parseRepeat(input.repeat),
+    deliver: parseDeliver(input.deliver, settings.webhookAllow),
+    script,
+    misfire: parseMisfire(input.misfire),
+    overlap: parseOverlap(input.overlap),
+    notify: parseNotify(input.notify),
+    economy,
+    paused: input.paused === true,
+    origin: caller.origin,
+    now,
+    createdBy: caller.createdBy,
+  });
+  if (alsoFrom.length > 0) job.edited_from = alsoFrom;
+  return job;
+}
+
 /** Commands that create, change, run and remove cron jobs. */
 export class CronCommands {
   constructor(
@@ -65,48 +113,12 @@ export class CronCommands {
    */
   async add(input: CronJobInput, caller: CronCaller): Promise<CronJob> {
     const now = this.clock();
-    const tz = defaultTimeZone(input.tz, this.settings.timezone);
-    const id = randomBytes(6).toString('hex');
-    const jitterSeconds = input.jitter === undefined ? 0 : parseJitter(input.jitter);
-    const schedule = withJitter(this.parseSchedule(input.schedule, tz, now), id, jitterSeconds);
-    const script = parseScript(input.script, caller);
-    const prompt = parsePrompt(input.prompt ?? '', script, this.settings);
-    const economy = parseEconomyOf({ watch: input.watch, max_tokens: input.max_tokens, model: input.model }, { clearable: false }, caller);
-    const alsoFrom = [...new Set((caller.alsoFrom ?? []).filter((s) => s !== 'cli' && s !== caller.origin.surface))];
-    checkCronEconomy(
-      { script, economy },
-      {
-        changed: economy,
-        surfacesGrew: false,
-        checker: this.settings.checkEconomy,
-        asker: caller.origin.surface,
-        surfaces: [caller.origin.surface, ...cronToolSurfaces({ origin: caller.origin, edited_from: alsoFrom })],
-      },
-    );
-    const job = createCronJob({
-      id,
-      name: input.name === undefined ? null : parseName(input.name),
-      prompt,
-      schedule,
-      tz,
-      repeat: parseRepeat(input.repeat),
-      deliver: parseDeliver(input.deliver, this.settings.webhookAllow),
-      script,
-      misfire: parseMisfire(input.misfire),
-      overlap: parseOverlap(input.overlap),
-      notify: parseNotify(input.notify),
-      economy,
-      paused: input.paused === true,
-      origin: caller.origin,
-      now,
-      createdBy: caller.createdBy,
-    });
-    if (alsoFrom.length > 0) job.edited_from = alsoFrom;
+    const job = newCronJob(input, caller, this.settings, now);
     job.name = await this.uniqueName(job.name, input.name !== undefined);
     const stored = await this.store.put(job, 'absent');
     if (!stored) throw new StoreUnavailableError(`Cron job id ${job.id} already exists; try again.`);
     await this.store.arm(stored, now);
-    this.log.info({ cronJobId: stored.id, kind: schedule.kind, tz, state: stored.state }, 'cron job added');
+    this.log.info({ cronJobId: stored.id, kind: stored.schedule.kind, tz: stored.tz, state: stored.state }, 'cron job added');
     return stored;
   }
 
