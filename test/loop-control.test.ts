@@ -82,4 +82,44 @@ describe.concurrent('loop control while ticks run', () => {
     expect(await c.loops.get('st', 'loop')).toMatchObject({ status: 'finished', statusReason: 'stopped by user', ticksUsed: 1 });
     expect(await c.schedules.resume('st', 'loop')).toMatch(/Loop is finished; nothing to resume/);
   });
+
+  it('F29: a stop or pause while a tick runs counts that tick and says its reply will still come', async ({ cleanups, expect }) => {
+    const { env, c } = await startWorkerStack(cleanups);
+    const release = join(env.home, 'release');
+    cleanups.push(() => writeFileSync(release, ''));
+    const blocked = (text: string) => ({
+      origin: { surface: 'cli' as const },
+      runner: { kind: 'command' as const, command: `while [ ! -f ${release} ]; do sleep 0.05; done; echo ${text}`, timeoutSeconds: 20 },
+    });
+    await c.schedules.set('f29', 'loop', { prompt: 'p', intervalSeconds: 30, times: null, until: null, notes: [] }, blocked('late'));
+    await waitForEvents(c, 'f29', 'tick.started', 1);
+    expect(await c.schedules.stop('f29', 'loop')).toBe(
+      'Loop stopped after 1 tick(s): tick #1 is still running, and its reply will still come.',
+    );
+    writeFileSync(release, '');
+    expect((await waitForEvents(c, 'f29', 'reply', 1))[0]!.data.text).toBe('late');
+    await waitForNoTickJobs(c);
+    expect(await c.loops.get('f29', 'loop')).toMatchObject({ status: 'finished', ticksUsed: 1 });
+
+    // The same for a pause; once nothing runs, the count is the ticks done, with nothing promised.
+    const release2 = join(env.home, 'release2');
+    cleanups.push(() => writeFileSync(release2, ''));
+    await c.schedules.set(
+      'f29p',
+      'loop',
+      { prompt: 'p', intervalSeconds: 30, times: null, until: null, notes: [] },
+      {
+        origin: { surface: 'cli' },
+        runner: { kind: 'command', command: `while [ ! -f ${release2} ]; do sleep 0.05; done; echo p`, timeoutSeconds: 20 },
+      },
+    );
+    await waitForEvents(c, 'f29p', 'tick.started', 1);
+    expect(await c.schedules.pause('f29p', 'loop')).toBe(
+      'Loop paused after 1 tick(s): tick #1 is still running, and its reply will still come. /loop resume continues it.',
+    );
+    writeFileSync(release2, '');
+    await waitForEvents(c, 'f29p', 'reply', 1);
+    await waitForNoTickJobs(c);
+    expect(await c.schedules.stop('f29p', 'loop')).toBe('Loop stopped after 1 tick(s).');
+  });
 });

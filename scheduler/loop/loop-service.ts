@@ -139,7 +139,7 @@ export class LoopService {
       if (!previous) return `No ${kind} in this session.`;
       if (!stored) return `${LABEL[kind]} is ${previous.status}; nothing to pause.`;
       await this.guard(kind, sessionId, () => this.store.removeScheduler(sessionId, kind));
-      return `${LABEL[kind]} paused after ${stored.ticksUsed} tick(s). /${kind} resume continues it.`;
+      return `${LABEL[kind]} paused after ${await this.ticksSoFar(stored)}. /${kind} resume continues it.`;
     });
   }
 
@@ -166,8 +166,19 @@ export class LoopService {
       if (!previous) return `No ${kind} in this session.`;
       await this.guard(kind, sessionId, () => this.store.removeScheduler(sessionId, kind));
       if (!stored) return `${LABEL[kind]} was already finished.`;
-      return `${LABEL[kind]} stopped after ${stored.ticksUsed} tick(s).`;
+      return `${LABEL[kind]} stopped after ${await this.ticksSoFar(stored)}.`;
     });
+  }
+
+  /**
+   * `N tick(s)` for a pause or stop reply. A tick claimed before the pause or stop runs to its
+   * end and its reply still comes (docs/RELIABILITY.md, "Ticks fire on the record as it is at
+   * claim time"), so it is counted and the reply says so (field report F29).
+   */
+  private async ticksSoFar(record: LoopRecord): Promise<string> {
+    const running = await this.guard(record.kind, record.sessionId, () => this.store.getInflight(record.sessionId, record.kind));
+    if (!running) return `${record.ticksUsed} tick(s)`;
+    return `${record.ticksUsed + 1} tick(s): tick #${running.tick} is still running, and its reply will still come`;
   }
 
   /** One status line. */
