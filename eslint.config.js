@@ -75,6 +75,23 @@ export default defineConfig(
     },
   },
   {
+    // The CLI writes to its terminal only through cli/terminal-text.ts, which escapes control characters
+    // (text from outside — names, prompts, replies — could otherwise drive the terminal).
+    files: ['cli/**/*.ts'],
+    ignores: ['cli/terminal-text.ts'],
+    rules: {
+      'no-console': 'error',
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector:
+            "MemberExpression[object.type='MemberExpression'][object.object.name='process'][object.property.name=/^std(out|err)$/][property.name='write']",
+          message: 'Write to the terminal through cli/terminal-text.ts (printOut, printErr, writeOut, writeErr).',
+        },
+      ],
+    },
+  },
+  {
     // The web console's page script: a classic browser script, outside the TypeScript project.
     files: ['gateway/console/static/**/*.js'],
     extends: [tseslint.configs.disableTypeChecked],

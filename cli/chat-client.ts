@@ -21,6 +21,7 @@ import { assertSessionId } from '../scheduler/session/session-id.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import type { CliConnection } from './cli-context.ts';
 import { formatEvent } from './event-format.ts';
+import { printOut } from './terminal-text.ts';
 import { cliLogLevel } from './run-command.ts';
 import { loopStoreFor, loopServiceFor, sessionStoreFor } from '../scheduler/services.ts';
 import { encodeTurnAbort } from '../scheduler/session/turn-abort.ts';
@@ -41,7 +42,7 @@ export type DetachReason = 'end-of-input' | 'interrupt';
 
 /**
  * Run the chat client until stdin ends (Ctrl+D) or Ctrl+C.
- * @param io.out - where to print (default stdout)
+ * @param io.out - where to print (default stdout, through `terminal-text.ts`)
  * @returns when detached, with the reason (`hermes up` stops the stack on `interrupt`)
  */
 export async function runChat(
@@ -51,7 +52,7 @@ export async function runChat(
   io: { input?: NodeJS.ReadableStream; out?: (line: string) => void } = {},
 ): Promise<DetachReason> {
   assertSessionId(sessionId);
-  const out = io.out ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const out = io.out ?? printOut;
   const reader = openRedisClient(conn.topology, 'bullmq');
   reader.on('error', () => {});
   const sessions = sessionStoreFor(config, conn.redis, conn.keys);

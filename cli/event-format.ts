@@ -3,7 +3,6 @@
  * reply text indented below it.
  */
 import type { SessionEvent } from '../scheduler/session/session-store.ts';
-import { terminalSafe } from './terminal-text.ts';
 
 function clock(ms: number): string {
   return new Date(ms).toISOString().slice(11, 19);
@@ -19,13 +18,8 @@ function workerPid(d: Record<string, unknown>): string {
   return typeof d.pid === 'number' || (typeof d.pid === 'string' && d.pid !== '') ? `, worker pid ${d.pid}` : '';
 }
 
-/** Render one event, control characters escaped (`terminalSafe`); `undefined` for events a user need not see. */
+/** Render one event (the chat client prints it through `terminal-text.ts`); `undefined` for events a user need not see. */
 export function formatEvent(event: SessionEvent): string | undefined {
-  const line = formatEventRaw(event);
-  return line === undefined ? undefined : terminalSafe(line);
-}
-
-function formatEventRaw(event: SessionEvent): string | undefined {
   const d = event.data;
   const at = clock(eventTime(event.id));
   const indent = (text: unknown) =>

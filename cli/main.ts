@@ -16,6 +16,7 @@ import { DEFAULT_SESSION, type CliContext } from './cli-context.ts';
 import { connectCli } from './connect-cli.ts';
 import { upBanner } from './up-banner.ts';
 import { takeUpLock } from './up-lock.ts';
+import { commanderOutput, printOut } from './terminal-text.ts';
 import {
   action,
   endQuietlyOnClosedPipe,
@@ -59,7 +60,7 @@ const OWN_COMMANDS = new Set(['up', 'worker', 'gateway', 'chat', 'status']);
 const loadsAll = invoked === undefined || !(invoked in COMMAND_MODULES || OWN_COMMANDS.has(invoked));
 const wants = (module: 'loop' | 'cron' | 'admin') => loadsAll || COMMAND_MODULES[invoked] === module;
 
-const program = new Command();
+const program = commanderOutput(new Command());
 program
   .name('hermes')
   .description('Agent schedules that keep firing when every client has gone away.')
@@ -143,7 +144,7 @@ program
       };
       process.on('SIGINT', onEarly);
       process.on('SIGTERM', onEarly);
-      warnAtStart(cfg, log, logFile ? (line) => process.stdout.write(`${line}\n`) : undefined);
+      warnAtStart(cfg, log, logFile ? printOut : undefined);
       const target = await resolveRedis(cfg, { allowStart: true, log });
       const embedded = target.embedded;
       if (embedded) log.info({ socket: embedded.paths.socket, dir: embedded.paths.dir, redisPid: embedded.pid }, 'embedded Redis started');
@@ -172,7 +173,7 @@ program
         chatSession: attach ? opts.session : undefined,
         logFile,
       });
-      if (!stopEarly) process.stdout.write(`${banner.join('\n')}\n`);
+      if (!stopEarly) for (const line of banner) printOut(line);
       // An embedded Redis that died and could not be restarted stops the stack.
       const redisLost: Promise<Error> = embedded ? embedded.failed : new Promise<never>(() => {});
       /** Stop everything; false when the stop deadline cut the drain short (Redis not answering). */
@@ -205,7 +206,7 @@ program
             interrupted = ended === 'interrupt';
             await conn.close();
             // Ctrl+C in the attached chat stops everything `hermes up` started; Ctrl+D only detaches.
-            if (!interrupted) process.stdout.write('The stack keeps running; Ctrl+C stops it.\n');
+            if (!interrupted) printOut('The stack keeps running; Ctrl+C stops it.');
           }
         }
         // Later Ctrl+Cs are acknowledged while the drain runs (waitForSignal keeps listening).
@@ -218,14 +219,13 @@ program
           if (first instanceof Error) lost = first;
         }
         if (lost) log.error({ err: lost.message }, 'embedded Redis lost; stopping the stack');
-        if (attach)
-          process.stdout.write(lost ? `${lost.message}\nStopping: worker drain, gateway…\n` : 'Stopping: worker drain, gateway, Redis…\n');
+        if (attach) printOut(lost ? `${lost.message}\nStopping: worker drain, gateway…` : 'Stopping: worker drain, gateway, Redis…');
       } finally {
         process.off('SIGINT', onEarly);
         process.off('SIGTERM', onEarly);
         drained = await stop();
       }
-      if (attach) process.stdout.write('Stopped.\n');
+      if (attach) printOut('Stopped.');
       if (lost) process.exitCode = reportError(lost);
       else if (!drained) process.exitCode = 1;
       // Whatever still waits on a Redis that is gone (or the chat's input) must not keep the process.
@@ -263,7 +263,7 @@ program
       warnAtStart(cfg, log);
       const target = await resolveRedis(cfg, { allowStart: false, log });
       const gw = await gatewayFor(cfg, target.topology, log);
-      process.stdout.write(`gateway listening on ${gw.gateway.httpAddress.url}\n`);
+      printOut(`gateway listening on ${gw.gateway.httpAddress.url}`);
       const sig = await signal;
       log.info({ signal: sig }, 'stopping');
       if (

@@ -6,6 +6,7 @@
 import type { HermesConfig } from '../scheduler/config/config.ts';
 import { CommanderError } from 'commander';
 import { isHermesError } from '../scheduler/errors/hermes-error.ts';
+import { printErr } from './terminal-text.ts';
 
 /** Short-lived commands log warnings only, unless debug logging was asked for. */
 export function cliLogLevel(config: HermesConfig): string {
@@ -59,7 +60,7 @@ const COMMANDER_NOT_ERRORS = new Set(['commander.helpDisplayed', 'commander.help
  * input errors name flags, not fields (`withFlags`).
  * @param write - where the line goes (default stderr; tests pass their own)
  */
-export function reportError(err: unknown, write: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): number {
+export function reportError(err: unknown, write: (line: string) => void = printErr): number {
   if (isHermesError(err)) {
     write(`hermes: ${err.code === 'SCHEDULE_INPUT' ? withFlags(err.message) : err.message}`);
     return exitCodeOf(err);
@@ -78,7 +79,7 @@ export interface ErrorSink {
 
 /** The process's: stderr and `process.exitCode`. */
 export const processErrorSink: ErrorSink = {
-  err: (line) => process.stderr.write(`${line}\n`),
+  err: printErr,
   setExitCode: (code) => {
     process.exitCode = code;
   },
@@ -112,7 +113,7 @@ export function waitForSignal(options: { stopping?: boolean } = {}): Promise<Nod
         first = false;
         resolve(sig);
       } else {
-        process.stderr.write(`hermes: already stopping (${sig}); waiting for the drain to finish\n`);
+        printErr(`hermes: already stopping (${sig}); waiting for the drain to finish`);
       }
     };
     process.on('SIGINT', on);

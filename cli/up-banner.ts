@@ -6,7 +6,6 @@
  */
 import type { HermesConfig } from '../scheduler/config/config.ts';
 import { agentModel, NO_MODEL } from '../scheduler/agent-model.ts';
-import { terminalSafe } from './terminal-text.ts';
 
 /** What `hermes up` started. */
 export interface UpFacts {
@@ -39,7 +38,7 @@ export function showEndpoint(url: string): string {
 /** Plugin states that need no word in the banner (connected, or still connecting). */
 const TELEGRAM_FINE = new Set(['ready', 'loading', 'idle']);
 
-/** The banner's lines (control characters escaped). */
+/** The banner's lines. */
 export function upBanner(cfg: HermesConfig, facts: UpFacts): string[] {
   const model = agentModel(cfg);
   const users = cfg.telegram.allowed_users.length;
@@ -72,7 +71,7 @@ export function upBanner(cfg: HermesConfig, facts: UpFacts): string[] {
     facts.apiUrl === undefined
       ? 'off (--no-gateway)'
       : `${facts.apiUrl} · auth ${cfg.api_server.key ? 'on (Authorization: Bearer $API_SERVER_KEY)' : 'off (no API_SERVER_KEY; loopback only)'}`;
-  const lines = [
+  return [
     `hermes is up · home ${cfg.home}`,
     `  API       ${api}`,
     ...(facts.apiUrl === undefined
@@ -90,5 +89,4 @@ export function upBanner(cfg: HermesConfig, facts: UpFacts): string[] {
       ? `Chat on session "${facts.chatSession}": Ctrl+D detaches (the stack keeps running), Ctrl+C stops everything.`
       : 'Ctrl+C stops it. Attach from another terminal: hermes chat',
   ];
-  return lines.map(terminalSafe);
 }

@@ -9,6 +9,7 @@ import { resolveRedis } from '../../scheduler/store/redis/connect.ts';
 import { openRedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { reshard } from '../reshard.ts';
 import { action } from '../run-command.ts';
+import { printOut } from '../terminal-text.ts';
 
 /** A positive whole number of shards. */
 function parseShardCount(value: string): number {
@@ -33,12 +34,12 @@ export function registerAdminCommands(program: Command, getConfig: () => HermesC
         redis.on('error', () => {});
         queueConn.on('error', () => {});
         try {
-          const r = await reshard(redis, queueConn, cfg, opts.to, (line) => process.stdout.write(`${line}\n`));
+          const r = await reshard(redis, queueConn, cfg, opts.to, printOut);
           if (r.from === r.to && r.sessionsMoved === 0 && r.cronJobsMoved === 0) {
-            process.stdout.write(`The store already has ${r.to} shard(s); nothing to move.\n`);
+            printOut(`The store already has ${r.to} shard(s); nothing to move.`);
           } else {
-            process.stdout.write(
-              `Resharded ${r.from} → ${r.to} shard(s). Start every process with HERMES_REDIS_SHARDS=${r.to} (redis.shards: ${r.to}).\n`,
+            printOut(
+              `Resharded ${r.from} → ${r.to} shard(s). Start every process with HERMES_REDIS_SHARDS=${r.to} (redis.shards: ${r.to}).`,
             );
           }
         } finally {

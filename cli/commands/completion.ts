@@ -10,6 +10,7 @@
 import { type Command } from 'commander';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { action } from '../run-command.ts';
+import { writeOut } from '../terminal-text.ts';
 
 /** The shells a script can be generated for. */
 export const COMPLETION_SHELLS = ['bash', 'zsh', 'fish'] as const;
@@ -112,7 +113,7 @@ export function registerCompletionCommand(program: Command): void {
     .argument('<shell>', COMPLETION_SHELLS.join(' | '))
     .action(
       action(async (shell: string) => {
-        process.stdout.write(completionScript(program, shell));
+        writeOut(completionScript(program, shell));
       }),
     );
 }

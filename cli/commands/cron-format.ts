@@ -8,7 +8,6 @@ import type { CronFinding, CronStatus } from '../../scheduler/cron/cron-reports.
 import type { SchedulePreview } from '../../scheduler/cron/preview.ts';
 import { formatSeconds } from '../../scheduler/interval.ts';
 import { formatSpend, NO_TOTALS, type ModelSpend } from '../../scheduler/model-spend.ts';
-import { terminalSafe } from '../terminal-text.ts';
 import { describeCron, scheduleText } from '../../scheduler/cron/describe.ts';
 
 export { describeCron, scheduleText };
@@ -134,8 +133,7 @@ export function formatRunLog(
     output && !output.whole
       ? [`(the record keeps the first ${MAX_RUN_OUTPUT_CHARS.toLocaleString('en-US')} characters; the whole text went to the targets)`]
       : [];
-  // Text from outside reaches the terminal with its control characters escaped (terminal-text.ts).
-  return [`── ${head}`, ...body, ...cut, ''].map(terminalSafe);
+  return [`── ${head}`, ...body, ...cut, ''];
 }
 
 /**

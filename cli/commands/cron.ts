@@ -29,6 +29,7 @@ import { parseInstant, previewSchedule } from '../../scheduler/cron/preview.ts';
 import { EXIT_FAILURE, exitCodeOf, reportError } from '../run-command.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { createLogger } from '../../scheduler/logger.ts';
+import { printErr, printOut, terminalJson } from '../terminal-text.ts';
 import type { CliConnection, CliContext } from '../cli-context.ts';
 import {
   describeCron,
@@ -55,8 +56,8 @@ export interface CronCliIo {
 }
 
 const processIo: CronCliIo = {
-  out: (t) => process.stdout.write(`${t}\n`),
-  err: (t) => process.stderr.write(`${t}\n`),
+  out: printOut,
+  err: printErr,
   setExitCode: (c) => {
     process.exitCode = c;
   },
@@ -111,7 +112,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     };
 
   const print = (json: boolean | undefined, value: unknown, human: () => string[]) => {
-    if (json) io.out(JSON.stringify(value, null, 2));
+    if (json) io.out(terminalJson(value));
     else for (const line of human()) io.out(line);
   };
 
@@ -335,18 +336,12 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
         };
         const first = await show(positiveInt(opts.limit, '--limit'));
         if (opts.json && !opts.follow) {
-          io.out(
-            JSON.stringify(
-              first.runs.map((r) => runWithOutput(r, first.outputs)),
-              null,
-              2,
-            ),
-          );
+          io.out(terminalJson(first.runs.map((r) => runWithOutput(r, first.outputs))));
           return;
         }
         const emit = ({ runs, outputs }: Awaited<ReturnType<typeof show>>) => {
           for (const r of runs) {
-            if (opts.json) io.out(JSON.stringify(runWithOutput(r, outputs)));
+            if (opts.json) io.out(terminalJson(runWithOutput(r, outputs), 0));
             else for (const line of formatRunLog(r, job, outputs.get(r.occurrence_id), io.now())) io.out(line);
           }
         };
@@ -392,7 +387,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
               const job = await openService(ctx.config, conn, io).get(opts.job);
               const fromMs = opts.from !== undefined ? parseInstant(opts.from, job.tz) : io.now();
               const times = job.state === 'scheduled' ? nextOccurrences(job.schedule, job.tz, fromMs, positiveInt(opts.count, '-n')) : [];
-              if (opts.json) io.out(JSON.stringify(times.map(isoUtc)));
+              if (opts.json) io.out(terminalJson(times.map(isoUtc), 0));
               else for (const line of formatPreview({ schedule: job.schedule, tz: job.tz, fromMs, times }, io.now())) io.out(line);
             } finally {
               await conn.close().catch(() => undefined);
@@ -408,7 +403,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
             minIntervalSeconds: ctx.config.cron.min_interval_seconds,
             maxScheduleChars: ctx.config.cron.max_schedule_chars,
           });
-          if (opts.json) io.out(JSON.stringify(preview.times.map(isoUtc)));
+          if (opts.json) io.out(terminalJson(preview.times.map(isoUtc), 0));
           else for (const line of formatPreview(preview, io.now())) io.out(line);
         },
       ),

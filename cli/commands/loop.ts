@@ -8,7 +8,7 @@
  * Replies name shell commands, not chat commands; `--json` prints the reply
  * and the record after the change.
  */
-import { terminalSafe } from '../terminal-text.ts';
+import { printOut, terminalJson } from '../terminal-text.ts';
 import type { Command } from 'commander';
 import { parseLoopArgs, LOOP_HELP } from '../../scheduler/loop/loop-command.ts';
 import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../../scheduler/loop/heartbeat-command.ts';
@@ -209,10 +209,10 @@ export interface LoopCliIo extends ErrorSink {
   out(text: string): void;
 }
 
-const processIo: LoopCliIo = { ...processErrorSink, out: (text) => process.stdout.write(`${text}\n`) };
+const processIo: LoopCliIo = { ...processErrorSink, out: printOut };
 
 function print(io: LoopCliIo, result: ShellReply, json: boolean | undefined): void {
-  io.out(json ? JSON.stringify(result, null, 2) : terminalSafe(result.reply));
+  io.out(json ? terminalJson(result) : result.reply);
 }
 
 /** How `hermes loop` and `hermes heartbeat` differ; everything else of the two commands is shared. */

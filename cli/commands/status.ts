@@ -12,7 +12,7 @@ import { aliveWorkerIds } from '../../scheduler/worker-liveness.ts';
 import type { CliConnection } from '../cli-context.ts';
 import { cliLogLevel } from '../run-command.ts';
 import { formatGoals, formatSchedules } from '../status-format.ts';
-import { terminalSafe } from '../terminal-text.ts';
+import { printOut, terminalJson } from '../terminal-text.ts';
 import { formatJobList } from './cron-format.ts';
 
 /** Print the status (`--json`: one object with `workers`, `schedules`, `goals`, `cron_jobs`). */
@@ -20,7 +20,7 @@ export async function runStatus(
   cfg: HermesConfig,
   conn: CliConnection,
   opts: { all?: boolean; json?: boolean },
-  out: (line: string) => void = (line) => process.stdout.write(`${line}\n`),
+  out: (line: string) => void = printOut,
 ): Promise<void> {
   const now = Date.now();
   const all = opts.all === true;
@@ -37,7 +37,7 @@ export async function runStatus(
       const due = next.get(`${r.sessionId}:${r.kind}`);
       return { ...r, next_due_at: due === undefined ? null : new Date(due).toISOString() };
     });
-    out(JSON.stringify({ workers, schedules, goals, cron_jobs: jobs.map(cronJobView) }, null, 2));
+    out(terminalJson({ workers, schedules, goals, cron_jobs: jobs.map(cronJobView) }));
     return;
   }
   const lines = [
@@ -48,5 +48,5 @@ export async function runStatus(
     '',
     ...(jobs.length === 0 ? ['cron jobs: none'] : ['cron jobs', ...formatJobList(jobs, now)]),
   ];
-  for (const line of lines) out(terminalSafe(line));
+  for (const line of lines) out(line);
 }
