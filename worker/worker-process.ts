@@ -35,36 +35,31 @@
  *   4. the BullMQ workers are closed. `Worker.close()` has no timeout and
  *      memoises its first call, so it is only called once nothing is running.
  */
-import { DelayedError, Worker, type Job } from 'bullmq';
+import { DelayedError, Worker, type AdvancedOptions, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config/config.ts';
 import { checkRedis } from '../scheduler/store/redis/connect.ts';
 import { chooseTopology, openRedisClient, type RedisClient, type RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
-import type { InboxJobData } from '../scheduler/session/inbox.ts';
-import type { RunnerFactory } from './turn-runners/create-runner.ts';
-import { QUEUES } from '../scheduler/store/keys.ts';
 import { logBullmqErrors } from '../scheduler/store/redis/bullmq-errors.ts';
-import { COMMAND_TICK_JOB_NAME, tickJobData, type StoredTickJobData, type TickJobData } from '../scheduler/loop/tick-job.ts';
-import { TURN_POOLS, type DrainClass, type JobTicket, type TurnPool } from './runtime/turn-tracker.ts';
-import { deferJob } from '../scheduler/store/defer-job.ts';
-import { decodeTurnAbort } from '../scheduler/session/turn-abort.ts';
-import { processScheduleTick } from './loop/tick-processor.ts';
-import { dropAhead, readAhead } from './loop/claim-ahead.ts';
-import { processInbox, type InboxHooks } from './chat/inbox-processor.ts';
-import { processCronTick } from './cron/cron-processor.ts';
-import { processV1Run } from './v1/v1-run-processor.ts';
-import { goalHooks } from './chat/goal-processor.ts';
-import { createWorkerDeps, depsForShard } from './create-worker-deps.ts';
 import { assertShardCount } from '../scheduler/store/redis/shard-count.ts';
-import { cronRepeatStrategy } from '../scheduler/cron/repeat-strategy.ts';
-import type { WorkerDeps } from './worker-deps.ts';
-import type { McpServers } from './tools/mcp-servers.ts';
+import { deferJob } from '../scheduler/store/defer-job.ts';
+import { JOB_RETENTION } from '../scheduler/store/queues.ts';
+import { decodeTurnAbort } from '../scheduler/session/turn-abort.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
 import { v1RunsQueue } from '../scheduler/v1/v1-runs.ts';
+import { WORKER_HEARTBEAT_MS } from '../scheduler/worker-liveness.ts';
+import type { RunnerFactory } from './turn-runners/create-runner.ts';
+import type { McpServers } from './tools/mcp-servers.ts';
+import { TURN_POOLS, type DrainClass, type JobTicket, type TurnPool } from './runtime/turn-tracker.ts';
+import { DUE_NOW, type JobProcessor, type TicketTerms } from './runtime/job-processor.ts';
 import { startMetricsServer, type MetricsServer } from './runtime/metrics-server.ts';
 import { startHousekeeping, type Housekeeping } from './runtime/housekeeping.ts';
-import { WORKER_HEARTBEAT_MS } from '../scheduler/worker-liveness.ts';
-import { JOB_RETENTION } from '../scheduler/store/queues.ts';
+import { scheduleTickJobs } from './loop/tick-jobs.ts';
+import { cronTickJobs } from './cron/cron-tick-jobs.ts';
+import { inboxJobs } from './chat/inbox-jobs.ts';
+import { v1RunJobs } from './v1/v1-run-jobs.ts';
+import { createWorkerDeps, depsForShard } from './create-worker-deps.ts';
+import type { WorkerDeps } from './worker-deps.ts';
 
 /** Options of `WorkerProcess.start`. */
 export interface WorkerProcessOptions {
@@ -74,22 +69,15 @@ export interface WorkerProcessOptions {
   /** A single Redis at this URL (shorthand for a `single` topology). */
   redisUrl?: string;
   log: Logger;
-  /** Extra job processors for the ticks queue by `job.data.type` (e.g. `cron-tick`). */
-  tickProcessors?: Record<
-    string,
-    (job: Job, token: string | undefined, signal: AbortSignal | undefined, deps: WorkerDeps) => Promise<unknown>
-  >;
-  /** Extra queues this process works on, besides ticks, inbox and `v1-runs`. */
-  extraQueues?: Array<{
-    name: string;
-    process: (job: Job, token: string | undefined, signal: AbortSignal | undefined, deps: WorkerDeps) => Promise<unknown>;
-  }>;
-  /** Extra BullMQ `settings` for the ticks worker (the croner `repeatStrategy` is always set). */
-  tickSettings?: Record<string, unknown>;
-  inboxHooks?: InboxHooks;
   /** Turn runners; default from config (agent endpoint, command runners). Embedders and benchmarks may pass their own. */
   runners?: RunnerFactory;
 }
+
+/**
+ * Every kind of job a worker process runs (`runtime/job-processor.ts`), the one place they are
+ * registered; the process starts one BullMQ worker per queue and shard, in this order.
+ */
+const JOB_PROCESSORS: readonly JobProcessor[] = [scheduleTickJobs, cronTickJobs, inboxJobs, v1RunJobs];
 
 export class WorkerProcess {
   readonly deps: WorkerDeps;
@@ -107,7 +95,7 @@ export class WorkerProcess {
   /** Aborted when the drain begins: the fetch loops stop asking for jobs. */
   private readonly stopFetching = new AbortController();
   /** The ticket of each fetched job, for its processor (BullMQ hands the processor the same job object). */
-  private readonly tickets = new WeakMap<Job, { ticket: JobTicket; previous: Promise<void> | undefined }>();
+  private readonly tickets = new WeakMap<Job, { ticket: JobTicket; previous: Promise<void> | undefined; kind: JobProcessor | undefined }>();
   /** Each job id's newest `processJob` call in this process (see `admit`: BullMQ tracks a job's lock by its id). */
   private readonly processing = new Map<string, Promise<unknown>>();
   /** Tokens of fetches, per process (BullMQ's form: `<worker id>:<n>`). */
@@ -140,105 +128,17 @@ export class WorkerProcess {
     await checkRedis(redis, log);
     const deps = createWorkerDeps({ config, redis, queueConnection: queueConn, log, runners: options.runners });
     await assertShardCount(redis, deps.keys);
-    const { keys, queues, loops } = deps;
-    // Shards this process consumes (docs/DESIGN.md §2): `worker.shards`, else every shard of `redis.shards`.
-    const shards =
-      config.worker.shards.length > 0 ? [...new Set(config.worker.shards)].sort((a, b) => a - b) : keys.shards().map((k) => k.shardIndex);
-    const v1Counts = v1RunsQueue(keys, queueConn, log);
-    deps.metrics = new HermesMetrics({
-      // Job counts per queue name, summed over every shard's queue of that name.
-      fleet: fleetReadings({
-        redis,
-        workersKey: keys.workers,
-        queues: [queues.acrossShards('ticks'), queues.acrossShards('inbox'), deps.outboundTelegram, v1Counts],
-      }),
-    });
+    const closeMetricsQueues = openMetrics(deps, queueConn);
     const wp = new WorkerProcess(deps, [redis, queueConn], topology);
-    wp.closeQueues.push(() => v1Counts.close());
-    const rearmed = await loops.reconcile(Date.now(), shards);
-    if (rearmed > 0) log.warn({ rearmed }, 're-armed active schedules whose job scheduler was missing');
-    // `/stop` in a session aborts its running turn wherever it runs: every worker listens.
-    const abortListener = openRedisClient(topology, 'commands');
-    wp.connections.push(abortListener);
-    abortListener.on('message', (_channel: string, message: string) => {
-      const request = decodeTurnAbort(message);
-      if (!request) return;
-      const n = deps.turns.abortTurns(request);
-      if (n > 0) deps.log.info({ sessionId: request.sessionId, by: request.by, turns: n }, 'running turn stopped by the user');
-    });
-    await abortListener.subscribe(deps.keys.turnAbortChannel);
-    if (Object.keys(config.mcp_servers).length > 0) {
-      // Listed once per start (and on reconnect); a server that fails is logged and skipped.
-      // Loaded only when configured: the MCP client is heavy to import, and most processes need none.
-      const { McpServers } = await import('./tools/mcp-servers.ts');
-      wp.mcp = new McpServers(config.mcp_servers, deps.log, (set) => deps.tools.processEnv(set));
-      await wp.mcp.start();
-      deps.tools.addSource(wp.mcp);
-    }
-    const cronRearmed = await deps.cron.reconcile(Date.now(), shards);
-    if (cronRearmed > 0) log.warn({ rearmed: cronRearmed }, 're-armed cron jobs whose BullMQ job was missing');
-    const tickProcessors: NonNullable<WorkerProcessOptions['tickProcessors']> = {
-      'cron-tick': processCronTick as never,
-      ...options.tickProcessors,
-    };
-    const inboxHooks = options.inboxHooks ?? goalHooks;
-    // Each shard's jobs are processed with that shard's keys and queues (a session's scripts stay in its slot).
-    for (const shard of shards) {
-      const sd = depsForShard(deps, shard);
-      wp.addWorker(
-        QUEUES.ticks,
-        sd,
-        async (job, token, signal) => {
-          const type = tickType(job);
-          if (type === 'schedule-tick') return await processScheduleTick(job as Job<TickJobData>, token, signal, sd);
-          const processor = tickProcessors[type];
-          if (!processor) throw new Error(`no processor for tick type ${type}`);
-          return await processor(job, token, signal, sd);
-        },
-        {
-          settings: { repeatStrategy: cronRepeatStrategy, ...options.tickSettings },
-          pools: TURN_POOLS,
-          holdable: true,
-          // A loop or heartbeat tick is due at its occurrence's due time (it comes `worker.prefetch_lead_ms` early and is
-          // held until then); a command loop's jobs are named for the `command` pool (`tickJobName`). Cron ticks run
-          // in the `agent` pool (a `--script` also takes a `command` slot while it runs: `cron/cron-processor.ts`).
-          classify: (job, lockHeld) => {
-            if (tickType(job) !== 'schedule-tick') return { pool: 'agent', dueAt: undefined };
-            // A job scheduler's jobs carry no session id (its scheduler id names it): complete the data once, here.
-            job.data = tickJobData(job as Job<StoredTickJobData>);
-            const { dueAt } = sd.loops.occurrenceOf(job as Job<TickJobData>);
-            // Held until due: its gate is read meanwhile, off the burst's critical path (`readAhead`).
-            if (dueAt > Date.now()) readAhead(sd, job as Job<TickJobData>, lockHeld);
-            return { pool: job.name === COMMAND_TICK_JOB_NAME ? 'command' : 'agent', dueAt };
-          },
-        },
-      );
-      wp.addWorker(QUEUES.inbox, sd, (job, token, signal) => processInbox(job as Job<InboxJobData>, token, signal, sd, inboxHooks));
-    }
-    // `/v1` runs belong to no session: they live on the first shard, whose consumers run them.
-    if (shards.includes(0)) {
-      wp.addWorker(QUEUES.v1Runs, deps, (job, token, signal) => processV1Run(job as never, token, signal, deps));
-      for (const q of options.extraQueues ?? []) wp.addWorker(q.name, deps, (job, token, signal) => q.process(job, token, signal, deps));
-    }
-    await wp.beat();
-    wp.heartbeat = setInterval(() => void wp.beat().catch(() => {}), WORKER_HEARTBEAT_MS);
-    wp.heartbeat.unref();
-    wp.housekeeping = startHousekeeping({ redis, workersKey: keys.workers, log: deps.log }, config.housekeeping);
-    if (config.worker.metrics_port !== undefined) {
-      try {
-        wp.metricsServer = await startMetricsServer({
-          host: config.api_server.host,
-          port: config.worker.metrics_port,
-          key: config.api_server.key,
-          public: config.metrics.public,
-          metrics: wp.metrics,
-          log: deps.log,
-        });
-      } catch (err) {
-        await wp.drain();
-        throw err;
-      }
-    }
+    wp.closeQueues.push(closeMetricsQueues);
+    const shards = consumedShards(deps);
+    await wp.rearm(shards);
+    await wp.listenForStop();
+    await wp.startMcp();
+    wp.startProcessors(shards);
+    await wp.startHeartbeat();
+    wp.housekeeping = startHousekeeping({ redis, workersKey: deps.keys.workers, log: deps.log }, config.housekeeping);
+    await wp.serveMetrics();
     const w = config.worker;
     deps.log.info(
       {
@@ -254,44 +154,117 @@ export class WorkerProcess {
     return wp;
   }
 
+  /** Re-arm the active schedules of `shards` whose job scheduler (or a cron job's BullMQ job) is missing. */
+  private async rearm(shards: number[]): Promise<void> {
+    const { loops, cron, log } = this.deps;
+    const rearmed = await loops.reconcile(Date.now(), shards);
+    if (rearmed > 0) log.warn({ rearmed }, 're-armed active schedules whose job scheduler was missing');
+    const cronRearmed = await cron.reconcile(Date.now(), shards);
+    if (cronRearmed > 0) log.warn({ rearmed: cronRearmed }, 're-armed cron jobs whose BullMQ job was missing');
+  }
+
+  /** `/stop` in a session aborts its running turn wherever it runs: every worker listens. */
+  private async listenForStop(): Promise<void> {
+    const { deps } = this;
+    const abortListener = openRedisClient(this.topology, 'commands');
+    this.connections.push(abortListener);
+    abortListener.on('message', (_channel: string, message: string) => {
+      const request = decodeTurnAbort(message);
+      if (!request) return;
+      const n = deps.turns.abortTurns(request);
+      if (n > 0) deps.log.info({ sessionId: request.sessionId, by: request.by, turns: n }, 'running turn stopped by the user');
+    });
+    await abortListener.subscribe(deps.keys.turnAbortChannel);
+  }
+
   /**
-   * A BullMQ worker on queue `name` of `shardDeps`' shard, driven by this process's fetch loop
-   * (`fetchLoop`): each job it fetches is admitted (`classify`: its pool and due time), held or
-   * made to wait for a slot as its ticket says, then given to `processor` through BullMQ's
-   * `processJob` (lock renewal, completion, failure, `DelayedError`).
-   * @param options.pools - the pools this queue's jobs may need (default `agent`)
-   * @param options.classify - a job's pool and due time (default: `agent`, due now)
+   * The configured MCP servers, their tools joining the toolbox: listed once per start (and on reconnect);
+   * a server that fails is logged and skipped.
    */
-  private addWorker(
-    name: string,
-    shardDeps: WorkerDeps,
-    processor: (job: Job, token: string | undefined, signal: AbortSignal | undefined) => Promise<unknown>,
-    options: {
-      settings?: Record<string, unknown>;
-      pools?: readonly TurnPool[];
-      /** The queue's jobs may come early and be held (`ticks`). */
-      holdable?: boolean;
-      classify?: (job: Job, lockHeld: () => boolean | Promise<boolean>) => { pool: TurnPool; dueAt: number | undefined };
-    } = {},
-  ): void {
+  private async startMcp(): Promise<void> {
+    const { config, log, tools } = this.deps;
+    if (Object.keys(config.mcp_servers).length === 0) return;
+    // Loaded only when configured: the MCP client is heavy to import, and most processes need none.
+    const { McpServers } = await import('./tools/mcp-servers.ts');
+    this.mcp = new McpServers(config.mcp_servers, log, (set) => tools.processEnv(set));
+    await this.mcp.start();
+    tools.addSource(this.mcp);
+  }
+
+  /**
+   * One BullMQ worker per queue and shard for the kinds registered on it (`JOB_PROCESSORS`). Each shard's
+   * jobs are processed with that shard's keys and queues (a session's scripts stay in its slot).
+   */
+  private startProcessors(shards: number[]): void {
+    const byQueue = new Map<string, JobProcessor[]>();
+    for (const kind of JOB_PROCESSORS) byQueue.set(kind.queue, [...(byQueue.get(kind.queue) ?? []), kind]);
+    for (const shard of shards) {
+      const shardDeps = depsForShard(this.deps, shard);
+      for (const [queue, kinds] of byQueue) {
+        if (shard !== 0 && kinds.some((k) => k.firstShardOnly)) continue;
+        this.addWorker(queue, shardDeps, kinds);
+      }
+    }
+  }
+
+  /** Record liveness now and every `WORKER_HEARTBEAT_MS` (`hermes status`, `cron status`). */
+  private async startHeartbeat(): Promise<void> {
+    await this.beat();
+    this.heartbeat = setInterval(() => void this.beat().catch(() => {}), WORKER_HEARTBEAT_MS);
+    this.heartbeat.unref();
+  }
+
+  /** Serve the metrics at `worker.metrics_port`, when set; a port that cannot be bound stops the process. */
+  private async serveMetrics(): Promise<void> {
     const { config, log } = this.deps;
-    const { keys } = shardDeps;
+    if (config.worker.metrics_port === undefined) return;
+    try {
+      this.metricsServer = await startMetricsServer({
+        host: config.api_server.host,
+        port: config.worker.metrics_port,
+        key: config.api_server.key,
+        public: config.metrics.public,
+        metrics: this.metrics,
+        log,
+      });
+    } catch (err) {
+      await this.drain();
+      throw err;
+    }
+  }
+
+  /**
+   * A BullMQ worker on queue `name` of `shardDeps`' shard for the `kinds` of job registered on it,
+   * driven by this process's fetch loop (`fetchLoop`): each job it fetches is admitted (its kind's
+   * `admit`: its pool and due time), held or made to wait for a slot as its ticket says, then given
+   * to its kind's processor through BullMQ's `processJob` (lock renewal, completion, failure, `DelayedError`).
+   */
+  private addWorker(name: string, shardDeps: WorkerDeps, kinds: readonly JobProcessor[]): void {
+    const { config, log } = this.deps;
+    const queue: FetchedQueue = {
+      name,
+      deps: shardDeps,
+      kinds,
+      pools: TURN_POOLS.filter((p) => kinds.some((k) => (k.pools ?? ['agent']).includes(p))),
+      holdable: kinds.some((k) => k.holdable === true),
+    };
+    const settings = kinds.reduce<AdvancedOptions | undefined>((all, k) => (k.settings ? { ...all, ...k.settings } : all), undefined);
     const connection = openRedisClient(this.topology, 'bullmq');
     // Two parameters: BullMQ then makes no AbortController per job (its signal would only serve `cancelJob`, which
     // nothing here calls; a turn's own controller is the turn tracker's).
     const worker: FetchingWorker = new FetchingWorker(
       name,
-      (job: Job, token: string | undefined): Promise<unknown> => this.runAdmitted(name, worker, processor, job, token),
+      (job: Job, token: string | undefined): Promise<unknown> => this.runAdmitted(queue, worker, job, token),
       {
         connection,
-        prefix: keys.bullPrefix,
+        prefix: shardDeps.keys.bullPrefix,
         autorun: false,
         lockDuration: config.worker.lock_duration_ms,
         lockRenewTime: config.worker.lock_renew_ms,
         stalledInterval: config.worker.stalled_interval_ms,
         maxStalledCount: config.worker.max_stalled_count,
         ...JOB_RETENTION,
-        ...(options.settings ? { settings: options.settings } : {}),
+        ...(settings ? { settings } : {}),
       },
     );
     logBullmqErrors(worker, name, log);
@@ -309,8 +282,7 @@ export class WorkerProcess {
     this.connections.push(connection);
     worker.startLockRenewal();
     void worker.startStalledCheckTimer();
-    const classify = options.classify ?? (() => ({ pool: 'agent' as const, dueAt: undefined }));
-    void this.fetchLoop(worker, { pools: options.pools ?? ['agent'], holdable: options.holdable ?? false, classify });
+    void this.fetchLoop(worker, queue);
   }
 
   /**
@@ -362,16 +334,17 @@ export class WorkerProcess {
   private admit(worker: FetchingWorker, job: Job, token: string, queue: FetchedQueue): void {
     const { turns } = this.deps;
     const { admission } = turns;
-    const { pools, holdable, classify } = queue;
-    let kind: { pool: TurnPool; dueAt: number | undefined };
+    const { pools, holdable } = queue;
+    const kind = kindOf(queue, job);
+    let terms: TicketTerms;
     try {
-      kind = classify(job, () => this.lockSurelyHeld(job) || this.lockHeld(worker, job.id!, token));
+      terms = kind?.admit?.(job, queue.deps, () => this.lockSurelyHeld(job) || this.lockHeld(worker, job.id!, token)) ?? DUE_NOW;
     } catch {
-      kind = { pool: 'agent', dueAt: undefined }; // the processor fails it with the reason
+      terms = DUE_NOW; // the processor fails it with the reason
     }
     // This process had the job already (its lock lapsed and it came back here): that copy ends first.
     if (turns.admission.ticket(job.id!)) turns.abortLockLost(job.id!);
-    this.tickets.set(job, admission.admit(job.id!, kind.pool, kind.dueAt));
+    this.tickets.set(job, { ...admission.admit(job.id!, terms.pool, terms.dueAt), kind });
     let fetchesNext = false;
     const fetchNext = () => {
       if (fetchesNext) return true;
@@ -410,40 +383,33 @@ export class WorkerProcess {
    * hand it back when the drain began meanwhile, leave it when its lock was lost, else run it.
    * @throws DelayedError when handed back or left (BullMQ then neither completes nor fails it)
    */
-  private async runAdmitted(
-    queue: string,
-    worker: FetchingWorker,
-    processor: (job: Job, token: string | undefined, signal: AbortSignal | undefined) => Promise<unknown>,
-    job: Job,
-    token: string | undefined,
-  ): Promise<unknown> {
+  private async runAdmitted(queue: FetchedQueue, worker: FetchingWorker, job: Job, token: string | undefined): Promise<unknown> {
     const admitted = this.tickets.get(job);
-    if (!admitted) return await processor(job, token, undefined);
-    const { ticket, previous } = admitted;
-    const { turns, log, metrics } = this.deps;
+    if (!admitted) return await processorOf(queue, job).process(job, token, undefined, queue.deps);
+    const { ticket, previous, kind } = admitted;
+    const { turns, log } = this.deps;
     try {
       if (previous) await previous;
       // A paused worker's blocking fetch in flight can still bring a job (even one just handed back): not held here.
       const waited = turns.draining ? 'drain' : await ticket.ready();
       if (waited === 'drain' || turns.draining) {
         // Drain: not started, so handed back at once, due now, for another worker.
-        if (queue === QUEUES.ticks && tickType(job) === 'schedule-tick') metrics?.ticksDeferred.inc({ reason: 'drain' });
-        await dropAhead(job, true); // a claim made ahead releases its turn lock first (`loop/claim-ahead.ts`)
+        await kind?.release?.(job, queue.deps, true);
         return await deferJob(job, token, 0);
       }
       // Held or queued: its lock may have lapsed meanwhile (a starved process renews late), and then another
       // worker may hold the job. Unless the lock its fetch set is surely still there, it is checked, for every
       // job that wakes together in one call; a job whose lock is not this process's any more is left to whoever has it.
       if (waited === 'lost' || (ticket.waited && !this.lockSurelyHeld(job) && !(await this.lockHeld(worker, job.id!, token!)))) {
-        log.warn({ queue, jobId: job.id }, 'job lock lost while it waited; left to the worker that took it over');
-        await dropAhead(job, false);
+        log.warn({ queue: queue.name, jobId: job.id }, 'job lock lost while it waited; left to the worker that took it over');
+        await kind?.release?.(job, queue.deps, false);
         throw new DelayedError();
       }
-      return await processor(job, token, undefined);
+      return await (kind ?? processorOf(queue, job)).process(job, token, undefined, queue.deps);
     } finally {
-      // A tick whose processor ended before its gate forgets its claim ahead; the turn lock is not released
-      // here, after the job may have been moved on: its holder is the job, whose next run takes it over.
-      await dropAhead(job, false);
+      // A job whose processor ended before its turn forgets what was done for it ahead (a tick's claim); the turn lock
+      // is not released here, after the job may have been moved on: its holder is the job, whose next run takes it over.
+      await kind?.release?.(job, queue.deps, false);
       ticket.release();
     }
   }
@@ -605,26 +571,57 @@ export class WorkerProcess {
   }
 }
 
+/**
+ * This process's metrics (`deps.metrics`), with the fleet's job counts per queue name, summed over every
+ * shard's queue of that name. @returns what closes the queue opened for them
+ */
+function openMetrics(deps: WorkerDeps, queueConn: RedisClient): () => Promise<void> {
+  const v1Counts = v1RunsQueue(deps.keys, queueConn, deps.log);
+  deps.metrics = new HermesMetrics({
+    fleet: fleetReadings({
+      redis: deps.redis,
+      workersKey: deps.keys.workers,
+      queues: [deps.queues.acrossShards('ticks'), deps.queues.acrossShards('inbox'), deps.outboundTelegram, v1Counts],
+    }),
+  });
+  return () => v1Counts.close();
+}
+
+/** The shards this process consumes (docs/DESIGN.md §2): `worker.shards`, else every shard of `redis.shards`. */
+function consumedShards({ config, keys }: WorkerDeps): number[] {
+  return config.worker.shards.length > 0
+    ? [...new Set(config.worker.shards)].sort((a, b) => a - b)
+    : keys.shards().map((k) => k.shardIndex);
+}
+
 /** Fetch requests one worker keeps in flight at most while each brings a job (a burst being released). */
 export const FETCH_LANES = 8;
 
 /** Wait after a fetch that failed (Redis unreachable, a script error) before the next, ms. */
 const FETCH_RETRY_MS = 1000;
 
-/** How a queue's jobs are fetched and admitted (`WorkerProcess.addWorker`). */
+/** A queue's worker on one shard: the kinds of job it runs, and how its jobs are fetched (`WorkerProcess.addWorker`). */
 interface FetchedQueue {
-  /** The pools of turn slots its jobs may need. */
+  name: string;
+  /** The shard's dependencies, which its jobs are processed with. */
+  deps: WorkerDeps;
+  kinds: readonly JobProcessor[];
+  /** The pools of turn slots its jobs may need (of all its kinds). */
   pools: readonly TurnPool[];
-  /** Its jobs may come early and be held. */
+  /** Its jobs may come early and be held (one of its kinds' may). */
   holdable: boolean;
-  /** A job's pool and due time. */
-  /** `lockHeld`: whether this process still holds the job's lock (surely, or asked of Redis), for work done ahead of its due time. */
-  classify: (job: Job, lockHeld: () => boolean | Promise<boolean>) => { pool: TurnPool; dueAt: number | undefined };
 }
 
-/** The processor type of a `ticks` job (jobs of earlier versions name none: schedule ticks). */
-function tickType(job: Job): string {
-  return (job.data as { type?: string }).type ?? 'schedule-tick';
+/** The kind of job `job` is on `queue` (`JobProcessor.accepts`); `undefined` when none takes it. */
+function kindOf(queue: FetchedQueue, job: Job): JobProcessor | undefined {
+  return queue.kinds.find((k) => k.accepts?.(job) ?? true);
+}
+
+/** @throws Error when no kind registered on `queue` takes `job` */
+function processorOf(queue: FetchedQueue, job: Job): JobProcessor {
+  const kind = kindOf(queue, job);
+  if (!kind) throw new Error(`no processor on the ${queue.name} queue for job type ${String((job.data as { type?: unknown }).type)}`);
+  return kind;
 }
 
 /**
