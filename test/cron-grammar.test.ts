@@ -136,6 +136,61 @@ describe('cron schedule grammar: calendar phrases become cron', () => {
   });
 });
 
+describe('cron schedule grammar: phrases people type (daily use, round 2)', () => {
+  it.each([
+    ['mon-fri 9:00', '0 9 * * 1-5', 'weekdays at 09:00'],
+    ['mon-fri at 9am', '0 9 * * 1-5', 'weekdays at 09:00'],
+    ['tue-thu 9:30', '30 9 * * 2,3,4', 'every tuesday, wednesday, thursday at 09:30'],
+    ['fri-mon at 8am', '0 8 * * 0,1,5,6', 'every sunday, monday, friday, saturday at 08:00'],
+    ['sat-sun 10:00', '0 10 * * 0,6', 'weekends at 10:00'],
+    ['first monday of the month at 9am', '0 9 * * 1#1', 'the first monday of the month at 09:00'],
+    ['on the 2nd tuesday of every month at 18:00', '0 18 * * 2#2', 'the 2nd tuesday of the month at 18:00'],
+    ['last friday of each month at 5pm', '0 17 * * 5#L', 'the last friday of the month at 17:00'],
+    ['the last day of the month at 18:00', '0 18 L * *', 'the last day of the month at 18:00'],
+  ])('%s → %s', (text, expression, display) => {
+    expect(parse(text)).toEqual({ kind: 'cron', expression, display });
+  });
+
+  it('the month phrases fire on the right days', () => {
+    // 2026-03-04 is a Wednesday: the first Mondays after it are 6 April and 4 May.
+    expect(next3('first monday of the month at 9am')).toEqual(['2026-04-06T09:00:00Z', '2026-05-04T09:00:00Z', '2026-06-01T09:00:00Z']);
+    expect(next3('last day of the month at 18:00')).toEqual(['2026-03-31T18:00:00Z', '2026-04-30T18:00:00Z', '2026-05-31T18:00:00Z']);
+  });
+
+  it('every other day is every 2d from now; every other hour every 2h', () => {
+    expect(parse('every other day')).toEqual({
+      kind: 'interval',
+      expression: 'every 2d',
+      display: 'every 2d',
+      everyMs: 172_800_000,
+      anchorMs: NOW,
+    });
+    expect(parse('every other hour')).toMatchObject({ kind: 'interval', everyMs: 7_200_000 });
+  });
+
+  it('next <day> at <time> is the first such day after today, never today', () => {
+    // NOW is a Wednesday at 10:00: "wednesday at 11am" is today, "next wednesday at 11am" a week later.
+    expect(isoUtc((parse('wednesday at 11am') as { atMs: number }).atMs)).toBe('2026-03-04T11:00:00Z');
+    expect(isoUtc((parse('next wednesday at 11am') as { atMs: number }).atMs)).toBe('2026-03-11T11:00:00Z');
+    expect(isoUtc((parse('next friday 9:00') as { atMs: number }).atMs)).toBe('2026-03-06T09:00:00Z');
+  });
+
+  it.each([
+    ['every weekday at 9', /"9" is ambiguous/],
+    ['next tuesday', /needs a time of day, e\.g\. "next tuesday at 9am"/],
+    ['every other day at 9am', /takes no time of day; .*"0 9 \*\/2 \* \*"/],
+    ['first funday of the month at 9am', /unknown day/],
+    ['mon-funday 9am', /unknown day "mon-funday"/],
+    ['constructor at 9am', /unknown day "constructor"/],
+    ['next toString at 9am', /unknown day/],
+    ['every __proto__ 9am', /unknown day "__proto__"/],
+    ['hasOwnProperty-fri 9am', /unknown day "hasownproperty-fri"/],
+  ])('%s is refused with a clear reason', (text, reason) => {
+    expect(() => parse(text)).toThrow(ScheduleInputError);
+    expect(() => parse(text)).toThrow(reason);
+  });
+});
+
 describe('cron schedule grammar: cron expressions', () => {
   it.each([
     ['0 9 * * 1-5', '2026-03-05T09:00:00Z'],

@@ -8,7 +8,7 @@ import type { CronFinding, CronStatus } from '../../scheduler/cron/cron-reports.
 import type { SchedulePreview } from '../../scheduler/cron/preview.ts';
 import { formatSeconds } from '../../scheduler/interval.ts';
 import { formatSpend, NO_TOTALS, type ModelSpend } from '../../scheduler/model-spend.ts';
-import { describeCron, scheduleText } from '../../scheduler/cron/describe.ts';
+import { describeCron, scheduleText, scheduleTextInZone } from '../../scheduler/cron/describe.ts';
 
 export { describeCron, scheduleText };
 
@@ -59,7 +59,7 @@ export function formatJobList(jobs: CronJob[], now: number): string[] {
 export function formatJob(job: CronJob, now: number): string[] {
   const lines = [
     `${job.id}  ${job.name}`,
-    `  schedule  ${scheduleText(job.schedule)} (${job.tz})${job.repeat.times !== null ? ` · ${job.repeat.completed}/${job.repeat.times} runs` : ''}`,
+    `  schedule  ${scheduleTextInZone(job.schedule, job.tz)}${job.repeat.times !== null ? ` · ${job.repeat.completed}/${job.repeat.times} runs` : ''}`,
     `  state     ${job.state}${job.state === 'scheduled' ? ` · next ${when(job.next_run_at, job.tz, now)}` : ''}${job.paused_reason ? ` (${job.paused_reason})` : ''}`,
     `  deliver   ${job.deliver.join(', ')}`,
     `  output    ${outputsAt(job)}`,
@@ -175,7 +175,7 @@ export function formatPreview(p: SchedulePreview, now: number): string[] {
     p.schedule.kind !== 'once' && p.schedule.jitter
       ? ` · jitter ${formatSeconds(p.schedule.jitter.seconds)}, +${formatSeconds(p.schedule.jitter.offsetMs / 1000)}`
       : '';
-  const lines = [`${scheduleText(p.schedule)} (${p.tz})${jitter}`];
+  const lines = [`${scheduleTextInZone(p.schedule, p.tz)}${jitter}`];
   if (p.times.length === 0) lines.push('  no further fire times');
   for (const t of p.times) lines.push(`  ${formatInZone(t, p.tz)}   ${isoUtc(t)}   ${formatRelative(t, now)}`);
   return lines;

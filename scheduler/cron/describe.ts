@@ -39,3 +39,9 @@ export function scheduleText(schedule: CronSchedule): string {
   if (schedule.display === schedule.expression) return words ? `${schedule.expression} · ${words}` : schedule.expression;
   return `${schedule.display} = ${schedule.expression}`;
 }
+
+/** `scheduleText` with the job's zone after it, unless the text already ends with it (`once at … UTC`). */
+export function scheduleTextInZone(schedule: CronSchedule, tz: string): string {
+  const text = scheduleText(schedule);
+  return text.endsWith(` ${tz}`) ? text : `${text} (${tz})`;
+}

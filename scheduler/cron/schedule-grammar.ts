@@ -3,10 +3,10 @@
  *
  * | form | kind | example |
  * |---|---|---|
- * | interval | interval | `30m`, `every 2h`, `every hour`, `every 10 minutes` |
+ * | interval | interval | `30m`, `every 2h`, `every hour`, `every 10 minutes`, `every other day` (every 2d) |
  * | relative one-shot | once | `in 30m`, `in 2 hours` |
- * | day one-shot | once | `tomorrow at 9am`, `tomorrow 9:30`, `today at 6pm`, `monday at 9am` (the next Monday at 09:00) |
- * | calendar phrase | cron | `daily at 7am`, `weekdays at 9am`, `every monday 9am`, `mondays at 9am`, `monday, wednesday at 9am`, `noon`, `midnight`, `hourly` |
+ * | day one-shot | once | `tomorrow at 9am`, `tomorrow 9:30`, `today at 6pm`, `monday at 9am` (the next Monday at 09:00), `next tuesday at 9am` (never today) |
+ * | calendar phrase | cron | `daily at 7am`, `weekdays at 9am`, `mon-fri 9:00`, `every monday 9am`, `mondays at 9am`, `monday, wednesday at 9am`, `first monday of the month at 9am`, `last day of the month at 18:00`, `noon`, `midnight`, `hourly` |
  * | cron | cron | `0 9 * * mon-fri`, `30 0 9 * * *` (6 fields: seconds first), `@daily` |
  * | ISO timestamp | once | `2026-12-01T09:00` (read in the job's zone), `2026-12-01T09:00:00Z`, `…+01:00` |
  *
@@ -69,6 +69,26 @@ const DAY_NUMBERS: Record<string, number> = {
 };
 const DAY_LABEL = ['sunday', 'monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday'];
 
+/** The weekday (0 = Sunday) a day name stands for; own keys only, as the word is the user's. */
+function dayNumber(word: string): number | undefined {
+  return Object.hasOwn(DAY_NUMBERS, word) ? DAY_NUMBERS[word] : undefined;
+}
+
+/** `first monday of the month`: the ordinal's croner day-of-week suffix. */
+const ORDINALS: ReadonlyMap<string, string> = new Map([
+  ['first', '#1'],
+  ['1st', '#1'],
+  ['second', '#2'],
+  ['2nd', '#2'],
+  ['third', '#3'],
+  ['3rd', '#3'],
+  ['fourth', '#4'],
+  ['4th', '#4'],
+  ['fifth', '#5'],
+  ['5th', '#5'],
+  ['last', '#L'],
+]);
+
 const EXAMPLES =
   'e.g. 30m, every 2h, in 30m, tomorrow at 9am, daily at 7am, weekdays at 9am, every monday 9am, 0 9 * * 1-5, 2026-12-01T09:00';
 
@@ -130,20 +150,24 @@ export function parseSchedule(input: string, options: ParseScheduleOptions): Cro
  * @throws ScheduleInputError for a missing or bad time, or `today` at a time already past
  */
 function parseDayOneShot(tokens: string[], raw: string, options: ParseScheduleOptions): CronSchedule | undefined {
-  const words = tokens[0] === 'on' ? tokens.slice(1) : tokens;
+  let words = tokens[0] === 'on' ? tokens.slice(1) : tokens;
+  // `next tuesday at 9am`: the first Tuesday after today, never today.
+  const next = words[0] === 'next' && dayNumber(words[1] ?? '') !== undefined;
+  if (next) words = words.slice(1);
   const first = words[0] ?? '';
-  const weekday = DAY_NUMBERS[first];
+  const weekday = dayNumber(first);
   if (first !== 'today' && first !== 'tomorrow' && weekday === undefined) return undefined;
   let rest = words.slice(1);
   if (rest[0] === 'at') rest = rest.slice(1);
   // `monday, wednesday at 9am`, `mon and fri 17:00`: several days repeat (a calendar phrase).
   if (
     weekday !== undefined &&
-    rest.some((t) => t === ',' || t.endsWith(',') || t === 'and' || DAY_NUMBERS[t.replace(/,$/, '')] !== undefined)
+    !next &&
+    rest.some((t) => t === ',' || t.endsWith(',') || t === 'and' || dayNumber(t.replace(/,$/, '')) !== undefined)
   )
     return undefined;
   if (first.endsWith(',')) return undefined;
-  if (rest.length === 0) throw bad(`"${raw}" needs a time of day, e.g. "${first} at 9am".`);
+  if (rest.length === 0) throw bad(`"${raw}" needs a time of day, e.g. "${next ? 'next ' : ''}${first} at 9am".`);
   const time = parseTimeOfDay(rest.join(''), raw);
   const today = wallTimeOf(options.now, options.tz);
   const at = (daysAhead: number) => {
@@ -172,7 +196,7 @@ function parseDayOneShot(tokens: string[], raw: string, options: ParseScheduleOp
     atMs = at(1);
   } else {
     const todayNumber = new Date(Date.UTC(today.year, today.month - 1, today.day)).getUTCDay();
-    const ahead = (weekday! - todayNumber + 7) % 7;
+    const ahead = (weekday! - todayNumber + 7) % 7 || (next ? 7 : 0);
     atMs = at(ahead);
     if (atMs <= options.now) atMs = at(ahead + 7); // that day's time has passed: the same day next week
   }
@@ -184,9 +208,23 @@ function parseIntervalForm(tokens: string[], raw: string): number | undefined {
   const every = tokens[0] === 'every';
   const rest = every ? tokens.slice(1) : tokens;
   if (every && rest.length === 0) throw bad(`"every" must be followed by an interval or a day, ${EXAMPLES}.`);
-  if (every && rest.length === 1) {
-    const unit = { second: 1, minute: 60, hour: 3600 }[rest[0]!];
+  const units: ReadonlyMap<string, number> = new Map([
+    ['second', 1],
+    ['minute', 60],
+    ['hour', 3600],
+    ['day', 86_400],
+    ['week', 604_800],
+  ]);
+  if (every && rest.length === 1 && rest[0] !== 'day' && rest[0] !== 'week') {
+    const unit = units.get(rest[0]!);
     if (unit !== undefined) return unit;
+  }
+  // `every other day`: twice the unit, fixed-rate from now like any interval.
+  if (every && rest[0] === 'other' && units.has(rest[1] ?? '')) {
+    if (rest.length === 2) return 2 * units.get(rest[1]!)!;
+    throw bad(
+      `"${raw}": "every other ${rest[1]}" runs every ${formatSeconds(2 * units.get(rest[1]!)!)} from now and takes no time of day; for a time of day use a cron expression such as "0 9 */2 * *" (odd days of the month).`,
+    );
   }
   const iv = parseIntervalAt(rest, 0);
   if (iv && iv.used === rest.length) return iv.seconds;
@@ -217,12 +255,12 @@ function parseCalendar(tokens: string[], raw: string, tz: string): CronSchedule 
     dayPart = split.days;
     timePart = split.time;
   }
-  const days = parseDays(dayPart, raw);
+  const days = parseMonthDay(dayPart) ?? { dom: '*', ...parseDays(dayPart, raw) };
   if (timePart.length === 0) {
     throw bad(`"${raw}" needs a time of day, e.g. "${dayPart.join(' ') || 'daily'} at 9am".`);
   }
   const time = parseTimeOfDay(timePart.join(''), raw);
-  const expression = `${time.minute} ${time.hour} * * ${days.cron}`;
+  const expression = `${time.minute} ${time.hour} ${days.dom} * ${days.cron}`;
   const clock = `${String(time.hour).padStart(2, '0')}:${String(time.minute).padStart(2, '0')}`;
   const display = days.label === 'daily' ? `daily at ${clock}` : `${days.label} at ${clock}`;
   return cronSchedule(expression, display, tz);
@@ -241,7 +279,25 @@ function splitTrailingTime(tokens: string[]): { days: string[]; time: string[] }
   return { days: tokens, time: [] };
 }
 
-/** `daily`, `every day`, `weekdays`, `weekends`, `every monday`, `monday, wednesday`, `mon and fri`. */
+/**
+ * `[on|every] [the] first monday of the month`, `last friday of every month` (croner's `1#1`,
+ * `5#L`), `last day of the month` (`L`); `undefined` for any other day phrase.
+ */
+function parseMonthDay(tokens: string[]): { dom: string; cron: string; label: string } | undefined {
+  const words = tokens.filter((t) => t !== 'on' && t !== 'every' && t !== 'the' && t !== 'each');
+  if (words.length !== 4 || words[2] !== 'of' || words[3] !== 'month') return undefined;
+  const ordinal = ORDINALS.get(words[0]!);
+  if (ordinal === undefined) return undefined;
+  if (words[1] === 'day' && ordinal === '#L') return { dom: 'L', cron: '*', label: 'the last day of the month' };
+  const weekday = dayNumber(words[1]!);
+  if (weekday === undefined) return undefined;
+  return { dom: '*', cron: `${weekday}${ordinal}`, label: `the ${words[0]} ${DAY_LABEL[weekday]} of the month` };
+}
+
+/**
+ * `daily`, `every day`, `weekdays`, `weekends`, `every monday`, `monday, wednesday`, `mon and fri`,
+ * `mon-fri` (a range, `fri-mon` wrapping through the weekend).
+ */
 function parseDays(tokens: string[], raw: string): { cron: string; label: string } {
   const words = tokens
     .join(' ')
@@ -258,8 +314,17 @@ function parseDays(tokens: string[], raw: string): { cron: string; label: string
   }
   const days = new Set<number>();
   for (const w of words) {
-    const name = w.endsWith('s') && DAY_NUMBERS[w.slice(0, -1)] !== undefined ? w.slice(0, -1) : w;
-    const d = DAY_NUMBERS[name];
+    const range = /^([a-z]+)-([a-z]+)$/.exec(w);
+    const [from, to] = range ? [dayNumber(range[1]!), dayNumber(range[2]!)] : [undefined, undefined];
+    if (from !== undefined && to !== undefined) {
+      for (let d = from; ; d = (d + 1) % 7) {
+        days.add(d);
+        if (d === to) break;
+      }
+      continue;
+    }
+    const name = w.endsWith('s') && dayNumber(w.slice(0, -1)) !== undefined ? w.slice(0, -1) : w;
+    const d = dayNumber(name);
     if (d === undefined) {
       if (['daily', 'weekdays', 'weekends', 'day', 'weekday', 'weekend'].includes(w)) {
         throw bad(`"${raw}": "${w}" cannot be combined with other days.`);
@@ -269,6 +334,9 @@ function parseDays(tokens: string[], raw: string): { cron: string; label: string
     days.add(d);
   }
   const sorted = [...days].sort((a, b) => a - b);
+  if (sorted.join(',') === '1,2,3,4,5') return { cron: '1-5', label: 'weekdays' };
+  if (sorted.join(',') === '0,6') return { cron: '0,6', label: 'weekends' };
+  if (sorted.length === 7) return { cron: '*', label: 'daily' };
   return { cron: sorted.join(','), label: `every ${sorted.map((d) => DAY_LABEL[d]).join(', ')}` };
 }
 
