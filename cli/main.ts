@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { configFileWarning, loadConfig, type HermesConfig } from '../scheduler/config/config.ts';
 import { createLogger } from '../scheduler/logger.ts';
+import { nameTable } from '../scheduler/names/name-table.ts';
 import { resolveRedis } from '../scheduler/store/redis/connect.ts';
 import { describeTopology, type RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
@@ -47,7 +48,7 @@ const ctx = (): CliContext => ({ config: getConfig(), connect: () => connectCli(
  * (docs/BENCHMARKS.md, "CLI start-up").
  */
 const invoked = process.argv.slice(2).find((a) => !a.startsWith('-'));
-const COMMAND_MODULES: Record<string, 'loop' | 'cron' | 'admin'> = {
+const COMMAND_MODULES = nameTable<'loop' | 'cron' | 'admin'>({
   loop: 'loop',
   proactive: 'loop',
   heartbeat: 'loop',
@@ -55,7 +56,7 @@ const COMMAND_MODULES: Record<string, 'loop' | 'cron' | 'admin'> = {
   goal: 'loop',
   cron: 'cron',
   admin: 'admin',
-};
+});
 const OWN_COMMANDS = new Set(['up', 'worker', 'gateway', 'chat', 'status']);
 const loadsAll = invoked === undefined || !(invoked in COMMAND_MODULES || OWN_COMMANDS.has(invoked));
 const wants = (module: 'loop' | 'cron' | 'admin') => loadsAll || COMMAND_MODULES[invoked] === module;

@@ -7,6 +7,7 @@ import type { HermesConfig } from '../scheduler/config/config.ts';
 import { CommanderError } from 'commander';
 import { isHermesError } from '../scheduler/errors/hermes-error.ts';
 import { printErr } from './terminal-text.ts';
+import { nameTable } from '../scheduler/names/name-table.ts';
 
 /** Short-lived commands log warnings only, unless debug logging was asked for. */
 export function cliLogLevel(config: HermesConfig): string {
@@ -24,7 +25,7 @@ export const EXIT_FAILURE = 1;
  * JSON body spells it (`` `notify` must be always, failure or never``); the
  * CLI writes its flag instead (`--notify must be …`).
  */
-const FIELD_FLAGS: Readonly<Record<string, string>> = {
+const FIELD_FLAGS = nameTable({
   schedule: '--schedule',
   prompt: '--prompt',
   name: '--name',
@@ -38,7 +39,7 @@ const FIELD_FLAGS: Readonly<Record<string, string>> = {
   jitter: '--jitter',
   limit: '--limit',
   n: '-n',
-};
+});
 
 /** A service message as a terminal user reads it: every `` `field` `` with a flag becomes that flag. */
 export function withFlags(message: string): string {

@@ -5,6 +5,7 @@
  * Phrases (two tokens): `10 minutes`, `1.5 hours`, `90 seconds`.
  * A bare number without a unit is not an interval (it belongs to the prompt).
  */
+import { nameTable } from './names/name-table.ts';
 
 /** Longest interval a loop or heartbeat may have: 366 days. */
 export const MAX_INTERVAL_SECONDS = 366 * 86_400;
@@ -12,7 +13,7 @@ export const MAX_INTERVAL_SECONDS = 366 * 86_400;
 /** Largest `--times`. */
 export const MAX_TIMES = 1_000_000;
 
-const UNIT_SECONDS: Record<string, number> = {
+const UNIT_SECONDS = nameTable({
   s: 1,
   sec: 1,
   secs: 1,
@@ -31,7 +32,7 @@ const UNIT_SECONDS: Record<string, number> = {
   d: 86400,
   day: 86400,
   days: 86400,
-};
+});
 
 const UNIT = Object.keys(UNIT_SECONDS)
   .sort((a, b) => b.length - a.length)

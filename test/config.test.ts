@@ -149,6 +149,53 @@ describe('loadConfig', () => {
     expect(loadConfig({ env: { HERMES_HOME: home(), API_SERVER_HOST: '::' } }).api_server.host).toBe('::');
   });
 
+  it('tables of names (models, tools, their rights, servers, commands, environments) answer only the names declared', () => {
+    const c = loadConfig({
+      env: { HERMES_HOME: home() },
+      overrides: {
+        'agent.models': { cheap: { model: 'm' } },
+        'tools.commands': { ci: { command: 'true', description: 'd', env: { A: '1' } } },
+        'tools.allow_from': { ci: ['cli'] },
+        mcp_servers: { local: { command: 'srv', env: { B: '2' } }, remote: { url: 'http://127.0.0.1:1/mcp', headers: { X: 'y' } } },
+        commands: { backup: { command: 'true', env: { C: '3' } } },
+      },
+    });
+    const local = c.mcp_servers.local as { env: Record<string, string> };
+    const remote = c.mcp_servers.remote as { headers: Record<string, string> };
+    const tables = {
+      'agent.models': c.agent.models,
+      'tools.commands': c.tools.commands,
+      'tools.commands.ci.env': c.tools.commands.ci!.env,
+      'tools.allow_from': c.tools.allow_from,
+      mcp_servers: c.mcp_servers,
+      'mcp_servers.local.env': local.env,
+      'mcp_servers.remote.headers': remote.headers,
+      commands: c.commands,
+      'commands.backup.env': c.commands.backup!.env,
+    };
+    const empty = loadConfig({ env: { HERMES_HOME: home() } });
+    const defaults = {
+      'agent.models': empty.agent.models,
+      'tools.commands': empty.tools.commands,
+      'tools.allow_from': empty.tools.allow_from,
+      mcp_servers: empty.mcp_servers,
+      commands: empty.commands,
+    };
+    for (const [path, table] of Object.entries({
+      ...tables,
+      ...Object.fromEntries(Object.entries(defaults).map(([k, v]) => [`${k} (default)`, v])),
+    })) {
+      expect(Object.getPrototypeOf(table), path).toBeNull();
+      for (const name of Object.getOwnPropertyNames(Object.prototype))
+        expect((table as Record<string, unknown>)[name], `${path}.${name}`).toBeUndefined();
+    }
+    expect(c.agent.models.cheap).toEqual({ model: 'm' });
+    expect(c.tools.allow_from.ci).toEqual(['cli']);
+    expect(() => loadConfig({ env: { HERMES_HOME: home() }, overrides: { 'agent.fallback_models': ['constructor'] } })).toThrow(
+      /agent\.fallback_models .*must name models declared under agent\.models/,
+    );
+  });
+
   it('rejects a key prefix that is not a hash tag', () => {
     expect(() => loadConfig({ env: { HERMES_HOME: home(), HERMES_REDIS_PREFIX: 'hermes' } })).toThrow(/redis\.prefix .*hash tag/);
   });

@@ -21,6 +21,7 @@ import { z } from 'zod';
 import { ConfigError } from '../errors/config-error.ts';
 import { parseWebhookAllow } from '../delivery/webhook-policy.ts';
 import { isTimeZone } from '../cron/cron-engine.ts';
+import { withoutPrototype } from '../names/name-table.ts';
 
 /** True when croner (the one cron engine) accepts `expression`: 5 fields, or 6 with seconds. */
 function isCronExpression(expression: string): boolean {
@@ -71,6 +72,17 @@ const userIdList = () =>
     .default([]);
 /** Environment variable names, from YAML or a comma list in the environment (`AWS_PROFILE,GH_TOKEN`). */
 const envNameList = commaList(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be environment variable names'))).default([]);
+/**
+ * A record keyed by names (`agent.models`, `tools.commands`, `tools.allow_from`, `mcp_servers`, `commands`,
+ * environment maps), empty by default, parsed into an object with no prototype: a lookup by a name a user
+ * gives (`--watch constructor`) finds only what the operator declared (the rule: ../names/name-table.ts).
+ */
+function nameRecord<V extends z.ZodType>(value: V, key: z.ZodString = z.string()) {
+  return z
+    .record(key, value)
+    .transform((r) => withoutPrototype(r as Record<string, z.output<V>>))
+    .prefault({});
+}
 
 /**
  * Connection limits of the HTTP servers (the gateway's and a worker's metrics server), the
@@ -92,7 +104,7 @@ const commandSchema = z
     /** Kill the command after this many seconds. @defaultValue 60 */
     timeout_seconds: seconds(60),
     /** Fixed environment values for this command (commands never inherit the worker's environment). */
-    env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'), z.string()).default({}),
+    env: nameRecord(z.string(), z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')),
     /** Names of the worker's environment variables this command also gets. @defaultValue [] */
     pass_env: envNameList,
   })
@@ -140,7 +152,7 @@ const toolCommandSchema = z
     /** Kill the command after this many seconds. @defaultValue `tools.timeout_seconds` */
     timeout_seconds: z.coerce.number().finite().positive().optional(),
     /** Fixed variables of the command's environment. @defaultValue {} */
-    env: z.record(z.string(), z.string()).default({}),
+    env: nameRecord(z.string()),
     /** Names of the worker's variables passed through to this command (e.g. `GH_TOKEN`). @defaultValue [] */
     pass_env: envNameList,
   })
@@ -153,14 +165,14 @@ const mcpServerSchema = z.union([
       command: z.string().min(1),
       args: z.array(z.string()).default([]),
       /** Extra environment of the server process (it does not inherit the worker's secrets). */
-      env: z.record(z.string(), z.string()).default({}),
+      env: nameRecord(z.string()),
       cwd: z.string().optional(),
     })
     .strict(),
   z
     .object({
       url: z.string().url(),
-      headers: z.record(z.string(), z.string()).default({}),
+      headers: nameRecord(z.string()),
     })
     .strict(),
 ]);
@@ -319,24 +331,22 @@ export const configSchema = z
          * Models the operator declares by name, for `--model <name>` on schedules and for
          * `fallback_models`. Each may have its own endpoint and key (default: the agent's) and window.
          */
-        models: z
-          .record(
-            z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'a model name is letters, digits, ".", "_" or "-" (at most 64)'),
-            z
-              .object({
-                model: z.string().min(1),
-                base_url: z.string().url().optional(),
-                api_key: z.string().optional(),
-                context_window_tokens: z.coerce.number().int().min(1024).optional(),
-              })
-              .strict(),
-          )
-          .default({}),
+        models: nameRecord(
+          z
+            .object({
+              model: z.string().min(1),
+              base_url: z.string().url().optional(),
+              api_key: z.string().optional(),
+              context_window_tokens: z.coerce.number().int().min(1024).optional(),
+            })
+            .strict(),
+          z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'a model name is letters, digits, ".", "_" or "-" (at most 64)'),
+        ),
         /** Declared model names tried in order when a turn's model still fails after its retries (429, 5xx, connection). @defaultValue [] */
         fallback_models: stringList(),
       })
       .strict()
-      .refine((a) => a.fallback_models.every((n) => n in a.models), {
+      .refine((a) => a.fallback_models.every((n) => Object.hasOwn(a.models, n)), {
         message: 'fallback_models must name models declared under agent.models',
         path: ['fallback_models'],
       })
@@ -511,15 +521,13 @@ export const configSchema = z
           .strict()
           .prefault({}),
         /** Commands the agent may call, one function tool each. */
-        commands: z
-          .record(z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'tool names use letters, digits, _ and -'), toolCommandSchema)
-          .default({}),
+        commands: nameRecord(toolCommandSchema, z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'tool names use letters, digits, _ and -')),
         /**
          * Which surfaces may use a tool or group (`files`, `http`, `commands`, `mcp`,
          * `schedule_status`, a command's name, an MCP server's name or `<server>__<tool>`).
          * A tool not named here is open to every surface (the operator declared it).
          */
-        allow_from: z.record(z.string(), z.array(z.enum(TOOL_SURFACES))).default({}),
+        allow_from: nameRecord(z.array(z.enum(TOOL_SURFACES))),
         /**
          * The built-in `schedules` tool: the agent creates and manages the loops, heartbeats and
          * cron jobs of the chat it talks in (docs/TOOLS.md). `HERMES_TOOLS_SCHEDULES=off` turns it off.
@@ -549,11 +557,9 @@ export const configSchema = z
       .strict()
       .prefault({}),
     /** MCP servers whose tools agent turns may call, named `<server>__<tool>`. */
-    mcp_servers: z
-      .record(z.string().regex(/^[a-zA-Z0-9_-]{1,32}$/, 'server names use letters, digits, _ and -'), mcpServerSchema)
-      .default({}),
+    mcp_servers: nameRecord(mcpServerSchema, z.string().regex(/^[a-zA-Z0-9_-]{1,32}$/, 'server names use letters, digits, _ and -')),
     /** Named commands for command turns: `hermes loop … --command NAME`. */
-    commands: z.record(z.string(), commandSchema).default({}),
+    commands: nameRecord(commandSchema),
     /**
      * What every command turn (loop `--run`, `--command`, cron `--script`) gets from the worker's
      * environment besides PATH, HOME, LANG, LC_ALL, TZ, TMPDIR (`worker/runtime/command-env.ts`).

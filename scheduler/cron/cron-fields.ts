@@ -9,6 +9,7 @@
 import { CronPattern } from 'croner';
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import { formatSeconds } from '../interval.ts';
+import { nameTable, type NameTable } from '../names/name-table.ts';
 
 /** A cron field: its name in messages and the values it allows. */
 interface FieldSpec {
@@ -16,10 +17,10 @@ interface FieldSpec {
   min: number;
   max: number;
   /** Names allowed in the field, lower-case, with their numbers. */
-  names?: Record<string, number>;
+  names?: NameTable<number>;
 }
 
-const MONTHS: Record<string, number> = {
+const MONTHS = nameTable({
   jan: 1,
   feb: 2,
   mar: 3,
@@ -32,8 +33,8 @@ const MONTHS: Record<string, number> = {
   oct: 10,
   nov: 11,
   dec: 12,
-};
-const WEEKDAYS: Record<string, number> = { sun: 0, mon: 1, tue: 2, wed: 3, thu: 4, fri: 5, sat: 6 };
+});
+const WEEKDAYS = nameTable({ sun: 0, mon: 1, tue: 2, wed: 3, thu: 4, fri: 5, sat: 6 });
 
 const SECOND: FieldSpec = { name: 'second', min: 0, max: 59 };
 const FIVE: FieldSpec[] = [

@@ -25,6 +25,7 @@ import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import { formatSeconds, parseIntervalAt } from '../interval.ts';
 import { assertCronMinimum, checkCronFields } from './cron-fields.ts';
 import { assertTimeZone, cronFor, instantOfWallTime, isoUtc, formatInZone, wallTimeOf, type CronSchedule } from './cron-engine.ts';
+import { nameTable } from '../names/name-table.ts';
 
 /** How far in the past a one-shot may be and still be accepted (it then runs at once). */
 export const ONE_SHOT_PAST_TOLERANCE_MS = 120_000;
@@ -48,7 +49,7 @@ export interface ParseScheduleOptions {
  */
 export const MAX_SCHEDULE_CHARS = 256;
 
-const DAY_NUMBERS: Record<string, number> = {
+const DAY_NUMBERS = nameTable({
   sun: 0,
   sunday: 0,
   mon: 1,
@@ -66,7 +67,7 @@ const DAY_NUMBERS: Record<string, number> = {
   friday: 5,
   sat: 6,
   saturday: 6,
-};
+});
 const DAY_LABEL = ['sunday', 'monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday'];
 
 /** The weekday (0 = Sunday) a day name stands for; own keys only, as the word is the user's. */

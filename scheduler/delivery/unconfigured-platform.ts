@@ -20,7 +20,7 @@ type Platform = keyof typeof PLATFORMS;
 /** The bot tokens of a configuration, as `HermesConfig` holds them (`null`/absent: none). */
 export type PlatformBotTokens = { readonly [P in Platform]: { readonly bot_token?: string | null } };
 
-const isPlatform = (t: DeliveryTarget): t is Extract<DeliveryTarget, { kind: Platform }> => t.kind in PLATFORMS;
+const isPlatform = (t: DeliveryTarget): t is Extract<DeliveryTarget, { kind: Platform }> => Object.hasOwn(PLATFORMS, t.kind);
 
 /**
  * One line per platform of `deliver` that has no bot token in `tokens`, e.g. `this shell's configuration has no

@@ -6,11 +6,12 @@
  */
 import { takeEconomyFlags, type ScheduleEconomy } from '../economy/economy-flags.ts';
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
+import { nameTable } from '../names/name-table.ts';
 
 export type GoalCommand =
   { action: 'status' | 'pause' | 'resume' | 'clear' | 'help' } | { action: 'set'; text: string; economy: ScheduleEconomy };
 
-const CONTROL: Record<string, 'status' | 'pause' | 'resume' | 'clear' | 'help'> = {
+const CONTROL = nameTable<'status' | 'pause' | 'resume' | 'clear' | 'help'>({
   '': 'status',
   status: 'status',
   pause: 'pause',
@@ -19,7 +20,7 @@ const CONTROL: Record<string, 'status' | 'pause' | 'resume' | 'clear' | 'help'> 
   stop: 'clear',
   cancel: 'clear',
   help: 'help',
-};
+});
 
 /** Parse the argument text of `/goal` (see the grammar above). @throws ScheduleInputError for an over-long goal */
 export function parseGoalArgs(argText: string, options: { maxPromptChars: number }): GoalCommand {

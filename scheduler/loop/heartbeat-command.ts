@@ -17,12 +17,13 @@ import { takeEconomyFlags } from '../economy/economy-flags.ts';
 import { checkIntervalBounds, parseIntervalField } from './loop-command.ts';
 import type { ScheduleEconomy } from '../economy/economy-flags.ts';
 import { INTERVAL_UNITS_HINT, isSignedInterval, parseIntervalAt, signedIntervalMessage, unknownIntervalUnit } from '../interval.ts';
+import { nameTable } from '../names/name-table.ts';
 
 export type HeartbeatCommand =
   | { action: 'status' | 'pause' | 'resume' | 'stop' | 'help' }
   | { action: 'set'; prompt: string; intervalSeconds: number; notes: string[]; economy: ScheduleEconomy };
 
-const CONTROL: Record<string, 'status' | 'pause' | 'resume' | 'stop' | 'help'> = {
+const CONTROL = nameTable<'status' | 'pause' | 'resume' | 'stop' | 'help'>({
   '': 'status',
   status: 'status',
   pause: 'pause',
@@ -30,7 +31,7 @@ const CONTROL: Record<string, 'status' | 'pause' | 'resume' | 'stop' | 'help'> =
   clear: 'stop',
   stop: 'stop',
   help: 'help',
-};
+});
 
 /** Parse the argument text of `/heartbeat` (see the grammar above). @throws ScheduleInputError */
 export function parseHeartbeatArgs(argText: string, options: { minIntervalSeconds: number; maxPromptChars: number }): HeartbeatCommand {

@@ -34,6 +34,7 @@ import {
   signedIntervalMessage,
   unknownIntervalUnit,
 } from '../interval.ts';
+import { nameTable } from '../names/name-table.ts';
 
 export type LoopControl = 'status' | 'pause' | 'resume' | 'stop' | 'help';
 
@@ -61,7 +62,7 @@ export interface LoopParseOptions {
   maxPromptChars: number;
 }
 
-const CONTROL: Record<string, LoopControl> = {
+const CONTROL = nameTable<LoopControl>({
   '': 'status',
   status: 'status',
   pause: 'pause',
@@ -70,7 +71,7 @@ const CONTROL: Record<string, LoopControl> = {
   clear: 'stop',
   cancel: 'stop',
   help: 'help',
-};
+});
 
 const FLAGS = new Set(['--times', '--until']);
 

@@ -14,6 +14,7 @@ import type { Origin } from '../../scheduler/session/origin.ts';
 import type { LoopKind } from '../../scheduler/store/keys.ts';
 import type { LoopService } from '../../scheduler/loop/loop-service.ts';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
+import { ownValue } from '../../scheduler/names/name-table.ts';
 
 /** The commands that make a schedule (and so could be asked for a command turn). */
 const SCHEDULE_COMMANDS = new Set(['loop', 'proactive', 'heartbeat', 'hb', 'goal']);
@@ -107,7 +108,7 @@ export async function runSlashCommand(text: string, ctx: SlashContext): Promise<
     case 'help':
       return reply(shortHelp(ctx));
     default: {
-      const extra = ctx.extra?.[cmd];
+      const extra = ownValue(ctx.extra, cmd);
       if (extra) return reply(await extra(args));
       return reply(`Unknown command /${cmd}. Send /help for the commands; anything that is not a command goes to the agent.`);
     }

@@ -6,6 +6,7 @@
  * declared model's `context_window_tokens` (`agent.models.<name>`);
  * `agent.context_window_tokens`; the table below by model name; 128000.
  */
+import { ownValue } from '../../scheduler/names/name-table.ts';
 
 /** Window of a model that is in no table and no setting. */
 export const DEFAULT_CONTEXT_WINDOW_TOKENS = 128_000;
@@ -73,7 +74,11 @@ export class ContextWindows {
   /** The window of `model`, tokens. */
   windowOf(model: string): number {
     return (
-      this.learned.get(model) ?? this.perModel[model] ?? this.configuredTokens ?? windowFromTable(model) ?? DEFAULT_CONTEXT_WINDOW_TOKENS
+      this.learned.get(model) ??
+      ownValue(this.perModel, model) ??
+      this.configuredTokens ??
+      windowFromTable(model) ??
+      DEFAULT_CONTEXT_WINDOW_TOKENS
     );
   }
 
