@@ -290,6 +290,32 @@ describe('loop, heartbeat and goal from the shell', () => {
     );
   });
 
+  it('nothing to act on is exit 2 for every kind (as cron show of an unknown job); status answers none with exit 0', async () => {
+    const e = env();
+    const refused = await Promise.all([
+      runHermes(e, ['loop', 'pause', '--session', 'nosuch']),
+      runHermes(e, ['loop', 'stop', '--session', 'nosuch']),
+      runHermes(e, ['heartbeat', 'resume', '--session', 'nosuch']),
+      runHermes(e, ['goal', 'clear', '--session', 'nosuch']),
+      runHermes(e, ['cron', 'show', 'nosuch']),
+    ]);
+    expect(refused.map((r) => [r.code, r.stdout, r.stderr])).toEqual([
+      [2, '', 'hermes: No loop in this session.\n'],
+      [2, '', 'hermes: No loop in this session.\n'],
+      [2, '', 'hermes: No heartbeat in this session.\n'],
+      [2, '', 'hermes: No goal in this session.\n'],
+      [2, '', expect.stringMatching(/^hermes: No cron job with id or name "nosuch"/)],
+    ]);
+    expect(await runHermes(e, ['loop', 'status', '--session', 'nosuch'])).toMatchObject({ code: 0, stdout: 'No loop in this session.\n' });
+    // A schedule already in the asked state is not an error: the command's wish holds.
+    expect((await shellCommand(e, ['loop', '10m', 'x', '--run', 'true', '--session', 'twice'])).code).toBe(0);
+    expect((await shellCommand(e, ['loop', 'pause', '--session', 'twice'])).code).toBe(0);
+    expect(await shellCommand(e, ['loop', 'pause', '--session', 'twice'])).toMatchObject({
+      code: 0,
+      stdout: 'Loop is paused; nothing to pause.\n',
+    });
+  });
+
   it('goal works from the shell like loop, with shell wording', async () => {
     const e = env();
     const goal = await shellCommand(e, ['goal', 'get', 'the', 'suite', 'green', '--json']);

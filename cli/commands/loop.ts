@@ -123,6 +123,7 @@ export async function applyScheduleCommand(
   return await withConnection(ctx, async (conn) => {
     const store = loopStoreFor(config, conn);
     const service = loopServiceFor(config, store, createLogger({ level: cliLogLevel(config), name: 'cli' }));
+    if (control !== 'set' && control !== 'status') await mustExist(store.get(sessionId, kind), kind, shell);
     let reply: string;
     switch (control) {
       case 'set':
@@ -174,6 +175,7 @@ export async function applyGoalCommand(
   if (c.action === 'help') return { session: sessionId, kind: 'goal', reply: shell(GOAL_HELP), record: null };
   return await withConnection(ctx, async (conn) => {
     const goals = goalServiceFor(config, conn, createLogger({ level: cliLogLevel(config), name: 'cli' }));
+    if (c.action !== 'set' && c.action !== 'status') await mustExist(goals.get(sessionId), 'goal', shell);
     let reply: string;
     switch (c.action) {
       case 'set':
@@ -193,6 +195,16 @@ export async function applyGoalCommand(
     }
     return { session: sessionId, kind: 'goal', reply: shell(reply), record: await goals.get(sessionId) };
   });
+}
+
+/**
+ * The CLI's one rule for a command with nothing to act on: pausing, resuming, stopping or clearing a
+ * schedule the session does not have is bad input (exit 2, the reason on stderr), as `cron show` of an
+ * unknown job is; `status` answers "none" and exits 0.
+ * @throws ScheduleInputError when `record` resolves to null
+ */
+async function mustExist(record: Promise<unknown>, kind: LoopKind | 'goal', shell: (text: string) => string): Promise<void> {
+  if ((await record) === null) throw new ScheduleInputError(shell(`No ${kind} in this session.`));
 }
 
 async function withConnection<T>(ctx: CliContext, fn: (conn: CliConnection) => Promise<T>): Promise<T> {
