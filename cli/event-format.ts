@@ -2,6 +2,7 @@
  * How `hermes chat` prints session events: one line per event header, the
  * reply text indented below it.
  */
+import { cachedNote } from '../scheduler/model-spend.ts';
 import type { SessionEvent } from '../scheduler/session/session-store.ts';
 
 function clock(ms: number): string {
@@ -87,12 +88,12 @@ function cronRunLabel(d: Record<string, unknown>): string {
   return `cron ${String(d.name ?? d.job_id ?? '')} · ${kind}${d.trigger ? ` (${String(d.trigger)})` : ''}`;
 }
 
-/** ` · 1,234 tokens in, 56 out` from a reply's `spend`, or nothing. */
+/** ` · 1,234 tokens in (1,024 cached), 56 out` from a reply's `spend`, or nothing. */
 function spendText(spend: unknown): string {
-  const s = spend as { inputTokens?: number; outputTokens?: number; estimated?: boolean } | undefined;
+  const s = spend as { inputTokens?: number; outputTokens?: number; cachedTokens?: number; estimated?: boolean } | undefined;
   if (!s || typeof s.inputTokens !== 'number') return '';
   const approx = s.estimated ? '~' : '';
-  return ` · ${approx}${s.inputTokens.toLocaleString('en-US')} tokens in, ${approx}${(s.outputTokens ?? 0).toLocaleString('en-US')} out`;
+  return ` · ${approx}${s.inputTokens.toLocaleString('en-US')} tokens in${cachedNote(s)}, ${approx}${(s.outputTokens ?? 0).toLocaleString('en-US')} out`;
 }
 
 /** Characters of a tool call's arguments shown on its line. */

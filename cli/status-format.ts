@@ -7,6 +7,7 @@ import { formatSeconds } from '../scheduler/interval.ts';
 import type { GoalRecord } from '../scheduler/goal/goal-state.ts';
 import type { LoopRecord } from '../scheduler/loop/loop-state.ts';
 import { cadence } from '../scheduler/loop/loop-service.ts';
+import { cachedNote } from '../scheduler/model-spend.ts';
 import { table } from './commands/cron-format.ts';
 
 function clip(text: string, max: number): string {
@@ -49,13 +50,13 @@ export function formatSchedules(
   );
 }
 
-/** `34,512 in / 1,204 out · 12 calls` (`~` when estimated), `—` before the first model call. */
+/** `34,512 in (30,720 cached) / 1,204 out · 12 calls` (`~` when estimated), `—` before the first model call. */
 export function tokensColumn(r: Pick<LoopRecord, 'spend' | 'maxTokens' | 'budgetTokens'>): string {
   const t = r.spend;
   const limit = r.maxTokens ? ` · budget ${(r.budgetTokens ?? 0).toLocaleString('en-US')}/${r.maxTokens.toLocaleString('en-US')}` : '';
   if (!t || t.calls === 0) return `—${limit}`;
   const approx = t.estimated ? '~' : '';
-  return `${approx}${t.inputTokens.toLocaleString('en-US')} in / ${approx}${t.outputTokens.toLocaleString('en-US')} out · ${t.calls} call${t.calls === 1 ? '' : 's'}${limit}`;
+  return `${approx}${t.inputTokens.toLocaleString('en-US')} in${cachedNote(t)} / ${approx}${t.outputTokens.toLocaleString('en-US')} out · ${t.calls} call${t.calls === 1 ? '' : 's'}${limit}`;
 }
 
 /**

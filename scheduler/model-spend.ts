@@ -27,6 +27,11 @@ export interface SpendTotals {
   calls: number;
   inputTokens: number;
   outputTokens: number;
+  /**
+   * Input tokens the provider served from its prompt cache (part of `inputTokens`); absent on
+   * totals kept before it was counted (read as 0).
+   */
+  cachedTokens?: number;
   /** Input tokens of the last turn's last call. */
   lastInputTokens: number;
   /** Some of the totals were estimated. */
@@ -41,7 +46,14 @@ export const NO_SPEND: ModelSpend = Object.freeze({
   lastInputTokens: 0,
   estimated: false,
 });
-export const NO_TOTALS: SpendTotals = Object.freeze({ calls: 0, inputTokens: 0, outputTokens: 0, lastInputTokens: 0, estimated: false });
+export const NO_TOTALS: SpendTotals = Object.freeze({
+  calls: 0,
+  inputTokens: 0,
+  outputTokens: 0,
+  cachedTokens: 0,
+  lastInputTokens: 0,
+  estimated: false,
+});
 
 /** `a` and `b` together (`lastInputTokens` is `b`'s when `b` made a call). */
 export function sumSpend(a: ModelSpend, b: ModelSpend): ModelSpend {
@@ -63,6 +75,7 @@ export function addToTotals(totals: SpendTotals | undefined, spend: ModelSpend |
     calls: t.calls + spend.calls,
     inputTokens: t.inputTokens + spend.inputTokens,
     outputTokens: t.outputTokens + spend.outputTokens,
+    cachedTokens: (t.cachedTokens ?? 0) + spend.cachedTokens,
     lastInputTokens: spend.lastInputTokens,
     estimated: t.estimated || spend.estimated,
   };
@@ -73,12 +86,20 @@ export function totalTokens(t: { inputTokens: number; outputTokens: number }): n
   return t.inputTokens + t.outputTokens;
 }
 
-/** `12 model calls, 34,512 tokens in, 1,204 out (last turn's input 2,301)`, `~` before estimated figures. */
+/** `' (30,720 cached)'` after input tokens, or '' when the provider served none from its cache. */
+export function cachedNote(t: { cachedTokens?: number }): string {
+  return t.cachedTokens ? ` (${t.cachedTokens.toLocaleString('en-US')} cached)` : '';
+}
+
+/**
+ * `12 model calls, 34,512 tokens in (30,720 cached), 1,204 out (last input 2,301)`, `~` before
+ * estimated figures.
+ */
 export function formatSpend(t: SpendTotals): string {
   const n = (x: number) => x.toLocaleString('en-US');
   const approx = t.estimated ? '~' : '';
   return (
-    `${n(t.calls)} model call${t.calls === 1 ? '' : 's'}, ${approx}${n(t.inputTokens)} tokens in, ${approx}${n(t.outputTokens)} out` +
+    `${n(t.calls)} model call${t.calls === 1 ? '' : 's'}, ${approx}${n(t.inputTokens)} tokens in${cachedNote(t)}, ${approx}${n(t.outputTokens)} out` +
     (t.calls > 0 ? ` (last input ${approx}${n(t.lastInputTokens)})` : '')
   );
 }

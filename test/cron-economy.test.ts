@@ -33,6 +33,7 @@ interface Reported {
   model: string;
   promptTokens: number;
   completionTokens: number;
+  cachedTokens: number;
 }
 
 /**
@@ -60,12 +61,16 @@ async function usageTap(target: string): Promise<{ baseUrl: string; reported: Re
         : [text];
       for (const b of bodies) {
         try {
-          const parsed = JSON.parse(b) as { model?: string; usage?: { prompt_tokens: number; completion_tokens: number } };
+          const parsed = JSON.parse(b) as {
+            model?: string;
+            usage?: { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens?: number } };
+          };
           if (parsed.usage)
             reported.push({
               model: String(parsed.model),
               promptTokens: parsed.usage.prompt_tokens,
               completionTokens: parsed.usage.completion_tokens,
+              cachedTokens: parsed.usage.prompt_tokens_details?.cached_tokens ?? 0,
             });
         } catch {
           // not JSON (an error page): nothing reported
@@ -97,6 +102,7 @@ function totalsOf(answers: Reported[]): SpendTotals {
     calls: answers.length,
     inputTokens: answers.reduce((n, a) => n + a.promptTokens, 0),
     outputTokens: answers.reduce((n, a) => n + a.completionTokens, 0),
+    cachedTokens: answers.reduce((n, a) => n + a.cachedTokens, 0),
     lastInputTokens: answers.at(-1)?.promptTokens ?? 0,
     estimated: false,
   };
@@ -109,6 +115,7 @@ function totalsOfRuns(runs: Array<{ spend?: ModelSpend }>, lastInputTokens: numb
     calls: spent.reduce((n, s) => n + s.calls, 0),
     inputTokens: spent.reduce((n, s) => n + s.inputTokens, 0),
     outputTokens: spent.reduce((n, s) => n + s.outputTokens, 0),
+    cachedTokens: spent.reduce((n, s) => n + s.cachedTokens, 0),
     lastInputTokens,
     estimated: spent.some((s) => s.estimated),
   };

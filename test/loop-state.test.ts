@@ -246,11 +246,11 @@ describe('self-paced cadence', () => {
 });
 
 describe('economy in the loop record (docs/CONTEXT.md)', () => {
-  const spend = (inputTokens: number, outputTokens: number) => ({
+  const spend = (inputTokens: number, outputTokens: number, cachedTokens = 0) => ({
     calls: 2,
     inputTokens,
     outputTokens,
-    cachedTokens: 0,
+    cachedTokens,
     lastInputTokens: inputTokens / 2,
     estimated: false,
   });
@@ -258,9 +258,16 @@ describe('economy in the loop record (docs/CONTEXT.md)', () => {
   it("adds each tick's spend to the totals, counts silent and unchanged ticks, keeps the watch digest only from a tick that ran well", () => {
     let loop = base({ economy: { watch: 'read_file:/x' } });
     loop = applyTick(loop, tick(1, 'first', { spend: spend(1000, 10), watchDigest: 'd1' })).loop;
-    loop = applyTick(loop, tick(2, '[SILENT]', { spend: spend(1200, 2), watchDigest: 'd2' })).loop;
+    loop = applyTick(loop, tick(2, '[SILENT]', { spend: spend(1200, 2, 1024), watchDigest: 'd2' })).loop;
     loop = applyTick(loop, tick(3, '', { unchanged: true, watchDigest: 'd2' })).loop;
-    expect(loop.spend).toEqual({ calls: 4, inputTokens: 2200, outputTokens: 12, lastInputTokens: 600, estimated: false });
+    expect(loop.spend).toEqual({
+      calls: 4,
+      inputTokens: 2200,
+      outputTokens: 12,
+      cachedTokens: 1024,
+      lastInputTokens: 600,
+      estimated: false,
+    });
     expect([loop.silentTicks, loop.unchangedTicks, loop.watchDigest]).toEqual([1, 1, 'd2']);
     const failed = applyTick(loop, tick(4, '', { failure: 'model down', watchDigest: 'd3' })).loop;
     expect(failed.watchDigest).toBe('d2'); // retried at the next tick even if the check stays the same

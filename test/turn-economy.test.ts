@@ -181,7 +181,9 @@ describe.concurrent('usage totals', () => {
     const { call } = await startCronApiGateway(cleanups, env, KEY);
     const api = async (path: string) => (await call('GET', path)).body;
 
-    await c.schedules.set('u', 'loop', spec('check the inbox', 1, {}, 3), { origin: { surface: 'cli' }, runner: agent });
+    // A task long enough (over 1,024 tokens) that the model server's prompt cache serves later ticks' prefix.
+    const task = `check the inbox against these rules: ${Array.from({ length: 120 }, (_, i) => `rule ${i}: file mail from sender ${i} under folder ${i % 7}.`).join(' ')}`;
+    await c.schedules.set('u', 'loop', spec(task, 1, {}, 3), { origin: { surface: 'cli' }, runner: agent });
     await waitFor(async () => ((await c.loops.get('u', 'loop'))?.status === 'finished' ? true : undefined), 20_000, 'three ticks');
     const loopCalls = model.requests.length;
     const job = (await call('POST', '/api/cron/jobs', { schedule: 'in 1s', prompt: 'summarise the day', name: 'daily' })).body;
@@ -194,16 +196,21 @@ describe.concurrent('usage totals', () => {
       calls: loopCalls,
       inputTokens: served(0, loopCalls).reduce((n, r) => n + r.promptTokens, 0),
       outputTokens: loop.spend!.outputTokens,
+      cachedTokens: served(0, loopCalls).reduce((n, r) => n + r.cachedTokens!, 0),
       lastInputTokens: served(0, loopCalls).at(-1)!.promptTokens,
       estimated: false,
     });
     expect(loop.spend!.outputTokens).toBeGreaterThan(0);
-    const { inputTokens, outputTokens, calls } = loop.spend!;
+    const { inputTokens, outputTokens, cachedTokens, calls } = loop.spend!;
+    // Ticks 2 and 3 began with the request of the tick before: the server's cache served it.
+    expect(cachedTokens).toBeGreaterThanOrEqual(2 * 1_024);
     const n = (x: number) => x.toLocaleString('en-US');
     // /loop status and hermes status.
-    expect(await c.schedules.status('u', 'loop')).toContain(`${calls} model calls, ${n(inputTokens)} tokens in, ${n(outputTokens)} out`);
+    expect(await c.schedules.status('u', 'loop')).toContain(
+      `${calls} model calls, ${n(inputTokens)} tokens in (${n(cachedTokens!)} cached), ${n(outputTokens)} out`,
+    );
     const shell = await runHermes(env, ['status', '--all']);
-    expect(shell.stdout).toContain(`${n(inputTokens)} in / ${n(outputTokens)} out · ${calls} calls`);
+    expect(shell.stdout).toContain(`${n(inputTokens)} in (${n(cachedTokens!)} cached) / ${n(outputTokens)} out · ${calls} calls`);
     // /api.
     const listed = (await api('/api/schedules')).data.find((s: { session_id: string }) => s.session_id === 'u');
     expect(listed.spend).toEqual(loop.spend);
@@ -226,6 +233,7 @@ describe.concurrent('usage totals', () => {
       );
     expect(sample('hermes_model_tokens_total{kind="loop",direction="input"}')).toBe(inputTokens);
     expect(sample('hermes_model_tokens_total{kind="loop",direction="output"}')).toBe(outputTokens);
+    expect(sample('hermes_model_tokens_total{kind="loop",direction="cached"}')).toBe(cachedTokens);
     expect(sample('hermes_model_calls_total{kind="loop",outcome="ok"}')).toBe(calls);
     expect(sample('hermes_model_tokens_total{kind="cron",direction="input"}')).toBe(shown.spend.inputTokens);
     expect(sample('hermes_model_tokens_total{kind="cron",direction="output"}')).toBe(shown.spend.outputTokens);

@@ -31,10 +31,11 @@ export function duration(ms: number): string {
   return formatSeconds(Math.round(ms / 1000));
 }
 
-/** Tokens spent: `1,234 tokens (5 calls)`, or `—` before the first model call. */
+/** Tokens spent: `1,234 tokens (5 calls, 1,024 cached)`, or `—` before the first model call. */
 export function tokens(t: SpendTotals | undefined): string {
   if (!t || t.calls === 0) return '—';
-  return `${totalTokens(t).toLocaleString('en-US')} tokens (${t.calls} call${t.calls === 1 ? '' : 's'})`;
+  const cached = t.cachedTokens ? `, ${t.cachedTokens.toLocaleString('en-US')} cached` : '';
+  return `${totalTokens(t).toLocaleString('en-US')} tokens (${t.calls} call${t.calls === 1 ? '' : 's'}${cached})`;
 }
 
 /** Text cut to `max` characters on one line. */

@@ -7,9 +7,9 @@ import { statusLine } from '../../scheduler/loop/loop-service.ts';
 import type { LoopRecord } from '../../scheduler/loop/loop-state.ts';
 import { NO_TOTALS, type SpendTotals } from '../../scheduler/model-spend.ts';
 
-/** Spend totals on the wire, as cron jobs show theirs (`SpendTotals`; zeros before the first model call). */
+/** Spend totals on the wire, as cron jobs show theirs (`SpendTotals`; zeros before the first model call, and for a count kept since). */
 export function spendObject(t: SpendTotals | undefined): SpendTotals {
-  return t ?? { ...NO_TOTALS };
+  return { ...NO_TOTALS, ...t };
 }
 
 /** The API shape of a loop or heartbeat. */

@@ -501,7 +501,7 @@ export function cronJobView(job: CronJob): Record<string, unknown> {
     model: job.model ?? null,
     max_tokens: job.max_tokens ?? null,
     budget_tokens: job.budget_tokens ?? 0,
-    spend: job.spend ?? { ...NO_TOTALS },
+    spend: { ...NO_TOTALS, ...job.spend },
     unchanged_runs: job.unchanged_runs ?? 0,
     // Whose `tools.allow_from` its agent runs answer to (cronToolSurfaces).
     tool_surfaces: cronToolSurfaces(job),

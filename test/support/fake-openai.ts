@@ -20,7 +20,15 @@
  * named in the message). What `usage` reports is chosen per server: the
  * counted tokens, the fixed figures older tests assert, or nothing (an
  * endpoint that reports no usage).
+ *
+ * Counted usage also says how many prompt tokens a provider's prompt cache would serve
+ * (`prompt_tokens_details.cached_tokens`), by OpenAI's rule: the longest prefix the request shares
+ * with an earlier answered request of the same session (its `prompt_cache_key`, else its `user`,
+ * else one session per model), counted from 1,024 tokens up in steps of 128. The prefix is read
+ * in the order a prompt is built: the tool definitions, then the messages; whole messages that
+ * are the same, then the common leading tokens of the first one that differs.
  */
+import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { asyncListener } from './http.ts';
@@ -53,6 +61,8 @@ export interface RecordedRequest {
   promptTokens: number;
   /** Refused for being over the context window (the responder was not asked). */
   refusedForLength?: true;
+  /** Prompt tokens a prompt cache would serve (see the header); set when counted usage was answered. */
+  cachedTokens?: number;
 }
 
 /** A tool call the scripted model makes; `arguments` as an object is sent as JSON. */
@@ -184,6 +194,109 @@ export function countPromptTokens(body: { messages: RecordedRequest['messages'];
   return n;
 }
 
+/** OpenAI's prompt caching: prefixes from this many tokens are cached, in steps of `CACHE_STEP_TOKENS`. */
+export const CACHE_MIN_TOKENS = 1024;
+export const CACHE_STEP_TOKENS = 128;
+/** Earlier requests remembered per session (a real cache lives minutes). */
+const CACHE_MAX_ENTRIES = 20_000;
+
+type PromptBody = { messages: RecordedRequest['messages']; tools?: unknown[]; prompt_cache_key?: unknown; user?: unknown; model?: string };
+
+/** One message as it takes part in a prefix: its text, its tokens. */
+function messageKey(m: RecordedRequest['messages'][number]): string {
+  return JSON.stringify([
+    m.role,
+    m.content,
+    m.tool_call_id ?? null,
+    (m.tool_calls ?? []).map((c) => [c.function.name, c.function.arguments]),
+  ]);
+}
+
+function messageTokens(m: RecordedRequest['messages'][number]): number {
+  const content: unknown = m.content;
+  let n = MESSAGE_OVERHEAD + countTokens(typeof content === 'string' ? content : content == null ? '' : JSON.stringify(content));
+  for (const c of m.tool_calls ?? []) n += countTokens(c.function.name) + countTokens(c.function.arguments);
+  return n;
+}
+
+/**
+ * The prompt prefixes a server has seen, per session: each prefix of whole messages by a chained
+ * digest (with its tokens), and the messages seen after each, for the partial match of the first
+ * message that differs.
+ */
+class PromptCache {
+  private readonly prefixes = new Map<string, { tokens: number; next: Set<string> }>();
+
+  /** Tokens of the longest prefix `body` shares with a request `remember`ed before. */
+  longestPrefix(body: PromptBody): number {
+    let digest = this.root(body);
+    let seen = this.prefixes.get(digest);
+    if (!seen) return 0;
+    let tokens = seen.tokens;
+    for (const m of body.messages) {
+      const next = this.chain(digest, m);
+      const whole = this.prefixes.get(next);
+      if (!whole) {
+        // The first message that differs: its framing and the leading tokens it shares with one seen there.
+        const text = typeof m.content === 'string' ? m.content : '';
+        let best = 0;
+        for (const other of seen.next) {
+          const o = JSON.parse(other) as { role: string; content: string };
+          if (o.role !== m.role || !text || !o.content) continue;
+          best = Math.max(best, commonLeadingTokens(text, o.content));
+        }
+        return best > 0 ? tokens + MESSAGE_OVERHEAD - 1 + best : tokens;
+      }
+      digest = next;
+      seen = whole;
+      tokens = whole.tokens;
+    }
+    return tokens;
+  }
+
+  /** Remember `body`'s prefixes. */
+  remember(body: PromptBody): void {
+    if (this.prefixes.size > CACHE_MAX_ENTRIES) this.prefixes.clear();
+    let digest = this.root(body);
+    let tokens = body.tools?.length ? countTokens(JSON.stringify(body.tools)) : 0;
+    let entry = this.prefixes.get(digest) ?? { tokens, next: new Set<string>() };
+    this.prefixes.set(digest, entry);
+    for (const m of body.messages) {
+      entry.next.add(JSON.stringify({ role: m.role, content: typeof m.content === 'string' ? m.content : '' }));
+      digest = this.chain(digest, m);
+      tokens += messageTokens(m);
+      entry = this.prefixes.get(digest) ?? { tokens, next: new Set<string>() };
+      this.prefixes.set(digest, entry);
+    }
+  }
+
+  private root(body: PromptBody): string {
+    const session = typeof body.prompt_cache_key === 'string' ? body.prompt_cache_key : typeof body.user === 'string' ? body.user : '';
+    return createHash('sha256')
+      .update(JSON.stringify([body.model ?? '', session, body.tools ?? []]))
+      .digest('hex');
+  }
+
+  private chain(digest: string, m: RecordedRequest['messages'][number]): string {
+    return createHash('sha256').update(digest).update(messageKey(m)).digest('hex');
+  }
+}
+
+/** Leading tokens two texts share (o200k). */
+function commonLeadingTokens(a: string, b: string): number {
+  const ta = encode(a, { disallowedSpecial: new Set() });
+  const tb = encode(b, { disallowedSpecial: new Set() });
+  let i = 0;
+  while (i < ta.length && i < tb.length && ta[i] === tb[i]) i++;
+  return i;
+}
+
+/** What a prompt cache serves of a prefix of `prefixTokens` (OpenAI's steps), at most the prompt. */
+export function cachedTokensOf(prefixTokens: number, promptTokens: number): number {
+  const served = prefixTokens < CACHE_MIN_TOKENS ? 0 : Math.floor(prefixTokens / CACHE_STEP_TOKENS) * CACHE_STEP_TOKENS;
+  return Math.min(served, promptTokens);
+}
+
 async function body(req: IncomingMessage): Promise<string> {
   let data = '';
   for await (const chunk of req) data += chunk;
@@ -197,6 +310,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
   let refusedForLength = 0;
   let contextWindow = options.contextWindow;
   let usageMode: UsageMode = options.usage ?? 'fixed';
+  const promptCache = new PromptCache();
   let responder: (req: RecordedRequest, index: number) => ScriptedReply | Promise<ScriptedReply> = () => 'ok';
   const server: Server = createServer(
     asyncListener(async (req, res) => {
@@ -307,6 +421,13 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
         typeof reply === 'object' && 'toolCallDeltas' in reply ? (reply.toolCallDeltas ?? 'indexed') : 'indexed';
       const completionTokens =
         countTokens(text) + calls.reduce((n, c) => n + countTokens(c.function.name) + countTokens(c.function.arguments), 0);
+      if (usageMode === 'counted') {
+        rec.cachedTokens =
+          typeof reply === 'object' && 'cachedTokens' in reply
+            ? Math.min(reply.cachedTokens, rec.promptTokens)
+            : cachedTokensOf(promptCache.longestPrefix(parsed), rec.promptTokens);
+        promptCache.remember(parsed);
+      }
       const usage =
         usageMode === 'none'
           ? undefined
@@ -316,9 +437,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
                 prompt_tokens: rec.promptTokens,
                 completion_tokens: completionTokens,
                 total_tokens: rec.promptTokens + completionTokens,
-                ...(typeof reply === 'object' && 'cachedTokens' in reply
-                  ? { prompt_tokens_details: { cached_tokens: Math.min(reply.cachedTokens, rec.promptTokens) } }
-                  : {}),
+                prompt_tokens_details: { cached_tokens: rec.cachedTokens ?? 0 },
               };
       const id = `chatcmpl-${index}`;
       const created = Math.floor(Date.now() / 1000);
