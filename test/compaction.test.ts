@@ -17,13 +17,8 @@ import {
   type CompactableMessage,
 } from '../worker/context/compaction.ts';
 import { ContextWindows, DEFAULT_CONTEXT_WINDOW_TOKENS, windowFromError, windowFromTable } from '../worker/context/context-window.ts';
-import {
-  CHARS_PER_TOKEN,
-  TokenCalibration,
-  estimateMessageTokens,
-  estimateMessagesTokens,
-  estimateTextTokens,
-} from '../worker/context/token-estimate.ts';
+import { CHARS_PER_TOKEN, TokenCalibration, estimateTextTokens } from '../worker/context/token-estimate.ts';
+import { ESTIMATE_COUNTER, countMessageTokens, countRequestTokens } from '../worker/context/token-count.ts';
 
 type M = CompactableMessage & { tool_calls?: Array<{ name: string; arguments: string }> };
 
@@ -36,7 +31,7 @@ const assistant = (content: string, calls: string[] = []): M => ({
 const tool = (id: string, content: string): M => ({ role: 'tool', content, tool_call_id: id, name: 'read_file' });
 const big = (chars: number, word = 'log line ') => word.repeat(Math.ceil(chars / word.length)).slice(0, chars);
 const make = (fields: { role: 'user'; content: string }): M => fields;
-const estimate = (ms: readonly M[]) => estimateMessagesTokens(ms);
+const estimate = (ms: readonly M[]) => countRequestTokens(ESTIMATE_COUNTER, null, ms);
 
 /** Every tool result follows its assistant call (or another result of the same call). */
 function noOrphans(ms: readonly M[]): boolean {
@@ -286,17 +281,17 @@ describe('context windows', () => {
 });
 
 describe('token estimates', () => {
-  it('count content, names and tool call arguments, plus a per-message overhead', () => {
+  it('count content and tool call names and arguments, plus a per-message overhead and the reply priming', () => {
     expect(estimateTextTokens('abcdef')).toBe(2);
-    const plain = estimateMessageTokens({ role: 'user', content: 'x'.repeat(30) });
-    const withCall = estimateMessageTokens({
+    const plain = countMessageTokens(ESTIMATE_COUNTER, { role: 'user', content: 'x'.repeat(30) });
+    const withCall = countMessageTokens(ESTIMATE_COUNTER, {
       role: 'assistant',
       content: '',
       tool_calls: [{ name: 'read_file', arguments: 'x'.repeat(300) }],
     });
     expect(plain).toBe(4 + 10);
-    expect(withCall).toBeGreaterThan(100);
-    expect(estimateMessagesTokens([{ role: 'user', content: 'x'.repeat(30) }])).toBe(3 + plain);
+    expect(withCall).toBe(4 + 3 + 100);
+    expect(countRequestTokens(ESTIMATE_COUNTER, null, [{ role: 'user', content: 'x'.repeat(30) }])).toBe(3 + plain);
   });
 
   it('calibration scales by the last observed ratio per model, never below 1, at most 4', () => {

@@ -1,13 +1,14 @@
 /**
  * A long-running loop stays inside the model's window (docs/CONTEXT.md): compaction against a model
- * server that enforces its window, and the summary's fallback marker. Real Redis, real BullMQ, real
- * worker, the real `openai` client against the local model server.
+ * server that enforces its window, with room between threshold and target (a summary every several
+ * ticks, the request's prefix unchanged in between), and the summary's fallback marker. Real Redis,
+ * real BullMQ, real worker, the real `openai` client against the local model server.
  */
 import { describe } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { events, waitFor } from './support/stack.ts';
-import type { RecordedRequest, ScriptedReply } from './support/fake-openai.ts';
+import { lastUserText, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
 import { startAgentStack } from './support/agent-stack.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
 import type { LoopSpec } from '../scheduler/loop/loop-service.ts';
@@ -56,7 +57,7 @@ function ciWatcher(
 
 // Each test has its own model server, worker, Redis prefix and folder, so the two run side by side.
 describe.concurrent('a loop that reads a 12 KB log at every tick, against a 16,000-token window', () => {
-  it('runs 100 ticks with no failed tick and no request over the window; the transcript holds a summary, the stream every tick', async ({
+  it('runs 100 ticks with no failed tick, no request over the window and at most 10 summaries; between compactions each request extends the one before byte for byte', async ({
     cleanups,
     expect,
   }) => {
@@ -97,6 +98,32 @@ describe.concurrent('a loop that reads a 12 KB log at every tick, against a 16,0
     expect(loop.spend!.calls).toBe(served.length);
     expect(loop.spend!.inputTokens).toBe(served.reduce((n, r) => n + r.promptTokens, 0));
     expect(loop.spend!.estimated).toBe(false);
+
+    // Room between threshold and target: a summary every several ticks, not at every tick.
+    const summaries = model.requests.filter(isSummary);
+    expect(summaries.length).toBeGreaterThan(0);
+    expect(summaries.length).toBeLessThanOrEqual(10);
+    // Between two compactions a request is the one before it and what was appended since, unchanged:
+    // the system prompt, the tools, every message, byte for byte (what a provider's prompt cache serves).
+    const compactedAt = new Set(all.filter((e) => e.type === 'context.compacted').map((e) => e.data.tick as number));
+    const turns = model.requests.filter((r) => !isSummary(r));
+    const tickOf = (r: RecordedRequest) => Number(/Loop wakeup #(\d+)/.exec(lastUserText(r))![1]);
+    let compared = 0;
+    for (let i = 1; i < turns.length; i++) {
+      const [before, after] = [turns[i - 1]!, turns[i]!];
+      if (tickOf(after) !== tickOf(before) && compactedAt.has(tickOf(after))) continue; // this tick's turn began with a compaction
+      expect(JSON.stringify(after.body.tools)).toBe(JSON.stringify(before.body.tools));
+      expect(after.messages.slice(0, before.messages.length).map((m) => JSON.stringify(m))).toEqual(
+        before.messages.map((m) => JSON.stringify(m)),
+      );
+      compared++;
+    }
+    // Most requests follow one without a compaction between them.
+    expect(compared).toBeGreaterThan(turns.length / 2);
+    // And the model server's prompt cache served that prefix.
+    const cached = model.requests.reduce((n, r) => n + (r.cachedTokens ?? 0), 0);
+    expect(cached / loop.spend!.inputTokens).toBeGreaterThan(0.5);
+    expect(loop.spend!.cachedTokens).toBe(cached);
   }, 180_000);
 
   it('a summary call that fails leaves a marker in place of the middle; every tick still succeeds', async ({ cleanups, expect }) => {

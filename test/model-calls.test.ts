@@ -338,7 +338,8 @@ describe('usage and spend', () => {
     const [e] = modelCalls(t.events);
     expect(e!.estimated).toBe(true);
     expect(e!.inputTokens).toBeGreaterThanOrEqual(model.requests[0]!.promptTokens);
-    expect(e!.inputTokens).toBe(runner.estimateTokens(undefined, t.messages));
+    expect(e!.inputTokens).toBe(await runner.estimateTokens(undefined, t.messages));
+    expect(e!.estimatedInputTokens).toBe(e!.inputTokens);
     expect(e!.outputTokens).toBe(Math.ceil('a reply of some length, written by the model'.length / 3));
     expect(out.spend).toMatchObject({ calls: 1, estimated: true, inputTokens: e!.inputTokens });
     expect(out.usage).toBeUndefined();
@@ -499,13 +500,19 @@ describe('declared models', () => {
     expect(primary.requests).toHaveLength(0);
     await runner.run(turn('hi', { model: 'big' }));
     expect(primary.requests.map((r) => r.model)).toEqual(['big-model']);
-    expect(runner.contextOf('big')).toEqual({ model: 'big-model', windowTokens: 32_000, thresholdTokens: 16_000, keepRecent: 8 });
+    expect(runner.contextOf('big')).toEqual({
+      model: 'big-model',
+      windowTokens: 32_000,
+      thresholdTokens: 16_000,
+      targetTokens: 8_000,
+      keepRecent: 8,
+    });
 
     const err = await caught(runner.run(turn('hi', { model: 'nope' })));
     expect(err.kind).toBe('config');
     expect(err.message).toBe('Unknown model "nope": the declared models are "fast", "big" (agent.models).');
     expect(() => runner.contextOf('nope')).toThrow(TurnError);
-    expect(() => runner.estimateTokens('nope', [])).toThrow(/Unknown model "nope"/);
+    await expect(runner.estimateTokens('nope', [])).rejects.toThrow(/Unknown model "nope"/);
     expect(primary.requests.length + other.requests.length).toBe(2);
   });
 
@@ -518,7 +525,7 @@ describe('declared models', () => {
         'agent.base_url': 'http://127.0.0.1:9/v1',
         'agent.model': 'gpt-4o-mini',
         'agent.context_window_tokens': 64_000,
-        'agent.compaction': { threshold: 0.6, keep_recent_messages: 4 },
+        'agent.compaction': { threshold: 0.6, target: 0.3, keep_recent_messages: 4 },
         'agent.max_retries': 5,
         'agent.max_tokens_per_turn': 1_000,
         'agent.models': { cheap: { model: 'cheap-model', context_window_tokens: 16_000 } },
@@ -532,11 +539,17 @@ describe('declared models', () => {
       maxRetries: 5,
       maxTokensPerTurn: 1_000,
       fallbackModels: ['cheap'],
-      compaction: { threshold: 0.6, keepRecentMessages: 4 },
+      compaction: { threshold: 0.6, target: 0.3, keepRecentMessages: 4 },
       models: { cheap: { model: 'cheap-model', contextWindowTokens: 16_000 } },
     });
     const runner = new AgentRunner(options);
-    expect(runner.contextOf()).toEqual({ model: 'gpt-4o-mini', windowTokens: 64_000, thresholdTokens: 38_400, keepRecent: 4 });
+    expect(runner.contextOf()).toEqual({
+      model: 'gpt-4o-mini',
+      windowTokens: 64_000,
+      thresholdTokens: 38_400,
+      targetTokens: 19_200,
+      keepRecent: 4,
+    });
     expect(runner.contextOf('cheap').windowTokens).toBe(16_000);
   });
 
@@ -544,16 +557,16 @@ describe('declared models', () => {
     const model = await fake();
     const { runner } = setup(model, {}, toolbox({ 'a.txt': 'a' }));
     const msgs = [{ role: 'user', content: 'hello' }];
-    const bare = runner.estimateTokens(undefined, msgs);
-    const withTools = runner.estimateTokens(undefined, msgs, 'cli');
+    const bare = await runner.estimateTokens(undefined, msgs);
+    const withTools = await runner.estimateTokens(undefined, msgs, 'cli');
     expect(withTools).toBeGreaterThan(bare + 50);
     // A text the estimate undercounts (one token per character): the reported count corrects it.
     const dense = [{ role: 'user' as const, content: '好'.repeat(3_000) }];
-    const before = runner.estimateTokens(undefined, dense);
+    const before = await runner.estimateTokens(undefined, dense);
     await runner.run(turn(dense));
     const reported = model.requests[0]!.promptTokens;
     expect(before).toBeLessThan(reported);
-    expect(runner.estimateTokens(undefined, dense, 'cli')).toBeGreaterThanOrEqual(reported);
+    expect(await runner.estimateTokens(undefined, dense, 'cli')).toBeGreaterThanOrEqual(reported);
   });
 });
 

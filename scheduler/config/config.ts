@@ -177,6 +177,34 @@ const mcpServerSchema = z.union([
     .strict(),
 ]);
 
+/**
+ * `agent.compaction`: when a session's context is compacted before a turn, and down to what
+ * (docs/CONTEXT.md, "Compaction"; the policy: `worker/context/compaction.ts`).
+ */
+const compactionSchema = z
+  .object({
+    /**
+     * Share of the turn model's window at or past which a session's context is compacted before
+     * the turn. @defaultValue 0.5
+     */
+    threshold: z.coerce.number().gt(0).max(0.85).default(0.5),
+    /**
+     * Share of the window a compaction brings the context down to, below `threshold`: the room
+     * left between them is what later turns append before the next compaction, so a summary is
+     * written every several turns and the request's prefix stays the same in between. @defaultValue 0.25
+     */
+    target: z.coerce.number().gt(0).max(0.85).default(0.25),
+    /** Messages at the end of a transcript kept verbatim by compaction (at most; see `target`). @defaultValue 8 */
+    keep_recent_messages: z.coerce.number().int().min(2).default(8),
+    /** Model (a name of `agent.models`, or a model id of the primary endpoint) that writes summaries; unset = the turn's model. */
+    model: z.string().min(1).optional(),
+  })
+  .strict()
+  .refine((c) => c.target < c.threshold, { message: 'target must be below threshold', path: ['target'] });
+
+/** `agent.compaction` with nothing set: the defaults code falls back to when it is given no settings. */
+export const COMPACTION_DEFAULTS = compactionSchema.parse({});
+
 export const configSchema = z
   .object({
     /** IANA zone for cron jobs without `--tz`; default the host zone. */
@@ -309,17 +337,7 @@ export const configSchema = z
          */
         context_window_tokens: z.coerce.number().int().min(1024).optional(),
         /** Compaction of what a model call sends (docs/CONTEXT.md; the policy: `worker/context/compaction.ts`). */
-        compaction: z
-          .object({
-            /** Share of the window past which a turn's context is compacted before the call. @defaultValue 0.5 */
-            threshold: z.coerce.number().gt(0).max(0.85).default(0.5),
-            /** Messages at the end of a transcript kept verbatim by compaction. @defaultValue 8 */
-            keep_recent_messages: z.coerce.number().int().min(2).default(8),
-            /** Model (a name of `agent.models`, or a model id of the primary endpoint) that writes summaries; unset = the turn's model. */
-            model: z.string().min(1).optional(),
-          })
-          .strict()
-          .prefault({}),
+        compaction: compactionSchema.prefault({}),
         /** Input plus output tokens one turn may spend (its calls, judges and summaries); past it the schedule pauses; 0 = no limit. @defaultValue 0 */
         max_tokens_per_turn: z.coerce.number().int().min(0).default(0),
         /**

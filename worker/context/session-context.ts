@@ -1,9 +1,16 @@
 /**
  * Before a session turn (user message, goal continuation, loop or heartbeat
- * tick): fit the session's transcript plus the new input into the turn
+ * tick): when the session's transcript plus the new input reach the turn
  * model's compaction threshold (`agent.compaction.threshold` of its window),
- * with the policy of `compaction.ts` — old tool results stubbed first, then
- * one summary of the middle by an auxiliary call, a marker if that fails.
+ * bring them down to its target (`agent.compaction.target`), with the policy
+ * of `compaction.ts` — tool results before the recent tail stubbed first, then
+ * one summary of the middle by an auxiliary call (earlier summaries kept and a
+ * marker for the rest if that fails). The recent tail holds at most
+ * `TAIL_SHARE_OF_TARGET` of the target.
+ *
+ * The room between target and threshold is what keeps requests cheap: until
+ * the next compaction a turn sends the head, the summary and the messages
+ * appended since, unchanged, so a provider's prompt cache serves that prefix.
  *
  * The compacted transcript is what the turn runs on, and the commit writes it
  * back in place of the stored one (`SessionStore.commitTurn`,
@@ -19,6 +26,9 @@ import { sessionEventSink } from '../turn-runners/turn-events.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 import { compactMessages, type CompactionReport } from './compaction.ts';
 
+/** Share of the compaction target the recent tail may hold (the rest: the head, the summary, the new input). */
+export const TAIL_SHARE_OF_TARGET = 0.5;
+
 /** A transcript ready for a turn. */
 export interface FittedContext {
   transcript: TranscriptMessage[];
@@ -30,7 +40,7 @@ export interface FittedContext {
 }
 
 /**
- * Fit `transcript` + `input` under the threshold of `model` (a declared name; undefined = primary).
+ * Fit `transcript` + `input` to the compaction policy of `model` (a declared name; undefined = primary).
  * Never throws for a failed summary (a marker stands in); a turn is never failed by compaction.
  */
 export async function fitSessionContext(
@@ -51,14 +61,17 @@ export async function fitSessionContext(
   const runner = deps.runners.agent;
   const { transcript, input, model, surface } = request;
   const ctx = runner.contextOf(model);
-  const estimate = (messages: readonly TranscriptMessage[]) =>
-    runner.estimateTokens(model, [...turnMessages([...messages], input)], surface, request.turn);
+  const counting = await runner.estimator(model, surface, request.turn);
+  const estimate = (messages: readonly TranscriptMessage[]) => counting.estimate(turnMessages([...messages], input));
   let spend: ModelSpend = NO_SPEND;
   const fitted = await compactMessages<TranscriptMessage>(transcript, {
-    // The input itself is part of the request: the transcript gets what is left of the threshold.
-    budgetTokens: ctx.thresholdTokens,
+    // The input itself is part of the request: the transcript gets what is left of the threshold and the target.
+    thresholdTokens: ctx.thresholdTokens,
+    budgetTokens: ctx.targetTokens,
     keepRecent: ctx.keepRecent,
+    tailTokens: Math.floor(TAIL_SHARE_OF_TARGET * ctx.targetTokens),
     estimate,
+    counter: counting.counter,
     summarise: async (middle) => {
       try {
         const res = await runner.summarise(middle, request.signal, {
@@ -87,6 +100,7 @@ export async function fitSessionContext(
     model: ctx.model,
     windowTokens: ctx.windowTokens,
     thresholdTokens: ctx.thresholdTokens,
+    targetTokens: ctx.targetTokens,
     ...fitted.report,
     ...request.events,
   });

@@ -1,8 +1,9 @@
 /**
- * Token estimates of what a model call sends, for the context budget
- * (docs/CONTEXT.md). The provider's reported `prompt_tokens` is the measure;
- * an estimate is used only before a call (is it over the threshold?) and for
- * calls whose endpoint reports no usage (marked as estimated).
+ * Token estimates of what a model call sends, for models whose tokenizer is not
+ * known (`token-count.ts` counts the others exactly; docs/CONTEXT.md). The
+ * provider's reported `prompt_tokens` is the measure; an estimate is used only
+ * before a call (is it over the threshold?) and for calls whose endpoint
+ * reports no usage (marked as estimated).
  *
  * The estimate is deliberately on the high side: `CHARS_PER_TOKEN` is 3
  * (English prose tokenizes at about 4 characters per token, code and logs at
@@ -11,34 +12,21 @@
 
 /** Characters per token assumed before a model's own counts are known. */
 export const CHARS_PER_TOKEN = 3;
-/** Tokens a provider adds per message (role, separators). */
+/** Tokens a provider adds per message: its framing (3) and its role (1). */
 export const MESSAGE_OVERHEAD_TOKENS = 4;
 
 /** The parts of a chat message that cost tokens. */
 export interface EstimableMessage {
   role: string;
   content: string | null;
-  tool_calls?: ReadonlyArray<{ name: string; arguments: string }>;
+  /** An assistant's tool calls (`id` as the model gave it). */
+  tool_calls?: ReadonlyArray<{ id?: string; name: string; arguments: string }>;
   name?: string;
 }
 
 /** Raw estimate of a text, tokens. */
 export function estimateTextTokens(text: string): number {
   return Math.ceil(text.length / CHARS_PER_TOKEN);
-}
-
-/** Raw estimate of one message, tokens. */
-export function estimateMessageTokens(m: EstimableMessage): number {
-  let chars = (m.content ?? '').length + (m.name?.length ?? 0);
-  for (const c of m.tool_calls ?? []) chars += c.name.length + c.arguments.length + 16;
-  return MESSAGE_OVERHEAD_TOKENS + Math.ceil(chars / CHARS_PER_TOKEN);
-}
-
-/** Raw estimate of messages, tokens. */
-export function estimateMessagesTokens(messages: readonly EstimableMessage[]): number {
-  let n = 3; // reply priming
-  for (const m of messages) n += estimateMessageTokens(m);
-  return n;
 }
 
 /**

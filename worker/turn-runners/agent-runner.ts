@@ -20,8 +20,9 @@
  *   - Models: the primary `agent.model`, or a model the operator declared
  *     (`agent.models.<name>`, each with its own client) named by the request.
  *   - Fit: before it is sent, the request (system prompt, messages, tool
- *     definitions; estimated, calibrated by the model's reported counts) must
- *     fit `CALL_FIT_SHARE` of the model's window; if not, the conversation is
+ *     definitions; counted with the model's tokenizer when known, else
+ *     estimated and calibrated by its reported counts: `context/token-count.ts`)
+ *     must fit `CALL_FIT_SHARE` of the model's window; if not, the conversation is
  *     compacted without a model call (`compactMessages`: old tool results
  *     stubbed, then the largest messages cut, the oldest dropped) — what the
  *     model has not seen yet is stubbed last. Nothing over the window is sent.
@@ -50,9 +51,11 @@ import { TurnError } from '../../scheduler/errors/turn-error.ts';
 import type { HermesMetrics } from '../../scheduler/metrics.ts';
 import type { FinishReason, ModelParams } from '../../scheduler/model-params.ts';
 import { NO_SPEND, sumSpend, totalTokens, type ModelSpend } from '../../scheduler/model-spend.ts';
+import { COMPACTION_DEFAULTS } from '../../scheduler/config/config.ts';
 import { compactMessages, type CompactableMessage } from '../context/compaction.ts';
 import { ContextWindows } from '../context/context-window.ts';
-import { TokenCalibration, estimateMessagesTokens, estimateTextTokens, type EstimableMessage } from '../context/token-estimate.ts';
+import { countRequestTokens, tokenCounterFor, type TokenCounter } from '../context/token-count.ts';
+import { TokenCalibration, type EstimableMessage } from '../context/token-estimate.ts';
 import type { Toolbox } from '../tools/toolbox.ts';
 import type { ToolTurn, TurnSurfaces } from '../tools/tool.ts';
 import { contextRefusal, isTransient, retryingFetch, untilAborted } from './model-transport.ts';
@@ -95,11 +98,12 @@ export interface AgentRunnerOptions {
   fallbackModels?: readonly string[];
   /** `agent.context_window_tokens` (unset: the table of known models, else 128000). */
   contextWindowTokens?: number;
-  /** `agent.compaction`. */
+  /** `agent.compaction` (unset fields: its defaults, `COMPACTION_DEFAULTS`). */
   compaction?: {
-    /** Share of the window past which the worker compacts a transcript before a turn. @defaultValue 0.5 */
+    /** Share of the window at or past which the worker compacts a transcript before a turn. */
     threshold?: number;
-    /** @defaultValue 8 */
+    /** Share of the window a compaction brings the transcript down to. */
+    target?: number;
     keepRecentMessages?: number;
     /** A declared name or a model id of the primary endpoint that writes summaries; unset = the turn's model. */
     model?: string;
@@ -200,9 +204,14 @@ export interface ModelContext {
   windowTokens: number;
   /** `agent.compaction.threshold` of the window. */
   thresholdTokens: number;
+  /** `agent.compaction.target` of the window. */
+  targetTokens: number;
   /** `agent.compaction.keep_recent_messages`. */
   keepRecent: number;
 }
+
+/** Counts the tokens of a request's messages (with its system prompt and tool definitions). */
+export type RequestEstimator = (messages: readonly EstimableMessage[]) => number;
 
 /** A model calls can go to. */
 interface ModelTarget {
@@ -246,6 +255,17 @@ interface ModelRequest {
   onDelta?: (text: string) => void;
 }
 
+/** A request that was answered: the messages as sent (compacted when they did not fit) and what they were counted at. */
+interface Sent {
+  completion: ChatCompletion;
+  messages: ChatMessage[];
+  counter: TokenCounter;
+  /** The request's tokens by `counter`, uncalibrated. */
+  counted: number;
+  /** The tokens the request was taken to have before it was sent (`counted`, calibrated for an estimate). */
+  estimatedTokens: number;
+}
+
 /** Runs agent turns; `complete()` is also used by the judges (with tools, so they judge what a tool saw). */
 export class AgentRunner implements TurnRunner {
   readonly kind = 'agent' as const;
@@ -257,6 +277,7 @@ export class AgentRunner implements TurnRunner {
   private readonly windows: ContextWindows;
   private readonly calibration = new TokenCalibration();
   private readonly threshold: number;
+  private readonly target: number;
   private readonly keepRecent: number;
 
   /** @param toolbox - the operator's tools; without it turns have none */
@@ -266,8 +287,9 @@ export class AgentRunner implements TurnRunner {
   ) {
     this.maxToolCalls = options.maxToolCalls ?? 20;
     this.maxRetries = options.maxRetries ?? 3;
-    this.threshold = options.compaction?.threshold ?? 0.5;
-    this.keepRecent = options.compaction?.keepRecentMessages ?? 8;
+    this.threshold = options.compaction?.threshold ?? COMPACTION_DEFAULTS.threshold;
+    this.target = options.compaction?.target ?? COMPACTION_DEFAULTS.target;
+    this.keepRecent = options.compaction?.keepRecentMessages ?? COMPACTION_DEFAULTS.keep_recent_messages;
     const clientFor = (baseUrl: string | undefined, apiKey: string | undefined) =>
       baseUrl || apiKey
         ? new OpenAI({ baseURL: baseUrl, apiKey: apiKey ?? 'not-set', timeout: options.timeoutSeconds * 1000, maxRetries: this.maxRetries })
@@ -308,25 +330,49 @@ export class AgentRunner implements TurnRunner {
   }
 
   /**
-   * The window and compaction threshold of a model.
+   * The window, compaction threshold and target of a model.
    * @param modelName - a declared name; undefined = the primary model
    * @throws TurnError `config` for an unknown name
    */
   contextOf(modelName?: string): ModelContext {
     const target = this.resolve(modelName);
     const windowTokens = this.windows.windowOf(target.id);
-    return { model: target.id, windowTokens, thresholdTokens: Math.floor(this.threshold * windowTokens), keepRecent: this.keepRecent };
+    return {
+      model: target.id,
+      windowTokens,
+      thresholdTokens: Math.floor(this.threshold * windowTokens),
+      targetTokens: Math.floor(this.target * windowTokens),
+      keepRecent: this.keepRecent,
+    };
   }
 
   /**
-   * Tokens a turn's request would take (calibrated estimate): the system prompt, `messages`, and
-   * the definitions of the tools offered to `surface` (and to `turn`, when given).
+   * How a turn's request is counted, before it is sent: the system prompt, the messages given to the
+   * returned function, and the definitions of the tools offered to `surface` (and to `turn`, when
+   * given) — with the model's tokenizer when known, else estimated and calibrated
+   * (`context/token-count.ts`). `counter` counts one text the same way, uncalibrated.
    * @throws TurnError `config` for an unknown model name
    */
-  estimateTokens(modelName: string | undefined, messages: readonly EstimableMessage[], surface?: TurnSurfaces, turn?: ToolTurn): number {
+  async estimator(
+    modelName: string | undefined,
+    surface?: TurnSurfaces,
+    turn?: ToolTurn,
+  ): Promise<{ estimate: RequestEstimator; counter: TokenCounter }> {
     const target = this.resolve(modelName);
     const tools = this.toolsFor(surface, turn);
-    return this.calibration.scale(target.id, rawRequestTokens(this.systemFor(surface, turn, tools), messages, tools));
+    const system = this.systemFor(surface, turn, tools);
+    const counter = await tokenCounterFor(target.id);
+    return { estimate: (messages) => this.requestTokens(target, counter, system, messages, tools), counter };
+  }
+
+  /** Tokens one request takes by `estimator` (the same count, once). @throws TurnError `config` for an unknown model name */
+  async estimateTokens(
+    modelName: string | undefined,
+    messages: readonly EstimableMessage[],
+    surface?: TurnSurfaces,
+    turn?: ToolTurn,
+  ): Promise<number> {
+    return (await this.estimator(modelName, surface, turn)).estimate(messages);
   }
 
   /**
@@ -348,12 +394,14 @@ export class AgentRunner implements TurnRunner {
       signal,
       { sessionId: options.sessionId, kind: options.kind, purpose: 'summary', onEvent: options.onEvent, target },
       async (scope) => {
+        const counter = await tokenCounterFor(target.id);
         const estimate = (ms: readonly CompactableMessage[]) =>
-          this.calibration.scale(target.id, rawRequestTokens(SUMMARY_PROMPT, [{ role: 'user', content: summaryInput(ms) }], []));
+          this.requestTokens(target, counter, SUMMARY_PROMPT, [{ role: 'user', content: summaryInput(ms) }], []);
         const fitted = await compactMessages(messages, {
           budgetTokens: Math.floor(CALL_FIT_SHARE * this.windows.windowOf(target.id)),
           keepRecent: messages.length, // no stubs: the summary is to say what the tools found
           estimate,
+          counter,
           make: (fields) => fields,
         });
         const { completion } = await this.call(scope, {
@@ -551,7 +599,7 @@ export class AgentRunner implements TurnRunner {
    * transient. Emits `model.called` and counts it.
    * @returns the completion and the messages as sent (compacted when they did not fit)
    */
-  private async call(scope: CallScope, req: ModelRequest): Promise<{ completion: ChatCompletion; messages: ChatMessage[] }> {
+  private async call(scope: CallScope, req: ModelRequest): Promise<Sent> {
     let index = scope.active;
     for (;;) {
       const target = scope.chain[index]!;
@@ -559,7 +607,7 @@ export class AgentRunner implements TurnRunner {
       try {
         const sent = await this.send(scope, target, req);
         scope.active = index;
-        this.record(scope, target, sent.completion, sent.rawTokens, Date.now() - started);
+        this.record(scope, target, sent, Date.now() - started);
         return sent;
       } catch (err) {
         const next = scope.chain.findIndex((t, i) => i > index && t.client !== undefined);
@@ -574,17 +622,14 @@ export class AgentRunner implements TurnRunner {
   }
 
   /** Send `req` to `target`, fitted to its window; a refusal for length is compacted harder and sent once more. */
-  private async send(
-    scope: CallScope,
-    target: ModelTarget,
-    req: ModelRequest,
-  ): Promise<{ completion: ChatCompletion; messages: ChatMessage[]; rawTokens: number }> {
-    let messages = await this.fit(scope, target, req, req.messages, Math.floor(CALL_FIT_SHARE * this.windows.windowOf(target.id)));
+  private async send(scope: CallScope, target: ModelTarget, req: ModelRequest): Promise<Sent> {
+    const counter = await tokenCounterFor(target.id);
+    let messages = await this.fit(scope, target, req, counter, req.messages, Math.floor(CALL_FIT_SHARE * this.windows.windowOf(target.id)));
     for (let refused = false; ;) {
-      const rawTokens = rawRequestTokens(req.system, messages, req.tools);
+      const counted = countRequestTokens(counter, req.system, messages, req.tools);
       try {
         const completion = await this.transport(scope, target, req, messages);
-        return { completion, messages, rawTokens };
+        return { completion, messages, counter, counted, estimatedTokens: this.calibrated(target, counter, counted) };
       } catch (err) {
         const refusal = contextRefusal(err);
         if (!refusal || scope.signal.aborted) throw err;
@@ -596,9 +641,9 @@ export class AgentRunner implements TurnRunner {
         }
         refused = true;
         if (refusal.windowTokens !== undefined) this.windows.learn(target.id, refusal.windowTokens);
-        const sentTokens = this.calibration.scale(target.id, rawTokens);
+        const sentTokens = this.calibrated(target, counter, counted);
         const budget = Math.floor(REFUSED_FIT_SHARE * Math.min(this.windows.windowOf(target.id), sentTokens));
-        messages = await this.fit(scope, target, req, messages, budget);
+        messages = await this.fit(scope, target, req, counter, messages, budget);
       }
     }
   }
@@ -612,16 +657,18 @@ export class AgentRunner implements TurnRunner {
     scope: CallScope,
     target: ModelTarget,
     req: ModelRequest,
+    counter: TokenCounter,
     messages: ChatMessage[],
     budgetTokens: number,
   ): Promise<ChatMessage[]> {
-    const estimate = (ms: readonly ChatMessage[]) => this.calibration.scale(target.id, rawRequestTokens(req.system, ms, req.tools));
+    const estimate = (ms: readonly ChatMessage[]) => this.requestTokens(target, counter, req.system, ms, req.tools);
     if (estimate(messages) <= budgetTokens) return messages;
     const windowTokens = this.windows.windowOf(target.id);
     const fitted = await compactMessages<ChatMessage>(messages, {
       budgetTokens,
       keepRecent: req.keepRecent,
       estimate,
+      counter,
       make: (fields) => fields,
     });
     if (fitted.report)
@@ -662,12 +709,31 @@ export class AgentRunner implements TurnRunner {
     return await untilAborted(pending, scope.signal);
   }
 
+  /**
+   * Tokens of a request by `counter`: its tokenizer's count as it is, an estimate calibrated by
+   * the model's reported counts.
+   */
+  private requestTokens(
+    target: ModelTarget,
+    counter: TokenCounter,
+    system: string | null,
+    messages: readonly EstimableMessage[],
+    tools: readonly ChatCompletionTool[],
+  ): number {
+    return this.calibrated(target, counter, countRequestTokens(counter, system, messages, tools));
+  }
+
+  private calibrated(target: ModelTarget, counter: TokenCounter, counted: number): number {
+    return counter.encoding ? counted : this.calibration.scale(target.id, counted);
+  }
+
   /** Count a call that answered: its usage (or an estimate), event, metrics, spend. */
-  private record(scope: CallScope, target: ModelTarget, completion: ChatCompletion, rawTokens: number, ms: number): void {
+  private record(scope: CallScope, target: ModelTarget, sent: Sent, ms: number): void {
+    const { completion, counter } = sent;
     const usage = completion.usage;
     let tokens: { inputTokens: number; outputTokens: number; cachedTokens: number };
     if (usage) {
-      this.calibration.observe(target.id, rawTokens, usage.prompt_tokens);
+      if (!counter.encoding) this.calibration.observe(target.id, sent.counted, usage.prompt_tokens);
       tokens = {
         inputTokens: usage.prompt_tokens,
         outputTokens: usage.completion_tokens,
@@ -678,11 +744,18 @@ export class AgentRunner implements TurnRunner {
       const out =
         (message?.content ?? '') +
         (message?.tool_calls ?? []).map((c) => (c.type === 'function' ? c.function.name + c.function.arguments : '')).join('');
-      tokens = { inputTokens: this.calibration.scale(target.id, rawTokens), outputTokens: estimateTextTokens(out), cachedTokens: 0 };
+      tokens = { inputTokens: sent.estimatedTokens, outputTokens: counter.text(out), cachedTokens: 0 };
     }
     const estimated = !usage;
     scope.spend = sumSpend(scope.spend, { calls: 1, ...tokens, lastInputTokens: tokens.inputTokens, estimated });
-    const event: ModelCallEvent = { model: target.id, purpose: scope.purpose, ...tokens, estimated, ms };
+    const event: ModelCallEvent = {
+      model: target.id,
+      purpose: scope.purpose,
+      ...tokens,
+      estimated,
+      estimatedInputTokens: sent.estimatedTokens,
+      ms,
+    };
     emit(scope.onEvent, { type: 'model.called', data: event });
     this.metrics()?.modelCallEnded(scope.kind, target === scope.chain[0] ? 'ok' : 'fallback', tokens);
   }
@@ -746,12 +819,6 @@ export class AgentRunner implements TurnRunner {
     });
     return { role: 'tool', tool_call_id: call.id, name: call.name, content: r.content };
   }
-}
-
-/** Raw (uncalibrated) token estimate of a request: system prompt, messages, tool definitions. */
-function rawRequestTokens(system: string | null, messages: readonly EstimableMessage[], tools: readonly ChatCompletionTool[]): number {
-  const all = system ? [{ role: 'system', content: system }, ...messages] : messages;
-  return estimateMessagesTokens(all) + (tools.length > 0 ? estimateTextTokens(JSON.stringify(tools)) : 0);
 }
 
 /** The conversation a summary is written from, as one text. */

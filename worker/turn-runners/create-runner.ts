@@ -78,7 +78,12 @@ export function agentRunnerOptions(config: HermesConfig, metrics?: AgentRunnerOp
     ),
     fallbackModels: a.fallback_models,
     contextWindowTokens: a.context_window_tokens,
-    compaction: { threshold: a.compaction.threshold, keepRecentMessages: a.compaction.keep_recent_messages, model: a.compaction.model },
+    compaction: {
+      threshold: a.compaction.threshold,
+      target: a.compaction.target,
+      keepRecentMessages: a.compaction.keep_recent_messages,
+      model: a.compaction.model,
+    },
     maxRetries: a.max_retries,
     maxTokensPerTurn: a.max_tokens_per_turn,
     metrics,

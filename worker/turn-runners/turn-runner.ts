@@ -42,9 +42,15 @@ export type ModelCallEvent = {
   purpose: ModelCallPurpose;
   inputTokens: number;
   outputTokens: number;
+  /** Input tokens the provider served from its prompt cache (part of `inputTokens`; `usage.prompt_tokens_details.cached_tokens`). */
   cachedTokens: number;
   /** The endpoint reported no usage; the figures are estimates. */
   estimated: boolean;
+  /**
+   * What the request was counted at before it was sent (`worker/context/token-count.ts`), to set
+   * beside `inputTokens`; absent on a call that failed.
+   */
+  estimatedInputTokens?: number;
   ms: number;
   /** Set when the call failed for good (after the client's retries and any fallback models). */
   error?: string;
