@@ -93,6 +93,8 @@ async function main(): Promise<void> {
       '      description: The status of the CI build, as it is now.',
       '',
     ].join('\n'),
+    // 0600: a config.yaml others may read is warned about by every process at start (the home is mkdtemp's 0700).
+    { mode: 0o600 },
   );
   // The embedded Redis of the demo's HERMES_HOME, as `hermes up` runs it (a unix socket with a
   // password); the workers and the CLI find it through HERMES_HOME.

@@ -327,7 +327,7 @@ describe.concurrent('H1: the embedded Redis is reachable by this user only', () 
     expect(existsSync(paths.runFile)).toBe(false);
   });
 
-  it("an earlier version's open folders are narrowed and its redis.url, naming another user's TCP Redis, is never followed", async ({
+  it("an earlier version's open folders are narrowed (a home its group may write is refused) and its redis.url, naming another user's TCP Redis, is never followed", async ({
     cleanups,
     expect,
   }) => {
@@ -344,6 +344,13 @@ describe.concurrent('H1: the embedded Redis is reachable by this user only', () 
     chmodSync(home, 0o775); // made under umask 002
     const before = await connectionsOf(['-p', String(port)]);
 
+    // A home its group may write is refused before anything else (scheduler/config/home-check.ts), and left as it is.
+    const refused = await hermes(cleanups, ['up', '--no-chat', '--no-gateway'], envFor(home));
+    expect(refused).toMatchObject({ code: 2, stderr: expect.stringContaining(`is writable by its group (mode 0775)`) });
+    expect(refused.stderr).toContain(`chmod 700 ${home}`);
+    expect(statSync(home).mode & 0o777).toBe(0o775);
+    chmodSync(home, 0o755); // others may read: the owner's choice
+
     // What `hermes status` finds before `hermes up` ran (in this process: the same resolveRedis).
     await expect(resolveRedis(loadConfig({ env: { HERMES_HOME: home } }), { allowStart: false })).rejects.toThrow(
       /^No Redis to connect to: REDIS_URL is not set and no embedded Redis of .* is running/,
@@ -353,7 +360,7 @@ describe.concurrent('H1: the embedded Redis is reachable by this user only', () 
     await up.log('worker started');
     expect(existsSync(paths.legacyUrlFile)).toBe(false);
     expect(openToOthers(paths.dir)).toEqual([]);
-    expect(statSync(home).mode & 0o777).toBe(0o755); // others lose write access; reading is the owner's choice
+    expect(statSync(home).mode & 0o777).toBe(0o755);
     expect(await hermes(cleanups, ['status'], envFor(home))).toMatchObject({ code: 0, stdout: expect.stringMatching(/^workers alive: 1/) });
     up.child.kill('SIGTERM');
     expect(await up.exited).toBe(0);

@@ -22,6 +22,7 @@ import { ConfigError } from '../errors/config-error.ts';
 import { parseWebhookAllow } from '../delivery/webhook-policy.ts';
 import { isTimeZone } from '../cron/cron-engine.ts';
 import { withoutPrototype } from '../names/name-table.ts';
+import { assertTrustedHome } from './home-check.ts';
 
 /** True when croner (the one cron engine) accepts `expression`: 5 fields, or 6 with seconds. */
 function isCronExpression(expression: string): boolean {
@@ -883,9 +884,10 @@ function issueMessage(issue: z.core.$ZodIssue, typed: unknown): string {
 }
 
 /**
- * The warning for a `$HERMES_HOME/config.yaml` that group or others may read or write (it may
- * hold `agent.api_key`, `telegram.bot_token`, `api_server.key` and the commands a worker runs),
- * or `undefined`. The long-running processes log it once at start.
+ * The warning for a `$HERMES_HOME/config.yaml` that group or others may read (it may hold
+ * `agent.api_key`, `telegram.bot_token`, `api_server.key` and the commands a worker runs), or
+ * `undefined`. The long-running processes log it once at start. One others may write never gets
+ * this far: `loadConfig` refuses it (`assertTrustedHome`).
  */
 export function configFileWarning(home: string): string | undefined {
   const file = join(home, 'config.yaml');
@@ -895,10 +897,9 @@ export function configFileWarning(home: string): string | undefined {
   } catch {
     return undefined;
   }
-  if ((mode & 0o077) === 0) return undefined;
-  const how = (mode & 0o022) !== 0 ? 'writable' : 'readable';
-  const who = (mode & 0o007) !== 0 ? 'others' : 'its group';
-  return `${file} is ${how} by ${who} (mode 0${(mode & 0o777).toString(8)}) and may hold keys and commands; chmod 600 ${file}`;
+  if ((mode & 0o044) === 0) return undefined;
+  const who = (mode & 0o004) !== 0 ? 'others' : 'its group';
+  return `${file} is readable by ${who} (mode 0${(mode & 0o777).toString(8)}) and may hold keys and commands; chmod 600 ${file}`;
 }
 
 /** Every `HERMES_<SECTION>_<KEY>` override the schema knows, derived from the schema itself. */
@@ -941,11 +942,13 @@ function unwrapObject(schema: z.ZodType): z.ZodObject | undefined {
  *
  * @param options.env - environment to read (default `process.env`)
  * @param options.overrides - programmatic values applied last (tests, the demo)
- * @throws ConfigError naming the first bad key (file path or environment variable)
+ * @throws ConfigError naming the first bad key (file path or environment variable), or a home or
+ *   `config.yaml` this user does not own or others may write (`assertTrustedHome`)
  */
 export function loadConfig(options: { env?: NodeJS.ProcessEnv; overrides?: Record<string, unknown> } = {}): HermesConfig {
   const env = options.env ?? process.env;
   const home = resolveHome(env);
+  assertTrustedHome(home);
   const file = join(home, 'config.yaml');
   let raw: Record<string, unknown> = {};
   if (existsSync(file)) {

@@ -186,15 +186,15 @@ export async function startSupervisedRedis(options: {
 }
 
 /**
- * `HERMES_HOME` (created 0700 when missing; an existing one of this user loses only group and
- * others' write access, e.g. the 0775 of a umask 002) and its `redis` folder (created 0700; an
- * earlier version's 0755 folder and 0644 files of this user are narrowed to 0700/0600), then
- * checked. The `redis.url` of earlier versions, which named a TCP port, is removed: never read.
+ * `HERMES_HOME` (created 0700 when missing; an existing one is left as it is: one others may
+ * write is refused, here and by `loadConfig` before, `scheduler/config/home-check.ts`) and its
+ * `redis` folder (created 0700; an earlier version's 0755 folder and 0644 files of this user are
+ * narrowed to 0700/0600), then checked. The `redis.url` of earlier versions, which named a TCP
+ * port, is removed: never read.
  * @throws UntrustedRedisError for a folder that is not this user's own
  */
 function prepareFolder(paths: EmbeddedPaths): void {
-  const home = ensurePrivateDir(paths.home, { narrow: false });
-  if (home.isDirectory() && home.uid === currentUid() && (home.mode & 0o022) !== 0) chmodSync(paths.home, home.mode & 0o755);
+  ensurePrivateDir(paths.home, { narrow: false });
   ensurePrivateDir(paths.dir);
   assertPrivateFolder(paths);
   narrowContents(paths.dir, 2);
