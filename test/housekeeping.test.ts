@@ -1,13 +1,14 @@
 /**
- * Housekeeping (croner timers): each process checks the worker liveness set on an
- * operator-settable cron expression, forgets workers whose heartbeat stopped
- * long ago, and warns while none is alive.
+ * Housekeeping (node-cron timers, docs/DESIGN.md §2): each process checks the worker liveness set
+ * on an operator-settable cron expression, forgets workers whose heartbeat stopped long ago, and
+ * warns while none is alive. Its timers keep no process alive, and stop with their process.
  */
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
-import { checkWorkerSet } from '../worker/runtime/housekeeping.ts';
+import { getTasks, type ScheduledTask } from 'node-cron';
+import { checkWorkerSet, startHousekeeping } from '../worker/runtime/housekeeping.ts';
 import { Keys } from '../scheduler/store/keys.ts';
 import { testEnv } from './support/env.ts';
 import { memoryLogger } from './support/telegram-env.ts';
@@ -15,6 +16,16 @@ import { startWorker, waitFor } from './support/stack.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cleanups = cleanupAfterEach();
+
+/** The timers keeping this process alive (an unref'd timer is not one). */
+const refTimers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+
+/** node-cron's tasks in this process started by `start` (node-cron keeps every task of a process in one registry). */
+async function tasksStartedBy<T>(start: () => T | Promise<T>): Promise<{ started: T; tasks: ScheduledTask[] }> {
+  const before = new Set(getTasks().keys());
+  const started = await start();
+  return { started, tasks: [...getTasks().values()].filter((t) => !before.has(t.id)) };
+}
 
 describe('worker set housekeeping', () => {
   it('forgets entries older than worker_forget_seconds, keeps the others, and warns while no worker is alive', async () => {
@@ -43,10 +54,65 @@ describe('worker set housekeeping', () => {
     cleanups.push(() => redis.disconnect());
     const key = new Keys(env.prefix).workers;
     await redis.zadd(key, Date.now() - 3600_000, 'killed-worker');
-    const w = await startWorker(env);
+    const { started: w, tasks } = await tasksStartedBy(() => startWorker(env));
     cleanups.push(() => w.drain());
+    expect(tasks.map((t) => t.getPattern())).toEqual(['* * * * * *']);
     await waitFor(async () => (await redis.zscore(key, 'killed-worker')) === null, 10_000, 'the dead worker forgotten');
     expect(await redis.zscore(key, w.deps.workerId)).not.toBeNull();
+
+    // Stopping the process stops its timers: destroyed, and out of node-cron's registry.
+    await w.drain();
+    expect(tasks.map((t) => t.getStatus())).toEqual(['destroyed']);
+    expect(tasks.filter((t) => getTasks().has(t.id))).toEqual([]);
+  });
+
+  it('runs on node-cron timers that keep no process alive; stop() destroys them, once however often it is called', async () => {
+    let checks = 0;
+    const redis = {
+      zremrangebyscore: () => {
+        checks++;
+        return Promise.resolve(0);
+      },
+      zcount: () => Promise.resolve(1),
+    };
+    const { log } = memoryLogger();
+    const refBefore = refTimers();
+    const { started: housekeeping, tasks } = await tasksStartedBy(() =>
+      startHousekeeping({ redis, workersKey: 'workers', log }, { workers_cron: '* * * * * *', worker_forget_seconds: 60 }),
+    );
+    // Counted in the same turn of the event loop as the start: its timer is armed and unref'd.
+    expect(refTimers()).toBe(refBefore);
+    expect(tasks).toHaveLength(1);
+    expect(tasks[0]!.getNextRun()).not.toBeNull();
+    await waitFor(() => checks > 0, 10_000, 'a housekeeping run');
+
+    const stopping = housekeeping.stop();
+    expect(housekeeping.stop()).toBe(stopping);
+    await stopping;
+    expect(tasks[0]!.getStatus()).toBe('destroyed');
+    expect(getTasks().has(tasks[0]!.id)).toBe(false);
+
+    // It runs no more: a second timer on the same expression runs at two more seconds meanwhile.
+    let controlChecks = 0;
+    const control = startHousekeeping(
+      {
+        redis: {
+          ...redis,
+          zremrangebyscore: () => {
+            controlChecks++;
+            return Promise.resolve(0);
+          },
+        },
+        workersKey: 'workers',
+        log,
+      },
+      { workers_cron: '* * * * * *', worker_forget_seconds: 60 },
+    );
+    cleanups.push(() => control.stop());
+    await waitFor(() => controlChecks >= 1, 10_000, 'the control timer run');
+    const stoppedChecks = checks; // a run in flight at the stop has finished by now
+    await waitFor(() => controlChecks >= 3, 10_000, 'two more runs of the control timer');
+    expect(checks).toBe(stoppedChecks);
   });
 
   it('a bad expression stops the process with a message naming the key', () => {

@@ -86,7 +86,7 @@ export class WorkerProcess {
   /** The metrics server, when `worker.metrics_port` is set. */
   metricsServer: MetricsServer | undefined;
   private readonly workers: Worker[] = [];
-  /** Housekeeping timers of this process (croner). */
+  /** Housekeeping timers of this process (node-cron). */
   private housekeeping: Housekeeping | undefined;
   /** Queues opened only for metrics, closed with the process. */
   private readonly closeQueues: Array<() => Promise<void>> = [];

@@ -11,7 +11,7 @@
  *
  * @throws ConfigError naming the bad key when a value does not validate.
  */
-import { Cron } from 'croner';
+import { validate as isTimerExpression } from 'node-cron';
 import { readFileSync, existsSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { homedir } from 'node:os';
@@ -23,16 +23,6 @@ import { parseWebhookAllow } from '../delivery/webhook-policy.ts';
 import { isTimeZone } from '../cron/cron-engine.ts';
 import { withoutPrototype } from '../names/name-table.ts';
 import { assertTrustedHome } from './home-check.ts';
-
-/** True when croner (the one cron engine) accepts `expression`: 5 fields, or 6 with seconds. */
-function isCronExpression(expression: string): boolean {
-  try {
-    new Cron(expression, { paused: true }).stop();
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** A comma list from the environment (`a, b,,c` → `['a', 'b', 'c']`); any other value (a YAML list) is left as it is. */
 function splitCommaList(v: unknown): unknown {
@@ -495,13 +485,14 @@ export const configSchema = z
     housekeeping: z
       .object({
         /**
-         * When each process checks the worker liveness set (a cron expression for croner; 5 fields, or 6 with seconds):
+         * When each process checks the worker liveness set (a cron expression for node-cron, which runs the timer; 5 fields,
+         * or 6 with seconds):
          * long-dead workers are forgotten, and a WARNING is logged while none is alive. @defaultValue every 5 minutes
          */
         workers_cron: z
           .string()
           .default('*/5 * * * *')
-          .refine(isCronExpression, { message: 'must be a cron expression (5 fields, or 6 with seconds)' }),
+          .refine(isTimerExpression, { message: 'must be a cron expression (5 fields, or 6 with seconds)' }),
         /** Liveness entries older than this many seconds are removed. @defaultValue 3600 */
         worker_forget_seconds: positiveInt(3600),
       })

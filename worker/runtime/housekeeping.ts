@@ -1,10 +1,9 @@
 /**
- * In-process housekeeping on croner (the product's one cron engine): timers that each process runs for
- * itself and that need no durability. Missing a run changes nothing (the next
- * one does the same work), so they are not BullMQ job schedulers — those are
- * for the durable schedules users set, whose every occurrence must run once
- * across the fleet. Running in every process is harmless: each job is
- * idempotent.
+ * In-process housekeeping on `node-cron`: timers that each process runs for itself and that need
+ * no durability (docs/DESIGN.md §2). Missing a run changes nothing (the next one does the same
+ * work), so they are not BullMQ job schedulers — those are for the durable schedules users set,
+ * whose every occurrence must run once across the fleet, at fire times croner decides. Running in
+ * every process is harmless: each job is idempotent.
  *
  * Jobs (expressions under `housekeeping:` in config.yaml):
  * - `workers_cron`: the worker liveness set. Entries older than
@@ -12,7 +11,7 @@
  *   (SIGKILL, lost host); they are removed so the set does not grow forever.
  *   When no worker is alive, a WARNING says that schedules are waiting.
  */
-import { Cron } from 'croner';
+import { schedule, type Logger as CronLogger, type ScheduledTask } from 'node-cron';
 import type { Logger } from 'pino';
 import { countAliveWorkers } from '../../scheduler/worker-liveness.ts';
 
@@ -61,22 +60,43 @@ export interface Housekeeping {
 
 /** Start the housekeeping timers of this process. */
 export function startHousekeeping(deps: HousekeepingDeps, settings: HousekeepingSettings): Housekeeping {
-  // `protect`: a run never overlaps the previous one; `unref`: the timer never keeps a process alive.
-  const tasks = [
-    // No `name`: croner keeps named jobs in one registry per process, and a process may run several workers (tests, `hermes up`).
-    new Cron(settings.workers_cron, { protect: true, unref: true }, async () => {
-      try {
-        await checkWorkerSet(deps, settings.worker_forget_seconds);
-      } catch (err) {
-        deps.log.warn({ err: (err as Error).message }, 'housekeeping: worker set check failed; trying again at the next run');
-      }
-    }),
+  // `noOverlap`: a run never overlaps the previous one; `unref`: the timer never keeps a process alive.
+  const options = { noOverlap: true, unref: true, logger: cronLogger(deps.log) };
+  const tasks: ScheduledTask[] = [
+    schedule(
+      settings.workers_cron,
+      async () => {
+        try {
+          await checkWorkerSet(deps, settings.worker_forget_seconds);
+        } catch (err) {
+          deps.log.warn({ err: (err as Error).message }, 'housekeeping: worker set check failed; trying again at the next run');
+        }
+      },
+      options,
+    ),
   ];
   let stopping: Promise<void> | undefined;
   return {
     stop() {
-      stopping ??= Promise.resolve().then(() => tasks.forEach((t) => t.stop()));
+      // `destroy`: stopped, and out of node-cron's registry of the process's tasks (a process may run several workers).
+      stopping ??= (async () => {
+        for (const task of tasks) await task.destroy();
+      })();
       return stopping;
+    },
+  };
+}
+
+/** node-cron's logger, onto the process's: its messages are about the timers (a missed or overlapping run). */
+function cronLogger(log: Logger): CronLogger {
+  const timers = log.child({ timers: 'housekeeping' });
+  return {
+    info: (message) => timers.debug(message),
+    debug: (message) => timers.debug(String(message)),
+    warn: (message) => timers.warn(message),
+    error: (message, err) => {
+      const cause = err ?? (message instanceof Error ? message : undefined);
+      timers.warn({ err: cause?.message }, message instanceof Error ? 'housekeeping timer failed' : message);
     },
   };
 }
