@@ -254,7 +254,7 @@ program
 
 program
   .command('gateway')
-  .description('run the gateway sidecar: Telegram and Slack relays, OpenAI-compatible /v1, /api and session streams')
+  .description('run the gateway sidecar: Telegram, Slack and Discord relays, OpenAI-compatible /v1, /api, the web console and session streams')
   .action(
     action(async () => {
       const cfg = getConfig();

@@ -80,6 +80,17 @@ describe('hermes heartbeat --help', () => {
     expect(r.stdout).toMatch(/^Usage: hermes heartbeat\|hb \[options\] \[args\.\.\.\]/);
     expect(r.stdout.replace(/\s+/g, ' ')).toContain('status|pause|resume|stop|clear|help');
   });
+
+  it('names every platform a reply can go to, and the gateway every relay', async () => {
+    for (const kind of ['loop', 'heartbeat', 'goal']) {
+      const r = await shellCommand(env(), [kind, '--help']);
+      expect(r.stdout.replace(/\s+/g, ' '), kind).toMatch(
+        /telegram:<chat>\[:<thread>\], slack:<channel>\[:<thread_ts>\] or discord:<channel>/,
+      );
+    }
+    const top = await runHermes(env(), ['--help']);
+    expect(top.stdout.replace(/\s+/g, ' ')).toContain('gateway sidecar: Telegram, Slack and Discord relays');
+  });
 });
 
 describe('a closed pipe', () => {

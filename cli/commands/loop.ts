@@ -270,7 +270,7 @@ export function registerLoopCommand(program: Command, ctx: () => CliContext, io:
       .option('--command <name>', 'run a configured command (commands: in config.yaml) instead of the agent')
       .option('--run <shell>', 'run this shell command as the turn instead of the agent')
       .option('--timeout-seconds <n>', 'timeout of --run')
-      .option('--deliver <target>', 'also send each reply to telegram:<chat>[:<thread>]')
+      .option('--deliver <target>', 'also send each reply to telegram:<chat>[:<thread>], slack:<channel>[:<thread_ts>] or discord:<channel>[:<thread>]')
       .option('--json', `print the reply and the ${spec.kind} record as JSON`);
     if (spec.passUnknownOptions) command.allowUnknownOption();
     command.action(
@@ -294,7 +294,7 @@ export function registerLoopCommand(program: Command, ctx: () => CliContext, io:
     .description('set or control the standing goal of a session: hermes goal get the test suite green')
     .argument('[args...]', 'the goal (--max-tokens N, --model <name>), or status|pause|resume|stop|clear|help')
     .option('-s, --session <id>', 'session id', DEFAULT_SESSION)
-    .option('--deliver <target>', "also send each turn's reply to telegram:<chat>[:<thread>]")
+    .option('--deliver <target>', "also send each turn's reply to telegram:<chat>[:<thread>], slack:<channel>[:<thread_ts>] or discord:<channel>[:<thread>]")
     .option('--json', 'print the reply and the goal record as JSON')
     .allowUnknownOption() // --max-tokens and --model belong to the goal grammar
     .action(

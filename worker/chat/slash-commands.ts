@@ -117,21 +117,36 @@ export async function runSlashCommand(text: string, ctx: SlashContext): Promise<
 
 /** The short help of `/start` and `/help`: the commands and the allow-list status. */
 export function shortHelp(ctx: Pick<SlashContext, 'origin' | 'config'>): string {
-  const allowed = ctx.config.telegram.allowed_users.length;
-  const slackAllowed = ctx.config.slack.allowed_users.length;
+  const { telegram, slack, discord } = ctx.config;
+  const users = (n: number) => `${n} user${n === 1 ? '' : 's'}`;
   const access =
     ctx.origin.surface === 'telegram'
-      ? `You are on this bot's allow-list (${allowed} user${allowed === 1 ? '' : 's'} allowed in TELEGRAM_ALLOWED_USERS).`
+      ? `You are on this bot's allow-list (${users(telegram.allowed_users.length)} allowed in TELEGRAM_ALLOWED_USERS).`
       : ctx.origin.surface === 'slack'
-        ? `You are on this app's allow-list (${slackAllowed} user${slackAllowed === 1 ? '' : 's'} allowed in SLACK_ALLOWED_USERS).`
-        : `Telegram: ${allowed} allow-listed user${allowed === 1 ? '' : 's'} (TELEGRAM_ALLOWED_USERS).`;
+        ? `You are on this app's allow-list (${users(slack.allowed_users.length)} allowed in SLACK_ALLOWED_USERS).`
+        : ctx.origin.surface === 'discord'
+          ? `You are on this bot's allow-list (${users(discord.allowed_users.length)} allowed in DISCORD_ALLOWED_USERS).`
+          : platformsLine(ctx.config);
+  // In Slack every command is a subcommand of the app's one slash command (`/hermes loop …`).
+  const c = (name: string) => (ctx.origin.surface === 'slack' ? `/hermes ${name}` : `/${name}`);
   return [
     'Hermes runs schedules for this chat; they keep firing when you are away.',
-    '/loop [every] <interval> <prompt> — a recurring task (/loop help for more)',
-    '/heartbeat every <interval> <prompt> — a regular check-in (alias /hb)',
-    '/goal <text> — a standing goal the agent works toward',
-    '/status — the schedules of this chat · /stop — stop them',
-    '/help — this text. Anything else you write goes to the agent.',
+    `${c('loop')} [every] <interval> <prompt> — a recurring task (${c('loop')} help for more)`,
+    `${c('heartbeat')} every <interval> <prompt> — a regular check-in (alias ${c('hb')})`,
+    `${c('goal')} <text> — a standing goal the agent works toward`,
+    `${c('status')} — the schedules of this chat · ${c('stop')} — stop them`,
+    `${c('help')} — this text. Anything else you write goes to the agent.`,
     access,
   ].join('\n');
+}
+
+/** The chat platforms this configuration serves, each with its allow-list's size. */
+function platformsLine(config: SlashContext['config']): string {
+  const on = [
+    ['Telegram', config.telegram.bot_token, config.telegram.allowed_users.length, 'TELEGRAM_ALLOWED_USERS'],
+    ['Slack', config.slack.bot_token, config.slack.allowed_users.length, 'SLACK_ALLOWED_USERS'],
+    ['Discord', config.discord.bot_token, config.discord.allowed_users.length, 'DISCORD_ALLOWED_USERS'],
+  ] as const;
+  const parts = on.filter(([, token]) => token).map(([name, , n, env]) => `${name}: ${n} allow-listed user${n === 1 ? '' : 's'} (${env})`);
+  return parts.length === 0 ? 'No chat platform is configured (Telegram, Slack, Discord).' : `${parts.join(' · ')}.`;
 }
