@@ -10,6 +10,7 @@ import { isoUtc, nextOccurrences } from '../scheduler/cron/cron-engine.ts';
 import type { CronApi } from '../gateway/http/cron-routes.ts';
 import { connectCli } from './connect-cli.ts';
 import { unconfiguredPlatformWarnings } from '../scheduler/delivery/unconfigured-platform.ts';
+import { budgetSetWarning } from '../scheduler/economy/token-budget.ts';
 import type { RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
 
 /**
@@ -42,8 +43,8 @@ export async function openCronApi(
     runs: async (ref, limit) => (await service.runs(ref, limit)).map(cronRunView),
     pause: async (ref) => cronJobView((await service.pause(ref)).job),
     resume: async (ref, { runNow }) => cronJobView((await service.resume(ref, caller, { runNow })).job),
-    runNow: async (ref) => {
-      const r = await service.runNow(ref, caller);
+    runNow: async (ref, options) => {
+      const r = await service.runNow(ref, caller, options);
       return { ...cronJobView(r.job), manual_job_id: r.manualJobId };
     },
     remove: async (ref) => cronJobView(await service.remove(ref)),
@@ -53,10 +54,12 @@ export async function openCronApi(
 
 /**
  * A job's view plus `warnings` while it will not work as set: a platform target (or an `origin` on a platform)
- * without this gateway's bot (scheduler/delivery/unconfigured-platform.ts). Absent when there is nothing to say.
+ * without this gateway's bot (scheduler/delivery/unconfigured-platform.ts); a `max_tokens` one run uses up
+ * (scheduler/economy/token-budget.ts). Absent when there is nothing to say.
  */
 function withWarnings(view: Record<string, unknown>, config: HermesConfig, job: CronJob): Record<string, unknown> {
-  const warnings = unconfiguredPlatformWarnings(config, job.deliver, 'This gateway', job.origin.route);
+  const budget = budgetSetWarning(job.max_tokens, job.spend, 'run');
+  const warnings = [...unconfiguredPlatformWarnings(config, job.deliver, 'This gateway', job.origin.route), ...(budget ? [budget] : [])];
   return warnings.length === 0 ? view : { ...view, warnings };
 }
 

@@ -37,6 +37,7 @@ const FIELD_FLAGS = nameTable({
   overlap: '--overlap',
   notify: '--notify',
   jitter: '--jitter',
+  force: '--force',
   limit: '--limit',
   n: '-n',
 });

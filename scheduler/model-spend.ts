@@ -34,8 +34,19 @@ export interface SpendTotals {
   cachedTokens?: number;
   /** Input tokens of the last turn's last call. */
   lastInputTokens: number;
+  /**
+   * Input plus output tokens of the last turn, all its calls (compaction, turn, judge): what one more
+   * turn costs, about (`--max-tokens` warns when set below it). Absent in totals kept before it existed.
+   */
+  lastTurnTokens?: number;
   /** Some of the totals were estimated. */
   estimated: boolean;
+}
+
+/** A turn whose model calls passed `agent.max_tokens_per_turn` (what it used, the limit; tokens in plus out). */
+export interface TurnBudgetOverrun {
+  usedTokens: number;
+  limitTokens: number;
 }
 
 export const NO_SPEND: ModelSpend = Object.freeze({
@@ -52,6 +63,7 @@ export const NO_TOTALS: SpendTotals = Object.freeze({
   outputTokens: 0,
   cachedTokens: 0,
   lastInputTokens: 0,
+  lastTurnTokens: 0,
   estimated: false,
 });
 
@@ -77,6 +89,7 @@ export function addToTotals(totals: SpendTotals | undefined, spend: ModelSpend |
     outputTokens: t.outputTokens + spend.outputTokens,
     cachedTokens: (t.cachedTokens ?? 0) + spend.cachedTokens,
     lastInputTokens: spend.lastInputTokens,
+    lastTurnTokens: totalTokens(spend),
     estimated: t.estimated || spend.estimated,
   };
 }

@@ -104,6 +104,8 @@ function totalsOf(answers: Reported[]): SpendTotals {
     outputTokens: answers.reduce((n, a) => n + a.completionTokens, 0),
     cachedTokens: answers.reduce((n, a) => n + a.cachedTokens, 0),
     lastInputTokens: answers.at(-1)?.promptTokens ?? 0,
+    // One call per run here: the last run cost what its one answer reported.
+    lastTurnTokens: (answers.at(-1)?.promptTokens ?? 0) + (answers.at(-1)?.completionTokens ?? 0),
     estimated: false,
   };
 }
@@ -117,6 +119,7 @@ function totalsOfRuns(runs: Array<{ spend?: ModelSpend }>, lastInputTokens: numb
     outputTokens: spent.reduce((n, s) => n + s.outputTokens, 0),
     cachedTokens: spent.reduce((n, s) => n + s.cachedTokens, 0),
     lastInputTokens,
+    lastTurnTokens: (spent.at(-1)?.inputTokens ?? 0) + (spent.at(-1)?.outputTokens ?? 0),
     estimated: spent.some((s) => s.estimated),
   };
 }
@@ -347,29 +350,30 @@ describe.concurrent('cron --max-tokens and agent.max_tokens_per_turn (real worke
     expect(after.spend).toEqual(totalsOfRuns(runs, runs.at(-1)!.spend!.lastInputTokens));
   });
 
-  it("a run stopped at agent.max_tokens_per_turn pauses the job with the runner's message, its spend recorded", async ({
+  it('the answer that passed agent.max_tokens_per_turn is kept: the run is ok, its reply delivered, the job paused naming the spend', async ({
     cleanups,
     expect,
   }) => {
     const s = await stack(cleanups, { 'agent.max_tokens_per_turn': 1 });
     const w = await startCronWorker(s.env.config);
     cleanups.push(() => w.close());
+    s.model.respond(() => 'Four pull requests are open.');
     const job = JSON.parse((await s.cli('add', 'every 1h', 'summarise', '--name', 'greedy', '--json')).stdout) as { id: string };
     const [run] = await runOnce(s, job.id);
-    expect(run).toMatchObject({ status: 'error', error: expect.stringMatching(/agent\.max_tokens_per_turn/) });
+    const used = totalsOf(s.tap.reported).inputTokens + totalsOf(s.tap.reported).outputTokens;
+    expect(run).toMatchObject({ status: 'ok', error: null, output: 'Four pull requests are open.' });
     expect(run!.spend).toMatchObject({
       calls: s.tap.reported.length,
       inputTokens: totalsOf(s.tap.reported).inputTokens,
       outputTokens: totalsOf(s.tap.reported).outputTokens,
     });
+    const reason = `one run used ${used.toLocaleString('en-US')} tokens, over agent.max_tokens_per_turn (1)`;
     const stored = (await s.api.store.get(job.id))!;
-    expect(stored).toMatchObject({
-      state: 'paused',
-      paused_reason: `a run over agent.max_tokens_per_turn: ${run!.error}`,
-      spend: totalsOf(s.tap.reported),
-    });
-    const notice = (await w.deps.sessions.readEvents(`cron:${job.id}`, '0', { count: 500 })).filter((e) => e.type === 'reply').at(-1)!;
-    expect(notice.data.text).toContain(`Paused: a run over agent.max_tokens_per_turn`);
+    expect(stored).toMatchObject({ state: 'paused', paused_reason: reason, spend: totalsOf(s.tap.reported) });
+    const reply = (await w.deps.sessions.readEvents(`cron:${job.id}`, '0', { count: 500 })).filter((e) => e.type === 'reply').at(-1)!;
+    expect(reply.data.text).toBe(
+      `Four pull requests are open.\n\nCron job "greedy" (${job.id}) paused: Paused: ${reason}; \`hermes cron resume ${job.id}\` continues.`,
+    );
   });
 });
 
@@ -575,14 +579,24 @@ describe.concurrent('cron economy (pure)', () => {
       run(1, { status: 'error', error: 'This turn used 12 tokens, over agent.max_tokens_per_turn (10).', spend: spend(9, 3) }),
       T0,
       T0,
-      { overTurnBudget: true, maxConsecutiveFailures: 3 },
+      { overTurnBudget: { usedTokens: 12, limitTokens: 10 }, maxConsecutiveFailures: 3 },
     );
-    expect(over).toMatchObject({
-      state: 'paused',
-      paused_reason: 'a run over agent.max_tokens_per_turn: This turn used 12 tokens, over agent.max_tokens_per_turn (10).',
-    });
+    expect(over).toMatchObject({ state: 'paused', paused_reason: 'one run used 12 tokens, over agent.max_tokens_per_turn (10)' });
     expect(runNotice(over, run(1, { status: 'error', error: 'This turn used 12 tokens' }), true)).toContain(
-      'Paused: a run over agent.max_tokens_per_turn',
+      'Paused: one run used 12 tokens, over agent.max_tokens_per_turn (10)',
+    );
+    // The answer that passed it was kept: an `ok` run, its reply delivered with the pause notice after it.
+    const kept = applyRun(job({ max_tokens: null }), run(1, { output: 'the answer', spend: spend(9, 3) }), T0, T0, {
+      overTurnBudget: { usedTokens: 12, limitTokens: 10 },
+    });
+    expect(kept).toMatchObject({
+      state: 'paused',
+      last_status: 'ok',
+      paused_reason: 'one run used 12 tokens, over agent.max_tokens_per_turn (10)',
+    });
+    const told = withNotice(run(1, { output: 'the answer', deliveries: [{ target: 'local', status: 'pending' }] }), kept, true, ['local']);
+    expect(told.delivery_text).toBe(
+      'the answer\n\nCron job "n" (abcdefabcdef) paused: Paused: one run used 12 tokens, over agent.max_tokens_per_turn (10); `hermes cron resume abcdefabcdef` continues.',
     );
   });
 

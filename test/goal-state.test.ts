@@ -38,14 +38,18 @@ describe('goal spend and budgets', () => {
     expect([g.status, g.budgetTokens, g.spend!.calls]).toEqual(['active', 0, 4]);
   });
 
-  it('a turn over agent.max_tokens_per_turn pauses the goal at once', () => {
+  it('a turn over agent.max_tokens_per_turn pauses the goal at once, its spend named', () => {
     const r = applyGoalTurn(
       goal(),
-      turn(1, { verdict: undefined, reason: 'This turn used 9,000 tokens, over agent.max_tokens_per_turn (8,000).', overTurnBudget: true }),
+      turn(1, {
+        verdict: undefined,
+        reason: 'This turn used 9,000 tokens, over agent.max_tokens_per_turn (8,000).',
+        overTurnBudget: { usedTokens: 9_000, limitTokens: 8_000 },
+      }),
     );
     expect(r.outcome).toEqual({
       kind: 'paused',
-      reason: 'This turn used 9,000 tokens, over agent.max_tokens_per_turn (8,000). /goal resume continues',
+      reason: 'one turn used 9,000 tokens, over agent.max_tokens_per_turn (8,000). /goal resume continues',
     });
   });
 });

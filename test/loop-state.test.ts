@@ -266,6 +266,7 @@ describe('economy in the loop record (docs/CONTEXT.md)', () => {
       outputTokens: 12,
       cachedTokens: 1024,
       lastInputTokens: 600,
+      lastTurnTokens: 1202,
       estimated: false,
     });
     expect([loop.silentTicks, loop.unchangedTicks, loop.watchDigest]).toEqual([1, 1, 'd2']);
@@ -293,13 +294,42 @@ describe('economy in the loop record (docs/CONTEXT.md)', () => {
       base(),
       tick(1, '', {
         failure: 'This turn used 41,230 tokens, over agent.max_tokens_per_turn (40,000).',
-        overTurnBudget: true,
+        overTurnBudget: { usedTokens: 41_230, limitTokens: 40_000 },
         spend: spend(41000, 230),
       }),
     );
     expect(r.outcome).toEqual({
       kind: 'paused',
-      reason: 'This turn used 41,230 tokens, over agent.max_tokens_per_turn (40,000). /loop resume continues',
+      reason: 'one tick used 41,230 tokens, over agent.max_tokens_per_turn (40,000). /loop resume continues',
     });
+  });
+
+  it('the answer that passed agent.max_tokens_per_turn is kept: the tick succeeds, then the loop pauses naming the spend', () => {
+    const r = applyTick(
+      base(),
+      tick(1, 'The build is green.', { overTurnBudget: { usedTokens: 873, limitTokens: 500 }, spend: spend(800, 73) }),
+    );
+    expect(r.outcome).toEqual({
+      kind: 'paused',
+      reason: 'one tick used 873 tokens, over agent.max_tokens_per_turn (500). /loop resume continues',
+    });
+    expect(r.loop).toMatchObject({ status: 'paused', failureStreak: 0, lastError: null, ticksUsed: 1 });
+    // Without the overrun the same tick goes on: the pause is the budget's, not the reply's.
+    expect(applyTick(base(), tick(1, 'The build is green.', { spend: spend(800, 73) })).outcome).toEqual({ kind: 'continue' });
+  });
+
+  it('--max-tokens reached by one tick alone says that one tick costs more than the whole budget', () => {
+    const r = applyTick(base({ economy: { maxTokens: 500 } }), tick(1, 'a', { spend: spend(800, 73) }));
+    expect(r.outcome).toMatchObject({
+      kind: 'paused',
+      reason: expect.stringMatching(
+        /^token budget of 500 reached \(--max-tokens\): 873 tokens since it was set or resumed; in all 2 model calls, 800 tokens in, 73 out \(last input 400\); one tick alone costs about 873 tokens, more than the whole budget\. \/loop resume gives a fresh allowance$/,
+      ),
+    });
+    // Two ticks that reach it together: no such words.
+    let two = applyTick(base({ economy: { maxTokens: 500 } }), tick(1, 'a', { spend: spend(300, 10) }));
+    two = applyTick(two.loop, tick(2, 'b', { spend: spend(300, 10) }));
+    expect(two.outcome.kind).toBe('paused');
+    expect((two.outcome as { reason: string }).reason).not.toContain('alone');
   });
 });

@@ -466,12 +466,25 @@ describe('the token budget of a turn', () => {
     expect(model.requests).toHaveLength(1);
   });
 
+  it('the answer of the call that passed it is kept: returned with the spend and the limit, not thrown away', async () => {
+    const model = await fake();
+    model.respond(() => 'The build is green.');
+    const { runner } = setup(model, { maxTokensPerTurn: 5 });
+    const out = await runner.run(turn('is the build green?'));
+    const used = model.requests[0]!.promptTokens + countTokens('The build is green.');
+    expect(out).toMatchObject({ reply: 'The build is green.', overBudget: { usedTokens: used, limitTokens: 5 } });
+    expect(out.spend).toMatchObject({ calls: 1, inputTokens: model.requests[0]!.promptTokens });
+    // Under the limit: no overrun.
+    const { runner: roomy } = setup(model, { maxTokensPerTurn: 100_000 });
+    expect((await roomy.run(turn('is the build green?'))).overBudget).toBeUndefined();
+  });
+
   it('what the turn spent before (a summary) counts too', async () => {
     const model = await fake();
     const { runner } = setup(model, { maxTokensPerTurn: 1_000 });
     const spentBefore = { calls: 1, inputTokens: 990, outputTokens: 0, cachedTokens: 0, lastInputTokens: 990, estimated: false };
-    const err = await caught(runner.complete([{ role: 'user', content: 'hi' }], new AbortController().signal, 's1', { spentBefore }));
-    expect(err.kind).toBe('budget');
+    const res = await runner.complete([{ role: 'user', content: 'hi' }], new AbortController().signal, 's1', { spentBefore });
+    expect(res.overBudget).toEqual({ usedTokens: 990 + res.spend.inputTokens + res.spend.outputTokens, limitTokens: 1_000 });
   });
 
   it('a failed turn carries the spend of the calls made before it failed', async () => {

@@ -7,7 +7,7 @@ import { describe } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runHermes, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
-import { lastUserText } from './support/fake-openai.ts';
+import { countTokens, lastUserText } from './support/fake-openai.ts';
 import type { LoopSpec } from '../scheduler/loop/loop-service.ts';
 import type { ScheduleEconomy } from '../scheduler/economy/economy-flags.ts';
 import type { Origin } from '../scheduler/session/origin.ts';
@@ -198,8 +198,12 @@ describe.concurrent('usage totals', () => {
       outputTokens: loop.spend!.outputTokens,
       cachedTokens: served(0, loopCalls).reduce((n, r) => n + r.cachedTokens!, 0),
       lastInputTokens: served(0, loopCalls).at(-1)!.promptTokens,
+      lastTurnTokens: loop.spend!.lastTurnTokens,
       estimated: false,
     });
+    // One call per tick: the last tick cost its call's tokens in and out.
+    const lastReply = (await waitForEvents(c, 'u', 'reply', 3)).at(-1)!;
+    expect(loop.spend!.lastTurnTokens).toBe(served(0, loopCalls).at(-1)!.promptTokens + countTokens(String(lastReply.data.text)));
     expect(loop.spend!.outputTokens).toBeGreaterThan(0);
     const { inputTokens, outputTokens, cachedTokens, calls } = loop.spend!;
     // Ticks 2 and 3 began with the request of the tick before: the server's cache served it.

@@ -114,7 +114,8 @@ export function formatRunLog(
   const tz = job?.tz ?? 'UTC';
   const kind = job ? (job.script !== null ? 'script run' : 'agent turn') : 'run';
   const took = run.started_at !== null && run.finished_at !== null ? `took ${((run.finished_at - run.started_at) / 1000).toFixed(1)}s` : '';
-  const went = run.silent ? 'silent, not sent' : run.deliveries.map((d) => `${d.target} ${d.status}`).join(', ');
+  // A quiet reply is sent only under `--notify always`: its deliveries then say how it went.
+  const went = notSent(run) ? 'silent, not sent' : run.deliveries.map((d) => `${d.target} ${d.status}`).join(', ');
   const status = run.status === 'skipped' ? `skipped (${run.reason})` : run.status;
   const head = [
     `${formatInZone(run.due_at, tz)} (${formatRelative(run.due_at, now)})`,
@@ -153,7 +154,7 @@ export function formatRuns(runs: CronRun[], jobs: Map<string, CronJob>): string[
       r.status === 'skipped' ? `skipped (${r.reason})` : r.status,
       r.started_at === null ? '—' : `${(r.lateness_ms / 1000).toFixed(1)}s`,
       r.started_at !== null && r.finished_at !== null ? `${((r.finished_at - r.started_at) / 1000).toFixed(1)}s` : '—',
-      r.silent ? 'silent' : r.deliveries.map((d) => d.status).join(',') || '—',
+      notSent(r) ? 'silent' : r.deliveries.map((d) => d.status).join(',') || '—',
       ...(tokens ? [runTokens(r)] : []),
       clip(r.error ?? r.output ?? '', 50),
     ]),
@@ -244,4 +245,9 @@ export function formatStatus(s: CronStatus, now: number): string[] {
 export function formatFindings(findings: CronFinding[]): string[] {
   if (findings.length === 0) return ['No findings: every scheduled job is armed and the store looks healthy.'];
   return [`${findings.length} finding(s):`, ...findings.map((f) => `  ${f.jobId ? `${f.jobId}: ` : ''}${f.message}`)];
+}
+
+/** A quiet run whose reply went to no target. */
+function notSent(run: CronRun): boolean {
+  return run.silent && run.deliveries.every((d) => d.status === 'silent');
 }

@@ -21,6 +21,7 @@ import {
 } from '../../scheduler/cron/cron-job.ts';
 import { cronInputSettingsOf, cronServiceFor, SHELL_CONFIG } from '../../scheduler/services.ts';
 import { noModelWarning } from '../../scheduler/agent-model.ts';
+import { budgetSetWarning } from '../../scheduler/economy/token-budget.ts';
 import { unconfiguredPlatformWarnings } from '../../scheduler/delivery/unconfigured-platform.ts';
 import type { CronService } from '../../scheduler/cron/cron-service.ts';
 import { newCronJob } from '../../scheduler/cron/cron-commands.ts';
@@ -213,6 +214,9 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
       print(opts.json, cronJobView(job), () => ['Updated cron job:', ...formatJob(job, io.now())]);
       // As on add, for targets this edit named.
       if (opts.deliver !== undefined) warnUnsent(job);
+      // A new --max-tokens one run uses up (`scheduler/economy/token-budget.ts`): set, with a warning.
+      const tooSmall = opts.maxTokens !== undefined ? budgetSetWarning(job.max_tokens, job.spend, 'run') : undefined;
+      if (tooSmall) io.err(`Warning: ${tooSmall}`);
     }),
   );
 
@@ -252,10 +256,11 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     .command('run')
     .description('run a job once now, outside its schedule (its next run does not move)')
     .argument('<ref>', 'job id or name')
+    .option('--force', 'run a job paused by its token budget all the same')
     .option('--json', 'print JSON')
     .action(
-      run(true, async (service, ref: string, opts: { json?: boolean }) => {
-        const { job, dueAt } = await service!.runNow(ref, CLI_CALLER);
+      run(true, async (service, ref: string, opts: { force?: boolean; json?: boolean }) => {
+        const { job, dueAt } = await service!.runNow(ref, CLI_CALLER, { force: opts.force });
         print(opts.json, { id: job.id, occurrence_id: cronOccurrenceId(job.id, dueAt, 'manual'), requested_at: isoUtc(dueAt) }, () => [
           `Queued a run of ${job.id} (${job.name}); \`hermes cron runs ${job.id}\` shows the result.`,
         ]);

@@ -7,7 +7,7 @@
  *   (SSE), `POST /ui/sessions/:id/messages` a message (gateway/web-input.ts),
  *   `POST /ui/sessions/:id/(loop|heartbeat|goal)/(pause|resume|stop)`;
  * - `GET /ui/cron/new`, `GET /ui/cron/preview`, `POST /ui/cron`, `GET /ui/cron/:id`,
- *   `POST /ui/cron/:id/(run|pause|resume|remove)`, `GET|POST /ui/cron/:id/edit`;
+ *   `POST /ui/cron/:id/(run|run-anyway|pause|resume|remove)`, `GET|POST /ui/cron/:id/edit`;
  * - `GET /ui/assets/*` htmx, its SSE extension, the console's script and styles.
  *
  * Every answer carries the console's Content-Security-Policy (layout.ts). A request that changes
@@ -19,6 +19,7 @@ import express, { Router, type Request, type Response } from 'express';
 import { defaultTimeZone } from '../../scheduler/cron/cron-engine.ts';
 import { previewSchedule, type SchedulePreview } from '../../scheduler/cron/preview.ts';
 import { isHermesError } from '../../scheduler/errors/hermes-error.ts';
+import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { assertSessionId } from '../../scheduler/session/session-id.ts';
 import { HttpError, toHttpError } from '../http/errors.ts';
 import { lastEventId, openSse, type SseStream } from '../http/sse.ts';
@@ -284,16 +285,19 @@ export function consoleRouter(deps: ConsoleDeps): Router {
       return;
     }
     let error: string | undefined;
+    let forceable = false;
     try {
-      if (act === 'run') await cron().runNow(ref);
+      // A job paused by its token budget runs only when asked again, as `run-anyway` (`CronCommands.runNow`).
+      if (act === 'run' || act === 'run-anyway') await cron().runNow(ref, { force: act === 'run-anyway' });
       else if (act === 'pause') await cron().pause(ref);
       else if (act === 'resume') await cron().resume(ref, { runNow: false });
       else throw new HttpError(404, `No action ${act}.`, 'not_found_error', 'route_not_found');
     } catch (err) {
       if (!isHermesError(err)) throw err;
       error = err.message;
+      forceable = err instanceof ScheduleInputError && err.field === 'force';
     }
-    send(res, jobPanel(await jobPage(ref), Date.now(), error));
+    send(res, jobPanel(await jobPage(ref), Date.now(), error, { offerForce: forceable }));
   });
 
   // Errors as a page (or a fragment for htmx), never a stack trace.

@@ -26,8 +26,11 @@ function runRow(r: CronRunView, tz: string): Html {
   return html`<tr><td><span class="status status-${r.status}">${r.status}</span>${r.reason ? ` (${r.reason})` : ''}<br><span class="reason">${r.trigger}</span></td><td>${started === null ? '—' : at(started, tz)}</td><td>${duration(r.lateness_ms)}${r.late ? ' (late)' : ''}</td><td>${started !== null && finished !== null ? duration(finished - started) : '—'}</td><td><ul class="deliveries">${deliveries}</ul></td><td><pre class="text">${r.error ? `error: ${r.error}\n` : ''}${clip(r.output ?? '', 2000)}</pre></td></tr>`;
 }
 
-/** The job panel (details, next fires, what will not work as set, actions); swapped whole after an action. */
-export function jobPanel(job: CronJobView, now: number, error?: string): Html {
+/**
+ * The job panel (details, next fires, what will not work as set, actions); swapped whole after an action.
+ * @param options.offerForce - the run was refused for the job's token budget: offer to run it anyway
+ */
+export function jobPanel(job: CronJobView, now: number, error?: string, options: { offerForce?: boolean } = {}): Html {
   const next = (job.next_runs ?? []).map((t) => Date.parse(t));
   const buttons = [
     action(job, 'run', 'Run now'),
@@ -46,7 +49,7 @@ export function jobPanel(job: CronJobView, now: number, error?: string): Html {
 <dt>spend</dt><dd>${tokens(job.spend)}</dd>
 </dl>
 ${(job.warnings ?? []).map((w) => warningBox(w))}
-<div class="buttons">${buttons}</div>${error ? errorBox(error) : ''}
+<div class="buttons">${buttons}</div>${error ? errorBox(error) : ''}${options.offerForce ? html`<div class="buttons">${action(job, 'run-anyway', 'Run anyway', `Run ${job.name} beyond its token budget?`)}</div>` : ''}
 <h2>Next ${next.length} fire times (${job.tz})</h2>
 ${next.length === 0 ? html`<p class="none">None: the job is ${job.state}.</p>` : html`<ol class="fires">${next.map((t) => html`<li>${formatInZone(t, job.tz)} <span class="reason">${isoUtc(t)}</span> · ${countdown(t, now)}</li>`)}</ol>`}
 </section>`;

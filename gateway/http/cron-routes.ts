@@ -61,8 +61,8 @@ export interface CronApi {
   runs(ref: string, limit: number): Promise<unknown[]>;
   pause(ref: string): Promise<unknown>;
   resume(ref: string, options: { runNow: boolean }): Promise<unknown>;
-  /** Run now, outside the schedule. */
-  runNow(ref: string): Promise<unknown>;
+  /** Run now, outside the schedule; a job paused by its token budget only with `force` (else `ScheduleInputError`, 400). */
+  runNow(ref: string, options?: { force: boolean }): Promise<unknown>;
   remove(ref: string): Promise<unknown>;
 }
 
@@ -110,6 +110,8 @@ const runsQuerySchema = z.object({ limit: z.coerce.number().int().min(1).max(100
 
 const resumeSchema = z.object({ run_now: z.boolean().optional() }).strict();
 
+const runSchema = z.object({ force: z.boolean().optional() }).strict();
+
 /** Routes under `/api/cron`; answers 501 for every route when no cron service is wired. */
 export function cronRouter(cron: CronApi | undefined): Router {
   const router = Router();
@@ -142,7 +144,8 @@ export function cronRouter(cron: CronApi | undefined): Router {
     res.json(await cron!.resume(String(req.params.ref), { runNow: body.run_now ?? false }));
   });
   router.post('/jobs/:ref/run', async (req, res) => {
-    res.status(202).json(await cron!.runNow(String(req.params.ref)));
+    const body = runSchema.parse(req.body ?? {});
+    res.status(202).json(await cron!.runNow(String(req.params.ref), { force: body.force ?? false }));
   });
   router.delete('/jobs/:ref', async (req, res) => {
     res.json(await cron!.remove(String(req.params.ref)));

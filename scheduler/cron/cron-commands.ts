@@ -21,6 +21,7 @@ import {
   firstDue,
   parseDeliver,
   pauseCronJob,
+  pausedByBudget,
   resumeCronJob,
   type CronEconomy,
   type CronJob,
@@ -270,13 +271,26 @@ export class CronCommands {
 
   /**
    * Run the job now, once, outside its schedule (also when paused). The
-   * schedule and `next_run_at` are not changed (field report F12).
+   * schedule and `next_run_at` are not changed (field report F12). A job
+   * paused by a token budget runs only with `force` (docs/CRON.md, "Economy"):
+   * its budget is spent, and a run would spend more.
    * @returns the job and the occurrence's BullMQ job id
-   * @throws ScheduleInputError for a job with a script and an untrusted caller (`assertMayDriveJob`)
+   * @throws ScheduleInputError for a job with a script and an untrusted caller (`assertMayDriveJob`); for a job
+   *   paused by its budget without `force` (field `force`, the spend named)
    */
-  async runNow(ref: string, caller: CronCaller): Promise<{ job: CronJob; manualJobId: string; dueAt: number }> {
+  async runNow(
+    ref: string,
+    caller: CronCaller,
+    options: { force?: boolean } = {},
+  ): Promise<{ job: CronJob; manualJobId: string; dueAt: number }> {
     const job = await this.queries.resolveRef(ref);
     assertMayDriveJob(job, caller, 'run');
+    if (pausedByBudget(job) && !options.force) {
+      throw new ScheduleInputError(
+        `Cron job "${job.name}" (${job.id}) is paused by its token budget: ${job.paused_reason}. A run now would spend more; resume it (a fresh allowance) or run it with \`force\`.`,
+        { field: 'force' },
+      );
+    }
     const now = this.clock();
     const manualJobId = await this.store.enqueueManual(job, now);
     this.log.info({ cronJobId: job.id, manualJobId }, 'cron job run requested');

@@ -9,7 +9,17 @@ import { isoUtc, nextOccurrence, type CronSchedule } from './cron-engine.ts';
 import { compositeId } from '../store/keys.ts';
 import { assertWebhookTarget, parseWebhookAllow, type WebhookAllowList } from '../delivery/webhook-policy.ts';
 import { formatDeliveryTarget, parseDeliveryTarget } from '../delivery/delivery-target.ts';
-import { addToTotals, formatSpend, NO_SPEND, NO_TOTALS, totalTokens, type ModelSpend, type SpendTotals } from '../model-spend.ts';
+import {
+  addToTotals,
+  NO_SPEND,
+  NO_TOTALS,
+  totalTokens,
+  type ModelSpend,
+  type SpendTotals,
+  type TurnBudgetOverrun,
+} from '../model-spend.ts';
+import { isSilentReply } from '../economy/silent-reply.ts';
+import { budgetPauseReason, isBudgetPause, type TokenBudget } from '../economy/token-budget.ts';
 
 const NO_WEBHOOK_ALLOW = parseWebhookAllow([]);
 
@@ -36,7 +46,9 @@ export type CronDeliveryStatus = (typeof CRON_DELIVERY_STATUSES)[number];
 /**
  * Which runs send a notice to the job's targets (`--notify`): `failure`
  * (default) a failed run; `always` also a skipped occurrence (overlap or
- * misfire); `never` none. A successful run always delivers its reply.
+ * misfire), and a quiet reply (`[SILENT]`) is delivered as it was written;
+ * `never` none. A successful run delivers its reply unless it is quiet
+ * (`runDeliversReply`).
  */
 export const NOTIFY_POLICIES = ['always', 'failure', 'never'] as const;
 export type NotifyPolicy = (typeof NOTIFY_POLICIES)[number];
@@ -124,7 +136,7 @@ export interface CronDelivery {
    * by the gateway); `queued`: handed to the durable outbound queue, not sent
    * yet (a failed attempt that will be retried stays `queued` with its error);
    * `pending`: not attempted yet; `failed`: given up (with the reason);
-   * `silent`: a `[SILENT]` reply.
+   * `silent`: a quiet reply (`[SILENT]`), not delivered.
    */
   status: CronDeliveryStatus;
   evidence?: string;
@@ -167,6 +179,7 @@ export interface CronRun {
    */
   delivery_text?: string | null;
   error: string | null;
+  /** The reply was quiet (`[SILENT]`: `../economy/silent-reply.ts`). */
   silent: boolean;
   /**
    * What the run's model calls cost (none for a script, a skip or an unchanged run).
@@ -179,8 +192,6 @@ export interface CronRun {
   worker_id: string;
 }
 
-/** A reply that is exactly this is recorded but not delivered. */
-export const SILENT_REPLY = '[SILENT]';
 /** Characters of output kept in a run record (the delivered reply is never cut). */
 export const MAX_RUN_OUTPUT_CHARS = 8_000;
 
@@ -189,8 +200,14 @@ export const MAX_RUN_OUTPUT_CHARS = 8_000;
  * reply kept for delivery when it was cut (F20: every target gets all of it).
  */
 export function withReply(run: CronRun, reply: string): CronRun {
-  if (reply.length <= MAX_RUN_OUTPUT_CHARS) return { ...run, output: reply, silent: reply.trim() === SILENT_REPLY };
-  return { ...run, output: `${reply.slice(0, MAX_RUN_OUTPUT_CHARS)}\n[output cut]`, delivery_text: reply, silent: false };
+  const silent = isSilentReply(reply);
+  if (reply.length <= MAX_RUN_OUTPUT_CHARS) return { ...run, output: reply, silent };
+  return { ...run, output: `${reply.slice(0, MAX_RUN_OUTPUT_CHARS)}\n[output cut]`, delivery_text: reply, silent };
+}
+
+/** Whether a run's reply goes to the job's targets: an `ok` run that ran, unless its reply is quiet and the job is not `--notify always`. */
+export function runDeliversReply(job: Pick<CronJob, 'notify'>, run: Pick<CronRun, 'status' | 'unchanged' | 'silent'>): boolean {
+  return run.status === 'ok' && !run.unchanged && (!run.silent || job.notify === 'always');
 }
 
 /** The text a delivery target gets for a run. */
@@ -371,10 +388,10 @@ export function resumeCronJob(job: CronJob, now: number): CronJob | undefined {
  *   counts in `unchanged_runs`, and the watch's digest is kept after a
  *   successful run only (a failed run is retried at the next occurrence even
  *   if the watched output stays as it was).
- * - Token budgets: a scheduled job whose run stopped at
- *   `agent.max_tokens_per_turn` (`overTurnBudget`), or whose `budget_tokens`
- *   reached `max_tokens`, is paused with the reason (the spend named);
- *   `resume` gives a fresh allowance.
+ * - Token budgets (`../economy/token-budget.ts`): a scheduled job whose run
+ *   passed `agent.max_tokens_per_turn` (`overTurnBudget`), or whose
+ *   `budget_tokens` reached `max_tokens`, is paused with the reason (the spend
+ *   named); `resume` gives a fresh allowance.
  * - Failure streak (field report F19): after `maxConsecutiveFailures` failed
  *   runs in a row (`cron.max_consecutive_failures`, 0 = never) a scheduled
  *   job is paused, with the reason on the record (`cron status` shows it); a
@@ -389,8 +406,8 @@ export function applyRun(
     maxConsecutiveFailures?: number;
     /** The watch the run checked and its output's digest (kept only while the job still has that watch). */
     watch?: { spec: string; digest: string };
-    /** The run failed at `agent.max_tokens_per_turn` (TurnError `budget`): the job pauses at once. */
-    overTurnBudget?: boolean;
+    /** The run passed `agent.max_tokens_per_turn` (its answer kept, or it failed there): the job pauses at once. */
+    overTurnBudget?: TurnBudgetOverrun;
   } = {},
 ): CronJob {
   const next = withEconomy(advance(job, run, pickedAt, now), job, run, options.watch);
@@ -402,9 +419,8 @@ export function applyRun(
     paused_reason: reason,
   });
   if (next.state === 'scheduled') {
-    if (options.overTurnBudget && run.status === 'error')
-      return pause(`a run over agent.max_tokens_per_turn: ${clipReason(run.error ?? 'the turn reached its token limit', 300)}`);
-    if (next.max_tokens && (next.budget_tokens ?? 0) >= next.max_tokens) return pause(budgetReason(next));
+    const overBudget = budgetPauseReason(cronTokenBudget(next), options.overTurnBudget, 'run');
+    if (overBudget) return pause(overBudget);
   }
   const max = options.maxConsecutiveFailures ?? 0;
   if (run.status === 'error' && max > 0 && next.failure_streak >= max && next.state === 'scheduled') {
@@ -418,10 +434,14 @@ export function pausedByStreak(job: Pick<CronJob, 'paused_reason' | 'failure_str
   return Boolean(job.paused_reason?.startsWith(`${job.failure_streak} failed runs in a row`));
 }
 
-/** `token budget of 1,000 reached (--max-tokens): 1,020 tokens since …; in all 3 model calls, …`. */
-function budgetReason(job: CronJob): string {
-  const n = (x: number) => x.toLocaleString('en-US');
-  return `token budget of ${n(job.max_tokens ?? 0)} reached (--max-tokens): ${n(job.budget_tokens ?? 0)} tokens since it was set or resumed; in all ${formatSpend(job.spend ?? NO_TOTALS)}`;
+/** A job's budget as the one rule reads it (`../economy/token-budget.ts`). */
+export function cronTokenBudget(job: Pick<CronJob, 'max_tokens' | 'budget_tokens' | 'spend'>): TokenBudget {
+  return { maxTokens: job.max_tokens, budgetTokens: job.budget_tokens, spend: job.spend };
+}
+
+/** Whether the job is paused by a token budget (`--max-tokens` or `agent.max_tokens_per_turn`); its `paused_reason` names the spend. */
+export function pausedByBudget(job: Pick<CronJob, 'state' | 'paused_reason'>): boolean {
+  return job.state === 'paused' && isBudgetPause(job.paused_reason);
 }
 
 function clipReason(text: string, max: number): string {

@@ -9,7 +9,7 @@
  * after it.
  */
 import { isoUtc } from './cron-engine.ts';
-import { deliveryText, pausedByStreak, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
+import { deliveryText, pausedByStreak, runDeliversReply, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
 
 /**
  * The notice for `run`, or `null` when none is due under the job's policy.
@@ -50,8 +50,8 @@ export function runNotice(job: CronJob, run: CronRun, pausedByRun: boolean): str
 export function withNotice(run: CronRun, job: CronJob, pausedByRun: boolean, targets: string[]): CronRun {
   const notice = runNotice(job, run, pausedByRun);
   if (notice === null) return run;
-  // A successful run's reply goes out with the notice after it (a `[SILENT]` one: the notice alone).
-  const text = run.status === 'ok' && !run.silent && !run.unchanged && deliveryText(run) ? `${deliveryText(run)}\n\n${notice}` : notice;
+  // A successful run's reply goes out with the notice after it (a quiet one, unless `--notify always`: the notice alone).
+  const text = runDeliversReply(job, run) && deliveryText(run) ? `${deliveryText(run)}\n\n${notice}` : notice;
   return { ...run, delivery_text: text, deliveries: targets.map((target): CronDelivery => ({ target, status: 'pending' })) };
 }
 

@@ -61,8 +61,8 @@ export class CronService {
   }
 
   /** {@link CronCommands.runNow} */
-  runNow(ref: string, caller: CronCaller): Promise<{ job: CronJob; manualJobId: string; dueAt: number }> {
-    return this.commands.runNow(ref, caller);
+  runNow(ref: string, caller: CronCaller, options?: { force?: boolean }): Promise<{ job: CronJob; manualJobId: string; dueAt: number }> {
+    return this.commands.runNow(ref, caller, options);
   }
 
   /** {@link CronCommands.remove} */

@@ -1,4 +1,4 @@
-import type { ModelSpend } from '../model-spend.ts';
+import type { ModelSpend, TurnBudgetOverrun } from '../model-spend.ts';
 import { HermesError } from './hermes-error.ts';
 
 /**
@@ -18,12 +18,18 @@ export class TurnError extends HermesError {
   readonly sessionId: string | undefined;
   /** What the model calls made before the failure cost (set by the agent runner; absent for command turns). */
   spend: ModelSpend | undefined;
+  /** Kind `budget`: what the turn used and the limit it passed. */
+  readonly overrun: TurnBudgetOverrun | undefined;
 
-  constructor(message: string, options: { kind: TurnFailureKind; sessionId?: string; cause?: unknown; spend?: ModelSpend }) {
+  constructor(
+    message: string,
+    options: { kind: TurnFailureKind; sessionId?: string; cause?: unknown; spend?: ModelSpend; overrun?: TurnBudgetOverrun },
+  ) {
     super(message, options);
     this.kind = options.kind;
     this.sessionId = options.sessionId;
     this.spend = options.spend;
+    this.overrun = options.overrun;
   }
 
   /** Failures that never reached the model may be retried with backoff (docs/DESIGN.md §7 Retries). */

@@ -8,6 +8,7 @@
  * logged at WARNING and reaches the user as a StoreUnavailableError.
  */
 import type { ScheduleEconomy } from '../economy/economy-flags.ts';
+import { budgetSetWarning } from '../economy/token-budget.ts';
 import { randomBytes } from 'node:crypto';
 import type { RedisClient } from '../store/redis/connection-factory.ts';
 import type { Logger } from 'pino';
@@ -80,8 +81,9 @@ export class GoalService {
     assertSessionId(sessionId);
     this.checkEconomy(economy, origin.surface);
     const goal = createGoal({ goalId: randomBytes(6).toString('hex'), sessionId, text, maxTurns: this.maxTurns, origin, now, economy });
+    let previous = null as GoalRecord | null; // read inside the write below
     const stored = await this.confirmed(sessionId, async () => {
-      const previous = await this.get(sessionId);
+      previous = await this.get(sessionId);
       return await this.put(goal, previous ? previous.version : 'absent');
     });
     if (!stored) throw new StoreUnavailableError('The goal changed while it was being saved; try again.');
@@ -91,8 +93,12 @@ export class GoalService {
       stored.model ? `model ${stored.model}` : '',
       stored.maxTokens ? `max ${stored.maxTokens.toLocaleString('en-US')} tokens` : '',
     ].filter(Boolean);
-    const warning = this.noModelWarning(stored.model, origin.surface);
-    return `Goal set (${stored.maxTurns}-turn budget${extra.map((e) => `, ${e}`).join('')}): ${text}${warning ? `\n${warning}` : ''}`;
+    // A budget one turn uses up: the last turn of the goal this one replaces says what one costs.
+    const tooSmall = budgetSetWarning(stored.maxTokens, previous?.spend, 'turn');
+    const warnings = [this.noModelWarning(stored.model, origin.surface), tooSmall && `Warning: ${tooSmall}`];
+    return [`Goal set (${stored.maxTurns}-turn budget${extra.map((e) => `, ${e}`).join('')}): ${text}`, ...warnings.filter(Boolean)].join(
+      '\n',
+    );
   }
 
   /** @returns the reply */

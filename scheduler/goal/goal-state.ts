@@ -19,7 +19,8 @@
  */
 import type { ScheduleEconomy } from '../economy/economy-flags.ts';
 import type { Origin } from '../session/origin.ts';
-import { addToTotals, formatSpend, NO_TOTALS, totalTokens, type ModelSpend, type SpendTotals } from '../model-spend.ts';
+import { addToTotals, totalTokens, type ModelSpend, type SpendTotals, type TurnBudgetOverrun } from '../model-spend.ts';
+import { budgetPauseReason } from '../economy/token-budget.ts';
 
 export type GoalStatus = 'active' | 'paused' | 'achieved' | 'cleared';
 export type GoalVerdict = 'done' | 'blocked' | 'continue' | 'wait';
@@ -111,8 +112,8 @@ export function applyGoalTurn(
     maxConsecutiveFailures: number;
     /** What the turn's model calls cost (compaction, turn, judge). */
     spend?: ModelSpend;
-    /** The turn stopped at `agent.max_tokens_per_turn`: the goal pauses at once. */
-    overTurnBudget?: boolean;
+    /** The turn passed `agent.max_tokens_per_turn` (its answer kept, or it failed there): the goal pauses at once. */
+    overTurnBudget?: TurnBudgetOverrun;
   },
 ): { goal: GoalRecord; outcome: GoalOutcome } {
   const failures = turn.verdict === undefined ? (goal.failures ?? 0) + 1 : 0;
@@ -126,13 +127,10 @@ export function applyGoalTurn(
     ...(turn.spend && turn.spend.calls > 0 ? { spend: addToTotals(goal.spend, turn.spend) } : {}),
     ...(goal.maxTokens ? { budgetTokens: (goal.budgetTokens ?? 0) + (turn.spend ? totalTokens(turn.spend) : 0) } : {}),
   };
-  // Token budgets, as for loops (`applyTick`; docs/CONTEXT.md, "Budgets").
-  if (turn.overTurnBudget) {
-    const reason = `${turn.reason || 'the turn reached agent.max_tokens_per_turn'} /goal resume continues`;
-    return { goal: { ...next, status: 'paused', statusReason: reason }, outcome: { kind: 'paused', reason } };
-  }
-  if (goal.maxTokens && (next.budgetTokens ?? 0) >= goal.maxTokens) {
-    const reason = `token budget of ${goal.maxTokens.toLocaleString('en-US')} reached (--max-tokens): ${(next.budgetTokens ?? 0).toLocaleString('en-US')} tokens since it was set or resumed; in all ${formatSpend(next.spend ?? NO_TOTALS)}. /goal resume gives a fresh allowance`;
+  // Token budgets (`../economy/token-budget.ts`); `/goal resume` gives a fresh allowance.
+  const overBudget = budgetPauseReason(next, turn.overTurnBudget, 'turn');
+  if (overBudget) {
+    const reason = `${overBudget}. /goal resume ${turn.overTurnBudget ? 'continues' : 'gives a fresh allowance'}`;
     return { goal: { ...next, status: 'paused', statusReason: reason }, outcome: { kind: 'paused', reason } };
   }
   if (turn.maxConsecutiveFailures > 0 && failures >= turn.maxConsecutiveFailures) {

@@ -14,6 +14,7 @@ import type { LoopKind } from '../store/keys.ts';
 import { formatSeconds } from '../interval.ts';
 import { createLoop, pauseLoop, resumeDueAt, resumeLoop, sameLoop, type LoopRecord } from './loop-state.ts';
 import type { ScheduleEconomy } from '../economy/economy-flags.ts';
+import { budgetSetWarning } from '../economy/token-budget.ts';
 import type { AgentCreator, Origin, RunnerSpec } from '../session/origin.ts';
 import { formatSpend } from '../model-spend.ts';
 import type { LoopStore } from './loop-store.ts';
@@ -126,6 +127,9 @@ export class LoopService {
       // An agent schedule without a model would fail every tick: said now, not at the first failure.
       const warning = ctx.runner.kind === 'agent' ? this.settings.noModelWarning?.(record.model, ctx.origin.surface) : undefined;
       if (warning) lines.push(warning);
+      // So would a budget one tick uses up: the last tick of the schedule this one replaces says what one costs.
+      const tooSmall = budgetSetWarning(record.maxTokens, previous?.spend, 'tick');
+      if (tooSmall) lines.push(`Warning: ${tooSmall}`);
       return lines.join('\n');
     });
   }

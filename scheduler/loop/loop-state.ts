@@ -28,9 +28,11 @@
 import type { LoopKind } from '../store/keys.ts';
 import { clampSelfPacedDelay, nextSelfPacedDelay, replyDigest } from './self-paced.ts';
 import type { AgentCreator, Origin, RunnerSpec } from '../session/origin.ts';
-import { addToTotals, formatSpend, NO_TOTALS, totalTokens, type ModelSpend, type SpendTotals } from '../model-spend.ts';
+import { addToTotals, totalTokens, type ModelSpend, type SpendTotals, type TurnBudgetOverrun } from '../model-spend.ts';
 import { formatSeconds } from '../interval.ts';
 import type { LoopNotify, ScheduleEconomy } from '../economy/economy-flags.ts';
+import { isSilentReply } from '../economy/silent-reply.ts';
+import { budgetPauseReason } from '../economy/token-budget.ts';
 
 export type LoopStatus = 'active' | 'paused' | 'finished';
 
@@ -93,7 +95,7 @@ export interface LoopRecord {
   model?: string | null;
   /** Model calls and tokens over the schedule's life (`scheduler/model-spend.ts`). */
   spend?: SpendTotals;
-  /** Ticks whose reply was exactly `[SILENT]` (kept, not delivered). */
+  /** Ticks whose reply was quiet (`[SILENT]`: `../economy/silent-reply.ts`). */
   silentTicks?: number;
   /** Ticks that ended without a model call because the watch's output had not changed. */
   unchangedTicks?: number;
@@ -105,16 +107,10 @@ export interface LoopRecord {
   version: number;
 }
 
-/** The reply an agent gives when nothing worth telling the user changed (kept, not delivered). */
-export const SILENT_REPLY = '[SILENT]';
-
-/** True when `reply` is exactly `[SILENT]` (surrounding space ignored). */
-export function isSilentReply(reply: string): boolean {
-  return reply.trim() === SILENT_REPLY;
-}
-
 /**
- * Whether a committed tick's reply goes to the route (the `--notify` rule above).
+ * Whether a committed tick's reply goes to the route (`--notify`, docs/CONTEXT.md "Quiet ticks"): `auto`
+ * every reply but a quiet one (`isSilentReply`); `always` every reply, a quiet one too, as it was
+ * written; `done` only the reply that finished the schedule, unless it is quiet.
  * @param finished - the tick finished the schedule
  */
 export function shouldDeliverReply(notify: LoopNotify | undefined, reply: string, finished: boolean): boolean {
@@ -331,8 +327,8 @@ export function applyTick(
     unchanged?: boolean;
     /** Digest of the watch's output this tick (kept for the next). */
     watchDigest?: string | null;
-    /** The turn stopped at `agent.max_tokens_per_turn`: the schedule pauses at once. */
-    overTurnBudget?: boolean;
+    /** The turn passed `agent.max_tokens_per_turn` (its answer kept, or it failed there): the schedule pauses at once. */
+    overTurnBudget?: TurnBudgetOverrun;
     /** Back-off and pause rule of failed ticks; absent = no back-off, the count alone pauses. */
     failurePolicy?: FailurePolicy;
   },
@@ -408,15 +404,9 @@ export function applyTick(
     }
   }
   if (loop.times !== null && next.ticksUsed >= loop.times) return finish(`ran ${loop.times} times`);
-  // Token budgets (docs/CONTEXT.md, "Budgets"): a turn over `agent.max_tokens_per_turn`, or the schedule's
-  // `--max-tokens` reached, pauses it with the spend named; `/loop resume` gives a fresh allowance.
-  if (tick.overTurnBudget)
-    return pause(`${clipError(tick.failure ?? 'the turn reached agent.max_tokens_per_turn')} /${loop.kind} resume continues`);
-  if (loop.maxTokens && (next.budgetTokens ?? 0) >= loop.maxTokens) {
-    return pause(
-      `token budget of ${loop.maxTokens.toLocaleString('en-US')} reached (--max-tokens): ${(next.budgetTokens ?? 0).toLocaleString('en-US')} tokens since it was set or resumed; in all ${formatSpend(next.spend ?? NO_TOTALS)}. /${loop.kind} resume gives a fresh allowance`,
-    );
-  }
+  // Token budgets (`../economy/token-budget.ts`); `/loop resume` gives a fresh allowance.
+  const overBudget = budgetPauseReason(next, tick.overTurnBudget, 'tick');
+  if (overBudget) return pause(`${overBudget}. /${loop.kind} resume ${tick.overTurnBudget ? 'continues' : 'gives a fresh allowance'}`);
   const spanMs = tick.finishedAt - (failingSince ?? tick.startedAt);
   const longEnough = !tick.failurePolicy || spanMs >= tick.failurePolicy.pauseAfterSeconds * 1000;
   if (tick.failure !== undefined && maxFailures > 0 && failureStreak >= maxFailures && longEnough) {

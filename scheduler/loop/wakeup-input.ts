@@ -2,7 +2,8 @@
  * The text a tick adds to the session as its input (docs/DESIGN.md §4, §5). A tick re-runs
  * the prompt against the session's current state; it never replays an old answer.
  */
-import { LOOP_COMPLETE, SILENT_REPLY, type LoopRecord } from './loop-state.ts';
+import { LOOP_COMPLETE, type LoopRecord } from './loop-state.ts';
+import { SILENT_REPLY } from '../economy/silent-reply.ts';
 
 /**
  * Build the wakeup input of tick number `tickNumber` (1-based).

@@ -16,6 +16,7 @@ import { applyGoalTurn, buildGoalInput, type GoalOutcome, type GoalRecord } from
 import { parseGoalArgs, GOAL_HELP } from '../../scheduler/goal/goal-command.ts';
 import { deferJob } from '../../scheduler/store/defer-job.ts';
 import { CONFLICT, retryOnConflict } from '../../scheduler/store/optimistic-retry.ts';
+import { isSilentReply } from '../../scheduler/economy/silent-reply.ts';
 import { deliverToRoute } from '../runtime/delivery.ts';
 import { runSessionAgent, runSessionTurn } from './session-turn.ts';
 import { judgeGoal } from './goal-judge.ts';
@@ -57,9 +58,14 @@ export async function processGoalContinuation(
     }
     const { reply, steps, failure, replaceTranscript } = ran;
     if (failure) log.warn({ err: failure.message }, 'goal turn failed');
+    // Past `agent.max_tokens_per_turn` the goal pauses after this turn: its reply is kept, no judge spends more.
+    const overBudget = ran.overBudget ?? (failure?.kind === 'budget' ? failure.overrun : undefined);
+    const quiet = !failure && isSilentReply(reply);
     const judged = failure
       ? { verdict: undefined, reason: failure.message, spend: NO_SPEND }
-      : await judgeGoal(deps, goal, reply, turnSignal);
+      : overBudget
+        ? { verdict: undefined, reason: '', spend: NO_SPEND }
+        : await judgeGoal(deps, goal, reply, turnSignal);
     const spend = sumSpend(ran.spend, judged.spend);
     return await retryOnConflict<InboxResult>(
       async () => {
@@ -72,7 +78,7 @@ export async function processGoalContinuation(
           reason: judged.reason,
           maxConsecutiveFailures: deps.config.goals.max_consecutive_failures,
           spend,
-          overTurnBudget: failure?.kind === 'budget',
+          overTurnBudget: overBudget,
         });
         const stored: GoalRecord = { ...next, version: fresh.version + 1 };
         const res = await deps.sessions.commitTurn(sessionId, {
@@ -99,8 +105,9 @@ export async function processGoalContinuation(
                   worker: deps.workerId,
                   pid: process.pid,
                   outcome: outcome.kind,
-                  verdict: judged.verdict ?? 'judge-failed',
+                  verdict: judged.verdict ?? (overBudget ? 'not-judged' : 'judge-failed'),
                   ...(spend.calls > 0 ? { spend } : {}),
+                  ...(quiet ? { silent: true } : {}),
                 },
               },
           record: { key: deps.keys.goal(sessionId), expectedVersion: fresh.version, json: JSON.stringify(stored) },
@@ -109,7 +116,8 @@ export async function processGoalContinuation(
         if (res.status === 'conflict') return CONFLICT;
         if (res.status === 'duplicate') return { status: 'duplicate' };
         deps.metrics?.turnFinished('goal', failure ? 'failed' : 'ok', (Date.now() - startedAt) / 1000);
-        if (!failure) await deliverToRoute(deps, { sessionId, origin: stored.origin, text: reply, occurrenceId: turnId });
+        // A quiet reply (`[SILENT]`) stays in the transcript and the stream; the route gets nothing.
+        if (!failure && !quiet) await deliverToRoute(deps, { sessionId, origin: stored.origin, text: reply, occurrenceId: turnId });
         await afterGoalTurn(deps, stored, outcome, turnId);
         return { status: failure ? 'failed' : 'replied', eventId: res.eventId };
       },

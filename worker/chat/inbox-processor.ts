@@ -12,6 +12,7 @@ import type { Job } from 'bullmq';
 import { clearPendingInput, inputOccurrenceId, pendingInput, type InboxJobData } from '../../scheduler/session/inbox.ts';
 import { isHermesError } from '../../scheduler/errors/hermes-error.ts';
 import { deferJob } from '../../scheduler/store/defer-job.ts';
+import { isSilentReply } from '../../scheduler/economy/silent-reply.ts';
 import { deliverToRoute } from '../runtime/delivery.ts';
 import { runSessionAgent, runSessionTurn } from './session-turn.ts';
 import { runSlashCommand } from './slash-commands.ts';
@@ -116,6 +117,8 @@ export async function processInbox(
     const { reply, steps, failure, spend, replaceTranscript } = ran;
     if (failure) log.warn({ err: failure.message, failureKind: failure.kind }, 'user turn failed');
     const finishedAt = Date.now();
+    // A quiet reply (`[SILENT]`) stays in the transcript and the stream; the route gets nothing.
+    const quiet = !failure && isSilentReply(reply);
     deps.metrics?.turnFinished('message', failure ? 'failed' : 'ok', (finishedAt - startedAt) / 1000);
     const res = await deps.sessions.commitTurn(sessionId, {
       occurrenceId,
@@ -139,13 +142,14 @@ export async function processInbox(
               worker: deps.workerId,
               pid: process.pid,
               ...(spend.calls > 0 ? { spend } : {}),
+              ...(quiet ? { silent: true } : {}),
             },
           },
       replaceTranscript,
     });
     await clearPendingInput(deps.redis, deps.keys, sessionId, occurrenceId);
     if (res.status === 'duplicate') return { status: 'duplicate' };
-    await deliverToRoute(deps, { sessionId, origin: data.origin, text: failure ? failure.message : reply, occurrenceId });
+    if (!quiet) await deliverToRoute(deps, { sessionId, origin: data.origin, text: failure ? failure.message : reply, occurrenceId });
     if (!failure) await hooks.afterUserTurn?.(deps, data, reply);
     return { status: failure ? 'failed' : 'replied', eventId: res.status === 'committed' ? res.eventId : undefined };
   });

@@ -7,7 +7,7 @@
  * commit differs and stays in their processors (`inbox-processor.ts`,
  * `goal-processor.ts`).
  */
-import { NO_SPEND, sumSpend, type ModelSpend } from '../../scheduler/model-spend.ts';
+import { NO_SPEND, sumSpend, type ModelSpend, type TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
 import { fitSessionContext, type FittedContext } from '../context/session-context.ts';
 import type { Job } from 'bullmq';
 import { deferJob } from '../../scheduler/store/defer-job.ts';
@@ -53,7 +53,14 @@ export async function runSessionTurn<R>(
 
 /** What an agent call of a session turn gave: its reply and tool steps, or the failure to commit; its spend either way. */
 export type SessionAgentResult = (
-  { reply: string; steps: ChatMessage[]; failure?: undefined } | { reply: ''; steps: []; failure: TurnError }
+  | {
+      reply: string;
+      steps: ChatMessage[];
+      failure?: undefined;
+      /** The reply's call passed `agent.max_tokens_per_turn`: the reply is kept, the schedule pauses after it. */
+      overBudget?: TurnBudgetOverrun;
+    }
+  | { reply: ''; steps: []; failure: TurnError; overBudget?: undefined }
 ) & {
   spend: ModelSpend;
   /** The compacted transcript for the commit's `replaceTranscript` (`context/session-context.ts`). */
@@ -116,7 +123,13 @@ export async function runSessionAgent(
       kind,
       origin,
     });
-    return { reply: out.reply, steps: out.steps, spend: sumSpend(spend, out.spend ?? NO_SPEND), replaceTranscript };
+    return {
+      reply: out.reply,
+      steps: out.steps,
+      spend: sumSpend(spend, out.spend ?? NO_SPEND),
+      replaceTranscript,
+      ...(out.overBudget ? { overBudget: out.overBudget } : {}),
+    };
   } catch (err) {
     if (turn.abortedByDrain) return 'drained';
     if (turn.lockLost) throw err;

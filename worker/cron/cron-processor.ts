@@ -43,6 +43,7 @@ import {
   cronSessionId,
   cronToolSurfaces,
   deliveryText,
+  runDeliversReply,
   withReply,
   type CronDelivery,
   type CronJob,
@@ -59,7 +60,7 @@ import { decideOverlap } from './cron-gate.ts';
 import { deliverPending, resolveTargets } from './cron-delivery.ts';
 import { sessionEventSink } from '../turn-runners/turn-events.ts';
 import type { TurnSurfaces } from '../tools/tool.ts';
-import { NO_SPEND, type ModelSpend } from '../../scheduler/model-spend.ts';
+import { NO_SPEND, type ModelSpend, type TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
 import { runWatch, watchSection } from '../occurrence/watch-check.ts';
 import { runOccurrence } from '../occurrence/pipeline.ts';
 import type { ClaimAnswer, CommitAnswer, GateAnswer, Occurrence, OccurrencePlan, RanTurn } from '../occurrence/plan.ts';
@@ -108,8 +109,8 @@ interface CronClaimed {
 interface RunEffects {
   /** The watch the run checked and its output's digest. */
   watch?: { spec: string; digest: string };
-  /** The turn stopped at `agent.max_tokens_per_turn` (TurnError `budget`): the job pauses. */
-  overTurnBudget?: boolean;
+  /** The turn passed `agent.max_tokens_per_turn` (its answer kept, or TurnError `budget`): the job pauses. */
+  overTurnBudget?: TurnBudgetOverrun;
 }
 
 /** A run to commit: its record and what the commit applies besides. */
@@ -132,6 +133,8 @@ interface JobTurn {
   /** The watch's output had not changed: nothing ran. */
   unchanged: boolean;
   watch?: { spec: string; digest: string };
+  /** The turn passed `agent.max_tokens_per_turn`; `reply` is its kept answer. */
+  overBudget?: TurnBudgetOverrun;
 }
 
 /**
@@ -315,7 +318,7 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     run.spend = ended.spend;
     if (ended.unchanged) run.unchanged = true;
     else Object.assign(run, withReply(run, ended.reply)); // the record keeps a capped copy; targets get it whole
-    return this.finishRun(claimed, run, { watch: ended.watch });
+    return this.finishRun(claimed, run, { watch: ended.watch, ...(ended.overBudget ? { overTurnBudget: ended.overBudget } : {}) });
   }
 
   /** A failed turn, recorded as an `error` run with what it spent; a turn stopped at a token budget pauses the job. */
@@ -324,7 +327,7 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     run.spend = f.spend;
     run.status = 'error';
     run.error = f.error.message;
-    return this.finishRun(claimed, run, f.error.kind === 'budget' ? { overTurnBudget: true } : {});
+    return this.finishRun(claimed, run, f.error.kind === 'budget' && f.error.overrun ? { overTurnBudget: f.error.overrun } : {});
   }
 
   /** One commit attempt over the job's record as it is now (`applyRun`), with the version check. */
@@ -441,7 +444,10 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     run.finished_at = Date.now();
     run.deliveries =
       run.status === 'ok' && !run.unchanged
-        ? resolveTargets(claimed.record).map((target): CronDelivery => ({ target, status: run.silent ? 'silent' : 'pending' }))
+        ? resolveTargets(claimed.record).map((target): CronDelivery => ({
+            target,
+            status: runDeliversReply(claimed.record, run) ? 'pending' : 'silent',
+          }))
         : [];
     return { run, effects, failed: run.status !== 'ok', unchanged: Boolean(run.unchanged), finishedAt: run.finished_at };
   }
@@ -506,7 +512,13 @@ async function jobTurn(job: CronJob, occurrenceId: string, dueAt: number, signal
     kind: 'cron',
     origin: job.origin,
   });
-  return { reply: out.reply, spend: out.spend ?? NO_SPEND, unchanged: false, watch };
+  return {
+    reply: out.reply,
+    spend: out.spend ?? NO_SPEND,
+    unchanged: false,
+    watch,
+    ...(out.overBudget ? { overBudget: out.overBudget } : {}),
+  };
 }
 
 /** A run record of `tick`'s occurrence, not started yet. */

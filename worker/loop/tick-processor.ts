@@ -35,14 +35,14 @@ import type { Job } from 'bullmq';
 import {
   applyTick,
   shouldDeliverReply,
-  isSilentReply,
   tickFailureNotice,
   type FailurePolicy,
   type LoopRecord,
   type TickOutcome,
   type UntilVerdict,
 } from '../../scheduler/loop/loop-state.ts';
-import { NO_SPEND, sumSpend, type ModelSpend } from '../../scheduler/model-spend.ts';
+import { NO_SPEND, sumSpend, type ModelSpend, type TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
+import { isSilentReply } from '../../scheduler/economy/silent-reply.ts';
 import { fitSessionContext, type FittedContext } from '../context/session-context.ts';
 import { runWatch, watchSection } from '../occurrence/watch-check.ts';
 import type { InflightMark, TickJobData } from '../../scheduler/loop/loop-store.ts';
@@ -105,6 +105,8 @@ interface TurnRun {
   replace: FittedContext['replace'];
   /** A self-paced loop's agent asked for this delay to the next tick (`schedules` action `next`), seconds; clamped at the commit. */
   nextTickSeconds?: number;
+  /** The turn passed `agent.max_tokens_per_turn`: its reply is kept and delivered, then the schedule pauses. */
+  overBudget?: TurnBudgetOverrun;
 }
 
 /** What a turn had done so far (kept for a turn that throws). */
@@ -293,7 +295,8 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
     });
     let spend = sumSpend(p.spend, out.spend ?? NO_SPEND);
     let until: UntilVerdict | undefined;
-    if (loop.until) {
+    // Past `agent.max_tokens_per_turn` the schedule pauses after this tick: no judge spends more.
+    if (loop.until && !out.overBudget) {
       const judged = await judgeUntil(deps, loop, out.reply, signal, surface);
       until = judged.verdict;
       spend = sumSpend(spend, judged.spend);
@@ -309,6 +312,7 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       spend,
       unchanged: false,
       nextTickSeconds: out.nextTickSeconds,
+      ...(out.overBudget ? { overBudget: out.overBudget } : {}),
     };
   }
 
@@ -362,7 +366,7 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       spend: t.spend,
       unchanged: t.unchanged,
       watchDigest: t.watchDigest,
-      overTurnBudget: t.failure?.kind === 'budget',
+      overTurnBudget: t.overBudget ?? (t.failure?.kind === 'budget' ? t.failure.overrun : undefined),
       failurePolicy: failurePolicy(deps),
       pacing: {
         floorSeconds: deps.config.loops.self_paced_floor_seconds,
@@ -402,7 +406,7 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
     } = this;
     if (!loop || ran.unchanged) return;
     if (!ran.failure) {
-      // Quiet ticks (`--notify`, `shouldDeliverReply`): a `[SILENT]` reply stays in the transcript and the stream only.
+      // Quiet ticks (`--notify`, `shouldDeliverReply`): a quiet reply stays in the transcript and the stream only.
       if (shouldDeliverReply(loop.notify, ran.reply, outcome.kind === 'finished')) {
         await deliverToRoute(deps, { sessionId, origin: loop.origin, text: ran.reply, occurrenceId });
       }
@@ -500,7 +504,8 @@ function commitPayload(deps: WorkerDeps, tick: Tick, readAtStart: LoopRecord, t:
       worker: deps.workerId,
       pid: process.pid,
       ...(t.spend.calls > 0 ? { spend: t.spend } : {}),
-      ...(!t.failure && !t.unchanged && isSilentReply(t.reply) ? { silent: true } : {}),
+      // Kept, not sent: a quiet reply, unless `--notify always` sends it.
+      ...(!t.failure && !t.unchanged && isSilentReply(t.reply) && readAtStart.notify !== 'always' ? { silent: true } : {}),
     },
   };
   return { messages, event };

@@ -24,14 +24,17 @@ export function outboundQueueOf(
   }
 }
 
-/** Queue `text` for the origin's route, if it has one. `[SILENT]` and empty replies are not sent. */
+/**
+ * Queue `text` for the origin's route, if it has one; an empty text is not sent. Whether a reply goes
+ * out at all is its path's decision (a quiet reply: `scheduler/economy/silent-reply.ts`).
+ */
 export async function deliverToRoute(
   deps: WorkerDeps,
   input: { sessionId: string; origin: Origin; text: string; occurrenceId: string },
 ): Promise<void> {
   const route = input.origin.route;
   const text = input.text.trim();
-  if (!route || text.length === 0 || text === '[SILENT]') return;
+  if (!route || text.length === 0) return;
   const target = targetOfRoute(route);
   if (target) {
     await enqueueOutbound(outboundQueueOf(deps, target), {

@@ -35,7 +35,10 @@
  *   - Measure: each call ends with a `model.called` event (its usage, or an
  *     estimate when the endpoint reported none), the `hermes_model_*`
  *     metrics, and its share of the turn's `spend`; past
- *     `agent.max_tokens_per_turn` the turn stops (TurnError `budget`).
+ *     `agent.max_tokens_per_turn` the turn stops: the answer of the call
+ *     that passed it is returned with `overBudget` (it was paid for); a call
+ *     that passed it asking for tools ends the turn with TurnError `budget`
+ *     (docs/CONTEXT.md, "Budgets").
  */
 import { setMaxListeners } from 'node:events';
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIUserAbortError, APIError } from 'openai';
@@ -50,8 +53,9 @@ import { Stream } from 'openai/streaming';
 import { TurnError } from '../../scheduler/errors/turn-error.ts';
 import type { HermesMetrics } from '../../scheduler/metrics.ts';
 import type { FinishReason, ModelParams } from '../../scheduler/model-params.ts';
-import { NO_SPEND, sumSpend, totalTokens, type ModelSpend } from '../../scheduler/model-spend.ts';
+import { NO_SPEND, sumSpend, totalTokens, type ModelSpend, type TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
 import { COMPACTION_DEFAULTS } from '../../scheduler/config/config.ts';
+import { turnOverrunText } from '../../scheduler/economy/token-budget.ts';
 import { compactMessages, type CompactableMessage } from '../context/compaction.ts';
 import { ContextWindows } from '../context/context-window.ts';
 import { countRequestTokens, tokenCounterFor, type TokenCounter } from '../context/token-count.ts';
@@ -156,6 +160,8 @@ export interface Completion {
   steps: ChatMessage[];
   /** What its model calls cost. */
   spend: ModelSpend;
+  /** The answer's call passed `agent.max_tokens_per_turn`: the answer is kept, nothing more may be spent. */
+  overBudget?: TurnBudgetOverrun;
 }
 
 /** Options of `complete()`. */
@@ -325,6 +331,7 @@ export class AgentRunner implements TurnRunner {
       steps: res.steps,
       usage: res.usage,
       spend: res.spend,
+      ...(res.overBudget ? { overBudget: res.overBudget } : {}),
       ...(turn.nextTickSeconds !== undefined ? { nextTickSeconds: turn.nextTickSeconds } : {}),
     };
   }
@@ -460,7 +467,7 @@ export class AgentRunner implements TurnRunner {
           usage.completion_tokens += res.usage.completion_tokens;
           usage.total_tokens += res.usage.total_tokens;
         }
-        this.checkBudget(scope, options.spentBefore);
+        const overBudget = this.overBudget(scope, options.spentBefore);
         const choice = res.choices[0];
         const message = choice?.message;
         const toolCalls: ToolCallRecord[] = (message?.tool_calls ?? []).flatMap((c) =>
@@ -470,8 +477,17 @@ export class AgentRunner implements TurnRunner {
           // A refusal (`message.refusal`) is the answer when there is no content.
           const content = message?.content || message?.refusal || '';
           const finishReason = choice?.finish_reason ?? undefined;
-          return { content, steps, ...(sawUsage ? { usage } : {}), spend: scope.spend, ...(finishReason ? { finishReason } : {}) };
+          return {
+            content,
+            steps,
+            ...(sawUsage ? { usage } : {}),
+            spend: scope.spend,
+            ...(finishReason ? { finishReason } : {}),
+            ...(overBudget ? { overBudget } : {}),
+          };
         }
+        // Past the budget with tools still to run: the turn stops here, with no answer to keep.
+        if (overBudget) throw new TurnError(turnOverrunText(overBudget), { kind: 'budget', sessionId, overrun: overBudget });
         if (limitReached && ++roundsAfterLimit > EXTRA_ROUNDS_AFTER_LIMIT) {
           throw new TurnError(`The model kept calling tools after the limit of ${this.maxToolCalls} calls per turn.`, {
             kind: 'model',
@@ -581,17 +597,12 @@ export class AgentRunner implements TurnRunner {
     }
   }
 
-  /** Stop the turn once its calls (and what it spent before) reach `agent.max_tokens_per_turn`. */
-  private checkBudget(scope: CallScope, spentBefore: ModelSpend | undefined): void {
+  /** What the turn used and its limit once its calls (and what it spent before) reach `agent.max_tokens_per_turn`; else `undefined`. */
+  private overBudget(scope: CallScope, spentBefore: ModelSpend | undefined): TurnBudgetOverrun | undefined {
     const limit = this.options.maxTokensPerTurn ?? 0;
-    if (limit <= 0) return;
+    if (limit <= 0) return undefined;
     const used = totalTokens(sumSpend(spentBefore ?? NO_SPEND, scope.spend));
-    if (used < limit) return;
-    const n = (x: number) => x.toLocaleString('en-US');
-    throw new TurnError(`This turn used ${n(used)} tokens, over agent.max_tokens_per_turn (${n(limit)}).`, {
-      kind: 'budget',
-      sessionId: scope.sessionId,
-    });
+    return used < limit ? undefined : { usedTokens: used, limitTokens: limit };
   }
 
   /**

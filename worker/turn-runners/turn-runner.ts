@@ -6,7 +6,7 @@
  */
 import type { TurnKind, TurnSurfaces } from '../tools/tool.ts';
 import type { Origin } from '../../scheduler/session/origin.ts';
-import type { ModelSpend } from '../../scheduler/model-spend.ts';
+import type { ModelSpend, TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
 import type { CompactionReport } from '../context/compaction.ts';
 
 /** A tool call the model asked for. `arguments` is the model's JSON text. */
@@ -99,6 +99,8 @@ export interface TurnOutput {
   spend?: ModelSpend;
   /** A self-paced loop's tick: the delay to the next tick its agent asked for, seconds (not clamped yet). */
   nextTickSeconds?: number;
+  /** The turn's last call passed `agent.max_tokens_per_turn`: its answer is `reply`; the schedule pauses after it. */
+  overBudget?: TurnBudgetOverrun;
 }
 
 /**
