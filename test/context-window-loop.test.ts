@@ -126,6 +126,29 @@ describe.concurrent('a loop that reads a 12 KB log at every tick, against a 16,0
     expect(loop.spend!.cachedTokens).toBe(cached);
   }, 180_000);
 
+  it("a transcript near worker.transcript_max_messages is summarised before the store would drop its head: every request starts with the loop's task", async ({
+    cleanups,
+    expect,
+  }) => {
+    // A 128,000-token window: tokens never reach the threshold; 40 messages at most, 2 a tick.
+    const { c, model } = await setup(cleanups, { 'worker.transcript_max_messages': 40 }, {});
+    model.respond((req) => (isSummary(req) ? 'Summary: every check so far found the build running.' : 'Still running.'));
+    await c.schedules.set('cap', 'loop', spec('watch the CI build', 0.1, 40), { origin: { surface: 'cli' }, runner: agent });
+    await waitFor(async () => ((await c.loops.get('cap', 'loop'))?.status === 'finished' ? true : undefined), 90_000, 'finished');
+    const turns = model.requests.filter((r) => !isSummary(r));
+    expect(turns).toHaveLength(40);
+    // The head (the first tick's input) opens every request: nothing was trimmed from the front.
+    for (const r of turns) expect(r.messages[1]!.content).toMatch(/^\[Loop wakeup #1 of 40\]/);
+    const summaries = model.requests.filter(isSummary).length;
+    expect(summaries).toBeGreaterThanOrEqual(2);
+    const transcript = await c.sessions.transcript('cap');
+    expect(transcript[0]!.content).toMatch(/^\[Loop wakeup #1 of 40\]/);
+    expect(transcript[1]!.content.startsWith(SUMMARY_PREFIX)).toBe(true);
+    expect(transcript.length).toBeLessThan(40);
+    const compacted = (await events(c, 'cap')).filter((e) => e.type === 'context.compacted');
+    expect(compacted).toHaveLength(summaries);
+  }, 120_000);
+
   it('a summary call that fails leaves a marker in place of the middle; every tick still succeeds', async ({ cleanups, expect }) => {
     const { c, model, dir } = await setup(cleanups, { 'agent.context_window_tokens': 8_000 }, { contextWindow: 8_000 });
     const log = join(dir, 'ci.log');

@@ -1,8 +1,9 @@
 /**
  * Compaction: what a model call sends is fitted to a token budget
  * (docs/CONTEXT.md). It starts when the estimate is at or over the threshold
- * (`thresholdTokens`; default: over the budget) and brings the messages down to
- * the budget (`budgetTokens`, the target); each step runs only while still over it:
+ * (`thresholdTokens`; default: over the budget), or when there are more messages
+ * than `maxMessages`, and brings the messages down to the budget (`budgetTokens`,
+ * the target) and that count; each step runs only while still over either:
  *
  *   1. Elide: tool results before the recent tail become a one-line stub (tool,
  *      size, first line, and the call's arguments, so the agent can run it
@@ -74,6 +75,8 @@ export interface CompactionOptions<M extends CompactableMessage> {
   keepRecent: number;
   /** Most tokens the recent tail may hold (steps 1 and 2). @defaultValue no bound */
   tailTokens?: number;
+  /** Most messages; more start a compaction that summarises (steps 2 and 4). @defaultValue no bound */
+  maxMessages?: number;
   /** Tokens of messages as the model would count them (for an unknown model: calibrated). */
   estimate: (messages: readonly M[]) => number;
   /** Counts one message's text (to find the largest, to cut it). @defaultValue the estimate */
@@ -225,7 +228,8 @@ export async function compactMessages<M extends CompactableMessage>(
   const { budgetTokens, estimate } = options;
   const counter = options.counter ?? ESTIMATE_COUNTER;
   const beforeTokens = estimate(messages);
-  if (beforeTokens < (options.thresholdTokens ?? budgetTokens + 1)) return { messages: [...messages] };
+  const tooMany = (ms: readonly M[]) => options.maxMessages !== undefined && ms.length > options.maxMessages;
+  if (beforeTokens < (options.thresholdTokens ?? budgetTokens + 1) && !tooMany(messages)) return { messages: [...messages] };
   const report: CompactionReport = { beforeTokens, afterTokens: beforeTokens, elided: 0, summarised: 0, cut: 0, dropped: 0 };
   const bound = options.tailTokens !== undefined ? { tailTokens: options.tailTokens, counter } : undefined;
 
@@ -234,7 +238,7 @@ export async function compactMessages<M extends CompactableMessage>(
   let out = elided.messages;
   report.elided = elided.elided;
 
-  if (estimate(out) > budgetTokens && options.summarise) {
+  if ((estimate(out) > budgetTokens || tooMany(out)) && options.summarise) {
     const split = splitHeadMiddleTail(out, options.keepRecent, bound);
     if (split) {
       let middle: M[];
@@ -279,7 +283,7 @@ export async function compactMessages<M extends CompactableMessage>(
 
   // Step 4: drop the oldest messages after the head (with the tool results of a dropped call),
   // never the last message nor a call whose results run to the end (that would orphan them).
-  while (estimate(out) > budgetTokens && out.length - headEnd > 1) {
+  while ((estimate(out) > budgetTokens || tooMany(out)) && out.length - headEnd > 1) {
     let n = 1;
     while (headEnd + n < out.length && out[headEnd + n]!.role === 'tool') n += 1;
     if (headEnd + n >= out.length) break;

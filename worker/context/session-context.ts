@@ -8,6 +8,11 @@
  * marker for the rest if that fails). The recent tail holds at most
  * `TAIL_SHARE_OF_TARGET` of the target.
  *
+ * A transcript is also compacted (by a summary) when it holds so many messages
+ * that the turn's own could pass `worker.transcript_max_messages`: the store
+ * would otherwise drop its oldest ones at the commit, the head first, and
+ * every later request would start differently (`messagesThreshold`).
+ *
  * The room between target and threshold is what keeps requests cheap: until
  * the next compaction a turn sends the head, the summary and the messages
  * appended since, unchanged, so a provider's prompt cache serves that prefix.
@@ -28,6 +33,15 @@ import { compactMessages, type CompactionReport } from './compaction.ts';
 
 /** Share of the compaction target the recent tail may hold (the rest: the head, the summary, the new input). */
 export const TAIL_SHARE_OF_TARGET = 0.5;
+
+/**
+ * Most messages a transcript may hold before a turn: `transcriptMax` less room for what the turn
+ * appends (its input, a call and a result per tool call, its reply), at most half the cap. A turn
+ * that appends more still has its oldest messages dropped by the store (the cap is the bound).
+ */
+export function messagesThreshold(transcriptMax: number, maxToolCalls: number): number {
+  return transcriptMax - Math.min(2 + 2 * maxToolCalls, Math.floor(transcriptMax / 2));
+}
 
 /** A transcript ready for a turn. */
 export interface FittedContext {
@@ -70,6 +84,7 @@ export async function fitSessionContext(
     budgetTokens: ctx.targetTokens,
     keepRecent: ctx.keepRecent,
     tailTokens: Math.floor(TAIL_SHARE_OF_TARGET * ctx.targetTokens),
+    maxMessages: messagesThreshold(deps.config.worker.transcript_max_messages, deps.config.agent.max_tool_calls),
     estimate,
     counter: counting.counter,
     summarise: async (middle) => {
