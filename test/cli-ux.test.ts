@@ -249,8 +249,8 @@ describe('hermes status', () => {
     expect(lines[2]).toMatch(/^a-long-session-name +loop +active +every 10m +0\/100 +(due now|in .+|pending) +— +watch the build$/);
 
     expect(all).toMatch(/^done +loop +finished \(stopped by user\) /m);
-    const json = JSON.parse(asJson) as { schedules: Array<{ sessionId: string; next_due_at: string | null }> };
-    expect(json.schedules.map((s) => s.sessionId).sort()).toEqual(['a-long-session-name', 'b']);
+    const json = JSON.parse(asJson) as { schedules: Array<{ session_id: string; next_due_at: number | null }> };
+    expect(json.schedules.map((s) => s.session_id).sort()).toEqual(['a-long-session-name', 'b']);
   });
 });
 
@@ -261,11 +261,11 @@ describe('loop, heartbeat and goal from the shell', () => {
     cleanups.push(() => c.close());
     const set = await shellCommand(e, ['loop', '10m', 'check', 'the', 'build', '--run', 'true', '--deliver', 'telegram:12345:7', '--json']);
     expect(set.code, set.stderr).toBe(0);
-    const reply = JSON.parse(set.stdout) as { session: string; kind: string; reply: string; record: { origin: unknown; status: string } };
+    const reply = JSON.parse(set.stdout) as { session: string; kind: string; reply: string; record: { deliver: string; status: string } };
     expect(reply).toMatchObject({
       session: 'main',
       kind: 'loop',
-      record: { status: 'active', origin: { surface: 'cli', route: { platform: 'telegram', chatId: '12345', threadId: '7' } } },
+      record: { status: 'active', deliver: 'telegram:12345:7', session_id: 'main', interval_seconds: 600 },
     });
     expect(reply.reply).toMatch(/^Loop set: every 10m/);
     expect((await c.loops.get('main', 'loop'))?.origin.route).toEqual({ platform: 'telegram', chatId: '12345', threadId: '7' });
@@ -289,7 +289,7 @@ describe('loop, heartbeat and goal from the shell', () => {
     expect(JSON.parse(hb.stdout)).toMatchObject({
       session: 'ops',
       kind: 'heartbeat',
-      record: { intervalSeconds: 3600, prompt: 'anything new?' },
+      record: { interval_seconds: 3600, prompt: 'anything new?' },
     });
     expect((await shellCommand(e, ['hb', 'pause', '-s', 'ops'])).stdout).toBe(
       'Heartbeat paused after 0 tick(s). hermes heartbeat resume --session ops continues it.\n',

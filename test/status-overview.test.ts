@@ -66,10 +66,13 @@ describe('hermes status', () => {
     expect(row('disk').slice(4)).toEqual(['—', '0', 'scheduled']);
 
     const json = JSON.parse((await runHermes(e, ['status', '--json'])).stdout) as {
-      goals: Array<{ sessionId: string; status: string; statusReason: string | null }>;
+      goals: Array<{ session_id: string; status: string; status_reason: string | null }>;
+      schedules: Array<Record<string, unknown>>;
       cron_jobs: Array<{ name: string; failure_streak: number }>;
     };
-    expect(json.goals.map((g) => [g.sessionId, g.status]).sort()).toEqual([
+    // One casing on every wire: the CLI's JSON is /api's shape (scheduler/loop/schedule-view.ts).
+    for (const item of [...json.goals, ...json.schedules]) expect(Object.keys(item).filter((k) => /[A-Z]/.test(k))).toEqual([]);
+    expect(json.goals.map((g) => [g.session_id, g.status]).sort()).toEqual([
       ['dev', 'paused'],
       ['rel', 'active'],
     ]);

@@ -9,6 +9,7 @@
  * and the record after the change.
  */
 import { printOut, terminalJson } from '../terminal-text.ts';
+import { goalObject, scheduleObject } from '../../scheduler/loop/schedule-view.ts';
 import type { Command } from 'commander';
 import { parseLoopArgs, LOOP_HELP } from '../../scheduler/loop/loop-command.ts';
 import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../../scheduler/loop/heartbeat-command.ts';
@@ -141,7 +142,8 @@ export async function applyScheduleCommand(
       default:
         reply = await service.status(sessionId, kind);
     }
-    return { session: sessionId, kind, reply: shell(reply), record: await store.get(sessionId, kind) };
+    const record = await store.get(sessionId, kind);
+    return { session: sessionId, kind, reply: shell(reply), record: record && scheduleObject(record, Date.now()) };
   });
 }
 
@@ -193,7 +195,8 @@ export async function applyGoalCommand(
       default:
         reply = await goals.status(sessionId);
     }
-    return { session: sessionId, kind: 'goal', reply: shell(reply), record: await goals.get(sessionId) };
+    const record = await goals.get(sessionId);
+    return { session: sessionId, kind: 'goal', reply: shell(reply), record: record && goalObject(record) };
   });
 }
 
@@ -270,7 +273,10 @@ export function registerLoopCommand(program: Command, ctx: () => CliContext, io:
       .option('--command <name>', 'run a configured command (commands: in config.yaml) instead of the agent')
       .option('--run <shell>', 'run this shell command as the turn instead of the agent')
       .option('--timeout-seconds <n>', 'timeout of --run')
-      .option('--deliver <target>', 'also send each reply to telegram:<chat>[:<thread>], slack:<channel>[:<thread_ts>] or discord:<channel>[:<thread>]')
+      .option(
+        '--deliver <target>',
+        'also send each reply to telegram:<chat>[:<thread>], slack:<channel>[:<thread_ts>] or discord:<channel>[:<thread>]',
+      )
       .option('--json', `print the reply and the ${spec.kind} record as JSON`);
     if (spec.passUnknownOptions) command.allowUnknownOption();
     command.action(
@@ -294,7 +300,10 @@ export function registerLoopCommand(program: Command, ctx: () => CliContext, io:
     .description('set or control the standing goal of a session: hermes goal get the test suite green')
     .argument('[args...]', 'the goal (--max-tokens N, --model <name>), or status|pause|resume|stop|clear|help')
     .option('-s, --session <id>', 'session id', DEFAULT_SESSION)
-    .option('--deliver <target>', "also send each turn's reply to telegram:<chat>[:<thread>], slack:<channel>[:<thread_ts>] or discord:<channel>[:<thread>]")
+    .option(
+      '--deliver <target>',
+      "also send each turn's reply to telegram:<chat>[:<thread>], slack:<channel>[:<thread_ts>] or discord:<channel>[:<thread>]",
+    )
     .option('--json', 'print the reply and the goal record as JSON')
     .allowUnknownOption() // --max-tokens and --model belong to the goal grammar
     .action(

@@ -14,6 +14,7 @@ import { cliLogLevel } from '../run-command.ts';
 import { formatGoals, formatSchedules } from '../status-format.ts';
 import { printOut, terminalJson } from '../terminal-text.ts';
 import { formatJobList } from './cron-format.ts';
+import { goalObject, scheduleObject } from '../../scheduler/loop/schedule-view.ts';
 
 /** Print the status (`--json`: one object with `workers`, `schedules`, `goals`, `cron_jobs`). */
 export async function runStatus(
@@ -33,11 +34,8 @@ export async function runStatus(
   const goals = (await goalServiceFor(cfg, conn, log).list()).filter((g) => all || g.status === 'active' || g.status === 'paused');
   const jobs = await cronServiceFor(cfg, conn, log).list({ all });
   if (opts.json) {
-    const schedules = records.map((r) => {
-      const due = next.get(`${r.sessionId}:${r.kind}`);
-      return { ...r, next_due_at: due === undefined ? null : new Date(due).toISOString() };
-    });
-    out(terminalJson({ workers, schedules, goals, cron_jobs: jobs.map(cronJobView) }));
+    const schedules = records.map((r) => scheduleObject(r, now, next.get(`${r.sessionId}:${r.kind}`)));
+    out(terminalJson({ workers, schedules, goals: goals.map(goalObject), cron_jobs: jobs.map(cronJobView) }));
     return;
   }
   const lines = [

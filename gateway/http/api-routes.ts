@@ -18,7 +18,7 @@ import { MAX_INTERVAL_SECONDS } from '../../scheduler/interval.ts';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import type { Keys, LoopKind } from '../../scheduler/store/keys.ts';
 import { parseLoopArgs } from '../../scheduler/loop/loop-command.ts';
-import { scheduleObject } from './schedule-view.ts';
+import { scheduleObject } from '../../scheduler/loop/schedule-view.ts';
 import type { LoopStore } from '../../scheduler/loop/loop-store.ts';
 import type { LoopService, LoopSpec } from '../../scheduler/loop/loop-service.ts';
 import { assertSessionId } from '../../scheduler/session/session-id.ts';

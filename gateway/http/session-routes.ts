@@ -10,7 +10,7 @@ import { assertSessionId } from '../../scheduler/session/session-id.ts';
 import type { SessionStore } from '../../scheduler/session/session-store.ts';
 import { sessionSummaries, type SessionSummary, type SummaryStores } from '../session-summaries.ts';
 import { sendWebMessage, type WebInputDeps } from '../web-input.ts';
-import { goalObject, scheduleObject } from './schedule-view.ts';
+import { goalObject, scheduleObject } from '../../scheduler/loop/schedule-view.ts';
 
 /** What the session routes use. */
 export interface SessionRouteDeps extends SummaryStores, WebInputDeps {

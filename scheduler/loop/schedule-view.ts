@@ -1,11 +1,13 @@
 /**
- * How `/api` shows a loop, a heartbeat, a goal and their spend (times in epoch ms): one shape
- * for `/api/schedules` and `/api/sessions`.
+ * How a loop, a heartbeat, a goal and their spend look on every wire (snake_case, times in epoch ms):
+ * one shape for `/api/schedules`, `/api/sessions` and the CLI's `--json` (`hermes status`, `hermes
+ * loop|heartbeat|goal`), as `cronJobView` is for cron jobs.
  */
-import type { GoalRecord } from '../../scheduler/goal/goal-state.ts';
-import { statusLine } from '../../scheduler/loop/loop-service.ts';
-import type { LoopRecord } from '../../scheduler/loop/loop-state.ts';
-import { NO_TOTALS, type SpendTotals } from '../../scheduler/model-spend.ts';
+import type { GoalRecord } from '../goal/goal-state.ts';
+import { statusLine } from './loop-service.ts';
+import type { LoopRecord } from './loop-state.ts';
+import { NO_TOTALS, type SpendTotals } from '../model-spend.ts';
+import { formatDeliveryTarget, targetOfRoute } from '../delivery/delivery-target.ts';
 
 /** Spend totals on the wire, as cron jobs show theirs (`SpendTotals`; zeros before the first model call, and for a count kept since). */
 export function spendObject(t: SpendTotals | undefined): SpendTotals {
@@ -40,8 +42,15 @@ export function scheduleObject(r: LoopRecord, now: number, nextDueAt?: number) {
     unchanged_ticks: r.unchangedTicks ?? 0,
     spend: spendObject(r.spend),
     created_by: r.createdBy ?? null,
+    // Where replies also go (`--deliver`), as a delivery target (`telegram:123:7`); null = the session only.
+    deliver: routeTarget(r),
     status_line: statusLine(r, now, nextDueAt),
   };
+}
+
+function routeTarget(r: LoopRecord): string | null {
+  const target = r.origin.route && targetOfRoute(r.origin.route);
+  return target ? formatDeliveryTarget(target) : null;
 }
 
 /** The API shape of a goal. */
