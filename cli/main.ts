@@ -1,6 +1,6 @@
 /**
  * The `hermes` command line: `up`, `worker`, `gateway`, `loop`, `heartbeat`,
- * `goal`, `chat`, `status`, `cron …`, `admin reshard`, `completion`.
+ * `goal`, `chat`, `status`, `key`, `cron …`, `admin reshard`, `completion`.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -15,7 +15,7 @@ import type { HermesMetrics } from '../scheduler/metrics.ts';
 import type { Gateway } from '../gateway/gateway-process.ts';
 import { DEFAULT_SESSION, type CliContext } from './cli-context.ts';
 import { connectCli } from './connect-cli.ts';
-import { upBanner } from './up-banner.ts';
+import { apiAuthText, upBanner } from './up-banner.ts';
 import { takeUpLock } from './up-lock.ts';
 import { commanderOutput, printOut } from './terminal-text.ts';
 import {
@@ -42,6 +42,15 @@ function getConfig(): HermesConfig {
 }
 const ctx = (): CliContext => ({ config: getConfig(), connect: () => connectCli(getConfig()) });
 
+/** The configuration of `hermes up` and `hermes gateway`: with `--insecure-no-auth`, `api_server.insecure_no_auth` set. */
+function serverConfig(opts: { insecureNoAuth?: boolean }): HermesConfig {
+  if (opts.insecureNoAuth) config = loadConfig({ overrides: { 'api_server.insecure_no_auth': true }, overridesFrom: '--insecure-no-auth' });
+  return getConfig();
+}
+
+/** `--insecure-no-auth` of `hermes up` and `hermes gateway` (scheduler/config/api-key.ts). */
+const INSECURE_NO_AUTH_HELP = 'serve the HTTP API with no key: every user of this host can use it as you (loopback binds only)';
+
 /**
  * The command this call runs (its first word), or `undefined` for none. A call loads only the
  * modules of that command; `--help`, `help`, `completion` and an unknown word load them all
@@ -57,7 +66,7 @@ const COMMAND_MODULES = nameTable<'loop' | 'cron' | 'admin'>({
   cron: 'cron',
   admin: 'admin',
 });
-const OWN_COMMANDS = new Set(['up', 'worker', 'gateway', 'chat', 'status']);
+const OWN_COMMANDS = new Set(['up', 'worker', 'gateway', 'chat', 'status', 'key']);
 const loadsAll = invoked === undefined || !(invoked in COMMAND_MODULES || OWN_COMMANDS.has(invoked));
 const wants = (module: 'loop' | 'cron' | 'admin') => loadsAll || COMMAND_MODULES[invoked] === module;
 
@@ -127,9 +136,10 @@ program
   .option('-s, --session <id>', 'session to attach to', DEFAULT_SESSION)
   .option('--no-chat', 'do not attach a client; run until Ctrl+C')
   .option('--no-gateway', 'do not start the gateway (Telegram, Slack, HTTP /v1 and /api)')
+  .option('--insecure-no-auth', INSECURE_NO_AUTH_HELP)
   .action(
-    action(async (opts: { session: string; chat: boolean; gateway: boolean }) => {
-      const cfg = getConfig();
+    action(async (opts: { session: string; chat: boolean; gateway: boolean; insecureNoAuth?: boolean }) => {
+      const cfg = serverConfig(opts);
       // With the chat attached, logs go to a file so they do not run through the conversation.
       const attach = opts.chat && process.stdin.isTTY;
       const logFile = attach ? join(cfg.home, 'logs', 'hermes.log') : undefined;
@@ -167,7 +177,7 @@ program
       if (gw) log.info({ url: gw.gateway.httpAddress.url }, 'gateway listening');
       const banner = upBanner(cfg, {
         redis: describeTopology(target.topology),
-        apiUrl: gw?.gateway.httpAddress.url,
+        ...(gw ? { apiUrl: gw.gateway.httpAddress.url, auth: gw.gateway.auth } : { apiUrl: undefined }),
         telegramState: gw?.gateway.platforms().find((p) => p.name === 'telegram')?.state,
         slackState: gw?.gateway.platforms().find((p) => p.name === 'slack')?.state,
         discordState: gw?.gateway.platforms().find((p) => p.name === 'discord')?.state,
@@ -255,16 +265,17 @@ program
 program
   .command('gateway')
   .description('run the gateway sidecar: Telegram, Slack and Discord relays, OpenAI-compatible /v1, /api, the web console and session streams')
+  .option('--insecure-no-auth', INSECURE_NO_AUTH_HELP)
   .action(
-    action(async () => {
-      const cfg = getConfig();
+    action(async (opts: { insecureNoAuth?: boolean }) => {
+      const cfg = serverConfig(opts);
       const log = createLogger({ level: cfg.log_level, name: 'gateway' });
       // Listening before the start: a Ctrl+C during the start still drains instead of killing.
       const signal = waitForSignal();
       warnAtStart(cfg, log);
       const target = await resolveRedis(cfg, { allowStart: false, log });
       const gw = await gatewayFor(cfg, target.topology, log);
-      printOut(`gateway listening on ${gw.gateway.httpAddress.url}`);
+      printOut(`gateway listening on ${gw.gateway.httpAddress.url} · ${apiAuthText(gw.gateway.auth)}`);
       const sig = await signal;
       log.info({ signal: sig }, 'stopping');
       if (
@@ -323,6 +334,17 @@ program
       } finally {
         await conn.close();
       }
+    }),
+  );
+
+program
+  .command('key')
+  .description("print the key of this home's HTTP API (API_SERVER_KEY, else $HERMES_HOME/api.key, made if there is none yet)")
+  .option('--json', 'machine-readable output: key, source (config or file) and file')
+  .action(
+    action(async (opts: { json?: boolean }) => {
+      const { printApiKey } = await import('./commands/key.ts');
+      printApiKey(getConfig(), opts);
     }),
   );
 

@@ -1,18 +1,20 @@
 /**
  * What `hermes up` prints once it is up: where each part is and what is missing, so a new user sees
- * at a glance why a turn would fail — the HTTP API and whether it needs a key, the model endpoint and
+ * at a glance why a turn would fail — the HTTP API and its key (where it is, how to print it), the model endpoint and
  * model (or "no model: agent turns will fail"), Telegram on or off, Redis, the log file, and how to
  * detach, attach and stop. Pure: the caller passes what it started.
  */
 import type { HermesConfig } from '../scheduler/config/config.ts';
 import { agentModel, NO_MODEL } from '../scheduler/agent-model.ts';
+import type { ApiAuthSummary } from '../scheduler/config/api-key.ts';
 
-/** What `hermes up` started. */
-export interface UpFacts {
+/** What `hermes up` started: the gateway's HTTP address and what it requires (`Gateway.auth`), or no gateway. */
+export type UpFacts = UpParts & ({ apiUrl: string; auth: ApiAuthSummary } | { apiUrl: undefined });
+
+/** What `hermes up` started besides the gateway's HTTP API. */
+interface UpParts {
   /** How Redis is reached, without a password (`describeTopology`). */
   redis: string;
-  /** The gateway's HTTP address, or `undefined` with `--no-gateway`. */
-  apiUrl: string | undefined;
   /** State of the Telegram plugin when the gateway runs (`PlatformStatus.state`), if it has one. */
   telegramState?: string;
   /** State of the Slack plugin when the gateway runs, if it has one. */
@@ -37,6 +39,16 @@ export function showEndpoint(url: string): string {
 
 /** Plugin states that need no word in the banner (connected, or still connecting). */
 const TELEGRAM_FINE = new Set(['ready', 'loading', 'idle']);
+
+/**
+ * How the HTTP API is protected, in words: the configured key, the home's key file and how to print
+ * it, or the `insecure_no_auth` opt-out and what it means (`hermes up`'s banner, `hermes gateway`).
+ */
+export function apiAuthText(auth: ApiAuthSummary): string {
+  if (auth.mode === 'insecure_no_auth') return 'AUTH OFF (api_server.insecure_no_auth): every user of this host can act as you over HTTP';
+  if (auth.source === 'config') return 'auth on (Authorization: Bearer $API_SERVER_KEY)';
+  return `auth on (Authorization: Bearer <key>) · the key is in ${auth.file}; \`hermes key\` prints it`;
+}
 
 /** The banner's lines. */
 export function upBanner(cfg: HermesConfig, facts: UpFacts): string[] {
@@ -67,17 +79,14 @@ export function upBanner(cfg: HermesConfig, facts: UpFacts): string[] {
       : discordUsers === 0
         ? 'on, but nobody may use it: DISCORD_ALLOWED_USERS is empty'
         : `on · ${discordUsers} allowed user${discordUsers === 1 ? '' : 's'} (DISCORD_ALLOWED_USERS)${facts.discordState && !TELEGRAM_FINE.has(facts.discordState) ? ` · ${facts.discordState.replace(/_/g, ' ')} (the log says why)` : ''}`;
-  const api =
-    facts.apiUrl === undefined
-      ? 'off (--no-gateway)'
-      : `${facts.apiUrl} · auth ${cfg.api_server.key ? 'on (Authorization: Bearer $API_SERVER_KEY)' : 'off (no API_SERVER_KEY; loopback only)'}`;
+  const api = facts.apiUrl === undefined ? 'off (--no-gateway)' : `${facts.apiUrl} · ${apiAuthText(facts.auth)}`;
   return [
     `hermes is up · home ${cfg.home}`,
     `  API       ${api}`,
     ...(facts.apiUrl === undefined
       ? []
       : [
-          `  console   ${facts.apiUrl}/ui · ${cfg.api_server.key ? 'user hermes, the API key as password' : 'no password (loopback only)'}`,
+          `  console   ${facts.apiUrl}/ui · ${facts.auth.mode === 'key' ? 'user hermes, the API key as password' : 'no password (api_server.insecure_no_auth)'}`,
         ]),
     `  model     ${model ? `${model.model} at ${showEndpoint(model.baseUrl)}` : NO_MODEL}`,
     `  Telegram  ${telegram}`,

@@ -5,7 +5,9 @@
  * restarting it loses nothing.
  *
  * What it runs:
- * - the HTTP server: `/v1` (queued as `v1-runs` jobs for workers), `/api`, `/health`;
+ * - the HTTP server: `/v1` (queued as `v1-runs` jobs for workers), `/api`, `/health`, behind
+ *   the home's API key (`resolveApiAuth`: `API_SERVER_KEY`, else `$HERMES_HOME/api.key`, made
+ *   at the first start) unless the operator opted out with `api_server.insecure_no_auth`;
  * - platform adapters, loaded lazily through the platform registry and kept
  *   alive by the reconnect watcher, each on its own (Telegram when
  *   `telegram.bot_token` is set, Slack when `slack.bot_token` is, Discord when
@@ -20,6 +22,7 @@ import { hostname } from 'node:os';
 import { chooseTopology, openRedisClient, type RedisClient, type RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config/config.ts';
+import { resolveApiAuth, summariseApiAuth, type ApiAuthSummary } from '../scheduler/config/api-key.ts';
 import { Keys } from '../scheduler/store/keys.ts';
 import { assertShardCount } from '../scheduler/store/redis/shard-count.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
@@ -60,6 +63,8 @@ export interface GatewayOptions {
 export interface Gateway {
   /** Where the HTTP server listens. */
   readonly httpAddress: { host: string; port: number; url: string };
+  /** What the HTTP API requires: the configured key, the home's key file (and where it is), or nothing (`insecure_no_auth`). */
+  readonly auth: ApiAuthSummary;
   /** This instance's id (`<host>:<pid>:<random>`), as written into poll leases. */
   readonly instanceId: string;
   /** State of every platform plugin (`ready`, `adapter_unavailable`, …). */
@@ -80,12 +85,14 @@ export interface Gateway {
 
 /**
  * Start the gateway.
- * @throws ConfigError when the API server would bind a non-loopback address without a key;
- *   the listen error when the port is taken
+ * @throws ConfigError when the API server would bind a non-loopback address without a key, or the
+ *   home's key file is not this user's private file; the listen error when the port is taken
  */
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const { config } = options;
   const log = options.log.child({ role: 'gateway' });
+  // Before anything connects: a key file that cannot be trusted stops the start.
+  const auth = resolveApiAuth(config);
   const instanceId = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
   const topology = chooseTopology(config, options);
@@ -189,7 +196,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     http = await startHttpServer({
       host: config.api_server.host,
       port: config.api_server.port,
-      key: config.api_server.key,
+      auth,
       log,
       v1: {
         runs,
@@ -288,6 +295,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const port = http.address.port;
   return {
     httpAddress: { host: config.api_server.host, port, url: http.url },
+    auth: summariseApiAuth(auth),
     instanceId,
     watcher,
     metrics,

@@ -4,7 +4,19 @@
  * others (0755) is narrowed when the product uses it again, as long as it belongs to this user.
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, fsyncSync, lstatSync, mkdirSync, openSync, renameSync, rmSync, writeSync, type Stats } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  fsyncSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  renameSync,
+  rmSync,
+  writeSync,
+  type Stats,
+} from 'node:fs';
 
 /** Mode bits that give group or others any access. */
 export const OPEN_TO_OTHERS = 0o077;
@@ -62,6 +74,32 @@ export function writePrivateFile(file: string, data: string): void {
   } catch (err) {
     rmSync(tmp, { force: true });
     throw err;
+  }
+}
+
+/**
+ * Create `file` holding `data` with mode 0600 unless it exists, atomically (a temporary file in the
+ * same folder, hard-linked to the name, which fails when the name is taken): of two processes
+ * creating it at once, one wins and the other sees the winner's complete file.
+ * @returns false when `file` already existed (it is left as it is)
+ */
+export function createPrivateFile(file: string, data: string): boolean {
+  const tmp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
+  const fd = openSync(tmp, 'wx', 0o600);
+  try {
+    writeSync(fd, data);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  try {
+    linkSync(tmp, file);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw err;
+  } finally {
+    rmSync(tmp, { force: true });
   }
 }
 

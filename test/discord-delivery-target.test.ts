@@ -91,7 +91,7 @@ describe('Discord inbound text', () => {
 
 describe('the hermes up banner', () => {
   const config = (env: Record<string, string>) => loadConfig({ env: { HERMES_HOME: '/home/ada/.hermes', ...env } });
-  const facts = { redis: 'r', apiUrl: 'http://127.0.0.1:8642' };
+  const facts = { redis: 'r', apiUrl: 'http://127.0.0.1:8642', auth: { mode: 'key', source: 'config' } } as const;
 
   it('names Discord only when a bot token is set, with its allow-list and a state that needs a word', () => {
     expect(upBanner(config({}), facts).some((l) => l.includes('Discord'))).toBe(false);

@@ -10,7 +10,7 @@ import { createLogger } from '../scheduler/logger.ts';
 import { WorkerProcess } from '../worker/worker-process.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { startFakeTelegram } from './support/fake-telegram.ts';
-import { readJson, waitFor } from './support/http.ts';
+import { homeKeyAuth, readJson, waitFor } from './support/http.ts';
 import { ALLOWED_USER, telegramEnv } from './support/telegram-env.ts';
 
 const cleanups: Array<() => unknown> = [];
@@ -43,7 +43,7 @@ describe('Telegram → gateway → worker → Telegram', () => {
     const res = await readJson(
       fetch(`${gw.httpAddress.url}/v1/chat/completions`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', ...homeKeyAuth(env.home) },
         body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }] }),
       }),
     );

@@ -165,8 +165,8 @@ describe('browser guard (DNS rebinding, cross-site requests)', () => {
     ).toBe(403);
   });
 
-  it('without a key: only requests addressed to a loopback name are served (a rebound name gets 403); health answers any Host', async () => {
-    const open = testEnv({ 'api_server.port': 0, 'api_server.key': undefined });
+  it('without a key (api_server.insecure_no_auth): only requests addressed to a loopback name are served (a rebound name gets 403); health answers any Host', async () => {
+    const open = testEnv({ 'api_server.port': 0, 'api_server.key': undefined, 'api_server.insecure_no_auth': true });
     const keyless = await startGateway({
       config: open.config,
       redisUrl: open.redisUrl,

@@ -278,10 +278,10 @@ describe.concurrent('/health without the key', () => {
     expect(JSON.parse(ready.body)).toEqual({ status: 'unavailable' });
   });
 
-  it('without a configured key: details for requests addressed to loopback, only the status for another Host (a rebound page)', async ({
+  it('with api_server.insecure_no_auth: details for requests addressed to loopback, only the status for another Host (a rebound page)', async ({
     expect,
   }) => {
-    const open = testEnv({ 'api_server.port': 0 });
+    const open = testEnv({ 'api_server.port': 0, 'api_server.insecure_no_auth': true });
     const g = await startGateway({ config: open.config, redisUrl: open.redisUrl, log: createLogger({ level: 'silent' }) });
     try {
       const local = JSON.parse((await timedGet(g.httpAddress.url, '/health/live')).body) as Record<string, unknown>;

@@ -13,7 +13,7 @@ import { ReconnectWatcher } from '../gateway/plugins/reconnect-watcher.ts';
 import { satisfiesRange } from '../gateway/plugins/version.ts';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { startFakeTelegram } from './support/fake-telegram.ts';
-import { readJson, waitFor } from './support/http.ts';
+import { homeKeyAuth, readJson, waitFor } from './support/http.ts';
 import { memoryLogger, telegramEnv } from './support/telegram-env.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
@@ -314,7 +314,7 @@ describe('the Telegram adapter through the registry', () => {
     const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log });
     cleanups.push(() => gw.close());
     await waitFor(() => gw.platforms().find((p) => p.name === 'telegram')?.state === 'adapter_unavailable', 5000, 'unavailable');
-    const health = await readJson(fetch(`${gw.httpAddress.url}/health`));
+    const health = await readJson(fetch(`${gw.httpAddress.url}/health`, { headers: homeKeyAuth(env.home) }));
     expect(health.platforms.telegram.state).toBe('adapter_unavailable');
     await waitFor(() => gw.platforms().find((p) => p.name === 'telegram')?.state === 'ready', 10_000, 'ready');
     expect(lines.filter((l) => l.msg === 'Re-arming failed platform plugin load: telegram')).toHaveLength(2);

@@ -33,7 +33,7 @@ import {
 import { startFakeTelegram } from './support/fake-telegram.ts';
 import { readInbox, ALLOWED_USER, BOT_TOKEN } from './support/telegram-env.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
-import { readJson, waitFor } from './support/http.ts';
+import { homeKeyAuth, readJson, waitFor } from './support/http.ts';
 import { sleep } from './support/wait-for.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
 
@@ -336,13 +336,13 @@ describe.concurrent('one gateway, several platforms', () => {
     await waitFor(() => s.slack.posted.some((p) => p.channel === 'D0000053'), 15_000, 'slack reply');
     await waitFor(() => telegram.sent.length >= 1, 15_000, 'telegram reply');
 
-    const ready = await readJson(fetch(`${s.gw.httpAddress.url}/health/ready`));
+    const ready = await readJson(fetch(`${s.gw.httpAddress.url}/health/ready`, { headers: homeKeyAuth(s.env.home) }));
     expect(ready.platforms).toMatchObject({
       telegram: { state: 'ready' },
       slack: { state: 'ready', mode: 'http' },
       broken: { state: 'adapter_unavailable', rearms: 3, loads: 4 },
     });
-    const metrics = await (await fetch(`${s.gw.httpAddress.url}/metrics`)).text();
+    const metrics = await (await fetch(`${s.gw.httpAddress.url}/metrics`, { headers: homeKeyAuth(s.env.home) })).text();
     expect(metrics).toContain('hermes_platform_state{platform="slack",state="ready"} 1');
     expect(metrics).toContain('hermes_platform_state{platform="telegram",state="ready"} 1');
     expect(metrics).toContain('hermes_platform_state{platform="broken",state="adapter_unavailable"} 1');

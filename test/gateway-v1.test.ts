@@ -95,8 +95,8 @@ describe('/v1 auth (docs/DESIGN.md §8)', () => {
     expect((await readJson(res)).status).toBe('ok');
   });
 
-  it('refuses to bind a non-loopback address without a key', async () => {
-    const open = testEnv({ 'api_server.host': '0.0.0.0', 'api_server.port': 0 });
+  it('refuses to bind a non-loopback address without a key (api_server.insecure_no_auth)', async () => {
+    const open = testEnv({ 'api_server.host': '0.0.0.0', 'api_server.port': 0, 'api_server.insecure_no_auth': true });
     try {
       await expect(startGateway({ config: open.config, redisUrl: open.redisUrl, log: createLogger({ level: 'silent' }) })).rejects.toThrow(
         ConfigError,

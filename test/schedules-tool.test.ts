@@ -15,7 +15,7 @@ import { events, startWorkerStack, type TestClients, waitFor, waitForEvents } fr
 import { lastToolResult, lastUserText, startFakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
 import { startFakeTelegram } from './support/fake-telegram.ts';
 import { ALLOWED_USER, telegramEnv } from './support/telegram-env.ts';
-import { readJson } from './support/http.ts';
+import { homeKeyAuth, readJson } from './support/http.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
 import type { LoopRecord } from '../scheduler/loop/loop-state.ts';
 import type { Origin } from '../scheduler/session/origin.ts';
@@ -166,7 +166,9 @@ describe.concurrent('a chat message makes the agent schedule', () => {
     const table = formatSchedules([loop!], new Map(), Date.now(), { all: false });
     expect(table[0]).toMatch(/ BY +PROMPT$/);
     expect(table[1]).toMatch(/agent \(telegram\) +check the deploy$/);
-    const schedule = await readJson(fetch(`${gw.httpAddress.url}/api/schedules/${encodeURIComponent(sessionId)}/loop`));
+    const schedule = await readJson(
+      fetch(`${gw.httpAddress.url}/api/schedules/${encodeURIComponent(sessionId)}/loop`, { headers: homeKeyAuth(env.home) }),
+    );
     expect(schedule).toMatchObject({
       created_by: { by: 'agent', surface: 'telegram' },
       status_line: expect.stringContaining('made by the agent (telegram)'),

@@ -34,13 +34,14 @@ describe('the banner of hermes up', () => {
     const bare = upBanner(config({}), {
       redis: 'embedded unix:/home/ada/.hermes/redis/redis.sock',
       apiUrl: 'http://127.0.0.1:8642',
+      auth: { mode: 'key', source: 'file', file: '/home/ada/.hermes/api.key' },
       chatSession: 'main',
       logFile: '/home/ada/.hermes/logs/hermes.log',
     });
     expect(bare).toEqual([
       'hermes is up · home /home/ada/.hermes',
-      '  API       http://127.0.0.1:8642 · auth off (no API_SERVER_KEY; loopback only)',
-      '  console   http://127.0.0.1:8642/ui · no password (loopback only)',
+      '  API       http://127.0.0.1:8642 · auth on (Authorization: Bearer <key>) · the key is in /home/ada/.hermes/api.key; `hermes key` prints it',
+      '  console   http://127.0.0.1:8642/ui · user hermes, the API key as password',
       '  model     no model: agent turns will fail — set OPENAI_BASE_URL and OPENAI_API_KEY (or agent.base_url and agent.api_key in config.yaml)',
       '  Telegram  off (no TELEGRAM_BOT_TOKEN)',
       '  Redis     embedded unix:/home/ada/.hermes/redis/redis.sock',
@@ -55,7 +56,12 @@ describe('the banner of hermes up', () => {
         TELEGRAM_BOT_TOKEN: '1:AA',
         TELEGRAM_ALLOWED_USERS: '111,222',
       }),
-      { redis: '10.0.0.5:6379', apiUrl: 'http://127.0.0.1:8642', telegramState: 'adapter_unavailable' },
+      {
+        redis: '10.0.0.5:6379',
+        apiUrl: 'http://127.0.0.1:8642',
+        auth: { mode: 'key', source: 'config' },
+        telegramState: 'adapter_unavailable',
+      },
     );
     expect(full.slice(1, 6)).toEqual([
       '  API       http://127.0.0.1:8642 · auth on (Authorization: Bearer $API_SERVER_KEY)',
@@ -72,9 +78,18 @@ describe('the banner of hermes up', () => {
       expect.stringMatching(/^ {2}model {5}no model/),
       '  Telegram  off (--no-gateway)',
     ]);
-    expect(upBanner(config({ TELEGRAM_BOT_TOKEN: '1:AA' }), { redis: 'x', apiUrl: 'http://h' })[4]).toBe(
-      '  Telegram  on, but nobody may use it: TELEGRAM_ALLOWED_USERS is empty',
-    );
+    const open = upBanner(config({ HERMES_API_SERVER_INSECURE_NO_AUTH: 'true' }), {
+      redis: 'x',
+      apiUrl: 'http://127.0.0.1:8642',
+      auth: { mode: 'insecure_no_auth' },
+    });
+    expect(open.slice(1, 3)).toEqual([
+      '  API       http://127.0.0.1:8642 · AUTH OFF (api_server.insecure_no_auth): every user of this host can act as you over HTTP',
+      '  console   http://127.0.0.1:8642/ui · no password (api_server.insecure_no_auth)',
+    ]);
+    expect(
+      upBanner(config({ TELEGRAM_BOT_TOKEN: '1:AA' }), { redis: 'x', apiUrl: 'http://h', auth: { mode: 'key', source: 'config' } })[4],
+    ).toBe('  Telegram  on, but nobody may use it: TELEGRAM_ALLOWED_USERS is empty');
     expect(showEndpoint('not a url')).toBe('(unreadable URL)');
   });
 });
@@ -144,8 +159,8 @@ describe('one hermes up per home', () => {
     const banner = out.trim().split('\n');
     expect(banner).toEqual([
       `hermes is up · home ${home}`,
-      `  API       http://127.0.0.1:${port} · auth off (no API_SERVER_KEY; loopback only)`,
-      `  console   http://127.0.0.1:${port}/ui · no password (loopback only)`,
+      `  API       http://127.0.0.1:${port} · auth on (Authorization: Bearer <key>) · the key is in ${join(home, 'api.key')}; \`hermes key\` prints it`,
+      `  console   http://127.0.0.1:${port}/ui · user hermes, the API key as password`,
       '  model     no model: agent turns will fail — set OPENAI_BASE_URL and OPENAI_API_KEY (or agent.base_url and agent.api_key in config.yaml)',
       '  Telegram  off (no TELEGRAM_BOT_TOKEN)',
       `  Redis     embedded unix:${join(home, 'redis', 'redis.sock')}`,

@@ -38,6 +38,7 @@
 import { DelayedError, Worker, type AdvancedOptions, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config/config.ts';
+import { resolveApiAuth } from '../scheduler/config/api-key.ts';
 import { checkRedis } from '../scheduler/store/redis/connect.ts';
 import { chooseTopology, openRedisClient, type RedisClient, type RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
 import { logBullmqErrors } from '../scheduler/store/redis/bullmq-errors.ts';
@@ -219,10 +220,12 @@ export class WorkerProcess {
     const { config, log } = this.deps;
     if (config.worker.metrics_port === undefined) return;
     try {
+      // The gateway's key: API_SERVER_KEY, else the home's key file (made here when the gateway has not yet).
+      const auth = config.metrics.public ? undefined : resolveApiAuth(config);
       this.metricsServer = await startMetricsServer({
         host: config.api_server.host,
         port: config.worker.metrics_port,
-        key: config.api_server.key,
+        key: auth?.mode === 'key' ? auth.key : undefined,
         public: config.metrics.public,
         metrics: this.metrics,
         log,

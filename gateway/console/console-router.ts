@@ -22,6 +22,7 @@ import { isHermesError } from '../../scheduler/errors/hermes-error.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { assertSessionId } from '../../scheduler/session/session-id.ts';
 import { HttpError, toHttpError } from '../http/errors.ts';
+import { pagePolicy } from '../http/security-headers.ts';
 import { lastEventId, openSse, type SseStream } from '../http/sse.ts';
 import { sessionSummary } from '../session-summaries.ts';
 import { isStreamId } from '../stream-fanout.ts';
@@ -54,13 +55,9 @@ const send = (res: Response, body: Html, status = 200) => res.status(status).typ
 /** The console router (mount at `CONSOLE_PATH`). */
 export function consoleRouter(deps: ConsoleDeps): Router {
   const router = Router();
+  // The other security headers come from server.ts for every route (http/security-headers.ts).
+  router.use(pagePolicy(CONSOLE_CSP));
   router.use((req, res, next) => {
-    res.set({
-      'Content-Security-Policy': CONSOLE_CSP,
-      'X-Content-Type-Options': 'nosniff',
-      'Referrer-Policy': 'same-origin',
-      'X-Frame-Options': 'DENY',
-    });
     if (req.method !== 'GET' && req.method !== 'HEAD' && req.get('hx-request') !== 'true') {
       res
         .status(403)

@@ -3,22 +3,23 @@
  * and the Content-Security-Policy every console answer carries: scripts and styles only from the
  * gateway itself, no inline script or style, no frames, forms only to the gateway.
  */
+import type { CspDirectives } from '../http/security-headers.ts';
 import { html, type Html } from './html.ts';
 
 /** Where the console is mounted. */
 export const CONSOLE_PATH = '/ui';
 
-/** The console's Content-Security-Policy (no inline script: page code is `static/console.js`). */
-export const CONSOLE_CSP = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data:",
-  "connect-src 'self'",
-  "form-action 'self'",
-  "base-uri 'none'",
-  "frame-ancestors 'none'",
-].join('; ');
+/** The console's Content-Security-Policy directives (no inline script: page code is `static/console.js`). */
+export const CONSOLE_CSP: CspDirectives = {
+  'default-src': ["'none'"],
+  'script-src': ["'self'"],
+  'style-src': ["'self'"],
+  'img-src': ["'self'", 'data:'],
+  'connect-src': ["'self'"],
+  'form-action': ["'self'"],
+  'base-uri': ["'none'"],
+  'frame-ancestors': ["'none'"],
+};
 
 /**
  * htmx settings: no indicator styles injected (they would be an inline style), no `eval`, and

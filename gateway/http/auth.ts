@@ -1,10 +1,12 @@
 /**
- * `Authorization: Bearer <API_SERVER_KEY>` for `/v1` and `/api` (docs/DESIGN.md §8).
+ * `Authorization: Bearer <key>` for `/v1`, `/api` and `/metrics` (docs/DESIGN.md §8). The key is
+ * `API_SERVER_KEY`, else the home's key file (scheduler/config/api-key.ts).
  *
  * - The key is compared in constant time (SHA-256 of both sides, then
  *   `timingSafeEqual`, so neither the content nor the length leaks).
- * - Without a configured key the server is open, which is only allowed on a
- *   loopback address: `assertBindAllowed` refuses any other bind.
+ * - Only the `Authorization` header counts: a key in the query string or a cookie is not read.
+ * - Without a key (the operator's `api_server.insecure_no_auth`) the server is open, which is only
+ *   allowed on a loopback address: `assertBindAllowed` refuses any other bind.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import ipaddr from 'ipaddr.js';
@@ -27,18 +29,23 @@ export function isLoopbackHost(host: string): boolean {
 
 /**
  * Refuse to serve a non-loopback address without a key.
- * @throws ConfigError naming `api_server.key`
+ * @throws ConfigError naming `api_server.insecure_no_auth`
  */
 export function assertBindAllowed(host: string, key: string | undefined): void {
   if (!isLoopbackHost(host) && !key) {
     throw new ConfigError(
-      `Refusing to bind the API server to ${host} without a key: set API_SERVER_KEY (api_server.key), or bind to 127.0.0.1.`,
-      { key: 'api_server.key' },
+      `Refusing to bind the API server to ${host} without a key: api_server.insecure_no_auth is for loopback only. ` +
+        'Drop it (the home key or API_SERVER_KEY is then required), or bind to 127.0.0.1.',
+      { key: 'api_server.insecure_no_auth' },
     );
   }
 }
 
 const digest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
+
+/** What a request without the key is told: how to send it and where it is. */
+export const MISSING_KEY =
+  "Missing API key: send Authorization: Bearer <key> (API_SERVER_KEY, or the key `hermes key` prints on the gateway's host).";
 
 /** Constant-time comparison of a presented key with the configured one. */
 export function keyMatches(presented: string, expected: string): boolean {
@@ -53,7 +60,7 @@ export function presentsKey(authorization: string | undefined, key: string | und
 }
 
 /**
- * Middleware requiring the bearer key; a no-op when no key is configured (loopback only).
+ * Middleware requiring the bearer key; a no-op without a key (`insecure_no_auth`, loopback only).
  * Missing or wrong keys get a 401 with an OpenAI-style body; the presented value is never logged.
  *
  * It runs before the body parser (server.ts), so a refused request's body is never read or
@@ -71,7 +78,7 @@ export function bearerAuth(key: string | undefined): RequestHandler {
         .set({ 'WWW-Authenticate': 'Bearer', Connection: 'close' })
         .json(errorBody(message, 'authentication_error', code));
     };
-    if (!m) return refuse('Missing API key: send Authorization: Bearer <API_SERVER_KEY>.', 'missing_api_key');
+    if (!m) return refuse(MISSING_KEY, 'missing_api_key');
     if (!keyMatches(m[1]!.trim(), key)) return refuse('Incorrect API key.', 'invalid_api_key');
     next();
   };

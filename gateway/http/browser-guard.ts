@@ -1,8 +1,8 @@
 /**
  * What a web page in the operator's browser may not do to the gateway.
  *
- * - **DNS rebinding.** Without `API_SERVER_KEY` the gateway listens on loopback
- *   only and is open there; a page whose own name is re-pointed at 127.0.0.1
+ * - **DNS rebinding.** Without a key (`api_server.insecure_no_auth`) the gateway
+ *   listens on loopback only and is open there; a page whose own name is re-pointed at 127.0.0.1
  *   would reach it with its own name in `Host`. So without a key, a request
  *   is served only when its `Host` is a loopback name or address
  *   (`localhost`, `127.x.x.x`, `[::1]`).
@@ -44,14 +44,14 @@ function loopbackName(name: string): boolean {
 
 /**
  * Why the guard refuses `req` (rules above), or `undefined` when it passes.
- * @param key - `API_SERVER_KEY`; without it the `Host` rule applies too
+ * @param key - the API key; without it (`insecure_no_auth`) the `Host` rule applies too
  */
 export function browserRefusal(req: Request, key: string | undefined): { message: string; code: string } | undefined {
   const host = req.get('host') ?? '';
   const parsed = parseHost(host);
   if (!key && !(parsed && loopbackName(parsed.name))) {
     return {
-      message: `Without API_SERVER_KEY the gateway answers only requests addressed to a loopback name (127.0.0.1, localhost), not "${host}".`,
+      message: `Without a key (api_server.insecure_no_auth) the gateway answers only requests addressed to a loopback name (127.0.0.1, localhost), not "${host}".`,
       code: 'host_not_allowed',
     };
   }
@@ -67,7 +67,7 @@ export function browserRefusal(req: Request, key: string | undefined): { message
 
 /**
  * The guard (rules above): 403 with `Connection: close`.
- * @param key - `API_SERVER_KEY`; without it the `Host` rule applies too
+ * @param key - the API key; without it (`insecure_no_auth`) the `Host` rule applies too
  */
 export function browserGuard(key: string | undefined): RequestHandler {
   return (req, res, next) => {

@@ -3,10 +3,12 @@
  * queue of the product (ticks, inbox, outbound-telegram, v1-runs), for an
  * operator's browser.
  *
- * Access: HTTP Basic auth with any user name and `API_SERVER_KEY` as the
- * password, so a browser can open it (it cannot send a bearer header); a
- * bearer header with the key is accepted too. Without a configured key the
- * dashboard is open like `/api` (the server then only binds to loopback).
+ * Access: HTTP Basic auth with any user name and the API key (`API_SERVER_KEY`,
+ * else the home's key file that `hermes key` prints) as the password, so a
+ * browser can open it (it cannot send a bearer header); a bearer header with
+ * the key is accepted too. Only with `api_server.insecure_no_auth` is the
+ * dashboard open like `/api` (the server then only binds to loopback).
+ * Nobody can frame it (security-headers.ts).
  *
  * Read-only unless `dashboard.read_only: false`: bull-board then hides the
  * actions and its API refuses them (retry, remove, clean, pause, add), so the
@@ -23,7 +25,7 @@ import { keyMatches } from './auth.ts';
 export const DASHBOARD_PATH = '/admin/queues';
 
 /**
- * Basic auth (any user, the key as password) or a bearer key; a no-op without a key.
+ * Basic auth (any user, the key as password) or a bearer key; a no-op without a key (`insecure_no_auth`).
  * A refusal asks the browser for credentials (`WWW-Authenticate: Basic`).
  * @param page - the realm and the name of what is refused, for the browser's prompt and the 401's text
  */
@@ -47,7 +49,9 @@ export function basicKeyAuth(key: string | undefined, page = { realm: 'hermes qu
       .status(401)
       .set({ 'WWW-Authenticate': `Basic realm="${page.realm}", charset="UTF-8"`, Connection: 'close' })
       .type('text/plain')
-      .send(`${page.name} needs the API key: any user name (hermes), API_SERVER_KEY as the password.\n`);
+      .send(
+        `${page.name} needs the API key: any user name (hermes), the key as the password (API_SERVER_KEY, or what \`hermes key\` prints).\n`,
+      );
   };
 }
 

@@ -1,13 +1,18 @@
 /**
- * The gateway's HTTP server (express 5): `/health`, `/health/live`,
+ * The gateway's HTTP server (express 5): the security headers of every answer
+ * (`security-headers.ts`); `/health`, `/health/live`,
  * `/health/ready` (open; the details only with the key, see below); then the browser guard (no DNS-rebound or
  * cross-site request, `browser-guard.ts`); `/metrics` (Prometheus; behind the
  * key unless `metrics.public`); `/v1` (OpenAI compatible) and `/api`
  * (management), both behind the bearer key, then a 503 gate while Redis is
  * away, then the body parser; the queue dashboard and the web console (`/ui`) behind Basic auth.
  *
+ * There is always a key (scheduler/config/api-key.ts: `API_SERVER_KEY`, else the home's key
+ * file) unless the operator opted out with `api_server.insecure_no_auth`, which is logged as a
+ * warning and allowed on a loopback address only: the server then serves every local user.
+ *
  * Default bind 127.0.0.1:8642 (`api_server.host`/`port`); a non-loopback bind
- * without `API_SERVER_KEY` is refused before anything listens (docs/DESIGN.md §8).
+ * without a key is refused before anything listens (docs/DESIGN.md §8).
  *
  * Limits of what a caller can grow (`api_server.*`): connections and header,
  * request and keep-alive timeouts (connection-limits.ts), JSON nesting depth
@@ -16,7 +21,7 @@
  * Health without the key says only live or ready (`status`, and 503 with
  * `Retry-After` when not ready): the instance (host name and pid), the stream
  * count, readiness reasons and platform states (Telegram polling) need
- * `Authorization: Bearer <key>`; without a configured key, a request the
+ * `Authorization: Bearer <key>`; with `insecure_no_auth`, a request the
  * browser guard would serve (loopback `Host`, no cross-site `Origin`) gets them.
  */
 import { ConfigError } from '../../scheduler/errors/config-error.ts';
@@ -28,7 +33,9 @@ import type { Queue } from 'bullmq';
 import type { HermesMetrics } from '../../scheduler/metrics.ts';
 import { basicKeyAuth, DASHBOARD_PATH, dashboardRouter } from './dashboard.ts';
 import { apiRouter, type ApiDeps } from './api-routes.ts';
+import type { ApiAuth } from '../../scheduler/config/api-key.ts';
 import { assertBindAllowed, bearerAuth, presentsKey } from './auth.ts';
+import { DASHBOARD_CSP, pagePolicy, securityHeaders } from './security-headers.ts';
 import { browserGuard, browserRefusal } from './browser-guard.ts';
 import { guardConnections, serverTimeoutOptions, type ConnectionLimits } from './connection-limits.ts';
 import { jsonDepthGuard } from './json-depth.ts';
@@ -51,8 +58,8 @@ export interface HttpServerOptions {
   host: string;
   /** 0 picks a free port (tests). */
   port: number;
-  /** `API_SERVER_KEY`; never logged. */
-  key: string | undefined;
+  /** The key every route but health requires, or the `insecure_no_auth` opt-out (`resolveApiAuth`); the key is never logged. */
+  auth: ApiAuth;
   v1: Omit<V1Deps, 'streams' | 'log'>;
   api: Omit<ApiDeps, 'streams' | 'log'>;
   /** Health checks (health.ts) and the details the health endpoints add to their body. */
@@ -100,9 +107,11 @@ export interface HttpServerHandle {
 /** Build the express app (no listening). */
 export function createApp(options: HttpServerOptions, streams: Set<SseStream>): express.Express {
   const log = options.log;
+  const key = apiKey(options.auth);
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);
+  app.use(securityHeaders());
 
   const metrics = options.metrics;
   if (metrics) app.use(countRequests(metrics.registry));
@@ -112,7 +121,7 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
   // that can neither store nor run anything as healthy.
   // The details (host name, pid, platform states) only for a caller with the key (see the top).
   const details = (req: express.Request) =>
-    options.key ? presentsKey(req.get('authorization'), options.key) : browserRefusal(req, undefined) === undefined;
+    key ? presentsKey(req.get('authorization'), key) : browserRefusal(req, undefined) === undefined;
   app.get('/health/live', (req, res) => {
     res.json(details(req) ? { status: 'ok', ...options.health.details() } : { status: 'ok' });
   });
@@ -155,11 +164,11 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
   }
 
   // Everything below: no DNS-rebound or cross-site browser request (browser-guard.ts).
-  app.use(browserGuard(options.key));
+  app.use(browserGuard(key));
 
   // Order matters: the key is checked before the body is read or parsed, so a caller
   // without it cannot make the gateway read (or parse) up to BODY_LIMIT of input.
-  const auth = bearerAuth(options.key);
+  const auth = bearerAuth(key);
   if (metrics) {
     const open: express.RequestHandler = (_req, _res, next) => next();
     app.get('/metrics', metrics.public ? open : auth, async (_req, res) => {
@@ -196,7 +205,8 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
     // Gated like /api: the dashboard's queue reads would otherwise wait out the whole outage.
     app.use(
       DASHBOARD_PATH,
-      basicKeyAuth(options.key),
+      basicKeyAuth(key),
+      pagePolicy(DASHBOARD_CSP),
       storeGate,
       dashboardRouter(options.dashboard.queues, { readOnly: options.dashboard.readOnly }),
     );
@@ -206,7 +216,7 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
     // Same access as the dashboard (a browser cannot send a bearer header); gated like /api.
     app.use(
       CONSOLE_PATH,
-      basicKeyAuth(options.key, { realm: 'hermes console', name: 'The console' }),
+      basicKeyAuth(key, { realm: 'hermes console', name: 'The console' }),
       storeGate,
       consoleRouter({ ...options.console, streams, sseMaxBufferedBytes, log: log.child({ component: 'console' }) }),
     );
@@ -252,12 +262,17 @@ function routeLabel(originalUrl: string, pattern: string): string {
   return `${mount ? `/${mount}` : ''}${pattern === '/' && mount ? '' : pattern}`;
 }
 
+/** The key of `auth`, or `undefined` for the `insecure_no_auth` opt-out. */
+function apiKey(auth: ApiAuth): string | undefined {
+  return auth.mode === 'key' ? auth.key : undefined;
+}
+
 /**
  * Check the bind, then listen.
  * @throws ConfigError for a non-loopback host without a key, or an address that is taken or not allowed
  */
 export async function startHttpServer(options: HttpServerOptions): Promise<HttpServerHandle> {
-  assertBindAllowed(options.host, options.key);
+  assertBindAllowed(options.host, apiKey(options.auth));
   const streams = new Set<SseStream>();
   const app = createApp(options, streams);
   const server: Server = createServer(serverTimeoutOptions(options.limits.connections), app);
@@ -281,7 +296,14 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${host}:${address.port}`;
-  options.log.info({ url, auth: options.key ? 'bearer' : 'none (loopback only)' }, 'HTTP API listening');
+  const auth = options.auth;
+  if (auth.mode === 'key')
+    options.log.info({ url, auth: 'bearer', key: auth.source === 'file' ? auth.file : 'API_SERVER_KEY' }, 'HTTP API listening');
+  else
+    options.log.warn(
+      { url, auth: 'none', setting: 'api_server.insecure_no_auth' },
+      'HTTP API listening WITHOUT A KEY (api_server.insecure_no_auth): every user of this host can run turns, read and write every session and set schedules as you',
+    );
   let closing: Promise<void> | undefined;
   return {
     url,

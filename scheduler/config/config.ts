@@ -460,7 +460,8 @@ export const configSchema = z
         occurrence_window_seconds: z.coerce.number().int().min(60).default(3600),
         /**
          * Port of this worker's `GET /metrics` (Prometheus), bound to `api_server.host`; unset = no
-         * metrics server. Behind `api_server.key` unless `metrics.public`. @defaultValue unset
+         * metrics server. Behind the gateway's key (`api_server.key`, else the home's key file) unless
+         * `metrics.public`. @defaultValue unset
          */
         metrics_port: z.coerce.number().int().min(0).max(65535).optional(),
       })
@@ -477,7 +478,10 @@ export const configSchema = z
       .prefault({}),
     metrics: z
       .object({
-        /** Serve `/metrics` without the API key (for a Prometheus that cannot send one). @defaultValue false */
+        /**
+         * Serve `/metrics` (the gateway's and a worker's) without the API key, for a Prometheus that cannot
+         * send one: anyone who reaches the address reads the fleet's counts. @defaultValue false
+         */
         public: flag(false),
       })
       .strict()
@@ -640,12 +644,24 @@ export const configSchema = z
           })
           .default('127.0.0.1'),
         port: z.coerce.number().int().min(0).max(65535).default(8642),
-        /** API_SERVER_KEY; required for any non-loopback bind. Blank counts as unset. */
+        /**
+         * API_SERVER_KEY: the key every HTTP route but `/health*` requires (`Authorization: Bearer`, or
+         * the Basic password in a browser). Blank counts as unset; unset, the home's own key file
+         * `$HERMES_HOME/api.key` is used, made at the first start (scheduler/config/api-key.ts).
+         * @defaultValue the home's key file
+         */
         key: z
           .string()
           .transform((k) => k.trim())
           .transform((k) => (k.length > 0 ? k : undefined))
           .optional(),
+        /**
+         * Serve the HTTP API and a worker's metrics port with no key at all: every user of this host
+         * can then act as the operator over HTTP (run turns, read and write every session, set
+         * schedules). Loopback binds only; the banner and a warning say so. Not with `key`
+         * (`--insecure-no-auth` of `hermes up` and `hermes gateway`). @defaultValue false
+         */
+        insecure_no_auth: flag(false),
         /**
          * Open event streams (SSE) and waiting `/v1` callers one gateway serves at once; beyond it
          * requests get 429. They share one Redis reader, so this bounds memory, not connections.
@@ -675,6 +691,10 @@ export const configSchema = z
       .refine((a) => a.headers_timeout_ms <= a.request_timeout_ms, {
         message: 'headers_timeout_ms must not exceed request_timeout_ms',
         path: ['headers_timeout_ms'],
+      })
+      .refine((a) => !(a.insecure_no_auth && a.key), {
+        message: 'an API key is set (API_SERVER_KEY or api_server.key), so the API cannot also run without one: drop one of the two',
+        path: ['insecure_no_auth'],
       })
       .prefault({}),
     gateway: z
@@ -932,11 +952,14 @@ function unwrapObject(schema: z.ZodType): z.ZodObject | undefined {
  * Load and validate the configuration.
  *
  * @param options.env - environment to read (default `process.env`)
- * @param options.overrides - programmatic values applied last (tests, the demo)
+ * @param options.overrides - programmatic values applied last (tests, the demo, command-line flags)
+ * @param options.overridesFrom - what an error calls the overrides' source (a flag); default `override`
  * @throws ConfigError naming the first bad key (file path or environment variable), or a home or
  *   `config.yaml` this user does not own or others may write (`assertTrustedHome`)
  */
-export function loadConfig(options: { env?: NodeJS.ProcessEnv; overrides?: Record<string, unknown> } = {}): HermesConfig {
+export function loadConfig(
+  options: { env?: NodeJS.ProcessEnv; overrides?: Record<string, unknown>; overridesFrom?: string } = {},
+): HermesConfig {
   const env = options.env ?? process.env;
   const home = resolveHome(env);
   assertTrustedHome(home);
@@ -963,7 +986,7 @@ export function loadConfig(options: { env?: NodeJS.ProcessEnv; overrides?: Recor
   }
   for (const [key, value] of Object.entries(options.overrides ?? {})) {
     setPath(raw, key.split('.'), value);
-    sources.set(key, 'override');
+    sources.set(key, options.overridesFrom ?? 'override');
   }
   const result = configSchema.safeParse(raw);
   if (!result.success) {

@@ -1,5 +1,6 @@
 /** Small HTTP helpers for gateway tests (plain fetch over loopback) and the tests' fake servers. */
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { readApiKeyFile } from '../../scheduler/config/api-key.ts';
 
 /** One parsed server-sent event. */
 export interface SseFrame {
@@ -63,6 +64,17 @@ export async function readSseUntil(res: Response, until: (f: SseFrame) => boolea
 }
 
 export { waitFor } from './wait-for.ts';
+
+/**
+ * `Authorization: Bearer <key>` with the key a gateway without `API_SERVER_KEY` made in its home
+ * (`$HERMES_HOME/api.key`, scheduler/config/api-key.ts).
+ * @throws Error when the home has no key file (no gateway started there yet)
+ */
+export function homeKeyAuth(home: string): { authorization: string } {
+  const key = readApiKeyFile(home);
+  if (key === undefined) throw new Error(`no API key file in ${home}`);
+  return { authorization: `Bearer ${key}` };
+}
 
 /** The JSON body of a response (awaits the response first when given a promise). */
 export async function readJson(res: Response | Promise<Response>): Promise<any> {

@@ -3,9 +3,11 @@
  * so every worker of a fleet can be scraped where it runs. Plain `node:http`:
  * one route, no body, nothing else served.
  *
- * Access: `Authorization: Bearer <API_SERVER_KEY>` like the gateway's `/api`,
- * unless `metrics.public`. Without a key the server is open, which is allowed
- * only on a loopback address (the gateway's rule, docs/DESIGN.md §8).
+ * Access: `Authorization: Bearer <key>` with the gateway's key (`API_SERVER_KEY`,
+ * else the home's key file: scheduler/config/api-key.ts), unless `metrics.public`
+ * (open, wherever it binds: the operator's choice for a scraper that cannot send a
+ * header). Without a key (`api_server.insecure_no_auth`) the server is open, which
+ * is allowed only on a loopback address (the gateway's rule, docs/DESIGN.md §8).
  *
  * Connections are limited like the gateway's (gateway/http/connection-limits.ts,
  * `api_server.max_connections`, `headers_timeout_ms`, `request_timeout_ms`,
@@ -91,7 +93,7 @@ function evictIdleNearCap(server: Server, maxConnections: number): void {
 
 /**
  * Listen on `host:port` and serve `metrics`.
- * @param options.key - `API_SERVER_KEY`; required for a non-loopback bind unless `public`
+ * @param options.key - the API key (`resolveApiAuth`); `undefined` only for `insecure_no_auth` or `public`, and then loopback only unless `public`
  * @param options.limits - connection limits; default the configuration's defaults
  * @throws ConfigError for a non-loopback bind without a key (and not public), or a port that is taken
  */
@@ -108,7 +110,7 @@ export async function startMetricsServer(options: {
   const { key, metrics } = options;
   if (!options.public && !key && !isLoopback(options.host)) {
     throw new ConfigError(
-      `Refusing to serve worker metrics on ${options.host} without a key: set API_SERVER_KEY, metrics.public: true, or bind to 127.0.0.1.`,
+      `Refusing to serve worker metrics on ${options.host} without a key: api_server.insecure_no_auth is for loopback only. Drop it, set metrics.public: true, or bind to 127.0.0.1.`,
       { key: 'worker.metrics_port' },
     );
   }
@@ -130,7 +132,7 @@ export async function startMetricsServer(options: {
         if (!m || !timingSafeEqual(digest(m[1]!.trim()), digest(key))) {
           res
             .writeHead(401, { 'Content-Type': 'text/plain', 'WWW-Authenticate': 'Bearer' })
-            .end('Send Authorization: Bearer <API_SERVER_KEY>.\n');
+            .end('Send Authorization: Bearer <key> (API_SERVER_KEY, or the key `hermes key` prints on this host).\n');
           return;
         }
       }
