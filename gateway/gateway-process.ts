@@ -34,6 +34,7 @@ import { InflightRuns } from './drain.ts';
 import { StreamFanout } from './stream-fanout.ts';
 import { GatewayHealth } from './health.ts';
 import type { CronApi } from './http/cron-routes.ts';
+import { assertBindAllowed } from './http/auth.ts';
 import { startHttpServer, type HttpServerHandle } from './http/server.ts';
 import type { PlatformPlugin } from './plugins/platform-plugin.ts';
 import { PlatformRegistry, type PlatformStatus } from './plugins/platform-registry.ts';
@@ -91,8 +92,9 @@ export interface Gateway {
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const { config } = options;
   const log = options.log.child({ role: 'gateway' });
-  // Before anything connects: a key file that cannot be trusted stops the start.
+  // Before anything connects: a key file that cannot be trusted, or no key off loopback, stops the start.
   const auth = resolveApiAuth(config);
+  assertBindAllowed(config.api_server.host, auth.mode === 'key' ? auth.key : undefined);
   const instanceId = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const keys = new Keys(config.redis.prefix, { shards: config.redis.shards });
   const topology = chooseTopology(config, options);

@@ -29,6 +29,10 @@ let c: TestClients;
 let browser: Browser;
 /** The browser tests' one page, which each of them navigates (test/support/chromium.ts says why). */
 let page: Page;
+/** Errors the page reported (console errors, uncaught exceptions), in order. */
+const browserErrors: string[] = [];
+/** What the browser refused under a page's Content-Security-Policy (gateway/http/security-headers.ts). */
+const cspRefusals = () => browserErrors.filter((e) => /Content Security Policy|Refused to/i.test(e));
 const cleanups: Array<() => unknown> = [];
 
 beforeAll(async () => {
@@ -64,6 +68,11 @@ beforeAll(async () => {
   page.on('dialog', (d) => {
     throw new Error(`unexpected dialog: ${d.message()}`);
   });
+  // What the browser refused or failed to run, for the Content-Security-Policy checks below.
+  page.on('console', (m) => {
+    if (m.type() === 'error') browserErrors.push(m.text());
+  });
+  page.on('pageerror', (err) => browserErrors.push(err.message));
   cleanups.push(
     () => model.close(),
     () => env.cleanup(),
@@ -331,7 +340,9 @@ describe('/ui in chromium', () => {
 });
 
 describe('/admin/queues in chromium', () => {
-  it('the queue dashboard loads in the browser and lists the ticks queue', async () => {
+  it('the queue dashboard loads in the browser and lists the ticks queue; neither it nor the console met a refusal of its CSP but for the fonts', async () => {
+    // The console's pages (the tests above) ran with nothing refused by their Content-Security-Policy.
+    expect(cspRefusals()).toEqual([]);
     // The same key as the console's, so the browser's credentials answer the dashboard's challenge too.
     const own = testEnv({ 'api_server.port': 0, 'api_server.key': KEY });
     cleanups.push(() => own.cleanup());
@@ -346,5 +357,8 @@ describe('/admin/queues in chromium', () => {
     await page.getByText('ticks', { exact: true }).first().waitFor({ timeout: 30_000 });
     await page.waitForLoadState('networkidle');
     expect(await page.title()).toMatch(/hermes queues/i);
+    // bull-board's only refusal: the Google Fonts stylesheet (the page uses the browser's fonts).
+    expect(cspRefusals().length).toBeGreaterThan(0);
+    expect(cspRefusals().filter((e) => !e.includes('https://fonts.googleapis.com/'))).toEqual([]);
   });
 });

@@ -16,7 +16,8 @@ import { loadConfig } from '../scheduler/config/config.ts';
 import { AlreadyRunningError } from '../scheduler/errors/already-running-error.ts';
 import { freePort } from '../scheduler/store/redis/embedded-redis.ts';
 import { testEnv } from './support/env.ts';
-import { clients, HERMES_BIN, runHermes, SPAWN_START_TIMEOUT_MS, waitFor } from './support/stack.ts';
+import { clients, runHermes, waitFor } from './support/stack.ts';
+import { startHermesUp, upEnv } from './support/hermes-up.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cleanups = cleanupAfterEach();
@@ -130,33 +131,9 @@ describe('one hermes up per home', () => {
   it('a second hermes up on the same home exits at once with how to attach; the first keeps serving, and prints the banner', async () => {
     const home = newHome();
     const port = await freePort();
-    const env: NodeJS.ProcessEnv = { ...process.env, HERMES_HOME: home, API_SERVER_PORT: String(port), HERMES_LOG_LEVEL: 'warn' };
-    for (const k of [
-      'REDIS_URL',
-      'REDIS_CLUSTER_NODES',
-      'REDIS_SENTINELS',
-      'HERMES_REDIS_PREFIX',
-      'TELEGRAM_BOT_TOKEN',
-      'API_SERVER_HOST',
-      'API_SERVER_KEY',
-      'OPENAI_BASE_URL',
-      'OPENAI_API_KEY',
-    ])
-      delete env[k];
-    const first = spawn(process.execPath, [HERMES_BIN, 'up', '--no-chat'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    first.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    first.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    const firstExit = new Promise<number | null>((r) => first.on('close', r));
-    cleanups.push(async () => {
-      if (first.exitCode === null && first.signalCode === null) first.kill('SIGKILL');
-      await firstExit;
-    });
-    const ended = () => first.exitCode !== null || first.signalCode !== null;
-    await waitFor(() => out.includes('Ctrl+C stops it.') || ended(), SPAWN_START_TIMEOUT_MS, 'the banner');
-    expect(ended(), `hermes up ended (${first.exitCode ?? first.signalCode}) before its banner: ${err}`).toBe(false);
-    const banner = out.trim().split('\n');
+    const env = upEnv(home, port);
+    const first = await startHermesUp(cleanups, env);
+    const banner = first.banner();
     expect(banner).toEqual([
       `hermes is up · home ${home}`,
       `  API       http://127.0.0.1:${port} · auth on (Authorization: Bearer <key>) · the key is in ${join(home, 'api.key')}; \`hermes key\` prints it`,
@@ -178,7 +155,7 @@ describe('one hermes up per home', () => {
     expect(help.code).toBe(0);
     expect(second.code).toBe(1);
     expect(second.stderr).toBe(
-      `hermes: hermes up is already running for ${home} (pid ${first.pid}). Attach to it with \`hermes chat\` (session "main"; --session for another); stop it with Ctrl+C in its terminal or \`kill ${first.pid}\`.\n`,
+      `hermes: hermes up is already running for ${home} (pid ${first.proc.pid}). Attach to it with \`hermes chat\` (session "main"; --session for another); stop it with Ctrl+C in its terminal or \`kill ${first.proc.pid}\`.\n`,
     );
     expect(second.stdout).toBe('');
     expect(second.ms).toBeLessThan(2 * help.ms + 5_000);
@@ -187,8 +164,8 @@ describe('one hermes up per home', () => {
     const status = await runHermes({ childEnv: env } as never, ['status']);
     expect(status.stdout).toMatch(/^workers alive: 1 /);
 
-    first.kill('SIGINT');
-    expect(await firstExit).toBe(0);
+    first.proc.kill('SIGINT');
+    expect(await first.exited).toBe(0);
     expect(existsSync(upLockPath(home))).toBe(false);
   }, 90_000);
 });

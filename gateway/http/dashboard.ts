@@ -18,7 +18,7 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
 import type { Queue } from 'bullmq';
-import type { RequestHandler, Router } from 'express';
+import type { Express, RequestHandler, Router } from 'express';
 import { keyMatches } from './auth.ts';
 
 /** Where the dashboard is mounted. */
@@ -78,5 +78,8 @@ export function dashboardRouter(queues: Queue[], options: { readOnly: boolean })
     serverAdapter,
     options: { uiConfig: { boardTitle: 'hermes queues' } },
   });
-  return serverAdapter.getRouter() as Router;
+  // bull-board serves from an express app of its own, which would announce itself (`X-Powered-By`).
+  const app = serverAdapter.getRouter() as Express;
+  app.disable('x-powered-by');
+  return app;
 }
