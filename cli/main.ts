@@ -264,7 +264,9 @@ program
 
 program
   .command('gateway')
-  .description('run the gateway sidecar: Telegram, Slack and Discord relays, OpenAI-compatible /v1, /api, the web console and session streams')
+  .description(
+    'run the gateway sidecar: Telegram, Slack and Discord relays, OpenAI-compatible /v1, /api, the web console and session streams',
+  )
   .option('--insecure-no-auth', INSECURE_NO_AUTH_HELP)
   .action(
     action(async (opts: { insecureNoAuth?: boolean }) => {
