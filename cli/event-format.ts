@@ -61,6 +61,9 @@ export function formatEvent(event: SessionEvent): string | undefined {
       return `[${at}] ✗ ${d.kind} tick #${d.tick} failed: ${d.error}`;
     case 'notice':
       return `[${at}] ${d.text}`;
+    case 'input.set_aside':
+      // The chat's notice, and for the operator what failed (worker/chat/input-failure.ts).
+      return `[${at}] ✗ ${d.text}\n${indent(`error: ${String(d.error)}`)}`;
     case 'error':
       return `[${at}] error: ${d.text}`;
     case 'delivery':

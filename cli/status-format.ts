@@ -1,11 +1,12 @@
 /**
  * Human output of `hermes status`: the loops and heartbeats of every session
  * as aligned columns, then the goals (finished ones only with `--all`; the cron
- * jobs are `cron list`'s table, `commands/cron-format.ts`).
+ * jobs are `cron list`'s table, `commands/cron-format.ts`), then the set-aside input.
  */
 import { formatSeconds } from '../scheduler/interval.ts';
 import type { GoalRecord } from '../scheduler/goal/goal-state.ts';
 import type { LoopRecord } from '../scheduler/loop/loop-state.ts';
+import type { SetAsideInput } from '../scheduler/session/set-aside.ts';
 import { cadence } from '../scheduler/loop/loop-service.ts';
 import { cachedNote } from '../scheduler/model-spend.ts';
 import { table } from './commands/cron-format.ts';
@@ -78,4 +79,26 @@ export function formatGoals(goals: GoalRecord[], options: { all: boolean }): str
       return [g.sessionId, clip(g.text, 40), state, `${g.turnsUsed}/${g.maxTurns}`, tokensColumn(g)];
     }),
   );
+}
+
+/**
+ * The set-aside table of `hermes status`: each session's input that failed on every try and was set
+ * aside so the session went on (docs/RELIABILITY.md, "Session input runs in order, and a bad input is
+ * set aside"), newest first, with the last try's error; the whole input is at
+ * `GET /api/sessions/<session>/set-aside`.
+ */
+export function formatSetAside(inputs: SetAsideInput[], now: number): string[] {
+  return [
+    `set-aside input: ${inputs.length} (GET /api/sessions/<session>/set-aside has each in full)`,
+    ...table(
+      ['SESSION', 'SET ASIDE', 'TRIES', 'ERROR', 'MESSAGE'],
+      inputs.map((i) => [
+        i.sessionId,
+        `${formatSeconds(Math.max(0, now - i.setAsideAt) / 1000)} ago`,
+        String(i.attempts),
+        clip(i.error, 60),
+        clip(i.text, 40),
+      ]),
+    ),
+  ];
 }

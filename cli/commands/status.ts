@@ -1,22 +1,23 @@
 /**
  * `hermes status`: everything that runs on its own, in one place — live workers, the loops and
  * heartbeats of every session, the sessions' goals (a paused one with why), and the cron jobs
- * with their failure streaks. Finished schedules, achieved or cleared goals and completed cron
- * jobs only with `--all`. Loaded only when `status` runs (`main.ts`).
+ * with their failure streaks, and the sessions' input that was set aside after failing on every
+ * try. Finished schedules, achieved or cleared goals and completed cron jobs only with `--all`. Loaded only when `status` runs (`main.ts`).
  */
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { cronJobView } from '../../scheduler/cron/cron-job.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { cronServiceFor, goalServiceFor, loopStoreFor } from '../../scheduler/services.ts';
+import { allSetAsideInputs, setAsideView } from '../../scheduler/session/set-aside.ts';
 import { aliveWorkerIds } from '../../scheduler/worker-liveness.ts';
 import type { CliConnection } from '../cli-context.ts';
 import { cliLogLevel } from '../run-command.ts';
-import { formatGoals, formatSchedules } from '../status-format.ts';
+import { formatGoals, formatSchedules, formatSetAside } from '../status-format.ts';
 import { printOut, terminalJson } from '../terminal-text.ts';
 import { formatJobList } from './cron-format.ts';
 import { goalObject, scheduleObject } from '../../scheduler/loop/schedule-view.ts';
 
-/** Print the status (`--json`: one object with `workers`, `schedules`, `goals`, `cron_jobs`). */
+/** Print the status (`--json`: one object with `workers`, `schedules`, `goals`, `cron_jobs`, `set_aside`). */
 export async function runStatus(
   cfg: HermesConfig,
   conn: CliConnection,
@@ -33,9 +34,10 @@ export async function runStatus(
   for (const r of records) next.set(`${r.sessionId}:${r.kind}`, r.status === 'active' ? await store.nextDueAt(r) : undefined);
   const goals = (await goalServiceFor(cfg, conn, log).list()).filter((g) => all || g.status === 'active' || g.status === 'paused');
   const jobs = await cronServiceFor(cfg, conn, log).list({ all });
+  const setAside = await allSetAsideInputs(conn.redis, conn.keys);
   if (opts.json) {
     const schedules = records.map((r) => scheduleObject(r, now, next.get(`${r.sessionId}:${r.kind}`)));
-    out(terminalJson({ workers, schedules, goals: goals.map(goalObject), cron_jobs: jobs.map(cronJobView) }));
+    out(terminalJson({ workers, schedules, goals: goals.map(goalObject), cron_jobs: jobs.map(cronJobView), set_aside: setAside.map(setAsideView) }));
     return;
   }
   const lines = [
@@ -45,6 +47,7 @@ export async function runStatus(
     ...formatGoals(goals, { all }),
     '',
     ...(jobs.length === 0 ? ['cron jobs: none'] : ['cron jobs', ...formatJobList(jobs, now)]),
+    ...(setAside.length === 0 ? [] : ['', ...formatSetAside(setAside, now)]),
   ];
   for (const line of lines) out(line);
 }

@@ -21,6 +21,7 @@ import { previewSchedule, type SchedulePreview } from '../../scheduler/cron/prev
 import { isHermesError } from '../../scheduler/errors/hermes-error.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { assertSessionId } from '../../scheduler/session/session-id.ts';
+import { setAsideInputs } from '../../scheduler/session/set-aside.ts';
 import { HttpError, toHttpError } from '../http/errors.ts';
 import { pagePolicy } from '../http/security-headers.ts';
 import { lastEventId, openSse, type SseStream } from '../http/sse.ts';
@@ -110,13 +111,14 @@ export function consoleRouter(deps: ConsoleDeps): Router {
   // ---- sessions
   router.get('/sessions/:id', async (req, res) => {
     const id = assertSessionId(String(req.params.id));
-    const [summary, transcript, recent] = await Promise.all([
+    const [summary, transcript, recent, setAside] = await Promise.all([
       sessionSummary(deps, id),
       deps.sessions.transcriptPage(id, { limit: TRANSCRIPT_SHOWN }),
       deps.sessions.recentEvents(id, TRANSCRIPT_SHOWN),
+      setAsideInputs(deps.redis, deps.keys, id),
     ]);
     const shown = recent.filter((e) => eventHtml(e) !== undefined);
-    send(res, sessionPage(summary, transcript, shown, recent.at(-1)?.id ?? '0', Date.now()));
+    send(res, sessionPage(summary, transcript, shown, recent.at(-1)?.id ?? '0', Date.now(), setAside));
   });
 
   router.get('/sessions/:id/stream', async (req, res) => {

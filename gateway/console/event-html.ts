@@ -56,6 +56,14 @@ export function eventHtml(e: SessionEvent): Html | undefined {
       return item(e.id, 'error', ms, 'error', String(d.text ?? ''));
     case 'notice':
       return item(e.id, 'notice', ms, 'notice', String(d.text ?? ''));
+    case 'input.set_aside':
+      return item(
+        e.id,
+        'error',
+        ms,
+        `✗ input set aside after ${String(d.attempts)} tries: ${clip(String(d.error ?? ''), 200)}`,
+        String(d.input ?? ''),
+      );
     case 'tool.result': {
       const outcome = d.error
         ? `error: ${String(d.error)}`

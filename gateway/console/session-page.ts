@@ -1,10 +1,12 @@
 /**
  * A session's page (`/ui/sessions/<id>`): its loop, heartbeat and goal with pause, resume and
- * stop buttons; the transcript; the live events (the session's event stream); and a message box
+ * stop buttons; the transcript; its set-aside input; the live events (the session's event stream); and a message box
  * whose text is the session's user input (Enter sends, Shift+Enter is a new line; slash commands
  * work as in any chat).
  */
 import type { SessionEvent, TranscriptMessage } from '../../scheduler/session/session-store.ts';
+import type { SetAsideInput } from '../../scheduler/session/set-aside.ts';
+import { isoUtc } from '../../scheduler/cron/cron-engine.ts';
 import type { SessionSummary } from '../session-summaries.ts';
 import { eventHtml, messageHtml } from './event-html.ts';
 import { html, type Html } from './html.ts';
@@ -48,6 +50,19 @@ export function messageForm(sessionId: string, error?: string): Html {
 </form>`;
 }
 
+/**
+ * The session's set-aside input (scheduler/session/set-aside.ts), newest first: when, after how many
+ * tries, the last error and the input as sent; nothing when there is none.
+ */
+export function setAsidePanel(inputs: SetAsideInput[]): Html | string {
+  if (inputs.length === 0) return '';
+  const rows = inputs.map(
+    (i) =>
+      html`<li class="ev ev-error" data-occurrence="${i.occurrenceId}"><time datetime="${isoUtc(i.setAsideAt)}">${isoUtc(i.setAsideAt)}</time> <span class="head">set aside after ${i.attempts} tries: ${i.error}</span><pre class="text">${i.text}</pre></li>`,
+  );
+  return html`<section id="set-aside"><h2>Set aside</h2><p class="none">Input that failed on every try; the session went on without it (also <a href="/api/sessions/${encodeURIComponent(inputs[0]!.sessionId)}/set-aside">/api/sessions/${inputs[0]!.sessionId}/set-aside</a>).</p><ol class="events">${rows}</ol></section>`;
+}
+
 /** The whole page; the live list starts after `lastEventId`. */
 export function sessionPage(
   s: SessionSummary,
@@ -55,6 +70,7 @@ export function sessionPage(
   recent: SessionEvent[],
   lastEventId: string,
   now: number,
+  setAside: SetAsideInput[] = [],
 ): Html {
   const stream = `${sessionUrl(s.id)}/stream?after=${encodeURIComponent(lastEventId)}`;
   const older =
@@ -67,6 +83,7 @@ export function sessionPage(
 <div hx-ext="sse" sse-connect="${stream}">
 <div sse-swap="schedules" hx-target="#schedules" hx-swap="outerHTML">${schedulePanel(s, now)}</div>
 <section><h2>Transcript</h2>${older}${transcript.messages.length === 0 ? html`<p class="none">No messages yet.</p>` : html`<ol class="events transcript">${transcript.messages.map((m, i) => messageHtml(m, transcript.start + i))}</ol>`}</section>
+${setAsidePanel(setAside)}
 <section><h2>Events</h2><ol class="events live" id="events" sse-swap="event" hx-swap="beforeend">${recent.map(eventHtml)}</ol></section>
 </div>
 ${messageForm(s.id)}

@@ -1,6 +1,6 @@
 /**
- * `/api/sessions`: the sessions at a glance, a session's transcript page by page, and a user
- * message to a session (docs/GATEWAY.md "Sessions"). A message sent here is chat input on
+ * `/api/sessions`: the sessions at a glance, a session's transcript page by page, its set-aside
+ * input, and a user message to a session (docs/GATEWAY.md "Sessions"). A message sent here is chat input on
  * surface `web` (gateway/web-input.ts): never a command turn; its reply arrives on the session's
  * event stream (`GET /api/sessions/:id/events`, in api-routes.ts).
  */
@@ -8,6 +8,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { assertSessionId } from '../../scheduler/session/session-id.ts';
 import type { SessionStore } from '../../scheduler/session/session-store.ts';
+import { setAsideInputs, setAsideView } from '../../scheduler/session/set-aside.ts';
 import { sessionSummaries, type SessionSummary, type SummaryStores } from '../session-summaries.ts';
 import { sendWebMessage, type WebInputDeps } from '../web-input.ts';
 import { goalObject, scheduleObject } from '../../scheduler/loop/schedule-view.ts';
@@ -54,6 +55,13 @@ export function sessionRouter(deps: SessionRouteDeps): Router {
       // The next (older) page: `?before=<this>`; null at the oldest message kept.
       before: page.start > 0 ? page.start : null,
     });
+  });
+
+  // Input set aside after its tries failed (scheduler/session/set-aside.ts), newest first.
+  router.get('/:id/set-aside', async (req, res) => {
+    const sessionId = assertSessionId(String(req.params.id));
+    const inputs = await setAsideInputs(deps.redis, deps.keys, sessionId);
+    res.json({ object: 'list', session_id: sessionId, data: inputs.map(setAsideView) });
   });
 
   router.post('/:id/messages', async (req, res) => {

@@ -416,6 +416,20 @@ export const configSchema = z
         /** A tick that finds its session busy is retried after this delay. */
         defer_ms: positiveInt(250),
         /**
+         * Tries of one session input (a message or slash command) whose handling throws — a failed model
+         * call is not that: it is answered as a failed turn — before the input is set aside, so the
+         * session's next input runs (docs/RELIABILITY.md, "Session input runs in order, and a bad input
+         * is set aside"). @defaultValue 3
+         */
+        input_attempts: positiveInt(3),
+        /** Milliseconds before an input's second try, doubled before each further one. @defaultValue 1000 */
+        input_retry_delay_ms: positiveInt(1000),
+        /**
+         * Seconds set-aside input stays readable (`hermes status`, the console's session page,
+         * `GET /api/sessions/:id/set-aside`); each session keeps its newest 50. @defaultValue 604800 (7 days)
+         */
+        set_aside_retention_seconds: positiveInt(604_800),
+        /**
          * Ticks are handed to a worker this long before they are due and started
          * exactly on time, so queue latency is off the critical path: long enough for
          * a worker to fetch an aligned burst of 1,000 ticks before it is due on the

@@ -36,6 +36,8 @@ export interface InboxJobData {
   /** Goal continuations: the goal and the turn number this job runs. */
   goalId?: string;
   goalTurn?: number;
+  /** User input: tries whose handling threw so far (`worker.input_attempts`; worker/chat/input-failure.ts). */
+  failedTries?: number;
 }
 
 /**
@@ -53,6 +55,15 @@ export function inboxJobId(sessionId: string, messageId: string): string {
 /** Occurrence id of an input: its commit marker and its entry in the pending-input set. */
 export function inputOccurrenceId(sessionId: string, messageId: string): string {
   return compositeId('input', sessionId, messageId);
+}
+
+/**
+ * The BullMQ job id of the input whose occurrence id is `occurrenceId` (an entry of the pending-input
+ * set): both are the same parts through `keyPart`, which never holds `:` or `|`, joined by `:`
+ * (`compositeId`) or `|` (`bullJobId`).
+ */
+export function inputJobIdOf(occurrenceId: string): string {
+  return occurrenceId.split(':').join('|');
 }
 
 /**

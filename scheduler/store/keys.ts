@@ -220,7 +220,7 @@ export class Keys {
   /**
    * The keys of a session that move with it when the shard count changes:
    * loop and heartbeat records with their in-flight marks, goal, transcript,
-   * event stream, pending input and its sequence, committed occurrences.
+   * event stream, pending input and its sequence, committed occurrences, set-aside input.
    * (Mutation and turn locks are short-lived and not moved.)
    */
   sessionKeys(sessionId: string): string[] {
@@ -234,6 +234,7 @@ export class Keys {
       this.inputSequence(sessionId),
       this.sessionCommitted(sessionId),
       this.agentSchedulesCreated(sessionId),
+      this.setAsideInput(sessionId),
     ];
   }
 
@@ -320,6 +321,14 @@ export class Keys {
   /** Count of queued real user input for a session; ticks wait while it is above zero. */
   pendingInput(sessionId: string): string {
     return `${this.sp(sessionId)}:session:${keyPart(sessionId)}:pending-input`;
+  }
+
+  /**
+   * A session's set-aside input (`scheduler/session/set-aside.ts`): a list of JSON entries, newest
+   * first, capped and expiring (`worker.set_aside_retention_seconds`).
+   */
+  setAsideInput(sessionId: string): string {
+    return `${this.sp(sessionId)}:session:${keyPart(sessionId)}:set-aside`;
   }
 
   /** Counter that orders a session's input received in the same millisecond. */

@@ -1,14 +1,16 @@
 /**
  * Session input — a user message or slash command — as a turn.
  *
- * Order and priority (docs/DESIGN.md §3): messages of one session run in arrival order
- * (a message that is not the oldest pending one waits); a busy session defers
- * the message; user messages outrank goal continuations and ticks.
+ * Order and priority (docs/DESIGN.md §3; docs/RELIABILITY.md, "Session input runs in order, and a bad
+ * input is set aside"): messages of one session run in arrival order (a message that is not the oldest
+ * pending one waits); a busy session defers the message; user messages outrank goal continuations and
+ * ticks. A try that throws is made again a bounded number of times, then the input is set aside, so it
+ * never holds up the ones after it (`input-failure.ts`).
  * Slash commands are applied at once (they are state changes, not turns).
  * A message interrupted by a drain with `restart_drain_timeout` 0 is handed
  * back (resumable) and the user is told.
  */
-import type { Job } from 'bullmq';
+import { DelayedError, type Job } from 'bullmq';
 import { clearPendingInput, inputOccurrenceId, pendingInput, type InboxJobData } from '../../scheduler/session/inbox.ts';
 import { isHermesError } from '../../scheduler/errors/hermes-error.ts';
 import { deferJob } from '../../scheduler/store/defer-job.ts';
@@ -16,11 +18,12 @@ import { isSilentReply } from '../../scheduler/economy/silent-reply.ts';
 import { deliverToRoute } from '../runtime/delivery.ts';
 import { runSessionAgent, runSessionTurn } from './session-turn.ts';
 import { runSlashCommand } from './slash-commands.ts';
+import { retryOrSetAside, setAsideFailedJob } from './input-failure.ts';
 import { stepMessages } from '../context/transcript-messages.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 import { encodeTurnAbort } from '../../scheduler/session/turn-abort.ts';
 
-export type InboxResult = { status: 'replied' | 'command' | 'ignored' | 'failed' | 'duplicate'; eventId?: string };
+export type InboxResult = { status: 'replied' | 'command' | 'ignored' | 'failed' | 'duplicate' | 'set-aside'; eventId?: string };
 
 /** Extra slash commands (e.g. `/goal`) and goal hooks, registered by the worker process. */
 export interface InboxHooks {
@@ -38,7 +41,8 @@ export interface InboxHooks {
 
 /**
  * Process one inbox job.
- * @throws DelayedError when deferred (an older message of the session is pending, or the session is busy)
+ * @throws DelayedError when deferred (an older message of the session is pending, the session is busy,
+ *   or a try that threw is to be made again)
  */
 export async function processInbox(
   job: Job<InboxJobData>,
@@ -52,12 +56,33 @@ export async function processInbox(
     if (!hooks.goalContinuation) throw new Error('goal continuations are not enabled in this worker');
     return await hooks.goalContinuation(job, token, signal, deps);
   }
+  try {
+    return await processInput(job, token, signal, deps, hooks);
+  } catch (err) {
+    if (err instanceof DelayedError) throw err;
+    // Another worker has the job now (this one's lock lapsed): it decides what becomes of the input.
+    if (token !== undefined && (await job.extendLock(token, deps.config.worker.lock_duration_ms)) === 0) throw err;
+    return await retryOrSetAside(job, token, deps, err); // a try that threw (input-failure.ts)
+  }
+}
+
+/** One try of a user message or slash command. @throws DelayedError when deferred; whatever its handling throws */
+async function processInput(
+  job: Job<InboxJobData>,
+  token: string | undefined,
+  signal: AbortSignal | undefined,
+  deps: WorkerDeps,
+  hooks: InboxHooks,
+): Promise<InboxResult> {
+  const data = job.data;
   const { sessionId } = data;
   const occurrenceId = inputOccurrenceId(sessionId, data.messageId);
   const log = deps.log.child({ sessionId, jobId: job.id });
-  const pending = await pendingInput(deps.redis, deps.keys, sessionId);
-  if (pending.length > 0 && pending[0] !== occurrenceId && pending.includes(occurrenceId)) {
-    return await deferJob(job, token, deps.config.worker.defer_ms); // an older message goes first
+  for (;;) {
+    const pending = await pendingInput(deps.redis, deps.keys, sessionId);
+    if (pending.length === 0 || pending[0] === occurrenceId || !pending.includes(occurrenceId)) break;
+    // An older input goes first, unless its job failed for good: that one is set aside (input-failure.ts).
+    if (!(await setAsideFailedJob(deps, sessionId, pending[0]!))) return await deferJob(job, token, deps.config.worker.defer_ms);
   }
   if (await deps.sessions.isCommitted(sessionId, occurrenceId)) {
     await clearPendingInput(deps.redis, deps.keys, sessionId, occurrenceId);
