@@ -37,7 +37,15 @@ export async function runStatus(
   const setAside = await allSetAsideInputs(conn.redis, conn.keys);
   if (opts.json) {
     const schedules = records.map((r) => scheduleObject(r, now, next.get(`${r.sessionId}:${r.kind}`)));
-    out(terminalJson({ workers, schedules, goals: goals.map(goalObject), cron_jobs: jobs.map(cronJobView), set_aside: setAside.map(setAsideView) }));
+    out(
+      terminalJson({
+        workers,
+        schedules,
+        goals: goals.map(goalObject),
+        cron_jobs: jobs.map(cronJobView),
+        set_aside: setAside.map(setAsideView),
+      }),
+    );
     return;
   }
   const lines = [
