@@ -31,7 +31,7 @@ function child(schema: Schema, key: string): Schema | undefined {
 }
 
 const root = configSchema as unknown as Schema;
-const sections = new Set(Object.keys((unwrap(root)._zod.def as { shape: object }).shape));
+const sections = new Set(Object.keys((unwrap(root)._zod.def as unknown as { shape: object }).shape));
 const docs = [
   'README.md',
   ...readdirSync('docs')

@@ -22,10 +22,6 @@
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 
-/** The kinds of delivery target, in the order they are documented. */
-export const DELIVERY_TARGET_KINDS = ['local', 'origin', 'telegram', 'slack', 'discord', 'webhook'] as const;
-export type DeliveryTargetKind = (typeof DELIVERY_TARGET_KINDS)[number];
-
 /** A Telegram chat, optionally one forum topic of it. Ids are kept as written (strings). */
 export interface TelegramTarget {
   kind: 'telegram';

@@ -52,8 +52,6 @@ export interface SessionEvent {
 
 /** Stream entries kept per session when the caller does not say (`worker.events_max_entries`; approximate trim). */
 export const DEFAULT_EVENTS_MAX_LEN = 10_000;
-/** Retention (s) of the per-reply records of outbound delivery (parts sent). */
-export const OCCURRENCE_TTL_SECONDS = 7 * 24 * 3600;
 
 /**
  * How long a committed occurrence is remembered, in ms, when the caller does

@@ -22,7 +22,6 @@ import {
   closeClient,
   connectRedisClient,
   describeTopology,
-  openRedisClient,
   primariesOf,
   topologyFromConfig,
   type RedisAddress,
@@ -154,11 +153,6 @@ function warnIfOpen(topology: RedisTopology, log: Logger | undefined): void {
 
 /** ioredis options for BullMQ connections (blocking commands need no retry cap). */
 export const BULLMQ_REDIS_OPTIONS: RedisOptions = { maxRetriesPerRequest: null, enableReadyCheck: true };
-
-/** Open a plain client for the product's own keys on a single Redis at `url` (see `openRedisClient` for every topology). */
-export function openRedis(url: string, options: RedisOptions = {}): RedisClient {
-  return openRedisClient({ kind: 'single', url }, 'commands', options);
-}
 
 /** Compare dotted versions: negative when a < b. */
 export function compareVersions(a: string, b: string): number {

@@ -309,11 +309,6 @@ export async function primariesOf(client: RedisClient): Promise<Redis[]> {
   return client.nodes('master');
 }
 
-/** Whether a client is a Redis Cluster client. */
-export function isCluster(client: RedisClient): client is Cluster {
-  return client instanceof Cluster;
-}
-
 /** Close a client without waiting for pending replies. */
 export function closeClient(client: RedisClient | undefined): void {
   client?.disconnect();
