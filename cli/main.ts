@@ -1,6 +1,6 @@
 /**
  * The `hermes` command line: `up`, `worker`, `gateway`, `loop`, `heartbeat`,
- * `goal`, `chat`, `status`, `key`, `cron …`, `admin reshard`, `completion`.
+ * `goal`, `chat`, `status`, `models`, `key`, `cron …`, `admin reshard`, `completion`.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -66,7 +66,7 @@ const COMMAND_MODULES = nameTable<'loop' | 'cron' | 'admin'>({
   cron: 'cron',
   admin: 'admin',
 });
-const OWN_COMMANDS = new Set(['up', 'worker', 'gateway', 'chat', 'status', 'key']);
+const OWN_COMMANDS = new Set(['up', 'worker', 'gateway', 'chat', 'status', 'models', 'key']);
 const loadsAll = invoked === undefined || !(invoked in COMMAND_MODULES || OWN_COMMANDS.has(invoked));
 const wants = (module: 'loop' | 'cron' | 'admin') => loadsAll || COMMAND_MODULES[invoked] === module;
 
@@ -333,6 +333,23 @@ program
       try {
         const { runStatus } = await import('./commands/status.ts');
         await runStatus(cfg, conn, opts);
+      } finally {
+        await conn.close();
+      }
+    }),
+  );
+
+program
+  .command('models')
+  .description("the models the agent may call: each one's context window and where it comes from, and its circuit breaker")
+  .option('--json', 'machine-readable output')
+  .action(
+    action(async (opts: { json?: boolean }) => {
+      const cfg = getConfig();
+      const conn = await connectCli(cfg);
+      try {
+        const { runModels } = await import('./commands/models.ts');
+        await runModels(cfg, conn, opts);
       } finally {
         await conn.close();
       }

@@ -26,7 +26,15 @@ import { resolveApiAuth, summariseApiAuth, type ApiAuthSummary } from '../schedu
 import { Keys } from '../scheduler/store/keys.ts';
 import { assertShardCount } from '../scheduler/store/redis/shard-count.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
-import { goalServiceFor, loopStoreFor, runStoreFor, loopServiceFor, sessionStoreFor, openQueues } from '../scheduler/services.ts';
+import {
+  goalServiceFor,
+  loopStoreFor,
+  modelStateFor,
+  runStoreFor,
+  loopServiceFor,
+  sessionStoreFor,
+  openQueues,
+} from '../scheduler/services.ts';
 import { v1RunsQueue } from '../scheduler/v1/v1-runs.ts';
 import { outboundQueue, telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
@@ -142,6 +150,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         redis,
         workersKey: keys.workers,
         queues: [queues.acrossShards('ticks'), queues.acrossShards('inbox'), outbound, slackOutbound, discordOutbound, v1Queue],
+        models: modelStateFor(redis, keys),
       }),
     });
   const gw = config.gateway;

@@ -11,6 +11,7 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { countAliveWorkers } from './worker-liveness.ts';
+import { breakerState, type BreakerRecord } from './models/circuit-breaker.ts';
 
 /** Kinds of scheduled work whose lateness is measured. */
 export type TickKind = 'loop' | 'heartbeat' | 'cron';
@@ -26,14 +27,24 @@ export interface FleetReadings {
   queueJobs(): Promise<Record<string, Record<string, number>>>;
   /** Worker processes whose liveness heartbeat is fresh. */
   workersAlive(): Promise<number>;
+  /** Circuit breakers of endpoints and models that are open (or probing) now. */
+  breakersOpen?(): Promise<number>;
 }
 
 /**
  * How a model call ended (the `outcome` label of `hermes_model_calls_total`): `ok`; `fallback` —
  * answered by one of `agent.fallback_models`; `failed` for good (after retries and fallbacks);
- * `retried` counts each transient answer (429, 5xx, connection error) the client then retried.
+ * `retried` counts each transient answer (429, 5xx, connection error) the client then retried;
+ * `skipped` each model a call went past because its circuit breaker was open.
  */
-export const MODEL_CALL_OUTCOMES = ['ok', 'fallback', 'failed', 'retried'] as const;
+export const MODEL_CALL_OUTCOMES = ['ok', 'fallback', 'failed', 'retried', 'skipped'] as const;
+/**
+ * What a refusal for length taught (the `learned` label of `hermes_model_context_refusals_total`):
+ * the window it `stated`, a window `halved` from one that named none, or nothing (`failed`: the
+ * request was already under the floor, the call failed).
+ */
+export const REFUSAL_LEARNED = ['stated', 'halved', 'failed'] as const;
+export type RefusalLearned = (typeof REFUSAL_LEARNED)[number];
 export type ModelCallOutcome = (typeof MODEL_CALL_OUTCOMES)[number];
 /** The `direction` label of `hermes_model_tokens_total`: prompt, completion, and the prompt tokens served from the provider's cache. */
 export type TokenDirection = 'input' | 'output' | 'cached';
@@ -63,6 +74,11 @@ export class HermesMetrics {
   readonly modelCalls: Counter<'kind' | 'outcome'>;
   /** Tokens of model calls by turn kind and `TokenDirection` (estimated where the endpoint reported none). */
   readonly modelTokens: Counter<'kind' | 'direction'>;
+  /** Refusals for length by turn kind and `RefusalLearned`. */
+  readonly modelRefusals: Counter<'kind' | 'learned'>;
+  /** Circuit breakers that opened, by model id. */
+  readonly breakerOpens: Counter<'model'>;
+  readonly breakersOpen: Gauge;
   readonly queueJobs: Gauge<'queue' | 'state'>;
   readonly workersAlive: Gauge;
 
@@ -140,7 +156,27 @@ export class HermesMetrics {
       labelNames: ['kind', 'direction'],
       registers,
     });
+    this.modelRefusals = new Counter({
+      name: 'hermes_model_context_refusals_total',
+      help: 'Requests a provider refused for length, by turn kind and what the refusal taught (stated, halved, failed).',
+      labelNames: ['kind', 'learned'],
+      registers,
+    });
+    this.breakerOpens = new Counter({
+      name: 'hermes_model_breaker_opens_total',
+      help: "Circuit breakers that opened (a model's calls failed in a row; calls go to the fallback models), by model.",
+      labelNames: ['model'],
+      registers,
+    });
     const fleet = options.fleet;
+    this.breakersOpen = new Gauge({
+      name: 'hermes_model_breakers_open',
+      help: 'Circuit breakers of endpoints and models open or probing now (read from Redis at scrape time).',
+      registers,
+      async collect() {
+        if (fleet?.breakersOpen) this.set(await fleet.breakersOpen());
+      },
+    });
     this.queueJobs = new Gauge({
       name: 'hermes_queue_jobs',
       help: "Jobs in the product's BullMQ queues, by queue and state (read from Redis at scrape time).",
@@ -192,6 +228,21 @@ export class HermesMetrics {
     this.modelCalls.inc({ kind, outcome: 'retried' });
   }
 
+  /** Count a model a call went past because its circuit breaker was open. */
+  modelCallSkipped(kind: string): void {
+    this.modelCalls.inc({ kind, outcome: 'skipped' });
+  }
+
+  /** Count a refusal for length and what it taught. */
+  contextRefused(kind: string, learned: RefusalLearned): void {
+    this.modelRefusals.inc({ kind, learned });
+  }
+
+  /** Count a circuit breaker that opened. */
+  breakerOpened(model: string): void {
+    this.breakerOpens.inc({ model });
+  }
+
   /** The Prometheus text exposition and its content type. */
   async exposition(): Promise<{ contentType: string; body: string }> {
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
@@ -209,6 +260,8 @@ export function fleetReadings(input: {
   redis: { zcount(key: string, min: number | string, max: number | string): Promise<number> };
   workersKey: string;
   queues: Array<{ name: string; getJobCounts(...types: string[]): Promise<Record<string, number>> }>;
+  /** The stored breakers (`ModelStateStore.list`), for `hermes_model_breakers_open`. */
+  models?: { list(): Promise<Array<{ breaker?: BreakerRecord }>> };
   now?: () => number;
 }): FleetReadings {
   const now = input.now ?? Date.now;
@@ -219,6 +272,10 @@ export function fleetReadings(input: {
     },
     async workersAlive() {
       return await countAliveWorkers(input.redis, input.workersKey, now());
+    },
+    async breakersOpen() {
+      const at = now();
+      return (await input.models?.list())?.filter((m) => breakerState(m.breaker, at) !== 'closed').length ?? 0;
     },
   };
 }

@@ -23,6 +23,7 @@ import { LoopService } from './loop/loop-service.ts';
 import { SessionStore } from './session/session-store.ts';
 import { RunStore } from './v1/v1-runs.ts';
 import { parseWebhookAllow } from './delivery/webhook-policy.ts';
+import { RedisModelState } from './models/model-state-store.ts';
 
 /** A commands connection with the key space and the BullMQ queues over it. */
 export interface StoreConnection {
@@ -89,6 +90,11 @@ export function goalServiceFor(config: HermesConfig, conn: StoreConnection, log:
 
 /** Whose configuration a CLI command read: the workers may have a model this shell lacks (`agent-model.ts`). */
 export const SHELL_CONFIG = "this shell's configuration; workers started with OPENAI_BASE_URL of their own are fine";
+
+/** The learned windows and circuit breakers of every endpoint and model (fleet-wide keys). */
+export function modelStateFor(redis: RedisClient, keys: Keys): RedisModelState {
+  return new RedisModelState(redis, keys);
+}
 
 /** `/v1` run records, events and idempotency keys (`gateway.run_ttl_seconds`). */
 export function runStoreFor(config: HermesConfig, redis: RedisClient, keys: Keys): RunStore {

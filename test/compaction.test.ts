@@ -16,7 +16,6 @@ import {
   toolResultStub,
   type CompactableMessage,
 } from '../worker/context/compaction.ts';
-import { ContextWindows, DEFAULT_CONTEXT_WINDOW_TOKENS, windowFromError, windowFromTable } from '../worker/context/context-window.ts';
 import { CHARS_PER_TOKEN, TokenCalibration, estimateTextTokens } from '../worker/context/token-estimate.ts';
 import { ESTIMATE_COUNTER, countMessageTokens, countRequestTokens } from '../worker/context/token-count.ts';
 
@@ -239,44 +238,6 @@ describe('compactMessages', () => {
     const cut = cutText(text, 1_000);
     expect(cut.length).toBeLessThanOrEqual(1_000 * CHARS_PER_TOKEN + 10);
     expect(cutText('short', 1_000)).toBe('short');
-  });
-});
-
-describe('context windows', () => {
-  it('the table knows common models by name (with a provider prefix, any case)', () => {
-    expect(windowFromTable('gpt-4o-mini')).toBe(128_000);
-    expect(windowFromTable('openai/GPT-4.1-mini')).toBe(1_047_576);
-    expect(windowFromTable('gpt-4')).toBe(8_192);
-    expect(windowFromTable('gpt-4-turbo-2024-04-09')).toBe(128_000);
-    expect(windowFromTable('gpt-3.5-turbo')).toBe(16_385);
-    expect(windowFromTable('o3-mini')).toBe(200_000);
-    expect(windowFromTable('meta-llama-3.1-8b-instruct')).toBe(128_000);
-    expect(windowFromTable('llama3-8b')).toBe(8_192);
-    expect(windowFromTable('my-local-model')).toBeUndefined();
-  });
-
-  it("reads the window from providers' error texts", () => {
-    expect(
-      windowFromError("400 This model's maximum context length is 16000 tokens. However, your messages resulted in 17234 tokens."),
-    ).toBe(16_000);
-    expect(windowFromError("This model's maximum context length is 131,072 tokens")).toBe(131_072);
-    expect(windowFromError('the request exceeds the available context size (n_ctx: 4096)')).toBe(4_096);
-    expect(windowFromError('Input exceeds the context window of 32768 tokens')).toBe(32_768);
-    expect(windowFromError('prompt is too long: 210000 tokens > 200000 maximum')).toBe(200_000);
-    expect(windowFromError('Rate limit reached for requests')).toBeUndefined();
-    expect(windowFromError('maximum context length is 12 tokens')).toBeUndefined(); // not a window
-  });
-
-  it("precedence: learned, then the declared model's, then the setting, then the table, then 128000", () => {
-    const w = new ContextWindows(32_000, { 'local-big': 65_536 });
-    expect(w.windowOf('local-big')).toBe(65_536);
-    expect(w.windowOf('gpt-4')).toBe(32_000);
-    expect(new ContextWindows(undefined).windowOf('gpt-4')).toBe(8_192);
-    expect(new ContextWindows(undefined).windowOf('unknown')).toBe(DEFAULT_CONTEXT_WINDOW_TOKENS);
-    expect(w.learn('local-big', 8_192)).toBe(true);
-    expect(w.learn('local-big', 8_192)).toBe(false);
-    expect(w.windowOf('local-big')).toBe(8_192);
-    expect(w.windowOf('other')).toBe(32_000);
   });
 });
 

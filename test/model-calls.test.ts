@@ -381,14 +381,14 @@ describe('the context window', () => {
     const model = await fake({ contextWindow: 8_192 });
     model.respond(() => 'Still red.');
     const { runner } = setup(model, { contextWindowTokens: 128_000 });
-    expect(runner.contextOf().windowTokens).toBe(128_000);
+    expect((await runner.contextOf()).windowTokens).toBe(128_000);
     const t = turn(longSession(6, 2_000));
     expect((await runner.run(t)).reply).toBe('Still red.');
     expect(model.refusedForLength).toBe(1);
     expect(model.requests).toHaveLength(2);
     expect(model.requests[0]!.promptTokens).toBeGreaterThan(8_192);
     expect(model.requests[1]!.promptTokens).toBeLessThanOrEqual(8_192);
-    expect(runner.contextOf().windowTokens).toBe(8_192);
+    expect((await runner.contextOf()).windowTokens).toBe(8_192);
     expect(compactions(t.events)).toEqual([expect.objectContaining({ scope: 'call', model: 'primary-model', windowTokens: 8_192 })]);
     // the new input is still what the model answers
     expect(model.requests[1]!.messages.at(-1)).toEqual({ role: 'user', content: 'So, is it green now?' });
@@ -403,10 +403,10 @@ describe('the context window', () => {
     expect(compactions(next.events)).toHaveLength(1);
   });
 
-  it('a second refusal fails the turn with a clear error', async () => {
+  it('a refused request that compaction cannot make smaller fails the turn with a clear error, without being sent again', async () => {
     const model = await fake({ contextWindow: 1_000 });
     // A system prompt the estimate undercounts (about 2 tokens per character) and compaction
-    // cannot shorten: the learned window is respected by the estimate, the provider still refuses.
+    // cannot shorten: sent again it would be refused again, so it is not.
     const dense = Array.from({ length: 600 }, (_, i) => String.fromCharCode(0x4e00 + i * 7)).join('');
     const { runner } = setup(model, { contextWindowTokens: 128_000 });
     const err = await caught(runner.complete([{ role: 'user', content: 'hi' }], new AbortController().signal, 's1', { system: dense }));
@@ -414,8 +414,8 @@ describe('the context window', () => {
     expect(err.message).toMatch(
       /^The request to primary-model did not fit its context window even after compaction \(1,000 tokens\): 400 This model's maximum context length is 1000 tokens/,
     );
-    expect(model.refusedForLength).toBe(2);
-    expect(model.requests).toHaveLength(2);
+    expect(model.refusedForLength).toBe(1);
+    expect(model.requests).toHaveLength(1);
   });
 
   it('a request that cannot be compacted under the window is never sent', async () => {
@@ -513,7 +513,7 @@ describe('declared models', () => {
     expect(primary.requests).toHaveLength(0);
     await runner.run(turn('hi', { model: 'big' }));
     expect(primary.requests.map((r) => r.model)).toEqual(['big-model']);
-    expect(runner.contextOf('big')).toEqual({
+    expect(await runner.contextOf('big')).toEqual({
       model: 'big-model',
       windowTokens: 32_000,
       thresholdTokens: 16_000,
@@ -524,12 +524,12 @@ describe('declared models', () => {
     const err = await caught(runner.run(turn('hi', { model: 'nope' })));
     expect(err.kind).toBe('config');
     expect(err.message).toBe('Unknown model "nope": the declared models are "fast", "big" (agent.models).');
-    expect(() => runner.contextOf('nope')).toThrow(TurnError);
+    await expect(runner.contextOf('nope')).rejects.toThrow(TurnError);
     await expect(runner.estimateTokens('nope', [])).rejects.toThrow(/Unknown model "nope"/);
     expect(primary.requests.length + other.requests.length).toBe(2);
   });
 
-  it('the runner factory builds it all from agent.* of config', () => {
+  it('the runner factory builds it all from agent.* of config', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'hermes-model-calls-'));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const config = loadConfig({
@@ -556,14 +556,14 @@ describe('declared models', () => {
       models: { cheap: { model: 'cheap-model', contextWindowTokens: 16_000 } },
     });
     const runner = new AgentRunner(options);
-    expect(runner.contextOf()).toEqual({
+    expect(await runner.contextOf()).toEqual({
       model: 'gpt-4o-mini',
       windowTokens: 64_000,
       thresholdTokens: 38_400,
       targetTokens: 19_200,
       keepRecent: 4,
     });
-    expect(runner.contextOf('cheap').windowTokens).toBe(16_000);
+    expect((await runner.contextOf('cheap')).windowTokens).toBe(16_000);
   });
 
   it('estimateTokens counts the system prompt and the tool definitions of the surface, calibrated by reported counts', async () => {

@@ -20,6 +20,7 @@ import {
   cronStoreFor,
   goalServiceFor,
   loopStoreFor,
+  modelStateFor,
   loopServiceFor,
   sessionStoreFor,
   openQueues,
@@ -84,7 +85,15 @@ export function createWorkerDeps(input: {
     ...base,
     log: log.child({ workerId }),
     // Model calls are counted in the process's metrics, set on these deps after they are made.
-    runners: input.runners ?? new RunnerFactory(config, { commandEnvSource: envSource, toolbox: tools, metrics: () => deps.metrics }),
+    runners:
+      input.runners ??
+      new RunnerFactory(config, {
+        commandEnvSource: envSource,
+        toolbox: tools,
+        metrics: () => deps.metrics,
+        // Windows learned from refusals and circuit breakers are the fleet's (docs/CONTEXT.md).
+        modelState: modelStateFor(redis, keys),
+      }),
     lock: new SessionLock(redis, keys, config.worker.lock_duration_ms),
     // Replies for Telegram go through one queue on the first shard, so one chat's replies share a queue.
     outboundTelegram: telegramOutboundQueue(keys, input.queueConnection, log),

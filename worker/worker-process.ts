@@ -47,6 +47,7 @@ import { deferJob } from '../scheduler/store/defer-job.ts';
 import { JOB_RETENTION } from '../scheduler/store/queues.ts';
 import { decodeTurnAbort } from '../scheduler/session/turn-abort.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
+import { modelStateFor } from '../scheduler/services.ts';
 import { v1RunsQueue } from '../scheduler/v1/v1-runs.ts';
 import { WORKER_HEARTBEAT_MS } from '../scheduler/worker-liveness.ts';
 import type { RunnerFactory } from './turn-runners/create-runner.ts';
@@ -585,6 +586,7 @@ function openMetrics(deps: WorkerDeps, queueConn: RedisClient): () => Promise<vo
       redis: deps.redis,
       workersKey: deps.keys.workers,
       queues: [deps.queues.acrossShards('ticks'), deps.queues.acrossShards('inbox'), deps.outboundTelegram, v1Counts],
+      models: modelStateFor(deps.redis, deps.keys),
     }),
   });
   return () => v1Counts.close();

@@ -2,8 +2,8 @@
  * The management API under `/api` (docs/DESIGN.md §8): loop and heartbeat schedules of
  * sessions (through the same `LoopService` as `/loop` in chat, so the rules
  * live in scheduler/), cron jobs (cron-routes.ts), sessions, their transcripts and
- * messages to them (session-routes.ts), and a session's event stream as SSE with
- * `Last-Event-ID` resume.
+ * messages to them (session-routes.ts), the models and their windows (model-routes.ts),
+ * and a session's event stream as SSE with `Last-Event-ID` resume.
  *
  * Schedules created over HTTP always run the agent: `/api` can never create a
  * command turn (docs/DESIGN.md §3).
@@ -26,6 +26,7 @@ import { sessionStoreFor } from '../../scheduler/services.ts';
 import type { InflightRuns } from '../drain.ts';
 import { cronRouter, type CronApi } from './cron-routes.ts';
 import { sessionRouter } from './session-routes.ts';
+import { modelRouter } from './model-routes.ts';
 import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import type { GoalService } from '../../scheduler/goal/goal-service.ts';
 import { HttpError } from './errors.ts';
@@ -185,6 +186,7 @@ export function apiRouter(deps: ApiDeps): Router {
   });
 
   router.use('/cron', cronRouter(deps.cron));
+  router.use('/models', modelRouter(deps));
   const sessions = sessionStoreFor(deps.config, deps.redis, deps.keys);
   router.use('/sessions', sessionRouter({ ...deps, sessions, maxChars: deps.config.agent.max_prompt_chars }));
 

@@ -323,8 +323,8 @@ export const configSchema = z
         max_tool_calls: z.coerce.number().int().min(0).default(20),
         /**
          * The primary model's context window, tokens; unset = from the table of known models by
-         * name, else 128000 (`worker/context/context-window.ts`; docs/CONTEXT.md). A window a
-         * provider's error names is used for that model from then on. @defaultValue unset
+         * name, else 128000 (`scheduler/models/model-window.ts`; docs/CONTEXT.md). A window learned
+         * from a provider's refusal comes first. @defaultValue unset
          */
         context_window_tokens: z.coerce.number().int().min(1024).optional(),
         /** Compaction of what a model call sends (docs/CONTEXT.md; the policy: `worker/context/compaction.ts`). */
@@ -353,6 +353,29 @@ export const configSchema = z
         ),
         /** Declared model names tried in order when a turn's model still fails after its retries (429, 5xx, connection). @defaultValue [] */
         fallback_models: stringList(),
+        /**
+         * The smallest window, in tokens, a provider's refusal for length that names no number may
+         * halve a model's window down to; a request refused at or under it fails the call
+         * (`scheduler/models/model-window.ts`, `afterRefusal`; docs/CONTEXT.md "Refusals").
+         * @defaultValue 2048
+         */
+        min_context_window_tokens: z.coerce.number().int().min(256).default(2048),
+        /**
+         * The circuit breaker of each endpoint and model (`scheduler/models/circuit-breaker.ts`;
+         * docs/CONTEXT.md "Circuit breaker"), shared by every worker through Redis.
+         */
+        circuit_breaker: z
+          .object({
+            /**
+             * Calls in a row that failed for good (429, 5xx, connection or timeout, after the client's
+             * retries) after which the breaker opens; 0 = no breaker. @defaultValue 3
+             */
+            failure_threshold: z.coerce.number().int().min(0).default(3),
+            /** Seconds an open breaker sends calls straight to the fallback models before one probe call. @defaultValue 60 */
+            cooldown_seconds: z.coerce.number().finite().positive().default(60),
+          })
+          .strict()
+          .prefault({}),
       })
       .strict()
       .refine((a) => a.fallback_models.every((n) => Object.hasOwn(a.models, n)), {

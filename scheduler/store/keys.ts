@@ -362,6 +362,35 @@ export class Keys {
     return `${this.basePrefix}:workers`;
   }
 
+  /**
+   * The context window learned for `model` at `endpoint` (versioned JSON; fleet-wide, so every
+   * worker uses it and it outlives restarts: docs/CONTEXT.md "Refusals").
+   */
+  modelWindow(endpoint: string, model: string): string {
+    return `${this.basePrefix}:model:${keyPart(endpoint)}:${keyPart(model)}:window`;
+  }
+
+  /** The circuit breaker of `model` at `endpoint` (versioned JSON; fleet-wide: docs/CONTEXT.md "Circuit breaker"). */
+  modelBreaker(endpoint: string, model: string): string {
+    return `${this.basePrefix}:model:${keyPart(endpoint)}:${keyPart(model)}:breaker`;
+  }
+
+  /** Set of `modelIndexMember`s of every endpoint and model with a learned window or a breaker (fleet-wide). */
+  get modelIndex(): string {
+    return `${this.basePrefix}:models`;
+  }
+
+  /** Member of `modelIndex`: `<keyPart(endpoint)> <keyPart(model)>` (an encoded id holds no space). */
+  modelIndexMember(endpoint: string, model: string): string {
+    return `${keyPart(endpoint)} ${keyPart(model)}`;
+  }
+
+  /** The endpoint and model of a `modelIndex` member. */
+  parseModelIndexMember(member: string): { endpoint: string; model: string } {
+    const i = member.indexOf(' ');
+    return { endpoint: fromKeyPart(member.slice(0, i)), model: fromKeyPart(member.slice(i + 1)) };
+  }
+
   /** A short-lived string the gateway's readiness check writes: whether Redis takes writes (gateway/health.ts). */
   get healthProbe(): string {
     return `${this.basePrefix}:health-probe`;

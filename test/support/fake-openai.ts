@@ -17,7 +17,8 @@
  * content, name and tool call arguments plus `MESSAGE_OVERHEAD` tokens, plus
  * the tool definitions' JSON. With a context window set, a request over it is
  * refused as OpenAI refuses it (400, `context_length_exceeded`, the window
- * named in the message). What `usage` reports is chosen per server: the
+ * named in the message), or in another provider's words and status
+ * (`refusal`: provider-refusals.ts). What `usage` reports is chosen per server: the
  * counted tokens, the fixed figures older tests assert, or nothing (an
  * endpoint that reports no usage).
  *
@@ -33,6 +34,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { asyncListener } from './http.ts';
 import { decode, encode } from 'gpt-tokenizer';
+import { refusalAnswer, type ProviderRefusal } from './provider-refusals.ts';
 
 /** One request the server received. */
 export interface RecordedRequest {
@@ -144,6 +146,8 @@ export interface FakeOpenAIOptions {
   contextWindow?: number;
   /** @defaultValue 'fixed' */
   usage?: UsageMode;
+  /** Whose words a request over the window is refused in. @defaultValue 'openai' */
+  refusal?: ProviderRefusal;
 }
 
 export interface FakeOpenAI {
@@ -158,6 +162,8 @@ export interface FakeOpenAI {
   respond(fn: (req: RecordedRequest, index: number) => ScriptedReply | Promise<ScriptedReply>): void;
   /** Refuse requests over `tokens` prompt tokens from now on (undefined: no limit). */
   setContextWindow(tokens: number | undefined): void;
+  /** Refuse in `provider`'s words from now on. */
+  setRefusal(provider: ProviderRefusal): void;
   /** What answers report as `usage` from now on. */
   setUsage(mode: UsageMode): void;
   close(): Promise<void>;
@@ -311,6 +317,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
   let contextWindow = options.contextWindow;
   let usageMode: UsageMode = options.usage ?? 'fixed';
   const promptCache = new PromptCache();
+  let refusal: ProviderRefusal = options.refusal ?? 'openai';
   let responder: (req: RecordedRequest, index: number) => ScriptedReply | Promise<ScriptedReply> = () => 'ok';
   const server: Server = createServer(
     asyncListener(async (req, res) => {
@@ -352,17 +359,9 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       if (contextWindow !== undefined && rec.promptTokens > contextWindow) {
         rec.refusedForLength = true;
         refusedForLength++;
-        res.writeHead(400, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({
-            error: {
-              message: `This model's maximum context length is ${contextWindow} tokens. However, your messages resulted in ${rec.promptTokens} tokens. Please reduce the length of the messages.`,
-              type: 'invalid_request_error',
-              param: 'messages',
-              code: 'context_length_exceeded',
-            },
-          }),
-        );
+        const answer = refusalAnswer(refusal, contextWindow, rec.promptTokens);
+        res.writeHead(answer.status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(answer.body));
         return;
       }
       pending++;
@@ -521,6 +520,9 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     },
     setContextWindow(tokens) {
       contextWindow = tokens;
+    },
+    setRefusal(provider) {
+      refusal = provider;
     },
     setUsage(mode) {
       usageMode = mode;

@@ -74,7 +74,7 @@ export async function fitSessionContext(
 ): Promise<FittedContext> {
   const runner = deps.runners.agent;
   const { transcript, input, model, surface } = request;
-  const ctx = runner.contextOf(model);
+  const ctx = await runner.contextOf(model);
   const counting = await runner.estimator(model, surface, request.turn);
   const estimate = (messages: readonly TranscriptMessage[]) => counting.estimate(turnMessages([...messages], input));
   let spend: ModelSpend = NO_SPEND;

@@ -26,12 +26,22 @@
  *     compacted without a model call (`compactMessages`: old tool results
  *     stubbed, then the largest messages cut, the oldest dropped) — what the
  *     model has not seen yet is stubbed last. Nothing over the window is sent.
- *     A provider that still refuses for length teaches the window when its
- *     message names it; the call is compacted to half of it and sent once more.
+ *     The window is the one the fleet learned from the model's refusals at its
+ *     endpoint, else configured, known or default (`scheduler/models/model-window.ts`).
+ *   - Refusals: a provider that still refuses for length, in any provider's
+ *     words (../context/refusal-shapes.ts), teaches the window by the refusal
+ *     rule (`afterRefusal`: the number it names, else half of what it refused),
+ *     stored for every worker; the call is compacted to the rule's budget and
+ *     sent again, until the provider takes it or the rule's floor is reached.
  *   - Retries: the client's own (`agent.max_retries`; see model-transport.ts
  *     for how its waits end with the turn). A call still failing with a
  *     transient error goes to each of `agent.fallback_models` in order; the
  *     model that answered keeps the rest of the turn.
+ *   - Circuit breaker: each endpoint and model's calls that fail for good open
+ *     its breaker after `agent.circuit_breaker.failure_threshold` in a row; an
+ *     open breaker sends calls straight to the fallbacks (or fails the call at
+ *     once, naming when it probes) until one probe call after the cool-down
+ *     (`scheduler/models/circuit-breaker.ts`).
  *   - Measure: each call ends with a `model.called` event (its usage, or an
  *     estimate when the endpoint reported none), the `hermes_model_*`
  *     metrics, and its share of the turn's `spend`; past
@@ -56,13 +66,17 @@ import type { FinishReason, ModelParams } from '../../scheduler/model-params.ts'
 import { NO_SPEND, sumSpend, totalTokens, type ModelSpend, type TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
 import { COMPACTION_DEFAULTS } from '../../scheduler/config/config.ts';
 import { turnOverrunText } from '../../scheduler/economy/token-budget.ts';
+import { ownValue } from '../../scheduler/names/name-table.ts';
 import { compactMessages, type CompactableMessage } from '../context/compaction.ts';
-import { ContextWindows } from '../context/context-window.ts';
+import type { Admission, BreakerRecord } from '../../scheduler/models/circuit-breaker.ts';
+import { MemoryModelState, endpointOf, type ModelRef, type ModelStateStore } from '../../scheduler/models/model-state-store.ts';
+import { afterRefusal, resolveWindow, type LearnedWindow, type ResolvedWindow } from '../../scheduler/models/model-window.ts';
 import { countRequestTokens, tokenCounterFor, type TokenCounter } from '../context/token-count.ts';
 import { TokenCalibration, type EstimableMessage } from '../context/token-estimate.ts';
 import type { Toolbox } from '../tools/toolbox.ts';
 import type { ToolTurn, TurnSurfaces } from '../tools/tool.ts';
-import { contextRefusal, isTransient, retryingFetch, untilAborted } from './model-transport.ts';
+import { ContextRefusal, contextRefusalOf, isTransient, retryingFetch, untilAborted } from './model-transport.ts';
+import { ModelHealth } from './model-health.ts';
 import { MalformedAnswerError, StreamAssembler, StreamAssemblyError, checkCompletion } from './model-answer.ts';
 import type {
   ChatMessage,
@@ -114,6 +128,15 @@ export interface AgentRunnerOptions {
   };
   /** Retries of one model call by the client (`agent.max_retries`). @defaultValue 3 */
   maxRetries?: number;
+  /** `agent.min_context_window_tokens`: the floor of the refusal rule. @defaultValue 2048 */
+  minContextWindowTokens?: number;
+  /** `agent.circuit_breaker`; without it, no breaker. */
+  circuitBreaker?: { failureThreshold: number; cooldownSeconds: number };
+  /**
+   * Where learned windows and breakers are kept: the fleet's store in Redis (a worker's), else this
+   * runner's own memory.
+   */
+  modelState?: ModelStateStore;
   /** Input plus output tokens one turn may spend; 0 = no limit (`agent.max_tokens_per_turn`). @defaultValue 0 */
   maxTokensPerTurn?: number;
   /**
@@ -131,8 +154,6 @@ export const EVENT_ARGUMENTS_MAX_CHARS = 200;
 
 /** Share of a model's window a request may take when it is sent (the rest is room for the answer and estimate error). */
 export const CALL_FIT_SHARE = 0.85;
-/** Share of the window a request refused for length is compacted to before it is sent once more. */
-export const REFUSED_FIT_SHARE = 0.5;
 
 /** System prompt of every agent turn. */
 export const SYSTEM_PROMPT =
@@ -227,6 +248,10 @@ interface ModelTarget {
   id: string;
   /** Undefined when no endpoint is configured. */
   client: OpenAI | undefined;
+  /** The endpoint and model its learned window and breaker are stored by. */
+  ref: ModelRef;
+  /** Its window as configured (the declared model's, else `agent.context_window_tokens`). */
+  configuredTokens: number | undefined;
 }
 
 /** The model calls of one `complete()` or `summarise()`: where they go and what they cost so far. */
@@ -280,7 +305,9 @@ export class AgentRunner implements TurnRunner {
   private readonly primary: ModelTarget;
   private readonly declared = new Map<string, ModelTarget>();
   private readonly fallbacks: ModelTarget[];
-  private readonly windows: ContextWindows;
+  private readonly perModel: Readonly<Record<string, number>>;
+  private readonly health: ModelHealth;
+  private readonly minWindowTokens: number;
   private readonly calibration = new TokenCalibration();
   private readonly threshold: number;
   private readonly target: number;
@@ -300,14 +327,40 @@ export class AgentRunner implements TurnRunner {
       baseUrl || apiKey
         ? new OpenAI({ baseURL: baseUrl, apiKey: apiKey ?? 'not-set', timeout: options.timeoutSeconds * 1000, maxRetries: this.maxRetries })
         : undefined;
-    this.primary = { name: undefined, id: options.model, client: clientFor(options.baseUrl, options.apiKey) };
     const perModel: Record<string, number> = {};
+    for (const m of Object.values(options.models ?? {})) if (m.contextWindowTokens !== undefined) perModel[m.model] = m.contextWindowTokens;
+    this.perModel = perModel;
+    const targetAt = (name: string | undefined, id: string, baseUrl: string | undefined, apiKey: string | undefined) =>
+      this.modelTarget(name, id, clientFor(baseUrl, apiKey), endpointOf(baseUrl, apiKey));
+    this.primary = targetAt(undefined, options.model, options.baseUrl, options.apiKey);
     for (const [name, m] of Object.entries(options.models ?? {})) {
-      this.declared.set(name, { name, id: m.model, client: clientFor(m.baseUrl ?? options.baseUrl, m.apiKey ?? options.apiKey) });
-      if (m.contextWindowTokens !== undefined) perModel[m.model] = m.contextWindowTokens;
+      this.declared.set(name, targetAt(name, m.model, m.baseUrl ?? options.baseUrl, m.apiKey ?? options.apiKey));
     }
     this.fallbacks = (options.fallbackModels ?? []).map((name) => this.resolve(name));
-    this.windows = new ContextWindows(options.contextWindowTokens, perModel);
+    this.minWindowTokens = options.minContextWindowTokens ?? 2048;
+    const breaker = options.circuitBreaker;
+    this.health = new ModelHealth(options.modelState ?? new MemoryModelState(), {
+      failureThreshold: breaker?.failureThreshold ?? 0,
+      cooldownMs: (breaker?.cooldownSeconds ?? 0) * 1000,
+      probeLeaseMs: options.timeoutSeconds * 1000,
+    });
+  }
+
+  /** A model target: `id` at `endpoint` (`endpointOf`) through `client`, with its configured window. */
+  private modelTarget(name: string | undefined, id: string, client: OpenAI | undefined, endpoint: string | undefined): ModelTarget {
+    return {
+      name,
+      id,
+      client,
+      ref: { endpoint: endpoint ?? '', model: id },
+      configuredTokens: ownValue(this.perModel, id) ?? this.options.contextWindowTokens,
+    };
+  }
+
+  /** The window of `target`, from what the fleet learned (`learned`, when already read) or the store. */
+  private async windowOf(target: ModelTarget, learned?: LearnedWindow | null): Promise<ResolvedWindow> {
+    const l = learned === undefined ? (await this.health.read(target.ref)).window : (learned ?? undefined);
+    return resolveWindow({ model: target.id, learned: l, configuredTokens: target.configuredTokens });
   }
 
   /** One agent turn, tools included. */
@@ -337,13 +390,13 @@ export class AgentRunner implements TurnRunner {
   }
 
   /**
-   * The window, compaction threshold and target of a model.
+   * The window, compaction threshold and target of a model (its window as the fleet knows it now).
    * @param modelName - a declared name; undefined = the primary model
    * @throws TurnError `config` for an unknown name
    */
-  contextOf(modelName?: string): ModelContext {
+  async contextOf(modelName?: string): Promise<ModelContext> {
     const target = this.resolve(modelName);
-    const windowTokens = this.windows.windowOf(target.id);
+    const windowTokens = (await this.windowOf(target)).tokens;
     return {
       model: target.id,
       windowTokens,
@@ -395,7 +448,7 @@ export class AgentRunner implements TurnRunner {
     const compactionModel = this.options.compaction?.model;
     const target =
       compactionModel !== undefined && !this.declared.has(compactionModel)
-        ? { ...this.primary, name: undefined, id: compactionModel } // a model id of the primary endpoint
+        ? this.modelTarget(undefined, compactionModel, this.primary.client, this.primary.ref.endpoint) // a model id of the primary endpoint
         : this.resolve(compactionModel ?? options.model, options.sessionId);
     return await this.inScope(
       signal,
@@ -405,7 +458,7 @@ export class AgentRunner implements TurnRunner {
         const estimate = (ms: readonly CompactableMessage[]) =>
           this.requestTokens(target, counter, SUMMARY_PROMPT, [{ role: 'user', content: summaryInput(ms) }], []);
         const fitted = await compactMessages(messages, {
-          budgetTokens: Math.floor(CALL_FIT_SHARE * this.windows.windowOf(target.id)),
+          budgetTokens: Math.floor(CALL_FIT_SHARE * (await this.windowOf(target)).tokens),
           keepRecent: messages.length, // no stubs: the summary is to say what the tools found
           estimate,
           counter,
@@ -607,22 +660,40 @@ export class AgentRunner implements TurnRunner {
 
   /**
    * One model call of a scope: on the active model, then each fallback while the error is
-   * transient. Emits `model.called` and counts it.
+   * transient or the model's circuit breaker is open. Emits `model.called` and counts it.
    * @returns the completion and the messages as sent (compacted when they did not fit)
+   * @throws TurnError `model` when the breaker of the last model to try is open
    */
   private async call(scope: CallScope, req: ModelRequest): Promise<Sent> {
     let index = scope.active;
     for (;;) {
       const target = scope.chain[index]!;
+      const next = scope.chain.findIndex((t, i) => i > index && t.client !== undefined);
+      const { admission, state } = await this.health.admit(target.ref, Date.now());
+      if (admission.kind === 'skip') {
+        this.metrics()?.modelCallSkipped(scope.kind);
+        emit(scope.onEvent, {
+          type: 'model.skipped',
+          data: { model: target.id, endpoint: target.ref.endpoint, probeAt: admission.probeAt, failures: admission.failures },
+        });
+        if (next > 0) {
+          index = next;
+          continue;
+        }
+        throw new TurnError(breakerOpenMessage(target, admission, scope.chain.length === 1), { kind: 'model', sessionId: scope.sessionId });
+      }
       const started = Date.now();
       try {
-        const sent = await this.send(scope, target, req);
+        const sent = await this.send(scope, target, req, state.window ?? null);
+        await this.noteOutcome(scope, target, state, { ok: true });
         scope.active = index;
         this.record(scope, target, sent, Date.now() - started);
         return sent;
       } catch (err) {
-        const next = scope.chain.findIndex((t, i) => i > index && t.client !== undefined);
-        if (!scope.signal.aborted && next > 0 && isTransient(err) && !(err instanceof TurnError)) {
+        const transient = !scope.signal.aborted && isTransient(err) && !(err instanceof TurnError);
+        // Only a failure of the model itself counts toward its breaker (not an abort, a refusal or a bad request).
+        if (transient) await this.noteOutcome(scope, target, state, { ok: false, error: toTurnError(err, scope.sessionId).message });
+        if (transient && next > 0) {
           index = next;
           continue;
         }
@@ -632,29 +703,95 @@ export class AgentRunner implements TurnRunner {
     }
   }
 
-  /** Send `req` to `target`, fitted to its window; a refusal for length is compacted harder and sent once more. */
-  private async send(scope: CallScope, target: ModelTarget, req: ModelRequest): Promise<Sent> {
+  /** Record a call's outcome on its model's breaker; an opening or closing is told and counted. */
+  private async noteOutcome(
+    scope: CallScope,
+    target: ModelTarget,
+    state: { breaker?: BreakerRecord },
+    outcome: { ok: true } | { ok: false; error: string },
+  ): Promise<void> {
+    const r = await this.health.afterCall(target.ref, state.breaker, outcome, Date.now());
+    if (r.opened) this.metrics()?.breakerOpened(target.id);
+    if (r.opened || r.closed) {
+      emit(scope.onEvent, {
+        type: 'model.breaker',
+        data: {
+          model: target.id,
+          endpoint: target.ref.endpoint,
+          state: r.opened ? 'open' : 'closed',
+          ...(r.opened && r.record ? { failures: r.record.failures, probeAt: r.record.openUntil! } : {}),
+        },
+      });
+    }
+  }
+
+  /**
+   * Send `req` to `target`, fitted to its window. A refusal for length teaches the window by the
+   * refusal rule (`afterRefusal`), stored for the fleet; the request is compacted to the rule's
+   * budget and sent again, until the provider takes it or the rule gives up.
+   * @param learned - the window the fleet learned, as read when the call was admitted (null: none)
+   * @throws TurnError `model` when the rule gives up, or the request cannot be compacted under the window
+   */
+  private async send(scope: CallScope, target: ModelTarget, req: ModelRequest, learned: LearnedWindow | null): Promise<Sent> {
     const counter = await tokenCounterFor(target.id);
-    let messages = await this.fit(scope, target, req, counter, req.messages, Math.floor(CALL_FIT_SHARE * this.windows.windowOf(target.id)));
-    for (let refused = false; ;) {
+    let windowTokens = (await this.windowOf(target, learned)).tokens;
+    let messages = await this.fit(scope, target, req, counter, req.messages, Math.floor(CALL_FIT_SHARE * windowTokens), windowTokens);
+    for (;;) {
       const counted = countRequestTokens(counter, req.system, messages, req.tools);
       try {
         const completion = await this.transport(scope, target, req, messages);
         return { completion, messages, counter, counted, estimatedTokens: this.calibrated(target, counter, counted) };
       } catch (err) {
-        const refusal = contextRefusal(err);
-        if (!refusal || scope.signal.aborted) throw err;
-        if (refused) {
+        if (!(err instanceof ContextRefusal) || scope.signal.aborted) throw err;
+        const { reading } = err;
+        // The provider's own count of what it refused corrects an estimate for this model.
+        if (reading.promptTokens !== undefined && !counter.encoding) this.calibration.observe(target.id, counted, reading.promptTokens);
+        const sentTokens = reading.promptTokens ?? this.calibrated(target, counter, counted);
+        const lesson = afterRefusal({
+          windowTokens,
+          sentTokens,
+          statedWindowTokens: reading.windowTokens,
+          floorTokens: this.minWindowTokens,
+          fitShare: CALL_FIT_SHARE,
+        });
+        this.metrics()?.contextRefused(scope.kind, lesson?.how ?? 'failed');
+        if (!lesson) {
+          const n = (x: number) => x.toLocaleString('en-US');
           throw new TurnError(
-            `The request to ${target.id} did not fit its context window even after compaction (${this.windows.windowOf(target.id).toLocaleString('en-US')} tokens): ${(err as Error).message}`,
+            `${target.id} refused the request for length at about ${n(sentTokens)} tokens, no more than the smallest window to believe (${n(Math.min(this.minWindowTokens, reading.windowTokens ?? this.minWindowTokens))} tokens; agent.min_context_window_tokens): ${err.message}`,
             { kind: 'model', sessionId: scope.sessionId, cause: err },
           );
         }
-        refused = true;
-        if (refusal.windowTokens !== undefined) this.windows.learn(target.id, refusal.windowTokens);
-        const sentTokens = this.calibrated(target, counter, counted);
-        const budget = Math.floor(REFUSED_FIT_SHARE * Math.min(this.windows.windowOf(target.id), sentTokens));
-        messages = await this.fit(scope, target, req, counter, messages, budget);
+        const stored = await this.health.learn(target.ref, {
+          tokens: lesson.windowTokens,
+          how: lesson.how,
+          provider: reading.provider,
+          at: Date.now(),
+          said: err.said,
+        });
+        windowTokens = stored.tokens;
+        emit(scope.onEvent, {
+          type: 'model.refused',
+          data: {
+            model: target.id,
+            endpoint: target.ref.endpoint,
+            provider: reading.provider,
+            status: err.status,
+            sentTokens,
+            windowTokens,
+            how: lesson.how,
+            said: err.said,
+          },
+        });
+        const budget = Math.min(lesson.budgetTokens, Math.floor(CALL_FIT_SHARE * windowTokens));
+        messages = await this.fit(scope, target, req, counter, messages, budget, windowTokens);
+        // Sent again only when compaction made it smaller: the same request would be refused again.
+        if (countRequestTokens(counter, req.system, messages, req.tools) >= counted) {
+          throw new TurnError(
+            `The request to ${target.id} did not fit its context window even after compaction (${windowTokens.toLocaleString('en-US')} tokens): ${err.message}`,
+            { kind: 'model', sessionId: scope.sessionId, cause: err },
+          );
+        }
       }
     }
   }
@@ -662,6 +799,7 @@ export class AgentRunner implements TurnRunner {
   /**
    * `messages` compacted (without a model call) until the request fits `budgetTokens`, with a
    * `context.compacted` event; as they are when they fit already.
+   * @param windowTokens - the model's window: a request still over it after compaction is not sent
    * @throws TurnError `model` when even compacted the request is over the model's window
    */
   private async fit(
@@ -671,10 +809,10 @@ export class AgentRunner implements TurnRunner {
     counter: TokenCounter,
     messages: ChatMessage[],
     budgetTokens: number,
+    windowTokens: number,
   ): Promise<ChatMessage[]> {
     const estimate = (ms: readonly ChatMessage[]) => this.requestTokens(target, counter, req.system, ms, req.tools);
     if (estimate(messages) <= budgetTokens) return messages;
-    const windowTokens = this.windows.windowOf(target.id);
     const fitted = await compactMessages<ChatMessage>(messages, {
       budgetTokens,
       keepRecent: req.keepRecent,
@@ -694,7 +832,12 @@ export class AgentRunner implements TurnRunner {
     return fitted.messages;
   }
 
-  /** The call itself, through a client whose `fetch` counts retries and makes their waits abortable. */
+  /**
+   * The call itself, through a client whose `fetch` counts retries, makes their waits abortable and
+   * reads refusals for length.
+   * @throws ContextRefusal when the provider refused the request for length (in an error answer, or
+   *   inside a 2xx answer that carries an error)
+   */
   private async transport(scope: CallScope, target: ModelTarget, req: ModelRequest, messages: ChatMessage[]): Promise<ChatCompletion> {
     const body: ChatCompletionCreateParamsNonStreaming = {
       ...req.params,
@@ -703,12 +846,14 @@ export class AgentRunner implements TurnRunner {
       ...(req.tools.length > 0 ? { tools: req.tools, ...(req.toolChoiceNone ? { tool_choice: 'none' as const } : {}) } : {}),
       ...(req.jsonObject ? { response_format: { type: 'json_object' as const } } : {}),
     };
+    let refusal: ContextRefusal | undefined;
     const client = target.client!.withOptions({
       fetch: retryingFetch({
         maxRetries: this.maxRetries,
         deadlineAt: scope.deadlineAt,
         signal: scope.signal,
         onRetry: () => this.metrics()?.modelCallRetried(scope.kind),
+        onRefusal: (r) => (refusal = r),
       }),
     });
     // The client adds a listener per attempt and never removes it: a signal of the call's own.
@@ -717,7 +862,14 @@ export class AgentRunner implements TurnRunner {
     const pending = req.onDelta
       ? streamed(client, body, req.onDelta, callSignal)
       : client.chat.completions.create(body, { signal: callSignal }).then(checkCompletion);
-    return await untilAborted(pending, scope.signal);
+    try {
+      return await untilAborted(pending, scope.signal);
+    } catch (err) {
+      if (refusal && err instanceof APIError) throw refusal;
+      // Some servers answer a refusal with 200 and an error object (`checkCompletion` quotes it).
+      const inAnswer = err instanceof MalformedAnswerError ? contextRefusalOf(200, err.message) : undefined;
+      throw inAnswer ?? err;
+    }
   }
 
   /**
@@ -907,8 +1059,21 @@ function toParam(m: ChatMessage): ChatCompletionMessageParam {
   return { role: m.role, content: m.content };
 }
 
+/** Why a call to `target` is not made: its breaker is open, and when it probes. */
+function breakerOpenMessage(target: ModelTarget, skip: Extract<Admission, { kind: 'skip' }>, alone: boolean): string {
+  const inSeconds = Math.max(0, Math.ceil((skip.probeAt - Date.now()) / 1000));
+  return (
+    `Not calling ${target.id} at ${target.ref.endpoint}: its circuit breaker is open after ${skip.failures} failed calls in a row` +
+    `${skip.lastError ? ` (last: ${skip.lastError})` : ''}; it is probed again at ${new Date(skip.probeAt).toISOString()} (in ${inSeconds} s), ` +
+    (alone ? 'and no fallback model is configured (agent.fallback_models).' : 'and no other model is left to try.')
+  );
+}
+
 function toTurnError(err: unknown, sessionId: string | undefined): TurnError {
   if (err instanceof TurnError) return err;
+  if (err instanceof ContextRefusal) {
+    return new TurnError(`The model endpoint refused the request for length: ${err.message}`, { kind: 'model', sessionId, cause: err });
+  }
   if (err instanceof APIUserAbortError) return new TurnError('The turn was aborted.', { kind: 'aborted', sessionId, cause: err });
   if (err instanceof APIConnectionTimeoutError)
     return new TurnError('The model did not answer in time.', { kind: 'timeout', sessionId, cause: err });

@@ -18,6 +18,7 @@ export class RunnerFactory {
    * @param options.toolbox - the operator's tools for agent turns (none without it)
    * @param options.metrics - where the agent's model calls are counted, or a function giving them
    *   at each count (not counted without it)
+   * @param options.modelState - the fleet's learned windows and breakers (without it the runner keeps its own)
    */
   constructor(
     config: HermesConfig,
@@ -25,11 +26,12 @@ export class RunnerFactory {
       commandEnvSource?: Readonly<Record<string, string | undefined>>;
       toolbox?: Toolbox;
       metrics?: AgentRunnerOptions['metrics'];
+      modelState?: AgentRunnerOptions['modelState'];
     } = {},
   ) {
     this.config = config;
     this.commandEnvSource = options.commandEnvSource ?? {};
-    this.agent = new AgentRunner(agentRunnerOptions(config, options.metrics), options.toolbox);
+    this.agent = new AgentRunner({ ...agentRunnerOptions(config, options.metrics), modelState: options.modelState }, options.toolbox);
   }
 
   /** The runner for a stored spec. */
@@ -85,6 +87,8 @@ export function agentRunnerOptions(config: HermesConfig, metrics?: AgentRunnerOp
       model: a.compaction.model,
     },
     maxRetries: a.max_retries,
+    minContextWindowTokens: a.min_context_window_tokens,
+    circuitBreaker: { failureThreshold: a.circuit_breaker.failure_threshold, cooldownSeconds: a.circuit_breaker.cooldown_seconds },
     maxTokensPerTurn: a.max_tokens_per_turn,
     metrics,
   };

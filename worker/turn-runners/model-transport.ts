@@ -17,9 +17,14 @@
  * backoff (at most 8 s) still runs on its timer; the runner does not wait for
  * it (`untilAborted`), and the client sends nothing more once the signal is
  * aborted.
+ *
+ * Refusals for length are sorted here too: the `fetch` reads the body of every answer that is not
+ * ok and hands it to `readRefusal` (../context/refusal-shapes.ts), so a refusal is understood in
+ * whatever words and wherever in the body its server put it — and is never retried, even when a
+ * server answers it with a 5xx. The call then ends with a `ContextRefusal` for the runner.
  */
 import { APIConnectionError, APIError } from 'openai';
-import { windowFromError } from '../context/context-window.ts';
+import { readRefusal, type RefusalReading } from '../context/refusal-shapes.ts';
 
 /** The client's backoff when an answer names no wait (openai 6.x `calculateDefaultRetryTimeoutMillis`). */
 export function defaultRetryWaitMs(retryCount: number): number {
@@ -99,6 +104,8 @@ export interface CallTransport {
   signal: AbortSignal;
   /** Called for each transient answer (429, 5xx, connection error, …) the client is going to retry. */
   onRetry: () => void;
+  /** Called with a refusal for length (the answer is then final). */
+  onRefusal?: (refusal: ContextRefusal) => void;
 }
 
 /**
@@ -119,15 +126,22 @@ export function retryingFetch(t: CallTransport, inner: typeof fetch = fetch): ty
       if (willRetry && !t.signal.aborted) t.onRetry();
       throw err;
     }
-    if (res.ok || !willRetry || !clientRetries(res)) return res;
-    const wait = askedWaitMs(res.headers) ?? defaultRetryWaitMs(retryCount);
+    if (res.ok) return res;
+    const text = await res.text().catch(() => '');
+    const refusal = contextRefusalOf(res.status, text);
     const headers = new Headers(res.headers);
+    if (refusal) {
+      t.onRefusal?.(refusal);
+      headers.set('x-should-retry', 'false');
+      return new Response(text, { status: res.status, statusText: res.statusText, headers });
+    }
+    if (!willRetry || !clientRetries(res)) return new Response(text, { status: res.status, statusText: res.statusText, headers });
+    const wait = askedWaitMs(res.headers) ?? defaultRetryWaitMs(retryCount);
     if (Date.now() + wait >= t.deadlineAt) {
       headers.set('x-should-retry', 'false');
-      return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
+      return new Response(text, { status: res.status, statusText: res.statusText, headers });
     }
     t.onRetry();
-    await res.body?.cancel().catch(() => {});
     await abortableSleep(wait, t.signal);
     headers.delete('retry-after');
     headers.set('retry-after-ms', '0');
@@ -143,13 +157,53 @@ export function isTransient(err: unknown): boolean {
 }
 
 /**
- * A provider's refusal of a request over its context window (400 `context_length_exceeded`, or a
- * message naming the window), with the window when the message names one; else undefined.
+ * A provider refused a call for length (`readRefusal`): what it said and the numbers it named.
+ * `message` is the status and the provider's own message, read from the body wherever the server
+ * put it.
  */
-export function contextRefusal(err: unknown): { windowTokens?: number } | undefined {
-  if (!(err instanceof APIError) || err.status === undefined || err.status >= 500 || err.status === 429) return undefined;
-  const message = err.message;
-  const windowTokens = windowFromError(message);
-  if (err.code !== 'context_length_exceeded' && windowTokens === undefined) return undefined;
-  return windowTokens === undefined ? {} : { windowTokens };
+export class ContextRefusal extends Error {
+  constructor(
+    readonly status: number,
+    readonly reading: RefusalReading,
+    /** The provider's message (at most `SAID_MAX_CHARS`). */
+    readonly said: string,
+  ) {
+    super(`${status} ${said}`);
+    this.name = 'ContextRefusal';
+  }
+}
+
+/** Longest part of a refusal's text kept (in its message and in the learned window's record). */
+export const SAID_MAX_CHARS = 300;
+
+/**
+ * The refusal for length in an answer's status and body text, or undefined. A JSON body is read as
+ * JSON (escapes undone, so `\u003e` reads as `>`); its message is found where OpenAI puts it
+ * (`error.message`), at the top (vLLM: `message`), as a string (`error`: TGI) or inside a list
+ * (Gemini: `[{"error": …}]`).
+ */
+export function contextRefusalOf(status: number, text: string): ContextRefusal | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  const reading = readRefusal({ status, text: parsed === undefined ? text : JSON.stringify(parsed) });
+  if (!reading) return undefined;
+  const said = (messageIn(parsed) ?? text.trim()) || `status ${status} with no body`;
+  return new ContextRefusal(status, reading, said.slice(0, SAID_MAX_CHARS));
+}
+
+/** The human message of an error body, or undefined. */
+function messageIn(body: unknown): string | undefined {
+  if (Array.isArray(body)) return messageIn(body[0]);
+  if (!body || typeof body !== 'object') return undefined;
+  const b = body as { error?: unknown; message?: unknown };
+  if (typeof b.error === 'string') return b.error;
+  if (b.error && typeof b.error === 'object') {
+    const m = (b.error as { message?: unknown }).message;
+    if (typeof m === 'string') return m;
+  }
+  return typeof b.message === 'string' ? b.message : undefined;
 }

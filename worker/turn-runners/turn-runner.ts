@@ -8,6 +8,7 @@ import type { TurnKind, TurnSurfaces } from '../tools/tool.ts';
 import type { Origin } from '../../scheduler/session/origin.ts';
 import type { ModelSpend, TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
 import type { CompactionReport } from '../context/compaction.ts';
+import type { LearnedHow } from '../../scheduler/models/model-window.ts';
 
 /** A tool call the model asked for. `arguments` is the model's JSON text. */
 export interface ToolCallRecord {
@@ -32,7 +33,28 @@ export type TurnEvent =
   /** One model call: its usage (estimated when the endpoint reported none), or the error it ended with. */
   | { type: 'model.called'; data: ModelCallEvent }
   /** What a call was about to send was compacted to fit the model's window (docs/CONTEXT.md). */
-  | { type: 'context.compacted'; data: CompactionReport & { scope: 'call' | 'transcript'; model: string; windowTokens: number } };
+  | { type: 'context.compacted'; data: CompactionReport & { scope: 'call' | 'transcript'; model: string; windowTokens: number } }
+  /** The provider refused a request for length; what it taught (docs/CONTEXT.md "Refusals"). The request is sent again. */
+  | {
+      type: 'model.refused';
+      data: {
+        model: string;
+        endpoint: string;
+        /** Whose words (`refusal-shapes.ts`). */
+        provider: string;
+        status: number;
+        /** The refused request's size: the provider's count, else the estimate. */
+        sentTokens: number;
+        /** The model's window from now on. */
+        windowTokens: number;
+        how: LearnedHow;
+        said: string;
+      };
+    }
+  /** A call skipped a model whose circuit breaker is open (docs/CONTEXT.md "Circuit breaker"). */
+  | { type: 'model.skipped'; data: { model: string; endpoint: string; probeAt: number; failures: number } }
+  /** A model's circuit breaker opened (calls skip it until `probeAt`) or closed (a call answered). */
+  | { type: 'model.breaker'; data: { model: string; endpoint: string; state: 'open' | 'closed'; failures?: number; probeAt?: number } };
 
 /** The data of a `model.called` event. */
 export type ModelCallEvent = {
