@@ -57,6 +57,14 @@ export function formatEvent(event: SessionEvent): string | undefined {
       );
     case 'model.called':
       return undefined; // summed on the turn's reply line
+    case 'model.refused':
+      return `[${at}] ${d.model} refused the request for length (${d.provider}, ${d.status}): window now ${Number(d.windowTokens).toLocaleString('en-US')} tokens (${d.how === 'stated' ? 'as it said' : 'halved'}); sent again, smaller`;
+    case 'model.skipped':
+      return undefined; // its breaker's opening was told once
+    case 'model.breaker':
+      return d.state === 'open'
+        ? `[${at}] circuit breaker of ${d.model} opened after ${d.failures} failed calls in a row: calls skip it until ${clock(Number(d.probeAt))}, then one probes it`
+        : `[${at}] circuit breaker of ${d.model} closed: it answers again`;
     case 'tick.failed':
       return `[${at}] ✗ ${d.kind} tick #${d.tick} failed: ${d.error}`;
     case 'notice':

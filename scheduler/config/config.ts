@@ -361,21 +361,14 @@ export const configSchema = z
          */
         min_context_window_tokens: z.coerce.number().int().min(256).default(2048),
         /**
-         * The circuit breaker of each endpoint and model (`scheduler/models/circuit-breaker.ts`;
-         * docs/CONTEXT.md "Circuit breaker"), shared by every worker through Redis.
+         * Calls in a row to one endpoint and model that failed for good (429, 5xx, connection or
+         * timeout, after the client's retries) after which its circuit breaker opens; 0 = no breaker
+         * (`scheduler/models/circuit-breaker.ts`; docs/CONTEXT.md "Circuit breaker"). Shared by every
+         * worker through Redis. @defaultValue 3
          */
-        circuit_breaker: z
-          .object({
-            /**
-             * Calls in a row that failed for good (429, 5xx, connection or timeout, after the client's
-             * retries) after which the breaker opens; 0 = no breaker. @defaultValue 3
-             */
-            failure_threshold: z.coerce.number().int().min(0).default(3),
-            /** Seconds an open breaker sends calls straight to the fallback models before one probe call. @defaultValue 60 */
-            cooldown_seconds: z.coerce.number().finite().positive().default(60),
-          })
-          .strict()
-          .prefault({}),
+        breaker_failure_threshold: z.coerce.number().int().min(0).default(3),
+        /** Seconds an open breaker sends calls straight to the fallback models before one probe call. @defaultValue 60 */
+        breaker_cooldown_seconds: z.coerce.number().finite().positive().default(60),
       })
       .strict()
       .refine((a) => a.fallback_models.every((n) => Object.hasOwn(a.models, n)), {

@@ -5,8 +5,8 @@
  * - **Closed**: calls go to the model. Each call that fails for good (a transient error after the
  *   client's retries: 429, 5xx, connection, timeout) counts one failure; a call that answers
  *   resets the count.
- * - **Open**: after `failureThreshold` failures in a row (`agent.circuit_breaker.failure_threshold`)
- *   the breaker opens for `cooldownMs` (`…cooldown_seconds`): calls skip the model and go straight
+ * - **Open**: after `failureThreshold` failures in a row (`agent.breaker_failure_threshold`)
+ *   the breaker opens for `cooldownMs` (`agent.breaker_cooldown_seconds`): calls skip the model and go straight
  *   to the fallback models, paying none of its retries; with no fallback the call fails at once,
  *   naming the breaker and when it probes.
  * - **Probe**: after the cool-down one call, fleet-wide, is let through (the probe; the others keep

@@ -38,8 +38,10 @@ export function testEnv(overrides: Record<string, unknown> = {}): TestEnv {
     'worker.lock_duration_ms': 3000,
     'worker.stalled_interval_ms': 1000,
     'worker.defer_ms': 100,
-    // A failing model fails at once unless a test is about retries (it then sets its own).
+    // A failing model fails at once unless a test is about retries (it then sets its own), and keeps
+    // being called unless a test is about the circuit breaker (likewise).
     'agent.max_retries': 0,
+    'agent.breaker_failure_threshold': 0,
     // A failed tick is tried again after 1 s and the count alone pauses, unless a test is about
     // the back-off (the product waits 30 s doubling to 15 min and pauses only after 15 min).
     'loops.failure_backoff_seconds': 1,

@@ -38,7 +38,7 @@
  *     transient error goes to each of `agent.fallback_models` in order; the
  *     model that answered keeps the rest of the turn.
  *   - Circuit breaker: each endpoint and model's calls that fail for good open
- *     its breaker after `agent.circuit_breaker.failure_threshold` in a row; an
+ *     its breaker after `agent.breaker_failure_threshold` in a row; an
  *     open breaker sends calls straight to the fallbacks (or fails the call at
  *     once, naming when it probes) until one probe call after the cool-down
  *     (`scheduler/models/circuit-breaker.ts`).
@@ -130,7 +130,7 @@ export interface AgentRunnerOptions {
   maxRetries?: number;
   /** `agent.min_context_window_tokens`: the floor of the refusal rule. @defaultValue 2048 */
   minContextWindowTokens?: number;
-  /** `agent.circuit_breaker`; without it, no breaker. */
+  /** `agent.breaker_failure_threshold` and `agent.breaker_cooldown_seconds`; without it, no breaker. */
   circuitBreaker?: { failureThreshold: number; cooldownSeconds: number };
   /**
    * Where learned windows and breakers are kept: the fleet's store in Redis (a worker's), else this

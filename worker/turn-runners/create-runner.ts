@@ -88,7 +88,7 @@ export function agentRunnerOptions(config: HermesConfig, metrics?: AgentRunnerOp
     },
     maxRetries: a.max_retries,
     minContextWindowTokens: a.min_context_window_tokens,
-    circuitBreaker: { failureThreshold: a.circuit_breaker.failure_threshold, cooldownSeconds: a.circuit_breaker.cooldown_seconds },
+    circuitBreaker: { failureThreshold: a.breaker_failure_threshold, cooldownSeconds: a.breaker_cooldown_seconds },
     maxTokensPerTurn: a.max_tokens_per_turn,
     metrics,
   };
