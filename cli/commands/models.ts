@@ -8,14 +8,14 @@ import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { modelCatalog, modelView } from '../../scheduler/models/model-catalog.ts';
 import { modelStateFor } from '../../scheduler/services.ts';
 import type { CliConnection } from '../cli-context.ts';
-import { terminalSafe } from '../terminal-text.ts';
+import { printOut } from '../terminal-text.ts';
 
 /** Print the models (`--json`: `{ "object": "list", "data": [...] }`, as `/api/models`). */
 export async function runModels(
   cfg: HermesConfig,
   conn: CliConnection,
   opts: { json?: boolean },
-  out: (line: string) => void = (line) => process.stdout.write(`${line}\n`),
+  out: (line: string) => void = printOut,
 ): Promise<void> {
   const now = Date.now();
   const views = modelCatalog(cfg, await modelStateFor(conn.redis, conn.keys).list()).map((row) => modelView(row, now));
@@ -41,12 +41,12 @@ export async function runModels(
     ]),
   ];
   const widths = table[0]!.map((_, i) => Math.max(...table.map((r) => r[i]!.length)));
-  for (const r of table) out(terminalSafe(r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')));
+  for (const r of table) out(r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  '));
   const learned = views.filter((v) => v.learned);
   if (learned.length > 0) out('');
   for (const v of learned) {
     const l = v.learned!;
     const how = l.how === 'stated' ? `stated in a refusal (${l.provider})` : `halved after a refusal that named no window (${l.provider})`;
-    out(terminalSafe(`${v.model} at ${v.endpoint}: ${n(l.tokens)} tokens, ${how} at ${l.at}: "${l.said}"`));
+    out(`${v.model} at ${v.endpoint}: ${n(l.tokens)} tokens, ${how} at ${l.at}: "${l.said}"`);
   }
 }
