@@ -186,7 +186,9 @@ describe('compactMessages', () => {
     const r = await compactMessages(ms, { budgetTokens: 2_000, keepRecent: 1, estimate, make });
     expect(r.report).toMatchObject({ cut: 1, dropped: 0 });
     expect(estimate(r.messages)).toBeLessThanOrEqual(2_000);
-    expect(r.messages[0]!.content).toMatch(/\[cut to fit the model's context window: \d+ of 60000 characters kept\]$/);
+    expect(r.messages[0]!.content).toMatch(
+      /\[… cut to fit the model's context window: [\d,]+ of 60,000 characters kept, lines 1–1 left out …\]\n$/,
+    );
     expect(r.messages[0]!.content.startsWith('the quick brown fox')).toBe(true);
   });
 
@@ -194,7 +196,7 @@ describe('compactMessages', () => {
     const ms = [user('read the log'), assistant('', ['a']), tool('a', big(30_000))];
     const r = await compactMessages(ms, { budgetTokens: 3_000, keepRecent: 2, estimate, make });
     expect(r.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool']);
-    expect(r.messages[2]!.content).toContain('[cut to fit');
+    expect(r.messages[2]!.content).toContain('cut to fit');
     expect(estimate(r.messages)).toBeLessThanOrEqual(3_000);
   });
 

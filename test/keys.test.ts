@@ -22,6 +22,9 @@ const PER_ID: Record<string, (id: string) => string> = {
   'heartbeat mutation lock': (id) => k.scheduleMutation(id, 'heartbeat'),
   'loop in-flight mark': (id) => k.scheduleInflight(id, 'loop'),
   'heartbeat in-flight mark': (id) => k.scheduleInflight(id, 'heartbeat'),
+  'loop watch base': (id) => k.scheduleWatchBase(id, 'loop'),
+  'heartbeat watch base': (id) => k.scheduleWatchBase(id, 'heartbeat'),
+  'cron watch base': (id) => k.cronWatchBase(id),
   goal: (id) => k.goal(id),
   transcript: (id) => k.transcript(id),
   events: (id) => k.events(id),
@@ -67,7 +70,7 @@ const SCHEDULER_IDS: Record<string, (id: string) => string> = {
 /** Ids built from the characters that separate key segments, hash tags and job id parts, plus unicode. */
 const hostileId = fc.oneof(
   fc.string({
-    unit: fc.constantFrom(':', '{', '}', '|', '%', '%3A', '%25', 'y', 'x', 'inflight', 'mutation', ' ', '\n', 'é', '日', '😀'),
+    unit: fc.constantFrom(':', '{', '}', '|', '%', '%3A', '%25', 'y', 'x', 'inflight', 'mutation', 'watch', ' ', '\n', 'é', '日', '😀'),
     maxLength: 8,
   }),
   fc.string({ unit: 'binary', maxLength: 12 }),
@@ -79,6 +82,7 @@ const kindName = fc.constantFrom(...Object.keys(PER_ID));
  */
 const SEGMENT_WORDS = [
   'inflight',
+  'watch',
   'mutation',
   'claim',
   'sent',

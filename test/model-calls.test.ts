@@ -554,6 +554,7 @@ describe('declared models', () => {
       fallbackModels: ['cheap'],
       compaction: { threshold: 0.6, target: 0.3, keepRecentMessages: 4 },
       models: { cheap: { model: 'cheap-model', contextWindowTokens: 16_000 } },
+      cutHeadShare: config.tools.result_head_share,
     });
     const runner = new AgentRunner(options);
     expect(await runner.contextOf()).toEqual({
@@ -562,6 +563,7 @@ describe('declared models', () => {
       thresholdTokens: 38_400,
       targetTokens: 19_200,
       keepRecent: 4,
+      cutHeadShare: config.tools.result_head_share,
     });
     expect((await runner.contextOf('cheap')).windowTokens).toBe(16_000);
   });
@@ -622,7 +624,7 @@ describe('summaries for compaction', () => {
     expect(res.text).toBe('summary');
     expect(model.requests.map((r) => r.model)).toEqual(['small-model']);
     expect(model.refusedForLength).toBe(0);
-    expect(model.requests[0]!.messages[1]!.content).toContain('[cut to fit');
+    expect(model.requests[0]!.messages[1]!.content).toContain('cut to fit');
   });
 
   it('a failed or empty summary throws, with its spend', async () => {

@@ -14,6 +14,7 @@ import { loadConfig } from '../scheduler/config/config.ts';
 import { fileTools } from '../worker/tools/file-tools.ts';
 import type { ScheduleStatusSources } from '../worker/tools/schedule-status-tool.ts';
 import { Toolbox } from '../worker/tools/toolbox.ts';
+import { ToolOutput } from '../worker/tools/tool-output.ts';
 
 /**
  * How long the swap runs against the readers. The race keeps two threads busy while it runs (10 s cost
@@ -133,17 +134,18 @@ describe('read_file and list_dir under a directory-swap race', () => {
 
   it('where the open descriptor cannot be checked (no /proc), every path is refused with a clear message', async () => {
     const [readFile, listDir] = fileTools([root], { fdDirs: [join(dir, 'no-proc', 'self', 'fd')] });
-    const call = { ...ctx, maxResultBytes: 1000, timeoutMs: 30_000 };
-    await expect(readFile!.call({ path: 'swap/f' }, call)).rejects.toMatchObject({
+    const call = () => ({ ...ctx, output: new ToolOutput({ maxBytes: 1000, headShare: 0.25, fileReadBytes: 1 << 20 }), timeoutMs: 30_000 });
+    await expect(readFile!.call({ path: 'swap/f' }, call())).rejects.toMatchObject({
       kind: 'refused',
       message: `Refused: cannot check where swap/f was opened: ${join(dir, 'no-proc', 'self', 'fd')} is not available, and without it read_file refuses every path.`,
     });
-    await expect(listDir!.call({ path: 'swap' }, call)).rejects.toMatchObject({
+    await expect(listDir!.call({ path: 'swap' }, call())).rejects.toMatchObject({
       kind: 'refused',
       message: expect.stringContaining('list_dir refuses every path'),
     });
     // with /proc, the same calls read
     const [readWithProc] = fileTools([root]);
-    expect(await readWithProc!.call({ path: 'swap/f' }, call)).toBe('inside');
+    const read = await readWithProc!.call({ path: 'swap/f' }, call());
+    expect(typeof read === 'string' ? read : read.render().content).toBe('inside');
   });
 });

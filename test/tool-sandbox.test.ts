@@ -17,8 +17,10 @@ import { loadConfig } from '../scheduler/config/config.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { httpGetRefusedReason } from '../worker/tools/http-tool-policy.ts';
 import type { Resolver } from '../worker/runtime/guarded-lookup.ts';
-import { hostAllowed, httpTool, parseAllowEntry } from '../worker/tools/http-tool.ts';
+import { httpTool } from '../worker/tools/http-tool.ts';
+import { hostAllowed, parseAllowEntry } from '../scheduler/tools/tool-reach.ts';
 import { Toolbox } from '../worker/tools/toolbox.ts';
+import { ToolOutput } from '../worker/tools/tool-output.ts';
 import type { ScheduleStatusSources } from '../worker/tools/schedule-status-tool.ts';
 
 let dir: string;
@@ -170,13 +172,79 @@ describe('read_file and list_dir stay inside the roots', () => {
     }
   });
 
-  it('cuts a result at tools.max_result_bytes and says so', async () => {
-    writeFileSync(join(root, 'big.txt'), 'y'.repeat(50_000));
+  it('a result over tools.max_result_bytes keeps its head and its tail, the marker naming the lines left out and how to read them', async () => {
+    const text = `${Array.from({ length: 2000 }, (_, i) => `line ${i + 1}`).join('\n')}\nBUILD STATUS: green\n`;
+    writeFileSync(join(root, 'big.txt'), text);
     const t = toolbox({ files: { roots: [root] }, max_result_bytes: 1000 });
     const r = await t.call('read_file', JSON.stringify({ path: 'big.txt' }), ctx);
-    expect(r.truncated).toBe(true);
-    expect(r.content).toBe(`${'y'.repeat(1000)}\n[result cut: first 1000 bytes shown; the tool returned more]`);
+    expect(r).toMatchObject({ truncated: true, bytes: Buffer.byteLength(text) });
+    const marker =
+      /\n\[… ([\d,]+) of ([\d,]+) bytes \(lines ([\d,]+)–([\d,]+)\) left out; read them with read_file offset=(\d+) limit=(\d+), or the end with tail_lines …\]\n/.exec(
+        r.content,
+      );
+    expect(marker).not.toBeNull();
+    const [leftOut, total, from, to, offset, limit] = marker!.slice(1).map((g) => Number(g.replace(/,/g, ''))) as [
+      number,
+      number,
+      number,
+      number,
+      number,
+      number,
+    ];
+    const head = r.content.slice(0, marker!.index + 1);
+    const tail = r.content.slice(marker!.index + marker![0].length);
+    // Most of the room to the tail (result_head_share 0.25), each cut at a line end; the verdict kept.
+    expect(head.startsWith('line 1\nline 2\n')).toBe(true);
+    expect(Buffer.byteLength(head)).toBeLessThanOrEqual(250);
+    expect(Buffer.byteLength(tail)).toBeLessThanOrEqual(750);
+    expect(Buffer.byteLength(tail)).toBeGreaterThan(600);
+    expect(tail.endsWith('line 2000\nBUILD STATUS: green\n')).toBe(true);
+    expect(total).toBe(Buffer.byteLength(text));
+    expect(leftOut).toBe(total - Buffer.byteLength(head) - Buffer.byteLength(tail));
+    // The lines named are exactly the ones missing, and the paging call it names reads them.
+    expect(head.endsWith(`line ${from - 1}\n`)).toBe(true);
+    expect(tail.startsWith(`line ${to + 1}\n`)).toBe(true);
+    expect([offset, limit]).toEqual([from, to - from + 1]);
+    const page = await t.call('read_file', JSON.stringify({ path: 'big.txt', offset: from, limit: 3 }), ctx);
+    expect(page.content).toBe(`line ${from}\nline ${from + 1}\nline ${from + 2}\n`);
     rmSync(join(root, 'big.txt'));
+  });
+
+  it('read_file pages: offset/limit in lines, tail_lines, a page over the cap numbered from its own start; bad paging refused', async () => {
+    const text = Array.from({ length: 500 }, (_, i) => `row ${i + 1}`).join('\n'); // no line end after the last line
+    writeFileSync(join(root, 'rows.txt'), text);
+    const t = toolbox({ files: { roots: [root] }, max_result_bytes: 400 });
+    const read = async (args: Record<string, unknown>) => await t.call('read_file', JSON.stringify({ path: 'rows.txt', ...args }), ctx);
+    expect((await read({ offset: 10, limit: 2 })).content).toBe('row 10\nrow 11\n');
+    expect((await read({ offset: 499 })).content).toBe('row 499\nrow 500');
+    expect((await read({ limit: 1 })).content).toBe('row 1\n');
+    expect((await read({ tail_lines: 2 })).content).toBe('row 499\nrow 500');
+    expect((await read({ tail_lines: 1_000 })).truncated).toBe(true); // the whole file, cut as a whole read is
+    expect((await read({ offset: 501 })).content).toBe('[Line 501 is past the end of the file: it has 500 lines.]');
+    // A page larger than the cap keeps its head and tail; the marker's lines are the file's.
+    const page = await read({ offset: 100, limit: 200 });
+    expect(page.content.startsWith('row 100\n')).toBe(true);
+    expect(page.content.endsWith('row 299\n')).toBe(true);
+    const [, from, to] = /lines (\d+)–(\d+)\) left out/.exec(page.content)!.map(Number);
+    expect(page.content).toContain(`row ${from! - 1}\n[…`);
+    expect(page.content).toContain(`…]\nrow ${to! + 1}\n`);
+    const tail = await read({ tail_lines: 100 });
+    expect(tail.content.startsWith('row 401\n')).toBe(true);
+    expect(tail.content).toMatch(/lines 4\d\d–4\d\d\) left out/);
+    for (const bad of [{ offset: 0 }, { limit: -1 }, { offset: 1.5 }, { tail_lines: '3' }, { offset: 2, tail_lines: 3 }]) {
+      const r = await read(bad);
+      expect(r.error?.kind, JSON.stringify(bad)).toBe('refused');
+      expect(r.content).toMatch(
+        /^Error: (Argument "\w+" must be a whole number of lines, 1 or more\.|Use either offset and limit, or tail_lines\.)$/,
+      );
+    }
+    // The schema the model is given documents the paging.
+    const schema = t.definitions('chat').find((d) => d.function.name === 'read_file')!.function.parameters as {
+      properties: Record<string, { type: string; description: string }>;
+    };
+    expect(Object.keys(schema.properties)).toEqual(['path', 'offset', 'limit', 'tail_lines']);
+    expect(schema.properties.tail_lines!.type).toBe('integer');
+    rmSync(join(root, 'rows.txt'));
   });
 });
 
@@ -221,7 +289,8 @@ describe('http_get only to allowed hosts', () => {
       callback(null, [{ address, family: address.includes(':') ? 6 : 4 }]);
     };
     const tool = httpTool(['ci.example.test'], { resolve });
-    const call = tool.call({ url: `http://ci.example.test:${port}/secret` }, { ...ctx, maxResultBytes: 1000 });
+    const output = new ToolOutput({ maxBytes: 1000, headShare: 0.25, fileReadBytes: 1 << 20 });
+    const call = tool.call({ url: `http://ci.example.test:${port}/secret` }, { ...ctx, output });
     await expect(call).rejects.toThrow(
       `Refused: ci.example.test resolves to a ${httpGetRefusedReason(address, 'ci.example.test')} address (${address})`,
     );

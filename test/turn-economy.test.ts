@@ -110,7 +110,8 @@ describe.concurrent('--watch', () => {
     const { c, model, dir } = await setup(cleanups, {});
     const file = join(dir, 'status.txt');
     writeFileSync(file, 'build 41: running');
-    model.respond((req) => `Seen: ${/build \d+: \w+/.exec(lastUserText(req))?.[0] ?? 'nothing'}`);
+    // The latest state named in the input (a change comes as a diff: the old line, then the new).
+    model.respond((req) => `Seen: ${[...lastUserText(req).matchAll(/build \d+: \w+/g)].at(-1)?.[0] ?? 'nothing'}`);
     await c.schedules.set('w', 'loop', spec('tell me when the build is green', 1, { watch: `read_file:${file}` }), {
       origin: { surface: 'cli' },
       runner: agent,

@@ -120,19 +120,18 @@ class SlottedToolbox extends Toolbox {
     super(config, status, envSource);
   }
 
-  override async call(...args: Parameters<Toolbox['call']>): ReturnType<Toolbox['call']> {
-    const [name, , ctx] = args;
+  protected override async slotted<T>(name: string, signal: AbortSignal, run: () => Promise<T>): Promise<T> {
     // Command tools are the `commands` group (`tools.commands.<name>`); MCP tools end in `mcp`.
     const tool = this.all().find((t) => t.name === name);
-    if (tool?.groups.at(-1) !== 'commands' || this.turns.holdsCommandSlot(ctx.signal)) return await super.call(...args);
+    if (tool?.groups.at(-1) !== 'commands' || this.turns.holdsCommandSlot(signal)) return await run();
     let slot: TurnSlot;
     try {
-      slot = await this.turns.slots.acquire('command', ctx.signal);
+      slot = await this.turns.slots.acquire('command', signal);
     } catch {
-      return await super.call(...args); // the turn was stopped while it waited: the call says so
+      return await run(); // the turn was stopped while it waited: the call says so
     }
     try {
-      return await super.call(...args);
+      return await run();
     } finally {
       slot.release();
     }

@@ -33,6 +33,7 @@ import { lastToolResult, startFakeOpenAI } from '../../test/support/fake-openai.
 import { startV1Worker } from '../../test/support/v1-worker.ts';
 import { fileTools } from '../../worker/tools/file-tools.ts';
 import { Toolbox } from '../../worker/tools/toolbox.ts';
+import { ToolOutput } from '../../worker/tools/tool-output.ts';
 import type { ScheduleStatusSources } from '../../worker/tools/schedule-status-tool.ts';
 import { AgentRunner } from '../../worker/turn-runners/agent-runner.ts';
 import { percentiles, runBench, type Percentiles } from './bench-support.ts';
@@ -92,13 +93,14 @@ async function main(): Promise<void> {
   const runner = new AgentRunner({ baseUrl: model.baseUrl, apiKey: 'bench', model: 'm', timeoutSeconds: 60, maxToolCalls: 20 }, toolbox);
   const bare = new AgentRunner({ baseUrl: model.baseUrl, apiKey: 'bench', model: 'm', timeoutSeconds: 60 });
   const readFile = fileTools([root])[0]!;
-  const ctx = {
+  const t = config.tools;
+  const ctx = () => ({
     sessionId: 'bench',
     surface: 'cli' as const,
     signal: new AbortController().signal,
-    maxResultBytes: 16_384,
+    output: new ToolOutput({ maxBytes: t.max_result_bytes, headShare: t.result_head_share, fileReadBytes: t.files.max_scan_bytes }),
     timeoutMs: 30_000,
-  };
+  });
   const turnMessages = [{ role: 'user' as const, content: 'is it green?' }];
   const onEvent = (e: { type: string; data: Record<string, unknown> }) => sessions.appendEvent('bench', e.type, e.data);
   const signal = new AbortController().signal;
@@ -108,7 +110,7 @@ async function main(): Promise<void> {
   const turn5: number[] = [];
   for (let i = 0; i < N + WARMUP; i++) {
     const m = await time(() => bare.complete(turnMessages, signal, 'bench'));
-    const t = await time(() => readFile.call({ path: 'state.txt' }, ctx));
+    const t = await time(() => readFile.call({ path: 'state.txt' }, ctx()));
     calls = 1;
     const a = await time(() => runner.run({ sessionId: 'bench', messages: turnMessages, signal, surface: 'cli', onEvent }));
     calls = 5;

@@ -547,8 +547,30 @@ export const configSchema = z
       .object({
         /** Longest a tool call may run, seconds (a command's own `timeout_seconds` wins). @defaultValue 30 */
         timeout_seconds: z.coerce.number().finite().positive().default(30),
-        /** Bytes of a tool's result the model sees; the rest is cut with a note. @defaultValue 16384 */
+        /**
+         * Bytes of a tool's result the model sees. A longer result keeps its head and its tail
+         * (`result_head_share`) with a marker in the middle naming what was left out (docs/TOOLS.md,
+         * "Big results"). @defaultValue 16384
+         */
         max_result_bytes: positiveInt(16_384),
+        /**
+         * Share of `max_result_bytes` a cut result keeps from its head; the rest goes to its tail,
+         * where a log's verdict is. Also the split of a message cut to fit a model's window.
+         * @defaultValue 0.25
+         */
+        result_head_share: z.coerce.number().min(0).max(1).default(0.25),
+        /**
+         * Bytes of a watched file (`--watch read_file:<path>`) digested as a whole, streamed; a larger
+         * file is digested by its size, its first bytes and its last `watch_max_bytes`
+         * (docs/CONTEXT.md, "Watches"). @defaultValue 33554432 (32 MiB)
+         */
+        watch_max_bytes: positiveInt(32 * 1024 * 1024),
+        /**
+         * Largest output a watch keeps (in Redis, per schedule) to hand its next change over as a
+         * unified diff; a larger output's changes go over as what was appended, or its head and tail.
+         * @defaultValue 262144 (256 KiB)
+         */
+        watch_diff_max_bytes: positiveInt(256 * 1024),
         /** `read_file` and `list_dir` inside these folders (symlinks resolved). @defaultValue none */
         files: z
           .object({
@@ -556,6 +578,12 @@ export const configSchema = z
             roots: z
               .array(z.string().min(1).refine(isAbsolute, { message: 'must be an absolute path (e.g. /srv/deploy), not relative' }))
               .default([]),
+            /**
+             * Bytes of one file `read_file` reads through in a call: up to it a cut result's marker
+             * names exact line numbers and `offset` reaches any line; past it only the file's first and
+             * last bytes are read, and `tail_lines` reads back at most this far. @defaultValue 67108864 (64 MiB)
+             */
+            max_scan_bytes: positiveInt(64 * 1024 * 1024),
           })
           .strict()
           .prefault({}),

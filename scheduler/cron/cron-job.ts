@@ -404,8 +404,11 @@ export function applyRun(
   now: number,
   options: {
     maxConsecutiveFailures?: number;
-    /** The watch the run checked and its output's digest (kept only while the job still has that watch). */
-    watch?: { spec: string; digest: string };
+    /**
+     * The watch the run checked and its output's digest (kept only while the job still has that
+     * watch); `null` for a check that failed, so the next run counts as changed.
+     */
+    watch?: { spec: string; digest: string | null };
     /** The run passed `agent.max_tokens_per_turn` (its answer kept, or it failed there): the job pauses at once. */
     overTurnBudget?: TurnBudgetOverrun;
   } = {},
@@ -450,7 +453,7 @@ function clipReason(text: string, max: number): string {
 }
 
 /** The run's spend, unchanged count and watch digest on the job (see `applyRun`). */
-function withEconomy(next: CronJob, job: CronJob, run: CronRun, watch: { spec: string; digest: string } | undefined): CronJob {
+function withEconomy(next: CronJob, job: CronJob, run: CronRun, watch: { spec: string; digest: string | null } | undefined): CronJob {
   const spend = run.spend ?? NO_SPEND;
   const out: CronJob = { ...next };
   if (spend.calls > 0) out.spend = addToTotals(job.spend, spend);

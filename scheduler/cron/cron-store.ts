@@ -60,7 +60,7 @@ export const RECENT_RUNS_MAX = 1000;
 
 const CLAIM = luaScript('claim-cron-occurrence-3.lua');
 const COMMIT_RUN = luaScript('commit-cron-run-7.lua');
-const DELETE_JOB = luaScript('delete-cron-job-6.lua');
+const DELETE_JOB = luaScript('delete-cron-job-7.lua');
 const UPDATE_RUN = luaScript('update-cron-run-1.lua');
 
 /** Result of `claim`: `ok`, or why the occurrence may not start. */
@@ -146,6 +146,7 @@ export class CronStore {
           this.keys.cronRunIndex(id),
           this.keys.cronClaims(id),
           this.keys.cronCommitted(id),
+          this.keys.cronWatchBase(id),
         ],
         [id],
       );

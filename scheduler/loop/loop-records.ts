@@ -66,10 +66,19 @@ export class LoopRecords {
     };
   }
 
-  /** Delete a record (used by `/heartbeat clear` and tests). */
+  /** Delete a record and what its watch kept (used by `/heartbeat clear` and tests). */
   async delete(sessionId: string, kind: LoopKind): Promise<void> {
     const k = this.keys.forSession(sessionId);
-    await this.redis.multi().del(k.schedule(sessionId, kind)).srem(k.scheduleIndex, k.scheduleIndexMember(sessionId, kind)).exec();
+    await this.redis
+      .multi()
+      .del(k.schedule(sessionId, kind), k.scheduleWatchBase(sessionId, kind))
+      .srem(k.scheduleIndex, k.scheduleIndexMember(sessionId, kind))
+      .exec();
+  }
+
+  /** Forget what the schedule's `--watch` kept (`worker/watch-check.ts`): it was stopped, finished or replaced. */
+  async forgetWatch(sessionId: string, kind: LoopKind): Promise<void> {
+    await this.redis.del(this.keys.forSession(sessionId).scheduleWatchBase(sessionId, kind));
   }
 
   /**

@@ -118,6 +118,7 @@ export class LoopService {
         name: spec.name,
       });
       const { previous, stored } = await this.write(sessionId, kind, () => record);
+      if (previous?.watch) await this.guard(kind, sessionId, () => this.store.forgetWatch(sessionId, kind));
       await this.guard(kind, sessionId, () => this.store.arm(stored!, now));
       this.log.info({ sessionId, kind, loopId: record.loopId, intervalSeconds: record.intervalSeconds }, `${kind} set`);
       const lines = [...spec.notes];
@@ -169,6 +170,7 @@ export class LoopService {
       );
       if (!previous) return `No ${kind} in this session.`;
       await this.guard(kind, sessionId, () => this.store.removeScheduler(sessionId, kind));
+      if (previous.watch) await this.guard(kind, sessionId, () => this.store.forgetWatch(sessionId, kind));
       if (!stored) return `${LABEL[kind]} was already finished.`;
       return `${LABEL[kind]} stopped after ${await this.ticksSoFar(stored)}.`;
     });

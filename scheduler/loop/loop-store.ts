@@ -60,6 +60,11 @@ export class LoopStore {
     return this.records.delete(sessionId, kind);
   }
 
+  /** {@link LoopRecords.forgetWatch} */
+  forgetWatch(sessionId: string, kind: LoopKind): Promise<void> {
+    return this.records.forgetWatch(sessionId, kind);
+  }
+
   /** {@link LoopRecords.list} */
   list(shards?: readonly number[]): Promise<LoopRecord[]> {
     return this.records.list(shards);

@@ -219,14 +219,14 @@ export class Keys {
 
   /**
    * The keys of a session that move with it when the shard count changes:
-   * loop and heartbeat records with their in-flight marks, goal, transcript,
+   * loop and heartbeat records with their in-flight marks and watch bases, goal, transcript,
    * event stream, pending input and its sequence, committed occurrences, set-aside input.
    * (Mutation and turn locks are short-lived and not moved.)
    */
   sessionKeys(sessionId: string): string[] {
     const kinds: LoopKind[] = ['loop', 'heartbeat'];
     return [
-      ...kinds.flatMap((k) => [this.schedule(sessionId, k), this.scheduleInflight(sessionId, k)]),
+      ...kinds.flatMap((k) => [this.schedule(sessionId, k), this.scheduleInflight(sessionId, k), this.scheduleWatchBase(sessionId, k)]),
       this.goal(sessionId),
       this.transcript(sessionId),
       this.events(sessionId),
@@ -238,9 +238,16 @@ export class Keys {
     ];
   }
 
-  /** The keys of a cron job that move with it when the shard count changes: record, runs, run index, claims, committed occurrences. */
+  /** The keys of a cron job that move with it when the shard count changes: record, runs, run index, claims, committed occurrences, watch base. */
   cronJobKeys(id: string): string[] {
-    return [this.cronJob(id), this.cronRuns(id), this.cronRunIndex(id), this.cronClaims(id), this.cronCommitted(id)];
+    return [
+      this.cronJob(id),
+      this.cronRuns(id),
+      this.cronRunIndex(id),
+      this.cronClaims(id),
+      this.cronCommitted(id),
+      this.cronWatchBase(id),
+    ];
   }
 
   /**
@@ -270,6 +277,14 @@ export class Keys {
   /** The occurrence of a schedule whose turn has started but not committed (JSON). */
   scheduleInflight(sessionId: string, kind: LoopKind): string {
     return `${this.sp(sessionId)}:schedule:${kind}:${keyPart(sessionId)}:inflight`;
+  }
+
+  /**
+   * What a loop's or heartbeat's `--watch` saw at its last kept tick (hash: owner, spec, digest,
+   * size, content up to `tools.watch_diff_max_bytes`): what the next change is told against.
+   */
+  scheduleWatchBase(sessionId: string, kind: LoopKind): string {
+    return `${this.sp(sessionId)}:schedule:${kind}:${keyPart(sessionId)}:watch`;
   }
 
   /** Set of `scheduleIndexMember`s of every stored loop/heartbeat (for status and listing). */
@@ -468,6 +483,11 @@ export class Keys {
   /** A cron job's recently committed occurrences: sorted set of occurrence id → commit time (ms), trimmed to a window. */
   cronCommitted(id: string): string {
     return `${this.cp(id)}:cron:job:${keyPart(id)}:committed`;
+  }
+
+  /** What a cron job's `--watch` saw at its last kept run (as `scheduleWatchBase`). */
+  cronWatchBase(id: string): string {
+    return `${this.cp(id)}:cron:job:${keyPart(id)}:watch`;
   }
 
   /** Hash of one `/v1` run: status, output, error, timestamps. */

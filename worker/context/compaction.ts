@@ -16,9 +16,16 @@
  *      summaries (and markers) stay as they are, and only the messages new since
  *      then give way, to a marker that says what they were. The turn still runs
  *      (compaction never fails a turn).
- *   3. Cut: the largest messages are cut to fit, with a marker; a single input
- *      or tool result larger than the budget is cut this way.
- *   4. Drop: if many small messages still do not fit, the oldest after the head go.
+ *   3. Cut older: the largest messages before the recent tail are cut to fit,
+ *      keeping their head and tail with a marker between (the big-result rule,
+ *      `../tools/tool-output.ts`).
+ *   4. Drop older: if still over, the oldest messages after the head and before
+ *      the recent tail go — never the latest user message (the turn's input) nor
+ *      a summary or its marker (they stand for what went before).
+ *   5. Cut recent: only then the recent messages are cut the same way, oldest
+ *      first — so the newest tool result, which the model has not seen yet, is
+ *      cut last and keeps its end (a log's verdict is its last line).
+ *   6. Drop: if many small messages still do not fit, the oldest after the head go.
  *
  * The recent tail is the last `keepRecent` messages, at most `tailTokens` of
  * them (a message that does not fit goes to the middle, so one large recent
@@ -26,6 +33,7 @@
  * between an assistant's tool calls and their results (a provider refuses a
  * tool result that answers no call).
  */
+import { cutMiddle } from '../tools/tool-output.ts';
 import { countMessageTokens, ESTIMATE_COUNTER, type TokenCounter } from './token-count.ts';
 import { CHARS_PER_TOKEN, type EstimableMessage } from './token-estimate.ts';
 
@@ -85,6 +93,8 @@ export interface CompactionOptions<M extends CompactableMessage> {
   summarise?: (middle: readonly M[]) => Promise<string>;
   /** Builds a message of the caller's type from plain fields (the summary, the marker) and the messages it stands for. */
   make: (fields: { role: 'user'; content: string }, standsFor: readonly M[]) => M;
+  /** Share of a cut message kept from its head, the rest from its tail (`tools.result_head_share`); absent: the head only. */
+  cutHeadShare?: number;
 }
 
 /** One line of `text`, quoted and clipped to `max` characters. */
@@ -207,13 +217,14 @@ export function elidedMarker(lost: readonly CompactableMessage[]): string {
 }
 
 /**
- * Cut a text to about `tokens` tokens, with a marker saying what was cut.
+ * Cut a text to about `tokens` tokens: its head and its tail, with a marker between saying what
+ * was cut (the big-result rule, `../tools/tool-output.ts`).
  * @param charsPerToken - the text's own ratio when known (a tokenizer's count); default `CHARS_PER_TOKEN`
+ * @param headShare - share of the room kept from the head, the rest from the tail; default the head only
  */
-export function cutText(text: string, tokens: number, charsPerToken = CHARS_PER_TOKEN): string {
-  const keep = Math.max(0, Math.floor(tokens * charsPerToken) - 80);
-  if (text.length <= keep) return text;
-  return `${text.slice(0, keep)}\n[cut to fit the model's context window: ${keep} of ${text.length} characters kept]`;
+export function cutText(text: string, tokens: number, charsPerToken = CHARS_PER_TOKEN, headShare = 1): string {
+  const keep = Math.max(0, Math.floor(tokens * charsPerToken) - 120);
+  return cutMiddle(text, keep, headShare, "cut to fit the model's context window");
 }
 
 /**
@@ -259,29 +270,47 @@ export async function compactMessages<M extends CompactableMessage>(
     }
   }
 
-  // Step 3: cut the largest messages, biggest first, each by the excess (never below MIN_CUT_TOKENS).
-  for (let guard = 0; guard < out.length && estimate(out) > budgetTokens; guard++) {
-    const excess = estimate(out) - budgetTokens;
-    let biggest = -1;
-    let biggestTokens = MIN_CUT_TOKENS;
-    out.forEach((m, i) => {
-      const t = countMessageTokens(counter, m);
-      if (t > biggestTokens) {
-        biggest = i;
-        biggestTokens = t;
+  // Steps 3 to 5: cut what is older than the recent tail, drop the oldest of it, and only then cut the recent messages.
+  const recentStart = () => tailStartOf(out, headEnd, options.keepRecent, bound);
+  // Messages cut as far as they go.
+  const atMinimum = new Set<M>();
+  const cutToFit = (candidates: () => number[]) => {
+    while (estimate(out) > budgetTokens) {
+      const excess = estimate(out) - budgetTokens;
+      const i = candidates().find((c) => !atMinimum.has(out[c]!) && countMessageTokens(counter, out[c]!) > MIN_CUT_TOKENS);
+      if (i === undefined) return;
+      const m = out[i]!;
+      const target = Math.max(MIN_CUT_TOKENS, countMessageTokens(counter, m) - excess - 32);
+      const contentTokens = counter.text(m.content);
+      const charsPerToken = contentTokens > 0 ? m.content.length / contentTokens : CHARS_PER_TOKEN;
+      const cut = cutText(m.content, target, charsPerToken, options.cutHeadShare);
+      if (cut.length >= m.content.length) {
+        atMinimum.add(m);
+        continue;
       }
-    });
-    if (biggest < 0) break;
-    const target = Math.max(MIN_CUT_TOKENS, biggestTokens - excess - 32);
-    const m = out[biggest]!;
-    const contentTokens = counter.text(m.content);
-    const cut = cutText(m.content, target, contentTokens > 0 ? m.content.length / contentTokens : CHARS_PER_TOKEN);
-    if (cut === m.content) break;
-    out = out.map((x, i) => (i === biggest ? { ...x, content: cut } : x));
-    report.cut += 1;
+      out = out.map((x, j) => (j === i ? { ...x, content: cut } : x));
+      report.cut += 1;
+    }
+  };
+  const bySizeDown = (indexes: number[]) =>
+    indexes.sort((a, b) => countMessageTokens(counter, out[b]!) - countMessageTokens(counter, out[a]!));
+  // Step 3: the older messages, biggest first.
+  cutToFit(() => bySizeDown([...Array(recentStart()).keys()]));
+  // Step 4: the oldest older messages (with the results of a dropped call), but the turn's input and the notes of compaction.
+  const kept = (i: number) => i === out.findLastIndex((m) => m.role === 'user') || isCompactionNote(out[i]!);
+  while (estimate(out) > budgetTokens) {
+    let at = headEnd;
+    while (at < out.length && kept(at)) at += 1;
+    let n = 1;
+    while (at + n < out.length && out[at + n]!.role === 'tool') n += 1;
+    if (at + n > recentStart()) break;
+    out = [...out.slice(0, at), ...out.slice(at + n)];
+    report.dropped += n;
   }
+  // Step 5: the recent messages, oldest first: the newest is cut last.
+  cutToFit(() => [...Array(out.length - recentStart()).keys()].map((k) => recentStart() + k));
 
-  // Step 4: drop the oldest messages after the head (with the tool results of a dropped call),
+  // Step 6: drop the oldest messages after the head (with the tool results of a dropped call),
   // never the last message nor a call whose results run to the end (that would orphan them).
   while ((estimate(out) > budgetTokens || tooMany(out)) && out.length - headEnd > 1) {
     let n = 1;

@@ -85,6 +85,7 @@ export async function fitSessionContext(
     keepRecent: ctx.keepRecent,
     tailTokens: Math.floor(TAIL_SHARE_OF_TARGET * ctx.targetTokens),
     maxMessages: messagesThreshold(deps.config.worker.transcript_max_messages, deps.config.agent.max_tool_calls),
+    cutHeadShare: ctx.cutHeadShare,
     estimate,
     counter: counting.counter,
     summarise: async (middle) => {

@@ -61,7 +61,7 @@ import { deliverPending, resolveTargets } from './cron-delivery.ts';
 import { sessionEventSink } from '../turn-runners/turn-events.ts';
 import type { TurnSurfaces } from '../tools/tool.ts';
 import { NO_SPEND, type ModelSpend, type TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
-import { runWatch, watchSection } from '../occurrence/watch-check.ts';
+import { keepWatchBase, runWatch, type WatchBase } from '../occurrence/watch-check.ts';
 import { runOccurrence } from '../occurrence/pipeline.ts';
 import type { ClaimAnswer, CommitAnswer, GateAnswer, Occurrence, OccurrencePlan, RanTurn } from '../occurrence/plan.ts';
 
@@ -107,8 +107,10 @@ interface CronClaimed {
 
 /** What a run leaves for the commit besides its record (`applyRun`'s options). */
 interface RunEffects {
-  /** The watch the run checked and its output's digest. */
-  watch?: { spec: string; digest: string };
+  /** The watch the run checked and its output's digest (`null`: the check failed). */
+  watch?: { spec: string; digest: string | null };
+  /** What the watch saw, kept after the commit as what its next change is told against (`keepWatchBase`). */
+  watchBase?: WatchBase;
   /** The turn passed `agent.max_tokens_per_turn` (its answer kept, or TurnError `budget`): the job pauses. */
   overTurnBudget?: TurnBudgetOverrun;
 }
@@ -132,7 +134,8 @@ interface JobTurn {
   spend: ModelSpend;
   /** The watch's output had not changed: nothing ran. */
   unchanged: boolean;
-  watch?: { spec: string; digest: string };
+  watch?: { spec: string; digest: string | null };
+  watchBase?: WatchBase;
   /** The turn passed `agent.max_tokens_per_turn`; `reply` is its kept answer. */
   overBudget?: TurnBudgetOverrun;
 }
@@ -318,7 +321,11 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     run.spend = ended.spend;
     if (ended.unchanged) run.unchanged = true;
     else Object.assign(run, withReply(run, ended.reply)); // the record keeps a capped copy; targets get it whole
-    return this.finishRun(claimed, run, { watch: ended.watch, ...(ended.overBudget ? { overTurnBudget: ended.overBudget } : {}) });
+    return this.finishRun(claimed, run, {
+      watch: ended.watch,
+      watchBase: ended.watchBase,
+      ...(ended.overBudget ? { overTurnBudget: ended.overBudget } : {}),
+    });
   }
 
   /** A failed turn, recorded as an `error` run with what it spent; a turn stopped at a token budget pauses the job. */
@@ -336,9 +343,10 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     const current = await store.get(tick.jobId);
     if (!current) return this.dropped('removed');
     // The spend joins the job's totals, the watch's digest is kept, a token budget pauses: in this one commit.
+    const { watchBase, ...applied } = effects;
     const next = applyRun(current, run, tick.pickedAt, Date.now(), {
       maxConsecutiveFailures: deps.config.cron.max_consecutive_failures,
-      ...effects,
+      ...applied,
     });
     // A failed run (or, with --notify always, a skipped one) is told to the targets as a short notice;
     // so is a pause at a token budget, after the reply of the run that reached it.
@@ -365,6 +373,8 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     if (res.status === 'conflict') return CONFLICT;
     if (res.status === 'gone') return this.dropped('removed');
     if (res.status === 'duplicate') return { action: 'done', result: await this.finishDuplicate(current) };
+    // The digest is kept (`applyRun`): so is what the watch saw, for its next change.
+    if (watchBase && next.watch_digest === watchBase.digest) await keepWatchBase(deps, deps.keys.cronWatchBase(current.id), watchBase);
     return { action: 'committed', committed: { before: current, after: next, run: res.run }, lockReleased: false };
   }
 
@@ -477,13 +487,17 @@ async function jobTurn(job: CronJob, occurrenceId: string, dueAt: number, signal
   // answers to that surface's `tools.allow_from` too, so a job is no way around a surface's rule.
   const surface: TurnSurfaces = cronToolSurfaces(job);
   let prompt = job.prompt;
-  let watch: JobTurn['watch'];
+  let watch: Pick<JobTurn, 'watch' | 'watchBase'> = {};
   if (job.watch) {
     // `--watch` (`worker/occurrence/watch-check.ts`): the same output as at the last successful run ends the run here.
-    const watched = await runWatch(deps, job.watch, { sessionId, surface, signal });
-    watch = { spec: job.watch, digest: watched.digest };
-    if (job.watch_digest && watched.digest === job.watch_digest) return { reply: '', spend: NO_SPEND, unchanged: true, watch };
-    prompt += watchSection(job.watch, watched, !job.watch_digest);
+    const watched = await runWatch(
+      deps,
+      { spec: job.watch, owner: job.id, lastDigest: job.watch_digest, baseKey: deps.keys.cronWatchBase(job.id) },
+      { sessionId, surface, signal },
+    );
+    watch = { watch: { spec: job.watch, digest: watched.digest }, ...(watched.base ? { watchBase: watched.base } : {}) };
+    if (!watched.changed) return { reply: '', spend: NO_SPEND, unchanged: true, ...watch };
+    prompt += watched.section;
   }
   const messages = [{ role: 'user' as const, content: prompt }];
   if (job.script !== null) {
@@ -497,7 +511,7 @@ async function jobTurn(job: CronJob, occurrenceId: string, dueAt: number, signal
         signal,
         env: { HERMES_CRON_JOB_ID: job.id, HERMES_CRON_OCCURRENCE_ID: occurrenceId, HERMES_CRON_DUE_AT: new Date(dueAt).toISOString() },
       });
-      return { reply: out.reply, spend: NO_SPEND, unchanged: false, watch };
+      return { reply: out.reply, spend: NO_SPEND, unchanged: false, ...watch };
     } finally {
       slot.release();
     }
@@ -516,7 +530,7 @@ async function jobTurn(job: CronJob, occurrenceId: string, dueAt: number, signal
     reply: out.reply,
     spend: out.spend ?? NO_SPEND,
     unchanged: false,
-    watch,
+    ...watch,
     ...(out.overBudget ? { overBudget: out.overBudget } : {}),
   };
 }

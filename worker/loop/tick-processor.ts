@@ -44,7 +44,7 @@ import {
 import { NO_SPEND, sumSpend, type ModelSpend, type TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
 import { isSilentReply } from '../../scheduler/economy/silent-reply.ts';
 import { fitSessionContext, type FittedContext } from '../context/session-context.ts';
-import { runWatch, watchSection } from '../occurrence/watch-check.ts';
+import { keepWatchBase, runWatch, type WatchBase } from '../occurrence/watch-check.ts';
 import type { InflightMark, TickJobData } from '../../scheduler/loop/loop-store.ts';
 import { encodeLoopRecord } from '../../scheduler/loop/loop-record-codec.ts';
 import { buildWakeupInput } from '../../scheduler/loop/wakeup-input.ts';
@@ -99,8 +99,10 @@ interface TurnRun {
   spend: ModelSpend;
   /** The watch's output had not changed: no turn ran. */
   unchanged: boolean;
-  /** Digest of the watch's output this tick (undefined: no watch ran). */
-  watchDigest: string | undefined;
+  /** Digest of the watch's output this tick (undefined: no watch ran; null: the check failed). */
+  watchDigest: string | null | undefined;
+  /** What the watch saw, kept after the commit as what its next change is told against (`keepWatchBase`). */
+  watchBase?: WatchBase;
   /** The compacted transcript the commit writes back. */
   replace: FittedContext['replace'];
   /** A self-paced loop's agent asked for this delay to the next tick (`schedules` action `next`), seconds; clamped at the commit. */
@@ -110,7 +112,7 @@ interface TurnRun {
 }
 
 /** What a turn had done so far (kept for a turn that throws). */
-type TurnProgress = Pick<TurnRun, 'tickNumber' | 'input' | 'spend' | 'watchDigest' | 'replace' | 'startedAt'>;
+type TurnProgress = Pick<TurnRun, 'tickNumber' | 'input' | 'spend' | 'watchDigest' | 'watchBase' | 'replace' | 'startedAt'>;
 
 /** What the commit did. */
 interface Committed {
@@ -256,13 +258,18 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
     const turnOf = { kind, origin: loop.origin, ...(loop.mode === 'self-paced' ? { selfPaced: true } : {}) };
     // `--watch` (`worker/occurrence/watch-check.ts`): an unchanged check ends the tick here, with no model call.
     if (loop.watch) {
-      const watched = await runWatch(deps, loop.watch, { sessionId, surface: loop.origin.surface, signal });
+      const watched = await runWatch(
+        deps,
+        { spec: loop.watch, owner: loop.loopId, lastDigest: loop.watchDigest, baseKey: deps.keys.scheduleWatchBase(sessionId, kind) },
+        { sessionId, surface: loop.origin.surface, signal },
+      );
       p.watchDigest = watched.digest;
-      if (loop.watchDigest && watched.digest === loop.watchDigest) {
+      p.watchBase = watched.base;
+      if (!watched.changed) {
         log.debug({ tick: tickNumber }, `${kind} tick unchanged (watch)`);
         return { ...p, reply: '', steps: [], failure: undefined, failed: false, until: undefined, finishedAt: Date.now(), unchanged: true };
       }
-      p.input += watchSection(loop.watch, watched, !loop.watchDigest);
+      p.input += watched.section;
     }
     let context = transcript;
     // The turn answers to every surface whose text is in its context (provenance, `contextSurfaces`).
@@ -387,6 +394,9 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
     });
     if (res.status === 'conflict') return CONFLICT;
     if (res.status === 'duplicate') return await this.duplicate();
+    // The digest is kept (`applyTick`): so is what the watch saw, for its next change.
+    if (t.watchBase && !t.failure && stored.status !== 'finished')
+      await keepWatchBase(deps, deps.keys.scheduleWatchBase(sessionId, kind), t.watchBase);
     return { action: 'committed', committed: { eventId: res.eventId, loop: stored, outcome }, lockReleased: true };
   }
 
@@ -431,6 +441,7 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       return;
     }
     await deps.loops.removeScheduler(loop.sessionId, loop.kind);
+    if (outcome.kind === 'finished' && loop.watch) await deps.loops.forgetWatch(loop.sessionId, loop.kind);
     const verb = outcome.kind === 'finished' ? 'finished' : 'paused';
     const text = `${loop.kind === 'loop' ? 'Loop' : 'Heartbeat'} ${verb}: ${outcome.reason}.`;
     await deps.sessions.appendEvent(loop.sessionId, 'notice', { text, kind: loop.kind, status: loop.status });

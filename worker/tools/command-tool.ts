@@ -26,6 +26,7 @@ import { endGroup, signalGroup, spawnInGroup } from '../runtime/process-group.ts
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
 import { compileArgumentSchema } from './argument-schema.ts';
 import { NO_PARAMETERS, type AgentTool, type ToolParameters } from './tool.ts';
+import type { ToolOutput } from './tool-output.ts';
 
 /** Wait between SIGTERM and SIGKILL of a stopped command's process group, ms. */
 export const KILL_GRACE_MS = 2000;
@@ -81,7 +82,8 @@ export function commandTool(name: string, spec: CommandToolSpec, env: (turn: Rec
         typeof spec.command === 'string'
           ? ['/bin/sh', ['-c', spec.command]]
           : [spec.command[0]!, spec.command.slice(1).map((a) => fillPlaceholders(name, a, values))];
-      return await runBounded(name, file, argv, env(vars), ctx.signal, ctx.maxResultBytes, ctx.timeoutMs);
+      await runBounded(name, file, argv, env(vars), ctx.signal, ctx.output, ctx.timeoutMs);
+      return ctx.output;
     },
   };
 }
@@ -107,7 +109,8 @@ function fillPlaceholders(tool: string, element: string, values: Record<string, 
 }
 
 /**
- * Run `file argv` without a shell; resolves with stdout.
+ * Run `file argv` without a shell; its stdout goes into `output` as it comes (all of it, in
+ * bounded memory). Resolves when the process has ended.
  * @param deadlineMs - the call's timeout, ms (the signal aborts it then; the process backstop comes after it)
  * @throws ToolError `failed` (non-zero exit), `aborted`
  */
@@ -117,16 +120,15 @@ function runBounded(
   argv: string[],
   env: Record<string, string>,
   signal: AbortSignal,
-  maxBytes: number,
+  output: ToolOutput,
   deadlineMs: number,
-): Promise<string> {
-  return new Promise<string>((resolve, reject) => {
+): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
     if (signal.aborted) {
       reject(new ToolError('The call was stopped.', { kind: 'aborted', tool }));
       return;
     }
     const child = spawnInGroup(file, argv, deadlineMs, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = Buffer.alloc(0);
     let err = '';
     let stopped = false;
     const onAbort = () => {
@@ -135,9 +137,7 @@ function runBounded(
       setTimeout(() => signalGroup(child, 'SIGKILL'), KILL_GRACE_MS).unref();
     };
     signal.addEventListener('abort', onAbort, { once: true });
-    child.stdout!.on('data', (d: Buffer) => {
-      if (out.length <= maxBytes) out = Buffer.concat([out, d]);
-    });
+    child.stdout!.on('data', (d: Buffer) => output.push(d));
     child.stderr!.on('data', (d: Buffer) => {
       err = (err + d.toString('utf8')).slice(-1000);
     });
@@ -151,7 +151,7 @@ function runBounded(
       if (stopped) reject(new ToolError('The call was stopped.', { kind: 'aborted', tool }));
       else if (code !== 0)
         reject(new ToolError(`Exit code ${code}: ${err.trim().split('\n').slice(-3).join(' | ')}`, { kind: 'failed', tool }));
-      else resolve(out.toString('utf8'));
+      else resolve();
     });
   });
 }

@@ -33,9 +33,11 @@
  */
 import { constants, type Dirent } from 'node:fs';
 import { lstat, open, readdir, readlink, realpath, stat, type FileHandle } from 'node:fs/promises';
-import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
+import { pathWithin } from '../../scheduler/tools/tool-reach.ts';
 import { stringArg, type AgentTool } from './tool.ts';
+import type { ByteRange, ToolOutput } from './tool-output.ts';
 
 /** Longest `path` argument accepted, in characters (Linux's PATH_MAX); a longer one is refused. */
 export const MAX_PATH_CHARS = 4096;
@@ -79,7 +81,7 @@ export async function resolveInRoots(path: string, roots: string[], tool: string
   } catch {
     throw new ToolError(`No such file or directory: ${path}`, { kind: 'failed', tool });
   }
-  if (!places.some((root) => within(real, root))) throw outside(path, tool);
+  if (!places.some((root) => pathWithin(real, root))) throw outside(path, tool);
   return real;
 }
 
@@ -93,7 +95,7 @@ export async function resolveInRoots(path: string, roots: string[], tool: string
  * to refuse.
  */
 async function staysWithinRoots(path: string, roots: string[]): Promise<boolean> {
-  const onTheWay = (p: string) => roots.some((root) => within(p, root) || within(root, p));
+  const onTheWay = (p: string) => roots.some((root) => pathWithin(p, root) || pathWithin(root, p));
   const parts = path.split(sep).filter((p) => p !== '');
   let current: string = sep;
   let links = 0;
@@ -118,13 +120,7 @@ async function staysWithinRoots(path: string, roots: string[]): Promise<boolean>
     if (!info) missing = true;
     current = next;
   }
-  return roots.some((root) => within(current, root));
-}
-
-/** Whether `path` is `folder` or lies under it (both absolute and normalised). */
-function within(path: string, folder: string): boolean {
-  const rel = relative(folder, path);
-  return rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel));
+  return roots.some((root) => pathWithin(current, root));
 }
 
 function outside(path: string, tool: string): ToolError {
@@ -159,7 +155,7 @@ async function checkOpened(fh: FileHandle, path: string, roots: string[], tool: 
   }
   // The path passed the check, so an opened object elsewhere means it was swapped meanwhile.
   const realRoots = (await Promise.all(roots.map((r) => realpath(r).catch(() => undefined)))).filter((r) => r !== undefined);
-  if (!isAbsolute(found.where) || !realRoots.some((root) => within(found.where, root))) throw changed(path, tool);
+  if (!isAbsolute(found.where) || !realRoots.some((root) => pathWithin(found.where, root))) throw changed(path, tool);
   const [held, there] = await Promise.all([fh.stat({ bigint: true }), stat(found.where, { bigint: true }).catch(() => undefined)]);
   if (!there || held.dev !== there.dev || held.ino !== there.ino) throw changed(path, tool);
   return found.fdPath;
@@ -204,16 +200,24 @@ export function fileTools(roots: string[], options: { fdDirs?: readonly string[]
   return [
     {
       name: 'read_file',
-      description: `Read a text file as it is now. Allowed folders: ${where}. A relative path is read from ${roots[0]}.`,
+      description:
+        `Read a text file as it is now. Allowed folders: ${where}. A relative path is read from ${roots[0]}. ` +
+        'A large file comes back as its head and its end, with a marker naming the lines left out: read those with offset and limit, or the last lines with tail_lines.',
       parameters: {
         type: 'object',
-        properties: { path: { type: 'string', description: 'File path, absolute or relative to the first allowed folder' } },
+        properties: {
+          path: { type: 'string', description: 'File path, absolute or relative to the first allowed folder' },
+          offset: { type: 'integer', minimum: 1, description: 'First line to read (1 is the first line of the file)' },
+          limit: { type: 'integer', minimum: 1, description: 'Lines to read from offset (default: to the end of the file)' },
+          tail_lines: { type: 'integer', minimum: 1, description: 'Read only the last this many lines (instead of offset and limit)' },
+        },
         required: ['path'],
         additionalProperties: false,
       },
       groups: ['read_file', 'files'],
       async call(args, ctx) {
         const path = stringArg(args, 'path', 'read_file');
+        const page = pageArgs(args);
         const real = await resolveInRoots(path, roots, 'read_file');
         notRegularFile(path, await lstat(real));
         // Non-blocking open: a FIFO put in place after the check opens at once
@@ -228,10 +232,14 @@ export function fileTools(roots: string[], options: { fdDirs?: readonly string[]
           await checkOpened(fh, path, roots, 'read_file', fdDirs);
           const info = await fh.stat();
           notRegularFile(path, info);
-          // Read one byte past the cap so the caller can mark the cut.
-          const buf = Buffer.alloc(Math.min(info.size, ctx.maxResultBytes + 1));
-          const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
-          return buf.subarray(0, bytesRead).toString('utf8');
+          const out = ctx.output;
+          out.readHint = (from, to) => `read them with read_file offset=${from} limit=${to - from + 1}, or the end with tail_lines`;
+          if (page.tailLines !== undefined) await readTailLines(fh, info.size, page.tailLines, out);
+          else if (page.offset !== undefined || page.limit !== undefined) {
+            const past = await readLines(fh, info.size, page.offset ?? 1, page.limit, out);
+            if (past !== undefined) return past;
+          } else await readRanges(fh, out.fileRanges(info.size), out);
+          return out;
         } finally {
           await fh.close();
         }
@@ -276,4 +284,164 @@ export function fileTools(roots: string[], options: { fdDirs?: readonly string[]
       },
     },
   ];
+}
+
+/** Bytes read from a file at a time. */
+const CHUNK_BYTES = 64 * 1024;
+
+/** `read_file`'s paging arguments. @throws ToolError `refused` for a value that is no whole number of lines, or both ways at once */
+function pageArgs(args: Record<string, unknown>): { offset?: number; limit?: number; tailLines?: number } {
+  const lines = (name: string): number | undefined => {
+    const v = args[name];
+    if (v === undefined) return undefined;
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1)
+      throw new ToolError(`Argument "${name}" must be a whole number of lines, 1 or more.`, { kind: 'refused', tool: 'read_file' });
+    return v;
+  };
+  const page = { offset: lines('offset'), limit: lines('limit'), tailLines: lines('tail_lines') };
+  if (page.tailLines !== undefined && (page.offset !== undefined || page.limit !== undefined))
+    throw new ToolError('Use either offset and limit, or tail_lines.', { kind: 'refused', tool: 'read_file' });
+  return page;
+}
+
+/** Read `ranges` of the open file into `out` from byte `at`, the bytes between them counted as not read. */
+async function readRanges(fh: FileHandle, ranges: readonly ByteRange[], out: ToolOutput, at = 0): Promise<void> {
+  for (const range of ranges) {
+    out.skip(range.start - at);
+    await readRange(fh, range, out);
+    at = range.end;
+  }
+}
+
+/** Read `range` of the open file into `out` (less when the file shrank meanwhile). */
+async function readRange(fh: FileHandle, range: ByteRange, out: ToolOutput): Promise<void> {
+  for (let pos = range.start; pos < range.end;) {
+    const len = Math.min(CHUNK_BYTES, range.end - pos);
+    const { bytesRead, buffer } = await fh.read(Buffer.alloc(len), 0, len, pos);
+    if (bytesRead === 0) break;
+    out.push(buffer.subarray(0, bytesRead));
+    pos += bytesRead;
+  }
+}
+
+/**
+ * Lines `offset` … `offset + limit - 1` into `out`; without `limit`, from `offset` to the end (read
+ * as a whole file is: head and end past `out.fileReadBytes`). The first line is searched for in the
+ * first `out.fileReadBytes` bytes.
+ * @returns a note instead of the lines when `offset` is past the end of the file
+ * @throws ToolError `refused` when the first line lies past the scan limit
+ */
+async function readLines(
+  fh: FileHandle,
+  size: number,
+  offset: number,
+  limit: number | undefined,
+  out: ToolOutput,
+): Promise<string | undefined> {
+  const found = await lineStart(fh, size, offset, out.fileReadBytes);
+  if (typeof found !== 'number')
+    return `[Line ${offset} is past the end of the file: it has ${found.lines.toLocaleString('en-US')} lines.]`;
+  out.firstLine = offset;
+  if (limit === undefined) {
+    const rest = out.fileRanges(size - found).map((r) => ({ start: r.start + found, end: r.end + found }));
+    await readRanges(fh, rest, out, found);
+    return undefined;
+  }
+  let left = limit;
+  for (let pos = found; pos < size && left > 0;) {
+    const len = Math.min(CHUNK_BYTES, size - pos);
+    const { bytesRead, buffer } = await fh.read(Buffer.alloc(len), 0, len, pos);
+    if (bytesRead === 0) break;
+    const buf = buffer.subarray(0, bytesRead);
+    let to = 0;
+    while (left > 0) {
+      const nl = buf.indexOf(0x0a, to);
+      if (nl < 0) {
+        to = buf.length;
+        break;
+      }
+      left -= 1;
+      to = nl + 1;
+    }
+    out.push(buf.subarray(0, to));
+    pos += bytesRead;
+  }
+  return undefined;
+}
+
+/**
+ * The byte line `line` starts at, looked for in the first `scanBytes` bytes.
+ * @returns the byte, or the file's line count when it has fewer lines
+ * @throws ToolError `refused` when the line lies past the scan limit
+ */
+async function lineStart(fh: FileHandle, size: number, line: number, scanBytes: number): Promise<number | { lines: number }> {
+  let ends = 0;
+  for (let pos = 0; pos < size;) {
+    if (ends + 1 >= line) return pos;
+    if (pos >= scanBytes) {
+      throw new ToolError(
+        `Line ${line} lies past the first ${scanBytes.toLocaleString('en-US')} bytes read_file scans (tools.files.max_scan_bytes); read the end of the file with tail_lines.`,
+        { kind: 'refused', tool: 'read_file' },
+      );
+    }
+    const len = Math.min(CHUNK_BYTES, size - pos);
+    const { bytesRead, buffer } = await fh.read(Buffer.alloc(len), 0, len, pos);
+    if (bytesRead === 0) break;
+    for (let i = buffer.indexOf(0x0a); i >= 0 && i < bytesRead; i = buffer.indexOf(0x0a, i + 1)) {
+      ends += 1;
+      if (ends + 1 === line) {
+        if (pos + i + 1 < size) return pos + i + 1;
+        break;
+      }
+    }
+    pos += bytesRead;
+  }
+  if (line === 1 && size > 0) return 0;
+  // The last line without a line end counts.
+  return { lines: ends + (size > 0 && (await lastByte(fh, size)) !== 0x0a ? 1 : 0) };
+}
+
+/**
+ * The last `count` lines into `out`, reading back from the end at most `out.fileReadBytes`; they
+ * are numbered when the file is small enough to count the lines before them.
+ */
+async function readTailLines(fh: FileHandle, size: number, count: number, out: ToolOutput): Promise<void> {
+  const floor = Math.max(0, size - out.fileReadBytes);
+  // A last line end closes the last line; it starts none.
+  let wanted = count + ((await lastByte(fh, size)) === 0x0a ? 1 : 0);
+  let start = floor;
+  search: for (let end = size; end > floor;) {
+    const len = Math.min(CHUNK_BYTES, end - floor);
+    const buf = Buffer.alloc(len);
+    const { bytesRead } = await fh.read(buf, 0, len, end - len);
+    for (let i = bytesRead - 1; i >= 0; i--) {
+      if (buf[i] === 0x0a && --wanted === 0) {
+        start = end - len + i + 1;
+        break search;
+      }
+    }
+    end -= len;
+  }
+  out.firstLine = start === 0 ? 1 : size <= out.fileReadBytes ? (await countLineEnds(fh, start)) + 1 : undefined;
+  await readRange(fh, { start, end: size }, out);
+}
+
+/** The last byte of the file, or -1 when it is empty. */
+async function lastByte(fh: FileHandle, size: number): Promise<number> {
+  if (size === 0) return -1;
+  const { buffer } = await fh.read(Buffer.alloc(1), 0, 1, size - 1);
+  return buffer[0]!;
+}
+
+/** Line ends in the first `end` bytes of the file. */
+async function countLineEnds(fh: FileHandle, end: number): Promise<number> {
+  let count = 0;
+  for (let pos = 0; pos < end;) {
+    const len = Math.min(CHUNK_BYTES, end - pos);
+    const { bytesRead, buffer } = await fh.read(Buffer.alloc(len), 0, len, pos);
+    if (bytesRead === 0) break;
+    for (let i = buffer.indexOf(0x0a); i >= 0 && i < bytesRead; i = buffer.indexOf(0x0a, i + 1)) count += 1;
+    pos += bytesRead;
+  }
+  return count;
 }

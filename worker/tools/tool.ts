@@ -7,6 +7,7 @@
 import type { TOOL_SURFACES } from '../../scheduler/config/config.ts';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
 import type { Origin } from '../../scheduler/session/origin.ts';
+import type { ToolOutput } from './tool-output.ts';
 
 /** Surfaces a turn can come from (`tools.allow_from` names them). */
 export type ToolSurface = (typeof TOOL_SURFACES)[number];
@@ -61,8 +62,11 @@ export interface ToolCallContext {
   turn?: ToolTurn;
   /** Aborted at the call's timeout or when the turn is aborted; tools stop at once (child processes included). */
   signal: AbortSignal;
-  /** Bytes of result the model will see; tools may stop reading past this. */
-  maxResultBytes: number;
+  /**
+   * Where a tool that reads a stream (a file, a body, a process's output) puts it as it comes,
+   * in bounded memory (`./tool-output.ts`); a tool that has its whole text at once may return it instead.
+   */
+  output: ToolOutput;
   /** The call's timeout, ms (`signal` is aborted then); a tool that starts a process bounds it by this too. */
   timeoutMs: number;
 }
@@ -89,10 +93,11 @@ export interface AgentTool {
   promptNote?(scope: ToolScope): string | undefined;
   /**
    * Run the call.
-   * @returns the result text the model sees (cut to `maxResultBytes` by the caller)
+   * @returns the result text, or `ctx.output` with the result streamed into it (the caller cuts
+   *   either by the big-result rule of `./tool-output.ts`)
    * @throws ToolError `refused` or `failed` with a message for the model
    */
-  call(args: Record<string, unknown>, ctx: ToolCallContext): Promise<string>;
+  call(args: Record<string, unknown>, ctx: ToolCallContext): Promise<string | ToolOutput>;
 }
 
 /** The JSON Schema of a tool without parameters. */

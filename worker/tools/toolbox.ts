@@ -15,7 +15,8 @@
  *
  * Limits of one call: `tools.timeout_seconds` (a command's own
  * `timeout_seconds` wins), then the call is aborted and the model sees the
- * error; the result is cut to `tools.max_result_bytes` with a note saying so.
+ * error; a result over `tools.max_result_bytes` keeps its head and its tail
+ * (the big-result rule, `./tool-output.ts`).
  * Processes a tool starts get the command environment rule (`../command-env.ts`).
  * A call whose turn is aborted stops at once (tools get the signal; a tool
  * that ignores it is no longer waited for).
@@ -30,6 +31,15 @@ import { httpTool } from './http-tool.ts';
 import { scheduleStatusTool, type ScheduleStatusSources } from './schedule-status-tool.ts';
 import { schedulesTool, type SchedulesToolDeps } from './schedules-tool.ts';
 import { surfaceList, type AgentTool, type ToolSurface, type ToolTurn, type TurnSurfaces } from './tool.ts';
+import { ToolOutput, type ToolOutputOptions } from './tool-output.ts';
+
+/** Who runs a call: its session, the surfaces it answers to, its turn's signal, the turn when it is one. */
+export interface ToolCallScope {
+  sessionId: string;
+  surface: TurnSurfaces;
+  signal: AbortSignal;
+  turn?: ToolTurn;
+}
 
 /** Tools that appear and disappear at run time (MCP servers). */
 export interface ToolSource {
@@ -44,7 +54,7 @@ export interface FunctionToolDefinition {
 
 /** The outcome of one call, as the model and the event stream see it. */
 export interface ToolCallResult {
-  /** The `tool` message content (the result, or `Error: …`), already cut to the cap. */
+  /** The `tool` message content (the result, or `Error: …`), cut by the big-result rule (`./tool-output.ts`). */
   content: string;
   ms: number;
   /** Size of the full result before the cut, bytes. */
@@ -53,17 +63,11 @@ export interface ToolCallResult {
   error?: ToolError;
 }
 
-/** Cut `text` to at most `maxBytes` bytes of UTF-8 (never inside a character) and say so. */
-export function capResult(text: string, maxBytes: number): { content: string; bytes: number; truncated: boolean } {
-  const buf = Buffer.from(text, 'utf8');
-  if (buf.length <= maxBytes) return { content: text, bytes: buf.length, truncated: false };
-  let end = maxBytes;
-  while (end > 0 && (buf[end]! & 0xc0) === 0x80) end--; // do not split a UTF-8 sequence
-  return {
-    content: `${buf.subarray(0, end).toString('utf8')}\n[result cut: first ${end} bytes shown; the tool returned more]`,
-    bytes: buf.length,
-    truncated: true,
-  };
+/** What a `--watch` check's call gave: its whole output collected for the watch, or why it failed. */
+export interface WatchCallResult {
+  output: ToolOutput;
+  error?: ToolError;
+  ms: number;
 }
 
 /** The operator's tools of this process. */
@@ -71,7 +75,10 @@ export class Toolbox {
   private readonly builtIn: AgentTool[];
   private readonly sources: ToolSource[] = [];
   private readonly timeoutMs: number;
-  private readonly maxResultBytes: number;
+  /** How a call's result is collected and cut (`tools.max_result_bytes`, `result_head_share`, `files.max_scan_bytes`). */
+  private readonly resultLimits: ToolOutputOptions;
+  /** Bytes of a watched file digested whole (`tools.watch_max_bytes`). */
+  private readonly watchMaxBytes: number;
   private readonly allowFrom: Record<string, readonly ToolSurface[]>;
 
   /** Variables of the worker's environment every command may get (`command_env.pass`). */
@@ -91,7 +98,8 @@ export class Toolbox {
     const t = config.tools;
     this.passEnv = config.command_env.pass;
     this.timeoutMs = t.timeout_seconds * 1000;
-    this.maxResultBytes = t.max_result_bytes;
+    this.resultLimits = { maxBytes: t.max_result_bytes, headShare: t.result_head_share, fileReadBytes: t.files.max_scan_bytes };
+    this.watchMaxBytes = t.watch_max_bytes;
     this.allowFrom = t.allow_from;
     this.builtIn = [scheduleStatusTool(status)];
     if (t.files.roots.length > 0) this.builtIn.push(...fileTools(t.files.roots.map((r) => resolve(r))));
@@ -177,33 +185,57 @@ export class Toolbox {
    * Run one call the model asked for. Never throws: a refusal, a failure or a
    * timeout comes back as `error`, with `content` saying so for the model.
    */
-  async call(
+  async call(name: string, rawArguments: string, ctx: ToolCallScope): Promise<ToolCallResult> {
+    const ran = await this.slotted(name, ctx.signal, () => this.execute(name, rawArguments, ctx, new ToolOutput(this.resultLimits)));
+    const shown = ran.error ? ToolOutput.of(`Error: ${ran.error.message}`, this.resultLimits) : ran.output;
+    return { ...shown.render(), ms: ran.ms, ...(ran.error ? { error: ran.error } : {}) };
+  }
+
+  /**
+   * Run a `--watch` check (`../watch-check.ts`): the same checks, limits and rights as a call of
+   * the model's, but the whole output is collected for the watch (digest, a copy up to
+   * `collect.keepBytes`, what came after `collect.since`), a file read through up to
+   * `tools.watch_max_bytes`. Never throws.
+   */
+  async watch(
     name: string,
-    rawArguments: string,
-    ctx: { sessionId: string; surface: TurnSurfaces; signal: AbortSignal; turn?: ToolTurn },
-  ): Promise<ToolCallResult> {
+    args: Record<string, unknown>,
+    ctx: ToolCallScope,
+    collect: { keepBytes: number; since?: number },
+  ): Promise<WatchCallResult> {
+    const output = new ToolOutput({ ...this.resultLimits, fileReadBytes: this.watchMaxBytes, watch: collect });
+    return await this.slotted(name, ctx.signal, () => this.execute(name, JSON.stringify(args), ctx, output));
+  }
+
+  /**
+   * Runs `run` for a call of the tool `name`; a subclass may hold something while it runs (a
+   * worker's turn slot for a command tool: `create-worker-deps.ts`).
+   */
+  protected async slotted<T>(_name: string, _signal: AbortSignal, run: () => Promise<T>): Promise<T> {
+    return await run();
+  }
+
+  /** One call into `output`, with the checks and limits of this file's header. Never throws. */
+  private async execute(name: string, rawArguments: string, ctx: ToolCallScope, output: ToolOutput): Promise<WatchCallResult> {
     const started = Date.now();
-    const done = (content: string, error?: ToolError): ToolCallResult => {
-      const capped = capResult(error ? `Error: ${error.message}` : content, this.maxResultBytes);
-      return { ...capped, ms: Date.now() - started, ...(error ? { error } : {}) };
-    };
+    const failed = (error: ToolError): WatchCallResult => ({ output, error, ms: Date.now() - started });
     const tool = this.all().find((t) => t.name === name);
     if (!tool)
-      return done('', new ToolError(`Unknown tool "${name}": only the tools listed for this turn exist.`, { kind: 'refused', tool: name }));
+      return failed(new ToolError(`Unknown tool "${name}": only the tools listed for this turn exist.`, { kind: 'refused', tool: name }));
     const refusing = this.refusingSurface(tool, ctx.surface);
     if (refusing !== undefined) {
-      return done('', new ToolError(`Tool "${name}" is not allowed from ${refusing}.`, { kind: 'refused', tool: name }));
+      return failed(new ToolError(`Tool "${name}" is not allowed from ${refusing}.`, { kind: 'refused', tool: name }));
     }
     const surfaces = surfaceList(ctx.surface);
     const kept = tool.refusal?.({ surfaces, turn: ctx.turn });
-    if (kept !== undefined) return done('', new ToolError(kept, { kind: 'refused', tool: name }));
+    if (kept !== undefined) return failed(new ToolError(kept, { kind: 'refused', tool: name }));
     let args: Record<string, unknown>;
     try {
       const parsed: unknown = rawArguments.trim() === '' ? {} : JSON.parse(rawArguments);
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
       args = parsed as Record<string, unknown>;
     } catch {
-      return done('', new ToolError('The arguments must be a JSON object.', { kind: 'refused', tool: name }));
+      return failed(new ToolError('The arguments must be a JSON object.', { kind: 'refused', tool: name }));
     }
     const timeoutMs = tool.timeoutMs ?? this.timeoutMs;
     const controller = new AbortController();
@@ -223,23 +255,23 @@ export class Toolbox {
     });
     stopped.catch(() => {});
     try {
-      const out = await Promise.race([
+      const got = await Promise.race([
         tool.call(args, {
           sessionId: ctx.sessionId,
           surface: surfaces[0]!,
           surfaces,
           ...(ctx.turn ? { turn: ctx.turn } : {}),
           signal: controller.signal,
-          maxResultBytes: this.maxResultBytes,
+          output,
           timeoutMs,
         }),
         stopped,
       ]);
-      return done(out);
+      if (typeof got === 'string') output.push(got);
+      return { output, ms: Date.now() - started };
     } catch (err) {
       if (timedOut)
-        return done(
-          '',
+        return failed(
           new ToolError(`The tool did not finish within ${timeoutMs / 1000}s and was stopped.`, {
             kind: 'timeout',
             tool: name,
@@ -247,9 +279,9 @@ export class Toolbox {
           }),
         );
       if (ctx.signal.aborted)
-        return done('', new ToolError('The call was stopped with its turn.', { kind: 'aborted', tool: name, cause: err }));
-      if (err instanceof ToolError) return done('', err);
-      return done('', new ToolError(`The tool failed: ${(err as Error).message}`, { kind: 'failed', tool: name, cause: err }));
+        return failed(new ToolError('The call was stopped with its turn.', { kind: 'aborted', tool: name, cause: err }));
+      if (err instanceof ToolError) return failed(err);
+      return failed(new ToolError(`The tool failed: ${(err as Error).message}`, { kind: 'failed', tool: name, cause: err }));
     } finally {
       clearTimeout(timer);
       ctx.signal.removeEventListener('abort', onTurnAbort);

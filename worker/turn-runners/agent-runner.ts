@@ -24,8 +24,9 @@
  *     estimated and calibrated by its reported counts: `context/token-count.ts`)
  *     must fit `CALL_FIT_SHARE` of the model's window; if not, the conversation is
  *     compacted without a model call (`compactMessages`: old tool results
- *     stubbed, then the largest messages cut, the oldest dropped) — what the
- *     model has not seen yet is stubbed last. Nothing over the window is sent.
+ *     stubbed, then older messages cut and dropped) — what the model has not
+ *     seen yet is cut last, keeping its head and its tail. Nothing over the
+ *     window is sent.
  *     The window is the one the fleet learned from the model's refusals at its
  *     endpoint, else configured, known or default (`scheduler/models/model-window.ts`).
  *   - Refusals: a provider that still refuses for length, in any provider's
@@ -126,6 +127,11 @@ export interface AgentRunnerOptions {
     /** A declared name or a model id of the primary endpoint that writes summaries; unset = the turn's model. */
     model?: string;
   };
+  /**
+   * Share of a message cut to fit a window kept from its head, the rest from its tail
+   * (`tools.result_head_share`; the big-result rule, `../tools/tool-output.ts`). Absent: the head only.
+   */
+  cutHeadShare?: number;
   /** Retries of one model call by the client (`agent.max_retries`). @defaultValue 3 */
   maxRetries?: number;
   /** `agent.min_context_window_tokens`: the floor of the refusal rule. @defaultValue 2048 */
@@ -235,6 +241,8 @@ export interface ModelContext {
   targetTokens: number;
   /** `agent.compaction.keep_recent_messages`. */
   keepRecent: number;
+  /** How a message cut to fit is split between its head and its tail (`AgentRunnerOptions.cutHeadShare`). */
+  cutHeadShare?: number;
 }
 
 /** Counts the tokens of a request's messages (with its system prompt and tool definitions). */
@@ -403,6 +411,7 @@ export class AgentRunner implements TurnRunner {
       thresholdTokens: Math.floor(this.threshold * windowTokens),
       targetTokens: Math.floor(this.target * windowTokens),
       keepRecent: this.keepRecent,
+      cutHeadShare: this.options.cutHeadShare,
     };
   }
 
@@ -463,6 +472,7 @@ export class AgentRunner implements TurnRunner {
           estimate,
           counter,
           make: (fields) => fields,
+          cutHeadShare: this.options.cutHeadShare,
         });
         const { completion } = await this.call(scope, {
           system: SUMMARY_PROMPT,
@@ -819,6 +829,7 @@ export class AgentRunner implements TurnRunner {
       estimate,
       counter,
       make: (fields) => fields,
+      cutHeadShare: this.options.cutHeadShare,
     });
     if (fitted.report)
       emit(scope.onEvent, { type: 'context.compacted', data: { ...fitted.report, scope: 'call', model: target.id, windowTokens } });

@@ -86,6 +86,7 @@ export function agentRunnerOptions(config: HermesConfig, metrics?: AgentRunnerOp
       keepRecentMessages: a.compaction.keep_recent_messages,
       model: a.compaction.model,
     },
+    cutHeadShare: config.tools.result_head_share,
     maxRetries: a.max_retries,
     minContextWindowTokens: a.min_context_window_tokens,
     circuitBreaker: { failureThreshold: a.breaker_failure_threshold, cooldownSeconds: a.breaker_cooldown_seconds },
