@@ -340,7 +340,7 @@ async function readLines(
 ): Promise<string | undefined> {
   const found = await lineStart(fh, size, offset, out.fileReadBytes);
   if (typeof found !== 'number')
-    return `[Line ${offset} is past the end of the file: it has ${found.lines.toLocaleString('en-US')} lines.]`;
+    return `[Line ${offset.toLocaleString('en-US')} is past the end of the file: it has ${found.lines.toLocaleString('en-US')} lines.]`;
   out.firstLine = offset;
   if (limit === undefined) {
     const rest = out.fileRanges(size - found).map((r) => ({ start: r.start + found, end: r.end + found }));

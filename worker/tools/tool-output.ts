@@ -118,7 +118,7 @@ export class ToolOutput {
     const chunk = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
     if (chunk.length === 0) return;
     if (this.hash) this.digestChunk(chunk);
-    if (this.headLen < this.headBytes) {
+    if (this.headLen < this.headBytes && this.skippedBytes === 0) {
       const part = chunk.subarray(0, this.headBytes - this.headLen);
       this.head.push(part);
       this.headLen += part.length;
