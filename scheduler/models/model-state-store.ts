@@ -19,7 +19,7 @@ export interface ModelRef {
 }
 
 /** The base URL the `openai` client calls when none is set. */
-export const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
+const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 
 /**
  * The endpoint a model's state is stored by: its base URL without trailing slashes (the `openai`

@@ -174,7 +174,7 @@ export class ContextRefusal extends Error {
 }
 
 /** Longest part of a refusal's text kept (in its message and in the learned window's record). */
-export const SAID_MAX_CHARS = 300;
+const SAID_MAX_CHARS = 300;
 
 /**
  * The refusal for length in an answer's status and body text, or undefined. A JSON body is read as
