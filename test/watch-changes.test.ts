@@ -310,6 +310,15 @@ describe.concurrent('a watch is checked against the tools when it is set', () =>
         expect(loop.code, `${watch}: ${loop.stderr}`).toBe(0);
         expect((await call('POST', '/api/cron/jobs', { schedule: 'every 1h', prompt: 'watch it', watch })).status, watch).toBe(201);
       }
+      // Changing a job's watch to one outside is refused the same way, and the job keeps its own.
+      const job = await runCronCli(env.config, ['add', 'every 1h', 'watch it', '--name', 'inside', '--watch', 'read_file:ci.log']);
+      expect(job.code, job.stderr).toBe(0);
+      const edit = await runCronCli(env.config, ['edit', 'inside', '--watch', `read_file:${sibling}/creds.txt`]);
+      expect(edit.code).toBe(2);
+      expect(edit.stderr).toMatch(/is outside the folders the tools may read/);
+      const patch = await call('PATCH', '/api/cron/jobs/inside', { watch: 'read_file:../root-secrets/creds.txt' });
+      expect(patch.status).toBe(400);
+      expect((await call('GET', '/api/cron/jobs/inside')).body.watch).toBe('read_file:ci.log');
       expect(readFileSync(join(sibling, 'creds.txt'), 'utf8')).toBe('secret\n');
     },
     TEST_MS,
