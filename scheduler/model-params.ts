@@ -1,8 +1,9 @@
 /**
- * Sampling and output parameters a `/v1` caller may set for the model calls of its turn
- * (docs/GATEWAY.md "Client parameters"). The gateway checks them (gateway/http/v1/v1-params.ts),
- * the run's job carries them, and the agent runner sends them with every model call of the
- * turn (worker/turn-runners/agent-runner.ts). Each is the Chat Completions field of that name.
+ * Sampling and output parameters a `/v1` caller may set for the model calls of its turn: the
+ * fields docs/GATEWAY.md "Client parameters" marks as sent to the model. The gateway checks them
+ * (gateway/http/v1/v1-params.ts), the run's job carries them, and the agent runner sends them
+ * with every model call of the turn (worker/turn-runners/agent-runner.ts). Each is the Chat
+ * Completions field of that name.
  */
 
 /** `response_format` of Chat Completions. */
@@ -19,8 +20,13 @@ export interface ModelParams {
   max_completion_tokens?: number;
   stop?: string | string[];
   seed?: number;
+  presence_penalty?: number;
+  frequency_penalty?: number;
+  /** Token id (of the model's tokenizer) → bias, -100 to 100. */
+  logit_bias?: Record<string, number>;
   response_format?: ModelResponseFormat;
   user?: string;
+  safety_identifier?: string;
 }
 
 /** The names of `ModelParams`, in the order they are documented. */
@@ -31,8 +37,12 @@ export const MODEL_PARAM_NAMES = [
   'max_completion_tokens',
   'stop',
   'seed',
+  'presence_penalty',
+  'frequency_penalty',
+  'logit_bias',
   'response_format',
   'user',
+  'safety_identifier',
 ] as const satisfies ReadonlyArray<keyof ModelParams>;
 
 /** Why the model stopped: the Chat Completions `finish_reason` (`stop`, `length`, `content_filter`, `tool_calls`, or an upstream's own). */

@@ -1,24 +1,13 @@
 /**
- * How `/v1` reads a request body: every field is either used, or refused with a 400 that names
- * it — never accepted and silently dropped (docs/GATEWAY.md "Client parameters").
- *
- * - Forwarded to the model with every call of the turn (`scheduler/model-params.ts`):
- *   `temperature`, `top_p`, `max_tokens`, `max_completion_tokens`, `stop`, `seed`,
- *   `response_format`, `user` (Responses: `max_output_tokens` → `max_completion_tokens`,
- *   `text.format` → `response_format`).
- * - Tools: a request that brings its own (`tools`, `functions`, `tool_choice`, `function_call`)
- *   is refused with `client_tools_not_allowed`: the agent's tools are the operator's. An empty
- *   list declares nothing and is accepted.
- * - Neutral: a field at the value that changes nothing (`n: 1`, `presence_penalty: 0`,
- *   `logprobs: false`, …) and any field set to `null` (OpenAI's "not given") is accepted.
- * - Anything else is 400 `unsupported_parameter` with `param` naming the field.
- *
- * A malformed body is 400 `invalid_body` whose message names the field, what was expected and
- * what was sent (`parseBody`).
+ * How `/v1` reads a request body: what each field does comes from the one table of
+ * v1-param-table.ts (`assertFields`), a malformed body is named with what was expected
+ * (`parseBody`), and the model parameters a request may send are checked here
+ * (`modelParamsShape`, forwarded by `scheduler/model-params.ts`).
  */
 import { z } from 'zod';
 import { MODEL_PARAM_NAMES, type ModelParams } from '../../../scheduler/model-params.ts';
 import { HttpError } from '../errors.ts';
+import { V1_ENDPOINTS, ruleOf, type V1Endpoint } from './v1-param-table.ts';
 
 const stopSchema = z.union([z.string(), z.array(z.string()).min(1).max(4)]);
 
@@ -46,8 +35,12 @@ export const modelParamsShape = {
   max_completion_tokens: z.number().int().min(1).nullish(),
   stop: stopSchema.nullish(),
   seed: z.number().int().nullish(),
+  presence_penalty: z.number().min(-2).max(2).nullish(),
+  frequency_penalty: z.number().min(-2).max(2).nullish(),
+  logit_bias: z.record(z.string().regex(/^\d+$/, 'a token id'), z.number().min(-100).max(100)).nullish(),
   response_format: responseFormatSchema.nullish(),
   user: z.string().max(256).nullish(),
+  safety_identifier: z.string().max(64).nullish(),
 };
 
 /** The forwarded parameters a parsed body set (nulls left out). */
@@ -57,52 +50,42 @@ export function pickParams(body: Partial<Record<keyof ModelParams, unknown>>): M
   return out;
 }
 
-/** Fields that bring the caller's own tools. */
-const TOOL_FIELDS = ['tools', 'functions', 'tool_choice', 'function_call'] as const;
-
-/** What an endpoint does with each top-level field. */
-export interface FieldPolicy {
-  /** Fields the endpoint reads (its own and the forwarded parameters). */
-  used: ReadonlySet<string>;
-  /** Fields accepted only at a value that changes nothing. */
-  neutral: Readonly<Record<string, (value: unknown) => boolean>>;
-  /** Where the refusal points the caller (`POST /v1/chat/completions`). */
-  endpoint: string;
-}
-
 /**
- * Refuse what the endpoint would not honour.
- * @throws HttpError 400 `client_tools_not_allowed` for the caller's own tools, `unsupported_n` for
- *   `n` > 1, `unsupported_parameter` for any other field it neither uses nor accepts as neutral
+ * Refuse what `endpoint` will not take, by the table's rule for each field (v1-param-table.ts);
+ * `null` is "not given". An ignored field's value is checked as its rule says.
+ * @throws HttpError 400 with `param` the field: the rule's code (`unsupported_parameter`,
+ *   `client_tools_not_allowed`, `unsupported_n`) and why for a refused field or value;
+ *   `unsupported_parameter` for a field the endpoint does not take; `invalid_body` for an ignored
+ *   field's malformed value
  */
-export function assertFields(body: Record<string, unknown>, policy: FieldPolicy): void {
+export function assertFields(body: Record<string, unknown>, endpoint: V1Endpoint): void {
+  const where = V1_ENDPOINTS[endpoint];
   for (const [field, value] of Object.entries(body)) {
-    if (value === undefined || value === null || policy.used.has(field)) continue;
-    if ((TOOL_FIELDS as readonly string[]).includes(field)) {
-      // An empty list declares nothing (some client wrappers always send `tools: []`).
-      if (Array.isArray(value) && value.length === 0) continue;
-      throw new HttpError(
-        400,
-        `${field} is not accepted: the agent's tools are declared by the operator in the config, never by a request.`,
-        'invalid_request_error',
-        'client_tools_not_allowed',
+    if (value === undefined || value === null) continue;
+    const rule = ruleOf(endpoint, field);
+    if (!rule) {
+      const other = (Object.keys(V1_ENDPOINTS) as V1Endpoint[]).find((e) => ruleOf(e, field));
+      const hint = other ? `it is a field of ${V1_ENDPOINTS[other]}` : 'it is no field of the OpenAI API this server speaks';
+      throw refusal(`${field} is not accepted by ${where}: ${hint}.`, 'unsupported_parameter', field);
+    }
+    if (rule.policy === 'refuse') {
+      if (rule.accepted?.test(value)) continue;
+      throw refusal(`${field} is not accepted by ${where}: ${rule.why}.`, rule.code ?? 'unsupported_parameter', field);
+    }
+    if (rule.refused?.test(value)) {
+      const shown = JSON.stringify(value);
+      throw refusal(
+        `${field}: ${shown.length > 40 ? `${shown.slice(0, 40)}…` : shown} is not accepted by ${where}: ${rule.refused.why}.`,
+        rule.refused.code ?? 'unsupported_parameter',
         field,
       );
     }
-    if (field === 'n' && typeof value === 'number' && value !== 1) {
-      throw new HttpError(400, 'n must be 1: the agent gives one answer per request.', 'invalid_request_error', 'unsupported_n', 'n');
-    }
-    const neutral = policy.neutral[field];
-    if (neutral?.(value)) continue;
-    throw new HttpError(
-      400,
-      `${field} is not supported by ${policy.endpoint} on this server: the agent cannot honour it, so it is refused rather than ignored` +
-        `${neutral ? ' (only its default value is accepted)' : ''}. Supported model parameters: ${MODEL_PARAM_NAMES.join(', ')}.`,
-      'invalid_request_error',
-      'unsupported_parameter',
-      field,
-    );
+    if (rule.policy === 'ignore') parseBody(z.object({ [field]: rule.value }).loose(), { [field]: value });
   }
+}
+
+function refusal(message: string, code: string, param: string): HttpError {
+  return new HttpError(400, message, 'invalid_request_error', code, param);
 }
 
 /**

@@ -2,7 +2,7 @@
  * The Responses API (`POST /v1/responses`, `GET /v1/responses/:id`, `DELETE /v1/responses/:id`),
  * in the wire format of the official `openai` clients (`openai/resources/responses`), over the
  * same runs as Chat Completions: the same key, drain rule, `Idempotency-Key`, stream cap and
- * prompt limit (v1-run.ts), the same field rule (v1-params.ts).
+ * prompt limit (v1-run.ts), the same parameter table (v1-param-table.ts).
  *
  * - A response is a run: `resp_<hex>` is run `run_<hex>` (`GET /v1/runs/run_<hex>` shows it too).
  * - `input` is a string or message items (`{role, content}` with `input_text` / `output_text`
@@ -14,6 +14,13 @@
  *   expires with the run (`gateway.run_ttl_seconds`). A conversation is at most
  *   `CONVERSATION_MAX_CHARS` (what one request body may carry); past it the request is refused
  *   (`conversation_too_long`), or with `truncation: "auto"` the oldest messages are left out.
+ * - `store: false`: the response is answered and not kept as a response — no conversation is
+ *   stored, and `GET /v1/responses/:id` and a `previous_response_id` naming it answer 404. Its run
+ *   record is a run's like any other (`GET /v1/runs/:id`, `Idempotency-Key` retries), kept for
+ *   `gateway.run_ttl_seconds`.
+ * - `background: true`: answered at once with the queued response; the run goes on without a
+ *   caller and `GET /v1/responses/:id` reads its result (so it needs `store`). Streamed, it is
+ *   streamed as without it.
  * - The model's `finish_reason` becomes the response's status: `length` → `incomplete`
  *   (`max_output_tokens`), `content_filter` → `incomplete` (`content_filter`), else `completed`.
  * - `stream: true`: `response.created`, `response.in_progress`, `response.output_item.added`,
@@ -29,7 +36,8 @@ import type { ModelParams, ModelResponseFormat } from '../../../scheduler/model-
 import { HttpError, toHttpError } from '../errors.ts';
 import { openSse } from '../sse.ts';
 import { DeltaFollower, closeSignal, resolveModel, startRun, trackStream, waitForRun, type V1Deps } from './v1-run.ts';
-import { assertFields, assertSize, modelParamsShape, parseBody, pickParams, type FieldPolicy } from './v1-params.ts';
+import { assertFields, assertSize, modelParamsShape, parseBody, pickParams } from './v1-params.ts';
+import { honouredShape, metadataSchema } from './v1-param-table.ts';
 
 /** Longest conversation a response continues, characters: the request body limit (server.ts `BODY_LIMIT`, 2 MB). */
 export const CONVERSATION_MAX_CHARS = 2 * 1024 * 1024;
@@ -59,56 +67,35 @@ const textFormatSchema = z.discriminatedUnion('type', [
     .strict(),
 ]);
 
-/** `POST /v1/responses` body: the fields the gateway uses (others are checked by `RESPONSES_FIELDS`). */
+/**
+ * `POST /v1/responses` body: the fields the endpoint honours (v1-param-table.ts), checked here;
+ * the table's rule decides every other field (`assertFields`).
+ */
 export const responsesSchema = z
-  .object({
-    model: z.string().min(1).max(200).nullish(),
-    input: z.union([z.string().min(1, 'input must not be empty'), z.array(itemSchema).min(1, 'input must hold at least one item')]),
-    instructions: z.string().nullish(),
-    previous_response_id: z.string().min(1).nullish(),
-    stream: z.boolean().nullish(),
-    stream_options: z.object({}).loose().nullish(),
-    temperature: modelParamsShape.temperature,
-    top_p: modelParamsShape.top_p,
-    user: modelParamsShape.user,
-    max_output_tokens: z.number().int().min(1).nullish(),
-    text: z.object({ format: textFormatSchema.nullish(), verbosity: z.unknown().optional() }).strict().nullish(),
-    truncation: z.enum(['auto', 'disabled']).nullish(),
-    metadata: z
-      .record(z.string().max(64), z.string().max(512))
-      .refine((m) => Object.keys(m).length <= 16, 'at most 16 keys')
-      .nullish(),
-  })
+  .object(
+    honouredShape('responses', {
+      model: z.string().min(1).max(200).nullish(),
+      input: z.union([z.string().min(1, 'input must not be empty'), z.array(itemSchema).min(1, 'input must hold at least one item')]),
+      instructions: z.string().nullish(),
+      previous_response_id: z.string().min(1).nullish(),
+      stream: z.boolean().nullish(),
+      temperature: modelParamsShape.temperature,
+      top_p: modelParamsShape.top_p,
+      user: modelParamsShape.user,
+      safety_identifier: modelParamsShape.safety_identifier,
+      max_output_tokens: z.number().int().min(1).nullish(),
+      top_logprobs: z.number().int().min(0).max(20).nullish(),
+      // `verbosity` is ignored (the table's rule for `text`).
+      text: z.object({ format: textFormatSchema.nullish(), verbosity: z.string().nullish() }).strict().nullish(),
+      truncation: z.enum(['auto', 'disabled']).nullish(),
+      metadata: metadataSchema.nullish(),
+      store: z.boolean().nullish(),
+      background: z.boolean().nullish(),
+    }),
+  )
   .loose();
 
 type ResponsesBody = z.infer<typeof responsesSchema>;
-
-/** What `POST /v1/responses` does with each field (v1-params.ts). */
-const RESPONSES_FIELDS: FieldPolicy = {
-  endpoint: 'POST /v1/responses',
-  used: new Set([
-    'model',
-    'input',
-    'instructions',
-    'previous_response_id',
-    'stream',
-    'stream_options',
-    'temperature',
-    'top_p',
-    'user',
-    'max_output_tokens',
-    'text',
-    'truncation',
-    'metadata',
-  ]),
-  neutral: {
-    // Every response is stored (for `gateway.run_ttl_seconds`); none runs in the background.
-    store: (v) => v === true,
-    background: (v) => v === false,
-    include: (v) => Array.isArray(v) && v.length === 0,
-    parallel_tool_calls: (v) => v === false,
-  },
-};
 
 /** How a response deleted before it finished ends. */
 const DELETED_ERROR = { code: 'response_deleted', message: 'The response was deleted before it finished.', httpStatus: 409 };
@@ -128,14 +115,14 @@ export function responsesRoutes(router: Router, deps: V1Deps): void {
   router.post('/responses', async (req, res) => {
     assertItemTypes(req.body);
     const body = parseBody(responsesSchema, req.body);
-    assertFields(body, RESPONSES_FIELDS);
-    if (body.text?.verbosity !== undefined && body.text.verbosity !== null) {
+    assertFields(body, 'responses');
+    if (body.background && body.store === false) {
       throw new HttpError(
         400,
-        'text.verbosity is not supported by POST /v1/responses on this server: the agent cannot honour it, so it is refused rather than ignored.',
+        'background: true needs the response stored: its result is read with GET /v1/responses/:id, which a response made with store: false does not answer.',
         'invalid_request_error',
         'unsupported_parameter',
-        'text.verbosity',
+        'background',
       );
     }
     const model = resolveModel(deps, body.model);
@@ -149,16 +136,22 @@ export function responsesRoutes(router: Router, deps: V1Deps): void {
       ...conversation,
     ];
     const echo = requestEcho(body);
-    deps.fanout.assertCapacity(); // 429 before a run is queued that nobody could wait for
+    const waits = !body.background || body.stream;
+    if (waits) deps.fanout.assertCapacity(); // 429 before a run is queued that nobody could wait for
     const { runId } = await startRun(
       deps,
       req,
       'responses',
       { model, messages, params: paramsOf(body), ...(body.stream ? { stream: true } : {}) },
       body,
-      { request: echo, conversation },
+      // Not stored (`store: false`): no conversation is kept to continue (the table's rule for `store`).
+      { request: echo, ...(body.store === false ? {} : { conversation }) },
     );
     res.set('X-Hermes-Run-Id', runId);
+    if (!waits) {
+      res.json(responseObject(await getResponseRun(deps, responseIdOf(runId))));
+      return;
+    }
     if (!body.stream) {
       const clientGone = closeSignal(res);
       const record = await deps.inflight.track(runId, (drain) => waitForRun(deps, runId, AbortSignal.any([drain, clientGone])));
@@ -169,7 +162,10 @@ export function responsesRoutes(router: Router, deps: V1Deps): void {
   });
 
   router.get('/responses/:id', async (req, res) => {
-    res.json(responseObject(await getResponseRun(deps, String(req.params.id))));
+    const id = String(req.params.id);
+    const record = await getResponseRun(deps, id);
+    if (record.request?.store === false) throw responseNotFound(id, 'it was made with store: false, so it is not kept to be read back');
+    res.json(responseObject(record));
   });
 
   router.delete('/responses/:id', async (req, res) => {
@@ -215,6 +211,15 @@ async function priorConversation(deps: V1Deps, previousId: string | null | undef
     throw new HttpError(
       404,
       `Previous response ${previousId} not found (unknown or expired).`,
+      'invalid_request_error',
+      'previous_response_not_found',
+      'previous_response_id',
+    );
+  }
+  if (record.request?.store === false) {
+    throw new HttpError(
+      404,
+      `Previous response ${previousId} was made with store: false, so its conversation was not kept; send the whole conversation as input.`,
       'invalid_request_error',
       'previous_response_not_found',
       'previous_response_id',
@@ -322,7 +327,11 @@ function requestEcho(body: ResponsesBody): Record<string, unknown> {
     top_p: body.top_p ?? null,
     max_output_tokens: body.max_output_tokens ?? null,
     user: body.user ?? null,
+    safety_identifier: body.safety_identifier ?? null,
     metadata: body.metadata ?? {},
+    store: body.store ?? true,
+    background: body.background ?? false,
+    parallel_tool_calls: body.parallel_tool_calls ?? false,
     text: { format: body.text?.format ?? { type: 'text' } },
     truncation: body.truncation ?? 'disabled',
   };
@@ -335,8 +344,8 @@ async function getResponseRun(deps: V1Deps, id: string): Promise<V1RunRecord> {
   return record;
 }
 
-function responseNotFound(id: string): HttpError {
-  return new HttpError(404, `No response ${id} (unknown, expired or deleted).`, 'not_found_error', 'response_not_found', 'id');
+function responseNotFound(id: string, why = 'unknown, expired or deleted'): HttpError {
+  return new HttpError(404, `No response ${id} (${why}).`, 'not_found_error', 'response_not_found', 'id');
 }
 
 /** The Responses status of a run. */
@@ -410,7 +419,7 @@ export function responseObject(r: V1RunRecord, overrides: { model?: string; requ
     metadata: request.metadata ?? {},
     model: overrides.model ?? r.model,
     output,
-    parallel_tool_calls: false,
+    parallel_tool_calls: request.parallel_tool_calls ?? false,
     temperature: request.temperature ?? null,
     tool_choice: 'none',
     tools: [],
@@ -418,12 +427,13 @@ export function responseObject(r: V1RunRecord, overrides: { model?: string; requ
     max_output_tokens: request.max_output_tokens ?? null,
     previous_response_id: request.previous_response_id ?? null,
     reasoning: null,
-    store: true,
-    background: false,
+    store: request.store ?? true,
+    background: request.background ?? false,
     text: request.text ?? { format: { type: 'text' } },
     truncation: request.truncation ?? 'disabled',
     usage,
     user: request.user ?? null,
+    safety_identifier: request.safety_identifier ?? null,
   };
 }
 

@@ -4,7 +4,8 @@
  * the gateway only queues it and relays the result from the run's record and
  * event stream in Redis (scheduler/v1/v1-runs.ts). The run orchestration the endpoints
  * share — queueing, `Idempotency-Key`, waiting, the drain, hand-backs, following events — is in
- * v1-run.ts; the bodies' wire format in v1-schemas.ts; what a body may hold in v1-params.ts.
+ * v1-run.ts; the bodies' wire format in v1-schemas.ts; what each field of a body does in
+ * v1-param-table.ts, applied by v1-params.ts.
  *
  * - `GET /v1/models` lists `hermes-agent`, the primary model (`agent.model`) and
  *   the models the operator declared (`agent.models`); a request's `model` must
@@ -43,7 +44,7 @@ import {
   type V1Deps,
 } from './v1-run.ts';
 import { assertFields, assertSize, parseBody, pickParams } from './v1-params.ts';
-import { CHAT_FIELDS, chatCompletionSchema, listQuerySchema, runObject, runRequestSchema, toRunMessages } from './v1-schemas.ts';
+import { chatCompletionSchema, listQuerySchema, runObject, runRequestSchema, toRunMessages } from './v1-schemas.ts';
 import { responsesRoutes } from './v1-responses.ts';
 
 export type { V1Deps } from './v1-run.ts';
@@ -70,7 +71,7 @@ export function v1Router(deps: V1Deps): Router {
 
   router.post('/chat/completions', async (req, res) => {
     const body = parseBody(chatCompletionSchema, req.body);
-    assertFields(body, CHAT_FIELDS);
+    assertFields(body, 'chat');
     const model = resolveModel(deps, body.model);
     const messages = toRunMessages(body.messages, deps.maxPromptChars);
     deps.fanout.assertCapacity(); // 429 before a run is queued that nobody could wait for

@@ -6,8 +6,8 @@
  */
 import { z } from 'zod';
 import type { RunMessage, V1RunRecord } from '../../../scheduler/v1/v1-runs.ts';
-import { MODEL_PARAM_NAMES } from '../../../scheduler/model-params.ts';
-import { assertSize, modelParamsShape, type FieldPolicy } from './v1-params.ts';
+import { assertSize, modelParamsShape } from './v1-params.ts';
+import { honouredShape } from './v1-param-table.ts';
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() }).loose();
 const contentSchema = z.union([z.string(), z.array(textPart).min(1)]);
@@ -19,33 +19,25 @@ const messageSchema = z
   })
   .loose();
 
-/** `POST /v1/chat/completions` body: the fields the gateway uses (others are checked by `CHAT_FIELDS`). */
+/**
+ * `POST /v1/chat/completions` body: the fields the endpoint honours (v1-param-table.ts), checked
+ * here; the table's rule decides every other field (`assertFields`).
+ */
 export const chatCompletionSchema = z
-  .object({
-    model: z.string().min(1).max(200).nullish(),
-    messages: z.array(messageSchema).min(1, 'messages must hold at least one message'),
-    stream: z.boolean().nullish(),
-    stream_options: z.object({ include_usage: z.boolean().nullish() }).loose().nullish(),
-    n: z.number().int().min(1).nullish(),
-    ...modelParamsShape,
-  })
+  .object(
+    honouredShape('chat', {
+      model: z.string().min(1).max(200).nullish(),
+      messages: z.array(messageSchema).min(1, 'messages must hold at least one message'),
+      stream: z.boolean().nullish(),
+      stream_options: z.object({ include_usage: z.boolean().nullish() }).loose().nullish(),
+      n: z.number().int().min(1).nullish(),
+      logprobs: z.boolean().nullish(),
+      top_logprobs: z.number().int().min(0).max(20).nullish(),
+      modalities: z.array(z.enum(['text', 'audio'])).nullish(),
+      ...modelParamsShape,
+    }),
+  )
   .loose();
-
-const isEmptyObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length === 0;
-/** What `POST /v1/chat/completions` does with each field (v1-params.ts). */
-export const CHAT_FIELDS: FieldPolicy = {
-  endpoint: 'POST /v1/chat/completions',
-  used: new Set(['model', 'messages', 'stream', 'stream_options', ...MODEL_PARAM_NAMES]),
-  neutral: {
-    n: (v) => v === 1,
-    presence_penalty: (v) => v === 0,
-    frequency_penalty: (v) => v === 0,
-    logprobs: (v) => v === false,
-    logit_bias: isEmptyObject,
-    // Nothing is kept for training or distillation here.
-    store: (v) => v === false,
-  },
-};
 
 /** `POST /v1/runs` body. */
 export const runRequestSchema = z
