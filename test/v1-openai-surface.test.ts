@@ -10,6 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../scheduler/logger.ts';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { CONVERSATION_MAX_CHARS } from '../gateway/http/v1/v1-responses.ts';
+import { V1_ENDPOINTS, ruleOf, type V1Endpoint } from '../gateway/http/v1/v1-param-table.ts';
 import {
   echoLast,
   lastUserText,
@@ -21,6 +22,7 @@ import {
 import { testEnv, type TestEnv } from './support/env.ts';
 import { parseSse, readJson, waitFor } from './support/http.ts';
 import { startV1Worker, type TestV1Worker } from './support/v1-worker.ts';
+import { IGNORED_SAMPLES, REFUSED_SAMPLES } from './support/v1-param-samples.ts';
 
 const KEY = 'test-key-0123456789';
 
@@ -299,7 +301,7 @@ describe('POST /v1/responses', () => {
     expect(c.status).toBe(409);
   });
 
-  it("refuses the caller's tools, non-text items and unknown fields with a 400 naming them", async () => {
+  it("refuses the caller's tools, non-text items and a stored prompt with a 400 naming them", async () => {
     const c = client();
     const tools = await apiError(
       c.responses.create({
@@ -320,13 +322,69 @@ describe('POST /v1/responses', () => {
       }),
     );
     expect(image).toMatchObject({ status: 400, code: 'unsupported_content', param: 'input.0.content.0.type' });
-    const reasoning = await apiError(c.responses.create({ model: 'hermes-agent', input: 'x', reasoning: { effort: 'high' } }));
-    expect(reasoning).toMatchObject({ status: 400, code: 'unsupported_parameter', param: 'reasoning' });
-    const storeFalse = await apiError(c.responses.create({ model: 'hermes-agent', input: 'x', store: false }));
-    expect(storeFalse).toMatchObject({ status: 400, code: 'unsupported_parameter', param: 'store' });
+    const prompt = await apiError(c.responses.create({ model: 'hermes-agent', input: 'x', prompt: { id: 'pmpt_123' } }));
+    expect(prompt).toMatchObject({ status: 400, code: 'unsupported_parameter', param: 'prompt' });
+    expect(prompt.message).toMatch(/prompt is not accepted by POST \/v1\/responses: a prompt template stored with OpenAI/);
   });
 
-  it('forwards temperature, top_p, max_output_tokens (as max_tokens), user and text.format to the model', async () => {
+  it('store: false answers, echoes it, and keeps nothing to read back or continue; store: true keeps both', async () => {
+    const c = client();
+    const unstored = await c.responses.create({ model: 'hermes-agent', input: 'forget me', store: false });
+    expect(unstored).toMatchObject({ status: 'completed', store: false, output_text: 'echo: forget me' });
+    const read = await apiError(c.responses.retrieve(unstored.id));
+    expect(read).toMatchObject({ status: 404, code: 'response_not_found', param: 'id' });
+    expect(read.message).toMatch(/made with store: false/);
+    const before = model.requests.length;
+    const continued = await apiError(c.responses.create({ model: 'hermes-agent', input: 'and?', previous_response_id: unstored.id }));
+    expect(continued).toMatchObject({ status: 404, code: 'previous_response_not_found', param: 'previous_response_id' });
+    expect(continued.message).toMatch(/store: false.*send the whole conversation as input/);
+    expect(model.requests.length).toBe(before);
+    // Its run is a run like any other: it has the answer, and no conversation is kept with it.
+    const runId = `run_${unstored.id.slice('resp_'.length)}`;
+    expect(await readJson(get(`/v1/runs/${runId}`))).toMatchObject({ status: 'completed', output: 'echo: forget me' });
+    expect(await worker.deps.redis.hget(worker.deps.keys.run(runId), 'conversation')).toBeNull();
+    // Streamed the same.
+    const streamed = await c.responses.stream({ model: 'hermes-agent', input: 'forget this too', store: false }).finalResponse();
+    expect(streamed).toMatchObject({ store: false, output_text: 'echo: forget this too' });
+    expect((await apiError(c.responses.retrieve(streamed.id))).status).toBe(404);
+    // The near miss: store: true (the default) is kept, read back and continued.
+    const stored = await c.responses.create({ model: 'hermes-agent', input: 'keep me', store: true });
+    expect(await c.responses.retrieve(stored.id)).toMatchObject({ store: true });
+    const next = await c.responses.create({ model: 'hermes-agent', input: 'next', previous_response_id: stored.id });
+    expect(
+      model.requests
+        .at(-1)!
+        .messages.slice(-3)
+        .map((m) => m.content),
+    ).toEqual(['keep me', 'echo: keep me', 'next']);
+    expect(next).toMatchObject({ store: true });
+  });
+
+  it('background: true answers at once with the queued response; GET reads its result; with store: false it is 400', async () => {
+    answer = (req) => ({ delayMs: 1500, text: echoLast(req) });
+    const c = client();
+    const started = Date.now();
+    const queued = await c.responses.create({ model: 'hermes-agent', input: 'in the background', background: true });
+    expect(Date.now() - started).toBeLessThan(1500);
+    expect(queued).toMatchObject({ background: true, output: [] });
+    expect(['queued', 'in_progress']).toContain(queued.status);
+    const done = await waitFor(
+      async () => {
+        const r = await c.responses.retrieve(queued.id);
+        return r.status === 'completed' ? r : undefined;
+      },
+      10_000,
+      'the background response completed',
+    );
+    expect(done).toMatchObject({ background: true, output_text: 'echo: in the background' });
+    const before = model.requests.length;
+    const refused = await apiError(c.responses.create({ model: 'hermes-agent', input: 'x', background: true, store: false }));
+    expect(refused).toMatchObject({ status: 400, param: 'background' });
+    expect(refused.message).toMatch(/store: false/);
+    expect(model.requests.length).toBe(before);
+  });
+
+  it('forwards temperature, top_p, max_output_tokens (as max_tokens), user, safety_identifier and text.format to the model', async () => {
     const before = model.requests.length;
     await client().responses.create({
       model: 'hermes-agent',
@@ -335,6 +393,7 @@ describe('POST /v1/responses', () => {
       top_p: 0.9,
       max_output_tokens: 50,
       user: 'u-7',
+      safety_identifier: 'hash-7',
       text: {
         format: { type: 'json_schema', name: 'answer', schema: { type: 'object', properties: { a: { type: 'string' } } }, strict: true },
       },
@@ -344,13 +403,14 @@ describe('POST /v1/responses', () => {
       top_p: 0.9,
       max_tokens: 50,
       user: 'u-7',
+      safety_identifier: 'hash-7',
       response_format: { type: 'json_schema', json_schema: { name: 'answer', strict: true, schema: { type: 'object' } } },
     });
   });
 });
 
 describe('client parameters on /v1/chat/completions', () => {
-  it('forwards temperature, top_p, max_tokens, max_completion_tokens, stop, seed, response_format and user to every model call', async () => {
+  it('forwards temperature, top_p, max_tokens, max_completion_tokens, stop, seed, penalties, logit_bias, response_format, user and safety_identifier to every model call', async () => {
     const before = model.requests.length;
     await client().chat.completions.create({
       model: 'hermes-agent',
@@ -360,8 +420,12 @@ describe('client parameters on /v1/chat/completions', () => {
       max_tokens: 40,
       stop: ['END'],
       seed: 7,
+      presence_penalty: 0.5,
+      frequency_penalty: -0.25,
+      logit_bias: { '50256': -100 },
       response_format: { type: 'json_object' },
       user: 'alice',
+      safety_identifier: 'hash-alice',
     });
     expect(model.requests[before]!.body).toMatchObject({
       temperature: 0.1,
@@ -369,8 +433,12 @@ describe('client parameters on /v1/chat/completions', () => {
       max_tokens: 40,
       stop: ['END'],
       seed: 7,
+      presence_penalty: 0.5,
+      frequency_penalty: -0.25,
+      logit_bias: { '50256': -100 },
       response_format: { type: 'json_object' },
       user: 'alice',
+      safety_identifier: 'hash-alice',
     });
     await client().chat.completions.create({
       model: 'hermes-agent',
@@ -379,41 +447,7 @@ describe('client parameters on /v1/chat/completions', () => {
     });
     expect(model.requests.at(-1)!.body).toMatchObject({ max_completion_tokens: 30 });
     expect(model.requests.at(-1)!.body).not.toHaveProperty('temperature');
-  });
-
-  it('accepts a field at its neutral value or null, and refuses any other field it cannot honour, naming it', async () => {
-    const ok = await post('/v1/chat/completions', {
-      model: 'hermes-agent',
-      messages: [{ role: 'user', content: 'hi' }],
-      n: 1,
-      presence_penalty: 0,
-      frequency_penalty: 0,
-      logprobs: false,
-      logit_bias: {},
-      tools: [],
-      top_logprobs: null,
-    });
-    expect(ok.status).toBe(200);
-    for (const [field, value] of [
-      ['presence_penalty', 0.5],
-      ['logprobs', true],
-      ['modalities', ['audio']],
-      ['reasoning_effort', 'high'],
-      ['service_tier', 'flex'],
-      ['store', true],
-    ] as const) {
-      const before = model.requests.length;
-      const res = await post('/v1/chat/completions', {
-        model: 'hermes-agent',
-        messages: [{ role: 'user', content: 'hi' }],
-        [field]: value,
-      });
-      expect(res.status, field).toBe(400);
-      const body = await readJson(res);
-      expect(body.error).toMatchObject({ type: 'invalid_request_error', code: 'unsupported_parameter', param: field });
-      expect(body.error.message).toContain(field);
-      expect(model.requests.length).toBe(before);
-    }
+    expect(model.requests.at(-1)!.body).not.toHaveProperty('presence_penalty');
   });
 
   it('a bad parameter value names the field, what was expected and what was sent', async () => {
@@ -444,6 +478,51 @@ describe('client parameters on /v1/chat/completions', () => {
       expect(error.message, param).toContain(param);
     }
   });
+});
+
+describe('the parameter table on both endpoints (gateway/http/v1/v1-param-table.ts)', () => {
+  const bodyOf = (endpoint: V1Endpoint, fields: Record<string, unknown>) =>
+    endpoint === 'chat'
+      ? { model: 'hermes-agent', messages: [{ role: 'user', content: 'table' }], ...fields }
+      : { model: 'hermes-agent', input: 'table', ...fields };
+  const path = (endpoint: V1Endpoint) => (endpoint === 'chat' ? '/v1/chat/completions' : '/v1/responses');
+
+  /** Values that ask for nothing, of fields refused or refused at other values: the near misses of the refusals. */
+  const ASKS_NOTHING: Record<V1Endpoint, Record<string, unknown>> = {
+    chat: { n: 1, logprobs: false, top_logprobs: 0, modalities: ['text'], tools: [], functions: [], audio: null, moderation: null },
+    responses: { top_logprobs: 0, tools: [], prompt: null, conversation: null },
+  };
+
+  for (const endpoint of ['chat', 'responses'] as const) {
+    it(`${endpoint}: every ignored field is accepted together, its value checked, and none reaches the model`, async () => {
+      const before = model.requests.length;
+      const res = await post(path(endpoint), bodyOf(endpoint, { ...IGNORED_SAMPLES[endpoint], ...ASKS_NOTHING[endpoint] }));
+      expect(res.status, JSON.stringify(await res.clone().json())).toBe(200);
+      expect(model.requests.length).toBe(before + 1);
+      const sent = model.requests.at(-1)!.body;
+      for (const field of Object.keys(IGNORED_SAMPLES[endpoint])) expect(sent, field).not.toHaveProperty(field);
+      // The near miss: an ignored field's malformed value is a bad body, and changes nothing.
+      const bad = await post(path(endpoint), bodyOf(endpoint, { service_tier: 7 }));
+      expect(bad.status).toBe(400);
+      expect((await readJson(bad)).error).toMatchObject({ code: 'invalid_body', param: 'service_tier' });
+      expect(model.requests.length).toBe(before + 1);
+    });
+
+    it(`${endpoint}: every refused field and value is 400 naming the field and why; nothing reaches the model`, async () => {
+      const before = model.requests.length;
+      for (const [field, value] of Object.entries(REFUSED_SAMPLES[endpoint])) {
+        const rule = ruleOf(endpoint, field)!;
+        const refusal = rule.policy === 'refuse' ? { code: rule.code, why: rule.why } : rule.refused!;
+        const res = await post(path(endpoint), bodyOf(endpoint, { [field]: value }));
+        expect(res.status, field).toBe(400);
+        const { error } = await readJson(res);
+        expect(error, field).toMatchObject({ type: 'invalid_request_error', param: field, code: refusal.code ?? 'unsupported_parameter' });
+        expect(error.message, field).toContain(`${field}`);
+        expect(error.message, field).toContain(`is not accepted by ${V1_ENDPOINTS[endpoint]}: ${refusal.why}.`);
+      }
+      expect(model.requests.length).toBe(before);
+    });
+  }
 });
 
 describe('model names', () => {

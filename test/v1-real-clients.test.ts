@@ -2,8 +2,9 @@
  * The official `openai` clients against the gateway over loopback: the JS client (always) and the
  * Python client (`.ci/run` installs it into `.ci/venv`; `HERMES_TEST_PYTHON` names another
  * interpreter) drive chat, streaming with usage, the Responses API plain, continued and streamed,
- * errors, and the refusal of the caller's tools. Real express, real BullMQ queue and worker, the
- * local model server behind them.
+ * errors, and the refusal of the caller's tools; `store: false` and the fields clients send that
+ * change nothing here answer 200, and every field the Python client declares is in the parameter
+ * table. Real express, real BullMQ queue and worker, the local model server behind them.
  *
  * The Python part runs whenever a Python with `openai` is found; a venv or interpreter that was
  * set up for it but cannot import `openai` fails the test rather than skipping it. Only a machine
@@ -20,6 +21,7 @@ import { echoLast, lastUserText, startFakeOpenAI, type FakeOpenAI } from './supp
 import { testEnv, type TestEnv } from './support/env.ts';
 import { ROOT } from './support/stack.ts';
 import { startV1Worker, type TestV1Worker } from './support/v1-worker.ts';
+import { ruleOf } from '../gateway/http/v1/v1-param-table.ts';
 
 const KEY = 'test-key-0123456789';
 
@@ -142,6 +144,19 @@ describe('the official Python openai client', () => {
       expect(out.errors.upstream_stream).toMatchObject({ class: 'APIError', message: expect.stringMatching(/upstream exploded/) });
       expect(out.responses_stream_error).toMatchObject({ code: 'model_error', message: expect.stringMatching(/upstream exploded/) });
       expect(out.responses_stream_failed_types.slice(-2)).toEqual(['error', 'response.failed']);
+      expect(out.store_false).toMatchObject({ status: 'completed', output_text: 'echo: unstored python', store: false });
+      expect(out.store_false.retrieve).toMatchObject({ class: 'NotFoundError', status: 404, code: 'response_not_found' });
+      expect(out.chat_ignored).toBe('echo: ignored python');
+      expect(out.errors.refused).toMatchObject({ class: 'BadRequestError', status: 400, code: 'unsupported_parameter', param: 'prompt' });
+      expect(out.errors.refused.message).toMatch(/prompt is not accepted by POST \/v1\/responses: a prompt template stored with OpenAI/);
+      // Every field this client declares is decided by the parameter table.
+      for (const endpoint of ['chat', 'responses'] as const) {
+        expect(out.declared[endpoint].length, endpoint).toBeGreaterThan(25);
+        expect(
+          (out.declared[endpoint] as string[]).filter((f) => ruleOf(endpoint, f) === undefined),
+          endpoint,
+        ).toEqual([]);
+      }
     },
     120_000,
   );
@@ -194,6 +209,25 @@ describe('the official JS openai client', () => {
     helper.on('response.output_text.delta', (e) => seen.push(e.delta));
     expect((await helper.finalResponse()).output_text).toBe('echo: helper js');
     expect(seen.join('')).toBe('echo: helper js');
+  });
+
+  it('store: false on /v1/responses, and a chat completion with the fields clients send that change nothing here, answer 200', async () => {
+    const unstored = await client().responses.create({ model: 'hermes-agent', input: 'unstored js', store: false });
+    expect(unstored).toMatchObject({ status: 'completed', output_text: 'echo: unstored js', store: false });
+    expect(await errorOf(client().responses.retrieve(unstored.id))).toMatchObject({ status: 404, code: 'response_not_found' });
+    const chat = await client().chat.completions.create({
+      model: 'hermes-agent',
+      messages: [{ role: 'user', content: 'ignored js' }],
+      metadata: { ticket: 'T-1' },
+      parallel_tool_calls: false,
+      service_tier: 'flex',
+      prompt_cache_key: 'tenant-7',
+      store: true,
+    });
+    expect(chat.choices[0]!.message.content).toBe('echo: ignored js');
+    const refused = await errorOf(client().responses.create({ model: 'hermes-agent', input: 'x', prompt: { id: 'pmpt_123' } }));
+    expect(refused).toMatchObject({ status: 400, code: 'unsupported_parameter', param: 'prompt' });
+    expect(refused?.message).toMatch(/prompt is not accepted by POST \/v1\/responses: a prompt template stored with OpenAI/);
   });
 
   it("errors and the refusal of the caller's tools", async () => {

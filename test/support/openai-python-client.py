@@ -4,6 +4,7 @@ Reads HERMES_BASE_URL and HERMES_API_KEY; prints one JSON object with what each 
 test asserts on it. The local model server behind the gateway answers "echo: <last message>"
 word by word, an upstream 500 for a message that says FAIL.
 """
+import inspect
 import json
 import os
 import sys
@@ -80,6 +81,28 @@ out["errors"] = {
         model="hermes-agent", messages=[{"role": "user", "content": "FAIL"}], stream=True,
     )]),
 }
+# What Codex-style clients send: store=False, answered and not kept (retrieving it is 404).
+unstored = client.responses.create(model="hermes-agent", input="unstored python", store=False)
+out["store_false"] = {
+    "status": unstored.status, "output_text": unstored.output_text, "store": unstored.to_dict().get("store"),
+    "retrieve": error_of(lambda: client.responses.retrieve(unstored.id)),
+}
+
+# A chat completion with the fields clients send that change nothing here (the parameter table ignores them).
+ignored = client.chat.completions.create(
+    model="hermes-agent", messages=[{"role": "user", "content": "ignored python"}],
+    metadata={"ticket": "T-1"}, parallel_tool_calls=False, service_tier="flex", prompt_cache_key="tenant-7", store=True,
+)
+out["chat_ignored"] = ignored.choices[0].message.content
+out["errors"]["refused"] = error_of(lambda: client.responses.create(model="hermes-agent", input="x", prompt={"id": "pmpt_123"}))
+
+# The fields this client's create() methods declare, for the test to find each in the parameter table.
+TRANSPORT = {"self", "extra_headers", "extra_query", "extra_body", "timeout"}
+out["declared"] = {
+    name: [p for p in inspect.signature(create).parameters if p not in TRANSPORT]
+    for name, create in (("chat", client.chat.completions.create), ("responses", client.responses.create))
+}
+
 failed_types = []
 for event in client.responses.create(model="hermes-agent", input="FAIL", stream=True):
     failed_types.append(event.type)
