@@ -386,7 +386,7 @@ describe('POST /v1/responses', () => {
 
   it('forwards temperature, top_p, max_output_tokens (as max_tokens), user, safety_identifier and text.format to the model', async () => {
     const before = model.requests.length;
-    await client().responses.create({
+    const res = await client().responses.create({
       model: 'hermes-agent',
       input: 'json please',
       temperature: 0.2,
@@ -406,6 +406,7 @@ describe('POST /v1/responses', () => {
       safety_identifier: 'hash-7',
       response_format: { type: 'json_schema', json_schema: { name: 'answer', strict: true, schema: { type: 'object' } } },
     });
+    expect(res).toMatchObject({ user: 'u-7', safety_identifier: 'hash-7', temperature: 0.2, top_p: 0.9, max_output_tokens: 50 });
   });
 });
 
