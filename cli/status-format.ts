@@ -10,11 +10,7 @@ import type { SetAsideInput } from '../scheduler/session/set-aside.ts';
 import { cadence } from '../scheduler/loop/loop-service.ts';
 import { cachedNote } from '../scheduler/model-spend.ts';
 import { table } from './commands/cron-format.ts';
-
-function clip(text: string, max: number): string {
-  const one = text.replace(/\s+/g, ' ').trim();
-  return one.length <= max ? one : `${one.slice(0, max - 1)}…`;
-}
+import { clip } from '../scheduler/text/clip.ts';
 
 /**
  * The schedule table of `hermes status`.

@@ -9,6 +9,7 @@ import type { SchedulePreview } from '../../scheduler/cron/preview.ts';
 import { formatSeconds } from '../../scheduler/interval.ts';
 import { formatSpend, NO_TOTALS, type ModelSpend } from '../../scheduler/model-spend.ts';
 import { describeCron, scheduleText, scheduleTextInZone } from '../../scheduler/cron/describe.ts';
+import { clip } from '../../scheduler/text/clip.ts';
 
 export { describeCron, scheduleText };
 
@@ -21,11 +22,6 @@ export function table(header: string[], rows: string[][]): string[] {
       .join('  ')
       .trimEnd();
   return [line(header), ...rows.map(line)];
-}
-
-function clip(text: string, max: number): string {
-  const one = text.replace(/\s+/g, ' ').trim();
-  return one.length <= max ? one : `${one.slice(0, max - 1)}…`;
 }
 
 /** `2026-03-05 07:00 CET (in 4m)` or `—`. */

@@ -6,7 +6,8 @@
  */
 import type { SessionEvent, TranscriptMessage } from '../../scheduler/session/session-store.ts';
 import { isoUtc } from '../../scheduler/cron/cron-engine.ts';
-import { clip, duration } from './format.ts';
+import { duration } from './format.ts';
+import { clip } from '../../scheduler/text/clip.ts';
 import { html, type Html } from './html.ts';
 
 /** Characters of a tool call's arguments shown. */

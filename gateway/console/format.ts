@@ -37,9 +37,3 @@ export function tokens(t: SpendTotals | undefined): string {
   const cached = t.cachedTokens ? `, ${t.cachedTokens.toLocaleString('en-US')} cached` : '';
   return `${totalTokens(t).toLocaleString('en-US')} tokens (${t.calls} call${t.calls === 1 ? '' : 's'}${cached})`;
 }
-
-/** Text cut to `max` characters on one line. */
-export function clip(text: string, max: number): string {
-  const one = text.replace(/\s+/g, ' ').trim();
-  return one.length <= max ? one : `${one.slice(0, max - 1)}…`;
-}

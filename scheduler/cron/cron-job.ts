@@ -20,6 +20,7 @@ import {
 } from '../model-spend.ts';
 import { isSilentReply } from '../economy/silent-reply.ts';
 import { budgetPauseReason, isBudgetPause, type TokenBudget } from '../economy/token-budget.ts';
+import { clip } from '../text/clip.ts';
 
 const NO_WEBHOOK_ALLOW = parseWebhookAllow([]);
 
@@ -427,7 +428,7 @@ export function applyRun(
   }
   const max = options.maxConsecutiveFailures ?? 0;
   if (run.status === 'error' && max > 0 && next.failure_streak >= max && next.state === 'scheduled') {
-    return pause(`${next.failure_streak} failed runs in a row; last error: ${clipReason(run.error ?? 'unknown error', 300)}`);
+    return pause(`${next.failure_streak} failed runs in a row; last error: ${clip(run.error ?? 'unknown error', 300)}`);
   }
   return next;
 }
@@ -445,11 +446,6 @@ export function cronTokenBudget(job: Pick<CronJob, 'max_tokens' | 'budget_tokens
 /** Whether the job is paused by a token budget (`--max-tokens` or `agent.max_tokens_per_turn`); its `paused_reason` names the spend. */
 export function pausedByBudget(job: Pick<CronJob, 'state' | 'paused_reason'>): boolean {
   return job.state === 'paused' && isBudgetPause(job.paused_reason);
-}
-
-function clipReason(text: string, max: number): string {
-  const one = text.replace(/\s+/g, ' ').trim();
-  return one.length > max ? `${one.slice(0, max - 1)}…` : one;
 }
 
 /** The run's spend, unchanged count and watch digest on the job (see `applyRun`). */

@@ -20,6 +20,7 @@ import { formatSpend } from '../model-spend.ts';
 import type { LoopStore } from './loop-store.ts';
 import { assertSessionId } from '../session/session-id.ts';
 import { CONFLICT, retryOnConflict } from '../store/optimistic-retry.ts';
+import { clip } from '../text/clip.ts';
 
 /** What a `set` asks for (already parsed and validated). */
 export interface LoopSpec {
@@ -122,7 +123,7 @@ export class LoopService {
       await this.guard(kind, sessionId, () => this.store.arm(stored!, now));
       this.log.info({ sessionId, kind, loopId: record.loopId, intervalSeconds: record.intervalSeconds }, `${kind} set`);
       const lines = [...spec.notes];
-      if (previous && previous.status !== 'finished') lines.push(`Replaced the previous ${kind} ("${clip(previous.prompt)}").`);
+      if (previous && previous.status !== 'finished') lines.push(`Replaced the previous ${kind} ("${clip(previous.prompt, 60)}").`);
       lines.push(`${LABEL[kind]} set: ${cadence(record)} · ${budget(record)} — first tick now.`);
       lines.push(`Prompt: ${clip(record.prompt, 200)}`);
       // An agent schedule without a model would fail every tick: said now, not at the first failure.
@@ -231,11 +232,6 @@ export class LoopService {
   }
 }
 
-function clip(text: string, max = 60): string {
-  const one = text.replace(/\s+/g, ' ').trim();
-  return one.length > max ? `${one.slice(0, max - 1)}…` : one;
-}
-
 /** `every 10m` or `self-paced (now 2m)`. */
 export function cadence(r: LoopRecord): string {
   return r.mode === 'fixed' ? `every ${formatSeconds(r.intervalSeconds ?? 0)}` : `self-paced (now ${formatSeconds(r.delaySeconds ?? 0)})`;
@@ -278,7 +274,7 @@ export function statusLine(r: LoopRecord, now: number, nextDueAt?: number): stri
   parts.push(...economyParts(r));
   if (r.spend) parts.push(formatSpend(r.spend));
   if (r.createdBy) parts.push(createdByText(r.createdBy));
-  parts.push(`“${clip(r.prompt)}”`);
+  parts.push(`“${clip(r.prompt, 60)}”`);
   return parts.join(' · ');
 }
 

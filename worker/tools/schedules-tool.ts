@@ -60,6 +60,7 @@ import { formatSeconds, MAX_TIMES } from '../../scheduler/interval.ts';
 import type { AgentScheduleLedger } from './agent-schedule-ledger.ts';
 import type { LoopKind } from '../../scheduler/store/keys.ts';
 import type { AgentTool, ToolParameters, ToolScope, ToolTurn } from './tool.ts';
+import { clip } from '../../scheduler/text/clip.ts';
 
 /** The tool's name. */
 export const SCHEDULES_TOOL = 'schedules';
@@ -678,11 +679,6 @@ function cleanName(name: string | undefined): string | undefined {
   if (n === '') throw refused('`name` must not be empty.');
   if (n.length > 80) throw refused(`\`name\` has ${n.length} characters; the limit is 80.`);
   return n;
-}
-
-function clip(text: string, max: number): string {
-  const one = text.replace(/\s+/g, ' ').trim();
-  return one.length > max ? `${one.slice(0, max - 1)}…` : one;
 }
 
 /** `loop every 10m — “check the CI”` (self-paced: `loop, self-paced`). */
