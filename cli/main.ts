@@ -146,7 +146,10 @@ program
       // One `hermes up` per home: a second one says where the first is instead of failing to bind (up-lock.ts).
       const lock = takeUpLock(cfg.home);
       process.on('exit', () => lock.release());
-      const log = createLogger({ level: cfg.log_level, name: 'up', file: logFile });
+      // Without the chat the log goes to stderr: its start-up lines wait until the banner is out.
+      let bannerShown = () => {};
+      const holdUntil = logFile ? undefined : new Promise<void>((resolve) => (bannerShown = resolve));
+      const log = createLogger({ level: cfg.log_level, name: 'up', file: logFile, holdUntil });
       // A Ctrl+C during the start is remembered (not Node's default exit, which would strand the
       // embedded Redis): the start completes, then everything is stopped in order.
       let stopEarly = false;
@@ -156,7 +159,10 @@ program
       process.on('SIGINT', onEarly);
       process.on('SIGTERM', onEarly);
       warnAtStart(cfg, log, logFile ? printOut : undefined);
-      const target = await resolveRedis(cfg, { allowStart: true, log });
+      const target = await resolveRedis(cfg, { allowStart: true, log }).catch((err: unknown) => {
+        bannerShown(); // the held lines say why
+        throw err;
+      });
       const embedded = target.embedded;
       if (embedded) log.info({ socket: embedded.paths.socket, dir: embedded.paths.dir, redisPid: embedded.pid }, 'embedded Redis started');
       let worker: WorkerProcess | undefined;
@@ -167,6 +173,7 @@ program
         gw = opts.gateway ? await gatewayFor(cfg, target.topology, log, worker.metrics) : undefined;
       } catch (err) {
         // Nothing half-started stays behind: not the worker, not the embedded Redis.
+        bannerShown();
         process.off('SIGINT', onEarly);
         process.off('SIGTERM', onEarly);
         await worker?.drain();
@@ -185,6 +192,7 @@ program
         logFile,
       });
       if (!stopEarly) for (const line of banner) printOut(line);
+      bannerShown();
       // An embedded Redis that died and could not be restarted stops the stack.
       const redisLost: Promise<Error> = embedded ? embedded.failed : new Promise<never>(() => {});
       /** Stop everything; false when the stop deadline cut the drain short (Redis not answering). */

@@ -37,8 +37,12 @@ export const REDACTED_KEYS = [
  * @param options.name - process role, e.g. `worker`, `gateway`
  * @param options.file - write JSON to this file instead of stderr (folders created 0700, the file 0600)
  * @param options.pretty - human-readable lines; default: stderr is a TTY and no file was given
+ * @param options.holdUntil - keep every line until this settles, then write them in order (and later
+ *   ones at once): `hermes up` prints its banner first, the start-up lines after it
  */
-export function createLogger(options: { level?: string; name?: string; file?: string; pretty?: boolean } = {}): Logger {
+export function createLogger(
+  options: { level?: string; name?: string; file?: string; pretty?: boolean; holdUntil?: Promise<unknown> } = {},
+): Logger {
   const pretty = options.file === undefined && (options.pretty ?? process.stderr.isTTY === true);
   let destination: DestinationStream;
   if (options.file) {
@@ -47,6 +51,7 @@ export function createLogger(options: { level?: string; name?: string; file?: st
     destination = pino.destination({ dest: options.file, sync: true });
   } else if (pretty) destination = prettyStream({ destination: 2, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
   else destination = pino.destination({ fd: 2, sync: true });
+  if (options.holdUntil) destination = heldUntil(destination, options.holdUntil);
   return pino(
     {
       name: options.name ?? 'hermes',
@@ -58,6 +63,23 @@ export function createLogger(options: { level?: string; name?: string; file?: st
     },
     destination,
   );
+}
+
+/** `to`, with every line kept until `release` settles. */
+function heldUntil(to: DestinationStream, release: Promise<unknown>): DestinationStream {
+  let held: string[] | undefined = [];
+  const flush = () => {
+    const lines = held ?? [];
+    held = undefined;
+    for (const line of lines) to.write(line);
+  };
+  release.then(flush, flush);
+  return {
+    write(line: string) {
+      if (held) held.push(line);
+      else to.write(line);
+    },
+  };
 }
 
 const LEVEL_METHODS = new Set(['trace', 'debug', 'info', 'warn', 'error', 'fatal']);

@@ -6,7 +6,7 @@
  * without a model says so in the reply that sets it.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -16,7 +16,7 @@ import { loadConfig } from '../scheduler/config/config.ts';
 import { AlreadyRunningError } from '../scheduler/errors/already-running-error.ts';
 import { freePort } from '../scheduler/store/redis/embedded-redis.ts';
 import { testEnv } from './support/env.ts';
-import { clients, runHermes, waitFor } from './support/stack.ts';
+import { clients, HERMES_BIN, runHermes, SPAWN_START_TIMEOUT_MS, waitFor } from './support/stack.ts';
 import { startHermesUp, upEnv } from './support/hermes-up.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
@@ -167,6 +167,34 @@ describe('one hermes up per home', () => {
     first.proc.kill('SIGINT');
     expect(await first.exited).toBe(0);
     expect(existsSync(upLockPath(home))).toBe(false);
+  }, 90_000);
+
+  it('without the chat, the banner comes before the start-up log lines on a shared terminal', async () => {
+    const home = newHome();
+    const out = join(home, 'terminal.txt');
+    // One file for stdout and stderr, as one terminal shows them.
+    const fd = openSync(out, 'w');
+    const proc = spawn(process.execPath, [HERMES_BIN, 'up', '--no-chat'], {
+      env: upEnv(home, await freePort(), { HERMES_LOG_LEVEL: 'info' }),
+      stdio: ['ignore', fd, fd],
+    });
+    closeSync(fd);
+    const exited = new Promise<number | null>((r) => proc.on('close', (code) => r(code)));
+    cleanups.push(async () => {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+      await exited;
+    });
+    const lines = () => readFileSync(out, 'utf8').split('\n');
+    await waitFor(() => lines().some((l) => l.includes('"msg":"gateway listening"')), SPAWN_START_TIMEOUT_MS, 'the start-up lines');
+    const shown = lines();
+    expect(shown[0]).toBe(`hermes is up · home ${home}`);
+    const bannerEnd = shown.indexOf('Ctrl+C stops it. Attach from another terminal: hermes chat');
+    const firstLog = shown.findIndex((l) => l.startsWith('{'));
+    expect(bannerEnd).toBeGreaterThan(0);
+    expect(firstLog).toBeGreaterThan(bannerEnd);
+    expect(shown.slice(firstLog).join('\n')).toMatch(/"msg":"embedded Redis started"[\s\S]*"msg":"worker started"/);
+    proc.kill('SIGINT');
+    expect(await exited).toBe(0);
   }, 90_000);
 });
 
