@@ -3,6 +3,7 @@
  * as aligned columns, then the goals (finished ones only with `--all`; the cron
  * jobs are `cron list`'s table, `commands/cron-format.ts`), then the set-aside input.
  */
+import { agentCreatorCell } from '../scheduler/session/origin.ts';
 import { formatSeconds } from '../scheduler/interval.ts';
 import type { GoalRecord } from '../scheduler/goal/goal-state.ts';
 import type { LoopRecord } from '../scheduler/loop/loop-state.ts';
@@ -27,7 +28,8 @@ export function formatSchedules(
     return [options.all ? 'no loops or heartbeats' : 'no active or paused loops or heartbeats (--all shows finished ones)'];
   }
   const sorted = [...records].sort((a, b) => a.sessionId.localeCompare(b.sessionId) || a.kind.localeCompare(b.kind));
-  // `BY`: `agent (telegram)` for what the agent made with its `schedules` tool; shown when something listed was.
+  // `BY`: `agent (telegram)` for what the agent made with its `schedules` tool (`agent (telegram, tool output)`
+  // when made after reading a tool's output); shown when something listed was.
   const by = records.some((r) => r.createdBy);
   return table(
     ['SESSION', 'KIND', 'STATE', 'CADENCE', 'TICKS', 'NEXT', 'TOKENS', ...(by ? ['BY'] : []), 'PROMPT'],
@@ -41,7 +43,7 @@ export function formatSchedules(
         .filter(Boolean)
         .join(', ');
       const ticksText = `${r.times !== null ? `${ticks} (times ${r.times})` : ticks}${quiet ? ` (${quiet})` : ''}`;
-      const byText = r.createdBy ? `agent (${r.createdBy.surface})` : '—';
+      const byText = r.createdBy ? agentCreatorCell(r.createdBy) : '—';
       return [r.sessionId, r.kind, state, cadence(r), ticksText, nextText, tokensColumn(r), ...(by ? [byText] : []), clip(r.prompt, 50)];
     }),
   );

@@ -334,7 +334,7 @@ describe.concurrent('only the operator declares tools', () => {
     expect(chat!.data.text).toBe('result: ci green');
     await say(c, 'af-tg', 'ci?', 'm1', { surface: 'telegram', route: { platform: 'telegram', chatId: '111' } });
     const [tg] = await waitForEvents(c, 'af-tg', 'reply', 1);
-    expect(tg!.data.text).toBe('result: Error: Tool "ci" is not allowed from telegram.');
+    expect(tg!.data.text).toBe('result: Error: Tool "ci" is not allowed from telegram (tools.allow_from).');
     // Telegram gets the final reply only; the tool call stays in the session stream
     expect((await events(c, 'af-tg', 'tool.result')).length).toBe(1);
     const outbound = telegramOutboundQueue(c.keys, c.redis);
@@ -348,7 +348,7 @@ describe.concurrent('only the operator declares tools', () => {
       5_000,
       'the reply queued for Telegram',
     );
-    expect(sent.map((j) => j.data.text)).toEqual(['result: Error: Tool "ci" is not allowed from telegram.']);
+    expect(sent.map((j) => j.data.text)).toEqual(['result: Error: Tool "ci" is not allowed from telegram (tools.allow_from).']);
     const offered = model.requests.map((r) => r.tools.includes('ci'));
     expect(offered).toEqual([true, true, false, false]);
   });
@@ -389,7 +389,9 @@ describe.concurrent('only the operator declares tools', () => {
       15_000,
       'both runs recorded',
     );
-    expect(api.output).toBe('result: Error: Tool "ci" is not allowed from api.');
+    expect(api.output).toBe(
+      'result: Error: ci is not available in this turn: its context holds text from the api surface, which may not use it (tools.allow_from).',
+    );
     expect(cli.output).toBe('result: ci green');
     // the api job was never offered the tool; the CLI job was
     expect(model.requests.filter((r) => r.tools.includes('ci')).length).toBe(2);
@@ -408,7 +410,9 @@ describe.concurrent('only the operator declares tools', () => {
         `run ${n} of the CLI job`,
       );
     };
-    expect((await runAndWait(2)).output).toBe('result: Error: Tool "ci" is not allowed from api.');
+    expect((await runAndWait(2)).output).toBe(
+      'result: Error: ci is not available in this turn: its context holds text from the api surface, which may not use it (tools.allow_from).',
+    );
     const reset = await cron.edit('from-cli', { prompt: 'ci?' }, { origin: { surface: 'cli' }, trusted: true });
     expect(reset.edited_from).toBeUndefined();
     expect((await runAndWait(3)).output).toBe('result: ci green');

@@ -10,6 +10,7 @@ import { formatSeconds } from '../../scheduler/interval.ts';
 import { formatSpend, NO_TOTALS, type ModelSpend } from '../../scheduler/model-spend.ts';
 import { describeCron, scheduleText, scheduleTextInZone } from '../../scheduler/cron/describe.ts';
 import { clip } from '../../scheduler/text/clip.ts';
+import { agentCreatorCell } from '../../scheduler/session/origin.ts';
 
 export { describeCron, scheduleText };
 
@@ -45,7 +46,7 @@ export function formatJobList(jobs: CronJob[], now: number): string[] {
       j.state === 'scheduled' ? when(j.next_run_at, j.tz, now) : '—',
       j.last_status ?? '—',
       String(j.failure_streak),
-      ...(by ? [j.created_by ? `agent (${j.created_by.surface})` : '—'] : []),
+      ...(by ? [j.created_by ? agentCreatorCell(j.created_by) : '—'] : []),
       j.state,
     ]),
   );
@@ -72,7 +73,12 @@ export function formatJob(job: CronJob, now: number): string[] {
     const n = (x: number) => x.toLocaleString('en-US');
     lines.push(`  budget    ${n(job.budget_tokens ?? 0)} of ${n(job.max_tokens)} tokens used since it was set or resumed (--max-tokens)`);
   }
-  if (job.created_by) lines.push(`  made by   the agent, from ${job.created_by.surface} (session ${job.created_by.session_id})`);
+  if (job.created_by) {
+    const c = job.created_by;
+    lines.push(
+      `  made by   the agent, from ${c.surface} (session ${c.session_id})${c.from_tool_output ? ", after reading a tool's output" : ''}`,
+    );
+  }
   if (job.script !== null) lines.push(`  script    ${clip(job.script, 100)}`);
   if (job.prompt) lines.push(`  prompt    ${clip(job.prompt, 100)}`);
   if (job.last_status !== null) {

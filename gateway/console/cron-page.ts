@@ -7,6 +7,7 @@
 import { formatInZone, isoUtc } from '../../scheduler/cron/cron-engine.ts';
 import type { SchedulePreview } from '../../scheduler/cron/preview.ts';
 import { describeCron, scheduleText } from '../../scheduler/cron/describe.ts';
+import { agentCreatorText } from '../../scheduler/session/origin.ts';
 import { ms, type CronJobView, type CronRunView } from './cron-view.ts';
 import { at, countdown, duration, tokens } from './format.ts';
 import { clip } from '../../scheduler/text/clip.ts';
@@ -46,6 +47,7 @@ export function jobPanel(job: CronJobView, now: number, error?: string, options:
 <dt>state</dt><dd><span class="state state-${job.state}">${job.state}</span>${job.paused_reason ? html` <span class="reason">${job.paused_reason}</span>` : ''}</dd>
 <dt>prompt</dt><dd><pre class="text">${job.prompt}</pre></dd>
 <dt>deliver</dt><dd>${job.deliver.join(', ')}</dd>
+${job.created_by ? html`<dt>made by</dt><dd${job.created_by.from_tool_output ? html` class="warning"` : ''}>${agentCreatorText(job.created_by)}</dd>` : ''}
 <dt>last run</dt><dd>${job.last_status ?? 'never'}${job.last_error ? ` — ${job.last_error}` : ''} · failure streak ${job.failure_streak}</dd>
 <dt>spend</dt><dd>${tokens(job.spend)}</dd>
 </dl>

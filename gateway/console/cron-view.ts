@@ -2,7 +2,7 @@
  * The fields of a cron job and of a run that the console shows, as `CronApi` returns them
  * (`cronJobView`, `cronRunView` in scheduler/cron/cron-job.ts: times as ISO strings).
  */
-import type { CronDelivery } from '../../scheduler/cron/cron-job.ts';
+import type { CronDelivery, CronJobCreator } from '../../scheduler/cron/cron-job.ts';
 import type { SpendTotals } from '../../scheduler/model-spend.ts';
 
 /** A job as `CronApi` shows it. */
@@ -22,6 +22,8 @@ export interface CronJobView {
   last_error: string | null;
   failure_streak: number;
   spend: SpendTotals;
+  /** The agent made it (`schedules` tool), from this surface; `from_tool_output` after reading a tool's output. */
+  created_by?: CronJobCreator | null;
   /** Only from `get`. */
   next_runs?: string[];
   /** From `get`: what will not work as set (a platform target without this gateway's bot), when anything. */

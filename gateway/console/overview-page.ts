@@ -5,8 +5,9 @@
  * and lateness, failure streak, why it is paused); the charts. The part below the heading is
  * re-sent whole over the overview's event stream when something changes.
  */
-import { cadence } from '../../scheduler/loop/loop-service.ts';
+import { cadence, createdByText } from '../../scheduler/loop/loop-service.ts';
 import { describeCron } from '../../scheduler/cron/describe.ts';
+import { agentCreatorText } from '../../scheduler/session/origin.ts';
 import type { GoalRecord } from '../../scheduler/goal/goal-state.ts';
 import { latenessHistogram, latenessOverTime, turnsPerHour } from './charts.ts';
 import { CHART_WINDOW_MS, type JobWithLastRun, type OverviewData } from './console-data.ts';
@@ -28,7 +29,8 @@ export function scheduleCell(s: ScheduleState | null, now: number): Html {
   const r = s.record;
   const used = r.maxTicks > 0 ? `${r.ticksUsed}/${r.maxTicks}` : `${r.ticksUsed}`;
   const next = r.status === 'active' && s.nextDueAt !== undefined ? html` · next ${countdown(s.nextDueAt, now)}` : '';
-  return html`<span class="state state-${r.status}">${r.status}</span>${r.statusReason ? html` <span class="reason">(${r.statusReason})</span>` : ''} · ${cadence(r)}${next} · ticks ${used} · ${tokens(r.spend)}<br><span class="prompt">“${clip(r.prompt, 80)}”</span>`;
+  const by = r.createdBy ? html` · <span class="reason">${createdByText(r.createdBy)}</span>` : '';
+  return html`<span class="state state-${r.status}">${r.status}</span>${r.statusReason ? html` <span class="reason">(${r.statusReason})</span>` : ''} · ${cadence(r)}${next} · ticks ${used} · ${tokens(r.spend)}${by}<br><span class="prompt">“${clip(r.prompt, 80)}”</span>`;
 }
 
 /** A goal in one cell: state, turns used and budget, tokens. */
@@ -52,7 +54,8 @@ function jobRow({ job, lastRun }: JobWithLastRun, now: number): Html {
   const last = lastRun
     ? html`<span class="status status-${lastRun.status}">${lastRun.status}</span>${lastRun.reason ? ` (${lastRun.reason})` : ''} · ${duration(lastRun.lateness_ms)} late`
     : html`<span class="none">never run</span>`;
-  return html`<tr data-job="${job.id}"><td><a href="${cronUrl(job.id)}">${job.name}</a></td><td>${scheduleWords(job.schedule)}</td><td>${job.tz}</td><td>${next === null ? '—' : html`${at(next, job.tz)} (${countdown(next, now)})`}</td><td>${last}</td><td>${job.failure_streak}</td><td><span class="state state-${job.state}">${job.state}</span>${job.paused_reason ? html` <span class="reason">${job.paused_reason}</span>` : ''}</td></tr>`;
+  const by = job.created_by ? html`<br><span class="reason">made by ${agentCreatorText(job.created_by)}</span>` : '';
+  return html`<tr data-job="${job.id}"><td><a href="${cronUrl(job.id)}">${job.name}</a>${by}</td><td>${scheduleWords(job.schedule)}</td><td>${job.tz}</td><td>${next === null ? '—' : html`${at(next, job.tz)} (${countdown(next, now)})`}</td><td>${last}</td><td>${job.failure_streak}</td><td><span class="state state-${job.state}">${job.state}</span>${job.paused_reason ? html` <span class="reason">${job.paused_reason}</span>` : ''}</td></tr>`;
 }
 
 /** The overview's live part. */

@@ -621,6 +621,11 @@ export const configSchema = z
                 max_per_session: positiveInt(10),
                 /** Schedules the agent may create per session in any 24 hours (replaced and removed ones count). @defaultValue 20 */
                 max_created_per_day: positiveInt(20),
+                /**
+                 * Schedules one turn may create: the call after the limit is refused (the model is told to ask the user),
+                 * so no single answer, whatever text it read, makes a batch of unattended schedules. @defaultValue 3
+                 */
+                max_created_per_turn: positiveInt(3),
               })
               .strict(),
           )

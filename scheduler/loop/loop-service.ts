@@ -15,7 +15,7 @@ import { formatSeconds } from '../interval.ts';
 import { createLoop, pauseLoop, resumeDueAt, resumeLoop, sameLoop, type LoopRecord } from './loop-state.ts';
 import type { ScheduleEconomy } from '../economy/economy-flags.ts';
 import { budgetSetWarning } from '../economy/token-budget.ts';
-import type { AgentCreator, Origin, RunnerSpec } from '../session/origin.ts';
+import { agentCreatorText, type AgentCreator, type Origin, type RunnerSpec } from '../session/origin.ts';
 import { formatSpend } from '../model-spend.ts';
 import type { LoopStore } from './loop-store.ts';
 import { assertSessionId } from '../session/session-id.ts';
@@ -278,7 +278,7 @@ export function statusLine(r: LoopRecord, now: number, nextDueAt?: number): stri
   return parts.join(' · ');
 }
 
-/** `made by the agent (telegram)`: who made an agent-made schedule, as status lines show it. */
+/** `made by the agent (telegram)` (`, after reading a tool's output` when marked): who made an agent-made schedule, as status lines show it. */
 export function createdByText(c: AgentCreator): string {
-  return `made by the agent (${c.surface})`;
+  return `made by ${agentCreatorText(c)}`;
 }

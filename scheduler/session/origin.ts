@@ -33,4 +33,20 @@ export interface Origin {
 export interface AgentCreator {
   by: 'agent';
   surface: Origin['surface'];
+  /**
+   * Made in a turn whose context held text a tool brought in (a web page, a file, a command's output):
+   * that text may have asked for it. Shown wherever the maker is (`hermes status`, `cron list/show`,
+   * `/loop status`, the console, `/api`). Absent: no tool output was in the context.
+   */
+  from_tool_output?: true;
+}
+
+/** A maker in a table cell: `agent (telegram)`, `agent (telegram, tool output)`. */
+export function agentCreatorCell(c: AgentCreator): string {
+  return `agent (${c.surface}${c.from_tool_output ? ', tool output' : ''})`;
+}
+
+/** A maker in a sentence: `the agent (telegram)`, `the agent (telegram), after reading a tool's output`. */
+export function agentCreatorText(c: AgentCreator): string {
+  return `the agent (${c.surface})${c.from_tool_output ? ", after reading a tool's output" : ''}`;
 }

@@ -41,6 +41,8 @@ export interface TranscriptMessage {
   surface?: string;
   /** On a compaction summary: the surfaces of the messages it stands for. */
   surfaces?: string[];
+  /** On a compaction summary: it stands for a tool's output (`holdsToolOutput`, worker/context/transcript-messages.ts). */
+  tool_output?: true;
 }
 
 /** One event of a session stream. `id` is the Redis stream id. */

@@ -13,7 +13,7 @@ import type { Job } from 'bullmq';
 import { deferJob } from '../../scheduler/store/defer-job.ts';
 import { TurnError } from '../../scheduler/errors/turn-error.ts';
 import type { Origin } from '../../scheduler/session/origin.ts';
-import { contextSurfaces, turnMessages } from '../context/transcript-messages.ts';
+import { contextSurfaces, holdsToolOutput, turnMessages } from '../context/transcript-messages.ts';
 import { sessionEventSink } from '../turn-runners/turn-events.ts';
 import type { ChatMessage } from '../turn-runners/turn-runner.ts';
 import type { TurnKind } from '../tools/tool.ts';
@@ -116,6 +116,8 @@ export async function runSessionAgent(
     const out = await deps.runners.agent.run({
       sessionId,
       messages: turnMessages(fitted.transcript, input),
+      // A summary standing for tool results counts as their text (`holdsToolOutput`); `tool` messages the runner sees itself.
+      toolOutput: holdsToolOutput(fitted.transcript),
       signal: turnSignal,
       surface: surfaces,
       onEvent: sessionEventSink(deps, sessionId, request.events),

@@ -26,7 +26,7 @@
 import type { TranscriptMessage } from '../../scheduler/session/session-store.ts';
 import { NO_SPEND, sumSpend, type ModelSpend } from '../../scheduler/model-spend.ts';
 import type { ToolTurn, TurnSurfaces } from '../tools/tool.ts';
-import { turnMessages } from './transcript-messages.ts';
+import { holdsToolOutput, turnMessages } from './transcript-messages.ts';
 import { sessionEventSink } from '../turn-runners/turn-events.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 import { compactMessages, type CompactionReport } from './compaction.ts';
@@ -104,10 +104,17 @@ export async function fitSessionContext(
         throw err;
       }
     },
-    // A summary carries the provenance of what it stands for (`contextSurfaces`).
+    // A summary carries the provenance of what it stands for (`contextSurfaces`), and whether that held a tool's output (`holdsToolOutput`).
     make: ({ content }, standsFor) => {
       const surfaces = [...new Set(standsFor.flatMap((m) => [...(m.surface ? [m.surface] : []), ...(m.surfaces ?? [])]))];
-      return { role: 'user', content, at: Date.now(), source: 'summary', ...(surfaces.length ? { surfaces } : {}) };
+      return {
+        role: 'user',
+        content,
+        at: Date.now(),
+        source: 'summary',
+        ...(surfaces.length ? { surfaces } : {}),
+        ...(holdsToolOutput(standsFor) ? { tool_output: true as const } : {}),
+      };
     },
   });
   if (!fitted.report) return { transcript, spend };

@@ -1,5 +1,5 @@
 import { TOOL_SURFACES } from '../../scheduler/config/config.ts';
-import type { ToolSurface, TurnSurfaces } from '../tools/tool.ts';
+import { isToolOutput, type ToolSurface, type TurnSurfaces } from '../tools/tool.ts';
 import type { TranscriptMessage } from '../../scheduler/session/session-store.ts';
 import type { ChatMessage } from '../turn-runners/turn-runner.ts';
 
@@ -38,6 +38,15 @@ export function stepMessages(steps: ChatMessage[], at: number, source: string, s
       return [{ role: 'assistant', content: m.content, at, source, ...(m.tool_calls ? { tool_calls: m.tool_calls } : {}), ...from }];
     return [];
   });
+}
+
+/**
+ * Whether `context` holds text a tool brought in: a tool's result (`isToolOutput`), or a compaction
+ * summary standing for one. What the agent schedules with it in its context is marked
+ * (`AgentCreator.from_tool_output`; docs/TOOLS.md, "The agent schedules").
+ */
+export function holdsToolOutput(context: readonly TranscriptMessage[]): boolean {
+  return context.some((m) => isToolOutput(m) || m.tool_output === true);
 }
 
 /**

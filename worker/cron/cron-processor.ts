@@ -519,6 +519,8 @@ async function jobTurn(job: CronJob, occurrenceId: string, dueAt: number, signal
   const out = await deps.runners.agent.run({
     sessionId,
     messages,
+    // A `--watch` check's output is in the prompt.
+    toolOutput: watch !== undefined,
     signal,
     surface,
     onEvent: sessionEventSink(deps, sessionId, { occurrenceId }),

@@ -55,7 +55,7 @@ import { deliverToRoute } from '../runtime/delivery.ts';
 import type { HeldLock } from '../runtime/session-lock.ts';
 import { decideClaim, decideGate, yieldToEarlierTick } from './tick-gate.ts';
 import type { TrackedTurn } from '../runtime/turn-tracker.ts';
-import { contextSurfaces, stepMessages, turnMessages } from '../context/transcript-messages.ts';
+import { contextSurfaces, holdsToolOutput, stepMessages, turnMessages } from '../context/transcript-messages.ts';
 import { sessionEventSink } from '../turn-runners/turn-events.ts';
 import type { ChatMessage } from '../turn-runners/turn-runner.ts';
 import type { TranscriptMessage } from '../../scheduler/session/session-store.ts';
@@ -293,6 +293,8 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
     const out = await deps.runners.forSpec(loop.runner).run({
       sessionId,
       messages: turnMessages(context, p.input),
+      // A `--watch` check's output in the input, or a summary standing for tool results (`holdsToolOutput`).
+      toolOutput: Boolean(loop.watch) || holdsToolOutput(context),
       signal,
       env: { HERMES_TICK: String(tickNumber), HERMES_SCHEDULE_KIND: kind },
       surface,

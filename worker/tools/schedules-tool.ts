@@ -29,16 +29,20 @@
  *   `--watch` check never get it.
  * - Limits: `max_per_session` schedules active or paused in the chat's scope;
  *   `max_created_per_day` creations per session in any 24 hours
- *   (`AgentScheduleLedger`). The creations and changes of one session run one
+ *   (`AgentScheduleLedger`); `max_created_per_turn` creations per turn
+ *   (`ToolTurn.schedulesCreated`). The creations and changes of one session run one
  *   after another in this process (`serial`); one turn per session across the
  *   fleet does the rest.
  * - Validation and errors are those of `/loop`, `/heartbeat` and
  *   `hermes cron add`/`/api` (the same parsers and services), returned to the
  *   model as the call's result so it can correct itself; nothing is written.
  * - Every creation and change is recorded (`createdBy`/`created_by` with the
- *   surface, shown by `/loop status`, `hermes status`, `cron list/show`, `/api`)
- *   and announced by the product itself: a `notice` on the session's stream
- *   and a message to its route ("Scheduled: …"), whatever the model says.
+ *   surface, shown by `/loop status`, `hermes status`, `cron list/show`, the
+ *   console, `/api`) and announced by the product itself: a `notice` on the
+ *   session's stream and a message to its route ("Scheduled: …", with how to
+ *   undo it), whatever the model says. What a turn makes while its context holds
+ *   a tool's output (`ToolTurn.toolOutput`) is marked `from_tool_output`, in the
+ *   record and the announcement (`creatorOf`).
  */
 import type { Logger } from 'pino';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
@@ -49,7 +53,7 @@ import { parseIntervalField, parseLoopInterval } from '../../scheduler/loop/loop
 import { cadence, statusLine, type LoopService, type LoopSpec } from '../../scheduler/loop/loop-service.ts';
 import type { LoopRecord } from '../../scheduler/loop/loop-state.ts';
 import { LOOP_NOTIFY, type LoopNotify } from '../../scheduler/economy/economy-flags.ts';
-import type { AgentCreator, Origin } from '../../scheduler/session/origin.ts';
+import { agentCreatorText, type AgentCreator, type Origin } from '../../scheduler/session/origin.ts';
 import type { LoopStore } from '../../scheduler/loop/loop-store.ts';
 import { clampSelfPacedDelay } from '../../scheduler/loop/self-paced.ts';
 import { defaultName, type CronJob, type CronJobCreator } from '../../scheduler/cron/cron-job.ts';
@@ -59,11 +63,8 @@ import { formatDeliveryTarget, parseDeliveryTarget, targetOfRoute, type Messagin
 import { formatSeconds, MAX_TIMES } from '../../scheduler/interval.ts';
 import type { AgentScheduleLedger } from './agent-schedule-ledger.ts';
 import type { LoopKind } from '../../scheduler/store/keys.ts';
-import type { AgentTool, ToolParameters, ToolScope, ToolTurn } from './tool.ts';
+import { SCHEDULES_TOOL, surfaceRefusal, type AgentTool, type ToolParameters, type ToolScope, type ToolTurn } from './tool.ts';
 import { clip } from '../../scheduler/text/clip.ts';
-
-/** The tool's name. */
-export const SCHEDULES_TOOL = 'schedules';
 
 export const SCHEDULE_ACTIONS = ['create', 'list', 'update', 'pause', 'resume', 'remove', 'run', 'next'] as const;
 type Action = (typeof SCHEDULE_ACTIONS)[number];
@@ -176,7 +177,7 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
       const args = parseArgs(raw);
       if (args.action === 'next') return next(args, turn);
       const refusing = refusingSurface({ surfaces: ctx.surfaces ?? [ctx.surface], turn }, settings.allow_from);
-      if (refusing !== undefined) throw refused(notAllowed(refusing, settings.allow_from));
+      if (refusing !== undefined) throw refused(notAllowed(refusing, settings.allow_from, ctx.surface));
       if (args.in !== undefined) throw refused('`in` belongs to action "next" (a self-paced loop\'s tick).');
       const scope: ChatScope = { sessionId: ctx.sessionId, route: turn.origin?.route };
       const origin = turn.origin ?? {
@@ -195,9 +196,9 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
           case 'list':
             return await list(scope, args.kind);
           case 'create':
-            return await serial(scope.sessionId, () => create(args, scope, origin, ctx.surfaces ?? [ctx.surface]));
+            return await serial(scope.sessionId, () => create(args, scope, origin, ctx.surfaces ?? [ctx.surface], turn));
           default:
-            return await serial(scope.sessionId, () => change(args, scope, origin, ctx.surfaces ?? [ctx.surface]));
+            return await serial(scope.sessionId, () => change(args, scope, origin, ctx.surfaces ?? [ctx.surface], turn));
         }
       } catch (err) {
         // Bad input and refused writes are told to the model in the services' own words; nothing was written.
@@ -270,10 +271,18 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
   }
 
   /** @param surfaces - every surface the creating turn answers to: a cron job's runs answer to them all */
-  async function create(args: Args, scope: ChatScope, origin: Origin, surfaces: readonly string[]): Promise<string> {
+  async function create(args: Args, scope: ChatScope, origin: Origin, surfaces: readonly string[], turn: ToolTurn): Promise<string> {
     if (args.kind === undefined) throw refused('Action "create" needs `kind`: loop, heartbeat or cron.');
     if (args.id !== undefined) throw refused('`id` names an existing schedule; action "create" makes a new one (give `name` to name it).');
-    const creator: AgentCreator = { by: 'agent', surface: origin.surface };
+    // Per turn: one answer, whatever text it read, makes at most a few schedules (creations of one session run one at a time, `serial`).
+    const createdThisTurn = turn.schedulesCreated ?? 0;
+    if (createdThisTurn >= settings.max_created_per_turn) {
+      throw refused(
+        `This turn already created ${createdThisTurn} schedules; the limit is ${settings.max_created_per_turn} per turn (tools.schedules.max_created_per_turn). Nothing was created: ask the user whether they want more.`,
+      );
+    }
+    const creator = creatorOf(origin, turn);
+    const counted = () => (turn.schedulesCreated = createdThisTurn + 1);
     if (args.kind === 'cron') {
       const input = cronInput(args, scope, { creating: true });
       await checkName(args.name, scope);
@@ -287,6 +296,7 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
           alsoFrom: originSurfaces(surfaces),
         },
       );
+      counted();
       await deps.ledger.record(scope.sessionId, job.id, now());
       const told = await tell({
         sessionId: scope.sessionId,
@@ -294,7 +304,7 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
         action: 'create',
         kind: 'cron',
         id: job.id,
-        text: `Scheduled: ${describeCron(job)} · to undo, ask me to remove it (or hermes cron rm ${job.id})`,
+        text: `Scheduled: ${describeCron(job)} · to undo, ask me to remove it (or hermes cron rm ${job.id})${markText(creator)}`,
       });
       return `Created cron job ${job.id} "${job.name}": ${job.schedule.display} (${job.tz}), next run ${job.next_run_at === null ? '—' : formatInZone(job.next_run_at, job.tz)}, delivered to ${job.deliver.join(', ')}. ${told}`;
     }
@@ -311,14 +321,15 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
     const record = await deps.loops.get(scope.sessionId, kind);
     let told = '';
     if (record && record.loopId !== existing?.loopId) {
+      counted();
       await deps.ledger.record(scope.sessionId, record.loopId, now());
-      told = ` ${await tell({ sessionId: scope.sessionId, origin, action: 'create', kind, id: record.loopId, text: `Scheduled: ${describeLoop(record)} · ${undo(kind)} to undo` })}`;
+      told = ` ${await tell({ sessionId: scope.sessionId, origin, action: 'create', kind, id: record.loopId, text: `Scheduled: ${describeLoop(record)} · ${undo(kind)} to undo${markText(creator)}` })}`;
     }
     return `${reply}\nid ${record?.loopId ?? '?'}, name "${record?.name ?? spec.name}".${told}`;
   }
 
   /** `update`, `pause`, `resume`, `remove`, `run`: on one schedule of the chat (`surfaces` as for `create`). */
-  async function change(args: Args, scope: ChatScope, origin: Origin, surfaces: readonly string[]): Promise<string> {
+  async function change(args: Args, scope: ChatScope, origin: Origin, surfaces: readonly string[], turn: ToolTurn): Promise<string> {
     const ref = args.id ?? args.name;
     if (ref === undefined || ref.trim() === '')
       throw refused(`Action "${args.action}" needs \`id\` (or \`name\`) of the schedule; action "list" shows them.`);
@@ -373,10 +384,11 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
       case 'update': {
         if (args.id !== undefined && args.name !== undefined) throw refused(`A ${kind} keeps its name; \`name\` only finds it.`);
         const spec = loopSpec(kind, { ...args, name: undefined }, loop);
+        // A loop set again from tool output keeps the mark, and one set again keeps the mark it had.
         reply = await deps.schedules.set(scope.sessionId, kind, spec, {
           origin,
           runner: { kind: 'agent' },
-          createdBy: { by: 'agent', surface: origin.surface },
+          createdBy: creatorOf(origin, turn, loop.createdBy),
         });
         break;
       }
@@ -631,7 +643,7 @@ function refusalFor(scope: ToolScope, allow: readonly (typeof SCHEDULE_TOOL_SURF
   if (!scope.turn) return 'The schedules tool acts for a turn of a chat; this call belongs to none.';
   const refusing = refusingSurface(scope, allow);
   if (refusing === undefined || scope.turn.selfPaced) return undefined; // a self-paced tick may still pace itself
-  return notAllowed(refusing, allow);
+  return notAllowed(refusing, allow, scope.surfaces[0]);
 }
 
 const SURFACE_WORDS: Record<string, string> = {
@@ -642,11 +654,20 @@ const SURFACE_WORDS: Record<string, string> = {
   v1: '/v1 requests',
 };
 
-function notAllowed(surface: string, allow: readonly string[]): string {
-  return (
-    `Refused: the schedules tool is not allowed from ${SURFACE_WORDS[surface] ?? surface} (tools.schedules.allow_from: ${allow.join(', ') || 'none'}); ` +
-    'a scheduled turn cannot schedule more turns unless the operator lists it.'
-  );
+/**
+ * Why the tool is refused: the turn's kind or its own surface is not listed, or (provenance) another
+ * surface whose text is in the session's context is not (`own`: the turn's own surface).
+ */
+function notAllowed(surface: string, allow: readonly string[], own: string | undefined): string {
+  const rule = `tools.schedules.allow_from: ${allow.join(', ') || 'none'}`;
+  if (surface in SURFACE_WORDS) {
+    return (
+      `Refused: the schedules tool is not allowed from ${SURFACE_WORDS[surface]} (${rule}); ` +
+      'a scheduled turn cannot schedule more turns unless the operator lists it.'
+    );
+  }
+  if (surface === own) return `Refused: the schedules tool is not allowed from ${surface} (${rule}).`;
+  return `Refused: ${surfaceRefusal(SCHEDULES_TOOL, surface, own ?? surface, rule)}`;
 }
 
 function unknownAction(action: string): string {
@@ -703,11 +724,26 @@ function describeCron(job: CronJob): string {
 
 /** A cron job's line in `list`. */
 function cronLine(job: CronJob): string {
-  const by = job.created_by ? ` · made by the agent (${job.created_by.surface})` : '';
+  const by = job.created_by ? ` · made by ${agentCreatorText(job.created_by)}` : '';
   return (
     `cron ${job.id} "${job.name}": ${job.schedule.display} (${job.tz}) · ${job.state}${job.state === 'scheduled' && job.next_run_at !== null ? ` · next ${formatInZone(job.next_run_at, job.tz)}` : ''}` +
     ` · deliver ${job.deliver.join(', ')}${job.script !== null ? ' · runs a command (CLI only)' : ''}${by} · “${clip(job.prompt || job.script || '', 60)}”`
   );
+}
+
+/**
+ * Who made a schedule: the agent, in a turn from `origin`; marked `from_tool_output` when the turn's
+ * context held text a tool brought in (`ToolTurn.toolOutput`), or when `before` (the record it
+ * replaces) was marked.
+ */
+function creatorOf(origin: Origin, turn: ToolTurn, before?: AgentCreator): AgentCreator {
+  const marked = turn.toolOutput === true || before?.from_tool_output === true;
+  return { by: 'agent', surface: origin.surface, ...(marked ? { from_tool_output: true as const } : {}) };
+}
+
+/** What an announcement adds for a schedule made after reading tool output. */
+function markText(creator: AgentCreator): string {
+  return creator.from_tool_output ? ` · made after reading a tool's output: remove it if you did not ask for it` : '';
 }
 
 function undo(kind: LoopKind): string {

@@ -41,6 +41,40 @@ export interface ToolTurn {
   selfPaced?: boolean;
   /** Set by a tool during the turn: the delay to the next tick the agent asked for, seconds (clamped at the commit). */
   nextTickSeconds?: number;
+  /**
+   * The context the model has been sent holds text a tool brought in (`isToolOutput`): a tool result in
+   * the transcript or of this turn's own calls, a summary standing for one, a `--watch` check's output.
+   * Set by the runner before the first call and when a result comes in; never cleared within the turn.
+   */
+  toolOutput?: boolean;
+  /** Schedules the `schedules` tool created in this turn (`tools.schedules.max_created_per_turn`). */
+  schedulesCreated?: number;
+}
+
+/** The name of the built-in `schedules` tool (`schedules-tool.ts`). */
+export const SCHEDULES_TOOL = 'schedules';
+
+/**
+ * Whether a transcript or runner message is text a tool brought in from outside the conversation: a
+ * `tool` result, except the `schedules` tool's (the product's own account of what the model asked
+ * for). What such text says may have been written by anyone who can put text where a tool reads
+ * (a web page, a file, a command's output), so what the agent makes after reading it is marked
+ * (docs/TOOLS.md, "The agent schedules").
+ */
+export function isToolOutput(m: { role: string; name?: string }): boolean {
+  return m.role === 'tool' && m.name !== SCHEDULES_TOOL;
+}
+
+/**
+ * Why a turn may not use `tool` because of `surface`: its own surface (`own`) is not allowed it, or
+ * (provenance, docs/TOOLS.md) text of another surface is in its context — a message in the session, a
+ * loop's or a cron job's prompt set from there. `rule` names the setting. The model gets it as the
+ * call's result and the event stream as the call's error, so the user can be told why.
+ */
+export function surfaceRefusal(tool: string, surface: string, own: string, rule: string): string {
+  return surface === own
+    ? `Tool "${tool}" is not allowed from ${surface} (${rule}).`
+    : `${tool} is not available in this turn: its context holds text from the ${surface} surface, which may not use it (${rule}).`;
 }
 
 /** Who asks for a tool: the surfaces the turn answers to (its own first) and the turn, when it is one. */

@@ -30,7 +30,7 @@ import { fileTools } from './file-tools.ts';
 import { httpTool } from './http-tool.ts';
 import { scheduleStatusTool, type ScheduleStatusSources } from './schedule-status-tool.ts';
 import { schedulesTool, type SchedulesToolDeps } from './schedules-tool.ts';
-import { surfaceList, type AgentTool, type ToolSurface, type ToolTurn, type TurnSurfaces } from './tool.ts';
+import { surfaceList, surfaceRefusal, type AgentTool, type ToolSurface, type ToolTurn, type TurnSurfaces } from './tool.ts';
 import { ToolOutput, type ToolOutputOptions } from './tool-output.ts';
 
 /** Who runs a call: its session, the surfaces it answers to, its turn's signal, the turn when it is one. */
@@ -69,6 +69,9 @@ export interface WatchCallResult {
   error?: ToolError;
   ms: number;
 }
+
+/** Tool names a turn's system prompt lists per surface that keeps them from it (`Toolbox.promptNotes`). */
+const WITHHELD_NAMES_SHOWN = 10;
 
 /** The operator's tools of this process. */
 export class Toolbox {
@@ -175,10 +178,39 @@ export class Toolbox {
     }));
   }
 
-  /** The system prompt paragraphs of the tools offered to a turn (`AgentTool.promptNote`). */
+  /**
+   * The system prompt paragraphs of the tools offered to a turn (`AgentTool.promptNote`), then one
+   * naming the tools provenance keeps from it, so the agent can tell the user why they are missing.
+   */
   promptNotes(surface: TurnSurfaces, turn?: ToolTurn): string[] {
     const scope = { surfaces: surfaceList(surface), turn };
-    return this.forSurface(surface, turn).flatMap((t) => t.promptNote?.(scope) ?? []);
+    const notes = this.forSurface(surface, turn).flatMap((t) => t.promptNote?.(scope) ?? []);
+    const withheld = this.withheldByContext(surface);
+    return withheld === undefined ? notes : [...notes, withheld];
+  }
+
+  /**
+   * The tools `tools.allow_from` keeps from a turn because of another surface than its own (text of
+   * that surface is in its context), by that surface, at most `WITHHELD_NAMES_SHOWN` names each; or
+   * `undefined` when there are none.
+   */
+  private withheldByContext(surface: TurnSurfaces): string | undefined {
+    const own = surfaceList(surface)[0];
+    const by = new Map<string, string[]>();
+    for (const tool of this.all()) {
+      const s = this.refusingSurface(tool, surface);
+      if (s !== undefined && s !== own) by.set(s, [...(by.get(s) ?? []), tool.name]);
+    }
+    if (by.size === 0) return undefined;
+    return [...by]
+      .map(([s, names]) => {
+        const shown =
+          names.length > WITHHELD_NAMES_SHOWN
+            ? `${names.slice(0, WITHHELD_NAMES_SHOWN).join(', ')} and ${names.length - WITHHELD_NAMES_SHOWN} more`
+            : names.join(', ');
+        return `Not available in this turn: ${shown}. This conversation holds text from the ${s} surface, which may not use ${names.length === 1 ? 'it' : 'them'} (tools.allow_from); if the user asks for ${names.length === 1 ? 'it' : 'them'}, tell them so.`;
+      })
+      .join('\n');
   }
 
   /**
@@ -222,11 +254,12 @@ export class Toolbox {
     const tool = this.all().find((t) => t.name === name);
     if (!tool)
       return failed(new ToolError(`Unknown tool "${name}": only the tools listed for this turn exist.`, { kind: 'refused', tool: name }));
+    const surfaces = surfaceList(ctx.surface);
     const refusing = this.refusingSurface(tool, ctx.surface);
     if (refusing !== undefined) {
-      return failed(new ToolError(`Tool "${name}" is not allowed from ${refusing}.`, { kind: 'refused', tool: name }));
+      // The surface that keeps it, by name: the turn's own, or one whose text is in the context (provenance).
+      return failed(new ToolError(surfaceRefusal(name, refusing, surfaces[0]!, 'tools.allow_from'), { kind: 'refused', tool: name }));
     }
-    const surfaces = surfaceList(ctx.surface);
     const kept = tool.refusal?.({ surfaces, turn: ctx.turn });
     if (kept !== undefined) return failed(new ToolError(kept, { kind: 'refused', tool: name }));
     let args: Record<string, unknown>;

@@ -75,7 +75,7 @@ import { afterRefusal, resolveWindow, type LearnedWindow, type ResolvedWindow } 
 import { countRequestTokens, tokenCounterFor, type TokenCounter } from '../context/token-count.ts';
 import { TokenCalibration, type EstimableMessage } from '../context/token-estimate.ts';
 import type { Toolbox } from '../tools/toolbox.ts';
-import type { ToolTurn, TurnSurfaces } from '../tools/tool.ts';
+import { isToolOutput, type ToolTurn, type TurnSurfaces } from '../tools/tool.ts';
 import { ContextRefusal, contextRefusalOf, isTransient, retryingFetch, untilAborted } from './model-transport.ts';
 import { ModelHealth } from './model-health.ts';
 import { MalformedAnswerError, StreamAssembler, StreamAssemblyError, checkCompletion } from './model-answer.ts';
@@ -377,6 +377,7 @@ export class AgentRunner implements TurnRunner {
       kind: request.kind ?? 'message',
       ...(request.origin ? { origin: request.origin } : {}),
       ...(request.selfPaced ? { selfPaced: true } : {}),
+      ...(request.toolOutput === true || request.messages.some(isToolOutput) ? { toolOutput: true } : {}),
     };
     const res = await this.complete(request.messages, request.signal, request.sessionId, {
       surface: request.surface ?? 'cli',
@@ -576,6 +577,7 @@ export class AgentRunner implements TurnRunner {
           steps.push(r);
           convo.push(r);
         }
+        if (options.turn && results.some(isToolOutput)) options.turn.toolOutput = true;
         unseen = 1 + results.length;
       }
     });

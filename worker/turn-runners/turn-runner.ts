@@ -107,6 +107,12 @@ export interface TurnRequest {
   origin?: Origin;
   /** A tick of a self-paced loop: the agent may set the delay to the next tick (`TurnOutput.nextTickSeconds`). */
   selfPaced?: boolean;
+  /**
+   * `messages` hold text a tool brought in that is not a `tool` message: a compaction summary standing for
+   * tool results, a `--watch` check's output in the input (`holdsToolOutput`). The runner adds the `tool`
+   * messages it is given and the results of the turn's own calls (`ToolTurn.toolOutput`).
+   */
+  toolOutput?: boolean;
 }
 
 /** What a turn produced. */
