@@ -8,7 +8,7 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe } from 'vitest';
 import { loadConfig } from '../scheduler/config/config.ts';
@@ -34,10 +34,13 @@ function newHome(cleanups: CleanUp[], modes: { home?: number; config?: number } 
 }
 
 /** `hermes cron next` on `home`: a command that reads the configuration and nothing else. */
-async function hermesOn(home: string): Promise<{ code: number; stdout: string; stderr: string }> {
+async function hermesOn(home: string, as?: 'nobody'): Promise<{ code: number; stdout: string; stderr: string }> {
   const env: NodeJS.ProcessEnv = { ...process.env, HERMES_HOME: home, HERMES_LOG_LEVEL: 'silent' };
   delete env.REDIS_URL;
-  return await promisify(execFile)(process.execPath, [HERMES_BIN, 'cron', 'next', 'every 1h', '-n', '1', '--json'], { env }).then(
+  const argv = [process.execPath, HERMES_BIN, 'cron', 'next', 'every 1h', '-n', '1', '--json'];
+  // Another user (root only): `runuser`, with a HOME that user may write (tsx's cache).
+  const [cmd, ...args] = as ? ['runuser', '-u', as, '--', 'env', 'HOME=/tmp', ...argv] : argv;
+  return await promisify(execFile)(cmd!, args, { env }).then(
     ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
     (err: { code: number; stdout: string; stderr: string }) => ({ code: err.code, stdout: err.stdout, stderr: err.stderr }),
   );
@@ -104,7 +107,7 @@ describe.concurrent('the home is checked at start, not only the file', () => {
 
   // Making a folder or file another user owns needs root (chown); as another user, these run only under root.
   it.runIf(IS_ROOT)(
-    "as root (chown nobody): another user's home, another user's config.yaml, and a 0777 home holding another user's 0600 config.yaml are refused with chown named",
+    "as root (chown nobody, runuser): another user's home, another user's config.yaml, and a 0777 home holding another user's 0600 config.yaml are refused with chown named; root's home is trusted by another user unless others may write it",
     async ({ cleanups, expect }) => {
       const foreignHome = newHome(cleanups);
       chownSync(foreignHome.home, NOBODY_UID, NOBODY_UID);
@@ -136,6 +139,19 @@ describe.concurrent('the home is checked at start, not only the file', () => {
       rmSync(linked.file);
       symlinkSync(foreignFile.file, linked.file);
       expect(refusal(linked.home)).toContain(`belongs to uid ${NOBODY_UID}`);
+
+      // Root's home and file are trusted by every user (root can change anything of theirs anyway): nobody starts on
+      // a 0755 home and 0644 config.yaml of root's; a root home that others may write is still refused.
+      const rootHome = newHome(cleanups, { home: 0o755, config: 0o644 });
+      chmodSync(dirname(rootHome.home), 0o755);
+      const asNobody = await hermesOn(rootHome.home, 'nobody');
+      expect(asNobody).toMatchObject({ code: 0, stderr: '' });
+      expect(JSON.parse(asNobody.stdout)).toHaveLength(1);
+      chmodSync(rootHome.home, 0o757);
+      expect(await hermesOn(rootHome.home, 'nobody')).toMatchObject({
+        code: 2,
+        stderr: expect.stringContaining(`is writable by others (mode 0757)`),
+      });
     },
   );
 });
