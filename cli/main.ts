@@ -13,9 +13,11 @@ import { describeTopology, type RedisTopology } from '../scheduler/store/redis/c
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import type { HermesMetrics } from '../scheduler/metrics.ts';
 import type { Gateway } from '../gateway/gateway-process.ts';
+import type { PlatformStatus } from '../gateway/plugins/platform-registry.ts';
+import { isPlatformName } from '../scheduler/delivery/platforms.ts';
 import { DEFAULT_SESSION, type CliContext } from './cli-context.ts';
 import { connectCli } from './connect-cli.ts';
-import { apiAuthText, upBanner } from './up-banner.ts';
+import { apiAuthText, platformStartedLine, upBanner } from './up-banner.ts';
 import { takeUpLock } from './up-lock.ts';
 import { commanderOutput, printOut } from './terminal-text.ts';
 import {
@@ -124,6 +126,24 @@ async function stopInTime(cfg: HermesConfig, log: ReturnType<typeof createLogger
   return false;
 }
 
+/**
+ * Print one line for each platform that was still starting when the banner was printed, once it has
+ * started or failed (`platformStartedLine`); later changes are `hermes status`'s. Called in the same
+ * turn as the snapshot the banner was made from, so no change falls between the two.
+ */
+function announcePlatformStarts(gateway: Gateway, shown: readonly PlatformStatus[], cfg: HermesConfig): void {
+  const starting = new Set(shown.filter((p) => isPlatformName(p.name) && (p.state === 'idle' || p.state === 'loading')).map((p) => p.name));
+  if (starting.size === 0) return;
+  const unsubscribe = gateway.onPlatformChange((status) => {
+    if (!starting.has(status.name) || !isPlatformName(status.name)) return;
+    const line = platformStartedLine(status.name, status, cfg);
+    if (line === undefined) return;
+    starting.delete(status.name);
+    printOut(line);
+    if (starting.size === 0) unsubscribe();
+  });
+}
+
 /** Start a worker in this process (its modules load only for the commands that run one). */
 async function startWorker(cfg: HermesConfig, topology: RedisTopology, log: ReturnType<typeof createLogger>): Promise<WorkerProcess> {
   const { WorkerProcess } = await import('../worker/worker-process.ts');
@@ -182,17 +202,17 @@ program
       }
       const running = worker;
       if (gw) log.info({ url: gw.gateway.httpAddress.url }, 'gateway listening');
+      const platforms = gw?.gateway.platforms() ?? [];
       const banner = upBanner(cfg, {
         redis: describeTopology(target.topology),
         ...(gw ? { apiUrl: gw.gateway.httpAddress.url, auth: gw.gateway.auth } : { apiUrl: undefined }),
-        telegramState: gw?.gateway.platforms().find((p) => p.name === 'telegram')?.state,
-        slackState: gw?.gateway.platforms().find((p) => p.name === 'slack')?.state,
-        discordState: gw?.gateway.platforms().find((p) => p.name === 'discord')?.state,
+        platforms: Object.fromEntries(platforms.filter((p) => isPlatformName(p.name)).map((p) => [p.name, p])),
         chatSession: attach ? opts.session : undefined,
         logFile,
       });
       if (!stopEarly) for (const line of banner) printOut(line);
       bannerShown();
+      if (gw && !stopEarly) announcePlatformStarts(gw.gateway, platforms, cfg);
       // An embedded Redis that died and could not be restarted stops the stack.
       const redisLost: Promise<Error> = embedded ? embedded.failed : new Promise<never>(() => {});
       /** Stop everything; false when the stop deadline cut the drain short (Redis not answering). */

@@ -1,7 +1,8 @@
 /**
- * Human output of `hermes status`: the loops and heartbeats of every session
- * as aligned columns, then the goals (finished ones only with `--all`; the cron
- * jobs are `cron list`'s table, `commands/cron-format.ts`), then the set-aside input.
+ * Human output of `hermes status`: each running gateway's platforms, the loops and
+ * heartbeats of every session as aligned columns, then the goals (finished ones only
+ * with `--all`; the cron jobs are `cron list`'s table, `commands/cron-format.ts`), then
+ * the set-aside input.
  */
 import { agentCreatorCell } from '../scheduler/session/origin.ts';
 import { formatSeconds } from '../scheduler/interval.ts';
@@ -12,6 +13,7 @@ import { cadence } from '../scheduler/loop/loop-service.ts';
 import { cachedNote } from '../scheduler/model-spend.ts';
 import { table } from './commands/cron-format.ts';
 import { clip } from '../scheduler/text/clip.ts';
+import { describePlatformState, platformLabel, type GatewayPlatforms } from '../scheduler/delivery/platform-state.ts';
 
 /**
  * The schedule table of `hermes status`.
@@ -99,4 +101,16 @@ export function formatSetAside(inputs: SetAsideInput[], now: number): string[] {
       ]),
     ),
   ];
+}
+
+/**
+ * The platforms of every running gateway, as each gateway published them
+ * (`scheduler/delivery/platform-state.ts`): one line per platform, its state and, when failed, why.
+ */
+export function formatPlatforms(gateways: readonly GatewayPlatforms[], now: number): string[] {
+  if (gateways.length === 0) return ['platforms: no gateway running (`hermes up` or `hermes gateway` relays Telegram, Slack and Discord)'];
+  return gateways.flatMap((g) => [
+    `platforms (gateway ${g.gateway})`,
+    ...g.platforms.map((p) => `  ${platformLabel(p.platform).padEnd(9)} ${describePlatformState(p, now)}`),
+  ]);
 }

@@ -1,12 +1,24 @@
 /**
  * What `hermes up` prints once it is up: where each part is and what is missing, so a new user sees
- * at a glance why a turn would fail — the HTTP API and its key (where it is, how to print it), the model endpoint and
- * model (or "no model: agent turns will fail"), Telegram on or off, Redis, the log file, and how to
- * detach, attach and stop. Pure: the caller passes what it started.
+ * at a glance why a turn would fail — the HTTP API and its key (where it is, how to print it), the model
+ * endpoint and model (or "no model: agent turns will fail"), each platform (off and why, starting, on,
+ * or failed and why), Redis, the log file, and how to detach, attach and stop; then, for a platform
+ * still starting, one line once it has started or failed (`platformStartedLine`). Pure: the caller
+ * passes what it started.
  */
 import type { HermesConfig } from '../scheduler/config/config.ts';
 import { agentModel, NO_MODEL } from '../scheduler/agent-model.ts';
 import type { ApiAuthSummary } from '../scheduler/config/api-key.ts';
+import { PLATFORMS, type PlatformName } from '../scheduler/delivery/platforms.ts';
+import { showEndpoint } from '../scheduler/errors/upstream-text.ts';
+import { formatSeconds } from '../scheduler/interval.ts';
+
+/** A platform's state in the gateway `hermes up` started (its registry's `PlatformStatus`). */
+export interface PlatformFact {
+  /** `loading`, `ready`, `adapter_unavailable`, … (gateway/plugins/platform-registry.ts) */
+  state: string;
+  lastError?: string;
+}
 
 /** What `hermes up` started: the gateway's HTTP address and what it requires (`Gateway.auth`), or no gateway. */
 export type UpFacts = UpParts & ({ apiUrl: string; auth: ApiAuthSummary } | { apiUrl: undefined });
@@ -15,30 +27,50 @@ export type UpFacts = UpParts & ({ apiUrl: string; auth: ApiAuthSummary } | { ap
 interface UpParts {
   /** How Redis is reached, without a password (`describeTopology`). */
   redis: string;
-  /** State of the Telegram plugin when the gateway runs (`PlatformStatus.state`), if it has one. */
-  telegramState?: string;
-  /** State of the Slack plugin when the gateway runs, if it has one. */
-  slackState?: string;
-  /** State of the Discord plugin when the gateway runs, if it has one. */
-  discordState?: string;
+  /** Each platform's state in the gateway, by platform; a platform without one counts as starting. */
+  platforms?: Partial<Record<PlatformName, PlatformFact>>;
   /** The chat is attached to this session (else `hermes up --no-chat` or no terminal). */
   chatSession?: string;
   /** Logs go to this file (with the chat attached). */
   logFile?: string;
 }
 
-/** An endpoint URL as shown: scheme, host and path, never credentials or a query. */
-export function showEndpoint(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.host}${u.pathname === '/' ? '' : u.pathname}`;
-  } catch {
-    return '(unreadable URL)';
-  }
+/** A platform's state as its banner line starts: `starting`, `on`, `failed (<why>)`, or the gateway's own word. */
+function stateWord(fact: PlatformFact | undefined): string {
+  if (!fact || fact.state === 'idle' || fact.state === 'loading') return 'starting';
+  if (fact.state === 'ready') return 'on';
+  if (fact.state === 'adapter_unavailable') return `failed (${fact.lastError ?? 'the log says why'})`;
+  return fact.state.replace(/_/g, ' ');
 }
 
-/** Plugin states that need no word in the banner (connected, or still connecting). */
-const TELEGRAM_FINE = new Set(['ready', 'loading', 'idle']);
+/** A platform's banner line after its name: off and why, or its state, how it listens and who may use it. */
+function platformLine(cfg: HermesConfig, facts: UpFacts, platform: PlatformName, mode = ''): string {
+  const p = PLATFORMS[platform];
+  if (facts.apiUrl === undefined) return 'off (--no-gateway)';
+  if (!cfg[platform].bot_token) return `off (no ${p.env})`;
+  const word = stateWord(facts.platforms?.[platform]);
+  const users = cfg[platform].allowed_users.length;
+  return users === 0
+    ? `${word}${mode}, but nobody may use it: ${p.allowEnv} is empty`
+    : `${word}${mode} · ${users} allowed user${users === 1 ? '' : 's'} (${p.allowEnv})`;
+}
+
+/**
+ * The line `hermes up` prints once a platform that was starting when the banner was printed has
+ * started or failed: `Discord is on.`, or `Discord failed to start: <why> <what the gateway does next>`.
+ * @returns `undefined` while it is still starting (or for a state that is neither)
+ */
+export function platformStartedLine(platform: PlatformName, fact: PlatformFact, cfg: HermesConfig): string | undefined {
+  const name = PLATFORMS[platform].name;
+  if (fact.state === 'ready') return `${name} is on.`;
+  if (fact.state !== 'adapter_unavailable') return undefined;
+  const rearms = cfg.gateway.max_plugin_load_rearms;
+  const next =
+    rearms > 0
+      ? `The gateway tries again ${rearms === 1 ? 'once' : `${rearms} times`}, first in ${formatSeconds(cfg.gateway.reconnect_backoff_seconds[0] ?? 0)}`
+      : 'The gateway does not try again';
+  return `${name} failed to start: ${fact.lastError ?? 'the log says why.'} ${next}; \`hermes status\` shows its state.`;
+}
 
 /**
  * How the HTTP API is protected, in words: the configured key, the home's key file and how to print
@@ -53,32 +85,7 @@ export function apiAuthText(auth: ApiAuthSummary): string {
 /** The banner's lines. */
 export function upBanner(cfg: HermesConfig, facts: UpFacts): string[] {
   const model = agentModel(cfg);
-  const users = cfg.telegram.allowed_users.length;
-  const telegram =
-    facts.apiUrl === undefined
-      ? 'off (--no-gateway)'
-      : !cfg.telegram.bot_token
-        ? 'off (no TELEGRAM_BOT_TOKEN)'
-        : users === 0
-          ? 'on, but nobody may use it: TELEGRAM_ALLOWED_USERS is empty'
-          : `on · ${users} allowed user${users === 1 ? '' : 's'} (TELEGRAM_ALLOWED_USERS)${facts.telegramState && !TELEGRAM_FINE.has(facts.telegramState) ? ` · ${facts.telegramState.replace(/_/g, ' ')} (the log says why)` : ''}`;
-  const slackUsers = cfg.slack.allowed_users.length;
-  const slackMode = cfg.slack.app_token ? 'Socket Mode' : 'HTTP at /slack/events';
-  const slack =
-    facts.apiUrl === undefined
-      ? 'off (--no-gateway)'
-      : !cfg.slack.bot_token
-        ? 'off (no SLACK_BOT_TOKEN)'
-        : slackUsers === 0
-          ? 'on, but nobody may use it: SLACK_ALLOWED_USERS is empty'
-          : `on · ${slackMode} · ${slackUsers} allowed user${slackUsers === 1 ? '' : 's'} (SLACK_ALLOWED_USERS)${facts.slackState && !TELEGRAM_FINE.has(facts.slackState) ? ` · ${facts.slackState.replace(/_/g, ' ')} (the log says why)` : ''}`;
-  const discordUsers = cfg.discord.allowed_users.length;
-  const discord =
-    facts.apiUrl === undefined
-      ? 'off (--no-gateway)'
-      : discordUsers === 0
-        ? 'on, but nobody may use it: DISCORD_ALLOWED_USERS is empty'
-        : `on · ${discordUsers} allowed user${discordUsers === 1 ? '' : 's'} (DISCORD_ALLOWED_USERS)${facts.discordState && !TELEGRAM_FINE.has(facts.discordState) ? ` · ${facts.discordState.replace(/_/g, ' ')} (the log says why)` : ''}`;
+  const slackMode = cfg.slack.app_token ? ' · Socket Mode' : ' · HTTP at /slack/events';
   const api = facts.apiUrl === undefined ? 'off (--no-gateway)' : `${facts.apiUrl} · ${apiAuthText(facts.auth)}`;
   return [
     `hermes is up · home ${cfg.home}`,
@@ -89,9 +96,9 @@ export function upBanner(cfg: HermesConfig, facts: UpFacts): string[] {
           `  console   ${facts.apiUrl}/ui · ${facts.auth.mode === 'key' ? 'user hermes, the API key as password' : 'no password (api_server.insecure_no_auth)'}`,
         ]),
     `  model     ${model ? `${model.model} at ${showEndpoint(model.baseUrl)}` : NO_MODEL}`,
-    `  Telegram  ${telegram}`,
-    ...(cfg.slack.bot_token ? [`  Slack     ${slack}`] : []),
-    ...(cfg.discord.bot_token ? [`  Discord   ${discord}`] : []),
+    `  Telegram  ${platformLine(cfg, facts, 'telegram')}`,
+    ...(cfg.slack.bot_token ? [`  Slack     ${platformLine(cfg, facts, 'slack', slackMode)}`] : []),
+    ...(cfg.discord.bot_token ? [`  Discord   ${platformLine(cfg, facts, 'discord')}`] : []),
     `  Redis     ${facts.redis}`,
     ...(facts.logFile ? [`  logs      ${facts.logFile}`] : []),
     facts.chatSession !== undefined

@@ -47,6 +47,7 @@ import { startHttpServer, type HttpServerHandle } from './http/server.ts';
 import type { PlatformPlugin } from './plugins/platform-plugin.ts';
 import { PlatformRegistry, type PlatformStatus } from './plugins/platform-registry.ts';
 import { ReconnectWatcher } from './plugins/reconnect-watcher.ts';
+import { PlatformStatePublisher } from './plugins/platform-state-publisher.ts';
 import { telegramPlugin } from './telegram/telegram-plugin.ts';
 import { slackPlugin } from './slack/slack-plugin.ts';
 import { discordPlugin } from './discord/discord-plugin.ts';
@@ -78,6 +79,8 @@ export interface Gateway {
   readonly instanceId: string;
   /** State of every platform plugin (`ready`, `adapter_unavailable`, …). */
   platforms(): PlatformStatus[];
+  /** Call `listener` after each change of a platform's state. @returns the unsubscribe function */
+  onPlatformChange(listener: (status: PlatformStatus) => void): () => void;
   /** This gateway's metrics (served at `/metrics`). */
   readonly metrics: HermesMetrics;
   /** The reconnect watcher (re-arms failed plugin loads). */
@@ -175,12 +178,15 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         },
       })),
     );
-  const watcher = new ReconnectWatcher(registry, {
+  const watcher: ReconnectWatcher = new ReconnectWatcher(registry, {
     backoffMs: gw.reconnect_backoff_seconds.map((s) => s * 1000),
     maxRearms: gw.max_plugin_load_rearms,
     intervalMs: Math.max(10, gw.watcher_interval_seconds * 1000),
     log,
+    onGiveUp: () => publisher.publish(),
   });
+  // What `hermes status` and the console show of this gateway's platforms (docs/OPERATIONS.md, "Platform state").
+  const publisher = new PlatformStatePublisher({ redis, keys, instanceId, registry, progress: (name) => watcher.progress(name), log });
 
   const cleanups: Array<[string, () => Promise<unknown>]> = [];
   const runCleanups = async () => {
@@ -280,6 +286,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     throw err;
   }
   cleanups.push(['http', () => http.close()]);
+  cleanups.push(['platform states', () => publisher.stop()]);
   cleanups.push(['platforms', () => registry.close()], ['reconnect watcher', async () => watcher.stop()]);
 
   // Platforms load lazily and in the background: a slow or failing plugin never blocks the HTTP API.
@@ -291,6 +298,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     void registry.load(name);
   }
   watcher.start();
+  publisher.start();
 
   let draining: Promise<void> | undefined;
   const drain = () => {
@@ -311,6 +319,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     watcher,
     metrics,
     platforms: () => registry.statuses(),
+    onPlatformChange: (listener) => registry.onChange(listener),
     drain,
     close() {
       closing ??= (async () => {

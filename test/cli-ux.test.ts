@@ -237,8 +237,9 @@ describe('hermes status', () => {
     const out = r.trimEnd().split('\n');
     // The loop table, then the goals and the cron jobs (none here).
     expect(out.slice(out.indexOf(''))).toEqual(['', 'goals: none active or paused', '', 'cron jobs: none']);
-    const lines = out.slice(0, out.indexOf(''));
-    expect(lines[0]).toMatch(/^workers alive: 0$/);
+    expect(out[0]).toMatch(/^workers alive: 0$/);
+    expect(out[1]).toBe('platforms: no gateway running (`hermes up` or `hermes gateway` relays Telegram, Slack and Discord)');
+    const lines = out.slice(1, out.indexOf(''));
     expect(lines[1]).toMatch(/^SESSION +KIND +STATE +CADENCE +TICKS +NEXT +TOKENS +PROMPT$/);
     expect(lines).toHaveLength(4);
     expect(r).not.toContain('done');

@@ -93,13 +93,20 @@ describe('the hermes up banner', () => {
   const config = (env: Record<string, string>) => loadConfig({ env: { HERMES_HOME: '/home/ada/.hermes', ...env } });
   const facts = { redis: 'r', apiUrl: 'http://127.0.0.1:8642', auth: { mode: 'key', source: 'config' } } as const;
 
-  it('names Discord only when a bot token is set, with its allow-list and a state that needs a word', () => {
+  it('names Discord only when a bot token is set, with its state (and why it failed) and its allow-list', () => {
     expect(upBanner(config({}), facts).some((l) => l.includes('Discord'))).toBe(false);
     expect(upBanner(config({ DISCORD_BOT_TOKEN: 'x' }), facts)).toContain(
+      '  Discord   starting, but nobody may use it: DISCORD_ALLOWED_USERS is empty',
+    );
+    expect(upBanner(config({ DISCORD_BOT_TOKEN: 'x' }), { ...facts, platforms: { discord: { state: 'ready' } } })).toContain(
       '  Discord   on, but nobody may use it: DISCORD_ALLOWED_USERS is empty',
     );
+    const lastError = "Could not connect to Discord's API at http://127.0.0.1:9/api (DISCORD_API_URL): connection refused (ECONNREFUSED).";
     expect(
-      upBanner(config({ DISCORD_BOT_TOKEN: 'x', DISCORD_ALLOWED_USERS: '1,2' }), { ...facts, discordState: 'adapter_unavailable' }),
-    ).toContain('  Discord   on · 2 allowed users (DISCORD_ALLOWED_USERS) · adapter unavailable (the log says why)');
+      upBanner(config({ DISCORD_BOT_TOKEN: 'x', DISCORD_ALLOWED_USERS: '1,2' }), {
+        ...facts,
+        platforms: { discord: { state: 'adapter_unavailable', lastError } },
+      }),
+    ).toContain(`  Discord   failed (${lastError}) · 2 allowed users (DISCORD_ALLOWED_USERS)`);
   });
 });

@@ -336,7 +336,9 @@ describe.concurrent('Discord token', () => {
       10_000,
       'refused and re-armed once',
     );
-    expect(discord().lastError).toMatch(/^Discord refused the bot token \(401/);
+    expect(discord().lastError).toBe(
+      `Discord refused the bot token (DISCORD_BOT_TOKEN): ${fake.apiRoot} (DISCORD_API_URL) answered 401: Unauthorized.`,
+    );
     expect(fake.counts.connections).toBe(0);
     expect(JSON.stringify(gw.platforms())).not.toContain('revoked-secret-part');
   });

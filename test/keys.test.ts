@@ -45,6 +45,7 @@ const PER_ID: Record<string, (id: string) => string> = {
   'telegram poll lease': (id) => k.telegramPollLease(id),
   'telegram offset': (id) => k.telegramOffset(id),
   'gateway wake': (id) => k.gatewayWake(id),
+  'gateway platforms': (id) => k.gatewayPlatforms(id),
   'outbound order of a chat': (id) => k.outboundOrder('telegram', id),
 };
 const GLOBAL = [
@@ -52,6 +53,7 @@ const GLOBAL = [
   k.goalIndex,
   k.sessionIndex,
   k.workers,
+  k.gateways,
   k.healthProbe,
   k.cronJobIndex,
   k.cronRecentRuns,
@@ -271,6 +273,8 @@ describe('sharded key space', () => {
       '{hermes:5}',
     ]);
     expect(sharded.workers).toBe('{hermes}:workers'); // fleet-wide
+    expect(sharded.shard(3).gateways).toBe('{hermes}:gateways');
+    expect(sharded.shard(3).gatewayPlatforms('h:1:ab')).toBe('{hermes}:gateway:h%3A1%3Aab:platforms');
   });
 
   it('every key of a session and of a cron job (with its session stream) is on one shard, whichever builder is asked', () => {

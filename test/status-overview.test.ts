@@ -48,8 +48,9 @@ describe('hermes status', () => {
     expect(r.code).toBe(0);
     const lines = r.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^workers alive: 1 /);
-    expect(lines[1]).toMatch(/^SESSION +KIND +STATE +CADENCE +TICKS +NEXT +TOKENS +PROMPT$/);
-    expect(lines[2]).toMatch(/^ops +loop +active +every 10m +/);
+    expect(lines[1]).toMatch(/^platforms: no gateway running/);
+    expect(lines[2]).toMatch(/^SESSION +KIND +STATE +CADENCE +TICKS +NEXT +TOKENS +PROMPT$/);
+    expect(lines[3]).toMatch(/^ops +loop +active +every 10m +/);
     const goals = lines.indexOf('') + 1;
     expect(lines[goals]).toMatch(/^SESSION +GOAL +STATE +TURNS +TOKENS$/);
     expect(lines[goals + 1]).toMatch(/^dev +get the suite green +paused \(paused by user\) +0\/20 +—$/);

@@ -44,6 +44,13 @@ async function setup(options: {
     timeoutSeconds: 1,
     retryInitialMs: options.retryInitialMs,
     retryMaxMs: 60_000,
+    endpoint: {
+      name: 'Telegram',
+      url: fake.apiRoot,
+      urlSetting: 'TELEGRAM_API_ROOT',
+      tokenSetting: 'TELEGRAM_BOT_TOKEN',
+      tokenInPath: true,
+    },
     onFatal: () => {},
     log,
   });

@@ -10,7 +10,8 @@ import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, wri
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { upBanner, showEndpoint } from '../cli/up-banner.ts';
+import { upBanner } from '../cli/up-banner.ts';
+import { showEndpoint } from '../scheduler/errors/upstream-text.ts';
 import { takeUpLock, upLockPath } from '../cli/up-lock.ts';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { AlreadyRunningError } from '../scheduler/errors/already-running-error.ts';
@@ -61,14 +62,14 @@ describe('the banner of hermes up', () => {
         redis: '10.0.0.5:6379',
         apiUrl: 'http://127.0.0.1:8642',
         auth: { mode: 'key', source: 'config' },
-        telegramState: 'adapter_unavailable',
+        platforms: { telegram: { state: 'adapter_unavailable', lastError: 'Telegram refused the bot token (TELEGRAM_BOT_TOKEN).' } },
       },
     );
     expect(full.slice(1, 6)).toEqual([
       '  API       http://127.0.0.1:8642 · auth on (Authorization: Bearer $API_SERVER_KEY)',
       '  console   http://127.0.0.1:8642/ui · user hermes, the API key as password',
       '  model     gpt-4.1-mini at https://models.example.com/v1',
-      '  Telegram  on · 2 allowed users (TELEGRAM_ALLOWED_USERS) · adapter unavailable (the log says why)',
+      '  Telegram  failed (Telegram refused the bot token (TELEGRAM_BOT_TOKEN).) · 2 allowed users (TELEGRAM_ALLOWED_USERS)',
       '  Redis     10.0.0.5:6379',
     ]);
     expect(full.join('\n')).not.toMatch(/secret|key=abc|k{32}|1:AA/);
@@ -90,7 +91,7 @@ describe('the banner of hermes up', () => {
     ]);
     expect(
       upBanner(config({ TELEGRAM_BOT_TOKEN: '1:AA' }), { redis: 'x', apiUrl: 'http://h', auth: { mode: 'key', source: 'config' } })[4],
-    ).toBe('  Telegram  on, but nobody may use it: TELEGRAM_ALLOWED_USERS is empty');
+    ).toBe('  Telegram  starting, but nobody may use it: TELEGRAM_ALLOWED_USERS is empty');
     expect(showEndpoint('not a url')).toBe('(unreadable URL)');
   });
 });

@@ -1,5 +1,6 @@
 /**
- * `hermes status`: everything that runs on its own, in one place — live workers, the loops and
+ * `hermes status`: everything that runs on its own, in one place — live workers, each running
+ * gateway's platforms (on, or failed and why), the loops and
  * heartbeats of every session, the sessions' goals (a paused one with why), and the cron jobs
  * with their failure streaks, and the sessions' input that was set aside after failing on every
  * try. Finished schedules, achieved or cleared goals and completed cron jobs only with `--all`. Loaded only when `status` runs (`main.ts`).
@@ -12,12 +13,14 @@ import { allSetAsideInputs, setAsideView } from '../../scheduler/session/set-asi
 import { aliveWorkerIds } from '../../scheduler/worker-liveness.ts';
 import type { CliConnection } from '../cli-context.ts';
 import { cliLogLevel } from '../run-command.ts';
-import { formatGoals, formatSchedules, formatSetAside } from '../status-format.ts';
+import { formatGoals, formatPlatforms, formatSchedules, formatSetAside } from '../status-format.ts';
+import { readPlatformStates } from '../../scheduler/delivery/platform-state-store.ts';
+import { platformStateViews } from '../../scheduler/delivery/platform-state.ts';
 import { printOut, terminalJson } from '../terminal-text.ts';
 import { formatJobList } from './cron-format.ts';
 import { goalObject, scheduleObject } from '../../scheduler/loop/schedule-view.ts';
 
-/** Print the status (`--json`: one object with `workers`, `schedules`, `goals`, `cron_jobs`, `set_aside`). */
+/** Print the status (`--json`: one object with `workers`, `platforms`, `schedules`, `goals`, `cron_jobs`, `set_aside`). */
 export async function runStatus(
   cfg: HermesConfig,
   conn: CliConnection,
@@ -28,6 +31,7 @@ export async function runStatus(
   const all = opts.all === true;
   const log = createLogger({ level: cliLogLevel(cfg), name: 'cli' });
   const workers = await aliveWorkerIds(conn.redis, conn.keys.workers, now);
+  const gateways = await readPlatformStates(conn.redis, conn.keys, now);
   const store = loopStoreFor(cfg, conn);
   const records = (await store.list()).filter((r) => all || r.status !== 'finished');
   const next = new Map<string, number | undefined>();
@@ -40,6 +44,7 @@ export async function runStatus(
     out(
       terminalJson({
         workers,
+        platforms: platformStateViews(gateways),
         schedules,
         goals: goals.map(goalObject),
         cron_jobs: jobs.map(cronJobView),
@@ -50,6 +55,7 @@ export async function runStatus(
   }
   const lines = [
     `workers alive: ${workers.length}${workers.length ? ` (${workers.join(', ')})` : ''}`,
+    ...formatPlatforms(gateways, now),
     ...formatSchedules(records, next, now, { all }),
     '',
     ...formatGoals(goals, { all }),

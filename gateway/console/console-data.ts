@@ -13,6 +13,8 @@ import type { Keys } from '../../scheduler/store/keys.ts';
 import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { aliveWorkerIds } from '../../scheduler/worker-liveness.ts';
+import { readPlatformStates } from '../../scheduler/delivery/platform-state-store.ts';
+import type { GatewayPlatforms } from '../../scheduler/delivery/platform-state.ts';
 import type { CronApi } from '../http/cron-routes.ts';
 import type { SseStream } from '../http/sse.ts';
 import { sessionSummaries, type SessionSummary } from '../session-summaries.ts';
@@ -50,6 +52,8 @@ export interface JobWithLastRun {
 export interface OverviewData {
   now: number;
   workers: string[];
+  /** Each running gateway's platforms, as it published them. */
+  gateways: GatewayPlatforms[];
   sessions: SessionSummary[];
   jobs: JobWithLastRun[];
   lateness: LatenessPoint[];
@@ -68,11 +72,12 @@ export async function cronJobs(deps: ConsoleDeps): Promise<CronJobView[]> {
   return deps.cron ? ((await deps.cron.list({ all: false })) as CronJobView[]) : [];
 }
 
-/** Read the overview: workers, sessions, cron jobs with their last run, and the charts' data. */
+/** Read the overview: workers, each gateway's platforms, sessions, cron jobs with their last run, and the charts' data. */
 export async function readOverview(deps: ConsoleDeps): Promise<OverviewData> {
   const now = Date.now();
-  const [workers, sessions, jobs] = await Promise.all([
+  const [workers, gateways, sessions, jobs] = await Promise.all([
     aliveWorkerIds(deps.redis, deps.keys.workers, now),
+    readPlatformStates(deps.redis, deps.keys, now),
     sessionSummaries({ redis: deps.redis, keys: deps.keys, loops: deps.loops, goals: deps.goals, sessions: deps.sessions }),
     cronJobs(deps),
   ]);
@@ -85,7 +90,7 @@ export async function readOverview(deps: ConsoleDeps): Promise<OverviewData> {
     runs.flat(),
     now,
   );
-  return { now, workers, sessions, jobs: jobs.map((job, i) => ({ job, lastRun: runs[i]![0] ?? null })), lateness, hours };
+  return { now, workers, gateways, sessions, jobs: jobs.map((job, i) => ({ job, lastRun: runs[i]![0] ?? null })), lateness, hours };
 }
 
 /** The charts' data from what the product keeps (`chartsFrom`). */

@@ -1,5 +1,6 @@
 /**
- * The overview (`/ui`): workers alive; every session with its loop, heartbeat and goal (state,
+ * The overview (`/ui`): workers alive; each running gateway's platforms (on, starting, off, or
+ * failed and why); every session with its loop, heartbeat and goal (state,
  * cadence, next due as a live countdown, ticks used and budget, tokens spent, the last reply's
  * first line); every cron job (name, schedule in words and raw, zone, next run, last run's status
  * and lateness, failure streak, why it is paused); the charts. The part below the heading is
@@ -16,6 +17,7 @@ import { at, countdown, duration, tokens } from './format.ts';
 import { clip } from '../../scheduler/text/clip.ts';
 import { html, type Html } from './html.ts';
 import { CONSOLE_PATH, page } from './layout.ts';
+import { describePlatformState, platformLabel } from '../../scheduler/delivery/platform-state.ts';
 import type { ScheduleState, SessionSummary } from '../session-summaries.ts';
 
 /** A session's URL in the console. */
@@ -58,9 +60,24 @@ function jobRow({ job, lastRun }: JobWithLastRun, now: number): Html {
   return html`<tr data-job="${job.id}"><td><a href="${cronUrl(job.id)}">${job.name}</a>${by}</td><td>${scheduleWords(job.schedule)}</td><td>${job.tz}</td><td>${next === null ? '—' : html`${at(next, job.tz)} (${countdown(next, now)})`}</td><td>${last}</td><td>${job.failure_streak}</td><td><span class="state state-${job.state}">${job.state}</span>${job.paused_reason ? html` <span class="reason">${job.paused_reason}</span>` : ''}</td></tr>`;
 }
 
+/** Each running gateway's platforms: state, since when, and why it failed (docs/CONSOLE.md). */
+function platformsSection(d: OverviewData): Html {
+  if (d.gateways.length === 0)
+    return html`<p class="none">No gateway is running: Telegram, Slack and Discord are relayed by <code>hermes up</code> or <code>hermes gateway</code>.</p>`;
+  const rows = d.gateways.flatMap((g) =>
+    g.platforms.map((p) => {
+      // The words begin with the state's name; what follows is why (and the retries).
+      const why = describePlatformState(p, d.now).slice(p.state.length);
+      return html`<tr data-platform="${p.platform}"><td>${platformLabel(p.platform)}</td><td><span class="state state-platform-${p.state}">${p.state}</span>${why ? html`<span class="reason">${why}</span>` : ''}</td><td><time class="ago" data-since="${p.since}">${duration(d.now - p.since)} ago</time></td><td><code>${g.gateway}</code></td></tr>`;
+    }),
+  );
+  return html`<table class="platforms"><thead><tr><th>platform</th><th>state</th><th>since</th><th>gateway</th></tr></thead><tbody>${rows}</tbody></table>`;
+}
+
 /** The overview's live part. */
 export function overviewBody(d: OverviewData): Html {
   return html`<section><h2>Workers</h2><p class="workers">${d.workers.length} alive${d.workers.length ? html`: <code>${d.workers.join(', ')}</code>` : ' — schedules wait until one starts'}</p></section>
+<section><h2>Platforms</h2>${platformsSection(d)}</section>
 <section><h2>Sessions</h2>${d.sessions.length === 0 ? html`<p class="none">No sessions yet.</p>` : html`<table class="sessions"><thead><tr><th>session</th><th>loop</th><th>heartbeat</th><th>goal</th><th>last activity</th><th>last reply</th></tr></thead><tbody>${d.sessions.map((s) => sessionRow(s, d.now))}</tbody></table>`}</section>
 <section><h2>Cron jobs</h2>${d.jobs.length === 0 ? html`<p class="none">No cron jobs. <a href="${CONSOLE_PATH}/cron/new">Create one</a>.</p>` : html`<table class="cron"><thead><tr><th>job</th><th>schedule</th><th>zone</th><th>next run</th><th>last run</th><th>failure streak</th><th>state</th></tr></thead><tbody>${d.jobs.map((j) => jobRow(j, d.now))}</tbody></table>`}</section>
 <section class="charts"><h2>Last 24 hours</h2>${latenessOverTime(d.lateness, d.now, CHART_WINDOW_MS)}${latenessHistogram(d.lateness)}${turnsPerHour(d.hours)}</section>`;

@@ -12,6 +12,8 @@ import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
+import { networkReason, platformStartFailure } from '../../scheduler/errors/upstream-text.ts';
+import { PLATFORMS } from '../../scheduler/delivery/platforms.ts';
 import type { Keys } from '../../scheduler/store/keys.ts';
 import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import { OUTBOUND_QUEUES, type OutboundData } from '../../scheduler/delivery/outbound.ts';
@@ -74,20 +76,29 @@ export async function loadDiscordAdapter(deps: DiscordAdapterDeps, ctx: PluginLo
   } catch (err) {
     rest.clearHashSweeper();
     rest.clearHandlerSweeper();
-    if (err instanceof DiscordAPIError) {
-      throw new PlatformError(`Discord refused the bot token (${err.status} ${err.message}).`, {
-        platform: 'discord',
-        method: 'getCurrentUser',
-        errorCode: err.status,
-        cause: err,
-      });
-    }
-    throw new PlatformError(`Discord could not be reached: ${(err as Error).message}`, {
+    throw discordStartError(err, dc.api_url);
+  }
+}
+
+/** Why the token check failed, naming the cause (`platformStartFailure`: a refused token, a wrong `DISCORD_API_URL`, no answer). */
+function discordStartError(err: unknown, apiUrl: string): PlatformError {
+  const p = PLATFORMS.discord;
+  const endpoint = { name: p.name, url: apiUrl, urlSetting: p.urlEnv, tokenSetting: p.env };
+  if (err instanceof DiscordAPIError) {
+    // `No Description` is the client's stand-in for an answer without Discord's error body.
+    const message = err.message === 'No Description' ? undefined : err.message;
+    return new PlatformError(platformStartFailure(endpoint, { kind: 'answer', status: err.status, message }), {
       platform: 'discord',
       method: 'getCurrentUser',
+      errorCode: err.status,
       cause: err,
     });
   }
+  return new PlatformError(platformStartFailure(endpoint, { kind: 'network', reason: networkReason(err, (err as Error).message) }), {
+    platform: 'discord',
+    method: 'getCurrentUser',
+    cause: err,
+  });
 }
 
 class DiscordAdapter implements PlatformAdapter {

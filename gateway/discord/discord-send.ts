@@ -17,6 +17,7 @@
 import type { API } from '@discordjs/core';
 import { DiscordAPIError, RateLimitError } from '@discordjs/rest';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
+import { statusText } from '../../scheduler/errors/upstream-text.ts';
 import type { OutboundData } from '../../scheduler/delivery/outbound.ts';
 import type { PlatformSend, SendFailure } from '../outbound/ordered-sender.ts';
 import { splitMessage } from '../telegram/split-message.ts';
@@ -36,7 +37,7 @@ export function classifyDiscordError(err: unknown): SendFailure {
     return {
       kind: 'refused',
       // The message only: the error's URL may hold an interaction token.
-      error: new PlatformError(`Discord refused the message (${err.status} ${err.message}).`, {
+      error: new PlatformError(`Discord refused the message (${statusText(err.status, err.message)}).`, {
         platform: 'discord',
         method: 'createMessage',
         errorCode: err.status,

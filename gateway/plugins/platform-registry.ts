@@ -38,6 +38,8 @@ export const GATED_STATES: readonly PlatformState[] = ['disabled', 'not_enabled'
 interface Entry {
   plugin: PlatformPlugin;
   state: PlatformState;
+  /** Epoch ms the platform entered its state. */
+  since: number;
   adapter?: PlatformAdapter;
   /** The in-flight load (including one that passed its deadline). */
   inflight?: Promise<unknown>;
@@ -57,6 +59,8 @@ export interface PlatformStatus {
   state: PlatformState;
   hanging: boolean;
   loads: number;
+  /** Epoch ms it entered `state`. */
+  since: number;
   lastError?: string;
   failedAt?: number;
   /** Inbound events held for the next adapter of this platform. */
@@ -66,6 +70,7 @@ export interface PlatformStatus {
 
 export class PlatformRegistry {
   private readonly entries = new Map<string, Entry>();
+  private readonly listeners = new Set<(status: PlatformStatus) => void>();
   private closed = false;
 
   /**
@@ -80,7 +85,16 @@ export class PlatformRegistry {
 
   /** Register a plugin (replacing one of the same name that is not loaded). */
   register(plugin: PlatformPlugin): void {
-    this.entries.set(plugin.name, { plugin, state: this.gate(plugin) ?? 'idle', hanging: false, loads: 0, held: [] });
+    this.entries.set(plugin.name, { plugin, state: this.gate(plugin) ?? 'idle', since: Date.now(), hanging: false, loads: 0, held: [] });
+  }
+
+  /**
+   * Call `listener` with a platform's status after each change of its state (and of its last error).
+   * A listener that throws is ignored. @returns the unsubscribe function
+   */
+  onChange(listener: (status: PlatformStatus) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 
   /** The manifest of a registered platform. */
@@ -116,6 +130,7 @@ export class PlatformRegistry {
     return {
       name,
       state: e.state,
+      since: e.since,
       hanging: e.hanging,
       loads: e.loads,
       heldInbound: e.held.length,
@@ -141,13 +156,13 @@ export class PlatformRegistry {
     if (this.closed) return e.state;
     const gated = this.gate(e.plugin);
     if (gated) {
-      e.state = gated;
+      this.enter(e, gated);
       return gated;
     }
     if (e.state === 'ready') return 'ready';
     if (e.inflight) return e.state;
-    e.state = 'loading';
     e.loads++;
+    this.enter(e, 'loading');
     const abort = new AbortController();
     e.abort = abort;
     const attempt = (async () => {
@@ -205,7 +220,7 @@ export class PlatformRegistry {
           e.adapter.stop().catch((err: Error) => this.log.warn({ platform: e.plugin.name, err: err.message }, 'adapter stop failed')),
         );
       e.adapter = undefined;
-      if (!GATED_STATES.includes(e.state)) e.state = 'stopped';
+      if (!GATED_STATES.includes(e.state)) this.enter(e, 'stopped');
     }
     await Promise.all(stops);
   }
@@ -231,8 +246,8 @@ export class PlatformRegistry {
       return;
     }
     e.adapter = adapter;
-    e.state = 'ready';
     e.lastError = undefined;
+    this.enter(e, 'ready');
     if (e.held.length > 0 && adapter.adoptHeldInbound) {
       const held = e.held;
       e.held = [];
@@ -252,10 +267,24 @@ export class PlatformRegistry {
   }
 
   private markUnavailable(e: Entry, reason: string): void {
-    e.state = 'adapter_unavailable';
     e.lastError = reason;
     e.failedAt = Date.now();
     this.log.warn({ platform: e.plugin.name, err: reason }, `platform ${e.plugin.name}: adapter_unavailable`);
+    this.enter(e, 'adapter_unavailable');
+  }
+
+  /** Move `e` to `state` (its `since` restarts only when the state changes) and tell the listeners. */
+  private enter(e: Entry, state: PlatformState): void {
+    if (e.state !== state) e.since = Date.now();
+    e.state = state;
+    const status = this.status(e.plugin.name)!;
+    for (const listener of this.listeners) {
+      try {
+        listener(status);
+      } catch {
+        /* a listener never stops a transition */
+      }
+    }
   }
 
   /** A ready adapter failed for good: stop it and mark the platform for the watcher. */

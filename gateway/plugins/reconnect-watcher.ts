@@ -30,6 +30,19 @@ export interface ReconnectWatcherOptions {
   /** How often to look, ms. */
   intervalMs: number;
   log: Logger;
+  /** Called when the watcher gives up on a platform (its published state says so). */
+  onGiveUp?: (name: string) => void;
+}
+
+/** Where a failed platform's re-arms stand, for its published state. */
+export interface RearmProgress {
+  /** Re-arms done in the current failure episode. */
+  done: number;
+  /** `gateway.max_plugin_load_rearms` */
+  max: number;
+  /** Epoch ms the next re-arm is due; absent once the watcher gave up. */
+  nextAt?: number;
+  gaveUp: boolean;
 }
 
 interface Episode {
@@ -54,6 +67,23 @@ export class ReconnectWatcher {
   /** Re-arms done in the current failure episode of `name`. */
   rearms(name: string): number {
     return this.episodes.get(name)?.rearms ?? 0;
+  }
+
+  /**
+   * Where the re-arms of a failed platform stand: those done, the cap, when the next is due (from
+   * the failure, before the watcher's first look) or that it gave up. Undefined unless `adapter_unavailable`.
+   */
+  progress(name: string, now = Date.now()): RearmProgress | undefined {
+    const status = this.registry.status(name);
+    if (status?.state !== 'adapter_unavailable' || this.registry.isGated(name)) return undefined;
+    const max = this.options.maxRearms;
+    const ep = this.episodes.get(name);
+    const done = ep?.rearms ?? 0;
+    const gaveUp = done >= max;
+    if (gaveUp) return { done, max, gaveUp };
+    const failedAt = status.failedAt ?? now;
+    const nextAt = ep && ep.failedAt === failedAt ? ep.nextAt : failedAt + this.step(done);
+    return { done, max, nextAt, gaveUp };
   }
 
   start(): void {
@@ -114,6 +144,7 @@ export class ReconnectWatcher {
           { rearms: ep.rearms, lastError: status.lastError },
           `Giving up on platform ${name}: plugin load failed after ${ep.rearms} re-arms`,
         );
+        this.options.onGiveUp?.(name);
       }
       return;
     }

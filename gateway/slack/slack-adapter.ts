@@ -23,6 +23,8 @@ import {
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import type { HermesMetrics } from '../../scheduler/metrics.ts';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
+import { networkReason, platformStartFailure } from '../../scheduler/errors/upstream-text.ts';
+import { PLATFORMS } from '../../scheduler/delivery/platforms.ts';
 import type { Keys } from '../../scheduler/store/keys.ts';
 import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import { OUTBOUND_QUEUES, type OutboundData } from '../../scheduler/delivery/outbound.ts';
@@ -79,17 +81,38 @@ export async function loadSlackAdapter(deps: SlackAdapterDeps, ctx: PluginLoadCo
     ctx.signal.throwIfAborted();
     auth = await web.auth.test();
   } catch (err) {
-    throw new PlatformError(`Slack auth.test failed: ${slackErrorText(err)}`, { platform: 'slack', method: 'auth.test', cause: err });
+    throw slackStartError(err, slackApiUrl);
   }
   if (!auth.user_id) throw new PlatformError('Slack auth.test did not name the bot user.', { platform: 'slack', method: 'auth.test' });
   return new SlackAdapter(deps, web, { botUserId: auth.user_id, appId: auth.bot_id ?? auth.user_id, slackApiUrl, logger }, ctx, log);
 }
 
-/** The text of a Slack client error, without the token. */
-function slackErrorText(err: unknown): string {
-  if (err instanceof WebAPIPlatformError) return err.data.error;
-  if (err instanceof WebAPIHTTPError) return `HTTP ${err.statusCode}`;
-  return (err as Error).message;
+/** Slack's answers to `auth.test` that mean the token itself was refused. */
+const TOKEN_REFUSALS = new Set(['invalid_auth', 'not_authed', 'token_revoked', 'token_expired', 'account_inactive']);
+
+/** Slack's own Web API address, where the client sends without `slack.api_url`. */
+const SLACK_WEB_API = 'https://slack.com/api/';
+
+/** Why `auth.test` failed, naming the cause (`platformStartFailure`; Slack's own refusals by their error code). */
+function slackStartError(err: unknown, apiUrl: string | undefined): PlatformError {
+  const p = PLATFORMS.slack;
+  const endpoint = { name: p.name, url: apiUrl ?? SLACK_WEB_API, ...(apiUrl ? { urlSetting: p.urlEnv } : {}), tokenSetting: p.env };
+  const options = { platform: 'slack', method: 'auth.test', cause: err };
+  if (err instanceof WebAPIPlatformError) {
+    const code = err.data.error;
+    const text = TOKEN_REFUSALS.has(code)
+      ? `Slack refused the bot token (${p.env}): auth.test answered ${code}.`
+      : `Slack's auth.test answered ${code}.`;
+    return new PlatformError(text, options);
+  }
+  if (err instanceof WebAPIHTTPError) {
+    const text = platformStartFailure(endpoint, { kind: 'answer', status: err.statusCode, message: err.statusMessage });
+    return new PlatformError(text, { ...options, errorCode: err.statusCode });
+  }
+  return new PlatformError(
+    platformStartFailure(endpoint, { kind: 'network', reason: networkReason(err, (err as Error).message) }),
+    options,
+  );
 }
 
 /** `@slack/logger`'s interface over pino (the libraries' own lines at debug, warnings kept). */

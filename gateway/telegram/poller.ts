@@ -31,6 +31,7 @@ import type { Update } from 'grammy/types';
 import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import type { Logger } from 'pino';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
+import { platformStartFailure, statusText, type PlatformEndpoint } from '../../scheduler/errors/upstream-text.ts';
 import type { PollLease } from './poll-lease.ts';
 import { luaScript, runLuaScript } from '../../scheduler/store/redis/lua-script.ts';
 
@@ -55,6 +56,8 @@ export interface PollerOptions {
   /** First retry wait after a 409 or network error, ms; doubles up to `retryMaxMs`. */
   retryInitialMs: number;
   retryMaxMs: number;
+  /** Where the Bot API is, as a refused token's text names it (`platformStartFailure`). */
+  endpoint: PlatformEndpoint;
   /** A failure the poller cannot recover from (bad token); polling has stopped. */
   onFatal: (err: PlatformError) => void;
   log: Logger;
@@ -253,12 +256,15 @@ export class TelegramPoller {
         this.running = false;
         await lease.release();
         this.options.onFatal(
-          new PlatformError(`Telegram refused the bot token (${err.error_code} ${err.description}).`, {
-            platform: 'telegram',
-            method: 'getUpdates',
-            errorCode: err.error_code,
-            cause: err,
-          }),
+          new PlatformError(
+            platformStartFailure(this.options.endpoint, { kind: 'answer', status: err.error_code, message: err.description }),
+            {
+              platform: 'telegram',
+              method: 'getUpdates',
+              errorCode: err.error_code,
+              cause: err,
+            },
+          ),
         );
         return;
       }
@@ -303,6 +309,6 @@ export function grammySignal(signal: AbortSignal): Parameters<Api['getUpdates']>
 
 /** An error description without the bot token (grammY's HttpError never includes the URL unless asked). */
 function describe(err: unknown): string {
-  if (err instanceof GrammyError) return `${err.error_code} ${err.description}`;
+  if (err instanceof GrammyError) return statusText(err.error_code, err.description);
   return (err as Error)?.message ?? String(err);
 }

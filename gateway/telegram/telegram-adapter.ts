@@ -9,12 +9,14 @@ import { prepareBot } from './bot-setup.ts';
 import { TypingIndicator } from './typing.ts';
 import type { HermesMetrics } from '../../scheduler/metrics.ts';
 import { autoRetry } from '@grammyjs/auto-retry';
-import { Api } from 'grammy';
+import { Api, GrammyError, HttpError } from 'grammy';
 import { createHash } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
+import { networkReason, platformStartFailure, type PlatformEndpoint } from '../../scheduler/errors/upstream-text.ts';
+import { PLATFORMS } from '../../scheduler/delivery/platforms.ts';
 import { QUEUES, type Keys } from '../../scheduler/store/keys.ts';
 import type { TelegramOutboundData } from '../../scheduler/delivery/outbound.ts';
 import type { HermesQueues } from '../../scheduler/store/queues.ts';
@@ -78,9 +80,35 @@ export async function loadTelegramAdapter(deps: TelegramAdapterDeps, ctx: Plugin
   try {
     me = await pollApi.getMe(grammySignal(ctx.signal));
   } catch (err) {
-    throw new PlatformError(`Telegram getMe failed: ${(err as Error).message}`, { platform: 'telegram', method: 'getMe', cause: err });
+    throw telegramStartError(err, telegramEndpoint(deps.config));
   }
   return new TelegramAdapter(deps, pollApi, sendApi, me.username, ctx);
+}
+
+/** Telegram's own Bot API address, where grammY sends without `telegram.api_root`. */
+const TELEGRAM_BOT_API = 'https://api.telegram.org';
+
+/** The Bot API the adapter talks to, as failure texts name it. */
+function telegramEndpoint(config: HermesConfig): PlatformEndpoint {
+  const p = PLATFORMS.telegram;
+  const root = config.telegram.api_root;
+  return { name: p.name, url: root ?? TELEGRAM_BOT_API, ...(root ? { urlSetting: p.urlEnv } : {}), tokenSetting: p.env, tokenInPath: true };
+}
+
+/**
+ * Why getMe failed, naming the cause (`platformStartFailure`). Never the client's own message of a
+ * failed request: it holds the request's URL, and the URL holds the token.
+ */
+function telegramStartError(err: unknown, endpoint: PlatformEndpoint): PlatformError {
+  const options = { platform: 'telegram', method: 'getMe', cause: err };
+  if (err instanceof GrammyError) {
+    const text = platformStartFailure(endpoint, { kind: 'answer', status: err.error_code, message: err.description });
+    return new PlatformError(text, { ...options, errorCode: err.error_code });
+  }
+  if (err instanceof HttpError && (err.error as { type?: unknown } | undefined)?.type === 'invalid-json') {
+    return new PlatformError(platformStartFailure(endpoint, { kind: 'unexpected', what: 'an answer that is not JSON' }), options);
+  }
+  return new PlatformError(platformStartFailure(endpoint, { kind: 'network', reason: networkReason(err) }), options);
 }
 
 class TelegramAdapter implements PlatformAdapter {
@@ -143,6 +171,7 @@ class TelegramAdapter implements PlatformAdapter {
       timeoutSeconds: config.gateway.poll_timeout_seconds,
       retryInitialMs: config.gateway.poll_retry_initial_seconds * 1000,
       retryMaxMs: config.gateway.poll_retry_max_seconds * 1000,
+      endpoint: telegramEndpoint(config),
       onFatal: (err) => ctx.onFatal(err),
       log: this.log,
     });

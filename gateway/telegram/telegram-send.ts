@@ -18,6 +18,7 @@
  */
 import { GrammyError, type Api } from 'grammy';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
+import { statusText } from '../../scheduler/errors/upstream-text.ts';
 import type { OutboundData } from '../../scheduler/delivery/outbound.ts';
 import type { PlatformSend, SendFailure } from '../outbound/ordered-sender.ts';
 import { grammySignal } from './poller.ts';
@@ -29,7 +30,7 @@ export function classifyTelegramError(err: unknown): SendFailure {
   if (!(err instanceof GrammyError)) return { kind: 'transient' };
   const retryAfter = err.parameters?.retry_after;
   if (err.error_code === 429 && typeof retryAfter === 'number') return { kind: 'rate_limited', retryAfterSeconds: retryAfter };
-  const error = new PlatformError(`Telegram refused the reply (${err.error_code} ${err.description}).`, {
+  const error = new PlatformError(`Telegram refused the reply (${statusText(err.error_code, err.description)}).`, {
     platform: 'telegram',
     method: 'sendMessage',
     errorCode: err.error_code,

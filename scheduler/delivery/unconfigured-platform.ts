@@ -7,20 +7,12 @@
  * page) in `warnings` (the gateway's own).
  */
 import { formatDeliveryTarget, parseDeliveryTarget, targetOfRoute, type DeliveryTarget, type MessagingRoute } from './delivery-target.ts';
-
-/** Each platform's name, the setting that turns it on and its environment variable. */
-const PLATFORMS = {
-  telegram: { name: 'Telegram', setting: 'telegram.bot_token', env: 'TELEGRAM_BOT_TOKEN' },
-  slack: { name: 'Slack', setting: 'slack.bot_token', env: 'SLACK_BOT_TOKEN' },
-  discord: { name: 'Discord', setting: 'discord.bot_token', env: 'DISCORD_BOT_TOKEN' },
-} as const;
-
-type Platform = keyof typeof PLATFORMS;
+import { isPlatformName, PLATFORMS, type PlatformName as Platform } from './platforms.ts';
 
 /** The bot tokens of a configuration, as `HermesConfig` holds them (`null`/absent: none). */
 export type PlatformBotTokens = { readonly [P in Platform]: { readonly bot_token?: string | null } };
 
-const isPlatform = (t: DeliveryTarget): t is Extract<DeliveryTarget, { kind: Platform }> => Object.hasOwn(PLATFORMS, t.kind);
+const isPlatform = (t: DeliveryTarget): t is Extract<DeliveryTarget, { kind: Platform }> => isPlatformName(t.kind);
 
 /**
  * One line per platform of `deliver` that has no bot token in `tokens`, e.g. `this shell's configuration has no

@@ -419,16 +419,9 @@ export function applyTick(
   return { loop: next, outcome: { kind: 'continue' } };
 }
 
-/**
- * An error message for a one-line notice: one line, at most 300 characters, and a status code said
- * once — an HTTP client's message often starts with the status its caller names already
- * (`answered 500: 500 upstream exploded` → `answered 500: upstream exploded`).
- */
+/** An error message for a one-line notice: one line, at most 300 characters (its status code is said once where it is formatted: `scheduler/errors/upstream-text.ts`). */
 export function clipError(message: string): string {
-  const one = message
-    .replace(/\s+/g, ' ')
-    .trim()
-    .replace(/\b(\d{3}): \1\b:? ?/, '$1: ');
+  const one = message.replace(/\s+/g, ' ').trim();
   return one.length > 300 ? `${one.slice(0, 299)}…` : one;
 }
 

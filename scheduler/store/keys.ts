@@ -406,6 +406,19 @@ export class Keys {
     return { endpoint: fromKeyPart(member.slice(0, i)), model: fromKeyPart(member.slice(i + 1)) };
   }
 
+  /** Sorted set of running gateway instances, scored by their last heartbeat (ms): whose platform states are current. */
+  get gateways(): string {
+    return `${this.basePrefix}:gateways`;
+  }
+
+  /**
+   * Hash of one gateway instance's platforms: platform name → its state as published
+   * (`scheduler/delivery/platform-state.ts`), expiring unless the gateway's heartbeat renews it.
+   */
+  gatewayPlatforms(instanceId: string): string {
+    return `${this.basePrefix}:gateway:${keyPart(instanceId)}:platforms`;
+  }
+
   /** A short-lived string the gateway's readiness check writes: whether Redis takes writes (gateway/health.ts). */
   get healthProbe(): string {
     return `${this.basePrefix}:health-probe`;

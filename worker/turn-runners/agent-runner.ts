@@ -52,6 +52,7 @@
  *     (docs/CONTEXT.md, "Budgets").
  */
 import { setMaxListeners } from 'node:events';
+import { answeredText } from '../../scheduler/errors/upstream-text.ts';
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIUserAbortError, APIError } from 'openai';
 import type {
   ChatCompletion,
@@ -1094,7 +1095,14 @@ function toTurnError(err: unknown, sessionId: string | undefined): TurnError {
     return new TurnError(`The model endpoint could not be reached: ${err.message}`, { kind: 'network', sessionId, cause: err });
   }
   if (err instanceof APIError) {
-    return new TurnError(`The model endpoint answered ${err.status ?? 'an error'}: ${err.message}`, {
+    // openai's message is `<status> <the body's message>`, or `<status> status code (no body)`: the status is said once.
+    const status: unknown = err.status;
+    const said = err.message === `${String(status)} status code (no body)` ? undefined : err.message;
+    const text =
+      typeof status === 'number'
+        ? answeredText('The model endpoint', status, said)
+        : `The model endpoint answered with an error: ${err.message}`;
+    return new TurnError(text, {
       kind: 'model',
       sessionId,
       cause: err,
