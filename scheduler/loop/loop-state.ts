@@ -33,6 +33,7 @@ import { formatSeconds } from '../interval.ts';
 import type { LoopNotify, ScheduleEconomy } from '../economy/economy-flags.ts';
 import { isSilentReply } from '../economy/silent-reply.ts';
 import { budgetPauseReason } from '../economy/token-budget.ts';
+import { clip } from '../text/clip.ts';
 
 export type LoopStatus = 'active' | 'paused' | 'finished';
 
@@ -419,10 +420,9 @@ export function applyTick(
   return { loop: next, outcome: { kind: 'continue' } };
 }
 
-/** An error message for a one-line notice: one line, at most 300 characters (its status code is said once where it is formatted: `scheduler/errors/upstream-text.ts`). */
+/** An error message for a one-line notice, at most 300 characters (its status code is said once where it is formatted: `scheduler/errors/upstream-text.ts`). */
 export function clipError(message: string): string {
-  const one = message.replace(/\s+/g, ' ').trim();
-  return one.length > 300 ? `${one.slice(0, 299)}…` : one;
+  return clip(message, 300);
 }
 
 /**
