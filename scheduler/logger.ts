@@ -7,12 +7,21 @@
  * stderr is a terminal; JSON lines otherwise (files, pipes, journald,
  * containers), so log collectors always get JSON.
  */
+import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { pino, type DestinationStream, type Logger } from 'pino';
-import { build as prettyStream } from 'pino-pretty';
+import type { build as PrettyStream } from 'pino-pretty';
 import { ensurePrivateDir, ensurePrivateFile } from './private-files.ts';
 
 export type { Logger };
+
+/**
+ * pino-pretty, loaded by the first logger that writes for a terminal: a command that logs JSON or
+ * nothing (most `hermes` calls, every service under a supervisor) never parses it (docs/BENCHMARKS.md,
+ * "CLI start-up"). Required at run time, so the compiled CLI leaves it to Node's loader too.
+ */
+const prettyStream: typeof PrettyStream = (options) =>
+  (createRequire(import.meta.url)('pino-pretty') as { build: typeof PrettyStream }).build(options);
 
 /** Field names whose values never reach a log line. */
 export const REDACTED_KEYS = [
