@@ -47,6 +47,8 @@ beforeAll(async () => {
   symlinkSync(join(dir, 'secret.txt'), join(root, 'dangling-ok'));
   symlinkSync('loop-b', join(root, 'loop-a'));
   symlinkSync('loop-a', join(root, 'loop-b'));
+  mkdirSync(join(dir, 'root-secrets'));
+  writeFileSync(join(dir, 'root-secrets', 'secret.txt'), 'outside');
   server = createServer((req, res) => {
     hits.push(req.url ?? '');
     if (req.url === '/redirect-out') res.writeHead(302, { location: `http://127.0.0.1:${port}/secret` }).end();
@@ -93,7 +95,12 @@ describe('read_file and list_dir stay inside the roots', () => {
     ['a missing file deeper under it', 'dir-out/no/such/file'],
     ['a dangling symlink leading out (no oracle on its target)', 'dangling-out'],
     ['a symlink to an existing file outside', 'dangling-ok'],
-  ])('refuses %s', async (_what, path) => {
+    // near misses of the root check: a sibling whose name only starts like the root
+    ['a sibling folder named like the root (absolute)', 'ROOT-secrets/secret.txt'],
+    ['a sibling folder named like the root (relative)', '../root-secrets/secret.txt'],
+    ['a `..` that normalises to the sibling', 'sub/../../root-secrets/secret.txt'],
+  ])('refuses %s', async (_what, written) => {
+    const path = written.replace(/^ROOT/, root);
     const t = toolbox({ files: { roots: [root] } });
     const r = await t.call('read_file', JSON.stringify({ path }), ctx);
     expect(r.error?.kind).toBe('refused');
@@ -296,6 +303,43 @@ describe('http_get only to allowed hosts', () => {
     );
     await expect(call).rejects.toMatchObject({ kind: 'refused' });
     expect(answers).toEqual(['ci.example.test']);
+    expect(hits).toEqual([]);
+  });
+
+  it.each([
+    ['public first, loopback second', ['93.184.216.34', '127.0.0.1']],
+    ['loopback first, public second', ['127.0.0.1', '93.184.216.34']],
+    ['public first, metadata second', ['93.184.216.34', '169.254.169.254']],
+  ])('refuses a listed name whose DNS answers hold an internal address among public ones (%s)', async (_what, addresses) => {
+    hits.length = 0;
+    const resolve: Resolver = (_hostname, _options, callback) => {
+      callback(
+        null,
+        addresses.map((address) => ({ address, family: 4 })),
+      );
+    };
+    const tool = httpTool(['ci.example.test'], { resolve });
+    const output = new ToolOutput({ maxBytes: 1000, headShare: 0.25, fileReadBytes: 1 << 20 });
+    const call = tool.call({ url: `http://ci.example.test:${port}/secret` }, { ...ctx, output });
+    await expect(call).rejects.toMatchObject({ kind: 'refused' });
+    await expect(call).rejects.toThrow(/^Refused: ci\.example\.test resolves to a (loopback|linkLocal) address/);
+    expect(hits).toEqual([]);
+  });
+
+  it.each([
+    ['a name that only ends like the listed one', 'http://evilapi.example.com/'],
+    ['the listed name followed by another domain', 'http://api.example.com.evil.net/'],
+    ['the listed name as userinfo before another host', 'http://api.example.com@evil.net/'],
+    ['the listed name as userinfo before a loopback address', 'http://api.example.com@127.0.0.1:PORT/secret'],
+    ['a parent of the listed name', 'http://example.com/'],
+  ])('host near misses are not the listed host: %s', async (_what, written) => {
+    const url = written.replace('PORT', String(port));
+    expect(hostAllowed(new URL(url), ['api.example.com'])).toBe(false);
+    hits.length = 0;
+    const t = toolbox({ http: { allow: ['api.example.com'] } });
+    const r = await t.call('http_get', JSON.stringify({ url }), ctx);
+    expect(r.error?.kind).toBe('refused');
+    expect(r.content).toBe(`Error: Refused: ${new URL(url).host} is not an allowed host.`);
     expect(hits).toEqual([]);
   });
 
