@@ -26,7 +26,8 @@
 import { Queue, type Job, type JobType } from 'bullmq';
 import type { HermesConfig } from '../scheduler/config/config.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
-import { Keys, QUEUES, type LoopKind } from '../scheduler/store/keys.ts';
+import { Keys, QUEUES } from '../scheduler/store/keys.ts';
+import type { LoopKind } from '../scheduler/tick/tick-kind.ts';
 import type { LoopStore } from '../scheduler/loop/loop-store.ts';
 import { tickJobData, type StoredTickJobData } from '../scheduler/loop/tick-job.ts';
 import type { HermesQueues } from '../scheduler/store/queues.ts';

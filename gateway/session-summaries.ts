@@ -9,7 +9,8 @@ import type { LoopRecord } from '../scheduler/loop/loop-state.ts';
 import type { LoopStore } from '../scheduler/loop/loop-store.ts';
 import { listSessionIds } from './session-index.ts';
 import type { SessionStore } from '../scheduler/session/session-store.ts';
-import type { Keys, LoopKind } from '../scheduler/store/keys.ts';
+import type { Keys } from '../scheduler/store/keys.ts';
+import type { LoopKind } from '../scheduler/tick/tick-kind.ts';
 import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts';
 
 /** A loop or heartbeat with when it is due next (epoch ms; `undefined` while not armed or not active). */

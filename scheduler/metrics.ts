@@ -10,11 +10,10 @@
  * scraped, so every process reports the same fleet-wide value.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { TickKind } from './tick/tick-kind.ts';
 import { countAliveWorkers } from './worker-liveness.ts';
 import { breakerState, type BreakerRecord } from './models/circuit-breaker.ts';
 
-/** Kinds of scheduled work whose lateness is measured. */
-export type TickKind = 'loop' | 'heartbeat' | 'cron';
 /** Kinds of turns: scheduled ones and those started by input. */
 export type TurnKind = TickKind | 'message' | 'goal' | 'v1';
 /** How a turn ended (the `outcome` label of `hermes_turns_total`): `aborted` is a drain or `/stop`. */

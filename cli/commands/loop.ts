@@ -19,7 +19,7 @@ import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.
 import { parseDeliveryTarget, routeOfTarget, type DeliveryTarget } from '../../scheduler/delivery/delivery-target.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { chatToShell } from '../shell-text.ts';
-import type { LoopKind } from '../../scheduler/store/keys.ts';
+import type { LoopKind } from '../../scheduler/tick/tick-kind.ts';
 import type { Origin, RunnerSpec } from '../../scheduler/session/origin.ts';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import type { CliConnection, CliContext } from '../cli-context.ts';

@@ -23,7 +23,7 @@
  * Why: a stored loop's Redis memory (docs/BENCHMARKS.md, scale): the full form
  * of a new loop is ~550 bytes of JSON, the compact form ~250.
  */
-import type { LoopKind } from '../store/keys.ts';
+import type { LoopKind } from '../tick/tick-kind.ts';
 import type { LoopRecord } from './loop-state.ts';
 
 /** Fields omitted when at these values, and restored to them on reading. */

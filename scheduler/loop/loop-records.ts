@@ -6,7 +6,8 @@
  */
 import type { RedisClient } from '../store/redis/connection-factory.ts';
 import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
-import type { Keys, LoopKind } from '../store/keys.ts';
+import type { Keys } from '../store/keys.ts';
+import type { LoopKind } from '../tick/tick-kind.ts';
 import { putVersioned, type ExpectedVersion } from '../store/versioned-json.ts';
 import { acquireOwned, releaseOwned } from '../store/redis/owned-key.ts';
 import { decodeLoopRecord, encodeLoopRecord } from './loop-record-codec.ts';

@@ -10,7 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
-import type { LoopKind } from '../store/keys.ts';
+import type { LoopKind } from '../tick/tick-kind.ts';
 import { formatSeconds } from '../interval.ts';
 import { createLoop, pauseLoop, resumeDueAt, resumeLoop, sameLoop, type LoopRecord } from './loop-state.ts';
 import type { ScheduleEconomy } from '../economy/economy-flags.ts';

@@ -25,7 +25,7 @@
  *   reached fails open (the loop continues) and pauses after the same number of
  *   judge failures in a row.
  */
-import type { LoopKind } from '../store/keys.ts';
+import type { LoopKind } from '../tick/tick-kind.ts';
 import { clampSelfPacedDelay, nextSelfPacedDelay, replyDigest } from './self-paced.ts';
 import type { AgentCreator, Origin, RunnerSpec } from '../session/origin.ts';
 import { addToTotals, totalTokens, type ModelSpend, type SpendTotals, type TurnBudgetOverrun } from '../model-spend.ts';

@@ -6,7 +6,8 @@
  */
 import type { Job } from 'bullmq';
 import type { RedisClient } from '../store/redis/connection-factory.ts';
-import type { Keys, LoopKind } from '../store/keys.ts';
+import type { Keys } from '../store/keys.ts';
+import type { LoopKind } from '../tick/tick-kind.ts';
 import type { ExpectedVersion } from '../store/versioned-json.ts';
 import type { HermesQueues } from '../store/queues.ts';
 import { DEFAULT_EVENTS_MAX_LEN } from '../session/session-store.ts';

@@ -4,7 +4,8 @@
  * decides over these answers is `worker/loop/tick-gate.ts`.
  */
 import { holdWritesThisTurn, type RedisClient } from '../store/redis/connection-factory.ts';
-import type { Keys, LoopKind } from '../store/keys.ts';
+import type { Keys } from '../store/keys.ts';
+import type { LoopKind } from '../tick/tick-kind.ts';
 import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
 import { DEFAULT_EVENTS_MAX_LEN, type TranscriptMessage } from '../session/session-store.ts';
 import type { GoalRecord } from '../goal/goal-state.ts';

@@ -9,7 +9,8 @@
  * options on the `ticks` queue's jobs beyond what BullMQ writes itself (retention is the worker's).
  */
 import type { Job } from 'bullmq';
-import { parseLoopSchedulerId, type LoopKind } from '../store/keys.ts';
+import { parseLoopSchedulerId } from '../store/keys.ts';
+import type { LoopKind } from '../tick/tick-kind.ts';
 import { schedulerJobMillis } from '../store/queues.ts';
 import type { LoopRecord } from './loop-state.ts';
 

@@ -16,7 +16,8 @@
  */
 import type { Job } from 'bullmq';
 import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
-import { bullJobId, compositeId, type Keys, type LoopKind } from '../store/keys.ts';
+import { bullJobId, compositeId, type Keys } from '../store/keys.ts';
+import type { LoopKind } from '../tick/tick-kind.ts';
 import { schedulerJobMillis, type HermesQueues } from '../store/queues.ts';
 import { resumeDueAt, type LoopRecord } from './loop-state.ts';
 import type { LoopRecords } from './loop-records.ts';

@@ -17,6 +17,7 @@
  * as before this rule. Job scheduler ids and custom BullMQ job ids follow the
  * same rule.
  */
+import type { LoopKind } from '../tick/tick-kind.ts';
 
 /** BullMQ queue names. A queue's Redis keys are `<prefix>:<queue>:…`. */
 export const QUEUES = {
@@ -40,9 +41,6 @@ export const QUEUES = {
  * Outside the product's prefix: it belongs to the server, not to a key space, and no other Redis has it.
  */
 export const EMBEDDED_RUN_ID_KEY = 'hermes-embedded:run-id';
-
-/** Which of a session's two loop records: `/loop` or `/heartbeat` (docs/GLOSSARY.md "loop"). */
-export type LoopKind = 'loop' | 'heartbeat';
 
 const KEY_PART_UNSAFE = /[%:{}|\s\p{Cc}]/gu;
 

@@ -11,7 +11,7 @@ import { parseLoopArgs, LOOP_HELP } from '../../scheduler/loop/loop-command.ts';
 import { parseHeartbeatArgs, HEARTBEAT_HELP } from '../../scheduler/loop/heartbeat-command.ts';
 import { parseChatCommand, shellOnlyFlag, shellOnlyReply } from '../../scheduler/session/chat-command.ts';
 import type { Origin } from '../../scheduler/session/origin.ts';
-import type { LoopKind } from '../../scheduler/store/keys.ts';
+import type { LoopKind } from '../../scheduler/tick/tick-kind.ts';
 import type { LoopService } from '../../scheduler/loop/loop-service.ts';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { ownValue } from '../../scheduler/names/name-table.ts';

@@ -6,7 +6,7 @@
  */
 import type { Logger } from 'pino';
 import type { TurnError } from '../../scheduler/errors/turn-error.ts';
-import type { TickKind } from '../../scheduler/metrics.ts';
+import type { TickKind } from '../../scheduler/tick/tick-kind.ts';
 import type { ModelSpend } from '../../scheduler/model-spend.ts';
 import type { CONFLICT } from '../../scheduler/store/optimistic-retry.ts';
 import type { HeldLock } from '../runtime/session-lock.ts';

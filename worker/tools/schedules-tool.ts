@@ -62,7 +62,7 @@ import { formatInZone } from '../../scheduler/cron/cron-engine.ts';
 import { formatDeliveryTarget, parseDeliveryTarget, targetOfRoute, type MessagingRoute } from '../../scheduler/delivery/delivery-target.ts';
 import { formatSeconds, MAX_TIMES } from '../../scheduler/interval.ts';
 import type { AgentScheduleLedger } from './agent-schedule-ledger.ts';
-import type { LoopKind } from '../../scheduler/store/keys.ts';
+import type { LoopKind } from '../../scheduler/tick/tick-kind.ts';
 import { SCHEDULES_TOOL, surfaceRefusal, type AgentTool, type ToolParameters, type ToolScope, type ToolTurn } from './tool.ts';
 import { clip } from '../../scheduler/text/clip.ts';
 
