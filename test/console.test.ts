@@ -337,6 +337,76 @@ describe('/ui in chromium', () => {
     const jobs = (await cron.api.list({ all: false })) as Array<{ name: string; tz: string; schedule: { expression: string } }>;
     expect(jobs.find((j) => j.name === 'standup')).toMatchObject({ tz: 'Europe/Berlin', schedule: { expression: '0 9 * * 1-5' } });
   });
+
+  it('Run now on a cron page shows the run, its status and its output, without a reload', async () => {
+    const cron = await openCronApi(env.config, env.redisUrl, createLogger({ level: 'silent' }));
+    cleanups.push(() => cron.close());
+    const job = (await cron.api.add({ schedule: 'every 6h', prompt: 'count the open issues', name: 'issue-count', tz: 'UTC' })) as {
+      id: string;
+    };
+    await page.goto(`${gw.httpAddress.url}/ui/cron/${job.id}`);
+    await page.waitForFunction(() => (globalThis as unknown as { htmx?: unknown }).htmx !== undefined);
+    expect(await page.locator('#runs').textContent()).toContain('No runs yet.');
+    // Marks this document: a reload would lose it.
+    await page.evaluate(() => ((globalThis as unknown as { __sameDocument?: boolean }).__sameDocument = true));
+    await page.locator('button[data-action="run"]').click();
+    const row = page.locator('#runs table.runs tbody tr', { hasText: 'pong: count the open issues' });
+    await row.waitFor({ timeout: 30_000 });
+    expect(await row.locator('.status').first().textContent()).toBe('ok');
+    expect(await page.evaluate(() => (globalThis as unknown as { __sameDocument?: boolean }).__sameDocument)).toBe(true);
+  });
+
+  it("on a 390 px phone the overview stays the screen's width: its tables scroll inside their box", async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      await page.goto(`${gw.httpAddress.url}/ui`);
+      await page.locator('table.sessions').waitFor();
+      expect(
+        await page.evaluate(
+          () => (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document.documentElement.scrollWidth,
+        ),
+      ).toBeLessThanOrEqual(390);
+      for (const table of ['table.sessions', 'table.cron']) {
+        const box = page.locator(`div.scroll:has(> ${table})`);
+        const { scrollWidth, clientWidth } = await box.evaluate((el) => ({ scrollWidth: el.scrollWidth, clientWidth: el.clientWidth }));
+        expect(clientWidth).toBeLessThanOrEqual(390);
+        expect(scrollWidth).toBeGreaterThan(clientWidth);
+        // The last column is reached by scrolling the box.
+        const last = page.locator(`${table} thead th`).last();
+        await last.scrollIntoViewIfNeeded();
+        const rect = await last.boundingBox();
+        expect(rect!.x).toBeGreaterThanOrEqual(0);
+        expect(rect!.x + rect!.width).toBeLessThanOrEqual(390);
+      }
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 });
+    }
+  });
+
+  it('/favicon.ico and the page icon are an SVG clock, behind the key; a tick event shows the clock drawn by CSS, no emoji', async () => {
+    expect((await fetch(`${gw.httpAddress.url}/favicon.ico`)).status).toBe(401);
+    for (const path of ['/favicon.ico', '/ui/assets/favicon.svg']) {
+      const res = await fetch(`${gw.httpAddress.url}${path}`, { headers: basic(KEY) });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toMatch(/^image\/svg\+xml/);
+      expect(await res.text()).toMatch(/^<svg [^>]*viewBox="0 0 32 32"[\s\S]*<\/svg>$/);
+    }
+    await page.goto(`${gw.httpAddress.url}/ui/sessions/web-chat`);
+    expect(await page.locator('link[rel=icon]').getAttribute('href')).toBe('/ui/assets/favicon.svg');
+    const tick = page.locator('#events .ev-tick .head').first();
+    await tick.waitFor();
+    expect(await tick.textContent()).toMatch(/^loop tick #1 /);
+    expect(await page.locator('body').textContent()).not.toContain('\u23F0');
+    const before = await tick.evaluate((el) => {
+      const view = (
+        globalThis as unknown as { getComputedStyle: (e: unknown, pseudo: string) => { backgroundImage: string; width: string } }
+      ).getComputedStyle;
+      const s = view(el, '::before');
+      return { image: s.backgroundImage, width: s.width };
+    });
+    expect(before.image).toMatch(/^url\("data:image\/svg\+xml/);
+    expect(before.width).not.toBe('0px');
+  });
 });
 
 describe('/admin/queues in chromium', () => {

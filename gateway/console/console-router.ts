@@ -7,7 +7,8 @@
  *   (SSE), `POST /ui/sessions/:id/messages` a message (gateway/web-input.ts),
  *   `POST /ui/sessions/:id/(loop|heartbeat|goal)/(pause|resume|stop)`;
  * - `GET /ui/cron/new`, `GET /ui/cron/preview`, `POST /ui/cron`, `GET /ui/cron/:id`,
- *   `POST /ui/cron/:id/(run|run-anyway|pause|resume|remove)`, `GET|POST /ui/cron/:id/edit`;
+ *   `GET /ui/cron/:id/runs`, `POST /ui/cron/:id/(run|run-anyway|pause|resume|remove)`,
+ *   `GET|POST /ui/cron/:id/edit`;
  * - `GET /ui/assets/*` htmx, its SSE extension, the console's script and styles.
  *
  * Every answer carries the console's Content-Security-Policy (layout.ts). A request that changes
@@ -30,7 +31,7 @@ import { isStreamId } from '../stream-fanout.ts';
 import { sendWebMessage } from '../web-input.ts';
 import { assetsRouter } from './assets.ts';
 import { cronJobs, readOverview, type ConsoleDeps } from './console-data.ts';
-import { cronForm, cronPage, jobPanel, previewHtml, type CronFormValues } from './cron-page.ts';
+import { cronForm, cronPage, jobPanel, previewHtml, runsSection, type CronFormValues } from './cron-page.ts';
 import type { CronJobView, CronRunView } from './cron-view.ts';
 import { eventHtml } from './event-html.ts';
 import { html, type Html } from './html.ts';
@@ -248,6 +249,14 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     send(res, cronPage(job, runs, Date.now()));
   });
 
+  // The runs list alone, re-read while it follows a run (cron-page.ts `runsSection`).
+  router.get('/cron/:id/runs', async (req, res) => {
+    const job = await jobPage(String(req.params.id));
+    const runs = (await cron().runs(job.id, RUNS_SHOWN)) as CronRunView[];
+    const since = Number(req.query.since);
+    send(res, runsSection(job, runs, Date.now(), { since: Number.isFinite(since) ? since : undefined }));
+  });
+
   router.get('/cron/:id/edit', async (req, res) => {
     const job = await jobPage(String(req.params.id));
     const values: CronFormValues = {
@@ -285,10 +294,14 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     }
     let error: string | undefined;
     let forceable = false;
+    const askedAt = Date.now();
+    let ran = false;
     try {
       // A job paused by its token budget runs only when asked again, as `run-anyway` (`CronCommands.runNow`).
-      if (act === 'run' || act === 'run-anyway') await cron().runNow(ref, { force: act === 'run-anyway' });
-      else if (act === 'pause') await cron().pause(ref);
+      if (act === 'run' || act === 'run-anyway') {
+        await cron().runNow(ref, { force: act === 'run-anyway' });
+        ran = true;
+      } else if (act === 'pause') await cron().pause(ref);
       else if (act === 'resume') await cron().resume(ref, { runNow: false });
       else throw new HttpError(404, `No action ${act}.`, 'not_found_error', 'route_not_found');
     } catch (err) {
@@ -296,7 +309,12 @@ export function consoleRouter(deps: ConsoleDeps): Router {
       error = err.message;
       forceable = err instanceof ScheduleInputError && err.field === 'force';
     }
-    send(res, jobPanel(await jobPage(ref), Date.now(), error, { offerForce: forceable }));
+    const job = await jobPage(ref);
+    const panel = jobPanel(job, Date.now(), error, { offerForce: forceable });
+    if (!ran) return send(res, panel);
+    // The runs list follows the run it asked for (out of band: the button swaps the job panel).
+    const runs = (await cron().runs(job.id, RUNS_SHOWN)) as CronRunView[];
+    send(res, html`${panel}${runsSection(job, runs, Date.now(), { since: askedAt, oob: true })}`);
   });
 
   // Errors as a page (or a fragment for htmx), never a stack trace.

@@ -58,13 +58,35 @@ ${next.length === 0 ? html`<p class="none">None: the job is ${job.state}.</p>` :
 </section>`;
 }
 
+/** How long the runs list follows a run asked for with Run now before it stops re-reading, ms. */
+const RUN_FOLLOW_MS = 10 * 60_000;
+/** The runs list is re-read this often while it follows a run, ms. */
+const RUN_FOLLOW_EVERY_MS = 500;
+
+/** A run that started at or after `since` has finished. */
+const finishedSince = (runs: CronRunView[], since: number) => runs.some((r) => (ms(r.started_at) ?? -1) >= since && r.finished_at !== null);
+
+/**
+ * The runs list. With `follow.since` (Run now was pressed then) it re-reads itself until a run
+ * that started since has finished — shown with its status and output, no reload — or
+ * `RUN_FOLLOW_MS` passed.
+ */
+export function runsSection(job: CronJobView, runs: CronRunView[], now: number, follow: { since?: number; oob?: boolean } = {}): Html {
+  const since = follow.since;
+  const following = since !== undefined && now - since < RUN_FOLLOW_MS && !finishedSince(runs, since);
+  const attrs = following
+    ? html` hx-get="${cronUrl(job.id)}/runs?since=${String(since)}" hx-trigger="load delay:${String(RUN_FOLLOW_EVERY_MS)}ms" hx-swap="outerHTML"`
+    : '';
+  return html`<section id="runs"${attrs}${follow.oob ? html` hx-swap-oob="true"` : ''}><h2>Runs</h2>${runs.length === 0 ? html`<p class="none">No runs yet.</p>` : html`<table class="runs"><thead><tr><th>status</th><th>started</th><th>lateness</th><th>duration</th><th>delivery</th><th>output</th></tr></thead><tbody>${runs.map((r) => runRow(r, job.tz))}</tbody></table>`}</section>`;
+}
+
 /** The whole job page. */
 export function cronPage(job: CronJobView, runs: CronRunView[], now: number): Html {
   return page(
     `Cron ${job.name}`,
     html`<h1>Cron job <code>${job.name}</code> <span class="reason">${job.id}</span></h1>
 ${jobPanel(job, now)}
-<section><h2>Runs</h2>${runs.length === 0 ? html`<p class="none">No runs yet.</p>` : html`<table class="runs"><thead><tr><th>status</th><th>started</th><th>lateness</th><th>duration</th><th>delivery</th><th>output</th></tr></thead><tbody>${runs.map((r) => runRow(r, job.tz))}</tbody></table>`}</section>
+${runsSection(job, runs, now)}
 <p class="hint"><a href="${CONSOLE_PATH}">← Overview</a></p>`,
   );
 }

@@ -40,8 +40,8 @@ export function eventHtml(e: SessionEvent): Html | undefined {
     case 'tick.started':
       // Claimed ahead of its due time (worker/loop/claim-ahead.ts): its turn starts at the due time.
       if (d.claimedAhead === true)
-        return item(e.id, 'tick', ms, `⏰ ${String(d.kind)} tick #${String(d.tick)} claimed · starts at its due time`);
-      return item(e.id, 'tick', ms, `⏰ ${String(d.kind)} tick #${String(d.tick)} started · late ${duration(Number(d.latenessMs ?? 0))}`);
+        return item(e.id, 'tick', ms, `${String(d.kind)} tick #${String(d.tick)} claimed · starts at its due time`);
+      return item(e.id, 'tick', ms, `${String(d.kind)} tick #${String(d.tick)} started · late ${duration(Number(d.latenessMs ?? 0))}`);
     case 'reply': {
       const text = String(d.text ?? '');
       const extra = [d.silent ? 'silent, not sent' : '', d.outcome && d.outcome !== 'continue' ? `→ ${String(d.outcome)}` : '']

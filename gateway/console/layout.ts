@@ -45,6 +45,7 @@ export function page(title: string, body: Html): Html {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="htmx-config" content="${HTMX_CONFIG}">
 <title>${title} · hermes</title>
+<link rel="icon" type="image/svg+xml" href="${CONSOLE_PATH}/assets/favicon.svg">
 <link rel="stylesheet" href="${CONSOLE_PATH}/assets/console.css">
 <script src="${CONSOLE_PATH}/assets/htmx.min.js" defer></script>
 <script src="${CONSOLE_PATH}/assets/sse.js" defer></script>

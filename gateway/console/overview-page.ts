@@ -78,8 +78,8 @@ function platformsSection(d: OverviewData): Html {
 export function overviewBody(d: OverviewData): Html {
   return html`<section><h2>Workers</h2><p class="workers">${d.workers.length} alive${d.workers.length ? html`: <code>${d.workers.join(', ')}</code>` : ' — schedules wait until one starts'}</p></section>
 <section><h2>Platforms</h2>${platformsSection(d)}</section>
-<section><h2>Sessions</h2>${d.sessions.length === 0 ? html`<p class="none">No sessions yet.</p>` : html`<table class="sessions"><thead><tr><th>session</th><th>loop</th><th>heartbeat</th><th>goal</th><th>last activity</th><th>last reply</th></tr></thead><tbody>${d.sessions.map((s) => sessionRow(s, d.now))}</tbody></table>`}</section>
-<section><h2>Cron jobs</h2>${d.jobs.length === 0 ? html`<p class="none">No cron jobs. <a href="${CONSOLE_PATH}/cron/new">Create one</a>.</p>` : html`<table class="cron"><thead><tr><th>job</th><th>schedule</th><th>zone</th><th>next run</th><th>last run</th><th>failure streak</th><th>state</th></tr></thead><tbody>${d.jobs.map((j) => jobRow(j, d.now))}</tbody></table>`}</section>
+<section><h2>Sessions</h2>${d.sessions.length === 0 ? html`<p class="none">No sessions yet.</p>` : html`<div class="scroll"><table class="sessions"><thead><tr><th>session</th><th>loop</th><th>heartbeat</th><th>goal</th><th>last activity</th><th>last reply</th></tr></thead><tbody>${d.sessions.map((s) => sessionRow(s, d.now))}</tbody></table></div>`}</section>
+<section><h2>Cron jobs</h2>${d.jobs.length === 0 ? html`<p class="none">No cron jobs. <a href="${CONSOLE_PATH}/cron/new">Create one</a>.</p>` : html`<div class="scroll"><table class="cron"><thead><tr><th>job</th><th>schedule</th><th>zone</th><th>next run</th><th>last run</th><th>failure streak</th><th>state</th></tr></thead><tbody>${d.jobs.map((j) => jobRow(j, d.now))}</tbody></table></div>`}</section>
 <section class="charts"><h2>Last 24 hours</h2>${latenessOverTime(d.lateness, d.now, CHART_WINDOW_MS)}${latenessHistogram(d.lateness)}${turnsPerHour(d.hours)}</section>`;
 }
 

@@ -47,6 +47,7 @@ import type { PlatformHttpAnswer, PlatformHttpRequest } from '../plugins/platfor
 import { consoleRouter } from '../console/console-router.ts';
 import type { ConsoleDeps } from '../console/console-data.ts';
 import { CONSOLE_PATH } from '../console/layout.ts';
+import { FAVICON_SVG, FAVICON_TYPE } from '../console/favicon.ts';
 
 /** Largest accepted JSON body. */
 export const BODY_LIMIT = '2mb';
@@ -213,6 +214,10 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
   }
 
   if (options.console) {
+    // The icon a browser asks the origin for, behind the console's key like every route but health.
+    app.get('/favicon.ico', basicKeyAuth(key, { realm: 'hermes console', name: 'The console' }), (_req, res) => {
+      res.set({ 'Content-Type': FAVICON_TYPE, 'Cache-Control': 'private, max-age=86400' }).send(FAVICON_SVG);
+    });
     // Same access as the dashboard (a browser cannot send a bearer header); gated like /api.
     app.use(
       CONSOLE_PATH,
