@@ -71,7 +71,7 @@ function platformsSection(d: OverviewData): Html {
       return html`<tr data-platform="${p.platform}"><td>${platformLabel(p.platform)}</td><td><span class="state state-platform-${p.state}">${p.state}</span>${why ? html`<span class="reason">${why}</span>` : ''}</td><td><time class="ago" data-since="${p.since}">${duration(d.now - p.since)} ago</time></td><td><code>${g.gateway}</code></td></tr>`;
     }),
   );
-  return html`<table class="platforms"><thead><tr><th>platform</th><th>state</th><th>since</th><th>gateway</th></tr></thead><tbody>${rows}</tbody></table>`;
+  return html`<div class="scroll"><table class="platforms"><thead><tr><th>platform</th><th>state</th><th>since</th><th>gateway</th></tr></thead><tbody>${rows}</tbody></table></div>`;
 }
 
 /** The overview's live part. */
