@@ -28,7 +28,10 @@ interface Answer {
   text: (req: RecordedRequest) => string;
 }
 
-async function setup(cleanups: CleanUp[]): Promise<{
+async function setup(
+  cleanups: CleanUp[],
+  settings: Record<string, unknown> = {},
+): Promise<{
   env: TestEnv;
   model: FakeOpenAI;
   answer: Answer;
@@ -47,6 +50,7 @@ async function setup(cleanups: CleanUp[]): Promise<{
     'api_server.port': 0,
     'api_server.key': KEY,
     'agent.cron_drain_timeout': 0.5,
+    ...settings,
   });
   cleanups.push(() => env.cleanup());
   const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log: createLogger({ level: env.config.log_level }) });
@@ -94,6 +98,29 @@ describe.concurrent('/v1 runs cut by a drain are handed back', () => {
     const types = (await runs.readEvents(redis, runId, '0')).map((e) => e.type);
     expect(types).toEqual(['run.queued', 'run.started', 'run.requeued', 'run.started', 'run.completed']);
     expect(model.requests).toHaveLength(2);
+  }, 40_000);
+
+  it('a /v1 run is in the deadline drain class: with cron_drain_timeout 30 and restart_drain_timeout 0 a 2 s run finishes on the draining worker and answers', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { model, answer, gw, runs, redis, worker } = await setup(cleanups, {
+      'agent.cron_drain_timeout': 30,
+      'agent.restart_drain_timeout': 0,
+    });
+    answer.delayMs = 2_000;
+    const a = await worker();
+    const pending = post(gw, '/v1/chat/completions', { messages: [{ role: 'user', content: 'finish me' }] });
+    await waitFor(() => model.pending === 1, 10_000, 'the model call of worker A');
+    const drained = a.drain(); // no other worker: a handed-back run would wait forever
+    const res = await pending;
+    expect(res.status).toBe(200);
+    expect((await readJson(res)).choices[0].message.content).toBe('echo: finish me');
+    await drained;
+    const runId = res.headers.get('x-hermes-run-id')!;
+    const types = (await runs.readEvents(redis, runId, '0')).map((e) => e.type);
+    expect(types).toEqual(['run.queued', 'run.started', 'run.completed']);
+    expect(model.requests).toHaveLength(1);
   }, 40_000);
 
   it('/v1/runs with an Idempotency-Key: after the drain the run is queued, a retry attaches to it, then it completes once', async ({
