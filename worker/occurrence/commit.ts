@@ -19,12 +19,12 @@ import type { OccurrencePlan, RanTurn } from './plan.ts';
  * @param lock - the session lock held for the occurrence; a commit that released it in the same step says so
  * @returns the job's result
  */
-export async function commitAndDeliver<G, C, Ran extends RanTurn, K, R>(
-  plan: OccurrencePlan<G, C, Ran, K, R>,
-  claimed: C,
+export async function commitAndDeliver<Gated, Claimed, Ran extends RanTurn, Committed, Result>(
+  plan: OccurrencePlan<Gated, Claimed, Ran, Committed, Result>,
+  claimed: Claimed,
   ran: Ran,
   lock: HeldLock | null,
-): Promise<R> {
+): Promise<Result> {
   let attempt = 0;
   const answer = await retryOnConflict(
     () => plan.commit(claimed, ran, attempt++),

@@ -18,33 +18,33 @@ import type { OccurrenceDefer } from './defer-decision.ts';
 import type { OccurrencePlan, RanTurn } from './plan.ts';
 
 /** A claimed occurrence with the lock that goes with it: to run (`fire`) or to record without a turn (`record`). */
-export type Claimed<C, Ran> =
-  | { action: 'fire'; claimed: C; startedAt: number; lock: HeldLock | null }
-  | { action: 'record'; claimed: C; ran: Ran; lock: HeldLock | null };
+export type ClaimOutcome<Claimed, Ran> =
+  | { action: 'fire'; claimed: Claimed; startedAt: number; lock: HeldLock | null }
+  | { action: 'record'; claimed: Claimed; ran: Ran; lock: HeldLock | null };
 
 /**
  * Gate and claim the occurrence.
  * @returns the claimed occurrence, or `{ done }` with the job's result when it ends here
  * @throws DelayedError when the occurrence was deferred
  */
-export async function gateAndClaim<G, C, Ran extends RanTurn, K, R>(
-  plan: OccurrencePlan<G, C, Ran, K, R>,
+export async function gateAndClaim<Gated, Claimed, Ran extends RanTurn, Committed, Result>(
+  plan: OccurrencePlan<Gated, Claimed, Ran, Committed, Result>,
   deps: WorkerDeps,
   job: Job,
   token: string | undefined,
   signal: AbortSignal | undefined,
-): Promise<Claimed<C, Ran> | { done: R }> {
+): Promise<ClaimOutcome<Claimed, Ran> | { done: Result }> {
   const answer = await rounds(plan, deps, signal);
   if ('defer' in answer) return await deferOccurrence(deps, job, token, plan.occurrence, answer.defer);
   return answer;
 }
 
 /** The rounds; a lock not handed over is released before the answer is returned. */
-async function rounds<G, C, Ran extends RanTurn, K, R>(
-  plan: OccurrencePlan<G, C, Ran, K, R>,
+async function rounds<Gated, Claimed, Ran extends RanTurn, Committed, Result>(
+  plan: OccurrencePlan<Gated, Claimed, Ran, Committed, Result>,
   deps: WorkerDeps,
   signal: AbortSignal | undefined,
-): Promise<Claimed<C, Ran> | { done: R } | { defer: OccurrenceDefer }> {
+): Promise<ClaimOutcome<Claimed, Ran> | { done: Result } | { defer: OccurrenceDefer }> {
   const o = plan.occurrence;
   let held: HeldLock | null = null;
   try {

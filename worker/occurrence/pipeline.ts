@@ -36,13 +36,13 @@ import { runTurn } from './run-turn.ts';
  * @throws DelayedError when the occurrence was deferred or handed back; the turn's error when the
  *   job's lock was lost or a retryable failure is left to BullMQ
  */
-export async function runOccurrence<G, C, Ran extends RanTurn, K, R>(
-  plan: OccurrencePlan<G, C, Ran, K, R>,
+export async function runOccurrence<Gated, Claimed, Ran extends RanTurn, Committed, Result>(
+  plan: OccurrencePlan<Gated, Claimed, Ran, Committed, Result>,
   deps: WorkerDeps,
   job: Job,
   token: string | undefined,
   signal: AbortSignal | undefined,
-): Promise<R> {
+): Promise<Result> {
   const o = plan.occurrence;
   if (o.holdUntil !== undefined) await sleepUntil(o.holdUntil, signal);
   if (deps.turns.draining && o.canDefer) return await deferOccurrence(deps, job, token, o, DRAIN_HAND_BACK);

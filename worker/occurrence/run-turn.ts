@@ -24,10 +24,10 @@ const STOPPED: Record<NonNullable<TrackedTurn['stoppedBy']>, string> = {
  * @throws the turn's error when the job's lock was lost (another worker has the job now: nothing is
  *   committed here); a retryable TurnError while the job has BullMQ attempts left
  */
-export async function runTurn<G, C, Ran extends RanTurn, K, R>(
-  plan: OccurrencePlan<G, C, Ran, K, R>,
+export async function runTurn<Gated, Claimed, Ran extends RanTurn, Committed, Result>(
+  plan: OccurrencePlan<Gated, Claimed, Ran, Committed, Result>,
   deps: WorkerDeps,
-  claimed: C,
+  claimed: Claimed,
   startedAt: number,
   signal: AbortSignal,
   turn: TrackedTurn,
