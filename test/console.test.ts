@@ -338,6 +338,23 @@ describe('/ui in chromium', () => {
     expect(jobs.find((j) => j.name === 'standup')).toMatchObject({ tz: 'Europe/Berlin', schedule: { expression: '0 9 * * 1-5' } });
   });
 
+  it("the session page shows the loop's silent ticks as hermes status does", async () => {
+    model.respond((req) => {
+      const last = req.messages.at(-1)!.content;
+      if (/quiet-probe/.test(req.messages.map((m) => m.content).join('\n')) && /wakeup #/i.test(last)) return '[SILENT]';
+      return /wakeup #/i.test(last) ? 'tick seen' : `pong: ${last}`;
+    });
+    await c.schedules.set(
+      'quiet',
+      'loop',
+      { prompt: 'quiet-probe: say nothing unless it changed', intervalSeconds: 3600, times: null, until: null, notes: [] },
+      { origin: { surface: 'cli' }, runner: { kind: 'agent' } },
+    );
+    await expect.poll(async () => (await c.loops.get('quiet', 'loop'))?.silentTicks ?? 0, { timeout: 30_000 }).toBe(1);
+    await page.goto(`${gw.httpAddress.url}/ui/sessions/quiet`);
+    expect(await page.locator('#schedules tr[data-kind="loop"]').textContent()).toMatch(/ticks \d+(\/\d+)? \(1 silent\) · /);
+  });
+
   it('Run now on a cron page shows the run, its status and its output, without a reload', async () => {
     const cron = await openCronApi(env.config, env.redisUrl, createLogger({ level: 'silent' }));
     cleanups.push(() => cron.close());

@@ -30,9 +30,13 @@ export function scheduleCell(s: ScheduleState | null, now: number): Html {
   if (!s) return html`<span class="none">—</span>`;
   const r = s.record;
   const used = r.maxTicks > 0 ? `${r.ticksUsed}/${r.maxTicks}` : `${r.ticksUsed}`;
+  // The quiet ticks, as `hermes status` shows them (cli/status-format.ts).
+  const quiet = [r.silentTicks ? `${r.silentTicks} silent` : '', r.unchangedTicks ? `${r.unchangedTicks} unchanged` : '']
+    .filter(Boolean)
+    .join(', ');
   const next = r.status === 'active' && s.nextDueAt !== undefined ? html` · next ${countdown(s.nextDueAt, now)}` : '';
   const by = r.createdBy ? html` · <span class="reason">${createdByText(r.createdBy)}</span>` : '';
-  return html`<span class="state state-${r.status}">${r.status}</span>${r.statusReason ? html` <span class="reason">(${r.statusReason})</span>` : ''} · ${cadence(r)}${next} · ticks ${used} · ${tokens(r.spend)}${by}<br><span class="prompt">“${clip(r.prompt, 80)}”</span>`;
+  return html`<span class="state state-${r.status}">${r.status}</span>${r.statusReason ? html` <span class="reason">(${r.statusReason})</span>` : ''} · ${cadence(r)}${next} · ticks ${used}${quiet ? ` (${quiet})` : ''} · ${tokens(r.spend)}${by}<br><span class="prompt">“${clip(r.prompt, 80)}”</span>`;
 }
 
 /** A goal in one cell: state, turns used and budget, tokens. */
