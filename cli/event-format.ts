@@ -77,7 +77,8 @@ export function formatEvent(event: SessionEvent): string | undefined {
     case 'delivery':
       // A reply that reached its chat needs no line; one that did not is shown with the reason.
       if (d.status === 'sent') return undefined;
-      return `[${at}] ✗ reply not sent to ${d.platform}:${d.chatId}: ${d.error} (${d.willRetry ? `attempt ${d.attempts}, will retry` : 'not retried'})`;
+      // A webhook names its address (`target`, its origin only); a platform its chat.
+      return `[${at}] ✗ reply not sent to ${typeof d.target === 'string' ? d.target : `${d.platform}:${d.chatId}`}: ${d.error} (${d.willRetry ? `attempt ${d.attempts}, will retry` : 'not retried'})`;
     case 'user':
       return `[${at}] you: ${d.text}`;
     case 'tool.called':

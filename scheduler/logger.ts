@@ -38,6 +38,8 @@ export const REDACTED_KEYS = [
   'signingSecret',
   'app_token',
   'appToken',
+  'webhook_secret',
+  'webhookSecret',
 ];
 
 /**

@@ -23,6 +23,7 @@ import { LoopService } from './loop/loop-service.ts';
 import { SessionStore } from './session/session-store.ts';
 import { RunStore } from './v1/v1-runs.ts';
 import { parseWebhookAllow } from './delivery/webhook-policy.ts';
+import { unconfiguredPlatformWarnings } from './delivery/unconfigured-platform.ts';
 import { RedisModelState } from './models/model-state-store.ts';
 
 /** A commands connection with the key space and the BullMQ queues over it. */
@@ -46,7 +47,7 @@ export function loopStoreFor(config: HermesConfig, conn: StoreConnection): LoopS
   return new LoopStore(conn.redis, conn.keys, conn.queues, config.worker.prefetch_lead_ms, config.worker.events_max_entries);
 }
 
-/** Applying loop/heartbeat commands (`loops.max_ticks`, `loops.self_paced_floor_seconds`). */
+/** Applying loop/heartbeat commands (`loops.max_ticks`, `loops.self_paced_floor_seconds`, `delivery.webhook_allow`; the bot tokens for `--deliver`'s warnings). */
 export function loopServiceFor(config: HermesConfig, loops: LoopStore, log: Logger): LoopService {
   return new LoopService(
     loops,
@@ -55,6 +56,10 @@ export function loopServiceFor(config: HermesConfig, loops: LoopStore, log: Logg
       selfPacedFloorSeconds: config.loops.self_paced_floor_seconds,
       checkEconomy: (economy, surface) => checkEconomy(economy, config, surface),
       noModelWarning: (model, surface) => noModelWarning(config, model, surface === 'cli' ? SHELL_CONFIG : undefined),
+      webhookAllow: parseWebhookAllow(config.delivery.webhook_allow),
+      // The shell writes these on stderr (cli/commands/loop.ts), as `hermes cron add` does; elsewhere the reply ends with them.
+      deliveryWarnings: (deliver, surface) =>
+        surface === 'cli' ? [] : unconfiguredPlatformWarnings(config, deliver, 'This configuration'),
     },
     log,
   );

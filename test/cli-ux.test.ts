@@ -81,13 +81,15 @@ describe('hermes heartbeat --help', () => {
     expect(r.stdout.replace(/\s+/g, ' ')).toContain('status|pause|resume|stop|clear|help');
   });
 
-  it('names every platform a reply can go to, and the gateway every relay', async () => {
-    for (const kind of ['loop', 'heartbeat', 'goal']) {
+  it('names every platform a reply can go to (a loop and a heartbeat also a webhook), and the gateway every relay', async () => {
+    for (const kind of ['loop', 'heartbeat']) {
       const r = await shellCommand(env(), [kind, '--help']);
       expect(r.stdout.replace(/\s+/g, ' '), kind).toMatch(
-        /telegram:<chat>\[:<thread>\], slack:<channel>\[:<thread_ts>\] or discord:<channel>/,
+        /telegram:<chat>\[:<thread>\], slack:<channel>\[:<thread_ts>\], discord:<channel>\[:<thread>\], an http\(s\) webhook, or local/,
       );
     }
+    const goal = await shellCommand(env(), ['goal', '--help']);
+    expect(goal.stdout.replace(/\s+/g, ' ')).toMatch(/telegram:<chat>\[:<thread>\], slack:<channel>\[:<thread_ts>\] or discord:<channel>/);
     const top = await runHermes(env(), ['--help']);
     expect(top.stdout.replace(/\s+/g, ' ')).toContain('gateway sidecar: Telegram, Slack and Discord relays');
   });
@@ -256,26 +258,26 @@ describe('hermes status', () => {
 });
 
 describe('loop, heartbeat and goal from the shell', () => {
-  it('loop defaults to session main, prints JSON with --json, routes to Telegram with --deliver, and names shell commands', async () => {
+  it('loop defaults to session main, prints JSON with --json, delivers to Telegram with --deliver, and names shell commands', async () => {
     const e = env();
     const c = clients(e);
     cleanups.push(() => c.close());
     const set = await shellCommand(e, ['loop', '10m', 'check', 'the', 'build', '--run', 'true', '--deliver', 'telegram:12345:7', '--json']);
     expect(set.code, set.stderr).toBe(0);
-    const reply = JSON.parse(set.stdout) as { session: string; kind: string; reply: string; record: { deliver: string; status: string } };
+    const reply = JSON.parse(set.stdout) as { session: string; kind: string; reply: string; record: { deliver: string[]; status: string } };
     expect(reply).toMatchObject({
       session: 'main',
       kind: 'loop',
-      record: { status: 'active', deliver: 'telegram:12345:7', session_id: 'main', interval_seconds: 600 },
+      record: { status: 'active', deliver: ['telegram:12345:7'], session_id: 'main', interval_seconds: 600 },
     });
     expect(reply.reply).toMatch(/^Loop set: every 10m/);
-    expect((await c.loops.get('main', 'loop'))?.origin.route).toEqual({ platform: 'telegram', chatId: '12345', threadId: '7' });
+    expect(await c.loops.get('main', 'loop')).toMatchObject({ origin: { surface: 'cli' }, deliver: ['telegram:12345:7'] });
 
     const paused = await shellCommand(e, ['loop', 'pause']);
     expect(paused.stdout).toBe('Loop paused after 0 tick(s). hermes loop resume --session main continues it.\n');
     expect(paused.stdout).not.toContain('/loop');
     const badRoute = await shellCommand(e, ['loop', '10m', 'x', '--deliver', 'slack:1']);
-    expect(badRoute).toMatchObject({ code: 2, stdout: '', stderr: expect.stringMatching(/^hermes: Invalid --deliver "slack:1"/) });
+    expect(badRoute).toMatchObject({ code: 2, stdout: '', stderr: expect.stringMatching(/^hermes: Invalid delivery target "slack:1"/) });
     expect(await c.loops.get('main', 'loop')).toMatchObject({ status: 'paused' });
   });
 

@@ -320,6 +320,28 @@ describe.concurrent('what the tool refuses', () => {
     expect(await events(c, 'refuse', 'notice')).toEqual([]);
   });
 
+  it("a loop's or heartbeat's `deliver` follows the chat's rule, as a cron job's: `local` keeps its replies in the session; a webhook or another chat is refused", async ({
+    cleanups,
+    expect,
+  }) => {
+    const script: Script = calls([
+      { action: 'create', kind: 'loop', interval: '10m', prompt: 'watch the queue', deliver: 'local' },
+      { action: 'create', kind: 'heartbeat', interval: '1h', prompt: 'anything new?', deliver: 'https://hooks.example.com/x' },
+      { action: 'create', kind: 'heartbeat', interval: '1h', prompt: 'anything new?', deliver: 'slack:C0123ABCD' },
+    ]);
+    const { c } = await setup(cleanups, {}, script);
+    await say(c, 'deliver-rule', 'schedule some things', 'm1');
+    await waitForEvents(c, 'deliver-rule', 'reply', 1);
+    const results = await toolResults(c, 'deliver-rule');
+    expect(results[0]).toMatch(/^Loop set: every 10m /);
+    expect(results.slice(1)).toEqual([
+      'Error: A schedule made in a chat answers in that chat: `deliver` may be "origin" (this chat) or "local", not "https://hooks.example.com/x".',
+      'Error: A schedule made in a chat answers in that chat: `deliver` may be "origin" (this chat) or "local", not "slack:C0123ABCD".',
+    ]);
+    expect((await c.loops.get('deliver-rule', 'loop'))?.deliver).toEqual(['local']);
+    expect(await c.loops.get('deliver-rule', 'heartbeat')).toBeNull();
+  });
+
   it('a loop tick that calls `schedules` create is refused by default (ticks are not allowed); allowed when the operator lists `loop`', async ({
     cleanups,
     expect,

@@ -11,7 +11,7 @@ import { Redis } from 'ioredis';
 import { describe } from 'vitest';
 import { Keys } from '../scheduler/store/keys.ts';
 import { enqueueTelegramOutbound, outboundJobId, type TelegramOutboundData } from '../scheduler/delivery/outbound.ts';
-import { DELIVERY_EVENT } from '../gateway/outbound/outbound-outcome.ts';
+import { DELIVERY_EVENT } from '../scheduler/delivery/outbound.ts';
 import type { ChildGateway } from './support/child-gateway.ts';
 import type { CleanUp } from './support/cleanup.ts';
 import { childGateway as child, gateway, it, outboundQueue } from './support/telegram-harness.ts';

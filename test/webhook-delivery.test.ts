@@ -1,10 +1,9 @@
 /**
  * Webhook delivery never reaches internal addresses (scheduler/delivery/webhook-policy.ts,
- * worker/cron/webhook-sender.ts): refused when a job is created (400 from `/api`,
+ * worker/runtime/webhook-sender.ts): refused when a job is created (400 from `/api`,
  * exit 2 from the CLI) and again at send time after DNS resolution; redirects
  * are not followed; `delivery.webhook_allow` opens named hosts.
  */
-import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assertWebhookTarget, parseWebhookAllow } from '../scheduler/delivery/webhook-policy.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
@@ -17,6 +16,7 @@ import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 import { startCronApiGateway } from './support/cron-api-gateway.ts';
+import { startWebhookReceiver } from './support/http.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
 
@@ -30,21 +30,8 @@ afterAll(async () => {
 
 const cleanups = cleanupAfterEach();
 
-/** A local webhook receiver on 127.0.0.1 recording what it got. */
-async function receiver(answer: (req: IncomingMessage) => { status: number; headers?: Record<string, string> } = () => ({ status: 204 })) {
-  const hits: string[] = [];
-  const server: Server = createServer((req, res) => {
-    hits.push(req.url ?? '');
-    req.resume();
-    req.on('end', () => {
-      const a = answer(req);
-      res.writeHead(a.status, a.headers).end();
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  cleanups.push(() => new Promise<void>((r) => server.close(() => r())));
-  return { hits, port: (server.address() as { port: number }).port };
-}
+/** A local webhook receiver (test/support/http.ts). */
+const receiver = (answer?: Parameters<typeof startWebhookReceiver>[1]) => startWebhookReceiver(cleanups, answer);
 
 const INTERNAL = [
   'http://127.0.0.1:6379/',

@@ -17,6 +17,8 @@ import { parseGoalArgs, GOAL_HELP } from '../../scheduler/goal/goal-command.ts';
 import type { LoopSpec } from '../../scheduler/loop/loop-service.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { parseDeliveryTarget, routeOfTarget, type DeliveryTarget } from '../../scheduler/delivery/delivery-target.ts';
+import { parseDeliverList } from '../../scheduler/delivery/deliver-list.ts';
+import { unconfiguredPlatformWarnings } from '../../scheduler/delivery/unconfigured-platform.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { chatToShell } from '../shell-text.ts';
 import type { LoopKind } from '../../scheduler/tick/tick-kind.ts';
@@ -55,8 +57,9 @@ export function runnerFromFlags(config: HermesConfig, flags: { command?: string;
 }
 
 /**
- * Origin of a schedule set from the shell: the CLI surface, with the messaging
- * route of `--deliver telegram:<chat>[:<thread>]` when given.
+ * Origin of a goal set from the shell: the CLI surface, with the messaging route of
+ * `--deliver telegram:<chat>[:<thread>]` (or a Slack or Discord channel) when given. Loops and
+ * heartbeats take every delivery target instead (`applyScheduleCommand`).
  * @throws ScheduleInputError for any other target
  */
 export function originFromDeliver(deliver: string | undefined): Origin {
@@ -83,18 +86,24 @@ export interface ShellReply {
   kind: LoopKind | 'goal';
   reply: string;
   record: unknown;
+  /** What would keep it from working as set (written on stderr, not part of `--json`). */
+  warnings?: string[];
 }
 
 /**
  * Apply a `/loop` or `/heartbeat` argument text to a session from the shell.
- * @throws ScheduleInputError for bad input (nothing changes); StoreUnavailableError when Redis refused
+ * @param options.deliver - `--deliver`, parsed (`parseDeliverList`): it wins over one in the text
+ * @returns with `warnings` for `--deliver` platform targets this shell's configuration has no bot token for
+ *   (`unconfiguredPlatformWarnings`, as `hermes cron add` says them)
+ * @throws ScheduleInputError for bad input — a webhook off the allow-list included (nothing changes);
+ *   StoreUnavailableError when Redis refused
  */
 export async function applyScheduleCommand(
   ctx: CliContext,
   kind: LoopKind,
   sessionId: string,
   argText: string,
-  options: { runner: RunnerSpec; origin?: Origin },
+  options: { runner: RunnerSpec; origin?: Origin; deliver?: string[] },
 ): Promise<ShellReply> {
   const { config } = ctx;
   const shell = (text: string) => chatToShell(text, sessionId);
@@ -128,6 +137,7 @@ export async function applyScheduleCommand(
     let reply: string;
     switch (control) {
       case 'set':
+        if (options.deliver?.length) spec = { ...spec!, deliver: options.deliver };
         reply = await service.set(sessionId, kind, spec!, { origin: options.origin ?? { surface: 'cli' }, runner: options.runner });
         break;
       case 'pause':
@@ -143,7 +153,14 @@ export async function applyScheduleCommand(
         reply = await service.status(sessionId, kind);
     }
     const record = await store.get(sessionId, kind);
-    return { session: sessionId, kind, reply: shell(reply), record: record && scheduleObject(record, Date.now()) };
+    const warnings = control === 'set' ? unconfiguredPlatformWarnings(config, spec?.deliver ?? [], "this shell's configuration") : [];
+    return {
+      session: sessionId,
+      kind,
+      reply: shell(reply),
+      record: record && scheduleObject(record, Date.now()),
+      ...(warnings.length ? { warnings } : {}),
+    };
   });
 }
 
@@ -226,8 +243,10 @@ export interface LoopCliIo extends ErrorSink {
 
 const processIo: LoopCliIo = { ...processErrorSink, out: printOut };
 
-function print(io: LoopCliIo, result: ShellReply, json: boolean | undefined): void {
+/** The reply (or, with `--json`, the reply and the record) on stdout; the warnings on stderr, as `hermes cron add` writes them. */
+function print(io: LoopCliIo, { warnings, ...result }: ShellReply, json: boolean | undefined): void {
   io.out(json ? terminalJson(result) : result.reply);
+  for (const warning of warnings ?? []) io.err(`Warning: ${warning}`);
 }
 
 /** How `hermes loop` and `hermes heartbeat` differ; everything else of the two commands is shared. */
@@ -274,8 +293,8 @@ export function registerLoopCommand(program: Command, ctx: () => CliContext, io:
       .option('--run <shell>', 'run this shell command as the turn instead of the agent')
       .option('--timeout-seconds <n>', 'timeout of --run')
       .option(
-        '--deliver <target>',
-        'also send each reply to telegram:<chat>[:<thread>], slack:<channel>[:<thread_ts>] or discord:<channel>[:<thread>]',
+        '--deliver <targets>',
+        'also send each reply to these targets (a comma list): telegram:<chat>[:<thread>], slack:<channel>[:<thread_ts>], discord:<channel>[:<thread>], an http(s) webhook, or local (the session only)',
       )
       .option('--json', `print the reply and the ${spec.kind} record as JSON`);
     if (spec.passUnknownOptions) command.allowUnknownOption();
@@ -287,8 +306,8 @@ export function registerLoopCommand(program: Command, ctx: () => CliContext, io:
         ) => {
           const c = ctx();
           const runner = runnerFromFlags(c.config, opts);
-          const origin = originFromDeliver(opts.deliver);
-          print(io, await applyScheduleCommand(c, spec.kind, opts.session, args.join(' '), { runner, origin }), opts.json);
+          const deliver = opts.deliver === undefined ? undefined : parseDeliverList(opts.deliver);
+          print(io, await applyScheduleCommand(c, spec.kind, opts.session, args.join(' '), { runner, deliver }), opts.json);
         },
         io,
       ),

@@ -76,7 +76,13 @@ export function eventHtml(e: SessionEvent): Html | undefined {
     case 'delivery':
       return d.status === 'sent'
         ? undefined
-        : item(e.id, 'error', ms, `reply not sent to ${String(d.platform)}:${String(d.chatId)}`, String(d.error ?? ''));
+        : item(
+            e.id,
+            'error',
+            ms,
+            `reply not sent to ${typeof d.target === 'string' ? d.target : `${String(d.platform)}:${String(d.chatId)}`}`,
+            String(d.error ?? ''),
+          );
     case 'model.called':
     case 'tool.called':
       return undefined;

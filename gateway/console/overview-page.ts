@@ -7,6 +7,7 @@
  * re-sent whole over the overview's event stream when something changes.
  */
 import { cadence, createdByText } from '../../scheduler/loop/loop-service.ts';
+import { loopTargets } from '../../scheduler/loop/loop-state.ts';
 import { describeCron } from '../../scheduler/cron/describe.ts';
 import { agentCreatorText } from '../../scheduler/session/origin.ts';
 import type { GoalRecord } from '../../scheduler/goal/goal-state.ts';
@@ -25,7 +26,7 @@ export const sessionUrl = (id: string) => `${CONSOLE_PATH}/sessions/${encodeURIC
 /** A cron job's URL in the console. */
 export const cronUrl = (id: string) => `${CONSOLE_PATH}/cron/${encodeURIComponent(id)}`;
 
-/** A loop or heartbeat in one cell: state, cadence, next due, ticks, tokens. */
+/** A loop or heartbeat in one cell: state, cadence, next due, ticks, tokens, where its replies also go. */
 export function scheduleCell(s: ScheduleState | null, now: number): Html {
   if (!s) return html`<span class="none">—</span>`;
   const r = s.record;
@@ -36,7 +37,9 @@ export function scheduleCell(s: ScheduleState | null, now: number): Html {
     .join(', ');
   const next = r.status === 'active' && s.nextDueAt !== undefined ? html` · next ${countdown(s.nextDueAt, now)}` : '';
   const by = r.createdBy ? html` · <span class="reason">${createdByText(r.createdBy)}</span>` : '';
-  return html`<span class="state state-${r.status}">${r.status}</span>${r.statusReason ? html` <span class="reason">(${r.statusReason})</span>` : ''} · ${cadence(r)}${next} · ticks ${used}${quiet ? ` (${quiet})` : ''} · ${tokens(r.spend)}${by}<br><span class="prompt">“${clip(r.prompt, 80)}”</span>`;
+  const targets = loopTargets(r);
+  const to = targets.length ? html` · to <code>${targets.join(', ')}</code>` : '';
+  return html`<span class="state state-${r.status}">${r.status}</span>${r.statusReason ? html` <span class="reason">(${r.statusReason})</span>` : ''} · ${cadence(r)}${next} · ticks ${used}${quiet ? ` (${quiet})` : ''} · ${tokens(r.spend)}${to}${by}<br><span class="prompt">“${clip(r.prompt, 80)}”</span>`;
 }
 
 /** A goal in one cell: state, turns used and budget, tokens. */

@@ -20,6 +20,7 @@ import type { Keys } from '../../scheduler/store/keys.ts';
 import type { LoopKind } from '../../scheduler/tick/tick-kind.ts';
 import { parseLoopArgs } from '../../scheduler/loop/loop-command.ts';
 import { scheduleObject } from '../../scheduler/loop/schedule-view.ts';
+import { parseDeliverList } from '../../scheduler/delivery/deliver-list.ts';
 import type { LoopStore } from '../../scheduler/loop/loop-store.ts';
 import type { LoopService, LoopSpec } from '../../scheduler/loop/loop-service.ts';
 import { assertSessionId } from '../../scheduler/session/session-id.ts';
@@ -58,6 +59,9 @@ const kindSchema = z.enum(['loop', 'heartbeat']);
 
 /** `POST /api/schedules`: a loop in the `/loop` grammar, or a heartbeat by interval and prompt. */
 /** The economy fields of a schedule (docs/CONTEXT.md), as the `/loop` flags `--notify`, `--watch`, `--max-tokens`, `--model`. */
+/** Where replies also go: a comma list of delivery targets, as `deliver` of `/api/cron/jobs` (`scheduler/delivery/deliver-list.ts`). */
+const deliverField = { deliver: z.string().min(1).max(4096).optional() };
+
 const economyFields = {
   notify: z.enum(LOOP_NOTIFY).optional(),
   watch: z.string().min(1).max(2048).optional(),
@@ -73,6 +77,7 @@ const createSchema = z.discriminatedUnion('kind', [
       /** Everything after `/loop`, e.g. `5m check the CI build --times 3 --notify done`. */
       args: z.string().min(1),
       ...economyFields,
+      ...deliverField,
     })
     .strict(),
   z
@@ -82,6 +87,7 @@ const createSchema = z.discriminatedUnion('kind', [
       interval_seconds: z.number().positive().max(MAX_INTERVAL_SECONDS),
       prompt: z.string().min(1),
       ...economyFields,
+      ...deliverField,
     })
     .strict(),
 ]);
@@ -157,6 +163,8 @@ export function apiRouter(deps: ApiDeps): Router {
       }
       spec = { prompt: body.prompt, intervalSeconds: body.interval_seconds, times: null, until: null, notes: [], economy: economyOf(body) };
     }
+    // A `deliver` field wins over `--deliver` in `args`; the service checks webhooks against `delivery.webhook_allow`.
+    if (body.deliver !== undefined) spec = { ...spec, deliver: parseDeliverList(body.deliver) };
     const reply = await deps.schedules.set(body.session_id, body.kind, spec, { origin: { surface: 'api' }, runner: { kind: 'agent' } });
     const record = await deps.loops.get(body.session_id, body.kind);
     res.status(201).json({ reply, schedule: record ? scheduleObject(record, Date.now()) : null });

@@ -12,7 +12,7 @@
 import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import type { Keys } from '../../scheduler/store/keys.ts';
 import { reportCronDelivery } from '../../scheduler/cron/delivery-report.ts';
-import type { OutboundData } from '../../scheduler/delivery/outbound.ts';
+import { DELIVERY_EVENT, type OutboundData } from '../../scheduler/delivery/outbound.ts';
 import { DEFAULT_EVENTS_MAX_LEN } from '../../scheduler/session/session-store.ts';
 
 /** The outcome of one send attempt of an outbound job. */
@@ -28,9 +28,6 @@ export type OutboundOutcome =
       willRetry: boolean;
       attempts: number;
     };
-
-/** Type of the session event that carries an outcome. */
-export const DELIVERY_EVENT = 'delivery';
 
 /**
  * Report `outcome` of the reply `data` to its session stream and, when the

@@ -690,6 +690,12 @@ export const configSchema = z
               ctx.addIssue({ code: 'custom', message: (err as Error).message });
             }
           }),
+        /**
+         * Secret every webhook delivery (cron jobs, loops, heartbeats) is signed with:
+         * `X-Hermes-Signature-256: sha256=<HMAC-SHA256 of the body>` (worker/runtime/webhook-sender.ts).
+         * Unset: deliveries are not signed. @defaultValue unset
+         */
+        webhook_secret: z.string().min(16, 'delivery.webhook_secret must be at least 16 characters').optional(),
       })
       .strict()
       .prefault({}),

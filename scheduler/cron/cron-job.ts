@@ -7,8 +7,8 @@ import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import type { AgentCreator, Origin } from '../session/origin.ts';
 import { isoUtc, nextOccurrence, type CronSchedule } from './cron-engine.ts';
 import { compositeId } from '../store/keys.ts';
-import { assertWebhookTarget, parseWebhookAllow, type WebhookAllowList } from '../delivery/webhook-policy.ts';
-import { formatDeliveryTarget, parseDeliveryTarget } from '../delivery/delivery-target.ts';
+import type { WebhookAllowList } from '../delivery/webhook-policy.ts';
+import { assertDeliverList, NO_WEBHOOK_ALLOW, parseDeliverList } from '../delivery/deliver-list.ts';
 import {
   addToTotals,
   NO_SPEND,
@@ -21,8 +21,6 @@ import {
 import { isSilentReply } from '../economy/silent-reply.ts';
 import { budgetPauseReason, isBudgetPause, type TokenBudget } from '../economy/token-budget.ts';
 import { clip } from '../text/clip.ts';
-
-const NO_WEBHOOK_ALLOW = parseWebhookAllow([]);
 
 /** Where a cron job stands (`CronJob.state`): `completed` after its last repeat, `error` after its last repeat failed. */
 export const CRON_JOB_STATES = ['scheduled', 'paused', 'completed', 'error'] as const;
@@ -227,24 +225,14 @@ export function cronOccurrenceId(jobId: string, dueAt: number, trigger: Occurren
 }
 
 /**
- * Validate a comma list of delivery targets (each parsed by
- * `../delivery/delivery-target.ts`). Webhook URLs must pass the creation-time check of
- * `../delivery/webhook-policy.ts` (no internal addresses unless allow-listed).
- * @param allow - `delivery.webhook_allow`, parsed (default: empty, the strict rule)
- * @returns the targets in their text form, de-duplicated (default `['local']`)
+ * A cron job's delivery targets (`deliver-list.ts`, the rule every kind shares): the targets in their
+ * text form, de-duplicated, `['local']` when none is given.
  * @throws ScheduleInputError (field `deliver`) naming a bad or refused target
  */
 export function parseDeliver(value: string | undefined, allow: WebhookAllowList = NO_WEBHOOK_ALLOW): string[] {
-  if (value === undefined || value.trim() === '') return ['local'];
-  const out: string[] = [];
-  for (const raw of value.split(',')) {
-    if (raw.trim() === '') continue;
-    const target = parseDeliveryTarget(raw, 'deliver');
-    if (target.kind === 'webhook') assertWebhookTarget(target.url, allow);
-    out.push(formatDeliveryTarget(target));
-  }
-  if (out.length === 0) return ['local'];
-  return [...new Set(out)];
+  const targets = value === undefined ? [] : parseDeliverList(value);
+  assertDeliverList(targets, allow);
+  return targets.length === 0 ? ['local'] : targets;
 }
 
 /** A name from the start of the prompt (or script): at most 40 characters, whole words. */

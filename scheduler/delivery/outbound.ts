@@ -56,6 +56,12 @@ export interface TelegramOutboundData extends OutboundData {
 export const OUTBOUND_ATTEMPTS = 8;
 
 /**
+ * Type of the session event that tells what became of a reply sent beyond the session: to a platform
+ * (written by the gateway after each send attempt) or to a webhook (written by the worker after its POST).
+ */
+export const DELIVERY_EVENT = 'delivery';
+
+/**
  * How long the per-reply send record (`Keys.outboundSent`) is kept while the
  * reply is unfinished, seconds: longer than every retry of the job.
  */

@@ -22,7 +22,7 @@
  *   - at creation (no DNS): an IP literal is checked as above; a name that is
  *     local by its form (`localhost`, `*.localhost`, `*.local`, `*.internal`,
  *     `*.localdomain`, `*.home.arpa`, or a single label without a dot) is refused;
- *   - at send time (worker/cron/webhook-sender.ts) every address the name resolves
+ *   - at send time (worker/runtime/webhook-sender.ts) every address the name resolves
  *     to is checked, and the connection goes to a checked address (no second
  *     lookup a rebinding DNS server could answer differently); redirects are
  *     not followed.

@@ -1,7 +1,7 @@
 /**
  * The `/heartbeat` grammar (docs/DESIGN.md §5), alias `/hb`, as a pure parser:
  *
- *   /heartbeat every <interval> <prompt>
+ *   /heartbeat every <interval> <prompt> [--notify …] [--watch …] [--max-tokens N] [--model …] [--deliver <targets>]
  *   /heartbeat status | pause | resume | clear           (the whole argument)
  *
  * Intervals allow decimals and long unit names (`every 1.5 hours`, `every 90 seconds`,
@@ -14,6 +14,7 @@
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import { takeEconomyFlags } from '../economy/economy-flags.ts';
+import { takeDeliverFlag } from '../delivery/deliver-list.ts';
 import { checkIntervalBounds, parseIntervalField } from './loop-command.ts';
 import type { ScheduleEconomy } from '../economy/economy-flags.ts';
 import { INTERVAL_UNITS_HINT, isSignedInterval, parseIntervalAt, signedIntervalMessage, unknownIntervalUnit } from '../interval.ts';
@@ -21,7 +22,15 @@ import { nameTable } from '../names/name-table.ts';
 
 export type HeartbeatCommand =
   | { action: 'status' | 'pause' | 'resume' | 'stop' | 'help' }
-  | { action: 'set'; prompt: string; intervalSeconds: number; notes: string[]; economy: ScheduleEconomy };
+  | {
+      action: 'set';
+      prompt: string;
+      intervalSeconds: number;
+      notes: string[];
+      economy: ScheduleEconomy;
+      /** `--deliver`, as for `/loop`. */
+      deliver?: string[];
+    };
 
 const CONTROL = nameTable<'status' | 'pause' | 'resume' | 'stop' | 'help'>({
   '': 'status',
@@ -38,7 +47,8 @@ export function parseHeartbeatArgs(argText: string, options: { minIntervalSecond
   const text = argText.trim();
   const control = CONTROL[text.toLowerCase()];
   if (control) return { action: control };
-  const { economy, rest: tokens } = takeEconomyFlags(text.split(/\s+/));
+  const { deliver, rest: words } = takeDeliverFlag(text.split(/\s+/));
+  const { economy, rest: tokens } = takeEconomyFlags(words);
   let index = tokens[0]?.toLowerCase() === 'every' ? 1 : 0;
   const interval = parseIntervalAt(tokens, index);
   if (!interval) {
@@ -64,7 +74,7 @@ export function parseHeartbeatArgs(argText: string, options: { minIntervalSecond
   const notes: string[] = [];
   const intervalSeconds = interval.seconds;
   checkHeartbeatInterval(intervalSeconds, options);
-  return { action: 'set', prompt, intervalSeconds, notes, economy };
+  return { action: 'set', prompt, intervalSeconds, notes, economy, ...(deliver ? { deliver } : {}) };
 }
 
 /** The maximum and `heartbeat.min_interval_seconds` of a heartbeat's interval. @throws ScheduleInputError naming the bound */
@@ -90,6 +100,7 @@ export function parseHeartbeatInterval(text: string, options: { minIntervalSecon
 export const HEARTBEAT_HELP = [
   'Usage: /heartbeat every <interval> <prompt>   (alias /hb; minimum 60s)',
   '       [--notify auto|always|done] [--watch <check>] [--max-tokens N] [--model <name>]',
+  '       [--deliver origin,telegram:<chat>,slack:<channel>,discord:<channel>,https://…]',
   '  /heartbeat every 30m summarise what changed in the repo',
   'Control: /heartbeat status | pause | resume | clear',
 ].join('\n');

@@ -3,6 +3,7 @@
  *
  *   /loop [every] [<interval>] <prompt> [--times N] [--until <condition>]
  *         [--notify auto|always|done] [--watch <check>] [--max-tokens N] [--model <name>]   (`../economy/economy-flags.ts`)
+ *         [--deliver <targets>]   (where replies go besides the session: `../delivery/deliver-list.ts`)
  *   /loop status | pause | resume | stop | clear | cancel | help      (the whole argument)
  *
  * - `<interval>`: `30s`, `5m`, `2h`, `1h30m` (or, after `every`, a phrase like `10 minutes`).
@@ -22,6 +23,7 @@
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import { takeEconomyFlags } from '../economy/economy-flags.ts';
+import { takeDeliverFlag } from '../delivery/deliver-list.ts';
 import type { ScheduleEconomy } from '../economy/economy-flags.ts';
 import {
   formatSeconds,
@@ -53,6 +55,8 @@ export type LoopCommand =
       notes: string[];
       /** `--notify`, `--watch`, `--max-tokens`, `--model` (docs/CONTEXT.md). */
       economy: ScheduleEconomy;
+      /** `--deliver`: targets in their text form (`../delivery/deliver-list.ts`); absent = the route it is set from. */
+      deliver?: string[];
     };
 
 export interface LoopParseOptions {
@@ -87,7 +91,8 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
   const control = CONTROL[text.toLowerCase()];
   if (control) return { action: control };
 
-  const { economy, rest: tokens } = takeEconomyFlags(text.split(/\s+/));
+  const { deliver, rest: words } = takeDeliverFlag(text.split(/\s+/));
+  const { economy, rest: tokens } = takeEconomyFlags(words);
   let times: number | null = null;
   let until: string | null = null;
   const rest: string[] = [];
@@ -109,9 +114,12 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
       if (until.length === 0)
         throw new ScheduleInputError('--until needs a condition, e.g. --until the build is green.', { field: 'until' });
     } else if (tok.startsWith('--') && tok.length > 2 && rest.length === 0) {
-      throw new ScheduleInputError(`Unknown option ${tok} for /loop (known: --times, --until, --notify, --watch, --max-tokens, --model).`, {
-        field: tok,
-      });
+      throw new ScheduleInputError(
+        `Unknown option ${tok} for /loop (known: --times, --until, --notify, --watch, --max-tokens, --model, --deliver).`,
+        {
+          field: tok,
+        },
+      );
     } else {
       rest.push(tok);
     }
@@ -146,7 +154,7 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
     throw new ScheduleInputError(`The prompt is ${prompt.length} characters; the limit is ${options.maxPromptChars}.`, { field: 'prompt' });
   }
   if (intervalSeconds !== null) checkLoopInterval(intervalSeconds, options);
-  return { action: 'set', prompt, intervalSeconds, times, until, notes, economy };
+  return { action: 'set', prompt, intervalSeconds, times, until, notes, economy, ...(deliver ? { deliver } : {}) };
 }
 
 /**
@@ -214,6 +222,7 @@ export function parseIntervalField(text: string, field = 'interval'): number {
 export const LOOP_HELP = [
   'Usage: /loop [every] [interval] <prompt> [--times N] [--until <condition>]',
   '       [--notify auto|always|done] [--watch <check>] [--max-tokens N] [--model <name>]',
+  '       [--deliver origin,telegram:<chat>,slack:<channel>,discord:<channel>,https://…]',
   '  /loop 10m check the CI build and tell me when it is green',
   '  /loop 5m /recap            (the prompt may be a slash command)',
   '  /loop <prompt>             (no interval: self-paced)',

@@ -14,6 +14,8 @@ import type { LoopKind } from '../tick/tick-kind.ts';
 import { formatSeconds } from '../interval.ts';
 import { createLoop, pauseLoop, resumeDueAt, resumeLoop, sameLoop, type LoopRecord } from './loop-state.ts';
 import type { ScheduleEconomy } from '../economy/economy-flags.ts';
+import { assertDeliverList, NO_WEBHOOK_ALLOW } from '../delivery/deliver-list.ts';
+import type { WebhookAllowList } from '../delivery/webhook-policy.ts';
 import { budgetSetWarning } from '../economy/token-budget.ts';
 import { agentCreatorText, type AgentCreator, type Origin, type RunnerSpec } from '../session/origin.ts';
 import { formatSpend } from '../model-spend.ts';
@@ -33,6 +35,11 @@ export interface LoopSpec {
   economy?: ScheduleEconomy;
   /** A name to refer to it by (the agent's `schedules` tool names what it makes). */
   name?: string;
+  /**
+   * `--deliver`: where replies go besides the session, delivery targets in their text form
+   * (`parseDeliverList`); absent = the route it is set from. Webhooks are checked here (`webhookAllow`).
+   */
+  deliver?: string[];
 }
 
 /** Settings the service needs (from `loops.*`). */
@@ -46,6 +53,13 @@ export interface LoopServiceSettings {
    * `surface`, or `undefined` when they have one; the reply that sets an agent schedule ends with it.
    */
   noModelWarning?: (model: string | null | undefined, surface: string) => string | undefined;
+  /** `delivery.webhook_allow`, parsed: a `--deliver` webhook must pass its rule (`../delivery/webhook-policy.ts`). Default: the strict rule. */
+  webhookAllow?: WebhookAllowList;
+  /**
+   * Warnings for `--deliver` platform targets without a bot token in this configuration
+   * (`../delivery/unconfigured-platform.ts`) set from `surface`; the reply ends with them.
+   */
+  deliveryWarnings?: (deliver: readonly string[], surface: string) => string[];
 }
 
 const LABEL: Record<LoopKind, string> = { loop: 'Loop', heartbeat: 'Heartbeat' };
@@ -89,8 +103,9 @@ export class LoopService {
     spec: LoopSpec,
     ctx: { origin: Origin; runner: RunnerSpec; now?: number; createdBy?: AgentCreator },
   ): Promise<string> {
-    // Bad input changes nothing: the flags are checked before the lock and the write.
+    // Bad input changes nothing: the flags and the targets are checked before the lock and the write.
     if (spec.economy) this.settings.checkEconomy?.(spec.economy, ctx.origin.surface);
+    if (spec.deliver) assertDeliverList(spec.deliver, this.settings.webhookAllow ?? NO_WEBHOOK_ALLOW);
     return await this.exclusive(sessionId, kind, async () => {
       const now = ctx.now ?? Date.now();
       const current = await this.guard(kind, sessionId, () => this.store.get(sessionId, kind));
@@ -113,6 +128,7 @@ export class LoopService {
         selfPacedFloorSeconds: this.settings.selfPacedFloorSeconds,
         runner: ctx.runner,
         origin: ctx.origin,
+        deliver: spec.deliver,
         now,
         economy: spec.economy,
         createdBy: ctx.createdBy,
@@ -129,6 +145,9 @@ export class LoopService {
       // An agent schedule without a model would fail every tick: said now, not at the first failure.
       const warning = ctx.runner.kind === 'agent' ? this.settings.noModelWarning?.(record.model, ctx.origin.surface) : undefined;
       if (warning) lines.push(warning);
+      // And a platform target no gateway can send to: its replies would wait in the outbound queue.
+      if (record.deliver)
+        lines.push(...(this.settings.deliveryWarnings?.(record.deliver, ctx.origin.surface) ?? []).map((w) => `Warning: ${w}`));
       // So would a budget one tick uses up: the last tick of the schedule this one replaces says what one costs.
       const tooSmall = budgetSetWarning(record.maxTokens, previous?.spend, 'tick');
       if (tooSmall) lines.push(`Warning: ${tooSmall}`);

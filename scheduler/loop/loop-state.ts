@@ -34,6 +34,7 @@ import type { LoopNotify, ScheduleEconomy } from '../economy/economy-flags.ts';
 import { isSilentReply } from '../economy/silent-reply.ts';
 import { budgetPauseReason } from '../economy/token-budget.ts';
 import { clip } from '../text/clip.ts';
+import { resolveDeliverList } from '../delivery/deliver-list.ts';
 
 export type LoopStatus = 'active' | 'paused' | 'finished';
 
@@ -59,6 +60,12 @@ export interface LoopRecord {
   maxTicks: number;
   runner: RunnerSpec;
   origin: Origin;
+  /**
+   * Where replies and notices go besides the session (`--deliver`), delivery targets in their text
+   * form as a cron job keeps them (`scheduler/delivery/deliver-list.ts`); absent = `origin`, the route
+   * it was set from, if any (`loopTargets`).
+   */
+  deliver?: string[];
   createdAt: number;
   updatedAt: number;
   lastTickDueAt: number | null;
@@ -143,6 +150,8 @@ export interface NewLoop {
   selfPacedFloorSeconds: number;
   runner: RunnerSpec;
   origin: Origin;
+  /** `--deliver`, already checked; absent = the origin's route. */
+  deliver?: string[];
   now: number;
   economy?: ScheduleEconomy;
   /** The agent made it (`schedules` tool). */
@@ -161,6 +170,7 @@ export function createLoop(input: NewLoop): LoopRecord {
     ...(economy.model ? { model: economy.model } : {}),
     ...(input.createdBy ? { createdBy: input.createdBy } : {}),
     ...(input.name ? { name: input.name } : {}),
+    ...(input.deliver ? { deliver: input.deliver } : {}),
     kind: input.kind,
     loopId: input.loopId,
     sessionId: input.sessionId,
@@ -194,7 +204,8 @@ export function createLoop(input: NewLoop): LoopRecord {
 
 /**
  * True when `loop` is active and already is exactly the schedule `wanted`
- * describes (same prompt, cadence, `--times`, `--until` and runner). Sending
+ * describes (same prompt, cadence, `--times`, `--until`, runner, economy flags
+ * and `--deliver` targets). Sending
  * the same `/loop` or `/heartbeat` again is then a no-op: it must not fire an
  * extra turn (field report F18). A changed field, or a paused or finished
  * loop, is a new schedule that replaces it and fires now.
@@ -208,6 +219,7 @@ export function sameLoop(
     times: number | null;
     until: string | null;
     runner: RunnerSpec;
+    deliver?: string[];
   } & ScheduleEconomy,
 ): boolean {
   return (
@@ -219,11 +231,21 @@ export function sameLoop(
     loop.times === wanted.times &&
     loop.until === wanted.until &&
     JSON.stringify(loop.runner) === JSON.stringify(wanted.runner) &&
+    JSON.stringify(loop.deliver ?? null) === JSON.stringify(wanted.deliver ?? null) &&
     (loop.notify ?? 'auto') === (wanted.notify ?? 'auto') &&
     (loop.watch ?? null) === (wanted.watch ?? null) &&
     (loop.maxTokens ?? null) === (wanted.maxTokens ?? null) &&
     (loop.model ?? null) === (wanted.model ?? null)
   );
+}
+
+/**
+ * Where a loop's replies and notices go besides its session: its `deliver` targets (`--deliver`) with
+ * `origin` resolved to the route it was set from, or without `deliver` that route; `local` is the
+ * session itself and is left out. Text forms, as `parseDeliveryTarget` reads them.
+ */
+export function loopTargets(loop: Pick<LoopRecord, 'deliver' | 'origin'>): string[] {
+  return resolveDeliverList(loop.deliver ?? ['origin'], loop.origin.route).filter((t) => t !== 'local');
 }
 
 /** One due tick as the worker sees it. */

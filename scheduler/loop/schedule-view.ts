@@ -5,9 +5,8 @@
  */
 import type { GoalRecord } from '../goal/goal-state.ts';
 import { statusLine } from './loop-service.ts';
-import type { LoopRecord } from './loop-state.ts';
+import { loopTargets, type LoopRecord } from './loop-state.ts';
 import { NO_TOTALS, type SpendTotals } from '../model-spend.ts';
-import { formatDeliveryTarget, targetOfRoute } from '../delivery/delivery-target.ts';
 
 /** Spend totals on the wire, as cron jobs show theirs (`SpendTotals`; zeros before the first model call, and for a count kept since). */
 export function spendObject(t: SpendTotals | undefined): SpendTotals {
@@ -42,15 +41,10 @@ export function scheduleObject(r: LoopRecord, now: number, nextDueAt?: number) {
     unchanged_ticks: r.unchangedTicks ?? 0,
     spend: spendObject(r.spend),
     created_by: r.createdBy ?? null,
-    // Where replies also go (`--deliver`), as a delivery target (`telegram:123:7`); null = the session only.
-    deliver: routeTarget(r),
+    // Where replies also go (`--deliver`, else the route it was set from), as delivery targets; [] = the session only.
+    deliver: loopTargets(r),
     status_line: statusLine(r, now, nextDueAt),
   };
-}
-
-function routeTarget(r: LoopRecord): string | null {
-  const target = r.origin.route && targetOfRoute(r.origin.route);
-  return target ? formatDeliveryTarget(target) : null;
 }
 
 /** The API shape of a goal. */

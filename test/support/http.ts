@@ -1,6 +1,7 @@
 /** Small HTTP helpers for gateway tests (plain fetch over loopback) and the tests' fake servers. */
-import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
 import { readApiKeyFile } from '../../scheduler/config/api-key.ts';
+import type { CleanUp } from './cleanup.ts';
 
 /** One parsed server-sent event. */
 export interface SseFrame {
@@ -96,4 +97,46 @@ export function asyncListener(handler: (req: IncomingMessage, res: ServerRespons
       });
     });
   };
+}
+
+/** A request a webhook receiver got. */
+export interface ReceivedPost {
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/** A local webhook receiver (`startWebhookReceiver`). */
+export interface WebhookReceiver {
+  /** The paths requested, in order. */
+  hits: string[];
+  /** Every request whole, in order. */
+  posts: ReceivedPost[];
+  port: number;
+}
+
+/**
+ * A local webhook receiver on 127.0.0.1 recording what it got; `answer` decides each answer's status and
+ * headers (default 204). Closed through `cleanups`.
+ */
+export async function startWebhookReceiver(
+  cleanups: CleanUp[],
+  answer: (req: IncomingMessage) => { status: number; headers?: Record<string, string> } = () => ({ status: 204 }),
+): Promise<WebhookReceiver> {
+  const hits: string[] = [];
+  const posts: ReceivedPost[] = [];
+  const server = createServer((req, res) => {
+    hits.push(req.url ?? '');
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => (body += chunk));
+    req.on('end', () => {
+      posts.push({ path: req.url ?? '', headers: req.headers, body });
+      const a = answer(req);
+      res.writeHead(a.status, a.headers).end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  cleanups.push(() => new Promise<void>((r) => server.close(() => r())));
+  return { hits, posts, port: (server.address() as { port: number }).port };
 }

@@ -13,7 +13,8 @@
  * - webhook URL → HTTP POST of JSON with `Idempotency-Key: <occurrence id>`;
  *   `delivered` only on a 2xx answer (evidence: the status), else `failed`;
  *   internal addresses are refused after DNS and redirects are not followed
- *   (webhook-sender.ts, scheduler/delivery/webhook-policy.ts).
+ *   (worker/runtime/webhook-sender.ts, scheduler/delivery/webhook-policy.ts); signed with
+ *   `delivery.webhook_secret` when it is set.
  * - `origin` → the route the job was created from (a Telegram chat), else `local`.
  */
 import { enqueueOutbound, outboundJobId } from '../../scheduler/delivery/outbound.ts';
@@ -22,33 +23,13 @@ import { isoUtc } from '../../scheduler/cron/cron-engine.ts';
 import { cronSessionId, deliveryText, type CronDelivery, type CronJob, type CronRun } from '../../scheduler/cron/cron-job.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 import { parseWebhookAllow } from '../../scheduler/delivery/webhook-policy.ts';
-import { postWebhook } from './webhook-sender.ts';
-import { formatDeliveryTarget, parseDeliveryTarget, targetOfRoute, type DeliveryTarget } from '../../scheduler/delivery/delivery-target.ts';
+import { postWebhook, webhookOrigin } from '../runtime/webhook-sender.ts';
+import { parseDeliveryTarget, type DeliveryTarget } from '../../scheduler/delivery/delivery-target.ts';
+import { resolveDeliverList } from '../../scheduler/delivery/deliver-list.ts';
 
-/**
- * The concrete targets of a job in their text form: `origin` resolved to the
- * origin's route (else `local`), duplicates removed. Never throws: a stored
- * target that does not parse (they are parsed at creation) is kept as it is and
- * its delivery fails with the reason.
- */
+/** The concrete targets of a job in their text form (`resolveDeliverList`: `origin` resolved, duplicates removed). */
 export function resolveTargets(job: CronJob): string[] {
-  const out = new Set<string>();
-  for (const text of job.deliver) {
-    let target: DeliveryTarget;
-    try {
-      target = parseDeliveryTarget(text);
-    } catch {
-      out.add(text);
-      continue;
-    }
-    if (target.kind !== 'origin') {
-      out.add(formatDeliveryTarget(target));
-      continue;
-    }
-    const route = job.origin.route;
-    out.add(formatDeliveryTarget((route && targetOfRoute(route)) ?? { kind: 'local' }));
-  }
-  return [...out];
+  return resolveDeliverList(job.deliver, job.origin.route);
 }
 
 /**
@@ -119,6 +100,7 @@ async function deliverOne(target: string, run: CronRun, job: CronJob, deps: Work
       {
         allow: parseWebhookAllow(deps.config.delivery.webhook_allow),
         timeoutMs: deps.config.cron.webhook_timeout_seconds * 1000,
+        secret: deps.config.delivery.webhook_secret,
       },
     );
     if (outcome.ok) return { target, status: 'delivered', evidence: `HTTP ${outcome.status}` };
@@ -136,10 +118,5 @@ function redactTarget(target: string): string {
   } catch {
     return 'unknown target';
   }
-  if (parsed.kind !== 'webhook') return target;
-  try {
-    return new URL(parsed.url).origin;
-  } catch {
-    return 'webhook';
-  }
+  return parsed.kind === 'webhook' ? webhookOrigin(parsed.url) : target;
 }

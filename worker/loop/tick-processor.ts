@@ -34,6 +34,7 @@
 import type { Job } from 'bullmq';
 import {
   applyTick,
+  loopTargets,
   shouldDeliverReply,
   tickFailureNotice,
   type FailurePolicy,
@@ -51,7 +52,8 @@ import { buildWakeupInput } from '../../scheduler/loop/wakeup-input.ts';
 import { pendingInput } from '../../scheduler/session/inbox.ts';
 import { TurnError } from '../../scheduler/errors/turn-error.ts';
 import { CONFLICT } from '../../scheduler/store/optimistic-retry.ts';
-import { deliverToRoute } from '../runtime/delivery.ts';
+import { deliverToTargets, type TargetDelivery } from '../runtime/target-delivery.ts';
+import { formatDeliveryTarget, targetOfRoute } from '../../scheduler/delivery/delivery-target.ts';
 import type { HeldLock } from '../runtime/session-lock.ts';
 import { decideClaim, decideGate, yieldToEarlierTick } from './tick-gate.ts';
 import type { TrackedTurn } from '../runtime/turn-tracker.ts';
@@ -407,28 +409,30 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
   }
 
   /**
-   * The reply goes to the schedule's route; a failed tick is told to the route as a notice, unless
-   * it paused the loop (the pause notice of `applyOutcome` tells that). Nothing to deliver when the
-   * schedule is gone.
+   * The reply goes to the schedule's targets (`loopTargets`: `--deliver`, else its route); a failed tick
+   * is told to them as a notice, unless it paused the loop (the pause notice of `applyOutcome` tells
+   * that). Nothing to deliver when the schedule is gone.
    */
   async deliver(_claimed: Claimed, ran: TurnRun, { loop, outcome }: Committed): Promise<void> {
     const {
       deps,
-      tick: { sessionId, occurrenceId },
+      tick: { occurrenceId },
     } = this;
     if (!loop || ran.unchanged) return;
     if (!ran.failure) {
       // Quiet ticks (`--notify`, `shouldDeliverReply`): a quiet reply stays in the transcript and the stream only.
       if (shouldDeliverReply(loop.notify, ran.reply, outcome.kind === 'finished')) {
-        await deliverToRoute(deps, { sessionId, origin: loop.origin, text: ran.reply, occurrenceId });
+        await deliverToTargets(deps, loopTargets(loop), delivery(loop, 'reply', ran.reply, occurrenceId, ran.tickNumber));
       }
     } else if (outcome.kind === 'continue') {
-      await deliverToRoute(deps, {
-        sessionId,
-        origin: loop.origin,
-        occurrenceId: `${occurrenceId}:failed`,
-        text: tickFailureNotice(loop, ran.tickNumber, ran.failure.message, deps.config.loops.max_consecutive_failures, failurePolicy(deps)),
-      });
+      const notice = tickFailureNotice(
+        loop,
+        ran.tickNumber,
+        ran.failure.message,
+        deps.config.loops.max_consecutive_failures,
+        failurePolicy(deps),
+      );
+      await deliverToTargets(deps, loopTargets(loop), delivery(loop, 'failure', notice, `${occurrenceId}:failed`, ran.tickNumber));
     }
   }
 
@@ -447,7 +451,7 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
     const verb = outcome.kind === 'finished' ? 'finished' : 'paused';
     const text = `${loop.kind === 'loop' ? 'Loop' : 'Heartbeat'} ${verb}: ${outcome.reason}.`;
     await deps.sessions.appendEvent(loop.sessionId, 'notice', { text, kind: loop.kind, status: loop.status });
-    await deliverToRoute(deps, { sessionId: loop.sessionId, origin: loop.origin, text, occurrenceId: `${loop.lastOccurrenceId}:notice` });
+    await deliverToTargets(deps, loopTargets(loop), delivery(loop, 'notice', text, `${loop.lastOccurrenceId}:notice`));
   }
 
   result(_claimed: Claimed, ran: TurnRun, committed: Committed): TickResult {
@@ -552,4 +556,19 @@ function failurePolicy(deps: WorkerDeps): FailurePolicy {
 /** Queue the self-paced loop's one next tick, due at `loop.nextDueAt` (idempotent: the job id is derived from it). */
 async function armSelfPaced(deps: WorkerDeps, loop: LoopRecord): Promise<void> {
   if (loop.nextDueAt !== null) await deps.loops.arm(loop, loop.nextDueAt);
+}
+
+/** A reply or notice of `loop` for its targets (runtime/target-delivery.ts). */
+function delivery(loop: LoopRecord, event: TargetDelivery['event'], text: string, occurrenceId: string, tick?: number): TargetDelivery {
+  const route = loop.origin.route && targetOfRoute(loop.origin.route);
+  return {
+    sessionId: loop.sessionId,
+    kind: loop.kind,
+    loopId: loop.loopId,
+    event,
+    text,
+    occurrenceId,
+    ...(tick !== undefined ? { tick } : {}),
+    ...(route ? { routeTarget: formatDeliveryTarget(route) } : {}),
+  };
 }

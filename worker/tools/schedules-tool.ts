@@ -108,7 +108,10 @@ const PARAMETERS: ToolParameters = {
     until: { type: 'string', description: 'loop: a condition that finishes it when met' },
     name: { type: 'string' },
     tz: { type: 'string', description: 'cron: IANA zone, e.g. Europe/Berlin' },
-    deliver: { type: 'string', description: 'cron: "origin" (this chat, the default) or "local"' },
+    deliver: {
+      type: 'string',
+      description: '"origin" (this chat, the default) or "local" (a cron job: its own run stream; a loop or heartbeat: this session only)',
+    },
     notify: { type: 'string', description: 'loop/heartbeat: auto|always|done; cron: always|failure|never' },
     id: { type: 'string', description: 'id or name of the schedule to act on' },
     in: { type: 'string', description: 'next: delay to the next tick of this self-paced loop, e.g. "7m"' },
@@ -309,7 +312,7 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
       return `Created cron job ${job.id} "${job.name}": ${job.schedule.display} (${job.tz}), next run ${job.next_run_at === null ? '—' : formatInZone(job.next_run_at, job.tz)}, delivered to ${job.deliver.join(', ')}. ${told}`;
     }
     const kind = args.kind;
-    const spec = loopSpec(kind, args, undefined);
+    const spec = loopSpec(kind, args, undefined, scope);
     const existing = await deps.loops.get(scope.sessionId, kind);
     if (existing && existing.status !== 'finished') {
       throw refused(
@@ -383,7 +386,7 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
     switch (args.action) {
       case 'update': {
         if (args.id !== undefined && args.name !== undefined) throw refused(`A ${kind} keeps its name; \`name\` only finds it.`);
-        const spec = loopSpec(kind, { ...args, name: undefined }, loop);
+        const spec = loopSpec(kind, { ...args, name: undefined }, loop, scope);
         // A loop set again from tool output keeps the mark, and one set again keeps the mark it had.
         reply = await deps.schedules.set(scope.sessionId, kind, spec, {
           origin,
@@ -491,11 +494,10 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
    * A loop's or heartbeat's `LoopSpec` from the arguments, over `current` for an update (its
    * fields stay unless given; its `--watch`, `--max-tokens` and `--model` stay as they were).
    */
-  function loopSpec(kind: LoopKind, args: Args, current: LoopRecord | undefined): LoopSpec {
+  function loopSpec(kind: LoopKind, args: Args, current: LoopRecord | undefined, scope: ChatScope): LoopSpec {
     if (args.schedule !== undefined || args.tz !== undefined) {
       throw refused(`\`${args.schedule !== undefined ? 'schedule' : 'tz'}\` is for cron jobs; a ${kind} takes \`interval\` (e.g. "10m").`);
     }
-    if (args.deliver !== undefined) throw refused(`A ${kind} answers in this chat; \`deliver\` is for cron jobs.`);
     if (kind === 'heartbeat' && (args.times !== undefined || args.until !== undefined)) {
       throw refused(`A heartbeat takes no \`${args.times !== undefined ? 'times' : 'until'}\` (a loop does).`);
     }
@@ -542,6 +544,9 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
       },
       name: cleanName(args.name) ?? current?.name ?? defaultName(prompt, null),
     };
+    // The chat's rule for targets, as for a cron job's (`chatDeliver`): this chat, or the session only.
+    const deliver = args.deliver !== undefined ? chatDeliver(args.deliver, scope).split(',') : current?.deliver;
+    if (deliver) spec.deliver = deliver;
     if (current && !Object.entries(args).some(([k, v]) => v !== undefined && !['action', 'kind', 'id', 'name'].includes(k))) {
       throw refused(nothingToChange(kind));
     }

@@ -1,6 +1,6 @@
 /**
- * POSTing a delivery to a webhook under the address rule of
- * `scheduler/delivery/webhook-policy.ts`, checked again at send time:
+ * POSTing a delivery to a webhook — a cron run's, a loop's or a heartbeat's — under the address rule
+ * of `scheduler/delivery/webhook-policy.ts`, checked again at send time:
  *
  * - an IP-literal host is checked before connecting;
  * - a host name is resolved through a guarded `lookup` (./guarded-lookup.ts): every address it
@@ -10,11 +10,25 @@
  * - a host named in `delivery.webhook_allow` skips the address check;
  * - redirects are never followed (node:http does not follow them): a 3xx
  *   answer is a failed delivery that says so.
+ *
+ * Signature: with `delivery.webhook_secret` set, every POST carries
+ * `X-Hermes-Signature-256: sha256=<hex HMAC-SHA256 of the body under the secret>` (GitHub's scheme), so a
+ * receiver can tell a delivery from anyone else's POST; `Idempotency-Key` names the occurrence, so a
+ * receiver can drop a repeat.
  */
+import { createHmac } from 'node:crypto';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { hostAllowListed, isIpLiteral, refusedAddressReason, type WebhookAllowList } from '../../scheduler/delivery/webhook-policy.ts';
-import { guardedLookup, RefusedAddressError } from '../runtime/guarded-lookup.ts';
+import { guardedLookup, RefusedAddressError } from './guarded-lookup.ts';
+
+/** The header of the body's signature (see the top of this file). */
+export const SIGNATURE_HEADER = 'x-hermes-signature-256';
+
+/** `sha256=<hex HMAC-SHA256 of body under secret>`, the value of {@link SIGNATURE_HEADER}. */
+export function webhookSignature(body: string, secret: string): string {
+  return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+}
 
 /** Outcome of one POST. */
 export type WebhookOutcome = { ok: true; status: number } | { ok: false; status?: number; error: string };
@@ -25,6 +39,7 @@ export type WebhookOutcome = { ok: true; status: number } | { ok: false; status?
  * @param target - http(s) URL, already accepted at creation
  * @param options.allow - `delivery.webhook_allow`, parsed
  * @param options.timeoutMs - the whole exchange, connect to last byte
+ * @param options.secret - `delivery.webhook_secret`: the body is signed with it
  * @returns `ok` for a 2xx; otherwise the status or the reason (refused address, redirect,
  *   network error, timeout). Never throws.
  */
@@ -32,7 +47,7 @@ export async function postWebhook(
   target: string,
   body: string,
   headers: Record<string, string>,
-  options: { allow: WebhookAllowList; timeoutMs: number },
+  options: { allow: WebhookAllowList; timeoutMs: number; secret?: string },
 ): Promise<WebhookOutcome> {
   let url: URL;
   try {
@@ -59,7 +74,12 @@ export async function postWebhook(
       url,
       {
         method: 'POST',
-        headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        headers: {
+          ...headers,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+          ...(options.secret ? { [SIGNATURE_HEADER]: webhookSignature(body, options.secret) } : {}),
+        },
         signal: AbortSignal.timeout(options.timeoutMs),
         ...(listed ? {} : { lookup: guardedLookup((address) => refusedAddressReason(address, options.allow)) }),
       },
@@ -82,4 +102,13 @@ export async function postWebhook(
     });
     req.end(body);
   });
+}
+
+/** A webhook URL as events and logs show it: its origin, never its path or query (they may hold a secret). */
+export function webhookOrigin(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return 'webhook';
+  }
 }
