@@ -24,7 +24,7 @@ async function metric(worker: WorkerProcess, series: string): Promise<number> {
 
 const fail = { status: 500, message: 'upstream exploded' };
 /** The error of a call the model failed (the client's message repeats the status). */
-const FAILED = 'The model endpoint answered 500: 500 upstream exploded';
+const FAILED = 'The model endpoint answered 500: upstream exploded';
 
 /** When an event was written (its stream id's milliseconds). */
 const at = (e: SessionEvent) => Number(e.id.split('-')[0]);
@@ -119,7 +119,7 @@ describe.concurrent('the circuit breaker', () => {
     expect(failed[2]!.data.error).toMatch(
       new RegExp(
         `^Not calling gpt-4o-mini at ${primary.baseUrl.replace(/[.]/g, '\\.')}: its circuit breaker is open after 2 failed calls in a row ` +
-          `\\(last: The model endpoint answered 500: 500 upstream exploded\\); it is probed again at ${probeAt} \\(in (599|600) s\\), ` +
+          `\\(last: The model endpoint answered 500: upstream exploded\\); it is probed again at ${probeAt} \\(in (599|600) s\\), ` +
           'and no fallback model is configured \\(agent\\.fallback_models\\)\\.$',
       ),
     );
