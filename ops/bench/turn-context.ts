@@ -1,28 +1,47 @@
 /**
  * Benchmark (not a test): what a long-running loop's turns send the model, on a
  * private Redis started for the run (never 127.0.0.1:6379), against the local
- * model server that counts tokens (o200k) and refuses a request over its window:
+ * model server that counts tokens (o200k), refuses a request over its window and
+ * reports what its prompt cache would serve (`cached_tokens`, OpenAI's rule):
  *
- *   npx tsx ops/bench/turn-context.ts [--ticks 500] [--window 32000] [--json]
+ *   npx tsx ops/bench/turn-context.ts [--ticks 500] [--window 32000] [--hard-ticks 300] [--hard-window 16000]
+ *                                     [--only ci-log|hard] [--json]
  *
- * A loop whose every tick calls `read_file` on a 12 KB CI log (two model calls
- * per tick: the tool call, then the answer) runs `--ticks` ticks through the
- * real worker (BullMQ job scheduler, claim, turn, commit), twice in the same run:
+ * Two workloads, each run through the real worker (BullMQ job scheduler, claim,
+ * turn, commit) on two paths side by side:
+ * - `ci-log`: every tick calls `read_file` on the same 12 KB CI log (two model
+ *   calls a tick: the tool call, then the answer), `--ticks` ticks, `--window`;
+ * - `hard`: every tick reads that tick's log, 1–50 KB, every 25th one 90 KB (more
+ *   than the window), its status on the last line, `--hard-ticks` ticks, `--hard-window`.
+ * The paths:
  * - compaction on (the product): `agent.context_window_tokens` = the server's window;
- * - the naive path (every tick sends the whole transcript, capped only by
- *   `worker.transcript_max_messages`): the same product with a window too large to
- *   ever compact, against a server with no window; its first request over the
- *   window is the tick a real model of that window would have refused.
+ * - naive (compaction off): the same product told a window of 1,000,000,000 tokens,
+ *   so it never compacts, against a server with the same window whose refusal names
+ *   no window (so none is learned): every tick sends the whole transcript (capped only
+ *   by `worker.transcript_max_messages`); a request over the window is refused and
+ *   its tick fails (committing its input alone, as a failed tick does); the loop goes
+ *   on at once (failure back-off 1 s, never paused);
+ * - naive against a window-less model: the same, against a server with no window, so
+ *   every request is answered: what compaction off would have the model read.
  * Then a `--watch read_file:` loop over an unchanged file: model calls per unchanged tick.
  *
- * Reports input tokens per tick at ticks 10, 100 and the last (the tick's calls,
- * summaries included), model calls per tick, requests refused for length, and
- * the total input tokens of both paths. Last line with `--json`:
+ * Reports, per workload and path: the input tokens of the turn's own calls at ticks 10, 100
+ * and the last (summaries counted apart), summaries per 100 ticks, requests refused for
+ * length, failed ticks, total input tokens (every request sent, refused ones included: what
+ * the path asked the model to read), the share of input a prompt cache could serve, the share
+ * of ticks whose log's last line reached the model, and the mean relative error of the
+ * count made before each call against the server's `prompt_tokens`. Last line with `--json`:
  * {"ticks","input_tokens_tick10","input_tokens_tick100","input_tokens_tick500","refused",
- *  "total_input_tokens","naive_total_input_tokens","naive_first_refused_tick",
- *  "watch_unchanged_model_calls_per_tick"}
- * Targets (docs/BENCHMARKS.md): tick-500 input ≤ 1.25 × tick-10 input; 0 refused; total input
- * ≥ 90 % below the naive path's; 0 model calls per unchanged watch tick.
+ *  "total_input_tokens","naive_total_input_tokens","naive_first_refused_tick","naive_refused",
+ *  "naive_windowless_total_input_tokens","watch_unchanged_model_calls_per_tick",   (ci-log)
+ *  "status_seen_share","summaries_per_100_ticks","prefix_share","failed_ticks","estimate_error",
+ *  "hard_ticks","hard_refused","hard_total_input_tokens","hard_naive_total_input_tokens",
+ *  "hard_naive_refused","hard_naive_failed_ticks","hard_naive_windowless_total_input_tokens"} (hard)
+ * Targets (docs/BENCHMARKS.md): ci-log: tick-500 input ≤ 1.25 × tick-10 input, 0 refused,
+ * total input ≥ 90 % below naive, 0 model calls per unchanged watch tick; hard: status seen
+ * 1.0, ≤ 10 summaries per 100 ticks, prefix share ≥ 0.6, 0 refused and 0 failed ticks, total
+ * input ≥ 90 % below naive, estimate error ≤ 5 %. "Naive" there is the path refused at its
+ * window; the window-less figure is printed beside it.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -31,7 +50,8 @@ import { loadConfig, type HermesConfig } from '../../scheduler/config/config.ts'
 import { createLogger } from '../../scheduler/logger.ts';
 import { topologyFromConfig, openRedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { startEmbeddedRedis } from '../../scheduler/store/redis/embedded-redis.ts';
-import { loopServiceFor, loopStoreFor, openQueues } from '../../scheduler/services.ts';
+import { loopServiceFor, loopStoreFor, openQueues, sessionStoreFor } from '../../scheduler/services.ts';
+import type { SessionEvent } from '../../scheduler/session/session-store.ts';
 import { Keys } from '../../scheduler/store/keys.ts';
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from '../../test/support/fake-openai.ts';
 import { WorkerProcess } from '../../worker/worker-process.ts';
@@ -44,20 +64,34 @@ const arg = (name: string, def: string) => {
 };
 const TICKS = Number(arg('ticks', '500'));
 const WINDOW = Number(arg('window', '32000'));
+const HARD_TICKS = Number(arg('hard-ticks', '300'));
+const HARD_WINDOW = Number(arg('hard-window', '16000'));
+const ONLY = arg('only', '');
 const JSON_OUT = args.includes('--json');
 const WATCH_TICKS = 20;
 /** Seconds between ticks: the worker runs them back to back (a tick that overruns coalesces the next). */
 const INTERVAL_SECONDS = 0.1;
+/** The naive path's window as the product is told it: never reached, so it never compacts. */
+const NAIVE_WINDOW = 1_000_000_000;
 
-function ciLog(kb: number): string {
+/** A CI log of about `bytes` bytes; its last line is `status`. */
+function ciLog(bytes: number, status: string, seed = 0): string {
   const lines: string[] = [];
-  for (let i = 0; lines.join('\n').length < kb * 1024; i++) {
-    lines.push(
-      `2026-12-01T02:${String(i % 60).padStart(2, '0')}:00Z [step ${i}] compiling module pkg/service-${i % 37}/handler.go ... ok (${(i * 7) % 1000} ms)`,
-    );
+  let size = 0;
+  for (let i = 0; size < bytes; i++) {
+    const line = `2026-12-01T02:${String(i % 60).padStart(2, '0')}:00Z [step ${i}] compiling module pkg/service-${(i + seed) % 37}/handler.go ... ok (${(i * 7 + seed) % 1000} ms)`;
+    lines.push(line);
+    size += line.length + 1;
   }
-  lines.push('BUILD STATUS: running');
+  lines.push(status);
   return lines.join('\n');
+}
+
+/** The hard workload's log of `tick`: 1–50 KB (every 25th: 90 KB), a status line of its own last. */
+function hardLog(tick: number): { text: string; status: string } {
+  const kb = tick % 25 === 0 ? 90 : 1 + ((tick * 7919) % 50);
+  const status = `BUILD STATUS: running (tick ${tick}, ${kb} KB, stage ${tick % 9} of 9)`;
+  return { text: ciLog(kb * 1024, status, tick), status };
 }
 
 const isSummary = (req: RecordedRequest) => req.tools.length === 0 && /summar/i.test(req.messages[0]?.content ?? '');
@@ -67,46 +101,77 @@ const tickOf = (req: RecordedRequest) => {
   return m ? Number(m[1]) : undefined;
 };
 
-/** The CI watcher model: read the log, then say how the build stands; summaries on request. */
-function ciModel(model: FakeOpenAI, path: string): void {
+/** The CI watcher model: read the log (`pathOf` the tick), then say how the build stands; summaries on request. */
+function ciModel(model: FakeOpenAI, pathOf: (tick: number) => string): void {
   model.respond((req) => {
     if (isSummary(req))
       return 'Summary: the loop read the CI log at every tick; each time the build was still running; nothing else happened.';
     const last = req.messages[req.messages.length - 1]!;
-    if (last.role === 'tool') return `Checked: ${/BUILD STATUS: (\w+)/.exec(last.content)?.[1] ?? 'unknown'}.`;
-    return { toolCalls: [{ name: 'read_file', arguments: { path } }] };
+    if (last.role === 'tool') return `Checked: ${/BUILD STATUS: ([^\n]+)$/.exec(last.content)?.[1] ?? 'unknown'}.`;
+    return { toolCalls: [{ name: 'read_file', arguments: { path: pathOf(tickOf(req) ?? 0) } }] };
   });
 }
 
+/** What one path did, from the model server's requests and the session's events. */
 interface Run {
-  perTick: Map<number, { input: number; calls: number }>;
+  ticks: number;
+  /** The input tokens of each tick's turn calls (summaries apart). */
+  perTick: Map<number, number>;
+  summaries: number;
   refused: number;
+  failedTicks: number;
+  /** Prompt tokens of every request sent (refused ones included). */
   total: number;
+  /** Cached-servable input tokens / input tokens of the requests served. */
+  prefixShare: number;
+  /** Mean |count before the call − prompt_tokens| / prompt_tokens over the calls served. */
+  estimateError: number;
+  firstRefusedTick: number | null;
   calls: number;
 }
 
-/** Per tick: the input tokens and calls of its requests (a summary belongs to the tick whose turn follows it). */
-function perTick(model: FakeOpenAI): Run {
-  const perTick = new Map<number, { input: number; calls: number }>();
-  let pending = { input: 0, calls: 0 };
+function measure(model: FakeOpenAI, events: SessionEvent[]): Run {
+  const perTick = new Map<number, number>();
   for (const r of model.requests) {
-    if (isSummary(r)) {
-      pending = { input: pending.input + r.promptTokens, calls: pending.calls + 1 };
-      continue;
-    }
-    const t = tickOf(r)!;
-    const cur = perTick.get(t) ?? { input: 0, calls: 0 };
-    perTick.set(t, { input: cur.input + r.promptTokens + pending.input, calls: cur.calls + 1 + pending.calls });
-    pending = { input: 0, calls: 0 };
+    const t = tickOf(r);
+    if (isSummary(r) || t === undefined) continue;
+    perTick.set(t, (perTick.get(t) ?? 0) + r.promptTokens);
   }
+  const served = model.requests.filter((r) => !r.refusedForLength);
+  const input = served.reduce((n, r) => n + r.promptTokens, 0);
+  const calls = events.filter((e) => e.type === 'model.called' && typeof e.data.estimatedInputTokens === 'number');
+  const errors = calls.map(
+    (e) => Math.abs((e.data.estimatedInputTokens as number) - (e.data.inputTokens as number)) / (e.data.inputTokens as number),
+  );
+  const firstRefused = model.requests.find((r) => r.refusedForLength);
   return {
+    ticks: events.filter((e) => e.type === 'reply' || e.type === 'tick.failed').length,
     perTick,
+    summaries: model.requests.filter(isSummary).length,
     refused: model.refusedForLength,
-    total: model.requests.filter((r) => !r.refusedForLength).reduce((n, r) => n + r.promptTokens, 0),
+    failedTicks: events.filter((e) => e.type === 'tick.failed').length,
+    total: model.requests.reduce((n, r) => n + r.promptTokens, 0),
+    prefixShare: input > 0 ? served.reduce((n, r) => n + (r.cachedTokens ?? 0), 0) / input : 0,
+    estimateError: errors.length > 0 ? errors.reduce((a, b) => a + b, 0) / errors.length : 0,
+    firstRefusedTick: firstRefused ? (tickOf(firstRefused) ?? null) : null,
     calls: model.requests.length,
   };
 }
 
+/** Share of ticks whose status line (the log's last) reached the model in some request of that tick. */
+function statusSeenShare(model: FakeOpenAI, ticks: number): number {
+  let seen = 0;
+  for (let t = 1; t <= ticks; t++) {
+    const { status } = hardLog(t);
+    const reached = model.requests.some(
+      (r) => !r.refusedForLength && tickOf(r) === t && r.messages.some((m) => m.role === 'tool' && m.content.includes(status)),
+    );
+    if (reached) seen += 1;
+  }
+  return ticks > 0 ? seen / ticks : 0;
+}
+
+/** Run one loop of `ticks` ticks through a worker of its own; resolves with the session's events once it stopped. */
 async function runLoop(
   redisUrl: string,
   home: string,
@@ -115,7 +180,7 @@ async function runLoop(
   overrides: Record<string, unknown>,
   model: FakeOpenAI,
   loop: { ticks: number; watch?: string },
-): Promise<void> {
+): Promise<SessionEvent[]> {
   const config: HermesConfig = loadConfig({
     env: { HERMES_HOME: home },
     overrides: {
@@ -159,6 +224,7 @@ async function runLoop(
       if (r && r.status !== 'active') break;
       await new Promise((res) => setTimeout(res, 250));
     }
+    return await sessionStoreFor(config, redis, keys).readEvents('bench', '0', { count: 1_000_000 });
   } finally {
     await worker.drain();
     await queues.close();
@@ -167,72 +233,181 @@ async function runLoop(
   }
 }
 
+/** The naive path's settings: compaction off (a window never reached), failed ticks retried at once, never paused. */
+const NAIVE_OVERRIDES = {
+  'agent.context_window_tokens': NAIVE_WINDOW,
+  'loops.failure_backoff_seconds': 1,
+  'loops.failure_backoff_max_seconds': 1,
+  'loops.max_consecutive_failures': 0,
+};
+
+const n = (x: number) => x.toLocaleString('en-US');
+const pct = (x: number) => `${(x * 100).toFixed(1)} %`;
+
+/** The Markdown table of one workload's paths: compaction on, naive refused at the window, naive against a window-less model. */
+function table(title: string, runs: [Run, Run, Run], extra: Array<[string, (run: Run, i: number) => string]> = []): void {
+  const [on] = runs;
+  const row = (label: string, cell: (run: Run, i: number) => string) => console.log(`| ${label} | ${runs.map(cell).join(' | ')} |`);
+  console.log(`| ${title} | compaction on | naive, refused at the window | naive, window-less model |`);
+  console.log('| --- | ---: | ---: | ---: |');
+  for (const t of [...new Set([10, 100, on.ticks])].filter((t) => t <= on.ticks))
+    row(`input tokens of the turn, tick ${t}`, (run) => n(run.perTick.get(t) ?? 0));
+  row('summaries per 100 ticks', (run) => ((run.summaries / run.ticks) * 100).toFixed(1));
+  row(
+    'requests refused for length',
+    (run) => `${run.refused}${run.firstRefusedTick ? ` (the first at tick ${run.firstRefusedTick})` : ''}`,
+  );
+  row('failed ticks', (run) => String(run.failedTicks));
+  row('total input tokens', (run, i) => (i === 0 ? n(run.total) : `${n(run.total)} (${pct(1 - on.total / run.total)} saved)`));
+  row('prompt-cache share of input', (run) => run.prefixShare.toFixed(2));
+  row('count before the call vs prompt_tokens (mean error)', (run) => pct(run.estimateError));
+  for (const [label, cell] of extra) row(label, cell);
+  console.log('');
+}
+
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'hermes-bench-context-'));
   const redis = await startEmbeddedRedis({ dir: join(dir, 'redis'), appendonly: false });
   const root = join(dir, 'root');
   mkdirSync(root);
   const logPath = join(root, 'ci.log');
-  writeFileSync(logPath, ciLog(12));
+  writeFileSync(logPath, ciLog(12 * 1024, 'BUILD STATUS: running'));
   writeFileSync(join(root, 'status.txt'), 'build 41: running\n');
-  const compacted = await startFakeOpenAI({ usage: 'counted', contextWindow: WINDOW });
-  const naive = await startFakeOpenAI({ usage: 'counted' });
-  const watched = await startFakeOpenAI({ usage: 'counted', contextWindow: WINDOW });
-  ciModel(compacted, logPath);
-  ciModel(naive, logPath);
-  watched.respond(() => 'Build 41 is still running.');
+  const hardRoot = join(root, 'hard');
+  mkdirSync(hardRoot);
+  for (let t = 1; t <= HARD_TICKS; t++) writeFileSync(join(hardRoot, `ci-${t}.log`), hardLog(t).text);
+  const hardPath = (tick: number) => join(hardRoot, `ci-${tick}.log`);
+
+  const ciLogRun = ONLY === '' || ONLY === 'ci-log';
+  const hardRun = ONLY === '' || ONLY === 'hard';
+  const servers = {
+    on: await startFakeOpenAI({ usage: 'counted', contextWindow: WINDOW }),
+    naive: await startFakeOpenAI({ usage: 'counted', contextWindow: WINDOW, unexplainedRefusal: true }),
+    windowless: await startFakeOpenAI({ usage: 'counted' }),
+    watched: await startFakeOpenAI({ usage: 'counted', contextWindow: WINDOW }),
+    hardOn: await startFakeOpenAI({ usage: 'counted', contextWindow: HARD_WINDOW }),
+    hardNaive: await startFakeOpenAI({ usage: 'counted', contextWindow: HARD_WINDOW, unexplainedRefusal: true }),
+    hardWindowless: await startFakeOpenAI({ usage: 'counted' }),
+  };
+  for (const s of [servers.on, servers.naive, servers.windowless]) ciModel(s, () => logPath);
+  for (const s of [servers.hardOn, servers.hardNaive, servers.hardWindowless]) ciModel(s, hardPath);
+  servers.watched.respond(() => 'Build 41 is still running.');
   const t0 = Date.now();
+  const events: Record<string, SessionEvent[]> = {};
   try {
+    const run = (
+      name: string,
+      prefix: string,
+      overrides: Record<string, unknown>,
+      model: FakeOpenAI,
+      loop: { ticks: number; watch?: string },
+    ) =>
+      runLoop(redis.url, dir, root, prefix, overrides, model, loop).then((e) => {
+        events[name] = e;
+      });
     await Promise.all([
-      runLoop(redis.url, dir, root, '{bench-ctx-on}', { 'agent.context_window_tokens': WINDOW }, compacted, { ticks: TICKS }),
-      runLoop(redis.url, dir, root, '{bench-ctx-naive}', { 'agent.context_window_tokens': 1_000_000_000 }, naive, { ticks: TICKS }),
-      runLoop(redis.url, dir, root, '{bench-ctx-watch}', { 'agent.context_window_tokens': WINDOW }, watched, {
-        ticks: WATCH_TICKS,
-        watch: `read_file:${join(root, 'status.txt')}`,
-      }),
+      ...(ciLogRun
+        ? [
+            run('on', '{bench-ctx-on}', { 'agent.context_window_tokens': WINDOW }, servers.on, { ticks: TICKS }),
+            run('naive', '{bench-ctx-naive}', NAIVE_OVERRIDES, servers.naive, { ticks: TICKS }),
+            run('windowless', '{bench-ctx-windowless}', NAIVE_OVERRIDES, servers.windowless, { ticks: TICKS }),
+            run('watched', '{bench-ctx-watch}', { 'agent.context_window_tokens': WINDOW }, servers.watched, {
+              ticks: WATCH_TICKS,
+              watch: `read_file:${join(root, 'status.txt')}`,
+            }),
+          ]
+        : []),
+      ...(hardRun
+        ? [
+            run('hardOn', '{bench-ctx-hard-on}', { 'agent.context_window_tokens': HARD_WINDOW }, servers.hardOn, { ticks: HARD_TICKS }),
+            run('hardNaive', '{bench-ctx-hard-naive}', NAIVE_OVERRIDES, servers.hardNaive, { ticks: HARD_TICKS }),
+            run('hardWindowless', '{bench-ctx-hard-windowless}', NAIVE_OVERRIDES, servers.hardWindowless, { ticks: HARD_TICKS }),
+          ]
+        : []),
     ]);
   } finally {
-    await Promise.all([compacted.close(), naive.close(), watched.close()]);
+    await Promise.all(Object.values(servers).map((s) => s.close()));
     await redis.stop();
     rmSync(dir, { recursive: true, force: true });
   }
-  const on = perTick(compacted);
-  const off = perTick(naive);
-  const ticks = on.perTick.size;
-  const at = (run: Run, t: number) => run.perTick.get(Math.min(t, ticks))?.input ?? 0;
-  const naiveFirstOver = [...naive.requests].find((r) => !isSummary(r) && r.promptTokens > WINDOW);
-  const watchUnchangedTicks = WATCH_TICKS - watched.requests.length;
-  const result = {
-    ticks,
-    input_tokens_tick10: at(on, 10),
-    input_tokens_tick100: at(on, 100),
-    input_tokens_tick500: at(on, 500),
-    refused: on.refused,
-    total_input_tokens: on.total,
-    naive_total_input_tokens: off.total,
-    naive_first_refused_tick: naiveFirstOver ? tickOf(naiveFirstOver)! : null,
-    watch_unchanged_model_calls_per_tick: watchUnchangedTicks > 0 ? (watched.requests.length - 1) / watchUnchangedTicks : null,
-  };
-  const n = (x: number) => x.toLocaleString('en-US');
-  console.log(
-    `turn context: ${ticks} ticks of a loop reading a 12 KB log, ${n(WINDOW)}-token window, ${((Date.now() - t0) / 1000).toFixed(0)} s\n`,
-  );
-  console.log("| | compaction on | naive (today's path before compaction) |");
-  console.log('| --- | ---: | ---: |');
-  for (const t of [10, 100, 500]) console.log(`| input tokens, tick ${Math.min(t, ticks)} | ${n(at(on, t))} | ${n(at(off, t))} |`);
-  console.log(`| model calls per tick | ${(on.calls / ticks).toFixed(2)} | ${(off.calls / off.perTick.size).toFixed(2)} |`);
-  console.log(`| requests refused for length | ${on.refused} | first over the window at tick ${result.naive_first_refused_tick ?? '—'} |`);
-  console.log(`| total input tokens | ${n(on.total)} | ${n(off.total)} (${((1 - on.total / off.total) * 100).toFixed(1)} % saved) |`);
-  console.log(
-    `\n--watch over an unchanged file: ${watched.requests.length} model call(s) in ${WATCH_TICKS} ticks → ${result.watch_unchanged_model_calls_per_tick} calls per unchanged tick`,
-  );
-  const targets = [
-    result.input_tokens_tick500 <= 1.25 * result.input_tokens_tick10,
-    result.refused === 0,
-    result.total_input_tokens <= 0.1 * result.naive_total_input_tokens,
-    result.watch_unchanged_model_calls_per_tick === 0,
-  ];
-  console.log(`targets: ${targets.every(Boolean) ? 'all met' : `missed (${targets.map((ok) => (ok ? 'ok' : 'MISSED')).join(', ')})`}`);
+  const seconds = ((Date.now() - t0) / 1000).toFixed(0);
+  const result: Record<string, number | null> = {};
+  const targets: Array<[string, boolean]> = [];
+  if (ciLogRun) {
+    const on = measure(servers.on, events.on!);
+    const off = measure(servers.naive, events.naive!);
+    const windowless = measure(servers.windowless, events.windowless!);
+    const at = (t: number) => on.perTick.get(Math.min(t, on.ticks)) ?? 0;
+    const watched = servers.watched.requests.length;
+    Object.assign(result, {
+      ticks: on.ticks,
+      input_tokens_tick10: at(10),
+      input_tokens_tick100: at(100),
+      input_tokens_tick500: at(500),
+      refused: on.refused,
+      total_input_tokens: on.total,
+      naive_total_input_tokens: off.total,
+      naive_first_refused_tick: off.firstRefusedTick,
+      naive_refused: off.refused,
+      naive_windowless_total_input_tokens: windowless.total,
+      watch_unchanged_model_calls_per_tick: WATCH_TICKS > watched ? (watched - 1) / (WATCH_TICKS - watched) : null,
+    });
+    console.log(`turn context, ci-log: ${on.ticks} ticks of a loop reading a 12 KB log, ${n(WINDOW)}-token window (${seconds} s in all)\n`);
+    table(
+      `${on.ticks} ticks, ${n(WINDOW)}-token window`,
+      [on, off, windowless],
+      [['model calls per tick', (run) => (run.calls / run.ticks).toFixed(2)]],
+    );
+    console.log(
+      `--watch over an unchanged file: ${watched} model call(s) in ${WATCH_TICKS} ticks → ${result.watch_unchanged_model_calls_per_tick} calls per unchanged tick\n`,
+    );
+    targets.push(
+      ['ci-log tick-500 input ≤ 1.25 × tick-10', at(500) <= 1.25 * at(10)],
+      ['ci-log 0 refused', on.refused === 0],
+      ['ci-log total input ≥ 90 % below naive', on.total <= 0.1 * off.total],
+      ['0 model calls per unchanged watch tick', result.watch_unchanged_model_calls_per_tick === 0],
+    );
+  }
+  if (hardRun) {
+    const on = measure(servers.hardOn, events.hardOn!);
+    const off = measure(servers.hardNaive, events.hardNaive!);
+    const windowless = measure(servers.hardWindowless, events.hardWindowless!);
+    const seen = statusSeenShare(servers.hardOn, on.ticks);
+    const summariesPer100 = (on.summaries / on.ticks) * 100;
+    Object.assign(result, {
+      status_seen_share: seen,
+      summaries_per_100_ticks: summariesPer100,
+      prefix_share: on.prefixShare,
+      failed_ticks: on.failedTicks,
+      estimate_error: on.estimateError,
+      hard_ticks: on.ticks,
+      hard_refused: on.refused,
+      hard_total_input_tokens: on.total,
+      hard_naive_total_input_tokens: off.total,
+      hard_naive_refused: off.refused,
+      hard_naive_failed_ticks: off.failedTicks,
+      hard_naive_windowless_total_input_tokens: windowless.total,
+    });
+    console.log(
+      `turn context, hard: ${on.ticks} ticks of a loop reading a 1–50 KB log (every 25th 90 KB), status on its last line, ${n(HARD_WINDOW)}-token window\n`,
+    );
+    const models = [servers.hardOn, servers.hardNaive, servers.hardWindowless];
+    table(
+      `${on.ticks} ticks, ${n(HARD_WINDOW)}-token window`,
+      [on, off, windowless],
+      [['ticks whose status line reached the model', (run, i) => statusSeenShare(models[i]!, run.ticks).toFixed(2)]],
+    );
+    targets.push(
+      ['hard status seen 1.0', seen === 1],
+      ['hard ≤ 10 summaries per 100 ticks', summariesPer100 <= 10],
+      ['hard prefix share ≥ 0.6', on.prefixShare >= 0.6],
+      ['hard 0 refused, 0 failed ticks', on.refused === 0 && on.failedTicks === 0],
+      ['hard total input ≥ 90 % below naive', on.total <= 0.1 * off.total],
+      ['hard estimate error ≤ 5 %', on.estimateError <= 0.05],
+    );
+  }
+  const missed = targets.filter(([, ok]) => !ok).map(([name]) => name);
+  console.log(`targets: ${missed.length === 0 ? 'all met' : `missed: ${missed.join('; ')}`}`);
   if (JSON_OUT) console.log(JSON.stringify(result));
 }
 

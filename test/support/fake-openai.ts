@@ -148,6 +148,12 @@ export interface FakeOpenAIOptions {
   usage?: UsageMode;
   /** Whose words a request over the window is refused in. @defaultValue 'openai' */
   refusal?: ProviderRefusal;
+  /**
+   * Refuse a request over the window with a bare 400 "Bad request." that says neither why nor the
+   * window, as some proxies answer: a client learns nothing from it and cannot tell it is about
+   * length (`refusal` is then not used). @defaultValue false
+   */
+  unexplainedRefusal?: boolean;
 }
 
 export interface FakeOpenAI {
@@ -359,7 +365,9 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       if (contextWindow !== undefined && rec.promptTokens > contextWindow) {
         rec.refusedForLength = true;
         refusedForLength++;
-        const answer = refusalAnswer(refusal, contextWindow, rec.promptTokens);
+        const answer = options.unexplainedRefusal
+          ? { status: 400, body: { error: { message: 'Bad request.', type: 'invalid_request_error', param: null, code: null } } }
+          : refusalAnswer(refusal, contextWindow, rec.promptTokens);
         res.writeHead(answer.status, { 'content-type': 'application/json' });
         res.end(JSON.stringify(answer.body));
         return;
