@@ -17,7 +17,9 @@ import {
   type CompactableMessage,
 } from '../worker/context/compaction.ts';
 import { CHARS_PER_TOKEN, TokenCalibration, estimateTextTokens } from '../worker/context/token-estimate.ts';
-import { ESTIMATE_COUNTER, countMessageTokens, countRequestTokens } from '../worker/context/token-count.ts';
+import { ESTIMATE_COUNTER, countMessageTokens, countRequestTokens, encodingOf, tokenCounterFor } from '../worker/context/token-count.ts';
+import { countTokens as cl100k } from 'gpt-tokenizer/encoding/cl100k_base';
+import { countTokens as o200k } from 'gpt-tokenizer/encoding/o200k_base';
 
 type M = CompactableMessage & { tool_calls?: Array<{ name: string; arguments: string }> };
 
@@ -269,5 +271,34 @@ describe('token estimates', () => {
     expect(c.scale('m', 1_000)).toBe(4_000);
     c.observe('m', 0, 50); // nothing to learn from
     expect(c.scale('m', 1_000)).toBe(4_000);
+  });
+});
+
+describe("token counts by the model's tokenizer", () => {
+  it('names the encoding of OpenAI families (o200k, cl100k), none for other models', () => {
+    for (const m of [
+      'gpt-4o',
+      'gpt-4o-mini',
+      'openai/GPT-4.1-mini',
+      'gpt-4.5-preview',
+      'gpt-5',
+      'chatgpt-4o-latest',
+      'o1',
+      'o3-mini',
+      'o4-mini',
+    ])
+      expect(encodingOf(m)).toBe('o200k_base');
+    for (const m of ['gpt-4', 'gpt-4-turbo', 'gpt-4-32k', 'gpt-3.5-turbo']) expect(encodingOf(m)).toBe('cl100k_base');
+    for (const m of ['claude-3-5-sonnet', 'qwen2.5-32b', 'my-local-model', 'gpt-oss-20b', 'omni-moderation-latest'])
+      expect(encodingOf(m)).toBeUndefined();
+  });
+
+  it('counts text as gpt-tokenizer does (special-token text as plain text); the estimate for the rest', async () => {
+    const text = 'La compilation continue — 好的, ünïcödé ✓ <|endoftext|> pkg/service-3/handler.go ... ok (7 ms)';
+    const plain = { disallowedSpecial: new Set<string>() };
+    expect((await tokenCounterFor('gpt-4o-mini')).text(text)).toBe(o200k(text, plain));
+    expect((await tokenCounterFor('gpt-3.5-turbo')).text(text)).toBe(cl100k(text, plain));
+    expect(o200k(text, plain)).not.toBe(cl100k(text, plain));
+    expect(await tokenCounterFor('my-local-model')).toBe(ESTIMATE_COUNTER);
   });
 });
