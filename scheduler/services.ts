@@ -21,6 +21,7 @@ import { cronRepeatStrategy } from './cron/repeat-strategy.ts';
 import type { ConnectionOptions } from 'bullmq';
 import { LoopService } from './loop/loop-service.ts';
 import { SessionStore } from './session/session-store.ts';
+import { TurnJournalStore } from './journal/turn-journal-store.ts';
 import { RunStore } from './v1/v1-runs.ts';
 import { parseWebhookAllow } from './delivery/webhook-policy.ts';
 import { unconfiguredPlatformWarnings } from './delivery/unconfigured-platform.ts';
@@ -78,6 +79,11 @@ export function sessionStoreFor(config: HermesConfig, redis: RedisClient, keys: 
     config.worker.occurrence_window_seconds * 1000,
     config.worker.events_max_entries,
   );
+}
+
+/** Journals of agent turns (`scheduler/journal/`), expiring with the occurrence window (`worker.occurrence_window_seconds`). */
+export function turnJournalStoreFor(config: HermesConfig, redis: RedisClient, keys: Keys): TurnJournalStore {
+  return new TurnJournalStore(redis, keys, config.worker.occurrence_window_seconds * 1000);
 }
 
 /** `/goal` records and their continuation jobs (`goals.max_turns`). */

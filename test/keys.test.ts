@@ -30,6 +30,7 @@ const PER_ID: Record<string, (id: string) => string> = {
   transcript: (id) => k.transcript(id),
   events: (id) => k.events(id),
   'turn lock': (id) => k.turnLock(id),
+  'turn journal': (id) => k.turnJournal(id, 'loop:s:1'),
   'pending input': (id) => k.pendingInput(id),
   'input sequence': (id) => k.inputSequence(id),
   'session committed occurrences': (id) => k.sessionCommitted(id),
@@ -291,6 +292,7 @@ describe('sharded key space', () => {
           k.transcript(id),
           k.events(id),
           k.turnLock(id),
+          k.turnJournal(id, id),
           k.pendingInput(id),
           k.inputSequence(id),
           k.sessionCommitted(id),
@@ -309,6 +311,7 @@ describe('sharded key space', () => {
           k.cronClaims(id),
           k.cronCommitted(id),
           k.events(cronSessionId(id)),
+          k.turnJournal(cronSessionId(id), id),
           k.forCronJob(id).cronJobIndex,
           k.forCronJob(id).cronRecentRuns,
         ]) {

@@ -34,7 +34,7 @@ const cleanups = cleanupAfterEach();
 const SCRIPT_BY_SHA = new Map(
   [
     'claim-tick-7.lua',
-    'commit-turn-6.lua',
+    'commit-turn-7.lua',
     'acquire-owned-1.lua',
     'renew-owned-1.lua',
     'release-owned-1.lua',

@@ -23,6 +23,7 @@ import {
   modelStateFor,
   loopServiceFor,
   sessionStoreFor,
+  turnJournalStoreFor,
   openQueues,
 } from '../scheduler/services.ts';
 import { AgentScheduleLedger } from './tools/agent-schedule-ledger.ts';
@@ -154,13 +155,14 @@ export function depsForShard(base: WorkerDeps, index: number): WorkerDeps {
 /** The stores bound to one shard's keys and queues, each built once here (they still route other sessions to their shards). */
 function shardStores(
   d: Pick<WorkerDeps, 'config' | 'redis' | 'keys' | 'queues' | 'log'>,
-): Pick<WorkerDeps, 'loops' | 'cron' | 'sessions' | 'schedules' | 'goals'> {
+): Pick<WorkerDeps, 'loops' | 'cron' | 'sessions' | 'journals' | 'schedules' | 'goals'> {
   const { config, redis, keys, queues, log } = d;
   const loops = loopStoreFor(config, { redis, keys, queues });
   return {
     loops,
     cron: cronStoreFor(config, { redis, keys, queues }),
     sessions: sessionStoreFor(config, redis, keys),
+    journals: turnJournalStoreFor(config, redis, keys),
     schedules: loopServiceFor(config, loops, log),
     goals: goalServiceFor(config, { redis, keys, queues }, log),
   };

@@ -12,6 +12,7 @@ import type { CronStore } from '../scheduler/cron/cron-store.ts';
 import type { OutboundData, TelegramOutboundData } from '../scheduler/delivery/outbound.ts';
 import type { HermesQueues } from '../scheduler/store/queues.ts';
 import type { SessionStore } from '../scheduler/session/session-store.ts';
+import type { TurnJournalStore } from '../scheduler/journal/turn-journal-store.ts';
 import type { LoopService } from '../scheduler/loop/loop-service.ts';
 import type { GoalService } from '../scheduler/goal/goal-service.ts';
 import type { HermesMetrics } from '../scheduler/metrics.ts';
@@ -27,6 +28,8 @@ export interface WorkerDeps {
   keys: Keys;
   queues: HermesQueues;
   sessions: SessionStore;
+  /** Journals of agent turns: what a resumed turn does not do again (docs/RELIABILITY.md, "A turn resumes from its journal"). */
+  journals: TurnJournalStore;
   loops: LoopStore;
   /** Cron job records, runs and their BullMQ side (cron ticks, the `schedules` tool, re-arming at start). */
   cron: CronStore;

@@ -59,7 +59,7 @@ export const CRON_TICK_ATTEMPTS = 3;
 export const RECENT_RUNS_MAX = 1000;
 
 const CLAIM = luaScript('claim-cron-occurrence-3.lua');
-const COMMIT_RUN = luaScript('commit-cron-run-7.lua');
+const COMMIT_RUN = luaScript('commit-cron-run-8.lua');
 const DELETE_JOB = luaScript('delete-cron-job-7.lua');
 const UPDATE_RUN = luaScript('update-cron-run-1.lua');
 
@@ -333,6 +333,7 @@ export class CronStore {
       k.cronRecentRuns,
       k.events(cronSessionId(run.job_id)),
       k.cronClaims(run.job_id),
+      k.turnJournal(cronSessionId(run.job_id), run.occurrence_id),
     ];
     const [code, eventId] = (await runLuaScript(this.redis, COMMIT_RUN, keys, [
       JSON.stringify(run),

@@ -3,10 +3,10 @@
  * clients attach to, and the atomic commit of a finished turn.
  *
  * Exactly-once delivery: a turn is committed under its occurrence id by one Lua
- * script (`../store/redis/scripts/commit-turn-6.lua`) that checks the session's set of
+ * script (`../store/redis/scripts/commit-turn-7.lua`) that checks the session's set of
  * committed occurrences, appends to the transcript, adds the reply to the event
- * stream and writes the loop's or goal's new state over the version it was
- * computed from. A retried or duplicated occurrence finds itself in the set and
+ * stream, writes the loop's or goal's new state over the version it was
+ * computed from and deletes the turn's journal. A retried or duplicated occurrence finds itself in the set and
  * commits nothing, so a reply is delivered once.
  *
  * Bounded memory: the committed set is one sorted set per session that keeps
@@ -61,7 +61,7 @@ export const DEFAULT_EVENTS_MAX_LEN = 10_000;
  */
 export const DEFAULT_OCCURRENCE_WINDOW_MS = 3_600_000;
 
-const COMMIT_TURN = luaScript('commit-turn-6.lua');
+const COMMIT_TURN = luaScript('commit-turn-7.lua');
 
 /** Result of `commitTurn`. */
 export type CommitResult = { status: 'committed'; eventId: string } | { status: 'duplicate' } | { status: 'conflict' };
@@ -145,6 +145,8 @@ export class SessionStore {
        * of them `readLast`); otherwise it is dropped and the messages are appended as usual.
        */
       replaceTranscript?: { messages: TranscriptMessage[]; readLength: number; readLast: TranscriptMessage | undefined };
+      /** The occurrence's turn journal (`TurnJournalStore.key`), deleted in the same step. */
+      journalKey?: string;
     },
   ): Promise<CommitResult> {
     const committed = this.keys.sessionCommitted(sessionId);
@@ -155,6 +157,7 @@ export class SessionStore {
       input.record?.key ?? committed,
       input.inflightKey ?? committed,
       input.turnLock?.key ?? committed,
+      input.journalKey ?? committed,
     ];
     const args = [
       input.occurrenceId,
@@ -210,7 +213,7 @@ export class SessionStore {
   }
 }
 
-/** ARGV 12–14+R of `commit-turn-6.lua`: the compacted transcript and what it was read as. */
+/** ARGV 12–14+R of `commit-turn-7.lua`: the compacted transcript and what it was read as. */
 function replacementArgs(
   r: { messages: TranscriptMessage[]; readLength: number; readLast: TranscriptMessage | undefined } | undefined,
 ): string[] {

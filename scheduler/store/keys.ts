@@ -219,7 +219,7 @@ export class Keys {
    * The keys of a session that move with it when the shard count changes:
    * loop and heartbeat records with their in-flight marks and watch bases, goal, transcript,
    * event stream, pending input and its sequence, committed occurrences, set-aside input.
-   * (Mutation and turn locks are short-lived and not moved.)
+   * (Mutation and turn locks and turn journals are short-lived and not moved.)
    */
   sessionKeys(sessionId: string): string[] {
     const kinds: LoopKind[] = ['loop', 'heartbeat'];
@@ -329,6 +329,16 @@ export class Keys {
   /** One turn per session across the fleet: holds the id of the job running the turn. */
   turnLock(sessionId: string): string {
     return `${this.sp(sessionId)}:session:${keyPart(sessionId)}:turn-lock`;
+  }
+
+  /**
+   * The journal of one occurrence's agent turn (`scheduler/journal/`): a list of JSON steps — each
+   * model answer, each tool call started, each tool result — read by the worker that resumes the
+   * turn, deleted by the occurrence's commit, expiring with the occurrence window. On the session's
+   * shard (a cron run's: its session `cron:<id>`), so the commit script deletes it in its own step.
+   */
+  turnJournal(sessionId: string, occurrenceId: string): string {
+    return `${this.sp(sessionId)}:session:${keyPart(sessionId)}:journal:${keyPart(occurrenceId)}`;
   }
 
   /** Count of queued real user input for a session; ticks wait while it is above zero. */

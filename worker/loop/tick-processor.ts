@@ -358,8 +358,18 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
     const inflightKey = deps.keys.scheduleInflight(sessionId, kind);
     const turnLock = { key: deps.keys.turnLock(sessionId), holder: tick.jobId };
     const replaceTranscript = t.replace;
+    // The turn's journal goes with the commit (docs/RELIABILITY.md, "A turn resumes from its journal").
+    const journalKey = deps.journals.key(sessionId, occurrenceId);
     if (!fresh || fresh.loopId !== loopId) {
-      const res = await deps.sessions.commitTurn(sessionId, { occurrenceId, messages, event, inflightKey, turnLock, replaceTranscript });
+      const res = await deps.sessions.commitTurn(sessionId, {
+        occurrenceId,
+        messages,
+        event,
+        inflightKey,
+        turnLock,
+        replaceTranscript,
+        journalKey,
+      });
       if (res.status === 'conflict') return CONFLICT;
       if (res.status === 'duplicate') return await this.duplicate();
       return { action: 'committed', committed: { eventId: res.eventId, loop: null, outcome: { kind: 'continue' } }, lockReleased: true };
@@ -395,6 +405,7 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       inflightKey,
       turnLock,
       replaceTranscript,
+      journalKey,
     });
     if (res.status === 'conflict') return CONFLICT;
     if (res.status === 'duplicate') return await this.duplicate();

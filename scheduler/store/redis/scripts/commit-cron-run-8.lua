@@ -9,6 +9,7 @@
   KEYS[5] recent runs of all jobs (list, newest first)
   KEYS[6] the job's session event stream
   KEYS[7] the job's claims (hash)
+  KEYS[8] the occurrence's turn journal (deleted with the commit)
 
   ARGV[1] run JSON
   ARGV[2] occurrence id
@@ -22,7 +23,7 @@
   ARGV[10] event stream maxlen (approximate)
   ARGV[11] recent runs entry ('<job id> <occurrence id>')
 
-  Returns {1, event id or ''} recorded; {0, ''} recorded before; {-1, ''} the
+  Returns {1, event id or ''} recorded (the claim and the turn's journal gone); {0, ''} recorded before; {-1, ''} the
   job changed since it was read; {-2, ''} the job is gone.
 ]]
 local occ = ARGV[2]
@@ -56,6 +57,7 @@ end
 redis.call('LPUSH', KEYS[5], ARGV[11])
 redis.call('LTRIM', KEYS[5], 0, tonumber(ARGV[6]) - 1)
 redis.call('HDEL', KEYS[7], occ)
+redis.call('DEL', KEYS[8])
 redis.call('ZADD', KEYS[1], now, occ)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. tostring(now - window))
 redis.call('PEXPIRE', KEYS[1], window)

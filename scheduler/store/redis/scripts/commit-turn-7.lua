@@ -7,6 +7,7 @@
   KEYS[4] versioned record that changes with the turn (or KEYS[1] when none)
   KEYS[5] in-flight mark to release (or KEYS[1] when none)
   KEYS[6] the session's turn lock to release (or KEYS[1] when none)
+  KEYS[7] the occurrence's turn journal, deleted with the commit (or KEYS[1] when none)
 
   ARGV[1] occurrence id
   ARGV[2] now, epoch ms
@@ -28,7 +29,7 @@
   ARGV[15+R..] transcript messages to append (JSON)
 
   Returns {1, event id} committed (in-flight mark and turn lock released when
-  still theirs); {0, ''} this occurrence was committed before; {-1, ''} the
+  still theirs, the turn's journal deleted); {0, ''} this occurrence was committed before; {-1, ''} the
   record changed since it was read (nothing written, nothing released).
 
   The committed set keeps only occurrences committed within the window, so a
@@ -62,6 +63,7 @@ if ARGV[10] ~= '' then
   if mark and cjson.decode(mark)['occurrenceId'] == ARGV[10] then redis.call('DEL', KEYS[5]) end
 end
 if ARGV[11] ~= '' and redis.call('GET', KEYS[6]) == ARGV[11] then redis.call('DEL', KEYS[6]) end
+if KEYS[7] ~= KEYS[1] then redis.call('DEL', KEYS[7]) end
 redis.call('ZADD', KEYS[1], now, occ)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. tostring(now - window))
 redis.call('PEXPIRE', KEYS[1], window)
