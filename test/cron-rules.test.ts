@@ -9,10 +9,22 @@
  */
 import { describe, expect, it } from 'vitest';
 import { isoUtc, periodAt } from '../scheduler/cron/cron-engine.ts';
-import { applyRun, createCronJob, pauseCronJob, resumeCronJob, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
+import { CONFIG_DEFAULTS } from '../scheduler/config/config.ts';
+import {
+  applyRun as applyRunWith,
+  createCronJob,
+  pauseCronJob,
+  resumeCronJob,
+  type CronJob,
+  type CronRun,
+} from '../scheduler/cron/cron-job.ts';
 import { decideOccurrence, graceWindowMs, ON_TIME_TOLERANCE_MS, type OccurrenceTrigger } from '../scheduler/cron/misfire.ts';
 import { cronRepeatStrategy, encodePattern } from '../scheduler/cron/repeat-strategy.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
+
+/** `applyRun` with `cron.max_consecutive_failures` from the config's defaults unless a test sets it. */
+const applyRun = (job: CronJob, run: CronRun, pickedAt: number, now: number, options: Partial<Parameters<typeof applyRunWith>[4]> = {}) =>
+  applyRunWith(job, run, pickedAt, now, { maxConsecutiveFailures: CONFIG_DEFAULTS.cron.max_consecutive_failures, ...options });
 
 const T0 = Date.parse('2026-06-01T10:00:00Z');
 const MIN = 60_000;

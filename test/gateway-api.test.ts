@@ -12,7 +12,7 @@ import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts'
 import { UnknownJobError } from '../scheduler/errors/unknown-job-error.ts';
 import { Keys, QUEUES } from '../scheduler/store/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { SessionStore } from '../scheduler/session/session-store.ts';
+import { sessionStoreFor } from '../scheduler/services.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { readJson, readSseUntil } from './support/http.ts';
 
@@ -217,7 +217,7 @@ describe('/api/cron', () => {
 
 describe('GET /api/sessions/:id/events', () => {
   it('streams events with their stream ids and resumes after Last-Event-ID', async () => {
-    const store = new SessionStore(redis, new Keys(env.prefix));
+    const store = sessionStoreFor(env.config, redis, new Keys(env.prefix));
     const first = await store.appendEvent('sse-s', 'reply', { text: 'one' });
     const second = await store.appendEvent('sse-s', 'reply', { text: 'two' });
 

@@ -34,6 +34,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Keys } from '../scheduler/store/keys.ts';
 import { SessionStore } from '../scheduler/session/session-store.ts';
+import { CONFIG_DEFAULTS } from '../scheduler/config/config.ts';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../scheduler/store/redis/embedded-redis.ts';
 import { spawnGateway, type ChildGateway } from './support/child-gateway.ts';
 import { waitFor } from './support/wait-for.ts';
@@ -143,7 +144,13 @@ const BATCH = 25;
  */
 async function flood(session: string, reader: { count: () => number }): Promise<void> {
   const keys = new Keys(prefix);
-  const store = new SessionStore(admin, keys, 200, undefined, EVENTS * 2);
+  const store = new SessionStore(
+    admin,
+    keys,
+    CONFIG_DEFAULTS.worker.transcript_max_messages,
+    CONFIG_DEFAULTS.worker.occurrence_window_seconds * 1000,
+    EVENTS * 2,
+  );
   await store.appendEvent(session, 'flood', { n: 0, text: 'first' });
   const text = 'x'.repeat(EVENT_BYTES);
   for (let i = 1; i < EVENTS; i += BATCH) {

@@ -18,7 +18,7 @@ import { loadConfig, type HermesConfig } from '../scheduler/config/config.ts';
 import { Keys } from '../scheduler/store/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../scheduler/store/redis/embedded-redis.ts';
-import { SessionStore } from '../scheduler/session/session-store.ts';
+import { sessionStoreFor } from '../scheduler/services.ts';
 import { WorkerProcess } from '../worker/worker-process.ts';
 import { echoLast, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
@@ -162,7 +162,7 @@ describe('health endpoints and Redis outages', () => {
     // The stream opened before the outage is still served by the recovered reader.
     const admin = new Redis(redisServer.url);
     try {
-      const id = await new SessionStore(admin, new Keys(config.redis.prefix)).appendEvent('outage', 'notice', { text: 'back' });
+      const id = await sessionStoreFor(config, admin, new Keys(config.redis.prefix)).appendEvent('outage', 'notice', { text: 'back' });
       await waitFor(() => events.join('').includes(`id: ${id}`), 15_000, 'the event after recovery');
     } finally {
       admin.disconnect();

@@ -18,7 +18,8 @@ import { loadConfig } from '../scheduler/config/config.ts';
 import { Keys } from '../scheduler/store/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../scheduler/store/redis/embedded-redis.ts';
-import { SessionStore } from '../scheduler/session/session-store.ts';
+import type { SessionStore } from '../scheduler/session/session-store.ts';
+import { sessionStoreFor } from '../scheduler/services.ts';
 import { waitFor } from './support/wait-for.ts';
 
 const KEY = 'streams-key-123456';
@@ -50,7 +51,7 @@ beforeAll(async () => {
   });
   gw = await startGateway({ config, redisUrl: server.url, log: createLogger({ level: config.log_level }) });
   admin = new Redis(server.url);
-  sessions = new SessionStore(admin, new Keys(prefix));
+  sessions = sessionStoreFor(config, admin, new Keys(prefix));
 }, 30_000);
 
 afterAll(async () => {

@@ -68,7 +68,7 @@ describe('holdWritesThisTurn', () => {
       () => client.disconnect(),
     );
     await client.ping();
-    const claims = new TickClaim(client, new Keys(env.prefix));
+    const claims = new TickClaim(client, new Keys(env.prefix), env.config.worker.events_max_entries);
     const claimAll = () =>
       Promise.all(
         Array.from({ length: 20 }, (_, i) =>

@@ -30,7 +30,11 @@ const base = (over: Partial<Parameters<typeof createLoop>[0]> = {}): LoopRecord 
     now: 0,
     ...over,
   });
-const { self_paced_floor_seconds: floorSeconds, self_paced_ceiling_seconds: ceilingSeconds } = configSchema.parse({}).loops;
+const {
+  self_paced_floor_seconds: floorSeconds,
+  self_paced_ceiling_seconds: ceilingSeconds,
+  max_consecutive_failures: maxConsecutiveFailures,
+} = configSchema.parse({}).loops;
 const tick = (n: number, reply = 'ok', extra = {}) => ({
   loopId: 'L1',
   dueAt: n * 60_000,
@@ -39,6 +43,7 @@ const tick = (n: number, reply = 'ok', extra = {}) => ({
   finishedAt: n * 60_000 + 50,
   reply,
   pacing: { floorSeconds, ceilingSeconds },
+  maxConsecutiveFailures,
   ...extra,
 });
 

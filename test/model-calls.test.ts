@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { createServer } from 'node:net';
 import OpenAI, { APIUserAbortError } from 'openai';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { loadConfig } from '../scheduler/config/config.ts';
+import { CONFIG_DEFAULTS, loadConfig } from '../scheduler/config/config.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { HermesMetrics } from '../scheduler/metrics.ts';
 import { Toolbox } from '../worker/tools/toolbox.ts';
@@ -142,6 +142,20 @@ describe('retries by the openai client', () => {
     expect(await calls(metrics, 'failed')).toBe(0);
     expect(modelCalls(t.events)).toHaveLength(1); // a retried call is one call
     expect(out.spend!.calls).toBe(1);
+  });
+
+  it('agent.max_retries of config is how often a failing call is retried; a runner given none retries as many times as the schema says', async () => {
+    const model = await fake();
+    model.respond(() => ({ status: 500, message: 'upstream exploded', retryable: true }));
+    const dir = mkdtempSync(join(tmpdir(), 'hermes-model-calls-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const config = loadConfig({ env: { HERMES_HOME: dir }, overrides: { 'agent.base_url': model.baseUrl, 'agent.max_retries': 1 } });
+    await caught(settle(new AgentRunner(agentRunnerOptions(config)).run(turn('is the build green?'))));
+    expect(model.requests).toHaveLength(2);
+    const { runner } = setup(model, { maxRetries: undefined });
+    await caught(settle(runner.run(turn('is the build green?'))));
+    expect(CONFIG_DEFAULTS.agent.max_retries).not.toBe(1);
+    expect(model.requests).toHaveLength(2 + 1 + CONFIG_DEFAULTS.agent.max_retries);
   });
 
   it('the client alone does not cut its retry wait when the signal aborts (why the runner makes the waits itself)', async () => {

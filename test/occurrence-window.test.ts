@@ -127,7 +127,7 @@ describe.concurrent('occurrence records stay bounded', () => {
     const keys = new Keys(env.prefix);
     // Long enough that the repeat below lands inside it on a loaded machine (300 ms did not always).
     const windowMs = 2_000;
-    const store = new SessionStore(redis, keys, 200, windowMs);
+    const store = new SessionStore(redis, keys, env.config.worker.transcript_max_messages, windowMs, env.config.worker.events_max_entries);
     const turn = (occurrenceId: string) => ({ occurrenceId, messages: [], event: { type: 'notice', data: { occurrenceId } } });
     expect((await store.commitTurn('w', turn('o1'))).status).toBe('committed');
     expect((await store.commitTurn('w', turn('o1'))).status).toBe('duplicate');

@@ -112,7 +112,7 @@ export interface OrderedSenderOptions {
   /** `gateway.max_retry_after_seconds`: a longer wait moves the job back to delayed. */
   maxRetryAfterSeconds: number;
   /** Entries kept per session event stream, where outcomes are reported (`worker.events_max_entries`). */
-  eventsMaxLen?: number;
+  eventsMaxLen: number;
   log: Logger;
   /** Each send counted by outcome: sent, rate_limited, refused, failed. */
   countSend?: (outcome: 'sent' | 'rate_limited' | 'refused' | 'failed') => void;

@@ -13,7 +13,6 @@ import type { RedisClient } from '../../scheduler/store/redis/connection-factory
 import type { Keys } from '../../scheduler/store/keys.ts';
 import { reportCronDelivery } from '../../scheduler/cron/delivery-report.ts';
 import { DELIVERY_EVENT, type OutboundData } from '../../scheduler/delivery/outbound.ts';
-import { DEFAULT_EVENTS_MAX_LEN } from '../../scheduler/session/session-store.ts';
 
 /** The outcome of one send attempt of an outbound job. */
 export type OutboundOutcome =
@@ -39,7 +38,7 @@ export async function recordOutboundOutcome(
   keys: Keys,
   data: OutboundData,
   outcome: OutboundOutcome,
-  eventsMaxLen = DEFAULT_EVENTS_MAX_LEN,
+  eventsMaxLen: number,
 ): Promise<void> {
   const event = {
     platform: data.platform,

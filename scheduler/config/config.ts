@@ -889,6 +889,12 @@ export const configSchema = z
     path: ['worker', 'shards'],
   });
 
+/**
+ * The configuration with nothing set: every default, read from the schema above (the one place a
+ * default is written). Code that is given no setting falls back to these, never to a number of its own.
+ */
+export const CONFIG_DEFAULTS: Readonly<z.infer<typeof configSchema>> = configSchema.parse({});
+
 /** The validated configuration plus where it came from. */
 export type HermesConfig = z.infer<typeof configSchema> & {
   /** Absolute `HERMES_HOME`. */

@@ -392,7 +392,8 @@ export function applyRun(
   pickedAt: number,
   now: number,
   options: {
-    maxConsecutiveFailures?: number;
+    /** `cron.max_consecutive_failures`: failed runs in a row before a scheduled job pauses; 0 = never. */
+    maxConsecutiveFailures: number;
     /**
      * The watch the run checked and its output's digest (kept only while the job still has that
      * watch); `null` for a check that failed, so the next run counts as changed.
@@ -400,7 +401,7 @@ export function applyRun(
     watch?: { spec: string; digest: string | null };
     /** The run passed `agent.max_tokens_per_turn` (its answer kept, or it failed there): the job pauses at once. */
     overTurnBudget?: TurnBudgetOverrun;
-  } = {},
+  },
 ): CronJob {
   const next = withEconomy(advance(job, run, pickedAt, now), job, run, options.watch);
   const pause = (reason: string): CronJob => ({
@@ -414,7 +415,7 @@ export function applyRun(
     const overBudget = budgetPauseReason(cronTokenBudget(next), options.overTurnBudget, 'run');
     if (overBudget) return pause(overBudget);
   }
-  const max = options.maxConsecutiveFailures ?? 0;
+  const max = options.maxConsecutiveFailures;
   if (run.status === 'error' && max > 0 && next.failure_streak >= max && next.state === 'scheduled') {
     return pause(`${next.failure_streak} failed runs in a row; last error: ${clip(run.error ?? 'unknown error', 300)}`);
   }

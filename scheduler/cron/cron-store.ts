@@ -31,7 +31,7 @@ import type { RedisClient } from '../store/redis/connection-factory.ts';
 import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
 import type { Keys } from '../store/keys.ts';
 import type { HermesQueues } from '../store/queues.ts';
-import { DEFAULT_EVENTS_MAX_LEN, DEFAULT_OCCURRENCE_WINDOW_MS, parseStreamEntry } from '../session/session-store.ts';
+import { parseStreamEntry } from '../session/session-store.ts';
 import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
 import { cronSessionId, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
 import { encodePattern } from './repeat-strategy.ts';
@@ -75,11 +75,11 @@ export interface CronStoreSettings {
   /** Run records kept per job (`cron.history_limit`). */
   historyLimit: number;
   /** How long a claim or a committed occurrence is remembered, ms (`worker.occurrence_window_seconds`). */
-  occurrenceWindowMs?: number;
+  occurrenceWindowMs: number;
   /** First delay of the exponential backoff of a tick retried after a network failure, ms (`cron.retry_backoff_seconds`). */
   retryBackoffMs: number;
   /** Entries kept per event stream of a job's session (`worker.events_max_entries`). */
-  eventsMaxLen?: number;
+  eventsMaxLen: number;
 }
 
 /** Records, history and BullMQ jobs of cron jobs. */
@@ -302,7 +302,7 @@ export class CronStore {
   }
 
   private get windowMs(): number {
-    return this.settings.occurrenceWindowMs ?? DEFAULT_OCCURRENCE_WINDOW_MS;
+    return this.settings.occurrenceWindowMs;
   }
 
   /**
@@ -345,7 +345,7 @@ export class CronStore {
       String(input.expectedVersion),
       JSON.stringify(stored),
       input.localEvent ? JSON.stringify(input.localEvent) : '',
-      this.settings.eventsMaxLen ?? DEFAULT_EVENTS_MAX_LEN,
+      this.settings.eventsMaxLen,
       this.keys.cronRecentRunEntry(run.job_id, run.occurrence_id),
     ])) as [number, string];
     if (code === 1) {

@@ -17,8 +17,8 @@
  *   still completes its tick and counts against the budget. The next try is not
  *   at the cadence but after a back-off (`FailurePolicy`: 30 s, doubled after
  *   each further failure, at most 15 min); a success resumes the cadence. The
- *   loop or heartbeat pauses after N failed ticks in a row (default 3) that span
- *   at least `loops.failure_pause_after_seconds` (default 15 min) — so a short
+ *   loop or heartbeat pauses after `loops.max_consecutive_failures` failed ticks in a row that span
+ *   at least `loops.failure_pause_after_seconds` — so a short
  *   outage of the model endpoint is ridden out, and a long one does not burn the
  *   budget one failed tick after another. A successful tick resets the count, and
  *   so does `/loop resume` (N fresh tries). An `--until` judge that cannot be
@@ -300,9 +300,6 @@ export type UntilVerdict =
 /** What happened to the loop after a tick. */
 export type TickOutcome = { kind: 'continue' } | { kind: 'finished'; reason: string } | { kind: 'paused'; reason: string };
 
-/** Failed ticks (and judge failures) in a row before a loop pauses, when the caller passes none. */
-export const DEFAULT_MAX_CONSECUTIVE_FAILURES = 3;
-
 /**
  * How a failing loop or heartbeat waits and when it gives up (`loops.failure_*`; the config is the
  * only source of the values): after the k-th failed tick in a row the next try comes
@@ -338,7 +335,7 @@ export function applyTick(
     /** The turn's error when it failed (the tick still completes). */
     failure?: string;
     /** `loops.max_consecutive_failures`: failed ticks or judge failures in a row before a pause; 0 = never. */
-    maxConsecutiveFailures?: number;
+    maxConsecutiveFailures: number;
     /**
      * Self-paced floor and ceiling in seconds (`loops.self_paced_*`; the config is their only source),
      * and the delay the tick's agent asked for (the `schedules` tool's `next`), if it did.
@@ -359,7 +356,7 @@ export function applyTick(
   // An unchanged watch counts as "nothing changed" for self-paced pacing (the delay doubles).
   const digest = tick.unchanged ? (loop.lastDigest ?? replyDigest('')) : replyDigest(tick.reply);
   const { pacing } = tick;
-  const maxFailures = tick.maxConsecutiveFailures ?? DEFAULT_MAX_CONSECUTIVE_FAILURES;
+  const maxFailures = tick.maxConsecutiveFailures;
   const failureStreak = tick.failure === undefined ? 0 : (loop.failureStreak ?? 0) + 1;
   // The streak's first failed tick started at `failingSince`; the pause rule measures from there.
   const failingSince = tick.failure === undefined ? null : (loop.failingSince ?? tick.startedAt);

@@ -10,7 +10,6 @@ import type { Keys } from '../store/keys.ts';
 import type { LoopKind } from '../tick/tick-kind.ts';
 import type { ExpectedVersion } from '../store/versioned-json.ts';
 import type { HermesQueues } from '../store/queues.ts';
-import { DEFAULT_EVENTS_MAX_LEN } from '../session/session-store.ts';
 import type { LoopRecord } from './loop-state.ts';
 import { LoopRecords } from './loop-records.ts';
 import { TickScheduler } from './tick-scheduler.ts';
@@ -34,7 +33,7 @@ export class LoopStore {
     /** Prefetch lead in ms (`worker.prefetch_lead_ms`). */
     readonly leadMs: number,
     /** Entries kept per session event stream (`worker.events_max_entries`). */
-    eventsMaxLen = DEFAULT_EVENTS_MAX_LEN,
+    eventsMaxLen: number,
   ) {
     this.records = new LoopRecords(redis, keys);
     this.scheduler = new TickScheduler(keys, queues, this.records, leadMs);

@@ -7,7 +7,7 @@ import { holdWritesThisTurn, type RedisClient } from '../store/redis/connection-
 import type { Keys } from '../store/keys.ts';
 import type { LoopKind } from '../tick/tick-kind.ts';
 import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
-import { DEFAULT_EVENTS_MAX_LEN, type TranscriptMessage } from '../session/session-store.ts';
+import type { TranscriptMessage } from '../session/session-store.ts';
 import type { GoalRecord } from '../goal/goal-state.ts';
 import { decodeLoopRecord } from './loop-record-codec.ts';
 import type { LoopRecord } from './loop-state.ts';
@@ -79,7 +79,7 @@ export class TickClaim {
     private readonly redis: RedisClient,
     private readonly keys: Keys,
     /** Entries kept per session event stream (`worker.events_max_entries`). */
-    private readonly eventsMaxLen = DEFAULT_EVENTS_MAX_LEN,
+    private readonly eventsMaxLen: number,
   ) {}
 
   /**

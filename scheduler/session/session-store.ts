@@ -52,15 +52,6 @@ export interface SessionEvent {
   data: Record<string, unknown>;
 }
 
-/** Stream entries kept per session when the caller does not say (`worker.events_max_entries`; approximate trim). */
-export const DEFAULT_EVENTS_MAX_LEN = 10_000;
-
-/**
- * How long a committed occurrence is remembered, in ms, when the caller does
- * not say (`worker.occurrence_window_seconds`).
- */
-export const DEFAULT_OCCURRENCE_WINDOW_MS = 3_600_000;
-
 const COMMIT_TURN = luaScript('commit-turn-7.lua');
 
 /** Result of `commitTurn`. */
@@ -71,11 +62,12 @@ export class SessionStore {
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: Keys,
-    private readonly transcriptMax = 200,
+    /** Messages kept per transcript (`worker.transcript_max_messages`). */
+    private readonly transcriptMax: number,
     /** How long a committed occurrence is remembered, ms (`worker.occurrence_window_seconds`). */
-    private readonly occurrenceWindowMs = DEFAULT_OCCURRENCE_WINDOW_MS,
-    /** Entries kept per session event stream (`worker.events_max_entries`). */
-    private readonly eventsMaxLen = DEFAULT_EVENTS_MAX_LEN,
+    private readonly occurrenceWindowMs: number,
+    /** Entries kept per session event stream (`worker.events_max_entries`; approximate trim). */
+    private readonly eventsMaxLen: number,
   ) {}
 
   /** The session's transcript, oldest first. */

@@ -66,7 +66,7 @@ import { TurnError } from '../../scheduler/errors/turn-error.ts';
 import type { HermesMetrics } from '../../scheduler/metrics.ts';
 import type { FinishReason, ModelParams } from '../../scheduler/model-params.ts';
 import { NO_SPEND, sumSpend, totalTokens, type ModelSpend, type TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
-import { COMPACTION_DEFAULTS } from '../../scheduler/config/config.ts';
+import { COMPACTION_DEFAULTS, CONFIG_DEFAULTS } from '../../scheduler/config/config.ts';
 import { turnOverrunText } from '../../scheduler/economy/token-budget.ts';
 import { ownValue } from '../../scheduler/names/name-table.ts';
 import { compactMessages, type CompactableMessage } from '../context/compaction.ts';
@@ -110,7 +110,7 @@ export interface AgentRunnerOptions {
   model: string;
   /** Per model call, and for a whole turn with its tool calls, seconds. */
   timeoutSeconds: number;
-  /** Tool calls one turn may make (`agent.max_tool_calls`). @defaultValue 20 */
+  /** Tool calls one turn may make (`agent.max_tool_calls`; unset: its default in the config schema). */
   maxToolCalls?: number;
   /** Declared models by name (`agent.models`). */
   models?: Readonly<Record<string, DeclaredModel>>;
@@ -133,9 +133,9 @@ export interface AgentRunnerOptions {
    * (`tools.result_head_share`; the big-result rule, `../tools/tool-output.ts`). Absent: the head only.
    */
   cutHeadShare?: number;
-  /** Retries of one model call by the client (`agent.max_retries`). @defaultValue 3 */
+  /** Retries of one model call by the client (`agent.max_retries`; unset: its default in the config schema). */
   maxRetries?: number;
-  /** `agent.min_context_window_tokens`: the floor of the refusal rule. @defaultValue 2048 */
+  /** `agent.min_context_window_tokens`: the floor of the refusal rule (unset: its default in the config schema). */
   minContextWindowTokens?: number;
   /** `agent.breaker_failure_threshold` and `agent.breaker_cooldown_seconds`; without it, no breaker. */
   circuitBreaker?: { failureThreshold: number; cooldownSeconds: number };
@@ -144,7 +144,7 @@ export interface AgentRunnerOptions {
    * runner's own memory.
    */
   modelState?: ModelStateStore;
-  /** Input plus output tokens one turn may spend; 0 = no limit (`agent.max_tokens_per_turn`). @defaultValue 0 */
+  /** Input plus output tokens one turn may spend; 0 = no limit (`agent.max_tokens_per_turn`; unset: no limit). */
   maxTokensPerTurn?: number;
   /**
    * Where model calls are counted (`hermes_model_calls_total`, `hermes_model_tokens_total`); a
@@ -327,8 +327,9 @@ export class AgentRunner implements TurnRunner {
     private readonly options: AgentRunnerOptions,
     private readonly toolbox?: Toolbox,
   ) {
-    this.maxToolCalls = options.maxToolCalls ?? 20;
-    this.maxRetries = options.maxRetries ?? 3;
+    const defaults = CONFIG_DEFAULTS.agent;
+    this.maxToolCalls = options.maxToolCalls ?? defaults.max_tool_calls;
+    this.maxRetries = options.maxRetries ?? defaults.max_retries;
     this.threshold = options.compaction?.threshold ?? COMPACTION_DEFAULTS.threshold;
     this.target = options.compaction?.target ?? COMPACTION_DEFAULTS.target;
     this.keepRecent = options.compaction?.keepRecentMessages ?? COMPACTION_DEFAULTS.keep_recent_messages;
@@ -346,7 +347,7 @@ export class AgentRunner implements TurnRunner {
       this.declared.set(name, targetAt(name, m.model, m.baseUrl ?? options.baseUrl, m.apiKey ?? options.apiKey));
     }
     this.fallbacks = (options.fallbackModels ?? []).map((name) => this.resolve(name));
-    this.minWindowTokens = options.minContextWindowTokens ?? 2048;
+    this.minWindowTokens = options.minContextWindowTokens ?? defaults.min_context_window_tokens;
     const breaker = options.circuitBreaker;
     this.health = new ModelHealth(options.modelState ?? new MemoryModelState(), {
       failureThreshold: breaker?.failureThreshold ?? 0,
