@@ -46,6 +46,7 @@ import { assertShardCount } from '../scheduler/store/redis/shard-count.ts';
 import { deferJob } from '../scheduler/store/defer-job.ts';
 import { JOB_RETENTION } from '../scheduler/store/queues.ts';
 import { decodeTurnAbort } from '../scheduler/session/turn-abort.ts';
+import { sleep } from '../scheduler/time/sleep.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
 import { modelStateFor } from '../scheduler/services.ts';
 import { v1RunsQueue } from '../scheduler/v1/v1-runs.ts';
@@ -318,7 +319,7 @@ export class WorkerProcess {
           async (err: unknown) => {
             more = false;
             worker.emit('error', err as Error);
-            await delay(FETCH_RETRY_MS, stop);
+            await sleep(FETCH_RETRY_MS, stop, { unref: true });
           },
         )
         .finally(() => {
@@ -525,9 +526,10 @@ export class WorkerProcess {
     // Aborted turns and handed-back tickets put their jobs back; give them a moment to do so before closing
     // (with the jobs of fetches that were in flight: their tickets come once those fetches end).
     const closeBy = Date.now() + 5_000;
-    await Promise.race([Promise.allSettled(this.fetchesInFlight), delay(closeBy - Date.now())]);
+    await Promise.race([Promise.allSettled(this.fetchesInFlight), sleep(closeBy - Date.now(), undefined, { unref: true })]);
     const rest = [...turns.list(), ...turns.admission.all()];
-    if (rest.length > 0) await Promise.race([Promise.allSettled(rest.map((t) => t.done)), delay(closeBy - Date.now())]);
+    if (rest.length > 0)
+      await Promise.race([Promise.allSettled(rest.map((t) => t.done)), sleep(closeBy - Date.now(), undefined, { unref: true })]);
     clearInterval(this.heartbeat);
     const steps: Array<[string, () => Promise<unknown>]> = [
       ['close workers', () => Promise.all(this.workers.map((w) => w.close(true)))],
@@ -562,7 +564,8 @@ export class WorkerProcess {
     const pending = this.deps.turns.list(cls);
     if (pending.length === 0) return;
     const all = Promise.allSettled(pending.map((t) => t.done));
-    const finished = budgetMs > 0 ? await Promise.race([all.then(() => true), delay(budgetMs).then(() => false)]) : false;
+    const finished =
+      budgetMs > 0 ? await Promise.race([all.then(() => true), sleep(budgetMs, undefined, { unref: true }).then(() => false)]) : false;
     if (finished) return;
     const left = this.deps.turns.list(cls);
     if (left.length > 0) {
@@ -644,17 +647,4 @@ class FetchingWorker extends Worker {
   renewLockOf(jobId: string, token: string, processedOn: number | undefined): void {
     this.lockManager.trackJob(jobId, token, processedOn ?? Date.now());
   }
-}
-
-function delay(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((r) => {
-    const timer = setTimeout(done, ms);
-    timer.unref();
-    signal?.addEventListener('abort', done, { once: true });
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      r();
-    }
-  });
 }

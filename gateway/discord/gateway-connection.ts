@@ -23,6 +23,7 @@ import type { Logger } from 'pino';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
 import type { PollLease } from '../telegram/poll-lease.ts';
 import type { DiscordSessionStore } from './session-store.ts';
+import { sleep } from '../../scheduler/time/sleep.ts';
 
 /** Close code of a handover: not 1000/1001, so Discord keeps the session resumable. */
 const HANDOVER_CLOSE_CODE = 4200;
@@ -46,7 +47,8 @@ export class DiscordConnection {
   private running = false;
   private manager: WebSocketManager | undefined;
   private loopDone: Promise<void> | undefined;
-  private wake: (() => void) | undefined;
+  /** Cuts the current `sleep` short (`stop()`, a lost lease). */
+  private sleepAbort: AbortController | undefined;
   /** The chain of dispatch handlers: one at a time, in the order received. */
   private handling: Promise<void> = Promise.resolve();
   private dispatches = 0;
@@ -56,7 +58,7 @@ export class DiscordConnection {
   private replayNeeded = false;
 
   constructor(private readonly options: DiscordConnectionOptions) {
-    options.lease.onLost = () => this.wake?.();
+    options.lease.onLost = () => this.sleepAbort?.abort();
   }
 
   /** Whether this gateway holds the lease and has a connection. */
@@ -84,7 +86,7 @@ export class DiscordConnection {
    */
   async stop(): Promise<void> {
     this.running = false;
-    this.wake?.();
+    this.sleepAbort?.abort();
     await this.loopDone;
     await this.options.lease.release();
   }
@@ -154,7 +156,7 @@ export class DiscordConnection {
       const message = err.message;
       log.error({ err: message }, 'Discord gateway refused the connection');
       this.running = false;
-      this.wake?.();
+      this.sleepAbort?.abort();
       this.options.onFatal(
         new PlatformError(`Discord gateway refused the connection: ${message}.`, { platform: 'discord', method: 'gateway', cause: err }),
       );
@@ -175,7 +177,7 @@ export class DiscordConnection {
       await this.options.sessions.confirm(payload.s);
     } catch (err) {
       this.replayNeeded = true;
-      this.wake?.();
+      this.sleepAbort?.abort();
       this.options.log.warn(
         { err: (err as Error).message, event: payload.t, sequence: payload.s },
         'Discord event not stored; the connection resumes so it is replayed',
@@ -201,13 +203,8 @@ export class DiscordConnection {
   /** Wait `ms`, cut short by `stop()` or a lost lease. */
   private async sleep(ms: number): Promise<void> {
     if (!this.running) return;
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, ms);
-      this.wake = () => {
-        clearTimeout(t);
-        resolve();
-      };
-    });
-    this.wake = undefined;
+    this.sleepAbort = new AbortController();
+    await sleep(ms, this.sleepAbort.signal);
+    this.sleepAbort = undefined;
   }
 }

@@ -33,6 +33,7 @@ import type { Logger } from 'pino';
 import { PlatformError } from '../../scheduler/errors/platform-error.ts';
 import { platformStartFailure, statusText, type PlatformEndpoint } from '../../scheduler/errors/upstream-text.ts';
 import type { PollLease } from './poll-lease.ts';
+import { sleep } from '../../scheduler/time/sleep.ts';
 import { luaScript, runLuaScript } from '../../scheduler/store/redis/lua-script.ts';
 
 /** How long the stored offset is kept, seconds. */
@@ -89,7 +90,8 @@ export class TelegramPoller {
   private running = false;
   private loopDone: Promise<void> | undefined;
   private pollAbort: AbortController | undefined;
-  private wakeSleep: (() => void) | undefined;
+  /** Cuts the current `sleep` short (`stop()`). */
+  private sleepAbort: AbortController | undefined;
   /** Next update id to ask for; everything below it is stored. */
   private offset = 0;
   private polls = 0;
@@ -134,7 +136,7 @@ export class TelegramPoller {
   async stop(): Promise<void> {
     this.running = false;
     this.pollAbort?.abort();
-    this.wakeSleep?.();
+    this.sleepAbort?.abort();
     await this.loopDone;
     await this.options.lease.release();
   }
@@ -291,14 +293,9 @@ export class TelegramPoller {
   /** Wait `ms`, cut short by `stop()` (and skipped once stopped: a stopping poller never waits). */
   private async sleep(ms: number): Promise<void> {
     if (!this.running) return;
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, ms);
-      this.wakeSleep = () => {
-        clearTimeout(t);
-        resolve();
-      };
-    });
-    this.wakeSleep = undefined;
+    this.sleepAbort = new AbortController();
+    await sleep(ms, this.sleepAbort.signal);
+    this.sleepAbort = undefined;
   }
 }
 

@@ -23,6 +23,7 @@ import { parseWebhookAllow } from '../delivery/webhook-policy.ts';
 import { isTimeZone } from '../cron/cron-engine.ts';
 import { withoutPrototype } from '../names/name-table.ts';
 import { assertTrustedHome } from './home-check.ts';
+import { ORIGIN_SURFACES } from '../session/origin.ts';
 
 /** A comma list from the environment (`a, b,,c` → `['a', 'b', 'c']`); any other value (a YAML list) is left as it is. */
 function splitCommaList(v: unknown): unknown {
@@ -102,29 +103,17 @@ const commandSchema = z
   .strict();
 
 /**
- * Surfaces a turn can come from; `tools.allow_from` names them. `web` is a message typed in the
- * console (`/ui`) or sent with `POST /api/sessions/:id/messages`: chat input, like `telegram`.
+ * Surfaces a turn can come from; `tools.allow_from` names them: the surfaces of input
+ * (`ORIGIN_SURFACES`), a `/v1` request and a cron run.
  */
-export const TOOL_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'discord', 'api', 'web', 'v1', 'cron'] as const;
+export const TOOL_SURFACES = [...ORIGIN_SURFACES, 'v1', 'cron'] as const;
 
 /**
  * What `tools.schedules.allow_from` names: the surfaces of `tools.allow_from` but `v1` (a `/v1`
  * request belongs to no session, so nothing it schedules could be its own), and the turns that
  * run unattended by their kind: `loop` and `heartbeat` ticks, `goal` continuations, `cron` runs.
  */
-export const SCHEDULE_TOOL_SURFACES = [
-  'cli',
-  'chat',
-  'telegram',
-  'slack',
-  'discord',
-  'api',
-  'web',
-  'loop',
-  'heartbeat',
-  'goal',
-  'cron',
-] as const;
+export const SCHEDULE_TOOL_SURFACES = [...ORIGIN_SURFACES, 'loop', 'heartbeat', 'goal', 'cron'] as const;
 
 /**
  * A command the agent may call as a tool (`tools.commands.<name>`). The model's

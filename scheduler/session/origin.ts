@@ -18,10 +18,20 @@ export type RunnerSpec =
       name?: string;
     };
 
+/**
+ * The surfaces input comes from, the one list of them: `web` is the console (`/ui`) or
+ * `POST /api/sessions/:id/messages` (chat input, never trusted, like `telegram`). The lists that add
+ * kinds of turn to it (`TOOL_SURFACES`, `SCHEDULE_TOOL_SURFACES` in `../config/config.ts`) are
+ * derived from it.
+ */
+export const ORIGIN_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'discord', 'api', 'web'] as const;
+/** A surface input comes from (`ORIGIN_SURFACES`). */
+export type OriginSurface = (typeof ORIGIN_SURFACES)[number];
+
 /** Where a schedule was created, and where replies go besides the session stream. */
 export interface Origin {
-  /** `web`: the console (`/ui`) or `POST /api/sessions/:id/messages` (chat input, never trusted). */
-  surface: 'cli' | 'chat' | 'telegram' | 'slack' | 'discord' | 'api' | 'web';
+  /** The surface its input came from. */
+  surface: OriginSurface;
   /** Messaging route (platform + chat) for replies, when set from a platform. */
   route?: MessagingRoute;
 }

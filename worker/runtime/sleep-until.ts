@@ -1,3 +1,5 @@
+import { sleep } from '../../scheduler/time/sleep.ts';
+
 /** Longest single timer of {@link sleepUntil}, ms: longer waits are taken in steps (croner's habit). */
 export const MAX_TIMER_MS = 30_000;
 
@@ -91,14 +93,14 @@ export async function sleepUntil(at: number, signal?: AbortSignal): Promise<void
   for (;;) {
     const ms = at - Date.now();
     if (ms <= 0 || signal?.aborted) return;
+    if (ms > MAX_TIMER_MS) {
+      await sleep(MAX_TIMER_MS, signal);
+      continue;
+    }
+    // The last step waits on the timer every caller waiting for `at` shares, so it is no `sleep` of
+    // its own; an abort ends it the same way (resolved, never rejected).
     await new Promise<void>((resolve) => {
-      let cancel: () => void;
-      if (ms <= MAX_TIMER_MS) {
-        cancel = wakeAt(at, ms, done);
-      } else {
-        const timer = setTimeout(done, MAX_TIMER_MS);
-        cancel = () => clearTimeout(timer);
-      }
+      const cancel = wakeAt(at, ms, done);
       function done() {
         cancel();
         signal?.removeEventListener('abort', done);

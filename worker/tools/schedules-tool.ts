@@ -53,7 +53,7 @@ import { parseIntervalField, parseLoopInterval } from '../../scheduler/loop/loop
 import { cadence, statusLine, type LoopService, type LoopSpec } from '../../scheduler/loop/loop-service.ts';
 import type { LoopRecord } from '../../scheduler/loop/loop-state.ts';
 import { LOOP_NOTIFY, type LoopNotify } from '../../scheduler/economy/economy-flags.ts';
-import { agentCreatorText, type AgentCreator, type Origin } from '../../scheduler/session/origin.ts';
+import { agentCreatorText, ORIGIN_SURFACES, type AgentCreator, type Origin } from '../../scheduler/session/origin.ts';
 import type { LoopStore } from '../../scheduler/loop/loop-store.ts';
 import { clampSelfPacedDelay } from '../../scheduler/loop/self-paced.ts';
 import { defaultName, type CronJob, type CronJobCreator } from '../../scheduler/cron/cron-job.ts';
@@ -84,9 +84,6 @@ export interface SchedulesToolDeps {
   /** Epoch ms source (tests may pin it). */
   clock?: () => number;
 }
-
-/** The surfaces a schedule's origin can name. */
-const ORIGIN_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'discord', 'api', 'web'] as const satisfies ReadonlyArray<Origin['surface']>;
 
 /** The surfaces of a turn a schedule's record can name (a cron run's `cron` is always among a job's). */
 function originSurfaces(surfaces: readonly string[]): Array<Origin['surface']> {
