@@ -57,7 +57,8 @@ import { startEmbeddedRedis } from '../../scheduler/store/redis/embedded-redis.t
 import { loopServiceFor, loopStoreFor, openQueues, sessionStoreFor } from '../../scheduler/services.ts';
 import type { SessionEvent } from '../../scheduler/session/session-store.ts';
 import { Keys } from '../../scheduler/store/keys.ts';
-import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from '../../test/support/fake-openai.ts';
+import { countTokens, MESSAGE_OVERHEAD, startFakeOpenAI, type FakeOpenAI, type RecordedRequest } from '../../test/support/fake-openai.ts';
+import { ELIDED_PREFIX, SUMMARY_PREFIX } from '../../worker/context/compaction.ts';
 import { WorkerProcess } from '../../worker/worker-process.ts';
 import { runBench } from './bench-support.ts';
 
@@ -128,10 +129,48 @@ interface Run {
   total: number;
   /** Cached-servable input tokens / input tokens of the requests served. */
   prefixShare: number;
+  /**
+   * The most any prompt cache could serve of the requests served: 1 − fresh / input, fresh being the
+   * tokens of messages sent for the first time that the world brought (tool results, the tick's input,
+   * the model's answers). The product's own rewrites (stubs, summaries, markers) count as servable,
+   * so the bound is generous.
+   */
+  prefixShareBound: number;
+  /** Tokens of the messages sent for the first time that the world brought (see `prefixShareBound`): any path sends them once. */
+  fresh: number;
   /** Mean |count before the call − prompt_tokens| / prompt_tokens over the calls served. */
   estimateError: number;
   firstRefusedTick: number | null;
   calls: number;
+}
+
+type Message = RecordedRequest['messages'][number];
+
+/** Tokens of one message as the server counts them (`countPromptTokens`'s rule). */
+function messageTokens(m: Message): number {
+  let tokens = MESSAGE_OVERHEAD + countTokens(m.content ?? '');
+  for (const c of m.tool_calls ?? []) tokens += countTokens(c.function.name) + countTokens(c.function.arguments);
+  return tokens;
+}
+
+/** A message the product wrote itself while compacting (a stub, a summary, a marker). */
+const isRewrite = (m: Message) =>
+  (m.content ?? '').startsWith(SUMMARY_PREFIX) ||
+  (m.content ?? '').startsWith(ELIDED_PREFIX) ||
+  (m.role === 'tool' && (m.content ?? '').includes('elided to save context'));
+
+/** Tokens of the messages each served request sends for the first time (see `Run.prefixShareBound`). */
+function freshTokens(served: RecordedRequest[]): number {
+  const seen = new Set<string>();
+  let fresh = 0;
+  for (const r of served)
+    for (const m of r.messages) {
+      const key = JSON.stringify([m.role, m.content, m.tool_call_id, m.tool_calls]);
+      if (seen.has(key)) continue;
+      seen.add(key);
+      if (m.role !== 'system' && !isRewrite(m)) fresh += messageTokens(m);
+    }
+  return fresh;
 }
 
 function measure(model: FakeOpenAI, events: SessionEvent[]): Run {
@@ -143,6 +182,7 @@ function measure(model: FakeOpenAI, events: SessionEvent[]): Run {
   }
   const served = model.requests.filter((r) => !r.refusedForLength);
   const input = served.reduce((n, r) => n + r.promptTokens, 0);
+  const fresh = freshTokens(served);
   const calls = events.filter((e) => e.type === 'model.called' && typeof e.data.estimatedInputTokens === 'number');
   const errors = calls.map(
     (e) => Math.abs((e.data.estimatedInputTokens as number) - (e.data.inputTokens as number)) / (e.data.inputTokens as number),
@@ -156,6 +196,8 @@ function measure(model: FakeOpenAI, events: SessionEvent[]): Run {
     failedTicks: events.filter((e) => e.type === 'tick.failed').length,
     total: model.requests.reduce((n, r) => n + r.promptTokens, 0),
     prefixShare: input > 0 ? served.reduce((n, r) => n + (r.cachedTokens ?? 0), 0) / input : 0,
+    prefixShareBound: input > 0 ? 1 - fresh / input : 0,
+    fresh,
     estimateError: errors.length > 0 ? errors.reduce((a, b) => a + b, 0) / errors.length : 0,
     firstRefusedTick: firstRefused ? (tickOf(firstRefused) ?? null) : null,
     calls: model.requests.length,
@@ -263,7 +305,9 @@ function table(title: string, runs: [Run, Run, Run], extra: Array<[string, (run:
   );
   row('failed ticks', (run) => String(run.failedTicks));
   row('total input tokens', (run, i) => (i === 0 ? n(run.total) : `${n(run.total)} (${pct(1 - on.total / run.total)} saved)`));
+  row('most any path could save against this one (1 − fresh / total)', (run, i) => (i === 0 ? '—' : pct(1 - on.fresh / run.total)));
   row('prompt-cache share of input', (run) => run.prefixShare.toFixed(2));
+  row('most a cache could serve (1 − fresh / input)', (run) => run.prefixShareBound.toFixed(2));
   row('count before the call vs prompt_tokens (mean error)', (run) => pct(run.estimateError));
   for (const [label, cell] of extra) row(label, cell);
   console.log('');
@@ -387,6 +431,7 @@ async function main(): Promise<void> {
       status_seen_share: seen,
       summaries_per_100_ticks: summariesPer100,
       prefix_share: on.prefixShare,
+      prefix_share_bound: on.prefixShareBound,
       failed_ticks: on.failedTicks,
       estimate_error: on.estimateError,
       hard_ticks: on.ticks,
