@@ -1,6 +1,6 @@
 /**
  * The `hermes` command line: `up`, `worker`, `gateway`, `loop`, `heartbeat`,
- * `goal`, `chat`, `status`, `models`, `key`, `cron …`, `admin reshard`, `completion`.
+ * `goal`, `chat`, `status`, `models`, `key`, `mcp`, `cron …`, `admin reshard`, `completion`.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -68,7 +68,7 @@ const COMMAND_MODULES = nameTable<'loop' | 'cron' | 'admin'>({
   cron: 'cron',
   admin: 'admin',
 });
-const OWN_COMMANDS = new Set(['up', 'worker', 'gateway', 'chat', 'status', 'models', 'key']);
+const OWN_COMMANDS = new Set(['up', 'worker', 'gateway', 'chat', 'status', 'models', 'key', 'mcp']);
 const loadsAll = invoked === undefined || !(invoked in COMMAND_MODULES || OWN_COMMANDS.has(invoked));
 const wants = (module: 'loop' | 'cron' | 'admin') => loadsAll || COMMAND_MODULES[invoked] === module;
 
@@ -90,7 +90,7 @@ async function gatewayFor(
   const [{ startGateway }, { openCronApi }] = await Promise.all([import('../gateway/gateway-process.ts'), import('./gateway-cron-api.ts')]);
   const cron = await openCronApi(cfg, topology, log);
   try {
-    const gateway = await startGateway({ config: cfg, topology, log, cron: cron.api, metrics });
+    const gateway = await startGateway({ config: cfg, topology, log, cron: cron.api, metrics, version: VERSION });
     return {
       gateway,
       close: async () => {
@@ -392,6 +392,22 @@ program
     action(async (opts: { json?: boolean }) => {
       const { printApiKey } = await import('./commands/key.ts');
       printApiKey(getConfig(), opts);
+    }),
+  );
+
+program
+  .command('mcp')
+  .description('serve MCP on stdio: other agents (Claude Code, Cursor, Codex) create and manage schedules (docs/MCP.md)')
+  .action(
+    action(async () => {
+      const cfg = getConfig();
+      const conn = await connectCli(cfg);
+      try {
+        const { runMcpServer } = await import('./commands/mcp.ts');
+        await runMcpServer(cfg, conn, VERSION);
+      } finally {
+        await conn.close();
+      }
     }),
   );
 

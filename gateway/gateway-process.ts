@@ -34,7 +34,9 @@ import {
   loopServiceFor,
   sessionStoreFor,
   openQueues,
+  cronServiceFor,
 } from '../scheduler/services.ts';
+import { CreationLedger } from '../scheduler/store/creation-ledger.ts';
 import { v1RunsQueue } from '../scheduler/v1/v1-runs.ts';
 import { outboundQueue, telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
@@ -67,6 +69,8 @@ export interface GatewayOptions {
   plugins?: PlatformPlugin[];
   /** Metrics to record into and serve (a worker's in the same process); default: the gateway's own. */
   metrics?: HermesMetrics;
+  /** The product's version, as `/mcp` tells its clients. @defaultValue 0.0.0 */
+  version?: string;
 }
 
 /** A running gateway. */
@@ -228,6 +232,20 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         queueTimeoutMs: config.gateway.redis_timeout_ms,
       },
       api: { config, keys, redis, fanout, loops, schedules, queues, goals, cron: options.cron, inflight },
+      mcp: {
+        deps: {
+          config,
+          redis,
+          keys,
+          queues,
+          loops,
+          schedules,
+          cron: cronServiceFor(config, { redis, keys, queues }, log),
+          sessions: sessionStoreFor(config, redis, keys),
+          ledger: new CreationLedger(redis),
+        },
+        version: options.version ?? '0.0.0',
+      },
       console: {
         config,
         keys,

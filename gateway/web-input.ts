@@ -6,7 +6,8 @@
  *
  * It is chat input on surface `web`: it can never create a command turn (the worker's slash
  * commands refuse `--run`, `--command`, `--script` from chat), and its turns get only the tools
- * `tools.allow_from` grants `web` (docs/TOOLS.md).
+ * `tools.allow_from` grants `web` (docs/TOOLS.md). The MCP server's `send` (gateway/mcp/) queues
+ * the same way on surface `mcp`.
  */
 import { randomUUID } from 'node:crypto';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
@@ -27,9 +28,12 @@ export interface WebInputDeps {
   maxChars: number;
 }
 
+/** The surfaces a message queued here comes from. */
+export type InputSurface = 'web' | 'mcp';
+
 /** A queued web message. */
 export interface WebMessage {
-  /** The message id (`web-…`): the inbox dedupes a message sent again under the same id. */
+  /** The message id (`web-…`, `mcp-…`): the inbox dedupes a message sent again under the same id. */
   id: string;
   sessionId: string;
   /** Its reply's (or command notice's) `occurrenceId` on the event stream. */
@@ -42,16 +46,17 @@ export interface WebMessage {
 const CLIENT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 /**
- * Queue `text` as user input of `sessionId` on surface `web`. The message is first added to the
- * session's event stream as a `user` event (so every attached client shows it, before its reply),
- * then queued; resolves once Redis confirmed both.
+ * Queue `text` as user input of `sessionId` on surface `web` (or `input.surface`). The message is
+ * first added to the session's event stream as a `user` event (so every attached client shows it,
+ * before its reply), then queued; resolves once Redis confirmed both.
  * @param clientId - an id of the caller's own, so a retried request is answered once
  * @throws ScheduleInputError for a bad session id, an empty or over-long text, or a bad `clientId`
  */
 export async function sendWebMessage(
   deps: WebInputDeps,
-  input: { sessionId: string; text: string; clientId?: string },
+  input: { sessionId: string; text: string; clientId?: string; surface?: InputSurface },
 ): Promise<WebMessage> {
+  const surface = input.surface ?? 'web';
   const sessionId = assertSessionId(input.sessionId);
   if (input.text.trim() === '') throw new ScheduleInputError('The message is empty.', { field: 'text' });
   if (input.text.length > deps.maxChars) {
@@ -60,12 +65,12 @@ export async function sendWebMessage(
   if (input.clientId !== undefined && !CLIENT_ID.test(input.clientId)) {
     throw new ScheduleInputError('message_id must be 1–64 letters, digits, _ or -.', { field: 'message_id' });
   }
-  const id = `web-${input.clientId ?? randomUUID()}`;
+  const id = `${surface}-${input.clientId ?? randomUUID()}`;
   const occurrenceId = inputOccurrenceId(sessionId, id);
-  const eventId = await deps.sessions.appendEvent(sessionId, 'user', { text: input.text, surface: 'web', messageId: id, occurrenceId });
+  const eventId = await deps.sessions.appendEvent(sessionId, 'user', { text: input.text, surface, messageId: id, occurrenceId });
   await enqueueInput(
     { redis: deps.redis, keys: deps.keys, queues: deps.queues, maxChars: deps.maxChars },
-    { sessionId, text: input.text, messageId: id, origin: { surface: 'web' } },
+    { sessionId, text: input.text, messageId: id, origin: { surface } },
   );
   return { id, sessionId, occurrenceId, eventId };
 }

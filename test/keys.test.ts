@@ -63,6 +63,7 @@ const GLOBAL = [
   k.turnAbortChannel,
   k.outboundSequence,
   k.runIndex,
+  k.mcpSchedulesCreated,
 ];
 /** Job scheduler ids (BullMQ keys them as `<queue>:repeat:<id>`, their jobs as `repeat:<id>:<millis>`). */
 const SCHEDULER_IDS: Record<string, (id: string) => string> = {

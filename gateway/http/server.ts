@@ -3,8 +3,8 @@
  * (`security-headers.ts`); `/health`, `/health/live`,
  * `/health/ready` (open; the details only with the key, see below); then the browser guard (no DNS-rebound or
  * cross-site request, `browser-guard.ts`); `/metrics` (Prometheus; behind the
- * key unless `metrics.public`); `/v1` (OpenAI compatible) and `/api`
- * (management), both behind the bearer key, then a 503 gate while Redis is
+ * key unless `metrics.public`); `/v1` (OpenAI compatible), `/api`
+ * (management) and `/mcp` (this product's MCP server, gateway/mcp/), all behind the bearer key, then a 503 gate while Redis is
  * away, then the body parser; the queue dashboard and the web console (`/ui`) behind Basic auth.
  *
  * There is always a key (scheduler/config/api-key.ts: `API_SERVER_KEY`, else the home's key
@@ -48,6 +48,8 @@ import { consoleRouter } from '../console/console-router.ts';
 import type { ConsoleDeps } from '../console/console-data.ts';
 import { CONSOLE_PATH } from '../console/layout.ts';
 import { FAVICON_SVG, FAVICON_TYPE } from '../console/favicon.ts';
+import type { McpDeps } from '../mcp/mcp-deps.ts';
+import { mcpRouter } from '../mcp/mcp-http.ts';
 
 /** Largest accepted JSON body. */
 export const BODY_LIMIT = '2mb';
@@ -69,6 +71,8 @@ export interface HttpServerOptions {
   metrics?: { registry: HermesMetrics; public: boolean };
   /** The web console at `/ui` (gateway/console/). */
   console?: Omit<ConsoleDeps, 'streams' | 'log' | 'sseMaxBufferedBytes'>;
+  /** This product's MCP server at `/mcp` (gateway/mcp/), and the version it gives its clients. */
+  mcp?: { deps: Omit<McpDeps, 'log'>; version: string };
   /** The queue dashboard at `/admin/queues` over these queues (`dashboard.ts`). */
   dashboard?: { queues: Queue[]; readOnly: boolean };
   /** Limits of callers (`api_server.*`). */
@@ -201,6 +205,11 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
     ...jsonBody,
     apiRouter({ ...options.api, streams, sseMaxBufferedBytes, log: log.child({ component: 'api' }) }),
   );
+
+  if (options.mcp) {
+    const { deps, version } = options.mcp;
+    app.use('/mcp', auth, storeGate, ...jsonBody, mcpRouter({ ...deps, log: log.child({ component: 'mcp' }) }, { version }));
+  }
 
   if (options.dashboard) {
     // Gated like /api: the dashboard's queue reads would otherwise wait out the whole outage.

@@ -108,6 +108,21 @@ const commandSchema = z
  */
 export const TOOL_SURFACES = [...ORIGIN_SURFACES, 'v1', 'cron'] as const;
 
+/** The tools of this product's MCP server (`mcp.tools`; gateway/mcp/). */
+export const MCP_TOOL_NAMES = [
+  'create_schedule',
+  'list_schedules',
+  'update_schedule',
+  'pause_schedule',
+  'resume_schedule',
+  'remove_schedule',
+  'run_schedule',
+  'next',
+  'runs',
+  'send',
+  'status',
+] as const;
+
 /**
  * What `tools.schedules.allow_from` names: the surfaces of `tools.allow_from` but `v1` (a `/v1`
  * request belongs to no session, so nothing it schedules could be its own), and the turns that
@@ -619,6 +634,28 @@ export const configSchema = z
               .strict(),
           )
           .prefault({}),
+      })
+      .strict()
+      .prefault({}),
+    /**
+     * `hermes mcp` and the gateway's `/mcp`: this product as an MCP server for other agents (surface
+     * `mcp`; docs/MCP.md). What its clients may do, with the safeguards of the `schedules` tool.
+     */
+    mcp: z
+      .object({
+        /**
+         * The MCP tools offered (`create_schedule`, `list_schedules`, `update_schedule`, `pause_schedule`,
+         * `resume_schedule`, `remove_schedule`, `run_schedule`, `next`, `runs`, `send`, `status`); one not
+         * listed is neither listed nor callable. @defaultValue every one
+         */
+        tools: commaList(z.array(z.enum(MCP_TOOL_NAMES))).default([...MCP_TOOL_NAMES]),
+        /**
+         * Let MCP clients make command turns (a loop's `command`, a cron job's `script`) and change,
+         * resume or run jobs that have one. Off: they are refused, nothing is written. @defaultValue false
+         */
+        command_turns: flag(false),
+        /** Schedules MCP clients may create, all sessions together, in any 24 hours (removed ones count). @defaultValue 20 */
+        max_created_per_day: positiveInt(20),
       })
       .strict()
       .prefault({}),

@@ -380,6 +380,14 @@ export class Keys {
     return `${this.sp(sessionId)}:session:${keyPart(sessionId)}:agent-schedules`;
   }
 
+  /**
+   * Schedules MCP clients created (`hermes mcp`, `/mcp`), fleet-wide: a sorted set of schedule id →
+   * creation time (ms), trimmed to the last 24 hours (`mcp.max_created_per_day`).
+   */
+  get mcpSchedulesCreated(): string {
+    return `${this.basePrefix}:mcp:schedules-created`;
+  }
+
   /** Sorted set of live worker processes, scored by last heartbeat (ms). */
   get workers(): string {
     return `${this.basePrefix}:workers`;

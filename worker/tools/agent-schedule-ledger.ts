@@ -1,43 +1,34 @@
 /**
  * The schedules the agent created in a session (the `schedules` tool), for
  * `tools.schedules.max_created_per_day`: one sorted set per session
- * (`Keys.agentSchedulesCreated`) of schedule id → creation time (ms), trimmed
- * to the last 24 hours as it is read. A schedule counts from its creation,
- * whatever became of it since (a removed one still counts), so removing and
- * creating again is no way around the limit.
+ * (`Keys.agentSchedulesCreated`), counted by `CreationLedger`
+ * (scheduler/store/creation-ledger.ts: what counts, and for how long).
  *
- * Counting and recording are two round trips, not one step: the tool runs the
- * creations of one session one after another in its process, and a session's
- * turns run one at a time across the fleet (the turn lock), so no two
- * creations of one session race.
+ * The tool runs the creations of one session one after another in its
+ * process, and a session's turns run one at a time across the fleet (the
+ * turn lock), so no two creations of one session race.
  */
 import type { Keys } from '../../scheduler/store/keys.ts';
 import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
-
-/** The window `max_created_per_day` counts over, ms. */
-export const CREATION_WINDOW_MS = 24 * 3600_000;
+import { CreationLedger } from '../../scheduler/store/creation-ledger.ts';
 
 export class AgentScheduleLedger {
+  private readonly ledger: CreationLedger;
+
   constructor(
-    private readonly redis: RedisClient,
+    redis: RedisClient,
     private readonly keys: Keys,
-  ) {}
+  ) {
+    this.ledger = new CreationLedger(redis);
+  }
 
   /** Schedules the agent created in `sessionId` in the 24 hours before `now`. */
   async createdInWindow(sessionId: string, now: number): Promise<number> {
-    const key = this.keys.agentSchedulesCreated(sessionId);
-    const res = await this.redis
-      .multi()
-      .zremrangebyscore(key, '-inf', now - CREATION_WINDOW_MS)
-      .zcard(key)
-      .exec();
-    const count = res?.[1]?.[1];
-    return typeof count === 'number' ? count : 0;
+    return await this.ledger.createdInWindow(this.keys.agentSchedulesCreated(sessionId), now);
   }
 
-  /** Count a creation (the key lives a window past its newest entry). */
+  /** Count a creation. */
   async record(sessionId: string, scheduleId: string, now: number): Promise<void> {
-    const key = this.keys.agentSchedulesCreated(sessionId);
-    await this.redis.multi().zadd(key, now, `${scheduleId}:${now}`).pexpire(key, CREATION_WINDOW_MS).exec();
+    await this.ledger.record(this.keys.agentSchedulesCreated(sessionId), scheduleId, now);
   }
 }

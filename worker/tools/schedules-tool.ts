@@ -180,17 +180,7 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
       if (refusing !== undefined) throw refused(notAllowed(refusing, settings.allow_from, ctx.surface));
       if (args.in !== undefined) throw refused('`in` belongs to action "next" (a self-paced loop\'s tick).');
       const scope: ChatScope = { sessionId: ctx.sessionId, route: turn.origin?.route };
-      const origin = turn.origin ?? {
-        surface:
-          ctx.surface === 'chat' ||
-          ctx.surface === 'telegram' ||
-          ctx.surface === 'slack' ||
-          ctx.surface === 'discord' ||
-          ctx.surface === 'api' ||
-          ctx.surface === 'web'
-            ? ctx.surface
-            : 'cli',
-      };
+      const origin: Origin = turn.origin ?? { surface: originSurfaces([ctx.surface])[0] ?? 'cli' };
       try {
         switch (args.action) {
           case 'list':

@@ -1,0 +1,38 @@
+/**
+ * `/mcp`: this product's MCP server (`mcp-server.ts`) over Streamable HTTP, mounted by
+ * `http/server.ts` behind the bearer key, the browser guard, the 503 gate and the JSON body
+ * parser, like `/api`. Stateless, as the SDK documents it: each `POST` gets a server and a
+ * transport of its own, closed when the answer is sent, so any gateway of a fleet answers any
+ * request and nothing is kept between them. `GET` (a server-sent stream) and `DELETE` (ending a
+ * session) have no meaning without sessions: 405.
+ */
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { Router } from 'express';
+import type { McpDeps } from './mcp-deps.ts';
+import { createMcpServer } from './mcp-server.ts';
+
+/** The `/mcp` router over `deps`. */
+export function mcpRouter(deps: McpDeps, info: { version: string }): Router {
+  const router = Router();
+  router.post('/', async (req, res) => {
+    const server = createMcpServer(deps, info);
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    res.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req, res, req.body);
+  });
+  router.all('/', (_req, res) => {
+    res
+      .status(405)
+      .set('Allow', 'POST')
+      .json({
+        jsonrpc: '2.0',
+        error: { code: -32000, message: 'Method not allowed: this MCP endpoint is stateless; use POST.' },
+        id: null,
+      });
+  });
+  return router;
+}
