@@ -130,6 +130,9 @@ export const MCP_TOOL_NAMES = [
  */
 export const SCHEDULE_TOOL_SURFACES = [...ORIGIN_SURFACES, 'loop', 'heartbeat', 'goal', 'cron'] as const;
 
+/** What a resumed turn may do with a tool call in doubt (`tools.on_doubt`). */
+export const ON_DOUBT_POLICIES = ['rerun', 'report'] as const;
+
 /**
  * A command the agent may call as a tool (`tools.commands.<name>`). The model's
  * arguments never become shell text: they reach the command as environment
@@ -604,6 +607,16 @@ export const configSchema = z
          * A tool not named here is open to every surface (the operator declared it).
          */
         allow_from: nameRecord(z.array(z.enum(TOOL_SURFACES))),
+        /**
+         * What a resumed turn does with a call in doubt — started by a run of the turn that ended
+         * before its result was recorded (docs/RELIABILITY.md, "The step in doubt"): `rerun` runs it
+         * again, `report` tells the model its outcome is unknown and runs nothing. Keyed like
+         * `allow_from` (a tool's name, a command's name, `commands`, `mcp`, an MCP server's name or
+         * `<server>__<tool>`; the most specific name found decides). @defaultValue `rerun` for the
+         * built-in read-only tools (`read_file`, `list_dir`, `http_get`, `schedule_status`), `report`
+         * for every other tool
+         */
+        on_doubt: nameRecord(z.enum(ON_DOUBT_POLICIES)),
         /**
          * The built-in `schedules` tool: the agent creates and manages the loops, heartbeats and
          * cron jobs of the chat it talks in (docs/TOOLS.md). `HERMES_TOOLS_SCHEDULES=off` turns it off.

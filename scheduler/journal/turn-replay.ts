@@ -9,12 +9,13 @@
  * account of each step.
  */
 import type { AnswerEntry, JournalEntry, ResultEntry } from './journal-entry.ts';
+import type { ON_DOUBT_POLICIES } from '../config/config.ts';
 
 /** What a tool call of the turn is, by the journal. */
 export type CallState = { state: 'done'; result: ResultEntry } | { state: 'in-doubt' } | { state: 'new' };
 
 /** How an in-doubt call is handled: run again (idempotent, or the operator said so), or reported to the model as unknown. */
-export type OnDoubt = 'rerun' | 'report';
+export type OnDoubt = (typeof ON_DOUBT_POLICIES)[number];
 
 /** A journal read back: answers by round, started and finished calls by number. */
 export interface TurnReplay {

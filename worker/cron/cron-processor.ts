@@ -63,6 +63,7 @@ import type { TurnSurfaces } from '../tools/tool.ts';
 import { NO_SPEND, type ModelSpend, type TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
 import { keepWatchBase, runWatch, type WatchBase } from '../occurrence/watch-check.ts';
 import { runOccurrence } from '../occurrence/pipeline.ts';
+import { openTurnJournal } from '../occurrence/turn-journal.ts';
 import type { ClaimAnswer, CommitAnswer, GateAnswer, Occurrence, OccurrencePlan, RanTurn } from '../occurrence/plan.ts';
 
 /** What happened to a tick (the job's return value, for logs and tests). */
@@ -317,7 +318,7 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
   async runTurn(claimed: CronClaimed, signal: AbortSignal): Promise<CronRan> {
     const run = this.startRun(claimed);
     this.tick.log.info({ trigger: run.trigger, latenessMs: run.lateness_ms, late: run.late, attempt: claimed.attempt }, 'cron run started');
-    const ended = await jobTurn(claimed.record, this.tick.occurrenceId, this.tick.dueAt, signal, this.deps);
+    const ended = await jobTurn(claimed.record, this.tick.occurrenceId, this.tick.dueAt, signal, this.deps, this.tick.log);
     run.spend = ended.spend;
     if (ended.unchanged) run.unchanged = true;
     else Object.assign(run, withReply(run, ended.reply)); // the record keeps a capped copy; targets get it whole
@@ -481,7 +482,14 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
  * turn with only its prompt (on its `--model`), or its script.
  * @throws what the runner threw (a TurnError carries the spend of the calls made)
  */
-async function jobTurn(job: CronJob, occurrenceId: string, dueAt: number, signal: AbortSignal, deps: WorkerDeps): Promise<JobTurn> {
+async function jobTurn(
+  job: CronJob,
+  occurrenceId: string,
+  dueAt: number,
+  signal: AbortSignal,
+  deps: WorkerDeps,
+  log: WorkerDeps['log'],
+): Promise<JobTurn> {
   const sessionId = cronSessionId(job.id);
   // A job runs as `cron`; one created or edited from another surface than the CLI (over `/api`)
   // answers to that surface's `tools.allow_from` too, so a job is no way around a surface's rule.
@@ -516,6 +524,8 @@ async function jobTurn(job: CronJob, occurrenceId: string, dueAt: number, signal
       slot.release();
     }
   }
+  // The turn resumes from the occurrence's journal, if an earlier run of it (a retry, a takeover) left one.
+  const journal = await openTurnJournal(deps, sessionId, occurrenceId, log);
   const out = await deps.runners.agent.run({
     sessionId,
     messages,
@@ -527,6 +537,7 @@ async function jobTurn(job: CronJob, occurrenceId: string, dueAt: number, signal
     model: job.model ?? undefined,
     kind: 'cron',
     origin: job.origin,
+    journal,
   });
   return {
     reply: out.reply,

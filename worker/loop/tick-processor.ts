@@ -64,6 +64,7 @@ import type { TranscriptMessage } from '../../scheduler/session/session-store.ts
 import { judgeUntil } from './until-judge.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 import { runOccurrence } from '../occurrence/pipeline.ts';
+import { openTurnJournal } from '../occurrence/turn-journal.ts';
 import { takeAhead, type ClaimedAhead } from './claim-ahead.ts';
 import { claimTick, earlierTickWaiting, gateFacts, tickOf, type Tick, type TickGateRead } from './tick-occurrence.ts';
 import type { GateRead as StoredGateRead } from '../../scheduler/loop/tick-claim.ts';
@@ -292,6 +293,8 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       context = fitted.transcript;
       p.spend = sumSpend(p.spend, fitted.spend);
     }
+    // An agent turn resumes from its occurrence's journal, if an earlier run of it left one.
+    const journal = loop.runner.kind === 'agent' ? await openTurnJournal(deps, sessionId, occurrenceId, log) : undefined;
     const out = await deps.runners.forSpec(loop.runner).run({
       sessionId,
       messages: turnMessages(context, p.input),
@@ -303,6 +306,7 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       onEvent: sessionEventSink(deps, sessionId, events),
       model,
       ...turnOf,
+      ...(journal ? { journal } : {}),
     });
     let spend = sumSpend(p.spend, out.spend ?? NO_SPEND);
     let until: UntilVerdict | undefined;

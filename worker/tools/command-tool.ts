@@ -17,6 +17,10 @@
  * not turn into an option (`fillPlaceholders`). A `command` written as a string
  * is the operator's shell line, run as written.
  *
+ * A call of a journaled turn (a loop tick, a cron run) gets `HERMES_STEP_ID`: the same on every run
+ * of that call, a rerun after a crash included, so the operator's script can dedupe itself. A
+ * command is not idempotent unless the operator says so (`tools.on_doubt`).
+ *
  * The command runs in a process group of its own, with the command
  * environment (`../command-env.ts`: never the worker's secrets); on timeout or abort the whole group gets
  * SIGTERM, then SIGKILL after `KILL_GRACE_MS`; a backstop ends the group even
@@ -63,7 +67,8 @@ export function commandTool(name: string, spec: CommandToolSpec, env: (turn: Rec
     async call(args, ctx) {
       const violation = check(args);
       if (violation !== undefined) throw new ToolError(violation, { kind: 'refused', tool: name });
-      const vars: Record<string, string> = { HERMES_SESSION_ID: ctx.sessionId };
+      // HERMES_STEP_ID: the call's idempotency key, the same on a rerun after a crash (docs/RELIABILITY.md, "The step in doubt").
+      const vars: Record<string, string> = { HERMES_SESSION_ID: ctx.sessionId, ...(ctx.stepId ? { HERMES_STEP_ID: ctx.stepId } : {}) };
       const values: Record<string, string> = Object.create(null) as Record<string, string>;
       const from: Record<string, string> = Object.create(null) as Record<string, string>;
       for (const [k, v] of Object.entries(args)) {

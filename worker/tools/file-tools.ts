@@ -215,6 +215,7 @@ export function fileTools(roots: string[], options: { fdDirs?: readonly string[]
         additionalProperties: false,
       },
       groups: ['read_file', 'files'],
+      idempotent: true, // it only reads
       async call(args, ctx) {
         const path = stringArg(args, 'path', 'read_file');
         const page = pageArgs(args);
@@ -254,6 +255,7 @@ export function fileTools(roots: string[], options: { fdDirs?: readonly string[]
         additionalProperties: false,
       },
       groups: ['list_dir', 'files'],
+      idempotent: true, // it only reads
       async call(args) {
         const path = typeof args.path === 'string' && args.path.length > 0 ? args.path : roots[0]!;
         const real = await resolveInRoots(path, roots, 'list_dir');

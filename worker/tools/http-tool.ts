@@ -43,6 +43,7 @@ export function httpTool(allow: string[], options: { resolve?: Resolver } = {}):
       additionalProperties: false,
     },
     groups: [name, 'http'],
+    idempotent: true, // it only reads
     async call(args, ctx) {
       let url: URL;
       try {

@@ -29,6 +29,7 @@ export function scheduleStatusTool(sources: ScheduleStatusSources): AgentTool {
     description: "Read this session's loop, heartbeat and goal, and this chat's cron jobs, as they are now (read-only).",
     parameters: NO_PARAMETERS,
     groups: ['schedule_status'],
+    idempotent: true, // it only reads
     async call(_args, ctx) {
       // A `/v1` turn belongs to no session: it has no loop, heartbeat or goal of its own.
       const session = ctx.sessionId !== '';

@@ -103,6 +103,11 @@ export interface ToolCallContext {
   output: ToolOutput;
   /** The call's timeout, ms (`signal` is aborted then); a tool that starts a process bounds it by this too. */
   timeoutMs: number;
+  /**
+   * The call's idempotency key, the same on every run of this call of its turn (a rerun after a crash
+   * included); a command tool passes it as `HERMES_STEP_ID`. Absent outside a journaled turn.
+   */
+  stepId?: string;
 }
 
 /** One tool the agent may call. */
@@ -116,6 +121,11 @@ export interface AgentTool {
    * (e.g. `['read_file', 'files']`, `['github__list_runs', 'github', 'mcp']`).
    */
   groups: string[];
+  /**
+   * Running the call twice has the effect of running it once (it only reads): a call in doubt after
+   * a crash is run again (docs/RELIABILITY.md, "The step in doubt"). @defaultValue false
+   */
+  idempotent?: boolean;
   /** Own timeout, ms (a command's `timeout_seconds`); default `tools.timeout_seconds`. */
   timeoutMs?: number;
   /**

@@ -32,6 +32,7 @@ import { scheduleStatusTool, type ScheduleStatusSources } from './schedule-statu
 import { schedulesTool, type SchedulesToolDeps } from './schedules-tool.ts';
 import { surfaceList, surfaceRefusal, type AgentTool, type ToolSurface, type ToolTurn, type TurnSurfaces } from './tool.ts';
 import { ToolOutput, type ToolOutputOptions } from './tool-output.ts';
+import type { OnDoubt } from '../../scheduler/journal/turn-replay.ts';
 
 /** Who runs a call: its session, the surfaces it answers to, its turn's signal, the turn when it is one. */
 export interface ToolCallScope {
@@ -39,6 +40,8 @@ export interface ToolCallScope {
   surface: TurnSurfaces;
   signal: AbortSignal;
   turn?: ToolTurn;
+  /** The call's idempotency key (`HERMES_STEP_ID` of a command tool), stable across runs of its turn; absent outside a journaled turn. */
+  stepId?: string;
 }
 
 /** Tools that appear and disappear at run time (MCP servers). */
@@ -83,6 +86,7 @@ export class Toolbox {
   /** Bytes of a watched file digested whole (`tools.watch_max_bytes`). */
   private readonly watchMaxBytes: number;
   private readonly allowFrom: Record<string, readonly ToolSurface[]>;
+  private readonly onDoubtPolicy: Record<string, OnDoubt>;
 
   /** Variables of the worker's environment every command may get (`command_env.pass`). */
   private readonly passEnv: readonly string[];
@@ -104,6 +108,7 @@ export class Toolbox {
     this.resultLimits = { maxBytes: t.max_result_bytes, headShare: t.result_head_share, fileReadBytes: t.files.max_scan_bytes };
     this.watchMaxBytes = t.watch_max_bytes;
     this.allowFrom = t.allow_from;
+    this.onDoubtPolicy = t.on_doubt;
     this.builtIn = [scheduleStatusTool(status)];
     if (t.files.roots.length > 0) this.builtIn.push(...fileTools(t.files.roots.map((r) => resolve(r))));
     if (t.http.allow.length > 0) this.builtIn.push(httpTool(t.http.allow));
@@ -127,6 +132,21 @@ export class Toolbox {
    */
   addSchedulesTool(deps: SchedulesToolDeps): void {
     if (deps.config.tools.schedules.enabled) this.builtIn.splice(1, 0, schedulesTool(deps));
+  }
+
+  /**
+   * What a resumed turn does with a call of `name` in doubt — started by an earlier run, no result
+   * recorded (docs/RELIABILITY.md, "The step in doubt"): the operator's `tools.on_doubt` for the tool's
+   * most specific name found there (`ci`, then `commands`), else `rerun` for a tool that declares
+   * itself idempotent (the built-in read-only tools) and `report` for any other (command, MCP and
+   * `schedules` tools; a tool that no longer exists).
+   */
+  onDoubt(name: string): OnDoubt {
+    const tool = this.all().find((t) => t.name === name);
+    if (!tool) return 'report';
+    const group = tool.groups.find((g) => Object.hasOwn(this.onDoubtPolicy, g));
+    if (group !== undefined) return this.onDoubtPolicy[group]!;
+    return tool.idempotent === true ? 'rerun' : 'report';
   }
 
   /** Add a source of tools found at run time (an MCP hub). */
@@ -294,6 +314,7 @@ export class Toolbox {
           surface: surfaces[0]!,
           surfaces,
           ...(ctx.turn ? { turn: ctx.turn } : {}),
+          ...(ctx.stepId ? { stepId: ctx.stepId } : {}),
           signal: controller.signal,
           output,
           timeoutMs,

@@ -75,7 +75,8 @@ import { MemoryModelState, endpointOf, type ModelRef, type ModelStateStore } fro
 import { afterRefusal, resolveWindow, type LearnedWindow, type ResolvedWindow } from '../../scheduler/models/model-window.ts';
 import { countRequestTokens, tokenCounterFor, type TokenCounter } from '../context/token-count.ts';
 import { TokenCalibration, type EstimableMessage } from '../context/token-estimate.ts';
-import type { Toolbox } from '../tools/toolbox.ts';
+import type { ToolCallScope, Toolbox } from '../tools/toolbox.ts';
+import { callState, stepId } from '../../scheduler/journal/turn-replay.ts';
 import { isToolOutput, type ToolTurn, type TurnSurfaces } from '../tools/tool.ts';
 import { ContextRefusal, contextRefusalOf, isTransient, retryingFetch, untilAborted } from './model-transport.ts';
 import { ModelHealth } from './model-health.ts';
@@ -86,6 +87,7 @@ import type {
   ModelCallPurpose,
   ToolCallRecord,
   TurnEvent,
+  TurnJournal,
   TurnOutput,
   TurnRequest,
   TurnRunner,
@@ -220,6 +222,8 @@ export interface CompleteOptions {
    * offered only with it. A judge or a summary is no turn.
    */
   turn?: ToolTurn;
+  /** The occurrence's journal (`run()` passes the request's): see `TurnRequest.journal`. */
+  journal?: TurnJournal;
 }
 
 /** Options of `summarise()`. */
@@ -389,6 +393,7 @@ export class AgentRunner implements TurnRunner {
       kind: request.kind,
       purpose: 'turn',
       turn,
+      ...(request.journal ? { journal: request.journal } : {}),
     });
     return {
       reply: res.content,
@@ -513,36 +518,61 @@ export class AgentRunner implements TurnRunner {
       let sawUsage = false;
       let calls = 0;
       let roundsAfterLimit = 0;
-      for (;;) {
+      const journal = options.journal;
+      for (let round = 0; ; round++) {
         const limitReached = calls >= this.maxToolCalls;
-        const sent = await this.call(scope, {
-          system,
-          messages: convo,
-          tools,
-          keepRecent: unseen,
-          toolChoiceNone: limitReached,
-          jsonObject: options.jsonObject,
-          params: options.params,
-          onDelta: options.onDelta,
-        });
-        convo = sent.messages;
-        const res = sent.completion;
-        if (res.usage) {
-          sawUsage = true;
-          usage.prompt_tokens += res.usage.prompt_tokens;
-          usage.completion_tokens += res.usage.completion_tokens;
-          usage.total_tokens += res.usage.total_tokens;
+        // A model answer an earlier run of this turn recorded is used as it is: the model is not asked again.
+        let answer = journal?.replay.answers.get(round);
+        if (answer) {
+          scope.spend = sumSpend(scope.spend, answer.spend);
+          if (!answer.spend.estimated && answer.spend.calls > 0) {
+            sawUsage = true;
+            usage.prompt_tokens += answer.spend.inputTokens;
+            usage.completion_tokens += answer.spend.outputTokens;
+            usage.total_tokens += answer.spend.inputTokens + answer.spend.outputTokens;
+          }
+        } else {
+          const spentBefore = scope.spend;
+          const sent = await this.call(scope, {
+            system,
+            messages: convo,
+            tools,
+            keepRecent: unseen,
+            toolChoiceNone: limitReached,
+            jsonObject: options.jsonObject,
+            params: options.params,
+            onDelta: options.onDelta,
+          });
+          convo = sent.messages;
+          const res = sent.completion;
+          if (res.usage) {
+            sawUsage = true;
+            usage.prompt_tokens += res.usage.prompt_tokens;
+            usage.completion_tokens += res.usage.completion_tokens;
+            usage.total_tokens += res.usage.total_tokens;
+          }
+          const choice = res.choices[0];
+          const message = choice?.message;
+          answer = {
+            type: 'answer',
+            round,
+            content: message?.content ?? '',
+            ...(message?.refusal ? { refusal: message.refusal } : {}),
+            toolCalls: (message?.tool_calls ?? []).flatMap((c) =>
+              c.type === 'function' ? [{ id: c.id, name: c.function.name, arguments: c.function.arguments }] : [],
+            ),
+            ...(choice?.finish_reason ? { finishReason: choice.finish_reason } : {}),
+            spend: spendSince(spentBefore, scope.spend),
+          };
+          // Recorded before anything it asked for runs (docs/RELIABILITY.md, "A turn resumes from its journal").
+          if (journal) await journal.append(answer);
         }
         const overBudget = this.overBudget(scope, options.spentBefore);
-        const choice = res.choices[0];
-        const message = choice?.message;
-        const toolCalls: ToolCallRecord[] = (message?.tool_calls ?? []).flatMap((c) =>
-          c.type === 'function' ? [{ id: c.id, name: c.function.name, arguments: c.function.arguments }] : [],
-        );
+        const toolCalls: ToolCallRecord[] = answer.toolCalls;
         if (toolCalls.length === 0 || tools.length === 0) {
           // A refusal (`message.refusal`) is the answer when there is no content.
-          const content = message?.content || message?.refusal || '';
-          const finishReason = choice?.finish_reason ?? undefined;
+          const content = answer.content || answer.refusal || '';
+          const finishReason = answer.finishReason;
           return {
             content,
             steps,
@@ -560,17 +590,18 @@ export class AgentRunner implements TurnRunner {
             sessionId,
           });
         }
-        const assistant: ChatMessage = { role: 'assistant', content: message?.content ?? '', tool_calls: toolCalls };
+        const assistant: ChatMessage = { role: 'assistant', content: answer.content, tool_calls: toolCalls };
         steps.push(assistant);
         convo.push(assistant);
         const results = await Promise.all(
           toolCalls.map((call) => {
             calls += 1;
-            return this.runCall(
+            return this.journaledCall(
               call,
               calls,
               { sessionId: sessionId ?? '', surface: surface!, signal: turnSignal, turn: options.turn },
               options.onEvent,
+              journal,
             );
           }),
         );
@@ -965,22 +996,60 @@ export class AgentRunner implements TurnRunner {
     return typeof m === 'function' ? m() : m;
   }
 
-  /** Run the `n`th call of the turn (or refuse it past the limit), with its events. */
+  /**
+   * The `n`th call of the turn by its journal (docs/RELIABILITY.md, "A turn resumes from its journal"):
+   * a call an earlier run finished gives its recorded result and does not run; a call in doubt (it
+   * started, no result was recorded) runs again when its tool's policy says so (`Toolbox.onDoubt`),
+   * else the model is told its outcome is unknown; any other call is recorded as started, runs with
+   * its `HERMES_STEP_ID`, and its result is recorded — unless the turn was aborted meanwhile (the call
+   * is then in doubt for the run that resumes the turn). Without a journal, the call just runs.
+   */
+  private async journaledCall(
+    call: ToolCallRecord,
+    n: number,
+    ctx: ToolCallScope,
+    onEvent: CompleteOptions['onEvent'],
+    journal: TurnJournal | undefined,
+  ): Promise<ChatMessage> {
+    if (!journal) return (await this.runCall(call, n, ctx, onEvent)).message;
+    const state = callState(journal.replay, n);
+    if (state.state === 'done') return { role: 'tool', tool_call_id: call.id, name: call.name, content: state.result.content };
+    const record = async (content: string, error: string | undefined) =>
+      await journal.append({ type: 'result', call: n, id: call.id, name: call.name, content, ...(error ? { error } : {}), at: Date.now() });
+    if (state.state === 'in-doubt' && this.toolbox!.onDoubt(call.name) === 'report') {
+      const content = inDoubtText(call.name);
+      const shownArgs = call.arguments.slice(0, EVENT_ARGUMENTS_MAX_CHARS);
+      emit(onEvent, { type: 'tool.called', data: { callId: call.id, name: call.name, arguments: shownArgs } });
+      emit(onEvent, {
+        type: 'tool.result',
+        data: { callId: call.id, name: call.name, arguments: shownArgs, ms: 0, bytes: 0, error: IN_DOUBT_ERROR },
+      });
+      await record(content, IN_DOUBT_ERROR);
+      return { role: 'tool', tool_call_id: call.id, name: call.name, content };
+    }
+    await journal.append({ type: 'started', call: n, id: call.id, name: call.name, at: Date.now() });
+    const ran = await this.runCall(call, n, { ...ctx, stepId: stepId(journal.occurrenceId, n) }, onEvent);
+    if (!ctx.signal.aborted) await record(ran.message.content, ran.error);
+    return ran.message;
+  }
+
+  /** Run the `n`th call of the turn (or refuse it past the limit), with its events; `error` says why it failed. */
   private async runCall(
     call: ToolCallRecord,
     n: number,
-    ctx: { sessionId: string; surface: TurnSurfaces; signal: AbortSignal; turn?: ToolTurn },
+    ctx: ToolCallScope,
     onEvent: CompleteOptions['onEvent'],
-  ): Promise<ChatMessage> {
+  ): Promise<{ message: Extract<ChatMessage, { role: 'tool' }>; error?: string }> {
     const shownArgs = call.arguments.slice(0, EVENT_ARGUMENTS_MAX_CHARS);
     emit(onEvent, { type: 'tool.called', data: { callId: call.id, name: call.name, arguments: shownArgs } });
     if (n > this.maxToolCalls) {
       const content = `Error: refused — this turn has used its limit of ${this.maxToolCalls} tool calls. Answer now with what you have.`;
+      const error = 'tool call limit reached';
       emit(onEvent, {
         type: 'tool.result',
-        data: { callId: call.id, name: call.name, arguments: shownArgs, ms: 0, bytes: 0, error: 'tool call limit reached' },
+        data: { callId: call.id, name: call.name, arguments: shownArgs, ms: 0, bytes: 0, error },
       });
-      return { role: 'tool', tool_call_id: call.id, name: call.name, content };
+      return { message: { role: 'tool', tool_call_id: call.id, name: call.name, content }, error };
     }
     const r = await this.toolbox!.call(call.name, call.arguments, ctx);
     emit(onEvent, {
@@ -995,8 +1064,38 @@ export class AgentRunner implements TurnRunner {
         ...(r.truncated ? { truncated: true } : {}),
       },
     });
-    return { role: 'tool', tool_call_id: call.id, name: call.name, content: r.content };
+    return {
+      message: { role: 'tool', tool_call_id: call.id, name: call.name, content: r.content },
+      ...(r.error ? { error: r.error.message } : {}),
+    };
   }
+}
+
+/** The event stream's error of a call in doubt that was not run again. */
+export const IN_DOUBT_ERROR = 'outcome unknown: the call was in doubt and was not run again';
+
+/**
+ * What the model is told of a call in doubt that is not run again (its tool is not idempotent and
+ * no `tools.on_doubt` policy says `rerun`): the outcome is unknown, why, and what it can do.
+ */
+export function inDoubtText(tool: string): string {
+  return (
+    `Error: the outcome of this call is unknown. An earlier run of this turn started it, then ended before its result was recorded ` +
+    `(its worker stopped or lost the job). It was not run again, because ${tool} is not declared idempotent (tools.on_doubt): ` +
+    `it may or may not have taken effect. Check the current state with another tool before relying on it or calling it again.`
+  );
+}
+
+/** The spend of the calls made between two readings of a scope's spend. */
+function spendSince(before: ModelSpend, after: ModelSpend): ModelSpend {
+  return {
+    calls: after.calls - before.calls,
+    inputTokens: after.inputTokens - before.inputTokens,
+    outputTokens: after.outputTokens - before.outputTokens,
+    cachedTokens: after.cachedTokens - before.cachedTokens,
+    lastInputTokens: after.lastInputTokens,
+    estimated: after.estimated, // sticky: a call estimated before this one marks it too
+  };
 }
 
 /** The conversation a summary is written from, as one text. */

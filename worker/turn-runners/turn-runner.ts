@@ -9,6 +9,8 @@ import type { Origin } from '../../scheduler/session/origin.ts';
 import type { ModelSpend, TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
 import type { CompactionReport } from '../context/compaction.ts';
 import type { LearnedHow } from '../../scheduler/models/model-window.ts';
+import type { JournalEntry } from '../../scheduler/journal/journal-entry.ts';
+import type { TurnReplay } from '../../scheduler/journal/turn-replay.ts';
 
 /** A tool call the model asked for. `arguments` is the model's JSON text. */
 export interface ToolCallRecord {
@@ -81,6 +83,22 @@ export type ModelCallEvent = {
 /** Why a model call is made. */
 export type ModelCallPurpose = 'turn' | 'judge' | 'summary';
 
+/**
+ * The journal of an occurrence's agent turn (docs/RELIABILITY.md, "A turn resumes from its journal"):
+ * what earlier runs of the turn recorded, and where this run records each step before the next starts.
+ */
+export interface TurnJournal {
+  /** The occurrence the turn is for: each tool call's `HERMES_STEP_ID` is derived from it (`stepId`). */
+  occurrenceId: string;
+  /** What earlier runs recorded (`NO_REPLAY` for a first run). */
+  replay: TurnReplay;
+  /**
+   * Record one step; resolves once Redis holds it (the runner starts the next step only then).
+   * @throws TurnError `network` when it could not be written
+   */
+  append(entry: JournalEntry): Promise<void>;
+}
+
 /** One turn to run. */
 export interface TurnRequest {
   sessionId: string;
@@ -113,6 +131,11 @@ export interface TurnRequest {
    * messages it is given and the results of the turn's own calls (`ToolTurn.toolOutput`).
    */
   toolOutput?: boolean;
+  /**
+   * The occurrence's journal (loop ticks and cron runs): recorded model answers are not asked again,
+   * recorded tool results are used, a call in doubt is run again or reported by its tool's policy.
+   */
+  journal?: TurnJournal;
 }
 
 /** What a turn produced. */

@@ -1,0 +1,116 @@
+/**
+ * Durable turns (docs/RELIABILITY.md, "A turn resumes from its journal"): the only worker is
+ * SIGKILLed in the middle of an agent turn, after its tool call ran and while its next model call is
+ * in flight; a new worker resumes the turn from its journal — the tool does not run again, the
+ * model is not asked the turn's first request again, and one reply is committed.
+ *
+ * Real processes (`hermes worker` children), real Redis, the local model server; every wait is on
+ * an observed event (a request the model server received, a session event), never a fixed sleep.
+ */
+import { describe } from 'vitest';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { testEnv, type TestEnv } from './support/env.ts';
+import { clients, events, spawnWorker, waitFor, waitForEvents } from './support/stack.ts';
+import { lastToolResult, startFakeOpenAI, type FakeOpenAI, type ScriptedReply } from './support/fake-openai.ts';
+import { it, type CleanUp } from './support/cleanup.ts';
+
+/** Kill `child` (a `hermes worker`) when the test ends, if it is still running. */
+function killAfter(cleanups: CleanUp[], child: ChildProcess): void {
+  cleanups.push(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+}
+
+/** Lines of `file` ('' lines left out; none when it does not exist). */
+function lines(file: string): string[] {
+  return existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : [];
+}
+
+/**
+ * The home of `hermes worker` children: `config.yaml` declares `tools` (written before any worker
+ * starts), the environment points them at the model server.
+ */
+function workerEnv(cleanups: CleanUp[], model: FakeOpenAI, tools: (home: string) => Record<string, unknown>): TestEnv {
+  const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
+  cleanups.push(() => env.cleanup());
+  writeFileSync(join(env.home, 'config.yaml'), JSON.stringify({ tools: tools(env.home) }), { mode: 0o600 });
+  return env;
+}
+
+/** A model that holds its answers to requests until the test ends (`release`), and answers `late`. */
+function holding(cleanups: CleanUp[]): { hold: () => Promise<ScriptedReply> } {
+  const held: Array<(r: ScriptedReply) => void> = [];
+  cleanups.push(() => held.forEach((r) => r('late')));
+  return { hold: () => new Promise<ScriptedReply>((r) => held.push(r)) };
+}
+
+describe.concurrent('durable turns', () => {
+  it("SIGKILL while the model's second call is in flight → a new worker resumes the turn: one reply, the command ran once, the first request was not sent again", async ({
+    cleanups,
+    expect,
+  }) => {
+    const model = await startFakeOpenAI();
+    cleanups.push(() => model.close());
+    const { hold } = holding(cleanups); // pushed after the close: released first
+    const env = workerEnv(cleanups, model, (home) => ({
+      commands: {
+        append: { command: `echo "appended $HERMES_STEP_ID" >> ${join(home, 'side-effect.txt')}`, description: 'appends a line' },
+      },
+    }));
+    const file = join(env.home, 'side-effect.txt');
+    let secondCalls = 0;
+    model.respond((req) => {
+      if (lastToolResult(req) === undefined) {
+        // The turn's first request: a model that takes 3 s, then asks for the command.
+        return new Promise((r) => setTimeout(() => r({ toolCalls: [{ name: 'append' }] }), 3000));
+      }
+      // Its second: in flight on the first worker (never answered there), answered on the second.
+      return ++secondCalls === 1 ? hold() : 'Appended the line.';
+    });
+    const c = clients(env);
+    cleanups.push(() => c.close());
+    const a = await spawnWorker(env);
+    killAfter(cleanups, a);
+    await c.schedules.set(
+      'durable',
+      'loop',
+      { prompt: 'append a line to the file', intervalSeconds: 30, times: 1, until: null, notes: [] },
+      { origin: { surface: 'cli' }, runner: { kind: 'agent' } },
+    );
+    const [started] = await waitForEvents(c, 'durable', 'tick.started', 1, 30_000);
+    expect(started!.data.pid).toBe(a.pid);
+    const occurrence = String(started!.data.occurrenceId);
+    // The command ran and the second model call is in flight: the worker dies now.
+    await waitFor(
+      () => (model.requests.filter((r) => lastToolResult(r) !== undefined).length === 1 ? true : undefined),
+      30_000,
+      'the second call',
+    );
+    expect(lines(file)).toHaveLength(1);
+    a.kill('SIGKILL');
+    await new Promise((r) => a.once('exit', r));
+
+    const b = await spawnWorker(env);
+    killAfter(cleanups, b);
+    const [reply] = await waitForEvents(c, 'durable', 'reply', 1, 30_000);
+    expect(reply!.data).toMatchObject({ occurrenceId: occurrence, text: 'Appended the line.', pid: b.pid });
+    await waitFor(async () => ((await c.loops.get('durable', 'loop'))?.status === 'finished' ? true : undefined), 15_000, 'loop finished');
+
+    // The side effect happened once, under the step id of the turn's first call.
+    expect(lines(file)).toEqual([`appended ${occurrence}:1`]);
+    // No model call repeated but the one cut by the kill: the first request once, the second twice (cut, then resumed).
+    const firsts = model.requests.filter((r) => lastToolResult(r) === undefined);
+    const seconds = model.requests.filter((r) => lastToolResult(r) !== undefined);
+    expect(firsts).toHaveLength(1);
+    expect(seconds).toHaveLength(2);
+    // The resumed call carries the recorded answer and result: the same request as the one cut.
+    expect(seconds[1]!.messages).toEqual(seconds[0]!.messages);
+    expect(await events(c, 'durable', 'reply')).toHaveLength(1);
+    const transcript = await c.sessions.transcript('durable');
+    expect(transcript.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
+    // The journal went with the commit.
+    expect(await c.redis.exists(c.keys.turnJournal('durable', occurrence))).toBe(0);
+  });
+});

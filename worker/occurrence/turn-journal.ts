@@ -1,0 +1,55 @@
+/**
+ * The journal of an occurrence's agent turn as its runner uses it (docs/RELIABILITY.md, "A turn
+ * resumes from its journal"): read once when the turn starts — a journal already there means an
+ * earlier run of this occurrence (a retry after a crash, a takeover after a lapsed lock, a hand-back
+ * at drain) got that far — and appended to, one step at a time, before the next step starts. Loop
+ * ticks and cron runs open it the same way; the commit deletes it (`commit-turn-7.lua`,
+ * `commit-cron-run-8.lua`).
+ */
+import type { Logger } from 'pino';
+import { TurnError } from '../../scheduler/errors/turn-error.ts';
+import { inDoubtCalls, isResumed, replayOf } from '../../scheduler/journal/turn-replay.ts';
+import type { TurnJournal } from '../turn-runners/turn-runner.ts';
+import type { WorkerDeps } from '../worker-deps.ts';
+
+/**
+ * The journal of `occurrenceId`'s turn in `sessionId` (a cron run's session is `cron:<id>`), with
+ * what earlier runs recorded; a resumed turn is logged with what it found.
+ * @throws TurnError `network` when the journal cannot be read (its append throws the same)
+ */
+export async function openTurnJournal(
+  deps: Pick<WorkerDeps, 'journals'>,
+  sessionId: string,
+  occurrenceId: string,
+  log: Logger,
+): Promise<TurnJournal> {
+  const unavailable = (err: unknown) =>
+    new TurnError(`The turn's journal could not be reached in Redis: ${(err as Error).message}`, {
+      kind: 'network',
+      sessionId,
+      cause: err,
+    });
+  let replay;
+  try {
+    replay = replayOf(await deps.journals.read(sessionId, occurrenceId));
+  } catch (err) {
+    throw unavailable(err);
+  }
+  if (isResumed(replay)) {
+    log.info(
+      { occurrenceId, answers: replay.answers.size, results: replay.results.size, inDoubt: inDoubtCalls(replay) },
+      'turn resumed from its journal',
+    );
+  }
+  return {
+    occurrenceId,
+    replay,
+    async append(entry) {
+      try {
+        await deps.journals.append(sessionId, occurrenceId, entry);
+      } catch (err) {
+        throw unavailable(err);
+      }
+    },
+  };
+}
