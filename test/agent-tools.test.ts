@@ -186,7 +186,7 @@ describe.concurrent('limits of a turn', () => {
     expect(model.requests[0]!.tools).toEqual([]);
   });
 
-  it('a drain during a tool call aborts it (its process killed); the tick is handed back and runs once on another worker', async ({
+  it('a drain during a tool call aborts it (its process killed); the tick is handed back and runs once on another worker, the call in doubt run again (tools.on_doubt: rerun)', async ({
     cleanups,
     expect,
   }) => {
@@ -197,6 +197,8 @@ describe.concurrent('limits of a turn', () => {
       cleanups,
       {
         'agent.cron_drain_timeout': 0.5,
+        // A status check: the call cut by the drain is in doubt, and the operator lets it run again.
+        'tools.on_doubt': { deploy_status: 'rerun' },
         'tools.commands': {
           deploy_status: {
             // The first call hangs (until the drain stops it); a later one answers at once.
