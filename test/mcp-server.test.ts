@@ -3,7 +3,9 @@
  * of the SDK: over stdio against a spawned `hermes mcp`, its tools listed, a cron job "weekdays at
  * 9am" in Europe/Berlin created and its next fires read back, the job shown by `hermes cron list`;
  * over Streamable HTTP the same with the API key, 401 without; a command turn refused unless
- * `mcp.command_turns`; the per-day limit of creations; every change on the session's stream.
+ * `mcp.command_turns`; the per-day limit of creations; every change on the session's stream; a loop
+ * made over MCP fires and its reply reaches (the fake) Telegram; `send` starts a turn whose reply is in
+ * the transcript resource.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -13,7 +15,22 @@ import { describe, type ExpectStatic } from 'vitest';
 import { MCP_TOOL_NAMES } from '../scheduler/config/config.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
 import { startCronApiGateway } from './support/cron-api-gateway.ts';
-import { events, HERMES_BIN, openTestClients, runHermes, type TestClients } from './support/stack.ts';
+import {
+  clients,
+  events,
+  HERMES_BIN,
+  openTestClients,
+  runHermes,
+  startWorker,
+  waitFor,
+  waitForEvents,
+  type TestClients,
+} from './support/stack.ts';
+import { startFakeTelegram } from './support/fake-telegram.ts';
+import { startFakeOpenAI } from './support/fake-openai.ts';
+import { ALLOWED_USER, telegramEnv } from './support/telegram-env.ts';
+import { startGateway } from '../gateway/gateway-process.ts';
+import { createLogger } from '../scheduler/logger.ts';
 import type { TestEnv } from './support/env.ts';
 
 const KEY = 'mcp-test-key-0123456789';
@@ -140,5 +157,59 @@ describe.concurrent('hermes as an MCP server', () => {
     expect(third).toEqual({ isError: true, text: expect.stringContaining('the limit is 2 (mcp.max_created_per_day)') });
     expect(await c.loops.get('ops', 'loop')).toBeNull();
     expect((await events(c, 'ops', 'notice')).map((n) => n.data.action)).toEqual(['create', 'remove']);
+  });
+
+  it('a loop made over MCP fires and its reply reaches Telegram; send starts a turn whose reply the transcript resource shows', async ({
+    cleanups,
+    expect,
+  }) => {
+    const fake = await startFakeTelegram();
+    const model = await startFakeOpenAI();
+    model.respond(() => 'all green');
+    cleanups.push(
+      () => fake.close(),
+      () => model.close(),
+    );
+    const env = telegramEnv(fake, { 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', 'api_server.key': KEY });
+    const c = clients(env);
+    cleanups.push(
+      () => env.cleanup(),
+      () => c.close(),
+    );
+    const log = createLogger({ level: 'silent' });
+    const worker = await startWorker(env);
+    cleanups.push(() => worker.drain());
+    const gw = await startGateway({ config: env.config, redisUrl: env.redisUrl, log });
+    cleanups.push(() => gw.close());
+    const client = await httpClient(cleanups, gw.httpAddress.url, KEY);
+
+    const made = await call(client, 'create_schedule', {
+      kind: 'loop',
+      session: 'deploy',
+      interval: '1m',
+      prompt: 'check the deploy',
+      deliver: `telegram:${ALLOWED_USER}`,
+    });
+    expect(made.isError, made.text).toBe(false);
+    await waitFor(() => fake.sent.length >= 1, 20_000, 'the first tick delivered to Telegram');
+    expect([fake.sent[0]!.chat_id, fake.sent[0]!.text]).toEqual([String(ALLOWED_USER), 'all green']);
+    expect(await c.loops.get('deploy', 'loop')).toMatchObject({ origin: { surface: 'mcp' }, createdBy: { by: 'agent', surface: 'mcp' } });
+
+    const sent = JSON.parse((await call(client, 'send', { session: 'deploy', text: 'is it live?' })).text) as {
+      occurrence_id: string;
+      transcript: string;
+    };
+    const replies = await waitForEvents(c, 'deploy', 'reply', 2);
+    expect(replies.map((r) => r.data.occurrenceId)).toContain(sent.occurrence_id);
+    const resource = await client.readResource({ uri: sent.transcript });
+    const messages = JSON.parse((resource.contents[0] as { text: string }).text) as Array<{
+      role: string;
+      content: string;
+      surface?: string;
+    }>;
+    expect(messages.slice(-2).map((m) => [m.role, m.content, m.surface])).toEqual([
+      ['user', 'is it live?', 'mcp'],
+      ['assistant', 'all green', 'mcp'],
+    ]);
   });
 });
