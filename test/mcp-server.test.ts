@@ -155,8 +155,14 @@ describe.concurrent('hermes as an MCP server', () => {
     expect((await call(client, 'remove_schedule', { kind: 'heartbeat', session: 'ops' })).isError).toBe(false);
     const third = await call(client, 'create_schedule', { kind: 'loop', session: 'ops', interval: '10m', prompt: 'check the deploy' });
     expect(third).toEqual({ isError: true, text: expect.stringContaining('the limit is 2 (mcp.max_created_per_day)') });
+    // Nor is a slash command sent as a message a way around it: `send` takes messages only.
+    const slash = await call(client, 'send', { session: 'ops', text: '/loop 10m check the deploy' });
+    expect(slash).toEqual({ isError: true, text: expect.stringContaining('not slash commands') });
     expect(await c.loops.get('ops', 'loop')).toBeNull();
-    expect((await events(c, 'ops', 'notice')).map((n) => n.data.action)).toEqual(['create', 'remove']);
+    expect((await events(c, 'ops')).map((n) => [n.type, n.data.action])).toEqual([
+      ['notice', 'create'],
+      ['notice', 'remove'],
+    ]);
   });
 
   it('a loop made over MCP fires and its reply reaches Telegram; send starts a turn whose reply the transcript resource shows', async ({

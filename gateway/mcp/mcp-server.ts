@@ -27,6 +27,7 @@ import { MAX_PREVIEW_COUNT, parseInstant, previewSchedule } from '../../schedule
 import { aliveWorkerIds } from '../../scheduler/worker-liveness.ts';
 import { assertSessionId } from '../../scheduler/session/session-id.ts';
 import { clip } from '../../scheduler/text/clip.ts';
+import { parseChatCommand } from '../../scheduler/session/chat-command.ts';
 import { sendWebMessage } from '../web-input.ts';
 import type { McpDeps } from './mcp-deps.ts';
 import { MCP_SCHEDULE_KINDS, ScheduleActions, type ScheduleFields } from './schedule-actions.ts';
@@ -48,13 +49,15 @@ const kind = z
   .describe('loop: every interval (or self-paced); heartbeat: a periodic check-in; cron: a calendar schedule.');
 const cronId = z.string().min(1).max(200).optional().describe("cron: the job's id or name (list_schedules shows them).");
 
-/** The settable fields of a schedule, for create and update. */
-const fields = {
+/** The settable fields of a schedule, for create and update (the minimums as configured). */
+const scheduleFields = (config: McpDeps['config']) => ({
   prompt: z.string().min(1).optional().describe('What each tick or run asks the agent to do.'),
   interval: z
     .string()
     .optional()
-    .describe('loop/heartbeat: "10m", "2h" (minimum 30s for loops, 60s for heartbeats); a loop without one paces itself.'),
+    .describe(
+      `loop/heartbeat: "10m", "2h" (at least ${config.loops.min_interval_seconds}s for a loop, ${config.heartbeat.min_interval_seconds}s for a heartbeat); a loop without one paces itself.`,
+    ),
   schedule: z
     .string()
     .optional()
@@ -79,7 +82,7 @@ const fields = {
     .string()
     .optional()
     .describe('A shell command run instead of the agent (a command turn). Refused unless the operator allowed it (mcp.command_turns).'),
-};
+});
 
 /** Build an MCP server over `deps` (one per stdio connection, or per HTTP request). */
 export function createMcpServer(deps: McpDeps, info: { version: string }): McpServer {
@@ -95,6 +98,7 @@ export function createMcpServer(deps: McpDeps, info: { version: string }): McpSe
   const actions = new ScheduleActions(deps);
   const offered = new Set<string>(deps.config.mcp.tools);
   const now = () => (deps.clock ?? Date.now)();
+  const fields = scheduleFields(deps.config);
 
   /** Register `name` if `mcp.tools` offers it; its handler's result as JSON text, its input errors as tool errors. */
   const tool = <Shape extends z.ZodRawShape>(
@@ -221,7 +225,7 @@ export function createMcpServer(deps: McpDeps, info: { version: string }): McpSe
   );
   tool(
     'send',
-    'Send a message to a session, as a user would type it: the agent answers in that session (and on its platform route). ' +
+    'Send a message to a session, as a user would type it (not a slash command): the agent answers in that session (and on its platform route). ' +
       "Returns the message id; the reply appears in the session's transcript (resource hermes://sessions/{session}/transcript).",
     {
       session,
@@ -229,6 +233,15 @@ export function createMcpServer(deps: McpDeps, info: { version: string }): McpSe
       message_id: z.string().optional().describe('An id of your own (1–64 letters, digits, _ or -), so a retried send is taken once.'),
     },
     async (a) => {
+      // A slash command would set schedules past this server's rules (`mcp.tools`, the per-day limit): the schedule tools do that.
+      if (parseChatCommand(a.text).kind === 'command') {
+        throw new ScheduleInputError(
+          '`send` takes messages, not slash commands: use the schedule tools (create_schedule, pause_schedule, …).',
+          {
+            field: 'text',
+          },
+        );
+      }
       const m = await sendWebMessage(
         { redis: deps.redis, keys: deps.keys, queues: deps.queues, sessions: deps.sessions, maxChars: deps.config.agent.max_prompt_chars },
         { sessionId: a.session, text: a.text, clientId: a.message_id, surface: 'mcp' },
