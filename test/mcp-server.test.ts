@@ -31,6 +31,9 @@ import { startFakeOpenAI } from './support/fake-openai.ts';
 import { ALLOWED_USER, telegramEnv } from './support/telegram-env.ts';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { createLogger } from '../scheduler/logger.ts';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { mcpDepsFor } from '../gateway/mcp/mcp-deps.ts';
+import { createMcpServer } from '../gateway/mcp/mcp-server.ts';
 import type { TestEnv } from './support/env.ts';
 
 const KEY = 'mcp-test-key-0123456789';
@@ -217,5 +220,30 @@ describe.concurrent('hermes as an MCP server', () => {
       ['user', 'is it live?', 'mcp'],
       ['assistant', 'all green', 'mcp'],
     ]);
+  });
+
+  it('mcp.tools offers only the tools it lists: another is neither listed nor callable; status and runs read', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { env, c } = openTestClients(cleanups, { 'mcp.tools': 'list_schedules,status,runs' });
+    const server = createMcpServer(mcpDepsFor(env.config, c, createLogger({ level: 'silent' })), { version: '0.0.0' });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const client = new Client({ name: 'hermes-test', version: '1.0.0' });
+    await client.connect(clientSide);
+    cleanups.push(
+      () => client.close(),
+      () => server.close(),
+    );
+    expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(['list_schedules', 'runs', 'status']);
+    const create = await call(client, 'create_schedule', { kind: 'cron', schedule: 'every 2h', prompt: 'x' }).catch((err: Error) => ({
+      isError: true,
+      text: err.message,
+    }));
+    expect(create).toEqual({ isError: true, text: expect.stringMatching(/create_schedule not found/) });
+    expect(await c.redis.zcard(c.keys.cronJobIndex)).toBe(0);
+    expect(JSON.parse((await call(client, 'status')).text)).toEqual({ workers: 0, loops: [], cron_jobs: [] });
+    expect(JSON.parse((await call(client, 'runs')).text)).toEqual([]);
   });
 });
