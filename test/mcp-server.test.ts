@@ -15,17 +15,7 @@ import { describe, type ExpectStatic } from 'vitest';
 import { MCP_TOOL_NAMES } from '../scheduler/config/config.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
 import { startCronApiGateway } from './support/cron-api-gateway.ts';
-import {
-  clients,
-  events,
-  HERMES_BIN,
-  openTestClients,
-  runHermes,
-  startWorker,
-  waitFor,
-  waitForEvents,
-  type TestClients,
-} from './support/stack.ts';
+import { clients, events, HERMES_BIN, openTestClients, runHermes, startWorker, waitFor, type TestClients } from './support/stack.ts';
 import { startFakeTelegram } from './support/fake-telegram.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { ALLOWED_USER, telegramEnv } from './support/telegram-env.ts';
@@ -204,11 +194,15 @@ describe.concurrent('hermes as an MCP server', () => {
     expect([fake.sent[0]!.chat_id, fake.sent[0]!.text]).toEqual([String(ALLOWED_USER), 'all green']);
     expect(await c.loops.get('deploy', 'loop')).toMatchObject({ origin: { surface: 'mcp' }, createdBy: { by: 'agent', surface: 'mcp' } });
 
-    const sent = JSON.parse((await call(client, 'send', { session: 'deploy', text: 'is it live?' })).text) as {
+    // With `wait_seconds` the answer carries the reply of the turn the message started.
+    const sent = JSON.parse((await call(client, 'send', { session: 'deploy', text: 'is it live?', wait_seconds: 30 })).text) as {
       occurrence_id: string;
       transcript: string;
+      status: string;
+      reply: string | null;
     };
-    const replies = await waitForEvents(c, 'deploy', 'reply', 2);
+    expect([sent.status, sent.reply]).toEqual(['replied', 'all green']);
+    const replies = await events(c, 'deploy', 'reply');
     expect(replies.map((r) => r.data.occurrenceId)).toContain(sent.occurrence_id);
     const resource = await client.readResource({ uri: sent.transcript });
     const messages = JSON.parse((resource.contents[0] as { text: string }).text) as Array<{

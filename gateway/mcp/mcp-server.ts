@@ -28,12 +28,20 @@ import { aliveWorkerIds } from '../../scheduler/worker-liveness.ts';
 import { assertSessionId } from '../../scheduler/session/session-id.ts';
 import { clip } from '../../scheduler/text/clip.ts';
 import { parseChatCommand } from '../../scheduler/session/chat-command.ts';
+import type { SessionEvent } from '../../scheduler/session/session-store.ts';
+import { sleep } from '../../scheduler/time/sleep.ts';
 import { sendWebMessage } from '../web-input.ts';
 import type { McpDeps } from './mcp-deps.ts';
 import { MCP_SCHEDULE_KINDS, ScheduleActions, type ScheduleFields } from './schedule-actions.ts';
 
 /** The session a call acts in when it names none: the one `hermes up` attaches to. */
 export const MCP_DEFAULT_SESSION = 'main';
+
+/** Longest wait `send` takes for its reply, seconds. */
+const SEND_MAX_WAIT_SECONDS = 120;
+
+/** How often a waiting `send` reads the session's stream, ms. */
+const SEND_POLL_MS = 250;
 
 /** Characters of a run's output a `runs` answer keeps (head and tail, `clip`). */
 const RUN_OUTPUT_CHARS = 4000;
@@ -105,13 +113,16 @@ export function createMcpServer(deps: McpDeps, info: { version: string }): McpSe
     name: (typeof MCP_TOOL_NAMES)[number],
     description: string,
     shape: Shape,
-    run: (args: z.infer<z.ZodObject<Shape>>) => Promise<unknown>,
+    run: (args: z.infer<z.ZodObject<Shape>>, signal: AbortSignal) => Promise<unknown>,
     annotations: { readOnlyHint?: boolean; destructiveHint?: boolean } = {},
   ) => {
     if (!offered.has(name)) return;
-    server.registerTool(name, { description, inputSchema: shape, annotations }, (async (args: z.infer<z.ZodObject<Shape>>) => {
+    server.registerTool(name, { description, inputSchema: shape, annotations }, (async (
+      args: z.infer<z.ZodObject<Shape>>,
+      extra: { signal: AbortSignal },
+    ) => {
       try {
-        return answer(await run(args));
+        return answer(await run(args, extra.signal));
       } catch (err) {
         if (isHermesError(err)) return failure(err.message);
         deps.log.warn({ tool: name, err: (err as Error).message }, 'mcp: tool call failed');
@@ -226,13 +237,20 @@ export function createMcpServer(deps: McpDeps, info: { version: string }): McpSe
   tool(
     'send',
     'Send a message to a session, as a user would type it (not a slash command): the agent answers in that session (and on its platform route). ' +
-      "Returns the message id; the reply appears in the session's transcript (resource hermes://sessions/{session}/transcript).",
+      "Returns the message id, and with `wait_seconds` the agent's reply once it comes; the reply is also in the session's transcript (resource hermes://sessions/{session}/transcript).",
     {
       session,
       text: z.string().min(1).describe('The message.'),
       message_id: z.string().optional().describe('An id of your own (1–64 letters, digits, _ or -), so a retried send is taken once.'),
+      wait_seconds: z
+        .number()
+        .int()
+        .min(0)
+        .max(SEND_MAX_WAIT_SECONDS)
+        .default(0)
+        .describe('Wait up to this long for the reply (0: return at once).'),
     },
-    async (a) => {
+    async (a, signal) => {
       // A slash command would set schedules past this server's rules (`mcp.tools`, the per-day limit): the schedule tools do that.
       if (parseChatCommand(a.text).kind === 'command') {
         throw new ScheduleInputError(
@@ -246,7 +264,15 @@ export function createMcpServer(deps: McpDeps, info: { version: string }): McpSe
         { redis: deps.redis, keys: deps.keys, queues: deps.queues, sessions: deps.sessions, maxChars: deps.config.agent.max_prompt_chars },
         { sessionId: a.session, text: a.text, clientId: a.message_id, surface: 'mcp' },
       );
-      return { message_id: m.id, session: m.sessionId, occurrence_id: m.occurrenceId, transcript: transcriptUri(m.sessionId) };
+      const queued = { message_id: m.id, session: m.sessionId, occurrence_id: m.occurrenceId, transcript: transcriptUri(m.sessionId) };
+      if (a.wait_seconds === 0) return queued;
+      const end = await turnEnd(deps, m.sessionId, m.eventId, m.occurrenceId, now() + a.wait_seconds * 1000, signal);
+      return {
+        ...queued,
+        ...(end === undefined
+          ? { status: 'waiting', reply: null }
+          : { status: end.type === 'reply' ? 'replied' : 'failed', reply: typeof end.data.text === 'string' ? end.data.text : null }),
+      };
     },
   );
   tool(
@@ -302,6 +328,30 @@ export function createMcpServer(deps: McpDeps, info: { version: string }): McpSe
     },
   );
   return server;
+}
+
+/**
+ * The event that ends the turn of input `occurrenceId` (its `reply`, or its `error`), read from the
+ * session's stream after `afterId` until `deadline` (epoch ms) or `signal`; `undefined` when none came.
+ * Polled every `SEND_POLL_MS` on the commands connection, so a wait holds no connection of its own.
+ */
+async function turnEnd(
+  deps: McpDeps,
+  sessionId: string,
+  afterId: string,
+  occurrenceId: string,
+  deadline: number,
+  signal: AbortSignal,
+): Promise<SessionEvent | undefined> {
+  let cursor = afterId;
+  for (;;) {
+    const events = await deps.sessions.readEvents(sessionId, cursor, { count: 200 });
+    for (const e of events) if ((e.type === 'reply' || e.type === 'error') && e.data.occurrenceId === occurrenceId) return e;
+    cursor = events.at(-1)?.id ?? cursor;
+    const left = deadline - (deps.clock ?? Date.now)();
+    if (left <= 0 || signal.aborted) return undefined;
+    await sleep(Math.min(SEND_POLL_MS, left), signal);
+  }
 }
 
 /** A session's transcript resource. */
