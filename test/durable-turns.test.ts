@@ -10,11 +10,18 @@
 import { describe } from 'vitest';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, events, spawnWorker, waitFor, waitForEvents } from './support/stack.ts';
-import { lastToolResult, startFakeOpenAI, type FakeOpenAI, type ScriptedReply } from './support/fake-openai.ts';
+import { lastToolResult, lastUserText, startFakeOpenAI, type FakeOpenAI, type ScriptedReply } from './support/fake-openai.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
+import { IN_DOUBT_ERROR } from '../worker/turn-runners/agent-runner.ts';
+
+/**
+ * A shell loop that waits until `file` exists, or until its folder is gone (the test's clean-up
+ * removes it): the command of a SIGKILLed worker is orphaned, nothing else ends it in time.
+ */
+const waitForFile = (file: string) => `while [ ! -f ${file} ] && [ -d ${dirname(file)} ]; do sleep 0.05; done`;
 
 /** Kill `child` (a `hermes worker`) when the test ends, if it is still running. */
 function killAfter(cleanups: CleanUp[], child: ChildProcess): void {
@@ -112,5 +119,73 @@ describe.concurrent('durable turns', () => {
     expect(transcript.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
     // The journal went with the commit.
     expect(await c.redis.exists(c.keys.turnJournal('durable', occurrence))).toBe(0);
+  });
+
+  it('the step in doubt: after a SIGKILL during two command calls, the one not declared idempotent is reported to the model as unknown and not run; the one with on_doubt: rerun runs again with the same HERMES_STEP_ID', async ({
+    cleanups,
+    expect,
+  }) => {
+    const model = await startFakeOpenAI();
+    cleanups.push(() => model.close());
+    // Each command writes its step id, then waits (its first run, until the worker is killed); `check` ends at once when run again.
+    const env = workerEnv(cleanups, model, (home) => ({
+      commands: {
+        deploy: {
+          command: `echo "$HERMES_STEP_ID" >> ${join(home, 'deploy-runs')}; ${waitForFile(join(home, 'never'))}; echo deployed`,
+          description: 'deploys',
+        },
+        check: {
+          command: `echo "$HERMES_STEP_ID" >> ${join(home, 'check-runs')}; [ -f ${join(home, 'checked')} ] && { echo green; exit 0; }; touch ${join(home, 'checked')}; ${waitForFile(join(home, 'never'))}`,
+          description: 'checks the build',
+        },
+      },
+      on_doubt: { check: 'rerun' },
+    }));
+    const deployRuns = join(env.home, 'deploy-runs');
+    const checkRuns = join(env.home, 'check-runs');
+    model.respond((req) => {
+      const result = lastToolResult(req);
+      if (result === undefined) return { toolCalls: [{ name: lastUserText(req).includes('deploy') ? 'deploy' : 'check' }] };
+      return `tool said: ${result.trim()}`;
+    });
+    const c = clients(env);
+    cleanups.push(() => c.close());
+    const a = await spawnWorker(env);
+    killAfter(cleanups, a);
+    for (const [session, prompt] of [
+      ['doubt-deploy', 'deploy the release'],
+      ['doubt-check', 'check the build'],
+    ] as const) {
+      await c.schedules.set(
+        session,
+        'loop',
+        { prompt, intervalSeconds: 30, times: 1, until: null, notes: [] },
+        { origin: { surface: 'cli' }, runner: { kind: 'agent' } },
+      );
+    }
+    // Both commands are running on the only worker: it dies now.
+    await waitFor(() => (lines(deployRuns).length === 1 && lines(checkRuns).length === 1) || undefined, 30_000, 'both commands started');
+    a.kill('SIGKILL');
+    await new Promise((r) => a.once('exit', r));
+    const b = await spawnWorker(env);
+    killAfter(cleanups, b);
+
+    const [deployReply] = await waitForEvents(c, 'doubt-deploy', 'reply', 1, 30_000);
+    const [checkReply] = await waitForEvents(c, 'doubt-check', 'reply', 1, 30_000);
+    // Not idempotent: not run again; the model was told the outcome is unknown, and why.
+    expect(lines(deployRuns)).toHaveLength(1);
+    expect(String(deployReply!.data.text)).toMatch(
+      /^tool said: Error: the outcome of this call is unknown\..*deploy is not declared idempotent/,
+    );
+    const deployResults = await events(c, 'doubt-deploy', 'tool.result');
+    expect(deployResults.at(-1)!.data).toMatchObject({ name: 'deploy', error: IN_DOUBT_ERROR });
+    // `on_doubt: rerun`: run again, under the same step id.
+    expect(checkReply!.data.text).toBe('tool said: green');
+    const checkIds = lines(checkRuns);
+    const checkOccurrence = String(checkReply!.data.occurrenceId);
+    expect(checkIds).toEqual([`${checkOccurrence}:1`, `${checkOccurrence}:1`]);
+    expect(lines(deployRuns)).toEqual([`${String(deployReply!.data.occurrenceId)}:1`]);
+    // Neither turn's first request was sent again: each turn's first answer came from its journal.
+    expect(model.requests.filter((r) => lastToolResult(r) === undefined)).toHaveLength(2);
   });
 });
