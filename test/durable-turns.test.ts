@@ -9,13 +9,17 @@
  */
 import { describe } from 'vitest';
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, events, spawnWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { lastToolResult, lastUserText, startFakeOpenAI, type FakeOpenAI, type ScriptedReply } from './support/fake-openai.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
 import { IN_DOUBT_ERROR } from '../worker/turn-runners/agent-runner.ts';
+import { loadConfig } from '../scheduler/config/config.ts';
+import { Toolbox } from '../worker/tools/toolbox.ts';
+import type { ScheduleStatusSources } from '../worker/tools/schedule-status-tool.ts';
 
 /**
  * A shell loop that waits until `file` exists, or until its folder is gone (the test's clean-up
@@ -187,5 +191,40 @@ describe.concurrent('durable turns', () => {
     expect(lines(deployRuns)).toEqual([`${String(deployReply!.data.occurrenceId)}:1`]);
     // Neither turn's first request was sent again: each turn's first answer came from its journal.
     expect(model.requests.filter((r) => lastToolResult(r) === undefined)).toHaveLength(2);
+  });
+});
+
+describe('tools.on_doubt', () => {
+  it('a call in doubt runs again by default only for the read-only built-ins; the most specific name in tools.on_doubt decides', ({
+    cleanups,
+    expect,
+  }) => {
+    const home = mkdtempSync(join(tmpdir(), 'hermes-on-doubt-'));
+    cleanups.push(() => rmSync(home, { recursive: true, force: true }));
+    const toolbox = (onDoubt: Record<string, string>) =>
+      new Toolbox(
+        loadConfig({
+          env: { HERMES_HOME: home },
+          overrides: {
+            'tools.files.roots': ['/srv'],
+            'tools.http.allow': ['example.com'],
+            'tools.commands': { ci: { command: 'true', description: 'ci' }, deploy: { command: 'true', description: 'deploy' } },
+            'tools.on_doubt': onDoubt,
+          },
+        }),
+        {} as ScheduleStatusSources,
+      );
+    const defaults = toolbox({});
+    expect(['read_file', 'list_dir', 'http_get', 'schedule_status', 'ci', 'deploy', 'gone'].map((n) => defaults.onDoubt(n))).toEqual([
+      'rerun',
+      'rerun',
+      'rerun',
+      'rerun',
+      'report',
+      'report',
+      'report',
+    ]);
+    const set = toolbox({ commands: 'rerun', deploy: 'report', read_file: 'report' });
+    expect(['ci', 'deploy', 'read_file', 'list_dir'].map((n) => set.onDoubt(n))).toEqual(['rerun', 'report', 'report', 'rerun']);
   });
 });
