@@ -115,7 +115,7 @@ describe.concurrent('hermes as an MCP server', () => {
     const cron = await call(client, 'create_schedule', { kind: 'cron', schedule: 'every 2h', prompt: 'x', command: 'rm -rf /tmp/x' });
     expect(cron).toEqual({ isError: true, text: expect.stringContaining('mcp.command_turns') });
     expect(await c.loops.get('main', 'loop')).toBeNull();
-    expect(await c.redis.zcard(c.keys.cronJobIndex)).toBe(0);
+    expect(await c.redis.scard(c.keys.cronJobIndex)).toBe(0);
     expect(await events(c, 'main', 'notice')).toEqual([]);
 
     const allowed = openTestClients(cleanups, { 'api_server.port': 0, 'api_server.key': KEY, 'mcp.command_turns': true });
@@ -236,8 +236,23 @@ describe.concurrent('hermes as an MCP server', () => {
       text: err.message,
     }));
     expect(create).toEqual({ isError: true, text: expect.stringMatching(/create_schedule not found/) });
-    expect(await c.redis.zcard(c.keys.cronJobIndex)).toBe(0);
+    expect(await c.redis.scard(c.keys.cronJobIndex)).toBe(0);
     expect(JSON.parse((await call(client, 'status')).text)).toEqual({ workers: 0, loops: [], cron_jobs: [] });
     expect(JSON.parse((await call(client, 'runs')).text)).toEqual([]);
+  });
+
+  it('creations asked at once over HTTP still stop at the per-day limit (each request its own server)', async ({ cleanups, expect }) => {
+    const { env, c } = openTestClients(cleanups, { 'api_server.port': 0, 'api_server.key': KEY, 'mcp.max_created_per_day': 2 });
+    const { gw } = await startCronApiGateway(cleanups, env, KEY);
+    const clients = await Promise.all([1, 2, 3, 4].map(() => httpClient(cleanups, gw.httpAddress.url, KEY)));
+    const results = await Promise.all(
+      clients.map((client, i) => call(client, 'create_schedule', { kind: 'cron', schedule: 'every 2h', prompt: `job ${i}` })),
+    );
+    expect(results.filter((r) => !r.isError)).toHaveLength(2);
+    expect(results.filter((r) => r.isError).map((r) => r.text)).toEqual([
+      expect.stringContaining('mcp.max_created_per_day'),
+      expect.stringContaining('mcp.max_created_per_day'),
+    ]);
+    expect(await c.redis.scard(c.keys.cronJobIndex)).toBe(2);
   });
 });

@@ -69,8 +69,6 @@ const COMMAND_TIMEOUT_SECONDS = 60;
 
 /** The schedule actions over `deps`. */
 export class ScheduleActions {
-  private creations: Promise<unknown> = Promise.resolve();
-
   constructor(private readonly deps: McpDeps) {}
 
   private now(): number {
@@ -96,13 +94,20 @@ export class ScheduleActions {
     }
   }
 
-  /** Create a schedule (one creation at a time in this process, so the per-day count holds). */
+  /**
+   * Create a schedule: one creation at a time per ledger (the process's, shared by the servers of
+   * every `/mcp` request and a stdio connection), so the per-day count holds in this process.
+   */
   async create(f: ScheduleFields): Promise<ActionResult> {
-    const run = this.creations.then(
+    const before = CREATIONS.get(this.deps.ledger) ?? Promise.resolve();
+    const run = before.then(
       () => this.createNow(f),
       () => this.createNow(f),
     );
-    this.creations = run.catch(() => undefined);
+    CREATIONS.set(
+      this.deps.ledger,
+      run.catch(() => undefined),
+    );
     return await run;
   }
 
@@ -345,6 +350,9 @@ export class ScheduleActions {
     await this.deps.sessions.appendEvent(session, 'notice', { text, by: 'mcp', action, schedule: { kind, id } });
   }
 }
+
+/** The last creation queued per ledger (see `ScheduleActions.create`). */
+const CREATIONS = new WeakMap<object, Promise<unknown>>();
 
 /** Where what an MCP client makes comes from. */
 export const MCP_ORIGIN: Origin = { surface: 'mcp' };
