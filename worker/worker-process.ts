@@ -35,6 +35,7 @@
  *   4. the BullMQ workers are closed. `Worker.close()` has no timeout and
  *      memoises its first call, so it is only called once nothing is running.
  */
+import { LockFence } from './runtime/lock-fence.ts';
 import { DelayedError, Worker, type AdvancedOptions, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config/config.ts';
@@ -107,6 +108,8 @@ export class WorkerProcess {
   private readonly fetchesInFlight = new Set<Promise<void>>();
   /** The configured MCP servers (their tools join `deps.tools`). */
   mcp: McpServers | undefined;
+  /** Self-fencing: a turn whose job lock could not be renewed in time is stopped before the lock lapses (`runtime/lock-fence.ts`). */
+  private readonly fence: LockFence;
 
   private constructor(
     deps: WorkerDeps,
@@ -115,6 +118,13 @@ export class WorkerProcess {
   ) {
     this.deps = deps;
     this.metrics = deps.metrics!;
+    this.fence = new LockFence(deps.config.worker.fence_margin_ms, (jobId, heldUntil) => {
+      if (deps.turns.fence(jobId))
+        deps.log.warn(
+          { jobId, lockHeldUntil: new Date(heldUntil).toISOString(), marginMs: deps.config.worker.fence_margin_ms },
+          'job lock not renewed in time; its turn is fenced off (commands killed) before the lock can lapse',
+        );
+    });
   }
 
   /**
@@ -273,6 +283,7 @@ export class WorkerProcess {
       },
     );
     logBullmqErrors(worker, name, log);
+    worker.onRenewed = (jobId, heldUntil) => this.fence.heldUntil(jobId, heldUntil);
     // A lock that could not be renewed has lapsed: the stall check may already have handed the job
     // to another worker. Abort this copy's turn (or end its hold or its wait for a slot) so the
     // occurrence runs to its commit on one worker only.
@@ -360,6 +371,8 @@ export class WorkerProcess {
     };
     const id = job.id!;
     const earlier = this.processing.get(id);
+    // The lock the fetch set lasts from the time the fetch was sent (`processedOn`): fenced before it lapses unless renewed.
+    this.fence.heldUntil(id, (job.processedOn || Date.now()) + this.deps.config.worker.lock_duration_ms);
     const run = worker.processJob(job, token, fetchNext);
     this.processing.set(id, run);
     // BullMQ renews one lock per job id, and the earlier copy's end stops renewing it (`untrackJob(id)`):
@@ -378,7 +391,10 @@ export class WorkerProcess {
         (err: unknown) => worker.emit('error', err as Error),
       )
       .finally(() => {
-        if (this.processing.get(id) === run) this.processing.delete(id);
+        if (this.processing.get(id) === run) {
+          this.processing.delete(id);
+          this.fence.forget(id);
+        }
         if (fetchesNext) admission.fetchEnded(holdable);
       });
   }
@@ -531,6 +547,7 @@ export class WorkerProcess {
     if (rest.length > 0)
       await Promise.race([Promise.allSettled(rest.map((t) => t.done)), sleep(closeBy - Date.now(), undefined, { unref: true })]);
     clearInterval(this.heartbeat);
+    this.fence.close();
     const steps: Array<[string, () => Promise<unknown>]> = [
       ['close workers', () => Promise.all(this.workers.map((w) => w.close(true)))],
       ['forget worker', () => this.deps.redis.zrem(this.deps.keys.workers, this.deps.workerId)],
@@ -638,6 +655,20 @@ function processorOf(queue: FetchedQueue, job: Job): JobProcessor {
  * BullMQ's own lock manager, which renews the locks of every job `processJob` tracks in batches.
  */
 class FetchingWorker extends Worker {
+  /** Told of each lock renewal that was taken: the job and until when its lock surely lasts (epoch ms). */
+  onRenewed: ((jobId: string, heldUntil: number) => void) | undefined;
+
+  /**
+   * BullMQ's lock renewal (its timer's and `lockHeld`'s), telling `onRenewed` of each lock renewed:
+   * it lasts `duration` from when the renewal was sent, at least (the lock was written after that).
+   */
+  override async extendJobLocks(jobIds: string[], tokens: string[], duration: number): Promise<string[]> {
+    const sentAt = Date.now();
+    const failed = await super.extendJobLocks(jobIds, tokens, duration);
+    for (const id of jobIds) if (!failed.includes(id)) this.onRenewed?.(id, sentAt + duration);
+    return failed;
+  }
+
   /** Start renewing the locks of the jobs being processed (what `Worker.run` does besides its main loop). */
   startLockRenewal(): void {
     this.lockManager.start();

@@ -426,10 +426,18 @@ export const configSchema = z
          * only a renewal more than `lock_duration_ms - lock_renew_ms` late (2 s)
          * loses a lock; the turn of a job whose lock was lost is aborted and
          * not committed (`worker-process.ts`), so the occurrence runs to its
-         * commit on one worker only.
+         * commit on one worker only. A worker whose renewals do not come back
+         * fences the turn off `fence_margin_ms` before its lock can lapse.
          */
         /** BullMQ job lock and session turn lock time-to-live, in ms; renewed while a turn runs. @defaultValue 3000 */
         lock_duration_ms: positiveInt(3_000),
+        /**
+         * Self-fencing: a turn whose job lock has not been renewed so that it surely lasts more than
+         * this many ms is aborted here, its commands killed at once (SIGKILL), before the lock can
+         * lapse and another worker take the job over (docs/RELIABILITY.md, "A worker that cannot renew
+         * a job's lock stops its turn first"). Below `lock_duration_ms - lock_renew_ms`. @defaultValue 500
+         */
+        fence_margin_ms: positiveInt(500),
         /** Milliseconds between renewals of a worker's job locks (below `lock_duration_ms`). @defaultValue 1000 */
         lock_renew_ms: positiveInt(1_000),
         /** Milliseconds between checks for jobs whose worker died (lock lapsed). @defaultValue 1000 */
@@ -506,6 +514,10 @@ export const configSchema = z
       .refine((w) => w.lock_renew_ms < w.lock_duration_ms, {
         message: 'lock_renew_ms must be below lock_duration_ms (a lock must be renewed before it lapses)',
         path: ['lock_renew_ms'],
+      })
+      .refine((w) => w.fence_margin_ms < w.lock_duration_ms - w.lock_renew_ms, {
+        message: 'fence_margin_ms must be below lock_duration_ms - lock_renew_ms (a turn is fenced only after a renewal came late)',
+        path: ['fence_margin_ms'],
       })
       .transform(({ max_agent_turns, max_command_turns, ...w }) => ({
         ...w,

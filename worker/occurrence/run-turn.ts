@@ -49,7 +49,12 @@ export async function runTurn<Gated, Claimed, Ran extends RanTurn, Committed, Re
       o.attempts && { retryable: error.retryable, attempt: o.attempts.attempt, attempts: o.attempts.of },
     );
     if (ending === 'hand-back') {
-      o.log.warn({ attempt: o.attempts?.attempt }, `${o.label} aborted by drain; handed back for another worker`);
+      o.log.warn(
+        { attempt: o.attempts?.attempt },
+        turn.fenced
+          ? `${o.label} fenced off: its job lock could not be renewed in time; handed back`
+          : `${o.label} aborted by drain; handed back for another worker`,
+      );
       deps.metrics?.turnFinished(o.kind, 'aborted', (Date.now() - startedAt) / 1000);
       return 'hand-back';
     }

@@ -9,7 +9,10 @@ export type TurnEnding = 'hand-back' | 'abandon' | 'retry' | 'failed';
 /**
  * Decide how a turn that threw ends, in this order:
  *  - drain hand-back (`DRAIN_HAND_BACK`, `defer-decision.ts`): a turn aborted by the drain deadline is not
- *    committed; its job goes back to the queue for another worker;
+ *    committed; its job goes back to the queue for another worker; the same for a turn fenced off
+ *    because its lock could not be renewed (`runtime/lock-fence.ts`: the lock may still be this
+ *    worker's, and then the job resumes from its journal; if it lapsed, the hand-back fails and the
+ *    worker that took the job over has it);
  *  - lock loss: the job's BullMQ lock was lost, so another worker has the job now; commit nothing
  *    here (docs/RELIABILITY.md, "A dead worker's work restarts within seconds");
  *  - a failure that never reached the model (`retryable`, a network error) while the job has BullMQ
@@ -19,10 +22,10 @@ export type TurnEnding = 'hand-back' | 'abandon' | 'retry' | 'failed';
  * @param retry - the error and the job's attempts (`attempt` 1-based); absent: never retried
  */
 export function decideTurnEnding(
-  turn: { abortedByDrain: boolean; lockLost: boolean },
+  turn: { abortedByDrain: boolean; lockLost: boolean; fenced?: boolean },
   retry?: { retryable: boolean; attempt: number; attempts: number },
 ): TurnEnding {
-  if (turn.abortedByDrain) return 'hand-back';
+  if (turn.abortedByDrain || turn.fenced) return 'hand-back';
   if (turn.lockLost) return 'abandon';
   if (retry && retry.retryable && retry.attempt < retry.attempts) return 'retry';
   return 'failed';

@@ -57,6 +57,25 @@ export function spawnInGroup(file: string, argv: string[], deadlineMs: number, o
   return spawn(cmd, args, { ...options, detached: true });
 }
 
+/**
+ * The abort reason of a turn fenced off before its job lock can lapse (`lock-fence.ts`): its
+ * commands get SIGKILL at once, with no grace, so none outlives the lock.
+ */
+export const FENCED = new Error('the job lock could not be renewed in time: the turn was fenced off');
+
+/**
+ * Stop the group `child` leads for an abort with `reason`: SIGTERM, then SIGKILL after `graceMs`;
+ * SIGKILL at once for a fenced turn (`FENCED`).
+ */
+export function stopGroup(child: ChildProcess, reason: unknown, graceMs: number): void {
+  if (reason === FENCED) {
+    signalGroup(child, 'SIGKILL');
+    return;
+  }
+  signalGroup(child, 'SIGTERM');
+  setTimeout(() => signalGroup(child, 'SIGKILL'), graceMs).unref();
+}
+
 /** Send `signal` to the whole process group `child` leads; to `child` alone when the group is gone. */
 export function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
   try {

@@ -20,6 +20,7 @@
  * worker from fetching what it cannot start now, so an overdue backlog is
  * shared by the fleet instead of taken by the first worker to ask.
  */
+import { FENCED } from './process-group.ts';
 import type { TurnAbortBy, TurnAbortRequest } from '../../scheduler/session/turn-abort.ts';
 import { callAt } from './sleep-until.ts';
 
@@ -40,6 +41,12 @@ export interface TrackedTurn {
    * is aborted and must not commit anything.
    */
   lockLost: boolean;
+  /**
+   * Set when this worker fenced the turn off (`lock-fence.ts`): its job's lock could not be renewed
+   * and would lapse soon. Like `lockLost` it commits nothing; its job is handed back when this worker
+   * still can (the lock may still be its own).
+   */
+  fenced?: boolean;
   /** The session the turn belongs to, when the processor names it (so `/stop` can find it). */
   sessionId?: string;
   /** The occurrence a tick's turn runs (so an interrupt aimed at that tick finds only it). */
@@ -504,6 +511,20 @@ export class TurnTracker {
     if (!turn) return this.admission.ticket(id)?.interrupt('lost') ?? false;
     turn.lockLost = true;
     turn.controller.abort(new Error('job lock lost'));
+    return true;
+  }
+
+  /**
+   * Fence off job `id`'s turn (`lock-fence.ts`): abort it with `FENCED`, so its commands are killed
+   * at once, before its lock can lapse.
+   * @returns whether a running turn was found (and not aborted already)
+   */
+  fence(id: string): boolean {
+    const turn = this.active.get(id);
+    if (!turn || turn.controller.signal.aborted) return false;
+    turn.fenced = true;
+    turn.lockLost = true;
+    turn.controller.abort(FENCED);
     return true;
   }
 

@@ -26,7 +26,7 @@
  * SIGTERM, then SIGKILL after `KILL_GRACE_MS`; a backstop ends the group even
  * when the worker has died (`../process-group.ts`).
  */
-import { endGroup, signalGroup, spawnInGroup } from '../runtime/process-group.ts';
+import { endGroup, spawnInGroup, stopGroup } from '../runtime/process-group.ts';
 import { ToolError } from '../../scheduler/errors/tool-error.ts';
 import { compileArgumentSchema } from './argument-schema.ts';
 import { NO_PARAMETERS, type AgentTool, type ToolParameters } from './tool.ts';
@@ -138,8 +138,7 @@ function runBounded(
     let stopped = false;
     const onAbort = () => {
       stopped = true;
-      signalGroup(child, 'SIGTERM');
-      setTimeout(() => signalGroup(child, 'SIGKILL'), KILL_GRACE_MS).unref();
+      stopGroup(child, signal.reason, KILL_GRACE_MS);
     };
     signal.addEventListener('abort', onAbort, { once: true });
     child.stdout!.on('data', (d: Buffer) => output.push(d));

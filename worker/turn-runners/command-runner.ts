@@ -13,7 +13,7 @@
  */
 import { TurnError } from '../../scheduler/errors/turn-error.ts';
 import { commandEnv } from '../runtime/command-env.ts';
-import { endGroup, signalGroup, spawnInGroup } from '../runtime/process-group.ts';
+import { endGroup, spawnInGroup, stopGroup } from '../runtime/process-group.ts';
 import type { TurnOutput, TurnRequest, TurnRunner } from './turn-runner.ts';
 
 /** Bytes of stdout kept (the rest is cut with a note). */
@@ -65,8 +65,7 @@ export class CommandRunner implements TurnRunner {
       let killReason: 'timeout' | 'aborted' | undefined;
       const kill = (reason: 'timeout' | 'aborted') => {
         killReason ??= reason;
-        signalGroup(child, 'SIGTERM');
-        setTimeout(() => signalGroup(child, 'SIGKILL'), 2000).unref();
+        stopGroup(child, reason === 'aborted' ? request.signal.reason : undefined, 2000);
       };
       const timer = setTimeout(() => kill('timeout'), this.timeoutMs);
       const onAbort = () => kill('aborted');

@@ -1,0 +1,61 @@
+/**
+ * A TCP proxy between a process and Redis that can black-hole the connection (a network partition
+ * as the process sees it): while cut, no byte goes either way and no connection is closed or
+ * refused — the process's commands just get no answer, as behind a partition; `heal()` lets the
+ * bytes held meanwhile through, in order.
+ */
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
+
+export interface TcpProxy {
+  /** `redis://127.0.0.1:<port>`: give it to the process instead of Redis's own URL. */
+  url: string;
+  /** Stop every byte both ways (connections stay open; new ones are accepted and held). */
+  cut(): void;
+  /** Let bytes through again. */
+  heal(): void;
+  close(): Promise<void>;
+}
+
+/** A proxy to `target` (`redis://host:port`), passing bytes until `cut()`. */
+export async function startTcpProxy(target: string): Promise<TcpProxy> {
+  const { hostname, port } = new URL(target);
+  const sockets = new Set<Socket>();
+  /** Bytes read while cut, with where they go, in the order they came. */
+  let held: Array<[Socket, Buffer]> = [];
+  let cutOff = false;
+  const forward = (from: Socket, to: Socket) =>
+    from.on('data', (d: Buffer) => {
+      if (cutOff) held.push([to, d]);
+      else to.write(d);
+    });
+  const server: Server = createServer((client) => {
+    const upstream = connect(Number(port), hostname);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('error', () => {});
+      s.on('close', () => sockets.delete(s));
+    }
+    forward(client, upstream);
+    forward(upstream, client);
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `redis://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    cut() {
+      cutOff = true;
+    },
+    heal() {
+      cutOff = false;
+      const through = held;
+      held = [];
+      for (const [to, d] of through) if (!to.destroyed) to.write(d);
+    },
+    async close() {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
