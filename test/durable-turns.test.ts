@@ -20,6 +20,8 @@ import { IN_DOUBT_ERROR } from '../worker/turn-runners/agent-runner.ts';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { Toolbox } from '../worker/tools/toolbox.ts';
 import type { ScheduleStatusSources } from '../worker/tools/schedule-status-tool.ts';
+import { cronServiceFor } from '../scheduler/services.ts';
+import { createLogger } from '../scheduler/logger.ts';
 
 /**
  * A shell loop that waits until `file` exists, or until its folder is gone (the test's clean-up
@@ -123,6 +125,60 @@ describe.concurrent('durable turns', () => {
     expect(transcript.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
     // The journal went with the commit.
     expect(await c.redis.exists(c.keys.turnJournal('durable', occurrence))).toBe(0);
+  });
+
+  it("a cron run's agent turn: SIGKILL while the model's second call is in flight → the run resumes on a new worker, the command ran once, one run recorded", async ({
+    cleanups,
+    expect,
+  }) => {
+    const model = await startFakeOpenAI();
+    cleanups.push(() => model.close());
+    const { hold } = holding(cleanups);
+    const env = workerEnv(cleanups, model, (home) => ({
+      commands: {
+        append: { command: `echo "appended $HERMES_STEP_ID" >> ${join(home, 'side-effect.txt')}`, description: 'appends a line' },
+      },
+    }));
+    const file = join(env.home, 'side-effect.txt');
+    let secondCalls = 0;
+    model.respond((req) => {
+      if (lastToolResult(req) === undefined) return { toolCalls: [{ name: 'append' }] };
+      return ++secondCalls === 1 ? hold() : 'Appended the line.';
+    });
+    const c = clients(env);
+    cleanups.push(() => c.close());
+    const cron = cronServiceFor(env.config, c, createLogger({ level: 'silent' }));
+    const a = await spawnWorker(env);
+    killAfter(cleanups, a);
+    const job = await cron.add(
+      { schedule: 'every 1h', prompt: 'append a line to the file', name: 'durable', paused: true },
+      { origin: { surface: 'cli' }, trusted: true },
+    );
+    await cron.runNow(job.id, { origin: { surface: 'cli' }, trusted: true });
+    await waitFor(
+      () => (model.requests.filter((r) => lastToolResult(r) !== undefined).length === 1 ? true : undefined),
+      30_000,
+      'the second call',
+    );
+    expect(lines(file)).toHaveLength(1);
+    a.kill('SIGKILL');
+    await new Promise((r) => a.once('exit', r));
+
+    const b = await spawnWorker(env);
+    killAfter(cleanups, b);
+    const [run] = await waitFor(
+      async () => {
+        const runs = await cron.runs(job.id, 5);
+        return runs.length > 0 ? runs : undefined;
+      },
+      30_000,
+      'the run recorded',
+    );
+    expect(run).toMatchObject({ status: 'ok', output: 'Appended the line.' });
+    expect(lines(file)).toEqual([`appended ${run!.occurrence_id}:1`]);
+    expect(model.requests.filter((r) => lastToolResult(r) === undefined)).toHaveLength(1);
+    expect(model.requests.filter((r) => lastToolResult(r) !== undefined)).toHaveLength(2);
+    expect(await cron.runs(job.id, 5)).toHaveLength(1);
   });
 
   it('the step in doubt: after a SIGKILL during two command calls, the one not declared idempotent is reported to the model as unknown and not run; the one with on_doubt: rerun runs again with the same HERMES_STEP_ID', async ({
