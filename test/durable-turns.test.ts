@@ -13,8 +13,15 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { testEnv, type TestEnv } from './support/env.ts';
-import { clients, events, spawnWorker, waitFor, waitForEvents } from './support/stack.ts';
-import { lastToolResult, lastUserText, startFakeOpenAI, type FakeOpenAI, type ScriptedReply } from './support/fake-openai.ts';
+import { clients, events, spawnWorker, startWorker, waitFor, waitForEvents } from './support/stack.ts';
+import {
+  lastToolResult,
+  lastUserText,
+  startFakeOpenAI,
+  type FakeOpenAI,
+  type RecordedRequest,
+  type ScriptedReply,
+} from './support/fake-openai.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
 import { IN_DOUBT_ERROR } from '../worker/turn-runners/agent-runner.ts';
 import { loadConfig } from '../scheduler/config/config.ts';
@@ -22,6 +29,8 @@ import { Toolbox } from '../worker/tools/toolbox.ts';
 import type { ScheduleStatusSources } from '../worker/tools/schedule-status-tool.ts';
 import { cronServiceFor } from '../scheduler/services.ts';
 import { createLogger } from '../scheduler/logger.ts';
+import { startAgentStack } from './support/agent-stack.ts';
+import type { TranscriptMessage } from '../scheduler/session/session-store.ts';
 
 /**
  * A shell loop that waits until `file` exists, or until its folder is gone (the test's clean-up
@@ -179,6 +188,51 @@ describe.concurrent('durable turns', () => {
     expect(model.requests.filter((r) => lastToolResult(r) === undefined)).toHaveLength(1);
     expect(model.requests.filter((r) => lastToolResult(r) !== undefined)).toHaveLength(2);
     expect(await cron.runs(job.id, 5)).toHaveLength(1);
+  });
+
+  it('a tick handed back at drain after its compaction summary resumes on another worker: the summary is not asked for again, the turn runs on the same context', async ({
+    cleanups,
+    expect,
+  }) => {
+    const s = await startAgentStack(
+      cleanups,
+      { 'agent.context_window_tokens': 16_000, 'agent.cron_drain_timeout': 0.5 },
+      { contextWindow: 16_000 },
+    );
+    const { hold } = holding(cleanups);
+    const isSummary = (req: RecordedRequest) => req.tools.length === 0 && /summar/i.test(req.messages[0]?.content ?? '');
+    let turnCalls = 0;
+    s.model.respond((req) =>
+      isSummary(req) ? 'Summary: the build was running at every check.' : ++turnCalls === 1 ? hold() : 'Still running.',
+    );
+    // A transcript over the compaction threshold (half the window).
+    const transcript: TranscriptMessage[] = [];
+    for (let i = 0; i < 12; i++) {
+      const log = Array.from({ length: 60 }, (_, j) => `run-${i} [step ${j}] compiling pkg/service-${j % 37}/handler.go ... ok`).join('\n');
+      transcript.push(
+        { role: 'user', content: `check ${i}`, at: 1, source: 'tick', surface: 'cli' },
+        { role: 'assistant', content: log, at: 2, source: 'tick', surface: 'cli' },
+      );
+    }
+    await s.c.redis.rpush(s.c.keys.transcript('compacted'), ...transcript.map((m) => JSON.stringify(m)));
+    await s.c.schedules.set(
+      'compacted',
+      'loop',
+      { prompt: 'watch the build', intervalSeconds: 60, times: 1, until: null, notes: [] },
+      { origin: { surface: 'cli' }, runner: { kind: 'agent' } },
+    );
+    // Summarised, then the turn's call in flight: the worker drains and hands the tick back.
+    await waitFor(() => (turnCalls === 1 ? true : undefined), 30_000, 'the turn call');
+    await s.worker.drain();
+    const b = await startWorker(s.env);
+    cleanups.push(() => b.drain());
+    const [reply] = await waitForEvents(s.c, 'compacted', 'reply', 1, 30_000);
+    expect(reply!.data.text).toBe('Still running.');
+    expect(s.model.requests.filter(isSummary)).toHaveLength(1);
+    const turns = s.model.requests.filter((r) => !isSummary(r));
+    expect(turns).toHaveLength(2);
+    expect(turns[1]!.messages).toEqual(turns[0]!.messages);
+    expect(JSON.stringify(turns[1]!.messages)).toContain('the build was running at every check');
   });
 
   it('the step in doubt: after a SIGKILL during two command calls, the one not declared idempotent is reported to the model as unknown and not run; the one with on_doubt: rerun runs again with the same HERMES_STEP_ID', async ({

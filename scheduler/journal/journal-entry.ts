@@ -1,7 +1,8 @@
 /**
  * The steps of an agent turn as its journal records them (docs/RELIABILITY.md, "A turn resumes from
  * its journal"). A journal is a list, in the order the steps were written: each model answer (with
- * the tool calls it asked for), each tool call as it starts, each tool result. A step is written
+ * the tool calls it asked for), each tool call as it starts, each tool result; before them, a compaction
+ * summary written for the turn. A step is written
  * before the next one starts, so a worker that takes the turn over knows what was done.
  */
 import type { ModelSpend } from '../model-spend.ts';
@@ -51,7 +52,19 @@ export interface ResultEntry {
   at: number;
 }
 
-export type JournalEntry = AnswerEntry | StartedEntry | ResultEntry;
+/**
+ * A compaction summary written before the turn (docs/CONTEXT.md, "Compaction"): `of` is the digest of
+ * the messages it stands for (`summaryDigest`), so a resumed turn uses it only for the same messages.
+ */
+export interface SummaryEntry {
+  type: 'summary';
+  of: string;
+  text: string;
+  /** What the summary call cost. */
+  spend: ModelSpend;
+}
+
+export type JournalEntry = AnswerEntry | StartedEntry | ResultEntry | SummaryEntry;
 
 /** A stored entry, or `undefined` for text that is none (a journal is read, never trusted to be whole). */
 export function decodeJournalEntry(raw: string): JournalEntry | undefined {
@@ -65,6 +78,8 @@ export function decodeJournalEntry(raw: string): JournalEntry | undefined {
   const e = v as Partial<JournalEntry>;
   if (e.type === 'answer' && Number.isInteger(e.round) && typeof e.content === 'string' && Array.isArray(e.toolCalls))
     return e as AnswerEntry;
+  if (e.type === 'summary' && typeof e.of === 'string' && typeof e.text === 'string' && typeof e.spend === 'object')
+    return e as SummaryEntry;
   if ((e.type === 'started' || e.type === 'result') && Number.isInteger(e.call) && typeof e.id === 'string' && typeof e.name === 'string') {
     if (e.type === 'result' && typeof e.content !== 'string') return undefined;
     return e as JournalEntry;

@@ -8,7 +8,8 @@
  * of the turn that kept running past its lock) is ignored, so the resumed turn follows the first
  * account of each step.
  */
-import type { AnswerEntry, JournalEntry, ResultEntry } from './journal-entry.ts';
+import { createHash } from 'node:crypto';
+import type { AnswerEntry, JournalEntry, ResultEntry, SummaryEntry } from './journal-entry.ts';
 import type { ON_DOUBT_POLICIES } from '../config/config.ts';
 
 /** What a tool call of the turn is, by the journal. */
@@ -22,23 +23,28 @@ export interface TurnReplay {
   answers: ReadonlyMap<number, AnswerEntry>;
   started: ReadonlySet<number>;
   results: ReadonlyMap<number, ResultEntry>;
+  /** Compaction summaries by the digest of what they stand for (`summaryDigest`). */
+  summaries: ReadonlyMap<string, SummaryEntry>;
 }
 
 /** An empty replay: a turn with no journal yet. */
-export const NO_REPLAY: TurnReplay = { answers: new Map(), started: new Set(), results: new Map() };
+export const NO_REPLAY: TurnReplay = { answers: new Map(), started: new Set(), results: new Map(), summaries: new Map() };
 
 /** The replay of `entries`, in the order they were written. */
 export function replayOf(entries: readonly JournalEntry[]): TurnReplay {
   const answers = new Map<number, AnswerEntry>();
   const started = new Set<number>();
   const results = new Map<number, ResultEntry>();
+  const summaries = new Map<string, SummaryEntry>();
   for (const e of entries) {
     if (e.type === 'answer') {
       if (!answers.has(e.round)) answers.set(e.round, e);
     } else if (e.type === 'started') started.add(e.call);
-    else if (!results.has(e.call)) results.set(e.call, e);
+    else if (e.type === 'summary') {
+      if (!summaries.has(e.of)) summaries.set(e.of, e);
+    } else if (!results.has(e.call)) results.set(e.call, e);
   }
-  return { answers, started, results };
+  return { answers, started, results, summaries };
 }
 
 /** The state of the `call`th tool call (1 = the turn's first). */
@@ -50,7 +56,7 @@ export function callState(replay: TurnReplay, call: number): CallState {
 
 /** Whether the replay holds anything: the turn started before (a retry, a takeover, a hand-back). */
 export function isResumed(replay: TurnReplay): boolean {
-  return replay.answers.size > 0 || replay.started.size > 0;
+  return replay.answers.size > 0 || replay.started.size > 0 || replay.summaries.size > 0;
 }
 
 /** Calls started but with no result: what a resumed turn finds in doubt. */
@@ -64,4 +70,9 @@ export function inDoubtCalls(replay: TurnReplay): number[] {
  */
 export function stepId(occurrenceId: string, call: number): string {
   return `${occurrenceId}:${call}`;
+}
+
+/** The digest a compaction summary is recorded under: sha256 of the messages it stands for, as JSON. */
+export function summaryDigest(messages: readonly unknown[]): string {
+  return createHash('sha256').update(JSON.stringify(messages)).digest('hex');
 }

@@ -30,6 +30,8 @@ import { holdsToolOutput, turnMessages } from './transcript-messages.ts';
 import { sessionEventSink } from '../turn-runners/turn-events.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 import { compactMessages, type CompactionReport } from './compaction.ts';
+import { summaryDigest } from '../../scheduler/journal/turn-replay.ts';
+import type { TurnJournal } from '../turn-runners/turn-runner.ts';
 
 /** Share of the compaction target the recent tail may hold (the rest: the head, the summary, the new input). */
 export const TAIL_SHARE_OF_TARGET = 0.5;
@@ -70,6 +72,11 @@ export async function fitSessionContext(
     events?: Record<string, unknown>;
     /** The turn to come, so the estimate holds the tools (and system prompt) offered to it. */
     turn?: ToolTurn;
+    /**
+     * The occurrence's journal (a loop tick's): a summary written by an earlier run of the turn for the
+     * same messages is used instead of a new call; a new one is recorded.
+     */
+    journal?: TurnJournal;
   },
 ): Promise<FittedContext> {
   const runner = deps.runners.agent;
@@ -89,6 +96,13 @@ export async function fitSessionContext(
     estimate,
     counter: counting.counter,
     summarise: async (middle) => {
+      const journal = request.journal;
+      const of = journal ? summaryDigest(middle) : '';
+      const recorded = journal?.replay.summaries.get(of);
+      if (recorded) {
+        spend = sumSpend(spend, recorded.spend);
+        return recorded.text;
+      }
       try {
         const res = await runner.summarise(middle, request.signal, {
           model,
@@ -97,6 +111,8 @@ export async function fitSessionContext(
           onEvent: sessionEventSink(deps, request.sessionId, request.events ?? {}),
         });
         spend = sumSpend(spend, res.spend);
+        // Recorded before the turn goes on (docs/RELIABILITY.md, "A turn resumes from its journal").
+        if (journal) await journal.append({ type: 'summary', of, text: res.text, spend: res.spend });
         return res.text;
       } catch (err) {
         const failed = (err as { spend?: ModelSpend }).spend;

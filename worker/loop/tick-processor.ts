@@ -276,7 +276,9 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
     }
     let context = transcript;
     // The turn answers to every surface whose text is in its context (provenance, `contextSurfaces`).
-    if (loop.runner.kind === 'agent') {
+    // An agent turn resumes from its occurrence's journal, if an earlier run of it left one (its summary included).
+    const journal = loop.runner.kind === 'agent' ? await openTurnJournal(deps, sessionId, occurrenceId, log) : undefined;
+    if (journal) {
       // The context budget before the turn (`context/session-context.ts`; docs/CONTEXT.md).
       const fitted = await fitSessionContext(deps, {
         sessionId,
@@ -288,13 +290,12 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
         kind,
         events,
         turn: { ...turnOf },
+        journal,
       });
       p.replace = fitted.replace;
       context = fitted.transcript;
       p.spend = sumSpend(p.spend, fitted.spend);
     }
-    // An agent turn resumes from its occurrence's journal, if an earlier run of it left one.
-    const journal = loop.runner.kind === 'agent' ? await openTurnJournal(deps, sessionId, occurrenceId, log) : undefined;
     const out = await deps.runners.forSpec(loop.runner).run({
       sessionId,
       messages: turnMessages(context, p.input),
