@@ -136,6 +136,68 @@ describe.concurrent('durable turns', () => {
     expect(await c.redis.exists(c.keys.turnJournal('durable', occurrence))).toBe(0);
   });
 
+  it('a worker stalled (SIGSTOP) past its lock during the second model call → another worker resumes the turn; woken, the stalled copy does nothing more: one reply, the command ran once', async ({
+    cleanups,
+    expect,
+  }) => {
+    const model = await startFakeOpenAI();
+    cleanups.push(() => model.close());
+    const env = workerEnv(cleanups, model, (home) => ({
+      commands: {
+        append: { command: `echo "appended $HERMES_STEP_ID" >> ${join(home, 'side-effect.txt')}`, description: 'appends a line' },
+      },
+    }));
+    const file = join(env.home, 'side-effect.txt');
+    // The stalled copy's second call is answered only once it is awake again, and asks for the command once more.
+    let answerStalled!: (r: ScriptedReply) => void;
+    const stalledAnswer = new Promise<ScriptedReply>((r) => (answerStalled = r));
+    cleanups.push(() => answerStalled('late'));
+    let secondCalls = 0;
+    model.respond((req) => {
+      if (lastToolResult(req) === undefined) return { toolCalls: [{ name: 'append' }] };
+      return ++secondCalls === 1 ? stalledAnswer : 'Appended the line.';
+    });
+    const c = clients(env);
+    cleanups.push(() => c.close());
+    const a = await spawnWorker(env);
+    killAfter(cleanups, a);
+    cleanups.push(() => void a.kill('SIGCONT'));
+    await c.schedules.set(
+      'stalled',
+      'loop',
+      { prompt: 'append a line to the file', intervalSeconds: 30, times: 1, until: null, notes: [] },
+      { origin: { surface: 'cli' }, runner: { kind: 'agent' } },
+    );
+    await waitFor(() => (secondCalls === 1 ? true : undefined), 30_000, 'the second call');
+    a.kill('SIGSTOP');
+    const b = await spawnWorker(env);
+    killAfter(cleanups, b);
+    const [reply] = await waitForEvents(c, 'stalled', 'reply', 1, 30_000);
+    expect(reply!.data).toMatchObject({ text: 'Appended the line.', pid: b.pid });
+
+    // Woken, the stalled copy's model call is answered with a tool call: it must not run it.
+    const wokeAt = Date.now();
+    a.kill('SIGCONT');
+    const beat = async (after: number) =>
+      await waitFor(
+        async () => {
+          const members = await c.redis.zrange(c.keys.workers, 0, -1, 'WITHSCORES');
+          const i = members.findIndex((m) => m.includes(`:${a.pid}:`));
+          return i >= 0 && Number(members[i + 1]) > after ? true : undefined;
+        },
+        20_000,
+        'the stalled worker running again',
+      );
+    await beat(wokeAt);
+    const answeredAt = Date.now();
+    answerStalled({ toolCalls: [{ name: 'append' }] });
+    await beat(answeredAt);
+    await waitFor(async () => ((await c.loops.get('stalled', 'loop'))?.status === 'finished' ? true : undefined), 15_000, 'loop finished');
+    expect(lines(file)).toHaveLength(1);
+    expect(await events(c, 'stalled', 'reply')).toHaveLength(1);
+    expect(model.requests.filter((r) => lastToolResult(r) === undefined)).toHaveLength(1);
+  });
+
   it("a cron run's agent turn: SIGKILL while the model's second call is in flight → the run resumes on a new worker, the command ran once, one run recorded", async ({
     cleanups,
     expect,
