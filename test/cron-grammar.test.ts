@@ -94,19 +94,18 @@ describe('cron schedule grammar: day one-shots (tomorrow, today, one day name)',
     expect(at('in 24h', { ...ny, now: Date.parse('2026-03-07T17:00:00Z') })).toBe('2026-03-08T17:00:00Z');
   });
 
-  it('several days, plurals and "every" still repeat; a day without a time or a time past today is refused', () => {
+  it('several days, plurals and "every" still repeat; "today" without a time or a time past today is refused', () => {
     expect(parse('mondays at 9am')).toMatchObject({ kind: 'cron', expression: '0 9 * * 1' });
     expect(parse('every monday at 9am')).toMatchObject({ kind: 'cron', expression: '0 9 * * 1' });
     expect(parse('monday, wednesday at 9am')).toMatchObject({ kind: 'cron', expression: '0 9 * * 1,3' });
     expect(parse('mon and fri at 17:00')).toMatchObject({ kind: 'cron', expression: '0 17 * * 1,5' });
-    expect(() => parse('tomorrow')).toThrow(/^"tomorrow" needs a time of day, e.g. "tomorrow at 9am"\.$/);
-    expect(() => parse('monday')).toThrow(/needs a time of day, e.g. "monday at 9am"/);
+    expect(() => parse('today')).toThrow(/^"today" needs a time of day, e.g. "today at 6pm"\.$/);
     expect(() => parse('tomorrow at 25:00')).toThrow(/hour 25 is out of range/);
     expect(() => parse('tomorrow at 9')).toThrow(/"9" is ambiguous/);
     expect(() => parse('today at 8am')).toThrow(
       /^"today at 8am" is in the past \(2026-03-04 08:00 UTC\); a one-shot must be in the future — "tomorrow at 8am"\?$/,
     );
-    for (const text of ['tomorrow', 'today at 8am']) expect(() => parse(text)).toThrow(ScheduleInputError);
+    for (const text of ['today', 'today at 8am']) expect(() => parse(text)).toThrow(ScheduleInputError);
   });
 });
 
@@ -176,8 +175,33 @@ describe('cron schedule grammar: phrases people type (daily use, round 2)', () =
   });
 
   it.each([
+    // NOW is Wednesday 10:00 UTC: today's 09:00 has passed.
+    ['next tuesday', '2026-03-10T09:00:00Z'],
+    ['next wednesday', '2026-03-11T09:00:00Z'],
+    ['on next fri', '2026-03-06T09:00:00Z'],
+    ['thursday', '2026-03-05T09:00:00Z'],
+    ['wednesday', '2026-03-11T09:00:00Z'],
+    ['tomorrow', '2026-03-05T09:00:00Z'],
+  ])('a day without a time of day (%s) is one run at 09:00 in the job zone: %s', (text, iso) => {
+    const s = parse(text);
+    expect(s).toMatchObject({ kind: 'once', expression: iso, display: `once at ${iso.slice(0, 10)} 09:00 UTC` });
+    expect(nextOccurrences(s, 'UTC', NOW, 3).map(isoUtc)).toEqual([iso]);
+    expect(isoUtc((parse(text, { tz: 'Europe/Berlin' }) as { atMs: number }).atMs)).toBe(iso.replace('T09:', 'T08:'));
+  });
+
+  it.each([
+    ['every monday', '0 9 * * 1', 'every monday at 09:00'],
+    ['mondays', '0 9 * * 1', 'every monday at 09:00'],
+    ['weekdays', '0 9 * * 1-5', 'weekdays at 09:00'],
+    ['mon-fri', '0 9 * * 1-5', 'weekdays at 09:00'],
+    ['every day', '0 9 * * *', 'daily at 09:00'],
+    ['first monday of the month', '0 9 * * 1#1', 'the first monday of the month at 09:00'],
+  ])('a repeating day phrase without a time of day (%s) runs at 09:00 too: %s', (text, expression, display) => {
+    expect(parse(text)).toEqual({ kind: 'cron', expression, display });
+  });
+
+  it.each([
     ['every weekday at 9', /"9" is ambiguous/],
-    ['next tuesday', /needs a time of day, e\.g\. "next tuesday at 9am"/],
     ['every other day at 9am', /takes no time of day; .*"0 9 \*\/2 \* \*"/],
     ['first funday of the month at 9am', /unknown day/],
     ['mon-funday 9am', /unknown day "mon-funday"/],
@@ -229,7 +253,6 @@ describe('cron schedule grammar: every bad input gets a specific error (docs/DES
     ['daily at teatime', /"teatime" is not a time of day/],
     ['every funday 9am', /unknown day "funday"/],
     ['weekdays and monday at 9am', /"weekdays" cannot be combined/],
-    ['every monday', /needs a time of day/],
     ['0 9 * *', /has 4 fields; use 5 .* or 6/],
     ['0 0 9 * * * 2030', /has 7 fields/],
     ['61 * * * *', /^minute 61 is out of range \(0–59\) in "61 \* \* \* \*"\.$/],

@@ -5,15 +5,17 @@
  * |---|---|---|
  * | interval | interval | `30m`, `every 2h`, `every hour`, `every 10 minutes`, `every other day` (every 2d) |
  * | relative one-shot | once | `in 30m`, `in 2 hours` |
- * | day one-shot | once | `tomorrow at 9am`, `tomorrow 9:30`, `today at 6pm`, `monday at 9am` (the next Monday at 09:00), `next tuesday at 9am` (never today) |
+ * | day one-shot | once | `tomorrow at 9am`, `tomorrow 9:30`, `today at 6pm`, `monday at 9am` (the next Monday at 09:00), `next tuesday at 9am` (never today), `next tuesday` (at 09:00) |
  * | calendar phrase | cron | `daily at 7am`, `weekdays at 9am`, `mon-fri 9:00`, `every monday 9am`, `mondays at 9am`, `monday, wednesday at 9am`, `first monday of the month at 9am`, `last day of the month at 18:00`, `noon`, `midnight`, `hourly` |
  * | cron | cron | `0 9 * * mon-fri`, `30 0 9 * * *` (6 fields: seconds first), `@daily` |
  * | ISO timestamp | once | `2026-12-01T09:00` (read in the job's zone), `2026-12-01T09:00:00Z`, `…+01:00` |
  *
  * One day name alone (`monday at 9am`) is one occurrence, the next; `every monday`, `mondays` or a
- * list of days repeat. A day one-shot is a wall time in the job's zone, placed on the calendar by
- * the DST rule of fixed-time jobs (cron-engine.ts): a time in the spring-forward gap runs at the
- * first valid instant after it, a repeated time at the first of its two instants.
+ * list of days repeat. A phrase that names days but no time of day runs at `DAY_PHRASE_TIME` (09:00):
+ * `next tuesday` is `next tuesday at 9am`, `every monday` is `0 9 * * 1`; only `today` alone is
+ * refused. A day one-shot is a wall time in the job's zone, placed on the calendar by the DST rule
+ * of fixed-time jobs (cron-engine.ts): a time in the spring-forward gap runs at the first valid
+ * instant after it, a repeated time at the first of its two instants.
  *
  * Every rejected input gets a `ScheduleInputError` that names the field, the
  * value as typed and the allowed range (cron-fields.ts); nothing is written
@@ -68,6 +70,12 @@ const DAY_NUMBERS = nameTable({
   sat: 6,
   saturday: 6,
 });
+/**
+ * The time of day of a phrase that names days but no time (`next tuesday`, `every monday`,
+ * `weekdays`): 09:00 in the job's zone, the start of a working day. Part of the grammar, like `noon`.
+ */
+export const DAY_PHRASE_TIME: Readonly<{ hour: number; minute: number }> = { hour: 9, minute: 0 };
+
 const DAY_LABEL = ['sunday', 'monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday'];
 
 /** The weekday (0 = Sunday) a day name stands for; own keys only, as the word is the user's. */
@@ -144,11 +152,11 @@ export function parseSchedule(input: string, options: ParseScheduleOptions): Cro
 }
 
 /**
- * `today|tomorrow [at] <time>` and `[on] <one day name> [at] <time>` (`monday at 9am`: the next Monday
- * at 09:00 — today when that time is still ahead) → a one-shot at that wall time in the job's zone;
+ * `today|tomorrow [at] <time>` and `[on] [next] <one day name> [at] <time>` (`monday at 9am`: the next
+ * Monday at 09:00 — today when that time is still ahead; the time defaults to `DAY_PHRASE_TIME`) → a one-shot at that wall time in the job's zone;
  * `undefined` for any other form. The wall time becomes an instant by `instantOfWallTime` (a time in
  * the spring-forward gap runs at the first valid instant after it, a repeated one at the earlier).
- * @throws ScheduleInputError for a missing or bad time, or `today` at a time already past
+ * @throws ScheduleInputError for a bad time, `today` without a time, or `today` at a time already past
  */
 function parseDayOneShot(tokens: string[], raw: string, options: ParseScheduleOptions): CronSchedule | undefined {
   let words = tokens[0] === 'on' ? tokens.slice(1) : tokens;
@@ -168,8 +176,9 @@ function parseDayOneShot(tokens: string[], raw: string, options: ParseScheduleOp
   )
     return undefined;
   if (first.endsWith(',')) return undefined;
-  if (rest.length === 0) throw bad(`"${raw}" needs a time of day, e.g. "${next ? 'next ' : ''}${first} at 9am".`);
-  const time = parseTimeOfDay(rest.join(''), raw);
+  // `today` alone names no instant worth guessing (09:00 may be past); other days default to 09:00.
+  if (rest.length === 0 && first === 'today') throw bad(`"${raw}" needs a time of day, e.g. "today at 6pm".`);
+  const time = rest.length === 0 ? DAY_PHRASE_TIME : parseTimeOfDay(rest.join(''), raw);
   const today = wallTimeOf(options.now, options.tz);
   const at = (daysAhead: number) => {
     const date = new Date(Date.UTC(today.year, today.month - 1, today.day + daysAhead));
@@ -240,7 +249,7 @@ function parseIntervalForm(tokens: string[], raw: string): number | undefined {
   return undefined;
 }
 
-/** Calendar phrases: `[every] <days> [at] <time>`, `noon`, `midnight`, `hourly`. */
+/** Calendar phrases: `[every] <days> [at] <time>` (no time: `DAY_PHRASE_TIME`), `noon`, `midnight`, `hourly`. */
 function parseCalendar(tokens: string[], raw: string, tz: string): CronSchedule {
   if (tokens.length === 1 && tokens[0] === 'hourly') return cronSchedule('0 * * * *', 'hourly', tz);
   // Split at the last "at", or take the last token as the time.
@@ -257,10 +266,7 @@ function parseCalendar(tokens: string[], raw: string, tz: string): CronSchedule 
     timePart = split.time;
   }
   const days = parseMonthDay(dayPart) ?? { dom: '*', ...parseDays(dayPart, raw) };
-  if (timePart.length === 0) {
-    throw bad(`"${raw}" needs a time of day, e.g. "${dayPart.join(' ') || 'daily'} at 9am".`);
-  }
-  const time = parseTimeOfDay(timePart.join(''), raw);
+  const time = timePart.length === 0 ? DAY_PHRASE_TIME : parseTimeOfDay(timePart.join(''), raw);
   const expression = `${time.minute} ${time.hour} ${days.dom} * ${days.cron}`;
   const clock = `${String(time.hour).padStart(2, '0')}:${String(time.minute).padStart(2, '0')}`;
   const display = days.label === 'daily' ? `daily at ${clock}` : `${days.label} at ${clock}`;
