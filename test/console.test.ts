@@ -261,6 +261,30 @@ describe('/ui in chromium', () => {
     expect(status.stdout).toMatch(/web-chat[^\n]*paused/);
   });
 
+  it('the transcript panel shows a sent message and its reply without a reload', async () => {
+    await page.goto(`${gw.httpAddress.url}/ui/sessions/transcript-live`);
+    await page.waitForFunction(() => (globalThis as unknown as { htmx?: unknown }).htmx !== undefined);
+    const transcript = page.locator('section', { has: page.locator('h2', { hasText: /^Transcript$/ }) });
+    expect(await transcript.textContent()).toContain('No messages yet.');
+    // Marks this document: a reload would lose it.
+    await page.evaluate(() => ((globalThis as unknown as { __sameDocument?: boolean }).__sameDocument = true));
+    await page.locator('#send textarea').fill('what is in the transcript?');
+    await page.locator('#send textarea').press('Enter');
+    await transcript.locator('.ev-reply', { hasText: 'pong: what is in the transcript?' }).waitFor({ timeout: 20_000 });
+    expect(await transcript.locator('.ev-user pre').allTextContents()).toEqual(['what is in the transcript?']);
+    // A second turn is added after the first, each message once.
+    await page.locator('#send textarea').fill('and now?');
+    await page.locator('#send textarea').press('Enter');
+    await transcript.locator('.ev-reply', { hasText: 'pong: and now?' }).waitFor({ timeout: 20_000 });
+    expect(await transcript.locator('li pre').allTextContents()).toEqual([
+      'what is in the transcript?',
+      'pong: what is in the transcript?',
+      'and now?',
+      'pong: and now?',
+    ]);
+    expect(await page.evaluate(() => (globalThis as unknown as { __sameDocument?: boolean }).__sameDocument)).toBe(true);
+  });
+
   it('a prompt or message holding <script> and <img onerror> renders as text', async () => {
     await c.schedules.set(
       'xss',

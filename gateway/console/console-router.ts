@@ -3,8 +3,8 @@
  * (server.ts) and the browser guard (no foreign `Origin`, no DNS-rebound `Host`):
  *
  * - `GET /ui` the overview, `GET /ui/overview/stream` its live part (SSE);
- * - `GET /ui/sessions/:id` a session, `GET /ui/sessions/:id/stream` its events and schedule panel
- *   (SSE), `POST /ui/sessions/:id/messages` a message (gateway/web-input.ts),
+ * - `GET /ui/sessions/:id` a session, `GET /ui/sessions/:id/stream` its events, schedule panel and
+ *   transcript (SSE), `POST /ui/sessions/:id/messages` a message (gateway/web-input.ts),
  *   `POST /ui/sessions/:id/(loop|heartbeat|goal)/(pause|resume|stop)`;
  * - `GET /ui/cron/new`, `GET /ui/cron/preview`, `POST /ui/cron`, `GET /ui/cron/:id`,
  *   `GET /ui/cron/:id/runs`, `POST /ui/cron/:id/(run|run-anyway|pause|resume|remove)`,
@@ -37,7 +37,7 @@ import { eventHtml } from './event-html.ts';
 import { html, type Html } from './html.ts';
 import { CONSOLE_CSP, CONSOLE_PATH, errorBox, page } from './layout.ts';
 import { cronUrl, overviewBody, overviewPage } from './overview-page.ts';
-import { messageForm, schedulePanel, sessionPage } from './session-page.ts';
+import { messageForm, schedulePanel, sessionPage, transcriptMark, transcriptSection } from './session-page.ts';
 
 /** Fire times shown on a job's page. */
 export const NEXT_FIRES_SHOWN = 10;
@@ -127,14 +127,26 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     const after = lastEventId(req, typeof req.query.after === 'string' && req.query.after !== '' ? req.query.after : '0');
     if (after !== '0' && !isStreamId(after))
       throw new HttpError(400, 'after must be an event id like 1700000000000-0.', 'invalid_request_error', 'invalid_event_id', 'after');
+    // What the page's transcript panel shows (session-page.ts `transcriptMark`): re-sent when the transcript differs.
+    let shownTranscript = typeof req.query.transcript === 'string' ? req.query.transcript : '';
     let timer: NodeJS.Timeout | undefined;
     let sse: SseStream | undefined;
     const panel = async () => {
       timer = undefined;
       try {
-        sse?.send({ event: 'schedules', data: schedulePanel(await sessionSummary(deps, id), Date.now()).value });
+        const [summary, transcript] = await Promise.all([
+          sessionSummary(deps, id),
+          deps.sessions.transcriptPage(id, { limit: TRANSCRIPT_SHOWN }),
+        ]);
+        sse?.send({ event: 'schedules', data: schedulePanel(summary, Date.now()).value });
+        // A turn's messages and its event are committed together (`SessionStore.commitTurn`): the event is read after them.
+        const mark = transcriptMark(transcript);
+        if (mark !== shownTranscript) {
+          shownTranscript = mark;
+          sse?.send({ event: 'transcript', data: transcriptSection(id, transcript).value });
+        }
       } catch (err) {
-        deps.log.warn({ err: (err as Error).message, sessionId: id }, 'console schedule panel not refreshed');
+        deps.log.warn({ err: (err as Error).message, sessionId: id }, 'console session panels not refreshed');
       }
     };
     const sub = deps.fanout.subscribe(deps.keys.events(id), after, (events) => {

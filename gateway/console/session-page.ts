@@ -1,7 +1,7 @@
 /**
  * A session's page (`/ui/sessions/<id>`): its loop, heartbeat and goal with pause, resume and
- * stop buttons; the transcript; its set-aside input; the live events (the session's event stream); and a message box
- * whose text is the session's user input (Enter sends, Shift+Enter is a new line; slash commands
+ * stop buttons; the transcript (kept current from the session's event stream); its set-aside
+ * input; the live events (the session's event stream); and a message box whose text is the session's user input (Enter sends, Shift+Enter is a new line; slash commands
  * work as in any chat).
  */
 import type { SessionEvent, TranscriptMessage } from '../../scheduler/session/session-store.ts';
@@ -63,26 +63,49 @@ export function setAsidePanel(inputs: SetAsideInput[]): Html | string {
   return html`<section id="set-aside"><h2>Set aside</h2><p class="none">Input that failed on every try; the session went on without it (also <a href="/api/sessions/${encodeURIComponent(inputs[0]!.sessionId)}/set-aside">/api/sessions/${inputs[0]!.sessionId}/set-aside</a>).</p><ol class="events">${rows}</ol></section>`;
 }
 
+/** A page of the transcript as `SessionStore.transcriptPage` reads it. */
+export interface TranscriptPage {
+  start: number;
+  messages: TranscriptMessage[];
+  total: number;
+}
+
+/**
+ * The transcript panel: the last messages, and where the older ones are. Re-sent whole over the
+ * page's stream when a turn changed the transcript (console-router.ts), so a reply shows in it
+ * without a reload.
+ */
+export function transcriptSection(sessionId: string, transcript: TranscriptPage): Html {
+  const older =
+    transcript.start > 0
+      ? html`<p class="none">${transcript.start} older messages: <a href="/api/sessions/${encodeURIComponent(sessionId)}/transcript?before=${transcript.start}">/api/sessions/${sessionId}/transcript</a></p>`
+      : '';
+  return html`<section id="transcript"><h2>Transcript</h2>${older}${transcript.messages.length === 0 ? html`<p class="none">No messages yet.</p>` : html`<ol class="events transcript">${transcript.messages.map((m, i) => messageHtml(m, transcript.start + i))}</ol>`}</section>`;
+}
+
+/** What tells one transcript page from another: a new message, or a compaction that rewrote it. */
+export function transcriptMark(t: TranscriptPage): string {
+  const last = t.messages.at(-1);
+  return `${t.start}:${t.total}:${last ? `${last.at}:${last.role}:${last.content.length}` : ''}`;
+}
+
 /** The whole page; the live list starts after `lastEventId`. */
 export function sessionPage(
   s: SessionSummary,
-  transcript: { start: number; messages: TranscriptMessage[]; total: number },
+  transcript: TranscriptPage,
   recent: SessionEvent[],
   lastEventId: string,
   now: number,
   setAside: SetAsideInput[] = [],
 ): Html {
-  const stream = `${sessionUrl(s.id)}/stream?after=${encodeURIComponent(lastEventId)}`;
-  const older =
-    transcript.start > 0
-      ? html`<p class="none">${transcript.start} older messages: <a href="/api/sessions/${encodeURIComponent(s.id)}/transcript?before=${transcript.start}">/api/sessions/${s.id}/transcript</a></p>`
-      : '';
+  // The transcript's mark: the stream re-sends the panel when the transcript no longer matches it.
+  const stream = `${sessionUrl(s.id)}/stream?after=${encodeURIComponent(lastEventId)}&transcript=${encodeURIComponent(transcriptMark(transcript))}`;
   return page(
     `Session ${s.id}`,
     html`<h1>Session <code>${s.id}</code></h1>
 <div hx-ext="sse" sse-connect="${stream}">
 <div sse-swap="schedules" hx-target="#schedules" hx-swap="outerHTML">${schedulePanel(s, now)}</div>
-<section><h2>Transcript</h2>${older}${transcript.messages.length === 0 ? html`<p class="none">No messages yet.</p>` : html`<ol class="events transcript">${transcript.messages.map((m, i) => messageHtml(m, transcript.start + i))}</ol>`}</section>
+<div sse-swap="transcript" hx-target="#transcript" hx-swap="outerHTML">${transcriptSection(s.id, transcript)}</div>
 ${setAsidePanel(setAside)}
 <section><h2>Events</h2><ol class="events live" id="events" sse-swap="event" hx-swap="beforeend">${recent.map(eventHtml)}</ol></section>
 </div>

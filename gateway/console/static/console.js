@@ -2,7 +2,7 @@
 // - countdowns: every <time data-due> shows "in 4m 10s" / "due now", every <time data-since> "3m ago";
 // - the message box: Enter sends, Shift+Enter is a new line;
 // - live events: an event already on the page (a reconnected stream sends it again) is not added twice,
-//   and the list scrolls to the newest.
+//   and the list scrolls to the newest (the panels re-sent whole, transcript and schedules, are swapped as they come).
 (function () {
   'use strict';
 
@@ -38,6 +38,7 @@
   });
 
   document.addEventListener('htmx:sseBeforeMessage', function (e) {
+    if (!e.target || e.target.id !== 'events') return;
     var m = /data-id="([^"]+)"/.exec(e.detail && typeof e.detail.data === 'string' ? e.detail.data : '');
     if (m && document.querySelector('[data-id="' + CSS.escape(m[1]) + '"]')) e.preventDefault();
   });
