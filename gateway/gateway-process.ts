@@ -212,6 +212,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     ['discord outbound queue', () => discordOutbound.close()],
   );
 
+  const cronService = cronServiceFor(config, { redis, keys, queues }, log);
   let http: HttpServerHandle;
   try {
     http = await startHttpServer({
@@ -240,12 +241,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
           queues,
           loops,
           schedules,
-          cron: cronServiceFor(config, { redis, keys, queues }, log),
+          cron: cronService,
           sessions: sessionStoreFor(config, redis, keys),
           ledger: new CreationLedger(redis),
         },
         version: options.version ?? '0.0.0',
       },
+      hooks: { config, redis, keys, queues, sessions: sessionStoreFor(config, redis, keys), cron: cronService },
       console: {
         config,
         keys,

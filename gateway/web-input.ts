@@ -7,7 +7,7 @@
  * It is chat input on surface `web`: it can never create a command turn (the worker's slash
  * commands refuse `--run`, `--command`, `--script` from chat), and its turns get only the tools
  * `tools.allow_from` grants `web` (docs/TOOLS.md). The MCP server's `send` (gateway/mcp/) queues
- * the same way on surface `mcp`.
+ * the same way on surface `mcp`, and a signed webhook (gateway/hooks/) on surface `webhook`.
  */
 import { randomUUID } from 'node:crypto';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
@@ -17,6 +17,7 @@ import type { SessionStore } from '../scheduler/session/session-store.ts';
 import type { Keys } from '../scheduler/store/keys.ts';
 import type { HermesQueues } from '../scheduler/store/queues.ts';
 import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts';
+import type { MessagingRoute } from '../scheduler/delivery/delivery-target.ts';
 
 /** What `sendWebMessage` uses. */
 export interface WebInputDeps {
@@ -29,7 +30,7 @@ export interface WebInputDeps {
 }
 
 /** The surfaces a message queued here comes from. */
-export type InputSurface = 'web' | 'mcp';
+export type InputSurface = 'web' | 'mcp' | 'webhook';
 
 /** A queued web message. */
 export interface WebMessage {
@@ -50,11 +51,12 @@ const CLIENT_ID = /^[A-Za-z0-9_-]{1,64}$/;
  * first added to the session's event stream as a `user` event (so every attached client shows it,
  * before its reply), then queued; resolves once Redis confirmed both.
  * @param clientId - an id of the caller's own, so a retried request is answered once
+ * @param route - the platform chat the reply also goes to (none: the session's stream only)
  * @throws ScheduleInputError for a bad session id, an empty or over-long text, or a bad `clientId`
  */
 export async function sendWebMessage(
   deps: WebInputDeps,
-  input: { sessionId: string; text: string; clientId?: string; surface?: InputSurface },
+  input: { sessionId: string; text: string; clientId?: string; surface?: InputSurface; route?: MessagingRoute },
 ): Promise<WebMessage> {
   const surface = input.surface ?? 'web';
   const sessionId = assertSessionId(input.sessionId);
@@ -70,7 +72,7 @@ export async function sendWebMessage(
   const eventId = await deps.sessions.appendEvent(sessionId, 'user', { text: input.text, surface, messageId: id, occurrenceId });
   await enqueueInput(
     { redis: deps.redis, keys: deps.keys, queues: deps.queues, maxChars: deps.maxChars },
-    { sessionId, text: input.text, messageId: id, origin: { surface } },
+    { sessionId, text: input.text, messageId: id, origin: { surface, ...(input.route ? { route: input.route } : {}) } },
   );
   return { id, sessionId, occurrenceId, eventId };
 }

@@ -40,6 +40,7 @@ export const REDACTED_KEYS = [
   'appToken',
   'webhook_secret',
   'webhookSecret',
+  'secret',
 ];
 
 /**

@@ -6,6 +6,8 @@
  * key unless `metrics.public`); `/v1` (OpenAI compatible), `/api`
  * (management) and `/mcp` (this product's MCP server, gateway/mcp/), all behind the bearer key, then a 503 gate while Redis is
  * away, then the body parser; the queue dashboard and the web console (`/ui`) behind Basic auth.
+ * `/hooks/<name>` (signed webhooks, `hook-routes.ts`) sits before the browser guard, like the
+ * platforms' own paths: its sender signs each request instead of sending the key.
  *
  * There is always a key (scheduler/config/api-key.ts: `API_SERVER_KEY`, else the home's key
  * file) unless the operator opted out with `api_server.insecure_no_auth`, which is logged as a
@@ -50,6 +52,7 @@ import { CONSOLE_PATH } from '../console/layout.ts';
 import { FAVICON_SVG, FAVICON_TYPE } from '../console/favicon.ts';
 import type { McpDeps } from '../mcp/mcp-deps.ts';
 import { mcpRouter } from '../mcp/mcp-http.ts';
+import { hooksRouter, type HookRouteDeps } from './hook-routes.ts';
 
 /** Largest accepted JSON body. */
 export const BODY_LIMIT = '2mb';
@@ -73,6 +76,8 @@ export interface HttpServerOptions {
   console?: Omit<ConsoleDeps, 'streams' | 'log' | 'sseMaxBufferedBytes'>;
   /** This product's MCP server at `/mcp` (gateway/mcp/), and the version it gives its clients. */
   mcp?: { deps: Omit<McpDeps, 'log'>; version: string };
+  /** Signed webhooks at `/hooks/<name>` (`hook-routes.ts`), the hooks of `config.hooks`. */
+  hooks?: Omit<HookRouteDeps, 'log' | 'storeGate'>;
   /** The queue dashboard at `/admin/queues` over these queues (`dashboard.ts`). */
   dashboard?: { queues: Queue[]; readOnly: boolean };
   /** Limits of callers (`api_server.*`). */
@@ -168,6 +173,15 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
     });
   }
 
+  // While Redis is away every request gets a 503 with Retry-After at once, not an error after
+  // the client's retries run out (the key, or a hook's checks before its body, come first).
+  const storeGate: express.RequestHandler = (_req, _res, next) => {
+    next(options.health.checks.storeUp() ? undefined : storeUnavailableError());
+  };
+
+  // Signed webhooks: the sender signs each request (hook-routes.ts checks it before anything is stored).
+  if (options.hooks) app.use('/hooks', hooksRouter({ ...options.hooks, storeGate, log: log.child({ component: 'hooks' }) }));
+
   // Everything below: no DNS-rebound or cross-site browser request (browser-guard.ts).
   app.use(browserGuard(key));
 
@@ -182,11 +196,6 @@ export function createApp(options: HttpServerOptions, streams: Set<SseStream>): 
     });
   }
 
-  // While Redis is away every request gets a 503 with Retry-After at once, not an error after
-  // the client's retries run out (the key is still checked first).
-  const storeGate: express.RequestHandler = (_req, _res, next) => {
-    next(options.health.checks.storeUp() ? undefined : storeUnavailableError());
-  };
   const parseJson = express.json({ limit: BODY_LIMIT, type: ['application/json', 'application/*+json'] });
   // A body nested deeper than the limit is a 400 before anything walks it (json-depth.ts).
   const jsonBody = [parseJson, jsonDepthGuard(options.limits.maxJsonDepth)];

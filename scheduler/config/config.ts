@@ -16,6 +16,7 @@ import { readFileSync, existsSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
+import ipaddr from 'ipaddr.js';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../errors/config-error.ts';
@@ -129,6 +130,91 @@ export const MCP_TOOL_NAMES = [
  * run unattended by their kind: `loop` and `heartbeat` ticks, `goal` continuations, `cron` runs.
  */
 export const SCHEDULE_TOOL_SURFACES = [...ORIGIN_SURFACES, 'loop', 'heartbeat', 'goal', 'cron'] as const;
+
+/**
+ * What a signed webhook (`hooks.<name>`, `POST /hooks/<name>`; docs/GATEWAY.md "Webhooks") does:
+ * `turn` starts a turn in its session, `run_job` runs its cron job now.
+ */
+export const HOOK_ACTIONS = ['turn', 'run_job'] as const;
+
+/**
+ * How a webhook's sender signs it: `github` is GitHub's `X-Hub-Signature-256` (HMAC-SHA256 of the
+ * body, no timestamp); `hermes` is `X-Hermes-Signature: t=<unix seconds>,v1=<HMAC-SHA256 of "t.body">`.
+ */
+export const HOOK_SIGNATURES = ['github', 'hermes'] as const;
+
+/** The template of a hook that sets none: its name, the event and the payload (clipped). */
+const HOOK_DEFAULT_TEMPLATE = 'Webhook {{$hook}} received a {{$event}} event: {{$payload}}';
+
+/** A session id as `scheduler/session/session-id.ts` checks it. */
+const HOOK_SESSION = /^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,127}$/;
+
+/**
+ * A signed webhook the operator declares (`hooks.<name>`): who may call `POST /hooks/<name>`, how
+ * the request is signed, and what it starts. Exactly one of `session` and `cron_job`, exactly one of
+ * `secret`, `secret_env` and `secret_file`; `loadConfig` resolves the secret into `secret`.
+ */
+const hookSchema = z
+  .object({
+    /** The session whose turn the hook starts (`action: turn`); its reply goes where the session's replies go. */
+    session: z.string().regex(HOOK_SESSION, 'must be a session id (letters, digits, _ . @ : -)').optional(),
+    /** The cron job (id or name) the hook runs now (`action: run_job`). */
+    cron_job: z.string().min(1).optional(),
+    /** `turn` or `run_job`. @defaultValue `turn` with `session`, `run_job` with `cron_job` */
+    action: z.enum(HOOK_ACTIONS).optional(),
+    /** The shared secret of the signatures (at least 16 characters); never logged. Prefer `secret_env` or `secret_file`. */
+    secret: z.string().min(16, 'must be at least 16 characters').optional(),
+    /** The environment variable holding the secret. */
+    secret_env: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
+      .optional(),
+    /** An absolute path of a file holding the secret (surrounding blanks ignored). */
+    secret_file: z.string().refine(isAbsolute, { message: 'must be an absolute path' }).optional(),
+    /** `github` (`X-Hub-Signature-256`) or `hermes` (`X-Hermes-Signature` with a timestamp). @defaultValue hermes */
+    signature: z.enum(HOOK_SIGNATURES).default('hermes'),
+    /**
+     * The turn's input: `{{path.to.field}}` is replaced by that field of the JSON payload (`{{$hook}}`,
+     * `{{$event}}`, `{{$delivery}}` and `{{$payload}}` by the hook's name, the event header, the delivery
+     * id and the whole payload); each value is clipped to `max_value_chars`, the input to
+     * `max_input_chars`. Nothing else is evaluated. @defaultValue `Webhook {{$hook}} received a {{$event}} event: {{$payload}}`
+     */
+    template: z.string().min(1).default(HOOK_DEFAULT_TEMPLATE),
+    /** Only these events (`X-GitHub-Event`, `X-Hermes-Event`) act; others are answered 202 `ignored`. @defaultValue every event */
+    events: stringList(),
+    /** Only payloads whose fields equal these values act (`{"action": "completed"}`); others are answered 202 `ignored`. @defaultValue {} */
+    match: nameRecord(z.union([z.string(), z.number(), z.boolean()]).transform(String)),
+    /** Sender addresses or CIDR ranges (`140.82.112.0/20`) allowed to call; others get 403 before the body is read. @defaultValue any */
+    allow_from: stringList().refine((l) => l.every((a) => ipaddr.isValid(a) || ipaddr.isValidCIDR(a)), {
+      message: 'must be IP addresses or CIDR ranges (e.g. 140.82.112.0/20)',
+    }),
+    /** Largest body accepted, bytes; a larger one is 413 and not read further. @defaultValue 1048576 (1 MiB) */
+    max_body_bytes: positiveInt(1_048_576),
+    /** Characters of one value the template puts in. @defaultValue 1000 */
+    max_value_chars: positiveInt(1000),
+    /** Characters of the rendered input (and at most `agent.max_prompt_chars`). @defaultValue 4000 */
+    max_input_chars: positiveInt(4000),
+    /**
+     * Seconds a delivery id is remembered: the same id again within it is refused as a replay. At least
+     * 600 (twice the 5-minute tolerance of `hermes` timestamps). GitHub's signature has no timestamp, so
+     * this is all that stops a captured GitHub delivery. @defaultValue 604800 (7 days)
+     */
+    replay_window_seconds: z.coerce.number().int().min(600).default(604_800),
+  })
+  .strict()
+  .refine((h) => [h.secret, h.secret_env, h.secret_file].filter((s) => s !== undefined).length === 1, {
+    message: 'set exactly one of secret, secret_env and secret_file',
+    path: ['secret'],
+  })
+  .refine((h) => (h.session === undefined) !== (h.cron_job === undefined), {
+    message: 'set exactly one of session and cron_job',
+    path: ['session'],
+  })
+  .transform(({ action, ...h }) => ({ ...h, action: action ?? (h.session !== undefined ? 'turn' : 'run_job') }))
+  .refine((h) => (h.action === 'turn') === (h.session !== undefined), {
+    message: 'action turn needs a session; action run_job needs a cron_job',
+    path: ['action'],
+  });
 
 /** What a resumed turn may do with a tool call in doubt (`tools.on_doubt`). */
 export const ON_DOUBT_POLICIES = ['rerun', 'report'] as const;
@@ -684,6 +770,11 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    /**
+     * Signed webhooks that start turns or run cron jobs: `POST /hooks/<name>` (docs/GATEWAY.md
+     * "Webhooks"). The route takes no API key: each hook's signature is its key.
+     */
+    hooks: nameRecord(hookSchema, z.string().regex(/^[a-zA-Z0-9_-]{1,32}$/, 'hook names use letters, digits, _ and - (at most 32)')),
     /** MCP servers whose tools agent turns may call, named `<server>__<tool>`. */
     mcp_servers: nameRecord(mcpServerSchema, z.string().regex(/^[a-zA-Z0-9_-]{1,32}$/, 'server names use letters, digits, _ and -')),
     /** Named commands for command turns: `hermes loop … --command NAME`. */
@@ -1054,7 +1145,8 @@ function envOverrides(env: NodeJS.ProcessEnv): Array<[string[], string, string]>
     } else {
       const name = `HERMES_${section}`.toUpperCase();
       const value = env[name];
-      if (value !== undefined && value !== '' && section !== 'commands' && section !== 'mcp_servers') out.push([[section], value, name]);
+      if (value !== undefined && value !== '' && section !== 'commands' && section !== 'mcp_servers' && section !== 'hooks')
+        out.push([[section], value, name]);
     }
   }
   for (const [name, path] of Object.entries(NAMED_ENV)) {
@@ -1122,5 +1214,35 @@ export function loadConfig(
     const from = sources.get(key) ?? sources.get(issue.path.slice(0, -1).map(String).join('.')) ?? file;
     throw new ConfigError(`Invalid setting ${key} (from ${from}): ${issueMessage(issue, valueAt(raw, issue.path))}`, { key });
   }
+  resolveHookSecrets(result.data.hooks, env, file);
   return { ...result.data, home };
+}
+
+/**
+ * Put each hook's secret into its `secret`: read from `secret_env` or `secret_file` when it names one
+ * (once, at load; the value is never in a message).
+ * @throws ConfigError naming the setting: a variable unset, a file unreadable, a secret under 16 characters
+ */
+function resolveHookSecrets(hooks: z.infer<typeof configSchema>['hooks'], env: NodeJS.ProcessEnv, file: string): void {
+  for (const [name, hook] of Object.entries(hooks)) {
+    if (hook.secret !== undefined) continue;
+    const key = `hooks.${name}.${hook.secret_env !== undefined ? 'secret_env' : 'secret_file'}`;
+    let secret: string | undefined;
+    if (hook.secret_env !== undefined) {
+      secret = env[hook.secret_env]?.trim();
+      if (!secret) throw new ConfigError(`Invalid setting ${key} (from ${file}): ${hook.secret_env} is not set.`, { key });
+    } else if (hook.secret_file !== undefined) {
+      try {
+        secret = readFileSync(hook.secret_file, 'utf8').trim();
+      } catch (err) {
+        throw new ConfigError(
+          `Invalid setting ${key} (from ${file}): ${hook.secret_file} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'}).`,
+          { key, cause: err },
+        );
+      }
+    }
+    if (secret === undefined || secret.length < 16)
+      throw new ConfigError(`Invalid setting ${key} (from ${file}): the secret must be at least 16 characters.`, { key });
+    hook.secret = secret;
+  }
 }

@@ -22,11 +22,12 @@ export type RunnerSpec =
  * The surfaces input comes from, the one list of them: `web` is the console (`/ui`) or
  * `POST /api/sessions/:id/messages` (chat input, never trusted, like `telegram`); `mcp` is a client
  * of `hermes mcp` or the gateway's `/mcp` (another agent: never trusted to make command turns unless
- * the operator sets `mcp.command_turns`; gateway/mcp/). The lists that add
+ * the operator sets `mcp.command_turns`; gateway/mcp/); `webhook` is a signed `POST /hooks/<name>`
+ * (gateway/hooks/: input rendered from a payload by the operator's template, never trusted). The lists that add
  * kinds of turn to it (`TOOL_SURFACES`, `SCHEDULE_TOOL_SURFACES` in `../config/config.ts`) are
  * derived from it.
  */
-export const ORIGIN_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'discord', 'api', 'web', 'mcp'] as const;
+export const ORIGIN_SURFACES = ['cli', 'chat', 'telegram', 'slack', 'discord', 'api', 'web', 'mcp', 'webhook'] as const;
 /** A surface input comes from (`ORIGIN_SURFACES`). */
 export type OriginSurface = (typeof ORIGIN_SURFACES)[number];
 

@@ -388,6 +388,15 @@ export class Keys {
     return `${this.basePrefix}:mcp:schedules-created`;
   }
 
+  /**
+   * A webhook delivery taken by hook `hook` (`POST /hooks/<name>`), fleet-wide: set once (`SET NX`)
+   * with `hooks.<name>.replay_window_seconds` to live, holding what the delivery started; the same
+   * delivery id again within it is a replay.
+   */
+  hookDelivery(hook: string, deliveryId: string): string {
+    return `${this.basePrefix}:hook:${keyPart(hook)}:delivery:${keyPart(deliveryId)}`;
+  }
+
   /** Sorted set of live worker processes, scored by last heartbeat (ms). */
   get workers(): string {
     return `${this.basePrefix}:workers`;
