@@ -140,6 +140,7 @@ describe('layout', () => {
     'scheduler/delivery/delivery-target.ts',
     'scheduler/interval.ts',
     'scheduler/model-spend.ts',
+    'scheduler/schedule-policy/schedule-policy.ts',
     'worker/loop/tick-gate.ts',
     'worker/cron/cron-gate.ts',
     'worker/occurrence/defer-decision.ts',

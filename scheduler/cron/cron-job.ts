@@ -9,18 +9,10 @@ import { isoUtc, nextOccurrence, type CronSchedule } from './cron-engine.ts';
 import { compositeId } from '../store/keys.ts';
 import type { WebhookAllowList } from '../delivery/webhook-policy.ts';
 import { assertDeliverList, NO_WEBHOOK_ALLOW, parseDeliverList } from '../delivery/deliver-list.ts';
-import {
-  addToTotals,
-  NO_SPEND,
-  NO_TOTALS,
-  totalTokens,
-  type ModelSpend,
-  type SpendTotals,
-  type TurnBudgetOverrun,
-} from '../model-spend.ts';
+import { NO_SPEND, NO_TOTALS, type ModelSpend, type SpendTotals, type TurnBudgetOverrun } from '../model-spend.ts';
 import { isSilentReply } from '../economy/silent-reply.ts';
-import { budgetPauseReason, isBudgetPause, type TokenBudget } from '../economy/token-budget.ts';
-import { clip } from '../text/clip.ts';
+import { isBudgetPause } from '../economy/token-budget.ts';
+import { failureRule, SCHEDULE_POLICY, type ScheduleLedger, type TurnEnd } from '../schedule-policy/schedule-policy.ts';
 
 /** Where a cron job stands (`CronJob.state`): `completed` after its last repeat, `error` after its last repeat failed. */
 export const CRON_JOB_STATES = ['scheduled', 'paused', 'completed', 'error'] as const;
@@ -350,14 +342,12 @@ export function resumeCronJob(job: CronJob, now: number): CronJob | undefined {
   // A resume gives a job paused by its failure streak fresh tries (the count starts again),
   // and a job with `--max-tokens` a fresh allowance.
   return {
-    ...job,
+    ...withLedger(job, SCHEDULE_POLICY.resume(cronLedger(job))),
     state: 'scheduled',
     next_run_at: next,
     generation: job.generation + 1,
     updated_at: now,
-    failure_streak: 0,
     paused_reason: null,
-    ...(job.max_tokens ? { budget_tokens: 0 } : {}),
   };
 }
 
@@ -372,19 +362,12 @@ export function resumeCronJob(job: CronJob, now: number): CronJob | undefined {
  *   schedule and `next_run_at` stay as they were (field report F12).
  * - A one-shot is completed after its occurrence (state `error` if it failed);
  *   `--repeat N` completes the job after N runs.
- * - Economy (docs/CRON.md, "Economy"): the run's `spend` is added to the job's
- *   totals (and to `budget_tokens` under `--max-tokens`), an `unchanged` run
- *   counts in `unchanged_runs`, and the watch's digest is kept after a
- *   successful run only (a failed run is retried at the next occurrence even
- *   if the watched output stays as it was).
- * - Token budgets (`../economy/token-budget.ts`): a scheduled job whose run
- *   passed `agent.max_tokens_per_turn` (`overTurnBudget`), or whose
- *   `budget_tokens` reached `max_tokens`, is paused with the reason (the spend
- *   named); `resume` gives a fresh allowance.
- * - Failure streak (field report F19): after `maxConsecutiveFailures` failed
- *   runs in a row (`cron.max_consecutive_failures`, 0 = never) a scheduled
- *   job is paused, with the reason on the record (`cron status` shows it); a
- *   successful run resets the count, and so does `resume`.
+ * - Spend, `--max-tokens`, the watch's digest, the unchanged count and the
+ *   failure streak follow the schedule policy every kind shares
+ *   (`../schedule-policy/schedule-policy.ts`); a scheduled job it pauses (a
+ *   token budget, or `cron.max_consecutive_failures` failed runs in a row,
+ *   0 = never) keeps the reason in `paused_reason` (`cron status` shows it).
+ *   A cron job's calendar is its cadence: it does not back off.
  */
 export function applyRun(
   job: CronJob,
@@ -403,7 +386,20 @@ export function applyRun(
     overTurnBudget?: TurnBudgetOverrun;
   },
 ): CronJob {
-  const next = withEconomy(advance(job, run, pickedAt, now), job, run, options.watch);
+  const turn: TurnEnd = {
+    status: run.status,
+    error: run.error,
+    startedAt: run.started_at ?? now,
+    finishedAt: run.finished_at ?? now,
+    reply: run.status === 'ok' && !run.unchanged ? (run.delivery_text ?? run.output ?? '') : '',
+    ...(run.spend ? { spend: run.spend } : {}),
+    ...(run.unchanged ? { unchanged: true } : {}),
+    ...(options.watch ? { watch: options.watch } : {}),
+    ...(options.overTurnBudget ? { overTurnBudget: options.overTurnBudget } : {}),
+  };
+  // Spend, budget, watch digest, counts and the failure streak: the schedule policy's shared rules.
+  const ledger = SCHEDULE_POLICY.afterTurn(cronLedger(job), turn);
+  const next = withLedger(advance(job, run, pickedAt, now), ledger);
   const pause = (reason: string): CronJob => ({
     ...next,
     state: 'paused',
@@ -411,25 +407,15 @@ export function applyRun(
     generation: next.generation + 1,
     paused_reason: reason,
   });
-  if (next.state === 'scheduled') {
-    const overBudget = budgetPauseReason(cronTokenBudget(next), options.overTurnBudget, 'run');
-    if (overBudget) return pause(overBudget);
-  }
-  const max = options.maxConsecutiveFailures;
-  if (run.status === 'error' && max > 0 && next.failure_streak >= max && next.state === 'scheduled') {
-    return pause(`${next.failure_streak} failed runs in a row; last error: ${clip(run.error ?? 'unknown error', 300)}`);
-  }
-  return next;
+  if (next.state !== 'scheduled') return next;
+  const rule = failureRule({ max_consecutive_failures: options.maxConsecutiveFailures });
+  const policyPause = SCHEDULE_POLICY.pauseAfter(ledger, turn, rule, 'run');
+  return policyPause ? pause(policyPause.reason) : next;
 }
 
 /** Whether a job's `paused_reason` is the failure streak's (the others: token budgets). */
 export function pausedByStreak(job: Pick<CronJob, 'paused_reason' | 'failure_streak'>): boolean {
-  return Boolean(job.paused_reason?.startsWith(`${job.failure_streak} failed runs in a row`));
-}
-
-/** A job's budget as the one rule reads it (`../economy/token-budget.ts`). */
-export function cronTokenBudget(job: Pick<CronJob, 'max_tokens' | 'budget_tokens' | 'spend'>): TokenBudget {
-  return { maxTokens: job.max_tokens, budgetTokens: job.budget_tokens, spend: job.spend };
+  return SCHEDULE_POLICY.pausedByFailures(job.paused_reason, job.failure_streak);
 }
 
 /** Whether the job is paused by a token budget (`--max-tokens` or `agent.max_tokens_per_turn`); its `paused_reason` names the spend. */
@@ -437,26 +423,34 @@ export function pausedByBudget(job: Pick<CronJob, 'state' | 'paused_reason'>): b
   return job.state === 'paused' && isBudgetPause(job.paused_reason);
 }
 
-/** The run's spend, unchanged count and watch digest on the job (see `applyRun`). */
-function withEconomy(next: CronJob, job: CronJob, run: CronRun, watch: { spec: string; digest: string | null } | undefined): CronJob {
-  const spend = run.spend ?? NO_SPEND;
-  const out: CronJob = { ...next };
-  if (spend.calls > 0) out.spend = addToTotals(job.spend, spend);
-  if (job.max_tokens) out.budget_tokens = (job.budget_tokens ?? 0) + totalTokens(spend);
-  if (run.unchanged) out.unchanged_runs = (job.unchanged_runs ?? 0) + 1;
-  if (watch && run.status === 'ok' && job.watch === watch.spec) out.watch_digest = watch.digest;
+/** A job's share of state under the shared rules (`ScheduleLedger`). */
+export function cronLedger(job: CronJob): ScheduleLedger {
+  return {
+    failureStreak: job.failure_streak,
+    failingSince: null,
+    lastError: job.last_error,
+    maxTokens: job.max_tokens ?? null,
+    budgetTokens: job.budget_tokens ?? 0,
+    spend: job.spend,
+    watch: job.watch ?? null,
+    watchDigest: job.watch_digest ?? null,
+    unchangedTurns: job.unchanged_runs ?? 0,
+    silentTurns: 0,
+  };
+}
+
+/** The job with its share of state set from `ledger`. */
+function withLedger(job: CronJob, ledger: ScheduleLedger): CronJob {
+  const out: CronJob = { ...job, failure_streak: ledger.failureStreak, last_error: ledger.lastError };
+  if (ledger.spend !== job.spend && ledger.spend) out.spend = ledger.spend;
+  if (job.max_tokens) out.budget_tokens = ledger.budgetTokens;
+  if (ledger.unchangedTurns !== (job.unchanged_runs ?? 0)) out.unchanged_runs = ledger.unchangedTurns;
+  if (ledger.watchDigest !== (job.watch_digest ?? null)) out.watch_digest = ledger.watchDigest;
   return out;
 }
 
 function advance(job: CronJob, run: CronRun, pickedAt: number, now: number): CronJob {
   const next: CronJob = { ...job, updated_at: now, last_status: run.status };
-  if (run.status === 'ok') {
-    next.failure_streak = 0;
-    next.last_error = null;
-  } else if (run.status === 'error') {
-    next.failure_streak = job.failure_streak + 1;
-    next.last_error = run.error;
-  }
   if (run.status !== 'skipped') next.last_run_at = run.started_at ?? now;
   if (run.trigger === 'manual') return next;
 

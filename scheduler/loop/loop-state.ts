@@ -13,27 +13,25 @@
  *   `--until` verdict → finished/paused; `--times` reached → finished;
  *   `loops.max_consecutive_failures` failed ticks in a row → paused, naming the
  *   last error; `loops.max_ticks` reached → paused (resumable).
- * - Failure streak (field report F19): a failed turn (model or command error)
- *   still completes its tick and counts against the budget. The next try is not
- *   at the cadence but after a back-off (`FailurePolicy`: 30 s, doubled after
- *   each further failure, at most 15 min); a success resumes the cadence. The
- *   loop or heartbeat pauses after `loops.max_consecutive_failures` failed ticks in a row that span
- *   at least `loops.failure_pause_after_seconds` — so a short
- *   outage of the model endpoint is ridden out, and a long one does not burn the
- *   budget one failed tick after another. A successful tick resets the count, and
- *   so does `/loop resume` (N fresh tries). An `--until` judge that cannot be
- *   reached fails open (the loop continues) and pauses after the same number of
- *   judge failures in a row.
+ * - Failure streak (field report F19), spend, token budget and watch digest: the
+ *   schedule policy every kind shares (`../schedule-policy/schedule-policy.ts`),
+ *   with the loops' settings (`loops.max_consecutive_failures`,
+ *   `loops.failure_*`): a failed tick still completes and counts against the
+ *   budget; the next try comes after a back-off (30 s, doubled after each
+ *   further failure, at most 15 min), a success resumes the cadence; the pause
+ *   comes after the count of failures in a row once they span
+ *   `loops.failure_pause_after_seconds`. `/loop resume` gives N fresh tries. An
+ *   `--until` judge that cannot be reached fails open (the loop continues) and
+ *   pauses after the same number of judge failures in a row.
  */
 import type { LoopKind } from '../tick/tick-kind.ts';
 import { clampSelfPacedDelay, nextSelfPacedDelay, replyDigest } from './self-paced.ts';
 import type { AgentCreator, Origin, RunnerSpec } from '../session/origin.ts';
-import { addToTotals, totalTokens, type ModelSpend, type SpendTotals, type TurnBudgetOverrun } from '../model-spend.ts';
+import type { ModelSpend, SpendTotals, TurnBudgetOverrun } from '../model-spend.ts';
 import { formatSeconds } from '../interval.ts';
 import type { LoopNotify, ScheduleEconomy } from '../economy/economy-flags.ts';
 import { isSilentReply } from '../economy/silent-reply.ts';
-import { budgetPauseReason } from '../economy/token-budget.ts';
-import { clip } from '../text/clip.ts';
+import { clipError, SCHEDULE_POLICY, type FailureRule, type ScheduleLedger, type TurnEnd } from '../schedule-policy/schedule-policy.ts';
 import { resolveDeliverList } from '../delivery/deliver-list.ts';
 
 export type LoopStatus = 'active' | 'paused' | 'finished';
@@ -301,22 +299,46 @@ export type UntilVerdict =
 export type TickOutcome = { kind: 'continue' } | { kind: 'finished'; reason: string } | { kind: 'paused'; reason: string };
 
 /**
- * How a failing loop or heartbeat waits and when it gives up (`loops.failure_*`; the config is the
- * only source of the values): after the k-th failed tick in a row the next try comes
- * `min(backoffSeconds · 2^(k−1), backoffMaxSeconds)` after the tick ended — 30 s, 1 m, 2 m, 4 m, 8 m,
- * 15 m, 15 m … by default — whatever the cadence; a success resumes the cadence. It pauses after
- * `max_consecutive_failures` failures in a row only once they span `pauseAfterSeconds` (0: the
- * count alone).
+ * How a failing loop or heartbeat waits and when it gives up (`loops.failure_*`, read by
+ * `failureRule`; the rule itself is the schedule policy's: `../schedule-policy/schedule-policy.ts`).
  */
-export interface FailurePolicy {
-  backoffSeconds: number;
-  backoffMaxSeconds: number;
-  pauseAfterSeconds: number;
-}
+export type FailurePolicy = Omit<FailureRule, 'maxConsecutive'>;
 
 /** Seconds before the next try after the `streak`-th failed tick in a row (`FailurePolicy`). */
 export function failureBackoffSeconds(streak: number, policy: FailurePolicy): number {
-  return Math.min(policy.backoffMaxSeconds, policy.backoffSeconds * 2 ** Math.max(0, Math.min(streak - 1, 30)));
+  return SCHEDULE_POLICY.backoffSeconds(streak, { maxConsecutive: 0, ...policy });
+}
+
+/** A loop's share of state under the shared rules (`ScheduleLedger`). */
+export function loopLedger(loop: LoopRecord): ScheduleLedger {
+  return {
+    failureStreak: loop.failureStreak ?? 0,
+    failingSince: loop.failingSince ?? null,
+    lastError: loop.lastError ?? null,
+    maxTokens: loop.maxTokens ?? null,
+    budgetTokens: loop.budgetTokens ?? 0,
+    spend: loop.spend,
+    watch: loop.watch ?? null,
+    watchDigest: loop.watchDigest ?? null,
+    unchangedTurns: loop.unchangedTicks ?? 0,
+    silentTurns: loop.silentTicks ?? 0,
+  };
+}
+
+/** The loop with its share of state set from `ledger` (fields it never had stay absent while zero). */
+function withLedger(loop: LoopRecord, ledger: ScheduleLedger): LoopRecord {
+  const next: LoopRecord = {
+    ...loop,
+    failureStreak: ledger.failureStreak,
+    failingSince: ledger.failingSince,
+    lastError: ledger.lastError,
+  };
+  if (ledger.spend !== loop.spend && ledger.spend) next.spend = ledger.spend;
+  if (loop.maxTokens) next.budgetTokens = ledger.budgetTokens;
+  if (ledger.unchangedTurns !== (loop.unchangedTicks ?? 0)) next.unchangedTicks = ledger.unchangedTurns;
+  if (ledger.silentTurns !== (loop.silentTicks ?? 0)) next.silentTicks = ledger.silentTurns;
+  if (ledger.watchDigest !== (loop.watchDigest ?? null)) next.watchDigest = ledger.watchDigest;
+  return next;
 }
 
 /**
@@ -357,26 +379,31 @@ export function applyTick(
   const digest = tick.unchanged ? (loop.lastDigest ?? replyDigest('')) : replyDigest(tick.reply);
   const { pacing } = tick;
   const maxFailures = tick.maxConsecutiveFailures;
-  const failureStreak = tick.failure === undefined ? 0 : (loop.failureStreak ?? 0) + 1;
-  // The streak's first failed tick started at `failingSince`; the pause rule measures from there.
-  const failingSince = tick.failure === undefined ? null : (loop.failingSince ?? tick.startedAt);
+  const rule: FailureRule = {
+    maxConsecutive: maxFailures,
+    ...(tick.failurePolicy ?? { backoffSeconds: 0, backoffMaxSeconds: 0, pauseAfterSeconds: 0 }),
+  };
+  // Spend, budget, watch digest, counts and the failure streak: the schedule policy's shared rules.
+  const turn: TurnEnd = {
+    status: tick.failure === undefined ? 'ok' : 'error',
+    error: tick.failure ?? null,
+    startedAt: tick.startedAt,
+    finishedAt: tick.finishedAt,
+    reply: tick.reply,
+    ...(tick.spend ? { spend: tick.spend } : {}),
+    ...(tick.unchanged ? { unchanged: true } : {}),
+    ...(tick.watchDigest !== undefined && loop.watch ? { watch: { spec: loop.watch, digest: tick.watchDigest } } : {}),
+    ...(tick.overTurnBudget ? { overTurnBudget: tick.overTurnBudget } : {}),
+  };
+  const ledger = SCHEDULE_POLICY.afterTurn(loopLedger(loop), turn);
   const next: LoopRecord = {
-    ...loop,
+    ...withLedger(loop, ledger),
     ticksUsed: loop.ticksUsed + 1,
     lastTickDueAt: tick.dueAt,
     lastTickStartedAt: tick.startedAt,
     lastTickFinishedAt: tick.finishedAt,
     lastOccurrenceId: tick.occurrenceId,
     lastDigest: tick.failure === undefined ? digest : loop.lastDigest,
-    failureStreak,
-    lastError: tick.failure === undefined ? null : tick.failure,
-    failingSince,
-    ...(tick.spend && tick.spend.calls > 0 ? { spend: addToTotals(loop.spend, tick.spend) } : {}),
-    ...(loop.maxTokens ? { budgetTokens: (loop.budgetTokens ?? 0) + (tick.spend ? totalTokens(tick.spend) : 0) } : {}),
-    ...(tick.failure === undefined && !tick.unchanged && isSilentReply(tick.reply) ? { silentTicks: (loop.silentTicks ?? 0) + 1 } : {}),
-    ...(tick.unchanged ? { unchangedTicks: (loop.unchangedTicks ?? 0) + 1 } : {}),
-    // A failed tick keeps the old digest, so the next tick runs the turn again even if the check is unchanged.
-    ...(tick.watchDigest !== undefined && tick.failure === undefined ? { watchDigest: tick.watchDigest } : {}),
     // Self-paced: the delay the agent asked for in this tick, clamped to the floor and ceiling; else the digest rule.
     delaySeconds:
       loop.mode === 'self-paced' && pacing.requestedSeconds !== undefined && tick.failure === undefined
@@ -396,9 +423,8 @@ export function applyTick(
   // Back-off: a failed tick's next try comes after the policy's wait, in either mode (a fixed loop's job
   // scheduler is re-armed there); the first success resumes the cadence (`nextDueAt` back to `null`).
   else next.nextDueAt = null;
-  if (tick.failure !== undefined && tick.failurePolicy) {
-    next.nextDueAt = tick.finishedAt + failureBackoffSeconds(failureStreak, tick.failurePolicy) * 1000;
-  }
+  const retry = tick.failure !== undefined ? SCHEDULE_POLICY.retryAt(ledger, tick.finishedAt, rule) : null;
+  if (retry !== null) next.nextDueAt = retry;
   // A loop paused or stopped while this tick ran keeps that state: the user's word wins.
   if (loop.status !== 'active') return { loop: { ...next, nextDueAt: null }, outcome: { kind: 'continue' } };
   const finish = (reason: string) => ({
@@ -424,14 +450,11 @@ export function applyTick(
     }
   }
   if (loop.times !== null && next.ticksUsed >= loop.times) return finish(`ran ${loop.times} times`);
-  // Token budgets (`../economy/token-budget.ts`); `/loop resume` gives a fresh allowance.
-  const overBudget = budgetPauseReason(next, tick.overTurnBudget, 'tick');
-  if (overBudget) return pause(`${overBudget}. /${loop.kind} resume ${tick.overTurnBudget ? 'continues' : 'gives a fresh allowance'}`);
-  const spanMs = tick.finishedAt - (failingSince ?? tick.startedAt);
-  const longEnough = !tick.failurePolicy || spanMs >= tick.failurePolicy.pauseAfterSeconds * 1000;
-  if (tick.failure !== undefined && maxFailures > 0 && failureStreak >= maxFailures && longEnough) {
-    const over = tick.failurePolicy && tick.failurePolicy.pauseAfterSeconds > 0 ? ` over ${formatSeconds(Math.round(spanMs / 1000))}` : '';
-    return pause(`${failureStreak} failed ticks in a row${over}; last error: ${clipError(tick.failure)}. /${loop.kind} resume continues`);
+  // Token budgets and the failure streak; `/loop resume` gives a fresh allowance and fresh tries.
+  const policyPause = SCHEDULE_POLICY.pauseAfter(ledger, turn, rule, 'tick');
+  if (policyPause) {
+    const fresh = policyPause.cause === 'budget' && !tick.overTurnBudget ? 'gives a fresh allowance' : 'continues';
+    return pause(`${policyPause.reason}. /${loop.kind} resume ${fresh}`);
   }
   if (loop.maxTicks > 0 && next.ticksUsed >= loop.maxTicks) {
     return pause(`tick budget of ${loop.maxTicks} used (loops.max_ticks); /loop resume continues`);
@@ -439,10 +462,8 @@ export function applyTick(
   return { loop: next, outcome: { kind: 'continue' } };
 }
 
-/** An error message for a one-line notice, at most 300 characters (its status code is said once where it is formatted: `scheduler/errors/upstream-text.ts`). */
-export function clipError(message: string): string {
-  return clip(message, 300);
-}
+/** An error message for a one-line notice, at most 300 characters (the schedule policy's `clipError`). */
+export { clipError };
 
 /**
  * The notice a failed tick sends to the loop's route (issue: failure
@@ -463,8 +484,11 @@ export function tickFailureNotice(
     policy && loop.nextDueAt !== null && loop.lastTickFinishedAt !== null
       ? ` Next try in ${formatSeconds(Math.round((loop.nextDueAt - loop.lastTickFinishedAt) / 1000))}.`
       : '';
-  const over = policy && policy.pauseAfterSeconds > 0 ? ` over at least ${formatSeconds(policy.pauseAfterSeconds)}` : '';
-  const rule = maxConsecutiveFailures > 0 ? ` It pauses after ${maxConsecutiveFailures} failures in a row${over} (${streak} so far).` : '';
+  const ruleText = SCHEDULE_POLICY.failureRuleText(
+    { maxConsecutive: maxConsecutiveFailures, ...(policy ?? { backoffSeconds: 0, backoffMaxSeconds: 0, pauseAfterSeconds: 0 }) },
+    streak,
+  );
+  const rule = ruleText ? ` ${ruleText}` : '';
   return `${label} tick #${tickNumber} failed: ${clipError(error).replace(/\.$/, '')}.${retry}${rule}`;
 }
 
@@ -483,14 +507,11 @@ export function resumeLoop(loop: LoopRecord, now: number): LoopRecord {
   if (loop.status !== 'paused') return loop;
   const budgetHit = loop.maxTicks > 0 && loop.ticksUsed >= loop.maxTicks;
   const resumed: LoopRecord = {
-    ...loop,
+    ...withLedger(loop, SCHEDULE_POLICY.resume(loopLedger(loop))),
     status: 'active',
     statusReason: null,
     judgeFailures: 0,
-    failureStreak: 0,
-    failingSince: null,
     maxTicks: budgetHit ? loop.ticksUsed + loop.maxTicks : loop.maxTicks,
-    ...(loop.maxTokens ? { budgetTokens: 0 } : {}),
     updatedAt: now,
   };
   return { ...resumed, nextDueAt: resumed.mode === 'self-paced' ? resumeDueAt(resumed, now) : null };

@@ -42,6 +42,7 @@ import {
   type TickOutcome,
   type UntilVerdict,
 } from '../../scheduler/loop/loop-state.ts';
+import { failureRule } from '../../scheduler/schedule-policy/schedule-policy.ts';
 import { NO_SPEND, sumSpend, type ModelSpend, type TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
 import { isSilentReply } from '../../scheduler/economy/silent-reply.ts';
 import { fitSessionContext, type FittedContext } from '../context/session-context.ts';
@@ -561,12 +562,8 @@ async function earlierTickInFlight(deps: WorkerDeps, job: Job<TickJobData>, mark
 
 /** The back-off and pause rule of failed ticks (`loops.failure_*`). */
 function failurePolicy(deps: WorkerDeps): FailurePolicy {
-  const l = deps.config.loops;
-  return {
-    backoffSeconds: l.failure_backoff_seconds,
-    backoffMaxSeconds: l.failure_backoff_max_seconds,
-    pauseAfterSeconds: l.failure_pause_after_seconds,
-  };
+  const { maxConsecutive: _count, ...policy } = failureRule(deps.config.loops);
+  return policy;
 }
 
 /** Queue the self-paced loop's one next tick, due at `loop.nextDueAt` (idempotent: the job id is derived from it). */
