@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config/config.ts';
 import { cronServiceFor } from '../scheduler/services.ts';
 import { cronJobView, cronRunView, type CronJob } from '../scheduler/cron/cron-job.ts';
+import { backfillView } from '../scheduler/cron/backfill.ts';
 import { isoUtc, nextOccurrences } from '../scheduler/cron/cron-engine.ts';
 import type { CronApi } from '../gateway/http/cron-routes.ts';
 import { connectCli } from './connect-cli.ts';
@@ -46,6 +47,10 @@ export async function openCronApi(
     runNow: async (ref, options) => {
       const r = await service.runNow(ref, caller, options);
       return { ...cronJobView(r.job), manual_job_id: r.manualJobId };
+    },
+    backfill: async (ref, input) => {
+      const { job, window, queued, recorded } = await service.backfill(ref, caller, input);
+      return { ...cronJobView(job), backfill: backfillView(job.id, window, queued, recorded) };
     },
     remove: async (ref) => cronJobView(await service.remove(ref)),
   };

@@ -38,6 +38,8 @@ const FIELD_FLAGS = nameTable({
   notify: '--notify',
   jitter: '--jitter',
   force: '--force',
+  from: '--from',
+  to: '--to',
   limit: '--limit',
   n: '-n',
 });

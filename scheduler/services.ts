@@ -123,7 +123,7 @@ export function cronStoreFor(config: HermesConfig, conn: StoreConnection): CronS
 }
 
 /**
- * Managing cron jobs (`timezone`, `cron.min_interval_seconds`, `cron.history_limit`,
+ * Managing cron jobs (`timezone`, `cron.min_interval_seconds`, `cron.history_limit`, `cron.max_backfill_occurrences`,
  * `agent.max_prompt_chars`, `delivery.webhook_allow`; `agent.models` and `tools.*` for `--model` and `--watch`).
  * @param conn - with `cron`, the cron store the caller built already (a worker builds each store once)
  * @param clock - epoch ms source (tests may pin it)
@@ -145,6 +145,7 @@ export function cronInputSettingsOf(config: HermesConfig): CronInputSettings {
     maxScheduleChars: config.cron.max_schedule_chars,
     maxPromptChars: config.agent.max_prompt_chars,
     historyLimit: config.cron.history_limit,
+    maxBackfillOccurrences: config.cron.max_backfill_occurrences,
     webhookAllow: parseWebhookAllow(config.delivery.webhook_allow),
     checkEconomy: (economy, surface) => checkEconomy(economy, config, surface),
   };

@@ -69,6 +69,9 @@ class MemoryCron implements CronApi {
     j.runs++;
     return j;
   }
+  async backfill(ref: string) {
+    return this.find(ref);
+  }
   async remove(ref: string) {
     const j = this.find(ref);
     this.jobs = this.jobs.filter((x) => x !== j);

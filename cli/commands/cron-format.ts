@@ -253,3 +253,25 @@ export function formatFindings(findings: CronFinding[]): string[] {
 function notSent(run: CronRun): boolean {
   return run.silent && run.deliveries.every((d) => d.status === 'silent');
 }
+
+/** What `backfill` queued: each occurrence in the job's zone, and those already recorded. */
+export function formatBackfill(
+  job: CronJob,
+  window: { fromMs: number; toMs: number; clipped: boolean },
+  queued: number[],
+  recorded: number[],
+): string[] {
+  const span = `${formatInZone(window.fromMs, job.tz)} to ${formatInZone(window.toMs, job.tz)}${window.clipped ? ' (--to clipped to now)' : ''}`;
+  const lines =
+    queued.length === 0
+      ? [`Nothing to backfill for ${job.id} (${job.name}) from ${span}.`]
+      : [
+          `Queued ${queued.length} backfilled occurrence${queued.length === 1 ? '' : 's'} of ${job.id} (${job.name}) from ${span}, to run oldest first:`,
+          ...queued.map((at) => `  ${formatInZone(at, job.tz)}`),
+        ];
+  if (recorded.length > 0) {
+    lines.push(`Already backfilled, not queued again: ${recorded.map((at) => formatInZone(at, job.tz)).join(', ')}.`);
+  }
+  if (queued.length > 0) lines.push(`\`hermes cron runs ${job.id}\` shows the results.`);
+  return lines;
+}

@@ -27,6 +27,7 @@ import type { CronService } from '../../scheduler/cron/cron-service.ts';
 import { newCronJob } from '../../scheduler/cron/cron-commands.ts';
 import type { CronCaller, CronJobChanges, CronJobInput } from '../../scheduler/cron/cron-input.ts';
 import { parseInstant, previewSchedule } from '../../scheduler/cron/preview.ts';
+import { backfillView } from '../../scheduler/cron/backfill.ts';
 import { EXIT_FAILURE, exitCodeOf, reportError } from '../run-command.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { createLogger } from '../../scheduler/logger.ts';
@@ -41,6 +42,7 @@ import {
   formatPreview,
   formatRunLog,
   formatRuns,
+  formatBackfill,
   formatStatus,
   when,
 } from './cron-format.ts';
@@ -264,6 +266,23 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
         print(opts.json, { id: job.id, occurrence_id: cronOccurrenceId(job.id, dueAt, 'manual'), requested_at: isoUtc(dueAt) }, () => [
           `Queued a run of ${job.id} (${job.name}); \`hermes cron runs ${job.id}\` shows the result.`,
         ]);
+      }),
+    );
+
+  cron
+    .command('backfill')
+    .description("run the occurrences the job's schedule had in a past window, oldest first (trigger backfill)")
+    .argument('<ref>', 'job id or name')
+    .requiredOption('--from <time>', "start of the window (ISO-8601; without an offset, in the job's zone)")
+    .option('--to <time>', 'end of the window, included (default now; a later time is clipped to now)')
+    .option('--force', 'backfill a job paused by its token budget all the same')
+    .option('--json', 'print JSON')
+    .action(
+      run(true, async (service, ref: string, opts: { from: string; to?: string; force?: boolean; json?: boolean }) => {
+        const { job, window, queued, recorded } = await service!.backfill(ref, CLI_CALLER, opts);
+        print(opts.json, { id: job.id, ...backfillView(job.id, window, queued, recorded) }, () =>
+          formatBackfill(job, window, queued, recorded),
+        );
       }),
     );
 

@@ -63,6 +63,12 @@ export interface CronApi {
   resume(ref: string, options: { runNow: boolean }): Promise<unknown>;
   /** Run now, outside the schedule; a job paused by its token budget only with `force` (else `ScheduleInputError`, 400). */
   runNow(ref: string, options?: { force: boolean }): Promise<unknown>;
+  /**
+   * Queue the occurrences the schedule had from `from` to `to` (default now; a later one clipped to now), to run
+   * oldest first with trigger `backfill` (docs/CRON.md, "Backfill"). A bad window, or one over
+   * `cron.max_backfill_occurrences`, throws `ScheduleInputError` (400) and queues nothing.
+   */
+  backfill(ref: string, input: { from: string; to?: string; force?: boolean }): Promise<unknown>;
   remove(ref: string): Promise<unknown>;
 }
 
@@ -112,6 +118,8 @@ const resumeSchema = z.object({ run_now: z.boolean().optional() }).strict();
 
 const runSchema = z.object({ force: z.boolean().optional() }).strict();
 
+const backfillSchema = z.object({ from: z.string().min(1), to: z.string().min(1).optional(), force: z.boolean().optional() }).strict();
+
 /** Routes under `/api/cron`; answers 501 for every route when no cron service is wired. */
 export function cronRouter(cron: CronApi | undefined): Router {
   const router = Router();
@@ -146,6 +154,10 @@ export function cronRouter(cron: CronApi | undefined): Router {
   router.post('/jobs/:ref/run', async (req, res) => {
     const body = runSchema.parse(req.body ?? {});
     res.status(202).json(await cron!.runNow(String(req.params.ref), { force: body.force ?? false }));
+  });
+  router.post('/jobs/:ref/backfill', async (req, res) => {
+    const body = backfillSchema.parse(req.body ?? {});
+    res.status(202).json(await cron!.backfill(String(req.params.ref), body));
   });
   router.delete('/jobs/:ref', async (req, res) => {
     res.json(await cron!.remove(String(req.params.ref)));

@@ -804,6 +804,11 @@ export const configSchema = z
         misfire_grace_min_seconds: seconds(120),
         /** Upper clamp of the misfire grace window, in seconds. @defaultValue 7200 */
         misfire_grace_max_seconds: seconds(7200),
+        /**
+         * Most occurrences one backfill request may queue (`hermes cron backfill`); a window with more is
+         * refused whole. @defaultValue 100
+         */
+        max_backfill_occurrences: positiveInt(100),
         /** Time a webhook target has to answer, in seconds. @defaultValue 10 */
         webhook_timeout_seconds: seconds(10),
         /** Failed runs in a row after which a cron job is paused; 0 = never. @defaultValue 3 */

@@ -46,6 +46,7 @@ import {
 import type { CronQueries } from './cron-queries.ts';
 import type { CronStore } from './cron-store.ts';
 import { jitterSecondsOf, parseJitter, withJitter } from './jitter.ts';
+import { backfillOccurrences, parseBackfillWindow, type BackfillWindow } from './backfill.ts';
 import { CONFLICT, retryOnConflict } from '../store/optimistic-retry.ts';
 
 /**
@@ -295,6 +296,36 @@ export class CronCommands {
     const manualJobId = await this.store.enqueueManual(job, now);
     this.log.info({ cronJobId: job.id, manualJobId }, 'cron job run requested');
     return { job, manualJobId, dueAt: now };
+  }
+
+  /**
+   * Backfill (docs/CRON.md, "Backfill"; `backfill.ts`): queue the occurrences the job's schedule had from
+   * `from` to `to` (default now; a future `to` is clipped to now), each to run once, oldest first, as a run
+   * with trigger `backfill` under the job's `--overlap`. Like a manual run it runs also when the job is
+   * paused, and a job paused by its token budget only with `force`. Occurrences already recorded as
+   * backfilled are not queued again (`CronStore.enqueueBackfill`).
+   * @returns the job, the window read, and the due times queued and already recorded (oldest first)
+   * @throws ScheduleInputError for a bad window, one with more than `cron.max_backfill_occurrences`
+   *   occurrences (nothing queued), an untrusted caller of a script job, a job paused by its budget without `force`
+   */
+  async backfill(
+    ref: string,
+    caller: CronCaller,
+    input: { from?: string; to?: string; force?: boolean },
+  ): Promise<{ job: CronJob; window: BackfillWindow; queued: number[]; recorded: number[] }> {
+    const job = await this.queries.resolveRef(ref);
+    assertMayDriveJob(job, caller, 'backfill');
+    const window = parseBackfillWindow(input, job.tz, this.clock());
+    const dueTimes = backfillOccurrences(job.schedule, job.tz, window, this.settings.maxBackfillOccurrences);
+    if (pausedByBudget(job) && !input.force && dueTimes.length > 0) {
+      throw new ScheduleInputError(
+        `Cron job "${job.name}" (${job.id}) is paused by its token budget: ${job.paused_reason}. A backfill would spend more; resume it (a fresh allowance) or backfill with \`force\`.`,
+        { field: 'force' },
+      );
+    }
+    const { queued, recorded } = await this.store.enqueueBackfill(job, dueTimes);
+    this.log.info({ cronJobId: job.id, queued: queued.length, recorded: recorded.length }, 'cron job backfill requested');
+    return { job, window, queued, recorded };
   }
 
   /** Remove the job, its history and its BullMQ jobs; no run starts after this returns. @returns the removed job */

@@ -33,6 +33,8 @@ export interface CronInputSettings {
   maxPromptChars: number;
   /** `cron.history_limit`: the largest `runs --limit` that can return anything. */
   historyLimit: number;
+  /** `cron.max_backfill_occurrences`: the most occurrences one backfill may queue. */
+  maxBackfillOccurrences: number;
   /** `delivery.webhook_allow`, parsed; default empty (no internal webhook target is accepted). */
   webhookAllow?: WebhookAllowList;
   /**
@@ -127,7 +129,7 @@ export function parseScript(script: string | undefined, caller: CronCaller): str
 export function assertMayDriveJob(
   job: { id: string; name: string; script: string | null },
   caller: CronCaller,
-  action: 'change' | 'resume' | 'run',
+  action: 'change' | 'resume' | 'run' | 'backfill',
 ): void {
   if (caller.trusted || job.script === null) return;
   throw new ScheduleInputError(`Cron job ${job.id} "${job.name}" runs a command (script): only the CLI can ${action} it.`, {

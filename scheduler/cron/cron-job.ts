@@ -26,10 +26,13 @@ export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
 /** How a cron run ended (`CronRun.status`, `CronJob.last_status`): `ok`, `error`, or `skipped` (overlap or misfire). */
 export const CRON_RUN_STATUSES = ['ok', 'error', 'skipped'] as const;
 export type CronRunStatus = (typeof CRON_RUN_STATUSES)[number];
-/** What started a cron run: its schedule, a catch-up of a missed occurrence (misfire `once`), or `hermes cron run`. */
-export const CRON_RUN_TRIGGERS = ['schedule', 'catch-up', 'manual'] as const;
+/**
+ * What started a cron run: its schedule, a catch-up of a missed occurrence (`--misfire`), `hermes cron run`,
+ * or `hermes cron backfill` (a past occurrence of the schedule, run on request: `backfill.ts`).
+ */
+export const CRON_RUN_TRIGGERS = ['schedule', 'catch-up', 'manual', 'backfill'] as const;
 export type CronRunTrigger = (typeof CRON_RUN_TRIGGERS)[number];
-/** What triggered an occurrence job: its schedule or `hermes cron run` (a catch-up is decided later, by the misfire rule). */
+/** What triggered an occurrence job: its schedule, `hermes cron run` or a backfill (a catch-up is decided later, by the misfire rule). */
 export type OccurrenceTrigger = Exclude<CronRunTrigger, 'catch-up'>;
 /** Where one delivery of a cron run stands (`CronDelivery.status`; the meaning of each on `CronDelivery`). */
 export const CRON_DELIVERY_STATUSES = ['pending', 'queued', 'sent', 'delivered', 'failed', 'silent'] as const;
@@ -211,9 +214,18 @@ export function cronSessionId(jobId: string): string {
   return `cron:${jobId}`;
 }
 
-/** Occurrence id of a scheduled occurrence or a manual run. */
+/**
+ * Occurrence id of a scheduled occurrence, a manual run or a backfilled occurrence. A backfilled one has its
+ * own id per (job, due time), apart from the scheduled occurrence of the same time: a retried or repeated
+ * backfill request names the same occurrence, and the claim and commit run it once.
+ */
 export function cronOccurrenceId(jobId: string, dueAt: number, trigger: OccurrenceTrigger): string {
-  return trigger === 'manual' ? compositeId('cron', jobId, 'manual', dueAt) : compositeId('cron', jobId, dueAt);
+  return trigger === 'schedule' ? compositeId('cron', jobId, dueAt) : compositeId('cron', jobId, trigger, dueAt);
+}
+
+/** Whether an occurrence runs on request (`manual`, `backfill`): outside the schedule's state, generation and `--repeat` budget. */
+export function onRequest(trigger: CronRunTrigger): trigger is 'manual' | 'backfill' {
+  return trigger === 'manual' || trigger === 'backfill';
 }
 
 /**
@@ -358,8 +370,8 @@ export function resumeCronJob(job: CronJob, now: number): CronJob | undefined {
  *   count towards `--repeat` (runs, not skips) and set `next_run_at` to the
  *   first occurrence after the later of the due time and the pick-up time —
  *   the same instant the BullMQ repeat strategy chose for the next job.
- * - Manual runs change last status, error and failure streak only; the
- *   schedule and `next_run_at` stay as they were (field report F12).
+ * - Manual and backfilled runs change last status, error and failure streak
+ *   only; the schedule and `next_run_at` stay as they were (field report F12).
  * - A one-shot is completed after its occurrence (state `error` if it failed);
  *   `--repeat N` completes the job after N runs.
  * - Spend, `--max-tokens`, the watch's digest, the unchanged count and the
@@ -452,7 +464,7 @@ function withLedger(job: CronJob, ledger: ScheduleLedger): CronJob {
 function advance(job: CronJob, run: CronRun, pickedAt: number, now: number): CronJob {
   const next: CronJob = { ...job, updated_at: now, last_status: run.status };
   if (run.status !== 'skipped') next.last_run_at = run.started_at ?? now;
-  if (run.trigger === 'manual') return next;
+  if (onRequest(run.trigger)) return next;
 
   next.last_due_at = Math.max(job.last_due_at ?? 0, run.due_at);
   if (run.status !== 'skipped') next.repeat = { ...job.repeat, completed: job.repeat.completed + 1 };

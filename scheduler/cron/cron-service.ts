@@ -11,6 +11,7 @@ import type { CronCaller, CronInputSettings, CronJobChanges, CronJobInput } from
 import { CronQueries } from './cron-queries.ts';
 import { CronReports, type CronFinding, type CronStatus } from './cron-reports.ts';
 import type { CronStore } from './cron-store.ts';
+import type { BackfillWindow } from './backfill.ts';
 
 // Kept importable from here for the callers written against the single service.
 export type { CronCaller, CronJobChanges, CronJobInput } from './cron-input.ts';
@@ -63,6 +64,15 @@ export class CronService {
   /** {@link CronCommands.runNow} */
   runNow(ref: string, caller: CronCaller, options?: { force?: boolean }): Promise<{ job: CronJob; manualJobId: string; dueAt: number }> {
     return this.commands.runNow(ref, caller, options);
+  }
+
+  /** {@link CronCommands.backfill} */
+  backfill(
+    ref: string,
+    caller: CronCaller,
+    input: { from?: string; to?: string; force?: boolean },
+  ): Promise<{ job: CronJob; window: BackfillWindow; queued: number[]; recorded: number[] }> {
+    return this.commands.backfill(ref, caller, input);
   }
 
   /** {@link CronCommands.remove} */

@@ -33,7 +33,7 @@ import type { Keys } from '../store/keys.ts';
 import type { HermesQueues } from '../store/queues.ts';
 import { parseStreamEntry } from '../session/session-store.ts';
 import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
-import { cronSessionId, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
+import { cronOccurrenceId, cronSessionId, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
 import { encodePattern } from './repeat-strategy.ts';
 import { putVersioned } from '../store/versioned-json.ts';
 
@@ -47,6 +47,10 @@ export interface CronTickData {
   dueAt?: number;
   /** A manual run (`hermes cron run`, `resume --run-now`). */
   manual?: boolean;
+  /** A backfilled occurrence (`hermes cron backfill`), due at `dueAt`. */
+  backfill?: boolean;
+  /** A backfilled occurrence: the due time of the one before it in its request, which runs first. */
+  previousDueAt?: number;
 }
 
 /** BullMQ job name of cron ticks. */
@@ -234,6 +238,60 @@ export class CronStore {
     const data: CronTickData = { type: 'cron-tick', jobId: job.id, generation: job.generation, dueAt: now, manual: true };
     await this.queues.forCronJob(job.id).ticks.add(CRON_TICK_JOB_NAME, data, { jobId, ...this.retryOptions });
     return jobId;
+  }
+
+  /**
+   * Queue backfilled occurrences (`backfill.ts`), each its own job with an id per (job, due time), so a
+   * request made again (a retry, a crash before it answered) adds nothing for an occurrence still queued,
+   * running or kept among the completed jobs; each names the one before it, which runs first
+   * (`backfillAhead`). Occurrences whose backfilled run is recorded in the job's history, or committed
+   * within `worker.occurrence_window_seconds`, are not queued again.
+   * @param dueTimes - oldest first
+   * @returns the due times queued and those already recorded
+   * @throws StoreUnavailableError when Redis refused it
+   */
+  async enqueueBackfill(job: CronJob, dueTimes: number[]): Promise<{ queued: number[]; recorded: number[] }> {
+    const occ = (at: number) => cronOccurrenceId(job.id, at, 'backfill');
+    try {
+      const runs = dueTimes.length === 0 ? [] : await this.redis.hmget(this.keys.cronRuns(job.id), ...dueTimes.map(occ));
+      const committed = await Promise.all(dueTimes.map((at) => this.isCommitted(job.id, occ(at))));
+      const recorded = dueTimes.filter((_, i) => runs[i] !== null || committed[i]);
+      const queued = dueTimes.filter((at) => !recorded.includes(at));
+      await this.queues.forCronJob(job.id).ticks.addBulk(
+        queued.map((dueAt, i) => ({
+          name: CRON_TICK_JOB_NAME,
+          data: {
+            type: 'cron-tick',
+            jobId: job.id,
+            generation: job.generation,
+            dueAt,
+            backfill: true,
+            ...(i > 0 ? { previousDueAt: queued[i - 1] } : {}),
+          } satisfies CronTickData,
+          opts: { jobId: this.keys.cronBackfillJobId(job.id, dueAt), ...this.retryOptions },
+        })),
+      );
+      return { queued, recorded };
+    } catch (err) {
+      throw new StoreUnavailableError(`Redis did not take the backfill of cron job ${job.id}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  /**
+   * Whether the backfilled occurrence due at `dueAt` is still ahead of a later one: not committed, and its
+   * job still queued, delayed or running (one that failed for good, or is gone, holds nothing up).
+   */
+  async backfillAhead(jobId: string, dueAt: number): Promise<boolean> {
+    if (await this.isCommitted(jobId, cronOccurrenceId(jobId, dueAt, 'backfill'))) return false;
+    const job = await this.queues.forCronJob(jobId).ticks.getJob(this.keys.cronBackfillJobId(jobId, dueAt));
+    if (!job) return false;
+    const state = await job.getState();
+    return state !== 'failed' && state !== 'completed' && state !== 'unknown';
+  }
+
+  /** Whether a lock holder (a BullMQ job id) is a backfilled occurrence of the job. */
+  isBackfillHolder(jobId: string, holder: string | null): boolean {
+    return holder !== null && holder.startsWith(this.keys.cronBackfillJobIdPrefix(jobId));
   }
 
   /** Epoch ms of the job scheduler's pending job, or `undefined` when there is no scheduler. */

@@ -16,9 +16,11 @@
  *    (the schedule was edited, or paused and resumed) never run: paused jobs
  *    never catch up.
  *  - A manual run (`hermes cron run`) is due when requested and is exempt from
- *    the pause and coalescing rules, never from "not before due".
+ *    the pause and coalescing rules, never from "not before due". So is a
+ *    backfilled occurrence (`hermes cron backfill`, backfill.ts), due at its past
+ *    time: it runs when picked up, never late, never a catch-up.
  */
-import type { CronJob, OccurrenceTrigger } from './cron-job.ts';
+import { onRequest, type CronJob, type OccurrenceTrigger } from './cron-job.ts';
 
 /** Defined with the run record (`cron-job.ts`); re-exported for the misfire rule's callers. */
 export type { OccurrenceTrigger };
@@ -71,7 +73,7 @@ export function decideOccurrence(input: {
   }
   if (now < dueAt) return { action: 'wait', untilMs: dueAt };
   const latenessMs = now - dueAt;
-  if (trigger === 'manual') return { action: 'run', latenessMs, late: false, catchUp: false };
+  if (onRequest(trigger)) return { action: 'run', latenessMs, late: false, catchUp: false };
   const graceMs = graceWindowMs(input.periodMs, input.grace);
   if (latenessMs <= graceMs) return { action: 'run', latenessMs, late: latenessMs > ON_TIME_TOLERANCE_MS, catchUp: false };
   if (job.misfire === 'skip') return { action: 'skip', reason: 'misfire', latenessMs, graceMs };

@@ -513,6 +513,16 @@ export class Keys {
     return `cron-manual:${keyPart(id)}:${atMs}`;
   }
 
+  /** BullMQ job id of a backfilled occurrence of a cron job (`hermes cron backfill`), due at `atMs`. */
+  cronBackfillJobId(id: string, atMs: number): string {
+    return `${this.cronBackfillJobIdPrefix(id)}${atMs}`;
+  }
+
+  /** What the BullMQ job id of every backfilled occurrence of a cron job starts with. */
+  cronBackfillJobIdPrefix(id: string): string {
+    return `cron-backfill:${keyPart(id)}:`;
+  }
+
   /** Hash of a cron job's claimed, uncommitted occurrences: occurrence id → holder, attempt, claim time. */
   cronClaims(id: string): string {
     return `${this.cp(id)}:cron:job:${keyPart(id)}:claims`;

@@ -17,7 +17,7 @@ export { decideEarly, MAX_IN_PROCESS_WAIT_MS } from '../occurrence/due-time.ts';
 export { DRAIN_HAND_BACK as CRON_DRAIN_HAND_BACK } from '../occurrence/defer-decision.ts';
 
 /** Why a cron tick was put back to run later. */
-export type CronDeferReason = 'drain' | 'early' | 'overlap-queue';
+export type CronDeferReason = 'drain' | 'early' | 'overlap-queue' | 'backfill-order';
 
 /** A cron tick put back to run again after `delayMs`. */
 export type CronDefer = OccurrenceDefer<CronDeferReason>;

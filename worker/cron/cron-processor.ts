@@ -6,7 +6,9 @@
  * delivers after the commit. What is the cron run's own:
  *
  *   - which occurrence (`occurrenceOf`): due time from the scheduler job id
- *     (`repeat:cron:<id>:<millis>`) or the job data (one-shot, manual run);
+ *     (`repeat:cron:<id>:<millis>`) or the job data (one-shot, manual run, backfill);
+ *     a backfilled occurrence is deferred while the one before it in its request is
+ *     still to run, or holds the job's turn lock (oldest first, never overlapping);
  *   - `gate`: the job's record and the misfire decision (pure,
  *     `decideOccurrence` in scheduler/cron/misfire.ts): wait until due, drop
  *     (removed, paused, completed, edited, coalesced), run (on time, late, or
@@ -43,6 +45,7 @@ import {
   cronSessionId,
   cronToolSurfaces,
   deliveryText,
+  onRequest,
   runDeliversReply,
   withReply,
   type CronDelivery,
@@ -81,6 +84,8 @@ interface CronTick {
   trigger: OccurrenceTrigger;
   /** Epoch ms the occurrence is due. */
   dueAt: number;
+  /** A backfilled occurrence: the due time of the one before it in its request, which runs first. */
+  previousDueAt: number | undefined;
   occurrenceId: string;
   /** Holder of the claim and of the overlap lock: the BullMQ job id. */
   holder: string;
@@ -161,8 +166,8 @@ export async function processCronTick(
 
 /** The occurrence a job stands for. */
 function occurrenceOf(deps: WorkerDeps, job: Job<CronTickData>): CronTick {
-  const { jobId, generation, manual } = job.data;
-  const trigger: OccurrenceTrigger = manual ? 'manual' : 'schedule';
+  const { jobId, generation, manual, backfill } = job.data;
+  const trigger: OccurrenceTrigger = manual ? 'manual' : backfill ? 'backfill' : 'schedule';
   const dueAt = job.data.dueAt ?? schedulerJobMillis(job.id) ?? job.timestamp;
   const occurrenceId = cronOccurrenceId(jobId, dueAt, trigger);
   return {
@@ -170,6 +175,7 @@ function occurrenceOf(deps: WorkerDeps, job: Job<CronTickData>): CronTick {
     generation,
     trigger,
     dueAt,
+    previousDueAt: backfill ? job.data.previousDueAt : undefined,
     occurrenceId,
     holder: job.id ?? occurrenceId,
     pickedAt: Date.now(),
@@ -202,7 +208,7 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
       log: tick.log,
       canDefer: token !== undefined,
       countsDeferrals: false,
-      measuresLateness: tick.trigger !== 'manual',
+      measuresLateness: tick.trigger === 'schedule',
       attempts: { attempt: job.attemptsMade + 1, of: job.opts.attempts ?? 1 },
     };
   }
@@ -234,8 +240,18 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
       tick.log.info({ reason }, 'cron occurrence dropped');
       return this.dropped(reason);
     }
+    // A backfill runs oldest first: an occurrence waits while the one before it is still to run.
+    if (tick.previousDueAt !== undefined && this.token !== undefined && (await store.backfillAhead(record.id, tick.previousDueAt))) {
+      return { action: 'defer', reason: 'backfill-order', delayMs: deps.config.worker.defer_ms };
+    }
     // Overlap (docs/CRON.md, `--overlap`): the turn lock of the job's session `cron:<id>`.
     const lock = record.overlap === 'allow' ? null : await deps.lock.acquire(cronSessionId(record.id), tick.holder);
+    // Backfilled occurrences never overlap one another, whatever the policy: the next waits for the lock.
+    if (!lock && record.overlap !== 'allow' && tick.trigger === 'backfill' && this.token !== undefined) {
+      if (store.isBackfillHolder(record.id, await deps.lock.holder(cronSessionId(record.id)))) {
+        return { action: 'defer', reason: 'backfill-order', delayMs: deps.config.worker.defer_ms };
+      }
+    }
     const overlap = decideOverlap(record.overlap, record.overlap !== 'allow' && !lock, {
       deferMs: deps.config.worker.defer_ms,
       canDefer: this.token !== undefined,
@@ -278,7 +294,7 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
       occurrenceId: tick.occurrenceId,
       holder: tick.holder,
       generation: tick.generation,
-      manual: tick.trigger === 'manual',
+      manual: onRequest(tick.trigger),
       dueAt: tick.dueAt,
       skip: gated.mode !== 'run',
     });
@@ -438,7 +454,7 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     const decision = claimed.decision!; // a turn runs only for a `fire` claim, which has it
     const { dueAt, trigger } = this.tick;
     const run = baseRun(record, this.tick, {
-      trigger: trigger === 'manual' ? 'manual' : decision.catchUp ? 'catch-up' : 'schedule',
+      trigger: trigger !== 'schedule' ? trigger : decision.catchUp ? 'catch-up' : 'schedule',
       status: 'ok',
       reason: null,
       latenessMs: startedAt - dueAt,
@@ -466,7 +482,7 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
   /** A skipped occurrence's record (misfire or overlap) and the claim it stands on. */
   private skipped(record: CronJob, reason: 'misfire' | 'overlap', latenessMs: number, attempt: number): CronRan {
     const run = baseRun(record, this.tick, {
-      trigger: this.tick.trigger === 'manual' ? 'manual' : 'schedule',
+      trigger: this.tick.trigger,
       status: 'skipped',
       reason,
       latenessMs,
