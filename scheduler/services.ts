@@ -21,6 +21,7 @@ import { cronRepeatStrategy } from './cron/repeat-strategy.ts';
 import type { ConnectionOptions } from 'bullmq';
 import { LoopService } from './loop/loop-service.ts';
 import { SessionStore } from './session/session-store.ts';
+import { ReplicaAck } from './store/redis/replica-ack.ts';
 import { TurnJournalStore } from './journal/turn-journal-store.ts';
 import { RunStore } from './v1/v1-runs.ts';
 import { parseWebhookAllow } from './delivery/webhook-policy.ts';
@@ -71,13 +72,25 @@ export function loopServiceFor(config: HermesConfig, loops: LoopStore, log: Logg
  * `worker.events_max_entries`, `worker.occurrence_window_seconds`). `redis` may be a blocking connection of
  * its own for readers that wait on a stream.
  */
-export function sessionStoreFor(config: HermesConfig, redis: RedisClient, keys: Keys): SessionStore {
+export function sessionStoreFor(config: HermesConfig, redis: RedisClient, keys: Keys, log?: Logger): SessionStore {
   return new SessionStore(
     redis,
     keys,
     config.worker.transcript_max_messages,
     config.worker.occurrence_window_seconds * 1000,
     config.worker.events_max_entries,
+    replicaAckFor(config, log),
+  );
+}
+
+/**
+ * What commits wait for (`redis.wait_replicas`, `redis.wait_timeout_ms`); a shortfall is a warning on `log`.
+ * The rule and what it does not promise: `store/redis/replica-ack.ts`.
+ */
+export function replicaAckFor(config: HermesConfig, log?: Logger): ReplicaAck {
+  if (config.redis.wait_replicas === 0) return ReplicaAck.none;
+  return new ReplicaAck(config.redis.wait_replicas, config.redis.wait_timeout_ms, (s) =>
+    log?.warn(s, 'commit not acknowledged by the replicas asked for in time (redis.wait_replicas); it stands'),
   );
 }
 
@@ -113,8 +126,9 @@ export function runStoreFor(config: HermesConfig, redis: RedisClient, keys: Keys
 }
 
 /** The cron job records, runs and BullMQ side (`cron.history_limit`, `worker.occurrence_window_seconds`, `cron.retry_backoff_seconds`). */
-export function cronStoreFor(config: HermesConfig, conn: StoreConnection): CronStore {
+export function cronStoreFor(config: HermesConfig, conn: StoreConnection, log?: Logger): CronStore {
   return new CronStore(conn.redis, conn.keys, conn.queues, {
+    replicaAck: replicaAckFor(config, log),
     historyLimit: config.cron.history_limit,
     occurrenceWindowMs: config.worker.occurrence_window_seconds * 1000,
     retryBackoffMs: config.cron.retry_backoff_seconds * 1000,

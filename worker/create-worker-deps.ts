@@ -160,8 +160,8 @@ function shardStores(
   const loops = loopStoreFor(config, { redis, keys, queues });
   return {
     loops,
-    cron: cronStoreFor(config, { redis, keys, queues }),
-    sessions: sessionStoreFor(config, redis, keys),
+    cron: cronStoreFor(config, { redis, keys, queues }, log),
+    sessions: sessionStoreFor(config, redis, keys, log),
     journals: turnJournalStoreFor(config, redis, keys),
     schedules: loopServiceFor(config, loops, log),
     goals: goalServiceFor(config, { redis, keys, queues }, log),

@@ -328,6 +328,13 @@ export const configSchema = z
          * it on a store that has data is refused. @defaultValue 1
          */
         shards: z.coerce.number().int().min(1).max(1024).default(1),
+        /**
+         * Replicas that must acknowledge each commit before it is delivered (Redis `WAIT`; 0 = none):
+         * narrows the window a failover can lose a commit in (`scheduler/store/redis/replica-ack.ts`). @defaultValue 0
+         */
+        wait_replicas: z.coerce.number().int().min(0).default(0),
+        /** Longest wait for them per commit, ms; on a timeout the commit stands and a warning says so. @defaultValue 1000 */
+        wait_timeout_ms: z.coerce.number().int().min(1).default(1000),
       })
       .strict()
       .refine((r) => [r.url, r.cluster_nodes.length > 0, r.sentinels.length > 0].filter(Boolean).length <= 1, {

@@ -27,6 +27,7 @@
  * already waiting or picked up. `reconcile` re-arms scheduled jobs whose
  * BullMQ side is missing (a crash between the two steps).
  */
+import type { ReplicaAck } from '../store/redis/replica-ack.ts';
 import type { RedisClient } from '../store/redis/connection-factory.ts';
 import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
 import type { Keys } from '../store/keys.ts';
@@ -84,6 +85,8 @@ export interface CronStoreSettings {
   retryBackoffMs: number;
   /** Entries kept per event stream of a job's session (`worker.events_max_entries`). */
   eventsMaxLen: number;
+  /** Replicas a run's commit waits for (`redis.wait_replicas`); none when absent. */
+  replicaAck?: ReplicaAck;
 }
 
 /** Records, history and BullMQ jobs of cron jobs. */
@@ -407,6 +410,7 @@ export class CronStore {
       this.keys.cronRecentRunEntry(run.job_id, run.occurrence_id),
     ])) as [number, string];
     if (code === 1) {
+      await this.settings.replicaAck?.after(this.redis, keys[0]!);
       const deliveries = run.deliveries.map((d): CronDelivery =>
         d.target === 'local' && eventId ? { ...d, status: 'delivered', evidence: eventId } : d,
       );

@@ -16,6 +16,7 @@
  * and loop ticks and cron occurrences are also refused by their records
  * (last occurrence applied, coalescing) however late they come back.
  */
+import { ReplicaAck } from '../store/redis/replica-ack.ts';
 import type { RedisClient } from '../store/redis/connection-factory.ts';
 import type { Keys } from '../store/keys.ts';
 import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
@@ -68,6 +69,8 @@ export class SessionStore {
     private readonly occurrenceWindowMs: number,
     /** Entries kept per session event stream (`worker.events_max_entries`; approximate trim). */
     private readonly eventsMaxLen: number,
+    /** Replicas a commit waits for (`redis.wait_replicas`). */
+    private readonly replicaAck: ReplicaAck = ReplicaAck.none,
   ) {}
 
   /** The session's transcript, oldest first. */
@@ -167,7 +170,10 @@ export class SessionStore {
       ...input.messages.map((m) => JSON.stringify(m)),
     ];
     const [code, id] = (await runLuaScript(this.redis, COMMIT_TURN, keys, args)) as [number, string];
-    if (code === 1) return { status: 'committed', eventId: id };
+    if (code === 1) {
+      await this.replicaAck.after(this.redis, committed);
+      return { status: 'committed', eventId: id };
+    }
     if (code === 0) return { status: 'duplicate' };
     return { status: 'conflict' };
   }
