@@ -48,6 +48,7 @@ beforeAll(async () => {
     'agent.base_url': model.baseUrl,
     'agent.api_key': 'test',
     'agent.max_retries': 0,
+    'agent.models': { cheap: { model: 'cheap-model' } },
     'tools.commands': {
       whoami: { command: 'echo operator', description: 'who runs the worker' },
       greet: { command: 'echo hello', description: 'say hello' },
@@ -254,8 +255,10 @@ describe('/ui in chromium', () => {
     await page.locator('button[data-action="loop-pause"]').click();
     await page.locator('#schedules tr[data-kind="loop"] .state-paused').waitFor({ timeout: 10_000 });
     expect((await c.loops.get('web-chat', 'loop'))!.status).toBe('paused');
-    // The tools' records of this file's config cannot be spelled as environment variables: the CLI needs none.
-    const childEnv = Object.fromEntries(Object.entries(env.childEnv).filter(([k]) => !k.startsWith('HERMES_TOOLS_')));
+    // The tools' and models' records of this file's config cannot be spelled as environment variables: the CLI needs none.
+    const childEnv = Object.fromEntries(
+      Object.entries(env.childEnv).filter(([k]) => !k.startsWith('HERMES_TOOLS_') && k !== 'HERMES_AGENT_MODELS'),
+    );
     const status = await runHermes({ ...env, childEnv }, ['status']);
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toMatch(/web-chat[^\n]*paused/);
@@ -360,6 +363,65 @@ describe('/ui in chromium', () => {
     cleanups.push(() => cron.close());
     const jobs = (await cron.api.list({ all: false })) as Array<{ name: string; tz: string; schedule: { expression: string } }>;
     expect(jobs.find((j) => j.name === 'standup')).toMatchObject({ tz: 'Europe/Berlin', schedule: { expression: '0 9 * * 1-5' } });
+  });
+
+  it('the cron form sets notify, jitter, watch, model and max tokens through the cron service; bad input creates nothing and says why', async () => {
+    const cron = await openCronApi(env.config, env.redisUrl, createLogger({ level: 'silent' }));
+    cleanups.push(() => cron.close());
+    type JobView = {
+      id: string;
+      name: string;
+      notify: string;
+      jitter_seconds: number;
+      watch: string | null;
+      model: string | null;
+      max_tokens: number | null;
+    };
+    const named = async (name: string) => ((await cron.api.list({ all: true })) as JobView[]).filter((j) => j.name === name);
+    await page.goto(`${gw.httpAddress.url}/ui/cron/new`);
+    await page.waitForFunction(() => (globalThis as unknown as { htmx?: unknown }).htmx !== undefined);
+    await page.locator('input[name=schedule]').fill('every 1h');
+    await page.locator('#preview .description', { hasText: 'every 1h' }).waitFor({ timeout: 10_000 });
+    await page.locator('textarea[name=prompt]').fill('summarise the error log');
+    await page.locator('input[name=name]').fill('log-digest');
+    await page.locator('select[name=notify]').selectOption('always');
+    const bad: Array<[field: string, value: string, error: RegExp]> = [
+      ['max_tokens', 'lots', /`max_tokens` needs a positive whole number of tokens up to [\d,]+; got "lots"\./],
+      ['jitter', '2h', /`jitter` 2h must be less than 1h, the shortest time between two fires of "every 1h"\./],
+      ['model', 'nosuch', /^`model` "nosuch" is not a declared model; declared: cheap\.$/],
+      // A watch the runs could not use: `whoami` is allowed from the CLI only.
+      ['watch', 'whoami', /^`watch` whoami: the tool is not allowed from api \(tools\.allow_from\.whoami\)\.$/],
+    ];
+    for (const [field, value, error] of bad) {
+      await page.locator(`input[name=${field}]`).fill(value);
+      await page.locator('#cron-form button[type=submit]').click();
+      await expect.poll(() => page.locator('#form-error').textContent(), { timeout: 10_000 }).toMatch(error);
+      expect(await named('log-digest')).toEqual([]);
+      await page.locator(`input[name=${field}]`).fill('');
+    }
+    await page.locator('input[name=jitter]').fill('5m');
+    await page.locator('input[name=model]').fill('cheap');
+    await page.locator('input[name=max_tokens]').fill('200000');
+    await page.locator('#cron-form button[type=submit]').click();
+    await page.waitForURL(/\/ui\/cron\/[0-9a-f]{12}$/, { timeout: 10_000 });
+    const [job] = await named('log-digest');
+    expect(job).toMatchObject({ notify: 'always', jitter_seconds: 300, watch: null, model: 'cheap', max_tokens: 200_000 });
+    expect(await page.locator('#job dd.run-settings').textContent()).toMatch(
+      /^notify always · jitter 5m \(this job: \+(\d+m ?)?(\d+s)?\) · model cheap · max 200,000 tokens$/,
+    );
+    // The edit form holds them; emptied, the jitter, the model and the budget are removed.
+    await page.locator('#job a.button', { hasText: 'Edit' }).click();
+    await page.waitForURL(/\/edit$/, { timeout: 10_000 });
+    expect(await page.locator('select[name=notify]').inputValue()).toBe('always');
+    expect(await page.locator('input[name=jitter]').inputValue()).toBe('5m');
+    expect(await page.locator('input[name=model]').inputValue()).toBe('cheap');
+    expect(await page.locator('input[name=max_tokens]').inputValue()).toBe('200000');
+    for (const field of ['jitter', 'model', 'max_tokens']) await page.locator(`input[name=${field}]`).fill('');
+    await page.locator('select[name=notify]').selectOption('never');
+    await page.locator('#cron-form button[type=submit]').click();
+    await page.waitForURL(/\/ui\/cron\/[0-9a-f]{12}$/, { timeout: 10_000 });
+    expect((await named('log-digest'))[0]).toMatchObject({ notify: 'never', jitter_seconds: 0, model: null, max_tokens: null });
+    expect(await page.locator('#job dd.run-settings').textContent()).toBe('notify never');
   });
 
   it("the session page shows the loop's silent ticks as hermes status does", async () => {

@@ -20,9 +20,12 @@ import express, { Router, type Request, type Response } from 'express';
 import { defaultTimeZone } from '../../scheduler/cron/cron-engine.ts';
 import { previewSchedule, type SchedulePreview } from '../../scheduler/cron/preview.ts';
 import { isHermesError } from '../../scheduler/errors/hermes-error.ts';
+import { formatSeconds } from '../../scheduler/interval.ts';
+import type { NotifyPolicy } from '../../scheduler/cron/cron-job.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { assertSessionId } from '../../scheduler/session/session-id.ts';
 import { setAsideInputs } from '../../scheduler/session/set-aside.ts';
+import type { CronEditInput } from '../http/cron-routes.ts';
 import { HttpError, toHttpError } from '../http/errors.ts';
 import { pagePolicy } from '../http/security-headers.ts';
 import { lastEventId, openSse, type SseStream } from '../http/sse.ts';
@@ -31,7 +34,7 @@ import { isStreamId } from '../stream-fanout.ts';
 import { sendWebMessage } from '../web-input.ts';
 import { assetsRouter } from './assets.ts';
 import { cronJobs, readOverview, type ConsoleDeps } from './console-data.ts';
-import { cronForm, cronPage, jobPanel, previewHtml, runsSection, type CronFormValues } from './cron-page.ts';
+import { CRON_FORM_FIELDS, cronForm, cronPage, jobPanel, previewHtml, runsSection, type CronFormValues } from './cron-page.ts';
 import type { CronJobView, CronRunView } from './cron-view.ts';
 import { eventHtml } from './event-html.ts';
 import { html, type Html } from './html.ts';
@@ -224,15 +227,35 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     }
   };
   const formValues = (source: Record<string, unknown>): CronFormValues => {
-    const field = (k: string) => (typeof source[k] === 'string' ? source[k] : undefined);
-    return { schedule: field('schedule'), prompt: field('prompt'), name: field('name'), tz: field('tz'), deliver: field('deliver') };
+    const field = (k: keyof CronFormValues) => (typeof source[k] === 'string' ? source[k] : undefined);
+    return Object.fromEntries(CRON_FORM_FIELDS.map((k) => [k, field(k)]));
   };
+  // The form's text as `/api/cron` bodies give it; the cron service checks every field (bad input changes nothing).
   const jobInput = (v: CronFormValues) => ({
     ...(v.schedule ? { schedule: v.schedule } : {}),
     ...(v.prompt !== undefined ? { prompt: v.prompt } : {}),
     ...(v.name?.trim() ? { name: v.name.trim() } : {}),
     ...(v.tz?.trim() ? { tz: v.tz.trim() } : {}),
     ...(v.deliver?.trim() ? { deliver: v.deliver.trim() } : {}),
+    // The service refuses a value that is none of them (cron-input.ts `parseNotify`).
+    ...(v.notify?.trim() ? { notify: v.notify.trim() as NotifyPolicy } : {}),
+    ...(v.jitter?.trim() ? { jitter: v.jitter.trim() } : {}),
+    ...(v.watch?.trim() ? { watch: v.watch.trim() } : {}),
+    ...(v.model?.trim() ? { model: v.model.trim() } : {}),
+    ...(v.max_tokens?.trim() ? { max_tokens: v.max_tokens.trim() } : {}),
+  });
+  /** A job's settings as the form shows them. */
+  const jobValues = (job: CronJobView): CronFormValues => ({
+    schedule: job.schedule.display,
+    prompt: job.prompt,
+    name: job.name,
+    tz: job.tz,
+    deliver: job.deliver.join(', '),
+    notify: job.notify,
+    jitter: job.jitter_seconds > 0 ? formatSeconds(job.jitter_seconds) : '',
+    watch: job.watch ?? '',
+    model: job.model ?? '',
+    max_tokens: job.max_tokens ? String(job.max_tokens) : '',
   });
 
   router.get('/cron/new', (_req, res) => {
@@ -271,22 +294,21 @@ export function consoleRouter(deps: ConsoleDeps): Router {
 
   router.get('/cron/:id/edit', async (req, res) => {
     const job = await jobPage(String(req.params.id));
-    const values: CronFormValues = {
-      schedule: job.schedule.display,
-      prompt: job.prompt,
-      name: job.name,
-      tz: job.tz,
-      deliver: job.deliver.join(', '),
-    };
+    const values = jobValues(job);
     send(res, cronForm(values, previewHtml(preview(values), Date.now()), { job, defaultTz: tz }));
   });
 
   router.post('/cron/:id/edit', async (req, res) => {
     const job = await jobPage(String(req.params.id));
     const values = formValues((req.body ?? {}) as Record<string, unknown>);
-    const changes = jobInput(values);
+    const before = jobValues(job);
+    const changes: CronEditInput = jobInput(values);
     // Only what changed: an unchanged schedule is not re-armed.
     if (changes.schedule === job.schedule.display) delete changes.schedule;
+    // A field emptied removes what the job had: no jitter, no watch, the primary model, no token budget.
+    if (before.jitter && !values.jitter?.trim()) changes.jitter = 0;
+    for (const k of ['watch', 'model', 'max_tokens'] as const) if (before[k] && !values[k]?.trim()) changes[k] = null;
+    for (const k of ['notify', 'jitter', 'watch', 'model', 'max_tokens'] as const) if (changes[k] === before[k]) delete changes[k];
     try {
       await cron().edit(job.id, changes);
       res.set('HX-Redirect', cronUrl(job.id)).type('html').send('');

@@ -7,10 +7,12 @@
 import { formatInZone, isoUtc } from '../../scheduler/cron/cron-engine.ts';
 import type { SchedulePreview } from '../../scheduler/cron/preview.ts';
 import { describeCron, scheduleText } from '../../scheduler/cron/describe.ts';
+import { NOTIFY_POLICIES, type NotifyPolicy } from '../../scheduler/cron/cron-job.ts';
 import { agentCreatorText } from '../../scheduler/session/origin.ts';
 import { ms, type CronJobView, type CronRunView } from './cron-view.ts';
 import { at, countdown, duration, tokens } from './format.ts';
 import { clip } from '../../scheduler/text/clip.ts';
+import { formatSeconds } from '../../scheduler/interval.ts';
 import { html, type Html } from './html.ts';
 import { CONSOLE_PATH, errorBox, page, warningBox } from './layout.ts';
 import { cronUrl, scheduleWords } from './overview-page.ts';
@@ -26,6 +28,17 @@ function runRow(r: CronRunView, tz: string): Html {
     (d) => html`<li>${d.target}: <span class="status status-${d.status}">${d.status}</span>${d.error ? ` (${d.error})` : ''}</li>`,
   );
   return html`<tr><td><span class="status status-${r.status}">${r.status}</span>${r.reason ? ` (${r.reason})` : ''}<br><span class="reason">${r.trigger}</span></td><td>${started === null ? '—' : at(started, tz)}</td><td>${duration(r.lateness_ms)}${r.late ? ' (late)' : ''}</td><td>${started !== null && finished !== null ? duration(finished - started) : '—'}</td><td><ul class="deliveries">${deliveries}</ul></td><td><pre class="text">${r.error ? `error: ${r.error}\n` : ''}${clip(r.output ?? '', 2000)}</pre></td></tr>`;
+}
+
+/** Notices, jitter, watch, model and token budget in one line: `notify failure · jitter 5m (this job: +2m 13s) · max 200,000 tokens`. */
+function runSettings(job: CronJobView): string {
+  const parts = [`notify ${job.notify}`];
+  if (job.jitter_seconds > 0)
+    parts.push(`jitter ${formatSeconds(job.jitter_seconds)} (this job: +${formatSeconds(job.jitter_offset_seconds)})`);
+  if (job.watch) parts.push(`watch ${job.watch}`);
+  if (job.model) parts.push(`model ${job.model}`);
+  if (job.max_tokens) parts.push(`max ${job.max_tokens.toLocaleString('en-US')} tokens`);
+  return parts.join(' · ');
 }
 
 /**
@@ -47,6 +60,7 @@ export function jobPanel(job: CronJobView, now: number, error?: string, options:
 <dt>state</dt><dd><span class="state state-${job.state}">${job.state}</span>${job.paused_reason ? html` <span class="reason">${job.paused_reason}</span>` : ''}</dd>
 <dt>prompt</dt><dd><pre class="text">${job.prompt}</pre></dd>
 <dt>deliver</dt><dd>${job.deliver.join(', ')}</dd>
+<dt>runs</dt><dd class="run-settings">${runSettings(job)}</dd>
 ${job.created_by ? html`<dt>made by</dt><dd${job.created_by.from_tool_output ? html` class="warning"` : ''}>${agentCreatorText(job.created_by)}</dd>` : ''}
 <dt>last run</dt><dd>${job.last_status ?? 'never'}${job.last_error ? ` — ${job.last_error}` : ''} · failure streak ${job.failure_streak}</dd>
 <dt>spend</dt><dd>${tokens(job.spend)}</dd>
@@ -101,13 +115,59 @@ export function previewHtml(p: SchedulePreview | { error: string } | undefined, 
 <ol class="fires">${p.times.map((t) => html`<li>${formatInZone(t, p.tz)} <span class="reason">${isoUtc(t)}</span> · ${countdown(t, now)}</li>`)}</ol></div>`;
 }
 
-/** Field values of the form. */
+/** Field values of the form, as typed (the cron service reads them as `/api/cron` bodies: cron-input.ts). */
 export interface CronFormValues {
   schedule?: string;
   prompt?: string;
   name?: string;
   tz?: string;
   deliver?: string;
+  /** `failure`, `always` or `never`: which runs send a notice to the targets. */
+  notify?: string;
+  /** A jitter window (`5m`, or whole seconds); empty for none. */
+  jitter?: string;
+  /** A declared check run before each run; empty for none. */
+  watch?: string;
+  /** A model declared under `agent.models`; empty for the primary. */
+  model?: string;
+  /** Tokens the runs may spend until the job is resumed; empty for no limit. */
+  max_tokens?: string;
+}
+
+/** The form's fields. */
+export const CRON_FORM_FIELDS = [
+  'schedule',
+  'prompt',
+  'name',
+  'tz',
+  'deliver',
+  'notify',
+  'jitter',
+  'watch',
+  'model',
+  'max_tokens',
+] as const;
+
+/** What `notify` offers, with what each sends. */
+const NOTIFY_CHOICES: Record<NotifyPolicy, string> = {
+  failure: 'failure — a notice when a run fails',
+  always: 'always — also when a run is skipped',
+  never: 'never',
+};
+
+/** The fields of how a job runs: notices, jitter and its economy (docs/CRON.md, "Economy"). */
+function runFields(values: CronFormValues): Html {
+  const notify = values.notify || 'failure';
+  const options = NOTIFY_POLICIES.map(
+    (p) => html`<option value="${p}"${p === notify ? html` selected` : ''}>${NOTIFY_CHOICES[p]}</option>`,
+  );
+  return html`<fieldset class="runs-fields"><legend>How it runs</legend>
+<label>Notify <select name="notify">${options}</select></label>
+<label>Jitter <input name="jitter" value="${values.jitter ?? ''}" placeholder="none; e.g. 5m: each fire moves by a fixed offset in this window" autocomplete="off"></label>
+<label>Watch <input name="watch" value="${values.watch ?? ''}" placeholder="none; a command tool, read_file:&lt;path&gt; or http_get:&lt;url&gt; — unchanged output skips the model" autocomplete="off"></label>
+<label>Model <input name="model" value="${values.model ?? ''}" placeholder="the primary; or a model from agent.models" autocomplete="off"></label>
+<label>Max tokens <input name="max_tokens" value="${values.max_tokens ?? ''}" placeholder="no limit; e.g. 200000 — the job pauses when its runs spent them" inputmode="numeric" autocomplete="off"></label>
+</fieldset>`;
 }
 
 /** The create form (no `job`) or the edit form of `job`; the preview follows the schedule and zone fields. */
@@ -126,6 +186,7 @@ ${preview}
 <label>Prompt <textarea name="prompt" rows="3" required>${values.prompt ?? ''}</textarea></label>
 <label>Name <input name="name" value="${values.name ?? ''}" placeholder="(the start of the prompt)"></label>
 <label>Deliver to <input name="deliver" value="${values.deliver ?? ''}" placeholder="local, telegram:&lt;chat&gt;, a webhook URL"></label>
+${runFields(values)}
 <button type="submit">${options.job ? 'Save' : 'Create'}</button>
 <div id="form-error">${options.error ? errorBox(options.error) : ''}</div>
 </form>

@@ -22,6 +22,15 @@ export interface CronJobView {
   last_error: string | null;
   failure_streak: number;
   spend: SpendTotals;
+  /** Which runs send a notice: `failure`, `always` or `never`. */
+  notify: string;
+  /** The jitter window and this job's fixed offset in it, whole seconds (0 without jitter). */
+  jitter_seconds: number;
+  jitter_offset_seconds: number;
+  /** The check run before each run, the model and the token budget; `null` where unset. */
+  watch: string | null;
+  model: string | null;
+  max_tokens: number | null;
   /** The agent made it (`schedules` tool), from this surface; `from_tool_output` after reading a tool's output. */
   created_by?: CronJobCreator | null;
   /** Only from `get`. */

@@ -37,8 +37,8 @@ export interface CronAddInput {
   jitter?: string | number;
   /** A declared check run before each run; an unchanged output skips the model (docs/CRON.md, "Economy"). Must be allowed from `api`. */
   watch?: string;
-  /** Tokens (in + out) the job's runs may spend until it is resumed; then it pauses. */
-  max_tokens?: number;
+  /** Tokens (in + out) the job's runs may spend until it is resumed; then it pauses. The console gives the form's text (`"200000"`), read as `--max-tokens` is. */
+  max_tokens?: number | string;
   /** A model declared under `agent.models`. */
   model?: string;
 }
@@ -91,8 +91,11 @@ const addSchema = z
   })
   .strict();
 
-/** Fields `PATCH /api/cron/jobs/:ref` may change (at least one). `null` removes `repeat`'s limit, the `watch`, `max_tokens` or `model`. */
-export type CronEditInput = z.infer<typeof editSchema>;
+/**
+ * Fields `PATCH /api/cron/jobs/:ref` may change (at least one). `null` removes `repeat`'s limit, the `watch`, `max_tokens` or
+ * `model`; `max_tokens` may also be the console form's text, as in `CronAddInput`.
+ */
+export type CronEditInput = Omit<z.infer<typeof editSchema>, 'max_tokens'> & { max_tokens?: number | string | null };
 
 const editSchema = z
   .object({
