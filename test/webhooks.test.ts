@@ -156,6 +156,7 @@ describe.concurrent('signed webhooks', () => {
       'hooks.gh': { session: 'ops', secret: SECRET, signature: 'github' },
       'hooks.alerts': { session: 'ops', secret: SECRET, template: 'Alert: {{alert.name}} is {{alert.state}}' },
       'hooks.lan': { session: 'ops', secret: SECRET, allow_from: ['10.0.0.0/8', '192.168.1.7'] },
+      'hooks.local': { session: 'ops', secret: SECRET, allow_from: ['10.0.0.0/8', '127.0.0.0/8', '::1'] },
     });
     const gw = await gateway(cleanups, env);
     const url = gw.httpAddress.url;
@@ -202,6 +203,8 @@ describe.concurrent('signed webhooks', () => {
     expect((await postHermes(url, 'alerts', body, t2)).status).toBe(202);
     expect((await postHermes(url, 'alerts', body, t2)).status).toBe(409);
     expect(await events(c, 'ops', 'user')).toHaveLength(2);
+    // A sender inside allow_from (this test's loopback) is taken.
+    expect((await postHermes(url, 'local', body, now, { 'x-hermes-delivery': 'local-1' })).status).toBe(202);
   });
 
   it('a payload that would render as a slash command is refused (422), nothing stored', async ({ cleanups, expect }) => {

@@ -38,16 +38,20 @@ export function hooksRouter(deps: HookRouteDeps): Router {
   const bodies = new Map<string, express.RequestHandler>(
     Object.entries(hooks).map(([name, h]) => [name, express.raw({ type: () => true, limit: h.max_body_bytes })]),
   );
-  const hookOf = (req: express.Request): [string, HookConfig] => {
+  const hookOf = (req: express.Request, res: express.Response): [string, HookConfig] => {
     const name = String(req.params.name);
-    if (!Object.hasOwn(hooks, name)) throw new HttpError(404, `No hook named ${name}.`, 'not_found_error', 'unknown_hook');
+    if (!Object.hasOwn(hooks, name)) {
+      // The body is not read: close the connection rather than drain it.
+      res.set('Connection', 'close');
+      throw new HttpError(404, `No hook named ${name}.`, 'not_found_error', 'unknown_hook');
+    }
     return [name, hooks[name]!];
   };
 
   router.post(
     '/:name',
     (req, res, next) => {
-      const [name, hook] = hookOf(req);
+      const [name, hook] = hookOf(req, res);
       if (!senderAllowed(req.socket.remoteAddress, hook.allow_from)) {
         deps.log.warn({ hook: name, from: req.socket.remoteAddress }, 'webhook refused: sender not in allow_from');
         res.set('Connection', 'close');
@@ -63,7 +67,7 @@ export function hooksRouter(deps: HookRouteDeps): Router {
     deps.storeGate,
     (req, res, next) => bodies.get(String(req.params.name))!(req, res, next),
     async (req, res) => {
-      const [name, hook] = hookOf(req);
+      const [name, hook] = hookOf(req, res);
       const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
       const signed = verifyHookSignature(hook.signature, hook.secret!, body, req.headers, clock());
       if (!signed.ok) {
