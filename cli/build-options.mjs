@@ -39,6 +39,22 @@ export const BUNDLE_OPTIONS = {
 };
 
 /**
+ * An esbuild plugin that leaves zod's translations of its error messages out (`zod/v4/locales/index.js`,
+ * more than half of zod's code): the code uses zod's English messages only (the one locale zod itself
+ * loads, `locales/en.js`), and every call that loads the configuration would otherwise compile the rest.
+ * `z.locales` is then an empty namespace.
+ */
+export const WITHOUT_ZOD_LOCALES = {
+  name: 'without-zod-locales',
+  setup(b) {
+    b.onResolve({ filter: /\/locales\/index\.js$/ }, (args) =>
+      /[/\\]zod[/\\]v4[/\\]/.test(args.importer) ? { path: 'zod-locales', namespace: 'without-zod-locales' } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'without-zod-locales' }, () => ({ contents: 'export {};', loader: 'js' }));
+  },
+};
+
+/**
  * Copy what the code reads next to itself into the bundle's folder `out`: the Lua scripts into
  * `scripts/` (lua-script.ts) and the console's script and styles into `static/` (gateway/console/assets.ts).
  * @param {string} root - the checkout

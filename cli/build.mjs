@@ -21,7 +21,7 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BUNDLE_OPTIONS, copyRuntimeFiles, EXTERNAL, ownSources } from './build-options.mjs';
+import { BUNDLE_OPTIONS, copyRuntimeFiles, EXTERNAL, ownSources, WITHOUT_ZOD_LOCALES } from './build-options.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 /** Where the build goes: `dist/`, or (tests) another folder directly under the checkout, named by `HERMES_BUILD_DIR`. */
@@ -78,7 +78,7 @@ async function main() {
     splitting: true,
     entryNames: '[name]',
     chunkNames: '[name]-[hash]',
-    plugins: [lazyBullmq],
+    plugins: [lazyBullmq, WITHOUT_ZOD_LOCALES],
   });
   // BullMQ on its own, loaded by the stand-ins above when a command first uses it.
   await build({

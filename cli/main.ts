@@ -6,17 +6,15 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { configFileWarning, loadConfig, type HermesConfig } from '../scheduler/config/config.ts';
-import { createLogger } from '../scheduler/logger.ts';
+import type { Logger } from '../scheduler/logger.ts';
 import { nameTable } from '../scheduler/names/name-table.ts';
-import { resolveRedis } from '../scheduler/store/redis/connect.ts';
-import { describeTopology, type RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
+import type { RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
 import type { WorkerProcess } from '../worker/worker-process.ts';
 import type { HermesMetrics } from '../scheduler/metrics.ts';
 import type { Gateway } from '../gateway/gateway-process.ts';
 import type { PlatformStatus } from '../gateway/plugins/platform-registry.ts';
 import { isPlatformName } from '../scheduler/delivery/platforms.ts';
-import { DEFAULT_SESSION, type CliContext } from './cli-context.ts';
-import { connectCli } from './connect-cli.ts';
+import { DEFAULT_SESSION, type CliConnection, type CliContext } from './cli-context.ts';
 import { apiAuthText, platformStartedLine, upBanner } from './up-banner.ts';
 import { takeUpLock } from './up-lock.ts';
 import { commanderOutput, printOut } from './terminal-text.ts';
@@ -41,6 +39,22 @@ let config: HermesConfig | undefined;
 function getConfig(): HermesConfig {
   config ??= loadConfig();
   return config;
+}
+/**
+ * Connect to the product's Redis (`connectCli`). The Redis client, the stores and the logger load with
+ * the first connection, so a command that needs none (`cron next`, `key`, usage errors) never loads them
+ * (docs/BENCHMARKS.md, "CLI start-up").
+ */
+async function connectCli(cfg: HermesConfig, target?: RedisTopology | string): Promise<CliConnection> {
+  return (await import('./connect-cli.ts')).connectCli(cfg, target);
+}
+/** The logger of a long-running command, loaded with it. */
+async function createLogger(options: Parameters<typeof import('../scheduler/logger.ts').createLogger>[0]): Promise<Logger> {
+  return (await import('../scheduler/logger.ts')).createLogger(options);
+}
+/** `resolveRedis` of a long-running command, loaded with it. */
+async function resolveRedis(...args: Parameters<typeof import('../scheduler/store/redis/connect.ts').resolveRedis>) {
+  return (await import('../scheduler/store/redis/connect.ts')).resolveRedis(...args);
 }
 const ctx = (): CliContext => ({ config: getConfig(), connect: () => connectCli(getConfig()) });
 
@@ -84,7 +98,7 @@ program
 async function gatewayFor(
   cfg: HermesConfig,
   topology: RedisTopology,
-  log: ReturnType<typeof createLogger>,
+  log: Logger,
   metrics?: HermesMetrics,
 ): Promise<{ gateway: Gateway; close(): Promise<void> }> {
   const [{ startGateway }, { openCronApi }] = await Promise.all([import('../gateway/gateway-process.ts'), import('./gateway-cron-api.ts')]);
@@ -108,7 +122,7 @@ async function gatewayFor(
  * Warnings a long-running process logs once at start: a `config.yaml` others may read.
  * @param show - also print them here (`hermes up` with the chat attached logs to a file)
  */
-function warnAtStart(cfg: HermesConfig, log: ReturnType<typeof createLogger>, show?: (line: string) => void): void {
+function warnAtStart(cfg: HermesConfig, log: Logger, show?: (line: string) => void): void {
   const warning = configFileWarning(cfg.home);
   if (!warning) return;
   log.warn({ file: join(cfg.home, 'config.yaml') }, warning);
@@ -119,7 +133,7 @@ function warnAtStart(cfg: HermesConfig, log: ReturnType<typeof createLogger>, sh
  * Wait for `work` (a drain) at most the stop deadline; past it, log that the process stops
  * without waiting more (Redis does not answer) and return false.
  */
-async function stopInTime(cfg: HermesConfig, log: ReturnType<typeof createLogger>, work: Promise<unknown>): Promise<boolean> {
+async function stopInTime(cfg: HermesConfig, log: Logger, work: Promise<unknown>): Promise<boolean> {
   const deadlineMs = stopDeadlineMs(cfg);
   if (await settleWithin(work, deadlineMs)) return true;
   log.warn({ deadlineMs }, `stop deadline (${deadlineMs / 1000}s) passed, Redis not answering: stopping without waiting more`);
@@ -145,7 +159,7 @@ function announcePlatformStarts(gateway: Gateway, shown: readonly PlatformStatus
 }
 
 /** Start a worker in this process (its modules load only for the commands that run one). */
-async function startWorker(cfg: HermesConfig, topology: RedisTopology, log: ReturnType<typeof createLogger>): Promise<WorkerProcess> {
+async function startWorker(cfg: HermesConfig, topology: RedisTopology, log: Logger): Promise<WorkerProcess> {
   const { WorkerProcess } = await import('../worker/worker-process.ts');
   return await WorkerProcess.start({ config: cfg, topology, log });
 }
@@ -169,7 +183,7 @@ program
       // Without the chat the log goes to stderr: its start-up lines wait until the banner is out.
       let bannerShown = () => {};
       const holdUntil = logFile ? undefined : new Promise<void>((resolve) => (bannerShown = resolve));
-      const log = createLogger({ level: cfg.log_level, name: 'up', file: logFile, holdUntil });
+      const log = await createLogger({ level: cfg.log_level, name: 'up', file: logFile, holdUntil });
       // A Ctrl+C during the start is remembered (not Node's default exit, which would strand the
       // embedded Redis): the start completes, then everything is stopped in order.
       let stopEarly = false;
@@ -204,7 +218,7 @@ program
       if (gw) log.info({ url: gw.gateway.httpAddress.url }, 'gateway listening');
       const platforms = gw?.gateway.platforms() ?? [];
       const banner = upBanner(cfg, {
-        redis: describeTopology(target.topology),
+        redis: (await import('../scheduler/store/redis/connection-factory.ts')).describeTopology(target.topology),
         ...(gw ? { apiUrl: gw.gateway.httpAddress.url, auth: gw.gateway.auth } : { apiUrl: undefined }),
         platforms: Object.fromEntries(platforms.filter((p) => isPlatformName(p.name)).map((p) => [p.name, p])),
         chatSession: attach ? opts.session : undefined,
@@ -278,7 +292,7 @@ program
   .action(
     action(async () => {
       const cfg = getConfig();
-      const log = createLogger({ level: cfg.log_level, name: 'worker' });
+      const log = await createLogger({ level: cfg.log_level, name: 'worker' });
       // Listening before the start: a Ctrl+C during the start still drains instead of killing.
       const signal = waitForSignal();
       warnAtStart(cfg, log);
@@ -299,7 +313,7 @@ program
   .action(
     action(async (opts: { insecureNoAuth?: boolean }) => {
       const cfg = serverConfig(opts);
-      const log = createLogger({ level: cfg.log_level, name: 'gateway' });
+      const log = await createLogger({ level: cfg.log_level, name: 'gateway' });
       // Listening before the start: a Ctrl+C during the start still drains instead of killing.
       const signal = waitForSignal();
       warnAtStart(cfg, log);

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { describe, expect } from 'vitest';
 import { openCronApi } from '../cli/gateway-cron-api.ts';
 import { startGateway } from '../gateway/gateway-process.ts';
-import { CONFIG_DEFAULTS } from '../scheduler/config/config.ts';
+import { configDefaults } from '../scheduler/config/config.ts';
 import { applyRun as applyRunWith, createCronJob, resumeCronJob, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import { runNotice, withNotice } from '../scheduler/cron/cron-notice.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -31,7 +31,7 @@ import { it, type CleanUp } from './support/cleanup.ts';
 
 /** `applyRun` with `cron.max_consecutive_failures` from the config's defaults unless a test sets it. */
 const applyRun = (job: CronJob, run: CronRun, pickedAt: number, now: number, options: Partial<Parameters<typeof applyRunWith>[4]> = {}) =>
-  applyRunWith(job, run, pickedAt, now, { maxConsecutiveFailures: CONFIG_DEFAULTS.cron.max_consecutive_failures, ...options });
+  applyRunWith(job, run, pickedAt, now, { maxConsecutiveFailures: configDefaults().cron.max_consecutive_failures, ...options });
 
 /** One answer of the model server as it went over the wire. */
 interface Reported {

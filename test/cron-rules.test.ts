@@ -9,7 +9,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { isoUtc, periodAt } from '../scheduler/cron/cron-engine.ts';
-import { CONFIG_DEFAULTS } from '../scheduler/config/config.ts';
+import { configDefaults } from '../scheduler/config/config.ts';
 import {
   applyRun as applyRunWith,
   createCronJob,
@@ -24,7 +24,7 @@ import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 
 /** `applyRun` with `cron.max_consecutive_failures` from the config's defaults unless a test sets it. */
 const applyRun = (job: CronJob, run: CronRun, pickedAt: number, now: number, options: Partial<Parameters<typeof applyRunWith>[4]> = {}) =>
-  applyRunWith(job, run, pickedAt, now, { maxConsecutiveFailures: CONFIG_DEFAULTS.cron.max_consecutive_failures, ...options });
+  applyRunWith(job, run, pickedAt, now, { maxConsecutiveFailures: configDefaults().cron.max_consecutive_failures, ...options });
 
 const T0 = Date.parse('2026-06-01T10:00:00Z');
 const MIN = 60_000;

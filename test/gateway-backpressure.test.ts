@@ -34,7 +34,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Keys } from '../scheduler/store/keys.ts';
 import { SessionStore } from '../scheduler/session/session-store.ts';
-import { CONFIG_DEFAULTS } from '../scheduler/config/config.ts';
+import { configDefaults } from '../scheduler/config/config.ts';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../scheduler/store/redis/embedded-redis.ts';
 import { spawnGateway, type ChildGateway } from './support/child-gateway.ts';
 import { waitFor } from './support/wait-for.ts';
@@ -147,8 +147,8 @@ async function flood(session: string, reader: { count: () => number }): Promise<
   const store = new SessionStore(
     admin,
     keys,
-    CONFIG_DEFAULTS.worker.transcript_max_messages,
-    CONFIG_DEFAULTS.worker.occurrence_window_seconds * 1000,
+    configDefaults().worker.transcript_max_messages,
+    configDefaults().worker.occurrence_window_seconds * 1000,
     EVENTS * 2,
   );
   await store.appendEvent(session, 'flood', { n: 0, text: 'first' });

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { Job } from 'bullmq';
-import { CONFIG_DEFAULTS } from '../scheduler/config/config.ts';
+import { configDefaults } from '../scheduler/config/config.ts';
 import { decodeLoopRecord, encodeLoopRecord } from '../scheduler/loop/loop-record-codec.ts';
 import { applyTick, createLoop, pauseLoop, resumeLoop, type LoopRecord, type NewLoop } from '../scheduler/loop/loop-state.ts';
 import { TICK_JOB_NAME, tickJobData, type StoredTickJobData } from '../scheduler/loop/tick-job.ts';
@@ -73,7 +73,7 @@ describe('loop record codec', () => {
         reply: extra.reply ?? `reply ${n}`,
         failure: extra.failure,
         pacing: PACING,
-        maxConsecutiveFailures: CONFIG_DEFAULTS.loops.max_consecutive_failures,
+        maxConsecutiveFailures: configDefaults().loops.max_consecutive_failures,
       }).loop;
     const fixed = loop({
       times: 5,

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { createServer } from 'node:net';
 import OpenAI, { APIUserAbortError } from 'openai';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { CONFIG_DEFAULTS, loadConfig } from '../scheduler/config/config.ts';
+import { configDefaults, loadConfig } from '../scheduler/config/config.ts';
 import { TurnError } from '../scheduler/errors/turn-error.ts';
 import { HermesMetrics } from '../scheduler/metrics.ts';
 import { Toolbox } from '../worker/tools/toolbox.ts';
@@ -154,8 +154,8 @@ describe('retries by the openai client', () => {
     expect(model.requests).toHaveLength(2);
     const { runner } = setup(model, { maxRetries: undefined });
     await caught(settle(runner.run(turn('is the build green?'))));
-    expect(CONFIG_DEFAULTS.agent.max_retries).not.toBe(1);
-    expect(model.requests).toHaveLength(2 + 1 + CONFIG_DEFAULTS.agent.max_retries);
+    expect(configDefaults().agent.max_retries).not.toBe(1);
+    expect(model.requests).toHaveLength(2 + 1 + configDefaults().agent.max_retries);
   });
 
   it('the client alone does not cut its retry wait when the signal aborts (why the runner makes the waits itself)', async () => {

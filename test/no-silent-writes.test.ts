@@ -13,7 +13,7 @@ import { pino } from 'pino';
 import { Keys } from '../scheduler/store/keys.ts';
 import { openQueues } from '../scheduler/services.ts';
 import { LoopStore } from '../scheduler/loop/loop-store.ts';
-import { CONFIG_DEFAULTS } from '../scheduler/config/config.ts';
+import { configDefaults } from '../scheduler/config/config.ts';
 import { LoopService } from '../scheduler/loop/loop-service.ts';
 import { GoalService } from '../scheduler/goal/goal-service.ts';
 import { StoreUnavailableError } from '../scheduler/errors/store-unavailable-error.ts';
@@ -55,7 +55,7 @@ function services(url: string, prefix: string, log: pino.Logger, options: { offl
   });
   return {
     schedules: new LoopService(
-      new LoopStore(redis, keys, queues, 200, CONFIG_DEFAULTS.worker.events_max_entries),
+      new LoopStore(redis, keys, queues, 200, configDefaults().worker.events_max_entries),
       { maxTicks: 100, selfPacedFloorSeconds: 60 },
       log,
     ),

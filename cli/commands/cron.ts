@@ -19,18 +19,15 @@ import {
   type CronJob,
   type CronRun,
 } from '../../scheduler/cron/cron-job.ts';
-import { cronInputSettingsOf, cronServiceFor, SHELL_CONFIG } from '../../scheduler/services.ts';
 import { noModelWarning } from '../../scheduler/agent-model.ts';
 import { budgetSetWarning } from '../../scheduler/economy/token-budget.ts';
 import { unconfiguredPlatformWarnings } from '../../scheduler/delivery/unconfigured-platform.ts';
 import type { CronService } from '../../scheduler/cron/cron-service.ts';
-import { newCronJob } from '../../scheduler/cron/cron-commands.ts';
 import type { CronCaller, CronJobChanges, CronJobInput } from '../../scheduler/cron/cron-input.ts';
 import { parseInstant, previewSchedule } from '../../scheduler/cron/preview.ts';
 import { backfillView } from '../../scheduler/cron/backfill.ts';
 import { EXIT_FAILURE, exitCodeOf, reportError } from '../run-command.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
-import { createLogger } from '../../scheduler/logger.ts';
 import { printErr, printOut, terminalJson } from '../terminal-text.ts';
 import type { CliConnection, CliContext } from '../cli-context.ts';
 import {
@@ -95,16 +92,16 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     <A extends unknown[]>(
       needsRedis: boolean,
       fn: (service: CronService | undefined, ...args: A) => Promise<void>,
-      precheck?: (...args: A) => void,
+      precheck?: (...args: A) => Promise<void>,
     ) =>
     async (...args: A) => {
       let conn: CliConnection | undefined;
       try {
-        precheck?.(...args);
+        await precheck?.(...args);
         let service: CronService | undefined;
         if (needsRedis) {
           conn = await ctx.connect();
-          service = openService(ctx.config, conn, io);
+          service = await openService(ctx.config, conn, io);
         }
         await fn(service, ...args);
       } catch (err) {
@@ -175,14 +172,20 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
         const job = await service!.add(addInput(schedule, promptWords, opts), CLI_CALLER);
         print(opts.json, cronJobView(job), () => ['Added cron job:', ...formatJob(job, io.now())]);
         // An agent job without a model would fail every run: said now (on stderr, so --json stays JSON).
+        const { SHELL_CONFIG } = await import('../../scheduler/services.ts');
         const warning = job.script === null ? noModelWarning(ctx.config, job.model, SHELL_CONFIG) : undefined;
         if (warning) io.err(warning);
         // So would a platform target without its bot.
         warnUnsent(job);
       },
       // Bad input is refused as such before any connection (field report F30).
-      (schedule, promptWords, opts) =>
-        void newCronJob(addInput(schedule, promptWords, opts), CLI_CALLER, cronInputSettingsOf(ctx.config), io.now()),
+      async (schedule, promptWords, opts) => {
+        const [{ newCronJob }, { cronInputSettingsOf }] = await Promise.all([
+          import('../../scheduler/cron/cron-commands.ts'),
+          import('../../scheduler/services.ts'),
+        ]);
+        newCronJob(addInput(schedule, promptWords, opts), CLI_CALLER, cronInputSettingsOf(ctx.config), io.now());
+      },
     ),
   );
 
@@ -408,7 +411,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
             // A job's fire times: the same engine, schedule (with its jitter) and zone that arm its real runs.
             const conn = await ctx.connect();
             try {
-              const job = await openService(ctx.config, conn, io).get(opts.job);
+              const job = await (await openService(ctx.config, conn, io)).get(opts.job);
               const fromMs = opts.from !== undefined ? parseInstant(opts.from, job.tz) : io.now();
               const times = job.state === 'scheduled' ? nextOccurrences(job.schedule, job.tz, fromMs, positiveInt(opts.count, '-n')) : [];
               if (opts.json) io.out(terminalJson(times.map(isoUtc), 0));
@@ -538,7 +541,12 @@ function addInput(schedule: string, promptWords: string[], opts: JobFlags & { pa
   };
 }
 
-function openService(config: HermesConfig, conn: CliConnection, io: CronCliIo): CronService {
+/** The cron service on `conn`; the stores and the logger load with it, so `cron next` never loads them. */
+async function openService(config: HermesConfig, conn: CliConnection, io: CronCliIo): Promise<CronService> {
+  const [{ cronServiceFor }, { createLogger }] = await Promise.all([
+    import('../../scheduler/services.ts'),
+    import('../../scheduler/logger.ts'),
+  ]);
   const level = config.log_level === 'info' ? 'warn' : config.log_level;
   return cronServiceFor(config, conn, createLogger({ level, name: 'cli' }), io.now);
 }

@@ -1044,10 +1044,22 @@ export const configSchema = z
   });
 
 /**
+ * A configuration parse is done once per process, so it runs without zod's generated fast path
+ * (`jitless`): generating and compiling that code costs more than the one parse it would speed up,
+ * and every `hermes` call pays it (docs/BENCHMARKS.md, "CLI start-up").
+ */
+const ONCE: z.core.ParseContext<z.core.$ZodIssue> = { jitless: true };
+
+let defaults: Readonly<z.infer<typeof configSchema>> | undefined;
+/**
  * The configuration with nothing set: every default, read from the schema above (the one place a
  * default is written). Code that is given no setting falls back to these, never to a number of its own.
+ * Parsed on first use, not at import: most processes never ask.
  */
-export const CONFIG_DEFAULTS: Readonly<z.infer<typeof configSchema>> = configSchema.parse({});
+export function configDefaults(): Readonly<z.infer<typeof configSchema>> {
+  defaults ??= configSchema.parse({}, ONCE);
+  return defaults;
+}
 
 /** The validated configuration plus where it came from. */
 export type HermesConfig = z.infer<typeof configSchema> & {
@@ -1218,7 +1230,7 @@ export function loadConfig(
     setPath(raw, key.split('.'), value);
     sources.set(key, options.overridesFrom ?? 'override');
   }
-  const result = configSchema.safeParse(raw);
+  const result = configSchema.safeParse(raw, ONCE);
   if (!result.success) {
     const issue = result.error.issues[0]!;
     const extra = issue.code === 'unrecognized_keys' ? [issue.keys[0] ?? ''] : [];

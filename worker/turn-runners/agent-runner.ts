@@ -66,7 +66,7 @@ import { TurnError } from '../../scheduler/errors/turn-error.ts';
 import type { HermesMetrics } from '../../scheduler/metrics.ts';
 import type { FinishReason, ModelParams } from '../../scheduler/model-params.ts';
 import { NO_SPEND, sumSpend, totalTokens, type ModelSpend, type TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
-import { COMPACTION_DEFAULTS, CONFIG_DEFAULTS } from '../../scheduler/config/config.ts';
+import { COMPACTION_DEFAULTS, configDefaults } from '../../scheduler/config/config.ts';
 import { turnOverrunText } from '../../scheduler/economy/token-budget.ts';
 import { ownValue } from '../../scheduler/names/name-table.ts';
 import { compactMessages, type CompactableMessage } from '../context/compaction.ts';
@@ -331,7 +331,7 @@ export class AgentRunner implements TurnRunner {
     private readonly options: AgentRunnerOptions,
     private readonly toolbox?: Toolbox,
   ) {
-    const defaults = CONFIG_DEFAULTS.agent;
+    const defaults = configDefaults().agent;
     this.maxToolCalls = options.maxToolCalls ?? defaults.max_tool_calls;
     this.maxRetries = options.maxRetries ?? defaults.max_retries;
     this.threshold = options.compaction?.threshold ?? COMPACTION_DEFAULTS.threshold;
