@@ -49,7 +49,13 @@ describe('/api/cron/jobs/:ref', () => {
       expect(local).toMatch(/^(Mon|Tue|Wed|Thu|Fri) 09:00$/);
     }
 
-    const edited = await call('PATCH', `/api/cron/jobs/${id}`, { schedule: 'daily at 7am', name: 'morning', repeat: 3, notify: 'never' });
+    const edited = await call('PATCH', `/api/cron/jobs/${id}`, {
+      schedule: 'daily at 7am',
+      name: 'morning',
+      repeat: 3,
+      notify: 'never',
+      overlap: 'buffer_all',
+    });
     expect(edited.status).toBe(200);
     expect(edited.body).toMatchObject({
       id,
@@ -57,6 +63,7 @@ describe('/api/cron/jobs/:ref', () => {
       schedule: { kind: 'cron', expression: '0 7 * * *' },
       repeat: { times: 3 },
       notify: 'never',
+      overlap: 'buffer_all',
     });
     expect((await call('GET', '/api/cron/jobs/morning')).body.next_runs[0]).toBe(edited.body.next_runs[0]);
     expect((await call('PATCH', `/api/cron/jobs/${id}`, { repeat: null })).body.repeat.times).toBeNull();

@@ -293,6 +293,21 @@ describe('hermes cron job commands', () => {
     expect(jobs).toEqual([expect.objectContaining({ id: ok.id, schedule: expect.objectContaining({ expression: '0 */5 * * * *' }) })]);
   });
 
+  it("--overlap takes Temporal's policies on add and edit (default skip); a bad policy exits 2", async () => {
+    const { cli } = setup();
+    const job = JSON.parse((await cli('add', 'daily at 7am', 'x', '--name', 'o', '--overlap', 'buffer_all', '--json')).stdout) as {
+      id: string;
+      overlap: string;
+    };
+    expect(job.overlap).toBe('buffer_all');
+    expect((await cli('show', job.id)).stdout).toMatch(/ overlap buffer_all · /);
+    expect(JSON.parse((await cli('edit', job.id, '--overlap', 'queue', '--json')).stdout)).toMatchObject({ overlap: 'queue' });
+    expect(await cli('add', 'daily at 7am', 'x', '--overlap', 'buffer_one')).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/argument 'buffer_one' is invalid/),
+    });
+  });
+
   it('--notify always|failure|never on add and edit (default failure); a bad policy exits 2', async () => {
     const { cli } = setup();
     const job = JSON.parse((await cli('add', 'daily at 7am', 'x', '--name', 'n', '--json')).stdout) as { id: string; notify: string };

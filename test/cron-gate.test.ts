@@ -5,6 +5,8 @@
  * itself is in cron-rules.test.ts.
  */
 import { describe, expect, it } from 'vitest';
+import { OVERLAP_POLICIES } from '../scheduler/cron/cron-job.ts';
+import { bufferMember, bufferPlace } from '../scheduler/cron/overlap-buffer.ts';
 import { CRON_DRAIN_HAND_BACK, decideEarly, decideOverlap, decideRunEnding, MAX_IN_PROCESS_WAIT_MS } from '../worker/cron/cron-gate.ts';
 
 const NOW = Date.parse('2026-06-01T10:00:00Z');
@@ -33,9 +35,9 @@ describe('decideEarly (nothing early)', () => {
 });
 
 describe('decideOverlap (--overlap)', () => {
-  const policy = { deferMs: 250, canDefer: true };
+  const policy = { deferMs: 250, canDefer: true, maxBuffered: 3 };
   it('runs when the lock was free, and always with allow', () => {
-    for (const overlap of ['skip', 'queue', 'allow'] as const) expect(decideOverlap(overlap, false, policy)).toEqual({ action: 'run' });
+    for (const overlap of OVERLAP_POLICIES) expect(decideOverlap(overlap, false, policy)).toEqual({ action: 'run' });
     expect(decideOverlap('allow', true, policy)).toEqual({ action: 'run' });
   });
 
@@ -44,8 +46,41 @@ describe('decideOverlap (--overlap)', () => {
     expect(decideOverlap('queue', true, policy)).toEqual({ action: 'defer', reason: 'overlap-queue', delayMs: 250 });
   });
 
-  it('queue skips when the job cannot be moved', () => {
-    expect(decideOverlap('queue', true, { deferMs: 250, canDefer: false })).toEqual({ action: 'skip', reason: 'overlap' });
+  it('buffer_all waits its place in the buffer while fewer than the bound wait before it, else is skipped as buffer-full', () => {
+    for (const place of [0, 1, 2]) {
+      expect(decideOverlap('buffer_all', true, policy, place)).toEqual({ action: 'defer', reason: 'overlap-buffer', delayMs: 250 });
+    }
+    expect(decideOverlap('buffer_all', true, policy, 3)).toEqual({ action: 'skip', reason: 'buffer-full' });
+    expect(decideOverlap('buffer_all', true, policy, 7)).toEqual({ action: 'skip', reason: 'buffer-full' });
+  });
+
+  it('queue and buffer_all skip when the job cannot be moved', () => {
+    for (const overlap of ['queue', 'buffer_all'] as const) {
+      expect(decideOverlap(overlap, true, { ...policy, canDefer: false })).toEqual({ action: 'skip', reason: 'overlap' });
+    }
+  });
+});
+
+describe('bufferPlace (--overlap buffer_all)', () => {
+  const job = { generation: 4, last_due_at: 2_000 };
+  const at = (generation: number, trigger: 'schedule' | 'manual', due: number) =>
+    [bufferMember({ generation, trigger, occurrenceId: `cron:j:${trigger}:${due}` }), due] as const;
+  it('counts the live occurrences due before it, leaving out and removing the ones that can no longer run', () => {
+    const me = at(4, 'schedule', 5_000);
+    const entries = [
+      at(4, 'schedule', 1_000),
+      at(3, 'schedule', 2_500),
+      at(4, 'manual', 1_500),
+      at(4, 'schedule', 3_000),
+      me,
+      at(4, 'schedule', 6_000),
+    ];
+    entries.sort((a, b) => a[1] - b[1]);
+    expect(bufferPlace(entries, me[0], job)).toEqual({
+      place: 2, // the manual run and the occurrence due at 3 s
+      stale: [at(4, 'schedule', 1_000)[0], at(3, 'schedule', 2_500)[0]], // handled already; an older generation
+    });
+    expect(bufferPlace([me], me[0], job)).toEqual({ place: 0, stale: [] });
   });
 });
 

@@ -821,6 +821,11 @@ export const configSchema = z
         /** Failed runs in a row after which a cron job is paused; 0 = never. @defaultValue 3 */
         max_consecutive_failures: z.coerce.number().int().min(0).default(3),
         /**
+         * Occurrences a job with `--overlap buffer_all` keeps waiting behind its running one; one due
+         * while that many wait is recorded as skipped (reason `buffer-full`). @defaultValue 10
+         */
+        max_buffered_occurrences: positiveInt(10),
+        /**
          * First delay before a run whose model could not be reached is tried again, in seconds;
          * each further attempt waits twice as long (BullMQ exponential backoff, 3 attempts). @defaultValue 2
          */

@@ -191,11 +191,11 @@ export function parseNotify(value: string | undefined): NotifyPolicy {
   throw new ScheduleInputError(`\`notify\` must be always, failure or never, got "${value}".`, { field: 'notify' });
 }
 
-/** `overlap`: `skip` (default), `queue` or `allow`. */
+/** `overlap`: `skip` (default), `queue`, `allow`, or `buffer_all` (`OVERLAP_POLICIES`). */
 export function parseOverlap(value: string | undefined): OverlapPolicy {
   if (value === undefined) return 'skip';
   if (isOneOf(OVERLAP_POLICIES, value)) return value;
-  throw new ScheduleInputError(`\`overlap\` must be skip, queue or allow, got "${value}".`, { field: 'overlap' });
+  throw new ScheduleInputError(`\`overlap\` must be skip, queue, allow or buffer_all, got "${value}".`, { field: 'overlap' });
 }
 
 /** Whether `value` is one of `list` (narrows it to the list's union). */

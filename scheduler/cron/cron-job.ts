@@ -20,10 +20,15 @@ export type CronJobState = (typeof CRON_JOB_STATES)[number];
 /** Beyond the grace window (`--misfire`): run one catch-up (`once`, the default) or skip (docs/CRON.md). */
 export const MISFIRE_POLICIES = ['once', 'skip'] as const;
 export type MisfirePolicy = (typeof MISFIRE_POLICIES)[number];
-/** A job still running at its next occurrence (`--overlap`): skip it (the default), queue it, or allow both (docs/CRON.md). */
-export const OVERLAP_POLICIES = ['skip', 'queue', 'allow'] as const;
+/**
+ * A job still running at its next occurrence (`--overlap`, docs/CRON.md "Overlap", with Temporal's names):
+ * skip it (the default; SKIP), queue it (the newest waiting one runs next, the older ones coalesce;
+ * close to BUFFER_ONE), allow both (ALLOW_ALL), or buffer every one and run them in order, at most
+ * `cron.max_buffered_occurrences` waiting (BUFFER_ALL, bounded).
+ */
+export const OVERLAP_POLICIES = ['skip', 'queue', 'allow', 'buffer_all'] as const;
 export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
-/** How a cron run ended (`CronRun.status`, `CronJob.last_status`): `ok`, `error`, or `skipped` (overlap or misfire). */
+/** How a cron run ended (`CronRun.status`, `CronJob.last_status`): `ok`, `error`, or `skipped` (overlap, a full overlap buffer, or misfire). */
 export const CRON_RUN_STATUSES = ['ok', 'error', 'skipped'] as const;
 export type CronRunStatus = (typeof CRON_RUN_STATUSES)[number];
 /**
@@ -151,7 +156,10 @@ export interface CronRun {
   job_id: string;
   trigger: CronRunTrigger;
   status: CronRunStatus;
-  /** Why a run was skipped: `overlap` or `misfire`. */
+  /**
+   * Why a run was skipped: `overlap` (the previous run was still going), `buffer-full`
+   * (`--overlap buffer_all` had `cron.max_buffered_occurrences` waiting already) or `misfire`.
+   */
   reason: string | null;
   /**
    * How many times the occurrence was started before this record (1 = first
@@ -366,7 +374,8 @@ export function resumeCronJob(job: CronJob, now: number): CronJob | undefined {
 /**
  * The job after a run or skip was recorded (pure).
  *
- * - Scheduled occurrences (`schedule`, `catch-up`) advance `last_due_at`,
+ * - Scheduled occurrences (`schedule`, `catch-up`) advance `last_due_at` (not one
+ *   skipped as `buffer-full`: the buffered ones due before it are still to run),
  *   count towards `--repeat` (runs, not skips) and set `next_run_at` to the
  *   first occurrence after the later of the due time and the pick-up time —
  *   the same instant the BullMQ repeat strategy chose for the next job.
@@ -466,7 +475,9 @@ function advance(job: CronJob, run: CronRun, pickedAt: number, now: number): Cro
   if (run.status !== 'skipped') next.last_run_at = run.started_at ?? now;
   if (onRequest(run.trigger)) return next;
 
-  next.last_due_at = Math.max(job.last_due_at ?? 0, run.due_at);
+  // An occurrence turned away by a full overlap buffer (`--overlap buffer_all`) handles none of the ones
+  // waiting before it: they run after it is recorded, so it does not move the coalescing mark past them.
+  if (run.reason !== 'buffer-full') next.last_due_at = Math.max(job.last_due_at ?? 0, run.due_at);
   if (run.status !== 'skipped') next.repeat = { ...job.repeat, completed: job.repeat.completed + 1 };
   if (job.state !== 'scheduled') return next;
   if (job.schedule.kind === 'once') {

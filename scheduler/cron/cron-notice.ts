@@ -11,6 +11,13 @@
 import { isoUtc } from './cron-engine.ts';
 import { deliveryText, pausedByStreak, runDeliversReply, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
 
+/** Why an occurrence was skipped, by its run's `reason`, as the notice says it. */
+const SKIPPED_WHY: Record<string, string> = {
+  overlap: 'the previous run was still going',
+  'buffer-full': 'the previous run was still going and the overlap buffer was full (cron.max_buffered_occurrences)',
+  misfire: 'it was missed beyond its grace window',
+};
+
 /**
  * The notice for `run`, or `null` when none is due under the job's policy.
  * @param job - the job after the run was applied (`applyRun`): a job that the
@@ -34,10 +41,8 @@ export function runNotice(job: CronJob, run: CronRun, pausedByRun: boolean): str
     return lines.join('\n');
   }
   if (run.status === 'ok' && pausedByRun) return `${who} paused: ${budgetPause(job)}`;
-  if (run.status === 'skipped' && notify === 'always') {
-    const why = run.reason === 'overlap' ? 'the previous run was still going' : 'it was missed beyond its grace window';
-    return `${who} skipped its run due ${isoUtc(run.due_at)}: ${why}.`;
-  }
+  if (run.status === 'skipped' && notify === 'always')
+    return `${who} skipped its run due ${isoUtc(run.due_at)}: ${SKIPPED_WHY[run.reason ?? ''] ?? SKIPPED_WHY.misfire}.`;
   return null;
 }
 

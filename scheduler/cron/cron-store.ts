@@ -36,6 +36,7 @@ import { parseStreamEntry } from '../session/session-store.ts';
 import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
 import { cronOccurrenceId, cronSessionId, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
 import { encodePattern } from './repeat-strategy.ts';
+import { bufferPlace } from './overlap-buffer.ts';
 import { putVersioned } from '../store/versioned-json.ts';
 
 /** Data of a cron tick job in the `ticks` queue. */
@@ -350,6 +351,27 @@ export class CronStore {
   async hasClaimBy(jobId: string, holder: string): Promise<boolean> {
     const claims = await this.redis.hvals(this.keys.cronClaims(jobId));
     return claims.some((c) => (JSON.parse(c) as { holder: string }).holder === holder);
+  }
+
+  /**
+   * Join the job's overlap buffer (`--overlap buffer_all`, `overlap-buffer.ts`), or keep its place there,
+   * and drop the stale entries. The buffer expires with the occurrence window, so a removed job leaves none.
+   * @returns where the occurrence stands among the live entries (0: first)
+   */
+  async joinBuffer(job: Pick<CronJob, 'id' | 'generation' | 'last_due_at'>, member: string, dueAt: number): Promise<number> {
+    const key = this.keys.cronBuffer(job.id);
+    const res = await this.redis.multi().zadd(key, 'NX', dueAt, member).pexpire(key, this.windowMs).zrange(key, 0, -1, 'WITHSCORES').exec();
+    const flat = (res?.[2]?.[1] ?? []) as string[];
+    const entries: Array<[string, number]> = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) entries.push([flat[i]!, Number(flat[i + 1])]);
+    const { place, stale } = bufferPlace(entries, member, job);
+    if (stale.length > 0) await this.redis.zrem(key, ...stale);
+    return place;
+  }
+
+  /** Leave the job's overlap buffer: the occurrence was claimed (to run, or to be recorded as skipped). */
+  async leaveBuffer(jobId: string, member: string): Promise<void> {
+    await this.redis.zrem(this.keys.cronBuffer(jobId), member);
   }
 
   /** Whether an occurrence of a job was committed (within the remembered window). */

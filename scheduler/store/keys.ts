@@ -236,7 +236,7 @@ export class Keys {
     ];
   }
 
-  /** The keys of a cron job that move with it when the shard count changes: record, runs, run index, claims, committed occurrences, watch base. */
+  /** The keys of a cron job that move with it when the shard count changes: record, runs, run index, claims, committed occurrences, watch base, overlap buffer. */
   cronJobKeys(id: string): string[] {
     return [
       this.cronJob(id),
@@ -245,6 +245,7 @@ export class Keys {
       this.cronClaims(id),
       this.cronCommitted(id),
       this.cronWatchBase(id),
+      this.cronBuffer(id),
     ];
   }
 
@@ -531,6 +532,14 @@ export class Keys {
   /** A cron job's recently committed occurrences: sorted set of occurrence id → commit time (ms), trimmed to a window. */
   cronCommitted(id: string): string {
     return `${this.cp(id)}:cron:job:${keyPart(id)}:committed`;
+  }
+
+  /**
+   * Occurrences of a cron job with `--overlap buffer_all` waiting behind its running one: sorted set of
+   * `<generation> <trigger> <occurrence id>` → due time (ms), run in that order.
+   */
+  cronBuffer(id: string): string {
+    return `${this.cp(id)}:cron:job:${keyPart(id)}:buffer`;
   }
 
   /** What a cron job's `--watch` saw at its last kept run (as `scheduleWatchBase`). */

@@ -1,7 +1,8 @@
 /**
  * The gate of a cron occurrence as pure decisions, beside the misfire decision
  * (`decideOccurrence`, `scheduler/cron/misfire.ts`): what `--overlap` does when
- * the job's previous run is still going (`decideOverlap`). The cron plan
+ * the job's previous run is still going (`decideOverlap`; the buffer of `buffer_all`:
+ * `scheduler/cron/overlap-buffer.ts`). The cron plan
  * (`cron-processor.ts`) gathers the facts; the occurrence pipeline
  * (`occurrence/pipeline.ts`) carries the decisions out, with the ones cron runs
  * share with loop ticks: nothing early (`occurrence/due-time.ts`), the drain
@@ -16,26 +17,43 @@ import { decideTurnEnding, type TurnEnding } from '../occurrence/turn-ending.ts'
 export { decideEarly, MAX_IN_PROCESS_WAIT_MS } from '../occurrence/due-time.ts';
 export { DRAIN_HAND_BACK as CRON_DRAIN_HAND_BACK } from '../occurrence/defer-decision.ts';
 
-/** Why a cron tick was put back to run later. */
-export type CronDeferReason = 'drain' | 'early' | 'overlap-queue' | 'backfill-order';
+/**
+ * Why a cron tick was put back to run later: the drain, too early, its job busy (`--overlap queue`,
+ * `buffer_all` waiting its turn in the buffer), or a backfill's earlier occurrence still to run.
+ */
+export type CronDeferReason = 'drain' | 'early' | 'overlap-queue' | 'overlap-buffer' | 'backfill-order';
 
 /** A cron tick put back to run again after `delayMs`. */
 export type CronDefer = OccurrenceDefer<CronDeferReason>;
 
+/** What `--overlap` makes of an occurrence: run it, record it as skipped, or put it back. */
+export type OverlapDecision = { action: 'run' } | { action: 'skip'; reason: 'overlap' | 'buffer-full' } | CronDefer;
+
 /**
- * Overlap (docs/CRON.md, `--overlap`): one run per job across the fleet, through the turn lock of
- * the job's session `cron:<id>`. `allow` runs without the lock; with the lock busy, `queue` waits
- * `deferMs` and asks again, and `skip` (or `queue` when the job cannot be moved) records a skipped run.
- * @param lockBusy - another run of the job holds the lock (ignored for `allow`)
+ * Overlap (docs/CRON.md, "Overlap", with Temporal's names): one run per job across the fleet, through
+ * the turn lock of the job's session `cron:<id>`. `allow` (ALLOW_ALL) runs without the lock. With the
+ * job busy:
+ *  - `skip` (SKIP) records a skipped run;
+ *  - `queue` waits `deferMs` and asks again (the first waiting occurrence to find the lock free runs,
+ *    older ones coalesce into it);
+ *  - `buffer_all` (BUFFER_ALL, bounded) waits its place in the job's buffer (`overlap-buffer.ts`): a
+ *    place at or beyond `maxBuffered` is recorded as skipped (`buffer-full`);
+ * An occurrence that cannot be moved back (`canDefer` false) is recorded as skipped instead of waiting.
+ * @param busy - another run of the job holds the lock, or (`buffer_all`) an earlier occurrence waits
+ *   before this one (ignored for `allow`)
+ * @param bufferPlace - `buffer_all`: how many live occurrences wait before this one
  */
 export function decideOverlap(
   overlap: OverlapPolicy,
-  lockBusy: boolean,
-  policy: { deferMs: number; canDefer: boolean },
-): { action: 'run' } | { action: 'skip'; reason: 'overlap' } | CronDefer {
-  if (overlap === 'allow' || !lockBusy) return { action: 'run' };
-  if (overlap === 'queue' && policy.canDefer) return { action: 'defer', reason: 'overlap-queue', delayMs: policy.deferMs };
-  return { action: 'skip', reason: 'overlap' };
+  busy: boolean,
+  policy: { deferMs: number; canDefer: boolean; maxBuffered: number },
+  bufferPlace = 0,
+): OverlapDecision {
+  if (overlap === 'allow' || !busy) return { action: 'run' };
+  if (overlap === 'buffer_all' && bufferPlace >= policy.maxBuffered) return { action: 'skip', reason: 'buffer-full' };
+  if (!policy.canDefer || overlap === 'skip') return { action: 'skip', reason: 'overlap' };
+  const reason = ({ queue: 'overlap-queue', buffer_all: 'overlap-buffer' } as const)[overlap];
+  return { action: 'defer', reason, delayMs: policy.deferMs };
 }
 
 /**

@@ -16,7 +16,8 @@
  *     `--misfire skip`); then overlap (`decideOverlap`, `cron-gate.ts`): one
  *     run per job across the fleet through the turn lock of the job's session
  *     `cron:<id>`; when busy, `skip` records a skipped run, `queue` defers,
- *     `allow` runs anyway. docs/CRON.md, "What happens at run time";
+ *     `buffer_all` waits its place in the job's buffer (bounded), `allow` runs anyway.
+ *     docs/CRON.md, "Overlap";
  *   - `claim` the occurrence (`claim-cron-occurrence-3.lua`: still scheduled in
  *     this generation, nobody else holds it) — the point after which a pause or
  *     remove no longer stops it; a skipped occurrence is claimed too, then
@@ -60,6 +61,7 @@ import { schedulerJobMillis } from '../../scheduler/store/queues.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 import { CONFLICT } from '../../scheduler/store/optimistic-retry.ts';
 import { decideOverlap } from './cron-gate.ts';
+import { bufferMember } from '../../scheduler/cron/overlap-buffer.ts';
 import { deliverPending, resolveTargets } from './cron-delivery.ts';
 import { sessionEventSink } from '../turn-runners/turn-events.ts';
 import type { TurnSurfaces } from '../tools/tool.ts';
@@ -95,10 +97,14 @@ interface CronTick {
 }
 
 /** What the gate decided: run the occurrence, or claim it to record it skipped (misfire, overlap). */
-type CronGated =
+type CronGated = (
   | { mode: 'run'; record: CronJob; decision: Extract<OccurrenceDecision, { action: 'run' }> }
   | { mode: 'misfire-skip'; record: CronJob; decision: Extract<OccurrenceDecision, { action: 'skip' }> }
-  | { mode: 'overlap-skip'; record: CronJob };
+  | { mode: 'overlap-skip'; record: CronJob; reason: 'overlap' | 'buffer-full' }
+) & {
+  /** Its member of the job's overlap buffer (`--overlap buffer_all`), left at the claim. */
+  buffered?: string;
+};
 
 /** A claimed occurrence. */
 interface CronClaimed {
@@ -244,24 +250,36 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     if (tick.previousDueAt !== undefined && this.token !== undefined && (await store.backfillAhead(record.id, tick.previousDueAt))) {
       return { action: 'defer', reason: 'backfill-order', delayMs: deps.config.worker.defer_ms };
     }
-    // Overlap (docs/CRON.md, `--overlap`): the turn lock of the job's session `cron:<id>`.
-    const lock = record.overlap === 'allow' ? null : await deps.lock.acquire(cronSessionId(record.id), tick.holder);
+    // Overlap (docs/CRON.md, "Overlap"): the turn lock of the job's session `cron:<id>`; with
+    // `--overlap buffer_all`, first the occurrence's place in the job's buffer (`overlap-buffer.ts`;
+    // a backfilled occurrence keeps the backfill's own order instead).
+    const buffered =
+      record.overlap === 'buffer_all' && tick.trigger !== 'backfill'
+        ? bufferMember({ generation: tick.generation, trigger: tick.trigger, occurrenceId: tick.occurrenceId })
+        : undefined;
+    const place = buffered === undefined ? 0 : await store.joinBuffer(record, buffered, tick.dueAt);
+    const lock = record.overlap === 'allow' || place > 0 ? null : await deps.lock.acquire(cronSessionId(record.id), tick.holder);
     // Backfilled occurrences never overlap one another, whatever the policy: the next waits for the lock.
     if (!lock && record.overlap !== 'allow' && tick.trigger === 'backfill' && this.token !== undefined) {
       if (store.isBackfillHolder(record.id, await deps.lock.holder(cronSessionId(record.id)))) {
         return { action: 'defer', reason: 'backfill-order', delayMs: deps.config.worker.defer_ms };
       }
     }
-    const overlap = decideOverlap(record.overlap, record.overlap !== 'allow' && !lock, {
-      deferMs: deps.config.worker.defer_ms,
-      canDefer: this.token !== undefined,
-    });
+    const overlap = decideOverlap(
+      record.overlap,
+      record.overlap !== 'allow' && !lock,
+      { deferMs: deps.config.worker.defer_ms, canDefer: this.token !== undefined, maxBuffered: deps.config.cron.max_buffered_occurrences },
+      place,
+    );
     if (overlap.action === 'defer') return overlap;
     if (overlap.action === 'skip') {
-      if (await this.lockTakenBeforeClaim(record.id)) return { action: 'wait', untilMs: Date.now() + deps.config.worker.defer_ms };
-      return { action: 'claim', gated: { mode: 'overlap-skip', record } };
+      if (overlap.reason === 'overlap' && (await this.lockTakenBeforeClaim(record.id))) {
+        return { action: 'wait', untilMs: Date.now() + deps.config.worker.defer_ms };
+      }
+      return { action: 'claim', gated: { mode: 'overlap-skip', record, reason: overlap.reason, buffered } };
     }
-    const gated: CronGated = decision.action === 'skip' ? { mode: 'misfire-skip', record, decision } : { mode: 'run', record, decision };
+    const gated: CronGated =
+      decision.action === 'skip' ? { mode: 'misfire-skip', record, decision, buffered } : { mode: 'run', record, decision, buffered };
     return { action: 'claim', gated, lock };
   }
 
@@ -298,6 +316,8 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
       dueAt: tick.dueAt,
       skip: gated.mode !== 'run',
     });
+    // Claimed (or found done, or taken by another): it waits in the overlap buffer no more.
+    if (gated.buffered !== undefined) await store.leaveBuffer(record.id, gated.buffered);
     if (gated.mode === 'overlap-skip') {
       // An occurrence done already is left to the run that did it (its deliveries may be under way there).
       if (claim.status !== 'ok') {
@@ -306,11 +326,16 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
           result: { outcome: claim.status === 'done' ? 'duplicate' : 'dropped', occurrenceId: tick.occurrenceId, reason: claim.status },
         };
       }
-      tick.log.info('cron occurrence skipped: the previous run is still going (--overlap skip)');
+      if (gated.reason === 'buffer-full') {
+        tick.log.warn(
+          { maxBuffered: this.deps.config.cron.max_buffered_occurrences },
+          'cron occurrence skipped: the previous run is still going and the overlap buffer is full (--overlap buffer_all)',
+        );
+      } else tick.log.info('cron occurrence skipped: the previous run is still going (--overlap skip)');
       return {
         action: 'record',
         claimed: { record, startedAt, attempt: claim.attempt },
-        ran: this.skipped(record, 'overlap', startedAt - tick.dueAt, claim.attempt),
+        ran: this.skipped(record, gated.reason, startedAt - tick.dueAt, claim.attempt),
       };
     }
     if (claim.status !== 'ok') {
@@ -480,7 +505,7 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
   }
 
   /** A skipped occurrence's record (misfire or overlap) and the claim it stands on. */
-  private skipped(record: CronJob, reason: 'misfire' | 'overlap', latenessMs: number, attempt: number): CronRan {
+  private skipped(record: CronJob, reason: 'misfire' | 'overlap' | 'buffer-full', latenessMs: number, attempt: number): CronRan {
     const run = baseRun(record, this.tick, {
       trigger: this.tick.trigger,
       status: 'skipped',
