@@ -54,6 +54,7 @@ import { telegramPlugin } from './telegram/telegram-plugin.ts';
 import { slackPlugin } from './slack/slack-plugin.ts';
 import { discordPlugin } from './discord/discord-plugin.ts';
 import type { PlatformRoute } from './http/server.ts';
+import { startTracing } from '../scheduler/telemetry/start-tracing.ts';
 
 /** Options of `startGateway`. */
 export interface GatewayOptions {
@@ -203,6 +204,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     }
     cleanups.length = 0;
   };
+  // Sent last, after every close step: the spans of sends still ending are among them.
+  cleanups.push(['send traces', await startTracing(config.telemetry)]);
   cleanups.push(['redis', () => redis.quit()], ['bullmq connection', () => bull.quit()], ['stream reader', () => fanout.close()]);
   cleanups.push(
     ['queues', () => queues.close()],

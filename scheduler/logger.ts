@@ -12,6 +12,7 @@ import { dirname } from 'node:path';
 import { pino, type DestinationStream, type Logger } from 'pino';
 import type { build as PrettyStream } from 'pino-pretty';
 import { ensurePrivateDir, ensurePrivateFile } from './private-files.ts';
+import { tracing } from './telemetry/tracing.ts';
 
 export type { Logger };
 
@@ -68,6 +69,7 @@ export function createLogger(
     {
       name: options.name ?? 'hermes',
       level: options.level ?? 'info',
+      mixin: traceFields,
       redact: {
         paths: REDACTED_KEYS.flatMap((k) => [k, `*.${k}`, `*.*.${k}`]),
         censor: '[redacted]',
@@ -75,6 +77,14 @@ export function createLogger(
     },
     destination,
   );
+}
+
+/**
+ * `trace_id` and `span_id` of the active span, on every line written while one is active (docs/OPERATIONS.md,
+ * "Traces"). A new object each time: pino merges the line's fields into it.
+ */
+function traceFields(): object {
+  return tracing().logFields() ?? {};
 }
 
 /** `to`, with every line kept until `release` settles. */

@@ -52,6 +52,8 @@ import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
 import { modelStateFor } from '../scheduler/services.ts';
 import { v1RunsQueue } from '../scheduler/v1/v1-runs.ts';
 import { WORKER_HEARTBEAT_MS } from '../scheduler/worker-liveness.ts';
+import { ATTR, SPAN, carrierOf, tracing } from '../scheduler/telemetry/tracing.ts';
+import { startTracing } from '../scheduler/telemetry/start-tracing.ts';
 import type { RunnerFactory } from './turn-runners/create-runner.ts';
 import type { McpServers } from './tools/mcp-servers.ts';
 import { TURN_POOLS, type DrainClass, type JobTicket, type TurnPool } from './runtime/turn-tracker.ts';
@@ -94,6 +96,8 @@ export class WorkerProcess {
   private housekeeping: Housekeeping | undefined;
   /** Queues opened only for metrics, closed with the process. */
   private readonly closeQueues: Array<() => Promise<void>> = [];
+  /** Sends the traces still buffered and stops tracing (`scheduler/telemetry/start-tracing.ts`). */
+  private stopTracing: () => Promise<void> = async () => {};
   private heartbeat: NodeJS.Timeout | undefined;
   private closing: Promise<void> | undefined;
   /** Aborted when the drain begins: the fetch loops stop asking for jobs. */
@@ -144,6 +148,7 @@ export class WorkerProcess {
     const closeMetricsQueues = openMetrics(deps, queueConn);
     const wp = new WorkerProcess(deps, [redis, queueConn], topology);
     wp.closeQueues.push(closeMetricsQueues);
+    wp.stopTracing = await startTracing(config.telemetry);
     const shards = consumedShards(deps);
     await wp.rearm(shards);
     await wp.listenForStop();
@@ -406,7 +411,7 @@ export class WorkerProcess {
    */
   private async runAdmitted(queue: FetchedQueue, worker: FetchingWorker, job: Job, token: string | undefined): Promise<unknown> {
     const admitted = this.tickets.get(job);
-    if (!admitted) return await processorOf(queue, job).process(job, token, undefined, queue.deps);
+    if (!admitted) return await processTraced(processorOf(queue, job), queue, job, token);
     const { ticket, previous, kind } = admitted;
     const { turns, log } = this.deps;
     try {
@@ -426,7 +431,7 @@ export class WorkerProcess {
         await kind?.release?.(job, queue.deps, false);
         throw new DelayedError();
       }
-      return await (kind ?? processorOf(queue, job)).process(job, token, undefined, queue.deps);
+      return await processTraced(kind ?? processorOf(queue, job), queue, job, token);
     } finally {
       // A job whose processor ended before its turn forgets what was done for it ahead (a tick's claim); the turn lock
       // is not released here, after the job may have been moved on: its holder is the job, whose next run takes it over.
@@ -566,6 +571,7 @@ export class WorkerProcess {
           for (const c of this.connections) c.disconnect();
         },
       ],
+      ['send traces', () => this.stopTracing()],
     ];
     for (const [name, step] of steps) {
       try {
@@ -647,6 +653,20 @@ function processorOf(queue: FetchedQueue, job: Job): JobProcessor {
   const kind = kindOf(queue, job);
   if (!kind) throw new Error(`no processor on the ${queue.name} queue for job type ${String((job.data as { type?: unknown }).type)}`);
   return kind;
+}
+
+/**
+ * Run `job` with its kind's processor in the job's span: the root of the trace of a tick or a cron run,
+ * or the continuation of the trace its data carries (an inbound message's, docs/OPERATIONS.md, "Traces").
+ */
+async function processTraced(kind: JobProcessor, queue: FetchedQueue, job: Job, token: string | undefined): Promise<unknown> {
+  const attributes = {
+    [ATTR.queue]: queue.name,
+    [ATTR.jobId]: job.id,
+    'messaging.operation.name': job.name,
+    [ATTR.sessionId]: (job.data as { sessionId?: unknown } | undefined)?.sessionId as string | undefined,
+  };
+  return await tracing().continued(SPAN.job, carrierOf(job.data), attributes, () => kind.process(job, token, undefined, queue.deps));
 }
 
 /**

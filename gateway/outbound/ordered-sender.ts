@@ -58,6 +58,7 @@ import {
   type OutboundData,
 } from '../../scheduler/delivery/outbound.ts';
 import { recordOutboundOutcome, type OutboundOutcome } from './outbound-outcome.ts';
+import { ATTR, SPAN, carrierOf, tracing } from '../../scheduler/telemetry/tracing.ts';
 
 /** What a platform says about a failed send. */
 export type SendFailure =
@@ -169,16 +170,31 @@ export class OrderedSender<Part = string, Id extends string | number = string> {
   /** Start consuming the queue. Resolves when the worker is connected. */
   async start(): Promise<void> {
     const o = this.options;
-    this.worker = new Worker<OutboundData, OrderedSendResult<Id>>(o.queueName, (job, token, signal) => this.process(job, token, signal), {
-      connection: o.connection,
-      prefix: o.keys.bullPrefix,
-      concurrency: o.concurrency,
-      lockDuration: o.lockDurationMs,
-      lockRenewTime: o.lockRenewMs,
-      stalledInterval: o.stalledIntervalMs,
-      maxStalledCount: o.maxStalledCount,
-      ...JOB_RETENTION,
-    });
+    this.worker = new Worker<OutboundData, OrderedSendResult<Id>>(
+      o.queueName,
+      (job, token, signal) =>
+        tracing().continued(
+          SPAN.job,
+          carrierOf(job.data),
+          {
+            [ATTR.queue]: o.queueName,
+            [ATTR.jobId]: job.id,
+            [ATTR.sessionId]: job.data.sessionId,
+            [ATTR.occurrenceId]: job.data.occurrenceId,
+          },
+          () => this.process(job, token, signal),
+        ),
+      {
+        connection: o.connection,
+        prefix: o.keys.bullPrefix,
+        concurrency: o.concurrency,
+        lockDuration: o.lockDurationMs,
+        lockRenewTime: o.lockRenewMs,
+        stalledInterval: o.stalledIntervalMs,
+        maxStalledCount: o.maxStalledCount,
+        ...JOB_RETENTION,
+      },
+    );
     this.worker.on('failed', (job, err) =>
       o.log.warn({ jobId: job?.id, attempts: job?.attemptsMade, err: err.message }, `${this.platform.platform} reply not sent`),
     );
@@ -328,7 +344,12 @@ export class OrderedSender<Part = string, Id extends string | number = string> {
       let messageId: Id;
       for (;;) {
         try {
-          messageId = await platform.send(data, parts[i]!, signal, log);
+          const part = parts[i]!;
+          messageId = await tracing().span(
+            SPAN.deliveryPart,
+            { [ATTR.platform]: platform.platform, [ATTR.part]: i + 1, 'hermes.delivery.parts': parts.length },
+            () => platform.send(data, part, signal, log),
+          );
           break;
         } catch (err) {
           const failure = platform.classify(err);

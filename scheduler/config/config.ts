@@ -618,6 +618,19 @@ export const configSchema = z
         max_command_turns: max_command_turns ?? w.concurrency ?? 8,
       }))
       .prefault({}),
+    telemetry: z
+      .object({
+        /**
+         * Base address of an OTLP/HTTP collector (Jaeger, Tempo, an OpenTelemetry Collector, Honeycomb): each
+         * worker and gateway sends its traces to `<it>/v1/traces` (docs/OPERATIONS.md, "Traces").
+         * `OTEL_EXPORTER_OTLP_ENDPOINT` sets it too. @defaultValue unset (no traces; the SDK is not loaded)
+         */
+        otlp_endpoint: z.string().url().optional(),
+        /** The `service.name` of every span (`OTEL_SERVICE_NAME`). @defaultValue `hermes` */
+        service_name: z.string().min(1).default('hermes'),
+      })
+      .strict()
+      .prefault({}),
     metrics: z
       .object({
         /**
@@ -1097,6 +1110,8 @@ const NAMED_ENV: Record<string, string[]> = {
   OPENAI_BASE_URL: ['agent', 'base_url'],
   OPENAI_API_KEY: ['agent', 'api_key'],
   OPENAI_MODEL: ['agent', 'model'],
+  OTEL_EXPORTER_OTLP_ENDPOINT: ['telemetry', 'otlp_endpoint'],
+  OTEL_SERVICE_NAME: ['telemetry', 'service_name'],
 };
 
 /** Resolve `HERMES_HOME` (default `~/.hermes`). */

@@ -20,6 +20,7 @@ import type { RedisClient } from '../store/redis/connection-factory.ts';
 import { QUEUES, bullJobId, Keys } from '../store/keys.ts';
 import { JOB_RETENTION } from '../store/queues.ts';
 import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
+import { tracing, type TraceCarrier } from '../telemetry/tracing.ts';
 
 /** Where the outcome of a send is reported besides the session stream: a cron run's delivery. */
 export interface OutboundReport {
@@ -45,6 +46,8 @@ export interface OutboundData {
   occurrenceId: string;
   /** Also report the outcome to this record (cron deliveries). */
   report?: OutboundReport;
+  /** The trace of the occurrence or input that queued it, continued by the send of each part. */
+  trace?: TraceCarrier;
 }
 
 /** Data of an outbound Telegram job. */
@@ -163,7 +166,8 @@ export async function enqueueTelegramOutbound(queue: Queue<TelegramOutboundData>
  * occurrence) and fix its place in the chat's order.
  */
 export async function enqueueOutbound(queue: Queue<OutboundData>, data: OutboundData): Promise<void> {
-  await queue.add('send', data, { jobId: outboundJobId(data.occurrenceId) });
+  const trace = tracing().carrier();
+  await queue.add('send', trace ? { ...data, trace } : data, { jobId: outboundJobId(data.occurrenceId) });
   // The queue's own connection and prefix: the queue was opened with `keys.bullPrefix` (= `keys.prefix`).
   const client = (await queue.getBackend().client) as unknown as RedisClient;
   await registerOutbound(client, new Keys((queue.opts as { prefix?: string }).prefix!), data);

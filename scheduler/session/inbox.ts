@@ -15,6 +15,7 @@ import type { HermesQueues } from '../store/queues.ts';
 import type { Origin } from './origin.ts';
 import { assertSessionId } from './session-id.ts';
 import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
+import { ATTR, SPAN, tracing, type TraceCarrier } from '../telemetry/tracing.ts';
 
 /** BullMQ priorities of inbox jobs (lower runs first). */
 export const INBOX_PRIORITY = { user: 1, goal: 2 } as const;
@@ -38,6 +39,8 @@ export interface InboxJobData {
   goalTurn?: number;
   /** User input: tries whose handling threw so far (`worker.input_attempts`; worker/chat/input-failure.ts). */
   failedTries?: number;
+  /** User input: the trace of its receipt, which the worker's turn continues (docs/OPERATIONS.md, "Traces"). */
+  trace?: TraceCarrier;
 }
 
 /**
@@ -67,11 +70,24 @@ export function inputJobIdOf(occurrenceId: string): string {
 }
 
 /**
- * Queue one user message or slash command for a session.
+ * Queue one user message or slash command for a session, in the span of its receipt: the root of the
+ * message's trace, which the job's data carries on to the worker's turn.
  * Registers it as pending input first, so a tick due at the same moment waits.
  * @throws ScheduleInputError for a bad session id or an over-long message
  */
 export async function enqueueInput(
+  deps: { redis: RedisClient; keys: Keys; queues: HermesQueues; maxChars: number },
+  input: { sessionId: string; text: string; messageId: string; origin: Origin; receivedAt?: number },
+): Promise<string> {
+  const attributes = {
+    [ATTR.sessionId]: input.sessionId,
+    [ATTR.surface]: input.origin.surface,
+    [ATTR.occurrenceId]: inputOccurrenceId(input.sessionId, input.messageId),
+  };
+  return await tracing().span(SPAN.receive, attributes, () => queueInput(deps, input));
+}
+
+async function queueInput(
   deps: { redis: RedisClient; keys: Keys; queues: HermesQueues; maxChars: number },
   input: { sessionId: string; text: string; messageId: string; origin: Origin; receivedAt?: number },
 ): Promise<string> {
@@ -100,6 +116,8 @@ export async function enqueueInput(
     origin: input.origin,
     receivedAt,
   };
+  const trace = tracing().carrier();
+  if (trace) data.trace = trace;
   await deps.queues.forSession(input.sessionId).inbox.add('user-input', data, { jobId, priority: INBOX_PRIORITY.user });
   return jobId;
 }

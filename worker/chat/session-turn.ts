@@ -19,6 +19,7 @@ import type { ChatMessage } from '../turn-runners/turn-runner.ts';
 import type { TurnKind } from '../tools/tool.ts';
 import type { TrackedTurn } from '../runtime/turn-tracker.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
+import { ATTR, SPAN, tracing } from '../../scheduler/telemetry/tracing.ts';
 
 /**
  * Run `body` under `sessionId`'s turn lock as a tracked `chat` turn of `job`.
@@ -42,7 +43,7 @@ export async function runSessionTurn<R>(
       'chat',
       async (turnSignal, turn) => {
         turn.sessionId = sessionId; // a `/stop` in this session aborts the turn
-        return await body(turnSignal, turn);
+        return await tracing().span(SPAN.turn, { [ATTR.sessionId]: sessionId }, () => body(turnSignal, turn));
       },
       signal,
     );

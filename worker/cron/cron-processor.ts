@@ -209,6 +209,7 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
       kind: 'cron',
       label: 'cron run',
       occurrenceId: tick.occurrenceId,
+      ids: { scheduleId: tick.jobId },
       dueAt: tick.dueAt,
       holder: tick.holder,
       log: tick.log,

@@ -155,11 +155,12 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
     private readonly job: Job<TickJobData>,
   ) {
     this.tick = tickOf(deps, job);
-    const { sessionId, kind, dueAt, occurrenceId, log } = this.tick;
+    const { sessionId, kind, loopId, dueAt, occurrenceId, log } = this.tick;
     this.occurrence = {
       kind,
       label: `${kind} tick`,
       occurrenceId,
+      ids: { scheduleId: loopId, sessionId },
       dueAt,
       holder: job.id!,
       log,

@@ -11,6 +11,7 @@
  */
 import { retryOnConflict } from '../../scheduler/store/optimistic-retry.ts';
 import type { HeldLock } from '../runtime/session-lock.ts';
+import { SPAN, tracing } from '../../scheduler/telemetry/tracing.ts';
 import type { OccurrencePlan, RanTurn } from './plan.ts';
 
 /**
@@ -26,13 +27,18 @@ export async function commitAndDeliver<Gated, Claimed, Ran extends RanTurn, Comm
   lock: HeldLock | null,
 ): Promise<Result> {
   let attempt = 0;
-  const answer = await retryOnConflict(
-    () => plan.commit(claimed, ran, attempt++),
-    () => plan.commitExhausted(),
+  const answer = await tracing().span(SPAN.commit, {}, () =>
+    retryOnConflict(
+      () => plan.commit(claimed, ran, attempt++),
+      () => plan.commitExhausted(),
+    ),
   );
   if (answer.action === 'done') return answer.result;
   // The commit freed the session lock (the caller's release is then a no-op).
   if (answer.lockReleased) lock?.releasedElsewhere();
-  await Promise.all([plan.deliver(claimed, ran, answer.committed), plan.applyOutcome(claimed, answer.committed)]);
+  await Promise.all([
+    tracing().span(SPAN.deliver, {}, () => plan.deliver(claimed, ran, answer.committed)),
+    plan.applyOutcome(claimed, answer.committed),
+  ]);
   return plan.result(claimed, ran, answer.committed);
 }

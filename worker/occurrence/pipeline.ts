@@ -27,6 +27,7 @@ import { DRAIN_HAND_BACK } from './defer-decision.ts';
 import { gateAndClaim } from './gate-and-claim.ts';
 import type { OccurrencePlan, RanTurn } from './plan.ts';
 import { runTurn } from './run-turn.ts';
+import { ATTR, SPAN, tracing } from '../../scheduler/telemetry/tracing.ts';
 
 /**
  * Process the job of one occurrence with its kind's plan.
@@ -44,9 +45,27 @@ export async function runOccurrence<Gated, Claimed, Ran extends RanTurn, Committ
   signal: AbortSignal | undefined,
 ): Promise<Result> {
   const o = plan.occurrence;
+  const attributes = {
+    [ATTR.kind]: o.kind,
+    [ATTR.occurrenceId]: o.occurrenceId,
+    [ATTR.scheduleId]: o.ids.scheduleId,
+    [ATTR.sessionId]: o.ids.sessionId,
+  };
+  return await tracing().span(SPAN.occurrence, attributes, () => steps(plan, deps, job, token, signal));
+}
+
+/** The steps, in the occurrence's span (docs/OPERATIONS.md, "Traces"): the claim's, the turn's, the commit's and the delivery's spans inside it. */
+async function steps<Gated, Claimed, Ran extends RanTurn, Committed, Result>(
+  plan: OccurrencePlan<Gated, Claimed, Ran, Committed, Result>,
+  deps: WorkerDeps,
+  job: Job,
+  token: string | undefined,
+  signal: AbortSignal | undefined,
+): Promise<Result> {
+  const o = plan.occurrence;
   if (o.holdUntil !== undefined) await sleepUntil(o.holdUntil, signal);
   if (deps.turns.draining && o.canDefer) return await deferOccurrence(deps, job, token, o, DRAIN_HAND_BACK);
-  const c = await gateAndClaim(plan, deps, job, token, signal);
+  const c = await tracing().span(SPAN.claim, {}, () => gateAndClaim(plan, deps, job, token, signal));
   if ('done' in c) return c.done;
   const { lock } = c;
   try {
@@ -55,7 +74,7 @@ export async function runOccurrence<Gated, Claimed, Ran extends RanTurn, Committ
       o.holder,
       'deadline',
       async (turnSignal, turn) => {
-        const ran = await runTurn(plan, deps, c.claimed, c.startedAt, turnSignal, turn);
+        const ran = await tracing().span(SPAN.turn, {}, () => runTurn(plan, deps, c.claimed, c.startedAt, turnSignal, turn));
         if (ran === 'hand-back') return await deferOccurrence(deps, job, token, o, DRAIN_HAND_BACK);
         return await commitAndDeliver(plan, c.claimed, ran, lock);
       },

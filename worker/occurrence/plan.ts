@@ -20,6 +20,8 @@ export interface Occurrence {
   /** How the logs name it (`loop tick`, `cron run`). */
   label: string;
   occurrenceId: string;
+  /** The ids its spans carry (docs/OPERATIONS.md, "Traces"): the schedule's (a loop's or cron job's) and, when known, its session's. */
+  ids: { scheduleId: string; sessionId?: string };
   /** Epoch ms the occurrence is due. */
   dueAt: number;
   /** Who runs it: the BullMQ job id; the tracked turn's id and the holder of its locks and claim. */

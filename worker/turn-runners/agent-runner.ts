@@ -75,6 +75,7 @@ import { MemoryModelState, endpointOf, type ModelRef, type ModelStateStore } fro
 import { afterRefusal, resolveWindow, type LearnedWindow, type ResolvedWindow } from '../../scheduler/models/model-window.ts';
 import { countRequestTokens, tokenCounterFor, type TokenCounter } from '../context/token-count.ts';
 import { TokenCalibration, type EstimableMessage } from '../context/token-estimate.ts';
+import { ATTR, SPAN, tracing } from '../../scheduler/telemetry/tracing.ts';
 import type { ToolCallScope, Toolbox } from '../tools/toolbox.ts';
 import { callState, stepId } from '../../scheduler/journal/turn-replay.ts';
 import { isToolOutput, type ToolTurn, type TurnSurfaces } from '../tools/tool.ts';
@@ -729,10 +730,24 @@ export class AgentRunner implements TurnRunner {
       }
       const started = Date.now();
       try {
-        const sent = await this.send(scope, target, req, state.window ?? null);
-        await this.noteOutcome(scope, target, state, { ok: true });
+        const sent = await tracing().span(
+          SPAN.modelCall,
+          { [ATTR.model]: target.id, 'hermes.model.purpose': scope.purpose },
+          async (span) => {
+            const answered = await this.send(scope, target, req, state.window ?? null);
+            await this.noteOutcome(scope, target, state, { ok: true });
+            const ms = Date.now() - started;
+            const tokens = this.record(scope, target, answered, ms);
+            span.set({
+              [ATTR.inputTokens]: tokens.inputTokens,
+              [ATTR.outputTokens]: tokens.outputTokens,
+              'hermes.tokens.estimated': tokens.estimated,
+              [ATTR.durationMs]: ms,
+            });
+            return answered;
+          },
+        );
         scope.active = index;
-        this.record(scope, target, sent, Date.now() - started);
         return sent;
       } catch (err) {
         const transient = !scope.signal.aborted && isTransient(err) && !(err instanceof TurnError);
@@ -936,8 +951,13 @@ export class AgentRunner implements TurnRunner {
     return counter.encoding ? counted : this.calibration.scale(target.id, counted);
   }
 
-  /** Count a call that answered: its usage (or an estimate), event, metrics, spend. */
-  private record(scope: CallScope, target: ModelTarget, sent: Sent, ms: number): void {
+  /** Count a call that answered: its usage (or an estimate), event, metrics, spend. @returns its tokens */
+  private record(
+    scope: CallScope,
+    target: ModelTarget,
+    sent: Sent,
+    ms: number,
+  ): { inputTokens: number; outputTokens: number; estimated: boolean } {
     const { completion, counter } = sent;
     const usage = completion.usage;
     let tokens: { inputTokens: number; outputTokens: number; cachedTokens: number };
@@ -967,6 +987,7 @@ export class AgentRunner implements TurnRunner {
     };
     emit(scope.onEvent, { type: 'model.called', data: event });
     this.metrics()?.modelCallEnded(scope.kind, target === scope.chain[0] ? 'ok' : 'fallback', tokens);
+    return { ...tokens, estimated };
   }
 
   /** Count a call that failed for good (an abort by the caller is only told, not counted as a failure). */
@@ -1051,7 +1072,11 @@ export class AgentRunner implements TurnRunner {
       });
       return { message: { role: 'tool', tool_call_id: call.id, name: call.name, content }, error };
     }
-    const r = await this.toolbox!.call(call.name, call.arguments, ctx);
+    const r = await tracing().span(SPAN.toolCall, { [ATTR.tool]: call.name, 'gen_ai.tool.call.id': call.id }, async (span) => {
+      const done = await this.toolbox!.call(call.name, call.arguments, ctx);
+      span.set({ [ATTR.durationMs]: done.ms, 'hermes.tool.bytes': done.bytes, 'error.type': done.error ? 'tool_error' : undefined });
+      return done;
+    });
     emit(onEvent, {
       type: 'tool.result',
       data: {
