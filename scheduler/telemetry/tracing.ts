@@ -85,7 +85,7 @@ export const SPAN = {
   commit: 'commit',
   deliver: 'deliver',
   /** The gateway sends one part of a reply to a platform. */
-  deliveryPart: 'delivery.part',
+  deliveryPart: 'send.part',
 } as const;
 
 /** Attribute names of the product's ids and a model call's figures. */
