@@ -19,6 +19,7 @@ import type { Logger } from 'pino';
 import { actOnDelivery, type HookActionDeps, type HookConfig } from '../hooks/hook-actions.ts';
 import { headerValue, verifyHookSignature } from '../hooks/hook-signature.ts';
 import { payloadMatches } from '../hooks/hook-template.ts';
+import { ConfigError } from '../../scheduler/errors/config-error.ts';
 import { HttpError } from './errors.ts';
 
 /** What the `/hooks` router uses. */
@@ -30,10 +31,17 @@ export interface HookRouteDeps extends HookActionDeps {
   log: Logger;
 }
 
-/** The `/hooks` router over the hooks of `deps.config`. */
+/**
+ * The `/hooks` router over the hooks of `deps.config`.
+ * @throws ConfigError for a hook whose secret was not resolved (a configuration not made by `loadConfig`)
+ */
 export function hooksRouter(deps: HookRouteDeps): Router {
   const router = Router();
   const hooks = deps.config.hooks;
+  for (const [name, hook] of Object.entries(hooks)) {
+    if (hook.secret === undefined)
+      throw new ConfigError(`Hook ${name} has no secret: set hooks.${name}.secret_env or secret_file.`, { key: `hooks.${name}` });
+  }
   const clock = deps.clock ?? Date.now;
   const bodies = new Map<string, express.RequestHandler>(
     Object.entries(hooks).map(([name, h]) => [name, express.raw({ type: () => true, limit: h.max_body_bytes })]),
