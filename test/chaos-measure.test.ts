@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
+  countDoubleEffects,
   countDuplicates,
   countLoopSlots,
   countReplies,
@@ -84,5 +85,13 @@ describe('chaos counts', () => {
     const flat = [at(0, 1e6), at(1000, 3e6), at(2000, 3e6), at(3000, 3.001e6), at(4000, 2.999e6), at(5000, 3e6)];
     expect(memoryGrowthPerThousandTicks(flat).bytesPerThousandTicks).toBe(-500);
     expect(memoryGrowthPerThousandTicks([at(0, 1), at(1, 2)])).toEqual({ bytesPerThousandTicks: null, ticks: 0 });
+  });
+});
+
+describe('countDoubleEffects', () => {
+  it('counts each extra line of a tick, not ticks of different sessions or numbers', () => {
+    expect(countDoubleEffects('a 1\nb 1\na 2\n')).toBe(0);
+    expect(countDoubleEffects('a 1\na 1\nb 1\na 1\n\n')).toBe(2);
+    expect(countDoubleEffects('')).toBe(0);
   });
 });

@@ -9,8 +9,12 @@
  * stream of inbound Telegram messages in those chats. Faults: a random worker
  * SIGKILLed every ~20 s and restarted, the gateway SIGKILLed 4 times and
  * restarted at once, Redis restarted once on its AOF (SIGTERM, so the AOF is
- * flushed). Then a quiet period, and the counts (ops/chaos/measure.ts) from
- * Redis and from the messages the Telegram server accepted.
+ * flushed), and a random worker partitioned from Redis every ~30 s for 2–10 s
+ * (each worker reaches Redis through a TCP proxy of its own that black-holes its
+ * connections: test/support/tcp-proxy.ts; past the 3 s lock its jobs are taken
+ * over while it fences itself off). Then a quiet period, and the counts
+ * (ops/chaos/measure.ts) from Redis, from the messages the Telegram server
+ * accepted, and from the side-effect file each finished command appends to.
  */
 import { Command } from 'commander';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -26,8 +30,10 @@ import { freePort } from '../../scheduler/store/redis/embedded-redis.ts';
 import { cronServiceFor, loopStoreFor, loopServiceFor, openQueues } from '../../scheduler/services.ts';
 import { lastUserText, startFakeOpenAI } from '../../test/support/fake-openai.ts';
 import { startFakeTelegram } from '../../test/support/fake-telegram.ts';
+import { startTcpProxy } from '../../test/support/tcp-proxy.ts';
 import { ChaosRedis, alive, startHermes, stopProc, type Proc } from './fleet.ts';
 import {
+  countDoubleEffects,
   countDuplicates,
   countLoopSlots,
   countReplies,
@@ -50,6 +56,7 @@ const program = new Command('chaos')
   .option('--quiet-seconds <n>', 'wait after the faults before counting', '45')
   .option('--sample-seconds <n>', 'how often Redis memory and keys are read', '10')
   .option('--keep', 'keep the run folder (logs, Redis AOF)')
+  .option('--no-partitions', 'leave out the worker–Redis partitions')
   .parse();
 const opts = program.opts<{
   minutes: string;
@@ -60,6 +67,7 @@ const opts = program.opts<{
   quietSeconds: string;
   sampleSeconds: string;
   keep?: boolean;
+  partitions: boolean;
 }>();
 
 const minutes = Number(opts.minutes);
@@ -109,8 +117,10 @@ async function main(): Promise<void> {
 
   let workerSeq = 0;
   const workers: Proc[] = [];
-  const startWorker = () => startHermes(`worker-${++workerSeq}`, ['worker'], env, logDir);
-  for (let i = 0; i < WORKERS; i++) workers.push(startWorker());
+  // Worker i reaches Redis through proxy i, also after a restart.
+  const proxies = await Promise.all(Array.from({ length: WORKERS }, () => startTcpProxy(redis.url)));
+  const startWorker = (i: number) => startHermes(`worker-${++workerSeq}`, ['worker'], { ...env, REDIS_URL: proxies[i]!.url }, logDir);
+  for (let i = 0; i < WORKERS; i++) workers.push(startWorker(i));
   let gatewaySeq = 0;
   const startGatewayProc = () => startHermes(`gateway-${++gatewaySeq}`, ['gateway'], env, logDir);
   let gateway = startGatewayProc();
@@ -127,7 +137,8 @@ async function main(): Promise<void> {
     sessions.push(sessionId);
     // Each run records itself and takes about a second (so a worker kill cuts some);
     // Telegram loops answer in two parts (over 4096 characters).
-    const record = `echo "$HERMES_SESSION_ID $HERMES_TICK $(date +%s%3N)" >> '${join(dir, 'ticks.log')}'; sleep 1`;
+    // The side effect is its last step: a tick whose effect line is there twice finished twice.
+    const record = `echo "$HERMES_SESSION_ID $HERMES_TICK $(date +%s%3N)" >> '${join(dir, 'ticks.log')}'; sleep 1; echo "$HERMES_SESSION_ID $HERMES_TICK" >> '${join(dir, 'effects.log')}'`;
     const command = chat
       ? `${record}; printf 't%s a %04090d\\nt%s b end\\n' "$HERMES_TICK" 0 "$HERMES_TICK"`
       : `${record}; echo "tick $HERMES_TICK of $HERMES_SESSION_ID"`;
@@ -161,6 +172,7 @@ async function main(): Promise<void> {
   const faultsStart = Date.now();
   const faultsEnd = faultsStart + durationMs;
   const kills: Array<{ pid: number; at: number }> = [];
+  const partitions: Array<{ worker: number; ms: number }> = [];
   const pushed: Array<{ updateId: number; chat: string }> = [];
   let gatewayKills = 0;
   let redisDowntimeMs = 0;
@@ -188,7 +200,7 @@ async function main(): Promise<void> {
         say(`worker pid ${victim.pid} SIGKILLed`);
       }
       await sleep(1000);
-      workers[i] = startWorker();
+      workers[i] = startWorker(i);
       next += rand(15_000, 25_000);
     }
   })();
@@ -200,6 +212,21 @@ async function main(): Promise<void> {
       gatewayKills++;
       say(`gateway pid ${gateway.pid} SIGKILLed; restarting`);
       gateway = startGatewayProc();
+    }
+  })();
+  const partitionFaults = (async () => {
+    if (!opts.partitions) return;
+    let next = Date.now() + rand(20_000, 40_000);
+    while (next < faultsEnd - 15_000) {
+      await sleep(next - Date.now());
+      const i = Math.floor(Math.random() * proxies.length);
+      const ms = Math.round(rand(2_000, 10_000));
+      proxies[i]!.cut();
+      say(`worker ${i} partitioned from Redis for ${ms} ms`);
+      await sleep(ms);
+      proxies[i]!.heal();
+      partitions.push({ worker: i, ms });
+      next += rand(20_000, 40_000);
     }
   })();
   const redisFault = (async () => {
@@ -235,7 +262,7 @@ async function main(): Promise<void> {
       }
     }
   })();
-  await Promise.all([inbound, workerFaults, gatewayFaults, redisFault, warm, sampler]);
+  await Promise.all([inbound, workerFaults, gatewayFaults, partitionFaults, redisFault, warm, sampler]);
   say(`faults over; quiet for ${opts.quietSeconds}s`);
   await sleep(Number(opts.quietSeconds) * 1000);
 
@@ -296,6 +323,8 @@ async function main(): Promise<void> {
     for (let i = 1; i < runs.length; i++) cronMissed += Math.max(0, Math.round((runs[i]!.due_at - runs[i - 1]!.due_at) / 60_000) - 1);
   }
   const dups = countDuplicates(commits);
+  const effectsLog = join(dir, 'effects.log');
+  const doubleEffects = countDoubleEffects(existsSync(effectsLog) ? readFileSync(effectsLog, 'utf8') : '');
   const recovery = recoveryTimes(kills, starts, commits);
   const replies = countReplies(telegram.sent, queued);
   const lostInbound = pushed.filter((p) => !inboundSeen.has(inputOccurrenceId(`telegram:${p.chat}`, `tg-${p.updateId}`))).length;
@@ -314,6 +343,8 @@ async function main(): Promise<void> {
     occurrences: slots.occurrences + cronRuns + cronMissed,
     missed: slots.missed + cronMissed,
     duplicates: dups.committedTwice + dups.repeatedTick,
+    double_side_effects: doubleEffects,
+    partitions: partitions.length,
     lost_inbound: lostInbound,
     duplicate_replies: replies.duplicateReplies,
     out_of_order: replies.outOfOrder,
@@ -334,6 +365,8 @@ async function main(): Promise<void> {
       'worker SIGKILLs / ticks cut / not recovered',
       `${kills.length} / ${recovery.samples.length + recovery.unrecovered} / ${recovery.unrecovered}`,
     ],
+    ['worker partitions (s each)', `${partitions.length} (${partitions.map((p) => (p.ms / 1000).toFixed(1)).join(', ') || '—'})`],
+    ['ticks whose side effect happened twice', doubleEffects],
     ['recovery p99 / max (ms)', `${result.recovery_p99_ms} / ${recovery.samples.length ? Math.max(...recovery.samples) : 0}`],
     ['lateness p99 (ms)', result.lateness_p99_ms],
     ['gateway SIGKILLs', gatewayKills],
@@ -375,6 +408,7 @@ async function main(): Promise<void> {
 
   // --- teardown ---
   await Promise.allSettled([...workers, gateway].map((p) => stopProc(p, 'SIGTERM', 5_000)));
+  await Promise.all(proxies.map((p) => p.close()));
   await queues.close();
   client.disconnect();
   await redis.stop();

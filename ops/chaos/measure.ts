@@ -94,6 +94,18 @@ export function countDuplicates(commits: TickCommit[]): { committedTwice: number
 }
 
 /**
+ * Ticks whose command's last step — its side effect, a `<session> <tick>` line — ran more than once.
+ * @param effects - the side-effect file, one line per finished command
+ */
+export function countDoubleEffects(effects: string): number {
+  const seen = new Map<string, number>();
+  for (const line of effects.split('\n')) if (line.trim() !== '') seen.set(line.trim(), (seen.get(line.trim()) ?? 0) + 1);
+  let twice = 0;
+  for (const n of seen.values()) if (n > 1) twice += n - 1;
+  return twice;
+}
+
+/**
  * Recovery times after worker kills: for each kill, every tick the killed pid
  * had started and not committed, to its next start by another pid.
  * @returns samples in ms, and ticks never restarted (nor committed) afterwards
