@@ -340,7 +340,7 @@ async function verify(
     if (job.state !== 'scheduled') continue;
     checked++;
     const armed =
-      job.schedule.kind === 'once'
+      job.schedule.kind === 'after' || job.schedule.kind === 'once'
         ? job.next_run_at !== null && (await newCron.hasOnceJob(job.id, job.next_run_at))
         : (await newCron.schedulerNext(job.id)) !== undefined && seen.get(newKeys.cronSchedulerId(job.id)) === 1;
     if (!armed) fail(`cron job ${job.id} is not armed once on its new shard`);

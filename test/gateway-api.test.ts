@@ -34,7 +34,7 @@ class MemoryCron implements CronApi {
     const job = {
       id: `job${this.jobs.length}`,
       name: input.name ?? input.prompt ?? 'job',
-      schedule: input.schedule,
+      schedule: input.schedule ?? 'after',
       prompt: input.prompt ?? '',
       state: input.paused ? 'paused' : 'scheduled',
       runs: 0,

@@ -26,6 +26,7 @@ const PER_ID: Record<string, (id: string) => string> = {
   'loop watch base': (id) => k.scheduleWatchBase(id, 'loop'),
   'heartbeat watch base': (id) => k.scheduleWatchBase(id, 'heartbeat'),
   'cron watch base': (id) => k.cronWatchBase(id),
+  'cron children': (id) => k.cronChildren(id),
   goal: (id) => k.goal(id),
   transcript: (id) => k.transcript(id),
   events: (id) => k.events(id),

@@ -42,7 +42,7 @@ export function formatJobList(jobs: CronJob[], now: number): string[] {
     jobs.map((j) => [
       j.id,
       clip(j.name, 28),
-      clip(scheduleText(j.schedule), 48),
+      clip(scheduleWithAfter(j, jobs), 48),
       j.state === 'scheduled' ? when(j.next_run_at, j.tz, now) : '—',
       j.last_status ?? '—',
       String(j.failure_streak),
@@ -62,6 +62,7 @@ export function formatJob(job: CronJob, now: number): string[] {
     `  output    ${outputsAt(job)}`,
     `  policy    misfire ${job.misfire} · overlap ${job.overlap} · notify ${job.notify ?? 'failure'}`,
   ];
+  if (job.after?.length) lines.push(`  after     ${job.after.map((a) => `${a.job_id}:${a.on}`).join(', ')} (a run after each such run)`);
   if (job.schedule.kind !== 'once' && job.schedule.jitter) {
     const { seconds, offsetMs } = job.schedule.jitter;
     lines.push(`  jitter    ${formatSeconds(seconds)} · this job fires ${formatSeconds(offsetMs / 1000)} after each scheduled time`);
@@ -88,6 +89,21 @@ export function formatJob(job: CronJob, now: number): string[] {
   }
   if (job.last_error) lines.push(`  error     ${clip(job.last_error, 200)}`);
   return lines;
+}
+
+/**
+ * A job's schedule with the jobs it runs after (`after scanner:ok`), names read from `jobs` where listed.
+ */
+export function scheduleWithAfter(job: CronJob, jobs: readonly CronJob[]): string {
+  const after = (job.after ?? []).map((a) => `${jobs.find((j) => j.id === a.job_id)?.name ?? a.job_id}:${a.on}`).join(', ');
+  if (job.schedule.kind === 'after') return after ? `after ${after}` : scheduleText(job.schedule);
+  return after ? `${scheduleText(job.schedule)} + after ${after}` : scheduleText(job.schedule);
+}
+
+/** An `after` run's trigger with the parent run it follows (`after <job> <run>`); other triggers as they are. */
+export function triggerText(run: CronRun, jobs?: ReadonlyMap<string, CronJob>): string {
+  if (run.trigger !== 'after' || !run.parent) return run.trigger;
+  return `after ${jobs?.get(run.parent.job_id)?.name ?? run.parent.job_id} ${run.parent.occurrence_id}`;
 }
 
 /** Whether a job's runs go to its `local` target (written as `local`, or `origin` for a job made without a chat route). */
@@ -122,7 +138,7 @@ export function formatRunLog(
   const head = [
     `${formatInZone(run.due_at, tz)} (${formatRelative(run.due_at, now)})`,
     job ? job.name : run.job_id,
-    `${run.trigger}`,
+    triggerText(run),
     status,
     kind,
     took,
@@ -152,7 +168,7 @@ export function formatRuns(runs: CronRun[], jobs: Map<string, CronJob>): string[
     runs.map((r) => [
       isoUtc(r.due_at),
       clip(jobs.get(r.job_id)?.name ?? r.job_id, 20),
-      r.trigger,
+      clip(triggerText(r, jobs), 48),
       r.status === 'skipped' ? `skipped (${r.reason})` : r.status,
       r.started_at === null ? '—' : `${(r.lateness_ms / 1000).toFixed(1)}s`,
       r.started_at !== null && r.finished_at !== null ? `${((r.finished_at - r.started_at) / 1000).toFixed(1)}s` : '—',

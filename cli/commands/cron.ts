@@ -160,16 +160,16 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
       .alias('create')
       .description('add a job: hermes cron add "weekdays at 9am" "summarise open pull requests"')
       .argument(
-        '<schedule>',
-        'e.g. 30m, every 2h, in 30m, tomorrow at 9am, monday at 9am (once), daily at 7am, weekdays at 9am, "0 9 * * 1-5", 2026-12-01T09:00',
+        '[schedule]',
+        'e.g. 30m, every 2h, in 30m, tomorrow at 9am, monday at 9am (once), daily at 7am, weekdays at 9am, "0 9 * * 1-5", 2026-12-01T09:00 (may be left out with --after)',
       )
       .argument('[prompt...]', 'what the agent should do (or give --script)')
       .option('--paused', 'create it paused'),
   ).action(
     run(
       true,
-      async (service, schedule: string, promptWords: string[], opts: JobFlags & { paused?: boolean }) => {
-        const job = await service!.add(addInput(schedule, promptWords, opts), CLI_CALLER);
+      async (service, schedule: string | undefined, promptWords: string[], opts: JobFlags & { paused?: boolean }) => {
+        const job = await service!.add(await addInput(ctx.config, io.now(), schedule, promptWords, opts), CLI_CALLER);
         print(opts.json, cronJobView(job), () => ['Added cron job:', ...formatJob(job, io.now())]);
         // An agent job without a model would fail every run: said now (on stderr, so --json stays JSON).
         const { SHELL_CONFIG } = await import('../../scheduler/services.ts');
@@ -184,7 +184,12 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
           import('../../scheduler/cron/cron-commands.ts'),
           import('../../scheduler/services.ts'),
         ]);
-        newCronJob(addInput(schedule, promptWords, opts), CLI_CALLER, cronInputSettingsOf(ctx.config), io.now());
+        newCronJob(
+          await addInput(ctx.config, io.now(), schedule, promptWords, opts),
+          CLI_CALLER,
+          cronInputSettingsOf(ctx.config),
+          io.now(),
+        );
       },
     ),
   );
@@ -214,6 +219,9 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
         watch: opts.watch,
         max_tokens: opts.maxTokens,
         model: opts.model,
+        // `--after` replaces the list; `--after none` clears it.
+        after: opts.after === undefined ? undefined : opts.after.length === 1 && opts.after[0] === 'none' ? null : opts.after,
+        after_all: opts.afterAll,
       };
       const job = await service!.edit(ref, changes, CLI_CALLER);
       print(opts.json, cronJobView(job), () => ['Updated cron job:', ...formatJob(job, io.now())]);
@@ -464,6 +472,8 @@ interface JobFlags {
   watch?: string;
   maxTokens?: string;
   model?: string;
+  after?: string[];
+  afterAll?: boolean;
   json?: boolean;
 }
 
@@ -495,6 +505,12 @@ function withJobFlags(cmd: Command): Command {
       'pause the job once its runs have spent this many tokens (in + out); resume gives a fresh allowance (edit: "none" removes it)',
     )
     .option('--model <name>', 'a model declared under agent.models (default: agent.model; edit: "none" for the default)')
+    .option(
+      '--after <job>',
+      'run after each run of this job that ends ok (<job>:error, <job>:any for the others); repeat for several jobs (edit: replaces the list, "none" clears it)',
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
+    .option('--after-all', 'not supported yet: several --after jobs mean a run after each of them')
     .option('--json', 'print JSON');
 }
 
@@ -520,11 +536,32 @@ function runWithOutput(run: CronRun, outputs: Map<string, { text: string; whole:
   return { ...cronRunView(run), output: run.status === 'ok' ? (o?.text ?? run.output) : run.output, output_whole: o?.whole ?? true };
 }
 
-/** `cron add`'s arguments as the service's input. */
-function addInput(schedule: string, promptWords: string[], opts: JobFlags & { paused?: boolean }): CronJobInput {
+/**
+ * `cron add`'s arguments as the service's input. With `--after` the schedule may be left out: the first argument
+ * is the schedule only when it reads as one, else it starts the prompt.
+ * @throws ScheduleInputError when there is neither a schedule nor `--after`
+ */
+async function addInput(
+  config: HermesConfig,
+  now: number,
+  first: string | undefined,
+  promptWords: string[],
+  opts: JobFlags & { paused?: boolean },
+): Promise<CronJobInput> {
+  let schedule = first;
+  let words = promptWords;
+  if (opts.after?.length && first !== undefined && !(await readsAsSchedule(config, now, first, opts.tz))) {
+    schedule = undefined;
+    words = [first, ...promptWords];
+  }
+  if (first === undefined && !opts.after?.length) {
+    throw new ScheduleInputError("missing required argument 'schedule' (or give --after <job>).", { field: 'schedule' });
+  }
   return {
     schedule,
-    prompt: promptWords.join(' '),
+    prompt: words.join(' '),
+    after: opts.after,
+    after_all: opts.afterAll,
     name: opts.name,
     deliver: opts.deliver,
     repeat: opts.repeat,
@@ -539,6 +576,20 @@ function addInput(schedule: string, promptWords: string[], opts: JobFlags & { pa
     max_tokens: opts.maxTokens,
     model: opts.model,
   };
+}
+
+/** Whether `text` parses as a schedule in the zone a new job would get. */
+async function readsAsSchedule(config: HermesConfig, now: number, text: string, tz: string | undefined): Promise<boolean> {
+  const [{ parseCronSchedule }, { cronInputSettingsOf }] = await Promise.all([
+    import('../../scheduler/cron/cron-input.ts'),
+    import('../../scheduler/services.ts'),
+  ]);
+  try {
+    parseCronSchedule(text, defaultTimeZone(tz, config.timezone), now, cronInputSettingsOf(config));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** The cron service on `conn`; the stores and the logger load with it, so `cron next` never loads them. */

@@ -20,8 +20,8 @@ import {
 
 /** Fields of a new job as the HTTP surface accepts them (the CLI's `add` flags). */
 export interface CronAddInput {
-  /** `30m`, `every 2h`, `daily at 7am`, a cron expression, an ISO time… */
-  schedule: string;
+  /** `30m`, `every 2h`, `daily at 7am`, a cron expression, an ISO time…; may be left out when `after` is given. */
+  schedule?: string;
   prompt?: string;
   name?: string;
   /** `local`, `origin`, `telegram:<chat>[:<thread>]`, a webhook URL, or a comma list. */
@@ -41,6 +41,10 @@ export interface CronAddInput {
   max_tokens?: number | string;
   /** A model declared under `agent.models`. */
   model?: string;
+  /** Jobs to run after (`<job>[:ok|error|any]`, one or a list): a run after each of their runs that ends so. */
+  after?: string | string[];
+  /** Not supported yet (refused with 400): several `after` jobs mean a run after each. */
+  after_all?: boolean;
 }
 
 /**
@@ -72,9 +76,12 @@ export interface CronApi {
   remove(ref: string): Promise<unknown>;
 }
 
+/** `after`: one `<job>[:ok|error|any]` or a list of them. */
+const afterSchema = z.union([z.string().min(1), z.array(z.string().min(1)).max(64)]);
+
 const addSchema = z
   .object({
-    schedule: z.string().min(1),
+    schedule: z.string().min(1).optional(),
     prompt: z.string().optional(),
     name: z.string().min(1).max(200).optional(),
     deliver: z.string().min(1).optional(),
@@ -88,12 +95,14 @@ const addSchema = z
     watch: z.string().min(1).optional(),
     max_tokens: z.number().int().optional(),
     model: z.string().min(1).optional(),
+    after: afterSchema.optional(),
+    after_all: z.boolean().optional(),
   })
   .strict();
 
 /**
- * Fields `PATCH /api/cron/jobs/:ref` may change (at least one). `null` removes `repeat`'s limit, the `watch`, `max_tokens` or
- * `model`; `max_tokens` may also be the console form's text, as in `CronAddInput`.
+ * Fields `PATCH /api/cron/jobs/:ref` may change (at least one). `null` removes `repeat`'s limit, the `watch`, `max_tokens`,
+ * `model` or every `after` job (`after` replaces the list); `max_tokens` may also be the console form's text, as in `CronAddInput`.
  */
 export type CronEditInput = Omit<z.infer<typeof editSchema>, 'max_tokens'> & { max_tokens?: number | string | null };
 
@@ -112,6 +121,8 @@ const editSchema = z
     watch: z.string().min(1).nullable().optional(),
     max_tokens: z.number().int().nullable().optional(),
     model: z.string().min(1).nullable().optional(),
+    after: afterSchema.nullable().optional(),
+    after_all: z.boolean().optional(),
   })
   .strict();
 

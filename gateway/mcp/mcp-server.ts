@@ -90,6 +90,14 @@ const scheduleFields = (config: McpDeps['config']) => ({
     .string()
     .optional()
     .describe('A shell command run instead of the agent (a command turn). Refused unless the operator allowed it (mcp.command_turns).'),
+  after: z
+    .array(z.string().min(1))
+    .max(16)
+    .optional()
+    .describe(
+      'cron: jobs (id or name) this one runs after, each "<job>" (its runs that end ok), "<job>:error" or "<job>:any"; a run after each such run, ' +
+        "with that run's output offered to it. `schedule` may then be left out. On update the list replaces the old one ([] clears it).",
+    ),
 });
 
 /** Build an MCP server over `deps` (one per stdio connection, or per HTTP request). */

@@ -56,6 +56,8 @@ export interface ScheduleFields {
   notify?: string;
   /** A command turn: a loop's shell command, a cron job's `script`. */
   command?: string;
+  /** A cron job's parents (`<job>[:ok|error|any]`): it runs after each of their runs that ends so; `[]` on update clears them. */
+  after?: string[];
 }
 
 /** What a schedule action answers: a sentence, and the schedule as `/api` shows it. */
@@ -119,10 +121,11 @@ export class ScheduleActions {
       this.assertCommandsAllowed(f.kind === 'cron' ? 'A cron job with a `command` (script)' : `A ${f.kind} with a \`command\``);
     await this.assertUnderDailyLimit();
     if (f.kind === 'cron') {
-      if (f.schedule === undefined)
-        throw new ScheduleInputError('A cron job needs a `schedule`, e.g. "weekdays at 9am", "every 2h", "0 9 * * 1-5".', {
-          field: 'schedule',
-        });
+      if (f.schedule === undefined && !f.after?.length)
+        throw new ScheduleInputError(
+          'A cron job needs a `schedule`, e.g. "weekdays at 9am", "every 2h", "0 9 * * 1-5" (or `after`: the jobs it runs after).',
+          { field: 'schedule' },
+        );
       this.refuseLoopFields(f);
       if (f.command === undefined && (f.prompt === undefined || f.prompt.trim() === ''))
         throw new ScheduleInputError('A cron job needs a `prompt`: what each run asks the agent to do.', { field: 'prompt' });
@@ -135,6 +138,7 @@ export class ScheduleActions {
           repeat: f.times,
           tz: f.tz,
           notify: f.notify,
+          ...(f.after?.length ? { after: f.after } : {}),
           ...(f.command !== undefined ? { script: f.command } : {}),
         },
         this.caller(session),
@@ -183,6 +187,7 @@ export class ScheduleActions {
           repeat: f.times,
           tz: f.tz,
           notify: f.notify,
+          ...(f.after !== undefined ? { after: f.after.length === 0 ? null : f.after } : {}),
           ...(f.command !== undefined ? { script: f.command } : {}),
         },
         this.caller(),
@@ -287,6 +292,8 @@ export class ScheduleActions {
   /** A loop's or heartbeat's spec from the fields, over `current` for an update (its other settings stay). */
   private loopSpec(kind: LoopKind, f: ScheduleFields, current: LoopRecord | undefined): LoopSpec {
     const { config } = this.deps;
+    if (f.after !== undefined)
+      throw new ScheduleInputError(`\`after\` is for cron jobs; a ${kind} runs on its own cadence.`, { field: 'after' });
     if (f.schedule !== undefined || f.tz !== undefined)
       throw new ScheduleInputError(
         `\`${f.schedule !== undefined ? 'schedule' : 'tz'}\` is for cron jobs; a ${kind} takes \`interval\` (e.g. "10m").`,

@@ -48,6 +48,9 @@ import type { CronStore } from './cron-store.ts';
 import { jitterSecondsOf, parseJitter, withJitter } from './jitter.ts';
 import { backfillOccurrences, parseBackfillWindow, type BackfillWindow } from './backfill.ts';
 import { CONFLICT, retryOnConflict } from '../store/optimistic-retry.ts';
+import { AFTER_ONLY_SCHEDULE, findAfterCycle, parseAfterSpecs, refuseAfterAll, type AfterSpec, type CronAfter } from './cron-after.ts';
+import { resolveJobRef } from './job-ref.ts';
+import { UnknownJobError } from '../errors/unknown-job-error.ts';
 
 /**
  * A new job from `input`, every field validated, with no I/O: `CronCommands.add` stores what this
@@ -60,7 +63,15 @@ export function newCronJob(input: CronJobInput, caller: CronCaller, settings: Cr
   const tz = defaultTimeZone(input.tz, settings.timezone);
   const id = randomBytes(6).toString('hex');
   const jitterSeconds = input.jitter === undefined ? 0 : parseJitter(input.jitter);
-  const schedule = withJitter(parseCronSchedule(input.schedule, tz, now, settings), id, jitterSeconds);
+  // `--after` (cron-after.ts): read here, its references resolved by `CronCommands.add`.
+  refuseAfterAll(input.after_all);
+  const after = parseAfterSpecs(input.after);
+  if (input.schedule === undefined && !after?.length) {
+    throw new ScheduleInputError('A cron job needs a `schedule` (or `after`: the jobs it runs after).', { field: 'schedule' });
+  }
+  const own = input.schedule === undefined ? AFTER_ONLY_SCHEDULE : parseCronSchedule(input.schedule, tz, now, settings);
+  const schedule = withJitter(own, id, jitterSeconds);
+  if (schedule.kind === 'after' && input.repeat !== undefined) throw repeatWithoutSchedule();
   const script = parseScript(input.script, caller);
   const prompt = parsePrompt(input.prompt ?? '', script, settings);
   const economy = parseEconomyOf({ watch: input.watch, max_tokens: input.max_tokens, model: input.model }, { clearable: false }, caller);
@@ -117,6 +128,15 @@ export class CronCommands {
     const now = this.clock();
     const job = newCronJob(input, caller, this.settings, now);
     job.name = await this.uniqueName(job.name, input.name !== undefined);
+    const specs = parseAfterSpecs(input.after);
+    if (specs?.length) {
+      // A new job has no children yet, so it closes no cycle; its parents list it before its record names them.
+      job.after = resolveAfter(specs, await this.store.list());
+      await this.store.linkChildren(
+        job.id,
+        job.after.map((a) => a.job_id),
+      );
+    }
     const stored = await this.store.put(job, 'absent');
     if (!stored) throw new StoreUnavailableError(`Cron job id ${job.id} already exists; try again.`);
     await this.store.arm(stored, now);
@@ -132,7 +152,7 @@ export class CronCommands {
   async edit(ref: string, changes: CronJobChanges, caller: CronCaller): Promise<CronJob> {
     if (Object.values(changes).every((v) => v === undefined)) {
       throw new ScheduleInputError(
-        'Nothing to change: give at least one of `schedule`, `prompt`, `name`, `deliver`, `repeat`, `tz`, `script`, `misfire`, `overlap`, `notify`, `jitter`, `watch`, `max_tokens`, `model`.',
+        'Nothing to change: give at least one of `schedule`, `prompt`, `name`, `deliver`, `repeat`, `tz`, `script`, `misfire`, `overlap`, `notify`, `jitter`, `watch`, `max_tokens`, `model`, `after`.',
       );
     }
     const current = await this.queries.resolveRef(ref);
@@ -182,6 +202,22 @@ export class CronCommands {
         surfaces: [caller.origin.surface, ...surfacesAfter],
       },
     );
+    // `--after` replaces the list: checked for a cycle over every job's parents as stored now.
+    refuseAfterAll(changes.after_all);
+    let after: CronAfter[] = current.after ?? [];
+    if (changes.after !== undefined) {
+      const jobs = await this.store.list();
+      after = changes.after === null ? [] : resolveAfter(parseAfterSpecs(changes.after) ?? [], jobs);
+      assertNoCycle(current, after, jobs);
+    }
+    if (schedule.kind === 'after' && after.length === 0) {
+      throw new ScheduleInputError(
+        `Cron job "${current.name}" (${current.id}) has no schedule of its own: it needs at least one \`after\` (or give it a \`schedule\`).`,
+        { field: 'after' },
+      );
+    }
+    const afterIds = after.map((a) => a.job_id);
+    const dropped = (current.after ?? []).map((a) => a.job_id).filter((id) => !afterIds.includes(id));
     const fields = {
       name: changes.name !== undefined ? await this.uniqueName(parseName(changes.name), true, current.id) : current.name,
       deliver: changes.deliver !== undefined ? parseDeliver(changes.deliver, this.settings.webhookAllow) : current.deliver,
@@ -190,6 +226,9 @@ export class CronCommands {
       overlap: changes.overlap !== undefined ? parseOverlap(changes.overlap) : current.overlap,
       notify: changes.notify !== undefined ? parseNotify(changes.notify) : (current.notify ?? 'failure'),
     };
+    if (schedule.kind === 'after' && fields.repeatTimes !== null) throw repeatWithoutSchedule();
+    // The parents list the job before its record names them (the index is never short of a child).
+    if (changes.after !== undefined) await this.store.linkChildren(current.id, afterIds);
     const { stored, previous } = await this.write(current.id, (cur) => {
       const next: CronJob = {
         ...cur,
@@ -208,6 +247,8 @@ export class CronCommands {
         model: economy.model,
         max_tokens: economy.max_tokens,
       };
+      if (after.length > 0) next.after = after;
+      else delete next.after;
       // A new watch starts from its first run; a new --max-tokens counts from now.
       if ((economy.watch ?? null) !== (cur.watch ?? null)) next.watch_digest = null;
       if (economyChanges.max_tokens !== undefined) next.budget_tokens = 0;
@@ -230,6 +271,7 @@ export class CronCommands {
       await this.store.disarm(previous);
       await this.store.arm(stored, now);
     }
+    if (dropped.length > 0) await this.store.unlinkChildren(current.id, dropped);
     this.log.info({ cronJobId: stored.id, rearmed: rearm }, 'cron job edited');
     return stored;
   }
@@ -333,6 +375,12 @@ export class CronCommands {
     const job = await this.queries.resolveRef(ref);
     await this.store.delete(job.id);
     await this.store.disarm(job);
+    // Its parents no longer hand off to it; the jobs after it keep naming it, and run no more after it.
+    await this.store.unlinkChildren(
+      job.id,
+      (job.after ?? []).map((a) => a.job_id),
+    );
+    await this.store.forgetChildren(job.id);
     this.log.info({ cronJobId: job.id }, 'cron job removed');
     return job;
   }
@@ -396,4 +444,51 @@ export class CronCommands {
   private parseSchedule(text: string, tz: string, now: number): CronSchedule {
     return parseCronSchedule(text, tz, now, this.settings);
   }
+}
+
+/**
+ * `--after` references resolved to job ids among `jobs`.
+ * @throws ScheduleInputError (field `after`) for a reference that names no job or several
+ */
+function resolveAfter(specs: readonly AfterSpec[], jobs: readonly CronJob[]): CronAfter[] {
+  const out = new Map<string, CronAfter>();
+  for (const spec of specs) {
+    let parent: CronJob;
+    try {
+      parent = resolveJobRef(spec.ref, jobs);
+    } catch (err) {
+      if (!(err instanceof ScheduleInputError)) throw err;
+      const why = err instanceof UnknownJobError ? `no cron job has the id or name "${spec.ref}"` : err.message;
+      throw new ScheduleInputError(`\`after\`: ${why}.`.replace(/\.\.$/, '.'), { field: 'after' });
+    }
+    out.set(parent.id, { job_id: parent.id, on: spec.on });
+  }
+  return [...out.values()];
+}
+
+/**
+ * Refuse parents that would make `job` run after itself, naming the cycle in run order.
+ * @throws ScheduleInputError (field `after`) naming the cycle
+ */
+function assertNoCycle(job: CronJob, after: readonly CronAfter[], jobs: readonly CronJob[]): void {
+  const byId = new Map(jobs.map((j) => [j.id, j]));
+  const cycle = findAfterCycle(
+    job.id,
+    after.map((a) => a.job_id),
+    (id) => (id === job.id ? [] : byId.get(id)?.after?.map((a) => a.job_id)),
+  );
+  if (!cycle) return;
+  const named = cycle.map((id) => `"${byId.get(id)?.name ?? id}"`).join(' → ');
+  throw new ScheduleInputError(
+    `\`after\` would close a cycle: ${named} (each runs after the one before it); a job cannot run after itself.`,
+    { field: 'after' },
+  );
+}
+
+/** `--repeat` counts scheduled runs: a job with no schedule of its own has none. */
+function repeatWithoutSchedule(): ScheduleInputError {
+  return new ScheduleInputError(
+    '`repeat` counts scheduled runs; a job that runs only after other jobs has none (give it a `schedule`, or leave `repeat` out).',
+    { field: 'repeat' },
+  );
 }

@@ -48,6 +48,14 @@ export type CronSchedule =
       display: string;
       /** The single occurrence. */
       atMs: number;
+    }
+  | {
+      /** No times of its own: the job runs only after other jobs' runs (`CronJob.after`, cron-after.ts). */
+      kind: 'after';
+      expression: string;
+      display: string;
+      /** Never set: there are no times to shift. */
+      jitter?: never;
     };
 
 /*
@@ -139,13 +147,14 @@ export function cronFor(expression: string, tz: string, domAndDow = dayFieldsAnd
 export function nextOccurrence(schedule: CronSchedule, tz: string, afterMs: number): number | undefined {
   // Jitter (jitter.ts): the occurrences are the schedule's own times plus a fixed
   // offset, so the first one after `afterMs` is the first own time after `afterMs - offset`.
+  if (schedule.kind === 'after') return undefined;
   const offsetMs = schedule.kind === 'once' ? 0 : (schedule.jitter?.offsetMs ?? 0);
   if (offsetMs === 0) return unshiftedNext(schedule, tz, afterMs);
   const next = unshiftedNext(schedule, tz, afterMs - offsetMs);
   return next === undefined ? undefined : next + offsetMs;
 }
 
-function unshiftedNext(schedule: CronSchedule, tz: string, afterMs: number): number | undefined {
+function unshiftedNext(schedule: Exclude<CronSchedule, { kind: 'after' }>, tz: string, afterMs: number): number | undefined {
   switch (schedule.kind) {
     case 'interval': {
       const k = afterMs < schedule.anchorMs ? 1 : Math.floor((afterMs - schedule.anchorMs) / schedule.everyMs) + 1;
@@ -253,7 +262,7 @@ export function nextOccurrences(schedule: CronSchedule, tz: string, afterMs: num
  */
 export function periodAt(schedule: CronSchedule, tz: string, dueMs: number): number | undefined {
   if (schedule.kind === 'interval') return schedule.everyMs;
-  if (schedule.kind === 'once') return undefined;
+  if (schedule.kind === 'once' || schedule.kind === 'after') return undefined;
   const next = nextOccurrence(schedule, tz, dueMs);
   return next === undefined ? undefined : next - dueMs;
 }

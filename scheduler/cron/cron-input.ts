@@ -46,7 +46,8 @@ export interface CronInputSettings {
 
 /** What `add` takes; strings as a user typed them (CLI flags or `/api` JSON). */
 export interface CronJobInput {
-  schedule: string;
+  /** When it runs; may be left out when `after` is given (the job then runs only after other jobs). */
+  schedule?: string;
   prompt?: string;
   name?: string;
   /** Comma list of targets; default `local`. */
@@ -69,6 +70,10 @@ export interface CronJobInput {
   max_tokens?: number | string;
   /** `--model`: a declared model (`agent.models.<name>`; agent jobs). */
   model?: string;
+  /** `--after <job>[:ok|error|any]`: run after each run of these jobs that ends so (`cron-after.ts`). */
+  after?: string | string[];
+  /** `--after-all`: refused (not supported yet; `refuseAfterAll`). */
+  after_all?: boolean;
 }
 
 /** What `edit` may change; absent fields stay. `null` clears `repeat`, `script`, `watch`, `max_tokens` or `model` (so does `none` from the CLI for the last three). */
@@ -85,6 +90,10 @@ export interface CronJobChanges extends CronEconomyInput {
   notify?: string;
   /** New jitter window; `0` removes it. Re-arms the job from now. */
   jitter?: string | number;
+  /** The jobs it runs after, replacing the list (`[]` or `null`: none; a job with no schedule of its own needs one). */
+  after?: string | string[] | null;
+  /** `--after-all`: refused (not supported yet). */
+  after_all?: boolean;
 }
 
 /** Who is asking: the origin of new jobs, and whether it may create command turns. */

@@ -13,6 +13,7 @@ import { NO_SPEND, NO_TOTALS, type ModelSpend, type SpendTotals, type TurnBudget
 import { isSilentReply } from '../economy/silent-reply.ts';
 import { isBudgetPause } from '../economy/token-budget.ts';
 import { failureRule, SCHEDULE_POLICY, type ScheduleLedger, type TurnEnd } from '../schedule-policy/schedule-policy.ts';
+import { afterRunDigest, type CronAfter } from './cron-after.ts';
 
 /** Where a cron job stands (`CronJob.state`): `completed` after its last repeat, `error` after its last repeat failed. */
 export const CRON_JOB_STATES = ['scheduled', 'paused', 'completed', 'error'] as const;
@@ -33,11 +34,15 @@ export const CRON_RUN_STATUSES = ['ok', 'error', 'skipped'] as const;
 export type CronRunStatus = (typeof CRON_RUN_STATUSES)[number];
 /**
  * What started a cron run: its schedule, a catch-up of a missed occurrence (`--misfire`), `hermes cron run`,
- * or `hermes cron backfill` (a past occurrence of the schedule, run on request: `backfill.ts`).
+ * `hermes cron backfill` (a past occurrence of the schedule, run on request: `backfill.ts`), or the end of a run
+ * of a job it runs after (`--after`, `CronRun.parent`).
  */
-export const CRON_RUN_TRIGGERS = ['schedule', 'catch-up', 'manual', 'backfill'] as const;
+export const CRON_RUN_TRIGGERS = ['schedule', 'catch-up', 'manual', 'backfill', 'after'] as const;
 export type CronRunTrigger = (typeof CRON_RUN_TRIGGERS)[number];
-/** What triggered an occurrence job: its schedule, `hermes cron run` or a backfill (a catch-up is decided later, by the misfire rule). */
+/**
+ * What triggered an occurrence job: its schedule, `hermes cron run`, a backfill or a parent's run (a catch-up is
+ * decided later, by the misfire rule).
+ */
 export type OccurrenceTrigger = Exclude<CronRunTrigger, 'catch-up'>;
 /** Where one delivery of a cron run stands (`CronDelivery.status`; the meaning of each on `CronDelivery`). */
 export const CRON_DELIVERY_STATUSES = ['pending', 'queued', 'sent', 'delivered', 'failed', 'silent'] as const;
@@ -102,6 +107,11 @@ export interface CronJob {
   budget_tokens?: number;
   /** `--model`: a model the operator declared (`agent.models.<name>`); absent or `null` = the primary. */
   model?: string | null;
+  /**
+   * `--after`: the jobs this one runs after, each with the outcome it waits for (`cron-after.ts`); a job whose
+   * `schedule` is of kind `after` has no times of its own. Absent or empty: none.
+   */
+  after?: CronAfter[];
   /** Model calls and tokens over the job's life (`../model-spend.ts`). */
   spend?: SpendTotals;
   /** Runs that ended without a model call (or script) because the watch's output had not changed. */
@@ -192,6 +202,20 @@ export interface CronRun {
   unchanged?: boolean;
   deliveries: CronDelivery[];
   worker_id: string;
+  /** An `after` run: the parent run it follows. */
+  parent?: CronRunParent;
+  /**
+   * The jobs this run starts (`--after` it with a matching outcome), decided with its commit: the hand-off after
+   * the commit, and again on any retry of it, queues exactly these (once each, by the run's digest).
+   */
+  handoff?: string[];
+}
+
+/** The parent run an `after` run follows. */
+export interface CronRunParent {
+  job_id: string;
+  occurrence_id: string;
+  status: 'ok' | 'error';
 }
 
 /** Characters of output kept in a run record (the delivered reply is never cut). */
@@ -225,15 +249,21 @@ export function cronSessionId(jobId: string): string {
 /**
  * Occurrence id of a scheduled occurrence, a manual run or a backfilled occurrence. A backfilled one has its
  * own id per (job, due time), apart from the scheduled occurrence of the same time: a retried or repeated
- * backfill request names the same occurrence, and the claim and commit run it once.
+ * backfill request names the same occurrence, and the claim and commit run it once. An `after` run's is
+ * `cronAfterOccurrenceId`.
  */
-export function cronOccurrenceId(jobId: string, dueAt: number, trigger: OccurrenceTrigger): string {
+export function cronOccurrenceId(jobId: string, dueAt: number, trigger: Exclude<OccurrenceTrigger, 'after'>): string {
   return trigger === 'schedule' ? compositeId('cron', jobId, dueAt) : compositeId('cron', jobId, trigger, dueAt);
 }
 
 /** Whether an occurrence runs on request (`manual`, `backfill`): outside the schedule's state, generation and `--repeat` budget. */
 export function onRequest(trigger: CronRunTrigger): trigger is 'manual' | 'backfill' {
   return trigger === 'manual' || trigger === 'backfill';
+}
+
+/** Occurrence id of the run of `jobId` after the parent run `parentOccurrenceId`: one per child and parent run. */
+export function cronAfterOccurrenceId(jobId: string, parentOccurrenceId: string): string {
+  return compositeId('cron', jobId, 'after', afterRunDigest(parentOccurrenceId));
 }
 
 /**
@@ -277,6 +307,8 @@ export interface NewCronJob {
   now: number;
   /** The agent made it (`schedules` tool). */
   createdBy?: CronJobCreator;
+  /** `--after`, references resolved to ids. */
+  after?: CronAfter[];
 }
 
 /** The economy settings of a job (docs/CRON.md, "Economy"); `null` = none. */
@@ -310,6 +342,7 @@ export function createCronJob(input: NewCronJob): CronJob {
     max_tokens: input.economy?.max_tokens ?? null,
     budget_tokens: 0,
     model: input.economy?.model ?? null,
+    ...(input.after && input.after.length > 0 ? { after: input.after } : {}),
     spend: { ...NO_TOTALS },
     unchanged_runs: 0,
     next_run_at: state === 'scheduled' ? firstDue(input.schedule, input.tz, input.now) : null,
@@ -331,6 +364,7 @@ export function createCronJob(input: NewCronJob): CronJob {
  */
 export function firstDue(schedule: CronSchedule, tz: string, now: number): number | null {
   if (schedule.kind === 'once') return Math.max(schedule.atMs, now);
+  if (schedule.kind === 'after') return null;
   return nextOccurrence(schedule, tz, now) ?? null;
 }
 
@@ -347,6 +381,18 @@ export function pauseCronJob(job: CronJob, now: number): CronJob | undefined {
  */
 export function resumeCronJob(job: CronJob, now: number): CronJob | undefined {
   if (job.state !== 'paused') return undefined;
+  if (job.schedule.kind === 'after') {
+    return {
+      ...job,
+      state: 'scheduled',
+      next_run_at: null,
+      generation: job.generation + 1,
+      updated_at: now,
+      failure_streak: 0,
+      paused_reason: null,
+      ...(job.max_tokens ? { budget_tokens: 0 } : {}),
+    };
+  }
   const next =
     job.schedule.kind === 'once'
       ? job.schedule.atMs >= now
@@ -379,8 +425,8 @@ export function resumeCronJob(job: CronJob, now: number): CronJob | undefined {
  *   count towards `--repeat` (runs, not skips) and set `next_run_at` to the
  *   first occurrence after the later of the due time and the pick-up time —
  *   the same instant the BullMQ repeat strategy chose for the next job.
- * - Manual and backfilled runs change last status, error and failure streak
- *   only; the schedule and `next_run_at` stay as they were (field report F12).
+ * - Manual, backfilled and `after` runs change last status, error and failure
+ *   streak only; the schedule and `next_run_at` stay as they were (field report F12).
  * - A one-shot is completed after its occurrence (state `error` if it failed);
  *   `--repeat N` completes the job after N runs.
  * - Spend, `--max-tokens`, the watch's digest, the unchanged count and the
@@ -473,13 +519,13 @@ function withLedger(job: CronJob, ledger: ScheduleLedger): CronJob {
 function advance(job: CronJob, run: CronRun, pickedAt: number, now: number): CronJob {
   const next: CronJob = { ...job, updated_at: now, last_status: run.status };
   if (run.status !== 'skipped') next.last_run_at = run.started_at ?? now;
-  if (onRequest(run.trigger)) return next;
+  if (onRequest(run.trigger) || run.trigger === 'after') return next;
 
   // An occurrence turned away by a full overlap buffer (`--overlap buffer_all`) handles none of the ones
   // waiting before it: they run after it is recorded, so it does not move the coalescing mark past them.
   if (run.reason !== 'buffer-full') next.last_due_at = Math.max(job.last_due_at ?? 0, run.due_at);
   if (run.status !== 'skipped') next.repeat = { ...job.repeat, completed: job.repeat.completed + 1 };
-  if (job.state !== 'scheduled') return next;
+  if (job.state !== 'scheduled' || job.schedule.kind === 'after') return next;
   if (job.schedule.kind === 'once') {
     next.state = run.status === 'error' ? 'error' : 'completed';
     next.next_run_at = null;
@@ -528,6 +574,8 @@ export function cronJobView(job: CronJob): Record<string, unknown> {
     budget_tokens: job.budget_tokens ?? 0,
     spend: { ...NO_TOTALS, ...job.spend },
     unchanged_runs: job.unchanged_runs ?? 0,
+    // `--after`: the jobs it runs after and the outcome each must end with; [] = none.
+    after: job.after ?? [],
     // Whose `tools.allow_from` its agent runs answer to (cronToolSurfaces).
     tool_surfaces: cronToolSurfaces(job),
     // The agent made it (`schedules` tool): `{ by: 'agent', surface, session_id }`; null = a person did.

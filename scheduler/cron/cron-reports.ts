@@ -176,7 +176,8 @@ export class CronReports {
             : `paused: ${job.paused_reason}; \`hermes cron resume ${job.id}\` continues${job.max_tokens ? ' with a fresh token allowance' : ''}.`,
         });
       }
-      if (job.state !== 'scheduled') continue;
+      // A job with no times of its own has nothing armed: it is queued by its parents' runs.
+      if (job.state !== 'scheduled' || job.schedule.kind === 'after') continue;
       if (job.schedule.kind === 'once') {
         if (job.next_run_at !== null && !(await this.store.hasOnceJob(job.id, job.next_run_at))) {
           findings.push({ jobId: job.id, message: 'scheduled one-shot has no queued job; a worker start (reconcile) re-arms it.' });

@@ -38,6 +38,7 @@ import { cronOccurrenceId, cronSessionId, type CronDelivery, type CronJob, type 
 import { encodePattern } from './repeat-strategy.ts';
 import { bufferPlace } from './overlap-buffer.ts';
 import { putVersioned } from '../store/versioned-json.ts';
+import { afterRunDigest, type ParentRunContext } from './cron-after.ts';
 
 /** Data of a cron tick job in the `ticks` queue. */
 export interface CronTickData {
@@ -53,6 +54,8 @@ export interface CronTickData {
   backfill?: boolean;
   /** A backfilled occurrence: the due time of the one before it in its request, which runs first. */
   previousDueAt?: number;
+  /** A run after a parent's run (`--after`): that run, with its output as the child's turn is offered it. */
+  after?: ParentRunContext;
 }
 
 /** BullMQ job name of cron ticks. */
@@ -167,11 +170,12 @@ export class CronStore {
   /**
    * Make BullMQ fire the job's next occurrence: upsert the job scheduler of a
    * recurring job (replacing its pending job), or add the one-shot's delayed job.
-   * A job that is not scheduled is disarmed instead.
+   * A job that is not scheduled, or has no times of its own, is disarmed instead.
    * @throws StoreUnavailableError when Redis refused it
    */
   async arm(job: CronJob, now = Date.now()): Promise<void> {
-    if (job.state !== 'scheduled') return await this.disarm(job);
+    // A job with no times of its own (`--after` only) has nothing to arm: its parents' runs queue its runs.
+    if (job.state !== 'scheduled' || job.schedule.kind === 'after') return await this.disarm(job);
     const data: CronTickData = { type: 'cron-tick', jobId: job.id, generation: job.generation };
     const opts = this.retryOptions;
     const ticks = this.queues.forCronJob(job.id).ticks;
@@ -296,6 +300,43 @@ export class CronStore {
   /** Whether a lock holder (a BullMQ job id) is a backfilled occurrence of the job. */
   isBackfillHolder(jobId: string, holder: string | null): boolean {
     return holder !== null && holder.startsWith(this.keys.cronBackfillJobIdPrefix(jobId));
+  }
+
+  /**
+   * Queue the run of `child` after the parent run `parent`, due at `dueAt`. Its BullMQ job id is made from the
+   * child and the parent run (`Keys.cronAfterJobId`), so a hand-off made again (a retried commit path) adds nothing;
+   * past the queue's retention the child's claim still finds its occurrence committed.
+   * @returns its BullMQ job id
+   */
+  async enqueueAfter(child: Pick<CronJob, 'id' | 'generation'>, parent: ParentRunContext, dueAt: number): Promise<string> {
+    const jobId = this.keys.cronAfterJobId(child.id, afterRunDigest(parent.occurrenceId));
+    const data: CronTickData = { type: 'cron-tick', jobId: child.id, generation: child.generation, dueAt, after: parent };
+    await this.queues.forCronJob(child.id).ticks.add(CRON_TICK_JOB_NAME, data, { jobId, ...this.retryOptions });
+    return jobId;
+  }
+
+  /**
+   * List `childId` among the jobs that run after each of `parentIds` (`Keys.cronChildren`, on each parent's shard).
+   * Written before the child's record names a parent and taken out after it stops naming one, so the index is
+   * never short of a child its record names.
+   */
+  async linkChildren(childId: string, parentIds: readonly string[]): Promise<void> {
+    for (const parentId of parentIds) await this.redis.sadd(this.keys.cronChildren(parentId), childId);
+  }
+
+  /** Take `childId` out of the jobs that run after each of `parentIds`. */
+  async unlinkChildren(childId: string, parentIds: readonly string[]): Promise<void> {
+    for (const parentId of parentIds) await this.redis.srem(this.keys.cronChildren(parentId), childId);
+  }
+
+  /** Drop the list of jobs that run after `parentId` (it was removed). */
+  async forgetChildren(parentId: string): Promise<void> {
+    await this.redis.del(this.keys.cronChildren(parentId));
+  }
+
+  /** Ids of the jobs listed as running after `parentId` (candidates: each one's record decides). */
+  async children(parentId: string): Promise<string[]> {
+    return await this.redis.smembers(this.keys.cronChildren(parentId));
   }
 
   /** Epoch ms of the job scheduler's pending job, or `undefined` when there is no scheduler. */
@@ -539,7 +580,7 @@ export class CronStore {
   async reconcile(now = Date.now(), shards?: readonly number[]): Promise<number> {
     let rearmed = 0;
     for (const job of await this.list(shards)) {
-      if (job.state !== 'scheduled') continue;
+      if (job.state !== 'scheduled' || job.schedule.kind === 'after') continue;
       const armed =
         job.schedule.kind === 'once'
           ? job.next_run_at !== null && (await this.hasOnceJob(job.id, job.next_run_at))

@@ -69,9 +69,9 @@ export function parseJitter(value: string | number): number {
 export function withJitter(schedule: CronSchedule, jobId: string, jitterSeconds: number): CronSchedule {
   const { jitter: _old, ...base } = schedule as CronSchedule & { jitter?: ScheduleJitter };
   if (jitterSeconds === 0) return base;
-  if (base.kind === 'once') {
+  if (base.kind === 'once' || base.kind === 'after') {
     throw new ScheduleInputError(
-      `\`jitter\` ${formatSeconds(jitterSeconds)} applies only to recurring schedules; "${base.display}" runs once (give \`jitter\` 0).`,
+      `\`jitter\` ${formatSeconds(jitterSeconds)} applies only to recurring schedules; "${base.display}" ${base.kind === 'once' ? 'runs once' : 'has no times of its own'} (give \`jitter\` 0).`,
       { field: 'jitter' },
     );
   }

@@ -31,7 +31,7 @@ const JITTER_PREFIX = 'jitter:';
 
 /** The `pattern` string a schedule is stored under in its BullMQ job scheduler. */
 export function encodePattern(schedule: CronSchedule): string {
-  if (schedule.kind === 'once') throw new Error('one-shot cron jobs have no job scheduler');
+  if (schedule.kind === 'once' || schedule.kind === 'after') throw new Error(`${schedule.kind} cron jobs have no job scheduler`);
   const own = schedule.kind === 'interval' ? `${EVERY_PREFIX}${schedule.everyMs}:${schedule.anchorMs}` : schedule.expression;
   return schedule.jitter ? `${JITTER_PREFIX}${schedule.jitter.seconds}:${schedule.jitter.offsetMs}:${own}` : own;
 }
@@ -42,7 +42,7 @@ export function decodePattern(pattern: string): CronSchedule {
     const m = /^jitter:(\d+):(\d+):(.*)$/s.exec(pattern);
     if (!m) throw new Error(`bad jitter pattern ${pattern}`);
     const own = decodePattern(m[3]!);
-    if (own.kind === 'once') throw new Error(`bad jitter pattern ${pattern}`);
+    if (own.kind === 'once' || own.kind === 'after') throw new Error(`bad jitter pattern ${pattern}`);
     return { ...own, jitter: { seconds: Number(m[1]), offsetMs: Number(m[2]) } };
   }
   if (pattern.startsWith(EVERY_PREFIX)) {

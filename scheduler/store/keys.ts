@@ -236,7 +236,10 @@ export class Keys {
     ];
   }
 
-  /** The keys of a cron job that move with it when the shard count changes: record, runs, run index, claims, committed occurrences, watch base, overlap buffer. */
+  /**
+   * The keys of a cron job that move with it when the shard count changes: record, runs, run index, claims,
+   * committed occurrences, watch base, overlap buffer, the jobs that run after it.
+   */
   cronJobKeys(id: string): string[] {
     return [
       this.cronJob(id),
@@ -246,6 +249,7 @@ export class Keys {
       this.cronCommitted(id),
       this.cronWatchBase(id),
       this.cronBuffer(id),
+      this.cronChildren(id),
     ];
   }
 
@@ -507,6 +511,22 @@ export class Keys {
    */
   cronPassedFirstJobId(id: string, atMs: number): string {
     return `cron-first:${keyPart(id)}:${atMs}`;
+  }
+
+  /**
+   * BullMQ job id of the run of a job after a parent's run (`--after`), `parentDigest` naming that run
+   * (`afterRunDigest`): a retried hand-off adds the same id, which BullMQ keeps once.
+   */
+  cronAfterJobId(id: string, parentDigest: string): string {
+    return `cron-after:${keyPart(id)}:${keyPart(parentDigest)}`;
+  }
+
+  /**
+   * Set of the ids of the jobs that run after a cron job (`--after`), on that job's shard: the candidates its runs
+   * hand off to (each child's record decides; a member whose record no longer names the job is passed over).
+   */
+  cronChildren(id: string): string {
+    return `${this.cp(id)}:cron:job:${keyPart(id)}:children`;
   }
 
   /** BullMQ job id of a manual run (`hermes cron run`, `resume --run-now`) requested at `atMs`. */

@@ -59,6 +59,7 @@ import { clampSelfPacedDelay } from '../../scheduler/loop/self-paced.ts';
 import { defaultName, type CronJob, type CronJobCreator } from '../../scheduler/cron/cron-job.ts';
 import type { CronService } from '../../scheduler/cron/cron-service.ts';
 import { formatInZone } from '../../scheduler/cron/cron-engine.ts';
+import { parseAfterSpecs } from '../../scheduler/cron/cron-after.ts';
 import { formatDeliveryTarget, parseDeliveryTarget, targetOfRoute, type MessagingRoute } from '../../scheduler/delivery/delivery-target.ts';
 import { formatSeconds, MAX_TIMES } from '../../scheduler/interval.ts';
 import type { AgentScheduleLedger } from './agent-schedule-ledger.ts';
@@ -111,13 +112,32 @@ const PARAMETERS: ToolParameters = {
     },
     notify: { type: 'string', description: 'loop/heartbeat: auto|always|done; cron: always|failure|never' },
     id: { type: 'string', description: 'id or name of the schedule to act on' },
+    after: {
+      type: 'string',
+      description:
+        'cron: comma list of cron jobs of this chat (id or name) this one runs after, each "<job>" (its runs that end ok), "<job>:error" or "<job>:any"; `schedule` may then be left out; update: replaces the list, "none" clears it',
+    },
     in: { type: 'string', description: 'next: delay to the next tick of this self-paced loop, e.g. "7m"' },
   },
   required: ['action'],
   additionalProperties: false,
 };
 
-const STRING_FIELDS = ['action', 'kind', 'schedule', 'interval', 'prompt', 'until', 'name', 'tz', 'deliver', 'notify', 'id', 'in'] as const;
+const STRING_FIELDS = [
+  'action',
+  'kind',
+  'schedule',
+  'interval',
+  'prompt',
+  'until',
+  'name',
+  'tz',
+  'deliver',
+  'notify',
+  'id',
+  'in',
+  'after',
+] as const;
 type Args = { action: Action; kind?: Kind; times?: number } & Partial<
   Record<Exclude<(typeof STRING_FIELDS)[number], 'action' | 'kind'>, string>
 >;
@@ -274,18 +294,15 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
     const creator = creatorOf(origin, turn);
     const counted = () => (turn.schedulesCreated = createdThisTurn + 1);
     if (args.kind === 'cron') {
-      const input = cronInput(args, scope, { creating: true });
+      const input = { ...cronInput(args, scope, { creating: true }), after: (await chatAfter(args.after, scope)).after ?? undefined };
       await checkName(args.name, scope);
       await checkLimits(scope);
-      const job = await deps.cron.add(
-        { ...input, schedule: input.schedule! },
-        {
-          origin,
-          trusted: false,
-          createdBy: { ...creator, session_id: scope.sessionId } satisfies CronJobCreator,
-          alsoFrom: originSurfaces(surfaces),
-        },
-      );
+      const job = await deps.cron.add(input, {
+        origin,
+        trusted: false,
+        createdBy: { ...creator, session_id: scope.sessionId } satisfies CronJobCreator,
+        alsoFrom: originSurfaces(surfaces),
+      });
       counted();
       await deps.ledger.record(scope.sessionId, job.id, now());
       const told = await tell({
@@ -337,7 +354,10 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
       let text: string;
       switch (args.action) {
         case 'update': {
-          const input = cronInput({ ...args, ...(args.id === undefined ? { name: undefined } : {}) }, scope, { creating: false });
+          const input = {
+            ...cronInput({ ...args, ...(args.id === undefined ? { name: undefined } : {}) }, scope, { creating: false }),
+            ...(await chatAfter(args.after, scope)),
+          };
           if (Object.values(input).every((v) => v === undefined)) throw refused(nothingToChange('cron'));
           if (input.name !== undefined) await checkName(input.name, scope, job.id);
           after = await deps.cron.edit(job.id, input, { origin, trusted: false, alsoFrom: originSurfaces(surfaces) });
@@ -457,13 +477,32 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
     throw refused(`The name "${name}" is taken; choose another \`name\`.`);
   }
 
+  /**
+   * `after` as the chat may give it: only cron jobs of this chat (a job after another's runs is offered their
+   * output), named by id for the service; `none` clears the list.
+   * @throws ToolError for a job not of this chat
+   */
+  async function chatAfter(after: string | undefined, scope: ChatScope): Promise<{ after?: string[] | null }> {
+    if (after === undefined) return {};
+    if (after.trim().toLowerCase() === 'none') return { after: null };
+    const specs = inputError(() => parseAfterSpecs(after.split(',').filter((s) => s.trim() !== ''))) ?? [];
+    const ids: string[] = [];
+    for (const spec of specs) {
+      const found = await find(spec.ref, 'cron', scope);
+      if (found.kind === 'cron') ids.push(`${found.job.id}:${spec.on}`);
+    }
+    return { after: ids };
+  }
+
   /** The fields of a cron job's add or edit, checked against what the chat may ask. */
   function cronInput(args: Args, scope: ChatScope, mode: { creating: boolean }) {
     if (args.interval !== undefined)
       throw refused('`interval` is for loops and heartbeats; a cron job takes `schedule` (e.g. "every 2h" or "weekdays at 9am").');
     if (args.until !== undefined) throw refused('`until` is for loops; a cron job takes `times` (runs before it completes).');
-    if (mode.creating && args.schedule === undefined) {
-      throw refused('A cron job needs a `schedule`, e.g. "weekdays at 9am", "every 2h", "0 9 * * 1-5", "in 30m" or an ISO time.');
+    if (mode.creating && args.schedule === undefined && args.after === undefined) {
+      throw refused(
+        'A cron job needs a `schedule`, e.g. "weekdays at 9am", "every 2h", "0 9 * * 1-5", "in 30m" or an ISO time (or `after`: the jobs of this chat it runs after).',
+      );
     }
     if (mode.creating && args.prompt === undefined) throw refused('A cron job needs a `prompt`: what each run asks the agent to do.');
     return {
@@ -482,6 +521,7 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
    * fields stay unless given; its `--watch`, `--max-tokens` and `--model` stay as they were).
    */
   function loopSpec(kind: LoopKind, args: Args, current: LoopRecord | undefined, scope: ChatScope): LoopSpec {
+    if (args.after !== undefined) throw refused(`\`after\` is for cron jobs; a ${kind} runs on its own cadence.`);
     if (args.schedule !== undefined || args.tz !== undefined) {
       throw refused(`\`${args.schedule !== undefined ? 'schedule' : 'tz'}\` is for cron jobs; a ${kind} takes \`interval\` (e.g. "10m").`);
     }
