@@ -288,6 +288,59 @@ describe('/ui in chromium', () => {
     expect(await page.evaluate(() => (globalThis as unknown as { __sameDocument?: boolean }).__sameDocument)).toBe(true);
   });
 
+  it("the session page's form sets a loop and a heartbeat with the cadence previewed while typing, on the surface web (its tools, never a command turn); Stop stops the loop", async () => {
+    await page.goto(`${gw.httpAddress.url}/ui/sessions/form-set`);
+    await page.waitForFunction(() => (globalThis as unknown as { htmx?: unknown }).htmx !== undefined);
+    const form = page.locator('#schedule-form');
+    const shownAt = Date.now();
+    await form.locator('input[name=interval]').pressSequentially('10m');
+    await form.locator('#preview .description', { hasText: 'every 10m, the first tick now' }).waitFor({ timeout: 10_000 });
+    const fires = (await form.locator('#preview .fires li .reason').allTextContents()).map((t) => Date.parse(t));
+    expect(fires).toHaveLength(5);
+    expect(fires[0]).toBeGreaterThanOrEqual(shownAt - 1000);
+    for (let i = 1; i < fires.length; i++) expect(fires[i]! - fires[i - 1]!).toBe(600_000);
+    // A heartbeat below its minimum: the preview and the set refuse it alike, and nothing is set.
+    await form.locator('select[name=kind]').selectOption('heartbeat');
+    await form.locator('input[name=interval]').fill('30s');
+    const belowMinimum = 'The interval 30s is below the heartbeat minimum of 1m (heartbeat.min_interval_seconds).';
+    await form.locator('#preview .error', { hasText: belowMinimum }).waitFor({ timeout: 10_000 });
+    await form.locator('textarea[name=prompt]').fill('report on the deploy');
+    await form.locator('button[type=submit]').click();
+    await page.locator('#schedule-form > .error', { hasText: belowMinimum }).waitFor({ timeout: 10_000 });
+    expect(await c.loops.get('form-set', 'heartbeat')).toBeNull();
+    // A loop whose prompt asks for a command: it stays words in an agent turn's prompt.
+    const prompt = "form-probe: check the disk --run 'df -h'";
+    await page.locator('#schedule-form select[name=kind]').selectOption('loop');
+    await page.locator('#schedule-form input[name=interval]').fill('10m');
+    await page.locator('#schedule-form textarea[name=prompt]').fill(prompt);
+    await page.locator('#schedule-form button[type=submit]').click();
+    await page.locator('#schedules tr[data-kind="loop"] .state-active').waitFor({ timeout: 10_000 });
+    expect(await page.locator('#schedules tr[data-kind="loop"]').textContent()).toMatch(/active · every 10m · /);
+    expect(await c.loops.get('form-set', 'loop')).toMatchObject({
+      prompt,
+      intervalSeconds: 600,
+      runner: { kind: 'agent' },
+      origin: { surface: 'web' },
+    });
+    // Its tick is an agent turn with the tools allowed from the web.
+    await waitForEvents(c, 'form-set', 'reply', 1);
+    const tick = model.requests.find((r) => r.messages.some((m) => m.content.includes('form-probe')))!;
+    expect(tick.tools).toContain('greet');
+    expect(tick.tools).not.toContain('whoami');
+    // The form is empty again; a heartbeat set from it.
+    expect(await page.locator('#schedule-form textarea[name=prompt]').inputValue()).toBe('');
+    await page.locator('#schedule-form select[name=kind]').selectOption('heartbeat');
+    await page.locator('#schedule-form input[name=interval]').fill('every 30 minutes');
+    await page.locator('#schedule-form #preview .description', { hasText: 'every 30m, the first tick now' }).waitFor({ timeout: 10_000 });
+    await page.locator('#schedule-form textarea[name=prompt]').fill('report on the deploy');
+    await page.locator('#schedule-form button[type=submit]').click();
+    await page.locator('#schedules tr[data-kind="heartbeat"] .state-active').waitFor({ timeout: 10_000 });
+    expect(await c.loops.get('form-set', 'heartbeat')).toMatchObject({ intervalSeconds: 1800, origin: { surface: 'web' } });
+    await page.locator('button[data-action="loop-stop"]').click();
+    await page.locator('#schedules tr[data-kind="loop"] .none').waitFor({ timeout: 10_000 });
+    expect(await c.loops.get('form-set', 'loop')).toMatchObject({ status: 'finished', statusReason: 'stopped by user' });
+  });
+
   it('a prompt or message holding <script> and <img onerror> renders as text', async () => {
     await c.schedules.set(
       'xss',

@@ -5,7 +5,8 @@
  * - `GET /ui` the overview, `GET /ui/overview/stream` its live part (SSE);
  * - `GET /ui/sessions/:id` a session, `GET /ui/sessions/:id/stream` its events, schedule panel and
  *   transcript (SSE), `POST /ui/sessions/:id/messages` a message (gateway/web-input.ts),
- *   `POST /ui/sessions/:id/(loop|heartbeat|goal)/(pause|resume|stop)`;
+ *   `POST /ui/sessions/:id/(loop|heartbeat|goal)/(pause|resume|stop)`, `POST /ui/sessions/:id/schedule` (set a
+ *   loop or heartbeat) and `GET /ui/sessions/:id/schedule/preview` (its cadence);
  * - `GET /ui/cron/new`, `GET /ui/cron/preview`, `POST /ui/cron`, `GET /ui/cron/:id`,
  *   `GET /ui/cron/:id/runs`, `POST /ui/cron/:id/(run|run-anyway|pause|resume|remove)`,
  *   `GET|POST /ui/cron/:id/edit`;
@@ -40,6 +41,7 @@ import { eventHtml } from './event-html.ts';
 import { html, type Html } from './html.ts';
 import { CONSOLE_CSP, CONSOLE_PATH, errorBox, page } from './layout.ts';
 import { cronUrl, overviewBody, overviewPage } from './overview-page.ts';
+import { cadencePreview, scheduleForm, scheduleFormSpec, scheduleFormValues } from './schedule-form.ts';
 import { messageForm, schedulePanel, sessionPage, transcriptMark, transcriptSection } from './session-page.ts';
 
 /** Fire times shown on a job's page. */
@@ -122,7 +124,9 @@ export function consoleRouter(deps: ConsoleDeps): Router {
       setAsideInputs(deps.redis, deps.keys, id),
     ]);
     const shown = recent.filter((e) => eventHtml(e) !== undefined);
-    send(res, sessionPage(summary, transcript, shown, recent.at(-1)?.id ?? '0', Date.now(), setAside));
+    const now = Date.now();
+    const form = scheduleForm(id, {}, cadencePreview({}, deps.config, tz, now));
+    send(res, sessionPage(summary, transcript, shown, recent.at(-1)?.id ?? '0', now, setAside, form));
   });
 
   router.get('/sessions/:id/stream', async (req, res) => {
@@ -182,6 +186,28 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     } catch (err) {
       if (!isHermesError(err)) throw err;
       send(res, messageForm(id, err.message), toHttpError(err).status);
+    }
+  });
+
+  // The schedule form (schedule-form.ts): the cadence's preview while typing, and the set.
+  router.get('/sessions/:id/schedule/preview', (req, res) => {
+    assertSessionId(String(req.params.id));
+    send(res, cadencePreview(scheduleFormValues(req.query), deps.config, tz, Date.now()));
+  });
+
+  router.post('/sessions/:id/schedule', async (req, res) => {
+    const id = assertSessionId(String(req.params.id));
+    const values = scheduleFormValues((req.body ?? {}) as Record<string, unknown>);
+    try {
+      const { kind, spec } = scheduleFormSpec(values, deps.config);
+      // Web input never makes a command turn: the runner is the agent, on the surface `web`.
+      const reply = await deps.schedules.set(id, kind, spec, { origin: { surface: 'web' }, runner: { kind: 'agent' } });
+      await deps.sessions.appendEvent(id, 'notice', { text: reply, by: 'console', kind, action: 'set' });
+      const cleared = { kind };
+      send(res, scheduleForm(id, cleared, cadencePreview(cleared, deps.config, tz, Date.now())));
+    } catch (err) {
+      if (!isHermesError(err) && !(err instanceof HttpError)) throw err;
+      send(res, scheduleForm(id, values, cadencePreview(values, deps.config, tz, Date.now()), err.message), toHttpError(err).status);
     }
   });
 

@@ -89,7 +89,7 @@ export function transcriptMark(t: TranscriptPage): string {
   return `${t.start}:${t.total}:${last ? `${last.at}:${last.role}:${last.content.length}` : ''}`;
 }
 
-/** The whole page; the live list starts after `lastEventId`. */
+/** The whole page; the live list starts after `lastEventId`; `scheduleForm` sets a loop or heartbeat (schedule-form.ts). */
 export function sessionPage(
   s: SessionSummary,
   transcript: TranscriptPage,
@@ -97,6 +97,7 @@ export function sessionPage(
   lastEventId: string,
   now: number,
   setAside: SetAsideInput[] = [],
+  scheduleForm?: Html,
 ): Html {
   // The transcript's mark: the stream re-sends the panel when the transcript no longer matches it.
   const stream = `${sessionUrl(s.id)}/stream?after=${encodeURIComponent(lastEventId)}&transcript=${encodeURIComponent(transcriptMark(transcript))}`;
@@ -105,6 +106,7 @@ export function sessionPage(
     html`<h1>Session <code>${s.id}</code></h1>
 <div hx-ext="sse" sse-connect="${stream}">
 <div sse-swap="schedules" hx-target="#schedules" hx-swap="outerHTML">${schedulePanel(s, now)}</div>
+${scheduleForm ?? ''}
 <div sse-swap="transcript" hx-target="#transcript" hx-swap="outerHTML">${transcriptSection(s.id, transcript)}</div>
 ${setAsidePanel(setAside)}
 <section><h2>Events</h2><ol class="events live" id="events" sse-swap="event" hx-swap="beforeend">${recent.map(eventHtml)}</ol></section>

@@ -18,7 +18,6 @@ import { MAX_INTERVAL_SECONDS } from '../../scheduler/interval.ts';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import type { Keys } from '../../scheduler/store/keys.ts';
 import type { LoopKind } from '../../scheduler/tick/tick-kind.ts';
-import { parseLoopArgs } from '../../scheduler/loop/loop-command.ts';
 import { scheduleObject } from '../../scheduler/loop/schedule-view.ts';
 import { parseDeliverList } from '../../scheduler/delivery/deliver-list.ts';
 import type { LoopStore } from '../../scheduler/loop/loop-store.ts';
@@ -32,6 +31,7 @@ import { modelRouter } from './model-routes.ts';
 import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import type { GoalService } from '../../scheduler/goal/goal-service.ts';
 import { HttpError } from './errors.ts';
+import { heartbeatSpec, loopSpecFromArgs } from './schedule-spec.ts';
 import { entryFrame, openSse, readAfterId, type SseStream } from './sse.ts';
 
 /** What the `/api` routes use. */
@@ -125,44 +125,10 @@ export function apiRouter(deps: ApiDeps): Router {
   router.post('/schedules', async (req, res) => {
     const body = createSchema.parse(req.body ?? {});
     assertSessionId(body.session_id);
-    let spec: LoopSpec;
-    if (body.kind === 'loop') {
-      const cmd = parseLoopArgs(body.args, {
-        minIntervalSeconds: deps.config.loops.min_interval_seconds,
-        maxPromptChars: deps.config.agent.max_prompt_chars,
-      });
-      if (cmd.action !== 'set') {
-        throw new HttpError(
-          400,
-          `"${body.args}" is a control word; use the pause/resume/DELETE routes.`,
-          'invalid_request_error',
-          'not_a_schedule',
-          'args',
-        );
-      }
-      spec = { ...cmd, economy: { ...economyOf(body), ...cmd.economy } };
-    } else {
-      const min = deps.config.heartbeat.min_interval_seconds;
-      if (body.interval_seconds < min) {
-        throw new HttpError(
-          400,
-          `interval_seconds must be at least ${min} for a heartbeat.`,
-          'invalid_request_error',
-          'interval_too_small',
-          'interval_seconds',
-        );
-      }
-      if (body.prompt.length > deps.config.agent.max_prompt_chars) {
-        throw new HttpError(
-          400,
-          `The prompt is ${body.prompt.length} characters; the limit is ${deps.config.agent.max_prompt_chars}.`,
-          'invalid_request_error',
-          'prompt_too_long',
-          'prompt',
-        );
-      }
-      spec = { prompt: body.prompt, intervalSeconds: body.interval_seconds, times: null, until: null, notes: [], economy: economyOf(body) };
-    }
+    let spec: LoopSpec =
+      body.kind === 'loop'
+        ? loopSpecFromArgs(body.args, economyOf(body), deps.config)
+        : heartbeatSpec(body.interval_seconds, body.prompt, economyOf(body), deps.config);
     // A `deliver` field wins over `--deliver` in `args`; the service checks webhooks against `delivery.webhook_allow`.
     if (body.deliver !== undefined) spec = { ...spec, deliver: parseDeliverList(body.deliver) };
     const reply = await deps.schedules.set(body.session_id, body.kind, spec, { origin: { surface: 'api' }, runner: { kind: 'agent' } });
