@@ -38,14 +38,21 @@ function splitCommaList(v: unknown): unknown {
 /** `list` (an array schema), also given as a comma list in the environment. */
 const commaList = <T extends z.ZodType>(list: T) => z.preprocess(splitCommaList, list);
 
-const seconds = (def: number) => z.coerce.number().finite().min(0).default(def);
+// The value schemas the helpers below share: one instance each, only the default is per setting (a
+// schema is immutable, so sharing changes nothing a parse does; building hundreds of copies cost every
+// call's start-up, docs/BENCHMARKS.md "CLI start-up").
+const SECONDS = z.coerce.number().finite().min(0);
+const AT_LEAST_ONE_SECOND = z.coerce.number().finite().min(1);
+const POSITIVE_INT = z.coerce.number().int().positive();
+const FLAG = z.preprocess((v) => (typeof v === 'string' ? !['0', 'false', 'no', 'off'].includes(v.toLowerCase()) : v), z.boolean());
+
+const seconds = (def: number) => SECONDS.default(def);
 /** A list of seconds, from YAML or a comma list in the environment (`30,60,120`). */
 const secondsList = (def: number[]) => commaList(z.array(z.coerce.number().finite().positive()).min(1)).default(def);
-const atLeastOneSecond = (def: number) => z.coerce.number().finite().min(1).default(def);
-const positiveInt = (def: number) => z.coerce.number().int().positive().default(def);
+const atLeastOneSecond = (def: number) => AT_LEAST_ONE_SECOND.default(def);
+const positiveInt = (def: number) => POSITIVE_INT.default(def);
 /** A boolean, also from `0/1/true/false/yes/no/on/off` in the environment. */
-const flag = (def: boolean) =>
-  z.preprocess((v) => (typeof v === 'string' ? !['0', 'false', 'no', 'off'].includes(v.toLowerCase()) : v), z.boolean()).default(def);
+const flag = (def: boolean) => FLAG.default(def);
 /** A list of strings, from YAML or a comma list in the environment. */
 const stringList = () => commaList(z.array(z.string().min(1))).default([]);
 /** Platform user ids (a platform's allow-list: Telegram, Slack, Discord), from YAML (numbers taken as text) or a comma list in the environment; empty ones dropped. */
