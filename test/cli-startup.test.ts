@@ -4,7 +4,8 @@
  * the compiled CLI when the build is newer than every source it was made from (in `dist/`, or the folder
  * `HERMES_BUILD_DIR` names), and the sources otherwise (the rule: `cliEntry` in cli/build-state.mjs, run
  * in this process for its cases; three real calls show hermes.mjs follows it). The compiled CLI does what
- * the sources do, and loads BullMQ only for a command that opens a queue.
+ * the sources do, loads BullMQ only for a command that opens a queue, and the Redis client and the logger only
+ * with a command's first connection (`cron next` has none).
  */
 import { execFile } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
@@ -160,5 +161,20 @@ describe('the compiled CLI', () => {
     expect(status.stdout).toMatch(/^main +ship it +active/m);
     expect(status.stdout).toMatch(/^[0-9a-f]{12} {2}disk /m);
     expect(await compiled(['cron', 'pause', 'disk'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^Paused /) });
+  }, 60_000);
+
+  it('cron next loads no Redis client and no logger (they load with the first connection); status does', async () => {
+    // Node's own modules a call loaded, printed at exit: ioredis needs tls and dns, pino worker_threads.
+    const hook = `data:text/javascript,${encodeURIComponent(
+      "process.on('exit',()=>process.stderr.write('\\nloaded '+JSON.stringify(process.moduleLoadList)+'\\n'))",
+    )}`;
+    const builtins = async (args: string[]) => {
+      const { stderr } = await run(process.execPath, ['--import', hook, join(ROOT, dir, 'main.js'), ...args], { env: e.childEnv });
+      const list = JSON.parse(/\nloaded (.*)\n$/.exec(stderr)![1]!) as string[];
+      return ['tls', 'dns', 'worker_threads'].filter((m) => list.includes(`NativeModule ${m}`));
+    };
+    const [next, status] = await Promise.all([builtins(['cron', 'next', '@hourly']), builtins(['status'])]);
+    expect(next).toEqual([]);
+    expect(status).toEqual(['tls', 'dns', 'worker_threads']);
   }, 60_000);
 });
