@@ -301,7 +301,9 @@ describe('hermes cron job commands', () => {
     };
     expect(job.overlap).toBe('buffer_all');
     expect((await cli('show', job.id)).stdout).toMatch(/ overlap buffer_all · /);
-    expect(JSON.parse((await cli('edit', job.id, '--overlap', 'queue', '--json')).stdout)).toMatchObject({ overlap: 'queue' });
+    expect(JSON.parse((await cli('edit', job.id, '--overlap', 'cancel_other', '--json')).stdout)).toMatchObject({
+      overlap: 'cancel_other',
+    });
     expect(await cli('add', 'daily at 7am', 'x', '--overlap', 'buffer_one')).toMatchObject({
       code: 2,
       stderr: expect.stringMatching(/argument 'buffer_one' is invalid/),

@@ -54,8 +54,12 @@ describe('decideOverlap (--overlap)', () => {
     expect(decideOverlap('buffer_all', true, policy, 7)).toEqual({ action: 'skip', reason: 'buffer-full' });
   });
 
-  it('queue and buffer_all skip when the job cannot be moved', () => {
-    for (const overlap of ['queue', 'buffer_all'] as const) {
+  it('cancel_other waits for the running one it cancels', () => {
+    expect(decideOverlap('cancel_other', true, policy)).toEqual({ action: 'defer', reason: 'overlap-cancel', delayMs: 250 });
+  });
+
+  it('queue, buffer_all and cancel_other skip when the job cannot be moved', () => {
+    for (const overlap of ['queue', 'buffer_all', 'cancel_other'] as const) {
       expect(decideOverlap(overlap, true, { ...policy, canDefer: false })).toEqual({ action: 'skip', reason: 'overlap' });
     }
   });

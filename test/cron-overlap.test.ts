@@ -1,16 +1,24 @@
 /**
  * Temporal's overlap policies beyond skip, queue and allow (docs/CRON.md, "Overlap"):
  * `--overlap buffer_all` runs the occurrences due during a run one after another, in the order they
- * were due, and no more than `cron.max_buffered_occurrences` wait.
+ * were due, and no more than `cron.max_buffered_occurrences` wait; `--overlap cancel_other` stops the
+ * running run — on the worker that runs it, its command killed — and runs the new occurrence.
  *
- * Real Redis and BullMQ, the local model server. A run that must last is held by the test (a held
- * model answer), every wait is on an observed state.
+ * Real Redis and BullMQ, the local model server; `cancel_other` across two `hermes worker` processes.
+ * A run that must last is held by the test (a held model answer, a command that sleeps 20 s it never
+ * waits for), every wait is on an observed state.
  */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { describe } from 'vitest';
-import type { CronRun } from '../scheduler/cron/cron-job.ts';
+import { cronSessionId, type CronRun } from '../scheduler/cron/cron-job.ts';
+import { cronServiceFor } from '../scheduler/services.ts';
+import { createLogger } from '../scheduler/logger.ts';
 import { startCronWorker, openCronService } from './support/cron-worker.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
-import { lastUserText, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
+import { lastToolResult, lastUserText, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
+import { clients, spawnWorker } from './support/stack.ts';
 import { waitFor } from './support/wait-for.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
 
@@ -28,6 +36,23 @@ async function heldModel(cleanups: CleanUp[]): Promise<{ model: FakeOpenAI; rele
   cleanups.push(() => model.close());
   cleanups.push(() => release()); // runs first: a worker closes only when its runs end
   return { model, release };
+}
+
+/** Kill `child` (a `hermes worker`) when the test ends, if it is still running. */
+function killAfter(cleanups: CleanUp[], child: ChildProcess): void {
+  cleanups.push(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+}
+
+/** Whether process `pid` is still there. */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 describe.concurrent('--overlap buffer_all', () => {
@@ -79,5 +104,76 @@ describe.concurrent('--overlap buffer_all', () => {
     expect(turnedAway.every((r: CronRun) => r.reason === 'buffer-full' && r.due_at > buffered[2]!.due_at)).toBe(true);
     expect(held.model.requests).toHaveLength(ok.length);
     expect(new Set(runs.map((r) => r.occurrence_id)).size).toBe(runs.length);
+  });
+});
+
+describe.concurrent('--overlap cancel_other', () => {
+  it('a new occurrence stops the running 20 s turn on the other worker — its command killed, its journal gone, the run recorded cancelled — and runs', async ({
+    cleanups,
+    expect,
+  }) => {
+    const model = await startFakeOpenAI();
+    cleanups.push(() => model.close());
+    const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
+    cleanups.push(() => env.cleanup());
+    const pidFile = join(env.home, 'slow.pid');
+    // A command tool that sleeps 20 s: the first occurrence's turn calls it; the test never waits for it.
+    writeFileSync(
+      join(env.home, 'config.yaml'),
+      JSON.stringify({ tools: { commands: { slow: { command: `echo $$ > ${pidFile}; sleep 20`, description: 'a slow check' } } } }),
+      { mode: 0o600 },
+    );
+    model.respond((req, index) => {
+      if (index === 0) return { toolCalls: [{ name: 'slow' }] };
+      return lastToolResult(req) === undefined ? 'checked again' : 'the slow check ended';
+    });
+    const c = clients(env);
+    cleanups.push(() => c.close());
+    const cron = cronServiceFor(env.config, c, createLogger({ level: 'silent' }));
+    // Worker A runs one turn at a time: busy with the first run it fetches nothing more, so the new occurrence's
+    // gate — which cancels the run — is worker B's. Once the run stopped, either worker may run the new occurrence.
+    const a = await spawnWorker(env, { HERMES_WORKER_MAX_AGENT_TURNS: '1', HERMES_WORKER_MAX_COMMAND_TURNS: '1' });
+    killAfter(cleanups, a);
+    const job = await cron.add(
+      { schedule: 'every 1h', prompt: 'check the build', name: 'watch', overlap: 'cancel_other', paused: true },
+      cli,
+    );
+    await cron.runNow(job.id, cli);
+    const pid = await waitFor(
+      () => (existsSync(pidFile) && readFileSync(pidFile, 'utf8').trim() !== '' ? Number(readFileSync(pidFile, 'utf8')) : undefined),
+      30_000,
+      'the slow command running',
+    );
+    const [claim] = Object.keys(await c.redis.hgetall(c.keys.cronClaims(job.id)));
+    expect(await c.redis.exists(c.keys.turnJournal(cronSessionId(job.id), claim!))).toBe(1); // the model's answer is journaled
+
+    const b = await spawnWorker(env);
+    killAfter(cleanups, b);
+    const startedAt = Date.now();
+    await cron.runNow(job.id, cli);
+    const runs = await waitFor(
+      async () => {
+        const all = (await cron.runs(job.id, 5)).sort((x, y) => x.due_at - y.due_at);
+        return all.length === 2 && all[1]!.status === 'ok' ? all : undefined;
+      },
+      30_000,
+      'the cancelled run and the new one',
+    );
+    expect(Date.now() - startedAt).toBeLessThan(20_000); // the 20 s turn was not waited for
+    const [cancelled, next] = runs;
+    expect(cancelled).toMatchObject({
+      occurrence_id: claim,
+      status: 'cancelled',
+      reason: 'overlap',
+      error: expect.stringMatching(/newer occurrence replaced it/),
+    });
+    expect(cancelled!.worker_id).toContain(`:${a.pid}:`);
+    expect(next).toMatchObject({ status: 'ok', output: 'checked again' });
+    expect(next!.started_at!).toBeGreaterThanOrEqual(cancelled!.finished_at!);
+    // Its command's process group was killed, its journal went with its commit; no failure was counted.
+    await waitFor(() => (alive(pid) ? undefined : true), 10_000, 'the slow command killed');
+    expect(await c.redis.exists(c.keys.turnJournal(cronSessionId(job.id), claim!))).toBe(0);
+    expect(await cron.get(job.id)).toMatchObject({ failure_streak: 0 });
+    expect(model.requests.filter((r) => lastToolResult(r) !== undefined)).toHaveLength(0); // the cancelled turn never went on
   });
 });

@@ -46,7 +46,7 @@ import { logBullmqErrors } from '../scheduler/store/redis/bullmq-errors.ts';
 import { assertShardCount } from '../scheduler/store/redis/shard-count.ts';
 import { deferJob } from '../scheduler/store/defer-job.ts';
 import { JOB_RETENTION } from '../scheduler/store/queues.ts';
-import { decodeTurnAbort } from '../scheduler/session/turn-abort.ts';
+import { listenForTurnAborts } from './runtime/turn-abort-listener.ts';
 import { sleep } from '../scheduler/time/sleep.ts';
 import { fleetReadings, HermesMetrics } from '../scheduler/metrics.ts';
 import { modelStateFor } from '../scheduler/services.ts';
@@ -181,18 +181,9 @@ export class WorkerProcess {
     if (cronRearmed > 0) log.warn({ rearmed: cronRearmed }, 're-armed cron jobs whose BullMQ job was missing');
   }
 
-  /** `/stop` in a session aborts its running turn wherever it runs: every worker listens. */
+  /** `/stop` in a session (or `--overlap cancel_other`) aborts its running turn wherever it runs: every worker listens. */
   private async listenForStop(): Promise<void> {
-    const { deps } = this;
-    const abortListener = openRedisClient(this.topology, 'commands');
-    this.connections.push(abortListener);
-    abortListener.on('message', (_channel: string, message: string) => {
-      const request = decodeTurnAbort(message);
-      if (!request) return;
-      const n = deps.turns.abortTurns(request);
-      if (n > 0) deps.log.info({ sessionId: request.sessionId, by: request.by, turns: n }, 'running turn stopped by the user');
-    });
-    await abortListener.subscribe(deps.keys.turnAbortChannel);
+    this.connections.push(await listenForTurnAborts(this.topology, this.deps));
   }
 
   /**

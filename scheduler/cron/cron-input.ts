@@ -200,11 +200,11 @@ export function parseNotify(value: string | undefined): NotifyPolicy {
   throw new ScheduleInputError(`\`notify\` must be always, failure or never, got "${value}".`, { field: 'notify' });
 }
 
-/** `overlap`: `skip` (default), `queue`, `allow`, or `buffer_all` (`OVERLAP_POLICIES`). */
+/** `overlap`: `skip` (default), `queue`, `allow`, `buffer_all` or `cancel_other` (`OVERLAP_POLICIES`). */
 export function parseOverlap(value: string | undefined): OverlapPolicy {
   if (value === undefined) return 'skip';
   if (isOneOf(OVERLAP_POLICIES, value)) return value;
-  throw new ScheduleInputError(`\`overlap\` must be skip, queue, allow or buffer_all, got "${value}".`, { field: 'overlap' });
+  throw new ScheduleInputError(`\`overlap\` must be skip, queue, allow, buffer_all or cancel_other, got "${value}".`, { field: 'overlap' });
 }
 
 /** Whether `value` is one of `list` (narrows it to the list's union). */

@@ -24,13 +24,17 @@ export type MisfirePolicy = (typeof MISFIRE_POLICIES)[number];
 /**
  * A job still running at its next occurrence (`--overlap`, docs/CRON.md "Overlap", with Temporal's names):
  * skip it (the default; SKIP), queue it (the newest waiting one runs next, the older ones coalesce;
- * close to BUFFER_ONE), allow both (ALLOW_ALL), or buffer every one and run them in order, at most
- * `cron.max_buffered_occurrences` waiting (BUFFER_ALL, bounded).
+ * close to BUFFER_ONE), allow both (ALLOW_ALL), buffer every one and run them in order, at most
+ * `cron.max_buffered_occurrences` waiting (BUFFER_ALL, bounded), or cancel the running one and run
+ * the new one once it has stopped (CANCEL_OTHER).
  */
-export const OVERLAP_POLICIES = ['skip', 'queue', 'allow', 'buffer_all'] as const;
+export const OVERLAP_POLICIES = ['skip', 'queue', 'allow', 'buffer_all', 'cancel_other'] as const;
 export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
-/** How a cron run ended (`CronRun.status`, `CronJob.last_status`): `ok`, `error`, or `skipped` (overlap, a full overlap buffer, or misfire). */
-export const CRON_RUN_STATUSES = ['ok', 'error', 'skipped'] as const;
+/**
+ * How a cron run ended (`CronRun.status`, `CronJob.last_status`): `ok`, `error`, `skipped` (overlap,
+ * a full overlap buffer, or misfire), or `cancelled` (stopped for a newer occurrence, `--overlap cancel_other`).
+ */
+export const CRON_RUN_STATUSES = ['ok', 'error', 'skipped', 'cancelled'] as const;
 export type CronRunStatus = (typeof CRON_RUN_STATUSES)[number];
 /**
  * What started a cron run: its schedule, a catch-up of a missed occurrence (`--misfire`), `hermes cron run`,
@@ -167,8 +171,9 @@ export interface CronRun {
   trigger: CronRunTrigger;
   status: CronRunStatus;
   /**
-   * Why a run was skipped: `overlap` (the previous run was still going), `buffer-full`
-   * (`--overlap buffer_all` had `cron.max_buffered_occurrences` waiting already) or `misfire`.
+   * Why a run was skipped or cancelled: `overlap` (skipped: the previous run was still going;
+   * cancelled: a newer occurrence replaced it), `buffer-full` (`--overlap buffer_all` had
+   * `cron.max_buffered_occurrences` waiting already) or `misfire`.
    */
   reason: string | null;
   /**
@@ -454,7 +459,9 @@ export function applyRun(
   },
 ): CronJob {
   const turn: TurnEnd = {
-    status: run.status,
+    // A run cancelled for a newer occurrence (`--overlap cancel_other`) is no failure: the shared rules
+    // read it as a turn that did not run (the streak untouched; what it spent is still counted).
+    status: run.status === 'cancelled' ? 'skipped' : run.status,
     error: run.error,
     startedAt: run.started_at ?? now,
     finishedAt: run.finished_at ?? now,

@@ -2,7 +2,7 @@
  * Notices a cron run sends to its job's targets besides its reply (pure):
  * a failed run is told as a short failure notice (job, error, how to
  * inspect), unless the job says `--notify never`; with `--notify always` a
- * skipped occurrence is told too. A run that paused the job (its failure
+ * skipped occurrence or a cancelled run is told too. A run that paused the job (its failure
  * streak, field report F19; a token budget: `--max-tokens` or
  * `agent.max_tokens_per_turn`) says so and how to resume; a successful run
  * that spent the job's `--max-tokens` delivers its reply with that notice
@@ -43,6 +43,9 @@ export function runNotice(job: CronJob, run: CronRun, pausedByRun: boolean): str
   if (run.status === 'ok' && pausedByRun) return `${who} paused: ${budgetPause(job)}`;
   if (run.status === 'skipped' && notify === 'always')
     return `${who} skipped its run due ${isoUtc(run.due_at)}: ${SKIPPED_WHY[run.reason ?? ''] ?? SKIPPED_WHY.misfire}.`;
+  if (run.status === 'cancelled' && notify === 'always') {
+    return `${who} cancelled its run due ${isoUtc(run.due_at)}: a newer occurrence replaced it (--overlap cancel_other).`;
+  }
   return null;
 }
 

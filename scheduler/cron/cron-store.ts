@@ -415,6 +415,12 @@ export class CronStore {
     await this.redis.zrem(this.keys.cronBuffer(jobId), member);
   }
 
+  /** The occurrence `holder` (a BullMQ job id) has claimed and not committed yet, if any. */
+  async claimedBy(jobId: string, holder: string): Promise<string | undefined> {
+    const claims = await this.redis.hgetall(this.keys.cronClaims(jobId));
+    return Object.entries(claims).find(([, c]) => (JSON.parse(c) as { holder: string }).holder === holder)?.[0];
+  }
+
   /** Whether an occurrence of a job was committed (within the remembered window). */
   async isCommitted(jobId: string, occurrenceId: string): Promise<boolean> {
     return (await this.redis.zscore(this.keys.cronCommitted(jobId), occurrenceId)) !== null;

@@ -7,6 +7,8 @@
  * - `by: 'interrupt'` — Ctrl+C in `hermes chat` during a wakeup turn (docs/DESIGN.md §4):
  *   only the tick of `occurrenceId`, so a turn that started after it (a
  *   queued user message, the next tick) is never hit by a late request.
+ * - `by: 'overlap'` — a newer occurrence of a cron job with `--overlap cancel_other`
+ *   (`worker/cron/cron-processor.ts`): only the run of `occurrenceId`.
  *
  * Processes sharing a Redis run one version (docs/OPERATIONS.md), so the
  * message form is this module's alone.
@@ -14,7 +16,8 @@
 import { z } from 'zod';
 
 /** Who asked for the abort. */
-export type TurnAbortBy = 'stop' | 'interrupt';
+export const TURN_ABORT_BY = ['stop', 'interrupt', 'overlap'] as const;
+export type TurnAbortBy = (typeof TURN_ABORT_BY)[number];
 
 /** What to abort: a session's running turns, or only the one of `occurrenceId`. */
 export interface TurnAbortRequest {
@@ -27,7 +30,7 @@ export interface TurnAbortRequest {
 const schema = z.object({
   sessionId: z.string().min(1),
   occurrenceId: z.string().min(1).optional(),
-  by: z.enum(['stop', 'interrupt']),
+  by: z.enum(TURN_ABORT_BY),
 });
 
 /** The channel message for `request` (JSON). */

@@ -19,14 +19,15 @@ export { DRAIN_HAND_BACK as CRON_DRAIN_HAND_BACK } from '../occurrence/defer-dec
 
 /**
  * Why a cron tick was put back to run later: the drain, too early, its job busy (`--overlap queue`,
- * `buffer_all` waiting its turn in the buffer), or a backfill's earlier occurrence still to run.
+ * `buffer_all` waiting its turn in the buffer, `cancel_other` waiting for the cancelled run to stop), or a
+ * backfill's earlier occurrence still to run.
  */
-export type CronDeferReason = 'drain' | 'early' | 'overlap-queue' | 'overlap-buffer' | 'backfill-order';
+export type CronDeferReason = 'drain' | 'early' | 'overlap-queue' | 'overlap-buffer' | 'overlap-cancel' | 'backfill-order';
 
 /** A cron tick put back to run again after `delayMs`. */
 export type CronDefer = OccurrenceDefer<CronDeferReason>;
 
-/** What `--overlap` makes of an occurrence: run it, record it as skipped, or put it back. */
+/** What `--overlap` makes of an occurrence: run it, record it as skipped, or put it back (`overlap-cancel`: after cancelling the running one). */
 export type OverlapDecision = { action: 'run' } | { action: 'skip'; reason: 'overlap' | 'buffer-full' } | CronDefer;
 
 /**
@@ -38,6 +39,7 @@ export type OverlapDecision = { action: 'run' } | { action: 'skip'; reason: 'ove
  *    older ones coalesce into it);
  *  - `buffer_all` (BUFFER_ALL, bounded) waits its place in the job's buffer (`overlap-buffer.ts`): a
  *    place at or beyond `maxBuffered` is recorded as skipped (`buffer-full`);
+ *  - `cancel_other` (CANCEL_OTHER) cancels the running run, then waits for it to stop.
  * An occurrence that cannot be moved back (`canDefer` false) is recorded as skipped instead of waiting.
  * @param busy - another run of the job holds the lock, or (`buffer_all`) an earlier occurrence waits
  *   before this one (ignored for `allow`)
@@ -52,7 +54,7 @@ export function decideOverlap(
   if (overlap === 'allow' || !busy) return { action: 'run' };
   if (overlap === 'buffer_all' && bufferPlace >= policy.maxBuffered) return { action: 'skip', reason: 'buffer-full' };
   if (!policy.canDefer || overlap === 'skip') return { action: 'skip', reason: 'overlap' };
-  const reason = ({ queue: 'overlap-queue', buffer_all: 'overlap-buffer' } as const)[overlap];
+  const reason = ({ queue: 'overlap-queue', buffer_all: 'overlap-buffer', cancel_other: 'overlap-cancel' } as const)[overlap];
   return { action: 'defer', reason, delayMs: policy.deferMs };
 }
 

@@ -16,7 +16,8 @@
  *     `--misfire skip`); then overlap (`decideOverlap`, `cron-gate.ts`): one
  *     run per job across the fleet through the turn lock of the job's session
  *     `cron:<id>`; when busy, `skip` records a skipped run, `queue` defers,
- *     `buffer_all` waits its place in the job's buffer (bounded), `allow` runs anyway.
+ *     `buffer_all` waits its place in the job's buffer (bounded), `cancel_other`
+ *     cancels the running run and waits for it to stop, `allow` runs anyway.
  *     docs/CRON.md, "Overlap";
  *   - `claim` the occurrence (`claim-cron-occurrence-3.lua`: still scheduled in
  *     this generation, nobody else holds it) — the point after which a pause or
@@ -62,6 +63,8 @@ import type { WorkerDeps } from '../worker-deps.ts';
 import { CONFLICT } from '../../scheduler/store/optimistic-retry.ts';
 import { decideOverlap } from './cron-gate.ts';
 import { bufferMember } from '../../scheduler/cron/overlap-buffer.ts';
+import { encodeTurnAbort } from '../../scheduler/session/turn-abort.ts';
+import type { TrackedTurn } from '../runtime/turn-tracker.ts';
 import { deliverPending, resolveTargets } from './cron-delivery.ts';
 import { sessionEventSink } from '../turn-runners/turn-events.ts';
 import type { TurnSurfaces } from '../tools/tool.ts';
@@ -217,6 +220,8 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
       countsDeferrals: false,
       measuresLateness: tick.trigger === 'schedule',
       attempts: { attempt: job.attemptsMade + 1, of: job.opts.attempts ?? 1 },
+      // `--overlap cancel_other` of a later occurrence cancels this run's turn wherever it runs (`cancelRunning`).
+      stoppableAs: { sessionId: cronSessionId(tick.jobId), occurrenceId: tick.occurrenceId },
     };
   }
 
@@ -272,7 +277,10 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
       { deferMs: deps.config.worker.defer_ms, canDefer: this.token !== undefined, maxBuffered: deps.config.cron.max_buffered_occurrences },
       place,
     );
-    if (overlap.action === 'defer') return overlap;
+    if (overlap.action === 'defer') {
+      if (overlap.reason === 'overlap-cancel') await this.cancelRunning(record.id);
+      return overlap;
+    }
     if (overlap.action === 'skip') {
       if (overlap.reason === 'overlap' && (await this.lockTakenBeforeClaim(record.id))) {
         return { action: 'wait', untilMs: Date.now() + deps.config.worker.defer_ms };
@@ -282,6 +290,25 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     const gated: CronGated =
       decision.action === 'skip' ? { mode: 'misfire-skip', record, decision, buffered } : { mode: 'run', record, decision, buffered };
     return { action: 'claim', gated, lock };
+  }
+
+  /**
+   * `--overlap cancel_other` (Temporal's CANCEL_OTHER): cancel the job's running run wherever it runs.
+   * The lock's holder names the BullMQ job, its claim the occurrence; the request goes on the channel
+   * every worker listens to for `/stop` (`listenForTurnAborts`), and names that occurrence only, so a
+   * run that started since is never hit. The running turn is aborted (its commands' process groups
+   * signalled, its journal deleted by its commit) and recorded as `cancelled`; this occurrence looks
+   * again after `worker.defer_ms` and runs once the lock is free. Sent again at each look while the
+   * lock is held, so a request lost on the way (a worker reconnecting) is made good.
+   */
+  private async cancelRunning(jobId: string): Promise<void> {
+    const { deps, tick } = this;
+    const holder = await deps.lock.holder(cronSessionId(jobId));
+    if (holder === null || holder === tick.holder) return;
+    const occurrenceId = await this.store.claimedBy(jobId, holder);
+    if (occurrenceId === undefined) return; // not claimed yet: looked at again after the deferral
+    await deps.redis.publish(deps.keys.turnAbortChannel, encodeTurnAbort({ sessionId: cronSessionId(jobId), occurrenceId, by: 'overlap' }));
+    tick.log.info({ cancelled: occurrenceId }, 'cron occurrence cancels the running one (--overlap cancel_other)');
   }
 
   /**
@@ -371,11 +398,15 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     });
   }
 
-  /** A failed turn, recorded as an `error` run with what it spent; a turn stopped at a token budget pauses the job. */
-  failedTurn(claimed: CronClaimed, f: { error: TurnError; spend: ModelSpend }): CronRan {
+  /**
+   * A failed turn, recorded as an `error` run with what it spent; a turn stopped at a token budget pauses the job.
+   * A turn cancelled for a newer occurrence (`--overlap cancel_other`) is a `cancelled` run: no failure.
+   */
+  failedTurn(claimed: CronClaimed, f: { error: TurnError; spend: ModelSpend; turn: TrackedTurn }): CronRan {
     const run = this.startRun(claimed);
     run.spend = f.spend;
-    run.status = 'error';
+    run.status = f.turn.stoppedBy === 'overlap' ? 'cancelled' : 'error';
+    if (run.status === 'cancelled') run.reason = 'overlap';
     run.error = f.error.message;
     return this.finishRun(claimed, run, f.error.kind === 'budget' && f.error.overrun ? { overTurnBudget: f.error.overrun } : {});
   }

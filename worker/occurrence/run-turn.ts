@@ -11,10 +11,14 @@ import type { WorkerDeps } from '../worker-deps.ts';
 import type { OccurrencePlan, RanTurn } from './plan.ts';
 import { decideTurnEnding } from './turn-ending.ts';
 
-/** What a turn stopped by its user is recorded as (`TrackedTurn.stoppedBy`: `/stop`, or Ctrl+C in `hermes chat`). */
+/**
+ * What a stopped turn is recorded as (`TrackedTurn.stoppedBy`: `/stop`, Ctrl+C in `hermes chat`, or a
+ * newer occurrence of a cron job with `--overlap cancel_other`).
+ */
 const STOPPED: Record<NonNullable<TrackedTurn['stoppedBy']>, string> = {
   stop: 'Stopped by /stop.',
   interrupt: 'Interrupted from the chat (Ctrl+C); the loop is paused.',
+  overlap: 'Cancelled: a newer occurrence replaced it (--overlap cancel_other).',
 };
 
 /**

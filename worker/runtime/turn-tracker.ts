@@ -51,7 +51,7 @@ export interface TrackedTurn {
   sessionId?: string;
   /** The occurrence a tick's turn runs (so an interrupt aimed at that tick finds only it). */
   occurrenceId?: string;
-  /** Set when the user aborted this turn: `/stop`, or Ctrl+C in `hermes chat` (see `abortTurns`). */
+  /** Set when the turn was aborted on request: `/stop`, Ctrl+C in `hermes chat`, or `--overlap cancel_other` (see `abortTurns`). */
   stoppedBy?: TurnAbortBy;
 }
 
@@ -495,7 +495,7 @@ export class TurnTracker {
       if (turn.sessionId !== request.sessionId || turn.controller.signal.aborted) continue;
       if (request.occurrenceId !== undefined && turn.occurrenceId !== request.occurrenceId) continue;
       turn.stoppedBy = request.by;
-      turn.controller.abort(new Error('stopped by the user'));
+      turn.controller.abort(new Error(request.by === 'overlap' ? 'cancelled for a newer occurrence' : 'stopped by the user'));
       n++;
     }
     return n;
