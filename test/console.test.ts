@@ -418,13 +418,14 @@ describe('/ui in chromium', () => {
     expect(jobs.find((j) => j.name === 'standup')).toMatchObject({ tz: 'Europe/Berlin', schedule: { expression: '0 9 * * 1-5' } });
   });
 
-  it('the cron form sets notify, jitter, watch, model and max tokens through the cron service; bad input creates nothing and says why', async () => {
+  it('the cron form sets notify, overlap, jitter, watch, model and max tokens through the cron service; bad input creates nothing and says why', async () => {
     const cron = await openCronApi(env.config, env.redisUrl, createLogger({ level: 'silent' }));
     cleanups.push(() => cron.close());
     type JobView = {
       id: string;
       name: string;
       notify: string;
+      overlap: string;
       jitter_seconds: number;
       watch: string | null;
       model: string | null;
@@ -438,6 +439,7 @@ describe('/ui in chromium', () => {
     await page.locator('textarea[name=prompt]').fill('summarise the error log');
     await page.locator('input[name=name]').fill('log-digest');
     await page.locator('select[name=notify]').selectOption('always');
+    await page.locator('select[name=overlap]').selectOption('buffer_all');
     const bad: Array<[field: string, value: string, error: RegExp]> = [
       ['max_tokens', 'lots', /`max_tokens` needs a positive whole number of tokens up to [\d,]+; got "lots"\./],
       ['jitter', '2h', /`jitter` 2h must be less than 1h, the shortest time between two fires of "every 1h"\./],
@@ -458,23 +460,38 @@ describe('/ui in chromium', () => {
     await page.locator('#cron-form button[type=submit]').click();
     await page.waitForURL(/\/ui\/cron\/[0-9a-f]{12}$/, { timeout: 10_000 });
     const [job] = await named('log-digest');
-    expect(job).toMatchObject({ notify: 'always', jitter_seconds: 300, watch: null, model: 'cheap', max_tokens: 200_000 });
+    expect(job).toMatchObject({
+      notify: 'always',
+      overlap: 'buffer_all',
+      jitter_seconds: 300,
+      watch: null,
+      model: 'cheap',
+      max_tokens: 200_000,
+    });
     expect(await page.locator('#job dd.run-settings').textContent()).toMatch(
-      /^notify always · jitter 5m \(this job: \+(\d+m ?)?(\d+s)?\) · model cheap · max 200,000 tokens$/,
+      /^notify always · overlap buffer_all · jitter 5m \(this job: \+(\d+m ?)?(\d+s)?\) · model cheap · max 200,000 tokens$/,
     );
     // The edit form holds them; emptied, the jitter, the model and the budget are removed.
     await page.locator('#job a.button', { hasText: 'Edit' }).click();
     await page.waitForURL(/\/edit$/, { timeout: 10_000 });
     expect(await page.locator('select[name=notify]').inputValue()).toBe('always');
+    expect(await page.locator('select[name=overlap]').inputValue()).toBe('buffer_all');
     expect(await page.locator('input[name=jitter]').inputValue()).toBe('5m');
     expect(await page.locator('input[name=model]').inputValue()).toBe('cheap');
     expect(await page.locator('input[name=max_tokens]').inputValue()).toBe('200000');
     for (const field of ['jitter', 'model', 'max_tokens']) await page.locator(`input[name=${field}]`).fill('');
     await page.locator('select[name=notify]').selectOption('never');
+    await page.locator('select[name=overlap]').selectOption('cancel_other');
     await page.locator('#cron-form button[type=submit]').click();
     await page.waitForURL(/\/ui\/cron\/[0-9a-f]{12}$/, { timeout: 10_000 });
-    expect((await named('log-digest'))[0]).toMatchObject({ notify: 'never', jitter_seconds: 0, model: null, max_tokens: null });
-    expect(await page.locator('#job dd.run-settings').textContent()).toBe('notify never');
+    expect((await named('log-digest'))[0]).toMatchObject({
+      notify: 'never',
+      overlap: 'cancel_other',
+      jitter_seconds: 0,
+      model: null,
+      max_tokens: null,
+    });
+    expect(await page.locator('#job dd.run-settings').textContent()).toBe('notify never · overlap cancel_other');
   });
 
   it("the session page shows the loop's silent ticks as hermes status does", async () => {

@@ -22,7 +22,7 @@ import { defaultTimeZone } from '../../scheduler/cron/cron-engine.ts';
 import { previewSchedule, type SchedulePreview } from '../../scheduler/cron/preview.ts';
 import { isHermesError } from '../../scheduler/errors/hermes-error.ts';
 import { formatSeconds } from '../../scheduler/interval.ts';
-import type { NotifyPolicy } from '../../scheduler/cron/cron-job.ts';
+import type { NotifyPolicy, OverlapPolicy } from '../../scheduler/cron/cron-job.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { assertSessionId } from '../../scheduler/session/session-id.ts';
 import { setAsideInputs } from '../../scheduler/session/set-aside.ts';
@@ -265,6 +265,8 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     ...(v.deliver?.trim() ? { deliver: v.deliver.trim() } : {}),
     // The service refuses a value that is none of them (cron-input.ts `parseNotify`).
     ...(v.notify?.trim() ? { notify: v.notify.trim() as NotifyPolicy } : {}),
+    // The same for `overlap` (`parseOverlap`).
+    ...(v.overlap?.trim() ? { overlap: v.overlap.trim() as OverlapPolicy } : {}),
     ...(v.jitter?.trim() ? { jitter: v.jitter.trim() } : {}),
     ...(v.watch?.trim() ? { watch: v.watch.trim() } : {}),
     ...(v.model?.trim() ? { model: v.model.trim() } : {}),
@@ -278,6 +280,7 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     tz: job.tz,
     deliver: job.deliver.join(', '),
     notify: job.notify,
+    overlap: job.overlap,
     jitter: job.jitter_seconds > 0 ? formatSeconds(job.jitter_seconds) : '',
     watch: job.watch ?? '',
     model: job.model ?? '',
@@ -334,7 +337,8 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     // A field emptied removes what the job had: no jitter, no watch, the primary model, no token budget.
     if (before.jitter && !values.jitter?.trim()) changes.jitter = 0;
     for (const k of ['watch', 'model', 'max_tokens'] as const) if (before[k] && !values[k]?.trim()) changes[k] = null;
-    for (const k of ['notify', 'jitter', 'watch', 'model', 'max_tokens'] as const) if (changes[k] === before[k]) delete changes[k];
+    for (const k of ['notify', 'overlap', 'jitter', 'watch', 'model', 'max_tokens'] as const)
+      if (changes[k] === before[k]) delete changes[k];
     try {
       await cron().edit(job.id, changes);
       res.set('HX-Redirect', cronUrl(job.id)).type('html').send('');

@@ -7,7 +7,7 @@
 import { formatInZone, isoUtc } from '../../scheduler/cron/cron-engine.ts';
 import type { SchedulePreview } from '../../scheduler/cron/preview.ts';
 import { describeCron, scheduleText } from '../../scheduler/cron/describe.ts';
-import { NOTIFY_POLICIES, type NotifyPolicy } from '../../scheduler/cron/cron-job.ts';
+import { NOTIFY_POLICIES, OVERLAP_POLICIES, type NotifyPolicy, type OverlapPolicy } from '../../scheduler/cron/cron-job.ts';
 import { agentCreatorText } from '../../scheduler/session/origin.ts';
 import { ms, type CronJobView, type CronRunView } from './cron-view.ts';
 import { at, countdown, duration, tokens } from './format.ts';
@@ -30,9 +30,10 @@ function runRow(r: CronRunView, tz: string): Html {
   return html`<tr><td><span class="status status-${r.status}">${r.status}</span>${r.reason ? ` (${r.reason})` : ''}<br><span class="reason">${r.trigger}</span></td><td>${started === null ? '—' : at(started, tz)}</td><td>${duration(r.lateness_ms)}${r.late ? ' (late)' : ''}</td><td>${started !== null && finished !== null ? duration(finished - started) : '—'}</td><td><ul class="deliveries">${deliveries}</ul></td><td><pre class="text">${r.error ? `error: ${r.error}\n` : ''}${clip(r.output ?? '', 2000)}</pre></td></tr>`;
 }
 
-/** Notices, jitter, watch, model and token budget in one line: `notify failure · jitter 5m (this job: +2m 13s) · max 200,000 tokens`. */
+/** Notices, overlap (when not the default), jitter, watch, model and token budget in one line: `notify failure · jitter 5m (this job: +2m 13s) · max 200,000 tokens`. */
 function runSettings(job: CronJobView): string {
   const parts = [`notify ${job.notify}`];
+  if (job.overlap !== 'skip') parts.push(`overlap ${job.overlap}`);
   if (job.jitter_seconds > 0)
     parts.push(`jitter ${formatSeconds(job.jitter_seconds)} (this job: +${formatSeconds(job.jitter_offset_seconds)})`);
   if (job.watch) parts.push(`watch ${job.watch}`);
@@ -124,6 +125,8 @@ export interface CronFormValues {
   deliver?: string;
   /** `failure`, `always` or `never`: which runs send a notice to the targets. */
   notify?: string;
+  /** What an occurrence does while the previous run is still going: one of `OVERLAP_POLICIES`. */
+  overlap?: string;
   /** A jitter window (`5m`, or whole seconds); empty for none. */
   jitter?: string;
   /** A declared check run before each run; empty for none. */
@@ -142,6 +145,7 @@ export const CRON_FORM_FIELDS = [
   'tz',
   'deliver',
   'notify',
+  'overlap',
   'jitter',
   'watch',
   'model',
@@ -155,14 +159,28 @@ const NOTIFY_CHOICES: Record<NotifyPolicy, string> = {
   never: 'never',
 };
 
-/** The fields of how a job runs: notices, jitter and its economy (docs/CRON.md, "Economy"). */
+/** What `overlap` offers, with Temporal's name of each (docs/CRON.md, "Overlap"). */
+const OVERLAP_CHOICES: Record<OverlapPolicy, string> = {
+  skip: 'skip — record the occurrence as skipped (SKIP)',
+  queue: 'queue — wait; the newest waiting one runs next (close to BUFFER_ONE)',
+  buffer_all: 'buffer all — wait and run each in order, bounded (BUFFER_ALL)',
+  cancel_other: 'cancel other — stop the running one, then run (CANCEL_OTHER)',
+  allow: 'allow — run beside it (ALLOW_ALL)',
+};
+
+/** The fields of how a job runs: notices, overlap, jitter and its economy (docs/CRON.md, "Economy"). */
 function runFields(values: CronFormValues): Html {
   const notify = values.notify || 'failure';
   const options = NOTIFY_POLICIES.map(
     (p) => html`<option value="${p}"${p === notify ? html` selected` : ''}>${NOTIFY_CHOICES[p]}</option>`,
   );
+  const overlap = values.overlap || 'skip';
+  const overlapOptions = OVERLAP_POLICIES.map(
+    (p) => html`<option value="${p}"${p === overlap ? html` selected` : ''}>${OVERLAP_CHOICES[p]}</option>`,
+  );
   return html`<fieldset class="runs-fields"><legend>How it runs</legend>
 <label>Notify <select name="notify">${options}</select></label>
+<label>While the previous run is still going <select name="overlap">${overlapOptions}</select></label>
 <label>Jitter <input name="jitter" value="${values.jitter ?? ''}" placeholder="none; e.g. 5m: each fire moves by a fixed offset in this window" autocomplete="off"></label>
 <label>Watch <input name="watch" value="${values.watch ?? ''}" placeholder="none; a command tool, read_file:&lt;path&gt; or http_get:&lt;url&gt; — unchanged output skips the model" autocomplete="off"></label>
 <label>Model <input name="model" value="${values.model ?? ''}" placeholder="the primary; or a model from agent.models" autocomplete="off"></label>

@@ -24,6 +24,8 @@ export interface CronJobView {
   spend: SpendTotals;
   /** Which runs send a notice: `failure`, `always` or `never`. */
   notify: string;
+  /** What an occurrence does while the previous run is still going (`--overlap`: `OVERLAP_POLICIES`). */
+  overlap: string;
   /** The jitter window and this job's fixed offset in it, whole seconds (0 without jitter). */
   jitter_seconds: number;
   jitter_offset_seconds: number;
