@@ -1,7 +1,9 @@
 /**
  * Jobs that run after jobs (`--after`, docs/CRON.md, "Jobs that run after jobs"): the flag's grammar and the
  * cycle rule as pure functions; setting parents from the CLI and `/api` (a job with no schedule of its own, a
- * cycle refused with exit 2 / 400 naming it, `--after-all` refused).
+ * cycle refused with exit 2 / 400 naming it, `--after-all` refused); the hand-off on real BullMQ (A ok → B once
+ * with A's output in its input, C after A:error not; A failing → C, not B), exactly once when the parent's commit
+ * path runs again (a duplicate of the parent's job, a parent committed by a worker that died before its hand-off).
  */
 import { describe, expect, it } from 'vitest';
 import { afterMatches, boundParentOutput, findAfterCycle, parentOutputSection, parseAfterSpecs } from '../scheduler/cron/cron-after.ts';
@@ -9,6 +11,13 @@ import { runCronCli } from './support/cron-cli.ts';
 import { testEnv } from './support/env.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 import { startCronApiGateway } from './support/cron-api-gateway.ts';
+import { afterRunDigest } from '../scheduler/cron/cron-after.ts';
+import { CRON_TICK_JOB_NAME, type CronTickData } from '../scheduler/cron/cron-store.ts';
+import type { CronCaller } from '../scheduler/cron/cron-input.ts';
+import type { CronRun } from '../scheduler/cron/cron-job.ts';
+import { openTestCron, startCronWorker } from './support/cron-worker.ts';
+import { lastUserText, startFakeOpenAI } from './support/fake-openai.ts';
+import { waitFor } from './support/wait-for.ts';
 
 const cleanups = cleanupAfterEach();
 
@@ -130,5 +139,95 @@ describe('setting parents', () => {
     expect(JSON.stringify(cycle.body)).toContain('\\"A\\" → \\"B\\" → \\"A\\"');
     expect((await call('POST', '/api/cron/jobs', { prompt: 'x', after: ['A', 'B'], after_all: true })).status).toBe(400);
     expect((await call('POST', '/api/cron/jobs', { prompt: 'x' })).status).toBe(400);
+  });
+});
+
+const CLI: CronCaller = { origin: { surface: 'cli' }, trusted: true };
+
+describe('the hand-off (real BullMQ)', () => {
+  it("A ok → B runs once with A's output in its input, C (A:error) not; a duplicate of A's job or a hand-off redone adds no run of B; A failing → C runs, B not", async () => {
+    const model = await startFakeOpenAI();
+    cleanups.push(() => model.close());
+    model.respond(() => 'child reply');
+    const { env, api } = openTestCron(cleanups, { 'agent.base_url': model.baseUrl, 'cron.min_interval_seconds': 1 });
+    const w = await startCronWorker(env.config);
+    cleanups.push(() => w.close());
+    const a = await api.service.add({ schedule: 'every 2h', script: 'echo "A-FOUND 3 ISSUES"', name: 'A' }, CLI);
+    const b = await api.service.add({ prompt: 'triage the findings', name: 'B', after: 'A' }, CLI);
+    const c = await api.service.add({ prompt: 'report the failure', name: 'C', after: 'A:error' }, CLI);
+    const runsOf = (id: string) => api.store.runs(id, 20);
+
+    await api.service.runNow('A', CLI);
+    const [bRun] = await waitFor(async () => ((await runsOf(b.id)).length > 0 ? await runsOf(b.id) : undefined), 20_000, 'B ran');
+    const [aRun] = await runsOf(a.id);
+    expect(aRun).toMatchObject({ status: 'ok', handoff: [b.id] });
+    expect(bRun).toMatchObject({
+      trigger: 'after',
+      status: 'ok',
+      parent: { job_id: a.id, occurrence_id: aRun!.occurrence_id, status: 'ok' },
+    });
+    expect(model.requests).toHaveLength(1);
+    const input = lastUserText(model.requests[0]!);
+    expect(input).toContain('triage the findings');
+    expect(input).toContain('A-FOUND 3 ISSUES');
+    expect(input).toContain(`a run of the cron job "A" (${a.id}, run ${aRun!.occurrence_id}), which ended ok`);
+
+    // The parent's commit path again: a second job of A's committed occurrence finds it done and hands off again —
+    // once while B's job is kept (BullMQ keeps one job per id), once after it is gone (B's claim finds it done).
+    const ticks = api.queues.forCronJob(a.id).ticks;
+    const again: CronTickData = { type: 'cron-tick', jobId: a.id, generation: a.generation, dueAt: aRun!.due_at, manual: true };
+    const duplicates = () => w.results.filter((r) => r.outcome === 'duplicate').length;
+    await ticks.add(CRON_TICK_JOB_NAME, again, { jobId: 'a-again-1' });
+    await waitFor(() => duplicates() >= 1, 15_000, "the duplicate of A's job done");
+    await api.queues.forCronJob(b.id).ticks.remove(api.keys.cronAfterJobId(b.id, afterRunDigest(aRun!.occurrence_id)));
+    await ticks.add(CRON_TICK_JOB_NAME, again, { jobId: 'a-again-2' });
+    await waitFor(() => duplicates() >= 3, 15_000, "A's second duplicate and B's requeued run found done");
+
+    // A worker that committed A's run and died before its hand-off: the record holds the hand-off, the queue nothing.
+    const crashedAt = Date.now() - 1000;
+    const occurrenceId = `cron:${a.id}:manual:${crashedAt}`;
+    const current = (await api.store.get(a.id))!;
+    const committed: CronRun = {
+      ...aRun!,
+      occurrence_id: occurrenceId,
+      due_at: crashedAt,
+      started_at: crashedAt,
+      finished_at: crashedAt + 10,
+      output: 'A-FOUND 1 ISSUE\n',
+      handoff: [b.id],
+      deliveries: [],
+    };
+    expect((await api.store.commitRun({ run: committed, job: current, expectedVersion: current.version, localEvent: null })).status).toBe(
+      'committed',
+    );
+    // Its job is retried (here twice, as two workers might): the hand-off is made from the record, once.
+    const retried: CronTickData = { ...again, dueAt: crashedAt };
+    await ticks.add(CRON_TICK_JOB_NAME, retried, { jobId: 'a-retried-1' });
+    await ticks.add(CRON_TICK_JOB_NAME, retried, { jobId: 'a-retried-2' });
+    const after = await waitFor(
+      async () => ((await runsOf(b.id)).length >= 2 ? await runsOf(b.id) : undefined),
+      20_000,
+      'B ran after the crashed run',
+    );
+    await waitFor(() => duplicates() >= 5, 15_000, 'both retries done');
+    expect(after[0]).toMatchObject({ trigger: 'after', parent: { occurrence_id: occurrenceId } });
+    expect(lastUserText(model.requests[1]!)).toContain('A-FOUND 1 ISSUE');
+
+    // A failing: C runs with A's error, B does not.
+    await api.service.edit('A', { script: 'echo "disk full" >&2; exit 3' }, CLI);
+    await api.service.runNow('A', CLI);
+    const [cRun] = await waitFor(async () => ((await runsOf(c.id)).length > 0 ? await runsOf(c.id) : undefined), 20_000, 'C ran');
+    expect(cRun).toMatchObject({ trigger: 'after', status: 'ok', parent: { job_id: a.id, status: 'error' } });
+    expect(lastUserText(model.requests[2]!)).toContain('disk full');
+    expect(lastUserText(model.requests[2]!)).toContain('which ended error');
+    // Every job is quiet now: exactly two runs of B (one per ok run of A), one of C, three model calls.
+    await waitFor(
+      async () => (await api.queues.forCronJob(b.id).ticks.getJobCounts('active', 'waiting', 'delayed')).active === 0,
+      10_000,
+      'queue idle',
+    );
+    expect(await runsOf(b.id)).toHaveLength(2);
+    expect(await runsOf(c.id)).toHaveLength(1);
+    expect(model.requests).toHaveLength(3);
   });
 });

@@ -838,6 +838,11 @@ export const configSchema = z
         max_backfill_occurrences: positiveInt(100),
         /** Time a webhook target has to answer, in seconds. @defaultValue 10 */
         webhook_timeout_seconds: seconds(10),
+        /**
+         * Characters of a parent run's output (its reply, or its error) offered to the turn of a job that runs after
+         * it (`--after`); a longer output is cut, and the turn is told so. @defaultValue 4000
+         */
+        after_output_max_chars: z.coerce.number().int().min(0).max(8000).default(4000),
         /** Failed runs in a row after which a cron job is paused; 0 = never. @defaultValue 3 */
         max_consecutive_failures: z.coerce.number().int().min(0).default(3),
         /**

@@ -366,6 +366,8 @@ export class CronStore {
     holder: string;
     generation: number;
     manual: boolean;
+    /** A run after another job's run (`--after`): the job must be scheduled; no generation or `--repeat` check. */
+    after?: boolean;
     dueAt: number;
     /** Claimed to be recorded as skipped (overlap, misfire): takes nothing from the `--repeat` budget. */
     skip?: boolean;
@@ -378,7 +380,7 @@ export class CronStore {
         input.occurrenceId,
         input.holder,
         String(input.generation),
-        input.manual ? '1' : '0',
+        input.manual ? '1' : input.after ? '2' : '0',
         input.dueAt,
         Date.now(),
         this.windowMs,

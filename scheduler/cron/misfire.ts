@@ -71,9 +71,14 @@ export function decideOccurrence(input: {
     if (input.generation !== job.generation) return { action: 'drop', reason: 'stale' };
     if (job.last_due_at !== null && dueAt <= job.last_due_at) return { action: 'drop', reason: 'coalesced' };
   }
+  // A run after another job's run (`--after`) runs while its job is scheduled, whatever its schedule's generation.
+  if (trigger === 'after') {
+    if (job.state === 'paused') return { action: 'drop', reason: 'paused' };
+    if (job.state === 'completed' || job.state === 'error') return { action: 'drop', reason: 'completed' };
+  }
   if (now < dueAt) return { action: 'wait', untilMs: dueAt };
   const latenessMs = now - dueAt;
-  if (onRequest(trigger)) return { action: 'run', latenessMs, late: false, catchUp: false };
+  if (onRequest(trigger) || trigger === 'after') return { action: 'run', latenessMs, late: false, catchUp: false };
   const graceMs = graceWindowMs(input.periodMs, input.grace);
   if (latenessMs <= graceMs) return { action: 'run', latenessMs, late: latenessMs > ON_TIME_TOLERANCE_MS, catchUp: false };
   if (job.misfire === 'skip') return { action: 'skip', reason: 'misfire', latenessMs, graceMs };

@@ -43,6 +43,7 @@ import type { TurnError } from '../../scheduler/errors/turn-error.ts';
 import { periodAt } from '../../scheduler/cron/cron-engine.ts';
 import {
   applyRun,
+  cronAfterOccurrenceId,
   cronOccurrenceId,
   cronSessionId,
   cronToolSurfaces,
@@ -71,6 +72,8 @@ import type { TurnSurfaces } from '../tools/tool.ts';
 import { NO_SPEND, type ModelSpend, type TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
 import { keepWatchBase, runWatch, type WatchBase } from '../occurrence/watch-check.ts';
 import { runOccurrence } from '../occurrence/pipeline.ts';
+import { parentOutputSection, type ParentRunContext } from '../../scheduler/cron/cron-after.ts';
+import { handOff, handoffTargets } from './cron-handoff.ts';
 import { openTurnJournal } from '../occurrence/turn-journal.ts';
 import type { ClaimAnswer, CommitAnswer, GateAnswer, Occurrence, OccurrencePlan, RanTurn } from '../occurrence/plan.ts';
 
@@ -91,6 +94,8 @@ interface CronTick {
   dueAt: number;
   /** A backfilled occurrence: the due time of the one before it in its request, which runs first. */
   previousDueAt: number | undefined;
+  /** A run after another job's run (`--after`): that run, its output bounded. */
+  parent?: ParentRunContext;
   occurrenceId: string;
   /** Holder of the claim and of the overlap lock: the BullMQ job id. */
   holder: string;
@@ -175,11 +180,15 @@ export async function processCronTick(
 
 /** The occurrence a job stands for. */
 function occurrenceOf(deps: WorkerDeps, job: Job<CronTickData>): CronTick {
-  const { jobId, generation, manual, backfill } = job.data;
-  const trigger: OccurrenceTrigger = manual ? 'manual' : backfill ? 'backfill' : 'schedule';
+  const { jobId, generation, manual, backfill, after } = job.data;
+  const trigger: OccurrenceTrigger = after ? 'after' : manual ? 'manual' : backfill ? 'backfill' : 'schedule';
   const dueAt = job.data.dueAt ?? schedulerJobMillis(job.id) ?? job.timestamp;
-  const occurrenceId = cronOccurrenceId(jobId, dueAt, trigger);
+  // A run after a parent's run is one per child and parent run, whenever it is queued (cron-handoff.ts).
+  const occurrenceId = after
+    ? cronAfterOccurrenceId(jobId, after.occurrenceId)
+    : cronOccurrenceId(jobId, dueAt, trigger as Exclude<OccurrenceTrigger, 'after'>);
   return {
+    ...(after ? { parent: after } : {}),
     jobId,
     generation,
     trigger,
@@ -341,6 +350,7 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
       holder: tick.holder,
       generation: tick.generation,
       manual: onRequest(tick.trigger),
+      after: tick.trigger === 'after',
       dueAt: tick.dueAt,
       skip: gated.mode !== 'run',
     });
@@ -387,7 +397,7 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
   async runTurn(claimed: CronClaimed, signal: AbortSignal): Promise<CronRan> {
     const run = this.startRun(claimed);
     this.tick.log.info({ trigger: run.trigger, latenessMs: run.lateness_ms, late: run.late, attempt: claimed.attempt }, 'cron run started');
-    const ended = await jobTurn(claimed.record, this.tick.occurrenceId, this.tick.dueAt, signal, this.deps, this.tick.log);
+    const ended = await jobTurn(claimed.record, this.tick, signal, this.deps);
     run.spend = ended.spend;
     if (ended.unchanged) run.unchanged = true;
     else Object.assign(run, withReply(run, ended.reply)); // the record keeps a capped copy; targets get it whole
@@ -426,8 +436,10 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     // so is a pause at a token budget, after the reply of the run that reached it.
     const told = withNotice(run, next, current.state === 'scheduled' && next.state === 'paused', resolveTargets(current));
     const local = told.deliveries.some((d) => d.target === 'local' && d.status === 'pending');
+    // The jobs this run starts (`--after`) are decided here and recorded with it: one atomic step (cron-handoff.ts).
+    const handoff = await handoffTargets(deps, current, told);
     const res = await store.commitRun({
-      run: told,
+      run: handoff.length > 0 ? { ...told, handoff } : told,
       job: next,
       expectedVersion: current.version,
       localEvent: local
@@ -461,9 +473,13 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     await this.deliverRun(run, after);
   }
 
-  /** A job that left `scheduled` (paused after failures, completed by `--repeat`) loses its job scheduler. */
-  async applyOutcome(_claimed: CronClaimed, { before, after }: CronCommitted): Promise<void> {
+  /**
+   * A job that left `scheduled` (paused after failures, completed by `--repeat`) loses its job scheduler; the jobs
+   * the run hands off to (`--after`) get their runs queued.
+   */
+  async applyOutcome(_claimed: CronClaimed, { before, after, run }: CronCommitted): Promise<void> {
     if (after.state !== 'scheduled' && before.state === 'scheduled') await this.store.disarm(after);
+    await handOff(this.deps, after, run);
   }
 
   result(claimed: CronClaimed, { run }: CronRan): CronTickResult {
@@ -488,10 +504,13 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     };
   }
 
-  /** The occurrence was committed before (a retried job): finish deliveries it may have left pending. */
+  /**
+   * The occurrence was committed before (a retried job): finish deliveries it may have left pending, and queue its
+   * hand-off again (each child's run is queued once by its id: cron-handoff.ts).
+   */
   private async finishDuplicate(job: CronJob): Promise<CronTickResult> {
     const run = await this.store.getRun(job.id, this.tick.occurrenceId);
-    if (run) await this.deliverRun(run, job);
+    if (run) await Promise.all([this.deliverRun(run, job), handOff(this.deps, job, run)]);
     return { outcome: 'duplicate', occurrenceId: this.tick.occurrenceId };
   }
 
@@ -520,6 +539,8 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     });
     run.started_at = startedAt;
     run.late = decision.late;
+    const { parent } = this.tick;
+    if (parent) run.parent = { job_id: parent.jobId, occurrence_id: parent.occurrenceId, status: parent.status };
     return run;
   }
 
@@ -557,12 +578,11 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
  */
 async function jobTurn(
   job: CronJob,
-  occurrenceId: string,
-  dueAt: number,
+  tick: Pick<CronTick, 'occurrenceId' | 'dueAt' | 'parent' | 'log'>,
   signal: AbortSignal,
   deps: WorkerDeps,
-  log: WorkerDeps['log'],
 ): Promise<JobTurn> {
+  const { occurrenceId, dueAt, log } = tick;
   const sessionId = cronSessionId(job.id);
   // A job runs as `cron`; one created or edited from another surface than the CLI (over `/api`)
   // answers to that surface's `tools.allow_from` too, so a job is no way around a surface's rule.
@@ -580,6 +600,8 @@ async function jobTurn(
     if (!watched.changed) return { reply: '', spend: NO_SPEND, unchanged: true, ...watch };
     prompt += watched.section;
   }
+  // `--after`: the parent run's output, marked as that run's and as data (cron-after.ts).
+  if (tick.parent) prompt += parentOutputSection(tick.parent);
   const messages = [{ role: 'user' as const, content: prompt }];
   if (job.script !== null) {
     const runner = deps.runners.script(job.script, deps.config.cron.script_timeout_seconds * 1000);
@@ -602,8 +624,8 @@ async function jobTurn(
   const out = await deps.runners.agent.run({
     sessionId,
     messages,
-    // A `--watch` check's output is in the prompt.
-    toolOutput: watch !== undefined,
+    // A `--watch` check's output, or a parent run's, is in the prompt.
+    toolOutput: watch !== undefined || tick.parent !== undefined,
     signal,
     surface,
     onEvent: sessionEventSink(deps, sessionId, { occurrenceId }),

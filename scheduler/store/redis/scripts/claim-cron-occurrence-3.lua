@@ -9,7 +9,9 @@
   ARGV[1] occurrence id
   ARGV[2] holder
   ARGV[3] generation the occurrence belongs to
-  ARGV[4] '1' for a manual run (exempt from state, generation and the repeat budget), else '0'
+  ARGV[4] '1' for a run on request (exempt from state, generation and the repeat budget); '2' for a run after
+          another job's run (`--after`: the job must be scheduled, exempt from generation and the repeat budget);
+          else '0'
   ARGV[5] due time of the occurrence, epoch ms (kept for the caller's logs; the coalescing
           rule is applied when the occurrence is read, scheduler/cron/misfire.ts)
   ARGV[6] now, epoch ms
@@ -38,7 +40,7 @@ if redis.call('ZSCORE', KEYS[3], occ) then return {'done', 0} end
 if ARGV[4] ~= '1' then
   local job = cjson.decode(cur)
   if job['state'] ~= 'scheduled' then return {job['state'], 0} end
-  if tostring(job['generation']) ~= ARGV[3] then return {'stale', 0} end
+  if ARGV[4] == '0' and tostring(job['generation']) ~= ARGV[3] then return {'stale', 0} end
 end
 local attempt = 1
 local held = redis.call('HGET', KEYS[2], occ)
@@ -47,7 +49,7 @@ if held then
   if claim['holder'] ~= ARGV[2] then return {'claimed', 0} end
   attempt = claim['attempt'] + 1
 end
-if ARGV[4] ~= '1' and not held then
+if ARGV[4] == '0' and not held then
   local job = cjson.decode(cur)
   local times = job['repeat']['times']
   if type(times) == 'number' then
@@ -60,7 +62,7 @@ if ARGV[4] ~= '1' and not held then
     if taken >= times then return {'repeat-used', 0} end
   end
 end
-redis.call('HSET', KEYS[2], occ, cjson.encode({holder = ARGV[2], attempt = attempt, at = now, manual = ARGV[4] == '1', skip = ARGV[8] == '1'}))
+redis.call('HSET', KEYS[2], occ, cjson.encode({holder = ARGV[2], attempt = attempt, at = now, manual = ARGV[4] ~= '0', skip = ARGV[8] == '1'}))
 -- Claims of occurrences that never committed (failed for good) are dropped once older than the window.
 if redis.call('HLEN', KEYS[2]) > 16 then
   local all = redis.call('HGETALL', KEYS[2])

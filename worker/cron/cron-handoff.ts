@@ -1,0 +1,54 @@
+/**
+ * The hand-off from a cron run to the jobs that run after it (`--after`, docs/CRON.md, "Jobs that run after
+ * jobs"). Exactly once per parent run, across a fleet and a crash:
+ *
+ *   1. which children a run starts is decided before its commit and written in its run record (`CronRun.handoff`),
+ *      so it is part of the commit's one atomic step: a run either is recorded with its hand-off or not at all;
+ *   2. after the commit each child's run is queued with a BullMQ job id made from the child and the parent run
+ *      (`CronStore.enqueueAfter`), and its occurrence id is made from them too (`cronAfterOccurrenceId`);
+ *   3. a parent job retried after the commit (a worker killed between the commit and the queueing, a lost lock,
+ *      a duplicate) finds the run committed and queues the hand-off again from the record: BullMQ keeps one job
+ *      per id, and past the queue's retention the child's claim finds its occurrence committed.
+ */
+import { afterMatches, boundParentOutput, type ParentRunContext } from '../../scheduler/cron/cron-after.ts';
+import type { CronJob, CronRun } from '../../scheduler/cron/cron-job.ts';
+import type { WorkerDeps } from '../worker-deps.ts';
+
+/**
+ * The ids of the jobs a run of `parent` starts: those listed as running after it whose record names it with an
+ * outcome the run has (`afterMatches`).
+ */
+export async function handoffTargets(deps: WorkerDeps, parent: CronJob, run: CronRun): Promise<string[]> {
+  if (run.status === 'skipped') return [];
+  const ids = await deps.cron.children(parent.id);
+  const out: string[] = [];
+  for (const id of ids.sort()) {
+    const child = await deps.cron.get(id);
+    const link = child?.after?.find((a) => a.job_id === parent.id);
+    if (link && afterMatches(link.on, run)) out.push(id);
+  }
+  return out;
+}
+
+/**
+ * Queue the runs a committed run hands off to (`run.handoff`), each once by its id; a child removed meanwhile is
+ * passed over (its run would be dropped anyway).
+ */
+export async function handOff(deps: WorkerDeps, parent: CronJob, run: CronRun): Promise<void> {
+  if (!run.handoff?.length || run.status === 'skipped') return;
+  const text = run.status === 'ok' ? (run.delivery_text ?? run.output ?? '') : (run.error ?? run.output ?? '');
+  const context: ParentRunContext = {
+    jobId: parent.id,
+    name: parent.name,
+    occurrenceId: run.occurrence_id,
+    status: run.status,
+    ...boundParentOutput(text, deps.config.cron.after_output_max_chars),
+  };
+  const dueAt = run.finished_at ?? run.due_at;
+  for (const id of run.handoff) {
+    const child = await deps.cron.get(id);
+    if (!child) continue;
+    const jobId = await deps.cron.enqueueAfter(child, context, dueAt);
+    deps.log.info({ cronJobId: id, parentJobId: parent.id, parentOccurrenceId: run.occurrence_id, jobId }, 'cron run handed off');
+  }
+}
