@@ -75,10 +75,11 @@ export function refuseAfterAll(afterAll: boolean | undefined): void {
 
 /**
  * Whether a parent's run starts a child that waits for `on`: an `ok` run (not one whose `--watch` saw nothing
- * new: nothing ran), an `error` run; a skipped run never.
+ * new: nothing ran), an `error` run; a skipped or cancelled run never.
  */
-export function afterMatches(on: AfterOutcome, run: { status: 'ok' | 'error' | 'skipped'; unchanged?: boolean }): boolean {
-  if (run.status === 'skipped' || (run.status === 'ok' && run.unchanged)) return false;
+export function afterMatches(on: AfterOutcome, run: { status: string; unchanged?: boolean }): run is { status: 'ok' | 'error' } {
+  if (run.status !== 'ok' && run.status !== 'error') return false;
+  if (run.status === 'ok' && run.unchanged) return false;
   return on === 'any' || on === run.status;
 }
 

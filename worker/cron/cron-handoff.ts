@@ -19,7 +19,7 @@ import type { WorkerDeps } from '../worker-deps.ts';
  * outcome the run has (`afterMatches`).
  */
 export async function handoffTargets(deps: WorkerDeps, parent: CronJob, run: CronRun): Promise<string[]> {
-  if (run.status === 'skipped') return [];
+  if (run.status !== 'ok' && run.status !== 'error') return [];
   const ids = await deps.cron.children(parent.id);
   const out: string[] = [];
   for (const id of ids.sort()) {
@@ -35,7 +35,7 @@ export async function handoffTargets(deps: WorkerDeps, parent: CronJob, run: Cro
  * passed over (its run would be dropped anyway).
  */
 export async function handOff(deps: WorkerDeps, parent: CronJob, run: CronRun): Promise<void> {
-  if (!run.handoff?.length || run.status === 'skipped') return;
+  if (!run.handoff?.length || (run.status !== 'ok' && run.status !== 'error')) return;
   const text = run.status === 'ok' ? (run.delivery_text ?? run.output ?? '') : (run.error ?? run.output ?? '');
   const context: ParentRunContext = {
     jobId: parent.id,
