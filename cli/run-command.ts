@@ -22,7 +22,7 @@ export const EXIT_FAILURE = 1;
 /**
  * The flag of each service input field whose flag a message should name at a
  * terminal. Services (shared with `/api`) name a field in backticks, as the
- * JSON body spells it (`` `notify` must be always, failure or never``); the
+ * JSON body spells it (`` `notify` must be auto, always, done, never``); the
  * CLI writes its flag instead (`--notify must be …`).
  */
 const FIELD_FLAGS = nameTable({

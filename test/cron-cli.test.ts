@@ -310,10 +310,12 @@ describe('hermes cron job commands', () => {
     });
   });
 
-  it('--notify always|failure|never on add and edit (default failure); a bad policy exits 2', async () => {
+  it('--notify auto|always|done|never on add and edit (default auto; the earlier failure reads as auto); a bad mode exits 2', async () => {
     const { cli } = setup();
     const job = JSON.parse((await cli('add', 'daily at 7am', 'x', '--name', 'n', '--json')).stdout) as { id: string; notify: string };
-    expect(job.notify).toBe('failure');
+    expect(job.notify).toBe('auto');
+    expect(JSON.parse((await cli('edit', job.id, '--notify', 'done', '--json')).stdout)).toMatchObject({ notify: 'done' });
+    expect(JSON.parse((await cli('edit', job.id, '--notify', 'failure', '--json')).stdout)).toMatchObject({ notify: 'auto' });
     expect(JSON.parse((await cli('edit', job.id, '--notify', 'never', '--json')).stdout)).toMatchObject({ notify: 'never' });
     expect((await cli('show', job.id)).stdout).toMatch(/policy {4}misfire once · overlap skip · notify never/);
     expect(await cli('add', 'daily at 7am', 'x', '--notify', 'sometimes')).toMatchObject({

@@ -46,7 +46,7 @@ describe('/loop grammar (docs/DESIGN.md §4)', () => {
         return (e as Error).message;
       }
     };
-    expect(err('10m x --notify loud')).toBe('--notify must be auto, always, done; got "loud".');
+    expect(err('10m x --notify loud')).toBe('--notify must be auto, always, done, never; got "loud".');
     expect(err('10m x --max-tokens lots')).toMatch(
       /^--max-tokens needs a positive whole number of tokens up to 1,000,000,000; got "lots"\.$/,
     );

@@ -10,7 +10,7 @@ import { describe } from 'vitest';
 import { telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
 import type { Origin } from '../scheduler/session/origin.ts';
-import type { LoopNotify } from '../scheduler/economy/economy-flags.ts';
+import type { NotifyMode } from '../scheduler/economy/notify.ts';
 import { startAgentStack } from './support/agent-stack.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
 import { openCronService } from './support/cron-worker.ts';
@@ -202,7 +202,7 @@ describe.concurrent('--notify always sends a quiet reply as it was written', () 
 
   it('for a loop; auto and done do not', async ({ cleanups, expect }) => {
     const { c } = await setup(cleanups);
-    const modes: LoopNotify[] = ['always', 'auto', 'done'];
+    const modes: NotifyMode[] = ['always', 'auto', 'done'];
     const chat = (m: number, i: number) => String(5000 + 100 * m + i);
     await Promise.all(
       modes.flatMap((notify, m) =>
@@ -229,7 +229,7 @@ describe.concurrent('--notify always sends a quiet reply as it was written', () 
     }
   });
 
-  it('for a cron job; failure (the default) and never do not', async ({ cleanups, expect }) => {
+  it('for a cron job; auto (the default, given by its earlier word failure) and never do not', async ({ cleanups, expect }) => {
     const { env } = await setup(cleanups);
     const api = openCronService(env.config);
     cleanups.push(() => api.close());

@@ -2,6 +2,7 @@
  * Human output of `hermes cron`: tables and one-line summaries. Times are
  * shown in each job's own zone, with a relative hint ("in 4m").
  */
+import { readNotify } from '../../scheduler/economy/notify.ts';
 import { formatInZone, formatRelative, isoUtc } from '../../scheduler/cron/cron-engine.ts';
 import { MAX_RUN_OUTPUT_CHARS, type CronJob, type CronRun } from '../../scheduler/cron/cron-job.ts';
 import type { CronFinding, CronStatus } from '../../scheduler/cron/cron-reports.ts';
@@ -60,7 +61,7 @@ export function formatJob(job: CronJob, now: number): string[] {
     `  state     ${job.state}${job.state === 'scheduled' ? ` · next ${when(job.next_run_at, job.tz, now)}` : ''}${job.paused_reason ? ` (${job.paused_reason})` : ''}`,
     `  deliver   ${job.deliver.join(', ')}`,
     `  output    ${outputsAt(job)}`,
-    `  policy    misfire ${job.misfire} · overlap ${job.overlap} · notify ${job.notify ?? 'failure'}`,
+    `  policy    misfire ${job.misfire} · overlap ${job.overlap} · notify ${readNotify(job.notify)}`,
   ];
   if (job.after?.length) lines.push(`  after     ${job.after.map((a) => `${a.job_id}:${a.on}`).join(', ')} (a run after each such run)`);
   if (job.schedule.kind !== 'once' && job.schedule.jitter) {

@@ -8,13 +8,13 @@
  */
 import { Command, CommanderError, Option } from 'commander';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
+import { NOTIFY_WORDS } from '../../scheduler/economy/notify.ts';
 import { defaultTimeZone, isoUtc, nextOccurrences } from '../../scheduler/cron/cron-engine.ts';
 import {
   cronJobView,
   cronOccurrenceId,
   cronRunView,
   MISFIRE_POLICIES,
-  NOTIFY_POLICIES,
   OVERLAP_POLICIES,
   type CronJob,
   type CronRun,
@@ -488,9 +488,9 @@ function withJobFlags(cmd: Command): Command {
     .addOption(new Option('--overlap <policy>', 'when still running at the next occurrence').choices(OVERLAP_POLICIES))
     .addOption(
       new Option(
-        '--notify <policy>',
-        'notices to the targets: failed runs (failure, default), also skipped ones (always), none (never)',
-      ).choices(NOTIFY_POLICIES),
+        '--notify <mode>',
+        "replies and notices to the targets: auto (default), always (quiet replies and skips too), done (only the last run's reply), never (no notices); failure = auto",
+      ).choices(NOTIFY_WORDS),
     )
     .option(
       '--jitter <duration>',

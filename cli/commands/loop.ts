@@ -264,7 +264,7 @@ const SCHEDULE_COMMANDS: readonly ScheduleCommandSpec[] = [
     kind: 'loop',
     description: 'set or control the loop of a session: hermes loop 10m check the CI build',
     argument:
-      'interval, prompt, --times N, --until <condition>, --notify auto|always|done, --watch <check>, --max-tokens N, --model <name>, or status|pause|resume|stop|help',
+      'interval, prompt, --times N, --until <condition>, --notify auto|always|done|never, --watch <check>, --max-tokens N, --model <name>, or status|pause|resume|stop|help',
     passUnknownOptions: true,
   },
   {
@@ -272,7 +272,7 @@ const SCHEDULE_COMMANDS: readonly ScheduleCommandSpec[] = [
     alias: 'hb',
     description: 'set or control the heartbeat of a session: hermes heartbeat every 30m anything new in my inbox?',
     argument:
-      'every <interval> <prompt>, --notify auto|always|done, --watch <check>, --max-tokens N, --model <name>, or status|pause|resume|stop|clear|help',
+      'every <interval> <prompt>, --notify auto|always|done|never, --watch <check>, --max-tokens N, --model <name>, or status|pause|resume|stop|clear|help',
     passUnknownOptions: true,
   },
 ];

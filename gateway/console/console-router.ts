@@ -17,12 +17,13 @@
  * cannot (a custom header needs a CORS preflight, and the gateway answers none): with the Origin
  * check of the browser guard, no other site can make a logged-in browser pause, send or remove.
  */
+import type { NOTIFY_WORDS } from '../../scheduler/economy/notify.ts';
 import express, { Router, type Request, type Response } from 'express';
 import { defaultTimeZone } from '../../scheduler/cron/cron-engine.ts';
 import { previewSchedule, type SchedulePreview } from '../../scheduler/cron/preview.ts';
 import { isHermesError } from '../../scheduler/errors/hermes-error.ts';
 import { formatSeconds } from '../../scheduler/interval.ts';
-import type { NotifyPolicy, OverlapPolicy } from '../../scheduler/cron/cron-job.ts';
+import type { OverlapPolicy } from '../../scheduler/cron/cron-job.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { assertSessionId } from '../../scheduler/session/session-id.ts';
 import { setAsideInputs } from '../../scheduler/session/set-aside.ts';
@@ -264,7 +265,7 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     ...(v.tz?.trim() ? { tz: v.tz.trim() } : {}),
     ...(v.deliver?.trim() ? { deliver: v.deliver.trim() } : {}),
     // The service refuses a value that is none of them (cron-input.ts `parseNotify`).
-    ...(v.notify?.trim() ? { notify: v.notify.trim() as NotifyPolicy } : {}),
+    ...(v.notify?.trim() ? { notify: v.notify.trim() as (typeof NOTIFY_WORDS)[number] } : {}),
     // The same for `overlap` (`parseOverlap`).
     ...(v.overlap?.trim() ? { overlap: v.overlap.trim() as OverlapPolicy } : {}),
     ...(v.jitter?.trim() ? { jitter: v.jitter.trim() } : {}),

@@ -7,7 +7,8 @@
 import { formatInZone, isoUtc } from '../../scheduler/cron/cron-engine.ts';
 import type { SchedulePreview } from '../../scheduler/cron/preview.ts';
 import { describeCron, scheduleText } from '../../scheduler/cron/describe.ts';
-import { NOTIFY_POLICIES, OVERLAP_POLICIES, type NotifyPolicy, type OverlapPolicy } from '../../scheduler/cron/cron-job.ts';
+import { OVERLAP_POLICIES, type OverlapPolicy } from '../../scheduler/cron/cron-job.ts';
+import { NOTIFY_MODES, readNotify, type NotifyMode } from '../../scheduler/economy/notify.ts';
 import { agentCreatorText } from '../../scheduler/session/origin.ts';
 import { ms, type CronJobView, type CronRunView } from './cron-view.ts';
 import { at, countdown, duration, tokens } from './format.ts';
@@ -30,7 +31,7 @@ function runRow(r: CronRunView, tz: string): Html {
   return html`<tr><td><span class="status status-${r.status}">${r.status}</span>${r.reason ? ` (${r.reason})` : ''}<br><span class="reason">${r.trigger}</span></td><td>${started === null ? '—' : at(started, tz)}</td><td>${duration(r.lateness_ms)}${r.late ? ' (late)' : ''}</td><td>${started !== null && finished !== null ? duration(finished - started) : '—'}</td><td><ul class="deliveries">${deliveries}</ul></td><td><pre class="text">${r.error ? `error: ${r.error}\n` : ''}${clip(r.output ?? '', 2000)}</pre></td></tr>`;
 }
 
-/** Notices, overlap (when not the default), jitter, watch, model and token budget in one line: `notify failure · jitter 5m (this job: +2m 13s) · max 200,000 tokens`. */
+/** Notices, overlap (when not the default), jitter, watch, model and token budget in one line: `notify auto · jitter 5m (this job: +2m 13s) · max 200,000 tokens`. */
 function runSettings(job: CronJobView): string {
   const parts = [`notify ${job.notify}`];
   if (job.overlap !== 'skip') parts.push(`overlap ${job.overlap}`);
@@ -153,10 +154,11 @@ export const CRON_FORM_FIELDS = [
 ] as const;
 
 /** What `notify` offers, with what each sends. */
-const NOTIFY_CHOICES: Record<NotifyPolicy, string> = {
-  failure: 'failure — a notice when a run fails',
-  always: 'always — also when a run is skipped',
-  never: 'never',
+const NOTIFY_CHOICES: Record<NotifyMode, string> = {
+  auto: 'auto — replies (not [SILENT]) and a notice when a run fails',
+  always: 'always — also [SILENT] replies and skipped runs',
+  done: "done — only the last run's reply, and failure notices",
+  never: 'never — replies only, no notices',
 };
 
 /** What `overlap` offers, with Temporal's name of each (docs/CRON.md, "Overlap"). */
@@ -170,10 +172,8 @@ const OVERLAP_CHOICES: Record<OverlapPolicy, string> = {
 
 /** The fields of how a job runs: notices, overlap, jitter and its economy (docs/CRON.md, "Economy"). */
 function runFields(values: CronFormValues): Html {
-  const notify = values.notify || 'failure';
-  const options = NOTIFY_POLICIES.map(
-    (p) => html`<option value="${p}"${p === notify ? html` selected` : ''}>${NOTIFY_CHOICES[p]}</option>`,
-  );
+  const notify = readNotify(values.notify || undefined);
+  const options = NOTIFY_MODES.map((p) => html`<option value="${p}"${p === notify ? html` selected` : ''}>${NOTIFY_CHOICES[p]}</option>`);
   const overlap = values.overlap || 'skip';
   const overlapOptions = OVERLAP_POLICIES.map(
     (p) => html`<option value="${p}"${p === overlap ? html` selected` : ''}>${OVERLAP_CHOICES[p]}</option>`,

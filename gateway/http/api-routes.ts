@@ -8,7 +8,8 @@
  * Schedules created over HTTP always run the agent: `/api` can never create a
  * command turn (docs/DESIGN.md §3).
  */
-import { LOOP_NOTIFY, MAX_TOKENS_LIMIT, type LoopNotify, type ScheduleEconomy } from '../../scheduler/economy/economy-flags.ts';
+import { MAX_TOKENS_LIMIT, type ScheduleEconomy } from '../../scheduler/economy/economy-flags.ts';
+import { NOTIFY_WORDS, parseNotify } from '../../scheduler/economy/notify.ts';
 import { Router } from 'express';
 import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import type { StreamFanout } from '../stream-fanout.ts';
@@ -63,7 +64,7 @@ const kindSchema = z.enum(['loop', 'heartbeat']);
 const deliverField = { deliver: z.string().min(1).max(4096).optional() };
 
 const economyFields = {
-  notify: z.enum(LOOP_NOTIFY).optional(),
+  notify: z.enum(NOTIFY_WORDS).optional(),
   watch: z.string().min(1).max(2048).optional(),
   max_tokens: z.number().int().positive().max(MAX_TOKENS_LIMIT).optional(),
   model: z.string().min(1).max(64).optional(),
@@ -93,9 +94,9 @@ const createSchema = z.discriminatedUnion('kind', [
 ]);
 
 /** The economy a body's fields ask for (a flag in `args` wins over its field). */
-function economyOf(body: { notify?: LoopNotify; watch?: string; max_tokens?: number; model?: string }): ScheduleEconomy {
+function economyOf(body: { notify?: string; watch?: string; max_tokens?: number; model?: string }): ScheduleEconomy {
   return {
-    ...(body.notify ? { notify: body.notify } : {}),
+    ...(body.notify ? { notify: parseNotify(body.notify, '`notify`') } : {}),
     ...(body.watch ? { watch: body.watch } : {}),
     ...(body.max_tokens ? { maxTokens: body.max_tokens } : {}),
     ...(body.model ? { model: body.model } : {}),

@@ -9,14 +9,8 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { HttpError } from './errors.ts';
-import {
-  MISFIRE_POLICIES,
-  NOTIFY_POLICIES,
-  OVERLAP_POLICIES,
-  type MisfirePolicy,
-  type NotifyPolicy,
-  type OverlapPolicy,
-} from '../../scheduler/cron/cron-job.ts';
+import { MISFIRE_POLICIES, OVERLAP_POLICIES, type MisfirePolicy, type OverlapPolicy } from '../../scheduler/cron/cron-job.ts';
+import { NOTIFY_WORDS } from '../../scheduler/economy/notify.ts';
 
 /** Fields of a new job as the HTTP surface accepts them (the CLI's `add` flags). */
 export interface CronAddInput {
@@ -31,8 +25,8 @@ export interface CronAddInput {
   paused?: boolean;
   misfire?: MisfirePolicy;
   overlap?: OverlapPolicy;
-  /** Notices to the targets: failed runs (`failure`, default), also skipped ones (`always`), none (`never`). */
-  notify?: NotifyPolicy;
+  /** `--notify` (docs/CONTEXT.md, "Notify"): `auto` (default), `always`, `done`, `never`; `failure` reads as `auto`. */
+  notify?: (typeof NOTIFY_WORDS)[number];
   /** Jitter window: a duration (`5m`) or whole seconds; `0` for none. Must be less than the schedule's shortest gap. */
   jitter?: string | number;
   /** A declared check run before each run; an unchanged output skips the model (docs/CRON.md, "Economy"). Must be allowed from `api`. */
@@ -90,7 +84,7 @@ const addSchema = z
     paused: z.boolean().optional(),
     misfire: z.enum(MISFIRE_POLICIES).optional(),
     overlap: z.enum(OVERLAP_POLICIES).optional(),
-    notify: z.enum(NOTIFY_POLICIES).optional(),
+    notify: z.enum(NOTIFY_WORDS).optional(),
     jitter: z.union([z.string().min(1), z.number()]).optional(),
     watch: z.string().min(1).optional(),
     max_tokens: z.number().int().optional(),
@@ -116,7 +110,7 @@ const editSchema = z
     tz: z.string().min(1).optional(),
     misfire: z.enum(MISFIRE_POLICIES).optional(),
     overlap: z.enum(OVERLAP_POLICIES).optional(),
-    notify: z.enum(NOTIFY_POLICIES).optional(),
+    notify: z.enum(NOTIFY_WORDS).optional(),
     jitter: z.union([z.string().min(1), z.number()]).optional(),
     watch: z.string().min(1).nullable().optional(),
     max_tokens: z.number().int().nullable().optional(),

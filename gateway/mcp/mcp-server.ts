@@ -17,6 +17,7 @@
  */
 import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { NOTIFY_MODES } from '../../scheduler/economy/notify.ts';
 import { z } from 'zod';
 import { MCP_TOOL_NAMES } from '../../scheduler/config/config.ts';
 import { isHermesError } from '../../scheduler/errors/hermes-error.ts';
@@ -85,7 +86,9 @@ const scheduleFields = (config: McpDeps['config']) => ({
   notify: z
     .string()
     .optional()
-    .describe('loop/heartbeat: auto|always|done (which replies are sent); cron: failure|always|never (which notices).'),
+    .describe(
+      `Which replies and notices reach the targets: ${NOTIFY_MODES.join('|')} (auto: all but [SILENT]; always: [SILENT] and cron skips too; done: only the last reply; never: no failure or pause notices).`,
+    ),
   command: z
     .string()
     .optional()

@@ -24,7 +24,7 @@ import type { LoopSpec } from '../../scheduler/loop/loop-service.ts';
 import { scheduleObject } from '../../scheduler/loop/schedule-view.ts';
 import { parseLoopInterval } from '../../scheduler/loop/loop-command.ts';
 import { parseHeartbeatInterval } from '../../scheduler/loop/heartbeat-command.ts';
-import { LOOP_NOTIFY, type LoopNotify } from '../../scheduler/economy/economy-flags.ts';
+import { parseNotify, type NotifyMode } from '../../scheduler/economy/notify.ts';
 import { parseDeliverList } from '../../scheduler/delivery/deliver-list.ts';
 import { cronJobView, defaultName, type CronJob } from '../../scheduler/cron/cron-job.ts';
 import type { CronCaller } from '../../scheduler/cron/cron-input.ts';
@@ -327,12 +327,7 @@ export class ScheduleActions {
       });
     if (f.times !== undefined && (!Number.isInteger(f.times) || f.times < 1 || f.times > MAX_TIMES))
       throw new ScheduleInputError(`\`times\` must be a whole number from 1 to ${MAX_TIMES}, got ${f.times}.`, { field: 'times' });
-    let notify: LoopNotify | undefined = current?.notify;
-    if (f.notify !== undefined) {
-      if (!(LOOP_NOTIFY as readonly string[]).includes(f.notify))
-        throw new ScheduleInputError(`\`notify\` of a ${kind} must be auto, always or done, got "${f.notify}".`, { field: 'notify' });
-      notify = f.notify as LoopNotify;
-    }
+    const notify: NotifyMode | undefined = f.notify !== undefined ? parseNotify(f.notify, '`notify`') : current?.notify;
     const spec: LoopSpec = {
       prompt,
       intervalSeconds,

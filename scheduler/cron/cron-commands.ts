@@ -12,6 +12,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
+import { readNotify } from '../economy/notify.ts';
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
 import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
 import { assertTimeZone, defaultTimeZone, type CronSchedule } from './cron-engine.ts';
@@ -224,7 +225,7 @@ export class CronCommands {
       repeatTimes: changes.repeat !== undefined ? (changes.repeat === null ? null : parseRepeat(changes.repeat)) : current.repeat.times,
       misfire: changes.misfire !== undefined ? parseMisfire(changes.misfire) : current.misfire,
       overlap: changes.overlap !== undefined ? parseOverlap(changes.overlap) : current.overlap,
-      notify: changes.notify !== undefined ? parseNotify(changes.notify) : (current.notify ?? 'failure'),
+      notify: changes.notify !== undefined ? parseNotify(changes.notify) : readNotify(current.notify),
     };
     if (schedule.kind === 'after' && fields.repeatTimes !== null) throw repeatWithoutSchedule();
     // The parents list the job before its record names them (the index is never short of a child).

@@ -2,8 +2,8 @@
  * The economy settings of cron jobs (docs/CRON.md, "Economy"; the policies:
  * docs/CONTEXT.md): `--watch <check>`, `--max-tokens N`, `--model <name>` on
  * `hermes cron add|edit`, and `watch`, `max_tokens`, `model` in the `/api`
- * bodies. Cron keeps its own `--notify always|failure|never`, so the loops'
- * `--notify` is not one of them here.
+ * bodies. `--notify` is parsed with the job's other policies (`cron-input.ts`,
+ * through `../economy/notify.ts`).
  *
  * Parsed and checked before anything is written (bad input changes nothing):
  * - values as `parseEconomyValue` reads them for loops (`../economy/economy-flags.ts`);

@@ -11,12 +11,11 @@ import {
   type CronEconomy,
   type CronJobCreator,
   type MisfirePolicy,
-  type NotifyPolicy,
   type OverlapPolicy,
   MISFIRE_POLICIES,
-  NOTIFY_POLICIES,
   OVERLAP_POLICIES,
 } from './cron-job.ts';
+import { parseNotify as parseNotifyWord, type NotifyMode } from '../economy/notify.ts';
 import { economyError, parseCronEconomy, type CronEconomyInput, type EconomyChecker } from './cron-economy.ts';
 import { parseSchedule } from './schedule-grammar.ts';
 import type { WebhookAllowList } from '../delivery/webhook-policy.ts';
@@ -193,11 +192,9 @@ export function parseMisfire(value: string | undefined): MisfirePolicy {
   throw new ScheduleInputError(`\`misfire\` must be skip or once, got "${value}".`, { field: 'misfire' });
 }
 
-/** `notify`: `always`, `failure` (default) or `never`. */
-export function parseNotify(value: string | undefined): NotifyPolicy {
-  if (value === undefined) return 'failure';
-  if (isOneOf(NOTIFY_POLICIES, value)) return value;
-  throw new ScheduleInputError(`\`notify\` must be always, failure or never, got "${value}".`, { field: 'notify' });
+/** `notify`: the one `--notify` vocabulary (`../economy/notify.ts`), `auto` by default. */
+export function parseNotify(value: string | undefined): NotifyMode {
+  return value === undefined ? 'auto' : parseNotifyWord(value, '`notify`');
 }
 
 /** `overlap`: `skip` (default), `queue`, `allow`, `buffer_all` or `cancel_other` (`OVERLAP_POLICIES`). */

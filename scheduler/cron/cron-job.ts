@@ -12,6 +12,7 @@ import { assertDeliverList, NO_WEBHOOK_ALLOW, parseDeliverList } from '../delive
 import { NO_SPEND, NO_TOTALS, type ModelSpend, type SpendTotals, type TurnBudgetOverrun } from '../model-spend.ts';
 import { isSilentReply } from '../economy/silent-reply.ts';
 import { isBudgetPause } from '../economy/token-budget.ts';
+import { notifyDeliversReply, readNotify, type NotifyMode } from '../economy/notify.ts';
 import { failureRule, SCHEDULE_POLICY, type ScheduleLedger, type TurnEnd } from '../schedule-policy/schedule-policy.ts';
 import { afterRunDigest, type CronAfter } from './cron-after.ts';
 
@@ -51,16 +52,6 @@ export type OccurrenceTrigger = Exclude<CronRunTrigger, 'catch-up'>;
 /** Where one delivery of a cron run stands (`CronDelivery.status`; the meaning of each on `CronDelivery`). */
 export const CRON_DELIVERY_STATUSES = ['pending', 'queued', 'sent', 'delivered', 'failed', 'silent'] as const;
 export type CronDeliveryStatus = (typeof CRON_DELIVERY_STATUSES)[number];
-/**
- * Which runs send a notice to the job's targets (`--notify`): `failure`
- * (default) a failed run; `always` also a skipped occurrence (overlap or
- * misfire), and a quiet reply (`[SILENT]`) is delivered as it was written;
- * `never` none. A successful run delivers its reply unless it is quiet
- * (`runDeliversReply`).
- */
-export const NOTIFY_POLICIES = ['always', 'failure', 'never'] as const;
-export type NotifyPolicy = (typeof NOTIFY_POLICIES)[number];
-
 /** A stored cron job. */
 export interface CronJob {
   /** 12 hex characters. */
@@ -78,8 +69,11 @@ export interface CronJob {
   script: string | null;
   misfire: MisfirePolicy;
   overlap: OverlapPolicy;
-  /** `--notify`; records written before it existed read as `failure`. */
-  notify?: NotifyPolicy;
+  /**
+   * `--notify` (`../economy/notify.ts`); records written before it existed read as `auto`, and so do
+   * records that stored the earlier word `failure` (`readCronJob`).
+   */
+  notify?: NotifyMode;
   state: CronJobState;
   /** Why the job was paused by the product (a failure streak); `null` otherwise. */
   paused_reason?: string | null;
@@ -236,9 +230,31 @@ export function withReply(run: CronRun, reply: string): CronRun {
   return { ...run, output: `${reply.slice(0, MAX_RUN_OUTPUT_CHARS)}\n[output cut]`, delivery_text: reply, silent };
 }
 
-/** Whether a run's reply goes to the job's targets: an `ok` run that ran, unless its reply is quiet and the job is not `--notify always`. */
-export function runDeliversReply(job: Pick<CronJob, 'notify'>, run: Pick<CronRun, 'status' | 'unchanged' | 'silent'>): boolean {
-  return run.status === 'ok' && !run.unchanged && (!run.silent || job.notify === 'always');
+/**
+ * Whether a run's reply goes to the job's targets: an `ok` run that ran, as `--notify` says
+ * (`notifyDeliversReply`; under `done` only the run that completes the job).
+ * @param job - the job the run belongs to, as it was when the run started
+ */
+export function runDeliversReply(
+  job: Pick<CronJob, 'notify' | 'schedule' | 'repeat'>,
+  run: Pick<CronRun, 'status' | 'unchanged' | 'silent' | 'trigger'>,
+): boolean {
+  return run.status === 'ok' && !run.unchanged && notifyDeliversReply(job.notify, { quiet: run.silent, final: runIsLast(job, run) });
+}
+
+/** Whether a run completes its job: a scheduled run of a one-shot, or the last of `--repeat N`. */
+export function runIsLast(job: Pick<CronJob, 'schedule' | 'repeat'>, run: Pick<CronRun, 'trigger'>): boolean {
+  if (run.trigger === 'manual') return false;
+  return job.schedule.kind === 'once' || (job.repeat.times !== null && job.repeat.completed + 1 >= job.repeat.times);
+}
+
+/**
+ * A stored job as this version reads it (records are read as they were written, never rewritten
+ * for it): the earlier `--notify` word `failure` reads as `auto`.
+ */
+export function readCronJob(raw: string): CronJob {
+  const job = JSON.parse(raw) as CronJob;
+  return job.notify === undefined || job.notify === readNotify(job.notify) ? job : { ...job, notify: readNotify(job.notify) };
 }
 
 /** The text a delivery target gets for a run. */
@@ -303,8 +319,8 @@ export interface NewCronJob {
   script: string | null;
   misfire: MisfirePolicy;
   overlap: OverlapPolicy;
-  /** `--notify`; default `failure`. */
-  notify?: NotifyPolicy;
+  /** `--notify`; default `auto`. */
+  notify?: NotifyMode;
   /** `--watch`, `--max-tokens`, `--model` (validated: `cron-economy.ts`). */
   economy?: CronEconomy;
   paused: boolean;
@@ -337,7 +353,7 @@ export function createCronJob(input: NewCronJob): CronJob {
     script: input.script,
     misfire: input.misfire,
     overlap: input.overlap,
-    notify: input.notify ?? 'failure',
+    notify: input.notify ?? 'auto',
     state,
     paused_reason: null,
     origin: input.origin,
@@ -562,7 +578,7 @@ export function cronJobView(job: CronJob): Record<string, unknown> {
     script: job.script,
     misfire: job.misfire,
     overlap: job.overlap,
-    notify: job.notify ?? 'failure',
+    notify: readNotify(job.notify),
     // `--jitter`: the window and this job's fixed offset in it (0 and 0 without jitter).
     jitter_seconds: job.schedule.kind === 'once' ? 0 : (job.schedule.jitter?.seconds ?? 0),
     jitter_offset_seconds: job.schedule.kind === 'once' ? 0 : (job.schedule.jitter?.offsetMs ?? 0) / 1000,

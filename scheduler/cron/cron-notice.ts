@@ -2,13 +2,14 @@
  * Notices a cron run sends to its job's targets besides its reply (pure):
  * a failed run is told as a short failure notice (job, error, how to
  * inspect), unless the job says `--notify never`; with `--notify always` a
- * skipped occurrence or a cancelled run is told too. A run that paused the job (its failure
+ * skipped occurrence or a cancelled run is told too (`../economy/notify.ts`). A run that paused the job (its failure
  * streak, field report F19; a token budget: `--max-tokens` or
  * `agent.max_tokens_per_turn`) says so and how to resume; a successful run
  * that spent the job's `--max-tokens` delivers its reply with that notice
  * after it.
  */
 import { isoUtc } from './cron-engine.ts';
+import { notifySendsNotices, notifyTellsSkips } from '../economy/notify.ts';
 import { deliveryText, pausedByStreak, runDeliversReply, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
 
 /** Why an occurrence was skipped, by its run's `reason`, as the notice says it. */
@@ -25,8 +26,7 @@ const SKIPPED_WHY: Record<string, string> = {
  * @param pausedByRun - true when this run moved the job from scheduled to paused
  */
 export function runNotice(job: CronJob, run: CronRun, pausedByRun: boolean): string | null {
-  const notify = job.notify ?? 'failure';
-  if (notify === 'never') return null;
+  if (!notifySendsNotices(job.notify)) return null;
   const who = `Cron job "${job.name}" (${job.id})`;
   if (run.status === 'error') {
     const error = (run.error ?? 'unknown error').replace(/\s+/g, ' ').trim();
@@ -41,9 +41,9 @@ export function runNotice(job: CronJob, run: CronRun, pausedByRun: boolean): str
     return lines.join('\n');
   }
   if (run.status === 'ok' && pausedByRun) return `${who} paused: ${budgetPause(job)}`;
-  if (run.status === 'skipped' && notify === 'always')
+  if (run.status === 'skipped' && notifyTellsSkips(job.notify))
     return `${who} skipped its run due ${isoUtc(run.due_at)}: ${SKIPPED_WHY[run.reason ?? ''] ?? SKIPPED_WHY.misfire}.`;
-  if (run.status === 'cancelled' && notify === 'always') {
+  if (run.status === 'cancelled' && notifyTellsSkips(job.notify)) {
     return `${who} cancelled its run due ${isoUtc(run.due_at)}: a newer occurrence replaced it (--overlap cancel_other).`;
   }
   return null;

@@ -34,7 +34,7 @@ import type { Keys } from '../store/keys.ts';
 import type { HermesQueues } from '../store/queues.ts';
 import { parseStreamEntry } from '../session/session-store.ts';
 import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
-import { cronOccurrenceId, cronSessionId, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
+import { cronOccurrenceId, cronSessionId, readCronJob, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
 import { encodePattern } from './repeat-strategy.ts';
 import { bufferPlace } from './overlap-buffer.ts';
 import { putVersioned } from '../store/versioned-json.ts';
@@ -105,7 +105,7 @@ export class CronStore {
   /** The job, or `null`. */
   async get(id: string): Promise<CronJob | null> {
     const raw = await this.redis.get(this.keys.cronJob(id));
-    return raw ? (JSON.parse(raw) as CronJob) : null;
+    return raw ? readCronJob(raw) : null;
   }
 
   /**
@@ -119,7 +119,7 @@ export class CronStore {
       const ids = await this.redis.smembers(k.cronJobIndex);
       for (let i = 0; i < ids.length; i += 1000) {
         const raws = await this.redis.mget(...ids.slice(i, i + 1000).map((id) => k.cronJob(id)));
-        for (const r of raws) if (r !== null) out.push(JSON.parse(r) as CronJob);
+        for (const r of raws) if (r !== null) out.push(readCronJob(r));
       }
     }
     return out;

@@ -1,26 +1,18 @@
 /**
  * The economy flags of `/loop`, `/heartbeat`, `/goal`, `hermes loop|heartbeat|goal` and `hermes cron add`
- * (docs/CONTEXT.md): `--notify auto|always|done`, `--watch <check>`, `--max-tokens N`, `--model <name>`.
+ * (docs/CONTEXT.md): `--notify auto|always|done|never` (`notify.ts`), `--watch <check>`, `--max-tokens N`, `--model <name>`.
  * A pure parser over a command's tokens; what a flag may name (declared models, tools a surface may use)
  * is checked by `checkEconomy` (`economy-check.ts`) where the config is known.
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
-
-/**
- * Which replies of a loop or heartbeat reach its route (`--notify`):
- * `auto` every reply but `[SILENT]`; `always` every reply, `[SILENT]` too;
- * `done` only the final reply (the one that finishes it) and failure and pause notices.
- * Every reply stays in the transcript and the event stream whatever this says.
- */
-export const LOOP_NOTIFY = ['auto', 'always', 'done'] as const;
-export type LoopNotify = (typeof LOOP_NOTIFY)[number];
+import { NOTIFY_MODES, parseNotify, type NotifyMode } from './notify.ts';
 
 /**
  * What a schedule may say about its turns' economy (docs/CONTEXT.md): `--notify`, `--watch`,
- * `--max-tokens`, `--model`. Loops, heartbeats and goals take them; cron jobs take all but `notify`.
+ * `--max-tokens`, `--model`. Loops, heartbeats and cron jobs take them all; goals all but `notify`.
  */
 export interface ScheduleEconomy {
-  notify?: LoopNotify;
+  notify?: NotifyMode;
   watch?: string | null;
   maxTokens?: number | null;
   model?: string | null;
@@ -34,7 +26,7 @@ export const MAX_TOKENS_LIMIT = 1_000_000_000;
 
 /**
  * Take the economy flags (and their values) out of `tokens`.
- * @param options.notify - whether `--notify` is taken (not for cron jobs, which have their own `--notify`)
+ * @param options.notify - whether `--notify` is taken (not for goals, which have none)
  * @returns the flags found and the other tokens, in order
  * @throws ScheduleInputError for a flag without a value, an unknown `--notify` mode, a bad `--max-tokens`, a flag given twice
  */
@@ -68,12 +60,8 @@ export function takeEconomyFlags(
  */
 export function parseEconomyValue(flag: (typeof ECONOMY_FLAGS)[number], value: string): ScheduleEconomy {
   switch (flag) {
-    case '--notify': {
-      const mode = value.toLowerCase();
-      if (!(LOOP_NOTIFY as readonly string[]).includes(mode))
-        throw new ScheduleInputError(`--notify must be ${LOOP_NOTIFY.join(', ')}; got "${value}".`, { field: 'notify' });
-      return { notify: mode as LoopNotify };
-    }
+    case '--notify':
+      return { notify: parseNotify(value) };
     case '--max-tokens': {
       const n = /^\d+$/.test(value.replace(/[_,]/g, '')) ? Number(value.replace(/[_,]/g, '')) : NaN;
       if (!Number.isSafeInteger(n) || n < 1 || n > MAX_TOKENS_LIMIT) {
@@ -95,7 +83,7 @@ export function parseEconomyValue(flag: (typeof ECONOMY_FLAGS)[number], value: s
 function hint(flag: string): string {
   switch (flag) {
     case '--notify':
-      return LOOP_NOTIFY.join(' | ');
+      return NOTIFY_MODES.join(' | ');
     case '--watch':
       return 'a command tool, read_file:<path> or http_get:<url>';
     case '--max-tokens':

@@ -8,7 +8,7 @@ import { HermesError } from './hermes-error.ts';
  *
  * The same services serve `/api` and the CLI, so a message names an input by
  * its field, in backticks, as the `/api` JSON body spells it (`` `notify` must
- * be always, failure or never``), never by a CLI flag; the CLI writes the flag
+ * be auto, always, done, never``), never by a CLI flag; the CLI writes the flag
  * in its place when it reports (`cli/run-command.ts`). Chat grammar
  * (`/loop 5m … --times 3`) is text the user typed and keeps its own words.
  */

@@ -99,7 +99,7 @@ export function parseHeartbeatInterval(text: string, options: { minIntervalSecon
 
 export const HEARTBEAT_HELP = [
   'Usage: /heartbeat every <interval> <prompt>   (alias /hb; minimum 60s)',
-  '       [--notify auto|always|done] [--watch <check>] [--max-tokens N] [--model <name>]',
+  '       [--notify auto|always|done|never] [--watch <check>] [--max-tokens N] [--model <name>]',
   '       [--deliver origin,telegram:<chat>,slack:<channel>,discord:<channel>,https://…]',
   '  /heartbeat every 30m summarise what changed in the repo',
   'Control: /heartbeat status | pause | resume | clear',

@@ -2,7 +2,7 @@
  * The `/loop` grammar (docs/DESIGN.md §4), as a pure parser: text in, a command out, no I/O.
  *
  *   /loop [every] [<interval>] <prompt> [--times N] [--until <condition>]
- *         [--notify auto|always|done] [--watch <check>] [--max-tokens N] [--model <name>]   (`../economy/economy-flags.ts`)
+ *         [--notify auto|always|done|never] [--watch <check>] [--max-tokens N] [--model <name>]   (`../economy/economy-flags.ts`)
  *         [--deliver <targets>]   (where replies go besides the session: `../delivery/deliver-list.ts`)
  *   /loop status | pause | resume | stop | clear | cancel | help      (the whole argument)
  *
@@ -221,7 +221,7 @@ export function parseIntervalField(text: string, field = 'interval'): number {
 /** Help text of `/loop`. */
 export const LOOP_HELP = [
   'Usage: /loop [every] [interval] <prompt> [--times N] [--until <condition>]',
-  '       [--notify auto|always|done] [--watch <check>] [--max-tokens N] [--model <name>]',
+  '       [--notify auto|always|done|never] [--watch <check>] [--max-tokens N] [--model <name>]',
   '       [--deliver origin,telegram:<chat>,slack:<channel>,discord:<channel>,https://…]',
   '  /loop 10m check the CI build and tell me when it is green',
   '  /loop 5m /recap            (the prompt may be a slash command)',

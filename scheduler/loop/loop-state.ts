@@ -29,8 +29,8 @@ import { clampSelfPacedDelay, nextSelfPacedDelay, replyDigest } from './self-pac
 import type { AgentCreator, Origin, RunnerSpec } from '../session/origin.ts';
 import type { ModelSpend, SpendTotals, TurnBudgetOverrun } from '../model-spend.ts';
 import { formatSeconds } from '../interval.ts';
-import type { LoopNotify, ScheduleEconomy } from '../economy/economy-flags.ts';
-import { isSilentReply } from '../economy/silent-reply.ts';
+import type { ScheduleEconomy } from '../economy/economy-flags.ts';
+import type { NotifyMode } from '../economy/notify.ts';
 import { clipError, SCHEDULE_POLICY, type FailureRule, type ScheduleLedger, type TurnEnd } from '../schedule-policy/schedule-policy.ts';
 import { resolveDeliverList } from '../delivery/deliver-list.ts';
 
@@ -87,8 +87,8 @@ export interface LoopRecord {
   lastError?: string | null;
   /** When the first failed tick of the current streak started (epoch ms); absent or `null` while none failed. */
   failingSince?: number | null;
-  /** Which replies reach the route (`--notify`; docs/CONTEXT.md, "Quiet ticks"). Absent = `auto`. */
-  notify?: LoopNotify;
+  /** Which replies and notices reach the targets (`--notify`: `../economy/notify.ts`). Absent = `auto`. */
+  notify?: NotifyMode;
   /** The check run before the model (`--watch`: `read_file:<path>`, `http_get:<url>` or a command tool's name). */
   watch?: string | null;
   /** Digest of the watch's output at the last tick that ran it. */
@@ -111,19 +111,6 @@ export interface LoopRecord {
   name?: string;
   /** Incremented on every write; the store writes only over the version it read. */
   version: number;
-}
-
-/**
- * Whether a committed tick's reply goes to the route (`--notify`, docs/CONTEXT.md "Quiet ticks"): `auto`
- * every reply but a quiet one (`isSilentReply`); `always` every reply, a quiet one too, as it was
- * written; `done` only the reply that finished the schedule, unless it is quiet.
- * @param finished - the tick finished the schedule
- */
-export function shouldDeliverReply(notify: LoopNotify | undefined, reply: string, finished: boolean): boolean {
-  const mode = notify ?? 'auto';
-  if (mode === 'always') return true;
-  if (isSilentReply(reply)) return false;
-  return mode === 'auto' || finished;
 }
 
 /** The marker an agent prints on its own line when a loop's task is done. */

@@ -547,12 +547,12 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
   /** The run as it ends: finished now, with its deliveries (an `ok` run that ran a turn goes to every target). */
   private finishRun(claimed: CronClaimed, run: CronRun, effects: RunEffects): CronRan {
     run.finished_at = Date.now();
+    // `--notify` (`runDeliversReply`): a quiet reply held back is marked `silent` on every target; a reply
+    // `--notify done` holds back (not the job's last run) has no deliveries.
+    const delivers = runDeliversReply(claimed.record, run);
     run.deliveries =
-      run.status === 'ok' && !run.unchanged
-        ? resolveTargets(claimed.record).map((target): CronDelivery => ({
-            target,
-            status: runDeliversReply(claimed.record, run) ? 'pending' : 'silent',
-          }))
+      run.status === 'ok' && !run.unchanged && (delivers || run.silent)
+        ? resolveTargets(claimed.record).map((target): CronDelivery => ({ target, status: delivers ? 'pending' : 'silent' }))
         : [];
     return { run, effects, failed: run.status !== 'ok', unchanged: Boolean(run.unchanged), finishedAt: run.finished_at };
   }

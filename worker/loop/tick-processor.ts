@@ -35,7 +35,6 @@ import type { Job } from 'bullmq';
 import {
   applyTick,
   loopTargets,
-  shouldDeliverReply,
   tickFailureNotice,
   type FailurePolicy,
   type LoopRecord,
@@ -45,6 +44,7 @@ import {
 import { failureRule } from '../../scheduler/schedule-policy/schedule-policy.ts';
 import { NO_SPEND, sumSpend, type ModelSpend, type TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
 import { isSilentReply } from '../../scheduler/economy/silent-reply.ts';
+import { notifyDeliversReply, notifyKeepsQuiet, notifySendsNotices } from '../../scheduler/economy/notify.ts';
 import { fitSessionContext, type FittedContext } from '../context/session-context.ts';
 import { keepWatchBase, runWatch, type WatchBase } from '../occurrence/watch-check.ts';
 import type { InflightMark, TickJobData } from '../../scheduler/loop/loop-store.ts';
@@ -438,11 +438,11 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
     } = this;
     if (!loop || ran.unchanged) return;
     if (!ran.failure) {
-      // Quiet ticks (`--notify`, `shouldDeliverReply`): a quiet reply stays in the transcript and the stream only.
-      if (shouldDeliverReply(loop.notify, ran.reply, outcome.kind === 'finished')) {
+      // `--notify` (`notifyDeliversReply`): a reply held back stays in the transcript and the stream only.
+      if (notifyDeliversReply(loop.notify, { quiet: isSilentReply(ran.reply), final: outcome.kind === 'finished' })) {
         await deliverToTargets(deps, loopTargets(loop), delivery(loop, 'reply', ran.reply, occurrenceId, ran.tickNumber));
       }
-    } else if (outcome.kind === 'continue') {
+    } else if (outcome.kind === 'continue' && notifySendsNotices(loop.notify)) {
       const notice = tickFailureNotice(
         loop,
         ran.tickNumber,
@@ -469,7 +469,8 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
     const verb = outcome.kind === 'finished' ? 'finished' : 'paused';
     const text = `${loop.kind === 'loop' ? 'Loop' : 'Heartbeat'} ${verb}: ${outcome.reason}.`;
     await deps.sessions.appendEvent(loop.sessionId, 'notice', { text, kind: loop.kind, status: loop.status });
-    await deliverToTargets(deps, loopTargets(loop), delivery(loop, 'notice', text, `${loop.lastOccurrenceId}:notice`));
+    if (notifySendsNotices(loop.notify))
+      await deliverToTargets(deps, loopTargets(loop), delivery(loop, 'notice', text, `${loop.lastOccurrenceId}:notice`));
   }
 
   result(_claimed: Claimed, ran: TurnRun, committed: Committed): TickResult {
@@ -540,7 +541,7 @@ function commitPayload(deps: WorkerDeps, tick: Tick, readAtStart: LoopRecord, t:
       pid: process.pid,
       ...(t.spend.calls > 0 ? { spend: t.spend } : {}),
       // Kept, not sent: a quiet reply, unless `--notify always` sends it.
-      ...(!t.failure && !t.unchanged && isSilentReply(t.reply) && readAtStart.notify !== 'always' ? { silent: true } : {}),
+      ...(!t.failure && !t.unchanged && notifyKeepsQuiet(readAtStart.notify, t.reply) ? { silent: true } : {}),
     },
   };
   return { messages, event };

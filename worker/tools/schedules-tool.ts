@@ -52,7 +52,7 @@ import { parseHeartbeatInterval } from '../../scheduler/loop/heartbeat-command.t
 import { parseIntervalField, parseLoopInterval } from '../../scheduler/loop/loop-command.ts';
 import { cadence, statusLine, type LoopService, type LoopSpec } from '../../scheduler/loop/loop-service.ts';
 import type { LoopRecord } from '../../scheduler/loop/loop-state.ts';
-import { LOOP_NOTIFY, type LoopNotify } from '../../scheduler/economy/economy-flags.ts';
+import { NOTIFY_MODES, parseNotify, type NotifyMode } from '../../scheduler/economy/notify.ts';
 import { agentCreatorText, ORIGIN_SURFACES, type AgentCreator, type Origin } from '../../scheduler/session/origin.ts';
 import type { LoopStore } from '../../scheduler/loop/loop-store.ts';
 import { clampSelfPacedDelay } from '../../scheduler/loop/self-paced.ts';
@@ -110,7 +110,10 @@ const PARAMETERS: ToolParameters = {
       type: 'string',
       description: '"origin" (this chat, the default) or "local" (a cron job: its own run stream; a loop or heartbeat: this session only)',
     },
-    notify: { type: 'string', description: 'loop/heartbeat: auto|always|done; cron: always|failure|never' },
+    notify: {
+      type: 'string',
+      description: `which replies and notices reach the targets: ${NOTIFY_MODES.join('|')} (auto: all but [SILENT]; done: only the last)`,
+    },
     id: { type: 'string', description: 'id or name of the schedule to act on' },
     after: {
       type: 'string',
@@ -550,12 +553,13 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
     if (args.times !== undefined && args.times > MAX_TIMES)
       throw refused(`\`times\` must be a positive whole number up to ${MAX_TIMES}, got ${args.times}.`);
     if (args.until !== undefined && args.until.trim() === '') throw refused('`until` needs a condition, e.g. "the build is green".');
-    let notify: LoopNotify | undefined = current?.notify;
+    let notify: NotifyMode | undefined = current?.notify;
     if (args.notify !== undefined) {
-      if (!(LOOP_NOTIFY as readonly string[]).includes(args.notify)) {
-        throw refused(`\`notify\` of a ${kind} must be auto, always or done, got "${args.notify}".`);
+      try {
+        notify = parseNotify(args.notify, '`notify`');
+      } catch (err) {
+        throw refused((err as Error).message);
       }
-      notify = args.notify as LoopNotify;
     }
     const spec: LoopSpec = {
       prompt,
