@@ -4,7 +4,7 @@
  * the console, MCP, the `schedules` tool). Every reply and notice stays in the session's transcript
  * and event stream (a cron job's run record) whatever this says.
  *
- * | Mode | Replies | Failure, pause and finish notices | Skipped cron occurrences |
+ * | Mode | Replies | Failure, pause and finish notices | Skipped or cancelled cron runs |
  * |---|---|---|---|
  * | `auto` (default) | every reply but a quiet one (`[SILENT]`) | sent | not told |
  * | `always` | every reply, a quiet one too, as written | sent | told |
