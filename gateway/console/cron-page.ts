@@ -124,7 +124,7 @@ export interface CronFormValues {
   name?: string;
   tz?: string;
   deliver?: string;
-  /** `failure`, `always` or `never`: which runs send a notice to the targets. */
+  /** `--notify` (`scheduler/economy/notify.ts`): auto, always, done or never. */
   notify?: string;
   /** What an occurrence does while the previous run is still going: one of `OVERLAP_POLICIES`. */
   overlap?: string;
