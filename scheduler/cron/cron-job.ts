@@ -583,6 +583,8 @@ export function cronJobView(job: CronJob): Record<string, unknown> {
     jitter_seconds: job.schedule.kind === 'once' ? 0 : (job.schedule.jitter?.seconds ?? 0),
     jitter_offset_seconds: job.schedule.kind === 'once' ? 0 : (job.schedule.jitter?.offsetMs ?? 0) / 1000,
     state: job.state,
+    // Why the product paused it, spelled as a loop's view spells it; `paused_reason` is the earlier name, kept.
+    status_reason: job.paused_reason ?? null,
     paused_reason: job.paused_reason ?? null,
     next_run_at: iso(job.next_run_at),
     last_run_at: iso(job.last_run_at),

@@ -1,7 +1,9 @@
 /**
  * How a loop, a heartbeat, a goal and their spend look on every wire (snake_case, times in epoch ms):
  * one shape for `/api/schedules`, `/api/sessions` and the CLI's `--json` (`hermes status`, `hermes
- * loop|heartbeat|goal`), as `cronJobView` is for cron jobs.
+ * loop|heartbeat|goal`), as `cronJobView` is for cron jobs. A concept both records have is spelled
+ * the same in both views (`status_reason`, `failure_streak`, `last_error`, `watch`, `watch_digest`,
+ * `max_tokens`, `budget_tokens`, `spend`, `notify`, `created_by`, `deliver`); the test of the views pins it.
  */
 import type { GoalRecord } from '../goal/goal-state.ts';
 import { statusLine } from './loop-service.ts';
@@ -21,6 +23,8 @@ export function scheduleObject(r: LoopRecord, now: number, nextDueAt?: number) {
     loop_id: r.loopId,
     status: r.status,
     status_reason: r.statusReason,
+    failure_streak: r.failureStreak ?? 0,
+    last_error: r.lastError ?? null,
     mode: r.mode,
     interval_seconds: r.intervalSeconds,
     prompt: r.prompt,
@@ -34,6 +38,7 @@ export function scheduleObject(r: LoopRecord, now: number, nextDueAt?: number) {
     next_due_at: nextDueAt ?? null,
     notify: r.notify ?? 'auto',
     watch: r.watch ?? null,
+    watch_digest: r.watchDigest ?? null,
     model: r.model ?? null,
     max_tokens: r.maxTokens ?? null,
     budget_tokens: r.maxTokens ? (r.budgetTokens ?? 0) : null,
