@@ -18,6 +18,9 @@ import type { CronRun } from '../scheduler/cron/cron-job.ts';
 import { openTestCron, startCronWorker } from './support/cron-worker.ts';
 import { lastUserText, startFakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
+import { runsSection } from '../gateway/console/cron-page.ts';
+import { cronJobView, cronRunView } from '../scheduler/cron/cron-job.ts';
+import type { CronJobView, CronRunView } from '../gateway/console/cron-view.ts';
 
 const cleanups = cleanupAfterEach();
 
@@ -171,6 +174,11 @@ describe('the hand-off (real BullMQ)', () => {
     expect(input).toContain('triage the findings');
     expect(input).toContain('A-FOUND 3 ISSUES');
     expect(input).toContain(`a run of the cron job "A" (${a.id}, run ${aRun!.occurrence_id}), which ended ok`);
+    // The console links the two runs: B's to its parent job, A's to the job it started.
+    const view = (j: typeof a) => cronJobView(j) as unknown as CronJobView;
+    const row = (j: typeof a, r: CronRun) => String(runsSection(view(j), [cronRunView(r) as unknown as CronRunView], Date.now()));
+    expect(row(b, bRun!)).toMatch(new RegExp(`after <a href="[^"]*${a.id}">${a.id}</a>`));
+    expect(row(a, aRun!)).toMatch(new RegExp(`then <a href="[^"]*${b.id}">${b.id}</a>`));
 
     // The parent's commit path again: a second job of A's committed occurrence finds it done and hands off again —
     // once while B's job is kept (BullMQ keeps one job per id), once after it is gone (B's claim finds it done).

@@ -28,7 +28,12 @@ function runRow(r: CronRunView, tz: string): Html {
   const deliveries = r.deliveries.map(
     (d) => html`<li>${d.target}: <span class="status status-${d.status}">${d.status}</span>${d.error ? ` (${d.error})` : ''}</li>`,
   );
-  return html`<tr><td><span class="status status-${r.status}">${r.status}</span>${r.reason ? ` (${r.reason})` : ''}<br><span class="reason">${r.trigger}</span></td><td>${started === null ? '—' : at(started, tz)}</td><td>${duration(r.lateness_ms)}${r.late ? ' (late)' : ''}</td><td>${started !== null && finished !== null ? duration(finished - started) : '—'}</td><td><ul class="deliveries">${deliveries}</ul></td><td><pre class="text">${r.error ? `error: ${r.error}\n` : ''}${clip(r.output ?? '', 2000)}</pre></td></tr>`;
+  // A chain's runs link to each other: the parent run an `after` run follows, the jobs a run started.
+  const parent = r.parent ? html` <a href="${cronUrl(r.parent.job_id)}">${r.parent.job_id}</a>` : '';
+  const children = r.handoff?.length
+    ? html`<br><span class="reason">then ${r.handoff.map((id, i) => html`${i > 0 ? ', ' : ''}<a href="${cronUrl(id)}">${id}</a>`)}</span>`
+    : '';
+  return html`<tr><td><span class="status status-${r.status}">${r.status}</span>${r.reason ? ` (${r.reason})` : ''}<br><span class="reason">${r.trigger}${parent}</span>${children}</td><td>${started === null ? '—' : at(started, tz)}</td><td>${duration(r.lateness_ms)}${r.late ? ' (late)' : ''}</td><td>${started !== null && finished !== null ? duration(finished - started) : '—'}</td><td><ul class="deliveries">${deliveries}</ul></td><td><pre class="text">${r.error ? `error: ${r.error}\n` : ''}${clip(r.output ?? '', 2000)}</pre></td></tr>`;
 }
 
 /** Notices, overlap (when not the default), jitter, watch, model and token budget in one line: `notify auto · jitter 5m (this job: +2m 13s) · max 200,000 tokens`. */

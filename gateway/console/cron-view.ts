@@ -55,6 +55,10 @@ export interface CronRunView {
   output: string | null;
   error: string | null;
   deliveries: CronDelivery[];
+  /** An `after` run: the parent run it follows (`--after`). */
+  parent?: { job_id: string; occurrence_id: string; status: string };
+  /** The jobs this run started (`--after` it). */
+  handoff?: string[];
 }
 
 /** Epoch ms of an ISO time, or `null`. */
