@@ -34,6 +34,7 @@ const FIELD_FLAGS = nameTable({
   tz: '--tz',
   script: '--script',
   misfire: '--misfire',
+  catchup_window: '--catchup-window',
   overlap: '--overlap',
   notify: '--notify',
   jitter: '--jitter',

@@ -3,6 +3,8 @@
  * occurrences a job's schedule had in a past window, oldest first and one at a time, each recorded once with
  * trigger `backfill`; a window over `cron.max_backfill_occurrences` is refused whole; a request made again
  * queues nothing already recorded. The occurrences come from the engine that fires jobs (DST included).
+ * `--misfire all` after an outage runs each missed occurrence inside the catch-up window once, oldest first,
+ * and none older.
  * Real Redis, real BullMQ workers, a real `hermes` process for the command.
  */
 import { execFile } from 'node:child_process';
@@ -10,6 +12,8 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe } from 'vitest';
 import { isoUtc, nextOccurrences } from '../scheduler/cron/cron-engine.ts';
 import { backfillOccurrences, parseBackfillWindow } from '../scheduler/cron/backfill.ts';
+import { catchUpsAfter, decideOccurrence } from '../scheduler/cron/misfire.ts';
+import { createCronJob } from '../scheduler/cron/cron-job.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 import { runCronCli } from './support/cron-cli.ts';
@@ -17,7 +21,7 @@ import { openCronService, startCronWorker } from './support/cron-worker.ts';
 import { startCronApiGateway } from './support/cron-api-gateway.ts';
 import { testEnv } from './support/env.ts';
 import { lastUserText, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
-import { waitFor } from './support/wait-for.ts';
+import { sleep, waitFor } from './support/wait-for.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
 
 const DAY_MS = 86_400_000;
@@ -153,5 +157,98 @@ describe('the backfill window (pure)', () => {
     expect(() => parseBackfillWindow({ from: '2026-03-21T00:00:00Z' }, 'UTC', now)).toThrow(/is in the future/);
     expect(() => parseBackfillWindow({ from: '2026-03-19T00:00:00Z', to: '2026-03-18T00:00:00Z' }, 'UTC', now)).toThrow(/is after `to`/);
     expect(() => parseBackfillWindow({ from: 'yesterday' }, 'UTC', now)).toThrow(ScheduleInputError);
+  });
+});
+
+describe('--misfire all after an outage (docs/CRON.md, "Backfill"; Temporal\'s catchup window)', () => {
+  it('runs each missed occurrence inside the catch-up window once, oldest first, and none older', async ({ cleanups, expect }) => {
+    // Every 2 s, a grace of 1.5 s, a catch-up window of 5 s. No worker runs until 9 s after the anchor: the
+    // occurrences at +2, +4, +6 and +8 s are missed, 7, 5, 3 and 1 s late then; +2 is beyond the window
+    // by 2 s, +6 inside it by 2 s (+4, on its edge, may go either way); BullMQ holds only +2.
+    const { env, api } = setup(cleanups, { 'cron.min_interval_seconds': 1, 'cron.misfire_grace_min_seconds': 1.5 });
+    const cli = { origin: { surface: 'cli' as const }, trusted: true };
+    const job = await api.service.add({ schedule: 'every 2s', prompt: 'catch up', misfire: 'all', catchup_window: '5s' }, cli);
+    expect(job).toMatchObject({ misfire: 'all', catchup_window_seconds: 5 });
+    const anchor = job.created_at;
+    await sleep(anchor + 9_000 - Date.now()); // the outage itself
+    const restartedAt = Date.now();
+    const worker = await startCronWorker(env.config, { concurrency: 8 });
+    cleanups.push(() => worker.close());
+    const at = (s: number) => anchor + s * 1000;
+    const byDue = async () => (await api.store.runs(job.id, 1000)).sort((a, b) => a.due_at - b.due_at);
+    await waitFor(
+      async () => {
+        const runs = await byDue();
+        return [6, 8].every((s) => runs.some((r) => r.due_at === at(s) && r.status === 'ok')) || undefined;
+      },
+      20_000,
+      'the missed occurrences inside the window',
+    );
+    await api.service.pause(job.id);
+    await waitFor(async () => (await api.queues.ticks.getActiveCount()) === 0 || undefined, 15_000, 'no run in flight');
+    const runs = await byDue();
+    // Each occurrence once at most: one record per due time.
+    expect(new Set(runs.map((r) => r.due_at)).size).toBe(runs.length);
+    // Older than the window: recorded skipped, not run.
+    expect(runs.find((r) => r.due_at === at(2))).toMatchObject({ status: 'skipped', reason: 'misfire', started_at: null });
+    expect(runs.find((r) => r.due_at === at(6))).toMatchObject({ status: 'ok', trigger: 'catch-up', late: true });
+    expect(runs.find((r) => r.due_at === at(8))).toMatchObject({ status: 'ok', late: true });
+    // Nothing ran later than the window allows.
+    for (const r of runs.filter((x) => x.status === 'ok')) expect(r.started_at! - r.due_at).toBeLessThanOrEqual(5_000 + 500);
+    // The missed ones ran oldest first, one after another, after the restart.
+    const missed = runs.filter((r) => r.status === 'ok' && r.due_at <= at(8));
+    expect(missed[0]!.started_at!).toBeGreaterThanOrEqual(restartedAt);
+    for (let i = 1; i < missed.length; i++) expect(missed[i]!.started_at!).toBeGreaterThanOrEqual(missed[i - 1]!.finished_at!);
+  });
+
+  it('finds the missed occurrences in the window, the newest within the bound (pure)', ({ expect }) => {
+    const schedule = parseSchedule('daily at 7am', { tz: 'UTC', now: 0, minIntervalSeconds: 60 });
+    const d1 = Date.UTC(2026, 2, 1, 7);
+    const now = d1 + 3 * DAY_MS + DAY_MS / 2;
+    const days = (n: number) => d1 + n * DAY_MS;
+    const found = (windowMs: number, max: number) => catchUpsAfter({ schedule, tz: 'UTC', dueAt: d1, now, windowMs, max });
+    expect(found(10 * DAY_MS, 100)).toEqual({ queue: [days(1), days(2), days(3)], runsFirst: true });
+    expect(found(2 * DAY_MS, 100)).toEqual({ queue: [days(2), days(3)], runsFirst: false });
+    expect(found(10 * DAY_MS, 2)).toEqual({ queue: [days(2), days(3)], runsFirst: false });
+    expect(found(DAY_MS / 4, 100)).toEqual({ queue: [], runsFirst: false });
+  });
+
+  it('decides a missed occurrence by the window, and never coalesces a queued catch-up (pure)', ({ expect }) => {
+    const schedule = parseSchedule('every 1h', { tz: 'UTC', now: 0, minIntervalSeconds: 60 });
+    const job = {
+      ...createCronJob({
+        id: 'a1b2c3d4e5f6',
+        name: 'x',
+        prompt: 'x',
+        schedule,
+        tz: 'UTC',
+        repeat: null,
+        deliver: ['local'],
+        script: null,
+        misfire: 'all',
+        overlap: 'skip',
+        paused: false,
+        origin: { surface: 'cli' },
+        now: 0,
+      }),
+      last_due_at: 10 * 3_600_000,
+    };
+    const decide = (dueAt: number, now: number, queuedCatchUp = false) =>
+      decideOccurrence({
+        job,
+        dueAt,
+        generation: job.generation,
+        trigger: 'schedule',
+        periodMs: 3_600_000,
+        now,
+        grace: { graceMinMs: 120_000, graceMaxMs: 7_200_000 },
+        catchUpWindowMs: 2 * 3_600_000,
+        queuedCatchUp,
+      });
+    const due = 11 * 3_600_000;
+    expect(decide(due, due + 3_600_000)).toMatchObject({ action: 'run', catchUp: true });
+    expect(decide(due, due + 3 * 3_600_000)).toMatchObject({ action: 'skip', reason: 'misfire' });
+    expect(decide(9 * 3_600_000, due)).toEqual({ action: 'drop', reason: 'coalesced' });
+    expect(decide(9 * 3_600_000, due, true)).toMatchObject({ action: 'run', catchUp: true });
   });
 });

@@ -675,7 +675,7 @@ describe.concurrent('service input errors change nothing', () => {
     [{ schedule: 'daily at 7am', prompt: 'x', tz: 'Nowhere/City' }, /Unknown time zone/],
     [{ schedule: 'daily at 7am' }, /needs a prompt/],
     [{ schedule: 'daily at 7am', prompt: 'x', repeat: 0 }, /^`repeat` must be a positive whole number/],
-    [{ schedule: 'daily at 7am', prompt: 'x', misfire: 'later' }, /^`misfire` must be skip or once/],
+    [{ schedule: 'daily at 7am', prompt: 'x', misfire: 'later' }, /^`misfire` must be skip, once or all/],
     [{ schedule: 'daily at 7am', prompt: 'x', overlap: 'maybe' }, /^`overlap` must be skip, queue, allow, buffer_all or cancel_other/],
     [{ schedule: 'daily at 7am', prompt: 'x', deliver: 'pigeon' }, /Unknown delivery target "pigeon"/],
     [{ schedule: 'daily at 7am', prompt: 'x'.repeat(20_000) }, /limit is 16000/],

@@ -61,7 +61,7 @@ export function formatJob(job: CronJob, now: number): string[] {
     `  state     ${job.state}${job.state === 'scheduled' ? ` · next ${when(job.next_run_at, job.tz, now)}` : ''}${job.paused_reason ? ` (${job.paused_reason})` : ''}`,
     `  deliver   ${job.deliver.join(', ')}`,
     `  output    ${outputsAt(job)}`,
-    `  policy    misfire ${job.misfire} · overlap ${job.overlap} · notify ${readNotify(job.notify)}`,
+    `  policy    misfire ${job.misfire}${job.misfire === 'all' && job.catchup_window_seconds ? ` (window ${formatSeconds(job.catchup_window_seconds)})` : ''} · overlap ${job.overlap} · notify ${readNotify(job.notify)}`,
   ];
   if (job.after?.length) lines.push(`  after     ${job.after.map((a) => `${a.job_id}:${a.on}`).join(', ')} (a run after each such run)`);
   if (job.schedule.kind !== 'once' && job.schedule.jitter) {

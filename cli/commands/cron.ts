@@ -210,6 +210,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
         deliver: opts.deliver,
         tz: opts.tz,
         misfire: opts.misfire,
+        catchup_window: opts.catchupWindow,
         overlap: opts.overlap,
         notify: opts.notify,
         script: opts.script,
@@ -466,6 +467,7 @@ interface JobFlags {
   tz?: string;
   script?: string;
   misfire?: string;
+  catchupWindow?: string;
   overlap?: string;
   notify?: string;
   jitter?: string;
@@ -484,7 +486,16 @@ function withJobFlags(cmd: Command): Command {
     .option('--repeat <n>', 'run N times, then complete (edit: "none" removes the limit)')
     .option('--tz <zone>', 'IANA time zone of the schedule (default: config timezone, else the host zone)')
     .option('--script <command>', 'run this shell command instead of an agent turn (stdout is the output)')
-    .addOption(new Option('--misfire <policy>', 'beyond the grace window: run one catch-up, or skip').choices(MISFIRE_POLICIES))
+    .addOption(
+      new Option(
+        '--misfire <policy>',
+        'beyond the grace window: run one catch-up (once), skip, or every missed run within --catchup-window (all)',
+      ).choices(MISFIRE_POLICIES),
+    )
+    .option(
+      '--catchup-window <duration>',
+      'with --misfire all: how far back missed runs are still run after an outage (e.g. 6h, 2d; default cron.catchup_window_seconds; edit: "none" for the default)',
+    )
     .addOption(new Option('--overlap <policy>', 'when still running at the next occurrence').choices(OVERLAP_POLICIES))
     .addOption(
       new Option(
@@ -569,6 +580,7 @@ async function addInput(
     script: opts.script,
     paused: opts.paused,
     misfire: opts.misfire,
+    catchup_window: opts.catchupWindow,
     overlap: opts.overlap,
     notify: opts.notify,
     jitter: opts.jitter,

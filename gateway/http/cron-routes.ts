@@ -24,6 +24,8 @@ export interface CronAddInput {
   tz?: string;
   paused?: boolean;
   misfire?: MisfirePolicy;
+  /** With `misfire: all`: how far back missed runs are still run after an outage (`6h`, or seconds); default `cron.catchup_window_seconds`. */
+  catchup_window?: string | number;
   overlap?: OverlapPolicy;
   /** `--notify` (docs/CONTEXT.md, "Notify"): `auto` (default), `always`, `done`, `never`; `failure` reads as `auto`. */
   notify?: (typeof NOTIFY_WORDS)[number];
@@ -83,6 +85,7 @@ const addSchema = z
     tz: z.string().min(1).optional(),
     paused: z.boolean().optional(),
     misfire: z.enum(MISFIRE_POLICIES).optional(),
+    catchup_window: z.union([z.string().min(1), z.number()]).optional(),
     overlap: z.enum(OVERLAP_POLICIES).optional(),
     notify: z.enum(NOTIFY_WORDS).optional(),
     jitter: z.union([z.string().min(1), z.number()]).optional(),
@@ -109,6 +112,10 @@ const editSchema = z
     repeat: z.number().int().positive().nullable().optional(),
     tz: z.string().min(1).optional(),
     misfire: z.enum(MISFIRE_POLICIES).optional(),
+    catchup_window: z
+      .union([z.string().min(1), z.number()])
+      .nullable()
+      .optional(),
     overlap: z.enum(OVERLAP_POLICIES).optional(),
     notify: z.enum(NOTIFY_WORDS).optional(),
     jitter: z.union([z.string().min(1), z.number()]).optional(),

@@ -836,6 +836,11 @@ export const configSchema = z
          * refused whole. @defaultValue 100
          */
         max_backfill_occurrences: positiveInt(100),
+        /**
+         * `--misfire all`: how far back, in seconds, missed occurrences are still run after an outage, unless a
+         * job sets `--catchup-window` (at most `max_backfill_occurrences` of them, the newest). @defaultValue 86400
+         */
+        catchup_window_seconds: z.coerce.number().int().min(1).default(86_400),
         /** Time a webhook target has to answer, in seconds. @defaultValue 10 */
         webhook_timeout_seconds: seconds(10),
         /**

@@ -32,6 +32,7 @@ import {
   assertMayDriveJob,
   parseCronSchedule,
   parseEconomyOf,
+  parseCatchupWindow,
   parseMisfire,
   parseName,
   parseNotify,
@@ -97,6 +98,7 @@ export function newCronJob(input: CronJobInput, caller: CronCaller, settings: Cr
     deliver: parseDeliver(input.deliver, settings.webhookAllow),
     script,
     misfire: parseMisfire(input.misfire),
+    catchupWindowSeconds: parseCatchupWindow(input.catchup_window),
     overlap: parseOverlap(input.overlap),
     notify: parseNotify(input.notify),
     economy,
@@ -153,7 +155,7 @@ export class CronCommands {
   async edit(ref: string, changes: CronJobChanges, caller: CronCaller): Promise<CronJob> {
     if (Object.values(changes).every((v) => v === undefined)) {
       throw new ScheduleInputError(
-        'Nothing to change: give at least one of `schedule`, `prompt`, `name`, `deliver`, `repeat`, `tz`, `script`, `misfire`, `overlap`, `notify`, `jitter`, `watch`, `max_tokens`, `model`, `after`.',
+        'Nothing to change: give at least one of `schedule`, `prompt`, `name`, `deliver`, `repeat`, `tz`, `script`, `misfire`, `catchup_window`, `overlap`, `notify`, `jitter`, `watch`, `max_tokens`, `model`, `after`.',
       );
     }
     const current = await this.queries.resolveRef(ref);
@@ -224,6 +226,8 @@ export class CronCommands {
       deliver: changes.deliver !== undefined ? parseDeliver(changes.deliver, this.settings.webhookAllow) : current.deliver,
       repeatTimes: changes.repeat !== undefined ? (changes.repeat === null ? null : parseRepeat(changes.repeat)) : current.repeat.times,
       misfire: changes.misfire !== undefined ? parseMisfire(changes.misfire) : current.misfire,
+      catchupWindow:
+        changes.catchup_window !== undefined ? parseCatchupWindow(changes.catchup_window) : (current.catchup_window_seconds ?? null),
       overlap: changes.overlap !== undefined ? parseOverlap(changes.overlap) : current.overlap,
       notify: changes.notify !== undefined ? parseNotify(changes.notify) : readNotify(current.notify),
     };
@@ -240,6 +244,7 @@ export class CronCommands {
         name: fields.name,
         deliver: fields.deliver,
         misfire: fields.misfire,
+        catchup_window_seconds: fields.catchupWindow,
         overlap: fields.overlap,
         notify: fields.notify,
         repeat: { times: fields.repeatTimes, completed: cur.repeat.completed },

@@ -18,6 +18,7 @@ import {
 import { parseNotify as parseNotifyWord, type NotifyMode } from '../economy/notify.ts';
 import { economyError, parseCronEconomy, type CronEconomyInput, type EconomyChecker } from './cron-economy.ts';
 import { parseSchedule } from './schedule-grammar.ts';
+import { parseIntervalToken } from '../interval.ts';
 import type { WebhookAllowList } from '../delivery/webhook-policy.ts';
 
 /** Limits and defaults of cron input, resolved once from the configuration (`cronServiceFor`, `../services.ts`). */
@@ -58,6 +59,8 @@ export interface CronJobInput {
   script?: string;
   paused?: boolean;
   misfire?: string;
+  /** `--catchup-window` of `--misfire all` (`6h`, `2d`, or whole seconds); default `cron.catchup_window_seconds`. */
+  catchup_window?: string | number;
   overlap?: string;
   /** `always`, `failure` (default) or `never`: which runs send a notice to the targets. */
   notify?: string;
@@ -85,6 +88,8 @@ export interface CronJobChanges extends CronEconomyInput {
   tz?: string;
   script?: string | null;
   misfire?: string;
+  /** New `--catchup-window`; `null` (the CLI's `none`) returns to `cron.catchup_window_seconds`. */
+  catchup_window?: string | number | null;
   overlap?: string;
   notify?: string;
   /** New jitter window; `0` removes it. Re-arms the job from now. */
@@ -185,11 +190,25 @@ export function parseRepeat(value: number | string | undefined | null): number |
   return n;
 }
 
-/** `misfire`: `skip` or `once` (default). */
+/** `misfire`: `skip`, `once` (default) or `all`. */
 export function parseMisfire(value: string | undefined): MisfirePolicy {
   if (value === undefined) return 'once';
   if (isOneOf(MISFIRE_POLICIES, value)) return value;
-  throw new ScheduleInputError(`\`misfire\` must be skip or once, got "${value}".`, { field: 'misfire' });
+  throw new ScheduleInputError(`\`misfire\` must be skip, once or all, got "${value}".`, { field: 'misfire' });
+}
+
+/**
+ * `catchup_window`: a duration of at least a second (`30m`, `6h`, `2d`, or whole seconds); `none` (or `null`) for the
+ * configured default. @returns seconds, or `null` for the default
+ */
+export function parseCatchupWindow(value: string | number | null | undefined): number | null {
+  if (value === undefined || value === null || value === 'none') return null;
+  const t = typeof value === 'number' ? String(value) : value.trim();
+  const seconds = /^\d+$/.test(t) ? Number(t) : parseIntervalToken(t);
+  if (seconds !== undefined && seconds >= 1) return seconds;
+  throw new ScheduleInputError(`\`catchup_window\` must be a duration of a second or more (e.g. 30m, 6h, 2d), got "${value}".`, {
+    field: 'catchup_window',
+  });
 }
 
 /** `notify`: the one `--notify` vocabulary (`../economy/notify.ts`), `auto` by default. */

@@ -19,8 +19,11 @@ import { afterRunDigest, type CronAfter } from './cron-after.ts';
 /** Where a cron job stands (`CronJob.state`): `completed` after its last repeat, `error` after its last repeat failed. */
 export const CRON_JOB_STATES = ['scheduled', 'paused', 'completed', 'error'] as const;
 export type CronJobState = (typeof CRON_JOB_STATES)[number];
-/** Beyond the grace window (`--misfire`): run one catch-up (`once`, the default) or skip (docs/CRON.md). */
-export const MISFIRE_POLICIES = ['once', 'skip'] as const;
+/**
+ * Beyond the grace window (`--misfire`): run one catch-up (`once`, the default), skip, or run every missed
+ * occurrence inside the catch-up window (`all`, `--catchup-window`; docs/CRON.md).
+ */
+export const MISFIRE_POLICIES = ['once', 'skip', 'all'] as const;
 export type MisfirePolicy = (typeof MISFIRE_POLICIES)[number];
 /**
  * A job still running at its next occurrence (`--overlap`, docs/CRON.md "Overlap", with Temporal's names):
@@ -68,6 +71,11 @@ export interface CronJob {
   /** Shell command of a script job (a command turn); only the CLI or config may set it (docs/DESIGN.md §3). */
   script: string | null;
   misfire: MisfirePolicy;
+  /**
+   * `--catchup-window` of `--misfire all`, seconds: how far back missed occurrences are still run.
+   * Absent or `null`: `cron.catchup_window_seconds`.
+   */
+  catchup_window_seconds?: number | null;
   overlap: OverlapPolicy;
   /**
    * `--notify` (`../economy/notify.ts`); records written before it existed read as `auto`, and so do
@@ -318,6 +326,8 @@ export interface NewCronJob {
   deliver: string[];
   script: string | null;
   misfire: MisfirePolicy;
+  /** `--catchup-window`, seconds; `null` = the configured default. */
+  catchupWindowSeconds?: number | null;
   overlap: OverlapPolicy;
   /** `--notify`; default `auto`. */
   notify?: NotifyMode;
@@ -352,6 +362,7 @@ export function createCronJob(input: NewCronJob): CronJob {
     deliver: input.deliver,
     script: input.script,
     misfire: input.misfire,
+    catchup_window_seconds: input.catchupWindowSeconds ?? null,
     overlap: input.overlap,
     notify: input.notify ?? 'auto',
     state,
@@ -577,6 +588,7 @@ export function cronJobView(job: CronJob): Record<string, unknown> {
     deliver: job.deliver,
     script: job.script,
     misfire: job.misfire,
+    catchup_window_seconds: job.catchup_window_seconds ?? null,
     overlap: job.overlap,
     notify: readNotify(job.notify),
     // `--jitter`: the window and this job's fixed offset in it (0 and 0 without jitter).

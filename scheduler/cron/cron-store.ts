@@ -52,10 +52,18 @@ export interface CronTickData {
   manual?: boolean;
   /** A backfilled occurrence (`hermes cron backfill`), due at `dueAt`. */
   backfill?: boolean;
-  /** A backfilled occurrence: the due time of the one before it in its request, which runs first. */
-  previousDueAt?: number;
   /** A run after a parent's run (`--after`): that run, with its output as the child's turn is offered it. */
   after?: ParentRunContext;
+  /** A missed occurrence queued by `--misfire all` after an outage (misfire.ts), due at `dueAt`. */
+  catchUp?: boolean;
+  /** In a backfill or a catch-up after an outage: the occurrence before it, which runs first (`isAhead`). */
+  follows?: OccurrenceRef;
+}
+
+/** An occurrence and the BullMQ job that runs it. */
+export interface OccurrenceRef {
+  occurrenceId: string;
+  queueJobId: string;
 }
 
 /** BullMQ job name of cron ticks. */
@@ -252,7 +260,7 @@ export class CronStore {
    * Queue backfilled occurrences (`backfill.ts`), each its own job with an id per (job, due time), so a
    * request made again (a retry, a crash before it answered) adds nothing for an occurrence still queued,
    * running or kept among the completed jobs; each names the one before it, which runs first
-   * (`backfillAhead`). Occurrences whose backfilled run is recorded in the job's history, or committed
+   * (`isAhead`). Occurrences whose backfilled run is recorded in the job's history, or committed
    * within `worker.occurrence_window_seconds`, are not queued again.
    * @param dueTimes - oldest first
    * @returns the due times queued and those already recorded
@@ -274,7 +282,9 @@ export class CronStore {
             generation: job.generation,
             dueAt,
             backfill: true,
-            ...(i > 0 ? { previousDueAt: queued[i - 1] } : {}),
+            ...(i > 0
+              ? { follows: { occurrenceId: occ(queued[i - 1]!), queueJobId: this.keys.cronBackfillJobId(job.id, queued[i - 1]!) } }
+              : {}),
           } satisfies CronTickData,
           opts: { jobId: this.keys.cronBackfillJobId(job.id, dueAt), ...this.retryOptions },
         })),
@@ -286,12 +296,49 @@ export class CronStore {
   }
 
   /**
-   * Whether the backfilled occurrence due at `dueAt` is still ahead of a later one: not committed, and its
-   * job still queued, delayed or running (one that failed for good, or is gone, holds nothing up).
+   * Queue the missed occurrences `--misfire all` runs after an outage (misfire.ts, `catchUpsAfter`), each its own
+   * job with an id per (job, due time) — a second pick-up of the same overdue occurrence adds nothing — and each
+   * after the one before it (`isAhead`), the first after `first` (the overdue occurrence that found them).
+   * @param dueTimes - oldest first
+   * @throws StoreUnavailableError when Redis refused it
    */
-  async backfillAhead(jobId: string, dueAt: number): Promise<boolean> {
-    if (await this.isCommitted(jobId, cronOccurrenceId(jobId, dueAt, 'backfill'))) return false;
-    const job = await this.queues.forCronJob(jobId).ticks.getJob(this.keys.cronBackfillJobId(jobId, dueAt));
+  async enqueueCatchUps(job: CronJob, first: OccurrenceRef | undefined, dueTimes: number[]): Promise<void> {
+    const refOf = (at: number): OccurrenceRef => ({
+      occurrenceId: cronOccurrenceId(job.id, at, 'schedule'),
+      queueJobId: this.keys.cronCatchUpJobId(job.id, at),
+    });
+    try {
+      await this.queues.forCronJob(job.id).ticks.addBulk(
+        dueTimes.map((dueAt, i) => {
+          const after = i > 0 ? refOf(dueTimes[i - 1]!) : first;
+          return {
+            name: CRON_TICK_JOB_NAME,
+            data: {
+              type: 'cron-tick',
+              jobId: job.id,
+              generation: job.generation,
+              dueAt,
+              catchUp: true,
+              ...(after ? { follows: after } : {}),
+            } satisfies CronTickData,
+            opts: { jobId: refOf(dueAt).queueJobId, ...this.retryOptions },
+          };
+        }),
+      );
+    } catch (err) {
+      throw new StoreUnavailableError(`Redis did not take the catch-up runs of cron job ${job.id}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
+
+  /**
+   * Whether an occurrence is still ahead of the one queued after it: not committed, and its job still queued,
+   * delayed or running (one that failed for good, or is gone, holds nothing up).
+   */
+  async isAhead(jobId: string, ref: OccurrenceRef): Promise<boolean> {
+    if (await this.isCommitted(jobId, ref.occurrenceId)) return false;
+    const job = await this.queues.forCronJob(jobId).ticks.getJob(ref.queueJobId);
     if (!job) return false;
     const state = await job.getState();
     return state !== 'failed' && state !== 'completed' && state !== 'unknown';

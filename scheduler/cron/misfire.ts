@@ -12,6 +12,15 @@
  *    records a skipped run. Never more than one catch-up: an occurrence due at
  *    or before the last occurrence already handled is coalesced (dropped), and
  *    BullMQ keeps at most one overdue job per job scheduler (repeat-strategy.ts).
+ *  - `misfire all` (Temporal's catchup window): every missed occurrence no older
+ *    than the job's catch-up window (`--catchup-window`, else
+ *    `cron.catchup_window_seconds`) runs as a catch-up, oldest first, at most
+ *    `cron.max_backfill_occurrences` of them (the newest); older ones are not run.
+ *    BullMQ holds only the first missed occurrence (the overdue job); when it is
+ *    picked up, the others are found by the engine (`catchUpsAfter`) and queued,
+ *    each after the one before it. Those queued catch-ups are not coalesced by a
+ *    later occurrence handled first (the window bounds them instead); the overdue
+ *    one itself, beyond the window or below the newest bound, is recorded skipped.
  *  - Paused, completed or removed jobs and occurrences of an older generation
  *    (the schedule was edited, or paused and resumed) never run: paused jobs
  *    never catch up.
@@ -21,6 +30,7 @@
  *    time: it runs when picked up, never late, never a catch-up.
  */
 import { onRequest, type CronJob, type OccurrenceTrigger } from './cron-job.ts';
+import { nextOccurrence, type CronSchedule } from './cron-engine.ts';
 
 /** Defined with the run record (`cron-job.ts`); re-exported for the misfire rule's callers. */
 export type { OccurrenceTrigger };
@@ -62,6 +72,10 @@ export function decideOccurrence(input: {
   periodMs: number | undefined;
   now: number;
   grace: GraceSettings;
+  /** `--misfire all`: the job's catch-up window, ms (its `--catchup-window`, else `cron.catchup_window_seconds`). */
+  catchUpWindowMs?: number;
+  /** A missed occurrence queued by `--misfire all` (`catchUpsAfter`): not coalesced, bounded by the window. */
+  queuedCatchUp?: boolean;
 }): OccurrenceDecision {
   const { job, dueAt, now, trigger } = input;
   if (!job) return { action: 'drop', reason: 'removed' };
@@ -69,7 +83,7 @@ export function decideOccurrence(input: {
     if (job.state === 'paused') return { action: 'drop', reason: 'paused' };
     if (job.state === 'completed' || job.state === 'error') return { action: 'drop', reason: 'completed' };
     if (input.generation !== job.generation) return { action: 'drop', reason: 'stale' };
-    if (job.last_due_at !== null && dueAt <= job.last_due_at) return { action: 'drop', reason: 'coalesced' };
+    if (!input.queuedCatchUp && job.last_due_at !== null && dueAt <= job.last_due_at) return { action: 'drop', reason: 'coalesced' };
   }
   // A run after another job's run (`--after`) runs while its job is scheduled, whatever its schedule's generation.
   if (trigger === 'after') {
@@ -82,5 +96,33 @@ export function decideOccurrence(input: {
   const graceMs = graceWindowMs(input.periodMs, input.grace);
   if (latenessMs <= graceMs) return { action: 'run', latenessMs, late: latenessMs > ON_TIME_TOLERANCE_MS, catchUp: false };
   if (job.misfire === 'skip') return { action: 'skip', reason: 'misfire', latenessMs, graceMs };
+  if (job.misfire === 'all' && latenessMs > (input.catchUpWindowMs ?? Infinity))
+    return { action: 'skip', reason: 'misfire', latenessMs, graceMs };
   return { action: 'run', latenessMs, late: true, catchUp: true };
+}
+
+/**
+ * `--misfire all`: the missed occurrences to queue when the overdue occurrence due at `dueAt` is picked up at
+ * `now` — the schedule's times after `dueAt` up to `now`, no older than the window, the newest `max` counting
+ * the overdue one when it is in the window too — and whether the overdue one is among those run (pure).
+ * @returns `queue`: due times after `dueAt`, oldest first; `runsFirst`: the overdue occurrence is run (else recorded skipped)
+ */
+export function catchUpsAfter(input: { schedule: CronSchedule; tz: string; dueAt: number; now: number; windowMs: number; max: number }): {
+  queue: number[];
+  runsFirst: boolean;
+} {
+  const { schedule, tz, dueAt, now, windowMs, max } = input;
+  const oldest = now - windowMs;
+  const missed: number[] = dueAt >= oldest ? [dueAt] : [];
+  if (schedule.kind !== 'once') {
+    for (
+      let at = nextOccurrence(schedule, tz, Math.max(dueAt, oldest - 1));
+      at !== undefined && at <= now;
+      at = nextOccurrence(schedule, tz, at)
+    ) {
+      missed.push(at);
+      if (missed.length > max) missed.shift();
+    }
+  }
+  return { queue: missed.filter((at) => at > dueAt), runsFirst: missed[0] === dueAt };
 }

@@ -539,6 +539,11 @@ export class Keys {
     return `${this.cronBackfillJobIdPrefix(id)}${atMs}`;
   }
 
+  /** BullMQ job id of a missed occurrence of a cron job queued by `--misfire all` after an outage, due at `atMs`. */
+  cronCatchUpJobId(id: string, atMs: number): string {
+    return `cron-catchup:${keyPart(id)}:${atMs}`;
+  }
+
   /** What the BullMQ job id of every backfilled occurrence of a cron job starts with. */
   cronBackfillJobIdPrefix(id: string): string {
     return `cron-backfill:${keyPart(id)}:`;

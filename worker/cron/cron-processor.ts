@@ -56,9 +56,9 @@ import {
   type CronRun,
   type OccurrenceTrigger,
 } from '../../scheduler/cron/cron-job.ts';
-import type { CronStore, CronTickData } from '../../scheduler/cron/cron-store.ts';
+import type { CronStore, CronTickData, OccurrenceRef } from '../../scheduler/cron/cron-store.ts';
 import { withNotice } from '../../scheduler/cron/cron-notice.ts';
-import { decideOccurrence, type OccurrenceDecision } from '../../scheduler/cron/misfire.ts';
+import { catchUpsAfter, decideOccurrence, graceWindowMs, type OccurrenceDecision } from '../../scheduler/cron/misfire.ts';
 import { schedulerJobMillis } from '../../scheduler/store/queues.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 import { CONFLICT } from '../../scheduler/store/optimistic-retry.ts';
@@ -92,8 +92,10 @@ interface CronTick {
   trigger: OccurrenceTrigger;
   /** Epoch ms the occurrence is due. */
   dueAt: number;
-  /** A backfilled occurrence: the due time of the one before it in its request, which runs first. */
-  previousDueAt: number | undefined;
+  /** In a backfill or a catch-up after an outage: the occurrence before it, which runs first. */
+  follows: OccurrenceRef | undefined;
+  /** A missed occurrence queued by `--misfire all` (`catchUpsAfter`). */
+  queuedCatchUp: boolean;
   /** A run after another job's run (`--after`): that run, its output bounded. */
   parent?: ParentRunContext;
   occurrenceId: string;
@@ -193,7 +195,8 @@ function occurrenceOf(deps: WorkerDeps, job: Job<CronTickData>): CronTick {
     generation,
     trigger,
     dueAt,
-    previousDueAt: backfill ? job.data.previousDueAt : undefined,
+    follows: job.data.follows,
+    queuedCatchUp: job.data.catchUp === true,
     occurrenceId,
     holder: job.id ?? occurrenceId,
     pickedAt: Date.now(),
@@ -239,17 +242,21 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     const { deps, store, tick } = this;
     if (waited && this.signal?.aborted) return this.dropped('aborted');
     const record = await store.get(tick.jobId);
-    const decision = decideOccurrence({
+    const now = Date.now();
+    const grace = {
+      graceMinMs: deps.config.cron.misfire_grace_min_seconds * 1000,
+      graceMaxMs: deps.config.cron.misfire_grace_max_seconds * 1000,
+    };
+    let decision = decideOccurrence({
       job: record,
       dueAt: tick.dueAt,
       generation: tick.generation,
       trigger: tick.trigger,
       periodMs: record ? periodAt(record.schedule, record.tz, tick.dueAt) : undefined,
-      now: Date.now(),
-      grace: {
-        graceMinMs: deps.config.cron.misfire_grace_min_seconds * 1000,
-        graceMaxMs: deps.config.cron.misfire_grace_max_seconds * 1000,
-      },
+      now,
+      grace,
+      catchUpWindowMs: record ? catchUpWindowMs(record, deps) : undefined,
+      queuedCatchUp: tick.queuedCatchUp,
     });
     if (decision.action === 'wait') return decision;
     if (decision.action === 'drop' || !record) {
@@ -261,22 +268,49 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
       tick.log.info({ reason }, 'cron occurrence dropped');
       return this.dropped(reason);
     }
-    // A backfill runs oldest first: an occurrence waits while the one before it is still to run.
-    if (tick.previousDueAt !== undefined && this.token !== undefined && (await store.backfillAhead(record.id, tick.previousDueAt))) {
+    // `--misfire all`: the overdue occurrence of an outage queues the others it missed (misfire.ts).
+    if (record.misfire === 'all' && tick.trigger === 'schedule' && !tick.queuedCatchUp && isMissed(decision)) {
+      const found = catchUpsAfter({
+        schedule: record.schedule,
+        tz: record.tz,
+        dueAt: tick.dueAt,
+        now,
+        windowMs: catchUpWindowMs(record, deps),
+        max: deps.config.cron.max_backfill_occurrences,
+      });
+      const first = found.runsFirst ? { occurrenceId: tick.occurrenceId, queueJobId: tick.holder } : undefined;
+      if (found.queue.length > 0) await store.enqueueCatchUps(record, first, found.queue);
+      if (found.queue.length > 0)
+        tick.log.info(
+          { queued: found.queue.length, runsFirst: found.runsFirst },
+          'cron occurrences missed in an outage queued (--misfire all)',
+        );
+      if (!found.runsFirst && decision.action === 'run') {
+        decision = {
+          action: 'skip',
+          reason: 'misfire',
+          latenessMs: decision.latenessMs,
+          graceMs: graceWindowMs(periodAt(record.schedule, record.tz, tick.dueAt), grace),
+        };
+      }
+    }
+    // A backfill or a catch-up runs oldest first: an occurrence waits while the one before it is still to run.
+    if (tick.follows !== undefined && this.token !== undefined && (await store.isAhead(record.id, tick.follows))) {
       return { action: 'defer', reason: 'backfill-order', delayMs: deps.config.worker.defer_ms };
     }
     // Overlap (docs/CRON.md, "Overlap"): the turn lock of the job's session `cron:<id>`; with
     // `--overlap buffer_all`, first the occurrence's place in the job's buffer (`overlap-buffer.ts`;
-    // a backfilled occurrence keeps the backfill's own order instead).
+    // a backfilled occurrence, or a catch-up queued by `--misfire all`, keeps its own order instead).
     const buffered =
-      record.overlap === 'buffer_all' && tick.trigger !== 'backfill'
+      record.overlap === 'buffer_all' && tick.trigger !== 'backfill' && !tick.queuedCatchUp
         ? bufferMember({ generation: tick.generation, trigger: tick.trigger, occurrenceId: tick.occurrenceId })
         : undefined;
     const place = buffered === undefined ? 0 : await store.joinBuffer(record, buffered, tick.dueAt);
     const lock = record.overlap === 'allow' || place > 0 ? null : await deps.lock.acquire(cronSessionId(record.id), tick.holder);
-    // Backfilled occurrences never overlap one another, whatever the policy: the next waits for the lock.
-    if (!lock && record.overlap !== 'allow' && tick.trigger === 'backfill' && this.token !== undefined) {
-      if (store.isBackfillHolder(record.id, await deps.lock.holder(cronSessionId(record.id)))) {
+    // Backfilled occurrences, and catch-ups, never overlap one another, whatever the policy: the next waits for the lock.
+    if (!lock && record.overlap !== 'allow' && tick.follows !== undefined && this.token !== undefined) {
+      const holder = await deps.lock.holder(cronSessionId(record.id));
+      if (holder === tick.follows.queueJobId || (tick.trigger === 'backfill' && store.isBackfillHolder(record.id, holder))) {
         return { action: 'defer', reason: 'backfill-order', delayMs: deps.config.worker.defer_ms };
       }
     }
@@ -641,6 +675,16 @@ async function jobTurn(
     ...watch,
     ...(out.overBudget ? { overBudget: out.overBudget } : {}),
   };
+}
+
+/** `--misfire all`: the job's catch-up window, ms (its `--catchup-window`, else `cron.catchup_window_seconds`). */
+function catchUpWindowMs(job: CronJob, deps: WorkerDeps): number {
+  return (job.catchup_window_seconds ?? deps.config.cron.catchup_window_seconds) * 1000;
+}
+
+/** Whether the misfire decision found the occurrence beyond its grace window (a catch-up, or a skip). */
+function isMissed(decision: OccurrenceDecision): boolean {
+  return (decision.action === 'run' && decision.catchUp) || decision.action === 'skip';
 }
 
 /** A run record of `tick`'s occurrence, not started yet. */
