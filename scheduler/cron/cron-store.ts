@@ -298,11 +298,11 @@ export class CronStore {
   /**
    * Queue the missed occurrences `--misfire all` runs after an outage (misfire.ts, `catchUpsAfter`), each its own
    * job with an id per (job, due time) — a second pick-up of the same overdue occurrence adds nothing — and each
-   * after the one before it (`isAhead`), the first after `first` (the overdue occurrence that found them).
+   * after the one before it (`isAhead`), the first after `first` (the overdue occurrence that found them, run or skipped).
    * @param dueTimes - oldest first
    * @throws StoreUnavailableError when Redis refused it
    */
-  async enqueueCatchUps(job: CronJob, first: OccurrenceRef | undefined, dueTimes: number[]): Promise<void> {
+  async enqueueCatchUps(job: CronJob, first: OccurrenceRef, dueTimes: number[]): Promise<void> {
     const refOf = (at: number): OccurrenceRef => ({
       occurrenceId: cronOccurrenceId(job.id, at, 'schedule'),
       queueJobId: this.keys.cronCatchUpJobId(job.id, at),

@@ -278,8 +278,9 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
         windowMs: catchUpWindowMs(record, deps),
         max: deps.config.cron.max_backfill_occurrences,
       });
-      const first = found.runsFirst ? { occurrenceId: tick.occurrenceId, queueJobId: tick.holder } : undefined;
-      if (found.queue.length > 0) await store.enqueueCatchUps(record, first, found.queue);
+      // They follow this occurrence, run or recorded skipped, so none takes the job's lock from it.
+      if (found.queue.length > 0)
+        await store.enqueueCatchUps(record, { occurrenceId: tick.occurrenceId, queueJobId: tick.holder }, found.queue);
       if (found.queue.length > 0)
         tick.log.info(
           { queued: found.queue.length, runsFirst: found.runsFirst },
