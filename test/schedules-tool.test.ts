@@ -342,6 +342,23 @@ describe.concurrent('what the tool refuses', () => {
     expect(await c.loops.get('deliver-rule', 'heartbeat')).toBeNull();
   });
 
+  it("`after` names only the chat's own cron jobs: a job after the operator's job (whose output it would be given) is refused, nothing created", async ({
+    cleanups,
+    expect,
+  }) => {
+    const script: Script = calls([{ action: 'create', kind: 'cron', prompt: 'summarise what it found', after: 'ops-scan:any' }]);
+    const { env, c, worker } = await setup(cleanups, {}, script);
+    const service = cronServiceFor(env.config, worker.deps, createLogger({ level: 'silent' }));
+    const ops = await service.add(
+      { schedule: 'every 2h', prompt: 'scan the secrets store', name: 'ops-scan' },
+      { origin: { surface: 'cli' }, trusted: true },
+    );
+    await say(c, 'after-chat', 'summarise the scans for me', 'm1');
+    await waitForEvents(c, 'after-chat', 'reply', 1);
+    expect(await toolResults(c, 'after-chat')).toEqual(['Error: No cron "ops-scan" in this chat; action "list" shows them.']);
+    expect((await cronJobs(env, worker)).map((j) => j.id)).toEqual([ops.id]);
+  });
+
   it('a loop tick that calls `schedules` create is refused by default (ticks are not allowed); allowed when the operator lists `loop`', async ({
     cleanups,
     expect,
