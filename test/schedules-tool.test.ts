@@ -10,6 +10,9 @@
  * tests run side by side: they spend their time waiting for turns and ticks.
  */
 import { describe } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { events, runHermes, startWorkerStack, type TestClients, waitFor, waitForEvents } from './support/stack.ts';
 import { lastToolResult, lastUserText, startFakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
@@ -411,6 +414,53 @@ describe.concurrent('what the tool refuses', () => {
 });
 
 describe.concurrent('what a schedule made by a turn may use', () => {
+  it('a cron run without --watch or a parent run holds no tool output: what it creates is not marked from_tool_output; one with --watch is', async ({
+    cleanups,
+    expect,
+  }) => {
+    const script: Script = (req) => {
+      const text = lastUserText(req);
+      if (text.startsWith('plain run'))
+        return calls([{ action: 'create', kind: 'cron', schedule: 'every 2h', prompt: 'from the plain run' }])(req);
+      if (text.startsWith('watching run'))
+        return calls([{ action: 'create', kind: 'cron', schedule: 'every 3h', prompt: 'from the watching run' }])(req);
+      return 'ok';
+    };
+    const dir = mkdtempSync(join(tmpdir(), 'hermes-watch-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(dir, 'state.txt'), 'deploy pending\n');
+    const { env, worker } = await setup(
+      cleanups,
+      { 'tools.schedules.allow_from': ['cli', 'chat', 'cron'], 'tools.files.roots': [dir] },
+      script,
+    );
+    const cron = cronServiceFor(env.config, worker.deps, createLogger({ level: 'silent' }));
+    const caller = { origin: { surface: 'cli' as const }, trusted: true };
+    const plain = await cron.add({ schedule: 'every 1h', name: 'plain', prompt: 'plain run' }, caller);
+    const watching = await cron.add(
+      { schedule: 'every 1h', name: 'watching', prompt: 'watching run', watch: `read_file:${join(dir, 'state.txt')}` },
+      caller,
+    );
+    await cron.runNow('plain', caller);
+    await cron.runNow('watching', caller);
+    const made = await waitFor(
+      async () => {
+        const jobs = (await cronJobs(env, worker)).filter((j) => j.id !== plain.id && j.id !== watching.id);
+        return jobs.length === 2 ? jobs : undefined;
+      },
+      30_000,
+      'both runs made their job',
+    );
+    const byPrompt = (prompt: string) => made.find((j) => j.prompt === prompt)!.created_by;
+    expect(byPrompt('from the plain run')).toEqual({ by: 'agent', surface: 'cli', session_id: `cron:${plain.id}` });
+    expect(byPrompt('from the watching run')).toEqual({
+      by: 'agent',
+      surface: 'cli',
+      session_id: `cron:${watching.id}`,
+      from_tool_output: true,
+    });
+  });
+
   it('a cron job made by a turn answers to every surface of that turn (its provenance), never fewer', async ({ cleanups, expect }) => {
     const script: Script = (req) =>
       /^from chat/.test(lastUserText(req))

@@ -660,7 +660,7 @@ async function jobTurn(
     sessionId,
     messages,
     // A `--watch` check's output, or a parent run's, is in the prompt.
-    toolOutput: watch !== undefined || tick.parent !== undefined,
+    toolOutput: Boolean(job.watch) || tick.parent !== undefined,
     signal,
     surface,
     onEvent: sessionEventSink(deps, sessionId, { occurrenceId }),
