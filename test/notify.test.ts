@@ -16,11 +16,12 @@ import {
 } from '../scheduler/economy/notify.ts';
 import { parseEconomyValue } from '../scheduler/economy/economy-flags.ts';
 import { parseNotify as parseCronNotify } from '../scheduler/cron/cron-input.ts';
-import { cronJobView, createCronJob, readCronJob, runDeliversReply, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
+import { cronJobView, readCronJob, runDeliversReply, type CronJob, type CronRun, type NewCronJob } from '../scheduler/cron/cron-job.ts';
+import { cronJobFixture, cronRunFixture, FIXTURE_T0 } from './support/record-fixtures.ts';
 import { runNotice } from '../scheduler/cron/cron-notice.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 
-const T0 = Date.parse('2026-03-04T10:00:00Z');
+const T0 = FIXTURE_T0;
 
 describe('the vocabulary', () => {
   it('is auto, always, done and never, with failure accepted as auto, in any case', () => {
@@ -69,41 +70,9 @@ describe('the table', () => {
 });
 
 describe('on a cron job', () => {
-  const job = (over: Partial<Parameters<typeof createCronJob>[0]> = {}): CronJob =>
-    createCronJob({
-      id: 'abcdefabcdef',
-      name: 'n',
-      prompt: 'p',
-      schedule: { kind: 'interval', expression: 'every 1m', display: 'every 1m', everyMs: 60_000, anchorMs: T0 },
-      tz: 'UTC',
-      repeat: null,
-      deliver: ['local'],
-      script: null,
-      misfire: 'once',
-      overlap: 'skip',
-      paused: false,
-      origin: { surface: 'cli' },
-      now: T0,
-      ...over,
-    });
-  const run = (over: Partial<CronRun> = {}): CronRun => ({
-    occurrence_id: 'o1',
-    job_id: 'abcdefabcdef',
-    trigger: 'schedule',
-    status: 'ok',
-    reason: null,
-    due_at: T0,
-    started_at: T0,
-    finished_at: T0 + 10,
-    lateness_ms: 0,
-    late: false,
-    output: 'hello',
-    error: null,
-    silent: false,
-    deliveries: [],
-    worker_id: 'w',
-    ...over,
-  });
+  const job = (over: Partial<NewCronJob> = {}): CronJob => cronJobFixture(over);
+  const run = (over: Partial<CronRun> = {}): CronRun =>
+    cronRunFixture('abcdefabcdef', T0, { occurrence_id: 'o1', output: 'hello', ...over });
 
   it('defaults to auto; a job stored with failure reads, shows and behaves as auto', () => {
     expect(job().notify).toBe('auto');

@@ -10,8 +10,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createCronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
-import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 import { sessionStoreFor } from '../scheduler/services.ts';
 import { Keys } from '../scheduler/store/keys.ts';
 import { freePort } from '../scheduler/store/redis/embedded-redis.ts';
@@ -19,6 +17,7 @@ import { ReplicaAck, type ReplicaShortfall } from '../scheduler/store/redis/repl
 import { cleanupAfterEach } from './support/cleanup.ts';
 import { openTestCron } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
+import { cronJobFixture, cronRunFixture } from './support/record-fixtures.ts';
 import { waitFor } from './support/wait-for.ts';
 
 const cleanups = cleanupAfterEach();
@@ -135,42 +134,9 @@ describe('redis.wait_replicas', () => {
     const { api } = openTestCron(cleanups, { 'redis.url': primaryUrl, 'redis.wait_replicas': 1, 'redis.wait_timeout_ms': 60_000 });
     const now = Date.now();
     const id = 'c'.repeat(12);
-    const schedule = parseSchedule('every 10m', { tz: 'UTC', now, minIntervalSeconds: 60 });
-    const job = createCronJob({
-      id,
-      name: 'replicated',
-      prompt: 'p',
-      schedule,
-      tz: 'UTC',
-      repeat: null,
-      deliver: [],
-      script: null,
-      misfire: 'skip',
-      overlap: 'skip',
-      paused: true,
-      origin: { surface: 'cli' },
-      now,
-    });
-    await api.store.put(job, 'absent');
+    await api.store.put(cronJobFixture({ id, name: 'replicated', paused: true, now }), 'absent');
     const current = (await api.store.get(id))!;
-    const run: CronRun = {
-      occurrence_id: `${id}:${now}`,
-      job_id: id,
-      trigger: 'schedule',
-      status: 'ok',
-      reason: null,
-      attempts: 1,
-      due_at: now,
-      started_at: now,
-      finished_at: now + 10,
-      lateness_ms: 0,
-      late: false,
-      output: 'done',
-      error: null,
-      silent: false,
-      deliveries: [],
-      worker_id: 'w',
-    };
+    const run = cronRunFixture(id, now);
     const committedKey = api.keys.forCronJob(id).cronCommitted(id);
     const thaw = freezeReplica();
     const c = tracked(api.store.commitRun({ run, job: current, expectedVersion: current.version, localEvent: null }));

@@ -5,13 +5,14 @@
  */
 import { describe, expect, it } from 'vitest';
 import { configSchema } from '../scheduler/config/config.ts';
-import { applyTick, createLoop, resumeLoop, type LoopRecord } from '../scheduler/loop/loop-state.ts';
-import { applyRun, createCronJob, resumeCronJob, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
+import { applyTick, resumeLoop, type LoopRecord } from '../scheduler/loop/loop-state.ts';
+import { applyRun, resumeCronJob, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import { failureRule, SCHEDULE_POLICY, type ScheduleLedger, type TurnEnd } from '../scheduler/schedule-policy/schedule-policy.ts';
 import { NO_SPEND, type ModelSpend } from '../scheduler/model-spend.ts';
+import { cronJobFixture, FIXTURE_T0, loopFixture } from './support/record-fixtures.ts';
 
 const config = configSchema.parse({});
-const T0 = Date.parse('2026-03-04T10:00:00Z');
+const T0 = FIXTURE_T0;
 const MIN = 60_000;
 
 const ledger = (over: Partial<ScheduleLedger> = {}): ScheduleLedger => ({
@@ -118,39 +119,8 @@ describe('the shared rules', () => {
 });
 
 describe('both records go through it', () => {
-  const loop = (): LoopRecord =>
-    createLoop({
-      kind: 'loop',
-      loopId: 'L1',
-      sessionId: 's',
-      prompt: 'p',
-      intervalSeconds: 60,
-      times: null,
-      until: null,
-      maxTicks: 0,
-      selfPacedFloorSeconds: 60,
-      runner: { kind: 'agent' },
-      origin: { surface: 'cli' },
-      now: T0,
-      economy: { maxTokens: 1000, watch: 'read_file:/a' },
-    });
-  const job = (): CronJob =>
-    createCronJob({
-      id: 'abcdefabcdef',
-      name: 'n',
-      prompt: 'p',
-      schedule: { kind: 'interval', expression: 'every 1m', display: 'every 1m', everyMs: MIN, anchorMs: T0 },
-      tz: 'UTC',
-      repeat: null,
-      deliver: ['local'],
-      script: null,
-      misfire: 'once',
-      overlap: 'skip',
-      paused: false,
-      origin: { surface: 'cli' },
-      now: T0,
-      economy: { max_tokens: 1000, watch: 'read_file:/a' },
-    });
+  const loop = (): LoopRecord => loopFixture({ economy: { maxTokens: 1000, watch: 'read_file:/a' } });
+  const job = (): CronJob => cronJobFixture({ economy: { max_tokens: 1000, watch: 'read_file:/a' } });
   const tick = (n: number, over: Record<string, unknown> = {}) => ({
     loopId: 'L1',
     dueAt: T0 + n * MIN,

@@ -4,73 +4,26 @@
  * records call it inside (`failureStreak` and `failure_streak`, `statusReason` and `paused_reason`).
  */
 import { describe, expect, it } from 'vitest';
-import { applyTick, createLoop, pauseLoop } from '../scheduler/loop/loop-state.ts';
+import { applyTick, pauseLoop } from '../scheduler/loop/loop-state.ts';
 import { scheduleObject } from '../scheduler/loop/schedule-view.ts';
-import { applyRun, createCronJob, cronJobView, pauseCronJob } from '../scheduler/cron/cron-job.ts';
+import { applyRun, cronJobView, pauseCronJob } from '../scheduler/cron/cron-job.ts';
+import { cronJobFixture, cronRunFixture, FIXTURE_T0, loopFixture } from './support/record-fixtures.ts';
 
-const T0 = Date.parse('2026-03-04T10:00:00Z');
-const loop = applyTick(
-  createLoop({
-    kind: 'loop',
-    loopId: 'L1',
-    sessionId: 's',
-    prompt: 'p',
-    intervalSeconds: 60,
-    times: null,
-    until: null,
-    maxTicks: 0,
-    selfPacedFloorSeconds: 60,
-    runner: { kind: 'agent' },
-    origin: { surface: 'cli' },
-    now: T0,
-    economy: { maxTokens: 1000, watch: 'read_file:/a' },
-  }),
-  {
-    loopId: 'L1',
-    dueAt: T0,
-    occurrenceId: 'o1',
-    startedAt: T0,
-    finishedAt: T0 + 10,
-    reply: '',
-    failure: 'model down',
-    maxConsecutiveFailures: 3,
-    pacing: { floorSeconds: 60, ceilingSeconds: 900 },
-  },
-).loop;
+const T0 = FIXTURE_T0;
+const loop = applyTick(loopFixture({ economy: { maxTokens: 1000, watch: 'read_file:/a' } }), {
+  loopId: 'L1',
+  dueAt: T0,
+  occurrenceId: 'o1',
+  startedAt: T0,
+  finishedAt: T0 + 10,
+  reply: '',
+  failure: 'model down',
+  maxConsecutiveFailures: 3,
+  pacing: { floorSeconds: 60, ceilingSeconds: 900 },
+}).loop;
 const job = applyRun(
-  createCronJob({
-    id: 'abcdefabcdef',
-    name: 'n',
-    prompt: 'p',
-    schedule: { kind: 'interval', expression: 'every 1m', display: 'every 1m', everyMs: 60_000, anchorMs: T0 },
-    tz: 'UTC',
-    repeat: null,
-    deliver: ['local'],
-    script: null,
-    misfire: 'once',
-    overlap: 'skip',
-    paused: false,
-    origin: { surface: 'cli' },
-    now: T0,
-    economy: { max_tokens: 1000, watch: 'read_file:/a' },
-  }),
-  {
-    occurrence_id: 'o1',
-    job_id: 'abcdefabcdef',
-    trigger: 'schedule',
-    status: 'error',
-    reason: null,
-    due_at: T0,
-    started_at: T0,
-    finished_at: T0 + 10,
-    lateness_ms: 0,
-    late: false,
-    output: null,
-    error: 'model down',
-    silent: false,
-    deliveries: [],
-    worker_id: 'w',
-  },
+  cronJobFixture({ economy: { max_tokens: 1000, watch: 'read_file:/a' } }),
+  cronRunFixture('abcdefabcdef', T0, { occurrence_id: 'o1', status: 'error', output: null, error: 'model down' }),
   T0,
   T0 + 10,
   { maxConsecutiveFailures: 3 },
