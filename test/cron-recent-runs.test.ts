@@ -7,6 +7,7 @@ import { createCronJob, type CronJob, type CronRun } from '../scheduler/cron/cro
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 import { openCronService, openTestCron } from './support/cron-worker.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { cronRunFixture } from './support/record-fixtures.ts';
 
 const cleanups = cleanupAfterEach();
 
@@ -29,26 +30,7 @@ function job(id: string, now: number): CronJob {
   });
 }
 
-function run(jobId: string, dueAt: number): CronRun {
-  return {
-    occurrence_id: `${jobId}:${dueAt}`,
-    job_id: jobId,
-    trigger: 'schedule',
-    status: 'ok',
-    reason: null,
-    attempts: 1,
-    due_at: dueAt,
-    started_at: dueAt,
-    finished_at: dueAt + 10,
-    lateness_ms: 0,
-    late: false,
-    output: 'done',
-    error: null,
-    silent: false,
-    deliveries: [],
-    worker_id: 'w',
-  };
-}
+const run = (jobId: string, dueAt: number): CronRun => cronRunFixture(jobId, dueAt);
 
 /** Record `count` runs of `id`, each one newer than the last, starting at `from`. */
 async function recordRuns(api: ReturnType<typeof openCronService>, id: string, from: number, count: number): Promise<void> {

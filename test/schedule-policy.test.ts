@@ -9,7 +9,7 @@ import { applyTick, resumeLoop, type LoopRecord } from '../scheduler/loop/loop-s
 import { applyRun, resumeCronJob, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import { failureRule, SCHEDULE_POLICY, type ScheduleLedger, type TurnEnd } from '../scheduler/schedule-policy/schedule-policy.ts';
 import { NO_SPEND, type ModelSpend } from '../scheduler/model-spend.ts';
-import { cronJobFixture, FIXTURE_T0, loopFixture } from './support/record-fixtures.ts';
+import { cronJobFixture, cronRunFixture, FIXTURE_T0, loopFixture } from './support/record-fixtures.ts';
 
 const config = configSchema.parse({});
 const T0 = FIXTURE_T0;
@@ -132,24 +132,8 @@ describe('both records go through it', () => {
     maxConsecutiveFailures: 3,
     ...over,
   });
-  const run = (n: number, over: Partial<CronRun> = {}): CronRun => ({
-    occurrence_id: `o${n}`,
-    job_id: 'abcdefabcdef',
-    trigger: 'schedule',
-    status: 'ok',
-    reason: null,
-    due_at: T0 + n * MIN,
-    started_at: T0 + n * MIN,
-    finished_at: T0 + n * MIN + 10,
-    lateness_ms: 0,
-    late: false,
-    output: 'done',
-    error: null,
-    silent: false,
-    deliveries: [],
-    worker_id: 'w',
-    ...over,
-  });
+  const run = (n: number, over: Partial<CronRun> = {}): CronRun =>
+    cronRunFixture('abcdefabcdef', T0 + n * MIN, { occurrence_id: `o${n}`, ...over });
 
   it('the same turns leave a loop and a cron job with the same spend, budget, digest and streak', () => {
     let l = loop();
