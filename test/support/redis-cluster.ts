@@ -41,6 +41,22 @@ export interface TestClusterOptions {
  * Resolves when every node reports `cluster_state:ok`.
  */
 export async function startRedisCluster(masters = 3, options: TestClusterOptions = {}): Promise<TestCluster> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(masters, options);
+    } catch (err) {
+      if (!(err instanceof PortClash) || attempt === 3) throw err;
+    }
+  }
+}
+
+class PortClash extends Error {
+  constructor(ports: number[]) {
+    super(`a cluster node could not bind its port (one of ${ports.join(', ')})`);
+  }
+}
+
+async function startOnce(masters: number, options: TestClusterOptions): Promise<TestCluster> {
   const replicas = options.replicas ?? 0;
   const dir = mkdtempSync(join(tmpdir(), 'hermes-test-cluster-'));
   const ports: number[] = [];
@@ -62,7 +78,8 @@ export async function startRedisCluster(masters = 3, options: TestClusterOptions
   };
   try {
     for (let i = 0; i < masters * (1 + replicas); i++) {
-      const port = await freePort();
+      let port = await freePort();
+      while (port > 55535) port = await freePort(); // its bus port, port + 10000, must exist too
       ports.push(port);
       children.push(
         spawn(
@@ -99,6 +116,11 @@ export async function startRedisCluster(masters = 3, options: TestClusterOptions
       clients.push(c);
       await waitFor(async () => (await c.ping().catch(() => '')) === 'PONG', 10_000, `redis-server on ${port}`);
     }
+    // A port (or its bus port, +10000) taken by another process between the pick and the bind makes one
+    // node exit and its PONG come from someone else: the cluster would be joined with a node short.
+    const ids = await Promise.all(clients.map(async (c) => String(await c.cluster('MYID'))));
+    const exited = children.some((c) => c.exitCode !== null || c.signalCode !== null);
+    if (exited || new Set(ids).size !== ids.length) throw new PortClash(ports);
     await run('redis-cli', [
       '--cluster',
       'create',

@@ -24,8 +24,24 @@ export interface EmbeddedRedis {
   stop(): Promise<void>;
 }
 
-/** Ask the kernel for a free loopback TCP port. */
+/** Ports this process has handed out lately: the kernel may offer a just-closed port again before its first taker binds it. */
+const recentlyGiven: number[] = [];
+
+/**
+ * Ask the kernel for a free loopback TCP port, never one this process handed
+ * out among its last 64 (two servers started back to back must not share one).
+ */
 export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = await kernelFreePort();
+    if (recentlyGiven.includes(port)) continue;
+    recentlyGiven.push(port);
+    if (recentlyGiven.length > 64) recentlyGiven.shift();
+    return port;
+  }
+}
+
+async function kernelFreePort(): Promise<number> {
   return await new Promise((resolve, reject) => {
     const srv = createServer();
     srv.unref();
