@@ -5,4 +5,6 @@ export function cliEntry(
   root: URL,
   args: string[],
   env: Record<string, string | undefined>,
-): { run: 'version' } | { run: 'build'; main: URL } | { run: 'sources' };
+): { run: 'version' } | { run: 'build'; main: URL; sourceMaps: boolean } | { run: 'sources' };
+/** See cli/build-state.mjs. */
+export const STACK_COMMANDS: readonly string[];

@@ -4,7 +4,8 @@
 // - every command — the long-running `up`, `worker` and `gateway` included — runs the compiled CLI in
 //   dist/ (cli/build.mjs, made by `npm ci`; or the folder `HERMES_BUILD_DIR` names) when it is there
 //   and newer than every source it was made from: then it is the same code as the sources, and a
-//   stack trace names the sources (source maps on);
+//   stack trace names the sources (source maps on where a stack can be shown: the long-running
+//   commands and `HERMES_DEBUG`);
 // - with no current build, or `HERMES_FROM_SOURCES=1`, the TypeScript sources run through tsx (no
 //   build step needed).
 // Which of the three a call runs is `cliEntry` (build-state.mjs).
@@ -20,7 +21,7 @@ if (entry.run === 'version') {
 }
 
 if (entry.run === 'build') {
-  process.setSourceMapsEnabled(true);
+  if (entry.sourceMaps) process.setSourceMapsEnabled(true);
   await import(entry.main.href);
 } else {
   const { register } = await import('tsx/esm/api');

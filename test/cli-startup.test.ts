@@ -79,6 +79,28 @@ describe('which code a call runs', () => {
     }
   });
 
+  it('a build runs with source maps where a stack can be shown: the long-running commands and HERMES_DEBUG', () => {
+    const c = fakeCheckout();
+    try {
+      const root = pathToFileURL(`${c.root}/`);
+      const maps = (args: string[], env: Record<string, string> = {}) => {
+        const entry = cliEntry(root, args, env);
+        return entry.run === 'build' ? entry.sourceMaps : entry.run;
+      };
+      for (const cmd of ['up', 'worker', 'gateway', 'mcp']) expect(maps([cmd]), cmd).toBe(true);
+      expect(maps(['up', '--no-chat'])).toBe(true);
+      expect(maps(['cron', 'next', '@hourly'])).toBe(false);
+      expect(maps(['status', '--json'])).toBe(false);
+      // A short command prints a stack only with HERMES_DEBUG (cli/run-command.ts): then the maps are on.
+      expect(maps(['cron', 'list'], { HERMES_DEBUG: '1' })).toBe(true);
+      expect(maps(['cron', 'list'], { HERMES_DEBUG: '' })).toBe(false);
+      // The command word is the first argument that is not an option; an argument naming `worker` is not it.
+      expect(maps(['cron', 'add', 'every 2h', 'worker'])).toBe(false);
+    } finally {
+      rmSync(c.root, { recursive: true, force: true });
+    }
+  });
+
   it('cli/hermes.mjs runs what the rule says: package.json, the build or the sources (through tsx), with the arguments', async () => {
     const c = fakeCheckout();
     try {
