@@ -250,7 +250,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         },
         version: options.version ?? '0.0.0',
       },
-      hooks: { config, redis, keys, queues, sessions: sessionStoreFor(config, redis, keys), cron: cronService },
+      hooks: { config, redis, keys, queues, sessions: sessionStoreFor(config, redis, keys), cron: cronService, schedules },
       console: {
         config,
         keys,

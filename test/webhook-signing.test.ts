@@ -136,6 +136,8 @@ describe('hooks.<name> settings', () => {
       allow_from: [],
     });
     expect(load({ cron_job: 'digest', secret: SECRET }).hooks.ci!.action).toBe('run_job');
+    expect(load({ session: 'ops', action: 'wake_loop', secret: SECRET }).hooks.ci).toMatchObject({ action: 'wake_loop', schedule: 'loop' });
+    expect(load({ session: 'ops', action: 'wake_loop', schedule: 'heartbeat', secret: SECRET }).hooks.ci!.schedule).toBe('heartbeat');
   });
 
   it('one target, one secret source, a matching action, real addresses: else the setting is named', () => {
@@ -146,6 +148,9 @@ describe('hooks.<name> settings', () => {
     expect(() => load({ session: 'ops', secret: SECRET, secret_env: 'X' })).toThrow(/exactly one of secret/);
     expect(() => load({ session: 'ops', secret: 'short' })).toThrow(/at least 16 characters/);
     expect(() => load({ session: 'ops', secret: SECRET, action: 'run_job' })).toThrow(/hooks\.ci\.action/);
+    expect(() => load({ cron_job: 'digest', secret: SECRET, action: 'wake_loop' })).toThrow(/hooks\.ci\.action.*wake_loop need a session/);
+    expect(() => load({ session: 'ops', secret: SECRET, schedule: 'heartbeat' })).toThrow(/hooks\.ci\.schedule.*only by action wake_loop/);
+    expect(() => load({ session: 'ops', secret: SECRET, action: 'wake_loop', schedule: 'goal' })).toThrow(/hooks\.ci\.schedule/);
     expect(() => load({ session: 'ops', secret: SECRET, allow_from: ['github.com'] })).toThrow(/hooks\.ci\.allow_from.*CIDR/);
     expect(() => load({ session: 'ops', secret: SECRET, replay_window_seconds: 60 })).toThrow(/replay_window_seconds/);
   });

@@ -10,6 +10,11 @@
  * - `run_job`: the hook's cron job runs now, once, outside its schedule (`CronService.runNow`, what
  *   `hermes cron run` does); the operator named the job in the configuration, so it runs even when
  *   it has a `script`. The payload is not passed to the run.
+ * - `wake_loop`: the next tick of the session's loop (or heartbeat, `schedule`) is due now
+ *   (`LoopService.wake`): it runs as every tick does, its reply delivered where the loop's go, and a
+ *   loop with `--until` has its condition judged after it, so a hook settles the condition at once
+ *   against what the tick finds, not on the payload's word. A loop that is not active is refused
+ *   (409, the delivery not taken). The payload is not passed to the tick.
  *
  * A delivery id is taken with `SET NX` (`Keys.hookDelivery`, `replay_window_seconds` to live) before
  * anything is queued; the same id again is refused (409). When queueing fails the mark is removed, so
@@ -19,7 +24,9 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import type { CronService } from '../../scheduler/cron/cron-service.ts';
+import type { LoopService } from '../../scheduler/loop/loop-service.ts';
 import { parseDeliveryTarget, routeOfTarget, type MessagingRoute } from '../../scheduler/delivery/delivery-target.ts';
+import type { LoopKind } from '../../scheduler/tick/tick-kind.ts';
 import { UnknownJobError } from '../../scheduler/errors/unknown-job-error.ts';
 import { parseChatCommand } from '../../scheduler/session/chat-command.ts';
 import type { SessionStore } from '../../scheduler/session/session-store.ts';
@@ -41,6 +48,8 @@ export interface HookActionDeps {
   queues: HermesQueues;
   sessions: SessionStore;
   cron: CronService;
+  /** Loops and heartbeats (`wake_loop`). */
+  schedules: LoopService;
   log: Logger;
 }
 
@@ -56,12 +65,13 @@ export interface HookDelivery {
 /** The answer of a delivery that was taken (202). */
 export type HookAccepted =
   | { status: 'accepted'; hook: string; action: 'turn'; session: string; message_id: string; occurrence_id: string }
-  | { status: 'accepted'; hook: string; action: 'run_job'; cron_job: string; run_id: string };
+  | { status: 'accepted'; hook: string; action: 'run_job'; cron_job: string; run_id: string }
+  | { status: 'accepted'; hook: string; action: 'wake_loop'; session: string; schedule: LoopKind; loop_id: string };
 
 /**
  * Take a delivery and start what its hook does.
  * @throws HttpError 409 for a delivery id already taken, 422 for input that reads as a slash command,
- *   409 for a `run_job` hook whose job does not exist; whatever the store throws (the mark removed)
+ *   409 for a `run_job` hook whose job does not exist or a `wake_loop` hook whose loop is not active; whatever the store throws (the mark removed)
  */
 export async function actOnDelivery(deps: HookActionDeps, d: HookDelivery): Promise<HookAccepted> {
   const input =
@@ -90,7 +100,12 @@ export async function actOnDelivery(deps: HookActionDeps, d: HookDelivery): Prom
     throw new HttpError(409, `Delivery ${d.deliveryId} was already taken by hook ${d.hook}.`, 'conflict_error', 'duplicate_delivery');
   }
   try {
-    const accepted = d.config.action === 'turn' ? await startTurn(deps, d, input) : await runJob(deps, d);
+    const accepted =
+      d.config.action === 'turn'
+        ? await startTurn(deps, d, input)
+        : d.config.action === 'run_job'
+          ? await runJob(deps, d)
+          : await wakeLoop(deps, d);
     await deps.redis.set(mark, JSON.stringify(accepted), 'KEEPTTL', 'XX');
     deps.log.info({ hook: d.hook, deliveryId: d.deliveryId, event: d.event, action: d.config.action }, 'webhook delivery taken');
     return accepted;
@@ -124,6 +139,22 @@ async function runJob(deps: HookActionDeps, d: HookDelivery): Promise<HookAccept
     if (!(err instanceof UnknownJobError)) throw err;
     throw new HttpError(409, `Hook ${d.hook} names cron job "${ref}", which does not exist.`, 'conflict_error', 'hook_job_missing');
   }
+}
+
+async function wakeLoop(deps: HookActionDeps, d: HookDelivery): Promise<HookAccepted> {
+  const sessionId = d.config.session!;
+  const kind = d.config.schedule ?? 'loop';
+  const r = await deps.schedules.wake(sessionId, kind);
+  if (!r.woken) {
+    const state = r.record ? `is ${r.record.status}` : 'does not exist';
+    throw new HttpError(
+      409,
+      `Hook ${d.hook} wakes the ${kind} of session ${sessionId}, which ${state}.`,
+      'conflict_error',
+      'hook_loop_not_active',
+    );
+  }
+  return { status: 'accepted', hook: d.hook, action: 'wake_loop', session: sessionId, schedule: kind, loop_id: r.record.loopId };
 }
 
 /** The platform chat a session named like one delivers to (`telegram:<chat>` …), or none. */

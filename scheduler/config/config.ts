@@ -25,6 +25,7 @@ import { isTimeZone } from '../cron/cron-engine.ts';
 import { withoutPrototype } from '../names/name-table.ts';
 import { assertTrustedHome } from './home-check.ts';
 import { ORIGIN_SURFACES } from '../session/origin.ts';
+import { LOOP_KINDS } from '../tick/tick-kind.ts';
 
 /** A comma list from the environment (`a, b,,c` → `['a', 'b', 'c']`); any other value (a YAML list) is left as it is. */
 function splitCommaList(v: unknown): unknown {
@@ -140,9 +141,10 @@ export const SCHEDULE_TOOL_SURFACES = [...ORIGIN_SURFACES, 'loop', 'heartbeat', 
 
 /**
  * What a signed webhook (`hooks.<name>`, `POST /hooks/<name>`; docs/GATEWAY.md "Webhooks") does:
- * `turn` starts a turn in its session, `run_job` runs its cron job now.
+ * `turn` starts a turn in its session, `run_job` runs its cron job now, `wake_loop` runs the next
+ * tick of its session's loop (or heartbeat) now, so a `--until` condition is judged at once.
  */
-export const HOOK_ACTIONS = ['turn', 'run_job'] as const;
+export const HOOK_ACTIONS = ['turn', 'run_job', 'wake_loop'] as const;
 
 /**
  * How a webhook's sender signs it: `github` is GitHub's `X-Hub-Signature-256` (HMAC-SHA256 of the
@@ -163,12 +165,17 @@ const HOOK_SESSION = /^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,127}$/;
  */
 const hookSchema = z
   .object({
-    /** The session whose turn the hook starts (`action: turn`); its reply goes where the session's replies go. */
+    /**
+     * The session whose turn the hook starts (`action: turn`; its reply goes where the session's replies go),
+     * or whose loop it wakes (`action: wake_loop`).
+     */
     session: z.string().regex(HOOK_SESSION, 'must be a session id (letters, digits, _ . @ : -)').optional(),
     /** The cron job (id or name) the hook runs now (`action: run_job`). */
     cron_job: z.string().min(1).optional(),
-    /** `turn` or `run_job`. @defaultValue `turn` with `session`, `run_job` with `cron_job` */
+    /** `turn`, `wake_loop` (with `session`) or `run_job` (with `cron_job`). @defaultValue `turn` with `session`, `run_job` with `cron_job` */
     action: z.enum(HOOK_ACTIONS).optional(),
+    /** Which of the session's schedules `wake_loop` wakes: `loop` or `heartbeat`. @defaultValue loop */
+    schedule: z.enum(LOOP_KINDS).optional(),
     /** The shared secret of the signatures (at least 16 characters); never logged. Prefer `secret_env` or `secret_file`. */
     secret: z.string().min(16, 'must be at least 16 characters').optional(),
     /** The environment variable holding the secret. */
@@ -217,11 +224,20 @@ const hookSchema = z
     message: 'set exactly one of session and cron_job',
     path: ['session'],
   })
-  .transform(({ action, ...h }) => ({ ...h, action: action ?? (h.session !== undefined ? 'turn' : 'run_job') }))
-  .refine((h) => (h.action === 'turn') === (h.session !== undefined), {
-    message: 'action turn needs a session; action run_job needs a cron_job',
+  .transform(({ action, schedule, ...h }) => ({
+    ...h,
+    action: action ?? (h.session !== undefined ? 'turn' : 'run_job'),
+    ...(schedule !== undefined ? { schedule } : {}),
+  }))
+  .refine((h) => (h.action !== 'run_job') === (h.session !== undefined), {
+    message: 'actions turn and wake_loop need a session; action run_job needs a cron_job',
     path: ['action'],
-  });
+  })
+  .refine((h) => h.action === 'wake_loop' || h.schedule === undefined, {
+    message: 'schedule is read only by action wake_loop',
+    path: ['schedule'],
+  })
+  .transform((h) => (h.action === 'wake_loop' ? { ...h, schedule: h.schedule ?? ('loop' as const) } : h));
 
 /** What a resumed turn may do with a tool call in doubt (`tools.on_doubt`). */
 export const ON_DOUBT_POLICIES = ['rerun', 'report'] as const;

@@ -182,6 +182,35 @@ export class LoopService {
     });
   }
 
+  /**
+   * Wake an active loop or heartbeat: its next tick is due now (a signed webhook's `wake_loop`). A
+   * fixed schedule's cadence continues from this tick, a failed tick's back-off wait ends (the failure
+   * streak stays), a self-paced loop's next delay is chosen after this tick as after any. Nothing fires
+   * for a paused or finished one. A tick that is running when the wake comes: a fixed schedule's woken
+   * tick runs after it; a self-paced loop's running tick chooses the next due time when it commits,
+   * so it stands for the wake. Two wakes before the woken tick starts make one tick.
+   * @returns the record woken and when its tick is due, or the record found (`null`: none) when it is not active
+   * @throws ScheduleInputError for a bad session id; StoreUnavailableError when Redis refused the write
+   */
+  async wake(
+    sessionId: string,
+    kind: LoopKind,
+    now = Date.now(),
+  ): Promise<{ woken: true; record: LoopRecord; dueAt: number } | { woken: false; record: LoopRecord | null }> {
+    return await this.exclusive(sessionId, kind, async () => {
+      const { previous, stored } = await this.write(sessionId, kind, (cur) => {
+        if (!cur || cur.status !== 'active') return undefined;
+        const nextDueAt = cur.mode === 'self-paced' ? now : null;
+        return cur.nextDueAt === nextDueAt ? undefined : { ...cur, nextDueAt, updatedAt: now };
+      });
+      const record = stored ?? previous;
+      if (!record || record.status !== 'active') return { woken: false, record };
+      await this.guard(kind, sessionId, () => this.store.arm(record, now));
+      this.log.info({ sessionId, kind, loopId: record.loopId }, `${kind} woken: next tick now`);
+      return { woken: true, record, dueAt: now };
+    });
+  }
+
   /** Stop for good (the record is kept as finished for status). @returns the reply */
   async stop(sessionId: string, kind: LoopKind, now = Date.now()): Promise<string> {
     return await this.exclusive(sessionId, kind, async () => {
