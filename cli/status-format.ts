@@ -2,7 +2,7 @@
  * Human output of `hermes status`: each running gateway's platforms, the loops and
  * heartbeats of every session as aligned columns, then the goals (finished ones only
  * with `--all`; the cron jobs are `cron list`'s table, `commands/cron-format.ts`), then
- * the set-aside input.
+ * the set-aside input, then the signed webhooks with their last deliveries.
  */
 import { agentCreatorCell } from '../scheduler/session/origin.ts';
 import { formatSeconds } from '../scheduler/interval.ts';
@@ -14,6 +14,7 @@ import { cachedNote } from '../scheduler/model-spend.ts';
 import { table } from './commands/cron-format.ts';
 import { clip } from '../scheduler/text/clip.ts';
 import { describePlatformState, platformLabel, type GatewayPlatforms } from '../scheduler/delivery/platform-state.ts';
+import type { HookStatusView } from '../scheduler/hooks/hook-status.ts';
 
 /**
  * The schedule table of `hermes status`.
@@ -113,4 +114,31 @@ export function formatPlatforms(gateways: readonly GatewayPlatforms[], now: numb
     `platforms (gateway ${g.gateway})`,
     ...g.platforms.map((p) => `  ${platformLabel(p.platform).padEnd(9)} ${describePlatformState(p, now)}`),
   ]);
+}
+
+/**
+ * The hook table of `hermes status`: each signed webhook the configuration declares (`hooks.<name>`),
+ * what it acts on, and its last delivery — when, its event, and what it started (a turn with whether
+ * its session answered yet, a cron run, a loop's tick).
+ */
+export function formatHooks(hooks: readonly HookStatusView[], now: number): string[] {
+  const ago = (at: number) => `${formatSeconds(Math.max(0, now - at) / 1000)} ago`;
+  return [
+    'hooks',
+    ...table(
+      ['HOOK', 'ACTION', 'TARGET', 'LAST DELIVERY', 'EVENT', 'STARTED'],
+      hooks.map((h) => {
+        const d = h.last_delivery;
+        if (!d) return [h.name, h.action, clip(h.target, 40), 'never', '—', '—'];
+        const a = d.accepted;
+        const started =
+          a.action === 'turn'
+            ? `turn ${d.turn?.state ?? 'waiting'}${d.turn?.answered_at !== undefined ? ` ${ago(d.turn.answered_at)}` : ''}`
+            : a.action === 'run_job'
+              ? `run ${a.run_id}`
+              : `tick of ${a.schedule} ${a.loop_id}`;
+        return [h.name, h.action, clip(h.target, 40), ago(d.at), d.event || '—', started];
+      }),
+    ),
+  ];
 }

@@ -3,24 +3,26 @@
  * gateway's platforms (on, or failed and why), the loops and
  * heartbeats of every session, the sessions' goals (a paused one with why), and the cron jobs
  * with their failure streaks, and the sessions' input that was set aside after failing on every
- * try. Finished schedules, achieved or cleared goals and completed cron jobs only with `--all`. Loaded only when `status` runs (`main.ts`).
+ * try, and the signed webhooks the configuration declares with each one's last delivery and what it
+ * started (a turn: whether its session answered yet). Finished schedules, achieved or cleared goals and completed cron jobs only with `--all`. Loaded only when `status` runs (`main.ts`).
  */
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { cronJobView } from '../../scheduler/cron/cron-job.ts';
 import { createLogger } from '../../scheduler/logger.ts';
-import { cronServiceFor, goalServiceFor, loopStoreFor } from '../../scheduler/services.ts';
+import { hookStatuses } from '../../scheduler/hooks/hook-status.ts';
+import { cronServiceFor, goalServiceFor, loopStoreFor, sessionStoreFor } from '../../scheduler/services.ts';
 import { allSetAsideInputs, setAsideView } from '../../scheduler/session/set-aside.ts';
 import { aliveWorkerIds } from '../../scheduler/worker-liveness.ts';
 import type { CliConnection } from '../cli-context.ts';
 import { cliLogLevel } from '../run-command.ts';
-import { formatGoals, formatPlatforms, formatSchedules, formatSetAside } from '../status-format.ts';
+import { formatGoals, formatHooks, formatPlatforms, formatSchedules, formatSetAside } from '../status-format.ts';
 import { readPlatformStates } from '../../scheduler/delivery/platform-state-store.ts';
 import { platformStateViews } from '../../scheduler/delivery/platform-state.ts';
 import { printOut, terminalJson } from '../terminal-text.ts';
 import { formatJobList } from './cron-format.ts';
 import { goalObject, scheduleObject } from '../../scheduler/loop/schedule-view.ts';
 
-/** Print the status (`--json`: one object with `workers`, `platforms`, `schedules`, `goals`, `cron_jobs`, `set_aside`). */
+/** Print the status (`--json`: one object with `workers`, `platforms`, `schedules`, `goals`, `cron_jobs`, `set_aside`, `hooks`). */
 export async function runStatus(
   cfg: HermesConfig,
   conn: CliConnection,
@@ -39,6 +41,7 @@ export async function runStatus(
   const goals = (await goalServiceFor(cfg, conn, log).list()).filter((g) => all || g.status === 'active' || g.status === 'paused');
   const jobs = await cronServiceFor(cfg, conn, log).list({ all });
   const setAside = await allSetAsideInputs(conn.redis, conn.keys);
+  const hooks = await hookStatuses({ ...conn, sessions: sessionStoreFor(cfg, conn.redis, conn.keys) }, cfg.hooks);
   if (opts.json) {
     const schedules = records.map((r) => scheduleObject(r, now, next.get(`${r.sessionId}:${r.kind}`)));
     out(
@@ -49,6 +52,7 @@ export async function runStatus(
         goals: goals.map(goalObject),
         cron_jobs: jobs.map(cronJobView),
         set_aside: setAside.map(setAsideView),
+        hooks,
       }),
     );
     return;
@@ -62,6 +66,7 @@ export async function runStatus(
     '',
     ...(jobs.length === 0 ? ['cron jobs: none'] : ['cron jobs', ...formatJobList(jobs, now)]),
     ...(setAside.length === 0 ? [] : ['', ...formatSetAside(setAside, now)]),
+    ...(hooks.length === 0 ? [] : ['', ...formatHooks(hooks, now)]),
   ];
   for (const line of lines) out(line);
 }

@@ -18,7 +18,8 @@
  *
  * A delivery id is taken with `SET NX` (`Keys.hookDelivery`, `replay_window_seconds` to live) before
  * anything is queued; the same id again is refused (409). When queueing fails the mark is removed, so
- * the sender's retry is taken.
+ * the sender's retry is taken. A delivery taken is the hook's last (`hermes status` shows it:
+ * `scheduler/hooks/hook-deliveries.ts`).
  */
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -26,7 +27,7 @@ import type { HermesConfig } from '../../scheduler/config/config.ts';
 import type { CronService } from '../../scheduler/cron/cron-service.ts';
 import type { LoopService } from '../../scheduler/loop/loop-service.ts';
 import { parseDeliveryTarget, routeOfTarget, type MessagingRoute } from '../../scheduler/delivery/delivery-target.ts';
-import type { LoopKind } from '../../scheduler/tick/tick-kind.ts';
+import { recordHookDelivery, type HookAccepted } from '../../scheduler/hooks/hook-deliveries.ts';
 import { UnknownJobError } from '../../scheduler/errors/unknown-job-error.ts';
 import { parseChatCommand } from '../../scheduler/session/chat-command.ts';
 import type { SessionStore } from '../../scheduler/session/session-store.ts';
@@ -62,11 +63,7 @@ export interface HookDelivery {
   payload: unknown;
 }
 
-/** The answer of a delivery that was taken (202). */
-export type HookAccepted =
-  | { status: 'accepted'; hook: string; action: 'turn'; session: string; message_id: string; occurrence_id: string }
-  | { status: 'accepted'; hook: string; action: 'run_job'; cron_job: string; run_id: string }
-  | { status: 'accepted'; hook: string; action: 'wake_loop'; session: string; schedule: LoopKind; loop_id: string };
+export type { HookAccepted } from '../../scheduler/hooks/hook-deliveries.ts';
 
 /**
  * Take a delivery and start what its hook does.
@@ -106,7 +103,7 @@ export async function actOnDelivery(deps: HookActionDeps, d: HookDelivery): Prom
         : d.config.action === 'run_job'
           ? await runJob(deps, d)
           : await wakeLoop(deps, d);
-    await deps.redis.set(mark, JSON.stringify(accepted), 'KEEPTTL', 'XX');
+    await recordHookDelivery(deps.redis, deps.keys, { at: Date.now(), delivery_id: d.deliveryId, event: d.event, accepted });
     deps.log.info({ hook: d.hook, deliveryId: d.deliveryId, event: d.event, action: d.config.action }, 'webhook delivery taken');
     return accepted;
   } catch (err) {

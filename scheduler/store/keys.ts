@@ -402,6 +402,14 @@ export class Keys {
     return `${this.basePrefix}:hook:${keyPart(hook)}:delivery:${keyPart(deliveryId)}`;
   }
 
+  /**
+   * The last delivery hook `hook` took (`scheduler/hooks/hook-deliveries.ts`), fleet-wide: its time, id,
+   * event and what it started, for `hermes status`. Kept until the next one replaces it.
+   */
+  hookLastDelivery(hook: string): string {
+    return `${this.basePrefix}:hook:${keyPart(hook)}:last`;
+  }
+
   /** Sorted set of live worker processes, scored by last heartbeat (ms). */
   get workers(): string {
     return `${this.basePrefix}:workers`;
