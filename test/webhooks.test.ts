@@ -224,6 +224,29 @@ describe.concurrent('signed webhooks', () => {
     await expectNothingStored(c, env, 'ops', expect);
   });
 
+  it('a hook without a template names the event when the sender sent one, and puts in no empty name when it did not', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { env, c } = openTestClients(cleanups, {
+      'api_server.port': 0,
+      'api_server.key': KEY,
+      'hooks.plain': { session: 'ops', secret: SECRET },
+    });
+    const gw = await gateway(cleanups, env);
+    const now = Math.floor(Date.now() / 1000);
+    const body = '{"state":"done"}';
+    expect(
+      (await postHermes(gw.httpAddress.url, 'plain', body, now, { 'x-hermes-delivery': 'p-1', 'x-hermes-event': 'deploy' })).status,
+    ).toBe(202);
+    expect((await postHermes(gw.httpAddress.url, 'plain', body, now, { 'x-hermes-delivery': 'p-2' })).status).toBe(202);
+    const user = await events(c, 'ops', 'user');
+    expect(user.map((e) => e.data.text)).toEqual([
+      'Webhook plain received event "deploy": {"state":"done"}',
+      'Webhook plain received a delivery: {"state":"done"}',
+    ]);
+  });
+
   it('a run_job hook runs its cron job now, once per delivery', async ({ cleanups, expect }) => {
     const { env, c } = openTestClients(cleanups, {
       'api_server.port': 0,

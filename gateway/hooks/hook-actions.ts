@@ -23,7 +23,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { HermesConfig } from '../../scheduler/config/config.ts';
+import { hookTemplate, type HermesConfig } from '../../scheduler/config/config.ts';
 import type { CronService } from '../../scheduler/cron/cron-service.ts';
 import type { LoopService } from '../../scheduler/loop/loop-service.ts';
 import { parseDeliveryTarget, routeOfTarget, type MessagingRoute } from '../../scheduler/delivery/delivery-target.ts';
@@ -74,7 +74,7 @@ export async function actOnDelivery(deps: HookActionDeps, d: HookDelivery): Prom
   const input =
     d.config.action === 'turn'
       ? renderHookTemplate(
-          d.config.template,
+          hookTemplate(d.config, d.event),
           d.payload,
           { hook: d.hook, event: d.event, delivery: d.deliveryId },
           {

@@ -152,8 +152,19 @@ export const HOOK_ACTIONS = ['turn', 'run_job', 'wake_loop'] as const;
  */
 export const HOOK_SIGNATURES = ['github', 'hermes'] as const;
 
-/** The template of a hook that sets none: its name, the event and the payload (clipped). */
-const HOOK_DEFAULT_TEMPLATE = 'Webhook {{$hook}} received a {{$event}} event: {{$payload}}';
+/**
+ * The templates of a hook that sets none: its name, the event and the payload (clipped); `noEvent` when
+ * the sender named no event (no `X-GitHub-Event` or `X-Hermes-Event`), so no empty name is put in.
+ */
+export const HOOK_DEFAULT_TEMPLATES = {
+  event: 'Webhook {{$hook}} received event "{{$event}}": {{$payload}}',
+  noEvent: 'Webhook {{$hook}} received a delivery: {{$payload}}',
+} as const;
+
+/** The template a delivery of `hook` with `event` (empty: none named) renders: the hook's own, else a default. */
+export function hookTemplate(hook: { template?: string | undefined }, event: string): string {
+  return hook.template ?? (event === '' ? HOOK_DEFAULT_TEMPLATES.noEvent : HOOK_DEFAULT_TEMPLATES.event);
+}
 
 /** A session id as `scheduler/session/session-id.ts` checks it. */
 const HOOK_SESSION = /^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,127}$/;
@@ -191,9 +202,10 @@ const hookSchema = z
      * The turn's input: `{{path.to.field}}` is replaced by that field of the JSON payload (`{{$hook}}`,
      * `{{$event}}`, `{{$delivery}}` and `{{$payload}}` by the hook's name, the event header, the delivery
      * id and the whole payload); each value is clipped to `max_value_chars`, the input to
-     * `max_input_chars`. Nothing else is evaluated. @defaultValue `Webhook {{$hook}} received a {{$event}} event: {{$payload}}`
+     * `max_input_chars`. Nothing else is evaluated. @defaultValue `Webhook {{$hook}} received event "{{$event}}": {{$payload}}`,
+     * or `Webhook {{$hook}} received a delivery: {{$payload}}` for a delivery that names no event (`hookTemplate`)
      */
-    template: z.string().min(1).default(HOOK_DEFAULT_TEMPLATE),
+    template: z.string().min(1).optional(),
     /** Only these events (`X-GitHub-Event`, `X-Hermes-Event`) act; others are answered 202 `ignored`. @defaultValue every event */
     events: stringList(),
     /** Only payloads whose fields equal these values act (`{"action": "completed"}`); others are answered 202 `ignored`. @defaultValue {} */
