@@ -7,7 +7,7 @@ import { configSchema } from '../scheduler/config/config.ts';
 import type { Origin } from '../scheduler/session/origin.ts';
 import { shortHelp } from '../worker/chat/slash-commands.ts';
 
-const config = (platforms: Record<string, unknown> = {}) => ({ ...configSchema.parse(platforms), home: '/nonexistent' });
+const config = (platforms: Record<string, unknown> = {}) => ({ ...configSchema().parse(platforms), home: '/nonexistent' });
 const help = (surface: Origin['surface'], platforms?: Record<string, unknown>) =>
   shortHelp({ origin: { surface }, config: config(platforms) });
 

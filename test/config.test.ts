@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadConfig } from '../scheduler/config/config.ts';
+import { configDefaults, configSchema, loadConfig } from '../scheduler/config/config.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
 
 const home = () => mkdtempSync(join(tmpdir(), 'hermes-config-'));
@@ -220,5 +220,65 @@ describe('environment values', () => {
     });
     expect(c.loops.max_ticks).toBe(100);
     expect(c.agent.cron_drain_timeout).toBe(30);
+  });
+});
+
+describe('sections not given', () => {
+  // loadConfig validates the settings and sections it is given and fills the others with their defaults
+  // when first read: the result is the whole schema's parse of the same input.
+  it("a configuration is the whole schema's parse of what it was given: defaults, file, environment", () => {
+    const h = home();
+    writeFileSync(join(h, 'config.yaml'), 'loops:\n  max_ticks: 7\nredis:\n  shards: 4\nworker:\n  shards: [0, 3]\nlog_level: warn\n');
+    const env = { HERMES_HOME: h, HERMES_CRON_HISTORY_LIMIT: '9', HERMES_TIMEZONE: 'Europe/Warsaw', REDIS_URL: 'redis://r:6379' };
+    const c = loadConfig({ env });
+    const whole = configSchema().parse({
+      loops: { max_ticks: 7 },
+      redis: { shards: 4, url: 'redis://r:6379' },
+      worker: { shards: [0, 3] },
+      log_level: 'warn',
+      timezone: 'Europe/Warsaw',
+      cron: { history_limit: '9' },
+    });
+    expect({ ...c }).toEqual({ ...whole, home: h });
+    expect(Object.keys(c)).toEqual([...Object.keys(whole), 'home']);
+    // Nothing given: the defaults, with an unset time zone left out as the schema leaves it out.
+    const bare = loadConfig({ env: { HERMES_HOME: home() } });
+    expect('timezone' in bare).toBe(false);
+    expect({ ...bare, home: undefined }).toEqual({ ...configSchema().parse({}), home: undefined });
+    expect({ ...configDefaults() }).toEqual(configSchema().parse({}));
+  });
+
+  it('a section not given can be replaced, and each configuration has its own copy of the defaults', () => {
+    const a = loadConfig({ env: { HERMES_HOME: home() } });
+    const b = loadConfig({ env: { HERMES_HOME: home() } });
+    a.gateway.run_timeout_seconds = 5;
+    expect(b.gateway.run_timeout_seconds).toBe(600);
+    a.cron = { ...a.cron, history_limit: 3 };
+    expect(a.cron.history_limit).toBe(3);
+    expect(b.cron.history_limit).toBe(50);
+  });
+
+  it('the rule across sections holds: a worker shard at or above redis.shards is refused, naming the key and its source', () => {
+    expect(() => loadConfig({ env: { HERMES_HOME: home(), HERMES_WORKER_SHARDS: '1' } })).toThrow(
+      'Invalid setting worker.shards (from HERMES_WORKER_SHARDS): every shard must be below redis.shards (shards are numbered from 0)',
+    );
+    expect(loadConfig({ env: { HERMES_HOME: home(), HERMES_WORKER_SHARDS: '1', HERMES_REDIS_SHARDS: '2' } }).worker.shards).toEqual([1]);
+  });
+
+  it('an environment variable that names no setting is ignored; one that names a section key is read', () => {
+    const c = loadConfig({
+      env: {
+        HERMES_HOME: home(),
+        HERMES_DEBUG: '1',
+        HERMES_MCP_SERVERS: 'x',
+        HERMES_HOOKS_X: 'y',
+        HERMES_MCP_COMMAND_TURNS: 'yes',
+        HERMES_API_SERVER_PORT: '9000',
+      },
+    });
+    expect(c.mcp.command_turns).toBe(true);
+    expect(c.mcp_servers).toEqual({});
+    expect(c.hooks).toEqual({});
+    expect(c.api_server.port).toBe(9000);
   });
 });

@@ -30,7 +30,7 @@ function child(schema: Schema, key: string): Schema | undefined {
   return undefined;
 }
 
-const root = configSchema as unknown as Schema;
+const root = configSchema() as unknown as Schema;
 const sections = new Set(Object.keys((unwrap(root)._zod.def as unknown as { shape: object }).shape));
 const docs = [
   'README.md',

@@ -22,7 +22,7 @@ import { startFakeOpenAI } from './support/fake-openai.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 import { startWorkerStack, waitFor, waitForEvents } from './support/stack.ts';
 
-const defaults = configSchema.parse({}).loops;
+const defaults = configSchema().parse({}).loops;
 const POLICY: FailurePolicy = {
   backoffSeconds: defaults.failure_backoff_seconds,
   backoffMaxSeconds: defaults.failure_backoff_max_seconds,

@@ -34,7 +34,7 @@ const {
   self_paced_floor_seconds: floorSeconds,
   self_paced_ceiling_seconds: ceilingSeconds,
   max_consecutive_failures: maxConsecutiveFailures,
-} = configSchema.parse({}).loops;
+} = configSchema().parse({}).loops;
 const tick = (n: number, reply = 'ok', extra = {}) => ({
   loopId: 'L1',
   dueAt: n * 60_000,

@@ -11,7 +11,7 @@ import { failureRule, SCHEDULE_POLICY, type ScheduleLedger, type TurnEnd } from 
 import { NO_SPEND, type ModelSpend } from '../scheduler/model-spend.ts';
 import { cronJobFixture, cronRunFixture, FIXTURE_T0, loopFixture } from './support/record-fixtures.ts';
 
-const config = configSchema.parse({});
+const config = configSchema().parse({});
 const T0 = FIXTURE_T0;
 const MIN = 60_000;
 

@@ -25,7 +25,7 @@ beforeEach(() => {
 
 describe('poll lease after a crash', () => {
   it('a gateway restarted after SIGKILL polls again within 5 s of its start (default lease)', async () => {
-    const defaultTtl = configSchema.parse({}).gateway.poll_lease_ttl_seconds;
+    const defaultTtl = configSchema().parse({}).gateway.poll_lease_ttl_seconds;
     const env = telegramEnv(fake, { 'gateway.poll_lease_ttl_seconds': defaultTtl, 'gateway.poll_timeout_seconds': 25 });
     cleanups.push(() => env.cleanup());
     const reader = await readInbox(env);

@@ -98,18 +98,19 @@ export const HTTP_LIMIT_DEFAULTS = {
 } as const;
 
 /** A command a command turn may run; only config or the CLI may define one (docs/DESIGN.md §3). */
-const commandSchema = z
-  .object({
-    /** Shell command line; its stdout is the reply. */
-    command: z.string().min(1),
-    /** Kill the command after this many seconds. @defaultValue 60 */
-    timeout_seconds: seconds(60),
-    /** Fixed environment values for this command (commands never inherit the worker's environment). */
-    env: nameRecord(z.string(), z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')),
-    /** Names of the worker's environment variables this command also gets. @defaultValue [] */
-    pass_env: envNameList,
-  })
-  .strict();
+const commandSchema = () =>
+  z
+    .object({
+      /** Shell command line; its stdout is the reply. */
+      command: z.string().min(1),
+      /** Kill the command after this many seconds. @defaultValue 60 */
+      timeout_seconds: seconds(60),
+      /** Fixed environment values for this command (commands never inherit the worker's environment). */
+      env: nameRecord(z.string(), z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')),
+      /** Names of the worker's environment variables this command also gets. @defaultValue [] */
+      pass_env: envNameList,
+    })
+    .strict();
 
 /**
  * Surfaces a turn can come from; `tools.allow_from` names them: the surfaces of input
@@ -174,82 +175,83 @@ const HOOK_SESSION = /^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,127}$/;
  * the request is signed, and what it starts. Exactly one of `session` and `cron_job`, exactly one of
  * `secret`, `secret_env` and `secret_file`; `loadConfig` resolves the secret into `secret`.
  */
-const hookSchema = z
-  .object({
-    /**
-     * The session whose turn the hook starts (`action: turn`; its reply goes where the session's replies go),
-     * or whose loop it wakes (`action: wake_loop`).
-     */
-    session: z.string().regex(HOOK_SESSION, 'must be a session id (letters, digits, _ . @ : -)').optional(),
-    /** The cron job (id or name) the hook runs now (`action: run_job`). */
-    cron_job: z.string().min(1).optional(),
-    /** `turn`, `wake_loop` (with `session`) or `run_job` (with `cron_job`). @defaultValue `turn` with `session`, `run_job` with `cron_job` */
-    action: z.enum(HOOK_ACTIONS).optional(),
-    /** Which of the session's schedules `wake_loop` wakes: `loop` or `heartbeat`. @defaultValue loop */
-    schedule: z.enum(LOOP_KINDS).optional(),
-    /** The shared secret of the signatures (at least 16 characters); never logged. Prefer `secret_env` or `secret_file`. */
-    secret: z.string().min(16, 'must be at least 16 characters').optional(),
-    /** The environment variable holding the secret. */
-    secret_env: z
-      .string()
-      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
-      .optional(),
-    /** An absolute path of a file holding the secret (surrounding blanks ignored). */
-    secret_file: z.string().refine(isAbsolute, { message: 'must be an absolute path' }).optional(),
-    /** `github` (`X-Hub-Signature-256`) or `hermes` (`X-Hermes-Signature` with a timestamp). @defaultValue hermes */
-    signature: z.enum(HOOK_SIGNATURES).default('hermes'),
-    /**
-     * The turn's input: `{{path.to.field}}` is replaced by that field of the JSON payload (`{{$hook}}`,
-     * `{{$event}}`, `{{$delivery}}` and `{{$payload}}` by the hook's name, the event header, the delivery
-     * id and the whole payload); each value is clipped to `max_value_chars`, the input to
-     * `max_input_chars`. Nothing else is evaluated. @defaultValue `Webhook {{$hook}} received event "{{$event}}": {{$payload}}`,
-     * or `Webhook {{$hook}} received a delivery: {{$payload}}` for a delivery that names no event (`hookTemplate`)
-     */
-    template: z.string().min(1).optional(),
-    /** Only these events (`X-GitHub-Event`, `X-Hermes-Event`) act; others are answered 202 `ignored`. @defaultValue every event */
-    events: stringList(),
-    /** Only payloads whose fields equal these values act (`{"action": "completed"}`); others are answered 202 `ignored`. @defaultValue {} */
-    match: nameRecord(z.union([z.string(), z.number(), z.boolean()]).transform(String)),
-    /** Sender addresses or CIDR ranges (`140.82.112.0/20`) allowed to call; others get 403 before the body is read. @defaultValue any */
-    allow_from: stringList().refine((l) => l.every((a) => ipaddr.isValid(a) || ipaddr.isValidCIDR(a)), {
-      message: 'must be IP addresses or CIDR ranges (e.g. 140.82.112.0/20)',
-    }),
-    /** Largest body accepted, bytes; a larger one is 413 and not read further. @defaultValue 1048576 (1 MiB) */
-    max_body_bytes: positiveInt(1_048_576),
-    /** Characters of one value the template puts in. @defaultValue 1000 */
-    max_value_chars: positiveInt(1000),
-    /** Characters of the rendered input (and at most `agent.max_prompt_chars`). @defaultValue 4000 */
-    max_input_chars: positiveInt(4000),
-    /**
-     * Seconds a delivery id is remembered: the same id again within it is refused as a replay. At least
-     * 600 (twice the 5-minute tolerance of `hermes` timestamps). GitHub's signature has no timestamp, so
-     * this is all that stops a captured GitHub delivery. @defaultValue 604800 (7 days)
-     */
-    replay_window_seconds: z.coerce.number().int().min(600).default(604_800),
-  })
-  .strict()
-  .refine((h) => [h.secret, h.secret_env, h.secret_file].filter((s) => s !== undefined).length === 1, {
-    message: 'set exactly one of secret, secret_env and secret_file',
-    path: ['secret'],
-  })
-  .refine((h) => (h.session === undefined) !== (h.cron_job === undefined), {
-    message: 'set exactly one of session and cron_job',
-    path: ['session'],
-  })
-  .transform(({ action, schedule, ...h }) => ({
-    ...h,
-    action: action ?? (h.session !== undefined ? 'turn' : 'run_job'),
-    ...(schedule !== undefined ? { schedule } : {}),
-  }))
-  .refine((h) => (h.action !== 'run_job') === (h.session !== undefined), {
-    message: 'actions turn and wake_loop need a session; action run_job needs a cron_job',
-    path: ['action'],
-  })
-  .refine((h) => h.action === 'wake_loop' || h.schedule === undefined, {
-    message: 'schedule is read only by action wake_loop',
-    path: ['schedule'],
-  })
-  .transform((h) => (h.action === 'wake_loop' ? { ...h, schedule: h.schedule ?? ('loop' as const) } : h));
+const hookSchema = () =>
+  z
+    .object({
+      /**
+       * The session whose turn the hook starts (`action: turn`; its reply goes where the session's replies go),
+       * or whose loop it wakes (`action: wake_loop`).
+       */
+      session: z.string().regex(HOOK_SESSION, 'must be a session id (letters, digits, _ . @ : -)').optional(),
+      /** The cron job (id or name) the hook runs now (`action: run_job`). */
+      cron_job: z.string().min(1).optional(),
+      /** `turn`, `wake_loop` (with `session`) or `run_job` (with `cron_job`). @defaultValue `turn` with `session`, `run_job` with `cron_job` */
+      action: z.enum(HOOK_ACTIONS).optional(),
+      /** Which of the session's schedules `wake_loop` wakes: `loop` or `heartbeat`. @defaultValue loop */
+      schedule: z.enum(LOOP_KINDS).optional(),
+      /** The shared secret of the signatures (at least 16 characters); never logged. Prefer `secret_env` or `secret_file`. */
+      secret: z.string().min(16, 'must be at least 16 characters').optional(),
+      /** The environment variable holding the secret. */
+      secret_env: z
+        .string()
+        .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
+        .optional(),
+      /** An absolute path of a file holding the secret (surrounding blanks ignored). */
+      secret_file: z.string().refine(isAbsolute, { message: 'must be an absolute path' }).optional(),
+      /** `github` (`X-Hub-Signature-256`) or `hermes` (`X-Hermes-Signature` with a timestamp). @defaultValue hermes */
+      signature: z.enum(HOOK_SIGNATURES).default('hermes'),
+      /**
+       * The turn's input: `{{path.to.field}}` is replaced by that field of the JSON payload (`{{$hook}}`,
+       * `{{$event}}`, `{{$delivery}}` and `{{$payload}}` by the hook's name, the event header, the delivery
+       * id and the whole payload); each value is clipped to `max_value_chars`, the input to
+       * `max_input_chars`. Nothing else is evaluated. @defaultValue `Webhook {{$hook}} received event "{{$event}}": {{$payload}}`,
+       * or `Webhook {{$hook}} received a delivery: {{$payload}}` for a delivery that names no event (`hookTemplate`)
+       */
+      template: z.string().min(1).optional(),
+      /** Only these events (`X-GitHub-Event`, `X-Hermes-Event`) act; others are answered 202 `ignored`. @defaultValue every event */
+      events: stringList(),
+      /** Only payloads whose fields equal these values act (`{"action": "completed"}`); others are answered 202 `ignored`. @defaultValue {} */
+      match: nameRecord(z.union([z.string(), z.number(), z.boolean()]).transform(String)),
+      /** Sender addresses or CIDR ranges (`140.82.112.0/20`) allowed to call; others get 403 before the body is read. @defaultValue any */
+      allow_from: stringList().refine((l) => l.every((a) => ipaddr.isValid(a) || ipaddr.isValidCIDR(a)), {
+        message: 'must be IP addresses or CIDR ranges (e.g. 140.82.112.0/20)',
+      }),
+      /** Largest body accepted, bytes; a larger one is 413 and not read further. @defaultValue 1048576 (1 MiB) */
+      max_body_bytes: positiveInt(1_048_576),
+      /** Characters of one value the template puts in. @defaultValue 1000 */
+      max_value_chars: positiveInt(1000),
+      /** Characters of the rendered input (and at most `agent.max_prompt_chars`). @defaultValue 4000 */
+      max_input_chars: positiveInt(4000),
+      /**
+       * Seconds a delivery id is remembered: the same id again within it is refused as a replay. At least
+       * 600 (twice the 5-minute tolerance of `hermes` timestamps). GitHub's signature has no timestamp, so
+       * this is all that stops a captured GitHub delivery. @defaultValue 604800 (7 days)
+       */
+      replay_window_seconds: z.coerce.number().int().min(600).default(604_800),
+    })
+    .strict()
+    .refine((h) => [h.secret, h.secret_env, h.secret_file].filter((s) => s !== undefined).length === 1, {
+      message: 'set exactly one of secret, secret_env and secret_file',
+      path: ['secret'],
+    })
+    .refine((h) => (h.session === undefined) !== (h.cron_job === undefined), {
+      message: 'set exactly one of session and cron_job',
+      path: ['session'],
+    })
+    .transform(({ action, schedule, ...h }) => ({
+      ...h,
+      action: action ?? (h.session !== undefined ? 'turn' : 'run_job'),
+      ...(schedule !== undefined ? { schedule } : {}),
+    }))
+    .refine((h) => (h.action !== 'run_job') === (h.session !== undefined), {
+      message: 'actions turn and wake_loop need a session; action run_job needs a cron_job',
+      path: ['action'],
+    })
+    .refine((h) => h.action === 'wake_loop' || h.schedule === undefined, {
+      message: 'schedule is read only by action wake_loop',
+      path: ['schedule'],
+    })
+    .transform((h) => (h.action === 'wake_loop' ? { ...h, schedule: h.schedule ?? ('loop' as const) } : h));
 
 /** What a resumed turn may do with a tool call in doubt (`tools.on_doubt`). */
 export const ON_DOUBT_POLICIES = ['rerun', 'report'] as const;
@@ -260,76 +262,88 @@ export const ON_DOUBT_POLICIES = ['rerun', 'report'] as const;
  * variables `HERMES_ARG_<NAME>` (and, for an argv `command`, as whole argv
  * elements through `{name}` placeholders).
  */
-const toolCommandSchema = z
-  .object({
-    /** A shell line written by the operator (run with `/bin/sh -c`), or an argv list run without a shell. */
-    command: z.union([z.string().min(1), z.array(z.string()).min(1)]),
-    /** What the tool does, for the model. */
-    description: z.string().min(1),
-    /** JSON Schema (type object) of the tool's parameters. @defaultValue no parameters */
-    parameters: z.record(z.string(), z.unknown()).optional(),
-    /** Kill the command after this many seconds. @defaultValue `tools.timeout_seconds` */
-    timeout_seconds: z.coerce.number().finite().positive().optional(),
-    /** Fixed variables of the command's environment. @defaultValue {} */
-    env: nameRecord(z.string()),
-    /** Names of the worker's variables passed through to this command (e.g. `GH_TOKEN`). @defaultValue [] */
-    pass_env: envNameList,
-  })
-  .strict();
+const toolCommandSchema = () =>
+  z
+    .object({
+      /** A shell line written by the operator (run with `/bin/sh -c`), or an argv list run without a shell. */
+      command: z.union([z.string().min(1), z.array(z.string()).min(1)]),
+      /** What the tool does, for the model. */
+      description: z.string().min(1),
+      /** JSON Schema (type object) of the tool's parameters. @defaultValue no parameters */
+      parameters: z.record(z.string(), z.unknown()).optional(),
+      /** Kill the command after this many seconds. @defaultValue `tools.timeout_seconds` */
+      timeout_seconds: z.coerce.number().finite().positive().optional(),
+      /** Fixed variables of the command's environment. @defaultValue {} */
+      env: nameRecord(z.string()),
+      /** Names of the worker's variables passed through to this command (e.g. `GH_TOKEN`). @defaultValue [] */
+      pass_env: envNameList,
+    })
+    .strict();
 
 /** An MCP server: a child process speaking stdio, or a Streamable HTTP endpoint. */
-const mcpServerSchema = z.union([
-  z
-    .object({
-      command: z.string().min(1),
-      args: z.array(z.string()).default([]),
-      /** Extra environment of the server process (it does not inherit the worker's secrets). */
-      env: nameRecord(z.string()),
-      cwd: z.string().optional(),
-    })
-    .strict(),
-  z
-    .object({
-      url: z.string().url(),
-      headers: nameRecord(z.string()),
-    })
-    .strict(),
-]);
+const mcpServerSchema = () =>
+  z.union([
+    z
+      .object({
+        command: z.string().min(1),
+        args: z.array(z.string()).default([]),
+        /** Extra environment of the server process (it does not inherit the worker's secrets). */
+        env: nameRecord(z.string()),
+        cwd: z.string().optional(),
+      })
+      .strict(),
+    z
+      .object({
+        url: z.string().url(),
+        headers: nameRecord(z.string()),
+      })
+      .strict(),
+  ]);
 
 /**
  * `agent.compaction`: when a session's context is compacted before a turn, and down to what
  * (docs/CONTEXT.md, "Compaction"; the policy: `worker/context/compaction.ts`).
  */
-const compactionSchema = z
-  .object({
-    /**
-     * Share of the turn model's window at or past which a session's context is compacted before
-     * the turn. @defaultValue 0.5
-     */
-    threshold: z.coerce.number().gt(0).max(0.85).default(0.5),
-    /**
-     * Share of the window a compaction brings the context down to, below `threshold`: the room
-     * left between them is what later turns append before the next compaction, so a summary is
-     * written every several turns and the request's prefix stays the same in between. @defaultValue 0.25
-     */
-    target: z.coerce.number().gt(0).max(0.85).default(0.25),
-    /** Messages at the end of a transcript kept verbatim by compaction (at most; see `target`). @defaultValue 8 */
-    keep_recent_messages: z.coerce.number().int().min(2).default(8),
-    /** Model (a name of `agent.models`, or a model id of the primary endpoint) that writes summaries; unset = the turn's model. */
-    model: z.string().min(1).optional(),
-  })
-  .strict()
-  .refine((c) => c.target < c.threshold, { message: 'target must be below threshold', path: ['target'] });
+const compactionSchema = () =>
+  z
+    .object({
+      /**
+       * Share of the turn model's window at or past which a session's context is compacted before
+       * the turn. @defaultValue 0.5
+       */
+      threshold: z.coerce.number().gt(0).max(0.85).default(0.5),
+      /**
+       * Share of the window a compaction brings the context down to, below `threshold`: the room
+       * left between them is what later turns append before the next compaction, so a summary is
+       * written every several turns and the request's prefix stays the same in between. @defaultValue 0.25
+       */
+      target: z.coerce.number().gt(0).max(0.85).default(0.25),
+      /** Messages at the end of a transcript kept verbatim by compaction (at most; see `target`). @defaultValue 8 */
+      keep_recent_messages: z.coerce.number().int().min(2).default(8),
+      /** Model (a name of `agent.models`, or a model id of the primary endpoint) that writes summaries; unset = the turn's model. */
+      model: z.string().min(1).optional(),
+    })
+    .strict()
+    .refine((c) => c.target < c.threshold, { message: 'target must be below threshold', path: ['target'] });
 
-/** `agent.compaction` with nothing set: the defaults code falls back to when it is given no settings. */
-export const COMPACTION_DEFAULTS = compactionSchema.parse({});
+/**
+ * The top-level settings that are not sections: parsed on every load (two small schemas), so an unset
+ * one is left out of the configuration exactly as zod leaves out an unset optional key.
+ */
+const TOP_LEVEL = {
+  /** IANA zone for cron jobs without `--tz`; default the host zone. */
+  timezone: z.string().refine(isTimeZone, { message: 'unknown time zone (use an IANA name like Europe/Berlin)' }).optional(),
+  log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+};
 
-export const configSchema = z
-  .object({
-    /** IANA zone for cron jobs without `--tz`; default the host zone. */
-    timezone: z.string().refine(isTimeZone, { message: 'unknown time zone (use an IANA name like Europe/Berlin)' }).optional(),
-    log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-    redis: z
+/**
+ * The configuration's sections, each a function that builds its schema: a section is built on first
+ * use (`sectionSchema`), so a call pays only for the sections it is given or reads. Building all of them
+ * (about 300 settings) was a sixth of every `hermes` call's start-up (docs/BENCHMARKS.md, "CLI start-up").
+ */
+const SECTIONS = {
+  redis: () =>
+    z
       .object({
         /** `redis://…` of an operator-run Redis; when unset the embedded server is used. */
         url: z.string().optional(),
@@ -381,7 +395,8 @@ export const configSchema = z
         path: ['sentinel_name'],
       })
       .prefault({}),
-    loops: z
+  loops: () =>
+    z
       .object({
         /** Shortest `/loop` interval; shorter ones are refused, naming it. */
         min_interval_seconds: atLeastOneSecond(30),
@@ -420,11 +435,13 @@ export const configSchema = z
         path: ['self_paced_ceiling_seconds'],
       })
       .prefault({}),
-    heartbeat: z
+  heartbeat: () =>
+    z
       .object({ min_interval_seconds: atLeastOneSecond(60) })
       .strict()
       .prefault({}),
-    goals: z
+  goals: () =>
+    z
       .object({
         max_turns: positiveInt(20),
         /**
@@ -435,7 +452,8 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
-    agent: z
+  agent: () =>
+    z
       .object({
         /** OpenAI-compatible endpoint (OPENAI_BASE_URL). */
         base_url: z.string().url().optional(),
@@ -463,7 +481,7 @@ export const configSchema = z
          */
         context_window_tokens: z.coerce.number().int().min(1024).optional(),
         /** Compaction of what a model call sends (docs/CONTEXT.md; the policy: `worker/context/compaction.ts`). */
-        compaction: compactionSchema.prefault({}),
+        compaction: compactionSchema().prefault({}),
         /** Input plus output tokens one turn may spend (its calls, judges and summaries); past it the schedule pauses; 0 = no limit. @defaultValue 0 */
         max_tokens_per_turn: z.coerce.number().int().min(0).default(0),
         /**
@@ -511,7 +529,8 @@ export const configSchema = z
         path: ['fallback_models'],
       })
       .prefault({}),
-    worker: z
+  worker: () =>
+    z
       .object({
         /*
          * What one worker process holds and runs at once, bounded separately (docs/OPERATIONS.md,
@@ -653,7 +672,8 @@ export const configSchema = z
         max_command_turns: max_command_turns ?? w.concurrency ?? 8,
       }))
       .prefault({}),
-    telemetry: z
+  telemetry: () =>
+    z
       .object({
         /**
          * Base address of an OTLP/HTTP collector (Jaeger, Tempo, an OpenTelemetry Collector, Honeycomb): each
@@ -666,7 +686,8 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
-    metrics: z
+  metrics: () =>
+    z
       .object({
         /**
          * Serve `/metrics` (the gateway's and a worker's) without the API key, for a Prometheus that cannot
@@ -676,7 +697,8 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
-    housekeeping: z
+  housekeeping: () =>
+    z
       .object({
         /**
          * When each process checks the worker liveness set (a cron expression for node-cron, which runs the timer; 5 fields,
@@ -692,18 +714,20 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
-    dashboard: z
+  dashboard: () =>
+    z
       .object({
         /** The queue dashboard at `/admin/queues` only shows (no retry, remove, pause). @defaultValue true */
         read_only: flag(true),
       })
       .strict()
       .prefault({}),
-    /**
-     * Tools of agent turns, declared by the operator only (chat, Telegram and
-     * `/v1` input can never add one). See docs/TOOLS.md.
-     */
-    tools: z
+  /**
+   * Tools of agent turns, declared by the operator only (chat, Telegram and
+   * `/v1` input can never add one). See docs/TOOLS.md.
+   */
+  tools: () =>
+    z
       .object({
         /** Longest a tool call may run, seconds (a command's own `timeout_seconds` wins). @defaultValue 30 */
         timeout_seconds: z.coerce.number().finite().positive().default(30),
@@ -753,7 +777,7 @@ export const configSchema = z
           .strict()
           .prefault({}),
         /** Commands the agent may call, one function tool each. */
-        commands: nameRecord(toolCommandSchema, z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'tool names use letters, digits, _ and -')),
+        commands: nameRecord(toolCommandSchema(), z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'tool names use letters, digits, _ and -')),
         /**
          * Which surfaces may use a tool or group (`files`, `http`, `commands`, `mcp`,
          * `schedule_status`, a command's name, an MCP server's name or `<server>__<tool>`).
@@ -803,11 +827,12 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
-    /**
-     * `hermes mcp` and the gateway's `/mcp`: this product as an MCP server for other agents (surface
-     * `mcp`; docs/MCP.md). What its clients may do, with the safeguards of the `schedules` tool.
-     */
-    mcp: z
+  /**
+   * `hermes mcp` and the gateway's `/mcp`: this product as an MCP server for other agents (surface
+   * `mcp`; docs/MCP.md). What its clients may do, with the safeguards of the `schedules` tool.
+   */
+  mcp: () =>
+    z
       .object({
         /**
          * The MCP tools offered (`create_schedule`, `list_schedules`, `update_schedule`, `pause_schedule`,
@@ -825,27 +850,29 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
-    /**
-     * Signed webhooks that start turns or run cron jobs: `POST /hooks/<name>` (docs/GATEWAY.md
-     * "Webhooks"). The route takes no API key: each hook's signature is its key.
-     */
-    hooks: nameRecord(hookSchema, z.string().regex(/^[a-zA-Z0-9_-]{1,32}$/, 'hook names use letters, digits, _ and - (at most 32)')),
-    /** MCP servers whose tools agent turns may call, named `<server>__<tool>`. */
-    mcp_servers: nameRecord(mcpServerSchema, z.string().regex(/^[a-zA-Z0-9_-]{1,32}$/, 'server names use letters, digits, _ and -')),
-    /** Named commands for command turns: `hermes loop … --command NAME`. */
-    commands: nameRecord(commandSchema),
-    /**
-     * What every command turn (loop `--run`, `--command`, cron `--script`) gets from the worker's
-     * environment besides PATH, HOME, LANG, LC_ALL, TZ, TMPDIR (`worker/runtime/command-env.ts`).
-     */
-    command_env: z
+  /**
+   * Signed webhooks that start turns or run cron jobs: `POST /hooks/<name>` (docs/GATEWAY.md
+   * "Webhooks"). The route takes no API key: each hook's signature is its key.
+   */
+  hooks: () => nameRecord(hookSchema(), z.string().regex(/^[a-zA-Z0-9_-]{1,32}$/, 'hook names use letters, digits, _ and - (at most 32)')),
+  /** MCP servers whose tools agent turns may call, named `<server>__<tool>`. */
+  mcp_servers: () => nameRecord(mcpServerSchema(), z.string().regex(/^[a-zA-Z0-9_-]{1,32}$/, 'server names use letters, digits, _ and -')),
+  /** Named commands for command turns: `hermes loop … --command NAME`. */
+  commands: () => nameRecord(commandSchema()),
+  /**
+   * What every command turn (loop `--run`, `--command`, cron `--script`) gets from the worker's
+   * environment besides PATH, HOME, LANG, LC_ALL, TZ, TMPDIR (`worker/runtime/command-env.ts`).
+   */
+  command_env: () =>
+    z
       .object({
         /** Names of variables passed through to every command. @defaultValue [] */
         pass: envNameList,
       })
       .strict()
       .prefault({}),
-    cron: z
+  cron: () =>
+    z
       .object({
         /** Kill a `--script` job's command after this many seconds. @defaultValue 120 */
         script_timeout_seconds: seconds(120),
@@ -891,7 +918,8 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
-    delivery: z
+  delivery: () =>
+    z
       .object({
         /**
          * Webhook hosts (names or IP addresses, matched exactly) and CIDR ranges that delivery may
@@ -916,7 +944,8 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
-    api_server: z
+  api_server: () =>
+    z
       .object({
         /**
          * Address the HTTP server binds (API_SERVER_HOST): an IP address or a host name,
@@ -983,7 +1012,8 @@ export const configSchema = z
         path: ['insecure_no_auth'],
       })
       .prefault({}),
-    gateway: z
+  gateway: () =>
+    z
       .object({
         /**
          * Backoff steps in seconds between re-arms of a failed platform plugin
@@ -1039,7 +1069,8 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
-    telegram: z
+  telegram: () =>
+    z
       .object({
         bot_token: z.string().optional(),
         /** Numeric Telegram user ids allowed to reach the agent. */
@@ -1054,7 +1085,8 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
-    slack: z
+  slack: () =>
+    z
       .object({
         /** Bot token (`xoxb-…`): the Web API calls (`auth.test`, `chat.postMessage`). The platform is on when it is set. */
         bot_token: z.string().optional(),
@@ -1074,8 +1106,9 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
-    /** The Discord bot (docs/GATEWAY.md "Discord"). Enabled when `bot_token` is set. */
-    discord: z
+  /** The Discord bot (docs/GATEWAY.md "Discord"). Enabled when `bot_token` is set. */
+  discord: () =>
+    z
       .object({
         /** The bot's token (Developer Portal → Bot → Token). */
         bot_token: z.string().optional(),
@@ -1099,12 +1132,47 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
-  })
-  .strict()
-  .refine((c) => c.worker.shards.every((n) => n < c.redis.shards), {
-    message: 'every shard must be below redis.shards (shards are numbered from 0)',
-    path: ['worker', 'shards'],
-  });
+};
+
+type TopLevel = typeof TOP_LEVEL;
+type Sections = typeof SECTIONS;
+/** A section of the configuration (`redis`, `loops`, `agent`, …). */
+export type ConfigSection = keyof Sections;
+type ConfigShape = TopLevel & { [K in ConfigSection]: ReturnType<Sections[K]> };
+/** The whole configuration's schema: every setting and section, strict, with the rules across sections. */
+export type ConfigSchema = z.ZodObject<ConfigShape, z.core.$strict>;
+/** The validated settings (without `home`). */
+export type ConfigValues = z.output<ConfigSchema>;
+
+const SECTION_NAMES = Object.keys(SECTIONS) as ConfigSection[];
+const builtSections = new Map<ConfigSection, z.ZodType>();
+
+/** The schema of one section, built on first use. */
+function sectionSchema<K extends ConfigSection>(name: K): ReturnType<Sections[K]> {
+  let schema = builtSections.get(name);
+  if (!schema) builtSections.set(name, (schema = SECTIONS[name]()));
+  return schema as ReturnType<Sections[K]>;
+}
+
+/** The rule across sections: a worker's shards exist (`worker.shards` below `redis.shards`). */
+const SHARDS_RULE = {
+  holds: (c: { worker: { shards: number[] }; redis: { shards: number } }) => c.worker.shards.every((n) => n < c.redis.shards),
+  message: 'every shard must be below redis.shards (shards are numbered from 0)',
+  path: ['worker', 'shards'],
+};
+
+let fullSchema: ConfigSchema | undefined;
+/**
+ * The whole configuration's schema, every section built (the settings the docs must name are walked from it).
+ * `loadConfig` parses with the sections it is given only, and fills the others with their defaults.
+ */
+export function configSchema(): ConfigSchema {
+  fullSchema ??= z
+    .object({ ...TOP_LEVEL, ...Object.fromEntries(SECTION_NAMES.map((n) => [n, sectionSchema(n)])) } as ConfigShape)
+    .strict()
+    .refine(SHARDS_RULE.holds, { message: SHARDS_RULE.message, path: SHARDS_RULE.path });
+  return fullSchema;
+}
 
 /**
  * A configuration parse is done once per process, so it runs without zod's generated fast path
@@ -1113,19 +1181,47 @@ export const configSchema = z
  */
 const ONCE: z.core.ParseContext<z.core.$ZodIssue> = { jitless: true };
 
-let defaults: Readonly<z.infer<typeof configSchema>> | undefined;
+let defaults: Readonly<ConfigValues> | undefined;
 /**
  * The configuration with nothing set: every default, read from the schema above (the one place a
  * default is written). Code that is given no setting falls back to these, never to a number of its own.
- * Parsed on first use, not at import: most processes never ask.
+ * Each section is parsed on first use, not at import: most processes never ask.
  */
-export function configDefaults(): Readonly<z.infer<typeof configSchema>> {
-  defaults ??= configSchema.parse({}, ONCE);
+export function configDefaults(): Readonly<ConfigValues> {
+  defaults ??= withSectionDefaults(z.object(TOP_LEVEL).parse({}, ONCE), []);
   return defaults;
 }
 
+/**
+ * `values` (the top-level settings and the sections in `given`, validated) with every other section
+ * added as its defaults. An absent section is its defaults whatever a call reads, so it is parsed when
+ * first read (the property then holds the value; assigning to it replaces it), not at load.
+ */
+function withSectionDefaults(values: Record<string, unknown>, given: readonly ConfigSection[]): ConfigValues {
+  const config: Record<string, unknown> = {};
+  for (const key of Object.keys(TOP_LEVEL)) if (Object.hasOwn(values, key)) config[key] = values[key];
+  for (const name of SECTION_NAMES) {
+    if (given.includes(name)) {
+      config[name] = values[name];
+      continue;
+    }
+    const settle = (value: unknown) => Object.defineProperty(config, name, { value, writable: true, enumerable: true, configurable: true });
+    Object.defineProperty(config, name, {
+      enumerable: true,
+      configurable: true,
+      get: () => {
+        const value: unknown = sectionSchema(name).parse(undefined, ONCE);
+        settle(value);
+        return value;
+      },
+      set: settle,
+    });
+  }
+  return config as ConfigValues;
+}
+
 /** The validated configuration plus where it came from. */
-export type HermesConfig = z.infer<typeof configSchema> & {
+export type HermesConfig = ConfigValues & {
   /** Absolute `HERMES_HOME`. */
   home: string;
 };
@@ -1219,25 +1315,30 @@ export function configFileWarning(home: string): string | undefined {
   return `${file} is readable by ${who} (mode 0${(mode & 0o777).toString(8)}) and may hold keys and commands; chmod 600 ${file}`;
 }
 
-/** Every `HERMES_<SECTION>_<KEY>` override the schema knows, derived from the schema itself. */
+/**
+ * Every `HERMES_<SECTION>_<KEY>` override the schema knows (and `HERMES_TIMEZONE`, `HERMES_LOG_LEVEL`),
+ * derived from the schema itself, then the named variables; in schema order. Only the sections an
+ * environment variable's name may belong to are built to look their keys up.
+ */
 function envOverrides(env: NodeJS.ProcessEnv): Array<[string[], string, string]> {
-  const out: Array<[string[], string, string]> = [];
-  const shape = configSchema.shape as Record<string, z.ZodType>;
-  for (const [section, schema] of Object.entries(shape)) {
-    const inner = unwrapObject(schema);
-    if (inner) {
-      for (const key of Object.keys(inner.shape)) {
-        const name = `HERMES_${section}_${key}`.toUpperCase();
-        const value = env[name];
-        if (value !== undefined && value !== '') out.push([[section, key], value, name]);
-      }
-    } else {
-      const name = `HERMES_${section}`.toUpperCase();
-      const value = env[name];
-      if (value !== undefined && value !== '' && section !== 'commands' && section !== 'mcp_servers' && section !== 'hooks')
-        out.push([[section], value, name]);
+  const found: Array<{ order: number; override: [string[], string, string] }> = [];
+  const topLevel = Object.keys(TOP_LEVEL);
+  for (const [name, value] of Object.entries(env)) {
+    if (!name.startsWith('HERMES_') || value === undefined || value === '') continue;
+    const top = topLevel.findIndex((key) => `HERMES_${key}`.toUpperCase() === name);
+    if (top >= 0) {
+      found.push({ order: top, override: [[topLevel[top]!], value, name] });
+      continue;
     }
+    SECTION_NAMES.forEach((section, s) => {
+      if (!name.startsWith(`HERMES_${section}_`.toUpperCase())) return;
+      const inner = unwrapObject(sectionSchema(section));
+      const keys = inner ? Object.keys(inner.shape) : [];
+      const k = keys.findIndex((key) => `HERMES_${section}_${key}`.toUpperCase() === name);
+      if (k >= 0) found.push({ order: (s + 1) * 10_000 + k, override: [[section, keys[k]!], value, name] });
+    });
   }
+  const out = found.sort((a, b) => a.order - b.order).map((f) => f.override);
   for (const [name, path] of Object.entries(NAMED_ENV)) {
     const value = env[name];
     if (value !== undefined && value !== '') out.push([path, value, name]);
@@ -1295,16 +1396,27 @@ export function loadConfig(
     setPath(raw, key.split('.'), value);
     sources.set(key, options.overridesFrom ?? 'override');
   }
-  const result = configSchema.safeParse(raw, ONCE);
-  if (!result.success) {
-    const issue = result.error.issues[0]!;
-    const extra = issue.code === 'unrecognized_keys' ? [issue.keys[0] ?? ''] : [];
-    const key = [...issue.path.map(String), ...extra].join('.');
-    const from = sources.get(key) ?? sources.get(issue.path.slice(0, -1).map(String).join('.')) ?? file;
-    throw new ConfigError(`Invalid setting ${key} (from ${from}): ${issueMessage(issue, valueAt(raw, issue.path))}`, { key });
+  // The top-level settings and the sections given (in the file, the environment or the overrides) are
+  // validated now, with the schema's own rules; every other section is its defaults (`withSectionDefaults`).
+  const given = SECTION_NAMES.filter((name) => Object.hasOwn(raw, name));
+  const schema = z.object({ ...TOP_LEVEL, ...Object.fromEntries(given.map((name) => [name, sectionSchema(name)])) }).strict();
+  const result = schema.safeParse(raw, ONCE);
+  if (!result.success) throw settingError(result.error.issues[0]!, raw, sources, file);
+  const values = withSectionDefaults(result.data, given);
+  // Only a given `worker.shards` can break the rule (its default is none).
+  if (given.includes('worker') && !SHARDS_RULE.holds(values)) {
+    throw settingError({ code: 'custom', path: SHARDS_RULE.path, message: SHARDS_RULE.message, input: raw }, raw, sources, file);
   }
-  resolveHookSecrets(result.data.hooks, env, file);
-  return { ...result.data, home };
+  if (given.includes('hooks')) resolveHookSecrets(values.hooks, env, file);
+  return Object.assign(values, { home });
+}
+
+/** The `ConfigError` of the first issue of a parse: the setting's key, where it came from, and what is wrong. */
+function settingError(issue: z.core.$ZodIssue, raw: Record<string, unknown>, sources: Map<string, string>, file: string): ConfigError {
+  const extra = issue.code === 'unrecognized_keys' ? [issue.keys[0] ?? ''] : [];
+  const key = [...issue.path.map(String), ...extra].join('.');
+  const from = sources.get(key) ?? sources.get(issue.path.slice(0, -1).map(String).join('.')) ?? file;
+  return new ConfigError(`Invalid setting ${key} (from ${from}): ${issueMessage(issue, valueAt(raw, issue.path))}`, { key });
 }
 
 /**
@@ -1312,7 +1424,7 @@ export function loadConfig(
  * (once, at load; the value is never in a message).
  * @throws ConfigError naming the setting: a variable unset, a file unreadable, a secret under 16 characters
  */
-function resolveHookSecrets(hooks: z.infer<typeof configSchema>['hooks'], env: NodeJS.ProcessEnv, file: string): void {
+function resolveHookSecrets(hooks: ConfigValues['hooks'], env: NodeJS.ProcessEnv, file: string): void {
   for (const [name, hook] of Object.entries(hooks)) {
     if (hook.secret !== undefined) continue;
     const key = `hooks.${name}.${hook.secret_env !== undefined ? 'secret_env' : 'secret_file'}`;

@@ -66,7 +66,7 @@ import { TurnError } from '../../scheduler/errors/turn-error.ts';
 import type { HermesMetrics } from '../../scheduler/metrics.ts';
 import type { FinishReason, ModelParams } from '../../scheduler/model-params.ts';
 import { NO_SPEND, sumSpend, totalTokens, type ModelSpend, type TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
-import { COMPACTION_DEFAULTS, configDefaults } from '../../scheduler/config/config.ts';
+import { configDefaults } from '../../scheduler/config/config.ts';
 import { turnOverrunText } from '../../scheduler/economy/token-budget.ts';
 import { ownValue } from '../../scheduler/names/name-table.ts';
 import { compactMessages, type CompactableMessage } from '../context/compaction.ts';
@@ -121,7 +121,7 @@ export interface AgentRunnerOptions {
   fallbackModels?: readonly string[];
   /** `agent.context_window_tokens` (unset: the table of known models, else 128000). */
   contextWindowTokens?: number;
-  /** `agent.compaction` (unset fields: its defaults, `COMPACTION_DEFAULTS`). */
+  /** `agent.compaction` (unset fields: its defaults, `configDefaults().agent.compaction`). */
   compaction?: {
     /** Share of the window at or past which the worker compacts a transcript before a turn. */
     threshold?: number;
@@ -335,9 +335,9 @@ export class AgentRunner implements TurnRunner {
     const defaults = configDefaults().agent;
     this.maxToolCalls = options.maxToolCalls ?? defaults.max_tool_calls;
     this.maxRetries = options.maxRetries ?? defaults.max_retries;
-    this.threshold = options.compaction?.threshold ?? COMPACTION_DEFAULTS.threshold;
-    this.target = options.compaction?.target ?? COMPACTION_DEFAULTS.target;
-    this.keepRecent = options.compaction?.keepRecentMessages ?? COMPACTION_DEFAULTS.keep_recent_messages;
+    this.threshold = options.compaction?.threshold ?? defaults.compaction.threshold;
+    this.target = options.compaction?.target ?? defaults.compaction.target;
+    this.keepRecent = options.compaction?.keepRecentMessages ?? defaults.compaction.keep_recent_messages;
     const clientFor = (baseUrl: string | undefined, apiKey: string | undefined) =>
       baseUrl || apiKey
         ? new OpenAI({ baseURL: baseUrl, apiKey: apiKey ?? 'not-set', timeout: options.timeoutSeconds * 1000, maxRetries: this.maxRetries })
