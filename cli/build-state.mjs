@@ -1,6 +1,7 @@
 // Whether a compiled CLI may run: the one rule `cli/hermes.mjs` starts by, and the test run's build
 // (test/support/global-build.ts) checks with. Plain JavaScript, read at every `hermes` start.
 import { readFileSync, statSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
 /**
  * Whether `buildDir` holds a build made after the last change of every source it was made from
@@ -12,8 +13,11 @@ import { readFileSync, statSync } from 'node:fs';
 export function isCurrentBuild(root, buildDir) {
   try {
     const { built_at: builtAt, inputs } = JSON.parse(readFileSync(new URL('build.json', buildDir), 'utf8'));
+    // Paths, not a URL per input: every call checks a few hundred files, and building the URLs cost as much as the stats.
+    const base = fileURLToPath(root);
     for (const input of inputs) {
-      if (statSync(new URL(input, root)).mtimeMs > builtAt) return false;
+      const stat = statSync(base + input, { throwIfNoEntry: false });
+      if (stat === undefined || stat.mtimeMs > builtAt) return false;
     }
     return true;
   } catch {
