@@ -29,17 +29,23 @@ const OUT = join(ROOT, process.env.HERMES_BUILD_DIR ?? 'dist');
 const ifPossible = process.argv.includes('--if-possible');
 
 /**
- * `bullmq` in the CLI: a module of lazy stand-ins for its exports, which load the real package (bundled
- * on its own as `dist/vendor/bullmq.cjs`) the first time one is used — constructed, called or read.
- * BullMQ is two thirds of the CLI's code, and the commands that only read records (`cron list`,
- * `cron runs`, `status`) never open a queue (`HermesQueues` opens its queues on first use), so they
- * never load it. A stand-in passes `new`, calls, property reads and `instanceof` to the real export.
+ * Packages most calls never use, each in the CLI as a module of lazy stand-ins for its exports, which
+ * load the real package (bundled on its own as `dist/vendor/<name>.cjs`) the first time one is used —
+ * constructed, called or read. A stand-in passes `new`, calls, property reads and `instanceof` to the
+ * real export.
+ * - `bullmq`, two thirds of the CLI's code: the commands that only read records (`cron list`,
+ *   `cron runs`, `status`) never open a queue (`HermesQueues` opens its queues on first use);
+ * - `yaml`: read only when `$HERMES_HOME/config.yaml` exists;
+ * - `node-cron`: `housekeeping.workers_cron`, checked only when that section is given or read
+ *   (scheduler/config/config.ts), and a worker's housekeeping.
  */
-function lazyBullmqSource(names) {
+const LAZY_PACKAGES = ['bullmq', 'yaml', 'node-cron'];
+
+function lazyPackageSource(pkg, names) {
   return [
     "import { createRequire } from 'node:module';",
     'let real;',
-    "const load = () => (real ??= createRequire(import.meta.url)('./vendor/bullmq.cjs'));",
+    `const load = () => (real ??= createRequire(import.meta.url)(${JSON.stringify(`./vendor/${pkg}.cjs`)}));`,
     'function lazy(name) {',
     '  const proxy = new Proxy(function () {}, {',
     '    construct: (_t, args, newTarget) => Reflect.construct(load()[name], args, newTarget === proxy ? load()[name] : newTarget),',
@@ -58,13 +64,15 @@ async function main() {
   const started = Date.now();
   const { build } = await import('esbuild');
   const { createRequire } = await import('node:module');
-  const bullmqNames = Object.keys(createRequire(import.meta.url)('bullmq')).filter((n) => /^[A-Za-z_$][\w$]*$/.test(n) && n !== 'default');
-  const lazyBullmq = {
-    name: 'lazy-bullmq',
+  const require = createRequire(import.meta.url);
+  const exportNames = (pkg) => Object.keys(require(pkg)).filter((n) => /^[A-Za-z_$][\w$]*$/.test(n) && n !== 'default');
+  const lazyPackages = {
+    name: 'lazy-packages',
     setup(b) {
-      b.onResolve({ filter: /^bullmq$/ }, () => ({ path: 'bullmq', namespace: 'lazy-bullmq' }));
-      b.onLoad({ filter: /.*/, namespace: 'lazy-bullmq' }, () => ({
-        contents: lazyBullmqSource(bullmqNames),
+      const filter = new RegExp(`^(${LAZY_PACKAGES.map((p) => p.replace(/[-/]/g, '\\$&')).join('|')})$`);
+      b.onResolve({ filter }, (args) => ({ path: args.path, namespace: 'lazy-packages' }));
+      b.onLoad({ filter: /.*/, namespace: 'lazy-packages' }, (args) => ({
+        contents: lazyPackageSource(args.path, exportNames(args.path)),
         loader: 'js',
         resolveDir: ROOT,
       }));
@@ -78,21 +86,23 @@ async function main() {
     splitting: true,
     entryNames: '[name]',
     chunkNames: '[name]-[hash]',
-    plugins: [lazyBullmq, WITHOUT_ZOD_LOCALES],
+    plugins: [lazyPackages, WITHOUT_ZOD_LOCALES],
   });
-  // BullMQ on its own, loaded by the stand-ins above when a command first uses it.
-  await build({
-    stdin: { contents: "module.exports = require('bullmq');", resolveDir: ROOT, loader: 'js' },
-    outfile: join(OUT, 'vendor', 'bullmq.cjs'),
-    bundle: true,
-    format: 'cjs',
-    platform: 'node',
-    target: 'node20',
-    external: EXTERNAL,
-    minify: true,
-    legalComments: 'none',
-    logLevel: 'error',
-  });
+  // Each lazy package on its own, loaded by its stand-ins above when a command first uses it.
+  for (const pkg of LAZY_PACKAGES) {
+    await build({
+      stdin: { contents: `module.exports = require(${JSON.stringify(pkg)});`, resolveDir: ROOT, loader: 'js' },
+      outfile: join(OUT, 'vendor', `${pkg}.cjs`),
+      bundle: true,
+      format: 'cjs',
+      platform: 'node',
+      target: 'node20',
+      external: EXTERNAL,
+      minify: true,
+      legalComments: 'none',
+      logLevel: 'error',
+    });
+  }
   // The Lua scripts and the console's files, read next to the code that loads them.
   const copied = copyRuntimeFiles(ROOT, OUT);
   const sources = ownSources(result.metafile);

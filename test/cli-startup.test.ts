@@ -199,4 +199,31 @@ describe('the compiled CLI', () => {
     expect(next).toEqual([]);
     expect(status).toEqual(['tls', 'dns', 'worker_threads']);
   }, 60_000);
+
+  it('the packages a call may not need load on first use: yaml with a config.yaml, node-cron with housekeeping settings, BullMQ not for cron next or cron list', async () => {
+    // The build's own packages a call loaded (dist/vendor/*.cjs, through Node's require cache), printed at exit.
+    const hook = `data:text/javascript,${encodeURIComponent(
+      "import { createRequire } from 'node:module'; const r = createRequire('/'); process.on('exit',()=>process.stderr.write('\\nvendor '+JSON.stringify(Object.keys(r.cache).filter((f)=>/[\\/]vendor[\\/]/.test(f)).map((f)=>f.replace(/.*[\\/]/,'')).sort())+'\\n'))",
+    )}`;
+    const vendor = async (args: string[], env: NodeJS.ProcessEnv = e.childEnv) => {
+      const { stderr } = await run(process.execPath, ['--import', hook, join(ROOT, dir, 'main.js'), ...args], { env });
+      return JSON.parse(/\nvendor (.*)\n$/.exec(stderr)![1]!) as string[];
+    };
+    const home = mkdtempSync(join(tmpdir(), 'hermes-startup-home-'));
+    try {
+      writeFileSync(join(home, 'config.yaml'), 'loops:\n  max_ticks: 7\n', { mode: 0o600 });
+      const withFile = { ...e.childEnv, HERMES_HOME: home };
+      const [bare, file, housekeeping] = await Promise.all([
+        vendor(['cron', 'next', '@hourly']),
+        vendor(['cron', 'next', '@hourly'], withFile),
+        vendor(['cron', 'next', '@hourly'], { ...withFile, HERMES_HOUSEKEEPING_WORKERS_CRON: '*/7 * * * *' }),
+      ]);
+      expect(bare).toEqual([]);
+      expect(file).toEqual(['yaml.cjs']);
+      expect(housekeeping).toEqual(['node-cron.cjs', 'yaml.cjs']);
+      expect(await vendor(['cron', 'list'])).toEqual([]);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
