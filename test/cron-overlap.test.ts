@@ -108,35 +108,60 @@ describe.concurrent('--overlap buffer_all', () => {
 });
 
 describe.concurrent('--overlap cancel_other', () => {
-  // Skipped: not reliable. With the command sleeping 300 s (and its own timeout_seconds 600) no run is
-  // recorded in 45 s and the command stays alive, so the cancel never reaches the running turn. With
-  // 20 s the test passed in the runs before it landed and failed once in a clean clone's .ci/run: the
-  // first run ended `ok` (the command's own end, or the 30 s tool timeout, came before the cancel).
-  // `--overlap cancel_other` has to be fixed and this test made to wait on the cancel itself.
-  it.skip('a new occurrence stops the running 20 s turn on the other worker — its command killed, its journal gone, the run recorded cancelled — and runs', async ({
-    cleanups,
-    expect,
-  }) => {
+  /**
+   * An agent run whose turn is in a 300 s command tool (its own timeout 600 s): the run is held by its
+   * command, which never ends by itself within the test, so only the cancel can end it.
+   */
+  async function slowToolJob(cleanups: CleanUp[]): Promise<{ env: TestEnv; model: FakeOpenAI; pidFile: string }> {
     const model = await startFakeOpenAI();
     cleanups.push(() => model.close());
     const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
     cleanups.push(() => env.cleanup());
     const pidFile = join(env.home, 'slow.pid');
-    // A command tool that sleeps 20 s: the first occurrence's turn calls it; the test never waits for it.
     writeFileSync(
       join(env.home, 'config.yaml'),
-      JSON.stringify({ tools: { commands: { slow: { command: `echo $$ > ${pidFile}; sleep 20`, description: 'a slow check' } } } }),
+      JSON.stringify({
+        tools: { commands: { slow: { command: `echo $$ > ${pidFile}; sleep 300`, timeout_seconds: 600, description: 'a slow check' } } },
+      }),
       { mode: 0o600 },
     );
     model.respond((req, index) => {
       if (index === 0) return { toolCalls: [{ name: 'slow' }] };
       return lastToolResult(req) === undefined ? 'checked again' : 'the slow check ended';
     });
+    return { env, model, pidFile };
+  }
+
+  /** The pid of the slow command once it runs. */
+  async function slowCommandPid(pidFile: string): Promise<number> {
+    return await waitFor(
+      () => (existsSync(pidFile) && readFileSync(pidFile, 'utf8').trim() !== '' ? Number(readFileSync(pidFile, 'utf8')) : undefined),
+      30_000,
+      'the slow command running',
+    );
+  }
+
+  /** The job's two runs once the second has ended, oldest first. */
+  async function twoRuns(cron: ReturnType<typeof cronServiceFor>, jobId: string): Promise<CronRun[]> {
+    return await waitFor(
+      async () => {
+        const all = (await cron.runs(jobId, 5)).sort((x, y) => x.due_at - y.due_at);
+        return all.length === 2 ? all : undefined;
+      },
+      60_000,
+      'the cancelled run and the new one (the first would run 300 s otherwise)',
+    );
+  }
+
+  it("a new occurrence waiting for its worker's only turn slot — held by the run it replaces — cancels that run: its command killed, its journal gone, the run recorded cancelled; then it runs", async ({
+    cleanups,
+    expect,
+  }) => {
+    const { env, model, pidFile } = await slowToolJob(cleanups);
     const c = clients(env);
     cleanups.push(() => c.close());
     const cron = cronServiceFor(env.config, c, createLogger({ level: 'silent' }));
-    // Worker A runs one turn at a time: busy with the first run it fetches nothing more, so the new occurrence's
-    // gate — which cancels the run — is worker B's. Once the run stopped, either worker may run the new occurrence.
+    // One agent slot: the new occurrence is fetched by this worker (its command slot is free) and waits for the slot.
     const a = await spawnWorker(env, { HERMES_WORKER_MAX_AGENT_TURNS: '1', HERMES_WORKER_MAX_COMMAND_TURNS: '1' });
     killAfter(cleanups, a);
     const job = await cron.add(
@@ -144,35 +169,18 @@ describe.concurrent('--overlap cancel_other', () => {
       cli,
     );
     await cron.runNow(job.id, cli);
-    const pid = await waitFor(
-      () => (existsSync(pidFile) && readFileSync(pidFile, 'utf8').trim() !== '' ? Number(readFileSync(pidFile, 'utf8')) : undefined),
-      30_000,
-      'the slow command running',
-    );
+    const pid = await slowCommandPid(pidFile);
     const [claim] = Object.keys(await c.redis.hgetall(c.keys.cronClaims(job.id)));
     expect(await c.redis.exists(c.keys.turnJournal(cronSessionId(job.id), claim!))).toBe(1); // the model's answer is journaled
 
-    const b = await spawnWorker(env);
-    killAfter(cleanups, b);
-    const startedAt = Date.now();
     await cron.runNow(job.id, cli);
-    const runs = await waitFor(
-      async () => {
-        const all = (await cron.runs(job.id, 5)).sort((x, y) => x.due_at - y.due_at);
-        return all.length === 2 && all[1]!.status === 'ok' ? all : undefined;
-      },
-      30_000,
-      'the cancelled run and the new one',
-    );
-    expect(Date.now() - startedAt).toBeLessThan(20_000); // the 20 s turn was not waited for
-    const [cancelled, next] = runs;
+    const [cancelled, next] = await twoRuns(cron, job.id);
     expect(cancelled).toMatchObject({
       occurrence_id: claim,
       status: 'cancelled',
       reason: 'overlap',
       error: expect.stringMatching(/newer occurrence replaced it/),
     });
-    expect(cancelled!.worker_id).toContain(`:${a.pid}:`);
     expect(next).toMatchObject({ status: 'ok', output: 'checked again' });
     expect(next!.started_at!).toBeGreaterThanOrEqual(cancelled!.finished_at!);
     // Its command's process group was killed, its journal went with its commit; no failure was counted.
@@ -180,5 +188,56 @@ describe.concurrent('--overlap cancel_other', () => {
     expect(await c.redis.exists(c.keys.turnJournal(cronSessionId(job.id), claim!))).toBe(0);
     expect(await cron.get(job.id)).toMatchObject({ failure_streak: 0 });
     expect(model.requests.filter((r) => lastToolResult(r) !== undefined)).toHaveLength(0); // the cancelled turn never went on
+  });
+
+  it("a new occurrence on another worker cancels the run where it runs — a script run holding its worker's only agent slot — and runs", async ({
+    cleanups,
+    expect,
+  }) => {
+    const env = testEnv();
+    cleanups.push(() => env.cleanup());
+    const pidFile = join(env.home, 'script.pid');
+    const c = clients(env);
+    cleanups.push(() => c.close());
+    const cron = cronServiceFor(env.config, c, createLogger({ level: 'silent' }));
+    // Worker A has one agent slot, taken by the script run; B has many. A fetch A may have had in flight when the
+    // run started would bring it the next job: another job's run is made first and taken by that fetch (it then
+    // waits for A's slot) or by B (and ends), so A fetches nothing more and the new occurrence is B's, whose gate
+    // sends the cancel to A.
+    const a = await spawnWorker(env, { HERMES_WORKER_MAX_AGENT_TURNS: '1', HERMES_WORKER_MAX_COMMAND_TURNS: '1' });
+    killAfter(cleanups, a);
+    const job = await cron.add(
+      {
+        schedule: 'every 1h',
+        prompt: 'deploy check',
+        name: 'script',
+        overlap: 'cancel_other',
+        paused: true,
+        script: `if [ -e ${pidFile} ]; then echo second; else echo $$ > ${pidFile}; sleep 300; fi`,
+      },
+      cli,
+    );
+    const filler = await cron.add({ schedule: 'every 1h', name: 'filler', paused: true, script: 'echo filler' }, cli);
+    await cron.runNow(job.id, cli);
+    const pid = await slowCommandPid(pidFile);
+    const [claim] = Object.keys(await c.redis.hgetall(c.keys.cronClaims(job.id)));
+    const { manualJobId } = await cron.runNow(filler.id, cli);
+    const b = await spawnWorker(env);
+    killAfter(cleanups, b);
+    const ticks = c.queues.forSession(cronSessionId(filler.id)).ticks;
+    await waitFor(
+      async () => ['active', 'completed', 'unknown'].includes(await ticks.getJobState(manualJobId)) || undefined,
+      10_000,
+      'the filler run taken by A (waiting for its slot) or run by B (then removed)',
+    );
+    await cron.runNow(job.id, cli);
+    const [cancelled, next] = await twoRuns(cron, job.id);
+    expect(cancelled).toMatchObject({ occurrence_id: claim, status: 'cancelled', reason: 'overlap' });
+    expect(cancelled!.worker_id).toContain(`:${a.pid}:`);
+    expect(next).toMatchObject({ status: 'ok', output: 'second' });
+    expect(next!.worker_id).toContain(`:${b.pid}:`);
+    await waitFor(() => (alive(pid) ? undefined : true), 10_000, 'the script killed');
+    await waitFor(async () => (await cron.runs(filler.id, 1))[0]?.status === 'ok' || undefined, 10_000, 'the filler run');
+    expect(await cron.get(job.id)).toMatchObject({ failure_streak: 0 });
   });
 });

@@ -407,6 +407,7 @@ export class WorkerProcess {
     const { turns, log } = this.deps;
     try {
       if (previous) await previous;
+      if (ticket.phase === 'starting' && kind?.waitingForSlot) void this.whileWaitingForSlot(kind, queue, job, ticket);
       // A paused worker's blocking fetch in flight can still bring a job (even one just handed back): not held here.
       const waited = turns.draining ? 'drain' : await ticket.ready();
       if (waited === 'drain' || turns.draining) {
@@ -428,6 +429,16 @@ export class WorkerProcess {
       // is not released here, after the job may have been moved on: its holder is the job, whose next run takes it over.
       await kind?.release?.(job, queue.deps, false);
       ticket.release();
+    }
+  }
+
+  /** Call the kind's `waitingForSlot` while the job's ticket waits for a slot (`JobProcessor.waitingForSlot`). */
+  private async whileWaitingForSlot(kind: JobProcessor, queue: FetchedQueue, job: Job, ticket: JobTicket): Promise<void> {
+    while (ticket.phase === 'starting' && !this.deps.turns.draining) {
+      await kind.waitingForSlot!(job, queue.deps).catch((err: unknown) =>
+        this.deps.log.warn({ err, queue: queue.name, jobId: job.id }, 'job waiting for a turn slot: its wait step failed'),
+      );
+      await sleep(this.deps.config.worker.defer_ms, undefined, { unref: true });
     }
   }
 

@@ -180,6 +180,14 @@ export async function processCronTick(
   return await runOccurrence(new CronPlan(deps, job, token, signal), deps, job, token, signal);
 }
 
+/**
+ * `--overlap cancel_other` for an occurrence waiting for a turn slot of its worker (`JobProcessor.waitingForSlot`):
+ * the run it replaces is cancelled now, not once a slot is free — the slot may be that run's own.
+ */
+export async function cancelReplacedRun(job: Job<CronTickData>, deps: WorkerDeps): Promise<void> {
+  await new CronPlan(deps, job, undefined, undefined).cancelReplacedRun();
+}
+
 /** The occurrence a job stands for. */
 function occurrenceOf(deps: WorkerDeps, job: Job<CronTickData>): CronTick {
   const { jobId, generation, manual, backfill, after } = job.data;
@@ -243,21 +251,8 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     if (waited && this.signal?.aborted) return this.dropped('aborted');
     const record = await store.get(tick.jobId);
     const now = Date.now();
-    const grace = {
-      graceMinMs: deps.config.cron.misfire_grace_min_seconds * 1000,
-      graceMaxMs: deps.config.cron.misfire_grace_max_seconds * 1000,
-    };
-    let decision = decideOccurrence({
-      job: record,
-      dueAt: tick.dueAt,
-      generation: tick.generation,
-      trigger: tick.trigger,
-      periodMs: record ? periodAt(record.schedule, record.tz, tick.dueAt) : undefined,
-      now,
-      grace,
-      catchUpWindowMs: record ? catchUpWindowMs(record, deps) : undefined,
-      queuedCatchUp: tick.queuedCatchUp,
-    });
+    const grace = this.grace;
+    let decision = this.decide(record, now);
     if (decision.action === 'wait') return decision;
     if (decision.action === 'drop' || !record) {
       // A retry of an occurrence that was committed: only finish deliveries it may have left pending.
@@ -334,6 +329,40 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     const gated: CronGated =
       decision.action === 'skip' ? { mode: 'misfire-skip', record, decision, buffered } : { mode: 'run', record, decision, buffered };
     return { action: 'claim', gated, lock };
+  }
+
+  private get grace() {
+    const { cron } = this.deps.config;
+    return { graceMinMs: cron.misfire_grace_min_seconds * 1000, graceMaxMs: cron.misfire_grace_max_seconds * 1000 };
+  }
+
+  /** Whether the occurrence runs, as the job's record says now (`decideOccurrence`). */
+  private decide(record: CronJob | null, now: number): OccurrenceDecision {
+    const { deps, tick } = this;
+    return decideOccurrence({
+      job: record,
+      dueAt: tick.dueAt,
+      generation: tick.generation,
+      trigger: tick.trigger,
+      periodMs: record ? periodAt(record.schedule, record.tz, tick.dueAt) : undefined,
+      now,
+      grace: this.grace,
+      catchUpWindowMs: record ? catchUpWindowMs(record, deps) : undefined,
+      queuedCatchUp: tick.queuedCatchUp,
+    });
+  }
+
+  /**
+   * Before a turn slot (`cancelReplacedRun`): cancel the running run when the gate would — the job's
+   * policy is `cancel_other` and this occurrence is to run (backfills and catch-ups keep their order
+   * and never cancel one another).
+   */
+  async cancelReplacedRun(): Promise<void> {
+    const { tick } = this;
+    if (tick.trigger === 'backfill' || tick.queuedCatchUp || tick.follows !== undefined) return;
+    const record = await this.store.get(tick.jobId);
+    if (record?.overlap !== 'cancel_other' || this.decide(record, Date.now()).action !== 'run') return;
+    await this.cancelRunning(record.id);
   }
 
   /**

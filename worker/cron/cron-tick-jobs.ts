@@ -4,7 +4,7 @@ import { QUEUES } from '../../scheduler/store/keys.ts';
 import type { CronTickData } from '../../scheduler/cron/cron-store.ts';
 import { cronRepeatStrategy } from '../../scheduler/cron/repeat-strategy.ts';
 import type { JobProcessor } from '../runtime/job-processor.ts';
-import { processCronTick, type CronTickResult } from './cron-processor.ts';
+import { cancelReplacedRun, processCronTick, type CronTickResult } from './cron-processor.ts';
 
 /**
  * Run in the `agent` pool, due when fetched (a `--script` also takes a `command` slot while it runs:
@@ -15,4 +15,5 @@ export const cronTickJobs: JobProcessor<CronTickData, CronTickResult> = {
   accepts: (job: Job) => (job.data as { type?: string }).type === 'cron-tick',
   settings: { repeatStrategy: cronRepeatStrategy },
   process: processCronTick,
+  waitingForSlot: cancelReplacedRun,
 };

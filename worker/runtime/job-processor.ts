@@ -48,6 +48,13 @@ export interface JobProcessor<D = unknown, R = unknown> {
    * another worker), else left (its lock lost while it waited) or ended by its processor.
    */
   release?(job: Job<D>, deps: WorkerDeps, handedBack: boolean): Promise<void>;
+  /**
+   * The job waits for a turn slot of this process (every slot of its pool is taken): called then, and
+   * again every `worker.defer_ms` while it still waits, for what it may do without a slot — a cron
+   * occurrence with `--overlap cancel_other` cancels the run it replaces, which may be the very turn
+   * that holds the slot. Errors are logged, never fail the job.
+   */
+  waitingForSlot?(job: Job<D>, deps: WorkerDeps): Promise<void>;
   /** Run the job. `signal` is BullMQ's (unused: a turn's own controller is the turn tracker's). */
   process(job: Job<D>, token: string | undefined, signal: AbortSignal | undefined, deps: WorkerDeps): Promise<R>;
 }
