@@ -5,7 +5,7 @@
  * running run — on the worker that runs it, its command killed — and runs the new occurrence.
  *
  * Real Redis and BullMQ, the local model server; `cancel_other` across two `hermes worker` processes.
- * A run that must last is held by the test (a held model answer, a command that sleeps 20 s it never
+ * A run that must last is held by the test (a held model answer, a command that sleeps 300 s it never
  * waits for), every wait is on an observed state.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
