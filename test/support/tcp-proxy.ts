@@ -2,7 +2,8 @@
  * A TCP proxy between a process and Redis that can black-hole the connection (a network partition
  * as the process sees it): while cut, no byte goes either way and no connection is closed or
  * refused — the process's commands just get no answer, as behind a partition; `heal()` lets the
- * bytes held meanwhile through, in order.
+ * bytes held meanwhile through, in order. `cutOn(text)` cuts at the first command the process sends
+ * that holds `text`, before Redis gets it: a crash test stops a process exactly before one write.
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -12,6 +13,12 @@ export interface TcpProxy {
   url: string;
   /** Stop every byte both ways (connections stay open; new ones are accepted and held). */
   cut(): void;
+  /**
+   * Cut when the process sends bytes holding `text` (also across two reads), holding those bytes:
+   * Redis never gets that command while cut.
+   * @returns resolves when it cut
+   */
+  cutOn(text: string): Promise<void>;
   /** Let bytes through again. */
   heal(): void;
   close(): Promise<void>;
@@ -24,11 +31,23 @@ export async function startTcpProxy(target: string): Promise<TcpProxy> {
   /** Bytes read while cut, with where they go, in the order they came. */
   let held: Array<[Socket, Buffer]> = [];
   let cutOff = false;
-  const forward = (from: Socket, to: Socket) =>
+  let trigger: { text: string; cut: () => void } | undefined;
+  const forward = (from: Socket, to: Socket, watched: boolean) => {
+    let tail = '';
     from.on('data', (d: Buffer) => {
+      if (watched && trigger && !cutOff) {
+        const seen = tail + d.toString('latin1');
+        tail = seen.slice(-trigger.text.length);
+        if (seen.includes(trigger.text)) {
+          cutOff = true;
+          trigger.cut();
+          trigger = undefined;
+        }
+      }
       if (cutOff) held.push([to, d]);
       else to.write(d);
     });
+  };
   const server: Server = createServer((client) => {
     const upstream = connect(Number(port), hostname);
     for (const s of [client, upstream]) {
@@ -36,8 +55,8 @@ export async function startTcpProxy(target: string): Promise<TcpProxy> {
       s.on('error', () => {});
       s.on('close', () => sockets.delete(s));
     }
-    forward(client, upstream);
-    forward(upstream, client);
+    forward(client, upstream, true);
+    forward(upstream, client, false);
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());
   });
@@ -46,6 +65,9 @@ export async function startTcpProxy(target: string): Promise<TcpProxy> {
     url: `redis://127.0.0.1:${(server.address() as AddressInfo).port}`,
     cut() {
       cutOff = true;
+    },
+    cutOn(text) {
+      return new Promise<void>((cut) => (trigger = { text, cut }));
     },
     heal() {
       cutOff = false;
