@@ -57,6 +57,11 @@ const program = new Command('chaos')
   .option('--sample-seconds <n>', 'how often Redis memory and keys are read', '10')
   .option('--keep', 'keep the run folder (logs, Redis AOF)')
   .option('--no-partitions', 'leave out the worker–Redis partitions')
+  .option(
+    '--on-doubt <policy>',
+    'worker.command_turn_on_doubt of the fleet: report (its commands write side effects) or rerun (the product default)',
+    'report',
+  )
   .parse();
 const opts = program.opts<{
   minutes: string;
@@ -68,6 +73,7 @@ const opts = program.opts<{
   sampleSeconds: string;
   keep?: boolean;
   partitions: boolean;
+  onDoubt: string;
 }>();
 
 const minutes = Number(opts.minutes);
@@ -105,6 +111,8 @@ async function main(): Promise<void> {
     API_SERVER_PORT: '0',
     HERMES_LOG_LEVEL: 'warn',
     HERMES_LOOPS_MAX_TICKS: '0',
+    // The loops' commands write a side effect: a tick cut before its result was recorded is not run again.
+    HERMES_WORKER_COMMAND_TURN_ON_DOUBT: opts.onDoubt,
     // A run may go below the product's 30 s minimum to do many ticks in a short run (the memory run).
     ...(INTERVAL_S < 30 ? { HERMES_LOOPS_MIN_INTERVAL_SECONDS: String(INTERVAL_S) } : {}),
   };
@@ -273,11 +281,13 @@ async function main(): Promise<void> {
   const starts: TickStart[] = [];
   const queued: QueuedReply[] = [];
   const inboundSeen = new Map<string, number>();
+  let inDoubt = 0;
   for (const sessionId of sessions) {
     const entries = await client.xrange(keys.events(sessionId), '-', '+');
     for (const { type, data } of entries.map(([id, fields]) => parseStreamEntry(id, fields))) {
       const occ = typeof data.occurrenceId === 'string' ? data.occurrenceId : '';
       if (type === 'tick.started') starts.push({ sessionId, occurrenceId: occ, startedAt: Number(data.startedAt), pid: Number(data.pid) });
+      if (type === 'tick.failed' && String(data.error).startsWith("The command's outcome is unknown")) inDoubt++;
       if ((type === 'reply' || type === 'tick.failed') && data.tick !== undefined && data.source !== 'message') {
         commits.push({
           sessionId,
@@ -344,6 +354,7 @@ async function main(): Promise<void> {
     missed: slots.missed + cronMissed,
     duplicates: dups.committedTwice + dups.repeatedTick,
     double_side_effects: doubleEffects,
+    ticks_in_doubt: inDoubt,
     partitions: partitions.length,
     lost_inbound: lostInbound,
     duplicate_replies: replies.duplicateReplies,
@@ -367,6 +378,7 @@ async function main(): Promise<void> {
     ],
     ['worker partitions (s each)', `${partitions.length} (${partitions.map((p) => (p.ms / 1000).toFixed(1)).join(', ') || '—'})`],
     ['ticks whose side effect happened twice', doubleEffects],
+    [`ticks in doubt, not run again (on doubt: ${opts.onDoubt})`, inDoubt],
     ['recovery p99 / max (ms)', `${result.recovery_p99_ms} / ${recovery.samples.length ? Math.max(...recovery.samples) : 0}`],
     ['lateness p99 (ms)', result.lateness_p99_ms],
     ['gateway SIGKILLs', gatewayKills],

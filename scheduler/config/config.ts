@@ -563,6 +563,15 @@ const SECTIONS = {
          * limits (held ticks are bounded by `max_held_ticks` either way). @defaultValue unset
          */
         concurrency: z.coerce.number().int().positive().optional(),
+        /**
+         * A command turn (`--run`, `--command`, a cron `--script`) is one step of its occurrence's journal
+         * (docs/RELIABILITY.md, "A command turn is one step"): once its result is recorded it never runs
+         * again; one that started on a worker that stopped before recording it is in doubt. `rerun` runs
+         * it again (at least once: the usual check or report that reads state), `report` ends the turn as
+         * failed, its outcome unknown, without running it again (at most once: a command with outside
+         * effects). The command gets `HERMES_STEP_ID`, the same on a rerun, to dedupe itself. @defaultValue `rerun`
+         */
+        command_turn_on_doubt: z.enum(ON_DOUBT_POLICIES).default('rerun'),
         /*
          * Recovery policy: a worker that dies (SIGKILL, crash, lost host) stops
          * renewing its job locks; a lock lapses at most `lock_duration_ms` after

@@ -667,6 +667,8 @@ async function jobTurn(
   // `--after`: the parent run's output, marked as that run's and as data (cron-after.ts).
   if (tick.parent) prompt += parentOutputSection(tick.parent);
   const messages = [{ role: 'user' as const, content: prompt }];
+  // The turn resumes from the occurrence's journal, if an earlier run of it (a retry, a takeover) left one.
+  const journal = await openTurnJournal(deps, sessionId, occurrenceId, log);
   if (job.script !== null) {
     const runner = deps.runners.script(job.script, deps.config.cron.script_timeout_seconds * 1000);
     // A script is a process on this host: it runs within a slot of the `command` pool (`worker.max_command_turns`).
@@ -677,14 +679,13 @@ async function jobTurn(
         messages,
         signal,
         env: { HERMES_CRON_JOB_ID: job.id, HERMES_CRON_OCCURRENCE_ID: occurrenceId, HERMES_CRON_DUE_AT: new Date(dueAt).toISOString() },
+        journal,
       });
       return { reply: out.reply, spend: NO_SPEND, unchanged: false, ...watch };
     } finally {
       slot.release();
     }
   }
-  // The turn resumes from the occurrence's journal, if an earlier run of it (a retry, a takeover) left one.
-  const journal = await openTurnJournal(deps, sessionId, occurrenceId, log);
   const out = await deps.runners.agent.run({
     sessionId,
     messages,

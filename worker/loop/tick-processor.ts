@@ -278,9 +278,10 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
     }
     let context = transcript;
     // The turn answers to every surface whose text is in its context (provenance, `contextSurfaces`).
-    // An agent turn resumes from its occurrence's journal, if an earlier run of it left one (its summary included).
-    const journal = loop.runner.kind === 'agent' ? await openTurnJournal(deps, sessionId, occurrenceId, log) : undefined;
-    if (journal) {
+    // The turn resumes from its occurrence's journal, if an earlier run of it left one (an agent turn's summary
+    // included; a command turn is one step, `command-runner.ts`).
+    const journal = await openTurnJournal(deps, sessionId, occurrenceId, log);
+    if (loop.runner.kind === 'agent') {
       // The context budget before the turn (`context/session-context.ts`; docs/CONTEXT.md).
       const fitted = await fitSessionContext(deps, {
         sessionId,
@@ -309,7 +310,7 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       onEvent: sessionEventSink(deps, sessionId, events),
       model,
       ...turnOf,
-      ...(journal ? { journal } : {}),
+      journal,
     });
     let spend = sumSpend(p.spend, out.spend ?? NO_SPEND);
     let until: UntilVerdict | undefined;

@@ -10,14 +10,23 @@
  * process group of its own; on timeout or abort the whole group gets SIGTERM,
  * then SIGKILL after 2 s; a backstop ends the group even when the worker has
  * died (`../process-group.ts`).
+ *
+ * Given the occurrence's journal, the command is its one step (docs/RELIABILITY.md, "A command turn
+ * is one step"): `started` is recorded before it runs and its result after, so a later run of the
+ * occurrence uses a recorded result, and finds a command that started with no result in doubt —
+ * run again or reported by `worker.command_turn_on_doubt`.
  */
 import { TurnError } from '../../scheduler/errors/turn-error.ts';
 import { commandEnv } from '../runtime/command-env.ts';
 import { endGroup, spawnInGroup, stopGroup } from '../runtime/process-group.ts';
-import type { TurnOutput, TurnRequest, TurnRunner } from './turn-runner.ts';
+import { callState, stepId, type OnDoubt } from '../../scheduler/journal/turn-replay.ts';
+import type { TurnJournal, TurnOutput, TurnRequest, TurnRunner } from './turn-runner.ts';
 
 /** Bytes of stdout kept (the rest is cut with a note). */
 export const MAX_OUTPUT_BYTES = 256 * 1024;
+
+/** The journal's name of a command turn's one step (its `call` is 1). */
+const COMMAND_STEP = { call: 1, id: 'command', name: 'command' } as const;
 
 /** Runs a turn as a shell command in its own process group (see the rules above). */
 export class CommandRunner implements TurnRunner {
@@ -25,6 +34,7 @@ export class CommandRunner implements TurnRunner {
 
   private readonly baseEnv: Record<string, string>;
   private readonly cwd: string | undefined;
+  private readonly onDoubt: OnDoubt;
 
   /**
    * @param command - shell command line (`/bin/sh -c`)
@@ -32,19 +42,58 @@ export class CommandRunner implements TurnRunner {
    * @param options.env - the command's environment before the turn's variables, as built by
    *   `commandEnv` (default: the minimal base of an empty environment, i.e. only `PATH`)
    * @param options.cwd - working directory (default the process's)
+   * @param options.onDoubt - a command in doubt by the journal: run again (default) or reported
    */
   constructor(
     readonly command: string,
     readonly timeoutMs: number,
-    options: { env?: Record<string, string>; cwd?: string } = {},
+    options: { env?: Record<string, string>; cwd?: string; onDoubt?: OnDoubt } = {},
   ) {
     this.baseEnv = options.env ?? commandEnv({});
     this.cwd = options.cwd;
+    this.onDoubt = options.onDoubt ?? 'rerun';
   }
 
-  /** @returns trimmed stdout. @throws TurnError `timeout`, `aborted` or `command` (non-zero exit, with stderr's tail) */
+  /**
+   * @returns trimmed stdout (or the result its journal recorded)
+   * @throws TurnError `timeout`, `aborted` or `command` (non-zero exit, with stderr's tail; or, in doubt
+   *   under `report`, its outcome unknown); `network` when its journal cannot be written
+   */
   async run(request: TurnRequest): Promise<TurnOutput> {
-    return { reply: await this.runCommand(request), steps: [] };
+    const { journal } = request;
+    if (!journal) return { reply: await this.runCommand(request), steps: [] };
+    return { reply: await this.runJournaled(request, journal), steps: [] };
+  }
+
+  private async runJournaled(request: TurnRequest, journal: TurnJournal): Promise<string> {
+    const step = callState(journal.replay, COMMAND_STEP.call);
+    const { sessionId } = request;
+    if (step.state === 'done') {
+      if (step.result.error !== undefined) throw new TurnError(step.result.error, { kind: 'command', sessionId });
+      return step.result.content;
+    }
+    if (step.state === 'in-doubt' && this.onDoubt === 'report') {
+      throw new TurnError(
+        'The command\'s outcome is unknown: it started on a worker that stopped (or lost its lock) before it ' +
+          'finished, and it was not run again (worker.command_turn_on_doubt: report).',
+        { kind: 'command', sessionId },
+      );
+    }
+    if (request.signal.aborted) throw new TurnError('The command was aborted.', { kind: 'aborted', sessionId });
+    await journal.append({ type: 'started', ...COMMAND_STEP, at: Date.now() });
+    const env = { ...request.env, HERMES_STEP_ID: stepId(journal.occurrenceId, COMMAND_STEP.call) };
+    let reply: string;
+    try {
+      reply = await this.runCommand({ ...request, env });
+    } catch (err) {
+      // An exit code or a timeout is the command's outcome; an abort cut it off, which leaves it in doubt.
+      if (err instanceof TurnError && (err.kind === 'command' || err.kind === 'timeout')) {
+        await journal.append({ type: 'result', ...COMMAND_STEP, content: '', error: err.message, at: Date.now() });
+      }
+      throw err;
+    }
+    await journal.append({ type: 'result', ...COMMAND_STEP, content: reply, at: Date.now() });
+    return reply;
   }
 
   private async runCommand(request: TurnRequest): Promise<string> {

@@ -4,6 +4,7 @@ import { commandEnv, type CommandEnvPolicy } from '../runtime/command-env.ts';
 import { AgentRunner, type AgentRunnerOptions } from './agent-runner.ts';
 import { CommandRunner } from './command-runner.ts';
 import type { TurnRunner } from './turn-runner.ts';
+import type { OnDoubt } from '../../scheduler/journal/turn-replay.ts';
 import type { Toolbox } from '../tools/toolbox.ts';
 
 /** Runners of one worker process: one shared agent runner, command runners made per spec. */
@@ -37,13 +38,17 @@ export class RunnerFactory {
   /** The runner for a stored spec. */
   forSpec(spec: RunnerSpec): TurnRunner {
     return spec.kind === 'command'
-      ? new CommandRunner(spec.command, spec.timeoutSeconds * 1000, { env: this.commandEnv(spec.name) })
+      ? new CommandRunner(spec.command, spec.timeoutSeconds * 1000, { env: this.commandEnv(spec.name), onDoubt: this.onDoubt })
       : this.agent;
   }
 
   /** A command runner for a cron job's `--script` (no name: only the global `command_env` applies). */
   script(command: string, timeoutMs: number): CommandRunner {
-    return new CommandRunner(command, timeoutMs, { env: this.commandEnv() });
+    return new CommandRunner(command, timeoutMs, { env: this.commandEnv(), onDoubt: this.onDoubt });
+  }
+
+  private get onDoubt(): OnDoubt {
+    return this.config.worker.command_turn_on_doubt;
   }
 
   /**
