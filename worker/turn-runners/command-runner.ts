@@ -74,7 +74,7 @@ export class CommandRunner implements TurnRunner {
     }
     if (step.state === 'in-doubt' && this.onDoubt === 'report') {
       throw new TurnError(
-        'The command\'s outcome is unknown: it started on a worker that stopped (or lost its lock) before it ' +
+        "The command's outcome is unknown: it started on a worker that stopped (or lost its lock) before it " +
           'finished, and it was not run again (worker.command_turn_on_doubt: report).',
         { kind: 'command', sessionId },
       );
