@@ -9,7 +9,9 @@ import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { hooksRouter, type HookRouteDeps } from '../gateway/http/hook-routes.ts';
 import { githubSignature, hermesSignature, verifyHookSignature } from '../gateway/hooks/hook-signature.ts';
+import { createLogger } from '../scheduler/logger.ts';
 import { payloadMatches, renderHookTemplate } from '../gateway/hooks/hook-template.ts';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
@@ -155,24 +157,34 @@ describe('hooks.<name> settings', () => {
     expect(() => load({ session: 'ops', secret: SECRET, replay_window_seconds: 60 })).toThrow(/replay_window_seconds/);
   });
 
-  it('secret_env and secret_file are read at load into secret; unset or unreadable names the setting, never the value', () => {
+  it('secret_env and secret_file are read at load into secret; unset, unreadable or short is named in secret_problem, never the value, and the gateway refuses to start on it', () => {
     expect(load({ session: 'ops', secret_env: 'CI_SECRET' }, { CI_SECRET: ` ${SECRET}\n` }).hooks.ci!.secret).toBe(SECRET);
-    const missing = (() => {
+    // The CLI and workers load the same config.yaml from a shell without the gateway's secrets: no stop for them.
+    const unset = load({ session: 'ops', secret_env: 'CI_SECRET' });
+    expect(unset.hooks.ci!.secret).toBeUndefined();
+    expect(unset.hooks.ci!.secret_problem).toMatch(/^Invalid setting hooks\.ci\.secret_env .*CI_SECRET is not set\.$/);
+    const refused = (() => {
       try {
-        load({ session: 'ops', secret_env: 'CI_SECRET' });
+        hooksRouter({ ...({} as HookRouteDeps), config: unset, log: createLogger({ level: 'silent' }) });
       } catch (err) {
         return err;
       }
     })();
-    expect(missing).toBeInstanceOf(ConfigError);
-    expect((missing as ConfigError).message).toMatch(/hooks\.ci\.secret_env .*CI_SECRET is not set/);
+    expect(refused).toBeInstanceOf(ConfigError);
+    expect((refused as ConfigError).message).toBe(unset.hooks.ci!.secret_problem);
     const dir = home();
     const file = join(dir, 'ci.secret');
     writeFileSync(file, `${SECRET}\n`);
     chmodSync(file, 0o600);
     expect(load({ session: 'ops', secret_file: file }).hooks.ci!.secret).toBe(SECRET);
-    expect(() => load({ session: 'ops', secret_file: join(dir, 'none') })).toThrow(/hooks\.ci\.secret_file .*cannot be read \(ENOENT\)/);
+    expect(load({ session: 'ops', secret_file: join(dir, 'none') }).hooks.ci!.secret_problem).toMatch(
+      /hooks\.ci\.secret_file .*cannot be read \(ENOENT\)/,
+    );
     writeFileSync(file, 'short');
-    expect(() => load({ session: 'ops', secret_file: file })).toThrow(/hooks\.ci\.secret_file.*at least 16 characters/);
+    const short = load({ session: 'ops', secret_file: file }).hooks.ci!;
+    expect([short.secret, short.secret_problem]).toEqual([
+      undefined,
+      expect.stringMatching(/hooks\.ci\.secret_file.*at least 16 characters/),
+    ]);
   });
 });

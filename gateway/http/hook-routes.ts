@@ -33,14 +33,17 @@ export interface HookRouteDeps extends HookActionDeps {
 
 /**
  * The `/hooks` router over the hooks of `deps.config`.
- * @throws ConfigError for a hook whose secret was not resolved (a configuration not made by `loadConfig`)
+ * @throws ConfigError for a hook whose secret was not resolved (`secret_env` unset, `secret_file` unreadable, too
+ *   short: `loadConfig`'s `secret_problem`), so a gateway does not start with a hook that cannot check signatures
  */
 export function hooksRouter(deps: HookRouteDeps): Router {
   const router = Router();
   const hooks = deps.config.hooks;
   for (const [name, hook] of Object.entries(hooks)) {
     if (hook.secret === undefined)
-      throw new ConfigError(`Hook ${name} has no secret: set hooks.${name}.secret_env or secret_file.`, { key: `hooks.${name}` });
+      throw new ConfigError(hook.secret_problem ?? `Hook ${name} has no secret: set hooks.${name}.secret_env or secret_file.`, {
+        key: `hooks.${name}`,
+      });
   }
   const clock = deps.clock ?? Date.now;
   const bodies = new Map<string, express.RequestHandler>(

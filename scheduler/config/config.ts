@@ -170,6 +170,12 @@ export function hookTemplate(hook: { template?: string | undefined }, event: str
 /** A session id as `scheduler/session/session-id.ts` checks it. */
 const HOOK_SESSION = /^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,127}$/;
 
+/** What `loadConfig` adds to a hook whose `secret_env` or `secret_file` gave no secret. */
+interface HookSecretProblem {
+  /** Why, naming the setting: only the gateway, which checks signatures, refuses to start on it. */
+  secret_problem?: string;
+}
+
 /**
  * A signed webhook the operator declares (`hooks.<name>`): who may call `POST /hooks/<name>`, how
  * the request is signed, and what it starts. Exactly one of `session` and `cron_job`, exactly one of
@@ -251,7 +257,7 @@ const hookSchema = () =>
       message: 'schedule is read only by action wake_loop',
       path: ['schedule'],
     })
-    .transform((h) => (h.action === 'wake_loop' ? { ...h, schedule: h.schedule ?? ('loop' as const) } : h));
+    .transform((h): typeof h & HookSecretProblem => (h.action === 'wake_loop' ? { ...h, schedule: h.schedule ?? ('loop' as const) } : h));
 
 /** What a resumed turn may do with a tool call in doubt (`tools.on_doubt`). */
 export const ON_DOUBT_POLICIES = ['rerun', 'report'] as const;
@@ -1430,29 +1436,29 @@ function settingError(issue: z.core.$ZodIssue, raw: Record<string, unknown>, sou
 
 /**
  * Put each hook's secret into its `secret`: read from `secret_env` or `secret_file` when it names one
- * (once, at load; the value is never in a message).
- * @throws ConfigError naming the setting: a variable unset, a file unreadable, a secret under 16 characters
+ * (once, at load; the value is never in a message). A variable unset, a file unreadable or a secret
+ * under 16 characters leaves `secret` unset and says why in `secret_problem`: the gateway refuses to
+ * start on it (gateway/http/hook-routes.ts), while the CLI and the workers, which check no signature,
+ * run in a shell that does not hold the gateway's secrets.
  */
 function resolveHookSecrets(hooks: ConfigValues['hooks'], env: NodeJS.ProcessEnv, file: string): void {
   for (const [name, hook] of Object.entries(hooks)) {
     if (hook.secret !== undefined) continue;
     const key = `hooks.${name}.${hook.secret_env !== undefined ? 'secret_env' : 'secret_file'}`;
     let secret: string | undefined;
+    let problem: string | undefined;
     if (hook.secret_env !== undefined) {
       secret = env[hook.secret_env]?.trim();
-      if (!secret) throw new ConfigError(`Invalid setting ${key} (from ${file}): ${hook.secret_env} is not set.`, { key });
+      if (!secret) problem = `${hook.secret_env} is not set`;
     } else if (hook.secret_file !== undefined) {
       try {
         secret = readFileSync(hook.secret_file, 'utf8').trim();
       } catch (err) {
-        throw new ConfigError(
-          `Invalid setting ${key} (from ${file}): ${hook.secret_file} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'}).`,
-          { key, cause: err },
-        );
+        problem = `${hook.secret_file} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`;
       }
     }
-    if (secret === undefined || secret.length < 16)
-      throw new ConfigError(`Invalid setting ${key} (from ${file}): the secret must be at least 16 characters.`, { key });
-    hook.secret = secret;
+    if (problem === undefined && (secret === undefined || secret.length < 16)) problem = 'the secret must be at least 16 characters';
+    if (problem !== undefined) hook.secret_problem = `Invalid setting ${key} (from ${file}): ${problem}.`;
+    else hook.secret = secret;
   }
 }
