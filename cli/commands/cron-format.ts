@@ -93,18 +93,24 @@ export function formatJob(job: CronJob, now: number): string[] {
 }
 
 /**
- * A job's schedule with the jobs it runs after (`after scanner:ok`), names read from `jobs` where listed.
+ * A job's schedule with the jobs it runs after (`after scanner:ok`; `after all of scanner:ok, lint:any` with
+ * `--after-all`), names read from `jobs` where listed.
  */
 export function scheduleWithAfter(job: CronJob, jobs: readonly CronJob[]): string {
-  const after = (job.after ?? []).map((a) => `${jobs.find((j) => j.id === a.job_id)?.name ?? a.job_id}:${a.on}`).join(', ');
+  const names = (job.after ?? []).map((a) => `${jobs.find((j) => j.id === a.job_id)?.name ?? a.job_id}:${a.on}`).join(', ');
+  const after = names && job.after_all ? `all of ${names}` : names;
   if (job.schedule.kind === 'after') return after ? `after ${after}` : scheduleText(job.schedule);
   return after ? `${scheduleText(job.schedule)} + after ${after}` : scheduleText(job.schedule);
 }
 
-/** An `after` run's trigger with the parent run it follows (`after <job> <run>`); other triggers as they are. */
+/**
+ * An `after` run's trigger with the parent run it follows (`after <job> <run>`), or the parent runs of an
+ * `--after-all` run (`after <job> <run> + <job> <run>`); other triggers as they are.
+ */
 export function triggerText(run: CronRun, jobs?: ReadonlyMap<string, CronJob>): string {
-  if (run.trigger !== 'after' || !run.parent) return run.trigger;
-  return `after ${jobs?.get(run.parent.job_id)?.name ?? run.parent.job_id} ${run.parent.occurrence_id}`;
+  const parents = run.parents ?? (run.parent ? [run.parent] : []);
+  if (run.trigger !== 'after' || parents.length === 0) return run.trigger;
+  return `after ${parents.map((p) => `${jobs?.get(p.job_id)?.name ?? p.job_id} ${p.occurrence_id}`).join(' + ')}`;
 }
 
 /** Whether a job's runs go to its `local` target (written as `local`, or `origin` for a job made without a chat route). */

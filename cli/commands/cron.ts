@@ -521,7 +521,8 @@ function withJobFlags(cmd: Command): Command {
       'run after each run of this job that ends ok (<job>:error, <job>:any for the others); repeat for several jobs (edit: replaces the list, "none" clears it)',
       (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
     )
-    .option('--after-all', 'not supported yet: several --after jobs mean a run after each of them')
+    .option('--after-all', 'with two or more --after jobs: run once every one of them has run, in one window, instead of after each')
+    .option('--no-after-all', 'edit: run after each --after job again')
     .option('--json', 'print JSON');
 }
 

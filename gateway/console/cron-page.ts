@@ -29,7 +29,8 @@ function runRow(r: CronRunView, tz: string): Html {
     (d) => html`<li>${d.target}: <span class="status status-${d.status}">${d.status}</span>${d.error ? ` (${d.error})` : ''}</li>`,
   );
   // A chain's runs link to each other: the parent run an `after` run follows, the jobs a run started.
-  const parent = r.parent ? html` <a href="${cronUrl(r.parent.job_id)}">${r.parent.job_id}</a>` : '';
+  const parents = r.parents ?? (r.parent ? [r.parent] : []);
+  const parent = parents.map((p, i) => html`${i > 0 ? ' +' : ''} <a href="${cronUrl(p.job_id)}">${p.job_id}</a>`);
   const children = r.handoff?.length
     ? html`<br><span class="reason">then ${r.handoff.map((id, i) => html`${i > 0 ? ', ' : ''}<a href="${cronUrl(id)}">${id}</a>`)}</span>`
     : '';

@@ -57,6 +57,8 @@ export interface CronRunView {
   deliveries: CronDelivery[];
   /** An `after` run: the parent run it follows (`--after`). */
   parent?: { job_id: string; occurrence_id: string; status: string };
+  /** An `--after-all` run: the parent runs it follows. */
+  parents?: { job_id: string; occurrence_id: string; status: string }[];
   /** The jobs this run started (`--after` it). */
   handoff?: string[];
 }

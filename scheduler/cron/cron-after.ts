@@ -4,7 +4,7 @@
  * the section of the child's prompt that offers the parent's output.
  *
  * A child runs once after each run of each parent that ends with the outcome it names: several parents mean
- * "after each". The hand-off is keyed by the parent's run (`afterRunDigest`), so it happens once per parent run
+ * "after each", unless it waits for all of them (`--after-all`, `checkAfterAll`). The hand-off is keyed by the parent's run (`afterRunDigest`), so it happens once per parent run
  * however often the parent's commit path is retried (the worker's cron processor).
  */
 import { createHash } from 'node:crypto';
@@ -61,16 +61,29 @@ export function parseAfterSpecs(value: string | readonly string[] | undefined): 
 }
 
 /**
- * `--after-all` (wait for every parent in one window) is not supported: refused, so nobody gets "after each"
- * while asking for "after all".
- * @throws ScheduleInputError (field `after_all`) when it is set
+ * `--after-all`: the job runs once every parent has had a run that ends as it waits for, in one window — since
+ * the job's last such run, or since its parents or `after_all` were set. A parent that ran twice in the window
+ * is offered by its latest run; each parent run counts towards one run of the job. It needs two parents or more.
+ * @returns whether the job waits for all its parents
+ * @throws ScheduleInputError (field `after_all`) for `after_all` with fewer than two parents
  */
-export function refuseAfterAll(afterAll: boolean | undefined): void {
-  if (!afterAll) return;
-  throw new ScheduleInputError(
-    '`after_all` (run once after every parent in one window) is not supported yet; several `after` jobs mean a run after each of them.',
-    { field: 'after_all' },
-  );
+export function checkAfterAll(afterAll: boolean | undefined, parents: number): boolean {
+  if (!afterAll) return false;
+  if (parents < 2) {
+    throw new ScheduleInputError(
+      `\`after_all\` waits for every \`after\` job in one window: name two or more (${parents === 0 ? 'none is' : 'one is'} named).`,
+      { field: 'after_all' },
+    );
+  }
+  return true;
+}
+
+/** What the parents' runs a job waits for all of (`--after-all`) are named by, in its occurrence and job ids. */
+export function afterAllKey(parents: readonly Pick<ParentRunContext, 'occurrenceId'>[]): string {
+  return parents
+    .map((p) => p.occurrenceId)
+    .sort()
+    .join('+');
 }
 
 /**
@@ -128,6 +141,8 @@ export interface ParentRunContext {
   name: string;
   occurrenceId: string;
   status: 'ok' | 'error';
+  /** When the parent run ended (epoch ms): of two runs of one parent in an `--after-all` window, the later counts. */
+  endedAt: number;
   /** The parent's output (its reply, or its error), cut to the configured cap before it is queued. */
   output: string;
   /** The output was cut to the cap. */

@@ -50,7 +50,7 @@ import type { CronStore } from './cron-store.ts';
 import { jitterSecondsOf, parseJitter, withJitter } from './jitter.ts';
 import { backfillOccurrences, parseBackfillWindow, type BackfillWindow } from './backfill.ts';
 import { CONFLICT, retryOnConflict } from '../store/optimistic-retry.ts';
-import { AFTER_ONLY_SCHEDULE, findAfterCycle, parseAfterSpecs, refuseAfterAll, type AfterSpec, type CronAfter } from './cron-after.ts';
+import { AFTER_ONLY_SCHEDULE, checkAfterAll, findAfterCycle, parseAfterSpecs, type AfterSpec, type CronAfter } from './cron-after.ts';
 import { resolveJobRef } from './job-ref.ts';
 import { UnknownJobError } from '../errors/unknown-job-error.ts';
 
@@ -66,8 +66,8 @@ export function newCronJob(input: CronJobInput, caller: CronCaller, settings: Cr
   const id = randomBytes(6).toString('hex');
   const jitterSeconds = input.jitter === undefined ? 0 : parseJitter(input.jitter);
   // `--after` (cron-after.ts): read here, its references resolved by `CronCommands.add`.
-  refuseAfterAll(input.after_all);
   const after = parseAfterSpecs(input.after);
+  const afterAll = checkAfterAll(input.after_all, after?.length ?? 0);
   if (input.schedule === undefined && !after?.length) {
     throw new ScheduleInputError('A cron job needs a `schedule` (or `after`: the jobs it runs after).', { field: 'schedule' });
   }
@@ -108,6 +108,7 @@ export function newCronJob(input: CronJobInput, caller: CronCaller, settings: Cr
     createdBy: caller.createdBy,
   });
   if (alsoFrom.length > 0) job.edited_from = alsoFrom;
+  if (afterAll) job.after_all = true;
   return job;
 }
 
@@ -206,7 +207,6 @@ export class CronCommands {
       },
     );
     // `--after` replaces the list: checked for a cycle over every job's parents as stored now.
-    refuseAfterAll(changes.after_all);
     let after: CronAfter[] = current.after ?? [];
     if (changes.after !== undefined) {
       const jobs = await this.store.list();
@@ -219,6 +219,9 @@ export class CronCommands {
         { field: 'after' },
       );
     }
+    const afterAll = checkAfterAll(changes.after_all ?? current.after_all === true, after.length);
+    // A new list of parents, or `after_all` set or cleared, starts the window of `--after-all` afresh.
+    const newWindow = changes.after !== undefined || afterAll !== (current.after_all === true);
     const afterIds = after.map((a) => a.job_id);
     const dropped = (current.after ?? []).map((a) => a.job_id).filter((id) => !afterIds.includes(id));
     const fields = {
@@ -255,6 +258,8 @@ export class CronCommands {
       };
       if (after.length > 0) next.after = after;
       else delete next.after;
+      if (afterAll) next.after_all = true;
+      else delete next.after_all;
       // A new watch starts from its first run; a new --max-tokens counts from now.
       if ((economy.watch ?? null) !== (cur.watch ?? null)) next.watch_digest = null;
       if (economyChanges.max_tokens !== undefined) next.budget_tokens = 0;
@@ -278,6 +283,7 @@ export class CronCommands {
       await this.store.arm(stored, now);
     }
     if (dropped.length > 0) await this.store.unlinkChildren(current.id, dropped);
+    if (newWindow) await this.store.resetAfterAll(current.id);
     this.log.info({ cronJobId: stored.id, rearmed: rearm }, 'cron job edited');
     return stored;
   }

@@ -74,7 +74,7 @@ export interface CronJobInput {
   model?: string;
   /** `--after <job>[:ok|error|any]`: run after each run of these jobs that ends so (`cron-after.ts`). */
   after?: string | string[];
-  /** `--after-all`: refused (not supported yet; `refuseAfterAll`). */
+  /** `--after-all`: one run once every `after` job has run in one window, instead of one after each (`checkAfterAll`). */
   after_all?: boolean;
 }
 
@@ -96,7 +96,7 @@ export interface CronJobChanges extends CronEconomyInput {
   jitter?: string | number;
   /** The jobs it runs after, replacing the list (`[]` or `null`: none; a job with no schedule of its own needs one). */
   after?: string | string[] | null;
-  /** `--after-all`: refused (not supported yet). */
+  /** `--after-all` on (`true`) or off (`false`: after each); absent stays. Setting it, or the list, starts a new window. */
   after_all?: boolean;
 }
 

@@ -118,6 +118,8 @@ export interface CronJob {
    * `schedule` is of kind `after` has no times of its own. Absent or empty: none.
    */
   after?: CronAfter[];
+  /** `--after-all`: one run once every job of `after` has run in one window (`cron-after.ts`, `checkAfterAll`); absent = after each. */
+  after_all?: true;
   /** Model calls and tokens over the job's life (`../model-spend.ts`). */
   spend?: SpendTotals;
   /** Runs that ended without a model call (or script) because the watch's output had not changed. */
@@ -211,6 +213,8 @@ export interface CronRun {
   worker_id: string;
   /** An `after` run: the parent run it follows. */
   parent?: CronRunParent;
+  /** An `after` run of a job that waits for all its parents (`--after-all`): the parent runs it follows, by job id. */
+  parents?: CronRunParent[];
   /**
    * The jobs this run starts (`--after` it with a matching outcome), decided with its commit: the hand-off after
    * the commit, and again on any retry of it, queues exactly these (once each, by the run's digest).
@@ -613,6 +617,8 @@ export function cronJobView(job: CronJob): Record<string, unknown> {
     unchanged_runs: job.unchanged_runs ?? 0,
     // `--after`: the jobs it runs after and the outcome each must end with; [] = none.
     after: job.after ?? [],
+    // `--after-all`: one run once every job of `after` has run in one window; false = after each.
+    after_all: job.after_all === true,
     // Whose `tools.allow_from` its agent runs answer to (cronToolSurfaces).
     tool_surfaces: cronToolSurfaces(job),
     // The agent made it (`schedules` tool): `{ by: 'agent', surface, session_id }`; null = a person did.

@@ -38,7 +38,7 @@ import { cronOccurrenceId, cronSessionId, readCronJob, type CronDelivery, type C
 import { encodePattern } from './repeat-strategy.ts';
 import { bufferPlace } from './overlap-buffer.ts';
 import { putVersioned } from '../store/versioned-json.ts';
-import { afterRunDigest, type ParentRunContext } from './cron-after.ts';
+import { afterAllKey, afterRunDigest, type ParentRunContext } from './cron-after.ts';
 
 /** Data of a cron tick job in the `ticks` queue. */
 export interface CronTickData {
@@ -54,6 +54,8 @@ export interface CronTickData {
   backfill?: boolean;
   /** A run after a parent's run (`--after`): that run, with its output as the child's turn is offered it. */
   after?: ParentRunContext;
+  /** A run after all its parents' runs (`--after-all`): those runs, by parent job id, with their outputs. */
+  afterAll?: ParentRunContext[];
   /** A missed occurrence queued by `--misfire all` after an outage (misfire.ts), due at `dueAt`. */
   catchUp?: boolean;
   /** In a backfill or a catch-up after an outage: the occurrence before it, which runs first (`isAhead`). */
@@ -79,6 +81,8 @@ const CLAIM = luaScript('claim-cron-occurrence-3.lua');
 const COMMIT_RUN = luaScript('commit-cron-run-8.lua');
 const DELETE_JOB = luaScript('delete-cron-job-7.lua');
 const UPDATE_RUN = luaScript('update-cron-run-1.lua');
+const JOIN_AFTER_ALL = luaScript('join-after-all-1.lua');
+const TAKE_AFTER_ALL = luaScript('take-after-all-1.lua');
 
 /** Result of `claim`: `ok`, or why the occurrence may not start. */
 export type ClaimResult = 'ok' | 'removed' | 'done' | 'claimed' | 'stale' | 'repeat-used' | 'paused' | 'completed' | 'error';
@@ -152,7 +156,7 @@ export class CronStore {
     );
   }
 
-  /** Delete the record and its history. @returns whether it existed */
+  /** Delete the record, its history and its `--after-all` window. @returns whether it existed */
   async delete(id: string): Promise<boolean> {
     try {
       const ok = await runLuaScript(
@@ -169,6 +173,7 @@ export class CronStore {
         ],
         [id],
       );
+      await this.redis.del(this.keys.cronAfterAll(id));
       return ok === 1;
     } catch (err) {
       throw new StoreUnavailableError(`Redis did not remove cron job ${id}: ${(err as Error).message}`, { cause: err });
@@ -360,6 +365,49 @@ export class CronStore {
     const data: CronTickData = { type: 'cron-tick', jobId: child.id, generation: child.generation, dueAt, after: parent };
     await this.queues.forCronJob(child.id).ticks.add(CRON_TICK_JOB_NAME, data, { jobId, ...this.retryOptions });
     return jobId;
+  }
+
+  /**
+   * A parent's run, ended at `at`, joins the window of `child`, which waits for all its parents (`--after-all`):
+   * kept as that parent's run unless a later one is kept, or a run of the child took it or a later one
+   * (`join-after-all-1.lua`), so a hand-off made again adds nothing.
+   * @returns the runs waiting in the window, by parent job id
+   */
+  async joinAfterAll(childId: string, parent: ParentRunContext, at: number): Promise<Map<string, ParentRunContext>> {
+    const entry = JSON.stringify({ occurrence_id: parent.occurrenceId, at, context: parent });
+    const flat = (await runLuaScript(
+      this.redis,
+      JOIN_AFTER_ALL,
+      [this.keys.cronAfterAll(childId)],
+      [parent.jobId, parent.occurrenceId, at, entry],
+    )) as string[];
+    const waiting = new Map<string, ParentRunContext>();
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      if (flat[i]!.startsWith('run:'))
+        waiting.set(flat[i]!.slice('run:'.length), (JSON.parse(flat[i + 1]!) as { context: ParentRunContext }).context);
+    }
+    return waiting;
+  }
+
+  /**
+   * Queue the run of `child` after all of `parents`' runs (`--after-all`), due at `dueAt`, then take those runs out
+   * of its window. Its BullMQ job id is made from the parents' runs (`afterAllKey`): queued again after a crash
+   * between the two steps, it is the same job.
+   * @param parents - one run per parent, by parent job id
+   * @returns its BullMQ job id
+   */
+  async enqueueAfterAll(child: Pick<CronJob, 'id' | 'generation'>, parents: ParentRunContext[], dueAt: number): Promise<string> {
+    const jobId = this.keys.cronAfterJobId(child.id, afterRunDigest(afterAllKey(parents)));
+    const data: CronTickData = { type: 'cron-tick', jobId: child.id, generation: child.generation, dueAt, afterAll: parents };
+    await this.queues.forCronJob(child.id).ticks.add(CRON_TICK_JOB_NAME, data, { jobId, ...this.retryOptions });
+    const taken = parents.flatMap((p) => [p.jobId, p.occurrenceId, p.endedAt]);
+    await runLuaScript(this.redis, TAKE_AFTER_ALL, [this.keys.cronAfterAll(child.id)], taken);
+    return jobId;
+  }
+
+  /** Start the window of `--after-all` afresh: its parents, or the setting, changed (`CronCommands.edit`). */
+  async resetAfterAll(id: string): Promise<void> {
+    await this.redis.del(this.keys.cronAfterAll(id));
   }
 
   /**

@@ -250,6 +250,7 @@ export class Keys {
       this.cronWatchBase(id),
       this.cronBuffer(id),
       this.cronChildren(id),
+      this.cronAfterAll(id),
     ];
   }
 
@@ -535,6 +536,15 @@ export class Keys {
    */
   cronChildren(id: string): string {
     return `${this.cp(id)}:cron:job:${keyPart(id)}:children`;
+  }
+
+  /**
+   * Hash of the window of a job that waits for all its parents (`--after-all`), on that job's shard:
+   * `run:<parent id>` → the parent's latest run in the window, waiting; `done:<parent id>` → the last run of that
+   * parent a run of the job took (a retried hand-off of it adds nothing). Written by the parents' hand-offs.
+   */
+  cronAfterAll(id: string): string {
+    return `${this.cp(id)}:cron:job:${keyPart(id)}:after-all`;
   }
 
   /** BullMQ job id of a manual run (`hermes cron run`, `resume --run-now`) requested at `atMs`. */

@@ -9,6 +9,9 @@
  *   3. a parent job retried after the commit (a worker killed between the commit and the queueing, a lost lock,
  *      a duplicate) finds the run committed and queues the hand-off again from the record: BullMQ keeps one job
  *      per id, and past the queue's retention the child's claim finds its occurrence committed.
+ *
+ * A child that waits for all its parents (`--after-all`) gets the run joined to its window instead, and its own
+ * run is queued once every parent has one there (`joinAfterAll`).
  */
 import { afterMatches, boundParentOutput, type ParentRunContext } from '../../scheduler/cron/cron-after.ts';
 import type { CronJob, CronRun } from '../../scheduler/cron/cron-job.ts';
@@ -37,18 +40,39 @@ export async function handoffTargets(deps: WorkerDeps, parent: CronJob, run: Cro
 export async function handOff(deps: WorkerDeps, parent: CronJob, run: CronRun): Promise<void> {
   if (!run.handoff?.length || (run.status !== 'ok' && run.status !== 'error')) return;
   const text = run.status === 'ok' ? (run.delivery_text ?? run.output ?? '') : (run.error ?? run.output ?? '');
+  const dueAt = run.finished_at ?? run.due_at;
   const context: ParentRunContext = {
+    endedAt: dueAt,
     jobId: parent.id,
     name: parent.name,
     occurrenceId: run.occurrence_id,
     status: run.status,
     ...boundParentOutput(text, deps.config.cron.after_output_max_chars),
   };
-  const dueAt = run.finished_at ?? run.due_at;
   for (const id of run.handoff) {
     const child = await deps.cron.get(id);
     if (!child) continue;
-    const jobId = await deps.cron.enqueueAfter(child, context, dueAt);
-    deps.log.info({ cronJobId: id, parentJobId: parent.id, parentOccurrenceId: run.occurrence_id, jobId }, 'cron run handed off');
+    const jobId = child.after_all ? await joinAfterAll(deps, child, context, dueAt) : await deps.cron.enqueueAfter(child, context, dueAt);
+    deps.log.info(
+      { cronJobId: id, parentJobId: parent.id, parentOccurrenceId: run.occurrence_id, jobId: jobId ?? null },
+      jobId ? 'cron run handed off' : 'cron run joined the window of a job after all its parents',
+    );
   }
+}
+
+/**
+ * `--after-all`: the parent's run joins the child's window; once every parent of the child has a run waiting there,
+ * the child's run is queued with them and takes them out of the window (`CronStore.enqueueAfterAll`). Each step is
+ * idempotent, so a hand-off made again (a retried parent job) or two parents handing off at once queue one run.
+ * @returns the child's BullMQ job id when its run was queued, else `undefined` (parents still to run)
+ */
+async function joinAfterAll(deps: WorkerDeps, child: CronJob, context: ParentRunContext, dueAt: number): Promise<string | undefined> {
+  const waiting = await deps.cron.joinAfterAll(child.id, context, dueAt);
+  const parents = (child.after ?? []).map((a) => a.job_id).sort();
+  if (!parents.every((p) => waiting.has(p))) return undefined;
+  return await deps.cron.enqueueAfterAll(
+    child,
+    parents.map((p) => waiting.get(p)!),
+    dueAt,
+  );
 }

@@ -72,7 +72,7 @@ import type { TurnSurfaces } from '../tools/tool.ts';
 import { NO_SPEND, type ModelSpend, type TurnBudgetOverrun } from '../../scheduler/model-spend.ts';
 import { keepWatchBase, runWatch, type WatchBase } from '../occurrence/watch-check.ts';
 import { runOccurrence } from '../occurrence/pipeline.ts';
-import { parentOutputSection, type ParentRunContext } from '../../scheduler/cron/cron-after.ts';
+import { afterAllKey, parentOutputSection, type ParentRunContext } from '../../scheduler/cron/cron-after.ts';
 import { handOff, handoffTargets } from './cron-handoff.ts';
 import { openTurnJournal } from '../occurrence/turn-journal.ts';
 import type { ClaimAnswer, CommitAnswer, GateAnswer, Occurrence, OccurrencePlan, RanTurn } from '../occurrence/plan.ts';
@@ -98,6 +98,8 @@ interface CronTick {
   queuedCatchUp: boolean;
   /** A run after another job's run (`--after`): that run, its output bounded. */
   parent?: ParentRunContext;
+  /** A run after all its parents' runs (`--after-all`): those runs, by parent job id, their outputs bounded. */
+  parents?: ParentRunContext[];
   occurrenceId: string;
   /** Holder of the claim and of the overlap lock: the BullMQ job id. */
   holder: string;
@@ -190,15 +192,19 @@ export async function cancelReplacedRun(job: Job<CronTickData>, deps: WorkerDeps
 
 /** The occurrence a job stands for. */
 function occurrenceOf(deps: WorkerDeps, job: Job<CronTickData>): CronTick {
-  const { jobId, generation, manual, backfill, after } = job.data;
-  const trigger: OccurrenceTrigger = after ? 'after' : manual ? 'manual' : backfill ? 'backfill' : 'schedule';
+  const { jobId, generation, manual, backfill, after, afterAll } = job.data;
+  const trigger: OccurrenceTrigger = after || afterAll ? 'after' : manual ? 'manual' : backfill ? 'backfill' : 'schedule';
   const dueAt = job.data.dueAt ?? schedulerJobMillis(job.id) ?? job.timestamp;
-  // A run after a parent's run is one per child and parent run, whenever it is queued (cron-handoff.ts).
-  const occurrenceId = after
-    ? cronAfterOccurrenceId(jobId, after.occurrenceId)
-    : cronOccurrenceId(jobId, dueAt, trigger as Exclude<OccurrenceTrigger, 'after'>);
+  // A run after a parent's run is one per child and parent run, whenever it is queued (cron-handoff.ts); a run
+  // after all its parents' runs, one per child and set of parent runs.
+  const occurrenceId = afterAll
+    ? cronAfterOccurrenceId(jobId, afterAllKey(afterAll))
+    : after
+      ? cronAfterOccurrenceId(jobId, after.occurrenceId)
+      : cronOccurrenceId(jobId, dueAt, trigger as Exclude<OccurrenceTrigger, 'after'>);
   return {
     ...(after ? { parent: after } : {}),
+    ...(afterAll ? { parents: afterAll } : {}),
     jobId,
     generation,
     trigger,
@@ -603,8 +609,9 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     });
     run.started_at = startedAt;
     run.late = decision.late;
-    const { parent } = this.tick;
+    const { parent, parents } = this.tick;
     if (parent) run.parent = { job_id: parent.jobId, occurrence_id: parent.occurrenceId, status: parent.status };
+    if (parents) run.parents = parents.map((p) => ({ job_id: p.jobId, occurrence_id: p.occurrenceId, status: p.status }));
     return run;
   }
 
@@ -642,7 +649,7 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
  */
 async function jobTurn(
   job: CronJob,
-  tick: Pick<CronTick, 'occurrenceId' | 'dueAt' | 'parent' | 'log'>,
+  tick: Pick<CronTick, 'occurrenceId' | 'dueAt' | 'parent' | 'parents' | 'log'>,
   signal: AbortSignal,
   deps: WorkerDeps,
 ): Promise<JobTurn> {
@@ -666,6 +673,7 @@ async function jobTurn(
   }
   // `--after`: the parent run's output, marked as that run's and as data (cron-after.ts).
   if (tick.parent) prompt += parentOutputSection(tick.parent);
+  for (const p of tick.parents ?? []) prompt += parentOutputSection(p);
   const messages = [{ role: 'user' as const, content: prompt }];
   // The turn resumes from the occurrence's journal, if an earlier run of it (a retry, a takeover) left one.
   const journal = await openTurnJournal(deps, sessionId, occurrenceId, log);
@@ -690,7 +698,7 @@ async function jobTurn(
     sessionId,
     messages,
     // A `--watch` check's output, or a parent run's, is in the prompt.
-    toolOutput: Boolean(job.watch) || tick.parent !== undefined,
+    toolOutput: Boolean(job.watch) || tick.parent !== undefined || tick.parents !== undefined,
     signal,
     surface,
     onEvent: sessionEventSink(deps, sessionId, { occurrenceId }),
