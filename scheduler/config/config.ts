@@ -18,7 +18,8 @@ import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import ipaddr from 'ipaddr.js';
 import { parse as parseYaml } from 'yaml';
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import en from 'zod/v4/locales/en.js';
 import { ConfigError } from '../errors/config-error.ts';
 import { parseWebhookAllow } from '../delivery/webhook-policy.ts';
 import { isTimeZone } from '../cron/cron-engine.ts';
@@ -26,6 +27,11 @@ import { withoutPrototype } from '../names/name-table.ts';
 import { assertTrustedHome } from './home-check.ts';
 import { ORIGIN_SURFACES } from '../session/origin.ts';
 import { LOOP_KINDS } from '../tick/tick-kind.ts';
+
+// The schema is written with zod's functional API (`zod/mini`): its code is a tenth of the classic API's,
+// which every `hermes` call loaded whole (docs/BENCHMARKS.md, "CLI start-up"). It comes without messages,
+// so it is given zod's English ones, the messages classic zod gives (other modules' schemas use those).
+z.config(en());
 
 /** A comma list from the environment (`a, b,,c` → `['a', 'b', 'c']`); any other value (a YAML list) is left as it is. */
 function splitCommaList(v: unknown): unknown {
@@ -37,52 +43,70 @@ function splitCommaList(v: unknown): unknown {
     : v;
 }
 /** `list` (an array schema), also given as a comma list in the environment. */
-const commaList = <T extends z.ZodType>(list: T) => z.preprocess(splitCommaList, list);
+const commaList = <T extends z.ZodMiniType>(list: T) => z.pipe(z.transform(splitCommaList), list);
 
 // The value schemas the helpers below share: one instance each, only the default is per setting (a
 // schema is immutable, so sharing changes nothing a parse does; building hundreds of copies cost every
 // call's start-up, docs/BENCHMARKS.md "CLI start-up").
-const SECONDS = z.coerce.number().finite().min(0);
-const AT_LEAST_ONE_SECOND = z.coerce.number().finite().min(1);
-const POSITIVE_INT = z.coerce.number().int().positive();
-const FLAG = z.preprocess((v) => (typeof v === 'string' ? !['0', 'false', 'no', 'off'].includes(v.toLowerCase()) : v), z.boolean());
+const SECONDS = z.coerce.number().check(z.gte(0));
+const AT_LEAST_ONE_SECOND = z.coerce.number().check(z.gte(1));
+const POSITIVE_INT = z.coerce.number().check(z.int()).check(z.positive());
+const FLAG = z.pipe(
+  z.transform((v) => (typeof v === 'string' ? !['0', 'false', 'no', 'off'].includes(v.toLowerCase()) : v)),
+  z.boolean(),
+);
 
-const seconds = (def: number) => SECONDS.default(def);
+const seconds = (def: number) => z._default(SECONDS, def);
 /** A list of seconds, from YAML or a comma list in the environment (`30,60,120`). */
-const secondsList = (def: number[]) => commaList(z.array(z.coerce.number().finite().positive()).min(1)).default(def);
-const atLeastOneSecond = (def: number) => AT_LEAST_ONE_SECOND.default(def);
-const positiveInt = (def: number) => POSITIVE_INT.default(def);
+const secondsList = (def: number[]) => z._default(commaList(z.array(z.coerce.number().check(z.positive())).check(z.minLength(1))), def);
+const atLeastOneSecond = (def: number) => z._default(AT_LEAST_ONE_SECOND, def);
+const positiveInt = (def: number) => z._default(POSITIVE_INT, def);
 /** A boolean, also from `0/1/true/false/yes/no/on/off` in the environment. */
-const flag = (def: boolean) => FLAG.default(def);
+const flag = (def: boolean) => z._default(FLAG, def);
 /** A list of strings, from YAML or a comma list in the environment. */
-const stringList = () => commaList(z.array(z.string().min(1))).default([]);
+const stringList = () => z._default(commaList(z.array(z.string().check(z.minLength(1)))), []);
 /** Platform user ids (a platform's allow-list: Telegram, Slack, Discord), from YAML (numbers taken as text) or a comma list in the environment; empty ones dropped. */
 const userIdList = () =>
-  commaList(
-    z.array(
-      z
-        .union([
-          z.string(),
-          // A YAML number past 2^53 (a Discord or Telegram id written unquoted) has already lost digits.
-          z.number().refine(Number.isSafeInteger, { message: 'too large to be read exactly as a number: quote the id in config.yaml' }),
-        ])
-        .transform((id) => String(id).trim()),
+  z._default(
+    z.pipe(
+      commaList(
+        z.array(
+          z.pipe(
+            z.union([
+              z.string(),
+              // A YAML number past 2^53 (a Discord or Telegram id written unquoted) has already lost digits.
+              z
+                .number()
+                .check(
+                  z.refine(Number.isSafeInteger, { message: 'too large to be read exactly as a number: quote the id in config.yaml' }),
+                ),
+            ]),
+            z.transform((id) => String(id).trim()),
+          ),
+        ),
+      ),
+      z.transform((ids) => ids.filter((id) => id.length > 0)),
     ),
-  )
-    .transform((ids) => ids.filter((id) => id.length > 0))
-    .default([]);
+    [],
+  );
 /** Environment variable names, from YAML or a comma list in the environment (`AWS_PROFILE,GH_TOKEN`). */
-const envNameList = commaList(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be environment variable names'))).default([]);
+const envNameList = z._default(
+  commaList(z.array(z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be environment variable names')))),
+  [],
+);
 /**
  * A record keyed by names (`agent.models`, `tools.commands`, `tools.allow_from`, `mcp_servers`, `commands`,
  * environment maps), empty by default, parsed into an object with no prototype: a lookup by a name a user
  * gives (`--watch constructor`) finds only what the operator declared (the rule: ../names/name-table.ts).
  */
-function nameRecord<V extends z.ZodType>(value: V, key: z.ZodString = z.string()) {
-  return z
-    .record(key, value)
-    .transform((r) => withoutPrototype(r as Record<string, z.output<V>>))
-    .prefault({});
+function nameRecord<V extends z.ZodMiniType>(value: V, key: z.ZodMiniString = z.string()) {
+  return z.prefault(
+    z.pipe(
+      z.record(key, value),
+      z.transform((r) => withoutPrototype(r as Record<string, z.output<V>>)),
+    ),
+    {},
+  );
 }
 
 /**
@@ -99,18 +123,16 @@ export const HTTP_LIMIT_DEFAULTS = {
 
 /** A command a command turn may run; only config or the CLI may define one (docs/DESIGN.md §3). */
 const commandSchema = () =>
-  z
-    .object({
-      /** Shell command line; its stdout is the reply. */
-      command: z.string().min(1),
-      /** Kill the command after this many seconds. @defaultValue 60 */
-      timeout_seconds: seconds(60),
-      /** Fixed environment values for this command (commands never inherit the worker's environment). */
-      env: nameRecord(z.string(), z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')),
-      /** Names of the worker's environment variables this command also gets. @defaultValue [] */
-      pass_env: envNameList,
-    })
-    .strict();
+  z.strictObject({
+    /** Shell command line; its stdout is the reply. */
+    command: z.string().check(z.minLength(1)),
+    /** Kill the command after this many seconds. @defaultValue 60 */
+    timeout_seconds: seconds(60),
+    /** Fixed environment values for this command (commands never inherit the worker's environment). */
+    env: nameRecord(z.string(), z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'))),
+    /** Names of the worker's environment variables this command also gets. @defaultValue [] */
+    pass_env: envNameList,
+  });
 
 /**
  * Surfaces a turn can come from; `tools.allow_from` names them: the surfaces of input
@@ -182,82 +204,95 @@ interface HookSecretProblem {
  * `secret`, `secret_env` and `secret_file`; `loadConfig` resolves the secret into `secret`.
  */
 const hookSchema = () =>
-  z
-    .object({
-      /**
-       * The session whose turn the hook starts (`action: turn`; its reply goes where the session's replies go),
-       * or whose loop it wakes (`action: wake_loop`).
-       */
-      session: z.string().regex(HOOK_SESSION, 'must be a session id (letters, digits, _ . @ : -)').optional(),
-      /** The cron job (id or name) the hook runs now (`action: run_job`). */
-      cron_job: z.string().min(1).optional(),
-      /** `turn`, `wake_loop` (with `session`) or `run_job` (with `cron_job`). @defaultValue `turn` with `session`, `run_job` with `cron_job` */
-      action: z.enum(HOOK_ACTIONS).optional(),
-      /** Which of the session's schedules `wake_loop` wakes: `loop` or `heartbeat`. @defaultValue loop */
-      schedule: z.enum(LOOP_KINDS).optional(),
-      /** The shared secret of the signatures (at least 16 characters); never logged. Prefer `secret_env` or `secret_file`. */
-      secret: z.string().min(16, 'must be at least 16 characters').optional(),
-      /** The environment variable holding the secret. */
-      secret_env: z
-        .string()
-        .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
-        .optional(),
-      /** An absolute path of a file holding the secret (surrounding blanks ignored). */
-      secret_file: z.string().refine(isAbsolute, { message: 'must be an absolute path' }).optional(),
-      /** `github` (`X-Hub-Signature-256`) or `hermes` (`X-Hermes-Signature` with a timestamp). @defaultValue hermes */
-      signature: z.enum(HOOK_SIGNATURES).default('hermes'),
-      /**
-       * The turn's input: `{{path.to.field}}` is replaced by that field of the JSON payload (`{{$hook}}`,
-       * `{{$event}}`, `{{$delivery}}` and `{{$payload}}` by the hook's name, the event header, the delivery
-       * id and the whole payload); each value is clipped to `max_value_chars`, the input to
-       * `max_input_chars`. Nothing else is evaluated. @defaultValue `Webhook {{$hook}} received event "{{$event}}": {{$payload}}`,
-       * or `Webhook {{$hook}} received a delivery: {{$payload}}` for a delivery that names no event (`hookTemplate`)
-       */
-      template: z.string().min(1).optional(),
-      /** Only these events (`X-GitHub-Event`, `X-Hermes-Event`) act; others are answered 202 `ignored`. @defaultValue every event */
-      events: stringList(),
-      /** Only payloads whose fields equal these values act (`{"action": "completed"}`); others are answered 202 `ignored`. @defaultValue {} */
-      match: nameRecord(z.union([z.string(), z.number(), z.boolean()]).transform(String)),
-      /** Sender addresses or CIDR ranges (`140.82.112.0/20`) allowed to call; others get 403 before the body is read. @defaultValue any */
-      allow_from: stringList().refine((l) => l.every((a) => ipaddr.isValid(a) || ipaddr.isValidCIDR(a)), {
-        message: 'must be IP addresses or CIDR ranges (e.g. 140.82.112.0/20)',
-      }),
-      /** Largest body accepted, bytes; a larger one is 413 and not read further. @defaultValue 1048576 (1 MiB) */
-      max_body_bytes: positiveInt(1_048_576),
-      /** Characters of one value the template puts in. @defaultValue 1000 */
-      max_value_chars: positiveInt(1000),
-      /** Characters of the rendered input (and at most `agent.max_prompt_chars`). @defaultValue 4000 */
-      max_input_chars: positiveInt(4000),
-      /**
-       * Seconds a delivery id is remembered: the same id again within it is refused as a replay. At least
-       * 600 (twice the 5-minute tolerance of `hermes` timestamps). GitHub's signature has no timestamp, so
-       * this is all that stops a captured GitHub delivery. @defaultValue 604800 (7 days)
-       */
-      replay_window_seconds: z.coerce.number().int().min(600).default(604_800),
-    })
-    .strict()
-    .refine((h) => [h.secret, h.secret_env, h.secret_file].filter((s) => s !== undefined).length === 1, {
-      message: 'set exactly one of secret, secret_env and secret_file',
-      path: ['secret'],
-    })
-    .refine((h) => (h.session === undefined) !== (h.cron_job === undefined), {
-      message: 'set exactly one of session and cron_job',
-      path: ['session'],
-    })
-    .transform(({ action, schedule, ...h }) => ({
-      ...h,
-      action: action ?? (h.session !== undefined ? 'turn' : 'run_job'),
-      ...(schedule !== undefined ? { schedule } : {}),
-    }))
-    .refine((h) => (h.action !== 'run_job') === (h.session !== undefined), {
-      message: 'actions turn and wake_loop need a session; action run_job needs a cron_job',
-      path: ['action'],
-    })
-    .refine((h) => h.action === 'wake_loop' || h.schedule === undefined, {
-      message: 'schedule is read only by action wake_loop',
-      path: ['schedule'],
-    })
-    .transform((h): typeof h & HookSecretProblem => (h.action === 'wake_loop' ? { ...h, schedule: h.schedule ?? ('loop' as const) } : h));
+  z.pipe(
+    z
+      .pipe(
+        z
+          .strictObject({
+            /**
+             * The session whose turn the hook starts (`action: turn`; its reply goes where the session's replies go),
+             * or whose loop it wakes (`action: wake_loop`).
+             */
+            session: z.optional(z.string().check(z.regex(HOOK_SESSION, 'must be a session id (letters, digits, _ . @ : -)'))),
+            /** The cron job (id or name) the hook runs now (`action: run_job`). */
+            cron_job: z.optional(z.string().check(z.minLength(1))),
+            /** `turn`, `wake_loop` (with `session`) or `run_job` (with `cron_job`). @defaultValue `turn` with `session`, `run_job` with `cron_job` */
+            action: z.optional(z.enum(HOOK_ACTIONS)),
+            /** Which of the session's schedules `wake_loop` wakes: `loop` or `heartbeat`. @defaultValue loop */
+            schedule: z.optional(z.enum(LOOP_KINDS)),
+            /** The shared secret of the signatures (at least 16 characters); never logged. Prefer `secret_env` or `secret_file`. */
+            secret: z.optional(z.string().check(z.minLength(16, 'must be at least 16 characters'))),
+            /** The environment variable holding the secret. */
+            secret_env: z.optional(z.string().check(z.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'))),
+            /** An absolute path of a file holding the secret (surrounding blanks ignored). */
+            secret_file: z.optional(z.string().check(z.refine(isAbsolute, { message: 'must be an absolute path' }))),
+            /** `github` (`X-Hub-Signature-256`) or `hermes` (`X-Hermes-Signature` with a timestamp). @defaultValue hermes */
+            signature: z._default(z.enum(HOOK_SIGNATURES), 'hermes'),
+            /**
+             * The turn's input: `{{path.to.field}}` is replaced by that field of the JSON payload (`{{$hook}}`,
+             * `{{$event}}`, `{{$delivery}}` and `{{$payload}}` by the hook's name, the event header, the delivery
+             * id and the whole payload); each value is clipped to `max_value_chars`, the input to
+             * `max_input_chars`. Nothing else is evaluated. @defaultValue `Webhook {{$hook}} received event "{{$event}}": {{$payload}}`,
+             * or `Webhook {{$hook}} received a delivery: {{$payload}}` for a delivery that names no event (`hookTemplate`)
+             */
+            template: z.optional(z.string().check(z.minLength(1))),
+            /** Only these events (`X-GitHub-Event`, `X-Hermes-Event`) act; others are answered 202 `ignored`. @defaultValue every event */
+            events: stringList(),
+            /** Only payloads whose fields equal these values act (`{"action": "completed"}`); others are answered 202 `ignored`. @defaultValue {} */
+            match: nameRecord(z.pipe(z.union([z.string(), z.number(), z.boolean()]), z.transform(String))),
+            /** Sender addresses or CIDR ranges (`140.82.112.0/20`) allowed to call; others get 403 before the body is read. @defaultValue any */
+            allow_from: stringList().check(
+              z.refine((l) => l.every((a) => ipaddr.isValid(a) || ipaddr.isValidCIDR(a)), {
+                message: 'must be IP addresses or CIDR ranges (e.g. 140.82.112.0/20)',
+              }),
+            ),
+            /** Largest body accepted, bytes; a larger one is 413 and not read further. @defaultValue 1048576 (1 MiB) */
+            max_body_bytes: positiveInt(1_048_576),
+            /** Characters of one value the template puts in. @defaultValue 1000 */
+            max_value_chars: positiveInt(1000),
+            /** Characters of the rendered input (and at most `agent.max_prompt_chars`). @defaultValue 4000 */
+            max_input_chars: positiveInt(4000),
+            /**
+             * Seconds a delivery id is remembered: the same id again within it is refused as a replay. At least
+             * 600 (twice the 5-minute tolerance of `hermes` timestamps). GitHub's signature has no timestamp, so
+             * this is all that stops a captured GitHub delivery. @defaultValue 604800 (7 days)
+             */
+            replay_window_seconds: z._default(z.coerce.number().check(z.int()).check(z.gte(600)), 604_800),
+          })
+          .check(
+            z.refine((h) => [h.secret, h.secret_env, h.secret_file].filter((s) => s !== undefined).length === 1, {
+              message: 'set exactly one of secret, secret_env and secret_file',
+              path: ['secret'],
+            }),
+          )
+          .check(
+            z.refine((h) => (h.session === undefined) !== (h.cron_job === undefined), {
+              message: 'set exactly one of session and cron_job',
+              path: ['session'],
+            }),
+          ),
+        z.transform(({ action, schedule, ...h }) => ({
+          ...h,
+          action: action ?? (h.session !== undefined ? 'turn' : 'run_job'),
+          ...(schedule !== undefined ? { schedule } : {}),
+        })),
+      )
+      .check(
+        z.refine((h) => (h.action !== 'run_job') === (h.session !== undefined), {
+          message: 'actions turn and wake_loop need a session; action run_job needs a cron_job',
+          path: ['action'],
+        }),
+      )
+      .check(
+        z.refine((h) => h.action === 'wake_loop' || h.schedule === undefined, {
+          message: 'schedule is read only by action wake_loop',
+          path: ['schedule'],
+        }),
+      ),
+    z.transform(
+      (h) => (h.action === 'wake_loop' ? { ...h, schedule: h.schedule ?? ('loop' as const) } : h) as typeof h & HookSecretProblem,
+    ),
+  );
 
 /** What a resumed turn may do with a tool call in doubt (`tools.on_doubt`). */
 export const ON_DOUBT_POLICIES = ['rerun', 'report'] as const;
@@ -269,41 +304,35 @@ export const ON_DOUBT_POLICIES = ['rerun', 'report'] as const;
  * elements through `{name}` placeholders).
  */
 const toolCommandSchema = () =>
-  z
-    .object({
-      /** A shell line written by the operator (run with `/bin/sh -c`), or an argv list run without a shell. */
-      command: z.union([z.string().min(1), z.array(z.string()).min(1)]),
-      /** What the tool does, for the model. */
-      description: z.string().min(1),
-      /** JSON Schema (type object) of the tool's parameters. @defaultValue no parameters */
-      parameters: z.record(z.string(), z.unknown()).optional(),
-      /** Kill the command after this many seconds. @defaultValue `tools.timeout_seconds` */
-      timeout_seconds: z.coerce.number().finite().positive().optional(),
-      /** Fixed variables of the command's environment. @defaultValue {} */
-      env: nameRecord(z.string()),
-      /** Names of the worker's variables passed through to this command (e.g. `GH_TOKEN`). @defaultValue [] */
-      pass_env: envNameList,
-    })
-    .strict();
+  z.strictObject({
+    /** A shell line written by the operator (run with `/bin/sh -c`), or an argv list run without a shell. */
+    command: z.union([z.string().check(z.minLength(1)), z.array(z.string()).check(z.minLength(1))]),
+    /** What the tool does, for the model. */
+    description: z.string().check(z.minLength(1)),
+    /** JSON Schema (type object) of the tool's parameters. @defaultValue no parameters */
+    parameters: z.optional(z.record(z.string(), z.unknown())),
+    /** Kill the command after this many seconds. @defaultValue `tools.timeout_seconds` */
+    timeout_seconds: z.optional(z.coerce.number().check(z.positive())),
+    /** Fixed variables of the command's environment. @defaultValue {} */
+    env: nameRecord(z.string()),
+    /** Names of the worker's variables passed through to this command (e.g. `GH_TOKEN`). @defaultValue [] */
+    pass_env: envNameList,
+  });
 
 /** An MCP server: a child process speaking stdio, or a Streamable HTTP endpoint. */
 const mcpServerSchema = () =>
   z.union([
-    z
-      .object({
-        command: z.string().min(1),
-        args: z.array(z.string()).default([]),
-        /** Extra environment of the server process (it does not inherit the worker's secrets). */
-        env: nameRecord(z.string()),
-        cwd: z.string().optional(),
-      })
-      .strict(),
-    z
-      .object({
-        url: z.string().url(),
-        headers: nameRecord(z.string()),
-      })
-      .strict(),
+    z.strictObject({
+      command: z.string().check(z.minLength(1)),
+      args: z._default(z.array(z.string()), []),
+      /** Extra environment of the server process (it does not inherit the worker's secrets). */
+      env: nameRecord(z.string()),
+      cwd: z.optional(z.string()),
+    }),
+    z.strictObject({
+      url: z.string().check(z.url()),
+      headers: nameRecord(z.string()),
+    }),
   ]);
 
 /**
@@ -312,25 +341,24 @@ const mcpServerSchema = () =>
  */
 const compactionSchema = () =>
   z
-    .object({
+    .strictObject({
       /**
        * Share of the turn model's window at or past which a session's context is compacted before
        * the turn. @defaultValue 0.5
        */
-      threshold: z.coerce.number().gt(0).max(0.85).default(0.5),
+      threshold: z._default(z.coerce.number().check(z.gt(0)).check(z.lte(0.85)), 0.5),
       /**
        * Share of the window a compaction brings the context down to, below `threshold`: the room
        * left between them is what later turns append before the next compaction, so a summary is
        * written every several turns and the request's prefix stays the same in between. @defaultValue 0.25
        */
-      target: z.coerce.number().gt(0).max(0.85).default(0.25),
+      target: z._default(z.coerce.number().check(z.gt(0)).check(z.lte(0.85)), 0.25),
       /** Messages at the end of a transcript kept verbatim by compaction (at most; see `target`). @defaultValue 8 */
-      keep_recent_messages: z.coerce.number().int().min(2).default(8),
+      keep_recent_messages: z._default(z.coerce.number().check(z.int()).check(z.gte(2)), 8),
       /** Model (a name of `agent.models`, or a model id of the primary endpoint) that writes summaries; unset = the turn's model. */
-      model: z.string().min(1).optional(),
+      model: z.optional(z.string().check(z.minLength(1))),
     })
-    .strict()
-    .refine((c) => c.target < c.threshold, { message: 'target must be below threshold', path: ['target'] });
+    .check(z.refine((c) => c.target < c.threshold, { message: 'target must be below threshold', path: ['target'] }));
 
 /**
  * The top-level settings that are not sections: parsed on every load (two small schemas), so an unset
@@ -338,8 +366,8 @@ const compactionSchema = () =>
  */
 const TOP_LEVEL = {
   /** IANA zone for cron jobs without `--tz`; default the host zone. */
-  timezone: z.string().refine(isTimeZone, { message: 'unknown time zone (use an IANA name like Europe/Berlin)' }).optional(),
-  log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  timezone: z.optional(z.string().check(z.refine(isTimeZone, { message: 'unknown time zone (use an IANA name like Europe/Berlin)' }))),
+  log_level: z._default(z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), 'info'),
 };
 
 /**
@@ -349,403 +377,413 @@ const TOP_LEVEL = {
  */
 const SECTIONS = {
   redis: () =>
-    z
-      .object({
-        /** `redis://…` of an operator-run Redis; when unset the embedded server is used. */
-        url: z.string().optional(),
-        /** Hash-tagged key prefix: every key lives in one cluster slot. */
-        prefix: z
-          .string()
-          .regex(/^\{[^{}]+\}$/, 'must be a hash tag like {hermes}')
-          .default('{hermes}'),
-        /** Start a private `redis-server` from PATH when no URL is set. @defaultValue true */
-        embedded: flag(true),
-        /**
-         * Restarts of a crashed embedded Redis `hermes up` makes within 5 minutes before it gives
-         * up and stops the stack; 0 = never restart. @defaultValue 5
-         */
-        embedded_max_restarts: z.coerce.number().int().min(0).default(5),
-        /** Redis Cluster seed nodes, `host:port` (REDIS_CLUSTER_NODES, a comma list); set → the cluster is used. */
-        cluster_nodes: stringList(),
-        /** Sentinels, `host:port` (REDIS_SENTINELS, a comma list); set → the primary they name is used. */
-        sentinels: stringList(),
-        /** Primary name the sentinels know (REDIS_SENTINEL_NAME); required with `sentinels`. */
-        sentinel_name: z.string().min(1).optional(),
-        /** Password of the cluster nodes or the Sentinel-managed primary (REDIS_PASSWORD); never logged. */
-        password: z.string().min(1).optional(),
-        /** ACL user name for `password` (REDIS_USERNAME). */
-        username: z.string().min(1).optional(),
-        /** TLS to cluster nodes or the Sentinel-managed primary (a single Redis uses `rediss://`). @defaultValue false */
-        tls: flag(false),
-        /**
-         * Shards of the key space: hash tags `{hermes:0}` … `{hermes:N-1}` (one shard keeps
-         * the plain `{hermes}`). A session or cron job lives wholly on one shard. Changing
-         * it on a store that has data is refused. @defaultValue 1
-         */
-        shards: z.coerce.number().int().min(1).max(1024).default(1),
-        /**
-         * Replicas that must acknowledge each commit before it is delivered (Redis `WAIT`; 0 = none):
-         * narrows the window a failover can lose a commit in (`scheduler/store/redis/replica-ack.ts`). @defaultValue 0
-         */
-        wait_replicas: z.coerce.number().int().min(0).default(0),
-        /** Longest wait for them per commit, ms; on a timeout the commit stands and a warning says so. @defaultValue 1000 */
-        wait_timeout_ms: z.coerce.number().int().min(1).default(1000),
-      })
-      .strict()
-      .refine((r) => [r.url, r.cluster_nodes.length > 0, r.sentinels.length > 0].filter(Boolean).length <= 1, {
-        message: 'set only one of url (REDIS_URL), cluster_nodes (REDIS_CLUSTER_NODES) and sentinels (REDIS_SENTINELS)',
-        path: ['cluster_nodes'],
-      })
-      .refine((r) => r.sentinels.length === 0 || r.sentinel_name !== undefined, {
-        message: 'sentinel_name (REDIS_SENTINEL_NAME) is required with sentinels',
-        path: ['sentinel_name'],
-      })
-      .prefault({}),
+    z.prefault(
+      z
+        .strictObject({
+          /** `redis://…` of an operator-run Redis; when unset the embedded server is used. */
+          url: z.optional(z.string()),
+          /** Hash-tagged key prefix: every key lives in one cluster slot. */
+          prefix: z._default(z.string().check(z.regex(/^\{[^{}]+\}$/, 'must be a hash tag like {hermes}')), '{hermes}'),
+          /** Start a private `redis-server` from PATH when no URL is set. @defaultValue true */
+          embedded: flag(true),
+          /**
+           * Restarts of a crashed embedded Redis `hermes up` makes within 5 minutes before it gives
+           * up and stops the stack; 0 = never restart. @defaultValue 5
+           */
+          embedded_max_restarts: z._default(z.coerce.number().check(z.int()).check(z.gte(0)), 5),
+          /** Redis Cluster seed nodes, `host:port` (REDIS_CLUSTER_NODES, a comma list); set → the cluster is used. */
+          cluster_nodes: stringList(),
+          /** Sentinels, `host:port` (REDIS_SENTINELS, a comma list); set → the primary they name is used. */
+          sentinels: stringList(),
+          /** Primary name the sentinels know (REDIS_SENTINEL_NAME); required with `sentinels`. */
+          sentinel_name: z.optional(z.string().check(z.minLength(1))),
+          /** Password of the cluster nodes or the Sentinel-managed primary (REDIS_PASSWORD); never logged. */
+          password: z.optional(z.string().check(z.minLength(1))),
+          /** ACL user name for `password` (REDIS_USERNAME). */
+          username: z.optional(z.string().check(z.minLength(1))),
+          /** TLS to cluster nodes or the Sentinel-managed primary (a single Redis uses `rediss://`). @defaultValue false */
+          tls: flag(false),
+          /**
+           * Shards of the key space: hash tags `{hermes:0}` … `{hermes:N-1}` (one shard keeps
+           * the plain `{hermes}`). A session or cron job lives wholly on one shard. Changing
+           * it on a store that has data is refused. @defaultValue 1
+           */
+          shards: z._default(z.coerce.number().check(z.int()).check(z.gte(1)).check(z.lte(1024)), 1),
+          /**
+           * Replicas that must acknowledge each commit before it is delivered (Redis `WAIT`; 0 = none):
+           * narrows the window a failover can lose a commit in (`scheduler/store/redis/replica-ack.ts`). @defaultValue 0
+           */
+          wait_replicas: z._default(z.coerce.number().check(z.int()).check(z.gte(0)), 0),
+          /** Longest wait for them per commit, ms; on a timeout the commit stands and a warning says so. @defaultValue 1000 */
+          wait_timeout_ms: z._default(z.coerce.number().check(z.int()).check(z.gte(1)), 1000),
+        })
+        .check(
+          z.refine((r) => [r.url, r.cluster_nodes.length > 0, r.sentinels.length > 0].filter(Boolean).length <= 1, {
+            message: 'set only one of url (REDIS_URL), cluster_nodes (REDIS_CLUSTER_NODES) and sentinels (REDIS_SENTINELS)',
+            path: ['cluster_nodes'],
+          }),
+        )
+        .check(
+          z.refine((r) => r.sentinels.length === 0 || r.sentinel_name !== undefined, {
+            message: 'sentinel_name (REDIS_SENTINEL_NAME) is required with sentinels',
+            path: ['sentinel_name'],
+          }),
+        ),
+      {},
+    ),
   loops: () =>
-    z
-      .object({
-        /** Shortest `/loop` interval; shorter ones are refused, naming it. */
-        min_interval_seconds: atLeastOneSecond(30),
-        /** Tick budget per loop; 0 = unlimited. */
-        max_ticks: z.coerce.number().int().min(0).default(100),
-        /** Self-paced loops start at, and snap back to, this delay. */
-        self_paced_floor_seconds: atLeastOneSecond(60),
-        /** Self-paced delays double up to this. */
-        self_paced_ceiling_seconds: atLeastOneSecond(900),
-        /**
-         * Failed ticks in a row (model or command errors, or `--until` judge
-         * failures) after which a loop or heartbeat pauses; 0 = never. @defaultValue 3
-         */
-        max_consecutive_failures: z.coerce.number().int().min(0).default(3),
-        /**
-         * A failed tick is tried again after this delay, doubled after each further failure in a row,
-         * instead of at the schedule's cadence; a success resumes the cadence. @defaultValue 30
-         */
-        failure_backoff_seconds: atLeastOneSecond(30),
-        /** The longest wait between tries of a failing loop or heartbeat (the doubling stops here). @defaultValue 900 */
-        failure_backoff_max_seconds: atLeastOneSecond(900),
-        /**
-         * A loop or heartbeat pauses after `max_consecutive_failures` failed ticks in a row only when
-         * they span at least this long (first failure's start to the last's end), so a short outage
-         * of the model endpoint never pauses it; 0 = the count alone. @defaultValue 900
-         */
-        failure_pause_after_seconds: z.coerce.number().int().min(0).default(900),
-      })
-      .strict()
-      .refine((l) => l.failure_backoff_max_seconds >= l.failure_backoff_seconds, {
-        message: 'failure_backoff_max_seconds must not be below failure_backoff_seconds',
-        path: ['failure_backoff_max_seconds'],
-      })
-      .refine((l) => l.self_paced_ceiling_seconds >= l.self_paced_floor_seconds, {
-        message: 'self_paced_ceiling_seconds must not be below self_paced_floor_seconds',
-        path: ['self_paced_ceiling_seconds'],
-      })
-      .prefault({}),
-  heartbeat: () =>
-    z
-      .object({ min_interval_seconds: atLeastOneSecond(60) })
-      .strict()
-      .prefault({}),
+    z.prefault(
+      z
+        .strictObject({
+          /** Shortest `/loop` interval; shorter ones are refused, naming it. */
+          min_interval_seconds: atLeastOneSecond(30),
+          /** Tick budget per loop; 0 = unlimited. */
+          max_ticks: z._default(z.coerce.number().check(z.int()).check(z.gte(0)), 100),
+          /** Self-paced loops start at, and snap back to, this delay. */
+          self_paced_floor_seconds: atLeastOneSecond(60),
+          /** Self-paced delays double up to this. */
+          self_paced_ceiling_seconds: atLeastOneSecond(900),
+          /**
+           * Failed ticks in a row (model or command errors, or `--until` judge
+           * failures) after which a loop or heartbeat pauses; 0 = never. @defaultValue 3
+           */
+          max_consecutive_failures: z._default(z.coerce.number().check(z.int()).check(z.gte(0)), 3),
+          /**
+           * A failed tick is tried again after this delay, doubled after each further failure in a row,
+           * instead of at the schedule's cadence; a success resumes the cadence. @defaultValue 30
+           */
+          failure_backoff_seconds: atLeastOneSecond(30),
+          /** The longest wait between tries of a failing loop or heartbeat (the doubling stops here). @defaultValue 900 */
+          failure_backoff_max_seconds: atLeastOneSecond(900),
+          /**
+           * A loop or heartbeat pauses after `max_consecutive_failures` failed ticks in a row only when
+           * they span at least this long (first failure's start to the last's end), so a short outage
+           * of the model endpoint never pauses it; 0 = the count alone. @defaultValue 900
+           */
+          failure_pause_after_seconds: z._default(z.coerce.number().check(z.int()).check(z.gte(0)), 900),
+        })
+        .check(
+          z.refine((l) => l.failure_backoff_max_seconds >= l.failure_backoff_seconds, {
+            message: 'failure_backoff_max_seconds must not be below failure_backoff_seconds',
+            path: ['failure_backoff_max_seconds'],
+          }),
+        )
+        .check(
+          z.refine((l) => l.self_paced_ceiling_seconds >= l.self_paced_floor_seconds, {
+            message: 'self_paced_ceiling_seconds must not be below self_paced_floor_seconds',
+            path: ['self_paced_ceiling_seconds'],
+          }),
+        ),
+      {},
+    ),
+  heartbeat: () => z.prefault(z.strictObject({ min_interval_seconds: atLeastOneSecond(60) }), {}),
   goals: () =>
-    z
-      .object({
+    z.prefault(
+      z.strictObject({
         max_turns: positiveInt(20),
         /**
          * Goal turns in a row without a valid verdict (the turn failed, or the judge
          * failed or answered no verdict) after which the goal pauses; 0 = never. @defaultValue 3
          */
-        max_consecutive_failures: z.coerce.number().int().min(0).default(3),
-      })
-      .strict()
-      .prefault({}),
+        max_consecutive_failures: z._default(z.coerce.number().check(z.int()).check(z.gte(0)), 3),
+      }),
+      {},
+    ),
   agent: () =>
-    z
-      .object({
-        /** OpenAI-compatible endpoint (OPENAI_BASE_URL). */
-        base_url: z.string().url().optional(),
-        model: z.string().default('gpt-4o-mini'),
-        /** OPENAI_API_KEY; never logged. */
-        api_key: z.string().optional(),
-        /** Per model call. */
-        timeout_seconds: seconds(120),
-        /**
-         * Drain budget, in seconds, of the turns of the `deadline` drain class: loop, heartbeat and
-         * cron ticks and `/v1` runs (the name predates loops sharing it); 0 opts them out (docs/DESIGN.md §9,
-         * docs/GLOSSARY.md "drain class").
-         */
-        cron_drain_timeout: seconds(30),
-        /** Drain budget, in seconds, of chat turns (user messages, goal continuations); 0 = interrupt at once, mark resumable (docs/DESIGN.md §9). */
-        restart_drain_timeout: seconds(0),
-        /** Largest accepted prompt or message, in characters. */
-        max_prompt_chars: positiveInt(16_000),
-        /** Tool calls one turn may make; the call after the limit is refused with a message the model sees. @defaultValue 20 */
-        max_tool_calls: z.coerce.number().int().min(0).default(20),
-        /**
-         * The primary model's context window, tokens; unset = from the table of known models by
-         * name, else 128000 (`scheduler/models/model-window.ts`; docs/CONTEXT.md). A window learned
-         * from a provider's refusal comes first. @defaultValue unset
-         */
-        context_window_tokens: z.coerce.number().int().min(1024).optional(),
-        /** Compaction of what a model call sends (docs/CONTEXT.md; the policy: `worker/context/compaction.ts`). */
-        compaction: compactionSchema().prefault({}),
-        /** Input plus output tokens one turn may spend (its calls, judges and summaries); past it the schedule pauses; 0 = no limit. @defaultValue 0 */
-        max_tokens_per_turn: z.coerce.number().int().min(0).default(0),
-        /**
-         * Retries of one model call on 429 (honouring `Retry-After`), 5xx and connection errors, with
-         * backoff, by the `openai` client (its `maxRetries`), within the turn's time. @defaultValue 3
-         */
-        max_retries: z.coerce.number().int().min(0).max(10).default(3),
-        /**
-         * Models the operator declares by name, for `--model <name>` on schedules and for
-         * `fallback_models`. Each may have its own endpoint and key (default: the agent's) and window.
-         */
-        models: nameRecord(
-          z
-            .object({
-              model: z.string().min(1),
-              base_url: z.string().url().optional(),
-              api_key: z.string().optional(),
-              context_window_tokens: z.coerce.number().int().min(1024).optional(),
-            })
-            .strict(),
-          z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'a model name is letters, digits, ".", "_" or "-" (at most 64)'),
+    z.prefault(
+      z
+        .strictObject({
+          /** OpenAI-compatible endpoint (OPENAI_BASE_URL). */
+          base_url: z.optional(z.string().check(z.url())),
+          model: z._default(z.string(), 'gpt-4o-mini'),
+          /** OPENAI_API_KEY; never logged. */
+          api_key: z.optional(z.string()),
+          /** Per model call. */
+          timeout_seconds: seconds(120),
+          /**
+           * Drain budget, in seconds, of the turns of the `deadline` drain class: loop, heartbeat and
+           * cron ticks and `/v1` runs (the name predates loops sharing it); 0 opts them out (docs/DESIGN.md §9,
+           * docs/GLOSSARY.md "drain class").
+           */
+          cron_drain_timeout: seconds(30),
+          /** Drain budget, in seconds, of chat turns (user messages, goal continuations); 0 = interrupt at once, mark resumable (docs/DESIGN.md §9). */
+          restart_drain_timeout: seconds(0),
+          /** Largest accepted prompt or message, in characters. */
+          max_prompt_chars: positiveInt(16_000),
+          /** Tool calls one turn may make; the call after the limit is refused with a message the model sees. @defaultValue 20 */
+          max_tool_calls: z._default(z.coerce.number().check(z.int()).check(z.gte(0)), 20),
+          /**
+           * The primary model's context window, tokens; unset = from the table of known models by
+           * name, else 128000 (`scheduler/models/model-window.ts`; docs/CONTEXT.md). A window learned
+           * from a provider's refusal comes first. @defaultValue unset
+           */
+          context_window_tokens: z.optional(z.coerce.number().check(z.int()).check(z.gte(1024))),
+          /** Compaction of what a model call sends (docs/CONTEXT.md; the policy: `worker/context/compaction.ts`). */
+          compaction: z.prefault(compactionSchema(), {}),
+          /** Input plus output tokens one turn may spend (its calls, judges and summaries); past it the schedule pauses; 0 = no limit. @defaultValue 0 */
+          max_tokens_per_turn: z._default(z.coerce.number().check(z.int()).check(z.gte(0)), 0),
+          /**
+           * Retries of one model call on 429 (honouring `Retry-After`), 5xx and connection errors, with
+           * backoff, by the `openai` client (its `maxRetries`), within the turn's time. @defaultValue 3
+           */
+          max_retries: z._default(z.coerce.number().check(z.int()).check(z.gte(0)).check(z.lte(10)), 3),
+          /**
+           * Models the operator declares by name, for `--model <name>` on schedules and for
+           * `fallback_models`. Each may have its own endpoint and key (default: the agent's) and window.
+           */
+          models: nameRecord(
+            z.strictObject({
+              model: z.string().check(z.minLength(1)),
+              base_url: z.optional(z.string().check(z.url())),
+              api_key: z.optional(z.string()),
+              context_window_tokens: z.optional(z.coerce.number().check(z.int()).check(z.gte(1024))),
+            }),
+            z.string().check(z.regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'a model name is letters, digits, ".", "_" or "-" (at most 64)')),
+          ),
+          /** Declared model names tried in order when a turn's model still fails after its retries (429, 5xx, connection). @defaultValue [] */
+          fallback_models: stringList(),
+          /**
+           * The smallest window, in tokens, a provider's refusal for length that names no number may
+           * halve a model's window down to; a request refused at or under it fails the call
+           * (`scheduler/models/model-window.ts`, `afterRefusal`; docs/CONTEXT.md "Refusals").
+           * @defaultValue 2048
+           */
+          min_context_window_tokens: z._default(z.coerce.number().check(z.int()).check(z.gte(256)), 2048),
+          /**
+           * Calls in a row to one endpoint and model that failed for good (429, 5xx, connection or
+           * timeout, after the client's retries) after which its circuit breaker opens; 0 = no breaker
+           * (`scheduler/models/circuit-breaker.ts`; docs/CONTEXT.md "Circuit breaker"). Shared by every
+           * worker through Redis. @defaultValue 3
+           */
+          breaker_failure_threshold: z._default(z.coerce.number().check(z.int()).check(z.gte(0)), 3),
+          /** Seconds an open breaker sends calls straight to the fallback models before one probe call. @defaultValue 60 */
+          breaker_cooldown_seconds: z._default(z.coerce.number().check(z.positive()), 60),
+        })
+        .check(
+          z.refine((a) => a.fallback_models.every((n) => Object.hasOwn(a.models, n)), {
+            message: 'fallback_models must name models declared under agent.models',
+            path: ['fallback_models'],
+          }),
         ),
-        /** Declared model names tried in order when a turn's model still fails after its retries (429, 5xx, connection). @defaultValue [] */
-        fallback_models: stringList(),
-        /**
-         * The smallest window, in tokens, a provider's refusal for length that names no number may
-         * halve a model's window down to; a request refused at or under it fails the call
-         * (`scheduler/models/model-window.ts`, `afterRefusal`; docs/CONTEXT.md "Refusals").
-         * @defaultValue 2048
-         */
-        min_context_window_tokens: z.coerce.number().int().min(256).default(2048),
-        /**
-         * Calls in a row to one endpoint and model that failed for good (429, 5xx, connection or
-         * timeout, after the client's retries) after which its circuit breaker opens; 0 = no breaker
-         * (`scheduler/models/circuit-breaker.ts`; docs/CONTEXT.md "Circuit breaker"). Shared by every
-         * worker through Redis. @defaultValue 3
-         */
-        breaker_failure_threshold: z.coerce.number().int().min(0).default(3),
-        /** Seconds an open breaker sends calls straight to the fallback models before one probe call. @defaultValue 60 */
-        breaker_cooldown_seconds: z.coerce.number().finite().positive().default(60),
-      })
-      .strict()
-      .refine((a) => a.fallback_models.every((n) => Object.hasOwn(a.models, n)), {
-        message: 'fallback_models must name models declared under agent.models',
-        path: ['fallback_models'],
-      })
-      .prefault({}),
+      {},
+    ),
   worker: () =>
-    z
-      .object({
-        /*
-         * What one worker process holds and runs at once, bounded separately (docs/OPERATIONS.md,
-         * "Held ticks and running turns"; measured in docs/BENCHMARKS.md):
-         * - held ticks: ticks fetched `prefetch_lead_ms` before they are due, sleeping until then
-         *   (one timer per due instant, locks renewed in batches; ~8 KB of heap each);
-         * - agent turns: turns waiting on a model endpoint (the network), so hundreds fit in a process;
-         * - command turns: processes on this host, so a few per core.
-         * A worker fetches no more overdue work than it can start now, so a fleet shares a backlog.
-         */
-        /**
-         * Ticks a worker process holds before they are due (fetched `prefetch_lead_ms` early and
-         * started on time): an aligned burst starts on time when the whole burst fits. @defaultValue 4096
-         */
-        max_held_ticks: positiveInt(4096),
-        /**
-         * Turns of the `agent` pool one worker process runs at once: agent turns of loops, heartbeats
-         * and cron jobs with their judges, chat messages, goal continuations, `/v1` runs. Lower it to what
-         * the model endpoint takes at once. @defaultValue 1024 (`concurrency` when that is set)
-         */
-        max_agent_turns: z.coerce.number().int().positive().optional(),
-        /**
-         * Processes one worker process runs at once: command turns (`--run`, `--command`), cron
-         * `--script` runs and command tools. @defaultValue 8 (`concurrency` when that is set)
-         */
-        max_command_turns: z.coerce.number().int().positive().optional(),
-        /**
-         * Before `max_agent_turns` and `max_command_turns`: job slots, held by a tick waiting for its
-         * due time and by a running turn alike. Still read: when set, it is the default of both turn
-         * limits (held ticks are bounded by `max_held_ticks` either way). @defaultValue unset
-         */
-        concurrency: z.coerce.number().int().positive().optional(),
-        /**
-         * A command turn (`--run`, `--command`, a cron `--script`) is one step of its occurrence's journal
-         * (docs/RELIABILITY.md, "A command turn is one step"): once its result is recorded it never runs
-         * again; one that started on a worker that stopped before recording it is in doubt. `rerun` runs
-         * it again (at least once: the usual check or report that reads state), `report` ends the turn as
-         * failed, its outcome unknown, without running it again (at most once: a command with outside
-         * effects). The command gets `HERMES_STEP_ID`, the same on a rerun, to dedupe itself. @defaultValue `rerun`
-         */
-        command_turn_on_doubt: z.enum(ON_DOUBT_POLICIES).default('rerun'),
-        /*
-         * Recovery policy: a worker that dies (SIGKILL, crash, lost host) stops
-         * renewing its job locks; a lock lapses at most `lock_duration_ms` after
-         * the death, and the next stall check (every `stalled_interval_ms`, by
-         * any worker of the fleet) hands the job to another worker. With the
-         * defaults a dead worker's tick restarts elsewhere within about 4 s
-         * (3 s + 1 s + pick-up). A live worker renews every `lock_renew_ms`, so
-         * only a renewal more than `lock_duration_ms - lock_renew_ms` late (2 s)
-         * loses a lock; the turn of a job whose lock was lost is aborted and
-         * not committed (`worker-process.ts`), so the occurrence runs to its
-         * commit on one worker only. A worker whose renewals do not come back
-         * fences the turn off `fence_margin_ms` before its lock can lapse.
-         */
-        /** BullMQ job lock and session turn lock time-to-live, in ms; renewed while a turn runs. @defaultValue 3000 */
-        lock_duration_ms: positiveInt(3_000),
-        /**
-         * Self-fencing: a turn whose job lock has not been renewed so that it surely lasts more than
-         * this many ms is aborted here, its commands killed at once (SIGKILL), before the lock can
-         * lapse and another worker take the job over (docs/RELIABILITY.md, "A worker that cannot renew
-         * a job's lock stops its turn first"). Below `lock_duration_ms - lock_renew_ms`. @defaultValue 500
-         */
-        fence_margin_ms: positiveInt(500),
-        /** Milliseconds between renewals of a worker's job locks (below `lock_duration_ms`). @defaultValue 1000 */
-        lock_renew_ms: positiveInt(1_000),
-        /** Milliseconds between checks for jobs whose worker died (lock lapsed). @defaultValue 1000 */
-        stalled_interval_ms: positiveInt(1_000),
-        /** A job that stalls more often than this fails. */
-        max_stalled_count: positiveInt(3),
-        /** A tick that finds its session busy is retried after this delay. */
-        defer_ms: positiveInt(250),
-        /**
-         * Tries of one session input (a message or slash command) whose handling throws — a failed model
-         * call is not that: it is answered as a failed turn — before the input is set aside, so the
-         * session's next input runs (docs/RELIABILITY.md, "Session input runs in order, and a bad input
-         * is set aside"). @defaultValue 3
-         */
-        input_attempts: positiveInt(3),
-        /** Milliseconds before an input's second try, doubled before each further one. @defaultValue 1000 */
-        input_retry_delay_ms: positiveInt(1000),
-        /**
-         * Seconds set-aside input stays readable (`hermes status`, the console's session page,
-         * `GET /api/sessions/:id/set-aside`); each session keeps its newest 50. @defaultValue 604800 (7 days)
-         */
-        set_aside_retention_seconds: positiveInt(604_800),
-        /**
-         * Ticks are handed to a worker this long before they are due and started
-         * exactly on time, so queue latency is off the critical path: long enough for
-         * a worker to fetch an aligned burst of 1,000 ticks before it is due on the
-         * 2-core machine (docs/BENCHMARKS.md, "Held ticks and command turns"). A job
-         * scheduler armed for an occurrence due sooner than the lead (a first tick
-         * "now") releases its first job `FIRST_RELEASE_MS` (200 ms) after arming, never
-         * at once, so a re-arm right after replaces it before a worker can take it
-         * (`scheduler/loop/prefetch-lead.ts`; test/scheduler-upsert.test.ts, F1): a
-         * loop's first tick then comes ~1.2 s after it is set. @defaultValue 1000
-         */
-        prefetch_lead_ms: z.coerce.number().int().min(0).default(1000),
-        /**
-         * A held tick's claim is made this long before its due time, so that its turn starts on
-         * the due time itself instead of a claim round trip later: the claim script runs ahead
-         * (session lock, in-flight mark, `tick.started`, the transcript), the turn starts at the due
-         * time, never before. The rule and what it changes: `worker/loop/claim-ahead.ts`. At most
-         * `prefetch_lead_ms` in effect (a tick is claimed no earlier than it is fetched); 0: claimed
-         * at the due time. @defaultValue 300
-         */
-        claim_lead_ms: z.coerce.number().int().min(0).default(300),
-        /** Transcript messages kept per session (older ones are trimmed). */
-        transcript_max_messages: positiveInt(200),
-        /**
-         * Entries kept per session event stream (`XADD MAXLEN ~`, so Redis may keep
-         * a few more): the history `hermes chat` replays on reattach and
-         * `/api/sessions/:id/events` serves. With the transcript cap, what bounds
-         * a session's memory (docs/OPERATIONS.md). @defaultValue 10000
-         */
-        events_max_entries: positiveInt(10_000),
-        /**
-         * Shards of the key space this worker consumes (`0,2,4`); empty = every shard
-         * of `redis.shards`. @defaultValue []
-         */
-        shards: commaList(z.array(z.coerce.number().int().min(0))).default([]),
-        /**
-         * Seconds a committed occurrence (tick, message, cron run) is remembered
-         * for exactly-once, in one sorted set per session or cron job. Must exceed
-         * the longest time a job can come back after its commit (a stalled job:
-         * `lock_duration_ms` + `stalled_interval_ms`; cron retries: seconds).
-         * @defaultValue 3600
-         */
-        occurrence_window_seconds: z.coerce.number().int().min(60).default(3600),
-        /**
-         * Port of this worker's `GET /metrics` (Prometheus), bound to `api_server.host`; unset = no
-         * metrics server. Behind the gateway's key (`api_server.key`, else the home's key file) unless
-         * `metrics.public`. @defaultValue unset
-         */
-        metrics_port: z.coerce.number().int().min(0).max(65535).optional(),
-      })
-      .strict()
-      .refine((w) => w.lock_renew_ms < w.lock_duration_ms, {
-        message: 'lock_renew_ms must be below lock_duration_ms (a lock must be renewed before it lapses)',
-        path: ['lock_renew_ms'],
-      })
-      .refine((w) => w.fence_margin_ms < w.lock_duration_ms - w.lock_renew_ms, {
-        message: 'fence_margin_ms must be below lock_duration_ms - lock_renew_ms (a turn is fenced only after a renewal came late)',
-        path: ['fence_margin_ms'],
-      })
-      .transform(({ max_agent_turns, max_command_turns, ...w }) => ({
-        ...w,
-        max_agent_turns: max_agent_turns ?? w.concurrency ?? 1024,
-        max_command_turns: max_command_turns ?? w.concurrency ?? 8,
-      }))
-      .prefault({}),
+    z.prefault(
+      z.pipe(
+        z
+          .strictObject({
+            /*
+             * What one worker process holds and runs at once, bounded separately (docs/OPERATIONS.md,
+             * "Held ticks and running turns"; measured in docs/BENCHMARKS.md):
+             * - held ticks: ticks fetched `prefetch_lead_ms` before they are due, sleeping until then
+             *   (one timer per due instant, locks renewed in batches; ~8 KB of heap each);
+             * - agent turns: turns waiting on a model endpoint (the network), so hundreds fit in a process;
+             * - command turns: processes on this host, so a few per core.
+             * A worker fetches no more overdue work than it can start now, so a fleet shares a backlog.
+             */
+            /**
+             * Ticks a worker process holds before they are due (fetched `prefetch_lead_ms` early and
+             * started on time): an aligned burst starts on time when the whole burst fits. @defaultValue 4096
+             */
+            max_held_ticks: positiveInt(4096),
+            /**
+             * Turns of the `agent` pool one worker process runs at once: agent turns of loops, heartbeats
+             * and cron jobs with their judges, chat messages, goal continuations, `/v1` runs. Lower it to what
+             * the model endpoint takes at once. @defaultValue 1024 (`concurrency` when that is set)
+             */
+            max_agent_turns: z.optional(z.coerce.number().check(z.int()).check(z.positive())),
+            /**
+             * Processes one worker process runs at once: command turns (`--run`, `--command`), cron
+             * `--script` runs and command tools. @defaultValue 8 (`concurrency` when that is set)
+             */
+            max_command_turns: z.optional(z.coerce.number().check(z.int()).check(z.positive())),
+            /**
+             * Before `max_agent_turns` and `max_command_turns`: job slots, held by a tick waiting for its
+             * due time and by a running turn alike. Still read: when set, it is the default of both turn
+             * limits (held ticks are bounded by `max_held_ticks` either way). @defaultValue unset
+             */
+            concurrency: z.optional(z.coerce.number().check(z.int()).check(z.positive())),
+            /**
+             * A command turn (`--run`, `--command`, a cron `--script`) is one step of its occurrence's journal
+             * (docs/RELIABILITY.md, "A command turn is one step"): once its result is recorded it never runs
+             * again; one that started on a worker that stopped before recording it is in doubt. `rerun` runs
+             * it again (at least once: the usual check or report that reads state), `report` ends the turn as
+             * failed, its outcome unknown, without running it again (at most once: a command with outside
+             * effects). The command gets `HERMES_STEP_ID`, the same on a rerun, to dedupe itself. @defaultValue `rerun`
+             */
+            command_turn_on_doubt: z._default(z.enum(ON_DOUBT_POLICIES), 'rerun'),
+            /*
+             * Recovery policy: a worker that dies (SIGKILL, crash, lost host) stops
+             * renewing its job locks; a lock lapses at most `lock_duration_ms` after
+             * the death, and the next stall check (every `stalled_interval_ms`, by
+             * any worker of the fleet) hands the job to another worker. With the
+             * defaults a dead worker's tick restarts elsewhere within about 4 s
+             * (3 s + 1 s + pick-up). A live worker renews every `lock_renew_ms`, so
+             * only a renewal more than `lock_duration_ms - lock_renew_ms` late (2 s)
+             * loses a lock; the turn of a job whose lock was lost is aborted and
+             * not committed (`worker-process.ts`), so the occurrence runs to its
+             * commit on one worker only. A worker whose renewals do not come back
+             * fences the turn off `fence_margin_ms` before its lock can lapse.
+             */
+            /** BullMQ job lock and session turn lock time-to-live, in ms; renewed while a turn runs. @defaultValue 3000 */
+            lock_duration_ms: positiveInt(3_000),
+            /**
+             * Self-fencing: a turn whose job lock has not been renewed so that it surely lasts more than
+             * this many ms is aborted here, its commands killed at once (SIGKILL), before the lock can
+             * lapse and another worker take the job over (docs/RELIABILITY.md, "A worker that cannot renew
+             * a job's lock stops its turn first"). Below `lock_duration_ms - lock_renew_ms`. @defaultValue 500
+             */
+            fence_margin_ms: positiveInt(500),
+            /** Milliseconds between renewals of a worker's job locks (below `lock_duration_ms`). @defaultValue 1000 */
+            lock_renew_ms: positiveInt(1_000),
+            /** Milliseconds between checks for jobs whose worker died (lock lapsed). @defaultValue 1000 */
+            stalled_interval_ms: positiveInt(1_000),
+            /** A job that stalls more often than this fails. */
+            max_stalled_count: positiveInt(3),
+            /** A tick that finds its session busy is retried after this delay. */
+            defer_ms: positiveInt(250),
+            /**
+             * Tries of one session input (a message or slash command) whose handling throws — a failed model
+             * call is not that: it is answered as a failed turn — before the input is set aside, so the
+             * session's next input runs (docs/RELIABILITY.md, "Session input runs in order, and a bad input
+             * is set aside"). @defaultValue 3
+             */
+            input_attempts: positiveInt(3),
+            /** Milliseconds before an input's second try, doubled before each further one. @defaultValue 1000 */
+            input_retry_delay_ms: positiveInt(1000),
+            /**
+             * Seconds set-aside input stays readable (`hermes status`, the console's session page,
+             * `GET /api/sessions/:id/set-aside`); each session keeps its newest 50. @defaultValue 604800 (7 days)
+             */
+            set_aside_retention_seconds: positiveInt(604_800),
+            /**
+             * Ticks are handed to a worker this long before they are due and started
+             * exactly on time, so queue latency is off the critical path: long enough for
+             * a worker to fetch an aligned burst of 1,000 ticks before it is due on the
+             * 2-core machine (docs/BENCHMARKS.md, "Held ticks and command turns"). A job
+             * scheduler armed for an occurrence due sooner than the lead (a first tick
+             * "now") releases its first job `FIRST_RELEASE_MS` (200 ms) after arming, never
+             * at once, so a re-arm right after replaces it before a worker can take it
+             * (`scheduler/loop/prefetch-lead.ts`; test/scheduler-upsert.test.ts, F1): a
+             * loop's first tick then comes ~1.2 s after it is set. @defaultValue 1000
+             */
+            prefetch_lead_ms: z._default(z.coerce.number().check(z.int()).check(z.gte(0)), 1000),
+            /**
+             * A held tick's claim is made this long before its due time, so that its turn starts on
+             * the due time itself instead of a claim round trip later: the claim script runs ahead
+             * (session lock, in-flight mark, `tick.started`, the transcript), the turn starts at the due
+             * time, never before. The rule and what it changes: `worker/loop/claim-ahead.ts`. At most
+             * `prefetch_lead_ms` in effect (a tick is claimed no earlier than it is fetched); 0: claimed
+             * at the due time. @defaultValue 300
+             */
+            claim_lead_ms: z._default(z.coerce.number().check(z.int()).check(z.gte(0)), 300),
+            /** Transcript messages kept per session (older ones are trimmed). */
+            transcript_max_messages: positiveInt(200),
+            /**
+             * Entries kept per session event stream (`XADD MAXLEN ~`, so Redis may keep
+             * a few more): the history `hermes chat` replays on reattach and
+             * `/api/sessions/:id/events` serves. With the transcript cap, what bounds
+             * a session's memory (docs/OPERATIONS.md). @defaultValue 10000
+             */
+            events_max_entries: positiveInt(10_000),
+            /**
+             * Shards of the key space this worker consumes (`0,2,4`); empty = every shard
+             * of `redis.shards`. @defaultValue []
+             */
+            shards: z._default(commaList(z.array(z.coerce.number().check(z.int()).check(z.gte(0)))), []),
+            /**
+             * Seconds a committed occurrence (tick, message, cron run) is remembered
+             * for exactly-once, in one sorted set per session or cron job. Must exceed
+             * the longest time a job can come back after its commit (a stalled job:
+             * `lock_duration_ms` + `stalled_interval_ms`; cron retries: seconds).
+             * @defaultValue 3600
+             */
+            occurrence_window_seconds: z._default(z.coerce.number().check(z.int()).check(z.gte(60)), 3600),
+            /**
+             * Port of this worker's `GET /metrics` (Prometheus), bound to `api_server.host`; unset = no
+             * metrics server. Behind the gateway's key (`api_server.key`, else the home's key file) unless
+             * `metrics.public`. @defaultValue unset
+             */
+            metrics_port: z.optional(z.coerce.number().check(z.int()).check(z.gte(0)).check(z.lte(65535))),
+          })
+          .check(
+            z.refine((w) => w.lock_renew_ms < w.lock_duration_ms, {
+              message: 'lock_renew_ms must be below lock_duration_ms (a lock must be renewed before it lapses)',
+              path: ['lock_renew_ms'],
+            }),
+          )
+          .check(
+            z.refine((w) => w.fence_margin_ms < w.lock_duration_ms - w.lock_renew_ms, {
+              message: 'fence_margin_ms must be below lock_duration_ms - lock_renew_ms (a turn is fenced only after a renewal came late)',
+              path: ['fence_margin_ms'],
+            }),
+          ),
+        z.transform(({ max_agent_turns, max_command_turns, ...w }) => ({
+          ...w,
+          max_agent_turns: max_agent_turns ?? w.concurrency ?? 1024,
+          max_command_turns: max_command_turns ?? w.concurrency ?? 8,
+        })),
+      ),
+      {},
+    ),
   telemetry: () =>
-    z
-      .object({
+    z.prefault(
+      z.strictObject({
         /**
          * Base address of an OTLP/HTTP collector (Jaeger, Tempo, an OpenTelemetry Collector, Honeycomb): each
          * worker and gateway sends its traces to `<it>/v1/traces` (docs/OPERATIONS.md, "Traces").
          * `OTEL_EXPORTER_OTLP_ENDPOINT` sets it too. @defaultValue unset (no traces; the SDK is not loaded)
          */
-        otlp_endpoint: z.string().url().optional(),
+        otlp_endpoint: z.optional(z.string().check(z.url())),
         /** The `service.name` of every span (`OTEL_SERVICE_NAME`). @defaultValue `hermes` */
-        service_name: z.string().min(1).default('hermes'),
-      })
-      .strict()
-      .prefault({}),
+        service_name: z._default(z.string().check(z.minLength(1)), 'hermes'),
+      }),
+      {},
+    ),
   metrics: () =>
-    z
-      .object({
+    z.prefault(
+      z.strictObject({
         /**
          * Serve `/metrics` (the gateway's and a worker's) without the API key, for a Prometheus that cannot
          * send one: anyone who reaches the address reads the fleet's counts. @defaultValue false
          */
         public: flag(false),
-      })
-      .strict()
-      .prefault({}),
+      }),
+      {},
+    ),
   housekeeping: () =>
-    z
-      .object({
+    z.prefault(
+      z.strictObject({
         /**
          * When each process checks the worker liveness set (a cron expression for node-cron, which runs the timer; 5 fields,
          * or 6 with seconds):
          * long-dead workers are forgotten, and a WARNING is logged while none is alive. @defaultValue every 5 minutes
          */
         workers_cron: z
-          .string()
-          .default('*/5 * * * *')
-          .refine(isTimerExpression, { message: 'must be a cron expression (5 fields, or 6 with seconds)' }),
+          ._default(z.string(), '*/5 * * * *')
+          .check(z.refine(isTimerExpression, { message: 'must be a cron expression (5 fields, or 6 with seconds)' })),
         /** Liveness entries older than this many seconds are removed. @defaultValue 3600 */
         worker_forget_seconds: positiveInt(3600),
-      })
-      .strict()
-      .prefault({}),
+      }),
+      {},
+    ),
   dashboard: () =>
-    z
-      .object({
+    z.prefault(
+      z.strictObject({
         /** The queue dashboard at `/admin/queues` only shows (no retry, remove, pause). @defaultValue true */
         read_only: flag(true),
-      })
-      .strict()
-      .prefault({}),
+      }),
+      {},
+    ),
   /**
    * Tools of agent turns, declared by the operator only (chat, Telegram and
    * `/v1` input can never add one). See docs/TOOLS.md.
    */
   tools: () =>
-    z
-      .object({
+    z.prefault(
+      z.strictObject({
         /** Longest a tool call may run, seconds (a command's own `timeout_seconds` wins). @defaultValue 30 */
-        timeout_seconds: z.coerce.number().finite().positive().default(30),
+        timeout_seconds: z._default(z.coerce.number().check(z.positive()), 30),
         /**
          * Bytes of a tool's result the model sees. A longer result keeps its head and its tail
          * (`result_head_share`) with a marker in the middle naming what was left out (docs/TOOLS.md,
@@ -757,7 +795,7 @@ const SECTIONS = {
          * where a log's verdict is. Also the split of a message cut to fit a model's window.
          * @defaultValue 0.25
          */
-        result_head_share: z.coerce.number().min(0).max(1).default(0.25),
+        result_head_share: z._default(z.coerce.number().check(z.gte(0)).check(z.lte(1)), 0.25),
         /**
          * Bytes of a watched file (`--watch read_file:<path>`) digested as a whole, streamed; a larger
          * file is digested by its size, its first bytes and its last `watch_max_bytes`
@@ -771,28 +809,34 @@ const SECTIONS = {
          */
         watch_diff_max_bytes: positiveInt(256 * 1024),
         /** `read_file` and `list_dir` inside these folders (symlinks resolved). @defaultValue none */
-        files: z
-          .object({
+        files: z.prefault(
+          z.strictObject({
             /** Folders `read_file` and `list_dir` may read; absolute paths only (a relative one would depend on the worker's cwd). */
-            roots: z
-              .array(z.string().min(1).refine(isAbsolute, { message: 'must be an absolute path (e.g. /srv/deploy), not relative' }))
-              .default([]),
+            roots: z._default(
+              z.array(
+                z
+                  .string()
+                  .check(z.minLength(1))
+                  .check(z.refine(isAbsolute, { message: 'must be an absolute path (e.g. /srv/deploy), not relative' })),
+              ),
+              [],
+            ),
             /**
              * Bytes of one file `read_file` reads through in a call: up to it a cut result's marker
              * names exact line numbers and `offset` reaches any line; past it only the file's first and
              * last bytes are read, and `tail_lines` reads back at most this far. @defaultValue 67108864 (64 MiB)
              */
             max_scan_bytes: positiveInt(64 * 1024 * 1024),
-          })
-          .strict()
-          .prefault({}),
+          }),
+          {},
+        ),
         /** `http_get` to these hosts (`example.com` or `example.com:8080`). @defaultValue none */
-        http: z
-          .object({ allow: z.array(z.string().min(1)).default([]) })
-          .strict()
-          .prefault({}),
+        http: z.prefault(z.strictObject({ allow: z._default(z.array(z.string().check(z.minLength(1))), []) }), {}),
         /** Commands the agent may call, one function tool each. */
-        commands: nameRecord(toolCommandSchema(), z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'tool names use letters, digits, _ and -')),
+        commands: nameRecord(
+          toolCommandSchema(),
+          z.string().check(z.regex(/^[a-zA-Z0-9_-]{1,64}$/, 'tool names use letters, digits, _ and -')),
+        ),
         /**
          * Which surfaces may use a tool or group (`files`, `http`, `commands`, `mcp`,
          * `schedule_status`, a command's name, an MCP server's name or `<server>__<tool>`).
@@ -813,48 +857,47 @@ const SECTIONS = {
          * The built-in `schedules` tool: the agent creates and manages the loops, heartbeats and
          * cron jobs of the chat it talks in (docs/TOOLS.md). `HERMES_TOOLS_SCHEDULES=off` turns it off.
          */
-        schedules: z
-          .preprocess(
-            (v) => (typeof v === 'string' || typeof v === 'boolean' ? { enabled: v } : v),
-            z
-              .object({
-                /** Offer the tool at all; `false` hides it from every turn. @defaultValue true */
-                enabled: flag(true),
-                /**
-                 * Turns that may use it, each of a turn's surfaces (and, for a tick, a goal turn or a cron
-                 * run, its kind) must be listed: so by default a scheduled turn cannot schedule more turns.
-                 * A self-paced loop's tick may always pace itself (action `next`). @defaultValue [cli, chat, telegram, slack, discord]
-                 */
-                allow_from: commaList(z.array(z.enum(SCHEDULE_TOOL_SURFACES))).default(['cli', 'chat', 'telegram', 'slack', 'discord']),
-                /** Active and paused schedules a session may have (its loop, heartbeat and cron jobs) before the agent may create another. @defaultValue 10 */
-                max_per_session: positiveInt(10),
-                /** Schedules the agent may create per session in any 24 hours (replaced and removed ones count). @defaultValue 20 */
-                max_created_per_day: positiveInt(20),
-                /**
-                 * Schedules one turn may create: the call after the limit is refused (the model is told to ask the user),
-                 * so no single answer, whatever text it read, makes a batch of unattended schedules. @defaultValue 3
-                 */
-                max_created_per_turn: positiveInt(3),
-              })
-              .strict(),
-          )
-          .prefault({}),
-      })
-      .strict()
-      .prefault({}),
+        schedules: z.prefault(
+          z.pipe(
+            z.transform((v) => (typeof v === 'string' || typeof v === 'boolean' ? { enabled: v } : v)),
+            z.strictObject({
+              /** Offer the tool at all; `false` hides it from every turn. @defaultValue true */
+              enabled: flag(true),
+              /**
+               * Turns that may use it, each of a turn's surfaces (and, for a tick, a goal turn or a cron
+               * run, its kind) must be listed: so by default a scheduled turn cannot schedule more turns.
+               * A self-paced loop's tick may always pace itself (action `next`). @defaultValue [cli, chat, telegram, slack, discord]
+               */
+              allow_from: z._default(commaList(z.array(z.enum(SCHEDULE_TOOL_SURFACES))), ['cli', 'chat', 'telegram', 'slack', 'discord']),
+              /** Active and paused schedules a session may have (its loop, heartbeat and cron jobs) before the agent may create another. @defaultValue 10 */
+              max_per_session: positiveInt(10),
+              /** Schedules the agent may create per session in any 24 hours (replaced and removed ones count). @defaultValue 20 */
+              max_created_per_day: positiveInt(20),
+              /**
+               * Schedules one turn may create: the call after the limit is refused (the model is told to ask the user),
+               * so no single answer, whatever text it read, makes a batch of unattended schedules. @defaultValue 3
+               */
+              max_created_per_turn: positiveInt(3),
+            }),
+          ),
+          {},
+        ),
+      }),
+      {},
+    ),
   /**
    * `hermes mcp` and the gateway's `/mcp`: this product as an MCP server for other agents (surface
    * `mcp`; docs/MCP.md). What its clients may do, with the safeguards of the `schedules` tool.
    */
   mcp: () =>
-    z
-      .object({
+    z.prefault(
+      z.strictObject({
         /**
          * The MCP tools offered (`create_schedule`, `list_schedules`, `update_schedule`, `pause_schedule`,
          * `resume_schedule`, `remove_schedule`, `run_schedule`, `next`, `runs`, `send`, `status`); one not
          * listed is neither listed nor callable. @defaultValue every one
          */
-        tools: commaList(z.array(z.enum(MCP_TOOL_NAMES))).default([...MCP_TOOL_NAMES]),
+        tools: z._default(commaList(z.array(z.enum(MCP_TOOL_NAMES))), [...MCP_TOOL_NAMES]),
         /**
          * Let MCP clients make command turns (a loop's `command`, a cron job's `script`) and change,
          * resume or run jobs that have one. Off: they are refused, nothing is written. @defaultValue false
@@ -862,16 +905,18 @@ const SECTIONS = {
         command_turns: flag(false),
         /** Schedules MCP clients may create, all sessions together, in any 24 hours (removed ones count). @defaultValue 20 */
         max_created_per_day: positiveInt(20),
-      })
-      .strict()
-      .prefault({}),
+      }),
+      {},
+    ),
   /**
    * Signed webhooks that start turns or run cron jobs: `POST /hooks/<name>` (docs/GATEWAY.md
    * "Webhooks"). The route takes no API key: each hook's signature is its key.
    */
-  hooks: () => nameRecord(hookSchema(), z.string().regex(/^[a-zA-Z0-9_-]{1,32}$/, 'hook names use letters, digits, _ and - (at most 32)')),
+  hooks: () =>
+    nameRecord(hookSchema(), z.string().check(z.regex(/^[a-zA-Z0-9_-]{1,32}$/, 'hook names use letters, digits, _ and - (at most 32)'))),
   /** MCP servers whose tools agent turns may call, named `<server>__<tool>`. */
-  mcp_servers: () => nameRecord(mcpServerSchema(), z.string().regex(/^[a-zA-Z0-9_-]{1,32}$/, 'server names use letters, digits, _ and -')),
+  mcp_servers: () =>
+    nameRecord(mcpServerSchema(), z.string().check(z.regex(/^[a-zA-Z0-9_-]{1,32}$/, 'server names use letters, digits, _ and -'))),
   /** Named commands for command turns: `hermes loop … --command NAME`. */
   commands: () => nameRecord(commandSchema()),
   /**
@@ -879,16 +924,16 @@ const SECTIONS = {
    * environment besides PATH, HOME, LANG, LC_ALL, TZ, TMPDIR (`worker/runtime/command-env.ts`).
    */
   command_env: () =>
-    z
-      .object({
+    z.prefault(
+      z.strictObject({
         /** Names of variables passed through to every command. @defaultValue [] */
         pass: envNameList,
-      })
-      .strict()
-      .prefault({}),
+      }),
+      {},
+    ),
   cron: () =>
-    z
-      .object({
+    z.prefault(
+      z.strictObject({
         /** Kill a `--script` job's command after this many seconds. @defaultValue 120 */
         script_timeout_seconds: seconds(120),
         /** Run records kept per cron job (older ones are dropped). @defaultValue 50 */
@@ -896,7 +941,7 @@ const SECTIONS = {
         /** Shortest time between two fires of any cron job (intervals, calendar phrases, 5- and 6-field cron), in seconds. @defaultValue 60 */
         min_interval_seconds: seconds(60),
         /** Longest schedule text accepted (`hermes cron add`, `/api`), characters; checked before it is parsed. @defaultValue 256 */
-        max_schedule_chars: z.coerce.number().int().min(32).max(4096).default(256),
+        max_schedule_chars: z._default(z.coerce.number().check(z.int()).check(z.gte(32)).check(z.lte(4096)), 256),
         /** Lower clamp of the misfire grace window (half the period), in seconds. @defaultValue 120 */
         misfire_grace_min_seconds: seconds(120),
         /** Upper clamp of the misfire grace window, in seconds. @defaultValue 7200 */
@@ -910,16 +955,16 @@ const SECTIONS = {
          * `--misfire all`: how far back, in seconds, missed occurrences are still run after an outage, unless a
          * job sets `--catchup-window` (at most `max_backfill_occurrences` of them, the newest). @defaultValue 86400
          */
-        catchup_window_seconds: z.coerce.number().int().min(1).default(86_400),
+        catchup_window_seconds: z._default(z.coerce.number().check(z.int()).check(z.gte(1)), 86_400),
         /** Time a webhook target has to answer, in seconds. @defaultValue 10 */
         webhook_timeout_seconds: seconds(10),
         /**
          * Characters of a parent run's output (its reply, or its error) offered to the turn of a job that runs after
          * it (`--after`); a longer output is cut, and the turn is told so. @defaultValue 4000
          */
-        after_output_max_chars: z.coerce.number().int().min(0).max(8000).default(4000),
+        after_output_max_chars: z._default(z.coerce.number().check(z.int()).check(z.gte(0)).check(z.lte(8000)), 4000),
         /** Failed runs in a row after which a cron job is paused; 0 = never. @defaultValue 3 */
-        max_consecutive_failures: z.coerce.number().int().min(0).default(3),
+        max_consecutive_failures: z._default(z.coerce.number().check(z.int()).check(z.gte(0)), 3),
         /**
          * Occurrences a job with `--overlap buffer_all` keeps waiting behind its running one; one due
          * while that many wait is recorded as skipped (reason `buffer-full`). @defaultValue 10
@@ -930,106 +975,122 @@ const SECTIONS = {
          * each further attempt waits twice as long (BullMQ exponential backoff, 3 attempts). @defaultValue 2
          */
         retry_backoff_seconds: seconds(2),
-      })
-      .strict()
-      .prefault({}),
+      }),
+      {},
+    ),
   delivery: () =>
-    z
-      .object({
+    z.prefault(
+      z.strictObject({
         /**
          * Webhook hosts (names or IP addresses, matched exactly) and CIDR ranges that delivery may
          * reach although they are internal; every other loopback, private, link-local or reserved
          * address is refused (scheduler/delivery/webhook-policy.ts). A comma list in the environment. @defaultValue []
          */
-        webhook_allow: commaList(z.array(z.string()))
-          .default([])
-          .superRefine((entries, ctx) => {
+        webhook_allow: z._default(commaList(z.array(z.string())), []).check(
+          z.superRefine((entries, ctx) => {
             try {
               parseWebhookAllow(entries);
             } catch (err) {
               ctx.addIssue({ code: 'custom', message: (err as Error).message });
             }
           }),
+        ),
         /**
          * Secret every webhook delivery (cron jobs, loops, heartbeats) is signed with:
          * `X-Hermes-Signature-256: sha256=<HMAC-SHA256 of the body>` (worker/runtime/webhook-sender.ts).
          * Unset: deliveries are not signed. @defaultValue unset
          */
-        webhook_secret: z.string().min(16, 'delivery.webhook_secret must be at least 16 characters').optional(),
-      })
-      .strict()
-      .prefault({}),
+        webhook_secret: z.optional(z.string().check(z.minLength(16, 'delivery.webhook_secret must be at least 16 characters'))),
+      }),
+      {},
+    ),
   api_server: () =>
-    z
-      .object({
-        /**
-         * Address the HTTP server binds (API_SERVER_HOST): an IP address or a host name,
-         * surrounding spaces trimmed. @defaultValue `127.0.0.1`
-         */
-        host: z
-          .string()
-          .trim()
-          .refine((h) => isIP(h) !== 0 || /^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$/.test(h), {
-            message: 'must be an IP address or a host name (e.g. 127.0.0.1, ::1, localhost)',
-          })
-          .default('127.0.0.1'),
-        port: z.coerce.number().int().min(0).max(65535).default(8642),
-        /**
-         * API_SERVER_KEY: the key every HTTP route but `/health*` requires (`Authorization: Bearer`, or
-         * the Basic password in a browser). Blank counts as unset; unset, the home's own key file
-         * `$HERMES_HOME/api.key` is used, made at the first start (scheduler/config/api-key.ts).
-         * @defaultValue the home's key file
-         */
-        key: z
-          .string()
-          .transform((k) => k.trim())
-          .transform((k) => (k.length > 0 ? k : undefined))
-          .optional(),
-        /**
-         * Serve the HTTP API and a worker's metrics port with no key at all: every user of this host
-         * can then act as the operator over HTTP (run turns, read and write every session, set
-         * schedules). Loopback binds only; the banner and a warning say so. Not with `key`
-         * (`--insecure-no-auth` of `hermes up` and `hermes gateway`). @defaultValue false
-         */
-        insecure_no_auth: flag(false),
-        /**
-         * Open event streams (SSE) and waiting `/v1` callers one gateway serves at once; beyond it
-         * requests get 429. They share one Redis reader, so this bounds memory, not connections.
-         * @defaultValue 500
-         */
-        max_streams: positiveInt(500),
-        /**
-         * Bytes of events an event stream (SSE) may hold unsent for its client; a client that does
-         * not read past it is disconnected (it resumes with `Last-Event-ID`). @defaultValue 1048576 (1 MiB)
-         */
-        sse_max_buffered_bytes: positiveInt(1_048_576),
-        /** Deepest nesting of arrays and objects in a JSON body; deeper is a 400 naming the field. @defaultValue 64 */
-        max_json_depth: positiveInt(64),
-        /**
-         * Connections the HTTP server (and a worker's metrics server) holds at once (`server.maxConnections`);
-         * near it the oldest idle ones (no request in progress) are closed to make room. @defaultValue 1024
-         */
-        max_connections: positiveInt(HTTP_LIMIT_DEFAULTS.max_connections),
-        /** A connection must send a request's complete headers within this, ms (`server.headersTimeout`; then 408 and closed). @defaultValue 10000 */
-        headers_timeout_ms: positiveInt(HTTP_LIMIT_DEFAULTS.headers_timeout_ms),
-        /** A request must be received completely (headers and body) within this, ms (`server.requestTimeout`); answers may take longer. @defaultValue 30000 */
-        request_timeout_ms: positiveInt(HTTP_LIMIT_DEFAULTS.request_timeout_ms),
-        /** An idle keep-alive connection is closed after this, ms (`server.keepAliveTimeout`). @defaultValue 5000 */
-        keep_alive_timeout_ms: positiveInt(HTTP_LIMIT_DEFAULTS.keep_alive_timeout_ms),
-      })
-      .strict()
-      .refine((a) => a.headers_timeout_ms <= a.request_timeout_ms, {
-        message: 'headers_timeout_ms must not exceed request_timeout_ms',
-        path: ['headers_timeout_ms'],
-      })
-      .refine((a) => !(a.insecure_no_auth && a.key), {
-        message: 'an API key is set (API_SERVER_KEY or api_server.key), so the API cannot also run without one: drop one of the two',
-        path: ['insecure_no_auth'],
-      })
-      .prefault({}),
+    z.prefault(
+      z
+        .strictObject({
+          /**
+           * Address the HTTP server binds (API_SERVER_HOST): an IP address or a host name,
+           * surrounding spaces trimmed. @defaultValue `127.0.0.1`
+           */
+          host: z._default(
+            z
+              .string()
+              .check(z.trim())
+              .check(
+                z.refine(
+                  (h) => isIP(h) !== 0 || /^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$/.test(h),
+                  {
+                    message: 'must be an IP address or a host name (e.g. 127.0.0.1, ::1, localhost)',
+                  },
+                ),
+              ),
+            '127.0.0.1',
+          ),
+          port: z._default(z.coerce.number().check(z.int()).check(z.gte(0)).check(z.lte(65535)), 8642),
+          /**
+           * API_SERVER_KEY: the key every HTTP route but `/health*` requires (`Authorization: Bearer`, or
+           * the Basic password in a browser). Blank counts as unset; unset, the home's own key file
+           * `$HERMES_HOME/api.key` is used, made at the first start (scheduler/config/api-key.ts).
+           * @defaultValue the home's key file
+           */
+          key: z.optional(
+            z.pipe(
+              z.pipe(
+                z.string(),
+                z.transform((k) => k.trim()),
+              ),
+              z.transform((k) => (k.length > 0 ? k : undefined)),
+            ),
+          ),
+          /**
+           * Serve the HTTP API and a worker's metrics port with no key at all: every user of this host
+           * can then act as the operator over HTTP (run turns, read and write every session, set
+           * schedules). Loopback binds only; the banner and a warning say so. Not with `key`
+           * (`--insecure-no-auth` of `hermes up` and `hermes gateway`). @defaultValue false
+           */
+          insecure_no_auth: flag(false),
+          /**
+           * Open event streams (SSE) and waiting `/v1` callers one gateway serves at once; beyond it
+           * requests get 429. They share one Redis reader, so this bounds memory, not connections.
+           * @defaultValue 500
+           */
+          max_streams: positiveInt(500),
+          /**
+           * Bytes of events an event stream (SSE) may hold unsent for its client; a client that does
+           * not read past it is disconnected (it resumes with `Last-Event-ID`). @defaultValue 1048576 (1 MiB)
+           */
+          sse_max_buffered_bytes: positiveInt(1_048_576),
+          /** Deepest nesting of arrays and objects in a JSON body; deeper is a 400 naming the field. @defaultValue 64 */
+          max_json_depth: positiveInt(64),
+          /**
+           * Connections the HTTP server (and a worker's metrics server) holds at once (`server.maxConnections`);
+           * near it the oldest idle ones (no request in progress) are closed to make room. @defaultValue 1024
+           */
+          max_connections: positiveInt(HTTP_LIMIT_DEFAULTS.max_connections),
+          /** A connection must send a request's complete headers within this, ms (`server.headersTimeout`; then 408 and closed). @defaultValue 10000 */
+          headers_timeout_ms: positiveInt(HTTP_LIMIT_DEFAULTS.headers_timeout_ms),
+          /** A request must be received completely (headers and body) within this, ms (`server.requestTimeout`); answers may take longer. @defaultValue 30000 */
+          request_timeout_ms: positiveInt(HTTP_LIMIT_DEFAULTS.request_timeout_ms),
+          /** An idle keep-alive connection is closed after this, ms (`server.keepAliveTimeout`). @defaultValue 5000 */
+          keep_alive_timeout_ms: positiveInt(HTTP_LIMIT_DEFAULTS.keep_alive_timeout_ms),
+        })
+        .check(
+          z.refine((a) => a.headers_timeout_ms <= a.request_timeout_ms, {
+            message: 'headers_timeout_ms must not exceed request_timeout_ms',
+            path: ['headers_timeout_ms'],
+          }),
+        )
+        .check(
+          z.refine((a) => !(a.insecure_no_auth && a.key), {
+            message: 'an API key is set (API_SERVER_KEY or api_server.key), so the API cannot also run without one: drop one of the two',
+            path: ['insecure_no_auth'],
+          }),
+        ),
+      {},
+    ),
   gateway: () =>
-    z
-      .object({
+    z.prefault(
+      z.strictObject({
         /**
          * Backoff steps in seconds between re-arms of a failed platform plugin
          * load and between reconnects; the last step repeats (docs/DESIGN.md §8).
@@ -1037,7 +1098,7 @@ const SECTIONS = {
          */
         reconnect_backoff_seconds: secondsList([30, 60, 120, 240, 300]),
         /** Re-arms of a failed plugin load per platform before giving up. @defaultValue 3 */
-        max_plugin_load_rearms: z.coerce.number().int().min(0).default(3),
+        max_plugin_load_rearms: z._default(z.coerce.number().check(z.int()).check(z.gte(0)), 3),
         /** A plugin load taking longer than this counts as failed (it may keep hanging). @defaultValue 30 */
         plugin_load_timeout_seconds: seconds(30),
         /** Seconds between looks of the reconnect watcher at failed platforms. @defaultValue 5 */
@@ -1047,13 +1108,13 @@ const SECTIONS = {
          * Short, so a gateway that died (SIGKILL, power loss) holds the bot for at most this
          * long: its restart, or a standby gateway, polls again within it. @defaultValue 4
          */
-        poll_lease_ttl_seconds: z.coerce.number().finite().positive().default(4),
+        poll_lease_ttl_seconds: z._default(z.coerce.number().check(z.positive()), 4),
         /** `timeout` of Telegram's getUpdates long poll, whole seconds. @defaultValue 25 */
-        poll_timeout_seconds: z.coerce.number().int().min(0).max(50).default(25),
+        poll_timeout_seconds: z._default(z.coerce.number().check(z.int()).check(z.gte(0)).check(z.lte(50)), 25),
         /** First wait after a 409 Conflict or network error of getUpdates, seconds; doubles per failure. @defaultValue 1 */
-        poll_retry_initial_seconds: z.coerce.number().finite().positive().default(1),
+        poll_retry_initial_seconds: z._default(z.coerce.number().check(z.positive()), 1),
         /** Cap of that wait, seconds. @defaultValue 30 */
-        poll_retry_max_seconds: z.coerce.number().finite().positive().default(30),
+        poll_retry_max_seconds: z._default(z.coerce.number().check(z.positive()), 30),
         /** A Telegram 429 asking to wait longer than this fails the send (the queue retries it later). @defaultValue 300 */
         max_retry_after_seconds: seconds(300),
         /**
@@ -1062,7 +1123,7 @@ const SECTIONS = {
          */
         outbound_stop_timeout_seconds: seconds(5),
         /** Seconds between two Telegram typing indicators while a message waits for its answer. @defaultValue 4 */
-        typing_refresh_seconds: z.coerce.number().finite().positive().default(4),
+        typing_refresh_seconds: z._default(z.coerce.number().check(z.positive()), 4),
         /** Outbound messages the gateway sends at once (different chats; one chat sends in queue order). @defaultValue 4 */
         outbound_concurrency: positiveInt(4),
         /**
@@ -1071,7 +1132,7 @@ const SECTIONS = {
          */
         outbound_order_recheck_ms: positiveInt(2000),
         /** How long a `/v1` caller waits for its run before a 504, seconds. @defaultValue 600 */
-        run_timeout_seconds: z.coerce.number().finite().positive().default(600),
+        run_timeout_seconds: z._default(z.coerce.number().check(z.positive()), 600),
         /** How long `/v1` run records, their events and idempotency keys are kept, seconds. @defaultValue 86400 */
         run_ttl_seconds: positiveInt(86_400),
         /**
@@ -1080,57 +1141,57 @@ const SECTIONS = {
          */
         redis_timeout_ms: positiveInt(2_000),
         /** `/health/ready` needs a worker heartbeat at most this old, seconds. @defaultValue 30 */
-        ready_worker_max_age_seconds: z.coerce.number().finite().positive().default(30),
-      })
-      .strict()
-      .prefault({}),
+        ready_worker_max_age_seconds: z._default(z.coerce.number().check(z.positive()), 30),
+      }),
+      {},
+    ),
   telegram: () =>
-    z
-      .object({
-        bot_token: z.string().optional(),
+    z.prefault(
+      z.strictObject({
+        bot_token: z.optional(z.string()),
         /** Numeric Telegram user ids allowed to reach the agent. */
         allowed_users: userIdList(),
         /** Bot API root; default the public one. */
-        api_root: z.string().url().optional(),
+        api_root: z.optional(z.string().check(z.url())),
         /**
          * A user outside the allow-list gets at most one refusal per chat in this many seconds
          * (kept in Redis, so it holds across restarts and gateways). @defaultValue 3600
          */
         refusal_interval_seconds: positiveInt(3600),
-      })
-      .strict()
-      .prefault({}),
+      }),
+      {},
+    ),
   slack: () =>
-    z
-      .object({
+    z.prefault(
+      z.strictObject({
         /** Bot token (`xoxb-…`): the Web API calls (`auth.test`, `chat.postMessage`). The platform is on when it is set. */
-        bot_token: z.string().optional(),
+        bot_token: z.optional(z.string()),
         /** Signing secret: the `X-Slack-Signature` (v0) of every request to `POST /slack/events` is checked against it. */
-        signing_secret: z.string().optional(),
+        signing_secret: z.optional(z.string()),
         /** App-level token (`xapp-…`): with it, events arrive over Socket Mode instead of HTTP. */
-        app_token: z.string().optional(),
+        app_token: z.optional(z.string()),
         /** Slack user ids (`U…`, `W…`) allowed to reach the agent. */
         allowed_users: userIdList(),
         /** Web API root, ending in `/`; default the public one (`https://slack.com/api/`). */
-        api_url: z.string().url().optional(),
+        api_url: z.optional(z.string().check(z.url())),
         /**
          * A user outside the allow-list gets at most one refusal per channel in this many seconds
          * (kept in Redis, so it holds across restarts and gateways). @defaultValue 3600
          */
         refusal_interval_seconds: positiveInt(3600),
-      })
-      .strict()
-      .prefault({}),
+      }),
+      {},
+    ),
   /** The Discord bot (docs/GATEWAY.md "Discord"). Enabled when `bot_token` is set. */
   discord: () =>
-    z
-      .object({
+    z.prefault(
+      z.strictObject({
         /** The bot's token (Developer Portal → Bot → Token). */
-        bot_token: z.string().optional(),
+        bot_token: z.optional(z.string()),
         /** Discord user ids (snowflakes) allowed to reach the agent; empty allows nobody. */
         allowed_users: userIdList(),
         /** REST API root without the version (`/v10` is appended); default the public one. @defaultValue https://discord.com/api */
-        api_url: z.string().url().default('https://discord.com/api'),
+        api_url: z._default(z.string().check(z.url()), 'https://discord.com/api'),
         /**
          * Ask for the privileged Message Content intent. Direct messages and messages that mention
          * the bot carry their text without it; turn it on (and in the Developer Portal) only for
@@ -1144,9 +1205,9 @@ const SECTIONS = {
          * (kept in Redis, so it holds across restarts and gateways). @defaultValue 3600
          */
         refusal_interval_seconds: positiveInt(3600),
-      })
-      .strict()
-      .prefault({}),
+      }),
+      {},
+    ),
 };
 
 type TopLevel = typeof TOP_LEVEL;
@@ -1155,12 +1216,12 @@ type Sections = typeof SECTIONS;
 export type ConfigSection = keyof Sections;
 type ConfigShape = TopLevel & { [K in ConfigSection]: ReturnType<Sections[K]> };
 /** The whole configuration's schema: every setting and section, strict, with the rules across sections. */
-export type ConfigSchema = z.ZodObject<ConfigShape, z.core.$strict>;
+export type ConfigSchema = z.ZodMiniObject<ConfigShape, z.core.$strict>;
 /** The validated settings (without `home`). */
 export type ConfigValues = z.output<ConfigSchema>;
 
 const SECTION_NAMES = Object.keys(SECTIONS) as ConfigSection[];
-const builtSections = new Map<ConfigSection, z.ZodType>();
+const builtSections = new Map<ConfigSection, z.ZodMiniType>();
 
 /** The schema of one section, built on first use. */
 function sectionSchema<K extends ConfigSection>(name: K): ReturnType<Sections[K]> {
@@ -1183,9 +1244,8 @@ let fullSchema: ConfigSchema | undefined;
  */
 export function configSchema(): ConfigSchema {
   fullSchema ??= z
-    .object({ ...TOP_LEVEL, ...Object.fromEntries(SECTION_NAMES.map((n) => [n, sectionSchema(n)])) } as ConfigShape)
-    .strict()
-    .refine(SHARDS_RULE.holds, { message: SHARDS_RULE.message, path: SHARDS_RULE.path });
+    .strictObject({ ...TOP_LEVEL, ...Object.fromEntries(SECTION_NAMES.map((n) => [n, sectionSchema(n)])) } as ConfigShape)
+    .check(z.refine(SHARDS_RULE.holds, { message: SHARDS_RULE.message, path: SHARDS_RULE.path }));
   return fullSchema;
 }
 
@@ -1361,10 +1421,10 @@ function envOverrides(env: NodeJS.ProcessEnv): Array<[string[], string, string]>
   return out;
 }
 
-function unwrapObject(schema: z.ZodType): z.ZodObject | undefined {
+function unwrapObject(schema: z.ZodMiniType): z.ZodMiniObject | undefined {
   let s: unknown = schema;
   for (let i = 0; i < 5 && s; i++) {
-    if (s instanceof z.ZodObject) return s;
+    if (s instanceof z.ZodMiniObject) return s;
     const def = (s as { _zod?: { def?: { innerType?: unknown; in?: unknown } } })._zod?.def;
     s = def?.innerType ?? def?.in;
   }
@@ -1414,7 +1474,7 @@ export function loadConfig(
   // The top-level settings and the sections given (in the file, the environment or the overrides) are
   // validated now, with the schema's own rules; every other section is its defaults (`withSectionDefaults`).
   const given = SECTION_NAMES.filter((name) => Object.hasOwn(raw, name));
-  const schema = z.object({ ...TOP_LEVEL, ...Object.fromEntries(given.map((name) => [name, sectionSchema(name)])) }).strict();
+  const schema = z.strictObject({ ...TOP_LEVEL, ...Object.fromEntries(given.map((name) => [name, sectionSchema(name)])) });
   const result = schema.safeParse(raw, ONCE);
   if (!result.success) throw settingError(result.error.issues[0]!, raw, sources, file);
   const values = withSectionDefaults(result.data, given);
