@@ -2,7 +2,7 @@
  * `--after-all` (docs/CRON.md, "Jobs that run after jobs") on real BullMQ: a job after two parents runs once both
  * have run in one window, with each parent's latest run of the window (a parent that ran twice is offered by its
  * second run), not after each; the parents' runs it took start no second run, also when a parent's commit path runs
- * again (a duplicate of its job); the next window starts empty.
+ * again (a duplicate of its job); the next window starts empty; a parent removed is waited for no more.
  */
 import { describe, expect, it } from 'vitest';
 import { CRON_TICK_JOB_NAME, type CronTickData } from '../scheduler/cron/cron-store.ts';
@@ -15,7 +15,7 @@ const cleanups = cleanupAfterEach();
 const CLI: CronCaller = { origin: { surface: 'cli' }, trusted: true };
 
 describe('--after-all (real BullMQ)', () => {
-  it('C after A and B: once both ran in one window, with the latest run of each; a duplicate of a parent job adds no run; the next window starts empty', async () => {
+  it('C after A and B: once both ran in one window, with the latest run of each; a duplicate of a parent job adds no run; the next window starts empty; a removed parent is not waited for', async () => {
     const { env, api } = openTestCron(cleanups, { 'cron.min_interval_seconds': 1 });
     const w = await startCronWorker(env.config);
     cleanups.push(() => w.close());
@@ -73,13 +73,22 @@ describe('--after-all (real BullMQ)', () => {
     expect(runs[0]!.parents!.map((p) => p.occurrence_id).sort()).toEqual([a3.occurrence_id, b2.occurrence_id].sort());
     expect(runs[0]!.output).toContain('A-RUN-3');
     expect(runs[0]!.output).toContain('B-RUN-2');
-    // Quiet: exactly two runs of C.
+    // B removed: C waits for A alone.
+    await api.service.remove('B');
+    const a4 = await runParent('A', 'echo "A-RUN-4"');
+    const third = await waitFor(
+      async () => ((await runsOf(c.id)).length > 2 ? await runsOf(c.id) : undefined),
+      15_000,
+      'C ran a third time',
+    );
+    expect(third[0]!.parents!.map((p) => p.occurrence_id)).toEqual([a4.occurrence_id]);
+    // Quiet: exactly three runs of C.
     await waitFor(
       async () =>
         Object.values(await api.queues.forCronJob(c.id).ticks.getJobCounts('active', 'waiting', 'prioritized')).every((n) => n === 0),
       10_000,
       'queue idle',
     );
-    expect(await runsOf(c.id)).toHaveLength(2);
+    expect(await runsOf(c.id)).toHaveLength(3);
   });
 });

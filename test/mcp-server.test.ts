@@ -255,4 +255,27 @@ describe.concurrent('hermes as an MCP server', () => {
     ]);
     expect(await c.redis.scard(c.keys.cronJobIndex)).toBe(2);
   });
+
+  it('a cron job after all of two jobs (after_all), and back to after each on update', async ({ cleanups, expect }) => {
+    const { env } = openTestClients(cleanups, { 'api_server.port': 0, 'api_server.key': KEY });
+    const { gw } = await startCronApiGateway(cleanups, env, KEY);
+    const client = await httpClient(cleanups, gw.httpAddress.url, KEY);
+    for (const name of ['scanner', 'lint'])
+      expect((await call(client, 'create_schedule', { kind: 'cron', schedule: 'every 2h', prompt: name, name })).isError).toBe(false);
+    const one = await call(client, 'create_schedule', { kind: 'cron', prompt: 'digest', after: ['scanner'], after_all: true });
+    expect(one).toEqual({ isError: true, text: expect.stringContaining('name two or more') });
+    const made = await call(client, 'create_schedule', {
+      kind: 'cron',
+      prompt: 'digest',
+      name: 'digest',
+      after: ['scanner', 'lint'],
+      after_all: true,
+    });
+    expect(made.isError, made.text).toBe(false);
+    const job = (JSON.parse(made.text) as { schedule: { id: string; after_all: boolean; after: unknown[] } }).schedule;
+    expect([job.after_all, job.after.length]).toEqual([true, 2]);
+    const updated = await call(client, 'update_schedule', { kind: 'cron', id: job.id, after_all: false });
+    expect(updated.isError, updated.text).toBe(false);
+    expect((JSON.parse(updated.text) as { schedule: { after_all: boolean } }).schedule.after_all).toBe(false);
+  });
 });

@@ -362,6 +362,31 @@ describe.concurrent('what the tool refuses', () => {
     expect((await cronJobs(env, worker)).map((j) => j.id)).toEqual([ops.id]);
   });
 
+  it('`after_all`: a cron job of the chat after all of two of its jobs; refused on a loop, and as anything but true or false', async ({
+    cleanups,
+    expect,
+  }) => {
+    const script: Script = calls([
+      { action: 'create', kind: 'cron', schedule: 'every 2h', prompt: 'scan', name: 'scan' },
+      { action: 'create', kind: 'cron', schedule: 'every 2h', prompt: 'lint', name: 'lint' },
+      { action: 'create', kind: 'cron', prompt: 'digest of both', name: 'digest', after: 'scan,lint', after_all: true },
+      { action: 'create', kind: 'loop', interval: '10m', prompt: 'watch', after_all: true },
+      { action: 'create', kind: 'cron', prompt: 'x', after: 'scan,lint', after_all: 'yes' },
+    ]);
+    const { env, c, worker } = await setup(cleanups, { 'tools.schedules.max_created_per_turn': 5 }, script);
+    await say(c, 'all-chat', 'scan and lint every 2h, then a digest of both', 'm1');
+    await waitForEvents(c, 'all-chat', 'reply', 1);
+    const results = await toolResults(c, 'all-chat');
+    expect(results.slice(3)).toEqual([
+      'Error: `after_all` is for cron jobs; a loop runs on its own cadence.',
+      'Error: `after_all` must be true or false.',
+    ]);
+    const jobs = await cronJobs(env, worker);
+    const digest = jobs.find((j) => j.name === 'digest')!;
+    expect(digest.after_all).toBe(true);
+    expect(digest.after?.map((a) => jobs.find((j) => j.id === a.job_id)?.name).sort()).toEqual(['lint', 'scan']);
+  });
+
   it('a loop tick that calls `schedules` create is refused by default (ticks are not allowed); allowed when the operator lists `loop`', async ({
     cleanups,
     expect,

@@ -101,6 +101,13 @@ const scheduleFields = (config: McpDeps['config']) => ({
       'cron: jobs (id or name) this one runs after, each "<job>" (its runs that end ok), "<job>:error" or "<job>:any"; a run after each such run, ' +
         "with that run's output offered to it. `schedule` may then be left out. On update the list replaces the old one ([] clears it).",
     ),
+  after_all: z
+    .boolean()
+    .optional()
+    .describe(
+      'cron, with two `after` jobs or more: one run once every one of them has run in one window, with the latest output of each, ' +
+        'instead of a run after each (false on update: after each again).',
+    ),
 });
 
 /** Build an MCP server over `deps` (one per stdio connection, or per HTTP request). */

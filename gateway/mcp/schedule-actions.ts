@@ -58,6 +58,8 @@ export interface ScheduleFields {
   command?: string;
   /** A cron job's parents (`<job>[:ok|error|any]`): it runs after each of their runs that ends so; `[]` on update clears them. */
   after?: string[];
+  /** With two parents or more: one run once all of them have run in one window (`--after-all`); `false` on update: after each. */
+  after_all?: boolean;
 }
 
 /** What a schedule action answers: a sentence, and the schedule as `/api` shows it. */
@@ -139,6 +141,7 @@ export class ScheduleActions {
           tz: f.tz,
           notify: f.notify,
           ...(f.after?.length ? { after: f.after } : {}),
+          ...(f.after_all !== undefined ? { after_all: f.after_all } : {}),
           ...(f.command !== undefined ? { script: f.command } : {}),
         },
         this.caller(session),
@@ -188,6 +191,7 @@ export class ScheduleActions {
           tz: f.tz,
           notify: f.notify,
           ...(f.after !== undefined ? { after: f.after.length === 0 ? null : f.after } : {}),
+          ...(f.after_all !== undefined ? { after_all: f.after_all } : {}),
           ...(f.command !== undefined ? { script: f.command } : {}),
         },
         this.caller(),
@@ -292,7 +296,7 @@ export class ScheduleActions {
   /** A loop's or heartbeat's spec from the fields, over `current` for an update (its other settings stay). */
   private loopSpec(kind: LoopKind, f: ScheduleFields, current: LoopRecord | undefined): LoopSpec {
     const { config } = this.deps;
-    if (f.after !== undefined)
+    if (f.after !== undefined || f.after_all !== undefined)
       throw new ScheduleInputError(`\`after\` is for cron jobs; a ${kind} runs on its own cadence.`, { field: 'after' });
     if (f.schedule !== undefined || f.tz !== undefined)
       throw new ScheduleInputError(

@@ -68,7 +68,10 @@ export async function handOff(deps: WorkerDeps, parent: CronJob, run: CronRun): 
  */
 async function joinAfterAll(deps: WorkerDeps, child: CronJob, context: ParentRunContext, dueAt: number): Promise<string | undefined> {
   const waiting = await deps.cron.joinAfterAll(child.id, context, dueAt);
-  const parents = (child.after ?? []).map((a) => a.job_id).sort();
+  // A parent removed meanwhile is waited for no more (its record is gone; the child's still names it).
+  const named = (child.after ?? []).map((a) => a.job_id).sort();
+  const parents: string[] = [];
+  for (const p of named) if (waiting.has(p) || (await deps.cron.get(p)) !== null) parents.push(p);
   if (!parents.every((p) => waiting.has(p))) return undefined;
   return await deps.cron.enqueueAfterAll(
     child,

@@ -120,6 +120,11 @@ const PARAMETERS: ToolParameters = {
       description:
         'cron: comma list of cron jobs of this chat (id or name) this one runs after, each "<job>" (its runs that end ok), "<job>:error" or "<job>:any"; `schedule` may then be left out; update: replaces the list, "none" clears it',
     },
+    after_all: {
+      type: 'boolean',
+      description:
+        'cron, with two `after` jobs or more: one run once every one of them has run, with the latest output of each, instead of one after each; update: false goes back to after each',
+    },
     in: { type: 'string', description: 'next: delay to the next tick of this self-paced loop, e.g. "7m"' },
   },
   required: ['action'],
@@ -141,7 +146,7 @@ const STRING_FIELDS = [
   'in',
   'after',
 ] as const;
-type Args = { action: Action; kind?: Kind; times?: number } & Partial<
+type Args = { action: Action; kind?: Kind; times?: number; after_all?: boolean } & Partial<
   Record<Exclude<(typeof STRING_FIELDS)[number], 'action' | 'kind'>, string>
 >;
 
@@ -515,6 +520,7 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
       tz: args.tz,
       notify: args.notify,
       repeat: args.times,
+      after_all: args.after_all,
       deliver: args.deliver !== undefined ? chatDeliver(args.deliver, scope) : mode.creating ? defaultDeliver(scope) : undefined,
     };
   }
@@ -524,7 +530,8 @@ export function schedulesTool(deps: SchedulesToolDeps): AgentTool {
    * fields stay unless given; its `--watch`, `--max-tokens` and `--model` stay as they were).
    */
   function loopSpec(kind: LoopKind, args: Args, current: LoopRecord | undefined, scope: ChatScope): LoopSpec {
-    if (args.after !== undefined) throw refused(`\`after\` is for cron jobs; a ${kind} runs on its own cadence.`);
+    if (args.after !== undefined || args.after_all !== undefined)
+      throw refused(`\`${args.after !== undefined ? 'after' : 'after_all'}\` is for cron jobs; a ${kind} runs on its own cadence.`);
     if (args.schedule !== undefined || args.tz !== undefined) {
       throw refused(`\`${args.schedule !== undefined ? 'schedule' : 'tz'}\` is for cron jobs; a ${kind} takes \`interval\` (e.g. "10m").`);
     }
@@ -639,8 +646,8 @@ function parseArgs(raw: Record<string, unknown>): Args {
       );
     }
     if (key === 'model') throw refused('`model` is not accepted: the operator chooses models (hermes cron edit --model, /loop --model).');
-    if (key !== 'times' && !(STRING_FIELDS as readonly string[]).includes(key)) {
-      throw refused(`Unknown argument \`${key}\`; the arguments are ${[...STRING_FIELDS, 'times'].join(', ')}.`);
+    if (key !== 'times' && key !== 'after_all' && !(STRING_FIELDS as readonly string[]).includes(key)) {
+      throw refused(`Unknown argument \`${key}\`; the arguments are ${[...STRING_FIELDS, 'times', 'after_all'].join(', ')}.`);
     }
   }
   const out: Record<string, unknown> = {};
@@ -654,6 +661,10 @@ function parseArgs(raw: Record<string, unknown>): Args {
     if (typeof raw.times !== 'number' || !Number.isInteger(raw.times) || raw.times < 1)
       throw refused(`\`times\` must be a positive whole number up to ${MAX_TIMES}.`);
     out.times = raw.times;
+  }
+  if (raw.after_all !== undefined && raw.after_all !== null) {
+    if (typeof raw.after_all !== 'boolean') throw refused('`after_all` must be true or false.');
+    out.after_all = raw.after_all;
   }
   if (out.action === undefined) throw refused(`\`action\` is required: one of ${SCHEDULE_ACTIONS.join(', ')}.`);
   if (!(SCHEDULE_ACTIONS as readonly string[]).includes(out.action as string)) throw refused(unknownAction(out.action as string));
