@@ -76,7 +76,7 @@ describe.concurrent('a command turn in doubt', () => {
     expect(await events(c, 'cmd', 'tick.failed')).toHaveLength(0);
   });
 
-  it("under `report`, it is not run again: the tick is recorded failed, its outcome unknown, counted as the loop's tick", async ({
+  it("under `report`, it is not run again: the tick is recorded failed, its outcome unknown, counted as the loop's tick but not as a failure", async ({
     cleanups,
     expect,
   }) => {
@@ -88,7 +88,7 @@ describe.concurrent('a command turn in doubt', () => {
     // Its journal went with the commit; the loop's next tick runs the command as usual (a new step id).
     expect(await c.redis.exists(c.keys.turnJournal('cmd', String(failed!.data.occurrenceId)))).toBe(0);
     const loop = await c.loops.get('cmd', 'loop');
-    expect(loop).toMatchObject({ ticksUsed: 1 });
+    expect(loop).toMatchObject({ ticksUsed: 1, failureStreak: 0, nextDueAt: null }); // no failure: no back-off either
   });
 });
 

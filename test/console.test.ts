@@ -313,11 +313,13 @@ describe('/ui in chromium', () => {
     await page.locator('#schedule-form select[name=kind]').selectOption('loop');
     await page.locator('#schedule-form input[name=interval]').fill('10m');
     await page.locator('#schedule-form textarea[name=prompt]').fill(prompt);
+    await page.locator('#schedule-form select[name=overlap]').selectOption('cancel_other');
     await page.locator('#schedule-form button[type=submit]').click();
     await page.locator('#schedules tr[data-kind="loop"] .state-active').waitFor({ timeout: 10_000 });
     expect(await page.locator('#schedules tr[data-kind="loop"]').textContent()).toMatch(/active · every 10m · /);
     expect(await c.loops.get('form-set', 'loop')).toMatchObject({
       prompt,
+      overlap: 'cancel_other',
       intervalSeconds: 600,
       runner: { kind: 'agent' },
       origin: { surface: 'web' },

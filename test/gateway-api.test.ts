@@ -165,7 +165,22 @@ describe('/api/schedules', () => {
     expect(await redis.exists(new Keys(env.prefix).schedule('api-hb2', 'heartbeat'))).toBe(0);
   });
 
+  it("sets a loop's overlap from --overlap in args or the overlap field (the field wins) and shows it", async () => {
+    const fromArgs = await readJson(
+      call('POST', '/api/schedules', { kind: 'loop', session_id: 'api-ov1', args: '2m check --overlap skip' }),
+    );
+    expect(fromArgs.schedule).toMatchObject({ overlap: 'skip' });
+    const fromField = await readJson(
+      call('POST', '/api/schedules', { kind: 'loop', session_id: 'api-ov2', args: '2m check --overlap skip', overlap: 'cancel_other' }),
+    );
+    expect(fromField.schedule).toMatchObject({ overlap: 'cancel_other' });
+    const plain = await readJson(call('POST', '/api/schedules', { kind: 'loop', session_id: 'api-ov3', args: '2m check' }));
+    expect(plain.schedule).toMatchObject({ overlap: 'queue' });
+  });
+
   it.each([
+    [{ kind: 'loop', session_id: 'api-s2', args: '5m check', overlap: 'allow' }, /^--overlap allow is for cron jobs/],
+    [{ kind: 'loop', session_id: 'api-s2', args: 'check the build', overlap: 'skip' }, /^overlap is for loops with an interval/],
     [{ kind: 'loop', session_id: 'api-s2', args: '5m check --times 0' }, /positive whole number/],
     [{ kind: 'loop', session_id: 'bad id!', args: '5m check' }, /Invalid session id/],
     [{ kind: 'loop', session_id: 'api-s2', args: 'pause' }, /control word/],

@@ -52,7 +52,7 @@ describe('a held tick whose lock lapsed', () => {
     await new Promise((r) => setTimeout(r, 2000)); // a second copy's turn (1 s) would have committed by now
     // The starved worker started no turn. The other may have started its occurrence more than once: a 1 s lock
     // can lapse under load too, and a retry of the same occurrence starts it again after the lapsed run was
-    // aborted (claim-tick-7.lua); one occurrence and one reply are what "not fired twice" means.
+    // aborted (claim-tick-8.lua); one occurrence and one reply are what "not fired twice" means.
     const starts = await events(c, 'starved', 'tick.started');
     expect(starts.length).toBeGreaterThanOrEqual(1);
     expect(new Set(starts.map((s) => (s.data as { occurrenceId: string }).occurrenceId)).size).toBe(1);

@@ -33,7 +33,7 @@ const cleanups = cleanupAfterEach();
 /** Script names by the SHA1 ioredis sends them under (EVALSHA). */
 const SCRIPT_BY_SHA = new Map(
   [
-    'claim-tick-7.lua',
+    'claim-tick-8.lua',
     'commit-turn-7.lua',
     'acquire-owned-1.lua',
     'renew-owned-1.lua',

@@ -1,6 +1,6 @@
 /**
  * The session page's form that sets a loop or a heartbeat: kind, interval (empty: a loop paces
- * itself) and prompt, with a live preview of the cadence — the cron form's preview (cron-page.ts
+ * itself), prompt and a loop's overlap (`scheduler/loop/loop-overlap.ts`), with a live preview of the cadence — the cron form's preview (cron-page.ts
  * `previewHtml`), fed by the interval parsers the set itself uses, so the preview refuses what
  * the set would. The input is checked as `POST /api/schedules` checks it (http/schedule-spec.ts)
  * and set through the same `LoopService` on the surface `web`: an agent turn under what
@@ -13,11 +13,18 @@ import { parseHeartbeatInterval } from '../../scheduler/loop/heartbeat-command.t
 import { parseLoopInterval } from '../../scheduler/loop/loop-command.ts';
 import type { LoopSpec } from '../../scheduler/loop/loop-service.ts';
 import type { LoopKind } from '../../scheduler/tick/tick-kind.ts';
-import { heartbeatSpec, loopSpecFromFields } from '../http/schedule-spec.ts';
+import { heartbeatSpec, loopSpecFromFields, withOverlap } from '../http/schedule-spec.ts';
 import { previewHtml } from './cron-page.ts';
 import { html, type Html } from './html.ts';
 import { errorBox } from './layout.ts';
 import { sessionUrl } from './overview-page.ts';
+
+/** The overlap select's choices (`scheduler/loop/loop-overlap.ts`). */
+const OVERLAP_CHOICES = [
+  ['queue', 'waits, then runs (queue)'],
+  ['skip', 'is skipped (skip)'],
+  ['cancel_other', 'cancels the running one (cancel_other)'],
+] as const;
 
 /** Ticks shown in the preview of a fixed cadence. */
 const TICKS_SHOWN = 5;
@@ -27,12 +34,14 @@ export interface ScheduleFormValues {
   kind?: string;
   interval?: string;
   prompt?: string;
+  /** A loop's `--overlap`; empty or `queue` = the default. */
+  overlap?: string;
 }
 
 /** The form's fields from a query or a body. */
 export function scheduleFormValues(source: Record<string, unknown>): ScheduleFormValues {
   const field = (k: keyof ScheduleFormValues) => (typeof source[k] === 'string' ? source[k] : undefined);
-  return { kind: field('kind'), interval: field('interval'), prompt: field('prompt') };
+  return { kind: field('kind'), interval: field('interval'), prompt: field('prompt'), overlap: field('overlap') };
 }
 
 function kindOf(v: ScheduleFormValues): LoopKind {
@@ -63,15 +72,15 @@ export function scheduleFormSpec(v: ScheduleFormValues, config: HermesConfig): {
   const kind = kindOf(v);
   const seconds = intervalOf(kind, v.interval, config);
   const prompt = v.prompt ?? '';
-  return {
-    kind,
-    spec:
-      seconds === null
-        ? loopSpecFromFields(null, prompt, {}, config)
-        : kind === 'loop'
-          ? loopSpecFromFields(seconds, prompt, {}, config)
-          : heartbeatSpec(seconds, prompt, {}, config),
-  };
+  const spec =
+    seconds === null
+      ? loopSpecFromFields(null, prompt, {}, config)
+      : kind === 'loop'
+        ? loopSpecFromFields(seconds, prompt, {}, config)
+        : heartbeatSpec(seconds, prompt, {}, config);
+  // A heartbeat queues (the select is a loop's); so does a self-paced loop, whose ticks never overlap.
+  const overlap = kind === 'loop' && seconds !== null && v.overlap ? v.overlap : undefined;
+  return { kind, spec: overlap ? withOverlap(spec, overlap) : spec };
 }
 
 /**
@@ -114,6 +123,7 @@ export function scheduleForm(sessionId: string, values: ScheduleFormValues, prev
 <label>Every <input name="interval" value="${values.interval ?? ''}" placeholder="10m, 2h, every 90 minutes — empty: a loop paces itself" autocomplete="off" ${live} hx-trigger="input changed delay:250ms"></label>
 ${preview}
 <label>Prompt <textarea name="prompt" rows="2" required placeholder="what each tick asks">${values.prompt ?? ''}</textarea></label>
+<label>A tick due while the last one runs (loops) <select name="overlap">${OVERLAP_CHOICES.map(([v, text]) => html`<option value="${v}"${v === (values.overlap || 'queue') ? html` selected` : ''}>${text}</option>`)}</select></label>
 <button type="submit">Set</button>${error ? errorBox(error) : ''}
 <p class="hint">It replaces the session's loop or heartbeat; Stop is in the table above. The agent runs it with the tools allowed from the web.</p>
 </form>`;

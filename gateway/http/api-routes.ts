@@ -32,7 +32,7 @@ import { modelRouter } from './model-routes.ts';
 import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import type { GoalService } from '../../scheduler/goal/goal-service.ts';
 import { HttpError } from './errors.ts';
-import { heartbeatSpec, loopSpecFromArgs } from './schedule-spec.ts';
+import { heartbeatSpec, loopSpecFromArgs, withOverlap } from './schedule-spec.ts';
 import { entryFrame, openSse, readAfterId, type SseStream } from './sse.ts';
 
 /** What the `/api` routes use. */
@@ -77,6 +77,8 @@ const createSchema = z.discriminatedUnion('kind', [
       session_id: z.string().min(1),
       /** Everything after `/loop`, e.g. `5m check the CI build --times 3 --notify done`. */
       args: z.string().min(1),
+      /** `queue`, `skip` or `cancel_other` (`scheduler/loop/loop-overlap.ts`); wins over `--overlap` in `args`. */
+      overlap: z.string().optional(),
       ...economyFields,
       ...deliverField,
     })
@@ -132,6 +134,7 @@ export function apiRouter(deps: ApiDeps): Router {
         : heartbeatSpec(body.interval_seconds, body.prompt, economyOf(body), deps.config);
     // A `deliver` field wins over `--deliver` in `args`; the service checks webhooks against `delivery.webhook_allow`.
     if (body.deliver !== undefined) spec = { ...spec, deliver: parseDeliverList(body.deliver) };
+    if (body.kind === 'loop' && body.overlap !== undefined) spec = withOverlap(spec, body.overlap);
     const reply = await deps.schedules.set(body.session_id, body.kind, spec, { origin: { surface: 'api' }, runner: { kind: 'agent' } });
     const record = await deps.loops.get(body.session_id, body.kind);
     res.status(201).json({ reply, schedule: record ? scheduleObject(record, Date.now()) : null });

@@ -7,8 +7,10 @@
 import type { HermesConfig } from '../../scheduler/config/config.ts';
 import type { ScheduleEconomy } from '../../scheduler/economy/economy-flags.ts';
 import { parseLoopArgs } from '../../scheduler/loop/loop-command.ts';
+import { parseLoopOverlap } from '../../scheduler/loop/loop-overlap.ts';
 import type { LoopSpec } from '../../scheduler/loop/loop-service.ts';
 import { HttpError } from './errors.ts';
+import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 
 /**
  * A loop from the text after `/loop` (`5m check the CI build --times 3`); a flag in `args` wins
@@ -80,4 +82,20 @@ export function heartbeatSpec(intervalSeconds: number, prompt: string, economy: 
   if (prompt.trim() === '')
     throw new HttpError(400, 'A heartbeat needs a prompt: what each beat asks.', 'invalid_request_error', 'prompt_missing', 'prompt');
   return { ...promptChecked(prompt, config), intervalSeconds, economy };
+}
+
+/**
+ * A loop's `overlap` given as a field (`POST /api/schedules`): the `--overlap` values and messages of `/loop`.
+ * @throws ScheduleInputError (400) for another value, or for a self-paced loop (none of its ticks overlaps)
+ */
+export function withOverlap(spec: LoopSpec, value: string): LoopSpec {
+  const overlap = parseLoopOverlap(value);
+  if (spec.intervalSeconds === null) {
+    throw new ScheduleInputError(
+      "overlap is for loops with an interval: a self-paced loop's next tick is set when its tick ends, so none overlaps.",
+      { field: 'overlap' },
+    );
+  }
+  const { overlap: _given, ...rest } = spec;
+  return overlap === 'queue' ? rest : { ...rest, overlap };
 }

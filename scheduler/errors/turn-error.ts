@@ -5,7 +5,8 @@ import { HermesError } from './hermes-error.ts';
  * Why a turn failed; `network` means the model was never reached (retryable); `budget` means the
  * turn's model calls reached `agent.max_tokens_per_turn` (the schedule pauses).
  */
-export type TurnFailureKind = 'network' | 'model' | 'timeout' | 'aborted' | 'command' | 'config' | 'budget';
+/** `in-doubt`: a command turn whose outcome is unknown, not run again (`worker.command_turn_on_doubt: report`). */
+export type TurnFailureKind = 'network' | 'model' | 'timeout' | 'aborted' | 'command' | 'config' | 'budget' | 'in-doubt';
 
 /**
  * A turn could not produce a reply: the model endpoint failed, the command

@@ -1,7 +1,7 @@
 /**
  * The `/loop` grammar (docs/DESIGN.md §4), as a pure parser: text in, a command out, no I/O.
  *
- *   /loop [every] [<interval>] <prompt> [--times N] [--until <condition>]
+ *   /loop [every] [<interval>] <prompt> [--times N] [--until <condition>] [--overlap queue|skip|cancel_other]
  *         [--notify auto|always|done|never] [--watch <check>] [--max-tokens N] [--model <name>]   (`../economy/economy-flags.ts`)
  *         [--deliver <targets>]   (where replies go besides the session: `../delivery/deliver-list.ts`)
  *   /loop status | pause | resume | stop | clear | cancel | help      (the whole argument)
@@ -13,7 +13,8 @@
  *   first token written like an interval with an unknown unit (`1x`) is an
  *   error naming the unit, not the start of a self-paced prompt; so is a
  *   signed one (`-5m`, `+1h`).
- * - `--times` takes a positive integer; `--until` takes the rest up to the next flag.
+ * - `--times` takes a positive integer; `--until` takes the rest up to the next flag; `--overlap`
+ *   what a tick due while the previous one runs does (`loop-overlap.ts`).
  * - The prompt may itself be a slash command (`/loop 10m /recap`).
  *
  * @throws ScheduleInputError for a missing prompt, a bad `--times`, an empty
@@ -37,6 +38,7 @@ import {
   unknownIntervalUnit,
 } from '../interval.ts';
 import { nameTable } from '../names/name-table.ts';
+import { parseLoopOverlap, type LoopOverlap } from './loop-overlap.ts';
 
 export type LoopControl = 'status' | 'pause' | 'resume' | 'stop' | 'help';
 
@@ -57,6 +59,8 @@ export type LoopCommand =
       economy: ScheduleEconomy;
       /** `--deliver`: targets in their text form (`../delivery/deliver-list.ts`); absent = the route it is set from. */
       deliver?: string[];
+      /** `--overlap` (`loop-overlap.ts`); absent = `queue`. */
+      overlap?: LoopOverlap;
     };
 
 export interface LoopParseOptions {
@@ -77,7 +81,7 @@ const CONTROL = nameTable<LoopControl>({
   help: 'help',
 });
 
-const FLAGS = new Set(['--times', '--until']);
+const FLAGS = new Set(['--times', '--until', '--overlap']);
 
 /** Remove one pair of matching surrounding quotes. */
 function unquote(s: string): string {
@@ -95,6 +99,7 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
   const { economy, rest: tokens } = takeEconomyFlags(words);
   let times: number | null = null;
   let until: string | null = null;
+  let overlap: LoopOverlap | undefined;
   const rest: string[] = [];
   for (let i = 0; i < tokens.length; i++) {
     const tok = tokens[i]!;
@@ -107,6 +112,10 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
         );
       }
       times = Number(value);
+    } else if (tok === '--overlap') {
+      const value = tokens[++i];
+      if (value === undefined) throw new ScheduleInputError('--overlap needs a value: queue, skip or cancel_other.', { field: 'overlap' });
+      overlap = parseLoopOverlap(value);
     } else if (tok === '--until') {
       const cond: string[] = [];
       while (i + 1 < tokens.length && !FLAGS.has(tokens[i + 1]!)) cond.push(tokens[++i]!);
@@ -115,7 +124,7 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
         throw new ScheduleInputError('--until needs a condition, e.g. --until the build is green.', { field: 'until' });
     } else if (tok.startsWith('--') && tok.length > 2 && rest.length === 0) {
       throw new ScheduleInputError(
-        `Unknown option ${tok} for /loop (known: --times, --until, --notify, --watch, --max-tokens, --model, --deliver).`,
+        `Unknown option ${tok} for /loop (known: --times, --until, --overlap, --notify, --watch, --max-tokens, --model, --deliver).`,
         {
           field: tok,
         },
@@ -154,7 +163,23 @@ export function parseLoopArgs(argText: string, options: LoopParseOptions): LoopC
     throw new ScheduleInputError(`The prompt is ${prompt.length} characters; the limit is ${options.maxPromptChars}.`, { field: 'prompt' });
   }
   if (intervalSeconds !== null) checkLoopInterval(intervalSeconds, options);
-  return { action: 'set', prompt, intervalSeconds, times, until, notes, economy, ...(deliver ? { deliver } : {}) };
+  if (overlap !== undefined && intervalSeconds === null) {
+    throw new ScheduleInputError(
+      "--overlap is for loops with an interval: a self-paced loop's next tick is set when its tick ends, so none overlaps.",
+      { field: 'overlap' },
+    );
+  }
+  return {
+    action: 'set',
+    prompt,
+    intervalSeconds,
+    times,
+    until,
+    notes,
+    economy,
+    ...(deliver ? { deliver } : {}),
+    ...(overlap && overlap !== 'queue' ? { overlap } : {}),
+  };
 }
 
 /**
@@ -220,7 +245,7 @@ export function parseIntervalField(text: string, field = 'interval'): number {
 
 /** Help text of `/loop`. */
 export const LOOP_HELP = [
-  'Usage: /loop [every] [interval] <prompt> [--times N] [--until <condition>]',
+  'Usage: /loop [every] [interval] <prompt> [--times N] [--until <condition>] [--overlap queue|skip|cancel_other]',
   '       [--notify auto|always|done|never] [--watch <check>] [--max-tokens N] [--model <name>]',
   '       [--deliver origin,telegram:<chat>,slack:<channel>,discord:<channel>,https://…]',
   '  /loop 10m check the CI build and tell me when it is green',

@@ -14,6 +14,7 @@ import type { LoopKind } from '../tick/tick-kind.ts';
 import { formatSeconds } from '../interval.ts';
 import { createLoop, pauseLoop, resumeDueAt, resumeLoop, sameLoop, type LoopRecord } from './loop-state.ts';
 import type { ScheduleEconomy } from '../economy/economy-flags.ts';
+import type { LoopOverlap } from './loop-overlap.ts';
 import { assertDeliverList, NO_WEBHOOK_ALLOW } from '../delivery/deliver-list.ts';
 import type { WebhookAllowList } from '../delivery/webhook-policy.ts';
 import { budgetSetWarning } from '../economy/token-budget.ts';
@@ -35,6 +36,8 @@ export interface LoopSpec {
   economy?: ScheduleEconomy;
   /** A name to refer to it by (the agent's `schedules` tool names what it makes). */
   name?: string;
+  /** `--overlap` (`loop-overlap.ts`); absent = `queue`. */
+  overlap?: LoopOverlap;
   /**
    * `--deliver`: where replies go besides the session, delivery targets in their text form
    * (`parseDeliverList`); absent = the route it is set from. Webhooks are checked here (`webhookAllow`).
@@ -131,6 +134,7 @@ export class LoopService {
         deliver: spec.deliver,
         now,
         economy: spec.economy,
+        overlap: spec.overlap,
         createdBy: ctx.createdBy,
         name: spec.name,
       });
@@ -290,6 +294,7 @@ function budget(r: LoopRecord): string {
   if (r.times !== null) parts.push(`${r.times} times`);
   parts.push(r.maxTicks > 0 ? `budget ${r.maxTicks} ticks` : 'no tick budget');
   if (r.until) parts.push(`until ${clip(r.until, 80)}`);
+  if (r.overlap) parts.push(`overlap ${r.overlap}`);
   parts.push(...economyParts(r));
   return parts.join(' · ');
 }

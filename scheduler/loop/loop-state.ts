@@ -31,6 +31,7 @@ import type { ModelSpend, SpendTotals, TurnBudgetOverrun } from '../model-spend.
 import { formatSeconds } from '../interval.ts';
 import type { ScheduleEconomy } from '../economy/economy-flags.ts';
 import type { NotifyMode } from '../economy/notify.ts';
+import type { LoopOverlap } from './loop-overlap.ts';
 import { clipError, SCHEDULE_POLICY, type FailureRule, type ScheduleLedger, type TurnEnd } from '../schedule-policy/schedule-policy.ts';
 import { resolveDeliverList } from '../delivery/deliver-list.ts';
 
@@ -105,6 +106,8 @@ export interface LoopRecord {
   silentTicks?: number;
   /** Ticks that ended without a model call because the watch's output had not changed. */
   unchangedTicks?: number;
+  /** `--overlap`: what a tick due while the previous one runs does (`loop-overlap.ts`). Absent = `queue`. */
+  overlap?: LoopOverlap;
   /** Set when the agent made it (`schedules` tool); absent = a person did (`/loop`, `hermes loop`, `/api`). */
   createdBy?: AgentCreator;
   /** The name the agent gave it, by which the `schedules` tool refers to it (agent-made schedules only). */
@@ -139,6 +142,8 @@ export interface NewLoop {
   deliver?: string[];
   now: number;
   economy?: ScheduleEconomy;
+  /** `--overlap`; absent or `queue` = the default. */
+  overlap?: LoopOverlap;
   /** The agent made it (`schedules` tool). */
   createdBy?: AgentCreator;
   name?: string;
@@ -153,6 +158,7 @@ export function createLoop(input: NewLoop): LoopRecord {
     ...(economy.watch ? { watch: economy.watch } : {}),
     ...(economy.maxTokens ? { maxTokens: economy.maxTokens } : {}),
     ...(economy.model ? { model: economy.model } : {}),
+    ...(input.overlap && input.overlap !== 'queue' ? { overlap: input.overlap } : {}),
     ...(input.createdBy ? { createdBy: input.createdBy } : {}),
     ...(input.name ? { name: input.name } : {}),
     ...(input.deliver ? { deliver: input.deliver } : {}),
@@ -205,6 +211,7 @@ export function sameLoop(
     until: string | null;
     runner: RunnerSpec;
     deliver?: string[];
+    overlap?: LoopOverlap;
   } & ScheduleEconomy,
 ): boolean {
   return (
@@ -220,7 +227,8 @@ export function sameLoop(
     (loop.notify ?? 'auto') === (wanted.notify ?? 'auto') &&
     (loop.watch ?? null) === (wanted.watch ?? null) &&
     (loop.maxTokens ?? null) === (wanted.maxTokens ?? null) &&
-    (loop.model ?? null) === (wanted.model ?? null)
+    (loop.model ?? null) === (wanted.model ?? null) &&
+    (loop.overlap ?? 'queue') === (wanted.overlap ?? 'queue')
   );
 }
 
@@ -343,6 +351,13 @@ export function applyTick(
     until?: UntilVerdict;
     /** The turn's error when it failed (the tick still completes). */
     failure?: string;
+    /**
+     * The tick ended with no outcome of its own: its turn was cancelled for a newer tick (`--overlap
+     * cancel_other`, `loop-overlap.ts`), or its command is in doubt and was not run again
+     * (`worker.command_turn_on_doubt: report`). It counts as a tick, but as no failure: the streak, the
+     * back-off and the last error stay as they were (the cadence goes on).
+     */
+    noOutcome?: boolean;
     /** `loops.max_consecutive_failures`: failed ticks or judge failures in a row before a pause; 0 = never. */
     maxConsecutiveFailures: number;
     /**
@@ -371,8 +386,9 @@ export function applyTick(
     ...(tick.failurePolicy ?? { backoffSeconds: 0, backoffMaxSeconds: 0, pauseAfterSeconds: 0 }),
   };
   // Spend, budget, watch digest, counts and the failure streak: the schedule policy's shared rules.
+  const failed = tick.failure !== undefined && !tick.noOutcome;
   const turn: TurnEnd = {
-    status: tick.failure === undefined ? 'ok' : 'error',
+    status: tick.noOutcome ? 'skipped' : failed ? 'error' : 'ok',
     error: tick.failure ?? null,
     startedAt: tick.startedAt,
     finishedAt: tick.finishedAt,
@@ -410,7 +426,7 @@ export function applyTick(
   // Back-off: a failed tick's next try comes after the policy's wait, in either mode (a fixed loop's job
   // scheduler is re-armed there); the first success resumes the cadence (`nextDueAt` back to `null`).
   else next.nextDueAt = null;
-  const retry = tick.failure !== undefined ? SCHEDULE_POLICY.retryAt(ledger, tick.finishedAt, rule) : null;
+  const retry = failed ? SCHEDULE_POLICY.retryAt(ledger, tick.finishedAt, rule) : null;
   if (retry !== null) next.nextDueAt = retry;
   // A loop paused or stopped while this tick ran keeps that state: the user's word wins.
   if (loop.status !== 'active') return { loop: { ...next, nextDueAt: null }, outcome: { kind: 'continue' } };

@@ -30,6 +30,7 @@ export function scheduleObject(r: LoopRecord, now: number, nextDueAt?: number) {
     prompt: r.prompt,
     times: r.times,
     until: r.until,
+    overlap: r.overlap ?? 'queue',
     ticks_used: r.ticksUsed,
     max_ticks: r.maxTicks,
     created_at: r.createdAt,

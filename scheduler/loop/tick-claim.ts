@@ -50,9 +50,15 @@ export interface ClaimTickInput {
   readTranscript: boolean;
 }
 
-/** What the claim script answered (`claim-tick-7.lua`). */
+/** What the claim script answered (`claim-tick-8.lua`). */
 export type ClaimTickResult =
-  | { status: 'ok'; eventId: string; transcript: TranscriptMessage[] }
+  | {
+      status: 'ok';
+      eventId: string;
+      transcript: TranscriptMessage[];
+      /** Without `readTranscript` (a command turn): entries of the occurrence's turn journal (0: none to read). */
+      journalEntries?: number;
+    }
   | { status: 'busy' }
   | { status: 'changed' }
   | { status: 'inflight'; mark: InflightMark };
@@ -67,7 +73,7 @@ interface GateWaiter {
   reject: (err: unknown) => void;
 }
 
-const CLAIM_TICK = luaScript('claim-tick-7.lua');
+const CLAIM_TICK = luaScript('claim-tick-8.lua');
 const RELEASE_INFLIGHT = luaScript('release-inflight-1.lua');
 
 /** Gate reads, claims and in-flight marks of loop and heartbeat ticks. */
@@ -161,7 +167,7 @@ export class TickClaim {
 
   /**
    * Start an occurrence's turn in one step: the claim script
-   * (`../store/redis/scripts/claim-tick-7.lua`, where the claim rule is written and enforced).
+   * (`../store/redis/scripts/claim-tick-8.lua`, where the claim rule is written and enforced).
    * The turn lock stays held whatever the claim says (except `busy`); the caller releases it.
    * @returns `busy` when another job holds the session's turn lock (nothing written); `ok` with
    *   the `tick.started` event id and, for `readTranscript`, the transcript (oldest first);
@@ -182,6 +188,7 @@ export class TickClaim {
         k.turnLock(sessionId),
         k.events(sessionId),
         k.transcript(sessionId),
+        k.turnJournal(sessionId, input.mark.occurrenceId),
       ],
       [
         String(input.expectedVersion),
@@ -199,6 +206,7 @@ export class TickClaim {
     )) as [string, ...string[]];
     if (status === 'ok') {
       const [eventId, ...messages] = rest;
+      if (!input.readTranscript) return { status: 'ok', eventId: eventId!, transcript: [], journalEntries: Number(messages[0] ?? 0) };
       return { status: 'ok', eventId: eventId!, transcript: messages.map((m) => JSON.parse(m) as TranscriptMessage) };
     }
     if (status === 'busy') return { status: 'busy' };

@@ -6,7 +6,7 @@
  * whole burst on Redis' one thread.
  *
  * The rule, written here only:
- *  - The claim is the claim of `claim-tick-7.lua`, over the read made ahead: the session's turn
+ *  - The claim is the claim of `claim-tick-8.lua`, over the read made ahead: the session's turn
  *    lock, the in-flight mark, the `tick.started` event and the transcript. It is made only when
  *    that read decides `fire` with no pending input; any other read, or a claim that does not
  *    answer `ok`, leaves the tick to the gate and claim at its due time, as without a lead (a lock
@@ -20,7 +20,7 @@
  *    lateness is taken when it really starts.
  *  - A tick handed back by the drain before its due time releases the turn lock its claim took;
  *    its mark and its `tick.started` event stay (the occurrence is the same; whoever takes the job
- *    claims it again as its own retry, `claim-tick-7.lua`). A tick whose job lock was lost leaves
+ *    claims it again as its own retry, `claim-tick-8.lua`). A tick whose job lock was lost leaves
  *    both to the worker that has the job now.
  * Measured effect: docs/BENCHMARKS.md, "Claim ahead".
  */
@@ -39,6 +39,8 @@ export interface ClaimedAhead {
   read: TickGateRead;
   mark: InflightMark;
   transcript: TranscriptMessage[];
+  /** A command turn's journal entries, as the claim found them (`ClaimTickResult`). */
+  journalEntries?: number;
   lock: HeldLock;
 }
 
@@ -60,7 +62,7 @@ const aheadOf = new WeakMap<Job, Ahead>();
  * Start the gate's read of a tick fetched before its due time, so that its claim is sent without a
  * read first, and set the claim for `worker.claim_lead_ms` before the due time (the rule above).
  * The read is used only when it decides `fire`: the claim script checks the record's version, the
- * goal's and the pending input's count against it (`claim-tick-7.lua`), so a read that went stale
+ * goal's and the pending input's count against it (`claim-tick-8.lua`), so a read that went stale
  * ends in a fresh read, never in a wrong turn; any other decision is taken over a read at the due time.
  */
 export function readAhead(deps: WorkerDeps, job: Job<TickJobData>, lockHeld: () => boolean | Promise<boolean> = () => true): void {
@@ -138,7 +140,14 @@ async function claimAhead(
     deps.turns.forgetClaimedAhead(tick.jobId); // not claimed ahead: the due time claims it (or the error is told there)
     throw err;
   }
-  if (answer.status === 'ok') return { read, mark, transcript: answer.transcript, lock: deps.lock.adopt(tick.sessionId, tick.jobId) };
+  if (answer.status === 'ok')
+    return {
+      read,
+      mark,
+      transcript: answer.transcript,
+      journalEntries: answer.journalEntries,
+      lock: deps.lock.adopt(tick.sessionId, tick.jobId),
+    };
   deps.turns.forgetClaimedAhead(tick.jobId);
   // `changed` and `inflight` leave the turn lock held by this job: released, the due time decides again.
   if (answer.status !== 'busy') await deps.lock.adopt(tick.sessionId, tick.jobId).release();

@@ -76,7 +76,7 @@ export function yieldToEarlierTick(policy: TickGatePolicy): TickDefer {
 }
 
 /**
- * What the claim script's answer (`TickClaim.claimTick`; the claim rule: `claim-tick-7.lua`) means (a tick's claim, `occurrence/gate-and-claim.ts`):
+ * What the claim script's answer (`TickClaim.claimTick`; the claim rule: `claim-tick-8.lua`) means (a tick's claim, `occurrence/gate-and-claim.ts`):
  *  - `ok`: the occurrence is claimed; fire;
  *  - `busy` — session lock: another job holds the session's turn lock; wait `deferMs` (never run in parallel);
  *  - `inflight` — in-flight order: another occurrence of the loop record started and did not commit. While

@@ -9,7 +9,7 @@ import { COMMAND_TICK_JOB_NAME, tickJobData, type TickJobData } from '../../sche
 import type { JobProcessor } from '../runtime/job-processor.ts';
 import { TURN_POOLS } from '../runtime/turn-tracker.ts';
 import { dropAhead, readAhead } from './claim-ahead.ts';
-import { processScheduleTick, type TickResult } from './tick-processor.ts';
+import { cancelOverlappedTick, processScheduleTick, type TickResult } from './tick-processor.ts';
 
 export const scheduleTickJobs: JobProcessor<TickJobData, TickResult> = {
   queue: QUEUES.ticks,
@@ -32,6 +32,7 @@ export const scheduleTickJobs: JobProcessor<TickJobData, TickResult> = {
     await dropAhead(job, handedBack);
   },
   process: processScheduleTick,
+  waitingForSlot: cancelOverlappedTick,
 };
 
 /** Whether a `ticks` job is a loop or heartbeat tick (those of earlier versions name no type). */

@@ -52,7 +52,7 @@ export function gateFacts(tick: Tick, stored: StoredGateRead, inputPending = fal
 }
 
 /**
- * The claim script (`TickClaim.claimTick`; its rule: `claim-tick-7.lua`), over what the gate read.
+ * The claim script (`TickClaim.claimTick`; its rule: `claim-tick-8.lua`), over what the gate read.
  * `ahead`: made before the due time (`claim-ahead.ts`); `tick.started` then says so, its start being the due time.
  */
 export async function claimTick(deps: WorkerDeps, tick: Tick, read: TickGateRead, mark: InflightMark, ahead = false) {

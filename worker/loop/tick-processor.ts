@@ -9,7 +9,7 @@
  *     `decideGate` (`tick-gate.ts`: coalescing, user input first, goal first);
  *     an occurrence applied already finishes what a dead worker left undone;
  *   - `claim`: the claim script (`TickClaim.claimTick`; the rule is told in
- *     `claim-tick-7.lua`) and `decideClaim` over its answer (session lock,
+ *     `claim-tick-8.lua`) and `decideClaim` over its answer (session lock,
  *     in-flight order, a changed record: `again`) — for a held tick, made
  *     `worker.claim_lead_ms` before the due time (`claim-ahead.ts`) and taken here;
  *   - `runTurn`: the turn against the claimed transcript (an agent turn's; a
@@ -31,6 +31,8 @@
  * is never left "wakeup running". After `loops.max_consecutive_failures`
  * failed ticks in a row the loop pauses with a notice (`applyTick`).
  */
+import { encodeTurnAbort } from '../../scheduler/session/turn-abort.ts';
+import type { LoopOverlap } from '../../scheduler/loop/loop-overlap.ts';
 import type { Job } from 'bullmq';
 import {
   applyTick,
@@ -65,7 +67,7 @@ import type { TranscriptMessage } from '../../scheduler/session/session-store.ts
 import { judgeUntil } from './until-judge.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 import { runOccurrence } from '../occurrence/pipeline.ts';
-import { openTurnJournal } from '../occurrence/turn-journal.ts';
+import { emptyTurnJournal, openTurnJournal } from '../occurrence/turn-journal.ts';
 import { takeAhead, type ClaimedAhead } from './claim-ahead.ts';
 import { claimTick, earlierTickWaiting, gateFacts, tickOf, type Tick, type TickGateRead } from './tick-occurrence.ts';
 import type { GateRead as StoredGateRead } from '../../scheduler/loop/tick-claim.ts';
@@ -85,6 +87,8 @@ interface Claimed {
   loop: LoopRecord;
   mark: InflightMark;
   transcript: TranscriptMessage[];
+  /** A command turn's: entries of its occurrence's journal, as the claim found them (0: not read). */
+  journalEntries?: number;
 }
 
 /** A turn that ran to its end (failed or not), ready to be committed. */
@@ -113,6 +117,8 @@ interface TurnRun {
   nextTickSeconds?: number;
   /** The turn passed `agent.max_tokens_per_turn`: its reply is kept and delivered, then the schedule pauses. */
   overBudget?: TurnBudgetOverrun;
+  /** Cancelled for a newer tick (`--overlap cancel_other`): recorded failed, counted as no failure. */
+  cancelled?: boolean;
 }
 
 /** What a turn had done so far (kept for a turn that throws). */
@@ -137,6 +143,16 @@ export async function processScheduleTick(
   deps: WorkerDeps,
 ): Promise<TickResult> {
   return await runOccurrence(new TickPlan(deps, job), deps, job, token, signal);
+}
+
+/**
+ * `--overlap cancel_other` for a tick waiting for a turn slot of its worker (`JobProcessor.waitingForSlot`):
+ * the loop's running tick is cancelled now — the slot it waits for may be that tick's own. Only a tick of the
+ * loop as it is now, due by now.
+ */
+export async function cancelOverlappedTick(job: Job<TickJobData>, deps: WorkerDeps): Promise<void> {
+  const plan = new TickPlan(deps, job);
+  await plan.cancelBeforeSlot();
 }
 
 /** A tick's steps in the occurrence pipeline (`occurrence/plan.ts`); one plan per job. */
@@ -210,7 +226,12 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       // Its turn starts now (the ticket woke at the due time): that is its start, lateness included.
       const startedAt = Date.now();
       const mark = { ...ahead.mark, startedAt };
-      return { action: 'fire', claimed: { loop: ahead.read.loop!, mark, transcript: ahead.transcript }, startedAt, lock: this.lock };
+      return {
+        action: 'fire',
+        claimed: { loop: ahead.read.loop!, mark, transcript: ahead.transcript, journalEntries: ahead.journalEntries },
+        startedAt,
+        lock: this.lock,
+      };
     }
     const mark: InflightMark = {
       occurrenceId: tick.occurrenceId,
@@ -220,6 +241,10 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       workerId: deps.workerId,
     };
     const claim = await claimTick(deps, tick, read, mark);
+    if (claim.status === 'busy' && read.loop?.overlap) {
+      const overlapped = await this.overlap(read.loop.overlap);
+      if (overlapped) return overlapped;
+    }
     if (claim.status !== 'busy') this.lock ??= deps.lock.adopt(tick.sessionId, tick.jobId);
     const lock = this.lock;
     const claimed = decideClaim(
@@ -228,9 +253,46 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       { deferMs: deps.config.worker.defer_ms },
     );
     if (claimed.action === 'fire' && claim.status === 'ok') {
-      return { action: 'fire', claimed: { loop: read.loop!, mark, transcript: claim.transcript }, startedAt: mark.startedAt, lock };
+      return {
+        action: 'fire',
+        claimed: { loop: read.loop!, mark, transcript: claim.transcript, journalEntries: claim.journalEntries },
+        startedAt: mark.startedAt,
+        lock,
+      };
     }
     return claimed.action === 'defer' ? { ...claimed, lock } : { action: 'again', lock };
+  }
+
+  /** `cancelOverlappedTick`. */
+  async cancelBeforeSlot(): Promise<void> {
+    const { deps, tick } = this;
+    if (tick.dueAt > Date.now()) return;
+    const loop = await deps.loops.get(tick.sessionId, tick.kind);
+    if (loop?.overlap !== 'cancel_other' || loop.loopId !== tick.loopId || loop.status !== 'active') return;
+    await this.overlap('cancel_other');
+  }
+
+  /**
+   * `--overlap` (`scheduler/loop/loop-overlap.ts`) when the session is busy: only when what holds its turn lock
+   * is this loop's own running tick (its in-flight mark names the lock's holder) — a chat turn or another
+   * schedule is waited for as always. `skip` ends this occurrence skipped; `cancel_other` sends the running
+   * tick the cancel (on the channel every worker listens to, as `/stop`; again at each look while it runs)
+   * and waits, like `queue`, for it to stop.
+   */
+  private async overlap(policy: LoopOverlap): Promise<ClaimAnswer<Claimed, TurnRun, TickResult> | undefined> {
+    const { deps, tick } = this;
+    const [running, holder] = await Promise.all([deps.loops.getInflight(tick.sessionId, tick.kind), deps.lock.holder(tick.sessionId)]);
+    if (!running || running.occurrenceId === tick.occurrenceId || running.jobId !== holder) return undefined;
+    if (policy === 'skip') {
+      tick.log.info({ running: running.occurrenceId }, `${tick.kind} tick skipped: the previous one still runs (--overlap skip)`);
+      return { action: 'done', result: { status: 'skipped', reason: 'overlap' } };
+    }
+    await deps.redis.publish(
+      deps.keys.turnAbortChannel,
+      encodeTurnAbort({ sessionId: tick.sessionId, occurrenceId: running.occurrenceId, by: 'overlap' }),
+    );
+    tick.log.info({ cancelled: running.occurrenceId }, `${tick.kind} tick cancels the running one (--overlap cancel_other)`);
+    return undefined;
   }
 
   /** The turn against the claimed transcript plus the wakeup text; `--watch` first, `--until` judged on its reply. */
@@ -280,7 +342,10 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
     // The turn answers to every surface whose text is in its context (provenance, `contextSurfaces`).
     // The turn resumes from its occurrence's journal, if an earlier run of it left one (an agent turn's summary
     // included; a command turn is one step, `command-runner.ts`).
-    const journal = await openTurnJournal(deps, sessionId, occurrenceId, log);
+    const journal =
+      claimed.journalEntries === 0
+        ? emptyTurnJournal(deps, sessionId, occurrenceId)
+        : await openTurnJournal(deps, sessionId, occurrenceId, log);
     if (loop.runner.kind === 'agent') {
       // The context budget before the turn (`context/session-context.ts`; docs/CONTEXT.md).
       const fitted = await fitSessionContext(deps, {
@@ -336,10 +401,11 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
   }
 
   /** A failed tick: committed with its input and no reply, what it spent counted. */
-  failedTurn(_claimed: Claimed, f: { error: TurnError; spend: ModelSpend }): TurnRun {
+  failedTurn(_claimed: Claimed, f: { error: TurnError; spend: ModelSpend; turn: TrackedTurn }): TurnRun {
     const p = this.progress!;
     return {
       ...p,
+      ...(f.turn.stoppedBy === 'overlap' ? { cancelled: true } : {}),
       reply: '',
       steps: [],
       failure: f.error,
@@ -391,6 +457,7 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       reply: t.reply,
       until: t.until,
       failure: t.failure?.message,
+      ...(t.cancelled || t.failure?.kind === 'in-doubt' ? { noOutcome: true } : {}),
       maxConsecutiveFailures: deps.config.loops.max_consecutive_failures,
       spend: t.spend,
       unchanged: t.unchanged,
@@ -443,7 +510,7 @@ class TickPlan implements OccurrencePlan<GateRead, Claimed, TurnRun, Committed, 
       if (notifyDeliversReply(loop.notify, { quiet: isSilentReply(ran.reply), final: outcome.kind === 'finished' })) {
         await deliverToTargets(deps, loopTargets(loop), delivery(loop, 'reply', ran.reply, occurrenceId, ran.tickNumber));
       }
-    } else if (outcome.kind === 'continue' && notifySendsNotices(loop.notify)) {
+    } else if (outcome.kind === 'continue' && !ran.cancelled && notifySendsNotices(loop.notify)) {
       const notice = tickFailureNotice(
         loop,
         ran.tickNumber,
@@ -534,6 +601,7 @@ function commitPayload(deps: WorkerDeps, tick: Tick, readAtStart: LoopRecord, t:
       occurrenceId: tick.occurrenceId,
       text: t.failure ? '' : t.reply,
       error: t.failure?.message,
+      ...(t.cancelled ? { cancelled: true } : {}),
       dueAt: tick.dueAt,
       startedAt: t.startedAt,
       finishedAt: t.finishedAt,

@@ -8,7 +8,7 @@
  */
 import type { Logger } from 'pino';
 import { TurnError } from '../../scheduler/errors/turn-error.ts';
-import { inDoubtCalls, isResumed, replayOf } from '../../scheduler/journal/turn-replay.ts';
+import { inDoubtCalls, isResumed, NO_REPLAY, replayOf, type TurnReplay } from '../../scheduler/journal/turn-replay.ts';
 import type { TurnJournal } from '../turn-runners/turn-runner.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 
@@ -23,17 +23,11 @@ export async function openTurnJournal(
   occurrenceId: string,
   log: Logger,
 ): Promise<TurnJournal> {
-  const unavailable = (err: unknown) =>
-    new TurnError(`The turn's journal could not be reached in Redis: ${(err as Error).message}`, {
-      kind: 'network',
-      sessionId,
-      cause: err,
-    });
   let replay;
   try {
     replay = replayOf(await deps.journals.read(sessionId, occurrenceId));
   } catch (err) {
-    throw unavailable(err);
+    throw unavailableJournal(sessionId, err);
   }
   if (isResumed(replay)) {
     log.info(
@@ -41,6 +35,17 @@ export async function openTurnJournal(
       'turn resumed from its journal',
     );
   }
+  return journalOf(deps, sessionId, occurrenceId, replay);
+}
+
+/**
+ * The journal of a turn known to have none yet (its claim found it empty: `claim-tick-8.lua`), without a read.
+ */
+export function emptyTurnJournal(deps: Pick<WorkerDeps, 'journals'>, sessionId: string, occurrenceId: string): TurnJournal {
+  return journalOf(deps, sessionId, occurrenceId, NO_REPLAY);
+}
+
+function journalOf(deps: Pick<WorkerDeps, 'journals'>, sessionId: string, occurrenceId: string, replay: TurnReplay): TurnJournal {
   return {
     occurrenceId,
     replay,
@@ -48,8 +53,16 @@ export async function openTurnJournal(
       try {
         await deps.journals.append(sessionId, occurrenceId, entry);
       } catch (err) {
-        throw unavailable(err);
+        throw unavailableJournal(sessionId, err);
       }
     },
   };
+}
+
+function unavailableJournal(sessionId: string, err: unknown): TurnError {
+  return new TurnError(`The turn's journal could not be reached in Redis: ${(err as Error).message}`, {
+    kind: 'network',
+    sessionId,
+    cause: err,
+  });
 }

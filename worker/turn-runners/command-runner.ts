@@ -76,7 +76,7 @@ export class CommandRunner implements TurnRunner {
       throw new TurnError(
         "The command's outcome is unknown: it started on a worker that stopped (or lost its lock) before it " +
           'finished, and it was not run again (worker.command_turn_on_doubt: report).',
-        { kind: 'command', sessionId },
+        { kind: 'in-doubt', sessionId },
       );
     }
     if (request.signal.aborted) throw new TurnError('The command was aborted.', { kind: 'aborted', sessionId });

@@ -3,7 +3,8 @@
   scheduler/loop/tick-claim.ts): take the session's turn lock, claim the
   occurrence, mark it in flight, tell clients it started and, for an agent
   turn, read the transcript it runs on (a command turn gets only its new
-  input, so ARGV[11] '0' spares the read).
+  input, so ARGV[11] '0' spares the read, and gets instead the length of its
+  occurrence's journal: 0 spares the journal's read).
 
   The claim rule, written here only: the gate decided to fire over one read of
   the loop record, the session's goal and its pending user input; the claim
@@ -23,6 +24,7 @@
   KEYS[5] the session's turn lock (string: the holding job id)
   KEYS[6] the session's event stream
   KEYS[7] the session's transcript (list of JSON messages)
+  KEYS[8] the occurrence's turn journal (list)
 
   ARGV[1] the record version the decision was taken over
   ARGV[2] the new in-flight mark (JSON)
@@ -40,8 +42,8 @@
   {'changed'} the record, the goal or the pending input changed, or the
   record is gone (lock held; re-read and decide again); {'inflight', mark}
   another occurrence is in flight (lock held); {'ok', event id, transcript
-  message, ...} claimed: lock held, mark set, event added (no messages with
-  ARGV[11] '0').
+  message, ...} claimed: lock held, mark set, event added (with ARGV[11] '0',
+  {'ok', event id, journal length} instead).
 ]]
 local holder = redis.call('GET', KEYS[5])
 if holder and holder ~= ARGV[7] then return {'busy'} end
@@ -59,7 +61,7 @@ if mark and cjson.decode(mark)['occurrenceId'] ~= ARGV[4] then return {'inflight
 redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 local id = redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[9], '*', 'type', 'tick.started', 'data', ARGV[10])
 local out = {}
-if ARGV[11] ~= '0' then out = redis.call('LRANGE', KEYS[7], 0, -1) end
+if ARGV[11] ~= '0' then out = redis.call('LRANGE', KEYS[7], 0, -1) else out = {tostring(redis.call('LLEN', KEYS[8]))} end
 table.insert(out, 1, id)
 table.insert(out, 1, 'ok')
 return out
