@@ -28,9 +28,9 @@ import { assertTrustedHome } from './home-check.ts';
 import { ORIGIN_SURFACES } from '../session/origin.ts';
 import { LOOP_KINDS } from '../tick/tick-kind.ts';
 
-// The schema is written with zod's functional API (`zod/mini`): its code is a tenth of the classic API's,
-// which every `hermes` call loaded whole (docs/BENCHMARKS.md, "CLI start-up"). It comes without messages,
-// so it is given zod's English ones, the messages classic zod gives (other modules' schemas use those).
+// The schema is written with zod's functional API (`zod/mini`), which the bundler can tree-shake: with the
+// classic API every `hermes` call loaded all of zod (docs/BENCHMARKS.md, "CLI start-up"). It comes without
+// messages, so it is given zod's English ones, the messages classic zod gives (other modules' schemas use those).
 z.config(en());
 
 /** A comma list from the environment (`a, b,,c` → `['a', 'b', 'c']`); any other value (a YAML list) is left as it is. */
