@@ -28,7 +28,10 @@ export async function openCronApi(
   const service = cronServiceFor(config, conn, log);
   const caller = { origin: { surface: 'api' as const }, trusted: false };
   const api: CronApi = {
-    list: async ({ all }) => (await service.list({ all })).map(cronJobView),
+    list: async (request, filter) => {
+      const page = await service.page(request, filter);
+      return { data: page.items.map(cronJobView), next_cursor: page.nextCursor };
+    },
     get: async (ref, options) => {
       const job = await service.get(ref);
       return withWarnings(withNextRuns(job, options?.nextRuns), config, job);

@@ -177,6 +177,9 @@ export async function reshard(
     }
     progress(`moved ${report.sessionsMoved} session(s) and ${report.cronJobsMoved} cron job(s); copied ${report.jobsMoved} pending job(s)`);
 
+    // The list orders (scheduler/store/lex-index.ts) are made again from the moved indexes at their next list.
+    for (const k of [...oldKeys.shards(), ...newKeys.shards()]) await redis.del(...k.listOrders);
+
     report.schedulesVerified = await verify(oldQueues, newKeys, newQueues, newLoops, newCron);
     progress(`verified ${report.schedulesVerified} schedule(s) armed once on ${to} shard(s)`);
     // The count last: until it is written every process refuses to start (reshard-to exists).

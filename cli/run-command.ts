@@ -42,6 +42,8 @@ const FIELD_FLAGS = nameTable({
   from: '--from',
   to: '--to',
   limit: '--limit',
+  cursor: '--cursor',
+  state: '--state',
   n: '-n',
 });
 

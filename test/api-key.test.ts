@@ -307,7 +307,7 @@ describe('a gateway and a worker metrics port with no key configured', () => {
 async function openCronApiList(env: TestEnv): Promise<unknown[]> {
   const cron = await openCronApi(env.config, env.redisUrl, createLogger({ level: 'silent' }));
   try {
-    return await cron.api.list({ all: true });
+    return (await cron.api.list({ limit: 500 }, { all: true })).data;
   } finally {
     await cron.close();
   }

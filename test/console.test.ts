@@ -416,7 +416,7 @@ describe('/ui in chromium', () => {
     expect(await page.locator('input[name=deliver]').inputValue()).toBe('telegram:42, local');
     const cron = await openCronApi(env.config, env.redisUrl, createLogger({ level: 'silent' }));
     cleanups.push(() => cron.close());
-    const jobs = (await cron.api.list({ all: false })) as Array<{ name: string; tz: string; schedule: { expression: string } }>;
+    const jobs = (await cron.api.list({ limit: 500 }, {})).data as Array<{ name: string; tz: string; schedule: { expression: string } }>;
     expect(jobs.find((j) => j.name === 'standup')).toMatchObject({ tz: 'Europe/Berlin', schedule: { expression: '0 9 * * 1-5' } });
   });
 
@@ -433,7 +433,8 @@ describe('/ui in chromium', () => {
       model: string | null;
       max_tokens: number | null;
     };
-    const named = async (name: string) => ((await cron.api.list({ all: true })) as JobView[]).filter((j) => j.name === name);
+    const named = async (name: string) =>
+      ((await cron.api.list({ limit: 500 }, { all: true })).data as JobView[]).filter((j) => j.name === name);
     await page.goto(`${gw.httpAddress.url}/ui/cron/new`);
     await page.waitForFunction(() => (globalThis as unknown as { htmx?: unknown }).htmx !== undefined);
     await page.locator('input[name=schedule]').fill('every 1h');

@@ -3,6 +3,8 @@
  * LoopService and BullMQ job schedulers, cron routes against the `CronApi`
  * contract, and a session's event stream as SSE with `Last-Event-ID` resume.
  */
+import type { PageRequest } from '../scheduler/store/list-page.ts';
+import type { CronListFilter } from '../scheduler/cron/cron-queries.ts';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,8 +28,8 @@ class MemoryCron implements CronApi {
     if (!job) throw new UnknownJobError(`No cron job "${ref}".`);
     return job;
   }
-  async list(options: { all: boolean }) {
-    return this.jobs.filter((j) => options.all || j.state !== 'completed');
+  async list(_request: PageRequest, filter: CronListFilter) {
+    return { data: this.jobs.filter((j) => filter.all || j.state !== 'completed'), next_cursor: null };
   }
   async add(input: CronAddInput) {
     if (input.schedule === 'sometimes') throw new ScheduleInputError('Unknown schedule "sometimes".', { field: 'schedule' });

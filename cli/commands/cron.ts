@@ -14,11 +14,14 @@ import {
   cronJobView,
   cronOccurrenceId,
   cronRunView,
+  CRON_JOB_STATES,
   MISFIRE_POLICIES,
   OVERLAP_POLICIES,
   type CronJob,
+  type CronJobState,
   type CronRun,
 } from '../../scheduler/cron/cron-job.ts';
+import { moreHint, readListPages, type PageFlags } from '../list-pages.ts';
 import { noModelWarning } from '../../scheduler/agent-model.ts';
 import { budgetSetWarning } from '../../scheduler/economy/token-budget.ts';
 import { unconfiguredPlatformWarnings } from '../../scheduler/delivery/unconfigured-platform.ts';
@@ -119,12 +122,22 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
   cron
     .command('list')
     .description("list jobs with next run (in each job's zone), last status and failure streak")
-    .option('--all', 'include completed jobs')
-    .option('--json', 'print JSON')
+    .option('--all', 'every job, completed ones too (every page)')
+    .option('--limit <n>', 'jobs in one page (default api_server.page_size, 50)')
+    .option('--cursor <cursor>', 'the page after the one that printed it')
+    .option('--state <state>', `only jobs in this state (${CRON_JOB_STATES.join(', ')})`)
+    .option('--name <prefix>', 'only jobs whose name starts with it')
+    .option('--json', "print JSON (the page's jobs; the next page's hint goes to stderr)")
     .action(
-      run(true, async (service, opts: { all?: boolean; json?: boolean }) => {
-        const jobs = await service!.list({ all: opts.all });
+      run(true, async (service, opts: PageFlags & { state?: string; name?: string; json?: boolean }) => {
+        const state = opts.state === undefined ? undefined : cronState(opts.state);
+        const filter = { all: opts.all === true, ...(state ? { state } : {}), ...(opts.name ? { name: opts.name } : {}) };
+        const page = await readListPages(ctx.config, opts, (request) => service!.page(request, filter));
+        const jobs = page.items;
         print(opts.json, jobs.map(cronJobView), () => formatJobList(jobs, io.now()));
+        // With --json stdout stays one JSON array, so the way to the next page goes to stderr.
+        const say = (line: string) => (opts.json ? io.err(line) : io.out(line));
+        for (const line of moreHint('hermes cron list', page, 'jobs')) say(line);
       }),
     );
 
@@ -613,6 +626,12 @@ async function openService(config: HermesConfig, conn: CliConnection, io: CronCl
   ]);
   const level = config.log_level === 'info' ? 'warn' : config.log_level;
   return cronServiceFor(config, conn, createLogger({ level, name: 'cli' }), io.now);
+}
+
+function cronState(value: string): CronJobState {
+  if (!(CRON_JOB_STATES as readonly string[]).includes(value))
+    throw new ScheduleInputError(`\`state\` must be one of ${CRON_JOB_STATES.join(', ')}, got "${value}".`, { field: 'state' });
+  return value as CronJobState;
 }
 
 function positiveInt(value: string, flag: string): number {

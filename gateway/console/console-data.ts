@@ -16,6 +16,8 @@ import { aliveWorkerIds } from '../../scheduler/worker-liveness.ts';
 import { readPlatformStates } from '../../scheduler/delivery/platform-state-store.ts';
 import type { GatewayPlatforms } from '../../scheduler/delivery/platform-state.ts';
 import type { CronApi } from '../http/cron-routes.ts';
+import type { PageRequest } from '../../scheduler/store/list-page.ts';
+import type { CronListFilter } from '../../scheduler/cron/cron-queries.ts';
 import type { SseStream } from '../http/sse.ts';
 import { sessionSummaries, type SessionSummary } from '../session-summaries.ts';
 import type { StreamFanout } from '../stream-fanout.ts';
@@ -67,9 +69,15 @@ const CHART_EVENTS_PER_SESSION = 500;
 /** Runs read back per cron job for the charts. */
 const CHART_RUNS_PER_JOB = 50;
 
-/** Every cron job (`[]` without a cron service). */
-export async function cronJobs(deps: ConsoleDeps): Promise<CronJobView[]> {
-  return deps.cron ? ((await deps.cron.list({ all: false })) as CronJobView[]) : [];
+/** A page of cron jobs in list order, the first `api_server.page_size` unless asked (none without a cron service). */
+export async function cronJobs(
+  deps: ConsoleDeps,
+  request: PageRequest = { limit: deps.config.api_server.page_size },
+  filter: CronListFilter = {},
+): Promise<{ jobs: CronJobView[]; nextCursor: string | null }> {
+  if (!deps.cron) return { jobs: [], nextCursor: null };
+  const page = await deps.cron.list(request, filter);
+  return { jobs: page.data as CronJobView[], nextCursor: page.next_cursor };
 }
 
 /** Read the overview: workers, each gateway's platforms, sessions, cron jobs with their last run, and the charts' data. */
@@ -79,7 +87,7 @@ export async function readOverview(deps: ConsoleDeps): Promise<OverviewData> {
     aliveWorkerIds(deps.redis, deps.keys.workers, now),
     readPlatformStates(deps.redis, deps.keys, now),
     sessionSummaries({ redis: deps.redis, keys: deps.keys, loops: deps.loops, goals: deps.goals, sessions: deps.sessions }),
-    cronJobs(deps),
+    cronJobs(deps).then((p) => p.jobs),
   ]);
   const runs = await Promise.all(
     jobs.map(async (job) => (deps.cron ? ((await deps.cron.runs(job.id, CHART_RUNS_PER_JOB)) as CronRunView[]) : [])),

@@ -98,7 +98,7 @@ export function consoleRouter(deps: ConsoleDeps): Router {
       timer ??= setTimeout(() => void render(), RERENDER_DEBOUNCE_MS);
     };
     const sessionIds = (await readOverview(deps)).sessions.map((s) => s.id);
-    const jobIds = (await cronJobs(deps)).map((j) => `cron:${j.id}`);
+    const jobIds = (await cronJobs(deps)).jobs.map((j) => `cron:${j.id}`);
     const now = `${Date.now()}-0`;
     for (const id of [...sessionIds, ...jobIds].slice(0, OVERVIEW_MAX_SUBSCRIPTIONS))
       subs.push(deps.fanout.subscribe(deps.keys.events(id), now, soon));

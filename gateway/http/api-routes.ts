@@ -164,7 +164,7 @@ export function apiRouter(deps: ApiDeps): Router {
     res.json({ reply: await deps.schedules.stop(sessionId, kind) });
   });
 
-  router.use('/cron', cronRouter(deps.cron));
+  router.use('/cron', cronRouter(deps.cron, deps.config));
   router.use('/models', modelRouter(deps));
   const sessions = sessionStoreFor(deps.config, deps.redis, deps.keys);
   router.use('/sessions', sessionRouter({ ...deps, sessions, maxChars: deps.config.agent.max_prompt_chars }));

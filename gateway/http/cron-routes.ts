@@ -9,8 +9,19 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { HttpError } from './errors.ts';
-import { MISFIRE_POLICIES, OVERLAP_POLICIES, type MisfirePolicy, type OverlapPolicy } from '../../scheduler/cron/cron-job.ts';
+import {
+  CRON_JOB_STATES,
+  MISFIRE_POLICIES,
+  OVERLAP_POLICIES,
+  type MisfirePolicy,
+  type OverlapPolicy,
+} from '../../scheduler/cron/cron-job.ts';
 import { NOTIFY_WORDS } from '../../scheduler/economy/notify.ts';
+import type { CronListFilter } from '../../scheduler/cron/cron-queries.ts';
+import type { PageRequest } from '../../scheduler/store/list-page.ts';
+import type { HermesConfig } from '../../scheduler/config/config.ts';
+import { PLATFORM_NAMES } from '../../scheduler/delivery/platforms.ts';
+import { filterOf, pageRequestOf } from './list-query.ts';
 
 /** Fields of a new job as the HTTP surface accepts them (the CLI's `add` flags). */
 export interface CronAddInput {
@@ -51,7 +62,11 @@ export interface CronAddInput {
  * add `warnings` (sentences) while the job will not work as set.
  */
 export interface CronApi {
-  list(options: { all: boolean }): Promise<unknown[]>;
+  /**
+   * One page of jobs in list order (by name, then id), each as its view; `next_cursor` continues it (`null`: the end).
+   * A cursor this list did not give throws `ScheduleInputError` (400).
+   */
+  list(request: PageRequest, filter: CronListFilter): Promise<{ data: unknown[]; next_cursor: string | null }>;
   /** One job with its next fire times (`next_runs`, ISO UTC; 5 unless `nextRuns` says). Unknown references throw `UnknownJobError` (404). */
   get(ref: string, options?: { nextRuns?: number }): Promise<unknown>;
   add(input: CronAddInput): Promise<unknown>;
@@ -136,15 +151,25 @@ const runSchema = z.object({ force: z.boolean().optional() }).strict();
 const backfillSchema = z.object({ from: z.string().min(1), to: z.string().min(1).optional(), force: z.boolean().optional() }).strict();
 
 /** Routes under `/api/cron`; answers 501 for every route when no cron service is wired. */
-export function cronRouter(cron: CronApi | undefined): Router {
+export function cronRouter(cron: CronApi | undefined, config: Pick<HermesConfig, 'api_server'>): Router {
   const router = Router();
   router.use((_req, _res, next) => {
     if (!cron) next(new HttpError(501, 'Cron jobs are not available in this gateway.', 'server_error', 'cron_unavailable'));
     else next();
   });
+  // A page of jobs by name: `limit`, `cursor`, and the filters `state`, `platform`, `name` (a prefix); `all` adds completed jobs.
   router.get('/jobs', async (req, res) => {
     const all = req.query.all === '1' || req.query.all === 'true';
-    res.json({ object: 'list', data: await cron!.list({ all }) });
+    const state = filterOf(req, 'state', CRON_JOB_STATES);
+    const platform = filterOf(req, 'platform', PLATFORM_NAMES);
+    const name = filterOf(req, 'name');
+    const page = await cron!.list(pageRequestOf(req, config), {
+      all,
+      ...(state ? { state } : {}),
+      ...(platform ? { platform } : {}),
+      ...(name ? { name } : {}),
+    });
+    res.json({ object: 'list', data: page.data, next_cursor: page.next_cursor });
   });
   router.post('/jobs', async (req, res) => {
     res.status(201).json(await cron!.add(addSchema.parse(req.body ?? {})));

@@ -1060,6 +1060,14 @@ const SECTIONS = {
            * not read past it is disconnected (it resumes with `Last-Event-ID`). @defaultValue 1048576 (1 MiB)
            */
           sse_max_buffered_bytes: positiveInt(1_048_576),
+          /**
+           * Records in one page of a list when the caller names no `limit`: `/api/cron/jobs`, `/api/schedules`,
+           * `/api/sessions`, the console's overview, `hermes cron list` and `hermes status` (without `--all`).
+           * @defaultValue 50
+           */
+          page_size: positiveInt(50),
+          /** The largest `limit` a list answers; more is a 400. Not below `page_size`. @defaultValue 500 */
+          max_page_size: positiveInt(500),
           /** Deepest nesting of arrays and objects in a JSON body; deeper is a 400 naming the field. @defaultValue 64 */
           max_json_depth: positiveInt(64),
           /**
@@ -1074,6 +1082,12 @@ const SECTIONS = {
           /** An idle keep-alive connection is closed after this, ms (`server.keepAliveTimeout`). @defaultValue 5000 */
           keep_alive_timeout_ms: positiveInt(HTTP_LIMIT_DEFAULTS.keep_alive_timeout_ms),
         })
+        .check(
+          z.refine((a) => a.page_size <= a.max_page_size, {
+            message: 'page_size must not exceed max_page_size',
+            path: ['page_size'],
+          }),
+        )
         .check(
           z.refine((a) => a.headers_timeout_ms <= a.request_timeout_ms, {
             message: 'headers_timeout_ms must not exceed request_timeout_ms',

@@ -3,9 +3,23 @@
  * tool: listing, references (an id or a name) and run history. Writes nothing.
  */
 import { ScheduleInputError } from '../errors/schedule-input-error.ts';
-import type { CronJob, CronRun } from './cron-job.ts';
+import type { CronJob, CronJobState, CronRun } from './cron-job.ts';
 import type { CronStore } from './cron-store.ts';
 import { resolveJobRef } from './job-ref.ts';
+import type { Page, PageRequest } from '../store/list-page.ts';
+import { reachesPlatform } from '../session/reaches-platform.ts';
+
+/** What a page of jobs may be narrowed to. */
+export interface CronListFilter {
+  /** Include completed jobs (otherwise left out unless `state` asks for them). */
+  all?: boolean;
+  /** Only jobs in this state. */
+  state?: CronJobState;
+  /** Only jobs set from this platform or delivering to it (`reachesPlatform`). */
+  platform?: string;
+  /** Only jobs whose name starts with this (ASCII letters in either case). */
+  name?: string;
+}
 
 /** Queries over the cron job records and run history. */
 export class CronQueries {
@@ -19,6 +33,24 @@ export class CronQueries {
     return jobs
       .filter((j) => options.all || j.state !== 'completed')
       .sort((a, b) => (a.next_run_at ?? Infinity) - (b.next_run_at ?? Infinity) || a.created_at - b.created_at);
+  }
+
+  /**
+   * One page of jobs in list order (by name, then id: `cron-order.ts`), read a page at a time (`store/list-page.ts`).
+   * Without `all` or a `state`, completed jobs are left out.
+   * @throws ScheduleInputError (`cursor`) for a cursor this list did not give
+   */
+  async page(request: PageRequest, filter: CronListFilter = {}): Promise<Page<CronJob>> {
+    const { state, platform } = filter;
+    const hideCompleted = !filter.all && state === undefined;
+    const keep =
+      state !== undefined || platform !== undefined || hideCompleted
+        ? (j: CronJob) =>
+            (state === undefined || j.state === state) &&
+            (!hideCompleted || j.state !== 'completed') &&
+            (platform === undefined || reachesPlatform(j, platform))
+        : undefined;
+    return await this.store.page(request, { ...(filter.name ? { namePrefix: filter.name } : {}), ...(keep ? { keep } : {}) });
   }
 
   /** The job a reference names. @throws ScheduleInputError when none or several match */

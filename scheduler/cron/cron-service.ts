@@ -8,7 +8,8 @@ import type { Logger } from 'pino';
 import type { CronJob, CronRun } from './cron-job.ts';
 import { CronCommands } from './cron-commands.ts';
 import type { CronCaller, CronInputSettings, CronJobChanges, CronJobInput } from './cron-input.ts';
-import { CronQueries } from './cron-queries.ts';
+import { CronQueries, type CronListFilter } from './cron-queries.ts';
+import type { Page, PageRequest } from '../store/list-page.ts';
 import { CronReports, type CronFinding, type CronStatus } from './cron-reports.ts';
 import type { CronStore } from './cron-store.ts';
 import type { BackfillWindow } from './backfill.ts';
@@ -78,6 +79,11 @@ export class CronService {
   /** {@link CronCommands.remove} */
   remove(ref: string): Promise<CronJob> {
     return this.commands.remove(ref);
+  }
+
+  /** {@link CronQueries.page} */
+  page(request: PageRequest, filter?: CronListFilter): Promise<Page<CronJob>> {
+    return this.queries.page(request, filter);
   }
 
   /** {@link CronQueries.list} */

@@ -37,7 +37,9 @@ import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
 import { cronOccurrenceId, cronSessionId, readCronJob, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
 import { encodePattern } from './repeat-strategy.ts';
 import { bufferPlace } from './overlap-buffer.ts';
-import { putVersioned } from '../store/versioned-json.ts';
+import { lexRange } from '../store/lex-index.ts';
+import { readPage, type Page, type PageRequest } from '../store/list-page.ts';
+import { cronNamePrefix, cronOrderId, cronOrderMember } from './cron-order.ts';
 import { afterAllKey, afterRunDigest, type ParentRunContext } from './cron-after.ts';
 
 /** Data of a cron tick job in the `ticks` queue. */
@@ -79,7 +81,8 @@ export const RECENT_RUNS_MAX = 1000;
 
 const CLAIM = luaScript('claim-cron-occurrence-3.lua');
 const COMMIT_RUN = luaScript('commit-cron-run-8.lua');
-const DELETE_JOB = luaScript('delete-cron-job-7.lua');
+const DELETE_JOB = luaScript('delete-cron-job-8.lua');
+const PUT_JOB = luaScript('put-cron-job-3.lua');
 const UPDATE_RUN = luaScript('update-cron-run-1.lua');
 const JOIN_AFTER_ALL = luaScript('join-after-all-1.lua');
 const TAKE_AFTER_ALL = luaScript('take-after-all-1.lua');
@@ -143,18 +146,87 @@ export class CronStore {
    * @throws StoreUnavailableError when Redis refused the write
    */
   async put(job: CronJob, expectedVersion: number | 'absent'): Promise<CronJob | null> {
-    return await putVersioned(
-      this.redis,
+    const k = this.keys.forCronJob(job.id);
+    const stored: CronJob = { ...job, version: (typeof expectedVersion === 'number' ? expectedVersion : job.version) + 1 };
+    try {
+      const ok = await runLuaScript(
+        this.redis,
+        PUT_JOB,
+        [k.cronJob(job.id), k.cronJobIndex, k.cronJobOrder],
+        [String(expectedVersion), JSON.stringify(stored), job.id, cronOrderMember(job)],
+      );
+      return ok === 1 ? stored : null;
+    } catch (err) {
+      throw new StoreUnavailableError(`Redis did not take the cron job ${job.id}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  /**
+   * One page of jobs in list order (by name, then id: `cron-order.ts`), of every shard; reads the page's
+   * records only (`store/list-page.ts`). Filters the order cannot answer (`keep`) are applied to the records read.
+   * @param filter.namePrefix - only jobs whose name starts with it (ASCII letters in either case)
+   * @throws ScheduleInputError (`cursor`) for a cursor this list did not give
+   */
+  async page(request: PageRequest, filter: { namePrefix?: string; keep?: (job: CronJob) => boolean } = {}): Promise<Page<CronJob>> {
+    const shards = this.keys.shards();
+    await Promise.all(shards.map((k) => this.ensureOrder(k)));
+    const prefix = filter.namePrefix ? cronNamePrefix(filter.namePrefix) : undefined;
+    return await readPage<CronJob>(
       {
-        key: this.keys.cronJob(job.id),
-        indexKey: this.keys.forCronJob(job.id).cronJobIndex,
-        member: job.id,
-        what: `cron job ${job.id}`,
+        list: 'cron-jobs',
+        members: (after, count) =>
+          lexRange(
+            this.redis,
+            shards.map((k) => k.cronJobOrder),
+            { after, prefix },
+            count,
+          ),
+        load: async (members) => {
+          const ids = members.map(cronOrderId);
+          const raws = await Promise.all(ids.map((id) => this.redis.get(this.keys.cronJob(id))));
+          // A member whose record is gone or renamed in between is skipped: the record's own member is listed.
+          return raws.map((r, i) => {
+            const job = r ? readCronJob(r) : null;
+            return job && cronOrderMember(job) === members[i] ? job : null;
+          });
+        },
+        ...(filter.keep ? { keep: filter.keep } : {}),
       },
-      job,
-      expectedVersion,
+      request,
     );
   }
+
+  /**
+   * Make the shard's list order hold its jobs, when it is not known to: the order is rebuilt from the job
+   * index whenever the two differ in size — the first list after an upgrade from a version without the
+   * order, after `hermes admin reshard`, or after a write by an older version of the product during a rolling
+   * upgrade. Two commands per shard otherwise. The rebuild reads every record of the shard once; a write meanwhile
+   * may leave a member the rebuild read before it, which the sizes or a page's check of the record catch next time.
+   */
+  private async ensureOrder(k: Keys): Promise<void> {
+    const [[, ids], [, ordered]] = (await this.redis.multi().scard(k.cronJobIndex).zcard(k.cronJobOrder).exec()) as [
+      [unknown, number],
+      [unknown, number],
+    ];
+    if (ids === ordered) return;
+    const running = this.rebuilding.get(k.shardIndex);
+    if (running) return await running;
+    const rebuild = (async () => {
+      const all = await this.redis.smembers(k.cronJobIndex);
+      await this.redis.del(k.cronJobOrder);
+      for (let i = 0; i < all.length; i += 1000) {
+        const chunk = all.slice(i, i + 1000);
+        const raws = await this.redis.mget(...chunk.map((id) => k.cronJob(id)));
+        const members = raws.filter((r): r is string => r !== null).map((r) => cronOrderMember(readCronJob(r)));
+        if (members.length > 0) await this.redis.zadd(k.cronJobOrder, ...members.flatMap((m) => [0, m]));
+      }
+    })().finally(() => this.rebuilding.delete(k.shardIndex));
+    this.rebuilding.set(k.shardIndex, rebuild);
+    await rebuild;
+  }
+
+  /** List-order rebuilds in progress, by shard (one at a time per process). */
+  private readonly rebuilding = new Map<number, Promise<void>>();
 
   /** Delete the record, its history and its `--after-all` window. @returns whether it existed */
   async delete(id: string): Promise<boolean> {
@@ -170,6 +242,7 @@ export class CronStore {
           this.keys.cronClaims(id),
           this.keys.cronCommitted(id),
           this.keys.cronWatchBase(id),
+          this.keys.forCronJob(id).cronJobOrder,
         ],
         [id],
       );

@@ -66,6 +66,7 @@ export class GoalService {
         indexKey: this.keys.forSession(goal.sessionId).goalIndex,
         member: goal.sessionId,
         what: 'goal',
+        orders: [{ key: this.keys.forSession(goal.sessionId).sessionOrder, member: goal.sessionId }],
       },
       goal,
       expected,

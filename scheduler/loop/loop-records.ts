@@ -34,14 +34,19 @@ export class LoopRecords {
    * @throws StoreUnavailableError when Redis refused the write
    */
   async put(record: LoopRecord, expectedVersion: ExpectedVersion): Promise<LoopRecord | null> {
+    const k = this.keys.forSession(record.sessionId);
     return await putVersioned(
       this.redis,
       {
         key: this.keys.schedule(record.sessionId, record.kind),
-        indexKey: this.keys.forSession(record.sessionId).scheduleIndex,
+        indexKey: k.scheduleIndex,
         member: this.keys.scheduleIndexMember(record.sessionId, record.kind),
         what: `${record.kind} state`,
         encode: encodeLoopRecord,
+        orders: [
+          { key: k.scheduleOrder, member: k.scheduleOrderMember(record.sessionId, record.kind) },
+          { key: k.sessionOrder, member: record.sessionId },
+        ],
       },
       record,
       expectedVersion,
@@ -74,6 +79,7 @@ export class LoopRecords {
       .multi()
       .del(k.schedule(sessionId, kind), k.scheduleWatchBase(sessionId, kind))
       .srem(k.scheduleIndex, k.scheduleIndexMember(sessionId, kind))
+      .zrem(k.scheduleOrder, k.scheduleOrderMember(sessionId, kind))
       .exec();
   }
 

@@ -48,7 +48,7 @@ export interface InboxJobData {
  * per-session sequence (mod 1000), so inputs of the same millisecond keep the
  * order in which they were registered.
  */
-const REGISTER_PENDING_INPUT = luaScript('register-pending-input-3.lua');
+const REGISTER_PENDING_INPUT = luaScript('register-pending-input-4.lua');
 
 /** BullMQ job id of an input (dedupes the same message sent twice). */
 export function inboxJobId(sessionId: string, messageId: string): string {
@@ -105,7 +105,7 @@ async function queueInput(
   await runLuaScript(
     deps.redis,
     REGISTER_PENDING_INPUT,
-    [k.pendingInput(input.sessionId), k.inputSequence(input.sessionId), k.sessionIndex],
+    [k.pendingInput(input.sessionId), k.inputSequence(input.sessionId), k.sessionIndex, k.sessionOrder],
     [String(receivedAt), occurrenceId, input.sessionId],
   );
   const data: InboxJobData = {

@@ -255,6 +255,14 @@ export class Keys {
   }
 
   /**
+   * This shard's list orders (`lex-index.ts`) and the mark that its session order is complete: dropped
+   * after a reshard, each is made again from its index at the next list.
+   */
+  get listOrders(): string[] {
+    return [this.scheduleOrder, this.sessionOrder, this.sessionOrderBuilt, this.cronJobOrder];
+  }
+
+  /**
    * The product's indexes under the one-shard layout, for telling whether a
    * store written with one shard has data (fleet-wide prefix).
    */
@@ -294,6 +302,25 @@ export class Keys {
   /** Set of `scheduleIndexMember`s of every stored loop/heartbeat (for status and listing). */
   get scheduleIndex(): string {
     return `${this.prefix}:schedules`;
+  }
+
+  /**
+   * The loops and heartbeats of this shard in list order (`store/lex-index.ts`): a sorted set, every score 0,
+   * of `scheduleOrderMember`s, written in the same script as the record and `scheduleIndex`.
+   */
+  get scheduleOrder(): string {
+    return `${this.prefix}:schedules:by-session`;
+  }
+
+  /** Member of `scheduleOrder`: `<sessionId>\0<kind>` (a session id holds no NUL), so a session's two sort together. */
+  scheduleOrderMember(sessionId: string, kind: LoopKind): string {
+    return `${sessionId}\0${kind}`;
+  }
+
+  /** The session and kind of a `scheduleOrder` member. */
+  parseScheduleOrderMember(member: string): { sessionId: string; kind: LoopKind } {
+    const at = member.lastIndexOf('\0');
+    return { sessionId: member.slice(0, at), kind: member.slice(at + 1) as LoopKind };
   }
 
   /** Member of `scheduleIndex` for a session's loop or heartbeat: `<kind>:<sessionId>` (the kind never holds `:`). */
@@ -368,6 +395,19 @@ export class Keys {
   /** Set of known session ids. */
   get sessionIndex(): string {
     return `${this.prefix}:sessions`;
+  }
+
+  /**
+   * The sessions of this shard in list order (`store/lex-index.ts`): a sorted set, every score 0, of the ids
+   * of sessions that were sent input or have a loop, heartbeat or goal; added in the scripts that write those.
+   */
+  get sessionOrder(): string {
+    return `${this.prefix}:sessions:by-id`;
+  }
+
+  /** Set while `sessionOrder` holds every session of this shard (made once from the older indexes, `gateway/session-index.ts`). */
+  get sessionOrderBuilt(): string {
+    return `${this.prefix}:sessions:by-id:built`;
   }
 
   /**
@@ -476,6 +516,14 @@ export class Keys {
   /** Set of every cron job id. */
   get cronJobIndex(): string {
     return `${this.prefix}:cron:jobs`;
+  }
+
+  /**
+   * The cron jobs of this shard in list order (`store/lex-index.ts`): a sorted set, every score 0, of
+   * `<folded name>\0<id>` (`cron/cron-order.ts`), written in the scripts that write or delete a record.
+   */
+  get cronJobOrder(): string {
+    return `${this.prefix}:cron:jobs:by-name`;
   }
 
   /** Hash of a cron job's run records: occurrence id → run JSON. */

@@ -1,0 +1,180 @@
+/**
+ * Every list pages (docs/GATEWAY.md, "Lists"): `/api/cron/jobs` answers `limit` and an opaque `cursor` in
+ * name order with `next_cursor`, reads only the page's records (counted with MONITOR over 1,200 stored
+ * jobs), keeps its place across writes between pages, filters by state, platform and name prefix, refuses
+ * a bad cursor with a 400 that says why, and lists a store written before the order existed.
+ */
+import { describe, expect, it } from 'vitest';
+import { cronJobFixture } from './support/record-fixtures.ts';
+import { testEnv } from './support/env.ts';
+import { cleanupAfterEach } from './support/cleanup.ts';
+import { startCronApiGateway, type ApiCall } from './support/cron-api-gateway.ts';
+import { openCronService } from './support/cron-worker.ts';
+import { commandsDuring } from './support/redis-monitor.ts';
+import type { CronJob } from '../scheduler/cron/cron-job.ts';
+import { runCronCli } from './support/cron-cli.ts';
+
+const KEY = 'list-pages-key';
+const cleanups = cleanupAfterEach();
+
+/** Job `i`: id from the number, name `Job-0007`-like, every tenth paused, every seventh delivering to Telegram. */
+function job(i: number): CronJob {
+  return cronJobFixture({
+    id: i.toString(16).padStart(12, '0'),
+    name: `${i % 3 === 0 ? 'Report' : 'job'}-${String(i).padStart(4, '0')}`,
+    paused: i % 10 === 0,
+    deliver: i % 7 === 0 ? ['telegram:42'] : ['local'],
+  });
+}
+
+async function setup(count: number) {
+  const env = testEnv({ 'api_server.port': 0, 'api_server.key': KEY });
+  cleanups.push(() => env.cleanup());
+  const cron = openCronService(env.config);
+  cleanups.push(() => cron.close());
+  for (let i = 0; i < count; i += 100) {
+    await Promise.all(Array.from({ length: Math.min(100, count - i) }, (_, j) => cron.store.put(job(i + j), 'absent')));
+  }
+  const { call } = await startCronApiGateway(cleanups, env, KEY);
+  return { env, cron, call };
+}
+
+/** Every page of `path` (a query without `cursor`), following `next_cursor`; `between` runs before each next page. */
+async function walk(call: ApiCall, path: string, between: (page: number) => Promise<void> = async () => {}): Promise<string[][]> {
+  const pages: string[][] = [];
+  let cursor: string | null = null;
+  do {
+    const sep = path.includes('?') ? '&' : '?';
+    const res = await call('GET', cursor ? `${path}${sep}cursor=${encodeURIComponent(cursor)}` : path);
+    expect(res.status).toBe(200);
+    pages.push((res.body.data as Array<{ name: string }>).map((j) => j.name));
+    cursor = res.body.next_cursor as string | null;
+    if (cursor) await between(pages.length);
+  } while (cursor);
+  return pages;
+}
+
+describe('/api/cron/jobs pages', () => {
+  it('a page of 50 of 1,200 jobs reads 50 records and no index whole; the pages cover every job once, in name order', async () => {
+    const { env, cron, call } = await setup(1200);
+    let body: Record<string, any> = {};
+    const seen = await commandsDuring(env.redisUrl, cron.redis, env.prefix, async () => {
+      body = (await call('GET', '/api/cron/jobs?limit=50&all=1')).body;
+    });
+    expect(body.data).toHaveLength(50);
+    expect(typeof body.next_cursor).toBe('string');
+    const names = (body.data as Array<{ name: string }>).map((j) => j.name);
+    expect(names).toEqual([...names].sort((a, b) => a.toLowerCase().localeCompare(b.toLowerCase())));
+    // What the request asked of Redis under this test's prefix.
+    const recordReads = seen.filter((c) => c.args.some((a) => a.includes(':cron:job:')));
+    expect(recordReads.length).toBeGreaterThanOrEqual(50);
+    expect(recordReads.length).toBeLessThanOrEqual(50 + 2);
+    expect(seen.filter((c) => ['MGET', 'SMEMBERS', 'HGETALL', 'SSCAN', 'KEYS', 'SCAN'].includes(c.name))).toEqual([]);
+    expect(seen.filter((c) => c.name === 'ZRANGEBYLEX' || c.name === 'ZRANGE')).toHaveLength(1);
+
+    const pages = await walk(call, '/api/cron/jobs?limit=50&all=1');
+    expect(pages).toHaveLength(24);
+    const all = pages.flat();
+    expect(new Set(all).size).toBe(1200);
+    expect(all).toEqual([...all].sort((a, b) => a.toLowerCase().localeCompare(b.toLowerCase())));
+  });
+
+  it('jobs added, removed and renamed between pages: no job listed twice, none that existed throughout skipped', async () => {
+    const { cron, call } = await setup(300);
+    const removed = new Set<string>();
+    const renamed = new Set<string>();
+    let added = 0;
+    const pages = await walk(call, '/api/cron/jobs?limit=40&all=1', async (n) => {
+      // Ahead of the cursor and behind it: a new job at either end, one removed, one renamed to the front.
+      await cron.store.put(cronJobFixture({ id: `f${String(n).padStart(11, '0')}`, name: `aaa-new-${n}` }), 'absent');
+      await cron.store.put(cronJobFixture({ id: `e${String(n).padStart(11, '0')}`, name: `zzz-new-${n}` }), 'absent');
+      added += 2;
+      const gone = job(n * 11);
+      if (await cron.store.delete(gone.id)) removed.add(gone.name);
+      const moved = (await cron.store.get(job(n * 13 + 1).id))!;
+      if (!removed.has(moved.name) && (await cron.store.put({ ...moved, name: `AAA-renamed-${n}` }, moved.version)))
+        renamed.add(moved.name);
+    });
+    const listed = pages.flat();
+    expect(new Set(listed).size).toBe(listed.length);
+    const throughout = Array.from({ length: 300 }, (_, i) => job(i).name).filter((n) => !removed.has(n) && !renamed.has(n));
+    for (const name of throughout) expect(listed).toContain(name);
+    expect(added).toBeGreaterThan(0);
+    expect(listed.filter((n) => n.startsWith('zzz-new-')).length).toBeGreaterThan(0);
+  });
+
+  it('filters: state, platform and a name prefix in either case, each page following the order', async () => {
+    const { call } = await setup(120);
+    const names = (pages: string[][]) => pages.flat();
+    const paused = names(await walk(call, '/api/cron/jobs?limit=5&state=paused'));
+    expect(paused).toEqual(
+      Array.from({ length: 12 }, (_, i) => job(i * 10).name).sort((a, b) => a.toLowerCase().localeCompare(b.toLowerCase())),
+    );
+    const telegram = names(await walk(call, '/api/cron/jobs?limit=7&platform=telegram&all=1'));
+    expect(telegram).toHaveLength(18);
+    expect(telegram.every((n) => Number(n.slice(-4)) % 7 === 0)).toBe(true);
+    const reports = names(await walk(call, '/api/cron/jobs?limit=9&name=rEPORT-00&all=1'));
+    expect(reports).toEqual(Array.from({ length: 40 }, (_, i) => job(i * 3).name).filter((n) => n.startsWith('Report-00')));
+    expect(reports.length).toBeGreaterThan(9);
+  });
+
+  it('a bad cursor, a cursor of another list, a bad limit and an unknown state are 400s that name the field', async () => {
+    const { call } = await setup(3);
+    const bad = await call('GET', '/api/cron/jobs?cursor=not-a-cursor');
+    expect(bad.status).toBe(400);
+    expect(bad.body.error).toMatchObject({ type: 'invalid_request_error', param: 'cursor' });
+    expect(bad.body.error.message).toMatch(/not a cursor this list gave/);
+    const other = Buffer.from(JSON.stringify({ l: 'sessions', a: 'x' })).toString('base64url');
+    const wrong = await call('GET', `/api/cron/jobs?cursor=${other}`);
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.error.message).toMatch(/belongs to another list \(sessions\)/);
+    const limit = await call('GET', '/api/cron/jobs?limit=501');
+    expect(limit.status).toBe(400);
+    expect(limit.body.error.message).toMatch(/`limit` must be a whole number from 1 to 500/);
+    expect((await call('GET', '/api/cron/jobs?state=sleeping')).status).toBe(400);
+    const first = await call('GET', '/api/cron/jobs?limit=2');
+    expect(first.body).toMatchObject({ object: 'list', next_cursor: expect.any(String) });
+    expect(first.body.data).toHaveLength(2);
+  });
+
+  it('a store written before the list order existed lists every job: the order is rebuilt from the job index', async () => {
+    const { env, cron, call } = await setup(130);
+    // As an earlier version left it: the index set, no order.
+    for (const k of cron.keys.shards()) await cron.redis.del(k.cronJobOrder);
+    const pages = await walk(call, '/api/cron/jobs?limit=50&all=1');
+    expect(pages.flat()).toHaveLength(130);
+    // A job an earlier version wrote (index set and record only) after the order was made is listed too.
+    const late = cronJobFixture({ id: 'ffffffffffff', name: 'late' });
+    await cron.redis.set(cron.keys.cronJob(late.id), JSON.stringify(late));
+    await cron.redis.sadd(cron.keys.forCronJob(late.id).cronJobIndex, late.id);
+    expect((await walk(call, '/api/cron/jobs?limit=50&all=1')).flat()).toContain('late');
+    expect(env.prefix).toBeTruthy();
+  });
+
+  it('hermes cron list prints a page of api_server.page_size jobs and how to see more; --cursor goes on, --all prints all, --json too', async () => {
+    const env = testEnv({ 'api_server.page_size': 20 });
+    cleanups.push(() => env.cleanup());
+    const cron = openCronService(env.config);
+    cleanups.push(() => cron.close());
+    await Promise.all(Array.from({ length: 45 }, (_, i) => cron.store.put(job(i), 'absent')));
+    const rows = (stdout: string) => stdout.split('\n').filter((l) => /^[0-9a-f]{12} /.test(l));
+    const page = await runCronCli(env.config, ['list']);
+    expect(page.code).toBe(0);
+    expect(rows(page.stdout)).toHaveLength(20);
+    const hint = /20 jobs shown; more: hermes cron list --cursor (\S+) \(or --all\)/.exec(page.stdout);
+    expect(hint).not.toBeNull();
+    const next = await runCronCli(env.config, ['list', '--cursor', hint![1]!, '--limit', '30']);
+    // 45 jobs, every tenth paused and none completed: the second page holds the other 25, and no hint.
+    expect(rows(next.stdout)).toHaveLength(25);
+    expect(next.stdout).not.toMatch(/more:/);
+    expect(new Set([...rows(page.stdout), ...rows(next.stdout)].map((r) => r.slice(0, 12))).size).toBe(45);
+    expect(rows((await runCronCli(env.config, ['list', '--all'])).stdout)).toHaveLength(45);
+    const json = await runCronCli(env.config, ['list', '--json']);
+    expect(JSON.parse(json.stdout)).toHaveLength(20);
+    expect(json.stderr).toMatch(/more: hermes cron list --cursor/);
+    expect(JSON.parse((await runCronCli(env.config, ['list', '--json', '--all'])).stdout)).toHaveLength(45);
+    const bad = await runCronCli(env.config, ['list', '--cursor', 'nope']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--cursor is not a cursor this list gave/);
+  });
+});
