@@ -365,11 +365,15 @@ program
 
 program
   .command('status')
-  .description('workers, the loops, heartbeats and goals of every session, and the cron jobs (finished ones with --all)')
-  .option('--all', 'include finished schedules, achieved or cleared goals and completed cron jobs')
+  .description('workers, the loops, heartbeats and goals of every session, and the cron jobs (a page of each; finished ones with --all)')
+  .option(
+    '--all',
+    'every loop, heartbeat and cron job (every page), finished schedules, achieved or cleared goals and completed cron jobs too',
+  )
+  .option('--limit <n>', 'loops and heartbeats, and cron jobs, shown of each (default api_server.page_size, 50)')
   .option('--json', 'machine-readable output')
   .action(
-    action(async (opts: { all?: boolean; json?: boolean }) => {
+    action(async (opts: { all?: boolean; json?: boolean; limit?: string }) => {
       const cfg = getConfig();
       const conn = await connectCli(cfg);
       try {

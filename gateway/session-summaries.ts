@@ -7,7 +7,8 @@ import type { GoalRecord } from '../scheduler/goal/goal-state.ts';
 import type { GoalService } from '../scheduler/goal/goal-service.ts';
 import type { LoopRecord } from '../scheduler/loop/loop-state.ts';
 import type { LoopStore } from '../scheduler/loop/loop-store.ts';
-import { listSessionIds } from './session-index.ts';
+import { listSessionIds, sessionIdsAfter } from './session-index.ts';
+import { readPage, type Page, type PageRequest } from '../scheduler/store/list-page.ts';
 import type { SessionStore } from '../scheduler/session/session-store.ts';
 import type { Keys } from '../scheduler/store/keys.ts';
 import type { LoopKind } from '../scheduler/tick/tick-kind.ts';
@@ -56,6 +57,22 @@ export async function sessionSummaries(s: SummaryStores): Promise<SessionSummary
         goals.find((g) => g.sessionId === id) ?? null,
       ),
     ),
+  );
+}
+
+/**
+ * One page of session summaries in id order (`session-index.ts`): the page's sessions are read, no other.
+ * @param prefix - only sessions whose id starts with it
+ * @throws ScheduleInputError (`cursor`) for a cursor this list did not give
+ */
+export async function sessionSummaryPage(s: SummaryStores, request: PageRequest, prefix?: string): Promise<Page<SessionSummary>> {
+  return await readPage<SessionSummary>(
+    {
+      list: 'sessions',
+      members: (after, count) => sessionIdsAfter(s.redis, s.keys, { after, prefix }, count),
+      load: async (ids) => await Promise.all(ids.map((id) => sessionSummary(s, id))),
+    },
+    request,
   );
 }
 

@@ -2,10 +2,13 @@
  * Every list pages (docs/GATEWAY.md, "Lists"): `/api/cron/jobs` answers `limit` and an opaque `cursor` in
  * name order with `next_cursor`, reads only the page's records (counted with MONITOR over 1,200 stored
  * jobs), keeps its place across writes between pages, filters by state, platform and name prefix, refuses
- * a bad cursor with a 400 that says why, and lists a store written before the order existed.
+ * a bad cursor with a 400 that says why, and lists a store written before the order existed; `/api/schedules`
+ * and `/api/sessions` the same by session id; `hermes cron list` pages by default.
  */
 import { describe, expect, it } from 'vitest';
-import { cronJobFixture } from './support/record-fixtures.ts';
+import { cronJobFixture, loopFixture } from './support/record-fixtures.ts';
+import { loopStoreFor } from '../scheduler/services.ts';
+import type { LoopRecord } from '../scheduler/loop/loop-state.ts';
 import { testEnv } from './support/env.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 import { startCronApiGateway, type ApiCall } from './support/cron-api-gateway.ts';
@@ -37,6 +40,20 @@ async function setup(count: number) {
   }
   const { call } = await startCronApiGateway(cleanups, env, KEY);
   return { env, cron, call };
+}
+
+/** Stored loops and heartbeats: a loop for sessions `s-0000`… (every fourth also a heartbeat, every fifth paused). */
+async function storeSchedules(cron: ReturnType<typeof openCronService>, config: Parameters<typeof loopStoreFor>[0], count: number) {
+  const loops = loopStoreFor(config, { redis: cron.redis, keys: cron.keys, queues: cron.queues });
+  const records: LoopRecord[] = [];
+  for (let i = 0; i < count; i++) {
+    const sessionId = `s-${String(i).padStart(4, '0')}`;
+    const loop = loopFixture({ sessionId });
+    records.push(i % 5 === 0 ? { ...loop, status: 'paused', statusReason: 'paused' } : loop);
+    if (i % 4 === 0) records.push(loopFixture({ sessionId, kind: 'heartbeat' }));
+  }
+  for (let i = 0; i < records.length; i += 100) await Promise.all(records.slice(i, i + 100).map((r) => loops.put(r, 'absent')));
+  return { loops, records };
 }
 
 /** Every page of `path` (a query without `cursor`), following `next_cursor`; `between` runs before each next page. */
@@ -176,5 +193,74 @@ describe('/api/cron/jobs pages', () => {
     const bad = await runCronCli(env.config, ['list', '--cursor', 'nope']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--cursor is not a cursor this list gave/);
+  });
+});
+
+describe('/api/schedules and /api/sessions pages', () => {
+  it('/api/schedules: a page of 50 of 1,250 reads 50 records; every record once, by session then kind; filters', async () => {
+    const { env, cron, call } = await setup(0);
+    const { records } = await storeSchedules(cron, env.config, 1000);
+    expect(records).toHaveLength(1250);
+    let body: Record<string, any> = {};
+    const seen = await commandsDuring(env.redisUrl, cron.redis, env.prefix, async () => {
+      body = (await call('GET', '/api/schedules?limit=50')).body;
+    });
+    expect(body.data).toHaveLength(50);
+    const reads = seen.filter((c) => c.name === 'GET' && c.args.some((a) => a.includes(':schedule:')));
+    expect(reads.length).toBeGreaterThanOrEqual(50);
+    expect(reads.length).toBeLessThanOrEqual(50 + 2);
+    expect(seen.filter((c) => ['MGET', 'SMEMBERS', 'HGETALL', 'SSCAN', 'KEYS', 'SCAN'].includes(c.name))).toEqual([]);
+
+    const all: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const res = await call('GET', `/api/schedules?limit=200${cursor ? `&cursor=${cursor}` : ''}`);
+      expect(res.status).toBe(200);
+      for (const s of res.body.data as Array<{ session_id: string; kind: string }>) all.push(`${s.session_id} ${s.kind}`);
+      cursor = res.body.next_cursor as string | null;
+    } while (cursor);
+    // By session id, then kind (`heartbeat` before `loop`).
+    expect(all).toEqual(records.map((r) => `${r.sessionId} ${r.kind}`).sort());
+
+    const paused = await call('GET', '/api/schedules?limit=500&status=paused');
+    expect(paused.body.data).toHaveLength(200);
+    const heartbeats = await call('GET', '/api/schedules?limit=500&kind=heartbeat&prefix=s-00');
+    expect((heartbeats.body.data as Array<{ session_id: string }>).map((s) => s.session_id)).toEqual(
+      Array.from({ length: 25 }, (_, i) => `s-00${String(i * 4).padStart(2, '0')}`),
+    );
+    expect((await call('GET', '/api/schedules?status=sleeping')).status).toBe(400);
+    const foreign = await call('GET', `/api/schedules?cursor=${(await call('GET', '/api/sessions?limit=1')).body.next_cursor}`);
+    expect(foreign.status).toBe(400);
+    expect(foreign.body.error.message).toMatch(/belongs to another list \(sessions\)/);
+  });
+
+  it('/api/sessions: pages by id, a prefix, no cron session; a store without the order is listed from its indexes', async () => {
+    const { env, cron, call } = await setup(0);
+    const { loops } = await storeSchedules(cron, env.config, 60);
+    // Sessions an earlier version knew only from input, and a cron job's own session.
+    const k = cron.keys;
+    await cron.redis.sadd(k.sessionIndex, 'in-1', 'in-2', 'cron:abcdefabcdef', 'zz-last');
+    for (const shard of k.shards()) await cron.redis.del(shard.sessionOrder, shard.sessionOrderBuilt);
+    const ids = async (query: string) => {
+      const out: string[] = [];
+      let cursor: string | null = null;
+      do {
+        const res = await call('GET', `/api/sessions?${query}${cursor ? `&cursor=${cursor}` : ''}`);
+        expect(res.status).toBe(200);
+        out.push(...(res.body.data as Array<{ id: string }>).map((s) => s.id));
+        cursor = res.body.next_cursor as string | null;
+      } while (cursor);
+      return out;
+    };
+    const expected = ['in-1', 'in-2', ...Array.from({ length: 60 }, (_, i) => `s-${String(i).padStart(4, '0')}`), 'zz-last'];
+    expect(await ids('limit=7')).toEqual(expected);
+    expect(await ids('limit=3&prefix=s-001')).toEqual(Array.from({ length: 10 }, (_, i) => `s-001${i}`));
+    // Written after the order was made: listed through the write's own script.
+    await loops.put(loopFixture({ sessionId: 'new-session' }), 'absent');
+    expect(await ids('limit=50')).toContain('new-session');
+    const page = await call('GET', '/api/sessions?limit=2');
+    expect(page.body.data).toHaveLength(2);
+    expect(page.body.data[0]).toMatchObject({ id: 'in-1', loop: null });
+    expect(typeof page.body.next_cursor).toBe('string');
   });
 });

@@ -20,13 +20,20 @@ import { readPlatformStates } from '../../scheduler/delivery/platform-state-stor
 import { platformStateViews } from '../../scheduler/delivery/platform-state.ts';
 import { printOut, terminalJson } from '../terminal-text.ts';
 import { formatJobList } from './cron-format.ts';
+import { moreHint, readListPages } from '../list-pages.ts';
+import { keepSchedule } from '../../scheduler/loop/schedule-list-filter.ts';
 import { goalObject, scheduleObject } from '../../scheduler/loop/schedule-view.ts';
 
-/** Print the status (`--json`: one object with `workers`, `platforms`, `schedules`, `goals`, `cron_jobs`, `set_aside`, `hooks`). */
+/**
+ * Print the status (`--json`: one object with `workers`, `platforms`, `schedules`, `goals`, `cron_jobs`, `set_aside`, `hooks`, and
+ * `schedules_next_cursor` and `cron_jobs_next_cursor`, the `cursor` of `/api/schedules` and `/api/cron/jobs` for the rest).
+ * Loops and heartbeats, and cron jobs, are the first page of their lists (`api_server.page_size`, or `--limit`), each
+ * followed by how to see more; with `--all`, every page.
+ */
 export async function runStatus(
   cfg: HermesConfig,
   conn: CliConnection,
-  opts: { all?: boolean; json?: boolean },
+  opts: { all?: boolean; json?: boolean; limit?: string },
   out: (line: string) => void = printOut,
 ): Promise<void> {
   const now = Date.now();
@@ -35,11 +42,15 @@ export async function runStatus(
   const workers = await aliveWorkerIds(conn.redis, conn.keys.workers, now);
   const gateways = await readPlatformStates(conn.redis, conn.keys, now);
   const store = loopStoreFor(cfg, conn);
-  const records = (await store.list()).filter((r) => all || r.status !== 'finished');
+  const flags = { all, ...(opts.limit !== undefined ? { limit: opts.limit } : {}) };
+  const schedulePage = await readListPages(cfg, flags, (request) => store.page(request, { keep: keepSchedule({ hideFinished: !all }) }));
+  const records = schedulePage.items;
   const next = new Map<string, number | undefined>();
   for (const r of records) next.set(`${r.sessionId}:${r.kind}`, r.status === 'active' ? await store.nextDueAt(r) : undefined);
   const goals = (await goalServiceFor(cfg, conn, log).list()).filter((g) => all || g.status === 'active' || g.status === 'paused');
-  const jobs = await cronServiceFor(cfg, conn, log).list({ all });
+  const cron = cronServiceFor(cfg, conn, log);
+  const jobPage = await readListPages(cfg, flags, (request) => cron.page(request, { all }));
+  const jobs = jobPage.items;
   const setAside = await allSetAsideInputs(conn.redis, conn.keys);
   const hooks = await hookStatuses({ ...conn, sessions: sessionStoreFor(cfg, conn.redis, conn.keys) }, cfg.hooks);
   if (opts.json) {
@@ -53,6 +64,8 @@ export async function runStatus(
         cron_jobs: jobs.map(cronJobView),
         set_aside: setAside.map(setAsideView),
         hooks,
+        schedules_next_cursor: schedulePage.nextCursor,
+        cron_jobs_next_cursor: jobPage.nextCursor,
       }),
     );
     return;
@@ -61,10 +74,12 @@ export async function runStatus(
     `workers alive: ${workers.length}${workers.length ? ` (${workers.join(', ')})` : ''}`,
     ...formatPlatforms(gateways, now),
     ...formatSchedules(records, next, now, { all }),
+    ...(schedulePage.nextCursor === null ? [] : [`${records.length} loops and heartbeats shown; all of them: hermes status --all`]),
     '',
     ...formatGoals(goals, { all }),
     '',
     ...(jobs.length === 0 ? ['cron jobs: none'] : ['cron jobs', ...formatJobList(jobs, now)]),
+    ...moreHint('hermes cron list', jobPage, 'cron jobs'),
     ...(setAside.length === 0 ? [] : ['', ...formatSetAside(setAside, now)]),
     ...(hooks.length === 0 ? [] : ['', ...formatHooks(hooks, now)]),
   ];

@@ -32,6 +32,9 @@ import { modelRouter } from './model-routes.ts';
 import type { HermesQueues } from '../../scheduler/store/queues.ts';
 import type { GoalService } from '../../scheduler/goal/goal-service.ts';
 import { HttpError } from './errors.ts';
+import { filterOf, pageRequestOf } from './list-query.ts';
+import { keepSchedule, LOOP_STATUSES } from '../../scheduler/loop/schedule-list-filter.ts';
+import { PLATFORM_NAMES } from '../../scheduler/delivery/platforms.ts';
 import { heartbeatSpec, loopSpecFromArgs, withOverlap } from './schedule-spec.ts';
 import { entryFrame, openSse, readAfterId, type SseStream } from './sse.ts';
 
@@ -118,11 +121,20 @@ export function apiRouter(deps: ApiDeps): Router {
     else next();
   });
 
-  router.get('/schedules', async (_req, res) => {
+  // A page of loops and heartbeats by session id: `limit`, `cursor`, and the filters `status`, `kind`, `platform`, `prefix`.
+  router.get('/schedules', async (req, res) => {
     const now = Date.now();
-    const records = await deps.loops.list();
+    const status = filterOf(req, 'status', LOOP_STATUSES);
+    const kind = filterOf(req, 'kind', kindSchema.options);
+    const platform = filterOf(req, 'platform', PLATFORM_NAMES);
+    const prefix = filterOf(req, 'prefix');
+    const page = await deps.loops.page(pageRequestOf(req, deps.config), {
+      ...(prefix ? { sessionPrefix: prefix } : {}),
+      keep: keepSchedule({ ...(status ? { status } : {}), ...(kind ? { kind } : {}), ...(platform ? { platform } : {}) }),
+    });
+    const records = page.items;
     const next = await Promise.all(records.map(async (r) => (r.status === 'active' ? deps.loops.nextDueAt(r) : undefined)));
-    res.json({ object: 'list', data: records.map((r, i) => scheduleObject(r, now, next[i])) });
+    res.json({ object: 'list', data: records.map((r, i) => scheduleObject(r, now, next[i])), next_cursor: page.nextCursor });
   });
 
   router.post('/schedules', async (req, res) => {

@@ -9,13 +9,17 @@ import { z } from 'zod';
 import { assertSessionId } from '../../scheduler/session/session-id.ts';
 import type { SessionStore } from '../../scheduler/session/session-store.ts';
 import { setAsideInputs, setAsideView } from '../../scheduler/session/set-aside.ts';
-import { sessionSummaries, type SessionSummary, type SummaryStores } from '../session-summaries.ts';
+import { sessionSummaryPage, type SessionSummary, type SummaryStores } from '../session-summaries.ts';
+import { filterOf, pageRequestOf } from './list-query.ts';
+import type { HermesConfig } from '../../scheduler/config/config.ts';
 import { sendWebMessage, type WebInputDeps } from '../web-input.ts';
 import { goalObject, scheduleObject } from '../../scheduler/loop/schedule-view.ts';
 
 /** What the session routes use. */
 export interface SessionRouteDeps extends SummaryStores, WebInputDeps {
   sessions: SessionStore;
+  /** `api_server.page_size` and `max_page_size`. */
+  config: Pick<HermesConfig, 'api_server'>;
 }
 
 /** Largest transcript page. */
@@ -38,9 +42,12 @@ const messageSchema = z
 export function sessionRouter(deps: SessionRouteDeps): Router {
   const router = Router();
 
-  router.get('/', async (_req, res) => {
+  // A page of sessions by id: `limit`, `cursor`, and `prefix` (of the id).
+  router.get('/', async (req, res) => {
     const now = Date.now();
-    res.json({ object: 'list', data: (await sessionSummaries(deps)).map((s) => sessionObject(s, now)) });
+    const prefix = filterOf(req, 'prefix');
+    const page = await sessionSummaryPage(deps, pageRequestOf(req, deps.config), prefix);
+    res.json({ object: 'list', data: page.items.map((s) => sessionObject(s, now)), next_cursor: page.nextCursor });
   });
 
   router.get('/:id/transcript', async (req, res) => {

@@ -38,6 +38,7 @@ import { cronOccurrenceId, cronSessionId, readCronJob, type CronDelivery, type C
 import { encodePattern } from './repeat-strategy.ts';
 import { bufferPlace } from './overlap-buffer.ts';
 import { lexRange } from '../store/lex-index.ts';
+import { ensureOrder } from '../store/order-repair.ts';
 import { readPage, type Page, type PageRequest } from '../store/list-page.ts';
 import { cronNamePrefix, cronOrderId, cronOrderMember } from './cron-order.ts';
 import { afterAllKey, afterRunDigest, type ParentRunContext } from './cron-after.ts';
@@ -169,7 +170,19 @@ export class CronStore {
    */
   async page(request: PageRequest, filter: { namePrefix?: string; keep?: (job: CronJob) => boolean } = {}): Promise<Page<CronJob>> {
     const shards = this.keys.shards();
-    await Promise.all(shards.map((k) => this.ensureOrder(k)));
+    // An order that differs in size from its job index is made again first (`store/order-repair.ts`).
+    await Promise.all(
+      shards.map((k) =>
+        ensureOrder(this.redis, {
+          index: k.cronJobIndex,
+          order: k.cronJobOrder,
+          membersOf: async (ids) =>
+            (await this.redis.mget(...ids.map((id) => k.cronJob(id))))
+              .filter((r): r is string => r !== null)
+              .map((r) => cronOrderMember(readCronJob(r))),
+        }),
+      ),
+    );
     const prefix = filter.namePrefix ? cronNamePrefix(filter.namePrefix) : undefined;
     return await readPage<CronJob>(
       {
@@ -195,38 +208,6 @@ export class CronStore {
       request,
     );
   }
-
-  /**
-   * Make the shard's list order hold its jobs, when it is not known to: the order is rebuilt from the job
-   * index whenever the two differ in size — the first list after an upgrade from a version without the
-   * order, after `hermes admin reshard`, or after a write by an older version of the product during a rolling
-   * upgrade. Two commands per shard otherwise. The rebuild reads every record of the shard once; a write meanwhile
-   * may leave a member the rebuild read before it, which the sizes or a page's check of the record catch next time.
-   */
-  private async ensureOrder(k: Keys): Promise<void> {
-    const [[, ids], [, ordered]] = (await this.redis.multi().scard(k.cronJobIndex).zcard(k.cronJobOrder).exec()) as [
-      [unknown, number],
-      [unknown, number],
-    ];
-    if (ids === ordered) return;
-    const running = this.rebuilding.get(k.shardIndex);
-    if (running) return await running;
-    const rebuild = (async () => {
-      const all = await this.redis.smembers(k.cronJobIndex);
-      await this.redis.del(k.cronJobOrder);
-      for (let i = 0; i < all.length; i += 1000) {
-        const chunk = all.slice(i, i + 1000);
-        const raws = await this.redis.mget(...chunk.map((id) => k.cronJob(id)));
-        const members = raws.filter((r): r is string => r !== null).map((r) => cronOrderMember(readCronJob(r)));
-        if (members.length > 0) await this.redis.zadd(k.cronJobOrder, ...members.flatMap((m) => [0, m]));
-      }
-    })().finally(() => this.rebuilding.delete(k.shardIndex));
-    this.rebuilding.set(k.shardIndex, rebuild);
-    await rebuild;
-  }
-
-  /** List-order rebuilds in progress, by shard (one at a time per process). */
-  private readonly rebuilding = new Map<number, Promise<void>>();
 
   /** Delete the record, its history and its `--after-all` window. @returns whether it existed */
   async delete(id: string): Promise<boolean> {

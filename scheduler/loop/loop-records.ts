@@ -11,6 +11,9 @@ import type { LoopKind } from '../tick/tick-kind.ts';
 import { putVersioned, type ExpectedVersion } from '../store/versioned-json.ts';
 import { acquireOwned, releaseOwned } from '../store/redis/owned-key.ts';
 import { decodeLoopRecord, encodeLoopRecord } from './loop-record-codec.ts';
+import { lexRange } from '../store/lex-index.ts';
+import { readPage, type Page, type PageRequest } from '../store/list-page.ts';
+import { ensureOrder } from '../store/order-repair.ts';
 import type { LoopRecord } from './loop-state.ts';
 
 /** Records of loops and heartbeats, and their mutation locks. */
@@ -86,6 +89,48 @@ export class LoopRecords {
   /** Forget what the schedule's `--watch` kept (`worker/watch-check.ts`): it was stopped, finished or replaced. */
   async forgetWatch(sessionId: string, kind: LoopKind): Promise<void> {
     await this.redis.del(this.keys.forSession(sessionId).scheduleWatchBase(sessionId, kind));
+  }
+
+  /**
+   * One page of records in list order (by session id, then kind: `Keys.scheduleOrder`), of every shard;
+   * reads the page's records only (`store/list-page.ts`). `keep` filters the records read.
+   * @param filter.sessionPrefix - only sessions whose id starts with it
+   * @throws ScheduleInputError (`cursor`) for a cursor this list did not give
+   */
+  async page(request: PageRequest, filter: { sessionPrefix?: string; keep?: (r: LoopRecord) => boolean } = {}): Promise<Page<LoopRecord>> {
+    const shards = this.keys.shards();
+    // An order that differs in size from its index is made again first (`store/order-repair.ts`).
+    await Promise.all(
+      shards.map((k) =>
+        ensureOrder(this.redis, {
+          index: k.scheduleIndex,
+          order: k.scheduleOrder,
+          membersOf: async (members) =>
+            members.map((m) => k.parseScheduleIndexMember(m)).map(({ sessionId, kind }) => k.scheduleOrderMember(sessionId, kind)),
+        }),
+      ),
+    );
+    return await readPage<LoopRecord>(
+      {
+        list: 'schedules',
+        members: (after, count) =>
+          lexRange(
+            this.redis,
+            shards.map((k) => k.scheduleOrder),
+            { after, prefix: filter.sessionPrefix },
+            count,
+          ),
+        load: async (members) =>
+          await Promise.all(
+            members.map(async (m) => {
+              const { sessionId, kind } = this.keys.parseScheduleOrderMember(m);
+              return await this.get(sessionId, kind);
+            }),
+          ),
+        ...(filter.keep ? { keep: filter.keep } : {}),
+      },
+      request,
+    );
   }
 
   /**

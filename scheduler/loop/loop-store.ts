@@ -12,6 +12,7 @@ import type { ExpectedVersion } from '../store/versioned-json.ts';
 import type { HermesQueues } from '../store/queues.ts';
 import type { LoopRecord } from './loop-state.ts';
 import { LoopRecords } from './loop-records.ts';
+import type { Page, PageRequest } from '../store/list-page.ts';
 import { TickScheduler } from './tick-scheduler.ts';
 import { TickClaim, type ClaimTickInput, type ClaimTickResult, type GateRead, type InflightMark } from './tick-claim.ts';
 import type { TickJobData } from './tick-job.ts';
@@ -63,6 +64,11 @@ export class LoopStore {
   /** {@link LoopRecords.forgetWatch} */
   forgetWatch(sessionId: string, kind: LoopKind): Promise<void> {
     return this.records.forgetWatch(sessionId, kind);
+  }
+
+  /** {@link LoopRecords.page} */
+  page(request: PageRequest, filter?: { sessionPrefix?: string; keep?: (r: LoopRecord) => boolean }): Promise<Page<LoopRecord>> {
+    return this.records.page(request, filter);
   }
 
   /** {@link LoopRecords.list} */
