@@ -12,6 +12,8 @@ import type { Browser, Page } from 'playwright-core';
 import { openCronApi } from '../cli/gateway-cron-api.ts';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { createLogger } from '../scheduler/logger.ts';
+import { cronStoreFor } from '../scheduler/services.ts';
+import { cronJobFixture, loopFixture } from './support/record-fixtures.ts';
 import { launchChromium, screenshot, SCREENSHOTS } from './support/chromium.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
@@ -582,6 +584,37 @@ describe('/ui in chromium', () => {
     });
     expect(before.image).toMatch(/^url\("data:image\/svg\+xml/);
     expect(before.width).not.toBe('0px');
+  });
+
+  it('the overview shows a page of api_server.page_size sessions and cron jobs with a link to the next; the search box narrows both to a prefix', async () => {
+    // Records only (nothing armed): 60 sessions with a loop and 55 cron jobs, all sorting after the other tests' ones.
+    const store = cronStoreFor(env.config, { redis: c.redis, keys: c.keys, queues: c.queues });
+    for (let i = 0; i < 60; i++) await c.loops.put(loopFixture({ sessionId: `zz-page-${String(i).padStart(3, '0')}` }), 'absent');
+    for (let i = 0; i < 55; i++)
+      await store.put(
+        cronJobFixture({ id: `dddd${String(i).padStart(8, '0')}`, name: `zz-paged-job-${String(i).padStart(2, '0')}` }),
+        'absent',
+      );
+    const sessionRows = page.locator('table.sessions tbody tr');
+    await page.goto(`${gw.httpAddress.url}/ui?q=zz-page-`);
+    await expect.poll(() => sessionRows.count()).toBe(50);
+    expect(await sessionRows.first().getAttribute('data-session')).toBe('zz-page-000');
+    await page.locator('section:has(table.sessions) a.next-page').click();
+    await expect.poll(() => sessionRows.count()).toBe(10);
+    expect(await sessionRows.first().getAttribute('data-session')).toBe('zz-page-050');
+    expect(await page.locator('section:has(table.sessions) a.next-page').count()).toBe(0);
+    // The search box, typed into like a person: job names in either case, and no session matches.
+    await page.locator('form.search input[name=q]').fill('ZZ-PAGED-JOB-5');
+    await page.locator('form.search button').click();
+    await page.waitForURL(/\?q=ZZ-PAGED-JOB-5$/);
+    const jobRows = page.locator('table.cron tbody tr');
+    await expect.poll(() => jobRows.count()).toBe(5);
+    expect(await jobRows.first().textContent()).toMatch(/zz-paged-job-50/);
+    expect(await page.locator('section', { hasText: 'Sessions' }).textContent()).toMatch(/No session matches/);
+    // A cursor the list did not give is refused with a page that says so.
+    const bad = await page.goto(`${gw.httpAddress.url}/ui?jobs=nonsense`);
+    expect(bad?.status()).toBe(400);
+    expect(await page.textContent('body')).toMatch(/not a cursor this list gave/);
   });
 });
 

@@ -19,7 +19,7 @@ import type { CronApi } from '../http/cron-routes.ts';
 import type { PageRequest } from '../../scheduler/store/list-page.ts';
 import type { CronListFilter } from '../../scheduler/cron/cron-queries.ts';
 import type { SseStream } from '../http/sse.ts';
-import { sessionSummaries, type SessionSummary } from '../session-summaries.ts';
+import { sessionSummaryPage, type SessionSummary } from '../session-summaries.ts';
 import type { StreamFanout } from '../stream-fanout.ts';
 import type { HourCount, LatenessPoint } from './charts.ts';
 import { ms, type CronJobView, type CronRunView } from './cron-view.ts';
@@ -50,9 +50,23 @@ export interface JobWithLastRun {
   lastRun: CronRunView | null;
 }
 
+/**
+ * Which part of the lists the overview shows: `q` is a prefix of session ids and of cron job names
+ * (the search box), each list a page from its cursor (`api_server.page_size` rows).
+ */
+export interface OverviewView {
+  q?: string;
+  sessions?: string;
+  jobs?: string;
+}
+
 /** Everything the overview shows. */
 export interface OverviewData {
   now: number;
+  view: OverviewView;
+  /** The cursor of the next page of sessions, of cron jobs (`null`: none). */
+  sessionsNext: string | null;
+  jobsNext: string | null;
   workers: string[];
   /** Each running gateway's platforms, as it published them. */
   gateways: GatewayPlatforms[];
@@ -80,15 +94,26 @@ export async function cronJobs(
   return { jobs: page.data as CronJobView[], nextCursor: page.next_cursor };
 }
 
-/** Read the overview: workers, each gateway's platforms, sessions, cron jobs with their last run, and the charts' data. */
-export async function readOverview(deps: ConsoleDeps): Promise<OverviewData> {
+/**
+ * Read the overview: workers, each gateway's platforms, a page of sessions and one of cron jobs with their last
+ * run (as `view` asks), and the charts' data of what the pages show.
+ * @throws ScheduleInputError for a cursor the lists did not give
+ */
+export async function readOverview(deps: ConsoleDeps, view: OverviewView = {}): Promise<OverviewData> {
   const now = Date.now();
-  const [workers, gateways, sessions, jobs] = await Promise.all([
+  const limit = deps.config.api_server.page_size;
+  const [workers, gateways, sessionPage, jobPage] = await Promise.all([
     aliveWorkerIds(deps.redis, deps.keys.workers, now),
     readPlatformStates(deps.redis, deps.keys, now),
-    sessionSummaries({ redis: deps.redis, keys: deps.keys, loops: deps.loops, goals: deps.goals, sessions: deps.sessions }),
-    cronJobs(deps).then((p) => p.jobs),
+    sessionSummaryPage(
+      { redis: deps.redis, keys: deps.keys, loops: deps.loops, goals: deps.goals, sessions: deps.sessions },
+      { limit, ...(view.sessions ? { cursor: view.sessions } : {}) },
+      view.q,
+    ),
+    cronJobs(deps, { limit, ...(view.jobs ? { cursor: view.jobs } : {}) }, view.q ? { name: view.q } : {}),
   ]);
+  const sessions = sessionPage.items;
+  const jobs = jobPage.jobs;
   const runs = await Promise.all(
     jobs.map(async (job) => (deps.cron ? ((await deps.cron.runs(job.id, CHART_RUNS_PER_JOB)) as CronRunView[]) : [])),
   );
@@ -98,7 +123,18 @@ export async function readOverview(deps: ConsoleDeps): Promise<OverviewData> {
     runs.flat(),
     now,
   );
-  return { now, workers, gateways, sessions, jobs: jobs.map((job, i) => ({ job, lastRun: runs[i]![0] ?? null })), lateness, hours };
+  return {
+    now,
+    view,
+    sessionsNext: sessionPage.nextCursor,
+    jobsNext: jobPage.nextCursor,
+    workers,
+    gateways,
+    sessions,
+    jobs: jobs.map((job, i) => ({ job, lastRun: runs[i]![0] ?? null })),
+    lateness,
+    hours,
+  };
 }
 
 /** The charts' data from what the product keeps (`chartsFrom`). */

@@ -35,7 +35,7 @@ import { sessionSummary } from '../session-summaries.ts';
 import { isStreamId } from '../stream-fanout.ts';
 import { sendWebMessage } from '../web-input.ts';
 import { assetsRouter } from './assets.ts';
-import { cronJobs, readOverview, type ConsoleDeps } from './console-data.ts';
+import { readOverview, type ConsoleDeps, type OverviewView } from './console-data.ts';
 import { CRON_FORM_FIELDS, cronForm, cronPage, jobPanel, previewHtml, runsSection, type CronFormValues } from './cron-page.ts';
 import type { CronJobView, CronRunView } from './cron-view.ts';
 import { eventHtml } from './event-html.ts';
@@ -80,16 +80,17 @@ export function consoleRouter(deps: ConsoleDeps): Router {
   router.use(express.urlencoded({ extended: false, limit: '256kb' }));
   const tz = defaultTimeZone(undefined, deps.config.timezone);
 
-  router.get('/', async (_req, res) => send(res, overviewPage(await readOverview(deps))));
+  router.get('/', async (req, res) => send(res, overviewPage(await readOverview(deps, overviewView(req)))));
 
   router.get('/overview/stream', async (req, res) => {
+    const view = overviewView(req);
     const subs: Array<{ close(): void }> = [];
     let timer: NodeJS.Timeout | undefined;
     let sse: SseStream | undefined;
     const render = async () => {
       timer = undefined;
       try {
-        sse?.send({ event: 'overview', data: overviewBody(await readOverview(deps)).value });
+        sse?.send({ event: 'overview', data: overviewBody(await readOverview(deps, view)).value });
       } catch (err) {
         deps.log.warn({ err: (err as Error).message }, 'console overview not refreshed');
       }
@@ -97,8 +98,9 @@ export function consoleRouter(deps: ConsoleDeps): Router {
     const soon = () => {
       timer ??= setTimeout(() => void render(), RERENDER_DEBOUNCE_MS);
     };
-    const sessionIds = (await readOverview(deps)).sessions.map((s) => s.id);
-    const jobIds = (await cronJobs(deps)).jobs.map((j) => `cron:${j.id}`);
+    const shown = await readOverview(deps, view);
+    const sessionIds = shown.sessions.map((s) => s.id);
+    const jobIds = shown.jobs.map((j) => `cron:${j.job.id}`);
     const now = `${Date.now()}-0`;
     for (const id of [...sessionIds, ...jobIds].slice(0, OVERVIEW_MAX_SUBSCRIPTIONS))
       subs.push(deps.fanout.subscribe(deps.keys.events(id), now, soon));
@@ -399,4 +401,13 @@ export function consoleRouter(deps: ConsoleDeps): Router {
 function track(deps: ConsoleDeps, sse: SseStream): void {
   deps.streams.add(sse);
   sse.signal.addEventListener('abort', () => deps.streams.delete(sse), { once: true });
+}
+
+/** The overview's view a request asks for (`?q=`, `?sessions=`, `?jobs=`; each given once, as text). */
+function overviewView(req: Request): OverviewView {
+  const one = (name: string) => (typeof req.query[name] === 'string' && req.query[name] !== '' ? req.query[name] : undefined);
+  const q = one('q')?.trim();
+  const sessions = one('sessions');
+  const jobs = one('jobs');
+  return { ...(q ? { q } : {}), ...(sessions ? { sessions } : {}), ...(jobs ? { jobs } : {}) };
 }

@@ -1,10 +1,12 @@
 /**
  * The overview (`/ui`): workers alive; each running gateway's platforms (on, starting, off, or
- * failed and why); every session with its loop, heartbeat and goal (state,
+ * failed and why); a page of sessions by id with their loop, heartbeat and goal (state,
  * cadence, next due as a live countdown, ticks used and budget, tokens spent, the last reply's
- * first line); every cron job (name, schedule in words and raw, zone, next run, last run's status
- * and lateness, failure streak, why it is paused); the charts. The part below the heading is
- * re-sent whole over the overview's event stream when something changes.
+ * first line); a page of cron jobs by name (schedule in words and raw, zone, next run, last run's status
+ * and lateness, failure streak, why it is paused); the charts of what the pages show. A search box narrows
+ * both lists to a prefix (`?q=`: of session ids, of job names), and each list links its next page
+ * (`?sessions=`, `?jobs=`: the cursors of `/api`). The part below the heading is re-sent whole over the
+ * overview's event stream, for the same view, when something changes.
  */
 import { cadence, createdByText } from '../../scheduler/loop/loop-service.ts';
 import { loopTargets } from '../../scheduler/loop/loop-state.ts';
@@ -20,6 +22,31 @@ import { html, type Html } from './html.ts';
 import { CONSOLE_PATH, page } from './layout.ts';
 import { describePlatformState, platformLabel } from '../../scheduler/delivery/platform-state.ts';
 import type { ScheduleState, SessionSummary } from '../session-summaries.ts';
+import type { OverviewView } from './console-data.ts';
+
+/** The overview's query for `view` (what the page links and its stream carry). */
+export function overviewQuery(view: OverviewView): string {
+  const q = new URLSearchParams();
+  if (view.q) q.set('q', view.q);
+  if (view.sessions) q.set('sessions', view.sessions);
+  if (view.jobs) q.set('jobs', view.jobs);
+  const text = q.toString();
+  return text ? `?${text}` : '';
+}
+
+/** The links under a list: its next page, and back to its first while on a later one. */
+function pageLinks(d: OverviewData, list: 'sessions' | 'jobs', next: string | null): Html {
+  const first = d.view[list]
+    ? html`<a class="first-page" href="${CONSOLE_PATH}${overviewQuery({ ...d.view, [list]: undefined })}">first page</a>`
+    : '';
+  const more = next ? html`<a class="next-page" href="${CONSOLE_PATH}${overviewQuery({ ...d.view, [list]: next })}">next page</a>` : '';
+  return first || more ? html`<p class="pages">${first} ${more}</p>` : html``;
+}
+
+/** The search box: a prefix of session ids and cron job names. */
+function searchBox(view: OverviewView): Html {
+  return html`<form class="search" method="get" action="${CONSOLE_PATH}"><input type="search" name="q" value="${view.q ?? ''}" placeholder="session id or job name starts with…" aria-label="search sessions and cron jobs"> <button type="submit">Search</button></form>`;
+}
 
 /** A session's URL in the console. */
 export const sessionUrl = (id: string) => `${CONSOLE_PATH}/sessions/${encodeURIComponent(id)}`;
@@ -85,8 +112,8 @@ function platformsSection(d: OverviewData): Html {
 export function overviewBody(d: OverviewData): Html {
   return html`<section><h2>Workers</h2><p class="workers">${d.workers.length} alive${d.workers.length ? html`: <code>${d.workers.join(', ')}</code>` : ' — schedules wait until one starts'}</p></section>
 <section><h2>Platforms</h2>${platformsSection(d)}</section>
-<section><h2>Sessions</h2>${d.sessions.length === 0 ? html`<p class="none">No sessions yet.</p>` : html`<div class="scroll"><table class="sessions"><thead><tr><th>session</th><th>loop</th><th>heartbeat</th><th>goal</th><th>last activity</th><th>last reply</th></tr></thead><tbody>${d.sessions.map((s) => sessionRow(s, d.now))}</tbody></table></div>`}</section>
-<section><h2>Cron jobs</h2>${d.jobs.length === 0 ? html`<p class="none">No cron jobs. <a href="${CONSOLE_PATH}/cron/new">Create one</a>.</p>` : html`<div class="scroll"><table class="cron"><thead><tr><th>job</th><th>schedule</th><th>zone</th><th>next run</th><th>last run</th><th>failure streak</th><th>state</th></tr></thead><tbody>${d.jobs.map((j) => jobRow(j, d.now))}</tbody></table></div>`}</section>
+<section><h2>Sessions</h2>${d.sessions.length === 0 ? html`<p class="none">${d.view.q ? 'No session matches.' : 'No sessions yet.'}</p>` : html`<div class="scroll"><table class="sessions"><thead><tr><th>session</th><th>loop</th><th>heartbeat</th><th>goal</th><th>last activity</th><th>last reply</th></tr></thead><tbody>${d.sessions.map((s) => sessionRow(s, d.now))}</tbody></table></div>`}${pageLinks(d, 'sessions', d.sessionsNext)}</section>
+<section><h2>Cron jobs</h2>${d.jobs.length === 0 ? (d.view.q ? html`<p class="none">No cron job matches.</p>` : html`<p class="none">No cron jobs. <a href="${CONSOLE_PATH}/cron/new">Create one</a>.</p>`) : html`<div class="scroll"><table class="cron"><thead><tr><th>job</th><th>schedule</th><th>zone</th><th>next run</th><th>last run</th><th>failure streak</th><th>state</th></tr></thead><tbody>${d.jobs.map((j) => jobRow(j, d.now))}</tbody></table></div>`}${pageLinks(d, 'jobs', d.jobsNext)}</section>
 <section class="charts"><h2>Last 24 hours</h2>${latenessOverTime(d.lateness, d.now, CHART_WINDOW_MS)}${latenessHistogram(d.lateness)}${turnsPerHour(d.hours)}</section>`;
 }
 
@@ -95,6 +122,7 @@ export function overviewPage(d: OverviewData): Html {
   return page(
     'Overview',
     html`<h1>Overview</h1>
-<div id="overview" hx-ext="sse" sse-connect="${CONSOLE_PATH}/overview/stream" sse-swap="overview" hx-swap="innerHTML">${overviewBody(d)}</div>`,
+${searchBox(d.view)}
+<div id="overview" hx-ext="sse" sse-connect="${CONSOLE_PATH}/overview/stream${overviewQuery(d.view)}" sse-swap="overview" hx-swap="innerHTML">${overviewBody(d)}</div>`,
   );
 }
