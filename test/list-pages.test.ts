@@ -96,6 +96,22 @@ describe('/api/cron/jobs pages', () => {
     expect(all).toEqual([...all].sort((a, b) => a.toLowerCase().localeCompare(b.toLowerCase())));
   });
 
+  it('a job named in a request (`/api/cron/jobs/:ref`) is found through the order: its record read, not every job', async () => {
+    const { env, cron, call } = await setup(1200);
+    let res: { status: number; body: Record<string, any> } = { status: 0, body: {} };
+    const seen = await commandsDuring(env.redisUrl, cron.redis, env.prefix, async () => {
+      res = await call('GET', '/api/cron/jobs/JOB-0500');
+    });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ name: 'job-0500' });
+    expect(seen.filter((c) => c.args.some((a) => a.includes(':cron:job:'))).length).toBeLessThanOrEqual(3);
+    expect(seen.filter((c) => ['MGET', 'SMEMBERS'].includes(c.name))).toEqual([]);
+    // Two jobs of one name (in either case) are still ambiguous; an unknown name is still a 404.
+    await cron.store.put(cronJobFixture({ id: 'eeeeeeeeeeee', name: 'JOB-0500' }), 'absent');
+    expect((await call('GET', '/api/cron/jobs/job-0500')).body.error.message).toMatch(/ambiguous: 2 jobs/);
+    expect((await call('GET', '/api/cron/jobs/no-such-job')).status).toBe(404);
+  });
+
   it('jobs added, removed and renamed between pages: no job listed twice, none that existed throughout skipped', async () => {
     const { cron, call } = await setup(300);
     const removed = new Set<string>();

@@ -170,19 +170,7 @@ export class CronStore {
    */
   async page(request: PageRequest, filter: { namePrefix?: string; keep?: (job: CronJob) => boolean } = {}): Promise<Page<CronJob>> {
     const shards = this.keys.shards();
-    // An order that differs in size from its job index is made again first (`store/order-repair.ts`).
-    await Promise.all(
-      shards.map((k) =>
-        ensureOrder(this.redis, {
-          index: k.cronJobIndex,
-          order: k.cronJobOrder,
-          membersOf: async (ids) =>
-            (await this.redis.mget(...ids.map((id) => k.cronJob(id))))
-              .filter((r): r is string => r !== null)
-              .map((r) => cronOrderMember(readCronJob(r))),
-        }),
-      ),
-    );
+    await this.ensureOrders();
     const prefix = filter.namePrefix ? cronNamePrefix(filter.namePrefix) : undefined;
     return await readPage<CronJob>(
       {
@@ -206,6 +194,39 @@ export class CronStore {
         ...(filter.keep ? { keep: filter.keep } : {}),
       },
       request,
+    );
+  }
+
+  /**
+   * The jobs whose name is `name` in ASCII letters of either case (`cron-order.ts`), read from the list order:
+   * the candidates of a reference by name (`job-ref.ts` decides among them), without reading every job.
+   * @param max - candidates at most
+   */
+  async withName(name: string, max = 100): Promise<CronJob[]> {
+    await this.ensureOrders();
+    const members = await lexRange(
+      this.redis,
+      this.keys.shards().map((k) => k.cronJobOrder),
+      { prefix: `${cronNamePrefix(name)}\0` },
+      max,
+    );
+    const raws = await Promise.all(members.map((m) => this.redis.get(this.keys.cronJob(cronOrderId(m)))));
+    return raws.filter((r): r is string => r !== null).map(readCronJob);
+  }
+
+  /** Make every shard's list order whole when it differs in size from its job index (`store/order-repair.ts`). */
+  private async ensureOrders(): Promise<void> {
+    await Promise.all(
+      this.keys.shards().map((k) =>
+        ensureOrder(this.redis, {
+          index: k.cronJobIndex,
+          order: k.cronJobOrder,
+          membersOf: async (ids) =>
+            (await this.redis.mget(...ids.map((id) => k.cronJob(id))))
+              .filter((r): r is string => r !== null)
+              .map((r) => cronOrderMember(readCronJob(r))),
+        }),
+      ),
     );
   }
 
