@@ -14,11 +14,11 @@ export interface TcpProxy {
   /** Stop every byte both ways (connections stay open; new ones are accepted and held). */
   cut(): void;
   /**
-   * Cut when the process sends bytes holding `text` (also across two reads), holding those bytes:
-   * Redis never gets that command while cut.
+   * Cut when the process sends bytes holding `text` (or any of several; also across two reads), holding
+   * those bytes: Redis never gets that command while cut.
    * @returns resolves when it cut
    */
-  cutOn(text: string): Promise<void>;
+  cutOn(text: string | readonly string[]): Promise<void>;
   /** Let bytes through again. */
   heal(): void;
   close(): Promise<void>;
@@ -31,14 +31,14 @@ export async function startTcpProxy(target: string): Promise<TcpProxy> {
   /** Bytes read while cut, with where they go, in the order they came. */
   let held: Array<[Socket, Buffer]> = [];
   let cutOff = false;
-  let trigger: { text: string; cut: () => void } | undefined;
+  let trigger: { texts: readonly string[]; cut: () => void } | undefined;
   const forward = (from: Socket, to: Socket, watched: boolean) => {
     let tail = '';
     from.on('data', (d: Buffer) => {
       if (watched && trigger && !cutOff) {
         const seen = tail + d.toString('latin1');
-        tail = seen.slice(-trigger.text.length);
-        if (seen.includes(trigger.text)) {
+        tail = seen.slice(-Math.max(...trigger.texts.map((t) => t.length)));
+        if (trigger.texts.some((t) => seen.includes(t))) {
           cutOff = true;
           trigger.cut();
           trigger = undefined;
@@ -67,7 +67,7 @@ export async function startTcpProxy(target: string): Promise<TcpProxy> {
       cutOff = true;
     },
     cutOn(text) {
-      return new Promise<void>((cut) => (trigger = { text, cut }));
+      return new Promise<void>((cut) => (trigger = { texts: typeof text === 'string' ? [text] : text, cut }));
     },
     heal() {
       cutOff = false;
