@@ -16,6 +16,8 @@ import { openCronService } from './support/cron-worker.ts';
 import { commandsDuring } from './support/redis-monitor.ts';
 import type { CronJob } from '../scheduler/cron/cron-job.ts';
 import { runCronCli } from './support/cron-cli.ts';
+import { runStatus } from '../cli/commands/status.ts';
+import { connectCli } from '../cli/connect-cli.ts';
 
 const KEY = 'list-pages-key';
 const cleanups = cleanupAfterEach();
@@ -278,5 +280,42 @@ describe('/api/schedules and /api/sessions pages', () => {
     expect(page.body.data).toHaveLength(2);
     expect(page.body.data[0]).toMatchObject({ id: 'in-1', loop: null });
     expect(typeof page.body.next_cursor).toBe('string');
+  });
+
+  it('hermes status shows a page of loops and heartbeats and of cron jobs, each saying how to see more; --all shows every one; --json carries the cursors', async () => {
+    const env = testEnv({ 'api_server.page_size': 10 });
+    cleanups.push(() => env.cleanup());
+    const cron = openCronService(env.config);
+    cleanups.push(() => cron.close());
+    // 30 sessions with a loop (every fifth paused, none finished), every fourth with a heartbeat too: 38 schedules.
+    await storeSchedules(cron, env.config, 30);
+    await Promise.all(Array.from({ length: 14 }, (_, i) => cron.store.put(job(i + 1), 'absent')));
+    const status = async (opts: { all?: boolean; json?: boolean; limit?: string } = {}) => {
+      const conn = await connectCli(env.config);
+      const lines: string[] = [];
+      try {
+        await runStatus(env.config, conn, opts, (line) => lines.push(line));
+      } finally {
+        await conn.close();
+      }
+      return lines.join('\n');
+    };
+    const page = await status();
+    expect(page).toMatch(/^10 loops and heartbeats shown; all of them: hermes status --all$/m);
+    expect(page).toMatch(/^10 cron jobs shown; more: hermes cron list --cursor \S+ \(or --all\)$/m);
+    expect(page.match(/s-00\d\d/g)!.length).toBeLessThanOrEqual(10);
+    const all = await status({ all: true });
+    expect(all).not.toMatch(/shown;/);
+    expect(new Set(all.match(/s-00\d\d/g)).size).toBe(30);
+    expect(all).toMatch(/job-0014/);
+    const json = JSON.parse(await status({ json: true, limit: '4' })) as Record<string, unknown>;
+    expect(json.schedules).toHaveLength(4);
+    expect(json.cron_jobs).toHaveLength(4);
+    expect(typeof json.schedules_next_cursor).toBe('string');
+    expect(typeof json.cron_jobs_next_cursor).toBe('string');
+    const whole = JSON.parse(await status({ json: true, all: true })) as Record<string, unknown[] | null>;
+    expect(whole.schedules).toHaveLength(38);
+    expect(whole.cron_jobs).toHaveLength(14);
+    expect(whole.schedules_next_cursor).toBeNull();
   });
 });
