@@ -7,7 +7,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { cronJobFixture, loopFixture } from './support/record-fixtures.ts';
-import { loopStoreFor } from '../scheduler/services.ts';
+import { goalServiceFor, loopStoreFor } from '../scheduler/services.ts';
+import { createGoal } from '../scheduler/goal/goal-state.ts';
+import { createLogger } from '../scheduler/logger.ts';
 import type { LoopRecord } from '../scheduler/loop/loop-state.ts';
 import { testEnv } from './support/env.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
@@ -290,6 +292,18 @@ describe('/api/schedules and /api/sessions pages', () => {
     // 30 sessions with a loop (every fifth paused, none finished), every fourth with a heartbeat too: 38 schedules.
     await storeSchedules(cron, env.config, 30);
     await Promise.all(Array.from({ length: 14 }, (_, i) => cron.store.put(job(i + 1), 'absent')));
+    const goals = goalServiceFor(
+      env.config,
+      { redis: cron.redis, keys: cron.keys, queues: cron.queues },
+      createLogger({ level: 'silent' }),
+    );
+    for (let i = 0; i < 12; i++) {
+      const sessionId = `g-${String(i).padStart(2, '0')}`;
+      await goals.put(
+        createGoal({ goalId: `G${i}`, sessionId, text: `goal ${i}`, maxTurns: 5, origin: { surface: 'cli' }, now: Date.now() }),
+        'absent',
+      );
+    }
     const status = async (opts: { all?: boolean; json?: boolean; limit?: string } = {}) => {
       const conn = await connectCli(env.config);
       const lines: string[] = [];
@@ -303,11 +317,13 @@ describe('/api/schedules and /api/sessions pages', () => {
     const page = await status();
     expect(page).toMatch(/^10 loops and heartbeats shown; all of them: hermes status --all$/m);
     expect(page).toMatch(/^10 cron jobs shown; more: hermes cron list --cursor \S+ \(or --all\)$/m);
+    expect(page).toMatch(/^10 goals shown; all of them: hermes status --all$/m);
     expect(page.match(/s-00\d\d/g)!.length).toBeLessThanOrEqual(10);
     const all = await status({ all: true });
     expect(all).not.toMatch(/shown;/);
     expect(new Set(all.match(/s-00\d\d/g)).size).toBe(30);
     expect(all).toMatch(/job-0014/);
+    expect(new Set(all.match(/g-\d\d/g)).size).toBe(12);
     const json = JSON.parse(await status({ json: true, limit: '4' })) as Record<string, unknown>;
     expect(json.schedules).toHaveLength(4);
     expect(json.cron_jobs).toHaveLength(4);
@@ -316,6 +332,7 @@ describe('/api/schedules and /api/sessions pages', () => {
     const whole = JSON.parse(await status({ json: true, all: true })) as Record<string, unknown[] | null>;
     expect(whole.schedules).toHaveLength(38);
     expect(whole.cron_jobs).toHaveLength(14);
+    expect(whole.goals).toHaveLength(12);
     expect(whole.schedules_next_cursor).toBeNull();
   });
 });

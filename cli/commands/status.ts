@@ -26,8 +26,8 @@ import { goalObject, scheduleObject } from '../../scheduler/loop/schedule-view.t
 
 /**
  * Print the status (`--json`: one object with `workers`, `platforms`, `schedules`, `goals`, `cron_jobs`, `set_aside`, `hooks`, and
- * `schedules_next_cursor` and `cron_jobs_next_cursor`, the `cursor` of `/api/schedules` and `/api/cron/jobs` for the rest).
- * Loops and heartbeats, and cron jobs, are the first page of their lists (`api_server.page_size`, or `--limit`), each
+ * `schedules_next_cursor`, `goals_next_cursor` and `cron_jobs_next_cursor`, the `cursor` of `/api/schedules` and `/api/cron/jobs` for the rest).
+ * Loops and heartbeats, goals, and cron jobs, are the first page of their lists (`api_server.page_size`, or `--limit`), each
  * followed by how to see more; with `--all`, every page.
  */
 export async function runStatus(
@@ -47,7 +47,11 @@ export async function runStatus(
   const records = schedulePage.items;
   const next = new Map<string, number | undefined>();
   for (const r of records) next.set(`${r.sessionId}:${r.kind}`, r.status === 'active' ? await store.nextDueAt(r) : undefined);
-  const goals = (await goalServiceFor(cfg, conn, log).list()).filter((g) => all || g.status === 'active' || g.status === 'paused');
+  const goalService = goalServiceFor(cfg, conn, log);
+  const goalPage = await readListPages(cfg, flags, (request) =>
+    goalService.page(request, (g) => all || g.status === 'active' || g.status === 'paused'),
+  );
+  const goals = goalPage.items;
   const cron = cronServiceFor(cfg, conn, log);
   const jobPage = await readListPages(cfg, flags, (request) => cron.page(request, { all }));
   const jobs = jobPage.items;
@@ -65,6 +69,7 @@ export async function runStatus(
         set_aside: setAside.map(setAsideView),
         hooks,
         schedules_next_cursor: schedulePage.nextCursor,
+        goals_next_cursor: goalPage.nextCursor,
         cron_jobs_next_cursor: jobPage.nextCursor,
       }),
     );
@@ -77,6 +82,7 @@ export async function runStatus(
     ...(schedulePage.nextCursor === null ? [] : [`${records.length} loops and heartbeats shown; all of them: hermes status --all`]),
     '',
     ...formatGoals(goals, { all }),
+    ...(goalPage.nextCursor === null ? [] : [`${goals.length} goals shown; all of them: hermes status --all`]),
     '',
     ...(jobs.length === 0 ? ['cron jobs: none'] : ['cron jobs', ...formatJobList(jobs, now)]),
     ...moreHint('hermes cron list', jobPage, 'cron jobs'),

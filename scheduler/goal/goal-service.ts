@@ -19,6 +19,9 @@ import { INBOX_PRIORITY, type InboxJobData } from '../session/inbox.ts';
 import { createGoal, goalStatusLine, resumeGoal, type GoalRecord } from './goal-state.ts';
 import type { Origin } from '../session/origin.ts';
 import { putVersioned, type ExpectedVersion } from '../store/versioned-json.ts';
+import { lexRange } from '../store/lex-index.ts';
+import { readPage, type Page, type PageRequest } from '../store/list-page.ts';
+import { ensureOrder } from '../store/order-repair.ts';
 import { assertSessionId } from '../session/session-id.ts';
 import { CONFLICT, retryOnConflict } from '../store/optimistic-retry.ts';
 
@@ -57,6 +60,33 @@ export class GoalService {
     return out;
   }
 
+  /**
+   * One page of goal records by session id (`Keys.goalOrder`), of every shard; `keep` filters the records read
+   * (`store/list-page.ts`). An order that differs in size from its index is made again first (`store/order-repair.ts`).
+   * @throws ScheduleInputError (`cursor`) for a cursor this list did not give
+   */
+  async page(request: PageRequest, keep?: (goal: GoalRecord) => boolean): Promise<Page<GoalRecord>> {
+    const shards = this.keys.shards();
+    await Promise.all(
+      shards.map((k) => ensureOrder(this.redis, { index: k.goalIndex, order: k.goalOrder, membersOf: async (ids) => ids })),
+    );
+    return await readPage<GoalRecord>(
+      {
+        list: 'goals',
+        members: (after, count) =>
+          lexRange(
+            this.redis,
+            shards.map((k) => k.goalOrder),
+            { after },
+            count,
+          ),
+        load: async (ids) => await Promise.all(ids.map((id) => this.get(id))),
+        ...(keep ? { keep } : {}),
+      },
+      request,
+    );
+  }
+
   /** Versioned write (see versioned-json.ts). @throws StoreUnavailableError */
   async put(goal: GoalRecord, expected: ExpectedVersion): Promise<GoalRecord | null> {
     return await putVersioned(
@@ -66,7 +96,10 @@ export class GoalService {
         indexKey: this.keys.forSession(goal.sessionId).goalIndex,
         member: goal.sessionId,
         what: 'goal',
-        orders: [{ key: this.keys.forSession(goal.sessionId).sessionOrder, member: goal.sessionId }],
+        orders: [
+          { key: this.keys.forSession(goal.sessionId).sessionOrder, member: goal.sessionId },
+          { key: this.keys.forSession(goal.sessionId).goalOrder, member: goal.sessionId },
+        ],
       },
       goal,
       expected,

@@ -259,7 +259,7 @@ export class Keys {
    * after a reshard, each is made again from its index at the next list.
    */
   get listOrders(): string[] {
-    return [this.scheduleOrder, this.sessionOrder, this.sessionOrderBuilt, this.cronJobOrder];
+    return [this.scheduleOrder, this.sessionOrder, this.sessionOrderBuilt, this.goalOrder, this.cronJobOrder];
   }
 
   /**
@@ -347,6 +347,11 @@ export class Keys {
   /** Set of session ids that have a goal record. */
   get goalIndex(): string {
     return `${this.prefix}:goals`;
+  }
+
+  /** The goals of this shard in list order (`lex-index.ts`): their session ids, a sorted set of score 0. */
+  get goalOrder(): string {
+    return `${this.prefix}:goals:by-session`;
   }
 
   /** Session transcript: a list of JSON messages, oldest first. */
