@@ -1,0 +1,307 @@
+/**
+ * Benchmark (not a test): the top of the hour — N cron jobs whose next occurrence is the same
+ * instant, through hermes-scheduler and through raw BullMQ job schedulers with the same pattern,
+ * in one run on one private Redis.
+ *
+ *   npx tsx ops/bench/top-of-hour.ts [--jobs 10000] [--agent-jobs 2000] [--model-latency-ms 3000]
+ *                                    [--raw-concurrency 1000] [--json]
+ *
+ * Phase 1, no-op turns: N cron jobs (`S M H * * *` in UTC, all due at one instant T a little after
+ * they are registered) run by one in-process `hermes worker` at the defaults, whose agent runner
+ * answers at once and stamps its start, so the figures are the scheduling path (gate, claim,
+ * commit). Then raw BullMQ: N job schedulers with the same kind of pattern, due at one instant,
+ * a no-op processor at `--raw-concurrency`. Phase 2, agent turns: `--agent-jobs` cron jobs due
+ * at one instant, the real agent runner against the local model server answering after
+ * `--model-latency-ms` (0 jobs: skipped).
+ *
+ * Reports (stderr, and the last line with `--json`): `{"jobs", "started_p99_ms", "all_started_ms",
+ * "all_committed_ms", "failed", "redis_cpu_us_per_occurrence", "raw_started_p99_ms",
+ * "raw_all_started_ms", "raw_redis_cpu_us_per_job", "worker_cpu_ms_per_occurrence", "worker_rss_mb",
+ * "agent_jobs", "agent_started_p99_ms", "agent_all_committed_ms"}`.
+ * - started: the turn's start (the runner called) minus the due instant; `all_started_ms` the last one;
+ * - committed: a run record's commit (`CronStore.commitRun` resolved) minus the due instant;
+ * - Redis CPU: `used_cpu_sys + used_cpu_user` of `INFO cpu` from 1 s before the instant until every
+ *   occurrence committed (raw: every job processed), divided by the occurrences;
+ * - worker CPU and peak RSS: this process (the in-process worker, and little else) over the same window.
+ * The list pages at 100,000 schedules are `ops/bench/list-page.ts`.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Queue, Worker, type Job } from 'bullmq';
+import { loadConfig, type HermesConfig } from '../../scheduler/config/config.ts';
+import { createLogger } from '../../scheduler/logger.ts';
+import { CronStore } from '../../scheduler/cron/cron-store.ts';
+import { Keys } from '../../scheduler/store/keys.ts';
+import { openRedisClient, type RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
+import { JOB_RETENTION, schedulerJobMillis } from '../../scheduler/store/queues.ts';
+import { cronServiceFor, openQueues } from '../../scheduler/services.ts';
+import { startEmbeddedRedis } from '../../scheduler/store/redis/embedded-redis.ts';
+import { WorkerProcess } from '../../worker/worker-process.ts';
+import { RunnerFactory } from '../../worker/turn-runners/create-runner.ts';
+import type { TurnRunner } from '../../worker/turn-runners/turn-runner.ts';
+import { startFakeOpenAI } from '../../test/support/fake-openai.ts';
+
+const args = process.argv.slice(2);
+const arg = (name: string, def: string) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 && args[i + 1] ? args[i + 1]! : def;
+};
+const JOBS = Number(arg('jobs', '10000'));
+const AGENT_JOBS = Number(arg('agent-jobs', '2000'));
+const MODEL_LATENCY_MS = Number(arg('model-latency-ms', '3000'));
+const RAW_CONCURRENCY = Number(arg('raw-concurrency', '1000'));
+const JSON_OUT = args.includes('--json');
+/** Jobs registered at once. */
+const PARALLEL = 32;
+
+const say = (text: string) => process.stderr.write(`${text}\n`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+
+/** Commit times (epoch ms) of cron runs in this process, by `CronStore.commitRun`. */
+const commits: number[] = [];
+// eslint-disable-next-line @typescript-eslint/unbound-method -- called with its instance below
+const commitRun = CronStore.prototype.commitRun;
+CronStore.prototype.commitRun = async function (this: CronStore, ...a: Parameters<CronStore['commitRun']>) {
+  const res = await commitRun.apply(this, a);
+  commits.push(Date.now());
+  return res;
+};
+
+/** Turn starts (epoch ms), stamped by the runners. */
+const starts: number[] = [];
+
+/** Runners whose agent answers at once (phase 1), stamping the turn's start. */
+class NoopRunners extends RunnerFactory {
+  constructor(config: HermesConfig) {
+    super(config);
+    const noop: TurnRunner = {
+      kind: 'agent',
+      run: async () => {
+        starts.push(Date.now());
+        return { reply: 'ok', steps: [] };
+      },
+    };
+    (this as unknown as { agent: TurnRunner }).agent = noop;
+  }
+}
+
+/** The real agent runner (phase 2), stamping the turn's start. */
+class StampedRunners extends RunnerFactory {
+  constructor(config: HermesConfig) {
+    super(config);
+    const agent = this.agent;
+    const run = agent.run.bind(agent);
+    agent.run = async (req) => {
+      starts.push(Date.now());
+      return await run(req);
+    };
+  }
+}
+
+function p(values: number[], q: number): number {
+  const s = [...values].sort((a, b) => a - b);
+  return s.length ? s[Math.min(s.length - 1, Math.floor(q * s.length))]! : NaN;
+}
+
+async function redisCpuSeconds(redis: RedisClient): Promise<number> {
+  const info = await redis.info('cpu');
+  return Number(/used_cpu_sys:([\d.]+)/.exec(info)![1]) + Number(/used_cpu_user:([\d.]+)/.exec(info)![1]);
+}
+
+/** The whole second at least `leadMs` from now, and its `S M H * * *` pattern in UTC. */
+function instantAfter(leadMs: number): { at: number; pattern: string } {
+  const at = Math.ceil((Date.now() + leadMs) / 1000) * 1000;
+  const d = new Date(at);
+  return { at, pattern: `${d.getUTCSeconds()} ${d.getUTCMinutes()} ${d.getUTCHours()} * * *` };
+}
+
+async function inParallel(n: number, fn: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(PARALLEL, n) }, async () => {
+      while (next < n) await fn(next++);
+    }),
+  );
+}
+
+/** Register time for `n` jobs, measured on a first batch, with room: the due instant must come after the last one. */
+function leadFor(n: number, msPerJob: number): number {
+  return Math.max(8000, Math.ceil(n * msPerJob * 1.5) + 5000);
+}
+
+interface Burst {
+  jobs: number;
+  startedP99: number;
+  allStarted: number;
+  allCommitted: number;
+  failed: number;
+  redisCpuUsPerOccurrence: number;
+  workerCpuMsPerOccurrence: number;
+  workerRssMb: number;
+}
+
+/** One burst of `n` cron jobs due at one instant through the product. */
+async function productBurst(url: string, n: number, phase: 'noop' | 'agent', modelUrl?: string): Promise<Burst> {
+  const prefix = `{bench-toh-${phase}}`;
+  const home = mkdtempSync(join(tmpdir(), 'hermes-bench-'));
+  const config = loadConfig({
+    env: { HERMES_HOME: home },
+    overrides: {
+      'redis.prefix': prefix,
+      log_level: 'silent',
+      ...(modelUrl ? { 'agent.base_url': modelUrl, 'agent.api_key': 'bench', 'agent.model': 'bench' } : {}),
+    },
+  });
+  const redis = openRedisClient({ kind: 'single', url }, 'commands');
+  const qconn = openRedisClient({ kind: 'single', url }, 'bullmq');
+  const queues = openQueues(new Keys(prefix), qconn);
+  const cron = cronServiceFor(config, { redis, keys: new Keys(prefix), queues }, createLogger({ level: 'silent' }));
+  const caller = { origin: { surface: 'cli' as const }, trusted: true };
+  // The add rate decides how far ahead the instant must be.
+  const probeStart = Date.now();
+  const probe = Math.min(200, n);
+  const probeAt = instantAfter(24 * 3600_000); // a day off: not due during the probe
+  for (let i = 0; i < probe; i++) await cron.add({ schedule: probeAt.pattern, tz: 'UTC', prompt: 'p', name: `probe-${i}` }, caller);
+  const msPerJob = (Date.now() - probeStart) / probe / Math.min(PARALLEL, 8);
+  for (let i = 0; i < probe; i++) await cron.remove(`probe-${i}`);
+  const { at, pattern } = instantAfter(leadFor(n, msPerJob));
+  const registered = Date.now();
+  await inParallel(n, async (i) => {
+    await cron.add({ schedule: pattern, tz: 'UTC', prompt: `check ${i}`, name: `job-${i}` }, caller);
+  });
+  say(`  ${phase}: ${n} cron jobs registered in ${Date.now() - registered} ms; due at +${at - Date.now()} ms`);
+  if (Date.now() > at - 2000) throw new Error('the jobs were registered too late for their instant; the machine is too busy');
+  starts.length = 0;
+  commits.length = 0;
+  const wp = await WorkerProcess.start({
+    config,
+    redisUrl: url,
+    log: createLogger({ level: 'silent' }),
+    runners: phase === 'noop' ? new NoopRunners(config) : new StampedRunners(config),
+  });
+  await sleep(at - 1000 - Date.now());
+  const cpu0 = await redisCpuSeconds(redis);
+  const own0 = process.cpuUsage();
+  let rss = process.memoryUsage().rss;
+  const rssTimer = setInterval(() => (rss = Math.max(rss, process.memoryUsage().rss)), 100);
+  const deadline = at + 120_000 + (phase === 'agent' ? MODEL_LATENCY_MS * 4 : 0);
+  while (commits.length < n && Date.now() < deadline) await sleep(50);
+  const cpu1 = await redisCpuSeconds(redis);
+  const own = process.cpuUsage(own0);
+  clearInterval(rssTimer);
+  const failed = (await wp.metrics.turns.get()).values.filter((v) => v.labels.outcome === 'failed').reduce((t, v) => t + v.value, 0);
+  await wp.drain();
+  await queues.ticks.obliterate({ force: true }).catch(() => undefined);
+  await queues.close();
+  redis.disconnect();
+  qconn.disconnect();
+  rmSync(home, { recursive: true, force: true });
+  const lateness = starts.map((s) => s - at);
+  return {
+    jobs: n,
+    startedP99: p(lateness, 0.99),
+    allStarted: Math.max(...lateness),
+    allCommitted: commits.length === n ? Math.max(...commits) - at : NaN,
+    failed: failed + (n - commits.length),
+    redisCpuUsPerOccurrence: ((cpu1 - cpu0) * 1e6) / n,
+    workerCpuMsPerOccurrence: (own.user + own.system) / 1000 / n,
+    workerRssMb: rss / 1024 / 1024,
+  };
+}
+
+/** The same burst through raw BullMQ: `n` job schedulers with one instant's pattern, a no-op processor. */
+async function rawBurst(url: string, n: number): Promise<{ startedP99: number; allStarted: number; redisCpuUsPerJob: number }> {
+  const prefix = '{bench-toh-raw}';
+  const conn = openRedisClient({ kind: 'single', url }, 'bullmq');
+  const workerConn = openRedisClient({ kind: 'single', url }, 'bullmq');
+  const redis = openRedisClient({ kind: 'single', url }, 'commands');
+  const queue = new Queue('raw', { connection: conn, prefix });
+  const probeStart = Date.now();
+  await inParallel(Math.min(200, n), async (i) => {
+    await queue.upsertJobScheduler(`probe-${i}`, { pattern: instantAfter(24 * 3600_000).pattern, tz: 'UTC' }, { name: 'tick' });
+  });
+  const msPerJob = (Date.now() - probeStart) / Math.min(200, n) / 8;
+  for (let i = 0; i < Math.min(200, n); i++) await queue.removeJobScheduler(`probe-${i}`);
+  const { at, pattern } = instantAfter(leadFor(n, msPerJob));
+  await inParallel(n, async (i) => {
+    await queue.upsertJobScheduler(`raw-${i}`, { pattern, tz: 'UTC' }, { name: 'tick', data: { i } });
+  });
+  if (Date.now() > at - 2000) throw new Error('raw BullMQ: the schedulers were registered too late for their instant');
+  const started: number[] = [];
+  const worker = new Worker(
+    'raw',
+    async (job: Job) => {
+      const due = schedulerJobMillis(job.id);
+      if (due === at) started.push(Date.now() - at);
+    },
+    { connection: workerConn, prefix, concurrency: RAW_CONCURRENCY, ...JOB_RETENTION },
+  );
+  await sleep(at - 1000 - Date.now());
+  const cpu0 = await redisCpuSeconds(redis);
+  while (started.length < n && Date.now() < at + 120_000) await sleep(50);
+  await sleep(200); // the last jobs' completion
+  const cpu1 = await redisCpuSeconds(redis);
+  await worker.close(true);
+  await queue.obliterate({ force: true });
+  await queue.close();
+  conn.disconnect();
+  workerConn.disconnect();
+  redis.disconnect();
+  return { startedP99: p(started, 0.99), allStarted: Math.max(...started), redisCpuUsPerJob: ((cpu1 - cpu0) * 1e6) / n };
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'hermes-bench-redis-'));
+  const server = await startEmbeddedRedis({ dir, appendonly: false });
+  say(`top of the hour: ${JOBS} jobs, load average ${loadavg()[0]!.toFixed(2)}`);
+  try {
+    const product = await productBurst(server.url, JOBS, 'noop');
+    say(
+      `  hermes-scheduler: started p99 ${product.startedP99} ms, all started ${product.allStarted} ms, all committed ${product.allCommitted} ms, failed ${product.failed}; Redis CPU ${product.redisCpuUsPerOccurrence.toFixed(0)} µs/occurrence, worker CPU ${product.workerCpuMsPerOccurrence.toFixed(3)} ms/occurrence, peak RSS ${product.workerRssMb.toFixed(0)} MB`,
+    );
+    const raw = await rawBurst(server.url, JOBS);
+    say(
+      `  raw BullMQ (concurrency ${RAW_CONCURRENCY}): started p99 ${raw.startedP99} ms, all started ${raw.allStarted} ms; Redis CPU ${raw.redisCpuUsPerJob.toFixed(0)} µs/job`,
+    );
+    let agent: Burst | undefined;
+    if (AGENT_JOBS > 0) {
+      const model = await startFakeOpenAI();
+      model.respond(() => ({ delayMs: MODEL_LATENCY_MS, text: 'ok' }));
+      try {
+        agent = await productBurst(server.url, AGENT_JOBS, 'agent', model.baseUrl);
+      } finally {
+        await model.close();
+      }
+      say(
+        `  agent turns (${MODEL_LATENCY_MS} ms model): ${AGENT_JOBS} jobs, started p99 ${agent.startedP99} ms, all committed ${agent.allCommitted} ms, failed ${agent.failed}`,
+      );
+    }
+    say(`  load average at the end ${loadavg()[0]!.toFixed(2)}`);
+    if (JSON_OUT) {
+      process.stdout.write(
+        `${JSON.stringify({
+          jobs: JOBS,
+          started_p99_ms: product.startedP99,
+          all_started_ms: product.allStarted,
+          all_committed_ms: product.allCommitted,
+          failed: product.failed,
+          redis_cpu_us_per_occurrence: Math.round(product.redisCpuUsPerOccurrence),
+          raw_started_p99_ms: raw.startedP99,
+          raw_all_started_ms: raw.allStarted,
+          raw_redis_cpu_us_per_job: Math.round(raw.redisCpuUsPerJob),
+          worker_cpu_ms_per_occurrence: Number(product.workerCpuMsPerOccurrence.toFixed(3)),
+          worker_rss_mb: Math.round(product.workerRssMb),
+          agent_jobs: AGENT_JOBS,
+          agent_started_p99_ms: agent?.startedP99 ?? null,
+          agent_all_committed_ms: agent?.allCommitted ?? null,
+        })}\n`,
+      );
+    }
+  } finally {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
