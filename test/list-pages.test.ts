@@ -19,6 +19,7 @@ import { commandsDuring } from './support/redis-monitor.ts';
 import type { CronJob } from '../scheduler/cron/cron-job.ts';
 import { runCronCli } from './support/cron-cli.ts';
 import { runStatus } from '../cli/commands/status.ts';
+import { setAsideInput } from '../scheduler/session/set-aside.ts';
 import { connectCli } from '../cli/connect-cli.ts';
 
 const KEY = 'list-pages-key';
@@ -334,5 +335,49 @@ describe('/api/schedules and /api/sessions pages', () => {
     expect(whole.cron_jobs).toHaveLength(14);
     expect(whole.goals).toHaveLength(12);
     expect(whole.schedules_next_cursor).toBeNull();
+  });
+
+  it('hermes status shows the newest page_size inputs set aside, not every session read; a store without their index gets it once', async () => {
+    const env = testEnv({ 'api_server.page_size': 10 });
+    cleanups.push(() => env.cleanup());
+    const cron = openCronService(env.config);
+    cleanups.push(() => cron.close());
+    const limits = { occurrenceWindowMs: 3_600_000, eventsMaxLen: 100, retentionMs: 86_400_000 };
+    const t0 = Date.now() - 60_000;
+    for (let i = 0; i < 15; i++) {
+      const sessionId = `aside-${String(i).padStart(2, '0')}`;
+      await cron.redis.sadd(cron.keys.forSession(sessionId).sessionIndex, sessionId);
+      const input = {
+        sessionId,
+        occurrenceId: `o${i}`,
+        messageId: `m${i}`,
+        text: `bad ${i}`,
+        surface: 'cli' as const,
+        receivedAt: t0,
+        setAsideAt: t0 + i * 1000,
+        attempts: 3,
+        error: 'boom',
+      };
+      await setAsideInput(cron.redis, cron.keys, input, { type: 'input.set_aside' }, limits);
+    }
+    const status = async (opts: { all?: boolean; json?: boolean } = {}) => {
+      const conn = await connectCli(env.config);
+      const lines: string[] = [];
+      try {
+        await runStatus(env.config, conn, opts, (line) => lines.push(line));
+      } finally {
+        await conn.close();
+      }
+      return lines.join('\n');
+    };
+    const shown = (text: string) => [...new Set(text.match(/aside-\d\d/g))].sort();
+    const newest = Array.from({ length: 10 }, (_, i) => `aside-${String(i + 5).padStart(2, '0')}`);
+    const page = await status();
+    expect(shown(page)).toEqual(newest);
+    expect(page).toMatch(/^the newest 10 inputs set aside shown; all of them: hermes status --all$/m);
+    expect(shown(await status({ all: true }))).toHaveLength(15);
+    // As an earlier version left the store: the lists, no index of them.
+    for (const k of cron.keys.shards()) await cron.redis.del(k.setAsideSessions, k.setAsideSessionsBuilt);
+    expect(shown(await status())).toEqual(newest);
   });
 });

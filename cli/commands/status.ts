@@ -11,7 +11,8 @@ import { cronJobView } from '../../scheduler/cron/cron-job.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { hookStatuses } from '../../scheduler/hooks/hook-status.ts';
 import { cronServiceFor, goalServiceFor, loopStoreFor, sessionStoreFor } from '../../scheduler/services.ts';
-import { allSetAsideInputs, setAsideView } from '../../scheduler/session/set-aside.ts';
+import { newestSetAsideInputs, setAsideView } from '../../scheduler/session/set-aside.ts';
+import { pageLimit } from '../../scheduler/store/list-page.ts';
 import { aliveWorkerIds } from '../../scheduler/worker-liveness.ts';
 import type { CliConnection } from '../cli-context.ts';
 import { cliLogLevel } from '../run-command.ts';
@@ -55,7 +56,19 @@ export async function runStatus(
   const cron = cronServiceFor(cfg, conn, log);
   const jobPage = await readListPages(cfg, flags, (request) => cron.page(request, { all }));
   const jobs = jobPage.items;
-  const setAside = await allSetAsideInputs(conn.redis, conn.keys);
+  const setAsidePage = await newestSetAsideInputs(conn.redis, conn.keys, {
+    ...(all
+      ? {}
+      : {
+          limit:
+            flags.limit !== undefined
+              ? pageLimit(flags.limit, cfg.api_server.page_size, cfg.api_server.max_page_size)
+              : cfg.api_server.page_size,
+        }),
+    retentionMs: cfg.worker.set_aside_retention_seconds * 1000,
+    now,
+  });
+  const setAside = setAsidePage.inputs;
   const hooks = await hookStatuses({ ...conn, sessions: sessionStoreFor(cfg, conn.redis, conn.keys) }, cfg.hooks);
   if (opts.json) {
     const schedules = records.map((r) => scheduleObject(r, now, next.get(`${r.sessionId}:${r.kind}`)));
@@ -87,6 +100,7 @@ export async function runStatus(
     ...(jobs.length === 0 ? ['cron jobs: none'] : ['cron jobs', ...formatJobList(jobs, now)]),
     ...moreHint('hermes cron list', jobPage, 'cron jobs'),
     ...(setAside.length === 0 ? [] : ['', ...formatSetAside(setAside, now)]),
+    ...(setAsidePage.more ? [`the newest ${setAside.length} inputs set aside shown; all of them: hermes status --all`] : []),
     ...(hooks.length === 0 ? [] : ['', ...formatHooks(hooks, now)]),
   ];
   for (const line of lines) out(line);

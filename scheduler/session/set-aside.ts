@@ -3,7 +3,7 @@
  * session's way (the rule: worker/chat/input-failure.ts; docs/RELIABILITY.md, "Session input runs in
  * order, and a bad input is set aside").
  *
- * Setting an input aside is one step (`set-aside-input-4.lua`): its occurrence is marked committed
+ * Setting an input aside is one step (`set-aside-input-5.lua`): its occurrence is marked committed
  * (a re-send of the same message changes nothing, as for an answered one), it leaves the pending-input
  * set (so the session's next input runs), an `input.set_aside` event goes on the session's stream, and
  * the input with its error is kept in the session's set-aside list: the newest {@link SET_ASIDE_KEPT},
@@ -47,7 +47,7 @@ export interface SetAsideLimits {
   retentionMs: number;
 }
 
-const SET_ASIDE_INPUT = luaScript('set-aside-input-4.lua');
+const SET_ASIDE_INPUT = luaScript('set-aside-input-5.lua');
 
 /**
  * Set `input` aside, with `event` as the data of its `input.set_aside` event.
@@ -65,7 +65,13 @@ export async function setAsideInput(
   const [code, id] = (await runLuaScript(
     redis,
     SET_ASIDE_INPUT,
-    [k.sessionCommitted(input.sessionId), k.events(input.sessionId), k.setAsideInput(input.sessionId), k.pendingInput(input.sessionId)],
+    [
+      k.sessionCommitted(input.sessionId),
+      k.events(input.sessionId),
+      k.setAsideInput(input.sessionId),
+      k.pendingInput(input.sessionId),
+      k.setAsideSessions,
+    ],
     [
       input.occurrenceId,
       input.setAsideAt,
@@ -75,6 +81,7 @@ export async function setAsideInput(
       JSON.stringify(input),
       SET_ASIDE_KEPT,
       limits.retentionMs,
+      input.sessionId,
     ],
   )) as [number, string];
   return code === 1 ? { status: 'set-aside', eventId: id } : { status: 'duplicate' };
@@ -87,21 +94,62 @@ export async function setAsideInputs(redis: RedisClient, keys: Keys, sessionId: 
 }
 
 /**
- * The set-aside input of every session that has some (sessions are those of the shards' session
- * indexes: every input registers its session there), newest first across sessions.
+ * The newest set-aside input across sessions, newest first: of the `limit` sessions whose newest entry is the
+ * most recent (each shard's `Keys.setAsideSessions`), at most `limit` entries; `limit` undefined: every one.
+ * Sessions whose list expired (`retentionMs` after its newest entry) leave the index here.
+ *
+ * A store written before the index existed has none: the first read makes it once from the session index
+ * (reading each session's newest entry) and marks it made (`Keys.setAsideSessionsBuilt`).
+ * @returns the entries, and whether more sessions have some
  */
-export async function allSetAsideInputs(redis: RedisClient, keys: Keys): Promise<SetAsideInput[]> {
+export async function newestSetAsideInputs(
+  redis: RedisClient,
+  keys: Keys,
+  options: { limit?: number; retentionMs: number; now?: number },
+): Promise<{ inputs: SetAsideInput[]; more: boolean }> {
+  const now = options.now ?? Date.now();
+  const count = options.limit ?? -1;
   const out: SetAsideInput[] = [];
+  let more = false;
   for (const k of keys.shards()) {
-    const sessions = await redis.smembers(k.sessionIndex);
+    await ensureSetAsideIndex(redis, k);
+    await redis.zremrangebyscore(k.setAsideSessions, '-inf', `(${now - options.retentionMs}`);
+    const sessions = await redis.zrevrange(k.setAsideSessions, 0, count < 0 ? -1 : count);
+    if (count >= 0 && sessions.length > count) {
+      more = true;
+      sessions.length = count;
+    }
     if (sessions.length === 0) continue;
     const pipeline = redis.pipeline();
-    for (const id of sessions) pipeline.lrange(k.setAsideInput(id), 0, -1);
+    for (const id of sessions) pipeline.lrange(k.setAsideInput(id), 0, count < 0 ? -1 : count - 1);
     for (const [, raw] of (await pipeline.exec()) ?? []) {
       for (const r of (raw as string[] | null) ?? []) out.push(JSON.parse(r) as SetAsideInput);
     }
   }
-  return out.sort((a, b) => b.setAsideAt - a.setAsideAt);
+  const sorted = out.sort((a, b) => b.setAsideAt - a.setAsideAt);
+  if (count >= 0 && sorted.length > count) {
+    more = true;
+    sorted.length = count;
+  }
+  return { inputs: sorted, more };
+}
+
+/** Make the shard's index of sessions with set-aside input from its session index, once. */
+async function ensureSetAsideIndex(redis: RedisClient, k: Keys): Promise<void> {
+  if ((await redis.exists(k.setAsideSessionsBuilt)) === 1) return;
+  const sessions = await redis.smembers(k.sessionIndex);
+  for (let i = 0; i < sessions.length; i += 1000) {
+    const chunk = sessions.slice(i, i + 1000);
+    const pipeline = redis.pipeline();
+    for (const id of chunk) pipeline.lindex(k.setAsideInput(id), 0);
+    const replies = (await pipeline.exec()) ?? [];
+    const pairs: Array<number | string> = [];
+    replies.forEach(([, raw], n) => {
+      if (typeof raw === 'string') pairs.push((JSON.parse(raw) as SetAsideInput).setAsideAt, chunk[n]!);
+    });
+    if (pairs.length > 0) await redis.zadd(k.setAsideSessions, ...pairs);
+  }
+  await redis.set(k.setAsideSessionsBuilt, '1');
 }
 
 /** A set-aside input as `/api` and `hermes status --json` give it (times epoch ms). */

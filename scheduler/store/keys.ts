@@ -259,7 +259,15 @@ export class Keys {
    * after a reshard, each is made again from its index at the next list.
    */
   get listOrders(): string[] {
-    return [this.scheduleOrder, this.sessionOrder, this.sessionOrderBuilt, this.goalOrder, this.cronJobOrder];
+    return [
+      this.scheduleOrder,
+      this.sessionOrder,
+      this.sessionOrderBuilt,
+      this.goalOrder,
+      this.cronJobOrder,
+      this.setAsideSessions,
+      this.setAsideSessionsBuilt,
+    ];
   }
 
   /**
@@ -347,6 +355,19 @@ export class Keys {
   /** Set of session ids that have a goal record. */
   get goalIndex(): string {
     return `${this.prefix}:goals`;
+  }
+
+  /**
+   * The sessions of this shard that have input set aside: a sorted set of session ids by the time of their newest
+   * entry (`scheduler/session/set-aside.ts`), so `hermes status` reads the newest few, not every session.
+   */
+  get setAsideSessions(): string {
+    return `${this.prefix}:sessions:set-aside`;
+  }
+
+  /** Set once `setAsideSessions` holds every session of this shard with input set aside before it existed. */
+  get setAsideSessionsBuilt(): string {
+    return `${this.prefix}:sessions:set-aside:built`;
   }
 
   /** The goals of this shard in list order (`lex-index.ts`): their session ids, a sorted set of score 0. */

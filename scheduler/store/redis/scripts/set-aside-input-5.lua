@@ -8,6 +8,7 @@
   KEYS[2] event stream
   KEYS[3] the session's set-aside list (JSON entries, newest first)
   KEYS[4] the session's pending-input sorted set
+  KEYS[5] the shard's sessions with input set aside (sorted set: session id -> newest set-aside time ms)
 
   ARGV[1] occurrence id
   ARGV[2] now, epoch ms
@@ -17,6 +18,7 @@
   ARGV[6] the set-aside entry (JSON)
   ARGV[7] entries kept in the list
   ARGV[8] how long the list is kept after its newest entry, ms
+  ARGV[9] session id
 
   Returns {1, event id} set aside; {0, ''} the occurrence was committed before
   (it only leaves the pending-input set).
@@ -30,6 +32,7 @@ local id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*', 'type', 'inp
 redis.call('LPUSH', KEYS[3], ARGV[6])
 redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[7]) - 1)
 redis.call('PEXPIRE', KEYS[3], ARGV[8])
+redis.call('ZADD', KEYS[5], now, ARGV[9])
 redis.call('ZADD', KEYS[1], now, occ)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. tostring(now - window))
 redis.call('PEXPIRE', KEYS[1], window)
