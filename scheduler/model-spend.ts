@@ -6,6 +6,8 @@
  * endpoint reported none is estimated and the sum says so (`estimated`).
  */
 
+import { wireKeys, type WireKeys } from './text/wire-case.ts';
+
 /** The spend of one turn (or one model call). */
 export interface ModelSpend {
   /** Model calls made (a retried call counts once). */
@@ -66,6 +68,35 @@ export const NO_TOTALS: SpendTotals = Object.freeze({
   lastTurnTokens: 0,
   estimated: false,
 });
+
+/**
+ * Spend on every wire (`/api`, the CLI's `--json`, MCP; scheduler/text/wire-case.ts): the totals in
+ * snake_case, each field present (`input_tokens`, `cached_tokens`, `last_turn_tokens`, …).
+ */
+export type SpendWire = WireKeys<Required<SpendTotals>>;
+
+/** Spend totals on the wire (`SpendWire`): zeros before the first model call, and for a count kept since. */
+export function spendWire(t: SpendTotals | undefined): SpendWire {
+  return wireKeys({ ...NO_TOTALS, ...t } as Required<SpendTotals>);
+}
+
+/** The spend of one run or turn on the wire: `ModelSpend` in snake_case, zeros when it made no model call. */
+export function turnSpendWire(s: ModelSpend | undefined): WireKeys<ModelSpend> {
+  return wireKeys({ ...NO_SPEND, ...s });
+}
+
+/** Totals read back from their wire form (`SpendWire`), for a view's own reader (the console's cron pages). */
+export function spendFromWire(w: SpendWire): SpendTotals {
+  return {
+    calls: w.calls,
+    inputTokens: w.input_tokens,
+    outputTokens: w.output_tokens,
+    cachedTokens: w.cached_tokens,
+    lastInputTokens: w.last_input_tokens,
+    lastTurnTokens: w.last_turn_tokens,
+    estimated: w.estimated,
+  };
+}
 
 /** `a` and `b` together (`lastInputTokens` is `b`'s when `b` made a call). */
 export function sumSpend(a: ModelSpend, b: ModelSpend): ModelSpend {

@@ -143,7 +143,8 @@ describe('/api/sessions', () => {
     expect(body.id).toMatch(/^web-/);
     const reply = await readStreamUntil(
       `${gw.httpAddress.url}${body.events_url}`,
-      (type, d) => type === 'reply' && d.occurrenceId === body.occurrence_id,
+      // The stream's data are snake_case, as every answer of `/api` (docs/GATEWAY.md, "One casing").
+      (type, d) => type === 'reply' && d.occurrence_id === body.occurrence_id,
     );
     expect(reply.text).toBe('pong: hello from curl');
     const request = model.requests.find((r) => r.messages.at(-1)!.content === 'hello from curl')!;

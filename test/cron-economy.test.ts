@@ -20,7 +20,8 @@ import { configDefaults } from '../scheduler/config/config.ts';
 import { applyRun as applyRunWith, createCronJob, resumeCronJob, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import { runNotice, withNotice } from '../scheduler/cron/cron-notice.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { formatSpend, type ModelSpend, type SpendTotals } from '../scheduler/model-spend.ts';
+import { formatSpend, spendWire, type ModelSpend, type SpendTotals, type SpendWire } from '../scheduler/model-spend.ts';
+import type { WireKeys } from '../scheduler/text/wire-case.ts';
 import { runCronCli } from './support/cron-cli.ts';
 import { asyncListener } from './support/http.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
@@ -228,15 +229,16 @@ describe('cron --watch (real worker)', () => {
 
     // Totals: the sum of the runs' spend, and what the server reported.
     const shown = JSON.parse((await s.cli('show', job.id, '--json', '--limit', '10')).stdout) as {
-      spend: SpendTotals;
+      spend: SpendWire;
       unchanged_runs: number;
       watch: string;
       watch_digest: string | null;
-      runs: Array<{ spend: ModelSpend; unchanged: boolean }>;
+      runs: Array<{ spend: WireKeys<ModelSpend>; unchanged: boolean }>;
     };
     expect(s.tap.reported).toHaveLength(2);
-    expect(shown.spend).toEqual(totalsOf(s.tap.reported));
-    expect(shown.spend).toEqual(totalsOfRuns(runs, runs.filter((r) => r.spend!.calls > 0).at(-1)!.spend!.lastInputTokens));
+    // `--json` is a wire format: the totals in snake_case (docs/GATEWAY.md, "One casing").
+    expect(shown.spend).toEqual(spendWire(totalsOf(s.tap.reported)));
+    expect(shown.spend).toEqual(spendWire(totalsOfRuns(runs, runs.filter((r) => r.spend!.calls > 0).at(-1)!.spend!.lastInputTokens)));
     expect(shown.unchanged_runs).toBe(4);
     expect(shown.watch_digest).toMatch(/^[0-9a-f]{64}$/);
     expect(shown.runs.filter((r) => r.unchanged)).toHaveLength(4);

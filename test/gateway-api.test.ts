@@ -17,6 +17,7 @@ import { createLogger } from '../scheduler/logger.ts';
 import { sessionStoreFor } from '../scheduler/services.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { readJson, readSseUntil } from './support/http.ts';
+import { camelKeys } from './support/wire-case.ts';
 
 const KEY = 'api-key-abcdef';
 
@@ -200,6 +201,42 @@ describe('/api/schedules', () => {
   });
 });
 
+describe('one casing on /api', () => {
+  it('answers in snake_case at every depth: schedules, sessions, transcripts, set-aside input, models', async () => {
+    const made = await call('POST', '/api/schedules', {
+      kind: 'loop',
+      session_id: 'api-case',
+      args: '5m check the deploy',
+      max_tokens: 5000,
+      deliver: 'telegram:123',
+    });
+    const created = await readJson(made);
+    const store = sessionStoreFor(env.config, redis, new Keys(env.prefix));
+    await store.appendEvent('api-case', 'reply', { text: 'hello', occurrenceId: 'o1' });
+    const answers = {
+      created,
+      list: await readJson(call('GET', '/api/schedules')),
+      one: await readJson(call('GET', '/api/schedules/api-case/loop')),
+      sessions: await readJson(call('GET', '/api/sessions')),
+      transcript: await readJson(call('GET', '/api/sessions/api-case/transcript')),
+      set_aside: await readJson(call('GET', '/api/sessions/api-case/set-aside')),
+      models: await readJson(call('GET', '/api/models')),
+    };
+    expect(created.schedule, JSON.stringify(created)).toBeTruthy();
+    expect(answers.one.spend).toEqual({
+      calls: 0,
+      input_tokens: 0,
+      output_tokens: 0,
+      cached_tokens: 0,
+      last_input_tokens: 0,
+      last_turn_tokens: 0,
+      estimated: false,
+    });
+    expect(answers.one.budget_tokens).toBe(0);
+    expect(camelKeys(answers)).toEqual([]);
+  });
+});
+
 describe('/api/cron', () => {
   it('lists, creates, pauses, resumes, runs and deletes jobs by id or name', async () => {
     const created = await call('POST', '/api/cron/jobs', { schedule: 'every 2h', prompt: 'summarise mail', name: 'Mail' });
@@ -266,6 +303,51 @@ describe('GET /api/sessions/:id/events', () => {
     });
     const missed = await readSseUntil(again, (f) => f.data.includes('three'), c2);
     expect(missed.map((f) => JSON.parse(f.data).text)).toEqual(['two', 'three']);
+  });
+
+  it('hands every event out in snake_case at every depth, as the stream in Redis keeps it otherwise', async () => {
+    const store = sessionStoreFor(env.config, redis, new Keys(env.prefix));
+    // The names the workers write (worker/loop/tick-occurrence.ts, the reply of a turn, a delivery).
+    await store.appendEvent('sse-case', 'tick.started', {
+      kind: 'loop',
+      tick: 3,
+      occurrenceId: 'loop:sse-case:L1:1',
+      dueAt: 1_700_000_000_000,
+      startedAt: 1_700_000_000_041,
+      latenessMs: 41,
+      claimedAhead: true,
+      worker: 'w1',
+      pid: 812,
+    });
+    await store.appendEvent('sse-case', 'reply', {
+      text: 'green; camelCase in text stays',
+      occurrenceId: 'loop:sse-case:L1:1',
+      spend: { calls: 1, inputTokens: 10, outputTokens: 2, cachedTokens: 0, lastInputTokens: 10, estimated: false },
+    });
+    await store.appendEvent('sse-case', 'delivery', { platform: 'telegram', chatId: '72', willRetry: false, messageIds: [1] });
+    const c = new AbortController();
+    const res = await fetch(`${gw.httpAddress.url}/api/sessions/sse-case/events`, {
+      headers: { authorization: `Bearer ${KEY}` },
+      signal: c.signal,
+    });
+    const frames = await readSseUntil(res, (f) => f.event === 'delivery', c);
+    const data = frames.map((f) => JSON.parse(f.data) as Record<string, unknown>);
+    expect(camelKeys(data)).toEqual([]);
+    expect(data[0]).toEqual({
+      kind: 'loop',
+      tick: 3,
+      occurrence_id: 'loop:sse-case:L1:1',
+      due_at: 1_700_000_000_000,
+      started_at: 1_700_000_000_041,
+      lateness_ms: 41,
+      claimed_ahead: true,
+      worker: 'w1',
+      pid: 812,
+    });
+    expect(data[1]).toMatchObject({ text: 'green; camelCase in text stays', spend: { input_tokens: 10, output_tokens: 2 } });
+    expect(data[2]).toEqual({ platform: 'telegram', chat_id: '72', will_retry: false, message_ids: [1] });
+    // The stored stream is not a wire format: it keeps its names for the workers.
+    expect((await store.recentEvents('sse-case', 1))[0]!.data).toMatchObject({ chatId: '72', willRetry: false });
   });
 
   it('rejects a malformed Last-Event-ID', async () => {

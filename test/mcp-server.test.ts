@@ -25,6 +25,7 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { mcpDepsFor } from '../gateway/mcp/mcp-deps.ts';
 import { createMcpServer } from '../gateway/mcp/mcp-server.ts';
 import type { TestEnv } from './support/env.ts';
+import { camelKeys } from './support/wire-case.ts';
 
 const KEY = 'mcp-test-key-0123456789';
 
@@ -214,6 +215,10 @@ describe.concurrent('hermes as an MCP server', () => {
       ['user', 'is it live?', 'mcp'],
       ['assistant', 'all green', 'mcp'],
     ]);
+    // One casing on every wire (docs/GATEWAY.md): the tools' results and the resource, at every depth.
+    const listed = JSON.parse((await call(client, 'list_schedules', { session: 'deploy' })).text) as { loops: Array<{ spend: object }> };
+    expect(listed.loops[0]!.spend).toMatchObject({ calls: expect.any(Number), input_tokens: expect.any(Number) });
+    expect(camelKeys([JSON.parse(made.text), listed, messages, sent])).toEqual([]);
   });
 
   it('mcp.tools offers only the tools it lists: another is neither listed nor callable; status and runs read', async ({

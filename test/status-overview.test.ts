@@ -11,6 +11,7 @@ import { clients, runHermes } from './support/stack.ts';
 import { waitFor } from './support/wait-for.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 import { runLoopCli } from './support/loop-cli.ts';
+import { camelKeys } from './support/wire-case.ts';
 
 const cleanups = cleanupAfterEach();
 
@@ -66,13 +67,17 @@ describe('hermes status', () => {
     expect(row('backup').slice(4)).toEqual(['error', '1', 'scheduled']);
     expect(row('disk').slice(4)).toEqual(['—', '0', 'scheduled']);
 
-    const json = JSON.parse((await runHermes(e, ['status', '--json'])).stdout) as {
+    const raw = JSON.parse((await runHermes(e, ['status', '--json'])).stdout) as unknown;
+    // One casing on every wire: the CLI's JSON is /api's shape, at every depth (docs/GATEWAY.md, "One casing").
+    expect(camelKeys(raw)).toEqual([]);
+    const runs = JSON.parse((await cli('runs', '--json')).stdout) as unknown[];
+    expect(runs.length).toBeGreaterThan(0);
+    expect(camelKeys([runs, JSON.parse((await cli('show', 'backup', '--json')).stdout)])).toEqual([]);
+    const json = raw as {
       goals: Array<{ session_id: string; status: string; status_reason: string | null }>;
       schedules: Array<Record<string, unknown>>;
       cron_jobs: Array<{ name: string; failure_streak: number }>;
     };
-    // One casing on every wire: the CLI's JSON is /api's shape (scheduler/loop/schedule-view.ts).
-    for (const item of [...json.goals, ...json.schedules]) expect(Object.keys(item).filter((k) => /[A-Z]/.test(k))).toEqual([]);
     expect(json.goals.map((g) => [g.session_id, g.status]).sort()).toEqual([
       ['dev', 'paused'],
       ['rel', 'active'],

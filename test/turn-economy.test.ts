@@ -16,6 +16,7 @@ import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts'
 import { it, type CleanUp } from './support/cleanup.ts';
 import { startAgentStack } from './support/agent-stack.ts';
 import { startCronApiGateway } from './support/cron-api-gateway.ts';
+import { spendWire } from '../scheduler/model-spend.ts';
 
 const setup = (cleanups: CleanUp[], overrides: Record<string, unknown>) => startAgentStack(cleanups, overrides);
 
@@ -218,14 +219,15 @@ describe.concurrent('usage totals', () => {
     expect(shell.stdout).toContain(`${n(inputTokens)} in (${n(cachedTokens!)} cached) / ${n(outputTokens)} out · ${calls} calls`);
     // /api.
     const listed = (await api('/api/schedules')).data.find((s: { session_id: string }) => s.session_id === 'u');
-    expect(listed.spend).toEqual(loop.spend);
+    // On the wire in snake_case (docs/GATEWAY.md, "One casing"), the record's totals otherwise.
+    expect(listed.spend).toEqual(spendWire(loop.spend));
     // cron show and /api/cron/jobs.
     const shown = await api(`/api/cron/jobs/${job.id}`);
     const cronServed = served(loopCalls, model.requests.length);
-    expect(shown.spend).toMatchObject({ calls: cronServed.length, inputTokens: cronServed.reduce((s, r) => s + r.promptTokens, 0) });
+    expect(shown.spend).toMatchObject({ calls: cronServed.length, input_tokens: cronServed.reduce((s, r) => s + r.promptTokens, 0) });
     const cronShow = await runHermes(env, ['cron', 'show', 'daily']);
     expect(cronShow.stdout).toContain(
-      `${shown.spend.calls} model call${shown.spend.calls === 1 ? '' : 's'}, ${n(shown.spend.inputTokens)} tokens in, ${n(shown.spend.outputTokens)} out`,
+      `${shown.spend.calls} model call${shown.spend.calls === 1 ? '' : 's'}, ${n(shown.spend.input_tokens)} tokens in, ${n(shown.spend.output_tokens)} out`,
     );
     // /metrics of the worker that ran both.
     const text = await worker.metrics.registry.metrics();
@@ -240,7 +242,7 @@ describe.concurrent('usage totals', () => {
     expect(sample('hermes_model_tokens_total{kind="loop",direction="output"}')).toBe(outputTokens);
     expect(sample('hermes_model_tokens_total{kind="loop",direction="cached"}')).toBe(cachedTokens);
     expect(sample('hermes_model_calls_total{kind="loop",outcome="ok"}')).toBe(calls);
-    expect(sample('hermes_model_tokens_total{kind="cron",direction="input"}')).toBe(shown.spend.inputTokens);
-    expect(sample('hermes_model_tokens_total{kind="cron",direction="output"}')).toBe(shown.spend.outputTokens);
+    expect(sample('hermes_model_tokens_total{kind="cron",direction="input"}')).toBe(shown.spend.input_tokens);
+    expect(sample('hermes_model_tokens_total{kind="cron",direction="output"}')).toBe(shown.spend.output_tokens);
   });
 });

@@ -13,6 +13,7 @@ import { agentCreatorText } from '../../scheduler/session/origin.ts';
 import { ms, type CronJobView, type CronRunView } from './cron-view.ts';
 import { at, countdown, duration, tokens } from './format.ts';
 import { clip } from '../../scheduler/text/clip.ts';
+import { spendFromWire } from '../../scheduler/model-spend.ts';
 import { formatSeconds } from '../../scheduler/interval.ts';
 import { html, type Html } from './html.ts';
 import { CONSOLE_PATH, errorBox, page, warningBox } from './layout.ts';
@@ -71,7 +72,7 @@ export function jobPanel(job: CronJobView, now: number, error?: string, options:
 <dt>runs</dt><dd class="run-settings">${runSettings(job)}</dd>
 ${job.created_by ? html`<dt>made by</dt><dd${job.created_by.from_tool_output ? html` class="warning"` : ''}>${agentCreatorText(job.created_by)}</dd>` : ''}
 <dt>last run</dt><dd>${job.last_status ?? 'never'}${job.last_error ? ` — ${job.last_error}` : ''} · failure streak ${job.failure_streak}</dd>
-<dt>spend</dt><dd>${tokens(job.spend)}</dd>
+<dt>spend</dt><dd>${tokens(spendFromWire(job.spend))}</dd>
 </dl>
 ${(job.warnings ?? []).map((w) => warningBox(w))}
 <div class="buttons">${buttons}</div>${error ? errorBox(error) : ''}${options.offerForce ? html`<div class="buttons">${action(job, 'run-anyway', 'Run anyway', `Run ${job.name} beyond its token budget?`)}</div>` : ''}

@@ -3,7 +3,7 @@
  * (`cronJobView`, `cronRunView` in scheduler/cron/cron-job.ts: times as ISO strings).
  */
 import type { CronDelivery, CronJobCreator } from '../../scheduler/cron/cron-job.ts';
-import type { SpendTotals } from '../../scheduler/model-spend.ts';
+import type { SpendWire } from '../../scheduler/model-spend.ts';
 
 /** A job as `CronApi` shows it. */
 export interface CronJobView {
@@ -21,7 +21,7 @@ export interface CronJobView {
   last_status: string | null;
   last_error: string | null;
   failure_streak: number;
-  spend: SpendTotals;
+  spend: SpendWire;
   /** Which runs send a notice: `failure`, `always` or `never`. */
   notify: string;
   /** What an occurrence does while the previous run is still going (`--overlap`: `OVERLAP_POLICIES`). */

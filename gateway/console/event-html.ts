@@ -8,6 +8,7 @@ import type { SessionEvent, TranscriptMessage } from '../../scheduler/session/se
 import { isoUtc } from '../../scheduler/cron/cron-engine.ts';
 import { duration } from './format.ts';
 import { clip } from '../../scheduler/text/clip.ts';
+import { eventWire } from '../../scheduler/session/event-wire.ts';
 import { html, type Html } from './html.ts';
 
 /** Characters of a tool call's arguments shown. */
@@ -87,7 +88,8 @@ export function eventHtml(e: SessionEvent): Html | undefined {
     case 'tool.called':
       return undefined;
     default:
-      return item(e.id, 'notice', ms, e.type, clip(JSON.stringify(d), 300));
+      // Shown as a client of the API would read it (snake_case, `eventWire`).
+      return item(e.id, 'notice', ms, e.type, clip(JSON.stringify(eventWire(e).data), 300));
   }
 }
 

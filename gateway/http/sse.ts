@@ -14,6 +14,8 @@ import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { isStreamId } from '../stream-fanout.ts';
 import { HttpError } from './errors.ts';
+import { eventWire } from '../../scheduler/session/event-wire.ts';
+import type { SessionEvent } from '../../scheduler/session/session-store.ts';
 
 /** One event: `data` is JSON-encoded unless it is a string. */
 export interface SseEvent {
@@ -65,10 +67,16 @@ function oneLine(value: string | number): string {
  */
 const entryFrames = new WeakMap<object, Buffer>();
 
-/** The frame of a stream entry (`id`, `type` → `event:`, `data`), cached per entry object. */
-export function entryFrame(entry: { id: string; type: string; data: unknown }): Buffer {
+/**
+ * The frame of a stream entry (`id`, `type` → `event:`, `data`), cached per entry object. The data go out
+ * in their wire form (`eventWire`: every key snake_case), whatever names the stream keeps in Redis.
+ */
+export function entryFrame(entry: SessionEvent): Buffer {
   let frame = entryFrames.get(entry);
-  if (!frame) entryFrames.set(entry, (frame = encodeSse({ id: entry.id, event: entry.type, data: entry.data })));
+  if (!frame) {
+    const wire = eventWire(entry);
+    entryFrames.set(entry, (frame = encodeSse({ id: wire.id, event: wire.type, data: wire.data })));
+  }
   return frame;
 }
 

@@ -9,7 +9,7 @@ import { isoUtc, nextOccurrence, type CronSchedule } from './cron-engine.ts';
 import { compositeId } from '../store/keys.ts';
 import type { WebhookAllowList } from '../delivery/webhook-policy.ts';
 import { assertDeliverList, NO_WEBHOOK_ALLOW, parseDeliverList } from '../delivery/deliver-list.ts';
-import { NO_SPEND, NO_TOTALS, type ModelSpend, type SpendTotals, type TurnBudgetOverrun } from '../model-spend.ts';
+import { NO_TOTALS, spendWire, turnSpendWire, type ModelSpend, type SpendTotals, type TurnBudgetOverrun } from '../model-spend.ts';
 import { isSilentReply } from '../economy/silent-reply.ts';
 import { isBudgetPause } from '../economy/token-budget.ts';
 import { notifyDeliversReply, readNotify, type NotifyMode } from '../economy/notify.ts';
@@ -607,13 +607,13 @@ export function cronJobView(job: CronJob): Record<string, unknown> {
     last_status: job.last_status,
     last_error: job.last_error,
     failure_streak: job.failure_streak,
-    // Economy (docs/CRON.md, "Economy"): null / 0 where unset.
+    // Economy (docs/CRON.md, "Economy"): null where unset, the budget too (no budget without `max_tokens`), as a loop's view.
     watch: job.watch ?? null,
     watch_digest: job.watch_digest ?? null,
     model: job.model ?? null,
     max_tokens: job.max_tokens ?? null,
-    budget_tokens: job.budget_tokens ?? 0,
-    spend: { ...NO_TOTALS, ...job.spend },
+    budget_tokens: job.max_tokens ? (job.budget_tokens ?? 0) : null,
+    spend: spendWire(job.spend),
     unchanged_runs: job.unchanged_runs ?? 0,
     // `--after`: the jobs it runs after and the outcome each must end with; [] = none.
     after: job.after ?? [],
@@ -631,9 +631,9 @@ export function cronJobView(job: CronJob): Record<string, unknown> {
 export function cronRunView(run: CronRun): Record<string, unknown> {
   const iso = (ms: number | null) => (ms === null ? null : isoUtc(ms));
   return {
-    spend: { ...NO_SPEND },
     unchanged: false,
     ...run,
+    spend: turnSpendWire(run.spend),
     due_at: iso(run.due_at),
     started_at: iso(run.started_at),
     finished_at: iso(run.finished_at),

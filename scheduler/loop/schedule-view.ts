@@ -1,18 +1,25 @@
 /**
  * How a loop, a heartbeat, a goal and their spend look on every wire (snake_case, times in epoch ms):
- * one shape for `/api/schedules`, `/api/sessions` and the CLI's `--json` (`hermes status`, `hermes
- * loop|heartbeat|goal`), as `cronJobView` is for cron jobs. A concept both records have is spelled
- * the same in both views (`status_reason`, `failure_streak`, `last_error`, `watch`, `watch_digest`,
- * `max_tokens`, `budget_tokens`, `spend`, `notify`, `created_by`, `deliver`); the test of the views pins it.
+ * one shape for `/api/schedules`, `/api/sessions`, MCP and the CLI's `--json` (`hermes status`, `hermes
+ * loop|heartbeat|goal`), as `cronJobView` is for cron jobs. Every wire format is snake_case, nested
+ * objects (`spend`) and event data included; what is stored in Redis is no wire format and keeps its
+ * own names (the rule and `wireKeys`: scheduler/text/wire-case.ts; events: `eventWire`,
+ * scheduler/session/event-wire.ts).
+ *
+ * A concept both records have is spelled the same in both views (`status_reason`, `failure_streak`,
+ * `last_error`, `watch`, `watch_digest`, `model`, `max_tokens`, `budget_tokens` — null without a
+ * `max_tokens` —, `spend`, `notify`, `created_by`, `deliver`). A count of occurrences is named by the
+ * record's own noun: a loop's ticks (`ticks_used`, `silent_ticks`, `unchanged_ticks`), a cron job's runs
+ * (`repeat.completed`, `unchanged_runs`). The test of the views pins both rules (test/wire-views.test.ts).
  */
 import type { GoalRecord } from '../goal/goal-state.ts';
 import { statusLine } from './loop-service.ts';
 import { loopTargets, type LoopRecord } from './loop-state.ts';
-import { NO_TOTALS, type SpendTotals } from '../model-spend.ts';
+import { spendWire, type SpendTotals, type SpendWire } from '../model-spend.ts';
 
-/** Spend totals on the wire, as cron jobs show theirs (`SpendTotals`; zeros before the first model call, and for a count kept since). */
-export function spendObject(t: SpendTotals | undefined): SpendTotals {
-  return { ...NO_TOTALS, ...t };
+/** Spend totals on the wire, as cron jobs show theirs (`SpendWire`: snake_case; zeros before the first model call, and for a count kept since). */
+export function spendObject(t: SpendTotals | undefined): SpendWire {
+  return spendWire(t);
 }
 
 /** The API shape of a loop or heartbeat. */
