@@ -20,6 +20,21 @@ export interface TestEnv {
   cleanup(): void;
 }
 
+/** Where `testEnv` lists the overrides a child process cannot be given through its environment. */
+const NOT_FOR_CHILDREN = 'HERMES_TEST_NOT_FOR_CHILDREN';
+
+/**
+ * Refuse to start a `hermes worker` child on an environment that lacks overrides the test set in
+ * process: its turns would run on other settings than the test believes (write them to the home's
+ * `config.yaml` instead). A CLI child is not refused: what it is asked rarely reads them.
+ * @throws Error naming them
+ */
+export function assertChildEnv(env: NodeJS.ProcessEnv): void {
+  const missing = env[NOT_FOR_CHILDREN];
+  if (missing)
+    throw new Error(`testEnv overrides ${missing} cannot reach a child process through its environment; write them to config.yaml`);
+}
+
 /**
  * Build a test environment.
  * @param overrides - config overrides by dotted key, e.g. `{ 'loops.min_interval_seconds': 1 }`;
@@ -61,6 +76,12 @@ export function testEnv(overrides: Record<string, unknown> = {}): TestEnv {
   };
   for (const [k, v] of Object.entries(base)) {
     if (k === 'redis.url' || k === 'redis.prefix' || k === 'log_level') continue;
+    // An environment variable holds `<section>.<key>` with a text (a list as a comma list); anything else
+    // cannot reach a child process that way, and a worker child started without it is refused (`assertChildEnv`).
+    if (k.split('.').length !== 2 || (typeof v === 'object' && v !== null && !Array.isArray(v))) {
+      childEnv[NOT_FOR_CHILDREN] = [childEnv[NOT_FOR_CHILDREN], k].filter(Boolean).join(',');
+      continue;
+    }
     childEnv[`HERMES_${k.replace('.', '_').toUpperCase()}`] = String(v);
   }
   return { redisUrl, prefix, home, config, childEnv, cleanup: () => rmSync(home, { recursive: true, force: true }) };

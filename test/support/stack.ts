@@ -15,7 +15,7 @@ import { createLogger } from '../../scheduler/logger.ts';
 import { openRedisClient, topologyFromConfig, type RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { WorkerProcess, type WorkerProcessOptions } from '../../worker/worker-process.ts';
 import type { CleanUp } from './cleanup.ts';
-import { testEnv, type TestEnv } from './env.ts';
+import { assertChildEnv, testEnv, type TestEnv } from './env.ts';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const HERMES_BIN = join(ROOT, 'cli', 'hermes.mjs');
@@ -105,6 +105,7 @@ export async function startWorker(env: TestEnv, options: Partial<WorkerProcessOp
 
 /** Spawn `hermes worker` as a child process; resolves once it is registered alive. */
 export async function spawnWorker(env: TestEnv, extraEnv: NodeJS.ProcessEnv = {}): Promise<ChildProcess> {
+  assertChildEnv(env.childEnv);
   const child = spawn(process.execPath, [HERMES_BIN, 'worker'], {
     env: { ...env.childEnv, ...extraEnv },
     stdio: ['ignore', 'ignore', 'pipe'],
