@@ -8,7 +8,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default defineConfig(
-  globalIgnores(['dist/', 'coverage/', '.ci/venv/', '.hermes-demo/', '.bench-out/', '.build-test-*/']),
+  globalIgnores(['dist/', 'coverage/', '.ci/venv/', '.hermes-demo/', '.bench-out/', '.build-test-*/', 'reports/', '.stryker-tmp/']),
   js.configs.recommended,
   tseslint.configs.recommendedTypeChecked,
   {

@@ -18,7 +18,7 @@ import {
   type CronJob,
   type CronRun,
 } from '../scheduler/cron/cron-job.ts';
-import { decideOccurrence, graceWindowMs, ON_TIME_TOLERANCE_MS, type OccurrenceTrigger } from '../scheduler/cron/misfire.ts';
+import { catchUpsAfter, decideOccurrence, graceWindowMs, ON_TIME_TOLERANCE_MS, type OccurrenceTrigger } from '../scheduler/cron/misfire.ts';
 import { cronRepeatStrategy, encodePattern } from '../scheduler/cron/repeat-strategy.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 
@@ -259,6 +259,68 @@ describe('--repeat N accounting', () => {
       state: 'error',
       next_run_at: null,
       failure_streak: 1,
+    });
+  });
+});
+
+describe('misfire near misses: every path of the rule at its edges', () => {
+  it('a run after another job (--after) is dropped while its job is paused, completed or in error, whatever its generation', () => {
+    const job = jobOf('every 10m');
+    const due = T0 + 10 * MIN;
+    expect(decide({ ...job, state: 'paused' }, due, due, 'after')).toEqual({ action: 'drop', reason: 'paused' });
+    expect(decide({ ...job, state: 'completed' }, due, due, 'after')).toEqual({ action: 'drop', reason: 'completed' });
+    expect(decide({ ...job, state: 'error' }, due, due, 'after')).toEqual({ action: 'drop', reason: 'completed' });
+    expect(decide({ ...job, state: 'error' }, due, due)).toEqual({ action: 'drop', reason: 'completed' });
+    // Not the schedule's generation, long after it was due, and before the last handled occurrence: it still runs, on time.
+    const edited = { ...job, generation: job.generation + 1, last_due_at: due + MIN };
+    expect(decide(edited, due, due + 3 * 60 * MIN, 'after')).toEqual({
+      action: 'run',
+      latenessMs: 3 * 60 * MIN,
+      late: false,
+      catchUp: false,
+    });
+    expect(decide(edited, due + 1, due, 'after')).toEqual({ action: 'wait', untilMs: due + 1 });
+  });
+
+  it('--misfire all: lateness equal to the catch-up window runs as a catch-up, one ms more is skipped; no window, no bound', () => {
+    const job = jobOf('every 10m', { misfire: 'all' });
+    const due = T0 + 10 * MIN;
+    const all = (now: number, catchUpWindowMs?: number) =>
+      decideOccurrence({
+        job,
+        dueAt: due,
+        now,
+        trigger: 'schedule',
+        generation: job.generation,
+        grace: GRACE,
+        periodMs: 10 * MIN,
+        catchUpWindowMs,
+      });
+    expect(all(due + 30 * MIN, 30 * MIN)).toEqual({ action: 'run', latenessMs: 30 * MIN, late: true, catchUp: true });
+    expect(all(due + 30 * MIN + 1, 30 * MIN)).toEqual({ action: 'skip', reason: 'misfire', latenessMs: 30 * MIN + 1, graceMs: 5 * MIN });
+    expect(all(due + 30 * 24 * 60 * MIN)).toMatchObject({ action: 'run', catchUp: true });
+  });
+
+  it("catchUpsAfter: occurrences at exactly the window's start and at now are in; the newest max are kept; the overdue one runs only inside", () => {
+    const job = jobOf('every 10m', { misfire: 'all' });
+    const dueAt = T0 + 10 * MIN;
+    const after = (now: number, windowMs: number, max = 100) =>
+      catchUpsAfter({ schedule: job.schedule, tz: 'UTC', dueAt, now, windowMs, max });
+    // Window starts at 30m exactly: 30m and 40m (= now) are queued; the overdue 10m is older, so it is not run.
+    expect(after(T0 + 40 * MIN, 10 * MIN)).toEqual({ queue: [T0 + 30 * MIN, T0 + 40 * MIN], runsFirst: false });
+    // Window starts at the overdue occurrence itself: it runs first, then every later one.
+    expect(after(T0 + 40 * MIN, 30 * MIN)).toEqual({ queue: [T0 + 20 * MIN, T0 + 30 * MIN, T0 + 40 * MIN], runsFirst: true });
+    // One ms less of window: the overdue one is out, 20m is in.
+    expect(after(T0 + 40 * MIN, 30 * MIN - 1)).toEqual({ queue: [T0 + 20 * MIN, T0 + 30 * MIN, T0 + 40 * MIN], runsFirst: false });
+    // At most `max`: the newest two of 10m…40m.
+    expect(after(T0 + 40 * MIN, 30 * MIN, 2)).toEqual({ queue: [T0 + 30 * MIN, T0 + 40 * MIN], runsFirst: false });
+    expect(after(T0 + 40 * MIN, 30 * MIN, 4)).toEqual({ queue: [T0 + 20 * MIN, T0 + 30 * MIN, T0 + 40 * MIN], runsFirst: true });
+    // A one-shot has nothing after it.
+    const once = jobOf('in 5m', { misfire: 'all' });
+    const onceDue = once.next_run_at!;
+    expect(catchUpsAfter({ schedule: once.schedule, tz: 'UTC', dueAt: onceDue, now: onceDue + MIN, windowMs: 2 * MIN, max: 5 })).toEqual({
+      queue: [],
+      runsFirst: true,
     });
   });
 });
