@@ -17,6 +17,18 @@ import { tracing } from './telemetry/tracing.ts';
 export type { Logger };
 
 /**
+ * A message as a terminal line shows it: control characters (a line break, an ANSI escape) written as
+ * `\n`, `\u001b`, so text from a chat or a payload in a message can neither fake a log line nor
+ * repaint the terminal. JSON lines escape them by themselves.
+ */
+export function escapeControls(text: string): string {
+  // eslint-disable-next-line no-control-regex -- control characters are what this finds
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) =>
+    c === '\n' ? '\\n' : c === '\t' ? '\\t' : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
+
+/**
  * pino-pretty, loaded by the first logger that writes for a terminal: a command that logs JSON or
  * nothing (most `hermes` calls, every service under a supervisor) never parses it (docs/BENCHMARKS.md,
  * "CLI start-up"). Required at run time, so the compiled CLI leaves it to Node's loader too.
@@ -62,7 +74,17 @@ export function createLogger(
     ensurePrivateDir(dirname(options.file));
     ensurePrivateFile(options.file);
     destination = pino.destination({ dest: options.file, sync: true });
-  } else if (pretty) destination = prettyStream({ destination: 2, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
+  } else if (pretty)
+    destination = prettyStream({
+      destination: 2,
+      sync: true,
+      translateTime: 'SYS:HH:MM:ss.l',
+      ignore: 'pid,hostname',
+      messageFormat: (log, messageKey) => {
+        const msg = log[messageKey];
+        return typeof msg === 'string' ? escapeControls(msg) : '';
+      },
+    });
   else destination = pino.destination({ fd: 2, sync: true });
   if (options.holdUntil) destination = heldUntil(destination, options.holdUntil);
   return pino(
