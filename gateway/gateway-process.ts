@@ -55,6 +55,7 @@ import { slackPlugin } from './slack/slack-plugin.ts';
 import { discordPlugin } from './discord/discord-plugin.ts';
 import type { PlatformRoute } from './http/server.ts';
 import { startTracing } from '../scheduler/telemetry/start-tracing.ts';
+import { wireKeys } from '../scheduler/text/wire-case.ts';
 
 /** Options of `startGateway`. */
 export interface GatewayOptions {
@@ -297,7 +298,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
                 rearms: watcher.rearms(p.name),
                 ...(p.lastError ? { last_error: p.lastError } : {}),
                 ...(p.heldInbound ? { held_inbound: p.heldInbound } : {}),
-                ...(p.adapter ?? {}),
+                // An adapter's own figures, in the wire's casing whatever it names them (scheduler/text/wire-case.ts).
+                ...wireKeys(p.adapter ?? {}),
               },
             ]),
           ),

@@ -16,6 +16,7 @@ import { testEnv } from './support/env.ts';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { camelKeys } from './support/wire-case.ts';
 
 let model: FakeOpenAI;
 beforeAll(async () => {
@@ -200,8 +201,9 @@ describe('hermes cron job commands', () => {
     const human = await cli('history', '--limit', '5');
     expect(human.stdout.split('\n')[1]).toMatch(/Morning +manual +ok +\d+\.\ds +\d+\.\ds +delivered +morning$/);
 
-    const status = JSON.parse((await cli('status', '--json')).stdout) as { workersAlive: number; jobs: { total: number } };
-    expect(status).toMatchObject({ workersAlive: 1, jobs: { total: 2, scheduled: 2 } });
+    const status = JSON.parse((await cli('status', '--json')).stdout) as { workers_alive: number; jobs: { total: number } };
+    expect(status).toMatchObject({ workers_alive: 1, jobs: { total: 2, scheduled: 2 } });
+    expect(camelKeys(status)).toEqual([]);
     expect((await cli('status')).stdout).toMatch(/^workers alive {2}1\njobs {11}2 \(2 scheduled/);
 
     expect((await cli('rm', job.id)).stdout).toBe(`Removed ${job.id} (Inbox digest).`);

@@ -89,6 +89,9 @@ describe('hermes status', () => {
 
     // cron doctor: a streak is a finding from the first failure, with the error and where to look.
     const doctor = await cli('doctor');
+    const reports = [JSON.parse((await cli('doctor', '--json')).stdout), JSON.parse((await cli('status', '--json')).stdout)] as unknown[];
+    expect(reports[0]).toEqual(expect.arrayContaining([expect.objectContaining({ job_id: backup.id })]));
+    expect(camelKeys(reports)).toEqual([]);
     expect(doctor.code).toBe(1);
     expect(doctor.stdout).toContain(`  ${backup.id}: in a failure streak: its last run failed; last error: `);
     expect(doctor.stdout).toContain(`(\`hermes cron logs ${backup.id}\` shows the runs).`);

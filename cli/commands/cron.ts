@@ -29,6 +29,7 @@ import type { CronService } from '../../scheduler/cron/cron-service.ts';
 import type { CronCaller, CronJobChanges, CronJobInput } from '../../scheduler/cron/cron-input.ts';
 import { parseInstant, previewSchedule } from '../../scheduler/cron/preview.ts';
 import { backfillView } from '../../scheduler/cron/backfill.ts';
+import { wireKeys } from '../../scheduler/text/wire-case.ts';
 import { EXIT_FAILURE, exitCodeOf, reportError } from '../run-command.ts';
 import { ScheduleInputError } from '../../scheduler/errors/schedule-input-error.ts';
 import { printErr, printOut, terminalJson } from '../terminal-text.ts';
@@ -331,7 +332,8 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     .action(
       run(true, async (service, opts: { json?: boolean }) => {
         const s = await service!.status();
-        print(opts.json, { ...s, upcoming: s.upcoming.map((u) => ({ ...u, next_run_at: isoUtc(u.next_run_at) })) }, () =>
+        // `--json` is a wire format: the report's names in snake_case (`workers_alive`, `average_ms`; scheduler/text/wire-case.ts).
+        print(opts.json, wireKeys({ ...s, upcoming: s.upcoming.map((u) => ({ ...u, next_run_at: isoUtc(u.next_run_at) })) }), () =>
           formatStatus(s, io.now()),
         );
       }),
@@ -465,7 +467,7 @@ export function registerCronCommands(program: Command, ctx: CliContext, io: Cron
     .action(
       run(true, async (service, opts: { json?: boolean }) => {
         const findings = await service!.doctor();
-        print(opts.json, findings, () => formatFindings(findings));
+        print(opts.json, wireKeys(findings), () => formatFindings(findings));
         if (findings.length > 0) io.setExitCode(EXIT_FAILURE);
       }),
     );
