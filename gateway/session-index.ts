@@ -19,13 +19,6 @@ const cronSessionPrefix = cronSessionId('');
 /** Above every `cron:<id>` session id (ids are ASCII, below DEL). */
 const cronSessionsEnd = `${cronSessionPrefix}\x7f`;
 
-/** Every session id known to the store, sorted; `alsoKnown` adds ids found elsewhere (loop and goal records). */
-export async function listSessionIds(redis: RedisClient, keys: Keys, alsoKnown: Iterable<string> = []): Promise<string[]> {
-  const ids = new Set<string>(alsoKnown);
-  for (const k of keys.shards()) for (const id of await redis.smembers(k.sessionIndex)) ids.add(id);
-  return [...ids].filter((id) => !id.startsWith(cronSessionPrefix)).sort();
-}
-
 /**
  * Up to `count` session ids after `after` in id order (of every shard), starting with `prefix` when given;
  * cron jobs' sessions left out.

@@ -7,7 +7,7 @@ import type { GoalRecord } from '../scheduler/goal/goal-state.ts';
 import type { GoalService } from '../scheduler/goal/goal-service.ts';
 import type { LoopRecord } from '../scheduler/loop/loop-state.ts';
 import type { LoopStore } from '../scheduler/loop/loop-store.ts';
-import { listSessionIds, sessionIdsAfter } from './session-index.ts';
+import { sessionIdsAfter } from './session-index.ts';
 import { readPage, type Page, type PageRequest } from '../scheduler/store/list-page.ts';
 import type { SessionStore } from '../scheduler/session/session-store.ts';
 import type { Keys } from '../scheduler/store/keys.ts';
@@ -43,22 +43,6 @@ export interface SummaryStores {
 
 /** Events read back from a stream to find its last reply. */
 const REPLY_LOOKBACK_EVENTS = 50;
-
-/** Every session's summary, sorted by id; finished loops and heartbeats count as none. */
-export async function sessionSummaries(s: SummaryStores): Promise<SessionSummary[]> {
-  const [records, goals] = await Promise.all([s.loops.list(), s.goals.list()]);
-  const ids = await listSessionIds(s.redis, s.keys, [...records.map((r) => r.sessionId), ...goals.map((g) => g.sessionId)]);
-  return await Promise.all(
-    ids.map((id) =>
-      summaryOf(
-        s,
-        id,
-        records.filter((r) => r.sessionId === id),
-        goals.find((g) => g.sessionId === id) ?? null,
-      ),
-    ),
-  );
-}
 
 /**
  * One page of session summaries in id order (`session-index.ts`): the page's sessions are read, no other.
