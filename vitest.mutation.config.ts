@@ -15,6 +15,8 @@ export default defineConfig({
       'test/notify.test.ts',
       'test/silent-reply.test.ts',
       'test/split-message.test.ts',
+      'test/transcript-messages.test.ts',
+      'test/webhook-policy.test.ts',
       'test/discord-delivery-target.test.ts',
       'test/schedule-policy.test.ts',
     ],
