@@ -117,6 +117,21 @@ describe('/api/cron/jobs pages', () => {
     expect((await call('GET', '/api/cron/jobs/no-such-job')).status).toBe(404);
   });
 
+  it('adding a job among 1,200 checks its name through the order (a taken name numbered, an id refused): no job index read whole', async () => {
+    const { env, cron, call } = await setup(1200);
+    let res: { status: number; body: Record<string, any> } = { status: 0, body: {} };
+    const seen = await commandsDuring(env.redisUrl, cron.redis, env.prefix, async () => {
+      res = await call('POST', '/api/cron/jobs', { schedule: 'every 2h', prompt: 'x', name: 'JOB-0502' });
+    });
+    expect(res.status).toBe(400);
+    expect(JSON.stringify(res.body)).toMatch(/A cron job named \\"job-0502\\" already exists/);
+    expect(seen.filter((c) => ['MGET', 'SMEMBERS', 'SSCAN', 'SCAN', 'KEYS'].includes(c.name))).toEqual([]);
+    const fresh = await call('POST', '/api/cron/jobs', { schedule: 'every 2h', prompt: 'job-0503' });
+    expect(fresh.body).toMatchObject({ name: 'job-0503 (2)' });
+    const asId = await call('POST', '/api/cron/jobs', { schedule: 'every 2h', prompt: 'x', name: job(5).id });
+    expect(JSON.stringify(asId.body)).toMatch(/is the id of the cron job \\"job-0005\\"/);
+  });
+
   it('jobs added, removed and renamed between pages: no job listed twice, none that existed throughout skipped', async () => {
     const { cron, call } = await setup(300);
     const removed = new Set<string>();
