@@ -125,9 +125,9 @@ async function inParallel(n: number, fn: (i: number) => Promise<void>): Promise<
   );
 }
 
-/** Register time for `n` jobs, measured on a first batch, with room: the due instant must come after the last one. */
+/** Register time for `n` jobs, measured on a first batch registered the same way, with room: the due instant must come after the last one. */
 function leadFor(n: number, msPerJob: number): number {
-  return Math.max(8000, Math.ceil(n * msPerJob * 1.5) + 5000);
+  return Math.max(8000, Math.ceil(n * msPerJob * 2) + 8000);
 }
 
 interface Burst {
@@ -160,10 +160,12 @@ async function productBurst(url: string, n: number, phase: 'noop' | 'agent', mod
   const caller = { origin: { surface: 'cli' as const }, trusted: true };
   // The add rate decides how far ahead the instant must be.
   const probeStart = Date.now();
-  const probe = Math.min(200, n);
+  const probe = Math.min(500, n);
   const probeAt = instantAfter(24 * 3600_000); // a day off: not due during the probe
-  for (let i = 0; i < probe; i++) await cron.add({ schedule: probeAt.pattern, tz: 'UTC', prompt: 'p', name: `probe-${i}` }, caller);
-  const msPerJob = (Date.now() - probeStart) / probe / Math.min(PARALLEL, 8);
+  await inParallel(probe, async (i) => {
+    await cron.add({ schedule: probeAt.pattern, tz: 'UTC', prompt: 'p', name: `probe-${i}` }, caller);
+  });
+  const msPerJob = (Date.now() - probeStart) / probe;
   for (let i = 0; i < probe; i++) await cron.remove(`probe-${i}`);
   const { at, pattern } = instantAfter(leadFor(n, msPerJob));
   const registered = Date.now();
@@ -218,11 +220,11 @@ async function rawBurst(url: string, n: number): Promise<{ startedP99: number; a
   const redis = openRedisClient({ kind: 'single', url }, 'commands');
   const queue = new Queue('raw', { connection: conn, prefix });
   const probeStart = Date.now();
-  await inParallel(Math.min(200, n), async (i) => {
+  await inParallel(Math.min(500, n), async (i) => {
     await queue.upsertJobScheduler(`probe-${i}`, { pattern: instantAfter(24 * 3600_000).pattern, tz: 'UTC' }, { name: 'tick' });
   });
-  const msPerJob = (Date.now() - probeStart) / Math.min(200, n) / 8;
-  for (let i = 0; i < Math.min(200, n); i++) await queue.removeJobScheduler(`probe-${i}`);
+  const msPerJob = (Date.now() - probeStart) / Math.min(500, n);
+  for (let i = 0; i < Math.min(500, n); i++) await queue.removeJobScheduler(`probe-${i}`);
   const { at, pattern } = instantAfter(leadFor(n, msPerJob));
   await inParallel(n, async (i) => {
     await queue.upsertJobScheduler(`raw-${i}`, { pattern, tz: 'UTC' }, { name: 'tick', data: { i } });
