@@ -17,6 +17,7 @@ export default defineConfig({
       'test/split-message.test.ts',
       'test/transcript-messages.test.ts',
       'test/webhook-policy.test.ts',
+      'test/guarded-lookup.test.ts',
       'test/discord-delivery-target.test.ts',
       'test/schedule-policy.test.ts',
     ],
