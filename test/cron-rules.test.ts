@@ -299,6 +299,36 @@ describe('misfire near misses: every path of the rule at its edges', () => {
     expect(all(due + 30 * MIN, 30 * MIN)).toEqual({ action: 'run', latenessMs: 30 * MIN, late: true, catchUp: true });
     expect(all(due + 30 * MIN + 1, 30 * MIN)).toEqual({ action: 'skip', reason: 'misfire', latenessMs: 30 * MIN + 1, graceMs: 5 * MIN });
     expect(all(due + 30 * 24 * 60 * MIN)).toMatchObject({ action: 'run', catchUp: true });
+    // The window bounds --misfire all only: --misfire once runs its one catch-up however late.
+    const once = jobOf('every 10m', { misfire: 'once' });
+    expect(
+      decideOccurrence({
+        job: once,
+        dueAt: due,
+        now: due + 60 * MIN,
+        trigger: 'schedule',
+        generation: once.generation,
+        grace: GRACE,
+        periodMs: 10 * MIN,
+        catchUpWindowMs: 30 * MIN,
+      }),
+    ).toMatchObject({ action: 'run', catchUp: true });
+    // A catch-up queued by --misfire all is not coalesced by a later occurrence handled first.
+    const handled = { ...job, last_due_at: due + 20 * MIN };
+    const queued = (queuedCatchUp: boolean) =>
+      decideOccurrence({
+        job: handled,
+        dueAt: due,
+        now: due + 25 * MIN,
+        trigger: 'schedule',
+        generation: job.generation,
+        grace: GRACE,
+        periodMs: 10 * MIN,
+        catchUpWindowMs: 30 * MIN,
+        queuedCatchUp,
+      });
+    expect(queued(true)).toEqual({ action: 'run', latenessMs: 25 * MIN, late: true, catchUp: true });
+    expect(queued(false)).toEqual({ action: 'drop', reason: 'coalesced' });
   });
 
   it("catchUpsAfter: occurrences at exactly the window's start and at now are in; the newest max are kept; the overdue one runs only inside", () => {

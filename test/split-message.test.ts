@@ -11,6 +11,8 @@ describe('splitMessage near misses', () => {
   it('a text of exactly the limit is one part; one character more is two', () => {
     expect(splitMessage('a'.repeat(10), 10)).toEqual(['a'.repeat(10)]);
     expect(splitMessage('a'.repeat(11), 10)).toEqual(['a'.repeat(10), 'a']);
+    // Exactly the limit with a space in the second half: still one part, not cut at the space.
+    expect(splitMessage('abcdefgh i', 10)).toEqual(['abcdefgh i']);
     expect(splitMessage('a'.repeat(25), 10)).toEqual(['a'.repeat(10), 'a'.repeat(10), 'a'.repeat(5)]);
     expect(TELEGRAM_MESSAGE_LIMIT).toBe(4096);
     expect(splitMessage('a'.repeat(4097))).toEqual(['a'.repeat(4096), 'a']);
