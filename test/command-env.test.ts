@@ -74,6 +74,8 @@ describe('command environment', () => {
     expect(vars.HOME).toBeTruthy();
     expect(vars.HERMES_TICK).toBe('1');
     expect(vars.HERMES_SESSION_ID).toBe('cmd-env');
+    // The command turn's step id (docs/RELIABILITY.md, "A command turn is one step"): its occurrence, step 1.
+    expect(vars.HERMES_STEP_ID).toBe(`${String(reply!.data.occurrenceId)}:1`);
     expect(vars.GH_TOKEN).toBe('passed-through');
     const allowed = new Set<string>([
       ...BASE_COMMAND_ENV,
@@ -81,6 +83,7 @@ describe('command environment', () => {
       'HERMES_TICK',
       'HERMES_SCHEDULE_KIND',
       'HERMES_SESSION_ID',
+      'HERMES_STEP_ID',
       'PWD',
       'SHLVL',
       '_',
