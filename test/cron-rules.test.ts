@@ -9,6 +9,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { isoUtc, periodAt } from '../scheduler/cron/cron-engine.ts';
+import { AFTER_ONLY_SCHEDULE } from '../scheduler/cron/cron-after.ts';
 import { configDefaults } from '../scheduler/config/config.ts';
 import {
   applyRun as applyRunWith,
@@ -19,7 +20,7 @@ import {
   type CronRun,
 } from '../scheduler/cron/cron-job.ts';
 import { catchUpsAfter, decideOccurrence, graceWindowMs, ON_TIME_TOLERANCE_MS, type OccurrenceTrigger } from '../scheduler/cron/misfire.ts';
-import { cronRepeatStrategy, encodePattern } from '../scheduler/cron/repeat-strategy.ts';
+import { cronRepeatStrategy, decodePattern, encodePattern } from '../scheduler/cron/repeat-strategy.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 
 /** `applyRun` with `cron.max_consecutive_failures` from the config's defaults unless a test sets it. */
@@ -352,5 +353,42 @@ describe('misfire near misses: every path of the rule at its edges', () => {
       queue: [],
       runsFirst: true,
     });
+  });
+});
+
+describe("the repeat strategy's pattern: every schedule kind round-trips, a bad one stops the scheduler", () => {
+  it('interval and cron patterns, with and without jitter, decode to what was encoded', () => {
+    const interval = { kind: 'interval' as const, expression: 'every 10m', display: 'every 10m', everyMs: 600_000, anchorMs: 1_234 };
+    expect(encodePattern(interval)).toBe('every:600000:1234');
+    expect(decodePattern('every:600000:1234')).toMatchObject({ kind: 'interval', everyMs: 600_000, anchorMs: 1_234 });
+    const jittered = { ...interval, jitter: { seconds: 30, offsetMs: 17_000 } };
+    expect(encodePattern(jittered)).toBe('jitter:30:17000:every:600000:1234');
+    expect(decodePattern('jitter:30:17000:every:600000:1234')).toMatchObject({
+      kind: 'interval',
+      everyMs: 600_000,
+      anchorMs: 1_234,
+      jitter: { seconds: 30, offsetMs: 17_000 },
+    });
+    const cron = { kind: 'cron' as const, expression: '0 8 * * *', display: '0 8 * * *' };
+    expect(encodePattern(cron)).toBe('0 8 * * *');
+    expect(encodePattern({ ...cron, jitter: { seconds: 5, offsetMs: 2_000 } })).toBe('jitter:5:2000:0 8 * * *');
+    expect(decodePattern('jitter:5:2000:0 8 * * *')).toEqual({ ...cron, jitter: { seconds: 5, offsetMs: 2_000 } });
+    expect(decodePattern('0 8 * * *')).toEqual(cron);
+  });
+
+  it('one-shots and --after jobs have no pattern; a malformed jitter pattern is refused', () => {
+    expect(() => encodePattern(jobOf('in 5m').schedule)).toThrow('once cron jobs have no job scheduler');
+    expect(() => encodePattern(AFTER_ONLY_SCHEDULE)).toThrow('after cron jobs have no job scheduler');
+    expect(() => decodePattern('jitter:x:1:0 8 * * *')).toThrow('bad jitter pattern jitter:x:1:0 8 * * *');
+    expect(() => decodePattern('jitter:5:1')).toThrow('bad jitter pattern');
+  });
+
+  it('cronRepeatStrategy: the first time strictly after millis, in the zone given, else UTC; none without a valid pattern', () => {
+    const at = Date.parse('2026-06-04T12:00:00Z');
+    expect(cronRepeatStrategy(at, { pattern: '0 8 * * *' })).toBe(Date.parse('2026-06-05T08:00:00Z'));
+    expect(cronRepeatStrategy(at, { pattern: '0 8 * * *', tz: 'Europe/Warsaw' })).toBe(Date.parse('2026-06-05T06:00:00Z'));
+    expect(cronRepeatStrategy(Date.parse('2026-06-05T08:00:00Z'), { pattern: '0 8 * * *' })).toBe(Date.parse('2026-06-06T08:00:00Z'));
+    expect(cronRepeatStrategy(at, {})).toBeUndefined();
+    expect(cronRepeatStrategy(at, { pattern: 'not a cron' })).toBeUndefined();
   });
 });

@@ -39,9 +39,11 @@ export function encodePattern(schedule: CronSchedule): string {
 /** The schedule a stored `pattern` stands for (inverse of `encodePattern`). */
 export function decodePattern(pattern: string): CronSchedule {
   if (pattern.startsWith(JITTER_PREFIX)) {
+    // Stryker disable next-line Regex: the prefix is checked above and `(.*)` with `s` reaches the end, so neither anchor changes a match.
     const m = /^jitter:(\d+):(\d+):(.*)$/s.exec(pattern);
     if (!m) throw new Error(`bad jitter pattern ${pattern}`);
     const own = decodePattern(m[3]!);
+    // Stryker disable next-line all: decodePattern yields only interval and cron schedules; this line narrows the type.
     if (own.kind === 'once' || own.kind === 'after') throw new Error(`bad jitter pattern ${pattern}`);
     return { ...own, jitter: { seconds: Number(m[1]), offsetMs: Number(m[2]) } };
   }
