@@ -29,6 +29,7 @@ import { runInTerminal } from './support/terminal.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 import { runLoopCli } from './support/loop-cli.ts';
 import type { CliResult } from './support/cron-cli.ts';
+import { alive } from './support/child-processes.ts';
 
 const cleanups = cleanupAfterEach();
 
@@ -53,16 +54,6 @@ async function status(e: TestEnv, opts: { all?: boolean; json?: boolean } = {}):
     await conn.close();
   }
   return lines.map((l) => `${l}\n`).join('');
-}
-
-/** True while a process with this pid exists. */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe('hermes --version', () => {

@@ -8,9 +8,8 @@
  * Real `hermes worker` processes, real Redis; every wait is on an observed state.
  */
 import { describe } from 'vitest';
-import type { ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { cronOccurrenceId, cronSessionId } from '../scheduler/cron/cron-job.ts';
 import { TurnJournalStore } from '../scheduler/journal/turn-journal-store.ts';
 import { cronServiceFor } from '../scheduler/services.ts';
@@ -18,21 +17,9 @@ import { createLogger } from '../scheduler/logger.ts';
 import { testEnv } from './support/env.ts';
 import { clients, events, spawnWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
+import { killAfter, lines, waitForFile } from './support/child-processes.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
-
-/** Waits until `file` exists, or until its folder is gone (the test's clean-up removes it). */
-const waitForFile = (file: string) => `while [ ! -f ${file} ] && [ -d ${dirname(file)} ]; do sleep 0.05; done`;
-
-function killAfter(cleanups: CleanUp[], child: ChildProcess): void {
-  cleanups.push(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-}
-
-function lines(file: string): string[] {
-  return existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : [];
-}
 
 describe.concurrent('a command turn in doubt', () => {
   /**

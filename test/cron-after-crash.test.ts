@@ -7,25 +7,18 @@
  * with the parent's output. The same for `--after-all`, killed after the child's run is queued and before it takes
  * the parents' runs out of its window: the child runs once, and the runs it took start no second run.
  */
-import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe } from 'vitest';
 import { afterRunDigest } from '../scheduler/cron/cron-after.ts';
 import type { CronCaller } from '../scheduler/cron/cron-input.ts';
-import { it, type CleanUp } from './support/cleanup.ts';
+import { it } from './support/cleanup.ts';
 import { openTestCron } from './support/cron-worker.ts';
 import { spawnWorker, waitFor } from './support/stack.ts';
 import { startTcpProxy } from './support/tcp-proxy.ts';
+import { killAfter } from './support/child-processes.ts';
 
 const CLI: CronCaller = { origin: { surface: 'cli' }, trusted: true };
-
-/** Kill `child` (a `hermes worker`) when the test ends, if it is still running. */
-function killAfter(cleanups: CleanUp[], child: ChildProcess): void {
-  cleanups.push(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-}
 
 describe.concurrent('--after across a crash', () => {
   it('a worker SIGKILLed between the parent run’s commit and its hand-off: the child still runs exactly once, with the parent’s output', async ({

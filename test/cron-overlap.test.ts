@@ -10,7 +10,6 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ChildProcess } from 'node:child_process';
 import { describe } from 'vitest';
 import { cronSessionId, type CronRun } from '../scheduler/cron/cron-job.ts';
 import { cronServiceFor } from '../scheduler/services.ts';
@@ -21,6 +20,7 @@ import { lastToolResult, lastUserText, startFakeOpenAI, type FakeOpenAI } from '
 import { clients, spawnWorker } from './support/stack.ts';
 import { waitFor } from './support/wait-for.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
+import { alive, killAfter } from './support/child-processes.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
 
@@ -36,23 +36,6 @@ async function heldModel(cleanups: CleanUp[]): Promise<{ model: FakeOpenAI; rele
   cleanups.push(() => model.close());
   cleanups.push(() => release()); // runs first: a worker closes only when its runs end
   return { model, release };
-}
-
-/** Kill `child` (a `hermes worker`) when the test ends, if it is still running. */
-function killAfter(cleanups: CleanUp[], child: ChildProcess): void {
-  cleanups.push(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-}
-
-/** Whether process `pid` is still there. */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe.concurrent('--overlap buffer_all', () => {

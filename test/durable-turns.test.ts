@@ -8,10 +8,9 @@
  * an observed event (a request the model server received, a session event), never a fixed sleep.
  */
 import { describe } from 'vitest';
-import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, events, spawnWorker, startWorker, waitFor, waitForEvents } from './support/stack.ts';
 import {
@@ -31,24 +30,7 @@ import { cronServiceFor } from '../scheduler/services.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { startAgentStack } from './support/agent-stack.ts';
 import type { TranscriptMessage } from '../scheduler/session/session-store.ts';
-
-/**
- * A shell loop that waits until `file` exists, or until its folder is gone (the test's clean-up
- * removes it): the command of a SIGKILLed worker is orphaned, nothing else ends it in time.
- */
-const waitForFile = (file: string) => `while [ ! -f ${file} ] && [ -d ${dirname(file)} ]; do sleep 0.05; done`;
-
-/** Kill `child` (a `hermes worker`) when the test ends, if it is still running. */
-function killAfter(cleanups: CleanUp[], child: ChildProcess): void {
-  cleanups.push(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-}
-
-/** Lines of `file` ('' lines left out; none when it does not exist). */
-function lines(file: string): string[] {
-  return existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : [];
-}
+import { killAfter, lines, waitForFile } from './support/child-processes.ts';
 
 /**
  * The home of `hermes worker` children: `config.yaml` declares `tools` (written before any worker

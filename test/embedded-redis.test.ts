@@ -54,6 +54,7 @@ import { applyLoopCommand, runnerFromFlags } from '../cli/commands/loop.ts';
 import { testEnv } from './support/env.ts';
 import { HERMES_BIN, SPAWN_START_TIMEOUT_MS, waitFor } from './support/stack.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
+import { alive } from './support/child-processes.ts';
 
 const run = promisify(execFile);
 const NOBODY_UID = Number((await run('id', ['-u', 'nobody'])).stdout.trim());
@@ -173,15 +174,6 @@ async function sh(cmd: string, args: string[], env?: NodeJS.ProcessEnv): Promise
   } catch (err) {
     const e = err as { code?: number; stdout?: string; stderr?: string };
     return { code: typeof e.code === 'number' ? e.code : -1, out: `${e.stdout ?? ''}${e.stderr ?? ''}` };
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
   }
 }
 

@@ -8,34 +8,17 @@
  * Real `hermes worker` processes and Redis; a tick that must last waits for a file the test writes.
  */
 import { describe } from 'vitest';
-import type { ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { parseLoopArgs } from '../scheduler/loop/loop-command.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 import type { LoopOverlap } from '../scheduler/loop/loop-overlap.ts';
 import { testEnv } from './support/env.ts';
 import { clients, events, spawnWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
+import { alive, killAfter, waitForFile } from './support/child-processes.ts';
 
 const PARSE = { minIntervalSeconds: 30, maxPromptChars: 4000 };
-const waitForFile = (file: string) => `while [ ! -f ${file} ] && [ -d ${dirname(file)} ]; do sleep 0.05; done`;
-
-function killAfter(cleanups: CleanUp[], child: ChildProcess): void {
-  cleanups.push(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 describe('the --overlap grammar of a loop', () => {
   it('takes queue, skip and cancel_other; queue is the default and not stored', ({ expect }) => {
     expect(parseLoopArgs('5m check the build --overlap cancel_other', PARSE)).toMatchObject({

@@ -10,35 +10,12 @@
  * moment the lock lapses at the earliest (read from Redis after the cut: its PTTL).
  */
 import { describe } from 'vitest';
-import type { ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { testEnv } from './support/env.ts';
 import { clients, events, spawnWorker, startWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { startTcpProxy } from './support/tcp-proxy.ts';
-import { it, type CleanUp } from './support/cleanup.ts';
-
-/** A shell loop that waits until `file` exists, or until its folder is gone (the test's clean-up removes it). */
-const waitForFile = (file: string) => `while [ ! -f ${file} ] && [ -d ${dirname(file)} ]; do sleep 0.05; done`;
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function lines(file: string): string[] {
-  return existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : [];
-}
-
-function killAfter(cleanups: CleanUp[], child: ChildProcess): void {
-  cleanups.push(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-}
+import { it } from './support/cleanup.ts';
+import { alive, killAfter, lines, waitForFile } from './support/child-processes.ts';
 
 describe('self-fencing', () => {
   it("a worker partitioned from Redis mid-turn kills its command before the job's lock can lapse; the worker that takes the job over runs it once, and the heal changes nothing", async ({

@@ -10,38 +10,13 @@
  * guess about timing.
  */
 import { describe } from 'vitest';
-import type { ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { testEnv } from './support/env.ts';
 import { clients, events, spawnWorker, startWorker, waitFor, waitForEvents, waitForNoTickJobs } from './support/stack.ts';
 import type { TestEnv } from './support/env.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
-
-/**
- * A shell loop that waits until `file` exists, or until its folder is gone: the
- * command of a SIGKILLed worker is orphaned (nothing is left to time it out), and
- * the test's clean-up writes the file and then removes the folder at once, faster
- * than one turn of the loop.
- */
-const waitForFile = (file: string) => `while [ ! -f ${file} ] && [ -d ${dirname(file)} ]; do sleep 0.05; done`;
-
-/** True while a process with this pid exists. */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Kill `child` (a `hermes worker`) when the test ends, if it is still running. */
-function killAfter(cleanups: CleanUp[], child: ChildProcess): void {
-  cleanups.push(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-}
+import { alive, killAfter, waitForFile } from './support/child-processes.ts';
 
 /** An in-process worker on `env`, drained after the test. */
 async function survivorWorker(cleanups: CleanUp[], env: TestEnv): Promise<void> {
