@@ -131,7 +131,7 @@ describe.concurrent('--overlap cancel_other', () => {
         const all = (await cron.runs(jobId, 5)).sort((x, y) => x.due_at - y.due_at);
         return all.length === 2 ? all : undefined;
       },
-      60_000,
+      120_000,
       'the cancelled run and the new one (the first would run 300 s otherwise)',
     );
   }
@@ -144,8 +144,9 @@ describe.concurrent('--overlap cancel_other', () => {
     const c = clients(env);
     cleanups.push(() => c.close());
     const cron = cronServiceFor(env.config, c, createLogger({ level: 'silent' }));
-    // One agent slot: the new occurrence is fetched by this worker (its command slot is free) and waits for the slot.
-    const a = await spawnWorker(env, { HERMES_WORKER_MAX_AGENT_TURNS: '1', HERMES_WORKER_MAX_COMMAND_TURNS: '1' });
+    // One agent slot; two command slots, so while the slow tool holds one the worker still fetches (a worker with
+    // every slot taken fetches nothing: docs/CRON.md). The new occurrence is fetched here and waits for the agent slot.
+    const a = await spawnWorker(env, { HERMES_WORKER_MAX_AGENT_TURNS: '1', HERMES_WORKER_MAX_COMMAND_TURNS: '2' });
     killAfter(cleanups, a);
     const job = await cron.add(
       { schedule: 'every 1h', prompt: 'check the build', name: 'watch', overlap: 'cancel_other', paused: true },
@@ -171,7 +172,7 @@ describe.concurrent('--overlap cancel_other', () => {
     expect(await c.redis.exists(c.keys.turnJournal(cronSessionId(job.id), claim!))).toBe(0);
     expect(await cron.get(job.id)).toMatchObject({ failure_streak: 0 });
     expect(model.requests.filter((r) => lastToolResult(r) !== undefined)).toHaveLength(0); // the cancelled turn never went on
-  });
+  }, 180_000);
 
   it("a new occurrence on another worker cancels the run where it runs — a script run holding its worker's only agent slot — and runs", async ({
     cleanups,
@@ -222,5 +223,5 @@ describe.concurrent('--overlap cancel_other', () => {
     await waitFor(() => (alive(pid) ? undefined : true), 10_000, 'the script killed');
     await waitFor(async () => (await cron.runs(filler.id, 1))[0]?.status === 'ok' || undefined, 10_000, 'the filler run');
     expect(await cron.get(job.id)).toMatchObject({ failure_streak: 0 });
-  });
+  }, 180_000);
 });

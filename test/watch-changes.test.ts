@@ -23,9 +23,9 @@ import { runLoopCli } from './support/loop-cli.ts';
 import { events, openTestClients, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 
 /** Ceiling of each wait: ticks on a loaded machine can be slow; none of these waits is a fixed sleep. */
-const WAIT_MS = 45_000;
+const WAIT_MS = 90_000;
 /** Ceiling of a test of several waits. */
-const TEST_MS = 180_000;
+const TEST_MS = 300_000;
 const agent = { kind: 'agent' as const };
 const cli = { origin: { surface: 'cli' as const }, runner: agent };
 const watching = (prompt: string, watch: string, intervalSeconds = 1): LoopSpec => ({
