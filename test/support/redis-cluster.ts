@@ -114,7 +114,7 @@ async function startOnce(masters: number, options: TestClusterOptions): Promise<
       const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => 50 });
       c.on('error', () => {});
       clients.push(c);
-      await waitFor(async () => (await c.ping().catch(() => '')) === 'PONG', 10_000, `redis-server on ${port}`);
+      await waitFor(async () => (await c.ping().catch(() => '')) === 'PONG', 30_000, `redis-server on ${port}`);
     }
     // A port (or its bus port, +10000) taken by another process between the pick and the bind makes one
     // node exit and its PONG come from someone else: the cluster would be joined with a node short.
