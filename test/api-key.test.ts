@@ -391,24 +391,36 @@ describe('the insecure_no_auth opt-out', () => {
   it('hermes gateway --insecure-no-auth serves without a key, says so and makes no key; it is refused off loopback and beside API_SERVER_KEY', async () => {
     const env = testEnv();
     cleanups.push(() => env.cleanup());
-    const port = await freePort();
-    const childEnv: NodeJS.ProcessEnv = { ...env.childEnv, API_SERVER_PORT: String(port), HERMES_LOG_LEVEL: 'warn' };
-    delete childEnv.API_SERVER_KEY;
-    delete childEnv.API_SERVER_HOST;
-    const gateway = spawn(process.execPath, [HERMES_BIN, 'gateway', '--insecure-no-auth'], {
-      env: childEnv,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const gatewayExit = new Promise<number | null>((r) => gateway.on('close', r));
-    cleanups.push(async () => {
-      if (gateway.exitCode === null) gateway.kill('SIGKILL');
-      await gatewayExit;
-    });
+    // A free port can be taken by another process before the gateway binds it (suites side by side): the gateway
+    // then exits saying so (EADDRINUSE), and is started again on another port; any other exit is the test's to see.
+    let port: number;
+    let gateway!: ReturnType<typeof spawn>;
+    let gatewayExit!: Promise<number | null>;
     let out = '';
     let err = '';
-    gateway.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    gateway.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    await waitFor(() => out.includes('gateway listening') || gateway.exitCode !== null, SPAWN_START_TIMEOUT_MS, 'the gateway');
+    for (let attempt = 1; ; attempt++) {
+      port = await freePort();
+      const childEnv: NodeJS.ProcessEnv = { ...env.childEnv, API_SERVER_PORT: String(port), HERMES_LOG_LEVEL: 'warn' };
+      delete childEnv.API_SERVER_KEY;
+      delete childEnv.API_SERVER_HOST;
+      const proc = spawn(process.execPath, [HERMES_BIN, 'gateway', '--insecure-no-auth'], {
+        env: childEnv,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      const exited = new Promise<number | null>((r) => proc.on('close', r));
+      cleanups.push(async () => {
+        if (proc.exitCode === null) proc.kill('SIGKILL');
+        await exited;
+      });
+      out = '';
+      err = '';
+      proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      proc.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      await waitFor(() => out.includes('gateway listening') || proc.exitCode !== null, SPAWN_START_TIMEOUT_MS, 'the gateway');
+      [gateway, gatewayExit] = [proc, exited];
+      if (proc.exitCode === null || !err.includes('(EADDRINUSE)') || attempt === 3) break;
+      await exited;
+    }
     expect(out).toBe(
       `gateway listening on http://127.0.0.1:${port} · AUTH OFF (api_server.insecure_no_auth): every user of this host can act as you over HTTP\n`,
     );
