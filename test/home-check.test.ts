@@ -40,6 +40,16 @@ async function hermesOn(home: string, as?: 'nobody'): Promise<{ code: number; st
   const argv = [process.execPath, HERMES_BIN, 'cron', 'next', 'every 1h', '-n', '1', '--json'];
   // Another user (root only): `runuser`, with a HOME that user may write (tsx's cache).
   const [cmd, ...args] = as ? ['runuser', '-u', as, '--', 'env', 'HOME=/tmp', ...argv] : argv;
+  // That user runs this checkout's code: a checkout it cannot enter (a clone under a 0700 `mktemp -d`) is said
+  // as such, not as a module the product lacks.
+  if (as) {
+    const readable = await promisify(execFile)('runuser', ['-u', as, '--', 'test', '-r', HERMES_BIN]).then(
+      () => true,
+      () => false,
+    );
+    if (!readable)
+      throw new Error(`${as} cannot read ${HERMES_BIN}: clone the repository where other users may enter (chmod o+x its parents)`);
+  }
   return await promisify(execFile)(cmd!, args, { env }).then(
     ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
     (err: { code: number; stdout: string; stderr: string }) => ({ code: err.code, stdout: err.stdout, stderr: err.stderr }),
