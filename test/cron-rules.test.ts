@@ -8,7 +8,7 @@
  * DST cases in cron-dst.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { isoUtc, periodAt } from '../scheduler/cron/cron-engine.ts';
+import { isoUtc, nextOccurrence, periodAt } from '../scheduler/cron/cron-engine.ts';
 import { AFTER_ONLY_SCHEDULE } from '../scheduler/cron/cron-after.ts';
 import { configDefaults } from '../scheduler/config/config.ts';
 import {
@@ -390,5 +390,26 @@ describe("the repeat strategy's pattern: every schedule kind round-trips, a bad 
     expect(cronRepeatStrategy(Date.parse('2026-06-05T08:00:00Z'), { pattern: '0 8 * * *' })).toBe(Date.parse('2026-06-06T08:00:00Z'));
     expect(cronRepeatStrategy(at, {})).toBeUndefined();
     expect(cronRepeatStrategy(at, { pattern: 'not a cron' })).toBeUndefined();
+  });
+});
+
+describe('next occurrences remembered for an aligned burst answer only inside their span', () => {
+  it('asked in any order, around and on the occurrences, each answer is the first occurrence strictly after the instant', () => {
+    const t = (iso: string) => Date.parse(iso);
+    const daily = decodePattern('0 9 * * *');
+    const sixField = decodePattern('30 0 9 * * *');
+    const next = (s: typeof daily, at: string, tz = 'Europe/Berlin') => isoUtc(nextOccurrence(s, tz, t(at))!);
+    // A span [10:00 day 1, 07:00Z day 2) is learned first; asking before it, on its end and past it must not reuse it.
+    expect(next(daily, '2026-06-01T10:00:00Z')).toBe('2026-06-02T07:00:00Z');
+    expect(next(daily, '2026-06-01T12:00:00Z')).toBe('2026-06-02T07:00:00Z');
+    expect(next(daily, '2026-06-01T06:59:59.999Z')).toBe('2026-06-01T07:00:00Z');
+    expect(next(daily, '2026-06-01T07:00:00Z')).toBe('2026-06-02T07:00:00Z');
+    expect(next(daily, '2026-06-02T06:59:59.999Z')).toBe('2026-06-02T07:00:00Z');
+    expect(next(daily, '2026-06-02T07:00:00Z')).toBe('2026-06-03T07:00:00Z');
+    expect(next(daily, '2026-06-01T06:00:00Z')).toBe('2026-06-01T07:00:00Z');
+    // The same expression in another zone, and another expression, have spans of their own.
+    expect(next(daily, '2026-06-01T06:00:00Z', 'UTC')).toBe('2026-06-01T09:00:00Z');
+    expect(next(sixField, '2026-06-01T07:00:00Z')).toBe('2026-06-01T07:00:30Z');
+    expect(next(sixField, '2026-06-01T07:00:30Z')).toBe('2026-06-02T07:00:30Z');
   });
 });

@@ -4,7 +4,8 @@
  * in one run on one private Redis.
  *
  *   npx tsx ops/bench/top-of-hour.ts [--jobs 10000] [--agent-jobs 2000] [--model-latency-ms 3000]
- *                                    [--raw-concurrency 1000] [--json]
+ *                                    [--raw-concurrency 1000] [--no-raw] [--command-stats]
+ *                                    [--cpu-profile <file>] [--json]
  *
  * Phase 1, no-op turns: N cron jobs (`S M H * * *` in UTC, all due at one instant T a little after
  * they are registered) run by one in-process `hermes worker` at the defaults, whose agent runner
@@ -25,7 +26,8 @@
  * - worker CPU and peak RSS: this process (the in-process worker, and little else) over the same window.
  * The list pages at 100,000 schedules are `ops/bench/list-page.ts`.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Queue, Worker, type Job } from 'bullmq';
@@ -52,6 +54,12 @@ const AGENT_JOBS = Number(arg('agent-jobs', '2000'));
 const MODEL_LATENCY_MS = Number(arg('model-latency-ms', '3000'));
 const RAW_CONCURRENCY = Number(arg('raw-concurrency', '1000'));
 const JSON_OUT = args.includes('--json');
+/** Skip the raw BullMQ phase (while working on the product's path; its figures then read `null`). */
+const NO_RAW = args.includes('--no-raw');
+/** Write a CPU profile of this process over the first burst to this file (`--cpu-profile <file>`). */
+const CPU_PROFILE = arg('cpu-profile', '');
+/** Print Redis' `INFO commandstats` of each burst: where Redis' time went, by command and script. */
+const COMMAND_STATS = args.includes('--command-stats');
 /** Jobs registered at once. */
 const PARALLEL = 32;
 
@@ -102,6 +110,38 @@ class StampedRunners extends RunnerFactory {
 function p(values: number[], q: number): number {
   const s = [...values].sort((a, b) => a - b);
   return s.length ? s[Math.min(s.length - 1, Math.floor(q * s.length))]! : NaN;
+}
+
+/** `INFO commandstats` as `{ command: [calls, usec] }`. */
+async function commandStats(redis: RedisClient): Promise<Map<string, [number, number]>> {
+  const out = new Map<string, [number, number]>();
+  for (const m of (await redis.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm))
+    out.set(m[1]!, [Number(m[2]), Number(m[3])]);
+  return out;
+}
+
+/** The commands that took Redis' time between two `commandStats` reads, per occurrence (stderr). */
+function sayCommandStats(before: Map<string, [number, number]>, after: Map<string, [number, number]>, n: number): void {
+  const rows = [...after].map(([cmd, [calls, usec]]) => {
+    const [c0, u0] = before.get(cmd) ?? [0, 0];
+    return { cmd, calls: calls - c0, usec: usec - u0 };
+  });
+  rows.sort((a, b) => b.usec - a.usec);
+  for (const r of rows.filter((r) => r.calls > 0).slice(0, 12))
+    say(`    ${r.cmd.padEnd(14)} ${(r.calls / n).toFixed(2).padStart(6)} calls  ${(r.usec / n).toFixed(1).padStart(7)} µs  per occurrence`);
+}
+
+/** Start the V8 CPU profiler; the returned function stops it and answers the profile. */
+async function startProfile(): Promise<() => Promise<unknown>> {
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  return async () => {
+    const { profile } = await session.post('Profiler.stop');
+    session.disconnect();
+    return profile;
+  };
 }
 
 async function redisCpuSeconds(redis: RedisClient): Promise<number> {
@@ -184,6 +224,8 @@ async function productBurst(url: string, n: number, phase: 'noop' | 'agent', mod
   });
   await sleep(at - 1000 - Date.now());
   const cpu0 = await redisCpuSeconds(redis);
+  const stats0 = COMMAND_STATS ? await commandStats(redis) : undefined;
+  const profiler = CPU_PROFILE && phase === 'noop' ? await startProfile() : undefined;
   const own0 = process.cpuUsage();
   let rss = process.memoryUsage().rss;
   const rssTimer = setInterval(() => (rss = Math.max(rss, process.memoryUsage().rss)), 100);
@@ -191,6 +233,8 @@ async function productBurst(url: string, n: number, phase: 'noop' | 'agent', mod
   while (commits.length < n && Date.now() < deadline) await sleep(50);
   const cpu1 = await redisCpuSeconds(redis);
   const own = process.cpuUsage(own0);
+  if (profiler) writeFileSync(CPU_PROFILE, JSON.stringify(await profiler()));
+  if (stats0) sayCommandStats(stats0, await commandStats(redis), n);
   clearInterval(rssTimer);
   const failed = (await wp.metrics.turns.get()).values.filter((v) => v.labels.outcome === 'failed').reduce((t, v) => t + v.value, 0);
   await wp.drain();
@@ -241,9 +285,11 @@ async function rawBurst(url: string, n: number): Promise<{ startedP99: number; a
   );
   await sleep(at - 1000 - Date.now());
   const cpu0 = await redisCpuSeconds(redis);
+  const stats0 = COMMAND_STATS ? await commandStats(redis) : undefined;
   while (started.length < n && Date.now() < at + 120_000) await sleep(50);
   await sleep(200); // the last jobs' completion
   const cpu1 = await redisCpuSeconds(redis);
+  if (stats0) sayCommandStats(stats0, await commandStats(redis), n);
   await worker.close(true);
   await queue.obliterate({ force: true });
   await queue.close();
@@ -262,10 +308,11 @@ async function main(): Promise<void> {
     say(
       `  hermes-scheduler: started p99 ${product.startedP99} ms, all started ${product.allStarted} ms, all committed ${product.allCommitted} ms, failed ${product.failed}; Redis CPU ${product.redisCpuUsPerOccurrence.toFixed(0)} µs/occurrence, worker CPU ${product.workerCpuMsPerOccurrence.toFixed(3)} ms/occurrence, peak RSS ${product.workerRssMb.toFixed(0)} MB`,
     );
-    const raw = await rawBurst(server.url, JOBS);
-    say(
-      `  raw BullMQ (concurrency ${RAW_CONCURRENCY}): started p99 ${raw.startedP99} ms, all started ${raw.allStarted} ms; Redis CPU ${raw.redisCpuUsPerJob.toFixed(0)} µs/job`,
-    );
+    const raw = NO_RAW ? undefined : await rawBurst(server.url, JOBS);
+    if (raw)
+      say(
+        `  raw BullMQ (concurrency ${RAW_CONCURRENCY}): started p99 ${raw.startedP99} ms, all started ${raw.allStarted} ms; Redis CPU ${raw.redisCpuUsPerJob.toFixed(0)} µs/job`,
+      );
     let agent: Burst | undefined;
     if (AGENT_JOBS > 0) {
       const model = await startFakeOpenAI();
@@ -289,9 +336,9 @@ async function main(): Promise<void> {
           all_committed_ms: product.allCommitted,
           failed: product.failed,
           redis_cpu_us_per_occurrence: Math.round(product.redisCpuUsPerOccurrence),
-          raw_started_p99_ms: raw.startedP99,
-          raw_all_started_ms: raw.allStarted,
-          raw_redis_cpu_us_per_job: Math.round(raw.redisCpuUsPerJob),
+          raw_started_p99_ms: raw?.startedP99 ?? null,
+          raw_all_started_ms: raw?.allStarted ?? null,
+          raw_redis_cpu_us_per_job: raw ? Math.round(raw.redisCpuUsPerJob) : null,
           worker_cpu_ms_per_occurrence: Number(product.workerCpuMsPerOccurrence.toFixed(3)),
           worker_rss_mb: Math.round(product.workerRssMb),
           agent_jobs: AGENT_JOBS,

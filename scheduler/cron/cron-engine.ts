@@ -163,11 +163,40 @@ function unshiftedNext(schedule: Exclude<CronSchedule, { kind: 'after' }>, tz: s
     case 'once':
       return schedule.atMs > afterMs ? schedule.atMs : undefined;
     case 'cron': {
+      const known = knownNext(schedule.expression, tz, afterMs);
+      if (known !== undefined) return known;
       const fixed = fixedTimesOf(schedule.expression);
-      if (fixed) return fixedTimeNext(fixed, schedule.expression, tz, afterMs);
-      const next = cronFor(schedule.expression, tz).nextRun(new Date(afterMs));
-      return next ? next.getTime() : undefined;
+      const found = fixed
+        ? fixedTimeNext(fixed, schedule.expression, tz, afterMs)
+        : cronFor(schedule.expression, tz).nextRun(new Date(afterMs))?.getTime();
+      if (found !== undefined) rememberNext(schedule.expression, tz, afterMs, found);
+      return found;
     }
+  }
+}
+
+/**
+ * Answers found before, by expression and zone: the span `[fromMs, nextMs)` in which every instant's next
+ * occurrence is `nextMs`. The occurrences of an expression in a zone never change, so when `nextMs` is the
+ * first one after `fromMs`, it is the first one after any instant from `fromMs` up to it. The jobs of one
+ * instant (the top of the hour) ask the same question thousands of times — the job scheduler's next time,
+ * the misfire window — and croner with the zone's wall times costs tens of µs an answer.
+ */
+const knownSpans = new Map<string, { fromMs: number; nextMs: number }>();
+
+function knownNext(expression: string, tz: string, afterMs: number): number | undefined {
+  const span = knownSpans.get(`${tz}\u0000${expression}`);
+  return span && span.fromMs <= afterMs && afterMs < span.nextMs ? span.nextMs : undefined;
+}
+
+function rememberNext(expression: string, tz: string, fromMs: number, nextMs: number): void {
+  const key = `${tz}\u0000${expression}`;
+  const span = knownSpans.get(key);
+  // Widen the span known when the new one joins it (the same next, asked from earlier); else the latest wins.
+  if (span && span.nextMs === nextMs && fromMs < span.fromMs) span.fromMs = fromMs;
+  else {
+    if (!span && knownSpans.size >= 5000) knownSpans.clear();
+    knownSpans.set(key, { fromMs, nextMs });
   }
 }
 
