@@ -2,7 +2,6 @@
 import { describe, expect, it } from 'vitest';
 import {
   applyTick,
-  createLoop,
   decideFire,
   earlierOpenSlot,
   hasLoopComplete,
@@ -10,26 +9,14 @@ import {
   resumeLoop,
   pauseLoop,
   type LoopRecord,
+  type NewLoop,
 } from '../scheduler/loop/loop-state.ts';
 import { nextSelfPacedDelay, normaliseReply, replyDigest } from '../scheduler/loop/self-paced.ts';
 import { configSchema } from '../scheduler/config/config.ts';
+import { loopFixture } from './support/record-fixtures.ts';
 
-const base = (over: Partial<Parameters<typeof createLoop>[0]> = {}): LoopRecord =>
-  createLoop({
-    kind: 'loop',
-    loopId: 'L1',
-    sessionId: 's',
-    prompt: 'p',
-    intervalSeconds: 60,
-    times: null,
-    until: null,
-    maxTicks: 100,
-    selfPacedFloorSeconds: 60,
-    runner: { kind: 'agent' },
-    origin: { surface: 'cli' },
-    now: 0,
-    ...over,
-  });
+/** The fixture loop, counted from 0 (ticks are due at n × 60 s) and capped at 100 ticks. */
+const base = (over: Partial<NewLoop> = {}): LoopRecord => loopFixture({ maxTicks: 100, now: 0, ...over });
 const {
   self_paced_floor_seconds: floorSeconds,
   self_paced_ceiling_seconds: ceilingSeconds,
