@@ -6,7 +6,7 @@
  * prefetch lead between a job's time and its occurrence's due time.
  */
 import { describe, expect, it } from 'vitest';
-import { createLoop, decideFire } from '../scheduler/loop/loop-state.ts';
+import { decideFire } from '../scheduler/loop/loop-state.ts';
 import { prefetchLead } from '../scheduler/loop/prefetch-lead.ts';
 import {
   decideClaim,
@@ -16,6 +16,7 @@ import {
   GOAL_DEFER_MIN_MS,
   MAX_CLAIM_ROUNDS,
 } from '../worker/loop/tick-gate.ts';
+import { loopFixture } from './support/record-fixtures.ts';
 
 const policy = { deferMs: 250 };
 const fire = { fire: true } as const;
@@ -26,20 +27,7 @@ describe('decideGate', () => {
   });
 
   it('skips an occurrence the record refuses (coalesced, paused, …), whatever holds the session', () => {
-    const loop = createLoop({
-      kind: 'loop',
-      loopId: 'L1',
-      sessionId: 's',
-      prompt: 'p',
-      intervalSeconds: 60,
-      times: null,
-      until: null,
-      maxTicks: 10,
-      selfPacedFloorSeconds: 60,
-      runner: { kind: 'command', command: 'x', timeoutSeconds: 1 },
-      origin: { surface: 'cli' },
-      now: 1_000_000,
-    });
+    const loop = loopFixture({ now: 1_000_000 }); // next due 1_060_000: not backing off at 1_990_000
     const coalesced = decideFire({ ...loop, lastTickStartedAt: 2_000_000 }, { loopId: 'L1', dueAt: 1_990_000, occurrenceId: 'o' });
     expect(coalesced).toEqual({ fire: false, reason: 'coalesced' });
     expect(decideGate({ fire: coalesced, inputPending: true, goalHoldsSession: true }, policy)).toEqual({
