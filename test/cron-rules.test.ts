@@ -11,17 +11,11 @@ import { describe, expect, it } from 'vitest';
 import { isoUtc, nextOccurrence, periodAt } from '../scheduler/cron/cron-engine.ts';
 import { AFTER_ONLY_SCHEDULE } from '../scheduler/cron/cron-after.ts';
 import { configDefaults } from '../scheduler/config/config.ts';
-import {
-  applyRun as applyRunWith,
-  createCronJob,
-  pauseCronJob,
-  resumeCronJob,
-  type CronJob,
-  type CronRun,
-} from '../scheduler/cron/cron-job.ts';
+import { applyRun as applyRunWith, pauseCronJob, resumeCronJob, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import { catchUpsAfter, decideOccurrence, graceWindowMs, ON_TIME_TOLERANCE_MS, type OccurrenceTrigger } from '../scheduler/cron/misfire.ts';
 import { cronRepeatStrategy, decodePattern, encodePattern } from '../scheduler/cron/repeat-strategy.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
+import { cronJobFixture } from './support/record-fixtures.ts';
 
 /** `applyRun` with `cron.max_consecutive_failures` from the config's defaults unless a test sets it. */
 const applyRun = (job: CronJob, run: CronRun, pickedAt: number, now: number, options: Partial<Parameters<typeof applyRunWith>[4]> = {}) =>
@@ -35,23 +29,8 @@ function jobOf(
   schedule: string,
   over: Partial<Pick<CronJob, 'misfire' | 'overlap'>> & { repeat?: number; tz?: string; now?: number } = {},
 ): CronJob {
-  const tz = over.tz ?? 'UTC';
-  const now = over.now ?? T0;
-  return createCronJob({
-    id: 'c0ffeec0ffee',
-    name: 'rules',
-    prompt: 'p',
-    schedule: parseSchedule(schedule, { tz, now, minIntervalSeconds: 60 }),
-    tz,
-    repeat: over.repeat ?? null,
-    deliver: ['local'],
-    script: null,
-    misfire: over.misfire ?? 'once',
-    overlap: over.overlap ?? 'skip',
-    paused: false,
-    origin: { surface: 'cli' },
-    now,
-  });
+  const { repeat = null, tz = 'UTC', now = T0, ...policy } = over;
+  return cronJobFixture({ schedule: parseSchedule(schedule, { tz, now, minIntervalSeconds: 60 }), tz, repeat, now, ...policy });
 }
 
 /** The worker's decision for the occurrence due at `dueAt` of `job`, on the clock `now`. */
