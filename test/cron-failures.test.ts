@@ -9,15 +9,7 @@
 import { createServer } from 'node:http';
 import { describe, expect } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
-import {
-  applyRun,
-  createCronJob,
-  MAX_RUN_OUTPUT_CHARS,
-  resumeCronJob,
-  withReply,
-  type CronJob,
-  type CronRun,
-} from '../scheduler/cron/cron-job.ts';
+import { applyRun, MAX_RUN_OUTPUT_CHARS, resumeCronJob, withReply, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import { runNotice } from '../scheduler/cron/cron-notice.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { openCronService, openTestCron, startCronWorker } from './support/cron-worker.ts';
@@ -25,45 +17,21 @@ import { startFakeTelegram } from './support/fake-telegram.ts';
 import { ALLOWED_USER, telegramEnv } from './support/telegram-env.ts';
 import { waitFor } from './support/wait-for.ts';
 import { it } from './support/cleanup.ts';
+import { cronJobFixture, cronRunFixture, FIXTURE_T0 } from './support/record-fixtures.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
 
-const T0 = Date.parse('2026-03-04T10:00:00Z');
-const job = (over: Partial<CronJob> = {}): CronJob => ({
-  ...createCronJob({
-    id: 'abcdefabcdef',
-    name: 'nightly',
-    prompt: 'p',
-    schedule: { kind: 'interval', expression: 'every 1m', display: 'every 1m', everyMs: 60_000, anchorMs: T0 },
-    tz: 'UTC',
-    repeat: null,
-    deliver: ['local'],
-    script: null,
-    misfire: 'once',
-    overlap: 'skip',
-    paused: false,
-    origin: { surface: 'cli' },
-    now: T0,
-  }),
-  ...over,
-});
-const run = (n: number, status: CronRun['status'], error: string | null = null): CronRun => ({
-  occurrence_id: `o${n}`,
-  job_id: 'abcdefabcdef',
-  trigger: 'schedule',
-  status,
-  reason: status === 'skipped' ? 'overlap' : null,
-  due_at: T0 + n * 60_000,
-  started_at: T0 + n * 60_000,
-  finished_at: T0 + n * 60_000 + 10,
-  lateness_ms: 0,
-  late: false,
-  output: status === 'ok' ? 'fine' : null,
-  error,
-  silent: false,
-  deliveries: [],
-  worker_id: 'w',
-});
+const T0 = FIXTURE_T0;
+/** The fixture job, named so its notices can be read. */
+const job = (over: Partial<CronJob> = {}): CronJob => ({ ...cronJobFixture({ name: 'nightly' }), ...over });
+/** Run `n` of the job (due n minutes after T0): a skip is an overlap's, only a successful run has output. */
+const run = (n: number, status: CronRun['status'], error: string | null = null): CronRun =>
+  cronRunFixture('abcdefabcdef', T0 + n * 60_000, {
+    status,
+    reason: status === 'skipped' ? 'overlap' : null,
+    output: status === 'ok' ? 'fine' : null,
+    error,
+  });
 
 describe('cron failure streak and notices (pure)', () => {
   it('F19: cron.max_consecutive_failures failed runs in a row pause the job with the reason; success and resume reset', () => {
