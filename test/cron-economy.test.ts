@@ -17,7 +17,7 @@ import { describe, expect } from 'vitest';
 import { openCronApi } from '../cli/gateway-cron-api.ts';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { configDefaults } from '../scheduler/config/config.ts';
-import { applyRun as applyRunWith, createCronJob, resumeCronJob, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
+import { applyRun as applyRunWith, resumeCronJob, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import { runNotice, withNotice } from '../scheduler/cron/cron-notice.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { formatSpend, spendWire, type ModelSpend, type SpendTotals, type SpendWire } from '../scheduler/model-spend.ts';
@@ -29,6 +29,7 @@ import { testEnv } from './support/env.ts';
 import { lastUserText, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
+import { cronJobFixture, cronRunFixture, FIXTURE_T0 } from './support/record-fixtures.ts';
 
 /** `applyRun` with `cron.max_consecutive_failures` from the config's defaults unless a test sets it. */
 const applyRun = (job: CronJob, run: CronRun, pickedAt: number, now: number, options: Partial<Parameters<typeof applyRunWith>[4]> = {}) =>
@@ -496,26 +497,9 @@ describe.concurrent('/api: cron economy fields', () => {
 });
 
 describe.concurrent('cron economy (pure)', () => {
-  const T0 = Date.parse('2026-03-04T10:00:00Z');
-  const job = (over: Partial<CronJob> = {}): CronJob => ({
-    ...createCronJob({
-      id: 'abcdefabcdef',
-      name: 'n',
-      prompt: 'p',
-      schedule: { kind: 'interval', expression: 'every 1m', display: 'every 1m', everyMs: 60_000, anchorMs: T0 },
-      tz: 'UTC',
-      repeat: null,
-      deliver: ['local'],
-      script: null,
-      misfire: 'once',
-      overlap: 'skip',
-      paused: false,
-      origin: { surface: 'cli' },
-      now: T0,
-      economy: { max_tokens: 25, watch: 'ci' },
-    }),
-    ...over,
-  });
+  const T0 = FIXTURE_T0;
+  /** The fixture job with a 25-token budget and a `ci` watch. */
+  const job = (over: Partial<CronJob> = {}): CronJob => ({ ...cronJobFixture({ economy: { max_tokens: 25, watch: 'ci' } }), ...over });
   const spend = (inputTokens: number, outputTokens: number): ModelSpend => ({
     calls: 1,
     inputTokens,
@@ -524,24 +508,8 @@ describe.concurrent('cron economy (pure)', () => {
     lastInputTokens: inputTokens,
     estimated: false,
   });
-  const run = (n: number, over: Partial<CronRun> = {}): CronRun => ({
-    occurrence_id: `o${n}`,
-    job_id: 'abcdefabcdef',
-    trigger: 'schedule',
-    status: 'ok',
-    reason: null,
-    due_at: T0 + n * 60_000,
-    started_at: T0 + n * 60_000,
-    finished_at: T0 + n * 60_000 + 10,
-    lateness_ms: 0,
-    late: false,
-    output: 'fine',
-    error: null,
-    silent: false,
-    deliveries: [],
-    worker_id: 'w',
-    ...over,
-  });
+  /** Run `n` of the job, due n minutes after T0. */
+  const run = (n: number, over: Partial<CronRun> = {}): CronRun => cronRunFixture('abcdefabcdef', T0 + n * 60_000, over);
 
   it("adds each run's spend to the totals and the budget; pauses at --max-tokens; resume resets the budget only", () => {
     let j = applyRun(job(), run(1, { spend: spend(10, 5) }), T0, T0, { watch: { spec: 'ci', digest: 'd1' } });
