@@ -10,7 +10,6 @@ import { configSchema } from '../scheduler/config/config.ts';
 import {
   applyTick,
   clipError,
-  createLoop,
   decideFire,
   failureBackoffSeconds,
   resumeLoop,
@@ -20,6 +19,7 @@ import {
 } from '../scheduler/loop/loop-state.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { loopFixture } from './support/record-fixtures.ts';
 import { startWorkerStack, waitFor, waitForEvents } from './support/stack.ts';
 
 const defaults = configSchema().parse({}).loops;
@@ -31,21 +31,9 @@ const POLICY: FailurePolicy = {
 const pacing = { floorSeconds: defaults.self_paced_floor_seconds, ceilingSeconds: defaults.self_paced_ceiling_seconds };
 const RAW_500 = 'The model endpoint answered 500: upstream exploded';
 
+/** A heartbeat `H` every `intervalSeconds`, counted from 0. */
 function heartbeat(intervalSeconds: number | null = 60): LoopRecord {
-  return createLoop({
-    kind: 'heartbeat',
-    loopId: 'H',
-    sessionId: 's',
-    prompt: 'inbox?',
-    intervalSeconds,
-    times: null,
-    until: null,
-    maxTicks: 0,
-    selfPacedFloorSeconds: 60,
-    runner: { kind: 'agent' },
-    origin: { surface: 'cli' },
-    now: 0,
-  });
+  return loopFixture({ kind: 'heartbeat', loopId: 'H', intervalSeconds, now: 0 });
 }
 
 /** Run one tick of `loop` starting at `at` (ms) that takes 2 s; failed when `failure` is given. */
@@ -130,20 +118,7 @@ describe('the back-off of failed ticks (pure)', () => {
   });
 
   it('a self-paced loop backs off the same way, then paces itself again; 0 pauses by the count alone', () => {
-    const loop = createLoop({
-      kind: 'loop',
-      loopId: 'H',
-      sessionId: 's',
-      prompt: 'p',
-      intervalSeconds: null,
-      times: null,
-      until: null,
-      maxTicks: 0,
-      selfPacedFloorSeconds: 60,
-      runner: { kind: 'agent' },
-      origin: { surface: 'cli' },
-      now: 0,
-    });
+    const loop = loopFixture({ intervalSeconds: null, now: 0 }); // self-paced
     const failed = run({ ...loop, delaySeconds: 240 }, 0, 'boom').loop;
     expect(failed.nextDueAt).toBe(2000 + 30_000);
     const ok = run(failed, failed.nextDueAt!).loop;
