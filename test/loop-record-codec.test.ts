@@ -8,31 +8,27 @@ import { describe, expect, it } from 'vitest';
 import type { Job } from 'bullmq';
 import { configDefaults } from '../scheduler/config/config.ts';
 import { decodeLoopRecord, encodeLoopRecord } from '../scheduler/loop/loop-record-codec.ts';
-import { applyTick, createLoop, pauseLoop, resumeLoop, type LoopRecord, type NewLoop } from '../scheduler/loop/loop-state.ts';
+import { applyTick, pauseLoop, resumeLoop, type LoopRecord, type NewLoop } from '../scheduler/loop/loop-state.ts';
 import { TICK_JOB_NAME, tickJobData, type StoredTickJobData } from '../scheduler/loop/tick-job.ts';
 import { JOB_RETENTION } from '../scheduler/store/queues.ts';
 import { openTestClients, startWorker, waitForEvents } from './support/stack.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { loopFixture } from './support/record-fixtures.ts';
 
 const cleanups = cleanupAfterEach();
 
 const NOW = 1_800_000_000_000;
 const PACING = { floorSeconds: 60, ceilingSeconds: 3600 };
 
+/** A loop as a real one is stored: an id and a session id of their real length, a prompt of words, hourly, at most 100 ticks. */
 function loop(overrides: Partial<NewLoop> = {}): LoopRecord {
   return {
-    ...createLoop({
-      kind: 'loop',
+    ...loopFixture({
       loopId: 'a1b2c3d4e5f6',
       sessionId: 'telegram:-1001234567890:42',
       prompt: 'check the deploy',
       intervalSeconds: 3600,
-      times: null,
-      until: null,
       maxTicks: 100,
-      selfPacedFloorSeconds: 60,
-      runner: { kind: 'agent' },
-      origin: { surface: 'cli' },
       now: NOW,
       ...overrides,
     }),
