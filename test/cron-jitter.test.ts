@@ -7,7 +7,7 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { isoUtc, nextOccurrences, periodAt } from '../scheduler/cron/cron-engine.ts';
-import { createCronJob, cronOccurrenceId, type CronJob } from '../scheduler/cron/cron-job.ts';
+import { cronOccurrenceId, type CronJob } from '../scheduler/cron/cron-job.ts';
 import { decideOccurrence } from '../scheduler/cron/misfire.ts';
 import { jitterOffsetMs, parseJitter, withJitter } from '../scheduler/cron/jitter.ts';
 import { cronRepeatStrategy, encodePattern } from '../scheduler/cron/repeat-strategy.ts';
@@ -18,6 +18,7 @@ import { openTestCron, startCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
+import { cronJobFixture } from './support/record-fixtures.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 import { startCronApiGateway } from './support/cron-api-gateway.ts';
 import { programArgs } from './support/test-programs.ts';
@@ -79,21 +80,7 @@ describe('jitter offset', () => {
     const schedule = withJitter(parseSchedule('0 * * * *', { tz: 'UTC', now, minIntervalSeconds: 60 }), id, 1800);
     const offset = jitterOffsetMs(id, 1800);
     expect(offset).toBeGreaterThan(0);
-    const job = createCronJob({
-      id,
-      name: 'j',
-      prompt: 'p',
-      schedule,
-      tz: 'UTC',
-      repeat: null,
-      deliver: ['local'],
-      script: null,
-      misfire: 'skip',
-      overlap: 'skip',
-      paused: false,
-      origin: { surface: 'cli' },
-      now,
-    });
+    const job = cronJobFixture({ id, schedule, misfire: 'skip', now });
     const due = job.next_run_at!;
     expect(due).toBe(now + offset); // the 10:00 occurrence, shifted past now
     expect(cronOccurrenceId(id, due, 'schedule')).toBe(`cron:${id}:${due}`);
