@@ -3,41 +3,24 @@
  * runs of all jobs: a removed job's entries must not shorten the answer.
  */
 import { describe, expect, it } from 'vitest';
-import { createCronJob, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
-import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
+import type { CronJob } from '../scheduler/cron/cron-job.ts';
 import { openCronService, openTestCron } from './support/cron-worker.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
-import { cronRunFixture } from './support/record-fixtures.ts';
+import { cronJobFixture, cronRunFixture } from './support/record-fixtures.ts';
 
 const cleanups = cleanupAfterEach();
 
+/** Job `id`, named after it (names are unique), stored paused: its runs are the test's. */
 function job(id: string, now: number): CronJob {
-  const schedule = parseSchedule('every 10m', { tz: 'UTC', now, minIntervalSeconds: 60 });
-  return createCronJob({
-    id,
-    name: `job-${id.slice(0, 4)}`,
-    prompt: 'p',
-    schedule,
-    tz: 'UTC',
-    repeat: null,
-    deliver: [],
-    script: null,
-    misfire: 'skip',
-    overlap: 'skip',
-    paused: true,
-    origin: { surface: 'cli' },
-    now,
-  });
+  return cronJobFixture({ id, name: `job-${id.slice(0, 4)}`, paused: true, now });
 }
-
-const run = (jobId: string, dueAt: number): CronRun => cronRunFixture(jobId, dueAt);
 
 /** Record `count` runs of `id`, each one newer than the last, starting at `from`. */
 async function recordRuns(api: ReturnType<typeof openCronService>, id: string, from: number, count: number): Promise<void> {
   for (let i = 0; i < count; i++) {
     const current = (await api.store.get(id))!;
     const res = await api.store.commitRun({
-      run: run(id, from + i * 1000),
+      run: cronRunFixture(id, from + i * 1000),
       job: current,
       expectedVersion: current.version,
       localEvent: null,
