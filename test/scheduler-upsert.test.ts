@@ -14,24 +14,18 @@ import {
   waitForEvents,
   type TestClients,
 } from './support/stack.ts';
-import { createLoop, type LoopRecord } from '../scheduler/loop/loop-state.ts';
+import type { LoopRecord } from '../scheduler/loop/loop-state.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { loopFixture } from './support/record-fixtures.ts';
 
 const cleanups = cleanupAfterEach();
 
 async function storedLoop(c: TestClients, sessionId: string): Promise<LoopRecord> {
-  const record = createLoop({
-    kind: 'loop',
+  const record = loopFixture({
     loopId: 'fixed-id',
     sessionId,
-    prompt: 'p',
     intervalSeconds: 1,
-    times: null,
-    until: null,
-    maxTicks: 0,
-    selfPacedFloorSeconds: 60,
     runner: { kind: 'command', command: 'echo tick', timeoutSeconds: 5 },
-    origin: { surface: 'cli' },
     now: Date.now(),
   });
   return (await c.loops.put(record, 'absent'))!;

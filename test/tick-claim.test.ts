@@ -13,7 +13,7 @@ import type { Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { bullJobId, Keys } from '../scheduler/store/keys.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
-import { createLoop, type LoopRecord } from '../scheduler/loop/loop-state.ts';
+import type { LoopRecord } from '../scheduler/loop/loop-state.ts';
 import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop/tick-job.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { BULLMQ_REDIS_OPTIONS } from '../scheduler/store/redis/connect.ts';
@@ -24,6 +24,7 @@ import type { TurnRequest, TurnRunner } from '../worker/turn-runners/turn-runner
 import type { WorkerDeps } from '../worker/worker-deps.ts';
 import { testEnv } from './support/env.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { loopFixture } from './support/record-fixtures.ts';
 
 const cleanups = cleanupAfterEach();
 
@@ -65,20 +66,7 @@ async function setUp(holdFirst = true, options: { shards?: number; sessionId?: s
   });
   const sessionId = options.sessionId ?? 'stale';
   const stored = await deps.loops.put(
-    createLoop({
-      kind: 'loop',
-      loopId: 'L1',
-      sessionId,
-      prompt: 'check',
-      intervalSeconds: 60,
-      times: null,
-      until: null,
-      maxTicks: 100,
-      selfPacedFloorSeconds: 60,
-      runner: { kind: 'command', command: 'unused', timeoutSeconds: 10 },
-      origin: { surface: 'cli' },
-      now: Date.now(),
-    }),
+    loopFixture({ sessionId, runner: { kind: 'command', command: 'unused', timeoutSeconds: 10 }, now: Date.now() }),
     'absent',
   );
   return { deps, gated, sessionId, loopId: stored!.loopId };

@@ -14,7 +14,6 @@ import { describe, expect, it } from 'vitest';
 import { DelayedError, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { bullJobId } from '../scheduler/store/keys.ts';
-import { createLoop } from '../scheduler/loop/loop-state.ts';
 import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop/tick-job.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { BULLMQ_REDIS_OPTIONS } from '../scheduler/store/redis/connect.ts';
@@ -27,6 +26,7 @@ import type { WorkerDeps } from '../worker/worker-deps.ts';
 import { testEnv } from './support/env.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { loopFixture } from './support/record-fixtures.ts';
 
 const cleanups = cleanupAfterEach();
 
@@ -58,20 +58,7 @@ async function setUp(runner: TurnRunner) {
   });
   const sessionId = 'cheap';
   const stored = await deps.loops.put(
-    createLoop({
-      kind: 'loop',
-      loopId: 'L1',
-      sessionId,
-      prompt: 'check',
-      intervalSeconds: 60,
-      times: null,
-      until: null,
-      maxTicks: 100,
-      selfPacedFloorSeconds: 60,
-      runner: { kind: 'command', command: 'unused', timeoutSeconds: 10 },
-      origin: { surface: 'cli' },
-      now: Date.now(),
-    }),
+    loopFixture({ sessionId, runner: { kind: 'command', command: 'unused', timeoutSeconds: 10 }, now: Date.now() }),
     'absent',
   );
   return { deps, redis, sessionId, loopId: stored!.loopId };
@@ -135,18 +122,10 @@ describe('the tick path in few round trips', () => {
     const loopIds = new Map<string, string>();
     for (const sessionId of sessions) {
       const stored = await deps.loops.put(
-        createLoop({
-          kind: 'loop',
+        loopFixture({
           loopId: `L-${sessionId}`,
           sessionId,
-          prompt: 'check',
-          intervalSeconds: 60,
-          times: null,
-          until: null,
-          maxTicks: 100,
-          selfPacedFloorSeconds: 60,
           runner: { kind: 'command', command: 'unused', timeoutSeconds: 10 },
-          origin: { surface: 'cli' },
           now: Date.now(),
         }),
         'absent',
