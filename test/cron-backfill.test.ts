@@ -13,7 +13,6 @@ import { afterAll, beforeAll, describe } from 'vitest';
 import { isoUtc, nextOccurrences } from '../scheduler/cron/cron-engine.ts';
 import { backfillOccurrences, parseBackfillWindow } from '../scheduler/cron/backfill.ts';
 import { catchUpsAfter, decideOccurrence } from '../scheduler/cron/misfire.ts';
-import { createCronJob } from '../scheduler/cron/cron-job.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 import { runCronCli } from './support/cron-cli.ts';
@@ -23,6 +22,7 @@ import { testEnv } from './support/env.ts';
 import { lastUserText, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
+import { cronJobFixture } from './support/record-fixtures.ts';
 
 const DAY_MS = 86_400_000;
 const root = new URL('..', import.meta.url).pathname;
@@ -229,21 +229,7 @@ describe('--misfire all after an outage (docs/CRON.md, "Backfill"; Temporal\'s c
   it('decides a missed occurrence by the window, and never coalesces a queued catch-up (pure)', ({ expect }) => {
     const schedule = parseSchedule('every 1h', { tz: 'UTC', now: 0, minIntervalSeconds: 60 });
     const job = {
-      ...createCronJob({
-        id: 'a1b2c3d4e5f6',
-        name: 'x',
-        prompt: 'x',
-        schedule,
-        tz: 'UTC',
-        repeat: null,
-        deliver: ['local'],
-        script: null,
-        misfire: 'all',
-        overlap: 'skip',
-        paused: false,
-        origin: { surface: 'cli' },
-        now: 0,
-      }),
+      ...cronJobFixture({ schedule, misfire: 'all', now: 0 }),
       last_due_at: 10 * 3_600_000,
     };
     const decide = (dueAt: number, now: number, queuedCatchUp = false) =>
