@@ -36,8 +36,6 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { describe } from 'vitest';
 import { configFileWarning, loadConfig } from '../scheduler/config/config.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -54,6 +52,7 @@ import { applyLoopCommand, runnerFromFlags } from '../cli/commands/loop.ts';
 import { testEnv } from './support/env.ts';
 import { HERMES_BIN, SPAWN_START_TIMEOUT_MS, waitFor } from './support/stack.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
+import { captureLog } from './support/log-capture.ts';
 import { alive } from './support/child-processes.ts';
 
 const run = promisify(execFile);
@@ -600,16 +599,7 @@ describe.concurrent('warnings', () => {
     expect(openRedisWarning({ kind: 'embedded', home: '/h' })).toBeUndefined();
 
     // A process logs it at start, before it tries the server.
-    const lines: string[] = [];
-    const log = pino(
-      { level: 'info' },
-      new Writable({
-        write(chunk, _e, cb) {
-          lines.push(String(chunk));
-          cb();
-        },
-      }),
-    );
+    const { log, lines } = captureLog();
     const port = await freePort();
     await expect(resolveRedis(cfg({ REDIS_URL: `redis://10.255.255.1:${port}` }), { allowStart: false, log })).rejects.toBeInstanceOf(
       StoreUnavailableError,

@@ -3,25 +3,16 @@
  * writes exactly what `child()` would, redaction included.
  */
 import { describe, expect, it, vi } from 'vitest';
-import { pino } from 'pino';
-import { Writable } from 'node:stream';
 import { lazyChild, REDACTED_KEYS } from '../scheduler/logger.ts';
+import { captureLog } from './support/log-capture.ts';
 
-function capture(level: string) {
-  const lines: Record<string, unknown>[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const l of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(l) as Record<string, unknown>);
-      done();
-    },
-  });
-  const log = pino({ level, redact: { paths: REDACTED_KEYS.flatMap((k) => [k, `*.${k}`, `*.*.${k}`]), censor: '[redacted]' } }, sink);
-  return { log, lines };
-}
+/** A logger at `level` that redacts as the product's does (`REDACTED_KEYS`), and what it writes. */
+const capture = (level: string) =>
+  captureLog({ level, redact: { paths: REDACTED_KEYS.flatMap((k) => [k, `*.${k}`, `*.*.${k}`]), censor: '[redacted]' } });
 
 describe('lazyChild', () => {
   it('makes no child for lines below the level, and writes with its bindings (redacted) at an enabled level', async () => {
-    const { log, lines } = capture('info');
+    const { log, records } = capture('info');
     const child = vi.spyOn(log, 'child');
     const lazy = lazyChild(log, { sessionId: 's1', kind: 'loop', token: 'secret-binding' });
     lazy.debug({ tick: 1 }, 'tick started');
@@ -32,15 +23,17 @@ describe('lazyChild', () => {
     lazy.warn('second line');
     expect(child).toHaveBeenCalledTimes(1);
     await new Promise((r) => setImmediate(r));
+    const lines = records();
     expect(lines.map((l) => l.msg)).toEqual(['tick committed', 'second line']);
     expect(lines[0]).toMatchObject({ sessionId: 's1', kind: 'loop', token: '[redacted]', tick: 1, nested: { apiKey: '[redacted]' } });
     expect(JSON.stringify(lines)).not.toMatch(/secret-binding|sk-123/);
   });
 
   it('writes debug lines with its bindings when debug is enabled', async () => {
-    const { log, lines } = capture('debug');
+    const { log, records } = capture('debug');
     lazyChild(log, { sessionId: 's2' }).debug({ tick: 2 }, 'tick started');
     await new Promise((r) => setImmediate(r));
+    const lines = records();
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ sessionId: 's2', tick: 2, msg: 'tick started' });
   });

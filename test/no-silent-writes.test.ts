@@ -7,9 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
-import { pino } from 'pino';
+import type { Logger } from 'pino';
 import { Keys } from '../scheduler/store/keys.ts';
 import { openQueues } from '../scheduler/services.ts';
 import { LoopStore } from '../scheduler/loop/loop-store.ts';
@@ -21,24 +20,11 @@ import { freePort, startEmbeddedRedis } from '../scheduler/store/redis/embedded-
 import { testEnv } from './support/env.ts';
 import { clients } from './support/stack.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { captureLog } from './support/log-capture.ts';
 
 const cleanups = cleanupAfterEach();
 
-function capture() {
-  const lines: string[] = [];
-  const log = pino(
-    { level: 'info' },
-    new Writable({
-      write(chunk, _e, cb) {
-        lines.push(String(chunk));
-        cb();
-      },
-    }),
-  );
-  return { log, warnings: () => lines.filter((l) => l.includes('"level":40')) };
-}
-
-function services(url: string, prefix: string, log: pino.Logger, options: { offline?: boolean } = {}) {
+function services(url: string, prefix: string, log: Logger, options: { offline?: boolean } = {}) {
   const opts = options.offline
     ? { enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: true }
     : { maxRetriesPerRequest: 1 };
@@ -81,7 +67,7 @@ describe('a write Redis does not take is never confirmed', () => {
     const [host, port] = env.redisUrl.replace('redis://', '').split(':');
     await r.replicaof(host!, Number(port));
     r.disconnect();
-    const { log, warnings } = capture();
+    const { log, warnings } = captureLog();
     const s = services(replica.url, env.prefix, log);
 
     const goal = await s.goals.set('ro', 'ship it', { surface: 'chat' }).catch((e: unknown) => e);
@@ -109,7 +95,7 @@ describe('a write Redis does not take is never confirmed', () => {
     const env = testEnv();
     cleanups.push(() => env.cleanup());
     const port = await freePort();
-    const { log, warnings } = capture();
+    const { log, warnings } = captureLog();
     const s = services(`redis://127.0.0.1:${port}`, env.prefix, log, { offline: true });
     const goal = await s.goals.set('down', 'ship it', { surface: 'chat' }).catch((e: unknown) => e);
     expect(goal).toBeInstanceOf(StoreUnavailableError);

@@ -6,8 +6,6 @@
  * shard or only `worker.shards`.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { startGateway } from '../gateway/gateway-process.ts';
 import { checkRedis } from '../scheduler/store/redis/connect.ts';
 import { openRedisClient } from '../scheduler/store/redis/connection-factory.ts';
@@ -21,6 +19,7 @@ import { readJson, readSseUntil } from './support/http.ts';
 import { clusterEnv, startRedisCluster, type TestCluster } from './support/redis-cluster.ts';
 import { openTestClients, runHermes, spawnWorker, startWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { captureLog } from './support/log-capture.ts';
 
 const SHARDS = 6;
 const KEY = 'cluster-test-key';
@@ -215,16 +214,7 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
       'commands',
     );
     try {
-      const lines: string[] = [];
-      const log = pino(
-        { level: 'info' },
-        new Writable({
-          write(chunk, _e, cb) {
-            lines.push(String(chunk));
-            cb();
-          },
-        }),
-      );
+      const { log, lines } = captureLog();
       await checkRedis(client, log);
       const warnings = lines.map((l) => JSON.parse(l) as { policy?: string; server?: string }).filter((l) => l.policy);
       expect(warnings).toEqual([expect.objectContaining({ policy: 'allkeys-lru', server: `127.0.0.1:${victim.options.port}` })]);

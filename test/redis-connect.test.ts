@@ -9,8 +9,6 @@ import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { pino } from 'pino';
-import { Writable } from 'node:stream';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { checkRedis, resolveRedis, compareVersions } from '../scheduler/store/redis/connect.ts';
 import { describeTopology, openRedisClient, topologyFromConfig } from '../scheduler/store/redis/connection-factory.ts';
@@ -22,6 +20,7 @@ import { connectCli } from '../cli/connect-cli.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { testEnv } from './support/env.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
+import { captureLog } from './support/log-capture.ts';
 
 /** A fresh HERMES_HOME, removed when the test ends. */
 function home(cleanups: CleanUp[]): string {
@@ -96,16 +95,7 @@ describe.concurrent('checkRedis', () => {
     cleanups.push(() => server.stop());
     const client = new Redis(server.url);
     cleanups.push(() => client.disconnect());
-    const lines: string[] = [];
-    const log = pino(
-      { level: 'info' },
-      new Writable({
-        write(chunk, _e, cb) {
-          lines.push(String(chunk));
-          cb();
-        },
-      }),
-    );
+    const { log, lines } = captureLog();
     const ok = await checkRedis(client, log);
     expect(compareVersions(ok.version, '6.2.0')).toBeGreaterThanOrEqual(0);
     expect(lines.filter((l) => l.includes('maxmemory-policy'))).toHaveLength(0);
