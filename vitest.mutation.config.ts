@@ -20,6 +20,7 @@ export default defineConfig({
       'test/guarded-lookup.test.ts',
       'test/discord-delivery-target.test.ts',
       'test/schedule-policy.test.ts',
+      'test/argument-schema.test.ts',
     ],
     testTimeout: 30_000,
   },
