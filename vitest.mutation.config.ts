@@ -21,6 +21,7 @@ export default defineConfig({
       'test/discord-delivery-target.test.ts',
       'test/schedule-policy.test.ts',
       'test/argument-schema.test.ts',
+      'test/cron-engine.test.ts',
     ],
     testTimeout: 30_000,
   },
