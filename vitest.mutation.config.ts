@@ -22,6 +22,7 @@ export default defineConfig({
       'test/schedule-policy.test.ts',
       'test/argument-schema.test.ts',
       'test/cron-engine.test.ts',
+      'test/file-tools.test.ts',
     ],
     testTimeout: 30_000,
   },
