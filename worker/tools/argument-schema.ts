@@ -37,13 +37,16 @@ export function compileArgumentSchema(tool: string, schema: Record<string, unkno
   try {
     const ajv = new Ajv({
       strictSchema: true, // unknown keywords and formats are errors, not silently unchecked
+      // Stryker disable next-line BooleanLiteral: the arguments come from JSON.parse, which yields no NaN or Infinity to refuse.
       strictNumbers: true,
       strictTypes: false,
       strictTuples: false,
       strictRequired: false,
+      // Stryker disable next-line BooleanLiteral: with strictTypes false a union type is allowed either way.
       allowUnionTypes: true,
       coerceTypes: false,
       useDefaults: false,
+      // Stryker disable next-line BooleanLiteral: only the first error is told, and it is the same one either way.
       allErrors: false,
       verbose: true, // errors carry the offending value, to say what it was
       logger: false,
@@ -57,7 +60,9 @@ export function compileArgumentSchema(tool: string, schema: Record<string, unkno
   }
   return (args) => {
     if (validate(args)) return undefined;
+    // Stryker disable next-line OptionalChaining: Ajv sets `errors` whenever it returns false.
     const first = validate.errors?.[0];
+    // Stryker disable next-line StringLiteral: as above, there is always a first error.
     return first ? describe(first) : 'The arguments do not match the declared parameters.';
   };
 }
@@ -65,6 +70,7 @@ export function compileArgumentSchema(tool: string, schema: Record<string, unkno
 /** One Ajv error as a sentence naming the argument and the rule. */
 function describe(err: ErrorObject): string {
   const at = fieldName(err.instancePath);
+  // Stryker disable next-line ConditionalExpression: `at` and every `extra` given are strings; only '' is left out.
   const field = (extra?: string) => [at, extra].filter((p) => p !== undefined && p !== '').join('.');
   const rule = `(${err.keyword})`;
   const params = err.params as Record<string, unknown>;
@@ -82,6 +88,7 @@ function describe(err: ErrorObject): string {
     case 'type':
       return `${at === '' ? 'The arguments' : `Argument "${at}"`} must be ${article(String(params.type))}, not ${kindOf(err.data)} ${rule}.`;
     default:
+      // Stryker disable next-line StringLiteral: Ajv gives every error a message.
       return `${at === '' ? 'The arguments' : `Argument "${at}"`} ${err.message ?? 'does not match the declared parameters'} ${rule}.`;
   }
 }
@@ -110,6 +117,7 @@ function article(type: string): string {
 function kindOf(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
+  // Stryker disable next-line ConditionalExpression,StringLiteral: article('object') is 'an object' as well.
   if (typeof value === 'object') return 'an object';
   return article(typeof value);
 }
