@@ -350,6 +350,9 @@ describe('the stub of an old tool result', () => {
     expect(messages[2]).toBe(ms[2]);
     expect(messages[3]!.content).toBe(toolResultStub(ms[3]!, { name: 'read_file', arguments: '{"path":"b"}' }));
     expect(messages[4]).toBe(ms[4]);
+    // the recent ones and messages that are not tool results stay
+    expect(elideOldToolResults([user('t'), calling(['a', 'x', '{}']), named('x', 'a', big(1_000))], 1).elided).toBe(0);
+    expect(elideOldToolResults([user(big(1_000)), assistant(big(1_000)), user('q')], 1).elided).toBe(0);
   });
 
   it('a stub is known by its bracket and its words: a result that only starts with "[" or only quotes the words is stubbed', () => {
@@ -412,6 +415,14 @@ describe('the split with a token bound on the tail', () => {
       assistant('a'),
       user('b'),
     ]);
+  });
+
+  it('the bound is inclusive: a tail of exactly the bound stays, one token less moves its oldest message out', () => {
+    const ms = [user('task'), assistant('a'), assistant('b'), assistant('c'), user('d')];
+    const tokens = countMessageTokens(ESTIMATE_COUNTER, ms[3]!) + countMessageTokens(ESTIMATE_COUNTER, ms[4]!);
+    expect(splitHeadMiddleTail(ms, 2, { tailTokens: tokens, counter: ESTIMATE_COUNTER })!.tail).toEqual([ms[3], ms[4]]);
+    expect(splitHeadMiddleTail(ms, 2, { tailTokens: tokens - 1, counter: ESTIMATE_COUNTER })!.tail).toEqual([ms[4]]);
+    expect(splitHeadMiddleTail(ms, 2, { tailTokens: 0, counter: ESTIMATE_COUNTER })!.tail).toEqual([]);
   });
 
   it('a middle of two messages is split, of one is not; without a user message there is no head', () => {
@@ -569,19 +580,50 @@ describe('cutting and dropping to fit', () => {
     expect(headOnly.messages[2]!.content.endsWith('VERDICT: green\n')).toBe(false);
   });
 
-  it('older messages are cut before recent ones, the biggest first', async () => {
+  it('older messages are cut before recent ones, the biggest first, only as far as needed', async () => {
     const ms = [
       user('task'),
-      assistant(big(4_000, 'older small ')),
+      assistant(big(1_500, 'older small ')),
       assistant(big(9_000, 'older big ')),
       user('q'),
-      assistant(big(6_000, 'recent ')),
+      assistant(big(1_500, 'recent ')),
     ];
-    const r = await compactMessages(ms, { budgetTokens: 3_000, keepRecent: 2, estimate, make });
-    expect(r.messages[4]).toEqual(ms[4]);
+    const r = await compactMessages(ms, { budgetTokens: 2_500, keepRecent: 2, estimate, make });
+    expect(r.messages[1]).toEqual(ms[1]);
     expect(r.messages[2]!.content).toContain('cut to fit');
-    expect(estimate(r.messages)).toBeLessThanOrEqual(3_000);
-    expect(r.report!.cut).toBeGreaterThanOrEqual(1);
+    expect(r.messages[4]).toEqual(ms[4]);
+    expect(r.report).toMatchObject({ cut: 1, dropped: 0 });
+    expect(estimate(r.messages)).toBeLessThanOrEqual(2_500);
+  });
+
+  it('recent messages are cut oldest first: the newest is cut last', async () => {
+    const ms = [user('task'), assistant(big(3_000, 'older recent ')), user(big(3_000, 'newest '))];
+    const r = await compactMessages(ms, { budgetTokens: 1_500, keepRecent: 2, estimate, make });
+    expect(r.messages[1]!.content).toContain('cut to fit');
+    expect(r.messages[2]).toEqual(ms[2]);
+    expect(r.report).toMatchObject({ cut: 1, dropped: 0 });
+  });
+
+  it('with a token bound on the tail, a large recent tool result is stubbed rather than cut', async () => {
+    const ms = [user('task'), calling(['a', 'read_file', '{"path":"log"}']), named('read_file', 'a', big(3_000)), user('q')];
+    const bounded = await compactMessages(ms, { budgetTokens: 300, keepRecent: 3, tailTokens: 50, estimate, make });
+    expect(bounded.report).toMatchObject({ elided: 1, cut: 0 });
+    expect(bounded.messages[2]!.content).toBe(toolResultStub(ms[2]!, { name: 'read_file', arguments: '{"path":"log"}' }));
+    const unbounded = await compactMessages(ms, { budgetTokens: 300, keepRecent: 3, estimate, make });
+    expect(unbounded.report).toMatchObject({ elided: 0, cut: 1 });
+  });
+
+  it('nothing to summarise (no middle): no summary is asked for, the rest of the steps still fit', async () => {
+    let asked = 0;
+    const r = await compactMessages([user(big(30_000))], {
+      budgetTokens: 1_000,
+      keepRecent: 1,
+      estimate,
+      make,
+      summarise: async () => `${++asked}`,
+    });
+    expect(asked).toBe(0);
+    expect(r.report).toMatchObject({ summarised: 0, cut: 1 });
   });
 
   it('dropping older messages keeps the latest user message and the notes of compaction', async () => {
