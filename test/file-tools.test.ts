@@ -305,6 +305,36 @@ describe('read_file paging', () => {
     expect(await call(read, { path: 'large.txt', tail_lines: 2 })).toBe('line 29999\nline 30000\n');
   });
 
+  it('past the scan limit a whole read, or a read from an offset, is its head and its end, the bytes between not read', async () => {
+    writeFileSync(join(root, 'rows.txt'), numbered(400)); // 3,492 bytes
+    const { read } = tools();
+    const whole = await call(read, { path: 'rows.txt' }, output(600, 1_000));
+    expect(whole.startsWith('line 1\nline 2\n')).toBe(true);
+    expect(whole).toContain('line 19\n[… 2,908 of 3,492 bytes left out (not read) …]\nline 352\n');
+    expect(whole.endsWith('line 399\nline 400\n')).toBe(true);
+    const from = await call(read, { path: 'rows.txt', offset: 2 }, output(600, 1_000));
+    expect(from.startsWith('line 2\nline 3\n')).toBe(true);
+    expect(from).toContain('line 20\n[… 2,900 of 3,485 bytes left out (not read) …]\nline 352\n');
+    expect(from.endsWith('line 399\nline 400\n')).toBe(true);
+  });
+
+  it('a page longer than one read (64 KiB), and a numbered tail counted over several reads', async () => {
+    const text = numbered(30_000);
+    writeFileSync(join(root, 'large.txt'), text);
+    const lines = text.split('\n');
+    const { read } = tools();
+    expect(await call(read, { path: 'large.txt', offset: 1, limit: 8_000 })).toBe(`${lines.slice(0, 8_000).join('\n')}\n`);
+    expect(await call(read, { path: 'large.txt', offset: 7_000, limit: 1 })).toBe('line 7000\n');
+    const tail = await call(read, { path: 'large.txt', tail_lines: 100 }, output(600));
+    const [from, to] = /lines ([\d,]+)–([\d,]+)\) left out/
+      .exec(tail)!
+      .slice(1)
+      .map((g) => Number(g.replace(/,/g, '')));
+    expect(tail.startsWith('line 29901\n')).toBe(true);
+    expect(tail).toContain(`line ${from! - 1}\n[…`);
+    expect(tail).toContain(`…]\nline ${to! + 1}\n`);
+  });
+
   it('paging arguments must be whole numbers from 1, and offset/limit or tail_lines, not both', async () => {
     writeFileSync(join(root, 'rows.txt'), numbered(5));
     const { read } = tools();
