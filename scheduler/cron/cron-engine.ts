@@ -130,6 +130,7 @@ export function cronFor(expression: string, tz: string, domAndDow = dayFieldsAnd
         .replace(/^CronOptions:\s*/, '');
       throw new ScheduleInputError(`Invalid cron expression "${expression}": ${detail}`, { field: 'schedule', cause: err });
     }
+    // Stryker disable next-line all: the cache only saves work; cleared or not, the next lookup gives the same answer.
     if (cronCache.size > 5000) cronCache.clear();
     cronCache.set(key, cron);
   }
@@ -236,6 +237,7 @@ function fixedTimesOf(expression: string): FixedTimes | null {
       result = { secondsOfDay: [...new Set(all)].sort((a, b) => a - b), dayFields: days.join(' ') };
     }
   }
+  // Stryker disable next-line all: the cache only saves work; cleared or not, the next lookup gives the same answer.
   if (fixedCache.size > 5000) fixedCache.clear();
   fixedCache.set(expression, result);
   return result;
