@@ -75,6 +75,7 @@ describe('nextOccurrence: the first occurrence strictly after a time', () => {
 
   it('a cron expression that never matches has no occurrence and no period', () => {
     expect(nextOccurrence(cron('0 0 30 2 *'), 'UTC', 0)).toBeUndefined();
+    expect(nextOccurrence(cron('0 0 30 2 *', 5_000), 'UTC', 0)).toBeUndefined();
     expect(periodAt(cron('0 0 30 2 *'), 'UTC', 0)).toBeUndefined();
   });
 
@@ -142,6 +143,17 @@ describe('fixed-time jobs (the DST policy)', () => {
     ]);
   });
 
+  it('a fixed time is one however it is written: six fields, spaces around, a list of two-digit values', () => {
+    // In Nuuk 23:00 of 30 March 2024 falls in a gap that ends at midnight: a fixed time runs at 00:00 local.
+    const nuuk = ['2024-03-30T01:00:00Z', '2024-03-31T01:00:00Z', '2024-04-01T00:00:00Z'];
+    expect(next(cron('0 0 23 * * *'), '2024-03-30T00:00:00Z', 3, 'America/Nuuk')).toEqual(nuuk);
+    expect(next(cron('  0  23 * * *  '), '2024-03-30T00:00:00Z', 3, 'America/Nuuk')).toEqual(nuuk);
+    expect(next(cron('0 12,23 * * *'), '2024-03-30T16:00:00Z', 2, 'America/Nuuk')).toEqual([
+      '2024-03-31T01:00:00Z',
+      '2024-03-31T13:00:00Z',
+    ]);
+  });
+
   it('a step or a range in a time field is not a fixed time: 02:30 in the gap is skipped', () => {
     expect(next(cron('30 2-3 * * *'), '2025-03-09T00:00:00Z', 2, 'America/New_York')).toEqual([
       '2025-03-09T07:30:00Z',
@@ -173,6 +185,7 @@ describe('the day rule (Vixie cron)', () => {
     expect(dayFieldsAnded('0 0 ? * mon')).toBe(true);
     expect(dayFieldsAnded('0 0 1 * ?')).toBe(true);
     expect(dayFieldsAnded('0 0  1,15  *  mon ')).toBe(false);
+    expect(dayFieldsAnded('0 0 */2  * 1')).toBe(true);
   });
 
   it('six fields: the day fields are the fourth and the sixth', () => {
@@ -204,6 +217,12 @@ describe('the day rule (Vixie cron)', () => {
     expect(error).toBeInstanceOf(ScheduleInputError);
     expect((error as Error).message).toBe('Invalid cron expression "61 * * * *": Invalid value for minute: 61');
     expect((error as ScheduleInputError).field).toBe('schedule');
+  });
+
+  it('five or six fields only: a seventh (a year) is refused', () => {
+    expect(() => cronFor('0 0 0 1 1 * 2030', 'UTC')).toThrow(
+      /^Invalid cron expression "0 0 0 1 1 \* 2030": mode '5-or-6-parts' requires exactly 5 or 6 parts/,
+    );
   });
 });
 
@@ -245,6 +264,15 @@ describe('wall times and zone offsets', () => {
     expect(isoUtc(instantOfWallTime(w(2025, 11, 2, 1, 30), 'America/New_York'))).toBe('2025-11-02T05:30:00Z');
     expect(isoUtc(instantOfWallTime(w(2025, 10, 26, 2, 30), 'Europe/Berlin'))).toBe('2025-10-26T00:30:00Z');
     expect(isoUtc(instantOfWallTime(w(2026, 1, 1, 0), 'Asia/Kolkata'))).toBe('2025-12-31T18:30:00Z');
+  });
+
+  it('half-hour changes (Lord Howe) and a whole skipped day (Apia, 30 December 2011) follow the same rule', () => {
+    const w = (year: number, month: number, day: number, hour: number, minute = 0) => ({ year, month, day, hour, minute, second: 0 });
+    // 02:00 → 02:30: 02:15 runs at 02:30; 01:30–02:00 repeats in April: 01:45 is the first one (+11).
+    expect(isoUtc(instantOfWallTime(w(2025, 10, 5, 2, 15), 'Australia/Lord_Howe'))).toBe('2025-10-04T15:30:00Z');
+    expect(isoUtc(instantOfWallTime(w(2025, 4, 6, 1, 45), 'Australia/Lord_Howe'))).toBe('2025-04-05T14:45:00Z');
+    // Samoa went from UTC−10 to UTC+14: 30 December did not happen; its noon runs at 00:00 of the 31st.
+    expect(isoUtc(instantOfWallTime(w(2011, 12, 30, 12), 'Pacific/Apia'))).toBe('2011-12-30T10:00:00Z');
   });
 });
 
