@@ -6,9 +6,9 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { defineConfig } from 'vitest/config';
 
-/** What makes a test file need Redis or processes. */
+/** What makes a test file need Redis or processes (a `CommandRunner` runs its command in a shell). */
 const NEEDS_STACK =
-  /support\/(env|stack|agent-stack|armed-loops|cron-worker|v1-worker|telegram-harness|child-gateway|gateway-child|redis-cluster|redis-sentinel|cron-cli|terminal)\b|inject\(|node:child_process|startGateway|WorkerProcess/;
+  /support\/(env|stack|agent-stack|armed-loops|cron-worker|v1-worker|telegram-harness|child-gateway|gateway-child|redis-cluster|redis-sentinel|cron-cli|terminal)\b|inject\(|node:child_process|startGateway|WorkerProcess|CommandRunner\b/;
 
 const unit = readdirSync('test')
   // `*-race.test.ts` run for a fixed time (seconds): they belong to the whole suite.
