@@ -5,6 +5,7 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { defineConfig } from 'vitest/config';
+import { SlowUnitFirstSequencer } from './test/support/slow-first-sequencer.ts';
 
 /** What makes a test file need Redis or processes (a `CommandRunner` runs its command in a shell). */
 const NEEDS_STACK =
@@ -21,9 +22,14 @@ export default defineConfig({
     include: unit,
     testTimeout: 30_000,
     pool: 'forks',
-    // As in vitest.config.ts: the slowest files (model-calls, sleep-until) mostly wait on timers, so
-    // they run beside the others, in workers that import the product modules once.
-    maxWorkers: 4,
+    // The slowest files first (test/support/slow-first-sequencer.ts, SLOW_UNIT_FILES).
+    sequence: { sequencer: SlowUnitFirstSequencer },
+    // Two workers, one per core, each importing the product modules once (isolate: false). The tier is
+    // import-bound: four workers imported them twice as often and took more time, not less (2026-12-07,
+    // 2 cores under load 14–22: 4 workers 27–37 s and 17–18 CPU-s, 3 workers 31 s and 20 CPU-s, 2 workers
+    // 25–27 s and 14.5–15 CPU-s). The slowest file, model-calls, mostly waits on its fake clock; it starts
+    // first, so the other worker takes the short files meanwhile.
+    maxWorkers: 2,
     isolate: false,
   },
 });

@@ -48,14 +48,37 @@ export const SLOW_FILES: readonly string[] = [
   'test/command-env.test.ts', // 8
 ];
 
-export default class SlowFirstSequencer extends BaseSequencer {
-  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
-    const sorted = await super.sort(files);
-    const rank = (f: TestSpecification): number => {
-      const i = SLOW_FILES.findIndex((name) => f.moduleId.endsWith(`/${name}`));
-      return i === -1 ? SLOW_FILES.length : i;
-    };
-    // Array.prototype.sort is stable: the files not listed keep vitest's order after the listed ones.
-    return sorted.sort((a, b) => rank(a) - rank(b));
-  }
+/**
+ * The unit tier's slowest files (`npm run test:unit`, vitest.unit.config.ts), longest first: each mostly waits,
+ * on a fake clock stepped in real milliseconds (model-calls) or on real timers (sleep-until), or imports much
+ * (the TypeScript compiler: v1-param-table). Started first, they wait beside the short files instead of after them.
+ */
+export const SLOW_UNIT_FILES: readonly string[] = [
+  'test/model-calls.test.ts',
+  'test/sleep-until.test.ts',
+  'test/cron-grammar.test.ts',
+  'test/config.test.ts',
+  'test/v1-param-table.test.ts',
+];
+
+/** A sequencer that starts `slowFiles` first, in their order; the other files keep vitest's order after them. */
+function slowFirst(slowFiles: readonly string[]): typeof BaseSequencer {
+  return class extends BaseSequencer {
+    override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+      const sorted = await super.sort(files);
+      const rank = (f: TestSpecification): number => {
+        const i = slowFiles.findIndex((name) => f.moduleId.endsWith(`/${name}`));
+        return i === -1 ? slowFiles.length : i;
+      };
+      // Array.prototype.sort is stable: the files not listed keep vitest's order after the listed ones.
+      return sorted.sort((a, b) => rank(a) - rank(b));
+    }
+  };
 }
+
+/** The whole suite's order (vitest.config.ts). */
+const SlowFirstSequencer = slowFirst(SLOW_FILES);
+export default SlowFirstSequencer;
+
+/** The unit tier's order (vitest.unit.config.ts). */
+export const SlowUnitFirstSequencer = slowFirst(SLOW_UNIT_FILES);
