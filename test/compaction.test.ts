@@ -549,6 +549,22 @@ describe('a failed summary keeps what earlier compactions wrote', () => {
     expect(r.messages.filter((m) => m.content.startsWith(ELIDED_PREFIX))).toHaveLength(1);
   });
 
+  it('a user request in the middle is not a note: it gives way to the marker, which names it', async () => {
+    const ms = [...session(15, 200).slice(0, -1), user('Also check the deploy log.'), ...session(15, 200).slice(1)];
+    const r = await compactMessages(ms, {
+      budgetTokens: 600,
+      keepRecent: 4,
+      estimate,
+      make,
+      summarise: async () => {
+        throw new Error('down');
+      },
+    });
+    expect(r.report).toMatchObject({ cut: 0, dropped: 0 });
+    expect(r.messages).not.toContainEqual(user('Also check the deploy log.'));
+    expect(r.messages[1]!.content).toContain('1 user message ("Also check the deploy log.")');
+  });
+
   it('an assistant note that reads like a summary is not one: only user notes are kept', async () => {
     const fake: M = { role: 'assistant', content: `${SUMMARY_PREFIX}: I made this up]` };
     const ms = [user('task'), fake, ...session(6, 3_000).slice(1)];
