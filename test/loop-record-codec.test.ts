@@ -46,16 +46,21 @@ describe('loop record codec', () => {
     expect(stored).toEqual({
       loopId: 'a1b2c3d4e5f6',
       prompt: 'check the deploy',
-      mode: 'fixed',
       intervalSeconds: 3600,
-      status: 'active',
       maxTicks: 100,
-      origin: { surface: 'cli' },
       createdAt: NOW,
-      updatedAt: NOW,
       version: 1,
     });
     expect(roundTrip(loop())).toEqual(loop());
+    // Written once it differs from its default: a later change, another surface, a paused self-paced loop.
+    const changed = { ...pauseLoop(loop({ intervalSeconds: null, origin: { surface: 'api' } }), NOW + 5) };
+    expect(JSON.parse(encodeLoopRecord(changed))).toMatchObject({
+      mode: 'self-paced',
+      status: 'paused',
+      origin: { surface: 'api' },
+      updatedAt: NOW + 5,
+    });
+    expect(roundTrip(changed)).toEqual(changed);
   });
 
   it('reads back every state a record goes through as the record it was written from', () => {
@@ -154,11 +159,13 @@ describe('stored loops in Redis', () => {
     const ticks = c.queues.forSession(sessionId).ticks;
     const schedulerKey = ticks.toKey(`repeat:${c.keys.loopSchedulerId(sessionId, 'heartbeat')}`);
     expect(await c.redis.object('ENCODING', schedulerKey)).toBe('listpack');
-    expect(JSON.parse((await c.redis.hget(schedulerKey, 'data'))!)).toEqual({ kind: 'heartbeat', loopId: stored.loopId });
+    expect(JSON.parse((await c.redis.hget(schedulerKey, 'data'))!)).toEqual({ loopId: stored.loopId });
     expect(await c.redis.hget(schedulerKey, 'opts')).toBeNull();
     const [job] = (await ticks.getJobs(['delayed'])) as Array<Job<StoredTickJobData>>;
-    expect(job!.data).toEqual({ kind: 'heartbeat', loopId: stored.loopId });
+    expect(job!.data).toEqual({ loopId: stored.loopId });
     expect(tickJobData(job!)).toEqual({ kind: 'heartbeat', loopId: stored.loopId, sessionId });
+    // A job of an earlier version's scheduler holds its kind as well.
+    expect(tickJobData({ ...job!, data: { kind: 'heartbeat', loopId: stored.loopId } })).toEqual(tickJobData(job!));
     // Without `repeatJobKey`, the job id names the scheduler too.
     expect(tickJobData({ data: job!.data, id: job!.id, repeatJobKey: undefined }).sessionId).toBe(sessionId);
     expect(() => tickJobData({ data: job!.data, id: 'other', repeatJobKey: undefined })).toThrow(/names no session/);

@@ -8,7 +8,10 @@
  *   names them, and every reader reads a record through its key;
  * - a field whose value is `null` is omitted (`until`, `lastTickStartedAt`, …);
  * - the counters `ticksUsed`, `judgeFailures`, `failureStreak` and the budget
- *   `maxTicks` are omitted when 0, and `runner` when it is `{"kind":"agent"}`.
+ *   `maxTicks` are omitted when 0, `runner` when it is `{"kind":"agent"}`,
+ *   `origin` when it is `{"surface":"cli"}`, `mode` when `fixed` and `status`
+ *   when `active`;
+ * - `updatedAt` is omitted while it equals `createdAt`.
  * Every other field is written under its own name, so the stored record stays
  * readable with `redis-cli GET`. `version` (the compare-and-set counter the
  * Lua scripts read with `cjson`) is always written.
@@ -21,13 +24,16 @@
  * share a Redis are upgraded together (docs/OPERATIONS.md).
  *
  * Why: a stored loop's Redis memory (docs/BENCHMARKS.md, scale): the full form
- * of a new loop is ~550 bytes of JSON, the compact form ~250.
+ * of a new loop is ~550 bytes of JSON, the compact form ~170.
  */
 import type { LoopKind } from '../tick/tick-kind.ts';
 import type { LoopRecord } from './loop-state.ts';
 
 /** Fields omitted when at these values, and restored to them on reading. */
 const DEFAULTS = {
+  mode: 'fixed',
+  status: 'active',
+  origin: { surface: 'cli' },
   intervalSeconds: null,
   delaySeconds: null,
   times: null,
@@ -66,6 +72,7 @@ export function encodeLoopRecord(record: LoopRecord): string {
   const out: Record<string, unknown> = {};
   for (const [field, value] of Object.entries(record)) {
     if (FROM_KEY.has(field) || (field !== 'version' && isDefault(field, value))) continue;
+    if (field === 'updatedAt' && value === record.createdAt) continue;
     out[field] = value;
   }
   return JSON.stringify(out);
@@ -85,5 +92,6 @@ export function decodeLoopRecord(raw: string, identity: { sessionId: string; kin
     if (FROM_KEY.has(field) || value === null || value === undefined) continue;
     record[field] = value;
   }
+  record.updatedAt ??= record.createdAt;
   return record as unknown as LoopRecord;
 }

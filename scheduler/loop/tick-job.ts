@@ -3,8 +3,8 @@
  * reads them. What a job's time means (the prefetch lead) is `prefetch-lead.ts`; who arms the jobs
  * is `tick-scheduler.ts`.
  *
- * Stored compactly (docs/BENCHMARKS.md, scale): a job scheduler's job data is only the kind and
- * the loop id (`StoredTickJobData`), the session being named by the job scheduler id, so the
+ * Stored compactly (docs/BENCHMARKS.md, scale): a job scheduler's job data is only the loop id
+ * (`StoredTickJobData`), the kind and session being named by the job scheduler id, so the
  * scheduler hash keeps Redis's small (listpack) encoding whatever the session id's length; no job
  * options on the `ticks` queue's jobs beyond what BullMQ writes itself (retention is the worker's).
  */
@@ -25,22 +25,23 @@ export interface TickJobData {
 
 /**
  * Data of a tick job as stored. A job scheduler's template (and so each job it
- * makes) holds no `sessionId`: its id `<kind>:<session>` names the session,
- * and a template under 64 bytes keeps the scheduler hash listpack-encoded.
- * A self-paced tick job (no scheduler) keeps its `sessionId`.
+ * makes) holds only the `loopId`: its id `<kind>:<session>` names the kind and
+ * the session, and a template under 64 bytes keeps the scheduler hash
+ * listpack-encoded. A self-paced tick job (no scheduler) keeps its `kind` and
+ * `sessionId`; jobs of earlier versions' schedulers hold the `kind` too.
  */
-export type StoredTickJobData = Omit<TickJobData, 'sessionId'> & { sessionId?: string };
+export type StoredTickJobData = Omit<TickJobData, 'sessionId' | 'kind'> & { sessionId?: string; kind?: LoopKind };
 
 /**
- * A tick job's data with its session: the stored `sessionId` when there is
- * one (self-paced jobs, and every job written by earlier versions), else the
- * session named by the job's scheduler id (`job.repeatJobKey`, or the
- * `repeat:<schedulerId>:<millis>` job id).
+ * A tick job's data with its kind and session: the stored `kind` and
+ * `sessionId` when there are both (self-paced jobs, and jobs written before
+ * schedulers' jobs named no session), else those named by the job's scheduler
+ * id (`job.repeatJobKey`, or the `repeat:<schedulerId>:<millis>` job id).
  * @throws Error when the job names no session (not a loop or heartbeat tick)
  */
 export function tickJobData(job: Pick<Job<StoredTickJobData>, 'data' | 'id' | 'repeatJobKey'>): TickJobData {
   const { data } = job;
-  if (typeof data.sessionId === 'string') return data as TickJobData;
+  if (typeof data.sessionId === 'string' && data.kind !== undefined) return data as TickJobData;
   const schedulerId =
     job.repeatJobKey ?? (schedulerJobMillis(job.id) !== undefined ? job.id!.slice('repeat:'.length, job.id!.lastIndexOf(':')) : undefined);
   const named = schedulerId === undefined ? undefined : parseLoopSchedulerId(schedulerId);

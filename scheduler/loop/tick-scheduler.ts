@@ -47,7 +47,7 @@ export class TickScheduler {
    * @throws StoreUnavailableError when Redis refused it
    */
   async arm(record: LoopRecord, firstDueAt: number): Promise<void> {
-    const data: StoredTickJobData = { kind: record.kind, loopId: record.loopId };
+    const data: StoredTickJobData = { loopId: record.loopId };
     try {
       if (record.mode === 'fixed' && record.intervalSeconds) {
         // Remove first: an upsert with an unchanged `every` keeps the old next
@@ -64,7 +64,7 @@ export class TickScheduler {
         await this.removeScheduler(record.sessionId, record.kind);
         await this.queues.forSession(record.sessionId).ticks.add(
           tickJobName(record),
-          { ...data, sessionId: record.sessionId },
+          { ...data, kind: record.kind, sessionId: record.sessionId },
           {
             jobId: bullJobId('selfpaced', record.kind, record.sessionId, record.loopId, firstDueAt),
             delay: Math.max(0, this.lead.jobAt(firstDueAt) - Date.now()),
