@@ -20,6 +20,14 @@ export const JOB_RETENTION: { removeOnComplete: KeepJobs; removeOnFail: KeepJobs
   removeOnFail: { count: 5000 },
 };
 
+/**
+ * Entries kept in the `ticks` queue's BullMQ event stream (`<queue>:events`; BullMQ's default is
+ * 10,000). Nothing in the product reads it (no `QueueEvents`); every job a schedule arms adds two
+ * entries, and 10,000 entries are ~0.9 MB per shard of Redis memory (docs/BENCHMARKS.md, scale).
+ * A `QueueEvents` an operator attaches still sees every event as it happens.
+ */
+export const TICKS_EVENTS_MAX_LEN = 1000;
+
 /** What a process opens its queues with (`openQueues` in scheduler/services.ts gives the product's). */
 export interface QueueSettings {
   /**
@@ -66,7 +74,10 @@ export class HermesQueues {
    * (docs/BENCHMARKS.md, "CLI start-up").
    */
   get ticks(): Queue {
-    return (this.ticksQueue ??= this.open(QUEUES.ticks, { settings: { repeatStrategy: this.settings.ticksRepeatStrategy } }));
+    return (this.ticksQueue ??= this.open(QUEUES.ticks, {
+      settings: { repeatStrategy: this.settings.ticksRepeatStrategy },
+      streams: { events: { maxLen: TICKS_EVENTS_MAX_LEN } },
+    }));
   }
 
   /** The `inbox` queue (user input, goal continuations), opened on first use. */
