@@ -1,10 +1,12 @@
 /**
  * Cron store benchmark: 10,000 cron jobs in a private Redis.
  *
- *   npx tsx ops/bench/cron-store.ts [--jobs 10000] [--parallel 50]
+ *   npx tsx ops/bench/cron-store.ts [--jobs 10000] [--parallel 50] [--stock-redis]
  *
- * Starts its own `redis-server` (AOF on, noeviction, as in production) in a
- * temporary folder — never a Redis it did not start — and measures:
+ * Starts its own `redis-server` (AOF on, noeviction, as in production; the encoding settings the
+ * product's own Redis has, or with `--stock-redis` redis-server's defaults: `HASH_LISTPACK_VALUE`
+ * in scheduler/store/redis/embedded-redis.ts) in a temporary folder — never a Redis it did not
+ * start — and measures:
  *  - add rate: `CronService.add` (record write + BullMQ job scheduler upsert), `--parallel` at a time;
  *  - Redis memory per job: `used_memory` after minus before, divided by the job count,
  *    and the part taken by the job records themselves (MEMORY USAGE of a sample);
@@ -12,7 +14,7 @@
  * Prints a Markdown table and writes `.bench-out/cron-store.json`.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Command } from 'commander';
@@ -32,6 +34,8 @@ function arg(name: string, def: number): number {
 
 const JOBS = arg('jobs', 10_000);
 const PARALLEL = arg('parallel', 50);
+/** redis-server's own encoding defaults instead of those of the Redis the product starts. */
+const STOCK = process.argv.includes('--stock-redis');
 const SCHEDULES = ['daily at 7am', 'weekdays at 9am', 'every 2h', '*/15 * * * *', 'every monday 9am', '0 18 * * 1-5', '30m', 'midnight'];
 const ZONES = ['Europe/Berlin', 'America/New_York', 'Asia/Tokyo', 'UTC'];
 
@@ -41,7 +45,7 @@ async function usedMemory(redis: RedisClient): Promise<number> {
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'hermes-bench-redis-'));
-const server = await startEmbeddedRedis({ dir });
+const server = await startEmbeddedRedis({ dir, stock: STOCK });
 const home = mkdtempSync(join(tmpdir(), 'hermes-bench-home-'));
 try {
   const config = loadConfig({ env: { HERMES_HOME: home }, overrides: { 'redis.url': server.url, log_level: 'warn', timezone: 'UTC' } });
@@ -75,6 +79,13 @@ try {
   let recordBytes = 0;
   for (const id of ids) recordBytes += Number(await redis.memory('USAGE', keys.cronJob(id)));
   const recordPerJob = recordBytes / ids.length;
+  // Reported at once: the list timings that follow take minutes on a loaded machine.
+  process.stderr.write(
+    `stored ${JOBS} jobs in ${(addMs / 1000).toFixed(2)} s; Redis memory per job ${((after - before) / JOBS / 1024).toFixed(2)} KiB, ` +
+      `of which the record ${(recordPerJob / 1024).toFixed(2)} KiB; load average ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}\n`,
+  );
 
   const timeList = async (args: string[]): Promise<number[]> => {
     const times: number[] = [];
@@ -115,6 +126,7 @@ try {
 
   const result = {
     jobs: JOBS,
+    stockRedis: STOCK,
     parallel: PARALLEL,
     cpus: cpus().length,
     node: process.version,
@@ -136,7 +148,7 @@ try {
     [
       `| measure | value |`,
       `|---|---|`,
-      `| jobs stored | ${result.jobs} |`,
+      `| jobs stored | ${result.jobs} (${STOCK ? 'redis-server defaults' : "the product's Redis settings"}) |`,
       `| add rate (${PARALLEL} in parallel) | ${result.addPerSecond} jobs/s (${result.addSeconds} s total) |`,
       `| Redis memory per job (all keys) | ${(result.memoryBytesPerJob / 1024).toFixed(2)} KiB |`,
       `| of which the job record | ${(result.recordBytesPerJob / 1024).toFixed(2)} KiB |`,

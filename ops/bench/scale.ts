@@ -2,10 +2,12 @@
  * Benchmark (not a test): what a stored loop costs in Redis memory, and how
  * ticks spread over a Redis Cluster with the sharded key space.
  *
- *   npx tsx ops/bench/scale.ts [--loops 100000] [--parallel 100] [--session-prefix scale-] [--json]
+ *   npx tsx ops/bench/scale.ts [--loops 100000] [--parallel 100] [--session-prefix scale-] [--stock-redis] [--json]
  *   npx tsx ops/bench/scale.ts --cluster [--loops 500] [--seconds 20] [--shards 1,3,6]
  *
- * Starts its own `redis-server` (AOF off, `noeviction`) in a temporary folder —
+ * Starts its own `redis-server` (AOF off, `noeviction`; the encoding settings the product's own
+ * Redis has, or with `--stock-redis` redis-server's defaults, as an operator's Redis may have them:
+ * `HASH_LISTPACK_VALUE` in scheduler/store/redis/embedded-redis.ts) in a temporary folder —
  * never a Redis it did not start — and stores `--loops` active loops the way
  * `hermes loop` does (versioned record + index entry, then the BullMQ job
  * scheduler and its pending delayed job), every one a 1 h fixed loop on its own
@@ -53,6 +55,8 @@ const PARALLEL = arg('parallel', 100);
 const SESSION_PREFIX = process.argv.includes('--session-prefix') ? process.argv[process.argv.indexOf('--session-prefix') + 1]! : 'scale-';
 const JSON_OUT = process.argv.includes('--json');
 const CLUSTER = process.argv.includes('--cluster');
+/** redis-server's own encoding defaults instead of those of the Redis the product starts. */
+const STOCK = process.argv.includes('--stock-redis');
 
 async function usedMemory(redis: RedisClient): Promise<number> {
   const info = await redis.info('memory');
@@ -61,7 +65,7 @@ async function usedMemory(redis: RedisClient): Promise<number> {
 
 async function memory(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'hermes-bench-redis-'));
-  const server = await startEmbeddedRedis({ dir, appendonly: false });
+  const server = await startEmbeddedRedis({ dir, appendonly: false, stock: STOCK });
   const home = mkdtempSync(join(tmpdir(), 'hermes-bench-home-'));
   try {
     const config = loadConfig({ env: { HERMES_HOME: home }, overrides: { 'redis.url': server.url, log_level: 'warn' } });
@@ -73,7 +77,7 @@ async function memory(): Promise<void> {
     await queues.ticks.waitUntilReady();
     const before = await usedMemory(redis);
     process.stderr.write(
-      `storing ${LOOPS} loops, ${PARALLEL} at a time; load average ${loadavg()
+      `storing ${LOOPS} loops, ${PARALLEL} at a time (${STOCK ? 'stock' : "the product's"} Redis settings); load average ${loadavg()
         .map((l) => l.toFixed(2))
         .join(' ')}\n`,
     );
@@ -134,6 +138,7 @@ async function memory(): Promise<void> {
       console.log(
         JSON.stringify({
           loops: LOOPS,
+          stock_redis: STOCK,
           bytes_per_loop: Math.round(perLoop),
           store_rate_per_s: Math.round(rate),
           record_bytes: usage.record,
@@ -145,7 +150,7 @@ async function memory(): Promise<void> {
       );
     } else {
       console.log('| measure | value |\n|---|---|');
-      console.log(`| loops stored | ${LOOPS} |`);
+      console.log(`| loops stored | ${LOOPS} (${STOCK ? 'redis-server defaults' : "the product's Redis settings"}) |`);
       console.log(`| store rate (${PARALLEL} in parallel) | ${rate.toFixed(0)} loops/s (${seconds.toFixed(1)} s) |`);
       console.log(`| Redis memory per loop (all keys) | ${perLoop.toFixed(0)} B (${(perLoop / 1024).toFixed(2)} KiB) |`);
       for (const [name, bytes] of Object.entries(usage))

@@ -1,6 +1,7 @@
 /**
  * A private `redis-server` from PATH: AOF on, `noeviction`, its files made with umask 077
- * (0600 files, 0700 folders). `hermes up` runs one on a unix socket with a password
+ * (0600 files, 0700 folders), and hash values up to {@link HASH_LISTPACK_VALUE} bytes in
+ * the small encoding. `hermes up` runs one on a unix socket with a password
  * (`embedded-supervisor.ts`); tests and benchmarks run them on a free loopback port.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -9,6 +10,15 @@ import { join } from 'node:path';
 import { openRedisClient, type RedisTopology } from './connection-factory.ts';
 import { StoreUnavailableError } from '../../errors/store-unavailable-error.ts';
 import { ensurePrivateDir } from '../../private-files.ts';
+
+/**
+ * `hash-max-listpack-value` of the servers started here (redis-server's default: 64). The job hash
+ * BullMQ writes for each schedule's pending job holds its options as one JSON value of 180–300
+ * bytes, so under the default every such hash is a hashtable (~780 B for a loop's, ~490 B as a
+ * listpack; docs/BENCHMARKS.md, scale). Only the servers the product starts set it: an operator's
+ * Redis is used as configured. Passed as `hash-max-ziplist-value`, the name Redis 6 knows too.
+ */
+export const HASH_LISTPACK_VALUE = 512;
 
 /** A running server. */
 export interface EmbeddedRedis {
@@ -62,6 +72,8 @@ async function kernelFreePort(): Promise<number> {
  * @param options.password - `requirepass`, handed over on the server's stdin (never on its command line)
  * @param options.appendonly - AOF on (default true); tests turn it off for speed
  * @param options.startTimeoutMs - how long to wait for PONG (default 10000)
+ * @param options.stock - redis-server's own encoding defaults instead of {@link HASH_LISTPACK_VALUE}
+ *   (a benchmark's figures for an operator's Redis)
  * @throws StoreUnavailableError when `redis-server` is not on PATH or does not answer
  */
 export async function startEmbeddedRedis(options: {
@@ -71,6 +83,7 @@ export async function startEmbeddedRedis(options: {
   password?: string;
   appendonly?: boolean;
   startTimeoutMs?: number;
+  stock?: boolean;
 }): Promise<EmbeddedRedis> {
   ensurePrivateDir(options.dir);
   const port = options.socket ? 0 : (options.port ?? (await freePort()));
@@ -90,6 +103,7 @@ export async function startEmbeddedRedis(options: {
     '',
     '--maxmemory-policy',
     'noeviction',
+    ...(options.stock ? [] : ['--hash-max-ziplist-value', String(HASH_LISTPACK_VALUE)]),
     '--logfile',
     'redis.log',
     '--daemonize',
