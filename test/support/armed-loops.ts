@@ -1,6 +1,6 @@
 /** Loops stored and armed straight through the store, for tests of many ticks at a set due time. */
-import { createLoop } from '../../scheduler/loop/loop-state.ts';
 import type { RunnerSpec } from '../../scheduler/session/origin.ts';
+import { loopFixture } from './record-fixtures.ts';
 import type { TestClients } from './stack.ts';
 
 /** Store and arm a loop every `intervalSeconds`, its first tick due at `firstDueAt`. */
@@ -11,20 +11,7 @@ export async function addLoop(
   firstDueAt: number,
   intervalSeconds = 60,
 ): Promise<void> {
-  const record = createLoop({
-    kind: 'loop',
-    loopId: `l-${sessionId}`,
-    sessionId,
-    prompt: 'check',
-    intervalSeconds,
-    times: null,
-    until: null,
-    maxTicks: 0,
-    selfPacedFloorSeconds: 60,
-    runner,
-    origin: { surface: 'cli' },
-    now: Date.now(),
-  });
+  const record = loopFixture({ loopId: `l-${sessionId}`, sessionId, intervalSeconds, runner, now: Date.now() });
   const stored = await c.loops.put(record, 'any');
   await c.loops.arm(stored!, firstDueAt);
 }
