@@ -125,7 +125,7 @@ export function runStoreFor(config: HermesConfig, redis: RedisClient, keys: Keys
   return new RunStore(redis, keys, config.gateway.run_ttl_seconds);
 }
 
-/** The cron job records, runs and BullMQ side (`cron.history_limit`, `worker.occurrence_window_seconds`, `cron.retry_backoff_seconds`). */
+/** The cron job records, runs and BullMQ side (`cron.history_limit`, `worker.occurrence_window_seconds`, `cron.retry_backoff_seconds`, `cron.prefetch_lead_ms`). */
 export function cronStoreFor(config: HermesConfig, conn: StoreConnection, log?: Logger): CronStore {
   return new CronStore(conn.redis, conn.keys, conn.queues, {
     replicaAck: replicaAckFor(config, log),
@@ -133,6 +133,7 @@ export function cronStoreFor(config: HermesConfig, conn: StoreConnection, log?: 
     occurrenceWindowMs: config.worker.occurrence_window_seconds * 1000,
     retryBackoffMs: config.cron.retry_backoff_seconds * 1000,
     eventsMaxLen: config.worker.events_max_entries,
+    prefetchLeadMs: config.cron.prefetch_lead_ms,
   });
 }
 

@@ -166,7 +166,13 @@ describe('--misfire all after an outage (docs/CRON.md, "Backfill"; Temporal\'s c
     // occurrences at +2, +4, +6 and +8 s are missed, 7, 5, 3 and 1 s late then; +2 is beyond the window
     // (and only gets later), +6 inside it by 3 s, time for a slow worker start (+4 may go either way);
     // BullMQ holds only +2.
-    const { env, api } = setup(cleanups, { 'cron.min_interval_seconds': 1, 'cron.misfire_grace_min_seconds': 1.5 });
+    // Without the prefetch lead, so that BullMQ holds only +2 (with a lead of 1 s the late pick-up also queues +10
+    // on its own, `skippedByLead`, which then races the catch-ups for the job's lock).
+    const { env, api } = setup(cleanups, {
+      'cron.min_interval_seconds': 1,
+      'cron.misfire_grace_min_seconds': 1.5,
+      'cron.prefetch_lead_ms': 0,
+    });
     const cli = { origin: { surface: 'cli' as const }, trusted: true };
     const job = await api.service.add({ schedule: 'every 2s', prompt: 'catch up', misfire: 'all', catchup_window: '6s' }, cli);
     expect(job).toMatchObject({ misfire: 'all', catchup_window_seconds: 6 });

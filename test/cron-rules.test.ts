@@ -13,7 +13,14 @@ import { AFTER_ONLY_SCHEDULE } from '../scheduler/cron/cron-after.ts';
 import { configDefaults } from '../scheduler/config/config.ts';
 import { applyRun as applyRunWith, pauseCronJob, resumeCronJob, type CronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
 import { catchUpsAfter, decideOccurrence, graceWindowMs, ON_TIME_TOLERANCE_MS, type OccurrenceTrigger } from '../scheduler/cron/misfire.ts';
-import { cronRepeatStrategy, decodePattern, encodePattern } from '../scheduler/cron/repeat-strategy.ts';
+import {
+  cronRepeatStrategy,
+  decodePattern,
+  encodePattern,
+  leadFor,
+  patternLead,
+  skippedByLead,
+} from '../scheduler/cron/repeat-strategy.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 import { cronJobFixture } from './support/record-fixtures.ts';
 
@@ -390,5 +397,47 @@ describe('next occurrences remembered for an aligned burst answer only inside th
     expect(next(daily, '2026-06-01T06:00:00Z', 'UTC')).toBe('2026-06-01T09:00:00Z');
     expect(next(sixField, '2026-06-01T07:00:00Z')).toBe('2026-06-01T07:00:30Z');
     expect(next(sixField, '2026-06-01T07:00:30Z')).toBe('2026-06-02T07:00:30Z');
+  });
+});
+
+describe('the prefetch lead of a cron job scheduler (repeat-strategy.ts)', () => {
+  const t = (iso: string) => Date.parse(iso);
+  const daily = decodePattern('0 9 * * *');
+
+  it('jobs are released the lead before each occurrence; the strategy answers the next one from a pick-up on time', () => {
+    const pattern = encodePattern(daily, 10_000);
+    expect(pattern).toBe('lead:10000:0 9 * * *');
+    expect(patternLead(pattern)).toEqual({ leadMs: 10_000, pattern: '0 9 * * *' });
+    expect(patternLead('0 9 * * *')).toEqual({ leadMs: 0, pattern: '0 9 * * *' });
+    expect(decodePattern(pattern)).toEqual(daily);
+    expect(encodePattern(decodePattern('jitter:5:2000:0 9 * * *'), 3_000)).toBe('lead:3000:jitter:5:2000:0 9 * * *');
+    const opts = { pattern, tz: 'UTC' };
+    // Armed at 08:00: the first job at 08:59:50; picked up then (a few ms late), the next at 08:59:50 the day after.
+    expect(isoUtc(cronRepeatStrategy(t('2026-06-01T08:00:00Z'), opts)!)).toBe('2026-06-01T08:59:50Z');
+    expect(isoUtc(cronRepeatStrategy(t('2026-06-01T08:59:50.020Z'), opts)!)).toBe('2026-06-02T08:59:50Z');
+    // Armed within the lead of an occurrence: the scheduler starts at the one after it (that one gets its own job).
+    expect(isoUtc(cronRepeatStrategy(t('2026-06-01T08:59:55Z'), opts)!)).toBe('2026-06-02T08:59:50Z');
+    expect(() => patternLead('lead:x:0 9 * * *')).toThrow('bad lead pattern');
+  });
+
+  it('the lead is at most half the shortest period ahead; 0 stays 0', () => {
+    const now = t('2026-06-01T00:00:00Z');
+    expect(leadFor(daily, 'UTC', 10_000, now)).toBe(10_000);
+    expect(leadFor(decodePattern('*/2 * * * * *'), 'UTC', 10_000, now)).toBe(1_000);
+    expect(leadFor(decodePattern('0 9,10 * * *'), 'UTC', 3_600_000, now)).toBe(1_800_000);
+    expect(leadFor(decodePattern('every:20000:0'), 'UTC', 10_000, now)).toBe(10_000);
+    expect(leadFor(decodePattern('every:19998:0'), 'UTC', 10_000, now)).toBe(9_999);
+    expect(leadFor(daily, 'UTC', 0, now)).toBe(0);
+  });
+
+  it('a pick-up later than the lead allows names the occurrence the scheduler left out; one on time names none', () => {
+    const minutely = decodePattern('0 * * * * *');
+    const due = t('2026-06-01T09:00:00Z');
+    // On time (fetched 10 s early, or any time up to the due time less nothing): the scheduler's next is the next one.
+    expect(skippedByLead(minutely, 'UTC', 10_000, due, due - 10_000)).toBeUndefined();
+    expect(skippedByLead(minutely, 'UTC', 10_000, due, due + 49_999)).toBeUndefined();
+    // Fetched 55 s late: the scheduler answers after 09:01:05 (09:02); 09:01 is left out.
+    expect(isoUtc(skippedByLead(minutely, 'UTC', 10_000, due, due + 55_000)!)).toBe('2026-06-01T09:01:00Z');
+    expect(skippedByLead(minutely, 'UTC', 0, due, due + 55_000)).toBeUndefined();
   });
 });

@@ -443,8 +443,34 @@ describe.concurrent('F11: after a restart nothing fires before it is due', () =>
     ).toEqual({ action: 'wait', untilMs: due });
   });
 
-  it('a job that reaches a worker before it is due (promoted early) runs only at its due time, once', async ({ cleanups, expect }) => {
+  it('the prefetch lead: a job scheduler releases each occurrence a lead early (half a short period); the worker holds it and starts on the due time', async ({
+    cleanups,
+    expect,
+  }) => {
     const { api, worker, runsOf } = setup(cleanups);
+    const w = await worker();
+    // Every 4 s: the lead is half the period, 2 s (cron.prefetch_lead_ms 10 s is more than that).
+    const job = await api.service.add({ schedule: 'every 4s', prompt: 'on the dot', tz: 'UTC', repeat: 2 }, cli);
+    const scheduler = await api.queues.ticks.getJobScheduler(`cron:${job.id}`);
+    expect(scheduler?.pattern).toMatch(/^lead:2000:every:4000:/);
+    const due = (await api.store.schedulerNext(job.id))!;
+    expect(Number(scheduler!.next)).toBe(due - 2_000);
+    const id = `repeat:cron:${job.id}:${due - 2_000}`;
+    await waitFor(async () => (await api.queues.ticks.getJob(id))?.isActive(), 10_000, 'the worker to take the job before it is due');
+    expect(Date.now()).toBeLessThan(due); // taken early …
+    expect((await runsOf(job.id)).filter((r) => r.due_at === due)).toEqual([]); // … and held, not run
+    await waitFor(async () => (await api.store.get(job.id))?.state === 'completed', 15_000, 'the job to complete');
+    const runs = (await runsOf(job.id)).filter((r) => r.status === 'ok');
+    expect(runs.map((r) => r.due_at)).toContain(due);
+    for (const r of runs) expect(r.started_at!).toBeGreaterThanOrEqual(r.due_at);
+    expect(w.results.filter((r) => r.occurrenceId === `cron:${job.id}:${due}`)).toEqual([
+      { outcome: 'ran', occurrenceId: `cron:${job.id}:${due}`, status: 'ok' },
+    ]);
+  });
+
+  it('a job that reaches a worker before it is due (promoted early) runs only at its due time, once', async ({ cleanups, expect }) => {
+    // Without the prefetch lead, so the job's time is its due time (the lead: "the prefetch lead" below).
+    const { api, worker, runsOf } = setup(cleanups, { 'cron.prefetch_lead_ms': 0 });
     const w = await worker();
     const job = await api.service.add(
       { schedule: `${new Date(Date.now() + 3_000).getUTCSeconds()} * * * * *`, prompt: 'at due time', tz: 'UTC', repeat: 1 },
@@ -573,7 +599,7 @@ describe.concurrent('pause and remove with the next job already waiting', () => 
 
 describe('the worker side of the job scheduler', () => {
   it('computes the next iteration with croner in the job zone (repeatStrategy on the Worker)', async ({ cleanups, expect }) => {
-    const { api, worker, runsOf } = setup(cleanups);
+    const { api, worker, runsOf } = setup(cleanups, { 'cron.prefetch_lead_ms': 0 }); // job times are due times
     await worker();
     const job = await api.service.add({ schedule: '0 8 * * *', prompt: 'morning', tz: 'Europe/Warsaw' }, cli);
     const [first, second] = nextOccurrences(job.schedule, job.tz, job.created_at, 2);
@@ -611,7 +637,10 @@ describe('the worker side of the job scheduler', () => {
 
   it('--overlap queue defers an occurrence due during a run instead of skipping it', async ({ cleanups, holds, expect }) => {
     const held = await heldModel(cleanups, holds);
-    const { api, worker, runsOf } = setup(cleanups, { 'agent.base_url': held.model.baseUrl });
+    // Without the prefetch lead: with it, the occurrence due next after the run ends is held to the millisecond and
+    // may find the lock free before a waiting one looks again — it then runs and the waiting ones coalesce into it,
+    // as docs/CRON.md says; this test pins the waiting one's path.
+    const { api, worker, runsOf } = setup(cleanups, { 'agent.base_url': held.model.baseUrl, 'cron.prefetch_lead_ms': 0 });
     await worker(4);
     const job = await api.service.add({ schedule: 'every 1s', prompt: 'slow', overlap: 'queue', repeat: 2 }, cli);
     // The first run lasts until an occurrence due during it was picked up and put back to wait

@@ -227,8 +227,8 @@ async function productBurst(url: string, n: number, phase: 'noop' | 'agent', mod
   const stats0 = COMMAND_STATS ? await commandStats(redis) : undefined;
   const profiler = CPU_PROFILE && phase === 'noop' ? await startProfile() : undefined;
   const own0 = process.cpuUsage();
-  let rss = process.memoryUsage().rss;
-  const rssTimer = setInterval(() => (rss = Math.max(rss, process.memoryUsage().rss)), 100);
+  let rss = process.memoryUsage.rss();
+  const rssTimer = setInterval(() => (rss = Math.max(rss, process.memoryUsage.rss())), 100);
   const deadline = at + 120_000 + (phase === 'agent' ? MODEL_LATENCY_MS * 4 : 0);
   while (commits.length < n && Date.now() < deadline) await sleep(50);
   const cpu1 = await redisCpuSeconds(redis);

@@ -583,9 +583,10 @@ const SECTIONS = {
              */
             /**
              * Ticks a worker process holds before they are due (fetched `prefetch_lead_ms` early and
-             * started on time): an aligned burst starts on time when the whole burst fits. @defaultValue 4096
+             * started on time): an aligned burst starts on time when the whole burst fits — 10,000 cron jobs at
+             * the top of the hour do (~8 KB of heap each). @defaultValue 16384
              */
-            max_held_ticks: positiveInt(4096),
+            max_held_ticks: positiveInt(16_384),
             /**
              * Turns of the `agent` pool one worker process runs at once: agent turns of loops, heartbeats
              * and cron jobs with their judges, chat messages, goal continuations, `/v1` runs. Lower it to what
@@ -956,6 +957,15 @@ const SECTIONS = {
          * job sets `--catchup-window` (at most `max_backfill_occurrences` of them, the newest). @defaultValue 86400
          */
         catchup_window_seconds: z._default(z.coerce.number().check(z.int()).check(z.gte(1)), 86_400),
+        /**
+         * A scheduled cron occurrence's job is released to the queue this many ms before it is due, and the
+         * worker that takes it holds it and starts its turn on the due time (as `worker.prefetch_lead_ms` does
+         * for loops): longer than a loop's, because the top of the hour puts thousands of cron jobs on one
+         * instant and one worker fetches them at a few thousand a second (docs/BENCHMARKS.md, "Top of the
+         * hour"). The rule: `scheduler/cron/repeat-strategy.ts`. 0: released when due; at most 30000 (a worker
+         * holds a job at most 30 s before it is due, `MAX_IN_PROCESS_WAIT_MS`). @defaultValue 10000
+         */
+        prefetch_lead_ms: z._default(z.coerce.number().check(z.int()).check(z.gte(0)).check(z.lte(30_000)), 10_000),
         /** Time a webhook target has to answer, in seconds. @defaultValue 10 */
         webhook_timeout_seconds: seconds(10),
         /**

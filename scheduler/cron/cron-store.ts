@@ -35,7 +35,8 @@ import type { HermesQueues } from '../store/queues.ts';
 import { parseStreamEntry } from '../session/session-store.ts';
 import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
 import { cronOccurrenceId, cronSessionId, readCronJob, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
-import { encodePattern } from './repeat-strategy.ts';
+import { encodePattern, leadFor, patternLead } from './repeat-strategy.ts';
+import { nextOccurrence } from './cron-engine.ts';
 import { bufferPlace } from './overlap-buffer.ts';
 import { lexRange } from '../store/lex-index.ts';
 import { ensureOrder } from '../store/order-repair.ts';
@@ -49,8 +50,10 @@ export interface CronTickData {
   jobId: string;
   /** Job generation the occurrence belongs to. */
   generation: number;
-  /** Due time for one-shot and manual jobs; scheduler jobs carry it in their id. */
+  /** Due time for one-shot and manual jobs; scheduler jobs carry it in their id, less `leadMs`. */
   dueAt?: number;
+  /** A job scheduler's jobs: the prefetch lead they are released with, ms (`repeat-strategy.ts`; absent: 0). */
+  leadMs?: number;
   /** A manual run (`hermes cron run`, `resume --run-now`). */
   manual?: boolean;
   /** A backfilled occurrence (`hermes cron backfill`), due at `dueAt`. */
@@ -107,6 +110,8 @@ export interface CronStoreSettings {
   eventsMaxLen: number;
   /** Replicas a run's commit waits for (`redis.wait_replicas`); none when absent. */
   replicaAck?: ReplicaAck;
+  /** How long before its due time a scheduled occurrence's job is released, ms (`cron.prefetch_lead_ms`; `repeat-strategy.ts`). */
+  prefetchLeadMs: number;
 }
 
 /** Records, history and BullMQ jobs of cron jobs. */
@@ -277,36 +282,52 @@ export class CronStore {
           {
             ...opts,
             jobId: this.keys.cronOnceJobId(job.id, dueAt),
-            delay: Math.max(0, dueAt - now),
+            delay: Math.max(0, dueAt - this.settings.prefetchLeadMs - now),
           },
         );
       } else {
+        const lead = leadFor(job.schedule, job.tz, this.settings.prefetchLeadMs, now);
         await ticks.upsertJobScheduler(
           this.keys.cronSchedulerId(job.id),
-          { pattern: encodePattern(job.schedule), tz: job.tz },
-          { name: CRON_TICK_JOB_NAME, data, opts },
+          { pattern: encodePattern(job.schedule, lead), tz: job.tz },
+          { name: CRON_TICK_JOB_NAME, data: lead > 0 ? { ...data, leadMs: lead } : data, opts },
         );
         // BullMQ computes a scheduler's first job from the time of the upsert. When the
         // occurrence the record announces (`next_run_at`, computed before the record was
-        // written) has passed by then — a slow store, a busy machine — the scheduler starts
-        // at the one after it; that occurrence gets its own job, so it still runs (late,
-        // under the misfire policy) instead of silently never running.
+        // written) has passed by then — a slow store, a busy machine — or is due within the
+        // prefetch lead, the scheduler starts at the one after it; that occurrence gets its
+        // own job, so it still runs (late, under the misfire policy) instead of silently never running.
+        // With a lead, the scheduler also leaves out an occurrence due within the lead from now (at most one: the
+        // lead is at most half the period, `leadFor`), which gets its own job in the same way.
         const first = job.next_run_at;
         const schedulerFirst = first === null ? undefined : await this.schedulerNext(job.id);
         if (first !== null && schedulerFirst !== undefined && schedulerFirst > first) {
-          await ticks.add(
-            CRON_TICK_JOB_NAME,
-            { ...data, dueAt: first },
-            {
-              ...opts,
-              jobId: this.keys.cronPassedFirstJobId(job.id, first),
-              delay: Math.max(0, first - Date.now()),
-            },
-          );
+          await this.addPassedOccurrence(job, first);
+          const withinLead = lead > 0 ? nextOccurrence(job.schedule, job.tz, Math.max(first, Date.now())) : undefined;
+          if (withinLead !== undefined && withinLead < schedulerFirst) await this.addPassedOccurrence(job, withinLead);
         }
       }
     } catch (err) {
       throw new StoreUnavailableError(`Redis did not take the schedule of cron job ${job.id}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  /**
+   * A job of its own for an occurrence of a scheduled job its job scheduler will not make (`arm` above; a pick-up
+   * later than the prefetch lead allows: `skippedByLead`), released a lead before it is due. One per occurrence: its
+   * id names the occurrence.
+   * @throws StoreUnavailableError when Redis refused it
+   */
+  async addPassedOccurrence(job: Pick<CronJob, 'id' | 'generation'>, dueAt: number): Promise<void> {
+    const data: CronTickData = { type: 'cron-tick', jobId: job.id, generation: job.generation, dueAt };
+    try {
+      await this.queues.forCronJob(job.id).ticks.add(CRON_TICK_JOB_NAME, data, {
+        ...this.retryOptions,
+        jobId: this.keys.cronPassedFirstJobId(job.id, dueAt),
+        delay: Math.max(0, dueAt - this.settings.prefetchLeadMs - Date.now()),
+      });
+    } catch (err) {
+      throw new StoreUnavailableError(`Redis did not take an occurrence of cron job ${job.id}: ${(err as Error).message}`, { cause: err });
     }
   }
 
@@ -509,10 +530,10 @@ export class CronStore {
     return await this.redis.smembers(this.keys.cronChildren(parentId));
   }
 
-  /** Epoch ms of the job scheduler's pending job, or `undefined` when there is no scheduler. */
+  /** Epoch ms the job scheduler's pending job is due (its time plus the lead), or `undefined` when there is no scheduler. */
   async schedulerNext(id: string): Promise<number | undefined> {
     const s = await this.queues.forCronJob(id).ticks.getJobScheduler(this.keys.cronSchedulerId(id));
-    return s?.next !== undefined && s.next !== null ? Number(s.next) : undefined;
+    return s?.next !== undefined && s.next !== null ? Number(s.next) + (s.pattern ? patternLead(s.pattern).leadMs : 0) : undefined;
   }
 
   /** Whether a one-shot's delayed job exists. */

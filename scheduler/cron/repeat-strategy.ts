@@ -18,26 +18,86 @@
  * occurrence after the pick-up: missed occurrences coalesce into one, which the
  * worker then runs late, catches up once or skips (see misfire.ts).
  *
+ * The prefetch lead (`cron.prefetch_lead_ms`, at most half the schedule's shortest period: `leadFor`),
+ * written here only: a scheduler armed with a lead releases each occurrence's job `leadMs` before it is due (`lead:<ms>:<pattern>`), so that at the
+ * top of the hour the worker has fetched the burst before it is due and starts each turn on the due
+ * time (it holds the job until then: `worker/cron/cron-tick-jobs.ts`). A job's time is then always
+ * "due minus the lead" (`dueAtOfJob`), and the strategy answers the next occurrence strictly after
+ * `millis + leadMs`, minus the lead. What that leaves out, each made good by a job of its own for the
+ * occurrence (the "passed first" job, `CronStore.arm`):
+ *  - at arming, an occurrence due within the lead (the first job would be released in the past);
+ *  - at a pick-up later than the lead allows (a worker outage), an occurrence due between the pick-up
+ *    and the pick-up plus the lead (`skippedByLead`).
+ * A scheduler armed before the lead existed, or with 0, has no prefix and no lead.
+ *
  * Both the `ticks` Queue and every Worker of the `ticks` queue must be created
  * with `settings: { repeatStrategy: cronRepeatStrategy }`: the Queue through
  * `openQueues` (scheduler/services.ts), which hands it to store/queues.ts.
  */
 import type { RepeatOptions } from 'bullmq';
-import { nextOccurrence, type CronSchedule } from './cron-engine.ts';
+import { nextOccurrence, nextOccurrences, type CronSchedule } from './cron-engine.ts';
 
 const EVERY_PREFIX = 'every:';
+/** A schedule whose jobs are released before they are due: `lead:<ms>:<pattern>` (outermost). */
+const LEAD_PREFIX = 'lead:';
 /** A jittered schedule: `jitter:<seconds>:<offsetMs>:<pattern of the unshifted schedule>`. */
 const JITTER_PREFIX = 'jitter:';
 
-/** The `pattern` string a schedule is stored under in its BullMQ job scheduler. */
-export function encodePattern(schedule: CronSchedule): string {
+/**
+ * The `pattern` string a schedule is stored under in its BullMQ job scheduler.
+ * @param leadMs - the prefetch lead its jobs are released with (the rule above); 0: none
+ */
+export function encodePattern(schedule: CronSchedule, leadMs = 0): string {
   if (schedule.kind === 'once' || schedule.kind === 'after') throw new Error(`${schedule.kind} cron jobs have no job scheduler`);
   const own = schedule.kind === 'interval' ? `${EVERY_PREFIX}${schedule.everyMs}:${schedule.anchorMs}` : schedule.expression;
-  return schedule.jitter ? `${JITTER_PREFIX}${schedule.jitter.seconds}:${schedule.jitter.offsetMs}:${own}` : own;
+  const shifted = schedule.jitter ? `${JITTER_PREFIX}${schedule.jitter.seconds}:${schedule.jitter.offsetMs}:${own}` : own;
+  return leadMs > 0 ? `${LEAD_PREFIX}${leadMs}:${shifted}` : shifted;
 }
 
-/** The schedule a stored `pattern` stands for (inverse of `encodePattern`). */
+/**
+ * The lead a schedule's jobs are released with: the configured one, at most half the shortest time
+ * between its next occurrences (`LEAD_SAMPLE` of them), so the job of one occurrence is never
+ * released before the one before it is due — a job scheduler keeps one pending job, as without a lead.
+ * @param leadMs - `cron.prefetch_lead_ms`
+ */
+export function leadFor(schedule: CronSchedule, tz: string, leadMs: number, now: number): number {
+  if (leadMs === 0) return 0;
+  const times = nextOccurrences(schedule, tz, now, LEAD_SAMPLE);
+  let shortest = Infinity;
+  for (let i = 1; i < times.length; i++) shortest = Math.min(shortest, times[i]! - times[i - 1]!);
+  return Math.max(0, Math.min(leadMs, Math.floor(shortest / 2)));
+}
+
+/** Occurrences whose gaps bound the lead (`leadFor`). */
+const LEAD_SAMPLE = 8;
+
+/** The prefetch lead a stored `pattern` releases its jobs with, ms (0: none), and the pattern without it. */
+export function patternLead(pattern: string): { leadMs: number; pattern: string } {
+  if (!pattern.startsWith(LEAD_PREFIX)) return { leadMs: 0, pattern };
+  const end = pattern.indexOf(':', LEAD_PREFIX.length);
+  const leadMs = Number(pattern.slice(LEAD_PREFIX.length, end));
+  if (end < 0 || !Number.isInteger(leadMs) || leadMs < 0) throw new Error(`bad lead pattern ${pattern}`);
+  return { leadMs, pattern: pattern.slice(end + 1) };
+}
+
+/**
+ * The occurrence a pick-up later than the lead allows leaves without a job (the rule above): the job
+ * scheduler, asked at `pickedUpAt` for the job after the one due at `dueAt`, answers the first
+ * occurrence after `pickedUpAt + leadMs`; the one BullMQ would have made without a lead is the first
+ * after `pickedUpAt`. When they differ, the earlier one needs a job of its own.
+ * @param leadMs - the lead the job was released with (its data's `leadMs`)
+ * @returns its due time, epoch ms, or `undefined` when the scheduler's next job is it
+ */
+export function skippedByLead(schedule: CronSchedule, tz: string, leadMs: number, dueAt: number, pickedUpAt: number): number | undefined {
+  if (leadMs === 0 || pickedUpAt + leadMs <= dueAt) return undefined;
+  const expected = nextOccurrence(schedule, tz, Math.max(dueAt, pickedUpAt));
+  const made = nextOccurrence(schedule, tz, Math.max(dueAt, pickedUpAt + leadMs));
+  return expected !== undefined && expected !== made ? expected : undefined;
+}
+
+/** The schedule a stored `pattern` stands for (inverse of `encodePattern`; the lead is not part of it). */
 export function decodePattern(pattern: string): CronSchedule {
+  if (pattern.startsWith(LEAD_PREFIX)) return decodePattern(patternLead(pattern).pattern);
   if (pattern.startsWith(JITTER_PREFIX)) {
     // Stryker disable next-line Regex: the prefix is checked above and `(.*)` with `s` reaches the end, so neither anchor changes a match.
     const m = /^jitter:(\d+):(\d+):(.*)$/s.exec(pattern);
@@ -56,14 +116,16 @@ export function decodePattern(pattern: string): CronSchedule {
 
 /**
  * BullMQ repeat strategy: the first occurrence strictly after `millis` in the
- * scheduler's zone (`opts.tz`, UTC when absent).
+ * scheduler's zone (`opts.tz`, UTC when absent); with a lead, the time its job is released.
  * @returns epoch ms, or `undefined` when the schedule has no further occurrence
  *   (BullMQ then adds no job)
  */
 export function cronRepeatStrategy(millis: number, opts: RepeatOptions): number | undefined {
   if (!opts.pattern) return undefined;
   try {
-    return nextOccurrence(decodePattern(opts.pattern), opts.tz ?? 'UTC', millis);
+    const { leadMs, pattern } = patternLead(opts.pattern);
+    const next = nextOccurrence(decodePattern(pattern), opts.tz ?? 'UTC', millis + leadMs);
+    return next === undefined ? undefined : next - leadMs;
   } catch {
     // An invalid pattern cannot reach the store (the grammar validates first); if one
     // does, the scheduler stops instead of crashing the worker.

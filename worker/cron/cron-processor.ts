@@ -60,6 +60,10 @@ import type { CronStore, CronTickData, OccurrenceRef } from '../../scheduler/cro
 import { withNotice } from '../../scheduler/cron/cron-notice.ts';
 import { catchUpsAfter, decideOccurrence, graceWindowMs, type OccurrenceDecision } from '../../scheduler/cron/misfire.ts';
 import { schedulerJobMillis } from '../../scheduler/store/queues.ts';
+import { holdWritesThisTurn } from '../../scheduler/store/redis/connection-factory.ts';
+import { MAX_IN_PROCESS_WAIT_MS } from '../occurrence/due-time.ts';
+import { lazyChild } from '../../scheduler/logger.ts';
+import { skippedByLead } from '../../scheduler/cron/repeat-strategy.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 import { CONFLICT } from '../../scheduler/store/optimistic-retry.ts';
 import { decideOverlap } from './cron-gate.ts';
@@ -190,11 +194,26 @@ export async function cancelReplacedRun(job: Job<CronTickData>, deps: WorkerDeps
   await new CronPlan(deps, job, undefined, undefined).cancelReplacedRun();
 }
 
+/**
+ * Epoch ms the occurrence a cron tick job stands for is due: its own `dueAt` (one-shot, manual run, backfill,
+ * catch-up, passed first), else its job scheduler's time plus the prefetch lead (`repeat-strategy.ts`), else its creation.
+ */
+export function cronTickDueAt(job: Job<CronTickData>): number {
+  if (job.data.dueAt !== undefined) return job.data.dueAt;
+  const millis = schedulerJobMillis(job.id);
+  return millis === undefined ? job.timestamp : millis + (job.data.leadMs ?? 0);
+}
+
+/** Whether a job due at `dueAt` is held in this process until then (came by the prefetch lead), not put back. */
+export function heldUntilDue(dueAt: number): boolean {
+  return dueAt - Date.now() <= MAX_IN_PROCESS_WAIT_MS;
+}
+
 /** The occurrence a job stands for. */
 function occurrenceOf(deps: WorkerDeps, job: Job<CronTickData>): CronTick {
   const { jobId, generation, manual, backfill, after, afterAll } = job.data;
   const trigger: OccurrenceTrigger = after || afterAll ? 'after' : manual ? 'manual' : backfill ? 'backfill' : 'schedule';
-  const dueAt = job.data.dueAt ?? schedulerJobMillis(job.id) ?? job.timestamp;
+  const dueAt = cronTickDueAt(job);
   // A run after a parent's run is one per child and parent run, whenever it is queued (cron-handoff.ts); a run
   // after all its parents' runs, one per child and set of parent runs.
   const occurrenceId = afterAll
@@ -214,7 +233,7 @@ function occurrenceOf(deps: WorkerDeps, job: Job<CronTickData>): CronTick {
     occurrenceId,
     holder: job.id ?? occurrenceId,
     pickedAt: Date.now(),
-    log: deps.log.child({ cronJobId: jobId, occurrenceId }),
+    log: lazyChild(deps.log, { cronJobId: jobId, occurrenceId }),
   };
 }
 
@@ -228,7 +247,7 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
 
   constructor(
     private readonly deps: WorkerDeps,
-    job: Job<CronTickData>,
+    private readonly job: Job<CronTickData>,
     private readonly token: string | undefined,
     private readonly signal: AbortSignal | undefined,
   ) {
@@ -240,6 +259,9 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
       occurrenceId: tick.occurrenceId,
       ids: { scheduleId: tick.jobId },
       dueAt: tick.dueAt,
+      // Prefetch lead (`cron.prefetch_lead_ms`, `repeat-strategy.ts`): the job came early; the turn starts at the due
+      // time. One that came far earlier (promoted by hand) is left to the gate, which puts it back (`decideEarly`).
+      ...(heldUntilDue(tick.dueAt) ? { holdUntil: tick.dueAt } : {}),
       holder: tick.holder,
       log: tick.log,
       canDefer: token !== undefined,
@@ -255,6 +277,8 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
   async gate(waited: boolean): Promise<GateAnswer<CronGated, CronTickResult>> {
     const { deps, store, tick } = this;
     if (waited && this.signal?.aborted) return this.dropped('aborted');
+    // The occurrences of one instant wake together (one timer, `sleepUntil`): their reads leave in one write.
+    holdWritesThisTurn(deps.redis);
     const record = await store.get(tick.jobId);
     const now = Date.now();
     const grace = this.grace;
@@ -296,6 +320,7 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
         };
       }
     }
+    await this.makeGoodSkippedByLead(record);
     // A backfill or a catch-up runs oldest first: an occurrence waits while the one before it is still to run.
     if (tick.follows !== undefined && this.token !== undefined && (await store.isAhead(record.id, tick.follows))) {
       return { action: 'defer', reason: 'backfill-order', delayMs: deps.config.worker.defer_ms };
@@ -335,6 +360,21 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     const gated: CronGated =
       decision.action === 'skip' ? { mode: 'misfire-skip', record, decision, buffered } : { mode: 'run', record, decision, buffered };
     return { action: 'claim', gated, lock };
+  }
+
+  /**
+   * A job scheduler's job fetched later than its prefetch lead allows (a worker outage) made its next job past an
+   * occurrence due within the lead of the fetch: that occurrence gets a job of its own (`skippedByLead`).
+   */
+  private async makeGoodSkippedByLead(record: CronJob): Promise<void> {
+    const { job, tick } = this;
+    const leadMs = job.data.leadMs ?? 0;
+    if (leadMs === 0 || job.data.dueAt !== undefined || tick.trigger !== 'schedule' || !job.processedOn) return;
+    if (record.schedule.kind !== 'cron' && record.schedule.kind !== 'interval') return;
+    const missed = skippedByLead(record.schedule, record.tz, leadMs, tick.dueAt, job.processedOn);
+    if (missed === undefined) return;
+    await this.store.addPassedOccurrence(record, missed);
+    tick.log.info({ dueAt: missed }, 'cron occurrence within the prefetch lead of a late pick-up queued on its own');
   }
 
   private get grace() {
@@ -494,6 +534,7 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
   /** One commit attempt over the job's record as it is now (`applyRun`), with the version check. */
   async commit(_claimed: CronClaimed, { run, effects }: CronRan): Promise<CommitAnswer<CronCommitted, CronTickResult>> {
     const { deps, store, tick } = this;
+    holdWritesThisTurn(deps.redis); // the commits of turns that end together leave in one write
     const current = await store.get(tick.jobId);
     if (!current) return this.dropped('removed');
     // The spend joins the job's totals, the watch's digest is kept, a token budget pauses: in this one commit.
