@@ -130,6 +130,7 @@ describe('layout', () => {
     'scheduler/goal/goal-state.ts',
     'scheduler/goal/goal-command.ts',
     'scheduler/cron/cron-job.ts',
+    'scheduler/cron/cron-record-codec.ts',
     'scheduler/cron/misfire.ts',
     'scheduler/cron/jitter.ts',
     'scheduler/cron/cron-engine.ts',

@@ -16,7 +16,8 @@ import {
 } from '../scheduler/economy/notify.ts';
 import { parseEconomyValue } from '../scheduler/economy/economy-flags.ts';
 import { parseNotify as parseCronNotify } from '../scheduler/cron/cron-input.ts';
-import { cronJobView, readCronJob, runDeliversReply, type CronJob, type CronRun, type NewCronJob } from '../scheduler/cron/cron-job.ts';
+import { cronJobView, runDeliversReply, type CronJob, type CronRun, type NewCronJob } from '../scheduler/cron/cron-job.ts';
+import { readCronJob } from '../scheduler/cron/cron-record-codec.ts';
 import { cronJobFixture, cronRunFixture, FIXTURE_T0 } from './support/record-fixtures.ts';
 import { runNotice } from '../scheduler/cron/cron-notice.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';

@@ -260,15 +260,6 @@ export function runIsLast(job: Pick<CronJob, 'schedule' | 'repeat'>, run: Pick<C
   return job.schedule.kind === 'once' || (job.repeat.times !== null && job.repeat.completed + 1 >= job.repeat.times);
 }
 
-/**
- * A stored job as this version reads it (records are read as they were written, never rewritten
- * for it): the earlier `--notify` word `failure` reads as `auto`.
- */
-export function readCronJob(raw: string): CronJob {
-  const job = JSON.parse(raw) as CronJob;
-  return job.notify === undefined || job.notify === readNotify(job.notify) ? job : { ...job, notify: readNotify(job.notify) };
-}
-
 /** The text a delivery target gets for a run. */
 export function deliveryText(run: CronRun): string {
   return run.delivery_text ?? run.output ?? '';

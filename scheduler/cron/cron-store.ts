@@ -3,7 +3,8 @@
  * claim and commit scripts, and their BullMQ jobs in the `ticks` queue.
  *
  * - A job record is one JSON string written with a version check (Lua), so two
- *   writers never silently overwrite each other.
+ *   writers never silently overwrite each other; its compact form, which also
+ *   reads the earlier full form, is `cron-record-codec.ts`.
  * - A recurring job is one BullMQ job scheduler `cron:<id>` whose `pattern`
  *   encodes the schedule for `cronRepeatStrategy` (croner decides every fire
  *   time); a one-shot is one delayed job with a deterministic id; a manual run
@@ -34,9 +35,10 @@ import type { Keys } from '../store/keys.ts';
 import type { HermesQueues } from '../store/queues.ts';
 import { parseStreamEntry } from '../session/session-store.ts';
 import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
-import { cronOccurrenceId, cronSessionId, readCronJob, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
+import { cronOccurrenceId, cronSessionId, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
 import { encodePattern, leadFor, patternLead } from './repeat-strategy.ts';
 import { nextOccurrence } from './cron-engine.ts';
+import { encodeCronJob, readCronJob } from './cron-record-codec.ts';
 import { bufferPlace } from './overlap-buffer.ts';
 import { lexRange } from '../store/lex-index.ts';
 import { ensureOrder } from '../store/order-repair.ts';
@@ -159,7 +161,7 @@ export class CronStore {
         this.redis,
         PUT_JOB,
         [k.cronJob(job.id), k.cronJobIndex, k.cronJobOrder],
-        [String(expectedVersion), JSON.stringify(stored), job.id, cronOrderMember(job)],
+        [String(expectedVersion), encodeCronJob(stored), job.id, cronOrderMember(job)],
       );
       return ok === 1 ? stored : null;
     } catch (err) {
@@ -666,7 +668,7 @@ export class CronStore {
       this.settings.historyLimit,
       RECENT_RUNS_MAX,
       String(input.expectedVersion),
-      JSON.stringify(stored),
+      encodeCronJob(stored),
       input.localEvent ? JSON.stringify(input.localEvent) : '',
       this.settings.eventsMaxLen,
       this.keys.cronRecentRunEntry(run.job_id, run.occurrence_id),

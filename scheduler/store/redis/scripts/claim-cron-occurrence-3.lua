@@ -2,7 +2,7 @@
   Claim a cron occurrence for a holder (a BullMQ job id) before its turn
   starts (CronStore.claim), against the job record as it is now.
 
-  KEYS[1] the job record (JSON)
+  KEYS[1] the job record (JSON, scheduler/cron/cron-record-codec.ts)
   KEYS[2] the job's claims (hash: occurrence id -> {holder, attempt, at})
   KEYS[3] the job's committed occurrences (sorted set: occurrence id -> commit time ms)
 
@@ -51,9 +51,11 @@ if held then
 end
 if ARGV[4] == '0' and not held then
   local job = cjson.decode(cur)
-  local times = job['repeat']['times']
+  -- The compact record (cron-record-codec.ts) omits `repeat` at its default: no budget.
+  local rep = job['repeat']
+  local times = type(rep) == 'table' and rep['times'] or nil
   if type(times) == 'number' then
-    local taken = job['repeat']['completed']
+    local taken = rep['completed'] or 0
     local all = redis.call('HGETALL', KEYS[2])
     for i = 1, #all, 2 do
       local c = cjson.decode(all[i + 1])

@@ -1,0 +1,83 @@
+/**
+ * The stored form of a cron job record (one JSON string per job, `Keys.cronJob`).
+ *
+ * Compact form (what is written): the JSON of the record without the fields at
+ * the value a new job has (`DEFAULTS`: a null `last_error`, zero spend, the
+ * policies `once`/`skip`/`auto`, delivery `local`, a CLI origin, …), and
+ * without `updated_at` while it equals `created_at`. Every other field is
+ * written under its own name, so a record stays readable with `redis-cli GET`.
+ * The fields the Lua scripts read with `cjson` are always written: `version`,
+ * `name`, `state` and `generation` (`repeat` is omitted at its default; the
+ * claim script reads it as no `--repeat` budget then).
+ *
+ * Reading accepts both forms: the full form of earlier versions (every field,
+ * nulls included) decodes to the same record, so a stored record needs no
+ * migration; it is written compact at its next change. A field an earlier
+ * version did not write reads as its default (`notify` as `auto`, `spend` as
+ * none, …), and the earlier `--notify` word `failure` as `auto`. The compact
+ * form needs readers of this version (an earlier worker would read an omitted
+ * `repeat` as a broken record), so the processes that share a Redis are
+ * upgraded together (docs/OPERATIONS.md).
+ *
+ * Why: a stored cron job's Redis memory (docs/BENCHMARKS.md, "Cron store"): the
+ * full form of a new job is ~900 bytes of JSON, the compact form ~350.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import { readNotify } from '../economy/notify.ts';
+import { NO_TOTALS } from '../model-spend.ts';
+import type { CronJob } from './cron-job.ts';
+
+/** Fields omitted when at these values (a new job's), and restored to them on reading. */
+const DEFAULTS = {
+  repeat: { times: null, completed: 0 },
+  deliver: ['local'],
+  script: null,
+  misfire: 'once',
+  catchup_window_seconds: null,
+  overlap: 'skip',
+  notify: 'auto',
+  paused_reason: null,
+  origin: { surface: 'cli' },
+  watch: null,
+  watch_digest: null,
+  max_tokens: null,
+  budget_tokens: 0,
+  model: null,
+  spend: NO_TOTALS,
+  unchanged_runs: 0,
+  next_run_at: null,
+  last_run_at: null,
+  last_due_at: null,
+  last_status: null,
+  last_error: null,
+  failure_streak: 0,
+} as const satisfies Partial<Record<keyof CronJob, unknown>>;
+
+/**
+ * The compact stored form of `job` (see the top of this file).
+ * @returns JSON text of the job without its fields at their default
+ */
+export function encodeCronJob(job: CronJob): string {
+  const out: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(job)) {
+    if (field in DEFAULTS && isDeepStrictEqual(value, DEFAULTS[field as keyof typeof DEFAULTS])) continue;
+    if (field === 'updated_at' && value === job.created_at) continue;
+    out[field] = value;
+  }
+  return JSON.stringify(out);
+}
+
+/**
+ * A stored job as this version reads it, from either stored form (records are
+ * read as they were written, never rewritten for it).
+ * @param raw - the stored JSON text (compact or the earlier full form)
+ * @throws SyntaxError when `raw` is not JSON
+ */
+export function readCronJob(raw: string): CronJob {
+  const stored = JSON.parse(raw) as Partial<CronJob>;
+  const job: Record<string, unknown> = { ...stored };
+  for (const [field, def] of Object.entries(DEFAULTS)) if (!(field in job)) job[field] = structuredClone(def);
+  job.updated_at ??= stored.created_at;
+  job.notify = readNotify(job.notify as string | null | undefined);
+  return job as unknown as CronJob;
+}
