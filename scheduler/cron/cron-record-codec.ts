@@ -53,6 +53,8 @@ const DEFAULTS = {
   failure_streak: 0,
 } as const satisfies Partial<Record<keyof CronJob, unknown>>;
 
+const DEFAULT_FIELDS = Object.keys(DEFAULTS) as Array<keyof typeof DEFAULTS>;
+
 /**
  * The compact stored form of `job` (see the top of this file).
  * @returns JSON text of the job without its fields at their default
@@ -74,10 +76,15 @@ export function encodeCronJob(job: CronJob): string {
  * @throws SyntaxError when `raw` is not JSON
  */
 export function readCronJob(raw: string): CronJob {
-  const stored = JSON.parse(raw) as Partial<CronJob>;
-  const job: Record<string, unknown> = { ...stored };
-  for (const [field, def] of Object.entries(DEFAULTS)) if (!(field in job)) job[field] = structuredClone(def);
-  job.updated_at ??= stored.created_at;
+  const job = JSON.parse(raw) as Record<string, unknown>;
+  // Every read of a job list runs this per record: a plain loop; the object defaults are flat, so a
+  // shallow copy is the record's own.
+  for (const field of DEFAULT_FIELDS) {
+    if (job[field] !== undefined) continue;
+    const def: unknown = DEFAULTS[field];
+    job[field] = def === null || typeof def !== 'object' ? def : Array.isArray(def) ? [...(def as unknown[])] : { ...def };
+  }
+  job.updated_at ??= job.created_at;
   job.notify = readNotify(job.notify as string | null | undefined);
   return job as unknown as CronJob;
 }
