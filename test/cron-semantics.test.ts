@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { beforeAll, afterAll, describe } from 'vitest';
 import { isoUtc, nextOccurrence, nextOccurrences, formatInZone } from '../scheduler/cron/cron-engine.ts';
 import { decideOccurrence } from '../scheduler/cron/misfire.ts';
-import { createCronJob, type CronRun } from '../scheduler/cron/cron-job.ts';
+import type { CronRun } from '../scheduler/cron/cron-job.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 import type { CronJobInput } from '../scheduler/cron/cron-input.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
@@ -25,6 +25,7 @@ import { testEnv, type TestEnv } from './support/env.ts';
 import { lastUserText, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
 import { it as withCleanups, type CleanUp } from './support/cleanup.ts';
+import { cronJobFixture } from './support/record-fixtures.ts';
 
 /**
  * Replies delivered to a job's `local` target: its stream's `reply` events (the stream also holds
@@ -361,21 +362,7 @@ describe('misfires after an outage (docs/DESIGN.md §7 Misfires)', () => {
 
   it('a late occurrence within the grace window runs and is marked late', ({ expect }) => {
     const schedule = parseSchedule('every 10m', { tz: 'UTC', now: 0, minIntervalSeconds: 60 });
-    const job = createCronJob({
-      id: 'a'.repeat(12),
-      name: null,
-      prompt: 'p',
-      schedule,
-      tz: 'UTC',
-      repeat: null,
-      deliver: ['local'],
-      script: null,
-      misfire: 'skip',
-      overlap: 'skip',
-      paused: false,
-      origin: { surface: 'cli' },
-      now: 0,
-    });
+    const job = cronJobFixture({ schedule, misfire: 'skip', now: 0 });
     const grace = { graceMinMs: 120_000, graceMaxMs: 7_200_000 };
     const at = (lateMs: number) =>
       decideOccurrence({ job, dueAt: 600_000, generation: 1, trigger: 'schedule', periodMs: 600_000, now: 600_000 + lateMs, grace });
@@ -412,21 +399,7 @@ describe.concurrent('F11: after a restart nothing fires before it is due', () =>
     const tz = 'Europe/Berlin';
     const created = Date.parse('2026-06-01T07:00:00Z'); // 09:00 Berlin
     const schedule = parseSchedule('0 17 * * *', { tz, now: created, minIntervalSeconds: 60 });
-    const job = createCronJob({
-      id: 'b'.repeat(12),
-      name: null,
-      prompt: 'p',
-      schedule,
-      tz,
-      repeat: null,
-      deliver: ['local'],
-      script: null,
-      misfire: 'once',
-      overlap: 'skip',
-      paused: false,
-      origin: { surface: 'cli' },
-      now: created,
-    });
+    const job = cronJobFixture({ schedule, tz, now: created });
     const due = job.next_run_at!;
     expect(isoUtc(due)).toBe('2026-06-01T15:00:00Z'); // 17:00 Berlin
     const restart = Date.parse('2026-06-01T08:57:00Z'); // 10:57 Berlin
