@@ -16,7 +16,8 @@ import { catchUpsAfter, decideOccurrence } from '../scheduler/cron/misfire.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 import { runCronCli } from './support/cron-cli.ts';
-import { openCronService, startCronWorker } from './support/cron-worker.ts';
+import { createTestDeps, openCronService, startCronWorker } from './support/cron-worker.ts';
+import { cronOccurrenceId, cronSessionId } from '../scheduler/cron/cron-job.ts';
 import { startCronApiGateway } from './support/cron-api-gateway.ts';
 import { testEnv } from './support/env.ts';
 import { lastUserText, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
@@ -162,11 +163,11 @@ describe('the backfill window (pure)', () => {
 
 describe('--misfire all after an outage (docs/CRON.md, "Backfill"; Temporal\'s catchup window)', () => {
   it('runs each missed occurrence inside the catch-up window once, oldest first, and none older', async ({ cleanups, expect }) => {
-    // Every 2 s, a grace of 1.5 s, a catch-up window of 6 s. No worker runs until 9 s after the anchor: the
-    // occurrences at +2, +4, +6 and +8 s are missed, 7, 5, 3 and 1 s late then; +2 is beyond the window
-    // (and only gets later), +6 inside it by 3 s, time for a slow worker start (+4 may go either way);
-    // BullMQ holds only +2.
-    // Without the prefetch lead, so that BullMQ holds only +2 (with a lead of 1 s the late pick-up also queues +10
+    // Every 2 s, a grace of 1.5 s, a catch-up window of 8 s. No worker runs until 11 s after the anchor: the
+    // occurrences at +2 … +10 s are missed. The worker decides when it picks up the one BullMQ holds (+2), some
+    // seconds d after its start: +2 is then 9 s + d late, beyond the window whatever d; +8 is 3 s + d late, past the
+    // grace and inside the window while d ≤ 5 s (a busy machine's slow start); +4 and +6 may go either way.
+    // Without the prefetch lead, so that BullMQ holds only +2 (with a lead of 1 s the late pick-up also queues +12
     // on its own, `skippedByLead`, which then races the catch-ups for the job's lock).
     const { env, api } = setup(cleanups, {
       'cron.min_interval_seconds': 1,
@@ -174,10 +175,10 @@ describe('--misfire all after an outage (docs/CRON.md, "Backfill"; Temporal\'s c
       'cron.prefetch_lead_ms': 0,
     });
     const cli = { origin: { surface: 'cli' as const }, trusted: true };
-    const job = await api.service.add({ schedule: 'every 2s', prompt: 'catch up', misfire: 'all', catchup_window: '6s' }, cli);
-    expect(job).toMatchObject({ misfire: 'all', catchup_window_seconds: 6 });
+    const job = await api.service.add({ schedule: 'every 2s', prompt: 'catch up', misfire: 'all', catchup_window: '8s' }, cli);
+    expect(job).toMatchObject({ misfire: 'all', catchup_window_seconds: 8 });
     const anchor = job.created_at;
-    await sleep(anchor + 9_000 - Date.now()); // the outage itself
+    await sleep(anchor + 11_000 - Date.now()); // the outage itself
     const restartedAt = Date.now();
     const worker = await startCronWorker(env.config, { concurrency: 8 });
     cleanups.push(() => worker.close());
@@ -186,7 +187,7 @@ describe('--misfire all after an outage (docs/CRON.md, "Backfill"; Temporal\'s c
     await waitFor(
       async () => {
         const runs = await byDue();
-        return [6, 8].every((s) => runs.some((r) => r.due_at === at(s) && r.status === 'ok')) || undefined;
+        return [8, 10].every((s) => runs.some((r) => r.due_at === at(s) && r.status === 'ok')) || undefined;
       },
       20_000,
       'the missed occurrences inside the window',
@@ -204,20 +205,53 @@ describe('--misfire all after an outage (docs/CRON.md, "Backfill"; Temporal\'s c
       said,
     ).toMatchObject({ status: 'skipped', reason: 'misfire', started_at: null });
     expect(
-      runs.find((r) => r.due_at === at(6)),
-      said,
-    ).toMatchObject({ status: 'ok', trigger: 'catch-up', late: true });
-    // +8 s ran: 1 s plus the worker's start late, on either side of the 1.5 s grace (so `late` either way).
-    expect(
       runs.find((r) => r.due_at === at(8)),
       said,
+    ).toMatchObject({ status: 'ok', trigger: 'catch-up', late: true });
+    // +10 s ran: 1 s plus the worker's start late, on either side of the 1.5 s grace (so `late` either way).
+    expect(
+      runs.find((r) => r.due_at === at(10)),
+      said,
     ).toMatchObject({ status: 'ok' });
-    // Nothing ran later than the window allows.
-    for (const r of runs.filter((x) => x.status === 'ok')) expect(r.started_at! - r.due_at).toBeLessThanOrEqual(6_000 + 500);
+    // Nothing ran later than the window allows (each queued one is decided again when it starts).
+    for (const r of runs.filter((x) => x.status === 'ok')) expect(r.started_at! - r.due_at).toBeLessThanOrEqual(8_000 + 500);
     // The missed ones ran oldest first, one after another, after the restart.
-    const missed = runs.filter((r) => r.status === 'ok' && r.due_at <= at(8));
+    const missed = runs.filter((r) => r.status === 'ok' && r.due_at <= at(10));
     expect(missed[0]!.started_at!).toBeGreaterThanOrEqual(restartedAt);
     for (let i = 1; i < missed.length; i++) expect(missed[i]!.started_at!).toBeGreaterThanOrEqual(missed[i - 1]!.finished_at!);
+  });
+
+  it('a catch-up that finds the next occurrence running waits for it, whatever --overlap says, and then runs', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { env, api } = setup(cleanups);
+    const cli = { origin: { surface: 'cli' as const }, trusted: true };
+    const job = await api.service.add({ schedule: 'every 1h', prompt: 'catch up', misfire: 'all', overlap: 'skip' }, cli);
+    const record = (await api.store.get(job.id))!;
+    // The occurrence after the outage runs: its claim made, the job's turn lock held by its BullMQ job.
+    const running = createTestDeps(env.config);
+    cleanups.push(() => running.close());
+    const next = { occurrenceId: cronOccurrenceId(job.id, Date.now(), 'schedule'), holder: 'the-next-occurrence' };
+    const lock = (await running.lock.acquire(cronSessionId(job.id), next.holder))!;
+    const claim = await api.store.claim({ jobId: job.id, ...next, generation: record.generation, manual: false, dueAt: Date.now() });
+    expect(claim.status).toBe('ok');
+    // A missed occurrence queued behind one that is done (its job gone): it comes to the running one at once.
+    const missedAt = Date.now() - 10 * 60_000;
+    await api.store.enqueueCatchUps(record, { occurrenceId: 'cron:gone', queueJobId: 'gone' }, [missedAt]);
+    const worker = await startCronWorker(env.config);
+    cleanups.push(() => worker.close());
+    let picked = 0;
+    worker.worker.on('active', () => picked++);
+    await waitFor(() => picked >= 2 || undefined, 20_000, 'the catch-up put back and picked up again');
+    expect(await api.store.runs(job.id, 10)).toEqual([]);
+    await lock.release();
+    const [run] = await waitFor(
+      async () => ((await api.store.runs(job.id, 10)).length > 0 ? api.store.runs(job.id, 10) : undefined),
+      20_000,
+      'the catch-up run',
+    );
+    expect(run).toMatchObject({ due_at: missedAt, status: 'ok', late: true });
   });
 
   it('finds the missed occurrences in the window, the newest within the bound (pure)', ({ expect }) => {

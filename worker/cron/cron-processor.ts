@@ -335,7 +335,10 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     const place = buffered === undefined ? 0 : await store.joinBuffer(record, buffered, tick.dueAt);
     const lock = record.overlap === 'allow' || place > 0 ? null : await deps.lock.acquire(cronSessionId(record.id), tick.holder);
     // Backfilled occurrences, and catch-ups, never overlap one another, whatever the policy: the next waits for the lock.
+    // A catch-up waits for it whoever holds it: the next occurrence after the outage runs on its time, and the
+    // catch-ups still run after it (docs/CRON.md, "Catch-up window"; the window bounds the wait, `decideOccurrence`).
     if (!lock && record.overlap !== 'allow' && tick.follows !== undefined && this.token !== undefined) {
+      if (tick.queuedCatchUp) return { action: 'defer', reason: 'backfill-order', delayMs: deps.config.worker.defer_ms };
       const holder = await deps.lock.holder(cronSessionId(record.id));
       if (holder === tick.follows.queueJobId || (tick.trigger === 'backfill' && store.isBackfillHolder(record.id, holder))) {
         return { action: 'defer', reason: 'backfill-order', delayMs: deps.config.worker.defer_ms };
