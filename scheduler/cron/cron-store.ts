@@ -583,6 +583,15 @@ export class CronStore {
     return status === 'ok' ? { status, attempt } : { status };
   }
 
+  /**
+   * Forget the claim of an occurrence claimed ahead of its due time that will not run on it after all: its job
+   * was paused, edited or removed before the due time (`worker/cron/cron-claim-ahead.ts`). Only its holder calls
+   * this (a claim held by one holder is never taken by another), so the `--repeat` budget does not count it.
+   */
+  async unclaim(jobId: string, occurrenceId: string): Promise<void> {
+    await this.redis.hdel(this.keys.cronClaims(jobId), occurrenceId);
+  }
+
   /** Whether `holder` (a BullMQ job id) holds a claim of an occurrence of a job (within the remembered window). */
   async hasClaimBy(jobId: string, holder: string): Promise<boolean> {
     const claims = await this.redis.hvals(this.keys.cronClaims(jobId));

@@ -59,6 +59,7 @@ import {
 import type { CronStore, CronTickData, OccurrenceRef } from '../../scheduler/cron/cron-store.ts';
 import { withNotice } from '../../scheduler/cron/cron-notice.ts';
 import { catchUpsAfter, decideOccurrence, graceWindowMs, type OccurrenceDecision } from '../../scheduler/cron/misfire.ts';
+import { takeCronAhead } from './cron-claim-ahead.ts';
 import { schedulerJobMillis } from '../../scheduler/store/queues.ts';
 import { holdWritesThisTurn } from '../../scheduler/store/redis/connection-factory.ts';
 import { MAX_IN_PROCESS_WAIT_MS } from '../occurrence/due-time.ts';
@@ -120,6 +121,8 @@ type CronGated = (
 ) & {
   /** Its member of the job's overlap buffer (`--overlap buffer_all`), left at the claim. */
   buffered?: string;
+  /** Claimed ahead of its due time (`cron-claim-ahead.ts`), as this attempt: not claimed again. */
+  claimedAhead?: { attempt: number };
 };
 
 /** A claimed occurrence. */
@@ -276,6 +279,20 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
   /** Read the job's record and decide (`decideOccurrence`), then take the overlap lock unless `--overlap allow`. */
   async gate(waited: boolean): Promise<GateAnswer<CronGated, CronTickResult>> {
     const { deps, store, tick } = this;
+    // Claimed ahead of the due time (`cron-claim-ahead.ts`): the record read again at the due time (the occurrences
+    // of one instant wake together: their reads leave in one write) decides; one not to run now is unclaimed and
+    // gated below as without a lead.
+    const ahead = await takeCronAhead(this.job);
+    if (ahead) {
+      holdWritesThisTurn(deps.redis);
+      const record = await store.get(tick.jobId);
+      const decision = this.decide(record, Date.now());
+      if (record && decision.action === 'run' && !decision.catchUp)
+        return { action: 'claim', gated: { mode: 'run', record, decision, claimedAhead: { attempt: ahead.attempt } }, lock: ahead.lock };
+      deps.turns.forgetClaimedAhead(tick.holder);
+      await store.unclaim(tick.jobId, tick.occurrenceId);
+      await ahead.lock?.release();
+    }
     if (waited && this.signal?.aborted) return this.dropped('aborted');
     // The occurrences of one instant wake together (one timer, `sleepUntil`): their reads leave in one write.
     holdWritesThisTurn(deps.redis);
@@ -457,6 +474,8 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     const { store, tick } = this;
     const { record } = gated;
     const startedAt = Date.now();
+    if (gated.claimedAhead && gated.mode === 'run')
+      return { action: 'fire', claimed: { record, decision: gated.decision, startedAt, attempt: gated.claimedAhead.attempt }, startedAt };
     const claim = await store.claim({
       jobId: record.id,
       occurrenceId: tick.occurrenceId,

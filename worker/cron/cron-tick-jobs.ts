@@ -4,6 +4,7 @@ import { QUEUES } from '../../scheduler/store/keys.ts';
 import type { CronTickData } from '../../scheduler/cron/cron-store.ts';
 import { cronRepeatStrategy } from '../../scheduler/cron/repeat-strategy.ts';
 import type { JobProcessor } from '../runtime/job-processor.ts';
+import { claimCronAhead, dropCronAhead } from './cron-claim-ahead.ts';
 import { cancelReplacedRun, cronTickDueAt, heldUntilDue, processCronTick, type CronTickResult } from './cron-processor.ts';
 
 /**
@@ -15,9 +16,15 @@ export const cronTickJobs: JobProcessor<CronTickData, CronTickResult> = {
   queue: QUEUES.ticks,
   accepts: (job: Job) => (job.data as { type?: string }).type === 'cron-tick',
   holdable: true,
-  admit(job) {
+  admit(job, deps, lockHeld) {
     const dueAt = cronTickDueAt(job);
-    return { pool: 'agent', dueAt: heldUntilDue(dueAt) ? dueAt : undefined };
+    if (!heldUntilDue(dueAt)) return { pool: 'agent', dueAt: undefined };
+    // Held until due: its record read and its claim made meanwhile, off the burst's critical path (`cron-claim-ahead.ts`).
+    if (dueAt > Date.now()) claimCronAhead(deps, job, dueAt, lockHeld);
+    return { pool: 'agent', dueAt };
+  },
+  async release(job, _deps, handedBack) {
+    await dropCronAhead(job, handedBack);
   },
   settings: { repeatStrategy: cronRepeatStrategy },
   process: processCronTick,

@@ -1,0 +1,113 @@
+/**
+ * Claim ahead for cron (worker/cron/cron-claim-ahead.ts): a scheduled occurrence held until due is claimed
+ * `worker.claim_lead_ms` before its due time and its turn starts at the due time, never before; a pause made
+ * before the due time still stops it (its claim forgotten, its lock free); a job busy at the claim time is
+ * decided at the due time. The leads are seconds here so that a loaded machine still acts inside them.
+ */
+import { describe } from 'vitest';
+import { cronOccurrenceId, cronSessionId } from '../scheduler/cron/cron-job.ts';
+import { startWorker } from './support/stack.ts';
+import { openCronService, createTestDeps } from './support/cron-worker.ts';
+import { testEnv } from './support/env.ts';
+import { startFakeOpenAI } from './support/fake-openai.ts';
+import { waitFor } from './support/wait-for.ts';
+import { it, type CleanUp } from './support/cleanup.ts';
+
+const LEADS = { 'cron.prefetch_lead_ms': 8_000, 'worker.claim_lead_ms': 6_000 };
+const cli = { origin: { surface: 'cli' as const }, trusted: true };
+
+async function setup(cleanups: CleanUp[]) {
+  const model = await startFakeOpenAI();
+  const calledAt: number[] = [];
+  model.respond(() => {
+    calledAt.push(Date.now());
+    return 'report sent';
+  });
+  cleanups.push(() => model.close());
+  const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', ...LEADS });
+  cleanups.push(() => env.cleanup());
+  const api = openCronService(env.config);
+  cleanups.push(() => api.close());
+  const worker = await startWorker(env);
+  cleanups.push(() => worker.drain());
+  /** A job due once, at a whole second at least 10 s from now (a minutely pattern: its lead is not cut to half a period). */
+  const addDueSoon = async () => {
+    const due = Math.ceil((Date.now() + 10_000) / 1000) * 1000;
+    const job = await api.service.add(
+      { schedule: `${new Date(due).getUTCSeconds()} * * * * *`, tz: 'UTC', prompt: 'send the report', repeat: 1 },
+      cli,
+    );
+    if (job.next_run_at !== due) throw new Error(`next_run_at ${job.next_run_at}, not ${due}`);
+    return { job, due, occurrenceId: cronOccurrenceId(job.id, due, 'schedule') };
+  };
+  const claimOf = async (jobId: string, occurrenceId: string) => {
+    const raw = await api.redis.hget(api.keys.cronClaims(jobId), occurrenceId);
+    return raw === null ? null : (JSON.parse(raw) as { holder: string; at: number });
+  };
+  return { env, api, calledAt, addDueSoon, claimOf };
+}
+
+describe.concurrent('cron: claim ahead of the due time', () => {
+  it('claims a held occurrence ahead and starts its turn at the due time, once', async ({ cleanups, expect }) => {
+    const { api, calledAt, addDueSoon, claimOf } = await setup(cleanups);
+    const { job, due, occurrenceId } = await addDueSoon();
+    const claim = await waitFor(() => claimOf(job.id, occurrenceId), 15_000, 'the claim made ahead');
+    expect(claim.at).toBeLessThan(due);
+    expect(Date.now()).toBeLessThan(due);
+    expect(await api.redis.get(api.keys.turnLock(cronSessionId(job.id)))).toBe(claim.holder); // the overlap lock taken with it
+    expect(await api.store.runs(job.id, 10)).toEqual([]); // claimed, not run
+    const [run] = await waitFor(
+      async () => ((await api.store.runs(job.id, 10)).length > 0 ? api.store.runs(job.id, 10) : undefined),
+      20_000,
+      'the run',
+    );
+    expect(run).toMatchObject({ due_at: due, status: 'ok', trigger: 'schedule', late: false, output: 'report sent' });
+    expect(run!.started_at!).toBeGreaterThanOrEqual(due);
+    expect(calledAt).toHaveLength(1);
+    expect(calledAt[0]!).toBeGreaterThanOrEqual(due); // the model called at the due time, not at the claim
+    await waitFor(async () => (await api.store.get(job.id))?.state === 'completed' || undefined, 10_000, 'the job completed');
+    expect(await api.redis.exists(api.keys.turnLock(cronSessionId(job.id)))).toBe(0);
+  });
+
+  it('a pause after the claim ahead, before the due time, stops the occurrence: no run, its claim forgotten, the lock free', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { api, calledAt, addDueSoon, claimOf } = await setup(cleanups);
+    const { job, due, occurrenceId } = await addDueSoon();
+    await waitFor(() => claimOf(job.id, occurrenceId), 15_000, 'the claim made ahead');
+    await api.service.pause(job.id);
+    expect(Date.now()).toBeLessThan(due); // paused before the due time
+    await waitFor(async () => (await api.queues.ticks.getActiveCount()) === 0 || undefined, 20_000, 'the held occurrence to end');
+    expect(Date.now()).toBeGreaterThanOrEqual(due);
+    expect(await api.store.runs(job.id, 10)).toEqual([]);
+    expect(calledAt).toEqual([]);
+    expect(await claimOf(job.id, occurrenceId)).toBeNull();
+    expect(await api.redis.exists(api.keys.turnLock(cronSessionId(job.id)))).toBe(0);
+    // Resumed, nothing of the occurrence is left in the way: the job is scheduled with its `--repeat 1` unused.
+    const { job: resumed } = await api.service.resume(job.id, cli);
+    expect(resumed).toMatchObject({ state: 'scheduled', repeat: { times: 1, completed: 0 } });
+  });
+
+  it('a job busy at the claim time is not claimed ahead: the due time decides, and it runs once the lock is free', async ({
+    cleanups,
+    expect,
+  }) => {
+    const { env, api, addDueSoon, claimOf } = await setup(cleanups);
+    const { job, due, occurrenceId } = await addDueSoon();
+    // Another run of the job holds its overlap lock until a moment after the due time.
+    const other = createTestDeps(env.config);
+    cleanups.push(() => other.close());
+    const lock = (await other.lock.acquire(cronSessionId(job.id), 'another-run'))!;
+    await waitFor(async () => ((await api.queues.ticks.getActiveCount()) > 0 ? true : undefined), 15_000, 'the occurrence fetched ahead');
+    await waitFor(() => (Date.now() >= due + 500 ? true : undefined), 20_000, 'the due time');
+    expect(await claimOf(job.id, occurrenceId)).toBeNull(); // not claimed ahead, nor at the due time: busy
+    await lock.release();
+    const [run] = await waitFor(
+      async () => ((await api.store.runs(job.id, 10)).length > 0 ? api.store.runs(job.id, 10) : undefined),
+      20_000,
+      'the run',
+    );
+    expect(run).toMatchObject({ due_at: due, status: 'ok' });
+  });
+});
