@@ -63,6 +63,14 @@ describe('traces over OTLP', () => {
   }) => {
     const receiver = await startReceiver();
     cleanups.push(() => receiver.close());
+    // The batch goes out 100 ms after the spans end instead of the SDK's 5 s (OTEL_BSP_SCHEDULE_DELAY, read when the
+    // worker's processor is made): the same batching exporter, without five seconds of waiting for it.
+    const delay = process.env.OTEL_BSP_SCHEDULE_DELAY;
+    process.env.OTEL_BSP_SCHEDULE_DELAY = '100';
+    cleanups.push(() => {
+      if (delay === undefined) delete process.env.OTEL_BSP_SCHEDULE_DELAY;
+      else process.env.OTEL_BSP_SCHEDULE_DELAY = delay;
+    });
     const { c, model, dir } = await startAgentStack(cleanups, {
       'telemetry.otlp_endpoint': `${receiver.url}/`,
       'telemetry.service_name': 'hermes-otlp-test',
