@@ -26,7 +26,7 @@ const SHAPES: Array<{ provider: ProviderRefusal; how: 'stated' | 'halved' }> = [
 ];
 
 const WINDOW = 8_000;
-const TICKS = 50;
+const TICKS = 20;
 
 // Each test has its own model server, worker, Redis prefix and folder, so they all run side by side.
 describe.concurrent("refusals in every provider's words", () => {
@@ -46,7 +46,7 @@ describe.concurrent("refusals in every provider's words", () => {
         });
         await waitFor(
           async () => ((await c.loops.get('ci', 'loop'))?.status === 'finished' ? true : undefined),
-          // A ceiling, not a speed: six loops of 50 turns over 12 KB side by side take minutes on a busy machine.
+          // A ceiling, not a speed: six loops of 20 turns over 12 KB side by side take minutes on a busy machine.
           400_000,
           `the loop ran its ${TICKS} ticks`,
         );
@@ -75,7 +75,7 @@ describe.concurrent("refusals in every provider's words", () => {
   });
 
   describe('the field scenario', () => {
-    it('a 2 s loop reading a 120 KB log against a model refusing past 16,000 tokens in llama.cpp words, no window configured: active after 20 ticks, at most 3 requests refused', async ({
+    it('a 0.5 s loop reading a 120 KB log against a model refusing past 16,000 tokens in llama.cpp words, no window configured: active after 20 ticks, at most 3 requests refused', async ({
       cleanups,
       expect,
     }) => {
@@ -83,7 +83,7 @@ describe.concurrent("refusals in every provider's words", () => {
       const log = join(dir, 'ci.log');
       writeFileSync(log, ciLog(120, 'running'));
       model.respond(ciWatcher(log));
-      await c.schedules.set('ci', 'loop', loopSpec('watch the CI build and tell me when it is green', 2, null), {
+      await c.schedules.set('ci', 'loop', loopSpec('watch the CI build and tell me when it is green', 0.5, null), {
         origin: { surface: 'cli' },
         runner: { kind: 'agent' },
       });
