@@ -384,12 +384,15 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
 
   /**
    * A job scheduler's job fetched later than its prefetch lead allows (a worker outage) made its next job past an
-   * occurrence due within the lead of the fetch: that occurrence gets a job of its own (`skippedByLead`).
+   * occurrence due within the lead of the fetch: that occurrence gets a job of its own (`skippedByLead`). Only at
+   * the job's first fetch, when BullMQ made the next job: a job put back and fetched again later (a deferral, a
+   * drain's hand-back) has a later `processedOn` that made no job, and would add a twin of the next one.
    */
   private async makeGoodSkippedByLead(record: CronJob): Promise<void> {
     const { job, tick } = this;
     const leadMs = job.data.leadMs ?? 0;
     if (leadMs === 0 || job.data.dueAt !== undefined || tick.trigger !== 'schedule' || !job.processedOn) return;
+    if (job.attemptsStarted > 1) return;
     if (record.schedule.kind !== 'cron' && record.schedule.kind !== 'interval') return;
     const missed = skippedByLead(record.schedule, record.tz, leadMs, tick.dueAt, job.processedOn);
     if (missed === undefined) return;

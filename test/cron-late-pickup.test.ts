@@ -1,0 +1,48 @@
+/**
+ * The prefetch lead after an outage (`skippedByLead`, scheduler/cron/repeat-strategy.ts): a job scheduler's job
+ * picked up later than its lead allows makes its next job past the occurrence due within the lead of the pick-up;
+ * the worker gives that occurrence a job of its own, so it runs on its time, once.
+ */
+import { describe } from 'vitest';
+import { openCronService, startCronWorker } from './support/cron-worker.ts';
+import { testEnv } from './support/env.ts';
+import { startFakeOpenAI } from './support/fake-openai.ts';
+import { sleep, waitFor } from './support/wait-for.ts';
+import { it } from './support/cleanup.ts';
+
+const cli = { origin: { surface: 'cli' as const }, trusted: true };
+
+describe('cron: a pick-up later than the prefetch lead', () => {
+  it('the occurrence the next job passed gets a job of its own and runs on its time, once', async ({ cleanups, expect }) => {
+    const model = await startFakeOpenAI();
+    model.respond(() => 'checked');
+    cleanups.push(() => model.close());
+    const env = testEnv({ 'agent.base_url': model.baseUrl, 'cron.min_interval_seconds': 1 });
+    cleanups.push(() => env.cleanup());
+    const api = openCronService(env.config);
+    cleanups.push(() => api.close());
+    // Every 10 s: the lead is half the period, 5 s. Its first occurrence D is released at D − 5 s.
+    const job = await api.service.add({ schedule: 'every 10s', prompt: 'check' }, cli);
+    const due = job.next_run_at!;
+    expect((await api.queues.ticks.getJobScheduler(`cron:${job.id}`))?.pattern).toMatch(/^lead:5000:/);
+    // No worker until D + 6 s: picked up then (before D + 10 s, a slow start included), the job scheduler's next
+    // job is the first occurrence after the pick-up plus the lead, D + 20 s; D + 10 s is left without one.
+    await sleep(due + 6_000 - Date.now());
+    const worker = await startCronWorker(env.config);
+    cleanups.push(() => worker.close());
+    const runs = await waitFor(
+      async () => {
+        const all = await api.store.runs(job.id, 100);
+        return all.some((r) => r.due_at === due + 10_000 && r.status === 'ok') ? all : undefined;
+      },
+      30_000,
+      'the run of D + 10 s',
+    );
+    expect(runs.find((r) => r.due_at === due + 10_000)).toMatchObject({ trigger: 'schedule', status: 'ok', late: false });
+    expect(runs.find((r) => r.due_at === due)).toBeDefined(); // D itself: run late or recorded skipped (--misfire once)
+    await api.service.pause(job.id);
+    await waitFor(async () => (await api.queues.ticks.getActiveCount()) === 0 || undefined, 15_000, 'no run in flight');
+    const all = await api.store.runs(job.id, 100);
+    expect(new Set(all.map((r) => r.due_at)).size).toBe(all.length); // each occurrence once
+  });
+});
