@@ -673,7 +673,8 @@ const SECTIONS = {
              * A held tick's claim is made this long before its due time, so that its turn starts on
              * the due time itself instead of a claim round trip later: the claim script runs ahead
              * (session lock, in-flight mark, `tick.started`, the transcript), the turn starts at the due
-             * time, never before. The rule and what it changes: `worker/loop/claim-ahead.ts`. At most
+             * time, never before. The rule and what it changes: `worker/loop/claim-ahead.ts` (a held cron
+             * occurrence's overlap lock and claim: `worker/cron/cron-claim-ahead.ts`). At most
              * `prefetch_lead_ms` in effect (a tick is claimed no earlier than it is fetched); 0: claimed
              * at the due time. @defaultValue 300
              */
