@@ -23,10 +23,7 @@ describe('claim ahead after a lost job lock', () => {
     const due = Date.now() + 36_000; // the first job comes at once: due 34 s later (the lead)
     await addLoop(c, 'starved', { kind: 'command', command: 'sleep 1; echo once', timeoutSeconds: 30 }, due);
     await waitFor(() => (starved.deps.turns.admission.held === 1 ? true : undefined), 15_000, 'the tick held by the first worker');
-    const other = await spawnWorker(e, { HERMES_WORKER_MAX_HELD_TICKS: '4096' });
-    cleanups.push(() => {
-      if (other.exitCode === null) other.kill('SIGKILL');
-    });
+    const other = await spawnWorker(cleanups, e, { HERMES_WORKER_MAX_HELD_TICKS: '4096' });
     // Starve the first worker from 15 s to 3.5 s before the due time: its lock lapses, the other worker takes the
     // job (and claims it ahead, 5 s before due); the starved worker's own claim timer (5 s before due) fires late.
     // The other worker has 10 s to see the stall and take the job: beside a second copy of the suite 5 s were not

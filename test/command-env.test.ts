@@ -6,11 +6,11 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testEnv, type TestEnv } from './support/env.ts';
 import { clients, runHermes, spawnWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import { openCronService } from './support/cron-worker.ts';
+import { runCleanups, type CleanUp } from './support/cleanup.ts';
 import { BASE_COMMAND_ENV, commandEnv } from '../worker/runtime/command-env.ts';
 
 /** Secrets a worker typically holds (values made up for the test). */
@@ -33,7 +33,7 @@ function parseEnv(text: string): Record<string, string> {
 // One `hermes worker` for the file, its environment holding the secrets, its config a named command.
 let env: TestEnv;
 let c: TestClients;
-let worker: ChildProcess;
+const cleanups: CleanUp[] = [];
 beforeAll(async () => {
   env = testEnv();
   writeFileSync(
@@ -41,13 +41,10 @@ beforeAll(async () => {
     ['commands:', '  show:', '    command: env', '    env: { REPORT_TARGET: staging }', '    pass_env: [NOT_LISTED_EITHER]'].join('\n'),
   );
   c = clients(env);
-  worker = await spawnWorker(env, { ...SECRETS, GH_TOKEN: 'passed-through', NOT_LISTED: 'kept-out', HERMES_COMMAND_ENV_PASS: 'GH_TOKEN' });
+  await spawnWorker(cleanups, env, { ...SECRETS, GH_TOKEN: 'passed-through', NOT_LISTED: 'kept-out', HERMES_COMMAND_ENV_PASS: 'GH_TOKEN' });
 }, 60_000);
 afterAll(async () => {
-  if (worker && worker.exitCode === null) {
-    worker.kill('SIGKILL');
-    await new Promise((r) => worker.once('exit', r));
-  }
+  await runCleanups(cleanups);
   await c?.close();
   env?.cleanup();
 });

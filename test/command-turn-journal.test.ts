@@ -17,7 +17,7 @@ import { createLogger } from '../scheduler/logger.ts';
 import { testEnv } from './support/env.ts';
 import { clients, events, spawnWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
-import { killAfter, lines, waitForFile } from './support/child-processes.ts';
+import { lines, waitForFile } from './support/child-processes.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
 
@@ -35,8 +35,7 @@ describe.concurrent('a command turn in doubt', () => {
     const seen = join(env.home, 'seen');
     const command = `echo "$HERMES_STEP_ID" >> ${runs}; [ -f ${seen} ] && { echo ran again; exit 0; }; touch ${seen}; ${waitForFile(join(env.home, 'never'))}`;
     const workerEnv = { HERMES_WORKER_COMMAND_TURN_ON_DOUBT: onDoubt };
-    const a = await spawnWorker(env, workerEnv);
-    killAfter(cleanups, a);
+    const a = await spawnWorker(cleanups, env, workerEnv);
     await c.schedules.set(
       'cmd',
       'loop',
@@ -46,8 +45,7 @@ describe.concurrent('a command turn in doubt', () => {
     await waitFor(() => lines(runs).length === 1 || undefined, 30_000, 'the command started');
     a.kill('SIGKILL');
     await new Promise((r) => a.once('exit', r));
-    const b = await spawnWorker(env, workerEnv);
-    killAfter(cleanups, b);
+    await spawnWorker(cleanups, env, workerEnv);
     return { c, runs };
   }
 
@@ -99,8 +97,7 @@ describe.concurrent('a command turn with its result recorded', () => {
     await journals.append(cronSessionId(job.id), occurrenceId, { type: 'started', ...step, at: Date.now() });
     await journals.append(cronSessionId(job.id), occurrenceId, { type: 'result', ...step, content: 'recorded', at: Date.now() });
 
-    const w = await spawnWorker(env);
-    killAfter(cleanups, w);
+    await spawnWorker(cleanups, env);
     const [run] = await waitFor(
       async () => {
         const all = await cron.runs(job.id, 5);

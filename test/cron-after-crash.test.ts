@@ -16,7 +16,6 @@ import { it } from './support/cleanup.ts';
 import { openTestCron } from './support/cron-worker.ts';
 import { spawnWorker, waitFor } from './support/stack.ts';
 import { startTcpProxy } from './support/tcp-proxy.ts';
-import { killAfter } from './support/child-processes.ts';
 
 const CLI: CronCaller = { origin: { surface: 'cli' }, trusted: true };
 
@@ -33,8 +32,7 @@ describe.concurrent('--after across a crash', () => {
     const runsOf = (id: string) => api.store.runs(id, 20);
 
     // The first worker reaches Redis through the proxy, which holds the command that would queue the child's run.
-    const first = await spawnWorker(env, { REDIS_URL: proxy.url });
-    killAfter(cleanups, first);
+    const first = await spawnWorker(cleanups, env, { REDIS_URL: proxy.url });
     const queueing = proxy.cutOn(api.keys.cronAfterJobId(child.id, 'DIGEST').replace(/DIGEST$/, ''));
     await api.service.runNow('scanner', CLI);
     await queueing;
@@ -49,7 +47,7 @@ describe.concurrent('--after across a crash', () => {
     expect(await runsOf(child.id)).toEqual([]);
 
     // Two workers take over (a fleet): the parent's job comes back as stalled, one of them finishes it.
-    for (let i = 0; i < 2; i++) killAfter(cleanups, await spawnWorker(env));
+    for (let i = 0; i < 2; i++) await spawnWorker(cleanups, env);
     const childRuns = await waitFor(
       async () => ((await runsOf(child.id)).length > 0 ? await runsOf(child.id) : undefined),
       40_000,
@@ -88,8 +86,7 @@ describe.concurrent('--after across a crash', () => {
 
     // The first worker reaches Redis through the proxy, which holds the script that takes the runs out of C's window
     // (ioredis sends its source with EVAL the first time, then EVALSHA of its SHA-1).
-    const first = await spawnWorker(env, { REDIS_URL: proxy.url });
-    killAfter(cleanups, first);
+    const first = await spawnWorker(cleanups, env, { REDIS_URL: proxy.url });
     const take = readFileSync(new URL('../scheduler/store/redis/scripts/take-after-all-1.lua', import.meta.url), 'utf8');
     const taking = proxy.cutOn([createHash('sha1').update(take).digest('hex'), take.slice(0, 200)]);
     await api.service.runNow('A', CLI);
@@ -105,7 +102,7 @@ describe.concurrent('--after across a crash', () => {
     expect(bRun).toMatchObject({ status: 'ok', handoff: [c.id] });
 
     // Two workers take over: C's queued run runs, B's stalled job hands off again and adds nothing.
-    for (let i = 0; i < 2; i++) killAfter(cleanups, await spawnWorker(env));
+    for (let i = 0; i < 2; i++) await spawnWorker(cleanups, env);
     const [cRun] = await waitFor(async () => ((await runsOf(c.id)).length > 0 ? await runsOf(c.id) : undefined), 40_000, 'C ran');
     expect(cRun!.parents!.map((p) => p.occurrence_id).sort()).toEqual([aRun!.occurrence_id, bRun!.occurrence_id].sort());
     expect(cRun!.output).toContain('A-OUT');

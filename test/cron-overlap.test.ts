@@ -20,7 +20,7 @@ import { lastToolResult, lastUserText, startFakeOpenAI, type FakeOpenAI } from '
 import { clients, spawnWorker } from './support/stack.ts';
 import { waitFor } from './support/wait-for.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
-import { alive, killAfter } from './support/child-processes.ts';
+import { alive } from './support/child-processes.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
 
@@ -146,8 +146,7 @@ describe.concurrent('--overlap cancel_other', () => {
     const cron = cronServiceFor(env.config, c, createLogger({ level: 'silent' }));
     // One agent slot; two command slots, so while the slow tool holds one the worker still fetches (a worker with
     // every slot taken fetches nothing: docs/CRON.md). The new occurrence is fetched here and waits for the agent slot.
-    const a = await spawnWorker(env, { HERMES_WORKER_MAX_AGENT_TURNS: '1', HERMES_WORKER_MAX_COMMAND_TURNS: '2' });
-    killAfter(cleanups, a);
+    await spawnWorker(cleanups, env, { HERMES_WORKER_MAX_AGENT_TURNS: '1', HERMES_WORKER_MAX_COMMAND_TURNS: '2' });
     const job = await cron.add(
       { schedule: 'every 1h', prompt: 'check the build', name: 'watch', overlap: 'cancel_other', paused: true },
       cli,
@@ -188,8 +187,7 @@ describe.concurrent('--overlap cancel_other', () => {
     // run started would bring it the next job: another job's run is made first and taken by that fetch (it then
     // waits for A's slot) or by B (and ends), so A fetches nothing more and the new occurrence is B's, whose gate
     // sends the cancel to A.
-    const a = await spawnWorker(env, { HERMES_WORKER_MAX_AGENT_TURNS: '1', HERMES_WORKER_MAX_COMMAND_TURNS: '1' });
-    killAfter(cleanups, a);
+    const a = await spawnWorker(cleanups, env, { HERMES_WORKER_MAX_AGENT_TURNS: '1', HERMES_WORKER_MAX_COMMAND_TURNS: '1' });
     const job = await cron.add(
       {
         schedule: 'every 1h',
@@ -206,8 +204,7 @@ describe.concurrent('--overlap cancel_other', () => {
     const pid = await slowCommandPid(pidFile);
     const [claim] = Object.keys(await c.redis.hgetall(c.keys.cronClaims(job.id)));
     const { manualJobId } = await cron.runNow(filler.id, cli);
-    const b = await spawnWorker(env);
-    killAfter(cleanups, b);
+    const b = await spawnWorker(cleanups, env);
     const ticks = c.queues.forSession(cronSessionId(filler.id)).ticks;
     await waitFor(
       async () => ['active', 'completed', 'unknown'].includes(await ticks.getJobState(manualJobId)) || undefined,

@@ -30,7 +30,7 @@ import { cronServiceFor } from '../scheduler/services.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { startAgentStack } from './support/agent-stack.ts';
 import type { TranscriptMessage } from '../scheduler/session/session-store.ts';
-import { killAfter, lines, waitForFile } from './support/child-processes.ts';
+import { lines, waitForFile } from './support/child-processes.ts';
 
 /**
  * The home of `hermes worker` children: `config.yaml` declares `tools` (written before any worker
@@ -75,8 +75,7 @@ describe.concurrent('durable turns', () => {
     });
     const c = clients(env);
     cleanups.push(() => c.close());
-    const a = await spawnWorker(env);
-    killAfter(cleanups, a);
+    const a = await spawnWorker(cleanups, env);
     await c.schedules.set(
       'durable',
       'loop',
@@ -96,8 +95,7 @@ describe.concurrent('durable turns', () => {
     a.kill('SIGKILL');
     await new Promise((r) => a.once('exit', r));
 
-    const b = await spawnWorker(env);
-    killAfter(cleanups, b);
+    const b = await spawnWorker(cleanups, env);
     const [reply] = await waitForEvents(c, 'durable', 'reply', 1, 30_000);
     expect(reply!.data).toMatchObject({ occurrenceId: occurrence, text: 'Appended the line.', pid: b.pid });
     await waitFor(async () => ((await c.loops.get('durable', 'loop'))?.status === 'finished' ? true : undefined), 15_000, 'loop finished');
@@ -141,8 +139,7 @@ describe.concurrent('durable turns', () => {
     });
     const c = clients(env);
     cleanups.push(() => c.close());
-    const a = await spawnWorker(env);
-    killAfter(cleanups, a);
+    const a = await spawnWorker(cleanups, env);
     cleanups.push(() => void a.kill('SIGCONT'));
     await c.schedules.set(
       'stalled',
@@ -152,8 +149,7 @@ describe.concurrent('durable turns', () => {
     );
     await waitFor(() => (secondCalls === 1 ? true : undefined), 30_000, 'the second call');
     a.kill('SIGSTOP');
-    const b = await spawnWorker(env);
-    killAfter(cleanups, b);
+    const b = await spawnWorker(cleanups, env);
     const [reply] = await waitForEvents(c, 'stalled', 'reply', 1, 30_000);
     expect(reply!.data).toMatchObject({ text: 'Appended the line.', pid: b.pid });
 
@@ -201,8 +197,7 @@ describe.concurrent('durable turns', () => {
     const c = clients(env);
     cleanups.push(() => c.close());
     const cron = cronServiceFor(env.config, c, createLogger({ level: 'silent' }));
-    const a = await spawnWorker(env);
-    killAfter(cleanups, a);
+    const a = await spawnWorker(cleanups, env);
     const job = await cron.add(
       { schedule: 'every 1h', prompt: 'append a line to the file', name: 'durable', paused: true },
       { origin: { surface: 'cli' }, trusted: true },
@@ -217,8 +212,7 @@ describe.concurrent('durable turns', () => {
     a.kill('SIGKILL');
     await new Promise((r) => a.once('exit', r));
 
-    const b = await spawnWorker(env);
-    killAfter(cleanups, b);
+    await spawnWorker(cleanups, env);
     const [run] = await waitFor(
       async () => {
         const runs = await cron.runs(job.id, 5);
@@ -308,8 +302,7 @@ describe.concurrent('durable turns', () => {
     });
     const c = clients(env);
     cleanups.push(() => c.close());
-    const a = await spawnWorker(env);
-    killAfter(cleanups, a);
+    const a = await spawnWorker(cleanups, env);
     for (const [session, prompt] of [
       ['doubt-deploy', 'deploy the release'],
       ['doubt-check', 'check the build'],
@@ -325,8 +318,7 @@ describe.concurrent('durable turns', () => {
     await waitFor(() => (lines(deployRuns).length === 1 && lines(checkRuns).length === 1) || undefined, 30_000, 'both commands started');
     a.kill('SIGKILL');
     await new Promise((r) => a.once('exit', r));
-    const b = await spawnWorker(env);
-    killAfter(cleanups, b);
+    await spawnWorker(cleanups, env);
 
     const [deployReply] = await waitForEvents(c, 'doubt-deploy', 'reply', 1, 30_000);
     const [checkReply] = await waitForEvents(c, 'doubt-check', 'reply', 1, 30_000);

@@ -35,10 +35,7 @@ describe('a held tick whose lock lapsed', () => {
     const due = Date.now() + 26_000;
     await addLoop(c, 'starved', { kind: 'command', command: 'sleep 1; echo once', timeoutSeconds: 30 }, due);
     await waitFor(() => (starved.deps.turns.admission.held === 1 ? true : undefined), 15_000, 'the tick held by the first worker');
-    const other = await spawnWorker(e, { HERMES_WORKER_MAX_HELD_TICKS: '4096' });
-    cleanups.push(() => {
-      if (other.exitCode === null) other.kill('SIGKILL');
-    });
+    const other = await spawnWorker(cleanups, e, { HERMES_WORKER_MAX_HELD_TICKS: '4096' });
     // Starve the first worker: no lock renewal for 3.5 s, so its lock lapses, the stall check puts the job back
     // and the other worker takes it (and holds it until it is due).
     blockEventLoopUntil(Date.now() + 3500);

@@ -16,7 +16,7 @@ import type { LoopOverlap } from '../scheduler/loop/loop-overlap.ts';
 import { testEnv } from './support/env.ts';
 import { clients, events, spawnWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
-import { alive, killAfter, waitForFile } from './support/child-processes.ts';
+import { alive, waitForFile } from './support/child-processes.ts';
 
 const PARSE = { minIntervalSeconds: 30, maxPromptChars: 4000 };
 describe('the --overlap grammar of a loop', () => {
@@ -65,8 +65,7 @@ describe.concurrent('a loop tick due while the previous one runs', () => {
     const pidFile = join(env.home, 'first.pid');
     const release = join(env.home, 'release');
     const command = `if [ "$HERMES_TICK" = 1 ]; then echo $$ > ${pidFile}; ${waitForFile(release)}; fi; echo "tick $HERMES_TICK"`;
-    const w = await spawnWorker(env);
-    killAfter(cleanups, w);
+    await spawnWorker(cleanups, env);
     await c.schedules.set(
       session,
       'loop',

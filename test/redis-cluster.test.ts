@@ -172,7 +172,7 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
 
   it('hermes worker, hermes loop and hermes status as processes (REDIS_CLUSTER_NODES, HERMES_REDIS_SHARDS=6): loops on six sessions fire', async () => {
     const { env, c } = setup();
-    const worker = await spawnWorker(env);
+    const worker = await spawnWorker(cleanups, env);
     cleanups.push(
       () =>
         new Promise<void>((resolve) => {

@@ -15,7 +15,7 @@ import { testEnv } from './support/env.ts';
 import { clients, events, spawnWorker, startWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { startTcpProxy } from './support/tcp-proxy.ts';
 import { it } from './support/cleanup.ts';
-import { alive, killAfter, lines, waitForFile } from './support/child-processes.ts';
+import { alive, lines, waitForFile } from './support/child-processes.ts';
 
 describe('self-fencing', () => {
   it("a worker partitioned from Redis mid-turn kills its command before the job's lock can lapse; the worker that takes the job over runs it once, and the heal changes nothing", async ({
@@ -30,8 +30,7 @@ describe('self-fencing', () => {
     cleanups.push(() => proxy.close());
     const c = clients(env);
     cleanups.push(() => c.close());
-    const a = await spawnWorker(env, { REDIS_URL: proxy.url });
-    killAfter(cleanups, a);
+    const a = await spawnWorker(cleanups, env, { REDIS_URL: proxy.url });
     const pids = join(env.home, 'pids');
     const first = join(env.home, 'first-run');
     // The first run hangs (until it is killed); the run that takes over answers at once.

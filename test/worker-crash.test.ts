@@ -16,7 +16,7 @@ import { testEnv } from './support/env.ts';
 import { clients, events, spawnWorker, startWorker, waitFor, waitForEvents, waitForNoTickJobs } from './support/stack.ts';
 import type { TestEnv } from './support/env.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
-import { alive, killAfter, waitForFile } from './support/child-processes.ts';
+import { alive, waitForFile } from './support/child-processes.ts';
 
 /** An in-process worker on `env`, drained after the test. */
 async function survivorWorker(cleanups: CleanUp[], env: TestEnv): Promise<void> {
@@ -36,8 +36,7 @@ describe.concurrent('worker crash mid-tick', () => {
     );
     const release = join(env.home, 'release');
     cleanups.push(() => writeFileSync(release, '')); // never leaves a turn waiting, even when the test fails
-    const a = await spawnWorker(env);
-    killAfter(cleanups, a);
+    const a = await spawnWorker(cleanups, env);
     // Every turn waits for the release file: tick 1 stays mid-turn until the test has killed its worker.
     await c.schedules.set(
       'crash',
@@ -87,8 +86,7 @@ describe.concurrent('worker crash mid-tick', () => {
     const firstRun = join(env.home, 'first-run');
     const release = join(env.home, 'release');
     cleanups.push(() => writeFileSync(release, '')); // ends the killed worker's orphaned command
-    const a = await spawnWorker(env);
-    killAfter(cleanups, a);
+    const a = await spawnWorker(cleanups, env);
     // The first run marks itself and hangs (its worker is killed); the run that takes over answers at once.
     await c.schedules.set(
       'recover',
@@ -185,8 +183,7 @@ describe.concurrent('worker crash mid-tick', () => {
       () => c.close(),
     );
     const pids = join(env.home, 'pids');
-    const a = await spawnWorker(env);
-    killAfter(cleanups, a);
+    const a = await spawnWorker(cleanups, env);
     // The shell and a grandchild it started in the background, both far longer than the 2 s timeout;
     // and a child left behind (output elsewhere, so nothing waits for it) by a command that ends a second
     // after the kill, when no worker is left to end its group.

@@ -29,12 +29,9 @@ describe.concurrent('worker drain', () => {
     expect,
   }) => {
     const { env, c } = openTestClients(cleanups, { 'agent.cron_drain_timeout': 30, 'agent.restart_drain_timeout': 0, log_level: 'info' });
-    const worker = await spawnWorker(env);
+    const worker = await spawnWorker(cleanups, env);
     let stderr = '';
     worker.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-    cleanups.push(() => {
-      if (worker.exitCode === null) worker.kill('SIGKILL');
-    });
     const cron = cronServiceFor(env.config, c, createLogger({ level: 'silent' }));
     const marker = join(env.home, 'started');
     const release = join(env.home, 'release');

@@ -8,10 +8,49 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { CleanUp } from './cleanup.ts';
 
-/** SIGKILL `child` when the test ends, if it is still running. */
+const running = (child: ChildProcess) => child.exitCode === null && child.signalCode === null;
+
+/** The children of this test process still running, SIGKILLed when it ends (see `track`). */
+const tracked = new Set<ChildProcess>();
+let killedOnExit = false;
+
+function killTracked(): void {
+  for (const child of tracked) if (running(child)) child.kill('SIGKILL');
+}
+
+/**
+ * Remember `child` until it exits, so that it is SIGKILLed when this test process ends however it ends:
+ * normally, or on the SIGTERM or SIGINT vitest's pool sends its workers when a run is stopped or a file
+ * timed out. A clean-up list can miss a child: one spawned by a test that already timed out (its clean-ups
+ * ran before the spawn), or a `beforeAll` whose `afterAll` never came.
+ */
+export function track<C extends ChildProcess>(child: C): C {
+  if (!killedOnExit) {
+    killedOnExit = true;
+    process.on('exit', killTracked);
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      process.once(signal, () => {
+        killTracked();
+        process.kill(process.pid, signal); // the handler was `once`: the default action ends the process now
+      });
+    }
+  }
+  tracked.add(child);
+  child.once('exit', () => tracked.delete(child));
+  return child;
+}
+
+/**
+ * SIGKILL `child` when the test ends, if it is still running, and wait until it has exited (a clean-up
+ * pushed before this one, e.g. removing its home, runs after it is gone). Tracked as `track` does.
+ */
 export function killAfter(cleanups: CleanUp[], child: ChildProcess): void {
-  cleanups.push(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  track(child);
+  cleanups.push(async () => {
+    if (!running(child)) return;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
   });
 }
 

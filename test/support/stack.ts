@@ -15,6 +15,7 @@ import { createLogger } from '../../scheduler/logger.ts';
 import { openRedisClient, topologyFromConfig, type RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { WorkerProcess, type WorkerProcessOptions } from '../../worker/worker-process.ts';
 import type { CleanUp } from './cleanup.ts';
+import { killAfter, track } from './child-processes.ts';
 import { assertChildEnv, testEnv, type TestEnv } from './env.ts';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -103,13 +104,18 @@ export async function startWorker(env: TestEnv, options: Partial<WorkerProcessOp
   });
 }
 
-/** Spawn `hermes worker` as a child process; resolves once it is registered alive. */
-export async function spawnWorker(env: TestEnv, extraEnv: NodeJS.ProcessEnv = {}): Promise<ChildProcess> {
+/**
+ * Spawn `hermes worker` as a child process; resolves once it is registered alive. `cleanups` SIGKILLs it
+ * (and waits for its exit) when the test ends, failed or not, even when it never registered; a test that
+ * stops it otherwise (SIGTERM, to drain) pushes its own clean-up after this call, which runs first.
+ */
+export async function spawnWorker(cleanups: CleanUp[], env: TestEnv, extraEnv: NodeJS.ProcessEnv = {}): Promise<ChildProcess> {
   assertChildEnv(env.childEnv);
   const child = spawn(process.execPath, [HERMES_BIN, 'worker'], {
     env: { ...env.childEnv, ...extraEnv },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
+  killAfter(cleanups, child);
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
   const redis = openRedisClient(topologyFromConfig(env.config), 'commands');
@@ -139,10 +145,12 @@ export async function runHermes(
   args: string[],
   extraEnv: NodeJS.ProcessEnv = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [HERMES_BIN, ...args], {
-    env: { ...env.childEnv, ...extraEnv },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = track(
+    spawn(process.execPath, [HERMES_BIN, ...args], {
+      env: { ...env.childEnv, ...extraEnv },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
