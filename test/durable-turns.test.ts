@@ -50,7 +50,9 @@ function holding(cleanups: CleanUp[]): { hold: () => Promise<ScriptedReply> } {
   return { hold: () => new Promise<ScriptedReply>((r) => held.push(r)) };
 }
 
-describe.concurrent('durable turns', () => {
+// Up to 180 s a test: two `hermes worker` starts (each up to 45 s on a loaded machine, SPAWN_START_TIMEOUT_MS)
+// and the waits for the turn between them did not fit in the default 60 s.
+describe.concurrent('durable turns', { timeout: 180_000 }, () => {
   it("SIGKILL while the model's second call is in flight → a new worker resumes the turn: one reply, the command ran once, the first request was not sent again", async ({
     cleanups,
     expect,
