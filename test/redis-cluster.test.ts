@@ -69,13 +69,13 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
     const sessions = sessionPerShard(c.keys, 'cl');
     for (const id of sessions) await c.schedules.set(id, 'loop', every('report', 1), { ...cli, runner: echo(`tick-${id}`) });
     for (const id of sessions) {
-      const replies = await waitForEvents(c, id, 'reply', 2);
+      const replies = await waitForEvents(c, id, 'reply', 2, 45_000);
       expect(replies[0]!.data.text).toBe(`tick-${id}`);
     }
 
     // A heartbeat.
     await c.schedules.set('cl-hb', 'heartbeat', every('anything new?', 1), { ...cli, runner: echo('quiet') });
-    await waitForEvents(c, 'cl-hb', 'reply', 1);
+    await waitForEvents(c, 'cl-hb', 'reply', 1, 45_000);
 
     // Inbox input (a slash command: no model turn) on another shard than the heartbeat.
     const inboxSession = sessions.find((s) => c.keys.shardOfSession(s) !== c.keys.shardOfSession('cl-hb'))!;
@@ -85,7 +85,7 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
     );
     await waitFor(
       async () => (await c.sessions.readEvents(inboxSession, '0', { count: 1000 })).some((e) => /loop: active/.test(String(e.data.text))),
-      15_000,
+      45_000,
       'the /loop status reply',
     );
 
@@ -99,7 +99,7 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
         const r = await cron.store.runs(job.id, 5);
         return r.length === 1 && r[0]!.status === 'ok' ? r : undefined;
       },
-      15_000,
+      45_000,
       'the cron run',
     );
     expect(runs[0]!.output).toBe('cron-ok');
@@ -151,7 +151,7 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
       if (mine.length > 0) owners.add(`${master.options.port}`);
     }
     expect(owners.size).toBeGreaterThan(1);
-  }, 90_000);
+  }, 300_000);
 
   it('a worker restricted to some shards runs only their sessions; the others wait for a worker of theirs', async () => {
     const probe = new Keys('{x}', { shards: SHARDS });
@@ -161,14 +161,14 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
     cleanups.push(() => restricted.drain());
     await c.schedules.set(a!, 'loop', every('report', 1), { ...cli, runner: echo('a') });
     await c.schedules.set(b!, 'loop', every('report', 1), { ...cli, runner: echo('b') });
-    await waitForEvents(c, a!, 'reply', 3);
+    await waitForEvents(c, a!, 'reply', 3, 45_000);
     expect(await c.sessions.readEvents(b!, '0')).toEqual([]); // b's tick is due but its shard has no worker
     expect(await c.queues.forSession(b!).ticks.getJobCountByTypes('waiting', 'prioritized', 'delayed')).toBeGreaterThan(0);
 
     const all = await startWorker(env, { config: { ...env.config, worker: { ...env.config.worker, shards: [] } } });
     cleanups.push(() => all.drain());
-    await waitForEvents(c, b!, 'reply', 1);
-  }, 60_000);
+    await waitForEvents(c, b!, 'reply', 1, 45_000);
+  }, 120_000);
 
   it('hermes worker, hermes loop and hermes status as processes (REDIS_CLUSTER_NODES, HERMES_REDIS_SHARDS=6): loops on six sessions fire', async () => {
     const { env, c } = setup();
@@ -197,14 +197,14 @@ describe('Redis Cluster, 6 shards on 3 masters', () => {
     const set = await runHermes(env, ['loop', '1s', 'report', '--session', byCli, '--run', `echo from-${byCli}`]);
     expect(set.code, set.stderr).toBe(0);
     for (const s of sessions) if (s !== byCli) await c.schedules.set(s, 'loop', every('report', 1), { ...cli, runner: echo(`from-${s}`) });
-    for (const s of sessions) expect((await waitForEvents(c, s, 'reply', 1))[0]!.data.text).toBe(`from-${s}`);
+    for (const s of sessions) expect((await waitForEvents(c, s, 'reply', 1, 45_000))[0]!.data.text).toBe(`from-${s}`);
     const status = await runHermes(env, ['status']);
     for (const s of sessions) expect(status.stdout).toContain(s);
     // Each shard's hash tag hashes to its own slot; the slots' masters all hold keys.
     const tags = c.keys.shards().map((k) => k.prefix);
     const slots = await Promise.all(tags.map((t) => cluster.masters()[0]!.cluster('KEYSLOT', t)));
     expect(new Set(slots).size).toBe(SHARDS);
-  }, 90_000);
+  }, 240_000);
 
   it('the version and eviction checks run on every master: an evicting policy on one of them is named', async () => {
     const victim = cluster.masters()[1]!;
