@@ -493,13 +493,13 @@ describe.concurrent('overlap (docs/DESIGN.md §7 Overlap)', () => {
     await worker(4);
     const job = await api.service.add({ schedule: 'every 1s', prompt: 'slow' }, cli);
     // The first run lasts until an occurrence due during it has been recorded.
-    const first = await waitFor(async () => (await runsOf(job.id)).find((r) => r.status === 'skipped'), 10_000, 'an occurrence skipped');
+    const first = await waitFor(async () => (await runsOf(job.id)).find((r) => r.status === 'skipped'), 30_000, 'an occurrence skipped');
     expect(first).toMatchObject({ reason: 'overlap', trigger: 'schedule', started_at: null, output: null });
     expect(held.model.requests).toHaveLength(1); // the skipped occurrence never reached the model
     held.release();
-    await waitFor(async () => (await runsOf(job.id)).filter((r) => r.status === 'ok').length >= 2, 10_000, 'two runs');
+    await waitFor(async () => (await runsOf(job.id)).filter((r) => r.status === 'ok').length >= 2, 30_000, 'two runs');
     await api.service.pause(job.id);
-    await waitFor(async () => (await api.queues.ticks.getActiveCount()) === 0, 10_000, 'no tick in flight');
+    await waitFor(async () => (await api.queues.ticks.getActiveCount()) === 0, 30_000, 'no tick in flight');
     const runs = await runsOf(job.id);
     const ok = runs.filter((r) => r.status === 'ok');
     const skipped = runs.filter((r) => r.status === 'skipped');
@@ -510,7 +510,7 @@ describe.concurrent('overlap (docs/DESIGN.md §7 Overlap)', () => {
       expect(ok.some((r) => r.started_at! <= s.due_at + s.lateness_ms && s.due_at <= r.finished_at!)).toBe(true);
     }
     expect(new Set(runs.map((r) => r.occurrence_id)).size).toBe(runs.length);
-  });
+  }, 120_000);
 });
 
 describe.concurrent('pause and remove with the next job already waiting', () => {
