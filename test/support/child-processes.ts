@@ -20,14 +20,16 @@ function killTracked(): void {
 
 /**
  * Remember `child` until it exits, so that it is SIGKILLed when this test process ends however it ends:
- * normally, or on the SIGTERM or SIGINT vitest's pool sends its workers when a run is stopped or a file
- * timed out. A clean-up list can miss a child: one spawned by a test that already timed out (its clean-ups
+ * normally, on the SIGTERM or SIGINT vitest's pool sends its workers, or when the vitest run that started
+ * this process is gone (stopped by a signal, it exits without stopping its pool processes). A clean-up list can miss a child: one spawned by a test that already timed out (its clean-ups
  * ran before the spawn), or a `beforeAll` whose `afterAll` never came.
  */
 export function track<C extends ChildProcess>(child: C): C {
   if (!killedOnExit) {
     killedOnExit = true;
     process.on('exit', killTracked);
+    // vitest's pool process whose parent is gone (the run was stopped) loses its IPC channel and may live on.
+    process.once('disconnect', killTracked);
     for (const signal of ['SIGTERM', 'SIGINT'] as const) {
       process.once(signal, () => {
         killTracked();
