@@ -132,6 +132,31 @@ describe('/api/cron/jobs pages', () => {
     expect(JSON.stringify(asId.body)).toMatch(/is the id of the cron job \\"job-0005\\"/);
   });
 
+  it('adding a job with a non-ASCII name among 1,200 reads the records of that name only, in any case: never every job', async () => {
+    const { env, cron, call } = await setup(1200);
+    await cron.store.put(cronJobFixture({ id: 'aaaaaaaaaaaa', name: 'Überprüfung Ärger' }), 'absent');
+    await cron.store.put(cronJobFixture({ id: 'bbbbbbbbbbbb', name: 'Отчёт' }), 'absent');
+    let res: { status: number; body: Record<string, any> } = { status: 0, body: {} };
+    const seen = await commandsDuring(env.redisUrl, cron.redis, env.prefix, async () => {
+      res = await call('POST', '/api/cron/jobs', { schedule: 'every 2h', prompt: 'x', name: 'überprüfung ärger' });
+    });
+    // Taken in another case of its non-ASCII letters: refused, having read that job's record and no other.
+    expect(res.status).toBe(400);
+    expect(JSON.stringify(res.body)).toMatch(/A cron job named \\"Überprüfung Ärger\\" already exists \(aaaaaaaaaaaa\)/);
+    expect(seen.filter((c) => ['MGET', 'SMEMBERS', 'SSCAN', 'SCAN', 'KEYS'].includes(c.name))).toEqual([]);
+    const recordsRead = seen.flatMap((c) => c.args.filter((a) => a.includes(':cron:job:')));
+    // The job with that id (none: a name is looked up as an id too), then the one job of that name.
+    expect(recordsRead.sort()).toEqual([cron.keys.cronJob('aaaaaaaaaaaa'), cron.keys.cronJob('überprüfung ärger')].sort());
+    // A name derived from a non-ASCII prompt is numbered the same way; a reference in another case finds the job.
+    const numbered = await commandsDuring(env.redisUrl, cron.redis, env.prefix, async () => {
+      res = await call('POST', '/api/cron/jobs', { schedule: 'every 2h', prompt: 'отчёт' });
+    });
+    expect(res.body).toMatchObject({ name: 'отчёт (2)' });
+    expect(numbered.filter((c) => ['MGET', 'SMEMBERS', 'SSCAN', 'SCAN', 'KEYS'].includes(c.name))).toEqual([]);
+    expect(numbered.filter((c) => c.name === 'GET' && c.args.some((a) => a.includes(':cron:job:'))).length).toBeLessThanOrEqual(4);
+    expect((await call('GET', `/api/cron/jobs/${encodeURIComponent('ОТЧЁТ (2)')}`)).body).toMatchObject({ name: 'отчёт (2)' });
+  });
+
   it('jobs added, removed and renamed between pages: no job listed twice, none that existed throughout skipped', async () => {
     const { cron, call } = await setup(300);
     const removed = new Set<string>();

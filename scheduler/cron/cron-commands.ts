@@ -407,13 +407,11 @@ export class CronCommands {
    */
   private async uniqueName(name: string, explicit: boolean, selfId?: string): Promise<string> {
     // Two lookups, never a read of every job (adding the 10,000th job read all 10,000): the job with that id,
-    // and the jobs of that name in the name order — which folds ASCII case only (`cronNamePrefix`), so a name
-    // with other letters is compared over every job.
+    // and the jobs of that name in any case from the name order (`withNameInAnyCase`), whatever its letters.
     const taken = async (n: string): Promise<CronJob | undefined> => {
       const byId = n === selfId ? null : await this.store.get(n);
       if (byId) return byId;
-      const named = /^[\x20-\x7e]*$/.test(n) ? await this.store.withName(n) : await this.store.list();
-      return named.find((j) => j.id !== selfId && j.name.toLowerCase() === n.toLowerCase());
+      return (await this.store.withNameInAnyCase(n)).find((j) => j.id !== selfId);
     };
     const holder = await taken(name);
     if (!holder) return name;

@@ -22,3 +22,27 @@ export function cronOrderId(member: string): string {
 export function cronNamePrefix(prefix: string): string {
   return foldName(prefix);
 }
+
+/** Spellings looked up at most for a name with letters other than ASCII ones (`cronNameSpellings`). */
+const MAX_SPELLINGS = 16;
+
+/**
+ * Where in the list order the names equal to `name` in any case (`toLowerCase`, as references compare) are:
+ * the name with each letter in either case, folded as the order is. The order folds ASCII letters only, so
+ * a name with other letters has several spellings; past `MAX_SPELLINGS` the rest of the name is left out
+ * and the spellings are prefixes (`whole` false) whose members are compared by name.
+ */
+export function cronNameSpellings(name: string): { spellings: string[]; whole: boolean } {
+  let spellings = [''];
+  for (const ch of name) {
+    const forms = [...new Set([ch, ch.toLowerCase(), ch.toUpperCase()].map(foldName))];
+    if (spellings.length * forms.length > MAX_SPELLINGS) return { spellings, whole: false };
+    spellings = spellings.flatMap((s) => forms.map((f) => s + f));
+  }
+  return { spellings, whole: true };
+}
+
+/** Whether a list-order member names a job whose name equals `name` in any case. */
+export function cronOrderNamed(member: string, name: string): boolean {
+  return member.slice(0, member.lastIndexOf('\0')).toLowerCase() === name.toLowerCase();
+}

@@ -76,10 +76,7 @@ export class CronQueries {
       const byId = await this.store.get(ref.trim());
       if (byId) return byId;
     }
-    // By name: the jobs of that name from the list order (ASCII letters folded). A name with other letters
-    // may differ in their case only, which the order does not fold: those are looked for among every job.
-    const named = await this.store.withName(ref.trim());
-    if (named.length === 0 && /[^ -~]/.test(ref.trim())) return resolveJobRef(ref, await this.store.list());
-    return resolveJobRef(ref, named);
+    // By name: the jobs of that name in any case from the list order (`withNameInAnyCase`), never every job.
+    return resolveJobRef(ref, await this.store.withNameInAnyCase(ref.trim()));
   }
 }

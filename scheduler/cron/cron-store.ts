@@ -43,7 +43,7 @@ import { bufferPlace } from './overlap-buffer.ts';
 import { lexRange } from '../store/lex-index.ts';
 import { ensureOrder } from '../store/order-repair.ts';
 import { readPage, type Page, type PageRequest } from '../store/list-page.ts';
-import { cronNamePrefix, cronOrderId, cronOrderMember } from './cron-order.ts';
+import { cronNamePrefix, cronNameSpellings, cronOrderId, cronOrderMember, cronOrderNamed } from './cron-order.ts';
 import { afterAllKey, afterRunDigest, type ParentRunContext } from './cron-after.ts';
 
 /** Data of a cron tick job in the `ticks` queue. */
@@ -205,20 +205,31 @@ export class CronStore {
   }
 
   /**
-   * The jobs whose name is `name` in ASCII letters of either case (`cron-order.ts`), read from the list order:
-   * the candidates of a reference by name (`job-ref.ts` decides among them), without reading every job.
-   * @param max - candidates at most
+   * The jobs whose name equals `name` in any case (`toLowerCase`, as references compare), read from the list
+   * order, never every job: the members under each spelling of the name (`cronNameSpellings`: one for a name
+   * of ASCII letters) are compared by name, and only the records of those that match are read.
    */
-  async withName(name: string, max = 100): Promise<CronJob[]> {
+  async withNameInAnyCase(name: string): Promise<CronJob[]> {
     await this.ensureOrders();
-    const members = await lexRange(
-      this.redis,
-      this.keys.shards().map((k) => k.cronJobOrder),
-      { prefix: `${cronNamePrefix(name)}\0` },
-      max,
-    );
-    const raws = await Promise.all(members.map((m) => this.redis.get(this.keys.cronJob(cronOrderId(m)))));
-    return raws.filter((r): r is string => r !== null).map(readCronJob);
+    const orders = this.keys.shards().map((k) => k.cronJobOrder);
+    const { spellings, whole } = cronNameSpellings(name);
+    const members = new Set<string>();
+    for (const spelling of spellings) {
+      const prefix = whole ? `${spelling}\0` : spelling;
+      let after: string | undefined;
+      for (;;) {
+        const page = await lexRange(this.redis, orders, { after, prefix }, 1000);
+        for (const m of page) if (cronOrderNamed(m, name)) members.add(m);
+        if (page.length < 1000) break;
+        after = page.at(-1);
+      }
+    }
+    const found = await Promise.all([...members].map(async (m) => ({ m, raw: await this.redis.get(this.keys.cronJob(cronOrderId(m))) })));
+    // A member whose record is gone or renamed in between is left out: the record's own member is compared.
+    return found.flatMap(({ m, raw }) => {
+      const job = raw ? readCronJob(raw) : null;
+      return job && cronOrderMember(job) === m ? [job] : [];
+    });
   }
 
   /** Make every shard's list order whole when it differs in size from its job index (`store/order-repair.ts`). */
