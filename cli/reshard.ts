@@ -33,6 +33,7 @@ import { tickJobData, type StoredTickJobData } from '../scheduler/loop/tick-job.
 import type { HermesQueues } from '../scheduler/store/queues.ts';
 import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts';
 import { cronStoreFor, loopStoreFor, openQueues } from '../scheduler/services.ts';
+import { cronTickData, isCronTick } from '../scheduler/cron/cron-store.ts';
 import { aliveWorkerIds } from '../scheduler/worker-liveness.ts';
 import { resumeDueAt, type LoopRecord } from '../scheduler/loop/loop-state.ts';
 
@@ -149,9 +150,7 @@ export async function reshard(
         if (!moves(ok.prefix, nk.prefix)) continue;
         await copyKeys(redis, ok.cronJobKeys(id), nk.cronJobKeys(id));
         await redis.sadd(nk.cronJobIndex, id);
-        const own = pending.filter(
-          (j) => (j.job.data as { jobId?: string; type?: string }).type === 'cron-tick' && (j.job.data as { jobId: string }).jobId === id,
-        );
+        const own = pending.filter((j) => isCronTick(j.job) && cronJobOf(j.job) === id);
         report.jobsMoved += await copyJobs(own, newQueues.forShard(nk.shardIndex));
         const job = await newCron.get(id);
         if (job?.state === 'scheduled') await newCron.arm(job);
@@ -164,14 +163,10 @@ export async function reshard(
       }
       // Jobs made by a job scheduler that was removed above (`repeat:…`) may be left in the wait list.
       for (const j of await pendingJobs(oldQueues.forShard(ok.shardIndex))) {
-        const data = j.job.data as { jobId?: string; type?: string };
+        const cronJobId = isCronTick(j.job) ? cronJobOf(j.job) : undefined;
         const sessionId = sessionOfJob(j.job);
         const target =
-          data.type === 'cron-tick' && data.jobId !== undefined
-            ? newKeys.forCronJob(data.jobId)
-            : sessionId !== undefined
-              ? newKeys.forSession(sessionId)
-              : undefined;
+          cronJobId !== undefined ? newKeys.forCronJob(cronJobId) : sessionId !== undefined ? newKeys.forSession(sessionId) : undefined;
         if (target && moves(ok.prefix, target.prefix) && j.job.id?.startsWith('repeat:')) await j.job.remove().catch(() => undefined);
       }
     }
@@ -251,6 +246,15 @@ function sessionOfJob(job: Job): string | undefined {
   if (data.type !== undefined && data.type !== 'schedule-tick') return undefined;
   try {
     return tickJobData(job as Job<StoredTickJobData>).sessionId;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The cron job a cron tick job belongs to (`cronTickData`), or `undefined` when it names none. */
+function cronJobOf(job: Job): string | undefined {
+  try {
+    return cronTickData(job).jobId;
   } catch {
     return undefined;
   }

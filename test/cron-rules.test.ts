@@ -23,6 +23,7 @@ import {
 } from '../scheduler/cron/repeat-strategy.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 import { cronJobFixture } from './support/record-fixtures.ts';
+import { CRON_TICK_JOB_NAME, cronTickData, isCronTick, type CronTickData } from '../scheduler/cron/cron-store.ts';
 
 /** `applyRun` with `cron.max_consecutive_failures` from the config's defaults unless a test sets it. */
 const applyRun = (job: CronJob, run: CronRun, pickedAt: number, now: number, options: Partial<Parameters<typeof applyRunWith>[4]> = {}) =>
@@ -397,6 +398,28 @@ describe('next occurrences remembered for an aligned burst answer only inside th
     expect(next(daily, '2026-06-01T06:00:00Z', 'UTC')).toBe('2026-06-01T09:00:00Z');
     expect(next(sixField, '2026-06-01T07:00:00Z')).toBe('2026-06-01T07:00:30Z');
     expect(next(sixField, '2026-06-01T07:00:30Z')).toBe('2026-06-02T07:00:30Z');
+  });
+});
+
+describe('the data of a cron tick job (cronTickData)', () => {
+  it("a job scheduler's job stores its generation alone: the name, scheduler id and pattern give the rest; earlier data reads as it is", () => {
+    const stored = { name: CRON_TICK_JOB_NAME, data: { generation: 4 }, opts: { repeat: { pattern: 'lead:10000:0 9 * * *' } } };
+    const job = { ...stored, id: 'repeat:cron:0123456789ab:1780304390000', repeatJobKey: 'cron:0123456789ab' };
+    expect(isCronTick(job)).toBe(true);
+    expect(cronTickData(job)).toEqual({ type: 'cron-tick', jobId: '0123456789ab', generation: 4, leadMs: 10_000 });
+    // Without the key BullMQ keeps apart (`repeatJobKey`), from the job id; without a lead, no `leadMs`.
+    expect(cronTickData({ ...job, repeatJobKey: undefined, opts: { repeat: { pattern: '0 9 * * *' } } })).toEqual({
+      type: 'cron-tick',
+      jobId: '0123456789ab',
+      generation: 4,
+    });
+    const earlier: CronTickData = { type: 'cron-tick', jobId: '0123456789ab', generation: 3, leadMs: 5_000 };
+    expect(cronTickData({ ...job, data: earlier })).toBe(earlier);
+    expect(isCronTick({ name: 'cron-tick-of-old', data: earlier })).toBe(true);
+    // A loop's scheduler job is no cron tick, and names no cron job.
+    const loopJob = { name: 'schedule-tick', data: { loopId: 'abc' }, opts: {}, id: 'repeat:loop:s:1780304390000', repeatJobKey: 'loop:s' };
+    expect(isCronTick(loopJob)).toBe(false);
+    expect(() => cronTickData(loopJob)).toThrow('names no cron job');
   });
 });
 

@@ -28,11 +28,12 @@
  * already waiting or picked up. `reconcile` re-arms scheduled jobs whose
  * BullMQ side is missing (a crash between the two steps).
  */
+import type { Job } from 'bullmq';
 import type { ReplicaAck } from '../store/redis/replica-ack.ts';
 import type { RedisClient } from '../store/redis/connection-factory.ts';
 import { StoreUnavailableError } from '../errors/store-unavailable-error.ts';
-import type { Keys } from '../store/keys.ts';
-import type { HermesQueues } from '../store/queues.ts';
+import { parseCronSchedulerId, type Keys } from '../store/keys.ts';
+import { schedulerJobMillis, type HermesQueues } from '../store/queues.ts';
 import { parseStreamEntry } from '../session/session-store.ts';
 import { luaScript, runLuaScript } from '../store/redis/lua-script.ts';
 import { cronOccurrenceId, cronSessionId, type CronDelivery, type CronJob, type CronRun } from './cron-job.ts';
@@ -46,7 +47,7 @@ import { readPage, type Page, type PageRequest } from '../store/list-page.ts';
 import { cronNamePrefix, cronNameSpellings, cronOrderId, cronOrderMember, cronOrderNamed } from './cron-order.ts';
 import { afterAllKey, afterRunDigest, type ParentRunContext } from './cron-after.ts';
 
-/** Data of a cron tick job in the `ticks` queue. */
+/** Data of a cron tick job in the `ticks` queue, as the worker reads it (`cronTickData`; a job scheduler stores less). */
 export interface CronTickData {
   type: 'cron-tick';
   jobId: string;
@@ -54,7 +55,7 @@ export interface CronTickData {
   generation: number;
   /** Due time for one-shot and manual jobs; scheduler jobs carry it in their id, less `leadMs`. */
   dueAt?: number;
-  /** A job scheduler's jobs: the prefetch lead they are released with, ms (`repeat-strategy.ts`; absent: 0). */
+  /** A job scheduler's jobs: the prefetch lead they are released with, ms (from its pattern, `repeat-strategy.ts`; absent: 0). */
   leadMs?: number;
   /** A manual run (`hermes cron run`, `resume --run-now`). */
   manual?: boolean;
@@ -68,6 +69,43 @@ export interface CronTickData {
   catchUp?: boolean;
   /** In a backfill or a catch-up after an outage: the occurrence before it, which runs first (`isAhead`). */
   follows?: OccurrenceRef;
+}
+
+/**
+ * Data of the jobs a cron job scheduler makes, as stored (the template in its hash, copied into each job): the
+ * generation alone. The job name says it is a cron tick, the scheduler id `cron:<id>` names the job, and the
+ * pattern carries the prefetch lead (`repeat-strategy.ts`): `cronTickData` reads them back. Earlier versions
+ * stored the whole `CronTickData`, which reads as it is; an earlier worker cannot read this form, so the
+ * processes that share a Redis are upgraded together (docs/OPERATIONS.md).
+ */
+export type StoredCronSchedulerData = Pick<CronTickData, 'generation'>;
+
+/**
+ * A cron tick job's data with its `type`, `jobId` and `leadMs`: the stored data when it names them (every job but
+ * a job scheduler's of this version), else what the job's scheduler id (`job.repeatJobKey`, or its
+ * `repeat:cron:<id>:<millis>` id) and its pattern (`job.opts.repeat.pattern`) say.
+ * @throws Error when the job names no cron job
+ */
+export function cronTickData(job: {
+  data: unknown;
+  id?: string | undefined;
+  repeatJobKey?: string | undefined;
+  opts: object;
+}): CronTickData {
+  const data = job.data as Partial<CronTickData> & StoredCronSchedulerData;
+  if (data.type === 'cron-tick' && typeof data.jobId === 'string') return data as CronTickData;
+  const schedulerId =
+    job.repeatJobKey ?? (schedulerJobMillis(job.id) !== undefined ? job.id!.slice('repeat:'.length, job.id!.lastIndexOf(':')) : undefined);
+  const jobId = schedulerId === undefined ? undefined : parseCronSchedulerId(schedulerId);
+  if (jobId === undefined) throw new Error(`cron tick job ${job.id} names no cron job`);
+  const pattern = (job.opts as { repeat?: { pattern?: string } }).repeat?.pattern;
+  const leadMs = pattern ? patternLead(pattern).leadMs : 0;
+  return { ...data, type: 'cron-tick', jobId, ...(leadMs > 0 ? { leadMs } : {}) };
+}
+
+/** Whether a `ticks` job is a cron tick: by its name, or by its data's `type` (jobs of earlier versions). */
+export function isCronTick(job: Pick<Job, 'name' | 'data'>): boolean {
+  return job.name === CRON_TICK_JOB_NAME || (job.data as { type?: string } | undefined)?.type === 'cron-tick';
 }
 
 /** An occurrence and the BullMQ job that runs it. */
@@ -283,7 +321,6 @@ export class CronStore {
     // A job with no times of its own (`--after` only) has nothing to arm: its parents' runs queue its runs.
     if (job.state !== 'scheduled' || job.schedule.kind === 'after') return await this.disarm(job);
     const data: CronTickData = { type: 'cron-tick', jobId: job.id, generation: job.generation };
-    const opts = this.retryOptions;
     const ticks = this.queues.forCronJob(job.id).ticks;
     try {
       if (job.schedule.kind === 'once') {
@@ -293,7 +330,6 @@ export class CronStore {
           CRON_TICK_JOB_NAME,
           { ...data, dueAt },
           {
-            ...opts,
             jobId: this.keys.cronOnceJobId(job.id, dueAt),
             delay: Math.max(0, dueAt - this.settings.prefetchLeadMs - now),
           },
@@ -303,7 +339,7 @@ export class CronStore {
         await ticks.upsertJobScheduler(
           this.keys.cronSchedulerId(job.id),
           { pattern: encodePattern(job.schedule, lead), tz: job.tz },
-          { name: CRON_TICK_JOB_NAME, data: lead > 0 ? { ...data, leadMs: lead } : data, opts },
+          { name: CRON_TICK_JOB_NAME, data: { generation: job.generation } satisfies StoredCronSchedulerData },
         );
         // BullMQ computes a scheduler's first job from the time of the upsert. When the
         // occurrence the record announces (`next_run_at`, computed before the record was
@@ -335,7 +371,6 @@ export class CronStore {
     const data: CronTickData = { type: 'cron-tick', jobId: job.id, generation: job.generation, dueAt };
     try {
       await this.queues.forCronJob(job.id).ticks.add(CRON_TICK_JOB_NAME, data, {
-        ...this.retryOptions,
         jobId: this.keys.cronPassedFirstJobId(job.id, dueAt),
         delay: Math.max(0, dueAt - this.settings.prefetchLeadMs - Date.now()),
       });
@@ -366,7 +401,7 @@ export class CronStore {
   async enqueueManual(job: CronJob, now = Date.now()): Promise<string> {
     const jobId = this.keys.cronManualJobId(job.id, now);
     const data: CronTickData = { type: 'cron-tick', jobId: job.id, generation: job.generation, dueAt: now, manual: true };
-    await this.queues.forCronJob(job.id).ticks.add(CRON_TICK_JOB_NAME, data, { jobId, ...this.retryOptions });
+    await this.queues.forCronJob(job.id).ticks.add(CRON_TICK_JOB_NAME, data, { jobId });
     return jobId;
   }
 
@@ -400,7 +435,7 @@ export class CronStore {
               ? { follows: { occurrenceId: occ(queued[i - 1]!), queueJobId: this.keys.cronBackfillJobId(job.id, queued[i - 1]!) } }
               : {}),
           } satisfies CronTickData,
-          opts: { jobId: this.keys.cronBackfillJobId(job.id, dueAt), ...this.retryOptions },
+          opts: { jobId: this.keys.cronBackfillJobId(job.id, dueAt) },
         })),
       );
       return { queued, recorded };
@@ -435,7 +470,7 @@ export class CronStore {
               catchUp: true,
               ...(after ? { follows: after } : {}),
             } satisfies CronTickData,
-            opts: { jobId: refOf(dueAt).queueJobId, ...this.retryOptions },
+            opts: { jobId: refOf(dueAt).queueJobId },
           };
         }),
       );
@@ -472,7 +507,7 @@ export class CronStore {
   async enqueueAfter(child: Pick<CronJob, 'id' | 'generation'>, parent: ParentRunContext, dueAt: number): Promise<string> {
     const jobId = this.keys.cronAfterJobId(child.id, afterRunDigest(parent.occurrenceId));
     const data: CronTickData = { type: 'cron-tick', jobId: child.id, generation: child.generation, dueAt, after: parent };
-    await this.queues.forCronJob(child.id).ticks.add(CRON_TICK_JOB_NAME, data, { jobId, ...this.retryOptions });
+    await this.queues.forCronJob(child.id).ticks.add(CRON_TICK_JOB_NAME, data, { jobId });
     return jobId;
   }
 
@@ -508,7 +543,7 @@ export class CronStore {
   async enqueueAfterAll(child: Pick<CronJob, 'id' | 'generation'>, parents: ParentRunContext[], dueAt: number): Promise<string> {
     const jobId = this.keys.cronAfterJobId(child.id, afterRunDigest(afterAllKey(parents)));
     const data: CronTickData = { type: 'cron-tick', jobId: child.id, generation: child.generation, dueAt, afterAll: parents };
-    await this.queues.forCronJob(child.id).ticks.add(CRON_TICK_JOB_NAME, data, { jobId, ...this.retryOptions });
+    await this.queues.forCronJob(child.id).ticks.add(CRON_TICK_JOB_NAME, data, { jobId });
     const taken = parents.flatMap((p) => [p.jobId, p.occurrenceId, p.endedAt]);
     await runLuaScript(this.redis, TAKE_AFTER_ALL, [this.keys.cronAfterAll(child.id)], taken);
     return jobId;
@@ -641,9 +676,16 @@ export class CronStore {
     return (await this.redis.zscore(this.keys.cronCommitted(jobId), occurrenceId)) !== null;
   }
 
-  /** BullMQ attempts and backoff of a tick job (docs/DESIGN.md §7 Retries). */
-  private get retryOptions(): { attempts: number; backoff: { type: 'exponential'; delay: number } } {
-    return { attempts: CRON_TICK_ATTEMPTS, backoff: { type: 'exponential', delay: this.settings.retryBackoffMs } };
+  /**
+   * Give a tick job a worker took its BullMQ attempts and backoff (docs/DESIGN.md §7 Retries). Tick jobs are
+   * stored without them — every pending job and job scheduler would carry them, bytes per stored job
+   * (docs/BENCHMARKS.md, "Cron store") — and BullMQ reads them from the job it holds when the job fails.
+   * A job stored with attempts of its own (by an earlier version) keeps them.
+   */
+  applyRetryPolicy(job: Pick<Job, 'opts'>): void {
+    if (job.opts.attempts) return;
+    job.opts.attempts = CRON_TICK_ATTEMPTS;
+    job.opts.backoff = { type: 'exponential', delay: this.settings.retryBackoffMs };
   }
 
   private get windowMs(): number {

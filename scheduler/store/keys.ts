@@ -69,6 +69,16 @@ export function compositeId(...parts: Array<string | number>): string {
   return parts.map(keyPart).join(':');
 }
 
+/** The cron job id a job scheduler id `cron:<id>` names (`Keys.cronSchedulerId`), or `undefined` for another scheduler's. */
+export function parseCronSchedulerId(id: string): string | undefined {
+  if (!id.startsWith('cron:') || id.length === 'cron:'.length) return undefined;
+  try {
+    return fromKeyPart(id.slice('cron:'.length));
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The kind and session of a loop or heartbeat job scheduler id
  * (`Keys.loopSchedulerId`: `<kind>:<keyPart(session)>`), or `undefined` for any

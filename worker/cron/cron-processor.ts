@@ -56,7 +56,7 @@ import {
   type CronRun,
   type OccurrenceTrigger,
 } from '../../scheduler/cron/cron-job.ts';
-import type { CronStore, CronTickData, OccurrenceRef } from '../../scheduler/cron/cron-store.ts';
+import { cronTickData, type CronStore, type CronTickData, type OccurrenceRef } from '../../scheduler/cron/cron-store.ts';
 import { withNotice } from '../../scheduler/cron/cron-notice.ts';
 import { catchUpsAfter, decideOccurrence, graceWindowMs, type OccurrenceDecision } from '../../scheduler/cron/misfire.ts';
 import { takeCronAhead } from './cron-claim-ahead.ts';
@@ -186,7 +186,15 @@ export async function processCronTick(
   signal: AbortSignal | undefined,
   deps: WorkerDeps,
 ): Promise<CronTickResult> {
+  // Stored without its retry options: a failure that never reached the model is retried by them (`applyRetryPolicy`).
+  deps.cron.applyRetryPolicy(withCronTickData(job));
   return await runOccurrence(new CronPlan(deps, job, token, signal), deps, job, token, signal);
+}
+
+/** `job` with the whole data of a cron tick (`cronTickData`: a job scheduler's jobs store the generation alone). */
+export function withCronTickData(job: Job<CronTickData>): Job<CronTickData> {
+  job.data = cronTickData(job);
+  return job;
 }
 
 /**
@@ -194,7 +202,7 @@ export async function processCronTick(
  * the run it replaces is cancelled now, not once a slot is free — the slot may be that run's own.
  */
 export async function cancelReplacedRun(job: Job<CronTickData>, deps: WorkerDeps): Promise<void> {
-  await new CronPlan(deps, job, undefined, undefined).cancelReplacedRun();
+  await new CronPlan(deps, withCronTickData(job), undefined, undefined).cancelReplacedRun();
 }
 
 /**
@@ -202,9 +210,10 @@ export async function cancelReplacedRun(job: Job<CronTickData>, deps: WorkerDeps
  * catch-up, passed first), else its job scheduler's time plus the prefetch lead (`repeat-strategy.ts`), else its creation.
  */
 export function cronTickDueAt(job: Job<CronTickData>): number {
-  if (job.data.dueAt !== undefined) return job.data.dueAt;
+  const data = cronTickData(job);
+  if (data.dueAt !== undefined) return data.dueAt;
   const millis = schedulerJobMillis(job.id);
-  return millis === undefined ? job.timestamp : millis + (job.data.leadMs ?? 0);
+  return millis === undefined ? job.timestamp : millis + (data.leadMs ?? 0);
 }
 
 /** Whether a job due at `dueAt` is held in this process until then (came by the prefetch lead), not put back. */

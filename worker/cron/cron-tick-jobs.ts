@@ -1,11 +1,17 @@
 /** Cron runs as a kind of job of the `ticks` queue (`runtime/job-processor.ts`). */
-import type { Job } from 'bullmq';
 import { QUEUES } from '../../scheduler/store/keys.ts';
-import type { CronTickData } from '../../scheduler/cron/cron-store.ts';
+import { isCronTick, type CronTickData } from '../../scheduler/cron/cron-store.ts';
 import { cronRepeatStrategy } from '../../scheduler/cron/repeat-strategy.ts';
 import type { JobProcessor } from '../runtime/job-processor.ts';
 import { claimCronAhead, dropCronAhead } from './cron-claim-ahead.ts';
-import { cancelReplacedRun, cronTickDueAt, heldUntilDue, processCronTick, type CronTickResult } from './cron-processor.ts';
+import {
+  cancelReplacedRun,
+  cronTickDueAt,
+  heldUntilDue,
+  processCronTick,
+  withCronTickData,
+  type CronTickResult,
+} from './cron-processor.ts';
 
 /**
  * Run in the `agent` pool (a `--script` also takes a `command` slot while it runs: `cron-processor.ts`),
@@ -14,10 +20,11 @@ import { cancelReplacedRun, cronTickDueAt, heldUntilDue, processCronTick, type C
  */
 export const cronTickJobs: JobProcessor<CronTickData, CronTickResult> = {
   queue: QUEUES.ticks,
-  accepts: (job: Job) => (job.data as { type?: string }).type === 'cron-tick',
+  accepts: isCronTick,
   holdable: true,
   admit(job, deps, lockHeld) {
-    const dueAt = cronTickDueAt(job);
+    // A job scheduler's jobs store the generation alone: the rest of their data is read here, once (`cronTickData`).
+    const dueAt = cronTickDueAt(withCronTickData(job));
     if (!heldUntilDue(dueAt)) return { pool: 'agent', dueAt: undefined };
     // Held until due: its record read and its claim made meanwhile, off the burst's critical path (`cron-claim-ahead.ts`).
     if (dueAt > Date.now()) claimCronAhead(deps, job, dueAt, lockHeld);

@@ -6,6 +6,7 @@
 import type { Job } from 'bullmq';
 import { QUEUES } from '../../scheduler/store/keys.ts';
 import { COMMAND_TICK_JOB_NAME, tickJobData, type TickJobData } from '../../scheduler/loop/tick-job.ts';
+import { isCronTick } from '../../scheduler/cron/cron-store.ts';
 import type { JobProcessor } from '../runtime/job-processor.ts';
 import { TURN_POOLS } from '../runtime/turn-tracker.ts';
 import { dropAhead, readAhead } from './claim-ahead.ts';
@@ -35,8 +36,8 @@ export const scheduleTickJobs: JobProcessor<TickJobData, TickResult> = {
   waitingForSlot: cancelOverlappedTick,
 };
 
-/** Whether a `ticks` job is a loop or heartbeat tick (those of earlier versions name no type). */
+/** Whether a `ticks` job is a loop or heartbeat tick (those of earlier versions name no type; a cron job scheduler's jobs neither). */
 function isScheduleTick(job: Job): boolean {
   const { type } = job.data as { type?: string };
-  return type === undefined || type === 'schedule-tick';
+  return (type === undefined || type === 'schedule-tick') && !isCronTick(job);
 }
