@@ -28,7 +28,6 @@ export const SLOW_FILES: readonly string[] = [
   'test/context-window-loop.test.ts', // 24, 0.28
   'test/loop-firing.test.ts', // 20, 0.13
   'test/held-ticks-drain.test.ts', // 19, 0.26
-  'test/context-refusals.test.ts', // 14–28 s alone on a loaded machine (2026-12-07); seven agent loops side by side
   'test/cli-ux.test.ts', // 16, 0.40
   'test/scheduler-upsert.test.ts', // 16, 0.23
   'test/up-banner.test.ts', // 14, 0.37
