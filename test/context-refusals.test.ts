@@ -28,33 +28,8 @@ const SHAPES: Array<{ provider: ProviderRefusal; how: 'stated' | 'halved' }> = [
 const WINDOW = 8_000;
 const TICKS = 20;
 
-// Each test has its own model server, worker, Redis prefix and folder, so they all run side by side. vitest runs five
-// at a time (maxConcurrency): the field scenario, the longest, is declared first so that it starts in the first five.
+// Each test has its own model server, worker, Redis prefix and folder, so they all run side by side.
 describe.concurrent("refusals in every provider's words", () => {
-  describe('the field scenario', () => {
-    it('a 0.5 s loop reading a 120 KB log against a model refusing past 16,000 tokens in llama.cpp words, no window configured: active after 20 ticks, at most 3 requests refused', async ({
-      cleanups,
-      expect,
-    }) => {
-      const { c, model, dir } = await startAgentStack(cleanups, {}, { contextWindow: 16_000, refusal: 'llama.cpp' });
-      const log = join(dir, 'ci.log');
-      writeFileSync(log, ciLog(120, 'running'));
-      model.respond(ciWatcher(log));
-      await c.schedules.set('ci', 'loop', loopSpec('watch the CI build and tell me when it is green', 0.5, null), {
-        origin: { surface: 'cli' },
-        runner: { kind: 'agent' },
-      });
-      await waitFor(async () => ((await events(c, 'ci', 'reply')).length >= 20 ? true : undefined), 300_000, '20 ticks replied');
-      const loop = (await c.loops.get('ci', 'loop'))!;
-      expect(loop.status).toBe('active');
-      expect(loop.failureStreak ?? 0).toBe(0);
-      expect(await events(c, 'ci', 'tick.failed')).toEqual([]);
-      expect(model.refusedForLength).toBeGreaterThanOrEqual(1);
-      expect(model.refusedForLength).toBeLessThanOrEqual(3);
-      await c.schedules.stop('ci', 'loop');
-    }, 330_000);
-  });
-
   describe('a loop reading a 12 KB log at every tick, against a model refusing past 8,000 tokens, no window configured', () => {
     for (const { provider, how } of SHAPES) {
       it(`${provider}'s refusal is ${how === 'stated' ? 'learned' : 'halved'}: ${TICKS} ticks, none failed, a few refused requests`, async ({
@@ -97,5 +72,29 @@ describe.concurrent("refusals in every provider's words", () => {
         expect(stored.window!.said).not.toMatch(/no body/);
       }, 430_000);
     }
+  });
+
+  describe('the field scenario', () => {
+    it('a 0.5 s loop reading a 120 KB log against a model refusing past 16,000 tokens in llama.cpp words, no window configured: active after 20 ticks, at most 3 requests refused', async ({
+      cleanups,
+      expect,
+    }) => {
+      const { c, model, dir } = await startAgentStack(cleanups, {}, { contextWindow: 16_000, refusal: 'llama.cpp' });
+      const log = join(dir, 'ci.log');
+      writeFileSync(log, ciLog(120, 'running'));
+      model.respond(ciWatcher(log));
+      await c.schedules.set('ci', 'loop', loopSpec('watch the CI build and tell me when it is green', 0.5, null), {
+        origin: { surface: 'cli' },
+        runner: { kind: 'agent' },
+      });
+      await waitFor(async () => ((await events(c, 'ci', 'reply')).length >= 20 ? true : undefined), 300_000, '20 ticks replied');
+      const loop = (await c.loops.get('ci', 'loop'))!;
+      expect(loop.status).toBe('active');
+      expect(loop.failureStreak ?? 0).toBe(0);
+      expect(await events(c, 'ci', 'tick.failed')).toEqual([]);
+      expect(model.refusedForLength).toBeGreaterThanOrEqual(1);
+      expect(model.refusedForLength).toBeLessThanOrEqual(3);
+      await c.schedules.stop('ci', 'loop');
+    }, 330_000);
   });
 });
