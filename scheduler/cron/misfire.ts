@@ -41,6 +41,11 @@ export interface GraceSettings {
   graceMaxMs: number;
 }
 
+/** The grace clamp of the `cron` settings, in ms. */
+export function graceSettings(cron: { misfire_grace_min_seconds: number; misfire_grace_max_seconds: number }): GraceSettings {
+  return { graceMinMs: cron.misfire_grace_min_seconds * 1000, graceMaxMs: cron.misfire_grace_max_seconds * 1000 };
+}
+
 /** Runs later than this count as "late" in run records (queue and clock jitter below it does not). */
 export const ON_TIME_TOLERANCE_MS = 2_000;
 

@@ -24,7 +24,7 @@
 import type { Job } from 'bullmq';
 import { cronSessionId, cronOccurrenceId, type CronJob } from '../../scheduler/cron/cron-job.ts';
 import type { CronTickData } from '../../scheduler/cron/cron-store.ts';
-import { decideOccurrence, type OccurrenceDecision } from '../../scheduler/cron/misfire.ts';
+import { decideOccurrence, graceSettings, type OccurrenceDecision } from '../../scheduler/cron/misfire.ts';
 import { periodAt } from '../../scheduler/cron/cron-engine.ts';
 import { schedulerJobMillis } from '../../scheduler/store/queues.ts';
 import { holdWritesThisTurn } from '../../scheduler/store/redis/connection-factory.ts';
@@ -136,7 +136,6 @@ async function claimAhead(
 
 /** The misfire decision at the due time over the read made ahead: `run`, on time, for an occurrence to claim ahead. */
 function onTimeRun(record: CronJob, job: Job<CronTickData>, dueAt: number, deps: WorkerDeps): OccurrenceDecision | undefined {
-  const { cron } = deps.config;
   const decision = decideOccurrence({
     job: record,
     dueAt,
@@ -144,7 +143,7 @@ function onTimeRun(record: CronJob, job: Job<CronTickData>, dueAt: number, deps:
     trigger: 'schedule',
     periodMs: periodAt(record.schedule, record.tz, dueAt),
     now: dueAt,
-    grace: { graceMinMs: cron.misfire_grace_min_seconds * 1000, graceMaxMs: cron.misfire_grace_max_seconds * 1000 },
+    grace: graceSettings(deps.config.cron),
   });
   return decision.action === 'run' && !decision.late && !decision.catchUp ? decision : undefined;
 }

@@ -58,7 +58,7 @@ import {
 } from '../../scheduler/cron/cron-job.ts';
 import { cronTickData, type CronStore, type CronTickData, type OccurrenceRef } from '../../scheduler/cron/cron-store.ts';
 import { withNotice } from '../../scheduler/cron/cron-notice.ts';
-import { catchUpsAfter, decideOccurrence, graceWindowMs, type OccurrenceDecision } from '../../scheduler/cron/misfire.ts';
+import { catchUpsAfter, decideOccurrence, graceSettings, graceWindowMs, type OccurrenceDecision } from '../../scheduler/cron/misfire.ts';
 import { takeCronAhead } from './cron-claim-ahead.ts';
 import { schedulerJobMillis } from '../../scheduler/store/queues.ts';
 import { holdWritesThisTurn } from '../../scheduler/store/redis/connection-factory.ts';
@@ -410,8 +410,7 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
   }
 
   private get grace() {
-    const { cron } = this.deps.config;
-    return { graceMinMs: cron.misfire_grace_min_seconds * 1000, graceMaxMs: cron.misfire_grace_max_seconds * 1000 };
+    return graceSettings(this.deps.config.cron);
   }
 
   /** Whether the occurrence runs, as the job's record says now (`decideOccurrence`). */
