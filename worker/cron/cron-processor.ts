@@ -79,7 +79,7 @@ import { keepWatchBase, runWatch, type WatchBase } from '../occurrence/watch-che
 import { runOccurrence } from '../occurrence/pipeline.ts';
 import { afterAllKey, parentOutputSection, type ParentRunContext } from '../../scheduler/cron/cron-after.ts';
 import { handOff, handoffTargets } from './cron-handoff.ts';
-import { emptyTurnJournal, openTurnJournal } from '../occurrence/turn-journal.ts';
+import { openTurnJournal } from '../occurrence/turn-journal.ts';
 import type { ClaimAnswer, CommitAnswer, GateAnswer, Occurrence, OccurrencePlan, RanTurn } from '../occurrence/plan.ts';
 
 /** What happened to a tick (the job's return value, for logs and tests). */
@@ -540,7 +540,7 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
   async runTurn(claimed: CronClaimed, signal: AbortSignal): Promise<CronRan> {
     const run = this.startRun(claimed);
     this.tick.log.info({ trigger: run.trigger, latenessMs: run.lateness_ms, late: run.late, attempt: claimed.attempt }, 'cron run started');
-    const ended = await jobTurn(claimed.record, this.tick, claimed.attempt, signal, this.deps);
+    const ended = await jobTurn(claimed.record, this.tick, signal, this.deps);
     run.spend = ended.spend;
     if (ended.unchanged) run.unchanged = true;
     else Object.assign(run, withReply(run, ended.reply)); // the record keeps a capped copy; targets get it whole
@@ -724,7 +724,6 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
 async function jobTurn(
   job: CronJob,
   tick: Pick<CronTick, 'occurrenceId' | 'dueAt' | 'parent' | 'parents' | 'log'>,
-  attempt: number,
   signal: AbortSignal,
   deps: WorkerDeps,
 ): Promise<JobTurn> {
@@ -750,10 +749,8 @@ async function jobTurn(
   if (tick.parent) prompt += parentOutputSection(tick.parent);
   for (const p of tick.parents ?? []) prompt += parentOutputSection(p);
   const messages = [{ role: 'user' as const, content: prompt }];
-  // The turn resumes from the occurrence's journal, if an earlier run of it (a retry, a takeover, a hand-back) left
-  // one. Every such run claimed the occurrence under the same holder first, so the first attempt has none to read.
-  const journal =
-    attempt === 1 ? emptyTurnJournal(deps, sessionId, occurrenceId) : await openTurnJournal(deps, sessionId, occurrenceId, log);
+  // The turn resumes from the occurrence's journal, if an earlier run of it (a retry, a takeover) left one.
+  const journal = await openTurnJournal(deps, sessionId, occurrenceId, log);
   if (job.script !== null) {
     const runner = deps.runners.script(job.script, deps.config.cron.script_timeout_seconds * 1000);
     // A script is a process on this host: it runs within a slot of the `command` pool (`worker.max_command_turns`).
