@@ -62,8 +62,8 @@ function pidAlive(pid: number): boolean {
   }
 }
 
-// Up to 180 s a test: on a loaded machine a starved worker's job lock lapses, its turn is aborted and runs again
-// (model.called "aborted"), so replies come far later than the default 60 s allows.
+// Up to 180 s a test: on a loaded machine (the suite beside two copies of itself) a starved worker's replies come
+// far later than the default 60 s allows.
 describe.concurrent('a tool-calling loop tick', { timeout: 180_000 }, () => {
   it('"tell me when state.txt says GREEN": reads the file each tick; the tick after the change reports GREEN and the loop finishes', async ({
     cleanups,

@@ -14,7 +14,7 @@ import { cronOccurrenceId, cronSessionId } from '../scheduler/cron/cron-job.ts';
 import { TurnJournalStore } from '../scheduler/journal/turn-journal-store.ts';
 import { cronServiceFor } from '../scheduler/services.ts';
 import { createLogger } from '../scheduler/logger.ts';
-import { testEnv } from './support/env.ts';
+import { PRODUCT_LOCK, testEnv } from './support/env.ts';
 import { clients, events, spawnWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
 import { lines, waitForFile } from './support/child-processes.ts';
@@ -27,7 +27,7 @@ describe.concurrent('a command turn in doubt', () => {
    * on its first run (its second run ends at once); the only worker is SIGKILLed while it waits.
    */
   async function killedMidCommand(cleanups: CleanUp[], onDoubt: 'rerun' | 'report') {
-    const env = testEnv();
+    const env = testEnv(PRODUCT_LOCK);
     cleanups.push(() => env.cleanup());
     const c = clients(env);
     cleanups.push(() => c.close());
@@ -82,7 +82,7 @@ describe.concurrent('a command turn with its result recorded', () => {
     cleanups,
     expect,
   }) => {
-    const env = testEnv();
+    const env = testEnv(PRODUCT_LOCK);
     cleanups.push(() => env.cleanup());
     const c = clients(env);
     cleanups.push(() => c.close());

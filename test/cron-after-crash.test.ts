@@ -14,6 +14,7 @@ import { afterRunDigest } from '../scheduler/cron/cron-after.ts';
 import type { CronCaller } from '../scheduler/cron/cron-input.ts';
 import { it } from './support/cleanup.ts';
 import { openTestCron } from './support/cron-worker.ts';
+import { PRODUCT_LOCK } from './support/env.ts';
 import { spawnWorker, waitFor } from './support/stack.ts';
 import { startTcpProxy } from './support/tcp-proxy.ts';
 
@@ -24,7 +25,7 @@ describe.concurrent('--after across a crash', () => {
     cleanups,
     expect,
   }) => {
-    const { env, api } = openTestCron(cleanups);
+    const { env, api } = openTestCron(cleanups, PRODUCT_LOCK);
     const proxy = await startTcpProxy(env.redisUrl);
     cleanups.push(() => proxy.close());
     const parent = await api.service.add({ schedule: 'every 2h', script: 'echo "PARENT-FOUND 3 ISSUES"', name: 'scanner' }, CLI);
@@ -75,7 +76,7 @@ describe.concurrent('--after across a crash', () => {
     cleanups,
     expect,
   }) => {
-    const { env, api } = openTestCron(cleanups);
+    const { env, api } = openTestCron(cleanups, PRODUCT_LOCK);
     const proxy = await startTcpProxy(env.redisUrl);
     cleanups.push(() => proxy.close());
     const a = await api.service.add({ schedule: 'every 2h', script: 'echo "A-OUT"', name: 'A' }, CLI);

@@ -11,7 +11,7 @@ import { describe } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { testEnv, type TestEnv } from './support/env.ts';
+import { PRODUCT_LOCK, testEnv, type TestEnv } from './support/env.ts';
 import { clients, events, spawnWorker, startWorker, waitFor, waitForEvents } from './support/stack.ts';
 import {
   lastToolResult,
@@ -37,7 +37,7 @@ import { lines, waitForFile } from './support/child-processes.ts';
  * starts), the environment points them at the model server.
  */
 function workerEnv(cleanups: CleanUp[], model: FakeOpenAI, tools: (home: string) => Record<string, unknown>): TestEnv {
-  const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
+  const env = testEnv({ ...PRODUCT_LOCK, 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
   cleanups.push(() => env.cleanup());
   writeFileSync(join(env.home, 'config.yaml'), JSON.stringify({ tools: tools(env.home) }), { mode: 0o600 });
   return env;

@@ -19,7 +19,7 @@ import { enqueueTelegramOutbound, outboundJobId, type TelegramOutboundData } fro
 import { spawnGateway, type ChildGateway } from './support/child-gateway.ts';
 import type { CleanUp } from './support/cleanup.ts';
 import { childGateway as child, gateway, it, outboundQueue } from './support/telegram-harness.ts';
-import type { TestEnv } from './support/env.ts';
+import { PRODUCT_LOCK, type TestEnv } from './support/env.ts';
 import type { FakeTelegram } from './support/fake-telegram.ts';
 import { waitFor } from './support/http.ts';
 import { ALLOWED_USER, BOT_TOKEN, memoryLogger, readInbox, telegramEnv, type InboxReader } from './support/telegram-env.ts';
@@ -249,7 +249,7 @@ describe.concurrent('outbound (docs/DESIGN.md §8)', () => {
   });
 
   it('a reply is sent once across a gateway crash in the middle of a multi-part send', async ({ cleanups, fake, expect }) => {
-    const env = setup(cleanups, fake);
+    const env = setup(cleanups, fake, PRODUCT_LOCK);
     const queue = outboundQueue(cleanups, env);
     let release!: () => void;
     const hold = new Promise<void>((r) => (release = r));

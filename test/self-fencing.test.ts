@@ -11,7 +11,7 @@
  */
 import { describe } from 'vitest';
 import { join } from 'node:path';
-import { testEnv } from './support/env.ts';
+import { PRODUCT_LOCK, testEnv } from './support/env.ts';
 import { clients, events, spawnWorker, startWorker, waitFor, waitForEvents } from './support/stack.ts';
 import { startTcpProxy } from './support/tcp-proxy.ts';
 import { it } from './support/cleanup.ts';
@@ -22,9 +22,9 @@ describe('self-fencing', () => {
     cleanups,
     expect,
   }) => {
-    // Lock 3 s, renewed every 1 s (the defaults); fenced 1 s before the lock surely lapses (room for a loaded machine
-    // between the kill and this process seeing it; the default margin is 500 ms).
-    const env = testEnv({ 'worker.fence_margin_ms': 1000 });
+    // Lock 3 s, renewed every 1 s (the product's defaults); fenced 1 s before the lock surely lapses (room for a
+    // loaded machine between the kill and this process seeing it; the default margin is 500 ms).
+    const env = testEnv({ ...PRODUCT_LOCK, 'worker.fence_margin_ms': 1000 });
     cleanups.push(() => env.cleanup());
     const proxy = await startTcpProxy(env.redisUrl);
     cleanups.push(() => proxy.close());

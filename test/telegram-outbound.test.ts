@@ -17,7 +17,7 @@ import type { CleanUp } from './support/cleanup.ts';
 import { childGateway as child, gateway, it, outboundQueue } from './support/telegram-harness.ts';
 import { runCronCli } from './support/cron-cli.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
-import type { TestEnv } from './support/env.ts';
+import { PRODUCT_LOCK, type TestEnv } from './support/env.ts';
 import type { FakeTelegram } from './support/fake-telegram.ts';
 import { telegramEnv } from './support/telegram-env.ts';
 import { sleep, waitFor } from './support/wait-for.ts';
@@ -27,7 +27,7 @@ import { sleep, waitFor } from './support/wait-for.ts';
 // lapse or a retry to come.
 
 function setup(cleanups: CleanUp[], fake: FakeTelegram, overrides: Record<string, unknown> = {}): TestEnv {
-  const env = telegramEnv(fake, { 'gateway.outbound_order_recheck_ms': 200, ...overrides });
+  const env = telegramEnv(fake, { ...PRODUCT_LOCK, 'gateway.outbound_order_recheck_ms': 200, ...overrides });
   cleanups.push(() => env.cleanup());
   return env;
 }

@@ -9,6 +9,16 @@ import { join } from 'node:path';
 import { inject } from 'vitest';
 import { loadConfig, type HermesConfig } from '../../scheduler/config/config.ts';
 
+/** The job lock of tests not about a lock lapsing, in ms (the product's is 3,000: `scheduler/config/config.ts`). */
+export const TEST_LOCK_MS = 10_000;
+
+/**
+ * For tests about a lock lapsing — a worker killed, stopped or cut off, and another taking its job over:
+ * the product's `worker.lock_duration_ms`, so a takeover comes as soon as it does in production.
+ * `testEnv({ ...PRODUCT_LOCK, … })`.
+ */
+export const PRODUCT_LOCK: Readonly<Record<string, unknown>> = { 'worker.lock_duration_ms': undefined };
+
 /** A fresh test environment. `cleanup()` removes the home folder. */
 export interface TestEnv {
   redisUrl: string;
@@ -50,7 +60,11 @@ export function testEnv(overrides: Record<string, unknown> = {}): TestEnv {
     'redis.prefix': prefix,
     log_level: process.env.HERMES_TEST_LOG ?? 'silent',
     'loops.min_interval_seconds': 1,
-    'worker.lock_duration_ms': 3000,
+    // A job lock that survives a starved process: on a busy machine (the suite beside two copies of itself,
+    // load 30+ on 2 cores) a live worker's renewal can come seconds late, and under the product's 3 s lock
+    // its turn is fenced off and run again, which tests about anything else read as a failure. Tests about
+    // a lock lapsing (a worker killed, stopped or cut off) take the product's lock: `PRODUCT_LOCK`.
+    'worker.lock_duration_ms': TEST_LOCK_MS,
     'worker.stalled_interval_ms': 1000,
     'worker.defer_ms': 100,
     // A failing model fails at once unless a test is about retries (it then sets its own), and keeps
