@@ -29,7 +29,7 @@ import { periodAt } from '../../scheduler/cron/cron-engine.ts';
 import { schedulerJobMillis } from '../../scheduler/store/queues.ts';
 import { holdWritesThisTurn } from '../../scheduler/store/redis/connection-factory.ts';
 import type { HeldLock } from '../runtime/session-lock.ts';
-import { callAt } from '../runtime/sleep-until.ts';
+import { WorkAhead } from '../occurrence/work-ahead.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 
 /** A claim made ahead that answered `ok`: what the occurrence's plan runs on at the due time. */
@@ -41,13 +41,8 @@ export interface CronClaimedAhead {
   lock: HeldLock | null;
 }
 
-interface Ahead {
-  deps: WorkerDeps;
-  claim?: Promise<CronClaimedAhead | undefined>;
-  cancel: () => void;
-}
-
-const aheadOf = new WeakMap<Job, Ahead>();
+/** Held occurrences' claims (the rule above); the record read at the fetch is the claim's own. */
+const ahead = new WorkAhead<Promise<CronJob | null>, CronClaimedAhead>();
 
 /**
  * For a scheduled occurrence fetched before its due time: read its job's record now and set its claim for
@@ -61,36 +56,17 @@ export function claimCronAhead(deps: WorkerDeps, job: Job<CronTickData>, dueAt: 
   holdWritesThisTurn(deps.redis);
   const read = deps.cron.get(job.data.jobId);
   read.catch(() => {}); // read again by the gate at the due time
-  const ahead: Ahead = { deps, cancel: () => {} };
-  ahead.cancel = callAt(dueAt - leadMs, () => {
-    ahead.claim = claimAhead(deps, job, dueAt, read, lockHeld).catch(() => undefined);
-  });
-  aheadOf.set(job, ahead);
+  ahead.set(deps, job, read, dueAt - leadMs, (r) => claimAhead(deps, job, dueAt, r, lockHeld));
 }
 
 /** What was claimed ahead for `job` (at its due time, once); a claim still in flight is waited for. */
 export async function takeCronAhead(job: Job): Promise<CronClaimedAhead | undefined> {
-  const ahead = aheadOf.get(job);
-  if (!ahead) return undefined;
-  aheadOf.delete(job);
-  ahead.cancel();
-  return await ahead.claim;
+  return (await ahead.take(job))?.claimed;
 }
 
-/**
- * The occurrence ends without its turn here: cancel its claim if not made yet; `handedBack` (the drain hands
- * it back before its due time): release the lock its claim took (a job whose lock was lost leaves it to the
- * worker that has the job now, whose claim is its own retry).
- */
-export async function dropCronAhead(job: Job, handedBack: boolean): Promise<void> {
-  const ahead = aheadOf.get(job);
-  if (!ahead) return;
-  aheadOf.delete(job);
-  ahead.cancel();
-  ahead.deps.turns.forgetClaimedAhead(job.id!);
-  const claimed = await ahead.claim;
-  if (handedBack) await claimed?.lock?.release();
-  else claimed?.lock?.releasedElsewhere();
+/** The occurrence ends without its turn here (`WorkAhead.drop`). */
+export function dropCronAhead(job: Job, handedBack: boolean): Promise<void> {
+  return ahead.drop(job, handedBack);
 }
 
 /** A job scheduler's scheduled occurrence (not a one-shot, manual run, backfill, catch-up or run after another job's). */

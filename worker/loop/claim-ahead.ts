@@ -29,7 +29,7 @@ import type { GateRead as StoredGateRead, InflightMark } from '../../scheduler/l
 import type { TranscriptMessage } from '../../scheduler/session/session-store.ts';
 import type { TickJobData } from '../../scheduler/loop/tick-job.ts';
 import type { HeldLock } from '../runtime/session-lock.ts';
-import { callAt } from '../runtime/sleep-until.ts';
+import { WorkAhead } from '../occurrence/work-ahead.ts';
 import { claimTick, earlierTickWaiting, gateFacts, tickOf, type TickGateRead } from './tick-occurrence.ts';
 import { decideGate } from './tick-gate.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
@@ -44,19 +44,8 @@ export interface ClaimedAhead {
   lock: HeldLock;
 }
 
-/** What was done ahead for one held tick. */
-interface Ahead {
-  deps: WorkerDeps;
-  /** The gate's read, started when the tick was fetched. */
-  read: Promise<StoredGateRead>;
-  /** The claim, once its time came: `undefined` when it was not made or did not answer `ok`. */
-  claim?: Promise<ClaimedAhead | undefined>;
-  /** Cancel the claim's timer. */
-  cancel: () => void;
-}
-
-/** What was done ahead, by job (BullMQ hands the processor the job object that was fetched). */
-const aheadOf = new WeakMap<Job, Ahead>();
+/** Held ticks' gate reads and claims (the rule above). */
+const ahead = new WorkAhead<Promise<StoredGateRead>, ClaimedAhead>();
 
 /**
  * Start the gate's read of a tick fetched before its due time, so that its claim is sent without a
@@ -68,43 +57,22 @@ const aheadOf = new WeakMap<Job, Ahead>();
 export function readAhead(deps: WorkerDeps, job: Job<TickJobData>, lockHeld: () => boolean | Promise<boolean> = () => true): void {
   const read = deps.loops.readGate(job.data.sessionId, job.data.kind);
   read.catch(() => {}); // a failed read is read again at the due time
-  const ahead: Ahead = { deps, read, cancel: () => {} };
   const leadMs = deps.config.worker.claim_lead_ms;
-  if (leadMs > 0) {
-    const { dueAt } = deps.loops.occurrenceOf(job);
-    ahead.cancel = callAt(dueAt - leadMs, () => {
-      ahead.claim = claimAhead(deps, job, read, lockHeld).catch(() => undefined);
-    });
-  }
-  aheadOf.set(job, ahead);
+  const claimAt = leadMs > 0 ? deps.loops.occurrenceOf(job).dueAt - leadMs : undefined;
+  ahead.set(deps, job, read, claimAt, (r) => claimAhead(deps, job, r, lockHeld));
 }
 
 /**
  * What was done ahead for `job` (at its due time, once): the read, and the claim if it was made.
  * A claim still in flight is waited for.
  */
-export async function takeAhead(job: Job): Promise<{ read: Promise<StoredGateRead>; claimed: ClaimedAhead | undefined } | undefined> {
-  const ahead = aheadOf.get(job);
-  if (!ahead) return undefined;
-  aheadOf.delete(job);
-  ahead.cancel();
-  return { read: ahead.read, claimed: await ahead.claim };
+export function takeAhead(job: Job): Promise<{ read: Promise<StoredGateRead>; claimed: ClaimedAhead | undefined } | undefined> {
+  return ahead.take(job);
 }
 
-/**
- * The tick ends without its turn: cancel its claim if not made yet. `handedBack` (the drain hands
- * it back before its turn): the turn lock the claim took is released too — not for a tick whose job
- * lock was lost (the lock's holder is the job, which another worker runs now).
- */
-export async function dropAhead(job: Job, handedBack: boolean): Promise<void> {
-  const ahead = aheadOf.get(job);
-  if (!ahead) return;
-  aheadOf.delete(job);
-  ahead.cancel();
-  ahead.deps.turns.forgetClaimedAhead(job.id!);
-  const claimed = await ahead.claim;
-  if (handedBack) await claimed?.lock.release();
-  else claimed?.lock.releasedElsewhere(); // stop renewing it
+/** The tick ends without its turn (`WorkAhead.drop`). */
+export function dropAhead(job: Job, handedBack: boolean): Promise<void> {
+  return ahead.drop(job, handedBack);
 }
 
 async function claimAhead(
