@@ -4,10 +4,11 @@
  * the worker gives that occurrence a job of its own, so it runs on its time, once.
  */
 import { describe } from 'vitest';
+import { JobScheduler } from 'bullmq';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
-import { sleep, waitFor } from './support/wait-for.ts';
+import { blockEventLoopUntil, sleep, waitFor } from './support/wait-for.ts';
 import { it } from './support/cleanup.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
@@ -44,5 +45,52 @@ describe('cron: a pick-up later than the prefetch lead', () => {
     await waitFor(async () => (await api.queues.ticks.getActiveCount()) === 0 || undefined, 15_000, 'no run in flight');
     const all = await api.store.runs(job.id, 100);
     expect(new Set(all.map((r) => r.due_at)).size).toBe(all.length); // each occurrence once
+  });
+
+  it('a fetch on time whose next job BullMQ made seconds later (a starved process) still leaves no occurrence without a job', async ({
+    cleanups,
+    expect,
+  }) => {
+    const model = await startFakeOpenAI();
+    model.respond(() => 'checked');
+    cleanups.push(() => model.close());
+    const env = testEnv({ 'agent.base_url': model.baseUrl, 'cron.min_interval_seconds': 1 });
+    cleanups.push(() => env.cleanup());
+    const api = openCronService(env.config);
+    cleanups.push(() => api.close());
+    // Every 4 s: the lead is 2 s. Its first occurrence D is released, and fetched, at D − 2 s.
+    const job = await api.service.add({ schedule: 'every 4s', prompt: 'check' }, cli);
+    const due = job.next_run_at!;
+    // BullMQ makes a scheduler's next job with its own clock once the fetch has answered: the process starves there
+    // until D + 2.5 s, so the next job is the first occurrence after D + 4.5 s (D + 8 s), and D + 4 s has none.
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- called back with its own `this` below, and put back after
+    const upsert = JobScheduler.prototype.upsertJobScheduler;
+    let starved = false;
+    JobScheduler.prototype.upsertJobScheduler = function (this: JobScheduler, ...args: Parameters<typeof upsert>) {
+      if (!starved && args[0] === `cron:${job.id}` && args[5]?.override === false) {
+        starved = true;
+        blockEventLoopUntil(due + 2_500);
+      }
+      return upsert.apply(this, args);
+    } as typeof upsert;
+    cleanups.push(() => void (JobScheduler.prototype.upsertJobScheduler = upsert));
+    const worker = await startCronWorker(env.config);
+    cleanups.push(() => worker.close());
+    await waitFor(
+      async () => {
+        const all = await api.store.runs(job.id, 100);
+        return all.some((r) => r.due_at === due + 8_000) ? true : undefined;
+      },
+      30_000,
+      'the run of D + 8 s',
+    );
+    expect(starved).toBe(true);
+    await api.service.pause(job.id);
+    await waitFor(async () => (await api.queues.ticks.getActiveCount()) === 0 || undefined, 15_000, 'no run in flight');
+    const all = (await api.store.runs(job.id, 100)).sort((a, b) => a.due_at - b.due_at);
+    // D ran late or was recorded skipped; D + 4 s has a run of its own, and no occurrence is recorded twice.
+    expect(all.slice(0, 3).map((r) => r.due_at)).toEqual([due, due + 4_000, due + 8_000]);
+    expect(all.find((r) => r.due_at === due + 4_000)).toMatchObject({ trigger: 'schedule', status: 'ok' });
+    expect(new Set(all.map((r) => r.due_at)).size).toBe(all.length);
   });
 });

@@ -456,11 +456,31 @@ describe('the prefetch lead of a cron job scheduler (repeat-strategy.ts)', () =>
   it('a pick-up later than the lead allows names the occurrence the scheduler left out; one on time names none', () => {
     const minutely = decodePattern('0 * * * * *');
     const due = t('2026-06-01T09:00:00Z');
+    const at = (ms: number) => ({ from: ms, to: ms });
     // On time (fetched 10 s early, or any time up to the due time less nothing): the scheduler's next is the next one.
-    expect(skippedByLead(minutely, 'UTC', 10_000, due, due - 10_000)).toBeUndefined();
-    expect(skippedByLead(minutely, 'UTC', 10_000, due, due + 49_999)).toBeUndefined();
+    expect(skippedByLead(minutely, 'UTC', 10_000, due, at(due - 10_000))).toBeUndefined();
+    expect(skippedByLead(minutely, 'UTC', 10_000, due, at(due + 49_999))).toBeUndefined();
     // Fetched 55 s late: the scheduler answers after 09:01:05 (09:02); 09:01 is left out.
-    expect(isoUtc(skippedByLead(minutely, 'UTC', 10_000, due, due + 55_000)!)).toBe('2026-06-01T09:01:00Z');
-    expect(skippedByLead(minutely, 'UTC', 0, due, due + 55_000)).toBeUndefined();
+    expect(skippedByLead(minutely, 'UTC', 10_000, due, at(due + 55_000))).toEqual({ dueAt: t('2026-06-01T09:01:00Z'), sure: true });
+    expect(skippedByLead(minutely, 'UTC', 0, due, at(due + 55_000))).toBeUndefined();
+  });
+
+  it("a pick-up whose strategy may have been asked later than the fetch (BullMQ's clock, a starved process) names the occurrence as unsure", () => {
+    const minutely = decodePattern('0 * * * * *');
+    const due = t('2026-06-01T09:00:00Z');
+    // Fetched 49.9 s late, the job in hand 0.2 s later: asked at 09:00:50.1 the scheduler made 09:02, not 09:01.
+    expect(skippedByLead(minutely, 'UTC', 10_000, due, { from: due + 49_900, to: due + 50_100 })).toEqual({
+      dueAt: t('2026-06-01T09:01:00Z'),
+      sure: false,
+    });
+    // In hand exactly at the last moment that still makes 09:01: nothing left out.
+    expect(skippedByLead(minutely, 'UTC', 10_000, due, { from: due + 49_900, to: due + 49_999 })).toBeUndefined();
+    // Fetched late enough that even the fetch's time leaves 09:01 out: sure.
+    expect(skippedByLead(minutely, 'UTC', 10_000, due, { from: due + 50_000, to: due + 50_100 })).toEqual({
+      dueAt: t('2026-06-01T09:01:00Z'),
+      sure: true,
+    });
+    // Fetched before its due time and in hand 5 s after it: the scheduler's next is the next one either way.
+    expect(skippedByLead(minutely, 'UTC', 10_000, due, { from: due - 10_000, to: due + 5_000 })).toBeUndefined();
   });
 });

@@ -336,6 +336,7 @@ export class CronStore {
         );
       } else {
         const lead = leadFor(job.schedule, job.tz, this.settings.prefetchLeadMs, now);
+        const upsertFrom = Date.now();
         await ticks.upsertJobScheduler(
           this.keys.cronSchedulerId(job.id),
           { pattern: encodePattern(job.schedule, lead), tz: job.tz },
@@ -347,12 +348,14 @@ export class CronStore {
         // prefetch lead, the scheduler starts at the one after it; that occurrence gets its
         // own job, so it still runs (late, under the misfire policy) instead of silently never running.
         // With a lead, the scheduler also leaves out an occurrence due within the lead from now (at most one: the
-        // lead is at most half the period, `leadFor`), which gets its own job in the same way.
+        // lead is at most half the period, `leadFor`), which gets its own job in the same way. BullMQ's clock read
+        // that moment somewhere between `upsertFrom` and the upsert's answer: the earliest counts, so that an
+        // occurrence falling in between is not left without a job (at worst it runs rather than coalescing).
         const first = job.next_run_at;
         const schedulerFirst = first === null ? undefined : await this.schedulerNext(job.id);
         if (first !== null && schedulerFirst !== undefined && schedulerFirst > first) {
           await this.addPassedOccurrence(job, first);
-          const withinLead = lead > 0 ? nextOccurrence(job.schedule, job.tz, Math.max(first, Date.now())) : undefined;
+          const withinLead = lead > 0 ? nextOccurrence(job.schedule, job.tz, Math.max(first, upsertFrom)) : undefined;
           if (withinLead !== undefined && withinLead < schedulerFirst) await this.addPassedOccurrence(job, withinLead);
         }
       }

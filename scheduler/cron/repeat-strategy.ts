@@ -82,17 +82,30 @@ export function patternLead(pattern: string): { leadMs: number; pattern: string 
 
 /**
  * The occurrence a pick-up later than the lead allows leaves without a job (the rule above): the job
- * scheduler, asked at `pickedUpAt` for the job after the one due at `dueAt`, answers the first
- * occurrence after `pickedUpAt + leadMs`; the one BullMQ would have made without a lead is the first
- * after `pickedUpAt`. When they differ, the earlier one needs a job of its own.
+ * scheduler, asked at the pick-up for the job after the one due at `dueAt`, answers the first occurrence
+ * after the pick-up plus `leadMs`; the one BullMQ would have made without a lead is the first after the
+ * pick-up. When they differ, the earlier one needs a job of its own.
+ *
+ * The pick-up is the fetch (`processedOn`, stamped by the fetch script), but BullMQ asks the strategy with its
+ * own clock once the fetch has answered, which on a starved process can be seconds later: `pickedUp` brackets
+ * that moment — from the fetch (`from`) to when the job was in hand (`to`, any time after it).
  * @param leadMs - the lead the job was released with (its data's `leadMs`)
- * @returns its due time, epoch ms, or `undefined` when the scheduler's next job is it
+ * @returns the due time (epoch ms) of the occurrence left without a job — `sure: false` when only a strategy
+ *   asked late in the bracket leaves it out (the scheduler's next job tells: `CronStore.schedulerNext`) —
+ *   or `undefined` when the scheduler's next job is it
  */
-export function skippedByLead(schedule: CronSchedule, tz: string, leadMs: number, dueAt: number, pickedUpAt: number): number | undefined {
-  if (leadMs === 0 || pickedUpAt + leadMs <= dueAt) return undefined;
-  const expected = nextOccurrence(schedule, tz, Math.max(dueAt, pickedUpAt));
-  const made = nextOccurrence(schedule, tz, Math.max(dueAt, pickedUpAt + leadMs));
-  return expected !== undefined && expected !== made ? expected : undefined;
+export function skippedByLead(
+  schedule: CronSchedule,
+  tz: string,
+  leadMs: number,
+  dueAt: number,
+  pickedUp: { from: number; to: number },
+): { dueAt: number; sure: boolean } | undefined {
+  if (leadMs === 0 || pickedUp.to + leadMs <= dueAt) return undefined;
+  const expected = nextOccurrence(schedule, tz, Math.max(dueAt, pickedUp.from));
+  if (expected === undefined) return undefined;
+  if (nextOccurrence(schedule, tz, Math.max(dueAt, pickedUp.from + leadMs)) !== expected) return { dueAt: expected, sure: true };
+  return nextOccurrence(schedule, tz, Math.max(dueAt, pickedUp.to + leadMs)) !== expected ? { dueAt: expected, sure: false } : undefined;
 }
 
 /** The schedule a stored `pattern` stands for (inverse of `encodePattern`; the lead is not part of it). */

@@ -403,10 +403,15 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     if (leadMs === 0 || job.data.dueAt !== undefined || tick.trigger !== 'schedule' || !job.processedOn) return;
     if (job.attemptsStarted > 1) return;
     if (record.schedule.kind !== 'cron' && record.schedule.kind !== 'interval') return;
-    const missed = skippedByLead(record.schedule, record.tz, leadMs, tick.dueAt, job.processedOn);
+    // BullMQ made the next job between the fetch and now.
+    const missed = skippedByLead(record.schedule, record.tz, leadMs, tick.dueAt, { from: job.processedOn, to: Date.now() });
     if (missed === undefined) return;
-    await this.store.addPassedOccurrence(record, missed);
-    tick.log.info({ dueAt: missed }, 'cron occurrence within the prefetch lead of a late pick-up queued on its own');
+    if (!missed.sure) {
+      const next = await this.store.schedulerNext(record.id);
+      if (next === undefined || next <= missed.dueAt) return;
+    }
+    await this.store.addPassedOccurrence(record, missed.dueAt);
+    tick.log.info({ dueAt: missed.dueAt }, 'cron occurrence within the prefetch lead of a late pick-up queued on its own');
   }
 
   private get grace() {
