@@ -6,10 +6,11 @@
  * Fetching (docs/OPERATIONS.md, "Held ticks and running turns"): each queue's
  * BullMQ worker is driven by this process's own fetch loop (BullMQ's manual
  * fetching: `getNextJob`, then BullMQ's `processJob`, which tracks the job's
- * lock so BullMQ's lock manager renews every held and running job in batches).
+ * lock so BullMQ's lock manager renews it in batches while it waits for a slot and runs).
  * A fetched job gets a ticket (`JobAdmission`, `runtime/turn-tracker.ts`): a tick that
  * came early is held until its due time (`worker.max_held_ticks`, one timer per
- * due instant), then it waits for a turn slot of its pool — `agent`
+ * due instant; its lock lasts past the due time without renewals, `holdLock`),
+ * then it waits for a turn slot of its pool — `agent`
  * (`worker.max_agent_turns`) or `command` (`worker.max_command_turns`) — and
  * runs. A tick held or queued for longer than the lock its fetch set surely
  * lasts has its lock checked (one `extendLocks` call for every job that wakes
@@ -375,7 +376,8 @@ export class WorkerProcess {
     // this copy's lock would lapse under its turn. Once that copy has ended, this one's is renewed again.
     if (earlier) {
       const renew = () => {
-        if (this.processing.get(id) === run) worker.renewLockOf(id, token, job.processedOn);
+        // A copy still held is renewed again when it wakes (`holdLock`).
+        if (this.processing.get(id) === run && !this.heldLocks.get(job)?.paused) worker.renewLockOf(id, token, job.processedOn);
       };
       earlier.then(renew, renew); // the earlier copy's failure is its own chain's to report
     }
@@ -405,11 +407,13 @@ export class WorkerProcess {
     if (!admitted) return await processTraced(processorOf(queue, job), queue, job, token);
     const { ticket, previous, kind } = admitted;
     const { turns, log } = this.deps;
+    // `processJob` has just set BullMQ's renewal of the job's lock up: a held tick's is taken off until it wakes.
+    if (ticket.phase === 'held') this.holdLock(worker, job, token!, ticket, kind);
     try {
       if (previous) await previous;
       if (ticket.phase === 'starting' && kind?.waitingForSlot) void this.whileWaitingForSlot(kind, queue, job, ticket);
       // A paused worker's blocking fetch in flight can still bring a job (even one just handed back): not held here.
-      const waited = turns.draining ? 'drain' : await ticket.ready();
+      const waited = turns.draining ? 'drain' : await ticket.ready(() => this.resumeRenewal(worker, job, token!));
       if (waited === 'drain' || turns.draining) {
         // Drain: not started, so handed back at once, due now, for another worker.
         await kind?.release?.(job, queue.deps, true);
@@ -443,14 +447,116 @@ export class WorkerProcess {
   }
 
   /**
-   * Whether the lock the fetch of `job` set cannot have lapsed yet: BullMQ sets it for `lock_duration_ms`
-   * in the same script that stamps `processedOn` with the time the fetch was sent, so it lasts at least
-   * until `processedOn + lock_duration_ms` whatever the renewals did; `lock_renew_ms` is kept as a margin.
-   * A tick held for less (the default lead is 1 s, the lock 3 s) needs no round trip before its turn.
+   * Whether the lock the fetch of `job` set (or `holdLock` set while it was held) cannot have lapsed yet:
+   * BullMQ sets it for `lock_duration_ms` in the same script that stamps `processedOn` with the time the fetch
+   * was sent, so it lasts at least until `processedOn + lock_duration_ms` whatever the renewals did;
+   * `lock_renew_ms` is kept as a margin. A tick held for less (the default lead is 1 s, the lock 3 s), or
+   * whose lock was set to last past its due time, needs no round trip before its turn when it wakes on time.
    */
   private lockSurelyHeld(job: Job): boolean {
     const { lock_duration_ms: lockMs, lock_renew_ms: renewMs } = this.deps.config.worker;
-    return typeof job.processedOn === 'number' && job.processedOn > 0 && Date.now() < job.processedOn + lockMs - renewMs;
+    const fetched = typeof job.processedOn === 'number' && job.processedOn > 0 ? job.processedOn + lockMs : 0;
+    return Date.now() < Math.max(fetched, this.heldLocks.get(job)?.until ?? 0) - renewMs;
+  }
+
+  /**
+   * Held ticks whose lock BullMQ's lock manager does not renew (`holdLock`): until when each one's lock surely
+   * lasts (epoch ms: when the call that set it was sent, plus its duration), and whether its renewal is still off.
+   */
+  private readonly heldLocks = new WeakMap<Job, { until: number; paused: boolean }>();
+
+  /** Held ticks whose locks `holdLock` sets in the next `extendLocks` call, per worker and due time. */
+  private readonly lockSets = new Map<FetchingWorker, Map<number, HeldLockSet[]>>();
+
+  /**
+   * A tick held until its due time: BullMQ's lock manager stops renewing its lock (renewed every
+   * `lock_renew_ms` through a 10 s cron lead, that was 10–20 `extendLocks` rounds an occurrence). Its lock
+   * lasts past the due time instead:
+   *  - held for no longer than `lock_renew_ms` (loop ticks at the default 1 s lead), the lock its fetch set
+   *    already does, by `lock_duration_ms - lock_renew_ms` as a renewal leaves it: no call;
+   *  - for a kind `lockedUntilDue` (cron), it is set once to last until the due time plus `lock_duration_ms`, in
+   *    one `extendLocks` call for the ticks of the worker with the same due time admitted within `lock_renew_ms / 2`
+   *    (a burst's fetches come one job each: the period of BullMQ's own renewal rounds, well inside the fetch's lock);
+   *  - else (a loop lead longer than the lock) it is renewed as any job's.
+   * At the due time the renewal resumes (`resumeRenewal`) and the check before the turn (`lockSurelyHeld`,
+   * else `lockHeld`) decides whether the lock is still this process's; a drain hands the job back with its lock.
+   *
+   * Policy (docs/RELIABILITY.md, "A held tick's lock lasts past its due time"): a worker lost during the lead
+   * leaves its held cron occurrences locked until due + `lock_duration_ms`, so another worker takes them over about
+   * `lock_duration_ms + stalled_interval_ms` after their due time (late, inside the misfire grace: they still
+   * run once) instead of before it; a worker starved through the lead keeps them, and runs them late itself.
+   */
+  private holdLock(worker: FetchingWorker, job: Job, token: string, ticket: JobTicket, kind: JobProcessor | undefined): void {
+    const { lock_duration_ms: lockMs, lock_renew_ms: renewMs } = this.deps.config.worker;
+    const dueAt = ticket.dueAt!;
+    const fetchedAt = job.processedOn || Date.now();
+    if (dueAt > fetchedAt + renewMs) {
+      if (!kind?.lockedUntilDue) return;
+      let byDue = this.lockSets.get(worker);
+      if (!byDue) {
+        this.lockSets.set(worker, (byDue = new Map<number, HeldLockSet[]>()));
+        setTimeout(() => this.setHeldLocks(worker), renewMs / 2).unref();
+      }
+      const batch = byDue.get(dueAt) ?? [];
+      byDue.set(dueAt, batch);
+      batch.push({ job, token, ticket });
+    }
+    worker.pauseRenewalOf(job.id!);
+    this.heldLocks.set(job, { until: fetchedAt + lockMs, paused: true });
+  }
+
+  /**
+   * Set the locks of the held ticks `holdLock` gathered for `worker` to last until their due time plus
+   * `lock_duration_ms`: one `extendLocks` call per due time, for the ticks still held (not woken, handed back
+   * or lost meanwhile). A tick whose lock is not this process's any more (it lapsed between the fetch and now)
+   * is left to whoever has it; when Redis does not answer, the ticks' locks are renewed by BullMQ as before.
+   */
+  private setHeldLocks(worker: FetchingWorker): void {
+    const byDue = this.lockSets.get(worker) ?? new Map<number, HeldLockSet[]>();
+    this.lockSets.delete(worker);
+    if (this.deps.turns.draining) return; // held ticks are handed back with the lock their fetch set
+    const lockMs = this.deps.config.worker.lock_duration_ms;
+    for (const [dueAt, gathered] of byDue) {
+      const batch = gathered.filter((b) => b.ticket.phase === 'held' && this.deps.turns.admission.ticket(b.job.id!) === b.ticket);
+      if (batch.length === 0) continue;
+      const sentAt = Date.now();
+      const duration = dueAt + lockMs - sentAt;
+      worker
+        .extendJobLocks(
+          batch.map((b) => b.job.id!),
+          batch.map((b) => b.token),
+          duration,
+        )
+        .then(
+          (failed) => {
+            const lost = new Set(failed);
+            for (const { job, ticket } of batch) {
+              const held = this.heldLocks.get(job);
+              if (!lost.has(job.id!)) {
+                if (held) held.until = Math.max(held.until, sentAt + duration);
+              } else if (this.deps.turns.admission.ticket(job.id!) === ticket) {
+                ticket.interrupt('lost'); // `runAdmitted` leaves it (and says so)
+              }
+            }
+          },
+          (err: unknown) => {
+            worker.emit('error', err as Error);
+            for (const { job, token, ticket } of batch)
+              if (this.deps.turns.admission.ticket(job.id!) === ticket) this.resumeRenewal(worker, job, token);
+          },
+        );
+    }
+  }
+
+  /**
+   * A held tick woke (or its lock could not be set ahead): BullMQ's lock manager renews its lock again, first
+   * by `lock_renew_ms` after the lock's time less `lock_duration_ms` — as if set then, as a fetch sets it.
+   */
+  private resumeRenewal(worker: FetchingWorker, job: Job, token: string): void {
+    const held = this.heldLocks.get(job);
+    if (!held?.paused) return;
+    held.paused = false;
+    worker.renewLockOf(job.id!, token, held.until - this.deps.config.worker.lock_duration_ms);
   }
 
   /** Jobs whose locks are checked in the next `extendLocks` call of each worker. */
@@ -633,6 +739,13 @@ export const FETCH_LANES = 8;
 /** Wait after a fetch that failed (Redis unreachable, a script error) before the next, ms. */
 const FETCH_RETRY_MS = 1000;
 
+/** A held tick whose lock `WorkerProcess.holdLock` sets to last past its due time. */
+interface HeldLockSet {
+  job: Job;
+  token: string;
+  ticket: JobTicket;
+}
+
 /** A queue's worker on one shard: the kinds of job it runs, and how its jobs are fetched (`WorkerProcess.addWorker`). */
 interface FetchedQueue {
   name: string;
@@ -694,6 +807,11 @@ class FetchingWorker extends Worker {
   /** Start renewing the locks of the jobs being processed (what `Worker.run` does besides its main loop). */
   startLockRenewal(): void {
     this.lockManager.start();
+  }
+
+  /** Stop renewing job `jobId`'s lock (a held tick's, `WorkerProcess.holdLock`) until `renewLockOf` renews it again. */
+  pauseRenewalOf(jobId: string): void {
+    this.lockManager.untrackJob(jobId);
   }
 
   /** Renew job `jobId`'s lock with `token` from now on (what `processJob` sets up when it starts the job). */

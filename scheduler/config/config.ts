@@ -576,7 +576,7 @@ const SECTIONS = {
              * What one worker process holds and runs at once, bounded separately (docs/OPERATIONS.md,
              * "Held ticks and running turns"; measured in docs/BENCHMARKS.md):
              * - held ticks: ticks fetched `prefetch_lead_ms` before they are due, sleeping until then
-             *   (one timer per due instant, locks renewed in batches; ~8 KB of heap each);
+             *   (one timer per due instant, locks not renewed while held; ~8 KB of heap each);
              * - agent turns: turns waiting on a model endpoint (the network), so hundreds fit in a process;
              * - command turns: processes on this host, so a few per core.
              * A worker fetches no more overdue work than it can start now, so a fleet shares a backlog.
@@ -619,7 +619,9 @@ const SECTIONS = {
              * the death, and the next stall check (every `stalled_interval_ms`, by
              * any worker of the fleet) hands the job to another worker. With the
              * defaults a dead worker's tick restarts elsewhere within about 4 s
-             * (3 s + 1 s + pick-up). A live worker renews every `lock_renew_ms`, so
+             * (3 s + 1 s + pick-up); a cron occurrence it held before its due time, within
+             * about 4 s after that due time (its lock was set to last until due +
+             * `lock_duration_ms`, `WorkerProcess.holdLock`). A live worker renews every `lock_renew_ms`, so
              * only a renewal more than `lock_duration_ms - lock_renew_ms` late (2 s)
              * loses a lock; the turn of a job whose lock was lost is aborted and
              * not committed (`worker-process.ts`), so the occurrence runs to its

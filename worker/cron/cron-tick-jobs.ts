@@ -22,6 +22,10 @@ export const cronTickJobs: JobProcessor<CronTickData, CronTickResult> = {
   queue: QUEUES.ticks,
   accepts: isCronTick,
   holdable: true,
+  // Held for `cron.prefetch_lead_ms` (10 s): its lock is set to last past its due time instead of renewed every
+  // `worker.lock_renew_ms` meanwhile; a worker lost during the lead has its held occurrences taken over after
+  // their due time, inside the misfire grace (`WorkerProcess.holdLock`).
+  lockedUntilDue: true,
   admit(job, deps, lockHeld) {
     // A job scheduler's jobs store the generation alone: the rest of their data is read here, once (`cronTickData`).
     const dueAt = cronTickDueAt(withCronTickData(job));

@@ -36,6 +36,12 @@ export interface JobProcessor<D = unknown, R = unknown> {
   readonly pools?: readonly TurnPool[];
   /** Its jobs may come early and be held until due. */
   readonly holdable?: boolean;
+  /**
+   * A held job's lock is set once, when it is admitted, to last until its due time plus `worker.lock_duration_ms`,
+   * and not renewed while it is held (`WorkerProcess.holdLock`): a lead longer than the lock costs no renewals. Without
+   * it, a held job's lock is renewed as a running job's, unless the lock its fetch set already lasts past its due time.
+   */
+  readonly lockedUntilDue?: boolean;
   /** BullMQ settings of its queue's worker. */
   readonly settings?: AdvancedOptions;
   /**

@@ -9,7 +9,8 @@
  * (docs/OPERATIONS.md, "Held ticks and running turns"):
  * - **held ticks** (`worker.max_held_ticks`): jobs fetched before they are due,
  *   sleeping until their due time on one shared timer per instant (`callAt`, `sleep-until.ts`);
- *   cheap — a job object, a timer entry, a lock BullMQ renews in batches;
+ *   cheap — a job object, a timer entry, and a lock that lasts past its due time without renewals
+ *   (cron occurrences, ticks held up to `lock_renew_ms`: `holdLock`, `worker-process.ts`);
  * - **running turns**, in two pools of turn slots (`TurnSlots`): `agent`
  *   (`worker.max_agent_turns`: agent turns and their judges, chat messages, goal
  *   continuations, `/v1` runs, cron runs — they wait on the network) and
@@ -225,8 +226,11 @@ export class JobTicket {
     return true;
   }
 
-  /** Wait until the job may run: its due time, then a slot of its pool. */
-  async ready(): Promise<TicketWait> {
+  /**
+   * Wait until the job may run: its due time, then a slot of its pool.
+   * @param woke - called when a held job's due time came and it goes on to wait for its slot and run (not when handed back or lost)
+   */
+  async ready(woke?: () => void): Promise<TicketWait> {
     if (this.phase === 'held' && !this.stopReason) {
       // Prefetch lead (`scheduler/loop/prefetch-lead.ts`): one timer per due instant for every held tick.
       await new Promise<void>((resolve) => {
@@ -241,6 +245,7 @@ export class JobTicket {
     if (this.phase === 'held') {
       this.admission.held--;
       if (this.stopReason) return this.end(this.stopReason);
+      woke?.();
       this.slot = this.admission.slots.tryAcquire(this.pool);
       this.phase = this.slot ? 'running' : 'starting';
       if (!this.slot) this.admission.starting++;
