@@ -8,7 +8,7 @@
  * - The lock expires after `ttlMs` unless renewed, so a dead worker cannot
  *   block a session longer than that.
  */
-import type { RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
+import { holdWritesThisTurn, type RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import type { Keys } from '../../scheduler/store/keys.ts';
 import { acquireOwned, releaseOwned, renewOwned } from '../../scheduler/store/redis/owned-key.ts';
 
@@ -24,14 +24,36 @@ export interface HeldLock {
   releasedElsewhere(): void;
 }
 
+/** A held lock's renewal: its key and holder, and when it is renewed next (epoch ms). */
+interface Renewal {
+  key: string;
+  holder: string;
+  due: number;
+}
+
 /** The fleet-wide turn lock of sessions (see the rules above). */
 export class SessionLock {
+  /**
+   * The held locks' renewals, by when each is due (a renewed one goes to the end: the map stays in that order).
+   * One timer for them all: the locks of the occurrences of one instant, taken together, are renewed together,
+   * their scripts leaving in one write (`holdWritesThisTurn`), instead of one timer and one write each.
+   */
+  private readonly renewals = new Map<object, Renewal>();
+  private timer: NodeJS.Timeout | undefined;
+  /** When the timer fires (epoch ms). */
+  private timerAt = Infinity;
+
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: Keys,
     /** Lock time-to-live in ms; renewed every third of it while held. */
     readonly ttlMs: number,
   ) {}
+
+  /** Every third of the time-to-live. */
+  private get periodMs(): number {
+    return Math.max(100, Math.floor(this.ttlMs / 3));
+  }
 
   /**
    * Try to take the session's turn lock for `holder` (a job id).
@@ -44,30 +66,29 @@ export class SessionLock {
 
   /**
    * The lock `holder` took by another atomic step (the tick claim takes it in
-   * the same script), renewed in the background until released.
+   * the same script), renewed in the background until released: every third of
+   * the time-to-live from now, as long as it is held.
    */
   adopt(sessionId: string, holder: string): HeldLock {
     const key = this.keys.turnLock(sessionId);
-    const timer = setInterval(
-      () => {
-        renewOwned(this.redis, key, holder, this.ttlMs).catch(() => {});
-      },
-      Math.max(100, Math.floor(this.ttlMs / 3)),
-    );
-    timer.unref();
+    const handle = {};
+    this.renewals.set(handle, { key, holder, due: Date.now() + this.periodMs });
+    this.armFor(Date.now() + this.periodMs);
     let released: Promise<void> | undefined;
     return {
       sessionId,
       holder,
       release: () => {
         released ??= (async () => {
-          clearInterval(timer);
+          this.renewals.delete(handle);
+          // The locks of occurrences that end together are released in one write.
+          holdWritesThisTurn(this.redis);
           await releaseOwned(this.redis, key, holder).catch(() => {});
         })();
         return released;
       },
       releasedElsewhere: () => {
-        clearInterval(timer);
+        this.renewals.delete(handle);
         released ??= Promise.resolve();
       },
     };
@@ -76,5 +97,39 @@ export class SessionLock {
   /** Current holder (job id) or `null`. */
   async holder(sessionId: string): Promise<string | null> {
     return await this.redis.get(this.keys.turnLock(sessionId));
+  }
+
+  /** Have the timer fire by `at`. */
+  private armFor(at: number): void {
+    if (this.timer && this.timerAt <= at) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = setTimeout(() => this.renewDue(), Math.max(0, at - Date.now()));
+    this.timer.unref();
+  }
+
+  /**
+   * Renew every lock due now, and those due within a quarter period (taken about together: renewed a little early,
+   * never late), in one write; then wait for the next one due.
+   */
+  private renewDue(): void {
+    this.timer = undefined;
+    this.timerAt = Infinity;
+    const now = Date.now();
+    const period = this.periodMs;
+    const until = now + Math.floor(period / 4);
+    const due: Renewal[] = [];
+    for (const [handle, r] of this.renewals) {
+      if (r.due > until) break;
+      due.push(r);
+      // To the end of the map, due a period from now (the loop ends when it comes to it again).
+      r.due = now + period;
+      this.renewals.delete(handle);
+      this.renewals.set(handle, r);
+    }
+    if (due.length > 0) holdWritesThisTurn(this.redis);
+    for (const r of due) renewOwned(this.redis, r.key, r.holder, this.ttlMs).catch(() => {});
+    const next = this.renewals.values().next();
+    if (!next.done) this.armFor(next.value.due);
   }
 }

@@ -1,0 +1,57 @@
+/**
+ * The session turn lock (`worker/runtime/session-lock.ts`): a held lock is renewed every third of its
+ * time-to-live, by one timer for every lock held, so it never lapses while held; a released one is
+ * deleted and renewed no more. Real Redis.
+ */
+import { describe } from 'vitest';
+import { Redis } from 'ioredis';
+import { Keys } from '../scheduler/store/keys.ts';
+import { SessionLock } from '../worker/runtime/session-lock.ts';
+import { testEnv } from './support/env.ts';
+import { it } from './support/cleanup.ts';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe.concurrent('session lock', () => {
+  it('locks taken at different times all outlast their time-to-live while held; a released one is gone and stays gone', async ({
+    cleanups,
+    expect,
+  }) => {
+    const env = testEnv();
+    const redis = new Redis(env.redisUrl);
+    cleanups.push(
+      () => env.cleanup(),
+      () => redis.disconnect(),
+    );
+    const keys = new Keys(env.prefix);
+    const lock = new SessionLock(redis, keys, 1500);
+    const first = await lock.acquire('s1', 'job-1');
+    expect(first).not.toBeNull();
+    expect(await lock.acquire('s1', 'job-2')).toBeNull();
+    await sleep(600);
+    const second = await lock.acquire('s2', 'job-3');
+    const third = lock.adopt('s3', 'job-4'); // taken by another step: renewed from now on
+    await redis.set(keys.turnLock('s3'), 'job-4', 'PX', 1500);
+    const gone = await lock.acquire('s4', 'job-5');
+    await gone!.release();
+    // Three time-to-lives: every held lock is renewed throughout.
+    for (let i = 0; i < 9; i++) {
+      await sleep(500);
+      expect(await lock.holder('s1')).toBe('job-1');
+      expect(await lock.holder('s2')).toBe('job-3');
+      expect(await lock.holder('s3')).toBe('job-4');
+      expect(await lock.holder('s4')).toBeNull();
+    }
+    await first!.release();
+    expect(await lock.holder('s1')).toBeNull();
+    await sleep(700);
+    expect(await lock.holder('s1')).toBeNull(); // not renewed back
+    expect(await lock.holder('s2')).toBe('job-3');
+    // Released elsewhere (a commit freed it): renewed no more, so it lapses.
+    third.releasedElsewhere();
+    await second!.release();
+    await sleep(2000);
+    expect(await lock.holder('s3')).toBeNull();
+    expect(await lock.holder('s2')).toBeNull();
+  });
+});
