@@ -57,7 +57,7 @@ const RAW_CONCURRENCY = Number(arg('raw-concurrency', '1000'));
 const JSON_OUT = args.includes('--json');
 /** Skip the raw BullMQ phase (while working on the product's path; its figures then read `null`). */
 const NO_RAW = args.includes('--no-raw');
-/** Write a CPU profile of this process over the first burst to this file (`--cpu-profile <file>`). */
+/** Write a CPU profile of this process over the first burst to this file (`--cpu-profile <file>`); its `instantUs` is the due instant on the profile's clock. */
 const CPU_PROFILE = arg('cpu-profile', '');
 /** Print Redis' `INFO commandstats` of each burst: where Redis' time went, by command and script. */
 const COMMAND_STATS = args.includes('--command-stats');
@@ -237,7 +237,11 @@ async function productBurst(url: string, n: number, phase: 'noop' | 'agent', mod
   while (commits.length < n && Date.now() < deadline) await sleep(50);
   const cpu1 = await redisCpuSeconds(redis);
   const own = process.cpuUsage(own0);
-  if (profiler) writeFileSync(CPU_PROFILE, JSON.stringify(await profiler()));
+  if (profiler) {
+    // The instant on the profile's clock (µs, monotonic like process.hrtime), to split its samples there.
+    const instantUs = Number(process.hrtime.bigint() / 1000n) - (Date.now() - at) * 1000;
+    writeFileSync(CPU_PROFILE, JSON.stringify({ ...(await profiler()) as object, instantUs }));
+  }
   if (stats0) sayCommandStats(stats0, await commandStats(redis), n);
   clearInterval(rssTimer);
   const failed = (await wp.metrics.turns.get()).values.filter((v) => v.labels.outcome === 'failed').reduce((t, v) => t + v.value, 0);
