@@ -586,7 +586,10 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     const told = withNotice(run, next, current.state === 'scheduled' && next.state === 'paused', resolveTargets(current));
     const local = told.deliveries.some((d) => d.target === 'local' && d.status === 'pending');
     // The jobs this run starts (`--after`) are decided here and recorded with it: one atomic step (cron-handoff.ts).
+    // The commits whose reads were answered together read and write together: each step's commands leave in one write.
+    holdWritesThisTurn(deps.redis);
     const handoff = await handoffTargets(deps, current, told);
+    holdWritesThisTurn(deps.redis);
     const res = await store.commitRun({
       run: handoff.length > 0 ? { ...told, handoff } : told,
       job: next,
@@ -755,6 +758,8 @@ async function jobTurn(
   for (const p of tick.parents ?? []) prompt += parentOutputSection(p);
   const messages = [{ role: 'user' as const, content: prompt }];
   // The turn resumes from the occurrence's journal, if an earlier run of it (a retry, a takeover) left one.
+  // The turns of one instant start together: their reads leave in one write.
+  holdWritesThisTurn(deps.redis);
   const journal = await openTurnJournal(deps, sessionId, occurrenceId, log);
   if (job.script !== null) {
     const runner = deps.runners.script(job.script, deps.config.cron.script_timeout_seconds * 1000);
