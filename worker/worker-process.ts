@@ -42,7 +42,13 @@ import type { Logger } from 'pino';
 import type { HermesConfig } from '../scheduler/config/config.ts';
 import { resolveApiAuth } from '../scheduler/config/api-key.ts';
 import { checkRedis } from '../scheduler/store/redis/connect.ts';
-import { chooseTopology, openRedisClient, type RedisClient, type RedisTopology } from '../scheduler/store/redis/connection-factory.ts';
+import {
+  chooseTopology,
+  holdWritesThisTurn,
+  openRedisClient,
+  type RedisClient,
+  type RedisTopology,
+} from '../scheduler/store/redis/connection-factory.ts';
 import { logBullmqErrors } from '../scheduler/store/redis/bullmq-errors.ts';
 import { assertShardCount } from '../scheduler/store/redis/shard-count.ts';
 import { deferJob } from '../scheduler/store/defer-job.ts';
@@ -266,7 +272,10 @@ export class WorkerProcess {
     // nothing here calls; a turn's own controller is the turn tracker's).
     const worker: FetchingWorker = new FetchingWorker(
       name,
-      (job: Job, token: string | undefined): Promise<unknown> => this.runAdmitted(queue, worker, job, token),
+      // The jobs that end together (the occurrences of one instant) complete together: BullMQ's completion scripts,
+      // each with the next fetch, leave in one write (`holdWritesThisTurn`) instead of one each.
+      (job: Job, token: string | undefined): Promise<unknown> =>
+        this.runAdmitted(queue, worker, job, token).finally(() => holdWritesThisTurn(connection)),
       {
         connection,
         prefix: shardDeps.keys.bullPrefix,
