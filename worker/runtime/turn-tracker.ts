@@ -134,21 +134,33 @@ export class TurnSlots {
     if (now) return now;
     signal?.throwIfAborted();
     return await new Promise<TurnSlot>((resolve, reject) => {
-      const waiter: SlotWaiter = {
-        grant: (slot) => {
-          signal?.removeEventListener('abort', onAbort);
-          resolve(slot);
-        },
-      };
       const onAbort = () => {
-        const queue = this.queues[pool];
-        const i = queue.indexOf(waiter);
-        if (i >= 0) queue.splice(i, 1);
+        leave();
         reject(signal!.reason);
       };
+      const leave = this.wait(pool, (slot) => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve(slot);
+      });
       signal?.addEventListener('abort', onAbort, { once: true });
-      this.queues[pool].push(waiter);
     });
+  }
+
+  /**
+   * Wait in line for a slot of `pool`: `grant` is called with it when it is this waiter's turn. No signal: a
+   * job waiting for its slot (`JobTicket.ready`, thousands at the top of the hour) leaves the line by the answer.
+   * @returns leave the line: true when it was still waiting (`grant` is then never called)
+   */
+  wait(pool: TurnPool, grant: (slot: TurnSlot) => void): () => boolean {
+    const waiter: SlotWaiter = { grant };
+    this.queues[pool].push(waiter);
+    return () => {
+      const queue = this.queues[pool];
+      const i = queue.indexOf(waiter);
+      if (i < 0) return false;
+      queue.splice(i, 1);
+      return true;
+    };
   }
 
   private take(pool: TurnPool): TurnSlot {
@@ -252,18 +264,22 @@ export class JobTicket {
       this.admission.changed();
     }
     if (this.phase === 'starting') {
-      const stop = new AbortController();
-      this.endWait = () => stop.abort();
-      if (this.stopReason) stop.abort();
-      try {
-        this.slot = await this.admission.slots.acquire(this.pool, stop.signal);
-      } catch {
-        this.admission.starting--;
-        return this.end(this.stopReason ?? 'drain');
-      } finally {
+      // A slot free now is taken even when the wait was ended before; otherwise it waits in line until given one
+      // or until `interrupt` or `release` take it out of the line.
+      const { slots } = this.admission;
+      let slot = slots.tryAcquire(this.pool);
+      if (!slot && !this.stopReason) {
+        slot = await new Promise<TurnSlot | undefined>((resolve) => {
+          const leave = slots.wait(this.pool, resolve);
+          this.endWait = () => {
+            if (leave()) resolve(undefined);
+          };
+        });
         this.endWait = undefined;
       }
       this.admission.starting--;
+      if (!slot) return this.end(this.stopReason ?? 'drain');
+      this.slot = slot;
       this.phase = 'running';
     }
     return this.phase === 'running' ? 'run' : (this.stopReason ?? 'drain');
