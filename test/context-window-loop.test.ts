@@ -7,7 +7,7 @@
 import { describe } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { events, waitFor } from './support/stack.ts';
+import { events, waitFor, waitWhileAdvancing } from './support/stack.ts';
 import { lastUserText, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
 import { startAgentStack } from './support/agent-stack.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
@@ -134,7 +134,16 @@ describe.concurrent('a loop that reads a 12 KB log at every tick, against a 16,0
     const { c, model } = await setup(cleanups, { 'worker.transcript_max_messages': 40 }, {});
     model.respond((req) => (isSummary(req) ? 'Summary: every check so far found the build running.' : 'Still running.'));
     await c.schedules.set('cap', 'loop', spec('watch the CI build', 0.1, 40), { origin: { surface: 'cli' }, runner: agent });
-    await waitFor(async () => ((await c.loops.get('cap', 'loop'))?.status === 'finished' ? true : undefined), 90_000, 'finished');
+    // 40 ticks of a turn each: beside two other copies of the suite a tick takes seconds, so the wait is for
+    // as long as ticks keep being counted, not for a fixed total.
+    await waitWhileAdvancing(
+      async () => {
+        const loop = await c.loops.get('cap', 'loop');
+        return { done: loop?.status === 'finished' ? true : undefined, at: loop?.ticksUsed ?? 0 };
+      },
+      60_000,
+      'the loop to run its 40 ticks',
+    );
     const turns = model.requests.filter((r) => !isSummary(r));
     expect(turns).toHaveLength(40);
     // The head (the first tick's input) opens every request: nothing was trimmed from the front.
@@ -147,7 +156,7 @@ describe.concurrent('a loop that reads a 12 KB log at every tick, against a 16,0
     expect(transcript.length).toBeLessThan(40);
     const compacted = (await events(c, 'cap')).filter((e) => e.type === 'context.compacted');
     expect(compacted).toHaveLength(summaries);
-  }, 120_000);
+  }, 360_000);
 
   it('a summary call that fails leaves a marker in place of the middle; every tick still succeeds', async ({ cleanups, expect }) => {
     const { c, model, dir } = await setup(cleanups, { 'agent.context_window_tokens': 8_000 }, { contextWindow: 8_000 });

@@ -160,7 +160,7 @@ export async function runHermes(
   return { code, stdout, stderr };
 }
 
-export { waitFor, sleep, blockEventLoopUntil } from './wait-for.ts';
+export { waitFor, waitWhileAdvancing, sleep, blockEventLoopUntil } from './wait-for.ts';
 import { waitFor } from './wait-for.ts';
 import { loopStoreFor, loopServiceFor, sessionStoreFor, openQueues } from '../../scheduler/services.ts';
 

@@ -18,6 +18,31 @@ export async function waitFor<T>(check: () => Promise<T> | T, timeoutMs = 15_000
   }
 }
 
+/**
+ * Poll `read` as {@link waitFor} does until it answers `done`, for as long as what it answers as `at` (a
+ * count of steps: ticks run, messages written) keeps moving: a long run of steps is waited for however slow
+ * a loaded machine makes each of them, and fails once it has stood still for `stallMs`.
+ * @throws Error naming `what` and where it stood
+ */
+export async function waitWhileAdvancing<T>(
+  read: () => Promise<{ done: T | undefined; at: number | string }>,
+  stallMs: number,
+  what: string,
+): Promise<NonNullable<T>> {
+  const started = Date.now();
+  let at: number | string | undefined;
+  let movedAt = started;
+  for (;;) {
+    const r = await read();
+    if (r.done) return r.done;
+    const now = Date.now();
+    if (r.at !== at) [at, movedAt] = [r.at, now];
+    else if (now - movedAt > stallMs)
+      throw new Error(`timed out waiting for ${what}: it stood still at ${r.at} for ${stallMs} ms (${now - started} ms in all)`);
+    await new Promise((resolve) => setTimeout(resolve, now - started < 1_000 ? 25 : 100));
+  }
+}
+
 /** Resolve after `ms`. */
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
