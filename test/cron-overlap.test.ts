@@ -204,11 +204,14 @@ describe.concurrent('--overlap cancel_other', () => {
     const pid = await slowCommandPid(pidFile);
     const [claim] = Object.keys(await c.redis.hgetall(c.keys.cronClaims(job.id)));
     const { manualJobId } = await cron.runNow(filler.id, cli);
-    const b = await spawnWorker(cleanups, env);
     const ticks = c.queues.forSession(cronSessionId(filler.id)).ticks;
+    // A's fetch in flight, if it has one, takes the filler before B exists (B would race it for the filler and leave
+    // A's fetch to take the new occurrence); one that has not come in 8 s (a starved machine included) is no fetch.
+    await waitFor(async () => ((await ticks.getJobState(manualJobId)) === 'active' ? true : undefined), 8_000, '').catch(() => {});
+    const b = await spawnWorker(cleanups, env);
     await waitFor(
       async () => ['active', 'completed', 'unknown'].includes(await ticks.getJobState(manualJobId)) || undefined,
-      10_000,
+      30_000,
       'the filler run taken by A (waiting for its slot) or run by B (then removed)',
     );
     await cron.runNow(job.id, cli);
