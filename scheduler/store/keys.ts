@@ -51,9 +51,22 @@ const KEY_PART_UNSAFE = /[%:{}|\s\p{Cc}]/gu;
  * ids always give distinct parts, and a part never contains `:`, `{`, `}` or `|`.
  */
 export function keyPart(id: string | number): string {
-  return String(id).replace(KEY_PART_UNSAFE, (c) =>
-    Array.from(new TextEncoder().encode(c), (b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`).join(''),
-  );
+  return String(id).replace(KEY_PART_UNSAFE, encodeUnsafe);
+}
+
+/**
+ * `keyPart`'s `%XX` form of each character it encodes, made once per character: most ids have some (the `:` of a
+ * session or occurrence id), and every key of an occurrence is built anew. Bounded: only `KEY_PART_UNSAFE`'s characters.
+ */
+const ENCODED_UNSAFE = new Map<string, string>();
+
+function encodeUnsafe(c: string): string {
+  let encoded = ENCODED_UNSAFE.get(c);
+  if (encoded === undefined) {
+    encoded = Array.from(new TextEncoder().encode(c), (b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`).join('');
+    ENCODED_UNSAFE.set(c, encoded);
+  }
+  return encoded;
 }
 
 /** The id a `keyPart` was made from. */
