@@ -55,6 +55,33 @@ describe('cron record codec', () => {
     expect(readCronJob(encodeCronJob({ ...fresh, last_run_at: 0 })).last_run_at).toBe(0);
   });
 
+  it('omits a field only when its value is its default in every part; the order of an object’s keys does not matter', () => {
+    const job = cronJobFixture();
+    const stored = (over: Record<string, unknown>) => JSON.parse(encodeCronJob({ ...job, ...over })) as Record<string, unknown>;
+    const omitted = [
+      { repeat: { completed: 0, times: null } },
+      { deliver: ['local'] },
+      { origin: { surface: 'cli' } },
+      { spend: JSON.parse(JSON.stringify(job.spend)) as unknown },
+    ];
+    for (const over of omitted) expect(Object.keys(stored(over))).not.toContain(Object.keys(over)[0]);
+    const kept = [
+      { repeat: { times: null, completed: 1 } },
+      { repeat: { times: null } },
+      { repeat: { times: null, completed: 0, extra: undefined } },
+      { deliver: ['local', 'local'] },
+      { deliver: [] },
+      { deliver: 'local' },
+      { origin: { surface: 'api' } },
+      { origin: { surface: 'cli', via: 'x' } },
+      { spend: { ...job.spend, calls: 1 } },
+      { failure_streak: -0 },
+      { script: 0 },
+      { budget_tokens: '0' },
+    ];
+    for (const over of kept) expect(Object.keys(stored(over))).toContain(Object.keys(over)[0]);
+  });
+
   it('reads a record in the full form earlier versions wrote as the same record; fields they lacked at their default', () => {
     const job = cronJobFixture({ repeat: 2 });
     expect(readCronJob(JSON.stringify(job))).toEqual(job);

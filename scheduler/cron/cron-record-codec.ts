@@ -22,7 +22,6 @@
  * Why: a stored cron job's Redis memory (docs/BENCHMARKS.md, "Cron store"): the
  * full form of a new job is ~900 bytes of JSON, the compact form ~350.
  */
-import { isDeepStrictEqual } from 'node:util';
 import { readNotify } from '../economy/notify.ts';
 import { NO_TOTALS } from '../model-spend.ts';
 import type { CronJob } from './cron-job.ts';
@@ -61,12 +60,39 @@ const DEFAULT_FIELDS = Object.keys(DEFAULTS) as Array<keyof typeof DEFAULTS>;
  */
 export function encodeCronJob(job: CronJob): string {
   const out: Record<string, unknown> = {};
-  for (const [field, value] of Object.entries(job)) {
-    if (field in DEFAULTS && isDeepStrictEqual(value, DEFAULTS[field as keyof typeof DEFAULTS])) continue;
+  const fields = job as unknown as Record<string, unknown>;
+  // Every commit of a run writes its job: a plain loop, no entry pairs.
+  for (const field of Object.keys(fields)) {
+    const value = fields[field];
+    if (field in DEFAULTS && sameJson(value, DEFAULTS[field as keyof typeof DEFAULTS])) continue;
     if (field === 'updated_at' && value === job.created_at) continue;
     out[field] = value;
   }
   return JSON.stringify(out);
+}
+
+/**
+ * Whether two values made of JSON's kinds (plain objects, arrays, strings, numbers, booleans, null) are equal, as
+ * `isDeepStrictEqual` says of them: primitives by `Object.is`, arrays item by item, objects by the same own keys
+ * with equal values, in any order.
+ */
+function sameJson(a: unknown, b: unknown): boolean {
+  if (Object.is(a, b)) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) {
+    const bs = b as unknown[];
+    if (a.length !== bs.length) return false;
+    for (let i = 0; i < a.length; i++) if (!sameJson(a[i], bs[i])) return false;
+    return true;
+  }
+  if (Object.getPrototypeOf(a) !== Object.getPrototypeOf(b)) return false;
+  const ak = Object.keys(a);
+  if (ak.length !== Object.keys(b).length) return false;
+  for (const k of ak) {
+    if (!Object.hasOwn(b, k) || !sameJson((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k])) return false;
+  }
+  return true;
 }
 
 /**
