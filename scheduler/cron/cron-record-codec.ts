@@ -26,7 +26,7 @@ import { readNotify } from '../economy/notify.ts';
 import { NO_TOTALS } from '../model-spend.ts';
 import type { CronJob } from './cron-job.ts';
 
-/** Fields omitted when at these values (a new job's), and restored to them on reading. */
+/** Fields omitted when at these values (a new job's), and restored to them on reading (`readCronJob`: each by name). */
 const DEFAULTS = {
   repeat: { times: null, completed: 0 },
   deliver: ['local'],
@@ -51,8 +51,6 @@ const DEFAULTS = {
   last_error: null,
   failure_streak: 0,
 } as const satisfies Partial<Record<keyof CronJob, unknown>>;
-
-const DEFAULT_FIELDS = Object.keys(DEFAULTS) as Array<keyof typeof DEFAULTS>;
 
 /**
  * The compact stored form of `job` (see the top of this file).
@@ -102,14 +100,33 @@ function sameJson(a: unknown, b: unknown): boolean {
  * @throws SyntaxError when `raw` is not JSON
  */
 export function readCronJob(raw: string): CronJob {
-  const job = JSON.parse(raw) as Record<string, unknown>;
-  // Every read of a job list runs this per record: a plain loop; the object defaults are flat, so a
-  // shallow copy is the record's own.
-  for (const field of DEFAULT_FIELDS) {
-    if (job[field] !== undefined) continue;
-    const def: unknown = DEFAULTS[field];
-    job[field] = def === null || typeof def !== 'object' ? def : Array.isArray(def) ? [...(def as unknown[])] : { ...def };
-  }
+  const job = JSON.parse(raw) as { -readonly [F in keyof typeof DEFAULTS]?: unknown } & Record<string, unknown>;
+  // Every read of a job list runs this per record. Each field is set by its name, in DEFAULTS' order: a record
+  // given a dozen fields by computed names (a loop over the names) is turned into a dictionary of properties by
+  // V8, and every later read, copy (`applyRun`, at each commit) and JSON.stringify of it is slower. The object
+  // defaults are flat, so a shallow copy is the record's own.
+  if (job.repeat === undefined) job.repeat = { ...DEFAULTS.repeat };
+  if (job.deliver === undefined) job.deliver = [...DEFAULTS.deliver];
+  if (job.script === undefined) job.script = DEFAULTS.script;
+  if (job.misfire === undefined) job.misfire = DEFAULTS.misfire;
+  if (job.catchup_window_seconds === undefined) job.catchup_window_seconds = DEFAULTS.catchup_window_seconds;
+  if (job.overlap === undefined) job.overlap = DEFAULTS.overlap;
+  if (job.notify === undefined) job.notify = DEFAULTS.notify;
+  if (job.paused_reason === undefined) job.paused_reason = DEFAULTS.paused_reason;
+  if (job.origin === undefined) job.origin = { ...DEFAULTS.origin };
+  if (job.watch === undefined) job.watch = DEFAULTS.watch;
+  if (job.watch_digest === undefined) job.watch_digest = DEFAULTS.watch_digest;
+  if (job.max_tokens === undefined) job.max_tokens = DEFAULTS.max_tokens;
+  if (job.budget_tokens === undefined) job.budget_tokens = DEFAULTS.budget_tokens;
+  if (job.model === undefined) job.model = DEFAULTS.model;
+  if (job.spend === undefined) job.spend = { ...DEFAULTS.spend };
+  if (job.unchanged_runs === undefined) job.unchanged_runs = DEFAULTS.unchanged_runs;
+  if (job.next_run_at === undefined) job.next_run_at = DEFAULTS.next_run_at;
+  if (job.last_run_at === undefined) job.last_run_at = DEFAULTS.last_run_at;
+  if (job.last_due_at === undefined) job.last_due_at = DEFAULTS.last_due_at;
+  if (job.last_status === undefined) job.last_status = DEFAULTS.last_status;
+  if (job.last_error === undefined) job.last_error = DEFAULTS.last_error;
+  if (job.failure_streak === undefined) job.failure_streak = DEFAULTS.failure_streak;
   job.updated_at ??= job.created_at;
   job.notify = readNotify(job.notify as string | null | undefined);
   return job as unknown as CronJob;
