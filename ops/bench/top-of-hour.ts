@@ -5,7 +5,7 @@
  *
  *   npx tsx ops/bench/top-of-hour.ts [--jobs 10000] [--agent-jobs 2000] [--model-latency-ms 3000]
  *                                    [--raw-concurrency 1000] [--no-raw] [--command-stats]
- *                                    [--cpu-profile <file>] [--json]
+ *                                    [--cpu-profile <file>] [--heap-profile <file>] [--json]
  *
  * Phase 1, no-op turns: N cron jobs (`S M H * * *` in UTC, all due at one instant T a little after
  * they are registered) run by one in-process `hermes worker` at the defaults, whose agent runner
@@ -61,6 +61,12 @@ const JSON_OUT = args.includes('--json');
 const NO_RAW = args.includes('--no-raw');
 /** Write a CPU profile of this process over the first burst to this file (`--cpu-profile <file>`); its `instantUs` is the due instant on the profile's clock. */
 const CPU_PROFILE = arg('cpu-profile', '');
+/**
+ * Write V8's sampling heap profile of this process from the first burst's due instant on to this file
+ * (`--heap-profile <file>`, a .heapprofile): what the occurrences allocate once they wake, the objects
+ * collected since included.
+ */
+const HEAP_PROFILE = arg('heap-profile', '');
 /** Print Redis' `INFO commandstats` of each burst: where Redis' time went, by command and script. */
 const COMMAND_STATS = args.includes('--command-stats');
 /** Jobs registered at once. */
@@ -235,7 +241,22 @@ async function productBurst(url: string, n: number, phase: 'noop' | 'agent', mod
   const profiler = CPU_PROFILE && phase === 'noop' ? await startProfile() : undefined;
   const own0 = process.cpuUsage();
   let ownAt = own0;
-  const atTimer = setTimeout(() => (ownAt = process.cpuUsage()), at - Date.now());
+  const heap = HEAP_PROFILE && phase === 'noop' ? new Session() : undefined;
+  const atTimer = setTimeout(() => {
+    ownAt = process.cpuUsage();
+    if (heap) {
+      heap.connect();
+      void heap
+        .post('HeapProfiler.enable')
+        .then(() =>
+          heap.post('HeapProfiler.startSampling', {
+            samplingInterval: 4096,
+            includeObjectsCollectedByMajorGC: true,
+            includeObjectsCollectedByMinorGC: true,
+          }),
+        );
+    }
+  }, at - Date.now());
   let rss = process.memoryUsage.rss();
   const rssTimer = setInterval(() => (rss = Math.max(rss, process.memoryUsage.rss())), 100);
   const deadline = at + 120_000 + (phase === 'agent' ? MODEL_LATENCY_MS * 4 : 0);
@@ -243,11 +264,15 @@ async function productBurst(url: string, n: number, phase: 'noop' | 'agent', mod
   const cpu1 = await redisCpuSeconds(redis);
   const own = process.cpuUsage(own0);
   const ownFromInstant = process.cpuUsage(ownAt);
+  if (heap) {
+    writeFileSync(HEAP_PROFILE, JSON.stringify((await heap.post('HeapProfiler.stopSampling')).profile));
+    heap.disconnect();
+  }
   clearTimeout(atTimer);
   if (profiler) {
     // The instant on the profile's clock (µs, monotonic like process.hrtime), to split its samples there.
     const instantUs = Number(process.hrtime.bigint() / 1000n) - (Date.now() - at) * 1000;
-    writeFileSync(CPU_PROFILE, JSON.stringify({ ...(await profiler()) as object, instantUs }));
+    writeFileSync(CPU_PROFILE, JSON.stringify({ ...((await profiler()) as object), instantUs }));
   }
   if (stats0) sayCommandStats(stats0, await commandStats(redis), n);
   clearInterval(rssTimer);
