@@ -6,7 +6,16 @@
 import { writeFileSync } from 'node:fs';
 import { describe, expect } from 'vitest';
 import type { TestEnv } from './support/env.ts';
-import { events, openTestClients, sleep, startWorker, waitFor, waitForEvents, type TestClients } from './support/stack.ts';
+import {
+  events,
+  openTestClients,
+  sleep,
+  startWorker,
+  waitFor,
+  waitForEvents,
+  waitWhileAdvancing,
+  type TestClients,
+} from './support/stack.ts';
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
 import { enqueueInput } from '../scheduler/session/inbox.ts';
 import { parseHeartbeatArgs } from '../scheduler/loop/heartbeat-command.ts';
@@ -67,7 +76,15 @@ describe.concurrent('/heartbeat grammar', () => {
   });
 });
 
-describe.concurrent('/heartbeat', () => {
+/**
+ * How long a wait below goes on without a step (a model call, an event written) before it fails: beside two
+ * other copies of the suite (load 25–30) a starved worker or test process takes seconds over a single step, so
+ * a run of steps is waited for as long as they keep coming (`waitWhileAdvancing`), not for a fixed total.
+ */
+const STALL_MS = 60_000;
+
+// Up to 300 s a test: on a loaded machine a few turns a second apart took longer than the 10 s once allowed.
+describe.concurrent('/heartbeat', { timeout: 300_000 }, () => {
   it('F5: set a heartbeat, stop every process, start a worker only (no client) → the heartbeat fires', async ({ cleanups, expect }) => {
     const { env, c } = await setup(cleanups, {}, { turn: (_r, n) => `nothing new (${n})` });
     const first = await worker(cleanups, env);
@@ -95,7 +112,15 @@ describe.concurrent('/heartbeat', () => {
     const { env, c, model } = await setup(cleanups, { 'loops.max_ticks': 1 }, { turn: () => 'LOOP_COMPLETE' });
     await worker(cleanups, env);
     await say(c, env, 'hb2', '/hb every 1s check the inbox', 'm1');
-    await waitForEvents(c, 'hb2', 'reply', 2, 10_000); // past loops.max_ticks 1, and LOOP_COMPLETE both times
+    // Past loops.max_ticks 1, and LOOP_COMPLETE both times: waited for while the ticks' model calls and replies come.
+    await waitWhileAdvancing(
+      async () => {
+        const replies = await events(c, 'hb2', 'reply');
+        return { done: replies.length >= 2 ? true : undefined, at: `${model.requests.length}/${replies.length}` };
+      },
+      STALL_MS,
+      '2 replies on hb2 (model calls/replies)',
+    );
     expect((await c.loops.get('hb2', 'heartbeat'))!.status).toBe('active');
     const input = model.requests.find((r) => !isJudge(r))!.messages.at(-1)!.content;
     expect(input).toMatch(/\[Heartbeat #1\]/);
