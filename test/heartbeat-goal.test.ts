@@ -175,9 +175,9 @@ describe.concurrent('re-sending the same schedule', () => {
   });
 });
 
-describe.concurrent('/goal', () => {
+describe.concurrent('/goal', { timeout: 300_000 }, () => {
   it('sets a goal with its budget, runs continuation turns until the judge says done', async ({ cleanups, expect }) => {
-    const { env, c } = await setup(
+    const { env, c, model } = await setup(
       cleanups,
       {},
       {
@@ -189,10 +189,14 @@ describe.concurrent('/goal', () => {
     await say(c, env, 'g1', '/goal get the test suite green', 'm1');
     const notice = (await waitForEvents(c, 'g1', 'notice', 1))[0]!;
     expect(notice.data.text).toBe('Goal set (20-turn budget): get the test suite green');
-    await waitFor(
-      async () =>
-        (await events(c, 'g1', 'notice')).some((e) => e.data.text === 'Goal achieved: get the test suite green') ? true : undefined,
-      10_000,
+    // Three turns and three verdicts: waited for while the model is called.
+    await waitWhileAdvancing(
+      async () => ({
+        done: (await events(c, 'g1', 'notice')).some((e) => e.data.text === 'Goal achieved: get the test suite green') ? true : undefined,
+        at: model.requests.length,
+      }),
+      STALL_MS,
+      'the goal achieved (model calls)',
     );
     const replies = await events(c, 'g1', 'reply');
     expect(replies.map((e) => e.data.text)).toEqual(['step 1', 'step 2', 'step 3']);
