@@ -231,10 +231,14 @@ describe.concurrent('/goal', { timeout: 300_000 }, () => {
     const { env, c, model } = await setup(cleanups, {}, { turn: (_r, n) => `step ${n}`, judge: () => 'not a verdict' });
     await worker(cleanups, env);
     await say(c, env, 'g4', '/goal keep going', 'm1');
-    const paused = await waitFor(
-      async () => (await events(c, 'g4', 'notice')).find((e) => String(e.data.text).startsWith('Goal paused')),
-      10_000,
-      'the goal paused',
+    // Three turns, each judged: waited for while the model is called.
+    const paused = await waitWhileAdvancing(
+      async () => ({
+        done: (await events(c, 'g4', 'notice')).find((e) => String(e.data.text).startsWith('Goal paused')),
+        at: model.requests.length,
+      }),
+      STALL_MS,
+      'the goal paused (model calls)',
     );
     expect(String(paused.data.text)).toMatch(
       /^Goal paused: 3 goal turns in a row got no verdict \(last error: .+\); \/goal resume tries again\.$/,
