@@ -17,6 +17,10 @@ import {
   MAX_CLAIM_ROUNDS,
 } from '../worker/loop/tick-gate.ts';
 import { loopFixture } from './support/record-fixtures.ts';
+import type { Job } from 'bullmq';
+import { earlierTickWaiting, type Tick } from '../worker/loop/tick-occurrence.ts';
+import type { TickJobData } from '../scheduler/loop/tick-job.ts';
+import type { WorkerDeps } from '../worker/worker-deps.ts';
 
 const policy = { deferMs: 250 };
 const fire = { fire: true } as const;
@@ -106,5 +110,38 @@ describe('prefetchLead', () => {
     expect(lead.dueAt(9_800)).toBe(10_000);
     for (const due of [0, 1, 1_700_000_000_123]) expect(lead.dueAt(lead.jobAt(due))).toBe(due);
     expect(prefetchLead(0).jobAt(5)).toBe(5);
+  });
+});
+
+describe('earlierTickWaiting (docs/RELIABILITY.md, "Earliest waiting tick first")', () => {
+  // A 1 s loop whose last tick was due at 10 s; this tick is due at 14 s, its job time (the lead of 1 s off) 13 s.
+  const loop = { ...loopFixture({ intervalSeconds: 1 }), lastTickDueAt: 10_000, lastTickStartedAt: 10_200 };
+  const tick = { sessionId: 's', dueAt: 14_000 } as Tick;
+  const job = { id: 'repeat:loop:s:13000' } as Job<TickJobData>;
+  /** Deps whose tick queue answers `states` by job id (anything else: no such job), with the ids asked. */
+  const deps = (states: Record<string, string>) => {
+    const asked: string[] = [];
+    const getJobState = (id: string) => (asked.push(id), Promise.resolve(states[id] ?? 'unknown'));
+    const d = { config: { worker: { defer_ms: 2500 } }, queues: { forSession: () => ({ ticks: { getJobState } }) } };
+    return { d: d as unknown as WorkerDeps, asked };
+  };
+
+  it('yields to the job of the first open slot still queued', async () => {
+    const { d } = deps({ 'repeat:loop:s:10000': 'delayed' });
+    expect(await earlierTickWaiting(d, job, tick, loop, 14_000)).toBe(true);
+  });
+
+  it('yields to the job of a slot after one left out by the job scheduler (no job there), and looks no further than its own', async () => {
+    const { d, asked } = deps({ 'repeat:loop:s:11000': 'delayed' });
+    expect(await earlierTickWaiting(d, job, tick, loop, 14_000)).toBe(true);
+    const none = deps({});
+    expect(await earlierTickWaiting(none.d, job, tick, loop, 14_000)).toBe(false);
+    expect(none.asked).toEqual(['repeat:loop:s:10000', 'repeat:loop:s:11000', 'repeat:loop:s:12000']);
+    expect(asked).toContain('repeat:loop:s:11000');
+  });
+
+  it('does not yield past its bound (two intervals or four deferrals, the longer), nor to a job that completed', async () => {
+    expect(await earlierTickWaiting(deps({ 'repeat:loop:s:10000': 'delayed' }).d, job, tick, loop, 24_001)).toBe(false);
+    expect(await earlierTickWaiting(deps({ 'repeat:loop:s:10000': 'completed' }).d, job, tick, loop, 14_000)).toBe(false);
   });
 });

@@ -84,6 +84,8 @@ export async function claimTick(deps: WorkerDeps, tick: Tick, read: TickGateRead
 export const YIELD_MAX_INTERVALS = 2;
 /** The same in deferrals (`worker.defer_ms`: the earlier tick comes back after one), when that is longer. */
 export const YIELD_MAX_DEFERRALS = 4;
+/** Most earlier slots a tick looks at, from the first open one on (`earlierTickWaiting`): one job state each, sent at once. */
+export const YIELD_MAX_SLOTS = 16;
 
 /**
  * Whether the tick should yield to the job of an earlier occurrence of its loop, one that may still fire
@@ -91,10 +93,13 @@ export const YIELD_MAX_DEFERRALS = 4;
  * gate, or deferred behind the busy session, as the tick itself would be; `yieldToEarlierTick`, tick-gate.ts).
  * Bounded, so that a job that never comes — held by a worker cut off from its Redis until the stall check
  * takes it back — cannot hold the loop: not once the tick is past its due time by more than
- * {@link YIELD_MAX_INTERVALS} intervals or {@link YIELD_MAX_DEFERRALS} deferrals, whichever is longer. One
- * round trip, and only when the loop's last tick leaves such a slot before this one; for a job of the loop's job
+ * {@link YIELD_MAX_INTERVALS} intervals or {@link YIELD_MAX_DEFERRALS} deferrals, whichever is longer. The
+ * job states of that slot and of each slot after it before this tick's (at most {@link YIELD_MAX_SLOTS}), sent at
+ * once, and only when the loop's last tick leaves such a slot before this one; for a job of the loop's job
  * scheduler only, whose jobs are named by their time (`repeat:<scheduler>:<millis>`, the prefetch lead taken
- * off the due time). A slot without a job (left out by the job scheduler) is no reason to wait.
+ * off the due time). A slot without a job (left out by the job scheduler) is no reason to wait, but the job of a
+ * slot after it, still queued, is: a job picked up late leaves out the slot after it, and the tick after that
+ * one, deferred behind the busy session, would otherwise be covered by a later tick.
  * @param loop - the record the tick's gate read (`null`: removed, nothing to yield to)
  * @param now - epoch ms the bound is measured at
  * @returns true when the tick should be deferred; a Redis error is thrown to the caller (the occurrence pipeline's)
@@ -111,7 +116,13 @@ export async function earlierTickWaiting(
   if (slot === undefined || millis === undefined) return false;
   const boundMs = Math.max(YIELD_MAX_INTERVALS * loop!.intervalSeconds! * 1000, YIELD_MAX_DEFERRALS * deps.config.worker.defer_ms);
   if (now > tick.dueAt + boundMs) return false;
-  const id = `${job.id!.slice(0, job.id!.lastIndexOf(':') + 1)}${slot - (tick.dueAt - millis)}`;
-  const state = await deps.queues.forSession(tick.sessionId).ticks.getJobState(id);
-  return state === 'active' || state === 'waiting' || state === 'delayed' || state === 'prioritized';
+  // That slot and each one after it before this tick's: a slot left out by the job scheduler has no job, and
+  // the job of the slot after it may still be waiting (deferred behind the busy session).
+  const intervalMs = loop!.intervalSeconds! * 1000;
+  const ids: string[] = [];
+  for (let at = slot; at < tick.dueAt && ids.length < YIELD_MAX_SLOTS; at += intervalMs)
+    ids.push(`${job.id!.slice(0, job.id!.lastIndexOf(':') + 1)}${at - (tick.dueAt - millis)}`);
+  const ticks = deps.queues.forSession(tick.sessionId).ticks;
+  const states = await Promise.all(ids.map((id) => ticks.getJobState(id)));
+  return states.some((state) => state === 'active' || state === 'waiting' || state === 'delayed' || state === 'prioritized');
 }
