@@ -246,15 +246,13 @@ async function productBurst(url: string, n: number, phase: 'noop' | 'agent', mod
     ownAt = process.cpuUsage();
     if (heap) {
       heap.connect();
-      void heap
-        .post('HeapProfiler.enable')
-        .then(() =>
-          heap.post('HeapProfiler.startSampling', {
-            samplingInterval: 4096,
-            includeObjectsCollectedByMajorGC: true,
-            includeObjectsCollectedByMinorGC: true,
-          }),
-        );
+      void heap.post('HeapProfiler.enable').then(() =>
+        heap.post('HeapProfiler.startSampling', {
+          samplingInterval: 4096,
+          includeObjectsCollectedByMajorGC: true,
+          includeObjectsCollectedByMinorGC: true,
+        }),
+      );
     }
   }, at - Date.now());
   let rss = process.memoryUsage.rss();
