@@ -9,19 +9,25 @@ import { openCronService, startCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { blockEventLoopUntil, sleep, waitFor } from './support/wait-for.ts';
-import { it } from './support/cleanup.ts';
+import { it, type CleanUp } from './support/cleanup.ts';
 
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
 
+/** A model server that answers every call, a test environment and a cron service on it, stopped through `cleanups`. */
+async function setup(cleanups: CleanUp[]) {
+  const model = await startFakeOpenAI();
+  model.respond(() => 'checked');
+  cleanups.push(() => model.close());
+  const env = testEnv({ 'agent.base_url': model.baseUrl, 'cron.min_interval_seconds': 1 });
+  cleanups.push(() => env.cleanup());
+  const api = openCronService(env.config);
+  cleanups.push(() => api.close());
+  return { env, api };
+}
+
 describe('cron: a pick-up later than the prefetch lead', () => {
   it('the occurrence the next job passed gets a job of its own and runs on its time, once', async ({ cleanups, expect }) => {
-    const model = await startFakeOpenAI();
-    model.respond(() => 'checked');
-    cleanups.push(() => model.close());
-    const env = testEnv({ 'agent.base_url': model.baseUrl, 'cron.min_interval_seconds': 1 });
-    cleanups.push(() => env.cleanup());
-    const api = openCronService(env.config);
-    cleanups.push(() => api.close());
+    const { env, api } = await setup(cleanups);
     // Every 10 s: the lead is half the period, 5 s. Its first occurrence D is released at D − 5 s.
     const job = await api.service.add({ schedule: 'every 10s', prompt: 'check' }, cli);
     const due = job.next_run_at!;
@@ -51,13 +57,7 @@ describe('cron: a pick-up later than the prefetch lead', () => {
     cleanups,
     expect,
   }) => {
-    const model = await startFakeOpenAI();
-    model.respond(() => 'checked');
-    cleanups.push(() => model.close());
-    const env = testEnv({ 'agent.base_url': model.baseUrl, 'cron.min_interval_seconds': 1 });
-    cleanups.push(() => env.cleanup());
-    const api = openCronService(env.config);
-    cleanups.push(() => api.close());
+    const { env, api } = await setup(cleanups);
     // Every 4 s: the lead is 2 s. Its first occurrence D is released, and fetched, at D − 2 s.
     const job = await api.service.add({ schedule: 'every 4s', prompt: 'check' }, cli);
     const due = job.next_run_at!;
