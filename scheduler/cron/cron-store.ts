@@ -641,6 +641,22 @@ export class CronStore {
     await this.redis.hdel(this.keys.cronClaims(jobId), occurrenceId);
   }
 
+  /**
+   * Whether the job scheduler made a job for a scheduled occurrence: its job is there (in any state), or it was
+   * claimed or run (a job that ran may be gone). For `skippedByLead`'s unsure answer (`worker/cron/cron-processor.ts`).
+   * @param dueAt - the occurrence's due time, epoch ms
+   * @param leadMs - the lead its jobs are released with
+   */
+  async schedulerMadeOccurrence(jobId: string, occurrenceId: string, dueAt: number, leadMs: number): Promise<boolean> {
+    const ticks = this.queues.forCronJob(jobId).ticks;
+    const [state, claimed, run] = await Promise.all([
+      ticks.getJobState(`repeat:${this.keys.cronSchedulerId(jobId)}:${dueAt - leadMs}`),
+      this.redis.hexists(this.keys.cronClaims(jobId), occurrenceId),
+      this.redis.hexists(this.keys.cronRuns(jobId), occurrenceId),
+    ]);
+    return state !== 'unknown' || claimed === 1 || run === 1;
+  }
+
   /** Whether `holder` (a BullMQ job id) holds a claim of an occurrence of a job (within the remembered window). */
   async hasClaimBy(jobId: string, holder: string): Promise<boolean> {
     const claims = await this.redis.hvals(this.keys.cronClaims(jobId));

@@ -91,7 +91,7 @@ export function patternLead(pattern: string): { leadMs: number; pattern: string 
  * that moment — from the fetch (`from`) to when the job was in hand (`to`, any time after it).
  * @param leadMs - the lead the job was released with (its data's `leadMs`)
  * @returns the due time (epoch ms) of the occurrence left without a job — `sure: false` when only a strategy
- *   asked late in the bracket leaves it out (the scheduler's next job tells: `CronStore.schedulerNext`) —
+ *   asked late in the bracket leaves it out (the job scheduler's traces tell: `CronStore.schedulerMadeOccurrence`) —
  *   or `undefined` when the scheduler's next job is it
  */
 export function skippedByLead(

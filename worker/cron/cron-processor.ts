@@ -406,10 +406,12 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     // BullMQ made the next job between the fetch and now.
     const missed = skippedByLead(record.schedule, record.tz, leadMs, tick.dueAt, { from: job.processedOn, to: Date.now() });
     if (missed === undefined) return;
-    if (!missed.sure) {
-      const next = await this.store.schedulerNext(record.id);
-      if (next === undefined || next <= missed.dueAt) return;
-    }
+    // Unsure: by now the job made for it may have been taken too, and the scheduler moved past it; its own traces tell.
+    if (
+      !missed.sure &&
+      (await this.store.schedulerMadeOccurrence(record.id, cronOccurrenceId(record.id, missed.dueAt, 'schedule'), missed.dueAt, leadMs))
+    )
+      return;
     await this.store.addPassedOccurrence(record, missed.dueAt);
     tick.log.info({ dueAt: missed.dueAt }, 'cron occurrence within the prefetch lead of a late pick-up queued on its own');
   }
