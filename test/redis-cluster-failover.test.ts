@@ -28,9 +28,11 @@ const SHARDS = 6;
 let cluster: TestCluster;
 const cleanups = cleanupAfterEach();
 
+// Six redis-servers started and joined, and the replicas' sync waited for: up to a minute and more beside two other
+// copies of the suite (30 s was not enough there).
 beforeAll(async () => {
   cluster = await startRedisCluster(3, { replicas: 1, nodeTimeoutMs: 1000 });
-}, 30_000);
+}, 180_000);
 afterAll(async () => {
   await cluster?.stop();
 });

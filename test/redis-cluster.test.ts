@@ -28,7 +28,7 @@ const cleanups = cleanupAfterEach();
 
 beforeAll(async () => {
   cluster = await startRedisCluster(3);
-}, 60_000);
+}, 180_000); // beside two other copies of the suite, starting and joining the servers can take a minute
 afterAll(async () => {
   await cluster?.stop();
 });
