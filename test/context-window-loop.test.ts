@@ -7,7 +7,7 @@
 import { describe } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { events, waitFor, waitWhileAdvancing } from './support/stack.ts';
+import { events, waitFor, waitWhileAdvancing, type TestClients } from './support/stack.ts';
 import { lastUserText, type RecordedRequest, type ScriptedReply } from './support/fake-openai.ts';
 import { startAgentStack } from './support/agent-stack.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
@@ -71,14 +71,7 @@ describe.concurrent('a loop that reads a 12 KB log at every tick, against a 16,0
     });
     // 100 ticks of two model calls each: beside two other copies of the suite a tick takes seconds, so the wait
     // is for as long as ticks keep being counted, not for a fixed total.
-    await waitWhileAdvancing(
-      async () => {
-        const loop = await c.loops.get('ci', 'loop');
-        return { done: loop?.status === 'finished' ? true : undefined, at: loop?.ticksUsed ?? 0 };
-      },
-      60_000,
-      'the loop to run its 100 ticks',
-    );
+    await untilFinished(c, 'ci', 'the loop to run its 100 ticks');
 
     const loop = (await c.loops.get('ci', 'loop'))!;
     expect(loop.ticksUsed).toBe(100);
@@ -141,14 +134,7 @@ describe.concurrent('a loop that reads a 12 KB log at every tick, against a 16,0
     await c.schedules.set('cap', 'loop', spec('watch the CI build', 0.1, 40), { origin: { surface: 'cli' }, runner: agent });
     // 40 ticks of a turn each: beside two other copies of the suite a tick takes seconds, so the wait is for
     // as long as ticks keep being counted, not for a fixed total.
-    await waitWhileAdvancing(
-      async () => {
-        const loop = await c.loops.get('cap', 'loop');
-        return { done: loop?.status === 'finished' ? true : undefined, at: loop?.ticksUsed ?? 0 };
-      },
-      60_000,
-      'the loop to run its 40 ticks',
-    );
+    await untilFinished(c, 'cap', 'the loop to run its 40 ticks');
     const turns = model.requests.filter((r) => !isSummary(r));
     expect(turns).toHaveLength(40);
     // The head (the first tick's input) opens every request: nothing was trimmed from the front.
@@ -180,3 +166,15 @@ describe.concurrent('a loop that reads a 12 KB log at every tick, against a 16,0
     expect(model.refusedForLength).toBe(0);
   }, 210_000);
 });
+
+/** Wait until the loop of `sessionId` has finished, for as long as its ticks keep being counted (a minute at most without one). */
+async function untilFinished(c: TestClients, sessionId: string, what: string): Promise<void> {
+  await waitWhileAdvancing(
+    async () => {
+      const loop = await c.loops.get(sessionId, 'loop');
+      return { done: loop?.status === 'finished' ? true : undefined, at: loop?.ticksUsed ?? 0 };
+    },
+    60_000,
+    what,
+  );
+}
