@@ -43,6 +43,16 @@ function workerEnv(cleanups: CleanUp[], model: FakeOpenAI, tools: (home: string)
   return env;
 }
 
+/** A worker environment whose operator command `append` appends `appended <HERMES_STEP_ID>` to `file`. */
+function appendEnv(cleanups: CleanUp[], model: FakeOpenAI): { env: TestEnv; file: string } {
+  const env = workerEnv(cleanups, model, (home) => ({
+    commands: {
+      append: { command: `echo "appended $HERMES_STEP_ID" >> ${join(home, 'side-effect.txt')}`, description: 'appends a line' },
+    },
+  }));
+  return { env, file: join(env.home, 'side-effect.txt') };
+}
+
 /** A model that holds its answers to requests until the test ends (`release`), and answers `late`. */
 function holding(cleanups: CleanUp[]): { hold: () => Promise<ScriptedReply> } {
   const held: Array<(r: ScriptedReply) => void> = [];
@@ -60,12 +70,7 @@ describe.concurrent('durable turns', { timeout: 180_000 }, () => {
     const model = await startFakeOpenAI();
     cleanups.push(() => model.close());
     const { hold } = holding(cleanups); // pushed after the close: released first
-    const env = workerEnv(cleanups, model, (home) => ({
-      commands: {
-        append: { command: `echo "appended $HERMES_STEP_ID" >> ${join(home, 'side-effect.txt')}`, description: 'appends a line' },
-      },
-    }));
-    const file = join(env.home, 'side-effect.txt');
+    const { env, file } = appendEnv(cleanups, model);
     let secondCalls = 0;
     model.respond((req) => {
       if (lastToolResult(req) === undefined) {
@@ -124,12 +129,7 @@ describe.concurrent('durable turns', { timeout: 180_000 }, () => {
   }) => {
     const model = await startFakeOpenAI();
     cleanups.push(() => model.close());
-    const env = workerEnv(cleanups, model, (home) => ({
-      commands: {
-        append: { command: `echo "appended $HERMES_STEP_ID" >> ${join(home, 'side-effect.txt')}`, description: 'appends a line' },
-      },
-    }));
-    const file = join(env.home, 'side-effect.txt');
+    const { env, file } = appendEnv(cleanups, model);
     // The stalled copy's second call is answered only once it is awake again, and asks for the command once more.
     let answerStalled!: (r: ScriptedReply) => void;
     const stalledAnswer = new Promise<ScriptedReply>((r) => (answerStalled = r));
@@ -378,12 +378,7 @@ async function cronRunKilledInSecondCall(cleanups: CleanUp[]) {
   const model = await startFakeOpenAI();
   cleanups.push(() => model.close());
   const { hold } = holding(cleanups);
-  const env = workerEnv(cleanups, model, (home) => ({
-    commands: {
-      append: { command: `echo "appended $HERMES_STEP_ID" >> ${join(home, 'side-effect.txt')}`, description: 'appends a line' },
-    },
-  }));
-  const file = join(env.home, 'side-effect.txt');
+  const { env, file } = appendEnv(cleanups, model);
   let secondCalls = 0;
   model.respond((req) => {
     if (lastToolResult(req) === undefined) return { toolCalls: [{ name: 'append' }] };
