@@ -9,7 +9,6 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { describeCron } from '../cli/commands/cron-format.ts';
-import { freePort } from '../scheduler/store/redis/embedded-redis.ts';
 import { runCronCli } from './support/cron-cli.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
@@ -17,6 +16,7 @@ import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 import { camelKeys } from './support/wire-case.ts';
+import { refusedPort } from './support/refused-port.ts';
 
 let model: FakeOpenAI;
 beforeAll(async () => {
@@ -32,7 +32,7 @@ function setup() {
 }
 
 async function noRedisConfig() {
-  const port = await freePort();
+  const port = await refusedPort();
   return loadConfig({
     env: { HERMES_HOME: '/nonexistent-hermes-home' },
     overrides: { 'redis.url': `redis://127.0.0.1:${port}`, log_level: 'silent' },

@@ -26,6 +26,7 @@ import { lastUserText, startFakeOpenAI, type FakeOpenAI } from './support/fake-o
 import { sleep, waitFor } from './support/wait-for.ts';
 import { it as withCleanups, type CleanUp } from './support/cleanup.ts';
 import { cronJobFixture } from './support/record-fixtures.ts';
+import { refusedPort } from './support/refused-port.ts';
 
 /**
  * Replies delivered to a job's `local` target: its stream's `reply` events (the stream also holds
@@ -648,9 +649,8 @@ describe('the worker side of the job scheduler', () => {
   }, 120_000);
 
   it('a model that cannot be reached is retried with backoff, then recorded as an error', async ({ cleanups, expect }) => {
-    const { freePort } = await import('../scheduler/store/redis/embedded-redis.ts');
     const { api, worker, runsOf } = setup(cleanups, {
-      'agent.base_url': `http://127.0.0.1:${await freePort()}/v1`,
+      'agent.base_url': `http://127.0.0.1:${await refusedPort()}/v1`,
       'cron.retry_backoff_seconds': 0.2,
     });
     const w = await worker();

@@ -3,6 +3,7 @@ import { parseLoopArgs, parseLoopInterval } from '../scheduler/loop/loop-command
 import { parseHeartbeatInterval } from '../scheduler/loop/heartbeat-command.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
 import { parseIntervalToken, formatSeconds } from '../scheduler/interval.ts';
+import { refusedPort } from './support/refused-port.ts';
 
 const opts = { minIntervalSeconds: 30, maxPromptChars: 1000 };
 
@@ -179,12 +180,11 @@ describe('hermes loop from the shell', () => {
   it('F22: hermes loop 10s x exits 2 naming the minimum; hermes loop 1x check names the unit', async () => {
     const { execFile } = await import('node:child_process');
     const { promisify } = await import('node:util');
-    const { freePort } = await import('../scheduler/store/redis/embedded-redis.ts');
     const root = new URL('..', import.meta.url).pathname;
     // Bad input is refused before Redis is touched: an unreachable Redis is never asked.
     const env = {
       ...process.env,
-      REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+      REDIS_URL: `redis://127.0.0.1:${await refusedPort()}`,
       HERMES_HOME: '/nonexistent-hermes-home',
       HERMES_LOG_LEVEL: 'silent',
     };

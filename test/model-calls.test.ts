@@ -11,7 +11,6 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createServer } from 'node:net';
 import OpenAI, { APIUserAbortError } from 'openai';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { configDefaults, loadConfig } from '../scheduler/config/config.ts';
@@ -25,6 +24,7 @@ import type { ChatMessage, ModelCallEvent, TurnEvent, TurnRequest } from '../wor
 import { countTokens, lastToolResult, startFakeOpenAI, type FakeOpenAI, type FakeOpenAIOptions } from './support/fake-openai.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 import { passUntil, settleOnFakeClock as settle } from './support/fake-clock.ts';
+import { refusedPort } from './support/refused-port.ts';
 
 const cleanups = cleanupAfterEach();
 
@@ -263,7 +263,7 @@ describe('fallback models', () => {
 
   it('a primary that cannot be reached is retried, then a fallback on its own endpoint answers', async () => {
     const model = await fake();
-    const closed = await freePort();
+    const closed = await refusedPort();
     const { runner, metrics } = setup(model, {
       baseUrl: `http://127.0.0.1:${closed}/v1`,
       maxRetries: 1,
@@ -653,12 +653,3 @@ describe('summaries for compaction', () => {
     expect(failed.spend).toEqual(expect.objectContaining({ calls: 0 }));
   });
 });
-
-/** A loopback port nothing listens on. */
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as { port: number };
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}

@@ -16,11 +16,12 @@ import { configDefaults } from '../scheduler/config/config.ts';
 import { LoopService } from '../scheduler/loop/loop-service.ts';
 import { GoalService } from '../scheduler/goal/goal-service.ts';
 import { StoreUnavailableError } from '../scheduler/errors/store-unavailable-error.ts';
-import { freePort, startEmbeddedRedis } from '../scheduler/store/redis/embedded-redis.ts';
+import { startEmbeddedRedis } from '../scheduler/store/redis/embedded-redis.ts';
 import { testEnv } from './support/env.ts';
 import { clients } from './support/stack.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 import { captureLog } from './support/log-capture.ts';
+import { refusedPort } from './support/refused-port.ts';
 
 const cleanups = cleanupAfterEach();
 
@@ -94,7 +95,7 @@ describe('a write Redis does not take is never confirmed', () => {
   it('stopped server: the user gets an error, not a confirmation', async () => {
     const env = testEnv();
     cleanups.push(() => env.cleanup());
-    const port = await freePort();
+    const port = await refusedPort();
     const { log, warnings } = captureLog();
     const s = services(`redis://127.0.0.1:${port}`, env.prefix, log, { offline: true });
     const goal = await s.goals.set('down', 'ship it', { surface: 'chat' }).catch((e: unknown) => e);

@@ -11,7 +11,6 @@ import { describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from '../gateway/gateway-process.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { Keys } from '../scheduler/store/keys.ts';
-import { freePort } from '../scheduler/store/redis/embedded-redis.ts';
 import { GATEWAY_ALIVE_MS, publishPlatformStates, readPlatformStates } from '../scheduler/delivery/platform-state-store.ts';
 import type { PlatformStateView } from '../scheduler/delivery/platform-state.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
@@ -22,6 +21,7 @@ import { DISCORD_ALLOWED_USER, DISCORD_BOT_TOKEN, startFakeDiscord } from './sup
 import { clients, HERMES_BIN, runHermes, SPAWN_START_TIMEOUT_MS } from './support/stack.ts';
 import { waitFor } from './support/wait-for.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { refusedPort } from './support/refused-port.ts';
 
 const cleanups = cleanupAfterEach();
 const KEY = 'platform-state-test-key-0123456789';
@@ -81,7 +81,7 @@ describe('platform state in hermes status and the console', () => {
     cleanups.push(() => telegram.close());
     const slack = await startFakeSlack();
     cleanups.push(() => slack.close());
-    const port = await freePort();
+    const port = await refusedPort();
     const e = env(`http://127.0.0.1:${port}/api`, {
       'telegram.bot_token': BOT_TOKEN,
       'telegram.allowed_users': String(ALLOWED_USER),
@@ -181,7 +181,7 @@ describe('hermes up', () => {
   it('says Discord is starting, then that it failed and why; Telegram, which works, is on', async () => {
     const telegram = await startFakeTelegram();
     cleanups.push(() => telegram.close());
-    const port = await freePort();
+    const port = await refusedPort();
     const e = env(`http://127.0.0.1:${port}/api`, {
       'telegram.bot_token': BOT_TOKEN,
       'telegram.allowed_users': String(ALLOWED_USER),

@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { checkRedis, resolveRedis, compareVersions } from '../scheduler/store/redis/connect.ts';
 import { describeTopology, openRedisClient, topologyFromConfig } from '../scheduler/store/redis/connection-factory.ts';
-import { freePort, startEmbeddedRedis } from '../scheduler/store/redis/embedded-redis.ts';
+import { startEmbeddedRedis } from '../scheduler/store/redis/embedded-redis.ts';
 import { embeddedPaths } from '../scheduler/store/redis/embedded-identity.ts';
 import { StoreUnavailableError } from '../scheduler/errors/store-unavailable-error.ts';
 import { clients, runHermes, startWorker } from './support/stack.ts';
@@ -21,6 +21,7 @@ import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { testEnv } from './support/env.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
 import { captureLog } from './support/log-capture.ts';
+import { refusedPort } from './support/refused-port.ts';
 
 /** A fresh HERMES_HOME, removed when the test ends. */
 function home(cleanups: CleanUp[]): string {
@@ -31,7 +32,7 @@ function home(cleanups: CleanUp[]): string {
 
 describe.concurrent('resolveRedis', () => {
   it('an unreachable REDIS_URL is one clear error naming host and port and how to start Redis', async ({ cleanups, expect }) => {
-    const port = await freePort();
+    const port = await refusedPort();
     const config = loadConfig({ env: { HERMES_HOME: home(cleanups), REDIS_URL: `redis://127.0.0.1:${port}` } });
     const err = await resolveRedis(config, { allowStart: true }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StoreUnavailableError);
@@ -79,7 +80,7 @@ describe.concurrent('resolveRedis', () => {
   it('a CLI command with no Redis prints one line, no stack trace, and exits 1', async ({ cleanups, expect }) => {
     const env = testEnv();
     cleanups.push(() => env.cleanup());
-    const port = await freePort();
+    const port = await refusedPort();
     const r = await runHermes(env, ['status'], { REDIS_URL: `redis://127.0.0.1:${port}` });
     expect(r.code).toBe(1);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
@@ -161,7 +162,7 @@ describe.concurrent('connection factory: topologies from configuration', () => {
   });
 
   it('an unreachable cluster is one clear error naming its nodes', async ({ cleanups, expect }) => {
-    const port = await freePort();
+    const port = await refusedPort();
     const config = loadConfig({ env: { HERMES_HOME: home(cleanups), REDIS_CLUSTER_NODES: `127.0.0.1:${port}` } });
     const err = await resolveRedis(config, { allowStart: false }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StoreUnavailableError);
