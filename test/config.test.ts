@@ -1,12 +1,20 @@
 /** Configuration (docs/DESIGN.md §10): defaults, file, environment, clear errors naming the key. */
-import { describe, expect, it } from 'vitest';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { afterAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { configDefaults, configSchema, loadConfig } from '../scheduler/config/config.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
 
-const home = () => mkdtempSync(join(tmpdir(), 'hermes-config-'));
+const homes: string[] = [];
+const home = () => {
+  const h = mkdtempSync(join(tmpdir(), 'hermes-config-'));
+  homes.push(h);
+  return h;
+};
+afterAll(() => {
+  for (const h of homes) rmSync(h, { recursive: true, force: true });
+});
 
 describe('loadConfig', () => {
   it('has the defaults of docs/DESIGN.md', () => {
@@ -203,7 +211,7 @@ describe('loadConfig', () => {
 
 describe('loop settings bounds', () => {
   it('rejects a zero floor and a ceiling below the floor, naming the key', () => {
-    const h = mkdtempSync(join(tmpdir(), 'hermes-config-'));
+    const h = home();
     expect(() => loadConfig({ env: { HERMES_HOME: h, HERMES_LOOPS_SELF_PACED_FLOOR_SECONDS: '0' } })).toThrow(
       /loops\.self_paced_floor_seconds/,
     );

@@ -5,10 +5,10 @@
  * cut, nothing evaluated) and the `hooks.<name>` settings (one target, one secret source, the
  * action's default, secrets read from the environment or a file).
  */
-import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { hooksRouter, type HookRouteDeps } from '../gateway/http/hook-routes.ts';
 import { githubSignature, hermesSignature, verifyHookSignature } from '../gateway/hooks/hook-signature.ts';
 import { createLogger } from '../scheduler/logger.ts';
@@ -122,7 +122,15 @@ describe('templates', () => {
 });
 
 describe('hooks.<name> settings', () => {
-  const home = () => mkdtempSync(join(tmpdir(), 'hermes-hooks-'));
+  const homes: string[] = [];
+  const home = () => {
+    const h = mkdtempSync(join(tmpdir(), 'hermes-hooks-'));
+    homes.push(h);
+    return h;
+  };
+  afterAll(() => {
+    for (const h of homes) rmSync(h, { recursive: true, force: true });
+  });
   const load = (hook: Record<string, unknown>, env: Record<string, string> = {}) =>
     loadConfig({ env: { HERMES_HOME: home(), ...env }, overrides: { 'hooks.ci': hook } });
 
