@@ -303,12 +303,14 @@ describe('cron runs (real BullMQ)', () => {
 });
 
 describe('misfires after an outage (docs/DESIGN.md §7 Misfires)', () => {
-  // Every 2 s with a grace of 1.5 s (the lower clamp; half the period is 1 s). The outage lasts until
+  // Every 4 s with a grace of 3 s (the lower clamp; half the period is 2 s). The outage lasts until
   // 0.3 s after the second occurrence: both are missed, and the job scheduler holds only the first (the
-  // next job is made when one is picked up). The worker starts 1.7 s before the third is due.
+  // next job is made when one is picked up). The worker starts 3.7 s before the third is due; the runs
+  // after it may be up to 3 s late (beside two other copies of the suite, 1.5 s with a 2 s period were not
+  // enough: a run late past the grace is another misfire).
   // The two outages are waited out side by side (each test with its own job and worker), apart from the other tests.
-  const PERIOD_MS = 2_000;
-  const GRACE_MS = 1_500;
+  const PERIOD_MS = 4_000;
+  const GRACE_MS = 3_000;
   const outage = async (createdAt: number) => {
     await sleep(createdAt + 2 * PERIOD_MS + 300 - Date.now()); // no worker runs: this is the outage itself
     return Date.now();
@@ -316,11 +318,11 @@ describe('misfires after an outage (docs/DESIGN.md §7 Misfires)', () => {
 
   it.concurrent('--misfire once runs exactly one catch-up, then the cadence resumes on time', async ({ cleanups, expect }) => {
     const { api, worker, runsOf } = setup(cleanups, { 'cron.misfire_grace_min_seconds': GRACE_MS / 1000 });
-    const job = await api.service.add({ schedule: 'every 2s', prompt: 'tick' }, cli);
+    const job = await api.service.add({ schedule: 'every 4s', prompt: 'tick' }, cli);
     const anchor = job.created_at;
     const restartedAt = await outage(anchor);
     await worker();
-    await waitFor(async () => (await runsOf(job.id)).length >= 2, 10_000, 'the catch-up and the next run');
+    await waitFor(async () => (await runsOf(job.id)).length >= 2, 20_000, 'the catch-up and the next run');
     await api.service.pause(job.id);
     const runs = await runsOf(job.id);
     // The first missed occurrence is the catch-up; the second was coalesced into it.
@@ -344,10 +346,10 @@ describe('misfires after an outage (docs/DESIGN.md §7 Misfires)', () => {
 
   it.concurrent('--misfire skip records the missed occurrence as skipped and runs the next one on time', async ({ cleanups, expect }) => {
     const { api, worker, runsOf } = setup(cleanups, { 'cron.misfire_grace_min_seconds': GRACE_MS / 1000 });
-    const job = await api.service.add({ schedule: 'every 2s', prompt: 'tick', misfire: 'skip' }, cli);
+    const job = await api.service.add({ schedule: 'every 4s', prompt: 'tick', misfire: 'skip' }, cli);
     const restartedAt = await outage(job.created_at);
     await worker();
-    await waitFor(async () => (await runsOf(job.id)).some((r) => r.status === 'ok'), 10_000, 'the next run');
+    await waitFor(async () => (await runsOf(job.id)).some((r) => r.status === 'ok'), 20_000, 'the next run');
     await api.service.pause(job.id);
     // A run that started before the pause commits after it: read once none is in flight.
     await waitFor(async () => (await api.queues.ticks.getActiveCount()) === 0 || undefined, 15_000, 'no run in flight');
