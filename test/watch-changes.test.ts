@@ -87,11 +87,12 @@ describe.concurrent('--watch sees the whole state', () => {
   it(
     'an unchanged watch over a 10 MB file makes no model call at its ticks; a change at its end is handed over',
     async ({ cleanups, expect }) => {
-      // The check reads the file through in 160 reads of 64 KiB, each waiting a turn of the worker's event
-      // loop: with this file's tests on a seventh of one core a check took 7–12 s, and beside two copies of
-      // the suite (load 25–30) one passed the 30 s of tools.timeout_seconds. A check that fails counts as
-      // changed, so it and the next check that worked each ran a turn (3 model calls where 1 is asserted).
-      // The tool timeout is not what this test is about: it is set generously.
+      // The check reads the file through, each read waiting a turn of the worker's event loop: at 64 KiB a
+      // read (160 turns) a check took 7–12 s with this file's tests on a seventh of one core, and beside two
+      // copies of the suite (load 25–30) over 90 s; reads are 1 MiB now (file-tools.ts, RANGE_CHUNK_BYTES).
+      // A check that fails counts as changed, so one past tools.timeout_seconds and the next check that worked
+      // each ran a turn (3 model calls where 1 is asserted). The tool timeout is not what this test is about:
+      // it is set generously.
       const { c, model, dir } = await startAgentStack(cleanups, { 'tools.timeout_seconds': 120 });
       const file = join(dir, 'big.log');
       writeFileSync(file, ciLog(10 * 1024 * 1024, 'running'));
