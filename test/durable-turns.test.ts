@@ -34,22 +34,35 @@ import { lines, waitForFile } from './support/child-processes.ts';
 
 /**
  * The home of `hermes worker` children: `config.yaml` declares `tools` (written before any worker
- * starts), the environment points them at the model server.
+ * starts), the environment points them at the model server. A worker killed hands its job over once the
+ * suite's job lock (`TEST_LOCK_MS`) lapsed; a test about a live worker losing its lock passes `PRODUCT_LOCK`.
+ * Beside two other copies of the suite, the product's 3 s lock also lapsed under the live second worker, whose
+ * turn then ran again (a command `on_doubt: rerun` three times where twice is asserted).
  */
-function workerEnv(cleanups: CleanUp[], model: FakeOpenAI, tools: (home: string) => Record<string, unknown>): TestEnv {
-  const env = testEnv({ ...PRODUCT_LOCK, 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
+function workerEnv(
+  cleanups: CleanUp[],
+  model: FakeOpenAI,
+  tools: (home: string) => Record<string, unknown>,
+  lock: Readonly<Record<string, unknown>> = {},
+): TestEnv {
+  const env = testEnv({ ...lock, 'agent.base_url': model.baseUrl, 'agent.api_key': 'k' });
   cleanups.push(() => env.cleanup());
   writeFileSync(join(env.home, 'config.yaml'), JSON.stringify({ tools: tools(env.home) }), { mode: 0o600 });
   return env;
 }
 
 /** A worker environment whose operator command `append` appends `appended <HERMES_STEP_ID>` to `file`. */
-function appendEnv(cleanups: CleanUp[], model: FakeOpenAI): { env: TestEnv; file: string } {
-  const env = workerEnv(cleanups, model, (home) => ({
-    commands: {
-      append: { command: `echo "appended $HERMES_STEP_ID" >> ${join(home, 'side-effect.txt')}`, description: 'appends a line' },
-    },
-  }));
+function appendEnv(cleanups: CleanUp[], model: FakeOpenAI, lock: Readonly<Record<string, unknown>> = {}): { env: TestEnv; file: string } {
+  const env = workerEnv(
+    cleanups,
+    model,
+    (home) => ({
+      commands: {
+        append: { command: `echo "appended $HERMES_STEP_ID" >> ${join(home, 'side-effect.txt')}`, description: 'appends a line' },
+      },
+    }),
+    lock,
+  );
   return { env, file: join(env.home, 'side-effect.txt') };
 }
 
@@ -103,7 +116,7 @@ describe.concurrent('durable turns', { timeout: 180_000 }, () => {
     await new Promise((r) => a.once('exit', r));
 
     const b = await spawnWorker(cleanups, env);
-    const [reply] = await waitForEvents(c, 'durable', 'reply', 1, 30_000);
+    const [reply] = await waitForEvents(c, 'durable', 'reply', 1, 60_000);
     expect(reply!.data).toMatchObject({ occurrenceId: occurrence, text: 'Appended the line.', pid: b.pid });
     await waitFor(async () => ((await c.loops.get('durable', 'loop'))?.status === 'finished' ? true : undefined), 15_000, 'loop finished');
 
@@ -129,7 +142,7 @@ describe.concurrent('durable turns', { timeout: 180_000 }, () => {
   }) => {
     const model = await startFakeOpenAI();
     cleanups.push(() => model.close());
-    const { env, file } = appendEnv(cleanups, model);
+    const { env, file } = appendEnv(cleanups, model, PRODUCT_LOCK);
     // The stalled copy's second call is answered only once it is awake again, and asks for the command once more.
     let answerStalled!: (r: ScriptedReply) => void;
     const stalledAnswer = new Promise<ScriptedReply>((r) => (answerStalled = r));
@@ -184,9 +197,9 @@ describe.concurrent('durable turns', { timeout: 180_000 }, () => {
       timeout: 420_000,
     },
     async ({ cleanups, expect }) => {
-      // The scenario needs the first worker to hold its job until the kill. On the product's 3 s lock a starved
-      // worker (the suite beside two copies of itself) can fence its own turn off before that, killing the
-      // command before it ran; its retry then finds the call in doubt and sends the second request without
+      // The scenario needs the first worker to hold its job until the kill. A worker starved past its lock (the
+      // suite beside two copies of itself, on the product's 3 s lock) fenced its own turn off before that, killing
+      // the command before it ran; its retry then found the call in doubt and sent the second request without
       // running it again (the rule of a lost lock, asserted elsewhere). Such a run says nothing of the kill:
       // it is started afresh, up to three times.
       for (let attempt = 1; ; attempt++) {
@@ -313,8 +326,8 @@ describe.concurrent('durable turns', { timeout: 180_000 }, () => {
     await new Promise((r) => a.once('exit', r));
     await spawnWorker(cleanups, env);
 
-    const [deployReply] = await waitForEvents(c, 'doubt-deploy', 'reply', 1, 30_000);
-    const [checkReply] = await waitForEvents(c, 'doubt-check', 'reply', 1, 30_000);
+    const [deployReply] = await waitForEvents(c, 'doubt-deploy', 'reply', 1, 60_000);
+    const [checkReply] = await waitForEvents(c, 'doubt-check', 'reply', 1, 60_000);
     // Not idempotent: not run again; the model was told the outcome is unknown, and why.
     expect(lines(deployRuns)).toHaveLength(1);
     expect(String(deployReply!.data.text)).toMatch(
