@@ -28,6 +28,9 @@ export async function startCronApiGateway(
       method,
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body),
+    }).catch((err: Error & { cause?: { code?: string; message?: string } }) => {
+      // fetch says only "fetch failed": name the cause (a refused or reset connection, a connect time-out).
+      throw new Error(`${method} ${path}: ${err.message} (${err.cause?.code ?? err.cause?.message ?? 'no cause'})`, { cause: err });
     });
     return { status: res.status, body: (await res.json()) as Record<string, any> };
   };
