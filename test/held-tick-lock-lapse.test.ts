@@ -3,7 +3,7 @@
  * lock) is not fired twice (docs/OPERATIONS.md, "Held ticks and running turns").
  */
 import { describe, expect, it } from 'vitest';
-import { testEnv, type TestEnv } from './support/env.ts';
+import { TEST_LOCK_MS, testEnv, type TestEnv } from './support/env.ts';
 import { blockEventLoopUntil, clients, events, spawnWorker, startWorker, waitFor, type TestClients } from './support/stack.ts';
 import { addLoop, STARVABLE_HOLDER } from './support/armed-loops.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
@@ -35,7 +35,12 @@ describe('a held tick whose lock lapsed', () => {
     const due = Date.now() + 26_000;
     await addLoop(c, 'starved', { kind: 'command', command: 'sleep 1; echo once', timeoutSeconds: 30 }, due);
     await waitFor(() => (starved.deps.turns.admission.held === 1 ? true : undefined), 15_000, 'the tick held by the first worker');
-    const other = await spawnWorker(cleanups, e, { HERMES_WORKER_MAX_HELD_TICKS: '4096' });
+    // The other worker has the suite's lock (a starvable 1 s lock lapsed under load on it too).
+    const other = await spawnWorker(cleanups, e, {
+      HERMES_WORKER_MAX_HELD_TICKS: '4096',
+      HERMES_WORKER_LOCK_DURATION_MS: String(TEST_LOCK_MS),
+      HERMES_WORKER_LOCK_RENEW_MS: '1000',
+    });
     // Starve the first worker: no lock renewal for 3.5 s, so its lock lapses, the stall check puts the job back
     // and the other worker takes it (and holds it until it is due).
     blockEventLoopUntil(Date.now() + 3500);
@@ -47,9 +52,9 @@ describe('a held tick whose lock lapsed', () => {
       'the tick to run',
     );
     await new Promise((r) => setTimeout(r, 2000)); // a second copy's turn (1 s) would have committed by now
-    // The starved worker started no turn. The other may have started its occurrence more than once: a 1 s lock
-    // can lapse under load too, and a retry of the same occurrence starts it again after the lapsed run was
-    // aborted (claim-tick-8.lua); one occurrence and one reply are what "not fired twice" means.
+    // The starved worker started no turn. Were the other's lock to lapse too, a retry of the same occurrence would
+    // start it again after the lapsed run was aborted (claim-tick-8.lua); one occurrence and one reply are what
+    // "not fired twice" means.
     const starts = await events(c, 'starved', 'tick.started');
     expect(starts.length).toBeGreaterThanOrEqual(1);
     expect(new Set(starts.map((s) => (s.data as { occurrenceId: string }).occurrenceId)).size).toBe(1);
