@@ -59,7 +59,8 @@ function pythonWithOpenAI(): { python: string; version: string } | undefined {
     try {
       const version = execFileSync(python, ['-c', 'import openai; print(openai.__version__)'], {
         encoding: 'utf8',
-        timeout: 30_000,
+        // Importing openai (pydantic, httpx) is a few CPU-seconds: beside two other copies of the suite 30 s ran out.
+        timeout: 120_000,
       }).trim();
       return { python, version };
     } catch (err) {

@@ -67,6 +67,9 @@ export function testEnv(overrides: Record<string, unknown> = {}): TestEnv {
     'worker.lock_duration_ms': TEST_LOCK_MS,
     'worker.stalled_interval_ms': 1000,
     'worker.defer_ms': 100,
+    // Likewise the gateway's wait on one Redis command: beside two copies of the suite one took over the
+    // product's 2 s and the request was answered 503, which tests about anything else read as a failure.
+    'gateway.redis_timeout_ms': 30_000,
     // A failing model fails at once unless a test is about retries (it then sets its own), and keeps
     // being called unless a test is about the circuit breaker (likewise).
     'agent.max_retries': 0,
