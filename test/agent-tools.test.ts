@@ -236,8 +236,8 @@ describe.concurrent('limits of a turn', { timeout: 180_000 }, () => {
     // The turn does not wait for the process to exit; the process group got SIGTERM at the abort.
     await waitFor(() => !pidAlive(pid), 15_000, 'the aborted tool process to be gone');
     // Handed back, then taken and run by the other worker: on a loaded machine this can take longer than a reply
-    // usually does, and the tool's first call would hang 30 s.
-    const [reply] = await waitForEvents(c, 'drain', 'reply', 1, 45_000);
+    // usually does (beside two other copies of the suite over 45 s), and the tool's first call would hang 30 s.
+    const [reply] = await waitForEvents(c, 'drain', 'reply', 1, 120_000);
     expect(reply!.data.text).toBe('deploy: live');
     expect(reply!.data.worker).toBe(b.deps.workerId);
     await waitFor(async () => (await events(c, 'drain', 'notice')).length > 0, 30_000, 'loop finished notice');

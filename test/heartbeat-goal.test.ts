@@ -96,7 +96,7 @@ describe.concurrent('/heartbeat', { timeout: 300_000 }, () => {
     expect((await events(c, 'hb', 'reply')).length).toBe(before);
     const restartAt = Date.now();
     await worker(cleanups, env); // a bare worker: no client attached, no gateway
-    const after = await waitForEvents(c, 'hb', 'reply', before + 2, 10_000);
+    const after = await waitForEvents(c, 'hb', 'reply', before + 2, STALL_MS);
     const heartbeatTicks = after.filter((e) => e.data.kind === 'heartbeat');
     expect(heartbeatTicks.length).toBe(after.length);
     // missed ticks coalesced into one: exactly one tick was due before the restart, then the cadence
@@ -207,17 +207,20 @@ describe.concurrent('/goal', { timeout: 300_000 }, () => {
     const { env, c, model } = await setup(cleanups, { 'goals.max_turns': 2 }, { turn: (_r, n) => `step ${n}` });
     await worker(cleanups, env);
     await say(c, env, 'g2', '/goal keep going', 'm1');
-    await waitFor(
-      async () =>
-        (await c.sessions.readEvents('g2', '0')).some((e) => /Goal paused: turn budget of 2 used/.test(String(e.data.text)))
-          ? true
-          : undefined,
-      10_000,
+    // Two turns, each judged: waited for while the model is called.
+    await waitWhileAdvancing(
+      async () => ({
+        done:
+          (await c.sessions.readEvents('g2', '0')).some((e) => /Goal paused: turn budget of 2 used/.test(String(e.data.text))) || undefined,
+        at: model.requests.length,
+      }),
+      STALL_MS,
+      'the goal paused at its turn budget (model calls)',
     );
     expect((await events(c, 'g2', 'reply')).length).toBe(2);
     const userMessagesBefore = model.requests.filter((r) => !isJudge(r)).length;
     await say(c, env, 'g2', '/goal resume', 'm2');
-    const replies = await waitForEvents(c, 'g2', 'reply', 3, 10_000);
+    const replies = await waitForEvents(c, 'g2', 'reply', 3, STALL_MS);
     expect(replies[2]!.data.source).toBe('goal');
     expect(replies[2]!.data.text).toBe(`step ${userMessagesBefore + 1}`);
     const notices = (await events(c, 'g2', 'notice')).map((e) => String(e.data.text));
@@ -269,7 +272,7 @@ describe.concurrent('/goal', { timeout: 300_000 }, () => {
     await say(c, env, 'g3', '/goal finish the release', 'm1');
     await waitFor(
       async () => ((await events(c, 'g3', 'notice')).some((e) => String(e.data.text).startsWith('Goal achieved')) ? true : undefined),
-      15_000,
+      STALL_MS,
     );
     const all = await c.sessions.readEvents('g3', '0', { count: 10_000 });
     const setAt = all.findIndex((e) => e.type === 'notice' && String(e.data.text).startsWith('Goal set'));
@@ -281,13 +284,13 @@ describe.concurrent('/goal', { timeout: 300_000 }, () => {
     await waitFor(
       async () =>
         (await c.sessions.readEvents('g3', all.at(-1)!.id)).some((e) => e.type === 'reply' && e.data.source === 'tick') ? true : undefined,
-      10_000,
+      STALL_MS,
       'ticks after the goal',
     );
   });
 });
 
-describe.concurrent('user input first', () => {
+describe.concurrent('user input first', { timeout: 300_000 }, () => {
   it('a user message sent during a tick runs before the next tick', async ({ cleanups, expect }) => {
     // The user turn lasts longer than an interval, so the next tick falls due during it.
     const { env, c } = await setup(
@@ -317,12 +320,12 @@ describe.concurrent('user input first', () => {
     writeFileSync(release, '');
     const userReply = await waitFor(
       async () => (await events(c, 'pri', 'reply')).find((e) => e.data.source === 'message'),
-      10_000,
+      STALL_MS,
       'user reply',
     );
     await waitFor(
       async () => ((await events(c, 'pri', 'reply')).filter((e) => e.data.source === 'tick').length >= 2 ? true : undefined),
-      10_000,
+      STALL_MS,
     );
     const ticks = (await events(c, 'pri', 'reply')).filter((e) => e.data.source === 'tick');
     expect(ticks[0]!.data.occurrenceId).toBe(started!.data.occurrenceId); // the running tick finished

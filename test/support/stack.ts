@@ -161,7 +161,7 @@ export async function runHermes(
 }
 
 export { waitFor, waitWhileAdvancing, sleep, blockEventLoopUntil } from './wait-for.ts';
-import { waitFor } from './wait-for.ts';
+import { WAIT_CEILING_MS, waitFor } from './wait-for.ts';
 import { loopStoreFor, loopServiceFor, sessionStoreFor, openQueues } from '../../scheduler/services.ts';
 
 /** All events of a session of one type (or all). */
@@ -179,7 +179,7 @@ export async function waitForEvents(
   sessionId: string,
   type: string,
   n: number,
-  timeoutMs = 15_000,
+  timeoutMs = WAIT_CEILING_MS,
 ): Promise<SessionEvent[]> {
   try {
     return await waitFor(

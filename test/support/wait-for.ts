@@ -1,12 +1,18 @@
 import type { V1RunStatus } from '../../scheduler/v1/v1-runs.ts';
 
 /**
+ * The ceiling of a wait that names none: beside two other copies of the suite (load ~30 on 2 cores) a step that
+ * takes a second alone took over 15 s. A ceiling, not a wait: a test that passes never waits it out.
+ */
+export const WAIT_CEILING_MS = 30_000;
+
+/**
  * Poll `check` until it returns a truthy value: every 25 ms for the first second, then every 100 ms. Most
  * waits end within the first second; the long ones (a due time, a lock to lapse) would otherwise poll Redis
  * 40 times a second for nothing, hundreds of them at once across the suite.
  * @throws Error naming `what` after `timeoutMs`
  */
-export async function waitFor<T>(check: () => Promise<T> | T, timeoutMs = 15_000, what = 'condition'): Promise<NonNullable<T>> {
+export async function waitFor<T>(check: () => Promise<T> | T, timeoutMs = WAIT_CEILING_MS, what = 'condition'): Promise<NonNullable<T>> {
   const started = Date.now();
   const deadline = started + timeoutMs;
   for (;;) {
