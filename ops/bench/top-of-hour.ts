@@ -3,7 +3,7 @@
  * instant, through hermes-scheduler and through raw BullMQ job schedulers with the same pattern,
  * in one run on one private Redis.
  *
- *   npx tsx ops/bench/top-of-hour.ts [--jobs 10000] [--agent-jobs 2000] [--model-latency-ms 3000]
+ *   npx tsx ops/bench/top-of-hour.ts [--jobs 10000] [--agent-jobs 2000] [--model-latency-ms 3000] [--agent-turns <n>]
  *                                    [--raw-concurrency 1000] [--no-raw] [--command-stats]
  *                                    [--cpu-profile <file>] [--heap-profile <file>] [--json]
  *
@@ -13,13 +13,13 @@
  * commit). Then raw BullMQ: N job schedulers with the same kind of pattern, due at one instant,
  * a no-op processor at `--raw-concurrency`. Phase 2, agent turns: `--agent-jobs` cron jobs due
  * at one instant, the real agent runner against the local model server answering after
- * `--model-latency-ms` (0 jobs: skipped).
+ * `--model-latency-ms` (0 jobs: skipped), on `worker.max_agent_turns` at its default or `--agent-turns`.
  *
  * Reports (stderr, and the last line with `--json`): `{"jobs", "started_p99_ms", "all_started_ms",
  * "all_committed_ms", "failed", "redis_cpu_us_per_occurrence", "raw_started_p99_ms",
  * "raw_all_started_ms", "raw_redis_cpu_us_per_job", "worker_cpu_ms_per_occurrence", "worker_cpu_ms_at_instant_per_occurrence",
  * "worker_rss_mb",
- * "agent_jobs", "agent_started_p99_ms", "agent_all_committed_ms"}`.
+ * "agent_jobs", "agent_started_p99_ms", "agent_all_committed_ms", "agent_worker_rss_mb"}`.
  * - started: the turn's start (the runner called) minus the due instant; `all_started_ms` the last one;
  * - committed: a run record's commit (`CronStore.commitRun` resolved) minus the due instant;
  * - Redis CPU: `used_cpu_sys + used_cpu_user` of `INFO cpu` from 1 s before the first job of the burst
@@ -55,6 +55,8 @@ const arg = (name: string, def: string) => {
 const JOBS = Number(arg('jobs', '10000'));
 const AGENT_JOBS = Number(arg('agent-jobs', '2000'));
 const MODEL_LATENCY_MS = Number(arg('model-latency-ms', '3000'));
+/** `worker.max_agent_turns` of the agent phase (empty: the default). */
+const AGENT_TURNS = arg('agent-turns', '');
 const RAW_CONCURRENCY = Number(arg('raw-concurrency', '1000'));
 const JSON_OUT = args.includes('--json');
 /** Skip the raw BullMQ phase (while working on the product's path; its figures then read `null`). */
@@ -192,7 +194,13 @@ interface Burst {
 }
 
 /** One burst of `n` cron jobs due at one instant through the product. */
-async function productBurst(url: string, n: number, phase: 'noop' | 'agent', modelUrl?: string): Promise<Burst> {
+async function productBurst(
+  url: string,
+  n: number,
+  phase: 'noop' | 'agent',
+  modelUrl?: string,
+  overrides: Record<string, unknown> = {},
+): Promise<Burst> {
   const prefix = `{bench-toh-${phase}}`;
   const home = mkdtempSync(join(tmpdir(), 'hermes-bench-'));
   const config = loadConfig({
@@ -201,6 +209,7 @@ async function productBurst(url: string, n: number, phase: 'noop' | 'agent', mod
       'redis.prefix': prefix,
       log_level: 'silent',
       ...(modelUrl ? { 'agent.base_url': modelUrl, 'agent.api_key': 'bench', 'agent.model': 'bench' } : {}),
+      ...overrides,
     },
   });
   const redis = openRedisClient({ kind: 'single', url }, 'commands');
@@ -357,12 +366,18 @@ async function main(): Promise<void> {
       const model = await startFakeOpenAI();
       model.respond(() => ({ delayMs: MODEL_LATENCY_MS, text: 'ok' }));
       try {
-        agent = await productBurst(server.url, AGENT_JOBS, 'agent', model.baseUrl);
+        agent = await productBurst(
+          server.url,
+          AGENT_JOBS,
+          'agent',
+          model.baseUrl,
+          AGENT_TURNS ? { 'worker.max_agent_turns': Number(AGENT_TURNS) } : {},
+        );
       } finally {
         await model.close();
       }
       say(
-        `  agent turns (${MODEL_LATENCY_MS} ms model): ${AGENT_JOBS} jobs, started p99 ${agent.startedP99} ms, all committed ${agent.allCommitted} ms, failed ${agent.failed}`,
+        `  agent turns (${MODEL_LATENCY_MS} ms model, max_agent_turns ${AGENT_TURNS || 'default'}): ${AGENT_JOBS} jobs, started p99 ${agent.startedP99} ms, all committed ${agent.allCommitted} ms, failed ${agent.failed}; peak RSS ${agent.workerRssMb.toFixed(0)} MB`,
       );
     }
     say(`  load average at the end ${loadavg()[0]!.toFixed(2)}`);
@@ -384,6 +399,7 @@ async function main(): Promise<void> {
           agent_jobs: AGENT_JOBS,
           agent_started_p99_ms: agent?.startedP99 ?? null,
           agent_all_committed_ms: agent?.allCommitted ?? null,
+          agent_worker_rss_mb: agent ? Math.round(agent.workerRssMb) : null,
         })}\n`,
       );
     }
