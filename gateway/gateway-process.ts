@@ -330,8 +330,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     draining ??= (async () => {
       log.info('gateway draining: no new work is taken');
       watcher.stop();
-      await registry.stopInbound();
-      await inflight.drain(config.agent.cron_drain_timeout, log);
+      // `/v1` refuses new work from this moment (the drain sets its flag before its first wait), not once the
+      // platforms' inbound has stopped: stopping a poll can take a while, and a request let in meanwhile was run.
+      const v1 = inflight.drain(config.agent.cron_drain_timeout, log);
+      await Promise.all([registry.stopInbound(), v1]);
     })();
     return draining;
   };
@@ -350,7 +352,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       closing ??= (async () => {
         if (!draining) {
           watcher.stop();
-          draining = registry.stopInbound().then(() => inflight.drain(0, log));
+          const v1 = inflight.drain(0, log);
+          draining = Promise.all([registry.stopInbound(), v1]).then(() => undefined);
         }
         await draining;
         await runCleanups();

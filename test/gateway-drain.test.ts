@@ -14,6 +14,7 @@
  */
 import { describe } from 'vitest';
 import { startGateway } from '../gateway/gateway-process.ts';
+import type { PlatformPlugin } from '../gateway/plugins/platform-plugin.ts';
 import { Keys } from '../scheduler/store/keys.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { enqueueTelegramOutbound, telegramOutboundQueue } from '../scheduler/delivery/outbound.ts';
@@ -186,6 +187,47 @@ describe.concurrent('gateway drain on SIGTERM', () => {
     await drained;
     expect(fake.pollCount).toBe(polls);
     expect(fake.sent[0]).toMatchObject({ chat_id: '42', text: 'tick result' });
+  });
+});
+
+describe.concurrent('a drain refuses new /v1 work at once', () => {
+  it('while a platform is still stopping its inbound, a new /v1 request gets 503, not a run', async ({ cleanups, expect }) => {
+    const { env, model } = await setup(cleanups, { 'agent.cron_drain_timeout': 30 }, 0);
+    // A platform whose inbound takes its time to stop (a long poll being cut): released at the end of the test.
+    let release!: () => void;
+    const stopping = new Promise<void>((r) => (release = r));
+    let stopAsked = false;
+    const plugin: PlatformPlugin = {
+      name: 'slow-stop',
+      availability: 'enabled',
+      load: () =>
+        Promise.resolve({
+          start: async () => {},
+          stopInbound: () => {
+            stopAsked = true;
+            return stopping;
+          },
+          stop: async () => {},
+          status: () => ({}),
+        }),
+    };
+    const gw = await startGateway({
+      config: env.config,
+      redisUrl: env.redisUrl,
+      log: createLogger({ level: 'silent' }),
+      plugins: [plugin],
+    });
+    cleanups.push(() => gw.close());
+    cleanups.push(() => release()); // first: the close waits for the drain, which waits for the stop
+    await waitFor(() => gw.platforms().find((p) => p.name === 'slow-stop')?.state === 'ready', 15_000, 'the platform ready');
+    const drained = gw.drain();
+    await waitFor(() => stopAsked, 10_000, 'the inbound stop asked');
+    const refused = await ask(gw.httpAddress.url, 'too late');
+    expect(refused.status).toBe(503);
+    expect((await readJson(refused)).error.code).toBe('server_draining');
+    expect(model.requests).toHaveLength(0);
+    release();
+    await drained;
   });
 });
 
