@@ -75,7 +75,7 @@ function holding(cleanups: CleanUp[]): { hold: () => Promise<ScriptedReply> } {
 
 // Up to 180 s a test: two `hermes worker` starts (each up to 45 s on a loaded machine, SPAWN_START_TIMEOUT_MS)
 // and the waits for the turn between them did not fit in the default 60 s.
-describe.concurrent('durable turns', { timeout: 180_000 }, () => {
+describe.concurrent('durable turns', { timeout: 420_000 }, () => {
   it("SIGKILL while the model's second call is in flight → a new worker resumes the turn: one reply, the command ran once, the first request was not sent again", async ({
     cleanups,
     expect,
@@ -102,13 +102,13 @@ describe.concurrent('durable turns', { timeout: 180_000 }, () => {
       { prompt: 'append a line to the file', intervalSeconds: 30, times: 1, until: null, notes: [] },
       { origin: { surface: 'cli' }, runner: { kind: 'agent' } },
     );
-    const [started] = await waitForEvents(c, 'durable', 'tick.started', 1, 30_000);
+    const [started] = await waitForEvents(c, 'durable', 'tick.started', 1, 90_000);
     expect(started!.data.pid).toBe(a.pid);
     const occurrence = String(started!.data.occurrenceId);
     // The command ran and the second model call is in flight: the worker dies now.
     await waitFor(
       () => (model.requests.filter((r) => lastToolResult(r) !== undefined).length === 1 ? true : undefined),
-      30_000,
+      90_000,
       'the second call',
     );
     expect(lines(file)).toHaveLength(1);
@@ -162,10 +162,10 @@ describe.concurrent('durable turns', { timeout: 180_000 }, () => {
       { prompt: 'append a line to the file', intervalSeconds: 30, times: 1, until: null, notes: [] },
       { origin: { surface: 'cli' }, runner: { kind: 'agent' } },
     );
-    await waitFor(() => (secondCalls === 1 ? true : undefined), 30_000, 'the second call');
+    await waitFor(() => (secondCalls === 1 ? true : undefined), 90_000, 'the second call');
     a.kill('SIGSTOP');
     const b = await spawnWorker(cleanups, env);
-    const [reply] = await waitForEvents(c, 'stalled', 'reply', 1, 30_000);
+    const [reply] = await waitForEvents(c, 'stalled', 'reply', 1, 90_000);
     expect(reply!.data).toMatchObject({ text: 'Appended the line.', pid: b.pid });
 
     // Woken, the stalled copy's model call is answered with a tool call: it must not run it.
@@ -266,11 +266,11 @@ describe.concurrent('durable turns', { timeout: 180_000 }, () => {
       { origin: { surface: 'cli' }, runner: { kind: 'agent' } },
     );
     // Summarised, then the turn's call in flight: the worker drains and hands the tick back.
-    await waitFor(() => (turnCalls === 1 ? true : undefined), 30_000, 'the turn call');
+    await waitFor(() => (turnCalls === 1 ? true : undefined), 90_000, 'the turn call');
     await s.worker.drain();
     const b = await startWorker(s.env);
     cleanups.push(() => b.drain());
-    const [reply] = await waitForEvents(s.c, 'compacted', 'reply', 1, 30_000);
+    const [reply] = await waitForEvents(s.c, 'compacted', 'reply', 1, 90_000);
     expect(reply!.data.text).toBe('Still running.');
     expect(s.model.requests.filter(isSummary)).toHaveLength(1);
     const turns = s.model.requests.filter((r) => !isSummary(r));
@@ -321,7 +321,7 @@ describe.concurrent('durable turns', { timeout: 180_000 }, () => {
       );
     }
     // Both commands are running on the only worker: it dies now.
-    await waitFor(() => (lines(deployRuns).length === 1 && lines(checkRuns).length === 1) || undefined, 30_000, 'both commands started');
+    await waitFor(() => (lines(deployRuns).length === 1 && lines(checkRuns).length === 1) || undefined, 90_000, 'both commands started');
     a.kill('SIGKILL');
     await new Promise((r) => a.once('exit', r));
     await spawnWorker(cleanups, env);

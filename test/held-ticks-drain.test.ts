@@ -61,15 +61,17 @@ describe('held ticks at a drain', () => {
     // A reply once there stays: each look starts at the first loop that had none (every loop read again
     // at every look was ~50,000 stream reads over the 500 turns).
     // How fast 500 turns run is not what this pins (beside two other copies of the suite they took over two
-    // minutes): that each runs, once. Waited for while replies keep coming, from the due time on.
+    // minutes): that each runs, once. Waited for while they move, from the due time on: the 500 start together
+    // and answer together, so the model calls are counted with the replies (none of the 500 replied in the
+    // first minute once; the calls had been coming all along).
     let replied = 0;
     await waitWhileAdvancing(
       async () => {
         while (replied < 500 && (await events(c, `held-${replied}`, 'reply')).length >= 1) replied += 1;
-        return { done: replied === 500 || undefined, at: replied };
+        return { done: replied === 500 || undefined, at: `${model.requests.length} model calls, ${replied} loops replied` };
       },
       Math.max(0, due - Date.now()) + 60_000,
-      'every handed-back tick to run (loops replied)',
+      'every handed-back tick to run',
     );
     for (let i = 0; i < 500; i++) {
       const all = await events(c, `held-${i}`);

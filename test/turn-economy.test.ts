@@ -46,7 +46,7 @@ describe.concurrent('quiet ticks', () => {
     const { c, model } = await setup(cleanups, {});
     model.respond((req) => (/Loop wakeup #3/.test(lastUserText(req)) ? 'The build is green.\nLOOP_COMPLETE' : '[SILENT]'));
     await c.schedules.set('q', 'loop', spec('tell me when the build is green', 1), { origin: viaTelegram, runner: agent });
-    await waitFor(async () => ((await c.loops.get('q', 'loop'))?.status === 'finished' ? true : undefined), 20_000, 'finished');
+    await waitFor(async () => ((await c.loops.get('q', 'loop'))?.status === 'finished' ? true : undefined), 90_000, 'finished');
     const replies = await waitForEvents(c, 'q', 'reply', 3);
     expect(replies.map((e) => e.data.silent ?? false)).toEqual([true, true, false]);
     expect((await c.sessions.transcript('q')).filter((m) => m.role === 'assistant').map((m) => m.content)).toEqual([
@@ -82,7 +82,7 @@ describe.concurrent('quiet ticks', () => {
       origin: { surface: 'telegram', route: { platform: 'telegram', chatId: '77' } },
       runner: agent,
     });
-    await waitFor(async () => ((await c.loops.get('d', 'loop'))?.status === 'finished' ? true : undefined), 20_000, 'finished');
+    await waitFor(async () => ((await c.loops.get('d', 'loop'))?.status === 'finished' ? true : undefined), 90_000, 'finished');
     await waitForEvents(c, 'h', 'reply', 3);
     expect((await waitForEvents(c, 'd', 'reply', 3)).map((e) => e.data.text)).toEqual([
       'Still deploying (1).',
@@ -117,7 +117,7 @@ describe.concurrent('--watch', () => {
       origin: { surface: 'cli' },
       runner: agent,
     });
-    await waitForEvents(c, 'w', 'tick.unchanged', 5, 20_000);
+    await waitForEvents(c, 'w', 'tick.unchanged', 5, 90_000);
     expect(model.requests).toHaveLength(1);
     expect(lastUserText(model.requests[0]!)).toContain('build 41: running');
     writeFileSync(file, 'build 41: green');
@@ -152,7 +152,7 @@ describe.concurrent('token budgets', () => {
     const { c, model } = await setup(cleanups, {});
     model.respond(() => 'All quiet.');
     await c.schedules.set('b', 'loop', spec('check the queue', 1, { maxTokens: 500 }), { origin: { surface: 'cli' }, runner: agent });
-    await waitFor(async () => ((await c.loops.get('b', 'loop'))?.status === 'paused' ? true : undefined), 30_000, 'paused by its budget');
+    await waitFor(async () => ((await c.loops.get('b', 'loop'))?.status === 'paused' ? true : undefined), 90_000, 'paused by its budget');
     const paused = (await c.loops.get('b', 'loop'))!;
     const spent = paused.spend!.inputTokens + paused.spend!.outputTokens;
     expect(spent).toBeGreaterThanOrEqual(500);
@@ -186,10 +186,10 @@ describe.concurrent('usage totals', () => {
     // A task long enough (over 1,024 tokens) that the model server's prompt cache serves later ticks' prefix.
     const task = `check the inbox against these rules: ${Array.from({ length: 120 }, (_, i) => `rule ${i}: file mail from sender ${i} under folder ${i % 7}.`).join(' ')}`;
     await c.schedules.set('u', 'loop', spec(task, 1, {}, 3), { origin: { surface: 'cli' }, runner: agent });
-    await waitFor(async () => ((await c.loops.get('u', 'loop'))?.status === 'finished' ? true : undefined), 20_000, 'three ticks');
+    await waitFor(async () => ((await c.loops.get('u', 'loop'))?.status === 'finished' ? true : undefined), 90_000, 'three ticks');
     const loopCalls = model.requests.length;
     const job = (await call('POST', '/api/cron/jobs', { schedule: 'in 1s', prompt: 'summarise the day', name: 'daily' })).body;
-    await waitFor(async () => ((await api(`/api/cron/jobs/${job.id}`)).last_status === 'ok' ? true : undefined), 20_000, 'the cron run');
+    await waitFor(async () => ((await api(`/api/cron/jobs/${job.id}`)).last_status === 'ok' ? true : undefined), 90_000, 'the cron run');
 
     const served = (from: number, to: number) => model.requests.slice(from, to);
     const loop = (await c.loops.get('u', 'loop'))!;
