@@ -45,7 +45,8 @@ describe.concurrent('the circuit breaker', () => {
       'agent.models': { backup: { model: 'backup-model', base_url: backup.baseUrl } },
       'agent.fallback_models': ['backup'],
       'agent.breaker_failure_threshold': 2,
-      'agent.breaker_cooldown_seconds': 2,
+      // Long enough for ticks 0.2 s apart to come while it is open, also when a loaded machine makes them seconds apart.
+      'agent.breaker_cooldown_seconds': 5,
     });
     // Down for its first three calls (two that open the breaker, then the first probe), up after.
     primary.respond((_req, i) => (i < 3 ? fail : 'primary ok'));

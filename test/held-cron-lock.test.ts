@@ -80,7 +80,7 @@ describe.concurrent('held cron occurrence: its lock lasts past its due time, not
         const ms = await api.redis.pttl(lockKey);
         return ms > LOCK_MS + 1000 ? ms : undefined;
       },
-      5_000,
+      10_000,
       'the held lock set past the due time',
     );
     const readAt = Date.now();
@@ -108,7 +108,7 @@ describe.concurrent('held cron occurrence: its lock lasts past its due time, not
     cleanups.push(() => first.drain());
     const { job, due } = await addDueSoon();
     const lockKey = await waitFor(heldLockKey, 20_000, 'the occurrence fetched ahead');
-    await waitFor(async () => ((await api.redis.pttl(lockKey)) > LOCK_MS + 1000 ? true : undefined), 5_000, 'the held lock set');
+    await waitFor(async () => ((await api.redis.pttl(lockKey)) > LOCK_MS + 1000 ? true : undefined), 10_000, 'the held lock set');
     // The other worker is up before the hand-back, so when it runs the occurrence says how soon it was free,
     // not how long a worker takes to start on a loaded machine.
     const second = await startWorker(env);
@@ -138,7 +138,7 @@ describe.concurrent('held cron occurrence: its lock lasts past its due time, not
     const { job, due } = await addDueSoon();
     const lockKey = await waitFor(heldLockKey, 15_000, 'the occurrence fetched ahead by the only worker');
     // Its lock set ahead (to last past the due time) before the worker dies.
-    await waitFor(async () => ((await api.redis.pttl(lockKey)) > LOCK_MS + 1000 ? true : undefined), 5_000, 'the held lock set');
+    await waitFor(async () => ((await api.redis.pttl(lockKey)) > LOCK_MS + 1000 ? true : undefined), 10_000, 'the held lock set');
     const survivor = await startWorker(env);
     cleanups.push(() => survivor.drain());
     process.kill(victim.pid!, 'SIGKILL');

@@ -191,11 +191,18 @@ function notFound(err: unknown): StoreUnavailableError {
   );
 }
 
-/** True when a Redis at `url` (or a single-server topology) answers PING within a second. */
+/**
+ * How long `ping` waits for a connection, ms. A refused connection fails at once whatever it is; this bounds a
+ * server that does not answer. A second was too short for a busy host: a live Redis was reported unreachable
+ * while other work kept both cores busy.
+ */
+const PING_CONNECT_TIMEOUT_MS = 5_000;
+
+/** True when a Redis at `url` (or a single-server topology) answers PING once connected (`PING_CONNECT_TIMEOUT_MS`). */
 export async function ping(url: string | RedisTopology): Promise<boolean> {
   const client = openRedisClient(typeof url === 'string' ? { kind: 'single', url } : url, 'commands', {
     lazyConnect: true,
-    connectTimeout: 1000,
+    connectTimeout: PING_CONNECT_TIMEOUT_MS,
     maxRetriesPerRequest: 0,
     retryStrategy: () => null,
     enableOfflineQueue: false,
