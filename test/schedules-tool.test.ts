@@ -84,7 +84,7 @@ async function cronJobs(env: TestEnv, worker: WorkerProcess): Promise<CronJob[]>
 
 const WEEKDAYS = new Set([1, 2, 3, 4, 5]);
 
-describe.concurrent('a chat message makes the agent schedule', () => {
+describe.concurrent('a chat message makes the agent schedule', { timeout: 300_000 }, () => {
   it('Telegram: create/cron "weekdays at 9am" → a job delivered to that chat, made by the agent, next run at 09:00 on a weekday in its zone; the chat got the product\'s confirmation; and a loop in the chat\'s session', async ({
     cleanups,
     expect,
@@ -237,7 +237,7 @@ describe.concurrent('a chat message makes the agent schedule', () => {
     );
 
     await say(c, 'chat-a', '[a] report', 'm2');
-    await waitFor(async () => (await cronJobs(env, worker)).length === 1, 10_000, 'the cron job');
+    await waitFor(async () => (await cronJobs(env, worker)).length === 1, 60_000, 'the cron job');
     const [job] = await cronJobs(env, worker);
     // A chat without a route (the terminal): the job's runs stay on its own stream.
     expect(job).toMatchObject({
@@ -247,7 +247,7 @@ describe.concurrent('a chat message makes the agent schedule', () => {
     });
 
     await say(c, 'chat-a', '[a] list', 'm3');
-    await waitFor(async () => (await toolResults(c, 'chat-a')).length === 3, 10_000, 'the list');
+    await waitFor(async () => (await toolResults(c, 'chat-a')).length === 3, 60_000, 'the list');
     const listed = (await toolResults(c, 'chat-a'))[2]!;
     expect(listed).toMatch(
       new RegExp(
@@ -257,14 +257,14 @@ describe.concurrent('a chat message makes the agent schedule', () => {
 
     // schedule_status shows chat A its own cron job
     await say(c, 'chat-a', '[a] status', 'm3s');
-    await waitFor(async () => (await toolResults(c, 'chat-a')).length === 4, 10_000, "chat A's status");
+    await waitFor(async () => (await toolResults(c, 'chat-a')).length === 4, 60_000, "chat A's status");
     expect((await toolResults(c, 'chat-a'))[3]).toMatch(/\nCron jobs of this chat \(1\):\n- queue-report \(/);
 
     // Chat B sees none of it and can change none of it (nor learn an id through a name, nor a prompt through schedule_status).
     await say(c, 'chat-b', '[b] list', 'b1');
     await say(c, 'chat-b', '[b] meddle', 'b2');
     await say(c, 'chat-b', '[b] status', 'b3');
-    await waitFor(async () => (await toolResults(c, 'chat-b')).length === 6, 10_000, "chat B's calls");
+    await waitFor(async () => (await toolResults(c, 'chat-b')).length === 6, 60_000, "chat B's calls");
     const b = await toolResults(c, 'chat-b');
     expect(b[0]).toBe('No schedules in this chat. Create one with action "create".');
     expect(b.slice(1)).toEqual([
@@ -279,7 +279,7 @@ describe.concurrent('a chat message makes the agent schedule', () => {
     expect(await c.loops.get('chat-b', 'loop')).toBeNull();
 
     await say(c, 'chat-a', '[a] remove', 'm4');
-    await waitFor(async () => (await toolResults(c, 'chat-a')).length === 5, 10_000, 'the removal');
+    await waitFor(async () => (await toolResults(c, 'chat-a')).length === 5, 60_000, 'the removal');
     expect((await toolResults(c, 'chat-a'))[4]).toBe('Loop stopped after 1 tick(s).\nThe user was told.');
     expect(await c.loops.get('chat-a', 'loop')).toMatchObject({ status: 'finished', statusReason: 'stopped by user' });
     expect((await events(c, 'chat-a', 'notice')).at(-1)!.data.text).toBe('Removed: loop “check the CI build”');
