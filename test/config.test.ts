@@ -1,20 +1,12 @@
 /** Configuration (docs/DESIGN.md §10): defaults, file, environment, clear errors naming the key. */
-import { afterAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { configDefaults, configSchema, loadConfig } from '../scheduler/config/config.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
+import { tempDirsRemovedAfterAll } from './support/temp-dirs.ts';
 
-const homes: string[] = [];
-const home = () => {
-  const h = mkdtempSync(join(tmpdir(), 'hermes-config-'));
-  homes.push(h);
-  return h;
-};
-afterAll(() => {
-  for (const h of homes) rmSync(h, { recursive: true, force: true });
-});
+const home = tempDirsRemovedAfterAll('hermes-config-');
 
 describe('loadConfig', () => {
   it('has the defaults of docs/DESIGN.md', () => {

@@ -5,16 +5,16 @@
  * cut, nothing evaluated) and the `hooks.<name>` settings (one target, one secret source, the
  * action's default, secrets read from the environment or a file).
  */
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { hooksRouter, type HookRouteDeps } from '../gateway/http/hook-routes.ts';
 import { githubSignature, hermesSignature, verifyHookSignature } from '../gateway/hooks/hook-signature.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { payloadMatches, renderHookTemplate } from '../gateway/hooks/hook-template.ts';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
+import { tempDirsRemovedAfterAll } from './support/temp-dirs.ts';
 
 const SECRET = 'a-secret-of-enough-length';
 const NOW_MS = 1_765_000_000_000;
@@ -122,15 +122,7 @@ describe('templates', () => {
 });
 
 describe('hooks.<name> settings', () => {
-  const homes: string[] = [];
-  const home = () => {
-    const h = mkdtempSync(join(tmpdir(), 'hermes-hooks-'));
-    homes.push(h);
-    return h;
-  };
-  afterAll(() => {
-    for (const h of homes) rmSync(h, { recursive: true, force: true });
-  });
+  const home = tempDirsRemovedAfterAll('hermes-hooks-');
   const load = (hook: Record<string, unknown>, env: Record<string, string> = {}) =>
     loadConfig({ env: { HERMES_HOME: home(), ...env }, overrides: { 'hooks.ci': hook } });
 
