@@ -5,9 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { blockEventLoopUntil, events, openTestClients, sleep, spawnWorker, startWorker, waitFor } from './support/stack.ts';
-import { addLoop, STARVABLE_HOLDER } from './support/armed-loops.ts';
+import { addLoop, STARVABLE_HOLDER, TAKEOVER_WORKER_ENV } from './support/armed-loops.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
-import { TEST_LOCK_MS } from './support/env.ts';
 
 const cleanups = cleanupAfterEach();
 
@@ -24,14 +23,7 @@ describe('claim ahead after a lost job lock', () => {
     const due = Date.now() + 36_000; // the first job comes at once: due 34 s later (the lead)
     await addLoop(c, 'starved', { kind: 'command', command: 'sleep 1; echo once', timeoutSeconds: 30 }, due);
     await waitFor(() => (starved.deps.turns.admission.held === 1 ? true : undefined), 15_000, 'the tick held by the first worker');
-    // The worker taking the job over has the suite's lock: beside two other copies of the suite its renewals came
-    // more than the starvable 1 s late, and the tick went back to the queue from it too (started twice, or run by
-    // the starved worker after all).
-    const other = await spawnWorker(cleanups, e, {
-      HERMES_WORKER_MAX_HELD_TICKS: '4096',
-      HERMES_WORKER_LOCK_DURATION_MS: String(TEST_LOCK_MS),
-      HERMES_WORKER_LOCK_RENEW_MS: '1000',
-    });
+    const other = await spawnWorker(cleanups, e, TAKEOVER_WORKER_ENV);
     // Starve the first worker from 15 s to 3.5 s before the due time: its lock lapses, the other worker takes the
     // job (and claims it ahead, 5 s before due); the starved worker's own claim timer (5 s before due) fires late.
     // The other worker has 10 s to see the stall and take the job: beside a second copy of the suite 5 s were not

@@ -3,9 +3,9 @@
  * lock) is not fired twice (docs/OPERATIONS.md, "Held ticks and running turns").
  */
 import { describe, expect, it } from 'vitest';
-import { TEST_LOCK_MS, testEnv, type TestEnv } from './support/env.ts';
+import { testEnv, type TestEnv } from './support/env.ts';
 import { blockEventLoopUntil, clients, events, spawnWorker, startWorker, waitFor, type TestClients } from './support/stack.ts';
-import { addLoop, STARVABLE_HOLDER } from './support/armed-loops.ts';
+import { addLoop, STARVABLE_HOLDER, TAKEOVER_WORKER_ENV } from './support/armed-loops.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
 
 const cleanups = cleanupAfterEach();
@@ -35,12 +35,7 @@ describe('a held tick whose lock lapsed', () => {
     const due = Date.now() + 26_000;
     await addLoop(c, 'starved', { kind: 'command', command: 'sleep 1; echo once', timeoutSeconds: 30 }, due);
     await waitFor(() => (starved.deps.turns.admission.held === 1 ? true : undefined), 15_000, 'the tick held by the first worker');
-    // The other worker has the suite's lock (a starvable 1 s lock lapsed under load on it too).
-    const other = await spawnWorker(cleanups, e, {
-      HERMES_WORKER_MAX_HELD_TICKS: '4096',
-      HERMES_WORKER_LOCK_DURATION_MS: String(TEST_LOCK_MS),
-      HERMES_WORKER_LOCK_RENEW_MS: '1000',
-    });
+    const other = await spawnWorker(cleanups, e, TAKEOVER_WORKER_ENV);
     // Starve the first worker: no lock renewal for 3.5 s, so its lock lapses, the stall check puts the job back
     // and the other worker takes it (and holds it until it is due).
     blockEventLoopUntil(Date.now() + 3500);

@@ -1,5 +1,6 @@
 /** Loops stored and armed straight through the store, for tests of many ticks at a set due time. */
 import type { RunnerSpec } from '../../scheduler/session/origin.ts';
+import { TEST_LOCK_MS } from './env.ts';
 import { loopFixture } from './record-fixtures.ts';
 import type { TestClients } from './stack.ts';
 
@@ -37,3 +38,14 @@ export const STARVABLE_HOLDER = {
   'worker.stalled_interval_ms': 500,
   'worker.max_held_ticks': 1,
 } as const;
+
+/**
+ * The environment of the `hermes worker` child that takes a starved holder's tick over: any number of held ticks,
+ * and the suite's lock (`TEST_LOCK_MS`), not the starvable 1 s one it would inherit. Beside two other copies of
+ * the suite its renewals on a 1 s lock came late too, and the tick went back to the queue from it as well.
+ */
+export const TAKEOVER_WORKER_ENV: NodeJS.ProcessEnv = {
+  HERMES_WORKER_MAX_HELD_TICKS: '4096',
+  HERMES_WORKER_LOCK_DURATION_MS: String(TEST_LOCK_MS),
+  HERMES_WORKER_LOCK_RENEW_MS: '1000',
+};
