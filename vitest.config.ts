@@ -5,6 +5,9 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/support/global-redis.ts'],
+    // Each file holds one of the machine's test slots while it runs, so copies of the suite side by side share
+    // the cores instead of overloading them (test/support/machine-slots.ts).
+    setupFiles: ['test/support/slot-setup.ts'],
     testTimeout: 120_000,
     hookTimeout: 60_000,
     pool: 'forks',

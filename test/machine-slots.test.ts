@@ -1,0 +1,51 @@
+/**
+ * The machine's test slots (support/machine-slots.ts): at most `slots` holders at once, a freed slot
+ * taken by a waiter, a dead holder's slot taken back.
+ */
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { takeTestSlot } from './support/machine-slots.ts';
+import { tempDirsRemovedAfterAll } from './support/temp-dirs.ts';
+
+const newDir = tempDirsRemovedAfterAll('slots-');
+
+describe('machine test slots', () => {
+  it('a third holder of two slots waits until one is freed, then takes it', async () => {
+    const dir = newDir();
+    const a = await takeTestSlot(2, dir);
+    const b = await takeTestSlot(2, dir);
+    let third: (() => void) | undefined;
+    const waiting = takeTestSlot(2, dir).then((r) => (third = r));
+    await new Promise((r) => setTimeout(r, 400));
+    expect(third).toBeUndefined();
+    a();
+    await waiting;
+    expect(third).toBeDefined();
+    b();
+    third!();
+    expect(existsSync(join(dir, 'slot-0')) || existsSync(join(dir, 'slot-1'))).toBe(false);
+  });
+
+  it('a slot whose holder is gone is taken back; a live holder keeps its own', async () => {
+    const dir = newDir();
+    const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).stdout.toString();
+    writeFileSync(join(dir, 'slot-0'), dead);
+    const release = await takeTestSlot(1, dir);
+    release();
+    writeFileSync(join(dir, 'slot-0'), String(process.ppid));
+    let taken = false;
+    const waiting = takeTestSlot(1, dir).then((r) => ((taken = true), r));
+    await new Promise((r) => setTimeout(r, 400));
+    expect(taken).toBe(false);
+    writeFileSync(join(dir, 'slot-0'), dead);
+    (await waiting)();
+  });
+
+  it('with 0 slots nothing is shared: no slot file is written', async () => {
+    const dir = newDir();
+    (await takeTestSlot(0, join(dir, 'none')))();
+    expect(existsSync(join(dir, 'none'))).toBe(false);
+  });
+});

@@ -1,0 +1,92 @@
+/**
+ * Test slots shared by every run of the suite on one machine, like make's job server: a test file
+ * runs only while it holds one of `TEST_SLOTS` slot files in the machine's temp folder. Alone, the
+ * suite's six workers (vitest.config.ts) each find one free. Beside other copies of the suite, the
+ * copies share the slots instead of putting three times as many files on the cores: at 18 files on
+ * 2 cores every wait stretched past its ceiling (three clones at once: 15–24 failures per copy, 1,079 s
+ * per run). A slot is a file created exclusively and holding its owner's pid; one whose owner is gone
+ * (a run killed) is taken back by the next file that finds it.
+ */
+import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/**
+ * Slots on this machine: `HERMES_TEST_SLOTS`, or three per core (the six workers the suite was measured
+ * fastest with on 2 cores: docs/BENCHMARKS.md, "Test suite"). 0 turns the sharing off.
+ */
+export const TEST_SLOTS = process.env.HERMES_TEST_SLOTS !== undefined ? Number(process.env.HERMES_TEST_SLOTS) : 3 * availableParallelism();
+
+/** The folder of the slot files, one per user (a run as another user never waits on ours). */
+export const SLOT_DIR = join(tmpdir(), `hermes-test-slots-${process.getuid?.() ?? 'u'}`);
+
+/** How often a waiting file looks for a free slot, ms (plus up to as much again at random, so waiters spread). */
+const POLL_MS = 100;
+
+/** Whether the process `pid` is alive (a pid of another user's process is alive too: EPERM). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Take slot `path` if it is free, or if its owner is gone; true when it is ours. */
+function tryTake(path: string): boolean {
+  try {
+    const fd = openSync(path, 'wx');
+    try {
+      writeSync(fd, String(process.pid));
+    } finally {
+      closeSync(fd);
+    }
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  let owner: number;
+  try {
+    owner = Number(readFileSync(path, 'utf8'));
+  } catch {
+    return false; // released meanwhile: taken at the next look
+  }
+  // An empty file is one being written by its owner right now; a dead owner's slot is freed for the next look.
+  if (Number.isInteger(owner) && owner > 0 && !alive(owner)) {
+    try {
+      unlinkSync(path);
+    } catch {
+      /* freed by another waiter */
+    }
+  }
+  return false;
+}
+
+/**
+ * Wait for a free slot and hold it.
+ * @param slots - slots on the machine; 0: none are shared, the call returns at once
+ * @returns a function that frees the slot (again: nothing)
+ */
+export async function takeTestSlot(slots = TEST_SLOTS, dir = SLOT_DIR): Promise<() => void> {
+  if (!(slots > 0)) return () => {};
+  mkdirSync(dir, { recursive: true });
+  for (;;) {
+    for (let k = 0; k < slots; k++) {
+      const path = join(dir, `slot-${k}`);
+      if (!tryTake(path)) continue;
+      let held = true;
+      return () => {
+        if (!held) return;
+        held = false;
+        try {
+          if (readFileSync(path, 'utf8') === String(process.pid)) unlinkSync(path);
+        } catch {
+          /* already taken back */
+        }
+      };
+    }
+    await sleep(POLL_MS + Math.random() * POLL_MS);
+  }
+}
