@@ -53,23 +53,23 @@ describe('cron: a pick-up later than the prefetch lead', () => {
     expect(new Set(all.map((r) => r.due_at)).size).toBe(all.length); // each occurrence once
   });
 
-  it('a fetch on time whose next job BullMQ made seconds later (a starved process) still leaves no occurrence without a job', async ({
-    cleanups,
-    expect,
-  }) => {
+  /**
+   * Every 4 s, the lead 2 s: the first occurrence D is released, and fetched, at D − 2 s. BullMQ makes a scheduler's
+   * next job with its own clock once the fetch has answered: the process starves there until D + `starvedMs`, so
+   * the next job is the first occurrence after D + `starvedMs` + 2 s, and each one before it has none of its own.
+   * @returns the job's runs by due time, relative to D, once the run of D + `lastMs` is recorded
+   */
+  async function starvedAfterFetch(cleanups: CleanUp[], starvedMs: number, lastMs: number) {
     const { env, api } = await setup(cleanups);
-    // Every 4 s: the lead is 2 s. Its first occurrence D is released, and fetched, at D − 2 s.
     const job = await api.service.add({ schedule: 'every 4s', prompt: 'check' }, cli);
     const due = job.next_run_at!;
-    // BullMQ makes a scheduler's next job with its own clock once the fetch has answered: the process starves there
-    // until D + 2.5 s, so the next job is the first occurrence after D + 4.5 s (D + 8 s), and D + 4 s has none.
     // eslint-disable-next-line @typescript-eslint/unbound-method -- called back with its own `this` below, and put back after
     const upsert = JobScheduler.prototype.upsertJobScheduler;
     let starved = false;
     JobScheduler.prototype.upsertJobScheduler = function (this: JobScheduler, ...args: Parameters<typeof upsert>) {
       if (!starved && args[0] === `cron:${job.id}` && args[5]?.override === false) {
         starved = true;
-        blockEventLoopUntil(due + 2_500);
+        blockEventLoopUntil(due + starvedMs);
       }
       return upsert.apply(this, args);
     } as typeof upsert;
@@ -79,18 +79,40 @@ describe('cron: a pick-up later than the prefetch lead', () => {
     await waitFor(
       async () => {
         const all = await api.store.runs(job.id, 100);
-        return all.some((r) => r.due_at === due + 8_000) ? true : undefined;
+        return all.some((r) => r.due_at === due + lastMs) ? true : undefined;
       },
       30_000,
-      'the run of D + 8 s',
+      `the run of D + ${lastMs / 1000} s`,
     );
-    expect(starved).toBe(true);
     await api.service.pause(job.id);
     await waitFor(async () => (await api.queues.ticks.getActiveCount()) === 0 || undefined, 15_000, 'no run in flight');
     const all = (await api.store.runs(job.id, 100)).sort((a, b) => a.due_at - b.due_at);
+    return { starved, runs: all.map((r) => ({ ...r, at: r.due_at - due })) };
+  }
+
+  it('a fetch on time whose next job BullMQ made seconds later (a starved process) still leaves no occurrence without a job', async ({
+    cleanups,
+    expect,
+  }) => {
+    // Starved until D + 2.5 s: the next job is D + 8 s.
+    const { starved, runs } = await starvedAfterFetch(cleanups, 2_500, 8_000);
+    expect(starved).toBe(true);
     // D ran late or was recorded skipped; D + 4 s has a run of its own, and no occurrence is recorded twice.
-    expect(all.slice(0, 3).map((r) => r.due_at)).toEqual([due, due + 4_000, due + 8_000]);
-    expect(all.find((r) => r.due_at === due + 4_000)).toMatchObject({ trigger: 'schedule', status: 'ok' });
-    expect(new Set(all.map((r) => r.due_at)).size).toBe(all.length);
+    expect(runs.slice(0, 3).map((r) => r.at)).toEqual([0, 4_000, 8_000]);
+    expect(runs.find((r) => r.at === 4_000)).toMatchObject({ trigger: 'schedule', status: 'ok' });
+    expect(new Set(runs.map((r) => r.at)).size).toBe(runs.length);
+  });
+
+  it('asked more than a period after the fetch, BullMQ passes two occurrences: each gets a job of its own', async ({
+    cleanups,
+    expect,
+  }) => {
+    // Starved until D + 6.5 s: the next job is D + 12 s; D + 4 s and D + 8 s have none of their own.
+    const { starved, runs } = await starvedAfterFetch(cleanups, 6_500, 12_000);
+    expect(starved).toBe(true);
+    // Each is recorded (run late, or skipped by the misfire rule), once; none is left out.
+    expect(runs.slice(0, 4).map((r) => r.at)).toEqual([0, 4_000, 8_000, 12_000]);
+    expect(runs.find((r) => r.at === 8_000)).toMatchObject({ trigger: 'schedule' });
+    expect(new Set(runs.map((r) => r.at)).size).toBe(runs.length);
   });
 });

@@ -458,29 +458,33 @@ describe('the prefetch lead of a cron job scheduler (repeat-strategy.ts)', () =>
     const due = t('2026-06-01T09:00:00Z');
     const at = (ms: number) => ({ from: ms, to: ms });
     // On time (fetched 10 s early, or any time up to the due time less nothing): the scheduler's next is the next one.
-    expect(skippedByLead(minutely, 'UTC', 10_000, due, at(due - 10_000))).toBeUndefined();
-    expect(skippedByLead(minutely, 'UTC', 10_000, due, at(due + 49_999))).toBeUndefined();
+    expect(skippedByLead(minutely, 'UTC', 10_000, due, at(due - 10_000))).toEqual([]);
+    expect(skippedByLead(minutely, 'UTC', 10_000, due, at(due + 49_999))).toEqual([]);
     // Fetched 55 s late: the scheduler answers after 09:01:05 (09:02); 09:01 is left out.
-    expect(skippedByLead(minutely, 'UTC', 10_000, due, at(due + 55_000))).toEqual({ dueAt: t('2026-06-01T09:01:00Z'), sure: true });
-    expect(skippedByLead(minutely, 'UTC', 0, due, at(due + 55_000))).toBeUndefined();
+    expect(skippedByLead(minutely, 'UTC', 10_000, due, at(due + 55_000))).toEqual([{ dueAt: t('2026-06-01T09:01:00Z'), sure: true }]);
+    expect(skippedByLead(minutely, 'UTC', 0, due, at(due + 55_000))).toEqual([]);
   });
 
   it("a pick-up whose strategy may have been asked later than the fetch (BullMQ's clock, a starved process) names the occurrence as unsure", () => {
     const minutely = decodePattern('0 * * * * *');
     const due = t('2026-06-01T09:00:00Z');
     // Fetched 49.9 s late, the job in hand 0.2 s later: asked at 09:00:50.1 the scheduler made 09:02, not 09:01.
-    expect(skippedByLead(minutely, 'UTC', 10_000, due, { from: due + 49_900, to: due + 50_100 })).toEqual({
-      dueAt: t('2026-06-01T09:01:00Z'),
-      sure: false,
-    });
+    expect(skippedByLead(minutely, 'UTC', 10_000, due, { from: due + 49_900, to: due + 50_100 })).toEqual([
+      { dueAt: t('2026-06-01T09:01:00Z'), sure: false },
+    ]);
     // In hand exactly at the last moment that still makes 09:01: nothing left out.
-    expect(skippedByLead(minutely, 'UTC', 10_000, due, { from: due + 49_900, to: due + 49_999 })).toBeUndefined();
+    expect(skippedByLead(minutely, 'UTC', 10_000, due, { from: due + 49_900, to: due + 49_999 })).toEqual([]);
     // Fetched late enough that even the fetch's time leaves 09:01 out: sure.
-    expect(skippedByLead(minutely, 'UTC', 10_000, due, { from: due + 50_000, to: due + 50_100 })).toEqual({
-      dueAt: t('2026-06-01T09:01:00Z'),
-      sure: true,
-    });
+    expect(skippedByLead(minutely, 'UTC', 10_000, due, { from: due + 50_000, to: due + 50_100 })).toEqual([
+      { dueAt: t('2026-06-01T09:01:00Z'), sure: true },
+    ]);
+    // Asked over a minute after the fetch (a starved process): 09:01 is left out for sure, 09:02 only if BullMQ asked
+    // after 09:01:50 — the job scheduler's traces tell; 09:03 is after the latest answer it could give.
+    expect(skippedByLead(minutely, 'UTC', 10_000, due, { from: due + 55_000, to: due + 125_000 })).toEqual([
+      { dueAt: t('2026-06-01T09:01:00Z'), sure: true },
+      { dueAt: t('2026-06-01T09:02:00Z'), sure: false },
+    ]);
     // Fetched before its due time and in hand 5 s after it: the scheduler's next is the next one either way.
-    expect(skippedByLead(minutely, 'UTC', 10_000, due, { from: due - 10_000, to: due + 5_000 })).toBeUndefined();
+    expect(skippedByLead(minutely, 'UTC', 10_000, due, { from: due - 10_000, to: due + 5_000 })).toEqual([]);
   });
 });

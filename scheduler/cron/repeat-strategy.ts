@@ -81,18 +81,19 @@ export function patternLead(pattern: string): { leadMs: number; pattern: string 
 }
 
 /**
- * The occurrence a pick-up later than the lead allows leaves without a job (the rule above): the job
+ * The occurrences a pick-up later than the lead allows leaves without a job (the rule above): the job
  * scheduler, asked at the pick-up for the job after the one due at `dueAt`, answers the first occurrence
- * after the pick-up plus `leadMs`; the one BullMQ would have made without a lead is the first after the
- * pick-up. When they differ, the earlier one needs a job of its own.
+ * after the pick-up plus `leadMs`; without a lead it would have answered the first after the pick-up. Every
+ * occurrence between the two needs a job of its own — more than one when BullMQ asked late (below).
  *
  * The pick-up is the fetch (`processedOn`, stamped by the fetch script), but BullMQ asks the strategy with its
  * own clock once the fetch has answered, which on a starved process can be seconds later: `pickedUp` brackets
  * that moment — from the fetch (`from`) to when the job was in hand (`to`, any time after it).
  * @param leadMs - the lead the job was released with (its data's `leadMs`)
- * @returns the due time (epoch ms) of the occurrence left without a job — `sure: false` when only a strategy
- *   asked late in the bracket leaves it out (the job scheduler's traces tell: `CronStore.schedulerMadeOccurrence`) —
- *   or `undefined` when the scheduler's next job is it
+ * @returns the due times (epoch ms) of the occurrences left without a job, oldest first (at most
+ *   `MAX_SKIPPED_BY_LEAD`) — `sure: false` for one that only a strategy asked late in the bracket leaves out
+ *   (the job scheduler's traces tell: `CronStore.schedulerMadeOccurrence`; the first one it made ends the
+ *   list) — or none when the scheduler's next job is the next occurrence
  */
 export function skippedByLead(
   schedule: CronSchedule,
@@ -100,13 +101,20 @@ export function skippedByLead(
   leadMs: number,
   dueAt: number,
   pickedUp: { from: number; to: number },
-): { dueAt: number; sure: boolean } | undefined {
-  if (leadMs === 0 || pickedUp.to + leadMs <= dueAt) return undefined;
-  const expected = nextOccurrence(schedule, tz, Math.max(dueAt, pickedUp.from));
-  if (expected === undefined) return undefined;
-  if (nextOccurrence(schedule, tz, Math.max(dueAt, pickedUp.from + leadMs)) !== expected) return { dueAt: expected, sure: true };
-  return nextOccurrence(schedule, tz, Math.max(dueAt, pickedUp.to + leadMs)) !== expected ? { dueAt: expected, sure: false } : undefined;
+): Array<{ dueAt: number; sure: boolean }> {
+  const missed: Array<{ dueAt: number; sure: boolean }> = [];
+  if (leadMs === 0) return missed;
+  // Asked at S, the strategy answers the first occurrence after max(dueAt, S + leadMs): every one up to then is missed.
+  let next = nextOccurrence(schedule, tz, Math.max(dueAt, pickedUp.from));
+  while (next !== undefined && next <= pickedUp.to + leadMs && missed.length < MAX_SKIPPED_BY_LEAD) {
+    missed.push({ dueAt: next, sure: next <= pickedUp.from + leadMs });
+    next = nextOccurrence(schedule, tz, next);
+  }
+  return missed;
 }
+
+/** The most occurrences one late pick-up makes good (`skippedByLead`): a bound on a starved process's lag, not a rule. */
+export const MAX_SKIPPED_BY_LEAD = 100;
 
 /** The schedule a stored `pattern` stands for (inverse of `encodePattern`; the lead is not part of it). */
 export function decodePattern(pattern: string): CronSchedule {

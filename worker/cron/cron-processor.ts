@@ -405,15 +405,14 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     if (record.schedule.kind !== 'cron' && record.schedule.kind !== 'interval') return;
     // BullMQ made the next job between the fetch and now.
     const missed = skippedByLead(record.schedule, record.tz, leadMs, tick.dueAt, { from: job.processedOn, to: Date.now() });
-    if (missed === undefined) return;
-    // Unsure: by now the job made for it may have been taken too, and the scheduler moved past it; its own traces tell.
-    if (
-      !missed.sure &&
-      (await this.store.schedulerMadeOccurrence(record.id, cronOccurrenceId(record.id, missed.dueAt, 'schedule'), missed.dueAt, leadMs))
-    )
-      return;
-    await this.store.addPassedOccurrence(record, missed.dueAt);
-    tick.log.info({ dueAt: missed.dueAt }, 'cron occurrence within the prefetch lead of a late pick-up queued on its own');
+    for (const { dueAt, sure } of missed) {
+      // Unsure: the scheduler may have made this one (by now even taken it, and moved past it); its own traces tell.
+      // The first it made is its next job: the ones after it were not left out.
+      if (!sure && (await this.store.schedulerMadeOccurrence(record.id, cronOccurrenceId(record.id, dueAt, 'schedule'), dueAt, leadMs)))
+        return;
+      await this.store.addPassedOccurrence(record, dueAt);
+      tick.log.info({ dueAt }, 'cron occurrence within the prefetch lead of a late pick-up queued on its own');
+    }
   }
 
   private get grace() {
