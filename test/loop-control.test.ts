@@ -55,9 +55,10 @@ describe.concurrent('loop control while ticks run', () => {
     const replacedAt = Date.now();
     const reply = await c.schedules.set('rp', 'loop', { prompt: 'b', intervalSeconds: 20, times: null, until: null, notes: [] }, run('B'));
     expect(reply).toMatch(/Replaced the previous loop/);
-    const replies = await waitForEvents(c, 'rp', 'reply', 2, 5_000);
+    const replies = await waitForEvents(c, 'rp', 'reply', 2, 15_000);
     expect(replies[1]!.data.text).toBe('B');
-    expect(Number(replies[1]!.data.startedAt) - replacedAt).toBeLessThan(2_000);
+    // Now, not at the old slot 20 s on: within half the interval (a loaded machine took 2.6 s to start it).
+    expect(Number(replies[1]!.data.startedAt) - replacedAt).toBeLessThan(10_000);
   });
 
   it('a stop that arrives while a tick runs is not overridden by the tick (budget pause)', async ({ cleanups, expect }) => {
