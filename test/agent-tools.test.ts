@@ -4,8 +4,7 @@
  * abort, and what chat and Telegram input can (not) do with tools. Real Redis,
  * real worker, the local model server scripting the tool calls.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe } from 'vitest';
 import type { TestEnv } from './support/env.ts';
@@ -21,11 +20,10 @@ import { cronServiceFor } from '../scheduler/services.ts';
 import { createLogger } from '../scheduler/logger.ts';
 import { connectCli } from '../cli/connect-cli.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
+import { tempDirFor } from './support/temp-dirs.ts';
 
 function tempDir(cleanups: CleanUp[]): string {
-  const dir = mkdtempSync(join(tmpdir(), 'hermes-tools-'));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
+  return tempDirFor(cleanups, 'hermes-tools-');
 }
 
 async function setup(

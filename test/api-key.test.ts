@@ -7,19 +7,7 @@
  * Every answer carries helmet's headers: no framing, no `X-Powered-By`.
  */
 import { execFile, spawn } from 'node:child_process';
-import {
-  chmodSync,
-  chownSync,
-  lstatSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, chownSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -36,6 +24,7 @@ import { testEnv, type TestEnv } from './support/env.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { startHermesUp, upEnv } from './support/hermes-up.ts';
 import { clients, events, HERMES_BIN, runHermes, SPAWN_START_TIMEOUT_MS, startWorker, waitFor, type TestClients } from './support/stack.ts';
+import { tempDirFor } from './support/temp-dirs.ts';
 
 const run = promisify(execFile);
 const IS_ROOT = process.getuid?.() === 0;
@@ -44,9 +33,7 @@ const MADE_KEY = /^[A-Za-z0-9_-]{43}$/;
 const basic = (password: string) => `Basic ${Buffer.from(`hermes:${password}`).toString('base64')}`;
 
 function tempHome(cleanups: Array<() => unknown>): string {
-  const dir = mkdtempSync(join(tmpdir(), 'hermes-api-key-'));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  return join(dir, 'home');
+  return join(tempDirFor(cleanups, 'hermes-api-key-'), 'home');
 }
 
 /** `curl` as the user `nobody`: the status code it got. */

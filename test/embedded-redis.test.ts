@@ -23,7 +23,6 @@ import {
   existsSync,
   lstatSync,
   mkdirSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
   readlinkSync,
@@ -33,7 +32,6 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe } from 'vitest';
@@ -54,15 +52,14 @@ import { HERMES_BIN, SPAWN_START_TIMEOUT_MS, waitFor } from './support/stack.ts'
 import { it, type CleanUp } from './support/cleanup.ts';
 import { captureLog } from './support/log-capture.ts';
 import { alive } from './support/child-processes.ts';
+import { tempDirFor } from './support/temp-dirs.ts';
 
 const run = promisify(execFile);
 const NOBODY_UID = Number((await run('id', ['-u', 'nobody'])).stdout.trim());
 
 /** A fresh HERMES_HOME (0700, as mkdtemp makes it). */
 function newHome(cleanups: CleanUp[]): string {
-  const home = mkdtempSync(join(tmpdir(), 'hermes-own-'));
-  cleanups.push(() => rmSync(home, { recursive: true, force: true }));
-  return home;
+  return tempDirFor(cleanups, 'hermes-own-');
 }
 
 /** Environment of a `hermes` process on `home`'s embedded Redis (no REDIS_URL, no keys). */

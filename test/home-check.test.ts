@@ -6,8 +6,7 @@
  * Redis), and `loadConfig` for the near misses.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, chownSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe } from 'vitest';
@@ -15,6 +14,7 @@ import { loadConfig } from '../scheduler/config/config.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { HERMES_BIN } from './support/stack.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
+import { tempDirFor } from './support/temp-dirs.ts';
 
 const IS_ROOT = process.getuid?.() === 0;
 const NOBODY_UID = IS_ROOT ? Number(execFileSync('id', ['-u', 'nobody'], { encoding: 'utf8' }).trim()) : -1;
@@ -22,8 +22,7 @@ const UID = process.getuid?.() ?? 0;
 
 /** A fresh home (0700, this user's) with a `config.yaml` declaring a command tool, both at the given modes. */
 function newHome(cleanups: CleanUp[], modes: { home?: number; config?: number } = {}): { home: string; file: string } {
-  const parent = mkdtempSync(join(tmpdir(), 'hermes-home-check-'));
-  cleanups.push(() => rmSync(parent, { recursive: true, force: true }));
+  const parent = tempDirFor(cleanups, 'hermes-home-check-');
   const home = join(parent, 'home');
   mkdirSync(home, { mode: 0o700 });
   const file = join(home, 'config.yaml');

@@ -6,8 +6,7 @@
  * without a model says so in the reply that sets it.
  */
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { upBanner } from '../cli/up-banner.ts';
@@ -20,13 +19,12 @@ import { testEnv } from './support/env.ts';
 import { clients, HERMES_BIN, runHermes, SPAWN_START_TIMEOUT_MS, waitFor } from './support/stack.ts';
 import { startHermesUp, upEnv } from './support/hermes-up.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { tempDirFor } from './support/temp-dirs.ts';
 
 const cleanups = cleanupAfterEach();
 
 function newHome(): string {
-  const home = mkdtempSync(join(tmpdir(), 'hermes-up-banner-'));
-  cleanups.push(() => rmSync(home, { recursive: true, force: true }));
-  return home;
+  return tempDirFor(cleanups, 'hermes-up-banner-');
 }
 
 const config = (env: Record<string, string>) => loadConfig({ env: { HERMES_HOME: '/home/ada/.hermes', ...env } });

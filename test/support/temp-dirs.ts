@@ -19,3 +19,10 @@ export function tempDirsRemovedAfterAll(prefix: string): () => string {
     return dir;
   };
 }
+
+/** A fresh folder `<prefix>XXXXXX` under the system's temporary directory, removed when the test's `cleanups` run. */
+export function tempDirFor(cleanups: Array<() => unknown>, prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
