@@ -6,7 +6,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { takeTestSlot } from './support/machine-slots.ts';
+import { freeSlotsOf, takeTestSlot } from './support/machine-slots.ts';
 import { tempDirsRemovedAfterAll } from './support/temp-dirs.ts';
 
 const newDir = tempDirsRemovedAfterAll('slots-');
@@ -41,6 +41,15 @@ describe('machine test slots', () => {
     expect(taken).toBe(false);
     writeFileSync(join(dir, 'slot-0'), dead);
     (await waiting)();
+  });
+
+  it("a process's slots left behind are freed for it, and no other's", async () => {
+    const dir = newDir();
+    await takeTestSlot(3, dir); // left behind: never released
+    writeFileSync(join(dir, 'slot-1'), String(process.ppid));
+    freeSlotsOf(process.pid, 3, dir);
+    expect(existsSync(join(dir, 'slot-0'))).toBe(false);
+    expect(existsSync(join(dir, 'slot-1'))).toBe(true);
   });
 
   it('with 0 slots nothing is shared: no slot file is written', async () => {

@@ -65,6 +65,22 @@ function tryTake(path: string): boolean {
 }
 
 /**
+ * Free the slots `pid` holds in `dir`. A vitest worker runs one file at a time, so a slot it still holds when its
+ * next file starts was left by a file that ended without its `afterAll` (slot-setup.ts): without this it would
+ * stay taken for the whole run.
+ */
+export function freeSlotsOf(pid: number, slots = TEST_SLOTS, dir = SLOT_DIR): void {
+  for (let k = 0; k < slots; k++) {
+    const path = join(dir, `slot-${k}`);
+    try {
+      if (readFileSync(path, 'utf8') === String(pid)) unlinkSync(path);
+    } catch {
+      /* free, or freed meanwhile */
+    }
+  }
+}
+
+/**
  * Wait for a free slot and hold it.
  * @param slots - slots on the machine; 0: none are shared, the call returns at once
  * @returns a function that frees the slot (again: nothing)
