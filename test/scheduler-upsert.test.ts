@@ -52,11 +52,15 @@ describe('job scheduler upserts', () => {
     const w = await startWorker(env);
     cleanups.push(() => w.drain());
     const record = await storedLoop(c, 'f1');
+    // Due 5 s on, so the first job is released 4 s on (the lead): the three upserts land before a worker can take it
+    // even on a loaded machine. An upsert after that would be a wake of the loop, which fires again by design
+    // (`firstJobAt`, scheduler/loop/prefetch-lead.ts); beside two other copies of the suite the third one came 322 ms
+    // after the first, when a due time 1 s on had its job released 200 ms after arming.
     const now = Date.now();
-    await Promise.all([c.loops.arm(record, now + 1000), c.loops.arm(record, now + 1000)]);
-    await c.loops.arm(record, now + 1000);
+    await Promise.all([c.loops.arm(record, now + 5000), c.loops.arm(record, now + 5000)]);
+    await c.loops.arm(record, now + 5000);
     expect(await pendingSchedulerJobs(c, 'loop:f1')).toHaveLength(1);
-    const replies = await waitForEvents(c, 'f1', 'reply', 3, 10_000);
+    const replies = await waitForEvents(c, 'f1', 'reply', 3, 30_000);
     await expectOnePendingJob(c, 'loop:f1', Date.now() + 1_000);
     const dues = replies.slice(0, 3).map((e) => Number(e.data.dueAt));
     expect(dues[1]! - dues[0]!).toBe(1000);
