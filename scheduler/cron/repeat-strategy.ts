@@ -26,8 +26,8 @@
  * `millis + leadMs`, minus the lead. What that leaves out, each made good by a job of its own for the
  * occurrence (the "passed first" job, `CronStore.arm`):
  *  - at arming, an occurrence due within the lead (the first job would be released in the past);
- *  - at a pick-up later than the lead allows (a worker outage), an occurrence due between the pick-up
- *    and the pick-up plus the lead (`skippedByLead`).
+ *  - at a pick-up later than the lead allows (a worker outage, a starved worker), each occurrence due
+ *    between the pick-up and the job scheduler's next job (`skippedByLead`).
  * A scheduler armed before the lead existed, or with 0, has no prefix and no lead.
  *
  * Both the `ticks` Queue and every Worker of the `ticks` queue must be created

@@ -393,7 +393,8 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
 
   /**
    * A job scheduler's job fetched later than its prefetch lead allows (a worker outage) made its next job past an
-   * occurrence due within the lead of the fetch: that occurrence gets a job of its own (`skippedByLead`). Only at
+   * occurrence due within the lead of the fetch (past several, when BullMQ asked for it late): each gets a job of
+   * its own (`skippedByLead`). Only at
    * the job's first fetch, when BullMQ made the next job: a job put back and fetched again later (a deferral, a
    * drain's hand-back) has a later `processedOn` that made no job, and would add a twin of the next one.
    */
