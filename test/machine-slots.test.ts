@@ -2,7 +2,7 @@
  * The machine's test slots (support/machine-slots.ts): at most `slots` holders at once, a freed slot
  * taken by a waiter, a dead holder's slot taken back.
  */
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
@@ -40,6 +40,19 @@ describe('machine test slots', () => {
     await new Promise((r) => setTimeout(r, 400));
     expect(taken).toBe(false);
     writeFileSync(join(dir, 'slot-0'), dead);
+    (await waiting)();
+  });
+
+  it('an empty slot file is left to its writer while new, and taken back once old (its writer died before writing)', async () => {
+    const dir = newDir();
+    const path = join(dir, 'slot-0');
+    writeFileSync(path, '');
+    let taken = false;
+    const waiting = takeTestSlot(1, dir).then((r) => ((taken = true), r));
+    await new Promise((r) => setTimeout(r, 400));
+    expect(taken).toBe(false);
+    const old = new Date(Date.now() - 60_000);
+    utimesSync(path, old, old);
     (await waiting)();
   });
 

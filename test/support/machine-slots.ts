@@ -7,7 +7,7 @@
  * per run). A slot is a file created exclusively and holding its owner's pid; one whose owner is gone
  * (a run killed) is taken back by the next file that finds it.
  */
-import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -23,6 +23,9 @@ export const SLOT_DIR = join(tmpdir(), `hermes-test-slots-${process.getuid?.() ?
 
 /** How often a waiting file looks for a free slot, ms (plus up to as much again at random, so waiters spread). */
 const POLL_MS = 100;
+
+/** How old an empty slot file is when its owner is taken to have died before writing its pid, ms. */
+const EMPTY_SLOT_STALE_MS = 10_000;
 
 /** Whether the process `pid` is alive (a pid of another user's process is alive too: EPERM). */
 function alive(pid: number): boolean {
@@ -48,13 +51,17 @@ function tryTake(path: string): boolean {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
   }
   let owner: number;
+  let ageMs: number;
   try {
     owner = Number(readFileSync(path, 'utf8'));
+    ageMs = Date.now() - statSync(path).mtimeMs;
   } catch {
     return false; // released meanwhile: taken at the next look
   }
-  // An empty file is one being written by its owner right now; a dead owner's slot is freed for the next look.
-  if (Number.isInteger(owner) && owner > 0 && !alive(owner)) {
+  // A dead owner's slot is freed for the next look. An empty file is one its owner is writing right now, or one
+  // whose owner died between creating and writing it: freed once it is older than any such write could take.
+  const stale = owner > 0 ? Number.isInteger(owner) && !alive(owner) : ageMs > EMPTY_SLOT_STALE_MS;
+  if (stale) {
     try {
       unlinkSync(path);
     } catch {
