@@ -121,8 +121,11 @@ describe.concurrent('a loop tick due while the previous one runs', () => {
     await laterTickDue(c, 'ov-queue');
     const releasedAt = Date.now();
     writeFileSync(release, '');
+    // The loop goes on: on a busy machine the tick of the next slot may have replied too by the time this looks.
     const replies = await waitForEvents(c, 'ov-queue', 'reply', 2, 30_000);
-    expect(replies.map((r) => r.data.tick)).toEqual([1, 2]);
+    expect(replies.slice(0, 2).map((r) => r.data.tick)).toEqual([1, 2]);
     expect(Number(replies[1]!.data.dueAt)).toBeLessThan(releasedAt);
+    // The ticks due while the first ran coalesced into tick 2: any later one is of a slot after the release.
+    for (const later of replies.slice(2)) expect(Number(later.data.dueAt)).toBeGreaterThanOrEqual(releasedAt);
   });
 });
