@@ -1,7 +1,8 @@
 /**
  * The session turn lock (`worker/runtime/session-lock.ts`): a held lock is renewed every third of its
  * time-to-live, by one timer for every lock held, so it never lapses while held; a released one is
- * deleted and renewed no more. Real Redis.
+ * deleted and renewed no more. A lock taken ahead of a turn (`heldFrom`) lasts until then plus its
+ * time-to-live with no renewal before then, and is renewed from then on. Real Redis.
  */
 import { describe } from 'vitest';
 import { Redis } from 'ioredis';
@@ -53,5 +54,40 @@ describe.concurrent('session lock', () => {
     await sleep(2000);
     expect(await lock.holder('s3')).toBeNull();
     expect(await lock.holder('s2')).toBeNull();
+  });
+
+  it('a lock taken ahead (heldFrom) lasts until then plus its time-to-live, is not renewed before then, and is renewed after', async ({
+    cleanups,
+    expect,
+  }) => {
+    const env = testEnv();
+    const redis = new Redis(env.redisUrl);
+    cleanups.push(
+      () => env.cleanup(),
+      () => redis.disconnect(),
+    );
+    const keys = new Keys(env.prefix);
+    const lock = new SessionLock(redis, keys, 1500);
+    const heldFrom = Date.now() + 2500;
+    const held = await lock.acquire('ahead', 'job-1', heldFrom);
+    expect(held).not.toBeNull();
+    // Set to last past heldFrom: more than the time-to-live left now.
+    expect(await redis.pttl(keys.turnLock('ahead'))).toBeGreaterThan(heldFrom - Date.now());
+    // Not renewed meanwhile: a renewal would cut what is left back to 1500 ms; without one it is heldFrom + 1500 - now.
+    while (Date.now() < heldFrom - 300) {
+      const left = await redis.pttl(keys.turnLock('ahead'));
+      expect(left).toBeGreaterThanOrEqual(heldFrom + 1500 - Date.now() - 20);
+      await sleep(100);
+    }
+    // Renewed from heldFrom on: still held three time-to-lives later.
+    await sleep(heldFrom + 4500 - Date.now());
+    expect(await lock.holder('ahead')).toBe('job-1');
+    // One released before its time comes is never renewed back.
+    const early = await lock.acquire('early', 'job-2', Date.now() + 1000);
+    await early!.release();
+    await sleep(1500);
+    expect(await lock.holder('early')).toBeNull();
+    await held!.release();
+    expect(await lock.holder('ahead')).toBeNull();
   });
 });

@@ -11,6 +11,7 @@
 import { holdWritesThisTurn, type RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import type { Keys } from '../../scheduler/store/keys.ts';
 import { acquireOwned, releaseOwned, renewOwned } from '../../scheduler/store/redis/owned-key.ts';
+import { callAt } from './sleep-until.ts';
 
 /** A held session lock; `release()` is idempotent and stops renewal. */
 export interface HeldLock {
@@ -57,29 +58,42 @@ export class SessionLock {
 
   /**
    * Try to take the session's turn lock for `holder` (a job id).
+   * @param heldFrom - epoch ms: a lock taken ahead of a turn due then (a cron claim ahead,
+   *   `worker/cron/cron-claim-ahead.ts`) is set to last until `heldFrom` plus the time-to-live, and
+   *   renewed from then on; a worker lost meanwhile leaves it held that long (the policy of a held tick's
+   *   lock, docs/RELIABILITY.md). Omitted or past: from now.
    * @returns the held lock (renewed in the background until released), or `null` when busy
    */
-  async acquire(sessionId: string, holder: string): Promise<HeldLock | null> {
-    if (!(await acquireOwned(this.redis, this.keys.turnLock(sessionId), holder, this.ttlMs))) return null;
-    return this.adopt(sessionId, holder);
+  async acquire(sessionId: string, holder: string, heldFrom?: number): Promise<HeldLock | null> {
+    const from = Math.max(Date.now(), heldFrom ?? 0);
+    const ttlMs = from - Date.now() + this.ttlMs;
+    if (!(await acquireOwned(this.redis, this.keys.turnLock(sessionId), holder, ttlMs))) return null;
+    return this.adopt(sessionId, holder, from);
   }
 
   /**
    * The lock `holder` took by another atomic step (the tick claim takes it in
    * the same script), renewed in the background until released: every third of
-   * the time-to-live from now, as long as it is held.
+   * the time-to-live from now (from `heldFrom` when later: `acquire`), as long as it is held.
    */
-  adopt(sessionId: string, holder: string): HeldLock {
+  adopt(sessionId: string, holder: string, heldFrom = Date.now()): HeldLock {
     const key = this.keys.turnLock(sessionId);
     const handle = {};
-    this.renewals.set(handle, { key, holder, due: Date.now() + this.periodMs });
-    this.armFor(Date.now() + this.periodMs);
+    // Kept in order of when each is due (`renewDue`): one set to last until later joins them once that time comes.
+    const renew = () => {
+      this.renewals.set(handle, { key, holder, due: Date.now() + this.periodMs });
+      this.armFor(Date.now() + this.periodMs);
+    };
+    let deferred: (() => void) | undefined;
+    if (heldFrom > Date.now()) deferred = callAt(heldFrom, renew);
+    else renew();
     let released: Promise<void> | undefined;
     return {
       sessionId,
       holder,
       release: () => {
         released ??= (async () => {
+          deferred?.();
           this.renewals.delete(handle);
           // The locks of occurrences that end together are released in one write.
           holdWritesThisTurn(this.redis);
@@ -88,6 +102,7 @@ export class SessionLock {
         return released;
       },
       releasedElsewhere: () => {
+        deferred?.();
         this.renewals.delete(handle);
         released ??= Promise.resolve();
       },
