@@ -12,7 +12,8 @@
  *      deferrals (`defer.ts`) and the session lock are handled there; a held tick may come with its
  *      claim made ahead of the due time (`../claim-ahead.ts`), which its plan then takes;
  *   4. run the turn as a tracked turn (`run-turn.ts`): lateness, `/stop`, the turn metrics, and how a
- *      turn that threw ends (`turn-ending.ts`: drain hand-back, lock loss, retry, failed);
+ *      turn that threw ends (`turn-ending.ts`: drain hand-back, lock loss, retry, failed); its turn slot
+ *      goes to the next job waiting once the turn ended, before the commit (`JobTicket.turnEnded`);
  *   5. commit exactly once (`commit.ts`), then
  *   6. deliver and 7. apply the outcome, after the commit only.
  * The tracked turn spans steps 4 to 7: the drain waits for a committing occurrence as for a turn.
@@ -68,13 +69,17 @@ async function steps<Gated, Claimed, Ran extends RanTurn, Committed, Result>(
   const c = await tracing().span(SPAN.claim, {}, () => gateAndClaim(plan, deps, job, token, signal));
   if ('done' in c) return c.done;
   const { lock } = c;
+  // This job's ticket (taken now: a later copy of the job, fetched again after its lock was lost, has its own).
+  const ticket = deps.turns.admission.ticket(job.id!);
   try {
     if (c.action === 'record') return await commitAndDeliver(plan, c.claimed, c.ran, lock);
     return await deps.turns.run(
       o.holder,
       'deadline',
       async (turnSignal, turn) => {
-        const ran = await tracing().span(SPAN.turn, {}, () => runTurn(plan, deps, c.claimed, c.startedAt, turnSignal, turn));
+        const ran = await tracing()
+          .span(SPAN.turn, {}, () => runTurn(plan, deps, c.claimed, c.startedAt, turnSignal, turn))
+          .finally(() => ticket?.turnEnded());
         if (ran === 'hand-back') return await deferOccurrence(deps, job, token, o, DRAIN_HAND_BACK);
         return await commitAndDeliver(plan, c.claimed, ran, lock);
       },

@@ -291,6 +291,16 @@ export class JobTicket {
     return reason;
   }
 
+  /**
+   * Its turn ended (the runner returned or threw; its commit may still be in flight): the slot goes to the
+   * next job waiting for one now. A slot bounds what waits on a model endpoint or runs as a process on this
+   * host, not the Redis writes after it; the drain still waits for the commit (`TurnTracker.run`).
+   */
+  turnEnded(): void {
+    this.slot?.release();
+    this.slot = undefined;
+  }
+
   /** Give back its slot (or its place) once its job's processing ended. Idempotent. */
   release(): void {
     if (this.phase === 'held') this.admission.held--;
