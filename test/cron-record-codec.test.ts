@@ -103,17 +103,17 @@ describe('stored cron jobs in Redis', () => {
     const claim = (job: CronJob, n: number) =>
       api.store.claim({ jobId: job.id, occurrenceId: `occ-${n}`, holder: `h-${n}`, generation: job.generation, manual: false, dueAt: n });
     // No budget: every occurrence is claimed.
-    for (let n = 1; n <= 3; n++) expect(await claim(plain, n)).toEqual({ status: 'ok', attempt: 1 });
+    for (let n = 1; n <= 3; n++) expect(await claim(plain, n)).toEqual({ status: 'ok', attempt: 1, journalEntries: 0 });
 
     const budgeted = await api.service.add({ schedule: 'every 1h', prompt: 'p', repeat: 1, overlap: 'allow' }, cli);
-    expect(await claim(budgeted, 1)).toEqual({ status: 'ok', attempt: 1 });
+    expect(await claim(budgeted, 1)).toEqual({ status: 'ok', attempt: 1, journalEntries: 0 });
     expect(await claim(budgeted, 2)).toEqual({ status: 'repeat-used' });
 
     // A record as the previous version wrote it (full form) reads, claims and is written compact at its next change.
     const old = await api.service.add({ schedule: 'every 1h', prompt: 'p', repeat: 1, overlap: 'allow' }, cli);
     await api.redis.set(api.keys.cronJob(old.id), JSON.stringify(old));
     expect(await api.store.get(old.id)).toEqual(old);
-    expect(await claim(old, 1)).toEqual({ status: 'ok', attempt: 1 });
+    expect(await claim(old, 1)).toEqual({ status: 'ok', attempt: 1, journalEntries: 0 });
     expect(await claim(old, 2)).toEqual({ status: 'repeat-used' });
     expect((await api.service.pause(old.id)).job.state).toBe('paused');
     const rewritten = JSON.parse((await api.redis.get(api.keys.cronJob(old.id)))!) as Record<string, unknown>;

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { beforeAll, afterAll, describe } from 'vitest';
 import { isoUtc, nextOccurrence, nextOccurrences, formatInZone } from '../scheduler/cron/cron-engine.ts';
 import { decideOccurrence } from '../scheduler/cron/misfire.ts';
-import type { CronRun } from '../scheduler/cron/cron-job.ts';
+import { cronSessionId, type CronRun } from '../scheduler/cron/cron-job.ts';
 import { parseSchedule } from '../scheduler/cron/schedule-grammar.ts';
 import type { CronJobInput } from '../scheduler/cron/cron-input.ts';
 import { ScheduleInputError } from '../scheduler/errors/schedule-input-error.ts';
@@ -231,14 +231,18 @@ describe('cron runs (real BullMQ)', () => {
         dueAt: n,
         skip: extra.skip,
       });
-    expect(await claim(1)).toEqual({ status: 'ok', attempt: 1 });
-    expect(await claim(2, { skip: true })).toEqual({ status: 'ok', attempt: 1 });
-    expect(await claim(3, { manual: true })).toEqual({ status: 'ok', attempt: 1 });
-    expect(await claim(4)).toEqual({ status: 'ok', attempt: 1 }); // 1 run in flight + this one = 2
+    expect(await claim(1)).toEqual({ status: 'ok', attempt: 1, journalEntries: 0 });
+    expect(await claim(2, { skip: true })).toEqual({ status: 'ok', attempt: 1, journalEntries: 0 });
+    expect(await claim(3, { manual: true })).toEqual({ status: 'ok', attempt: 1, journalEntries: 0 });
+    expect(await claim(4)).toEqual({ status: 'ok', attempt: 1, journalEntries: 0 }); // 1 run in flight + this one = 2
     expect(await claim(5)).toEqual({ status: 'repeat-used' });
     expect(await claim(6, { skip: true })).toEqual({ status: 'repeat-used' });
     expect(await claim(1, { holder: 'other' })).toEqual({ status: 'claimed' });
-    expect(await claim(1)).toEqual({ status: 'ok', attempt: 2 }); // the same holder again: its next attempt
+    expect(await claim(1)).toEqual({ status: 'ok', attempt: 2, journalEntries: 0 }); // the same holder again: its next attempt
+    // A retry finds what the earlier attempt journalled: the claim answers how many entries (0 spares the turn its read).
+    await api.redis.rpush(api.keys.turnJournal(cronSessionId(job.id), 'occ-1'), '{"a":1}', '{"a":2}');
+    await api.redis.rpush(api.keys.turnJournal(cronSessionId(job.id), 'occ-10'), '{"a":1}'); // another occurrence's
+    expect(await claim(1)).toEqual({ status: 'ok', attempt: 3, journalEntries: 2 });
   });
 
   it('the first occurrence the record announces runs even when it passed before the job scheduler was written', async ({

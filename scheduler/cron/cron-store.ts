@@ -123,7 +123,7 @@ export const CRON_TICK_ATTEMPTS = 3;
 /** Global recent-runs list length (for `hermes cron runs` without a job). */
 export const RECENT_RUNS_MAX = 1000;
 
-const CLAIM = luaScript('claim-cron-occurrence-3.lua');
+const CLAIM = luaScript('claim-cron-occurrence-4.lua');
 const COMMIT_RUN = luaScript('commit-cron-run-8.lua');
 const DELETE_JOB = luaScript('delete-cron-job-8.lua');
 const PUT_JOB = luaScript('put-cron-job-3.lua');
@@ -613,11 +613,17 @@ export class CronStore {
     dueAt: number;
     /** Claimed to be recorded as skipped (overlap, misfire): takes nothing from the `--repeat` budget. */
     skip?: boolean;
-  }): Promise<{ status: 'ok'; attempt: number } | { status: Exclude<ClaimResult, 'ok'> }> {
-    const [status, attempt] = (await runLuaScript(
+  }): Promise<{ status: 'ok'; attempt: number; journalEntries: number } | { status: Exclude<ClaimResult, 'ok'> }> {
+    const k = this.keys.forCronJob(input.jobId);
+    const [status, attempt, journalEntries] = (await runLuaScript(
       this.redis,
       CLAIM,
-      [this.keys.cronJob(input.jobId), this.keys.cronClaims(input.jobId), this.keys.cronCommitted(input.jobId)],
+      [
+        k.cronJob(input.jobId),
+        k.cronClaims(input.jobId),
+        k.cronCommitted(input.jobId),
+        k.turnJournal(cronSessionId(input.jobId), input.occurrenceId),
+      ],
       [
         input.occurrenceId,
         input.holder,
@@ -628,8 +634,8 @@ export class CronStore {
         this.windowMs,
         input.skip ? '1' : '0',
       ],
-    )) as [ClaimResult, number];
-    return status === 'ok' ? { status, attempt } : { status };
+    )) as [ClaimResult, number, number?];
+    return status === 'ok' ? { status, attempt, journalEntries: journalEntries ?? 0 } : { status };
   }
 
   /**

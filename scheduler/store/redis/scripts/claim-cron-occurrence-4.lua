@@ -5,6 +5,7 @@
   KEYS[1] the job record (JSON, scheduler/cron/cron-record-codec.ts)
   KEYS[2] the job's claims (hash: occurrence id -> {holder, attempt, at})
   KEYS[3] the job's committed occurrences (sorted set: occurrence id -> commit time ms)
+  KEYS[4] the occurrence's turn journal (list; its length is answered: 0 spares the journal's read)
 
   ARGV[1] occurrence id
   ARGV[2] holder
@@ -18,7 +19,7 @@
   ARGV[7] how long a claim or a committed occurrence is remembered, ms
   ARGV[8] '1' when the occurrence is claimed to be recorded as skipped (overlap, misfire), else '0'
 
-  Returns {'ok', attempt} claimed (attempt 1 the first time, +1 each time the
+  Returns {'ok', attempt, journal length} claimed (attempt 1 the first time, +1 each time the
   same holder claims again: a hand-back, a stalled or retried job);
   {reason, 0} otherwise: 'removed', 'done' (committed before), 'claimed'
   (another holder has it), 'stale' (older generation), 'repeat-used' (the `--repeat` budget is
@@ -73,4 +74,4 @@ if redis.call('HLEN', KEYS[2]) > 16 then
   end
 end
 redis.call('PEXPIRE', KEYS[2], window)
-return {'ok', attempt}
+return {'ok', attempt, redis.call('LLEN', KEYS[4])}
