@@ -2,7 +2,9 @@
  * Claim ahead for cron (worker/cron/cron-claim-ahead.ts): a scheduled occurrence held until due is claimed
  * `worker.claim_lead_ms` before its due time and its turn starts at the due time, never before; a pause made
  * before the due time still stops it (its claim forgotten, its lock free); a job busy at the claim time is
- * decided at the due time. The leads are seconds here so that a loaded machine still acts inside them.
+ * decided at the due time; one whose turn waits more than a second for a slot after the due time's read reads
+ * the record again, so a pause then still stops it. The leads are seconds here so that a loaded machine still
+ * acts inside them.
  */
 import { describe } from 'vitest';
 import { cronOccurrenceId, cronSessionId } from '../scheduler/cron/cron-job.ts';
@@ -16,23 +18,22 @@ import { it, type CleanUp } from './support/cleanup.ts';
 const LEADS = { 'cron.prefetch_lead_ms': 8_000, 'worker.claim_lead_ms': 6_000 };
 const cli = { origin: { surface: 'cli' as const }, trusted: true };
 
-async function setup(cleanups: CleanUp[]) {
+async function setup(cleanups: CleanUp[], overrides: Record<string, unknown> = {}, modelDelayMs = 0) {
   const model = await startFakeOpenAI();
   const calledAt: number[] = [];
   model.respond(() => {
     calledAt.push(Date.now());
-    return 'report sent';
+    return { delayMs: modelDelayMs, text: 'report sent' };
   });
   cleanups.push(() => model.close());
-  const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', ...LEADS });
+  const env = testEnv({ 'agent.base_url': model.baseUrl, 'agent.api_key': 'k', ...LEADS, ...overrides });
   cleanups.push(() => env.cleanup());
   const api = openCronService(env.config);
   cleanups.push(() => api.close());
   const worker = await startWorker(env);
   cleanups.push(() => worker.drain());
   /** A job due once, at a whole second at least 10 s from now (a minutely pattern: its lead is not cut to half a period). */
-  const addDueSoon = async () => {
-    const due = Math.ceil((Date.now() + 10_000) / 1000) * 1000;
+  const addDueSoon = async (due = Math.ceil((Date.now() + 10_000) / 1000) * 1000) => {
     const job = await api.service.add(
       { schedule: `${new Date(due).getUTCSeconds()} * * * * *`, tz: 'UTC', prompt: 'send the report', repeat: 1 },
       cli,
@@ -49,12 +50,16 @@ async function setup(cleanups: CleanUp[]) {
 
 describe.concurrent('cron: claim ahead of the due time', () => {
   it('claims a held occurrence ahead and starts its turn at the due time, once', async ({ cleanups, expect }) => {
-    const { api, calledAt, addDueSoon, claimOf } = await setup(cleanups);
+    const { env, api, calledAt, addDueSoon, claimOf } = await setup(cleanups);
     const { job, due, occurrenceId } = await addDueSoon();
     const claim = await waitFor(() => claimOf(job.id, occurrenceId), 15_000, 'the claim made ahead');
     expect(claim.at).toBeLessThan(due);
     expect(Date.now()).toBeLessThan(due);
     expect(await api.redis.get(api.keys.turnLock(cronSessionId(job.id)))).toBe(claim.holder); // the overlap lock taken with it
+    // ...set to last until the due time plus its time-to-live (renewed from then on; a renewal now would leave at
+    // most the time-to-live).
+    const ttlMs = env.config.worker.lock_duration_ms;
+    expect(await api.redis.pttl(api.keys.turnLock(cronSessionId(job.id)))).toBeGreaterThan(ttlMs + (due - Date.now()) - 1000);
     expect(await api.store.runs(job.id, 10)).toEqual([]); // claimed, not run
     const [run] = await waitFor(
       async () => ((await api.store.runs(job.id, 10)).length > 0 ? api.store.runs(job.id, 10) : undefined),
@@ -109,5 +114,33 @@ describe.concurrent('cron: claim ahead of the due time', () => {
       'the run',
     );
     expect(run).toMatchObject({ due_at: due, status: 'ok' });
+  });
+
+  it('a pause after the due time stops an occurrence whose turn waited more than a second for its slot: the record is read again', async ({
+    cleanups,
+    expect,
+  }) => {
+    // One agent turn at a time, and the first job's turn takes 4 s: the second job's turn waits for the slot
+    // about 3 s past its due time, long after the read its due instant sent.
+    const { api, calledAt, addDueSoon, claimOf } = await setup(cleanups, { 'worker.max_agent_turns': 1 }, 4000);
+    const first = await addDueSoon();
+    const second = await addDueSoon(first.due + 1000);
+    await waitFor(() => claimOf(second.job.id, second.occurrenceId), 15_000, 'the second claim made ahead');
+    await waitFor(() => (calledAt.length === 1 ? true : undefined), 20_000, 'the first turn');
+    await waitFor(() => (Date.now() >= second.due + 300 ? true : undefined), 10_000, 'the second due time');
+    await api.service.pause(second.job.id);
+    const pausedAt = Date.now();
+    const [run] = await waitFor(
+      async () => ((await api.store.runs(first.job.id, 10)).length > 0 ? api.store.runs(first.job.id, 10) : undefined),
+      20_000,
+      'the first run',
+    );
+    expect(run).toMatchObject({ status: 'ok', due_at: first.due });
+    await waitFor(async () => (await api.queues.ticks.getActiveCount()) === 0 || undefined, 20_000, 'the second occurrence to end');
+    // The first turn held the slot more than a second past the pause: the second, read again, did not run.
+    expect(calledAt).toHaveLength(1);
+    expect(run!.finished_at!).toBeGreaterThan(pausedAt + 1000);
+    expect(await api.store.runs(second.job.id, 10)).toEqual([]);
+    expect(await claimOf(second.job.id, second.occurrenceId)).toBeNull();
   });
 });

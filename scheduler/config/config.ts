@@ -590,7 +590,8 @@ const SECTIONS = {
             /**
              * Turns of the `agent` pool one worker process runs at once: agent turns of loops, heartbeats
              * and cron jobs with their judges, chat messages, goal continuations, `/v1` runs. Lower it to what
-             * the model endpoint takes at once. @defaultValue 1024 (`concurrency` when that is set)
+             * the model endpoint takes at once. @defaultValue 2048 (`concurrency` when that is set): a
+             * top-of-the-hour burst of 2,000 agent cron occurrences starts together (docs/BENCHMARKS.md)
              */
             max_agent_turns: z.optional(z.coerce.number().check(z.int()).check(z.positive())),
             /**
@@ -724,7 +725,7 @@ const SECTIONS = {
           ),
         z.transform(({ max_agent_turns, max_command_turns, ...w }) => ({
           ...w,
-          max_agent_turns: max_agent_turns ?? w.concurrency ?? 1024,
+          max_agent_turns: max_agent_turns ?? w.concurrency ?? 2048,
           max_command_turns: max_command_turns ?? w.concurrency ?? 8,
         })),
       ),

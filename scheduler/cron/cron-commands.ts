@@ -382,7 +382,10 @@ export class CronCommands {
     return { job, window, queued, recorded };
   }
 
-  /** Remove the job, its history and its BullMQ jobs; no run starts after this returns. @returns the removed job */
+  /**
+   * Remove the job, its history and its BullMQ jobs; no run starts more than a second after this returns
+   * (an occurrence due before it, read at its due time: `worker/cron/cron-claim-ahead.ts`). @returns the removed job
+   */
   async remove(ref: string): Promise<CronJob> {
     const job = await this.queries.resolveRef(ref);
     await this.store.delete(job.id);

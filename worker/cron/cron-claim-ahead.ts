@@ -11,11 +11,18 @@
  *    with the job's lock free. Anything else — a catch-up, a backfill, a run after another job's,
  *    `buffer_all` and `cancel_other`, a busy job, a paused or edited one, a worker draining — is
  *    decided at the due time by the gate, as without a lead.
- *  - At the due time the job's record is read again (one read, no lock or claim round trip) and decides
- *    as the gate would: a pause, an edit or a removal made before the due time still stops the
+ *  - At the due time the job's record is read again (one read, no lock or claim round trip: sent by the due
+ *    instant's timer for every occurrence of the instant, before any of them waits for a turn slot) and
+ *    decides as the gate would: a pause, an edit or a removal made before the due time still stops the
  *    occurrence (its claim is forgotten, `CronStore.unclaim`, its lock released, and the gate decides as
- *    without a lead); no run starts after `pause` or `remove` returned. A `/stop` between the claim and
+ *    without a lead). A turn that gets its slot more than `DUE_READ_FRESH_MS` (1 s) after that read
+ *    answered reads the record again, so no run starts more than a second after `pause` or `remove`
+ *    returned (within that second it may: the occurrence was due before them). A `/stop` between the claim and
  *    the turn's start stops the turn as it starts (`TurnTracker.claimedAhead`).
+ *  - The claims of one due time are spread ahead of it: the k-th occurrence held for a due time is claimed
+ *    `floor(k / CLAIM_BATCH) × CLAIM_BATCH × CLAIM_SPACING_MS` earlier than `worker.claim_lead_ms` before it
+ *    (no earlier than it was fetched), so a top-of-the-hour burst's claims are done before its instant
+ *    instead of spilling past it. One occurrence alone is claimed `claim_lead_ms` ahead, as before.
  *  - The turn starts at the due time, never before; its lateness is taken when it really starts.
  *  - A claim that does not answer `ok` releases the lock it took; the gate decides at the due time.
  *    An occurrence handed back by the drain before its due time releases the lock; its claim stays,
@@ -30,6 +37,7 @@ import { schedulerJobMillis } from '../../scheduler/store/queues.ts';
 import { holdWritesThisTurn } from '../../scheduler/store/redis/connection-factory.ts';
 import type { HeldLock } from '../runtime/session-lock.ts';
 import { WorkAhead } from '../occurrence/work-ahead.ts';
+import { callAt } from '../runtime/sleep-until.ts';
 import type { WorkerDeps } from '../worker-deps.ts';
 
 /** A claim made ahead that answered `ok`: what the occurrence's plan runs on at the due time. */
@@ -37,12 +45,48 @@ export interface CronClaimedAhead {
   record: CronJob;
   /** The occurrence's attempt, as the claim counted it. */
   attempt: number;
+  /** Entries of the occurrence's turn journal when it was claimed (0: the turn opens none). */
+  journalEntries: number;
   /** The job's overlap lock (`null`: `--overlap allow`). */
   lock: HeldLock | null;
+  /**
+   * The job's record read at the due time (the rule above): sent by the due instant's timer, for every
+   * occurrence of the instant in one write, whether or not its turn has a slot yet; sent again when asked
+   * once its answer is older than {@link DUE_READ_FRESH_MS}, or when asked before the timer fired. Never
+   * sent before the due time.
+   */
+  recordAtDue: () => Promise<CronJob | null>;
+  /** Cancel the read at the due time (the occurrence ends before it). */
+  cancel: () => void;
 }
 
 /** Held occurrences' claims (the rule above); the record read at the fetch is the claim's own. */
 const ahead = new WorkAhead<Promise<CronJob | null>, CronClaimedAhead>();
+
+/** Claims made together, one step earlier than the batch after them (the spread, rule above). */
+const CLAIM_BATCH = 64;
+/**
+ * What one claim costs this process and Redis, ms, with room (about 0.1 ms measured at a 10,000-occurrence
+ * burst, `ops/bench/top-of-hour.ts`): the spread's step per claim.
+ */
+const CLAIM_SPACING_MS = 0.25;
+/** Occurrences held for each due time (epoch ms) so far: their place in the spread. */
+const heldForDueAt = new Map<number, number>();
+
+/**
+ * When to claim the next occurrence held for `dueAt` (the spread, rule above): each call counts one more.
+ * @param leadMs - `worker.claim_lead_ms`
+ * @returns epoch ms (may be past: then it is claimed at once)
+ */
+export function spreadClaimAt(dueAt: number, leadMs: number): number {
+  const k = heldForDueAt.get(dueAt) ?? 0;
+  if (k === 0 && heldForDueAt.size >= 64) {
+    const now = Date.now();
+    for (const at of heldForDueAt.keys()) if (at < now) heldForDueAt.delete(at);
+  }
+  heldForDueAt.set(dueAt, k + 1);
+  return dueAt - leadMs - Math.floor(k / CLAIM_BATCH) * CLAIM_BATCH * CLAIM_SPACING_MS;
+}
 
 /**
  * For a scheduled occurrence fetched before its due time: read its job's record now and set its claim for
@@ -56,7 +100,7 @@ export function claimCronAhead(deps: WorkerDeps, job: Job<CronTickData>, dueAt: 
   holdWritesThisTurn(deps.redis);
   const read = deps.cron.get(job.data.jobId);
   read.catch(() => {}); // read again by the gate at the due time
-  ahead.set(deps, job, read, dueAt - leadMs, (r) => claimAhead(deps, job, dueAt, r, lockHeld));
+  ahead.set(deps, job, read, spreadClaimAt(dueAt, leadMs), (r) => claimAhead(deps, job, dueAt, r, lockHeld));
 }
 
 /** What was claimed ahead for `job` (at its due time, once); a claim still in flight is waited for. */
@@ -91,7 +135,8 @@ async function claimAhead(
   const holder = job.id!;
   const occurrenceId = cronOccurrenceId(record.id, dueAt, 'schedule');
   holdWritesThisTurn(deps.redis);
-  const lock = record.overlap === 'allow' ? null : await deps.lock.acquire(cronSessionId(record.id), holder);
+  // Set to last past the due time, renewed from then (`SessionLock.acquire`): no renewals through the lead.
+  const lock = record.overlap === 'allow' ? null : await deps.lock.acquire(cronSessionId(record.id), holder, dueAt);
   if (record.overlap !== 'allow' && !lock) return undefined; // busy: the gate decides at the due time
   // Registered before the claim is sent, so a `/stop` that comes while it is in flight is not missed.
   deps.turns.claimedAhead(holder, cronSessionId(record.id), occurrenceId);
@@ -104,10 +149,41 @@ async function claimAhead(
     await lock?.release();
     throw err;
   }
-  if (claim.status === 'ok') return { record, attempt: claim.attempt, lock };
+  if (claim.status === 'ok')
+    return { record, attempt: claim.attempt, journalEntries: claim.journalEntries, lock, ...readAtDue(deps, record.id, dueAt) };
   deps.turns.forgetClaimedAhead(holder);
   await lock?.release();
   return undefined;
+}
+
+/**
+ * How old the answer of the read the due instant sent may be when the turn takes it, ms: a turn that waited
+ * longer for a slot reads the record again (the rule above).
+ */
+export const DUE_READ_FRESH_MS = 1000;
+
+/** The record's read at `dueAt`, sent by the instant's timer (`CronClaimedAhead.recordAtDue`). */
+function readAtDue(deps: WorkerDeps, jobId: string, dueAt: number): Pick<CronClaimedAhead, 'recordAtDue' | 'cancel'> {
+  let read: Promise<CronJob | null> | undefined;
+  let answeredAt = Infinity;
+  const send = () => {
+    holdWritesThisTurn(deps.redis); // the reads of one instant leave in one write
+    answeredAt = Infinity;
+    read = deps.cron.get(jobId);
+    read.then(
+      () => (answeredAt = Date.now()),
+      () => {}, // told where it is taken
+    );
+    return read;
+  };
+  const cancel = callAt(dueAt, () => void send());
+  return {
+    recordAtDue: () => {
+      cancel();
+      return read && Date.now() - answeredAt <= DUE_READ_FRESH_MS ? read : send();
+    },
+    cancel,
+  };
 }
 
 /** The misfire decision at the due time over the read made ahead: `run`, on time, for an occurrence to claim ahead. */

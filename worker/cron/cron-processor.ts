@@ -19,7 +19,7 @@
  *     `buffer_all` waits its place in the job's buffer (bounded), `cancel_other`
  *     cancels the running run and waits for it to stop, `allow` runs anyway.
  *     docs/CRON.md, "Overlap";
- *   - `claim` the occurrence (`claim-cron-occurrence-3.lua`: still scheduled in
+ *   - `claim` the occurrence (`claim-cron-occurrence-4.lua`: still scheduled in
  *     this generation, nobody else holds it) — the point after which a pause or
  *     remove no longer stops it; a skipped occurrence is claimed too, then
  *     recorded without a turn;
@@ -79,7 +79,7 @@ import { keepWatchBase, runWatch, type WatchBase } from '../occurrence/watch-che
 import { runOccurrence } from '../occurrence/pipeline.ts';
 import { afterAllKey, parentOutputSection, type ParentRunContext } from '../../scheduler/cron/cron-after.ts';
 import { handOff, handoffTargets } from './cron-handoff.ts';
-import { openTurnJournal } from '../occurrence/turn-journal.ts';
+import { emptyTurnJournal, openTurnJournal } from '../occurrence/turn-journal.ts';
 import type { ClaimAnswer, CommitAnswer, GateAnswer, Occurrence, OccurrencePlan, RanTurn } from '../occurrence/plan.ts';
 
 /** What happened to a tick (the job's return value, for logs and tests). */
@@ -122,7 +122,7 @@ type CronGated = (
   /** Its member of the job's overlap buffer (`--overlap buffer_all`), left at the claim. */
   buffered?: string;
   /** Claimed ahead of its due time (`cron-claim-ahead.ts`), as this attempt: not claimed again. */
-  claimedAhead?: { attempt: number };
+  claimedAhead?: { attempt: number; journalEntries: number };
 };
 
 /** A claimed occurrence. */
@@ -134,6 +134,8 @@ interface CronClaimed {
   startedAt: number;
   /** How many times the occurrence was started, this one included (the claim counts them). */
   attempt: number;
+  /** Entries of its turn journal when it was claimed (0: the turn opens an empty one, without a read). */
+  journalEntries?: number;
 }
 
 /** What a run leaves for the commit besides its record (`applyRun`'s options). */
@@ -293,11 +295,14 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     // gated below as without a lead.
     const ahead = await takeCronAhead(this.job);
     if (ahead) {
-      holdWritesThisTurn(deps.redis);
-      const record = await store.get(tick.jobId);
+      const record = await ahead.recordAtDue();
       const decision = this.decide(record, Date.now());
       if (record && decision.action === 'run' && !decision.catchUp)
-        return { action: 'claim', gated: { mode: 'run', record, decision, claimedAhead: { attempt: ahead.attempt } }, lock: ahead.lock };
+        return {
+          action: 'claim',
+          gated: { mode: 'run', record, decision, claimedAhead: { attempt: ahead.attempt, journalEntries: ahead.journalEntries } },
+          lock: ahead.lock,
+        };
       deps.turns.forgetClaimedAhead(tick.holder);
       await store.unclaim(tick.jobId, tick.occurrenceId);
       await ahead.lock?.release();
@@ -493,7 +498,17 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     const { record } = gated;
     const startedAt = Date.now();
     if (gated.claimedAhead && gated.mode === 'run')
-      return { action: 'fire', claimed: { record, decision: gated.decision, startedAt, attempt: gated.claimedAhead.attempt }, startedAt };
+      return {
+        action: 'fire',
+        claimed: {
+          record,
+          decision: gated.decision,
+          startedAt,
+          attempt: gated.claimedAhead.attempt,
+          journalEntries: gated.claimedAhead.journalEntries,
+        },
+        startedAt,
+      };
     const claim = await store.claim({
       jobId: record.id,
       occurrenceId: tick.occurrenceId,
@@ -540,14 +555,18 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
         ran: this.skipped(record, 'misfire', latenessMs, claim.attempt),
       };
     }
-    return { action: 'fire', claimed: { record, decision: gated.decision, startedAt, attempt: claim.attempt }, startedAt };
+    return {
+      action: 'fire',
+      claimed: { record, decision: gated.decision, startedAt, attempt: claim.attempt, journalEntries: claim.journalEntries },
+      startedAt,
+    };
   }
 
   /** The job's turn, recorded as an `ok` run with its reply and deliveries (none when `unchanged`). */
   async runTurn(claimed: CronClaimed, signal: AbortSignal): Promise<CronRan> {
     const run = this.startRun(claimed);
     this.tick.log.info({ trigger: run.trigger, latenessMs: run.lateness_ms, late: run.late, attempt: claimed.attempt }, 'cron run started');
-    const ended = await jobTurn(claimed.record, this.tick, signal, this.deps);
+    const ended = await jobTurn(claimed.record, this.tick, signal, this.deps, claimed.journalEntries);
     run.spend = ended.spend;
     if (ended.unchanged) run.unchanged = true;
     else Object.assign(run, withReply(run, ended.reply)); // the record keeps a capped copy; targets get it whole
@@ -736,6 +755,8 @@ async function jobTurn(
   tick: Pick<CronTick, 'occurrenceId' | 'dueAt' | 'parent' | 'parents' | 'log'>,
   signal: AbortSignal,
   deps: WorkerDeps,
+  /** Entries of the occurrence's journal at its claim (`undefined`: not known, read). */
+  journalEntries?: number,
 ): Promise<JobTurn> {
   const { occurrenceId, dueAt, log } = tick;
   const sessionId = cronSessionId(job.id);
@@ -760,9 +781,11 @@ async function jobTurn(
   for (const p of tick.parents ?? []) prompt += parentOutputSection(p);
   const messages = [{ role: 'user' as const, content: prompt }];
   // The turn resumes from the occurrence's journal, if an earlier run of it (a retry, a takeover) left one.
-  // The turns of one instant start together: their reads leave in one write.
-  holdWritesThisTurn(deps.redis);
-  const journal = await openTurnJournal(deps, sessionId, occurrenceId, log);
+  // None at the claim (which counts its entries): an empty one, without a read. Else the turns of one instant
+  // start together: their reads leave in one write.
+  if (journalEntries !== 0) holdWritesThisTurn(deps.redis);
+  const journal =
+    journalEntries === 0 ? emptyTurnJournal(deps, sessionId, occurrenceId) : await openTurnJournal(deps, sessionId, occurrenceId, log);
   if (job.script !== null) {
     const runner = deps.runners.script(job.script, deps.config.cron.script_timeout_seconds * 1000);
     // A script is a process on this host: it runs within a slot of the `command` pool (`worker.max_command_turns`).

@@ -12,6 +12,8 @@ import type { WorkerDeps } from '../worker-deps.ts';
 /** A claim made ahead that answered `ok`: it holds the turn lock (`null`: a cron job with `--overlap allow`). */
 export interface ClaimMadeAhead {
   lock: HeldLock | null;
+  /** Cancel what the claim set up for the due time (the occurrence ends without its turn). */
+  cancel?: () => void;
 }
 
 interface Ahead<R, C extends ClaimMadeAhead> {
@@ -67,6 +69,7 @@ export class WorkAhead<R, C extends ClaimMadeAhead> {
     ahead.cancel();
     ahead.deps.turns.forgetClaimedAhead(job.id!);
     const claimed = await ahead.claim;
+    claimed?.cancel?.();
     if (handedBack) await claimed?.lock?.release();
     else claimed?.lock?.releasedElsewhere(); // stop renewing it
   }
