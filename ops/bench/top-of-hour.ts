@@ -4,7 +4,7 @@
  * in one run on one private Redis.
  *
  *   npx tsx ops/bench/top-of-hour.ts [--jobs 10000] [--agent-jobs 2000] [--model-latency-ms 3000] [--agent-turns <n>]
- *                                    [--raw-concurrency 1000] [--no-raw] [--command-stats]
+ *                                    [--raw-concurrency 1000] [--no-raw] [--command-stats] [--script-stats]
  *                                    [--cpu-profile <file>] [--heap-profile <file>] [--json]
  *
  * Phase 1, no-op turns: N cron jobs (`S M H * * *` in UTC, all due at one instant T a little after
@@ -29,7 +29,8 @@
  *   at the instant: from the due instant on only (what the occurrences cost once they wake, which decides the p99).
  * The list pages at 100,000 schedules are `ops/bench/list-page.ts`.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -71,6 +72,11 @@ const CPU_PROFILE = arg('cpu-profile', '');
 const HEAP_PROFILE = arg('heap-profile', '');
 /** Print Redis' `INFO commandstats` of each burst: where Redis' time went, by command and script. */
 const COMMAND_STATS = args.includes('--command-stats');
+/**
+ * Print Redis' time by script (BullMQ's and ours, by name) and command over each burst, from its slow log
+ * at a threshold of 0 (`--script-stats`). The slow log costs Redis time of its own: a diagnosis, not a figure.
+ */
+const SCRIPT_STATS = args.includes('--script-stats');
 /** Jobs registered at once. */
 const PARALLEL = 32;
 
@@ -140,6 +146,44 @@ function sayCommandStats(before: Map<string, [number, number]>, after: Map<strin
   rows.sort((a, b) => b.usec - a.usec);
   for (const r of rows.filter((r) => r.calls > 0).slice(0, 12))
     say(`    ${r.cmd.padEnd(14)} ${(r.calls / n).toFixed(2).padStart(6)} calls  ${(r.usec / n).toFixed(1).padStart(7)} µs  per occurrence`);
+}
+
+/** Script names by SHA1: BullMQ's (`bullmq/dist/esm/scripts`) and this project's (`scheduler/store/redis/scripts`). */
+async function scriptNames(): Promise<Map<string, string>> {
+  const names = new Map<string, string>();
+  const sha = (lua: string) => createHash('sha1').update(lua).digest('hex');
+  const bull = new URL('../../node_modules/bullmq/dist/esm/scripts/', import.meta.url);
+  for (const f of readdirSync(bull).filter((f) => f.endsWith('.js') && f !== 'index.js')) {
+    for (const v of Object.values((await import(new URL(f, bull).href)) as Record<string, { name?: string; content?: string }>))
+      if (v?.content && v.name) names.set(sha(v.content), `bullmq ${v.name}`);
+  }
+  const ours = new URL('../../scheduler/store/redis/scripts/', import.meta.url);
+  for (const f of readdirSync(ours)) names.set(sha(readFileSync(new URL(f, ours), 'utf8')), f.replace(/-\d+\.lua$/, ''));
+  return names;
+}
+
+/** Start logging every command with its time (the slow log at 0 µs), emptied. */
+async function startScriptStats(redis: RedisClient): Promise<void> {
+  await redis.config('SET', 'slowlog-max-len', '4000000');
+  await redis.config('SET', 'slowlog-log-slower-than', '0');
+  await redis.slowlog('RESET');
+}
+
+/** Redis' time by script name and command since `startScriptStats`, per occurrence (stderr); stops the logging. */
+async function sayScriptStats(redis: RedisClient, n: number): Promise<void> {
+  await redis.config('SET', 'slowlog-log-slower-than', '10000');
+  const entries = (await redis.slowlog('GET', '-1')) as Array<[number, number, number, string[]]>;
+  await redis.slowlog('RESET');
+  const names = await scriptNames();
+  const rows = new Map<string, [number, number]>();
+  for (const [, , usec, argv] of entries) {
+    const cmd = argv[0]!.toLowerCase();
+    const name = cmd === 'evalsha' ? (names.get(argv[1]!) ?? `script ${argv[1]!.slice(0, 8)}`) : cmd;
+    const [calls, total] = rows.get(name) ?? [0, 0];
+    rows.set(name, [calls + 1, total + usec]);
+  }
+  for (const [name, [calls, usec]] of [...rows].sort((a, b) => b[1][1] - a[1][1]).slice(0, 16))
+    say(`    ${name.padEnd(26)} ${(calls / n).toFixed(2).padStart(6)} calls  ${(usec / n).toFixed(1).padStart(7)} µs  per occurrence`);
 }
 
 /** Start the V8 CPU profiler; the returned function stops it and answers the profile. */
@@ -247,6 +291,7 @@ async function productBurst(
   await sleep(at - releasedBeforeMs - 1000 - Date.now());
   const cpu0 = await redisCpuSeconds(redis);
   const stats0 = COMMAND_STATS ? await commandStats(redis) : undefined;
+  if (SCRIPT_STATS) await startScriptStats(redis);
   const profiler = CPU_PROFILE && phase === 'noop' ? await startProfile() : undefined;
   const own0 = process.cpuUsage();
   let ownAt = own0;
@@ -282,6 +327,7 @@ async function productBurst(
     writeFileSync(CPU_PROFILE, JSON.stringify({ ...((await profiler()) as object), instantUs }));
   }
   if (stats0) sayCommandStats(stats0, await commandStats(redis), n);
+  if (SCRIPT_STATS) await sayScriptStats(redis, n);
   clearInterval(rssTimer);
   const failed = (await wp.metrics.turns.get()).values.filter((v) => v.labels.outcome === 'failed').reduce((t, v) => t + v.value, 0);
   await wp.drain();
@@ -291,6 +337,9 @@ async function productBurst(
   qconn.disconnect();
   rmSync(home, { recursive: true, force: true });
   const lateness = starts.map((s) => s - at);
+  say(
+    `    started p1/p10/p50/p90: ${[0.01, 0.1, 0.5, 0.9].map((q) => p(lateness, q)).join('/')} ms; committed p10/p50: ${[0.1, 0.5].map((q) => p(commits, q) - at).join('/')} ms`,
+  );
   return {
     jobs: n,
     startedP99: p(lateness, 0.99),
@@ -334,10 +383,12 @@ async function rawBurst(url: string, n: number): Promise<{ startedP99: number; a
   await sleep(at - 1000 - Date.now());
   const cpu0 = await redisCpuSeconds(redis);
   const stats0 = COMMAND_STATS ? await commandStats(redis) : undefined;
+  if (SCRIPT_STATS) await startScriptStats(redis);
   while (started.length < n && Date.now() < at + 120_000) await sleep(50);
   await sleep(200); // the last jobs' completion
   const cpu1 = await redisCpuSeconds(redis);
   if (stats0) sayCommandStats(stats0, await commandStats(redis), n);
+  if (SCRIPT_STATS) await sayScriptStats(redis, n);
   await worker.close(true);
   await queue.obliterate({ force: true });
   await queue.close();
