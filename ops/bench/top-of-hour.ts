@@ -4,13 +4,14 @@
  * in one run on one private Redis.
  *
  *   npx tsx ops/bench/top-of-hour.ts [--jobs 10000] [--agent-jobs 2000] [--model-latency-ms 3000] [--agent-turns <n>]
- *                                    [--raw-concurrency 1000] [--no-raw] [--command-stats] [--script-stats]
+ *                                    [--workers 1] [--raw-concurrency 1000] [--no-raw] [--command-stats] [--script-stats]
  *                                    [--cpu-profile <file>] [--heap-profile <file>] [--json]
  *
  * Phase 1, no-op turns: N cron jobs (`S M H * * *` in UTC, all due at one instant T a little after
  * they are registered) run by one in-process `hermes worker` at the defaults, whose agent runner
  * answers at once and stamps its start, so the figures are the scheduling path (gate, claim,
- * commit). Then raw BullMQ: N job schedulers with the same kind of pattern, due at one instant,
+ * commit); `--workers N` adds N − 1 worker processes (this script forked, the same runners), a fleet
+ * sharing the burst. Then raw BullMQ: N job schedulers with the same kind of pattern, due at one instant,
  * a no-op processor at `--raw-concurrency`. Phase 2, agent turns: `--agent-jobs` cron jobs due
  * at one instant, the real agent runner against the local model server answering after
  * `--model-latency-ms` (0 jobs: skipped), on `worker.max_agent_turns` at its default or `--agent-turns`.
@@ -25,13 +26,15 @@
  * - Redis CPU: `used_cpu_sys + used_cpu_user` of `INFO cpu` from 1 s before the first job of the burst
  *   is released (the instant less `cron.prefetch_lead_ms`; raw BullMQ: the instant) until every occurrence
  *   committed (raw: every job processed), divided by the occurrences;
- * - worker CPU and peak RSS: this process (the in-process worker, and little else) over the same window; its CPU
+ * - worker CPU and peak RSS: this process (the in-process worker, and little else; with `--workers`, the first
+ *   worker's) over the same window; its CPU
  *   at the instant: from the due instant on only (what the occurrences cost once they wake, which decides the p99).
  * The list pages at 100,000 schedules are `ops/bench/list-page.ts`.
  */
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
+import { fork, type ChildProcess } from 'node:child_process';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Queue, Worker, type Job } from 'bullmq';
@@ -59,6 +62,8 @@ const MODEL_LATENCY_MS = Number(arg('model-latency-ms', '3000'));
 /** `worker.max_agent_turns` of the agent phase (empty: the default). */
 const AGENT_TURNS = arg('agent-turns', '');
 const RAW_CONCURRENCY = Number(arg('raw-concurrency', '1000'));
+/** Worker processes of each burst: this one and `--workers` − 1 forked (`childWorker`). */
+const WORKERS = Number(arg('workers', '1'));
 const JSON_OUT = args.includes('--json');
 /** Skip the raw BullMQ phase (while working on the product's path; its figures then read `null`). */
 const NO_RAW = args.includes('--no-raw');
@@ -288,6 +293,9 @@ async function productBurst(
     log: createLogger({ level: 'silent' }),
     runners: phase === 'noop' ? new NoopRunners(config) : new StampedRunners(config),
   });
+  const children = await Promise.all(
+    Array.from({ length: WORKERS - 1 }, () => forkWorker({ url, prefix, phase, modelUrl, overrides })),
+  );
   await sleep(at - releasedBeforeMs - 1000 - Date.now());
   const cpu0 = await redisCpuSeconds(redis);
   const stats0 = COMMAND_STATS ? await commandStats(redis) : undefined;
@@ -331,6 +339,7 @@ async function productBurst(
   clearInterval(rssTimer);
   const failed = (await wp.metrics.turns.get()).values.filter((v) => v.labels.outcome === 'failed').reduce((t, v) => t + v.value, 0);
   await wp.drain();
+  const childFailed = (await Promise.all(children.map(stopWorker))).reduce((t, f) => t + f, 0);
   await queues.ticks.obliterate({ force: true }).catch(() => undefined);
   await queues.close();
   redis.disconnect();
@@ -345,7 +354,7 @@ async function productBurst(
     startedP99: p(lateness, 0.99),
     allStarted: Math.max(...lateness),
     allCommitted: commits.length === n ? Math.max(...commits) - at : NaN,
-    failed: failed + (n - commits.length),
+    failed: failed + childFailed + (n - commits.length),
     redisCpuUsPerOccurrence: ((cpu1 - cpu0) * 1e6) / n,
     workerCpuMsPerOccurrence: (own.user + own.system) / 1000 / n,
     workerCpuAtInstantMsPerOccurrence: (ownFromInstant.user + ownFromInstant.system) / 1000 / n,
@@ -398,10 +407,76 @@ async function rawBurst(url: string, n: number): Promise<{ startedP99: number; a
   return { startedP99: p(started, 0.99), allStarted: Math.max(...started), redisCpuUsPerJob: ((cpu1 - cpu0) * 1e6) / n };
 }
 
+/** What a forked worker is told: the burst's Redis, prefix, phase and config overrides. */
+interface ChildSpec {
+  url: string;
+  prefix: string;
+  phase: 'noop' | 'agent';
+  modelUrl?: string;
+  overrides: Record<string, unknown>;
+}
+
+/** Fork one more worker process (`--child-worker`); resolves once its worker runs. Its starts and commits join this process's. */
+async function forkWorker(spec: ChildSpec): Promise<ChildProcess> {
+  const child = fork(new URL(import.meta.url).pathname, ['--child-worker', JSON.stringify(spec)], { execArgv: process.execArgv });
+  await new Promise<void>((resolve, reject) => {
+    child.on('message', (m: { ready?: true; starts?: number[]; commits?: number[] }) => {
+      if (m.ready) resolve();
+      starts.push(...(m.starts ?? []));
+      commits.push(...(m.commits ?? []));
+    });
+    child.once('exit', (code) => reject(new Error(`a forked worker exited (${code})`)));
+  });
+  return child;
+}
+
+/** Drain a forked worker; resolves with its failed turns once it exited. */
+async function stopWorker(child: ChildProcess): Promise<number> {
+  return await new Promise<number>((resolve) => {
+    let failed = 0;
+    child.on('message', (m: { failed?: number }) => (failed = m.failed ?? failed));
+    child.removeAllListeners('exit');
+    child.once('exit', () => resolve(failed));
+    child.send({ stop: true });
+  });
+}
+
+/** A forked worker (`--child-worker <spec>`): runs the burst's jobs with the same runners, its stamps sent to the parent. */
+async function childWorker(spec: ChildSpec): Promise<void> {
+  const home = mkdtempSync(join(tmpdir(), 'hermes-bench-'));
+  const config = loadConfig({
+    env: { HERMES_HOME: home },
+    overrides: {
+      'redis.prefix': spec.prefix,
+      log_level: 'silent',
+      ...(spec.modelUrl ? { 'agent.base_url': spec.modelUrl, 'agent.api_key': 'bench', 'agent.model': 'bench' } : {}),
+      ...spec.overrides,
+    },
+  });
+  const wp = await WorkerProcess.start({
+    config,
+    redisUrl: spec.url,
+    log: createLogger({ level: 'silent' }),
+    runners: spec.phase === 'noop' ? new NoopRunners(config) : new StampedRunners(config),
+  });
+  const flush = () => {
+    if (starts.length || commits.length) process.send!({ starts: starts.splice(0), commits: commits.splice(0) });
+  };
+  const timer = setInterval(flush, 100);
+  process.send!({ ready: true });
+  await new Promise<void>((resolve) => process.once('message', () => resolve()));
+  clearInterval(timer);
+  flush();
+  const failed = (await wp.metrics.turns.get()).values.filter((v) => v.labels.outcome === 'failed').reduce((t, v) => t + v.value, 0);
+  await wp.drain();
+  rmSync(home, { recursive: true, force: true });
+  process.send!({ failed }, () => process.exit(0));
+}
+
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'hermes-bench-redis-'));
   const server = await startEmbeddedRedis({ dir, appendonly: false });
-  say(`top of the hour: ${JOBS} jobs, load average ${loadavg()[0]!.toFixed(2)}`);
+  say(`top of the hour: ${JOBS} jobs, ${WORKERS} worker process${WORKERS > 1 ? 'es' : ''}, load average ${loadavg()[0]!.toFixed(2)}`);
   try {
     const product = await productBurst(server.url, JOBS, 'noop');
     say(
@@ -436,6 +511,7 @@ async function main(): Promise<void> {
       process.stdout.write(
         `${JSON.stringify({
           jobs: JOBS,
+          workers: WORKERS,
           started_p99_ms: product.startedP99,
           all_started_ms: product.allStarted,
           all_committed_ms: product.allCommitted,
@@ -460,4 +536,5 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+if (args[0] === '--child-worker') await childWorker(JSON.parse(args[1]!) as ChildSpec);
+else await main();
