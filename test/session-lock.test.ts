@@ -9,23 +9,28 @@ import { Redis } from 'ioredis';
 import { Keys } from '../scheduler/store/keys.ts';
 import { SessionLock } from '../worker/runtime/session-lock.ts';
 import { testEnv } from './support/env.ts';
-import { it } from './support/cleanup.ts';
+import { it, type CleanUp } from './support/cleanup.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A private Redis and a lock of `ttlMs` on it. */
+function setup(cleanups: CleanUp[], ttlMs: number) {
+  const env = testEnv();
+  const redis = new Redis(env.redisUrl);
+  cleanups.push(
+    () => env.cleanup(),
+    () => redis.disconnect(),
+  );
+  const keys = new Keys(env.prefix);
+  return { redis, keys, lock: new SessionLock(redis, keys, ttlMs) };
+}
 
 describe.concurrent('session lock', () => {
   it('locks taken at different times all outlast their time-to-live while held; a released one is gone and stays gone', async ({
     cleanups,
     expect,
   }) => {
-    const env = testEnv();
-    const redis = new Redis(env.redisUrl);
-    cleanups.push(
-      () => env.cleanup(),
-      () => redis.disconnect(),
-    );
-    const keys = new Keys(env.prefix);
-    const lock = new SessionLock(redis, keys, 1500);
+    const { redis, keys, lock } = setup(cleanups, 1500);
     const first = await lock.acquire('s1', 'job-1');
     expect(first).not.toBeNull();
     expect(await lock.acquire('s1', 'job-2')).toBeNull();
@@ -60,14 +65,7 @@ describe.concurrent('session lock', () => {
     cleanups,
     expect,
   }) => {
-    const env = testEnv();
-    const redis = new Redis(env.redisUrl);
-    cleanups.push(
-      () => env.cleanup(),
-      () => redis.disconnect(),
-    );
-    const keys = new Keys(env.prefix);
-    const lock = new SessionLock(redis, keys, 1500);
+    const { redis, keys, lock } = setup(cleanups, 1500);
     const heldFrom = Date.now() + 2500;
     const held = await lock.acquire('ahead', 'job-1', heldFrom);
     expect(held).not.toBeNull();

@@ -64,13 +64,14 @@ async function steps<Gated, Claimed, Ran extends RanTurn, Committed, Result>(
   signal: AbortSignal | undefined,
 ): Promise<Result> {
   const o = plan.occurrence;
+  // This job's ticket, taken before anything is awaited: a later copy of the job (fetched again here after its
+  // lock was lost meanwhile) has its own.
+  const ticket = deps.turns.admission.ticket(job.id!);
   if (o.holdUntil !== undefined) await sleepUntil(o.holdUntil, signal);
   if (deps.turns.draining && o.canDefer) return await deferOccurrence(deps, job, token, o, DRAIN_HAND_BACK);
   const c = await tracing().span(SPAN.claim, {}, () => gateAndClaim(plan, deps, job, token, signal));
   if ('done' in c) return c.done;
   const { lock } = c;
-  // This job's ticket (taken now: a later copy of the job, fetched again after its lock was lost, has its own).
-  const ticket = deps.turns.admission.ticket(job.id!);
   try {
     if (c.action === 'record') return await commitAndDeliver(plan, c.claimed, c.ran, lock);
     return await deps.turns.run(
