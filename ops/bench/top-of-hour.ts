@@ -293,9 +293,7 @@ async function productBurst(
     log: createLogger({ level: 'silent' }),
     runners: phase === 'noop' ? new NoopRunners(config) : new StampedRunners(config),
   });
-  const children = await Promise.all(
-    Array.from({ length: WORKERS - 1 }, () => forkWorker({ url, prefix, phase, modelUrl, overrides })),
-  );
+  const children = await Promise.all(Array.from({ length: WORKERS - 1 }, () => forkWorker({ url, prefix, phase, modelUrl, overrides })));
   await sleep(at - releasedBeforeMs - 1000 - Date.now());
   const cpu0 = await redisCpuSeconds(redis);
   const stats0 = COMMAND_STATS ? await commandStats(redis) : undefined;
