@@ -4,12 +4,12 @@
  * key per tick — while a retried occurrence is still refused.
  */
 import { describe } from 'vitest';
-import { Redis } from 'ioredis';
 import type { RedisClient } from '../scheduler/store/redis/connection-factory.ts';
 import { Keys } from '../scheduler/store/keys.ts';
 import { SessionStore } from '../scheduler/session/session-store.ts';
 import { sessionStoreFor } from '../scheduler/services.ts';
 import { testEnv, type TestEnv } from './support/env.ts';
+import { redisTestEnv } from './support/redis-env.ts';
 import { startWorkerStack, waitFor, waitForEvents } from './support/stack.ts';
 import { openCronService, startCronWorker } from './support/cron-worker.ts';
 import { it } from './support/cleanup.ts';
@@ -84,13 +84,7 @@ describe.concurrent('occurrence records stay bounded', () => {
     cleanups,
     expect,
   }) => {
-    const env = testEnv({ 'worker.events_max_entries': 50, 'worker.transcript_max_messages': 20 });
-    const redis = new Redis(env.redisUrl);
-    cleanups.push(
-      () => env.cleanup(),
-      () => redis.disconnect(),
-    );
-    const keys = new Keys(env.prefix);
+    const { env, redis, keys } = redisTestEnv(cleanups, { 'worker.events_max_entries': 50, 'worker.transcript_max_messages': 20 });
     const capped = sessionStoreFor(env.config, redis, keys);
     const defaults = testEnv();
     cleanups.push(() => defaults.cleanup());
@@ -118,13 +112,7 @@ describe.concurrent('occurrence records stay bounded', () => {
   });
 
   it('the committed set forgets occurrences older than the window, and refuses a repeat within it', async ({ cleanups, expect }) => {
-    const env = testEnv();
-    const redis = new Redis(env.redisUrl);
-    cleanups.push(
-      () => env.cleanup(),
-      () => redis.disconnect(),
-    );
-    const keys = new Keys(env.prefix);
+    const { env, redis, keys } = redisTestEnv(cleanups);
     // Long enough that the repeat below lands inside it on a loaded machine (300 ms did not always).
     const windowMs = 2_000;
     const store = new SessionStore(redis, keys, env.config.worker.transcript_max_messages, windowMs, env.config.worker.events_max_entries);

@@ -5,23 +5,15 @@
  * time-to-live with no renewal before then, and is renewed from then on. Real Redis.
  */
 import { describe } from 'vitest';
-import { Redis } from 'ioredis';
-import { Keys } from '../scheduler/store/keys.ts';
 import { SessionLock } from '../worker/runtime/session-lock.ts';
-import { testEnv } from './support/env.ts';
+import { redisTestEnv } from './support/redis-env.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A private Redis and a lock of `ttlMs` on it. */
 function setup(cleanups: CleanUp[], ttlMs: number) {
-  const env = testEnv();
-  const redis = new Redis(env.redisUrl);
-  cleanups.push(
-    () => env.cleanup(),
-    () => redis.disconnect(),
-  );
-  const keys = new Keys(env.prefix);
+  const { redis, keys } = redisTestEnv(cleanups);
   return { redis, keys, lock: new SessionLock(redis, keys, ttlMs) };
 }
 
