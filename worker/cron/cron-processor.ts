@@ -290,9 +290,8 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
   /** Read the job's record and decide (`decideOccurrence`), then take the overlap lock unless `--overlap allow`. */
   async gate(waited: boolean): Promise<GateAnswer<CronGated, CronTickResult>> {
     const { deps, store, tick } = this;
-    // Claimed ahead of the due time (`cron-claim-ahead.ts`): the record read again at the due time (the occurrences
-    // of one instant wake together: their reads leave in one write) decides; one not to run now is unclaimed and
-    // gated below as without a lead.
+    // Claimed ahead of the due time: the record read at the due time decides (`CronClaimedAhead.recordAtDue`, the rule
+    // in `cron-claim-ahead.ts`); one not to run now is unclaimed and gated below as without a lead.
     const ahead = await takeCronAhead(this.job);
     if (ahead) {
       const record = await ahead.recordAtDue();
