@@ -600,7 +600,8 @@ export class CronStore {
    * retried job, takes it over as its next attempt). A scheduled occurrence of
    * a `--repeat N` job is refused (`repeat-used`) while completed runs plus
    * scheduled runs in flight already make N.
-   * @returns `ok` with the attempt number (1 the first time), or why not
+   * @returns `ok` with the attempt number (1 the first time) and the entries of the occurrence's turn journal (0: a
+   *   fresh turn, which opens none without reading it), or why not
    */
   async claim(input: {
     jobId: string;
