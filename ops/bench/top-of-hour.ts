@@ -5,7 +5,7 @@
  *
  *   npx tsx ops/bench/top-of-hour.ts [--jobs 10000] [--agent-jobs 2000] [--model-latency-ms 3000] [--agent-turns <n>]
  *                                    [--workers 1] [--raw-concurrency 1000] [--no-raw] [--command-stats] [--script-stats]
- *                                    [--cpu-profile <file>] [--heap-profile <file>] [--json]
+ *                                    [--cpu-profile <file>] [--heap-profile <file>] [--list-schedules 100000] [--json]
  *
  * Phase 1, no-op turns: N cron jobs (`S M H * * *` in UTC, all due at one instant T a little after
  * they are registered) run by one in-process `hermes worker` at the defaults, whose agent runner
@@ -20,7 +20,7 @@
  * "all_committed_ms", "failed", "redis_cpu_us_per_occurrence", "raw_started_p99_ms",
  * "raw_all_started_ms", "raw_redis_cpu_us_per_job", "worker_cpu_ms_per_occurrence", "worker_cpu_ms_at_instant_per_occurrence",
  * "worker_rss_mb",
- * "agent_jobs", "agent_started_p99_ms", "agent_all_committed_ms", "agent_worker_rss_mb"}`.
+ * "agent_jobs", "agent_started_p99_ms", "agent_all_committed_ms", "agent_worker_rss_mb", "list_schedules", "list_page_p99_ms"}`.
  * - started: the turn's start (the runner called) minus the due instant; `all_started_ms` the last one;
  * - committed: a run record's commit (`CronStore.commitRun` resolved) minus the due instant;
  * - Redis CPU: `used_cpu_sys + used_cpu_user` of `INFO cpu` from 1 s before the first job of the burst
@@ -29,7 +29,9 @@
  * - worker CPU and peak RSS: this process (the in-process worker, and little else; with `--workers`, the first
  *   worker's) over the same window; its CPU
  *   at the instant: from the due instant on only (what the occurrences cost once they wake, which decides the p99).
- * The list pages at 100,000 schedules are `ops/bench/list-page.ts`.
+ * - list pages: last, on a Redis of their own, `--list-schedules` cron jobs and as many loops stored (0: skipped);
+ *   the p99 of one page of `/api/cron/jobs`, `/api/sessions` and `hermes cron list`, the largest of the three
+ *   (`./list-page-timing.ts`; `ops/bench/list-page.ts` prints each).
  */
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -50,6 +52,7 @@ import { WorkerProcess } from '../../worker/worker-process.ts';
 import { RunnerFactory } from '../../worker/turn-runners/create-runner.ts';
 import type { TurnRunner } from '../../worker/turn-runners/turn-runner.ts';
 import { startFakeOpenAI } from '../../test/support/fake-openai.ts';
+import { timeListPages } from './list-page-timing.ts';
 
 const args = process.argv.slice(2);
 const arg = (name: string, def: string) => {
@@ -82,6 +85,8 @@ const COMMAND_STATS = args.includes('--command-stats');
  * at a threshold of 0 (`--script-stats`). The slow log costs Redis time of its own: a diagnosis, not a figure.
  */
 const SCRIPT_STATS = args.includes('--script-stats');
+/** Schedules stored for the list pages, timed last (`./list-page-timing.ts`; 0: skipped). */
+const LIST_SCHEDULES = Number(arg('list-schedules', '100000'));
 /** Jobs registered at once. */
 const PARALLEL = 32;
 
@@ -504,6 +509,14 @@ async function main(): Promise<void> {
         `  agent turns (${MODEL_LATENCY_MS} ms model, max_agent_turns ${AGENT_TURNS || 'default'}): ${AGENT_JOBS} jobs, started p99 ${agent.startedP99} ms, all committed ${agent.allCommitted} ms, failed ${agent.failed}; peak RSS ${agent.workerRssMb.toFixed(0)} MB`,
       );
     }
+    let listPageP99: number | undefined;
+    if (LIST_SCHEDULES > 0) {
+      const pages = await timeListPages({ schedules: LIST_SCHEDULES, requests: 200, limit: 50, say: (t) => say(`  ${t}`) });
+      listPageP99 = Math.round(Math.max(pages.jobs.p99, pages.sessions.p99, pages.cronList.p99) * 10) / 10;
+      say(
+        `  one page of 50 at ${LIST_SCHEDULES} cron jobs and loops, p99: /api/cron/jobs ${pages.jobs.p99.toFixed(1)} ms, /api/sessions ${pages.sessions.p99.toFixed(1)} ms, cron list ${pages.cronList.p99.toFixed(1)} ms`,
+      );
+    }
     say(`  load average at the end ${loadavg()[0]!.toFixed(2)}`);
     if (JSON_OUT) {
       process.stdout.write(
@@ -525,6 +538,8 @@ async function main(): Promise<void> {
           agent_started_p99_ms: agent?.startedP99 ?? null,
           agent_all_committed_ms: agent?.allCommitted ?? null,
           agent_worker_rss_mb: agent ? Math.round(agent.workerRssMb) : null,
+          list_schedules: LIST_SCHEDULES,
+          list_page_p99_ms: listPageP99 ?? null,
         })}\n`,
       );
     }
