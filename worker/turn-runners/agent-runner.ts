@@ -79,7 +79,15 @@ import { ATTR, SPAN, tracing } from '../../scheduler/telemetry/tracing.ts';
 import type { ToolCallScope, Toolbox } from '../tools/toolbox.ts';
 import { callState, stepId } from '../../scheduler/journal/turn-replay.ts';
 import { isToolOutput, type ToolTurn, type TurnSurfaces } from '../tools/tool.ts';
-import { ContextRefusal, contextRefusalOf, isTransient, retryingFetch, untilAborted } from './model-transport.ts';
+import {
+  callFetchOptions,
+  ContextRefusal,
+  type CallFetchOptions,
+  contextRefusalOf,
+  isTransient,
+  retryingFetch,
+  untilAborted,
+} from './model-transport.ts';
 import { ModelHealth } from './model-health.ts';
 import { MalformedAnswerError, StreamAssembler, StreamAssemblyError, checkCompletion } from './model-answer.ts';
 import type {
@@ -340,7 +348,13 @@ export class AgentRunner implements TurnRunner {
     this.keepRecent = options.compaction?.keepRecentMessages ?? defaults.compaction.keep_recent_messages;
     const clientFor = (baseUrl: string | undefined, apiKey: string | undefined) =>
       baseUrl || apiKey
-        ? new OpenAI({ baseURL: baseUrl, apiKey: apiKey ?? 'not-set', timeout: options.timeoutSeconds * 1000, maxRetries: this.maxRetries })
+        ? new OpenAI({
+            baseURL: baseUrl,
+            apiKey: apiKey ?? 'not-set',
+            timeout: options.timeoutSeconds * 1000,
+            maxRetries: this.maxRetries,
+            fetch: retryingFetch(),
+          })
         : undefined;
     const perModel: Record<string, number> = {};
     for (const m of Object.values(options.models ?? {})) if (m.contextWindowTokens !== undefined) perModel[m.model] = m.contextWindowTokens;
@@ -908,21 +922,20 @@ export class AgentRunner implements TurnRunner {
       ...(req.jsonObject ? { response_format: { type: 'json_object' as const } } : {}),
     };
     let refusal: ContextRefusal | undefined;
-    const client = target.client!.withOptions({
-      fetch: retryingFetch({
-        maxRetries: this.maxRetries,
-        deadlineAt: scope.deadlineAt,
-        signal: scope.signal,
-        onRetry: () => this.metrics()?.modelCallRetried(scope.kind),
-        onRefusal: (r) => (refusal = r),
-      }),
+    const client = target.client!;
+    const fetchOptions = callFetchOptions({
+      maxRetries: this.maxRetries,
+      deadlineAt: scope.deadlineAt,
+      signal: scope.signal,
+      onRetry: () => this.metrics()?.modelCallRetried(scope.kind),
+      onRefusal: (r) => (refusal = r),
     });
     // The client adds a listener per attempt and never removes it: a signal of the call's own.
     const callSignal = AbortSignal.any([scope.signal]);
     setMaxListeners(this.maxRetries + 10, callSignal);
     const pending = req.onDelta
-      ? streamed(client, body, req.onDelta, callSignal)
-      : client.chat.completions.create(body, { signal: callSignal }).then(checkCompletion);
+      ? streamed(client, body, req.onDelta, callSignal, fetchOptions)
+      : client.chat.completions.create(body, { signal: callSignal, fetchOptions }).then(checkCompletion);
     try {
       return await untilAborted(pending, scope.signal);
     } catch (err) {
@@ -1146,9 +1159,10 @@ async function streamed(
   body: ChatCompletionCreateParamsNonStreaming,
   onDelta: (text: string) => void,
   signal: AbortSignal,
+  fetchOptions: CallFetchOptions,
 ): Promise<ChatCompletion> {
   const response = await client.chat.completions
-    .create({ ...body, stream: true, stream_options: { include_usage: true } }, { signal })
+    .create({ ...body, stream: true, stream_options: { include_usage: true } }, { signal, fetchOptions })
     .asResponse();
   if (!(response.headers.get('content-type') ?? '').includes('text/event-stream')) {
     const text = await response.text();

@@ -23,7 +23,7 @@
  * whatever words and wherever in the body its server put it — and is never retried, even when a
  * server answers it with a 5xx. The call then ends with a `ContextRefusal` for the runner.
  */
-import { APIConnectionError, APIError } from 'openai';
+import { APIConnectionError, APIError, type ClientOptions } from 'openai';
 import { readRefusal, type RefusalReading } from '../context/refusal-shapes.ts';
 
 /** The client's backoff when an answer names no wait (openai 6.x `calculateDefaultRetryTimeoutMillis`). */
@@ -108,16 +108,40 @@ export interface CallTransport {
   onRefusal?: (refusal: ContextRefusal) => void;
 }
 
+/** Where a call's `CallTransport` rides in the `init` of its requests (`callFetchOptions`). */
+const CALL_TRANSPORT = Symbol('hermes.callTransport');
+
+/** A call's transport settings and the attempts its requests made so far. */
+interface CallState extends CallTransport {
+  attempts: number;
+}
+
 /**
- * The `fetch` for one call's client: see the header. The attempt number comes from the client's
+ * The `fetchOptions` of one call (the client's per-request option, which it passes to its `fetch` as part of
+ * each attempt's `init`): they carry the call's transport settings to `retryingFetch`, so one client and
+ * its `fetch` serve every call of a model target.
+ */
+export function callFetchOptions(t: CallTransport): CallFetchOptions {
+  const state: CallState = { ...t, attempts: 0 };
+  return { [CALL_TRANSPORT]: state } as CallFetchOptions;
+}
+
+/** A request's `fetchOptions`, the client's type. */
+export type CallFetchOptions = NonNullable<ClientOptions['fetchOptions']>;
+
+/**
+ * The `fetch` of a model target's client: see the header. A request whose `init` carries no call's settings
+ * (`callFetchOptions`) is sent as it is. The attempt number comes from the client's
  * `X-Stainless-Retry-Count` header (counted here when a client sends none).
  */
-export function retryingFetch(t: CallTransport, inner: typeof fetch = fetch): typeof fetch {
-  let attempts = 0;
+export function retryingFetch(inner: typeof fetch = fetch): typeof fetch {
   return async (input, init) => {
-    const sent = new Headers(init?.headers);
-    const retryCount = Number(sent.get('x-stainless-retry-count') ?? attempts);
-    attempts += 1;
+    const t = (init as { [CALL_TRANSPORT]?: CallState } | undefined)?.[CALL_TRANSPORT];
+    if (!t) return await inner(input, init);
+    const sent = init?.headers;
+    const retryHeader = (sent instanceof Headers ? sent : new Headers(sent)).get('x-stainless-retry-count');
+    const retryCount = Number(retryHeader ?? t.attempts);
+    t.attempts += 1;
     const willRetry = retryCount < t.maxRetries;
     let res: Response;
     try {
