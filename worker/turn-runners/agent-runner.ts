@@ -79,6 +79,7 @@ import { ATTR, SPAN, tracing } from '../../scheduler/telemetry/tracing.ts';
 import type { ToolCallScope, Toolbox } from '../tools/toolbox.ts';
 import { callState, stepId } from '../../scheduler/journal/turn-replay.ts';
 import { isToolOutput, type ToolTurn, type TurnSurfaces } from '../tools/tool.ts';
+import { modelFetch } from './model-fetch.ts';
 import {
   callFetchOptions,
   ContextRefusal,
@@ -353,7 +354,7 @@ export class AgentRunner implements TurnRunner {
             apiKey: apiKey ?? 'not-set',
             timeout: options.timeoutSeconds * 1000,
             maxRetries: this.maxRetries,
-            fetch: retryingFetch(),
+            fetch: retryingFetch(modelFetch),
           })
         : undefined;
     const perModel: Record<string, number> = {};
