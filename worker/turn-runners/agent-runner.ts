@@ -680,8 +680,10 @@ export class AgentRunner implements TurnRunner {
     const timeoutMs = this.options.timeoutSeconds * 1000;
     const deadline = AbortSignal.timeout(timeoutMs);
     const turnSignal = AbortSignal.any([signal, deadline]);
-    // One listener per model call and per tool call, up to the call limit: not a leak.
-    setMaxListeners(this.maxToolCalls + 50, turnSignal);
+    // Listeners it gathers, none a leak (they go with the scope): each tool call's, and each model call attempt's,
+    // which the client never removes (`transport`); a turn makes at most a call more than its tool calls, and
+    // compaction's.
+    setMaxListeners((this.maxToolCalls + 2) * (this.maxRetries + 2) + 50, turnSignal);
     const chain = [target, ...this.fallbacks.filter((f) => f.name !== target.name)];
     const scope: CallScope = {
       sessionId,
@@ -931,12 +933,10 @@ export class AgentRunner implements TurnRunner {
       onRetry: () => this.metrics()?.modelCallRetried(scope.kind),
       onRefusal: (r) => (refusal = r),
     });
-    // The client adds a listener per attempt and never removes it: a signal of the call's own.
-    const callSignal = AbortSignal.any([scope.signal]);
-    setMaxListeners(this.maxRetries + 10, callSignal);
+    // The client adds a listener to the signal per attempt and never removes it: counted in `inScope`'s limit.
     const pending = req.onDelta
-      ? streamed(client, body, req.onDelta, callSignal, fetchOptions)
-      : client.chat.completions.create(body, { signal: callSignal, fetchOptions }).then(checkCompletion);
+      ? streamed(client, body, req.onDelta, scope.signal, fetchOptions)
+      : client.chat.completions.create(body, { signal: scope.signal, fetchOptions }).then(checkCompletion);
     try {
       return await untilAborted(pending, scope.signal);
     } catch (err) {
