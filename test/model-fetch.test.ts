@@ -1,12 +1,14 @@
 /**
  * The `fetch` under the model clients (worker/turn-runners/model-fetch.ts) keeps what the `openai` client relies
- * on from `fetch`: method, headers and body sent as given; status, repeated headers and body handed back, the body
- * streamed as it arrives; redirects followed; an abort before or during the answer; an unreachable server as the
- * client's connection error. A real HTTP server on loopback, the real `openai` client.
+ * on from `fetch`: method, headers and body sent as given; status, its text, repeated headers and body handed
+ * back, the body streamed as it arrives, a compressed one decoded; redirects followed up to a limit; an abort
+ * before or during the answer; the client's timeout, abort and connection errors; a status no answer has. A real
+ * HTTP server on loopback, the real `openai` client.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import OpenAI, { APIConnectionError } from 'openai';
+import { gzipSync } from 'node:zlib';
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIUserAbortError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { modelFetch } from '../worker/turn-runners/model-fetch.ts';
 
@@ -42,7 +44,7 @@ describe('modelFetch', () => {
     routes.set('/echo', (req, body, res) => {
       seen = { method: req.method, auth: req.headers.authorization, type: req.headers['content-type'], body };
       res.setHeader('x-part', ['one', 'two']);
-      res.writeHead(201, { 'content-type': 'application/json' }).end('{"ok":true}');
+      res.writeHead(201, 'Made It', { 'content-type': 'application/json' }).end('{"ok":true}');
     });
     const res = await modelFetch(`${base}/echo`, {
       method: 'POST',
@@ -51,16 +53,52 @@ describe('modelFetch', () => {
     });
     expect(seen).toEqual({ method: 'POST', auth: 'Bearer k', type: 'application/json', body: '{"a":1}' });
     expect(res.status).toBe(201);
+    expect(res.statusText).toBe('Made It');
     expect(res.headers.get('x-part')).toBe('one, two');
     expect(await res.json()).toEqual({ ok: true });
   });
 
-  it('follows a redirect, a 307 keeping the method and body', async () => {
-    routes.set('/old', (_req, _body, res) => res.writeHead(307, { location: '/new' }).end());
-    routes.set('/new', (req, body, res) => res.writeHead(200).end(`${req.method} ${body}`));
-    const res = await modelFetch(`${base}/old`, { method: 'POST', body: 'payload' });
-    expect(res.status).toBe(200);
-    expect(await res.text()).toBe('POST payload');
+  it('follows redirects, a 307 keeping the method and body, to another origin too; more than 20 is an error', async () => {
+    const other = createServer((req, res) => void bodyOf(req).then((body) => res.writeHead(200).end(`other ${req.method} ${body}`)));
+    await new Promise<void>((r) => other.listen(0, '127.0.0.1', r));
+    const otherUrl = `http://127.0.0.1:${(other.address() as AddressInfo).port}/there`;
+    try {
+      routes.set('/old', (_req, _body, res) => res.writeHead(307, { location: '/new' }).end());
+      routes.set('/new', (req, body, res) => res.writeHead(200).end(`${req.method} ${body}`));
+      const res = await modelFetch(`${base}/old`, { method: 'POST', body: 'payload' });
+      expect(res.status).toBe(200);
+      expect(await res.text()).toBe('POST payload');
+
+      routes.set('/away', (_req, _body, res) => res.writeHead(308, { location: otherUrl }).end());
+      expect(await (await modelFetch(`${base}/away`, { method: 'POST', body: 'p' })).text()).toBe('other POST p');
+
+      let hops = 0;
+      for (let i = 0; i <= 25; i++)
+        routes.set(`/hop/${i}`, (_req, _body, res) => {
+          hops++;
+          res.writeHead(302, { location: `/hop/${i + 1}` }).end();
+        });
+      await expect(modelFetch(`${base}/hop/0`, { method: 'GET' })).rejects.toThrow(/redirected more than 20 times/);
+      expect(hops).toBe(21);
+    } finally {
+      await new Promise((r) => other.close(r));
+    }
+  });
+
+  it('asks for a compressed answer and decodes it', async () => {
+    let asked: string | undefined;
+    routes.set('/gz', (req, _body, res) => {
+      asked = req.headers['accept-encoding'];
+      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' }).end(gzipSync('{"packed":true}'));
+    });
+    const res = await modelFetch(`${base}/gz`, { method: 'POST', body: '{}' });
+    expect(asked).toMatch(/gzip/);
+    expect(await res.json()).toEqual({ packed: true });
+  });
+
+  it('a status no answer has is an error, and the connection is let go', async () => {
+    routes.set('/odd', (_req, _body, res) => res.writeHead(600).end('odd'));
+    await expect(modelFetch(`${base}/odd`, { method: 'POST', body: '{}' })).rejects.toThrow(/HTTP status 600/);
   });
 
   it('an answer without a body (204) reads as empty', async () => {
@@ -87,6 +125,30 @@ describe('modelFetch', () => {
     expect(rest).toBe('data: [DONE]\n\n');
   });
 
+  it('a body cancelled while data still arrives ends the request, and nothing throws', async () => {
+    let closed: () => void = () => {};
+    const serverSawClose = new Promise<void>((r) => (closed = r));
+    routes.set('/endless', (_req, _body, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const timer = setInterval(() => res.write(`data: ${'x'.repeat(1000)}\n\n`), 2);
+      res.on('close', () => {
+        clearInterval(timer);
+        closed();
+      });
+    });
+    const res = await modelFetch(`${base}/endless`, { method: 'POST', body: '{}' });
+    const reader = res.body!.getReader();
+    await reader.read();
+    await new Promise((r) => setTimeout(r, 20)); // more arrives meanwhile
+    await reader.cancel();
+    await serverSawClose;
+
+    // The client cancels the body of an answer it retries, all of it arrived and none read.
+    routes.set('/busy', (_req, _body, res) => res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"busy"}'));
+    for (let i = 0; i < 5; i++) await (await modelFetch(`${base}/busy`, { method: 'POST', body: '{}' })).body!.cancel();
+    await new Promise((r) => setTimeout(r, 20)); // an error thrown late would fail the run here
+  });
+
   it('an abort ends a request waiting for its answer, and a body being read', async () => {
     routes.set('/slow', () => {}); // never answers
     const waiting = new AbortController();
@@ -103,7 +165,7 @@ describe('modelFetch', () => {
     const reader = res.body!.getReader();
     await reader.read();
     reading.abort();
-    await expect(reader.read()).rejects.toBeTruthy();
+    await expect(reader.read()).rejects.toMatchObject({ name: 'AbortError' });
   });
 
   it("is the openai client's fetch: a completion answers; an unreachable server is its connection error", async () => {
@@ -128,20 +190,32 @@ describe('modelFetch', () => {
     const port = (closed.address() as AddressInfo).port;
     await new Promise((r) => closed.close(r));
     const nowhere = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'k', fetch: modelFetch, maxRetries: 0 });
-    await expect(nowhere.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })).rejects.toBeInstanceOf(
-      APIConnectionError,
-    );
+    const refused = nowhere.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] });
+    await expect(refused).rejects.toBeInstanceOf(APIConnectionError);
+    await expect(refused).rejects.not.toBeInstanceOf(APIConnectionTimeoutError);
   });
 
-  it('a body that is a stream goes through the standard fetch', async () => {
-    routes.set('/upload', (_req, body, res) => res.writeHead(200).end(`got ${body}`));
-    const stream = new ReadableStream<Uint8Array>({
-      start(c) {
-        c.enqueue(new TextEncoder().encode('streamed'));
-        c.close();
-      },
+  it("the client's timeout and its caller's abort end a call as the client's own errors", async () => {
+    routes.set('/v1/chat/completions', () => {}); // never answers
+    const slow = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'k', fetch: modelFetch, maxRetries: 0, timeout: 100 });
+    await expect(slow.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })).rejects.toBeInstanceOf(
+      APIConnectionTimeoutError,
+    );
+    const caller = new AbortController();
+    const patient = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'k', fetch: modelFetch, maxRetries: 0 });
+    const pending = patient.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }, { signal: caller.signal });
+    setTimeout(() => caller.abort(), 50);
+    await expect(pending).rejects.toBeInstanceOf(APIUserAbortError);
+  });
+
+  it('a body that is not a string or bytes goes through the standard fetch (its content type)', async () => {
+    let type: string | undefined;
+    routes.set('/form', (req, body, res) => {
+      type = req.headers['content-type'];
+      res.writeHead(200).end(`got ${body}`);
     });
-    const res = await modelFetch(`${base}/upload`, { method: 'POST', body: stream, duplex: 'half' });
-    expect(await res.text()).toBe('got streamed');
+    const res = await modelFetch(`${base}/form`, { method: 'POST', body: new URLSearchParams({ a: '1' }) });
+    expect(await res.text()).toBe('got a=1');
+    expect(type).toMatch(/^application\/x-www-form-urlencoded/);
   });
 });

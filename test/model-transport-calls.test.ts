@@ -5,6 +5,7 @@
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { modelFetch } from '../worker/turn-runners/model-fetch.ts';
 import { callFetchOptions, ContextRefusal, retryingFetch } from '../worker/turn-runners/model-transport.ts';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai.ts';
 
@@ -13,7 +14,8 @@ let client: OpenAI;
 
 beforeAll(async () => {
   model = await startFakeOpenAI({ contextWindow: 2_000 });
-  client = new OpenAI({ baseURL: model.baseUrl, apiKey: 'test', maxRetries: 3, fetch: retryingFetch() });
+  // As the agent runner builds a target's client.
+  client = new OpenAI({ baseURL: model.baseUrl, apiKey: 'test', maxRetries: 3, fetch: retryingFetch(modelFetch) });
 });
 afterAll(async () => {
   await model.close();
@@ -25,15 +27,18 @@ function call() {
   const fetchOptions = callFetchOptions({
     maxRetries: 3,
     deadlineAt: Date.now() + 30_000,
-    signal: new AbortController().signal,
+    signal: turn.signal,
     onRetry: () => seen.retries++,
     onRefusal: (r) => (seen.refusal = r),
   });
   return { seen, fetchOptions };
 }
 
+/** The turn's signal, given to the client as the agent runner gives it. */
+const turn = new AbortController();
+
 const ask = (text: string, fetchOptions: ReturnType<typeof callFetchOptions>) =>
-  client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: text }] }, { fetchOptions });
+  client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: text }] }, { fetchOptions, signal: turn.signal });
 
 describe('one client, many calls', () => {
   it('two calls at once keep their own retries and refusal', async () => {

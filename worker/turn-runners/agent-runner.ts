@@ -680,11 +680,11 @@ export class AgentRunner implements TurnRunner {
     const timeoutMs = this.options.timeoutSeconds * 1000;
     const deadline = AbortSignal.timeout(timeoutMs);
     const turnSignal = AbortSignal.any([signal, deadline]);
-    // Listeners it gathers, none a leak (they go with the scope): each tool call's, and each model call attempt's,
-    // which the client never removes (`transport`); a turn makes at most a call more than its tool calls, and
-    // compaction's.
-    setMaxListeners((this.maxToolCalls + 2) * (this.maxRetries + 2) + 50, turnSignal);
     const chain = [target, ...this.fallbacks.filter((f) => f.name !== target.name)];
+    // Listeners it gathers, none a leak (they go with the scope): each tool call's, and each model call attempt's,
+    // which the client never removes (`transport`): a turn makes at most a call more than its tool calls (and
+    // compaction's), each tried on every model of the chain with its retries.
+    setMaxListeners((this.maxToolCalls + 2) * (this.maxRetries + 1) * chain.length + 50, turnSignal);
     const scope: CallScope = {
       sessionId,
       kind: input.kind ?? 'message',
