@@ -8,9 +8,9 @@
  * What it keeps of `fetch`: the method, headers and body as the client gives them (a string or bytes: the Chat
  * Completions client sends JSON; any other body goes through `fetch` itself), the abort signal (a request or a
  * body being read fails with the signal's `AbortError`), redirects followed (at most 20, then an error, as `fetch`
- * does), answers compressed with gzip, deflate or br asked for and decoded, the status and its text, an answer's
- * body streamed as it arrives. A status no `Response` can carry (outside 200–599) is an error, as a connection
- * that failed.
+ * does), the status and its text, an answer's body streamed as it arrives. Answers are asked for uncompressed
+ * (`accept-encoding: identity`: undici's decoder is experimental and warns on stderr, and a completion is small or
+ * streamed). A status no `Response` can carry (outside 200–599) is an error, as a connection that failed.
  */
 import { Agent, interceptors, request, type Dispatcher } from 'undici';
 
@@ -24,11 +24,11 @@ const REDIRECTS = new Set([300, 301, 302, 303, 307, 308]);
 
 /**
  * The model calls' connection pools (one per origin, connections kept alive: undici's defaults, as Node's `fetch`
- * has them) with redirects followed and answers decoded. Its own, not the process's global dispatcher: that one
+ * has them) with redirects followed. Its own, not the process's global dispatcher: that one
  * belongs to the `undici` inside Node, of another major version.
  */
 function modelDispatcher(): Dispatcher {
-  return (dispatcher ??= new Agent().compose(interceptors.redirect({ maxRedirections: MAX_REDIRECTIONS }), interceptors.decompress()));
+  return (dispatcher ??= new Agent().compose(interceptors.redirect({ maxRedirections: MAX_REDIRECTIONS })));
 }
 
 /** Headers of any `HeadersInit` shape as a plain object. */
@@ -50,7 +50,7 @@ export const modelFetch: typeof fetch = async (input, init) => {
   if (body != null && typeof body !== 'string' && !(body instanceof Uint8Array) && !(body instanceof ArrayBuffer))
     return await fetch(input, init); // a stream, form or blob: the standard's own handling (its content type)
   const sent = plainHeaders(init?.headers);
-  sent['accept-encoding'] ??= 'gzip, deflate, br';
+  sent['accept-encoding'] ??= 'identity';
   const answer = await request(url, {
     method: init?.method ?? 'GET',
     headers: sent,
