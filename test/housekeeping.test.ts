@@ -3,17 +3,15 @@
  * on an operator-settable cron expression, forgets workers whose heartbeat stopped long ago, and
  * warns while none is alive. Its timers keep no process alive, and stop with their process.
  */
-import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../scheduler/config/config.ts';
 import { ConfigError } from '../scheduler/errors/config-error.ts';
 import { getTasks, type ScheduledTask } from 'node-cron';
 import { checkWorkerSet, startHousekeeping } from '../worker/runtime/housekeeping.ts';
-import { Keys } from '../scheduler/store/keys.ts';
-import { testEnv } from './support/env.ts';
 import { memoryLogger } from './support/telegram-env.ts';
 import { startWorker, waitFor } from './support/stack.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { redisTestEnv } from './support/redis-env.ts';
 
 const cleanups = cleanupAfterEach();
 
@@ -29,11 +27,8 @@ async function tasksStartedBy<T>(start: () => T | Promise<T>): Promise<{ started
 
 describe('worker set housekeeping', () => {
   it('forgets entries older than worker_forget_seconds, keeps the others, and warns while no worker is alive', async () => {
-    const env = testEnv();
-    cleanups.push(() => env.cleanup());
-    const redis = new Redis(env.redisUrl);
-    cleanups.push(() => redis.disconnect());
-    const key = new Keys(env.prefix).workers;
+    const { redis, keys } = redisTestEnv(cleanups);
+    const key = keys.workers;
     const now = 1_800_000_000_000;
     await redis.zadd(key, now - 2 * 3600_000, 'dead-long-ago', now - 60_000, 'dead-recently');
     const { log, lines } = memoryLogger();
@@ -48,11 +43,11 @@ describe('worker set housekeeping', () => {
   });
 
   it('runs in every worker process on housekeeping.workers_cron', async () => {
-    const env = testEnv({ 'housekeeping.workers_cron': '* * * * * *', 'housekeeping.worker_forget_seconds': 60 });
-    cleanups.push(() => env.cleanup());
-    const redis = new Redis(env.redisUrl);
-    cleanups.push(() => redis.disconnect());
-    const key = new Keys(env.prefix).workers;
+    const { env, redis, keys } = redisTestEnv(cleanups, {
+      'housekeeping.workers_cron': '* * * * * *',
+      'housekeeping.worker_forget_seconds': 60,
+    });
+    const key = keys.workers;
     await redis.zadd(key, Date.now() - 3600_000, 'killed-worker');
     const { started: w, tasks } = await tasksStartedBy(() => startWorker(env));
     cleanups.push(() => w.drain());
