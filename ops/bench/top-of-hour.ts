@@ -52,7 +52,7 @@ import { WorkerProcess } from '../../worker/worker-process.ts';
 import { RunnerFactory } from '../../worker/turn-runners/create-runner.ts';
 import type { TurnRunner } from '../../worker/turn-runners/turn-runner.ts';
 import { startFakeOpenAI } from '../../test/support/fake-openai.ts';
-import { timeListPages } from './list-page-timing.ts';
+import { listPageP99, timeListPages } from './list-page-timing.ts';
 
 const args = process.argv.slice(2);
 const arg = (name: string, def: string) => {
@@ -509,10 +509,10 @@ async function main(): Promise<void> {
         `  agent turns (${MODEL_LATENCY_MS} ms model, max_agent_turns ${AGENT_TURNS || 'default'}): ${AGENT_JOBS} jobs, started p99 ${agent.startedP99} ms, all committed ${agent.allCommitted} ms, failed ${agent.failed}; peak RSS ${agent.workerRssMb.toFixed(0)} MB`,
       );
     }
-    let listPageP99: number | undefined;
+    let pageP99: number | undefined;
     if (LIST_SCHEDULES > 0) {
       const pages = await timeListPages({ schedules: LIST_SCHEDULES, requests: 200, limit: 50, say: (t) => say(`  ${t}`) });
-      listPageP99 = Math.round(Math.max(pages.jobs.p99, pages.sessions.p99, pages.cronList.p99) * 10) / 10;
+      pageP99 = listPageP99(pages);
       say(
         `  one page of 50 at ${LIST_SCHEDULES} cron jobs and loops, p99: /api/cron/jobs ${pages.jobs.p99.toFixed(1)} ms, /api/sessions ${pages.sessions.p99.toFixed(1)} ms, cron list ${pages.cronList.p99.toFixed(1)} ms`,
       );
@@ -539,7 +539,7 @@ async function main(): Promise<void> {
           agent_all_committed_ms: agent?.allCommitted ?? null,
           agent_worker_rss_mb: agent ? Math.round(agent.workerRssMb) : null,
           list_schedules: LIST_SCHEDULES,
-          list_page_p99_ms: listPageP99 ?? null,
+          list_page_p99_ms: pageP99 ?? null,
         })}\n`,
       );
     }

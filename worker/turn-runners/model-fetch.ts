@@ -43,7 +43,12 @@ function plainHeaders(headers: RequestInit['headers']): Record<string, string> {
 /** Statuses whose answer has no body (a `Response` refuses one). */
 const NO_BODY = new Set([204, 205, 304]);
 
-/** A `fetch` over undici's `request` (see the header). */
+/**
+ * A `fetch` over undici's `request` (see the header).
+ * @throws Error when an answer redirects more than 20 times or carries a status outside 200–599 (the client reads
+ *   either as a connection error); the signal's `AbortError` when the request is aborted; undici's errors when the
+ *   server cannot be reached or times out
+ */
 export const modelFetch: typeof fetch = async (input, init) => {
   const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
   const body = init?.body;
