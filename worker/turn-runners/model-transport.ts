@@ -130,11 +130,12 @@ export function callFetchOptions(t: CallTransport): CallFetchOptions {
 export type CallFetchOptions = NonNullable<ClientOptions['fetchOptions']>;
 
 /**
- * The `fetch` of a model target's client: see the header. A request whose `init` carries no call's settings
- * (`callFetchOptions`) is sent as it is. The attempt number comes from the client's
- * `X-Stainless-Retry-Count` header (counted here when a client sends none).
+ * The `fetch` of a model target's client, over `inner` (the request itself: `modelFetch`): see the header. A
+ * request whose `init` carries no call's settings (`callFetchOptions`) is sent as it is. The attempt number comes
+ * from the client's `X-Stainless-Retry-Count` header (counted here when a client sends none). Errors: `inner`'s,
+ * and the signal's reason when the call is aborted during a wait.
  */
-export function retryingFetch(inner: typeof fetch = fetch): typeof fetch {
+export function retryingFetch(inner: typeof fetch): typeof fetch {
   return async (input, init) => {
     const t = (init as { [CALL_TRANSPORT]?: CallState } | undefined)?.[CALL_TRANSPORT];
     if (!t) return await inner(input, init);
