@@ -1,5 +1,5 @@
 /**
- * What the benchmarks share: percentiles of a sample and the way a benchmark
+ * What the benchmarks share: percentiles of a sample, Redis's CPU time, and the way a benchmark
  * script runs (an error ends it with exit code 1 and the error on stderr).
  */
 
@@ -16,6 +16,16 @@ export function percentiles(samples: number[]): Percentiles {
   const s = [...samples].sort((a, b) => a - b);
   const at = (q: number) => s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
   return { p50: at(0.5), p99: at(0.99), max: s[s.length - 1]!, count: s.length };
+}
+
+/**
+ * CPU seconds the Redis server has spent since it started (`used_cpu_sys + used_cpu_user` of
+ * `INFO cpu`): a difference of two readings over a burst, divided by its occurrences, is the
+ * benchmarks' "Redis CPU per occurrence" (docs/BENCHMARKS.md).
+ */
+export async function redisCpuSeconds(redis: { info(section: 'cpu'): Promise<string> }): Promise<number> {
+  const info = await redis.info('cpu');
+  return Number(/used_cpu_sys:([\d.]+)/.exec(info)![1]) + Number(/used_cpu_user:([\d.]+)/.exec(info)![1]);
 }
 
 /** Run a benchmark's `main`; an error is printed and ends the process with exit code 1. */

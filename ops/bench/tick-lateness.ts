@@ -14,7 +14,7 @@
  * `--concurrency` (default 32) and prints, per N, one JSON line (the last line
  * is the last N): `{"n", "product_p50_ms", "product_p99_ms", "product_stamped_p50_ms",
  * "product_stamped_p99_ms", "raw_p50_ms", "raw_p99_ms", "product_ticks_per_s", "raw_ticks_per_s",
- * "due_ticks_per_s"}`; the machine's load
+ * "due_ticks_per_s", "product_redis_cpu_us_per_tick", "raw_redis_cpu_us_per_job"}`; the machine's load
  * average at the start and end of each N goes to stderr.
  *
  * Both paths register their N schedules the same way (32 at a time) and measure
@@ -32,6 +32,9 @@
  * docs/BENCHMARKS.md reported as the product's lateness until the "turn start" rows
  * of 2026-12-05. All schedules of a run are aligned (due at the same instants).
  * The turn runner is a no-op in both, so the figures are the scheduling path.
+ *
+ * Redis CPU per tick = the server's CPU time (`INFO cpu`) over the window ÷ the ticks due in the
+ * window that started (both paths share one server and run one after the other).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -42,7 +45,7 @@ import { Queue, Worker, type Job } from 'bullmq';
 import { loadConfig } from '../../scheduler/config/config.ts';
 import { createLogger } from '../../scheduler/logger.ts';
 import { Keys } from '../../scheduler/store/keys.ts';
-import { openRedisClient } from '../../scheduler/store/redis/connection-factory.ts';
+import { openRedisClient, type RedisClient } from '../../scheduler/store/redis/connection-factory.ts';
 import { JOB_RETENTION, schedulerJobMillis } from '../../scheduler/store/queues.ts';
 import { createLoop } from '../../scheduler/loop/loop-state.ts';
 import { loopStoreFor, sessionStoreFor, openQueues } from '../../scheduler/services.ts';
@@ -50,6 +53,7 @@ import { startEmbeddedRedis } from '../../scheduler/store/redis/embedded-redis.t
 import { WorkerProcess } from '../../worker/worker-process.ts';
 import { RunnerFactory } from '../../worker/turn-runners/create-runner.ts';
 import type { TurnRunner } from '../../worker/turn-runners/turn-runner.ts';
+import { redisCpuSeconds } from './bench-support.ts';
 
 const args = process.argv.slice(2);
 const arg = (name: string, def: string) => {
@@ -84,12 +88,21 @@ interface Stats {
   max: number;
   count: number;
   perSecond: number;
+  /** Redis CPU µs per tick started in the window (the server's CPU time over the window ÷ those ticks). */
+  redisUsPerTick: number;
 }
 
-function stats(lateness: number[], windowMs: number): Stats {
+function stats(lateness: number[], windowMs: number, redisUs: number): Stats {
   const s = [...lateness].sort((a, b) => a - b);
   const q = (p: number) => (s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))]! : NaN);
-  return { p50: q(0.5), p99: q(0.99), max: s.at(-1) ?? NaN, count: s.length, perSecond: s.length / (windowMs / 1000) };
+  return {
+    p50: q(0.5),
+    p99: q(0.99),
+    max: s.at(-1) ?? NaN,
+    count: s.length,
+    perSecond: s.length / (windowMs / 1000),
+    redisUsPerTick: s.length ? redisUs / s.length : NaN,
+  };
 }
 
 /** Redis `INFO commandstats`: calls and CPU µs by command. */
@@ -120,13 +133,14 @@ function reportRedisTime(
   );
 }
 
-/** CPU time (ms, user + system) this process spends between epoch ms `from` and `to` (waits until `to`). */
-async function cpuInWindow(from: number, to: number): Promise<number> {
+/** CPU time between epoch ms `from` and `to` (waits until `to`): this process's (ms, user + system) and the Redis server's (µs). */
+async function cpuInWindow(from: number, to: number, redis: RedisClient): Promise<{ ownMs: number; redisUs: number }> {
   await sleep(from - Date.now());
   const a = process.cpuUsage();
+  const redis0 = await redisCpuSeconds(redis);
   await sleep(to - Date.now());
   const b = process.cpuUsage(a);
-  return (b.user + b.system) / 1000;
+  return { ownMs: (b.user + b.system) / 1000, redisUs: ((await redisCpuSeconds(redis)) - redis0) * 1e6 };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -267,12 +281,12 @@ async function benchProduct(url: string, n: number, s: ProductSettings = {}, wor
     const stored = await loops.put(record, 'any');
     await loops.arm(stored!, first);
   });
-  const cpu = await cpuInWindow(from, to);
+  const cpu = await cpuInWindow(from, to, redis);
   await sleep(to - Date.now() + 1500);
   reportRedisTime('hermes-scheduler', statsBefore, await commandStats(redis));
   if (workers <= 0)
     process.stderr.write(
-      `  hermes-scheduler: worker CPU ${(cpu / (n * SECONDS)).toFixed(3)} ms per due tick (this process, in the window)\n`,
+      `  hermes-scheduler: worker CPU ${(cpu.ownMs / (n * SECONDS)).toFixed(3)} ms per due tick (this process, in the window)\n`,
     );
   const sessions = sessionStoreFor(config, redis, keys);
   const lateness: number[] = [];
@@ -292,7 +306,7 @@ async function benchProduct(url: string, n: number, s: ProductSettings = {}, wor
   redis.disconnect();
   qconn.disconnect();
   rmSync(home, { recursive: true, force: true });
-  return { turn: stats(lateness, SECONDS * 1000), stamped: stats(stamped, SECONDS * 1000) };
+  return { turn: stats(lateness, SECONDS * 1000, cpu.redisUs), stamped: stats(stamped, SECONDS * 1000, cpu.redisUs) };
 }
 
 async function benchRaw(url: string, n: number, concurrency: number): Promise<Stats> {
@@ -317,10 +331,10 @@ async function benchRaw(url: string, n: number, concurrency: number): Promise<St
     await queue.upsertJobScheduler(`raw-${i}`, { every: 1000, startDate: first }, { name: 'tick', data: { i } });
   });
   const { from, to } = window;
-  const cpu = await cpuInWindow(from, to);
+  const cpu = await cpuInWindow(from, to, conn);
   await sleep(to - Date.now() + 1500);
   process.stderr.write(
-    `  raw BullMQ c=${concurrency}: worker CPU ${(cpu / (n * SECONDS)).toFixed(3)} ms per due tick (this process, in the window)\n`,
+    `  raw BullMQ c=${concurrency}: worker CPU ${(cpu.ownMs / (n * SECONDS)).toFixed(3)} ms per due tick (this process, in the window)\n`,
   );
   reportRedisTime(`raw BullMQ c=${concurrency}`, statsBefore, await commandStats(conn));
   await worker.close(true);
@@ -328,7 +342,7 @@ async function benchRaw(url: string, n: number, concurrency: number): Promise<St
   await queue.close();
   conn.disconnect();
   workerConn.disconnect();
-  return stats(lateness, SECONDS * 1000);
+  return stats(lateness, SECONDS * 1000, cpu.redisUs);
 }
 
 const load = () =>
@@ -340,7 +354,7 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'hermes-bench-redis-'));
   const redis = await startEmbeddedRedis({ dir, appendonly: false });
   const rows: string[] = [];
-  const fmt = (s: Stats) => `${s.p50} | ${s.p99} | ${s.max} | ${s.perSecond.toFixed(1)}`;
+  const fmt = (s: Stats) => `${s.p50} | ${s.p99} | ${s.max} | ${s.perSecond.toFixed(1)} | ${s.redisUsPerTick.toFixed(0)}`;
   const procs = WORKERS > 0 ? `, ${WORKERS} worker process(es)` : '';
   try {
     for (const n of SIZES) {
@@ -364,6 +378,8 @@ async function main(): Promise<void> {
             product_ticks_per_s: product.perSecond,
             raw_ticks_per_s: rawC.perSecond,
             due_ticks_per_s: n,
+            product_redis_cpu_us_per_tick: Math.round(product.redisUsPerTick),
+            raw_redis_cpu_us_per_job: Math.round(rawC.redisUsPerTick),
           }),
         );
         continue;
@@ -385,10 +401,10 @@ async function main(): Promise<void> {
       }
       const ratio = (a: number, b: number) => (b > 0 ? (a / b).toFixed(2) : a === 0 ? '1.00' : '∞');
       rows.push(
-        `| ${n} | ratio hermes / raw (c=1), p50 · p99 · throughput | ${ratio(product.p50, raw1!.p50)} | ${ratio(product.p99, raw1!.p99)} | | ${ratio(product.perSecond, raw1!.perSecond)} |`,
+        `| ${n} | ratio hermes / raw (c=1), p50 · p99 · throughput · Redis CPU | ${ratio(product.p50, raw1!.p50)} | ${ratio(product.p99, raw1!.p99)} | | ${ratio(product.perSecond, raw1!.perSecond)} | ${ratio(product.redisUsPerTick, raw1!.redisUsPerTick)} |`,
       );
       rows.push(
-        `| ${n} | ratio hermes / raw (c=${CONCURRENCY}), p50 · p99 · throughput | ${ratio(product.p50, rawC.p50)} | ${ratio(product.p99, rawC.p99)} | | ${ratio(product.perSecond, rawC.perSecond)} |`,
+        `| ${n} | ratio hermes / raw (c=${CONCURRENCY}), p50 · p99 · throughput · Redis CPU | ${ratio(product.p50, rawC.p50)} | ${ratio(product.p99, rawC.p99)} | | ${ratio(product.perSecond, rawC.perSecond)} | ${ratio(product.redisUsPerTick, rawC.redisUsPerTick)} |`,
       );
     }
   } finally {
@@ -396,9 +412,11 @@ async function main(): Promise<void> {
     rmSync(dir, { recursive: true, force: true });
   }
   if (JSON_OUT) return;
-  console.log(`Tick lateness, ${SECONDS} s window after ${WARMUP_MS / 1000} s warm-up, aligned 1 s schedules (ms; ticks/s)\n`);
-  console.log('| loops | path | p50 | p99 | max | ticks/s |');
-  console.log('|---|---|---|---|---|---|');
+  console.log(
+    `Tick lateness, ${SECONDS} s window after ${WARMUP_MS / 1000} s warm-up, aligned 1 s schedules (ms; ticks/s; Redis CPU µs per tick)\n`,
+  );
+  console.log('| loops | path | p50 | p99 | max | ticks/s | Redis CPU µs/tick |');
+  console.log('|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(r);
 }
 

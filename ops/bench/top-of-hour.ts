@@ -52,6 +52,7 @@ import { WorkerProcess } from '../../worker/worker-process.ts';
 import { RunnerFactory } from '../../worker/turn-runners/create-runner.ts';
 import type { TurnRunner } from '../../worker/turn-runners/turn-runner.ts';
 import { startFakeOpenAI } from '../../test/support/fake-openai.ts';
+import { redisCpuSeconds } from './bench-support.ts';
 import { listPageP99, timeListPages } from './list-page-timing.ts';
 
 const args = process.argv.slice(2);
@@ -207,11 +208,6 @@ async function startProfile(): Promise<() => Promise<unknown>> {
     session.disconnect();
     return profile;
   };
-}
-
-async function redisCpuSeconds(redis: RedisClient): Promise<number> {
-  const info = await redis.info('cpu');
-  return Number(/used_cpu_sys:([\d.]+)/.exec(info)![1]) + Number(/used_cpu_user:([\d.]+)/.exec(info)![1]);
 }
 
 /** The whole second at least `leadMs` from now, and its `S M H * * *` pattern in UTC. */
