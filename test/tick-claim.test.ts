@@ -16,10 +16,11 @@ import { enqueueInput } from '../scheduler/session/inbox.ts';
 import type { LoopRecord } from '../scheduler/loop/loop-state.ts';
 import { TICK_JOB_NAME, type TickJobData } from '../scheduler/loop/tick-job.ts';
 import { createLogger } from '../scheduler/logger.ts';
+import { NO_SPEND } from '../scheduler/model-spend.ts';
 import { BULLMQ_REDIS_OPTIONS } from '../scheduler/store/redis/connect.ts';
 import { createWorkerDeps } from '../worker/create-worker-deps.ts';
 import { processScheduleTick, type TickResult } from '../worker/loop/tick-processor.ts';
-import type { RunnerFactory } from '../worker/turn-runners/create-runner.ts';
+import { RunnerFactory } from '../worker/turn-runners/create-runner.ts';
 import type { TurnRequest, TurnRunner } from '../worker/turn-runners/turn-runner.ts';
 import type { WorkerDeps } from '../worker/worker-deps.ts';
 import { testEnv } from './support/env.ts';
@@ -28,17 +29,22 @@ import { loopFixture } from './support/record-fixtures.ts';
 
 const cleanups = cleanupAfterEach();
 
-/** A command-like runner: replies `tick $HERMES_TICK`; with `holdFirst` the first turn waits for `releaseFirst()`. */
-function gatedRunner(holdFirst: boolean) {
+/**
+ * A runner that replies `tick $HERMES_TICK` (`kind` as the loop's: command by default); with `holdFirst` the
+ * first turn waits for `releaseFirst()`. `journals` has each turn's journal as the runner got it.
+ */
+function gatedRunner(holdFirst: boolean, kind: TurnRunner['kind'] = 'command') {
   const ticks: string[] = [];
   let releaseFirst!: () => void;
   let firstStarted!: () => void;
   const released = new Promise<void>((r) => (releaseFirst = r));
   const started = new Promise<void>((r) => (firstStarted = r));
+  const journals: Array<TurnRequest['journal']> = [];
   const runner: TurnRunner = {
-    kind: 'command',
+    kind,
     async run(req: TurnRequest) {
       ticks.push(req.env!.HERMES_TICK!);
+      journals.push(req.journal);
       if (holdFirst && ticks.length === 1) {
         firstStarted();
         await released;
@@ -46,15 +52,24 @@ function gatedRunner(holdFirst: boolean) {
       return { reply: `tick ${req.env!.HERMES_TICK}`, steps: [] };
     },
   };
-  return { ticks, runner, releaseFirst, firstStarted: started };
+  return { ticks, journals, runner, releaseFirst, firstStarted: started };
 }
 
-async function setUp(holdFirst = true, options: { shards?: number; sessionId?: string } = {}) {
-  const env = testEnv(options.shards ? { 'redis.shards': options.shards } : {});
+async function setUp(holdFirst = true, options: { shards?: number; sessionId?: string; agent?: boolean } = {}) {
+  // An agent loop's turn needs a model to be configured (its context is fitted to the model's window); the runner never calls it.
+  const env = testEnv({
+    ...(options.shards ? { 'redis.shards': options.shards } : {}),
+    ...(options.agent ? { 'agent.base_url': 'http://127.0.0.1:9/v1', 'agent.api_key': 'k' } : {}),
+  });
   const redis = new Redis(env.redisUrl, { maxRetriesPerRequest: 3 });
   const queueConn = new Redis(env.redisUrl, BULLMQ_REDIS_OPTIONS);
-  const gated = gatedRunner(holdFirst);
-  const runners = { agent: gated.runner, forSpec: () => gated.runner } as unknown as RunnerFactory;
+  const gated = gatedRunner(holdFirst, options.agent ? 'agent' : 'command');
+  // The product's runner factory (an agent turn's context is fitted through it), every turn run by `gated.runner`.
+  const runners = new (class extends RunnerFactory {
+    override forSpec(): TurnRunner {
+      return gated.runner;
+    }
+  })(env.config);
   const deps = createWorkerDeps({ config: env.config, redis, queueConnection: queueConn, log: createLogger({ level: 'silent' }), runners });
   cleanups.push(async () => {
     for (const q of deps.queues.shards()) await q.ticks.obliterate({ force: true });
@@ -66,7 +81,11 @@ async function setUp(holdFirst = true, options: { shards?: number; sessionId?: s
   });
   const sessionId = options.sessionId ?? 'stale';
   const stored = await deps.loops.put(
-    loopFixture({ sessionId, runner: { kind: 'command', command: 'unused', timeoutSeconds: 10 }, now: Date.now() }),
+    loopFixture({
+      sessionId,
+      runner: options.agent ? { kind: 'agent' } : { kind: 'command', command: 'unused', timeoutSeconds: 10 },
+      now: Date.now(),
+    }),
     'absent',
   );
   return { deps, gated, sessionId, loopId: stored!.loopId };
@@ -204,5 +223,54 @@ describe('tick claim against the record at claim time', () => {
     };
     expect(await claim('o1', false)).toMatchObject({ status: 'ok', transcript: [] });
     expect(await claim('o2', true)).toMatchObject({ status: 'ok', transcript: [{ role: 'user', content: 'earlier' }] });
+  });
+
+  it("the claim answers the length of the occurrence's own journal, for an agent turn and a command turn alike", async () => {
+    const { deps, sessionId } = await setUp(false);
+    await deps.redis.rpush(deps.keys.transcript(sessionId), JSON.stringify({ role: 'user', content: 'earlier', at: 0, source: 'message' }));
+    await deps.redis.rpush(deps.keys.turnJournal(sessionId, 'o2'), 'step 1', 'step 2');
+    await deps.redis.rpush(deps.keys.turnJournal(sessionId, 'o3'), 'step 1');
+    const claim = async (occurrenceId: string, readTranscript: boolean) => {
+      const loop = (await deps.loops.get(sessionId, 'loop'))!;
+      const res = await deps.loops.claimTick(sessionId, 'loop', {
+        expectedVersion: loop.version,
+        goalVersion: null,
+        pendingCount: 0,
+        ttlMs: 60_000,
+        mark: { occurrenceId, jobId: occurrenceId, startedAt: Date.now(), tick: 1, workerId: 'w' },
+        lock: { holder: occurrenceId, ttlMs: 60_000 },
+        started: { tick: 1, occurrenceId },
+        readTranscript,
+      });
+      await deps.redis.del(deps.keys.turnLock(sessionId), deps.keys.scheduleInflight(sessionId, 'loop'));
+      return res;
+    };
+    // o1 has no journal; o2's journal is not o1's (nor o3's): each claim counts its own occurrence's entries.
+    expect(await claim('o1', true)).toMatchObject({ status: 'ok', journalEntries: 0, transcript: [{ content: 'earlier' }] });
+    expect(await claim('o2', true)).toMatchObject({ status: 'ok', journalEntries: 2, transcript: [{ content: 'earlier' }] });
+    expect(await claim('o3', false)).toMatchObject({ status: 'ok', journalEntries: 1, transcript: [] });
+    expect(await claim('o4', false)).toMatchObject({ status: 'ok', journalEntries: 0, transcript: [] });
+  });
+
+  it('an agent tick whose claim found no journal starts its turn without reading one; one that found entries resumes from them', async () => {
+    const { deps, gated, sessionId, loopId } = await setUp(false, { agent: true });
+    let reads = 0;
+    const realRead = deps.journals.read.bind(deps.journals);
+    deps.journals.read = async (...args) => {
+      reads++;
+      return realRead(...args);
+    };
+    const fresh = await tickJob(deps, sessionId, loopId, Date.now() - 2000);
+    expect((await processScheduleTick(fresh, undefined, undefined, deps)).status).toBe('committed');
+    expect(reads).toBe(0);
+    expect(gated.journals[0]?.replay.answers.size).toBe(0);
+    // An earlier run of the next occurrence (due after the first ran: not coalesced by it) recorded a model
+    // answer before its worker died.
+    const retried = await tickJob(deps, sessionId, loopId, Date.now() + 20);
+    const { occurrenceId } = deps.loops.occurrenceOf(retried);
+    await deps.journals.append(sessionId, occurrenceId, { type: 'answer', round: 0, content: 'half', toolCalls: [], spend: NO_SPEND });
+    expect((await processScheduleTick(retried, undefined, undefined, deps)).status).toBe('committed');
+    expect(reads).toBe(1);
+    expect(gated.journals[1]?.replay.answers.size).toBe(1);
   });
 });

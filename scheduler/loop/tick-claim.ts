@@ -56,8 +56,8 @@ export type ClaimTickResult =
       status: 'ok';
       eventId: string;
       transcript: TranscriptMessage[];
-      /** Without `readTranscript` (a command turn): entries of the occurrence's turn journal (0: none to read). */
-      journalEntries?: number;
+      /** Entries of the occurrence's turn journal (0: the turn opens an empty one, without a read). */
+      journalEntries: number;
     }
   | { status: 'busy' }
   | { status: 'changed' }
@@ -170,7 +170,8 @@ export class TickClaim {
    * (`../store/redis/scripts/claim-tick-8.lua`, where the claim rule is written and enforced).
    * The turn lock stays held whatever the claim says (except `busy`); the caller releases it.
    * @returns `busy` when another job holds the session's turn lock (nothing written); `ok` with
-   *   the `tick.started` event id and, for `readTranscript`, the transcript (oldest first);
+   *   the `tick.started` event id, the length of the occurrence's journal and, for `readTranscript`,
+   *   the transcript (oldest first);
    *   `changed` when the record, the goal or the pending input changed, or the record is gone
    *   (decide again over a fresh read); `inflight` with the other occurrence's mark
    */
@@ -205,9 +206,13 @@ export class TickClaim {
       ],
     )) as [string, ...string[]];
     if (status === 'ok') {
-      const [eventId, ...messages] = rest;
-      if (!input.readTranscript) return { status: 'ok', eventId: eventId!, transcript: [], journalEntries: Number(messages[0] ?? 0) };
-      return { status: 'ok', eventId: eventId!, transcript: messages.map((m) => JSON.parse(m) as TranscriptMessage) };
+      const [eventId, journalEntries, ...messages] = rest;
+      return {
+        status: 'ok',
+        eventId: eventId!,
+        transcript: messages.map((m) => JSON.parse(m) as TranscriptMessage),
+        journalEntries: Number(journalEntries),
+      };
     }
     if (status === 'busy') return { status: 'busy' };
     if (status === 'inflight') return { status: 'inflight', mark: JSON.parse(rest[0]!) as InflightMark };

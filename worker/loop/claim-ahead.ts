@@ -39,8 +39,8 @@ export interface ClaimedAhead {
   read: TickGateRead;
   mark: InflightMark;
   transcript: TranscriptMessage[];
-  /** A command turn's journal entries, as the claim found them (`ClaimTickResult`). */
-  journalEntries?: number;
+  /** Entries of the occurrence's journal, as the claim found them (`ClaimTickResult`). */
+  journalEntries: number;
   lock: HeldLock;
 }
 

@@ -87,8 +87,8 @@ interface Claimed {
   loop: LoopRecord;
   mark: InflightMark;
   transcript: TranscriptMessage[];
-  /** A command turn's: entries of its occurrence's journal, as the claim found them (0: not read). */
-  journalEntries?: number;
+  /** Entries of its occurrence's journal, as the claim found them (0: the journal is not read). */
+  journalEntries: number;
 }
 
 /** A turn that ran to its end (failed or not), ready to be committed. */

@@ -1,10 +1,10 @@
 --[[
   Start a loop or heartbeat occurrence in one step (TickClaim.claimTick,
   scheduler/loop/tick-claim.ts): take the session's turn lock, claim the
-  occurrence, mark it in flight, tell clients it started and, for an agent
-  turn, read the transcript it runs on (a command turn gets only its new
-  input, so ARGV[11] '0' spares the read, and gets instead the length of its
-  occurrence's journal: 0 spares the journal's read).
+  occurrence, mark it in flight, tell clients it started, answer the length
+  of its occurrence's journal (0 spares the turn the journal's read) and, for
+  an agent turn, read the transcript it runs on (a command turn gets only its
+  new input, so ARGV[11] '0' spares the read).
 
   The claim rule, written here only: the gate decided to fire over one read of
   the loop record, the session's goal and its pending user input; the claim
@@ -41,9 +41,9 @@
   Returns {'busy'} another job holds the turn lock (nothing written);
   {'changed'} the record, the goal or the pending input changed, or the
   record is gone (lock held; re-read and decide again); {'inflight', mark}
-  another occurrence is in flight (lock held); {'ok', event id, transcript
-  message, ...} claimed: lock held, mark set, event added (with ARGV[11] '0',
-  {'ok', event id, journal length} instead).
+  another occurrence is in flight (lock held); {'ok', event id, journal
+  length, transcript message, ...} claimed: lock held, mark set, event added
+  (with ARGV[11] '0', no transcript messages).
 ]]
 local holder = redis.call('GET', KEYS[5])
 if holder and holder ~= ARGV[7] then return {'busy'} end
@@ -61,7 +61,8 @@ if mark and cjson.decode(mark)['occurrenceId'] ~= ARGV[4] then return {'inflight
 redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 local id = redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[9], '*', 'type', 'tick.started', 'data', ARGV[10])
 local out = {}
-if ARGV[11] ~= '0' then out = redis.call('LRANGE', KEYS[7], 0, -1) else out = {tostring(redis.call('LLEN', KEYS[8]))} end
+if ARGV[11] ~= '0' then out = redis.call('LRANGE', KEYS[7], 0, -1) end
+table.insert(out, 1, tostring(redis.call('LLEN', KEYS[8])))
 table.insert(out, 1, id)
 table.insert(out, 1, 'ok')
 return out
