@@ -2,12 +2,13 @@
  * The machine's test slots (support/machine-slots.ts): at most `slots` holders at once, a freed slot
  * taken by a waiter, a dead holder's slot taken back.
  */
-import { existsSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { freeSlotsOf, takeTestSlot } from './support/machine-slots.ts';
 import { tempDirsRemovedAfterAll } from './support/temp-dirs.ts';
+import { waitFor } from './support/wait-for.ts';
 
 const newDir = tempDirsRemovedAfterAll('slots-');
 
@@ -26,6 +27,30 @@ describe('machine test slots', () => {
     b();
     third!();
     expect(existsSync(join(dir, 'slot-0')) || existsSync(join(dir, 'slot-1'))).toBe(false);
+  });
+
+  it('a file that waits past the notice time says so once, naming the slots, their holders and the way out; one served at once says nothing', async () => {
+    const dir = newDir();
+    const said: string[] = [];
+    const say = (line: string) => said.push(line);
+    const held = await takeTestSlot(1, dir, { noticeAfterMs: 150, say });
+    expect(said).toEqual([]);
+    writeFileSync(join(dir, 'slot-0'), String(process.ppid)); // another run holds it (a live pid not ours)
+    let waited: (() => void) | undefined;
+    const waiting = takeTestSlot(1, dir, { noticeAfterMs: 150, say }).then((r) => (waited = r));
+    await waitFor(() => said.length > 0);
+    await new Promise((r) => setTimeout(r, 450)); // three more looks, and no second notice
+    expect(said).toHaveLength(1);
+    expect(said[0]).toContain("one of this machine's 1 test slots");
+    expect(said[0]).toContain(`held by pid ${process.ppid}`);
+    expect(said[0]).toContain('HERMES_TEST_SLOTS=0');
+    expect(waited).toBeUndefined();
+    held(); // not its slot any more: the other run's stays
+    expect(existsSync(join(dir, 'slot-0'))).toBe(true);
+    rmSync(join(dir, 'slot-0')); // the other run frees it
+    await waiting;
+    waited!();
+    expect(said).toHaveLength(1);
   });
 
   it('a slot whose holder is gone is taken back; a live holder keeps its own', async () => {

@@ -87,14 +87,41 @@ export function freeSlotsOf(pid: number, slots = TEST_SLOTS, dir = SLOT_DIR): vo
   }
 }
 
+/** How long a file waits for a slot before it says so, ms (a wait this long is other runs of the suite, not this one). */
+const WAIT_NOTICE_MS = 20_000;
+
+/** What a file that has waited {@link WAIT_NOTICE_MS} for a slot says once (stderr): why, and how to turn it off. */
+export function slotWaitNotice(slots: number, dir: string): string {
+  const holders = Array.from({ length: slots }, (_, k) => {
+    try {
+      return readFileSync(join(dir, `slot-${k}`), 'utf8');
+    } catch {
+      return '';
+    }
+  }).filter((pid) => pid !== '' && pid !== String(process.pid));
+  return (
+    `waiting for one of this machine's ${slots} test slots (${dir}; held by pid ${[...new Set(holders)].join(', ') || 'none now'}): ` +
+    `other runs of the suite share them. HERMES_TEST_SLOTS=0 turns the sharing off (test/README.md).\n`
+  );
+}
+
 /**
- * Wait for a free slot and hold it.
+ * Wait for a free slot and hold it; a wait longer than `noticeAfterMs` is told once with `say` (stderr by default).
  * @param slots - slots on the machine; 0: none are shared, the call returns at once
  * @returns a function that frees the slot (again: nothing)
  */
-export async function takeTestSlot(slots = TEST_SLOTS, dir = SLOT_DIR): Promise<() => void> {
+export async function takeTestSlot(
+  slots = TEST_SLOTS,
+  dir = SLOT_DIR,
+  {
+    noticeAfterMs = WAIT_NOTICE_MS,
+    say = (line: string): unknown => process.stderr.write(line),
+  }: { noticeAfterMs?: number; say?: (line: string) => unknown } = {},
+): Promise<() => void> {
   if (!(slots > 0)) return () => {};
   mkdirSync(dir, { recursive: true });
+  const noticeAt = Date.now() + noticeAfterMs;
+  let told = false;
   for (;;) {
     for (let k = 0; k < slots; k++) {
       const path = join(dir, `slot-${k}`);
@@ -109,6 +136,10 @@ export async function takeTestSlot(slots = TEST_SLOTS, dir = SLOT_DIR): Promise<
           /* already taken back */
         }
       };
+    }
+    if (!told && Date.now() >= noticeAt) {
+      told = true;
+      say(slotWaitNotice(slots, dir));
     }
     await sleep(POLL_MS + Math.random() * POLL_MS);
   }
