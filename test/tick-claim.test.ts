@@ -110,6 +110,23 @@ function holdNextRead(deps: WorkerDeps, between: () => Promise<unknown>): void {
   };
 }
 
+/** Claim occurrence `occurrenceId` of the session's loop over its record as stored, then let go of the lock and the mark. */
+async function claimAlone(deps: WorkerDeps, sessionId: string, occurrenceId: string, readTranscript: boolean) {
+  const loop = (await deps.loops.get(sessionId, 'loop'))!;
+  const res = await deps.loops.claimTick(sessionId, 'loop', {
+    expectedVersion: loop.version,
+    goalVersion: null,
+    pendingCount: 0,
+    ttlMs: 60_000,
+    mark: { occurrenceId, jobId: occurrenceId, startedAt: Date.now(), tick: 1, workerId: 'w' },
+    lock: { holder: occurrenceId, ttlMs: 60_000 },
+    started: { tick: 1, occurrenceId },
+    readTranscript,
+  });
+  await deps.redis.del(deps.keys.turnLock(sessionId), deps.keys.scheduleInflight(sessionId, 'loop'));
+  return res;
+}
+
 async function replies(deps: WorkerDeps, sessionId: string): Promise<string[]> {
   return (await deps.sessions.transcript(sessionId)).filter((m) => m.role === 'assistant').map((m) => m.content);
 }
@@ -206,21 +223,7 @@ describe('tick claim against the record at claim time', () => {
   it('the claim reads the transcript for an agent turn only: a command turn runs on its new input alone', async () => {
     const { deps, sessionId } = await setUp(false);
     await deps.redis.rpush(deps.keys.transcript(sessionId), JSON.stringify({ role: 'user', content: 'earlier', at: 0, source: 'message' }));
-    const claim = async (occurrenceId: string, readTranscript: boolean) => {
-      const loop = (await deps.loops.get(sessionId, 'loop'))!;
-      const res = await deps.loops.claimTick(sessionId, 'loop', {
-        expectedVersion: loop.version,
-        goalVersion: null,
-        pendingCount: 0,
-        ttlMs: 60_000,
-        mark: { occurrenceId, jobId: occurrenceId, startedAt: Date.now(), tick: 1, workerId: 'w' },
-        lock: { holder: occurrenceId, ttlMs: 60_000 },
-        started: { tick: 1, occurrenceId },
-        readTranscript,
-      });
-      await deps.redis.del(deps.keys.turnLock(sessionId), deps.keys.scheduleInflight(sessionId, 'loop'));
-      return res;
-    };
+    const claim = (occurrenceId: string, readTranscript: boolean) => claimAlone(deps, sessionId, occurrenceId, readTranscript);
     expect(await claim('o1', false)).toMatchObject({ status: 'ok', transcript: [] });
     expect(await claim('o2', true)).toMatchObject({ status: 'ok', transcript: [{ role: 'user', content: 'earlier' }] });
   });
@@ -230,21 +233,7 @@ describe('tick claim against the record at claim time', () => {
     await deps.redis.rpush(deps.keys.transcript(sessionId), JSON.stringify({ role: 'user', content: 'earlier', at: 0, source: 'message' }));
     await deps.redis.rpush(deps.keys.turnJournal(sessionId, 'o2'), 'step 1', 'step 2');
     await deps.redis.rpush(deps.keys.turnJournal(sessionId, 'o3'), 'step 1');
-    const claim = async (occurrenceId: string, readTranscript: boolean) => {
-      const loop = (await deps.loops.get(sessionId, 'loop'))!;
-      const res = await deps.loops.claimTick(sessionId, 'loop', {
-        expectedVersion: loop.version,
-        goalVersion: null,
-        pendingCount: 0,
-        ttlMs: 60_000,
-        mark: { occurrenceId, jobId: occurrenceId, startedAt: Date.now(), tick: 1, workerId: 'w' },
-        lock: { holder: occurrenceId, ttlMs: 60_000 },
-        started: { tick: 1, occurrenceId },
-        readTranscript,
-      });
-      await deps.redis.del(deps.keys.turnLock(sessionId), deps.keys.scheduleInflight(sessionId, 'loop'));
-      return res;
-    };
+    const claim = (occurrenceId: string, readTranscript: boolean) => claimAlone(deps, sessionId, occurrenceId, readTranscript);
     // o1 has no journal; o2's journal is not o1's (nor o3's): each claim counts its own occurrence's entries.
     expect(await claim('o1', true)).toMatchObject({ status: 'ok', journalEntries: 0, transcript: [{ content: 'earlier' }] });
     expect(await claim('o2', true)).toMatchObject({ status: 'ok', journalEntries: 2, transcript: [{ content: 'earlier' }] });
