@@ -38,7 +38,7 @@ export interface ModelState {
 
 /** The learned windows and breakers of the fleet. */
 export interface ModelStateStore {
-  /** The state of one endpoint and model (one round trip). */
+  /** The state of one endpoint and model (one round trip, or a share of one: `RedisModelState`). Not to be changed. */
   read(ref: ModelRef): Promise<ModelState>;
   /** Every endpoint and model with a stored state. */
   list(): Promise<Array<ModelRef & ModelState>>;
@@ -54,14 +54,45 @@ export interface ModelStateStore {
   forget(ref: ModelRef): Promise<boolean>;
 }
 
-/** The state in Redis (keys: `Keys.modelWindow`, `Keys.modelBreaker`, `Keys.modelIndex`). */
+/**
+ * The state in Redis (keys: `Keys.modelWindow`, `Keys.modelBreaker`, `Keys.modelIndex`).
+ *
+ * A read asked for while another read of the same model is on its way shares that read's answer (its objects are
+ * not to be changed): the agent turns that start together at the top of the hour read their model's state
+ * once, not once each. The answer is then as fresh as a read sent a moment earlier, which another worker's
+ * write could have missed the same way; a write through this store is never missed by a read asked for
+ * after it ended (a read on its way is no longer shared once the write has ended).
+ */
 export class RedisModelState implements ModelStateStore {
+  /** Reads on their way, by model (`Keys.modelIndexMember`). */
+  private readonly reading = new Map<string, Promise<ModelState>>();
+
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: Keys,
   ) {}
 
-  async read(ref: ModelRef): Promise<ModelState> {
+  read(ref: ModelRef): Promise<ModelState> {
+    const id = this.keys.modelIndexMember(ref.endpoint, ref.model);
+    const onItsWay = this.reading.get(id);
+    if (onItsWay) return onItsWay;
+    const read = this.readNow(ref).finally(() => {
+      if (this.reading.get(id) === read) this.reading.delete(id);
+    });
+    this.reading.set(id, read);
+    return read;
+  }
+
+  /** Run `write` (a change to `ref`'s state) so that no read asked for after it ends shares a read sent before. */
+  private async writing<T>(ref: ModelRef, write: () => Promise<T>): Promise<T> {
+    try {
+      return await write();
+    } finally {
+      this.reading.delete(this.keys.modelIndexMember(ref.endpoint, ref.model));
+    }
+  }
+
+  private async readNow(ref: ModelRef): Promise<ModelState> {
     const [window, breaker] = await this.redis.mget(
       this.keys.modelWindow(ref.endpoint, ref.model),
       this.keys.modelBreaker(ref.endpoint, ref.model),
@@ -92,6 +123,10 @@ export class RedisModelState implements ModelStateStore {
 
   async learnWindow(ref: ModelRef, proposal: LearnedWindow): Promise<LearnedWindow> {
     const key = this.keys.modelWindow(ref.endpoint, ref.model);
+    return await this.writing(ref, () => this.learnWindowNow(ref, key, proposal));
+  }
+
+  private async learnWindowNow(ref: ModelRef, key: string, proposal: LearnedWindow): Promise<LearnedWindow> {
     return await retryOnConflict(
       async () => {
         const raw = await this.redis.get(key);
@@ -112,23 +147,32 @@ export class RedisModelState implements ModelStateStore {
 
   async updateBreaker<T>(ref: ModelRef, change: (current: BreakerRecord | undefined) => { next?: BreakerRecord; result: T }): Promise<T> {
     const key = this.keys.modelBreaker(ref.endpoint, ref.model);
-    return await retryOnConflict(
-      async () => {
-        const raw = await this.redis.get(key);
-        const current = raw ? parse<BreakerRecord>(raw) : undefined;
-        const { next, result } = change(current);
-        if (!next) return result;
-        const stored = await putVersioned(this.redis, this.target(ref, key, 'circuit breaker'), next, current ? current.version : 'absent');
-        return stored ? result : CONFLICT;
-      },
-      () => new StoreUnavailableError(`The circuit breaker of ${ref.model} at ${ref.endpoint} kept changing under concurrent writes.`),
+    return await this.writing(ref, () =>
+      retryOnConflict(
+        async () => {
+          const raw = await this.redis.get(key);
+          const current = raw ? parse<BreakerRecord>(raw) : undefined;
+          const { next, result } = change(current);
+          if (!next) return result;
+          const stored = await putVersioned(
+            this.redis,
+            this.target(ref, key, 'circuit breaker'),
+            next,
+            current ? current.version : 'absent',
+          );
+          return stored ? result : CONFLICT;
+        },
+        () => new StoreUnavailableError(`The circuit breaker of ${ref.model} at ${ref.endpoint} kept changing under concurrent writes.`),
+      ),
     );
   }
 
   async forget(ref: ModelRef): Promise<boolean> {
-    const removed = await this.redis.del(this.keys.modelWindow(ref.endpoint, ref.model), this.keys.modelBreaker(ref.endpoint, ref.model));
-    await this.redis.srem(this.keys.modelIndex, this.keys.modelIndexMember(ref.endpoint, ref.model));
-    return removed > 0;
+    return await this.writing(ref, async () => {
+      const removed = await this.redis.del(this.keys.modelWindow(ref.endpoint, ref.model), this.keys.modelBreaker(ref.endpoint, ref.model));
+      await this.redis.srem(this.keys.modelIndex, this.keys.modelIndexMember(ref.endpoint, ref.model));
+      return removed > 0;
+    });
   }
 
   private target(ref: ModelRef, key: string, what: string) {
