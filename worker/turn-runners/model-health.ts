@@ -15,7 +15,7 @@ export class ModelHealth {
     private readonly breaker: BreakerSettings,
   ) {}
 
-  /** What is stored of `ref` (its learned window and breaker), one round trip. */
+  /** What is stored of `ref` (its learned window and breaker): one round trip, shared by reads asked for together (`RedisModelState`). */
   async read(ref: ModelRef): Promise<ModelState> {
     return await this.store.read(ref);
   }
