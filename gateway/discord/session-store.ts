@@ -59,20 +59,29 @@ export class DiscordSessionStore {
     return this.session ? { ...this.session, sequence: this.handled } : null;
   }
 
-  /** Internal: the library's `updateSessionInfo` (a new session on READY, a received sequence, or `null` to forget). */
+  /**
+   * Internal: the library's `updateSessionInfo` (a new session on READY, a received sequence, or `null` to forget).
+   * Never rejects: the library neither awaits nor catches it (a socket's close calls it, as the gateway stops and
+   * its Redis connection closes). A write Redis refuses is logged; the session stays known to this holder, and the
+   * next holder identifies anew instead of resuming.
+   */
   async update(info: SessionInfo | null): Promise<void> {
-    if (info === null) {
-      if (this.keep) return;
-      this.session = null;
-      await this.redis.del(this.key);
-      return;
-    }
-    const fresh = this.session?.sessionId !== info.sessionId;
-    this.session = { ...info };
-    if (fresh) {
-      // READY: nothing of the new session was handled before its own sequence.
-      this.handled = info.sequence;
-      await this.persist();
+    try {
+      if (info === null) {
+        if (this.keep) return;
+        this.session = null;
+        await this.redis.del(this.key);
+        return;
+      }
+      const fresh = this.session?.sessionId !== info.sessionId;
+      this.session = { ...info };
+      if (fresh) {
+        // READY: nothing of the new session was handled before its own sequence.
+        this.handled = info.sequence;
+        await this.persist();
+      }
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'Discord gateway session not saved in Redis: the next holder identifies anew');
     }
   }
 
