@@ -62,8 +62,8 @@ export class DiscordSessionStore {
   /**
    * Internal: the library's `updateSessionInfo` (a new session on READY, a received sequence, or `null` to forget).
    * Never rejects: the library neither awaits nor catches it (a socket's close calls it, as the gateway stops and
-   * its Redis connection closes). A write Redis refuses is logged; the session stays known to this holder, and the
-   * next holder identifies anew instead of resuming.
+   * its Redis connection closes). A write Redis refuses is logged, and the next holder identifies anew instead of
+   * resuming; this holder goes on with the session as the library gave it.
    */
   async update(info: SessionInfo | null): Promise<void> {
     try {
