@@ -1,9 +1,9 @@
 /**
  * The `fetch` under a model target's client: undici's `request` (the HTTP client Node's own `fetch` is built on,
  * without the Fetch standard's request and body machinery), its answer handed back as a `Response`. Why: a worker
- * sends a model call per agent turn from one thread, and at the top of the hour thousands at once; through Node's
- * `fetch` 2,000 of them started p99 1.6–1.7 s after their instant, through this ~1.0 s (docs/BENCHMARKS.md, "Top
- * of the hour").
+ * sends a model call per agent turn from one thread, and at the top of the hour thousands at once; through this
+ * 2,000 of them start ~0.6 s sooner at p99 than through Node's `fetch` (the figures: docs/BENCHMARKS.md, "Top of
+ * the hour").
  *
  * What it keeps of `fetch`: the method, headers and body as the client gives them (a string or bytes: the Chat
  * Completions client sends JSON; any other body goes through `fetch` itself), the abort signal (a request or a
