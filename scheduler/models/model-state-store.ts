@@ -123,25 +123,23 @@ export class RedisModelState implements ModelStateStore {
 
   async learnWindow(ref: ModelRef, proposal: LearnedWindow): Promise<LearnedWindow> {
     const key = this.keys.modelWindow(ref.endpoint, ref.model);
-    return await this.writing(ref, () => this.learnWindowNow(ref, key, proposal));
-  }
-
-  private async learnWindowNow(ref: ModelRef, key: string, proposal: LearnedWindow): Promise<LearnedWindow> {
-    return await retryOnConflict(
-      async () => {
-        const raw = await this.redis.get(key);
-        const current = raw ? parse<LearnedWindow>(raw) : undefined;
-        const merged = mergeLearned(current, proposal);
-        if (merged === current) return merged;
-        const stored = await putVersioned(
-          this.redis,
-          this.target(ref, key, 'learned window'),
-          merged,
-          current ? current.version : 'absent',
-        );
-        return stored ?? CONFLICT;
-      },
-      () => new StoreUnavailableError(`The learned window of ${ref.model} at ${ref.endpoint} kept changing under concurrent writes.`),
+    return await this.writing(ref, () =>
+      retryOnConflict(
+        async () => {
+          const raw = await this.redis.get(key);
+          const current = raw ? parse<LearnedWindow>(raw) : undefined;
+          const merged = mergeLearned(current, proposal);
+          if (merged === current) return merged;
+          const stored = await putVersioned(
+            this.redis,
+            this.target(ref, key, 'learned window'),
+            merged,
+            current ? current.version : 'absent',
+          );
+          return stored ?? CONFLICT;
+        },
+        () => new StoreUnavailableError(`The learned window of ${ref.model} at ${ref.endpoint} kept changing under concurrent writes.`),
+      ),
     );
   }
 
