@@ -123,6 +123,24 @@ describe('which code a call runs', () => {
   });
 });
 
+describe('how Node starts', () => {
+  it('run as a command, `hermes` starts Node with the options of its `#!` line (64 MB semi-spaces), whatever the command', async () => {
+    const c = fakeCheckout();
+    try {
+      writeFileSync(join(c.root, 'dist', 'main.js'), "console.log(process.execArgv.join(' '));\n");
+      const { HERMES_BUILD_DIR: _runBuild, HERMES_FROM_SOURCES: _fromSources, NODE_OPTIONS: _options, ...base } = process.env;
+      // Executed itself (as `npm link`, a global install or `./cli/hermes.mjs` run it), not through `node`.
+      const [worker, list] = await Promise.all(
+        [['worker'], ['cron', 'list']].map(async (args) => (await run(c.hermes, args, { env: base })).stdout.trim().split(' ')),
+      );
+      expect(worker).toContain('--max-semi-space-size=64');
+      expect(list).toContain('--max-semi-space-size=64');
+    } finally {
+      rmSync(c.root, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('the compiled CLI', () => {
   // The build the run's `hermes` calls use: the one this run made of the sources as they are
   // (test/support/global-build.ts), or `dist/` when it is current (made by `npm ci`); else one of its own.

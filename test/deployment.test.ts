@@ -17,6 +17,7 @@ import { createLogger } from '../scheduler/logger.ts';
 import { testEnv } from './support/env.ts';
 import { ROOT, startWorker } from './support/stack.ts';
 import { cleanupAfterEach } from './support/cleanup.ts';
+import { launcherNodeOptions } from '../ops/bench/bench-support.ts';
 
 const cleanups = cleanupAfterEach();
 
@@ -77,6 +78,20 @@ describe('systemd units', () => {
       }
     });
   }
+});
+
+describe('Node options of a worker', () => {
+  it('a worker started as `node cli/hermes.mjs` (the systemd unit, compose) gets the options of the `#!` line of `hermes`', () => {
+    const options = launcherNodeOptions();
+    expect(options).toContain('--max-semi-space-size=64');
+    expect(serviceSection(join(ROOT, 'ops', 'systemd', 'hermes-worker@.service')).get('Environment')).toContain(
+      `NODE_OPTIONS=${options.join(' ')}`,
+    );
+    const compose = parseYaml(readFileSync(join(ROOT, 'ops', 'compose.yaml'), 'utf8'), { merge: true }) as {
+      services: Record<string, { environment?: Record<string, string> }>;
+    };
+    expect(compose.services.worker!.environment!.NODE_OPTIONS).toBe(options.join(' '));
+  });
 });
 
 describe('Dockerfile and compose.yaml', () => {

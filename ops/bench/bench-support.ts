@@ -1,7 +1,10 @@
 /**
- * What the benchmarks share: percentiles of a sample, Redis's CPU time, and the way a benchmark
- * script runs (an error ends it with exit code 1 and the error on stderr).
+ * What the benchmarks share: percentiles of a sample, Redis's CPU time, the Node options a worker
+ * runs with, and the way a benchmark script runs (an error ends it with exit code 1 and the error on
+ * stderr).
  */
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 
 /** p50, p99 and max (nearest rank below) of `samples`, and how many there were. */
 export interface Percentiles {
@@ -34,4 +37,30 @@ export function runBench(main: () => Promise<void>): void {
     console.error(err);
     process.exit(1);
   });
+}
+
+/**
+ * The Node options `hermes` starts with: those of the `#!` line of `cli/hermes.mjs` (the rule is told there),
+ * e.g. `['--max-semi-space-size=64']`.
+ */
+export function launcherNodeOptions(): string[] {
+  const shebang = readFileSync(new URL('../../cli/hermes.mjs', import.meta.url), 'utf8').split('\n', 1)[0]!;
+  const m = /^#!\/usr\/bin\/env -S node((?: --\S+)*)$/.exec(shebang);
+  if (!m) throw new Error(`cli/hermes.mjs starts with an unexpected line: ${shebang}`);
+  return m[1]!.split(' ').filter(Boolean);
+}
+
+/**
+ * For a benchmark that runs its worker in its own process: run this script again, with the same arguments, under
+ * the Node options `hermes` starts a worker with (`launcherNodeOptions`), unless it already runs under them;
+ * the parent then exits with the child's code. So the worker measured is the one `hermes worker` runs, and
+ * raw BullMQ, measured in the same process, runs under the same options.
+ */
+export function underLauncherNodeOptions(): void {
+  const missing = launcherNodeOptions().filter(
+    (o) => !process.execArgv.includes(o) && !(process.env.NODE_OPTIONS ?? '').split(/\s+/).includes(o),
+  );
+  if (missing.length === 0) return;
+  const child = spawnSync(process.execPath, [...process.execArgv, ...missing, ...process.argv.slice(1)], { stdio: 'inherit' });
+  process.exit(child.status ?? 1);
 }

@@ -17,6 +17,9 @@
  * "due_ticks_per_s", "product_redis_cpu_us_per_tick", "raw_redis_cpu_us_per_job"}`; the machine's load
  * average at the start and end of each N goes to stderr.
  *
+ * It runs under the Node options `hermes` starts a worker with (`--max-semi-space-size=64`, the `#!` line of
+ * cli/hermes.mjs), both paths alike: run without them, it runs itself again with them.
+ *
  * Both paths register their N schedules the same way (32 at a time) and measure
  * a window that starts 3 s after every schedule is in place.
  *
@@ -53,7 +56,9 @@ import { startEmbeddedRedis } from '../../scheduler/store/redis/embedded-redis.t
 import { WorkerProcess } from '../../worker/worker-process.ts';
 import { RunnerFactory } from '../../worker/turn-runners/create-runner.ts';
 import type { TurnRunner } from '../../worker/turn-runners/turn-runner.ts';
-import { redisCpuSeconds } from './bench-support.ts';
+import { redisCpuSeconds, underLauncherNodeOptions } from './bench-support.ts';
+
+underLauncherNodeOptions();
 
 const args = process.argv.slice(2);
 const arg = (name: string, def: string) => {

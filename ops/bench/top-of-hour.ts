@@ -5,7 +5,11 @@
  *
  *   npx tsx ops/bench/top-of-hour.ts [--jobs 10000] [--agent-jobs 2000] [--model-latency-ms 3000] [--agent-turns <n>]
  *                                    [--workers 1] [--raw-concurrency 1000] [--no-raw] [--command-stats] [--script-stats]
- *                                    [--cpu-profile <file>] [--heap-profile <file>] [--list-schedules 100000] [--json]
+ *                                    [--cpu-profile <file>] [--heap-profile <file>] [--profile-phase noop|agent]
+ *                                    [--list-schedules 100000] [--json]
+ *
+ * It runs under the Node options `hermes` starts a worker with (`--max-semi-space-size=64`, the `#!` line of
+ * cli/hermes.mjs): run without them, it runs itself again with them.
  *
  * Phase 1, no-op turns: N cron jobs (`S M H * * *` in UTC, all due at one instant T a little after
  * they are registered) run by one in-process `hermes worker` at the defaults, whose agent runner
@@ -52,8 +56,10 @@ import { WorkerProcess } from '../../worker/worker-process.ts';
 import { RunnerFactory } from '../../worker/turn-runners/create-runner.ts';
 import type { TurnRunner } from '../../worker/turn-runners/turn-runner.ts';
 import { startFakeOpenAI } from '../../test/support/fake-openai.ts';
-import { redisCpuSeconds } from './bench-support.ts';
+import { redisCpuSeconds, underLauncherNodeOptions } from './bench-support.ts';
 import { listPageP99, timeListPages } from './list-page-timing.ts';
+
+underLauncherNodeOptions();
 
 const args = process.argv.slice(2);
 const arg = (name: string, def: string) => {
@@ -71,14 +77,16 @@ const WORKERS = Number(arg('workers', '1'));
 const JSON_OUT = args.includes('--json');
 /** Skip the raw BullMQ phase (while working on the product's path; its figures then read `null`). */
 const NO_RAW = args.includes('--no-raw');
-/** Write a CPU profile of this process over the first burst to this file (`--cpu-profile <file>`); its `instantUs` is the due instant on the profile's clock. */
+/** Write a CPU profile of this process over a burst (`--profile-phase`) to this file (`--cpu-profile <file>`); its `instantUs` is the due instant on the profile's clock. */
 const CPU_PROFILE = arg('cpu-profile', '');
 /**
- * Write V8's sampling heap profile of this process from the first burst's due instant on to this file
+ * Write V8's sampling heap profile of this process from a burst's (`--profile-phase`) due instant on to this file
  * (`--heap-profile <file>`, a .heapprofile): what the occurrences allocate once they wake, the objects
  * collected since included.
  */
 const HEAP_PROFILE = arg('heap-profile', '');
+/** The burst `--cpu-profile` and `--heap-profile` cover: `noop` (the default) or `agent`. */
+const PROFILE_PHASE = arg('profile-phase', 'noop');
 /** Print Redis' `INFO commandstats` of each burst: where Redis' time went, by command and script. */
 const COMMAND_STATS = args.includes('--command-stats');
 /**
@@ -299,10 +307,10 @@ async function productBurst(
   const cpu0 = await redisCpuSeconds(redis);
   const stats0 = COMMAND_STATS ? await commandStats(redis) : undefined;
   if (SCRIPT_STATS) await startScriptStats(redis);
-  const profiler = CPU_PROFILE && phase === 'noop' ? await startProfile() : undefined;
+  const profiler = CPU_PROFILE && phase === PROFILE_PHASE ? await startProfile() : undefined;
   const own0 = process.cpuUsage();
   let ownAt = own0;
-  const heap = HEAP_PROFILE && phase === 'noop' ? new Session() : undefined;
+  const heap = HEAP_PROFILE && phase === PROFILE_PHASE ? new Session() : undefined;
   const atTimer = setTimeout(() => {
     ownAt = process.cpuUsage();
     if (heap) {
