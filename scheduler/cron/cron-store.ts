@@ -28,6 +28,7 @@
  * already waiting or picked up. `reconcile` re-arms scheduled jobs whose
  * BullMQ side is missing (a crash between the two steps).
  */
+import { randomBytes } from 'node:crypto';
 import type { Job } from 'bullmq';
 import type { ReplicaAck } from '../store/redis/replica-ack.ts';
 import type { RedisClient } from '../store/redis/connection-factory.ts';
@@ -736,6 +737,12 @@ export class CronStore {
   }): Promise<RunCommitResult> {
     const { run } = input;
     const stored: CronJob = { ...input.job, version: input.expectedVersion + 1 };
+    // The `local` target's evidence is the reply event's stream id, known inside the script only: the run goes
+    // with the target marked delivered and a token of this call where the id goes, which the script replaces.
+    const evidence = input.localEvent ? `evidence-${randomBytes(16).toString('hex')}` : '';
+    const sent: CronRun = input.localEvent
+      ? { ...run, deliveries: run.deliveries.map((d) => (d.target === 'local' ? { ...d, status: 'delivered', evidence } : d)) }
+      : run;
     // Every key on the job's shard (its session `cron:<id>` lives there too): one slot for the script.
     const k = this.keys.forCronJob(run.job_id);
     const keys = [
@@ -749,7 +756,7 @@ export class CronStore {
       k.turnJournal(cronSessionId(run.job_id), run.occurrence_id),
     ];
     const [code, eventId] = (await runLuaScript(this.redis, COMMIT_RUN, keys, [
-      JSON.stringify(run),
+      JSON.stringify(sent),
       run.occurrence_id,
       Date.now(),
       this.windowMs,
@@ -760,6 +767,7 @@ export class CronStore {
       input.localEvent ? JSON.stringify(input.localEvent) : '',
       this.settings.eventsMaxLen,
       this.keys.cronRecentRunEntry(run.job_id, run.occurrence_id),
+      evidence,
     ])) as [number, string];
     if (code === 1) {
       await this.settings.replicaAck?.after(this.redis, keys[0]!);

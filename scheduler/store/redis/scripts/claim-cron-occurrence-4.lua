@@ -38,8 +38,9 @@ local window = tonumber(ARGV[7])
 local cur = redis.call('GET', KEYS[1])
 if not cur then return {'removed', 0} end
 if redis.call('ZSCORE', KEYS[3], occ) then return {'done', 0} end
-if ARGV[4] ~= '1' then
-  local job = cjson.decode(cur)
+-- Decoded once, for the state and generation checks and the repeat budget (a run on request needs neither).
+local job = ARGV[4] ~= '1' and cjson.decode(cur) or nil
+if job then
   if job['state'] ~= 'scheduled' then return {job['state'], 0} end
   if ARGV[4] == '0' and tostring(job['generation']) ~= ARGV[3] then return {'stale', 0} end
 end
@@ -51,7 +52,6 @@ if held then
   attempt = claim['attempt'] + 1
 end
 if ARGV[4] == '0' and not held then
-  local job = cjson.decode(cur)
   -- The compact record (cron-record-codec.ts) omits `repeat` at its default: no budget.
   local rep = job['repeat']
   local times = type(rep) == 'table' and rep['times'] or nil
