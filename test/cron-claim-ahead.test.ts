@@ -144,3 +144,52 @@ describe.concurrent('cron: claim ahead of the due time', () => {
     expect(await claimOf(second.job.id, second.occurrenceId)).toBeNull();
   });
 });
+
+describe('cron: the claim takes the overlap lock in the same step (claim-cron-occurrence-5.lua)', () => {
+  it("both or neither: a lock another holder has leaves the claim untaken; free, or the holder's own, both are taken for the time asked", async ({
+    cleanups,
+    expect,
+  }) => {
+    const env = testEnv();
+    cleanups.push(() => env.cleanup());
+    const api = openCronService(env.config);
+    cleanups.push(() => api.close());
+    const job = await api.service.add({ schedule: '0 9 * * *', tz: 'UTC', prompt: 'send the report' }, cli);
+    const lockKey = api.keys.turnLock(cronSessionId(job.id));
+    const claimsKey = api.keys.cronClaims(job.id);
+    const claim = (holder: string, occurrenceId: string, lockTtlMs?: number) =>
+      api.store.claim({
+        jobId: job.id,
+        occurrenceId,
+        holder,
+        generation: job.generation,
+        manual: false,
+        dueAt: Date.now(),
+        ...(lockTtlMs === undefined ? {} : { lockTtlMs }),
+      });
+
+    // Another holder has the lock: neither the claim nor the lock is taken.
+    await api.redis.set(lockKey, 'other-job', 'PX', 60_000);
+    expect(await claim('job-a', 'occ-1', 5_000)).toEqual({ status: 'locked' });
+    expect(await api.redis.hget(claimsKey, 'occ-1')).toBeNull();
+    expect(await api.redis.get(lockKey)).toBe('other-job');
+    // Without the lock asked for, the same claim is made and the lock left as it is (the gate's claim).
+    expect(await claim('job-a', 'occ-1')).toMatchObject({ status: 'ok', attempt: 1 });
+    expect(await api.redis.get(lockKey)).toBe('other-job');
+
+    // A free lock is taken with the claim, for the time asked.
+    await api.redis.del(lockKey);
+    expect(await claim('job-b', 'occ-2', 5_000)).toMatchObject({ status: 'ok', attempt: 1 });
+    expect(await api.redis.get(lockKey)).toBe('job-b');
+    const ttl = await api.redis.pttl(lockKey);
+    expect(ttl).toBeGreaterThan(4_000);
+    expect(ttl).toBeLessThanOrEqual(5_000);
+    // The same holder again (a retried job): its lock is set anew and the claim counts the attempt.
+    expect(await claim('job-b', 'occ-2', 9_000)).toMatchObject({ status: 'ok', attempt: 2 });
+    expect(await api.redis.pttl(lockKey)).toBeGreaterThan(8_000);
+    // A claim refused for its own reason takes no lock: another holder's claim of the same occurrence.
+    await api.redis.del(lockKey);
+    expect(await claim('job-c', 'occ-2', 5_000)).toEqual({ status: 'claimed' });
+    expect(await api.redis.exists(lockKey)).toBe(0);
+  });
+});

@@ -124,7 +124,7 @@ export const CRON_TICK_ATTEMPTS = 3;
 /** Global recent-runs list length (for `hermes cron runs` without a job). */
 export const RECENT_RUNS_MAX = 1000;
 
-const CLAIM = luaScript('claim-cron-occurrence-4.lua');
+const CLAIM = luaScript('claim-cron-occurrence-5.lua');
 const COMMIT_RUN = luaScript('commit-cron-run-8.lua');
 const DELETE_JOB = luaScript('delete-cron-job-8.lua');
 const PUT_JOB = luaScript('put-cron-job-3.lua');
@@ -133,7 +133,7 @@ const JOIN_AFTER_ALL = luaScript('join-after-all-1.lua');
 const TAKE_AFTER_ALL = luaScript('take-after-all-1.lua');
 
 /** Result of `claim`: `ok`, or why the occurrence may not start. */
-export type ClaimResult = 'ok' | 'removed' | 'done' | 'claimed' | 'stale' | 'repeat-used' | 'paused' | 'completed' | 'error';
+export type ClaimResult = 'ok' | 'removed' | 'done' | 'claimed' | 'stale' | 'repeat-used' | 'locked' | 'paused' | 'completed' | 'error';
 
 /** Result of `commitRun`. */
 export type RunCommitResult =
@@ -615,6 +615,11 @@ export class CronStore {
     dueAt: number;
     /** Claimed to be recorded as skipped (overlap, misfire): takes nothing from the `--repeat` budget. */
     skip?: boolean;
+    /**
+     * Take the turn lock of the job's session `cron:<id>` for `holder` with the claim, for this many ms (a claim
+     * ahead, `worker/cron/cron-claim-ahead.ts`): free or `holder`'s already, or neither is taken (`locked`).
+     */
+    lockTtlMs?: number;
   }): Promise<{ status: 'ok'; attempt: number; journalEntries: number } | { status: Exclude<ClaimResult, 'ok'> }> {
     const k = this.keys.forCronJob(input.jobId);
     const [status, attempt, journalEntries] = (await runLuaScript(
@@ -625,6 +630,7 @@ export class CronStore {
         k.cronClaims(input.jobId),
         k.cronCommitted(input.jobId),
         k.turnJournal(cronSessionId(input.jobId), input.occurrenceId),
+        k.turnLock(cronSessionId(input.jobId)),
       ],
       [
         input.occurrenceId,
@@ -635,6 +641,7 @@ export class CronStore {
         Date.now(),
         this.windowMs,
         input.skip ? '1' : '0',
+        input.lockTtlMs === undefined ? '' : String(Math.max(1, Math.ceil(input.lockTtlMs))),
       ],
     )) as [ClaimResult, number, number?];
     return status === 'ok' ? { status, attempt, journalEntries: journalEntries ?? 0 } : { status };

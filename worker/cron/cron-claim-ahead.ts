@@ -24,7 +24,8 @@
  *    (no earlier than it was fetched), so a top-of-the-hour burst's claims are done before its instant
  *    instead of spilling past it. One occurrence alone is claimed `claim_lead_ms` ahead, as before.
  *  - The turn starts at the due time, never before; its lateness is taken when it really starts.
- *  - A claim that does not answer `ok` releases the lock it took; the gate decides at the due time.
+ *  - The overlap lock is taken in the claim's script (`claim-cron-occurrence-5.lua`): both or neither. A claim that
+ *    does not answer `ok` has taken no lock; the gate decides at the due time.
  *    An occurrence handed back by the drain before its due time releases the lock; its claim stays,
  *    and whoever takes the job claims it again as its own retry (the holder is the BullMQ job).
  */
@@ -133,26 +134,36 @@ async function claimAhead(
   if (!record || (record.overlap !== 'skip' && record.overlap !== 'queue' && record.overlap !== 'allow')) return undefined;
   if (onTimeRun(record, job, dueAt, deps)?.action !== 'run') return undefined;
   const holder = job.id!;
+  const sessionId = cronSessionId(record.id);
   const occurrenceId = cronOccurrenceId(record.id, dueAt, 'schedule');
-  holdWritesThisTurn(deps.redis);
-  // Set to last past the due time, renewed from then (`SessionLock.acquire`): no renewals through the lead.
-  const lock = record.overlap === 'allow' ? null : await deps.lock.acquire(cronSessionId(record.id), holder, dueAt);
-  if (record.overlap !== 'allow' && !lock) return undefined; // busy: the gate decides at the due time
+  const locked = record.overlap !== 'allow';
   // Registered before the claim is sent, so a `/stop` that comes while it is in flight is not missed.
-  deps.turns.claimedAhead(holder, cronSessionId(record.id), occurrenceId);
+  deps.turns.claimedAhead(holder, sessionId, occurrenceId);
   let claim: Awaited<ReturnType<WorkerDeps['cron']['claim']>>;
   try {
     holdWritesThisTurn(deps.redis);
-    claim = await deps.cron.claim({ jobId: record.id, occurrenceId, holder, generation: job.data.generation, manual: false, dueAt });
+    // The turn lock is taken in the claim's script, set to last past the due time and renewed from then
+    // (`SessionLock.ttlFrom`): no renewals through the lead. Busy, neither is taken: the gate decides at the due time.
+    claim = await deps.cron.claim({
+      jobId: record.id,
+      occurrenceId,
+      holder,
+      generation: job.data.generation,
+      manual: false,
+      dueAt,
+      ...(locked ? { lockTtlMs: deps.lock.ttlFrom(dueAt) } : {}),
+    });
   } catch (err) {
     deps.turns.forgetClaimedAhead(holder);
-    await lock?.release();
+    // The script may have taken the lock before its answer was lost.
+    if (locked) await deps.lock.adopt(sessionId, holder, dueAt).release();
     throw err;
   }
-  if (claim.status === 'ok')
+  if (claim.status === 'ok') {
+    const lock = locked ? deps.lock.adopt(sessionId, holder, dueAt) : null;
     return { record, attempt: claim.attempt, journalEntries: claim.journalEntries, lock, ...readAtDue(deps, record.id, dueAt) };
+  }
   deps.turns.forgetClaimedAhead(holder);
-  await lock?.release();
   return undefined;
 }
 

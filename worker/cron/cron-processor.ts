@@ -19,7 +19,7 @@
  *     `buffer_all` waits its place in the job's buffer (bounded), `cancel_other`
  *     cancels the running run and waits for it to stop, `allow` runs anyway.
  *     docs/CRON.md, "Overlap";
- *   - `claim` the occurrence (`claim-cron-occurrence-4.lua`: still scheduled in
+ *   - `claim` the occurrence (`claim-cron-occurrence-5.lua`: still scheduled in
  *     this generation, nobody else holds it) — the point after which a pause or
  *     remove no longer stops it; a skipped occurrence is claimed too, then
  *     recorded without a turn;

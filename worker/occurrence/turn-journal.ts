@@ -4,7 +4,7 @@
  * earlier run of this occurrence (a retry after a crash, a takeover after a lapsed lock, a hand-back
  * at drain) got that far — and appended to, one step at a time, before the next step starts. Loop
  * ticks and cron runs open it the same way, without the read when their claim found it empty (the
- * claim scripts answer its length: `claim-tick-8.lua`, `claim-cron-occurrence-4.lua`); the commit
+ * claim scripts answer its length: `claim-tick-8.lua`, `claim-cron-occurrence-5.lua`); the commit
  * deletes it (`commit-turn-7.lua`, `commit-cron-run-8.lua`).
  */
 import type { Logger } from 'pino';

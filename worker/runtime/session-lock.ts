@@ -66,13 +66,20 @@ export class SessionLock {
    */
   async acquire(sessionId: string, holder: string, heldFrom?: number): Promise<HeldLock | null> {
     const from = Math.max(Date.now(), heldFrom ?? 0);
-    const ttlMs = from - Date.now() + this.ttlMs;
-    if (!(await acquireOwned(this.redis, this.keys.turnLock(sessionId), holder, ttlMs))) return null;
+    if (!(await acquireOwned(this.redis, this.keys.turnLock(sessionId), holder, this.ttlFrom(from)))) return null;
     return this.adopt(sessionId, holder, from);
   }
 
   /**
-   * The lock `holder` took by another atomic step (the tick claim takes it in
+   * The time-to-live, ms, of a lock taken now to be held from `heldFrom` (`acquire`; a cron claim ahead takes it in
+   * its script and adopts it with the same `heldFrom`): until then, plus the time-to-live.
+   */
+  ttlFrom(heldFrom: number): number {
+    return Math.max(0, heldFrom - Date.now()) + this.ttlMs;
+  }
+
+  /**
+   * The lock `holder` took by another atomic step (the tick claim, and a cron claim ahead, take it in
    * the same script), renewed in the background until released: every third of
    * the time-to-live from now (from `heldFrom` when later: `acquire`), as long as it is held.
    */

@@ -6,6 +6,8 @@
   KEYS[2] the job's claims (hash: occurrence id -> {holder, attempt, at})
   KEYS[3] the job's committed occurrences (sorted set: occurrence id -> commit time ms)
   KEYS[4] the occurrence's turn journal (list; its length is answered: 0 spares the journal's read)
+  KEYS[5] the turn lock of the job's session `cron:<id>` (string: the holder; owned-key.ts), taken with the
+          claim when ARGV[9] asks for it
 
   ARGV[1] occurrence id
   ARGV[2] holder
@@ -18,13 +20,15 @@
   ARGV[6] now, epoch ms
   ARGV[7] how long a claim or a committed occurrence is remembered, ms
   ARGV[8] '1' when the occurrence is claimed to be recorded as skipped (overlap, misfire), else '0'
+  ARGV[9] '' to claim without the turn lock; else its time-to-live, ms: the lock is taken with the claim
+          (free, or held by this holder already: as acquire-owned-1.lua), or neither is ('locked')
 
   Returns {'ok', attempt, journal length} claimed (attempt 1 the first time, +1 each time the
   same holder claims again: a hand-back, a stalled or retried job);
   {reason, 0} otherwise: 'removed', 'done' (committed before), 'claimed'
   (another holder has it), 'stale' (older generation), 'repeat-used' (the `--repeat` budget is
-  taken by runs completed and runs in flight), or the job's state when not
-  scheduled.
+  taken by runs completed and runs in flight), 'locked' (the turn lock asked for is another
+  holder's), or the job's state when not scheduled.
 
   `--repeat N` is a budget of N scheduled runs: completed runs plus claims of
   scheduled occurrences still in flight (held by other holders) must stay below
@@ -64,6 +68,11 @@ if ARGV[4] == '0' and not held then
     end
     if taken >= times then return {'repeat-used', 0} end
   end
+end
+if ARGV[9] ~= '' then
+  local lockHolder = redis.call('GET', KEYS[5])
+  if lockHolder and lockHolder ~= ARGV[2] then return {'locked', 0} end
+  redis.call('SET', KEYS[5], ARGV[2], 'PX', ARGV[9])
 end
 redis.call('HSET', KEYS[2], occ, cjson.encode({holder = ARGV[2], attempt = attempt, at = now, manual = ARGV[4] ~= '0', skip = ARGV[8] == '1'}))
 -- Claims of occurrences that never committed (failed for good) are dropped once older than the window.
