@@ -13,6 +13,7 @@ import { openCronService, createTestDeps } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
+import { commandsDuring } from './support/redis-monitor.ts';
 import { it, type CleanUp } from './support/cleanup.ts';
 
 const LEADS = { 'cron.prefetch_lead_ms': 8_000, 'worker.claim_lead_ms': 6_000 };
@@ -72,6 +73,28 @@ describe.concurrent('cron: claim ahead of the due time', () => {
     expect(calledAt[0]!).toBeGreaterThanOrEqual(due); // the model called at the due time, not at the claim
     await waitFor(async () => (await api.store.get(job.id))?.state === 'completed' || undefined, 10_000, 'the job completed');
     expect(await api.redis.exists(api.keys.turnLock(cronSessionId(job.id)))).toBe(0);
+  });
+
+  it('commits over the record its claim was decided on: after the turn, the record is read only by the commit script', async ({
+    cleanups,
+    expect,
+  }) => {
+    // A 3 s turn: the monitor is on before it ends. A job that stays scheduled: nothing after its commit writes it.
+    const { env, api, calledAt } = await setup(cleanups, {}, 3000);
+    const due = Math.ceil((Date.now() + 10_000) / 1000) * 1000;
+    const job = await api.service.add(
+      { schedule: `${new Date(due).getUTCSeconds()} * * * * *`, tz: 'UTC', prompt: 'send the report' },
+      cli,
+    );
+    await waitFor(() => (calledAt.length === 1 ? true : undefined), 25_000, 'the turn');
+    const recordKey = api.keys.cronJob(job.id);
+    const seen = await commandsDuring(env.redisUrl, api.redis, recordKey, () =>
+      waitFor(async () => (await api.store.runs(job.id, 10)).length > 0 || undefined, 20_000, 'the run'),
+    );
+    // The commit script's own read (the version check) and write; no read of the record before it.
+    expect(seen.filter((c) => c.args[0] === recordKey).map((c) => c.name)).toEqual(['GET', 'SET']);
+    expect((await api.store.runs(job.id, 10))[0]).toMatchObject({ due_at: due, status: 'ok' });
+    expect((await api.store.get(job.id))!.state).toBe('scheduled');
   });
 
   it('a pause after the claim ahead, before the due time, stops the occurrence: no run, its claim forgotten, the lock free', async ({

@@ -589,11 +589,14 @@ class CronPlan implements OccurrencePlan<CronGated, CronClaimed, CronRan, CronCo
     return this.finishRun(claimed, run, f.error.kind === 'budget' && f.error.overrun ? { overTurnBudget: f.error.overrun } : {});
   }
 
-  /** One commit attempt over the job's record as it is now (`applyRun`), with the version check. */
-  async commit(_claimed: CronClaimed, { run, effects }: CronRan): Promise<CommitAnswer<CronCommitted, CronTickResult>> {
+  /**
+   * One commit attempt (`applyRun`) with the version check: the first over the record the claim was decided on
+   * (a write since fails the check), each further one over the record read again.
+   */
+  async commit(claimed: CronClaimed, { run, effects }: CronRan, attempt: number): Promise<CommitAnswer<CronCommitted, CronTickResult>> {
     const { deps, store, tick } = this;
     holdWritesThisTurn(deps.redis); // the commits of turns that end together leave in one write
-    const current = await store.get(tick.jobId);
+    const current = attempt === 0 ? claimed.record : await store.get(tick.jobId);
     if (!current) return this.dropped('removed');
     // The spend joins the job's totals, the watch's digest is kept, a token budget pauses: in this one commit.
     const { watchBase, ...applied } = effects;

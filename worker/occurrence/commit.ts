@@ -4,9 +4,9 @@
  *
  * Exactly once: each kind's commit is one atomic script keyed by the occurrence (a retried or
  * duplicated job finds it committed and ends in `done`, finishing only what the first one may have
- * left undone), written over the record's version as it is now, so a pause or an edit that arrived
- * during the turn wins; on a concurrent write the attempt is made again over a fresh read
- * (`retryOnConflict`). Delivery after commit: nothing is sent or re-armed for an occurrence that is
+ * left undone), written over the version of the record it was built on, so a pause or an edit that
+ * arrived during the turn wins: on a write since, the attempt is made again over a fresh read
+ * (`retryOnConflict`; a cron commit's first attempt is built on the record its claim was decided on). Delivery after commit: nothing is sent or re-armed for an occurrence that is
  * not committed, so a hand-back, a lost lock or a crash never delivers twice.
  */
 import { retryOnConflict } from '../../scheduler/store/optimistic-retry.ts';
