@@ -3,15 +3,15 @@
  *
  *   npx tsx ops/bench/cli-startup.ts [--runs 10] [--json]
  *
- * Every CLI call pays start-up, so it is measured as a user meets it: `node cli/hermes.mjs --version`,
- * `cron next @hourly` (no Redis: `REDIS_URL` unset), `status` and `cron list` (three jobs stored) as
- * child processes, in rounds that interleave the commands (so a busy spell of the machine falls on all
- * of them alike), after one warm-up round that is not counted. Each call is measured twice: wall time
- * from spawn to exit, and the CPU time the child used (user + system, from `process.resourceUsage()` in
- * an exit hook the child loads with `--import`) — on a machine other work keeps busy, wall time mostly
- * measures the queue for a core and CPU time is the figure to compare. The commands run the build in
- * `dist/` (`npm run build`; `npm ci` makes it); `cron list` runs once more from the sources
- * (`HERMES_FROM_SOURCES=1`, tsx). `node -e 0` is the floor: what Node itself costs on this machine at
+ * Every CLI call pays start-up, so it is measured as a user meets it: `hermes --version`, `cron next @hourly`
+ * (no Redis: `REDIS_URL` unset), `status` and `cron list` (three jobs stored), each run as the `#!` line of
+ * cli/hermes.mjs runs it (Node with the line's options) as child processes, in rounds that interleave the
+ * commands (so a busy spell of the machine falls on all of them alike), after one warm-up round that is not
+ * counted. Each call is measured twice: wall time from spawn to exit, and the CPU time the child used (user +
+ * system, from `process.resourceUsage()` in an exit hook the child loads with `--import`) — on a machine other
+ * work keeps busy, wall time mostly measures the queue for a core and CPU time is the figure to compare. The
+ * commands run the build in `dist/` (`npm run build`; `npm ci` makes it); `cron list` runs once more from the
+ * sources (`HERMES_FROM_SOURCES=1`, tsx). `node -e 0` is the floor: what Node itself costs on this machine at
  * this moment; `over node` is a command's median minus the floor's.
  * Starts its own `redis-server` in a temporary folder — never a Redis it did not start.
  *
@@ -25,10 +25,11 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { startEmbeddedRedis } from '../../scheduler/store/redis/embedded-redis.ts';
-import { runBench } from './bench-support.ts';
+import { launcherNodeOptions, runBench } from './bench-support.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
-const HERMES = join(ROOT, 'cli', 'hermes.mjs');
+/** `hermes` as its `#!` line starts it: Node with the line's options, then the script. */
+const HERMES = [...launcherNodeOptions(), join(ROOT, 'cli', 'hermes.mjs')];
 
 function arg(name: string, def: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -84,19 +85,19 @@ runBench(async () => {
       ['weekdays at 9am', 'standup'],
       ['0 * * * *', 'mirrors'],
     ] as const) {
-      await timed([HERMES, 'cron', 'add', schedule, '--script', 'true', '--name', name], env);
+      await timed([...HERMES, 'cron', 'add', schedule, '--script', 'true', '--name', name], env);
     }
     if (!existsSync(join(ROOT, 'dist', 'build.json'))) throw new Error('no build in dist/: run `npm run build` first (npm ci does it)');
     const sources = { ...env, HERMES_FROM_SOURCES: '1' };
     const { REDIS_URL: _, ...noRedis } = env;
     const commands: Array<{ name: string; args: string[]; env?: NodeJS.ProcessEnv; targetMs?: number }> = [
       { name: 'node -e 0', args: ['-e', '0'] },
-      { name: 'hermes --version', args: [HERMES, '--version'], targetMs: 200 },
-      { name: 'hermes cron next @hourly', args: [HERMES, 'cron', 'next', '@hourly'], env: noRedis, targetMs: 200 },
-      { name: 'hermes status', args: [HERMES, 'status'], targetMs: 300 },
-      { name: 'hermes cron list', args: [HERMES, 'cron', 'list'], targetMs: 300 },
+      { name: 'hermes --version', args: [...HERMES, '--version'], targetMs: 200 },
+      { name: 'hermes cron next @hourly', args: [...HERMES, 'cron', 'next', '@hourly'], env: noRedis, targetMs: 200 },
+      { name: 'hermes status', args: [...HERMES, 'status'], targetMs: 300 },
+      { name: 'hermes cron list', args: [...HERMES, 'cron', 'list'], targetMs: 300 },
       // The same call without the build: the sources through tsx (what every call cost before it).
-      { name: 'hermes cron list (sources, tsx)', args: [HERMES, 'cron', 'list'], env: sources },
+      { name: 'hermes cron list (sources, tsx)', args: [...HERMES, 'cron', 'list'], env: sources },
     ];
     const samples = new Map(commands.map((c) => [c.name, { wall: [] as number[], cpu: [] as number[] }]));
     const loadBefore = loadavg()[0]!;
