@@ -1,11 +1,10 @@
 #!/usr/bin/env -S node --max-semi-space-size=64
 // Node's options come from the line above, for every command (`env -S` splits it): 64 MB semi-spaces, a
-// larger young generation for a worker's bursts. At the top of the hour garbage collection was about a
-// quarter of a worker's thread; with them it is about half that, and 2,000 agent turns due at one instant
-// start ~25 % sooner, for up to ~190 MB more memory while a burst lasts (docs/BENCHMARKS.md, "Top of the
-// hour"). A short command never grows its young generation that far. Started as `node cli/hermes.mjs`
-// (the systemd unit, compose.yaml), this line is not read: those set NODE_OPTIONS to the same options
-// (test/deployment.test.ts holds them to it).
+// larger young generation for a worker's bursts. At the top of the hour garbage collection was a quarter of
+// a worker's thread or more; with them it takes less, and a burst starts and commits sooner, for up to
+// ~190 MB more memory while it lasts (docs/BENCHMARKS.md, "Top of the hour"). A short command never grows
+// its young generation that far. Started as `node cli/hermes.mjs` (the systemd unit, compose.yaml), this
+// line is not read: those set NODE_OPTIONS to the same options (test/deployment.test.ts holds them to it).
 // The `hermes` command. Every call pays its start-up, so it loads only what the call needs:
 // - `hermes --version` reads package.json and nothing else;
 // - every command — the long-running `up`, `worker` and `gateway` included — runs the compiled CLI in

@@ -6,8 +6,9 @@
  * duplicated job finds it committed and ends in `done`, finishing only what the first one may have
  * left undone), written over the version of the record it was built on, so a pause or an edit that
  * arrived during the turn wins: on a write since, the attempt is made again over a fresh read
- * (`retryOnConflict`; a cron commit's first attempt is built on the record its claim was decided on). Delivery after commit: nothing is sent or re-armed for an occurrence that is
- * not committed, so a hand-back, a lost lock or a crash never delivers twice.
+ * (`retryOnConflict`; a cron commit's first attempt is built on the record its claim was decided on).
+ * Delivery after commit: nothing is sent or re-armed for an occurrence that is not committed, so a
+ * hand-back, a lost lock or a crash never delivers twice.
  */
 import { retryOnConflict } from '../../scheduler/store/optimistic-retry.ts';
 import type { HeldLock } from '../runtime/session-lock.ts';
