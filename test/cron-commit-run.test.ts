@@ -11,14 +11,18 @@ import { cronJobFixture, cronRunFixture } from './support/record-fixtures.ts';
 
 const cleanups = cleanupAfterEach();
 
+/** Job `id` stored paused (its runs are the test's), and its record as read back. */
+async function storedJob(id: string) {
+  const { api } = openTestCron(cleanups);
+  await api.store.put(cronJobFixture({ id, name: 'commit', paused: true, now: Date.now() }), 'absent');
+  return { api, current: (await api.store.get(id))! };
+}
+
 describe('a committed run, as stored', () => {
   it('with a local reply: the local target delivered with the event id as evidence, the rest of the run as sent', async () => {
-    const { api } = openTestCron(cleanups);
-    const now = Date.now();
     const id = 'c'.repeat(12);
-    await api.store.put(cronJobFixture({ id, name: 'commit', paused: true, now }), 'absent');
-    const current = (await api.store.get(id))!;
-    const run: CronRun = cronRunFixture(id, now, {
+    const { api, current } = await storedJob(id);
+    const run: CronRun = cronRunFixture(id, Date.now(), {
       // Text shaped like the script's token (not this call's), and an empty list: stored as they are.
       output: 'evidence-0123456789abcdef0123456789abcdef "evidence" \\ \u00e9 \u2028',
       handoff: [],
@@ -47,12 +51,9 @@ describe('a committed run, as stored', () => {
   });
 
   it('without a local reply: the run stored exactly as sent, and no event', async () => {
-    const { api } = openTestCron(cleanups);
-    const now = Date.now();
     const id = 'd'.repeat(12);
-    await api.store.put(cronJobFixture({ id, name: 'commit', paused: true, now }), 'absent');
-    const current = (await api.store.get(id))!;
-    const run = cronRunFixture(id, now, { deliveries: [{ target: 'local', status: 'pending' }] });
+    const { api, current } = await storedJob(id);
+    const run = cronRunFixture(id, Date.now(), { deliveries: [{ target: 'local', status: 'pending' }] });
     const res = await api.store.commitRun({ run, job: current, expectedVersion: current.version, localEvent: null });
     expect(res).toMatchObject({ status: 'committed', eventId: null });
     expect(await api.store.getRun(id, run.occurrence_id)).toEqual(run);
