@@ -42,6 +42,7 @@ export function runBench(main: () => Promise<void>): void {
 /**
  * The Node options `hermes` starts with: those of the `#!` line of `cli/hermes.mjs` (the rule is told there),
  * e.g. `['--max-semi-space-size=64']`.
+ * @throws Error when that line is not `#!/usr/bin/env -S node` followed by options
  */
 export function launcherNodeOptions(): string[] {
   const shebang = readFileSync(new URL('../../cli/hermes.mjs', import.meta.url), 'utf8').split('\n', 1)[0]!;
