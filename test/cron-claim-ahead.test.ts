@@ -9,7 +9,7 @@
 import { describe } from 'vitest';
 import { cronOccurrenceId, cronSessionId } from '../scheduler/cron/cron-job.ts';
 import { startWorker } from './support/stack.ts';
-import { openCronService, createTestDeps } from './support/cron-worker.ts';
+import { openCronService, openTestCron, createTestDeps } from './support/cron-worker.ts';
 import { testEnv } from './support/env.ts';
 import { startFakeOpenAI } from './support/fake-openai.ts';
 import { waitFor } from './support/wait-for.ts';
@@ -173,10 +173,7 @@ describe('cron: the claim takes the overlap lock in the same step (claim-cron-oc
     cleanups,
     expect,
   }) => {
-    const env = testEnv();
-    cleanups.push(() => env.cleanup());
-    const api = openCronService(env.config);
-    cleanups.push(() => api.close());
+    const { api } = openTestCron(cleanups);
     const job = await api.service.add({ schedule: '0 9 * * *', tz: 'UTC', prompt: 'send the report' }, cli);
     const lockKey = api.keys.turnLock(cronSessionId(job.id));
     const claimsKey = api.keys.cronClaims(job.id);

@@ -17,7 +17,7 @@
  * "due_ticks_per_s", "product_redis_cpu_us_per_tick", "raw_redis_cpu_us_per_job"}`; the machine's load
  * average at the start and end of each N goes to stderr.
  *
- * It runs under the Node options `hermes` starts a worker with (`--max-semi-space-size=64`, the `#!` line of
+ * It runs under the Node options `hermes` starts a worker with (those of the `#!` line of
  * cli/hermes.mjs), both paths alike: run without them, it runs itself again with them.
  *
  * Both paths register their N schedules the same way (32 at a time) and measure

@@ -8,7 +8,7 @@
  *                                    [--cpu-profile <file>] [--heap-profile <file>] [--profile-phase noop|agent]
  *                                    [--list-schedules 100000] [--json]
  *
- * It runs under the Node options `hermes` starts a worker with (`--max-semi-space-size=64`, the `#!` line of
+ * It runs under the Node options `hermes` starts a worker with (those of the `#!` line of
  * cli/hermes.mjs): run without them, it runs itself again with them.
  *
  * Phase 1, no-op turns: N cron jobs (`S M H * * *` in UTC, all due at one instant T a little after
